@@ -1,0 +1,56 @@
+// The `svc` entry point: parse the command line, run one command, and turn every error into a message and an
+// exit code. This is the only place that decides exit codes; bin/svc.js calls process.exit with the result.
+
+import { Command, CommanderError } from "commander";
+import pc from "picocolors";
+import { ApiError, ExitCode, SvcError, UserError } from "../errors.js";
+import { commands } from "./commands/index.js";
+import { SVC_VERSION } from "../version.js";
+
+export async function main(argv: string[]): Promise<number> {
+  const debug = argv.includes("--debug") || process.env.SVC_DEBUG === "1";
+  const program = new Command("svc")
+    .description("Build, run and deploy serverless GPU/CPU endpoints written in TypeScript")
+    .version(SVC_VERSION)
+    .option("--debug", "print stack traces of internal errors")
+    .exitOverride()
+    .showSuggestionAfterError(true)
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  for (const register of commands) register(program);
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
+  } catch (err) {
+    return report(err, debug);
+  }
+}
+
+function report(err: unknown, debug: boolean): number {
+  if (err instanceof CommanderError) {
+    // Commander already printed its message (unknown option, missing argument, --help, --version).
+    if (err.code === "commander.helpDisplayed" || err.code === "commander.version" || err.code === "commander.help") {
+      return ExitCode.ok;
+    }
+    return ExitCode.usage;
+  }
+  const tty = Boolean(process.stderr.isTTY);
+  const red = (s: string) => (tty ? pc.red(s) : s);
+  if (err instanceof ApiError) {
+    process.stderr.write(`${red("error")}: the service answered ${err.status} ${err.problem.title}: ${err.problem.detail}\n`);
+    for (const e of err.problem.errors ?? []) process.stderr.write(`  - ${e}\n`);
+    if (debug && err.stack) process.stderr.write(`${err.stack}\n`);
+    return err.exitCode;
+  }
+  if (err instanceof UserError) {
+    process.stderr.write(`${red("error")}: ${err.message}\n`);
+    for (const p of err.problems) process.stderr.write(`  - ${p}\n`);
+    if (err.hint) process.stderr.write(`${err.hint}\n`);
+    if (debug && err.stack) process.stderr.write(`${err.stack}\n`);
+    return err.exitCode;
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`${red("internal error")}: ${message}\n`);
+  if (debug && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+  else process.stderr.write("This is a bug in svc. Run again with --debug for details and report it.\n");
+  return err instanceof SvcError ? err.exitCode : ExitCode.internal;
+}

@@ -1,0 +1,53 @@
+// Where workers run. The service's scaler decides how many workers an endpoint needs; a driver starts and
+// stops them. Drivers: local processes (the embedded default) and Docker containers.
+
+export interface WorkerLogLine {
+  ts: number;
+  stream: "stdout" | "stderr";
+  text: string;
+}
+
+export interface WorkerLaunch {
+  workerId: string;
+  endpointId: string;
+  endpointName: string;
+  app: string;
+  env: string;
+  /** Local path of the artifact .tar.gz (drivers may mount it, or hand the runtime a URL). */
+  artifactPath: string;
+  /** Service base URL as seen from the host; drivers translate it for their workers when needed. */
+  apiUrl: string;
+  workerToken: string;
+  /** The owner's key, for cross-endpoint calls from inside the worker. */
+  apiKey?: string;
+  /** The endpoint's configured environment variables. */
+  environment: Record<string, string>;
+  maxConcurrency: number;
+  computeType: "GPU" | "CPU";
+  gpuTypeIds: string[];
+  /** Host path of the endpoint's network volume, when it has one. */
+  volumePath?: string;
+  onLog(line: WorkerLogLine): void;
+}
+
+export interface WorkerExit {
+  code: number | null;
+  signal: string | null;
+}
+
+export interface WorkerHandle {
+  readonly workerId: string;
+  /** Resolves when the worker has exited, however that happened. */
+  readonly exited: Promise<WorkerExit>;
+  /** Ask the worker to finish and exit (SIGTERM), and kill it after `graceMs`. */
+  stop(graceMs: number): Promise<WorkerExit>;
+  /** Kill at once (SIGKILL). */
+  kill(): void;
+}
+
+export interface WorkerDriver {
+  readonly name: "process" | "docker";
+  start(launch: WorkerLaunch): Promise<WorkerHandle>;
+  /** Stop every worker this driver started. */
+  close(): Promise<void>;
+}

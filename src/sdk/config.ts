@@ -1,0 +1,200 @@
+// Endpoint configuration as users write it, and its normalized form.
+// The build validates configuration statically (with file:line); this module holds the shared rules and
+// defaults so the build, the service and the runtime agree on them.
+
+export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+export const HTTP_METHODS: readonly HttpMethod[] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/** What a user passes to `Endpoint(config)`. Units: seconds for timeouts. */
+export interface EndpointConfig {
+  /** Endpoint name; one endpoint is created per distinct name. Lowercase letters, digits and dashes. */
+  name: string;
+  /** GPU type or group, or a priority-ordered list of them (a GPU endpoint). Never together with `cpu`. */
+  gpu?: string | readonly string[];
+  /** CPU instance identifier (a CPU endpoint). Never together with `gpu`. */
+  cpu?: string;
+  /** `[min, max]` workers, or just `max` (min 0). */
+  workers?: readonly [number, number] | number;
+  /** npm package specs installed into the artifact for Linux x86_64 at build time. */
+  dependencies?: readonly string[];
+  /** Worker environment variables. */
+  env?: Readonly<Record<string, string>>;
+  /** Network volume id (or name) mounted into the workers. */
+  volume?: string;
+  /** Seconds an idle worker is kept before it is stopped. */
+  idleTimeout?: number;
+  /** Seconds a job may run before it ends TIMED_OUT. */
+  executionTimeout?: number;
+  /** Jobs one worker runs at once. */
+  maxConcurrency?: number;
+  /** Automatic retries of a failed job (queue-based endpoints). */
+  retries?: number;
+}
+
+export const CONFIG_KEYS = [
+  "name",
+  "gpu",
+  "cpu",
+  "workers",
+  "dependencies",
+  "env",
+  "volume",
+  "idleTimeout",
+  "executionTimeout",
+  "maxConcurrency",
+  "retries",
+] as const;
+
+export const DEFAULTS = {
+  cpu: "cpu3c-1-2",
+  workersMin: 0,
+  workersMax: 3,
+  idleTimeout: 60,
+  executionTimeout: 600,
+  maxConcurrency: 1,
+  retries: 1,
+} as const;
+
+export const LIMITS = {
+  workersMax: 100,
+  idleTimeoutMax: 3600,
+  executionTimeoutMax: 24 * 3600,
+  maxConcurrencyMax: 1000,
+  retriesMax: 10,
+} as const;
+
+/** Paths an app may not define on a load-balanced endpoint. */
+export const RESERVED_ROUTE_PATHS = ["/ping"] as const;
+
+export const ENDPOINT_NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** Configuration with every default filled in, as the manifest and the service use it. */
+export interface NormalizedConfig {
+  name: string;
+  computeType: "GPU" | "CPU";
+  /** GPU types in priority order (GPU endpoints); empty for CPU. */
+  gpuTypeIds: string[];
+  /** CPU instance ids (CPU endpoints); empty for GPU. */
+  instanceIds: string[];
+  workersMin: number;
+  workersMax: number;
+  dependencies: string[];
+  env: Record<string, string>;
+  volume: string | null;
+  idleTimeout: number;
+  executionTimeoutMs: number;
+  maxConcurrency: number;
+  retries: number;
+}
+
+/**
+ * Validate a plain config object. Returns a list of problems (empty when valid); each problem names the key.
+ * Used by the build (which adds file:line) and by `Endpoint()` at run time.
+ */
+export function configProblems(config: unknown): string[] {
+  const problems: string[] = [];
+  if (typeof config !== "object" || config === null || Array.isArray(config)) {
+    return ["the endpoint configuration must be an object like { name: \"my-endpoint\" }"];
+  }
+  const c = config as Record<string, unknown>;
+  for (const key of Object.keys(c)) {
+    if (!(CONFIG_KEYS as readonly string[]).includes(key)) {
+      problems.push(`unknown configuration key "${key}" (known keys: ${CONFIG_KEYS.join(", ")})`);
+    }
+  }
+  if (typeof c.name !== "string" || c.name.length === 0) {
+    problems.push("\"name\" is required and must be a non-empty string");
+  } else if (!ENDPOINT_NAME_PATTERN.test(c.name)) {
+    problems.push(
+      `"name" "${c.name}" must be 1-63 lowercase letters, digits or dashes, starting and ending with a letter or digit`,
+    );
+  }
+  if (c.gpu !== undefined && c.cpu !== undefined) {
+    problems.push("\"gpu\" and \"cpu\" are mutually exclusive: an endpoint is either GPU-based or CPU-based");
+  }
+  if (c.gpu !== undefined) {
+    const list = Array.isArray(c.gpu) ? c.gpu : [c.gpu];
+    if (list.length === 0 || !list.every((g) => typeof g === "string" && g.length > 0)) {
+      problems.push("\"gpu\" must be a GPU type (string) or a non-empty list of GPU types in priority order");
+    } else if (new Set(list).size !== list.length) {
+      problems.push("\"gpu\" lists a GPU type twice");
+    }
+  }
+  if (c.cpu !== undefined && (typeof c.cpu !== "string" || c.cpu.length === 0)) {
+    problems.push("\"cpu\" must be a CPU instance id such as \"cpu3c-1-2\"");
+  }
+  if (c.workers !== undefined) {
+    const w = c.workers;
+    if (typeof w === "number") {
+      if (!Number.isInteger(w) || w < 1 || w > LIMITS.workersMax) {
+        problems.push(`"workers" as a number is the maximum: an integer from 1 to ${LIMITS.workersMax}`);
+      }
+    } else if (Array.isArray(w) && w.length === 2 && w.every((n) => Number.isInteger(n))) {
+      const [min, max] = w as number[];
+      if (min! < 0 || max! < 1 || min! > max! || max! > LIMITS.workersMax) {
+        problems.push(`"workers" [min, max] needs 0 <= min <= max, 1 <= max <= ${LIMITS.workersMax}`);
+      }
+    } else {
+      problems.push("\"workers\" must be [min, max] (two integers) or a maximum (one integer)");
+    }
+  }
+  if (c.dependencies !== undefined) {
+    if (!Array.isArray(c.dependencies) || !c.dependencies.every((d) => typeof d === "string" && d.length > 0)) {
+      problems.push("\"dependencies\" must be a list of npm package specs such as [\"sharp@^0.34\"]");
+    }
+  }
+  if (c.env !== undefined) {
+    if (typeof c.env !== "object" || c.env === null || Array.isArray(c.env)) {
+      problems.push("\"env\" must be an object of string values");
+    } else {
+      for (const [k, v] of Object.entries(c.env)) {
+        if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) problems.push(`"env" key "${k}" is not a valid variable name`);
+        if (typeof v !== "string") problems.push(`"env.${k}" must be a string`);
+      }
+    }
+  }
+  if (c.volume !== undefined && (typeof c.volume !== "string" || c.volume.length === 0)) {
+    problems.push("\"volume\" must be a network volume id");
+  }
+  const intRange = (key: string, min: number, max: number) => {
+    const v = c[key];
+    if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max)) {
+      problems.push(`"${key}" must be an integer from ${min} to ${max}`);
+    }
+  };
+  intRange("idleTimeout", 1, LIMITS.idleTimeoutMax);
+  intRange("executionTimeout", 1, LIMITS.executionTimeoutMax);
+  intRange("maxConcurrency", 1, LIMITS.maxConcurrencyMax);
+  intRange("retries", 0, LIMITS.retriesMax);
+  return problems;
+}
+
+/** Fill in defaults. Call only on a config for which configProblems() returned nothing. */
+export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
+  const gpu = config.gpu === undefined ? [] : Array.isArray(config.gpu) ? [...config.gpu] : [config.gpu as string];
+  const isGpu = gpu.length > 0;
+  let workersMin: number = DEFAULTS.workersMin;
+  let workersMax: number = DEFAULTS.workersMax;
+  if (typeof config.workers === "number") {
+    workersMax = config.workers;
+  } else if (Array.isArray(config.workers)) {
+    [workersMin, workersMax] = config.workers as [number, number];
+  }
+  const env: Record<string, string> = {};
+  for (const key of Object.keys(config.env ?? {}).sort()) env[key] = config.env![key]!;
+  return {
+    name: config.name,
+    computeType: isGpu ? "GPU" : "CPU",
+    gpuTypeIds: gpu,
+    instanceIds: isGpu ? [] : [config.cpu ?? DEFAULTS.cpu],
+    workersMin,
+    workersMax,
+    dependencies: [...(config.dependencies ?? [])],
+    env,
+    volume: config.volume ?? null,
+    idleTimeout: config.idleTimeout ?? DEFAULTS.idleTimeout,
+    executionTimeoutMs: (config.executionTimeout ?? DEFAULTS.executionTimeout) * 1000,
+    maxConcurrency: config.maxConcurrency ?? DEFAULTS.maxConcurrency,
+    retries: config.retries ?? DEFAULTS.retries,
+  };
+}

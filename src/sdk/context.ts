@@ -1,0 +1,200 @@
+// Where does a call to an endpoint function go? In order:
+//   1. inside a worker (the runtime registered itself): its own endpoint in-process, peers through the service;
+//   2. a running `svc dev` session of this project (.svc/dev-session.json, found from the working directory up);
+//   3. a deployed app and environment named by SVC_APP / SVC_ENV, on the service at SVC_API_URL.
+// Nothing of these: a clear error that says how to get a context.
+
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { UserError } from "../errors.js";
+import { readJson } from "./jobs-client.js";
+
+export const RUNTIME_KEY = Symbol.for("svc.runtime");
+export const DEV_SESSION_FILE = join(".svc", "dev-session.json");
+export const DEFAULT_API_URL = "http://127.0.0.1:8600";
+/** The spec's peer endpoint address cache. */
+export const PEER_CACHE_MS = 300_000;
+
+/** What the worker runtime registers on globalThis before it loads a handler. */
+export interface RuntimeContext {
+  endpointName: string;
+  endpointId: string;
+  app?: string;
+  env?: string;
+  apiUrl: string;
+  apiKey?: string;
+  /** Run a function of this worker's own endpoint in-process (class methods use it). */
+  invokeLocal?(endpointName: string, functionName: string, input: unknown): unknown;
+}
+
+export function currentRuntime(): RuntimeContext | undefined {
+  return (globalThis as { [RUNTIME_KEY]?: RuntimeContext })[RUNTIME_KEY];
+}
+
+export function setRuntime(context: RuntimeContext | undefined): void {
+  (globalThis as { [RUNTIME_KEY]?: RuntimeContext })[RUNTIME_KEY] = context;
+}
+
+/** Written by `svc dev` while it runs. */
+export interface DevSession {
+  pid: number;
+  url: string;
+  apiKey: string;
+  app: string;
+  env: string;
+  endpoints: Record<string, { id: string; url: string }>;
+}
+
+export interface EndpointTarget {
+  /** The endpoint's job API address, `{queue_base_url}/v2/{endpoint_id}`. */
+  url: string;
+  apiKey?: string;
+}
+
+export class NoContextError extends UserError {
+  constructor(endpointName: string) {
+    super(`Cannot call endpoint "${endpointName}": there is no svc context to run it in`, {
+      hint:
+        "Start `svc dev` in this project and run the script again, or set SVC_APP and SVC_ENV " +
+        "(with SVC_API_URL and SVC_API_KEY) to call a deployed app.",
+    });
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The live dev session of the project containing `from`, if any. */
+export function findDevSession(from = process.cwd()): DevSession | undefined {
+  const explicit = process.env.SVC_DEV_SESSION;
+  const candidates: string[] = [];
+  if (explicit) candidates.push(explicit);
+  for (let dir = from; ; dir = dirname(dir)) {
+    candidates.push(join(dir, DEV_SESSION_FILE));
+    if (dirname(dir) === dir) break;
+  }
+  for (const file of candidates) {
+    if (!existsSync(file)) continue;
+    try {
+      const session = JSON.parse(readFileSync(file, "utf8")) as DevSession;
+      if (processAlive(session.pid)) return session;
+    } catch {
+      // a half-written or stale file: keep looking
+    }
+  }
+  return undefined;
+}
+
+/** Read SVC_* settings from the environment, falling back to a .env file in the working directory. */
+export function envSetting(name: string): string | undefined {
+  const value = process.env[name];
+  if (value !== undefined && value !== "") return value;
+  return readDotEnv(process.cwd())[name];
+}
+
+const dotEnvCache = new Map<string, Record<string, string>>();
+export function readDotEnv(dir: string): Record<string, string> {
+  const cached = dotEnvCache.get(dir);
+  if (cached) return cached;
+  const values: Record<string, string> = {};
+  const file = join(dir, ".env");
+  if (existsSync(file)) {
+    for (const line of readFileSync(file, "utf8").split(/\r?\n/)) {
+      const m = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
+      if (!m) continue;
+      let v = m[2]!;
+      if ((v.startsWith('"') && v.endsWith('"')) || (v.startsWith("'") && v.endsWith("'"))) v = v.slice(1, -1);
+      values[m[1]!] = v;
+    }
+  }
+  dotEnvCache.set(dir, values);
+  return values;
+}
+
+interface CachedPeer {
+  target: EndpointTarget;
+  expires: number;
+}
+const peerCache = new Map<string, CachedPeer>();
+
+/** Forget cached peer addresses (tests, and after a redeploy in the same process). */
+export function clearPeerCache(): void {
+  peerCache.clear();
+}
+
+/**
+ * Look up an endpoint of a deployed app through the service's state API, caching the address for 300 s.
+ * A failed refresh keeps the cached address.
+ */
+async function lookupDeployed(app: string, env: string, endpointName: string, apiUrl: string, apiKey?: string) {
+  const key = `${apiUrl}|${app}|${env}|${endpointName}`;
+  const cached = peerCache.get(key);
+  if (cached && cached.expires > Date.now()) return cached.target;
+  try {
+    const response = await fetch(
+      `${apiUrl.replace(/\/+$/, "")}/v1/apps/${encodeURIComponent(app)}/environments/${encodeURIComponent(env)}`,
+      { headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {} },
+    );
+    const environment = await readJson<{ endpoints: Array<{ name: string; id: string; url: string }> }>(response);
+    const found = environment.endpoints.find((e) => e.name === endpointName);
+    if (!found) {
+      throw new UserError(`Endpoint "${endpointName}" is not deployed in app "${app}", environment "${env}"`, {
+        hint: `Deploy it with \`svc deploy --env ${env}\`.`,
+      });
+    }
+    const target = { url: found.url, apiKey };
+    peerCache.set(key, { target, expires: Date.now() + PEER_CACHE_MS });
+    return target;
+  } catch (err) {
+    if (cached) return cached.target;
+    throw err;
+  }
+}
+
+function appFromProject(dir = process.cwd()): string | undefined {
+  for (let d = dir; ; d = dirname(d)) {
+    const pkg = join(d, "package.json");
+    if (existsSync(pkg)) {
+      try {
+        const name = (JSON.parse(readFileSync(pkg, "utf8")) as { name?: string }).name;
+        if (name) return name.replace(/^@[^/]+\//, "");
+      } catch {
+        return undefined;
+      }
+    }
+    if (dirname(d) === d) return undefined;
+  }
+}
+
+/** Resolve where a call to `endpointName` goes, or throw NoContextError. */
+export async function resolveEndpoint(endpointName: string): Promise<EndpointTarget> {
+  const runtime = currentRuntime();
+  const apiKey = envSetting("SVC_API_KEY");
+  if (runtime) {
+    const app = runtime.app ?? envSetting("SVC_APP");
+    const env = runtime.env ?? envSetting("SVC_ENV");
+    if (app && env) return lookupDeployed(app, env, endpointName, runtime.apiUrl, runtime.apiKey ?? apiKey);
+  }
+  const session = findDevSession();
+  if (session) {
+    const found = session.endpoints[endpointName];
+    if (!found) {
+      throw new UserError(`Endpoint "${endpointName}" is not part of the running svc dev session (${session.app})`, {
+        hint: `It serves: ${Object.keys(session.endpoints).join(", ") || "nothing"}. Is the function in this project?`,
+      });
+    }
+    return { url: found.url, apiKey: session.apiKey };
+  }
+  const app = envSetting("SVC_APP");
+  const env = envSetting("SVC_ENV");
+  if (env && (app ?? appFromProject())) {
+    return lookupDeployed(app ?? appFromProject()!, env, endpointName, envSetting("SVC_API_URL") ?? DEFAULT_API_URL, apiKey);
+  }
+  throw new NoContextError(endpointName);
+}

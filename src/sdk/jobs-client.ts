@@ -1,0 +1,130 @@
+// A typed client for the queue-based job API of one endpoint: `{queue_base_url}/v2/{endpoint_id}`.
+// Used by the SDK's remote calls, the CLI, the tests and the benchmarks.
+
+import { ApiError, UnreachableError, type Problem } from "../errors.js";
+
+export type JobStatus = "IN_QUEUE" | "IN_PROGRESS" | "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
+export const FINAL_STATUSES: readonly JobStatus[] = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
+
+export interface JobRecord<O = unknown> {
+  id: string;
+  status: JobStatus;
+  output?: O;
+  error?: string;
+  delayTime?: number;
+  executionTime?: number;
+  [extra: string]: unknown;
+}
+
+export interface StreamChunk<C = unknown> {
+  output: C;
+  metrics?: Record<string, unknown>;
+}
+
+export interface StreamResult<C = unknown> {
+  status: JobStatus;
+  stream: StreamChunk<C>[];
+}
+
+export interface HealthResult {
+  jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
+  workers: { idle: number; running: number; [state: string]: number };
+  [extra: string]: unknown;
+}
+
+export interface SubmitOptions {
+  /** Which function of the endpoint runs the job (needed when the endpoint serves several). */
+  function?: string;
+  webhook?: string;
+  policy?: { executionTimeout?: number; ttl?: number; lowPriority?: boolean };
+}
+
+export class JobsClient {
+  readonly base: string;
+  private readonly headers: Record<string, string>;
+
+  /** `base` is the endpoint's job API address, `{queue_base_url}/v2/{endpoint_id}`. */
+  constructor(base: string, apiKey?: string) {
+    this.base = base.replace(/\/+$/, "");
+    this.headers = { "content-type": "application/json" };
+    if (apiKey) this.headers.authorization = `Bearer ${apiKey}`;
+  }
+
+  run(input: unknown, options: SubmitOptions = {}): Promise<{ id: string; status: JobStatus }> {
+    return this.request("POST", "/run", { input, ...options });
+  }
+
+  runsync<O = unknown>(input: unknown, options: SubmitOptions & { wait?: number } = {}): Promise<JobRecord<O>> {
+    const { wait, ...rest } = options;
+    return this.request("POST", `/runsync${wait ? `?wait=${wait}` : ""}`, { input, ...rest });
+  }
+
+  status<O = unknown>(id: string, options: { ttl?: number } = {}): Promise<JobRecord<O>> {
+    return this.request("GET", `/status/${encodeURIComponent(id)}${options.ttl ? `?ttl=${options.ttl}` : ""}`);
+  }
+
+  statusSync<O = unknown>(id: string, wait: number): Promise<JobRecord<O>> {
+    return this.request("GET", `/status-sync/${encodeURIComponent(id)}?wait=${wait}`);
+  }
+
+  stream<C = unknown>(id: string): Promise<StreamResult<C>> {
+    return this.request("GET", `/stream/${encodeURIComponent(id)}`);
+  }
+
+  cancel(id: string): Promise<{ id: string; status: JobStatus }> {
+    return this.request("POST", `/cancel/${encodeURIComponent(id)}`);
+  }
+
+  retry(id: string): Promise<{ id: string; status: JobStatus }> {
+    return this.request("POST", `/retry/${encodeURIComponent(id)}`);
+  }
+
+  purgeQueue(): Promise<{ removed: number; status: string }> {
+    return this.request("POST", "/purge-queue");
+  }
+
+  health(): Promise<HealthResult> {
+    return this.request("GET", "/health");
+  }
+
+  /** Poll until the job reaches a final state (uses /status-sync so it does not spin). */
+  async waitFor<O = unknown>(id: string, timeoutMs = 24 * 3600 * 1000): Promise<JobRecord<O>> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const left = deadline - Date.now();
+      const record = await this.statusSync<O>(id, Math.max(1000, Math.min(30_000, left)));
+      if (FINAL_STATUSES.includes(record.status) || Date.now() >= deadline) return record;
+    }
+  }
+
+  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const url = this.base + path;
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        headers: this.headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new UnreachableError(url, err);
+    }
+    return readJson<T>(response);
+  }
+}
+
+/** Parse a JSON response; turn a problem (or any non-2xx) into an ApiError. */
+export async function readJson<T>(response: Response): Promise<T> {
+  const text = await response.text();
+  if (!response.ok) {
+    let problem: Problem;
+    try {
+      problem = JSON.parse(text) as Problem;
+      if (typeof problem.status !== "number") throw new Error("not a problem");
+    } catch {
+      problem = { title: response.statusText || "Error", status: response.status, detail: text.slice(0, 500) };
+    }
+    throw new ApiError(problem);
+  }
+  return (text ? JSON.parse(text) : undefined) as T;
+}

@@ -1,0 +1,63 @@
+// The deployment manifest (`.svc/svc_manifest.json`, also at the root of the artifact).
+// The spec's fields come first in each resource; the rest is what svc needs to deploy and run.
+// Written by src/build, read by the service, the runtime and the SDK (cross-endpoint calls).
+
+import type { HttpMethod } from "./config.js";
+
+export const MANIFEST_FILE = "svc_manifest.json";
+export const MANIFEST_VERSION = 1;
+
+export type FunctionKind = "function" | "generator" | "method" | "generator-method";
+
+export interface ManifestFunction {
+  /** The function's name: the name jobs use to call it (unique within its endpoint). */
+  name: string;
+  /** Source module, relative to the project root, forward slashes (e.g. "src/gpu.ts"). */
+  module: string;
+  /** The export that holds it (the class's export for methods). */
+  export: string;
+  kind: FunctionKind;
+  /** For class endpoints: the class whose method this is. */
+  class?: string;
+}
+
+export interface ManifestResource {
+  // --- the spec's fields ---
+  is_load_balanced: boolean;
+  imageName: string;
+  workersMin: number;
+  workersMax: number;
+  /** GPU types in priority order joined with ","; "" for CPU endpoints. */
+  gpuIds: string;
+  env: Record<string, string>;
+  functions: ManifestFunction[];
+  // --- svc's own fields ---
+  computeType: "GPU" | "CPU";
+  gpuTypeIds: string[];
+  instanceIds: string[];
+  dependencies: string[];
+  idleTimeout: number;
+  executionTimeoutMs: number;
+  maxConcurrency: number;
+  retries: number;
+  volume: string | null;
+  /** Path of the bundled handler inside the artifact, e.g. "endpoints/gpu-worker/handler.mjs". */
+  handler: string;
+}
+
+export type RouteKey = `${HttpMethod} /${string}`;
+
+export interface Manifest {
+  version: typeof MANIFEST_VERSION;
+  /** App name, from the project's package.json (or its directory name). */
+  app: string;
+  /** sha256 over the project's source files (paths and contents); changes exactly when sources change. */
+  fingerprint: string;
+  /** Version of svc that built it. */
+  svcVersion: string;
+  resources: Record<string, ManifestResource>;
+  /** Load-balanced routing: endpoint name -> "METHOD /path" -> function name. */
+  routes: Record<string, Record<string, string>>;
+  /** Packages left out of the artifact (base-image packages and --exclude). */
+  excluded: string[];
+}

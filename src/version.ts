@@ -1,0 +1,9 @@
+import { readFileSync } from "node:fs";
+
+// Read once from the package's own package.json (dist/version.js -> ../package.json).
+export const SVC_VERSION: string = (
+  JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }
+).version;
+
+/** The svc package root (where package.json, templates/ and dist/ live). */
+export const SVC_PACKAGE_ROOT = new URL("..", import.meta.url).pathname;
