@@ -1,6 +1,15 @@
 // Every command registers itself here; one file per command.
 import type { Command } from "commander";
+import { register as dev } from "./dev.js";
+import { register as logs } from "./logs.js";
+import { register as build } from "./build.js";
+import { register as init } from "./init.js";
+import { register as server } from "./server.js";
 
 export type RegisterCommand = (program: Command) => void;
 
 export const commands: RegisterCommand[] = [];
+commands.push(dev, logs);
+commands.push(build);
+commands.push(init);
+commands.push(server);

@@ -1,0 +1,54 @@
+// Small keep-alive HTTP helpers shared by the benches (node:http, so the client costs the same for the
+// baseline and for the measured path).
+import http from "node:http";
+
+export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+export function request(url, { method = "GET", headers = {}, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
+    const req = http.request(url, { method, agent, headers: { "content-type": "application/json", ...(data ? { "content-length": Buffer.byteLength(data) } : {}), ...headers } }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    if (data) req.write(data);
+    req.end();
+  });
+}
+
+/** A plain loopback HTTP server answering every request with a tiny JSON body: the baseline. */
+export async function startPlainServer() {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"ok":true}');
+    });
+  });
+  server.keepAliveTimeout = 30_000;
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }) };
+}
+
+export function percentile(values, p) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+/** Run `task` with `concurrency` loops until `total` tasks ran; returns elapsed ms. */
+export async function pool(total, concurrency, task) {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < total) {
+        const i = next++;
+        await task(i);
+      }
+    }),
+  );
+  return performance.now() - started;
+}

@@ -1,0 +1,94 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { UserError } from "../errors.js";
+import { bundleEndpoint, bundleEndpoints } from "./bundle.js";
+
+const root = mkdtempSync(join(tmpdir(), "svc-bundle-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function write(path: string, contents: string): void {
+  mkdirSync(join(root, path, ".."), { recursive: true });
+  writeFileSync(join(root, path), contents);
+}
+
+write("node_modules/plainpkg/package.json", JSON.stringify({ name: "plainpkg", version: "1.0.0", main: "index.js" }));
+write("node_modules/plainpkg/index.js", "exports.shout = (s) => s.toUpperCase() + require('node:os').EOL.trim();");
+write("node_modules/nativepkg/package.json", JSON.stringify({ name: "nativepkg", version: "4.5.6", main: "index.js", gypfile: true }));
+write("node_modules/nativepkg/index.js", "exports.native = () => 'from nativepkg';");
+write("src/fn.ts", `
+import { Endpoint } from "svc";
+import { shout } from "plainpkg";
+import { native } from "nativepkg";
+export const hello = Endpoint({ name: "hello" })(async function hello(input: { who: string }) {
+  return { text: shout("hi " + input.who), native: native() };
+});
+`);
+write("entry.ts", `
+import * as m0 from "./src/fn.ts";
+import { __defineHandler } from "svc";
+export default __defineHandler({ endpoint: "hello", kind: "queue", functions: [{ name: "hello", kind: "function", ref: m0["hello"] }] });
+`);
+
+describe("bundleEndpoint", () => {
+  it("bundles plain packages and the SDK, keeps natives and declared dependencies external", async () => {
+    const outfile = join(root, "out/handler.mjs");
+    const result = await bundleEndpoint(root, { endpoint: "hello", entry: join(root, "entry.ts"), outfile, external: ["declared-dep"] });
+    expect(result.natives).toEqual([{ name: "nativepkg", version: "4.5.6", reason: expect.stringContaining("binding.gyp") }]);
+    expect(result.importedPackages).toEqual(["nativepkg", "plainpkg"]);
+    const code = readFileSync(outfile, "utf8");
+    expect(code.startsWith('import { createRequire as __svcCreateRequire } from "node:module";')).toBe(true);
+    expect(code).toContain('from "nativepkg"');
+    expect(code).not.toContain('from "plainpkg"');
+    expect(code).toContain("__defineHandler");
+    expect(readFileSync(`${outfile}.map`, "utf8")).toContain("src/fn.ts");
+
+    // The bundle runs in a plain node process; nativepkg resolves from the project's node_modules.
+    const output = execFileSync(process.execPath, ["--input-type=module", "-e", `
+      const { default: handler } = await import(${JSON.stringify(outfile)});
+      await handler.init();
+      const r = handler.invoke("hello", { who: "bob" }, { jobId: "j", signal: new AbortController().signal });
+      console.log(JSON.stringify(await r.value));
+    `], { encoding: "utf8" });
+    expect(JSON.parse(output)).toEqual({ text: "HI BOB", native: "from nativepkg" });
+  });
+
+  it("bundles several endpoints at once, each with its own externals and natives", async () => {
+    write("src/a.ts", 'import { shout } from "plainpkg";\nexport const a = () => shout("a");\n');
+    write("src/b.ts", 'import { shout } from "plainpkg";\nimport { native } from "nativepkg";\nexport const b = () => shout(native());\n');
+    write("entry-a.ts", 'export * from "./src/a.ts";\n');
+    write("entry-b.ts", 'export * from "./src/b.ts";\n');
+    const [a, b] = await bundleEndpoints(root, [
+      // "a" declares plainpkg (installed beside it); "b" does not, so b must bundle it.
+      { endpoint: "a", entry: join(root, "entry-a.ts"), outfile: join(root, "multi/endpoints/a/handler.mjs"), external: ["plainpkg"] },
+      { endpoint: "b", entry: join(root, "entry-b.ts"), outfile: join(root, "multi/endpoints/b/handler.mjs"), external: [] },
+    ]);
+    expect(a!.natives).toEqual([]);
+    expect(b!.natives.map((n) => n.name)).toEqual(["nativepkg"]);
+    expect(a!.importedPackages).toEqual(["plainpkg"]);
+    expect(b!.importedPackages).toEqual(["nativepkg", "plainpkg"]);
+    expect(readFileSync(join(root, "multi/endpoints/a/handler.mjs"), "utf8")).toContain('from "plainpkg"');
+    const bCode = readFileSync(join(root, "multi/endpoints/b/handler.mjs"), "utf8");
+    expect(bCode).not.toContain('from "plainpkg"');
+    expect(bCode).toContain("toUpperCase");
+    expect(bCode).toContain('from "nativepkg"');
+  });
+
+  it("reports unresolvable imports with file:line", async () => {
+    write("src/broken.ts", 'import { x } from "no-such-package-anywhere";\nexport const y = x;\n');
+    write("broken-entry.ts", 'import * as m0 from "./src/broken.ts";\nexport default m0;\n');
+    const error = await bundleEndpoint(root, { endpoint: "b", entry: join(root, "broken-entry.ts"), outfile: join(root, "out/b.mjs"), external: [] }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UserError);
+    expect((error as UserError).problems.join("\n")).toMatch(/src\/broken\.ts:1:\d+: Could not resolve "no-such-package-anywhere"/);
+  });
+
+  it("refuses binaries imported from the project's own files", async () => {
+    write("src/bin.ts", 'import x from "./addon.node";\nexport default x;\n');
+    write("src/addon.node", "");
+    const error = await bundleEndpoint(root, { endpoint: "n", entry: join(root, "src/bin.ts"), outfile: join(root, "out/n.mjs"), external: [] }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UserError);
+    expect((error as UserError).problems.join("\n")).toMatch(/imports the binary \.\/addon\.node/);
+  });
+});

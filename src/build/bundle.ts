@@ -1,0 +1,193 @@
+// Bundling handler entries with esbuild: one self-contained ESM file per endpoint. Packages that cannot be
+// bundled (native addons, .wasm) and the endpoint's declared dependencies stay external and are installed
+// beside the bundle; "svc" resolves to this package's own SDK build, so projects build without svc installed.
+//
+// All endpoints go through ONE esbuild call (shared parsing; measured ~4x faster than one call per endpoint
+// on 20 endpoints). Declared dependencies are per endpoint, so an endpoint whose bundle leans on a package
+// that only ANOTHER endpoint declares is bundled again on its own with its own external list.
+
+import { isBuiltin } from "node:module";
+import { dirname, join, relative, sep } from "node:path";
+import * as esbuild from "esbuild";
+import { UserError } from "../errors.js";
+import { SVC_PACKAGE_ROOT } from "../version.js";
+import { findPackageDir, importedPackageName, installedVersion, nativeReason, owningPackage } from "./dependencies.js";
+
+/** The SDK module "svc" resolves to inside bundles. */
+export function svcSdkEntry(): string {
+  return join(SVC_PACKAGE_ROOT, "dist", "sdk", "index.js");
+}
+
+// Bundled CommonJS calls `require` for builtins; ESM has none, so give the bundle one.
+export const REQUIRE_BANNER =
+  'import { createRequire as __svcCreateRequire } from "node:module";\nconst require = __svcCreateRequire(import.meta.url);';
+
+export interface NativePackage {
+  name: string;
+  version?: string;
+  reason: string;
+}
+
+export interface BundleRequest {
+  endpoint: string;
+  /** Absolute path of the generated handler entry. */
+  entry: string;
+  /** Absolute path of the output file; must end in ".mjs". */
+  outfile: string;
+  /** Package names kept external (declared dependencies, excluded packages). */
+  external: readonly string[];
+}
+
+export interface BundleResult {
+  endpoint: string;
+  /** Native packages this endpoint's bundle imports (kept external). */
+  natives: NativePackage[];
+  /** Every package name the endpoint's code uses (bundled or external). */
+  importedPackages: string[];
+  warnings: string[];
+}
+
+const toPosix = (path: string) => path.split(sep).join("/");
+
+function problemOf(message: esbuild.Message, root: string): string {
+  const loc = message.location;
+  const where = loc ? `${toPosix(loc.file)}:${loc.line}:${loc.column + 1}: ` : "";
+  const note = message.notes.find((n) => n.text)?.text;
+  return `${where}${message.text}${note ? ` (${note})` : ""}`.replace(`${root}/`, "");
+}
+
+function externalsPlugin(root: string, externalNames: ReadonlySet<string>, natives: Map<string, NativePackage>): esbuild.Plugin {
+  const verdicts = new Map<string, string | undefined>();
+  return {
+    name: "svc-externals",
+    setup(build) {
+      build.onResolve({ filter: /^[^./]|\.(node|wasm)$/ }, (args) => {
+        if (args.path === "svc") return { path: svcSdkEntry() };
+        if (/\.(node|wasm)$/.test(args.path) && (args.path.startsWith(".") || args.path.startsWith("/"))) {
+          const target = args.path.startsWith("/") ? args.path : join(args.resolveDir, args.path);
+          const owner = owningPackage(target);
+          return {
+            errors: [{
+              text: owner
+                ? `${toPosix(relative(root, args.importer))} loads the binary ${args.path} of package "${owner.name}"; add "${owner.name}" to the endpoint's dependencies`
+                : `${toPosix(relative(root, args.importer))} imports the binary ${args.path}, which cannot be bundled; publish it as a package and list it in the endpoint's dependencies`,
+            }],
+          };
+        }
+        if (isBuiltin(args.path)) return undefined;
+        const name = importedPackageName(args.path);
+        if (!name) return undefined;
+        if (externalNames.has(name)) return { path: args.path, external: true };
+        const dir = findPackageDir(name, args.resolveDir || root);
+        if (!dir) return undefined; // esbuild reports "Could not resolve" with the importer's file:line
+        if (!verdicts.has(dir)) verdicts.set(dir, nativeReason(dir));
+        const reason = verdicts.get(dir);
+        if (!reason) return undefined;
+        if (!natives.has(name)) natives.set(name, { name, version: installedVersion(dir), reason });
+        return { path: args.path, external: true };
+      });
+    },
+  };
+}
+
+function commonDir(paths: readonly string[]): string {
+  let common = dirname(paths[0]!);
+  while (!paths.every((p) => p.startsWith(common + sep))) common = dirname(common);
+  return common;
+}
+
+interface EndpointImports {
+  external: Set<string>;
+  bundled: Set<string>;
+}
+
+async function runEsbuild(root: string, requests: readonly BundleRequest[], externalNames: ReadonlySet<string>) {
+  const natives = new Map<string, NativePackage>();
+  const outdir = commonDir(requests.map((r) => r.outfile));
+  let result: esbuild.BuildResult<{ metafile: true }>;
+  try {
+    result = await esbuild.build({
+      absWorkingDir: root,
+      entryPoints: requests.map((r) => ({ in: r.entry, out: relative(outdir, r.outfile).replace(/\.mjs$/, "") })),
+      outdir,
+      outExtension: { ".js": ".mjs" },
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      sourcemap: true,
+      // Mappings give stack traces their file:line; the sources themselves stay out of the artifact.
+      sourcesContent: false,
+      banner: { js: REQUIRE_BANNER },
+      metafile: true,
+      logLevel: "silent",
+      plugins: [externalsPlugin(root, externalNames, natives)],
+    });
+  } catch (err) {
+    const failure = err as esbuild.BuildFailure;
+    if (Array.isArray(failure.errors)) {
+      const names = requests.map((r) => `"${r.endpoint}"`).join(", ");
+      throw new UserError(`Could not bundle endpoint${requests.length > 1 ? "s" : ""} ${names}`, {
+        problems: [...new Set(failure.errors.map((m) => problemOf(m, root)))],
+        hint: "Fix the imports above; packages an endpoint needs at run time go in its `dependencies`.",
+      });
+    }
+    throw err;
+  }
+  const imports = new Map<string, EndpointImports>();
+  for (const request of requests) {
+    const output = result.metafile.outputs[toPosix(relative(root, request.outfile))];
+    const external = new Set<string>();
+    const bundled = new Set<string>();
+    for (const imp of output?.imports ?? []) {
+      const name = imp.external ? importedPackageName(imp.path) : undefined;
+      if (name && !isBuiltin(imp.path)) external.add(name);
+    }
+    for (const input of Object.keys(output?.inputs ?? {})) {
+      const owner = owningPackage(`/${toPosix(input)}`);
+      if (owner) bundled.add(owner.name);
+    }
+    imports.set(request.endpoint, { external, bundled });
+  }
+  const warnings = result.warnings
+    .filter((w) => !w.location || !w.location.file.includes("node_modules"))
+    .map((w) => problemOf(w, root));
+  return { natives, imports, warnings };
+}
+
+/** Bundle the endpoints' handler entries. Throws UserError with file:line problems when esbuild fails. */
+export async function bundleEndpoints(root: string, requests: readonly BundleRequest[]): Promise<BundleResult[]> {
+  if (requests.length === 0) return [];
+  const union = new Set(requests.flatMap((r) => r.external));
+  const shared = await runEsbuild(root, requests, union);
+  const results = new Map<string, { natives: Map<string, NativePackage>; imports: EndpointImports; warnings: string[] }>();
+  for (const request of requests) {
+    results.set(request.endpoint, { natives: shared.natives, imports: shared.imports.get(request.endpoint)!, warnings: [] });
+  }
+  const borrowing = requests.filter((r) => {
+    const own = new Set(r.external);
+    return [...results.get(r.endpoint)!.imports.external].some((name) => union.has(name) && !own.has(name));
+  });
+  await Promise.all(
+    borrowing.map(async (request) => {
+      const alone = await runEsbuild(root, [request], new Set(request.external));
+      results.set(request.endpoint, { natives: alone.natives, imports: alone.imports.get(request.endpoint)!, warnings: [] });
+    }),
+  );
+  const warnings = [...new Set(shared.warnings)];
+  return requests.map((request, index) => {
+    const { natives, imports } = results.get(request.endpoint)!;
+    return {
+      endpoint: request.endpoint,
+      natives: [...imports.external].filter((name) => natives.has(name)).sort().map((name) => natives.get(name)!),
+      importedPackages: [...new Set([...imports.external, ...imports.bundled])].sort(),
+      // esbuild warnings are not tied to one entry: report them once.
+      warnings: index === 0 ? warnings : [],
+    };
+  });
+}
+
+/** Bundle one endpoint's handler entry. */
+export async function bundleEndpoint(root: string, request: BundleRequest): Promise<BundleResult> {
+  return (await bundleEndpoints(root, [request]))[0]!;
+}

@@ -1,0 +1,923 @@
+// Static discovery of endpoint definitions: parse the project's sources (never import or run them), find every
+// `Endpoint(config)` and what it is applied to (functions, classes, HTTP routes), and validate the result.
+//
+// Two passes: per-file module summaries (imports, exports, top-level bindings), then a lazy, memoized
+// evaluation of what each expression refers to ("the svc Endpoint function", "an Endpoint(...) object", ...)
+// that follows imports and re-exports across files. Every violation is collected; one UserError lists them all.
+
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import ts from "typescript";
+import { UserError, type SourceLocation } from "../errors.js";
+import {
+  configProblems,
+  normalizeConfig,
+  RESERVED_ROUTE_PATHS,
+  type EndpointConfig,
+  type HttpMethod,
+  type NormalizedConfig,
+} from "../sdk/config.js";
+import type { FunctionKind } from "../sdk/manifest.js";
+import { BUILTIN_IGNORES, findSourceFiles, SOURCE_PATTERN } from "./discover-files.js";
+import { commonJsExportName, hasModifier, scriptKind, summarize, type ModuleInfo } from "./discover-module.js";
+import { propertyKey, StaticEvaluator, unwrapExpression, type StaticIssue } from "./discover-static.js";
+
+export interface DiscoveredFunction {
+  name: string;
+  exportName: string;
+  module: string;
+  kind: FunctionKind;
+  className?: string;
+  loc: SourceLocation;
+  anonymous: boolean;
+}
+export interface DiscoveredRoute {
+  method: HttpMethod;
+  path: string;
+  name: string;
+  loc: SourceLocation;
+}
+export interface DiscoveredEndpoint {
+  name: string;
+  type: "queue" | "lb";
+  rawConfig: EndpointConfig;
+  config: NormalizedConfig;
+  /** Queue endpoints (sorted by name). */
+  functions: DiscoveredFunction[];
+  /** LB endpoints (sorted by "METHOD /path"). Routes may be added in other modules than `lbExport.module`: see loc.file. */
+  routes: DiscoveredRoute[];
+  /** LB endpoints: where the Endpoint(...) object is exported. */
+  lbExport?: { module: string; exportName: string };
+  /** The Endpoint({...}) config site. */
+  definedAt: SourceLocation;
+}
+export interface DiscoveryResult {
+  root: string;
+  files: string[];
+  endpoints: DiscoveredEndpoint[];
+  warnings: string[];
+}
+export interface DiscoverOptions {
+  /** Extra gitignore-style patterns, relative to the root. */
+  ignore?: string[];
+}
+
+const ROUTE_METHODS = new Map<string, HttpMethod>([
+  ["get", "GET"],
+  ["post", "POST"],
+  ["put", "PUT"],
+  ["patch", "PATCH"],
+  ["delete", "DELETE"],
+]);
+
+const SVC_MODULE = "\0svc";
+
+/** What an expression refers to, as far as discovery cares (null: something else, or unknown). */
+type Value =
+  | { t: "endpointFn" }
+  | { t: "svcNamespace" }
+  | { t: "moduleNamespace"; file: string }
+  | { t: "def"; def: DefInstance }
+  | { t: "function"; name?: string; generator: boolean }
+  | null;
+
+interface Site {
+  key: string;
+  loc: SourceLocation;
+  raw?: EndpointConfig;
+  valid: boolean;
+  defs: DefInstance[];
+}
+
+interface FunctionUse extends DiscoveredFunction {
+  exported: boolean;
+}
+interface RouteUse {
+  method: HttpMethod;
+  path: string;
+  handlerName?: string;
+  loc: SourceLocation;
+}
+interface DefInstance {
+  module: ModuleInfo;
+  node: ts.CallExpression;
+  loc: SourceLocation;
+  site: Site | null;
+  functions: FunctionUse[];
+  routes: RouteUse[];
+  /** Applied to a function or class, or given a route (even an invalid one). */
+  used: boolean;
+  appliedAt?: SourceLocation;
+}
+
+function at(loc: SourceLocation): string {
+  return `${loc.file}:${loc.line}`;
+}
+
+function problem(loc: SourceLocation, what: string, fix: string): string {
+  return `${at(loc)}: ${what}. Fix: ${fix}`;
+}
+
+// A file can only matter if it imports svc, re-exports everything from somewhere, or mentions a name another
+// relevant file exports (imports and namespace accesses must spell the name). Others are never parsed.
+const SVC_SPECIFIER = /["']svc["']/;
+const STAR_EXPORT = /\bexport\s*\*/;
+const DEFAULT_IMPORT = /\bimport\s+[A-Za-z_$][\w$]*\s*(,|from\b)|\brequire\s*\(/;
+
+function namesPattern(names: Iterable<string>): RegExp | null {
+  const escaped = [...names].filter((n) => n !== "default").map((n) => n.replace(/\$/g, "\\$"));
+  return escaped.length === 0 ? null : new RegExp(`(?<![\\w$])(?:${escaped.join("|")})(?![\\w$])`);
+}
+
+class Analyzer {
+  readonly problems: string[] = [];
+  readonly warnings: string[] = [];
+  private readonly modules = new Map<string, ModuleInfo>();
+  private readonly bindingValues = new Map<string, Value>();
+  private readonly exportValues = new Map<string, Value>();
+  private readonly inProgress = new Set<string>();
+  private readonly defs = new Map<ts.Node, DefInstance>();
+  private readonly sites = new Map<string, Site>();
+  private readonly fileSet: Set<string>;
+  /** Files that passed the text pre-check: the only ones walked for Endpoint uses. */
+  private selected: string[] = [];
+
+  constructor(
+    private readonly files: string[],
+    private readonly texts: Map<string, string>,
+  ) {
+    this.fileSet = new Set(files);
+  }
+
+  /** Parse the files that can matter (see the pre-check above) and walk them. */
+  run(): void {
+    const selected = new Set<string>();
+    const names = new Set<string>();
+    for (;;) {
+      const pattern = namesPattern(names);
+      const wantsDefault = names.has("default");
+      const added = this.files.filter((file) => {
+        if (selected.has(file)) return false;
+        const text = this.texts.get(file)!;
+        return (
+          SVC_SPECIFIER.test(text) ||
+          STAR_EXPORT.test(text) ||
+          (pattern !== null && pattern.test(text)) ||
+          (wantsDefault && DEFAULT_IMPORT.test(text))
+        );
+      });
+      if (added.length === 0) break;
+      for (const file of added) {
+        selected.add(file);
+        for (const name of this.module(file).exports.keys()) names.add(name);
+      }
+    }
+    this.selected = [...selected].sort();
+    for (const file of this.selected) this.walk(this.module(file));
+  }
+
+  private module(file: string): ModuleInfo {
+    let info = this.modules.get(file);
+    if (!info) {
+      const source = ts.createSourceFile(file, this.texts.get(file)!, ts.ScriptTarget.Latest, true, scriptKind(file));
+      info = summarize(file, source);
+      this.modules.set(file, info);
+    }
+    return info;
+  }
+
+  private loc(module: ModuleInfo, node: ts.Node): SourceLocation {
+    const { line, character } = module.source.getLineAndCharacterOfPosition(node.getStart(module.source));
+    return { file: module.file, line: line + 1, column: character + 1 };
+  }
+
+  // ---- module resolution -------------------------------------------------------------------------------
+
+  private resolveSpecifier(from: string, spec: string): string | null {
+    if (spec === "svc") return SVC_MODULE;
+    if (!spec.startsWith("./") && !spec.startsWith("../") && spec !== "." && spec !== "..") return null;
+    const base = path.posix.normalize(path.posix.join(path.posix.dirname(from), spec));
+    if (base.startsWith("../")) return null;
+    const candidates = [base];
+    const swaps: Record<string, string[]> = { ".js": [".ts", ".tsx"], ".jsx": [".tsx"], ".mjs": [".mts"], ".cjs": [".cts"] };
+    const ext = path.posix.extname(base);
+    for (const swapped of Object.hasOwn(swaps, ext) ? swaps[ext]! : []) candidates.push(base.slice(0, -ext.length) + swapped);
+    const extensions = [".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs"];
+    for (const e of extensions) candidates.push(base + e);
+    for (const e of extensions) candidates.push(`${base}/index${e}`);
+    return candidates.find((c) => this.fileSet.has(c)) ?? null;
+  }
+
+  private resolveImport(from: ModuleInfo, spec: string, imported: string): Value {
+    const target = this.resolveSpecifier(from.file, spec);
+    if (target === SVC_MODULE) {
+      if (imported === "Endpoint") return { t: "endpointFn" };
+      return imported === "*" ? { t: "svcNamespace" } : null;
+    }
+    if (target === null) return null;
+    return imported === "*" ? { t: "moduleNamespace", file: target } : this.resolveExport(target, imported);
+  }
+
+  private resolveExport(file: string, name: string): Value {
+    const key = `${file}\0${name}`;
+    if (this.exportValues.has(key)) return this.exportValues.get(key)!;
+    if (this.inProgress.has(`export:${key}`)) return null;
+    this.inProgress.add(`export:${key}`);
+    const info = this.module(file);
+    let value: Value = null;
+    const entry = info.exports.get(name);
+    if (entry?.kind === "local") value = this.bindingValue(info, entry.local);
+    else if (entry?.kind === "reexport") value = this.resolveImport(info, entry.spec, entry.imported);
+    else if (entry?.kind === "expression") value = this.evaluate(info, entry.expr);
+    else if (name !== "default") {
+      for (const spec of info.starExports) {
+        value = this.resolveImport(info, spec, name);
+        if (value) break;
+      }
+    }
+    this.inProgress.delete(`export:${key}`);
+    this.exportValues.set(key, value);
+    return value;
+  }
+
+  // ---- what expressions refer to -----------------------------------------------------------------------
+
+  private bindingValue(info: ModuleInfo, name: string): Value {
+    const key = `${info.file}\0${name}`;
+    if (this.bindingValues.has(key)) return this.bindingValues.get(key)!;
+    if (this.inProgress.has(`binding:${key}`)) return null;
+    this.inProgress.add(`binding:${key}`);
+    let value: Value = null;
+    const imported = info.imports.get(name);
+    const fn = info.functions.get(name);
+    const declaration = info.vars.get(name);
+    if (imported) value = this.resolveImport(info, imported.spec, imported.imported);
+    else if (fn) value = { t: "function", name: fn.name?.text, generator: fn.asteriskToken !== undefined };
+    else if (declaration?.initializer) {
+      value = this.evaluate(info, declaration.initializer);
+      // `const work = async (x) => ...` gets its name from the binding at run time.
+      if (value?.t === "function" && value.name === undefined) value = { ...value, name };
+    }
+    this.inProgress.delete(`binding:${key}`);
+    this.bindingValues.set(key, value);
+    return value;
+  }
+
+  private evaluate(info: ModuleInfo, node: ts.Expression): Value {
+    const expr = unwrapExpression(node);
+    if (ts.isIdentifier(expr)) return this.bindingValue(info, expr.text);
+    if (ts.isPropertyAccessExpression(expr)) {
+      const target = this.evaluate(info, expr.expression);
+      if (target?.t === "svcNamespace") return expr.name.text === "Endpoint" ? { t: "endpointFn" } : null;
+      if (target?.t === "moduleNamespace") return this.resolveExport(target.file, expr.name.text);
+      return null;
+    }
+    if (ts.isCallExpression(expr)) {
+      const callee = unwrapExpression(expr.expression);
+      if (ts.isIdentifier(callee) && callee.text === "require" && expr.arguments.length === 1) {
+        const arg = expr.arguments[0]!;
+        if (ts.isStringLiteral(arg)) return this.resolveImport(info, arg.text, "*");
+      }
+      const calleeValue = this.evaluate(info, callee);
+      if (calleeValue?.t === "endpointFn") return { t: "def", def: this.definition(info, expr) };
+      // api.get(...).post(...) returns the same definition
+      if (ts.isPropertyAccessExpression(callee) && ROUTE_METHODS.has(callee.name.text)) {
+        const target = this.evaluate(info, callee.expression);
+        if (target?.t === "def") return target;
+      }
+      return null;
+    }
+    if (ts.isFunctionExpression(expr)) {
+      return { t: "function", name: expr.name?.text, generator: expr.asteriskToken !== undefined };
+    }
+    if (ts.isArrowFunction(expr)) return { t: "function", generator: false };
+    return null;
+  }
+
+  // ---- Endpoint(...) calls and their configuration -----------------------------------------------------
+
+  private definition(info: ModuleInfo, call: ts.CallExpression): DefInstance {
+    const existing = this.defs.get(call);
+    if (existing) return existing;
+    const def: DefInstance = {
+      module: info,
+      node: call,
+      loc: this.loc(info, call),
+      site: null,
+      functions: [],
+      routes: [],
+      used: false,
+    };
+    this.defs.set(call, def);
+    def.site = this.site(info, call, def.loc);
+    def.site?.defs.push(def);
+    return def;
+  }
+
+  private site(info: ModuleInfo, call: ts.CallExpression, callLoc: SourceLocation): Site | null {
+    const arg = call.arguments[0];
+    const fixStatic =
+      "pass an object literal, e.g. Endpoint({ name: \"my-endpoint\", gpu: \"ANY\" }), or a const declared in this file";
+    if (!arg) {
+      this.problems.push(problem(callLoc, "Endpoint() is called without a configuration", fixStatic));
+      return null;
+    }
+    const inner = unwrapExpression(arg);
+    let key: string;
+    let loc: SourceLocation;
+    let objectNode: ts.Expression;
+    const constInit = ts.isIdentifier(inner) ? info.consts.get(inner.text) : undefined;
+    if (ts.isObjectLiteralExpression(inner)) {
+      key = `${info.file}@${call.getStart(info.source)}`;
+      loc = callLoc;
+      objectNode = inner;
+    } else if (constInit && ts.isObjectLiteralExpression(unwrapExpression(constInit))) {
+      // Several Endpoint(config) calls sharing one const are one configuration site.
+      key = `${info.file}#${(inner as ts.Identifier).text}`;
+      loc = this.loc(info, info.vars.get((inner as ts.Identifier).text)!);
+      objectNode = constInit;
+    } else {
+      this.problems.push(
+        problem(
+          this.loc(info, arg),
+          `the configuration passed to Endpoint(...) must be statically known, but it is ${describeArg(arg, info.source, ", which is not a const with an object literal in this file")}`,
+          fixStatic,
+        ),
+      );
+      return null;
+    }
+    const cached = this.sites.get(key);
+    if (cached) return cached;
+
+    const issues: StaticIssue[] = [];
+    const evaluator = new StaticEvaluator(info.source, (name) => info.consts.get(name));
+    const raw = evaluator.evaluate(objectNode, "", issues);
+    for (const issue of issues) {
+      const what = issue.keyPath ? `configuration value "${issue.keyPath}"` : "endpoint configuration";
+      this.problems.push(
+        problem(
+          this.loc(info, issue.node),
+          `the ${what} must be statically known (a literal or a const of this file), but it is ${issue.found}`,
+          "write the value as a literal (or a const with a literal value in this file); read dynamic values at run time inside the function",
+        ),
+      );
+    }
+    let valid = issues.length === 0;
+    if (valid) {
+      for (const message of configProblems(raw)) {
+        valid = false;
+        this.problems.push(
+          problem(this.configKeyLoc(info, unwrapExpression(objectNode), message) ?? loc, `invalid endpoint configuration: ${message}`, configFix(message)),
+        );
+      }
+    }
+    const site: Site = { key, loc, raw: valid ? (raw as unknown as EndpointConfig) : undefined, valid, defs: [] };
+    this.sites.set(key, site);
+    return site;
+  }
+
+  /** The line of the property a configProblems() message is about (its first quoted word). */
+  private configKeyLoc(info: ModuleInfo, object: ts.Expression, message: string): SourceLocation | undefined {
+    const key = /"([^"]+)"/.exec(message)?.[1]?.split(".")[0];
+    if (!key || !ts.isObjectLiteralExpression(object)) return undefined;
+    const property = object.properties.find((p) => p.name !== undefined && propertyKey(p.name) === key);
+    return property ? this.loc(info, property) : undefined;
+  }
+
+  // ---- uses: applications, class decorators, routes ----------------------------------------------------
+
+  private walk(info: ModuleInfo): void {
+    const visit = (node: ts.Node): void => {
+      if (ts.isCallExpression(node)) this.onCall(info, node);
+      if (ts.isClassDeclaration(node) || ts.isClassExpression(node)) this.onClass(info, node);
+      ts.forEachChild(node, visit);
+    };
+    visit(info.source);
+  }
+
+  private onCall(info: ModuleInfo, call: ts.CallExpression): void {
+    const callee = unwrapExpression(call.expression);
+    const calleeValue = this.evaluate(info, callee);
+    if (calleeValue?.t === "endpointFn") {
+      this.definition(info, call);
+    } else if (calleeValue?.t === "def") {
+      this.onApply(info, calleeValue.def, call);
+    } else if (ts.isPropertyAccessExpression(callee) && ROUTE_METHODS.has(callee.name.text)) {
+      const target = this.evaluate(info, callee.expression);
+      if (target?.t === "def") this.onRoute(info, target.def, call, callee);
+    }
+  }
+
+  /** The names a top-level value is exported under: `export const x = <node>`, `export default <node>`... */
+  private exportNamesOf(info: ModuleInfo, node: ts.Node): { exportNames: string[]; localName?: string } {
+    let current: ts.Node = node;
+    while (
+      ts.isParenthesizedExpression(current.parent) ||
+      ts.isAsExpression(current.parent) ||
+      ts.isSatisfiesExpression(current.parent) ||
+      ts.isNonNullExpression(current.parent)
+    ) {
+      current = current.parent;
+    }
+    const parent = current.parent;
+    if (ts.isExportAssignment(parent)) return { exportNames: ["default"] };
+    if (
+      ts.isVariableDeclaration(parent) &&
+      parent.initializer === current &&
+      ts.isIdentifier(parent.name) &&
+      ts.isVariableStatement(parent.parent.parent) &&
+      ts.isSourceFile(parent.parent.parent.parent)
+    ) {
+      const localName = parent.name.text;
+      return { exportNames: this.preferred(info.localExportNames.get(localName) ?? [], localName), localName };
+    }
+    if (
+      ts.isBinaryExpression(parent) &&
+      parent.right === current &&
+      ts.isExpressionStatement(parent.parent) &&
+      ts.isSourceFile(parent.parent.parent)
+    ) {
+      const name = commonJsExportName(parent.left);
+      if (name !== undefined) return { exportNames: [name] };
+    }
+    return { exportNames: [] };
+  }
+
+  private preferred(names: string[], own: string): string[] {
+    return [...names].sort((a, b) => (a === own ? -1 : b === own ? 1 : a < b ? -1 : a > b ? 1 : 0));
+  }
+
+  private onApply(info: ModuleInfo, def: DefInstance, call: ts.CallExpression): void {
+    def.used = true;
+    const arg = call.arguments[0];
+    if (!arg) return;
+    const target = unwrapExpression(arg);
+    const { exportNames, localName } = this.exportNamesOf(info, call);
+    const exportName = exportNames[0];
+    const cls = ts.isClassExpression(target)
+      ? target
+      : ts.isIdentifier(target)
+        ? info.classes.get(target.text)
+        : undefined;
+    if (cls) {
+      // `export const E = gpu(Embedder)`: the handler imports the decorated result, E.
+      this.addClass(info, def, cls, exportName, arg);
+      return;
+    }
+    let ownName: string | undefined;
+    let generator = false;
+    let knownFunction = false;
+    if (ts.isFunctionExpression(target)) {
+      ownName = target.name?.text;
+      generator = target.asteriskToken !== undefined;
+      knownFunction = true;
+    } else if (ts.isArrowFunction(target)) {
+      knownFunction = true;
+    } else if (ts.isIdentifier(target)) {
+      const value = this.bindingValue(info, target.text);
+      ownName = value?.t === "function" ? (value.name ?? target.text) : target.text;
+      generator = value?.t === "function" && value.generator;
+      knownFunction = value?.t === "function";
+    }
+    const name = ownName ?? exportName ?? localName ?? "default";
+    const loc = this.loc(info, arg);
+    const endpoint = def.site?.raw?.name;
+    def.appliedAt ??= loc;
+    def.functions.push({
+      name,
+      exportName: exportName ?? localName ?? name,
+      module: info.file,
+      kind: generator ? "generator" : "function",
+      loc,
+      anonymous: ownName === undefined,
+      exported: exportName !== undefined,
+    });
+    if (exportName === undefined && endpoint !== undefined) {
+      this.problems.push(
+        problem(
+          loc,
+          `endpoint function "${name}" (endpoint "${endpoint}") is not exported; the generated handler must import it`,
+          `export it, e.g. \`export const ${localName ?? name} = ...\` at the top level of the module`,
+        ),
+      );
+    }
+    if (!knownFunction && !ts.isIdentifier(target) && endpoint !== undefined) {
+      // e.g. gpu(wrap(fn)): the build cannot see a function here.
+      this.problems.push(
+        problem(
+          loc,
+          `endpoint "${endpoint}" is applied to ${describeArg(arg, info.source)}, which is not a function the build can see`,
+          "apply it directly to a function expression, an arrow function or the name of a function",
+        ),
+      );
+    }
+  }
+
+  private onClass(info: ModuleInfo, cls: ts.ClassDeclaration | ts.ClassExpression): void {
+    const decorators = ts.canHaveDecorators(cls) ? (ts.getDecorators(cls) ?? []) : [];
+    for (const decorator of decorators) {
+      const value = this.evaluate(info, decorator.expression);
+      if (value?.t !== "def") continue;
+      const className = cls.name?.text;
+      let exportNames: string[];
+      if (hasModifier(cls, ts.SyntaxKind.ExportKeyword)) {
+        exportNames = [hasModifier(cls, ts.SyntaxKind.DefaultKeyword) ? "default" : (className ?? "default")];
+      } else if (ts.isClassDeclaration(cls) && className) {
+        exportNames = this.preferred(info.localExportNames.get(className) ?? [], className);
+      } else {
+        exportNames = this.exportNamesOf(info, cls).exportNames;
+      }
+      this.addClass(info, value.def, cls, exportNames[0]);
+    }
+  }
+
+  /** A class endpoint: `@def class X`, `def(X)` or `def(class {...})`; its public methods are the functions. */
+  private addClass(
+    info: ModuleInfo,
+    def: DefInstance,
+    cls: ts.ClassDeclaration | ts.ClassExpression,
+    exportName: string | undefined,
+    appliedAt?: ts.Node,
+  ): void {
+    def.used = true;
+    const label = cls.name?.text ?? exportName ?? "default";
+    const classLoc = this.loc(info, appliedAt ?? cls.name ?? cls);
+    const endpoint = def.site?.raw?.name;
+    def.appliedAt ??= classLoc;
+    if (exportName === undefined && endpoint !== undefined) {
+      this.problems.push(
+        problem(
+          classLoc,
+          `endpoint class "${label}" (endpoint "${endpoint}") is not exported; the generated handler must import it`,
+          `export it: \`export class ${label} {...}\` or \`export { ${label} }\``,
+        ),
+      );
+    }
+    let methods = 0;
+    for (const member of cls.members) {
+      if (!ts.isMethodDeclaration(member) || member.body === undefined) continue;
+      if (ts.isPrivateIdentifier(member.name)) continue;
+      if (
+        hasModifier(member, ts.SyntaxKind.StaticKeyword) ||
+        hasModifier(member, ts.SyntaxKind.PrivateKeyword) ||
+        hasModifier(member, ts.SyntaxKind.ProtectedKeyword)
+      ) {
+        continue;
+      }
+      const methodName = propertyKey(member.name);
+      if (methodName === undefined || methodName.startsWith("_") || methodName === "constructor") continue;
+      methods++;
+      def.functions.push({
+        name: methodName,
+        exportName: exportName ?? label,
+        module: info.file,
+        kind: member.asteriskToken ? "generator-method" : "method",
+        className: label,
+        loc: this.loc(info, member.name),
+        anonymous: false,
+        exported: exportName !== undefined,
+      });
+    }
+    if (methods === 0 && endpoint !== undefined) {
+      this.problems.push(
+        problem(
+          classLoc,
+          `endpoint class "${label}" (endpoint "${endpoint}") has no public methods to serve`,
+          "add a public method, e.g. `async run(input) {...}` (methods that are static, private, protected, accessors or start with _ are not served)",
+        ),
+      );
+    }
+  }
+
+  private onRoute(info: ModuleInfo, def: DefInstance, call: ts.CallExpression, callee: ts.PropertyAccessExpression): void {
+    def.used = true;
+    const method = ROUTE_METHODS.get(callee.name.text)!;
+    const loc = this.loc(info, callee.name);
+    const pathArg = call.arguments[0] ? unwrapExpression(call.arguments[0]) : undefined;
+    if (!pathArg || !(ts.isStringLiteral(pathArg) || ts.isNoSubstitutionTemplateLiteral(pathArg))) {
+      this.problems.push(
+        problem(
+          loc,
+          `the path of route .${callee.name.text}(...) must be a string literal, but it is ${pathArg ? describeArg(pathArg, info.source) : "missing"}`,
+          `write the path literally, e.g. .${callee.name.text}("/items/:id", handler)`,
+        ),
+      );
+      return;
+    }
+    const handler = call.arguments[1] ? unwrapExpression(call.arguments[1]) : undefined;
+    if (!handler) {
+      this.problems.push(
+        problem(loc, `route ${method} ${pathArg.text} has no handler`, `pass a handler: .${callee.name.text}("${pathArg.text}", async (body) => ({ ok: true }))`),
+      );
+      return;
+    }
+    let handlerName: string | undefined;
+    if (ts.isFunctionExpression(handler)) handlerName = handler.name?.text;
+    else if (ts.isIdentifier(handler)) handlerName = handler.text;
+    def.routes.push({ method, path: pathArg.text, handlerName, loc });
+  }
+
+  // ---- grouping and validation -------------------------------------------------------------------------
+
+  endpoints(): DiscoveredEndpoint[] {
+    const byName = new Map<string, Site[]>();
+    for (const site of this.sites.values()) {
+      if (!site.valid || !site.raw) continue;
+      const list = byName.get(site.raw.name) ?? [];
+      list.push(site);
+      byName.set(site.raw.name, list);
+    }
+    for (const def of this.defs.values()) {
+      if (!def.used && def.site?.valid) {
+        this.problems.push(
+          problem(
+            def.loc,
+            `Endpoint({ name: "${def.site.raw!.name}" }) is never applied to a function or class and has no routes`,
+            `apply it with a second call, e.g. \`export const fn = Endpoint({...})(async function fn(input) {...})\`, decorate a class with it, or add routes with .get/.post(...)`,
+          ),
+        );
+      }
+    }
+    const result: DiscoveredEndpoint[] = [];
+    for (const name of [...byName.keys()].sort()) {
+      const sites = byName.get(name)!.sort((a, b) => compareLoc(a.loc, b.loc));
+      const endpoint = this.endpoint(name, sites);
+      if (endpoint) result.push(endpoint);
+    }
+    return result;
+  }
+
+  private endpoint(name: string, sites: Site[]): DiscoveredEndpoint | undefined {
+    const kindOf = (site: Site) => {
+      const defs = site.defs;
+      const routes = defs.some((d) => d.routes.length > 0);
+      const applied = defs.some((d) => d.appliedAt !== undefined);
+      return routes && !applied ? "lb" : applied && !routes ? "queue" : undefined;
+    };
+    if (sites.length > 1) {
+      const first = sites[0]!;
+      for (const other of sites.slice(1)) {
+        const kinds = [kindOf(first), kindOf(other)];
+        if (kinds.includes("lb") && kinds.includes("queue")) {
+          this.problems.push(
+            problem(
+              other.loc,
+              `endpoint name "${name}" is used for both a load-balanced endpoint and a queue endpoint (${kinds[0] === "lb" ? "load-balanced" : "queue"} one at ${at(first.loc)})`,
+              "give the load-balanced endpoint and the queue endpoint different names",
+            ),
+          );
+        } else {
+          this.problems.push(
+            problem(
+              other.loc,
+              `the configuration of endpoint "${name}" is defined in more than one place (also at ${at(first.loc)})`,
+              `define it once, e.g. \`export const gpu = Endpoint({ name: "${name}", ... })\`, and apply it to each function (\`export const a = gpu(fnA)\`)`,
+            ),
+          );
+        }
+      }
+      return undefined;
+    }
+    const site = sites[0]!;
+    const defs = site.defs;
+    const functions = defs.flatMap((d) => d.functions).sort(compareFunctions);
+    const routeDefs = defs.filter((d) => d.routes.length > 0);
+    const applied = defs.filter((d) => d.appliedAt !== undefined);
+    if (routeDefs.length > 0 && applied.length > 0) {
+      const routeLoc = routeDefs[0]!.routes[0]!.loc;
+      this.problems.push(
+        problem(
+          applied[0]!.appliedAt!,
+          `endpoint "${name}" is used both as a queue endpoint (applied to a function or class here) and as a load-balanced endpoint (route at ${at(routeLoc)})`,
+          "use separate endpoints: one name for the queue functions, another for the HTTP routes",
+        ),
+      );
+      return undefined;
+    }
+    if (routeDefs.length === 0 && applied.length === 0) return undefined; // reported as never applied
+    const rawConfig = site.raw!;
+    const config = normalizeConfig(rawConfig);
+    if (applied.length > 0) return this.queueEndpoint(name, site, rawConfig, config, functions);
+    return this.lbEndpoint(name, site, rawConfig, config, routeDefs);
+  }
+
+  private queueEndpoint(
+    name: string,
+    site: Site,
+    rawConfig: EndpointConfig,
+    config: NormalizedConfig,
+    uses: FunctionUse[],
+  ): DiscoveredEndpoint | undefined {
+    let ok = true;
+    const seen = new Map<string, FunctionUse>();
+    for (const use of uses) {
+      if (!use.exported) ok = false; // reported where it was applied
+      const previous = seen.get(use.name);
+      if (previous) {
+        ok = false;
+        const [first, second] = compareLoc(previous.loc, use.loc) <= 0 ? [previous, use] : [use, previous];
+        this.problems.push(
+          problem(
+            second.loc,
+            `endpoint "${name}" has two functions named "${use.name}" (the other at ${at(first.loc)}); each function of a queue endpoint needs a unique name`,
+            "rename one of the functions (its own name, or its export name for arrow functions)",
+          ),
+        );
+      } else {
+        seen.set(use.name, use);
+      }
+    }
+    if (uses.length > 1) {
+      for (const use of uses.filter((u) => u.anonymous)) {
+        this.warnings.push(
+          `${at(use.loc)}: endpoint "${name}" has ${uses.length} functions and "${use.name}" is an anonymous function, so scripts cannot name it when calling. Fix: use a named function, e.g. \`async function ${use.name}(input) {...}\``,
+        );
+      }
+    }
+    if (!ok) return undefined;
+    const functions = uses.map(({ exported: _exported, ...fn }) => fn);
+    return { name, type: "queue", rawConfig, config, functions, routes: [], definedAt: site.loc };
+  }
+
+  private lbEndpoint(
+    name: string,
+    site: Site,
+    rawConfig: EndpointConfig,
+    config: NormalizedConfig,
+    routeDefs: DefInstance[],
+  ): DiscoveredEndpoint | undefined {
+    let ok = true;
+    if (routeDefs.length > 1) {
+      this.problems.push(
+        problem(
+          routeDefs[1]!.loc,
+          `load-balanced endpoint "${name}" gets routes on two different Endpoint(...) objects (the other created at ${at(routeDefs[0]!.loc)}); only one can be served`,
+          `create it once, \`export const api = Endpoint({ name: "${name}", ... })\`, and add every route to that object`,
+        ),
+      );
+      return undefined;
+    }
+    const def = routeDefs[0]!;
+    const lbExport = this.exportOfDefinition(def);
+    if (!lbExport) {
+      ok = false;
+      this.problems.push(
+        problem(
+          def.loc,
+          `load-balanced endpoint "${name}" is not exported; the generated handler must import it`,
+          `export the object: \`export const api = Endpoint({ name: "${name}", ... })\``,
+        ),
+      );
+    }
+    const routes = [...def.routes].sort((a, b) => compareStrings(routeKey(a), routeKey(b)) || compareLoc(a.loc, b.loc));
+    const byKey = new Map<string, RouteUse>();
+    for (const route of routes) {
+      const key = routeKey(route);
+      if (!route.path.startsWith("/")) {
+        ok = false;
+        this.problems.push(
+          problem(route.loc, `route path "${route.path}" must start with "/"`, `write it as "/${route.path}"`),
+        );
+      } else if ((RESERVED_ROUTE_PATHS as readonly string[]).includes(route.path)) {
+        ok = false;
+        this.problems.push(
+          problem(
+            route.loc,
+            `route ${key} uses the reserved path ${route.path} (svc serves it for health checks)`,
+            "choose another path, e.g. /health or /status",
+          ),
+        );
+      }
+      const previous = byKey.get(key);
+      if (previous) {
+        ok = false;
+        this.problems.push(
+          problem(
+            route.loc,
+            `route ${key} is defined twice on endpoint "${name}" (the other at ${at(previous.loc)})`,
+            "keep one handler per method and path",
+          ),
+        );
+      } else {
+        byKey.set(key, route);
+      }
+    }
+    if (!ok) return undefined;
+    const used = new Set<string>();
+    const discovered = routes.map((route) => {
+      const base = route.handlerName ?? `${route.method.toLowerCase()}_${pathSlug(route.path)}`;
+      let routeName = base;
+      for (let n = 2; used.has(routeName); n++) routeName = `${base}_${n}`;
+      used.add(routeName);
+      return { method: route.method, path: route.path, name: routeName, loc: route.loc };
+    });
+    return { name, type: "lb", rawConfig, config, functions: [], routes: discovered, lbExport, definedAt: site.loc };
+  }
+
+  /** Where a definition object is exported: its own module first, then any module re-exporting it. */
+  private exportOfDefinition(def: DefInstance): { module: string; exportName: string } | undefined {
+    const files = [def.module.file, ...this.selected.filter((f) => f !== def.module.file)];
+    for (const file of files) {
+      const names = [...this.module(file).exports.keys()].sort();
+      for (const exportName of names) {
+        const value = this.resolveExport(file, exportName);
+        if (value?.t === "def" && value.def === def) return { module: file, exportName };
+      }
+    }
+    return undefined;
+  }
+}
+
+function describeArg(node: ts.Expression, source: ts.SourceFile, identifierNote = ""): string {
+  const expr = unwrapExpression(node);
+  const text = expr.getText(source).replace(/\s+/g, " ");
+  const short = text.length > 40 ? `${text.slice(0, 37)}...` : text;
+  if (ts.isCallExpression(expr)) return `a call (${short})`;
+  if (ts.isIdentifier(expr)) return `the variable "${short}"${identifierNote}`;
+  if (ts.isTemplateExpression(expr)) return `a template literal with substitutions (${short})`;
+  return `"${short}"`;
+}
+
+function configFix(message: string): string {
+  if (message.startsWith("unknown configuration key")) return "remove the key or correct its spelling";
+  if (message.includes("mutually exclusive")) return "keep either \"gpu\" or \"cpu\", not both";
+  if (message.startsWith("\"name\"")) return "use a name like \"gpu-worker\" (lowercase letters, digits, dashes)";
+  return "correct the value as the message describes (see docs/endpoint-definitions.md)";
+}
+
+function routeKey(route: { method: HttpMethod; path: string }): string {
+  return `${route.method} ${route.path}`;
+}
+
+/** "/items/:id" -> "items_id"; "/" -> "root". */
+export function pathSlug(routePath: string): string {
+  const slug = routePath
+    .split("/")
+    .map((segment) => segment.replace(/[^A-Za-z0-9]+/g, "_").replace(/^_+|_+$/g, ""))
+    .filter((segment) => segment.length > 0)
+    .join("_");
+  return slug.length > 0 ? slug : "root";
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function compareLoc(a: SourceLocation, b: SourceLocation): number {
+  return compareStrings(a.file, b.file) || a.line - b.line || (a.column ?? 0) - (b.column ?? 0);
+}
+
+function compareFunctions(a: DiscoveredFunction, b: DiscoveredFunction): number {
+  return compareStrings(a.name, b.name) || compareLoc(a.loc, b.loc);
+}
+
+/** Sort "file:line: ..." messages by file, then line (numerically), then text. */
+function compareMessages(a: string, b: string): number {
+  const pa = /^(.*?):(\d+): /.exec(a);
+  const pb = /^(.*?):(\d+): /.exec(b);
+  if (pa && pb) return compareStrings(pa[1]!, pb[1]!) || Number(pa[2]) - Number(pb[2]) || compareStrings(a, b);
+  return compareStrings(a, b);
+}
+
+/**
+ * Find every endpoint definition under `root` without running any user code.
+ * Throws UserError listing every problem found (each "file:line: what. Fix: how").
+ */
+export async function discover(root: string, options: DiscoverOptions = {}): Promise<DiscoveryResult> {
+  const absoluteRoot = path.resolve(root);
+  const extraIgnores = options.ignore ?? [];
+  const files = await findSourceFiles(absoluteRoot, extraIgnores);
+  const texts = new Map<string, string>();
+  await Promise.all(
+    files.map(async (file) => {
+      texts.set(file, await readFile(path.join(absoluteRoot, file), "utf8"));
+    }),
+  );
+  const analyzer = new Analyzer(files, texts);
+  analyzer.run();
+  const endpoints = analyzer.endpoints();
+  const problems = [...new Set(analyzer.problems)].sort(compareMessages);
+  if (problems.length > 0) {
+    throw new UserError(
+      `Found ${problems.length} problem${problems.length === 1 ? "" : "s"} in endpoint definitions`,
+      {
+        problems,
+        hint: "Fix each problem at the file:line shown; docs/endpoint-definitions.md lists the supported forms and rules.",
+      },
+    );
+  }
+  if (endpoints.length === 0) {
+    const ignores = [...BUILTIN_IGNORES, ".gitignore rules", ...extraIgnores].join(", ");
+    throw new UserError(
+      `No endpoint functions found in ${absoluteRoot}: scanned ${files.length} file${files.length === 1 ? "" : "s"} matching ${SOURCE_PATTERN} (ignored: ${ignores})`,
+      {
+        hint:
+          "Two common causes: (1) decorator syntax: Endpoint({...}) returns a decorator, so apply it with a second call, " +
+          "e.g. `export const fn = Endpoint({ name: \"my-endpoint\" })(async function fn(input) {...})`, and import Endpoint " +
+          "from \"svc\"; (2) ignore patterns: .gitignore or the built-in ignores (node_modules, dist, build, test folders, " +
+          "*.test.*, *.spec.*) may exclude the files that define your endpoints.",
+      },
+    );
+  }
+  return { root: absoluteRoot, files, endpoints, warnings: [...new Set(analyzer.warnings)].sort(compareMessages) };
+}

@@ -1,0 +1,262 @@
+// `buildProject`: sources -> discovery -> generated handlers -> esbuild bundles -> Linux x86_64 dependencies
+// -> manifest -> deterministic .svc/artifact.tar.gz. Each step is planned by a pure function (handlers.ts,
+// exclusions.ts, manifest.ts, dependencies.ts) and applied here.
+
+import { existsSync } from "node:fs";
+import { lstat, mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { packDirectory } from "../artifact/pack.js";
+import { InternalError, UserError } from "../errors.js";
+import { MANIFEST_FILE, type Manifest } from "../sdk/manifest.js";
+import { bundleEndpoints, svcSdkEntry, type BundleResult } from "./bundle.js";
+import { hostIsLinuxX64Glibc, packageNameOf, planNpmInstall, runNpmInstall } from "./dependencies.js";
+import { discover, type DiscoveryResult } from "./discover.js";
+import { parseExcludeList, planExclusions } from "./exclusions.js";
+import { fingerprintProject } from "./fingerprint.js";
+import { generateHandlerSource, HANDLERS_DIR } from "./handlers.js";
+import { appNameOf, buildManifest, handlerPath, serializeManifest } from "./manifest.js";
+
+export { BASE_IMAGE_PACKAGES } from "./exclusions.js";
+
+/** The spec's artifact limit: 1.5 GB (decimal). SVC_MAX_ARTIFACT_BYTES overrides it. */
+export const MAX_ARTIFACT_BYTES = 1_500_000_000;
+
+export const SVC_DIR = ".svc";
+export const BUILD_DIR = ".svc/.build";
+export const STAGING_DIR = ".svc/.build/artifact";
+export const ARTIFACT_FILE = ".svc/artifact.tar.gz";
+
+export interface BuildOptions {
+  /** More packages to leave out of the artifact (names; "a,b" lists are split). */
+  exclude?: string[];
+  /** Keep `.svc/.build/` (generated handlers and the staging tree) for inspection. */
+  keepBuild?: boolean;
+  /** Called as each step starts. */
+  onProgress?: (step: string) => void;
+}
+
+export interface BuiltEndpoint {
+  name: string;
+  type: "queue" | "lb";
+  /** Function names. */
+  functions: string[];
+  /** "METHOD /path" of a load-balanced endpoint. */
+  routes: string[];
+  /** Package specs installed beside this endpoint's handler. */
+  dependencies: string[];
+}
+
+export interface BuildResult {
+  manifest: Manifest;
+  manifestPath: string;
+  artifactPath: string;
+  artifactBytes: number;
+  endpoints: BuiltEndpoint[];
+  /** Every installed package spec, over all endpoints, sorted. */
+  dependencies: string[];
+  /** Packages left out of the artifact. */
+  excluded: string[];
+  warnings: string[];
+  durationMs: number;
+}
+
+export function maxArtifactBytes(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.SVC_MAX_ARTIFACT_BYTES;
+  if (raw === undefined || raw === "") return MAX_ARTIFACT_BYTES;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) {
+    throw new UserError(`SVC_MAX_ARTIFACT_BYTES must be a positive integer (bytes), not "${raw}"`);
+  }
+  return value;
+}
+
+/** The JSON-friendly summary `svc build --json` prints. */
+export function summarizeBuild(result: BuildResult) {
+  return {
+    app: result.manifest.app,
+    fingerprint: result.manifest.fingerprint,
+    artifactPath: result.artifactPath,
+    artifactBytes: result.artifactBytes,
+    manifestPath: result.manifestPath,
+    endpoints: result.endpoints,
+    dependencies: result.dependencies,
+    excluded: result.excluded,
+    warnings: result.warnings,
+    durationMs: result.durationMs,
+  };
+}
+
+/** Add detected native packages (as name@installed-version) to declared specs; a declared name wins. */
+export function mergeDependencies(declared: readonly string[], natives: BundleResult["natives"], excluded: ReadonlySet<string>): string[] {
+  const byName = new Map(declared.map((spec) => [packageNameOf(spec), spec]));
+  for (const native of natives) {
+    if (excluded.has(native.name) || byName.has(native.name)) continue;
+    byName.set(native.name, native.version ? `${native.name}@${native.version}` : native.name);
+  }
+  return [...byName.keys()].sort().map((name) => byName.get(name)!);
+}
+
+export async function buildProject(rootDir: string, options: BuildOptions = {}): Promise<BuildResult> {
+  const started = performance.now();
+  const root = resolve(rootDir);
+  const progress = options.onProgress ?? (() => {});
+  if (!existsSync(root)) throw new UserError(`Project directory ${rootDir} does not exist`);
+  if (!existsSync(svcSdkEntry())) {
+    throw new InternalError(`svc's SDK build is missing (${svcSdkEntry()}); run \`npm run build\` in the svc package`);
+  }
+
+  progress("Discovering endpoints");
+  const discovery: DiscoveryResult = await discover(root);
+  if (discovery.endpoints.length === 0) {
+    throw new UserError("No endpoint functions found", {
+      problems: discovery.warnings,
+      hint: `Searched ${discovery.files.length} source file(s) under ${root}. Check the Endpoint(...) syntax ` +
+        "(e.g. `export const f = Endpoint({ name: \"x\" })(async function f(input) {...})`) and the ignore patterns.",
+    });
+  }
+  const warnings = [...discovery.warnings];
+  const userExcludes = parseExcludeList(options.exclude);
+  const excludedNames = new Set(planExclusions({}, userExcludes).excluded);
+
+  const buildDir = join(root, BUILD_DIR);
+  const staging = join(root, STAGING_DIR);
+  await rm(buildDir, { recursive: true, force: true });
+  try {
+    progress("Generating handlers");
+    await mkdir(join(root, HANDLERS_DIR), { recursive: true });
+    const endpoints = [...discovery.endpoints].sort((a, b) => (a.name < b.name ? -1 : 1));
+    await Promise.all(
+      endpoints.map((endpoint) => writeFile(join(root, HANDLERS_DIR, `${endpoint.name}.ts`), generateHandlerSource(endpoint))),
+    );
+
+    progress(`Bundling ${endpoints.length} endpoint(s)`);
+    const bundles = await bundleEndpoints(
+      root,
+      endpoints.map((endpoint) => ({
+        endpoint: endpoint.name,
+        entry: join(root, HANDLERS_DIR, `${endpoint.name}.ts`),
+        outfile: join(staging, handlerPath(endpoint.name)),
+        external: [...endpoint.config.dependencies.map(packageNameOf), ...excludedNames],
+      })),
+    );
+    const imported = new Set(bundles.flatMap((b) => b.importedPackages));
+    for (const bundle of bundles) {
+      warnings.push(...bundle.warnings);
+      for (const native of bundle.natives) {
+        if (excludedNames.has(native.name)) {
+          warnings.push(`endpoint "${bundle.endpoint}": native package "${native.name}" is excluded; the worker image must provide it`);
+        }
+      }
+    }
+
+    const exclusions = planExclusions(
+      Object.fromEntries(endpoints.map((e) => [e.name, e.config.dependencies])),
+      userExcludes,
+      imported,
+    );
+    warnings.push(...exclusions.warnings);
+    const dependencies: Record<string, string[]> = {};
+    for (const bundle of bundles) {
+      dependencies[bundle.endpoint] = mergeDependencies(exclusions.install[bundle.endpoint] ?? [], bundle.natives, excludedNames);
+    }
+
+    const toInstall = endpoints.filter((e) => dependencies[e.name]!.length > 0);
+    const runScripts = toInstall.length > 0 && hostIsLinuxX64Glibc();
+    if (toInstall.length > 0 && !runScripts) {
+      warnings.push("install scripts were skipped (--ignore-scripts): this machine is not linux-x64-glibc; packages that compile at install time may not work");
+    }
+    for (const endpoint of toInstall) {
+      progress(`Installing ${dependencies[endpoint.name]!.join(", ")} for "${endpoint.name}" (linux-x64)`);
+      const dir = join(staging, "endpoints", endpoint.name);
+      await runNpmInstall(planNpmInstall(dir, endpoint.name, dependencies[endpoint.name]!, runScripts), endpoint.name);
+    }
+
+    progress("Writing the manifest");
+    const manifest = buildManifest({
+      app: appNameOf(root),
+      fingerprint: await fingerprintProject(root, discovery.files),
+      endpoints,
+      dependencies,
+      excluded: exclusions.excluded,
+    });
+    const manifestText = serializeManifest(manifest);
+    await writeFile(join(staging, MANIFEST_FILE), manifestText);
+
+    progress("Packing the artifact");
+    const artifactPath = join(root, ARTIFACT_FILE);
+    const partial = `${artifactPath}.partial`;
+    const { bytes } = await packDirectory(staging, partial);
+    const limit = maxArtifactBytes();
+    if (bytes > limit) {
+      await rm(partial, { force: true });
+      const largest = await largestItems(staging, 5);
+      throw new UserError(`The artifact is ${formatBytes(bytes)}, over the ${formatBytes(limit)} limit`, {
+        problems: largest.map((item) => `${item.label}: ${formatBytes(item.bytes)}`),
+        hint: `Leave large packages out with \`svc build --exclude <pkg1,pkg2>\` (packages preinstalled in the worker image are excluded already).`,
+      });
+    }
+    await rename(partial, artifactPath);
+    // Written last, so the manifest beside the artifact always describes it.
+    const manifestPath = join(root, SVC_DIR, MANIFEST_FILE);
+    await writeFile(manifestPath, manifestText);
+
+    const installed = new Set(Object.values(dependencies).flat());
+    return {
+      manifest,
+      manifestPath,
+      artifactPath,
+      artifactBytes: bytes,
+      endpoints: endpoints.map((e) => ({
+        name: e.name,
+        type: e.type,
+        functions: e.functions.map((f) => f.name),
+        routes: e.routes.map((r) => `${r.method} ${r.path}`),
+        dependencies: dependencies[e.name]!,
+      })),
+      dependencies: [...installed].sort(),
+      excluded: exclusions.excluded,
+      warnings,
+      durationMs: Math.round(performance.now() - started),
+    };
+  } finally {
+    if (!options.keepBuild) await rm(buildDir, { recursive: true, force: true });
+  }
+}
+
+export function formatBytes(bytes: number): string {
+  if (bytes < 1000) return `${bytes} B`;
+  const units = ["kB", "MB", "GB", "TB"];
+  let value = bytes;
+  let unit = -1;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return `${value.toFixed(value >= 100 ? 0 : 1)} ${units[unit]}`;
+}
+
+async function sizeOf(path: string): Promise<number> {
+  const info = await lstat(path);
+  if (!info.isDirectory()) return info.size;
+  let total = 0;
+  for (const name of await readdir(path)) total += await sizeOf(join(path, name));
+  return total;
+}
+
+/** The biggest packages and bundles in the staging tree, to say what to exclude. */
+async function largestItems(staging: string, count: number): Promise<Array<{ label: string; bytes: number }>> {
+  const items: Array<{ label: string; bytes: number }> = [];
+  const endpointsDir = join(staging, "endpoints");
+  for (const endpoint of existsSync(endpointsDir) ? await readdir(endpointsDir) : []) {
+    const dir = join(endpointsDir, endpoint);
+    const modules = join(dir, "node_modules");
+    for (const name of existsSync(modules) ? await readdir(modules) : []) {
+      if (name.startsWith(".")) continue;
+      const names = name.startsWith("@") ? (await readdir(join(modules, name))).map((n) => `${name}/${n}`) : [name];
+      for (const pkg of names) items.push({ label: `${pkg} (endpoint "${endpoint}")`, bytes: await sizeOf(join(modules, pkg)) });
+    }
+    const bundle = join(dir, "handler.mjs");
+    if (existsSync(bundle)) items.push({ label: `endpoints/${endpoint}/handler.mjs (bundled code)`, bytes: await sizeOf(bundle) });
+  }
+  return items.sort((a, b) => b.bytes - a.bytes).slice(0, count);
+}

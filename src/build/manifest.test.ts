@@ -1,0 +1,100 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { normalizeConfig } from "../sdk/config.js";
+import { appNameOf, buildManifest, imageNameFor, serializeManifest, type ManifestEndpoint } from "./manifest.js";
+
+const gpu: ManifestEndpoint = {
+  name: "gpu-worker",
+  type: "queue",
+  config: normalizeConfig({ name: "gpu-worker", gpu: ["ADA_24", "AMPERE_48"], workers: [1, 4], env: { Z: "1", A: "2" }, retries: 2 }),
+  functions: [
+    { name: "upscale", exportName: "upscale", module: "src/gpu.ts", kind: "function" },
+    { name: "embed", exportName: "Embedder", module: "src/gpu.ts", kind: "method", className: "Embedder" },
+  ],
+  routes: [],
+};
+const api: ManifestEndpoint = {
+  name: "api",
+  type: "lb",
+  config: normalizeConfig({ name: "api", cpu: "cpu5c-2-4", workers: 2 }),
+  functions: [],
+  routes: [
+    { method: "POST", path: "/process", name: "process" },
+    { method: "GET", path: "/status", name: "status" },
+  ],
+};
+
+describe("buildManifest", () => {
+  const manifest = buildManifest({
+    app: "demo",
+    fingerprint: "sha256:abc",
+    endpoints: [gpu, api],
+    dependencies: { "gpu-worker": ["sharp@^0.34"] },
+    excluded: ["torch", "numpy"],
+    svcVersion: "9.9.9",
+  });
+
+  it("has every spec field per resource, then svc's own", () => {
+    expect(Object.keys(manifest)).toEqual(["version", "app", "fingerprint", "svcVersion", "resources", "routes", "excluded"]);
+    expect(Object.keys(manifest.resources)).toEqual(["api", "gpu-worker"]);
+    expect(manifest.resources["gpu-worker"]).toEqual({
+      is_load_balanced: false,
+      imageName: "svc-worker-gpu:9.9.9",
+      workersMin: 1,
+      workersMax: 4,
+      gpuIds: "ADA_24,AMPERE_48",
+      env: { A: "2", Z: "1" },
+      functions: [
+        { name: "upscale", module: "src/gpu.ts", export: "upscale", kind: "function" },
+        { name: "embed", module: "src/gpu.ts", export: "Embedder", kind: "method", class: "Embedder" },
+      ],
+      computeType: "GPU",
+      gpuTypeIds: ["ADA_24", "AMPERE_48"],
+      instanceIds: [],
+      dependencies: ["sharp@^0.34"],
+      idleTimeout: 60,
+      executionTimeoutMs: 600_000,
+      maxConcurrency: 1,
+      retries: 2,
+      volume: null,
+      handler: "endpoints/gpu-worker/handler.mjs",
+    });
+    expect(Object.keys(manifest.resources["gpu-worker"]!).slice(0, 7)).toEqual([
+      "is_load_balanced", "imageName", "workersMin", "workersMax", "gpuIds", "env", "functions",
+    ]);
+    expect(manifest.resources.api).toMatchObject({ is_load_balanced: true, imageName: "svc-worker-cpu:9.9.9", gpuIds: "", workersMin: 0, workersMax: 2, instanceIds: ["cpu5c-2-4"] });
+  });
+
+  it("routes load-balanced endpoints only, keyed by METHOD /path", () => {
+    expect(manifest.routes).toEqual({ api: { "GET /status": "status", "POST /process": "process" } });
+    expect(manifest.excluded).toEqual(["numpy", "torch"]);
+  });
+
+  it("serializes to the same bytes whatever the input order", () => {
+    const again = buildManifest({
+      app: "demo",
+      fingerprint: "sha256:abc",
+      endpoints: [api, gpu],
+      dependencies: { "gpu-worker": ["sharp@^0.34"] },
+      excluded: ["numpy", "torch"],
+      svcVersion: "9.9.9",
+    });
+    expect(serializeManifest(again)).toBe(serializeManifest(manifest));
+    expect(serializeManifest(manifest).endsWith("}\n")).toBe(true);
+  });
+
+  it("names images and apps", () => {
+    expect(imageNameFor("CPU", "1.0.0")).toBe("svc-worker-cpu:1.0.0");
+    const root = mkdtempSync(join(tmpdir(), "svc-app-"));
+    try {
+      mkdirSync(join(root, "my-dir"));
+      expect(appNameOf(join(root, "my-dir"))).toBe("my-dir");
+      writeFileSync(join(root, "my-dir", "package.json"), '{"name":"@acme/shop"}');
+      expect(appNameOf(join(root, "my-dir"))).toBe("shop");
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});

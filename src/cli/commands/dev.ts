@@ -1,0 +1,70 @@
+// `svc dev`: build, run the service with process workers, deploy as environment "dev", watch and redeploy.
+import type { Command } from "commander";
+import { resolve } from "node:path";
+import type { DevEvent, DevSessionHandle } from "../../dev/session.js";
+import { createOutput } from "../output.js";
+import { envSetting } from "../../sdk/context.js";
+import { errorMessage, UsageError, UserError } from "../../errors.js";
+
+export function register(program: Command): void {
+  program
+    .command("dev")
+    .description("Run the project locally behind the real job API; rebuild and replace workers on change")
+    .option("-C, --dir <path>", "project directory", ".")
+    .option("--port <n>", "port of the local service (default 8600, or a free one when taken)")
+    .option("--host <host>", "address to listen on", "127.0.0.1")
+    .option("--exclude <packages>", "comma-separated packages to leave out of the artifact")
+    .option("--no-watch", "do not rebuild on source changes")
+    .option("--json", "print the session (URL, endpoints) as JSON on stdout once ready")
+    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean }) => {
+      const out = createOutput({ json: opts.json });
+      let port: number | undefined;
+      if (opts.port !== undefined) {
+        port = Number(opts.port);
+        if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, not "${opts.port}"`);
+      }
+      const root = resolve(opts.dir);
+      const userKey = envSetting("SVC_API_KEY");
+      const onEvent = (event: DevEvent) => {
+        switch (event.type) {
+          case "rebuilding":
+            out.info(`change in ${event.changed.join(", ")}: rebuilding...`);
+            break;
+          case "rebuild-failed":
+            out.warn(`rebuild failed, the previous build keeps serving:\n${event.error instanceof UserError ? [event.error.message, ...event.error.problems.map((p) => `  - ${p}`)].join("\n") : errorMessage(event.error)}`);
+            break;
+          case "port-fallback":
+            out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
+            break;
+          case "deployed":
+            if (session) out.info(`redeployed ${event.endpoints.length} endpoint(s); queued jobs are kept`);
+            break;
+        }
+      };
+      // Loaded lazily: the service and the build stay out of the start-up of other commands.
+      const { startDevSession, curlFor } = await import("../../dev/session.js");
+      let session: DevSessionHandle | undefined;
+      session = await out.step("Building and starting the local service", () =>
+        startDevSession({ root, port, host: opts.host, watch: opts.watch, exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean), onEvent }),
+      );
+      const s = session;
+      const keyShown = userKey ? "$SVC_API_KEY" : s.apiKey;
+      out.result(
+        { url: s.url, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints: s.endpoints },
+        () =>
+          [
+            `svc dev: ${s.url}  (app ${s.app}, environment dev)`,
+            ...(userKey ? [] : [`API key for this session: ${s.apiKey}`]),
+            "",
+            ...s.endpoints.flatMap((e) => [`  ${e.name}  ${e.url}`, `    ${curlFor(e, keyShown)}`]),
+          ].join("\n"),
+      );
+      out.info(opts.watch ? "Watching for changes. Press Ctrl-C to stop." : "Press Ctrl-C to stop.");
+      await new Promise<void>((done) => {
+        process.once("SIGINT", done);
+        process.once("SIGTERM", done);
+      });
+      out.info("stopping...");
+      await s.close();
+    });
+}

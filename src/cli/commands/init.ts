@@ -1,0 +1,92 @@
+// `svc init [dir]`: write the starter project (templates/starter) into a directory. Refuses to overwrite
+// existing files unless --force.
+
+import { existsSync } from "node:fs";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { basename, dirname, join, relative, resolve } from "node:path";
+import type { Command } from "commander";
+import { UserError } from "../../errors.js";
+import { SVC_PACKAGE_ROOT } from "../../version.js";
+import { createOutput } from "../output.js";
+
+export const STARTER_DIR = join(SVC_PACKAGE_ROOT, "templates", "starter");
+
+// npm never publishes files named .gitignore, so the template stores it without the dot.
+const RENAMES: Record<string, string> = { gitignore: ".gitignore" };
+
+export interface StarterFile {
+  path: string;
+  contents: string;
+}
+
+/** A package name npm accepts, from a directory name. */
+export function packageNameFor(dir: string): string {
+  const name = basename(resolve(dir))
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]+/g, "-")
+    .replace(/^[._-]+|[-]+$/g, "");
+  return name || "svc-app";
+}
+
+/** The starter's files with placeholders filled in (pure). */
+export function renderStarter(templates: readonly StarterFile[], values: { name: string; svcDependency: string }): StarterFile[] {
+  return templates.map((file) => ({
+    path: RENAMES[file.path] ?? file.path,
+    contents: file.contents.replaceAll("{{name}}", values.name).replaceAll("{{svcDependency}}", values.svcDependency),
+  }));
+}
+
+async function readTemplates(dir: string, prefix = ""): Promise<StarterFile[]> {
+  const files: StarterFile[] = [];
+  for (const entry of (await readdir(dir, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
+    if (entry.isDirectory()) files.push(...(await readTemplates(join(dir, entry.name), rel)));
+    else files.push({ path: rel, contents: await readFile(join(dir, entry.name), "utf8") });
+  }
+  return files;
+}
+
+export async function initProject(targetDir: string, options: { force?: boolean } = {}): Promise<{ dir: string; files: string[] }> {
+  const dir = resolve(targetDir);
+  const files = renderStarter(await readTemplates(STARTER_DIR), {
+    name: packageNameFor(dir),
+    svcDependency: `file:${SVC_PACKAGE_ROOT.replace(/\/+$/, "")}`,
+  });
+  const existing = files.filter((f) => existsSync(join(dir, f.path))).map((f) => f.path);
+  if (existing.length > 0 && !options.force) {
+    throw new UserError(`${existing.length} file(s) of the starter already exist in ${dir}`, {
+      problems: existing,
+      hint: "Pick an empty directory, or run `svc init --force` to overwrite them.",
+    });
+  }
+  for (const file of files) {
+    await mkdir(dirname(join(dir, file.path)), { recursive: true });
+    await writeFile(join(dir, file.path), file.contents);
+  }
+  return { dir, files: files.map((f) => f.path) };
+}
+
+export function register(program: Command): void {
+  program
+    .command("init")
+    .description("Create a starter project: GPU, streaming, class and load-balanced endpoints")
+    .argument("[dir]", "directory to create it in", ".")
+    .option("--force", "overwrite files that already exist")
+    .option("--json", "print the created files as JSON")
+    .action(async (target: string, flags: { force?: boolean; json?: boolean }) => {
+      const out = createOutput({ json: flags.json });
+      const created = await initProject(target, { force: flags.force });
+      const shown = relative(process.cwd(), created.dir) || ".";
+      out.result(created, () =>
+        [
+          `Created a svc project in ${shown}:`,
+          ...created.files.map((f) => `  ${f}`),
+          "",
+          "Next:",
+          ...(shown === "." ? [] : [`  cd ${shown}`]),
+          "  npm install",
+          "  npx svc build",
+        ].join("\n"),
+      );
+    });
+}

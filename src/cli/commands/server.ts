@@ -1,0 +1,111 @@
+// `svc server`: run the service (job API, worker protocol, state and logs) until SIGINT/SIGTERM.
+// The URL goes to stdout; progress and operator messages to stderr.
+
+import type { Command } from "commander";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { UsageError, UserError } from "../../errors.js";
+import { envSetting } from "../../sdk/context.js";
+import type { WorkerDriver } from "../../drivers/types.js";
+import { startService } from "../../service/index.js";
+import { createOutput } from "../output.js";
+
+export const DEFAULT_SERVER_PORT = 8600;
+export const ADMIN_KEY_FILE = "admin-key";
+
+export function defaultDataDir(): string {
+  return envSetting("SVC_DATA_DIR") ?? join(homedir(), ".svc", "data");
+}
+
+/**
+ * The admin key: SVC_API_KEY when set; otherwise the one generated on the first start and kept in
+ * <dataDir>/admin-key (mode 0600). The service itself stores only its hash.
+ */
+export function resolveAdminKey(dataDir: string): { key: string; source: "env" | "file" | "generated"; file?: string } {
+  const fromEnv = envSetting("SVC_API_KEY");
+  if (fromEnv) return { key: fromEnv, source: "env" };
+  const file = join(dataDir, ADMIN_KEY_FILE);
+  if (existsSync(file)) return { key: readFileSync(file, "utf8").trim(), source: "file", file };
+  mkdirSync(dataDir, { recursive: true });
+  const key = `svc_${randomBytes(24).toString("base64url")}`;
+  writeFileSync(file, `${key}\n`, { mode: 0o600, flag: "wx" });
+  return { key, source: "generated", file };
+}
+
+async function loadDriver(kind: string): Promise<WorkerDriver | undefined> {
+  if (kind === "none") return undefined;
+  // Imported by path at run time so this command compiles and runs before the process driver exists.
+  const modulePath = "../../drivers/process.js";
+  let mod: { createProcessDriver?: () => WorkerDriver };
+  try {
+    mod = (await import(modulePath)) as typeof mod;
+  } catch (err) {
+    throw new UserError("The process worker driver is not available in this build of svc", {
+      hint: "Run with --workers none and start workers yourself, or update svc.",
+      cause: err,
+    });
+  }
+  if (!mod.createProcessDriver) throw new UserError("The process worker driver is not available in this build of svc");
+  return mod.createProcessDriver();
+}
+
+export function register(program: Command): void {
+  program
+    .command("server")
+    .description("Run the svc service: job API, worker protocol and autoscaled workers, over a SQLite file")
+    .option("--host <host>", "address to listen on", "127.0.0.1")
+    .option("--port <port>", "port to listen on (0: any free port)", String(DEFAULT_SERVER_PORT))
+    .option("--data-dir <dir>", "where the SQLite file, artifacts and the admin key live (default ~/.svc/data or $SVC_DATA_DIR)")
+    .option("--workers <driver>", "where workers run: process or none", "process")
+    .option("--public-url <url>", "the address clients use, when it differs from host:port")
+    .action(async (opts: { host: string; port: string; dataDir?: string; workers: string; publicUrl?: string }) => {
+      const out = createOutput();
+      const port = Number(opts.port);
+      if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be 0..65535, not "${opts.port}"`);
+      if (opts.workers !== "process" && opts.workers !== "none") {
+        throw new UsageError(`--workers must be "process" or "none", not "${opts.workers}"`);
+      }
+      const dataDir = resolve(opts.dataDir ?? defaultDataDir());
+      mkdirSync(dataDir, { recursive: true });
+      const admin = resolveAdminKey(dataDir);
+      const driver = await loadDriver(opts.workers);
+      let service;
+      try {
+        service = await startService({
+          dataDir,
+          host: opts.host,
+          port,
+          driver,
+          apiKeys: [admin.key],
+          publicUrl: opts.publicUrl,
+          log: (message) => out.info(message),
+        });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+          throw new UserError(`Port ${port} is already in use`, { hint: "Pass another one with --port <n> (0 for any free port)." });
+        }
+        throw err;
+      }
+      out.info(`svc service listening (data in ${dataDir}, workers: ${opts.workers})`);
+      if (admin.source === "generated") out.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
+      else if (admin.source === "file") out.info(`admin API key: ${admin.file}`);
+      else out.info("admin API key: SVC_API_KEY");
+      process.stdout.write(`${service.url}\n`);
+
+      await new Promise<void>((done) => {
+        const stop = (signal: NodeJS.Signals) => {
+          process.off("SIGINT", stop);
+          process.off("SIGTERM", stop);
+          out.info(`${signal}: stopping`);
+          service!.close().then(done, (err: unknown) => {
+            out.warn(`stopping failed: ${(err as Error).message}`);
+            done();
+          });
+        };
+        process.on("SIGINT", stop);
+        process.on("SIGTERM", stop);
+      });
+    });
+}

@@ -1,0 +1,66 @@
+// Which service and endpoint a CLI command talks to: a running `svc dev` session of this project first, then
+// SVC_API_URL / SVC_API_KEY (environment or .env) with SVC_APP / SVC_ENV (or --app / --env).
+
+import { DEFAULT_API_URL, envSetting, findDevSession } from "../sdk/context.js";
+import { readJson } from "../sdk/jobs-client.js";
+import { UnreachableError, UserError } from "../errors.js";
+
+export interface ServiceTarget {
+  url: string;
+  apiKey?: string;
+  app?: string;
+  env?: string;
+  source: "dev-session" | "environment";
+}
+
+export function serviceTarget(opts: { app?: string; env?: string } = {}): ServiceTarget {
+  const session = findDevSession();
+  if (session && !envSetting("SVC_API_URL")) {
+    return { url: session.url, apiKey: session.apiKey, app: opts.app ?? session.app, env: opts.env ?? session.env, source: "dev-session" };
+  }
+  return {
+    url: envSetting("SVC_API_URL") ?? DEFAULT_API_URL,
+    apiKey: envSetting("SVC_API_KEY"),
+    app: opts.app ?? envSetting("SVC_APP"),
+    env: opts.env ?? envSetting("SVC_ENV"),
+    source: "environment",
+  };
+}
+
+export async function apiFetch(target: ServiceTarget, path: string, init: RequestInit = {}): Promise<Response> {
+  const url = `${target.url.replace(/\/+$/, "")}${path}`;
+  const headers = new Headers(init.headers);
+  if (target.apiKey) headers.set("authorization", `Bearer ${target.apiKey}`);
+  try {
+    return await fetch(url, { ...init, headers });
+  } catch (err) {
+    throw new UnreachableError(target.url, err);
+  }
+}
+
+export interface EndpointRef {
+  id: string;
+  name: string;
+  url: string;
+}
+
+/** Resolve an endpoint given by name (in the target's app/environment) or by id. */
+export async function resolveEndpointRef(target: ServiceTarget, nameOrId: string): Promise<EndpointRef> {
+  const session = target.source === "dev-session" ? findDevSession() : undefined;
+  const fromSession = session?.endpoints[nameOrId];
+  if (fromSession) return { id: fromSession.id, name: nameOrId, url: fromSession.url };
+  if (target.app && target.env) {
+    const env = await readJson<{ endpoints: Array<{ id: string; name: string; url: string }> }>(
+      await apiFetch(target, `/v1/apps/${encodeURIComponent(target.app)}/environments/${encodeURIComponent(target.env)}`),
+    );
+    const found = env.endpoints.find((e) => e.name === nameOrId || e.id === nameOrId);
+    if (found) return found;
+    throw new UserError(`No endpoint "${nameOrId}" in app "${target.app}", environment "${target.env}"`, {
+      hint: `It has: ${env.endpoints.map((e) => e.name).join(", ") || "no endpoints"}.`,
+    });
+  }
+  if (/^[a-z0-9]{8,}$/.test(nameOrId)) return { id: nameOrId, name: nameOrId, url: `${target.url}/v2/${nameOrId}` };
+  throw new UserError(`Cannot tell which app "${nameOrId}" belongs to`, {
+    hint: "Run this inside a project with `svc dev` running, or pass --app and --env (or set SVC_APP and SVC_ENV), or give the endpoint id.",
+  });
+}

@@ -1,0 +1,187 @@
+// A local development session: build the project, run the service with process workers, deploy the build as
+// app/environment "dev", watch sources and redeploy on change. `svc dev` is a thin command over this; tests
+// drive it directly. Calls from scripts find the session through .svc/dev-session.json (src/sdk/context.ts).
+
+import { randomBytes, createHash } from "node:crypto";
+import { watch, type FSWatcher } from "node:fs";
+import { mkdir, writeFile, rm, rename, copyFile, readFile } from "node:fs/promises";
+import { join, relative, sep } from "node:path";
+import { buildProject, type BuildResult } from "../build/index.js";
+import { startService, type Service, type DeployedEndpoint } from "../service/index.js";
+import { createProcessDriver } from "../drivers/process.js";
+import { DEV_SESSION_FILE, envSetting, type DevSession } from "../sdk/context.js";
+import { UserError } from "../errors.js";
+
+export const DEV_ENV = "dev";
+export const DEFAULT_DEV_PORT = 8600;
+
+export interface DevSessionOptions {
+  root: string;
+  host?: string;
+  /** Port of the embedded service; when taken, another free port is used (and reported). */
+  port?: number;
+  /** Where the service keeps its SQLite file, artifacts and logs (default <root>/.svc/dev-data). */
+  dataDir?: string;
+  apiKey?: string;
+  watch?: boolean;
+  exclude?: string[];
+  onEvent?: (event: DevEvent) => void;
+}
+
+export type DevEvent =
+  | { type: "built"; build: BuildResult }
+  | { type: "deployed"; endpoints: DeployedEndpoint[] }
+  | { type: "rebuilding"; changed: string[] }
+  | { type: "rebuild-failed"; error: unknown }
+  | { type: "port-fallback"; requested: number; port: number };
+
+export interface DevSessionHandle {
+  url: string;
+  apiKey: string;
+  app: string;
+  service: Service;
+  endpoints: DeployedEndpoint[];
+  build: BuildResult;
+  /** Rebuild and redeploy now (what a source change triggers). */
+  rebuild(): Promise<DeployedEndpoint[]>;
+  close(): Promise<void>;
+}
+
+/** Files whose change triggers a rebuild: sources, not outputs or dependencies. */
+export function isWatchedChange(root: string, file: string): boolean {
+  const rel = relative(root, join(root, file)).split(sep).join("/");
+  if (/(^|\/)(node_modules|\.svc|dist|\.git|coverage)(\/|$)/.test(rel)) return false;
+  return /\.(m|c)?(t|j)sx?$|(^|\/)package\.json$|(^|\/)\.env$/.test(rel);
+}
+
+/** Keep each build's artifact under the data dir by content hash: workers of an older build keep theirs. */
+async function storeArtifact(dataDir: string, artifactPath: string): Promise<string> {
+  const digest = createHash("sha256").update(await readFile(artifactPath)).digest("hex");
+  const dir = join(dataDir, "artifacts");
+  await mkdir(dir, { recursive: true });
+  const target = join(dir, `${digest}.tar.gz`);
+  const temp = `${target}.${process.pid}.tmp`;
+  await copyFile(artifactPath, temp);
+  await rename(temp, target);
+  return target;
+}
+
+async function listen(options: DevSessionOptions, dataDir: string, apiKey: string): Promise<Service> {
+  const requested = options.port ?? DEFAULT_DEV_PORT;
+  const base = { dataDir, host: options.host ?? "127.0.0.1", driver: createProcessDriver(), apiKeys: [apiKey] };
+  try {
+    return await startService({ ...base, port: requested });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE" || options.port !== undefined) {
+      if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+        throw new UserError(`Port ${requested} is already in use`, { hint: "Pass another one with --port <n>." });
+      }
+      throw err;
+    }
+    const service = await startService({ ...base, port: 0 });
+    options.onEvent?.({ type: "port-fallback", requested, port: service.port });
+    return service;
+  }
+}
+
+export async function startDevSession(options: DevSessionOptions): Promise<DevSessionHandle> {
+  const root = options.root;
+  const dataDir = options.dataDir ?? join(root, ".svc", "dev-data");
+  const apiKey = options.apiKey ?? envSetting("SVC_API_KEY") ?? `svc_dev_${randomBytes(18).toString("base64url")}`;
+  const emit = options.onEvent ?? (() => {});
+
+  let build = await buildProject(root, { exclude: options.exclude });
+  emit({ type: "built", build });
+  await mkdir(dataDir, { recursive: true });
+  const service = await listen(options, dataDir, apiKey);
+
+  const deploy = async (result: BuildResult) => {
+    const artifactPath = await storeArtifact(dataDir, result.artifactPath);
+    const endpoints = await service.deploy({ app: result.manifest.app, env: DEV_ENV, manifest: result.manifest, artifactPath });
+    await writeSessionFile(root, { pid: process.pid, url: service.url, apiKey, app: result.manifest.app, env: DEV_ENV, endpoints: Object.fromEntries(endpoints.map((e) => [e.name, { id: e.id, url: e.url }])) });
+    emit({ type: "deployed", endpoints });
+    return endpoints;
+  };
+
+  let endpoints: DeployedEndpoint[];
+  try {
+    endpoints = await deploy(build);
+  } catch (err) {
+    await service.close();
+    throw err;
+  }
+
+  // One rebuild at a time; changes during a rebuild schedule exactly one more.
+  let running: Promise<DeployedEndpoint[]> | undefined;
+  let again = false;
+  const rebuild = async (): Promise<DeployedEndpoint[]> => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      try {
+        do {
+          again = false;
+          build = await buildProject(root, { exclude: options.exclude });
+          emit({ type: "built", build });
+          endpoints = await deploy(build);
+        } while (again);
+        return endpoints;
+      } finally {
+        running = undefined;
+      }
+    })();
+    return running;
+  };
+
+  let watcher: FSWatcher | undefined;
+  if (options.watch) {
+    let timer: NodeJS.Timeout | undefined;
+    const changed = new Set<string>();
+    watcher = watch(root, { recursive: true }, (_event, file) => {
+      if (!file || !isWatchedChange(root, file.toString())) return;
+      changed.add(file.toString());
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        emit({ type: "rebuilding", changed: [...changed].sort() });
+        changed.clear();
+        rebuild().catch((error: unknown) => emit({ type: "rebuild-failed", error }));
+      }, 150);
+    });
+  }
+
+  return {
+    url: service.url,
+    apiKey,
+    app: build.manifest.app,
+    service,
+    get endpoints() {
+      return endpoints;
+    },
+    get build() {
+      return build;
+    },
+    rebuild,
+    async close() {
+      watcher?.close();
+      await running?.catch(() => undefined);
+      await rm(join(root, DEV_SESSION_FILE), { force: true });
+      await service.close();
+    },
+  };
+}
+
+async function writeSessionFile(root: string, session: DevSession): Promise<void> {
+  const file = join(root, DEV_SESSION_FILE);
+  await mkdir(join(root, ".svc"), { recursive: true });
+  const temp = `${file}.${process.pid}.tmp`;
+  // The file holds the session's key: readable by the owner only.
+  await writeFile(temp, `${JSON.stringify(session, null, 2)}\n`, { mode: 0o600 });
+  await rename(temp, file);
+}
+
+export function curlFor(endpoint: DeployedEndpoint, apiKeyVar = "$SVC_API_KEY"): string {
+  return `curl -s -X POST ${endpoint.url}/runsync -H "Authorization: Bearer ${apiKeyVar}" -H "Content-Type: application/json" -d '{"input":{}}'`;
+}
+

@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buildTestArtifact, REPO, RUNTIME_ENTRY } from "../../test/runtime/artifact.js";
+import type { WorkerLaunch, WorkerLogLine } from "./types.js";
+import { createProcessDriver, workerEnvironment } from "./process.js";
+
+const STUBBORN = join(REPO, "fixtures/runtime-stubborn/ignore-term.mjs");
+
+let work: string;
+let artifact: string;
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "svc-procdrv-"));
+  artifact = (await buildTestArtifact(join(work, "a.tar.gz"))).path;
+});
+afterAll(async () => {
+  await rm(work, { recursive: true, force: true });
+});
+
+function launch(workerId: string, lines: WorkerLogLine[], extra: Partial<WorkerLaunch> = {}): WorkerLaunch {
+  return {
+    workerId,
+    endpointId: "ep1",
+    endpointName: "fns",
+    app: "app",
+    env: "dev",
+    artifactPath: artifact,
+    apiUrl: "http://127.0.0.1:9",
+    workerToken: "worker-token",
+    apiKey: "owner-key",
+    environment: { USER_FLAG: "on", SVC_WORKER_TOKEN: "user-cannot-override" },
+    maxConcurrency: 2,
+    computeType: "CPU",
+    gpuTypeIds: [],
+    onLog: (line) => lines.push(line),
+    ...extra,
+  };
+}
+
+const firstLine = async (lines: WorkerLogLine[]) => {
+  for (let i = 0; i < 200 && lines.length === 0; i++) await new Promise((r) => setTimeout(r, 25));
+  return lines[0]!;
+};
+
+describe("workerEnvironment", () => {
+  it("drops the parent's SVC_* settings, adds user env, and protocol variables win", () => {
+    const env = workerEnvironment(launch("w1", []), "/x/dir", { PATH: "/bin", SVC_API_KEY: "parent-secret", SVC_DATA_DIR: "/d" }, 77);
+    expect(env).toMatchObject({
+      PATH: "/bin",
+      USER_FLAG: "on",
+      SVC_API_KEY: "owner-key",
+      SVC_WORKER_TOKEN: "worker-token",
+      SVC_ARTIFACT_DIR: "/x/dir",
+      SVC_MAX_CONCURRENCY: "2",
+      SVC_PARENT_PID: "77",
+    });
+    expect(env.SVC_DATA_DIR).toBeUndefined();
+    expect(env.SVC_VOLUME_PATH).toBeUndefined();
+    expect(workerEnvironment(launch("w1", [], { apiKey: undefined }), "/x", { SVC_API_KEY: "parent-secret" }, 1).SVC_API_KEY).toBeUndefined();
+  });
+});
+
+describe("createProcessDriver", () => {
+  it("pipes output line by line, extracts once, and stop() escalates to SIGKILL after the grace", async () => {
+    const cacheDir = join(work, "cache-a");
+    const driver = createProcessDriver({ runtimeEntry: STUBBORN, cacheDir, baseEnv: { PATH: process.env.PATH, SVC_API_KEY: "parent-secret" } });
+    const a: WorkerLogLine[] = [];
+    const b: WorkerLogLine[] = [];
+    const [ha, hb] = await Promise.all([driver.start(launch("wa", a)), driver.start(launch("wb", b))]);
+    const ra = JSON.parse((await firstLine(a)).text);
+    const rb = JSON.parse((await firstLine(b)).text);
+    expect(ra.env).toMatchObject({ SVC_WORKER_ID: "wa", USER_FLAG: "on", SVC_API_KEY: "owner-key", SVC_WORKER_TOKEN: "worker-token" });
+    expect(rb.env.SVC_ARTIFACT_DIR).toBe(ra.env.SVC_ARTIFACT_DIR);
+    expect(ra.cwd).toBe(ra.env.SVC_ARTIFACT_DIR);
+    expect((await readdir(cacheDir)).filter((f) => !f.startsWith("."))).toHaveLength(1);
+
+    const started = Date.now();
+    const exit = await ha.stop(300);
+    expect(exit).toEqual({ code: null, signal: "SIGKILL" });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(a.some((l) => l.stream === "stderr" && l.text === "got SIGTERM, ignoring it")).toBe(true);
+
+    hb.kill();
+    expect(await hb.exited).toEqual({ code: null, signal: "SIGKILL" });
+    await driver.close();
+  });
+
+  it("close() stops every worker it started", async () => {
+    const driver = createProcessDriver({ runtimeEntry: STUBBORN, cacheDir: join(work, "cache-b"), closeGraceMs: 200 });
+    const logs: WorkerLogLine[][] = [[], [], []];
+    const handles = await Promise.all(logs.map((l, i) => driver.start(launch(`w${i}`, l))));
+    await Promise.all(logs.map(firstLine));
+    await driver.close();
+    for (const h of handles) expect((await h.exited).signal).toBe("SIGKILL");
+  });
+
+  it("runs the real runtime: a worker whose handler cannot load exits 1 and says why", async () => {
+    const driver = createProcessDriver({ runtimeEntry: RUNTIME_ENTRY, cacheDir: join(work, "cache-c") });
+    const lines: WorkerLogLine[] = [];
+    const handle = await driver.start(launch("w-ghost", lines, { endpointName: "ghost" }));
+    expect(await handle.exited).toEqual({ code: 1, signal: null });
+    expect(lines.map((l) => l.text).join("\n")).toMatch(/worker failed to start: The artifact has no handler for endpoint "ghost"/);
+    await driver.close();
+  });
+});

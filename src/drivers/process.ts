@@ -1,0 +1,141 @@
+// Workers as local child processes: `node dist/runtime/worker.js` per worker. The embedded default for
+// `svc dev` and `svc server` on one machine. Each artifact is extracted once per driver (and per content, in a
+// shared cache) and handed to workers as SVC_ARTIFACT_DIR.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { extractArtifactCached } from "../artifact/extract.js";
+import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
+
+export interface ProcessDriverOptions {
+  /** The runtime entry to run (default: dist/runtime/worker.js of this package). */
+  runtimeEntry?: string;
+  /** Where extracted artifacts are kept (default: <tmp>/svc-artifact-cache). */
+  cacheDir?: string;
+  /** Node binary (default: the one running this process). */
+  nodePath?: string;
+  /** How long close() lets workers drain before killing them (default 3000 ms). */
+  closeGraceMs?: number;
+  /** Environment the children inherit before the launch's own (default: this process's, minus SVC_*). */
+  baseEnv?: NodeJS.ProcessEnv;
+}
+
+const DEFAULT_RUNTIME_ENTRY = fileURLToPath(new URL("../runtime/worker.js", import.meta.url));
+
+/**
+ * The child's environment: the parent's minus its own SVC_* settings (its API key, data dirs...), then the
+ * endpoint's configured variables, then the protocol variables (which user env cannot override).
+ */
+export function workerEnvironment(launch: WorkerLaunch, artifactDir: string, baseEnv: NodeJS.ProcessEnv, parentPid: number): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(baseEnv)) {
+    if (!key.startsWith("SVC_") && value !== undefined) env[key] = value;
+  }
+  Object.assign(env, launch.environment);
+  const protocol: Record<string, string | undefined> = {
+    SVC_API_URL: launch.apiUrl,
+    SVC_WORKER_ID: launch.workerId,
+    SVC_WORKER_TOKEN: launch.workerToken,
+    SVC_ENDPOINT_ID: launch.endpointId,
+    SVC_ENDPOINT_NAME: launch.endpointName,
+    SVC_APP: launch.app,
+    SVC_ENV: launch.env,
+    SVC_API_KEY: launch.apiKey,
+    SVC_ARTIFACT: launch.artifactPath,
+    SVC_ARTIFACT_DIR: artifactDir,
+    SVC_MAX_CONCURRENCY: String(launch.maxConcurrency),
+    SVC_VOLUME_PATH: launch.volumePath,
+    SVC_PARENT_PID: String(parentPid),
+  };
+  for (const [key, value] of Object.entries(protocol)) {
+    if (value !== undefined && value !== "") env[key] = value;
+    else delete env[key];
+  }
+  return env;
+}
+
+export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerDriver {
+  const entry = options.runtimeEntry ?? DEFAULT_RUNTIME_ENTRY;
+  const cacheDir = options.cacheDir ?? join(tmpdir(), "svc-artifact-cache");
+  const children = new Map<string, { child: ChildProcess; handle: WorkerHandle }>();
+  const extracted = new Map<string, Promise<string>>();
+
+  // Children must not outlive the service: kill what is left when this process exits, however it exits
+  // normally. (A SIGKILLed parent is covered by the runtime's own orphan check.)
+  const killAll = () => {
+    for (const { child } of children.values()) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  };
+  process.on("exit", killAll);
+
+  const artifactDir = (artifactPath: string): Promise<string> => {
+    let pending = extracted.get(artifactPath);
+    if (!pending) {
+      pending = extractArtifactCached(artifactPath, cacheDir);
+      extracted.set(artifactPath, pending);
+      pending.catch(() => extracted.delete(artifactPath));
+    }
+    return pending;
+  };
+
+  return {
+    name: "process",
+    async start(launch) {
+      const dir = await artifactDir(launch.artifactPath);
+      const child = spawn(options.nodePath ?? process.execPath, [entry], {
+        cwd: dir,
+        env: workerEnvironment(launch, dir, options.baseEnv ?? process.env, process.pid),
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      for (const [stream, name] of [
+        [child.stdout, "stdout"],
+        [child.stderr, "stderr"],
+      ] as const) {
+        if (!stream) continue;
+        createInterface({ input: stream, crlfDelay: Infinity }).on("line", (text) => {
+          try {
+            launch.onLog({ ts: Date.now(), stream: name, text });
+          } catch {
+            // a failing log sink must not take the worker's pipes down
+          }
+        });
+      }
+      const exited = new Promise<WorkerExit>((resolve) => {
+        child.once("exit", (code, signal) => {
+          children.delete(launch.workerId);
+          resolve({ code, signal });
+        });
+        child.once("error", (err) => {
+          children.delete(launch.workerId);
+          launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] could not start the worker: ${err.message}` });
+          resolve({ code: null, signal: null });
+        });
+      });
+      const alive = () => child.exitCode === null && child.signalCode === null;
+      const handle: WorkerHandle = {
+        workerId: launch.workerId,
+        exited,
+        stop(graceMs) {
+          if (alive()) {
+            child.kill("SIGTERM");
+            const timer = setTimeout(() => alive() && child.kill("SIGKILL"), graceMs);
+            void exited.then(() => clearTimeout(timer));
+          }
+          return exited;
+        },
+        kill() {
+          if (alive()) child.kill("SIGKILL");
+        },
+      };
+      children.set(launch.workerId, { child, handle });
+      return handle;
+    },
+    async close() {
+      const grace = options.closeGraceMs ?? 3000;
+      await Promise.all([...children.values()].map(({ handle }) => handle.stop(grace)));
+      process.off("exit", killAll);
+    },
+  };
+}

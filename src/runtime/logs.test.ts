@@ -1,0 +1,68 @@
+import { Console } from "node:console";
+import { describe, expect, it } from "vitest";
+import type { LogLine } from "./api.js";
+import { captureProcessOutput, jobScope, LogShipper } from "./logs.js";
+
+const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("log capture", () => {
+  it("attributes console output to the job whose code wrote it, across awaits and timers", async () => {
+    const posted: LogLine[][] = [];
+    const shipper = new LogShipper({ post: async (lines) => void posted.push(lines), intervalMs: 10 });
+    const restore = captureProcessOutput(shipper);
+    // Vitest replaces the global console; a worker's console writes to process.stdout/stderr like this one.
+    const console = new Console(process.stdout, process.stderr);
+    try {
+      const job = (id: string) =>
+        jobScope.run(id, async () => {
+          console.log(`${id} first`);
+          await tick(5);
+          await new Promise<void>((r) =>
+            setTimeout(() => {
+              console.error(`${id} from a timer`);
+              r();
+            }, 3),
+          );
+          process.stdout.write(`${id} raw\n`);
+        });
+      await Promise.all([job("job-a"), job("job-b")]);
+      console.log("outside any job");
+      await shipper.flush();
+    } finally {
+      restore();
+    }
+    const lines = posted.flat();
+    for (const id of ["job-a", "job-b"]) {
+      expect(lines.filter((l) => l.jobId === id).map((l) => `${l.stream}:${l.text}`)).toEqual([
+        `stdout:${id} first`,
+        `stderr:${id} from a timer`,
+        `stdout:${id} raw`,
+      ]);
+    }
+    expect(lines.find((l) => l.text === "outside any job")).toMatchObject({ stream: "stdout" });
+    expect(lines.find((l) => l.text === "outside any job")?.jobId).toBeUndefined();
+  });
+
+  it("batches lines and keeps them while posting fails, within a bound", async () => {
+    let failing = true;
+    const posted: LogLine[][] = [];
+    const shipper = new LogShipper({
+      post: async (lines) => {
+        if (failing) throw new Error("service down");
+        posted.push(lines);
+      },
+      intervalMs: 5,
+      maxBuffered: 50,
+    });
+    for (let i = 0; i < 80; i++) shipper.add("stdout", `line ${i}\n`, "j1");
+    await shipper.flush();
+    expect(posted).toEqual([]);
+    failing = false;
+    await shipper.flush();
+    shipper.stop();
+    const lines = posted.flat();
+    expect(lines[0]!.text).toMatch(/30 log lines dropped/);
+    expect(lines.slice(1).map((l) => l.text)).toEqual(Array.from({ length: 50 }, (_, i) => `line ${i + 30}`));
+    expect(posted).toHaveLength(1);
+  });
+});

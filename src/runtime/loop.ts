@@ -1,0 +1,555 @@
+// The pull loop of one worker (docs/worker-protocol.md): register, then three independent long-lived loops:
+//   take      long-polls for up to (concurrency - running) jobs and starts each;
+//   events    long-polls the stop channel (cancel, drain);
+//   heartbeat renews the leases of held jobs and learns which were lost.
+// Results go out in batches (one request carries every result finished meanwhile); stream chunks go out per
+// job, in order, a few ms after they are yielded. The service being unreachable is never fatal: requests are
+// retried with backoff, and a service that forgot this worker gets it registered again.
+
+import type { InvokeResult, LoadedHandler } from "../sdk/handler.js";
+import { errorMessage } from "../errors.js";
+import {
+  backoffMs,
+  isTransient,
+  isUnknownWorker,
+  sleep,
+  type JobResult,
+  type RegisterResponse,
+  type TakenJob,
+  type WorkerApi,
+} from "./api.js";
+import { jobScope } from "./logs.js";
+
+export interface WorkerLoopOptions {
+  api: Pick<WorkerApi, "post">;
+  handler: LoadedHandler;
+  workerId: string;
+  concurrency: number;
+  /** Runtime messages (not job output): to stderr and the service's log. */
+  note(text: string): void;
+  takeWaitMs?: number;
+  eventsWaitMs?: number;
+  /** Chunks yielded within this window go out in one request. */
+  streamBatchMs?: number;
+  /** On stop(): how long held jobs may still run before they are handed back. */
+  stopGraceMs?: number;
+  /** Called while the service is unreachable; returning true ends the worker (its parent is gone). */
+  isOrphaned?(unreachableForMs: number): boolean;
+}
+
+interface RunningJob {
+  job: TakenJob;
+  controller: AbortController;
+  iterator?: AsyncIterator<unknown>;
+  /** Cancelled, timed out, lease lost or handed back: nothing more is reported for it. */
+  abandoned: boolean;
+  timer?: NodeJS.Timeout;
+  stream?: ChunkSender;
+}
+
+/** One result's JSON, serialised as the job ends so a bad output fails that job alone. */
+function serialiseResult(result: JobResult): string {
+  try {
+    return JSON.stringify(result);
+  } catch (err) {
+    return JSON.stringify({
+      jobId: result.jobId,
+      lease: result.lease,
+      status: "FAILED",
+      error: { message: `The job's output is not JSON-serialisable: ${errorMessage(err)}`, type: "TypeError" },
+    } satisfies JobResult);
+  }
+}
+
+export function errorOf(err: unknown): NonNullable<JobResult["error"]> {
+  if (err instanceof Error) return { message: err.message, type: err.name, ...(err.stack ? { stack: err.stack } : {}) };
+  return { message: typeof err === "string" ? err : safeString(err), type: typeof err };
+}
+
+function safeString(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+const MAX_DONE_IN_FLIGHT = 2;
+
+export class WorkerLoop {
+  private readonly running = new Map<string, RunningJob>();
+  /** Leases to keep renewing: running jobs, finished ones whose result is not yet acknowledged, and timed-out
+   *  ones until the service confirms (cancel or lost). */
+  private readonly heldLeases = new Map<string, string>(); // lease -> jobId
+  private readonly doneQueue: Array<{ lease: string; json: string }> = [];
+  private doneInFlight = 0;
+  private doneScheduled = false;
+  private readonly doneIdleWaiters: Array<() => void> = [];
+  private readonly slotWaiters: Array<() => void> = [];
+  private draining = false;
+  private finished = false;
+  private takeAbort = new AbortController();
+  private readonly backgroundAbort = new AbortController();
+  private registered?: RegisterResponse;
+  private registering?: Promise<void>;
+  private lastContact = Date.now();
+  private orphaned = false;
+  private readonly takeWaitMs: number;
+  private readonly eventsWaitMs: number;
+  private readonly streamBatchMs: number;
+
+  constructor(private readonly options: WorkerLoopOptions) {
+    this.takeWaitMs = options.takeWaitMs ?? 20_000;
+    this.eventsWaitMs = options.eventsWaitMs ?? 20_000;
+    this.streamBatchMs = options.streamBatchMs ?? 5;
+  }
+
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  /** The AbortSignal of a job this worker runs (for in-process calls made by that job). */
+  signalOf(jobId: string): AbortSignal | undefined {
+    return this.running.get(jobId)?.controller.signal;
+  }
+
+  /** Register, serve until drained (or orphaned), and return. Never throws for network trouble. */
+  async run(): Promise<"drained" | "orphaned"> {
+    await this.register();
+    const background = [this.eventsLoop(), this.heartbeatLoop()];
+    await this.takeLoop();
+    await this.allJobsSettled();
+    await this.doneIdle();
+    this.finished = true;
+    this.backgroundAbort.abort();
+    await Promise.allSettled(background);
+    return this.orphaned ? "orphaned" : "drained";
+  }
+
+  /** Stop taking, finish held jobs; after `graceMs` hand the rest back. A second call hands back at once. */
+  stop(reason: string, graceMs = this.options.stopGraceMs ?? 10_000): void {
+    if (this.draining) graceMs = 0;
+    this.beginDrain(reason);
+    const timer = setTimeout(() => void this.handBack(), graceMs);
+    timer.unref();
+  }
+
+  private beginDrain(reason: string): void {
+    if (this.draining) return;
+    this.draining = true;
+    this.options.note(`draining (${reason}); ${this.running.size} job(s) held`);
+    // A take in flight could bring jobs we would have to run: close it. A job the service handed to a closed
+    // request goes back to the queue when its lease lapses.
+    this.takeAbort.abort();
+    this.wakeSlots();
+  }
+
+  /** Give back every job still running: release their leases so other workers take them now. */
+  private async handBack(): Promise<void> {
+    const jobs = [...this.running.values()];
+    if (jobs.length === 0) return;
+    const leases = jobs.map((j) => j.job.lease);
+    for (const entry of jobs) this.abandon(entry, "handed back");
+    this.options.note(`handing back ${leases.length} unfinished job(s)`);
+    await this.call("release", { workerId: this.options.workerId, leases }, { attempts: 3 }).catch(() => undefined);
+  }
+
+  // ---- registration -------------------------------------------------------------------------------------
+
+  private register(): Promise<void> {
+    this.registering ??= (async () => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          this.registered = await this.options.api.post<RegisterResponse>("register", {
+            workerId: this.options.workerId,
+            pid: process.pid,
+            concurrency: this.options.concurrency,
+          });
+          this.lastContact = Date.now();
+          return;
+        } catch (err) {
+          if (!isTransient(err) && !isUnknownWorker(err)) throw err;
+          if (this.checkOrphaned()) return;
+          await sleep(backoffMs(attempt), this.backgroundAbort.signal);
+          if (this.backgroundAbort.signal.aborted) return;
+        }
+      }
+    })().finally(() => {
+      this.registering = undefined;
+    });
+    return this.registering;
+  }
+
+  private async reRegister(): Promise<void> {
+    this.options.note("the service does not know this worker (restarted?); registering again");
+    try {
+      await this.register();
+    } catch (err) {
+      this.options.note(`registering again failed: ${errorMessage(err)}`);
+    }
+  }
+
+  private checkOrphaned(): boolean {
+    if (this.orphaned) return true;
+    if (this.options.isOrphaned?.(Date.now() - this.lastContact)) {
+      this.orphaned = true;
+      this.options.note("the service is gone and so is the parent process: exiting");
+      for (const entry of [...this.running.values()]) this.abandon(entry, "orphaned");
+      this.doneQueue.length = 0;
+      this.beginDrain("orphaned");
+      this.backgroundAbort.abort();
+      this.resolveDoneIdle();
+    }
+    return this.orphaned;
+  }
+
+  /**
+   * POST with retries for transient failures; re-registers when the service forgot this worker. Gives up
+   * (throws) on other 4xx answers, after `attempts`, or once the worker is finished.
+   */
+  private async call<T>(route: string, body: unknown, opts: { attempts?: number; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const result = await this.options.api.post<T>(route, body, { signal: opts.signal, timeoutMs: opts.timeoutMs });
+        this.lastContact = Date.now();
+        return result;
+      } catch (err) {
+        if (opts.signal?.aborted || this.orphaned) throw err;
+        if (isUnknownWorker(err)) {
+          await this.reRegister();
+        } else if (!isTransient(err)) {
+          throw err;
+        } else if (this.checkOrphaned()) {
+          throw err;
+        }
+        if (opts.attempts !== undefined && attempt + 1 >= opts.attempts) throw err;
+        await sleep(backoffMs(attempt), opts.signal);
+      }
+    }
+  }
+
+  // ---- taking and running jobs ----------------------------------------------------------------------------
+
+  private async takeLoop(): Promise<void> {
+    while (!this.draining) {
+      const free = this.options.concurrency - this.running.size;
+      if (free <= 0) {
+        await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+        continue;
+      }
+      let jobs: TakenJob[];
+      try {
+        const response = await this.call<{ jobs?: TakenJob[] }>(
+          "take",
+          { workerId: this.options.workerId, max: free, waitMs: this.takeWaitMs },
+          { signal: this.takeAbort.signal, timeoutMs: this.takeWaitMs + 15_000 },
+        );
+        jobs = response.jobs ?? [];
+      } catch (err) {
+        if (this.draining) break;
+        this.options.note(`take failed: ${errorMessage(err)}`);
+        await sleep(1000, this.takeAbort.signal);
+        continue;
+      }
+      for (const job of jobs) this.start(job);
+    }
+  }
+
+  private wakeSlots(): void {
+    for (const wake of this.slotWaiters.splice(0)) wake();
+  }
+
+  private allJobsSettled(): Promise<void> {
+    return (async () => {
+      while (this.running.size > 0) await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+    })();
+  }
+
+  private start(job: TakenJob): void {
+    const entry: RunningJob = { job, controller: new AbortController(), abandoned: false };
+    this.running.set(job.id, entry);
+    this.heldLeases.set(job.lease, job.id);
+    const timeoutMs = job.executionTimeoutMs ?? this.registered?.endpoint.executionTimeoutMs;
+    if (timeoutMs && timeoutMs > 0) {
+      entry.timer = setTimeout(() => this.timeOut(entry, timeoutMs), timeoutMs);
+    }
+    void jobScope.run(job.id, () => this.execute(entry)).catch((err: unknown) => {
+      this.options.note(`job ${job.id}: ${errorMessage(err)}`);
+      this.abandon(entry, "crashed");
+    });
+  }
+
+  private async execute(entry: RunningJob): Promise<void> {
+    const { job } = entry;
+    let result: JobResult;
+    try {
+      const invoked: InvokeResult = this.options.handler.invoke(job.function ?? undefined, job.input, {
+        jobId: job.id,
+        signal: entry.controller.signal,
+      });
+      if (invoked.kind === "value") {
+        result = { jobId: job.id, lease: job.lease, status: "COMPLETED", output: await invoked.value };
+      } else {
+        result = { jobId: job.id, lease: job.lease, status: "COMPLETED", output: await this.consumeStream(entry, invoked.stream) };
+      }
+    } catch (err) {
+      result = { jobId: job.id, lease: job.lease, status: "FAILED", error: errorOf(err) };
+    }
+    if (entry.abandoned) return;
+    if (entry.stream) await entry.stream.drain();
+    if (entry.abandoned) return;
+    this.release(entry);
+    this.queueDone(job.lease, serialiseResult(result));
+  }
+
+  private async consumeStream(entry: RunningJob, stream: AsyncIterable<unknown>): Promise<unknown[]> {
+    const iterator = stream[Symbol.asyncIterator]();
+    entry.iterator = iterator;
+    const sender = new ChunkSender(entry.job, this.streamBatchMs, (body) => this.call("stream", body), (err) => {
+      this.options.note(`job ${entry.job.id}: stream chunks refused (${errorMessage(err)}); stopping it`);
+      this.abandon(entry, "stream refused");
+    });
+    entry.stream = sender;
+    const outputs: unknown[] = [];
+    for (;;) {
+      const step = await iterator.next();
+      if (entry.abandoned || step.done) break;
+      outputs.push(step.value);
+      sender.push(step.value);
+      if (sender.backlogged) await sender.idle();
+    }
+    return outputs;
+  }
+
+  /** The job leaves the running set (its slot frees); its lease stays held until the result is acknowledged. */
+  private release(entry: RunningJob): void {
+    if (entry.timer) clearTimeout(entry.timer);
+    if (this.running.get(entry.job.id) === entry) this.running.delete(entry.job.id);
+    this.wakeSlots();
+  }
+
+  /** Stop a job and report nothing more for it. */
+  private abandon(entry: RunningJob, reason: string, keepLease = false): void {
+    if (entry.abandoned) return;
+    entry.abandoned = true;
+    entry.controller.abort(new Error(`job ${entry.job.id} ${reason}`));
+    // Not awaited: a generator suspended at an await only returns once it reaches its next yield.
+    entry.iterator?.return?.().catch(() => undefined);
+    entry.stream?.discard();
+    if (!keepLease) this.heldLeases.delete(entry.job.lease);
+    this.release(entry);
+  }
+
+  private timeOut(entry: RunningJob, timeoutMs: number): void {
+    this.options.note(`job ${entry.job.id} exceeded its execution timeout of ${timeoutMs} ms; stopping it`);
+    // The service marks the job TIMED_OUT on its own clock; keep renewing the lease until it confirms with a
+    // cancel (or the lease is reported lost), so the job is not requeued as if this worker had died.
+    this.abandon(entry, "timed out", true);
+    const forget = setTimeout(() => this.heldLeases.delete(entry.job.lease), 60_000);
+    forget.unref();
+  }
+
+  cancel(jobId: string): void {
+    const entry = this.running.get(jobId);
+    if (entry) {
+      this.options.note(`job ${jobId} cancelled`);
+      this.abandon(entry, "cancelled");
+    }
+    for (const [lease, id] of this.heldLeases) if (id === jobId && !this.isResultPending(lease)) this.heldLeases.delete(lease);
+  }
+
+  private isResultPending(lease: string): boolean {
+    return this.doneQueue.some((d) => d.lease === lease);
+  }
+
+  // ---- results ------------------------------------------------------------------------------------------
+
+  private queueDone(lease: string, json: string): void {
+    this.doneQueue.push({ lease, json });
+    if (this.doneScheduled) return;
+    this.doneScheduled = true;
+    // Results finished in the same turn of the event loop share one request.
+    setImmediate(() => {
+      this.doneScheduled = false;
+      this.pumpDone();
+    });
+  }
+
+  private pumpDone(): void {
+    while (this.doneInFlight < MAX_DONE_IN_FLIGHT && this.doneQueue.length > 0) {
+      const batch: Array<{ lease: string; json: string }> = [];
+      let bytes = 0;
+      while (this.doneQueue.length > 0 && (batch.length === 0 || bytes + this.doneQueue[0]!.json.length < MAX_BATCH_BYTES)) {
+        const next = this.doneQueue.shift()!;
+        bytes += next.json.length;
+        batch.push(next);
+      }
+      this.doneInFlight++;
+      void this.sendDone(batch).finally(() => {
+        this.doneInFlight--;
+        for (const { lease } of batch) this.heldLeases.delete(lease);
+        if (this.doneQueue.length > 0) this.pumpDone();
+        else if (this.doneInFlight === 0) this.resolveDoneIdle();
+      });
+    }
+  }
+
+  private async sendDone(batch: Array<{ lease: string; json: string }>): Promise<void> {
+    const body = `{"results":[${batch.map((b) => b.json).join(",")}]}`;
+    try {
+      const response = await this.call<{ results?: Array<{ jobId: string; accepted: boolean; reason?: string }> }>("done", body);
+      for (const r of response.results ?? []) {
+        if (!r.accepted) this.options.note(`result of job ${r.jobId} not recorded: ${r.reason ?? "refused"}`);
+      }
+    } catch (err) {
+      if (!this.orphaned) this.options.note(`results of ${batch.length} job(s) could not be delivered: ${errorMessage(err)}`);
+    }
+  }
+
+  private doneIdle(): Promise<void> {
+    if (this.doneQueue.length === 0 && this.doneInFlight === 0 && !this.doneScheduled) return Promise.resolve();
+    return new Promise((resolve) => this.doneIdleWaiters.push(resolve));
+  }
+
+  private resolveDoneIdle(): void {
+    for (const wake of this.doneIdleWaiters.splice(0)) wake();
+  }
+
+  // ---- background loops ---------------------------------------------------------------------------------
+
+  private async eventsLoop(): Promise<void> {
+    const signal = this.backgroundAbort.signal;
+    while (!signal.aborted) {
+      try {
+        const events = await this.call<{ cancel?: string[]; drain?: boolean }>(
+          "events",
+          { workerId: this.options.workerId, waitMs: this.eventsWaitMs },
+          { signal, timeoutMs: this.eventsWaitMs + 15_000 },
+        );
+        for (const jobId of events.cancel ?? []) this.cancel(jobId);
+        if (events.drain) this.beginDrain("the service asked");
+      } catch (err) {
+        if (signal.aborted) return;
+        this.options.note(`events failed: ${errorMessage(err)}`);
+        await sleep(1000, signal);
+      }
+    }
+  }
+
+  private async heartbeatLoop(): Promise<void> {
+    const signal = this.backgroundAbort.signal;
+    while (!signal.aborted) {
+      await sleep(this.registered?.heartbeatMs ?? 5000, signal);
+      if (signal.aborted) return;
+      const leases = [...this.heldLeases.keys()];
+      const state = this.draining ? "draining" : this.running.size > 0 ? "busy" : "idle";
+      try {
+        const response = await this.call<{ lost?: string[] }>(
+          "heartbeat",
+          { workerId: this.options.workerId, leases, state },
+          { signal, attempts: 1 },
+        );
+        for (const lease of response.lost ?? []) {
+          const jobId = this.heldLeases.get(lease);
+          this.heldLeases.delete(lease);
+          const entry = jobId ? this.running.get(jobId) : undefined;
+          if (entry && entry.job.lease === lease) {
+            this.options.note(`job ${entry.job.id}: lease lost; stopping it`);
+            this.abandon(entry, "lease lost");
+          }
+        }
+      } catch {
+        // the next beat tries again; the call already retried and noted re-registration
+      }
+    }
+  }
+}
+
+/** Posts one job's chunks in order: a batch per request, sent a few ms after the first chunk waits. */
+class ChunkSender {
+  private parts: string[] = [];
+  private bytes = 0;
+  private timer?: NodeJS.Timeout;
+  private sending?: Promise<void>;
+  private discarded = false;
+  private readonly idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly job: TakenJob,
+    private readonly batchMs: number,
+    private readonly post: (body: string) => Promise<unknown>,
+    private readonly onRefused: (err: unknown) => void,
+  ) {}
+
+  /** So much waits that the generator should pause until it is sent. */
+  get backlogged(): boolean {
+    return this.bytes > 8 * MAX_BATCH_BYTES;
+  }
+
+  push(value: unknown): void {
+    if (this.discarded) return;
+    let json: string;
+    try {
+      json = JSON.stringify({ output: value === undefined ? null : value });
+    } catch (err) {
+      json = JSON.stringify({ output: null, metrics: { error: `chunk is not JSON-serialisable: ${errorMessage(err)}` } });
+    }
+    this.parts.push(json);
+    this.bytes += json.length;
+    if (this.bytes >= MAX_BATCH_BYTES) this.kick();
+    else this.timer ??= setTimeout(() => this.kick(), this.batchMs);
+  }
+
+  private kick(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.sending || this.discarded) return;
+    this.sending = this.sendAll().finally(() => {
+      this.sending = undefined;
+      for (const wake of this.idleWaiters.splice(0)) wake();
+    });
+  }
+
+  private async sendAll(): Promise<void> {
+    while (this.parts.length > 0 && !this.discarded) {
+      const batch: string[] = [];
+      let bytes = 0;
+      while (this.parts.length > 0 && (batch.length === 0 || bytes + this.parts[0]!.length < MAX_BATCH_BYTES)) {
+        const part = this.parts.shift()!;
+        bytes += part.length;
+        batch.push(part);
+      }
+      this.bytes -= bytes;
+      const body = `{"jobId":${JSON.stringify(this.job.id)},"lease":${JSON.stringify(this.job.lease)},"chunks":[${batch.join(",")}]}`;
+      try {
+        const answer = (await this.post(body)) as { ok?: boolean; reason?: string } | undefined;
+        if (answer?.ok === false) throw new Error(answer.reason ?? "stream refused");
+      } catch (err) {
+        this.discard();
+        this.onRefused(err);
+        return;
+      }
+    }
+  }
+
+  idle(): Promise<void> {
+    if (!this.sending) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Send everything still waiting, then resolve. */
+  async drain(): Promise<void> {
+    while (!this.discarded && (this.parts.length > 0 || this.sending)) {
+      this.kick();
+      await this.idle();
+    }
+  }
+
+  discard(): void {
+    this.discarded = true;
+    this.parts = [];
+    this.bytes = 0;
+    if (this.timer) clearTimeout(this.timer);
+  }
+}

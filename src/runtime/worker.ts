@@ -1,0 +1,123 @@
+// The worker process: `node dist/runtime/worker.js`, started by a driver with the environment of
+// docs/worker-protocol.md. Like bin/svc.js this is a process entry: it alone decides the exit code.
+//
+//   0  drained (the service asked, or SIGTERM) or orphaned cleanly
+//   1  could not start: bad environment, artifact refused, handler failed to load or init
+
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { errorMessage, UserError } from "../errors.js";
+import type { LoadedHandler } from "../sdk/handler.js";
+import { extractArtifactCached } from "../artifact/extract.js";
+import { WorkerApi } from "./api.js";
+import { readWorkerEnv, type WorkerSettings } from "./env.js";
+import { handlerPath, importHandler, installRuntimeContext } from "./handler.js";
+import { captureProcessOutput, LogShipper } from "./logs.js";
+import { WorkerLoop } from "./loop.js";
+
+const writeStderr = process.stderr.write.bind(process.stderr);
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+async function prepareArtifact(settings: WorkerSettings): Promise<string> {
+  if (settings.artifactDir) return settings.artifactDir;
+  const cache = settings.artifactCacheDir ?? join(tmpdir(), "svc-artifact-cache");
+  return extractArtifactCached(settings.artifact!, cache, { token: settings.workerToken });
+}
+
+async function main(): Promise<number> {
+  let settings: WorkerSettings;
+  try {
+    settings = readWorkerEnv(process.env);
+  } catch (err) {
+    const problems = err instanceof UserError ? err.problems.map((p) => `\n  - ${p}`).join("") : "";
+    writeStderr(`[svc-runtime] ${errorMessage(err)}${problems}\n`);
+    return 1;
+  }
+  const api = new WorkerApi(settings.apiUrl, settings.workerToken);
+  const shipper = new LogShipper({
+    post: (lines) => api.post("log", { workerId: settings.workerId, lines }).then(() => undefined),
+  });
+  const note = (text: string) => {
+    writeStderr(`[svc-runtime] ${text}\n`);
+    shipper.add("log", text, undefined);
+  };
+  const restoreOutput = captureProcessOutput(shipper);
+
+  let handler: LoadedHandler | undefined;
+  let loop: WorkerLoop | undefined;
+  installRuntimeContext(
+    {
+      endpointName: settings.endpointName,
+      endpointId: settings.endpointId,
+      app: settings.app,
+      env: settings.env,
+      apiUrl: settings.apiUrl,
+      apiKey: settings.apiKey,
+    },
+    () => handler,
+    (jobId) => loop?.signalOf(jobId),
+  );
+
+  let stopRequested: string | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    stopRequested = signal;
+    if (loop) loop.stop(signal, settings.stopGraceMs);
+  };
+  process.on("SIGTERM", onSignal);
+  process.on("SIGINT", onSignal);
+
+  try {
+    const dir = await prepareArtifact(settings);
+    const loaded = await importHandler(await handlerPath(dir, settings.endpointName));
+    if (loaded.kind !== "queue") {
+      throw new UserError(`Endpoint "${settings.endpointName}" is load-balanced; this runtime serves queue-based endpoints`);
+    }
+    await loaded.init();
+    handler = loaded;
+  } catch (err) {
+    note(`worker failed to start: ${errorMessage(err)}`);
+    const detail = err instanceof Error && !(err instanceof UserError) && err.stack ? err.stack : errorMessage(err);
+    await api.post("fail-start", { workerId: settings.workerId, error: detail }, { timeoutMs: 5000 }).catch(() => undefined);
+    await shipper.flush().catch(() => undefined);
+    restoreOutput();
+    api.close();
+    return 1;
+  }
+
+  const parentPid = settings.parentPid;
+  loop = new WorkerLoop({
+    api,
+    handler,
+    workerId: settings.workerId,
+    concurrency: settings.maxConcurrency,
+    note,
+    stopGraceMs: settings.stopGraceMs,
+    isOrphaned: parentPid
+      ? (unreachableMs) => unreachableMs > settings.orphanExitMs && (process.ppid !== parentPid || !processAlive(parentPid))
+      : undefined,
+  });
+  if (stopRequested) loop.stop(stopRequested, settings.stopGraceMs);
+  const outcome = await loop.run();
+  note(outcome === "orphaned" ? "exiting: orphaned" : "drained; exiting");
+  if (outcome !== "orphaned") await shipper.flush().catch(() => undefined);
+  shipper.stop();
+  restoreOutput();
+  api.close();
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    writeStderr(`[svc-runtime] internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(70);
+  },
+);

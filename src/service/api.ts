@@ -1,0 +1,382 @@
+// Routing and handlers of the service's HTTP API. Every request is authenticated first; every error is
+// application/problem+json.
+//
+//   /v2/{endpoint}/...            job API (user keys: admin, jobs:*, jobs:<endpoint>)
+//   /_worker/v1/...               worker protocol (worker tokens only)
+//   /v1/apps/{app}/environments/{env}, /v1/endpoints/{id}/logs   state and logs (user keys)
+//
+// Another user's endpoint answers 404, as if it did not exist.
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { canUseJobs, type KeyRing, type Principal } from "./auth.js";
+import { isFinal, MAX_TAKE_WAIT_MS, type DoneResult, type JobEngine, type WorkerEntry } from "./engine.js";
+import { HttpProblem, intParam, isPlainObject, keyFromHeader, parseJson, readBody, sendJson, sendProblem } from "./http.js";
+import type { Scaler } from "./scaler.js";
+import type { EndpointRow, JobRow, LogRow } from "./store/types.js";
+import { MAX_TTL_MS, validateSubmission } from "./validate.js";
+
+export const RUN_BODY_LIMIT = 10 * 1024 * 1024;
+export const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024;
+export const WORKER_BODY_LIMIT = 64 * 1024 * 1024;
+export const SMALL_BODY_LIMIT = 1024 * 1024;
+export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
+
+export interface ApiContext {
+  engine: JobEngine;
+  keyring: KeyRing;
+  endpoints: Map<string, EndpointRow>;
+  url: string;
+  scaler(): Scaler | undefined;
+  followers: Set<ServerResponse>;
+  log(message: string): void;
+  leaseMs: number;
+  heartbeatMs: number;
+}
+
+/** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */
+export function recordJson(row: JobRow, now: number): string {
+  const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? row.completedAt ?? now : now)) - row.createdAt));
+  const executionTime = row.startedAt === null ? 0 : Math.max(0, Math.round((row.completedAt ?? now) - row.startedAt));
+  let text = `{"id":${JSON.stringify(row.id)},"status":"${row.status}","delayTime":${delayTime},"executionTime":${executionTime}`;
+  if (row.output !== null) text += `,"output":${row.output}`;
+  if (row.error !== null) {
+    text += `,"error":${JSON.stringify(row.error)}`;
+    if (row.errorType !== null) text += `,"errorType":${JSON.stringify(row.errorType)}`;
+    if (row.errorStack !== null) text += `,"errorStack":${JSON.stringify(row.errorStack)}`;
+  }
+  if (row.retried > 0) text += `,"retries":${row.retried}`;
+  return `${text}}`;
+}
+
+function sendText(res: ServerResponse, text: string): void {
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function notFound(what: string): HttpProblem {
+  return new HttpProblem(404, what);
+}
+
+function methodCheck(req: IncomingMessage, allowed: readonly string[]): void {
+  if (!allowed.includes(req.method ?? "")) {
+    throw new HttpProblem(405, `${req.method} is not allowed here; use ${allowed.join(" or ")}`, { headers: { allow: allowed.join(", ") } });
+  }
+}
+
+export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  try {
+    const key = keyFromHeader(req.headers.authorization);
+    if (!key) {
+      req.resume();
+      throw new HttpProblem(401, "Send an API key in the Authorization header: `Authorization: Bearer <key>`", { headers: { "www-authenticate": "Bearer" } });
+    }
+    const principal = await ctx.keyring.authenticate(key);
+    if (!principal) {
+      req.resume();
+      throw new HttpProblem(401, "The API key is not valid (unknown or revoked)", { headers: { "www-authenticate": "Bearer" } });
+    }
+    const url = new URL(req.url ?? "/", "http://svc.invalid");
+    const segments = url.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+    if (segments[0] === "v2" && segments.length >= 3) return await jobRoute(ctx, principal, req, res, url, segments);
+    if (segments[0] === "_worker" && segments[1] === "v1" && segments.length === 3) return await workerRoute(ctx, principal, req, res, segments[2]!);
+    if (segments[0] === "v1" && segments[1] === "apps" && segments[3] === "environments" && segments.length === 5) {
+      methodCheck(req, ["GET"]);
+      return appEnvironment(ctx, principal, res, segments[2]!, segments[4]!);
+    }
+    if (segments[0] === "v1" && segments[1] === "endpoints" && segments[3] === "logs" && segments.length === 4) {
+      methodCheck(req, ["GET"]);
+      return await logs(ctx, principal, req, res, url, segments[2]!);
+    }
+    req.resume();
+    throw notFound(`No route ${url.pathname}`);
+  } catch (err) {
+    if (err instanceof HttpProblem) {
+      req.resume();
+      sendProblem(res, err.status, err.message, { errors: err.errors, headers: err.headers });
+      return;
+    }
+    if (err instanceof URIError) {
+      sendProblem(res, 400, "The request path is not valid");
+      return;
+    }
+    throw err;
+  }
+}
+
+// ------------------------------------------------------------------------------------------- job API
+
+const JOB_ACTIONS: Record<string, { methods: string[]; id: boolean }> = {
+  run: { methods: ["POST"], id: false },
+  runsync: { methods: ["POST"], id: false },
+  status: { methods: ["GET", "POST"], id: true },
+  "status-sync": { methods: ["GET", "POST"], id: true },
+  stream: { methods: ["GET", "POST"], id: true },
+  cancel: { methods: ["POST"], id: true },
+  retry: { methods: ["POST"], id: true },
+  "purge-queue": { methods: ["POST"], id: false },
+  health: { methods: ["GET"], id: false },
+};
+
+function userEndpoint(ctx: ApiContext, principal: Principal, id: string): EndpointRow {
+  const endpoint = ctx.endpoints.get(id);
+  if (!endpoint || endpoint.userId !== principal.userId) throw notFound(`No endpoint ${id}`);
+  if (!canUseJobs(principal, id)) throw new HttpProblem(403, `This API key has no access to endpoint ${id}`);
+  return endpoint;
+}
+
+async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, url: URL, seg: string[]): Promise<void> {
+  if (principal.worker) throw new HttpProblem(403, "A worker token cannot call the job API");
+  const [, endpointId, action, jobId] = seg as [string, string, string, string | undefined];
+  const spec = JOB_ACTIONS[action];
+  if (!spec || (spec.id ? seg.length !== 4 : seg.length !== 3)) throw notFound(`No route ${url.pathname}`);
+  methodCheck(req, spec.methods);
+  const endpoint = userEndpoint(ctx, principal, endpointId);
+  if (endpoint.type !== "queue") throw new HttpProblem(400, `Endpoint ${endpointId} is load-balanced; it has no job API`);
+  const { engine } = ctx;
+  const now = () => Date.now();
+
+  switch (action) {
+    case "run":
+    case "runsync": {
+      const sync = action === "runsync";
+      const wait = sync ? intParam(url, "wait", 1000, 300_000) : undefined;
+      const body = parseJson(await readBody(req, sync ? RUNSYNC_BODY_LIMIT : RUN_BODY_LIMIT));
+      const { value, errors } = validateSubmission(body, endpoint.resource.functions.map((f) => f.name));
+      if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
+      const row = await engine.submit(endpointId, { ...value, sync, waitMs: wait });
+      if (!sync) return sendText(res, `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`);
+      const final = await engine.waitFinal(endpointId, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
+      return sendText(res, recordJson(final ?? row, now()));
+    }
+    case "status":
+    case "status-sync": {
+      req.resume();
+      const ttl = intParam(url, "ttl", 1, MAX_TTL_MS);
+      let row: JobRow | undefined;
+      if (action === "status-sync") {
+        const wait = intParam(url, "wait", 1000, 300_000) ?? RUNSYNC_WAIT_DEFAULT_MS;
+        row = await engine.waitFinal(endpointId, jobId!, wait);
+      } else row = await engine.record(endpointId, jobId!);
+      if (row && ttl !== undefined) row = await engine.setTtl(endpointId, jobId!, ttl);
+      if (!row) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
+      return sendText(res, recordJson(row, now()));
+    }
+    case "stream": {
+      req.resume();
+      const result = await engine.readStream(endpointId, jobId!);
+      if (!result) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
+      return sendText(res, `{"status":"${result.status}","stream":[${result.chunks.join(",")}]}`);
+    }
+    case "cancel": {
+      req.resume();
+      const row = await engine.cancel(endpointId, jobId!);
+      if (!row) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
+      return sendJson(res, { id: row.id, status: row.status });
+    }
+    case "retry": {
+      req.resume();
+      const row = await engine.retry(endpointId, jobId!);
+      if (!row) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
+      return sendJson(res, { id: row.id, status: row.status });
+    }
+    case "purge-queue": {
+      req.resume();
+      const removed = await engine.purge(endpointId);
+      return sendJson(res, { removed, status: "completed" });
+    }
+    case "health": {
+      req.resume();
+      const health = engine.health(endpointId);
+      const coldStarts = ctx.scaler()?.coldStarts.get(endpointId) ?? { count: 0, lastMs: null };
+      return sendJson(res, { ...health, coldStarts });
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------- worker protocol
+
+const WORKER_ROUTES = new Set(["register", "fail-start", "take", "stream", "done", "heartbeat", "events", "log", "release"]);
+
+function optionalInt(body: Record<string, unknown>, key: string, min: number, max: number, fallback: number, errors: string[]): number {
+  const v = body[key];
+  if (v === undefined) return fallback;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+    errors.push(`$.${key}: must be an integer from ${min} to ${max}`);
+    return fallback;
+  }
+  return v;
+}
+
+function stringList(body: Record<string, unknown>, key: string, errors: string[]): string[] {
+  const v = body[key];
+  if (v === undefined) return [];
+  if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) {
+    errors.push(`$.${key}: must be a list of strings`);
+    return [];
+  }
+  return v as string[];
+}
+
+async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, route: string): Promise<void> {
+  if (!principal.worker) throw new HttpProblem(403, "Only worker tokens may call /_worker routes");
+  if (!WORKER_ROUTES.has(route)) throw notFound(`No worker route ${route}`);
+  methodCheck(req, ["POST"]);
+  const { workerId, endpointId } = principal.worker;
+  const endpoint = ctx.endpoints.get(endpointId);
+  if (!endpoint) throw notFound(`Endpoint ${endpointId} no longer exists`);
+  const body = parseJson(await readBody(req, WORKER_BODY_LIMIT)) ?? {};
+  if (!isPlainObject(body)) throw new HttpProblem(422, "The body must be a JSON object", { errors: ["$: must be an object"] });
+  if (body.workerId !== undefined && body.workerId !== workerId) {
+    throw new HttpProblem(403, `This token belongs to worker ${workerId}, not ${String(body.workerId)}`);
+  }
+  const { engine } = ctx;
+  const worker: WorkerEntry = engine.ensureWorker(workerId, endpointId);
+  const errors: string[] = [];
+  const invalid = () => new HttpProblem(422, `The ${route} body is not valid`, { errors });
+
+  switch (route) {
+    case "register": {
+      const concurrency = optionalInt(body, "concurrency", 1, 1000, endpoint.resource.maxConcurrency, errors);
+      if (errors.length) throw invalid();
+      engine.register(workerId, endpointId, concurrency);
+      ctx.scaler()?.registered(endpointId);
+      return sendJson(res, {
+        endpoint: { id: endpoint.id, name: endpoint.name, executionTimeoutMs: endpoint.resource.executionTimeoutMs, maxConcurrency: endpoint.resource.maxConcurrency },
+        leaseMs: ctx.leaseMs,
+        heartbeatMs: ctx.heartbeatMs,
+      });
+    }
+    case "fail-start": {
+      const message = typeof body.error === "string" ? body.error : JSON.stringify(body.error ?? "unknown error");
+      await engine.appendLogs([{ ts: Date.now(), endpointId, workerId, jobId: null, stream: "stderr", text: `worker failed to start: ${message}` }]);
+      ctx.log(`worker ${workerId} of endpoint ${endpoint.name} failed to start: ${message}`);
+      return sendJson(res, { ok: true });
+    }
+    case "take": {
+      const max = optionalInt(body, "max", 1, 1000, 1, errors);
+      const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
+      if (errors.length) throw invalid();
+      if (!worker.registered) engine.register(workerId, endpointId, worker.concurrency);
+      const jobs = await engine.take(worker, max, waitMs);
+      if (res.destroyed) {
+        // The worker went away while we waited: its jobs come back through the lease timeout.
+        return;
+      }
+      return sendJson(res, { jobs });
+    }
+    case "stream": {
+      if (typeof body.jobId !== "string") errors.push("$.jobId: is required");
+      if (typeof body.lease !== "string") errors.push("$.lease: is required");
+      if (!Array.isArray(body.chunks)) errors.push("$.chunks: must be a list");
+      if (errors.length) throw invalid();
+      const ok = await engine.appendStream(worker, body.jobId as string, body.lease, body.chunks as unknown[]);
+      return sendJson(res, ok ? { ok: true } : { ok: false, reason: "lease lost" });
+    }
+    case "done": {
+      if (!Array.isArray(body.results)) errors.push("$.results: must be a list");
+      const results = (Array.isArray(body.results) ? body.results : []) as unknown[];
+      results.forEach((r, i) => {
+        if (!isPlainObject(r)) return errors.push(`$.results[${i}]: must be an object`);
+        if (typeof r.jobId !== "string") errors.push(`$.results[${i}].jobId: is required`);
+        if (typeof r.lease !== "string") errors.push(`$.results[${i}].lease: is required`);
+        if (r.status !== "COMPLETED" && r.status !== "FAILED") errors.push(`$.results[${i}].status: must be COMPLETED or FAILED`);
+        if (r.error !== undefined && !isPlainObject(r.error)) errors.push(`$.results[${i}].error: must be an object {message, type?, stack?}`);
+        return undefined;
+      });
+      if (errors.length) throw invalid();
+      return sendJson(res, { results: await engine.done(worker, results as DoneResult[]) });
+    }
+    case "heartbeat": {
+      const leases = stringList(body, "leases", errors);
+      if (errors.length) throw invalid();
+      return sendJson(res, { lost: engine.heartbeat(worker, leases) });
+    }
+    case "events": {
+      const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
+      if (errors.length) throw invalid();
+      const events = await engine.events(worker, waitMs);
+      if (res.destroyed) {
+        // Nobody heard these cancellations: give them to the next poll.
+        worker.cancel.unshift(...events.cancel);
+        return;
+      }
+      return sendJson(res, events);
+    }
+    case "log": {
+      const lines = body.lines;
+      if (!Array.isArray(lines)) errors.push("$.lines: must be a list");
+      const rows: LogRow[] = [];
+      (Array.isArray(lines) ? lines : []).forEach((l: unknown, i) => {
+        if (!isPlainObject(l) || typeof l.text !== "string") return errors.push(`$.lines[${i}].text: is required`);
+        rows.push({
+          ts: typeof l.ts === "number" ? l.ts : Date.now(),
+          endpointId,
+          workerId,
+          jobId: typeof l.jobId === "string" ? l.jobId : null,
+          stream: l.stream === "stdout" || l.stream === "stderr" ? l.stream : "log",
+          text: l.text.slice(0, 64 * 1024),
+        });
+        return undefined;
+      });
+      if (errors.length) throw invalid();
+      await engine.appendLogs(rows);
+      return sendJson(res, { ok: true });
+    }
+    case "release": {
+      const leases = stringList(body, "leases", errors);
+      if (errors.length) throw invalid();
+      return sendJson(res, { released: engine.release(worker, leases) });
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------- state and logs
+
+function appEnvironment(ctx: ApiContext, principal: Principal, res: ServerResponse, app: string, env: string): void {
+  if (principal.worker) throw new HttpProblem(403, "A worker token cannot read app state");
+  const endpoints = [...ctx.endpoints.values()].filter((e) => e.userId === principal.userId && e.app === app && e.env === env);
+  if (endpoints.length === 0) throw notFound(`No app "${app}" with environment "${env}"`);
+  const visible = endpoints.filter((e) => canUseJobs(principal, e.id));
+  if (visible.length === 0) throw new HttpProblem(403, `This API key has no access to app "${app}", environment "${env}"`);
+  sendJson(res, {
+    app,
+    env,
+    endpoints: visible
+      .sort((a, b) => a.name.localeCompare(b.name))
+      .map((e) => ({ name: e.name, id: e.id, url: `${ctx.url}/v2/${e.id}`, type: e.type })),
+  });
+}
+
+function logJson(l: LogRow): string {
+  return JSON.stringify({ ts: l.ts, workerId: l.workerId, jobId: l.jobId, stream: l.stream, text: l.text });
+}
+
+async function logs(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, url: URL, endpointId: string): Promise<void> {
+  req.resume();
+  if (principal.worker) throw new HttpProblem(403, "A worker token cannot read logs");
+  userEndpoint(ctx, principal, endpointId);
+  const jobId = url.searchParams.get("job") ?? undefined;
+  const since = intParam(url, "since", 0, Number.MAX_SAFE_INTEGER);
+  const follow = ["1", "true"].includes(url.searchParams.get("follow") ?? "");
+  const store = ctx.engine;
+  const rows = await store.queryLogs({ endpointId, jobId, since, limit: 10_000 });
+  if (!follow) {
+    const text = `{"lines":[${rows.map(logJson).join(",")}]}`;
+    return sendText(res, text);
+  }
+  res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
+  // Send the headers now: a follower with no lines yet must still see the stream open.
+  res.flushHeaders();
+  if (rows.length > 0) res.write(`${rows.map(logJson).join("\n")}\n`);
+  ctx.followers.add(res);
+  const stop = ctx.engine.followLogs(endpointId, (lines) => {
+    const wanted = lines.filter((l) => (!jobId || l.jobId === jobId) && (since === undefined || l.ts >= since));
+    if (wanted.length > 0) res.write(`${wanted.map(logJson).join("\n")}\n`);
+  });
+  const end = () => {
+    stop();
+    ctx.followers.delete(res);
+  };
+  // res "close" is the client going away (req "close" fires as soon as the request body is read).
+  res.on("close", end);
+}

@@ -1,0 +1,75 @@
+// API keys: stored as sha256 hashes, looked up by hash and compared in constant time. A key belongs to a user
+// and carries scopes:
+//   "admin"               everything the user owns
+//   "jobs:*"              the job API of every endpoint of the user
+//   "jobs:<endpointId>"   the job API of one endpoint
+//   "worker:<endpointId>" a worker token: only /_worker/v1 routes, bound to one worker (the key id) and endpoint
+// Rate limits and finer scopes can be added as further scope strings without a schema change.
+
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { KeyRow, Store } from "./store/types.js";
+
+export const DEFAULT_USER = "default";
+
+export interface Principal {
+  keyId: string;
+  userId: string;
+  scopes: string[];
+  /** Set for worker tokens. */
+  worker?: { workerId: string; endpointId: string };
+}
+
+export function hashKey(key: string): string {
+  return createHash("sha256").update(key).digest("hex");
+}
+
+export function newKey(prefix: "svc" | "svcw"): string {
+  return `${prefix}_${randomBytes(24).toString("base64url")}`;
+}
+
+export function newId(bytes = 8): string {
+  // Lowercase letters and digits only: ids appear in URLs and match the CLI's id pattern.
+  return randomBytes(bytes).toString("hex");
+}
+
+export function principalOf(row: KeyRow): Principal {
+  const workerScope = row.scopes.find((s) => s.startsWith("worker:"));
+  return {
+    keyId: row.id,
+    userId: row.userId,
+    scopes: row.scopes,
+    worker: workerScope ? { workerId: row.id, endpointId: workerScope.slice("worker:".length) } : undefined,
+  };
+}
+
+export function canUseJobs(p: Principal, endpointId: string): boolean {
+  if (p.worker) return false;
+  return p.scopes.includes("admin") || p.scopes.includes("jobs:*") || p.scopes.includes(`jobs:${endpointId}`);
+}
+
+export function isAdmin(p: Principal): boolean {
+  return !p.worker && p.scopes.includes("admin");
+}
+
+export class KeyRing {
+  private readonly cache = new Map<string, Principal | null>();
+  constructor(private readonly store: Store) {}
+
+  /** The principal of a key, or undefined when the key is unknown or revoked. */
+  async authenticate(key: string): Promise<Principal | undefined> {
+    const hash = hashKey(key);
+    const cached = this.cache.get(hash);
+    if (cached !== undefined) return cached ?? undefined;
+    const row = await this.store.keyByHash(hash);
+    const valid = row !== undefined && row.revokedAt === null && timingSafeEqual(Buffer.from(row.hash, "hex"), Buffer.from(hash, "hex"));
+    const principal = valid ? principalOf(row!) : null;
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(hash, principal);
+    return principal ?? undefined;
+  }
+
+  /** Forget cached answers (after a key was revoked or deleted). */
+  forget(): void {
+    this.cache.clear();
+  }
+}

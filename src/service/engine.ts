@@ -1,0 +1,980 @@
+// The job engine: the state machine of jobs, the queue index, leases, workers' view of the service, and group
+// commit. Memory is authoritative for jobs that are not final (and for final ones until their final state is
+// committed); SQLite holds everything and is the truth after a restart.
+//
+// Group commit: every change appends store ops to the current batch; one transaction per tick (setImmediate)
+// writes the batch, then the callers waiting on it answer. A response that acknowledges a change is sent only
+// after its batch committed.
+
+import { randomBytes } from "node:crypto";
+import { FINAL_STATUSES, type JobStatus } from "../sdk/jobs-client.js";
+import { DEFAULTS } from "../sdk/config.js";
+import { HttpProblem } from "./http.js";
+import { newId } from "./auth.js";
+import { IdQueue } from "./queue.js";
+import type { JobRow, LogRow, Store, StoreOp } from "./store/types.js";
+
+export const RUN_RETENTION_MS = 30 * 60_000;
+export const RUNSYNC_RETENTION_MS = 60_000;
+export const RUNSYNC_WAIT_RETENTION_MAX_MS = 5 * 60_000;
+/** The spec's single stream chunk limit. */
+export const MAX_CHUNK_BYTES = 1024 * 1024;
+export const MAX_TAKE_WAIT_MS = 30_000;
+/** How long /stream waits for a new chunk before answering with none. */
+export const STREAM_WAIT_MS = 1500;
+
+export interface EngineEndpoint {
+  id: string;
+  type: "queue" | "lb";
+  retries: number;
+  executionTimeoutMs: number;
+  maxConcurrency: number;
+  functions: string[];
+}
+
+export type WorkerState = "initializing" | "idle" | "running";
+
+export interface WorkerEntry {
+  id: string;
+  endpointId: string;
+  registered: boolean;
+  draining: boolean;
+  /** Started by the scaler through a driver (vs. a worker that came from outside). */
+  managed: boolean;
+  concurrency: number;
+  /** Leases (job ids) the worker holds. */
+  held: Set<string>;
+  startedAt: number;
+  lastSeen: number;
+  /** Since when it holds no job (for idle scale-down). */
+  idleSince: number;
+  /** In-flight long polls (take/events): a polling worker is alive. */
+  polling: number;
+  cancel: string[];
+  wakeEvents?: () => void;
+}
+
+export function workerState(w: WorkerEntry): WorkerState {
+  if (!w.registered) return "initializing";
+  return w.held.size > 0 ? "running" : "idle";
+}
+
+interface LiveJob {
+  row: JobRow;
+  leaseExpiresAt: number;
+  /** Highest stream chunk seq written. */
+  lastSeq: number;
+  /** Bumped on every change; a committed final state is dropped from memory only if nothing changed since. */
+  version: number;
+}
+
+interface EndpointStats {
+  completed: number;
+  failed: number;
+  retried: number;
+  inQueue: number;
+  inProgress: number;
+}
+
+interface Taker {
+  workerId: string;
+  max: number;
+  resolve(jobs: JobRow[]): void;
+  timer: NodeJS.Timeout;
+}
+
+export interface TakenJob {
+  id: string;
+  lease: string;
+  function: string | null;
+  input: unknown;
+  executionTimeoutMs: number | null;
+  attempt: number;
+}
+
+export interface DoneResult {
+  jobId: string;
+  lease: string;
+  status: "COMPLETED" | "FAILED";
+  output?: unknown;
+  error?: { message?: string; type?: string; stack?: string };
+}
+
+export interface EngineHooks {
+  /** Jobs are waiting on this endpoint (the scaler may start workers). */
+  onDemand?(endpointId: string): void;
+  /** A job reached a final state and it is committed (webhooks). */
+  onFinal?(row: JobRow): void;
+  /** A worker took jobs (cold start accounting). */
+  onTaken?(endpointId: string, workerId: string): void;
+}
+
+export interface EngineOptions {
+  leaseMs: number;
+  heartbeatMs: number;
+}
+
+export interface SubmitInput {
+  input: unknown;
+  function?: string;
+  webhook?: string;
+  executionTimeoutMs?: number;
+  ttlMs?: number;
+  lowPriority?: boolean;
+  sync: boolean;
+  /** The `wait` of /runsync when given (longer retention). */
+  waitMs?: number;
+}
+
+export function isFinal(status: JobStatus): boolean {
+  return FINAL_STATUSES.includes(status);
+}
+
+export class JobEngine {
+  readonly endpoints = new Map<string, EngineEndpoint>();
+  readonly workers = new Map<string, WorkerEntry>();
+  private readonly live = new Map<string, LiveJob>();
+  private readonly leases = new Map<string, string>();
+  private readonly running = new Set<string>();
+  private readonly queues = new Map<string, { normal: IdQueue; low: IdQueue }>();
+  private readonly stats = new Map<string, EndpointStats>();
+  private readonly counterDeltas = new Map<string, { completed: number; failed: number; retried: number }>();
+  private readonly takers = new Map<string, Taker[]>();
+  private readonly jobWaiters = new Map<string, Set<() => void>>();
+  private readonly logFollowers = new Map<string, Set<(lines: LogRow[]) => void>>();
+  private batch: StoreOp[] = [];
+  private batchDone: Array<{ resolve(): void; reject(err: unknown): void }> = [];
+  private afterCommit: Array<() => void> = [];
+  private flushScheduled = false;
+  /** Batches commit strictly in order, even with a store whose apply is truly asynchronous. */
+  private lastFlush: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    private readonly store: Store,
+    readonly options: EngineOptions,
+    private readonly hooks: EngineHooks = {},
+  ) {}
+
+  // ---------------------------------------------------------------- group commit
+
+  /** Append ops to the current batch; resolves when the batch is committed. */
+  write(ops: StoreOp[], after?: () => void): Promise<void> {
+    for (const o of ops) this.batch.push(o);
+    if (after) this.afterCommit.push(after);
+    const done = new Promise<void>((resolve, reject) => this.batchDone.push({ resolve, reject }));
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => {
+        this.lastFlush = this.lastFlush.then(() => this.flush());
+      });
+    }
+    return done;
+  }
+
+  private async flush(): Promise<void> {
+    this.flushScheduled = false;
+    this.collectCounters();
+    const ops = this.batch;
+    const waiting = this.batchDone;
+    const after = this.afterCommit;
+    this.batch = [];
+    this.batchDone = [];
+    this.afterCommit = [];
+    try {
+      await this.store.apply(ops);
+    } catch (err) {
+      for (const w of waiting) w.reject(err);
+      return;
+    }
+    for (const fn of after) {
+      try {
+        fn();
+      } catch {
+        // a notification callback must never break the commit path
+      }
+    }
+    for (const w of waiting) w.resolve();
+  }
+
+  private collectCounters(): void {
+    for (const [endpointId, d] of this.counterDeltas) {
+      this.batch.push({ op: "addCounters", endpointId, ...d });
+    }
+    this.counterDeltas.clear();
+  }
+
+  private count(endpointId: string, key: "completed" | "failed" | "retried"): void {
+    this.statsOf(endpointId)[key]++;
+    let d = this.counterDeltas.get(endpointId);
+    if (!d) this.counterDeltas.set(endpointId, (d = { completed: 0, failed: 0, retried: 0 }));
+    d[key]++;
+  }
+
+  // ---------------------------------------------------------------- start / stop
+
+  /** Rebuild the in-memory index from the store. Running jobs keep their lease for one more lease period. */
+  async load(endpointCounters: Array<{ id: string; completed: number; failed: number; retried: number }>): Promise<void> {
+    for (const e of endpointCounters) {
+      this.stats.set(e.id, { completed: e.completed, failed: e.failed, retried: e.retried, inQueue: 0, inProgress: 0 });
+    }
+    const now = Date.now();
+    for (const row of await this.store.activeJobs()) {
+      const job: LiveJob = { row, leaseExpiresAt: now + this.options.leaseMs, lastSeq: await this.store.lastChunkSeq(row.id), version: 0 };
+      this.live.set(row.id, job);
+      const stats = this.statsOf(row.endpointId);
+      if (row.status === "IN_QUEUE") {
+        this.queueOf(row.endpointId)[row.lowPriority ? "low" : "normal"].push(row.id);
+        stats.inQueue++;
+      } else {
+        this.running.add(row.id);
+        if (row.lease) this.leases.set(row.lease, row.id);
+        stats.inProgress++;
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const list of this.takers.values()) for (const t of list) {
+      clearTimeout(t.timer);
+      t.resolve([]);
+    }
+    this.takers.clear();
+    for (const w of this.workers.values()) w.wakeEvents?.();
+    for (const set of this.jobWaiters.values()) for (const fn of set) fn();
+    // Let the last batch commit.
+    await this.write([]);
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  private statsOf(endpointId: string): EndpointStats {
+    let s = this.stats.get(endpointId);
+    if (!s) this.stats.set(endpointId, (s = { completed: 0, failed: 0, retried: 0, inQueue: 0, inProgress: 0 }));
+    return s;
+  }
+
+  private queueOf(endpointId: string) {
+    let q = this.queues.get(endpointId);
+    if (!q) this.queues.set(endpointId, (q = { normal: new IdQueue(), low: new IdQueue() }));
+    return q;
+  }
+
+  private notifyJob(id: string): void {
+    const set = this.jobWaiters.get(id);
+    if (!set) return;
+    this.jobWaiters.delete(id);
+    for (const fn of set) fn();
+  }
+
+  /** Change a live job; the update goes into the batch and waiters hear of it after commit. */
+  private change(job: LiveJob, set: Partial<JobRow>): Promise<void> {
+    Object.assign(job.row, set);
+    const version = ++job.version;
+    const id = job.row.id;
+    return this.write([{ op: "updateJob", id, set }], () => {
+      if (isFinal(job.row.status) && job.version === version && this.live.get(id) === job) this.live.delete(id);
+      this.notifyJob(id);
+    });
+  }
+
+  /** A job of an endpoint that is not expired, loaded into memory when `forChange`. */
+  private async find(endpointId: string, id: string): Promise<LiveJob | undefined> {
+    let job = this.live.get(id);
+    if (!job) {
+      const row = await this.store.getJob(id);
+      job = this.live.get(id);
+      if (!job) {
+        if (!row) return undefined;
+        job = { row, leaseExpiresAt: 0, lastSeq: -1, version: 0 };
+      }
+    }
+    if (job.row.endpointId !== endpointId) return undefined;
+    if (job.row.expiresAt !== null && job.row.expiresAt <= Date.now()) return undefined;
+    return job;
+  }
+
+  private adopt(job: LiveJob): LiveJob {
+    const existing = this.live.get(job.row.id);
+    if (existing) return existing;
+    this.live.set(job.row.id, job);
+    return job;
+  }
+
+  private endpoint(endpointId: string): EngineEndpoint | undefined {
+    return this.endpoints.get(endpointId);
+  }
+
+  // ---------------------------------------------------------------- job API
+
+  async submit(endpointId: string, s: SubmitInput): Promise<JobRow> {
+    if (this.closed) throw new HttpProblem(503, "The service is shutting down");
+    const endpoint = this.endpoint(endpointId);
+    const now = Date.now();
+    const ttlMs =
+      s.ttlMs ??
+      (s.sync
+        ? s.waitMs !== undefined
+          ? Math.min(RUNSYNC_WAIT_RETENTION_MAX_MS, Math.max(RUNSYNC_RETENTION_MS, s.waitMs))
+          : RUNSYNC_RETENTION_MS
+        : RUN_RETENTION_MS);
+    const row: JobRow = {
+      id: `${newId(8)}-${now.toString(36)}`,
+      endpointId,
+      status: "IN_QUEUE",
+      input: JSON.stringify(s.input),
+      function: s.function ?? null,
+      webhook: s.webhook ?? null,
+      sync: s.sync,
+      lowPriority: Boolean(s.lowPriority),
+      createdAt: now,
+      startedAt: null,
+      completedAt: null,
+      output: null,
+      error: null,
+      errorType: null,
+      errorStack: null,
+      attempt: 0,
+      retried: 0,
+      executionTimeoutMs: s.executionTimeoutMs ?? endpoint?.executionTimeoutMs ?? DEFAULTS.executionTimeout * 1000,
+      ttlMs,
+      expiresAt: null,
+      lease: null,
+      workerId: null,
+      streamCursor: 0,
+    };
+    const job: LiveJob = { row, leaseExpiresAt: 0, lastSeq: 0, version: 0 };
+    this.live.set(row.id, job);
+    const committed = this.write([{ op: "insertJob", job: { ...row } }]);
+    this.enqueue(job, false);
+    await committed;
+    return row;
+  }
+
+  private enqueue(job: LiveJob, front: boolean): void {
+    const q = this.queueOf(job.row.endpointId)[job.row.lowPriority ? "low" : "normal"];
+    if (front) q.unshift(job.row.id);
+    else q.push(job.row.id);
+    this.statsOf(job.row.endpointId).inQueue++;
+    this.dispatch(job.row.endpointId);
+    if (this.statsOf(job.row.endpointId).inQueue > 0) this.hooks.onDemand?.(job.row.endpointId);
+  }
+
+  /** The record as the job API shows it. */
+  async record(endpointId: string, id: string): Promise<JobRow | undefined> {
+    return (await this.find(endpointId, id))?.row;
+  }
+
+  /** Wait until the job is final (or `ms` passed); returns the current record. */
+  async waitFinal(endpointId: string, id: string, ms: number): Promise<JobRow | undefined> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const job = await this.find(endpointId, id);
+      if (!job || isFinal(job.row.status) || this.closed) return job?.row;
+      const left = deadline - Date.now();
+      if (left <= 0) return job.row;
+      await this.waitChange(id, left);
+    }
+  }
+
+  private waitChange(id: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let set = this.jobWaiters.get(id);
+      if (!set) this.jobWaiters.set(id, (set = new Set()));
+      const done = () => {
+        clearTimeout(timer);
+        const current = this.jobWaiters.get(id);
+        current?.delete(done);
+        if (current?.size === 0) this.jobWaiters.delete(id);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      set.add(done);
+    });
+  }
+
+  /** Set a job's time-to-live (the /status `ttl` query): a final job then expires `ttlMs` from now. */
+  async setTtl(endpointId: string, id: string, ttlMs: number): Promise<JobRow | undefined> {
+    const found = await this.find(endpointId, id);
+    if (!found) return undefined;
+    const job = this.adopt(found);
+    await this.change(job, { ttlMs, ...(isFinal(job.row.status) ? { expiresAt: Date.now() + ttlMs } : {}) });
+    return job.row;
+  }
+
+  /** Stream chunks not returned before; waits briefly for new ones while the job runs. */
+  async readStream(endpointId: string, id: string): Promise<{ status: JobStatus; chunks: string[] } | undefined> {
+    const deadline = Date.now() + STREAM_WAIT_MS;
+    for (;;) {
+      const found = await this.find(endpointId, id);
+      if (!found) return undefined;
+      const cursor = found.row.streamCursor;
+      const chunks = await this.store.chunksAfter(id, cursor);
+      const left = deadline - Date.now();
+      if (chunks.length > 0 || isFinal(found.row.status) || left <= 0 || this.closed) {
+        if (chunks.length > 0) {
+          const job = this.adopt(found);
+          await this.change(job, { streamCursor: chunks[chunks.length - 1]!.seq });
+        }
+        return { status: found.row.status, chunks: chunks.map((c) => c.data) };
+      }
+      await this.waitChange(id, left);
+    }
+  }
+
+  async cancel(endpointId: string, id: string): Promise<JobRow | undefined> {
+    const found = await this.find(endpointId, id);
+    if (!found) return undefined;
+    const job = this.adopt(found);
+    const status = job.row.status;
+    if (isFinal(status)) {
+      throw new HttpProblem(400, `Job ${id} is already ${status}; only IN_QUEUE and IN_PROGRESS jobs can be cancelled`);
+    }
+    await this.finish(job, { status: "CANCELLED" }, true);
+    return job.row;
+  }
+
+  async retry(endpointId: string, id: string): Promise<JobRow | undefined> {
+    const found = await this.find(endpointId, id);
+    if (!found) return undefined;
+    if (found.row.status !== "FAILED" && found.row.status !== "TIMED_OUT") {
+      throw new HttpProblem(400, `Job ${id} is ${found.row.status}; only FAILED and TIMED_OUT jobs can be retried`);
+    }
+    const job = this.adopt(found);
+    const committed = this.change(job, {
+      status: "IN_QUEUE",
+      output: null,
+      error: null,
+      errorType: null,
+      errorStack: null,
+      startedAt: null,
+      completedAt: null,
+      expiresAt: null,
+      lease: null,
+      workerId: null,
+      retried: 0,
+    });
+    this.enqueue(job, false);
+    await committed;
+    return job.row;
+  }
+
+  async purge(endpointId: string): Promise<number> {
+    const q = this.queues.get(endpointId);
+    if (!q) return 0;
+    const ops: StoreOp[] = [];
+    const ids: string[] = [];
+    for (const queue of [q.normal, q.low]) {
+      for (const id of queue) {
+        const job = this.live.get(id);
+        if (job && job.row.status === "IN_QUEUE") {
+          ids.push(id);
+          ops.push({ op: "deleteJob", id });
+        }
+      }
+      queue.clear();
+    }
+    for (const id of ids) this.live.delete(id);
+    this.statsOf(endpointId).inQueue = 0;
+    await this.write(ops, () => ids.forEach((id) => this.notifyJob(id)));
+    return ids.length;
+  }
+
+  health(endpointId: string) {
+    const s = this.statsOf(endpointId);
+    const workers: Record<WorkerState | "draining", number> = { idle: 0, running: 0, initializing: 0, draining: 0 };
+    for (const w of this.workers.values()) {
+      if (w.endpointId !== endpointId) continue;
+      workers[workerState(w)]++;
+      if (w.draining) workers.draining++;
+    }
+    return {
+      jobs: { completed: s.completed, failed: s.failed, inProgress: s.inProgress, inQueue: s.inQueue, retried: s.retried },
+      workers,
+    };
+  }
+
+  queuedCount(endpointId: string): number {
+    return this.statsOf(endpointId).inQueue;
+  }
+
+  runningCount(endpointId: string): number {
+    return this.statsOf(endpointId).inProgress;
+  }
+
+  /**
+   * End a job. `status` is final, except FAILED with retries left, which requeues the job. Releases the lease and
+   * tells the worker to stop it when `stopWorker`.
+   */
+  private finish(
+    job: LiveJob,
+    result: { status: "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT"; output?: string | null; error?: DoneResult["error"] },
+    stopWorker: boolean,
+  ): Promise<void> {
+    const row = job.row;
+    const stats = this.statsOf(row.endpointId);
+    const wasRunning = row.status === "IN_PROGRESS";
+    if (wasRunning) {
+      stats.inProgress--;
+      this.running.delete(row.id);
+      if (row.lease) this.leases.delete(row.lease);
+      const worker = row.workerId ? this.workers.get(row.workerId) : undefined;
+      if (worker) {
+        worker.held.delete(row.id);
+        if (worker.held.size === 0) worker.idleSince = Date.now();
+        if (stopWorker) {
+          worker.cancel.push(row.id);
+          worker.wakeEvents?.();
+        }
+      }
+    } else if (row.status === "IN_QUEUE") {
+      stats.inQueue--;
+    }
+    const now = Date.now();
+    const error = result.error;
+    if (result.status === "FAILED") {
+      const retries = this.endpoint(row.endpointId)?.retries ?? DEFAULTS.retries;
+      if (row.retried < retries) {
+        this.count(row.endpointId, "retried");
+        const committed = this.change(job, {
+          status: "IN_QUEUE",
+          retried: row.retried + 1,
+          lease: null,
+          workerId: null,
+          error: null,
+          errorType: null,
+          errorStack: null,
+        });
+        this.enqueue(job, false);
+        return committed;
+      }
+      this.count(row.endpointId, "failed");
+    } else if (result.status === "COMPLETED") {
+      this.count(row.endpointId, "completed");
+    }
+    const set: Partial<JobRow> = {
+      status: result.status,
+      completedAt: now,
+      expiresAt: now + row.ttlMs,
+      lease: null,
+    };
+    if (result.status === "COMPLETED") set.output = result.output ?? null;
+    if (result.status === "FAILED") {
+      set.error = typeof error?.message === "string" ? error.message : "The handler failed";
+      set.errorType = typeof error?.type === "string" ? error.type : null;
+      set.errorStack = typeof error?.stack === "string" ? error.stack : null;
+    }
+    if (result.status === "TIMED_OUT") {
+      set.error = `The job ran longer than its execution timeout of ${row.executionTimeoutMs} ms`;
+      set.errorType = "TimeoutError";
+    }
+    const committed = this.change(job, set);
+    void committed.then(() => this.hooks.onFinal?.(job.row), () => undefined);
+    return committed;
+  }
+
+  // ---------------------------------------------------------------- workers
+
+  /** Known to the service (started by the scaler, or first seen with a valid token). */
+  ensureWorker(workerId: string, endpointId: string, managed = false): WorkerEntry {
+    let w = this.workers.get(workerId);
+    if (!w) {
+      const now = Date.now();
+      w = {
+        id: workerId,
+        endpointId,
+        registered: false,
+        draining: false,
+        managed,
+        concurrency: 1,
+        held: new Set(),
+        startedAt: now,
+        lastSeen: now,
+        idleSince: now,
+        polling: 0,
+        cancel: [],
+      };
+      this.workers.set(workerId, w);
+    }
+    return w;
+  }
+
+  register(workerId: string, endpointId: string, concurrency: number): WorkerEntry {
+    const w = this.ensureWorker(workerId, endpointId);
+    w.registered = true;
+    w.concurrency = Math.max(1, Math.floor(concurrency) || 1);
+    w.lastSeen = Date.now();
+    w.idleSince = Date.now();
+    return w;
+  }
+
+  /** A worker is gone (exited): its jobs go back to the queue at once. */
+  workerGone(workerId: string): void {
+    const w = this.workers.get(workerId);
+    if (!w) return;
+    this.workers.delete(workerId);
+    for (const t of this.takers.get(w.endpointId) ?? []) {
+      if (t.workerId === workerId) {
+        clearTimeout(t.timer);
+        t.resolve([]);
+      }
+    }
+    this.takers.set(w.endpointId, (this.takers.get(w.endpointId) ?? []).filter((t) => t.workerId !== workerId));
+    for (const id of [...w.held]) {
+      const job = this.live.get(id);
+      if (job && job.row.status === "IN_PROGRESS" && job.row.workerId === workerId) this.requeue(job);
+    }
+    w.wakeEvents?.();
+  }
+
+  drain(workerId: string): void {
+    const w = this.workers.get(workerId);
+    if (!w) return;
+    w.draining = true;
+    w.wakeEvents?.();
+    for (const t of this.takers.get(w.endpointId) ?? []) {
+      if (t.workerId === workerId) {
+        clearTimeout(t.timer);
+        t.resolve([]);
+      }
+    }
+    this.takers.set(w.endpointId, (this.takers.get(w.endpointId) ?? []).filter((t) => t.workerId !== workerId));
+  }
+
+  /** Take up to `max` jobs, waiting up to `waitMs` for one. */
+  async take(w: WorkerEntry, max: number, waitMs: number): Promise<TakenJob[]> {
+    w.lastSeen = Date.now();
+    let rows: JobRow[] = w.draining || this.closed ? [] : this.grab(w, max);
+    if (rows.length === 0 && waitMs > 0 && !w.draining && !this.closed) {
+      w.polling++;
+      try {
+        rows = await new Promise<JobRow[]>((resolve) => {
+          const taker: Taker = {
+            workerId: w.id,
+            max,
+            resolve,
+            timer: setTimeout(() => {
+              const list = this.takers.get(w.endpointId);
+              if (list) this.takers.set(w.endpointId, list.filter((t) => t !== taker));
+              resolve([]);
+            }, waitMs),
+          };
+          let list = this.takers.get(w.endpointId);
+          if (!list) this.takers.set(w.endpointId, (list = []));
+          list.push(taker);
+        });
+      } finally {
+        w.polling--;
+        w.lastSeen = Date.now();
+      }
+    }
+    if (rows.length > 0) {
+      // The IN_PROGRESS updates were put in the batch by grab(): answer once they are committed.
+      await this.write([]);
+      this.hooks.onTaken?.(w.endpointId, w.id);
+    }
+    return rows.map((row) => ({
+      id: row.id,
+      lease: row.lease!,
+      function: row.function,
+      input: JSON.parse(row.input) as unknown,
+      executionTimeoutMs: row.executionTimeoutMs,
+      attempt: row.attempt,
+    }));
+  }
+
+  /** Move up to `max` queued jobs to IN_PROGRESS under fresh leases held by `w`. */
+  private grab(w: WorkerEntry, max: number): JobRow[] {
+    const q = this.queues.get(w.endpointId);
+    if (!q) return [];
+    const rows: JobRow[] = [];
+    const now = Date.now();
+    const stats = this.statsOf(w.endpointId);
+    while (rows.length < max) {
+      const id = q.normal.shift() ?? q.low.shift();
+      if (id === undefined) break;
+      const job = this.live.get(id);
+      if (!job || job.row.status !== "IN_QUEUE") continue;
+      const lease = randomBytes(12).toString("base64url");
+      stats.inQueue--;
+      stats.inProgress++;
+      this.running.add(id);
+      this.leases.set(lease, id);
+      w.held.add(id);
+      job.leaseExpiresAt = now + this.options.leaseMs;
+      void this.change(job, { status: "IN_PROGRESS", lease, workerId: w.id, startedAt: now, attempt: job.row.attempt + 1 });
+      rows.push(job.row);
+    }
+    return rows;
+  }
+
+  /** Hand queued jobs to waiting takers. */
+  private dispatch(endpointId: string): void {
+    const list = this.takers.get(endpointId);
+    if (!list || list.length === 0) return;
+    while (list.length > 0 && this.statsOf(endpointId).inQueue > 0) {
+      const taker = list.shift()!;
+      const w = this.workers.get(taker.workerId);
+      if (!w || w.draining) {
+        clearTimeout(taker.timer);
+        taker.resolve([]);
+        continue;
+      }
+      const rows = this.grab(w, taker.max);
+      if (rows.length === 0) {
+        list.unshift(taker);
+        break;
+      }
+      clearTimeout(taker.timer);
+      taker.resolve(rows);
+    }
+  }
+
+  private requeue(job: LiveJob): void {
+    const row = job.row;
+    const stats = this.statsOf(row.endpointId);
+    stats.inProgress--;
+    this.running.delete(row.id);
+    if (row.lease) this.leases.delete(row.lease);
+    const w = row.workerId ? this.workers.get(row.workerId) : undefined;
+    if (w) {
+      w.held.delete(row.id);
+      if (w.held.size === 0) w.idleSince = Date.now();
+    }
+    void this.change(job, { status: "IN_QUEUE", lease: null, workerId: null });
+    this.enqueue(job, true);
+  }
+
+  /** The live running job a lease belongs to, if the lease is still current. */
+  private byLease(lease: unknown): LiveJob | undefined {
+    if (typeof lease !== "string") return undefined;
+    const id = this.leases.get(lease);
+    const job = id ? this.live.get(id) : undefined;
+    return job && job.row.status === "IN_PROGRESS" && job.row.lease === lease ? job : undefined;
+  }
+
+  heartbeat(w: WorkerEntry, leases: unknown[]): string[] {
+    const now = Date.now();
+    w.lastSeen = now;
+    const lost: string[] = [];
+    for (const lease of leases) {
+      const job = this.byLease(lease);
+      if (job && job.row.endpointId === w.endpointId) job.leaseExpiresAt = now + this.options.leaseMs;
+      else lost.push(String(lease));
+    }
+    return lost;
+  }
+
+  /** Let leases go (a stopping worker hands its jobs back). */
+  release(w: WorkerEntry, leases: unknown[]): number {
+    let released = 0;
+    for (const lease of leases) {
+      const job = this.byLease(lease);
+      if (job && job.row.endpointId === w.endpointId) {
+        this.requeue(job);
+        released++;
+      }
+    }
+    return released;
+  }
+
+  async done(w: WorkerEntry, results: DoneResult[]): Promise<Array<{ jobId: string; accepted: boolean; reason?: string }>> {
+    w.lastSeen = Date.now();
+    const answers: Array<{ jobId: string; accepted: boolean; reason?: string }> = [];
+    const pending: Promise<void>[] = [];
+    for (const r of results) {
+      const job = this.byLease(r.lease);
+      if (!job || job.row.id !== r.jobId || job.row.endpointId !== w.endpointId) {
+        const current = this.live.get(r.jobId);
+        const reason = current && isFinal(current.row.status) ? `job is ${current.row.status}` : "lease lost";
+        answers.push({ jobId: r.jobId, accepted: false, reason });
+        continue;
+      }
+      const output = r.status === "COMPLETED" && r.output !== undefined ? JSON.stringify(r.output) : null;
+      pending.push(this.finish(job, { status: r.status, output, error: r.error }, false));
+      answers.push({ jobId: r.jobId, accepted: true });
+    }
+    await Promise.all(pending);
+    return answers;
+  }
+
+  /** Append stream chunks of a running job; chunks over 1 MB are split. */
+  async appendStream(w: WorkerEntry, jobId: string, lease: unknown, chunks: unknown[]): Promise<boolean> {
+    const job = this.byLease(lease);
+    if (!job || job.row.id !== jobId || job.row.endpointId !== w.endpointId) return false;
+    const ops: StoreOp[] = [];
+    for (const chunk of chunks) {
+      for (const piece of splitChunk(chunk)) {
+        ops.push({ op: "insertChunk", chunk: { jobId, seq: ++job.lastSeq, data: piece } });
+      }
+    }
+    await this.write(ops, () => this.notifyJob(jobId));
+    return true;
+  }
+
+  /** Long-poll the worker's stop channel. */
+  async events(w: WorkerEntry, waitMs: number): Promise<{ cancel: string[]; drain: boolean }> {
+    w.lastSeen = Date.now();
+    if (w.cancel.length === 0 && !w.draining && waitMs > 0 && !this.closed) {
+      w.polling++;
+      try {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(() => wake(), waitMs);
+          const wake = () => {
+            clearTimeout(timer);
+            if (w.wakeEvents === wake) w.wakeEvents = undefined;
+            resolve();
+          };
+          w.wakeEvents?.();
+          w.wakeEvents = wake;
+        });
+      } finally {
+        w.polling--;
+        w.lastSeen = Date.now();
+      }
+    }
+    const cancel = w.cancel;
+    w.cancel = [];
+    return { cancel, drain: w.draining || this.closed };
+  }
+
+  // ---------------------------------------------------------------- logs
+
+  appendLogs(lines: LogRow[]): Promise<void> {
+    if (lines.length === 0) return Promise.resolve();
+    return this.write(
+      lines.map((line) => ({ op: "insertLog", line }) as StoreOp),
+      () => {
+        const byEndpoint = new Map<string, LogRow[]>();
+        for (const l of lines) {
+          if (!this.logFollowers.has(l.endpointId)) continue;
+          let list = byEndpoint.get(l.endpointId);
+          if (!list) byEndpoint.set(l.endpointId, (list = []));
+          list.push(l);
+        }
+        for (const [endpointId, list] of byEndpoint) for (const fn of this.logFollowers.get(endpointId) ?? []) fn(list);
+      },
+    );
+  }
+
+  queryLogs(q: { endpointId: string; jobId?: string; since?: number; limit: number }) {
+    return this.store.logs(q);
+  }
+
+  followLogs(endpointId: string, fn: (lines: LogRow[]) => void): () => void {
+    let set = this.logFollowers.get(endpointId);
+    if (!set) this.logFollowers.set(endpointId, (set = new Set()));
+    set.add(fn);
+    return () => {
+      set!.delete(fn);
+      if (set!.size === 0) this.logFollowers.delete(endpointId);
+    };
+  }
+
+  // ---------------------------------------------------------------- periodic work
+
+  /** Lapsed leases go back to the queue; jobs past their execution timeout end TIMED_OUT. */
+  tick(now = Date.now()): void {
+    for (const id of [...this.running]) {
+      const job = this.live.get(id);
+      if (!job || job.row.status !== "IN_PROGRESS") {
+        this.running.delete(id);
+        continue;
+      }
+      const timeout = job.row.executionTimeoutMs;
+      if (timeout && job.row.startedAt !== null && now - job.row.startedAt > timeout) {
+        void this.finish(job, { status: "TIMED_OUT" }, true).catch(() => undefined);
+      } else if (job.leaseExpiresAt <= now) {
+        this.requeue(job);
+      }
+    }
+  }
+
+  async sweep(now = Date.now()): Promise<number> {
+    const ids = await this.store.deleteExpired(now);
+    for (const id of ids) {
+      const job = this.live.get(id);
+      if (job && isFinal(job.row.status)) this.live.delete(id);
+    }
+    return ids.length;
+  }
+
+  /** Forget an endpoint's jobs and workers (the endpoint was deleted). */
+  dropEndpoint(endpointId: string): Promise<void> {
+    for (const [id, job] of this.live) {
+      if (job.row.endpointId !== endpointId) continue;
+      this.live.delete(id);
+      this.running.delete(id);
+      if (job.row.lease) this.leases.delete(job.row.lease);
+      this.notifyJob(id);
+    }
+    for (const t of this.takers.get(endpointId) ?? []) {
+      clearTimeout(t.timer);
+      t.resolve([]);
+    }
+    this.takers.delete(endpointId);
+    this.queues.delete(endpointId);
+    this.stats.delete(endpointId);
+    this.counterDeltas.delete(endpointId);
+    this.endpoints.delete(endpointId);
+    return this.write([{ op: "deleteEndpoint", id: endpointId }]);
+  }
+}
+
+/**
+ * Split a stream chunk whose JSON is over 1 MB: a string output is cut into strings, an array output into
+ * arrays, an object's largest string or array field likewise. Returns JSON texts of {output, metrics?}.
+ */
+export function splitChunk(chunk: unknown, limit = MAX_CHUNK_BYTES): string[] {
+  const normalized =
+    typeof chunk === "object" && chunk !== null && !Array.isArray(chunk) && "output" in chunk
+      ? (chunk as { output: unknown; metrics?: unknown })
+      : { output: chunk };
+  const text = JSON.stringify(normalized);
+  if (Buffer.byteLength(text) <= limit) return [text];
+  const { output, metrics } = normalized;
+  const wrap = (o: unknown, first: boolean) => JSON.stringify(first && metrics !== undefined ? { output: o, metrics } : { output: o });
+  const budget = Math.max(1024, limit - 4096 - (metrics === undefined ? 0 : Buffer.byteLength(JSON.stringify(metrics))));
+  if (typeof output === "string") {
+    const pieces: string[] = [];
+    // Cut by characters so that each piece's JSON (escapes included, at most 6 bytes a char) fits.
+    const step = Math.max(1, Math.floor(budget / 6));
+    for (let i = 0; i < output.length; i += step) pieces.push(wrap(output.slice(i, i + step), i === 0));
+    return pieces;
+  }
+  if (Array.isArray(output)) {
+    const pieces: string[] = [];
+    let current: unknown[] = [];
+    let size = 2;
+    for (const item of output) {
+      const itemSize = Buffer.byteLength(JSON.stringify(item) ?? "null") + 1;
+      if (current.length > 0 && size + itemSize > budget) {
+        pieces.push(wrap(current, pieces.length === 0));
+        current = [];
+        size = 2;
+      }
+      current.push(item);
+      size += itemSize;
+    }
+    if (current.length > 0) pieces.push(wrap(current, pieces.length === 0));
+    return pieces;
+  }
+  if (typeof output === "object" && output !== null) {
+    // Split the largest string/array field; other fields ride on the first piece.
+    const entries = Object.entries(output as Record<string, unknown>);
+    const largest = entries
+      .filter(([, v]) => typeof v === "string" || Array.isArray(v))
+      .sort((a, b) => JSON.stringify(b[1]).length - JSON.stringify(a[1]).length)[0];
+    if (largest) {
+      const [key, value] = largest;
+      const rest = Object.fromEntries(entries.filter(([k]) => k !== key));
+      return splitChunk({ output: value }, budget).map((piece, i) => {
+        const part = (JSON.parse(piece) as { output: unknown }).output;
+        return wrap(i === 0 ? { ...rest, [key]: part } : { [key]: part }, i === 0);
+      });
+    }
+  }
+  // Not splittable (a huge number?): keep it whole rather than corrupt it.
+  return [text];
+}

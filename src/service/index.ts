@@ -1,0 +1,317 @@
+// The svc service: job API (/v2/{endpoint}), worker protocol (/_worker/v1), state and logs (/v1), over one
+// SQLite file. `startService` is what `svc server`, `svc dev`, the tests and the benches call.
+
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import type { WorkerDriver } from "../drivers/types.js";
+import { UserError } from "../errors.js";
+import type { Manifest, ManifestResource } from "../sdk/manifest.js";
+import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
+import { JobEngine, type EngineEndpoint } from "./engine.js";
+import { handleRequest, recordJson, type ApiContext } from "./api.js";
+import { sendProblem } from "./http.js";
+import { Scaler } from "./scaler.js";
+import { openSqliteStore } from "./store/sqlite.js";
+import type { EndpointRow, Store, StoreOp } from "./store/types.js";
+
+export interface ServiceOptions {
+  dataDir: string;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** 0 = any free port (the default). */
+  port?: number;
+  /** Where workers run; none => workers come from outside (tests acting as workers). */
+  driver?: WorkerDriver;
+  /** Accepted as admin keys of the default user (e.g. SVC_API_KEY). */
+  apiKeys?: string[];
+  /** The address clients use, when it differs from the listening one. */
+  publicUrl?: string;
+  /** A lease lapses this long after the last heartbeat (default 30 s). */
+  leaseMs?: number;
+  /** Workers heartbeat this often (default 5 s). */
+  heartbeatMs?: number;
+  /** Expired results are deleted this often (default 10 s). */
+  retentionSweepMs?: number;
+  /** Operator messages (worker starts, internal errors); the CLI sends them to stderr. */
+  log?: (message: string) => void;
+}
+
+export interface DeployedEndpoint {
+  id: string;
+  name: string;
+  app: string;
+  env: string;
+  /** `${service url}/v2/${id}` */
+  url: string;
+  type: "queue" | "lb";
+}
+
+export interface Service {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+  deploy(input: { app: string; env: string; manifest: Manifest; artifactPath: string; ownerKey?: string }): Promise<DeployedEndpoint[]>;
+  mintKey(opts: { scopes: string[]; userId?: string }): Promise<{ id: string; key: string }>;
+}
+
+/** Same owner, app, environment and name: same id, across restarts. Lowercase hex, 16 characters. */
+export function endpointId(userId: string, app: string, env: string, name: string): string {
+  return createHash("sha256").update(`${userId}\0${app}\0${env}\0${name}`).digest("hex").slice(0, 16);
+}
+
+export function engineEndpoint(row: EndpointRow): EngineEndpoint {
+  const r = row.resource;
+  return {
+    id: row.id,
+    type: row.type,
+    retries: r.retries,
+    executionTimeoutMs: r.executionTimeoutMs,
+    maxConcurrency: r.maxConcurrency,
+    functions: r.functions.map((f) => f.name),
+  };
+}
+
+const SCOPE_PATTERN = /^(admin|jobs:\*|jobs:[a-z0-9]+|worker:[a-z0-9]+)$/;
+
+function hashFile(path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const hash = createHash("sha256");
+    createReadStream(path)
+      .on("data", (chunk) => hash.update(chunk))
+      .on("error", reject)
+      .on("end", () => resolve(hash.digest("hex")));
+  });
+}
+
+/** Which endpoints a deploy creates, updates, keeps and removes. Pure. */
+export function planDeploy(
+  existing: EndpointRow[],
+  input: { userId: string; app: string; env: string; resources: Record<string, ManifestResource>; artifactPath: string; artifactHash: string },
+  now: number,
+): { upsert: EndpointRow[]; remove: EndpointRow[]; changed: string[] } {
+  const mine = existing.filter((e) => e.userId === input.userId && e.app === input.app && e.env === input.env);
+  const upsert: EndpointRow[] = [];
+  const changed: string[] = [];
+  for (const [name, resource] of Object.entries(input.resources)) {
+    const id = endpointId(input.userId, input.app, input.env, name);
+    const revision = createHash("sha256").update(JSON.stringify(resource)).update(input.artifactHash).digest("hex").slice(0, 16);
+    const before = mine.find((e) => e.id === id);
+    if (before && before.revision !== revision) changed.push(id);
+    upsert.push({
+      id,
+      userId: input.userId,
+      app: input.app,
+      env: input.env,
+      name,
+      type: resource.is_load_balanced ? "lb" : "queue",
+      resource,
+      artifactPath: input.artifactPath,
+      revision,
+      createdAt: before?.createdAt ?? now,
+      updatedAt: before && before.revision === revision ? before.updatedAt : now,
+      completed: before?.completed ?? 0,
+      failed: before?.failed ?? 0,
+      retried: before?.retried ?? 0,
+    });
+  }
+  const names = new Set(Object.keys(input.resources));
+  const remove = mine.filter((e) => !names.has(e.name));
+  return { upsert, remove, changed };
+}
+
+export async function startService(options: ServiceOptions): Promise<Service> {
+  const leaseMs = options.leaseMs ?? 30_000;
+  const heartbeatMs = options.heartbeatMs ?? Math.max(50, Math.min(5_000, Math.floor(leaseMs / 3)));
+  const log = options.log ?? (() => undefined);
+  const store: Store = openSqliteStore(join(options.dataDir, "svc.sqlite"));
+  const keyring = new KeyRing(store);
+  const endpoints = new Map<string, EndpointRow>();
+  for (const row of await store.endpoints()) endpoints.set(row.id, row);
+
+  let scaler: Scaler | undefined;
+  const webhooks = new Set<Promise<void>>();
+  const engine = new JobEngine(
+    store,
+    { leaseMs, heartbeatMs },
+    {
+      onDemand: (id) => scaler?.kick(id),
+      onTaken: (id) => scaler?.taken(id),
+      onFinal: (row) => {
+        if (!row.webhook) return;
+        const delivery = deliverWebhook(row.webhook, recordJson(row, Date.now()), log).finally(() => webhooks.delete(delivery));
+        webhooks.add(delivery);
+      },
+    },
+  );
+  for (const row of endpoints.values()) engine.endpoints.set(row.id, engineEndpoint(row));
+  await engine.load([...endpoints.values()]);
+
+  if (options.apiKeys?.length) {
+    const now = Date.now();
+    await engine.write(
+      options.apiKeys.map((key) => {
+        const hash = hashKey(key);
+        return { op: "insertKey", key: { id: `k${hash.slice(0, 15)}`, hash, userId: DEFAULT_USER, scopes: ["admin"], createdAt: now, revokedAt: null } } as StoreOp;
+      }),
+    );
+  }
+
+  const mintKey = async (opts: { scopes: string[]; userId?: string }) => {
+    const bad = opts.scopes.filter((s) => !SCOPE_PATTERN.test(s));
+    if (opts.scopes.length === 0 || bad.length > 0) {
+      throw new UserError("Invalid key scopes", { problems: bad.map((s) => `unknown scope "${s}"`), hint: "Scopes: admin, jobs:*, jobs:<endpointId>, worker:<endpointId>." });
+    }
+    const worker = opts.scopes.some((s) => s.startsWith("worker:"));
+    const id = newId(8);
+    const key = newKey(worker ? "svcw" : "svc");
+    await engine.write([{ op: "insertKey", key: { id, hash: hashKey(key), userId: opts.userId ?? DEFAULT_USER, scopes: opts.scopes, createdAt: Date.now(), revokedAt: null } }]);
+    keyring.forget();
+    return { id, key };
+  };
+
+  const server: Server = createServer();
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 70_000;
+  const host = options.host ?? "127.0.0.1";
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const localHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+  const localUrl = `http://${localHost}:${port}`;
+  const url = (options.publicUrl ?? localUrl).replace(/\/+$/, "");
+
+  if (options.driver) {
+    // Worker keys are keyed by the worker id so they can be revoked when the worker ends.
+    const workerKeys = new Map<string, string[]>();
+    scaler = new Scaler({
+      engine,
+      driver: options.driver,
+      apiUrl: localUrl,
+      endpoints: () => endpoints.values(),
+      mintWorkerKeys: async (endpoint, workerId) => {
+        const token = newKey("svcw");
+        const apiKey = newKey("svc");
+        const apiKeyId = `${workerId}-api`;
+        const now = Date.now();
+        await engine.write([
+          { op: "insertKey", key: { id: workerId, hash: hashKey(token), userId: endpoint.userId, scopes: [`worker:${endpoint.id}`], createdAt: now, revokedAt: null } },
+          { op: "insertKey", key: { id: apiKeyId, hash: hashKey(apiKey), userId: endpoint.userId, scopes: ["jobs:*"], createdAt: now, revokedAt: null } },
+        ]);
+        workerKeys.set(workerId, [workerId, apiKeyId]);
+        keyring.forget();
+        return { workerToken: token, apiKey };
+      },
+      revokeWorkerKeys: async (workerId) => {
+        const ids = workerKeys.get(workerId) ?? [];
+        workerKeys.delete(workerId);
+        await engine.write(ids.map((id) => ({ op: "deleteKey", id }) as StoreOp));
+        keyring.forget();
+      },
+      volumePath: (endpoint) => (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
+      onLog: (endpointId, workerId, line) => {
+        void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]).catch(() => undefined);
+      },
+      onEvent: log,
+    });
+    scaler.start();
+  }
+
+  const followers = new Set<ServerResponse>();
+  const context: ApiContext = { engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs };
+  server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    handleRequest(context, req, res).catch((err: unknown) => {
+      log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
+      sendProblem(res, 500, "The service failed to handle this request");
+    });
+  });
+
+  const tickMs = Math.max(20, Math.min(250, Math.floor(leaseMs / 4)));
+  const ticker = setInterval(() => {
+    engine.tick();
+    // Outside workers that stopped talking to us no longer count in /health.
+    const now = Date.now();
+    for (const w of engine.workers.values()) {
+      if (!w.managed && w.polling === 0 && w.held.size === 0 && now - w.lastSeen > Math.max(3 * leaseMs, 60_000)) engine.workerGone(w.id);
+    }
+  }, tickMs);
+  ticker.unref();
+  const sweeper = setInterval(() => {
+    engine.sweep().catch((err: unknown) => log(`retention sweep failed: ${(err as Error).message}`));
+  }, options.retentionSweepMs ?? 10_000);
+  sweeper.unref();
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      clearInterval(ticker);
+      clearInterval(sweeper);
+      await scaler?.close();
+      await engine.close();
+      for (const res of followers) res.end();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 200).unref();
+      });
+      await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
+      await store.close();
+    })());
+
+  return {
+    url,
+    port,
+    close,
+    mintKey,
+    async deploy(input) {
+      let userId = DEFAULT_USER;
+      if (input.ownerKey) {
+        const principal = await keyring.authenticate(input.ownerKey);
+        if (!principal || principal.worker) throw new UserError("The owner key of this deploy is not a valid API key");
+        userId = principal.userId;
+      }
+      const artifactHash = await hashFile(input.artifactPath);
+      const plan = planDeploy([...endpoints.values()], { userId, app: input.app, env: input.env, resources: input.manifest.resources, artifactPath: input.artifactPath, artifactHash }, Date.now());
+      for (const row of plan.remove) {
+        endpoints.delete(row.id);
+        await engine.dropEndpoint(row.id);
+      }
+      await engine.write(plan.upsert.map((endpoint) => ({ op: "upsertEndpoint", endpoint }) as StoreOp));
+      for (const row of plan.upsert) {
+        const previous = endpoints.get(row.id);
+        endpoints.set(row.id, previous ? { ...row, completed: previous.completed, failed: previous.failed, retried: previous.retried } : row);
+        engine.endpoints.set(row.id, engineEndpoint(row));
+      }
+      scaler?.reconcile();
+      return plan.upsert.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
+    },
+  };
+}
+
+/** POST the job record to the webhook URL, a few times with backoff; never throws. */
+async function deliverWebhook(target: string, body: string, log: (m: string) => void): Promise<void> {
+  const delays = [0, 250, 1000, 4000];
+  for (let attempt = 0; attempt < delays.length; attempt++) {
+    if (delays[attempt]) await new Promise((r) => setTimeout(r, delays[attempt]).unref());
+    try {
+      const response = await fetch(target, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+        signal: AbortSignal.timeout(10_000),
+      });
+      await response.arrayBuffer().catch(() => undefined);
+      if (response.ok) return;
+    } catch {
+      // try again
+    }
+  }
+  log(`webhook ${target} failed after ${delays.length} attempts`);
+}

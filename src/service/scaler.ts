@@ -1,0 +1,278 @@
+// Keeps each endpoint's workers between workersMin and workersMax through a WorkerDriver: starts workers when
+// jobs wait (from zero on the first job), drains idle ones after idleTimeout, replaces workers of an old
+// revision (rolling release) and workers that exit unexpectedly (with backoff). The decision is a pure
+// function (planScaling); `Scaler` applies it.
+
+import type { WorkerDriver, WorkerHandle } from "../drivers/types.js";
+import type { JobEngine, WorkerEntry } from "./engine.js";
+import { workerState } from "./engine.js";
+import type { EndpointRow } from "./store/types.js";
+
+export interface ScalingInput {
+  workersMin: number;
+  workersMax: number;
+  maxConcurrency: number;
+  idleTimeoutMs: number;
+  queued: number;
+  inProgress: number;
+  revision: string;
+  /** Live workers (not draining). */
+  workers: Array<{ id: string; revision: string; state: "initializing" | "idle" | "running"; idleSince: number }>;
+  now: number;
+  /** No start before this time (backoff after crashes). */
+  backoffUntil: number;
+}
+
+export interface ScalingPlan {
+  start: number;
+  drain: string[];
+}
+
+/** How many workers to start and which to drain. Pure. */
+export function planScaling(s: ScalingInput): ScalingPlan {
+  const drain: string[] = [];
+  // Old revision: drain the idle ones now, the busy ones once the new revision can take over.
+  const current = s.workers.filter((w) => w.revision === s.revision);
+  const old = s.workers.filter((w) => w.revision !== s.revision);
+  for (const w of old) if (w.state !== "running") drain.push(w.id);
+  const concurrency = Math.max(1, s.maxConcurrency);
+  const demand = Math.ceil((s.queued + s.inProgress) / concurrency);
+  const want = Math.min(s.workersMax, Math.max(s.workersMin, demand));
+  let start = 0;
+  if (current.length < want && s.now >= s.backoffUntil) start = want - current.length;
+  // Busy old workers: drained once current workers exist to take their place.
+  if (current.length + start > 0) for (const w of old) if (w.state === "running") drain.push(w.id);
+  // Idle scale-down above the minimum, and nothing waiting.
+  if (s.queued === 0) {
+    let surplus = current.length - Math.max(s.workersMin, demand);
+    const idle = current
+      .filter((w) => w.state === "idle" && s.now - w.idleSince >= s.idleTimeoutMs)
+      .sort((a, b) => a.idleSince - b.idleSince);
+    for (const w of idle) {
+      if (surplus <= 0) break;
+      drain.push(w.id);
+      surplus--;
+    }
+  }
+  return { start, drain };
+}
+
+export interface LaunchInfo {
+  endpoint: EndpointRow;
+  workerId: string;
+  workerToken: string;
+  apiKey: string;
+}
+
+export interface ScalerDeps {
+  engine: JobEngine;
+  driver: WorkerDriver;
+  apiUrl: string;
+  /** Mint the worker's token and a key for cross-endpoint calls (revoked when the worker ends). */
+  mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string }>;
+  revokeWorkerKeys(workerId: string): Promise<void>;
+  endpoints(): Iterable<EndpointRow>;
+  volumePath?(endpoint: EndpointRow): string | undefined;
+  onLog(endpointId: string, workerId: string, line: { ts: number; stream: string; text: string }): void;
+  onEvent?(message: string): void;
+}
+
+interface ManagedWorker {
+  id: string;
+  endpointId: string;
+  revision: string;
+  handle?: WorkerHandle;
+  stopping: boolean;
+}
+
+const BACKOFF_BASE_MS = 500;
+const BACKOFF_MAX_MS = 30_000;
+/** A draining worker that still runs this long after it holds no job is stopped by the driver. */
+const DRAIN_GRACE_MS = 5_000;
+
+export class Scaler {
+  private readonly managed = new Map<string, ManagedWorker>();
+  private readonly failures = new Map<string, { count: number; until: number }>();
+  private readonly coldStartPending = new Map<string, number>();
+  readonly coldStarts = new Map<string, { count: number; lastMs: number | null }>();
+  private timer?: NodeJS.Timeout;
+  private closed = false;
+  private planning = false;
+
+  constructor(private readonly deps: ScalerDeps, private readonly intervalMs = 250) {}
+
+  start(): void {
+    this.timer = setInterval(() => this.reconcile(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Jobs wait on this endpoint: plan now rather than at the next interval. */
+  kick(_endpointId: string): void {
+    if (!this.planning) queueMicrotask(() => this.reconcile());
+  }
+
+  /** The first job of an endpoint with no worker was taken: that was a cold start. */
+  taken(endpointId: string): void {
+    const since = this.coldStartPending.get(endpointId);
+    if (since === undefined) return;
+    this.coldStartPending.delete(endpointId);
+    const entry = this.coldStarts.get(endpointId) ?? { count: 0, lastMs: null };
+    entry.count++;
+    entry.lastMs = Date.now() - since;
+    this.coldStarts.set(endpointId, entry);
+  }
+
+  reconcile(): void {
+    if (this.closed || this.planning) return;
+    this.planning = true;
+    try {
+      const now = Date.now();
+      const { engine } = this.deps;
+      const liveEndpoints = new Set<string>();
+      for (const endpoint of this.deps.endpoints()) {
+        liveEndpoints.add(endpoint.id);
+        if (endpoint.type !== "queue") continue;
+        const workers = [...this.managed.values()].filter((m) => m.endpointId === endpoint.id && !m.stopping);
+        const plan = planScaling({
+          workersMin: endpoint.resource.workersMin,
+          workersMax: endpoint.resource.workersMax,
+          maxConcurrency: endpoint.resource.maxConcurrency,
+          idleTimeoutMs: endpoint.resource.idleTimeout * 1000,
+          queued: engine.queuedCount(endpoint.id),
+          inProgress: engine.runningCount(endpoint.id),
+          revision: endpoint.revision,
+          workers: workers.map((m) => {
+            const entry = engine.workers.get(m.id);
+            return {
+              id: m.id,
+              revision: m.revision,
+              state: entry ? workerState(entry) : "initializing",
+              idleSince: entry?.idleSince ?? now,
+            };
+          }),
+          now,
+          backoffUntil: this.failures.get(endpoint.id)?.until ?? 0,
+        });
+        if (plan.start > 0 && workers.length === 0 && engine.queuedCount(endpoint.id) > 0 && !this.coldStartPending.has(endpoint.id)) {
+          this.coldStartPending.set(endpoint.id, now);
+        }
+        for (let i = 0; i < plan.start; i++) void this.launch(endpoint);
+        for (const id of plan.drain) this.drain(id);
+      }
+      // Workers of deleted endpoints.
+      for (const m of this.managed.values()) if (!liveEndpoints.has(m.endpointId)) this.drain(m.id);
+      this.stopDrainedWorkers(now);
+    } finally {
+      this.planning = false;
+    }
+  }
+
+  private drainedSince = new Map<string, number>();
+
+  private drain(workerId: string): void {
+    const m = this.managed.get(workerId);
+    if (!m || m.stopping) return;
+    m.stopping = true;
+    this.drainedSince.set(workerId, Date.now());
+    this.deps.engine.ensureWorker(workerId, m.endpointId, true);
+    this.deps.engine.drain(workerId);
+  }
+
+  /** Draining workers that hold nothing are stopped through the driver after a grace period. */
+  private stopDrainedWorkers(now: number): void {
+    for (const [id, since] of this.drainedSince) {
+      const m = this.managed.get(id);
+      if (!m) {
+        this.drainedSince.delete(id);
+        continue;
+      }
+      const entry = this.deps.engine.workers.get(id);
+      const busy = entry !== undefined && entry.held.size > 0;
+      if (!busy && now - since >= DRAIN_GRACE_MS && m.handle) {
+        this.drainedSince.delete(id);
+        void m.handle.stop(DRAIN_GRACE_MS).catch(() => undefined);
+      }
+    }
+  }
+
+  private async launch(endpoint: EndpointRow): Promise<void> {
+    const workerId = `w${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: endpoint.revision, stopping: false };
+    this.managed.set(workerId, m);
+    const entry: WorkerEntry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
+    entry.managed = true;
+    try {
+      const keys = await this.deps.mintWorkerKeys(endpoint, workerId);
+      const r = endpoint.resource;
+      m.handle = await this.deps.driver.start({
+        workerId,
+        endpointId: endpoint.id,
+        endpointName: endpoint.name,
+        app: endpoint.app,
+        env: endpoint.env,
+        artifactPath: endpoint.artifactPath,
+        apiUrl: this.deps.apiUrl,
+        workerToken: keys.workerToken,
+        apiKey: keys.apiKey,
+        environment: { ...r.env },
+        maxConcurrency: r.maxConcurrency,
+        computeType: r.computeType,
+        gpuTypeIds: r.gpuTypeIds,
+        volumePath: this.deps.volumePath?.(endpoint),
+        onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
+      });
+      this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`);
+    } catch (err) {
+      this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "stderr", text: `worker failed to start: ${(err as Error).message}` });
+      this.exited(m, false);
+      return;
+    }
+    void m.handle.exited.then((exit) => {
+      const expected = m.stopping || this.closed;
+      if (!expected) {
+        this.deps.onLog(endpoint.id, workerId, {
+          ts: Date.now(),
+          stream: "stderr",
+          text: `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
+        });
+      }
+      this.exited(m, expected);
+    });
+  }
+
+  private exited(m: ManagedWorker, expected: boolean): void {
+    this.managed.delete(m.id);
+    this.drainedSince.delete(m.id);
+    const entry = this.deps.engine.workers.get(m.id);
+    const registered = entry?.registered ?? false;
+    this.deps.engine.workerGone(m.id);
+    void this.deps.revokeWorkerKeys(m.id).catch(() => undefined);
+    if (expected) return;
+    const f = this.failures.get(m.endpointId) ?? { count: 0, until: 0 };
+    // A worker that registered and then died is less suspicious than one that never came up, but both back off.
+    f.count = registered ? 1 : f.count + 1;
+    f.until = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (f.count - 1));
+    this.failures.set(m.endpointId, f);
+  }
+
+  /** A worker registered: its endpoint starts fine, forget the backoff. */
+  registered(endpointId: string): void {
+    this.failures.delete(endpointId);
+  }
+
+  workerRevision(workerId: string): string | undefined {
+    return this.managed.get(workerId)?.revision;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    const handles = [...this.managed.values()];
+    for (const m of handles) {
+      m.stopping = true;
+      this.deps.engine.drain(m.id);
+    }
+    await Promise.all(handles.map((m) => m.handle?.stop(3000).catch(() => undefined)));
+    await this.deps.driver.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,284 @@
+// The embedded store: one SQLite file (WAL, synchronous=NORMAL) through better-sqlite3. Every batch is one
+// transaction; statements are prepared once. Schema changes are numbered migrations (PRAGMA user_version).
+
+import Database from "better-sqlite3";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow } from "./types.js";
+
+/** Migration N brings the schema from version N to N+1. Append only. */
+export const MIGRATIONS: string[] = [
+  `CREATE TABLE endpoints (
+     id TEXT PRIMARY KEY, user_id TEXT NOT NULL, app TEXT NOT NULL, env TEXT NOT NULL, name TEXT NOT NULL,
+     type TEXT NOT NULL, resource TEXT NOT NULL, artifact_path TEXT NOT NULL, revision TEXT NOT NULL,
+     created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+     completed INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0, retried INTEGER NOT NULL DEFAULT 0);
+   CREATE INDEX endpoints_app_env ON endpoints (user_id, app, env);
+   CREATE TABLE jobs (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, endpoint_id TEXT NOT NULL,
+     status TEXT NOT NULL, input TEXT NOT NULL, function TEXT, webhook TEXT, sync INTEGER NOT NULL,
+     low_priority INTEGER NOT NULL, created_at INTEGER NOT NULL, started_at INTEGER, completed_at INTEGER,
+     output TEXT, error TEXT, error_type TEXT, error_stack TEXT, attempt INTEGER NOT NULL, retried INTEGER NOT NULL,
+     execution_timeout_ms INTEGER, ttl_ms INTEGER NOT NULL, expires_at INTEGER, lease TEXT, worker_id TEXT,
+     stream_cursor INTEGER NOT NULL DEFAULT 0);
+   CREATE INDEX jobs_active ON jobs (status) WHERE status IN ('IN_QUEUE', 'IN_PROGRESS');
+   CREATE INDEX jobs_expires ON jobs (expires_at) WHERE expires_at IS NOT NULL;
+   CREATE INDEX jobs_endpoint ON jobs (endpoint_id);
+   CREATE TABLE stream_chunks (job_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (job_id, seq));
+   CREATE TABLE logs (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT, endpoint_id TEXT NOT NULL, worker_id TEXT NOT NULL, job_id TEXT,
+     ts INTEGER NOT NULL, stream TEXT NOT NULL, text TEXT NOT NULL);
+   CREATE INDEX logs_endpoint ON logs (endpoint_id, seq);
+   CREATE INDEX logs_job ON logs (job_id, seq) WHERE job_id IS NOT NULL;
+   CREATE TABLE api_keys (
+     id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL, scopes TEXT NOT NULL,
+     created_at INTEGER NOT NULL, revoked_at INTEGER);`,
+];
+
+const JOB_COLUMNS: Record<keyof JobRow, string> = {
+  id: "id",
+  endpointId: "endpoint_id",
+  status: "status",
+  input: "input",
+  function: "function",
+  webhook: "webhook",
+  sync: "sync",
+  lowPriority: "low_priority",
+  createdAt: "created_at",
+  startedAt: "started_at",
+  completedAt: "completed_at",
+  output: "output",
+  error: "error",
+  errorType: "error_type",
+  errorStack: "error_stack",
+  attempt: "attempt",
+  retried: "retried",
+  executionTimeoutMs: "execution_timeout_ms",
+  ttlMs: "ttl_ms",
+  expiresAt: "expires_at",
+  lease: "lease",
+  workerId: "worker_id",
+  streamCursor: "stream_cursor",
+};
+const JOB_KEYS = Object.keys(JOB_COLUMNS) as Array<keyof JobRow>;
+
+type SqlValue = string | number | null;
+const toSql = (v: unknown): SqlValue => (typeof v === "boolean" ? (v ? 1 : 0) : (v as SqlValue) ?? null);
+
+function rowToJob(r: Record<string, unknown>): JobRow {
+  const job = {} as Record<string, unknown>;
+  for (const key of JOB_KEYS) job[key] = r[JOB_COLUMNS[key]];
+  job.sync = r.sync === 1;
+  job.lowPriority = r.low_priority === 1;
+  return job as unknown as JobRow;
+}
+
+function rowToEndpoint(r: Record<string, unknown>): EndpointRow {
+  return {
+    id: r.id as string,
+    userId: r.user_id as string,
+    app: r.app as string,
+    env: r.env as string,
+    name: r.name as string,
+    type: r.type as EndpointRow["type"],
+    resource: JSON.parse(r.resource as string) as EndpointRow["resource"],
+    artifactPath: r.artifact_path as string,
+    revision: r.revision as string,
+    createdAt: r.created_at as number,
+    updatedAt: r.updated_at as number,
+    completed: r.completed as number,
+    failed: r.failed as number,
+    retried: r.retried as number,
+  };
+}
+
+export function openSqliteStore(file: string): Store {
+  mkdirSync(dirname(file), { recursive: true });
+  const db = new Database(file);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  db.pragma("busy_timeout = 5000");
+  migrate(db);
+
+  const insertJob = db.prepare(
+    `INSERT INTO jobs (${JOB_KEYS.map((k) => JOB_COLUMNS[k]).join(", ")}) VALUES (${JOB_KEYS.map(() => "?").join(", ")})`,
+  );
+  const updateStatements = new Map<string, Database.Statement>();
+  const updateFor = (keys: string[]) => {
+    const signature = keys.join(",");
+    let statement = updateStatements.get(signature);
+    if (!statement) {
+      const sets = keys.map((k) => `${JOB_COLUMNS[k as keyof JobRow]} = ?`).join(", ");
+      statement = db.prepare(`UPDATE jobs SET ${sets} WHERE id = ?`);
+      updateStatements.set(signature, statement);
+    }
+    return statement;
+  };
+  const deleteJob = db.prepare("DELETE FROM jobs WHERE id = ?");
+  const deleteChunks = db.prepare("DELETE FROM stream_chunks WHERE job_id = ?");
+  const insertChunk = db.prepare("INSERT OR REPLACE INTO stream_chunks (job_id, seq, data) VALUES (?, ?, ?)");
+  const insertLog = db.prepare("INSERT INTO logs (endpoint_id, worker_id, job_id, ts, stream, text) VALUES (?, ?, ?, ?, ?, ?)");
+  const upsertEndpoint = db.prepare(
+    `INSERT INTO endpoints (id, user_id, app, env, name, type, resource, artifact_path, revision, created_at, updated_at)
+     VALUES (@id, @userId, @app, @env, @name, @type, @resource, @artifactPath, @revision, @createdAt, @updatedAt)
+     ON CONFLICT (id) DO UPDATE SET type = excluded.type, resource = excluded.resource,
+       artifact_path = excluded.artifact_path, revision = excluded.revision, updated_at = excluded.updated_at`,
+  );
+  const deleteEndpoint = db.prepare("DELETE FROM endpoints WHERE id = ?");
+  const deleteEndpointJobs = db.prepare("DELETE FROM jobs WHERE endpoint_id = ?");
+  const deleteEndpointChunks = db.prepare(
+    "DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = ?)",
+  );
+  const deleteEndpointLogs = db.prepare("DELETE FROM logs WHERE endpoint_id = ?");
+  const addCounters = db.prepare(
+    "UPDATE endpoints SET completed = completed + ?, failed = failed + ?, retried = retried + ? WHERE id = ?",
+  );
+  const insertKey = db.prepare(
+    "INSERT OR REPLACE INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)",
+  );
+  const revokeKey = db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?");
+  const deleteKey = db.prepare("DELETE FROM api_keys WHERE id = ?");
+  const getJob = db.prepare("SELECT * FROM jobs WHERE id = ?");
+  const activeJobs = db.prepare("SELECT * FROM jobs WHERE status IN ('IN_QUEUE', 'IN_PROGRESS') ORDER BY seq");
+  const chunksAfter = db.prepare("SELECT job_id, seq, data FROM stream_chunks WHERE job_id = ? AND seq > ? ORDER BY seq");
+  const lastChunk = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM stream_chunks WHERE job_id = ?");
+  const expired = db.prepare("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT 5000");
+  const allEndpoints = db.prepare("SELECT * FROM endpoints ORDER BY created_at, id");
+  const keyByHash = db.prepare("SELECT * FROM api_keys WHERE hash = ?");
+
+  const applyOne = (o: StoreOp) => {
+    switch (o.op) {
+      case "insertJob":
+        insertJob.run(JOB_KEYS.map((k) => toSql(o.job[k])));
+        break;
+      case "updateJob": {
+        const keys = Object.keys(o.set);
+        if (keys.length === 0) break;
+        updateFor(keys).run([...keys.map((k) => toSql((o.set as Record<string, unknown>)[k])), o.id]);
+        break;
+      }
+      case "deleteJob":
+        deleteChunks.run(o.id);
+        deleteJob.run(o.id);
+        break;
+      case "insertChunk":
+        insertChunk.run(o.chunk.jobId, o.chunk.seq, o.chunk.data);
+        break;
+      case "insertLog":
+        insertLog.run(o.line.endpointId, o.line.workerId, o.line.jobId, o.line.ts, o.line.stream, o.line.text);
+        break;
+      case "upsertEndpoint":
+        upsertEndpoint.run({ ...o.endpoint, resource: JSON.stringify(o.endpoint.resource) });
+        break;
+      case "deleteEndpoint":
+        deleteEndpointChunks.run(o.id);
+        deleteEndpointJobs.run(o.id);
+        deleteEndpointLogs.run(o.id);
+        deleteEndpoint.run(o.id);
+        break;
+      case "addCounters":
+        addCounters.run(o.completed, o.failed, o.retried, o.endpointId);
+        break;
+      case "insertKey":
+        insertKey.run(o.key.id, o.key.hash, o.key.userId, JSON.stringify(o.key.scopes), o.key.createdAt, o.key.revokedAt);
+        break;
+      case "revokeKey":
+        revokeKey.run(o.at, o.id);
+        break;
+      case "deleteKey":
+        deleteKey.run(o.id);
+        break;
+    }
+  };
+  const applyAll = db.transaction((ops: StoreOp[]) => {
+    for (const o of ops) applyOne(o);
+  });
+
+  return {
+    async apply(ops) {
+      if (ops.length > 0) applyAll(ops);
+    },
+    async getJob(id) {
+      const r = getJob.get(id) as Record<string, unknown> | undefined;
+      return r ? rowToJob(r) : undefined;
+    },
+    async activeJobs() {
+      return (activeJobs.all() as Record<string, unknown>[]).map(rowToJob);
+    },
+    async chunksAfter(jobId, seq) {
+      return (chunksAfter.all(jobId, seq) as Array<{ job_id: string; seq: number; data: string }>).map((r) => ({
+        jobId: r.job_id,
+        seq: r.seq,
+        data: r.data,
+      })) satisfies StreamChunkRow[];
+    },
+    async lastChunkSeq(jobId) {
+      return (lastChunk.get(jobId) as { seq: number }).seq;
+    },
+    async deleteExpired(now) {
+      const ids = (expired.all(now) as Array<{ id: string }>).map((r) => r.id);
+      if (ids.length > 0) applyAll(ids.map((id) => ({ op: "deleteJob", id }) as StoreOp));
+      return ids;
+    },
+    async endpoints() {
+      return (allEndpoints.all() as Record<string, unknown>[]).map(rowToEndpoint);
+    },
+    async keyByHash(hash) {
+      const r = keyByHash.get(hash) as Record<string, unknown> | undefined;
+      if (!r) return undefined;
+      return {
+        id: r.id as string,
+        hash: r.hash as string,
+        userId: r.user_id as string,
+        scopes: JSON.parse(r.scopes as string) as string[],
+        createdAt: r.created_at as number,
+        revokedAt: (r.revoked_at as number | null) ?? null,
+      } satisfies KeyRow;
+    },
+    async logs(q) {
+      const where = ["endpoint_id = ?"];
+      const params: SqlValue[] = [q.endpointId];
+      if (q.jobId) {
+        where.push("job_id = ?");
+        params.push(q.jobId);
+      }
+      if (q.since !== undefined) {
+        where.push("ts >= ?");
+        params.push(q.since);
+      }
+      if (q.afterId !== undefined) {
+        where.push("seq > ?");
+        params.push(q.afterId);
+      }
+      params.push(q.limit);
+      const rows = db
+        .prepare(`SELECT * FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?`)
+        .all(params) as Array<Record<string, unknown>>;
+      return rows.map((r) => ({
+        seq: r.seq as number,
+        ts: r.ts as number,
+        endpointId: r.endpoint_id as string,
+        workerId: r.worker_id as string,
+        jobId: (r.job_id as string | null) ?? null,
+        stream: r.stream as string,
+        text: r.text as string,
+      }));
+    },
+    async close() {
+      if (db.open) db.close();
+    },
+  };
+}
+
+function migrate(db: Database.Database): void {
+  const current = db.pragma("user_version", { simple: true }) as number;
+  if (current > MIGRATIONS.length) {
+    throw new Error(`The data file was written by a newer svc (schema ${current}, this svc knows ${MIGRATIONS.length})`);
+  }
+  for (let version = current; version < MIGRATIONS.length; version++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[version]!);
+      db.pragma(`user_version = ${version + 1}`);
+    })();
+  }
+}

@@ -1,0 +1,115 @@
+// What the service keeps durably. The job engine batches writes (group commit: one `apply` per tick) and
+// reads through the async methods, so a server-grade store (PostgreSQL) can implement the same interface.
+
+import type { JobStatus } from "../../sdk/jobs-client.js";
+import type { ManifestResource } from "../../sdk/manifest.js";
+
+export interface JobRow {
+  id: string;
+  endpointId: string;
+  status: JobStatus;
+  /** JSON text of the job's input. */
+  input: string;
+  function: string | null;
+  webhook: string | null;
+  /** true for /runsync jobs (shorter default retention). */
+  sync: boolean;
+  lowPriority: boolean;
+  createdAt: number;
+  startedAt: number | null;
+  completedAt: number | null;
+  /** JSON text of the output, when there is one. */
+  output: string | null;
+  error: string | null;
+  errorType: string | null;
+  errorStack: string | null;
+  /** Attempts taken so far (1 after the first take). */
+  attempt: number;
+  /** Automatic retries already used. */
+  retried: number;
+  executionTimeoutMs: number | null;
+  /** Retention after completion, ms. */
+  ttlMs: number;
+  /** Epoch ms after which the job is gone (set when it ends). */
+  expiresAt: number | null;
+  lease: string | null;
+  workerId: string | null;
+  /** Stream chunks already returned by /stream. */
+  streamCursor: number;
+}
+
+export type EndpointType = "queue" | "lb";
+
+export interface EndpointRow {
+  id: string;
+  userId: string;
+  app: string;
+  env: string;
+  name: string;
+  type: EndpointType;
+  resource: ManifestResource;
+  artifactPath: string;
+  /** Changes exactly when the workers must be replaced (configuration or artifact changed). */
+  revision: string;
+  createdAt: number;
+  updatedAt: number;
+  completed: number;
+  failed: number;
+  retried: number;
+}
+
+export interface KeyRow {
+  id: string;
+  /** sha256 hex of the key. */
+  hash: string;
+  userId: string;
+  /** "admin", "jobs:*", "jobs:<endpointId>", "worker:<endpointId>". */
+  scopes: string[];
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+export interface LogRow {
+  ts: number;
+  endpointId: string;
+  workerId: string;
+  jobId: string | null;
+  stream: string;
+  text: string;
+}
+
+export interface StreamChunkRow {
+  jobId: string;
+  seq: number;
+  /** JSON text of {output, metrics?}. */
+  data: string;
+}
+
+export type StoreOp =
+  | { op: "insertJob"; job: JobRow }
+  | { op: "updateJob"; id: string; set: Partial<Omit<JobRow, "id">> }
+  | { op: "deleteJob"; id: string }
+  | { op: "insertChunk"; chunk: StreamChunkRow }
+  | { op: "insertLog"; line: LogRow }
+  | { op: "upsertEndpoint"; endpoint: EndpointRow }
+  | { op: "deleteEndpoint"; id: string }
+  | { op: "addCounters"; endpointId: string; completed: number; failed: number; retried: number }
+  | { op: "insertKey"; key: KeyRow }
+  | { op: "revokeKey"; id: string; at: number }
+  | { op: "deleteKey"; id: string };
+
+export interface Store {
+  /** Apply the ops in order, atomically (all or none). */
+  apply(ops: StoreOp[]): Promise<void>;
+  getJob(id: string): Promise<JobRow | undefined>;
+  /** Jobs that are not final (the queue and running jobs), oldest first: the engine's index is rebuilt from them. */
+  activeJobs(): Promise<JobRow[]>;
+  chunksAfter(jobId: string, seq: number): Promise<StreamChunkRow[]>;
+  lastChunkSeq(jobId: string): Promise<number>;
+  /** Delete jobs whose retention ran out; returns their ids. */
+  deleteExpired(now: number): Promise<string[]>;
+  endpoints(): Promise<EndpointRow[]>;
+  keyByHash(hash: string): Promise<KeyRow | undefined>;
+  logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,10 @@
+// A queue-based GPU function. Jobs queue up; a worker on the first available GPU type runs them.
+import { Endpoint } from "svc";
+
+export const upscale = Endpoint({ name: "gpu-worker", gpu: ["ADA_24", "AMPERE_48"], workers: [0, 3] })(
+  async function upscale(input: { url: string; factor?: number }) {
+    const factor = input.factor ?? 2;
+    // Replace with real work (load a model, process the image...).
+    return { url: input.url, factor, width: 512 * factor, height: 512 * factor };
+  },
+);

@@ -1,0 +1,194 @@
+// End to end: the `svc` binary runs `svc dev` on a fixture project; scripts, curl-style clients and `svc logs`
+// use the session; a source change replaces the workers without losing queued jobs; Ctrl-C cleans up.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const bin = join(repo, "bin", "svc.js");
+
+interface Ready {
+  url: string;
+  app: string;
+  apiKey: string;
+  endpoints: Array<{ name: string; id: string; url: string }>;
+}
+
+let work: string;
+let project: string;
+let dev: ChildProcessWithoutNullStreams;
+let ready: Ready;
+let stderr = "";
+
+function endpoint(name: string) {
+  const e = ready.endpoints.find((x) => x.name === name);
+  if (!e) throw new Error(`no endpoint ${name} in ${JSON.stringify(ready.endpoints)}`);
+  return e;
+}
+
+async function call(path: string, init: { method?: string; body?: unknown } = {}) {
+  const res = await fetch(path, {
+    method: init.method ?? "POST",
+    headers: { authorization: `Bearer ${ready.apiKey}`, "content-type": "application/json" },
+    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, any> };
+}
+
+/** Pids of worker processes whose environment points into `dir` (their artifact lives there). */
+function workersOf(dir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      if (!cmdline.includes("runtime/worker.js")) continue;
+      if (readFileSync(`/proc/${entry}/environ`, "utf8").includes(dir)) pids.push(Number(entry));
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return pids;
+}
+
+function runNode(args: string[], env: Record<string, string> = {}) {
+  const envs = { ...process.env, ...env };
+  delete envs.SVC_APP;
+  delete envs.SVC_ENV;
+  delete envs.SVC_API_URL;
+  return spawnSync(process.execPath, args, { cwd: project, env: envs, encoding: "utf8", timeout: 60_000 });
+}
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "svc-dev-e2e-"));
+  project = join(work, "dev-app");
+  cpSync(join(repo, "fixtures", "dev-app"), project, { recursive: true });
+  // Scripts in the project import "svc" like a user's project does.
+  mkdirSync(join(project, "node_modules"));
+  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  const env = { ...process.env, CI: "true" };
+  delete env.SVC_API_KEY;
+  delete env.SVC_API_URL;
+  dev = spawn(process.execPath, [bin, "dev", "--port", "0", "--json"], { cwd: project, env });
+  dev.stderr.on("data", (d) => (stderr += d.toString()));
+  let stdout = "";
+  ready = await new Promise<Ready>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`svc dev did not become ready:\n${stderr}`)), 90_000);
+    dev.stdout.on("data", (d) => {
+      stdout += d.toString();
+      try {
+        const parsed = JSON.parse(stdout) as Ready;
+        clearTimeout(timer);
+        resolve(parsed);
+      } catch {
+        // not complete yet
+      }
+    });
+    dev.on("exit", (code) => reject(new Error(`svc dev exited ${code}:\n${stderr}`)));
+  });
+}, 120_000);
+
+afterAll(async () => {
+  if (dev && dev.exitCode === null) {
+    dev.kill("SIGKILL");
+  }
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe("svc dev", () => {
+  it("serves every endpoint of the project behind the job API", async () => {
+    expect(ready.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(ready.endpoints.map((e) => e.name).sort()).toEqual(["counter", "greeter", "slowpoke", "tally"]);
+    for (const e of ready.endpoints) expect(e.url).toBe(`${ready.url}/v2/${e.id}`);
+    const res = await call(`${endpoint("greeter").url}/runsync`, { body: { input: { who: "curl" } } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ status: "COMPLETED", output: { message: "hello curl" } });
+    expect(typeof res.body.delayTime).toBe("number");
+    expect(typeof res.body.executionTime).toBe("number");
+  });
+
+  it("runs a class endpoint with one instance per worker", async () => {
+    const url = `${endpoint("tally").url}/runsync`;
+    const first = await call(url, { body: { input: { n: 2 } } });
+    const second = await call(url, { body: { input: { n: 3 } } });
+    expect(first.body.output).toEqual({ total: 2 });
+    expect(second.body.output).toEqual({ total: 5 });
+  });
+
+  it("is the context of a script in the project: calls, streams and job handles", () => {
+    const result = runNode(["scripts/call.mjs", "script"]);
+    expect(result.stderr).toBe("");
+    expect(result.status).toBe(0);
+    const printed = JSON.parse(result.stdout);
+    expect(printed.result).toEqual({ message: "hello script" });
+    expect(printed.chunks).toEqual([1, 2, 3]);
+    expect(printed.waited).toEqual({ slept: 50 });
+    expect(printed.jobId).toMatch(/\S+/);
+  });
+
+  it("a script with no session or app context gets told what to do", () => {
+    const elsewhere = join(work, "elsewhere");
+    mkdirSync(join(elsewhere, "node_modules"), { recursive: true });
+    symlinkSync(repo, join(elsewhere, "node_modules", "svc"), "dir");
+    writeFileSync(join(elsewhere, "call.mjs"), `import { Endpoint } from "svc";\nconst f = Endpoint({ name: "greeter" })(async function greet() {});\ntry { await f({}); } catch (e) { console.error(e.message + "\\n" + e.hint); process.exitCode = 3; }\n`);
+    const result = spawnSync(process.execPath, ["call.mjs"], { cwd: elsewhere, encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
+    expect(result.status).toBe(3);
+    expect(result.stderr).toContain('Cannot call endpoint "greeter"');
+    expect(result.stderr).toContain("Start `svc dev`");
+    expect(result.stderr).toContain("SVC_APP and SVC_ENV");
+  });
+
+  it("svc logs shows handler output per endpoint and per job", async () => {
+    const res = await call(`${endpoint("greeter").url}/runsync`, { body: { input: { who: "logged" } } });
+    const jobId = res.body.id as string;
+    // Logs are shipped in batches; give them a moment.
+    let out = "";
+    for (let i = 0; i < 40 && !out.includes("greeting logged"); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      out = runNode([bin, "logs", "greeter", "--job", jobId]).stdout;
+    }
+    expect(out).toContain("greeting logged");
+    expect(out).toContain(jobId);
+    expect(out).not.toContain("greeting curl");
+    const all = runNode([bin, "logs", "greeter"]).stdout;
+    expect(all).toContain("greeting curl");
+    const unknown = runNode([bin, "logs", "nope"]);
+    expect(unknown.status).toBe(1);
+    expect(unknown.stderr).toContain('No endpoint "nope"');
+  });
+
+  it("rebuilds on a source change and replaces workers without losing queued jobs", async () => {
+    const slowUrl = endpoint("slowpoke").url;
+    const queued: string[] = [];
+    for (let i = 0; i < 5; i++) queued.push((await call(`${slowUrl}/run`, { body: { input: { ms: 150 } } })).body.id as string);
+    const file = join(project, "src", "echo.mjs");
+    writeFileSync(file, readFileSync(file, "utf8").replace("`hello ${input.who}`", "`bonjour ${input.who}`"));
+    let message = "";
+    for (let i = 0; i < 100 && message !== "bonjour again"; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      message = (await call(`${endpoint("greeter").url}/runsync`, { body: { input: { who: "again" } } })).body.output?.message;
+    }
+    expect(message).toBe("bonjour again");
+    expect(stderr).toMatch(/rebuilding/);
+    for (const id of queued) {
+      const rec = await call(`${slowUrl}/status-sync/${id}?wait=30000`, { method: "GET" });
+      expect(rec.body.status).toBe("COMPLETED");
+      expect(rec.body.output).toEqual({ slept: 150 });
+    }
+  }, 60_000);
+
+  it("stops on SIGINT, removing its session file and its workers", async () => {
+    const sessionFile = join(project, ".svc", "dev-session.json");
+    expect(existsSync(sessionFile)).toBe(true);
+    const exited = new Promise<number | null>((r) => dev.on("exit", (code) => r(code)));
+    dev.kill("SIGINT");
+    expect(await exited).toBe(0);
+    expect(existsSync(sessionFile)).toBe(false);
+    // No worker process of this session is left.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(workersOf(work)).toEqual([]);
+  }, 30_000);
+});
