@@ -47,7 +47,8 @@ function generateApp(root) {
   }
 }
 
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+// Best of N: the machine is shared, and load only ever adds time, so the minimum is the steadiest estimate.
+const best = (values) => Math.min(...values);
 
 export async function run() {
   const { buildProject } = await import("../dist/build/index.js");
@@ -89,12 +90,12 @@ export async function run() {
       });
       esbuildTimes.push(performance.now() - t);
     }
-    const value = median(buildTimes);
-    const baseline = median(esbuildTimes);
+    const value = best(buildTimes);
+    const baseline = best(esbuildTimes);
     const ratio = value / baseline;
     return [
       {
-        name: `buildProject, ${ENDPOINTS} endpoints (median of ${RUNS})`,
+        name: `buildProject, ${ENDPOINTS} endpoints (best of ${RUNS})`,
         value,
         unit: "ms",
         baselineName: `esbuild alone, same ${ENDPOINTS} entries`,

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 
 // Read once from the package's own package.json (dist/version.js -> ../package.json).
 export const SVC_VERSION: string = (
@@ -6,4 +7,4 @@ export const SVC_VERSION: string = (
 ).version;
 
 /** The svc package root (where package.json, templates/ and dist/ live). */
-export const SVC_PACKAGE_ROOT = new URL("..", import.meta.url).pathname;
+export const SVC_PACKAGE_ROOT = fileURLToPath(new URL("..", import.meta.url));

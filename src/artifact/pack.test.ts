@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { UserError } from "../errors.js";
-import { packDirectory, planEntries } from "./pack.js";
+import { memoryEntries, mergeEntries, packDirectory, packEntries, planEntries } from "./pack.js";
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -44,6 +44,19 @@ describe("packDirectory", () => {
     await packDirectory(one, join(out, "one.tar.gz"));
     await packDirectory(two, join(out, "two.tar.gz"));
     expect(readFileSync(join(out, "one.tar.gz")).equals(readFileSync(join(out, "two.tar.gz")))).toBe(true);
+  });
+
+  it("streams big trees to the same bytes as the in-memory path", async () => {
+    const root = tempDir();
+    makeTree(root, new Date());
+    writeFileSync(join(root, "big.bin"), Buffer.alloc(3 * 1024 * 1024, 7));
+    const out = tempDir();
+    await packDirectory(root, join(out, "memory.tar.gz"));
+    await packDirectory(root, join(out, "stream.tar.gz"), { inMemoryBytes: 0 });
+    expect(readFileSync(join(out, "stream.tar.gz")).equals(readFileSync(join(out, "memory.tar.gz")))).toBe(true);
+    const extracted = tempDir();
+    execFileSync("tar", ["-xzf", join(out, "stream.tar.gz"), "-C", extracted]);
+    expect(readFileSync(join(extracted, "big.bin")).equals(Buffer.alloc(3 * 1024 * 1024, 7))).toBe(true);
   });
 
   it("stores sorted entries with directories, root owner, fixed mtime and normalized modes, readable by tar", async () => {
@@ -96,5 +109,29 @@ describe("packDirectory", () => {
     symlinkSync(join(outside, "secret"), join(root, "escape"));
     await expect(packDirectory(root, join(tempDir(), "x.tar.gz"))).rejects.toThrow(UserError);
     await expect(planEntries(root)).rejects.toThrow(/escape: it is a symbolic link/);
+  });
+
+  it("packs files held in memory beside files on disk, the same as if all were on disk", async () => {
+    const disk = tempDir();
+    mkdirSync(join(disk, "endpoints/a/node_modules/x"), { recursive: true });
+    writeFileSync(join(disk, "endpoints/a/node_modules/x/index.js"), "x");
+    const memory = new Map([
+      ["endpoints/a/handler.mjs", Buffer.from("a")],
+      ["endpoints/b/handler.mjs", Buffer.from("b")],
+      ["svc_manifest.json", Buffer.from("{}")],
+    ]);
+    const entries = mergeEntries(await planEntries(disk), memoryEntries(memory));
+    expect(entries.map((e) => e.name)).toEqual([
+      "endpoints/", "endpoints/a/", "endpoints/a/handler.mjs", "endpoints/a/node_modules/", "endpoints/a/node_modules/x/",
+      "endpoints/a/node_modules/x/index.js", "endpoints/b/", "endpoints/b/handler.mjs", "svc_manifest.json",
+    ]);
+    const out = tempDir();
+    await packEntries(entries, join(out, "mixed.tar.gz"));
+    for (const [name, data] of memory) {
+      mkdirSync(join(disk, name, ".."), { recursive: true });
+      writeFileSync(join(disk, name), data);
+    }
+    await packDirectory(disk, join(out, "disk.tar.gz"));
+    expect(readFileSync(join(out, "mixed.tar.gz")).equals(readFileSync(join(out, "disk.tar.gz")))).toBe(true);
   });
 });

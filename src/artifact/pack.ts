@@ -16,6 +16,8 @@ import { UserError } from "../errors.js";
 export const FIXED_MTIME = new Date(Date.UTC(2000, 0, 1));
 
 const SMALL_FILE_BYTES = 1024 * 1024;
+// Level 4: about twice as fast as zlib's default 6 for ~4% more bytes (measured on bundles); builds run often.
+const GZIP_LEVEL = 4;
 /** Artifacts up to this much content are tarred and gzipped in memory. */
 const IN_MEMORY_BYTES = 64 * 1024 * 1024;
 // tar-stream emits 512-byte headers and small bodies; gzip costs a thread-pool round trip per write, so feed
@@ -51,6 +53,8 @@ export interface PackEntry {
   size: number;
   /** Absolute path of the bytes to store (files only; a resolved symlink target). */
   source?: string;
+  /** The bytes themselves, for files held in memory. */
+  data?: Uint8Array;
 }
 
 function compareNames(a: string, b: string): number {
@@ -111,14 +115,14 @@ function headerOf(entry: PackEntry) {
 }
 
 /** Every file's bytes (null for directories), read a few at a time. */
-async function readAll(entries: readonly PackEntry[]): Promise<Array<Buffer | null>> {
-  const out: Array<Buffer | null> = new Array(entries.length).fill(null);
+async function readAll(entries: readonly PackEntry[]): Promise<Array<Uint8Array | null>> {
+  const out: Array<Uint8Array | null> = new Array(entries.length).fill(null);
   let next = 0;
   const worker = async () => {
     while (next < entries.length) {
       const index = next++;
       const entry = entries[index]!;
-      if (entry.type === "file") out[index] = await readFile(entry.source!);
+      if (entry.type === "file") out[index] = entry.data ?? (await readFile(entry.source!));
     }
   };
   await Promise.all(Array.from({ length: 16 }, worker));
@@ -133,10 +137,12 @@ async function writeEntries(pack: tar.Pack, entries: readonly PackEntry[]): Prom
       pack.entry(header);
       continue;
     }
-    if (entry.size <= SMALL_FILE_BYTES) {
+    if (entry.data || entry.size <= SMALL_FILE_BYTES) {
       // One read beats a stream per file: artifacts hold thousands of small files.
-      const data = await readFile(entry.source!);
-      await new Promise<void>((resolve, reject) => pack.entry(header, data, (err) => (err ? reject(err) : resolve())));
+      const data = entry.data ?? (await readFile(entry.source!));
+      await new Promise<void>((resolve, reject) =>
+        pack.entry({ ...header, size: data.length }, data, (err) => (err ? reject(err) : resolve())),
+      );
       continue;
     }
     await new Promise<void>((resolve, reject) => {
@@ -149,13 +155,41 @@ async function writeEntries(pack: tar.Pack, entries: readonly PackEntry[]): Prom
   pack.finalize();
 }
 
-/** Pack `root` into `outFile` (.tar.gz). Returns the archive's size in bytes and its entries. */
-export async function packDirectory(root: string, outFile: string): Promise<{ bytes: number; entries: PackEntry[] }> {
-  const entries = await planEntries(root);
+/**
+ * Entries for files held in memory (e.g. fresh bundles), with their parent directories.
+ * `files` maps archive paths ("endpoints/api/handler.mjs") to contents.
+ */
+export function memoryEntries(files: ReadonlyMap<string, Uint8Array>): PackEntry[] {
+  const entries = new Map<string, PackEntry>();
+  for (const [name, data] of files) {
+    const parts = name.split("/");
+    for (let i = 1; i < parts.length; i++) {
+      const dir = `${parts.slice(0, i).join("/")}/`;
+      if (!entries.has(dir)) entries.set(dir, { name: dir, type: "directory", mode: 0o755, size: 0 });
+    }
+    entries.set(name, { name, type: "file", mode: 0o644, size: data.length, data });
+  }
+  return [...entries.values()];
+}
+
+/** One sorted list without duplicates; a later list wins for the same name. */
+export function mergeEntries(...lists: ReadonlyArray<readonly PackEntry[]>): PackEntry[] {
+  const byName = new Map<string, PackEntry>();
+  for (const list of lists) for (const entry of list) byName.set(entry.name, entry);
+  // Byte order of full names: a directory ("a/") always precedes its contents ("a/x").
+  return [...byName.values()].sort((a, b) => compareNames(a.name, b.name));
+}
+
+/** Pack entries into `outFile` (.tar.gz), in the order given. Returns the archive's size in bytes. */
+export async function packEntries(
+  entries: readonly PackEntry[],
+  outFile: string,
+  options: { inMemoryBytes?: number } = {},
+): Promise<number> {
   const total = entries.reduce((sum, e) => sum + e.size, 0);
   const pack = tar.pack();
   try {
-    if (total <= IN_MEMORY_BYTES) {
+    if (total <= (options.inMemoryBytes ?? IN_MEMORY_BYTES)) {
       // Small artifacts (the common case): tar in memory, one synchronous gzip. Streaming gzip pays a
       // thread-pool round trip per chunk, which dominated packing time for typical apps.
       const contents = await readAll(entries);
@@ -170,9 +204,9 @@ export async function packDirectory(root: string, outFile: string): Promise<{ by
       });
       pack.finalize();
       await collecting;
-      await writeFile(outFile, gzipSync(Buffer.concat(chunks)));
+      await writeFile(outFile, gzipSync(Buffer.concat(chunks), { level: GZIP_LEVEL }));
     } else {
-      const writing = pipeline(pack, coalesce(COALESCE_BYTES), createGzip({ chunkSize: 256 * 1024 }), createWriteStream(outFile));
+      const writing = pipeline(pack, coalesce(COALESCE_BYTES), createGzip({ level: GZIP_LEVEL, chunkSize: 256 * 1024 }), createWriteStream(outFile));
       await Promise.all([writeEntries(pack, entries).catch((err: unknown) => {
         pack.destroy(err as Error);
         throw err;
@@ -183,5 +217,15 @@ export async function packDirectory(root: string, outFile: string): Promise<{ by
     await rm(outFile, { force: true });
     throw err;
   }
-  return { bytes: (await stat(outFile)).size, entries };
+  return (await stat(outFile)).size;
+}
+
+/** Pack the directory `root` into `outFile` (.tar.gz). Returns the archive's size in bytes and its entries. */
+export async function packDirectory(
+  root: string,
+  outFile: string,
+  options: { inMemoryBytes?: number } = {},
+): Promise<{ bytes: number; entries: PackEntry[] }> {
+  const entries = mergeEntries(await planEntries(root));
+  return { bytes: await packEntries(entries, outFile, options), entries };
 }

@@ -36,6 +36,19 @@ export interface BundleRequest {
   outfile: string;
   /** Package names kept external (declared dependencies, excluded packages). */
   external: readonly string[];
+  /** The entry's source, when it is generated and not (necessarily) on disk. */
+  source?: string;
+}
+
+export interface BundleOptions {
+  /** Write outputs to disk (default true); otherwise they are only returned in `files`. */
+  write?: boolean;
+}
+
+export interface OutputFile {
+  /** Absolute path the file belongs at. */
+  path: string;
+  contents: Uint8Array;
 }
 
 export interface BundleResult {
@@ -45,6 +58,8 @@ export interface BundleResult {
   /** Every package name the endpoint's code uses (bundled or external). */
   importedPackages: string[];
   warnings: string[];
+  /** The bundle and its source map. */
+  files: OutputFile[];
 }
 
 const toPosix = (path: string) => path.split(sep).join("/");
@@ -54,6 +69,21 @@ function problemOf(message: esbuild.Message, root: string): string {
   const where = loc ? `${toPosix(loc.file)}:${loc.line}:${loc.column + 1}: ` : "";
   const note = message.notes.find((n) => n.text)?.text;
   return `${where}${message.text}${note ? ` (${note})` : ""}`.replace(`${root}/`, "");
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+
+// Generated entries are served from memory under their real path, so source maps and output do not depend
+// on whether they were also written to disk.
+function entriesPlugin(sources: ReadonlyMap<string, string>): esbuild.Plugin {
+  const filter = new RegExp(`^(${[...sources.keys()].map(escapeRegExp).join("|")})$`);
+  return {
+    name: "svc-entries",
+    setup(build) {
+      build.onResolve({ filter }, (args) => ({ path: args.path, namespace: "file" }));
+      build.onLoad({ filter }, (args) => ({ contents: sources.get(args.path)!, loader: "ts", resolveDir: dirname(args.path) }));
+    },
+  };
 }
 
 function externalsPlugin(root: string, externalNames: ReadonlySet<string>, natives: Map<string, NativePackage>): esbuild.Plugin {
@@ -101,9 +131,12 @@ interface EndpointImports {
   bundled: Set<string>;
 }
 
-async function runEsbuild(root: string, requests: readonly BundleRequest[], externalNames: ReadonlySet<string>) {
+async function runEsbuild(root: string, requests: readonly BundleRequest[], externalNames: ReadonlySet<string>, write: boolean) {
   const natives = new Map<string, NativePackage>();
   const outdir = commonDir(requests.map((r) => r.outfile));
+  const sources = new Map(requests.filter((r) => r.source !== undefined).map((r) => [r.entry, r.source!]));
+  const plugins = [externalsPlugin(root, externalNames, natives)];
+  if (sources.size > 0) plugins.unshift(entriesPlugin(sources));
   let result: esbuild.BuildResult<{ metafile: true }>;
   try {
     result = await esbuild.build({
@@ -120,8 +153,9 @@ async function runEsbuild(root: string, requests: readonly BundleRequest[], exte
       sourcesContent: false,
       banner: { js: REQUIRE_BANNER },
       metafile: true,
+      write,
       logLevel: "silent",
-      plugins: [externalsPlugin(root, externalNames, natives)],
+      plugins,
     });
   } catch (err) {
     const failure = err as esbuild.BuildFailure;
@@ -149,20 +183,26 @@ async function runEsbuild(root: string, requests: readonly BundleRequest[], exte
     }
     imports.set(request.endpoint, { external, bundled });
   }
+  const files = new Map<string, OutputFile[]>();
+  for (const request of requests) {
+    const own = (result.outputFiles ?? []).filter((f) => f.path === request.outfile || f.path === `${request.outfile}.map`);
+    files.set(request.endpoint, own.map((f) => ({ path: f.path, contents: f.contents })));
+  }
   const warnings = result.warnings
     .filter((w) => !w.location || !w.location.file.includes("node_modules"))
     .map((w) => problemOf(w, root));
-  return { natives, imports, warnings };
+  return { natives, imports, warnings, files };
 }
 
 /** Bundle the endpoints' handler entries. Throws UserError with file:line problems when esbuild fails. */
-export async function bundleEndpoints(root: string, requests: readonly BundleRequest[]): Promise<BundleResult[]> {
+export async function bundleEndpoints(root: string, requests: readonly BundleRequest[], options: BundleOptions = {}): Promise<BundleResult[]> {
   if (requests.length === 0) return [];
+  const write = options.write ?? true;
   const union = new Set(requests.flatMap((r) => r.external));
-  const shared = await runEsbuild(root, requests, union);
-  const results = new Map<string, { natives: Map<string, NativePackage>; imports: EndpointImports; warnings: string[] }>();
+  const shared = await runEsbuild(root, requests, union, write);
+  const results = new Map<string, { natives: Map<string, NativePackage>; imports: EndpointImports; files: OutputFile[] }>();
   for (const request of requests) {
-    results.set(request.endpoint, { natives: shared.natives, imports: shared.imports.get(request.endpoint)!, warnings: [] });
+    results.set(request.endpoint, { natives: shared.natives, imports: shared.imports.get(request.endpoint)!, files: shared.files.get(request.endpoint)! });
   }
   const borrowing = requests.filter((r) => {
     const own = new Set(r.external);
@@ -170,24 +210,25 @@ export async function bundleEndpoints(root: string, requests: readonly BundleReq
   });
   await Promise.all(
     borrowing.map(async (request) => {
-      const alone = await runEsbuild(root, [request], new Set(request.external));
-      results.set(request.endpoint, { natives: alone.natives, imports: alone.imports.get(request.endpoint)!, warnings: [] });
+      const alone = await runEsbuild(root, [request], new Set(request.external), write);
+      results.set(request.endpoint, { natives: alone.natives, imports: alone.imports.get(request.endpoint)!, files: alone.files.get(request.endpoint)! });
     }),
   );
   const warnings = [...new Set(shared.warnings)];
   return requests.map((request, index) => {
-    const { natives, imports } = results.get(request.endpoint)!;
+    const { natives, imports, files } = results.get(request.endpoint)!;
     return {
       endpoint: request.endpoint,
       natives: [...imports.external].filter((name) => natives.has(name)).sort().map((name) => natives.get(name)!),
       importedPackages: [...new Set([...imports.external, ...imports.bundled])].sort(),
       // esbuild warnings are not tied to one entry: report them once.
       warnings: index === 0 ? warnings : [],
+      files,
     };
   });
 }
 
 /** Bundle one endpoint's handler entry. */
-export async function bundleEndpoint(root: string, request: BundleRequest): Promise<BundleResult> {
-  return (await bundleEndpoints(root, [request]))[0]!;
+export async function bundleEndpoint(root: string, request: BundleRequest, options: BundleOptions = {}): Promise<BundleResult> {
+  return (await bundleEndpoints(root, [request], options))[0]!;
 }

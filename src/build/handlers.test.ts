@@ -35,6 +35,19 @@ describe("generateHandlerSource", () => {
     expect(source).toContain('lb: m0["api"],');
   });
 
+  it("imports modules that add routes to an imported definition", () => {
+    const source = generateHandlerSource({
+      name: "api",
+      type: "lb",
+      functions: [],
+      lbExport: { module: "src/api.ts", exportName: "api" },
+      routes: [{ loc: { file: "src/api.ts" } }, { loc: { file: "src/more-routes.ts" } }, { loc: { file: "src/more-routes.ts" } }],
+    });
+    expect(source.match(/more-routes/g)).toHaveLength(1);
+    expect(source).toContain('import "../../../src/more-routes.ts";');
+    expect(source).not.toContain('import "../../../src/api.ts";');
+  });
+
   it("is deterministic", () => {
     const endpoint = { name: "x", type: "queue" as const, functions: [{ name: "f", exportName: "f", module: "b.ts", kind: "function" as const }] };
     expect(generateHandlerSource(endpoint)).toBe(generateHandlerSource(endpoint));

@@ -3,9 +3,9 @@
 // exclusions.ts, manifest.ts, dependencies.ts) and applied here.
 
 import { existsSync } from "node:fs";
-import { lstat, mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
-import { packDirectory } from "../artifact/pack.js";
+import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { memoryEntries, mergeEntries, packEntries, planEntries, type PackEntry } from "../artifact/pack.js";
 import { InternalError, UserError } from "../errors.js";
 import { MANIFEST_FILE, type Manifest } from "../sdk/manifest.js";
 import { bundleEndpoints, svcSdkEntry, type BundleResult } from "./bundle.js";
@@ -120,25 +120,38 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
 
   const buildDir = join(root, BUILD_DIR);
   const staging = join(root, STAGING_DIR);
+  const artifactPath = join(root, ARTIFACT_FILE);
+  const manifestPath = join(root, SVC_DIR, MANIFEST_FILE);
   await rm(buildDir, { recursive: true, force: true });
+  // A failed build must not leave the previous artifact looking current.
+  await rm(artifactPath, { force: true });
+  await rm(manifestPath, { force: true });
   try {
     progress("Generating handlers");
-    await mkdir(join(root, HANDLERS_DIR), { recursive: true });
     const endpoints = [...discovery.endpoints].sort((a, b) => (a.name < b.name ? -1 : 1));
-    await Promise.all(
-      endpoints.map((endpoint) => writeFile(join(root, HANDLERS_DIR, `${endpoint.name}.ts`), generateHandlerSource(endpoint))),
-    );
+    const entryOf = (name: string) => join(root, HANDLERS_DIR, `${name}.ts`);
+    const entrySources = new Map(endpoints.map((e) => [e.name, generateHandlerSource(e)]));
+    // Entries and bundles live in memory; .svc/.build/ only gets them with --keep-build (and npm installs).
+    // The directory must exist all the same: esbuild resolves the entries' relative imports from it.
+    await mkdir(join(root, HANDLERS_DIR), { recursive: true });
+    if (options.keepBuild) {
+      await Promise.all(endpoints.map((e) => writeFile(entryOf(e.name), entrySources.get(e.name)!)));
+    }
 
     progress(`Bundling ${endpoints.length} endpoint(s)`);
     const bundles = await bundleEndpoints(
       root,
       endpoints.map((endpoint) => ({
         endpoint: endpoint.name,
-        entry: join(root, HANDLERS_DIR, `${endpoint.name}.ts`),
+        entry: entryOf(endpoint.name),
+        source: entrySources.get(endpoint.name)!,
         outfile: join(staging, handlerPath(endpoint.name)),
         external: [...endpoint.config.dependencies.map(packageNameOf), ...excludedNames],
       })),
+      { write: false },
     );
+    const inMemory = new Map<string, Uint8Array>();
+    for (const file of bundles.flatMap((b) => b.files)) inMemory.set(relative(staging, file.path).split(sep).join("/"), file.contents);
     const imported = new Set(bundles.flatMap((b) => b.importedPackages));
     for (const bundle of bundles) {
       warnings.push(...bundle.warnings);
@@ -180,24 +193,30 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
       excluded: exclusions.excluded,
     });
     const manifestText = serializeManifest(manifest);
-    await writeFile(join(staging, MANIFEST_FILE), manifestText);
+    inMemory.set(MANIFEST_FILE, Buffer.from(manifestText));
+    if (options.keepBuild) {
+      for (const [name, data] of inMemory) {
+        await mkdir(dirname(join(staging, name)), { recursive: true });
+        await writeFile(join(staging, name), data);
+      }
+    }
 
     progress("Packing the artifact");
-    const artifactPath = join(root, ARTIFACT_FILE);
     const partial = `${artifactPath}.partial`;
-    const { bytes } = await packDirectory(staging, partial);
+    // Installed dependencies are on disk; bundles and the manifest come from memory.
+    const onDisk = existsSync(staging) ? await planEntries(staging) : [];
+    const entries = mergeEntries(onDisk, memoryEntries(inMemory));
+    const bytes = await packEntries(entries, partial);
     const limit = maxArtifactBytes();
     if (bytes > limit) {
       await rm(partial, { force: true });
-      const largest = await largestItems(staging, 5);
       throw new UserError(`The artifact is ${formatBytes(bytes)}, over the ${formatBytes(limit)} limit`, {
-        problems: largest.map((item) => `${item.label}: ${formatBytes(item.bytes)}`),
+        problems: largestItems(entries, 5).map((item) => `${item.label}: ${formatBytes(item.bytes)}`),
         hint: `Leave large packages out with \`svc build --exclude <pkg1,pkg2>\` (packages preinstalled in the worker image are excluded already).`,
       });
     }
     await rename(partial, artifactPath);
     // Written last, so the manifest beside the artifact always describes it.
-    const manifestPath = join(root, SVC_DIR, MANIFEST_FILE);
     await writeFile(manifestPath, manifestText);
 
     const installed = new Set(Object.values(dependencies).flat());
@@ -219,7 +238,7 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
       durationMs: Math.round(performance.now() - started),
     };
   } finally {
-    if (!options.keepBuild) await rm(buildDir, { recursive: true, force: true });
+    if (!options.keepBuild && existsSync(buildDir)) await rm(buildDir, { recursive: true, force: true });
   }
 }
 
@@ -235,28 +254,20 @@ export function formatBytes(bytes: number): string {
   return `${value.toFixed(value >= 100 ? 0 : 1)} ${units[unit]}`;
 }
 
-async function sizeOf(path: string): Promise<number> {
-  const info = await lstat(path);
-  if (!info.isDirectory()) return info.size;
-  let total = 0;
-  for (const name of await readdir(path)) total += await sizeOf(join(path, name));
-  return total;
-}
-
-/** The biggest packages and bundles in the staging tree, to say what to exclude. */
-async function largestItems(staging: string, count: number): Promise<Array<{ label: string; bytes: number }>> {
-  const items: Array<{ label: string; bytes: number }> = [];
-  const endpointsDir = join(staging, "endpoints");
-  for (const endpoint of existsSync(endpointsDir) ? await readdir(endpointsDir) : []) {
-    const dir = join(endpointsDir, endpoint);
-    const modules = join(dir, "node_modules");
-    for (const name of existsSync(modules) ? await readdir(modules) : []) {
-      if (name.startsWith(".")) continue;
-      const names = name.startsWith("@") ? (await readdir(join(modules, name))).map((n) => `${name}/${n}`) : [name];
-      for (const pkg of names) items.push({ label: `${pkg} (endpoint "${endpoint}")`, bytes: await sizeOf(join(modules, pkg)) });
+/** The biggest packages and bundles among the artifact's entries, to say what to exclude. */
+export function largestItems(entries: readonly PackEntry[], count: number): Array<{ label: string; bytes: number }> {
+  const sizes = new Map<string, number>();
+  for (const entry of entries) {
+    if (entry.type !== "file") continue;
+    const parts = entry.name.split("/");
+    let label: string | undefined;
+    if (parts[0] === "endpoints" && parts[2] === "node_modules" && parts.length > 4) {
+      const pkg = parts[3]!.startsWith("@") ? `${parts[3]}/${parts[4]}` : parts[3]!;
+      label = `${pkg} (endpoint "${parts[1]}")`;
+    } else if (parts[0] === "endpoints" && parts[2] === "handler.mjs") {
+      label = `endpoints/${parts[1]}/handler.mjs (bundled code)`;
     }
-    const bundle = join(dir, "handler.mjs");
-    if (existsSync(bundle)) items.push({ label: `endpoints/${endpoint}/handler.mjs (bundled code)`, bytes: await sizeOf(bundle) });
+    if (label) sizes.set(label, (sizes.get(label) ?? 0) + entry.size);
   }
-  return items.sort((a, b) => b.bytes - a.bytes).slice(0, count);
+  return [...sizes].map(([label, bytes]) => ({ label, bytes })).sort((a, b) => b.bytes - a.bytes).slice(0, count);
 }

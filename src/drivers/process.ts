@@ -3,6 +3,7 @@
 // shared cache) and handed to workers as SVC_ARTIFACT_DIR.
 
 import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -23,7 +24,12 @@ export interface ProcessDriverOptions {
   baseEnv?: NodeJS.ProcessEnv;
 }
 
-const DEFAULT_RUNTIME_ENTRY = fileURLToPath(new URL("../runtime/worker.js", import.meta.url));
+/** dist/runtime/worker.js beside this module once compiled; from the sources (tests), the compiled one. */
+function defaultRuntimeEntry(): string {
+  const candidates = [new URL("../runtime/worker.js", import.meta.url), new URL("../../dist/runtime/worker.js", import.meta.url)];
+  const found = candidates.map((u) => fileURLToPath(u)).find((file) => existsSync(file));
+  return found ?? fileURLToPath(candidates[0]!);
+}
 
 /**
  * The child's environment: the parent's minus its own SVC_* settings (its API key, data dirs...), then the
@@ -58,7 +64,7 @@ export function workerEnvironment(launch: WorkerLaunch, artifactDir: string, bas
 }
 
 export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerDriver {
-  const entry = options.runtimeEntry ?? DEFAULT_RUNTIME_ENTRY;
+  const entry = options.runtimeEntry ?? defaultRuntimeEntry();
   const cacheDir = options.cacheDir ?? join(tmpdir(), "svc-artifact-cache");
   const children = new Map<string, { child: ChildProcess; handle: WorkerHandle }>();
   const extracted = new Map<string, Promise<string>>();

@@ -257,12 +257,23 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
       const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
       if (errors.length) throw invalid();
       if (!worker.registered) engine.register(workerId, endpointId, worker.concurrency);
-      const jobs = await engine.take(worker, max, waitMs);
+      const hangUp = new AbortController();
+      const onClose = () => hangUp.abort();
+      res.once("close", onClose);
+      const jobs = await engine.take(worker, max, waitMs, hangUp.signal);
+      res.off("close", onClose);
       if (res.destroyed) {
-        // The worker went away while we waited: its jobs come back through the lease timeout.
+        // The worker went away while we answered: hand its jobs straight back to the queue.
+        engine.release(worker, jobs.map((j) => j.lease));
         return;
       }
-      return sendJson(res, { jobs });
+      // The input is spliced in as stored (JSON text): no parse and re-encode per job.
+      const items = jobs.map(
+        (j) =>
+          `{"id":${JSON.stringify(j.id)},"lease":"${j.lease}","function":${JSON.stringify(j.function)},"input":${j.input},` +
+          `"executionTimeoutMs":${j.executionTimeoutMs ?? "null"},"attempt":${j.attempt}}`,
+      );
+      return sendText(res, `{"jobs":[${items.join(",")}]}`);
     }
     case "stream": {
       if (typeof body.jobId !== "string") errors.push("$.jobId: is required");

@@ -83,15 +83,6 @@ interface Taker {
   timer: NodeJS.Timeout;
 }
 
-export interface TakenJob {
-  id: string;
-  lease: string;
-  function: string | null;
-  input: unknown;
-  executionTimeoutMs: number | null;
-  attempt: number;
-}
-
 export interface DoneResult {
   jobId: string;
   lease: string;
@@ -143,7 +134,8 @@ export class JobEngine {
   private readonly jobWaiters = new Map<string, Set<() => void>>();
   private readonly logFollowers = new Map<string, Set<(lines: LogRow[]) => void>>();
   private batch: StoreOp[] = [];
-  private batchDone: Array<{ resolve(): void; reject(err: unknown): void }> = [];
+  private batchPromise?: Promise<void>;
+  private batchSettle?: { resolve(): void; reject(err: unknown): void };
   private afterCommit: Array<() => void> = [];
   private flushScheduled = false;
   /** Batches commit strictly in order, even with a store whose apply is truly asynchronous. */
@@ -162,29 +154,36 @@ export class JobEngine {
   write(ops: StoreOp[], after?: () => void): Promise<void> {
     for (const o of ops) this.batch.push(o);
     if (after) this.afterCommit.push(after);
-    const done = new Promise<void>((resolve, reject) => this.batchDone.push({ resolve, reject }));
+    // One promise per batch, shared by every caller in it (a busy tick has thousands).
+    if (!this.batchPromise) {
+      this.batchPromise = new Promise<void>((resolve, reject) => {
+        this.batchSettle = { resolve, reject };
+      });
+      this.batchPromise.catch(() => undefined);
+    }
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(() => {
         this.lastFlush = this.lastFlush.then(() => this.flush());
       });
     }
-    return done;
+    return this.batchPromise;
   }
 
   private async flush(): Promise<void> {
     this.flushScheduled = false;
     this.collectCounters();
     const ops = this.batch;
-    const waiting = this.batchDone;
+    const settle = this.batchSettle;
     const after = this.afterCommit;
     this.batch = [];
-    this.batchDone = [];
+    this.batchPromise = undefined;
+    this.batchSettle = undefined;
     this.afterCommit = [];
     try {
       await this.store.apply(ops);
     } catch (err) {
-      for (const w of waiting) w.reject(err);
+      settle?.reject(err);
       return;
     }
     for (const fn of after) {
@@ -194,7 +193,7 @@ export class JobEngine {
         // a notification callback must never break the commit path
       }
     }
-    for (const w of waiting) w.resolve();
+    settle?.resolve();
   }
 
   private collectCounters(): void {
@@ -643,7 +642,7 @@ export class JobEngine {
   }
 
   /** Take up to `max` jobs, waiting up to `waitMs` for one. */
-  async take(w: WorkerEntry, max: number, waitMs: number): Promise<TakenJob[]> {
+  async take(w: WorkerEntry, max: number, waitMs: number, signal?: AbortSignal): Promise<JobRow[]> {
     w.lastSeen = Date.now();
     let rows: JobRow[] = w.draining || this.closed ? [] : this.grab(w, max);
     if (rows.length === 0 && waitMs > 0 && !w.draining && !this.closed) {
@@ -663,6 +662,18 @@ export class JobEngine {
           let list = this.takers.get(w.endpointId);
           if (!list) this.takers.set(w.endpointId, (list = []));
           list.push(taker);
+          // The worker hung up: stop waiting, so no job is handed to a connection nobody reads.
+          signal?.addEventListener(
+            "abort",
+            () => {
+              const current = this.takers.get(w.endpointId);
+              if (!current?.includes(taker)) return;
+              this.takers.set(w.endpointId, current.filter((t) => t !== taker));
+              clearTimeout(taker.timer);
+              resolve([]);
+            },
+            { once: true },
+          );
         });
       } finally {
         w.polling--;
@@ -674,14 +685,7 @@ export class JobEngine {
       await this.write([]);
       this.hooks.onTaken?.(w.endpointId, w.id);
     }
-    return rows.map((row) => ({
-      id: row.id,
-      lease: row.lease!,
-      function: row.function,
-      input: JSON.parse(row.input) as unknown,
-      executionTimeoutMs: row.executionTimeoutMs,
-      attempt: row.attempt,
-    }));
+    return rows;
   }
 
   /** Move up to `max` queued jobs to IN_PROGRESS under fresh leases held by `w`. */

@@ -2,7 +2,8 @@
 // SQLite file. `startService` is what `svc server`, `svc dev`, the tests and the benches call.
 
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { createReadStream, existsSync } from "node:fs";
+import { copyFile, mkdir, rename } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -278,7 +279,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         userId = principal.userId;
       }
       const artifactHash = await hashFile(input.artifactPath);
-      const plan = planDeploy([...endpoints.values()], { userId, app: input.app, env: input.env, resources: input.manifest.resources, artifactPath: input.artifactPath, artifactHash }, Date.now());
+      const artifactPath = await keepArtifact(options.dataDir, input.artifactPath, artifactHash);
+      const plan = planDeploy([...endpoints.values()], { userId, app: input.app, env: input.env, resources: input.manifest.resources, artifactPath, artifactHash }, Date.now());
       for (const row of plan.remove) {
         endpoints.delete(row.id);
         await engine.dropEndpoint(row.id);
@@ -293,6 +295,21 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return plan.upsert.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
     },
   };
+}
+
+/**
+ * Keep the artifact under the data dir by content hash: workers started later (scale-up, restarts) get exactly
+ * the deployed build even when the caller's file is rebuilt in place.
+ */
+async function keepArtifact(dataDir: string, source: string, sha256: string): Promise<string> {
+  const dir = join(dataDir, "artifacts");
+  const target = join(dir, `${sha256}.tar.gz`);
+  if (existsSync(target)) return target;
+  await mkdir(dir, { recursive: true });
+  const temp = `${target}.${process.pid}.${Date.now()}.tmp`;
+  await copyFile(source, temp);
+  await rename(temp, target);
+  return target;
 }
 
 /** POST the job record to the webhook URL, a few times with backoff; never throws. */

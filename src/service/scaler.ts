@@ -98,6 +98,7 @@ export class Scaler {
   private timer?: NodeJS.Timeout;
   private closed = false;
   private planning = false;
+  private kickPending = false;
 
   constructor(private readonly deps: ScalerDeps, private readonly intervalMs = 250) {}
 
@@ -108,7 +109,13 @@ export class Scaler {
 
   /** Jobs wait on this endpoint: plan now rather than at the next interval. */
   kick(_endpointId: string): void {
-    if (!this.planning) queueMicrotask(() => this.reconcile());
+    // Coalesced: a burst of submissions costs one plan, not one per job.
+    if (this.kickPending || this.closed) return;
+    this.kickPending = true;
+    setImmediate(() => {
+      this.kickPending = false;
+      this.reconcile();
+    });
   }
 
   /** The first job of an endpoint with no worker was taken: that was a cold start. */

@@ -1,5 +1,5 @@
 // `svc build` end to end through the real binary, on fixture projects copied to temp dirs.
-import { readFileSync, rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cleanupTemps, copyFixture, extract, requireCompiled, runNode, svc, tarListing, type RunResult } from "./harness.js";
@@ -125,6 +125,11 @@ describe("svc build on a project with every endpoint form", () => {
     expect(again.code).toBe(0);
     expect(readFileSync(join(project, ".svc/artifact.tar.gz")).equals(artifact)).toBe(true);
     expect(readFileSync(join(project, ".svc/svc_manifest.json")).equals(manifest)).toBe(true);
+    // --keep-build writes the intermediate files to disk; the artifact must not change.
+    const kept = await svc(["build", "--keep-build", "-C", project]);
+    expect(kept.code).toBe(0);
+    expect(readFileSync(join(project, ".svc/artifact.tar.gz")).equals(artifact)).toBe(true);
+    expect(readFileSync(join(project, ".svc/.build/artifact/endpoints/llm/handler.mjs"), "utf8")).toContain("__defineHandler");
   });
 
   it("prints the summary as JSON with --json and keeps .svc/.build with --keep-build", async () => {
@@ -153,6 +158,9 @@ describe("svc build on a project with every endpoint form", () => {
     expect(result.stderr).toMatch(/endpoints\/\S+\/handler\.mjs \(bundled code\): [\d.]+ kB/);
     expect(result.stderr).toContain("--exclude");
     expect(result.stderr).not.toMatch(/\n\s+at /);
+    // No artifact is left that could pass for this build's.
+    expect(() => readFileSync(join(project, ".svc/artifact.tar.gz"))).toThrow();
+    expect(() => readFileSync(join(project, ".svc/svc_manifest.json"))).toThrow();
   });
 });
 
@@ -164,6 +172,21 @@ describe("svc build errors", () => {
     expect(result.stderr).toMatch(/error: Found \d+ problems? in endpoint definitions\n[\s\S]*  - src\/bad\.ts:3: .*must be statically known/);
     expect(result.stderr).not.toMatch(/\n\s+at /);
     expect(result.stdout).toBe("");
+  });
+
+  it("reports an import that cannot be resolved with file:line", async () => {
+    const project = copyFixture("build-empty");
+    writeFileSync(
+      join(project, "src/fn.ts"),
+      'import { Endpoint } from "svc";\nimport { nothing } from "not-installed-anywhere";\n' +
+        'export const f = Endpoint({ name: "f" })(async function f() {\n  return nothing;\n});\n',
+    );
+    const result = await svc(["build", "-C", project]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('error: Could not bundle endpoint "f"');
+    expect(result.stderr).toMatch(/ {2}- src\/fn\.ts:2:\d+: Could not resolve "not-installed-anywhere"/);
+    expect(result.stderr).toContain("dependencies");
+    expect(result.stderr).not.toMatch(/\n\s+at /);
   });
 
   it("says when there are no endpoint functions", async () => {

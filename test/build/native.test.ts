@@ -38,6 +38,23 @@ describe("a declared napi-rs dependency (@node-rs/xxhash@1)", () => {
   });
 });
 
+describe("--exclude on a declared dependency", () => {
+  it("warns, installs nothing and keeps the import external", async () => {
+    const project = copyFixture("build-native");
+    const result = await svc(["build", "--json", "--exclude", "@node-rs/xxhash", "-C", project]);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toContain('warning: endpoint "hasher": dependency "@node-rs/xxhash@1" is not installed: it is excluded with --exclude');
+    expect(result.stderr).not.toContain("Installing");
+    const summary = JSON.parse(result.stdout);
+    expect(summary.dependencies).toEqual([]);
+    expect(summary.excluded).toContain("@node-rs/xxhash");
+    const listing = tarListing(join(project, ".svc/artifact.tar.gz"));
+    expect(listing.filter((f) => f.includes("node_modules"))).toEqual([]);
+    const root = extract(join(project, ".svc/artifact.tar.gz"));
+    expect(readFileSync(join(root, "endpoints/hasher/handler.mjs"), "utf8")).toContain('from "@node-rs/xxhash"');
+  });
+});
+
 describe("an undeclared native package the code imports (bufferutil)", () => {
   it("is detected, kept external, installed as name@installed-version with its linux-x64 prebuild", async () => {
     const project = copyFixture("build-native-detect");

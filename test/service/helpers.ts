@@ -54,7 +54,8 @@ export async function startTestService(options: Partial<ServiceOptions> = {}): P
     key,
     artifact,
     async close() {
-      await service.close();
+      // `this.service`: a test may have restarted the service on the same data dir.
+      await this.service.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -108,6 +108,28 @@ describe("authentication and errors", () => {
   });
 });
 
+describe("worker protocol and state route errors", () => {
+  it("answers 404, 405 and 422 on worker routes, and 403/404 on logs", async () => {
+    expect((await worker.post("nope", {})).status).toBe(404);
+    const get = await call(`${t.service.url}/_worker/v1/take`, { method: "GET", key: worker.token });
+    expect(get.status).toBe(405);
+    const invalid = await worker.post("take", { workerId: worker.workerId, max: 0, waitMs: 99_999 });
+    expect(invalid.status).toBe(422);
+    expect(invalid.body.errors).toEqual(["$.max: must be an integer from 1 to 1000", "$.waitMs: must be an integer from 0 to 30000"]);
+    expect((await worker.post("done", { results: [{ jobId: 1 }] })).body.errors).toEqual(
+      expect.arrayContaining(["$.results[0].jobId: is required", "$.results[0].status: must be COMPLETED or FAILED"]),
+    );
+    const malformed = await call(`${t.service.url}/_worker/v1/heartbeat`, { key: worker.token, raw: "{" });
+    expect(malformed.status).toBe(400);
+    const scoped = await t.service.mintKey({ scopes: [`jobs:${other.id}`] });
+    expect((await call(`${t.service.url}/v1/endpoints/${echo.id}/logs`, { key: scoped.key })).status).toBe(403);
+    expect((await call(`${t.service.url}/v1/endpoints/${other.id}/logs`, { key: scoped.key })).status).toBe(200);
+    expect((await call(`${t.service.url}/v1/endpoints/0123456789abcdef/logs`, { key: t.key })).status).toBe(404);
+    expect((await call(`${t.service.url}/v1/endpoints/${echo.id}/logs`, { key: worker.token })).status).toBe(403);
+    await expect(t.service.mintKey({ scopes: ["root"] })).rejects.toThrow(/scopes/);
+  });
+});
+
 describe("job lifecycle", () => {
   it("run -> IN_QUEUE -> IN_PROGRESS -> COMPLETED, with integer times", async () => {
     await drainQueue();

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Make sure a Docker engine answers on /var/run/docker.sock: install Debian's engine when dockerd is missing,
+# start it in the background when no daemon answers, and wait (bounded) for it. Idempotent, and quiet when the
+# engine already answers. Needs root (CI containers run as root). dockerd's output goes to $SVC_DOCKERD_LOG.
+#
+#   scripts/ensure-docker.sh            # exit 0 when the engine answers, non-zero (with the reason) otherwise
+set -euo pipefail
+
+SOCKET=/var/run/docker.sock
+PIDFILE=/var/run/docker.pid
+LOG=${SVC_DOCKERD_LOG:-/tmp/svc-dockerd.log}
+WAIT_SECONDS=${SVC_DOCKERD_WAIT_SECONDS:-60}
+
+say() { echo "ensure-docker: $*" >&2; }
+
+# `docker info` needs the client; fall back to a raw HTTP ping over the socket when only the daemon is there.
+engine_answers() {
+  [ -S "$SOCKET" ] || return 1
+  if command -v docker >/dev/null 2>&1; then
+    timeout 10 docker -H "unix://$SOCKET" version --format '{{.Server.Version}}' >/dev/null 2>&1
+  else
+    timeout 10 curl -fsS --unix-socket "$SOCKET" http://localhost/_ping >/dev/null 2>&1
+  fi
+}
+
+if engine_answers; then exit 0; fi
+
+if [ "$(id -u)" != 0 ]; then
+  say "no Docker engine answers on $SOCKET and this script needs root to start one (try: sudo $0)"
+  exit 1
+fi
+
+if ! command -v dockerd >/dev/null 2>&1; then
+  say "installing Debian's docker.io (dockerd not found)..."
+  export DEBIAN_FRONTEND=noninteractive
+  timeout 300 apt-get update -qq >/dev/null
+  timeout 600 apt-get install -y -qq --no-install-recommends docker.io iptables >/dev/null
+  command -v dockerd >/dev/null 2>&1 || { say "docker.io installed but dockerd is still missing"; exit 1; }
+fi
+
+# dockerd refuses to start while a pid file names a process; no daemon answers, so that file is stale.
+if [ -f "$PIDFILE" ]; then
+  stale_pid=$(cat "$PIDFILE" 2>/dev/null || true)
+  if [ -n "$stale_pid" ] && kill -0 "$stale_pid" 2>/dev/null && [ "$(cat "/proc/$stale_pid/comm" 2>/dev/null)" = dockerd ]; then
+    say "dockerd (pid $stale_pid) is running but not answering yet; waiting for it"
+  else
+    rm -f "$PIDFILE"
+  fi
+fi
+
+if ! pgrep -x dockerd >/dev/null 2>&1; then
+  say "starting dockerd (log: $LOG)..."
+  # setsid: the daemon must outlive this script and the shell that called it.
+  setsid nohup dockerd --host "unix://$SOCKET" >>"$LOG" 2>&1 < /dev/null &
+fi
+
+for _ in $(seq 1 "$WAIT_SECONDS"); do
+  if engine_answers; then
+    say "Docker engine is up"
+    exit 0
+  fi
+  sleep 1
+done
+
+say "dockerd did not answer within ${WAIT_SECONDS}s; last lines of $LOG:"
+tail -n 20 "$LOG" >&2 || true
+exit 1

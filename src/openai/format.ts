@@ -1,0 +1,222 @@
+// The OpenAI wire format of the chat route, as pure functions: the job a chat request becomes, the reply
+// built from the worker's stream chunk outputs, the `chat.completion.chunk` objects of a streamed reply, the
+// model list, and error bodies that are problem+json AND readable by OpenAI clients. docs/llm.md has the shapes.
+
+import { randomBytes } from "node:crypto";
+import type { Problem } from "../errors.js";
+import { countTokens, renderChatPrompt } from "../llm/tokens.js";
+import type { ChatCompletionRequest, ChatRequestVerdict } from "./validate.js";
+
+export const CHAT_COMPLETIONS_ROUTE = "/v1/chat/completions";
+
+/** The job input a chat request becomes; textGeneration() (src/sdk/llm.ts) reads it on the worker. */
+export interface OpenAiJobInput {
+  openai: { route: typeof CHAT_COMPLETIONS_ROUTE; input: ChatCompletionRequest };
+}
+
+export function chatJobInput(request: ChatCompletionRequest): OpenAiJobInput {
+  return { openai: { route: CHAT_COMPLETIONS_ROUTE, input: request } };
+}
+
+export function isOpenAiJobInput(value: unknown): value is OpenAiJobInput {
+  const openai = (value as { openai?: { route?: unknown; input?: unknown } } | null)?.openai;
+  return typeof openai === "object" && openai !== null && openai.route === CHAT_COMPLETIONS_ROUTE && typeof openai.input === "object";
+}
+
+export type FinishReason = "stop" | "length";
+
+/** What one stream chunk's `output` says, whatever the worker yielded. */
+export interface ChunkText {
+  text: string;
+  input_tokens?: number;
+  output_tokens?: number;
+  finish_reason?: FinishReason;
+}
+
+const count = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : undefined;
+
+/**
+ * Read a chunk output: the text-generation shape `{text: string[], input_tokens, output_tokens,
+ * finish_reason?}`, a plain string (any generator endpoint yielding text), or `{text: string}`. Anything
+ * else carries no text.
+ */
+export function readChunkOutput(output: unknown): ChunkText {
+  if (typeof output === "string") return { text: output };
+  if (typeof output !== "object" || output === null || Array.isArray(output)) return { text: "" };
+  const o = output as Record<string, unknown>;
+  const text = Array.isArray(o.text)
+    ? o.text.filter((t): t is string => typeof t === "string").join("")
+    : typeof o.text === "string"
+      ? o.text
+      : "";
+  const result: ChunkText = { text };
+  const input = count(o.input_tokens);
+  const outputTokens = count(o.output_tokens);
+  if (input !== undefined) result.input_tokens = input;
+  if (outputTokens !== undefined) result.output_tokens = outputTokens;
+  if (o.finish_reason === "stop" || o.finish_reason === "length") result.finish_reason = o.finish_reason;
+  return result;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** Gathers a reply from chunk outputs, in order. Counts the worker did not report are counted here. */
+export class CompletionAccumulator {
+  text = "";
+  private inputTokens?: number;
+  private outputTokens?: number;
+  private finish?: FinishReason;
+
+  constructor(private readonly request: Pick<ChatCompletionRequest, "messages">) {}
+
+  /** Add one chunk output; returns its text (the delta). */
+  add(output: unknown): string {
+    const chunk = readChunkOutput(output);
+    this.text += chunk.text;
+    if (chunk.input_tokens !== undefined) this.inputTokens = chunk.input_tokens;
+    // Cumulative in the text-generation shape: the last one reported is the total.
+    if (chunk.output_tokens !== undefined) this.outputTokens = chunk.output_tokens;
+    if (chunk.finish_reason) this.finish = chunk.finish_reason;
+    return chunk.text;
+  }
+
+  get finishReason(): FinishReason {
+    return this.finish ?? "stop";
+  }
+
+  get usage(): Usage {
+    const prompt = this.inputTokens ?? countTokens(renderChatPrompt(this.request.messages));
+    const completion = this.outputTokens ?? countTokens(this.text);
+    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  }
+}
+
+export interface ReplyIdentity {
+  /** "chatcmpl-..."; defaults to a random one. The service may derive it from the job id. */
+  id?: string;
+  /** Unix seconds; defaults to now. */
+  created?: number;
+}
+
+export function completionId(jobId?: string): string {
+  return `chatcmpl-${jobId ?? randomBytes(12).toString("hex")}`;
+}
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+export interface ChatCompletion {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  choices: Array<{ index: number; message: { role: "assistant"; content: string }; finish_reason: FinishReason; logprobs: null }>;
+  usage: Usage;
+}
+
+/**
+ * The non-streaming reply from a job's output: a streaming job's output is the array of its chunk outputs;
+ * a plain function's output is taken as one chunk.
+ */
+export function chatCompletionFromOutput(output: unknown, request: Pick<ChatCompletionRequest, "model" | "messages">, identity: ReplyIdentity = {}): ChatCompletion {
+  const accumulator = new CompletionAccumulator(request);
+  for (const chunk of Array.isArray(output) ? output : [output]) accumulator.add(chunk);
+  return {
+    id: identity.id ?? completionId(),
+    object: "chat.completion",
+    created: identity.created ?? nowSeconds(),
+    model: request.model,
+    choices: [{ index: 0, message: { role: "assistant", content: accumulator.text }, finish_reason: accumulator.finishReason, logprobs: null }],
+    usage: accumulator.usage,
+  };
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: "chat.completion.chunk";
+  created: number;
+  model: string;
+  choices: Array<{ index: number; delta: { role?: "assistant"; content?: string }; finish_reason: FinishReason | null; logprobs: null }>;
+  usage?: Usage | null;
+}
+
+export function chatCompletionChunk(
+  base: { id: string; created: number; model: string },
+  delta: { role?: "assistant"; content?: string },
+  finishReason: FinishReason | null = null,
+): ChatCompletionChunk {
+  return { id: base.id, object: "chat.completion.chunk", created: base.created, model: base.model, choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }] };
+}
+
+export interface ModelInfo {
+  id: string;
+  /** Unix seconds. */
+  created?: number;
+  owned_by?: string;
+}
+
+/** GET .../openai/v1/models */
+export function modelList(models: readonly ModelInfo[]): { object: "list"; data: Array<{ id: string; object: "model"; created: number; owned_by: string }> } {
+  return {
+    object: "list",
+    data: models.map((m) => ({ id: m.id, object: "model", created: m.created ?? 0, owned_by: m.owned_by ?? "svc" })),
+  };
+}
+
+/** The OpenAI error object: what OpenAI clients read (`error.message`, `.type`, `.param`, `.code`). */
+export interface OpenAiErrorObject {
+  message: string;
+  type: string;
+  param: string | null;
+  code: string | null;
+}
+
+export type OpenAiProblem = Problem & { error: OpenAiErrorObject };
+
+const ERROR_TYPES: Record<number, string> = {
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  429: "rate_limit_error",
+};
+
+const TITLES: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  422: "Unprocessable Entity",
+  429: "Too Many Requests",
+  500: "Internal Server Error",
+  502: "Bad Gateway",
+  503: "Service Unavailable",
+};
+
+/**
+ * A problem+json body with an extra `error` member in OpenAI's shape. Without it, the `openai` client finds no
+ * `error` in the body and its APIError says only "422 status code (no body)"; with it, `err.message` is
+ * "422 <detail>: <faults>", and `err.param` names the first faulty field.
+ */
+export function openAiProblem(status: number, detail: string, errors: readonly string[] = []): OpenAiProblem {
+  const problem: OpenAiProblem = {
+    title: TITLES[status] ?? "Error",
+    status,
+    detail,
+    error: {
+      message: errors.length > 0 ? `${detail}: ${errors.join("; ")}` : detail,
+      type: ERROR_TYPES[status] ?? (status >= 500 ? "server_error" : "invalid_request_error"),
+      param: errors.length > 0 ? (/^\$\.([^:]+):/.exec(errors[0]!)?.[1] ?? null) : null,
+      code: status === 422 ? "invalid_request" : null,
+    },
+  };
+  if (errors.length > 0) problem.errors = [...errors];
+  return problem;
+}
+
+export function problemOfVerdict(verdict: Extract<ChatRequestVerdict, { ok: false }>): OpenAiProblem {
+  return openAiProblem(verdict.status, verdict.detail, verdict.errors);
+}

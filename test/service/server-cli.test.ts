@@ -1,0 +1,77 @@
+// `svc server` as a user runs it (compiled: node bin/svc.js): prints its URL, generates and keeps an admin key
+// when SVC_API_KEY is not set (only its hash goes into the SQLite file), accepts SVC_API_KEY otherwise, and
+// stops cleanly on SIGTERM.
+
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { call } from "./helpers.js";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+let dir: string;
+const children = new Set<ChildProcess>();
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "svc-server-cli-"));
+});
+afterAll(async () => {
+  for (const child of children) {
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function startServer(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; stderr: () => string }> {
+  const base = { ...process.env };
+  delete base.SVC_API_KEY;
+  delete base.SVC_DATA_DIR;
+  const child = spawn(process.execPath, [join(repo, "bin", "svc.js"), "server", "--port", "0", "--data-dir", join(dir, "data"), "--workers", "none"], {
+    cwd: dir,
+    env: { ...base, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.add(child);
+  child.once("exit", () => children.delete(child));
+  let stderr = "";
+  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once("line", resolve);
+    child.once("exit", (code) => reject(new Error(`svc server exited (${code}): ${stderr}`)));
+  });
+  return { child, url, stderr: () => stderr };
+}
+
+function stop(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    child.once("exit", (code) => resolve(code));
+    child.kill("SIGTERM");
+  });
+}
+
+it("generates an admin key on first start, keeps it in <dataDir>/admin-key (0600) and stores only its hash", async () => {
+  const first = await startServer({});
+  expect(first.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+  const keyFile = join(dir, "data", "admin-key");
+  expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+  expect(first.stderr()).toContain(keyFile);
+  const key = readFileSync(keyFile, "utf8").trim();
+  const ok = await call(`${first.url}/v1/apps/none/environments/none`, { key });
+  expect(ok.status).toBe(404); // authenticated: the app just does not exist
+  expect((await call(`${first.url}/v1/apps/none/environments/none`, { key: "wrong" })).status).toBe(401);
+  expect(await stop(first.child)).toBe(0);
+  for (const f of readdirSync(join(dir, "data")).filter((f) => f.startsWith("svc.sqlite"))) {
+    expect(readFileSync(join(dir, "data", f)).includes(Buffer.from(key))).toBe(false);
+  }
+
+  // Second start: same key from the file; SVC_API_KEY is accepted as well when set.
+  const second = await startServer({ SVC_API_KEY: "from-the-environment" });
+  expect((await call(`${second.url}/v1/apps/none/environments/none`, { key: "from-the-environment" })).status).toBe(404);
+  expect(readFileSync(keyFile, "utf8").trim()).toBe(key);
+  expect(await stop(second.child)).toBe(0);
+  expect(second.stderr()).toMatch(/SIGTERM: stopping/);
+}, 30_000);
