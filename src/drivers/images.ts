@@ -92,10 +92,14 @@ export function parseLdd(output: string): string[] {
   for (const raw of output.split("\n")) {
     const line = raw.trim();
     if (!line || /statically linked|not a dynamic executable/.test(line)) continue;
+    const notFound = /^(\S+)\s+=>\s+not found$/.exec(line);
+    if (notFound) {
+      missing.push(notFound[1]!);
+      continue;
+    }
     const arrow = /^(\S+)\s+=>\s+(\S+)(?:\s+\(0x[0-9a-f]+\))?$/.exec(line);
     if (arrow) {
-      if (arrow[2] === "not") missing.push(arrow[1]!);
-      else if (isAbsolute(arrow[2]!)) paths.push(arrow[2]!);
+      if (isAbsolute(arrow[2]!)) paths.push(arrow[2]!);
       continue;
     }
     const direct = /^(\/\S+)\s+\(0x[0-9a-f]+\)$/.exec(line);

@@ -27,6 +27,8 @@ export interface WorkerLaunch {
   gpuTypeIds: string[];
   /** Host path of the endpoint's network volume, when it has one. */
   volumePath?: string;
+  /** Name of the endpoint's network volume, when it has one (the Docker driver mounts a Docker volume of that name). */
+  volumeName?: string;
   onLog(line: WorkerLogLine): void;
 }
 

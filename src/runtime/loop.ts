@@ -93,6 +93,7 @@ export class WorkerLoop {
   private readonly backgroundAbort = new AbortController();
   private registered?: RegisterResponse;
   private registering?: Promise<void>;
+  private handingBack?: Promise<void>;
   private lastContact = Date.now();
   private orphaned = false;
   private readonly takeWaitMs: number;
@@ -120,6 +121,7 @@ export class WorkerLoop {
     const background = [this.eventsLoop(), this.heartbeatLoop()];
     await this.takeLoop();
     await this.allJobsSettled();
+    await this.handingBack;
     await this.doneIdle();
     this.finished = true;
     this.backgroundAbort.abort();
@@ -131,7 +133,9 @@ export class WorkerLoop {
   stop(reason: string, graceMs = this.options.stopGraceMs ?? 10_000): void {
     if (this.draining) graceMs = 0;
     this.beginDrain(reason);
-    const timer = setTimeout(() => void this.handBack(), graceMs);
+    const timer = setTimeout(() => {
+      this.handingBack = this.handBack();
+    }, graceMs);
     timer.unref();
   }
 

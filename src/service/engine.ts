@@ -441,6 +441,9 @@ export class JobEngine {
       throw new HttpProblem(400, `Job ${id} is ${found.row.status}; only FAILED and TIMED_OUT jobs can be retried`);
     }
     const job = this.adopt(found);
+    // New chunks of the next attempt must come after every chunk already stored (and returned).
+    job.lastSeq = Math.max(job.lastSeq, await this.store.lastChunkSeq(id), job.row.streamCursor);
+    if (job.row.status !== "FAILED" && job.row.status !== "TIMED_OUT") return job.row;
     const committed = this.change(job, {
       status: "IN_QUEUE",
       output: null,
@@ -895,12 +898,15 @@ export class JobEngine {
     }
   }
 
+  /** Delete jobs whose retention ran out. Goes through the batch so it orders with a concurrent ttl change. */
   async sweep(now = Date.now()): Promise<number> {
-    const ids = await this.store.deleteExpired(now);
-    for (const id of ids) {
+    const ids = (await this.store.expiredJobIds(now, 5000)).filter((id) => {
       const job = this.live.get(id);
-      if (job && isFinal(job.row.status)) this.live.delete(id);
-    }
+      // A job in memory has the newer truth (its ttl may have just been extended, or it was retried).
+      return !job || (job.row.expiresAt !== null && job.row.expiresAt <= now);
+    });
+    for (const id of ids) this.live.delete(id);
+    if (ids.length > 0) await this.write(ids.map((id) => ({ op: "deleteJob", id }) as StoreOp));
     return ids.length;
   }
 

@@ -177,13 +177,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 70_000;
   const host = options.host ?? "127.0.0.1";
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off("error", reject);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(options.port ?? 0, host, () => {
+        server.off("error", reject);
+        resolve();
+      });
     });
-  });
+  } catch (err) {
+    // Port taken (the caller may retry on another): leave nothing open behind.
+    await engine.close();
+    await store.close();
+    throw err;
+  }
   const port = (server.address() as AddressInfo).port;
   const localHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
   const localUrl = `http://${localHost}:${port}`;

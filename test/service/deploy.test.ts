@@ -13,7 +13,7 @@ afterAll(async () => {
 
 it("keeps ids stable, deletes dropped endpoints with their jobs and logs, and keeps queued jobs over a restart", async () => {
   t = await startTestService();
-  const deploy = (service: typeof t.service, names: string[]) =>
+  const deploy = (service: TestService["service"], names: string[]) =>
     service.deploy({ app: "shop", env: "prod", artifactPath: t!.artifact, manifest: manifest(Object.fromEntries(names.map((n) => [n, resource()])), "shop") });
   const [a, b] = await deploy(t.service, ["a", "b"]);
   expect(a!.url).toBe(`${t.service.url}/v2/${a!.id}`);

@@ -48,17 +48,18 @@ export async function startTestService(options: Partial<ServiceOptions> = {}): P
   const artifact = join(dir, "artifact.tar.gz");
   writeFileSync(artifact, "not really a tarball; the service only hashes it");
   const service = await startService({ dataDir: join(dir, "data"), apiKeys: [key], leaseMs: 600, heartbeatMs: 150, ...options });
-  return {
+  const handle: TestService = {
     service,
     dir,
     key,
     artifact,
     async close() {
-      // `this.service`: a test may have restarted the service on the same data dir.
-      await this.service.close();
+      // handle.service: a test may have restarted the service on the same data dir.
+      await handle.service.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  return handle;
 }
 
 export interface HttpResult<T = any> {

@@ -5,6 +5,7 @@ import { register as logs } from "./logs.js";
 import { register as build } from "./build.js";
 import { register as init } from "./init.js";
 import { register as server } from "./server.js";
+import { register as images } from "./images.js";
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -13,3 +14,4 @@ commands.push(dev, logs);
 commands.push(build);
 commands.push(init);
 commands.push(server);
+commands.push(images);

@@ -4,6 +4,7 @@
 import Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
+import { UserError } from "../../errors.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow } from "./types.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
@@ -98,7 +99,12 @@ export function openSqliteStore(file: string): Store {
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");
-  migrate(db);
+  try {
+    migrate(db);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
 
   const insertJob = db.prepare(
     `INSERT INTO jobs (${JOB_KEYS.map((k) => JOB_COLUMNS[k]).join(", ")}) VALUES (${JOB_KEYS.map(() => "?").join(", ")})`,
@@ -142,7 +148,7 @@ export function openSqliteStore(file: string): Store {
   const activeJobs = db.prepare("SELECT * FROM jobs WHERE status IN ('IN_QUEUE', 'IN_PROGRESS') ORDER BY seq");
   const chunksAfter = db.prepare("SELECT job_id, seq, data FROM stream_chunks WHERE job_id = ? AND seq > ? ORDER BY seq");
   const lastChunk = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM stream_chunks WHERE job_id = ?");
-  const expired = db.prepare("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT 5000");
+  const expired = db.prepare("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?");
   const allEndpoints = db.prepare("SELECT * FROM endpoints ORDER BY created_at, id");
   const keyByHash = db.prepare("SELECT * FROM api_keys WHERE hash = ?");
 
@@ -215,10 +221,8 @@ export function openSqliteStore(file: string): Store {
     async lastChunkSeq(jobId) {
       return (lastChunk.get(jobId) as { seq: number }).seq;
     },
-    async deleteExpired(now) {
-      const ids = (expired.all(now) as Array<{ id: string }>).map((r) => r.id);
-      if (ids.length > 0) applyAll(ids.map((id) => ({ op: "deleteJob", id }) as StoreOp));
-      return ids;
+    async expiredJobIds(now, limit) {
+      return (expired.all(now, limit) as Array<{ id: string }>).map((r) => r.id);
     },
     async endpoints() {
       return (allEndpoints.all() as Record<string, unknown>[]).map(rowToEndpoint);
@@ -273,7 +277,9 @@ export function openSqliteStore(file: string): Store {
 function migrate(db: Database.Database): void {
   const current = db.pragma("user_version", { simple: true }) as number;
   if (current > MIGRATIONS.length) {
-    throw new Error(`The data file was written by a newer svc (schema ${current}, this svc knows ${MIGRATIONS.length})`);
+    throw new UserError(`The data file was written by a newer svc (schema ${current}, this svc knows ${MIGRATIONS.length})`, {
+      hint: "Upgrade svc, or point --data-dir at another directory.",
+    });
   }
   for (let version = current; version < MIGRATIONS.length; version++) {
     db.transaction(() => {

@@ -106,8 +106,8 @@ export interface Store {
   activeJobs(): Promise<JobRow[]>;
   chunksAfter(jobId: string, seq: number): Promise<StreamChunkRow[]>;
   lastChunkSeq(jobId: string): Promise<number>;
-  /** Delete jobs whose retention ran out; returns their ids. */
-  deleteExpired(now: number): Promise<string[]>;
+  /** Ids of jobs whose retention ran out (at most `limit`); the engine deletes them through a batch. */
+  expiredJobIds(now: number, limit: number): Promise<string[]>;
   endpoints(): Promise<EndpointRow[]>;
   keyByHash(hash: string): Promise<KeyRow | undefined>;
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;

@@ -1,0 +1,89 @@
+// `svc images build|list|prune`: the worker base images, built locally from this machine's Node and the svc
+// runtime (no registry), cached by content hash. The work is in src/drivers/images.ts; this file parses flags
+// and renders.
+
+import type { Command } from "commander";
+import { connectDocker } from "../../drivers/docker-engine.js";
+import {
+  ensureWorkerImages,
+  listWorkerImages,
+  pruneWorkerImages,
+  WORKER_IMAGE_KINDS,
+  type EnsuredImage,
+  type WorkerImageInfo,
+  type WorkerImageKind,
+} from "../../drivers/images.js";
+import { createOutput } from "../output.js";
+
+interface BuildFlags {
+  cpu?: boolean;
+  gpu?: boolean;
+  all?: boolean;
+  json?: boolean;
+}
+
+/** Which kinds `svc images build` builds: the flags given, or both. Pure. */
+export function kindsFromFlags(flags: BuildFlags): WorkerImageKind[] {
+  if (flags.all || (!flags.cpu && !flags.gpu)) return [...WORKER_IMAGE_KINDS];
+  return WORKER_IMAGE_KINDS.filter((kind) => flags[kind]);
+}
+
+const megabytes = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+export function renderBuilt(images: readonly EnsuredImage[]): string {
+  return images
+    .map((i) => `${i.name}  ${i.hashTag.split(":")[1]}  ${i.id.replace(/^sha256:/, "").slice(0, 12)}  ${i.cached ? "cached" : `built in ${(i.durationMs / 1000).toFixed(1)} s`}`)
+    .join("\n");
+}
+
+export function renderList(images: readonly WorkerImageInfo[]): string {
+  if (images.length === 0) return "No svc worker images. Build them with `svc images build`.";
+  const rows = images.map((i) => [i.kind, i.tags.join(", ") || "<untagged>", i.id.replace(/^sha256:/, "").slice(0, 12), megabytes(i.sizeBytes), i.createdAt, String(i.containers)]);
+  const header = ["KIND", "TAGS", "ID", "SIZE", "CREATED", "CONTAINERS"];
+  const widths = header.map((h, col) => Math.max(h.length, ...rows.map((r) => r[col]!.length)));
+  return [header, ...rows].map((r) => r.map((cell, col) => cell.padEnd(widths[col]!)).join("  ").trimEnd()).join("\n");
+}
+
+export function register(program: Command): void {
+  const images = program.command("images").description("Build, list and prune the local worker images (no registry needed)");
+
+  images
+    .command("build")
+    .description("Build the worker images from this machine's Node and the svc runtime (cached: unchanged inputs build nothing)")
+    .option("--cpu", "the CPU image (svc-worker-cpu)")
+    .option("--gpu", "the GPU image (svc-worker-gpu)")
+    .option("--all", "both images (the default)")
+    .option("--json", "print the images as JSON")
+    .action(async (flags: BuildFlags) => {
+      const out = createOutput({ json: flags.json });
+      const docker = await connectDocker();
+      const kinds = kindsFromFlags(flags);
+      const built = await out.step(`Building worker image${kinds.length > 1 ? "s" : ""} (${kinds.join(", ")})`, () => ensureWorkerImages(docker, kinds));
+      out.result(built, () => renderBuilt(built));
+    });
+
+  images
+    .command("list")
+    .description("List the svc worker images in the local engine")
+    .option("--json", "print the images as JSON")
+    .action(async (flags: { json?: boolean }) => {
+      const out = createOutput({ json: flags.json });
+      const list = await listWorkerImages(await connectDocker());
+      out.result(list, () => renderList(list));
+    });
+
+  images
+    .command("prune")
+    .description("Remove svc worker images no container uses (those of this svc version are kept unless --all)")
+    .option("--all", "also remove unused images of this svc version")
+    .option("--json", "print what was removed as JSON")
+    .action(async (flags: { all?: boolean; json?: boolean }) => {
+      const out = createOutput({ json: flags.json });
+      const result = await pruneWorkerImages(await connectDocker(), { all: flags.all });
+      out.result({ removed: result.removed, kept: result.kept.length }, () =>
+        result.removed.length === 0
+          ? "Nothing to prune."
+          : `Removed ${result.removed.length} image(s):\n${result.removed.map((i) => `  ${i.tags.join(", ") || i.id}`).join("\n")}`,
+      );
+    });
+}

@@ -1,0 +1,168 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Docker from "dockerode";
+import { describe, expect, it } from "vitest";
+import { UserError } from "../errors.js";
+import {
+  containerCreateOptions,
+  containerEnv,
+  containerLabels,
+  createDockerDriver,
+  exitFromStatus,
+  gpuDecision,
+  isLoopbackUrl,
+  networkNameFor,
+  startError,
+  volumeFor,
+  type ContainerPlan,
+} from "./docker.js";
+import type { WorkerLaunch } from "./types.js";
+
+function launch(over: Partial<WorkerLaunch> = {}): WorkerLaunch {
+  return {
+    workerId: "w123",
+    endpointId: "ep1",
+    endpointName: "gpu-worker",
+    app: "shop",
+    env: "prod",
+    artifactPath: "/data/artifacts/abc.tar.gz",
+    apiUrl: "http://127.0.0.1:4000",
+    workerToken: "svcw_token",
+    apiKey: "svc_key",
+    environment: { MODEL: "tiny", SVC_API_URL: "http://user-cannot-override", SVC_ARTIFACT_DIR: "/host/only" },
+    maxConcurrency: 2,
+    computeType: "CPU",
+    gpuTypeIds: [],
+    onLog: () => undefined,
+    ...over,
+  };
+}
+
+const plan = (over: Partial<ContainerPlan> = {}): ContainerPlan => ({
+  name: "svc-gpu-worker-w123",
+  image: "svc-worker-cpu:1.0.0",
+  network: "svc-shop-prod",
+  serviceHostIp: "172.18.0.1",
+  apiUrl: "http://svc-api:40123",
+  labels: containerLabels(launch(), "sess1"),
+  requestGpus: false,
+  publish: [],
+  ...over,
+});
+
+describe("gpuDecision", () => {
+  const none = { available: false, reason: "this host has no NVIDIA GPU" };
+  it("requests GPUs when the host has them; CPU endpoints never", () => {
+    expect(gpuDecision("GPU", { available: true, reason: "" }, false, "e")).toEqual({ requestGpus: true });
+    expect(gpuDecision("CPU", none, false, "e")).toEqual({ requestGpus: false });
+  });
+  it("refuses a GPU endpoint on a host without GPUs, naming why, unless CPU fallback is allowed", () => {
+    expect(() => gpuDecision("GPU", none, false, "llm")).toThrow(UserError);
+    expect(() => gpuDecision("GPU", none, false, "llm")).toThrow(/GPU endpoint "llm": this host has no NVIDIA GPU/);
+    const fallback = gpuDecision("GPU", none, true, "llm");
+    expect(fallback.requestGpus).toBe(false);
+    expect(fallback.warning).toMatch(/running it on CPU/);
+  });
+});
+
+describe("names", () => {
+  it("names networks per app/environment or per session", () => {
+    expect(networkNameFor("app-env", { app: "My App", env: "prod" }, "s1")).toBe("svc-my-app-prod");
+    expect(networkNameFor("session", { app: "a", env: "b" }, "S1")).toBe("svc-session-s1");
+  });
+  it("names volumes by volumeName, or by the process driver's host path (hashed), scoped to the session on request", () => {
+    expect(volumeFor({}, "persistent", "s")).toBeUndefined();
+    expect(volumeFor({ volumeName: "Models" }, "persistent", "s")).toEqual({ name: "svc-vol-models", key: "Models" });
+    expect(volumeFor({ volumeName: "models" }, "session", "s9")!.name).toBe("svc-vol-s9-models");
+    const a = volumeFor({ volumePath: "/data/one/volumes/models" }, "persistent", "s")!;
+    const b = volumeFor({ volumePath: "/data/two/volumes/models" }, "persistent", "s")!;
+    expect(a.name).toMatch(/^svc-vol-models-[0-9a-f]{8}$/);
+    expect(a.name).not.toBe(b.name);
+    expect(volumeFor({ volumePath: "/data/one/volumes/models" }, "persistent", "s")).toEqual(a);
+  });
+  it("knows loopback service URLs", () => {
+    expect(isLoopbackUrl("http://127.0.0.1:4000")).toBe(true);
+    expect(isLoopbackUrl("http://localhost:4000/")).toBe(true);
+    expect(isLoopbackUrl("http://[::1]:4000")).toBe(true);
+    expect(isLoopbackUrl("https://svc.example.com")).toBe(false);
+  });
+});
+
+describe("containerCreateOptions", () => {
+  it("gives the worker the protocol environment, which user variables cannot override", () => {
+    const env = containerEnv(launch(), "http://svc-api:40123", true);
+    expect(env).toEqual(
+      expect.arrayContaining([
+        "MODEL=tiny",
+        "SVC_API_URL=http://svc-api:40123",
+        "SVC_WORKER_ID=w123",
+        "SVC_WORKER_TOKEN=svcw_token",
+        "SVC_ENDPOINT_ID=ep1",
+        "SVC_ENDPOINT_NAME=gpu-worker",
+        "SVC_APP=shop",
+        "SVC_ENV=prod",
+        "SVC_API_KEY=svc_key",
+        "SVC_ARTIFACT=/svc/artifact.tar.gz",
+        "SVC_MAX_CONCURRENCY=2",
+        "SVC_VOLUME_PATH=/svc-volume",
+      ]),
+    );
+    expect(env.some((e) => e.startsWith("SVC_ARTIFACT_DIR="))).toBe(false);
+    expect(env.filter((e) => e.startsWith("SVC_API_URL="))).toHaveLength(1);
+    expect(containerEnv(launch(), "http://x", false).some((e) => e.startsWith("SVC_VOLUME_PATH="))).toBe(false);
+  });
+
+  it("labels, mounts the artifact read-only, maps svc-api to the gateway and publishes only on 127.0.0.1", () => {
+    const options = containerCreateOptions(launch(), plan({ volume: "svc-vol-models", publish: [{ containerPort: 8080 }, { containerPort: 9000, hostPort: 19000 }] }));
+    expect(options.Labels).toEqual({ "svc.managed": "true", "svc.app": "shop", "svc.env": "prod", "svc.endpoint": "ep1", "svc.session": "sess1", "svc.worker": "w123" });
+    expect(options.HostConfig?.Binds).toEqual(["/data/artifacts/abc.tar.gz:/svc/artifact.tar.gz:ro"]);
+    expect(options.HostConfig?.ExtraHosts).toEqual(["svc-api:172.18.0.1"]);
+    expect(options.HostConfig?.NetworkMode).toBe("svc-shop-prod");
+    expect(options.HostConfig?.Mounts).toEqual([{ Type: "volume", Source: "svc-vol-models", Target: "/svc-volume", ReadOnly: false }]);
+    expect(options.HostConfig?.PortBindings).toEqual({ "8080/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }], "9000/tcp": [{ HostIp: "127.0.0.1", HostPort: "19000" }] });
+    expect(options.HostConfig?.DeviceRequests).toBeUndefined();
+    expect(containerCreateOptions(launch(), plan()).HostConfig?.PortBindings).toEqual({});
+  });
+
+  it("requests every GPU with the gpu capability for GPU workers", () => {
+    const options = containerCreateOptions(launch({ computeType: "GPU" }), plan({ requestGpus: true }));
+    expect(options.HostConfig?.DeviceRequests).toEqual([{ Driver: "", Count: -1, DeviceIDs: [], Capabilities: [["gpu"]], Options: {} }]);
+  });
+});
+
+describe("exits and errors", () => {
+  it("reads 137 and 143 as the signals that caused them", () => {
+    expect(exitFromStatus(0)).toEqual({ code: 0, signal: null });
+    expect(exitFromStatus(3)).toEqual({ code: 3, signal: null });
+    expect(exitFromStatus(137)).toEqual({ code: null, signal: "SIGKILL" });
+    expect(exitFromStatus(143)).toEqual({ code: null, signal: "SIGTERM" });
+  });
+  it("turns engine failures into user errors", () => {
+    const context = { image: "svc-worker-cpu:1", endpointName: "api" };
+    const portTaken = Object.assign(new Error("(HTTP code 500) server error - x"), { statusCode: 500, json: { message: "Bind for 127.0.0.1:8080 failed: port is already allocated" } });
+    expect(startError(portTaken, context)).toBeInstanceOf(UserError);
+    expect(startError(portTaken, context).message).toMatch(/published port is in use/);
+    const noImage = Object.assign(new Error("x"), { statusCode: 404, json: { message: "No such image: svc-worker-cpu:1" } });
+    expect((startError(noImage, context) as UserError).hint).toMatch(/svc images build/);
+    const refused = Object.assign(new Error("connect ECONNREFUSED /var/run/docker.sock"), { code: "ECONNREFUSED" });
+    expect((startError(refused, context) as UserError).hint).toMatch(/ensure-docker\.sh/);
+  });
+});
+
+describe("createDockerDriver without an engine", () => {
+  it("fails start() with a user error saying how to start one (a real socket path nobody listens on)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-docker-none-"));
+    const driver = createDockerDriver({ docker: new Docker({ socketPath: join(dir, "docker.sock") }) });
+    try {
+      const err = await driver.start(launch()).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UserError);
+      expect((err as UserError).message).toMatch(/No Docker engine answers/);
+      expect((err as UserError).hint).toMatch(/scripts\/ensure-docker\.sh/);
+      expect((err as UserError).hint).toMatch(/dockerd/);
+    } finally {
+      await driver.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

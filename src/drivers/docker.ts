@@ -1,0 +1,561 @@
+// Workers as Docker containers (dockerode): one container per worker, from the locally built worker image
+// (src/drivers/images.ts), with the endpoint's artifact mounted read-only. Containers sit on a Docker network
+// per app/environment (or per session) and reach the host's loopback service through a forwarder on the
+// network's gateway (src/drivers/docker-forwarder.ts), under the host name `svc-api`. Everything created is
+// labelled (svc.managed, svc.app, svc.env, svc.endpoint, svc.session, svc.worker) so a crashed session can be
+// cleaned up by label (cleanupStale). See docs/docker.md.
+
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { basename } from "node:path";
+import { PassThrough } from "node:stream";
+import { createInterface } from "node:readline";
+import { constants as osConstants } from "node:os";
+import { promisify } from "node:util";
+import type Docker from "dockerode";
+import { errorMessage, UserError } from "../errors.js";
+import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, labelFilter, LABELS, START_ENGINE_HINT } from "./docker-engine.js";
+import { startForwarder, type Forwarder } from "./docker-forwarder.js";
+import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
+import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
+
+/** The host name workers use for the service (an ExtraHosts entry pointing at the network's gateway). */
+export const SERVICE_HOST_ALIAS = "svc-api";
+
+export interface DockerDriverOptions {
+  /** Engine client (default: DOCKER_HOST or the local socket). */
+  docker?: Docker;
+  /** Labels everything this driver creates (svc.session); default a random id. */
+  session?: string;
+  /** One network per app/environment (default, shared by drivers), or one per session (previews, tests). */
+  networkScope?: "app-env" | "session";
+  /**
+   * Network volumes: "persistent" (default) volumes outlive the driver, as network volumes do; "session" volumes
+   * are named and labelled with the session and removed by close().
+   */
+  volumeLifetime?: "persistent" | "session";
+  /** Images to run; default: svc-worker-cpu/gpu built locally (cached by content hash) on first use. */
+  images?: Partial<Record<WorkerImageKind, string>>;
+  /** Run GPU endpoints on CPU (with a logged warning) when the host has no NVIDIA GPU. */
+  allowCpuFallback?: boolean;
+  /** Override GPU detection (default: /dev/nvidia0, nvidia-smi, or an "nvidia" runtime in the engine). */
+  gpuSupport?: GpuSupport;
+  /** Container ports to publish, always on 127.0.0.1 (hostPort 0 or absent: any free port). */
+  publish?: Array<{ containerPort: number; hostPort?: number }>;
+  /** How long close() lets containers stop before they are killed (default 3000 ms). */
+  closeGraceMs?: number;
+  /** Operator messages (warnings such as the CPU fallback). */
+  log?: (message: string) => void;
+}
+
+export interface DockerWorkerHandle extends WorkerHandle {
+  readonly containerId: string;
+  readonly containerName: string;
+  /** Published ports: container port -> host port on 127.0.0.1. */
+  readonly ports: Record<number, number>;
+}
+
+export interface DockerDriver extends WorkerDriver {
+  readonly name: "docker";
+  readonly session: string;
+  /** Connect to the engine and build (or find cached) the worker images ahead of the first start. */
+  prepare(kinds?: readonly WorkerImageKind[]): Promise<void>;
+  start(launch: WorkerLaunch): Promise<DockerWorkerHandle>;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Pure parts
+
+export interface GpuSupport {
+  available: boolean;
+  /** Why (not): shown in errors and warnings. */
+  reason: string;
+}
+
+/** GPU endpoints get device requests when the host has GPUs; otherwise an error, or CPU with a warning. Pure. */
+export function gpuDecision(computeType: "GPU" | "CPU", support: GpuSupport, allowCpuFallback: boolean, endpointName: string): { requestGpus: boolean; warning?: string } {
+  if (computeType !== "GPU") return { requestGpus: false };
+  if (support.available) return { requestGpus: true };
+  if (allowCpuFallback) return { requestGpus: false, warning: `endpoint "${endpointName}" asks for a GPU but ${support.reason}; running it on CPU` };
+  throw new UserError(`Cannot start a worker for GPU endpoint "${endpointName}": ${support.reason}`, {
+    hint: "Run it on a host with an NVIDIA GPU and the NVIDIA container toolkit, or allow CPU fallback (allowCpuFallback / the command's CPU-fallback flag).",
+  });
+}
+
+export function networkNameFor(scope: "app-env" | "session", launch: Pick<WorkerLaunch, "app" | "env">, session: string): string {
+  return scope === "session" ? `svc-session-${dockerNamePart(session)}` : `svc-${dockerNamePart(launch.app, 30)}-${dockerNamePart(launch.env, 20)}`;
+}
+
+/**
+ * The Docker volume of a launch: named by `volumeName`, or (for launches that only carry the process driver's
+ * host path) by that path's last segment plus a hash of it, so endpoints of one service share it and two data
+ * dirs never collide. Undefined: no volume. Pure.
+ */
+export function volumeFor(launch: Pick<WorkerLaunch, "volumeName" | "volumePath">, lifetime: "persistent" | "session", session: string): { name: string; key: string } | undefined {
+  const key = launch.volumeName ?? (launch.volumePath ? `${basename(launch.volumePath)}-${createHash("sha256").update(launch.volumePath).digest("hex").slice(0, 8)}` : undefined);
+  if (!key) return undefined;
+  const name = lifetime === "session" ? `svc-vol-${dockerNamePart(session, 24)}-${dockerNamePart(key)}` : `svc-vol-${dockerNamePart(key)}`;
+  return { name, key };
+}
+
+/** The service URL as a worker on `network` reaches it: loopback URLs go through the forwarder. Pure. */
+export function isLoopbackUrl(apiUrl: string): boolean {
+  const host = new URL(apiUrl).hostname.replace(/^\[|\]$/g, "");
+  return host === "localhost" || host === "::1" || /^127\./.test(host);
+}
+
+export interface ContainerPlan {
+  name: string;
+  image: string;
+  network: string;
+  /** Gateway IP for the svc-api alias, when the service is reached through the forwarder. */
+  serviceHostIp?: string;
+  /** SVC_API_URL inside the container. */
+  apiUrl: string;
+  labels: Record<string, string>;
+  volume?: string;
+  requestGpus: boolean;
+  publish: Array<{ containerPort: number; hostPort?: number }>;
+}
+
+/** Worker environment (docs/worker-protocol.md): the endpoint's variables, then protocol ones that win. Pure. */
+export function containerEnv(launch: WorkerLaunch, apiUrl: string, hasVolume: boolean): string[] {
+  const env: Record<string, string> = { ...launch.environment };
+  const protocol: Record<string, string | undefined> = {
+    SVC_API_URL: apiUrl,
+    SVC_WORKER_ID: launch.workerId,
+    SVC_WORKER_TOKEN: launch.workerToken,
+    SVC_ENDPOINT_ID: launch.endpointId,
+    SVC_ENDPOINT_NAME: launch.endpointName,
+    SVC_APP: launch.app,
+    SVC_ENV: launch.env,
+    SVC_API_KEY: launch.apiKey,
+    SVC_ARTIFACT: ARTIFACT_MOUNT,
+    SVC_MAX_CONCURRENCY: String(launch.maxConcurrency),
+    SVC_VOLUME_PATH: hasVolume ? VOLUME_MOUNT : undefined,
+  };
+  for (const [key, value] of Object.entries(protocol)) {
+    if (value !== undefined && value !== "") env[key] = value;
+    else delete env[key];
+  }
+  // A host-side artifact directory means nothing inside the container.
+  delete env.SVC_ARTIFACT_DIR;
+  return Object.entries(env).map(([key, value]) => `${key}=${value}`);
+}
+
+export function containerLabels(launch: WorkerLaunch, session: string): Record<string, string> {
+  return {
+    [LABELS.managed]: "true",
+    [LABELS.app]: launch.app,
+    [LABELS.env]: launch.env,
+    [LABELS.endpoint]: launch.endpointId,
+    [LABELS.session]: session,
+    [LABELS.worker]: launch.workerId,
+  };
+}
+
+/** The engine's create-container body. Pure. */
+export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan): Docker.ContainerCreateOptions {
+  const exposed: Record<string, object> = {};
+  const bindings: Record<string, Array<{ HostIp: string; HostPort: string }>> = {};
+  for (const p of plan.publish) {
+    exposed[`${p.containerPort}/tcp`] = {};
+    // Only ever on loopback: a preview must not expose workers to the network.
+    bindings[`${p.containerPort}/tcp`] = [{ HostIp: "127.0.0.1", HostPort: p.hostPort ? String(p.hostPort) : "" }];
+  }
+  const hostConfig: Docker.HostConfig = {
+    NetworkMode: plan.network,
+    // Read-only: the runtime extracts it into the container's /tmp; the artifact is never baked into the image.
+    Binds: [`${launch.artifactPath}:${ARTIFACT_MOUNT}:ro`],
+    // docker-init as PID 1: forwards SIGTERM to node and reaps zombies of user code.
+    Init: true,
+    PortBindings: bindings,
+    RestartPolicy: { Name: "no" },
+  };
+  if (plan.serviceHostIp) hostConfig.ExtraHosts = [`${SERVICE_HOST_ALIAS}:${plan.serviceHostIp}`];
+  if (plan.volume) hostConfig.Mounts = [{ Type: "volume", Source: plan.volume, Target: VOLUME_MOUNT, ReadOnly: false }];
+  if (plan.requestGpus) hostConfig.DeviceRequests = [{ Driver: "", Count: -1, DeviceIDs: [], Capabilities: [["gpu"]], Options: {} }];
+  return {
+    name: plan.name,
+    Image: plan.image,
+    Env: containerEnv(launch, plan.apiUrl, Boolean(plan.volume)),
+    Labels: plan.labels,
+    ExposedPorts: exposed,
+    HostConfig: hostConfig,
+    NetworkingConfig: { EndpointsConfig: { [plan.network]: { Aliases: [dockerNamePart(launch.endpointName)] } } },
+  };
+}
+
+/** Exit status of a container -> WorkerExit: 128+n from a signal (docker kill, OOM) reads as that signal. */
+export function exitFromStatus(statusCode: number): WorkerExit {
+  if (statusCode > 128) {
+    const name = Object.entries(osConstants.signals).find(([, n]) => n === statusCode - 128)?.[0];
+    if (name === "SIGKILL" || name === "SIGTERM" || name === "SIGINT") return { code: null, signal: name };
+  }
+  return { code: statusCode, signal: null };
+}
+
+/** A dockerode failure during start -> an error the user can act on. */
+export function startError(err: unknown, context: { image: string; endpointName: string }): Error {
+  if (err instanceof UserError) return err;
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  if (code === "ECONNREFUSED" || code === "ENOENT") return new UserError(`No Docker engine answers (${errorMessage(err)})`, { hint: START_ENGINE_HINT, cause: err });
+  if (code === "EACCES") return new UserError(`Permission denied on the Docker socket (${errorMessage(err)})`, { hint: "Run as root, or add your user to the docker group.", cause: err });
+  const message = dockerMessage(err);
+  if (/port is already allocated|address already in use/i.test(message)) {
+    return new UserError(`Cannot start a worker for "${context.endpointName}": a published port is in use (${message})`, { hint: "Free the port, or publish on any free port (hostPort 0).", cause: err });
+  }
+  if (dockerStatus(err) === 404 && /no such image/i.test(message)) {
+    return new UserError(`The worker image ${context.image} does not exist in this engine`, { hint: "Build it with `svc images build`.", cause: err });
+  }
+  return new UserError(`Docker could not start a worker for "${context.endpointName}": ${message}`, { cause: err });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// I/O
+
+/** NVIDIA GPUs on this host: a device node, a working nvidia-smi, or the engine's nvidia runtime. */
+export async function detectGpuSupport(docker?: Docker): Promise<GpuSupport> {
+  if (existsSync("/dev/nvidia0")) return { available: true, reason: "/dev/nvidia0 exists" };
+  try {
+    const { stdout } = await promisify(execFile)("nvidia-smi", ["-L"], { timeout: 5000, encoding: "utf8" });
+    if (/GPU \d+/.test(stdout)) return { available: true, reason: "nvidia-smi lists GPUs" };
+  } catch {
+    // no nvidia-smi, or no GPU behind it
+  }
+  if (docker) {
+    try {
+      const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+      if (info.Runtimes && "nvidia" in info.Runtimes) return { available: true, reason: "the engine has the nvidia runtime" };
+    } catch {
+      // the engine's absence is reported elsewhere
+    }
+  }
+  return { available: false, reason: "this host has no NVIDIA GPU (no /dev/nvidia0, no nvidia-smi, no nvidia runtime in the Docker engine)" };
+}
+
+export interface StaleCleanup {
+  containers: number;
+  networks: number;
+  volumes: number;
+}
+
+/**
+ * Remove what svc left behind (a crashed session): containers, networks and (unless `volumes: false`) volumes
+ * carrying all of `labels` and svc.managed=true. Returns how many of each went.
+ */
+export async function cleanupStale(labels: Record<string, string>, options: { docker?: Docker; volumes?: boolean } = {}): Promise<StaleCleanup> {
+  const docker = options.docker ?? (await connectDocker());
+  const filters = labelFilter({ [LABELS.managed]: "true", ...labels });
+  const result: StaleCleanup = { containers: 0, networks: 0, volumes: 0 };
+  for (const c of await docker.listContainers({ all: true, filters })) {
+    await docker
+      .getContainer(c.Id)
+      .remove({ force: true })
+      .then(() => result.containers++)
+      .catch((err: unknown) => {
+        if (dockerStatus(err) !== 404) throw err;
+      });
+  }
+  for (const n of await docker.listNetworks({ filters })) {
+    await docker
+      .getNetwork(n.Id)
+      .remove()
+      .then(() => result.networks++)
+      .catch((err: unknown) => {
+        if (dockerStatus(err) !== 404) throw err;
+      });
+  }
+  if (options.volumes !== false) {
+    const { Volumes } = await docker.listVolumes({ filters });
+    for (const v of Volumes ?? []) {
+      await docker
+        .getVolume(v.Name)
+        .remove()
+        .then(() => result.volumes++)
+        .catch((err: unknown) => {
+          if (dockerStatus(err) !== 404) throw err;
+        });
+    }
+  }
+  return result;
+}
+
+interface NetworkState {
+  name: string;
+  id: string;
+  gateway: string;
+  subnet: string;
+  created: boolean;
+}
+
+function memo<T>(cache: Map<string, Promise<T>>, key: string, make: () => Promise<T>): Promise<T> {
+  let pending = cache.get(key);
+  if (!pending) {
+    pending = make();
+    cache.set(key, pending);
+    pending.catch(() => cache.delete(key));
+  }
+  return pending;
+}
+
+function randomSession(): string {
+  return `s${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export function createDockerDriver(options: DockerDriverOptions = {}): DockerDriver {
+  const session = options.session ?? randomSession();
+  const networkScope = options.networkScope ?? "app-env";
+  const volumeLifetime = options.volumeLifetime ?? "persistent";
+  const log = options.log ?? (() => undefined);
+  const engines = new Map<string, Promise<Docker>>();
+  const images = new Map<string, Promise<string>>();
+  const networks = new Map<string, Promise<NetworkState>>();
+  const forwarders = new Map<string, Promise<Forwarder>>();
+  const volumes = new Map<string, Promise<string>>();
+  const workers = new Map<string, DockerWorkerHandle>();
+  const starting = new Set<Promise<unknown>>();
+  let gpu: Promise<GpuSupport> | undefined;
+  let closed = false;
+
+  const engine = () => memo(engines, "engine", () => connectDocker({ docker: options.docker }));
+
+  const imageFor = (kind: WorkerImageKind) =>
+    memo(images, kind, async () => {
+      const docker = await engine();
+      const explicit = options.images?.[kind];
+      if (!explicit) return (await ensureWorkerImage(docker, kind)).name;
+      try {
+        await docker.getImage(explicit).inspect();
+      } catch (err) {
+        throw new UserError(`The worker image ${explicit} does not exist in this engine (${dockerMessage(err)})`, { hint: "Build it with `svc images build`.", cause: err });
+      }
+      return explicit;
+    });
+
+  const networkFor = (name: string, launch: WorkerLaunch) =>
+    memo(networks, name, async () => {
+      const docker = await engine();
+      let created = false;
+      let info: Docker.NetworkInspectInfo;
+      try {
+        info = (await docker.getNetwork(name).inspect()) as Docker.NetworkInspectInfo;
+      } catch (err) {
+        if (dockerStatus(err) !== 404) throw err;
+        const labels: Record<string, string> = { [LABELS.managed]: "true", [LABELS.session]: session };
+        if (networkScope === "app-env") Object.assign(labels, { [LABELS.app]: launch.app, [LABELS.env]: launch.env });
+        try {
+          await docker.createNetwork({ Name: name, Driver: "bridge", CheckDuplicate: true, Labels: labels });
+          created = true;
+        } catch (createErr) {
+          // Another driver created it meanwhile: use theirs.
+          if (dockerStatus(createErr) !== 409) throw createErr;
+        }
+        info = (await docker.getNetwork(name).inspect()) as Docker.NetworkInspectInfo;
+      }
+      const ipam = info.IPAM?.Config?.find((c) => c.Gateway && c.Subnet && !c.Subnet.includes(":"));
+      if (!ipam?.Gateway || !ipam.Subnet) throw new UserError(`Docker network ${name} has no IPv4 gateway; svc cannot connect its workers to the service`);
+      return { name, id: info.Id, gateway: ipam.Gateway, subnet: ipam.Subnet, created };
+    });
+
+  const forwarderFor = (network: NetworkState, apiUrl: string) => {
+    const target = new URL(apiUrl);
+    const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));
+    const targetHost = target.hostname.replace(/^\[|\]$/g, "");
+    return memo(forwarders, `${network.name}|${targetHost}|${port}`, () =>
+      startForwarder({ listenHost: network.gateway, subnet: network.subnet, targetHost: targetHost === "localhost" ? "127.0.0.1" : targetHost, targetPort: port }),
+    );
+  };
+
+  const volumeNamed = (volume: { name: string; key: string }, launch: WorkerLaunch) =>
+    memo(volumes, volume.name, async () => {
+      const docker = await engine();
+      const labels: Record<string, string> = { [LABELS.managed]: "true", [LABELS.volume]: volume.key, [LABELS.app]: launch.app, [LABELS.env]: launch.env };
+      if (volumeLifetime === "session") labels[LABELS.session] = session;
+      // Creating an existing volume returns it unchanged: its data stays.
+      await docker.createVolume({ Name: volume.name, Labels: labels });
+      return volume.name;
+    });
+
+  async function startWorker(launch: WorkerLaunch): Promise<DockerWorkerHandle> {
+    const docker = await engine();
+    let decision: { requestGpus: boolean; warning?: string } = { requestGpus: false };
+    if (launch.computeType === "GPU") {
+      gpu ??= options.gpuSupport ? Promise.resolve(options.gpuSupport) : detectGpuSupport(docker);
+      decision = gpuDecision("GPU", await gpu, options.allowCpuFallback ?? false, launch.endpointName);
+      if (decision.warning) {
+        log(`warning: ${decision.warning}`);
+        launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] warning: ${decision.warning}` });
+      }
+    }
+    const image = await imageFor(imageKindOf(launch.computeType));
+    const networkName = networkNameFor(networkScope, launch, session);
+    let network = await networkFor(networkName, launch);
+    let apiUrl = launch.apiUrl;
+    let serviceHostIp: string | undefined;
+    if (isLoopbackUrl(launch.apiUrl)) {
+      const forwarder = await forwarderFor(network, launch.apiUrl);
+      const url = new URL(launch.apiUrl);
+      url.hostname = SERVICE_HOST_ALIAS;
+      url.port = String(forwarder.port);
+      apiUrl = url.toString().replace(/\/+$/, "");
+      serviceHostIp = network.gateway;
+    }
+    const volume = volumeFor(launch, volumeLifetime, session);
+    if (volume) await volumeNamed(volume, launch);
+    const plan: ContainerPlan = {
+      name: `svc-${dockerNamePart(launch.endpointName, 30)}-${dockerNamePart(launch.workerId, 40)}`,
+      image,
+      network: network.name,
+      serviceHostIp,
+      apiUrl,
+      labels: containerLabels(launch, session),
+      volume: volume?.name,
+      requestGpus: decision.requestGpus,
+      publish: options.publish ?? [],
+    };
+    let container: Docker.Container;
+    try {
+      container = await docker.createContainer(containerCreateOptions(launch, plan));
+    } catch (err) {
+      // The shared network was removed by another driver's close() between our inspect and create: once more.
+      if (dockerStatus(err) !== 404 || !/network/i.test(dockerMessage(err))) throw err;
+      networks.delete(networkName);
+      network = await networkFor(networkName, launch);
+      container = await docker.createContainer(containerCreateOptions(launch, { ...plan, network: network.name }));
+    }
+
+    // Attach before start so no early line (a failing import) is lost; the stream is multiplexed (no TTY).
+    const attached = (await container.attach({ stream: true, stdout: true, stderr: true })) as NodeJS.ReadableStream;
+    const streamsDone = pipeLogs(docker, attached, launch.onLog);
+    try {
+      await container.start();
+    } catch (err) {
+      await container.remove({ force: true }).catch(() => undefined);
+      throw err;
+    }
+    const inspected = await container.inspect();
+    const ports: Record<number, number> = {};
+    for (const [key, bindings] of Object.entries(inspected.NetworkSettings.Ports ?? {})) {
+      const hostPort = bindings?.[0]?.HostPort;
+      if (hostPort) ports[Number.parseInt(key, 10)] = Number(hostPort);
+    }
+
+    const exited: Promise<WorkerExit> = (async () => {
+      let exit: WorkerExit;
+      try {
+        const result = (await container.wait()) as { StatusCode: number };
+        exit = exitFromStatus(result.StatusCode);
+      } catch (err) {
+        // The container vanished under us (removed by hand, engine restarted).
+        launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] lost the worker container: ${dockerMessage(err)}` });
+        exit = { code: null, signal: null };
+      }
+      // Let the last lines (a crash's stack) reach onLog before the exit is reported.
+      await Promise.race([streamsDone, new Promise((r) => setTimeout(r, 1000).unref())]);
+      await container.remove({ force: true }).catch(() => undefined);
+      workers.delete(launch.workerId);
+      return exit;
+    })();
+
+    const handle: DockerWorkerHandle = {
+      workerId: launch.workerId,
+      containerId: container.id,
+      containerName: plan.name,
+      ports,
+      exited,
+      stop(graceMs) {
+        // docker stop: SIGTERM (forwarded by docker-init to the runtime, which drains), SIGKILL after t seconds.
+        void container.stop({ t: Math.max(1, Math.ceil(graceMs / 1000)) }).catch(() => undefined);
+        return exited;
+      },
+      kill() {
+        void container.kill().catch(() => undefined);
+      },
+    };
+    workers.set(launch.workerId, handle);
+    return handle;
+  }
+
+  return {
+    name: "docker",
+    session,
+    async prepare(kinds = ["cpu"]) {
+      await engine();
+      for (const kind of kinds) await imageFor(kind);
+    },
+    async start(launch) {
+      if (closed) throw new UserError("The Docker driver is closed");
+      const pending = startWorker(launch);
+      starting.add(pending);
+      try {
+        return await pending;
+      } catch (err) {
+        throw startError(err, { image: options.images?.[imageKindOf(launch.computeType)] ?? imageKindOf(launch.computeType), endpointName: launch.endpointName });
+      } finally {
+        starting.delete(pending);
+      }
+    },
+    async close() {
+      closed = true;
+      await Promise.allSettled([...starting]);
+      const grace = options.closeGraceMs ?? 3000;
+      await Promise.all([...workers.values()].map((handle) => handle.stop(grace)));
+      await Promise.all([...forwarders.values()].map((f) => f.then((fw) => fw.close()).catch(() => undefined)));
+      forwarders.clear();
+      if (engines.size === 0) return;
+      const docker = await engine().catch(() => undefined);
+      if (!docker) return;
+      // Networks this driver used go when nothing else is attached (the engine refuses otherwise: another
+      // driver still uses the shared app/env network, and removes it when it closes).
+      for (const pending of networks.values()) {
+        const network = await pending.catch(() => undefined);
+        if (!network) continue;
+        await docker
+          .getNetwork(network.id)
+          .remove()
+          .catch((err: unknown) => {
+            if (dockerStatus(err) !== 404 && network.created) log(`left Docker network ${network.name} in place: ${dockerMessage(err)}`);
+          });
+      }
+      networks.clear();
+      // Anything of this session a failed start left behind; session volumes too.
+      await cleanupStale({ [LABELS.session]: session }, { docker, volumes: volumeLifetime === "session" }).catch((err: unknown) =>
+        log(`cleanup of session ${session} failed: ${errorMessage(err)}`),
+      );
+    },
+  };
+}
+
+/** Demultiplex a container's attach stream into line-by-line onLog calls; resolves when both streams end. */
+function pipeLogs(docker: Docker, attached: NodeJS.ReadableStream, onLog: (line: WorkerLogLine) => void): Promise<void> {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  docker.modem.demuxStream(attached, stdout, stderr);
+  const ended = new Promise<void>((resolve) => {
+    const end = () => {
+      stdout.end();
+      stderr.end();
+      resolve();
+    };
+    attached.on("end", end);
+    attached.on("close", end);
+    attached.on("error", end);
+  });
+  const lines = (["stdout", "stderr"] as const).map(
+    (name) =>
+      new Promise<void>((resolve) => {
+        const reader = createInterface({ input: name === "stdout" ? stdout : stderr, crlfDelay: Infinity });
+        reader.on("line", (text) => {
+          try {
+            onLog({ ts: Date.now(), stream: name, text });
+          } catch {
+            // a failing log sink must not take the log stream down
+          }
+        });
+        reader.on("close", () => resolve());
+      }),
+  );
+  return ended.then(() => Promise.all(lines)).then(() => undefined);
+}

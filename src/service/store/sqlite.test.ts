@@ -1,0 +1,56 @@
+import { afterEach, describe, expect, it } from "vitest";
+import Database from "better-sqlite3";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { MIGRATIONS, openSqliteStore } from "./sqlite.js";
+import type { JobRow } from "./types.js";
+
+const dirs: string[] = [];
+const tempFile = () => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-store-"));
+  dirs.push(dir);
+  return join(dir, "svc.sqlite");
+};
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const job = (id: string): JobRow => ({
+  id, endpointId: "e1", status: "IN_QUEUE", input: "{\"a\":1}", function: null, webhook: null, sync: false, lowPriority: false,
+  createdAt: 1, startedAt: null, completedAt: null, output: null, error: null, errorType: null, errorStack: null, attempt: 0,
+  retried: 0, executionTimeoutMs: 1000, ttlMs: 5000, expiresAt: null, lease: null, workerId: null, streamCursor: 0,
+});
+
+describe("sqlite store", () => {
+  it("migrates to the latest schema version, in WAL mode, and reopens with the data", async () => {
+    const file = tempFile();
+    const store = openSqliteStore(file);
+    await store.apply([{ op: "insertJob", job: job("j1") }, { op: "updateJob", id: "j1", set: { status: "IN_PROGRESS", lease: "L", attempt: 1 } }]);
+    await store.close();
+    const db = new Database(file);
+    expect(db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.length);
+    expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
+    db.close();
+    const reopened = openSqliteStore(file);
+    expect(await reopened.activeJobs()).toEqual([{ ...job("j1"), status: "IN_PROGRESS", lease: "L", attempt: 1 }]);
+    await reopened.close();
+  });
+
+  it("applies a batch all or nothing", async () => {
+    const store = openSqliteStore(tempFile());
+    await store.apply([{ op: "insertJob", job: job("j1") }]);
+    await expect(store.apply([{ op: "insertJob", job: job("j2") }, { op: "insertJob", job: job("j1") }])).rejects.toThrow(/UNIQUE/);
+    expect(await store.getJob("j2")).toBeUndefined();
+    expect((await store.activeJobs()).map((j) => j.id)).toEqual(["j1"]);
+    await store.close();
+  });
+
+  it("refuses a data file written by a newer svc", async () => {
+    const file = tempFile();
+    const db = new Database(file);
+    db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
+    db.close();
+    expect(() => openSqliteStore(file)).toThrow(/newer svc/);
+  });
+});
