@@ -9,9 +9,37 @@ set -euo pipefail
 SOCKET=/var/run/docker.sock
 PIDFILE=/var/run/docker.pid
 LOG=${SVC_DOCKERD_LOG:-/tmp/svc-dockerd.log}
+INSTALL_LOG=/tmp/svc-docker-install.log
 WAIT_SECONDS=${SVC_DOCKERD_WAIT_SECONDS:-60}
 
 say() { echo "ensure-docker: $*" >&2; }
+
+# A dockerd that can still answer: alive and not a zombie. (pgrep is not on every slim image: read /proc.)
+live_dockerd() {
+  [ "$(cat "/proc/$1/comm" 2>/dev/null)" = dockerd ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
+dockerd_pid() {
+  local dir pid
+  for dir in /proc/[0-9]*; do
+    pid=${dir#/proc/}
+    if live_dockerd "$pid"; then
+      echo "$pid"
+      return 0
+    fi
+  done
+  return 1
+}
+
+start_dockerd() {
+  # dockerd refuses to start while its pid file names a process; no live daemon, so that file is stale.
+  if [ -f "$PIDFILE" ] && ! live_dockerd "$(cat "$PIDFILE" 2>/dev/null || echo 0)"; then
+    rm -f "$PIDFILE"
+  fi
+  say "starting dockerd (log: $LOG)..."
+  # setsid: the daemon must outlive this script and the shell that called it.
+  setsid nohup dockerd --host "unix://$SOCKET" >>"$LOG" 2>&1 </dev/null &
+}
 
 # `docker info` needs the client; fall back to a raw HTTP ping over the socket when only the daemon is there.
 engine_answers() {
@@ -33,31 +61,31 @@ fi
 if ! command -v dockerd >/dev/null 2>&1; then
   say "installing Debian's docker.io (dockerd not found)..."
   export DEBIAN_FRONTEND=noninteractive
-  timeout 300 apt-get update -qq >/dev/null
-  timeout 600 apt-get install -y -qq --no-install-recommends docker.io iptables >/dev/null
+  if ! { timeout 300 apt-get update -qq && timeout 600 apt-get install -y -qq --no-install-recommends docker.io iptables; } >"$INSTALL_LOG" 2>&1; then
+    say "installing docker.io failed; last lines of $INSTALL_LOG:"
+    tail -n 20 "$INSTALL_LOG" >&2 || true
+    exit 1
+  fi
   command -v dockerd >/dev/null 2>&1 || { say "docker.io installed but dockerd is still missing"; exit 1; }
 fi
 
-# dockerd refuses to start while a pid file names a process; no daemon answers, so that file is stale.
-if [ -f "$PIDFILE" ]; then
-  stale_pid=$(cat "$PIDFILE" 2>/dev/null || true)
-  if [ -n "$stale_pid" ] && kill -0 "$stale_pid" 2>/dev/null && [ "$(cat "/proc/$stale_pid/comm" 2>/dev/null)" = dockerd ]; then
-    say "dockerd (pid $stale_pid) is running but not answering yet; waiting for it"
-  else
-    rm -f "$PIDFILE"
-  fi
-fi
-
-if ! pgrep -x dockerd >/dev/null 2>&1; then
-  say "starting dockerd (log: $LOG)..."
-  # setsid: the daemon must outlive this script and the shell that called it.
-  setsid nohup dockerd --host "unix://$SOCKET" >>"$LOG" 2>&1 < /dev/null &
+starts=0
+if ! dockerd_pid >/dev/null; then
+  start_dockerd
+  starts=1
+else
+  say "dockerd is running but not answering yet; waiting for it"
 fi
 
 for _ in $(seq 1 "$WAIT_SECONDS"); do
   if engine_answers; then
     say "Docker engine is up"
     exit 0
+  fi
+  # The daemon we waited for died (or was a dying one): start one, at most twice in all.
+  if ! dockerd_pid >/dev/null && [ "$starts" -lt 2 ]; then
+    start_dockerd
+    starts=$((starts + 1))
   fi
   sleep 1
 done

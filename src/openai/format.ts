@@ -220,3 +220,24 @@ export function openAiProblem(status: number, detail: string, errors: readonly s
 export function problemOfVerdict(verdict: Extract<ChatRequestVerdict, { ok: false }>): OpenAiProblem {
   return openAiProblem(verdict.status, verdict.detail, verdict.errors);
 }
+
+/**
+ * Which function of an endpoint serves a chat request. An endpoint with one function serves every `model`
+ * (the reply echoes the name asked for); with several, `model` names the function.
+ */
+export function chatFunctionFor(functions: readonly string[], model: string): { function: string } | { status: 404 | 422; detail: string; errors: string[] } {
+  if (functions.length === 1) return { function: functions[0]! };
+  if (functions.includes(model)) return { function: model };
+  if (functions.length === 0) return { status: 404, detail: "This endpoint serves no functions", errors: [] };
+  return {
+    status: 422,
+    detail: "The chat completion request names no function of this endpoint",
+    errors: [`$.model: must be one of ${functions.join(", ")}`],
+  };
+}
+
+/** GET .../openai/v1/models for an endpoint: its name when it has one function, else its function names. */
+export function endpointModels(endpointName: string, functions: readonly string[], created?: number): ReturnType<typeof modelList> {
+  const ids = functions.length > 1 ? functions : [endpointName];
+  return modelList(ids.map((id) => ({ id, created, owned_by: endpointName })));
+}

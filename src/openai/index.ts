@@ -2,3 +2,4 @@
 export * from "./validate.js";
 export * from "./format.js";
 export * from "./sse.js";
+export * from "./route.js";

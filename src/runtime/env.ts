@@ -25,6 +25,9 @@ export interface WorkerSettings {
   parentPid?: number;
   /** How long the service may be unreachable before an orphaned worker gives up (ms). */
   orphanExitMs: number;
+  /** Load-balanced endpoints: where the worker serves its routes (default 127.0.0.1, any free port). */
+  httpHost: string;
+  httpPort: number;
 }
 
 function positiveInt(name: string, raw: string | undefined, fallback: number, problems: string[]): number {
@@ -66,6 +69,8 @@ export function readWorkerEnv(env: NodeJS.ProcessEnv): WorkerSettings {
     stopGraceMs: positiveInt("SVC_STOP_GRACE_MS", env.SVC_STOP_GRACE_MS, 10_000, problems),
     parentPid: env.SVC_PARENT_PID ? positiveInt("SVC_PARENT_PID", env.SVC_PARENT_PID, 0, problems) : undefined,
     orphanExitMs: positiveInt("SVC_ORPHAN_EXIT_MS", env.SVC_ORPHAN_EXIT_MS, 15_000, problems),
+    httpHost: optional("SVC_HTTP_HOST") ?? "127.0.0.1",
+    httpPort: env.SVC_HTTP_PORT ? positiveInt("SVC_HTTP_PORT", env.SVC_HTTP_PORT, 0, problems) : 0,
   };
   if (!settings.artifact && !settings.artifactDir) problems.push("one of SVC_ARTIFACT or SVC_ARTIFACT_DIR must be set");
   if (settings.apiUrl && !/^https?:\/\//.test(settings.apiUrl)) problems.push(`SVC_API_URL must be an http(s) URL (got "${settings.apiUrl}")`);

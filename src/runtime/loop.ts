@@ -35,6 +35,10 @@ export interface WorkerLoopOptions {
   stopGraceMs?: number;
   /** Called while the service is unreachable; returning true ends the worker (its parent is gone). */
   isOrphaned?(unreachableForMs: number): boolean;
+  /** False for load-balanced workers: they serve HTTP themselves and only register, heartbeat and drain. */
+  takeJobs?: boolean;
+  /** Extra fields of the register body (a load-balanced worker's `address`). */
+  registerExtra?: Record<string, unknown>;
 }
 
 interface RunningJob {
@@ -76,6 +80,8 @@ function safeString(value: unknown): string {
 
 const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 const MAX_DONE_IN_FLIGHT = 2;
+/** Consecutive refused takes (about one a second) before the worker gives up. */
+const MAX_REFUSALS = 10;
 
 export class WorkerLoop {
   private readonly running = new Map<string, RunningJob>();
@@ -96,6 +102,8 @@ export class WorkerLoop {
   private handingBack?: Promise<void>;
   private lastContact = Date.now();
   private orphaned = false;
+  private refused = false;
+  private stopRequests = 0;
   private readonly takeWaitMs: number;
   private readonly eventsWaitMs: number;
   private readonly streamBatchMs: number;
@@ -116,8 +124,13 @@ export class WorkerLoop {
   }
 
   /** Register, serve until drained (or orphaned), and return. Never throws for network trouble. */
-  async run(): Promise<"drained" | "orphaned"> {
-    await this.register();
+  async run(): Promise<"drained" | "orphaned" | "refused"> {
+    try {
+      await this.register();
+    } catch (err) {
+      this.options.note(`the service refused to register this worker: ${errorMessage(err)}`);
+      return "refused";
+    }
     const background = [this.eventsLoop(), this.heartbeatLoop()];
     await this.takeLoop();
     await this.allJobsSettled();
@@ -126,12 +139,12 @@ export class WorkerLoop {
     this.finished = true;
     this.backgroundAbort.abort();
     await Promise.allSettled(background);
-    return this.orphaned ? "orphaned" : "drained";
+    return this.orphaned ? "orphaned" : this.refused ? "refused" : "drained";
   }
 
   /** Stop taking, finish held jobs; after `graceMs` hand the rest back. A second call hands back at once. */
   stop(reason: string, graceMs = this.options.stopGraceMs ?? 10_000): void {
-    if (this.draining) graceMs = 0;
+    if (this.stopRequests++ > 0) graceMs = 0;
     this.beginDrain(reason);
     const timer = setTimeout(() => {
       this.handingBack = this.handBack();
@@ -169,14 +182,17 @@ export class WorkerLoop {
             workerId: this.options.workerId,
             pid: process.pid,
             concurrency: this.options.concurrency,
+            ...this.options.registerExtra,
           });
           this.lastContact = Date.now();
           return;
         } catch (err) {
           if (!isTransient(err) && !isUnknownWorker(err)) throw err;
           if (this.checkOrphaned()) return;
-          await sleep(backoffMs(attempt), this.backgroundAbort.signal);
-          if (this.backgroundAbort.signal.aborted) return;
+          // Told to stop while the service is away: nothing is held yet, so there is nothing to wait for.
+          if (this.draining && !this.registered) return;
+          await sleep(backoffMs(attempt), this.draining ? this.backgroundAbort.signal : this.takeAbort.signal);
+          if (this.backgroundAbort.signal.aborted || (this.draining && !this.registered)) return;
         }
       }
     })().finally(() => {
@@ -236,6 +252,11 @@ export class WorkerLoop {
   // ---- taking and running jobs ----------------------------------------------------------------------------
 
   private async takeLoop(): Promise<void> {
+    let refusals = 0;
+    if (this.options.takeJobs === false) {
+      while (!this.draining) await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+      return;
+    }
     while (!this.draining) {
       const free = this.options.concurrency - this.running.size;
       if (free <= 0) {
@@ -253,9 +274,17 @@ export class WorkerLoop {
       } catch (err) {
         if (this.draining) break;
         this.options.note(`take failed: ${errorMessage(err)}`);
+        // Transient trouble is retried inside call(); what reaches here is a refusal (token revoked, endpoint
+        // deleted). A worker the service keeps refusing is useless: stop instead of polling forever.
+        if (++refusals >= MAX_REFUSALS) {
+          this.refused = true;
+          this.beginDrain("the service keeps refusing this worker");
+          break;
+        }
         await sleep(1000, this.takeAbort.signal);
         continue;
       }
+      refusals = 0;
       for (const job of jobs) this.start(job);
     }
   }

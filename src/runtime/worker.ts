@@ -12,8 +12,9 @@ import { extractArtifactCached } from "../artifact/extract.js";
 import { WorkerApi } from "./api.js";
 import { readWorkerEnv, type WorkerSettings } from "./env.js";
 import { handlerPath, importHandler, installRuntimeContext } from "./handler.js";
-import { captureProcessOutput, LogShipper } from "./logs.js";
+import { captureProcessOutput, jobScope, LogShipper } from "./logs.js";
 import { WorkerLoop } from "./loop.js";
+import { serveRoutes, type RouteServer } from "./lb.js";
 
 const writeStderr = process.stderr.write.bind(process.stderr);
 
@@ -47,11 +48,12 @@ async function main(): Promise<number> {
   });
   const note = (text: string) => {
     writeStderr(`[svc-runtime] ${text}\n`);
-    shipper.add("log", text, undefined);
+    shipper.add("log", text);
   };
   const restoreOutput = captureProcessOutput(shipper);
 
   let handler: LoadedHandler | undefined;
+  let routeServer: RouteServer | undefined;
   let loop: WorkerLoop | undefined;
   installRuntimeContext(
     {
@@ -73,19 +75,25 @@ async function main(): Promise<number> {
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  // One job's stray rejection or throw (a callback it did not await) must not take down the other jobs this
+  // worker runs: report it, attributed to its job where the context survived, and keep serving.
+  process.on("unhandledRejection", (reason) => note(`unhandled rejection: ${describe(reason)}`));
+  process.on("uncaughtException", (err) => note(`uncaught exception: ${describe(err)}`));
 
   try {
     const dir = await prepareArtifact(settings);
     const loaded = await importHandler(await handlerPath(dir, settings.endpointName));
-    if (loaded.kind !== "queue") {
-      throw new UserError(`Endpoint "${settings.endpointName}" is load-balanced; this runtime serves queue-based endpoints`);
-    }
     await loaded.init();
+    if (loaded.kind === "lb") {
+      routeServer = await serveRoutes(loaded.routes, { host: settings.httpHost, port: settings.httpPort });
+      note(`serving ${loaded.routes.length} route(s) and /ping at ${routeServer.address}`);
+    }
     handler = loaded;
   } catch (err) {
     note(`worker failed to start: ${errorMessage(err)}`);
     const detail = err instanceof Error && !(err instanceof UserError) && err.stack ? err.stack : errorMessage(err);
     await api.post("fail-start", { workerId: settings.workerId, error: detail }, { timeoutMs: 5000 }).catch(() => undefined);
+    await routeServer?.close();
     await shipper.flush().catch(() => undefined);
     restoreOutput();
     api.close();
@@ -100,18 +108,27 @@ async function main(): Promise<number> {
     concurrency: settings.maxConcurrency,
     note,
     stopGraceMs: settings.stopGraceMs,
+    takeJobs: handler.kind !== "lb",
+    registerExtra: routeServer ? { address: routeServer.address } : undefined,
     isOrphaned: parentPid
       ? (unreachableMs) => unreachableMs > settings.orphanExitMs && (process.ppid !== parentPid || !processAlive(parentPid))
       : undefined,
   });
   if (stopRequested) loop.stop(stopRequested, settings.stopGraceMs);
   const outcome = await loop.run();
-  note(outcome === "orphaned" ? "exiting: orphaned" : "drained; exiting");
+  await routeServer?.close();
+  note(outcome === "orphaned" ? "exiting: orphaned" : outcome === "refused" ? "exiting: the service refuses this worker" : "drained; exiting");
   if (outcome !== "orphaned") await shipper.flush().catch(() => undefined);
   shipper.stop();
   restoreOutput();
   api.close();
-  return 0;
+  return outcome === "refused" ? 1 : 0;
+}
+
+function describe(value: unknown): string {
+  const jobId = jobScope.getStore();
+  const text = value instanceof Error ? (value.stack ?? value.message) : String(value);
+  return jobId ? `(job ${jobId}) ${text}` : text;
 }
 
 main().then(

@@ -12,7 +12,8 @@ import { canUseJobs, type KeyRing, type Principal } from "./auth.js";
 import { isFinal, MAX_TAKE_WAIT_MS, type DoneResult, type JobEngine, type WorkerEntry } from "./engine.js";
 import { HttpProblem, intParam, isPlainObject, keyFromHeader, parseJson, readBody, sendJson, sendProblem } from "./http.js";
 import type { Scaler } from "./scaler.js";
-import type { EndpointRow, JobRow, LogRow } from "./store/types.js";
+import type { EndpointRow, JobRow, LogRow, Store } from "./store/types.js";
+import { deployRoute } from "./deploy/routes.js";
 import { MAX_TTL_MS, validateSubmission } from "./validate.js";
 
 export const RUN_BODY_LIMIT = 10 * 1024 * 1024;
@@ -31,6 +32,10 @@ export interface ApiContext {
   log(message: string): void;
   leaseMs: number;
   heartbeatMs: number;
+  // issue 5: apps, environments, builds
+  store: Store;
+  dataDir: string;
+  maxArtifactBytes: number;
 }
 
 /** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */
@@ -79,6 +84,8 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     const segments = url.pathname.split("/").filter(Boolean).map(decodeURIComponent);
     if (segments[0] === "v2" && segments.length >= 3) return await jobRoute(ctx, principal, req, res, url, segments);
     if (segments[0] === "_worker" && segments[1] === "v1" && segments.length === 3) return await workerRoute(ctx, principal, req, res, segments[2]!);
+    // issue 5: apps, environments, builds (falls through for environments only the older route knows)
+    if (segments[0] === "v1" && segments[1] === "apps" && segments.length <= 6 && (await deployRoute(ctx, principal, req, res, segments))) return;
     if (segments[0] === "v1" && segments[1] === "apps" && segments[3] === "environments" && segments.length === 5) {
       methodCheck(req, ["GET"]);
       return appEnvironment(ctx, principal, res, segments[2]!, segments[4]!);

@@ -17,6 +17,8 @@ export interface Principal {
   scopes: string[];
   /** Set for worker tokens. */
   worker?: { workerId: string; endpointId: string };
+  /** Epoch ms after which the key is refused (checked on every request, cache or not). */
+  expiresAt?: number;
 }
 
 export function hashKey(key: string): string {
@@ -39,6 +41,7 @@ export function principalOf(row: KeyRow): Principal {
     userId: row.userId,
     scopes: row.scopes,
     worker: workerScope ? { workerId: row.id, endpointId: workerScope.slice("worker:".length) } : undefined,
+    expiresAt: row.expiresAt ?? undefined,
   };
 }
 
@@ -51,6 +54,10 @@ export function isAdmin(p: Principal): boolean {
   return !p.worker && p.scopes.includes("admin");
 }
 
+function expired(p: Principal): boolean {
+  return p.expiresAt !== undefined && Date.now() >= p.expiresAt;
+}
+
 export class KeyRing {
   private readonly cache = new Map<string, Principal | null>();
   constructor(private readonly store: Store) {}
@@ -59,13 +66,13 @@ export class KeyRing {
   async authenticate(key: string): Promise<Principal | undefined> {
     const hash = hashKey(key);
     const cached = this.cache.get(hash);
-    if (cached !== undefined) return cached ?? undefined;
+    if (cached !== undefined) return cached && !expired(cached) ? cached : undefined;
     const row = await this.store.keyByHash(hash);
     const valid = row !== undefined && row.revokedAt === null && timingSafeEqual(Buffer.from(row.hash, "hex"), Buffer.from(hash, "hex"));
     const principal = valid ? principalOf(row!) : null;
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(hash, principal);
-    return principal ?? undefined;
+    return principal && !expired(principal) ? principal : undefined;
   }
 
   /** Forget cached answers (after a key was revoked or deleted). */

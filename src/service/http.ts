@@ -9,6 +9,7 @@ export const TITLES: Record<number, string> = {
   403: "Forbidden",
   404: "Not Found",
   405: "Method Not Allowed",
+  409: "Conflict",
   413: "Payload Too Large",
   422: "Unprocessable Entity",
   429: "Too Many Requests",

@@ -14,6 +14,7 @@ import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
 import { JobEngine, type EngineEndpoint } from "./engine.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
 import { sendProblem } from "./http.js";
+import { artifactLimit } from "./deploy/upload.js";
 import { Scaler } from "./scaler.js";
 import { openSqliteStore } from "./store/sqlite.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
@@ -38,6 +39,8 @@ export interface ServiceOptions {
   retentionSweepMs?: number;
   /** Operator messages (worker starts, internal errors); the CLI sends them to stderr. */
   log?: (message: string) => void;
+  /** issue 5: largest build artifact accepted (default 1.5 GB, or SVC_MAX_ARTIFACT_BYTES). */
+  maxArtifactBytes?: number;
 }
 
 export interface DeployedEndpoint {
@@ -233,7 +236,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
 
   const followers = new Set<ServerResponse>();
-  const context: ApiContext = { engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs };
+  const context: ApiContext = {
+    engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
+    // issue 5: apps, environments, builds
+    store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(),
+  };
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     handleRequest(context, req, res).catch((err: unknown) => {
       log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);

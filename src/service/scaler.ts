@@ -267,6 +267,29 @@ export class Scaler {
     this.failures.delete(endpointId);
   }
 
+  /**
+   * issue 5: stop every worker of these (removed) endpoints now; true once all have exited, false when some
+   * still run after `timeoutMs`.
+   */
+  async stopWorkersOf(endpointIds: ReadonlySet<string>, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    const asked = new Set<string>();
+    for (;;) {
+      const left = [...this.managed.values()].filter((m) => endpointIds.has(m.endpointId));
+      if (left.length === 0) return true;
+      if (Date.now() > deadline) return false;
+      for (const m of left) {
+        this.drain(m.id);
+        // A worker still starting has no handle yet: asked again on the next round.
+        if (m.handle && !asked.has(m.id)) {
+          asked.add(m.id);
+          void m.handle.stop(DRAIN_GRACE_MS).catch(() => undefined);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
   workerRevision(workerId: string): string | undefined {
     return this.managed.get(workerId)?.revision;
   }

@@ -22,7 +22,7 @@ export const FIXTURE_ENDPOINTS: HandlerEndpoint[] = [
   {
     name: "fns",
     type: "queue",
-    functions: ["add", "upper", "fail", "count", "nap", "ticker", "say"].map((name) => ({
+    functions: ["add", "upper", "fail", "count", "nap", "ticker", "say", "stray"].map((name) => ({
       name,
       exportName: name,
       module: "src/work.ts",
@@ -35,6 +35,7 @@ export const FIXTURE_ENDPOINTS: HandlerEndpoint[] = [
     type: "queue",
     functions: ["hit", "hitTwice"].map((name) => ({ name, exportName: "Counter", module: "src/work.ts", kind: "method" as const, className: "Counter" })),
   },
+  { name: "api", type: "lb", functions: [], lbExport: { module: "src/work.ts", exportName: "api" } },
 ];
 
 async function tarGz(files: Array<{ name: string; body: string | Buffer }>): Promise<Buffer> {

@@ -33,7 +33,7 @@ async function load(name: string): Promise<LoadedHandler> {
 describe("handler loading", () => {
   it("runs async, sync and generator functions of a multi-function endpoint", async () => {
     const h = await load("fns");
-    expect(h.functionNames).toEqual(["add", "upper", "fail", "count", "nap", "ticker", "say"]);
+    expect(h.functionNames).toEqual(["add", "upper", "fail", "count", "nap", "ticker", "say", "stray"]);
     const added = h.invoke("add", { a: 2, b: 3 }, ctx());
     expect(added.kind).toBe("value");
     expect(await (added as { value: Promise<unknown> }).value).toMatchObject({ sum: 5 });

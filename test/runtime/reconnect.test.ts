@@ -17,7 +17,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let work: string;
 const services: ChildProcess[] = [];
-const driver = createProcessDriver({ closeGraceMs: 500 });
+let driver: ReturnType<typeof createProcessDriver>;
 
 interface Started {
   url: string;
@@ -38,9 +38,10 @@ async function startServiceProcess(args: string[]): Promise<Started> {
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "svc-reconnect-"));
+  driver = createProcessDriver({ closeGraceMs: 500, cacheDir: join(work, "cache") });
 });
 afterAll(async () => {
-  await driver.close();
+  await driver?.close();
   for (const s of services) if (s.exitCode === null && s.signalCode === null) s.kill("SIGKILL");
   await rm(work, { recursive: true, force: true });
 });

@@ -120,6 +120,20 @@ describe("running jobs", () => {
     expect(final.output!.map((v) => v.i)).toEqual([0, 1, 2, 3, 4]);
   });
 
+  it("keeps every chunk of a fast generator, in order", async () => {
+    const fns = client("fns");
+    const { id } = await fns.run({ count: 5000, delayMs: 0 }, { function: "count" });
+    const received: number[] = [];
+    for (let status = "IN_QUEUE"; !["COMPLETED", "FAILED"].includes(status); ) {
+      const s = await fns.stream<{ i: number }>(id);
+      status = s.status;
+      for (const c of s.stream) received.push(c.output.i);
+      if (s.stream.length === 0) await sleep(50);
+    }
+    expect(received).toEqual(Array.from({ length: 5000 }, (_, i) => i));
+    expect(((await fns.status(id)).output as unknown[]).length).toBe(5000);
+  });
+
   it("keeps one class instance per worker", async () => {
     const counter = client("counter");
     const hits: Array<JobRecord<{ n: number; pid: number }>> = [];
@@ -144,6 +158,20 @@ describe("running jobs", () => {
     const perPid = new Map<number, number>();
     for (const o of outputs) perPid.set(o.pid, (perPid.get(o.pid) ?? 0) + 1);
     expect([...perPid.values()].sort()).toEqual([3, 3]);
+  });
+
+  it("survives a job's stray rejection and throwing timer, and reports them against the job", async () => {
+    const fns = client("fns");
+    const record = await fns.runsync<{ pid: number }>({}, { function: "stray" });
+    expect(record.status).toBe("COMPLETED");
+    const pid = record.output!.pid;
+    const lines = await until("the stray errors in the job's log", async () => {
+      const l = (await logs("fns", record.id)).map((x) => x.text).join("\n");
+      return /unobserved rejection/.test(l) && /stray timer error/.test(l) ? l : undefined;
+    });
+    expect(lines).toMatch(/unhandled rejection: \(job [^)]+\) Error: unobserved rejection/);
+    await sleep(200);
+    expect(alive(pid)).toBe(true);
   });
 
   it("attributes handler console output to its job", async () => {

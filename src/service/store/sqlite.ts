@@ -6,6 +6,8 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow } from "./types.js";
+import { DEPLOY_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
+import { MANAGEMENT_MIGRATION } from "../management/store.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const MIGRATIONS: string[] = [
@@ -34,6 +36,10 @@ export const MIGRATIONS: string[] = [
    CREATE TABLE api_keys (
      id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL, scopes TEXT NOT NULL,
      created_at INTEGER NOT NULL, revoked_at INTEGER);`,
+  // issue 5: apps, environments and uploaded builds
+  DEPLOY_MIGRATION,
+  // issue 4: network volumes, templates, REST endpoints, key names and expiry
+  MANAGEMENT_MIGRATION,
 ];
 
 const JOB_COLUMNS: Record<keyof JobRow, string> = {
@@ -151,6 +157,7 @@ export function openSqliteStore(file: string): Store {
   const expired = db.prepare("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?");
   const allEndpoints = db.prepare("SELECT * FROM endpoints ORDER BY created_at, id");
   const keyByHash = db.prepare("SELECT * FROM api_keys WHERE hash = ?");
+  const deployState = prepareDeployStatements(db);
 
   const applyOne = (o: StoreOp) => {
     switch (o.op) {
@@ -194,6 +201,8 @@ export function openSqliteStore(file: string): Store {
       case "deleteKey":
         deleteKey.run(o.id);
         break;
+      default:
+        if (isDeployOp(o)) deployState.apply(o);
     }
   };
   const applyAll = db.transaction((ops: StoreOp[]) => {
@@ -201,6 +210,7 @@ export function openSqliteStore(file: string): Store {
   });
 
   return {
+    ...deployState.reads,
     async apply(ops) {
       if (ops.length > 0) applyAll(ops);
     },
@@ -237,6 +247,8 @@ export function openSqliteStore(file: string): Store {
         scopes: JSON.parse(r.scopes as string) as string[],
         createdAt: r.created_at as number,
         revokedAt: (r.revoked_at as number | null) ?? null,
+        // issue 4: keys may expire
+        expiresAt: (r.expires_at as number | null | undefined) ?? null,
       } satisfies KeyRow;
     },
     async logs(q) {

@@ -3,6 +3,7 @@
 
 import type { JobStatus } from "../../sdk/jobs-client.js";
 import type { ManifestResource } from "../../sdk/manifest.js";
+import type { DeployStoreOp, DeployStoreReads } from "../deploy/types.js";
 
 export interface JobRow {
   id: string;
@@ -67,6 +68,8 @@ export interface KeyRow {
   scopes: string[];
   createdAt: number;
   revokedAt: number | null;
+  /** issue 4: epoch ms after which the key is refused (401); null or absent: never. */
+  expiresAt?: number | null;
 }
 
 export interface LogRow {
@@ -96,9 +99,12 @@ export type StoreOp =
   | { op: "addCounters"; endpointId: string; completed: number; failed: number; retried: number }
   | { op: "insertKey"; key: KeyRow }
   | { op: "revokeKey"; id: string; at: number }
-  | { op: "deleteKey"; id: string };
+  | { op: "deleteKey"; id: string }
+  // issue 5: apps, environments, builds
+  | DeployStoreOp;
 
-export interface Store {
+// issue 5: apps, environments and builds (DeployStoreReads)
+export interface Store extends DeployStoreReads {
   /** Apply the ops in order, atomically (all or none). */
   apply(ops: StoreOp[]): Promise<void>;
   getJob(id: string): Promise<JobRow | undefined>;

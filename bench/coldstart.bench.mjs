@@ -1,0 +1,102 @@
+// Cold start with Docker workers: a job submitted to an endpoint at zero workers, until its result (the service
+// starts a container from the local worker image, the runtime extracts the mounted artifact, registers, takes
+// the job), beside a plain `docker run --rm <same image> node -e "console.log(1)"` timed in the same run.
+// Skips (one row saying so) when no Docker engine answers.
+import { spawn } from "node:child_process";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { request } from "./http.mjs";
+
+export const title = "cold start: Docker worker from zero vs plain docker run";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const SAMPLES = 5;
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+/** `docker run --rm image node -e ...` with the docker CLI; through the engine API when there is no CLI. */
+async function plainRun(docker, image) {
+  const started = performance.now();
+  const cli = await new Promise((resolve) => {
+    const child = spawn("docker", ["run", "--rm", image, "node", "-e", "console.log(1)"], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.on("error", () => resolve(undefined));
+    child.on("close", (code) => resolve(code === 0 && out.trim() === "1" ? "ok" : `exit ${code}`));
+  });
+  if (cli === "ok") return performance.now() - started;
+  if (cli !== undefined) throw new Error(`docker run failed: ${cli}`);
+  const t = performance.now();
+  const container = await docker.createContainer({ Image: image, Cmd: ["node", "-e", "console.log(1)"], HostConfig: { AutoRemove: true } });
+  await container.start();
+  await container.wait();
+  return performance.now() - t;
+}
+
+export async function run() {
+  const { dockerAvailable } = await import(`${root}dist/drivers/docker-engine.js`);
+  const { default: Docker } = await import("dockerode");
+  const docker = new Docker();
+  if (!(await dockerAvailable(docker))) {
+    return [{ name: "cold start (docker)", value: "skipped", unit: "", baselineName: "no Docker engine (scripts/ensure-docker.sh)", baseline: "-", ratio: "-", target: "<= 2x", met: undefined }];
+  }
+  const { buildProject } = await import(`${root}dist/build/index.js`);
+  const { startService } = await import(`${root}dist/service/index.js`);
+  const { createDockerDriver, cleanupStale } = await import(`${root}dist/drivers/docker.js`);
+  const { workerImageName } = await import(`${root}dist/drivers/images.js`);
+
+  const work = mkdtempSync(join(tmpdir(), "svc-bench-coldstart-"));
+  const key = "bench-key";
+  const driver = createDockerDriver({ docker, networkScope: "session", volumeLifetime: "session" });
+  let service;
+  try {
+    cpSync(join(root, "fixtures", "docker-app"), join(work, "app"), { recursive: true });
+    const build = await buildProject(join(work, "app"));
+    // The image build is a one-off, not part of a cold start.
+    await driver.prepare(["cpu"]);
+    const image = workerImageName("cpu");
+    service = await startService({ dataDir: join(work, "data"), driver, apiKeys: [key] });
+    const auth = { authorization: `Bearer ${key}` };
+    const coldStart = async (env) => {
+      // A fresh environment: a new endpoint at zero workers.
+      const deployed = await service.deploy({ app: build.manifest.app, env, manifest: build.manifest, artifactPath: build.artifactPath });
+      const endpoint = deployed.find((e) => e.name === "docker-echo");
+      const started = performance.now();
+      const res = await request(`${endpoint.url}/runsync?wait=60000`, { method: "POST", headers: auth, body: { input: { who: "bench" } } });
+      const ms = performance.now() - started;
+      if (res.status !== 200 || !res.body.includes("COMPLETED")) throw new Error(`cold start job failed: ${res.status} ${res.body}`);
+      return ms;
+    };
+
+    // Warm-up: the engine's caches, the session network and its forwarder, the page cache for node.
+    await plainRun(docker, image);
+    await coldStart("warmup");
+    const cold = [];
+    const plain = [];
+    for (let i = 0; i < SAMPLES; i++) {
+      plain.push(await plainRun(docker, image));
+      cold.push(await coldStart(`cold-${i}`));
+    }
+    const value = median(cold);
+    const baseline = median(plain);
+    const ratio = value / baseline;
+    return [
+      {
+        name: `cold start, job to result (median of ${SAMPLES})`,
+        value,
+        unit: "ms",
+        baselineName: "docker run --rm node -e (same image)",
+        baseline,
+        ratio,
+        target: "<= 2x",
+        met: ratio <= 2,
+      },
+    ];
+  } finally {
+    await service?.close();
+    await driver.close();
+    await cleanupStale({ "svc.session": driver.session }, { docker }).catch(() => undefined);
+    rmSync(work, { recursive: true, force: true });
+  }
+}

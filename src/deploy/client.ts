@@ -1,0 +1,222 @@
+// issue 5: the client side of the service's /v1/apps routes: apps, environments, build upload (streamed, with
+// progress and retries), plans, activation, undeploy and configuration updates.
+
+import { createReadStream } from "node:fs";
+import { request as httpRequest, type IncomingMessage } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { ApiError, UnreachableError, UserError, type Problem } from "../errors.js";
+import { DEFAULT_API_URL, envSetting, readDotEnv } from "../sdk/context.js";
+import { readJson } from "../sdk/jobs-client.js";
+import type { Manifest } from "../sdk/manifest.js";
+
+export interface ServiceAddress {
+  url: string;
+  apiKey: string;
+}
+
+/** SVC_API_URL (default the local service) and SVC_API_KEY, from the environment or `.env` (cwd, then project). */
+export function serviceAddress(projectDir?: string): ServiceAddress {
+  const fromProject = projectDir ? readDotEnv(projectDir) : {};
+  const setting = (name: string) => envSetting(name) ?? fromProject[name];
+  const apiKey = setting("SVC_API_KEY");
+  if (!apiKey) {
+    throw new UserError("No API key: SVC_API_KEY is not set", {
+      hint: "Set SVC_API_KEY in the environment or in a .env file (`svc server` prints where its admin key is).",
+    });
+  }
+  return { url: (setting("SVC_API_URL") ?? DEFAULT_API_URL).replace(/\/+$/, ""), apiKey };
+}
+
+export interface EndpointInfo {
+  name: string;
+  id: string;
+  url: string;
+  type: "queue" | "lb";
+  routes: string[];
+  workersMin?: number;
+  workersMax?: number;
+  gpuTypeIds?: string[];
+  idleTimeout?: number;
+}
+
+export interface EnvironmentInfo {
+  app: string;
+  env: string;
+  createdAt: number;
+  activatedAt: number | null;
+  build: string | null;
+  fingerprint: string | null;
+  endpoints: EndpointInfo[];
+}
+
+export interface PlannedEndpoint extends EndpointInfo {
+  action: "create" | "update" | "unchanged";
+}
+
+export interface PlanInfo {
+  applied: boolean;
+  endpoints: PlannedEndpoint[];
+  remove: Array<{ name: string; id: string }>;
+}
+
+export interface RemovedEndpoint {
+  name: string;
+  id: string;
+  env: string;
+}
+
+export interface BuildInfo {
+  id: string;
+  app: string;
+  size: number;
+  fingerprint: string;
+  createdAt: number;
+}
+
+export interface ConfigChange {
+  name: string;
+  id: string;
+  changed: string[];
+  restart: boolean;
+}
+
+const seg = encodeURIComponent;
+
+export class DeployClient {
+  constructor(readonly address: ServiceAddress) {}
+
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let response: Response;
+    try {
+      response = await fetch(`${this.address.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${this.address.apiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new UnreachableError(this.address.url, err);
+    }
+    return readJson<T>(response);
+  }
+
+  /** null when the service has no such app. */
+  async environments(app: string): Promise<EnvironmentInfo[] | null> {
+    try {
+      return (await this.request<{ environments: EnvironmentInfo[] }>("GET", `/v1/apps/${seg(app)}/environments`)).environments;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return null;
+      throw err;
+    }
+  }
+
+  apps() {
+    return this.request<{ apps: Array<{ name: string; createdAt: number; environments: string[] }> }>("GET", "/v1/apps");
+  }
+  app(app: string) {
+    return this.request<{ name: string; createdAt: number; environments: EnvironmentInfo[] }>("GET", `/v1/apps/${seg(app)}`);
+  }
+  deleteApp(app: string) {
+    return this.request<{ deleted: string; environments: string[]; removed: RemovedEndpoint[] }>("DELETE", `/v1/apps/${seg(app)}`);
+  }
+  environment(app: string, env: string) {
+    return this.request<EnvironmentInfo>("GET", `/v1/apps/${seg(app)}/environments/${seg(env)}`);
+  }
+  ensureEnvironment(app: string, env: string) {
+    return this.request<EnvironmentInfo & { created: boolean }>("PUT", `/v1/apps/${seg(app)}/environments/${seg(env)}`);
+  }
+  deleteEnvironment(app: string, env: string) {
+    return this.request<{ deleted: string; app: string; removed: RemovedEndpoint[] }>("DELETE", `/v1/apps/${seg(app)}/environments/${seg(env)}`);
+  }
+  async hasBuild(app: string, sha256: string): Promise<boolean> {
+    try {
+      await this.request<BuildInfo>("GET", `/v1/apps/${seg(app)}/builds/${sha256}`);
+      return true;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return false;
+      throw err;
+    }
+  }
+  plan(app: string, env: string, build: string) {
+    return this.request<PlanInfo>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/plan`, { build });
+  }
+  activate(app: string, env: string, build: string, confirmRemove: string[]) {
+    return this.request<PlanInfo & { build: string; fingerprint: string }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/activate`, { build, confirmRemove });
+  }
+  undeploy(app: string, env: string, what: { all: true } | { endpoints: string[] }) {
+    return this.request<{ app: string; env: string; removed: RemovedEndpoint[] }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/undeploy`, what);
+  }
+  config(app: string, env: string, resources: Manifest["resources"], dryRun: boolean) {
+    return this.request<{ app: string; env: string; dryRun: boolean; changes: ConfigChange[] }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/config`, { resources, dryRun });
+  }
+
+  /**
+   * Stream the artifact to the service. Network failures and 5xx answers are retried (the service keeps
+   * nothing from an incomplete upload); 4xx answers (too large, bad checksum or format) are not.
+   */
+  async upload(
+    app: string,
+    file: { path: string; size: number; sha256: string },
+    options: { onProgress?: (sent: number, total: number) => void; attempts?: number; retryDelayMs?: number } = {},
+  ): Promise<BuildInfo> {
+    const attempts = options.attempts ?? 4;
+    let lastError: unknown;
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      try {
+        return await this.uploadOnce(app, file, options.onProgress);
+      } catch (err) {
+        const retryable = err instanceof UnreachableError || (err instanceof ApiError && err.status >= 500);
+        if (!retryable || attempt === attempts) throw err;
+        lastError = err;
+        await new Promise((r) => setTimeout(r, (options.retryDelayMs ?? 500) * 2 ** (attempt - 1)));
+      }
+    }
+    throw lastError;
+  }
+
+  private uploadOnce(app: string, file: { path: string; size: number; sha256: string }, onProgress?: (sent: number, total: number) => void): Promise<BuildInfo> {
+    const target = new URL(`${this.address.url}/v1/apps/${seg(app)}/builds`);
+    const send = target.protocol === "https:" ? httpsRequest : httpRequest;
+    return new Promise<BuildInfo>((resolve, reject) => {
+      const req = send(target, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${this.address.apiKey}`,
+          "content-type": "application/gzip",
+          "content-length": file.size,
+          "x-svc-sha256": file.sha256,
+        },
+      });
+      let answered = false;
+      req.on("response", (res: IncomingMessage) => {
+        answered = true;
+        const parts: Buffer[] = [];
+        res.on("data", (d: Buffer) => parts.push(d));
+        res.on("error", (err) => reject(new UnreachableError(this.address.url, err)));
+        res.on("end", () => {
+          const text = Buffer.concat(parts).toString("utf8");
+          const status = res.statusCode ?? 0;
+          if (status >= 200 && status < 300) return resolve(JSON.parse(text) as BuildInfo);
+          let problem: Problem;
+          try {
+            problem = JSON.parse(text) as Problem;
+          } catch {
+            problem = { title: res.statusMessage ?? "Error", status, detail: text.slice(0, 500) };
+          }
+          reject(new ApiError(problem));
+        });
+      });
+      req.on("error", (err) => {
+        // The service may answer (413) and close before taking the whole body: its answer wins.
+        if (!answered) reject(new UnreachableError(this.address.url, err));
+      });
+      let sent = 0;
+      const body = createReadStream(file.path);
+      body.on("data", (chunk) => {
+        sent += chunk.length;
+        onProgress?.(sent, file.size);
+      });
+      body.on("error", (err) => req.destroy(err));
+      body.pipe(req);
+    });
+  }
+}

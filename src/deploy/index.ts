@@ -1,0 +1,195 @@
+// issue 5: `svc deploy` as a library: build, make sure the app and environment exist, upload the artifact
+// (skipped when the service already has these bytes), ask the service for the plan, confirm destructive steps,
+// activate. The service decides what exists; nothing here keeps local state.
+
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import { buildProject, type BuildResult } from "../build/index.js";
+import { discover } from "../build/discover.js";
+import { appNameOf, buildManifest } from "../build/manifest.js";
+import { UsageError, UserError } from "../errors.js";
+import { envSetting } from "../sdk/context.js";
+import { DeployClient, serviceAddress, type ConfigChange, type EnvironmentInfo, type PlanInfo, type PlannedEndpoint, type ServiceAddress } from "./client.js";
+
+export const DEFAULT_ENVIRONMENT = "production";
+
+/**
+ * Which environment a deploy targets: the flag; else the app's only environment; `production` when it has
+ * none; an error listing them when there are several.
+ */
+export function chooseEnvironment(flag: string | undefined, existing: readonly string[], app: string, command = "svc deploy"): string {
+  if (flag) return flag;
+  if (existing.length === 0) return DEFAULT_ENVIRONMENT;
+  if (existing.length === 1) return existing[0]!;
+  throw new UsageError(
+    `App "${app}" has ${existing.length} environments (${existing.join(", ")}); say which one with --env`,
+    `For example: \`${command} --env ${existing[0]}\`.`,
+  );
+}
+
+/** Endpoints a plan removes, as the confirmation question and the non-interactive error name them. */
+export function describeRemoval(plan: Pick<PlanInfo, "remove">, app: string, env: string): string {
+  return `removes ${plan.remove.length} endpoint(s) from app "${app}", environment "${env}": ${plan.remove.map((r) => r.name).join(", ")}`;
+}
+
+export function curlFor(endpoint: { url: string; type: string; routes: string[] }): string {
+  const auth = `-H "Authorization: Bearer $SVC_API_KEY"`;
+  if (endpoint.type === "lb") {
+    const route = endpoint.routes[0] ?? "GET /ping";
+    const [method, path] = route.split(" ") as [string, string];
+    const data = method === "GET" || method === "DELETE" ? "" : ` -H "Content-Type: application/json" -d '{}'`;
+    return `curl -s -X ${method} ${endpoint.url}${path} ${auth}${data}`;
+  }
+  return `curl -s -X POST ${endpoint.url}/runsync ${auth} -H "Content-Type: application/json" -d '{"input":{}}'`;
+}
+
+export interface DeployOptions {
+  root: string;
+  env?: string;
+  app?: string;
+  exclude?: string[];
+  dryRun?: boolean;
+  yes?: boolean;
+  /** May the deploy ask (a TTY, no CI)? Without, a destructive step needs `yes`. */
+  interactive: boolean;
+  confirm?: (question: string) => Promise<boolean>;
+  onProgress?: (label: string) => void;
+  onUpload?: (sent: number, total: number) => void;
+  address?: ServiceAddress;
+}
+
+export interface DeployResult {
+  app: string;
+  env: string;
+  url: string;
+  dryRun: boolean;
+  createdEnvironment: boolean;
+  build: { id: string; size: number; fingerprint: string; uploaded: boolean };
+  endpoints: Array<PlannedEndpoint & { curl: string }>;
+  removed: Array<{ name: string; id: string }>;
+  /** One ready-to-paste command for the first endpoint. */
+  curl: string | null;
+  warnings: string[];
+}
+
+function sha256File(path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const hash = createHash("sha256");
+    createReadStream(path)
+      .on("data", (d) => hash.update(d))
+      .on("error", reject)
+      .on("end", () => resolve(hash.digest("hex")));
+  });
+}
+
+export async function deploy(options: DeployOptions): Promise<DeployResult> {
+  const address = options.address ?? serviceAddress(options.root);
+  const client = new DeployClient(address);
+  const progress = options.onProgress ?? (() => undefined);
+  // Ask the service first: a wrong URL or key fails before a long build.
+  const appGuess = options.app ?? envSetting("SVC_APP") ?? appNameOf(options.root);
+  await client.apps();
+  const build: BuildResult = await buildProject(options.root, { exclude: options.exclude, onProgress: progress });
+  const app = options.app ?? envSetting("SVC_APP") ?? build.manifest.app ?? appGuess;
+  const environments = await client.environments(app);
+  const env = chooseEnvironment(options.env ?? envSetting("SVC_ENV"), (environments ?? []).map((e) => e.env), app);
+  const exists = environments?.some((e) => e.env === env) ?? false;
+
+  const sha256 = await sha256File(build.artifactPath);
+  const size = (await stat(build.artifactPath)).size;
+  let uploaded = false;
+  let createdEnvironment = false;
+  if (!options.dryRun) {
+    createdEnvironment = (await client.ensureEnvironment(app, env)).created;
+  }
+  if (!(await client.hasBuild(app, sha256))) {
+    progress(`Uploading ${build.artifactPath} (${size} bytes)`);
+    await client.upload(app, { path: build.artifactPath, size, sha256 }, { onProgress: options.onUpload });
+    uploaded = true;
+  }
+
+  let plan: PlanInfo;
+  if (exists || !options.dryRun) {
+    plan = await client.plan(app, env, sha256);
+  } else {
+    // A dry run against an environment that does not exist yet: everything would be created.
+    plan = {
+      applied: false,
+      remove: [],
+      endpoints: Object.entries(build.manifest.resources).map(([name, r]) => ({
+        name,
+        id: "",
+        url: "",
+        type: r.is_load_balanced ? "lb" : "queue",
+        action: "create",
+        routes: Object.keys(build.manifest.routes[name] ?? {}).sort(),
+      })),
+    };
+  }
+
+  if (!options.dryRun) {
+    if (plan.remove.length > 0 && !options.yes) {
+      const what = describeRemoval(plan, app, env);
+      if (!options.interactive || !options.confirm) {
+        throw new UsageError(`This deploy ${what}; nothing was changed`, "Pass --yes to confirm removing them.");
+      }
+      if (!(await options.confirm(`This deploy ${what}. Continue?`))) throw new UserError("Deploy cancelled; nothing was changed");
+    }
+    progress(`Provisioning ${plan.endpoints.length} endpoint(s) in ${app}/${env}`);
+    plan = await client.activate(app, env, sha256, plan.remove.map((r) => r.name));
+  }
+
+  const endpoints = plan.endpoints.map((e) => ({ ...e, curl: e.url ? curlFor(e) : "" }));
+  const first = endpoints.find((e) => e.type === "queue" && e.url) ?? endpoints.find((e) => e.url);
+  return {
+    app,
+    env,
+    url: address.url,
+    dryRun: Boolean(options.dryRun),
+    createdEnvironment,
+    build: { id: sha256, size, fingerprint: build.manifest.fingerprint, uploaded },
+    endpoints,
+    removed: plan.remove,
+    curl: first ? first.curl : null,
+    warnings: build.warnings,
+  };
+}
+
+/** App of a lifecycle command: --app, SVC_APP, else the project's. */
+export function resolveApp(flag: string | undefined, root: string): string {
+  return flag ?? envSetting("SVC_APP") ?? appNameOf(root);
+}
+
+/** Environment of a lifecycle command: --env, SVC_ENV, else the app's only one. */
+export async function resolveExistingEnvironment(client: DeployClient, app: string, flag: string | undefined, command: string): Promise<EnvironmentInfo> {
+  const environments = await client.environments(app);
+  if (environments === null) throw new UserError(`No app "${app}" on ${client.address.url}`, { hint: "Deploy it with `svc deploy`, or pass --app." });
+  const wanted = flag ?? envSetting("SVC_ENV");
+  if (!wanted && environments.length === 0) throw new UserError(`App "${app}" has no environments`, { hint: "Create one with `svc deploy --env <name>`." });
+  const name = chooseEnvironment(wanted, environments.map((e) => e.env), app, command);
+  const found = environments.find((e) => e.env === name);
+  if (!found) {
+    throw new UserError(`App "${app}" has no environment "${name}"`, { hint: `It has: ${environments.map((e) => e.env).join(", ") || "none"}.` });
+  }
+  return found;
+}
+
+export interface UpdateResult {
+  app: string;
+  env: string;
+  dryRun: boolean;
+  changes: ConfigChange[];
+}
+
+/** `svc update`: the configuration in the code (discovered statically, no build) applied to a deployed environment. */
+export async function updateConfig(options: { root: string; app?: string; env?: string; dryRun?: boolean; address?: ServiceAddress }): Promise<UpdateResult> {
+  const client = new DeployClient(options.address ?? serviceAddress(options.root));
+  const app = resolveApp(options.app, options.root);
+  const environment = await resolveExistingEnvironment(client, app, options.env, "svc update");
+  const discovery = await discover(options.root);
+  if (discovery.endpoints.length === 0) throw new UserError("No endpoint functions found", { problems: discovery.warnings });
+  const manifest = buildManifest({ app, fingerprint: "", endpoints: discovery.endpoints, dependencies: {}, excluded: [] });
+  const answer = await client.config(app, environment.env, manifest.resources, Boolean(options.dryRun));
+  return { app, env: environment.env, dryRun: answer.dryRun, changes: answer.changes };
+}

@@ -1,0 +1,72 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RouteDefinition } from "../sdk/endpoint.js";
+import { matchRoute, parseBody, serveRoutes, toResponse, type RouteServer } from "./lb.js";
+
+const routes: RouteDefinition[] = [
+  { method: "POST", path: "/process", handler: async (body) => ({ got: body }) },
+  { method: "GET", path: "/items/:id", handler: async (_b, ctx) => ({ id: ctx.params.id, q: ctx.query.get("q") }) },
+  { method: "GET", path: "/raw", handler: () => new Uint8Array([1, 2, 3]) },
+  { method: "GET", path: "/text", handler: () => "plain" },
+  { method: "DELETE", path: "/items/:id", handler: () => undefined },
+  { method: "GET", path: "/custom", handler: () => new Response("teapot", { status: 418, headers: { "x-kind": "tea" } }) },
+  { method: "GET", path: "/boom", handler: () => { throw new Error("kaput"); } },
+];
+
+describe("matchRoute / parseBody / toResponse", () => {
+  it("matches paths with parameters, and tells 404 from 405", () => {
+    expect(matchRoute(routes, "GET", "/items/a%20b/")).toMatchObject({ kind: "route", params: { id: "a b" } });
+    expect(matchRoute(routes, "HEAD", "/items/1")).toMatchObject({ kind: "route" });
+    expect(matchRoute(routes, "PUT", "/items/1")).toEqual({ kind: "method-not-allowed", allow: ["GET", "DELETE"] });
+    expect(matchRoute(routes, "GET", "/nope")).toEqual({ kind: "not-found" });
+  });
+  it("parses bodies by content type", () => {
+    expect(parseBody(Buffer.from('{"a":1}'), "application/json; charset=utf-8")).toEqual({ value: { a: 1 } });
+    expect(parseBody(Buffer.from("{bad"), "application/json")).toHaveProperty("error");
+    expect(parseBody(Buffer.from("hi"), "text/plain")).toEqual({ value: "hi" });
+    expect(parseBody(Buffer.alloc(0), "application/json")).toEqual({ value: undefined });
+    expect(parseBody(Buffer.from([0xff]), "application/octet-stream")).toEqual({ value: Buffer.from([0xff]) });
+  });
+  it("converts handler results", async () => {
+    expect((await toResponse(undefined)).status).toBe(204);
+    expect((await toResponse({ a: 1 })).headers["content-type"]).toBe("application/json");
+    expect((await toResponse(new Response("x", { status: 201 }))).status).toBe(201);
+  });
+});
+
+describe("serveRoutes", () => {
+  let server: RouteServer;
+  beforeAll(async () => {
+    server = await serveRoutes(routes);
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+  const call = (path: string, init?: RequestInit) => fetch(`${server.address}${path}`, init);
+
+  it("serves routes over real HTTP", async () => {
+    const posted = await call("/process", { method: "POST", headers: { "content-type": "application/json" }, body: '{"x":[1,2]}' });
+    expect(posted.status).toBe(200);
+    expect(await posted.json()).toEqual({ got: { x: [1, 2] } });
+    expect(await (await call("/items/42?q=z")).json()).toEqual({ id: "42", q: "z" });
+    expect(Buffer.from(await (await call("/raw")).arrayBuffer())).toEqual(Buffer.from([1, 2, 3]));
+    expect(await (await call("/text")).text()).toBe("plain");
+    expect((await call("/items/1", { method: "DELETE" })).status).toBe(204);
+    const custom = await call("/custom");
+    expect([custom.status, custom.headers.get("x-kind"), await custom.text()]).toEqual([418, "tea", "teapot"]);
+  });
+
+  it("answers /ping, and problem+json for errors", async () => {
+    expect(await (await call("/ping")).json()).toEqual({ status: "healthy" });
+    const missing = await call("/nope");
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get("content-type")).toBe("application/problem+json");
+    const wrong = await call("/process");
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get("allow")).toBe("POST");
+    const boom = await call("/boom");
+    expect(boom.status).toBe(500);
+    expect(await boom.json()).toMatchObject({ title: "Internal Server Error", status: 500, detail: "kaput" });
+    const bad = await call("/process", { method: "POST", headers: { "content-type": "application/json" }, body: "{" });
+    expect(bad.status).toBe(400);
+  });
+});

@@ -1,0 +1,182 @@
+// Load-balanced endpoints: the worker serves the endpoint's HTTP routes itself (no job protocol), plus
+// `GET /ping` for health checks. Route matching and response conversion are pure; `serveRoutes` does the I/O.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { RouteContext, RouteDefinition } from "../sdk/endpoint.js";
+import type { HttpMethod } from "../sdk/config.js";
+import { errorMessage } from "../errors.js";
+
+export const LB_BODY_LIMIT = 20 * 1024 * 1024;
+
+export type RouteMatch =
+  | { kind: "route"; route: RouteDefinition; params: Record<string, string> }
+  | { kind: "method-not-allowed"; allow: HttpMethod[] }
+  | { kind: "not-found" };
+
+function segments(path: string): string[] {
+  return path.split("/").filter((s) => s !== "");
+}
+
+/** Which route serves `method path`. ":name" segments capture path parameters. Pure. */
+export function matchRoute(routes: readonly RouteDefinition[], method: string, path: string): RouteMatch {
+  const parts = segments(path);
+  const allow: HttpMethod[] = [];
+  for (const route of routes) {
+    const pattern = segments(route.path);
+    if (pattern.length !== parts.length) continue;
+    const params: Record<string, string> = {};
+    let ok = true;
+    for (let i = 0; i < pattern.length && ok; i++) {
+      const p = pattern[i]!;
+      if (p.startsWith(":")) {
+        try {
+          params[p.slice(1)] = decodeURIComponent(parts[i]!);
+        } catch {
+          ok = false;
+        }
+      } else ok = p === parts[i];
+    }
+    if (!ok) continue;
+    if (route.method === method || (method === "HEAD" && route.method === "GET")) return { kind: "route", route, params };
+    allow.push(route.method);
+  }
+  return allow.length > 0 ? { kind: "method-not-allowed", allow } : { kind: "not-found" };
+}
+
+export interface LbResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+function problem(status: number, title: string, detail: string): LbResponse {
+  return {
+    status,
+    headers: { "content-type": "application/problem+json" },
+    body: Buffer.from(JSON.stringify({ title, status, detail })),
+  };
+}
+
+/** Turn what a route handler returned into an HTTP response. */
+export async function toResponse(value: unknown): Promise<LbResponse> {
+  if (typeof Response !== "undefined" && value instanceof Response) {
+    const headers: Record<string, string> = {};
+    value.headers.forEach((v, k) => (headers[k] = v));
+    return { status: value.status, headers, body: Buffer.from(await value.arrayBuffer()) };
+  }
+  if (value === undefined) return { status: 204, headers: {}, body: Buffer.alloc(0) };
+  if (value instanceof Uint8Array) return { status: 200, headers: { "content-type": "application/octet-stream" }, body: Buffer.from(value) };
+  if (typeof value === "string") return { status: 200, headers: { "content-type": "text/plain; charset=utf-8" }, body: Buffer.from(value) };
+  return { status: 200, headers: { "content-type": "application/json" }, body: Buffer.from(JSON.stringify(value)) };
+}
+
+/** The request body as the handler sees it: parsed JSON, text, raw bytes, or undefined when empty. */
+export function parseBody(raw: Buffer, contentType: string | undefined): { value: unknown } | { error: string } {
+  if (raw.length === 0) return { value: undefined };
+  const type = (contentType ?? "").split(";")[0]!.trim().toLowerCase();
+  if (type === "application/json" || type.endsWith("+json") || type === "") {
+    try {
+      return { value: JSON.parse(raw.toString("utf8")) };
+    } catch (err) {
+      if (type === "") return { value: raw.toString("utf8") };
+      return { error: `The body is not valid JSON: ${errorMessage(err)}` };
+    }
+  }
+  if (type.startsWith("text/") || type === "application/x-www-form-urlencoded") return { value: raw.toString("utf8") };
+  return { value: raw };
+}
+
+async function readRequest(req: IncomingMessage): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > LB_BODY_LIMIT) return undefined;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Handle one request against `routes`. Exposed for tests; `serveRoutes` wires it to a server. */
+export async function handleLbRequest(routes: readonly RouteDefinition[], req: IncomingMessage): Promise<LbResponse> {
+  const url = new URL(req.url ?? "/", "http://worker");
+  const method = (req.method ?? "GET").toUpperCase();
+  const match = matchRoute(routes, method, url.pathname);
+  if (match.kind !== "route") {
+    req.resume();
+    if (url.pathname === "/ping" && (method === "GET" || method === "HEAD")) return toResponse({ status: "healthy" });
+    if (match.kind === "method-not-allowed") {
+      const response = problem(405, "Method Not Allowed", `${method} is not served on ${url.pathname}; allowed: ${match.allow.join(", ")}`);
+      response.headers.allow = match.allow.join(", ");
+      return response;
+    }
+    return problem(404, "Not Found", `No route ${method} ${url.pathname}`);
+  }
+  const raw = await readRequest(req);
+  if (!raw) return problem(413, "Payload Too Large", `The body exceeds ${LB_BODY_LIMIT} bytes`);
+  const body = parseBody(raw, req.headers["content-type"]);
+  if ("error" in body) return problem(400, "Bad Request", body.error);
+  const ctx: RouteContext = {
+    params: match.params,
+    query: url.searchParams,
+    headers: req.headers,
+    method: match.route.method,
+    path: url.pathname,
+  };
+  try {
+    return await toResponse(await match.route.handler(body.value, ctx));
+  } catch (err) {
+    return problem(500, "Internal Server Error", errorMessage(err));
+  }
+}
+
+export interface RouteServer {
+  /** `http://host:port` as the service should reach it. */
+  address: string;
+  port: number;
+  /** Stop accepting connections and wait for requests under way. */
+  close(): Promise<void>;
+}
+
+/** Serve `routes` (and /ping) on host:port (port 0: any free port). `wrap` runs each request (log scoping). */
+export async function serveRoutes(
+  routes: readonly RouteDefinition[],
+  options: { host?: string; port?: number; wrap?: <T>(requestId: string, fn: () => Promise<T>) => Promise<T> } = {},
+): Promise<RouteServer> {
+  let counter = 0;
+  const wrap = options.wrap ?? (<T>(_id: string, fn: () => Promise<T>) => fn());
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const requestId = `req-${++counter}`;
+    void wrap(requestId, () => handleLbRequest(routes, req)).then(
+      (response) => {
+        res.writeHead(response.status, { ...response.headers, "content-length": String(response.body.length) });
+        res.end(req.method === "HEAD" ? undefined : response.body);
+      },
+      (err: unknown) => {
+        res.writeHead(500, { "content-type": "application/problem+json" });
+        res.end(JSON.stringify({ title: "Internal Server Error", status: 500, detail: errorMessage(err) }));
+      },
+    );
+  });
+  server.keepAliveTimeout = 65_000;
+  const host = options.host ?? "127.0.0.1";
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const shownHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
+  return {
+    address: `http://${shownHost}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
+  };
+}

@@ -1,0 +1,99 @@
+// issue 5: SQLite side of apps, environments and builds, kept out of store/sqlite.ts so that file only gains a
+// migration entry and two delegating lines.
+
+import type Database from "better-sqlite3";
+import type { AppRow, BuildRow, DeployStoreOp, DeployStoreReads, EnvironmentRow } from "./types.js";
+
+export const DEPLOY_MIGRATION = `
+  CREATE TABLE apps (user_id TEXT NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (user_id, name));
+  CREATE TABLE environments (
+    user_id TEXT NOT NULL, app TEXT NOT NULL, name TEXT NOT NULL, build_id TEXT, created_at INTEGER NOT NULL,
+    activated_at INTEGER, PRIMARY KEY (user_id, app, name));
+  CREATE TABLE builds (
+    id TEXT NOT NULL, user_id TEXT NOT NULL, app TEXT NOT NULL, size INTEGER NOT NULL, fingerprint TEXT NOT NULL,
+    manifest TEXT NOT NULL, path TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (user_id, id));`;
+
+const DEPLOY_OPS = new Set(["upsertApp", "deleteApp", "upsertEnvironment", "deleteEnvironment", "insertBuild"]);
+
+export function isDeployOp(op: { op: string }): op is DeployStoreOp {
+  return DEPLOY_OPS.has(op.op);
+}
+
+export function prepareDeployStatements(db: Database.Database): { apply(op: DeployStoreOp): void; reads: DeployStoreReads } {
+  const upsertApp = db.prepare("INSERT OR IGNORE INTO apps (user_id, name, created_at) VALUES (?, ?, ?)");
+  const deleteApp = db.prepare("DELETE FROM apps WHERE user_id = ? AND name = ?");
+  const deleteAppEnvironments = db.prepare("DELETE FROM environments WHERE user_id = ? AND app = ?");
+  const deleteAppBuilds = db.prepare("DELETE FROM builds WHERE user_id = ? AND app = ?");
+  const upsertEnvironment = db.prepare(
+    `INSERT INTO environments (user_id, app, name, build_id, created_at, activated_at) VALUES (?, ?, ?, ?, ?, ?)
+     ON CONFLICT (user_id, app, name) DO UPDATE SET build_id = excluded.build_id, activated_at = excluded.activated_at`,
+  );
+  const deleteEnvironment = db.prepare("DELETE FROM environments WHERE user_id = ? AND app = ? AND name = ?");
+  const insertBuild = db.prepare(
+    "INSERT OR IGNORE INTO builds (id, user_id, app, size, fingerprint, manifest, path, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+  );
+  const apps = db.prepare("SELECT * FROM apps WHERE user_id = ? ORDER BY name");
+  const environments = db.prepare("SELECT * FROM environments WHERE user_id = ? AND app = ? ORDER BY name");
+  const build = db.prepare("SELECT * FROM builds WHERE user_id = ? AND id = ?");
+
+  return {
+    apply(o) {
+      switch (o.op) {
+        case "upsertApp":
+          upsertApp.run(o.app.userId, o.app.name, o.app.createdAt);
+          break;
+        case "deleteApp":
+          deleteAppEnvironments.run(o.userId, o.name);
+          deleteAppBuilds.run(o.userId, o.name);
+          deleteApp.run(o.userId, o.name);
+          break;
+        case "upsertEnvironment": {
+          const e = o.environment;
+          upsertEnvironment.run(e.userId, e.app, e.name, e.buildId, e.createdAt, e.activatedAt);
+          break;
+        }
+        case "deleteEnvironment":
+          deleteEnvironment.run(o.userId, o.app, o.name);
+          break;
+        case "insertBuild": {
+          const b = o.build;
+          insertBuild.run(b.id, b.userId, b.app, b.size, b.fingerprint, JSON.stringify(b.manifest), b.path, b.createdAt);
+          break;
+        }
+      }
+    },
+    reads: {
+      async apps(userId) {
+        return (apps.all(userId) as Array<Record<string, unknown>>).map(
+          (r): AppRow => ({ userId: r.user_id as string, name: r.name as string, createdAt: r.created_at as number }),
+        );
+      },
+      async environments(userId, app) {
+        return (environments.all(userId, app) as Array<Record<string, unknown>>).map(
+          (r): EnvironmentRow => ({
+            userId: r.user_id as string,
+            app: r.app as string,
+            name: r.name as string,
+            buildId: (r.build_id as string | null) ?? null,
+            createdAt: r.created_at as number,
+            activatedAt: (r.activated_at as number | null) ?? null,
+          }),
+        );
+      },
+      async build(userId, id) {
+        const r = build.get(userId, id) as Record<string, unknown> | undefined;
+        if (!r) return undefined;
+        return {
+          id: r.id as string,
+          userId: r.user_id as string,
+          app: r.app as string,
+          size: r.size as number,
+          fingerprint: r.fingerprint as string,
+          manifest: JSON.parse(r.manifest as string) as BuildRow["manifest"],
+          path: r.path as string,
+          createdAt: r.created_at as number,
+        };
+      },
+    },
+  };
+}

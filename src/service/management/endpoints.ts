@@ -1,0 +1,339 @@
+// Templates and endpoints created through the REST API (`{rest_url}/v1/templates`, `{rest_url}/v1/endpoints`).
+//
+// A template names a worker image and defaults (env, disk). The service runs svc build artifacts, not
+// arbitrary container images, so what an endpoint of a template runs is:
+//   - imageName "svc://<endpointId>": the code (artifact and handler) of that queue endpoint of an app the same
+//     user deployed (`svc deploy`), with this endpoint's own settings, queue, volume and workers;
+//   - any other image: nothing here. The endpoint is provisioned (its job API accepts and queues jobs) and
+//     reported WAITING with that reason; it gets no workers.
+// GPU types are allocated in priority order from the host data center's GPU types; none available: WAITING.
+// REST endpoints are stored in the endpoints table with app "" and env "" (never part of an app) plus their
+// settings as given in `rest_endpoints`.
+
+import { createHash } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ApiContext } from "../api.js";
+import type { Principal } from "../auth.js";
+import { newId } from "../auth.js";
+import { HttpProblem, sendJson } from "../http.js";
+import { SCHEMAS, validate } from "../schema.js";
+import type { EndpointRow } from "../store/types.js";
+import { readObjectBody, requireAccess, type ManagementContext } from "./context.js";
+import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
+
+export const CODE_IMAGE_PREFIX = "svc://";
+
+export const ENDPOINT_DEFAULTS = {
+  gpuCount: 1,
+  workersMin: 0,
+  workersMax: 3,
+  idleTimeout: 5,
+  executionTimeoutMs: 600_000,
+  scalerType: "QUEUE_DELAY",
+  scalerValue: 4,
+} as const;
+
+export interface EndpointRecord extends RestEndpointSpec {
+  id: string;
+  url: string;
+  allocatedGpuType: string | null;
+  status: "READY" | "WAITING";
+  statusReason: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export function templateJson(t: TemplateRecord) {
+  return { id: t.id, name: t.name, imageName: t.imageName, env: t.env, containerDiskInGb: t.containerDiskInGb, createdAt: t.createdAt };
+}
+
+/** Resolve the settings of a create or update body: defaults, template and volume ownership, consistency. Pure. */
+export function planEndpointSpec(
+  body: Record<string, unknown>,
+  before: RestEndpointSpec | undefined,
+  lookup: { template(id: string): TemplateRecord | undefined; volume(id: string): VolumeRecord | undefined },
+): { spec?: RestEndpointSpec; errors: string[] } {
+  const errors = validate(before ? SCHEMAS.UpdateEndpointRequest : SCHEMAS.CreateEndpointRequest, body);
+  if (errors.length > 0) return { errors };
+  const b = body as Partial<RestEndpointSpec> & { networkVolumeId?: string | null };
+  const gpuTypeIds = b.gpuTypeIds ?? before?.gpuTypeIds ?? [];
+  const spec: RestEndpointSpec = {
+    name: b.name ?? before!.name,
+    templateId: b.templateId ?? before!.templateId,
+    computeType: b.computeType ?? before?.computeType ?? (gpuTypeIds.length > 0 ? "GPU" : "CPU"),
+    gpuTypeIds,
+    gpuCount: b.gpuCount ?? before?.gpuCount ?? ENDPOINT_DEFAULTS.gpuCount,
+    workersMin: b.workersMin ?? before?.workersMin ?? ENDPOINT_DEFAULTS.workersMin,
+    workersMax: b.workersMax ?? before?.workersMax ?? ENDPOINT_DEFAULTS.workersMax,
+    idleTimeout: b.idleTimeout ?? before?.idleTimeout ?? ENDPOINT_DEFAULTS.idleTimeout,
+    env: b.env ?? before?.env ?? {},
+    networkVolumeId: b.networkVolumeId === undefined ? before?.networkVolumeId ?? null : b.networkVolumeId,
+    executionTimeoutMs: b.executionTimeoutMs ?? before?.executionTimeoutMs ?? ENDPOINT_DEFAULTS.executionTimeoutMs,
+    scalerType: b.scalerType ?? before?.scalerType ?? ENDPOINT_DEFAULTS.scalerType,
+    scalerValue: b.scalerValue ?? before?.scalerValue ?? ENDPOINT_DEFAULTS.scalerValue,
+  };
+  if (!lookup.template(spec.templateId)) errors.push(`$.templateId: no template "${spec.templateId}"`);
+  if (spec.networkVolumeId !== null && !lookup.volume(spec.networkVolumeId)) errors.push(`$.networkVolumeId: no network volume "${spec.networkVolumeId}"`);
+  if (spec.workersMin > spec.workersMax) errors.push(`$.workersMin: must not exceed workersMax (${spec.workersMax})`);
+  if (spec.computeType === "CPU" && spec.gpuTypeIds.length > 0) errors.push("$.gpuTypeIds: must be empty for a CPU endpoint");
+  return errors.length > 0 ? { errors } : { spec, errors };
+}
+
+/** Whether an update must restart the endpoint's active workers (what they run or how many changed). Pure. */
+export function needsRestart(before: RestEndpointSpec, after: RestEndpointSpec): boolean {
+  const key = (s: RestEndpointSpec) =>
+    JSON.stringify([s.gpuTypeIds, s.gpuCount, s.workersMin, s.workersMax, s.computeType, s.templateId, s.networkVolumeId]);
+  return key(before) !== key(after);
+}
+
+/**
+ * The endpoint row the engine and scaler work from, its status, and the allocated GPU type. An endpoint that
+ * cannot run (no GPU type available, or a template without svc code) gets workersMax 0. Pure.
+ */
+export function planEndpointRow(input: {
+  id: string;
+  userId: string;
+  spec: RestEndpointSpec;
+  template: TemplateRecord | undefined;
+  /** The app endpoint a `svc://` template points at, when the user owns it. */
+  code: EndpointRow | undefined;
+  hostGpuTypes: string[];
+  before: EndpointRow | undefined;
+  /** Bumped when the workers must be replaced. */
+  generation: number;
+  now: number;
+}): { row: EndpointRow; status: "READY" | "WAITING"; statusReason: string | null; allocatedGpuType: string | null } {
+  const { spec, template, code } = input;
+  const reasons: string[] = [];
+  let allocated: string | null = null;
+  if (spec.computeType === "GPU") {
+    const wanted = spec.gpuTypeIds.length > 0 ? spec.gpuTypeIds : input.hostGpuTypes.slice(0, 1);
+    allocated = wanted.find((t) => input.hostGpuTypes.includes(t)) ?? null;
+    if (!allocated) {
+      reasons.push(
+        `none of the GPU types ${spec.gpuTypeIds.length > 0 ? spec.gpuTypeIds.join(", ") : "(any)"} is available on this host (it has: ${input.hostGpuTypes.join(", ") || "no GPUs"})`,
+      );
+    }
+  }
+  if (!template) reasons.push(`template ${spec.templateId} no longer exists`);
+  else if (!template.imageName.startsWith(CODE_IMAGE_PREFIX)) {
+    reasons.push(`image "${template.imageName}" cannot be run by this service; a template runs svc code with imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"`);
+  } else if (!code) reasons.push(`template image "${template.imageName}" names no queue endpoint of yours`);
+  const runnable = reasons.length === 0;
+  const source = code?.resource;
+  const revision = createHash("sha256")
+    .update(JSON.stringify([input.generation, code?.artifactPath ?? "", source?.handler ?? "", allocated, runnable]))
+    .digest("hex")
+    .slice(0, 16);
+  const row: EndpointRow = {
+    id: input.id,
+    userId: input.userId,
+    app: "",
+    env: "",
+    name: spec.name,
+    type: "queue",
+    resource: {
+      is_load_balanced: false,
+      imageName: template?.imageName ?? "",
+      workersMin: runnable ? spec.workersMin : 0,
+      workersMax: runnable ? spec.workersMax : 0,
+      gpuIds: spec.gpuTypeIds.join(","),
+      env: { ...(source?.env ?? {}), ...(template?.env ?? {}), ...spec.env },
+      functions: source?.functions ?? [],
+      computeType: spec.computeType,
+      gpuTypeIds: allocated ? [allocated] : spec.gpuTypeIds,
+      instanceIds: [],
+      dependencies: [],
+      idleTimeout: spec.idleTimeout,
+      executionTimeoutMs: spec.executionTimeoutMs,
+      maxConcurrency: source?.maxConcurrency ?? 1,
+      retries: source?.retries ?? 1,
+      volume: spec.networkVolumeId,
+      handler: source?.handler ?? "",
+    },
+    artifactPath: code?.artifactPath ?? "",
+    revision,
+    createdAt: input.before?.createdAt ?? input.now,
+    updatedAt: input.now,
+    completed: input.before?.completed ?? 0,
+    failed: input.before?.failed ?? 0,
+    retried: input.before?.retried ?? 0,
+  };
+  return { row, status: runnable ? "READY" : "WAITING", statusReason: runnable ? null : reasons.join("; "), allocatedGpuType: allocated };
+}
+
+// ------------------------------------------------------------------------------------------- I/O
+
+/** REST endpoints' settings and generations (restart counters), in memory; loaded from the store at start. */
+export class RestEndpoints {
+  readonly specs = new Map<string, { userId: string; spec: RestEndpointSpec; generation: number }>();
+
+  constructor(private readonly ctx: () => ApiContext, private readonly m: ManagementContext) {
+    for (const r of m.store.restEndpoints()) this.specs.set(r.id, { userId: r.userId, spec: r.spec, generation: 0 });
+  }
+
+  private codeOf(userId: string, template: TemplateRecord | undefined): EndpointRow | undefined {
+    if (!template?.imageName.startsWith(CODE_IMAGE_PREFIX)) return undefined;
+    const row = this.ctx().endpoints.get(template.imageName.slice(CODE_IMAGE_PREFIX.length));
+    return row && row.userId === userId && row.type === "queue" && row.app !== "" ? row : undefined;
+  }
+
+  plan(id: string, entry: { userId: string; spec: RestEndpointSpec; generation: number }, now = Date.now()) {
+    const template = this.m.store.template(entry.spec.templateId);
+    return planEndpointRow({
+      id,
+      userId: entry.userId,
+      spec: entry.spec,
+      template: template?.userId === entry.userId ? template : undefined,
+      code: this.codeOf(entry.userId, template),
+      hostGpuTypes: this.m.dataCenters.dataCenters.find((d) => d.id === this.m.dataCenters.host)?.gpuTypes ?? [],
+      before: this.ctx().endpoints.get(id),
+      generation: entry.generation,
+      now,
+    });
+  }
+
+  record(id: string): EndpointRecord {
+    const entry = this.specs.get(id)!;
+    const row = this.ctx().endpoints.get(id);
+    const planned = this.plan(id, entry);
+    return {
+      id,
+      ...entry.spec,
+      url: `${this.ctx().url}/v2/${id}`,
+      allocatedGpuType: planned.allocatedGpuType,
+      status: planned.status,
+      statusReason: planned.statusReason,
+      createdAt: row?.createdAt ?? planned.row.createdAt,
+      updatedAt: row?.updatedAt ?? planned.row.updatedAt,
+    };
+  }
+
+  /** Write the planned row where the engine and scaler see it. */
+  async apply(id: string): Promise<void> {
+    const ctx = this.ctx();
+    const entry = this.specs.get(id)!;
+    const { row } = this.plan(id, entry);
+    const before = ctx.endpoints.get(id);
+    // Unchanged revision keeps updatedAt stable for the record; the engine upserts either way.
+    await ctx.engine.write([{ op: "upsertEndpoint", endpoint: row }]);
+    ctx.endpoints.set(id, before ? { ...row, completed: before.completed, failed: before.failed, retried: before.retried } : row);
+    ctx.engine.endpoints.set(id, this.m.engineEndpoint(row));
+    ctx.scaler()?.reconcile();
+  }
+
+  /** After a restart, or when an app endpoint a template points at was redeployed: re-plan every REST endpoint. */
+  async refreshAll(): Promise<void> {
+    for (const id of this.specs.keys()) {
+      const current = this.ctx().endpoints.get(id);
+      const { row } = this.plan(id, this.specs.get(id)!);
+      if (!current || current.revision !== row.revision || current.resource.workersMax !== row.resource.workersMax) await this.apply(id);
+    }
+  }
+}
+
+function ownTemplate(m: ManagementContext, p: Principal, id: string): TemplateRecord | undefined {
+  const t = m.store.template(id);
+  return t && t.userId === p.userId ? t : undefined;
+}
+
+function ownVolume(m: ManagementContext, p: Principal, id: string): VolumeRecord | undefined {
+  const v = m.store.volume(id);
+  return v && v.userId === p.userId ? v : undefined;
+}
+
+export async function templateRoute(m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+  const method = req.method ?? "GET";
+  requireAccess(p, "templates", method !== "GET");
+  if (method === "GET") {
+    req.resume();
+    if (id === undefined) return sendJson(res, m.store.templates(p.userId).map(templateJson));
+    const t = ownTemplate(m, p, id);
+    if (!t) throw new HttpProblem(404, `No template ${id}`);
+    return sendJson(res, templateJson(t));
+  }
+  if (method === "POST" && id === undefined) {
+    const body = await readObjectBody(req);
+    const errors = validate(SCHEMAS.CreateTemplateRequest, body);
+    if (errors.length > 0) throw new HttpProblem(422, "The template is not valid", { errors });
+    const t: TemplateRecord = {
+      id: `tpl${newId(6)}`,
+      userId: p.userId,
+      name: body.name as string,
+      imageName: body.imageName as string,
+      env: (body.env as Record<string, string> | undefined) ?? {},
+      containerDiskInGb: (body.containerDiskInGb as number | undefined) ?? 10,
+      createdAt: Date.now(),
+    };
+    m.store.putTemplate(t);
+    return sendJson(res, templateJson(t), 201);
+  }
+  if (method === "DELETE" && id !== undefined) {
+    req.resume();
+    if (!ownTemplate(m, p, id)) throw new HttpProblem(404, `No template ${id}`);
+    m.store.deleteTemplate(id);
+    res.writeHead(204);
+    res.end();
+    return;
+  }
+  throw new HttpProblem(405, `${method} is not allowed here`, { headers: { allow: id === undefined ? "GET, POST" : "GET, DELETE" } });
+}
+
+export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest: RestEndpoints, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+  const method = req.method ?? "GET";
+  requireAccess(p, "endpoints", method !== "GET");
+  const lookup = { template: (t: string) => ownTemplate(m, p, t), volume: (v: string) => ownVolume(m, p, v) };
+  const own = (endpointId: string) => {
+    const entry = rest.specs.get(endpointId);
+    if (!entry || entry.userId !== p.userId) throw new HttpProblem(404, `No endpoint ${endpointId}`);
+    return entry;
+  };
+  if (id === undefined) {
+    if (method === "GET") {
+      req.resume();
+      const mine = [...rest.specs.entries()].filter(([, e]) => e.userId === p.userId).map(([eid]) => rest.record(eid));
+      return sendJson(res, mine.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)));
+    }
+    if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
+    const body = await readObjectBody(req);
+    const plan = planEndpointSpec(body, undefined, lookup);
+    if (!plan.spec) throw new HttpProblem(422, "The endpoint request is not valid", { errors: plan.errors });
+    const newEndpointId = newId(8);
+    rest.specs.set(newEndpointId, { userId: p.userId, spec: plan.spec, generation: 0 });
+    m.store.putRestEndpoint(newEndpointId, p.userId, plan.spec);
+    await rest.apply(newEndpointId);
+    return sendJson(res, rest.record(newEndpointId), 201);
+  }
+  if (method === "GET") {
+    req.resume();
+    own(id);
+    return sendJson(res, rest.record(id));
+  }
+  if (method === "PATCH") {
+    const entry = own(id);
+    const body = await readObjectBody(req);
+    const plan = planEndpointSpec(body, entry.spec, lookup);
+    if (!plan.spec) throw new HttpProblem(422, "The endpoint update is not valid", { errors: plan.errors });
+    const restart = needsRestart(entry.spec, plan.spec);
+    const next = { userId: entry.userId, spec: plan.spec, generation: entry.generation + (restart ? 1 : 0) };
+    rest.specs.set(id, next);
+    m.store.putRestEndpoint(id, p.userId, plan.spec);
+    await rest.apply(id);
+    res.setHeader("svc-workers-restarted", restart ? "true" : "false");
+    return sendJson(res, rest.record(id));
+  }
+  if (method === "DELETE") {
+    req.resume();
+    own(id);
+    // Configuration, job history and logs go with it, and the scaler drains its workers.
+    rest.specs.delete(id);
+    m.store.deleteRestEndpoint(id);
+    ctx.endpoints.delete(id);
+    await ctx.engine.dropEndpoint(id);
+    ctx.scaler()?.reconcile();
+    res.writeHead(204);
+    res.end();
+    return;
+  }
+  throw new HttpProblem(405, `${method} is not allowed here; use GET, PATCH or DELETE`, { headers: { allow: "GET, PATCH, DELETE" } });
+}

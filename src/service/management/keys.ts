@@ -1,0 +1,95 @@
+// API keys of users: `{rest_url}/v1/keys` (create, list) and `/v1/keys/{id}` (get, revoke with DELETE).
+// Keys are stored hashed (sha256) and compared in constant time (src/service/auth.ts); the secret is shown
+// once, in the creation answer. Scopes:
+//   admin              everything the user owns, including its keys
+//   management:read    read volumes, endpoints, templates
+//   management:write   read and change them
+//   jobs:*             the job API (and logs) of all the user's endpoints
+//   jobs:<endpointId>  the job API of one endpoint (several such scopes: several endpoints)
+// The operator (an admin key of the service's default user, e.g. the bootstrap key) may create keys for any
+// user id; a user exists once it has a key.
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ApiContext } from "../api.js";
+import type { Principal } from "../auth.js";
+import { hashKey, newId, newKey } from "../auth.js";
+import { HttpProblem, sendJson } from "../http.js";
+import { SCHEMAS, validate } from "../schema.js";
+import { readObjectBody, requireAccess, type ManagementContext } from "./context.js";
+import type { KeyRecord } from "./store.js";
+
+export function keyJson(k: KeyRecord) {
+  const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
+  return { id: k.id, name: k.name, userId: k.userId, scopes: k.scopes, createdAt: k.createdAt, expiresAt: iso(k.expiresAt), revokedAt: iso(k.revokedAt) };
+}
+
+/** Keys the service makes for its own workers are not the user's to manage. */
+function listed(k: KeyRecord): boolean {
+  return !k.scopes.some((s) => s.startsWith("worker:")) && !/^w[a-z0-9]+-api$/.test(k.id);
+}
+
+/** The key to create, or the failures. Pure. */
+export function planCreateKey(
+  body: Record<string, unknown>,
+  creator: { userId: string; operator: boolean },
+  now: number,
+): { key?: Omit<KeyRecord, "id">; errors: string[]; forbidden?: string } {
+  const errors = validate(SCHEMAS.CreateKeyRequest, body);
+  if (errors.length > 0) return { errors };
+  const userId = (body.userId as string | undefined) ?? creator.userId;
+  if (userId !== creator.userId && !creator.operator) return { errors, forbidden: "Only the operator's admin key may create keys for other users" };
+  const expires = body.expiresInSeconds as number | undefined;
+  return {
+    key: {
+      userId,
+      name: (body.name as string | undefined) ?? null,
+      scopes: [...new Set(body.scopes as string[])],
+      createdAt: now,
+      expiresAt: expires === undefined ? null : now + expires * 1000,
+      revokedAt: null,
+    },
+    errors,
+  };
+}
+
+export async function keyRoute(ctx: ApiContext, m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+  const method = req.method ?? "GET";
+  requireAccess(p, "keys", method !== "GET");
+  const operator = p.userId === m.operatorUser;
+  const own = (keyId: string) => {
+    const k = m.store.key(keyId);
+    if (!k || (k.userId !== p.userId && !operator) || !listed(k)) throw new HttpProblem(404, `No API key ${keyId}`);
+    return k;
+  };
+  if (id === undefined) {
+    if (method === "GET") {
+      req.resume();
+      const url = new URL(req.url ?? "/", "http://svc.invalid");
+      const userId = url.searchParams.get("userId") ?? p.userId;
+      if (userId !== p.userId && !operator) throw new HttpProblem(403, "Only the operator's admin key may list other users' keys");
+      return sendJson(res, m.store.keys(userId).filter(listed).map(keyJson));
+    }
+    if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
+    const body = await readObjectBody(req);
+    const plan = planCreateKey(body, { userId: p.userId, operator }, Date.now());
+    if (plan.forbidden) throw new HttpProblem(403, plan.forbidden);
+    if (!plan.key) throw new HttpProblem(422, "The API key request is not valid", { errors: plan.errors });
+    const secret = newKey("svc");
+    const record: KeyRecord = { id: `key${newId(6)}`, ...plan.key };
+    m.store.insertKey({ ...record, hash: hashKey(secret) });
+    return sendJson(res, { ...keyJson(record), key: secret }, 201);
+  }
+  if (method === "GET") {
+    req.resume();
+    return sendJson(res, keyJson(own(id)));
+  }
+  if (method === "DELETE") {
+    req.resume();
+    own(id);
+    m.store.revokeKey(id, Date.now());
+    // Cached answers would keep a revoked key working: forget them.
+    ctx.keyring.forget();
+    return sendJson(res, keyJson(m.store.key(id)!));
+  }
+  throw new HttpProblem(405, `${method} is not allowed here; use GET or DELETE`, { headers: { allow: "GET, DELETE" } });
+}

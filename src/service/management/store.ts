@@ -1,0 +1,184 @@
+// Durable state of the management API: network volumes, templates, REST-created endpoints' settings, and API
+// key listing/creation/revocation. Its tables live in the service's SQLite file (created by the numbered
+// migration below, applied by src/service/store/sqlite.ts); this module reads and writes them through its own
+// connection (WAL allows several), so the job engine's batched store stays untouched. A server-grade store
+// implements `ManagementStore` the same way it implements `Store`.
+
+import Database from "better-sqlite3";
+import type { VolumeType } from "../schema.js";
+
+/** Appended to MIGRATIONS (issue 4). */
+export const MANAGEMENT_MIGRATION = `
+  CREATE TABLE network_volumes (
+    id TEXT PRIMARY KEY, user_id TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,
+    data_center TEXT NOT NULL, type TEXT NOT NULL, created_at INTEGER NOT NULL);
+  CREATE INDEX network_volumes_user ON network_volumes (user_id);
+  CREATE TABLE templates (
+    id TEXT PRIMARY KEY, user_id TEXT NOT NULL, name TEXT NOT NULL, image_name TEXT NOT NULL, env TEXT NOT NULL,
+    container_disk_gb INTEGER NOT NULL, created_at INTEGER NOT NULL);
+  CREATE INDEX templates_user ON templates (user_id);
+  CREATE TABLE rest_endpoints (id TEXT PRIMARY KEY, user_id TEXT NOT NULL, spec TEXT NOT NULL);
+  ALTER TABLE api_keys ADD COLUMN name TEXT;
+  ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;`;
+
+export interface VolumeRecord {
+  id: string;
+  userId: string;
+  name: string;
+  size: number;
+  dataCenter: string;
+  type: VolumeType;
+  createdAt: number;
+}
+
+export interface TemplateRecord {
+  id: string;
+  userId: string;
+  name: string;
+  imageName: string;
+  env: Record<string, string>;
+  containerDiskInGb: number;
+  createdAt: number;
+}
+
+/** The settings of an endpoint created through `POST /v1/endpoints`, as the user gave them. */
+export interface RestEndpointSpec {
+  name: string;
+  templateId: string;
+  computeType: "GPU" | "CPU";
+  gpuTypeIds: string[];
+  gpuCount: number;
+  workersMin: number;
+  workersMax: number;
+  idleTimeout: number;
+  env: Record<string, string>;
+  networkVolumeId: string | null;
+  executionTimeoutMs: number;
+  scalerType: "QUEUE_DELAY" | "REQUEST_COUNT";
+  scalerValue: number;
+}
+
+export interface KeyRecord {
+  id: string;
+  userId: string;
+  name: string | null;
+  scopes: string[];
+  createdAt: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
+}
+
+export interface ManagementStore {
+  volumes(userId: string): VolumeRecord[];
+  volume(id: string): VolumeRecord | undefined;
+  /** Every volume (to resolve an app endpoint's `volume` by id or name). */
+  allVolumes(): VolumeRecord[];
+  putVolume(v: VolumeRecord): void;
+  deleteVolume(id: string): void;
+  templates(userId: string): TemplateRecord[];
+  template(id: string): TemplateRecord | undefined;
+  putTemplate(t: TemplateRecord): void;
+  deleteTemplate(id: string): void;
+  restEndpoints(): Array<{ id: string; userId: string; spec: RestEndpointSpec }>;
+  putRestEndpoint(id: string, userId: string, spec: RestEndpointSpec): void;
+  deleteRestEndpoint(id: string): void;
+  keys(userId: string): KeyRecord[];
+  key(id: string): KeyRecord | undefined;
+  insertKey(k: KeyRecord & { hash: string }): void;
+  revokeKey(id: string, at: number): void;
+  close(): void;
+}
+
+export function openSqliteManagementStore(file: string): ManagementStore {
+  const db = new Database(file);
+  db.pragma("busy_timeout = 5000");
+  const volumeOf = (r: Record<string, unknown>): VolumeRecord => ({
+    id: r.id as string,
+    userId: r.user_id as string,
+    name: r.name as string,
+    size: r.size as number,
+    dataCenter: r.data_center as string,
+    type: r.type as VolumeType,
+    createdAt: r.created_at as number,
+  });
+  const templateOf = (r: Record<string, unknown>): TemplateRecord => ({
+    id: r.id as string,
+    userId: r.user_id as string,
+    name: r.name as string,
+    imageName: r.image_name as string,
+    env: JSON.parse(r.env as string) as Record<string, string>,
+    containerDiskInGb: r.container_disk_gb as number,
+    createdAt: r.created_at as number,
+  });
+  const keyOf = (r: Record<string, unknown>): KeyRecord => ({
+    id: r.id as string,
+    userId: r.user_id as string,
+    name: (r.name as string | null) ?? null,
+    scopes: JSON.parse(r.scopes as string) as string[],
+    createdAt: r.created_at as number,
+    expiresAt: (r.expires_at as number | null) ?? null,
+    revokedAt: (r.revoked_at as number | null) ?? null,
+  });
+  const q = {
+    volumes: db.prepare("SELECT * FROM network_volumes WHERE user_id = ? ORDER BY created_at, id"),
+    allVolumes: db.prepare("SELECT * FROM network_volumes ORDER BY created_at, id"),
+    volume: db.prepare("SELECT * FROM network_volumes WHERE id = ?"),
+    putVolume: db.prepare(
+      `INSERT INTO network_volumes (id, user_id, name, size, data_center, type, created_at)
+       VALUES (@id, @userId, @name, @size, @dataCenter, @type, @createdAt)
+       ON CONFLICT (id) DO UPDATE SET name = excluded.name, size = excluded.size`,
+    ),
+    deleteVolume: db.prepare("DELETE FROM network_volumes WHERE id = ?"),
+    templates: db.prepare("SELECT * FROM templates WHERE user_id = ? ORDER BY created_at, id"),
+    template: db.prepare("SELECT * FROM templates WHERE id = ?"),
+    putTemplate: db.prepare(
+      `INSERT OR REPLACE INTO templates (id, user_id, name, image_name, env, container_disk_gb, created_at)
+       VALUES (@id, @userId, @name, @imageName, @env, @containerDiskInGb, @createdAt)`,
+    ),
+    deleteTemplate: db.prepare("DELETE FROM templates WHERE id = ?"),
+    restEndpoints: db.prepare("SELECT * FROM rest_endpoints"),
+    putRestEndpoint: db.prepare("INSERT OR REPLACE INTO rest_endpoints (id, user_id, spec) VALUES (?, ?, ?)"),
+    deleteRestEndpoint: db.prepare("DELETE FROM rest_endpoints WHERE id = ?"),
+    keys: db.prepare("SELECT * FROM api_keys WHERE user_id = ? ORDER BY created_at, id"),
+    key: db.prepare("SELECT * FROM api_keys WHERE id = ?"),
+    insertKey: db.prepare(
+      "INSERT INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at, name, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    ),
+    revokeKey: db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
+  };
+  return {
+    volumes: (userId) => (q.volumes.all(userId) as Record<string, unknown>[]).map(volumeOf),
+    allVolumes: () => (q.allVolumes.all() as Record<string, unknown>[]).map(volumeOf),
+    volume: (id) => {
+      const r = q.volume.get(id) as Record<string, unknown> | undefined;
+      return r && volumeOf(r);
+    },
+    putVolume: (v) => void q.putVolume.run(v),
+    deleteVolume: (id) => void q.deleteVolume.run(id),
+    templates: (userId) => (q.templates.all(userId) as Record<string, unknown>[]).map(templateOf),
+    template: (id) => {
+      const r = q.template.get(id) as Record<string, unknown> | undefined;
+      return r && templateOf(r);
+    },
+    putTemplate: (t) => void q.putTemplate.run({ ...t, env: JSON.stringify(t.env) }),
+    deleteTemplate: (id) => void q.deleteTemplate.run(id),
+    restEndpoints: () =>
+      (q.restEndpoints.all() as Array<{ id: string; user_id: string; spec: string }>).map((r) => ({
+        id: r.id,
+        userId: r.user_id,
+        spec: JSON.parse(r.spec) as RestEndpointSpec,
+      })),
+    putRestEndpoint: (id, userId, spec) => void q.putRestEndpoint.run(id, userId, JSON.stringify(spec)),
+    deleteRestEndpoint: (id) => void q.deleteRestEndpoint.run(id),
+    keys: (userId) => (q.keys.all(userId) as Record<string, unknown>[]).map(keyOf),
+    key: (id) => {
+      const r = q.key.get(id) as Record<string, unknown> | undefined;
+      return r && keyOf(r);
+    },
+    insertKey: (k) => void q.insertKey.run(k.id, k.hash, k.userId, JSON.stringify(k.scopes), k.createdAt, k.revokedAt, k.name, k.expiresAt),
+    revokeKey: (id, at) => void q.revokeKey.run(at, id),
+    close: () => {
+      if (db.open) db.close();
+    },
+  };
+}

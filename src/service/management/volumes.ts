@@ -1,0 +1,135 @@
+// Network volumes: `{base_url}/v2/network-volumes[/{id}]`. A volume is a directory under
+// <dataDir>/volumes/<id>; workers of endpoints attached to it get it at SVC_VOLUME_PATH (process workers) or
+// /svc-volume (containers). It lives until the volume is deleted.
+// Planning (what a request changes) is pure; the handlers do the I/O.
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { mkdir, rm } from "node:fs/promises";
+import type { ApiContext } from "../api.js";
+import type { Principal } from "../auth.js";
+import { newId } from "../auth.js";
+import { HttpProblem, sendJson } from "../http.js";
+import { SCHEMAS, validate, type VolumeType } from "../schema.js";
+import type { EndpointRow } from "../store/types.js";
+import { readObjectBody, requireAccess, resolveVolume, volumeDir, type ManagementContext } from "./context.js";
+import type { DataCenterConfig } from "./datacenters.js";
+import type { VolumeRecord } from "./store.js";
+
+export interface NetworkVolume {
+  id: string;
+  name: string;
+  size: number;
+  dataCenter: string;
+  type: VolumeType;
+}
+
+export function volumeJson(v: VolumeRecord): NetworkVolume {
+  return { id: v.id, name: v.name, size: v.size, dataCenter: v.dataCenter, type: v.type };
+}
+
+/** A new volume from a create body, or the complete list of `$.path: message` failures. Pure. */
+export function planCreateVolume(
+  body: unknown,
+  config: DataCenterConfig,
+  ids: { id: string; userId: string; now: number },
+): { volume?: VolumeRecord; errors: string[] } {
+  const errors = validate(SCHEMAS.CreateNetworkVolumeRequest, body);
+  const b = body as Record<string, unknown>;
+  const dc = typeof b.dataCenter === "string" && b.dataCenter.length > 0 ? config.dataCenters.find((d) => d.id === b.dataCenter) : undefined;
+  if (typeof b.dataCenter === "string" && b.dataCenter.length > 0 && !dc) {
+    errors.push(`$.dataCenter: unknown data center "${b.dataCenter}" (known: ${config.dataCenters.map((d) => d.id).join(", ")})`);
+  }
+  if (dc && typeof b.type === "string" && (b.type === "STANDARD" || b.type === "HIGH_PERFORMANCE") && !dc.volumeTypes.includes(b.type)) {
+    errors.push(`$.type: data center "${dc.id}" offers only ${dc.volumeTypes.join(", ")}`);
+  }
+  if (errors.length > 0 || !dc) return { errors };
+  return {
+    volume: {
+      id: ids.id,
+      userId: ids.userId,
+      name: b.name as string,
+      size: b.size as number,
+      dataCenter: dc.id,
+      type: (b.type as VolumeType | undefined) ?? dc.primaryVolumeType,
+      createdAt: ids.now,
+    },
+    errors,
+  };
+}
+
+/** The volume after a rename/resize, or the failures (shrinking, changing dataCenter or type). Pure. */
+export function planUpdateVolume(current: VolumeRecord, body: unknown): { volume?: VolumeRecord; errors: string[] } {
+  const errors = validate(SCHEMAS.UpdateNetworkVolumeRequest, body);
+  const b = body as Record<string, unknown>;
+  if (typeof b.size === "number" && Number.isInteger(b.size) && b.size < current.size) {
+    errors.push(`$.size: a volume never shrinks (it has ${current.size} GB; give ${current.size} or more)`);
+  }
+  if (typeof b.dataCenter === "string" && b.dataCenter !== current.dataCenter) {
+    errors.push(`$.dataCenter: is immutable (the volume is in "${current.dataCenter}")`);
+  }
+  if (typeof b.type === "string" && b.type !== current.type) errors.push(`$.type: is immutable (the volume is ${current.type})`);
+  if (errors.length > 0) return { errors };
+  return { volume: { ...current, name: (b.name as string | undefined) ?? current.name, size: (b.size as number | undefined) ?? current.size }, errors };
+}
+
+function ownVolume(m: ManagementContext, p: Principal, id: string): VolumeRecord {
+  const v = m.store.volume(id);
+  // Another user's volume is "not found": ids do not leak across users.
+  if (!v || v.userId !== p.userId) throw new HttpProblem(404, `No network volume ${id}`);
+  return v;
+}
+
+/** Endpoints of the volume's owner that mount it. */
+export function endpointsOnVolume(endpoints: Iterable<EndpointRow>, volumes: VolumeRecord[], volume: VolumeRecord): EndpointRow[] {
+  const attached: EndpointRow[] = [];
+  for (const e of endpoints) {
+    if (e.userId !== volume.userId || !e.resource.volume) continue;
+    if (resolveVolume(volumes, e.userId, e.resource.volume)?.id === volume.id) attached.push(e);
+  }
+  return attached;
+}
+
+export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+  const method = req.method ?? "GET";
+  const write = method !== "GET" && method !== "HEAD";
+  requireAccess(p, "volumes", write);
+  if (id === undefined) {
+    if (method === "GET") {
+      req.resume();
+      return sendJson(res, m.store.volumes(p.userId).map(volumeJson));
+    }
+    if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
+    const body = await readObjectBody(req);
+    const plan = planCreateVolume(body, m.dataCenters, { id: `vol${newId(6)}`, userId: p.userId, now: Date.now() });
+    if (!plan.volume) throw new HttpProblem(422, "The network volume request is not valid", { errors: plan.errors });
+    await mkdir(volumeDir(m.dataDir, plan.volume.id), { recursive: true });
+    m.store.putVolume(plan.volume);
+    return sendJson(res, volumeJson(plan.volume), 201);
+  }
+  if (method === "GET") {
+    req.resume();
+    return sendJson(res, volumeJson(ownVolume(m, p, id)));
+  }
+  if (method === "PATCH" || method === "PUT") {
+    const current = ownVolume(m, p, id);
+    const body = await readObjectBody(req);
+    const plan = planUpdateVolume(current, body);
+    if (!plan.volume) throw new HttpProblem(422, "The network volume update is not valid", { errors: plan.errors });
+    m.store.putVolume(plan.volume);
+    return sendJson(res, volumeJson(plan.volume));
+  }
+  if (method === "DELETE") {
+    req.resume();
+    const current = ownVolume(m, p, id);
+    const attached = endpointsOnVolume(ctx.endpoints.values(), m.store.volumes(p.userId), current);
+    if (attached.length > 0) {
+      throw new HttpProblem(400, `Network volume ${id} is mounted by endpoint(s) ${attached.map((e) => `${e.name} (${e.id})`).join(", ")}; detach or delete them first`);
+    }
+    m.store.deleteVolume(id);
+    await rm(volumeDir(m.dataDir, id), { recursive: true, force: true });
+    res.writeHead(204);
+    res.end();
+    return;
+  }
+  throw new HttpProblem(405, `${method} is not allowed here; use GET, PATCH or DELETE`, { headers: { allow: "GET, PATCH, DELETE" } });
+}

@@ -1,0 +1,91 @@
+// The OpenAPI 3.1 description of the service, served unauthenticated at GET /openapi.json. Its component
+// schemas are the objects of src/service/schema.ts that validate the requests, so the two cannot drift apart.
+
+import { SCHEMAS, type SchemaName } from "./schema.js";
+
+export const OPENAPI_PATH = "/openapi.json";
+/** The management API's description version (the spec's versioning section). */
+export const MANAGEMENT_API_VERSION = "2.0.0";
+
+const ref = (name: SchemaName) => ({ $ref: `#/components/schemas/${name}` });
+const json = (name: SchemaName) => ({ "application/json": { schema: ref(name) } });
+const problem = (description: string) => ({ description, content: { "application/problem+json": { schema: ref("ErrorResponse") } } });
+const rateHeaders = {
+  RateLimit: { description: "Per window: r remaining requests, t seconds to reset (structured-field list)", schema: { type: "string" } },
+  "RateLimit-Policy": { description: "Per window: q quota, w window seconds (structured-field list)", schema: { type: "string" } },
+};
+const errors = {
+  "400": problem("Bad Request: not JSON, not an object, or against the service's rules"),
+  "401": problem("Unauthorized: bearer token missing, malformed, expired or invalid"),
+  "403": problem("Forbidden: the token lacks access"),
+  "429": {
+    ...problem("Too Many Requests: per-user rate limit; detail names the window"),
+    headers: { "Retry-After": { description: "Seconds", schema: { type: "integer" } } },
+  },
+};
+const notFound = { "404": problem("Not Found") };
+const invalid = { "422": problem("Unprocessable Entity: `errors` lists every failure as `$.path: message`") };
+const idParam = (name: string) => [{ name, in: "path", required: true, schema: { type: "string" } }];
+const ok = (description: string, content?: object, status = "200") => ({ [status]: { description, headers: rateHeaders, ...(content ? { content } : {}) } });
+const list = (name: SchemaName) => ({ "application/json": { schema: { type: "array", items: ref(name) } } });
+
+function crud(tag: string, item: SchemaName, create: SchemaName, update: SchemaName | undefined, idName: string) {
+  const collection = {
+    get: { tags: [tag], summary: `List ${tag}`, responses: { ...ok(`The user's ${tag}`, list(item)), ...errors } },
+    post: {
+      tags: [tag],
+      summary: `Create one of ${tag}`,
+      requestBody: { required: true, content: json(create) },
+      responses: { ...ok("Created", json(item), "201"), ...errors, ...invalid },
+    },
+  };
+  const one: Record<string, unknown> = {
+    parameters: idParam(idName),
+    get: { tags: [tag], summary: "Read one", responses: { ...ok("Found", json(item)), ...errors, ...notFound } },
+    delete: { tags: [tag], summary: "Delete", responses: { ...ok("Deleted", undefined, "204"), ...errors, ...notFound } },
+  };
+  if (update) {
+    one.patch = {
+      tags: [tag],
+      summary: "Update",
+      requestBody: { required: true, content: json(update) },
+      responses: { ...ok("Updated", json(item)), ...errors, ...notFound, ...invalid },
+    };
+  }
+  return { collection, one };
+}
+
+export function openApiDocument(serverUrl: string): Record<string, unknown> {
+  const volumes = crud("network volumes", "NetworkVolume", "CreateNetworkVolumeRequest", "UpdateNetworkVolumeRequest", "networkVolumeId");
+  const endpoints = crud("endpoints", "Endpoint", "CreateEndpointRequest", "UpdateEndpointRequest", "endpointId");
+  const templates = crud("templates", "Template", "CreateTemplateRequest", undefined, "templateId");
+  const keys = crud("keys", "ApiKey", "CreateKeyRequest", undefined, "keyId");
+  (keys.one.delete as { summary: string; responses: object }).summary = "Revoke (the key answers 401 from then on)";
+  (keys.one.delete as { summary: string; responses: object }).responses = { ...ok("Revoked", json("ApiKey")), ...errors, ...notFound };
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "svc management API",
+      version: MANAGEMENT_API_VERSION,
+      description:
+        "Network volumes ({base_url}/v2), endpoints, templates and API keys ({rest_url}/v1). The job API of an endpoint is at {queue_base_url}/v2/{endpointId} (docs/job-api.md).",
+    },
+    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    servers: [{ url: serverUrl }],
+    security: [{ bearer: [] }],
+    paths: {
+      "/v2/network-volumes": volumes.collection,
+      "/v2/network-volumes/{networkVolumeId}": volumes.one,
+      "/v1/endpoints": endpoints.collection,
+      "/v1/endpoints/{endpointId}": endpoints.one,
+      "/v1/templates": templates.collection,
+      "/v1/templates/{templateId}": templates.one,
+      "/v1/keys": keys.collection,
+      "/v1/keys/{keyId}": keys.one,
+    },
+    components: {
+      securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
+      schemas: SCHEMAS,
+    },
+  };
+}

@@ -1,0 +1,285 @@
+// The management API's request and response schemas, as a small JSON Schema (2020-12) subset. The same objects
+// validate request bodies (validate()) and are published in the OpenAPI document (src/service/openapi.ts), so
+// the description and the validation cannot disagree. Pure: no I/O.
+
+export type Schema =
+  | { type: "string"; minLength?: number; maxLength?: number; enum?: readonly string[]; pattern?: string; description?: string; readOnly?: boolean }
+  | { type: "integer"; minimum?: number; maximum?: number; description?: string; readOnly?: boolean }
+  | { type: "boolean"; description?: string }
+  | { type: "array"; items: Schema; maxItems?: number; minItems?: number; description?: string }
+  | {
+      type: "object";
+      properties?: Record<string, Schema>;
+      required?: readonly string[];
+      /** false: unknown properties are rejected; a schema: the type of every value (a map). */
+      additionalProperties?: boolean | Schema;
+      description?: string;
+    }
+  | { $ref: string; description?: string }
+  | { type: ["string", "null"]; description?: string };
+
+export const VOLUME_TYPES = ["STANDARD", "HIGH_PERFORMANCE"] as const;
+export type VolumeType = (typeof VOLUME_TYPES)[number];
+export const MIN_VOLUME_GB = 10;
+export const MAX_VOLUME_GB = 4096;
+export const MAX_WORKERS = 100;
+export const MAX_IDLE_TIMEOUT_S = 3600;
+export const MAX_EXECUTION_TIMEOUT_MS = 24 * 3600_000;
+export const SCALER_TYPES = ["QUEUE_DELAY", "REQUEST_COUNT"] as const;
+export const KEY_SCOPE_PATTERN = "^(admin|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$";
+
+const envMap: Schema = { type: "object", additionalProperties: { type: "string" }, description: "Environment variables of the workers" };
+const volumeType: Schema = { type: "string", enum: VOLUME_TYPES, description: "Storage tier" };
+const gpuTypeIds: Schema = { type: "array", items: { type: "string", minLength: 1 }, maxItems: 16, description: "GPU types in priority order" };
+
+/** Every named schema of the management API; `#/components/schemas/<name>` in the OpenAPI document. */
+export const SCHEMAS = {
+  VolumeType: volumeType,
+  CreateNetworkVolumeRequest: {
+    type: "object",
+    properties: {
+      name: { type: "string", minLength: 1, description: "Human-readable; need not be unique" },
+      size: { type: "integer", minimum: MIN_VOLUME_GB, maximum: MAX_VOLUME_GB, description: "Allocated GB" },
+      dataCenter: { type: "string", minLength: 1, description: "Data center identifier" },
+      type: { $ref: "#/components/schemas/VolumeType", description: "When omitted, the data center's primary tier" },
+    },
+    required: ["name", "size", "dataCenter"],
+    additionalProperties: false,
+  },
+  UpdateNetworkVolumeRequest: {
+    type: "object",
+    description: "Rename and/or grow. dataCenter and type are immutable: a different value is rejected.",
+    properties: {
+      name: { type: "string", minLength: 1 },
+      size: { type: "integer", minimum: MIN_VOLUME_GB, maximum: MAX_VOLUME_GB, description: "Never smaller than the current size" },
+      dataCenter: { type: "string", minLength: 1, description: "Immutable; only the current value is accepted" },
+      type: { $ref: "#/components/schemas/VolumeType", description: "Immutable; only the current value is accepted" },
+    },
+    additionalProperties: false,
+  },
+  NetworkVolume: {
+    type: "object",
+    properties: {
+      id: { type: "string" },
+      name: { type: "string" },
+      size: { type: "integer", minimum: MIN_VOLUME_GB, maximum: MAX_VOLUME_GB },
+      dataCenter: { type: "string" },
+      type: { $ref: "#/components/schemas/VolumeType" },
+    },
+    required: ["id", "name", "size", "dataCenter", "type"],
+  },
+  CreateTemplateRequest: {
+    type: "object",
+    properties: {
+      name: { type: "string", minLength: 1, maxLength: 100 },
+      imageName: { type: "string", minLength: 1, description: "Worker image" },
+      env: envMap,
+      containerDiskInGb: { type: "integer", minimum: 1, maximum: 1024 },
+    },
+    required: ["name", "imageName"],
+    additionalProperties: false,
+  },
+  Template: {
+    type: "object",
+    properties: {
+      id: { type: "string" },
+      name: { type: "string" },
+      imageName: { type: "string" },
+      env: envMap,
+      containerDiskInGb: { type: "integer" },
+      createdAt: { type: "integer" },
+    },
+    required: ["id", "name", "imageName", "env", "containerDiskInGb", "createdAt"],
+  },
+  CreateEndpointRequest: {
+    type: "object",
+    properties: {
+      name: { type: "string", minLength: 1, maxLength: 100 },
+      templateId: { type: "string", minLength: 1 },
+      computeType: { type: "string", enum: ["GPU", "CPU"] },
+      gpuTypeIds,
+      gpuCount: { type: "integer", minimum: 1, maximum: 8 },
+      workersMin: { type: "integer", minimum: 0, maximum: MAX_WORKERS },
+      workersMax: { type: "integer", minimum: 0, maximum: MAX_WORKERS },
+      idleTimeout: { type: "integer", minimum: 1, maximum: MAX_IDLE_TIMEOUT_S, description: "Seconds" },
+      env: envMap,
+      networkVolumeId: { type: "string", minLength: 1 },
+      executionTimeoutMs: { type: "integer", minimum: 1000, maximum: MAX_EXECUTION_TIMEOUT_MS },
+      scalerType: { type: "string", enum: SCALER_TYPES },
+      scalerValue: { type: "integer", minimum: 1, maximum: 3600 },
+    },
+    required: ["name", "templateId"],
+    additionalProperties: false,
+  },
+  UpdateEndpointRequest: {
+    type: "object",
+    description: "Changing gpuTypeIds, gpuCount, workersMin or workersMax restarts active workers; other edits apply without a restart.",
+    properties: {
+      name: { type: "string", minLength: 1, maxLength: 100 },
+      templateId: { type: "string", minLength: 1 },
+      gpuTypeIds,
+      gpuCount: { type: "integer", minimum: 1, maximum: 8 },
+      workersMin: { type: "integer", minimum: 0, maximum: MAX_WORKERS },
+      workersMax: { type: "integer", minimum: 0, maximum: MAX_WORKERS },
+      idleTimeout: { type: "integer", minimum: 1, maximum: MAX_IDLE_TIMEOUT_S },
+      env: envMap,
+      networkVolumeId: { type: ["string", "null"] },
+      executionTimeoutMs: { type: "integer", minimum: 1000, maximum: MAX_EXECUTION_TIMEOUT_MS },
+      scalerType: { type: "string", enum: SCALER_TYPES },
+      scalerValue: { type: "integer", minimum: 1, maximum: 3600 },
+    },
+    additionalProperties: false,
+  },
+  Endpoint: {
+    type: "object",
+    properties: {
+      id: { type: "string" },
+      name: { type: "string" },
+      templateId: { type: "string" },
+      url: { type: "string", description: "Job API base: {queue_base_url}/v2/{id}" },
+      computeType: { type: "string", enum: ["GPU", "CPU"] },
+      gpuTypeIds,
+      gpuCount: { type: "integer" },
+      allocatedGpuType: { type: ["string", "null"], description: "The first type of gpuTypeIds available on the host" },
+      workersMin: { type: "integer" },
+      workersMax: { type: "integer" },
+      idleTimeout: { type: "integer" },
+      env: envMap,
+      networkVolumeId: { type: ["string", "null"] },
+      executionTimeoutMs: { type: "integer" },
+      scalerType: { type: "string", enum: SCALER_TYPES },
+      scalerValue: { type: "integer" },
+      status: { type: "string", enum: ["READY", "WAITING"] },
+      statusReason: { type: ["string", "null"], description: "Why the endpoint gets no workers (WAITING)" },
+      createdAt: { type: "integer" },
+      updatedAt: { type: "integer" },
+    },
+    required: ["id", "name", "templateId", "url", "status"],
+  },
+  CreateKeyRequest: {
+    type: "object",
+    properties: {
+      name: { type: "string", minLength: 1, maxLength: 100 },
+      scopes: { type: "array", items: { type: "string", pattern: KEY_SCOPE_PATTERN }, minItems: 1, maxItems: 64 },
+      userId: { type: "string", pattern: "^[a-zA-Z0-9_.@-]{1,64}$", description: "Another user (operator only); created when new" },
+      expiresInSeconds: { type: "integer", minimum: 1, maximum: 10 * 365 * 86400 },
+    },
+    required: ["scopes"],
+    additionalProperties: false,
+  },
+  ApiKey: {
+    type: "object",
+    properties: {
+      id: { type: "string" },
+      name: { type: ["string", "null"] },
+      userId: { type: "string" },
+      scopes: { type: "array", items: { type: "string" } },
+      createdAt: { type: "integer" },
+      expiresAt: { type: ["string", "null"], description: "ISO time, or null for no expiry" },
+      revokedAt: { type: ["string", "null"] },
+      key: { type: "string", description: "The secret; only in the answer to the creation" },
+    },
+    required: ["id", "userId", "scopes", "createdAt"],
+  },
+  ErrorResponse: {
+    type: "object",
+    properties: {
+      title: { type: "string" },
+      status: { type: "integer" },
+      detail: { type: "string" },
+      errors: { type: "array", items: { type: "string" }, description: "Validation failures: a JSON-path prefix and a message" },
+    },
+    required: ["title", "status", "detail"],
+  },
+} satisfies Record<string, Schema>;
+
+export type SchemaName = keyof typeof SCHEMAS;
+
+/** Schemas that validate request bodies (each must appear in the OpenAPI document). */
+export const REQUEST_SCHEMAS: SchemaName[] = [
+  "CreateNetworkVolumeRequest",
+  "UpdateNetworkVolumeRequest",
+  "CreateTemplateRequest",
+  "CreateEndpointRequest",
+  "UpdateEndpointRequest",
+  "CreateKeyRequest",
+];
+
+function describeType(s: Schema): string {
+  if ("$ref" in s) return describeType(resolveRef(s.$ref));
+  if (Array.isArray(s.type)) return "a string or null";
+  switch (s.type) {
+    case "string":
+      return "a string";
+    case "integer":
+      return "an integer";
+    case "boolean":
+      return "a boolean";
+    case "array":
+      return "an array";
+    case "object":
+      return "an object";
+  }
+}
+
+function resolveRef(ref: string): Schema {
+  const name = ref.replace("#/components/schemas/", "") as SchemaName;
+  return SCHEMAS[name] as Schema;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** Every failure of `value` against `schema`, as `$.path: message` strings, in property order. */
+export function validate(schema: Schema, value: unknown, path = "$"): string[] {
+  if ("$ref" in schema) return validate(resolveRef(schema.$ref), value, path);
+  const errors: string[] = [];
+  if (Array.isArray(schema.type)) {
+    if (value !== null && typeof value !== "string") errors.push(`${path}: must be ${describeType(schema)}`);
+    return errors;
+  }
+  switch (schema.type) {
+    case "string": {
+      if (typeof value !== "string") return [`${path}: must be a string`];
+      if (schema.enum && !schema.enum.includes(value)) return [`${path}: must be one of ${schema.enum.join(", ")}`];
+      if (schema.minLength !== undefined && value.length < schema.minLength) {
+        return [schema.minLength === 1 ? `${path}: must not be empty` : `${path}: must be at least ${schema.minLength} characters long`];
+      }
+      if (schema.maxLength !== undefined && value.length > schema.maxLength) return [`${path}: must be at most ${schema.maxLength} characters long`];
+      if (schema.pattern !== undefined && !new RegExp(schema.pattern).test(value)) return [`${path}: must match ${schema.pattern}`];
+      return [];
+    }
+    case "integer": {
+      if (typeof value !== "number" || !Number.isInteger(value)) return [`${path}: must be an integer`];
+      if (schema.minimum !== undefined && value < schema.minimum) return [`${path}: must be at least ${schema.minimum}`];
+      if (schema.maximum !== undefined && value > schema.maximum) return [`${path}: must be at most ${schema.maximum}`];
+      return [];
+    }
+    case "boolean":
+      return typeof value === "boolean" ? [] : [`${path}: must be a boolean`];
+    case "array": {
+      if (!Array.isArray(value)) return [`${path}: must be an array`];
+      if (schema.minItems !== undefined && value.length < schema.minItems) errors.push(`${path}: must have at least ${schema.minItems} item(s)`);
+      if (schema.maxItems !== undefined && value.length > schema.maxItems) errors.push(`${path}: must have at most ${schema.maxItems} items`);
+      value.forEach((item, i) => errors.push(...validate(schema.items, item, `${path}[${i}]`)));
+      return errors;
+    }
+    case "object": {
+      if (!isObject(value)) return [`${path}: must be an object`];
+      const properties = schema.properties ?? {};
+      for (const name of schema.required ?? []) {
+        if (value[name] === undefined) errors.push(`${path}.${name}: is required`);
+      }
+      for (const [name, sub] of Object.entries(properties)) {
+        if (value[name] !== undefined) errors.push(...validate(sub, value[name], `${path}.${name}`));
+      }
+      for (const [name, v] of Object.entries(value)) {
+        if (name in properties) continue;
+        if (schema.additionalProperties === false) errors.push(`${path}.${name}: unknown property`);
+        else if (isObject(schema.additionalProperties) || (typeof schema.additionalProperties === "object" && schema.additionalProperties !== null)) {
+          errors.push(...validate(schema.additionalProperties as Schema, v, `${path}.${name}`));
+        }
+      }
+      return errors;
+    }
+  }
+}

@@ -1,0 +1,8 @@
+// Stream a reply from the textgen endpoint of the current context (a running `svc dev`, or SVC_APP/SVC_ENV).
+import { chat } from "../src/textgen.js";
+
+const prompt = process.argv.slice(2).join(" ") || "Tell me about the lighthouse.";
+for await (const chunk of chat({ messages: [{ role: "user", content: prompt }], max_tokens: 80 })) {
+  process.stdout.write(chunk.text.join(""));
+}
+process.stdout.write("\n");
