@@ -10,7 +10,7 @@ import { entryPath, extractArtifact, extractArtifactCached, safeMode, UnsafeArti
 
 interface Entry {
   name: string;
-  type?: tarStream.Headers["type"];
+  type?: tarStream.Header["type"];
   body?: string | Buffer;
   mode?: number;
   linkname?: string;

@@ -2,17 +2,40 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildTestArtifact, REPO, RUNTIME_ENTRY } from "../../test/runtime/artifact.js";
+import { writeFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import tarStream from "tar-stream";
 import type { WorkerLaunch, WorkerLogLine } from "./types.js";
 import { createProcessDriver, workerEnvironment } from "./process.js";
 
+const REPO = fileURLToPath(new URL("../..", import.meta.url));
+const RUNTIME_ENTRY = join(REPO, "dist/runtime/worker.js");
 const STUBBORN = join(REPO, "fixtures/runtime-stubborn/ignore-term.mjs");
+
+// A minimal handler honouring the LoadedHandler contract, written by hand: these tests are about processes,
+// not bundling (test/runtime builds real handlers with esbuild).
+const HANDLER = `export default { endpoint: "fns", kind: "queue", functionNames: ["f"], routes: [],
+  async init() {}, invoke() { return { kind: "value", value: Promise.resolve(1) }; } };`;
+
+async function writeArtifact(file: string): Promise<string> {
+  const pack = tarStream.pack();
+  const chunks: Buffer[] = [];
+  const collected = (async () => {
+    for await (const chunk of pack) chunks.push(chunk as Buffer);
+  })();
+  pack.entry({ name: "endpoints/fns/handler.mjs", mode: 0o644 }, HANDLER);
+  pack.finalize();
+  await collected;
+  await writeFile(file, gzipSync(Buffer.concat(chunks)));
+  return file;
+}
 
 let work: string;
 let artifact: string;
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "svc-procdrv-"));
-  artifact = (await buildTestArtifact(join(work, "a.tar.gz"))).path;
+  artifact = await writeArtifact(join(work, "a.tar.gz"));
 });
 afterAll(async () => {
   await rm(work, { recursive: true, force: true });

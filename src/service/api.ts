@@ -15,6 +15,7 @@ import type { Scaler } from "./scaler.js";
 import type { EndpointRow, JobRow, LogRow, Store } from "./store/types.js";
 import { deployRoute } from "./deploy/routes.js";
 import { MAX_TTL_MS, validateSubmission } from "./validate.js";
+import type { Management } from "./management/index.js";
 
 export const RUN_BODY_LIMIT = 10 * 1024 * 1024;
 export const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024;
@@ -36,6 +37,8 @@ export interface ApiContext {
   store: Store;
   dataDir: string;
   maxArtifactBytes: number;
+  // issue 4: management API (volumes, REST endpoints, templates, keys), rate limits, OpenAPI
+  management?: Management;
 }
 
 /** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */
@@ -70,6 +73,8 @@ function methodCheck(req: IncomingMessage, allowed: readonly string[]): void {
 
 export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
+    // issue 4: GET /openapi.json needs no key
+    if (ctx.management?.public(ctx, req, res)) return;
     const key = keyFromHeader(req.headers.authorization);
     if (!key) {
       req.resume();
@@ -82,6 +87,9 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     }
     const url = new URL(req.url ?? "/", "http://svc.invalid");
     const segments = url.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+    // issue 4: per-user rate limits on every authenticated request; management routes before the job API
+    ctx.management?.limit(principal, res);
+    if (ctx.management && (await ctx.management.route(ctx, principal, req, res, segments))) return;
     if (segments[0] === "v2" && segments.length >= 3) return await jobRoute(ctx, principal, req, res, url, segments);
     if (segments[0] === "_worker" && segments[1] === "v1" && segments.length === 3) return await workerRoute(ctx, principal, req, res, segments[2]!);
     // issue 5: apps, environments, builds (falls through for environments only the older route knows)

@@ -18,6 +18,9 @@ import { artifactLimit } from "./deploy/upload.js";
 import { Scaler } from "./scaler.js";
 import { openSqliteStore } from "./store/sqlite.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
+import { Management } from "./management/index.js";
+import type { DataCenter } from "./management/datacenters.js";
+import type { RateWindow } from "./ratelimit.js";
 
 export interface ServiceOptions {
   dataDir: string;
@@ -41,6 +44,11 @@ export interface ServiceOptions {
   log?: (message: string) => void;
   /** issue 5: largest build artifact accepted (default 1.5 GB, or SVC_MAX_ARTIFACT_BYTES). */
   maxArtifactBytes?: number;
+  /** issue 4: data centers (default: one, "local"); the first (or hostDataCenter) is this machine. */
+  dataCenters?: DataCenter[];
+  hostDataCenter?: string;
+  /** issue 4: per-user rate-limit windows (default DEFAULT_RATE_WINDOWS in src/service/ratelimit.ts). */
+  rateLimits?: RateWindow[];
 }
 
 export interface DeployedEndpoint {
@@ -134,6 +142,16 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const keyring = new KeyRing(store);
   const endpoints = new Map<string, EndpointRow>();
   for (const row of await store.endpoints()) endpoints.set(row.id, row);
+  // issue 4: management API state (its own connection to the same, already migrated, file)
+  const management = new Management({
+    dataDir: options.dataDir,
+    file: join(options.dataDir, "svc.sqlite"),
+    dataCenters: options.dataCenters,
+    hostDataCenter: options.hostDataCenter,
+    rateLimits: options.rateLimits,
+    operatorUser: DEFAULT_USER,
+    engineEndpoint,
+  });
 
   let scaler: Scaler | undefined;
   const webhooks = new Set<Promise<void>>();
@@ -192,6 +210,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // Port taken (the caller may retry on another): leave nothing open behind.
     await engine.close();
     await store.close();
+    management.close();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -226,7 +245,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         await engine.write(ids.map((id) => ({ op: "deleteKey", id }) as StoreOp));
         keyring.forget();
       },
-      volumePath: (endpoint) => (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
+      // issue 4: a network volume of the owner (by id or name); otherwise a plain folder named after the setting
+      volumePath: (endpoint) =>
+        management.volumePath(endpoint) ?? (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
       onLog: (endpointId, workerId, line) => {
         void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]).catch(() => undefined);
       },
@@ -240,7 +261,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     // issue 5: apps, environments, builds
     store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(),
+    // issue 4
+    management,
   };
+  await management.attach(context);
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     handleRequest(context, req, res).catch((err: unknown) => {
       log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
@@ -278,6 +302,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       });
       await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
       await store.close();
+      management.close();
     })());
 
   return {
@@ -306,6 +331,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         engine.endpoints.set(row.id, engineEndpoint(row));
       }
       scaler?.reconcile();
+      // issue 4: REST endpoints whose template runs this code follow the new revision
+      await management.appChanged();
       return plan.upsert.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
     },
   };

@@ -6,6 +6,11 @@ import { register as build } from "./build.js";
 import { register as init } from "./init.js";
 import { register as server } from "./server.js";
 import { register as images } from "./images.js";
+import { register as deploy } from "./deploy.js";
+import { register as undeploy } from "./undeploy.js";
+import { register as update } from "./update.js";
+import { register as app } from "./app.js";
+import { register as env } from "./env.js";
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -15,3 +20,4 @@ commands.push(build);
 commands.push(init);
 commands.push(server);
 commands.push(images);
+commands.push(deploy, undeploy, update, app, env);

@@ -63,7 +63,8 @@ export class Management {
 
   /** Unauthenticated routes. True when answered. */
   public(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): boolean {
-    if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== OPENAPI_PATH) return false;
+    // Cheap first test: this runs before every request, the job API's hot path included.
+    if (req.method !== "GET" || !req.url?.startsWith(OPENAPI_PATH) || req.url.split("?")[0] !== OPENAPI_PATH) return false;
     req.resume();
     this.openapi ??= JSON.stringify(openApiDocument(ctx.url));
     res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(this.openapi), "cache-control": "max-age=60" });

@@ -1,0 +1,60 @@
+// `svc app list|get|delete`: the apps the service keeps. Deleting an app removes its environments' endpoints
+// (answered once their workers have stopped) and its builds.
+
+import { resolve } from "node:path";
+import type { Command } from "commander";
+import { DeployClient, serviceAddress, type EnvironmentInfo } from "../../deploy/client.js";
+import { resolveApp } from "../../deploy/index.js";
+import { createOutput } from "../output.js";
+import { confirmDestructive } from "./deploy.js";
+
+export function renderEnvironment(e: EnvironmentInfo): string[] {
+  const lines = [`  ${e.env}  build ${e.build ? e.build.slice(0, 12) : "none"}  ${e.endpoints.length} endpoint(s)`];
+  for (const p of e.endpoints) {
+    lines.push(`    ${p.name}  ${p.type === "lb" ? "load-balanced" : "queue"}  ${p.url}`);
+    if (p.routes.length > 0) lines.push(`      routes: ${p.routes.join(", ")}`);
+  }
+  return lines;
+}
+
+export function register(program: Command): void {
+  const app = program.command("app").description("Apps on the service: list, get, delete");
+  const client = () => new DeployClient(serviceAddress(process.cwd()));
+
+  app
+    .command("list")
+    .description("List apps and their environments")
+    .option("--json", "print as JSON")
+    .action(async (flags: { json?: boolean }) => {
+      const out = createOutput({ json: flags.json });
+      const { apps } = await client().apps();
+      out.result({ apps }, () => (apps.length === 0 ? "No apps" : apps.map((a) => `${a.name}  environments: ${a.environments.join(", ") || "none"}`).join("\n")));
+    });
+
+  app
+    .command("get [name]")
+    .description("Show an app: environments, builds and endpoints (default: this project's app)")
+    .option("--json", "print as JSON")
+    .action(async (name: string | undefined, flags: { json?: boolean }) => {
+      const out = createOutput({ json: flags.json });
+      const found = await client().app(resolveApp(name, resolve(process.cwd())));
+      out.result(found, () => [`App ${found.name}`, ...found.environments.flatMap(renderEnvironment)].join("\n"));
+    });
+
+  app
+    .command("delete <name>")
+    .description("Delete an app with all its environments and endpoints")
+    .option("--yes", "do not ask for confirmation (required without a terminal)")
+    .option("--json", "print what was removed as JSON")
+    .action(async (name: string, flags: { yes?: boolean; json?: boolean }) => {
+      const out = createOutput({ json: flags.json });
+      const c = client();
+      const found = await c.app(name);
+      const count = found.environments.reduce((n, e) => n + e.endpoints.length, 0);
+      await confirmDestructive(out, flags.yes, `deletes app "${name}" with ${found.environments.length} environment(s) and ${count} endpoint(s)`);
+      const answer = await c.deleteApp(name);
+      out.result(answer, () =>
+        [`Deleted app ${name} (workers stopped)`, ...answer.removed.map((r) => `  - ${r.env}/${r.name} (${r.id})`)].join("\n"),
+      );
+    });
+}
