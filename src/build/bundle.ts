@@ -148,6 +148,8 @@ async function runEsbuild(root: string, requests: readonly BundleRequest[], exte
       platform: "node",
       format: "esm",
       target: "node20",
+      // Function names are what jobs call ("function": "relay"); scope hoisting would rename colliding ones.
+      keepNames: true,
       sourcemap: true,
       // Mappings give stack traces their file:line; the sources themselves stay out of the artifact.
       sourcesContent: false,

@@ -136,8 +136,9 @@ export class DeployClient {
       throw err;
     }
   }
-  plan(app: string, env: string, build: string) {
-    return this.request<PlanInfo>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/plan`, { build });
+  /** `manifest` lets the service plan a build it does not have yet (dry runs upload nothing). */
+  plan(app: string, env: string, build: string, manifest?: Manifest) {
+    return this.request<PlanInfo>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/plan`, { build, manifest });
   }
   activate(app: string, env: string, build: string, confirmRemove: string[]) {
     return this.request<PlanInfo & { build: string; fingerprint: string }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/activate`, { build, confirmRemove });

@@ -88,13 +88,12 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
   const client = new DeployClient(address);
   const progress = options.onProgress ?? (() => undefined);
   // Ask the service first: a wrong URL or key fails before a long build.
-  const appGuess = options.app ?? envSetting("SVC_APP") ?? appNameOf(options.root);
-  await client.apps();
-  const build: BuildResult = await buildProject(options.root, { exclude: options.exclude, onProgress: progress });
-  const app = options.app ?? envSetting("SVC_APP") ?? build.manifest.app ?? appGuess;
+  // The manifest's app name is appNameOf(root) too: the environment is settled before a long build.
+  const app = options.app ?? envSetting("SVC_APP") ?? appNameOf(options.root);
   const environments = await client.environments(app);
   const env = chooseEnvironment(options.env ?? envSetting("SVC_ENV"), (environments ?? []).map((e) => e.env), app);
   const exists = environments?.some((e) => e.env === env) ?? false;
+  const build: BuildResult = await buildProject(options.root, { exclude: options.exclude, onProgress: progress });
 
   const sha256 = await sha256File(build.artifactPath);
   const size = (await stat(build.artifactPath)).size;
@@ -103,7 +102,7 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
   if (!options.dryRun) {
     createdEnvironment = (await client.ensureEnvironment(app, env)).created;
   }
-  if (!(await client.hasBuild(app, sha256))) {
+  if (!options.dryRun && !(await client.hasBuild(app, sha256))) {
     progress(`Uploading ${build.artifactPath} (${size} bytes)`);
     await client.upload(app, { path: build.artifactPath, size, sha256 }, { onProgress: options.onUpload });
     uploaded = true;
@@ -111,7 +110,7 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
 
   let plan: PlanInfo;
   if (exists || !options.dryRun) {
-    plan = await client.plan(app, env, sha256);
+    plan = await client.plan(app, env, sha256, options.dryRun ? build.manifest : undefined);
   } else {
     // A dry run against an environment that does not exist yet: everything would be created.
     plan = {

@@ -2,9 +2,9 @@
 // app/environment "dev", watch sources and redeploy on change. `svc dev` is a thin command over this; tests
 // drive it directly. Calls from scripts find the session through .svc/dev-session.json (src/sdk/context.ts).
 
-import { randomBytes, createHash } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { watch, type FSWatcher } from "node:fs";
-import { mkdir, writeFile, rm, rename, copyFile, readFile } from "node:fs/promises";
+import { mkdir, writeFile, rm, rename, readFile } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { buildProject, type BuildResult } from "../build/index.js";
 import { startService, type Service, type DeployedEndpoint } from "../service/index.js";
@@ -54,18 +54,6 @@ export function isWatchedChange(root: string, file: string): boolean {
   return /\.(m|c)?(t|j)sx?$|(^|\/)package\.json$|(^|\/)\.env$/.test(rel);
 }
 
-/** Keep each build's artifact under the data dir by content hash: workers of an older build keep theirs. */
-async function storeArtifact(dataDir: string, artifactPath: string): Promise<string> {
-  const digest = createHash("sha256").update(await readFile(artifactPath)).digest("hex");
-  const dir = join(dataDir, "artifacts");
-  await mkdir(dir, { recursive: true });
-  const target = join(dir, `${digest}.tar.gz`);
-  const temp = `${target}.${process.pid}.tmp`;
-  await copyFile(artifactPath, temp);
-  await rename(temp, target);
-  return target;
-}
-
 async function listen(options: DevSessionOptions, dataDir: string, apiKey: string): Promise<Service> {
   const requested = options.port ?? DEFAULT_DEV_PORT;
   const base = { dataDir, host: options.host ?? "127.0.0.1", driver: createProcessDriver(), apiKeys: [apiKey] };
@@ -87,7 +75,7 @@ async function listen(options: DevSessionOptions, dataDir: string, apiKey: strin
 export async function startDevSession(options: DevSessionOptions): Promise<DevSessionHandle> {
   const root = options.root;
   const dataDir = options.dataDir ?? join(root, ".svc", "dev-data");
-  const apiKey = options.apiKey ?? envSetting("SVC_API_KEY") ?? `svc_dev_${randomBytes(18).toString("base64url")}`;
+  const apiKey = options.apiKey ?? envSetting("SVC_API_KEY") ?? (await sessionKey(dataDir));
   const emit = options.onEvent ?? (() => {});
 
   let build = await buildProject(root, { exclude: options.exclude });
@@ -96,8 +84,8 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
   const service = await listen(options, dataDir, apiKey);
 
   const deploy = async (result: BuildResult) => {
-    const artifactPath = await storeArtifact(dataDir, result.artifactPath);
-    const endpoints = await service.deploy({ app: result.manifest.app, env: DEV_ENV, manifest: result.manifest, artifactPath });
+    // The service keeps its own copy of the artifact (by checksum), so the next build may overwrite this one.
+    const endpoints = await service.deploy({ app: result.manifest.app, env: DEV_ENV, manifest: result.manifest, artifactPath: result.artifactPath });
     await writeSessionFile(root, { pid: process.pid, url: service.url, apiKey, app: result.manifest.app, env: DEV_ENV, endpoints: Object.fromEntries(endpoints.map((e) => [e.name, { id: e.id, url: e.url }])) });
     emit({ type: "deployed", endpoints });
     return endpoints;
@@ -172,6 +160,21 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
   };
 }
 
+/** A generated key kept in the data dir, so pasted curl commands keep working across `svc dev` runs. */
+async function sessionKey(dataDir: string): Promise<string> {
+  const file = join(dataDir, "dev-key");
+  try {
+    const existing = (await readFile(file, "utf8")).trim();
+    if (existing) return existing;
+  } catch {
+    // first run
+  }
+  const key = `svc_dev_${randomBytes(18).toString("base64url")}`;
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(file, `${key}\n`, { mode: 0o600 });
+  return key;
+}
+
 async function writeSessionFile(root: string, session: DevSession): Promise<void> {
   const file = join(root, DEV_SESSION_FILE);
   await mkdir(join(root, ".svc"), { recursive: true });
@@ -181,7 +184,9 @@ async function writeSessionFile(root: string, session: DevSession): Promise<void
   await rename(temp, file);
 }
 
-export function curlFor(endpoint: DeployedEndpoint, apiKeyVar = "$SVC_API_KEY"): string {
-  return `curl -s -X POST ${endpoint.url}/runsync -H "Authorization: Bearer ${apiKeyVar}" -H "Content-Type: application/json" -d '{"input":{}}'`;
+/** A ready-to-paste curl for an endpoint; names the function when the endpoint serves several. */
+export function curlFor(endpoint: DeployedEndpoint, apiKeyVar = "$SVC_API_KEY", functions: string[] = []): string {
+  const body = functions.length > 1 ? `{"input":{},"function":${JSON.stringify(functions[0])}}` : '{"input":{}}';
+  return `curl -s -X POST ${endpoint.url}/runsync -H "Authorization: Bearer ${apiKeyVar}" -H "Content-Type: application/json" -d '${body}'`;
 }
 

@@ -56,7 +56,10 @@ export function register(program: Command): void {
             `svc dev: ${s.url}  (app ${s.app}, environment dev)`,
             ...(userKey ? [] : [`API key for this session: ${s.apiKey}`]),
             "",
-            ...s.endpoints.flatMap((e) => [`  ${e.name}  ${e.url}`, `    ${curlFor(e, keyShown)}`]),
+            ...s.endpoints.flatMap((e) => {
+              const functions = s.build.manifest.resources[e.name]?.functions.map((f) => f.name) ?? [];
+              return [`  ${e.name}  ${e.url}  (${functions.join(", ") || "routes"})`, `    ${curlFor(e, keyShown, functions)}`];
+            }),
           ].join("\n"),
       );
       out.info(opts.watch ? "Watching for changes. Press Ctrl-C to stop." : "Press Ctrl-C to stop.");

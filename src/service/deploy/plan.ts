@@ -43,7 +43,8 @@ export function planActivation(
     artifactPath: input.artifactPath,
     artifactHash: build.id,
   }, now);
-  const sameSources = current !== undefined && current.fingerprint === build.fingerprint;
+  // Same sources built by the same svc: the running workers already serve this code.
+  const sameSources = current !== undefined && current.fingerprint === build.fingerprint && current.manifest.svcVersion === build.manifest.svcVersion;
   const endpoints: PlannedEndpoint[] = [];
   const upsert: EndpointRow[] = [];
   for (const row of base.upsert) {

@@ -23,7 +23,7 @@ import { HttpProblem, isPlainObject, parseJson, readBody, sendJson } from "../ht
 import { engineEndpoint } from "../index.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan } from "./plan.js";
-import type { EnvironmentRow } from "./types.js";
+import type { BuildRow, EnvironmentRow } from "./types.js";
 import { receiveArtifact } from "./upload.js";
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -198,7 +198,13 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
 
   if (action === "plan" || action === "activate") {
     const buildId = typeof body.build === "string" ? body.build : "";
-    const build = SHA.test(buildId) ? await store.build(userId, buildId) : undefined;
+    let build = SHA.test(buildId) ? await store.build(userId, buildId) : undefined;
+    // A dry run plans a build the service does not have yet from its manifest; only activation needs the bytes.
+    if (!build && action === "plan" && SHA.test(buildId) && isPlainObject(body.manifest) && isPlainObject(body.manifest.resources)) {
+      const manifest = body.manifest as unknown as BuildRow["manifest"];
+      manifest.routes ??= {};
+      build = { id: buildId, userId, app, size: 0, fingerprint: String(manifest.fingerprint), manifest, path: "", createdAt: Date.now() };
+    }
     if (!build || build.app !== app) throw new HttpProblem(404, `No build ${buildId || "(missing)"} of app "${app}"`, { errors: ["upload it first: POST /v1/apps/{app}/builds"] });
     const current = envRow.buildId ? await store.build(userId, envRow.buildId) : undefined;
     const now = Date.now();

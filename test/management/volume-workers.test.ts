@@ -1,0 +1,81 @@
+// A network volume is real storage shared by workers: a real build (esbuild) of fixtures/volume-app, real
+// process workers (the runtime from dist/: compile first). A worker of the "writer" endpoint writes a file on
+// the volume; a worker of the "reader" endpoint reads it, and so does a worker of an endpoint created through
+// the REST API (template "svc://<reader>", networkVolumeId). The file outlives the workers.
+
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildProject } from "../../src/build/index.js";
+import { createProcessDriver } from "../../src/drivers/process.js";
+import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
+import { call, until } from "../service/helpers.js";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const KEY = "volume-admin-key";
+let dir: string;
+let service: Service;
+let writer: DeployedEndpoint;
+let reader: DeployedEndpoint;
+let volume: { id: string; name: string };
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "svc-volume-test-"));
+  cpSync(join(repo, "fixtures", "volume-app"), join(dir, "app"), { recursive: true });
+  service = await startService({
+    dataDir: join(dir, "data"),
+    apiKeys: [KEY],
+    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
+    leaseMs: 2000,
+    heartbeatMs: 300,
+  });
+  volume = (await call(`${service.url}/v2/network-volumes`, { key: KEY, body: { name: "shared-data", size: 10, dataCenter: "local" } })).body;
+  const build = await buildProject(join(dir, "app"));
+  const deployed = await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath });
+  writer = deployed.find((e) => e.name === "writer")!;
+  reader = deployed.find((e) => e.name === "reader")!;
+});
+afterAll(async () => {
+  await service?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+it("a worker of one endpoint writes a file that a worker of another endpoint on the same volume reads", async () => {
+  const volumeDir = join(dir, "data", "volumes", volume.id);
+  const wrote = await call(`${writer.url}/runsync`, { key: KEY, body: { input: { file: "note.txt", text: "written by the writer" } } });
+  expect(wrote.body).toMatchObject({ status: "COMPLETED", output: { volume: volumeDir } });
+  expect(readFileSync(join(volumeDir, "note.txt"), "utf8")).toBe("written by the writer");
+
+  const read = await call(`${reader.url}/runsync`, { key: KEY, body: { input: { file: "note.txt" } } });
+  expect(read.body).toMatchObject({ status: "COMPLETED", output: { text: "written by the writer", volume: volumeDir } });
+  expect(read.body.output.pid).not.toBe(wrote.body.output.pid);
+
+  // An endpoint made through the REST API, running the reader's code, mounts the volume by networkVolumeId.
+  const template = (await call(`${service.url}/v1/templates`, { key: KEY, body: { name: "reader code", imageName: `svc://${reader.id}` } })).body;
+  const created = await call(`${service.url}/v1/endpoints`, {
+    key: KEY,
+    body: { name: "rest-reader", templateId: template.id, computeType: "CPU", workersMin: 0, workersMax: 1, idleTimeout: 1, networkVolumeId: volume.id },
+  });
+  expect(created.status).toBe(201);
+  expect(created.body).toMatchObject({ status: "READY", statusReason: null, networkVolumeId: volume.id, url: `${service.url}/v2/${created.body.id}` });
+  const viaRest = await call(`${created.body.url}/runsync`, { key: KEY, body: { input: { file: "note.txt" } } });
+  expect(viaRest.body).toMatchObject({ status: "COMPLETED", output: { text: "written by the writer", volume: volumeDir } });
+
+  // Mounted volumes cannot be deleted from under their endpoints.
+  const del = await call(`${service.url}/v2/network-volumes/${volume.id}`, { key: KEY, method: "DELETE" });
+  expect(del.status).toBe(400);
+  expect(del.body.detail).toContain("rest-reader");
+}, 90_000);
+
+it("keeps the files when every worker is gone, for the next worker", async () => {
+  // idleTimeout is 1 s: all workers stop
+  await until(async () => {
+    const h = (await call(`${reader.url}/health`, { key: KEY })).body;
+    return h.workers.idle + h.workers.running + (h.workers.initializing ?? 0) === 0;
+  }, 20_000, 200);
+  const read = await call(`${reader.url}/runsync`, { key: KEY, body: { input: { file: "note.txt" } } });
+  expect(read.body).toMatchObject({ status: "COMPLETED", output: { text: "written by the writer" } });
+  expect(existsSync(join(dir, "data", "volumes", volume.id, "note.txt"))).toBe(true);
+}, 60_000);
