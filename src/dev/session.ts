@@ -56,7 +56,7 @@ export function isWatchedChange(root: string, file: string): boolean {
 
 async function listen(options: DevSessionOptions, dataDir: string, apiKey: string): Promise<Service> {
   const requested = options.port ?? DEFAULT_DEV_PORT;
-  const base = { dataDir, host: options.host ?? "127.0.0.1", driver: createProcessDriver(), apiKeys: [apiKey] };
+  const base = { dataDir, host: options.host ?? "127.0.0.1", driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache") }), apiKeys: [apiKey] };
   try {
     return await startService({ ...base, port: requested });
   } catch (err) {

@@ -6,6 +6,9 @@ import type { AddressInfo } from "node:net";
 import type { RouteContext, RouteDefinition } from "../sdk/endpoint.js";
 import type { HttpMethod } from "../sdk/config.js";
 import { errorMessage } from "../errors.js";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { MANIFEST_FILE, type Manifest } from "../sdk/manifest.js";
 
 export const LB_BODY_LIMIT = 20 * 1024 * 1024;
 
@@ -48,6 +51,8 @@ export interface LbResponse {
   status: number;
   headers: Record<string, string>;
   body: Buffer;
+  /** issue 7: a web Response's body, written chunk by chunk as the handler produces it (chunked, SSE). */
+  stream?: AsyncIterable<Uint8Array>;
 }
 
 function problem(status: number, title: string, detail: string): LbResponse {
@@ -63,6 +68,10 @@ export async function toResponse(value: unknown): Promise<LbResponse> {
   if (typeof Response !== "undefined" && value instanceof Response) {
     const headers: Record<string, string> = {};
     value.headers.forEach((v, k) => (headers[k] = v));
+    // issue 7: a body without a declared length may be produced over time (SSE, chunked): pass it on as it comes.
+    if (value.body && headers["content-length"] === undefined) {
+      return { status: value.status, headers, body: Buffer.alloc(0), stream: value.body as unknown as AsyncIterable<Uint8Array> };
+    }
     return { status: value.status, headers, body: Buffer.from(await value.arrayBuffer()) };
   }
   if (value === undefined) return { status: 204, headers: {}, body: Buffer.alloc(0) };
@@ -98,10 +107,20 @@ async function readRequest(req: IncomingMessage): Promise<Buffer | undefined> {
   return Buffer.concat(chunks);
 }
 
-/** Handle one request against `routes`. Exposed for tests; `serveRoutes` wires it to a server. */
-export async function handleLbRequest(routes: readonly RouteDefinition[], req: IncomingMessage): Promise<LbResponse> {
+/**
+ * Handle one request against `routes`; `null` routes: the handler is still loading (/ping answers 204, routes
+ * 503). Exposed for tests; `serveRoutes` wires it to a server.
+ */
+export async function handleLbRequest(routes: readonly RouteDefinition[] | null, req: IncomingMessage): Promise<LbResponse> {
   const url = new URL(req.url ?? "/", "http://worker");
   const method = (req.method ?? "GET").toUpperCase();
+  if (routes === null) {
+    req.resume();
+    if (url.pathname === "/ping") return { status: 204, headers: {}, body: Buffer.alloc(0) };
+    const response = problem(503, "Service Unavailable", "The worker is still initializing");
+    response.headers["retry-after"] = "1";
+    return response;
+  }
   const match = matchRoute(routes, method, url.pathname);
   if (match.kind !== "route") {
     req.resume();
@@ -135,30 +154,65 @@ export interface RouteServer {
   /** `http://host:port` as the service should reach it. */
   address: string;
   port: number;
+  /** issue 7: the handler is loaded: serve these routes, and /ping answers 200. */
+  ready(routes: readonly RouteDefinition[]): void;
   /** Stop accepting connections and wait for requests under way. */
   close(): Promise<void>;
 }
 
-/** Serve `routes` (and /ping) on host:port (port 0: any free port). `wrap` runs each request (log scoping). */
+/** Write a streamed body as it is produced; stop reading it when the client goes away. */
+async function writeStream(res: ServerResponse, stream: AsyncIterable<Uint8Array>): Promise<void> {
+  try {
+    for await (const chunk of stream) {
+      if (res.destroyed) break;
+      if (!res.write(chunk)) await new Promise<void>((resolve) => {
+        res.once("drain", resolve);
+        res.once("close", resolve);
+      });
+    }
+    res.end();
+  } catch {
+    // the handler's stream failed midway: the status is gone already, so cut the response short
+    res.destroy();
+  }
+}
+
+/**
+ * Serve `routes` (and /ping) on host:port (port 0: any free port). `null` routes: the server starts before the
+ * handler is loaded (/ping 204) and `ready(routes)` switches it on. `wrap` runs each request (log scoping).
+ */
 export async function serveRoutes(
-  routes: readonly RouteDefinition[],
+  initialRoutes: readonly RouteDefinition[] | null,
   options: { host?: string; port?: number; wrap?: <T>(requestId: string, fn: () => Promise<T>) => Promise<T> } = {},
 ): Promise<RouteServer> {
   let counter = 0;
+  let routes = initialRoutes;
   const wrap = options.wrap ?? (<T>(_id: string, fn: () => Promise<T>) => fn());
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
     const requestId = `req-${++counter}`;
     void wrap(requestId, () => handleLbRequest(routes, req)).then(
       (response) => {
+        if (response.stream) {
+          res.writeHead(response.status, response.headers);
+          if (req.method === "HEAD") {
+            res.end();
+            return;
+          }
+          // Headers first: a client of a server-sent-event stream sees the response begin before the first event.
+          res.flushHeaders();
+          return writeStream(res, response.stream);
+        }
         res.writeHead(response.status, { ...response.headers, "content-length": String(response.body.length) });
         res.end(req.method === "HEAD" ? undefined : response.body);
+        return undefined;
       },
       (err: unknown) => {
         res.writeHead(500, { "content-type": "application/problem+json" });
         res.end(JSON.stringify({ title: "Internal Server Error", status: 500, detail: errorMessage(err) }));
       },
     );
-  });
+  };
+  const server: Server = createServer(onRequest);
   server.keepAliveTimeout = 65_000;
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
@@ -173,10 +227,26 @@ export async function serveRoutes(
   return {
     address: `http://${shownHost}:${port}`,
     port,
+    ready(loaded) {
+      routes = loaded;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections();
       }),
   };
+}
+
+/**
+ * issue 7: whether the artifact's manifest marks `endpointName` load-balanced. Read before the handler is
+ * imported so the worker can answer /ping (204, initializing) while it loads.
+ */
+export async function isLoadBalancedEndpoint(artifactDir: string, endpointName: string): Promise<boolean> {
+  try {
+    const manifest = JSON.parse(await readFile(join(artifactDir, MANIFEST_FILE), "utf8")) as Manifest;
+    return manifest.resources?.[endpointName]?.is_load_balanced === true;
+  } catch {
+    return false;
+  }
 }

@@ -19,6 +19,7 @@ import {
   type WorkerApi,
 } from "./api.js";
 import { jobScope } from "./logs.js";
+import { chunkMetrics } from "../sdk/llm.js";
 
 export interface WorkerLoopOptions {
   api: Pick<WorkerApi, "post">;
@@ -524,7 +525,9 @@ class ChunkSender {
     if (this.discarded) return;
     let json: string;
     try {
-      json = JSON.stringify({ output: value === undefined ? null : value });
+      // issue 7: a yielded value marked with metrics (textGeneration) becomes {output, metrics}.
+      const metrics = chunkMetrics(value);
+      json = JSON.stringify(metrics ? { output: value ?? null, metrics } : { output: value === undefined ? null : value });
     } catch (err) {
       json = JSON.stringify({ output: null, metrics: { error: `chunk is not JSON-serialisable: ${errorMessage(err)}` } });
     }

@@ -14,7 +14,7 @@ import { readWorkerEnv, type WorkerSettings } from "./env.js";
 import { handlerPath, importHandler, installRuntimeContext } from "./handler.js";
 import { captureProcessOutput, jobScope, LogShipper } from "./logs.js";
 import { WorkerLoop } from "./loop.js";
-import { serveRoutes, type RouteServer } from "./lb.js";
+import { isLoadBalancedEndpoint, serveRoutes, type RouteServer } from "./lb.js";
 
 const writeStderr = process.stderr.write.bind(process.stderr);
 
@@ -82,10 +82,18 @@ async function main(): Promise<number> {
 
   try {
     const dir = await prepareArtifact(settings);
+    // issue 7: a load-balanced worker listens (and registers its address) before it loads the handler, so the
+    // service sees /ping answer 204 while it initializes and 200 once it is ready.
+    if (await isLoadBalancedEndpoint(dir, settings.endpointName)) {
+      routeServer = await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort });
+      const early = { workerId: settings.workerId, concurrency: settings.maxConcurrency, address: routeServer.address };
+      await api.post("register", early, { timeoutMs: 5000 }).catch(() => undefined);
+    }
     const loaded = await importHandler(await handlerPath(dir, settings.endpointName));
     await loaded.init();
     if (loaded.kind === "lb") {
-      routeServer = await serveRoutes(loaded.routes, { host: settings.httpHost, port: settings.httpPort });
+      routeServer ??= await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort });
+      routeServer.ready(loaded.routes);
       note(`serving ${loaded.routes.length} route(s) and /ping at ${routeServer.address}`);
     }
     handler = loaded;

@@ -16,6 +16,12 @@ import type { EndpointRow, JobRow, LogRow, Store } from "./store/types.js";
 import { deployRoute } from "./deploy/routes.js";
 import { MAX_TTL_MS, validateSubmission } from "./validate.js";
 import type { Management } from "./management/index.js";
+import { addressProblem, type LbRouter } from "./lb/index.js";
+import { isOpenAiPath, openAiRoute } from "./openai-route.js";
+import { sendOpenAiProblem } from "../openai/route.js";
+import { openAiProblem } from "../openai/format.js";
+import { serveConsole } from "./console.js";
+import { isJobsListPath, jobsList } from "./jobs-list.js";
 
 export const RUN_BODY_LIMIT = 10 * 1024 * 1024;
 export const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024;
@@ -39,6 +45,8 @@ export interface ApiContext {
   maxArtifactBytes: number;
   // issue 4: management API (volumes, REST endpoints, templates, keys), rate limits, OpenAPI
   management?: Management;
+  // issue 7: load-balanced endpoints (the proxy and its worker pool)
+  lb?: LbRouter;
 }
 
 /** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */
@@ -75,6 +83,8 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
   try {
     // issue 4: GET /openapi.json needs no key
     if (ctx.management?.public(ctx, req, res)) return;
+    // issue 8: the web console's static files need no key (the page holds no data)
+    if (serveConsole(req, res)) return;
     const key = keyFromHeader(req.headers.authorization);
     if (!key) {
       req.resume();
@@ -89,7 +99,11 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     const segments = url.pathname.split("/").filter(Boolean).map(decodeURIComponent);
     // issue 4: per-user rate limits on every authenticated request; management routes before the job API
     ctx.management?.limit(principal, res);
+    // issue 7: load-balanced endpoints: /lb/{endpoint_id}/... or Host {endpoint_id}.lb.localhost
+    if (ctx.lb && (await ctx.lb.route(principal, req, res))) return;
     if (ctx.management && (await ctx.management.route(ctx, principal, req, res, segments))) return;
+    // issue 8: an endpoint's recent jobs (the console's job list)
+    if (isJobsListPath(segments)) return await jobsList(ctx, principal, req, res, url, segments[1]!);
     if (segments[0] === "v2" && segments.length >= 3) return await jobRoute(ctx, principal, req, res, url, segments);
     if (segments[0] === "_worker" && segments[1] === "v1" && segments.length === 3) return await workerRoute(ctx, principal, req, res, segments[2]!);
     // issue 5: apps, environments, builds (falls through for environments only the older route knows)
@@ -107,6 +121,8 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
   } catch (err) {
     if (err instanceof HttpProblem) {
       req.resume();
+      // issue 7: under /openai/ errors also carry OpenAI's `error` object, which OpenAI clients read
+      if (isOpenAiPath(req.url)) return sendOpenAiProblem(res, openAiProblem(err.status, err.message, err.errors ?? []), err.headers);
       sendProblem(res, err.status, err.message, { errors: err.errors, headers: err.headers });
       return;
     }
@@ -142,11 +158,13 @@ function userEndpoint(ctx: ApiContext, principal: Principal, id: string): Endpoi
 async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, url: URL, seg: string[]): Promise<void> {
   if (principal.worker) throw new HttpProblem(403, "A worker token cannot call the job API");
   const [, endpointId, action, jobId] = seg as [string, string, string, string | undefined];
+  // issue 7: the OpenAI-compatible chat route
+  if (action === "openai") return await openAiRoute(ctx, req, res, seg, userEndpoint(ctx, principal, endpointId));
   const spec = JOB_ACTIONS[action];
   if (!spec || (spec.id ? seg.length !== 4 : seg.length !== 3)) throw notFound(`No route ${url.pathname}`);
   methodCheck(req, spec.methods);
   const endpoint = userEndpoint(ctx, principal, endpointId);
-  if (endpoint.type !== "queue") throw new HttpProblem(400, `Endpoint ${endpointId} is load-balanced; it has no job API`);
+  if (endpoint.type !== "queue" && action !== "health") throw new HttpProblem(400, `Endpoint ${endpointId} is load-balanced; it has no job API`);
   const { engine } = ctx;
   const now = () => Date.now();
 
@@ -203,7 +221,8 @@ async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMess
       req.resume();
       const health = engine.health(endpointId);
       const coldStarts = ctx.scaler()?.coldStarts.get(endpointId) ?? { count: 0, lastMs: null };
-      return sendJson(res, { ...health, coldStarts });
+      // issue 7: an LB endpoint's cold starts and requests come from its proxy
+      return sendJson(res, { ...health, coldStarts, ...(endpoint.type === "lb" ? ctx.lb?.health(endpointId) : {}) });
     }
   }
 }
@@ -252,8 +271,15 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
   switch (route) {
     case "register": {
       const concurrency = optionalInt(body, "concurrency", 1, 1000, endpoint.resource.maxConcurrency, errors);
+      // issue 7: a load-balanced worker says where its HTTP server listens
+      const lbAddress = endpoint.type === "lb" && body.address !== undefined ? body.address : undefined;
+      if (lbAddress !== undefined) {
+        const problem = addressProblem(lbAddress);
+        if (problem) errors.push(problem);
+      }
       if (errors.length) throw invalid();
       engine.register(workerId, endpointId, concurrency);
+      if (typeof lbAddress === "string") ctx.lb?.registered(workerId, endpointId, lbAddress);
       ctx.scaler()?.registered(endpointId);
       return sendJson(res, {
         endpoint: { id: endpoint.id, name: endpoint.name, executionTimeoutMs: endpoint.resource.executionTimeoutMs, maxConcurrency: endpoint.resource.maxConcurrency },

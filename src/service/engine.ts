@@ -115,6 +115,8 @@ export interface SubmitInput {
   sync: boolean;
   /** The `wait` of /runsync when given (longer retention). */
   waitMs?: number;
+  /** issue 7: automatic retries for this job instead of its endpoint's. */
+  maxRetries?: number;
 }
 
 export function isFinal(status: JobStatus): boolean {
@@ -342,6 +344,7 @@ export class JobEngine {
       lease: null,
       workerId: null,
       streamCursor: 0,
+      maxRetries: s.maxRetries ?? null,
     };
     const job: LiveJob = { row, leaseExpiresAt: 0, lastSeq: 0, version: 0 };
     this.live.set(row.id, job);
@@ -536,7 +539,7 @@ export class JobEngine {
     const now = Date.now();
     const error = result.error;
     if (result.status === "FAILED") {
-      const retries = this.endpoint(row.endpointId)?.retries ?? DEFAULTS.retries;
+      const retries = row.maxRetries ?? this.endpoint(row.endpointId)?.retries ?? DEFAULTS.retries;
       if (row.retried < retries) {
         this.count(row.endpointId, "retried");
         const committed = this.change(job, {

@@ -14,7 +14,9 @@ export const TITLES: Record<number, string> = {
   422: "Unprocessable Entity",
   429: "Too Many Requests",
   500: "Internal Server Error",
+  502: "Bad Gateway",
   503: "Service Unavailable",
+  504: "Gateway Timeout",
 };
 
 /** Thrown by route code; the server turns it into an application/problem+json answer. */

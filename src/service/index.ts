@@ -21,6 +21,7 @@ import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import { Management } from "./management/index.js";
 import type { DataCenter } from "./management/datacenters.js";
 import type { RateWindow } from "./ratelimit.js";
+import { LbRouter } from "./lb/index.js";
 
 export interface ServiceOptions {
   dataDir: string;
@@ -49,6 +50,8 @@ export interface ServiceOptions {
   hostDataCenter?: string;
   /** issue 4: per-user rate-limit windows (default DEFAULT_RATE_WINDOWS in src/service/ratelimit.ts). */
   rateLimits?: RateWindow[];
+  /** issue 7: how long a request to a load-balanced endpoint waits for a ready worker (default 60 s). */
+  lbWaitMs?: number;
 }
 
 export interface DeployedEndpoint {
@@ -218,6 +221,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const localUrl = `http://${localHost}:${port}`;
   const url = (options.publicUrl ?? localUrl).replace(/\/+$/, "");
 
+  // issue 7: load-balanced endpoints: worker pool by /ping, proxy, scaling on in-flight requests
+  const lb = new LbRouter({ engine, endpoints, kick: (id) => scaler?.kick(id), log, waitMs: options.lbWaitMs });
+
   if (options.driver) {
     // Worker keys are keyed by the worker id so they can be revoked when the worker ends.
     const workerKeys = new Map<string, string[]>();
@@ -252,6 +258,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]).catch(() => undefined);
       },
       onEvent: log,
+      lb,
     });
     scaler.start();
   }
@@ -263,6 +270,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(),
     // issue 4
     management,
+    // issue 7
+    lb,
   };
   await management.attach(context);
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
@@ -292,6 +301,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     (closing ??= (async () => {
       clearInterval(ticker);
       clearInterval(sweeper);
+      lb.close();
       await scaler?.close();
       await engine.close();
       for (const res of followers) res.end();

@@ -75,6 +75,8 @@ export interface ScalerDeps {
   volumePath?(endpoint: EndpointRow): string | undefined;
   onLog(endpointId: string, workerId: string, line: { ts: number; stream: string; text: string }): void;
   onEvent?(message: string): void;
+  /** issue 7: load-balanced endpoints scale on their proxy's requests (waiting ones and in-flight ones). */
+  lb?: { load(endpointId: string): { queued: number; inProgress: number }; busy(workerId: string): boolean };
 }
 
 interface ManagedWorker {
@@ -138,22 +140,23 @@ export class Scaler {
       const liveEndpoints = new Set<string>();
       for (const endpoint of this.deps.endpoints()) {
         liveEndpoints.add(endpoint.id);
-        if (endpoint.type !== "queue") continue;
+        if (endpoint.type !== "queue" && !this.deps.lb) continue;
+        const lbLoad = endpoint.type === "lb" ? this.deps.lb!.load(endpoint.id) : undefined;
         const workers = [...this.managed.values()].filter((m) => m.endpointId === endpoint.id && !m.stopping);
         const plan = planScaling({
           workersMin: endpoint.resource.workersMin,
           workersMax: endpoint.resource.workersMax,
           maxConcurrency: endpoint.resource.maxConcurrency,
           idleTimeoutMs: endpoint.resource.idleTimeout * 1000,
-          queued: engine.queuedCount(endpoint.id),
-          inProgress: engine.runningCount(endpoint.id),
+          queued: lbLoad?.queued ?? engine.queuedCount(endpoint.id),
+          inProgress: lbLoad?.inProgress ?? engine.runningCount(endpoint.id),
           revision: endpoint.revision,
           workers: workers.map((m) => {
             const entry = engine.workers.get(m.id);
             return {
               id: m.id,
               revision: m.revision,
-              state: entry ? workerState(entry) : "initializing",
+              state: entry ? (lbLoad && this.deps.lb!.busy(m.id) ? "running" : workerState(entry)) : "initializing",
               idleSince: entry?.idleSince ?? now,
             };
           }),

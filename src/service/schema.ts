@@ -3,8 +3,8 @@
 // the description and the validation cannot disagree. Pure: no I/O.
 
 export type Schema =
-  | { type: "string"; minLength?: number; maxLength?: number; enum?: readonly string[]; pattern?: string; description?: string; readOnly?: boolean }
-  | { type: "integer"; minimum?: number; maximum?: number; description?: string; readOnly?: boolean }
+  | { type: "string"; minLength?: number; maxLength?: number; enum?: readonly string[]; pattern?: string; description?: string; examples?: string[] }
+  | { type: "integer"; minimum?: number; maximum?: number; description?: string }
   | { type: "boolean"; description?: string }
   | { type: "array"; items: Schema; maxItems?: number; minItems?: number; description?: string }
   | {
@@ -40,7 +40,7 @@ export const SCHEMAS = {
     properties: {
       name: { type: "string", minLength: 1, description: "Human-readable; need not be unique" },
       size: { type: "integer", minimum: MIN_VOLUME_GB, maximum: MAX_VOLUME_GB, description: "Allocated GB" },
-      dataCenter: { type: "string", minLength: 1, description: "Data center identifier" },
+      dataCenter: { type: "string", minLength: 1, description: "Data center identifier (GET /v2/data-centers lists them)", examples: ["local"] },
       type: { $ref: "#/components/schemas/VolumeType", description: "When omitted, the data center's primary tier" },
     },
     required: ["name", "size", "dataCenter"],
@@ -160,7 +160,7 @@ export const SCHEMAS = {
     type: "object",
     properties: {
       name: { type: "string", minLength: 1, maxLength: 100 },
-      scopes: { type: "array", items: { type: "string", pattern: KEY_SCOPE_PATTERN }, minItems: 1, maxItems: 64 },
+      scopes: { type: "array", items: { type: "string", pattern: KEY_SCOPE_PATTERN, examples: ["management:read"] }, minItems: 1, maxItems: 64 },
       userId: { type: "string", pattern: "^[a-zA-Z0-9_.@-]{1,64}$", description: "Another user (operator only); created when new" },
       expiresInSeconds: { type: "integer", minimum: 1, maximum: 10 * 365 * 86400 },
     },

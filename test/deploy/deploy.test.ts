@@ -153,6 +153,7 @@ afterAll(async () => {
 
 describe("svc deploy against a running svc server", () => {
   let production: DeployJson;
+  let deployedBuild = "";
 
   it("--dry-run prints the plan and creates nothing", async () => {
     const r = svc(["deploy", "--dry-run"]);
@@ -266,6 +267,7 @@ describe("svc deploy against a running svc server", () => {
     expect(endpointOf(rolled, "worker").action).toBe("update");
     expect(endpointOf(rolled, "worker").id).toBe(endpointOf(production, "worker").id);
     expect(rolled.build.fingerprint).not.toBe(production.build.fingerprint);
+    deployedBuild = rolled.build.id;
 
     const finals = await Promise.all(jobs.map((id) => waitFinal(workerUrl, id)));
     expect(finals.map((f) => f.status)).toEqual(["COMPLETED", "COMPLETED", "COMPLETED", "COMPLETED"]);
@@ -274,6 +276,19 @@ describe("svc deploy against a running svc server", () => {
     const fresh = await runsync(production, "worker", { tag: "new" }, "work");
     expect(fresh.output.version).toBe("v2");
     expect(fresh.output.workerId).not.toBe(oldWorker);
+  });
+
+  it("svc update applies configuration from the code without a new build", async () => {
+    const file = join(project, "src", "embedder.ts");
+    writeFileSync(file, readFileSync(file, "utf8").replace('name: "embedder", workers: [0, 1]', 'name: "embedder", workers: [0, 2]'));
+    const r = svc(["update", "--env", "production", "--json"]);
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout).changes).toEqual([{ name: "embedder", id: endpointOf(production, "embedder").id, changed: ["workersMax"], restart: true }]);
+    const state = await api("GET", "/v1/apps/deploy-app/environments/production");
+    expect(state.body.endpoints.find((e: { name: string }) => e.name === "embedder").workersMax).toBe(2);
+    expect(state.body.build).toBe(deployedBuild);
+    expect((await runsync(production, "embedder", { text: "x" })).status).toBe("COMPLETED");
   });
 
   let staging: DeployJson;

@@ -66,7 +66,7 @@ it("a worker of one endpoint writes a file that a worker of another endpoint on 
   // Mounted volumes cannot be deleted from under their endpoints.
   const del = await call(`${service.url}/v2/network-volumes/${volume.id}`, { key: KEY, method: "DELETE" });
   expect(del.status).toBe(400);
-  expect(del.body.detail).toContain("rest-reader");
+  expect(del.body.detail).toContain(created.body.id);
 }, 90_000);
 
 it("keeps the files when every worker is gone, for the next worker", async () => {
@@ -79,3 +79,23 @@ it("keeps the files when every worker is gone, for the next worker", async () =>
   expect(read.body).toMatchObject({ status: "COMPLETED", output: { text: "written by the writer" } });
   expect(existsSync(join(dir, "data", "volumes", volume.id, "note.txt"))).toBe(true);
 }, 60_000);
+
+it("restarts a REST endpoint's workers when its worker counts change, not when it is renamed", async () => {
+  const template = (await call(`${service.url}/v1/templates`, { key: KEY, body: { name: "reader again", imageName: `svc://${reader.id}` } })).body;
+  const created = (
+    await call(`${service.url}/v1/endpoints`, {
+      key: KEY,
+      body: { name: "steady", templateId: template.id, computeType: "CPU", workersMin: 1, workersMax: 1, idleTimeout: 60, networkVolumeId: volume.id },
+    })
+  ).body;
+  const pid = async () => (await call(`${created.url}/runsync`, { key: KEY, body: { input: { file: "note.txt" } } })).body.output.pid as number;
+  const first = await pid();
+  const renamed = await call(`${service.url}/v1/endpoints/${created.id}`, { key: KEY, method: "PATCH", body: { name: "renamed", idleTimeout: 30 } });
+  expect(renamed.headers.get("svc-workers-restarted")).toBe("false");
+  expect(await pid()).toBe(first);
+  const resized = await call(`${service.url}/v1/endpoints/${created.id}`, { key: KEY, method: "PATCH", body: { workersMax: 2 } });
+  expect(resized.headers.get("svc-workers-restarted")).toBe("true");
+  // The old worker is drained and replaced by one of the new revision.
+  await until(async () => (await pid()) !== first, 30_000, 200);
+  expect((await call(`${service.url}/v1/endpoints/${created.id}`, { key: KEY, method: "DELETE" })).status).toBe(204);
+}, 90_000);

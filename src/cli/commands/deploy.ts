@@ -15,7 +15,6 @@ interface DeployFlags {
   dryRun?: boolean;
   json?: boolean;
   yes?: boolean;
-  preview?: boolean;
   dir?: string;
 }
 

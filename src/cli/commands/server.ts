@@ -34,11 +34,11 @@ export function resolveAdminKey(dataDir: string): { key: string; source: "env" |
   return { key, source: "generated", file };
 }
 
-async function loadDriver(kind: string): Promise<WorkerDriver | undefined> {
+async function loadDriver(kind: string, dataDir: string): Promise<WorkerDriver | undefined> {
   if (kind === "none") return undefined;
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
-  let mod: { createProcessDriver?: () => WorkerDriver };
+  let mod: { createProcessDriver?: (options?: { cacheDir?: string }) => WorkerDriver };
   try {
     mod = (await import(modulePath)) as typeof mod;
   } catch (err) {
@@ -48,7 +48,8 @@ async function loadDriver(kind: string): Promise<WorkerDriver | undefined> {
     });
   }
   if (!mod.createProcessDriver) throw new UserError("The process worker driver is not available in this build of svc");
-  return mod.createProcessDriver();
+  // Extracted artifacts live beside the data they belong to, not in a shared tmp dir.
+  return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache") });
 }
 
 export function register(program: Command): void {
@@ -70,7 +71,7 @@ export function register(program: Command): void {
       const dataDir = resolve(opts.dataDir ?? defaultDataDir());
       mkdirSync(dataDir, { recursive: true });
       const admin = resolveAdminKey(dataDir);
-      const driver = await loadDriver(opts.workers);
+      const driver = await loadDriver(opts.workers, dataDir);
       let service;
       try {
         service = await startService({

@@ -130,7 +130,9 @@ export function planEndpointRow(input: {
     userId: input.userId,
     app: "",
     env: "",
-    name: spec.name,
+    // Workers find their handler in the artifact by endpoint name (SVC_ENDPOINT_NAME): an endpoint running an
+    // app endpoint's code carries that name here; its own name lives in its settings (records show that one).
+    name: code?.name ?? spec.name,
     type: "queue",
     resource: {
       is_load_balanced: false,
@@ -164,12 +166,12 @@ export function planEndpointRow(input: {
 
 // ------------------------------------------------------------------------------------------- I/O
 
-/** REST endpoints' settings and generations (restart counters), in memory; loaded from the store at start. */
+/** REST endpoints' settings and generations (restart counters), cached in memory; loaded from the store at start. */
 export class RestEndpoints {
   readonly specs = new Map<string, { userId: string; spec: RestEndpointSpec; generation: number }>();
 
   constructor(private readonly ctx: () => ApiContext, private readonly m: ManagementContext) {
-    for (const r of m.store.restEndpoints()) this.specs.set(r.id, { userId: r.userId, spec: r.spec, generation: 0 });
+    for (const r of m.store.restEndpoints()) this.specs.set(r.id, { userId: r.userId, spec: r.spec, generation: r.generation });
   }
 
   private codeOf(userId: string, template: TemplateRecord | undefined): EndpointRow | undefined {
@@ -300,7 +302,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     if (!plan.spec) throw new HttpProblem(422, "The endpoint request is not valid", { errors: plan.errors });
     const newEndpointId = newId(8);
     rest.specs.set(newEndpointId, { userId: p.userId, spec: plan.spec, generation: 0 });
-    m.store.putRestEndpoint(newEndpointId, p.userId, plan.spec);
+    m.store.putRestEndpoint(newEndpointId, p.userId, plan.spec, 0);
     await rest.apply(newEndpointId);
     return sendJson(res, rest.record(newEndpointId), 201);
   }
@@ -317,7 +319,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     const restart = needsRestart(entry.spec, plan.spec);
     const next = { userId: entry.userId, spec: plan.spec, generation: entry.generation + (restart ? 1 : 0) };
     rest.specs.set(id, next);
-    m.store.putRestEndpoint(id, p.userId, plan.spec);
+    m.store.putRestEndpoint(id, p.userId, plan.spec, next.generation);
     await rest.apply(id);
     res.setHeader("svc-workers-restarted", restart ? "true" : "false");
     return sendJson(res, rest.record(id));

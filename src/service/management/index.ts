@@ -14,10 +14,10 @@ import type { Principal } from "../auth.js";
 import type { EngineEndpoint } from "../engine.js";
 import { HttpProblem, sendJson } from "../http.js";
 import { OPENAPI_PATH, openApiDocument } from "../openapi.js";
-import { RateLimiter, type RateWindow } from "../ratelimit.js";
+import { parseRateLimits, RateLimiter, type RateWindow } from "../ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
 import { requireAccess, resolveVolume, volumeDir, type ManagementContext } from "./context.js";
-import { dataCenterConfig, type DataCenter } from "./datacenters.js";
+import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacenters.js";
 import { endpointRoute, RestEndpoints, templateRoute } from "./endpoints.js";
 import { keyRoute } from "./keys.js";
 import { openSqliteManagementStore } from "./store.js";
@@ -34,6 +34,12 @@ export interface ManagementOptions {
   engineEndpoint(row: EndpointRow): EngineEndpoint;
 }
 
+/** `svc server` configuration without code: SVC_GPU_TYPES lists this machine's GPU types (comma separated). */
+function localFromEnvironment(): DataCenter[] | undefined {
+  const gpus = process.env.SVC_GPU_TYPES?.split(",").map((g) => g.trim()).filter(Boolean);
+  return gpus && gpus.length > 0 ? [{ ...LOCAL_DATA_CENTER, gpuTypes: gpus }] : undefined;
+}
+
 export class Management {
   readonly context: ManagementContext;
   private rest?: RestEndpoints;
@@ -43,8 +49,8 @@ export class Management {
     this.context = {
       store: openSqliteManagementStore(options.file),
       dataDir: options.dataDir,
-      dataCenters: dataCenterConfig(options.dataCenters, options.hostDataCenter),
-      limiter: new RateLimiter(options.rateLimits),
+      dataCenters: dataCenterConfig(options.dataCenters ?? localFromEnvironment(), options.hostDataCenter),
+      limiter: new RateLimiter(options.rateLimits ?? (process.env.SVC_RATE_LIMITS ? parseRateLimits(process.env.SVC_RATE_LIMITS) : undefined)),
       operatorUser: options.operatorUser,
       engineEndpoint: options.engineEndpoint,
     };

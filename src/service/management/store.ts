@@ -21,6 +21,9 @@ export const MANAGEMENT_MIGRATION = `
   ALTER TABLE api_keys ADD COLUMN name TEXT;
   ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;`;
 
+/** Appended to MIGRATIONS after MANAGEMENT_MIGRATION (issue 4): restart counters of REST endpoints. */
+export const MANAGEMENT_MIGRATION_2 = `ALTER TABLE rest_endpoints ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;`;
+
 export interface VolumeRecord {
   id: string;
   userId: string;
@@ -79,8 +82,9 @@ export interface ManagementStore {
   template(id: string): TemplateRecord | undefined;
   putTemplate(t: TemplateRecord): void;
   deleteTemplate(id: string): void;
-  restEndpoints(): Array<{ id: string; userId: string; spec: RestEndpointSpec }>;
-  putRestEndpoint(id: string, userId: string, spec: RestEndpointSpec): void;
+  /** `generation` counts the updates that restarted the workers (part of the endpoint's revision). */
+  restEndpoints(): Array<{ id: string; userId: string; spec: RestEndpointSpec; generation: number }>;
+  putRestEndpoint(id: string, userId: string, spec: RestEndpointSpec, generation: number): void;
   deleteRestEndpoint(id: string): void;
   keys(userId: string): KeyRecord[];
   key(id: string): KeyRecord | undefined;
@@ -137,7 +141,7 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     ),
     deleteTemplate: db.prepare("DELETE FROM templates WHERE id = ?"),
     restEndpoints: db.prepare("SELECT * FROM rest_endpoints"),
-    putRestEndpoint: db.prepare("INSERT OR REPLACE INTO rest_endpoints (id, user_id, spec) VALUES (?, ?, ?)"),
+    putRestEndpoint: db.prepare("INSERT OR REPLACE INTO rest_endpoints (id, user_id, spec, generation) VALUES (?, ?, ?, ?)"),
     deleteRestEndpoint: db.prepare("DELETE FROM rest_endpoints WHERE id = ?"),
     keys: db.prepare("SELECT * FROM api_keys WHERE user_id = ? ORDER BY created_at, id"),
     key: db.prepare("SELECT * FROM api_keys WHERE id = ?"),
@@ -163,12 +167,13 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     putTemplate: (t) => void q.putTemplate.run({ ...t, env: JSON.stringify(t.env) }),
     deleteTemplate: (id) => void q.deleteTemplate.run(id),
     restEndpoints: () =>
-      (q.restEndpoints.all() as Array<{ id: string; user_id: string; spec: string }>).map((r) => ({
+      (q.restEndpoints.all() as Array<{ id: string; user_id: string; spec: string; generation: number }>).map((r) => ({
         id: r.id,
         userId: r.user_id,
         spec: JSON.parse(r.spec) as RestEndpointSpec,
+        generation: r.generation,
       })),
-    putRestEndpoint: (id, userId, spec) => void q.putRestEndpoint.run(id, userId, JSON.stringify(spec)),
+    putRestEndpoint: (id, userId, spec, generation) => void q.putRestEndpoint.run(id, userId, JSON.stringify(spec), generation),
     deleteRestEndpoint: (id) => void q.deleteRestEndpoint.run(id),
     keys: (userId) => (q.keys.all(userId) as Record<string, unknown>[]).map(keyOf),
     key: (id) => {

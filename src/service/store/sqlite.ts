@@ -7,7 +7,7 @@ import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow } from "./types.js";
 import { DEPLOY_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
-import { MANAGEMENT_MIGRATION } from "../management/store.js";
+import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const MIGRATIONS: string[] = [
@@ -40,6 +40,10 @@ export const MIGRATIONS: string[] = [
   DEPLOY_MIGRATION,
   // issue 4: network volumes, templates, REST endpoints, key names and expiry
   MANAGEMENT_MIGRATION,
+  // issue 7: a job's own retry limit (null: its endpoint's)
+  `ALTER TABLE jobs ADD COLUMN max_retries INTEGER;`,
+  // issue 4: restart counters of REST endpoints
+  MANAGEMENT_MIGRATION_2,
 ];
 
 const JOB_COLUMNS: Record<keyof JobRow, string> = {
@@ -66,6 +70,8 @@ const JOB_COLUMNS: Record<keyof JobRow, string> = {
   lease: "lease",
   workerId: "worker_id",
   streamCursor: "stream_cursor",
+  // issue 7
+  maxRetries: "max_retries",
 };
 const JOB_KEYS = Object.keys(JOB_COLUMNS) as Array<keyof JobRow>;
 
@@ -77,6 +83,8 @@ function rowToJob(r: Record<string, unknown>): JobRow {
   for (const key of JOB_KEYS) job[key] = r[JOB_COLUMNS[key]];
   job.sync = r.sync === 1;
   job.lowPriority = r.low_priority === 1;
+  // issue 7: optional; absent rather than null when the job has no limit of its own
+  if (job.maxRetries === null || job.maxRetries === undefined) delete job.maxRetries;
   return job as unknown as JobRow;
 }
 
@@ -155,6 +163,8 @@ export function openSqliteStore(file: string): Store {
   const chunksAfter = db.prepare("SELECT job_id, seq, data FROM stream_chunks WHERE job_id = ? AND seq > ? ORDER BY seq");
   const lastChunk = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM stream_chunks WHERE job_id = ?");
   const expired = db.prepare("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?");
+  // issue 8: the console's recent jobs of an endpoint (jobs_endpoint index; seq orders by submission)
+  const recentJobIds = db.prepare("SELECT id FROM jobs WHERE endpoint_id = ? ORDER BY seq DESC LIMIT ?");
   const allEndpoints = db.prepare("SELECT * FROM endpoints ORDER BY created_at, id");
   const keyByHash = db.prepare("SELECT * FROM api_keys WHERE hash = ?");
   const deployState = prepareDeployStatements(db);
@@ -220,6 +230,9 @@ export function openSqliteStore(file: string): Store {
     },
     async activeJobs() {
       return (activeJobs.all() as Record<string, unknown>[]).map(rowToJob);
+    },
+    async recentJobIds(endpointId, limit) {
+      return (recentJobIds.all(endpointId, limit) as Array<{ id: string }>).map((r) => r.id);
     },
     async chunksAfter(jobId, seq) {
       return (chunksAfter.all(jobId, seq) as Array<{ job_id: string; seq: number; data: string }>).map((r) => ({

@@ -37,6 +37,8 @@ export interface JobRow {
   workerId: string | null;
   /** Stream chunks already returned by /stream. */
   streamCursor: number;
+  /** issue 7: automatic retries allowed for this job, when it differs from its endpoint's (a streamed chat: 0). */
+  maxRetries?: number | null;
 }
 
 export type EndpointType = "queue" | "lb";
@@ -114,6 +116,8 @@ export interface Store extends DeployStoreReads {
   lastChunkSeq(jobId: string): Promise<number>;
   /** Ids of jobs whose retention ran out (at most `limit`); the engine deletes them through a batch. */
   expiredJobIds(now: number, limit: number): Promise<string[]>;
+  /** issue 8: ids of an endpoint's newest jobs (at most `limit`), newest first: the console's job list. */
+  recentJobIds?(endpointId: string, limit: number): Promise<string[]>;
   endpoints(): Promise<EndpointRow[]>;
   keyByHash(hash: string): Promise<KeyRow | undefined>;
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;

@@ -1,0 +1,98 @@
+// The endpoints a user has, from the two public sources: endpoints created through the REST API
+// (`GET /v1/endpoints`) and those of deployed apps (`GET /v1/apps` → environments). And their health.
+
+import { api, ApiProblem } from "./api.js";
+
+export interface RestEndpoint {
+  id: string;
+  name: string;
+  url: string;
+  templateId: string;
+  computeType: "GPU" | "CPU";
+  gpuTypeIds: string[];
+  gpuCount: number;
+  workersMin: number;
+  workersMax: number;
+  idleTimeout: number;
+  env: Record<string, string>;
+  networkVolumeId: string | null;
+  executionTimeoutMs: number;
+  status: "READY" | "WAITING";
+  statusReason: string | null;
+  allocatedGpuType: string | null;
+  createdAt: number;
+}
+
+export interface EndpointSummary {
+  id: string;
+  name: string;
+  type: "queue" | "lb";
+  source: "rest" | "app";
+  app?: string;
+  env?: string;
+  workersMin: number;
+  workersMax: number;
+  status?: string;
+  statusReason?: string | null;
+  rest?: RestEndpoint;
+}
+
+export interface Health {
+  jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
+  workers: { idle: number; running: number; initializing?: number; draining?: number };
+  coldStarts: { count: number; lastMs: number | null };
+}
+
+export interface AppEnvironment {
+  app: string;
+  env: string;
+  createdAt: number;
+  activatedAt: number | null;
+  build: string | null;
+  fingerprint: string | null;
+  endpoints: Array<{ name: string; id: string; url: string; type: "queue" | "lb"; routes: string[]; workersMin: number; workersMax: number; gpuTypeIds: string[]; idleTimeout: number }>;
+}
+
+export async function loadAppEnvironments(): Promise<AppEnvironment[]> {
+  const { apps } = await api<{ apps: Array<{ name: string }> }>("/v1/apps");
+  const all: AppEnvironment[] = [];
+  for (const app of apps) {
+    const { environments } = await api<{ environments: AppEnvironment[] }>(`/v1/apps/${encodeURIComponent(app.name)}/environments`);
+    all.push(...environments);
+  }
+  return all;
+}
+
+/** Both sources; a source the key may not read (403) is reported, not fatal. */
+export async function loadEndpoints(): Promise<{ endpoints: EndpointSummary[]; notes: string[] }> {
+  const notes: string[] = [];
+  const endpoints: EndpointSummary[] = [];
+  try {
+    const rest = await api<RestEndpoint[]>("/v1/endpoints");
+    for (const e of rest) {
+      endpoints.push({ id: e.id, name: e.name, type: "queue", source: "rest", workersMin: e.workersMin, workersMax: e.workersMax, status: e.status, statusReason: e.statusReason, rest: e });
+    }
+  } catch (err) {
+    if (!(err instanceof ApiProblem && err.status === 403)) throw err;
+    notes.push(`Endpoints created in the console are hidden: ${err.detail}`);
+  }
+  try {
+    for (const env of await loadAppEnvironments()) {
+      for (const e of env.endpoints) {
+        endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax });
+      }
+    }
+  } catch (err) {
+    if (!(err instanceof ApiProblem && err.status === 403)) throw err;
+    notes.push(`Some app endpoints are hidden: ${err.detail}`);
+  }
+  return { endpoints, notes };
+}
+
+export async function loadHealth(id: string): Promise<Health | null> {
+  try {
+    return await api<Health>(`/v2/${encodeURIComponent(id)}/health`);
+  } catch {
+    return null;
+  }
+}

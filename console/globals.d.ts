@@ -1,0 +1,2 @@
+// esbuild bundles the stylesheet imported by main.tsx.
+declare module "*.css";

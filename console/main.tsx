@@ -1,0 +1,140 @@
+// The svc web console: a single page served by the service under /console/. Routes live in the URL hash
+// (#/endpoints, #/endpoints/{id}, #/volumes, #/keys, #/apps) so the service serves one file.
+
+import { render } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import "./style.css";
+import { api, ApiProblem, onSignedOut, storedKey, storeKey } from "./api.js";
+import { Field, ProblemMessage } from "./ui.js";
+import { EndpointsPage } from "./pages/endpoints.js";
+import { EndpointPage } from "./pages/endpoint.js";
+import { VolumesPage } from "./pages/volumes.js";
+import { KeysPage } from "./pages/keys.js";
+import { AppsPage } from "./pages/apps.js";
+
+function useHashRoute(): string[] {
+  const parse = () => location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  const [route, setRoute] = useState(parse);
+  useEffect(() => {
+    const onChange = () => setRoute(parse());
+    addEventListener("hashchange", onChange);
+    return () => removeEventListener("hashchange", onChange);
+  }, []);
+  return route;
+}
+
+function SignIn({ onSignedIn, reason }: { onSignedIn(): void; reason?: string }) {
+  const [key, setKey] = useState("");
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      // Any authenticated route proves the key; /v1/apps is open to every user key.
+      await api("/v1/apps", { key: key.trim() });
+      storeKey(key.trim());
+      onSignedIn();
+    } catch (err) {
+      setError(err instanceof ApiProblem && err.status === 401 ? new Error("The service refused this API key (unknown, expired or revoked).") : err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <main class="signin" id="main">
+      <h1>svc console</h1>
+      <form onSubmit={submit} aria-describedby="signin-note">
+        {reason && <p class="notice">{reason}</p>}
+        <Field label="API key">
+          {({ id, describedBy }) => (
+            <input id={id} aria-describedby={describedBy} type="password" autocomplete="off" required value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+          )}
+        </Field>
+        <p id="signin-note" class="hint">
+          The key stays in this browser tab only (session storage) and is sent to this service alone.
+        </p>
+        <ProblemMessage error={error} />
+        <button type="submit" disabled={busy}>
+          {busy ? "Signing in…" : "Sign in"}
+        </button>
+      </form>
+    </main>
+  );
+}
+
+const NAV = [
+  { path: "endpoints", label: "Endpoints" },
+  { path: "apps", label: "Apps" },
+  { path: "volumes", label: "Network volumes" },
+  { path: "keys", label: "API keys" },
+];
+
+function App() {
+  const [signedIn, setSignedIn] = useState(storedKey() !== null);
+  const [reason, setReason] = useState<string | undefined>();
+  const route = useHashRoute();
+  const mainRef = useRef<HTMLElement>(null);
+  useEffect(
+    () =>
+      onSignedOut(() => {
+        storeKey(null);
+        setReason("The service no longer accepts the key you signed in with. Sign in again.");
+        setSignedIn(false);
+      }),
+    [],
+  );
+  // Move focus to the new page's heading so keyboard and screen-reader users know where they are.
+  useEffect(() => {
+    mainRef.current?.querySelector<HTMLElement>("h1")?.focus();
+  }, [route.join("/")]);
+  if (!signedIn) return <SignIn reason={reason} onSignedIn={() => setSignedIn(true)} />;
+  const section = route[0] ?? "endpoints";
+  let page;
+  // Keyed by id: another endpoint starts with fresh state (no notices or job of the previous one).
+  if (section === "endpoints" && route[1]) page = <EndpointPage key={route[1]} id={route[1]} />;
+  else if (section === "volumes") page = <VolumesPage />;
+  else if (section === "keys") page = <KeysPage />;
+  else if (section === "apps") page = <AppsPage />;
+  else page = <EndpointsPage />;
+  return (
+    <>
+      <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), mainRef.current?.focus())}>
+        Skip to content
+      </a>
+      <header class="top">
+        <span class="brand">svc console</span>
+        <nav aria-label="Sections">
+          <ul>
+            {NAV.map((n) => (
+              <li key={n.path}>
+                <a href={`#/${n.path}`} aria-current={section === n.path ? "page" : undefined}>
+                  {n.label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <button
+          class="secondary"
+          onClick={() => {
+            storeKey(null);
+            setReason(undefined);
+            setSignedIn(false);
+          }}
+        >
+          Sign out
+        </button>
+      </header>
+      <main id="main" ref={mainRef} tabIndex={-1}>
+        {page}
+      </main>
+    </>
+  );
+}
+
+const root = document.getElementById("app")!;
+// Preact keeps foreign children: drop the "Loading…" placeholder first.
+root.textContent = "";
+render(<App />, root);

@@ -1,0 +1,498 @@
+// One endpoint: live status, "try it" (run / runsync), recent jobs, a job's record and stream, cancel /
+// retry / purge as the job API allows them, logs following live; edit and delete for console endpoints.
+
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, ApiProblem, FINAL_STATES, readNdjson, request } from "../api.js";
+import { loadEndpoints, loadHealth, type EndpointSummary, type Health } from "../endpoints-data.js";
+import { Field, formatMs, formatTime, Json, ProblemMessage, useConfirm, usePolling } from "../ui.js";
+import { EndpointForm } from "./endpoint-form.js";
+import { HealthCells } from "./endpoints.js";
+
+interface JobRecord {
+  id: string;
+  status: string;
+  delayTime: number;
+  executionTime: number;
+  output?: unknown;
+  error?: string;
+  errorType?: string;
+  errorStack?: string;
+  retries?: number;
+}
+
+interface JobSummary {
+  id: string;
+  status: string;
+  createdAt: number;
+  delayTime: number;
+  executionTime: number;
+  function: string | null;
+  input?: unknown;
+  inputOmitted?: true;
+  error?: string;
+}
+
+interface LogLine {
+  ts: number;
+  workerId: string;
+  jobId: string | null;
+  stream: string;
+  text: string;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const v2 = (endpointId: string, rest: string) => `/v2/${encodeURIComponent(endpointId)}/${rest}`;
+
+function StatusBadge({ status }: { status: string }) {
+  return <span class={`badge status-${status.toLowerCase()}`}>{status}</span>;
+}
+
+function TryIt({ endpointId, onJob }: { endpointId: string; onJob(id: string): void }) {
+  const [input, setInput] = useState('{\n  "input": {}\n}');
+  const [mode, setMode] = useState<"runsync" | "run">("runsync");
+  const [result, setResult] = useState<JobRecord | null>(null);
+  const [inputError, setInputError] = useState<string[] | undefined>();
+  const [problem, setProblem] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setProblem(null);
+    setResult(null);
+    let body: unknown;
+    try {
+      body = JSON.parse(input);
+    } catch (err) {
+      setInputError([`not valid JSON: ${(err as Error).message}`]);
+      return;
+    }
+    setInputError(undefined);
+    setBusy(true);
+    try {
+      const answer = await api<JobRecord>(v2(endpointId, mode), { body });
+      if (mode === "runsync") setResult(answer);
+      onJob(answer.id);
+    } catch (err) {
+      if (err instanceof ApiProblem && err.status === 422) setInputError(err.errors);
+      setProblem(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="card form" onSubmit={submit} aria-labelledby="tryit-title">
+      <h2 id="tryit-title">Try it</h2>
+      <Field label="Request body (JSON: {input, policy?, webhook?})" errors={inputError}>
+        {({ id, describedBy, invalid }) => (
+          <textarea id={id} class="mono" rows={5} aria-describedby={describedBy} aria-invalid={invalid} value={input} onInput={(e) => setInput(e.currentTarget.value)} />
+        )}
+      </Field>
+      <fieldset class="inline">
+        <legend>Send with</legend>
+        <label>
+          <input type="radio" name="mode" value="runsync" checked={mode === "runsync"} onChange={() => setMode("runsync")} /> runsync (wait for the result)
+        </label>
+        <label>
+          <input type="radio" name="mode" value="run" checked={mode === "run"} onChange={() => setMode("run")} /> run (queue it, follow below)
+        </label>
+      </fieldset>
+      <div class="actions">
+        <button type="submit" disabled={busy}>
+          {busy ? "Sending…" : "Send"}
+        </button>
+      </div>
+      <ProblemMessage error={problem} />
+      {result && (
+        <div class="result" aria-live="polite">
+          <h3>
+            Result <StatusBadge status={result.status} />
+          </h3>
+          <Json label="Result" value={result} />
+        </div>
+      )}
+    </form>
+  );
+}
+
+function LogView({ endpointId, jobId, title }: { endpointId: string; jobId?: string; title: string }) {
+  const [lines, setLines] = useState<LogLine[]>([]);
+  const [follow, setFollow] = useState(true);
+  const [problem, setProblem] = useState<unknown>(null);
+  const boxRef = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    const abort = new AbortController();
+    setLines([]);
+    setProblem(null);
+    const query = `${jobId ? `job=${encodeURIComponent(jobId)}&` : ""}${follow ? "follow=1" : ""}`;
+    (async () => {
+      const response = await request(`/v1/endpoints/${encodeURIComponent(endpointId)}/logs?${query}`, { signal: abort.signal });
+      if (!follow) {
+        setLines(((await response.json()) as { lines: LogLine[] }).lines.slice(-1000));
+        return;
+      }
+      await readNdjson(response, (l) => setLines((prev) => [...prev.slice(-999), l as LogLine]), abort.signal);
+    })().catch((err: unknown) => {
+      if (!abort.signal.aborted) setProblem(err);
+    });
+    return () => abort.abort();
+  }, [endpointId, jobId, follow]);
+  useEffect(() => {
+    const box = boxRef.current;
+    if (box && follow) box.scrollTop = box.scrollHeight;
+  }, [lines.length]);
+  return (
+    <section class="card" aria-label={title}>
+      <div class="page-head">
+        <h3>{title}</h3>
+        <label class="inline">
+          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.currentTarget.checked)} /> Follow live
+        </label>
+      </div>
+      <ProblemMessage error={problem} />
+      <pre class="logs" ref={boxRef} tabIndex={0} aria-label={`${title} output`} aria-live="off">
+        {lines.length === 0
+          ? "No log lines yet."
+          : lines.map((l) => `${new Date(l.ts).toLocaleTimeString()} ${l.workerId}${l.jobId ? ` ${l.jobId}` : ""} [${l.stream}] ${l.text}`).join("\n")}
+      </pre>
+    </section>
+  );
+}
+
+function JobView({ endpointId, jobId, summary, onChanged }: { endpointId: string; jobId: string; summary?: JobSummary; onChanged(): void }) {
+  const [record, setRecord] = useState<JobRecord | null>(null);
+  const [chunks, setChunks] = useState<unknown[]>([]);
+  const [problem, setProblem] = useState<unknown>(null);
+  const [round, setRound] = useState(0);
+  const [actionMessage, setActionMessage] = useState<string | null>(null);
+
+  useEffect(() => {
+    let stopped = false;
+    setChunks([]);
+    (async () => {
+      let streamDone = false;
+      while (!stopped) {
+        const rec = await api<JobRecord>(v2(endpointId, `status/${encodeURIComponent(jobId)}`));
+        if (stopped) return;
+        setRecord(rec);
+        if (!streamDone) {
+          // /stream waits up to 1.5 s for a new chunk, so this loop does not spin.
+          const s = await api<{ status: string; stream: Array<{ output: unknown }> }>(v2(endpointId, `stream/${encodeURIComponent(jobId)}`));
+          if (stopped) return;
+          if (s.stream.length > 0) setChunks((c) => [...c, ...s.stream.map((x) => x.output)]);
+          if (FINAL_STATES.has(s.status) && s.stream.length === 0) streamDone = true;
+        } else if (FINAL_STATES.has(rec.status)) return;
+        else await sleep(1000);
+      }
+    })().catch((err: unknown) => {
+      if (!stopped) setProblem(err);
+    });
+    return () => {
+      stopped = true;
+    };
+  }, [endpointId, jobId, round]);
+
+  const act = async (action: "cancel" | "retry") => {
+    setProblem(null);
+    try {
+      const answer = await api<{ id: string; status: string }>(v2(endpointId, `${action}/${encodeURIComponent(jobId)}`), { method: "POST" });
+      setActionMessage(`${action === "cancel" ? "Cancelled" : "Queued again"}: ${answer.status}`);
+      setRound((r) => r + 1);
+      onChanged();
+    } catch (err) {
+      setProblem(err);
+    }
+  };
+  const status = record?.status ?? "";
+  // The job API's rules: cancel while queued or running; retry a FAILED or TIMED_OUT job.
+  const canCancel = status === "IN_QUEUE" || status === "IN_PROGRESS";
+  const canRetry = status === "FAILED" || status === "TIMED_OUT";
+  return (
+    <section class="card job" aria-labelledby="job-title">
+      <h2 id="job-title">
+        Job <span class="mono">{jobId}</span> {record && <StatusBadge status={record.status} />}
+      </h2>
+      {record && (
+        <dl class="facts">
+          <dt>Delay</dt>
+          <dd>{formatMs(record.delayTime)}</dd>
+          <dt>Execution</dt>
+          <dd>{formatMs(record.executionTime)}</dd>
+          {record.retries !== undefined && (
+            <>
+              <dt>Automatic retries</dt>
+              <dd>{record.retries}</dd>
+            </>
+          )}
+        </dl>
+      )}
+      <div class="actions">
+        <button class="secondary" disabled={!canCancel} onClick={() => void act("cancel")} title={canCancel ? undefined : "Only a queued or running job can be cancelled"}>
+          Cancel job
+        </button>
+        <button class="secondary" disabled={!canRetry} onClick={() => void act("retry")} title={canRetry ? undefined : "Only a FAILED or TIMED_OUT job can be retried"}>
+          Retry job
+        </button>
+      </div>
+      {actionMessage && (
+        <p class="notice" role="status">
+          {actionMessage}
+        </p>
+      )}
+      <ProblemMessage error={problem} />
+      <h3>Input</h3>
+      {summary?.inputOmitted ? <p class="muted">The input is too large to show here.</p> : summary ? <Json label="Job input" value={summary.input} /> : <p class="muted">…</p>}
+      {record?.output !== undefined && (
+        <>
+          <h3>Output</h3>
+          <Json label="Job output" value={record.output} />
+        </>
+      )}
+      {record?.error !== undefined && (
+        <>
+          <h3>Error{record.errorType ? ` (${record.errorType})` : ""}</h3>
+          <pre class="json error-text">{record.error}</pre>
+          {record.errorStack && (
+            <details>
+              <summary>Stack</summary>
+              <pre class="json">{record.errorStack}</pre>
+            </details>
+          )}
+        </>
+      )}
+      <h3>Stream</h3>
+      {chunks.length === 0 && <p class="muted">No chunks streamed yet.</p>}
+      <ol class="chunks" aria-label="Stream chunks" aria-live="polite" hidden={chunks.length === 0}>
+        {chunks.map((c, i) => (
+          <li key={i} class="mono">
+            {JSON.stringify(c)}
+          </li>
+        ))}
+      </ol>
+      <LogView endpointId={endpointId} jobId={jobId} title="Logs of this job" />
+    </section>
+  );
+}
+
+function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpointId: string; selected: string | null; onSelect(id: string): void; onJobs(jobs: JobSummary[]): void; version: number }) {
+  const [jobs, setJobs] = useState<JobSummary[] | null>(null);
+  const [problem, setProblem] = useState<unknown>(null);
+  const [purged, setPurged] = useState<string | null>(null);
+  const [dialog, confirm] = useConfirm();
+  const refresh = usePolling(
+    async () => {
+      try {
+        const loaded = (await api<{ jobs: JobSummary[] }>(v2(endpointId, "jobs?limit=50"))).jobs;
+        setJobs(loaded);
+        onJobs(loaded);
+        setProblem(null);
+      } catch (err) {
+        setProblem(err);
+      }
+    },
+    2000,
+    [endpointId, version],
+  );
+  const purge = () =>
+    confirm({
+      title: "Purge the queue?",
+      body: <p>Every job still waiting in this endpoint's queue is deleted. Running jobs are not touched.</p>,
+      confirmLabel: "Purge queue",
+      action: async () => {
+        try {
+          const r = await api<{ removed: number }>(v2(endpointId, "purge-queue"), { method: "POST" });
+          setPurged(`Removed ${r.removed} queued job${r.removed === 1 ? "" : "s"}.`);
+          refresh();
+        } catch (err) {
+          setProblem(err);
+        }
+      },
+    });
+  return (
+    <section class="card" aria-labelledby="jobs-title">
+      <div class="page-head">
+        <h2 id="jobs-title">Recent jobs</h2>
+        <button class="secondary" onClick={purge}>
+          Purge queue
+        </button>
+      </div>
+      {dialog}
+      {purged && (
+        <p class="notice" role="status">
+          {purged}
+        </p>
+      )}
+      <ProblemMessage error={problem} />
+      {jobs === null ? (
+        <p>Loading…</p>
+      ) : jobs.length === 0 ? (
+        <p>No jobs yet.</p>
+      ) : (
+        <table class="list" aria-label="Recent jobs">
+          <thead>
+            <tr>
+              <th scope="col">Job</th>
+              <th scope="col">State</th>
+              <th scope="col">Submitted</th>
+              <th scope="col">Delay</th>
+              <th scope="col">Execution</th>
+            </tr>
+          </thead>
+          <tbody>
+            {jobs.map((j) => (
+              <tr key={j.id} data-job={j.id} class={j.id === selected ? "selected" : undefined}>
+                <th scope="row">
+                  <button class="link mono" aria-pressed={j.id === selected} onClick={() => onSelect(j.id)}>
+                    {j.id}
+                  </button>
+                </th>
+                <td>
+                  <StatusBadge status={j.status} />
+                </td>
+                <td>{formatTime(j.createdAt)}</td>
+                <td>{formatMs(j.delayTime)}</td>
+                <td>{formatMs(j.executionTime)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+export function EndpointPage({ id }: { id: string }) {
+  const [endpoint, setEndpoint] = useState<EndpointSummary | null | undefined>(undefined);
+  const [health, setHealth] = useState<Health | null | undefined>(undefined);
+  const [selectedJob, setSelectedJob] = useState<string | null>(null);
+  const [jobsVersion, setJobsVersion] = useState(0);
+  const [jobs, setJobs] = useState<JobSummary[]>([]);
+  const [editing, setEditing] = useState(false);
+  const [saved, setSaved] = useState<string | null>(null);
+  const [problem, setProblem] = useState<unknown>(null);
+  const [dialog, confirm] = useConfirm();
+
+  const reload = async () => {
+    try {
+      const { endpoints } = await loadEndpoints();
+      setEndpoint(endpoints.find((e) => e.id === id) ?? null);
+    } catch (err) {
+      setProblem(err);
+    }
+  };
+  useEffect(() => {
+    void reload();
+  }, [id]);
+  usePolling(async () => setHealth(await loadHealth(id)), 2000, [id]);
+
+  const remove = () =>
+    confirm({
+      title: `Delete endpoint ${endpoint?.name}?`,
+      body: (
+        <p>
+          The endpoint's configuration, its logs and its job history are deleted, queued jobs are dropped and its workers stop. This cannot be undone.
+        </p>
+      ),
+      confirmLabel: "Delete endpoint",
+      action: async () => {
+        try {
+          await api(`/v1/endpoints/${encodeURIComponent(id)}`, { method: "DELETE" });
+          location.hash = "#/endpoints";
+        } catch (err) {
+          setProblem(err);
+        }
+      },
+    });
+
+  if (endpoint === undefined) return <p>Loading…</p>;
+  if (endpoint === null)
+    return (
+      <section>
+        <h1 tabIndex={-1}>No endpoint {id}</h1>
+        <ProblemMessage error={problem} />
+        <p>
+          <a href="#/endpoints">Back to the endpoints</a>
+        </p>
+      </section>
+    );
+  const isQueue = endpoint.type === "queue";
+  return (
+    <section aria-labelledby="endpoint-title">
+      {dialog}
+      <p>
+        <a href="#/endpoints">← Endpoints</a>
+      </p>
+      <div class="page-head">
+        <h1 id="endpoint-title" tabIndex={-1}>
+          {endpoint.name}
+        </h1>
+        {endpoint.source === "rest" && !editing && (
+          <div class="actions">
+            <button class="secondary" onClick={() => (setEditing(true), setSaved(null))}>
+              Edit
+            </button>
+            <button class="danger" onClick={remove}>
+              Delete
+            </button>
+          </div>
+        )}
+      </div>
+      <p class="muted">
+        <span class="mono">{endpoint.id}</span> · {endpoint.source === "app" ? `app ${endpoint.app}, environment ${endpoint.env} (changed by svc deploy)` : "created in the console / REST API"}
+        {endpoint.type === "lb" && " · load-balanced (no job API)"}
+      </p>
+      {endpoint.status === "WAITING" && <p class="notice warn">WAITING: {endpoint.statusReason}</p>}
+      <ProblemMessage error={problem} />
+      {saved && (
+        <p class="notice ok" role="status">
+          {saved}
+        </p>
+      )}
+      {editing && endpoint.rest && (
+        <EndpointForm
+          existing={endpoint.rest}
+          onSaved={(e, restarted) => {
+            setEditing(false);
+            setSaved(`Saved ${e.name}.${restarted ? " Its workers are restarting with the new settings." : " Workers kept running."}`);
+            void reload();
+          }}
+          onCancel={() => setEditing(false)}
+        />
+      )}
+      <table class="list" aria-label="Status">
+        <thead>
+          <tr>
+            <th scope="col">Workers now</th>
+            <th scope="col">Queued</th>
+            <th scope="col">In progress</th>
+            <th scope="col">Cold starts</th>
+          </tr>
+        </thead>
+        <tbody>
+          <tr>
+            <HealthCells health={health} />
+          </tr>
+        </tbody>
+      </table>
+      {health && (
+        <p class="muted">
+          {health.jobs.completed} completed, {health.jobs.failed} failed, {health.jobs.retried} retried since the endpoint was created.
+        </p>
+      )}
+      {isQueue && (
+        <div class="columns">
+          <div>
+            <TryIt
+              endpointId={id}
+              onJob={(jobId) => {
+                setSelectedJob(jobId);
+                setJobsVersion((v) => v + 1);
+              }}
+            />
+            <JobsTable endpointId={id} selected={selectedJob} onSelect={setSelectedJob} onJobs={setJobs} version={jobsVersion} />
+          </div>
+          <div>{selectedJob ? <JobView key={selectedJob} endpointId={id} jobId={selectedJob} summary={jobs.find((j) => j.id === selectedJob)} onChanged={() => setJobsVersion((v) => v + 1)} /> : <p class="card muted">Select a job to see its input, output and stream.</p>}</div>
+        </div>
+      )}
+      <LogView endpointId={id} title="Endpoint logs" />
+    </section>
+  );
+}

@@ -1,0 +1,130 @@
+// All the user's endpoints with live status from /health (every 3 s), and the create form.
+
+import { useState } from "preact/hooks";
+import { loadEndpoints, loadHealth, type EndpointSummary, type Health } from "../endpoints-data.js";
+import { formatMs, ProblemMessage, usePolling } from "../ui.js";
+import { EndpointForm, TemplateForm } from "./endpoint-form.js";
+
+export function HealthCells({ health }: { health: Health | null | undefined }) {
+  if (health === undefined) return <td colSpan={4}>…</td>;
+  if (health === null) return <td colSpan={4}>no status</td>;
+  const w = health.workers;
+  return (
+    <>
+      <td>
+        {w.running} running, {w.idle} idle, {w.initializing ?? 0} initializing
+      </td>
+      <td>{health.jobs.inQueue}</td>
+      <td>{health.jobs.inProgress}</td>
+      <td>
+        {health.coldStarts.count}
+        {health.coldStarts.lastMs !== null && ` (last ${formatMs(health.coldStarts.lastMs)})`}
+      </td>
+    </>
+  );
+}
+
+export function EndpointsPage() {
+  const [endpoints, setEndpoints] = useState<EndpointSummary[] | null>(null);
+  const [notes, setNotes] = useState<string[]>([]);
+  const [health, setHealth] = useState<Record<string, Health | null>>({});
+  const [error, setError] = useState<unknown>(null);
+  const [creating, setCreating] = useState(false);
+  const [created, setCreated] = useState<string | null>(null);
+  const [templatesVersion, setTemplatesVersion] = useState(0);
+
+  const refresh = usePolling(
+    async () => {
+      try {
+        const loaded = await loadEndpoints();
+        setEndpoints(loaded.endpoints);
+        setNotes(loaded.notes);
+        setError(null);
+        const entries = await Promise.all(loaded.endpoints.map(async (e) => [e.id, await loadHealth(e.id)] as const));
+        setHealth(Object.fromEntries(entries));
+      } catch (err) {
+        setError(err);
+      }
+    },
+    3000,
+    [],
+  );
+
+  return (
+    <section aria-labelledby="endpoints-title">
+      <div class="page-head">
+        <h1 id="endpoints-title" tabIndex={-1}>
+          Endpoints
+        </h1>
+        {!creating && (
+          <button
+            onClick={() => {
+              setCreating(true);
+              setCreated(null);
+            }}
+          >
+            New endpoint
+          </button>
+        )}
+      </div>
+      {created && (
+        <p class="notice ok" role="status">
+          Created endpoint {created}.
+        </p>
+      )}
+      {creating && (
+        <EndpointForm
+          key={templatesVersion}
+          onSaved={(e) => {
+            setCreating(false);
+            setCreated(e.name);
+            refresh();
+          }}
+          onCancel={() => setCreating(false)}
+        />
+      )}
+      <ProblemMessage error={error} />
+      {notes.map((n) => (
+        <p class="notice" key={n}>
+          {n}
+        </p>
+      ))}
+      {endpoints === null ? (
+        <p>Loading…</p>
+      ) : endpoints.length === 0 ? (
+        <p>No endpoints yet. Deploy an app with `svc deploy`, or create one here from a template.</p>
+      ) : (
+        <table class="list" aria-label="Endpoints">
+          <thead>
+            <tr>
+              <th scope="col">Name</th>
+              <th scope="col">Source</th>
+              <th scope="col">Workers (min–max)</th>
+              <th scope="col">Workers now</th>
+              <th scope="col">Queued</th>
+              <th scope="col">In progress</th>
+              <th scope="col">Cold starts</th>
+            </tr>
+          </thead>
+          <tbody>
+            {endpoints.map((e) => (
+              <tr key={e.id} data-endpoint={e.id}>
+                <th scope="row">
+                  <a href={`#/endpoints/${encodeURIComponent(e.id)}`}>{e.name}</a>
+                  <div class="muted mono">{e.id}</div>
+                  {e.status === "WAITING" && <div class="badge warn">WAITING: {e.statusReason}</div>}
+                </th>
+                <td>{e.source === "app" ? `app ${e.app} / ${e.env}` : "console / REST"}{e.type === "lb" ? " (load-balanced)" : ""}</td>
+                <td>
+                  {e.workersMin}–{e.workersMax}
+                </td>
+                <HealthCells health={health[e.id]} />
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <TemplateForm onCreated={() => setTemplatesVersion((v) => v + 1)} />
+    </section>
+  );
+}

@@ -1,0 +1,199 @@
+// API keys (`/v1/keys`, admin keys only): create with scopes (the secret is shown once, with a copy
+// button), list, revoke.
+
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, ApiProblem, fieldErrors } from "../api.js";
+import { scopesOf } from "../forms.js";
+import { Field, formatTime, ProblemMessage, useConfirm } from "../ui.js";
+
+interface KeyInfo {
+  id: string;
+  name: string | null;
+  userId: string;
+  scopes: string[];
+  createdAt: number;
+  expiresAt: string | null;
+  revokedAt: string | null;
+}
+
+const FIXED_SCOPES = [
+  { scope: "admin", help: "everything you own, including keys" },
+  { scope: "management:read", help: "read volumes, endpoints, templates" },
+  { scope: "management:write", help: "read and change them" },
+  { scope: "jobs:*", help: "the job API and logs of all your endpoints" },
+];
+
+function NewSecret({ secret, onDone }: { secret: KeyInfo & { key: string }; onDone(): void }) {
+  const [copied, setCopied] = useState<string | null>(null);
+  const inputRef = useRef<HTMLInputElement>(null);
+  useEffect(() => inputRef.current?.focus(), []);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(secret.key);
+      setCopied("Copied to the clipboard.");
+    } catch {
+      // No clipboard permission (e.g. plain http on another host): select it for Ctrl+C.
+      inputRef.current?.select();
+      setCopied("Selected: press Ctrl+C (⌘C) to copy.");
+    }
+  };
+  return (
+    <div class="card secret" role="region" aria-label="New API key">
+      <h2>Key {secret.name ?? secret.id} created</h2>
+      <p class="notice warn">This is the only time the key is shown. Copy it now and keep it somewhere safe.</p>
+      <div class="inline">
+        <label for="new-key-secret">API key</label>
+        <input id="new-key-secret" class="mono wide" ref={inputRef} readOnly value={secret.key} onFocus={(e) => e.currentTarget.select()} />
+        <button type="button" onClick={() => void copy()}>
+          Copy
+        </button>
+      </div>
+      {copied && (
+        <p role="status" class="hint">
+          {copied}
+        </p>
+      )}
+      <p class="hint">Scopes: {secret.scopes.join(", ")}</p>
+      <button class="secondary" onClick={onDone}>
+        Done
+      </button>
+    </div>
+  );
+}
+
+export function KeysPage() {
+  const [keys, setKeys] = useState<KeyInfo[] | null>(null);
+  const [problem, setProblem] = useState<unknown>(null);
+  const [name, setName] = useState("");
+  const [ticked, setTicked] = useState<string[]>(["jobs:*"]);
+  const [endpointIds, setEndpointIds] = useState("");
+  const [errors, setErrors] = useState<Record<string, string[]>>({});
+  const [secret, setSecret] = useState<(KeyInfo & { key: string }) | null>(null);
+  const [message, setMessage] = useState<string | null>(null);
+  const [dialog, confirm] = useConfirm();
+  const load = async () => {
+    try {
+      setKeys(await api<KeyInfo[]>("/v1/keys"));
+      setProblem(null);
+    } catch (err) {
+      setProblem(err);
+    }
+  };
+  useEffect(() => void load(), []);
+  const create = async (e: Event) => {
+    e.preventDefault();
+    setErrors({});
+    setProblem(null);
+    setMessage(null);
+    try {
+      const created = await api<KeyInfo & { key: string }>("/v1/keys", { body: { ...(name.trim() ? { name: name.trim() } : {}), scopes: scopesOf(ticked, endpointIds) } });
+      setSecret(created);
+      setName("");
+      setEndpointIds("");
+      void load();
+    } catch (err) {
+      if (err instanceof ApiProblem && err.status === 422) setErrors(fieldErrors(err.errors));
+      else setProblem(err);
+    }
+  };
+  const revoke = (k: KeyInfo) =>
+    confirm({
+      title: `Revoke key ${k.name ?? k.id}?`,
+      body: <p>Every request with this key is refused from now on (401). Scripts and services that use it stop working.</p>,
+      confirmLabel: "Revoke key",
+      action: async () => {
+        try {
+          await api(`/v1/keys/${encodeURIComponent(k.id)}`, { method: "DELETE" });
+          setMessage(`Revoked key ${k.name ?? k.id}.`);
+          void load();
+        } catch (err) {
+          setProblem(err);
+        }
+      },
+    });
+  return (
+    <section aria-labelledby="keys-title">
+      {dialog}
+      <h1 id="keys-title" tabIndex={-1}>
+        API keys
+      </h1>
+      {message && (
+        <p class="notice ok" role="status">
+          {message}
+        </p>
+      )}
+      <ProblemMessage error={problem} />
+      {secret && <NewSecret secret={secret} onDone={() => setSecret(null)} />}
+      {keys &&
+        (keys.length === 0 ? (
+          <p>No keys.</p>
+        ) : (
+          <table class="list" aria-label="API keys">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Scopes</th>
+                <th scope="col">Created</th>
+                <th scope="col">Expires</th>
+                <th scope="col">State</th>
+                <th scope="col">
+                  <span class="sr-only">Revoke</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {keys.map((k) => (
+                <tr key={k.id} data-key={k.id}>
+                  <th scope="row">
+                    {k.name ?? <span class="muted">(no name)</span>}
+                    <div class="muted mono">{k.id}</div>
+                  </th>
+                  <td>{k.scopes.join(", ")}</td>
+                  <td>{formatTime(k.createdAt)}</td>
+                  <td>{formatTime(k.expiresAt)}</td>
+                  <td>{k.revokedAt ? `revoked ${formatTime(k.revokedAt)}` : "active"}</td>
+                  <td>
+                    {!k.revokedAt && (
+                      <button class="danger" onClick={() => revoke(k)} aria-label={`Revoke key ${k.name ?? k.id}`}>
+                        Revoke
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        ))}
+      <form class="card form" onSubmit={create} aria-label="New API key">
+        <h2>New API key</h2>
+        <Field label="Key name" errors={errors.name}>
+          {({ id, describedBy, invalid }) => <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={name} onInput={(e) => setName(e.currentTarget.value)} />}
+        </Field>
+        <fieldset class={errors.scopes ? "invalid" : undefined} aria-describedby={errors.scopes ? "scope-errors" : undefined}>
+          <legend>Scopes</legend>
+          {FIXED_SCOPES.map((s) => (
+            <label key={s.scope} class="check">
+              <input
+                type="checkbox"
+                checked={ticked.includes(s.scope)}
+                onChange={(e) => setTicked(e.currentTarget.checked ? [...ticked, s.scope] : ticked.filter((x) => x !== s.scope))}
+              />{" "}
+              <span class="mono">{s.scope}</span> <span class="muted">— {s.help}</span>
+            </label>
+          ))}
+          <Field label="Job API of these endpoints only (ids, comma-separated)" hint="Each becomes a jobs:<endpoint id> scope.">
+            {({ id, describedBy }) => <input id={id} aria-describedby={describedBy} value={endpointIds} onInput={(e) => setEndpointIds(e.currentTarget.value)} />}
+          </Field>
+          {errors.scopes && (
+            <small id="scope-errors" class="field-error" role="alert">
+              {errors.scopes.join("; ")}
+            </small>
+          )}
+        </fieldset>
+        <div class="actions">
+          <button type="submit">Create key</button>
+        </div>
+      </form>
+    </section>
+  );
+}

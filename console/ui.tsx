@@ -1,0 +1,144 @@
+// Small shared pieces: labelled fields with their errors beside them, problem messages, a confirmation
+// dialog (native <dialog>: focus stays inside, Escape closes), and formatting.
+
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { ApiProblem } from "./api.js";
+
+let nextId = 0;
+export function useId(prefix: string): string {
+  const ref = useRef<string>();
+  ref.current ??= `${prefix}-${++nextId}`;
+  return ref.current;
+}
+
+export function Field(props: { label: string; errors?: string[]; hint?: string; children: (ids: { id: string; describedBy?: string; invalid: boolean }) => ComponentChildren }) {
+  const id = useId("field");
+  const errorId = `${id}-error`;
+  const hintId = `${id}-hint`;
+  const invalid = (props.errors?.length ?? 0) > 0;
+  const describedBy = [invalid ? errorId : "", props.hint ? hintId : ""].filter(Boolean).join(" ") || undefined;
+  return (
+    <div class={`field${invalid ? " invalid" : ""}`}>
+      <label for={id}>{props.label}</label>
+      {props.children({ id, describedBy, invalid })}
+      {props.hint && (
+        <small id={hintId} class="hint">
+          {props.hint}
+        </small>
+      )}
+      {invalid && (
+        <small id={errorId} class="field-error" role="alert">
+          {props.errors!.join("; ")}
+        </small>
+      )}
+    </div>
+  );
+}
+
+export function ProblemMessage({ error }: { error: unknown }) {
+  if (!error) return null;
+  const p = error instanceof ApiProblem ? error : undefined;
+  const text = p ? `${p.status} ${p.title}: ${p.detail}` : error instanceof Error ? error.message : String(error);
+  return (
+    <div class="problem" role="alert">
+      <p>{text}</p>
+      {p && p.errors.length > 0 && (
+        <ul>
+          {p.errors.map((e) => (
+            <li key={e}>{e}</li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}
+
+/** A modal question; resolves through onAnswer. The dangerous button is not the default focus. */
+export function ConfirmDialog(props: { title: string; children: ComponentChildren; confirmLabel: string; onAnswer(confirmed: boolean): void }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const titleId = useId("dialog");
+  useEffect(() => {
+    const dialog = ref.current!;
+    if (!dialog.open) dialog.showModal();
+    const onClose = () => props.onAnswer(dialog.returnValue === "confirm");
+    dialog.addEventListener("close", onClose);
+    return () => dialog.removeEventListener("close", onClose);
+  }, []);
+  return (
+    <dialog ref={ref} aria-labelledby={titleId} class="confirm">
+      <form method="dialog">
+        <h2 id={titleId}>{props.title}</h2>
+        <div class="dialog-body">{props.children}</div>
+        <div class="actions">
+          <button value="cancel" autofocus>
+            Cancel
+          </button>
+          <button value="confirm" class="danger">
+            {props.confirmLabel}
+          </button>
+        </div>
+      </form>
+    </dialog>
+  );
+}
+
+/** A confirmation step before an action: `ask(...)` opens the dialog, the action runs on "confirm". */
+export function useConfirm(): [ComponentChildren, (opts: { title: string; body: ComponentChildren; confirmLabel: string; action(): void }) => void] {
+  const [pending, setPending] = useState<{ title: string; body: ComponentChildren; confirmLabel: string; action(): void } | null>(null);
+  const dialog = pending && (
+    <ConfirmDialog
+      title={pending.title}
+      confirmLabel={pending.confirmLabel}
+      onAnswer={(yes) => {
+        setPending(null);
+        if (yes) pending.action();
+      }}
+    >
+      {pending.body}
+    </ConfirmDialog>
+  );
+  return [dialog, setPending];
+}
+
+export function formatMs(ms: number): string {
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+export function formatTime(t: number | string | null | undefined): string {
+  if (t === null || t === undefined) return "—";
+  return new Date(t).toLocaleString();
+}
+
+export function Json({ value, label }: { value: unknown; label: string }) {
+  return (
+    <pre class="json" aria-label={label} tabIndex={0}>
+      {JSON.stringify(value, null, 2)}
+    </pre>
+  );
+}
+
+/** Re-run `load` every `ms` while the page shows; returns a manual refresh. */
+export function usePolling(load: () => Promise<void> | void, ms: number, deps: unknown[]): () => void {
+  const loadRef = useRef(load);
+  loadRef.current = load;
+  useEffect(() => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout>;
+    const tick = async () => {
+      try {
+        await loadRef.current();
+      } finally {
+        if (!stopped) timer = setTimeout(tick, ms);
+      }
+    };
+    void tick();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, deps);
+  return () => void loadRef.current();
+}

@@ -1,0 +1,103 @@
+// `svc endpoint create|list|get|update|delete`: endpoints made through the REST API ({rest_url}/v1/endpoints),
+// outside any app. App endpoints are managed with `svc deploy`.
+import type { Command } from "commander";
+import { UsageError } from "../../errors.js";
+import { defined, envFlag, fields, intFlag, listFlag, management, table } from "../management.js";
+import { createOutput } from "../output.js";
+
+type EndpointRecord = Record<string, unknown> & { id: string; name: string; status: string; statusReason: string | null; url: string };
+const path = (id?: string) => `/v1/endpoints${id ? `/${encodeURIComponent(id)}` : ""}`;
+
+interface SettingFlags {
+  name?: string;
+  template?: string;
+  compute?: string;
+  gpu?: string[];
+  gpuCount?: number;
+  workersMin?: number;
+  workersMax?: number;
+  idleTimeout?: number;
+  env?: Record<string, string>;
+  volume?: string;
+  executionTimeout?: number;
+  json?: boolean;
+}
+
+function withSettingFlags(command: Command): Command {
+  return command
+    .option("--name <name>", "endpoint name")
+    .option("--template <id>", "template id")
+    .option("--compute <type>", "GPU or CPU")
+    .option("--gpu <types>", "GPU types in priority order, comma separated (repeatable)", listFlag)
+    .option("--gpu-count <n>", "GPUs per worker", intFlag("--gpu-count"))
+    .option("--workers-min <n>", "minimum workers", intFlag("--workers-min"))
+    .option("--workers-max <n>", "maximum workers", intFlag("--workers-max"))
+    .option("--idle-timeout <s>", "seconds an idle worker is kept", intFlag("--idle-timeout"))
+    .option("--env <KEY=VALUE>", "environment variable (repeatable)", envFlag)
+    .option("--volume <id>", "network volume id to mount")
+    .option("--execution-timeout <ms>", "job execution timeout in ms", intFlag("--execution-timeout"))
+    .option("--json", "print JSON");
+}
+
+function body(o: SettingFlags): Record<string, unknown> {
+  const compute = o.compute?.toUpperCase();
+  if (compute !== undefined && compute !== "GPU" && compute !== "CPU") throw new UsageError(`--compute must be GPU or CPU, not "${o.compute}"`);
+  return defined({
+    name: o.name,
+    templateId: o.template,
+    computeType: compute,
+    gpuTypeIds: o.gpu,
+    gpuCount: o.gpuCount,
+    workersMin: o.workersMin,
+    workersMax: o.workersMax,
+    idleTimeout: o.idleTimeout,
+    env: o.env,
+    networkVolumeId: o.volume,
+    executionTimeoutMs: o.executionTimeout,
+  });
+}
+
+const human = (e: EndpointRecord) => fields(e);
+
+export function register(program: Command): void {
+  const endpoint = program.command("endpoint").description("Manage endpoints created from templates (REST API)");
+  withSettingFlags(endpoint.command("create").description("Create an endpoint from a template")).action(async (o: SettingFlags) => {
+    if (!o.name || !o.template) throw new UsageError("svc endpoint create needs --name and --template");
+    const e = await management<EndpointRecord>("POST", path(), body(o));
+    const out = createOutput({ json: o.json });
+    if (e.status === "WAITING") out.warn(`endpoint ${e.name} is waiting: ${e.statusReason}`);
+    out.result(e, () => human(e));
+  });
+  endpoint
+    .command("list")
+    .description("List your REST-created endpoints")
+    .option("--json", "print JSON")
+    .action(async (o: { json?: boolean }) => {
+      const list = await management<EndpointRecord[]>("GET", path());
+      createOutput({ json: o.json }).result(list, () => table(list, ["id", "name", "status", "computeType", "allocatedGpuType", "workersMin", "workersMax", "url"]));
+    });
+  endpoint
+    .command("get")
+    .description("Show one endpoint")
+    .argument("<id>", "endpoint id")
+    .option("--json", "print JSON")
+    .action(async (id: string, o: { json?: boolean }) => {
+      const e = await management<EndpointRecord>("GET", path(id));
+      createOutput({ json: o.json }).result(e, () => human(e));
+    });
+  withSettingFlags(endpoint.command("update").description("Change an endpoint (GPU types or worker counts restart its workers)").argument("<id>", "endpoint id")).action(
+    async (id: string, o: SettingFlags) => {
+      const e = await management<EndpointRecord>("PATCH", path(id), body(o));
+      createOutput({ json: o.json }).result(e, () => human(e));
+    },
+  );
+  endpoint
+    .command("delete")
+    .description("Delete an endpoint with its configuration, logs and job history")
+    .argument("<id>", "endpoint id")
+    .option("--json", "print JSON")
+    .action(async (id: string, o: { json?: boolean }) => {
+      await management("DELETE", path(id));
+      createOutput({ json: o.json }).result({ id, deleted: true }, () => `deleted endpoint ${id}`);
+    });
+}

@@ -1,0 +1,42 @@
+// `svc keys create|list|revoke`: API keys of users, with scopes (needs an admin key).
+import type { Command } from "commander";
+import { defined, fields, intFlag, listFlag, management, table } from "../management.js";
+import { createOutput } from "../output.js";
+
+type Key = { id: string; name: string | null; userId: string; scopes: string[]; createdAt: number; expiresAt: string | null; revokedAt: string | null; key?: string };
+
+export function register(program: Command): void {
+  const keys = program.command("keys").description("Manage API keys (scopes: admin, management:read, management:write, jobs:*, jobs:<endpointId>)");
+  keys
+    .command("create")
+    .description("Create an API key; the secret is printed once")
+    .requiredOption("--scope <scopes>", "scope(s), comma separated (repeatable)", listFlag)
+    .option("--name <name>", "a name to recognise it by")
+    .option("--user <id>", "another user (operator only; the user is created)")
+    .option("--expires-in <seconds>", "expire after this many seconds", intFlag("--expires-in"))
+    .option("--json", "print JSON")
+    .action(async (o: { scope: string[]; name?: string; user?: string; expiresIn?: number; json?: boolean }) => {
+      const k = await management<Key>("POST", "/v1/keys", defined({ scopes: o.scope, name: o.name, userId: o.user, expiresInSeconds: o.expiresIn }));
+      const out = createOutput({ json: o.json });
+      if (!o.json) out.info("Keep this key now: it is not shown again.");
+      out.result(k, () => fields(k));
+    });
+  keys
+    .command("list")
+    .description("List API keys (secrets are never shown)")
+    .option("--user <id>", "another user's keys (operator only)")
+    .option("--json", "print JSON")
+    .action(async (o: { user?: string; json?: boolean }) => {
+      const list = await management<Key[]>("GET", `/v1/keys${o.user ? `?userId=${encodeURIComponent(o.user)}` : ""}`);
+      createOutput({ json: o.json }).result(list, () => table(list, ["id", "name", "userId", "scopes", "expiresAt", "revokedAt"]));
+    });
+  keys
+    .command("revoke")
+    .description("Revoke an API key (it is refused from then on)")
+    .argument("<id>", "key id")
+    .option("--json", "print JSON")
+    .action(async (id: string, o: { json?: boolean }) => {
+      const k = await management<Key>("DELETE", `/v1/keys/${encodeURIComponent(id)}`);
+      createOutput({ json: o.json }).result(k, () => `revoked API key ${k.id}`);
+    });
+}

@@ -1,0 +1,30 @@
+// `svc template create|list`: templates name the worker image and defaults of REST-created endpoints.
+import type { Command } from "commander";
+import { defined, envFlag, fields, intFlag, management, table } from "../management.js";
+import { createOutput } from "../output.js";
+
+type Template = { id: string; name: string; imageName: string; env: Record<string, string>; containerDiskInGb: number };
+
+export function register(program: Command): void {
+  const template = program.command("template").description("Manage endpoint templates (worker image and defaults)");
+  template
+    .command("create")
+    .description('Create a template; --image svc://<app endpoint id> runs that endpoint\'s code')
+    .requiredOption("--name <name>", "template name")
+    .requiredOption("--image <image>", "worker image")
+    .option("--env <KEY=VALUE>", "default environment variable (repeatable)", envFlag)
+    .option("--disk <gb>", "container disk in GB", intFlag("--disk"))
+    .option("--json", "print JSON")
+    .action(async (o: { name: string; image: string; env?: Record<string, string>; disk?: number; json?: boolean }) => {
+      const t = await management<Template>("POST", "/v1/templates", defined({ name: o.name, imageName: o.image, env: o.env, containerDiskInGb: o.disk }));
+      createOutput({ json: o.json }).result(t, () => fields(t));
+    });
+  template
+    .command("list")
+    .description("List your templates")
+    .option("--json", "print JSON")
+    .action(async (o: { json?: boolean }) => {
+      const list = await management<Template[]>("GET", "/v1/templates");
+      createOutput({ json: o.json }).result(list, () => table(list, ["id", "name", "imageName", "containerDiskInGb"]));
+    });
+}

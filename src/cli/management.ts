@@ -1,0 +1,54 @@
+// Shared by `svc volume|endpoint|template|keys`: one call to the management API of the target service, flag
+// parsers, and a plain table for people. Problems from the API become ApiError (status, detail, `errors`).
+
+import { UsageError } from "../errors.js";
+import { readJson } from "../sdk/jobs-client.js";
+import { apiFetch, serviceTarget } from "./target.js";
+
+export async function management<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const target = serviceTarget();
+  const response = await apiFetch(target, path, {
+    method,
+    headers: body === undefined ? undefined : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return readJson<T>(response);
+}
+
+export function intFlag(name: string) {
+  return (value: string): number => {
+    if (!/^-?\d+$/.test(value)) throw new UsageError(`${name} must be an integer, not "${value}"`);
+    return Number(value);
+  };
+}
+
+/** Repeatable `--env KEY=VALUE`. */
+export function envFlag(value: string, previous: Record<string, string> = {}): Record<string, string> {
+  const at = value.indexOf("=");
+  if (at <= 0) throw new UsageError(`--env takes KEY=VALUE, not "${value}"`);
+  return { ...previous, [value.slice(0, at)]: value.slice(at + 1) };
+}
+
+export function listFlag(value: string, previous: string[] = []): string[] {
+  return [...previous, ...value.split(",").map((s) => s.trim()).filter(Boolean)];
+}
+
+/** Only the flags the user gave (undefined ones are left out of a request body). */
+export function defined(values: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined));
+}
+
+export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
+  if (rows.length === 0) return "(none)";
+  const cell = (v: unknown) => (v === null || v === undefined ? "-" : Array.isArray(v) ? v.join(",") : String(v));
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join("  ").trimEnd();
+  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join("\n");
+}
+
+export function fields(record: Record<string, unknown>): string {
+  const width = Math.max(...Object.keys(record).map((k) => k.length));
+  return Object.entries(record)
+    .map(([k, v]) => `${k.padEnd(width)}  ${v !== null && typeof v === "object" && !Array.isArray(v) ? JSON.stringify(v) : Array.isArray(v) ? v.join(", ") : String(v)}`)
+    .join("\n");
+}

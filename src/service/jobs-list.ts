@@ -1,0 +1,64 @@
+// issue 8: `GET /v2/{endpoint_id}/jobs?limit=n`: the endpoint's recent jobs, newest first, as job records
+// (with the input when small; without output or error stack: `/status/{id}` has those).
+// Same access as the job API: a key of the owner with admin, jobs:* or jobs:<endpoint_id>.
+
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ApiContext } from "./api.js";
+import { canUseJobs, type Principal } from "./auth.js";
+import { isFinal } from "./engine.js";
+import { HttpProblem, intParam, sendJson } from "./http.js";
+import type { JobRow } from "./store/types.js";
+
+export const JOBS_LIST_DEFAULT = 50;
+export const JOBS_LIST_MAX = 500;
+export const INPUT_SHOWN_MAX = 64 * 1024;
+
+export interface JobSummary {
+  id: string;
+  status: JobRow["status"];
+  createdAt: number;
+  delayTime: number;
+  executionTime: number;
+  function: string | null;
+  /** The submitted input, when its JSON is at most INPUT_SHOWN_MAX characters; else inputOmitted. */
+  input?: unknown;
+  inputOmitted?: true;
+  error?: string;
+  retries?: number;
+}
+
+export function isJobsListPath(segments: string[]): boolean {
+  return segments.length === 3 && segments[0] === "v2" && segments[2] === "jobs";
+}
+
+/** One line of the list: the times are computed as the job record computes them. Pure. */
+export function jobSummary(row: JobRow, now: number): JobSummary {
+  const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? row.completedAt ?? now : now)) - row.createdAt));
+  const executionTime = row.startedAt === null ? 0 : Math.max(0, Math.round((row.completedAt ?? now) - row.startedAt));
+  const summary: JobSummary = { id: row.id, status: row.status, createdAt: row.createdAt, delayTime, executionTime, function: row.function };
+  if (row.input.length <= INPUT_SHOWN_MAX) summary.input = JSON.parse(row.input);
+  else summary.inputOmitted = true;
+  if (row.error !== null) summary.error = row.error;
+  if (row.retried > 0) summary.retries = row.retried;
+  return summary;
+}
+
+export async function jobsList(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, url: URL, endpointId: string): Promise<void> {
+  req.resume();
+  if (req.method !== "GET") throw new HttpProblem(405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET" } });
+  if (principal.worker) throw new HttpProblem(403, "A worker token cannot list jobs");
+  const endpoint = ctx.endpoints.get(endpointId);
+  // Another user's endpoint is "not found", as in the job API.
+  if (!endpoint || endpoint.userId !== principal.userId) throw new HttpProblem(404, `No endpoint ${endpointId}`);
+  if (!canUseJobs(principal, endpointId)) throw new HttpProblem(403, `This API key has no access to endpoint ${endpointId}`);
+  const limit = intParam(url, "limit", 1, JOBS_LIST_MAX) ?? JOBS_LIST_DEFAULT;
+  const ids = (await ctx.store.recentJobIds?.(endpointId, limit)) ?? [];
+  const now = Date.now();
+  const jobs: JobSummary[] = [];
+  // The engine's record is the live one (the stored row may lag a batch behind); expired jobs drop out.
+  for (const id of ids) {
+    const row = await ctx.engine.record(endpointId, id);
+    if (row) jobs.push(jobSummary(row, now));
+  }
+  sendJson(res, { jobs });
+}

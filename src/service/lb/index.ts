@@ -1,0 +1,340 @@
+// Load-balanced endpoints: the per-endpoint address, a pool of each endpoint's workers kept by their /ping
+// answers, least-outstanding-requests balancing, waiting (and scaling from zero) when no worker is ready, cold
+// start accounting, and the proxy itself (proxy.ts). docs/lb.md describes the behaviour.
+//
+//   {service}/lb/{endpoint_id}/<route path>          the endpoint's address
+//   Host: {endpoint_id}.lb.localhost[:port]           the same, by host name (any path)
+//
+// Same authorization as the job API (admin, jobs:*, jobs:<endpoint_id>). No queue, no retries.
+
+import type { Agent, IncomingMessage, ServerResponse } from "node:http";
+import { canUseJobs, type Principal } from "../auth.js";
+import type { JobEngine } from "../engine.js";
+import { HttpProblem } from "../http.js";
+import type { EndpointRow } from "../store/types.js";
+import { lbDemand, pickWorker } from "./balance.js";
+import { pingVerdict, probePing, type PingState } from "./ping.js";
+import { forward, parseAddress, proxyAgent, type UpstreamAddress } from "./proxy.js";
+
+export { checkPingPath, classifyPing, pingVerdict, probePing, type PingCheck, type PingState } from "./ping.js";
+
+/** How long a request waits for a ready worker (cold start included) before a 503 problem. */
+export const LB_WAIT_MS_DEFAULT = 60_000;
+/** /ping of a worker not yet ready is asked this often; of a ready one, every READY_PING_MS. */
+const STARTING_PING_MS = 100;
+const READY_PING_MS = 1000;
+/** A ready worker leaves the pool after this many /ping failures in a row. */
+const PING_FAILURES_OUT = 2;
+
+export function lbEndpointUrl(serviceUrl: string, endpointId: string): string {
+  return `${serviceUrl.replace(/\/+$/, "")}/lb/${endpointId}`;
+}
+
+/** Which LB endpoint and path a request addresses, from its path or Host header. Pure. */
+export function lbTarget(rawUrl: string, host: string | undefined): { endpointId: string; path: string } | undefined {
+  const byPath = /^\/lb\/([a-z0-9]+)(\/[^]*)?$/.exec(rawUrl.split("?")[0]!);
+  if (byPath) {
+    const query = rawUrl.includes("?") ? rawUrl.slice(rawUrl.indexOf("?")) : "";
+    return { endpointId: byPath[1]!, path: `${byPath[2] ?? "/"}${query}` };
+  }
+  const byHost = /^([a-z0-9]+)\.lb\.localhost(:\d+)?$/i.exec(host ?? "");
+  if (byHost) return { endpointId: byHost[1]!.toLowerCase(), path: rawUrl || "/" };
+  return undefined;
+}
+
+/** A registered worker's address: http(s), no credentials, no path. Pure; returns a problem or undefined. */
+export function addressProblem(address: unknown): string | undefined {
+  if (typeof address !== "string") return "$.address: must be a string like http://127.0.0.1:8080";
+  try {
+    const url = new URL(address);
+    if (url.protocol !== "http:" && url.protocol !== "https:") return "$.address: must be an http(s) URL";
+    if (url.username || url.password || (url.pathname !== "/" && url.pathname !== "") || url.search) {
+      return "$.address: must be scheme://host:port only";
+    }
+  } catch {
+    return "$.address: must be an http(s) URL";
+  }
+  return undefined;
+}
+
+interface PoolWorker {
+  id: string;
+  endpointId: string;
+  address: string;
+  upstream: UpstreamAddress;
+  state: PingState | "new";
+  inFlight: number;
+  failures: number;
+  nextProbe: number;
+  probing: boolean;
+}
+
+interface Waiter {
+  resolve(worker: PoolWorker): void;
+  reject(err: unknown): void;
+  timer: NodeJS.Timeout;
+}
+
+export interface LbDeps {
+  engine: JobEngine;
+  endpoints: ReadonlyMap<string, EndpointRow>;
+  /** Demand changed on this endpoint: plan workers now. */
+  kick(endpointId: string): void;
+  /** Operator messages. */
+  log(message: string): void;
+  waitMs?: number;
+}
+
+export class LbRouter {
+  readonly coldStarts = new Map<string, { count: number; lastMs: number | null }>();
+  private readonly workers = new Map<string, PoolWorker>();
+  private readonly waiters = new Map<string, Waiter[]>();
+  private readonly lastPicked = new Map<string, string>();
+  private readonly coldSince = new Map<string, number>();
+  private readonly counters = new Map<string, { served: number; failed: number }>();
+  private readonly agent: Agent = proxyAgent();
+  private readonly timer: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(private readonly deps: LbDeps) {
+    this.timer = setInterval(() => this.probeDue(), STARTING_PING_MS);
+    this.timer.unref();
+  }
+
+  get waitMs(): number {
+    return this.deps.waitMs ?? LB_WAIT_MS_DEFAULT;
+  }
+
+  // ------------------------------------------------------------------ pool
+
+  /** A worker registered with its address (it may register twice: early, then once its handler loaded). */
+  registered(workerId: string, endpointId: string, address: string): void {
+    const known = this.workers.get(workerId);
+    if (known && known.address === address) return;
+    const upstream = parseAddress(address);
+    this.workers.set(workerId, { id: workerId, endpointId, address, upstream, state: "new", inFlight: 0, failures: 0, nextProbe: 0, probing: false });
+    this.note(endpointId, workerId, `lb: worker ${workerId} registered at ${address}; checking /ping`);
+    this.probeDue();
+  }
+
+  /** What the scaler plans with. */
+  load(endpointId: string): { queued: number; inProgress: number } {
+    let inFlight = 0;
+    for (const w of this.workers.values()) if (w.endpointId === endpointId) inFlight += w.inFlight;
+    return lbDemand(this.waiters.get(endpointId)?.length ?? 0, inFlight);
+  }
+
+  busy(workerId: string): boolean {
+    return (this.workers.get(workerId)?.inFlight ?? 0) > 0;
+  }
+
+  /** Extra fields of /health for an LB endpoint. */
+  health(endpointId: string) {
+    const mine = [...this.workers.values()].filter((w) => w.endpointId === endpointId && this.alive(w));
+    const counters = this.counters.get(endpointId) ?? { served: 0, failed: 0 };
+    return {
+      coldStarts: this.coldStarts.get(endpointId) ?? { count: 0, lastMs: null },
+      requests: { inFlight: mine.reduce((n, w) => n + w.inFlight, 0), waiting: this.waiters.get(endpointId)?.length ?? 0, ...counters },
+      pool: { ready: mine.filter((w) => w.state === "ready").length, notReady: mine.filter((w) => w.state !== "ready").length },
+    };
+  }
+
+  private alive(w: PoolWorker): boolean {
+    const entry = this.deps.engine.workers.get(w.id);
+    return entry !== undefined && entry.endpointId === w.endpointId;
+  }
+
+  private note(endpointId: string, workerId: string, text: string): void {
+    this.deps.log(text);
+    void this.deps.engine.appendLogs([{ ts: Date.now(), endpointId, workerId, jobId: null, stream: "log", text }]).catch(() => undefined);
+  }
+
+  private probeDue(): void {
+    if (this.closed) return;
+    const now = Date.now();
+    for (const w of [...this.workers.values()]) {
+      if (!this.alive(w)) {
+        this.workers.delete(w.id);
+        continue;
+      }
+      if (w.probing || w.nextProbe > now) continue;
+      w.probing = true;
+      void probePing(w.address, 1000).then((answer) => {
+        w.probing = false;
+        w.nextProbe = Date.now() + (answer.state === "ready" ? READY_PING_MS : STARTING_PING_MS);
+        this.heard(w, answer.state, answer.status);
+      });
+    }
+  }
+
+  private heard(w: PoolWorker, state: PingState, status: number | undefined): void {
+    if (this.closed || this.workers.get(w.id) !== w) return;
+    const before = w.state;
+    if (state === "ready") {
+      w.failures = 0;
+      w.state = "ready";
+      if (before !== "ready") {
+        this.note(w.endpointId, w.id, `lb: worker ${w.id} answered /ping 200: ready, taking traffic`);
+        this.dispatch(w.endpointId);
+      }
+      return;
+    }
+    if (state === "initializing" || state === "missing") {
+      w.state = state;
+      if (before !== state) {
+        const text = state === "initializing" ? `lb: worker ${w.id} answered /ping 204: initializing` : `lb: ${pingVerdict(w.address, { state, status }).message}`;
+        this.note(w.endpointId, w.id, text);
+      }
+      return;
+    }
+    // unreachable or unhealthy: a ready worker gets a second chance before it leaves the pool
+    w.failures++;
+    if (before === "ready" && w.failures < PING_FAILURES_OUT) return;
+    w.state = state;
+    if (before === "ready") this.note(w.endpointId, w.id, `lb: worker ${w.id} stopped answering /ping (${status ?? "no answer"}): taken out of the pool`);
+  }
+
+  // ------------------------------------------------------------------ requests
+
+  private candidates(endpointId: string) {
+    const list = [];
+    for (const w of this.workers.values()) {
+      if (w.endpointId !== endpointId) continue;
+      const entry = this.deps.engine.workers.get(w.id);
+      list.push({ id: w.id, ready: w.state === "ready" && entry !== undefined && !entry.draining, inFlight: w.inFlight });
+    }
+    return list;
+  }
+
+  private take(endpointId: string): PoolWorker | undefined {
+    const picked = pickWorker(this.candidates(endpointId), this.lastPicked.get(endpointId));
+    if (!picked) return undefined;
+    const w = this.workers.get(picked.id)!;
+    this.lastPicked.set(endpointId, w.id);
+    w.inFlight++;
+    return w;
+  }
+
+  /** Workers became ready: hand them the requests waiting, oldest first. */
+  private dispatch(endpointId: string): void {
+    const queue = this.waiters.get(endpointId);
+    while (queue && queue.length > 0) {
+      const w = this.take(endpointId);
+      if (!w) return;
+      const waiter = queue.shift()!;
+      clearTimeout(waiter.timer);
+      waiter.resolve(w);
+    }
+  }
+
+  /** A ready worker for one request, waiting (and asking the scaler for one) when none is. */
+  private acquire(endpointId: string, res: ServerResponse): Promise<PoolWorker> {
+    const now = Date.now();
+    const w = this.take(endpointId);
+    if (w) return Promise.resolve(w);
+    const anyLive = [...this.deps.engine.workers.values()].some((e) => e.endpointId === endpointId && !e.draining);
+    if (!anyLive && !this.coldSince.has(endpointId)) this.coldSince.set(endpointId, now);
+    return new Promise<PoolWorker>((resolve, reject) => {
+      let queue = this.waiters.get(endpointId);
+      if (!queue) this.waiters.set(endpointId, (queue = []));
+      const waiter: Waiter = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          remove();
+          reject(
+            new HttpProblem(503, `No worker of endpoint ${endpointId} became ready within ${this.waitMs} ms; try again shortly`, {
+              headers: { "retry-after": "5" },
+            }),
+          );
+        }, this.waitMs),
+      };
+      const remove = () => {
+        const list = this.waiters.get(endpointId);
+        const i = list?.indexOf(waiter) ?? -1;
+        if (list && i >= 0) list.splice(i, 1);
+      };
+      // The caller gave up while waiting: it no longer counts as demand.
+      res.once("close", () => {
+        if (!res.writableFinished) {
+          clearTimeout(waiter.timer);
+          remove();
+          reject(new Error("client gone"));
+        }
+      });
+      queue.push(waiter);
+      this.deps.kick(endpointId);
+    });
+  }
+
+  private coldStartServed(endpointId: string, workerId: string): void {
+    const since = this.coldSince.get(endpointId);
+    if (since === undefined) return;
+    this.coldSince.delete(endpointId);
+    const ms = Date.now() - since;
+    const entry = this.coldStarts.get(endpointId) ?? { count: 0, lastMs: null };
+    entry.count++;
+    entry.lastMs = ms;
+    this.coldStarts.set(endpointId, entry);
+    this.note(endpointId, workerId, `cold start: the first request after idle waited ${ms} ms for worker ${workerId}`);
+  }
+
+  /**
+   * Serve the request when it addresses an LB endpoint (after authentication); false when it does not.
+   */
+  async route(principal: Principal, req: IncomingMessage, res: ServerResponse): Promise<boolean> {
+    const target = lbTarget(req.url ?? "/", req.headers.host);
+    if (!target) return false;
+    const { endpointId } = target;
+    if (principal.worker) throw new HttpProblem(403, "A worker token cannot call load-balanced endpoints");
+    const endpoint = this.deps.endpoints.get(endpointId);
+    if (!endpoint || endpoint.userId !== principal.userId) throw new HttpProblem(404, `No endpoint ${endpointId}`);
+    if (!canUseJobs(principal, endpointId)) throw new HttpProblem(403, `This API key has no access to endpoint ${endpointId}`);
+    if (endpoint.type !== "lb") {
+      throw new HttpProblem(400, `Endpoint ${endpointId} is queue-based; send jobs to /v2/${endpointId}/run or /runsync`);
+    }
+    if (this.closed) throw new HttpProblem(503, "The service is shutting down");
+    let worker: PoolWorker;
+    try {
+      worker = await this.acquire(endpointId, res);
+    } catch (err) {
+      if (err instanceof HttpProblem) throw err;
+      return true; // the client went away while waiting
+    }
+    this.coldStartServed(endpointId, worker.id);
+    const entry = this.deps.engine.workers.get(worker.id);
+    if (entry) entry.idleSince = Date.now();
+    let counters = this.counters.get(endpointId);
+    if (!counters) this.counters.set(endpointId, (counters = { served: 0, failed: 0 }));
+    try {
+      const outcome = await forward(this.agent, req, res, { upstream: worker.upstream, path: target.path, workerId: worker.id, endpointId });
+      if (outcome === "ok") counters.served++;
+      if (outcome === "worker-failed") {
+        counters.failed++;
+        // No retry, and no more traffic until its /ping says it is fine again.
+        if (worker.state === "ready") {
+          worker.state = "unreachable";
+          worker.nextProbe = 0;
+          this.note(endpointId, worker.id, `lb: worker ${worker.id} failed mid-request: taken out of the pool`);
+        }
+      }
+    } finally {
+      worker.inFlight--;
+      if (entry) entry.idleSince = Date.now();
+    }
+    return true;
+  }
+
+  close(): void {
+    this.closed = true;
+    clearInterval(this.timer);
+    for (const queue of this.waiters.values()) {
+      for (const w of queue) {
+        clearTimeout(w.timer);
+        w.reject(new HttpProblem(503, "The service is shutting down"));
+      }
+    }
+    this.waiters.clear();
+    this.agent.destroy();
+  }
+}

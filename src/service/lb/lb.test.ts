@@ -1,0 +1,86 @@
+import { describe, expect, it } from "vitest";
+import { lbDemand, pickWorker } from "./balance.js";
+import { addressProblem, lbEndpointUrl, lbTarget } from "./index.js";
+import { classifyPing, pingVerdict } from "./ping.js";
+import { downstreamHeaders, upstreamHeaders } from "./proxy.js";
+
+describe("pickWorker", () => {
+  const w = (id: string, inFlight: number, ready = true) => ({ id, inFlight, ready });
+  it("takes the ready worker with the fewest outstanding requests", () => {
+    expect(pickWorker([w("a", 3), w("b", 1), w("c", 2)])?.id).toBe("b");
+    expect(pickWorker([w("a", 3), w("b", 0, false), w("c", 2)])?.id).toBe("c");
+    expect(pickWorker([w("a", 0, false)])).toBeUndefined();
+    expect(pickWorker([])).toBeUndefined();
+  });
+  it("takes turns among equally loaded workers", () => {
+    const list = [w("a", 1), w("b", 1), w("c", 1)];
+    expect(pickWorker(list)?.id).toBe("a");
+    expect(pickWorker(list, "a")?.id).toBe("b");
+    expect(pickWorker(list, "c")?.id).toBe("a");
+    expect(pickWorker(list, "gone")?.id).toBe("a");
+  });
+  it("reports demand as queued (waiting) and in progress (in flight)", () => {
+    expect(lbDemand(2, 5)).toEqual({ queued: 2, inProgress: 5 });
+  });
+});
+
+describe("lbTarget", () => {
+  it("reads the endpoint and the forwarded path from /lb/{id}/...", () => {
+    expect(lbTarget("/lb/abc123/items/a%20b?q=1&r=2", undefined)).toEqual({ endpointId: "abc123", path: "/items/a%20b?q=1&r=2" });
+    expect(lbTarget("/lb/abc123", undefined)).toEqual({ endpointId: "abc123", path: "/" });
+    expect(lbTarget("/lb/abc123?x=1", undefined)).toEqual({ endpointId: "abc123", path: "/?x=1" });
+    expect(lbTarget("/v2/abc123/run", "127.0.0.1:8080")).toBeUndefined();
+  });
+  it("reads the endpoint from a Host of {id}.lb.localhost", () => {
+    expect(lbTarget("/status?x=1", "abc123.lb.localhost:8080")).toEqual({ endpointId: "abc123", path: "/status?x=1" });
+    expect(lbTarget("/status", "ABC123.lb.localhost")).toEqual({ endpointId: "abc123", path: "/status" });
+    expect(lbTarget("/status", "evil.lb.localhost.example.com")).toBeUndefined();
+  });
+  it("builds the endpoint URL", () => {
+    expect(lbEndpointUrl("http://127.0.0.1:8080/", "abc")).toBe("http://127.0.0.1:8080/lb/abc");
+  });
+});
+
+describe("addressProblem", () => {
+  it("accepts scheme://host:port only", () => {
+    expect(addressProblem("http://127.0.0.1:4000")).toBeUndefined();
+    expect(addressProblem("https://worker.internal:443")).toBeUndefined();
+    expect(addressProblem("ftp://x")).toMatch(/http\(s\)/);
+    expect(addressProblem("http://u:p@x:1")).toMatch(/only/);
+    expect(addressProblem("http://x:1/path")).toMatch(/only/);
+    expect(addressProblem(42)).toMatch(/must be a string/);
+    expect(addressProblem("not a url")).toMatch(/http\(s\)/);
+  });
+});
+
+describe("ping", () => {
+  it("classifies /ping answers", () => {
+    expect([200, 204, 404, 405, 500, undefined].map(classifyPing)).toEqual(["ready", "initializing", "missing", "missing", "unhealthy", "unreachable"]);
+  });
+  it("explains a missing /ping", () => {
+    const verdict = pingVerdict("http://w:1", { state: "missing", status: 404 });
+    expect(verdict.ok).toBe(false);
+    expect(verdict.message).toContain("has no /ping path");
+    expect(pingVerdict("http://w:1", { state: "initializing", status: 204 }).ok).toBe(true);
+  });
+});
+
+describe("proxy headers", () => {
+  it("drops hop-by-hop headers and the API key on the way up, and says who asked", () => {
+    const up = upstreamHeaders(
+      { host: "svc:1", connection: "keep-alive, x-private", "x-private": "1", authorization: "Bearer k", "content-type": "application/json", "x-app": "y" },
+      { host: "svc:1", remote: "127.0.0.1", endpointId: "e1" },
+    );
+    expect(up).toEqual({
+      "content-type": "application/json",
+      "x-app": "y",
+      "x-forwarded-host": "svc:1",
+      "x-forwarded-for": "127.0.0.1",
+      "x-forwarded-proto": "http",
+    });
+  });
+  it("keeps the worker's headers on the way down and names the worker", () => {
+    const down = downstreamHeaders({ "content-type": "text/event-stream", "transfer-encoding": "chunked", "set-cookie": ["a=1", "b=2"] }, "w1");
+    expect(down).toEqual({ "content-type": "text/event-stream", "set-cookie": ["a=1", "b=2"], "x-svc-worker": "w1" });
+  });
+});

@@ -1,0 +1,32 @@
+import { describe, expect, it } from "vitest";
+import { needsRestart, planEndpointRow, planEndpointSpec } from "./endpoints.js";
+import type { RestEndpointSpec, TemplateRecord } from "./store.js";
+
+const template: TemplateRecord = { id: "tpl1", userId: "u", name: "t", imageName: "svc://abc", env: { T: "1" }, containerDiskInGb: 10, createdAt: 0 };
+const lookup = { template: (id: string) => (id === "tpl1" ? template : undefined), volume: () => undefined };
+const spec = (over: Partial<RestEndpointSpec> = {}): RestEndpointSpec => planEndpointSpec({ name: "e", templateId: "tpl1", ...over }, undefined, lookup).spec!;
+
+describe("REST endpoint planning", () => {
+  it("restarts workers exactly when GPU types, GPU count, worker counts, template or volume change", () => {
+    const base = spec({ gpuTypeIds: ["A"] });
+    expect(needsRestart(base, { ...base, name: "renamed", env: { X: "y" }, idleTimeout: 99, executionTimeoutMs: 5000, scalerValue: 9 })).toBe(false);
+    for (const change of [{ gpuTypeIds: ["B", "A"] }, { gpuCount: 2 }, { workersMin: 1 }, { workersMax: 9 }, { templateId: "tpl2" }, { networkVolumeId: "v" }]) {
+      expect(needsRestart(base, { ...base, ...change })).toBe(true);
+    }
+  });
+
+  it("allocates the first GPU type the host has, in priority order, or waits with the reason", () => {
+    const code = { id: "abc", name: "reader", userId: "u", app: "a", env: "e", artifactPath: "/x.tar.gz", resource: { handler: "endpoints/reader/handler.mjs", functions: [], env: {}, maxConcurrency: 2, retries: 1 } } as never;
+    const plan = (gpuTypeIds: string[], host: string[]) =>
+      planEndpointRow({ id: "e1", userId: "u", spec: spec({ gpuTypeIds }), template, code, hostGpuTypes: host, before: undefined, generation: 0, now: 1 });
+    const ok = plan(["H100", "ADA", "AMP"], ["AMP", "ADA"]);
+    expect(ok).toMatchObject({ status: "READY", allocatedGpuType: "ADA", statusReason: null });
+    expect(ok.row).toMatchObject({ name: "reader", app: "", env: "", artifactPath: "/x.tar.gz" });
+    expect(ok.row.resource).toMatchObject({ workersMax: 3, gpuTypeIds: ["ADA"], env: { T: "1" }, maxConcurrency: 2 });
+    const waiting = plan(["H100"], ["AMP"]);
+    expect(waiting).toMatchObject({ status: "WAITING", allocatedGpuType: null });
+    expect(waiting.statusReason).toBe("none of the GPU types H100 is available on this host (it has: AMP)");
+    expect(waiting.row.resource.workersMax).toBe(0);
+    expect(plan(["H100"], ["H100"]).row.revision).not.toBe(plan(["H100", "AMP"], ["AMP"]).row.revision);
+  });
+});

@@ -1,0 +1,315 @@
+// The web console in headless Chromium (Debian's, driven by playwright-core) against a real service: a real
+// build of fixtures/console-app deployed through the public deploy API, real process workers, real SQLite.
+// Screenshots of the main pages go to test-results/console/. Without /usr/bin/chromium the tests are skipped
+// with a notice, except in CI (CI=true) where that is a failure.
+
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildProject } from "../../src/build/index.js";
+import { createProcessDriver } from "../../src/drivers/process.js";
+import { startService, type Service } from "../../src/service/index.js";
+import { call, until } from "../service/helpers.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const shots = join(repo, "test-results", "console");
+const ADMIN = "console-admin-key";
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium) {
+  if (process.env.CI === "true") throw new Error(`${CHROMIUM} is missing: the console's browser tests must run in CI (apt-get install chromium)`);
+  console.warn(`NOTICE: ${CHROMIUM} is missing; skipping the console's browser tests (apt-get install chromium to run them)`);
+}
+
+let dir: string;
+let service: Service;
+let browser: Browser;
+let page: Page;
+let echoId: string;
+let tickerId: string;
+let bobKey: string;
+
+async function deployOverHttp(url: string, key: string, projectDir: string, env: string): Promise<void> {
+  const build = await buildProject(projectDir);
+  const bytes = readFileSync(build.artifactPath);
+  const sha = createHash("sha256").update(bytes).digest("hex");
+  const app = build.manifest.app;
+  const upload = await fetch(`${url}/v1/apps/${app}/builds`, { method: "POST", headers: { authorization: `Bearer ${key}`, "x-svc-sha256": sha }, body: bytes });
+  if (upload.status >= 300) throw new Error(`upload: ${upload.status} ${await upload.text()}`);
+  expect((await call(`${url}/v1/apps/${app}/environments/${env}`, { key, method: "PUT" })).status).toBeLessThan(300);
+  const activated = await call(`${url}/v1/apps/${app}/environments/${env}/activate`, { key, body: { build: sha, confirmRemove: [] } });
+  if (activated.status !== 200) throw new Error(`activate: ${activated.status} ${activated.text}`);
+}
+
+async function shot(name: string): Promise<void> {
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+}
+
+async function signIn(key: string): Promise<void> {
+  await page.goto(`${service.url}/console/`);
+  await page.evaluate(() => sessionStorage.clear());
+  await page.reload();
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Endpoints", level: 1 }).waitFor();
+}
+
+describe.skipIf(!haveChromium)("the web console in a browser", () => {
+  beforeAll(async () => {
+    execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: repo, stdio: "pipe" });
+    mkdirSync(shots, { recursive: true });
+    dir = mkdtempSync(join(tmpdir(), "svc-console-test-"));
+    cpSync(join(repo, "fixtures", "console-app"), join(dir, "app"), { recursive: true });
+    service = await startService({
+      dataDir: join(dir, "data"),
+      apiKeys: [ADMIN],
+      driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
+      leaseMs: 3000,
+      heartbeatMs: 500,
+    });
+    await deployOverHttp(service.url, ADMIN, join(dir, "app"), "test");
+    const env = (await call(`${service.url}/v1/apps/console-app/environments/test`, { key: ADMIN })).body;
+    echoId = env.endpoints.find((e: { name: string }) => e.name === "echo").id;
+    tickerId = env.endpoints.find((e: { name: string }) => e.name === "ticker").id;
+    // A second user with resources of their own (the operator's key may create keys for other users).
+    bobKey = (await call(`${service.url}/v1/keys`, { key: ADMIN, body: { name: "bob admin", userId: "bob", scopes: ["admin"] } })).body.key;
+    expect((await call(`${service.url}/v2/network-volumes`, { key: bobKey, body: { name: "bobs-private-volume", size: 10, dataCenter: "local" } })).status).toBe(201);
+    expect((await call(`${service.url}/v1/templates`, { key: bobKey, body: { name: "bobs-template", imageName: "example/bob:1" } })).status).toBe(201);
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
+    });
+    page = await browser.newPage({ viewport: { width: 1366, height: 800 } });
+    page.setDefaultTimeout(20_000);
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await service?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("refuses a wrong key, signs in with a good one and lists the endpoints with their status", async () => {
+    await page.goto(`${service.url}/console/`);
+    await page.getByLabel("API key").fill("not-a-key");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByText("The service refused this API key").waitFor();
+    await signIn(ADMIN);
+    // The key is in session storage, never in the URL.
+    expect(page.url()).not.toContain(ADMIN);
+    expect(await page.evaluate(() => sessionStorage.getItem("svc.console.key"))).toBe(ADMIN);
+    const rows = page.getByRole("table", { name: "Endpoints" });
+    await rows.getByRole("link", { name: "echo" }).waitFor();
+    await rows.getByRole("link", { name: "ticker" }).waitFor();
+    await page.locator(`tr[data-endpoint="${echoId}"]`).getByText(/running, \d+ idle, \d+ initializing/).waitFor();
+    await shot("endpoints");
+  }, 60_000);
+
+  it("creates a template and an endpoint from it", async () => {
+    const templateForm = page.getByRole("form", { name: "New template" });
+    await templateForm.getByLabel("Template name").fill("echo code");
+    await templateForm.getByLabel("Image").fill(`svc://${echoId}`);
+    await templateForm.getByRole("button", { name: "Create template" }).click();
+    await page.getByRole("button", { name: "New endpoint" }).click();
+    const form = page.getByRole("form", { name: "New endpoint" });
+    await form.getByLabel("Template").selectOption({ label: `echo code (svc://${echoId})` });
+    await form.getByLabel("Name").fill("rest-echo");
+    await form.getByLabel("Workers max").fill("1");
+    await form.getByLabel("Idle timeout (s)").fill("2");
+    await form.getByLabel("Environment variables (KEY=value, one a line)").fill("GREETING=hi");
+    await form.getByRole("button", { name: "Create endpoint" }).click();
+    await page.getByText("Created endpoint rest-echo.").waitFor();
+    await page.getByRole("table", { name: "Endpoints" }).getByRole("link", { name: "rest-echo" }).waitFor();
+    const listed = (await call(`${service.url}/v1/endpoints`, { key: ADMIN })).body;
+    expect(listed).toEqual([expect.objectContaining({ name: "rest-echo", workersMax: 1, idleTimeout: 2, env: { GREETING: "hi" }, status: "READY" })]);
+    // Bob's template is not offered to this user.
+    await page.getByRole("button", { name: "New endpoint" }).click();
+    const options = await page.getByRole("form", { name: "New endpoint" }).getByLabel("Template").locator("option").allTextContents();
+    expect(options.join()).not.toContain("bobs-template");
+    await page.getByRole("button", { name: "Cancel" }).click();
+  }, 60_000);
+
+  it("edits an endpoint, saying that the change restarts its workers", async () => {
+    await page.getByRole("table", { name: "Endpoints" }).getByRole("link", { name: "rest-echo" }).click();
+    await page.getByRole("heading", { name: "rest-echo", level: 1 }).waitFor();
+    await page.getByRole("button", { name: "Edit" }).click();
+    const form = page.getByRole("form", { name: "Edit endpoint rest-echo" });
+    await form.getByText("apply without restarting workers").waitFor();
+    await form.getByLabel("Workers max").fill("2");
+    await form.getByText("Saving restarts this endpoint's workers (changed: workersMax)").waitFor();
+    await form.getByRole("button", { name: "Save changes" }).click();
+    await page.getByText("Its workers are restarting with the new settings.").waitFor();
+    const id = (await call(`${service.url}/v1/endpoints`, { key: ADMIN })).body[0].id;
+    expect((await call(`${service.url}/v1/endpoints/${id}`, { key: ADMIN })).body.workersMax).toBe(2);
+  }, 60_000);
+
+  it("runs a job with runsync and shows its result, output and logs", async () => {
+    await page.goto(`${service.url}/console/#/endpoints/${echoId}`);
+    await page.getByRole("heading", { name: "echo", level: 1 }).waitFor();
+    await page.getByLabel("Request body (JSON: {input, policy?, webhook?})").fill('{"input": {"hello": "console"}}');
+    await page.getByRole("button", { name: "Send" }).click();
+    const result = page.getByLabel("Result", { exact: true });
+    await result.getByText('"status": "COMPLETED"').waitFor({ timeout: 60_000 });
+    expect(await result.textContent()).toContain('"hello": "console"');
+    // The job is selected: its record, input and logs (the handler's console.log) are shown.
+    await page.getByLabel("Job output").getByText('"echoed"').waitFor();
+    await page.getByLabel("Job input").getByText('"console"').waitFor();
+    await page.getByLabel("Logs of this job output").getByText('echo says {"hello":"console"}').waitFor();
+    await page.getByRole("table", { name: "Recent jobs" }).getByText("COMPLETED").first().waitFor();
+    await shot("endpoint");
+  }, 90_000);
+
+  it("shows a streamed job's chunks as they arrive", async () => {
+    await page.goto(`${service.url}/console/#/endpoints/${tickerId}`);
+    await page.getByRole("heading", { name: "ticker", level: 1 }).waitFor();
+    await page.getByLabel("Request body (JSON: {input, policy?, webhook?})").fill('{"input": {"count": 5, "delayMs": 700}}');
+    await page.getByRole("radio", { name: /run \(queue it/ }).check();
+    await page.getByRole("button", { name: "Send" }).click();
+    const chunks = page.getByRole("list", { name: "Stream chunks" });
+    await chunks.getByText('{"tick":1}').waitFor({ timeout: 60_000 });
+    // The first chunk is on screen before the last one exists: they arrive live, not at the end.
+    const seenEarly = await chunks.locator("li").allTextContents();
+    expect(seenEarly).not.toContain('{"tick":5}');
+    await chunks.getByText('{"tick":5}').waitFor({ timeout: 30_000 });
+    expect(await chunks.locator("li").allTextContents()).toEqual(['{"tick":1}', '{"tick":2}', '{"tick":3}', '{"tick":4}', '{"tick":5}']);
+    await page.getByRole("heading", { name: /^Job / }).getByText("COMPLETED").waitFor();
+  }, 120_000);
+
+  it("cancels a queued job; retry stays off for it, as the job API's rules say", async () => {
+    // One ticker worker at most: a long job holds it and the next job waits in the queue.
+    const long = (await call(`${service.url}/v2/${tickerId}/run`, { key: ADMIN, body: { input: { count: 40, delayMs: 250 } } })).body.id;
+    await until(async () => (await call(`${service.url}/v2/${tickerId}/status/${long}`, { key: ADMIN })).body.status === "IN_PROGRESS", 30_000, 100);
+    await page.getByLabel("Request body (JSON: {input, policy?, webhook?})").fill('{"input": {"count": 1}}');
+    await page.getByRole("radio", { name: /run \(queue it/ }).check();
+    await page.getByRole("button", { name: "Send" }).click();
+    const heading = page.getByRole("heading", { name: /^Job / });
+    await heading.getByText("IN_QUEUE").waitFor();
+    const queuedId = (await heading.locator(".mono").textContent())!.trim();
+    expect(await page.getByRole("button", { name: "Retry job" }).isDisabled()).toBe(true);
+    await page.getByRole("button", { name: "Cancel job" }).click();
+    await heading.getByText("CANCELLED").waitFor();
+    expect((await call(`${service.url}/v2/${tickerId}/status/${queuedId}`, { key: ADMIN })).body.status).toBe("CANCELLED");
+    expect(await page.getByRole("button", { name: "Cancel job" }).isDisabled()).toBe(true);
+    await page.locator(`tr[data-job="${queuedId}"]`).getByText("CANCELLED").waitFor();
+    await call(`${service.url}/v2/${tickerId}/cancel/${long}`, { key: ADMIN, method: "POST" });
+  }, 90_000);
+
+  it("shows the API's error beside the size field of a volume, then creates, resizes and deletes one", async () => {
+    await page.goto(`${service.url}/console/#/volumes`);
+    await page.getByRole("heading", { name: "Network volumes", level: 1 }).waitFor();
+    const form = page.getByRole("form", { name: "New network volume" });
+    await form.getByLabel("Volume name").fill("models");
+    await form.getByLabel("Size (GB)").fill("0");
+    await form.getByRole("button", { name: "Create volume" }).click();
+    const size = form.getByLabel("Size (GB)");
+    await expect.poll(() => size.getAttribute("aria-invalid")).toBe("true");
+    const errorId = (await size.getAttribute("aria-describedby"))!;
+    const message = await page.locator(`[id="${errorId}"]`).textContent();
+    expect(message).toContain("must be at least 10");
+    // The name was fine: no error beside it.
+    expect(await form.getByLabel("Volume name").getAttribute("aria-invalid")).toBe("false");
+    await shot("volumes-error");
+
+    await size.fill("20");
+    await form.getByRole("button", { name: "Create volume" }).click();
+    await page.getByText("Created volume models (20 GB).").waitFor();
+    const row = page.getByRole("table", { name: "Network volumes" }).locator("tr", { hasText: "models" });
+    await row.getByLabel("New size of models (GB)").fill("10");
+    await row.getByRole("button", { name: "Resize" }).click();
+    await row.getByText(/never shrinks/).waitFor();
+    await row.getByLabel("New size of models (GB)").fill("30");
+    await row.getByRole("button", { name: "Resize" }).click();
+    await page.getByRole("table", { name: "Network volumes" }).getByText("30 GB").waitFor();
+    await shot("volumes");
+    await page.getByRole("button", { name: "Delete volume models" }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByText("billable until it is deleted").waitFor();
+    await dialog.getByRole("button", { name: "Delete volume and its data" }).click();
+    await page.getByText("Deleted volume models.").waitFor();
+    expect((await call(`${service.url}/v2/network-volumes`, { key: ADMIN })).body).toEqual([]);
+  }, 60_000);
+
+  it("creates a key shown once, revokes it, and the revoked key is refused", async () => {
+    await page.goto(`${service.url}/console/#/keys`);
+    await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+    const form = page.getByRole("form", { name: "New API key" });
+    await form.getByLabel("Key name").fill("ci runner");
+    await form.getByRole("checkbox", { name: /management:read/ }).check();
+    await form.getByRole("button", { name: "Create key" }).click();
+    const secretBox = page.getByLabel("API key", { exact: true });
+    await secretBox.waitFor();
+    const secret = await secretBox.inputValue();
+    expect(secret.length).toBeGreaterThan(20);
+    await page.getByRole("button", { name: "Copy" }).click();
+    await page.getByText(/Copied to the clipboard|Selected: press Ctrl\+C/).waitFor();
+    const created = (await call(`${service.url}/v1/keys`, { key: ADMIN })).body.find((k: { name: string }) => k.name === "ci runner");
+    expect(created.scopes).toEqual(["jobs:*", "management:read"]);
+    expect((await call(`${service.url}/v2/${echoId}/health`, { key: secret })).status).toBe(200);
+    await shot("keys");
+    await page.getByRole("button", { name: "Done" }).click();
+    // Shown once: the list has no secret in it.
+    expect(await page.locator("body").textContent()).not.toContain(secret);
+
+    await page.getByRole("button", { name: "Revoke key ci runner" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Revoke key" }).click();
+    await page.getByText("Revoked key ci runner.").waitFor();
+    expect((await call(`${service.url}/v2/${echoId}/health`, { key: secret })).status).toBe(401);
+    // The console refuses it too.
+    await page.evaluate(() => sessionStorage.clear());
+    await page.reload();
+    await page.getByLabel("API key").fill(secret);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByText("The service refused this API key").waitFor();
+  }, 60_000);
+
+  it("shows apps with their environments, builds and endpoints", async () => {
+    await signIn(ADMIN);
+    await page.goto(`${service.url}/console/#/apps`);
+    const env = page.locator('[data-environment="console-app/test"]');
+    await env.getByRole("link", { name: "echo" }).waitFor();
+    await env.getByRole("link", { name: "ticker" }).waitFor();
+    expect(await env.textContent()).not.toContain("none yet");
+    await shot("apps");
+  }, 30_000);
+
+  it("deletes a console endpoint after a confirmation saying what goes", async () => {
+    const id = (await call(`${service.url}/v1/endpoints`, { key: ADMIN })).body[0].id;
+    await page.goto(`${service.url}/console/#/endpoints/${id}`);
+    await page.getByRole("heading", { name: "rest-echo", level: 1 }).waitFor();
+    await page.getByRole("button", { name: "Delete" }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByText("configuration, its logs and its job history are deleted").waitFor();
+    // Escape (or Cancel) keeps it.
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+    expect((await call(`${service.url}/v1/endpoints`, { key: ADMIN })).body).toHaveLength(1);
+    await page.getByRole("button", { name: "Delete" }).click();
+    await dialog.getByRole("button", { name: "Delete endpoint" }).click();
+    await page.getByRole("heading", { name: "Endpoints", level: 1 }).waitFor();
+    expect((await call(`${service.url}/v1/endpoints`, { key: ADMIN })).body).toEqual([]);
+  }, 60_000);
+
+  it("never shows a second user's resources, either way", async () => {
+    await page.goto(`${service.url}/console/#/volumes`);
+    await page.getByText("No network volumes.").waitFor();
+    expect(await page.locator("main").textContent()).not.toContain("bobs-private-volume");
+
+    await signIn(bobKey);
+    await page.getByText("No endpoints yet.").waitFor();
+    const endpointsText = await page.locator("main").textContent();
+    for (const name of ["echo", "ticker", "rest-echo"]) expect(endpointsText).not.toMatch(new RegExp(`\\b${name}\\b`));
+    await page.goto(`${service.url}/console/#/volumes`);
+    await page.getByRole("rowheader", { name: /bobs-private-volume/ }).waitFor();
+    await page.goto(`${service.url}/console/#/keys`);
+    await page.getByRole("table", { name: "API keys" }).getByText("bob admin").waitFor();
+    expect(await page.locator("main").textContent()).not.toContain("ci runner");
+    // Bob cannot open the first user's endpoint either: it does not exist for him.
+    await page.goto(`${service.url}/console/#/endpoints/${echoId}`);
+    await page.getByRole("heading", { name: `No endpoint ${echoId}` }).waitFor();
+  }, 60_000);
+});

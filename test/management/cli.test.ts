@@ -1,0 +1,107 @@
+// `svc volume|template|endpoint|keys` as a user runs them (compiled: node bin/svc.js) against a real service:
+// --json results on stdout, human tables otherwise, and API problems (detail and each `errors` entry) on
+// stderr with the API exit code.
+
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { ExitCode } from "../../src/errors.js";
+import { startTestService, type TestService } from "../service/helpers.js";
+
+const run = promisify(execFile);
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+let t: TestService;
+let cwd: string;
+
+beforeAll(async () => {
+  t = await startTestService();
+  cwd = mkdtempSync(join(tmpdir(), "svc-mgmt-cli-"));
+});
+afterAll(async () => {
+  await t?.close();
+  if (cwd) rmSync(cwd, { recursive: true, force: true });
+});
+
+async function svc(args: string[], key = t.key): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [join(repo, "bin", "svc.js"), ...args], {
+      cwd,
+      env: { ...process.env, SVC_API_URL: t.service.url, SVC_API_KEY: key, NO_COLOR: "1" },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+it("creates, lists, gets, updates and deletes volumes", async () => {
+  const created = await svc(["volume", "create", "--name", "models", "--size", "40", "--json"]);
+  expect(created.code).toBe(0);
+  const volume = JSON.parse(created.stdout);
+  expect(volume).toEqual({ id: expect.stringMatching(/^vol/), name: "models", size: 40, dataCenter: "local", type: "STANDARD" });
+
+  const list = await svc(["volume", "list"]);
+  expect(list.stdout).toMatch(/^ID\s+NAME\s+SIZE\s+DATACENTER\s+TYPE$/m);
+  expect(list.stdout).toContain(volume.id);
+  expect(JSON.parse((await svc(["volume", "get", volume.id, "--json"])).stdout)).toEqual(volume);
+  const grown = JSON.parse((await svc(["volume", "update", volume.id, "--size", "80", "--name", "big", "--json"])).stdout);
+  expect(grown).toMatchObject({ id: volume.id, size: 80, name: "big" });
+
+  const shrink = await svc(["volume", "update", volume.id, "--size", "20"]);
+  expect(shrink.code).toBe(ExitCode.api);
+  expect(shrink.stderr).toContain("422 Unprocessable Entity: The network volume update is not valid");
+  expect(shrink.stderr).toContain("- $.size: a volume never shrinks (it has 80 GB; give 80 or more)");
+  const bad = await svc(["volume", "create", "--name", "", "--size", "5", "--data-center", "moon"]);
+  expect(bad.code).toBe(ExitCode.api);
+  expect(bad.stderr).toContain("- $.name: must not be empty");
+  expect(bad.stderr).toContain("- $.size: must be at least 10");
+  expect(bad.stderr).toContain('- $.dataCenter: unknown data center "moon" (known: local)');
+  expect((await svc(["volume", "create", "--name", "x", "--size", "ten"])).code).toBe(ExitCode.usage);
+
+  expect(JSON.parse((await svc(["volume", "delete", volume.id, "--json"])).stdout)).toEqual({ id: volume.id, deleted: true });
+  const missing = await svc(["volume", "get", volume.id]);
+  expect(missing.code).toBe(ExitCode.api);
+  expect(missing.stderr).toContain("404 Not Found");
+}, 60_000);
+
+it("creates templates and endpoints, shows why an endpoint waits, updates and deletes it", async () => {
+  const template = JSON.parse((await svc(["template", "create", "--name", "img", "--image", "ubuntu:24.04", "--env", "A=1", "--json"])).stdout);
+  expect(template).toMatchObject({ name: "img", imageName: "ubuntu:24.04", env: { A: "1" } });
+  expect((await svc(["template", "list"])).stdout).toContain(template.id);
+
+  const created = await svc(["endpoint", "create", "--name", "api", "--template", template.id, "--gpu", "ADA_24,AMPERE_48", "--workers-max", "2", "--json"]);
+  expect(created.code).toBe(0);
+  const endpoint = JSON.parse(created.stdout);
+  expect(endpoint).toMatchObject({ name: "api", gpuTypeIds: ["ADA_24", "AMPERE_48"], workersMax: 2, status: "WAITING", url: `${t.service.url}/v2/${endpoint.id}` });
+  expect(created.stderr).toContain("none of the GPU types ADA_24, AMPERE_48 is available on this host");
+  expect((await svc(["endpoint", "list"])).stdout).toMatch(new RegExp(`${endpoint.id}\\s+api\\s+WAITING`));
+  const updated = JSON.parse((await svc(["endpoint", "update", endpoint.id, "--idle-timeout", "30", "--json"])).stdout);
+  expect(updated).toMatchObject({ id: endpoint.id, idleTimeout: 30 });
+  const wrong = await svc(["endpoint", "update", endpoint.id, "--workers-min", "5"]);
+  expect(wrong.code).toBe(ExitCode.api);
+  expect(wrong.stderr).toContain("- $.workersMin: must not exceed workersMax (2)");
+  expect((await svc(["endpoint", "delete", endpoint.id])).stdout).toContain(`deleted endpoint ${endpoint.id}`);
+  expect((await svc(["endpoint", "get", endpoint.id])).code).toBe(ExitCode.api);
+}, 60_000);
+
+it("creates, lists and revokes keys; a revoked key is refused", async () => {
+  const created = await svc(["keys", "create", "--scope", "management:read", "--name", "ci", "--json"]);
+  const key = JSON.parse(created.stdout);
+  expect(key).toMatchObject({ name: "ci", userId: "default", scopes: ["management:read"], key: expect.stringMatching(/^svc_/) });
+  expect((await svc(["volume", "list", "--json"], key.key)).code).toBe(0);
+  const forbidden = await svc(["volume", "create", "--name", "n", "--size", "10"], key.key);
+  expect(forbidden.code).toBe(ExitCode.api);
+  expect(forbidden.stderr).toContain("403 Forbidden");
+  const list = await svc(["keys", "list"]);
+  expect(list.stdout).toMatch(new RegExp(`${key.id}\\s+ci\\s+default\\s+management:read`));
+  expect(list.stdout).not.toContain(key.key);
+  expect((await svc(["keys", "revoke", key.id])).stdout).toContain(`revoked API key ${key.id}`);
+  const refused = await svc(["volume", "list"], key.key);
+  expect(refused.code).toBe(ExitCode.api);
+  expect(refused.stderr).toContain("401 Unauthorized");
+}, 60_000);

@@ -1,0 +1,142 @@
+// The official `openai` client against the REAL service route: fixtures/llm-echo built for real, deployed to a
+// real service whose scaler runs it in real worker processes. A chat becomes a job; its stream chunks (with
+// their metrics) come back as the reply.
+
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startApp, type LiveApp } from "../lb/harness.js";
+
+let app: LiveApp;
+let client: OpenAI;
+let baseURL: string;
+let endpointId: string;
+
+beforeAll(async () => {
+  app = await startApp("fixtures/llm-echo", { resources: { "llm-echo": { workersMin: 0, workersMax: 1, retries: 0 } } });
+  endpointId = app.endpoints.find((e) => e.name === "llm-echo")!.id;
+  baseURL = `${app.service.url}/v2/${endpointId}/openai/v1`;
+  client = new OpenAI({ baseURL, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
+});
+
+afterAll(async () => {
+  await app?.close();
+});
+
+const messages = [
+  { role: "system" as const, content: "Repeat after me." },
+  { role: "user" as const, content: "the lighthouse keeps its light" },
+];
+
+describe("the OpenAI route of the service", () => {
+  it("completes a chat without streaming", async () => {
+    const completion = await client.chat.completions.create({ model: "llm-echo", messages, max_tokens: 50 });
+    expect(completion.object).toBe("chat.completion");
+    expect(completion.id).toMatch(/^chatcmpl-/);
+    expect(completion.model).toBe("llm-echo");
+    expect(completion.choices[0]!.message).toMatchObject({ role: "assistant", content: "You said: the lighthouse keeps its light" });
+    expect(completion.choices[0]!.finish_reason).toBe("stop");
+    expect(completion.usage!.total_tokens).toBe(completion.usage!.prompt_tokens + completion.usage!.completion_tokens);
+    expect(completion.usage!.completion_tokens).toBeGreaterThan(0);
+  });
+
+  it("completes the same chat with streaming, as chat.completion.chunk events ending the stream", async () => {
+    const stream = await client.chat.completions.create({ model: "llm-echo", messages, stream: true, stream_options: { include_usage: true } });
+    const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks[0]!.choices[0]!.delta.role).toBe("assistant");
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? "").join("")).toBe("You said: the lighthouse keeps its light");
+    expect(chunks.filter((c) => c.choices[0]?.delta.content).length).toBeGreaterThan(3);
+    expect(chunks.filter((c) => c.choices[0]?.finish_reason).map((c) => c.choices[0]!.finish_reason)).toEqual(["stop"]);
+    expect(chunks.at(-1)!.usage!.completion_tokens).toBeGreaterThan(0);
+    for (const chunk of chunks) expect(chunk.object).toBe("chat.completion.chunk");
+  });
+
+  it("surfaces a 422 for an invalid request through the client's error", async () => {
+    const err = await client.chat.completions
+      .create({ model: "llm-echo", messages: [{ role: "user", content: 42 as unknown as string }], temperature: 5 })
+      .then(
+        () => undefined,
+        (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+      );
+    expect(err).toBeInstanceOf(OpenAI.UnprocessableEntityError);
+    expect(err!.status).toBe(422);
+    expect(err!.message).toContain("$.messages[0].content: must be a string");
+    expect(err!.message).toContain("$.temperature");
+    expect(err!.param).toBe("messages[0].content");
+  });
+
+  it("answers a bad key with a 401 the client reads, and lists the models", async () => {
+    const stranger = new OpenAI({ baseURL, apiKey: "not-a-key", maxRetries: 0 });
+    const err = await stranger.models.list().then(
+      () => undefined,
+      (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+    );
+    expect(err).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(err!.message).toMatch(/^401 The API key is not valid/);
+    const page = await client.models.list();
+    expect(page.data.map((m) => m.id)).toEqual(["llm-echo"]);
+  });
+
+  it("keeps the chunks' metrics in the job's stream", async () => {
+    // The same request as a job: /stream returns each chunk's output and the metrics textGeneration reported.
+    const headers = { authorization: `Bearer ${app.key}`, "content-type": "application/json" };
+    const input = { openai: { route: "/v1/chat/completions", input: { model: "llm-echo", messages, stream: true } } };
+    const run = (await (await fetch(`${app.service.url}/v2/${endpointId}/runsync`, { method: "POST", headers, body: JSON.stringify({ input }) })).json()) as {
+      id: string;
+      status: string;
+    };
+    expect(run.status).toBe("COMPLETED");
+    const stream = (await (await fetch(`${app.service.url}/v2/${endpointId}/stream/${run.id}`, { headers })).json()) as {
+      stream: Array<{ output: { text: string[]; output_tokens: number }; metrics?: Record<string, unknown> }>;
+    };
+    expect(stream.stream.length).toBeGreaterThan(3);
+    stream.stream.forEach((chunk, i) => {
+      expect(Array.isArray(chunk.output.text)).toBe(true);
+      expect(chunk.metrics).toMatchObject({ scenario: "openai-chat", stream_index: i, output_tokens: chunk.output.output_tokens });
+      expect(chunk.metrics).toHaveProperty("avg_gen_throughput");
+    });
+  });
+});
+
+describe("a generation that fails midway, on an endpoint with retries", () => {
+  let retrying: LiveApp;
+  beforeAll(async () => {
+    retrying = await startApp("fixtures/llm-echo", { resources: { "llm-echo": { workersMin: 0, workersMax: 1, retries: 2 } } });
+  });
+  afterAll(async () => {
+    await retrying?.close();
+  });
+
+  it("ends a stream with an error the client raises, and does not retry it (its text went out already)", async () => {
+    const id = retrying.endpoints[0]!.id;
+    const failing = new OpenAI({ baseURL: `${retrying.service.url}/v2/${id}/openai/v1`, apiKey: retrying.key, maxRetries: 0 });
+    const stream = await failing.chat.completions.create({ model: "llm-echo", messages: [{ role: "user", content: "please fail now" }], stream: true });
+    const received: string[] = [];
+    const failure = await (async () => {
+      for await (const chunk of stream) received.push(chunk.choices[0]?.delta.content ?? "");
+    })().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(failure).toBeInstanceOf(OpenAI.APIError);
+    expect((failure as Error).message).toMatch(/asked to fail/);
+    expect(received.join("")).toBe("You said:");
+    // The job failed once, with no retry.
+    const health = (await (await fetch(`${retrying.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${retrying.key}` } })).json()) as {
+      jobs: { failed: number; retried: number };
+    };
+    expect(health.jobs).toMatchObject({ failed: 1, retried: 0 });
+
+    const plain = await failing.chat.completions.create({ model: "llm-echo", messages: [{ role: "user", content: "please fail again" }] }).then(
+      () => undefined,
+      (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+    );
+    expect(plain?.status).toBe(500);
+    expect(plain?.message).toMatch(/asked to fail/);
+    // A plain reply may use the endpoint's retries: 2 more attempts.
+    const after = (await (await fetch(`${retrying.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${retrying.key}` } })).json()) as {
+      jobs: { failed: number; retried: number };
+    };
+    expect(after.jobs).toMatchObject({ failed: 2, retried: 2 });
+  });
+});
