@@ -34,8 +34,13 @@ export function resolveAdminKey(dataDir: string): { key: string; source: "env" |
   return { key, source: "generated", file };
 }
 
-async function loadDriver(kind: string, dataDir: string): Promise<WorkerDriver | undefined> {
+async function loadDriver(kind: string, dataDir: string, log: (message: string) => void): Promise<WorkerDriver | undefined> {
   if (kind === "none") return undefined;
+  if (kind === "docker") {
+    // Workers as containers from the locally built svc-worker images (see docs/docker.md).
+    const { createDockerDriver } = await import("../../drivers/docker.js");
+    return createDockerDriver({ log });
+  }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
   let mod: { createProcessDriver?: (options?: { cacheDir?: string }) => WorkerDriver };
@@ -59,19 +64,19 @@ export function register(program: Command): void {
     .option("--host <host>", "address to listen on", "127.0.0.1")
     .option("--port <port>", "port to listen on (0: any free port)", String(DEFAULT_SERVER_PORT))
     .option("--data-dir <dir>", "where the SQLite file, artifacts and the admin key live (default ~/.svc/data or $SVC_DATA_DIR)")
-    .option("--workers <driver>", "where workers run: process or none", "process")
+    .option("--workers <driver>", "where workers run: process, docker or none", "process")
     .option("--public-url <url>", "the address clients use, when it differs from host:port")
     .action(async (opts: { host: string; port: string; dataDir?: string; workers: string; publicUrl?: string }) => {
       const out = createOutput();
       const port = Number(opts.port);
       if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be 0..65535, not "${opts.port}"`);
-      if (opts.workers !== "process" && opts.workers !== "none") {
-        throw new UsageError(`--workers must be "process" or "none", not "${opts.workers}"`);
+      if (!["process", "docker", "none"].includes(opts.workers)) {
+        throw new UsageError(`--workers must be "process", "docker" or "none", not "${opts.workers}"`);
       }
       const dataDir = resolve(opts.dataDir ?? defaultDataDir());
       mkdirSync(dataDir, { recursive: true });
       const admin = resolveAdminKey(dataDir);
-      const driver = await loadDriver(opts.workers, dataDir);
+      const driver = await loadDriver(opts.workers, dataDir, (message) => out.info(message));
       let service;
       try {
         service = await startService({
@@ -93,6 +98,7 @@ export function register(program: Command): void {
       if (admin.source === "generated") out.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
       else if (admin.source === "file") out.info(`admin API key: ${admin.file}`);
       else out.info("admin API key: SVC_API_KEY");
+      out.info(`web console: ${service.url}/console/`);
       process.stdout.write(`${service.url}\n`);
 
       await new Promise<void>((done) => {

@@ -1,3 +1,4 @@
+import { lbEndpointUrl } from "../lb/index.js";
 // issue 5: the service's app, environment and build routes (all under /v1/apps, user keys; changes need an
 // admin key). The service is the one truth about what exists: apps, environments, uploaded builds, and which
 // build each environment runs.
@@ -55,6 +56,11 @@ async function jsonBody(req: IncomingMessage): Promise<Record<string, unknown>> 
   return body;
 }
 
+/** Queue endpoints are addressed by their job API base; load-balanced ones by their own address. */
+function endpointUrl(serviceUrl: string, id: string, type: string): string {
+  return type === "lb" ? lbEndpointUrl(serviceUrl, id) : `${serviceUrl}/v2/${id}`;
+}
+
 function endpointsOf(ctx: ApiContext, userId: string, app: string, env?: string): EndpointRow[] {
   return [...ctx.endpoints.values()]
     .filter((e) => e.userId === userId && e.app === app && (env === undefined || e.env === env))
@@ -65,7 +71,7 @@ function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Re
   return {
     name: e.name,
     id: e.id,
-    url: `${ctx.url}/v2/${e.id}`,
+    url: endpointUrl(ctx.url, e.id, e.type),
     type: e.type,
     routes: Object.keys(routes[e.name] ?? {}).sort(),
     workersMin: e.resource.workersMin,
@@ -287,7 +293,7 @@ function buildJson(b: { id: string; app: string; size: number; fingerprint: stri
 function planJson(ctx: ApiContext, plan: ActivationPlan, routes: Record<string, Record<string, string>>, applied: boolean) {
   return {
     applied,
-    endpoints: plan.endpoints.map((e) => ({ ...e, url: `${ctx.url}/v2/${e.id}`, routes: Object.keys(routes[e.name] ?? {}).sort() })),
+    endpoints: plan.endpoints.map((e) => ({ ...e, url: endpointUrl(ctx.url, e.id, e.type), routes: Object.keys(routes[e.name] ?? {}).sort() })),
     remove: plan.remove,
   };
 }
