@@ -176,7 +176,7 @@ describe("svc deploy against a running svc server", () => {
       ["worker", "queue", "create"],
     ]);
     expect(endpointOf(production, "api").routes).toEqual(["GET /status", "POST /process"]);
-    for (const e of production.endpoints) expect(e.url).toBe(`${url}/v2/${e.id}`);
+    for (const e of production.endpoints) expect(e.url).toBe(e.type === "lb" ? `${url}/lb/${e.id}` : `${url}/v2/${e.id}`);
     expect(production.curl).toContain('-H "Authorization: Bearer $SVC_API_KEY"');
     expect(production.curl).toMatch(/^curl -s -X POST http:\/\/127\.0\.0\.1:\d+\/v2\/[a-f0-9]+\/runsync /);
     // The service is the truth: the environment lists the same endpoints (the LB one with its routes).
@@ -202,9 +202,13 @@ describe("svc deploy against a running svc server", () => {
     expect(first.output).toEqual({ length: 3, calls: 1 });
     expect(second.output).toEqual({ length: 5, calls: 2 });
 
-    // Load-balanced: provisioned and listed; it has no job API.
-    const lb = await api("POST", `${endpointOf(production, "api").url}/runsync`, { input: {} });
+    // Load-balanced: served at its own address; it has no job API.
+    const lbEndpoint = endpointOf(production, "api");
+    const lb = await api("POST", `/v2/${lbEndpoint.id}/runsync`, { input: {} });
     expect(lb.status).toBe(400);
+    const doubled = await api("POST", `${lbEndpoint.url}/process`, { n: 21 });
+    expect(doubled.status).toBe(200);
+    expect(doubled.body).toEqual({ doubled: 42 });
   });
 
   it("a function of one endpoint calls another endpoint's function; the callee's failure carries its job id", async () => {
