@@ -17,6 +17,7 @@ import type Docker from "dockerode";
 import { errorMessage, UserError } from "../errors.js";
 import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, labelFilter, LABELS, START_ENGINE_HINT } from "./docker-engine.js";
 import { startForwarder, type Forwarder } from "./docker-forwarder.js";
+import { applyProtocolEnv } from "./env.js";
 import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
 import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
@@ -122,25 +123,7 @@ export interface ContainerPlan {
 /** Worker environment (docs/worker-protocol.md): the endpoint's variables, then protocol ones that win. Pure. */
 export function containerEnv(launch: WorkerLaunch, apiUrl: string, hasVolume: boolean): string[] {
   const env: Record<string, string> = { ...launch.environment };
-  const protocol: Record<string, string | undefined> = {
-    SVC_API_URL: apiUrl,
-    SVC_WORKER_ID: launch.workerId,
-    SVC_WORKER_TOKEN: launch.workerToken,
-    SVC_ENDPOINT_ID: launch.endpointId,
-    SVC_ENDPOINT_NAME: launch.endpointName,
-    SVC_APP: launch.app,
-    SVC_ENV: launch.env,
-    SVC_API_KEY: launch.apiKey,
-    SVC_ARTIFACT: ARTIFACT_MOUNT,
-    SVC_MAX_CONCURRENCY: String(launch.maxConcurrency),
-    SVC_VOLUME_PATH: hasVolume ? VOLUME_MOUNT : undefined,
-  };
-  for (const [key, value] of Object.entries(protocol)) {
-    if (value !== undefined && value !== "") env[key] = value;
-    else delete env[key];
-  }
-  // A host-side artifact directory means nothing inside the container.
-  delete env.SVC_ARTIFACT_DIR;
+  applyProtocolEnv(env, launch, { apiUrl, artifact: ARTIFACT_MOUNT, volumePath: hasVolume ? VOLUME_MOUNT : undefined });
   return Object.entries(env).map(([key, value]) => `${key}=${value}`);
 }
 

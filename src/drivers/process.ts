@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { extractArtifactCached } from "../artifact/extract.js";
+import { applyProtocolEnv } from "./env.js";
 import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
 
 export interface ProcessDriverOptions {
@@ -41,25 +42,13 @@ export function workerEnvironment(launch: WorkerLaunch, artifactDir: string, bas
     if (!key.startsWith("SVC_") && value !== undefined) env[key] = value;
   }
   Object.assign(env, launch.environment);
-  const protocol: Record<string, string | undefined> = {
-    SVC_API_URL: launch.apiUrl,
-    SVC_WORKER_ID: launch.workerId,
-    SVC_WORKER_TOKEN: launch.workerToken,
-    SVC_ENDPOINT_ID: launch.endpointId,
-    SVC_ENDPOINT_NAME: launch.endpointName,
-    SVC_APP: launch.app,
-    SVC_ENV: launch.env,
-    SVC_API_KEY: launch.apiKey,
-    SVC_ARTIFACT: launch.artifactPath,
-    SVC_ARTIFACT_DIR: artifactDir,
-    SVC_MAX_CONCURRENCY: String(launch.maxConcurrency),
-    SVC_VOLUME_PATH: launch.volumePath,
-    SVC_PARENT_PID: String(parentPid),
-  };
-  for (const [key, value] of Object.entries(protocol)) {
-    if (value !== undefined && value !== "") env[key] = value;
-    else delete env[key];
-  }
+  applyProtocolEnv(env, launch, {
+    apiUrl: launch.apiUrl,
+    artifact: launch.artifactPath,
+    artifactDir,
+    volumePath: launch.volumePath,
+    parentPid,
+  });
   return env;
 }
 
