@@ -18,11 +18,18 @@ import { errorMessage, UserError } from "../errors.js";
 import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, labelFilter, LABELS, START_ENGINE_HINT } from "./docker-engine.js";
 import { startForwarder, type Forwarder } from "./docker-forwarder.js";
 import { applyProtocolEnv } from "./env.js";
+import { readMarkedLine } from "../runtime/output-marks.js";
 import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
 import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 /** The host name workers use for the service (an ExtraHosts entry pointing at the network's gateway). */
 export const SERVICE_HOST_ALIAS = "svc-api";
+
+/**
+ * The port a load-balanced worker's HTTP server listens on inside its container (on 0.0.0.0); the driver
+ * publishes it on the host's 127.0.0.1 at a free port, which the service's proxy uses.
+ */
+export const LB_CONTAINER_PORT = 8080;
 
 export interface DockerDriverOptions {
   /** Engine client (default: DOCKER_HOST or the local socket). */
@@ -48,6 +55,8 @@ export interface DockerDriverOptions {
   closeGraceMs?: number;
   /** Operator messages (warnings such as the CPU fallback). */
   log?: (message: string) => void;
+  /** Extra labels on everything the driver creates (containers, networks, volumes), e.g. a preview's owner. */
+  labels?: Record<string, string>;
 }
 
 export interface DockerWorkerHandle extends WorkerHandle {
@@ -118,17 +127,22 @@ export interface ContainerPlan {
   volume?: string;
   requestGpus: boolean;
   publish: Array<{ containerPort: number; hostPort?: number }>;
+  /** Load-balanced workers: the container port their HTTP server listens on (on all interfaces). */
+  httpPort?: number;
 }
 
 /** Worker environment (docs/worker-protocol.md): the endpoint's variables, then protocol ones that win. Pure. */
-export function containerEnv(launch: WorkerLaunch, apiUrl: string, hasVolume: boolean): string[] {
+export function containerEnv(launch: WorkerLaunch, apiUrl: string, hasVolume: boolean, httpPort?: number): string[] {
   const env: Record<string, string> = { ...launch.environment };
-  applyProtocolEnv(env, launch, { apiUrl, artifact: ARTIFACT_MOUNT, volumePath: hasVolume ? VOLUME_MOUNT : undefined });
+  // A server on the container's loopback is unreachable from the host: LB workers listen on every interface.
+  const http = httpPort === undefined ? undefined : { host: "0.0.0.0", port: httpPort };
+  applyProtocolEnv(env, launch, { apiUrl, artifact: ARTIFACT_MOUNT, volumePath: hasVolume ? VOLUME_MOUNT : undefined, http });
   return Object.entries(env).map(([key, value]) => `${key}=${value}`);
 }
 
-export function containerLabels(launch: WorkerLaunch, session: string): Record<string, string> {
+export function containerLabels(launch: WorkerLaunch, session: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
+    ...extra,
     [LABELS.managed]: "true",
     [LABELS.app]: launch.app,
     [LABELS.env]: launch.env,
@@ -162,12 +176,19 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
   return {
     name: plan.name,
     Image: plan.image,
-    Env: containerEnv(launch, plan.apiUrl, Boolean(plan.volume)),
+    Env: containerEnv(launch, plan.apiUrl, Boolean(plan.volume), plan.httpPort),
     Labels: plan.labels,
     ExposedPorts: exposed,
     HostConfig: hostConfig,
     NetworkingConfig: { EndpointsConfig: { [plan.network]: { Aliases: [dockerNamePart(launch.endpointName)] } } },
   };
+}
+
+/** Ports a launch publishes: the driver's own, plus the LB server's port for a load-balanced endpoint. Pure. */
+export function publishedPorts(launch: Pick<WorkerLaunch, "loadBalanced">, publish: ReadonlyArray<{ containerPort: number; hostPort?: number }> = []) {
+  const ports = [...publish];
+  if (launch.loadBalanced && !ports.some((p) => p.containerPort === LB_CONTAINER_PORT)) ports.push({ containerPort: LB_CONTAINER_PORT });
+  return ports;
 }
 
 /** Exit status of a container -> WorkerExit: 128+n from a signal (docker kill, OOM) reads as that signal. */
@@ -335,7 +356,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
         info = (await docker.getNetwork(name).inspect()) as Docker.NetworkInspectInfo;
       } catch (err) {
         if (dockerStatus(err) !== 404) throw err;
-        const labels: Record<string, string> = { [LABELS.managed]: "true", [LABELS.session]: session };
+        const labels: Record<string, string> = { ...options.labels, [LABELS.managed]: "true", [LABELS.session]: session };
         if (networkScope === "app-env") Object.assign(labels, { [LABELS.app]: launch.app, [LABELS.env]: launch.env });
         try {
           await docker.createNetwork({ Name: name, Driver: "bridge", CheckDuplicate: true, Labels: labels });
@@ -363,7 +384,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   const volumeNamed = (volume: { name: string; key: string }, launch: WorkerLaunch) =>
     memo(volumes, volume.name, async () => {
       const docker = await engine();
-      const labels: Record<string, string> = { [LABELS.managed]: "true", [LABELS.volume]: volume.key, [LABELS.app]: launch.app, [LABELS.env]: launch.env };
+      const labels: Record<string, string> = { ...options.labels, [LABELS.managed]: "true", [LABELS.volume]: volume.key, [LABELS.app]: launch.app, [LABELS.env]: launch.env };
       if (volumeLifetime === "session") labels[LABELS.session] = session;
       // Creating an existing volume returns it unchanged: its data stays.
       await docker.createVolume({ Name: volume.name, Labels: labels });
@@ -402,10 +423,11 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       network: network.name,
       serviceHostIp,
       apiUrl,
-      labels: containerLabels(launch, session),
+      labels: containerLabels(launch, session, options.labels),
       volume: volume?.name,
       requestGpus: decision.requestGpus,
-      publish: options.publish ?? [],
+      publish: publishedPorts(launch, options.publish),
+      httpPort: launch.loadBalanced ? LB_CONTAINER_PORT : undefined,
     };
     let container: Docker.Container;
     try {
@@ -456,6 +478,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       containerId: container.id,
       containerName: plan.name,
       ports,
+      address: launch.loadBalanced && ports[LB_CONTAINER_PORT] ? `http://127.0.0.1:${ports[LB_CONTAINER_PORT]}` : undefined,
       exited,
       stop(graceMs) {
         // docker stop: SIGTERM (forwarded by docker-init to the runtime, which drains), SIGKILL after t seconds.
@@ -542,7 +565,7 @@ function pipeLogs(docker: Docker, attached: NodeJS.ReadableStream, onLog: (line:
         const reader = createInterface({ input: name === "stdout" ? stdout : stderr, crlfDelay: Infinity });
         reader.on("line", (text) => {
           try {
-            onLog({ ts: Date.now(), stream: name, text });
+            onLog({ ts: Date.now(), ...readMarkedLine(name, text) });
           } catch {
             // a failing log sink must not take the log stream down
           }

@@ -1,6 +1,7 @@
 // The protocol variables every worker gets (docs/worker-protocol.md), shared by the drivers: they differ only in
 // where the service, the artifact and the volume are as the worker sees them.
 
+import { OUTPUT_CAPTURED_ENV } from "../runtime/output-marks.js";
 import type { WorkerLaunch } from "./types.js";
 
 export interface WorkerPlacement {
@@ -9,6 +10,8 @@ export interface WorkerPlacement {
   artifactDir?: string;
   volumePath?: string;
   parentPid?: number;
+  /** Where a load-balanced worker listens (SVC_HTTP_HOST/PORT); unset: the runtime's default, loopback on any port. */
+  http?: { host: string; port: number };
 }
 
 /**
@@ -30,9 +33,16 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
     SVC_MAX_CONCURRENCY: String(launch.maxConcurrency),
     SVC_VOLUME_PATH: placement.volumePath,
     SVC_PARENT_PID: placement.parentPid === undefined ? undefined : String(placement.parentPid),
+    // Both drivers read the worker's stdout/stderr, so the runtime marks job lines instead of shipping them.
+    [OUTPUT_CAPTURED_ENV]: "1",
   };
   for (const [key, value] of Object.entries(protocol)) {
     if (value !== undefined && value !== "") env[key] = value;
     else delete env[key];
+  }
+  // Only when the driver needs a reachable address: the process driver keeps the runtime's loopback default.
+  if (placement.http) {
+    env.SVC_HTTP_HOST = placement.http.host;
+    env.SVC_HTTP_PORT = String(placement.http.port);
   }
 }

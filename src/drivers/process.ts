@@ -10,6 +10,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { extractArtifactCached } from "../artifact/extract.js";
 import { applyProtocolEnv } from "./env.js";
+import { readMarkedLine } from "../runtime/output-marks.js";
 import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
 
 export interface ProcessDriverOptions {
@@ -91,7 +92,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
         if (!stream) continue;
         createInterface({ input: stream, crlfDelay: Infinity }).on("line", (text) => {
           try {
-            launch.onLog({ ts: Date.now(), stream: name, text });
+            launch.onLog({ ts: Date.now(), ...readMarkedLine(name, text) });
           } catch {
             // a failing log sink must not take the worker's pipes down
           }

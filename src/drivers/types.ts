@@ -3,8 +3,11 @@
 
 export interface WorkerLogLine {
   ts: number;
-  stream: "stdout" | "stderr";
+  /** "log": a note of the runtime or the driver itself. */
+  stream: "stdout" | "stderr" | "log";
   text: string;
+  /** The job whose code wrote the line (read from the runtime's output marks). */
+  jobId?: string;
 }
 
 export interface WorkerLaunch {
@@ -29,6 +32,8 @@ export interface WorkerLaunch {
   volumePath?: string;
   /** Name of the endpoint's network volume, when it has one (the Docker driver mounts a Docker volume of that name). */
   volumeName?: string;
+  /** A load-balanced endpoint: the worker serves HTTP routes, which the service must be able to reach. */
+  loadBalanced?: boolean;
   onLog(line: WorkerLogLine): void;
 }
 
@@ -45,6 +50,11 @@ export interface WorkerHandle {
   stop(graceMs: number): Promise<WorkerExit>;
   /** Kill at once (SIGKILL). */
   kill(): void;
+  /**
+   * Where the service reaches a load-balanced worker's HTTP server, when the driver knows better than the worker
+   * (a container's port published on the host); the service prefers it to the address the worker registers.
+   */
+  readonly address?: string;
 }
 
 export interface WorkerDriver {

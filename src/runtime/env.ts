@@ -1,6 +1,7 @@
 // What a worker learns from its environment at start (docs/worker-protocol.md, "What a worker gets at start").
 
 import { UserError } from "../errors.js";
+import { OUTPUT_CAPTURED_ENV } from "./output-marks.js";
 
 export interface WorkerSettings {
   apiUrl: string;
@@ -28,6 +29,8 @@ export interface WorkerSettings {
   /** Load-balanced endpoints: where the worker serves its routes (default 127.0.0.1, any free port). */
   httpHost: string;
   httpPort: number;
+  /** A driver captures this process's stdout/stderr (SVC_OUTPUT_CAPTURED=1): lines are marked, not shipped. */
+  outputCaptured: boolean;
 }
 
 function positiveInt(name: string, raw: string | undefined, fallback: number, problems: string[]): number {
@@ -71,6 +74,7 @@ export function readWorkerEnv(env: NodeJS.ProcessEnv): WorkerSettings {
     orphanExitMs: positiveInt("SVC_ORPHAN_EXIT_MS", env.SVC_ORPHAN_EXIT_MS, 15_000, problems),
     httpHost: optional("SVC_HTTP_HOST") ?? "127.0.0.1",
     httpPort: env.SVC_HTTP_PORT ? positiveInt("SVC_HTTP_PORT", env.SVC_HTTP_PORT, 0, problems) : 0,
+    outputCaptured: env[OUTPUT_CAPTURED_ENV] === "1",
   };
   if (!settings.artifact && !settings.artifactDir) problems.push("one of SVC_ARTIFACT or SVC_ARTIFACT_DIR must be set");
   if (settings.apiUrl && !/^https?:\/\//.test(settings.apiUrl)) problems.push(`SVC_API_URL must be an http(s) URL (got "${settings.apiUrl}")`);

@@ -2,6 +2,7 @@ import { Console } from "node:console";
 import { describe, expect, it } from "vitest";
 import type { LogLine } from "./api.js";
 import { captureProcessOutput, jobScope, LogShipper } from "./logs.js";
+import { readMarkedLine } from "./output-marks.js";
 
 const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -41,6 +42,33 @@ describe("log capture", () => {
     }
     expect(lines.find((l) => l.text === "outside any job")).toMatchObject({ stream: "stdout" });
     expect(lines.find((l) => l.text === "outside any job")?.jobId).toBeUndefined();
+  });
+
+  it("under a driver (marked), ships nothing and marks the lines a job writes in the raw output", async () => {
+    const posted: LogLine[][] = [];
+    const shipper = new LogShipper({ post: async (lines) => void posted.push(lines), intervalMs: 5 });
+    const raw: string[] = [];
+    const realWrite = process.stdout.write;
+    // The recorder stands where the driver's pipe is: what the runtime's hook passes on is what the driver reads.
+    process.stdout.write = ((chunk: unknown) => raw.push(String(chunk)) > 0) as typeof process.stdout.write;
+    const restore = captureProcessOutput(shipper, { marked: true });
+    try {
+      await jobScope.run("job-7", async () => {
+        process.stdout.write("one\ntwo\n");
+      });
+      process.stdout.write("outside\n");
+      await shipper.flush();
+    } finally {
+      restore();
+      process.stdout.write = realWrite;
+    }
+    expect(posted).toEqual([]);
+    const lines = raw.join("").split("\n").filter(Boolean).map((line) => readMarkedLine("stdout", line));
+    expect(lines).toEqual([
+      { stream: "stdout", text: "one", jobId: "job-7" },
+      { stream: "stdout", text: "two", jobId: "job-7" },
+      { stream: "stdout", text: "outside" },
+    ]);
   });
 
   it("batches lines and keeps them while posting fails, within a bound", async () => {

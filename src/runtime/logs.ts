@@ -4,6 +4,7 @@
 
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { LogLine } from "./api.js";
+import { jobMark, markChunk } from "./output-marks.js";
 
 export const jobScope = new AsyncLocalStorage<string>();
 
@@ -89,11 +90,15 @@ export class LogShipper {
 
 type Write = typeof process.stdout.write;
 
+function chunkText(chunk: unknown): string {
+  return typeof chunk === "string" ? chunk : Buffer.isBuffer(chunk) || chunk instanceof Uint8Array ? Buffer.from(chunk).toString("utf8") : String(chunk);
+}
+
 /**
- * Tee process.stdout/stderr into `shipper`. Returns an undo function. Only output written while a job is in
- * scope, or any output when `all` is set, is shipped.
+ * Tee process.stdout/stderr into `shipper` (every write), or, when a driver captures this process's output
+ * (`marked`), ship nothing and mark the lines a job writes instead (see output-marks.ts). Returns an undo function.
  */
-export function captureProcessOutput(shipper: LogShipper, all = true): () => void {
+export function captureProcessOutput(shipper: LogShipper, options: { marked?: boolean } = {}): () => void {
   const originals: Array<[NodeJS.WriteStream, Write]> = [];
   for (const [stream, name] of [
     [process.stdout, "stdout"],
@@ -101,12 +106,16 @@ export function captureProcessOutput(shipper: LogShipper, all = true): () => voi
   ] as const) {
     const original = stream.write;
     originals.push([stream, original]);
+    let atLineStart = true;
     stream.write = function (this: NodeJS.WriteStream, chunk: unknown, ...rest: unknown[]) {
       try {
         const jobId = jobScope.getStore();
-        if (all || jobId) {
-          const text = typeof chunk === "string" ? chunk : Buffer.isBuffer(chunk) || chunk instanceof Uint8Array ? Buffer.from(chunk).toString("utf8") : String(chunk);
-          shipper.add(name, text, jobId);
+        if (!options.marked) {
+          shipper.add(name, chunkText(chunk), jobId);
+        } else {
+          const marked = markChunk(chunkText(chunk), jobId ? jobMark(jobId) : "", atLineStart);
+          atLineStart = marked.atLineStart;
+          if (jobId) chunk = marked.text;
         }
       } catch {
         // logging must never break the handler's write

@@ -14,6 +14,7 @@ import { readWorkerEnv, type WorkerSettings } from "./env.js";
 import { handlerPath, importHandler, installRuntimeContext } from "./handler.js";
 import { captureProcessOutput, jobScope, LogShipper } from "./logs.js";
 import { WorkerLoop } from "./loop.js";
+import { noteMark } from "./output-marks.js";
 import { isLoadBalancedEndpoint, serveRoutes, type RouteServer } from "./lb.js";
 
 const writeStderr = process.stderr.write.bind(process.stderr);
@@ -46,11 +47,13 @@ async function main(): Promise<number> {
   const shipper = new LogShipper({
     post: (lines) => api.post("log", { workerId: settings.workerId, lines }).then(() => undefined),
   });
+  // Under a driver, the driver captures this process's output: mark lines instead of shipping them twice.
+  const marked = settings.outputCaptured;
   const note = (text: string) => {
-    writeStderr(`[svc-runtime] ${text}\n`);
-    shipper.add("log", text);
+    writeStderr(`${marked ? noteMark(jobScope.getStore()) : ""}[svc-runtime] ${text}\n`);
+    if (!marked) shipper.add("log", text);
   };
-  const restoreOutput = captureProcessOutput(shipper);
+  const restoreOutput = captureProcessOutput(shipper, { marked });
 
   let handler: LoadedHandler | undefined;
   let routeServer: RouteServer | undefined;

@@ -255,7 +255,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       volumePath: (endpoint) =>
         management.volumePath(endpoint) ?? (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
       onLog: (endpointId, workerId, line) => {
-        void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]).catch(() => undefined);
+        void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: line.jobId ?? null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]).catch(() => undefined);
       },
       onEvent: log,
       lb,

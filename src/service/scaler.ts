@@ -3,7 +3,7 @@
 // revision (rolling release) and workers that exit unexpectedly (with backoff). The decision is a pure
 // function (planScaling); `Scaler` applies it.
 
-import type { WorkerDriver, WorkerHandle } from "../drivers/types.js";
+import type { WorkerDriver, WorkerHandle, WorkerLogLine } from "../drivers/types.js";
 import type { JobEngine, WorkerEntry } from "./engine.js";
 import { workerState } from "./engine.js";
 import type { EndpointRow } from "./store/types.js";
@@ -73,10 +73,15 @@ export interface ScalerDeps {
   revokeWorkerKeys(workerId: string): Promise<void>;
   endpoints(): Iterable<EndpointRow>;
   volumePath?(endpoint: EndpointRow): string | undefined;
-  onLog(endpointId: string, workerId: string, line: { ts: number; stream: string; text: string }): void;
+  onLog(endpointId: string, workerId: string, line: WorkerLogLine): void;
   onEvent?(message: string): void;
   /** issue 7: load-balanced endpoints scale on their proxy's requests (waiting ones and in-flight ones). */
-  lb?: { load(endpointId: string): { queued: number; inProgress: number }; busy(workerId: string): boolean };
+  lb?: {
+    load(endpointId: string): { queued: number; inProgress: number };
+    busy(workerId: string): boolean;
+    /** Where the proxy reaches this worker, when its driver says (a container's published port); undefined: forget. */
+    workerAddress?(workerId: string, address: string | undefined): void;
+  };
 }
 
 interface ManagedWorker {
@@ -229,8 +234,10 @@ export class Scaler {
         computeType: r.computeType,
         gpuTypeIds: r.gpuTypeIds,
         volumePath: this.deps.volumePath?.(endpoint),
+        loadBalanced: endpoint.type === "lb",
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
+      if (m.handle.address) this.deps.lb?.workerAddress?.(workerId, m.handle.address);
       this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`);
     } catch (err) {
       this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "stderr", text: `worker failed to start: ${(err as Error).message}` });
@@ -256,6 +263,7 @@ export class Scaler {
     const entry = this.deps.engine.workers.get(m.id);
     const registered = entry?.registered ?? false;
     this.deps.engine.workerGone(m.id);
+    this.deps.lb?.workerAddress?.(m.id, undefined);
     void this.deps.revokeWorkerKeys(m.id).catch(() => undefined);
     if (expected) return;
     const f = this.failures.get(m.endpointId) ?? { count: 0, until: 0 };

@@ -53,6 +53,10 @@ it("scales from zero on the first job (a cold start), runs it, keeps its logs, a
     return body.lines.length > 0 && body.lines;
   });
   expect(logs.map((l: { text: string }) => l.text)).toContain("greeting ada");
+  // The driver's capture and the runtime's job attribution are one channel: each line is stored once.
+  const all = (await call(`${service.url}/v1/endpoints/${greeter.id}/logs`, { key: KEY })).body.lines as Array<{ text: string; jobId: string | null }>;
+  expect(all.filter((l) => l.text === "greeting ada").map((l) => l.jobId)).toEqual([r.body.id]);
+  expect(all.every((l) => !l.text.includes("\x1b]svc;"))).toBe(true);
   // idleTimeout is 1 s: the worker is drained and stopped
   await until(async () => liveWorkers(await health()) === 0, 15_000, 100);
 }, 60_000);

@@ -88,6 +88,8 @@ export interface LbDeps {
 export class LbRouter {
   readonly coldStarts = new Map<string, { count: number; lastMs: number | null }>();
   private readonly workers = new Map<string, PoolWorker>();
+  /** Addresses the driver gave for its workers (a container's published port): they win over registered ones. */
+  private readonly driverAddresses = new Map<string, string>();
   private readonly waiters = new Map<string, Waiter[]>();
   private readonly lastPicked = new Map<string, string>();
   private readonly coldSince = new Map<string, number>();
@@ -108,13 +110,25 @@ export class LbRouter {
   // ------------------------------------------------------------------ pool
 
   /** A worker registered with its address (it may register twice: early, then once its handler loaded). */
-  registered(workerId: string, endpointId: string, address: string): void {
+  registered(workerId: string, endpointId: string, registeredAddress: string): void {
+    const address = this.driverAddresses.get(workerId) ?? registeredAddress;
     const known = this.workers.get(workerId);
     if (known && known.address === address) return;
     const upstream = parseAddress(address);
     this.workers.set(workerId, { id: workerId, endpointId, address, upstream, state: "new", inFlight: 0, failures: 0, nextProbe: 0, probing: false });
     this.note(endpointId, workerId, `lb: worker ${workerId} registered at ${address}; checking /ping`);
     this.probeDue();
+  }
+
+  /** The driver says where this worker is reachable (either before or after the worker registers). */
+  workerAddress(workerId: string, address: string | undefined): void {
+    if (address === undefined) {
+      this.driverAddresses.delete(workerId);
+      return;
+    }
+    this.driverAddresses.set(workerId, address);
+    const known = this.workers.get(workerId);
+    if (known) this.registered(workerId, known.endpointId, address);
   }
 
   /** What the scaler plans with. */
