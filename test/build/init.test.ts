@@ -30,11 +30,19 @@ describe("svc init", () => {
     expect(readFileSync(join(app, "README.md"), "utf8")).toContain("# my-app");
   });
 
+  it("names the templates when asked for one that does not exist", async () => {
+    const result = await svc(["init", join(tempDir(), "x"), "--template", "nope"]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('There is no template "nope"');
+    expect(result.stderr).toContain("starter, textgen");
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+
   it("refuses to overwrite existing files without --force", async () => {
     writeFileSync(join(app, "src/gpu.ts"), "// mine\n");
     const refused = await svc(["init", app]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain("file(s) of the starter already exist");
+    expect(refused.stderr).toContain("file(s) of the starter template already exist");
     expect(refused.stderr).toContain("  - src/gpu.ts");
     expect(refused.stderr).toContain("--force");
     expect(readFileSync(join(app, "src/gpu.ts"), "utf8")).toBe("// mine\n");

@@ -19,14 +19,17 @@ let handler: LoadedHandler;
 
 beforeAll(async () => {
   if (!existsSync(join(REPO, "dist", "cli", "main.js"))) throw new Error("svc is not compiled: run `npx tsc -p tsconfig.build.json` first");
-  cpSync(join(REPO, "templates", "textgen"), project, { recursive: true });
-  const pkg = join(project, "package.json");
-  writeFileSync(pkg, readFileSync(pkg, "utf8").replaceAll("{{name}}", "my-textgen").replaceAll("{{svcDependency}}", `file:${REPO}`));
-  build = await new Promise((done) =>
-    execFile(process.execPath, [join(REPO, "bin", "svc.js"), "build", "-C", project], { env: { ...process.env, NO_COLOR: "1" } }, (error, stdout, stderr) =>
-      done({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    ),
-  );
+  const svc = (args: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((done) =>
+      execFile(process.execPath, [join(REPO, "bin", "svc.js"), ...args], { env: { ...process.env, NO_COLOR: "1" } }, (error, stdout, stderr) =>
+        done({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      ),
+    );
+  const init = await svc(["init", project, "--template", "textgen", "--json"]);
+  if (init.code !== 0) throw new Error(`svc init --template textgen failed: ${init.stderr}`);
+  expect(JSON.parse(init.stdout)).toMatchObject({ template: "textgen" });
+  expect(JSON.parse(readFileSync(join(project, "package.json"), "utf8"))).toMatchObject({ name: "my-textgen", dependencies: { svc: `file:${REPO}` } });
+  build = await svc(["build", "-C", project]);
   if (build.code === 0) {
     const unpacked = join(temp, "artifact");
     mkdirSync(unpacked, { recursive: true });

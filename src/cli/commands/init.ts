@@ -1,15 +1,21 @@
-// `svc init [dir]`: write the starter project (templates/starter) into a directory. Refuses to overwrite
-// existing files unless --force.
+// `svc init [dir] [--template name]`: write a project template (templates/<name>, default "starter") into a
+// directory. Refuses to overwrite existing files unless --force.
 
 import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import type { Command } from "commander";
-import { UserError } from "../../errors.js";
+import { UsageError, UserError } from "../../errors.js";
 import { SVC_PACKAGE_ROOT } from "../../version.js";
 import { createOutput } from "../output.js";
 
 export const STARTER_DIR = join(SVC_PACKAGE_ROOT, "templates", "starter");
+
+/** The project templates `svc init --template` offers (each a folder under templates/). */
+export const TEMPLATES: Record<string, string> = {
+  starter: "GPU, streaming, class and load-balanced endpoints",
+  textgen: "a text-generation endpoint with the OpenAI-compatible chat route (a small model, no download)",
+};
 
 // npm never publishes files named .gitignore, so the template stores it without the dot.
 const RENAMES: Record<string, string> = { gitignore: ".gitignore" };
@@ -46,15 +52,19 @@ async function readTemplates(dir: string, prefix = ""): Promise<StarterFile[]> {
   return files;
 }
 
-export async function initProject(targetDir: string, options: { force?: boolean } = {}): Promise<{ dir: string; files: string[] }> {
+export async function initProject(targetDir: string, options: { force?: boolean; template?: string } = {}): Promise<{ dir: string; template: string; files: string[] }> {
+  const template = options.template ?? "starter";
+  if (!Object.hasOwn(TEMPLATES, template)) {
+    throw new UsageError(`There is no template "${template}"`, `Pick one of: ${Object.keys(TEMPLATES).join(", ")}.`);
+  }
   const dir = resolve(targetDir);
-  const files = renderStarter(await readTemplates(STARTER_DIR), {
+  const files = renderStarter(await readTemplates(join(SVC_PACKAGE_ROOT, "templates", template)), {
     name: packageNameFor(dir),
     svcDependency: `file:${SVC_PACKAGE_ROOT.replace(/\/+$/, "")}`,
   });
   const existing = files.filter((f) => existsSync(join(dir, f.path))).map((f) => f.path);
   if (existing.length > 0 && !options.force) {
-    throw new UserError(`${existing.length} file(s) of the starter already exist in ${dir}`, {
+    throw new UserError(`${existing.length} file(s) of the ${template} template already exist in ${dir}`, {
       problems: existing,
       hint: "Pick an empty directory, or run `svc init --force` to overwrite them.",
     });
@@ -63,19 +73,20 @@ export async function initProject(targetDir: string, options: { force?: boolean 
     await mkdir(dirname(join(dir, file.path)), { recursive: true });
     await writeFile(join(dir, file.path), file.contents);
   }
-  return { dir, files: files.map((f) => f.path) };
+  return { dir, template, files: files.map((f) => f.path) };
 }
 
 export function register(program: Command): void {
   program
     .command("init")
-    .description("Create a starter project: GPU, streaming, class and load-balanced endpoints")
+    .description("Create a project from a template (default: starter, with GPU, streaming, class and load-balanced endpoints)")
     .argument("[dir]", "directory to create it in", ".")
+    .option("--template <name>", `template: ${Object.entries(TEMPLATES).map(([name, what]) => `${name} (${what})`).join("; ")}`, "starter")
     .option("--force", "overwrite files that already exist")
     .option("--json", "print the created files as JSON")
-    .action(async (target: string, flags: { force?: boolean; json?: boolean }) => {
+    .action(async (target: string, flags: { force?: boolean; json?: boolean; template: string }) => {
       const out = createOutput({ json: flags.json });
-      const created = await initProject(target, { force: flags.force });
+      const created = await initProject(target, { force: flags.force, template: flags.template });
       const shown = relative(process.cwd(), created.dir) || ".";
       out.result(created, () =>
         [
