@@ -12,7 +12,9 @@ import {
   exitFromStatus,
   gpuDecision,
   isLoopbackUrl,
+  LB_CONTAINER_PORT,
   networkNameFor,
+  publishedPorts,
   startError,
   volumeFor,
   type ContainerPlan,
@@ -123,6 +125,23 @@ describe("containerCreateOptions", () => {
     expect(options.HostConfig?.PortBindings).toEqual({ "8080/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }], "9000/tcp": [{ HostIp: "127.0.0.1", HostPort: "19000" }] });
     expect(options.HostConfig?.DeviceRequests).toBeUndefined();
     expect(containerCreateOptions(launch(), plan()).HostConfig?.PortBindings).toEqual({});
+  });
+
+  it("load-balanced workers listen on every interface at the fixed container port, published on loopback only", () => {
+    expect(LB_CONTAINER_PORT).toBe(8080);
+    expect(publishedPorts(launch({ loadBalanced: true }))).toEqual([{ containerPort: 8080 }]);
+    expect(publishedPorts(launch({ loadBalanced: true }), [{ containerPort: 8080, hostPort: 18080 }])).toEqual([{ containerPort: 8080, hostPort: 18080 }]);
+    expect(publishedPorts(launch())).toEqual([]);
+    const options = containerCreateOptions(launch({ loadBalanced: true }), plan({ publish: publishedPorts(launch({ loadBalanced: true })), httpPort: 8080 }));
+    expect(options.Env).toEqual(expect.arrayContaining(["SVC_HTTP_HOST=0.0.0.0", "SVC_HTTP_PORT=8080"]));
+    expect(options.HostConfig?.PortBindings).toEqual({ "8080/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }] });
+    // Queue-based workers keep the runtime's loopback default (no server to reach).
+    expect(containerEnv(launch(), "http://x", false).some((e) => e.startsWith("SVC_HTTP_"))).toBe(false);
+  });
+
+  it("adds the driver's extra labels (a preview's owner) without letting them replace svc's own", () => {
+    const labels = containerLabels(launch(), "sess1", { "svc.preview": "true", "svc.session": "forged" });
+    expect(labels).toMatchObject({ "svc.preview": "true", "svc.session": "sess1", "svc.worker": "w123" });
   });
 
   it("requests every GPU with the gpu capability for GPU workers", () => {

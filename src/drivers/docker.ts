@@ -152,6 +152,22 @@ export function containerLabels(launch: WorkerLaunch, session: string, extra: Re
   };
 }
 
+/**
+ * A prebuilt image's environment: the endpoint's variables, PORT (where its HTTP server must listen) and who it
+ * is. No credentials and no service address: it does not speak the worker protocol. Pure.
+ */
+export function prebuiltImageEnv(launch: WorkerLaunch, port: number): string[] {
+  const env: Record<string, string> = {
+    ...launch.environment,
+    PORT: String(port),
+    SVC_WORKER_ID: launch.workerId,
+    SVC_ENDPOINT_ID: launch.endpointId,
+    SVC_ENDPOINT_NAME: launch.endpointName,
+  };
+  if (launch.volumeName || launch.volumePath) env.SVC_VOLUME_PATH = VOLUME_MOUNT;
+  return Object.entries(env).map(([key, value]) => `${key}=${value}`);
+}
+
 /** The engine's create-container body. Pure. */
 export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan): Docker.ContainerCreateOptions {
   const exposed: Record<string, object> = {};
@@ -164,7 +180,8 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
   const hostConfig: Docker.HostConfig = {
     NetworkMode: plan.network,
     // Read-only: the runtime extracts it into the container's /tmp; the artifact is never baked into the image.
-    Binds: [`${launch.artifactPath}:${ARTIFACT_MOUNT}:ro`],
+    // A prebuilt image brings its own code.
+    Binds: launch.image ? [] : [`${launch.artifactPath}:${ARTIFACT_MOUNT}:ro`],
     // docker-init as PID 1: forwards SIGTERM to node and reaps zombies of user code.
     Init: true,
     PortBindings: bindings,
@@ -176,7 +193,7 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
   return {
     name: plan.name,
     Image: plan.image,
-    Env: containerEnv(launch, plan.apiUrl, Boolean(plan.volume), plan.httpPort),
+    Env: launch.image ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT) : containerEnv(launch, plan.apiUrl, Boolean(plan.volume), plan.httpPort),
     Labels: plan.labels,
     ExposedPorts: exposed,
     HostConfig: hostConfig,
@@ -402,7 +419,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
         launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] warning: ${decision.warning}` });
       }
     }
-    const image = await imageFor(imageKindOf(launch.computeType));
+    const image = launch.image ?? (await imageFor(imageKindOf(launch.computeType)));
     const networkName = networkNameFor(networkScope, launch, session);
     let network = await networkFor(networkName, launch);
     let apiUrl = launch.apiUrl;
@@ -496,6 +513,15 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   return {
     name: "docker",
     session,
+    async hasImage(name) {
+      try {
+        await (await engine()).getImage(name).inspect();
+        return true;
+      } catch (err) {
+        if (dockerStatus(err) === 404) return false;
+        throw err;
+      }
+    },
     async prepare(kinds = ["cpu"]) {
       await engine();
       for (const kind of kinds) await imageFor(kind);

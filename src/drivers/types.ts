@@ -34,6 +34,11 @@ export interface WorkerLaunch {
   volumeName?: string;
   /** A load-balanced endpoint: the worker serves HTTP routes, which the service must be able to reach. */
   loadBalanced?: boolean;
+  /**
+   * A prebuilt image to run instead of the svc worker runtime (load-balanced endpoints made from a template with
+   * any image): an HTTP server listening on $PORT that does not speak the worker protocol. Drivers with `hasImage`.
+   */
+  image?: string;
   onLog(line: WorkerLogLine): void;
 }
 
@@ -60,6 +65,8 @@ export interface WorkerHandle {
 export interface WorkerDriver {
   readonly name: "process" | "docker";
   start(launch: WorkerLaunch): Promise<WorkerHandle>;
+  /** Present when the driver runs prebuilt images (`launch.image`): whether its engine holds this one. */
+  hasImage?(name: string): Promise<boolean>;
   /** Stop every worker this driver started. */
   close(): Promise<void>;
 }

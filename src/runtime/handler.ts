@@ -55,14 +55,8 @@ export async function importHandler(file: string): Promise<LoadedHandler> {
   return module.default;
 }
 
-export interface RuntimeIdentity {
-  endpointName: string;
-  endpointId: string;
-  app?: string;
-  env?: string;
-  apiUrl: string;
-  apiKey?: string;
-}
+/** Who the worker is, as the SDK's runtime context carries it. */
+export type RuntimeIdentity = Pick<RuntimeContext, "endpointName" | "endpointId" | "app" | "env" | "apiUrl" | "apiKey">;
 
 /**
  * Register the worker's RuntimeContext. `current()` is the handler once loaded and `signalOf(jobId)` the

@@ -132,6 +132,18 @@ export function clearPeerCache(): void {
  * Look up an endpoint of a deployed app through the service's state API, caching the address for 300 s.
  * A failed refresh keeps the cached address.
  */
+const isLoopbackHost = (host: string) => host === "localhost" || host === "[::1]" || /^127\./.test(host);
+
+/**
+ * A peer on the service host's loopback is out of reach for a worker in a container, which reaches the service
+ * through another address (svc-api, docs/docker.md): the same path at the address the lookup went to. Pure.
+ */
+export function reachablePeerUrl(apiUrl: string, peerUrl: string): string {
+  const peer = new URL(peerUrl);
+  if (!isLoopbackHost(peer.hostname) || isLoopbackHost(new URL(apiUrl).hostname)) return peerUrl;
+  return `${apiUrl.replace(/\/+$/, "")}${peer.pathname}${peer.search}`;
+}
+
 async function lookupDeployed(app: string, env: string, endpointName: string, apiUrl: string, apiKey?: string) {
   const key = `${apiUrl}|${app}|${env}|${endpointName}`;
   const cached = peerCache.get(key);
@@ -148,7 +160,7 @@ async function lookupDeployed(app: string, env: string, endpointName: string, ap
         hint: `Deploy it with \`svc deploy --env ${env}\`.`,
       });
     }
-    const target = { url: found.url, apiKey };
+    const target = { url: reachablePeerUrl(apiUrl, found.url), apiKey };
     peerCache.set(key, { target, expires: Date.now() + PEER_CACHE_MS });
     return target;
   } catch (err) {

@@ -7,6 +7,7 @@ import type { WorkerDriver, WorkerHandle, WorkerLogLine } from "../drivers/types
 import type { JobEngine, WorkerEntry } from "./engine.js";
 import { workerState } from "./engine.js";
 import type { EndpointRow } from "./store/types.js";
+import { checkPingPath, type PingCheck } from "./lb/ping.js";
 
 export interface ScalingInput {
   workersMin: number;
@@ -81,7 +82,14 @@ export interface ScalerDeps {
     busy(workerId: string): boolean;
     /** Where the proxy reaches this worker, when its driver says (a container's published port); undefined: forget. */
     workerAddress?(workerId: string, address: string | undefined): void;
+    /** A worker that cannot register itself (a prebuilt image) joins the pool at the driver's address. */
+    registered?(workerId: string, endpointId: string, address: string): void;
   };
+}
+
+/** The prebuilt image a load-balanced endpoint runs instead of svc code (REST endpoints from a template). Pure. */
+export function prebuiltImageOf(endpoint: EndpointRow): string | undefined {
+  return endpoint.type === "lb" && endpoint.artifactPath === "" && endpoint.resource.imageName ? endpoint.resource.imageName : undefined;
 }
 
 interface ManagedWorker {
@@ -216,8 +224,10 @@ export class Scaler {
     this.managed.set(workerId, m);
     const entry: WorkerEntry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
     entry.managed = true;
+    const image = prebuiltImageOf(endpoint);
     try {
-      const keys = await this.deps.mintWorkerKeys(endpoint, workerId);
+      // A prebuilt image does not speak the worker protocol: it gets no credentials of the service.
+      const keys = image ? { workerToken: "", apiKey: undefined } : await this.deps.mintWorkerKeys(endpoint, workerId);
       const r = endpoint.resource;
       m.handle = await this.deps.driver.start({
         workerId,
@@ -235,9 +245,16 @@ export class Scaler {
         gpuTypeIds: r.gpuTypeIds,
         volumePath: this.deps.volumePath?.(endpoint),
         loadBalanced: endpoint.type === "lb",
+        image,
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       if (m.handle.address) this.deps.lb?.workerAddress?.(workerId, m.handle.address);
+      if (image && m.handle.address) {
+        // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
+        this.deps.engine.register(workerId, endpoint.id, 1);
+        this.deps.lb?.registered?.(workerId, endpoint.id, m.handle.address);
+        this.registered(endpoint.id);
+      }
       this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`);
     } catch (err) {
       this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "stderr", text: `worker failed to start: ${(err as Error).message}` });
@@ -298,6 +315,51 @@ export class Scaler {
         }
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  /** Whether the driver runs prebuilt images (the Docker driver does). */
+  get runsImages(): boolean {
+    return typeof this.deps.driver.hasImage === "function";
+  }
+
+  hasImage(name: string): Promise<boolean> {
+    return this.deps.driver.hasImage?.(name) ?? Promise.resolve(false);
+  }
+
+  /**
+   * The check a prebuilt image goes through before its endpoint gets traffic: one worker of it, started outside
+   * the pool, asked for /ping (waiting up to `waitMs` while it starts), then stopped. Never throws.
+   */
+  async checkImage(endpoint: EndpointRow, waitMs: number): Promise<PingCheck> {
+    const image = prebuiltImageOf(endpoint);
+    const workerId = `wcheck${Math.random().toString(36).slice(2, 8)}${Date.now().toString(36)}`;
+    let handle: WorkerHandle | undefined;
+    try {
+      if (!image) throw new Error(`endpoint ${endpoint.name} runs no prebuilt image`);
+      handle = await this.deps.driver.start({
+        workerId,
+        endpointId: endpoint.id,
+        endpointName: endpoint.name,
+        app: endpoint.app,
+        env: endpoint.env,
+        artifactPath: "",
+        apiUrl: this.deps.apiUrl,
+        workerToken: "",
+        environment: { ...endpoint.resource.env },
+        maxConcurrency: 1,
+        computeType: endpoint.resource.computeType,
+        gpuTypeIds: endpoint.resource.gpuTypeIds,
+        loadBalanced: true,
+        image,
+        onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
+      });
+      if (!handle.address) throw new Error("the driver gave no address for the image's HTTP server");
+      return await checkPingPath(handle.address, { waitMs });
+    } catch (err) {
+      return { ok: false, state: "unreachable", message: `could not start image "${image}" to check its /ping: ${(err as Error).message}` };
+    } finally {
+      await handle?.stop(2000).catch(() => undefined);
     }
   }
 

@@ -84,13 +84,15 @@ describeDocker("Docker driver with the real service", () => {
     expect(inspected.Mounts.find((m) => m.Destination === "/svc/artifact.tar.gz")).toMatchObject({ RW: false });
     // Nothing published: the workers pull from the service.
     expect(Object.keys(inspected.HostConfig.PortBindings ?? {})).toEqual([]);
-    // The container's raw stdout and stderr, demultiplexed line by line, kept under its worker id.
+    // The container's raw stdout and stderr, demultiplexed line by line, kept under its worker id; the lines the
+    // job wrote carry its id (read from the runtime's output marks), each stored once.
     const raw = await until(async () => {
       const lines = (await call(`${service!.url}/v1/endpoints/${endpoints["docker-echo"]!.id}/logs`)).body.lines as Array<{ stream: string; text: string; jobId?: string | null; workerId: string }>;
-      const driverLines = lines.filter((l) => !l.jobId && l.workerId === container!.Labels[LABELS.worker]);
-      return driverLines.some((l) => l.stream === "stdout" && l.text === "whoami ada") && driverLines.some((l) => l.stream === "stderr" && l.text === "whoami-stderr ada") && driverLines;
+      const mine = lines.filter((l) => l.workerId === container!.Labels[LABELS.worker]);
+      return mine.some((l) => l.stream === "stdout" && l.text === "whoami ada") && mine.some((l) => l.stream === "stderr" && l.text === "whoami-stderr ada") && mine;
     }, 10_000);
-    expect(raw.length).toBeGreaterThan(0);
+    expect(raw.filter((l) => l.text === "whoami ada").map((l) => [l.stream, l.jobId])).toEqual([["stdout", r.body.id]]);
+    expect(raw.filter((l) => l.text === "whoami-stderr ada").map((l) => [l.stream, l.jobId])).toEqual([["stderr", r.body.id]]);
     const networks = await docker.listNetworks({ filters: { label: [`${LABELS.session}=${driver.session}`] } });
     expect(networks.map((n) => n.Name)).toEqual([`svc-session-${driver.session}`]);
   }, 90_000);

@@ -55,6 +55,7 @@ it("creates an endpoint from the spec's body and allocates the first available G
     executionTimeoutMs: 600_000,
     scalerType: "QUEUE_DELAY",
     scalerValue: 4,
+    type: "queue",
     url: `${url}/v2/${r.body.id}`,
     // the template's image is not svc code: provisioned, no workers, and it says so
     status: "WAITING",

@@ -1,11 +1,15 @@
 // `svc deploy`: build, upload, provision, print each endpoint's URL (routes for load-balanced ones) and a curl.
 // The work is deploy() in src/deploy; this file parses flags, asks (on a TTY only) and renders.
+// `svc deploy --preview`: the same app on this machine, one container per endpoint (src/preview), until Ctrl-C.
 
 import { resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
 import type { Command } from "commander";
 import { deploy, type DeployResult } from "../../deploy/index.js";
+import pc from "picocolors";
 import { UsageError } from "../../errors.js";
+import type { WorkerLogLine } from "../../drivers/types.js";
+import type { PreviewEvent } from "../../preview/session.js";
 import { createOutput, type Output } from "../output.js";
 
 interface DeployFlags {
@@ -16,6 +20,9 @@ interface DeployFlags {
   json?: boolean;
   yes?: boolean;
   dir?: string;
+  preview?: boolean;
+  port?: string;
+  allowCpuFallback?: boolean;
 }
 
 /** A yes/no question on stderr; only called when the output is interactive. */
@@ -57,6 +64,116 @@ export function renderDeploy(result: DeployResult): string {
   return lines.join("\n");
 }
 
+/** Flags that make no sense with --preview, or only with it. */
+export function checkPreviewFlags(flags: DeployFlags): void {
+  if (!flags.preview) {
+    if (flags.port !== undefined) throw new UsageError("--port goes with --preview", "A deploy goes to the service at SVC_API_URL; `svc deploy --preview --port <n>` runs one here.");
+    if (flags.allowCpuFallback) throw new UsageError("--allow-cpu-fallback goes with --preview");
+    return;
+  }
+  if (flags.env !== undefined) throw new UsageError("--preview runs its own environment (\"preview\"); leave out --env", "Deploy to an environment with `svc deploy --env <name>`, or preview locally with `svc deploy --preview`.");
+  if (flags.dryRun) throw new UsageError("--preview and --dry-run do not go together");
+}
+
+const LOG_COLOURS = [pc.cyan, pc.magenta, pc.yellow, pc.green, pc.blue];
+
+/** `svc deploy --preview`: start, print the endpoints, stream worker output on stderr, stop on SIGINT/SIGTERM. */
+async function runPreview(flags: DeployFlags, out: Output): Promise<void> {
+  let port: number | undefined;
+  if (flags.port !== undefined) {
+    port = Number(flags.port);
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, not "${flags.port}"`);
+  }
+  const root = resolve(flags.dir ?? process.cwd());
+  const tty = Boolean(process.stderr.isTTY) && !process.env.NO_COLOR;
+  // One prefix width for every endpoint, so the worker output lines up; a colour per endpoint on a TTY.
+  let width = 0;
+  const colours = new Map<string, (s: string) => string>();
+  const { startPreviewSession } = await import("../../preview/session.js");
+  const { prefixLine, previewTable } = await import("../../preview/render.js");
+  const onLog = (name: string, line: WorkerLogLine) => {
+    let prefix = prefixLine(name, width, "");
+    if (tty) {
+      if (!colours.has(name)) colours.set(name, LOG_COLOURS[colours.size % LOG_COLOURS.length]!);
+      prefix = colours.get(name)!(prefix);
+    }
+    process.stderr.write(`${prefix}${tty && line.stream === "log" ? pc.dim(line.text) : line.text}\n`);
+  };
+  const onEvent = (event: PreviewEvent) => {
+    switch (event.type) {
+      case "stale-removed":
+        out.info(`removed what ${event.sessions.length} crashed preview(s) left: ${event.removed.containers} container(s), ${event.removed.networks} network(s), ${event.removed.volumes} volume(s)`);
+        break;
+      case "built":
+        width = Math.max(...Object.keys(event.build.manifest.resources).map((n) => n.length));
+        out.info(`built ${Object.keys(event.build.manifest.resources).length} endpoint(s)`);
+        for (const warning of event.build.warnings) out.warn(warning);
+        break;
+      case "images-ready":
+        out.info(`worker image(s) ready: ${event.kinds.join(", ")}`);
+        break;
+      case "port-fallback":
+        out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
+        break;
+      case "deployed":
+        out.info(`starting ${event.endpoints.length} container(s)...`);
+        break;
+      case "not-ready":
+        out.warn(`not answering after ${Math.round(event.waitedMs / 1000)} s: ${event.endpoints.join(", ")} (see their log lines above)`);
+        break;
+      case "service-log":
+        out.info(tty ? pc.dim(`[svc] ${event.message}`) : `[svc] ${event.message}`);
+        break;
+    }
+  };
+
+  // Signals from the start on: one while starting aborts the start (and removes what it created); once
+  // running, the first one stops the preview cleanly; a second one exits at once (the next start cleans up).
+  const abort = new AbortController();
+  let stopped!: () => void;
+  const stop = new Promise<void>((done) => (stopped = done));
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals++;
+    if (signals > 1) {
+      process.stderr.write(`${signal} again: exiting without cleaning up (the next preview removes what is left)\n`);
+      process.exit(130);
+    }
+    out.info(`${signal}: stopping the preview...`);
+    abort.abort();
+    stopped();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    let session;
+    try {
+      // No spinner: worker output starts streaming while the preview starts.
+      out.info("Starting the preview (build, worker images, service, containers)...");
+      session = await startPreviewSession({ root, port, app: flags.app, exclude: flags.exclude, allowCpuFallback: flags.allowCpuFallback, signal: abort.signal, onEvent, onLog });
+    } catch (err) {
+      if (abort.signal.aborted) {
+        // Interrupted while starting: the start removed what it had made.
+        out.info("preview stopped before it was ready; its containers, network and volumes are removed");
+        return;
+      }
+      throw err;
+    }
+    const s = session;
+    const keyShown = s.endpoints[0]?.curl.includes("$SVC_API_KEY") ? undefined : s.apiKey;
+    out.result({ url: s.url, app: s.app, env: s.env, session: s.session, apiKey: keyShown, endpoints: s.endpoints }, () =>
+      [`svc preview: ${s.url}  (app ${s.app}, environment ${s.env}, Docker session ${s.session})`, ...(keyShown ? [`API key: ${keyShown}`] : []), "", previewTable(s.endpoints)].join("\n"),
+    );
+    out.info("Streaming worker output. Press Ctrl-C to stop and remove the containers.");
+    await stop;
+    await s.close();
+    out.info("preview stopped; its containers, network and volumes are removed");
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}
+
 export function register(program: Command): void {
   program
     .command("deploy")
@@ -68,8 +185,13 @@ export function register(program: Command): void {
     .option("--yes", "confirm destructive steps (removing endpoints) without asking")
     .option("--json", "print the result as JSON")
     .option("-C, --dir <path>", "project directory (default: the current directory)")
+    .option("--preview", "run the app on this machine instead: one Docker container per endpoint, local URLs, until Ctrl-C")
+    .option("--port <n>", "with --preview: port of the local service (default 8700, or a free one when taken)")
+    .option("--allow-cpu-fallback", "with --preview: run GPU endpoints on CPU when this machine has no GPU")
     .action(async (flags: DeployFlags) => {
+      checkPreviewFlags(flags);
       const out = createOutput({ json: flags.json });
+      if (flags.preview) return runPreview(flags, out);
       let lastPercent = -1;
       const result = await deploy({
         root: resolve(flags.dir ?? process.cwd()),

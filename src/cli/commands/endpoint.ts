@@ -5,7 +5,7 @@ import { UsageError } from "../../errors.js";
 import { defined, envFlag, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
-type EndpointRecord = Record<string, unknown> & { id: string; name: string; status: string; statusReason: string | null; url: string };
+type EndpointRecord = Record<string, unknown> & { id: string; name: string; status: string; statusReason: string | null; url: string; ping?: { ok: boolean; message: string } };
 const path = (id?: string) => `/v1/endpoints${id ? `/${encodeURIComponent(id)}` : ""}`;
 
 interface SettingFlags {
@@ -59,15 +59,24 @@ function body(o: SettingFlags): Record<string, unknown> {
 
 const human = (e: EndpointRecord) => fields(e);
 
+/** After a create or update: why it cannot run, and what a prebuilt image's /ping check found (stderr). */
+function reportStatus(out: ReturnType<typeof createOutput>, e: EndpointRecord): void {
+  if (e.status === "WAITING") out.warn(`endpoint ${e.name} is waiting: ${e.statusReason}`);
+  else if (e.ping) out.info(`endpoint ${e.name}: ${e.ping.message}`);
+}
+
 export function register(program: Command): void {
   const endpoint = program.command("endpoint").description("Manage endpoints created from templates (REST API)");
-  withSettingFlags(endpoint.command("create").description("Create an endpoint from a template")).action(async (o: SettingFlags) => {
-    if (!o.name || !o.template) throw new UsageError("svc endpoint create needs --name and --template");
-    const e = await management<EndpointRecord>("POST", path(), body(o));
-    const out = createOutput({ json: o.json });
-    if (e.status === "WAITING") out.warn(`endpoint ${e.name} is waiting: ${e.statusReason}`);
-    out.result(e, () => human(e));
-  });
+  withSettingFlags(endpoint.command("create").description("Create an endpoint from a template"))
+    .option("--type <type>", "queue (svc code, the default) or lb (a load-balanced endpoint running the template's prebuilt image)")
+    .action(async (o: SettingFlags & { type?: string }) => {
+      if (!o.name || !o.template) throw new UsageError("svc endpoint create needs --name and --template");
+      if (o.type !== undefined && o.type !== "queue" && o.type !== "lb") throw new UsageError(`--type must be queue or lb, not "${o.type}"`);
+      const e = await management<EndpointRecord>("POST", path(), defined({ ...body(o), type: o.type }));
+      const out = createOutput({ json: o.json });
+      reportStatus(out, e);
+      out.result(e, () => human(e));
+    });
   endpoint
     .command("list")
     .description("List your REST-created endpoints")
@@ -88,7 +97,9 @@ export function register(program: Command): void {
   withSettingFlags(endpoint.command("update").description("Change an endpoint (GPU types or worker counts restart its workers)").argument("<id>", "endpoint id")).action(
     async (id: string, o: SettingFlags) => {
       const e = await management<EndpointRecord>("PATCH", path(id), body(o));
-      createOutput({ json: o.json }).result(e, () => human(e));
+      const out = createOutput({ json: o.json });
+      reportStatus(out, e);
+      out.result(e, () => human(e));
     },
   );
   endpoint

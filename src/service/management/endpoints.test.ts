@@ -4,6 +4,7 @@ import type { RestEndpointSpec, TemplateRecord } from "./store.js";
 
 const template: TemplateRecord = { id: "tpl1", userId: "u", name: "t", imageName: "svc://abc", env: { T: "1" }, containerDiskInGb: 10, createdAt: 0 };
 const lookup = { template: (id: string) => (id === "tpl1" ? template : undefined), volume: () => undefined };
+const noImages = { runsImages: false, present: () => false };
 const spec = (over: Partial<RestEndpointSpec> = {}): RestEndpointSpec => planEndpointSpec({ name: "e", templateId: "tpl1", ...over }, undefined, lookup).spec!;
 
 describe("REST endpoint planning", () => {
@@ -18,7 +19,7 @@ describe("REST endpoint planning", () => {
   it("allocates the first GPU type the host has, in priority order, or waits with the reason", () => {
     const code = { id: "abc", name: "reader", userId: "u", app: "a", env: "e", artifactPath: "/x.tar.gz", resource: { handler: "endpoints/reader/handler.mjs", functions: [], env: {}, maxConcurrency: 2, retries: 1 } } as never;
     const plan = (gpuTypeIds: string[], host: string[]) =>
-      planEndpointRow({ id: "e1", userId: "u", spec: spec({ gpuTypeIds }), template, code, hostGpuTypes: host, before: undefined, generation: 0, now: 1 });
+      planEndpointRow({ id: "e1", userId: "u", spec: spec({ gpuTypeIds }), template, code, hostGpuTypes: host, images: noImages, before: undefined, generation: 0, now: 1 });
     const ok = plan(["H100", "ADA", "AMP"], ["AMP", "ADA"]);
     expect(ok).toMatchObject({ status: "READY", allocatedGpuType: "ADA", statusReason: null });
     expect(ok.row).toMatchObject({ name: "reader", app: "", env: "", artifactPath: "/x.tar.gz" });
@@ -28,5 +29,30 @@ describe("REST endpoint planning", () => {
     expect(waiting.statusReason).toBe("none of the GPU types H100 is available on this host (it has: AMP)");
     expect(waiting.row.resource.workersMax).toBe(0);
     expect(plan(["H100"], ["H100"]).row.revision).not.toBe(plan(["H100", "AMP"], ["AMP"]).row.revision);
+  });
+
+  it("a prebuilt image runs as a load-balanced endpoint only with a driver that runs images, the image present and /ping served", () => {
+    const image: TemplateRecord = { ...template, id: "tpl2", imageName: "acme/api:1" };
+    const lb = { ...spec(), templateId: "tpl2", type: "lb" as const };
+    const plan = (images: { runsImages: boolean; present: (name: string) => boolean }, pingFailed?: { ok: false; state: "missing"; message: string }) =>
+      planEndpointRow({ id: "e2", userId: "u", spec: lb, template: image, code: undefined, hostGpuTypes: [], images, pingFailed, before: undefined, generation: 0, now: 1 });
+    const ready = plan({ runsImages: true, present: (name) => name === "acme/api:1" });
+    expect(ready).toMatchObject({ status: "READY", statusReason: null });
+    expect(ready.row).toMatchObject({ type: "lb", name: "e", artifactPath: "", resource: { is_load_balanced: true, imageName: "acme/api:1", workersMax: 3 } });
+    expect(plan(noImages).statusReason).toContain("only the Docker driver runs (start the service with `svc server --workers docker`)");
+    expect(plan({ runsImages: true, present: () => false }).statusReason).toContain('image "acme/api:1" is not in the Docker engine; there is no registry');
+    const blind = plan({ runsImages: true, present: () => true }, { ok: false, state: "missing", message: "it has no /ping path" });
+    expect(blind).toMatchObject({ status: "WAITING", statusReason: "it has no /ping path" });
+    expect(blind.row.resource.workersMax).toBe(0);
+    // The same image as a queue endpoint: it waits, saying how to run it instead.
+    const queued = planEndpointRow({ id: "e3", userId: "u", spec: { ...lb, type: "queue" }, template: image, code: undefined, hostGpuTypes: [], images: { runsImages: true, present: () => true }, before: undefined, generation: 0, now: 1 });
+    expect(queued.row.type).toBe("queue");
+    expect(queued.statusReason).toContain('create it with type "lb"');
+  });
+
+  it("refuses a load-balanced endpoint over a svc:// template (422 errors)", () => {
+    expect(planEndpointSpec({ name: "e", templateId: "tpl1", type: "lb" }, undefined, lookup).errors).toEqual([
+      "$.type: a load-balanced endpoint runs a prebuilt image; template tpl1 runs svc code (svc://abc), which `svc deploy` serves",
+    ]);
   });
 });

@@ -1,11 +1,15 @@
 // Templates and endpoints created through the REST API (`{rest_url}/v1/templates`, `{rest_url}/v1/endpoints`).
 //
-// A template names a worker image and defaults (env, disk). The service runs svc build artifacts, not
-// arbitrary container images, so what an endpoint of a template runs is:
+// A template names a worker image and defaults (env, disk). What an endpoint of a template runs:
 //   - imageName "svc://<endpointId>": the code (artifact and handler) of that queue endpoint of an app the same
 //     user deployed (`svc deploy`), with this endpoint's own settings, queue, volume and workers;
-//   - any other image: nothing here. The endpoint is provisioned (its job API accepts and queues jobs) and
-//     reported WAITING with that reason; it gets no workers.
+//   - with `type: "lb"`, any other image: a prebuilt image run as a load-balanced endpoint (any HTTP server
+//     listening on $PORT; no handler, no queue) when the service's driver runs images (Docker) and the engine
+//     holds the image (there is no registry: build or `docker load` it first). One worker of it is started at
+//     once and its /ping checked before the endpoint gets traffic; the create or update answer says what the
+//     check found (`ping`), and an image without /ping gets no workers until an update checks again;
+//   - a queue endpoint of any other image: provisioned (its job API accepts and queues jobs) but WAITING with
+//     the reason; it gets no workers.
 // GPU types are allocated in priority order from the host data center's GPU types; none available: WAITING.
 // REST endpoints are stored in the endpoints table with app "" and env "" (never part of an app) plus their
 // settings as given in `rest_endpoints`.
@@ -20,6 +24,8 @@ import { SCHEMAS, validate } from "../schema.js";
 import type { EndpointRow } from "../store/types.js";
 import { readObjectBody, requireAccess, type ManagementContext } from "./context.js";
 import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
+import type { PingCheck } from "../lb/ping.js";
+import { lbEndpointUrl } from "../lb/index.js";
 
 export const CODE_IMAGE_PREFIX = "svc://";
 
@@ -36,11 +42,26 @@ export const ENDPOINT_DEFAULTS = {
 export interface EndpointRecord extends RestEndpointSpec {
   id: string;
   url: string;
+  /** "lb" for a prebuilt image (served at `lbUrl`), "queue" for svc code. */
+  type: "queue" | "lb";
+  lbUrl?: string;
   allocatedGpuType: string | null;
   status: "READY" | "WAITING";
   statusReason: string | null;
+  /** A prebuilt image's /ping check, once its first worker answered (or did not). */
+  ping?: PingCheck;
   createdAt: number;
   updatedAt: number;
+}
+
+/** How long a create or update waits for a prebuilt image's first worker to answer /ping. */
+export const IMAGE_PING_WAIT_MS = 30_000;
+
+/** What the service knows of prebuilt images: whether its driver runs them, and which ones the engine holds. */
+export interface ImageSupport {
+  runsImages: boolean;
+  /** Images found in the engine (checked when an endpoint is created or updated). */
+  present(name: string): boolean;
 }
 
 export function templateJson(t: TemplateRecord) {
@@ -71,8 +92,13 @@ export function planEndpointSpec(
     executionTimeoutMs: b.executionTimeoutMs ?? before?.executionTimeoutMs ?? ENDPOINT_DEFAULTS.executionTimeoutMs,
     scalerType: b.scalerType ?? before?.scalerType ?? ENDPOINT_DEFAULTS.scalerType,
     scalerValue: b.scalerValue ?? before?.scalerValue ?? ENDPOINT_DEFAULTS.scalerValue,
+    type: b.type ?? before?.type ?? "queue",
   };
-  if (!lookup.template(spec.templateId)) errors.push(`$.templateId: no template "${spec.templateId}"`);
+  const template = lookup.template(spec.templateId);
+  if (!template) errors.push(`$.templateId: no template "${spec.templateId}"`);
+  else if (spec.type === "lb" && template.imageName.startsWith(CODE_IMAGE_PREFIX)) {
+    errors.push(`$.type: a load-balanced endpoint runs a prebuilt image; template ${template.id} runs svc code (${template.imageName}), which \`svc deploy\` serves`);
+  }
   if (spec.networkVolumeId !== null && !lookup.volume(spec.networkVolumeId)) errors.push(`$.networkVolumeId: no network volume "${spec.networkVolumeId}"`);
   if (spec.workersMin > spec.workersMax) errors.push(`$.workersMin: must not exceed workersMax (${spec.workersMax})`);
   if (spec.computeType === "CPU" && spec.gpuTypeIds.length > 0) errors.push("$.gpuTypeIds: must be empty for a CPU endpoint");
@@ -98,6 +124,9 @@ export function planEndpointRow(input: {
   /** The app endpoint a `svc://` template points at, when the user owns it. */
   code: EndpointRow | undefined;
   hostGpuTypes: string[];
+  images: ImageSupport;
+  /** A prebuilt image's failed /ping check: no workers until the image is fixed (an update checks again). */
+  pingFailed?: PingCheck;
   before: EndpointRow | undefined;
   /** Bumped when the workers must be replaced. */
   generation: number;
@@ -115,14 +144,26 @@ export function planEndpointRow(input: {
       );
     }
   }
+  const prebuilt = spec.type === "lb";
   if (!template) reasons.push(`template ${spec.templateId} no longer exists`);
-  else if (!template.imageName.startsWith(CODE_IMAGE_PREFIX)) {
-    reasons.push(`image "${template.imageName}" cannot be run by this service; a template runs svc code with imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"`);
-  } else if (!code) reasons.push(`template image "${template.imageName}" names no queue endpoint of yours`);
+  else if (!prebuilt && !template.imageName.startsWith(CODE_IMAGE_PREFIX)) {
+    reasons.push(
+      `image "${template.imageName}" cannot be run by this service as a queue endpoint: a queue endpoint runs svc code (imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"); ` +
+        `an image serving HTTP runs as a load-balanced endpoint (create it with type "lb")`,
+    );
+  } else if (prebuilt && !input.images.runsImages) {
+    reasons.push(
+      `image "${template.imageName}" is a prebuilt image, which only the Docker driver runs (start the service with \`svc server --workers docker\`); ` +
+        `or run svc code with imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"`,
+    );
+  } else if (prebuilt && !input.images.present(template.imageName)) {
+    reasons.push(`image "${template.imageName}" is not in the Docker engine; there is no registry to pull from: build it or \`docker load\` it, then update the endpoint`);
+  } else if (prebuilt && input.pingFailed) reasons.push(input.pingFailed.message);
+  else if (!prebuilt && !code) reasons.push(`template image "${template.imageName}" names no queue endpoint of yours`);
   const runnable = reasons.length === 0;
   const source = code?.resource;
   const revision = createHash("sha256")
-    .update(JSON.stringify([input.generation, code?.artifactPath ?? "", source?.handler ?? "", allocated, runnable]))
+    .update(JSON.stringify([input.generation, code?.artifactPath ?? "", source?.handler ?? "", template?.imageName ?? "", allocated, runnable]))
     .digest("hex")
     .slice(0, 16);
   const row: EndpointRow = {
@@ -133,9 +174,9 @@ export function planEndpointRow(input: {
     // Workers find their handler in the artifact by endpoint name (SVC_ENDPOINT_NAME): an endpoint running an
     // app endpoint's code carries that name here; its own name lives in its settings (records show that one).
     name: code?.name ?? spec.name,
-    type: "queue",
+    type: prebuilt ? "lb" : "queue",
     resource: {
-      is_load_balanced: false,
+      is_load_balanced: prebuilt,
       imageName: template?.imageName ?? "",
       workersMin: runnable ? spec.workersMin : 0,
       workersMax: runnable ? spec.workersMax : 0,
@@ -169,9 +210,49 @@ export function planEndpointRow(input: {
 /** REST endpoints' settings and generations (restart counters), cached in memory; loaded from the store at start. */
 export class RestEndpoints {
   readonly specs = new Map<string, { userId: string; spec: RestEndpointSpec; generation: number }>();
+  /** Prebuilt images the engine was found to hold (looked up when an endpoint is created, updated or loaded). */
+  private readonly presentImages = new Set<string>();
+  /** The last /ping check of each prebuilt-image endpoint. */
+  private readonly pings = new Map<string, PingCheck>();
 
   constructor(private readonly ctx: () => ApiContext, private readonly m: ManagementContext) {
     for (const r of m.store.restEndpoints()) this.specs.set(r.id, { userId: r.userId, spec: r.spec, generation: r.generation });
+  }
+
+  private images(): ImageSupport {
+    const runsImages = this.ctx().scaler()?.runsImages ?? false;
+    return { runsImages, present: (name) => this.presentImages.has(name) };
+  }
+
+  private prebuiltImage(entry: { userId: string; spec: RestEndpointSpec }): string | undefined {
+    const template = this.m.store.template(entry.spec.templateId);
+    return entry.spec.type === "lb" && template && template.userId === entry.userId ? template.imageName : undefined;
+  }
+
+  /** Ask the engine whether it holds the endpoint's prebuilt image (I/O; the plan reads the answer). */
+  async lookUpImage(id: string): Promise<void> {
+    const entry = this.specs.get(id);
+    const image = entry && this.prebuiltImage(entry);
+    const scaler = this.ctx().scaler();
+    if (!image || !scaler?.runsImages) return;
+    if (await scaler.hasImage(image)) this.presentImages.add(image);
+    else this.presentImages.delete(image);
+  }
+
+  /**
+   * A created or updated prebuilt-image endpoint: start one worker of it, see whether it serves /ping, and keep the
+   * verdict (a failed one stops the endpoint from getting workers until an update checks again).
+   */
+  async checkPing(id: string): Promise<void> {
+    const row = this.ctx().endpoints.get(id);
+    const scaler = this.ctx().scaler();
+    if (!row || row.type !== "lb" || row.resource.workersMax === 0 || !scaler) return;
+    const check = await scaler.checkImage(row, IMAGE_PING_WAIT_MS);
+    this.pings.set(id, check);
+    void this.ctx()
+      .engine.appendLogs([{ ts: Date.now(), endpointId: id, workerId: "svc", jobId: null, stream: "log", text: `ping check: ${check.message}` }])
+      .catch(() => undefined);
+    if (!check.ok) await this.apply(id);
   }
 
   private codeOf(userId: string, template: TemplateRecord | undefined): EndpointRow | undefined {
@@ -189,6 +270,8 @@ export class RestEndpoints {
       template: template?.userId === entry.userId ? template : undefined,
       code: this.codeOf(entry.userId, template),
       hostGpuTypes: this.m.dataCenters.dataCenters.find((d) => d.id === this.m.dataCenters.host)?.gpuTypes ?? [],
+      images: this.images(),
+      pingFailed: this.pings.get(id)?.ok === false ? this.pings.get(id) : undefined,
       before: this.ctx().endpoints.get(id),
       generation: entry.generation,
       now,
@@ -199,16 +282,24 @@ export class RestEndpoints {
     const entry = this.specs.get(id)!;
     const row = this.ctx().endpoints.get(id);
     const planned = this.plan(id, entry);
+    const ping = this.pings.get(id);
     return {
       id,
       ...entry.spec,
       url: `${this.ctx().url}/v2/${id}`,
+      type: entry.spec.type ?? "queue",
+      ...(entry.spec.type === "lb" ? { lbUrl: lbEndpointUrl(this.ctx().url, id) } : {}),
       allocatedGpuType: planned.allocatedGpuType,
       status: planned.status,
       statusReason: planned.statusReason,
+      ...(ping ? { ping } : {}),
       createdAt: row?.createdAt ?? planned.row.createdAt,
       updatedAt: row?.updatedAt ?? planned.row.updatedAt,
     };
+  }
+
+  forgetPing(id: string): void {
+    this.pings.delete(id);
   }
 
   /** Write the planned row where the engine and scaler see it. */
@@ -227,6 +318,7 @@ export class RestEndpoints {
   /** After a restart, or when an app endpoint a template points at was redeployed: re-plan every REST endpoint. */
   async refreshAll(): Promise<void> {
     for (const id of this.specs.keys()) {
+      await this.lookUpImage(id);
       const current = this.ctx().endpoints.get(id);
       const { row } = this.plan(id, this.specs.get(id)!);
       if (!current || current.revision !== row.revision || current.resource.workersMax !== row.resource.workersMax) await this.apply(id);
@@ -303,7 +395,9 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     const newEndpointId = newId(8);
     rest.specs.set(newEndpointId, { userId: p.userId, spec: plan.spec, generation: 0 });
     m.store.putRestEndpoint(newEndpointId, p.userId, plan.spec, 0);
+    await rest.lookUpImage(newEndpointId);
     await rest.apply(newEndpointId);
+    await rest.checkPing(newEndpointId);
     return sendJson(res, rest.record(newEndpointId), 201);
   }
   if (method === "GET") {
@@ -320,7 +414,11 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     const next = { userId: entry.userId, spec: plan.spec, generation: entry.generation + (restart ? 1 : 0) };
     rest.specs.set(id, next);
     m.store.putRestEndpoint(id, p.userId, plan.spec, next.generation);
+    await rest.lookUpImage(id);
+    // A new check on every update: the image may have been rebuilt under the same name.
+    rest.forgetPing(id);
     await rest.apply(id);
+    await rest.checkPing(id);
     res.setHeader("svc-workers-restarted", restart ? "true" : "false");
     return sendJson(res, rest.record(id));
   }
@@ -329,6 +427,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     own(id);
     // Configuration, job history and logs go with it, and the scaler drains its workers.
     rest.specs.delete(id);
+    rest.forgetPing(id);
     m.store.deleteRestEndpoint(id);
     ctx.endpoints.delete(id);
     await ctx.engine.dropEndpoint(id);

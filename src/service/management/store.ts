@@ -59,6 +59,8 @@ export interface RestEndpointSpec {
   executionTimeoutMs: number;
   scalerType: "QUEUE_DELAY" | "REQUEST_COUNT";
   scalerValue: number;
+  /** "lb": a load-balanced endpoint running the template's prebuilt image. Absent in specs stored before it existed. */
+  type?: "queue" | "lb";
 }
 
 export interface KeyRecord {
