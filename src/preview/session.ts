@@ -18,6 +18,7 @@ import { errorMessage, UserError } from "../errors.js";
 import { envSetting } from "../sdk/context.js";
 import { startService, type Service } from "../service/index.js";
 import { PREVIEW_LABELS, previewEndpoints, previewManifest, staleSessions, type PreviewEndpoint } from "./render.js";
+import { processAlive } from "../process-alive.js";
 
 export const PREVIEW_ENV = "preview";
 export const DEFAULT_PREVIEW_PORT = 8700;
@@ -67,15 +68,6 @@ export interface PreviewSessionHandle {
   close(): Promise<void>;
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists, it is someone else's.
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /**
  * Remove what previews whose process is gone left in the engine (containers, networks, volumes), found by the

@@ -16,17 +16,10 @@ import { captureProcessOutput, jobScope, LogShipper } from "./logs.js";
 import { WorkerLoop } from "./loop.js";
 import { noteMark } from "./output-marks.js";
 import { isLoadBalancedEndpoint, serveRoutes, type RouteServer } from "./lb.js";
+import { processAlive } from "../process-alive.js";
 
 const writeStderr = process.stderr.write.bind(process.stderr);
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 async function prepareArtifact(settings: WorkerSettings): Promise<string> {
   if (settings.artifactDir) return settings.artifactDir;

@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { UserError } from "../errors.js";
 import { readJson } from "./jobs-client.js";
+import { processAlive } from "../process-alive.js";
 
 export const RUNTIME_KEY = Symbol.for("svc.runtime");
 export const DEV_SESSION_FILE = join(".svc", "dev-session.json");
@@ -61,14 +62,6 @@ export class NoContextError extends UserError {
   }
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** The live dev session of the project containing `from`, if any. */
 export function findDevSession(from = process.cwd()): DevSession | undefined {
