@@ -6,6 +6,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { firstJsonOnStdout } from "../cli-output.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const bin = join(repo, "bin", "svc.js");
@@ -74,21 +75,7 @@ beforeAll(async () => {
   delete env.SVC_API_URL;
   dev = spawn(process.execPath, [bin, "dev", "--port", "0", "--json"], { cwd: project, env });
   dev.stderr.on("data", (d) => (stderr += d.toString()));
-  let stdout = "";
-  ready = await new Promise<Ready>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`svc dev did not become ready:\n${stderr}`)), 90_000);
-    dev.stdout.on("data", (d) => {
-      stdout += d.toString();
-      try {
-        const parsed = JSON.parse(stdout) as Ready;
-        clearTimeout(timer);
-        resolve(parsed);
-      } catch {
-        // not complete yet
-      }
-    });
-    dev.on("exit", (code) => reject(new Error(`svc dev exited ${code}:\n${stderr}`)));
-  });
+  ready = await firstJsonOnStdout<Ready>(dev, "svc dev", 90_000, () => stderr);
 }, 120_000);
 
 afterAll(async () => {

@@ -15,6 +15,7 @@ import { cleanupStale } from "../../src/drivers/docker.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { removeStalePreviews } from "../../src/preview/session.js";
 import { describeDocker, docker, engineUp, leftovers } from "../docker/engine.js";
+import { firstJsonOnStdout } from "../cli-output.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const bin = join(repo, "bin", "svc.js");
@@ -51,23 +52,9 @@ async function startPreview(args: string[] = []): Promise<Preview> {
   const child = spawn(process.execPath, [bin, "deploy", "--preview", "--json", "--port", "0", "-C", project, ...args], { env: cliEnv() });
   children.push(child);
   let stderr = "";
-  let stdout = "";
   child.stderr.on("data", (d) => (stderr += d.toString()));
   const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  const ready = await new Promise<Ready>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the preview did not become ready:\n${stderr}`)), 120_000);
-    child.stdout.on("data", (d) => {
-      stdout += d.toString();
-      try {
-        const parsed = JSON.parse(stdout) as Ready;
-        clearTimeout(timer);
-        resolve(parsed);
-      } catch {
-        // not complete yet
-      }
-    });
-    void exit.then((code) => reject(new Error(`svc deploy --preview exited ${code}:\n${stderr}`)));
-  });
+  const ready = await firstJsonOnStdout<Ready>(child, "svc deploy --preview", 120_000, () => stderr);
   sessions.add(ready.session);
   return { child, ready, stderr: () => stderr, exit };
 }
