@@ -15,7 +15,7 @@ import {
   type OpenAiProblem,
 } from "./format.js";
 import { chatCompletionFrames, SSE_HEADERS } from "./sse.js";
-import { parseChatRequest } from "./validate.js";
+import { checkChatRequest, parseChatRequest, type ChatRequestVerdict } from "./validate.js";
 
 /** What the route needs from the service's job machinery. */
 export interface ChatJobs {
@@ -58,7 +58,15 @@ function sendJson(res: ServerResponse, value: unknown): void {
 
 /** POST .../openai/v1/chat/completions with the request body already read. */
 export async function serveChatCompletion(bodyText: string, endpoint: ChatEndpoint, jobs: ChatJobs, res: ServerResponse): Promise<void> {
-  const verdict = parseChatRequest(bodyText);
+  return serveChatVerdict(parseChatRequest(bodyText), endpoint, jobs, res);
+}
+
+/** The same with the body already parsed (the service parses every JSON body with its shared checks). */
+export async function serveParsedChatCompletion(body: unknown, endpoint: ChatEndpoint, jobs: ChatJobs, res: ServerResponse): Promise<void> {
+  return serveChatVerdict(checkChatRequest(body), endpoint, jobs, res);
+}
+
+async function serveChatVerdict(verdict: ChatRequestVerdict, endpoint: ChatEndpoint, jobs: ChatJobs, res: ServerResponse): Promise<void> {
   if (!verdict.ok) return sendOpenAiProblem(res, problemOfVerdict(verdict));
   const request = verdict.request;
   const target = chatFunctionFor(endpoint.functions, request.model);

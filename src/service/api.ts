@@ -10,7 +10,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { canUseJobs, type KeyRing, type Principal } from "./auth.js";
 import { isFinal, MAX_TAKE_WAIT_MS, type DoneResult, type JobEngine, type WorkerEntry } from "./engine.js";
-import { HttpProblem, intParam, isPlainObject, keyFromHeader, parseJson, readBody, sendJson, sendProblem } from "./http.js";
+import { HttpProblem, intParam, isPlainObject, keyFromHeader, parseJson, readBody, requestTarget, sendJson, sendProblem, type RequestTarget } from "./http.js";
 import type { Scaler } from "./scaler.js";
 import type { EndpointRow, JobRow, LogRow, Store } from "./store/types.js";
 import { deployRoute } from "./deploy/routes.js";
@@ -95,15 +95,15 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
       req.resume();
       throw new HttpProblem(401, "The API key is not valid (unknown or revoked)", { headers: { "www-authenticate": "Bearer" } });
     }
-    const url = new URL(req.url ?? "/", "http://svc.invalid");
-    const segments = url.pathname.split("/").filter(Boolean).map(decodeURIComponent);
     // issue 4: per-user rate limits on every authenticated request; management routes before the job API
     ctx.management?.limit(principal, res);
     // issue 7: load-balanced endpoints: /lb/{endpoint_id}/... or Host {endpoint_id}.lb.localhost
     if (ctx.lb && (await ctx.lb.route(principal, req, res))) return;
+    const url = requestTarget(req.url ?? "/");
+    const segments = url.pathname.split("/").filter(Boolean).map(decodeURIComponent);
     if (ctx.management && (await ctx.management.route(ctx, principal, req, res, segments))) return;
     // issue 8: an endpoint's recent jobs (the console's job list)
-    if (isJobsListPath(segments)) return await jobsList(ctx, principal, req, res, url, segments[1]!);
+    if (isJobsListPath(segments)) return await jobsList(ctx, principal, req, res, new URL(req.url ?? "/", "http://svc.invalid"), segments[1]!);
     if (segments[0] === "v2" && segments.length >= 3) return await jobRoute(ctx, principal, req, res, url, segments);
     if (segments[0] === "_worker" && segments[1] === "v1" && segments.length === 3) return await workerRoute(ctx, principal, req, res, segments[2]!);
     // issue 5: apps, environments, builds (falls through for environments only the older route knows)
@@ -155,7 +155,7 @@ function userEndpoint(ctx: ApiContext, principal: Principal, id: string): Endpoi
   return endpoint;
 }
 
-async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, url: URL, seg: string[]): Promise<void> {
+async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, url: RequestTarget, seg: string[]): Promise<void> {
   if (principal.worker) throw new HttpProblem(403, "A worker token cannot call the job API");
   const [, endpointId, action, jobId] = seg as [string, string, string, string | undefined];
   // issue 7: the OpenAI-compatible chat route
@@ -258,7 +258,9 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
   const { workerId, endpointId } = principal.worker;
   const endpoint = ctx.endpoints.get(endpointId);
   if (!endpoint) throw notFound(`Endpoint ${endpointId} no longer exists`);
-  const body = parseJson(await readBody(req, WORKER_BODY_LIMIT)) ?? {};
+  // No body is an empty one; `null` (like any other non-object) is not an object.
+  const parsed = parseJson(await readBody(req, WORKER_BODY_LIMIT));
+  const body = parsed === undefined ? {} : parsed;
   if (!isPlainObject(body)) throw new HttpProblem(422, "The body must be a JSON object", { errors: ["$: must be an object"] });
   if (body.workerId !== undefined && body.workerId !== workerId) {
     throw new HttpProblem(403, `This token belongs to worker ${workerId}, not ${String(body.workerId)}`);
@@ -403,7 +405,7 @@ function logJson(l: LogRow): string {
   return JSON.stringify({ ts: l.ts, workerId: l.workerId, jobId: l.jobId, stream: l.stream, text: l.text });
 }
 
-async function logs(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, url: URL, endpointId: string): Promise<void> {
+async function logs(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, url: RequestTarget, endpointId: string): Promise<void> {
   req.resume();
   if (principal.worker) throw new HttpProblem(403, "A worker token cannot read logs");
   userEndpoint(ctx, principal, endpointId);

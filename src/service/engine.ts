@@ -6,11 +6,10 @@
 // writes the batch, then the callers waiting on it answer. A response that acknowledges a change is sent only
 // after its batch committed.
 
-import { randomBytes } from "node:crypto";
 import { FINAL_STATUSES, type JobStatus } from "../sdk/jobs-client.js";
 import { DEFAULTS } from "../sdk/config.js";
 import { HttpProblem } from "./http.js";
-import { newId } from "./auth.js";
+import { newId, newToken } from "./auth.js";
 import { IdQueue } from "./queue.js";
 import type { JobRow, LogRow, Store, StoreOp } from "./store/types.js";
 
@@ -79,7 +78,8 @@ interface EndpointStats {
 interface Taker {
   workerId: string;
   max: number;
-  resolve(jobs: JobRow[]): void;
+  /** `committed`: the batch holding the jobs' IN_PROGRESS changes (the answer waits for it). */
+  resolve(jobs: JobRow[], committed?: Promise<void>): void;
   timer: NodeJS.Timeout;
 }
 
@@ -140,6 +140,8 @@ export class JobEngine {
   private batchSettle?: { resolve(): void; reject(err: unknown): void };
   private afterCommit: Array<() => void> = [];
   private flushScheduled = false;
+  /** Endpoints whose waiting takers get the jobs queued this tick, when the tick's batch is flushed. */
+  private readonly dispatchDue = new Set<string>();
   /** Batches commit strictly in order, even with a store whose apply is truly asynchronous. */
   private lastFlush: Promise<void> = Promise.resolve();
   private closed = false;
@@ -163,16 +165,21 @@ export class JobEngine {
       });
       this.batchPromise.catch(() => undefined);
     }
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      setImmediate(() => {
-        this.lastFlush = this.lastFlush.then(() => this.flush());
-      });
-    }
+    this.scheduleFlush();
     return this.batchPromise;
   }
 
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.lastFlush = this.lastFlush.then(() => this.flush());
+    });
+  }
+
   private async flush(): Promise<void> {
+    // Takers first: what they take joins this batch (a job submitted and taken in one tick is one insert).
+    this.dispatchQueued();
     this.flushScheduled = false;
     this.collectCounters();
     const ops = this.batch;
@@ -321,7 +328,9 @@ export class JobEngine {
           : RUNSYNC_RETENTION_MS
         : RUN_RETENTION_MS);
     const row: JobRow = {
-      id: `${newId(8)}-${now.toString(36)}`,
+      // Time first: ids of one period share a prefix, so SQLite's id index grows at its end (one page per
+      // batch) instead of touching a random page per job; the 64 random bits keep ids unguessable.
+      id: `${now.toString(36)}-${newId(8)}`,
       endpointId,
       status: "IN_QUEUE",
       input: JSON.stringify(s.input),
@@ -359,8 +368,20 @@ export class JobEngine {
     if (front) q.unshift(job.row.id);
     else q.push(job.row.id);
     this.statsOf(job.row.endpointId).inQueue++;
-    this.dispatch(job.row.endpointId);
-    if (this.statsOf(job.row.endpointId).inQueue > 0) this.hooks.onDemand?.(job.row.endpointId);
+    // Waiting takers are served once per tick, at flush: one take answer carries every job queued meanwhile
+    // (it waits for that batch's commit anyway), instead of one answer (and one more take) per job.
+    this.dispatchDue.add(job.row.endpointId);
+    this.scheduleFlush();
+  }
+
+  private dispatchQueued(): void {
+    if (this.dispatchDue.size === 0) return;
+    const due = [...this.dispatchDue];
+    this.dispatchDue.clear();
+    for (const endpointId of due) {
+      this.dispatch(endpointId);
+      if (this.statsOf(endpointId).inQueue > 0) this.hooks.onDemand?.(endpointId);
+    }
   }
 
   /** The record as the job API shows it. */
@@ -651,6 +672,7 @@ export class JobEngine {
   async take(w: WorkerEntry, max: number, waitMs: number, signal?: AbortSignal): Promise<JobRow[]> {
     w.lastSeen = Date.now();
     let rows: JobRow[] = w.draining || this.closed ? [] : this.grab(w, max);
+    let committed: Promise<void> | undefined;
     if (rows.length === 0 && waitMs > 0 && !w.draining && !this.closed) {
       w.polling++;
       try {
@@ -658,7 +680,10 @@ export class JobEngine {
           const taker: Taker = {
             workerId: w.id,
             max,
-            resolve,
+            resolve: (jobs, batch) => {
+              committed = batch;
+              resolve(jobs);
+            },
             timer: setTimeout(() => {
               const list = this.takers.get(w.endpointId);
               if (list) this.takers.set(w.endpointId, list.filter((t) => t !== taker));
@@ -687,8 +712,9 @@ export class JobEngine {
       }
     }
     if (rows.length > 0) {
-      // The IN_PROGRESS updates were put in the batch by grab(): answer once they are committed.
-      await this.write([]);
+      // The IN_PROGRESS updates were put in the batch by grab(): answer once they are committed (a taker
+      // served at flush time was handed that batch: it is no longer the current one).
+      await (committed ?? this.write([]));
       this.hooks.onTaken?.(w.endpointId, w.id);
     }
     return rows;
@@ -706,7 +732,7 @@ export class JobEngine {
       if (id === undefined) break;
       const job = this.live.get(id);
       if (!job || job.row.status !== "IN_QUEUE") continue;
-      const lease = randomBytes(12).toString("base64url");
+      const lease = newToken(12);
       stats.inQueue--;
       stats.inProgress++;
       this.running.add(id);
@@ -737,7 +763,7 @@ export class JobEngine {
         break;
       }
       clearTimeout(taker.timer);
-      taker.resolve(rows);
+      taker.resolve(rows, this.batchPromise);
     }
   }
 

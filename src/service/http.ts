@@ -1,5 +1,6 @@
 // Small HTTP helpers for the service: problem+json errors, bounded JSON bodies, a path matcher.
 
+import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Problem } from "../errors.js";
 
@@ -9,10 +10,13 @@ export const TITLES: Record<number, string> = {
   403: "Forbidden",
   404: "Not Found",
   405: "Method Not Allowed",
+  408: "Request Timeout",
   409: "Conflict",
   413: "Payload Too Large",
+  415: "Unsupported Media Type",
   422: "Unprocessable Entity",
   429: "Too Many Requests",
+  431: "Request Header Fields Too Large",
   500: "Internal Server Error",
   502: "Bad Gateway",
   503: "Service Unavailable",
@@ -58,8 +62,26 @@ export function sendJson(res: ServerResponse, value: unknown, status = 200): voi
   res.end(text);
 }
 
-/** Read the whole body, refusing more than `limit` bytes with 413 (nothing is stored then). */
+/**
+ * Content types a JSON body may arrive under. Besides JSON itself, what clients send when their author forgot the
+ * header: none, `text/plain` (fetch with a string body) and a form (curl -d); clients written for this API elsewhere
+ * must keep working, and the body is parsed as JSON either way. Anything else (multipart, binary, XML...) is 415.
+ */
+function jsonContentType(header: string | undefined): boolean {
+  if (header === undefined) return true;
+  const type = header.split(";")[0]!.trim().toLowerCase();
+  return type === "" || type === "application/json" || type === "text/plain" || type === "application/x-www-form-urlencoded" || (type.startsWith("application/") && type.endsWith("+json"));
+}
+
+/**
+ * Read the whole (JSON) body, refusing more than `limit` bytes with 413 and a declared non-JSON content-type
+ * with 415 (nothing is stored then). Every caller reads JSON.
+ */
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  if (!jsonContentType(req.headers["content-type"])) {
+    req.resume();
+    return Promise.reject(new HttpProblem(415, `The request body must be JSON: send it with \`Content-Type: application/json\`, not ${req.headers["content-type"]}`));
+  }
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > limit) {
     return Promise.reject(tooLarge(req, limit));
@@ -102,22 +124,83 @@ function tooLarge(req: IncomingMessage, limit: number): HttpProblem {
   });
 }
 
-/** Parse a JSON body; empty bodies are `undefined`. Malformed JSON is 400. */
+/** Bodies nested deeper than this are refused: JSON.stringify (the store) and recursive code overflow the stack. */
+export const MAX_JSON_DEPTH = 512;
+
+/** True when `body` (JSON text) nests arrays/objects deeper than `max`. Bytes suffice: UTF-8 never hides `"\\[]{}`. */
+function nestedDeeper(body: Buffer, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i]!;
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}
+
+/** Parse a JSON body; empty bodies are `undefined`. Malformed JSON, bytes that are not UTF-8 and nesting deeper than MAX_JSON_DEPTH are 400. */
 export function parseJson(body: Buffer): unknown {
   if (body.length === 0) return undefined;
+  // Decoding would silently turn invalid bytes into U+FFFD and store that.
+  if (!isUtf8(body)) throw new HttpProblem(400, "The request body is not valid UTF-8");
+  let value: unknown;
   try {
-    return JSON.parse(body.toString("utf8"));
+    value = JSON.parse(body.toString("utf8"));
   } catch (err) {
     throw new HttpProblem(400, `The request body is not valid JSON: ${(err as Error).message}`);
   }
+  // Only a body longer than the limit can nest that deep: small bodies (most job submissions) skip the scan.
+  if (body.length > MAX_JSON_DEPTH && nestedDeeper(body, MAX_JSON_DEPTH)) {
+    throw new HttpProblem(400, `The request body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  return value;
 }
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+/** What routes read of a request target: its path and its query (a URL has both). */
+export interface RequestTarget {
+  readonly pathname: string;
+  readonly searchParams: URLSearchParams;
+}
+
+/**
+ * The path and query of an origin-form request target ("/a/b?c=d"), without building a URL: the job API and
+ * the LB proxy parse one per request. Targets a URL would rewrite (backslashes, absolute form) go through
+ * `new URL`, so every route sees the same path as before; "." and ".." segments, which a URL would resolve to
+ * another route, and targets that are not URLs are 400. The query is parsed when first read.
+ */
+export function requestTarget(raw: string): RequestTarget {
+  const q = raw.indexOf("?");
+  const pathname = q < 0 ? raw : raw.slice(0, q);
+  if (raw.charCodeAt(0) !== 47 /* "/" */ || pathname.includes(".") || pathname.includes("\\")) {
+    // A URL would resolve "." and ".." segments: `DELETE /v1/apps/a/environments/..` would delete app "a".
+    if (/(^|[/\\])(\.|%2e){1,2}([/\\]|$)/i.test(pathname)) throw new HttpProblem(400, "The request path has a \".\" or \"..\" segment");
+    try {
+      return new URL(raw, "http://svc.invalid");
+    } catch {
+      throw new HttpProblem(400, "The request target is not a valid path");
+    }
+  }
+  let params: URLSearchParams | undefined;
+  return {
+    pathname,
+    get searchParams() {
+      return (params ??= new URLSearchParams(q < 0 ? "" : raw.slice(q + 1)));
+    },
+  };
+}
+
 /** An integer query parameter within bounds, or 422. */
-export function intParam(url: URL, name: string, min: number, max: number): number | undefined {
+export function intParam(url: RequestTarget, name: string, min: number, max: number): number | undefined {
   const raw = url.searchParams.get(name);
   if (raw === null) return undefined;
   const value = Number(raw);

@@ -6,6 +6,7 @@ import { createReadStream, existsSync } from "node:fs";
 import { copyFile, mkdir, rename } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
 import { join } from "node:path";
 import type { WorkerDriver } from "../drivers/types.js";
 import { UserError } from "../errors.js";
@@ -13,7 +14,7 @@ import type { Manifest, ManifestResource } from "../sdk/manifest.js";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
 import { JobEngine, type EngineEndpoint } from "./engine.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
-import { sendProblem } from "./http.js";
+import { problemBody, sendProblem, TITLES } from "./http.js";
 import { artifactLimit } from "./deploy/upload.js";
 import { Scaler } from "./scaler.js";
 import { openSqliteStore } from "./store/sqlite.js";
@@ -274,6 +275,22 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     lb,
   };
   await management.attach(context);
+  // Requests Node's parser refuses (headers over 16 KiB, a method it does not know, bad framing) get a
+  // problem+json answer too, instead of Node's bare status line.
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex & { _httpMessage?: { headersSent?: boolean } }) => {
+    // As Node's own handler: nothing to say on a reset socket or once an answer has started.
+    if (!socket.writable || err.code === "ECONNRESET" || socket._httpMessage?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const status = err.code === "HPE_HEADER_OVERFLOW" ? 431 : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
+    const detail =
+      status === 431 ? "The request's headers are larger than the limit of 16 KiB" : status === 408 ? "The request's headers did not arrive in time" : `The request is not valid HTTP (${err.code ?? err.message})`;
+    const text = JSON.stringify(problemBody(status, detail));
+    socket.end(
+      `HTTP/1.1 ${status} ${TITLES[status]}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+    );
+  });
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     handleRequest(context, req, res).catch((err: unknown) => {
       log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);

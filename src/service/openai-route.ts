@@ -2,13 +2,13 @@
 //   POST /v2/{endpoint_id}/openai/v1/chat/completions    a chat request becomes a job; the reply is built from
 //                                                        its stream chunks (streaming) or its output
 //   GET  /v2/{endpoint_id}/openai/v1/models
-// The wire format lives in src/openai (pure functions and serveChatCompletion); this file is the ChatJobs adapter.
+// The wire format lives in src/openai (pure functions and serveParsedChatCompletion); this file is the ChatJobs adapter.
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { serveChatCompletion, serveModels, type ChatJobs } from "../openai/route.js";
+import { serveModels, serveParsedChatCompletion, type ChatJobs } from "../openai/route.js";
 import type { ApiContext } from "./api.js";
 import { isFinal, type JobEngine } from "./engine.js";
-import { HttpProblem, readBody } from "./http.js";
+import { HttpProblem, parseJson, readBody } from "./http.js";
 import type { EndpointRow } from "./store/types.js";
 
 /** The largest chat request body (the /runsync limit). */
@@ -76,8 +76,9 @@ export async function openAiRoute(ctx: ApiContext, req: IncomingMessage, res: Se
   const chat = { name: endpoint.name, functions: endpoint.resource.functions.map((f) => f.name) };
   if (rest === "v1/chat/completions") {
     if (req.method !== "POST") throw new HttpProblem(405, `${req.method} is not allowed here; use POST`, { headers: { allow: "POST" } });
-    const body = await readBody(req, OPENAI_BODY_LIMIT);
-    return serveChatCompletion(body.toString("utf8"), chat, engineChatJobs(ctx.engine, endpoint.id), res);
+    // The shared parser refuses what every JSON route refuses (not UTF-8, nested too deeply): 400 problems.
+    const body = parseJson(await readBody(req, OPENAI_BODY_LIMIT));
+    return serveParsedChatCompletion(body, chat, engineChatJobs(ctx.engine, endpoint.id), res);
   }
   if (rest === "v1/models") {
     if (req.method !== "GET") throw new HttpProblem(405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET" } });

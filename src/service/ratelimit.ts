@@ -48,6 +48,8 @@ function sfString(s: string): string {
 export class RateLimiter {
   private readonly users = new Map<string, UserWindows>();
   readonly policy: string;
+  /** `"name";r=` of each window, built once (the header is written on every request). */
+  private readonly remainingPrefix: string[];
 
   constructor(readonly windows: RateWindow[] = DEFAULT_RATE_WINDOWS) {
     for (const w of windows) {
@@ -56,6 +58,7 @@ export class RateLimiter {
       }
     }
     this.policy = windows.map((w) => `${sfString(w.name)};q=${w.quota};w=${w.seconds}`).join(", ");
+    this.remainingPrefix = windows.map((w, i) => `${i > 0 ? ", " : ""}${sfString(w.name)};r=`);
   }
 
   /** Count one request of `userId` (unless refused) and say whether it may proceed. */
@@ -80,7 +83,7 @@ export class RateLimiter {
       const w = this.windows[i]!;
       const remaining = Math.max(0, w.quota - state.counts[i]!);
       const reset = Math.max(0, Math.ceil((state.resets[i]! - now) / 1000));
-      header += `${i > 0 ? ", " : ""}${sfString(w.name)};r=${remaining};t=${reset}`;
+      header += `${this.remainingPrefix[i]}${remaining};t=${reset}`;
     }
     if (exceeded === undefined) return { allowed: true, rateLimit: header, policy: this.policy };
     return {

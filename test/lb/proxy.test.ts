@@ -105,6 +105,31 @@ describe("a load-balanced endpoint behind the proxy", () => {
     expect(Buffer.from(await response.arrayBuffer()).equals(bytes)).toBe(true);
   });
 
+  it("round-trips a chunked upload (no content-length) byte for byte, and answers HEAD without a body", async () => {
+    const parts = [randomBytes(70_000), randomBytes(5), randomBytes(100_000)];
+    const answer = await new Promise<{ status: number; count: string | undefined; body: Buffer }>((resolve, reject) => {
+      const req = request(`${base}/bytes`, { method: "POST", headers: { ...auth, "content-type": "application/octet-stream" } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode!, count: res.headers["x-byte-count"] as string | undefined, body: Buffer.concat(chunks) }));
+      });
+      req.on("error", reject);
+      // Written in pieces, a tick apart: the body goes out chunked, as it is produced.
+      req.write(parts[0]);
+      setTimeout(() => {
+        req.write(parts[1]);
+        req.end(parts[2]);
+      }, 20);
+    });
+    const sent = Buffer.concat(parts);
+    expect([answer.status, answer.count]).toEqual([201, String(sent.length)]);
+    expect(answer.body.equals(sent)).toBe(true);
+    const head = await fetch(`${base}/items/h1?q=x`, { method: "HEAD", headers: auth });
+    expect(head.status).toBe(200);
+    expect(head.headers.get("x-svc-worker")).toBeTruthy();
+    expect(await head.text()).toBe("");
+  });
+
   it("passes a server-sent event stream through as it is produced", async () => {
     const response = await fetch(`${base}/events?count=5&gap=300`, { headers: auth });
     expect(response.status).toBe(200);

@@ -93,6 +93,19 @@ describe("authentication and errors", () => {
     expect(wait.body.errors[0]).toMatch(/wait/);
   });
 
+  it("parses a JSON body sent without its content type (fetch's text/plain, curl -d's form), and refuses multipart (415)", async () => {
+    for (const type of ["text/plain;charset=UTF-8", "application/x-www-form-urlencoded"]) {
+      const r = await fetch(`${echo.url}/run`, { method: "POST", headers: { authorization: `Bearer ${t.key}`, "content-type": type }, body: JSON.stringify({ input: { via: type } }) });
+      expect(r.status).toBe(200);
+      expect(((await r.json()) as { status: string }).status).toBe("IN_QUEUE");
+    }
+    const multipart = await fetch(`${echo.url}/run`, { method: "POST", headers: { authorization: `Bearer ${t.key}`, "content-type": "multipart/form-data; boundary=x" }, body: '{"input":{}}' });
+    expect(multipart.status).toBe(415);
+    expect(multipart.headers.get("content-type")).toContain("application/problem+json");
+    expect(((await multipart.json()) as { detail: string }).detail).toContain("Content-Type: application/json");
+    await drainQueue();
+  });
+
   it("answers 413 for a /run body over 10 MB and stores nothing", async () => {
     await drainQueue();
     const big = JSON.stringify({ input: { blob: "x".repeat(10 * 1024 * 1024 + 10) } });

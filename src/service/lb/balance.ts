@@ -11,12 +11,19 @@ export interface BalancedWorker {
  * equal workers take turns. undefined: no ready worker.
  */
 export function pickWorker(workers: readonly BalancedWorker[], lastPicked?: string): BalancedWorker | undefined {
-  const ready = workers.filter((w) => w.ready);
-  if (ready.length === 0) return undefined;
-  const least = Math.min(...ready.map((w) => w.inFlight));
-  const candidates = ready.filter((w) => w.inFlight === least);
-  const after = candidates.findIndex((w) => w.id === lastPicked);
-  return candidates[(after + 1) % candidates.length];
+  // Two passes, no arrays: this runs on every proxied request.
+  let least = Infinity;
+  for (const w of workers) if (w.ready && w.inFlight < least) least = w.inFlight;
+  if (least === Infinity) return undefined;
+  let first: BalancedWorker | undefined;
+  let afterLast = false;
+  for (const w of workers) {
+    if (!w.ready || w.inFlight !== least) continue;
+    if (afterLast) return w;
+    first ??= w;
+    if (w.id === lastPicked) afterLast = true;
+  }
+  return first;
 }
 
 /**

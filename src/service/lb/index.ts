@@ -14,7 +14,7 @@ import { HttpProblem } from "../http.js";
 import type { EndpointRow } from "../store/types.js";
 import { lbDemand, pickWorker } from "./balance.js";
 import { pingVerdict, probePing, type PingState } from "./ping.js";
-import { forward, parseAddress, proxyAgent, type UpstreamAddress } from "./proxy.js";
+import { forward, forwardRaw, parseAddress, proxyAgent, UpstreamPool, type UpstreamAddress } from "./proxy.js";
 
 export { checkPingPath, classifyPing, pingVerdict, probePing, type PingCheck, type PingState } from "./ping.js";
 
@@ -32,12 +32,14 @@ export function lbEndpointUrl(serviceUrl: string, endpointId: string): string {
 
 /** Which LB endpoint and path a request addresses, from its path or Host header. Pure. */
 export function lbTarget(rawUrl: string, host: string | undefined): { endpointId: string; path: string } | undefined {
-  const byPath = /^\/lb\/([a-z0-9]+)(\/[^]*)?$/.exec(rawUrl.split("?")[0]!);
+  // Cheap first tests: every authenticated request (the job API's included) asks this.
+  const byPath = rawUrl.startsWith("/lb/") ? /^\/lb\/([a-z0-9]+)(\/[^]*)?$/.exec(rawUrl.split("?")[0]!) : null;
   if (byPath) {
     const query = rawUrl.includes("?") ? rawUrl.slice(rawUrl.indexOf("?")) : "";
     return { endpointId: byPath[1]!, path: `${byPath[2] ?? "/"}${query}` };
   }
-  const byHost = /^([a-z0-9]+)\.lb\.localhost(:\d+)?$/i.exec(host ?? "");
+  if (host === undefined || host.length < 14) return undefined;
+  const byHost = /^([a-z0-9]+)\.lb\.localhost(:\d+)?$/i.exec(host);
   if (byHost) return { endpointId: byHost[1]!.toLowerCase(), path: rawUrl || "/" };
   return undefined;
 }
@@ -95,6 +97,7 @@ export class LbRouter {
   private readonly coldSince = new Map<string, number>();
   private readonly counters = new Map<string, { served: number; failed: number }>();
   private readonly agent: Agent = proxyAgent();
+  private readonly pool = new UpstreamPool();
   private readonly timer: NodeJS.Timeout;
   private closed = false;
 
@@ -321,7 +324,8 @@ export class LbRouter {
     let counters = this.counters.get(endpointId);
     if (!counters) this.counters.set(endpointId, (counters = { served: 0, failed: 0 }));
     try {
-      const outcome = await forward(this.agent, req, res, { upstream: worker.upstream, path: target.path, workerId: worker.id, endpointId });
+      const exchange = { upstream: worker.upstream, path: target.path, workerId: worker.id, endpointId };
+      const outcome = UpstreamPool.supports(worker.upstream) ? await forwardRaw(this.pool, req, res, exchange) : await forward(this.agent, req, res, exchange);
       if (outcome === "ok") counters.served++;
       if (outcome === "worker-failed") {
         counters.failed++;
@@ -350,5 +354,6 @@ export class LbRouter {
     }
     this.waiters.clear();
     this.agent.destroy();
+    this.pool.destroy();
   }
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { lbDemand, pickWorker } from "./balance.js";
 import { addressProblem, lbEndpointUrl, lbTarget } from "./index.js";
 import { classifyPing, pingVerdict } from "./ping.js";
-import { downstreamHeaders, upstreamHeaders } from "./proxy.js";
+import { downstreamHeaders, downstreamRawHeaders, requestHead, upstreamHeaders } from "./proxy.js";
 
 describe("pickWorker", () => {
   const w = (id: string, inFlight: number, ready = true) => ({ id, inFlight, ready });
@@ -82,5 +82,23 @@ describe("proxy headers", () => {
   it("keeps the worker's headers on the way down and names the worker", () => {
     const down = downstreamHeaders({ "content-type": "text/event-stream", "transfer-encoding": "chunked", "set-cookie": ["a=1", "b=2"] }, "w1");
     expect(down).toEqual({ "content-type": "text/event-stream", "set-cookie": ["a=1", "b=2"], "x-svc-worker": "w1" });
+  });
+});
+
+describe("raw forwarding heads", () => {
+  it("writes the request head: Host of the worker, no hop-by-hop headers nor API key, X-Forwarded-*, duplicates kept", () => {
+    const raw = ["Host", "svc:1", "Authorization", "Bearer k", "Connection", "keep-alive, x-private", "X-Private", "p", "Accept", "a", "Accept", "b", "X-Forwarded-For", "10.0.0.1", "Content-Length", "2"];
+    expect(requestHead("POST", "/items/1?q=2", "127.0.0.1:9000", raw, { host: "svc:1", remote: "127.0.0.1" }, false)).toBe(
+      "POST /items/1?q=2 HTTP/1.1\r\nhost: 127.0.0.1:9000\r\nAccept: a\r\nAccept: b\r\nContent-Length: 2\r\n" +
+        "x-forwarded-host: svc:1\r\nx-forwarded-for: 10.0.0.1, 127.0.0.1\r\nx-forwarded-proto: http\r\n\r\n",
+    );
+    expect(requestHead("POST", "/", "w:1", ["Transfer-Encoding", "chunked"], {}, true)).toBe(
+      "POST / HTTP/1.1\r\nhost: w:1\r\nx-forwarded-proto: http\r\ntransfer-encoding: chunked\r\n\r\n",
+    );
+  });
+
+  it("keeps the worker's headers on the way down (set-cookie twice too) and names the worker", () => {
+    const raw = ["Content-Type", "text/plain", "Set-Cookie", "a=1", "Set-Cookie", "b=2", "Connection", "keep-alive", "Keep-Alive", "timeout=65", "Transfer-Encoding", "chunked"];
+    expect(downstreamRawHeaders(raw, "w1")).toEqual(["Content-Type", "text/plain", "Set-Cookie", "a=1", "Set-Cookie", "b=2", "x-svc-worker", "w1"]);
   });
 });

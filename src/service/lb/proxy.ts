@@ -3,6 +3,8 @@
 // and server-sent events arrive as produced). No retry: a worker that fails mid-request gives a 502 problem.
 
 import { request as httpRequest, Agent, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
+import { createRequire } from "node:module";
+import { connect, type Socket } from "node:net";
 import { sendProblem } from "../http.js";
 
 /** Connection-scoped headers (RFC 9110 7.6.1) are not forwarded; neither is the caller's API key. */
@@ -138,5 +140,384 @@ export function forward(
       req.resume();
       upstream.end();
     } else req.pipe(upstream);
+  });
+}
+
+// ------------------------------------------------------------------------------------------- raw forwarding
+//
+// issue 7 (performance): node:http's client (Agent, ClientRequest, IncomingMessage, pipes) cost more per
+// request than the caller's whole round trip, so a proxied request cost 2-2.5x a direct one. For http workers
+// the proxy instead writes the request head itself on a pooled keep-alive socket and reads the answer with
+// llhttp, the parser node:http uses (from node's `_http_common`): chunked decoding, HEAD and 1xx handling,
+// keep-alive decisions are the same as node:http's. Small answers go down in one write (head and body).
+// Where that parser is not available, or the worker speaks https, `forward` above does the job.
+
+interface LlhttpParser {
+  initialize(type: number, resource: object, maxHeaderSize?: number, lenient?: number): void;
+  execute(data: Buffer): number | Error;
+  finish(): number | Error | undefined;
+  [kind: number]: ((...args: never[]) => unknown) | undefined;
+}
+interface LlhttpParserClass {
+  new (): LlhttpParser;
+  RESPONSE: number;
+  kOnHeaders: number;
+  kOnHeadersComplete: number;
+  kOnBody: number;
+  kOnMessageComplete: number;
+}
+
+const Llhttp: LlhttpParserClass | undefined = (() => {
+  try {
+    const parser = (createRequire(import.meta.url)("_http_common") as { HTTPParser?: LlhttpParserClass }).HTTPParser;
+    return typeof parser === "function" && typeof parser.kOnHeadersComplete === "number" ? parser : undefined;
+  } catch {
+    return undefined;
+  }
+})();
+
+/** An idle pooled connection is closed after this long (the worker's server keeps them 65 s). */
+const IDLE_SOCKET_MS = 30_000;
+const CRLF = Buffer.from("\r\n", "latin1");
+/** A request body up to this size, with its length known, goes up in the same write as the head. */
+const SMALL_BODY_BYTES = 64 * 1024;
+
+/** The header names a Connection header lists, added to `into`; the usual "keep-alive" / "close" add none. */
+function connectionTokens(value: string, into: Set<string> | undefined): Set<string> | undefined {
+  const lower = value.toLowerCase();
+  if (lower === "keep-alive" || lower === "close") return into;
+  into ??= new Set();
+  for (const name of lower.split(",")) into.add(name.trim());
+  return into;
+}
+
+/** Flat [name, value, ...] response headers without the connection-scoped ones. Pure. */
+export function downstreamRawHeaders(raw: readonly string[], workerId: string): string[] {
+  let listed: Set<string> | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() === "connection") listed = connectionTokens(raw[i + 1]!, listed);
+  }
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (HOP_BY_HOP.has(name) || listed?.has(name)) continue;
+    out.push(raw[i]!, raw[i + 1]!);
+  }
+  out.push("x-svc-worker", workerId);
+  return out;
+}
+
+/**
+ * The request head sent up, from the caller's raw headers (duplicates kept as sent): request line, Host, the
+ * headers `upstreamHeaders` keeps, the X-Forwarded-* it adds, and the body framing. Pure.
+ */
+export function requestHead(
+  method: string,
+  path: string,
+  upstreamHost: string,
+  raw: readonly string[],
+  info: { host?: string; remote?: string },
+  chunked: boolean,
+): string {
+  let listed: Set<string> | undefined;
+  let forwardedFor: string | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (name === "connection") listed = connectionTokens(raw[i + 1]!, listed);
+    else if (name === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? raw[i + 1] : `${forwardedFor}, ${raw[i + 1]}`;
+  }
+  let head = `${method} ${path} HTTP/1.1\r\nhost: ${upstreamHost}\r\n`;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (HOP_BY_HOP.has(name) || listed?.has(name) || name === "authorization" || FORWARDED.has(name)) continue;
+    head += `${raw[i]}: ${raw[i + 1]}\r\n`;
+  }
+  if (info.host) head += `x-forwarded-host: ${info.host}\r\n`;
+  if (info.remote) head += `x-forwarded-for: ${forwardedFor === undefined ? info.remote : `${forwardedFor}, ${info.remote}`}\r\n`;
+  head += "x-forwarded-proto: http\r\n";
+  if (chunked) head += "transfer-encoding: chunked\r\n";
+  return `${head}\r\n`;
+}
+
+/** Set by the proxy itself (the caller's values are replaced, as in `upstreamHeaders`). */
+const FORWARDED = new Set(["x-forwarded-host", "x-forwarded-for", "x-forwarded-proto"]);
+
+/** One request on a connection: the parser's events, then `afterRead` once per read (or at end of input). */
+interface Exchange {
+  onHead(status: number, headers: string[], keepAlive: boolean): number;
+  onBody(chunk: Buffer): void;
+  onComplete(): void;
+  afterRead(): void;
+  onFailure(err: Error): void;
+}
+
+class UpstreamConnection {
+  readonly parser: LlhttpParser;
+  exchange: Exchange | undefined;
+  private partialHeaders: string[] = [];
+  private idleTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly socket: Socket,
+    readonly key: string,
+    private readonly pool: UpstreamPool,
+  ) {
+    const P = Llhttp!;
+    this.parser = new P();
+    // Long header lists arrive in pieces (kOnHeaders) before kOnHeadersComplete, as in node:http.
+    this.parser[P.kOnHeaders] = ((headers: string[]) => {
+      this.partialHeaders.push(...headers);
+    }) as never;
+    this.parser[P.kOnHeadersComplete] = ((_major: number, _minor: number, headers: string[] | undefined, _method: unknown, _url: unknown, status: number, _message: unknown, _upgrade: boolean, keepAlive: boolean) => {
+      const all = headers ?? this.partialHeaders;
+      this.partialHeaders = [];
+      return this.exchange?.onHead(status, all, keepAlive) ?? 0;
+    }) as never;
+    this.parser[P.kOnBody] = ((chunk: Buffer) => this.exchange?.onBody(chunk)) as never;
+    this.parser[P.kOnMessageComplete] = (() => this.exchange?.onComplete()) as never;
+    socket.setNoDelay(true);
+    socket.on("data", (data: Buffer) => {
+      if (!this.exchange) {
+        // Nothing was asked: a worker that talks out of turn loses the connection.
+        socket.destroy();
+        return;
+      }
+      const result = this.parser.execute(data);
+      if (result instanceof Error) this.fail(result);
+      else this.exchange?.afterRead();
+    });
+    socket.on("end", () => {
+      // A body that lasts until the connection closes ends here; anything else is cut short (on "close").
+      if (this.exchange) {
+        const result = this.parser.finish();
+        if (result instanceof Error) this.fail(result);
+        else this.exchange?.afterRead();
+      }
+      socket.destroy();
+    });
+    socket.on("error", (err) => this.fail(err));
+    socket.on("close", () => {
+      this.pool.forget(this);
+      this.fail(new Error("the worker closed the connection"));
+    });
+  }
+
+  begin(exchange: Exchange): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+    this.exchange = exchange;
+    this.parser.initialize(Llhttp!.RESPONSE, {}, 0, 0);
+    if (this.socket.isPaused()) this.socket.resume();
+  }
+
+  /** The exchange is over: back to the pool when the connection may carry another one, else closed. */
+  end(reusable: boolean): void {
+    this.exchange = undefined;
+    if (!reusable || this.socket.destroyed) {
+      this.socket.destroy();
+      return;
+    }
+    this.idleTimer = setTimeout(() => this.socket.destroy(), IDLE_SOCKET_MS);
+    this.idleTimer.unref();
+    this.pool.idle(this);
+  }
+
+  private fail(err: Error): void {
+    const exchange = this.exchange;
+    this.exchange = undefined;
+    this.socket.destroy();
+    exchange?.onFailure(err);
+  }
+}
+
+/** Keep-alive connections to workers, by address, most recently used first. */
+export class UpstreamPool {
+  private readonly free = new Map<string, UpstreamConnection[]>();
+  private closed = false;
+
+  /** Whether `forwardRaw` can serve this worker (http, and node's parser available). */
+  static supports(upstream: UpstreamAddress): boolean {
+    return Llhttp !== undefined && upstream.protocol === "http:";
+  }
+
+  acquire(upstream: UpstreamAddress): UpstreamConnection {
+    const key = `${upstream.hostname}:${upstream.port}`;
+    const list = this.free.get(key);
+    while (list && list.length > 0) {
+      const conn = list.pop()!;
+      if (!conn.socket.destroyed) return conn;
+    }
+    const host = upstream.hostname.startsWith("[") ? upstream.hostname.slice(1, -1) : upstream.hostname;
+    return new UpstreamConnection(connect({ host, port: Number(upstream.port) || 80 }), key, this);
+  }
+
+  idle(conn: UpstreamConnection): void {
+    if (this.closed) {
+      conn.socket.destroy();
+      return;
+    }
+    let list = this.free.get(conn.key);
+    if (!list) this.free.set(conn.key, (list = []));
+    list.push(conn);
+  }
+
+  forget(conn: UpstreamConnection): void {
+    const list = this.free.get(conn.key);
+    const i = list?.indexOf(conn) ?? -1;
+    if (list && i >= 0) list.splice(i, 1);
+  }
+
+  destroy(): void {
+    this.closed = true;
+    for (const list of this.free.values()) for (const conn of list) conn.socket.destroy();
+    this.free.clear();
+  }
+}
+
+/**
+ * `forward` on a pooled raw connection (see above): the same behaviour, the same outcomes. Only for workers
+ * `UpstreamPool.supports`.
+ */
+export function forwardRaw(
+  pool: UpstreamPool,
+  req: IncomingMessage,
+  res: ServerResponse,
+  target: { upstream: UpstreamAddress; path: string; workerId: string; endpointId: string },
+): Promise<ProxyOutcome> {
+  return new Promise<ProxyOutcome>((resolve) => {
+    const { upstream, workerId } = target;
+    const conn = pool.acquire(upstream);
+    const isHead = req.method === "HEAD";
+    let settled = false;
+    let requestSent = false;
+    let headSent = false;
+    let informational = false;
+    let keepAlive = false;
+    let pending: Buffer[] = [];
+    let complete = false;
+    let waitingDrain = false;
+    let headFailure: Error | undefined;
+
+    const settle = (outcome: ProxyOutcome) => {
+      if (settled) return;
+      settled = true;
+      resolve(outcome);
+    };
+    const workerFailed = (err: Error) => {
+      if (settled) return;
+      if (res.destroyed) return settle("client-gone");
+      if (!res.headersSent) {
+        req.resume();
+        sendProblem(res, 502, `The worker ${workerId} failed while handling the request (${err.message}); it was not retried`, {
+          headers: { "x-svc-worker": workerId },
+        });
+      } else res.destroy();
+      settle("worker-failed");
+    };
+
+    conn.begin({
+      onHead(status, headers, alive) {
+        if (status >= 100 && status < 200) {
+          informational = true;
+          return 1; // no body; the real answer follows
+        }
+        keepAlive = alive;
+        try {
+          res.writeHead(status, downstreamRawHeaders(headers, workerId));
+        } catch (err) {
+          // A header node will not send (invalid characters): the answer cannot be passed on.
+          headFailure = err as Error;
+          return 1;
+        }
+        headSent = true;
+        let known = false;
+        for (let i = 0; i < headers.length; i += 2) if (headers[i]!.toLowerCase() === "content-length") known = true;
+        // Streamed answers: headers go out now, each chunk as it comes.
+        if (!known && !isHead && status !== 204 && status !== 304) res.flushHeaders();
+        return isHead ? 1 : 0;
+      },
+      onBody(chunk) {
+        pending.push(chunk);
+      },
+      onComplete() {
+        if (informational) informational = false;
+        else complete = true;
+      },
+      /** What the parser gave in one read goes down in one write; the last piece ends the answer. */
+      afterRead() {
+        if (settled) return;
+        if (headFailure) {
+          conn.end(false);
+          return workerFailed(headFailure);
+        }
+        if (!headSent) return;
+        const chunks = pending;
+        pending = [];
+        if (complete) {
+          conn.end(keepAlive && requestSent);
+          res.end(chunks.length === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+          settle("ok");
+          return;
+        }
+        let more = true;
+        for (const chunk of chunks) more = res.write(chunk) && more;
+        if (!more && !waitingDrain) {
+          // The caller reads slower than the worker writes: stop reading the worker until it catches up.
+          waitingDrain = true;
+          conn.socket.pause();
+          res.once("drain", () => {
+            waitingDrain = false;
+            conn.socket.resume();
+          });
+        }
+      },
+      onFailure: workerFailed,
+    });
+
+    // The caller went away: stop the worker's side too (the connection is not reused).
+    res.once("close", () => {
+      if (!settled && !res.writableFinished) {
+        conn.end(false);
+        settle("client-gone");
+      }
+    });
+
+    const host = `${upstream.hostname}:${upstream.port}`;
+    const info = { host: req.headers.host, remote: req.socket.remoteAddress };
+    const hasBody = req.headers["content-length"] !== undefined || req.headers["transfer-encoding"] !== undefined;
+    if (!hasBody) {
+      req.resume();
+      conn.socket.write(requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, false), "latin1");
+      requestSent = true;
+      return;
+    }
+    const length = Number(req.headers["content-length"]);
+    const chunked = req.headers["transfer-encoding"] !== undefined;
+    const head = requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, chunked);
+    if (!chunked && Number.isFinite(length) && length <= SMALL_BODY_BYTES) {
+      // A small body is read whole, then goes up with the head in one write.
+      const parts: Buffer[] = [];
+      req.on("data", (chunk: Buffer) => parts.push(chunk));
+      req.on("end", () => {
+        if (settled) return;
+        conn.socket.write(Buffer.concat([Buffer.from(head, "latin1"), ...parts]));
+        requestSent = true;
+      });
+      return;
+    }
+    // A large or chunked body streams up as it arrives.
+    conn.socket.write(head, "latin1");
+    req.on("data", (chunk: Buffer) => {
+      if (chunk.length === 0) return;
+      const framed = chunked ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`, "latin1"), chunk, CRLF]) : chunk;
+      if (!conn.socket.write(framed)) {
+        req.pause();
+        conn.socket.once("drain", () => req.resume());
+      }
+    });
+    req.on("end", () => {
+      if (chunked && !conn.socket.destroyed) conn.socket.write("0\r\n\r\n");
+      requestSent = true;
+    });
   });
 }

@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ApiContext } from "../api.js";
 import type { Principal } from "../auth.js";
 import type { EngineEndpoint } from "../engine.js";
-import { HttpProblem, sendJson } from "../http.js";
+import { HttpProblem, sendJson, sendProblem } from "../http.js";
 import { OPENAPI_PATH, openApiDocument } from "../openapi.js";
 import { parseRateLimits, RateLimiter, type RateWindow } from "../ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
@@ -70,8 +70,12 @@ export class Management {
   /** Unauthenticated routes. True when answered. */
   public(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): boolean {
     // Cheap first test: this runs before every request, the job API's hot path included.
-    if (req.method !== "GET" || !req.url?.startsWith(OPENAPI_PATH) || req.url.split("?")[0] !== OPENAPI_PATH) return false;
+    if (!req.url?.startsWith(OPENAPI_PATH) || req.url.split("?")[0] !== OPENAPI_PATH) return false;
     req.resume();
+    if (req.method !== "GET") {
+      sendProblem(res, 405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET" } });
+      return true;
+    }
     this.openapi ??= JSON.stringify(openApiDocument(ctx.url));
     res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(this.openapi), "cache-control": "max-age=60" });
     res.end(this.openapi);
@@ -105,6 +109,7 @@ export class Management {
     }
     if (seg[0] === "v2" && seg[1] === "data-centers" && seg.length === 2) {
       req.resume();
+      if (req.method !== "GET") throw new HttpProblem(405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET" } });
       requireAccess(p, "volumes", false);
       sendJson(res, m.dataCenters.dataCenters);
       return true;

@@ -3,7 +3,7 @@ import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MIGRATIONS, openSqliteStore } from "./sqlite.js";
+import { foldJobOps, MIGRATIONS, openSqliteStore } from "./sqlite.js";
 import type { JobRow } from "./types.js";
 
 const dirs: string[] = [];
@@ -46,11 +46,48 @@ describe("sqlite store", () => {
     await store.close();
   });
 
+  it("commits a batch before apply resolves: another connection reads it at once", async () => {
+    const file = tempFile();
+    const store = openSqliteStore(file);
+    await store.apply([{ op: "insertJob", job: job("j1") }, { op: "insertLog", line: { ts: 1, endpointId: "e1", workerId: "w", jobId: "j1", stream: "log", text: "hi" } }]);
+    const reader = new Database(file, { readonly: true });
+    expect(reader.prepare("SELECT id, status FROM jobs").all()).toEqual([{ id: "j1", status: "IN_QUEUE" }]);
+    expect(reader.prepare("SELECT text FROM logs").all()).toEqual([{ text: "hi" }]);
+    reader.close();
+    await store.close();
+  });
+
   it("refuses a data file written by a newer svc", async () => {
     const file = tempFile();
     const db = new Database(file);
     db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
     db.close();
     expect(() => openSqliteStore(file)).toThrow(/newer svc/);
+  });
+});
+
+describe("foldJobOps", () => {
+  it("folds a job's updates into its insert or first update of the batch, keeping the last value of each column", () => {
+    const folded = foldJobOps([
+      { op: "insertJob", job: job("j1") },
+      { op: "updateJob", id: "j2", set: { status: "IN_PROGRESS", lease: "A" } },
+      { op: "updateJob", id: "j1", set: { status: "IN_PROGRESS", lease: "L", attempt: 1 } },
+      { op: "insertLog", line: { ts: 1, endpointId: "e1", workerId: "w", jobId: "j1", stream: "log", text: "x" } },
+      { op: "updateJob", id: "j2", set: { status: "COMPLETED", lease: null } },
+    ]);
+    expect(folded).toEqual([
+      { op: "insertJob", job: { ...job("j1"), status: "IN_PROGRESS", lease: "L", attempt: 1 } },
+      { op: "updateJob", id: "j2", set: { status: "COMPLETED", lease: null } },
+      { op: "insertLog", line: { ts: 1, endpointId: "e1", workerId: "w", jobId: "j1", stream: "log", text: "x" } },
+    ]);
+  });
+
+  it("does not fold across a delete or any other op", () => {
+    const ops = [
+      { op: "insertJob", job: job("j1") },
+      { op: "deleteJob", id: "j1" },
+      { op: "updateJob", id: "j1", set: { status: "COMPLETED" } },
+    ] as const;
+    expect(foldJobOps([...ops])).toEqual([...ops]);
   });
 });

@@ -1,8 +1,14 @@
 // The embedded store: one SQLite file (WAL, synchronous=NORMAL) through better-sqlite3. Every batch is one
 // transaction; statements are prepared once. Schema changes are numbered migrations (PRAGMA user_version).
+//
+// Checkpoints (copying the WAL into the database file, with an fsync) run on a thread of their own, over a
+// second connection: on the event loop every checkpoint stalled all requests behind its fsync. A commit is
+// durable once it is in the WAL (synchronous=NORMAL), so this changes nothing about what a crash keeps.
 
 import Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
 import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow } from "./types.js";
@@ -107,6 +113,72 @@ function rowToEndpoint(r: Record<string, unknown>): EndpointRow {
   };
 }
 
+/** How often the checkpoint thread copies the WAL into the database file (a no-op when nothing changed). */
+const CHECKPOINT_EVERY_MS = 200;
+
+// The checkpoint thread (eval'd: the same code runs from src/ under the tests and from dist/).
+const CHECKPOINTER_SOURCE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const Database = require(workerData.driver);
+const db = new Database(workerData.file);
+db.pragma("busy_timeout = 5000");
+const checkpoint = () => { try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {} };
+const timer = setInterval(checkpoint, workerData.everyMs);
+parentPort.on("message", () => { clearInterval(timer); db.close(); parentPort.close(); });
+`;
+
+/** Start checkpointing `file` on a thread; this connection stops checkpointing itself. Undefined: could not. */
+function startCheckpointer(db: Database.Database, file: string): { stop(): Promise<void> } | undefined {
+  let worker: Worker;
+  try {
+    const driver = createRequire(import.meta.url).resolve("better-sqlite3");
+    worker = new Worker(CHECKPOINTER_SOURCE, { eval: true, workerData: { file, driver, everyMs: CHECKPOINT_EVERY_MS } });
+  } catch {
+    return undefined;
+  }
+  worker.unref();
+  db.pragma("wal_autocheckpoint = 0");
+  // Should the thread ever stop, this connection checkpoints again as SQLite does by default.
+  worker.once("error", () => {
+    if (db.open) db.pragma("wal_autocheckpoint = 1000");
+  });
+  const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
+  return {
+    stop() {
+      // Held open until the thread has closed its connection (unref'd, it would not keep the process alive).
+      worker.ref();
+      worker.postMessage("stop");
+      return exited;
+    },
+  };
+}
+
+/**
+ * One batch with every update of a job folded into the batch's earlier insert or update of that job: one
+ * statement per job instead of one per change (a job taken in the tick it was submitted is inserted
+ * IN_PROGRESS). Only job inserts/updates and independent appends (chunks, logs, counters) are folded across;
+ * any other op keeps its place relative to everything. Pure.
+ */
+export function foldJobOps(ops: StoreOp[]): StoreOp[] {
+  const out: StoreOp[] = [];
+  const lastWrite = new Map<string, number>();
+  for (const o of ops) {
+    if (o.op === "updateJob") {
+      const at = lastWrite.get(o.id);
+      if (at !== undefined) {
+        const prev = out[at]!;
+        if (prev.op === "insertJob") out[at] = { op: "insertJob", job: { ...prev.job, ...o.set } };
+        else if (prev.op === "updateJob") out[at] = { op: "updateJob", id: o.id, set: { ...prev.set, ...o.set } };
+        continue;
+      }
+      lastWrite.set(o.id, out.length);
+    } else if (o.op === "insertJob") lastWrite.set(o.job.id, out.length);
+    else if (o.op !== "insertChunk" && o.op !== "insertLog" && o.op !== "addCounters") lastWrite.clear();
+    out.push(o);
+  }
+  return out;
+}
+
 export function openSqliteStore(file: string): Store {
   mkdirSync(dirname(file), { recursive: true });
   const db = new Database(file);
@@ -119,6 +191,7 @@ export function openSqliteStore(file: string): Store {
     db.close();
     throw err;
   }
+  const checkpointer = startCheckpointer(db, file);
 
   const insertJob = db.prepare(
     `INSERT INTO jobs (${JOB_KEYS.map((k) => JOB_COLUMNS[k]).join(", ")}) VALUES (${JOB_KEYS.map(() => "?").join(", ")})`,
@@ -222,7 +295,7 @@ export function openSqliteStore(file: string): Store {
   return {
     ...deployState.reads,
     async apply(ops) {
-      if (ops.length > 0) applyAll(ops);
+      if (ops.length > 0) applyAll(ops.length > 1 ? foldJobOps(ops) : ops);
     },
     async getJob(id) {
       const r = getJob.get(id) as Record<string, unknown> | undefined;
@@ -294,6 +367,8 @@ export function openSqliteStore(file: string): Store {
       }));
     },
     async close() {
+      await checkpointer?.stop();
+      // The last connection to close checkpoints what is left and removes the WAL.
       if (db.open) db.close();
     },
   };
