@@ -5,7 +5,11 @@ import { mkdtempSync, rmSync, cpSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { request, percentile, pool } from "./http.mjs";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { request } from "./http.mjs";
+
+const run_ = promisify(execFile);
 
 export const title = "load-balanced proxy: latency and throughput vs. the worker's port";
 
@@ -24,8 +28,6 @@ export async function run() {
   // One worker, always up, no slow start: the bench measures the proxy, not scaling.
   Object.assign(build.manifest.resources.api, { workersMin: 1, workersMax: 1, maxConcurrency: 1000, env: { LB_APP_INIT_MS: "0" } });
   const key = "bench-key";
-  // In this process, as in the job API bench: the client shares the service's thread, which costs the proxied
-  // path (client and proxy on one thread) and not the direct one.
   const service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key] });
   const auth = { authorization: `Bearer ${key}` };
   try {
@@ -38,38 +40,24 @@ export async function run() {
     const direct = logs.map((l) => /registered at (http:\/\/[^\s;]+)/.exec(l.text)?.[1]).find(Boolean);
     if (!direct) throw new Error("the worker's address is not in the logs");
 
-    const get = async (url, headers) => {
-      const res = await request(url, { headers });
-      if (res.status !== 200) throw new Error(`GET ${url}: ${res.status} ${res.body}`);
+    // The client runs in a process of its own (bench/load-client.mjs), as real clients do, and sends the
+    // same requests both ways: straight to the worker's port, and through the proxy with the key.
+    const plan = {
+      targets: [
+        { name: "direct", url: `${direct}/items/{i}` },
+        { name: "proxy", url: `${proxied}/items/{i}`, headers: auth },
+      ],
+      warmup: 3000,
+      latencyN: 1000,
+      total: 6000,
+      concurrency: 16,
     };
-    // Warm up both paths (JIT, connections) well before measuring.
-    for (let i = 0; i < 3000; i++) {
-      await get(`${direct}/items/${i}?q=w`, {});
-      await get(`${proxied}/items/${i}?q=w`, auth);
-    }
-
-    // Latency: one request at a time, alternating so both see the same machine state.
-    const N = 1000;
-    const directMs = [];
-    const proxyMs = [];
-    for (let i = 0; i < N; i++) {
-      let t = performance.now();
-      await get(`${direct}/items/${i}?q=x`, {});
-      directMs.push(performance.now() - t);
-      t = performance.now();
-      await get(`${proxied}/items/${i}?q=x`, auth);
-      proxyMs.push(performance.now() - t);
-    }
-    const p50Direct = percentile(directMs, 50);
-    const p50Proxy = percentile(proxyMs, 50);
-
-    // Throughput: 16 concurrent clients.
-    const TOTAL = 6000;
-    const CLIENTS = 16;
-    const directTotalMs = await pool(TOTAL, CLIENTS, (i) => get(`${direct}/items/${i}`, {}));
-    const proxyTotalMs = await pool(TOTAL, CLIENTS, (i) => get(`${proxied}/items/${i}`, auth));
-    const directRps = (TOTAL / directTotalMs) * 1000;
-    const proxyRps = (TOTAL / proxyTotalMs) * 1000;
+    const { stdout } = await run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plan)], { maxBuffer: 1 << 20 });
+    const measured = JSON.parse(stdout);
+    const p50Direct = measured.direct.p50;
+    const p50Proxy = measured.proxy.p50;
+    const directRps = measured.direct.rps;
+    const proxyRps = measured.proxy.rps;
 
     return [
       {

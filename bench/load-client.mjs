@@ -1,0 +1,37 @@
+// A load generator in its own process, as real clients are: it does not share the service's event loop, so a
+// figure says what the service costs, not what the client and the service cost together on one thread.
+//
+//   node bench/load-client.mjs '<json plan>'   ->   one JSON line on stdout
+//
+// plan: { targets: [{ name, url, method?, headers?, body? }], warmup, latencyN, total, concurrency }
+// In `url`, "{i}" becomes the request's number; a `body` is sent as JSON with every "{i}" string replaced by it.
+// Every target is warmed up, then measured with the same client: p50 latency one request at a time, alternating
+// between targets (so all see the same machine state), then requests/s with `concurrency` loops, one target after
+// the other (`startedAt`/`endedAt`: epoch ms of that phase). Each request must answer 200.
+import { request, percentile, pool } from "./http.mjs";
+
+const plan = JSON.parse(process.argv[2]);
+const send = async (target, i) => {
+  const url = target.url.replaceAll("{i}", String(i));
+  const body = target.body === undefined ? undefined : JSON.stringify(target.body).replaceAll('"{i}"', String(i));
+  const res = await request(url, { method: target.method ?? "GET", headers: target.headers ?? {}, body });
+  if (res.status !== 200) throw new Error(`${target.method ?? "GET"} ${url}: ${res.status} ${res.body.slice(0, 200)}`);
+};
+
+for (let i = 0; i < (plan.warmup ?? 0); i++) for (const t of plan.targets) await send(t, i);
+
+const latency = Object.fromEntries(plan.targets.map((t) => [t.name, []]));
+for (let i = 0; i < (plan.latencyN ?? 0); i++) {
+  for (const t of plan.targets) {
+    const started = performance.now();
+    await send(t, i);
+    latency[t.name].push(performance.now() - started);
+  }
+}
+const result = {};
+for (const t of plan.targets) {
+  const startedAt = Date.now();
+  const ms = await pool(plan.total, plan.concurrency, (i) => send(t, i));
+  result[t.name] = { p50: latency[t.name].length ? percentile(latency[t.name], 50) : null, rps: (plan.total / ms) * 1000, startedAt, endedAt: Date.now() };
+}
+process.stdout.write(`${JSON.stringify(result)}\n`);
