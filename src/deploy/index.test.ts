@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { UsageError } from "../errors.js";
-import { chooseEnvironment, curlFor, describeRemoval } from "./index.js";
+import { curlFor } from "./access.js";
+import { chooseEnvironment, describeRemoval } from "./index.js";
 
 describe("chooseEnvironment", () => {
   it("the flag wins; else the only environment; else production", () => {

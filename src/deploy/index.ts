@@ -10,6 +10,7 @@ import { discover } from "../build/discover.js";
 import { appNameOf, buildManifest } from "../build/manifest.js";
 import { UsageError, UserError } from "../errors.js";
 import { envSetting } from "../sdk/context.js";
+import { curlFor } from "./access.js";
 import { DeployClient, serviceAddress, type ConfigChange, type EnvironmentInfo, type PlanInfo, type PlannedEndpoint, type ServiceAddress } from "./client.js";
 
 export const DEFAULT_ENVIRONMENT = "production";
@@ -33,16 +34,6 @@ export function describeRemoval(plan: Pick<PlanInfo, "remove">, app: string, env
   return `removes ${plan.remove.length} endpoint(s) from app "${app}", environment "${env}": ${plan.remove.map((r) => r.name).join(", ")}`;
 }
 
-export function curlFor(endpoint: { url: string; type: string; routes: string[] }): string {
-  const auth = `-H "Authorization: Bearer $SVC_API_KEY"`;
-  if (endpoint.type === "lb") {
-    const route = endpoint.routes[0] ?? "GET /ping";
-    const [method, path] = route.split(" ") as [string, string];
-    const data = method === "GET" || method === "DELETE" ? "" : ` -H "Content-Type: application/json" -d '{}'`;
-    return `curl -s -X ${method} ${endpoint.url}${path} ${auth}${data}`;
-  }
-  return `curl -s -X POST ${endpoint.url}/runsync ${auth} -H "Content-Type: application/json" -d '{"input":{}}'`;
-}
 
 export interface DeployOptions {
   root: string;

@@ -184,9 +184,4 @@ async function writeSessionFile(root: string, session: DevSession): Promise<void
   await rename(temp, file);
 }
 
-/** A ready-to-paste curl for an endpoint; names the function when the endpoint serves several. */
-export function curlFor(endpoint: DeployedEndpoint, apiKeyVar = "$SVC_API_KEY", functions: string[] = []): string {
-  const body = functions.length > 1 ? `{"input":{},"function":${JSON.stringify(functions[0])}}` : '{"input":{}}';
-  return `curl -s -X POST ${endpoint.url}/runsync -H "Authorization: Bearer ${apiKeyVar}" -H "Content-Type: application/json" -d '${body}'`;
-}
 

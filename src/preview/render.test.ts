@@ -3,7 +3,8 @@ import type { Manifest, ManifestResource } from "../sdk/manifest.js";
 import { reachablePeerUrl } from "../sdk/context.js";
 import { checkPreviewFlags } from "../cli/commands/deploy.js";
 import { UsageError } from "../errors.js";
-import { lbCurl, prefixLine, previewEndpoints, previewManifest, previewTable, staleSessions } from "./render.js";
+import { lbCurl, localEndpoints } from "../deploy/access.js";
+import { prefixLine, previewManifest, previewTable, staleSessions } from "./render.js";
 
 function resource(over: Partial<ManifestResource> = {}): ManifestResource {
   return {
@@ -60,7 +61,7 @@ describe("addresses, curls and the table", () => {
   ];
 
   it("gives load-balanced endpoints their /lb address with a GET route's curl, queue ones their job API with a runsync curl", () => {
-    const [api, echo] = previewEndpoints(deployed, manifest, "http://127.0.0.1:8700", "KEY");
+    const [api, echo] = localEndpoints(deployed, manifest, "http://127.0.0.1:8700", "KEY");
     expect(api).toEqual({
       name: "api",
       id: "aa11",
@@ -68,7 +69,7 @@ describe("addresses, curls and the table", () => {
       url: "http://127.0.0.1:8700/lb/aa11",
       functions: [],
       routes: ["GET /items/:id", "POST /echo"],
-      curl: 'curl -s -X GET http://127.0.0.1:8700/lb/aa11/items/:id -H "Authorization: Bearer KEY"',
+      curl: 'curl -s -X GET http://127.0.0.1:8700/lb/aa11/items/1 -H "Authorization: Bearer KEY"',
     });
     expect(echo!.url).toBe("http://127.0.0.1:8700/v2/bb22");
     expect(echo!.functions).toEqual(["echo"]);
@@ -80,7 +81,7 @@ describe("addresses, curls and the table", () => {
   });
 
   it("prints one aligned row per endpoint, each followed by its curl", () => {
-    const table = previewTable(previewEndpoints(deployed, manifest, "http://127.0.0.1:8700", "KEY")).split("\n");
+    const table = previewTable(localEndpoints(deployed, manifest, "http://127.0.0.1:8700", "KEY")).split("\n");
     expect(table[0]).toBe("ENDPOINT  TYPE           URL                            SERVES");
     expect(table[1]).toBe("api       load-balanced  http://127.0.0.1:8700/lb/aa11  GET /items/:id, POST /echo");
     expect(table[2]).toMatch(/^ {2}curl -s -X GET /);

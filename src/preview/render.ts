@@ -1,25 +1,10 @@
-// The pure parts of `svc deploy --preview`: the manifest a preview deploys, each endpoint's local address and a
-// ready curl, the table the command prints, the prefix of streamed log lines, and which crashed previews'
+// The pure parts of `svc deploy --preview`: the manifest a preview deploys, the table the command prints, the prefix of streamed log lines, and which crashed previews'
 // Docker objects may be removed. src/preview/session.ts does the I/O.
 
 import type { Manifest } from "../sdk/manifest.js";
-import { lbEndpointUrl } from "../service/lb/index.js";
-import { curlFor } from "../dev/session.js";
+import type { LocalEndpoint } from "../deploy/access.js";
 import { LABELS } from "../drivers/docker-engine.js";
 
-export interface PreviewEndpoint {
-  name: string;
-  id: string;
-  type: "queue" | "lb";
-  /** Queue-based: the job API base `{service}/v2/{id}`; load-balanced: `{service}/lb/{id}`. */
-  url: string;
-  /** Function names (queue-based endpoints). */
-  functions: string[];
-  /** "METHOD /path" (load-balanced endpoints), sorted. */
-  routes: string[];
-  /** A ready-to-paste command that gets an answer. */
-  curl: string;
-}
 
 /**
  * The manifest a preview deploys: every endpoint keeps one container from the start (workersMin at least 1), so
@@ -35,38 +20,9 @@ export function previewManifest(manifest: Manifest): Manifest {
   return { ...manifest, resources };
 }
 
-/** GET routes first (a curl without a body), then the rest in order. Pure. */
-function exampleRoute(routes: readonly string[]): string {
-  return routes.find((r) => r.startsWith("GET ")) ?? routes[0] ?? "GET /ping";
-}
-
-/** A curl for a load-balanced endpoint: one of its routes, at its local address. Pure. */
-export function lbCurl(url: string, routes: readonly string[], apiKeyShown: string): string {
-  const [method, path] = exampleRoute(routes).split(" ") as [string, string];
-  const body = method === "GET" || method === "HEAD" || method === "DELETE" ? "" : ` -H "Content-Type: application/json" -d '{}'`;
-  return `curl -s -X ${method} ${url}${path} -H "Authorization: Bearer ${apiKeyShown}"${body}`;
-}
-
-/** The endpoints of a preview with their local addresses and curls, in the manifest's order. Pure. */
-export function previewEndpoints(
-  deployed: ReadonlyArray<{ id: string; name: string; type: "queue" | "lb"; url: string }>,
-  manifest: Manifest,
-  serviceUrl: string,
-  apiKeyShown: string,
-): PreviewEndpoint[] {
-  return deployed.map((e) => {
-    const functions = e.type === "queue" ? (manifest.resources[e.name]?.functions.map((f) => f.name) ?? []) : [];
-    const routes = e.type === "lb" ? Object.keys(manifest.routes[e.name] ?? {}).sort() : [];
-    if (e.type === "lb") {
-      const url = lbEndpointUrl(serviceUrl, e.id);
-      return { name: e.name, id: e.id, type: e.type, url, functions, routes, curl: lbCurl(url, routes, apiKeyShown) };
-    }
-    return { name: e.name, id: e.id, type: e.type, url: e.url, functions, routes, curl: curlFor({ ...e, app: "", env: "" }, apiKeyShown, functions) };
-  });
-}
 
 /** The table `svc deploy --preview` prints: one row per endpoint (name, kind, URL, what it serves), then its curl. Pure. */
-export function previewTable(endpoints: readonly PreviewEndpoint[]): string {
+export function previewTable(endpoints: readonly LocalEndpoint[]): string {
   const rows = endpoints.map((e) => [e.name, e.type === "lb" ? "load-balanced" : "queue", e.url, e.type === "lb" ? e.routes.join(", ") : e.functions.join(", ")]);
   const header = ["ENDPOINT", "TYPE", "URL", "SERVES"];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));

@@ -17,7 +17,8 @@ import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { errorMessage, UserError } from "../errors.js";
 import { envSetting } from "../sdk/context.js";
 import { startService, type Service } from "../service/index.js";
-import { PREVIEW_LABELS, previewEndpoints, previewManifest, staleSessions, type PreviewEndpoint } from "./render.js";
+import { localEndpoints, type LocalEndpoint } from "../deploy/access.js";
+import { PREVIEW_LABELS, previewManifest, staleSessions } from "./render.js";
 import { processAlive } from "../process-alive.js";
 
 export const PREVIEW_ENV = "preview";
@@ -50,7 +51,7 @@ export type PreviewEvent =
   | { type: "built"; build: BuildResult }
   | { type: "images-ready"; kinds: WorkerImageKind[] }
   | { type: "port-fallback"; requested: number; port: number }
-  | { type: "deployed"; endpoints: PreviewEndpoint[] }
+  | { type: "deployed"; endpoints: LocalEndpoint[] }
   | { type: "not-ready"; endpoints: string[]; waitedMs: number }
   | { type: "service-log"; message: string };
 
@@ -61,7 +62,7 @@ export interface PreviewSessionHandle {
   env: string;
   /** The Docker session label of everything this preview created. */
   session: string;
-  endpoints: PreviewEndpoint[];
+  endpoints: LocalEndpoint[];
   build: BuildResult;
   service: Service;
   /** Stop the containers, remove them, the network and the session's volumes, and stop the service. Idempotent. */
@@ -124,7 +125,7 @@ async function listen(options: PreviewSessionOptions, base: Parameters<typeof st
 }
 
 /** Ready: a queue-based endpoint has a registered worker; a load-balanced one a worker whose /ping said 200. */
-async function endpointReady(url: string, apiKey: string, endpoint: PreviewEndpoint): Promise<boolean> {
+async function endpointReady(url: string, apiKey: string, endpoint: LocalEndpoint): Promise<boolean> {
   try {
     const serviceUrl = url.replace(/\/+$/, "");
     const response = await fetch(`${serviceUrl}/v2/${endpoint.id}/health`, { headers: { authorization: `Bearer ${apiKey}` }, signal: AbortSignal.timeout(5000) });
@@ -137,7 +138,7 @@ async function endpointReady(url: string, apiKey: string, endpoint: PreviewEndpo
   }
 }
 
-async function waitUntilReady(url: string, apiKey: string, endpoints: readonly PreviewEndpoint[], timeoutMs: number, closed: () => boolean): Promise<string[]> {
+async function waitUntilReady(url: string, apiKey: string, endpoints: readonly LocalEndpoint[], timeoutMs: number, closed: () => boolean): Promise<string[]> {
   const deadline = Date.now() + timeoutMs;
   let waiting = [...endpoints];
   while (waiting.length > 0 && !closed()) {
@@ -237,7 +238,7 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
     const manifest = previewManifest(build.manifest);
     const app = options.app ?? manifest.app;
     const deployed = await service.deploy({ app, env: PREVIEW_ENV, manifest, artifactPath: build.artifactPath });
-    const endpoints = previewEndpoints(deployed, manifest, service.url, fromEnv ? "$SVC_API_KEY" : apiKey);
+    const endpoints = localEndpoints(deployed, manifest, service.url, fromEnv ? "$SVC_API_KEY" : apiKey);
     emit({ type: "deployed", endpoints });
     checkpoint();
 

@@ -42,24 +42,24 @@ export function register(program: Command): void {
         }
       };
       // Loaded lazily: the service and the build stay out of the start-up of other commands.
-      const { startDevSession, curlFor } = await import("../../dev/session.js");
+      const { startDevSession } = await import("../../dev/session.js");
+      const { localEndpoints } = await import("../../deploy/access.js");
       let session: DevSessionHandle | undefined;
       session = await out.step("Building and starting the local service", () =>
         startDevSession({ root, port, host: opts.host, watch: opts.watch, exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean), onEvent }),
       );
       const s = session;
       const keyShown = userKey ? "$SVC_API_KEY" : s.apiKey;
+      // Load-balanced endpoints are reached at their own address ({service}/lb/{id}), not the job API's.
+      const endpoints = localEndpoints(s.endpoints, s.build.manifest, s.url, keyShown);
       out.result(
-        { url: s.url, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints: s.endpoints },
+        { url: s.url, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints },
         () =>
           [
             `svc dev: ${s.url}  (app ${s.app}, environment dev)`,
             ...(userKey ? [] : [`API key for this session: ${s.apiKey}`]),
             "",
-            ...s.endpoints.flatMap((e) => {
-              const functions = s.build.manifest.resources[e.name]?.functions.map((f) => f.name) ?? [];
-              return [`  ${e.name}  ${e.url}  (${functions.join(", ") || "routes"})`, `    ${curlFor(e, keyShown, functions)}`];
-            }),
+            ...endpoints.flatMap((e) => [`  ${e.name}  ${e.url}  (${(e.type === "lb" ? e.routes : e.functions).join(", ")})`, `    ${e.curl}`]),
           ].join("\n"),
       );
       out.info(opts.watch ? "Watching for changes. Press Ctrl-C to stop." : "Press Ctrl-C to stop.");
