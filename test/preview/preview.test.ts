@@ -6,14 +6,15 @@
 // The error cases need no engine (wrong flags, no engine) or a taken port.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { cleanupStale } from "../../src/drivers/docker.js";
+import { cleanupStale, detectGpuSupport } from "../../src/drivers/docker.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { removeStalePreviews } from "../../src/preview/session.js";
+import { PREVIEW_LABELS } from "../../src/preview/render.js";
 import { describeDocker, docker, engineUp, leftovers } from "../docker/engine.js";
 import { firstJsonOnStdout } from "../cli-output.js";
 
@@ -57,6 +58,13 @@ async function startPreview(args: string[] = []): Promise<Preview> {
   const ready = await firstJsonOnStdout<Ready>(child, "svc deploy --preview", 120_000, () => stderr);
   sessions.add(ready.session);
   return { child, ready, stderr: () => stderr, exit };
+}
+
+/** Every Docker object of any preview (by the label all of them carry). */
+async function previewObjects() {
+  const filters = { label: [PREVIEW_LABELS.preview] };
+  const [containers, networks, volumes] = await Promise.all([docker.listContainers({ all: true, filters }), docker.listNetworks({ filters }), docker.listVolumes({ filters })]);
+  return { containers: containers.map((c) => c.Id).sort(), networks: networks.map((n) => n.Id).sort(), volumes: (volumes.Volumes ?? []).map((v) => v.Name).sort() };
 }
 
 async function until<T>(probe: () => T | false | undefined | Promise<T | false | undefined>, timeoutMs = 30_000): Promise<T> {
@@ -198,7 +206,7 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
   it("the printed curl of the load-balanced API works as pasted", () => {
     const result = spawnSync("sh", ["-c", endpoint("api").curl], { encoding: "utf8", timeout: 15_000 });
     expect(result.status).toBe(0);
-    expect(JSON.parse(result.stdout)).toMatchObject({ id: ":id" });
+    expect(JSON.parse(result.stdout)).toMatchObject({ id: "1" });
   });
 
   it("a function calling another endpoint goes container to container through the service", async () => {
@@ -251,4 +259,44 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
       taken.close();
     }
   }, 60_000);
+  it("a second SIGINT while stopping exits 130 at once; what it left is swept by the next start", async () => {
+    const hurried = await startPreview();
+    hurried.child.kill("SIGINT");
+    await until(() => hurried.stderr().includes("SIGINT: stopping the preview"));
+    hurried.child.kill("SIGINT");
+    expect(await hurried.exit).toBe(130);
+    expect(hurried.stderr()).toContain("SIGINT again: exiting without cleaning up (the next preview removes what is left)");
+    await removeStalePreviews(docker);
+    expect(await leftovers(hurried.ready.session)).toEqual({ containers: [], networks: [], volumes: [] });
+  }, 150_000);
+
+  it("a worker image that cannot be built: exit 1 with the reason and what to do, nothing left behind", async () => {
+    // No `ldd` on the PATH: the image's shared libraries cannot be listed.
+    const bare = join(work, "bare-bin");
+    mkdirSync(bare, { recursive: true });
+    symlinkSync(process.execPath, join(bare, "node"));
+    const before = await previewObjects();
+    const result = spawnSync(join(bare, "node"), [bin, "deploy", "--preview", "--port", "0", "-C", project], { env: cliEnv({ PATH: bare }), encoding: "utf8", timeout: 60_000 });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain("Could not build the worker image: `ldd` is not installed");
+    expect(result.stderr).toContain("apt-get install libc-bin");
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+    expect(await previewObjects()).toEqual(before);
+  }, 90_000);
+
+  it("a GPU endpoint on a host without a GPU is refused before anything starts, pointing at --allow-cpu-fallback", async (ctx) => {
+    if ((await detectGpuSupport(docker)).available) ctx.skip();
+    const gpuProject = join(work, "gpu-app");
+    mkdirSync(join(gpuProject, "src"), { recursive: true });
+    writeFileSync(join(gpuProject, "package.json"), '{ "name": "gpu-app", "private": true, "type": "module" }\n');
+    writeFileSync(
+      join(gpuProject, "src", "upscale.ts"),
+      'import { Endpoint } from "svc";\nconst gpu = Endpoint({ name: "upscaler", gpu: ["ADA_24"] });\nexport const upscale = gpu(async function upscale(input: { n: number }) { return input.n * 2; });\n',
+    );
+    const result = spawnSync(process.execPath, [bin, "deploy", "--preview", "--port", "0", "-C", gpuProject], { env: cliEnv(), encoding: "utf8", timeout: 60_000 });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain("Endpoint(s) upscaler need a GPU, but");
+    expect(result.stderr).toContain("--allow-cpu-fallback");
+    expect(result.stdout).toBe("");
+  }, 90_000);
 });
