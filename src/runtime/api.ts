@@ -18,6 +18,8 @@ export interface RegisterResponse {
   endpoint: { id: string; name: string; executionTimeoutMs?: number; maxConcurrency?: number };
   leaseMs: number;
   heartbeatMs: number;
+  /** The service records results a `take` carries (older services ignore them: send none then). */
+  takeResults?: boolean;
 }
 
 export interface JobResult {
@@ -62,6 +64,7 @@ export class WorkerApi {
   private readonly agent: HttpAgent;
   private readonly headers: Record<string, string>;
   private readonly send: typeof httpRequest;
+  private readonly routeUrls = new Map<string, URL>();
 
   constructor(apiUrl: string, token: string) {
     this.baseUrl = new URL(apiUrl.endsWith("/") ? apiUrl : `${apiUrl}/`);
@@ -75,10 +78,9 @@ export class WorkerApi {
   /** POST a JSON body (or an already serialised one) to `_worker/v1/<route>`. */
   post<T>(route: string, body: unknown, options: RequestOptions = {}): Promise<T> {
     const payload = typeof body === "string" ? body : JSON.stringify(body);
-    const url = new URL(`_worker/v1/${route}`, this.baseUrl);
     return new Promise<T>((resolve, reject) => {
       const req = this.send(
-        url,
+        this.routeUrl(route),
         {
           method: "POST",
           agent: this.agent,
@@ -104,6 +106,13 @@ export class WorkerApi {
       req.on("error", reject);
       req.end(payload);
     });
+  }
+
+  /** Parsed once per route: a worker posts thousands of times a second under load. */
+  private routeUrl(route: string): URL {
+    let url = this.routeUrls.get(route);
+    if (!url) this.routeUrls.set(route, (url = new URL(`_worker/v1/${route}`, this.baseUrl)));
+    return url;
   }
 
   close(): void {

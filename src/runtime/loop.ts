@@ -2,7 +2,8 @@
 //   take      long-polls for up to (concurrency - running) jobs and starts each;
 //   events    long-polls the stop channel (cancel, drain);
 //   heartbeat renews the leases of held jobs and learns which were lost.
-// Results go out in batches (one request carries every result finished meanwhile); stream chunks go out per
+// Results go out in batches (one request carries every result finished meanwhile), on the next take when the
+// service records results a take carries (one request per batch of quick jobs instead of two); stream chunks go out per
 // job, in order, a few ms after they are yielded. The service being unreachable is never fatal: requests are
 // retried with backoff, and a service that forgot this worker gets it registered again.
 
@@ -41,6 +42,17 @@ export interface WorkerLoopOptions {
   /** Extra fields of the register body (a load-balanced worker's `address`). */
   registerExtra?: Record<string, unknown>;
 }
+
+interface PendingResult {
+  jobId: string;
+  lease: string;
+  json: string;
+  /** Sent before in a request whose answer never came: the service may have recorded it already. */
+  resent?: boolean;
+}
+
+/** A refusal saying the result was recorded already (by an earlier attempt of the same request). */
+const alreadyRecorded = (reason: string | undefined) => reason === "job is COMPLETED" || reason === "job is FAILED";
 
 interface RunningJob {
   job: TakenJob;
@@ -89,7 +101,9 @@ export class WorkerLoop {
   /** Leases to keep renewing: running jobs, finished ones whose result is not yet acknowledged, and timed-out
    *  ones until the service confirms (cancel or lost). */
   private readonly heldLeases = new Map<string, string>(); // lease -> jobId
-  private readonly doneQueue: Array<{ lease: string; json: string }> = [];
+  private readonly doneQueue: PendingResult[] = [];
+  /** Results riding on the take in flight. */
+  private carried: PendingResult[] = [];
   private doneInFlight = 0;
   private doneScheduled = false;
   private readonly doneIdleWaiters: Array<() => void> = [];
@@ -218,6 +232,7 @@ export class WorkerLoop {
       this.options.note("the service is gone and so is the parent process: exiting");
       for (const entry of [...this.running.values()]) this.abandon(entry, "orphaned");
       this.doneQueue.length = 0;
+      this.carried = [];
       this.beginDrain("orphaned");
       this.backgroundAbort.abort();
       this.resolveDoneIdle();
@@ -258,21 +273,34 @@ export class WorkerLoop {
       while (!this.draining) await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
       return;
     }
+    let started = 0;
     while (!this.draining) {
+      if (started > 0 && this.registered?.takeResults) {
+        // Jobs that end at once (quick handlers) have their results queued after one turn of the event loop:
+        // they ride on this take instead of a done request of their own.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (this.draining) break;
+      }
+      started = 0;
       const free = this.options.concurrency - this.running.size;
       if (free <= 0) {
         await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
         continue;
       }
+      const carried = this.registered?.takeResults ? this.carry() : [];
       let jobs: TakenJob[];
       try {
-        const response = await this.call<{ jobs?: TakenJob[] }>(
-          "take",
-          { workerId: this.options.workerId, max: free, waitMs: this.takeWaitMs },
-          { signal: this.takeAbort.signal, timeoutMs: this.takeWaitMs + 15_000 },
-        );
+        const head = `{"workerId":${JSON.stringify(this.options.workerId)},"max":${free},"waitMs":${this.takeWaitMs}`;
+        const body = carried.length > 0 ? `${head},"results":[${carried.map((c) => c.json).join(",")}]}` : `${head}}`;
+        const response = await this.call<{ jobs?: TakenJob[]; results?: Array<{ jobId: string; accepted: boolean; reason?: string }> }>("take", body, {
+          signal: this.takeAbort.signal,
+          timeoutMs: this.takeWaitMs + 15_000,
+        });
         jobs = response.jobs ?? [];
+        // A retried take may find its results recorded by its first attempt.
+        this.resultsAnswered(carried, response.results, true);
       } catch (err) {
+        this.requeueCarried(carried);
         if (this.draining) break;
         this.options.note(`take failed: ${errorMessage(err)}`);
         // Transient trouble is retried inside call(); what reaches here is a refusal (token revoked, endpoint
@@ -287,6 +315,36 @@ export class WorkerLoop {
       }
       refusals = 0;
       for (const job of jobs) this.start(job);
+      started = jobs.length;
+    }
+  }
+
+  /** Move waiting results (up to a batch) onto the next take. */
+  private carry(): PendingResult[] {
+    this.carried = this.nextBatch();
+    return this.carried;
+  }
+
+  /** A take's carried results got no answer (closed, refused): they go out with a done, as maybe recorded. */
+  private requeueCarried(carried: PendingResult[]): void {
+    if (carried.length === 0) return;
+    if (this.carried === carried) this.carried = [];
+    this.doneQueue.unshift(...carried.map((c) => ({ ...c, resent: true })));
+    this.pumpDone();
+  }
+
+  /** The service answered for `sent`: note refusals worth noting and stop renewing those leases. */
+  private resultsAnswered(sent: PendingResult[], answers: Array<{ jobId: string; accepted: boolean; reason?: string }> | undefined, mayBeRetry = false): void {
+    if (sent.length === 0) return;
+    const resent = new Set(sent.filter((s) => s.resent || mayBeRetry).map((s) => s.jobId));
+    for (const r of answers ?? []) {
+      if (r.accepted || (resent.has(r.jobId) && alreadyRecorded(r.reason))) continue;
+      this.options.note(`result of job ${r.jobId} not recorded: ${r.reason ?? "refused"}`);
+    }
+    for (const { lease } of sent) this.heldLeases.delete(lease);
+    if (this.carried === sent) {
+      this.carried = [];
+      if (this.doneQueue.length === 0 && this.doneInFlight === 0) this.resolveDoneIdle();
     }
   }
 
@@ -334,7 +392,7 @@ export class WorkerLoop {
     if (entry.stream) await entry.stream.drain();
     if (entry.abandoned) return;
     this.release(entry);
-    this.queueDone(job.lease, serialiseResult(result));
+    this.queueDone(job.id, job.lease, serialiseResult(result));
   }
 
   private async consumeStream(entry: RunningJob, stream: AsyncIterable<unknown>): Promise<unknown[]> {
@@ -394,55 +452,59 @@ export class WorkerLoop {
   }
 
   private isResultPending(lease: string): boolean {
-    return this.doneQueue.some((d) => d.lease === lease);
+    return this.doneQueue.some((d) => d.lease === lease) || this.carried.some((d) => d.lease === lease);
   }
 
   // ---- results ------------------------------------------------------------------------------------------
 
-  private queueDone(lease: string, json: string): void {
-    this.doneQueue.push({ lease, json });
+  private queueDone(jobId: string, lease: string, json: string): void {
+    this.doneQueue.push({ jobId, lease, json });
     if (this.doneScheduled) return;
     this.doneScheduled = true;
-    // Results finished in the same turn of the event loop share one request.
+    // Results finished in the same turn of the event loop share one request (or ride on the next take).
     setImmediate(() => {
       this.doneScheduled = false;
       this.pumpDone();
     });
   }
 
+  /** Waiting results, up to one request's worth. */
+  private nextBatch(): PendingResult[] {
+    const batch: PendingResult[] = [];
+    let bytes = 0;
+    while (this.doneQueue.length > 0 && (batch.length === 0 || bytes + this.doneQueue[0]!.json.length < MAX_BATCH_BYTES)) {
+      const next = this.doneQueue.shift()!;
+      bytes += next.json.length;
+      batch.push(next);
+    }
+    return batch;
+  }
+
   private pumpDone(): void {
     while (this.doneInFlight < MAX_DONE_IN_FLIGHT && this.doneQueue.length > 0) {
-      const batch: Array<{ lease: string; json: string }> = [];
-      let bytes = 0;
-      while (this.doneQueue.length > 0 && (batch.length === 0 || bytes + this.doneQueue[0]!.json.length < MAX_BATCH_BYTES)) {
-        const next = this.doneQueue.shift()!;
-        bytes += next.json.length;
-        batch.push(next);
-      }
+      const batch = this.nextBatch();
       this.doneInFlight++;
       void this.sendDone(batch).finally(() => {
         this.doneInFlight--;
         for (const { lease } of batch) this.heldLeases.delete(lease);
         if (this.doneQueue.length > 0) this.pumpDone();
-        else if (this.doneInFlight === 0) this.resolveDoneIdle();
+        else if (this.doneInFlight === 0 && this.carried.length === 0) this.resolveDoneIdle();
       });
     }
   }
 
-  private async sendDone(batch: Array<{ lease: string; json: string }>): Promise<void> {
+  private async sendDone(batch: PendingResult[]): Promise<void> {
     const body = `{"results":[${batch.map((b) => b.json).join(",")}]}`;
     try {
       const response = await this.call<{ results?: Array<{ jobId: string; accepted: boolean; reason?: string }> }>("done", body);
-      for (const r of response.results ?? []) {
-        if (!r.accepted) this.options.note(`result of job ${r.jobId} not recorded: ${r.reason ?? "refused"}`);
-      }
+      this.resultsAnswered(batch, response.results);
     } catch (err) {
       if (!this.orphaned) this.options.note(`results of ${batch.length} job(s) could not be delivered: ${errorMessage(err)}`);
     }
   }
 
   private doneIdle(): Promise<void> {
-    if (this.doneQueue.length === 0 && this.doneInFlight === 0 && !this.doneScheduled) return Promise.resolve();
+    if (this.doneQueue.length === 0 && this.doneInFlight === 0 && this.carried.length === 0 && !this.doneScheduled) return Promise.resolve();
     return new Promise((resolve) => this.doneIdleWaiters.push(resolve));
   }
 

@@ -18,7 +18,18 @@ import { noteMark } from "./output-marks.js";
 import { isLoadBalancedEndpoint, serveRoutes, type RouteServer } from "./lb.js";
 import { processAlive } from "../process-alive.js";
 
-const writeStderr = process.stderr.write.bind(process.stderr);
+// A driver reads stdout/stderr through pipes. Once its end is gone (the service died), every write fails with
+// EPIPE, reported as an 'error' event: unhandled, that was an uncaught exception whose note wrote to stderr
+// again, a loop that kept an orphaned worker at 100% CPU. Output nobody reads is dropped instead.
+let stderrGone = false;
+process.stdout.on("error", () => undefined);
+process.stderr.on("error", () => {
+  stderrGone = true;
+});
+const rawStderrWrite = process.stderr.write.bind(process.stderr);
+const writeStderr = (text: string) => {
+  if (!stderrGone) rawStderrWrite(text);
+};
 
 
 async function prepareArtifact(settings: WorkerSettings): Promise<string> {

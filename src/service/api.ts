@@ -251,6 +251,21 @@ function stringList(body: Record<string, unknown>, key: string, errors: string[]
   return v as string[];
 }
 
+/** The `results` list of a done (or of a take that carries results); problems go to `errors`. */
+function doneResults(body: Record<string, unknown>, errors: string[]): DoneResult[] {
+  if (!Array.isArray(body.results)) errors.push("$.results: must be a list");
+  const results = (Array.isArray(body.results) ? body.results : []) as unknown[];
+  results.forEach((r, i) => {
+    if (!isPlainObject(r)) return errors.push(`$.results[${i}]: must be an object`);
+    if (typeof r.jobId !== "string") errors.push(`$.results[${i}].jobId: is required`);
+    if (typeof r.lease !== "string") errors.push(`$.results[${i}].lease: is required`);
+    if (r.status !== "COMPLETED" && r.status !== "FAILED") errors.push(`$.results[${i}].status: must be COMPLETED or FAILED`);
+    if (r.error !== undefined && !isPlainObject(r.error)) errors.push(`$.results[${i}].error: must be an object {message, type?, stack?}`);
+    return undefined;
+  });
+  return results as DoneResult[];
+}
+
 async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, route: string): Promise<void> {
   if (!principal.worker) throw new HttpProblem(403, "Only worker tokens may call /_worker routes");
   if (!WORKER_ROUTES.has(route)) throw notFound(`No worker route ${route}`);
@@ -287,6 +302,8 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
         endpoint: { id: endpoint.id, name: endpoint.name, executionTimeoutMs: endpoint.resource.executionTimeoutMs, maxConcurrency: endpoint.resource.maxConcurrency },
         leaseMs: ctx.leaseMs,
         heartbeatMs: ctx.heartbeatMs,
+        // `take` may carry results (a worker that knows this sends one request per batch instead of two)
+        takeResults: true,
       });
     }
     case "fail-start": {
@@ -298,13 +315,18 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
     case "take": {
       const max = optionalInt(body, "max", 1, 1000, 1, errors);
       const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
+      const results = body.results === undefined ? undefined : doneResults(body, errors);
       if (errors.length) throw invalid();
       if (!worker.registered) engine.register(workerId, endpointId, worker.concurrency);
+      // Results the take carries are recorded before it waits (not awaited here: jobs taken now share their batch).
+      const recorded = results && engine.done(worker, results);
+      recorded?.catch(() => undefined); // a failed commit is answered below, not an unhandled rejection meanwhile
       const hangUp = new AbortController();
       const onClose = () => hangUp.abort();
       res.once("close", onClose);
       const jobs = await engine.take(worker, max, waitMs, hangUp.signal);
       res.off("close", onClose);
+      const acks = recorded && (await recorded);
       if (res.destroyed) {
         // The worker went away while we answered: hand its jobs straight back to the queue.
         engine.release(worker, jobs.map((j) => j.lease));
@@ -316,7 +338,7 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
           `{"id":${JSON.stringify(j.id)},"lease":"${j.lease}","function":${JSON.stringify(j.function)},"input":${j.input},` +
           `"executionTimeoutMs":${j.executionTimeoutMs ?? "null"},"attempt":${j.attempt}}`,
       );
-      return sendText(res, `{"jobs":[${items.join(",")}]}`);
+      return sendText(res, `{"jobs":[${items.join(",")}]${acks ? `,"results":${JSON.stringify(acks)}` : ""}}`);
     }
     case "stream": {
       if (typeof body.jobId !== "string") errors.push("$.jobId: is required");
@@ -327,18 +349,9 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
       return sendJson(res, ok ? { ok: true } : { ok: false, reason: "lease lost" });
     }
     case "done": {
-      if (!Array.isArray(body.results)) errors.push("$.results: must be a list");
-      const results = (Array.isArray(body.results) ? body.results : []) as unknown[];
-      results.forEach((r, i) => {
-        if (!isPlainObject(r)) return errors.push(`$.results[${i}]: must be an object`);
-        if (typeof r.jobId !== "string") errors.push(`$.results[${i}].jobId: is required`);
-        if (typeof r.lease !== "string") errors.push(`$.results[${i}].lease: is required`);
-        if (r.status !== "COMPLETED" && r.status !== "FAILED") errors.push(`$.results[${i}].status: must be COMPLETED or FAILED`);
-        if (r.error !== undefined && !isPlainObject(r.error)) errors.push(`$.results[${i}].error: must be an object {message, type?, stack?}`);
-        return undefined;
-      });
+      const results = doneResults(body, errors);
       if (errors.length) throw invalid();
-      return sendJson(res, { results: await engine.done(worker, results as DoneResult[]) });
+      return sendJson(res, { results: await engine.done(worker, results) });
     }
     case "heartbeat": {
       const leases = stringList(body, "leases", errors);

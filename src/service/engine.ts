@@ -822,8 +822,10 @@ export class JobEngine {
     for (const r of results) {
       const job = this.byLease(r.lease);
       if (!job || job.row.id !== r.jobId || job.row.endpointId !== w.endpointId) {
-        const current = this.live.get(r.jobId);
-        const reason = current && isFinal(current.row.status) ? `job is ${current.row.status}` : "lease lost";
+        // A final job leaves memory once committed: ask the store, so a result sent twice (a retried request)
+        // is told the job is COMPLETED rather than that its lease was lost.
+        const current = this.live.get(r.jobId)?.row ?? (typeof r.jobId === "string" ? await this.store.getJob(r.jobId) : undefined);
+        const reason = current && current.endpointId === w.endpointId && isFinal(current.status) ? `job is ${current.status}` : "lease lost";
         answers.push({ jobId: r.jobId, accepted: false, reason });
         continue;
       }

@@ -34,9 +34,9 @@ const alive = (pid: number) => {
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-it("a worker exits when its parent service is SIGKILLed, and not before", async () => {
-  const artifact = await buildTestArtifact(join(work, "a.tar.gz"));
-  const parent = spawn(process.execPath, [join(REPO, "fixtures/runtime-stubborn/parent.mjs"), artifact.path, join(work, "cache")], {
+async function startOrphanable(endpointName: string) {
+  const artifact = await buildTestArtifact(join(work, `${endpointName}.tar.gz`));
+  const parent = spawn(process.execPath, [join(REPO, "fixtures/runtime-stubborn/parent.mjs"), artifact.path, join(work, `cache-${endpointName}`), endpointName], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   started.push(parent.pid!);
@@ -45,11 +45,26 @@ it("a worker exits when its parent service is SIGKILLed, and not before", async 
   const workerPid = Number(execFileSync("ps", ["-o", "pid=", "--ppid", String(parent.pid)], { encoding: "utf8" }).trim().split(/\s+/)[0]);
   started.push(workerPid);
   expect(workerPid).toBeGreaterThan(0);
+  return { parent, workerPid };
+}
+
+it("a worker exits when its parent service is SIGKILLed, and not before", async () => {
+  const { parent, workerPid } = await startOrphanable("fns");
 
   // The service is unreachable, but the parent lives: the worker keeps retrying.
   await sleep(1200);
   expect(alive(workerPid)).toBe(true);
 
+  parent.kill("SIGKILL");
+  const deadline = Date.now() + 15_000;
+  while (alive(workerPid) && Date.now() < deadline) await sleep(100);
+  expect(alive(workerPid)).toBe(false);
+});
+
+// The parent's end of the worker's stdout/stderr pipes dies with it: the worker's notes then fail with EPIPE.
+// That error once looped (uncaught exception -> note -> EPIPE) and kept a load-balanced worker spinning forever.
+it("a load-balanced worker exits too when its parent is SIGKILLed (its output pipes broken)", async () => {
+  const { parent, workerPid } = await startOrphanable("api");
   parent.kill("SIGKILL");
   const deadline = Date.now() + 15_000;
   while (alive(workerPid) && Date.now() < deadline) await sleep(100);

@@ -92,3 +92,24 @@ it("a take long-poll the worker hung up on gets no job: the next worker takes it
   expect(Date.now() - started).toBeLessThan(LEASE_MS);
   await b.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: 3 }]);
 });
+
+it("a take may carry results: they are recorded (stale ones refused) and answered beside the next jobs", async () => {
+  const a = await ProtocolWorker.mint(t, endpoint.id);
+  expect(await a.register()).toMatchObject({ takeResults: true });
+  const first = (await call(`${endpoint.url}/run`, { key: t.key, body: { input: "first" } })).body;
+  const [job] = await a.take(1);
+  const second = (await call(`${endpoint.url}/run`, { key: t.key, body: { input: "second" } })).body;
+  const result = { jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: "done first" };
+  const answer = await a.post("take", { workerId: a.workerId, max: 1, waitMs: 2000, results: [result] });
+  expect(answer.status).toBe(200);
+  expect(answer.body.results).toEqual([{ jobId: first.id, accepted: true }]);
+  expect(answer.body.jobs).toMatchObject([{ id: second.id, input: "second" }]);
+  expect((await call(`${endpoint.url}/status/${first.id}`, { key: t.key })).body).toMatchObject({ status: "COMPLETED", output: "done first" });
+  // The same results again (a retried request): refused as recorded; a malformed list is a 422 and takes nothing.
+  const next = answer.body.jobs[0];
+  const again = await a.post("take", { workerId: a.workerId, max: 1, waitMs: 0, results: [result, { jobId: next.id, lease: next.lease, status: "COMPLETED", output: 2 }] });
+  expect(again.body).toEqual({ jobs: [], results: [{ jobId: first.id, accepted: false, reason: "job is COMPLETED" }, { jobId: second.id, accepted: true }] });
+  const bad = await a.post("take", { workerId: a.workerId, max: 1, results: [{ jobId: 1 }] });
+  expect(bad.status).toBe(422);
+  expect(bad.body.errors).toContain("$.results[0].jobId: is required");
+});
