@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { request } from "node:http";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import Database from "better-sqlite3";
+import { openDatabase } from "../../src/service/store/driver.js";
 import { call, manifest, ProtocolWorker, resource, startTestService, type TestService } from "./helpers.js";
 import { startService, type DeployedEndpoint } from "../../src/service/index.js";
 import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT, SMALL_BODY_LIMIT, WORKER_BODY_LIMIT } from "../../src/service/api.js";
@@ -457,7 +457,7 @@ async function snapshot() {
 }
 
 function integrity(): string {
-  const db = new Database(join(t.dir, "data", "svc.sqlite"), { readonly: true, fileMustExist: true });
+  const db = openDatabase(join(t.dir, "data", "svc.sqlite"), { readonly: true, fileMustExist: true });
   try {
     return (db.pragma("integrity_check", { simple: true }) as string) ?? "";
   } finally {

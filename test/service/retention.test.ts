@@ -2,7 +2,7 @@
 // wait for normal ones.
 
 import { afterAll, beforeAll, expect, it } from "vitest";
-import Database from "better-sqlite3";
+import { openDatabase } from "../../src/service/store/driver.js";
 import { join } from "node:path";
 import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "./helpers.js";
 import type { DeployedEndpoint } from "../../src/service/index.js";
@@ -22,7 +22,7 @@ afterAll(async () => {
 });
 
 function rowsFor(id: string): { jobs: number; chunks: number } {
-  const db = new Database(join(t.dir, "data", "svc.sqlite"), { readonly: true, fileMustExist: true });
+  const db = openDatabase(join(t.dir, "data", "svc.sqlite"), { readonly: true, fileMustExist: true });
   try {
     const jobs = (db.prepare("SELECT COUNT(*) AS n FROM jobs WHERE id = ?").get(id) as { n: number }).n;
     const chunks = (db.prepare("SELECT COUNT(*) AS n FROM stream_chunks WHERE job_id = ?").get(id) as { n: number }).n;

