@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execFile } from "node:child_process";
+import { createServer, connect } from "node:net";
 import { promisify } from "node:util";
 import { request } from "./http.mjs";
 
@@ -30,6 +31,7 @@ export async function run() {
   const key = "bench-key";
   const service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key] });
   const auth = { authorization: `Bearer ${key}` };
+  const relays = [];
   try {
     const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
     const proxied = `${service.url}/lb/${endpoint.id}`;
@@ -40,12 +42,27 @@ export async function run() {
     const direct = logs.map((l) => /registered at (http:\/\/[^\s;]+)/.exec(l.text)?.[1]).find(Boolean);
     if (!direct) throw new Error("the worker's address is not in the logs");
 
+    // The floor any proxy pays: a plain TCP relay in the service's process (bytes piped both ways, no HTTP, no
+    // key, no balancing) in front of the same worker. Only its latency is measured.
+    const workerPort = Number(new URL(direct).port);
+    const relay = createServer((caller) => {
+      const upstream = connect(workerPort, "127.0.0.1");
+      caller.setNoDelay(true);
+      upstream.setNoDelay(true);
+      caller.pipe(upstream).pipe(caller);
+      caller.on("error", () => upstream.destroy());
+      upstream.on("error", () => caller.destroy());
+    });
+    await new Promise((resolve) => relay.listen(0, "127.0.0.1", resolve));
+    relays.push(relay);
+
     // The client runs in a process of its own (bench/load-client.mjs), as real clients do, and sends the
     // same requests both ways: straight to the worker's port, and through the proxy with the key.
     const plan = {
       targets: [
         { name: "direct", url: `${direct}/items/{i}` },
         { name: "proxy", url: `${proxied}/items/{i}`, headers: auth },
+        { name: "relay", url: `http://127.0.0.1:${relay.address().port}/items/{i}`, latencyOnly: true },
       ],
       warmup: 3000,
       latencyN: 1000,
@@ -56,6 +73,7 @@ export async function run() {
     const measured = JSON.parse(stdout);
     const p50Direct = measured.direct.p50;
     const p50Proxy = measured.proxy.p50;
+    const p50Relay = measured.relay.p50;
     const directRps = measured.direct.rps;
     const proxyRps = measured.proxy.rps;
 
@@ -71,6 +89,16 @@ export async function run() {
         met: p50Proxy / p50Direct <= TARGET,
       },
       {
+        name: "p50 latency via a plain TCP relay (the hop alone)",
+        value: p50Relay,
+        unit: "ms",
+        baselineName: "worker port directly",
+        baseline: p50Direct,
+        ratio: p50Relay / p50Direct,
+        target: "",
+        met: undefined,
+      },
+      {
         name: "requests/s via proxy (16 clients)",
         value: proxyRps,
         unit: "req/s",
@@ -83,6 +111,7 @@ export async function run() {
       },
     ];
   } finally {
+    for (const relay of relays) relay.close();
     await service.close();
     rmSync(work, { recursive: true, force: true });
   }

@@ -3,7 +3,7 @@
 //
 //   node bench/load-client.mjs '<json plan>'   ->   one JSON line on stdout
 //
-// plan: { targets: [{ name, url, method?, headers?, body? }], warmup, latencyN, total, concurrency }
+// plan: { targets: [{ name, url, method?, headers?, body?, latencyOnly? }], warmup, latencyN, total, concurrency }
 // In `url`, "{i}" becomes the request's number; a `body` is sent as JSON with every "{i}" string replaced by it.
 // Every target is warmed up, then measured with the same client: p50 latency one request at a time, alternating
 // between targets (so all see the same machine state), then requests/s with `concurrency` loops, one target after
@@ -30,6 +30,10 @@ for (let i = 0; i < (plan.latencyN ?? 0); i++) {
 }
 const result = {};
 for (const t of plan.targets) {
+  if (t.latencyOnly) {
+    result[t.name] = { p50: percentile(latency[t.name], 50), rps: null };
+    continue;
+  }
   const startedAt = Date.now();
   const ms = await pool(plan.total, plan.concurrency, (i) => send(t, i));
   result[t.name] = { p50: latency[t.name].length ? percentile(latency[t.name], 50) : null, rps: (plan.total / ms) * 1000, startedAt, endedAt: Date.now() };
