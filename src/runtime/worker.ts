@@ -31,7 +31,6 @@ const writeStderr = (text: string) => {
   if (!stderrGone) rawStderrWrite(text);
 };
 
-
 async function prepareArtifact(settings: WorkerSettings): Promise<string> {
   if (settings.artifactDir) return settings.artifactDir;
   const cache = settings.artifactCacheDir ?? join(tmpdir(), "svc-artifact-cache");
@@ -101,7 +100,9 @@ async function main(): Promise<number> {
     if (loaded.kind === "lb") {
       routeServer ??= await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort });
       routeServer.ready(loaded.routes);
-      note(`serving ${loaded.routes.length} route(s) and /ping at ${routeServer.address}`);
+      // In a container (listening on every interface) the address inside it is not where anyone reaches it.
+      const where = settings.httpHost === "0.0.0.0" || settings.httpHost === "::" ? `port ${new URL(routeServer.address).port} of this container` : routeServer.address;
+      note(`serving ${loaded.routes.length} route(s) and /ping on ${where}`);
     }
     handler = loaded;
   } catch (err) {

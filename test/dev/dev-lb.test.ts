@@ -36,10 +36,17 @@ beforeAll(async () => {
   ready = await firstJsonOnStdout<Ready>(dev, "svc dev", 90_000, () => stderr);
 }, 120_000);
 
-afterAll(() => {
-  if (dev && dev.exitCode === null) dev.kill("SIGKILL");
+afterAll(async () => {
+  // Stopped as a user stops it (Ctrl-C), so its workers go with it; SIGKILL only if it hangs.
+  if (dev && dev.exitCode === null) {
+    const exited = new Promise((resolve) => dev.once("exit", resolve));
+    dev.kill("SIGINT");
+    const timer = setTimeout(() => dev.kill("SIGKILL"), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
   rmSync(work, { recursive: true, force: true });
-});
+}, 20_000);
 
 describe("svc dev with a load-balanced endpoint", () => {
   it("prints the endpoint's own address and a curl that reaches a route as pasted", () => {

@@ -198,6 +198,8 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
     const post = await call(`${endpoint("api").url}/echo`, { body: { a: [1, 2] } });
     expect(post.status).toBe(200);
     expect(post.body).toEqual({ got: { a: [1, 2] } });
+    // Its log names where it listens as seen from outside: inside its container, not a loopback address.
+    expect(preview.stderr()).toMatch(/^api\s+\| \[svc-runtime\] serving 2 route\(s\) and \/ping on port 8080 of this container$/m);
 
     // Without the key: the service's auth, not the container, answers.
     expect((await fetch(`${endpoint("api").url}/items/1`)).status).toBe(401);
