@@ -36,6 +36,16 @@ export function Field(props: { label: string; errors?: string[]; hint?: string; 
   );
 }
 
+/** What just succeeded, announced to screen readers; nothing when there is no text. */
+export function Notice({ text }: { text: string | null | undefined }) {
+  if (!text) return null;
+  return (
+    <p class="notice ok" role="status">
+      {text}
+    </p>
+  );
+}
+
 export function ProblemMessage({ error }: { error: unknown }) {
   if (!error) return null;
   const p = error instanceof ApiProblem ? error : undefined;

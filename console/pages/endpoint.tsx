@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiProblem, FINAL_STATES, readNdjson, request } from "../api.js";
 import { loadEndpoints, loadHealth, type EndpointSummary, type Health } from "../endpoints-data.js";
-import { Field, formatMs, formatTime, Json, ProblemMessage, useConfirm, usePolling } from "../ui.js";
+import { Field, formatMs, formatTime, Json, Notice, ProblemMessage, useConfirm, usePolling } from "../ui.js";
 import { EndpointForm } from "./endpoint-form.js";
 import { HealthCells } from "./endpoints.js";
 
@@ -441,11 +441,7 @@ export function EndpointPage({ id }: { id: string }) {
       </p>
       {endpoint.status === "WAITING" && <p class="notice warn">WAITING: {endpoint.statusReason}</p>}
       <ProblemMessage error={problem} />
-      {saved && (
-        <p class="notice ok" role="status">
-          {saved}
-        </p>
-      )}
+      <Notice text={saved} />
       {editing && endpoint.rest && (
         <EndpointForm
           existing={endpoint.rest}

@@ -2,7 +2,7 @@
 
 import { useState } from "preact/hooks";
 import { loadEndpoints, loadHealth, type EndpointSummary, type Health } from "../endpoints-data.js";
-import { formatMs, ProblemMessage, usePolling } from "../ui.js";
+import { formatMs, Notice, ProblemMessage, usePolling } from "../ui.js";
 import { EndpointForm, TemplateForm } from "./endpoint-form.js";
 
 export function HealthCells({ health }: { health: Health | null | undefined }) {
@@ -67,11 +67,7 @@ export function EndpointsPage() {
           </button>
         )}
       </div>
-      {created && (
-        <p class="notice ok" role="status">
-          Created endpoint {created}.
-        </p>
-      )}
+      <Notice text={created && `Created endpoint ${created}.`} />
       {creating && (
         <EndpointForm
           key={templatesVersion}

@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiProblem, fieldErrors } from "../api.js";
 import { scopesOf } from "../forms.js";
-import { Field, formatTime, ProblemMessage, useConfirm } from "../ui.js";
+import { Field, formatTime, Notice, ProblemMessage, useConfirm } from "../ui.js";
 
 interface KeyInfo {
   id: string;
@@ -117,11 +117,7 @@ export function KeysPage() {
       <h1 id="keys-title" tabIndex={-1}>
         API keys
       </h1>
-      {message && (
-        <p class="notice ok" role="status">
-          {message}
-        </p>
-      )}
+      <Notice text={message} />
       <ProblemMessage error={problem} />
       {secret && <NewSecret secret={secret} onDone={() => setSecret(null)} />}
       {keys &&

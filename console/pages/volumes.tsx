@@ -3,7 +3,7 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiProblem, fieldErrors } from "../api.js";
-import { Field, ProblemMessage, useConfirm } from "../ui.js";
+import { Field, Notice, ProblemMessage, useConfirm } from "../ui.js";
 
 interface Volume {
   id: string;
@@ -183,11 +183,7 @@ export function VolumesPage() {
       <h1 id="volumes-title" tabIndex={-1}>
         Network volumes
       </h1>
-      {message && (
-        <p class="notice ok" role="status">
-          {message}
-        </p>
-      )}
+      <Notice text={message} />
       <ProblemMessage error={problem} />
       {volumes === null ? (
         <p>Loading…</p>
