@@ -101,8 +101,8 @@ async function main(): Promise<number> {
       routeServer ??= await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort });
       routeServer.ready(loaded.routes);
       // In a container (listening on every interface) the address inside it is not where anyone reaches it.
-      const where = settings.httpHost === "0.0.0.0" || settings.httpHost === "::" ? `port ${new URL(routeServer.address).port} of this container` : routeServer.address;
-      note(`serving ${loaded.routes.length} route(s) and /ping on ${where}`);
+      const where = settings.httpHost === "0.0.0.0" || settings.httpHost === "::" ? `on port ${new URL(routeServer.address).port} of this container` : `at ${routeServer.address}`;
+      note(`serving ${loaded.routes.length} route(s) and /ping ${where}`);
     }
     handler = loaded;
   } catch (err) {
