@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chatCompletionFromOutput, chatJobInput, isOpenAiJobInput, modelList, openAiProblem, readChunkOutput } from "./format.js";
+import { chatCompletionFromOutput, chatJobInput, isOpenAiJobInput, modelList, notChatOutput, openAiProblem, readChunkOutput } from "./format.js";
 import { checkChatRequest } from "./validate.js";
 
 const request = { model: "textgen", messages: [{ role: "user" as const, content: "Hello there" }] };
@@ -114,5 +114,13 @@ describe("chatFunctionFor / endpointModels", () => {
       data: [{ id: "textgen", object: "model", created: 1700000000, owned_by: "textgen" }],
     });
     expect(endpointModels("llm", ["chat", "summarise"]).data.map((m) => m.id)).toEqual(["chat", "summarise"]);
+  });
+});
+
+describe("notChatOutput", () => {
+  it("accepts text in every form readChunkOutput reads, and names anything else", () => {
+    for (const ok of ["hi", { text: "hi" }, { text: ["a", "b"], input_tokens: 1 }, ["a", { text: "b" }], [], null]) expect(notChatOutput(ok)).toBeUndefined();
+    expect(notChatOutput({ greeting: "Hello" })).toBe("expected text (a string, or an object with `text`), got an object with keys greeting");
+    expect(notChatOutput(["a", 42])).toBe("expected text (a string, or an object with `text`), got number");
   });
 });

@@ -6,6 +6,7 @@ import { randomBytes } from "node:crypto";
 import type { Problem } from "../errors.js";
 import { countTokens, renderChatPrompt } from "../llm/tokens.js";
 import type { ChatCompletionRequest, ChatRequestVerdict } from "./validate.js";
+import { TITLES } from "../http-titles.js";
 
 export const CHAT_COMPLETIONS_ROUTE = "/v1/chat/completions";
 
@@ -119,6 +120,26 @@ export interface ChatCompletion {
 }
 
 /**
+ * Why a job's output cannot be read as a chat reply, or undefined when it can: every chunk output must be a
+ * string or carry `text` (a string or strings), as `readChunkOutput` reads them. An endpoint that is not a
+ * language model (its output an object of its own) must not be answered with an empty reply. Pure.
+ */
+export function notChatOutput(output: unknown): string | undefined {
+  const chunks = Array.isArray(output) ? output : output === null || output === undefined ? [] : [output];
+  for (const chunk of chunks) {
+    if (typeof chunk === "string") continue;
+    if (typeof chunk === "object" && chunk !== null && !Array.isArray(chunk)) {
+      const text = (chunk as Record<string, unknown>).text;
+      if (typeof text === "string" || Array.isArray(text)) continue;
+      const keys = Object.keys(chunk).slice(0, 5);
+      return `expected text (a string, or an object with \`text\`), got an object with ${keys.length ? `keys ${keys.join(", ")}` : "no keys"}`;
+    }
+    return `expected text (a string, or an object with \`text\`), got ${Array.isArray(chunk) ? "an array" : chunk === null ? "null" : typeof chunk}`;
+  }
+  return undefined;
+}
+
+/**
  * The non-streaming reply from a job's output: a streaming job's output is the array of its chunk outputs;
  * a plain function's output is taken as one chunk.
  */
@@ -184,17 +205,6 @@ const ERROR_TYPES: Record<number, string> = {
   429: "rate_limit_error",
 };
 
-const TITLES: Record<number, string> = {
-  400: "Bad Request",
-  401: "Unauthorized",
-  403: "Forbidden",
-  404: "Not Found",
-  422: "Unprocessable Entity",
-  429: "Too Many Requests",
-  500: "Internal Server Error",
-  502: "Bad Gateway",
-  503: "Service Unavailable",
-};
 
 /**
  * A problem+json body with an extra `error` member in OpenAI's shape. Without it, the `openai` client finds no

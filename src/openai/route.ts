@@ -5,6 +5,7 @@
 import type { ServerResponse } from "node:http";
 import {
   chatCompletionFromOutput,
+  notChatOutput,
   chatFunctionFor,
   chatJobInput,
   completionId,
@@ -88,6 +89,8 @@ async function serveChatVerdict(verdict: ChatRequestVerdict, endpoint: ChatEndpo
     try {
       const output = await jobs.result(jobId);
       finished = true;
+      const notChat = notChatOutput(output);
+      if (notChat) return sendOpenAiProblem(res, openAiProblem(502, `The endpoint's output is not a chat reply: ${notChat}`));
       sendJson(res, chatCompletionFromOutput(output, request, identity));
     } catch (err) {
       finished = true;

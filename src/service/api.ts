@@ -210,7 +210,8 @@ async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMess
       req.resume();
       const row = await engine.retry(endpointId, jobId!);
       if (!row) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
-      return sendJson(res, { id: row.id, status: row.status });
+      // Back in the queue, as /run answers: a waiting worker may already hold it by the time this is sent.
+      return sendJson(res, { id: row.id, status: "IN_QUEUE" });
     }
     case "purge-queue": {
       req.resume();

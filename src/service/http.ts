@@ -3,25 +3,10 @@
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Problem } from "../errors.js";
+import { TITLES } from "../http-titles.js";
 
-export const TITLES: Record<number, string> = {
-  400: "Bad Request",
-  401: "Unauthorized",
-  403: "Forbidden",
-  404: "Not Found",
-  405: "Method Not Allowed",
-  408: "Request Timeout",
-  409: "Conflict",
-  413: "Payload Too Large",
-  415: "Unsupported Media Type",
-  422: "Unprocessable Entity",
-  429: "Too Many Requests",
-  431: "Request Header Fields Too Large",
-  500: "Internal Server Error",
-  502: "Bad Gateway",
-  503: "Service Unavailable",
-  504: "Gateway Timeout",
-};
+export { TITLES };
+
 
 /** Thrown by route code; the server turns it into an application/problem+json answer. */
 export class HttpProblem extends Error {

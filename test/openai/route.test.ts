@@ -140,3 +140,30 @@ describe("a generation that fails midway, on an endpoint with retries", () => {
     expect(after.jobs).toMatchObject({ failed: 2, retried: 2 });
   });
 });
+
+describe("the OpenAI route of an endpoint that is not a language model", () => {
+  let hello: LiveApp;
+  beforeAll(async () => {
+    hello = await startApp("examples/hello");
+  });
+  afterAll(async () => {
+    await hello?.close();
+  });
+
+  it("answers 502 naming the output's shape instead of an empty reply", async () => {
+    const id = hello.endpoints.find((e) => e.name === "hello")!.id;
+    const helloClient = new OpenAI({ baseURL: `${hello.service.url}/v2/${id}/openai/v1`, apiKey: hello.key, maxRetries: 0, timeout: 30_000 });
+    const err = await helloClient.chat.completions.create({ model: "hello", messages }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
+    expect((err as Error).message).toContain("The endpoint's output is not a chat reply: expected text (a string, or an object with `text`), got an object with keys greeting");
+  }, 60_000);
+
+  it("names the status of its errors in their title, as the job API does", async () => {
+    const id = hello.endpoints.find((e) => e.name === "hello")!.id;
+    const res = await fetch(`${hello.service.url}/v2/${id}/openai/v1/chat/completions`, { headers: { authorization: `Bearer ${hello.key}` } });
+    expect(res.status).toBe(405);
+    expect(res.headers.get("content-type")).toContain("application/problem+json");
+    expect(await res.json()).toMatchObject({ title: "Method Not Allowed", status: 405 });
+  });
+});
