@@ -93,7 +93,7 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     const principal = await ctx.keyring.authenticate(key);
     if (!principal) {
       req.resume();
-      throw new HttpProblem(401, "The API key is not valid (unknown or revoked)", { headers: { "www-authenticate": "Bearer" } });
+      throw new HttpProblem(401, "The API key is not valid (unknown, revoked or expired)", { headers: { "www-authenticate": "Bearer" } });
     }
     // issue 4: per-user rate limits on every authenticated request; management routes before the job API
     ctx.management?.limit(principal, res);

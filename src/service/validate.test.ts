@@ -31,6 +31,20 @@ describe("validateSubmission", () => {
   });
 });
 
+describe("validateSubmission: nulls and functions", () => {
+  it("takes null optional members as absent, and refuses a null input", () => {
+    const r = validateSubmission({ input: { a: 1 }, function: null, webhook: null, policy: { ttl: null, executionTimeout: null, lowPriority: null } }, ["a"]);
+    expect(r).toEqual({ value: { input: { a: 1 } }, errors: [] });
+    expect(validateSubmission({ input: { a: 1 }, policy: null }, []).errors).toEqual([]);
+    expect(validateSubmission({ input: null }, []).errors).toEqual(["$.input: is required"]);
+  });
+
+  it("asks for a function by name when the endpoint serves several", () => {
+    expect(validateSubmission({ input: {} }, ["embed", "rank"]).errors).toEqual(["$.function: is required: this endpoint serves several functions (embed, rank)"]);
+    expect(validateSubmission({ input: {} }, ["embed"]).errors).toEqual([]);
+  });
+});
+
 describe("keyFromHeader", () => {
   it("takes `Bearer <key>` (any case) and the bare key; rejects the rest", () => {
     expect(keyFromHeader("Bearer abc")).toBe("abc");

@@ -25,14 +25,17 @@ export function validateSubmission(body: unknown, functions: readonly string[]):
     }
   }
   const value: Submission = { input: body.input };
-  if (!("input" in body) || body.input === undefined) errors.push("$.input: is required");
-  if (body.function !== undefined) {
+  if (body.input === undefined || body.input === null) errors.push("$.input: is required");
+  // Optional members sent as null (typed clients do) mean absent, as on the OpenAI route.
+  if (body.function === undefined || body.function === null) {
+    if (functions.length > 1) errors.push(`$.function: is required: this endpoint serves several functions (${functions.join(", ")})`);
+  } else {
     if (typeof body.function !== "string" || body.function.length === 0) errors.push("$.function: must be a non-empty string");
     else if (functions.length > 0 && !functions.includes(body.function)) {
       errors.push(`$.function: the endpoint has no function "${body.function}" (it serves: ${functions.join(", ")})`);
     } else value.function = body.function;
   }
-  if (body.webhook !== undefined) {
+  if (body.webhook !== undefined && body.webhook !== null) {
     let ok = false;
     if (typeof body.webhook === "string") {
       try {
@@ -44,7 +47,7 @@ export function validateSubmission(body: unknown, functions: readonly string[]):
     if (ok) value.webhook = body.webhook as string;
     else errors.push("$.webhook: must be an http(s) URL");
   }
-  if (body.policy !== undefined) {
+  if (body.policy !== undefined && body.policy !== null) {
     if (!isPlainObject(body.policy)) errors.push("$.policy: must be an object");
     else {
       const p = body.policy;
@@ -53,7 +56,7 @@ export function validateSubmission(body: unknown, functions: readonly string[]):
       }
       const int = (key: string, min: number, max: number): number | undefined => {
         const v = p[key];
-        if (v === undefined) return undefined;
+        if (v === undefined || v === null) return undefined;
         if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
           errors.push(`$.policy.${key}: must be an integer (ms) from ${min} to ${max}`);
           return undefined;
@@ -62,7 +65,7 @@ export function validateSubmission(body: unknown, functions: readonly string[]):
       };
       value.executionTimeoutMs = int("executionTimeout", 1, MAX_EXECUTION_TIMEOUT_MS);
       value.ttlMs = int("ttl", 1, MAX_TTL_MS);
-      if (p.lowPriority !== undefined) {
+      if (p.lowPriority !== undefined && p.lowPriority !== null) {
         if (typeof p.lowPriority !== "boolean") errors.push("$.policy.lowPriority: must be a boolean");
         else value.lowPriority = p.lowPriority;
       }

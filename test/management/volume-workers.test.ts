@@ -66,7 +66,7 @@ it("a worker of one endpoint writes a file that a worker of another endpoint on 
   // Mounted volumes cannot be deleted from under their endpoints.
   const del = await call(`${service.url}/v2/network-volumes/${volume.id}`, { key: KEY, method: "DELETE" });
   expect(del.status).toBe(400);
-  expect(del.body.detail).toContain(created.body.id);
+  expect(del.body.detail).toContain(`rest-reader (${created.body.id})`);
 }, 90_000);
 
 it("keeps the files when every worker is gone, for the next worker", async () => {

@@ -123,7 +123,10 @@ export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Prin
     const current = ownVolume(m, p, id);
     const attached = endpointsOnVolume(ctx.endpoints.values(), m.store.volumes(p.userId), current);
     if (attached.length > 0) {
-      throw new HttpProblem(400, `Network volume ${id} is mounted by endpoint(s) ${attached.map((e) => `${e.name} (${e.id})`).join(", ")}; detach or delete them first`);
+      // A REST endpoint running an app endpoint's code carries that endpoint's name; its own is in its settings.
+      const restNames = new Map(m.store.restEndpoints().map((r) => [r.id, r.spec.name]));
+      const named = attached.map((e) => `${restNames.get(e.id) ?? e.name} (${e.id})`);
+      throw new HttpProblem(400, `Network volume ${id} is mounted by endpoint(s) ${named.join(", ")}; detach or delete them first`);
     }
     m.store.deleteVolume(id);
     await rm(volumeDir(m.dataDir, id), { recursive: true, force: true });
