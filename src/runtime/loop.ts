@@ -83,6 +83,13 @@ export function errorOf(err: unknown): NonNullable<JobResult["error"]> {
   return { message: typeof err === "string" ? err : safeString(err), type: typeof err };
 }
 
+/** "TypeError: message (at file:line:col)": the error and where it was thrown, on one line. Pure. */
+export function failureLine(error: NonNullable<JobResult["error"]>): string {
+  const where = error.stack?.split("\n").find((line) => /^\s+at /.test(line))?.trim().replace(/^at /, "");
+  const head = error.type && error.type !== "string" ? `${error.type}: ${error.message}` : error.message;
+  return where ? `${head} (at ${where})` : head;
+}
+
 function safeString(value: unknown): string {
   try {
     return JSON.stringify(value) ?? String(value);
@@ -387,6 +394,8 @@ export class WorkerLoop {
       }
     } catch (err) {
       result = { jobId: job.id, lease: job.lease, status: "FAILED", error: errorOf(err) };
+      // In the job's logs too (`svc logs --job`), where one looks first; the whole stack is in the job record.
+      if (!entry.abandoned) this.options.note(`job ${job.id} failed: ${failureLine(result.error!)}`);
     }
     if (entry.abandoned) return;
     if (entry.stream) await entry.stream.drain();

@@ -38,6 +38,8 @@ async function prepareArtifact(settings: WorkerSettings): Promise<string> {
 }
 
 async function main(): Promise<number> {
+  // Stacks of the user's code point at their TypeScript sources (the build writes source maps beside handlers).
+  process.setSourceMapsEnabled(true);
   let settings: WorkerSettings;
   try {
     settings = readWorkerEnv(process.env);

@@ -101,9 +101,13 @@ export async function buildTestArtifact(
       target: "node20",
       alias: { svc: SDK_ENTRY },
       logLevel: "silent",
+      // As the real build: a source map beside the handler, so stacks name the fixture's sources.
+      sourcemap: true,
+      sourcesContent: false,
+      outfile: join(root, "endpoints", endpoint.name, "handler.mjs"),
     });
     const handler = `endpoints/${endpoint.name}/handler.mjs`;
-    files.push({ name: handler, body: Buffer.from(result.outputFiles[0]!.contents) });
+    for (const out of result.outputFiles) files.push({ name: out.path.endsWith(".map") ? `${handler}.map` : handler, body: Buffer.from(out.contents) });
     resources[endpoint.name] = resourceFor(endpoint, handler, overrides[endpoint.name]);
   }
   const manifest: Manifest = {

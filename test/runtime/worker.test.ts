@@ -94,6 +94,13 @@ describe("running jobs", () => {
     const record = await client("fns").runsync({ message: "out of range" }, { function: "fail" });
     expect(record.status).toBe("FAILED");
     expect(String(record.error)).toMatch(/out of range/);
+    // The job's own log says so too, with where it was thrown.
+    const failed = await until("the failure in the job's log", async () => {
+      const l = (await logs("fns", record.id)).find((x) => x.text.includes("failed:"));
+      return l?.text;
+    });
+    // Source-mapped: the line of the fixture's TypeScript that threw, not of the bundle.
+    expect(failed).toMatch(new RegExp(`^\\[svc-runtime\\] job ${record.id} failed: RangeError: out of range \\(at fail2 \\(.*/src/work\\.ts:25:\\d+\\)\\)$`));
   });
 
   it("fails a job naming a function the handler does not serve, clearly", async () => {
