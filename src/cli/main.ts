@@ -21,16 +21,19 @@ export async function main(argv: string[]): Promise<number> {
     await program.parseAsync(argv, { from: "user" });
     return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
   } catch (err) {
-    return report(err, debug);
+    // `svc` alone shows the help as asked; a group without its subcommand (`svc volume`) is wrong usage.
+    const bare = argv.every((a) => a === "--debug");
+    return report(err, debug, bare);
   }
 }
 
-function report(err: unknown, debug: boolean): number {
+function report(err: unknown, debug: boolean, bare = false): number {
   if (err instanceof CommanderError) {
     // Commander already printed its message (unknown option, missing argument, --help, --version).
-    if (err.code === "commander.helpDisplayed" || err.code === "commander.version" || err.code === "commander.help") {
-      return ExitCode.ok;
-    }
+    if (err.code === "commander.helpDisplayed" || err.code === "commander.version") return ExitCode.ok;
+    // Help shown instead of running something (`svc volume`, `svc help nosuch`) is an error to commander
+    // (exitCode 1); asked-for help (`svc help volume`) is not.
+    if (err.code === "commander.help") return err.exitCode === 0 || bare ? ExitCode.ok : ExitCode.usage;
     return ExitCode.usage;
   }
   const tty = Boolean(process.stderr.isTTY);
@@ -38,6 +41,8 @@ function report(err: unknown, debug: boolean): number {
   if (err instanceof ApiError) {
     process.stderr.write(`${red("error")}: the service answered ${err.status} ${err.problem.title}: ${err.problem.detail}\n`);
     for (const e of err.problem.errors ?? []) process.stderr.write(`  - ${e}\n`);
+    const hint = apiErrorHint(err.status);
+    if (hint) process.stderr.write(`${hint}\n`);
     if (debug && err.stack) process.stderr.write(`${err.stack}\n`);
     return err.exitCode;
   }
@@ -53,4 +58,18 @@ function report(err: unknown, debug: boolean): number {
   if (debug && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
   else process.stderr.write("This is a bug in svc. Run again with --debug for details and report it.\n");
   return err instanceof SvcError ? err.exitCode : ExitCode.internal;
+}
+
+/** What to do about the API errors a user can act on; the service's detail says what went wrong. */
+export function apiErrorHint(status: number): string | undefined {
+  switch (status) {
+    case 401:
+      return "Check SVC_API_KEY (in the environment or a .env file): the service does not accept it. `svc server` prints where its admin key is.";
+    case 403:
+      return "The key lacks the scope for this. Use a key that has it, or create one with `svc keys create --scope <scope>` (needs an admin key).";
+    case 404:
+      return "Check the name or id: list what exists with the command's `list` (for example `svc endpoint list`, `svc volume list`, `svc app list`).";
+    default:
+      return undefined;
+  }
 }

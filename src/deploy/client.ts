@@ -6,7 +6,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { ApiError, UnreachableError, UserError, type Problem } from "../errors.js";
 import { DEFAULT_API_URL, envSetting, readDotEnv } from "../sdk/context.js";
-import { readJson } from "../sdk/jobs-client.js";
+import { parseServiceJson, readJson } from "../sdk/jobs-client.js";
 import type { Manifest } from "../sdk/manifest.js";
 
 export interface ServiceAddress {
@@ -196,14 +196,15 @@ export class DeployClient {
         res.on("end", () => {
           const text = Buffer.concat(parts).toString("utf8");
           const status = res.statusCode ?? 0;
-          if (status >= 200 && status < 300) return resolve(JSON.parse(text) as BuildInfo);
-          let problem: Problem;
+          let body: unknown;
           try {
-            problem = JSON.parse(text) as Problem;
-          } catch {
-            problem = { title: res.statusMessage ?? "Error", status, detail: text.slice(0, 500) };
+            body = parseServiceJson(text, { url: target.href, status, contentType: res.headers["content-type"] ?? null });
+          } catch (err) {
+            return reject(err);
           }
-          reject(new ApiError(problem));
+          if (status >= 200 && status < 300) return resolve(body as BuildInfo);
+          const problem = body as Partial<Problem> | undefined;
+          reject(new ApiError(problem && typeof problem.status === "number" ? (problem as Problem) : { title: res.statusMessage ?? "Error", status, detail: text.slice(0, 500) }));
         });
       });
       req.on("error", (err) => {

@@ -11,6 +11,7 @@ import { appNameOf, buildManifest } from "../build/manifest.js";
 import { UsageError, UserError } from "../errors.js";
 import { envSetting } from "../sdk/context.js";
 import { curlFor } from "./access.js";
+import { DEPLOY_NAME_RULE, isDeployName } from "./names.js";
 import { DeployClient, serviceAddress, type ConfigChange, type EnvironmentInfo, type PlanInfo, type PlannedEndpoint, type ServiceAddress } from "./client.js";
 
 export const DEFAULT_ENVIRONMENT = "production";
@@ -35,6 +36,13 @@ export function describeRemoval(plan: Pick<PlanInfo, "remove">, app: string, env
 }
 
 
+/** The service's naming rule, checked here so a bad name fails before the build (not after the upload). */
+export function checkDeployName(kind: "app" | "environment", name: string): void {
+  if (isDeployName(name)) return;
+  const where = kind === "app" ? "--app or SVC_APP (default: the package.json name)" : "--env or SVC_ENV";
+  throw new UsageError(`Invalid ${kind} name "${name}": ${kind} names are ${DEPLOY_NAME_RULE}`, `Pick another with ${where}.`);
+}
+
 export interface DeployOptions {
   root: string;
   env?: string;
@@ -56,7 +64,8 @@ export interface DeployResult {
   url: string;
   dryRun: boolean;
   createdEnvironment: boolean;
-  build: { id: string; size: number; fingerprint: string; uploaded: boolean };
+  /** `uploaded`: sent by this deploy; `onService`: the service has these bytes (checked in a dry run too). */
+  build: { id: string; size: number; fingerprint: string; uploaded: boolean; onService: boolean };
   endpoints: Array<PlannedEndpoint & { curl: string }>;
   removed: Array<{ name: string; id: string }>;
   /** One ready-to-paste command for the first endpoint. */
@@ -81,8 +90,10 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
   // Ask the service first: a wrong URL or key fails before a long build.
   // The manifest's app name is appNameOf(root) too: the environment is settled before a long build.
   const app = options.app ?? envSetting("SVC_APP") ?? appNameOf(options.root);
+  checkDeployName("app", app);
   const environments = await client.environments(app);
   const env = chooseEnvironment(options.env ?? envSetting("SVC_ENV"), (environments ?? []).map((e) => e.env), app);
+  checkDeployName("environment", env);
   const exists = environments?.some((e) => e.env === env) ?? false;
   const build: BuildResult = await buildProject(options.root, { exclude: options.exclude, onProgress: progress });
 
@@ -93,7 +104,9 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
   if (!options.dryRun) {
     createdEnvironment = (await client.ensureEnvironment(app, env)).created;
   }
-  if (!options.dryRun && !(await client.hasBuild(app, sha256))) {
+  // An app the service does not know has no builds (hasBuild would be a 404 about the app).
+  const onService = environments !== null && (await client.hasBuild(app, sha256));
+  if (!options.dryRun && !onService) {
     progress(`Uploading ${build.artifactPath} (${size} bytes)`);
     await client.upload(app, { path: build.artifactPath, size, sha256 }, { onProgress: options.onUpload });
     uploaded = true;
@@ -138,7 +151,7 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
     url: address.url,
     dryRun: Boolean(options.dryRun),
     createdEnvironment,
-    build: { id: sha256, size, fingerprint: build.manifest.fingerprint, uploaded },
+    build: { id: sha256, size, fingerprint: build.manifest.fingerprint, uploaded, onService: onService || uploaded },
     endpoints,
     removed: plan.remove,
     curl: first ? first.curl : null,

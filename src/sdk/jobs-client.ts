@@ -1,7 +1,7 @@
 // A typed client for the queue-based job API of one endpoint: `{queue_base_url}/v2/{endpoint_id}`.
 // Used by the SDK's remote calls, the CLI, the tests and the benchmarks.
 
-import { ApiError, UnreachableError, type Problem } from "../errors.js";
+import { ApiError, ExitCode, UnreachableError, UserError, type Problem } from "../errors.js";
 
 export type JobStatus = "IN_QUEUE" | "IN_PROGRESS" | "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
 export const FINAL_STATUSES: readonly JobStatus[] = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
@@ -116,15 +116,32 @@ export class JobsClient {
 /** Parse a JSON response; turn a problem (or any non-2xx) into an ApiError. */
 export async function readJson<T>(response: Response): Promise<T> {
   const text = await response.text();
+  const answer = { url: response.url, status: response.status, contentType: response.headers.get("content-type") };
   if (!response.ok) {
-    let problem: Problem;
-    try {
-      problem = JSON.parse(text) as Problem;
-      if (typeof problem.status !== "number") throw new Error("not a problem");
-    } catch {
-      problem = { title: response.statusText || "Error", status: response.status, detail: text.slice(0, 500) };
-    }
+    const body = parseServiceJson(text, answer) as Partial<Problem> | undefined;
+    const problem: Problem =
+      body && typeof body.status === "number" ? (body as Problem) : { title: response.statusText || "Error", status: response.status, detail: text.slice(0, 500) };
     throw new ApiError(problem);
   }
-  return (text ? JSON.parse(text) : undefined) as T;
+  return parseServiceJson(text, answer) as T;
+}
+
+/**
+ * The JSON body of an answer from the service (undefined when empty). A body that is not JSON (an HTML page,
+ * say) means the address is not an svc service: a user error with the "cannot reach" exit code, naming what
+ * answered, instead of a JSON syntax error.
+ */
+export function parseServiceJson(text: string, answer: { url?: string; status: number; contentType: string | null }): unknown {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    const url = answer.url ? new URL(answer.url) : undefined;
+    const what = `HTTP ${answer.status}, ${answer.contentType ?? "no content type"}${url ? ` from ${url.pathname}` : ""}`;
+    throw new UserError(`${url?.origin ?? "The service address"} answered, but it is not an svc service (${what})`, {
+      hint: "Check SVC_API_URL: it should be the address `svc server` or `svc dev` prints (default http://127.0.0.1:8600).",
+      exitCode: ExitCode.unreachable,
+      cause: err,
+    });
+  }
 }

@@ -18,7 +18,7 @@ interface DeployJson {
   env: string;
   dryRun: boolean;
   createdEnvironment: boolean;
-  build: { id: string; size: number; fingerprint: string; uploaded: boolean };
+  build: { id: string; size: number; fingerprint: string; uploaded: boolean; onService: boolean };
   endpoints: Array<{ name: string; id: string; url: string; type: string; action: string; routes: string[]; curl: string }>;
   removed: Array<{ name: string; id: string }>;
   curl: string | null;
@@ -155,10 +155,28 @@ describe("svc deploy against a running svc server", () => {
   let production: DeployJson;
   let deployedBuild = "";
 
+  it("an app or environment name the service would refuse is wrong usage (exit 2) before the build, dry run or not", async () => {
+    for (const dryRun of [["--dry-run"], []]) {
+      const app = svc(["deploy", "--app", "Bad Name!", "--env", "x", ...dryRun]);
+      expect(app.status).toBe(2);
+      expect(app.stderr).toContain('Invalid app name "Bad Name!": app names are 1-63 characters: lowercase letters, digits, ".", "_", "-", starting with a letter or digit');
+      expect(app.stderr).toContain("--app");
+      expect(app.stderr).not.toContain("Discovering endpoints");
+      const env = svc(["deploy", "--env", "Prod", ...dryRun]);
+      expect(env.status).toBe(2);
+      expect(env.stderr).toContain('Invalid environment name "Prod": environment names are 1-63 characters');
+      expect(env.stderr).not.toContain("Discovering endpoints");
+    }
+    expect((await api("GET", "/v1/apps")).body.apps).toEqual([]);
+  });
+
   it("--dry-run prints the plan and creates nothing", async () => {
     const r = svc(["deploy", "--dry-run"]);
     expect(r.status).toBe(0);
     expect(r.stdout).toContain("dry run");
+    // It never uploads, and says so (the service has no app yet, so not this build either).
+    expect(r.stdout).toContain("(dry run: not uploaded,");
+    expect(r.stdout).not.toContain("already on the service");
     expect(r.stdout).toMatch(/\+ worker\s+queue\s+would be created/);
     expect((await api("GET", "/v1/apps/deploy-app")).status).toBe(404);
   });
@@ -251,9 +269,13 @@ describe("svc deploy against a running svc server", () => {
   it("redeploying unchanged sources restarts nothing (same worker)", async () => {
     const before = (await runsync(production, "worker", {}, "work")).output.workerId;
     expect(before).toMatch(/\S+/);
+    const dry = svc(["deploy", "--dry-run"]);
+    expect(dry.status).toBe(0);
+    expect(dry.stdout).toContain("(dry run: already on the service)");
     const again = deployJson();
     expect(again.endpoints.every((e) => e.action === "unchanged")).toBe(true);
     expect(again.build.uploaded).toBe(false);
+    expect(again.build.onService).toBe(true);
     expect(again.endpoints.map((e) => e.id)).toEqual(production.endpoints.map((e) => e.id));
     const after = (await runsync(production, "worker", {}, "work")).output.workerId;
     expect(after).toBe(before);
@@ -323,6 +345,8 @@ describe("svc deploy against a running svc server", () => {
 
     const dry = svc(["deploy", "--env", "staging", "--dry-run"]);
     expect(dry.stdout).toMatch(/- streamer\s+would be removed/);
+    // The refused deploy above uploaded the new build before asking: the dry run checked, the service has it.
+    expect(dry.stdout).toContain("(dry run: already on the service)");
 
     const done = deployJson(["--env", "staging", "--yes"]);
     expect(done.removed.map((r) => r.name)).toEqual(["streamer"]);

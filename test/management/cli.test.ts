@@ -63,7 +63,7 @@ it("creates, lists, gets, updates and deletes volumes", async () => {
   expect(bad.stderr).toContain('- $.dataCenter: unknown data center "moon" (known: local)');
   expect((await svc(["volume", "create", "--name", "x", "--size", "ten"])).code).toBe(ExitCode.usage);
 
-  expect(JSON.parse((await svc(["volume", "delete", volume.id, "--json"])).stdout)).toEqual({ id: volume.id, deleted: true });
+  expect(JSON.parse((await svc(["volume", "delete", volume.id, "--yes", "--json"])).stdout)).toEqual({ id: volume.id, deleted: true });
   const missing = await svc(["volume", "get", volume.id]);
   expect(missing.code).toBe(ExitCode.api);
   expect(missing.stderr).toContain("404 Not Found");
@@ -85,7 +85,7 @@ it("creates templates and endpoints, shows why an endpoint waits, updates and de
   const wrong = await svc(["endpoint", "update", endpoint.id, "--workers-min", "5"]);
   expect(wrong.code).toBe(ExitCode.api);
   expect(wrong.stderr).toContain("- $.workersMin: must not exceed workersMax (2)");
-  expect((await svc(["endpoint", "delete", endpoint.id])).stdout).toContain(`deleted endpoint ${endpoint.id}`);
+  expect((await svc(["endpoint", "delete", endpoint.id, "--yes"])).stdout).toContain(`deleted endpoint ${endpoint.id}`);
   expect((await svc(["endpoint", "get", endpoint.id])).code).toBe(ExitCode.api);
 }, 60_000);
 
@@ -100,8 +100,17 @@ it("creates, lists and revokes keys; a revoked key is refused", async () => {
   const list = await svc(["keys", "list"]);
   expect(list.stdout).toMatch(new RegExp(`${key.id}\\s+ci\\s+default\\s+management:read`));
   expect(list.stdout).not.toContain(key.key);
-  expect((await svc(["keys", "revoke", key.id])).stdout).toContain(`revoked API key ${key.id}`);
+  expect((await svc(["keys", "revoke", key.id, "--yes"])).stdout).toContain(`revoked API key ${key.id}`);
   const refused = await svc(["volume", "list"], key.key);
   expect(refused.code).toBe(ExitCode.api);
   expect(refused.stderr).toContain("401 Unauthorized");
+}, 60_000);
+
+it("keeps the API's epoch-millisecond key times under --json and prints them as ISO times otherwise", async () => {
+  const created = JSON.parse((await svc(["keys", "create", "--scope", "jobs:*", "--name", "timed", "--expires-in", "3600", "--json"])).stdout);
+  expect(created.createdAt).toEqual(expect.any(Number));
+  expect(created.expiresAt).toBe(created.createdAt + 3_600_000);
+  expect(created.revokedAt).toBeNull();
+  const list = await svc(["keys", "list"]);
+  expect(list.stdout).toMatch(new RegExp(`${created.id}\\s+timed\\s+default\\s+jobs:\\*\\s+${new Date(created.expiresAt).toISOString()}\\s+-`));
 }, 60_000);

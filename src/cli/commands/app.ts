@@ -6,7 +6,7 @@ import type { Command } from "commander";
 import { DeployClient, serviceAddress, type EnvironmentInfo } from "../../deploy/client.js";
 import { resolveApp } from "../../deploy/index.js";
 import { createOutput } from "../output.js";
-import { confirmDestructive } from "./deploy.js";
+import { confirmDestructive } from "../confirm.js";
 
 export function renderEnvironment(e: EnvironmentInfo): string[] {
   const lines = [`  ${e.env}  build ${e.build ? e.build.slice(0, 12) : "none"}  ${e.endpoints.length} endpoint(s)`];

@@ -3,13 +3,13 @@
 // `svc deploy --preview`: the same app on this machine, one container per endpoint (src/preview), until Ctrl-C.
 
 import { resolve } from "node:path";
-import { createInterface } from "node:readline/promises";
 import type { Command } from "commander";
 import { deploy, type DeployResult } from "../../deploy/index.js";
 import pc from "picocolors";
 import { UsageError } from "../../errors.js";
 import type { WorkerLogLine } from "../../drivers/types.js";
 import type { PreviewEvent } from "../../preview/session.js";
+import { askOnTty } from "../confirm.js";
 import { createOutput, type Output } from "../output.js";
 
 interface DeployFlags {
@@ -25,31 +25,18 @@ interface DeployFlags {
   allowCpuFallback?: boolean;
 }
 
-/** A yes/no question on stderr; only called when the output is interactive. */
-export async function askOnTty(question: string): Promise<boolean> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr });
-  try {
-    const answer = await rl.question(`${question} [y/N] `);
-    return /^y(es)?$/i.test(answer.trim());
-  } finally {
-    rl.close();
-  }
-}
-
-/** Destructive lifecycle commands: ask on a TTY, else require --yes (naming it). */
-export async function confirmDestructive(out: Output, yes: boolean | undefined, what: string): Promise<void> {
-  if (yes) return;
-  if (!out.interactive) throw new UsageError(`This ${what}`, "Pass --yes to confirm (svc never asks without a terminal or with CI set).");
-  if (!(await askOnTty(`This ${what}. Continue?`))) throw new UsageError("Cancelled; nothing was changed");
-}
-
 const MARK: Record<string, string> = { create: "+", update: "~", unchanged: "=" };
 const VERB: Record<string, string> = { create: "created", update: "updated (rolling release)", unchanged: "unchanged" };
+
+function buildState(result: DeployResult): string {
+  if (result.dryRun) return result.build.onService ? "dry run: already on the service" : `dry run: not uploaded, ${result.build.size} bytes`;
+  return result.build.uploaded ? "uploaded" : "already on the service";
+}
 
 export function renderDeploy(result: DeployResult): string {
   const lines: string[] = [];
   const head = result.dryRun ? `Plan for ${result.app}/${result.env} (dry run, nothing changed)` : `Deployed ${result.app} to ${result.env}`;
-  lines.push(`${head} on ${result.url}  build ${result.build.id.slice(0, 12)}${result.build.uploaded ? " (uploaded)" : " (already on the service)"}`);
+  lines.push(`${head} on ${result.url}  build ${result.build.id.slice(0, 12)} (${buildState(result)})`);
   for (const e of result.endpoints) {
     const kind = e.type === "lb" ? "load-balanced" : "queue";
     lines.push(`  ${MARK[e.action]} ${e.name}  ${kind}  ${result.dryRun ? `would be ${e.action === "update" ? "updated" : e.action === "create" ? "created" : "unchanged"}` : VERB[e.action]}`);

@@ -2,6 +2,7 @@
 // outside any app. App endpoints are managed with `svc deploy`.
 import type { Command } from "commander";
 import { UsageError } from "../../errors.js";
+import { confirmDestructive } from "../confirm.js";
 import { defined, envFlag, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
@@ -106,9 +107,14 @@ export function register(program: Command): void {
     .command("delete")
     .description("Delete an endpoint with its configuration, logs and job history")
     .argument("<id>", "endpoint id")
+    .option("--yes", "do not ask for confirmation (required without a terminal)")
     .option("--json", "print JSON")
-    .action(async (id: string, o: { json?: boolean }) => {
+    .action(async (id: string, o: { yes?: boolean; json?: boolean }) => {
+      const out = createOutput({ json: o.json });
+      // Fetched first: the question names what goes, and a wrong id fails before anything is asked.
+      const e = await management<EndpointRecord>("GET", path(id));
+      await confirmDestructive(out, o.yes, `deletes endpoint "${e.name}" (${id}) with its configuration, logs and job history`);
       await management("DELETE", path(id));
-      createOutput({ json: o.json }).result({ id, deleted: true }, () => `deleted endpoint ${id}`);
+      out.result({ id, deleted: true }, () => `deleted endpoint ${id}`);
     });
 }

@@ -8,7 +8,7 @@ import { resolveApp } from "../../deploy/index.js";
 import { UserError } from "../../errors.js";
 import { createOutput } from "../output.js";
 import { renderEnvironment } from "./app.js";
-import { confirmDestructive } from "./deploy.js";
+import { confirmDestructive } from "../confirm.js";
 
 export function register(program: Command): void {
   const env = program.command("env").description("Environments of an app: list, get, create, delete");

@@ -1,7 +1,7 @@
 // `svc init [dir] [--template name]`: write a project template (templates/<name>, default "starter") into a
 // directory. Refuses to overwrite existing files unless --force.
 
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import type { Command } from "commander";
@@ -42,6 +42,28 @@ export function renderStarter(templates: readonly StarterFile[], values: { name:
   }));
 }
 
+function kindOf(path: string): "file" | "directory" | undefined {
+  try {
+    return statSync(path).isDirectory() ? "directory" : "file";
+  } catch {
+    return undefined;
+  }
+}
+
+/** A path the template cannot be written through: a file where a directory goes, or a directory where a file goes. */
+function blockedPath(dir: string, files: readonly StarterFile[]): { path: string; is: string } | undefined {
+  const directories = new Set<string>();
+  for (const file of files) {
+    for (let d = dirname(join(dir, file.path)); !directories.has(d); d = dirname(d)) {
+      directories.add(d);
+      if (dirname(d) === d) break;
+    }
+  }
+  for (const d of [...directories].sort()) if (kindOf(d) === "file") return { path: d, is: "a file, not a directory" };
+  for (const file of files) if (kindOf(join(dir, file.path)) === "directory") return { path: join(dir, file.path), is: "a directory, not a file" };
+  return undefined;
+}
+
 async function readTemplates(dir: string, prefix = ""): Promise<StarterFile[]> {
   const files: StarterFile[] = [];
   for (const entry of (await readdir(dir, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : 1))) {
@@ -62,6 +84,13 @@ export async function initProject(targetDir: string, options: { force?: boolean;
     name: packageNameFor(dir),
     svcDependency: `file:${SVC_PACKAGE_ROOT.replace(/\/+$/, "")}`,
   });
+  // Checked before writing anything: a file where a directory must go (or the reverse) would fail half-way.
+  const blocked = blockedPath(dir, files);
+  if (blocked) {
+    throw new UserError(`Cannot create the project in ${dir}: ${blocked.path} is ${blocked.is}`, {
+      hint: "Give `svc init` a directory that is new or holds a project (`svc init <dir>`).",
+    });
+  }
   const existing = files.filter((f) => existsSync(join(dir, f.path))).map((f) => f.path);
   if (existing.length > 0 && !options.force) {
     throw new UserError(`${existing.length} file(s) of the ${template} template already exist in ${dir}`, {

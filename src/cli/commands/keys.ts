@@ -1,9 +1,16 @@
 // `svc keys create|list|revoke`: API keys of users, with scopes (needs an admin key).
 import type { Command } from "commander";
+import { confirmDestructive } from "../confirm.js";
 import { defined, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
-type Key = { id: string; name: string | null; userId: string; scopes: string[]; createdAt: number; expiresAt: string | null; revokedAt: string | null; key?: string };
+type Key = { id: string; name: string | null; userId: string; scopes: string[]; createdAt: number; expiresAt: number | null; revokedAt: number | null; key?: string };
+
+/** The API's times are epoch milliseconds (--json keeps them); people read ISO times. */
+const readable = (k: Key) => {
+  const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
+  return { ...k, createdAt: iso(k.createdAt), expiresAt: iso(k.expiresAt), revokedAt: iso(k.revokedAt) };
+};
 
 export function register(program: Command): void {
   const keys = program.command("keys").description("Manage API keys (scopes: admin, management:read, management:write, jobs:*, jobs:<endpointId>)");
@@ -19,7 +26,7 @@ export function register(program: Command): void {
       const k = await management<Key>("POST", "/v1/keys", defined({ scopes: o.scope, name: o.name, userId: o.user, expiresInSeconds: o.expiresIn }));
       const out = createOutput({ json: o.json });
       if (!o.json) out.info("Keep this key now: it is not shown again.");
-      out.result(k, () => fields(k));
+      out.result(k, () => fields(readable(k)));
     });
   keys
     .command("list")
@@ -28,15 +35,18 @@ export function register(program: Command): void {
     .option("--json", "print JSON")
     .action(async (o: { user?: string; json?: boolean }) => {
       const list = await management<Key[]>("GET", `/v1/keys${o.user ? `?userId=${encodeURIComponent(o.user)}` : ""}`);
-      createOutput({ json: o.json }).result(list, () => table(list, ["id", "name", "userId", "scopes", "expiresAt", "revokedAt"]));
+      createOutput({ json: o.json }).result(list, () => table(list.map(readable), ["id", "name", "userId", "scopes", "expiresAt", "revokedAt"]));
     });
   keys
     .command("revoke")
     .description("Revoke an API key (it is refused from then on)")
     .argument("<id>", "key id")
+    .option("--yes", "do not ask for confirmation (required without a terminal)")
     .option("--json", "print JSON")
-    .action(async (id: string, o: { json?: boolean }) => {
+    .action(async (id: string, o: { yes?: boolean; json?: boolean }) => {
+      const out = createOutput({ json: o.json });
+      await confirmDestructive(out, o.yes, `revokes API key ${id}: every request with it is refused from then on, including this CLI's if it is the key in use`);
       const k = await management<Key>("DELETE", `/v1/keys/${encodeURIComponent(id)}`);
-      createOutput({ json: o.json }).result(k, () => `revoked API key ${k.id}`);
+      out.result(k, () => `revoked API key ${k.id}`);
     });
 }

@@ -7,7 +7,7 @@ import { DeployClient, serviceAddress } from "../../deploy/client.js";
 import { resolveApp, resolveExistingEnvironment } from "../../deploy/index.js";
 import { UsageError } from "../../errors.js";
 import { createOutput } from "../output.js";
-import { confirmDestructive } from "./deploy.js";
+import { confirmDestructive } from "../confirm.js";
 
 export function register(program: Command): void {
   program

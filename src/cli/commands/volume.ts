@@ -1,5 +1,6 @@
 // `svc volume create|list|get|update|delete`: network volumes ({base_url}/v2/network-volumes).
 import type { Command } from "commander";
+import { confirmDestructive } from "../confirm.js";
 import { defined, fields, intFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
@@ -53,9 +54,14 @@ export function register(program: Command): void {
     .command("delete")
     .description("Delete a network volume and everything on it")
     .argument("<id>", "volume id")
+    .option("--yes", "do not ask for confirmation (required without a terminal)")
     .option("--json", "print JSON")
-    .action(async (id: string, o: { json?: boolean }) => {
+    .action(async (id: string, o: { yes?: boolean; json?: boolean }) => {
+      const out = createOutput({ json: o.json });
+      // Fetched first: the question names what goes, and a wrong id fails before anything is asked.
+      const v = await management<Volume>("GET", path(id));
+      await confirmDestructive(out, o.yes, `deletes network volume "${v.name}" (${id}, ${v.size} GB) and everything on it`);
       await management("DELETE", path(id));
-      createOutput({ json: o.json }).result({ id, deleted: true }, () => `deleted network volume ${id}`);
+      out.result({ id, deleted: true }, () => `deleted network volume ${id}`);
     });
 }

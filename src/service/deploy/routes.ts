@@ -26,16 +26,16 @@ import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan } from "./plan.js";
 import type { BuildRow, EnvironmentRow } from "./types.js";
 import { receiveArtifact } from "./upload.js";
+import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
 
-const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 const SHA = /^[a-f0-9]{64}$/;
 const JSON_LIMIT = 8 * 1024 * 1024;
 /** Removing endpoints answers only once their workers have exited, or fails after this long. */
 const WORKERS_GONE_TIMEOUT_MS = 30_000;
 
 function checkName(kind: string, name: string): void {
-  if (!NAME.test(name)) {
-    throw new HttpProblem(422, `Invalid ${kind} name "${name}"`, { errors: [`${kind} names are 1-63 characters: lowercase letters, digits, ".", "_", "-"`] });
+  if (!isDeployName(name)) {
+    throw new HttpProblem(422, `Invalid ${kind} name "${name}"`, { errors: [`${kind} names are ${DEPLOY_NAME_RULE}`] });
   }
 }
 

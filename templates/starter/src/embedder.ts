@@ -6,9 +6,11 @@ import { Endpoint } from "svc";
 export class Embedder {
   private readonly dimensions = 8;
 
-  async embed(input: { text: string }) {
+  // Without a text ({}), it embeds a default one.
+  async embed(input: { text?: string }) {
+    const text = input.text ?? "hello from svc";
     const vector = new Array<number>(this.dimensions).fill(0);
-    for (let i = 0; i < input.text.length; i++) vector[i % this.dimensions]! += input.text.charCodeAt(i) / 1000;
+    for (let i = 0; i < text.length; i++) vector[i % this.dimensions]! += text.charCodeAt(i) / 1000;
     return { vector };
   }
 }

@@ -2,8 +2,9 @@
 import { Endpoint } from "svc";
 
 export const tokens = Endpoint({ name: "llm", gpu: "ANY", workers: [0, 1] })(
-  async function* tokens(input: { prompt: string }) {
-    for (const word of input.prompt.split(/\s+/).filter(Boolean)) {
+  // Without a prompt ({}), it streams a default one.
+  async function* tokens(input: { prompt?: string }) {
+    for (const word of (input.prompt ?? "hello from svc").split(/\s+/).filter(Boolean)) {
       yield { text: word.toUpperCase() };
     }
   },

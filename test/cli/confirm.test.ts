@@ -1,0 +1,139 @@
+// Destructive management commands (`svc volume delete`, `svc endpoint delete`, `svc keys revoke`) as a user runs
+// them (node bin/svc.js) against a real service: without a terminal, or with CI set, they refuse with exit 2
+// naming --yes and change nothing; on a terminal (a real pseudo-terminal, through `script`) they ask, and only
+// "y" goes ahead; --yes skips the question.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ExitCode } from "../../src/errors.js";
+import { call, startTestService, type TestService } from "../service/helpers.js";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const bin = join(repo, "bin", "svc.js");
+let t: TestService;
+let cwd: string;
+
+beforeAll(async () => {
+  t = await startTestService();
+  cwd = mkdtempSync(join(tmpdir(), "svc-cli-confirm-"));
+});
+afterAll(async () => {
+  await t?.close();
+  if (cwd) rmSync(cwd, { recursive: true, force: true });
+});
+
+function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const base: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
+  for (const k of Object.keys(base)) if (k.startsWith("SVC_") || k === "CI") delete base[k];
+  return { ...base, SVC_API_URL: t.service.url, SVC_API_KEY: t.key, ...extra };
+}
+
+/** Run a program (asynchronously: the service answers from this process), writing `input` to its stdin. */
+function run(file: string, args: string[], extra: Record<string, string>, input: string) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(file, args, { cwd, env: env(extra) });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d.toString()));
+    child.stderr.on("data", (d) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(input);
+  });
+}
+
+/** Without a terminal: stdin (which says "y"), stdout and stderr are pipes. */
+const svc = (args: string[], extra: Record<string, string> = {}) => run(process.execPath, [bin, ...args], extra, "y\n");
+
+/** On a pseudo-terminal (util-linux `script`), typing `answer` when asked; the terminal's output as one text. */
+async function svcOnTty(args: string[], answer: string, extra: Record<string, string> = {}) {
+  const command = [process.execPath, bin, ...args].map((a) => `'${a}'`).join(" ");
+  const r = await run("script", ["-qec", command, "/dev/null"], extra, `${answer}\n`);
+  return { code: r.code, output: r.stdout };
+}
+
+const volumeExists = async (id: string) => (await call(`${t.service.url}/v2/network-volumes/${id}`, { key: t.key })).status === 200;
+const endpointExists = async (id: string) => (await call(`${t.service.url}/v1/endpoints/${id}`, { key: t.key })).status === 200;
+
+async function newVolume(): Promise<string> {
+  return (await call(`${t.service.url}/v2/network-volumes`, { key: t.key, body: { name: "models", size: 10, dataCenter: "local" } })).body.id;
+}
+
+describe("svc volume delete", () => {
+  it("refuses without a terminal, naming --yes, and keeps the volume", async () => {
+    const id = await newVolume();
+    const r = await svc(["volume", "delete", id]);
+    expect(r.code).toBe(ExitCode.usage);
+    expect(r.stderr).toContain(`This deletes network volume "models" (${id}, 10 GB) and everything on it; nothing was changed`);
+    expect(r.stderr).toContain("Pass --yes to confirm");
+    expect(await volumeExists(id)).toBe(true);
+  });
+
+  it("refuses on a terminal too when CI is set", async () => {
+    const id = await newVolume();
+    const r = await svcOnTty(["volume", "delete", id], "y", { CI: "true" });
+    expect(r.code).toBe(ExitCode.usage);
+    expect(r.output).toContain("--yes");
+    expect(r.output).not.toContain("[y/N]");
+    expect(await volumeExists(id)).toBe(true);
+  });
+
+  it("asks on a terminal: anything but y cancels, y deletes", async () => {
+    const id = await newVolume();
+    const no = await svcOnTty(["volume", "delete", id], "n");
+    expect(no.output).toContain(`This deletes network volume "models" (${id}, 10 GB) and everything on it. Continue? [y/N]`);
+    expect(no.code).toBe(ExitCode.usage);
+    expect(no.output).toContain("Cancelled; nothing was changed");
+    expect(await volumeExists(id)).toBe(true);
+    const yes = await svcOnTty(["volume", "delete", id], "y");
+    expect(yes.code).toBe(0);
+    expect(yes.output).toContain(`deleted network volume ${id}`);
+    expect(await volumeExists(id)).toBe(false);
+  });
+
+  it("deletes at once with --yes", async () => {
+    const id = await newVolume();
+    const r = await svc(["volume", "delete", id, "--yes", "--json"], { CI: "true" });
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ id, deleted: true });
+    expect(await volumeExists(id)).toBe(false);
+  });
+});
+
+describe("svc endpoint delete", () => {
+  it("refuses without --yes and keeps the endpoint; deletes with it", async () => {
+    const template = (await call(`${t.service.url}/v1/templates`, { key: t.key, body: { name: "img", imageName: "ubuntu:24.04" } })).body;
+    const endpoint = (await call(`${t.service.url}/v1/endpoints`, { key: t.key, body: { name: "api", templateId: template.id, gpuTypeIds: ["ADA_24"], workersMax: 1 } })).body;
+    expect(endpoint.id).toEqual(expect.any(String));
+    const refused = await svc(["endpoint", "delete", endpoint.id], { CI: "true" });
+    expect(refused.code).toBe(ExitCode.usage);
+    expect(refused.stderr).toContain(`This deletes endpoint "api" (${endpoint.id}) with its configuration, logs and job history; nothing was changed`);
+    expect(refused.stderr).toContain("--yes");
+    expect(await endpointExists(endpoint.id)).toBe(true);
+    const done = await svc(["endpoint", "delete", endpoint.id, "--yes"]);
+    expect(done.code).toBe(0);
+    expect(done.stdout).toContain(`deleted endpoint ${endpoint.id}`);
+    expect(await endpointExists(endpoint.id)).toBe(false);
+  });
+});
+
+describe("svc keys revoke", () => {
+  it("refuses without --yes and the key keeps working; revokes with it", async () => {
+    const key = (await call(`${t.service.url}/v1/keys`, { key: t.key, body: { scopes: ["management:read"], name: "ci" } })).body;
+    const works = async () => (await svc(["volume", "list", "--json"], { SVC_API_KEY: key.key })).code;
+    expect(await works()).toBe(0);
+    const refused = await svc(["keys", "revoke", key.id], { CI: "true" });
+    expect(refused.code).toBe(ExitCode.usage);
+    expect(refused.stderr).toContain(`This revokes API key ${key.id}`);
+    expect(refused.stderr).toContain("--yes");
+    expect(await works()).toBe(0);
+    const done = await svc(["keys", "revoke", key.id, "--yes"]);
+    expect(done.code).toBe(0);
+    expect(done.stdout).toContain(`revoked API key ${key.id}`);
+    expect(await works()).toBe(ExitCode.api);
+  });
+});

@@ -1,0 +1,148 @@
+// What the `svc` binary says, and the exit code it gives, when something is wrong: API errors carry a line
+// saying what to do, a path in the way of `svc init`, an SVC_API_URL that is not an svc service, and help
+// printed instead of running a command. Each runs node bin/svc.js against real servers on 127.0.0.1.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawn } from "node:child_process";
+import { createServer, type Server } from "node:http";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ExitCode } from "../../src/errors.js";
+import { call, startTestService, type TestService } from "../service/helpers.js";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const bin = join(repo, "bin", "svc.js");
+let t: TestService;
+let cwd: string;
+
+beforeAll(async () => {
+  t = await startTestService();
+  cwd = mkdtempSync(join(tmpdir(), "svc-cli-errors-"));
+});
+afterAll(async () => {
+  await t?.close();
+  if (cwd) rmSync(cwd, { recursive: true, force: true });
+});
+
+/** Asynchronously: the test service answers from this process. */
+function svc(args: string[], extra: Record<string, string> = {}) {
+  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1", CI: "true" };
+  for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
+  Object.assign(env, { SVC_API_URL: t.service.url, SVC_API_KEY: t.key }, extra);
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d.toString()));
+    child.stderr.on("data", (d) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe("API errors say what to do", () => {
+  it("401 (a key the service does not know) points at SVC_API_KEY and the admin key", async () => {
+    const r = await svc(["volume", "list"], { SVC_API_KEY: "not-the-key" });
+    expect(r.code).toBe(ExitCode.api);
+    expect(r.stderr).toContain("error: the service answered 401 Unauthorized");
+    expect(r.stderr).toContain("Check SVC_API_KEY (in the environment or a .env file)");
+    expect(r.stderr).toContain("`svc server` prints where its admin key is");
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it("403 (a key without the scope) says how to get a key with it", async () => {
+    const reader = (await call(`${t.service.url}/v1/keys`, { key: t.key, body: { scopes: ["management:read"] } })).body;
+    const r = await svc(["volume", "create", "--name", "n", "--size", "10"], { SVC_API_KEY: reader.key });
+    expect(r.code).toBe(ExitCode.api);
+    expect(r.stderr).toContain("403 Forbidden");
+    expect(r.stderr).toContain("svc keys create --scope");
+  });
+
+  it("404 says to list what exists", async () => {
+    const r = await svc(["volume", "get", "nosuchvolume"]);
+    expect(r.code).toBe(ExitCode.api);
+    expect(r.stderr).toContain("404 Not Found");
+    expect(r.stderr).toContain("svc volume list");
+  });
+});
+
+describe("svc init on a path that is not a directory", () => {
+  it("a file as the project directory is a user error (exit 1)", async () => {
+    const file = join(cwd, "notes.txt");
+    writeFileSync(file, "mine\n");
+    const r = await svc(["init", file]);
+    expect(r.code).toBe(ExitCode.user);
+    expect(r.stderr).toContain(`error: Cannot create the project in ${file}: ${file} is a file, not a directory`);
+    expect(r.stderr).not.toContain("internal error");
+  });
+
+  it("a file on the way (ENOTDIR) names that file", async () => {
+    const file = join(cwd, "plain");
+    writeFileSync(file, "mine\n");
+    const r = await svc(["init", join(file, "app")]);
+    expect(r.code).toBe(ExitCode.user);
+    expect(r.stderr).toContain(`${file} is a file, not a directory`);
+  });
+
+  it("a file where the template needs a directory (src) fails before writing anything", async () => {
+    const dir = join(cwd, "half");
+    mkdirSync(dir);
+    writeFileSync(join(dir, "src"), "mine\n");
+    const r = await svc(["init", dir]);
+    expect(r.code).toBe(ExitCode.user);
+    expect(r.stderr).toContain(`${join(dir, "src")} is a file, not a directory`);
+    expect(existsSync(join(dir, "package.json"))).toBe(false);
+  });
+});
+
+describe("an SVC_API_URL that is not an svc service", () => {
+  let html: Server;
+  let htmlUrl: string;
+  beforeAll(async () => {
+    // What a wrong address often is: a web server answering HTML to everything.
+    html = createServer((req, res) => {
+      req.resume();
+      res.writeHead(req.url?.startsWith("/v1/apps") ? 404 : 200, { "content-type": "text/html; charset=utf-8" });
+      res.end("<!doctype html><html><body>Welcome</body></html>");
+    });
+    await new Promise<void>((resolve) => html.listen(0, "127.0.0.1", resolve));
+    htmlUrl = `http://127.0.0.1:${(html.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => html.close(() => resolve())));
+
+  it("a management command says the address answered but is not svc, with what it answered (exit 4)", async () => {
+    const r = await svc(["volume", "list"], { SVC_API_URL: htmlUrl });
+    expect(r.code).toBe(ExitCode.unreachable);
+    expect(r.stderr).toContain(`error: ${htmlUrl} answered, but it is not an svc service (HTTP 200, text/html; charset=utf-8 from /v2/network-volumes)`);
+    expect(r.stderr).toContain("Check SVC_API_URL");
+    expect(r.stderr).not.toContain("Unexpected token");
+    expect(r.stderr).not.toContain("internal error");
+  });
+
+  it("so does a deploy command (an HTML error page too)", async () => {
+    const r = await svc(["app", "list"], { SVC_API_URL: htmlUrl });
+    expect(r.code).toBe(ExitCode.unreachable);
+    expect(r.stderr).toContain("not an svc service (HTTP 404, text/html; charset=utf-8 from /v1/apps)");
+  });
+});
+
+describe("help printed instead of running a command", () => {
+  it("is wrong usage (exit 2) for a command group without its subcommand and for help on an unknown command", async () => {
+    const group = await svc(["volume"]);
+    expect(group.code).toBe(ExitCode.usage);
+    expect(group.stderr).toContain("Usage: svc volume");
+    expect((await svc(["help", "nosuch"])).code).toBe(ExitCode.usage);
+  });
+
+  it("is success when asked for: svc alone, --help, help <command>", async () => {
+    const bare = await svc([]);
+    expect(bare.code).toBe(0);
+    expect(bare.stdout + bare.stderr).toContain("Usage: svc");
+    expect((await svc(["--help"])).code).toBe(0);
+    expect((await svc(["volume", "--help"])).code).toBe(0);
+    expect((await svc(["help", "volume"])).code).toBe(0);
+  });
+});
