@@ -11,9 +11,10 @@ interface KeyInfo {
   name: string | null;
   userId: string;
   scopes: string[];
+  /** Epoch milliseconds, as every record's times. */
   createdAt: number;
-  expiresAt: string | null;
-  revokedAt: string | null;
+  expiresAt: number | null;
+  revokedAt: number | null;
 }
 
 const FIXED_SCOPES = [
@@ -147,9 +148,9 @@ export function KeysPage() {
                   <td>{k.scopes.join(", ")}</td>
                   <td>{formatTime(k.createdAt)}</td>
                   <td>{formatTime(k.expiresAt)}</td>
-                  <td>{k.revokedAt ? `revoked ${formatTime(k.revokedAt)}` : "active"}</td>
+                  <td>{k.revokedAt !== null ? `revoked ${formatTime(k.revokedAt)}` : "active"}</td>
                   <td>
-                    {!k.revokedAt && (
+                    {k.revokedAt === null && (
                       <button class="danger" onClick={() => revoke(k)} aria-label={`Revoke key ${k.name ?? k.id}`}>
                         Revoke
                       </button>

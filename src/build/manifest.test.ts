@@ -21,9 +21,10 @@ const api: ManifestEndpoint = {
   config: normalizeConfig({ name: "api", cpu: "cpu5c-2-4", workers: 2 }),
   functions: [],
   routes: [
-    { method: "POST", path: "/process", name: "process" },
-    { method: "GET", path: "/status", name: "status" },
+    { method: "POST", path: "/process", name: "process", loc: { file: "src/api.ts" } },
+    { method: "GET", path: "/status", name: "status", loc: { file: "src/status.ts" } },
   ],
+  lbExport: { module: "src/api.ts", exportName: "api" },
 };
 
 describe("buildManifest", () => {
@@ -70,6 +71,15 @@ describe("buildManifest", () => {
   it("routes load-balanced endpoints only, keyed by METHOD /path", () => {
     expect(manifest.routes).toEqual({ api: { "GET /status": "status", "POST /process": "process" } });
     expect(manifest.excluded).toEqual(["numpy", "torch"]);
+  });
+
+  it("lists a load-balanced endpoint's route handlers as the functions it serves", () => {
+    // module: where the route is added; export: the Endpoint object serving it.
+    expect(manifest.resources.api!.functions).toEqual([
+      { name: "process", module: "src/api.ts", export: "api", kind: "function" },
+      { name: "status", module: "src/status.ts", export: "api", kind: "function" },
+    ]);
+    expect(manifest.resources.api!.functions.map((f) => f.name)).toEqual(Object.values(manifest.routes.api!).sort());
   });
 
   it("serializes to the same bytes whatever the input order", () => {

@@ -19,7 +19,10 @@ export interface ManifestEndpoint {
   type: "queue" | "lb";
   config: NormalizedConfig;
   functions: ReadonlyArray<{ name: string; exportName: string; module: string; kind: FunctionKind; className?: string }>;
-  routes: ReadonlyArray<{ method: string; path: string; name: string }>;
+  /** Load-balanced endpoints; `loc.file` is the module the route is added in. */
+  routes: ReadonlyArray<{ method: string; path: string; name: string; loc?: { file: string } }>;
+  /** Load-balanced endpoints: where the Endpoint(...) object serving the routes is exported. */
+  lbExport?: { module: string; exportName: string };
 }
 
 export interface ManifestInput {
@@ -63,6 +66,17 @@ function manifestFunction(f: ManifestEndpoint["functions"][number]): ManifestFun
   return out;
 }
 
+/**
+ * The functions an endpoint serves: a queue endpoint's functions, or the handlers of a load-balanced endpoint's
+ * routes (the names `routes.<name>` maps to; the spec's `functions` lists "functions served" either way), by name.
+ */
+function servedFunctions(endpoint: ManifestEndpoint): ManifestFunction[] {
+  if (endpoint.type !== "lb") return endpoint.functions.map(manifestFunction);
+  return endpoint.routes
+    .map((r) => ({ name: r.name, module: r.loc?.file ?? endpoint.lbExport?.module ?? "", export: endpoint.lbExport?.exportName ?? "", kind: "function" as const }))
+    .sort((a, b) => byString(a.name, b.name));
+}
+
 function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[], version: string): ManifestResource {
   const c = endpoint.config;
   const env: Record<string, string> = {};
@@ -74,7 +88,7 @@ function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[],
     workersMax: c.workersMax,
     gpuIds: c.gpuTypeIds.join(","),
     env,
-    functions: endpoint.functions.map(manifestFunction),
+    functions: servedFunctions(endpoint),
     computeType: c.computeType,
     gpuTypeIds: [...c.gpuTypeIds],
     instanceIds: [...c.instanceIds],

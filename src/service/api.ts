@@ -5,18 +5,19 @@
 //   /_worker/v1/...               worker protocol (worker tokens only)
 //   /v1/apps/{app}/environments/{env}, /v1/endpoints/{id}/logs   state and logs (user keys)
 //
-// Another user's endpoint answers 404, as if it did not exist.
+// Another user's endpoint answers 404, as if it did not exist. Keys come as `Authorization: Bearer <key>`; the
+// bare key only on job, OpenAI and load-balanced routes (acceptsBareKey).
 
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { canUseJobs, type KeyRing, type Principal } from "./auth.js";
 import { isFinal, MAX_TAKE_WAIT_MS, type DoneResult, type JobEngine, type WorkerEntry } from "./engine.js";
-import { HttpProblem, intParam, isPlainObject, keyFromHeader, parseJson, readBody, requestTarget, sendJson, sendProblem, type RequestTarget } from "./http.js";
+import { credentialFromHeader, HttpProblem, intParam, isPlainObject, parseJson, readBody, requestTarget, sendJson, sendProblem, type RequestTarget } from "./http.js";
 import type { Scaler } from "./scaler.js";
 import type { EndpointRow, JobRow, LogRow, Store } from "./store/types.js";
 import { deployRoute } from "./deploy/routes.js";
 import { MAX_TTL_MS, validateSubmission } from "./validate.js";
 import type { Management } from "./management/index.js";
-import { addressProblem, type LbRouter } from "./lb/index.js";
+import { addressProblem, lbTarget, type LbRouter } from "./lb/index.js";
 import { isOpenAiPath, openAiRoute } from "./openai-route.js";
 import { sendOpenAiProblem } from "../openai/route.js";
 import { openAiProblem } from "../openai/format.js";
@@ -85,12 +86,20 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     if (ctx.management?.public(ctx, req, res)) return;
     // issue 8: the web console's static files need no key (the page holds no data)
     if (serveConsole(req, res)) return;
-    const key = keyFromHeader(req.headers.authorization);
-    if (!key) {
+    const credential = credentialFromHeader(req.headers.authorization);
+    if (!credential) {
       req.resume();
       throw new HttpProblem(401, "Send an API key in the Authorization header: `Authorization: Bearer <key>`", { headers: { "www-authenticate": "Bearer" } });
     }
-    const principal = await ctx.keyring.authenticate(key);
+    if (!credential.bearer && !acceptsBareKey(req.url ?? "/", req.headers.host)) {
+      req.resume();
+      throw new HttpProblem(
+        401,
+        "This route uses bearer authentication: send `Authorization: Bearer <key>` (only the job API, the OpenAI route and load-balanced endpoints also take the bare key)",
+        { headers: { "www-authenticate": "Bearer" } },
+      );
+    }
+    const principal = await ctx.keyring.authenticate(credential.key);
     if (!principal) {
       req.resume();
       throw new HttpProblem(401, "The API key is not valid (unknown, revoked or expired)", { headers: { "www-authenticate": "Bearer" } });
@@ -147,6 +156,22 @@ const JOB_ACTIONS: Record<string, { methods: string[]; id: boolean }> = {
   "purge-queue": { methods: ["POST"], id: false },
   health: { methods: ["GET"], id: false },
 };
+
+/** What may follow /v2/{endpoint_id}/ on a route that takes the bare key: the job API, the job list, the OpenAI route. */
+const BARE_KEY_ACTIONS = new Set([...Object.keys(JOB_ACTIONS), "jobs", "openai"]);
+/** Management families under /v2: their second segment is never an endpoint id. */
+const MANAGEMENT_V2 = new Set(["network-volumes", "data-centers", "endpoints"]);
+
+/**
+ * Whether a request may send its key bare, without "Bearer". The spec's job API examples send it so: an endpoint's
+ * job routes (/v2/{endpoint_id}/run, ...), its OpenAI route and load-balanced addresses take both forms. Every
+ * other route (management, app state, logs, the worker protocol) uses bearer authentication only. Pure.
+ */
+export function acceptsBareKey(rawUrl: string, host: string | undefined): boolean {
+  if (lbTarget(rawUrl, host)) return true;
+  const seg = rawUrl.split("?", 1)[0]!.split("/").filter(Boolean);
+  return seg.length >= 3 && seg[0] === "v2" && !MANAGEMENT_V2.has(seg[1]!) && BARE_KEY_ACTIONS.has(seg[2]!);
+}
 
 function userEndpoint(ctx: ApiContext, principal: Principal, id: string): EndpointRow {
   const endpoint = ctx.endpoints.get(id);

@@ -197,12 +197,17 @@ export function intParam(url: RequestTarget, name: string, min: number, max: num
   return value;
 }
 
-/** The key of an `authorization` header: `Bearer <key>` or the bare key. */
-export function keyFromHeader(header: string | undefined): string | undefined {
+/** The key of an `authorization` header, and whether it came as `Bearer <key>` (rather than the bare key). */
+export function credentialFromHeader(header: string | undefined): { key: string; bearer: boolean } | undefined {
   if (!header) return undefined;
   const trimmed = header.trim();
   const bearer = /^Bearer\s+(\S+)$/i.exec(trimmed);
-  if (bearer) return bearer[1];
+  if (bearer) return { key: bearer[1]!, bearer: true };
   if (/\s/.test(trimmed) || trimmed.length === 0) return undefined;
-  return trimmed;
+  return { key: trimmed, bearer: false };
+}
+
+/** The key of an `authorization` header: `Bearer <key>` or the bare key. */
+export function keyFromHeader(header: string | undefined): string | undefined {
+  return credentialFromHeader(header)?.key;
 }

@@ -223,7 +223,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const url = (options.publicUrl ?? localUrl).replace(/\/+$/, "");
 
   // issue 7: load-balanced endpoints: worker pool by /ping, proxy, scaling on in-flight requests
-  const lb = new LbRouter({ engine, endpoints, kick: (id) => scaler?.kick(id), log, waitMs: options.lbWaitMs });
+  const lb = new LbRouter({
+    engine,
+    endpoints,
+    kick: (id) => scaler?.kick(id),
+    log,
+    noWorkersReason: (id) => management.statusReason(id),
+    waitMs: options.lbWaitMs,
+  });
 
   if (options.driver) {
     // Worker keys are keyed by the worker id so they can be revoked when the worker ends.

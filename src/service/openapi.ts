@@ -76,6 +76,9 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
     paths: {
       "/v2/network-volumes": volumes.collection,
       "/v2/network-volumes/{networkVolumeId}": volumes.one,
+      "/v2/data-centers": {
+        get: { tags: ["data centers"], summary: "List the configured data centers (any management read scope)", responses: { ...ok("The data centers", list("DataCenter")), ...errors } },
+      },
       "/v1/endpoints": endpoints.collection,
       "/v1/endpoints/{endpointId}": endpoints.one,
       "/v1/templates": templates.collection,

@@ -16,7 +16,7 @@ export type Schema =
       description?: string;
     }
   | { $ref: string; description?: string }
-  | { type: ["string", "null"]; description?: string };
+  | { type: ["string", "null"] | ["integer", "null"]; description?: string };
 
 export const VOLUME_TYPES = ["STANDARD", "HIGH_PERFORMANCE"] as const;
 export type VolumeType = (typeof VOLUME_TYPES)[number];
@@ -67,6 +67,18 @@ export const SCHEMAS = {
       type: { $ref: "#/components/schemas/VolumeType" },
     },
     required: ["id", "name", "size", "dataCenter", "type"],
+  },
+  DataCenter: {
+    type: "object",
+    description: "A configured data center (configuration, not API: startService({ dataCenters }))",
+    properties: {
+      id: { type: "string", description: "What a volume's dataCenter names", examples: ["local"] },
+      name: { type: "string" },
+      primaryVolumeType: { $ref: "#/components/schemas/VolumeType", description: "The tier a volume gets when the request names none" },
+      volumeTypes: { type: "array", items: { $ref: "#/components/schemas/VolumeType" }, description: "Tiers offered" },
+      gpuTypes: { type: "array", items: { type: "string" }, description: "GPU type ids offered (the host data center's: this machine's GPUs)" },
+    },
+    required: ["id", "name", "primaryVolumeType", "volumeTypes", "gpuTypes"],
   },
   CreateTemplateRequest: {
     type: "object",
@@ -186,12 +198,12 @@ export const SCHEMAS = {
       name: { type: ["string", "null"] },
       userId: { type: "string" },
       scopes: { type: "array", items: { type: "string" } },
-      createdAt: { type: "integer" },
-      expiresAt: { type: ["string", "null"], description: "ISO time, or null for no expiry" },
-      revokedAt: { type: ["string", "null"] },
+      createdAt: { type: "integer", description: "Epoch milliseconds, as every record's times" },
+      expiresAt: { type: ["integer", "null"], description: "Epoch milliseconds, or null for no expiry" },
+      revokedAt: { type: ["integer", "null"], description: "Epoch milliseconds, or null while the key is valid" },
       key: { type: "string", description: "The secret; only in the answer to the creation" },
     },
-    required: ["id", "userId", "scopes", "createdAt"],
+    required: ["id", "name", "userId", "scopes", "createdAt", "expiresAt", "revokedAt"],
   },
   ErrorResponse: {
     type: "object",
@@ -219,7 +231,7 @@ export const REQUEST_SCHEMAS: SchemaName[] = [
 
 function describeType(s: Schema): string {
   if ("$ref" in s) return describeType(resolveRef(s.$ref));
-  if (Array.isArray(s.type)) return "a string or null";
+  if (Array.isArray(s.type)) return s.type[0] === "integer" ? "an integer or null" : "a string or null";
   switch (s.type) {
     case "string":
       return "a string";
@@ -246,7 +258,8 @@ export function validate(schema: Schema, value: unknown, path = "$"): string[] {
   if ("$ref" in schema) return validate(resolveRef(schema.$ref), value, path);
   const errors: string[] = [];
   if (Array.isArray(schema.type)) {
-    if (value !== null && typeof value !== "string") errors.push(`${path}: must be ${describeType(schema)}`);
+    const ok = value === null || (schema.type[0] === "integer" ? Number.isInteger(value) : typeof value === "string");
+    if (!ok) errors.push(`${path}: must be ${describeType(schema)}`);
     return errors;
   }
   switch (schema.type) {

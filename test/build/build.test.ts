@@ -66,8 +66,18 @@ describe("svc build on a project with every endpoint form", () => {
       env: {},
       functions: [{ name: "embed", module: "src/embedder.ts", export: "Embedder", kind: "method", class: "Embedder" }],
     });
-    expect(manifest.resources.api).toMatchObject({ is_load_balanced: true, workersMin: 1, workersMax: 3, gpuIds: "" });
-    expect(manifest.routes).toEqual({ api: { "GET /status": expect.any(String), "POST /process": expect.any(String) } });
+    expect(manifest.resources.api).toMatchObject({
+      is_load_balanced: true,
+      workersMin: 1,
+      workersMax: 3,
+      gpuIds: "",
+      // the route handlers: what `routes.api` maps to
+      functions: [
+        { name: "get_status", module: "src/api.ts", export: "api", kind: "function" },
+        { name: "post_process", module: "src/api.ts", export: "api", kind: "function" },
+      ],
+    });
+    expect(manifest.routes).toEqual({ api: { "GET /status": "get_status", "POST /process": "post_process" } });
     expect(manifest.excluded).toEqual(["numpy", "torch", "torchaudio", "torchvision", "triton"]);
     // The artifact carries the same manifest at its root.
     const root = extract(join(project, ".svc/artifact.tar.gz"));

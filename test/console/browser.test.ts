@@ -258,6 +258,12 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await page.getByRole("button", { name: "Revoke key ci runner" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Revoke key" }).click();
     await page.getByText("Revoked key ci runner.").waitFor();
+    // The record's times are epoch milliseconds; the list shows them as dates.
+    const revokedAt = (await call(`${service.url}/v1/keys/${created.id}`, { key: ADMIN })).body.revokedAt as number;
+    expect(revokedAt).toEqual(expect.any(Number));
+    const row = page.getByRole("row").filter({ hasText: "ci runner" });
+    const shown = await page.evaluate((t) => new Date(t).toLocaleString(), revokedAt);
+    await row.getByText(`revoked ${shown}`).waitFor();
     expect((await call(`${service.url}/v2/${echoId}/health`, { key: secret })).status).toBe(401);
     // The console refuses it too.
     await page.evaluate(() => sessionStorage.clear());

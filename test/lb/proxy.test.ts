@@ -42,6 +42,21 @@ describe("a load-balanced endpoint behind the proxy", () => {
     expect((await health()).coldStarts).toEqual({ count: 0, lastMs: null });
   });
 
+  it("lists its route handlers as its functions, and still has no job API (nor OpenAI route)", async () => {
+    // Several functions would make a queue endpoint's /run require `function`; an LB endpoint has no /run at all.
+    const deployed = app.endpoints.find((e) => e.name === "api")!;
+    expect(deployed.type).toBe("lb");
+    const manifest = JSON.parse(readFileSync(join(app.dir, "project", ".svc", "svc_manifest.json"), "utf8"));
+    expect(manifest.resources.api.functions.length).toBeGreaterThan(1);
+    for (const path of ["run", "runsync"]) {
+      const run = await fetch(`${app.service.url}/v2/${endpointId}/${path}`, { method: "POST", headers: auth, body: '{"input":{}}' });
+      expect([path, run.status, ((await run.json()) as { detail: string }).detail]).toEqual([path, 400, `Endpoint ${endpointId} is load-balanced; it has no job API`]);
+    }
+    const chat = await fetch(`${app.service.url}/v2/${endpointId}/openai/v1/models`, { headers: auth });
+    expect(chat.status).toBe(400);
+    expect((await health()).coldStarts).toEqual({ count: 0, lastMs: null });
+  });
+
   it("scales from zero on the first request, which waits through the cold start (/ping 204, then 200)", async () => {
     const started = Date.now();
     const response = await fetch(`${base}/items/abc?q=z`, { headers: auth });

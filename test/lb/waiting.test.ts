@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkPingPath, lbEndpointUrl } from "../../src/service/lb/index.js";
 import { startService, type Service } from "../../src/service/index.js";
-import { manifest, resource } from "../service/helpers.js";
+import { call, manifest, resource } from "../service/helpers.js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -42,10 +42,10 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function deployLb(name: string): Promise<string> {
+async function deployLb(name: string, workersMax = 1): Promise<string> {
   const artifact = join(dir, `${name}.tar.gz`);
   writeFileSync(artifact, `artifact of ${name}`);
-  const resources = { [name]: resource({ is_load_balanced: true, functions: [], workersMin: 0, workersMax: 1, handler: `endpoints/${name}/handler.mjs` }) };
+  const resources = { [name]: resource({ is_load_balanced: true, functions: [], workersMin: 0, workersMax, handler: `endpoints/${name}/handler.mjs` }) };
   const [endpoint] = await service.deploy({ app: name, env: "test", manifest: manifest(resources, name), artifactPath: artifact });
   return endpoint!.id;
 }
@@ -70,6 +70,38 @@ describe("waiting for a worker", () => {
     const run = await fetch(`${service.url}/v2/${lbId}/run`, { method: "POST", headers: auth, body: '{"input":{}}' });
     expect(run.status).toBe(400);
     expect((await fetch(`${service.url}/v2/${lbId}/health`, { headers: auth })).status).toBe(200);
+  });
+});
+
+describe("an endpoint no worker will ever serve", () => {
+  // Waiting cannot help these: the answer comes at once, says why and what to change, and has no Retry-After.
+  it("answers a REST endpoint that cannot run with its status reason and how to update it", async () => {
+    // This service has no Docker driver, so a prebuilt image is WAITING with workersMax 0 (management-api.md).
+    const template = await call(`${service.url}/v1/templates`, { key, body: { name: "web", imageName: "example/web:1" } });
+    const created = await call(`${service.url}/v1/endpoints`, { key, body: { name: "web", templateId: template.body.id, type: "lb", workersMax: 2 } });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ status: "WAITING", statusReason: expect.stringContaining("only the Docker driver runs") });
+    const response = await fetch(`${created.body.lbUrl}/anything`, { headers: auth });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("content-type")).toBe("application/problem+json");
+    expect(response.headers.get("retry-after")).toBeNull();
+    const problem = (await response.json()) as { title: string; detail: string };
+    expect(problem.title).toBe("Service Unavailable");
+    expect(problem.detail).toContain(`Endpoint ${created.body.id} has no workers and will get none: ${created.body.statusReason as string}`);
+    expect(problem.detail).toContain(`then update the endpoint (PATCH /v1/endpoints/${created.body.id} or \`svc endpoint update ${created.body.id}\`)`);
+  });
+
+  it("answers an app endpoint whose workersMax is 0 by naming that setting", async () => {
+    const id = await deployLb("none", 0);
+    const response = await fetch(`${lbEndpointUrl(service.url, id)}/anything`, { headers: auth });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBeNull();
+    expect(((await response.json()) as { detail: string }).detail).toBe(
+      `Endpoint ${id} has no workers and will get none: its workersMax is 0; raise the maximum of its \`workers\` setting and deploy again (\`svc deploy\`)`,
+    );
+    // Not counted as a request waiting for a worker.
+    const health = (await (await fetch(`${service.url}/v2/${id}/health`, { headers: auth })).json()) as { requests: { waiting: number } };
+    expect(health.requests.waiting).toBe(0);
   });
 });
 

@@ -70,7 +70,7 @@ const families = (): Array<[string, string, string, unknown?]> => [
 describe("401: missing, malformed, invalid, revoked or expired token", () => {
   it("answers 401 problem on every route family", async () => {
     const revoked = await mint(keys.alice.key, { scopes: ["admin"] });
-    expect((await call(`${url}/v1/keys/${revoked.id}`, { key: keys.alice.key, method: "DELETE" })).body.revokedAt).toEqual(expect.any(String));
+    expect((await call(`${url}/v1/keys/${revoked.id}`, { key: keys.alice.key, method: "DELETE" })).body.revokedAt).toEqual(expect.any(Number));
     const expiring = await mint(keys.alice.key, { scopes: ["admin"], expiresInSeconds: 1 });
     expect((await call(`${url}/v1/endpoints`, { key: expiring.key })).status).toBe(200);
     await new Promise((r) => setTimeout(r, 1100));
@@ -90,6 +90,45 @@ describe("401: missing, malformed, invalid, revoked or expired token", () => {
         expect(r.body).toMatchObject({ title: "Unauthorized", status: 401 });
       }
     }
+  });
+});
+
+describe("the bare key (without \"Bearer\")", () => {
+  const bareOk = new Set(["job API run", "job API status", "job API health"]);
+  it("is 401 on management, state, logs and worker routes, saying to send the bearer form", async () => {
+    for (const [family, method, path, body] of families()) {
+      if (bareOk.has(family)) continue;
+      const r = await call(`${url}${path}`, { authorization: keys.alice.key, method, body });
+      expect([family, r.status]).toEqual([family, 401]);
+      expect(r.headers.get("content-type")).toBe("application/problem+json");
+      expect(r.headers.get("www-authenticate")).toBe("Bearer");
+      expect(r.body.detail).toContain("send `Authorization: Bearer <key>`");
+      // the same key in the bearer form passes authentication
+      expect([family, (await call(`${url}${path}`, { key: keys.alice.key, method, body })).status]).not.toEqual([family, 401]);
+    }
+    const worker = await t.service.mintKey({ scopes: [`worker:${aliceAppEndpoint}`] });
+    expect((await call(`${url}/_worker/v1/heartbeat`, { authorization: worker.key, body: { leases: [] } })).status).toBe(401);
+    expect((await call(`${url}/_worker/v1/heartbeat`, { key: worker.key, body: { leases: [] } })).status).toBe(200);
+  });
+
+  it("is accepted by the job API, the OpenAI route and load-balanced endpoints", async () => {
+    for (const [family, method, path, body] of families()) {
+      if (!bareOk.has(family)) continue;
+      const r = await call(`${url}${path}`, { authorization: keys.alice.key, method, body });
+      expect([family, r.status]).toEqual([family, 200]);
+    }
+    const models = await call(`${url}/v2/${aliceAppEndpoint}/openai/v1/models`, { authorization: keys.alice.key });
+    expect(models.status).toBe(200);
+    const [lb] = await t.service.deploy({
+      app: "web",
+      env: "prod",
+      manifest: manifest({ site: resource({ is_load_balanced: true, workersMax: 0 }) }, "web"),
+      artifactPath: t.artifact,
+      ownerKey: keys.alice.key,
+    });
+    // Past authentication: the endpoint has no workers (503), not an unauthorized caller (401).
+    const proxied = await call(`${url}/lb/${lb!.id}/items`, { authorization: keys.alice.key });
+    expect(proxied.status).toBe(503);
   });
 });
 

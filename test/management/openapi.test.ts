@@ -99,3 +99,38 @@ it("accepts bodies generated from the document, and refuses a property it does n
     expect([path, r.status, r.body.errors]).toEqual([path, 422, ["$.notInTheDocument: unknown property"]]);
   }
 });
+
+/** Type problems of `value` against a schema of the document (types, required properties, items). */
+function mismatches(value: Json, schema: Json, at = "$"): string[] {
+  if (schema.$ref) return mismatches(value, doc.components.schemas[schema.$ref.replace("#/components/schemas/", "")], at);
+  const types: string[] = Array.isArray(schema.type) ? schema.type : [schema.type];
+  const typeOf = value === null ? "null" : Array.isArray(value) ? "array" : Number.isInteger(value) ? "integer" : typeof value;
+  if (!types.includes(typeOf)) return [`${at}: ${typeOf}, not ${types.join(" or ")}`];
+  if (schema.enum && !schema.enum.includes(value)) return [`${at}: ${String(value)} not in ${schema.enum.join(", ")}`];
+  if (typeOf === "array") return (value as Json[]).flatMap((v, i) => mismatches(v, schema.items, `${at}[${i}]`));
+  if (typeOf !== "object") return [];
+  const missing = (schema.required ?? []).filter((k: string) => !(k in value)).map((k: string) => `${at}.${k}: missing`);
+  const props = Object.entries(schema.properties ?? {}).filter(([k]) => k in value);
+  return [...missing, ...props.flatMap(([k, s]) => mismatches(value[k], s, `${at}.${k}`))];
+}
+
+it("describes GET /v2/data-centers, and the answer has the schema it names", async () => {
+  const op = doc.paths["/v2/data-centers"]?.get;
+  expect(op).toBeDefined();
+  const schema = op.responses["200"].content["application/json"].schema;
+  const r = await call(`${t.service.url}/v2/data-centers`, { key: t.key });
+  expect(r.status).toBe(200);
+  expect(r.body.length).toBeGreaterThan(0);
+  expect(mismatches(r.body, schema)).toEqual([]);
+});
+
+it("describes API keys as they are answered: times in epoch milliseconds like every other record", async () => {
+  const created = await call(`${t.service.url}/v1/keys`, { key: t.key, body: { scopes: ["jobs:*"], expiresInSeconds: 3600 } });
+  const revoked = await call(`${t.service.url}/v1/keys/${created.body.id}`, { key: t.key, method: "DELETE" });
+  expect(revoked.status).toBe(200);
+  const schema = doc.paths["/v1/keys/{keyId}"].get.responses["200"].content["application/json"].schema;
+  expect(mismatches(created.body, schema)).toEqual([]);
+  expect(mismatches(revoked.body, schema)).toEqual([]);
+  expect(revoked.body.expiresAt).toBe(created.body.createdAt + 3600_000);
+  expect(revoked.body.revokedAt).toBeGreaterThanOrEqual(created.body.createdAt);
+});

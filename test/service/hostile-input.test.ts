@@ -181,9 +181,8 @@ function tableOperations(): Operation[] {
     worker("events", { workerId: `{spareWorker}`, note: MARK }),
     worker("log", { lines: [{ text: MARK }] }, true),
     worker("release", { workerId: `{spareWorker}`, leases: [], note: MARK }),
-    // state, logs, data centers
+    // state and logs (data centers are in /openapi.json)
     deploy("GET", "/v1/endpoints/{endpoint}/logs", { intParams: ["since"] }),
-    deploy("GET", "/v2/data-centers"),
     // apps, environments, builds
     deploy("GET", "/v1/apps"),
     deploy("GET", "/v1/apps/{app}"),

@@ -98,4 +98,17 @@ describe("planConfigUpdate", () => {
       'endpoint "b" is deployed but no longer in the code',
     ]);
   });
+
+  it("compares a load-balanced endpoint's route handlers, unless it was deployed before manifests listed them", () => {
+    const handler = (name: string) => ({ name, module: "src/api.ts", export: "api", kind: "function" as const });
+    const listed = activate([], build("w", "fp1", { web: resource({ is_load_balanced: true, functions: [handler("list"), handler("show")] }) })).upsert;
+    const same = resource({ is_load_balanced: true, functions: [handler("list"), handler("show")], workersMax: 5 });
+    expect(planConfigUpdate(listed, { web: same }, 2000).problems).toEqual([]);
+    const renamed = resource({ is_load_balanced: true, functions: [handler("list"), handler("create")] });
+    expect(planConfigUpdate(listed, { web: renamed }, 2000).problems).toEqual(['endpoint "web" serves other functions in the code than deployed']);
+    const legacy = activate([], build("w", "fp1", { web: resource({ is_load_balanced: true, functions: [] }) })).upsert;
+    const plan = planConfigUpdate(legacy, { web: same }, 2000);
+    expect(plan.problems).toEqual([]);
+    expect(plan.changes.map((c) => c.changed)).toEqual([["workersMax"]]);
+  });
 });

@@ -84,7 +84,24 @@ export interface LbDeps {
   kick(endpointId: string): void;
   /** Operator messages. */
   log(message: string): void;
+  /** Why an endpoint gets no workers (a REST endpoint's statusReason), when the service knows. */
+  noWorkersReason?(endpointId: string): string | undefined;
   waitMs?: number;
+}
+
+/**
+ * The 503 for a request to an endpoint no worker will ever serve (workersMax 0: a REST endpoint that cannot run,
+ * or one configured so): answered at once, since waiting cannot help, and without Retry-After. Pure.
+ */
+export function noWorkersProblem(endpoint: Pick<EndpointRow, "id" | "app">, reason: string | undefined): HttpProblem {
+  const update = (flags: string) => `PATCH /v1/endpoints/${endpoint.id} or \`svc endpoint update ${endpoint.id}${flags}\``;
+  const what =
+    endpoint.app !== ""
+      ? "its workersMax is 0; raise the maximum of its `workers` setting and deploy again (`svc deploy`)"
+      : reason !== undefined
+        ? `${reason}; fix that, then update the endpoint (${update("")})`
+        : `its workersMax is 0; update the endpoint with a workersMax above 0 (${update(" --workers-max <n>")})`;
+  return new HttpProblem(503, `Endpoint ${endpoint.id} has no workers and will get none: ${what}`);
 }
 
 export class LbRouter {
@@ -245,11 +262,14 @@ export class LbRouter {
   }
 
   /** A ready worker for one request, waiting (and asking the scaler for one) when none is. */
-  private acquire(endpointId: string, res: ServerResponse): Promise<PoolWorker> {
+  private acquire(endpoint: EndpointRow, res: ServerResponse): Promise<PoolWorker> {
+    const endpointId = endpoint.id;
     const now = Date.now();
     const w = this.take(endpointId);
     if (w) return Promise.resolve(w);
     const anyLive = [...this.deps.engine.workers.values()].some((e) => e.endpointId === endpointId && !e.draining);
+    // No worker now and none allowed to start: waiting would only hold the caller for the whole wait.
+    if (!anyLive && endpoint.resource.workersMax === 0) return Promise.reject(noWorkersProblem(endpoint, this.deps.noWorkersReason?.(endpointId)));
     if (!anyLive && !this.coldSince.has(endpointId)) this.coldSince.set(endpointId, now);
     return new Promise<PoolWorker>((resolve, reject) => {
       let queue = this.waiters.get(endpointId);
@@ -313,7 +333,7 @@ export class LbRouter {
     if (this.closed) throw new HttpProblem(503, "The service is shutting down");
     let worker: PoolWorker;
     try {
-      worker = await this.acquire(endpointId, res);
+      worker = await this.acquire(endpoint, res);
     } catch (err) {
       if (err instanceof HttpProblem) throw err;
       return true; // the client went away while waiting

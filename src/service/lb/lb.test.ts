@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { lbDemand, pickWorker } from "./balance.js";
-import { addressProblem, lbEndpointUrl, lbTarget } from "./index.js";
+import { addressProblem, lbEndpointUrl, lbTarget, noWorkersProblem } from "./index.js";
 import { classifyPing, pingVerdict } from "./ping.js";
 import { downstreamHeaders, downstreamRawHeaders, requestHead, upstreamHeaders } from "./proxy.js";
 
@@ -100,5 +100,19 @@ describe("raw forwarding heads", () => {
   it("keeps the worker's headers on the way down (set-cookie twice too) and names the worker", () => {
     const raw = ["Content-Type", "text/plain", "Set-Cookie", "a=1", "Set-Cookie", "b=2", "Connection", "keep-alive", "Keep-Alive", "timeout=65", "Transfer-Encoding", "chunked"];
     expect(downstreamRawHeaders(raw, "w1")).toEqual(["Content-Type", "text/plain", "Set-Cookie", "a=1", "Set-Cookie", "b=2", "x-svc-worker", "w1"]);
+  });
+});
+
+describe("noWorkersProblem", () => {
+  it("is a 503 without Retry-After that says why and what to change, by kind of endpoint", () => {
+    const rest = noWorkersProblem({ id: "e1", app: "" }, 'image "web:1" is not in the Docker engine');
+    expect([rest.status, rest.headers]).toEqual([503, undefined]);
+    expect(rest.message).toBe(
+      'Endpoint e1 has no workers and will get none: image "web:1" is not in the Docker engine; fix that, then update the endpoint (PATCH /v1/endpoints/e1 or `svc endpoint update e1`)',
+    );
+    expect(noWorkersProblem({ id: "e1", app: "" }, undefined).message).toBe(
+      "Endpoint e1 has no workers and will get none: its workersMax is 0; update the endpoint with a workersMax above 0 (PATCH /v1/endpoints/e1 or `svc endpoint update e1 --workers-max <n>`)",
+    );
+    expect(noWorkersProblem({ id: "e2", app: "shop" }, undefined).message).toMatch(/its workersMax is 0; raise the maximum of its `workers` setting and deploy again/);
   });
 });

@@ -298,6 +298,12 @@ export class RestEndpoints {
     };
   }
 
+  /** Why a REST endpoint cannot run (its record's statusReason); undefined when it can, or is not one. */
+  statusReason(id: string): string | undefined {
+    const entry = this.specs.get(id);
+    return (entry && this.plan(id, entry).statusReason) ?? undefined;
+  }
+
   forgetPing(id: string): void {
     this.pings.delete(id);
   }

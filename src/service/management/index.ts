@@ -130,6 +130,11 @@ export class Management {
     return false;
   }
 
+  /** Why a REST endpoint gets no workers (its statusReason), for answers that must say so. */
+  statusReason(endpointId: string): string | undefined {
+    return this.rest?.statusReason(endpointId);
+  }
+
   /** Host directory of an endpoint's network volume: one of its owner's volumes, by id or name. */
   volumePath(endpoint: EndpointRow): string | undefined {
     const ref = endpoint.resource.volume;

@@ -18,9 +18,9 @@ import { SCHEMAS, validate } from "../schema.js";
 import { readObjectBody, requireAccess, type ManagementContext } from "./context.js";
 import type { KeyRecord } from "./store.js";
 
+/** A key's record as the API answers it; its times are epoch milliseconds, as in every other record. */
 export function keyJson(k: KeyRecord) {
-  const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
-  return { id: k.id, name: k.name, userId: k.userId, scopes: k.scopes, createdAt: k.createdAt, expiresAt: iso(k.expiresAt), revokedAt: iso(k.revokedAt) };
+  return { id: k.id, name: k.name, userId: k.userId, scopes: k.scopes, createdAt: k.createdAt, expiresAt: k.expiresAt, revokedAt: k.revokedAt };
 }
 
 /** Keys the service makes for its own workers are not the user's to manage. */
