@@ -101,6 +101,14 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
   const size = (await stat(build.artifactPath)).size;
   let uploaded = false;
   let createdEnvironment = false;
+  // A removal nobody can confirm (no TTY, or CI) is refused before anything is stored or uploaded: the plan of
+  // the manifest alone says what would go.
+  if (!options.dryRun && exists && !options.yes && (!options.interactive || !options.confirm)) {
+    const preview = await client.plan(app, env, sha256, build.manifest);
+    if (preview.remove.length > 0) {
+      throw new UsageError(`This deploy ${describeRemoval(preview, app, env)}; nothing was changed`, "Pass --yes to confirm removing them.");
+    }
+  }
   if (!options.dryRun) {
     createdEnvironment = (await client.ensureEnvironment(app, env)).created;
   }

@@ -345,8 +345,9 @@ describe("svc deploy against a running svc server", () => {
 
     const dry = svc(["deploy", "--env", "staging", "--dry-run"]);
     expect(dry.stdout).toMatch(/- streamer\s+would be removed/);
-    // The refused deploy above uploaded the new build before asking: the dry run checked, the service has it.
-    expect(dry.stdout).toContain("(dry run: already on the service)");
+    // The refused deploy stopped before storing or uploading anything: the service does not have the new build.
+    expect(refused.stderr).not.toContain("Uploading");
+    expect(dry.stdout).toContain("(dry run: not uploaded");
 
     const done = deployJson(["--env", "staging", "--yes"]);
     expect(done.removed.map((r) => r.name)).toEqual(["streamer"]);
