@@ -23,6 +23,7 @@ import { Management } from "./management/index.js";
 import type { DataCenter } from "./management/datacenters.js";
 import type { RateWindow } from "./ratelimit.js";
 import { LbRouter } from "./lb/index.js";
+import { lockDataDir } from "./data-lock.js";
 
 export interface ServiceOptions {
   dataDir: string;
@@ -142,7 +143,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const leaseMs = options.leaseMs ?? 30_000;
   const heartbeatMs = options.heartbeatMs ?? Math.max(50, Math.min(5_000, Math.floor(leaseMs / 3)));
   const log = options.log ?? (() => undefined);
-  const store: Store = openSqliteStore(join(options.dataDir, "svc.sqlite"));
+  const dataLock = lockDataDir(options.dataDir);
+  let store: Store;
+  try {
+    store = openSqliteStore(join(options.dataDir, "svc.sqlite"));
+  } catch (err) {
+    dataLock.release();
+    throw err;
+  }
   const keyring = new KeyRing(store);
   const endpoints = new Map<string, EndpointRow>();
   for (const row of await store.endpoints()) endpoints.set(row.id, row);
@@ -215,6 +223,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     await engine.close();
     await store.close();
     management.close();
+    dataLock.release();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -337,6 +346,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
       await store.close();
       management.close();
+      dataLock.release();
     })());
 
   return {

@@ -75,3 +75,27 @@ it("generates an admin key on first start, keeps it in <dataDir>/admin-key (0600
   expect(await stop(second.child)).toBe(0);
   expect(second.stderr()).toMatch(/SIGTERM: stopping/);
 }, 30_000);
+
+it("refuses a second service on the same data directory while the first lives, and takes over after it crashed", async () => {
+  const first = await startServer({});
+  const second = spawn(process.execPath, [join(repo, "bin", "svc.js"), "server", "--port", "0", "--data-dir", join(dir, "data"), "--workers", "none"], {
+    cwd: dir,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  second.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+  const code = await new Promise((resolve) => second.once("exit", resolve));
+  expect(code).toBe(1);
+  expect(stderr).toContain(`The data directory ${join(dir, "data")} is in use by another svc service (pid ${first.child.pid})`);
+  expect(stderr).toContain("--data-dir");
+  // The first one was not disturbed.
+  expect((await fetch(`${first.url}/openapi.json`)).status).toBe(200);
+
+  // Crashed (no cleanup): the lock names a dead process, and the next start takes it over.
+  first.child.kill("SIGKILL");
+  await new Promise((r) => first.child.once("exit", r));
+  const again = await startServer({});
+  expect((await fetch(`${again.url}/openapi.json`)).status).toBe(200);
+  expect(await stop(again.child)).toBe(0);
+  expect(readdirSync(join(dir, "data"))).not.toContain("service.pid");
+}, 60_000);
