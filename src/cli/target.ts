@@ -4,6 +4,11 @@
 import { DEFAULT_API_URL, envSetting, findDevSession } from "../sdk/context.js";
 import { readJson } from "../sdk/jobs-client.js";
 import { UnreachableError, UserError } from "../errors.js";
+import { appNameOf } from "../build/manifest.js";
+import { chooseEnvironment } from "../deploy/names.js";
+
+/** Endpoint ids are 16 lowercase hex digits (a hash of owner, app, environment and name, or random). */
+const ENDPOINT_ID = /^[0-9a-f]{16}$/;
 
 export interface ServiceTarget {
   url: string;
@@ -59,7 +64,16 @@ export async function resolveEndpointRef(target: ServiceTarget, nameOrId: string
       hint: `It has: ${env.endpoints.map((e) => e.name).join(", ") || "no endpoints"}.`,
     });
   }
-  if (/^[a-z0-9]{8,}$/.test(nameOrId)) return { id: nameOrId, name: nameOrId, url: `${target.url}/v2/${nameOrId}` };
+  if (ENDPOINT_ID.test(nameOrId)) return { id: nameOrId, name: nameOrId, url: `${target.url}/v2/${nameOrId}` };
+  // A name of this project's endpoint, as `svc update` and `svc undeploy` take it: the app of package.json,
+  // the environment named by --env or the app's only one.
+  const app = target.app ?? appNameOf(process.cwd());
+  const listed = await apiFetch(target, `/v1/apps/${encodeURIComponent(app)}/environments`);
+  if (listed.status !== 404) {
+    const { environments } = await readJson<{ environments: Array<{ env: string }> }>(listed);
+    const env = chooseEnvironment(target.env, environments.map((e) => e.env), app, "svc logs");
+    if (environments.some((e) => e.env === env)) return resolveEndpointRef({ ...target, app, env }, nameOrId);
+  }
   throw new UserError(`Cannot tell which app "${nameOrId}" belongs to`, {
     hint: "Run this inside a project with `svc dev` running, or pass --app and --env (or set SVC_APP and SVC_ENV), or give the endpoint id.",
   });

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { UsageError } from "../errors.js";
 import { curlFor } from "./access.js";
-import { chooseEnvironment, describeRemoval } from "./index.js";
+import { describeRemoval } from "./index.js";
+import { chooseEnvironment } from "./names.js";
 
 describe("chooseEnvironment", () => {
   it("the flag wins; else the only environment; else production", () => {

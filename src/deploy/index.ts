@@ -11,24 +11,8 @@ import { appNameOf, buildManifest } from "../build/manifest.js";
 import { UsageError, UserError } from "../errors.js";
 import { envSetting } from "../sdk/context.js";
 import { curlFor } from "./access.js";
-import { DEPLOY_NAME_RULE, isDeployName } from "./names.js";
+import { chooseEnvironment, DEPLOY_NAME_RULE, isDeployName } from "./names.js";
 import { DeployClient, serviceAddress, type ConfigChange, type EnvironmentInfo, type PlanInfo, type PlannedEndpoint, type ServiceAddress } from "./client.js";
-
-export const DEFAULT_ENVIRONMENT = "production";
-
-/**
- * Which environment a deploy targets: the flag; else the app's only environment; `production` when it has
- * none; an error listing them when there are several.
- */
-export function chooseEnvironment(flag: string | undefined, existing: readonly string[], app: string, command = "svc deploy"): string {
-  if (flag) return flag;
-  if (existing.length === 0) return DEFAULT_ENVIRONMENT;
-  if (existing.length === 1) return existing[0]!;
-  throw new UsageError(
-    `App "${app}" has ${existing.length} environments (${existing.join(", ")}); say which one with --env`,
-    `For example: \`${command} --env ${existing[0]}\`.`,
-  );
-}
 
 /** Endpoints a plan removes, as the confirmation question and the non-interactive error name them. */
 export function describeRemoval(plan: Pick<PlanInfo, "remove">, app: string, env: string): string {

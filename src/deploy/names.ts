@@ -1,6 +1,8 @@
 // App and environment names: the rule the service enforces on /v1/apps (checkName in
 // src/service/deploy/routes.ts), dependency-free so the CLI checks a name before a long build and the service
-// can share it.
+// can share it. And which environment a command means when none is named.
+
+import { UsageError } from "../errors.js";
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
@@ -9,4 +11,20 @@ export const DEPLOY_NAME_RULE = '1-63 characters: lowercase letters, digits, "."
 
 export function isDeployName(name: string): boolean {
   return NAME.test(name);
+}
+
+export const DEFAULT_ENVIRONMENT = "production";
+
+/**
+ * Which environment a deploy targets: the flag; else the app's only environment; `production` when it has
+ * none; an error listing them when there are several.
+ */
+export function chooseEnvironment(flag: string | undefined, existing: readonly string[], app: string, command = "svc deploy"): string {
+  if (flag) return flag;
+  if (existing.length === 0) return DEFAULT_ENVIRONMENT;
+  if (existing.length === 1) return existing[0]!;
+  throw new UsageError(
+    `App "${app}" has ${existing.length} environments (${existing.join(", ")}); say which one with --env`,
+    `For example: \`${command} --env ${existing[0]}\`.`,
+  );
 }

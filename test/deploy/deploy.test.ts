@@ -229,6 +229,14 @@ describe("svc deploy against a running svc server", () => {
     expect(doubled.body).toEqual({ doubled: 42 });
   });
 
+  it("svc logs takes a deployed endpoint by name: the project's app and its only environment", () => {
+    const r = svc(["logs", "embedder", "--json"]);
+    expect(r.stderr).not.toContain("No endpoint");
+    expect(r.status).toBe(0);
+    const ids = new Set(r.stdout.trim().split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { endpointId?: string }).endpointId));
+    for (const id of ids) expect(id).toBe(endpointOf(production, "embedder").id);
+  });
+
   it("a function of one endpoint calls another endpoint's function; the callee's failure carries its job id", async () => {
     const relayed = await runsync(production, "caller", { tag: "relayed" }, "relay");
     expect(relayed.status).toBe("COMPLETED");
@@ -333,6 +341,10 @@ describe("svc deploy against a running svc server", () => {
     expect(r.status).toBe(2);
     expect(r.stderr).toContain("production, staging");
     expect(r.stderr).toContain("--env");
+    const logs = svc(["logs", "embedder"]);
+    expect(logs.status).toBe(2);
+    expect(logs.stderr).toContain("`svc logs --env production`");
+    expect(svc(["logs", "embedder", "--env", "staging"]).status).toBe(0);
   });
 
   it("removing an endpoint needs --yes without a terminal, and the plan names it first", async () => {
