@@ -5,7 +5,7 @@ import { createReadStream } from "node:fs";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { ApiError, UnreachableError, UserError, type Problem } from "../errors.js";
-import { DEFAULT_API_URL, envSetting, readDotEnv } from "../sdk/context.js";
+import { DEFAULT_API_URL, envSetting, findDevSession, readDotEnv } from "../sdk/context.js";
 import { parseServiceJson, readJson } from "../sdk/jobs-client.js";
 import type { Manifest } from "../sdk/manifest.js";
 
@@ -14,10 +14,18 @@ export interface ServiceAddress {
   apiKey: string;
 }
 
-/** SVC_API_URL (default the local service) and SVC_API_KEY, from the environment or `.env` (cwd, then project). */
+/**
+ * SVC_API_URL (default the local service) and SVC_API_KEY, from the environment or `.env` (cwd, then project).
+ * Without SVC_API_URL, a running `svc dev` session of the project is the service, as for every other command
+ * (src/cli/target.ts).
+ */
 export function serviceAddress(projectDir?: string): ServiceAddress {
   const fromProject = projectDir ? readDotEnv(projectDir) : {};
   const setting = (name: string) => envSetting(name) ?? fromProject[name];
+  if (!setting("SVC_API_URL")) {
+    const session = findDevSession(projectDir ?? process.cwd());
+    if (session) return { url: session.url.replace(/\/+$/, ""), apiKey: session.apiKey };
+  }
   const apiKey = setting("SVC_API_KEY");
   if (!apiKey) {
     throw new UserError("No API key: SVC_API_KEY is not set", {

@@ -147,6 +147,17 @@ describe("svc dev", () => {
     expect(unknown.stderr).toContain('No endpoint "nope"');
   });
 
+  it("is the service of every command run in the project: app and environment commands too", () => {
+    // No SVC_API_KEY or SVC_API_URL anywhere: the session's service and key are used.
+    const apps = runNode([bin, "app", "list", "--json"]);
+    expect(apps.stderr).not.toContain("SVC_API_KEY");
+    expect(apps.status).toBe(0);
+    expect(JSON.parse(apps.stdout)).toHaveProperty("apps");
+    const plan = runNode([bin, "deploy", "--env", "staging", "--dry-run", "--json"]);
+    expect(plan.status).toBe(0);
+    expect(JSON.parse(plan.stdout)).toMatchObject({ env: "staging", dryRun: true });
+  });
+
   it("rebuilds on a source change and replaces workers without losing queued jobs", async () => {
     const slowUrl = endpoint("slowpoke").url;
     const queued: string[] = [];
