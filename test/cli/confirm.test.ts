@@ -4,7 +4,7 @@
 // "y" goes ahead; --yes skips the question.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawn } from "node:child_process";
+import { runProgram } from "../cli-output.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,19 +32,8 @@ function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...base, SVC_API_URL: t.service.url, SVC_API_KEY: t.key, ...extra };
 }
 
-/** Run a program (asynchronously: the service answers from this process), writing `input` to its stdin. */
-function run(file: string, args: string[], extra: Record<string, string>, input: string) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(file, args, { cwd, env: env(extra) });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d.toString()));
-    child.stderr.on("data", (d) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(input);
-  });
-}
+/** Run a program against the test service, writing `input` to its stdin. */
+const run = (file: string, args: string[], extra: Record<string, string>, input: string) => runProgram(file, args, { cwd, env: env(extra), input });
 
 /** Without a terminal: stdin (which says "y"), stdout and stderr are pipes. */
 const svc = (args: string[], extra: Record<string, string> = {}) => run(process.execPath, [bin, ...args], extra, "y\n");

@@ -3,7 +3,7 @@
 // printed instead of running a command. Each runs node bin/svc.js against real servers on 127.0.0.1.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawn } from "node:child_process";
+import { runProgram } from "../cli-output.js";
 import { createServer, type Server } from "node:http";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
@@ -27,20 +27,11 @@ afterAll(async () => {
   if (cwd) rmSync(cwd, { recursive: true, force: true });
 });
 
-/** Asynchronously: the test service answers from this process. */
 function svc(args: string[], extra: Record<string, string> = {}) {
   const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1", CI: "true" };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
   Object.assign(env, { SVC_API_URL: t.service.url, SVC_API_KEY: t.key }, extra);
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d.toString()));
-    child.stderr.on("data", (d) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
+  return runProgram(process.execPath, [bin, ...args], { cwd, env });
 }
 
 describe("API errors say what to do", () => {
