@@ -38,6 +38,13 @@ export function defined(values: Record<string, unknown>): Record<string, unknown
   return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined));
 }
 
+/** An update's body: the flags given; none at all is wrong usage (not a no-op that succeeds). */
+export function changes(values: Record<string, unknown>, command: string): Record<string, unknown> {
+  const given = defined(values);
+  if (Object.keys(given).length === 0) throw new UsageError("Nothing to change: no setting flag was given", `See \`${command} --help\` for the settings it changes.`);
+  return given;
+}
+
 export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
   if (rows.length === 0) return "(none)";
   const cell = (v: unknown) => (v === null || v === undefined ? "-" : Array.isArray(v) ? v.join(",") : String(v));

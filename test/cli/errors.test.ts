@@ -34,6 +34,20 @@ function svc(args: string[], extra: Record<string, string> = {}) {
   return runProgram(process.execPath, [bin, ...args], { cwd, env });
 }
 
+describe("updates with nothing to change", () => {
+  it("are wrong usage (exit 2) before any request, naming where the settings are", async () => {
+    for (const [command, help] of [
+      [["volume", "update", "vol000000000000"], "svc volume update --help"],
+      [["endpoint", "update", "0000000000000000"], "svc endpoint update --help"],
+    ] as const) {
+      const r = await svc([...command]);
+      expect(r.code).toBe(ExitCode.usage);
+      expect(r.stderr).toContain("Nothing to change: no setting flag was given");
+      expect(r.stderr).toContain(help);
+    }
+  });
+});
+
 describe("API errors say what to do", () => {
   it("401 (a key the service does not know) points at SVC_API_KEY and the admin key", async () => {
     const r = await svc(["volume", "list"], { SVC_API_KEY: "not-the-key" });

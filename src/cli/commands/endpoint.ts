@@ -3,7 +3,7 @@
 import type { Command } from "commander";
 import { UsageError } from "../../errors.js";
 import { confirmDestructive } from "../confirm.js";
-import { defined, envFlag, fields, intFlag, listFlag, management, table } from "../management.js";
+import { changes, defined, envFlag, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
 type EndpointRecord = Record<string, unknown> & { id: string; name: string; status: string; statusReason: string | null; url: string; ping?: { ok: boolean; message: string } };
@@ -97,7 +97,7 @@ export function register(program: Command): void {
     });
   withSettingFlags(endpoint.command("update").description("Change an endpoint (GPU types or worker counts restart its workers)").argument("<id>", "endpoint id")).action(
     async (id: string, o: SettingFlags) => {
-      const e = await management<EndpointRecord>("PATCH", path(id), body(o));
+      const e = await management<EndpointRecord>("PATCH", path(id), changes(body(o), "svc endpoint update"));
       const out = createOutput({ json: o.json });
       reportStatus(out, e);
       out.result(e, () => human(e));

@@ -1,7 +1,7 @@
 // `svc volume create|list|get|update|delete`: network volumes ({base_url}/v2/network-volumes).
 import type { Command } from "commander";
 import { confirmDestructive } from "../confirm.js";
-import { defined, fields, intFlag, management, table } from "../management.js";
+import { changes, defined, fields, intFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
 type Volume = { id: string; name: string; size: number; dataCenter: string; type: string };
@@ -47,7 +47,7 @@ export function register(program: Command): void {
     .option("--size <gb>", "new size in GB, not smaller than now", intFlag("--size"))
     .option("--json", "print JSON")
     .action(async (id: string, o: { name?: string; size?: number; json?: boolean }) => {
-      const v = await management<Volume>("PATCH", path(id), defined({ name: o.name, size: o.size }));
+      const v = await management<Volume>("PATCH", path(id), changes({ name: o.name, size: o.size }, "svc volume update"));
       createOutput({ json: o.json }).result(v, () => fields(v));
     });
   volume
