@@ -4,9 +4,9 @@
 import { createReadStream } from "node:fs";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { ApiError, UnreachableError, UserError, type Problem } from "../errors.js";
+import { ApiError, UnreachableError, UserError } from "../errors.js";
 import { DEFAULT_API_URL, envSetting, findDevSession, readDotEnv } from "../sdk/context.js";
-import { parseServiceJson, readJson } from "../sdk/jobs-client.js";
+import { parseServiceJson, problemOf, readJson } from "../sdk/jobs-client.js";
 import type { Manifest } from "../sdk/manifest.js";
 
 export interface ServiceAddress {
@@ -211,8 +211,7 @@ export class DeployClient {
             return reject(err);
           }
           if (status >= 200 && status < 300) return resolve(body as BuildInfo);
-          const problem = body as Partial<Problem> | undefined;
-          reject(new ApiError(problem && typeof problem.status === "number" ? (problem as Problem) : { title: res.statusMessage ?? "Error", status, detail: text.slice(0, 500) }));
+          reject(new ApiError(problemOf(body, { status, statusText: res.statusMessage, text })));
         });
       });
       req.on("error", (err) => {

@@ -118,12 +118,15 @@ export async function readJson<T>(response: Response): Promise<T> {
   const text = await response.text();
   const answer = { url: response.url, status: response.status, contentType: response.headers.get("content-type") };
   if (!response.ok) {
-    const body = parseServiceJson(text, answer) as Partial<Problem> | undefined;
-    const problem: Problem =
-      body && typeof body.status === "number" ? (body as Problem) : { title: response.statusText || "Error", status: response.status, detail: text.slice(0, 500) };
-    throw new ApiError(problem);
+    throw new ApiError(problemOf(parseServiceJson(text, answer), { status: response.status, statusText: response.statusText, text }));
   }
   return parseServiceJson(text, answer) as T;
+}
+
+/** An error answer's problem: its body when that is a problem+json, else one made of the status and text. */
+export function problemOf(body: unknown, answer: { status: number; statusText?: string; text: string }): Problem {
+  const p = body as Partial<Problem> | undefined;
+  return p && typeof p.status === "number" ? (p as Problem) : { title: answer.statusText || "Error", status: answer.status, detail: answer.text.slice(0, 500) };
 }
 
 /**

@@ -206,8 +206,3 @@ export function credentialFromHeader(header: string | undefined): { key: string;
   if (/\s/.test(trimmed) || trimmed.length === 0) return undefined;
   return { key: trimmed, bearer: false };
 }
-
-/** The key of an `authorization` header: `Bearer <key>` or the bare key. */
-export function keyFromHeader(header: string | undefined): string | undefined {
-  return credentialFromHeader(header)?.key;
-}

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { validateSubmission } from "./validate.js";
-import { keyFromHeader } from "./http.js";
+import { credentialFromHeader } from "./http.js";
+
+const keyFromHeader = (header: string | undefined) => credentialFromHeader(header)?.key;
 import { splitChunk } from "./engine.js";
 import { planDeploy, endpointId } from "./index.js";
 
