@@ -6,7 +6,7 @@
 // plan: { targets: [{ name, url, method?, headers?, body?, latencyOnly? }], warmup, latencyN, total, concurrency }
 // In `url`, "{i}" becomes the request's number; a `body` is sent as JSON with every "{i}" string replaced by it.
 // Every target is warmed up, then measured with the same client: p50 latency one request at a time, alternating
-// between targets (so all see the same machine state), then requests/s with `concurrency` loops, one target after
+// between targets in a turning order (so all see the same machine state and the same predecessors), then requests/s with `concurrency` loops, one target after
 // the other (`startedAt`/`endedAt`: epoch ms of that phase). Each request must answer 200.
 import { request, percentile, pool } from "./http.mjs";
 
@@ -21,8 +21,13 @@ const send = async (target, i) => {
 for (let i = 0; i < (plan.warmup ?? 0); i++) for (const t of plan.targets) await send(t, i);
 
 const latency = Object.fromEntries(plan.targets.map((t) => [t.name, []]));
+// The order turns each round: a request measured right after another target's is slower than one measured after
+// its own (on 2 cores, 0.05-0.1 ms of 0.3: the processes the previous request woke still hold the CPUs), so a
+// fixed order would charge that to whichever target always came second.
+const n = plan.targets.length;
 for (let i = 0; i < (plan.latencyN ?? 0); i++) {
-  for (const t of plan.targets) {
+  for (let k = 0; k < n; k++) {
+    const t = plan.targets[(i + k) % n];
     const started = performance.now();
     await send(t, i);
     latency[t.name].push(performance.now() - started);

@@ -100,6 +100,12 @@ export class KeyRing {
     return principal && !expired(principal) ? principal : undefined;
   }
 
+  /** The principal of a key already known to be valid (no store lookup): the LB front's fast path. */
+  known(key: string): Principal | undefined {
+    const cached = this.cache.get(key);
+    return cached && !expired(cached) ? cached : undefined;
+  }
+
   /** Forget cached answers (after a key was revoked or deleted). */
   forget(): void {
     this.cache.clear();

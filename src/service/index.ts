@@ -22,6 +22,7 @@ import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import { Management } from "./management/index.js";
 import type { DataCenter } from "./management/datacenters.js";
 import type { RateWindow } from "./ratelimit.js";
+import { LbFront } from "./lb/front.js";
 import { LbRouter } from "./lb/index.js";
 import { lockDataDir } from "./data-lock.js";
 
@@ -54,6 +55,11 @@ export interface ServiceOptions {
   rateLimits?: RateWindow[];
   /** issue 7: how long a request to a load-balanced endpoint waits for a ready worker (default 60 s). */
   lbWaitMs?: number;
+  /**
+   * issue 7: serve plain load-balanced requests on the LB front (lb/front.ts) instead of node:http. Default on;
+   * `SVC_LB_FRONT=off` in the environment turns it off (everything then goes through node:http, as before).
+   */
+  lbFront?: boolean;
 }
 
 export interface DeployedEndpoint {
@@ -72,6 +78,8 @@ export interface Service {
   close(): Promise<void>;
   deploy(input: { app: string; env: string; manifest: Manifest; artifactPath: string; ownerKey?: string }): Promise<DeployedEndpoint[]>;
   mintKey(opts: { scopes: string[]; userId?: string }): Promise<{ id: string; key: string }>;
+  /** Requests the LB front served itself and connections it handed to node:http (lb/front.ts); for tests. */
+  lbFrontStats(): { served: number; handedOver: number } | undefined;
 }
 
 /** Same owner, app, environment and name: same id, across restarts. Lowercase hex, 16 characters. */
@@ -240,6 +248,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     noWorkersReason: (id) => management.statusReason(id),
     waitMs: options.lbWaitMs,
   });
+  // issue 7: the LB front takes each connection first and serves plain LB requests itself (lb/front.ts)
+  const frontWanted = options.lbFront ?? process.env.SVC_LB_FRONT !== "off";
+  const front = !frontWanted ? undefined : LbFront.install(server, {
+    lb,
+    principal: (key) => keyring.known(key),
+    authenticate: (key) => keyring.authenticate(key),
+    rateLimit: (principal) => {
+      const d = management.rateDecision(principal);
+      if (!d) return "";
+      return d.allowed ? `RateLimit: ${d.rateLimit}\r\nRateLimit-Policy: ${d.policy}\r\n` : undefined;
+    },
+    keepAliveMs: server.keepAliveTimeout,
+    log,
+  });
 
   if (options.driver) {
     // Worker keys are keyed by the worker id so they can be revoked when the worker ends.
@@ -340,8 +362,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       for (const res of followers) res.end();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
+        front?.close();
         server.closeIdleConnections();
-        setTimeout(() => server.closeAllConnections(), 200).unref();
+        setTimeout(() => {
+          front?.destroy();
+          server.closeAllConnections();
+        }, 200).unref();
       });
       await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
       await store.close();
@@ -354,6 +380,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     port,
     close,
     mintKey,
+    lbFrontStats: () => (front ? { ...front.stats } : undefined),
     async deploy(input) {
       let userId = DEFAULT_USER;
       if (input.ownerKey) {

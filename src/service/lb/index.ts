@@ -14,8 +14,9 @@ import { HttpProblem } from "../http.js";
 import type { EndpointRow } from "../store/types.js";
 import { lbDemand, pickWorker } from "./balance.js";
 import { pingVerdict, probePing, type PingState } from "./ping.js";
-import { forward, forwardRaw, parseAddress, proxyAgent, UpstreamPool, type UpstreamAddress } from "./proxy.js";
+import { forward, forwardRaw, openExchange, parseAddress, proxyAgent, UpstreamPool, type Downstream, type ProxyOutcome, type RawExchange, type UpstreamAddress } from "./proxy.js";
 
+export type { Downstream, ProxyOutcome } from "./proxy.js";
 export { checkPingPath, classifyPing, pingVerdict, probePing, type PingCheck, type PingState } from "./ping.js";
 
 /** How long a request waits for a ready worker (cold start included) before a 503 problem. */
@@ -57,6 +58,12 @@ export function addressProblem(address: unknown): string | undefined {
     return "$.address: must be an http(s) URL";
   }
   return undefined;
+}
+
+/** A worker of the pool, as the LB front sees it. */
+export interface LbWorker {
+  readonly id: string;
+  readonly endpointId: string;
 }
 
 interface PoolWorker {
@@ -262,7 +269,7 @@ export class LbRouter {
   }
 
   /** A ready worker for one request, waiting (and asking the scaler for one) when none is. */
-  private acquire(endpoint: EndpointRow, res: ServerResponse): Promise<PoolWorker> {
+  private acquire(endpoint: EndpointRow, onGone: (gone: () => void) => void): Promise<PoolWorker> {
     const endpointId = endpoint.id;
     const now = Date.now();
     const w = this.take(endpointId);
@@ -292,12 +299,10 @@ export class LbRouter {
         if (list && i >= 0) list.splice(i, 1);
       };
       // The caller gave up while waiting: it no longer counts as demand.
-      res.once("close", () => {
-        if (!res.writableFinished) {
-          clearTimeout(waiter.timer);
-          remove();
-          reject(new Error("client gone"));
-        }
+      onGone(() => {
+        clearTimeout(waiter.timer);
+        remove();
+        reject(new Error("client gone"));
       });
       queue.push(waiter);
       this.deps.kick(endpointId);
@@ -322,7 +327,29 @@ export class LbRouter {
   async route(principal: Principal, req: IncomingMessage, res: ServerResponse): Promise<boolean> {
     const target = lbTarget(req.url ?? "/", req.headers.host);
     if (!target) return false;
-    const { endpointId } = target;
+    let worker: PoolWorker;
+    try {
+      worker = await this.admit(principal, target.endpointId, (gone) =>
+        res.once("close", () => {
+          if (!res.writableFinished) gone();
+        }),
+      );
+    } catch (err) {
+      if (err instanceof HttpProblem) throw err;
+      return true; // the client went away while waiting
+    }
+    const exchange = { upstream: worker.upstream, path: target.path, workerId: worker.id, endpointId: target.endpointId };
+    await this.serve(worker, () =>
+      UpstreamPool.supports(worker.upstream) ? forwardRaw(this.pool, req, res, exchange) : forward(this.agent, req, res, exchange),
+    );
+    return true;
+  }
+
+  /**
+   * Every check of an LB request, then a ready worker for it, taken: waiting for one (and scaling from zero) when
+   * none is free. Throws the HttpProblem to answer; any other rejection means the caller left (`onGone`).
+   */
+  async admit(principal: Principal, endpointId: string, onGone: (gone: () => void) => void): Promise<PoolWorker> {
     if (principal.worker) throw new HttpProblem(403, "A worker token cannot call load-balanced endpoints");
     const endpoint = this.deps.endpoints.get(endpointId);
     if (!endpoint || endpoint.userId !== principal.userId) throw new HttpProblem(404, `No endpoint ${endpointId}`);
@@ -331,36 +358,69 @@ export class LbRouter {
       throw new HttpProblem(400, `Endpoint ${endpointId} is queue-based; send jobs to /v2/${endpointId}/run or /runsync`);
     }
     if (this.closed) throw new HttpProblem(503, "The service is shutting down");
-    let worker: PoolWorker;
-    try {
-      worker = await this.acquire(endpoint, res);
-    } catch (err) {
-      if (err instanceof HttpProblem) throw err;
-      return true; // the client went away while waiting
-    }
+    const worker = await this.acquire(endpoint, onGone);
     this.coldStartServed(endpointId, worker.id);
-    const entry = this.deps.engine.workers.get(worker.id);
+    return worker;
+  }
+
+  /**
+   * The LB front's fast path (front.ts): a ready worker of `endpointId` for this principal's request, taken now,
+   * when every check of `route` passes and nothing needs waiting; undefined when `route` must decide (it answers
+   * the problems and waits for workers). Give the worker back with `release` or use it with `serve`.
+   */
+  takeNow(principal: Principal, endpointId: string): LbWorker | undefined {
+    if (principal.worker || this.closed) return undefined;
+    const endpoint = this.deps.endpoints.get(endpointId);
+    if (!endpoint || endpoint.userId !== principal.userId || endpoint.type !== "lb" || !canUseJobs(principal, endpointId)) return undefined;
+    // Requests already waiting for a worker go first.
+    if ((this.waiters.get(endpointId)?.length ?? 0) > 0) return undefined;
+    const worker = this.take(endpointId);
+    if (worker && !UpstreamPool.supports(worker.upstream)) {
+      this.release(worker);
+      return undefined;
+    }
+    return worker;
+  }
+
+  /** A worker `takeNow` gave that will not serve the request after all. */
+  release(worker: LbWorker): void {
+    (worker as PoolWorker).inFlight--;
+  }
+
+  /** Whether `exchange` can serve this worker (http; node's parser available). */
+  canExchange(worker: LbWorker): boolean {
+    return UpstreamPool.supports((worker as PoolWorker).upstream);
+  }
+
+  /** Open the raw exchange of one request with a worker `takeNow` gave (front.ts). */
+  exchange(worker: LbWorker, down: Downstream, isHead: boolean): RawExchange {
+    return openExchange(this.pool, down, { upstream: (worker as PoolWorker).upstream, workerId: worker.id }, isHead);
+  }
+
+  /** One request served by `worker` (taken): `forwarding` passes it on; counters, idle time and failures here. */
+  async serve(worker: LbWorker, forwarding: () => Promise<ProxyOutcome>): Promise<void> {
+    const w = worker as PoolWorker;
+    const { endpointId } = w;
+    const entry = this.deps.engine.workers.get(w.id);
     if (entry) entry.idleSince = Date.now();
     let counters = this.counters.get(endpointId);
     if (!counters) this.counters.set(endpointId, (counters = { served: 0, failed: 0 }));
     try {
-      const exchange = { upstream: worker.upstream, path: target.path, workerId: worker.id, endpointId };
-      const outcome = UpstreamPool.supports(worker.upstream) ? await forwardRaw(this.pool, req, res, exchange) : await forward(this.agent, req, res, exchange);
+      const outcome = await forwarding();
       if (outcome === "ok") counters.served++;
       if (outcome === "worker-failed") {
         counters.failed++;
         // No retry, and no more traffic until its /ping says it is fine again.
-        if (worker.state === "ready") {
-          worker.state = "unreachable";
-          worker.nextProbe = 0;
-          this.note(endpointId, worker.id, `lb: worker ${worker.id} failed mid-request: taken out of the pool`);
+        if (w.state === "ready") {
+          w.state = "unreachable";
+          w.nextProbe = 0;
+          this.note(endpointId, w.id, `lb: worker ${w.id} failed mid-request: taken out of the pool`);
         }
       }
     } finally {
-      worker.inFlight--;
+      w.inFlight--;
       if (entry) entry.idleSince = Date.now();
     }
-    return true;
   }
 
   close(): void {

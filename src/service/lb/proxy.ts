@@ -152,14 +152,15 @@ export function forward(
 // keep-alive decisions are the same as node:http's. Small answers go down in one write (head and body).
 // Where that parser is not available, or the worker speaks https, `forward` above does the job.
 
-interface LlhttpParser {
+export interface LlhttpParser {
   initialize(type: number, resource: object, maxHeaderSize?: number, lenient?: number): void;
   execute(data: Buffer): number | Error;
   finish(): number | Error | undefined;
   [kind: number]: ((...args: never[]) => unknown) | undefined;
 }
-interface LlhttpParserClass {
+export interface LlhttpParserClass {
   new (): LlhttpParser;
+  REQUEST: number;
   RESPONSE: number;
   kOnHeaders: number;
   kOnHeadersComplete: number;
@@ -167,20 +168,26 @@ interface LlhttpParserClass {
   kOnMessageComplete: number;
 }
 
-const Llhttp: LlhttpParserClass | undefined = (() => {
+/** node's own HTTP parser and its method names (index = the parser's method number), if node exposes them. */
+export const llhttp: { Parser: LlhttpParserClass; methods: readonly string[] } | undefined = (() => {
   try {
-    const parser = (createRequire(import.meta.url)("_http_common") as { HTTPParser?: LlhttpParserClass }).HTTPParser;
-    return typeof parser === "function" && typeof parser.kOnHeadersComplete === "number" ? parser : undefined;
+    const common = createRequire(import.meta.url)("_http_common") as { HTTPParser?: LlhttpParserClass; methods?: string[] };
+    const parser = common.HTTPParser;
+    return typeof parser === "function" && typeof parser.kOnHeadersComplete === "number" && Array.isArray(common.methods)
+      ? { Parser: parser, methods: common.methods }
+      : undefined;
   } catch {
     return undefined;
   }
 })();
+const Llhttp = llhttp?.Parser;
 
 /** An idle pooled connection is closed after this long (the worker's server keeps them 65 s). */
 const IDLE_SOCKET_MS = 30_000;
+const IDLE_SWEEP_MS = 5_000;
 const CRLF = Buffer.from("\r\n", "latin1");
 /** A request body up to this size, with its length known, goes up in the same write as the head. */
-const SMALL_BODY_BYTES = 64 * 1024;
+export const SMALL_BODY_BYTES = 64 * 1024;
 
 /** The header names a Connection header lists, added to `into`; the usual "keep-alive" / "close" add none. */
 function connectionTokens(value: string, into: Set<string> | undefined): Set<string> | undefined {
@@ -255,7 +262,8 @@ class UpstreamConnection {
   readonly parser: LlhttpParser;
   exchange: Exchange | undefined;
   private partialHeaders: string[] = [];
-  private idleTimer: NodeJS.Timeout | undefined;
+  /** When it went back to the pool (the pool's coarse clock). */
+  idleSince = 0;
 
   constructor(
     readonly socket: Socket,
@@ -303,8 +311,6 @@ class UpstreamConnection {
   }
 
   begin(exchange: Exchange): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = undefined;
     this.exchange = exchange;
     this.parser.initialize(Llhttp!.RESPONSE, {}, 0, 0);
     if (this.socket.isPaused()) this.socket.resume();
@@ -317,8 +323,6 @@ class UpstreamConnection {
       this.socket.destroy();
       return;
     }
-    this.idleTimer = setTimeout(() => this.socket.destroy(), IDLE_SOCKET_MS);
-    this.idleTimer.unref();
     this.pool.idle(this);
   }
 
@@ -330,10 +334,28 @@ class UpstreamConnection {
   }
 }
 
-/** Keep-alive connections to workers, by address, most recently used first. */
+/**
+ * Keep-alive connections to workers, by address, most recently used first. Idle ones are closed by a sweep
+ * every few seconds, not a timer each: re-arming a timer on every request cost more than the request's parsing.
+ */
 export class UpstreamPool {
   private readonly free = new Map<string, UpstreamConnection[]>();
   private closed = false;
+  /** A coarse clock (epoch ms, advanced by the sweep): idle times need seconds, not a clock read per request. */
+  private now = Date.now();
+  private readonly sweeper = setInterval(() => this.sweep(), IDLE_SWEEP_MS);
+
+  constructor() {
+    this.sweeper.unref();
+  }
+
+  private sweep(): void {
+    this.now = Date.now();
+    for (const list of this.free.values()) {
+      // Most recently used last: the oldest are at the front.
+      while (list.length > 0 && this.now - list[0]!.idleSince >= IDLE_SOCKET_MS) list.shift()!.socket.destroy();
+    }
+  }
 
   /** Whether `forwardRaw` can serve this worker (http, and node's parser available). */
   static supports(upstream: UpstreamAddress): boolean {
@@ -358,6 +380,7 @@ export class UpstreamPool {
     }
     let list = this.free.get(conn.key);
     if (!list) this.free.set(conn.key, (list = []));
+    conn.idleSince = this.now;
     list.push(conn);
   }
 
@@ -369,9 +392,183 @@ export class UpstreamPool {
 
   destroy(): void {
     this.closed = true;
+    clearInterval(this.sweeper);
     for (const list of this.free.values()) for (const conn of list) conn.socket.destroy();
     this.free.clear();
   }
+}
+
+/**
+ * Where a worker's answer goes: node's ServerResponse (`responseDownstream`, below) or the LB front's own
+ * connection (front.ts). The exchange decides what to send; a downstream only knows how.
+ */
+export interface Downstream {
+  /** The caller went away. */
+  readonly gone: boolean;
+  /**
+   * The status line and headers (connection-scoped ones already removed, x-svc-worker added). `framing`: how
+   * the body follows: "length" (the headers carry its content-length), "none" (HEAD, 204, 304) or "stream"
+   * (pieces as they come, total unknown: chunked to the caller). Throws for a header that cannot be sent.
+   */
+  head(status: number, headers: string[], framing: "length" | "none" | "stream"): void;
+  /** A piece of the body; false when the caller should be let to catch up (wait for `onDrain`). */
+  write(chunk: Buffer): boolean;
+  /** The rest of the body, if any, and the end of the answer. */
+  end(chunk: Buffer | undefined): void;
+  onDrain(listener: () => void): void;
+  /** Called once if the caller leaves before the answer is over. */
+  onGone(listener: () => void): void;
+  /** The worker failed: a 502 problem when nothing was sent yet, else the answer is cut short. */
+  workerFailed(workerId: string, detail: string): void;
+}
+
+/** `Downstream` over node's ServerResponse (the request's body, if unread, is drained on failure). */
+export function responseDownstream(req: IncomingMessage, res: ServerResponse): Downstream {
+  return {
+    get gone() {
+      return res.destroyed;
+    },
+    head(status, headers, framing) {
+      res.writeHead(status, headers);
+      // Streamed answers: headers go out now, each chunk as it comes.
+      if (framing === "stream") res.flushHeaders();
+    },
+    write: (chunk) => res.write(chunk),
+    end: (chunk) => res.end(chunk),
+    onDrain: (listener) => res.once("drain", listener),
+    onGone(listener) {
+      res.once("close", () => {
+        if (!res.writableFinished) listener();
+      });
+    },
+    workerFailed(workerId, detail) {
+      if (res.headersSent) return void res.destroy();
+      req.resume();
+      sendProblem(res, 502, detail, { headers: { "x-svc-worker": workerId } });
+    },
+  };
+}
+
+/** One request on a pooled raw connection, from the caller's side: write the request to `socket`, then `sent()`. */
+export interface RawExchange {
+  readonly socket: Socket;
+  /** The worker's host:port, for the Host header of the request sent up. */
+  readonly host: string;
+  /** The answer is over (or failed): nothing more goes up. */
+  readonly settled: boolean;
+  /** The whole request went up: the connection may carry another one after this answer. */
+  sent(): void;
+  readonly outcome: Promise<ProxyOutcome>;
+}
+
+/**
+ * Open an exchange with the worker at `target.upstream` (a pooled connection; only for workers
+ * `UpstreamPool.supports`): its answer is read with llhttp and passed to `down` as it arrives. The caller writes
+ * the request head (and body) to `socket`. No retry.
+ */
+export function openExchange(pool: UpstreamPool, down: Downstream, target: { upstream: UpstreamAddress; workerId: string }, isHead: boolean): RawExchange {
+  const { upstream, workerId } = target;
+  const conn = pool.acquire(upstream);
+  let settled = false;
+  let requestSent = false;
+  let headSent = false;
+  let informational = false;
+  let keepAlive = false;
+  let pending: Buffer[] = [];
+  let complete = false;
+  let waitingDrain = false;
+  let headFailure: Error | undefined;
+  let resolve!: (outcome: ProxyOutcome) => void;
+  const outcome = new Promise<ProxyOutcome>((r) => (resolve = r));
+
+  const settle = (result: ProxyOutcome) => {
+    if (settled) return;
+    settled = true;
+    resolve(result);
+  };
+  const workerFailed = (err: Error) => {
+    if (settled) return;
+    if (down.gone) return settle("client-gone");
+    down.workerFailed(workerId, `The worker ${workerId} failed while handling the request (${err.message}); it was not retried`);
+    settle("worker-failed");
+  };
+
+  conn.begin({
+    onHead(status, headers, alive) {
+      if (status >= 100 && status < 200) {
+        informational = true;
+        return 1; // no body; the real answer follows
+      }
+      keepAlive = alive;
+      let known = false;
+      for (let i = 0; i < headers.length; i += 2) if (headers[i]!.length === 14 && headers[i]!.toLowerCase() === "content-length") known = true;
+      const framing = isHead || status === 204 || status === 304 ? "none" : known ? "length" : "stream";
+      try {
+        down.head(status, downstreamRawHeaders(headers, workerId), framing);
+      } catch (err) {
+        // A header node will not send (invalid characters): the answer cannot be passed on.
+        headFailure = err as Error;
+        return 1;
+      }
+      headSent = true;
+      return isHead ? 1 : 0;
+    },
+    onBody(chunk) {
+      pending.push(chunk);
+    },
+    onComplete() {
+      if (informational) informational = false;
+      else complete = true;
+    },
+    /** What the parser gave in one read goes down in one write; the last piece ends the answer. */
+    afterRead() {
+      if (settled) return;
+      if (headFailure) {
+        conn.end(false);
+        return workerFailed(headFailure);
+      }
+      if (!headSent) return;
+      const chunks = pending;
+      pending = [];
+      if (complete) {
+        conn.end(keepAlive && requestSent);
+        settle("ok");
+        down.end(chunks.length === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+        return;
+      }
+      let more = true;
+      for (const chunk of chunks) more = down.write(chunk) && more;
+      if (!more && !waitingDrain) {
+        // The caller reads slower than the worker writes: stop reading the worker until it catches up.
+        waitingDrain = true;
+        conn.socket.pause();
+        down.onDrain(() => {
+          waitingDrain = false;
+          conn.socket.resume();
+        });
+      }
+    },
+    onFailure: workerFailed,
+  });
+
+  // The caller went away: stop the worker's side too (the connection is not reused).
+  down.onGone(() => {
+    if (settled) return;
+    conn.end(false);
+    settle("client-gone");
+  });
+
+  return {
+    socket: conn.socket,
+    host: `${upstream.hostname}:${upstream.port}`,
+    get settled() {
+      return settled;
+    },
+    sent() {
+      requestSent = true;
+    },
+    outcome,
+  };
 }
 
 /**
@@ -384,140 +581,44 @@ export function forwardRaw(
   res: ServerResponse,
   target: { upstream: UpstreamAddress; path: string; workerId: string; endpointId: string },
 ): Promise<ProxyOutcome> {
-  return new Promise<ProxyOutcome>((resolve) => {
-    const { upstream, workerId } = target;
-    const conn = pool.acquire(upstream);
-    const isHead = req.method === "HEAD";
-    let settled = false;
-    let requestSent = false;
-    let headSent = false;
-    let informational = false;
-    let keepAlive = false;
-    let pending: Buffer[] = [];
-    let complete = false;
-    let waitingDrain = false;
-    let headFailure: Error | undefined;
-
-    const settle = (outcome: ProxyOutcome) => {
-      if (settled) return;
-      settled = true;
-      resolve(outcome);
-    };
-    const workerFailed = (err: Error) => {
-      if (settled) return;
-      if (res.destroyed) return settle("client-gone");
-      if (!res.headersSent) {
-        req.resume();
-        sendProblem(res, 502, `The worker ${workerId} failed while handling the request (${err.message}); it was not retried`, {
-          headers: { "x-svc-worker": workerId },
-        });
-      } else res.destroy();
-      settle("worker-failed");
-    };
-
-    conn.begin({
-      onHead(status, headers, alive) {
-        if (status >= 100 && status < 200) {
-          informational = true;
-          return 1; // no body; the real answer follows
-        }
-        keepAlive = alive;
-        try {
-          res.writeHead(status, downstreamRawHeaders(headers, workerId));
-        } catch (err) {
-          // A header node will not send (invalid characters): the answer cannot be passed on.
-          headFailure = err as Error;
-          return 1;
-        }
-        headSent = true;
-        let known = false;
-        for (let i = 0; i < headers.length; i += 2) if (headers[i]!.toLowerCase() === "content-length") known = true;
-        // Streamed answers: headers go out now, each chunk as it comes.
-        if (!known && !isHead && status !== 204 && status !== 304) res.flushHeaders();
-        return isHead ? 1 : 0;
-      },
-      onBody(chunk) {
-        pending.push(chunk);
-      },
-      onComplete() {
-        if (informational) informational = false;
-        else complete = true;
-      },
-      /** What the parser gave in one read goes down in one write; the last piece ends the answer. */
-      afterRead() {
-        if (settled) return;
-        if (headFailure) {
-          conn.end(false);
-          return workerFailed(headFailure);
-        }
-        if (!headSent) return;
-        const chunks = pending;
-        pending = [];
-        if (complete) {
-          conn.end(keepAlive && requestSent);
-          res.end(chunks.length === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
-          settle("ok");
-          return;
-        }
-        let more = true;
-        for (const chunk of chunks) more = res.write(chunk) && more;
-        if (!more && !waitingDrain) {
-          // The caller reads slower than the worker writes: stop reading the worker until it catches up.
-          waitingDrain = true;
-          conn.socket.pause();
-          res.once("drain", () => {
-            waitingDrain = false;
-            conn.socket.resume();
-          });
-        }
-      },
-      onFailure: workerFailed,
-    });
-
-    // The caller went away: stop the worker's side too (the connection is not reused).
-    res.once("close", () => {
-      if (!settled && !res.writableFinished) {
-        conn.end(false);
-        settle("client-gone");
-      }
-    });
-
-    const host = `${upstream.hostname}:${upstream.port}`;
-    const info = { host: req.headers.host, remote: req.socket.remoteAddress };
-    const hasBody = req.headers["content-length"] !== undefined || req.headers["transfer-encoding"] !== undefined;
-    if (!hasBody) {
-      req.resume();
-      conn.socket.write(requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, false), "latin1");
-      requestSent = true;
-      return;
-    }
-    const length = Number(req.headers["content-length"]);
-    const chunked = req.headers["transfer-encoding"] !== undefined;
-    const head = requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, chunked);
-    if (!chunked && Number.isFinite(length) && length <= SMALL_BODY_BYTES) {
-      // A small body is read whole, then goes up with the head in one write.
-      const parts: Buffer[] = [];
-      req.on("data", (chunk: Buffer) => parts.push(chunk));
-      req.on("end", () => {
-        if (settled) return;
-        conn.socket.write(Buffer.concat([Buffer.from(head, "latin1"), ...parts]));
-        requestSent = true;
-      });
-      return;
-    }
-    // A large or chunked body streams up as it arrives.
-    conn.socket.write(head, "latin1");
-    req.on("data", (chunk: Buffer) => {
-      if (chunk.length === 0) return;
-      const framed = chunked ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`, "latin1"), chunk, CRLF]) : chunk;
-      if (!conn.socket.write(framed)) {
-        req.pause();
-        conn.socket.once("drain", () => req.resume());
-      }
-    });
+  const exchange = openExchange(pool, responseDownstream(req, res), target, req.method === "HEAD");
+  const socket = exchange.socket;
+  const host = exchange.host;
+  const info = { host: req.headers.host, remote: req.socket.remoteAddress };
+  const hasBody = req.headers["content-length"] !== undefined || req.headers["transfer-encoding"] !== undefined;
+  if (!hasBody) {
+    req.resume();
+    socket.write(requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, false), "latin1");
+    exchange.sent();
+    return exchange.outcome;
+  }
+  const length = Number(req.headers["content-length"]);
+  const chunked = req.headers["transfer-encoding"] !== undefined;
+  const head = requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, chunked);
+  if (!chunked && Number.isFinite(length) && length <= SMALL_BODY_BYTES) {
+    // A small body is read whole, then goes up with the head in one write.
+    const parts: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => parts.push(chunk));
     req.on("end", () => {
-      if (chunked && !conn.socket.destroyed) conn.socket.write("0\r\n\r\n");
-      requestSent = true;
+      if (exchange.settled) return;
+      socket.write(Buffer.concat([Buffer.from(head, "latin1"), ...parts]));
+      exchange.sent();
     });
+    return exchange.outcome;
+  }
+  // A large or chunked body streams up as it arrives.
+  socket.write(head, "latin1");
+  req.on("data", (chunk: Buffer) => {
+    if (chunk.length === 0) return;
+    const framed = chunked ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`, "latin1"), chunk, CRLF]) : chunk;
+    if (!socket.write(framed)) {
+      req.pause();
+      socket.once("drain", () => req.resume());
+    }
   });
+  req.on("end", () => {
+    if (chunked && !socket.destroyed) socket.write("0\r\n\r\n");
+    exchange.sent();
+  });
+  return exchange.outcome;
 }

@@ -14,7 +14,7 @@ import type { Principal } from "../auth.js";
 import type { EngineEndpoint } from "../engine.js";
 import { HttpProblem, sendJson, sendProblem } from "../http.js";
 import { OPENAPI_PATH, openApiDocument } from "../openapi.js";
-import { parseRateLimits, RateLimiter, type RateWindow } from "../ratelimit.js";
+import { parseRateLimits, RateLimiter, type RateDecision, type RateWindow } from "../ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
 import { requireAccess, resolveVolume, volumeDir, type ManagementContext } from "./context.js";
 import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacenters.js";
@@ -87,9 +87,14 @@ export class Management {
    * out to be). Past a quota: 429 naming the window, with Retry-After. Worker tokens are not limited: they
    * carry the service's own protocol traffic.
    */
+  /** Count one request of this principal (workers are not limited): the decision, or undefined for a worker. */
+  rateDecision(p: Principal): RateDecision | undefined {
+    return p.worker ? undefined : this.context.limiter.hit(p.userId);
+  }
+
   limit(p: Principal, res: ServerResponse): void {
-    if (p.worker) return;
-    const d = this.context.limiter.hit(p.userId);
+    const d = this.rateDecision(p);
+    if (!d) return;
     res.setHeader("RateLimit", d.rateLimit);
     res.setHeader("RateLimit-Policy", d.policy);
     if (!d.allowed) {

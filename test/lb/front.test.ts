@@ -1,0 +1,290 @@
+// The LB front (src/service/lb/front.ts) on a real service: plain LB requests are served by the front, everything
+// else on the same connection is handed to node:http with its bytes and answered as before. Raw sockets, so that
+// connection reuse, pipelining and split writes are what the test says they are.
+
+import { connect, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startApp, until, type LiveApp } from "./harness.js";
+
+let app: LiveApp;
+let endpointId: string;
+let port: number;
+
+beforeAll(async () => {
+  app = await startApp("fixtures/lb-app", { resources: { api: { workersMin: 1, workersMax: 1, maxConcurrency: 8, idleTimeout: 60 } } });
+  endpointId = app.endpoints.find((e) => e.name === "api")!.id;
+  port = app.service.port;
+  // The one worker is up and ready (its /ping answered 200) before the tests start.
+  await until("a ready worker", async () => {
+    const r = await fetch(`${app.service.url}/lb/${endpointId}/items/warm`, { headers: { authorization: `Bearer ${app.key}` } });
+    return r.status === 200 ? true : undefined;
+  }, 30_000);
+});
+
+afterAll(async () => {
+  await app?.close();
+});
+
+interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/** A raw HTTP/1.1 connection: write bytes, read whole answers (content-length or chunked) in order. */
+class Raw {
+  readonly socket: Socket;
+  private data = Buffer.alloc(0);
+  private waiters: Array<() => void> = [];
+  closed = false;
+
+  constructor(socket?: Socket) {
+    this.socket = socket ?? connect(port, "127.0.0.1");
+    this.socket.on("data", (chunk: Buffer) => {
+      this.data = Buffer.concat([this.data, chunk]);
+      this.wake();
+    });
+    this.socket.on("close", () => {
+      this.closed = true;
+      this.wake();
+    });
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  send(text: string | Buffer): void {
+    this.socket.write(text);
+  }
+
+  /** The next whole answer (a HEAD request's has no body: pass `head`). */
+  async answer(head = false): Promise<Answer> {
+    for (;;) {
+      const parsed = this.parse(head);
+      if (parsed) return parsed;
+      if (this.closed) throw new Error(`connection closed; unparsed: ${this.data.toString("latin1").slice(0, 200)}`);
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+  }
+
+  private parse(head: boolean): Answer | undefined {
+    const end = this.data.indexOf("\r\n\r\n");
+    if (end < 0) return undefined;
+    const lines = this.data.subarray(0, end).toString("latin1").split("\r\n");
+    const status = Number(lines[0]!.split(" ")[1]);
+    const headers: Record<string, string> = {};
+    for (const line of lines.slice(1)) {
+      const i = line.indexOf(":");
+      const name = line.slice(0, i).toLowerCase();
+      headers[name] = headers[name] === undefined ? line.slice(i + 1).trim() : `${headers[name]}, ${line.slice(i + 1).trim()}`;
+    }
+    let offset = end + 4;
+    let body = Buffer.alloc(0);
+    if (head || status === 204 || status === 304) {
+      // no body
+    } else if (headers["transfer-encoding"] === "chunked") {
+      const parts: Buffer[] = [];
+      for (;;) {
+        const lineEnd = this.data.indexOf("\r\n", offset);
+        if (lineEnd < 0) return undefined;
+        const size = parseInt(this.data.subarray(offset, lineEnd).toString("latin1"), 16);
+        if (this.data.length < lineEnd + 2 + size + 2) return undefined;
+        parts.push(this.data.subarray(lineEnd + 2, lineEnd + 2 + size));
+        offset = lineEnd + 2 + size + 2;
+        if (size === 0) break;
+      }
+      body = Buffer.concat(parts);
+    } else {
+      const length = Number(headers["content-length"] ?? 0);
+      if (this.data.length < offset + length) return undefined;
+      body = this.data.subarray(offset, offset + length);
+      offset += length;
+    }
+    this.data = this.data.subarray(offset);
+    return { status, headers, body };
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+const get = (path: string, extra = "") => `GET ${path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nauthorization: Bearer ${app.key}\r\n${extra}\r\n`;
+const post = (path: string, body: string | Buffer, type = "application/json") =>
+  Buffer.concat([
+    Buffer.from(`POST ${path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nauthorization: Bearer ${app.key}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`, "latin1"),
+    Buffer.isBuffer(body) ? body : Buffer.from(body),
+  ]);
+const json = (a: Answer) => JSON.parse(a.body.toString("utf8"));
+const stats = () => app.service.lbFrontStats()!;
+
+describe("the LB front", () => {
+  it("serves plain LB requests itself: headers, rate limits and keep-alive as node:http gives them", async () => {
+    const before = stats();
+    const raw = new Raw();
+    raw.send(get(`/lb/${endpointId}/items/7?q=x`));
+    const first = await raw.answer();
+    expect(first.status).toBe(200);
+    expect(json(first)).toMatchObject({ id: "7", q: "x" });
+    expect(first.headers["x-svc-worker"]).toMatch(/^w/);
+    expect(first.headers["content-type"]).toBe("application/json");
+    expect(first.headers["ratelimit"]).toMatch(/^"minute";r=\d+;t=\d+/);
+    expect(first.headers["ratelimit-policy"]).toMatch(/^"minute";q=\d+;w=60/);
+    expect(first.headers["date"]).toBeTruthy();
+    expect(first.headers["keep-alive"]).toBe("timeout=65");
+    // The worker's own connection headers are not passed on.
+    expect(first.headers["connection"]).toBe("keep-alive");
+    raw.send(post(`/lb/${endpointId}/echo`, '{"a":[1,2]}'));
+    expect(json(await raw.answer())).toEqual({ got: { a: [1, 2] }, contentType: "application/json" });
+    raw.send(get(`/lb/${endpointId}/teapot`));
+    const teapot = await raw.answer();
+    expect([teapot.status, teapot.body.toString(), teapot.headers["set-cookie"], teapot.headers["x-app"]]).toEqual([418, "short and stout", "a=1", "lb-app"]);
+    raw.close();
+    expect(stats().served - before.served).toBe(3);
+  });
+
+  it("hands a connection to node:http at the first request it does not serve, and node answers it and the rest", async () => {
+    const raw = new Raw();
+    raw.send(get(`/lb/${endpointId}/items/1`));
+    expect((await raw.answer()).status).toBe(200);
+    const before = stats();
+    // The job API's health route on the same connection: not an LB request.
+    raw.send(get(`/v2/${endpointId}/health`));
+    const health = await raw.answer();
+    expect(health.status).toBe(200);
+    expect(json(health)).toHaveProperty("workers");
+    expect(stats().handedOver - before.handedOver).toBeGreaterThanOrEqual(1);
+    // node:http now owns the connection and still proxies LB requests (its own path).
+    raw.send(get(`/lb/${endpointId}/items/2`));
+    const after = await raw.answer();
+    expect([after.status, json(after).id]).toEqual([200, "2"]);
+    expect(stats().served).toBe(before.served);
+    raw.close();
+  });
+
+  it("answers pipelined requests in order, the LB ones and a non-LB one behind them", async () => {
+    const raw = new Raw();
+    raw.send(get(`/lb/${endpointId}/slow?ms=150`) + get(`/lb/${endpointId}/items/b`) + get(`/openapi.json`, "accept: application/json\r\n") + get(`/lb/${endpointId}/items/d`));
+    const a = await raw.answer();
+    const b = await raw.answer();
+    const c = await raw.answer();
+    const d = await raw.answer();
+    expect([a.status, b.status, c.status, d.status]).toEqual([200, 200, 200, 200]);
+    expect(json(b).id).toBe("b");
+    expect(json(c)).toHaveProperty("openapi");
+    expect(json(d).id).toBe("d");
+    raw.close();
+  });
+
+  it("waits for a body that arrives in pieces, and serves a head split across writes through node:http", async () => {
+    const raw = new Raw();
+    const whole = post(`/lb/${endpointId}/bytes`, Buffer.from([0, 1, 2, 255, 254, 10, 13, 0]), "application/octet-stream");
+    const headEnd = whole.indexOf("\r\n\r\n") + 4;
+    raw.send(whole.subarray(0, headEnd + 3));
+    await new Promise((r) => setTimeout(r, 50));
+    raw.send(whole.subarray(headEnd + 3));
+    const bytes = await raw.answer();
+    expect([bytes.status, bytes.headers["x-byte-count"], [...bytes.body]]).toEqual([201, "8", [0, 1, 2, 255, 254, 10, 13, 0]]);
+    raw.close();
+
+    const split = new Raw();
+    const request = get(`/lb/${endpointId}/items/split`);
+    split.send(request.slice(0, 20));
+    await new Promise((r) => setTimeout(r, 50));
+    split.send(request.slice(20));
+    const answer = await split.answer();
+    expect([answer.status, json(answer).id]).toEqual([200, "split"]);
+    split.close();
+  });
+
+  it("leaves chunked bodies, HTTP/1.0, bad keys and broken requests to node:http, which answers them as before", async () => {
+    const chunked = new Raw();
+    chunked.send(
+      `POST /lb/${endpointId}/bytes HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.key}\r\ntransfer-encoding: chunked\r\ncontent-type: application/octet-stream\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n`,
+    );
+    const bytes = await chunked.answer();
+    expect([bytes.status, bytes.body.toString()]).toEqual([201, "abcde"]);
+    chunked.close();
+
+    const old = new Raw();
+    old.send(`GET /lb/${endpointId}/items/old HTTP/1.0\r\nauthorization: Bearer ${app.key}\r\n\r\n`);
+    const answer = await old.answer();
+    expect([answer.status, json(answer).id]).toEqual([200, "old"]);
+    await until("HTTP/1.0 connection closed", () => old.closed || undefined, 5000);
+
+    const bad = new Raw();
+    bad.send(`GET /lb/${endpointId}/items/1 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer not-a-key\r\n\r\n`);
+    const refused = await bad.answer();
+    expect([refused.status, refused.headers["content-type"], refused.headers["www-authenticate"]]).toEqual([401, "application/problem+json", "Bearer"]);
+    bad.send(`GET /lb/${endpointId}/items/1 HTTP/1.1\r\nhost: x\r\n\r\n`);
+    expect((await bad.answer()).status).toBe(401);
+    bad.close();
+
+    const broken = new Raw();
+    broken.send(`GET /lb/${endpointId}/items/1 HTTP/1.1\r\nhost: x\r\nbad header line\r\n\r\n`);
+    const problem = await broken.answer();
+    expect([problem.status, problem.headers["content-type"]]).toEqual([400, "application/problem+json"]);
+    broken.close();
+  });
+
+  it("serves a key it has not seen before on the same connection after looking it up", async () => {
+    const { key } = await app.service.mintKey({ scopes: [`jobs:${endpointId}`] });
+    const before = stats();
+    const raw = new Raw();
+    raw.send(get(`/lb/${endpointId}/items/new`).replace(app.key, key));
+    const answer = await raw.answer();
+    expect([answer.status, json(answer).id]).toEqual([200, "new"]);
+    expect(stats().served - before.served).toBe(1);
+    raw.close();
+  });
+
+  it("passes HEAD and streamed answers through, and closes when the caller asks", async () => {
+    const raw = new Raw();
+    raw.send(`HEAD /lb/${endpointId}/items/h HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.key}\r\n\r\n`);
+    const head = await raw.answer(true);
+    expect(head.status).toBe(200);
+    expect(head.body.length).toBe(0);
+    raw.send(get(`/lb/${endpointId}/events?count=3&gap=50`));
+    const events = await raw.answer();
+    expect(events.headers["transfer-encoding"]).toBe("chunked");
+    expect(events.body.toString().match(/^data:/gm)?.length).toBe(3);
+    raw.send(get(`/lb/${endpointId}/items/last`, "connection: close\r\n"));
+    const last = await raw.answer();
+    expect([last.status, last.headers["connection"]]).toEqual([200, "close"]);
+    await until("the server closes the connection", () => raw.closed || undefined, 5000);
+  });
+});
+
+describe("the LB front on a cold endpoint", () => {
+  it("waits through a cold start itself and keeps the connection; answers the route's problems itself", async () => {
+    const cold = await startApp("fixtures/lb-app", { resources: { api: { workersMin: 0, workersMax: 1, maxConcurrency: 4, idleTimeout: 60 } } });
+    try {
+      const id = cold.endpoints.find((e) => e.name === "api")!.id;
+      const before = cold.service.lbFrontStats()!;
+      const socket = connect(cold.service.port, "127.0.0.1");
+      const raw = new Raw(socket);
+      const ask = (path: string) => `GET ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${cold.key}\r\n\r\n`;
+      raw.send(ask(`/lb/${id}/items/first`));
+      const first = await raw.answer();
+      expect([first.status, JSON.parse(first.body.toString()).id]).toEqual([200, "first"]);
+      raw.send(ask(`/lb/${"0".repeat(16)}/items/1`));
+      const missing = await raw.answer();
+      expect([missing.status, missing.headers["content-type"], JSON.parse(missing.body.toString()).detail]).toEqual([404, "application/problem+json", `No endpoint ${"0".repeat(16)}`]);
+      expect(missing.headers["ratelimit"]).toBeTruthy();
+      raw.send(ask(`/lb/${id}/items/second`));
+      expect((await raw.answer()).status).toBe(200);
+      const after = cold.service.lbFrontStats()!;
+      // All three answered by the front on this one connection (the worker's own calls to the service are
+      // other connections, handed to node:http).
+      expect(after.served - before.served).toBe(3);
+      const health = (await (await fetch(`${cold.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${cold.key}` } })).json()) as { coldStarts: { count: number } };
+      expect(health.coldStarts.count).toBe(1);
+      raw.close();
+    } finally {
+      await cold.close();
+    }
+  });
+});
