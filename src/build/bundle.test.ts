@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { UserError } from "../errors.js";
-import { bundleEndpoint, bundleEndpoints } from "./bundle.js";
+import { blamedEndpoints, bundleEndpoint, bundleEndpoints, bundleHint } from "./bundle.js";
 
 const root = mkdtempSync(join(tmpdir(), "svc-bundle-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -90,5 +90,24 @@ describe("bundleEndpoint", () => {
     const error = await bundleEndpoint(root, { endpoint: "n", entry: join(root, "src/bin.ts"), outfile: join(root, "out/n.mjs"), external: [] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UserError);
     expect((error as UserError).problems.join("\n")).toMatch(/imports the binary \.\/addon\.node/);
+  });
+
+  it("blames the endpoints defined in the failing files, or all when the failure is elsewhere", () => {
+    const requests = [
+      { endpoint: "a", definedIn: ["src/a.ts"] },
+      { endpoint: "b", definedIn: ["src/b.ts", "src/b-more.ts"] },
+    ];
+    const at = (file: string) => ({ text: "x", location: { file: `${root}/${file}` } }) as never;
+    expect(blamedEndpoints(requests, [at("src/b-more.ts")], root).map((r) => r.endpoint)).toEqual(["b"]);
+    expect(blamedEndpoints(requests, [at("src/a.ts"), at("src/b.ts")], root).map((r) => r.endpoint)).toEqual(["a", "b"]);
+    // A shared module: any endpoint may import it.
+    expect(blamedEndpoints(requests, [at("src/a.ts"), at("src/shared.ts")], root).map((r) => r.endpoint)).toEqual(["a", "b"]);
+    expect(blamedEndpoints(requests, [{ text: "no location" } as never], root).map((r) => r.endpoint)).toEqual(["a", "b"]);
+  });
+
+  it("hints at imports for resolution failures and at the code (no type-check) for the rest", () => {
+    expect(bundleHint([{ text: 'Could not resolve "x"' }])).toMatch(/^Fix the imports above/);
+    expect(bundleHint([{ text: 'Expected "}" but found ";"' }])).toMatch(/^Fix the code at the places above .*does not type-check/);
+    expect(bundleHint([{ text: 'Expected "}"' }, { text: 'Could not resolve "x"' }])).toMatch(/code .* imports/);
   });
 });

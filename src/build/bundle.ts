@@ -38,6 +38,8 @@ export interface BundleRequest {
   external: readonly string[];
   /** The entry's source, when it is generated and not (necessarily) on disk. */
   source?: string;
+  /** The project files (relative, forward slashes) that define the endpoint: a failure in one of them is its own. */
+  definedIn?: readonly string[];
 }
 
 export interface BundleOptions {
@@ -69,6 +71,28 @@ function problemOf(message: esbuild.Message, root: string): string {
   const where = loc ? `${toPosix(loc.file)}:${loc.line}:${loc.column + 1}: ` : "";
   const note = message.notes.find((n) => n.text)?.text;
   return `${where}${message.text}${note ? ` (${note})` : ""}`.replace(`${root}/`, "");
+}
+
+/**
+ * The endpoints a failed bundle is about: those defined in the files the errors are in, when every error is in
+ * such a file; otherwise (a shared module, a generated entry) all of them, since any may import it. Pure.
+ */
+export function blamedEndpoints<T extends Pick<BundleRequest, "endpoint" | "definedIn">>(requests: readonly T[], errors: readonly esbuild.Message[], root: string): T[] {
+  const files = errors.map((m) => (m.location ? toPosix(m.location.file).replace(`${toPosix(root)}/`, "") : undefined));
+  if (files.some((f) => f === undefined)) return [...requests];
+  const owners = requests.filter((r) => r.definedIn?.some((file) => files.includes(file)));
+  const everyErrorOwned = files.every((f) => requests.some((r) => r.definedIn?.includes(f!)));
+  return everyErrorOwned && owners.length > 0 ? owners : [...requests];
+}
+
+/** What to do about a failed bundle: imports and packages, or the code itself (esbuild does not type-check). Pure. */
+export function bundleHint(errors: readonly Pick<esbuild.Message, "text">[]): string {
+  const imports = errors.some((m) => /^Could not resolve|imports the binary|loads the binary/.test(m.text));
+  const code = errors.some((m) => !/^Could not resolve|imports the binary|loads the binary/.test(m.text));
+  const parts: string[] = [];
+  if (code) parts.push("Fix the code at the places above (svc build bundles with esbuild and does not type-check; run `npx tsc --noEmit` for type errors).");
+  if (imports) parts.push("Fix the imports above; packages an endpoint needs at run time go in its `dependencies`.");
+  return parts.join(" ");
 }
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
@@ -162,10 +186,11 @@ async function runEsbuild(root: string, requests: readonly BundleRequest[], exte
   } catch (err) {
     const failure = err as esbuild.BuildFailure;
     if (Array.isArray(failure.errors)) {
-      const names = requests.map((r) => `"${r.endpoint}"`).join(", ");
-      throw new UserError(`Could not bundle endpoint${requests.length > 1 ? "s" : ""} ${names}`, {
+      const blamed = blamedEndpoints(requests, failure.errors, root);
+      const names = blamed.map((r) => `"${r.endpoint}"`).join(", ");
+      throw new UserError(`Could not bundle endpoint${blamed.length > 1 ? "s" : ""} ${names}`, {
         problems: [...new Set(failure.errors.map((m) => problemOf(m, root)))],
-        hint: "Fix the imports above; packages an endpoint needs at run time go in its `dependencies`.",
+        hint: bundleHint(failure.errors),
       });
     }
     throw err;

@@ -147,6 +147,7 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
         source: entrySources.get(endpoint.name)!,
         outfile: join(staging, handlerPath(endpoint.name)),
         external: [...endpoint.config.dependencies.map(packageNameOf), ...excludedNames],
+        definedIn: [...new Set([endpoint.definedAt.file, ...endpoint.functions.map((f) => f.loc.file), ...endpoint.routes.map((r) => r.loc.file)])],
       })),
       { write: false },
     );

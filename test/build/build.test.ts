@@ -199,6 +199,19 @@ describe("svc build errors", () => {
     expect(result.stderr).not.toMatch(/\n\s+at /);
   });
 
+  it("blames a syntax error on the endpoint whose file has it, not on every endpoint, and says what to fix", async () => {
+    const project = copyFixture("build-empty");
+    writeFileSync(join(project, "src/good.ts"), 'import { Endpoint } from "svc";\nexport const good = Endpoint({ name: "good" })(async function good() {\n  return 1;\n});\n');
+    writeFileSync(join(project, "src/bad.ts"), 'import { Endpoint } from "svc";\nexport const bad = Endpoint({ name: "bad" })(async function bad() {\n  return { a: 1 ;\n});\n');
+    const result = await svc(["build", "-C", project]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('error: Could not bundle endpoint "bad"\n');
+    expect(result.stderr).not.toContain('"good"');
+    expect(result.stderr).toMatch(/ {2}- src\/bad\.ts:3:\d+: Expected "}" but found ";"/);
+    expect(result.stderr).toContain("Fix the code at the places above");
+    expect(result.stderr).not.toContain("Fix the imports");
+  });
+
   it("says when there are no endpoint functions", async () => {
     const project = copyFixture("build-empty");
     const result = await svc(["build", "-C", project]);
