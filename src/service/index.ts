@@ -3,7 +3,7 @@
 
 import { createHash } from "node:crypto";
 import { createReadStream, existsSync } from "node:fs";
-import { copyFile, mkdir, rename } from "node:fs/promises";
+import { copyFile, mkdir, rename, stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
@@ -401,6 +401,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         endpoints.set(row.id, previous ? { ...row, completed: previous.completed, failed: previous.failed, retried: previous.retried } : row);
         engine.endpoints.set(row.id, engineEndpoint(row));
       }
+      // The app, its environment and the build, as an upload and activation would record them: `svc app list`,
+      // `svc app get` and the console show a `svc dev` session's app like any other.
+      const now = Date.now();
+      const environment = (await store.environments(userId, input.app)).find((e) => e.name === input.env);
+      await engine.write([
+        { op: "upsertApp", app: { userId, name: input.app, createdAt: now } },
+        {
+          op: "insertBuild",
+          build: { id: artifactHash, userId, app: input.app, size: (await stat(artifactPath)).size, fingerprint: input.manifest.fingerprint, manifest: input.manifest, path: artifactPath, createdAt: now },
+        },
+        { op: "upsertEnvironment", environment: { userId, app: input.app, name: input.env, buildId: artifactHash, createdAt: environment?.createdAt ?? now, activatedAt: now } },
+      ] as StoreOp[]);
       scaler?.reconcile();
       // issue 4: REST endpoints whose template runs this code follow the new revision
       await management.appChanged();

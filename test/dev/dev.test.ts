@@ -152,7 +152,16 @@ describe("svc dev", () => {
     const apps = runNode([bin, "app", "list", "--json"]);
     expect(apps.stderr).not.toContain("SVC_API_KEY");
     expect(apps.status).toBe(0);
-    expect(JSON.parse(apps.stdout)).toHaveProperty("apps");
+    // The session's own app is listed, with its "dev" environment and the build it runs.
+    const listed = JSON.parse(apps.stdout) as { apps: Array<{ name: string; environments: string[] }> };
+    expect(listed.apps.length).toBe(1);
+    expect(listed.apps[0]!.environments).toEqual(["dev"]);
+    const app = runNode([bin, "app", "get", listed.apps[0]!.name, "--json"]);
+    expect(app.status).toBe(0);
+    const env = (JSON.parse(app.stdout) as { environments: Array<{ env: string; build: string; endpoints: Array<{ name: string }> }> }).environments[0]!;
+    expect(env.env).toBe("dev");
+    expect(env.build).toMatch(/^[0-9a-f]{64}$/);
+    expect(env.endpoints.map((e) => e.name)).toContain("greeter");
     const plan = runNode([bin, "deploy", "--env", "staging", "--dry-run", "--json"]);
     expect(plan.status).toBe(0);
     expect(JSON.parse(plan.stdout)).toMatchObject({ env: "staging", dryRun: true });

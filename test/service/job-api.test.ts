@@ -386,14 +386,17 @@ describe("stream, health, webhook, logs, state", () => {
 
   it("serves the app state the SDK looks endpoints up in", async () => {
     const r = await call(`${t.service.url}/v1/apps/demo/environments/prod`, { key: t.key });
-    expect(r.body).toEqual({
+    // (A deploy records the app, environment and build like an upload and activation: the full environment.)
+    expect(r.body).toMatchObject({
       app: "demo",
       env: "prod",
+      build: expect.stringMatching(/^[0-9a-f]{64}$/),
       endpoints: [
         { name: "echo", id: echo.id, url: echo.url, type: "queue" },
         { name: "other", id: other.id, url: other.url, type: "queue" },
       ],
     });
+    expect((r.body as { endpoints: unknown[] }).endpoints).toHaveLength(2);
     expect((await call(`${t.service.url}/v1/apps/demo/environments/nope`, { key: t.key })).status).toBe(404);
     expect((await call(`${t.service.url}/v1/apps/demo/environments/prod`, { method: "POST", key: t.key })).status).toBe(405);
   });
