@@ -17,17 +17,45 @@ export async function main(argv: string[]): Promise<number> {
     .showSuggestionAfterError(true)
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   for (const register of commands) register(program);
+  // The command that ran: a service validation error names the flag the user typed, not the JSON field it filled.
+  let flags: ReadonlySet<string> = new Set();
+  program.hook("preAction", (_program, action) => {
+    flags = new Set(action.options.map((o) => o.long).filter((l): l is string => l !== undefined));
+  });
   try {
     await program.parseAsync(argv, { from: "user" });
     return typeof process.exitCode === "number" ? process.exitCode : ExitCode.ok;
   } catch (err) {
     // `svc` alone shows the help as asked; a group without its subcommand (`svc volume`) is wrong usage.
     const bare = argv.every((a) => a === "--debug");
-    return report(err, debug, bare);
+    return report(err, debug, bare, flags);
   }
 }
 
-function report(err: unknown, debug: boolean, bare = false): number {
+/** Request fields whose flag is not their kebab-case name (the spec's REST names). */
+const FIELD_FLAGS: Record<string, string> = {
+  gpuTypeIds: "--gpu",
+  executionTimeoutMs: "--execution-timeout",
+  networkVolumeId: "--volume",
+  computeType: "--compute",
+  templateId: "--template",
+  imageName: "--image",
+  containerDiskInGb: "--disk",
+};
+
+/**
+ * A service validation error (`$.workersMin: must be ...`) with the flag of the command that filled that field in
+ * front: `--workers-min ($.workersMin): must be ...`. Unchanged when the command has no such flag. Pure.
+ */
+export function withFlagName(error: string, flags: ReadonlySet<string>): string {
+  const m = /^\$\.([A-Za-z][A-Za-z0-9]*)([^:\s]*)/.exec(error);
+  if (!m) return error;
+  const field = m[1]!;
+  const flag = FIELD_FLAGS[field] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+  return flags.has(flag) ? `${flag} (${m[0]})${error.slice(m[0].length)}` : error;
+}
+
+function report(err: unknown, debug: boolean, bare = false, flags: ReadonlySet<string> = new Set()): number {
   if (err instanceof CommanderError) {
     // Commander already printed its message (unknown option, missing argument, --help, --version).
     if (err.code === "commander.helpDisplayed" || err.code === "commander.version") return ExitCode.ok;
@@ -40,7 +68,7 @@ function report(err: unknown, debug: boolean, bare = false): number {
   const red = (s: string) => (tty ? pc.red(s) : s);
   if (err instanceof ApiError) {
     process.stderr.write(`${red("error")}: the service answered ${err.status} ${err.problem.title}: ${err.problem.detail}\n`);
-    for (const e of err.problem.errors ?? []) process.stderr.write(`  - ${e}\n`);
+    for (const e of err.problem.errors ?? []) process.stderr.write(`  - ${withFlagName(e, flags)}\n`);
     const hint = apiErrorHint(err.status);
     if (hint) process.stderr.write(`${hint}\n`);
     if (debug && err.stack) process.stderr.write(`${err.stack}\n`);

@@ -55,12 +55,13 @@ it("creates, lists, gets, updates and deletes volumes", async () => {
   const shrink = await svc(["volume", "update", volume.id, "--size", "20"]);
   expect(shrink.code).toBe(ExitCode.api);
   expect(shrink.stderr).toContain("422 Unprocessable Entity: The network volume update is not valid");
-  expect(shrink.stderr).toContain("- $.size: a volume never shrinks (it has 80 GB; give 80 or more)");
+  expect(shrink.stderr).toContain("- --size ($.size): a volume never shrinks (it has 80 GB; give 80 or more)");
   const bad = await svc(["volume", "create", "--name", "", "--size", "5", "--data-center", "moon"]);
   expect(bad.code).toBe(ExitCode.api);
-  expect(bad.stderr).toContain("- $.name: must not be empty");
-  expect(bad.stderr).toContain("- $.size: must be at least 10");
-  expect(bad.stderr).toContain('- $.dataCenter: unknown data center "moon" (known: local)');
+  // Each error names the flag that set the field.
+  expect(bad.stderr).toContain("- --name ($.name): must not be empty");
+  expect(bad.stderr).toContain("- --size ($.size): must be at least 10");
+  expect(bad.stderr).toContain('- --data-center ($.dataCenter): unknown data center "moon" (known: local)');
   expect((await svc(["volume", "create", "--name", "x", "--size", "ten"])).code).toBe(ExitCode.usage);
 
   expect(JSON.parse((await svc(["volume", "delete", volume.id, "--yes", "--json"])).stdout)).toEqual({ id: volume.id, deleted: true });
@@ -84,7 +85,7 @@ it("creates templates and endpoints, shows why an endpoint waits, updates and de
   expect(updated).toMatchObject({ id: endpoint.id, idleTimeout: 30 });
   const wrong = await svc(["endpoint", "update", endpoint.id, "--workers-min", "5"]);
   expect(wrong.code).toBe(ExitCode.api);
-  expect(wrong.stderr).toContain("- $.workersMin: must not exceed workersMax (2)");
+  expect(wrong.stderr).toContain("- --workers-min ($.workersMin): must not exceed workersMax (2)");
   expect((await svc(["endpoint", "delete", endpoint.id, "--yes"])).stdout).toContain(`deleted endpoint ${endpoint.id}`);
   expect((await svc(["endpoint", "get", endpoint.id])).code).toBe(ExitCode.api);
 }, 60_000);

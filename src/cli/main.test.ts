@@ -1,0 +1,19 @@
+import { describe, expect, it } from "vitest";
+import { withFlagName } from "./main.js";
+
+describe("service validation errors in CLI terms", () => {
+  const flags = new Set(["--name", "--workers-min", "--gpu", "--execution-timeout", "--json"]);
+
+  it("puts the flag that filled the field in front, keeping the field's path", () => {
+    expect(withFlagName("$.workersMin: must be at least 0", flags)).toBe("--workers-min ($.workersMin): must be at least 0");
+    expect(withFlagName("$.name: must not be empty", flags)).toBe("--name ($.name): must not be empty");
+    // Fields whose flag has another name, and paths into a field.
+    expect(withFlagName('$.gpuTypeIds[1]: unknown GPU type "X"', flags)).toBe('--gpu ($.gpuTypeIds[1]): unknown GPU type "X"');
+    expect(withFlagName("$.executionTimeoutMs: must be a positive integer", flags)).toBe("--execution-timeout ($.executionTimeoutMs): must be a positive integer");
+  });
+
+  it("leaves errors alone when the command has no such flag, or the error names no field", () => {
+    expect(withFlagName("$.size: must be at least 10", flags)).toBe("$.size: must be at least 10");
+    expect(withFlagName("the body must be a JSON object", flags)).toBe("the body must be a JSON object");
+  });
+});
