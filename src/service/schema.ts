@@ -202,8 +202,9 @@ export const SCHEMAS = {
       expiresAt: { type: ["integer", "null"], description: "Epoch milliseconds, or null for no expiry" },
       revokedAt: { type: ["integer", "null"], description: "Epoch milliseconds, or null while the key is valid" },
       key: { type: "string", description: "The secret; only in the answer to the creation" },
+      inUse: { type: "boolean", description: "This is the key the request was made with" },
     },
-    required: ["id", "name", "userId", "scopes", "createdAt", "expiresAt", "revokedAt"],
+    required: ["id", "name", "userId", "scopes", "createdAt", "expiresAt", "revokedAt", "inUse"],
   },
   ErrorResponse: {
     type: "object",

@@ -117,9 +117,20 @@ describe("svc keys revoke", () => {
     expect(await works()).toBe(0);
     const refused = await svc(["keys", "revoke", key.id], { CI: "true" });
     expect(refused.code).toBe(ExitCode.usage);
-    expect(refused.stderr).toContain(`This revokes API key ${key.id}`);
+    expect(refused.stderr).toContain(`This revokes API key ${key.id} ("ci")`);
+    expect(refused.stderr).not.toContain("THE KEY THIS CLI USES");
     expect(refused.stderr).toContain("--yes");
     expect(await works()).toBe(0);
+    // The list marks the key the CLI runs with; revoking that one says so. A wrong id fails before anything is asked.
+    const listed = JSON.parse((await svc(["keys", "list", "--json"])).stdout) as Array<{ id: string; inUse: boolean }>;
+    const mine = listed.filter((k) => k.inUse);
+    expect(mine).toHaveLength(1);
+    expect(mine[0]!.id).not.toBe(key.id);
+    const own = await svc(["keys", "revoke", mine[0]!.id], { CI: "true" });
+    expect(own.code).toBe(ExitCode.usage);
+    expect(own.stderr).toContain(`This revokes API key ${mine[0]!.id}, THE KEY THIS CLI USES (SVC_API_KEY)`);
+    const wrong = await svc(["keys", "revoke", "keynope"], { CI: "true" });
+    expect([wrong.code, wrong.stderr.includes("404 Not Found")]).toEqual([ExitCode.api, true]);
     const done = await svc(["keys", "revoke", key.id, "--yes"]);
     expect(done.code).toBe(0);
     expect(done.stdout).toContain(`revoked API key ${key.id}`);

@@ -4,12 +4,12 @@ import { confirmDestructive } from "../confirm.js";
 import { defined, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
-type Key = { id: string; name: string | null; userId: string; scopes: string[]; createdAt: number; expiresAt: number | null; revokedAt: number | null; key?: string };
+type Key = { id: string; name: string | null; userId: string; scopes: string[]; createdAt: number; expiresAt: number | null; revokedAt: number | null; inUse?: boolean; key?: string };
 
 /** The API's times are epoch milliseconds (--json keeps them); people read ISO times. */
 const readable = (k: Key) => {
   const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
-  return { ...k, createdAt: iso(k.createdAt), expiresAt: iso(k.expiresAt), revokedAt: iso(k.revokedAt) };
+  return { ...k, createdAt: iso(k.createdAt), expiresAt: iso(k.expiresAt), revokedAt: iso(k.revokedAt), inUse: k.inUse ? "yes (this CLI)" : "" };
 };
 
 export function register(program: Command): void {
@@ -35,7 +35,7 @@ export function register(program: Command): void {
     .option("--json", "print JSON")
     .action(async (o: { user?: string; json?: boolean }) => {
       const list = await management<Key[]>("GET", `/v1/keys${o.user ? `?userId=${encodeURIComponent(o.user)}` : ""}`);
-      createOutput({ json: o.json }).result(list, () => table(list.map(readable), ["id", "name", "userId", "scopes", "expiresAt", "revokedAt"]));
+      createOutput({ json: o.json }).result(list, () => table(list.map(readable), ["id", "name", "userId", "scopes", "expiresAt", "revokedAt", "inUse"]));
     });
   keys
     .command("revoke")
@@ -45,7 +45,12 @@ export function register(program: Command): void {
     .option("--json", "print JSON")
     .action(async (id: string, o: { yes?: boolean; json?: boolean }) => {
       const out = createOutput({ json: o.json });
-      await confirmDestructive(out, o.yes, `revokes API key ${id}: every request with it is refused from then on, including this CLI's if it is the key in use`);
+      // Fetched first: a wrong id fails before anything is asked, and the question says when it is this CLI's key.
+      const key = await management<Key>("GET", `/v1/keys/${encodeURIComponent(id)}`);
+      const what = key.inUse
+        ? `revokes API key ${id}, THE KEY THIS CLI USES (SVC_API_KEY): every command after this one is refused with 401 until you set another key`
+        : `revokes API key ${id}${key.name ? ` ("${key.name}")` : ""}: every request with it is refused from then on`;
+      await confirmDestructive(out, o.yes, what);
       const k = await management<Key>("DELETE", `/v1/keys/${encodeURIComponent(id)}`);
       out.result(k, () => `revoked API key ${k.id}`);
     });

@@ -19,8 +19,9 @@ import { readObjectBody, requireAccess, type ManagementContext } from "./context
 import type { KeyRecord } from "./store.js";
 
 /** A key's record as the API answers it; its times are epoch milliseconds, as in every other record. */
-export function keyJson(k: KeyRecord) {
-  return { id: k.id, name: k.name, userId: k.userId, scopes: k.scopes, createdAt: k.createdAt, expiresAt: k.expiresAt, revokedAt: k.revokedAt };
+/** A key as the API shows it; `inUse`: it is the key of the request being answered. */
+export function keyJson(k: KeyRecord, callerKeyId?: string) {
+  return { id: k.id, name: k.name, userId: k.userId, scopes: k.scopes, createdAt: k.createdAt, expiresAt: k.expiresAt, revokedAt: k.revokedAt, inUse: k.id === callerKeyId };
 }
 
 /** Keys the service makes for its own workers are not the user's to manage. */
@@ -67,7 +68,7 @@ export async function keyRoute(ctx: ApiContext, m: ManagementContext, p: Princip
       const url = new URL(req.url ?? "/", "http://svc.invalid");
       const userId = url.searchParams.get("userId") ?? p.userId;
       if (userId !== p.userId && !operator) throw new HttpProblem(403, "Only the operator's admin key may list other users' keys");
-      return sendJson(res, m.store.keys(userId).filter(listed).map(keyJson));
+      return sendJson(res, m.store.keys(userId).filter(listed).map((k) => keyJson(k, p.keyId)));
     }
     if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
     const body = await readObjectBody(req);
@@ -81,7 +82,7 @@ export async function keyRoute(ctx: ApiContext, m: ManagementContext, p: Princip
   }
   if (method === "GET") {
     req.resume();
-    return sendJson(res, keyJson(own(id)));
+    return sendJson(res, keyJson(own(id), p.keyId));
   }
   if (method === "DELETE") {
     req.resume();
@@ -89,7 +90,7 @@ export async function keyRoute(ctx: ApiContext, m: ManagementContext, p: Princip
     m.store.revokeKey(id, Date.now());
     // Cached answers would keep a revoked key working: forget them.
     ctx.keyring.forget();
-    return sendJson(res, keyJson(m.store.key(id)!));
+    return sendJson(res, keyJson(m.store.key(id)!, p.keyId));
   }
   throw new HttpProblem(405, `${method} is not allowed here; use GET or DELETE`, { headers: { allow: "GET, DELETE" } });
 }
