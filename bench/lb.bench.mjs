@@ -1,6 +1,7 @@
 // Load-balanced endpoints: requests/s and p50 latency through the service's proxy ({service}/lb/{id}/...,
 // authenticated, balanced, streamed) beside the same requests sent straight to the worker's own port, in the
-// same run, against the same real worker process. Target: the proxy costs at most 1.5x direct.
+// same run, against the same real worker process. Target: the proxy costs at most 1.5x direct. Also printed:
+// the floor of the extra hop (a plain TCP relay) and the proxy without the LB front (node:http only).
 import { mkdtempSync, rmSync, cpSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,13 +31,19 @@ export async function run() {
   Object.assign(build.manifest.resources.api, { workersMin: 1, workersMax: 1, maxConcurrency: 1000, env: { LB_APP_INIT_MS: "0" } });
   const key = "bench-key";
   const service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key] });
+  // The same app on a second service without the LB front (SVC_LB_FRONT=off): the node:http path, for comparison.
+  const plain = await startService({ dataDir: join(work, "data-plain"), driver: createProcessDriver({ cacheDir: join(work, "cache-plain") }), apiKeys: [key], lbFront: false });
   const auth = { authorization: `Bearer ${key}` };
   const relays = [];
   try {
     const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
+    const [plainEndpoint] = await plain.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
     const proxied = `${service.url}/lb/${endpoint.id}`;
-    const first = await request(`${proxied}/items/warm`, { headers: auth });
-    if (first.status !== 200) throw new Error(`proxy warm-up failed: ${first.status} ${first.body}`);
+    const proxiedPlain = `${plain.url}/lb/${plainEndpoint.id}`;
+    for (const url of [proxied, proxiedPlain]) {
+      const first = await request(`${url}/items/warm`, { headers: auth });
+      if (first.status !== 200) throw new Error(`proxy warm-up failed: ${first.status} ${first.body}`);
+    }
     // The worker's own address, from the service's log of its registration.
     const logs = JSON.parse((await request(`${service.url}/v1/endpoints/${endpoint.id}/logs`, { headers: auth })).body).lines;
     const direct = logs.map((l) => /registered at (http:\/\/[^\s;]+)/.exec(l.text)?.[1]).find(Boolean);
@@ -63,6 +70,7 @@ export async function run() {
         { name: "direct", url: `${direct}/items/{i}` },
         { name: "proxy", url: `${proxied}/items/{i}`, headers: auth },
         { name: "relay", url: `http://127.0.0.1:${relay.address().port}/items/{i}`, latencyOnly: true },
+        { name: "nodeHttp", url: `${proxiedPlain}/items/{i}`, headers: auth, latencyOnly: true },
       ],
       warmup: 3000,
       latencyN: 1000,
@@ -74,6 +82,7 @@ export async function run() {
     const p50Direct = measured.direct.p50;
     const p50Proxy = measured.proxy.p50;
     const p50Relay = measured.relay.p50;
+    const p50NodeHttp = measured.nodeHttp.p50;
     const directRps = measured.direct.rps;
     const proxyRps = measured.proxy.rps;
 
@@ -99,6 +108,17 @@ export async function run() {
         met: undefined,
       },
       {
+        // Its own worker (same code, another process) answers as fast as the first: the same baseline serves.
+        name: "p50 latency via proxy without the LB front (node:http)",
+        value: p50NodeHttp,
+        unit: "ms",
+        baselineName: "worker port directly",
+        baseline: p50Direct,
+        ratio: p50NodeHttp / p50Direct,
+        target: "",
+        met: undefined,
+      },
+      {
         name: "requests/s via proxy (16 clients)",
         value: proxyRps,
         unit: "req/s",
@@ -113,6 +133,7 @@ export async function run() {
   } finally {
     for (const relay of relays) relay.close();
     await service.close();
+    await plain.close();
     rmSync(work, { recursive: true, force: true });
   }
 }
