@@ -274,12 +274,16 @@ describe("the LB front on a cold endpoint", () => {
       const missing = await raw.answer();
       expect([missing.status, missing.headers["content-type"], JSON.parse(missing.body.toString()).detail]).toEqual([404, "application/problem+json", `No endpoint ${"0".repeat(16)}`]);
       expect(missing.headers["ratelimit"]).toBeTruthy();
+      // HEAD: the same headers, no body (the next answer on the connection parses right after them).
+      raw.send(`HEAD /lb/${"0".repeat(16)}/items/1 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${cold.key}\r\n\r\n`);
+      const headMissing = await raw.answer(true);
+      expect([headMissing.status, headMissing.headers["content-length"], headMissing.body.length]).toEqual([404, missing.headers["content-length"], 0]);
       raw.send(ask(`/lb/${id}/items/second`));
       expect((await raw.answer()).status).toBe(200);
       const after = cold.service.lbFrontStats()!;
-      // All three answered by the front on this one connection (the worker's own calls to the service are
+      // All four answered by the front on this one connection (the worker's own calls to the service are
       // other connections, handed to node:http).
-      expect(after.served - before.served).toBe(3);
+      expect(after.served - before.served).toBe(4);
       const health = (await (await fetch(`${cold.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${cold.key}` } })).json()) as { coldStarts: { count: number } };
       expect(health.coldStarts.count).toBe(1);
       raw.close();

@@ -285,25 +285,26 @@ class FrontConnection {
         if (this.socket.destroyed) return lb.release(admitted);
         if (!lb.canExchange(admitted)) {
           lb.release(admitted);
-          return this.problem(502, `The worker ${admitted.id} speaks https, which the LB front does not forward; set SVC_LB_FRONT=off`, {}, limits);
+          return this.problem(502, `The worker ${admitted.id} speaks https, which the LB front does not forward; set SVC_LB_FRONT=off`, {}, limits, head.method === "HEAD");
         }
         void lb.serve(admitted, () => this.forward(admitted, head, target.path, limits, body));
       },
       (err: unknown) => {
         this.gone = undefined;
-        if (err instanceof HttpProblem) this.problem(err.status, err.message, err.headers ?? {}, limits);
+        if (err instanceof HttpProblem) this.problem(err.status, err.message, err.headers ?? {}, limits, head.method === "HEAD");
         // else: the caller left while waiting
       },
     );
   }
 
   /** A problem+json answer of the LB route (the request's bytes were read whole). */
-  private problem(status: number, detail: string, headers: Record<string, string>, limits: string): void {
+  private problem(status: number, detail: string, headers: Record<string, string>, limits: string, isHead: boolean): void {
     if (this.socket.destroyed) return;
     const text = JSON.stringify(problemBody(status, detail));
     let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Unknown"}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n`;
     for (const [name, value] of Object.entries(headers)) head += `${name}: ${value}\r\n`;
-    this.socket.write(`${head}${limits}date: ${httpDate()}\r\n${this.connectionHeaders()}\r\n${text}`);
+    // (An answer to HEAD has the headers of the answer to GET, and no body.)
+    this.socket.write(`${head}${limits}date: ${httpDate()}\r\n${this.connectionHeaders()}\r\n${isHead ? "" : text}`);
     this.answered();
   }
 
