@@ -99,3 +99,38 @@ it("refuses a second service on the same data directory while the first lives, a
   expect(await stop(again.child)).toBe(0);
   expect(readdirSync(join(dir, "data"))).not.toContain("service.pid");
 }, 60_000);
+
+it("a start that cannot listen says why and what to do, and leaves no data directory it created", async () => {
+  const { createServer } = await import("node:net");
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+  const port = (taken.address() as { port: number }).port;
+  const run = (dataDir: string, args: string[]) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const env = { ...process.env };
+      delete env.SVC_API_KEY;
+      const child = spawn(process.execPath, [join(repo, "bin", "svc.js"), "server", "--data-dir", dataDir, "--workers", "none", ...args], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] });
+      let stderr = "";
+      child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+      child.once("exit", (code) => resolve({ code, stderr }));
+    });
+  try {
+    const fresh = join(dir, "fresh-data");
+    const busy = await run(fresh, ["--port", String(port)]);
+    expect(busy.code).toBe(1);
+    expect(busy.stderr).toContain(`error: Port ${port} is already in use`);
+    expect(busy.stderr).toContain("--port");
+    expect(() => statSync(fresh)).toThrow();
+    const nowhere = await run(fresh, ["--port", "0", "--host", "10.254.254.254"]);
+    expect(nowhere.code).toBe(1);
+    expect(nowhere.stderr).toContain("error: Cannot listen on 10.254.254.254: no such address on this machine");
+    expect(nowhere.stderr).not.toMatch(/internal error|\n\s+at /);
+    expect(() => statSync(fresh)).toThrow();
+    // A data directory that already held a service's data keeps it.
+    const kept = await run(join(dir, "data"), ["--port", String(port)]);
+    expect(kept.code).toBe(1);
+    expect(readdirSync(join(dir, "data"))).toContain("admin-key");
+  } finally {
+    taken.close();
+  }
+});

@@ -3,7 +3,7 @@
 
 import type { Command } from "commander";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { UsageError, UserError } from "../../errors.js";
@@ -57,6 +57,21 @@ async function loadDriver(kind: string, dataDir: string, log: (message: string) 
   return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache") });
 }
 
+/** Why the service could not listen, as something the user can act on; other errors unchanged. */
+export function listenError(err: unknown, host: string, port: number): unknown {
+  switch ((err as NodeJS.ErrnoException).code) {
+    case "EADDRINUSE":
+      return new UserError(`Port ${port} is already in use`, { hint: "Pass another one with --port <n> (0 for any free port)." });
+    case "EACCES":
+      return new UserError(`Not allowed to listen on port ${port}`, { hint: "Ports below 1024 need privileges: pass --port 1024 or above (default 8600)." });
+    case "EADDRNOTAVAIL":
+    case "ENOTFOUND":
+      return new UserError(`Cannot listen on ${host}: no such address on this machine`, { hint: "Pass --host 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)." });
+    default:
+      return err;
+  }
+}
+
 export function register(program: Command): void {
   program
     .command("server")
@@ -74,6 +89,9 @@ export function register(program: Command): void {
         throw new UsageError(`--workers must be "process", "docker" or "none", not "${opts.workers}"`);
       }
       const dataDir = resolve(opts.dataDir ?? defaultDataDir());
+      // A data dir this start creates is removed again if the start fails: no admin key or empty database is
+      // left behind by a typo in --port or --host.
+      const fresh = !existsSync(dataDir) || readdirSync(dataDir).length === 0;
       mkdirSync(dataDir, { recursive: true });
       const admin = resolveAdminKey(dataDir);
       const driver = await loadDriver(opts.workers, dataDir, (message) => out.info(message));
@@ -89,10 +107,8 @@ export function register(program: Command): void {
           log: (message) => out.info(message),
         });
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
-          throw new UserError(`Port ${port} is already in use`, { hint: "Pass another one with --port <n> (0 for any free port)." });
-        }
-        throw err;
+        if (fresh) rmSync(dataDir, { recursive: true, force: true });
+        throw listenError(err, opts.host, port);
       }
       out.info(`svc service listening (data in ${dataDir}, workers: ${opts.workers})`);
       if (admin.source === "generated") out.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
