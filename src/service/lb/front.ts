@@ -349,7 +349,7 @@ class FrontConnection {
   }
 
   private forward(worker: LbWorker, head: Head, path: string, limits: string, body: Buffer) {
-    const down = this.downstream(limits);
+    const down = this.downstream(limits, head.method === "HEAD");
     const exchange = this.front.deps.lb.exchange(worker, down, head.method === "HEAD");
     const text = requestHead(head.method, path, exchange.host, head.headers, { host: head.host, remote: this.remote }, false);
     if (body.length === 0) exchange.socket.write(text, "latin1");
@@ -397,13 +397,15 @@ class FrontConnection {
   }
 
   /** The worker's answer, written straight to the caller's socket. */
-  private downstream(limits: string): Downstream {
+  private downstream(limits: string, isHead: boolean): Downstream {
     const socket = this.socket;
     let pendingHead: string | undefined;
     let headWritten = false;
     let chunked = false;
     const connection = () => this.connectionHeaders();
-    const frame = (chunk: Buffer): Buffer[] => (chunked ? [Buffer.from(`${chunk.length.toString(16)}\r\n`, "latin1"), chunk, Buffer.from("\r\n", "latin1")] : [chunk]);
+    // (An empty piece framed would be the last chunk: it is nothing to send.)
+    const frame = (chunk: Buffer): Buffer[] =>
+      chunk.length === 0 ? [] : chunked ? [Buffer.from(`${chunk.length.toString(16)}\r\n`, "latin1"), chunk, Buffer.from("\r\n", "latin1")] : [chunk];
     const send = (parts: Buffer[]): boolean => {
       if (pendingHead !== undefined) {
         parts.unshift(Buffer.from(pendingHead, "latin1"));
@@ -437,7 +439,7 @@ class FrontConnection {
       },
       write: (chunk) => send(frame(chunk)),
       end: (chunk) => {
-        const parts = chunk && chunk.length > 0 ? frame(chunk) : [];
+        const parts = chunk ? frame(chunk) : [];
         if (chunked) parts.push(LAST_CHUNK);
         send(parts);
         this.answered();
@@ -451,7 +453,7 @@ class FrontConnection {
         if (headWritten) return void socket.destroy();
         const text = JSON.stringify(problemBody(502, detail));
         socket.write(
-          `HTTP/1.1 502 ${STATUS_CODES[502]}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nx-svc-worker: ${workerId}\r\n${limits}date: ${httpDate()}\r\n${connection()}\r\n${text}`,
+          `HTTP/1.1 502 ${STATUS_CODES[502]}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nx-svc-worker: ${workerId}\r\n${limits}date: ${httpDate()}\r\n${connection()}\r\n${isHead ? "" : text}`,
         );
         this.answered();
       },
