@@ -3,6 +3,15 @@
 // short commands run without blocking the test's own process.
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll } from "vitest";
+import { startTestService, type TestService } from "./service/helpers.js";
+
+/** The compiled CLI, as users run it. */
+export const SVC_BIN = fileURLToPath(new URL("../bin/svc.js", import.meta.url));
 
 export function firstJsonOnStdout<T>(child: ChildProcessWithoutNullStreams, what: string, timeoutMs: number, stderr: () => string): Promise<T> {
   let stdout = "";
@@ -44,4 +53,40 @@ export function runProgram(
     child.on("close", (code) => resolve({ code, stdout, stderr }));
     if (opts.input !== undefined) child.stdin!.end(opts.input);
   });
+}
+
+/**
+ * For a test file that drives the CLI against a real service: the service and a scratch working directory
+ * (started before the file's tests, removed after), the environment to run the CLI with (this process's SVC_*
+ * settings and CI left out, NO_COLOR set, the service's URL and admin key, then `extra`), and `svc` running
+ * node bin/svc.js with it.
+ */
+export function cliAgainstTestService(cwdPrefix: string) {
+  let service: TestService | undefined;
+  let dir: string | undefined;
+  beforeAll(async () => {
+    service = await startTestService();
+    dir = mkdtempSync(join(tmpdir(), cwdPrefix));
+  });
+  afterAll(async () => {
+    await service?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+  const env = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => {
+    const base: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
+    for (const k of Object.keys(base)) if (k.startsWith("SVC_") || k === "CI") delete base[k];
+    return { ...base, SVC_API_URL: service!.service.url, SVC_API_KEY: service!.key, ...extra };
+  };
+  return {
+    get t(): TestService {
+      return service!;
+    },
+    get cwd(): string {
+      return dir!;
+    },
+    env,
+    /** Run `file` (node bin/svc.js by default is `svc`) with the CLI's environment, in the scratch directory. */
+    run: (file: string, args: string[], extra: Record<string, string> = {}, input?: string) => runProgram(file, args, { cwd: dir!, env: env(extra), input }),
+    svc: (args: string[], extra: Record<string, string> = {}, input?: string) => runProgram(process.execPath, [SVC_BIN, ...args], { cwd: dir!, env: env(extra), input }),
+  };
 }

@@ -41,6 +41,19 @@ export function sendProblem(res: ServerResponse, status: number, detail: string,
   res.end(text);
 }
 
+/**
+ * A whole problem+json answer as raw HTTP/1.1, for code that writes to a socket itself (node's clientError, the
+ * LB front). `headerLines`: more header lines, each ending in CRLF. Without `body` (an answer to HEAD), the
+ * headers announce the body but it is not sent. Pure.
+ */
+export function problemResponse(status: number, detail: string, headerLines: string, body = true): string {
+  const text = JSON.stringify(problemBody(status, detail));
+  return (
+    `HTTP/1.1 ${status} ${TITLES[status] ?? "Error"}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n` +
+    `${headerLines}\r\n${body ? text : ""}`
+  );
+}
+
 export function sendJson(res: ServerResponse, value: unknown, status = 200): void {
   const text = JSON.stringify(value);
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });

@@ -14,7 +14,7 @@ import type { Manifest, ManifestResource } from "../sdk/manifest.js";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
 import { JobEngine, type EngineEndpoint } from "./engine.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
-import { problemBody, sendProblem, TITLES } from "./http.js";
+import { problemResponse, sendProblem } from "./http.js";
 import { artifactLimit } from "./deploy/upload.js";
 import { Scaler } from "./scaler.js";
 import { openSqliteStore } from "./store/sqlite.js";
@@ -324,10 +324,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     const status = err.code === "HPE_HEADER_OVERFLOW" ? 431 : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
     const detail =
       status === 431 ? "The request's headers are larger than the limit of 16 KiB" : status === 408 ? "The request's headers did not arrive in time" : `The request is not valid HTTP (${err.code ?? err.message})`;
-    const text = JSON.stringify(problemBody(status, detail));
-    socket.end(
-      `HTTP/1.1 ${status} ${TITLES[status]}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
-    );
+    socket.end(problemResponse(status, detail, "connection: close\r\n"));
   });
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     handleRequest(context, req, res).catch((err: unknown) => {

@@ -3,37 +3,15 @@
 // naming --yes and change nothing; on a terminal (a real pseudo-terminal, through `script`) they ask, and only
 // "y" goes ahead; --yes skips the question.
 
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runProgram } from "../cli-output.js";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { cliAgainstTestService, SVC_BIN as bin } from "../cli-output.js";
 import { ExitCode } from "../../src/errors.js";
-import { call, startTestService, type TestService } from "../service/helpers.js";
+import { call } from "../service/helpers.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const bin = join(repo, "bin", "svc.js");
-let t: TestService;
-let cwd: string;
-
-beforeAll(async () => {
-  t = await startTestService();
-  cwd = mkdtempSync(join(tmpdir(), "svc-cli-confirm-"));
-});
-afterAll(async () => {
-  await t?.close();
-  if (cwd) rmSync(cwd, { recursive: true, force: true });
-});
-
-function env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const base: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
-  for (const k of Object.keys(base)) if (k.startsWith("SVC_") || k === "CI") delete base[k];
-  return { ...base, SVC_API_URL: t.service.url, SVC_API_KEY: t.key, ...extra };
-}
+const cli = cliAgainstTestService("svc-cli-confirm-");
 
 /** Run a program against the test service, writing `input` to its stdin. */
-const run = (file: string, args: string[], extra: Record<string, string>, input: string) => runProgram(file, args, { cwd, env: env(extra), input });
+const run = (file: string, args: string[], extra: Record<string, string>, input: string) => cli.run(file, args, extra, input);
 
 /** Without a terminal: stdin (which says "y"), stdout and stderr are pipes. */
 const svc = (args: string[], extra: Record<string, string> = {}) => run(process.execPath, [bin, ...args], extra, "y\n");
@@ -45,11 +23,11 @@ async function svcOnTty(args: string[], answer: string, extra: Record<string, st
   return { code: r.code, output: r.stdout };
 }
 
-const volumeExists = async (id: string) => (await call(`${t.service.url}/v2/network-volumes/${id}`, { key: t.key })).status === 200;
-const endpointExists = async (id: string) => (await call(`${t.service.url}/v1/endpoints/${id}`, { key: t.key })).status === 200;
+const volumeExists = async (id: string) => (await call(`${cli.t.service.url}/v2/network-volumes/${id}`, { key: cli.t.key })).status === 200;
+const endpointExists = async (id: string) => (await call(`${cli.t.service.url}/v1/endpoints/${id}`, { key: cli.t.key })).status === 200;
 
 async function newVolume(): Promise<string> {
-  return (await call(`${t.service.url}/v2/network-volumes`, { key: t.key, body: { name: "models", size: 10, dataCenter: "local" } })).body.id;
+  return (await call(`${cli.t.service.url}/v2/network-volumes`, { key: cli.t.key, body: { name: "models", size: 10, dataCenter: "local" } })).body.id;
 }
 
 describe("svc volume delete", () => {
@@ -95,8 +73,8 @@ describe("svc volume delete", () => {
 
 describe("svc endpoint delete", () => {
   it("refuses without --yes and keeps the endpoint; deletes with it", async () => {
-    const template = (await call(`${t.service.url}/v1/templates`, { key: t.key, body: { name: "img", imageName: "ubuntu:24.04" } })).body;
-    const endpoint = (await call(`${t.service.url}/v1/endpoints`, { key: t.key, body: { name: "api", templateId: template.id, gpuTypeIds: ["ADA_24"], workersMax: 1 } })).body;
+    const template = (await call(`${cli.t.service.url}/v1/templates`, { key: cli.t.key, body: { name: "img", imageName: "ubuntu:24.04" } })).body;
+    const endpoint = (await call(`${cli.t.service.url}/v1/endpoints`, { key: cli.t.key, body: { name: "api", templateId: template.id, gpuTypeIds: ["ADA_24"], workersMax: 1 } })).body;
     expect(endpoint.id).toEqual(expect.any(String));
     const refused = await svc(["endpoint", "delete", endpoint.id], { CI: "true" });
     expect(refused.code).toBe(ExitCode.usage);
@@ -112,7 +90,7 @@ describe("svc endpoint delete", () => {
 
 describe("svc keys revoke", () => {
   it("refuses without --yes and the key keeps working; revokes with it", async () => {
-    const key = (await call(`${t.service.url}/v1/keys`, { key: t.key, body: { scopes: ["management:read"], name: "ci" } })).body;
+    const key = (await call(`${cli.t.service.url}/v1/keys`, { key: cli.t.key, body: { scopes: ["management:read"], name: "ci" } })).body;
     const works = async () => (await svc(["volume", "list", "--json"], { SVC_API_KEY: key.key })).code;
     expect(await works()).toBe(0);
     const refused = await svc(["keys", "revoke", key.id], { CI: "true" });

@@ -3,36 +3,16 @@
 // printed instead of running a command. Each runs node bin/svc.js against real servers on 127.0.0.1.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runProgram } from "../cli-output.js";
+import { cliAgainstTestService } from "../cli-output.js";
 import { createServer, type Server } from "node:http";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { ExitCode } from "../../src/errors.js";
-import { call, startTestService, type TestService } from "../service/helpers.js";
+import { call } from "../service/helpers.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const bin = join(repo, "bin", "svc.js");
-let t: TestService;
-let cwd: string;
-
-beforeAll(async () => {
-  t = await startTestService();
-  cwd = mkdtempSync(join(tmpdir(), "svc-cli-errors-"));
-});
-afterAll(async () => {
-  await t?.close();
-  if (cwd) rmSync(cwd, { recursive: true, force: true });
-});
-
-function svc(args: string[], extra: Record<string, string> = {}) {
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1", CI: "true" };
-  for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
-  Object.assign(env, { SVC_API_URL: t.service.url, SVC_API_KEY: t.key }, extra);
-  return runProgram(process.execPath, [bin, ...args], { cwd, env });
-}
+const cli = cliAgainstTestService("svc-cli-errors-");
+const svc = (args: string[], extra: Record<string, string> = {}) => cli.svc(args, { CI: "true", ...extra });
 
 describe("updates with nothing to change", () => {
   it("are wrong usage (exit 2) before any request, naming where the settings are", async () => {
@@ -59,7 +39,7 @@ describe("API errors say what to do", () => {
   });
 
   it("403 (a key without the scope) says how to get a key with it", async () => {
-    const reader = (await call(`${t.service.url}/v1/keys`, { key: t.key, body: { scopes: ["management:read"] } })).body;
+    const reader = (await call(`${cli.t.service.url}/v1/keys`, { key: cli.t.key, body: { scopes: ["management:read"] } })).body;
     const r = await svc(["volume", "create", "--name", "n", "--size", "10"], { SVC_API_KEY: reader.key });
     expect(r.code).toBe(ExitCode.api);
     expect(r.stderr).toContain("403 Forbidden");
@@ -76,7 +56,7 @@ describe("API errors say what to do", () => {
 
 describe("svc init on a path that is not a directory", () => {
   it("a file as the project directory is a user error (exit 1)", async () => {
-    const file = join(cwd, "notes.txt");
+    const file = join(cli.cwd, "notes.txt");
     writeFileSync(file, "mine\n");
     const r = await svc(["init", file]);
     expect(r.code).toBe(ExitCode.user);
@@ -85,7 +65,7 @@ describe("svc init on a path that is not a directory", () => {
   });
 
   it("a file on the way (ENOTDIR) names that file", async () => {
-    const file = join(cwd, "plain");
+    const file = join(cli.cwd, "plain");
     writeFileSync(file, "mine\n");
     const r = await svc(["init", join(file, "app")]);
     expect(r.code).toBe(ExitCode.user);
@@ -93,7 +73,7 @@ describe("svc init on a path that is not a directory", () => {
   });
 
   it("a file where the template needs a directory (src) fails before writing anything", async () => {
-    const dir = join(cwd, "half");
+    const dir = join(cli.cwd, "half");
     mkdirSync(dir);
     writeFileSync(join(dir, "src"), "mine\n");
     const r = await svc(["init", dir]);

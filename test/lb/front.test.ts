@@ -167,6 +167,7 @@ describe("the LB front", () => {
 
   it("answers pipelined requests in order, the LB ones and a non-LB one behind them", async () => {
     const raw = new Raw();
+    const before = stats();
     raw.send(get(`/lb/${endpointId}/slow?ms=150`) + get(`/lb/${endpointId}/items/b`) + get(`/openapi.json`, "accept: application/json\r\n") + get(`/lb/${endpointId}/items/d`));
     const a = await raw.answer();
     const b = await raw.answer();
@@ -176,10 +177,13 @@ describe("the LB front", () => {
     expect(json(b).id).toBe("b");
     expect(json(c)).toHaveProperty("openapi");
     expect(json(d).id).toBe("d");
+    // The two LB requests ahead of the non-LB one were the front's; from that one on, node:http's.
+    expect(stats().served - before.served).toBe(2);
     raw.close();
   });
 
   it("waits for a body that arrives in pieces, and serves a head split across writes through node:http", async () => {
+    const before = stats();
     const raw = new Raw();
     const whole = post(`/lb/${endpointId}/bytes`, Buffer.from([0, 1, 2, 255, 254, 10, 13, 0]), "application/octet-stream");
     const headEnd = whole.indexOf("\r\n\r\n") + 4;
@@ -188,6 +192,7 @@ describe("the LB front", () => {
     raw.send(whole.subarray(headEnd + 3));
     const bytes = await raw.answer();
     expect([bytes.status, bytes.headers["x-byte-count"], [...bytes.body]]).toEqual([201, "8", [0, 1, 2, 255, 254, 10, 13, 0]]);
+    expect(stats().served - before.served).toBe(1);
     raw.close();
 
     const split = new Raw();
@@ -197,10 +202,12 @@ describe("the LB front", () => {
     split.send(request.slice(20));
     const answer = await split.answer();
     expect([answer.status, json(answer).id]).toEqual([200, "split"]);
+    expect(stats().served - before.served).toBe(1);
     split.close();
   });
 
   it("leaves chunked bodies, HTTP/1.0, bad keys and broken requests to node:http, which answers them as before", async () => {
+    const before = stats();
     const chunked = new Raw();
     chunked.send(
       `POST /lb/${endpointId}/bytes HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.key}\r\ntransfer-encoding: chunked\r\ncontent-type: application/octet-stream\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n`,
@@ -228,6 +235,9 @@ describe("the LB front", () => {
     const problem = await broken.answer();
     expect([problem.status, problem.headers["content-type"]]).toEqual([400, "application/problem+json"]);
     broken.close();
+    // None of them was the front's: each connection went to node:http (workers' own connections may add more).
+    expect(stats().served).toBe(before.served);
+    expect(stats().handedOver - before.handedOver).toBeGreaterThanOrEqual(4);
   });
 
   it("serves a key it has not seen before on the same connection after looking it up", async () => {
@@ -242,6 +252,7 @@ describe("the LB front", () => {
   });
 
   it("passes HEAD and streamed answers through, and closes when the caller asks", async () => {
+    const before = stats();
     const raw = new Raw();
     raw.send(`HEAD /lb/${endpointId}/items/h HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.key}\r\n\r\n`);
     const head = await raw.answer(true);
@@ -255,6 +266,7 @@ describe("the LB front", () => {
     const last = await raw.answer();
     expect([last.status, last.headers["connection"]]).toEqual([200, "close"]);
     await until("the server closes the connection", () => raw.closed || undefined, 5000);
+    expect(stats().served - before.served).toBe(3);
   });
 });
 
@@ -306,7 +318,11 @@ describe("the LB front under mixed traffic", () => {
       raw.close();
       expect(statuses).toEqual(requests.map((r) => r.status));
     };
+    const before = stats();
     for (let batch = 0; batch < 5; batch++) await Promise.all(Array.from({ length: 10 }, session));
+    // Both sides of the hand-over were exercised.
+    expect(stats().served - before.served).toBeGreaterThan(20);
+    expect(stats().handedOver - before.handedOver).toBeGreaterThan(10);
   });
 });
 

@@ -2,42 +2,13 @@
 // --json results on stdout, human tables otherwise, and API problems (detail and each `errors` entry) on
 // stderr with the API exit code.
 
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
+import { expect, it } from "vitest";
+import { cliAgainstTestService } from "../cli-output.js";
 import { ExitCode } from "../../src/errors.js";
-import { startTestService, type TestService } from "../service/helpers.js";
 
-const run = promisify(execFile);
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-let t: TestService;
-let cwd: string;
-
-beforeAll(async () => {
-  t = await startTestService();
-  cwd = mkdtempSync(join(tmpdir(), "svc-mgmt-cli-"));
-});
-afterAll(async () => {
-  await t?.close();
-  if (cwd) rmSync(cwd, { recursive: true, force: true });
-});
-
-async function svc(args: string[], key = t.key): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [join(repo, "bin", "svc.js"), ...args], {
-      cwd,
-      env: { ...process.env, SVC_API_URL: t.service.url, SVC_API_KEY: key, NO_COLOR: "1" },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const cli = cliAgainstTestService("svc-mgmt-cli-");
+/** `svc args...` with the service's admin key, or with `key`. */
+const svc = (args: string[], key?: string) => cli.svc(args, key === undefined ? {} : { SVC_API_KEY: key });
 
 it("creates, lists, gets, updates and deletes volumes", async () => {
   const created = await svc(["volume", "create", "--name", "models", "--size", "40", "--json"]);
@@ -78,7 +49,7 @@ it("creates templates and endpoints, shows why an endpoint waits, updates and de
   const created = await svc(["endpoint", "create", "--name", "api", "--template", template.id, "--gpu", "ADA_24,AMPERE_48", "--workers-max", "2", "--json"]);
   expect(created.code).toBe(0);
   const endpoint = JSON.parse(created.stdout);
-  expect(endpoint).toMatchObject({ name: "api", gpuTypeIds: ["ADA_24", "AMPERE_48"], workersMax: 2, status: "WAITING", url: `${t.service.url}/v2/${endpoint.id}` });
+  expect(endpoint).toMatchObject({ name: "api", gpuTypeIds: ["ADA_24", "AMPERE_48"], workersMax: 2, status: "WAITING", url: `${cli.t.service.url}/v2/${endpoint.id}` });
   expect(created.stderr).toContain("none of the GPU types ADA_24, AMPERE_48 is available on this host");
   expect((await svc(["endpoint", "list"])).stdout).toMatch(new RegExp(`${endpoint.id}\\s+api\\s+WAITING`));
   const updated = JSON.parse((await svc(["endpoint", "update", endpoint.id, "--idle-timeout", "30", "--json"])).stdout);

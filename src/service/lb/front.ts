@@ -17,7 +17,7 @@
 import { STATUS_CODES, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Principal } from "../auth.js";
-import { credentialFromHeader, HttpProblem, problemBody } from "../http.js";
+import { credentialFromHeader, HttpProblem, problemResponse } from "../http.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
 import { llhttp, requestHead, SMALL_BODY_BYTES, type Downstream, type LlhttpParser } from "./proxy.js";
 
@@ -300,11 +300,10 @@ class FrontConnection {
   /** A problem+json answer of the LB route (the request's bytes were read whole). */
   private problem(status: number, detail: string, headers: Record<string, string>, limits: string, isHead: boolean): void {
     if (this.socket.destroyed) return;
-    const text = JSON.stringify(problemBody(status, detail));
-    let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Unknown"}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n`;
-    for (const [name, value] of Object.entries(headers)) head += `${name}: ${value}\r\n`;
+    let lines = "";
+    for (const [name, value] of Object.entries(headers)) lines += `${name}: ${value}\r\n`;
     // (An answer to HEAD has the headers of the answer to GET, and no body.)
-    this.socket.write(`${head}${limits}date: ${httpDate()}\r\n${this.connectionHeaders()}\r\n${isHead ? "" : text}`);
+    this.socket.write(problemResponse(status, detail, `${lines}${limits}date: ${httpDate()}\r\n${this.connectionHeaders()}`, !isHead));
     this.answered();
   }
 
@@ -402,7 +401,6 @@ class FrontConnection {
     let pendingHead: string | undefined;
     let headWritten = false;
     let chunked = false;
-    const connection = () => this.connectionHeaders();
     // (An empty piece framed would be the last chunk: it is nothing to send.)
     const frame = (chunk: Buffer): Buffer[] =>
       chunk.length === 0 ? [] : chunked ? [Buffer.from(`${chunk.length.toString(16)}\r\n`, "latin1"), chunk, Buffer.from("\r\n", "latin1")] : [chunk];
@@ -432,7 +430,7 @@ class FrontConnection {
         }
         if (!date) text += `date: ${httpDate()}\r\n`;
         chunked = framing === "stream";
-        text += `${limits}${connection()}${chunked ? "transfer-encoding: chunked\r\n" : ""}\r\n`;
+        text += `${limits}${this.connectionHeaders()}${chunked ? "transfer-encoding: chunked\r\n" : ""}\r\n`;
         pendingHead = text;
         // A streamed answer's head goes out now; a whole one with its body.
         if (chunked) send([]);
@@ -451,11 +449,7 @@ class FrontConnection {
       workerFailed: (workerId, detail) => {
         // Part of the answer went out: it can only be cut short.
         if (headWritten) return void socket.destroy();
-        const text = JSON.stringify(problemBody(502, detail));
-        socket.write(
-          `HTTP/1.1 502 ${STATUS_CODES[502]}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nx-svc-worker: ${workerId}\r\n${limits}date: ${httpDate()}\r\n${connection()}\r\n${isHead ? "" : text}`,
-        );
-        this.answered();
+        this.problem(502, detail, { "x-svc-worker": workerId }, limits, isHead);
       },
     };
   }

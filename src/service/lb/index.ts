@@ -350,28 +350,31 @@ export class LbRouter {
    * none is free. Throws the HttpProblem to answer; any other rejection means the caller left (`onGone`).
    */
   async admit(principal: Principal, endpointId: string, onGone: (gone: () => void) => void): Promise<PoolWorker> {
-    if (principal.worker) throw new HttpProblem(403, "A worker token cannot call load-balanced endpoints");
-    const endpoint = this.deps.endpoints.get(endpointId);
-    if (!endpoint || endpoint.userId !== principal.userId) throw new HttpProblem(404, `No endpoint ${endpointId}`);
-    if (!canUseJobs(principal, endpointId)) throw new HttpProblem(403, `This API key has no access to endpoint ${endpointId}`);
-    if (endpoint.type !== "lb") {
-      throw new HttpProblem(400, `Endpoint ${endpointId} is queue-based; send jobs to /v2/${endpointId}/run or /runsync`);
-    }
-    if (this.closed) throw new HttpProblem(503, "The service is shutting down");
-    const worker = await this.acquire(endpoint, onGone);
+    const checked = this.check(principal, endpointId);
+    if (checked instanceof HttpProblem) throw checked;
+    const worker = await this.acquire(checked, onGone);
     this.coldStartServed(endpointId, worker.id);
     return worker;
   }
 
+  /** The checks of an LB request before a worker is looked for: its endpoint, or the problem to answer (no side effects). */
+  private check(principal: Principal, endpointId: string): EndpointRow | HttpProblem {
+    if (principal.worker) return new HttpProblem(403, "A worker token cannot call load-balanced endpoints");
+    const endpoint = this.deps.endpoints.get(endpointId);
+    if (!endpoint || endpoint.userId !== principal.userId) return new HttpProblem(404, `No endpoint ${endpointId}`);
+    if (!canUseJobs(principal, endpointId)) return new HttpProblem(403, `This API key has no access to endpoint ${endpointId}`);
+    if (endpoint.type !== "lb") return new HttpProblem(400, `Endpoint ${endpointId} is queue-based; send jobs to /v2/${endpointId}/run or /runsync`);
+    if (this.closed) return new HttpProblem(503, "The service is shutting down");
+    return endpoint;
+  }
+
   /**
    * The LB front's fast path (front.ts): a ready worker of `endpointId` for this principal's request, taken now,
-   * when every check of `route` passes and nothing needs waiting; undefined when `route` must decide (it answers
+   * when every check of `route` passes and nothing needs waiting; undefined when `admit` must decide (it answers
    * the problems and waits for workers). Give the worker back with `release` or use it with `serve`.
    */
   takeNow(principal: Principal, endpointId: string): LbWorker | undefined {
-    if (principal.worker || this.closed) return undefined;
-    const endpoint = this.deps.endpoints.get(endpointId);
-    if (!endpoint || endpoint.userId !== principal.userId || endpoint.type !== "lb" || !canUseJobs(principal, endpointId)) return undefined;
+    if (this.check(principal, endpointId) instanceof HttpProblem) return undefined;
     // Requests already waiting for a worker go first.
     if ((this.waiters.get(endpointId)?.length ?? 0) > 0) return undefined;
     const worker = this.take(endpointId);
