@@ -10,16 +10,20 @@
 // request on: node:http then answers exactly as it would have (the LB route included). One request at a time per
 // connection; pipelined requests wait their turn.
 //
-// It reads requests with llhttp, node:http's own parser (fed exactly one request head at a time, so request
-// boundaries are known and a hand-over can give node the bytes of the request it has not answered), and
-// passes the worker's answer on through the same exchange as the node:http path (proxy.ts `openExchange`).
+// It reads each request head by its bytes (head-scan.ts: a strict subset of HTTP/1.1, checked against llhttp;
+// anything outside it is node's), one request at a time, so request boundaries are known and a hand-over can
+// give node the bytes of the request it has not answered. The head sent up is the caller's lines copied, in one
+// buffer with the body. The worker's answer comes back through the same exchange as the node:http path
+// (proxy.ts `openExchange`); a small whole one is written to the caller in one buffer (`whole`). The
+// connection is the downstream of its current request itself: no objects, closures or promises a request.
 
 import { STATUS_CODES, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Principal } from "../auth.js";
 import { credentialFromHeader, HttpProblem, problemResponse } from "../http.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
-import { llhttp, requestHead, SMALL_BODY_BYTES, type Downstream, type LlhttpParser } from "./proxy.js";
+import { latin1Write, scanRequestHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
+import { llhttp, SMALL_BODY_BYTES, type Downstream } from "./proxy.js";
 
 export interface FrontDeps {
   lb: LbRouter;
@@ -45,6 +49,7 @@ const SWEEP_MS = 2_000;
 /** A request whose body stops arriving for this long is handed to node:http (which then applies its timeouts). */
 const STALLED_MS = 4_000;
 const LAST_CHUNK = Buffer.from("0\r\n\r\n", "latin1");
+const CRLF = Buffer.from("\r\n", "latin1");
 
 let dateText = "";
 let dateSecond = 0;
@@ -64,19 +69,6 @@ export function mayBeLb(data: Buffer, headEnd: number): boolean {
   if (space > 0 && space < 16 && data[space + 1] === 0x2f && data[space + 2] === 0x6c && data[space + 3] === 0x62 && data[space + 4] === 0x2f) return true;
   const host = data.indexOf(LB_HOST);
   return host > 0 && host < headEnd;
-}
-
-/** One request head, as the front needs it. */
-interface Head {
-  method: string;
-  url: string;
-  headers: string[];
-  keepAlive: boolean;
-  /** Set when the front must not serve it (node:http will). */
-  refuse: boolean;
-  authorization?: string;
-  host?: string;
-  contentLength: number;
 }
 
 export class LbFront {
@@ -136,15 +128,19 @@ export class LbFront {
   }
 }
 
-class FrontConnection {
+class FrontConnection implements Downstream {
   private buffer: Buffer | undefined;
   /** A request is being served (its answer is not over). */
   private busy = false;
   private closeAfter = false;
-  private gone: (() => void) | undefined;
-  private readonly parser: LlhttpParser;
-  private head: Head | undefined;
-  private partial: string[] = [];
+  /** Called if the caller leaves while its request waits or is served. */
+  private goneListener: (() => void) | undefined;
+  // The answer in progress (see Downstream, below).
+  private limits = "";
+  private isHead = false;
+  private pendingHead: string | undefined;
+  private headWritten = false;
+  private chunked = false;
   private readonly remote: string | undefined;
   /** The key last looked up for the request at the head of the buffer (looked up once, then node:http decides). */
   private lookedUp: string | undefined;
@@ -155,16 +151,6 @@ class FrontConnection {
     private readonly front: LbFront,
     readonly socket: Socket,
   ) {
-    const P = llhttp!.Parser;
-    this.parser = new P();
-    this.parser[P.kOnHeaders] = ((headers: string[]) => {
-      this.partial.push(...headers);
-    }) as never;
-    this.parser[P.kOnHeadersComplete] = ((major: number, minor: number, headers: string[] | undefined, method: number, url: string, _s: unknown, _m: unknown, upgrade: boolean, keepAlive: boolean) => {
-      this.head = this.readHead(major === 1 && minor === 1 && !upgrade, headers ?? this.partial, method, url, keepAlive);
-      this.partial = [];
-      return 1; // the front reads the body itself
-    }) as never;
     this.remote = socket.remoteAddress;
     socket.on("data", this.onData);
     socket.on("end", this.onEnd);
@@ -197,8 +183,8 @@ class FrontConnection {
 
   private readonly onClose = () => {
     this.front.connections.delete(this);
-    const gone = this.gone;
-    this.gone = undefined;
+    const gone = this.goneListener;
+    this.goneListener = undefined;
     gone?.();
   };
 
@@ -232,11 +218,8 @@ class FrontConnection {
     const headEnd = data.indexOf(HEAD_END);
     // Not all of the head is here (or not an LB request at all): node:http takes it from here.
     if (headEnd < 0 || headEnd + 4 > MAX_HEAD_BYTES || !mayBeLb(data, headEnd)) return this.giveToNode();
-    this.head = undefined;
-    this.parser.initialize(llhttp!.Parser.REQUEST, {}, MAX_HEAD_BYTES, 0);
-    const parsed = this.parser.execute(data.subarray(0, headEnd + 4));
-    const head = this.head as Head | undefined;
-    if (parsed instanceof Error || !head || head.refuse) return this.giveToNode();
+    const head = scanRequestHead(data, headEnd, SMALL_BODY_BYTES);
+    if (!head) return this.giveToNode();
     const total = headEnd + 4 + head.contentLength;
     if (data.length < total) {
       // The body is on its way: wait for it (nothing decided yet; a stalled body goes to node:http on timeout).
@@ -274,23 +257,23 @@ class FrontConnection {
     if (!head.keepAlive || this.front.closing) this.closeAfter = true;
     this.front.stats.served++;
     if (worker) {
-      void lb.serve(worker, () => this.forward(worker, head, target.path, limits, body));
+      this.forward(worker, data, head, target.path, limits, body);
       return;
     }
     // No worker free now (a cold start, all busy) or a problem to answer: the LB route's own checks and wait,
     // here, so that the caller's connection stays on the front afterwards.
-    lb.admit(principal, target.endpointId, (gone) => (this.gone = gone)).then(
+    lb.admit(principal, target.endpointId, (gone) => (this.goneListener = gone)).then(
       (admitted) => {
-        this.gone = undefined;
+        this.goneListener = undefined;
         if (this.socket.destroyed) return lb.release(admitted);
         if (!lb.canExchange(admitted)) {
           lb.release(admitted);
           return this.problem(502, `The worker ${admitted.id} speaks https, which the LB front does not forward; set SVC_LB_FRONT=off`, {}, limits, head.method === "HEAD");
         }
-        void lb.serve(admitted, () => this.forward(admitted, head, target.path, limits, body));
+        this.forward(admitted, data, head, target.path, limits, body);
       },
       (err: unknown) => {
-        this.gone = undefined;
+        this.goneListener = undefined;
         if (err instanceof HttpProblem) this.problem(err.status, err.message, err.headers ?? {}, limits, head.method === "HEAD");
         // else: the caller left while waiting
       },
@@ -311,50 +294,15 @@ class FrontConnection {
     return this.closeAfter ? "connection: close\r\n" : `connection: keep-alive\r\nkeep-alive: timeout=${Math.floor(this.front.deps.keepAliveMs / 1000)}\r\n`;
   }
 
-  /** What the front needs of a parsed head; `refuse` when node:http must serve it. */
-  private readHead(http11: boolean, headers: string[], method: number, url: string, keepAlive: boolean): Head {
-    const head: Head = { method: llhttp!.methods[method] ?? "", url, headers, keepAlive, refuse: !http11 || url[0] !== "/", contentLength: 0 };
-    let lengths = 0;
-    for (let i = 0; i < headers.length && !head.refuse; i += 2) {
-      const name = headers[i]!;
-      // Only the names the front acts on are lowercased (by length first: most headers are none of them).
-      switch (name.length) {
-        case 4:
-          if (name.toLowerCase() === "host") head.host = head.host === undefined ? headers[i + 1] : (head.refuse = true, undefined);
-          break;
-        case 6:
-          if (name.toLowerCase() === "expect") head.refuse = true;
-          break;
-        case 7:
-          if (name.toLowerCase() === "upgrade") head.refuse = true;
-          break;
-        case 13:
-          if (name.toLowerCase() === "authorization") head.authorization = head.authorization === undefined ? headers[i + 1] : ((head.refuse = true), undefined);
-          break;
-        case 14:
-          if (name.toLowerCase() === "content-length") {
-            const value = headers[i + 1]!;
-            lengths++;
-            if (!/^\d{1,6}$/.test(value) || Number(value) > SMALL_BODY_BYTES || lengths > 1) head.refuse = true;
-            else head.contentLength = Number(value);
-          }
-          break;
-        case 17:
-          if (name.toLowerCase() === "transfer-encoding") head.refuse = true;
-          break;
-      }
-    }
-    return head;
-  }
-
-  private forward(worker: LbWorker, head: Head, path: string, limits: string, body: Buffer) {
-    const down = this.downstream(limits, head.method === "HEAD");
-    const exchange = this.front.deps.lb.exchange(worker, down, head.method === "HEAD");
-    const text = requestHead(head.method, path, exchange.host, head.headers, { host: head.host, remote: this.remote }, false);
-    if (body.length === 0) exchange.socket.write(text, "latin1");
-    else exchange.socket.write(Buffer.concat([Buffer.from(text, "latin1"), body]));
+  private forward(worker: LbWorker, data: Buffer, head: ScannedRequest, path: string, limits: string, body: Buffer) {
+    this.limits = limits;
+    this.isHead = head.method === "HEAD";
+    this.pendingHead = undefined;
+    this.headWritten = false;
+    this.chunked = false;
+    const exchange = this.front.deps.lb.exchange(worker, this, this.isHead);
+    exchange.socket.write(upstreamRequestBytes(data, head, path, exchange.host, this.remote, body));
     exchange.sent();
-    return exchange.outcome;
   }
 
   /** After a key lookup: decide again on the same bytes (the caller may have left meanwhile). */
@@ -368,7 +316,7 @@ class FrontConnection {
   /** The answer is over: the next request (if already here), or close when asked. */
   private answered(): void {
     this.busy = false;
-    this.gone = undefined;
+    this.goneListener = undefined;
     if (this.closeAfter) {
       this.socket.end();
       return;
@@ -395,62 +343,85 @@ class FrontConnection {
     socket.resume();
   }
 
-  /** The worker's answer, written straight to the caller's socket. */
-  private downstream(limits: string, isHead: boolean): Downstream {
-    const socket = this.socket;
-    let pendingHead: string | undefined;
-    let headWritten = false;
-    let chunked = false;
-    // (An empty piece framed would be the last chunk: it is nothing to send.)
-    const frame = (chunk: Buffer): Buffer[] =>
-      chunk.length === 0 ? [] : chunked ? [Buffer.from(`${chunk.length.toString(16)}\r\n`, "latin1"), chunk, Buffer.from("\r\n", "latin1")] : [chunk];
-    const send = (parts: Buffer[]): boolean => {
-      if (pendingHead !== undefined) {
-        parts.unshift(Buffer.from(pendingHead, "latin1"));
-        pendingHead = undefined;
-        headWritten = true;
-      }
-      if (parts.length === 0) return true;
-      return socket.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
-    };
-    return {
-      get gone() {
-        return socket.destroyed;
-      },
-      head: (status, headers, framing) => {
-        let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Unknown"}\r\n`;
-        let date = false;
-        for (let i = 0; i < headers.length; i += 2) {
-          const name = headers[i]!;
-          const lower = name.length === 4 || name.length === 9 || name.length === 16 ? name.toLowerCase() : "";
-          if (lower === "date") date = true;
-          // The service's rate-limit state replaces a worker's (as node:http's setHeader does on that path).
-          else if (lower === "ratelimit" || lower === "ratelimit-policy") continue;
-          text += `${name}: ${headers[i + 1]}\r\n`;
-        }
-        if (!date) text += `date: ${httpDate()}\r\n`;
-        chunked = framing === "stream";
-        text += `${limits}${this.connectionHeaders()}${chunked ? "transfer-encoding: chunked\r\n" : ""}\r\n`;
-        pendingHead = text;
-        // A streamed answer's head goes out now; a whole one with its body.
-        if (chunked) send([]);
-      },
-      write: (chunk) => send(frame(chunk)),
-      end: (chunk) => {
-        const parts = chunk ? frame(chunk) : [];
-        if (chunked) parts.push(LAST_CHUNK);
-        send(parts);
-        this.answered();
-      },
-      onDrain: (listener) => socket.once("drain", listener),
-      onGone: (listener) => {
-        this.gone = listener;
-      },
-      workerFailed: (workerId, detail) => {
-        // Part of the answer went out: it can only be cut short.
-        if (headWritten) return void socket.destroy();
-        this.problem(502, detail, { "x-svc-worker": workerId }, limits, isHead);
-      },
-    };
+  // ---- Downstream: the worker's answer, written straight to the caller's socket. The connection is the
+  // downstream of its one request at a time (no object or closures a request); `forward` resets the state.
+
+  get gone(): boolean {
+    return this.socket.destroyed;
+  }
+
+  /** (An empty piece framed would be the last chunk: it is nothing to send.) */
+  private frame(chunk: Buffer): Buffer[] {
+    return chunk.length === 0 ? [] : this.chunked ? [Buffer.from(`${chunk.length.toString(16)}\r\n`, "latin1"), chunk, CRLF] : [chunk];
+  }
+
+  private send(parts: Buffer[]): boolean {
+    if (this.pendingHead !== undefined) {
+      parts.unshift(Buffer.from(this.pendingHead, "latin1"));
+      this.pendingHead = undefined;
+      this.headWritten = true;
+    }
+    if (parts.length === 0) return true;
+    return this.socket.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+  }
+
+  head(status: number, headers: string[], framing: "length" | "none" | "stream"): void {
+    let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Unknown"}\r\n`;
+    let date = false;
+    for (let i = 0; i < headers.length; i += 2) {
+      const name = headers[i]!;
+      const lower = name.length === 4 || name.length === 9 || name.length === 16 ? name.toLowerCase() : "";
+      if (lower === "date") date = true;
+      // The service's rate-limit state replaces a worker's (as node:http's setHeader does on that path).
+      else if (lower === "ratelimit" || lower === "ratelimit-policy") continue;
+      text += `${name}: ${headers[i + 1]}\r\n`;
+    }
+    if (!date) text += `date: ${httpDate()}\r\n`;
+    this.chunked = framing === "stream";
+    text += `${this.limits}${this.connectionHeaders()}${this.chunked ? "transfer-encoding: chunked\r\n" : ""}\r\n`;
+    this.pendingHead = text;
+    // A streamed answer's head goes out now; a whole one with its body.
+    if (this.chunked) this.send([]);
+  }
+
+  write(chunk: Buffer): boolean {
+    return this.send(this.frame(chunk));
+  }
+
+  end(chunk: Buffer | undefined): void {
+    const parts = chunk ? this.frame(chunk) : [];
+    if (this.chunked) parts.push(LAST_CHUNK);
+    this.send(parts);
+    this.answered();
+  }
+
+  onDrain(listener: () => void): void {
+    this.socket.once("drain", listener);
+  }
+
+  onGone(listener: () => void): void {
+    this.goneListener = listener;
+  }
+
+  whole(answer: ScannedResponse, data: Buffer, bodyStart: number, workerId: string): void {
+    const first = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? "Unknown"}\r\n`;
+    const last = `x-svc-worker: ${workerId}\r\n${answer.date ? "" : `date: ${httpDate()}\r\n`}${this.limits}${this.connectionHeaders()}\r\n`;
+    const lines = answer.lines;
+    let size = first.length + last.length + answer.contentLength;
+    for (let k = 0; k < lines.length; k += 2) size += lines[k + 1]! - lines[k]!;
+    const out = Buffer.allocUnsafe(size);
+    let at = latin1Write(out, first, 0);
+    for (let k = 0; k < lines.length; k += 2) at += data.copy(out, at, lines[k], lines[k + 1]);
+    at += latin1Write(out, last, at);
+    data.copy(out, at, bodyStart, bodyStart + answer.contentLength);
+    this.headWritten = true;
+    this.socket.write(out);
+    this.answered();
+  }
+
+  workerFailed(workerId: string, detail: string): void {
+    // Part of the answer went out: it can only be cut short.
+    if (this.headWritten) return void this.socket.destroy();
+    this.problem(502, detail, { "x-svc-worker": workerId }, this.limits, this.isHead);
   }
 }

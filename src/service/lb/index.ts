@@ -33,11 +33,19 @@ export function lbEndpointUrl(serviceUrl: string, endpointId: string): string {
 
 /** Which LB endpoint and path a request addresses, from its path or Host header. Pure. */
 export function lbTarget(rawUrl: string, host: string | undefined): { endpointId: string; path: string } | undefined {
-  // Cheap first tests: every authenticated request (the job API's included) asks this.
-  const byPath = rawUrl.startsWith("/lb/") ? /^\/lb\/([a-z0-9]+)(\/[^]*)?$/.exec(rawUrl.split("?")[0]!) : null;
-  if (byPath) {
-    const query = rawUrl.includes("?") ? rawUrl.slice(rawUrl.indexOf("?")) : "";
-    return { endpointId: byPath[1]!, path: `${byPath[2] ?? "/"}${query}` };
+  // Cheap first tests, no regular expression: every authenticated request (the job API's included) asks this.
+  if (rawUrl.startsWith("/lb/")) {
+    // /lb/{id}[/path][?query], id of [a-z0-9]
+    let end = 4;
+    for (; end < rawUrl.length; end++) {
+      const c = rawUrl.charCodeAt(end);
+      if (!((c >= 97 && c <= 122) || (c >= 48 && c <= 57))) break;
+    }
+    const after = rawUrl.charCodeAt(end);
+    if (end > 4 && (end === rawUrl.length || after === 0x2f || after === 0x3f)) {
+      const rest = rawUrl.slice(end);
+      return { endpointId: rawUrl.slice(4, end), path: after === 0x2f ? rest : `/${rest}` };
+    }
   }
   if (host === undefined || host.length < 14) return undefined;
   const byHost = /^([a-z0-9]+)\.lb\.localhost(:\d+)?$/i.exec(host);
@@ -395,34 +403,55 @@ export class LbRouter {
     return UpstreamPool.supports((worker as PoolWorker).upstream);
   }
 
-  /** Open the raw exchange of one request with a worker `takeNow` gave (front.ts). */
+  /**
+   * Open the raw exchange of one request with a worker `takeNow` or `admit` gave (front.ts), the request served
+   * (`started`/`finished`) until the exchange settles: no promise a request on this path.
+   */
   exchange(worker: LbWorker, down: Downstream, isHead: boolean): RawExchange {
-    return openExchange(this.pool, down, { upstream: (worker as PoolWorker).upstream, workerId: worker.id }, isHead);
+    const w = worker as PoolWorker;
+    this.started(w);
+    try {
+      return openExchange(this.pool, down, { upstream: w.upstream, workerId: w.id }, isHead, (outcome) => this.finished(w, outcome));
+    } catch (err) {
+      this.finished(w, "client-gone");
+      throw err;
+    }
   }
 
   /** One request served by `worker` (taken): `forwarding` passes it on; counters, idle time and failures here. */
   async serve(worker: LbWorker, forwarding: () => Promise<ProxyOutcome>): Promise<void> {
     const w = worker as PoolWorker;
+    this.started(w);
+    let outcome: ProxyOutcome = "client-gone";
+    try {
+      outcome = await forwarding();
+    } finally {
+      this.finished(w, outcome);
+    }
+  }
+
+  private started(w: PoolWorker): void {
+    const entry = this.deps.engine.workers.get(w.id);
+    if (entry) entry.idleSince = Date.now();
+  }
+
+  /** The request `started` on `w` is over: counters, idle time, and a worker that failed leaves the pool. */
+  private finished(w: PoolWorker, outcome: ProxyOutcome): void {
+    w.inFlight--;
     const { endpointId } = w;
     const entry = this.deps.engine.workers.get(w.id);
     if (entry) entry.idleSince = Date.now();
     let counters = this.counters.get(endpointId);
     if (!counters) this.counters.set(endpointId, (counters = { served: 0, failed: 0 }));
-    try {
-      const outcome = await forwarding();
-      if (outcome === "ok") counters.served++;
-      if (outcome === "worker-failed") {
-        counters.failed++;
-        // No retry, and no more traffic until its /ping says it is fine again.
-        if (w.state === "ready") {
-          w.state = "unreachable";
-          w.nextProbe = 0;
-          this.note(endpointId, w.id, `lb: worker ${w.id} failed mid-request: taken out of the pool`);
-        }
+    if (outcome === "ok") counters.served++;
+    if (outcome === "worker-failed") {
+      counters.failed++;
+      // No retry, and no more traffic until its /ping says it is fine again.
+      if (w.state === "ready") {
+        w.state = "unreachable";
+        w.nextProbe = 0;
+        this.note(endpointId, w.id, `lb: worker ${w.id} failed mid-request: taken out of the pool`);
       }
-    } finally {
-      w.inFlight--;
-      if (entry) entry.idleSince = Date.now();
     }
   }
 

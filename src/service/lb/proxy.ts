@@ -6,6 +6,7 @@ import { request as httpRequest, Agent, type IncomingHttpHeaders, type IncomingM
 import { createRequire } from "node:module";
 import { connect, type Socket } from "node:net";
 import { sendProblem } from "../http.js";
+import { scanResponseHead, type ScannedResponse } from "./head-scan.js";
 
 /** Connection-scoped headers (RFC 9110 7.6.1) are not forwarded; neither is the caller's API key. */
 const HOP_BY_HOP = new Set([
@@ -63,11 +64,13 @@ export interface UpstreamAddress {
   protocol: string;
   hostname: string;
   port: string;
+  /** "hostname:port": the Host header sent up, and the key of the connection pool. */
+  host: string;
 }
 
 export function parseAddress(address: string): UpstreamAddress {
   const url = new URL(address);
-  return { protocol: url.protocol, hostname: url.hostname, port: url.port };
+  return { protocol: url.protocol, hostname: url.hostname, port: url.port, host: `${url.hostname}:${url.port}` };
 }
 
 /**
@@ -251,6 +254,8 @@ const FORWARDED = new Set(["x-forwarded-host", "x-forwarded-for", "x-forwarded-p
 
 /** One request on a connection: the parser's events, then `afterRead` once per read (or at end of input). */
 interface Exchange {
+  /** The whole answer, read without the parser (`UpstreamConnection.scan`); `data` holds it and nothing else. */
+  onWhole(answer: ScannedResponse, data: Buffer, bodyStart: number): void;
   onHead(status: number, headers: string[], keepAlive: boolean): number;
   onBody(chunk: Buffer): void;
   onComplete(): void;
@@ -258,18 +263,49 @@ interface Exchange {
   onFailure(err: Error): void;
 }
 
+const HEAD_END = Buffer.from("\r\n\r\n", "latin1");
+/**
+ * Where every worker connection reads into (node's `onread`): each read is handled before the next is taken, and
+ * nothing keeps a view of it afterwards (what must wait is copied), so one buffer serves all. It spares node's
+ * stream machinery and a new buffer per read.
+ */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+/** An answer head longer than this is left to the parser. */
+const MAX_SCANNED_HEAD = 16 * 1024;
+
 class UpstreamConnection {
   readonly parser: LlhttpParser;
   exchange: Exchange | undefined;
   private partialHeaders: string[] = [];
+  /**
+   * The answer is read by scanning its bytes (`scan`) until it turns out not to be a simple whole one; then the
+   * parser takes over from its first byte. `held`: what has arrived of it meanwhile.
+   */
+  private scanning = false;
+  private held: Buffer | undefined;
   /** When it went back to the pool (the pool's coarse clock). */
   idleSince = 0;
 
+  readonly socket: Socket;
+
   constructor(
-    readonly socket: Socket,
+    upstream: UpstreamAddress,
     readonly key: string,
     private readonly pool: UpstreamPool,
   ) {
+    const host = upstream.hostname.startsWith("[") ? upstream.hostname.slice(1, -1) : upstream.hostname;
+    const socket = connect({
+      host,
+      port: Number(upstream.port) || 80,
+      onread: {
+        buffer: READ_BUFFER,
+        callback: (length: number) => {
+          this.onRead(READ_BUFFER.subarray(0, length));
+          return true;
+        },
+      },
+    });
+    this.socket = socket;
     const P = Llhttp!;
     this.parser = new P();
     // Long header lists arrive in pieces (kOnHeaders) before kOnHeadersComplete, as in node:http.
@@ -284,19 +320,11 @@ class UpstreamConnection {
     this.parser[P.kOnBody] = ((chunk: Buffer) => this.exchange?.onBody(chunk)) as never;
     this.parser[P.kOnMessageComplete] = (() => this.exchange?.onComplete()) as never;
     socket.setNoDelay(true);
-    socket.on("data", (data: Buffer) => {
-      if (!this.exchange) {
-        // Nothing was asked: a worker that talks out of turn loses the connection.
-        socket.destroy();
-        return;
-      }
-      const result = this.parser.execute(data);
-      if (result instanceof Error) this.fail(result);
-      else this.exchange?.afterRead();
-    });
     socket.on("end", () => {
       // A body that lasts until the connection closes ends here; anything else is cut short (on "close").
       if (this.exchange) {
+        // Still scanning: the answer has a length it did not reach, or not all of its head came.
+        if (this.scanning) return this.fail(new Error("the worker closed the connection before its answer was whole"));
         const result = this.parser.finish();
         if (result instanceof Error) this.fail(result);
         else this.exchange?.afterRead();
@@ -310,10 +338,67 @@ class UpstreamConnection {
     });
   }
 
-  begin(exchange: Exchange): void {
+  /** One read (`data`: a view of READ_BUFFER, valid during this call only). */
+  private onRead(data: Buffer): void {
+    if (!this.exchange) {
+      // Nothing was asked: a worker that talks out of turn loses the connection.
+      this.socket.destroy();
+      return;
+    }
+    if (this.scanning) {
+      const bytes = this.held === undefined ? data : Buffer.concat([this.held, data]);
+      this.held = undefined;
+      const verdict = this.scan(bytes);
+      if (verdict === "whole") return;
+      if (verdict === "more") {
+        this.held = bytes === data ? Buffer.from(data) : bytes;
+        return;
+      }
+      data = bytes;
+    }
+    // (A copy for the parser: the pieces of body it gives may wait in the caller's socket.)
+    const result = this.parser.execute(data.buffer === READ_BUFFER.buffer ? Buffer.from(data) : data);
+    if (result instanceof Error) this.fail(result);
+    else this.exchange?.afterRead();
+  }
+
+  /** Start an exchange; `scan`: try reading the answer by its bytes first (see `scan`). */
+  begin(exchange: Exchange, scan: boolean): void {
     this.exchange = exchange;
-    this.parser.initialize(Llhttp!.RESPONSE, {}, 0, 0);
+    this.held = undefined;
+    this.scanning = scan;
+    if (!scan) this.parser.initialize(Llhttp!.RESPONSE, {}, 0, 0);
     if (this.socket.isPaused()) this.socket.resume();
+  }
+
+  private toParser(): void {
+    this.scanning = false;
+    this.parser.initialize(Llhttp!.RESPONSE, {}, 0, 0);
+  }
+
+  /**
+   * issue 7 (performance): most answers are small, of known length and arrive in one read. Those are read by
+   * their bytes (`scanResponseHead`) and handed on whole, without the parser's strings and callbacks. "more": wait
+   * for the rest (the head, or a body of at most SMALL_BODY_BYTES); "parser": anything else, read from its
+   * first byte by llhttp as before (streamed, large, chunked, 1xx, a worker sending more than it was asked).
+   */
+  private scan(bytes: Buffer): "whole" | "more" | "parser" {
+    const headEnd = bytes.indexOf(HEAD_END);
+    if (headEnd < 0) {
+      if (bytes.length <= MAX_SCANNED_HEAD) return "more";
+      this.toParser();
+      return "parser";
+    }
+    const answer = scanResponseHead(bytes, headEnd);
+    const bodyStart = headEnd + 4;
+    if (answer === undefined || answer.contentLength > SMALL_BODY_BYTES || bytes.length > bodyStart + answer.contentLength) {
+      this.toParser();
+      return "parser";
+    }
+    if (bytes.length < bodyStart + answer.contentLength) return "more";
+    this.scanning = false;
+    this.exchange!.onWhole(answer, bytes, bodyStart);
+    return "whole";
   }
 
   /** The exchange is over: back to the pool when the connection may carry another one, else closed. */
@@ -363,14 +448,13 @@ export class UpstreamPool {
   }
 
   acquire(upstream: UpstreamAddress): UpstreamConnection {
-    const key = `${upstream.hostname}:${upstream.port}`;
+    const key = upstream.host;
     const list = this.free.get(key);
     while (list && list.length > 0) {
       const conn = list.pop()!;
       if (!conn.socket.destroyed) return conn;
     }
-    const host = upstream.hostname.startsWith("[") ? upstream.hostname.slice(1, -1) : upstream.hostname;
-    return new UpstreamConnection(connect({ host, port: Number(upstream.port) || 80 }), key, this);
+    return new UpstreamConnection(upstream, key, this);
   }
 
   idle(conn: UpstreamConnection): void {
@@ -420,6 +504,12 @@ export interface Downstream {
   onGone(listener: () => void): void;
   /** The worker failed: a 502 problem when nothing was sent yet, else the answer is cut short. */
   workerFailed(workerId: string, detail: string): void;
+  /**
+   * Optional: a whole answer at once, as the worker sent it (`data`: its head and body; `answer.lines`: the header
+   * lines to pass on; the body from `bodyStart`), plus the x-svc-worker header; ends the answer. Without it, an
+   * answer always goes through `head` and `end`.
+   */
+  whole?(answer: ScannedResponse, data: Buffer, bodyStart: number, workerId: string): void;
 }
 
 /** `Downstream` over node's ServerResponse (the request's body, if unread, is drained on failure). */
@@ -466,109 +556,139 @@ export interface RawExchange {
  * `UpstreamPool.supports`): its answer is read with llhttp and passed to `down` as it arrives. The caller writes
  * the request head (and body) to `socket`. No retry.
  */
-export function openExchange(pool: UpstreamPool, down: Downstream, target: { upstream: UpstreamAddress; workerId: string }, isHead: boolean): RawExchange {
-  const { upstream, workerId } = target;
-  const conn = pool.acquire(upstream);
-  let settled = false;
-  let requestSent = false;
-  let headSent = false;
-  let informational = false;
-  let keepAlive = false;
-  let pending: Buffer[] = [];
-  let complete = false;
-  let waitingDrain = false;
-  let headFailure: Error | undefined;
-  let resolve!: (outcome: ProxyOutcome) => void;
-  const outcome = new Promise<ProxyOutcome>((r) => (resolve = r));
+export function openExchange(
+  pool: UpstreamPool,
+  down: Downstream,
+  target: { upstream: UpstreamAddress; workerId: string },
+  isHead: boolean,
+  onSettled?: (outcome: ProxyOutcome) => void,
+): RawExchange {
+  return new PooledExchange(pool.acquire(target.upstream), down, target.upstream.host, target.workerId, isHead, onSettled);
+}
 
-  const settle = (result: ProxyOutcome) => {
-    if (settled) return;
-    settled = true;
-    resolve(result);
-  };
-  const workerFailed = (err: Error) => {
-    if (settled) return;
-    if (down.gone) return settle("client-gone");
-    down.workerFailed(workerId, `The worker ${workerId} failed while handling the request (${err.message}); it was not retried`);
-    settle("worker-failed");
-  };
+/** One request on a pooled connection: the connection's events in, the answer out to the downstream. */
+class PooledExchange implements Exchange, RawExchange {
+  readonly socket: Socket;
+  settled = false;
+  private requestSent = false;
+  private headSent = false;
+  private informational = false;
+  private keepAlive = false;
+  private pending: Buffer[] = [];
+  private complete = false;
+  private waitingDrain = false;
+  private headFailure: Error | undefined;
+  // The outcome as a promise only for a caller that asks for one (the front takes `onSettled`: no promise a request).
+  private result: ProxyOutcome | undefined;
+  private resolve: ((outcome: ProxyOutcome) => void) | undefined;
+  private promise: Promise<ProxyOutcome> | undefined;
 
-  conn.begin({
-    onHead(status, headers, alive) {
-      if (status >= 100 && status < 200) {
-        informational = true;
-        return 1; // no body; the real answer follows
-      }
-      keepAlive = alive;
-      let known = false;
-      for (let i = 0; i < headers.length; i += 2) if (headers[i]!.length === 14 && headers[i]!.toLowerCase() === "content-length") known = true;
-      const framing = isHead || status === 204 || status === 304 ? "none" : known ? "length" : "stream";
-      try {
-        down.head(status, downstreamRawHeaders(headers, workerId), framing);
-      } catch (err) {
-        // A header node will not send (invalid characters): the answer cannot be passed on.
-        headFailure = err as Error;
-        return 1;
-      }
-      headSent = true;
-      return isHead ? 1 : 0;
-    },
-    onBody(chunk) {
-      pending.push(chunk);
-    },
-    onComplete() {
-      if (informational) informational = false;
-      else complete = true;
-    },
-    /** What the parser gave in one read goes down in one write; the last piece ends the answer. */
-    afterRead() {
-      if (settled) return;
-      if (headFailure) {
-        conn.end(false);
-        return workerFailed(headFailure);
-      }
-      if (!headSent) return;
-      const chunks = pending;
-      pending = [];
-      if (complete) {
-        conn.end(keepAlive && requestSent);
-        settle("ok");
-        down.end(chunks.length === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
-        return;
-      }
-      let more = true;
-      for (const chunk of chunks) more = down.write(chunk) && more;
-      if (!more && !waitingDrain) {
-        // The caller reads slower than the worker writes: stop reading the worker until it catches up.
-        waitingDrain = true;
-        conn.socket.pause();
-        down.onDrain(() => {
-          waitingDrain = false;
-          conn.socket.resume();
-        });
-      }
-    },
-    onFailure: workerFailed,
-  });
+  constructor(
+    private readonly conn: UpstreamConnection,
+    private readonly down: Downstream,
+    readonly host: string,
+    private readonly workerId: string,
+    private readonly isHead: boolean,
+    private readonly onSettled: ((outcome: ProxyOutcome) => void) | undefined,
+  ) {
+    this.socket = conn.socket;
+    conn.begin(this, down.whole !== undefined && !isHead);
+    // The caller went away: stop the worker's side too (the connection is not reused).
+    down.onGone(() => {
+      if (this.settled) return;
+      conn.end(false);
+      this.settle("client-gone");
+    });
+  }
 
-  // The caller went away: stop the worker's side too (the connection is not reused).
-  down.onGone(() => {
-    if (settled) return;
-    conn.end(false);
-    settle("client-gone");
-  });
+  get outcome(): Promise<ProxyOutcome> {
+    this.promise ??= this.result !== undefined ? Promise.resolve(this.result) : new Promise<ProxyOutcome>((r) => (this.resolve = r));
+    return this.promise;
+  }
 
-  return {
-    socket: conn.socket,
-    host: `${upstream.hostname}:${upstream.port}`,
-    get settled() {
-      return settled;
-    },
-    sent() {
-      requestSent = true;
-    },
-    outcome,
-  };
+  sent(): void {
+    this.requestSent = true;
+  }
+
+  private settle(value: ProxyOutcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.result = value;
+    this.resolve?.(value);
+    this.onSettled?.(value);
+  }
+
+  onFailure(err: Error): void {
+    if (this.settled) return;
+    if (this.down.gone) return this.settle("client-gone");
+    this.down.workerFailed(this.workerId, `The worker ${this.workerId} failed while handling the request (${err.message}); it was not retried`);
+    this.settle("worker-failed");
+  }
+
+  onWhole(answer: ScannedResponse, data: Buffer, bodyStart: number): void {
+    if (this.settled) return;
+    this.conn.end(answer.keepAlive && this.requestSent);
+    this.settle("ok");
+    this.down.whole!(answer, data, bodyStart, this.workerId);
+  }
+
+  onHead(status: number, headers: string[], alive: boolean): number {
+    if (status >= 100 && status < 200) {
+      this.informational = true;
+      return 1; // no body; the real answer follows
+    }
+    this.keepAlive = alive;
+    let known = false;
+    for (let i = 0; i < headers.length; i += 2) if (headers[i]!.length === 14 && headers[i]!.toLowerCase() === "content-length") known = true;
+    const framing = this.isHead || status === 204 || status === 304 ? "none" : known ? "length" : "stream";
+    try {
+      this.down.head(status, downstreamRawHeaders(headers, this.workerId), framing);
+    } catch (err) {
+      // A header node will not send (invalid characters): the answer cannot be passed on.
+      this.headFailure = err as Error;
+      return 1;
+    }
+    this.headSent = true;
+    return this.isHead ? 1 : 0;
+  }
+
+  onBody(chunk: Buffer): void {
+    this.pending.push(chunk);
+  }
+
+  onComplete(): void {
+    if (this.informational) this.informational = false;
+    else this.complete = true;
+  }
+
+  /** What the parser gave in one read goes down in one write; the last piece ends the answer. */
+  afterRead(): void {
+    if (this.settled) return;
+    if (this.headFailure) {
+      this.conn.end(false);
+      return this.onFailure(this.headFailure);
+    }
+    if (!this.headSent) return;
+    const chunks = this.pending;
+    this.pending = [];
+    if (this.complete) {
+      this.conn.end(this.keepAlive && this.requestSent);
+      this.settle("ok");
+      this.down.end(chunks.length === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+      return;
+    }
+    let more = true;
+    for (const chunk of chunks) more = this.down.write(chunk) && more;
+    if (!more && !this.waitingDrain) {
+      // The caller reads slower than the worker writes: stop reading the worker until it catches up.
+      this.waitingDrain = true;
+      this.conn.socket.pause();
+      this.down.onDrain(() => {
+        this.waitingDrain = false;
+        this.conn.socket.resume();
+      });
+    }
+  }
 }
 
 /**

@@ -1,0 +1,120 @@
+// The worker side of a proxied request (openExchange on a pooled connection) against a scripted worker: a real
+// TCP server on 127.0.0.1 that answers each request with the bytes, pieces and pauses a test gives it.
+import { createServer, type Server, type Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ScannedResponse } from "./head-scan.js";
+import { openExchange, parseAddress, UpstreamPool, type Downstream, type ProxyOutcome } from "./proxy.js";
+
+type Piece = string | Buffer | { wait: number } | "close";
+let script: Piece[][] = [];
+const connections = new Set<Socket>();
+let server: Server;
+let address: ReturnType<typeof parseAddress>;
+
+beforeAll(async () => {
+  server = createServer((socket) => {
+    connections.add(socket);
+    socket.on("close", () => connections.delete(socket));
+    socket.on("data", async () => {
+      for (const piece of script.shift() ?? []) {
+        if (piece === "close") return void socket.destroy();
+        if (typeof piece === "object" && !Buffer.isBuffer(piece)) await new Promise((r) => setTimeout(r, piece.wait));
+        else socket.write(piece);
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  address = parseAddress(`http://127.0.0.1:${port}`);
+});
+afterAll(() => server.close());
+
+/** A downstream that records what reached it; `whole` only when `acceptsWhole`. */
+function recorder(acceptsWhole: boolean) {
+  const seen = { wholes: 0, heads: [] as number[], body: [] as Buffer[], lines: [] as string[], failed: undefined as string | undefined, ended: false };
+  const down: Downstream = {
+    gone: false,
+    head: (status) => void seen.heads.push(status),
+    write: (chunk) => (seen.body.push(Buffer.from(chunk)), true),
+    end: (chunk) => {
+      if (chunk) seen.body.push(Buffer.from(chunk));
+      seen.ended = true;
+    },
+    onDrain: () => undefined,
+    onGone: () => undefined,
+    workerFailed: (_id, detail) => void (seen.failed = detail),
+  };
+  if (acceptsWhole) {
+    down.whole = (answer: ScannedResponse, data: Buffer, bodyStart: number) => {
+      seen.wholes++;
+      seen.heads.push(answer.status);
+      for (let i = 0; i < answer.lines.length; i += 2) seen.lines.push(data.toString("latin1", answer.lines[i], answer.lines[i + 1]).trim());
+      seen.body.push(Buffer.from(data.subarray(bodyStart, bodyStart + answer.contentLength)));
+      seen.ended = true;
+    };
+  }
+  return { down, seen };
+}
+
+async function exchange(pool: UpstreamPool, acceptsWhole: boolean, pieces: Piece[]): Promise<{ outcome: ProxyOutcome; seen: ReturnType<typeof recorder>["seen"]; socket: Socket }> {
+  script.push(pieces);
+  const { down, seen } = recorder(acceptsWhole);
+  const ex = openExchange(pool, down, { upstream: address, workerId: "w1" }, false);
+  ex.socket.write("GET / HTTP/1.1\r\nhost: w\r\n\r\n");
+  ex.sent();
+  return { outcome: await ex.outcome, seen, socket: ex.socket };
+}
+
+const ok = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
+
+describe("a pooled exchange with a worker", () => {
+  it("hands a whole small answer on at once, without the worker's connection headers, and reuses the connection", async () => {
+    const pool = new UpstreamPool();
+    script = [];
+    const first = await exchange(pool, true, [ok("hello", "Connection: keep-alive\r\nKeep-Alive: timeout=65\r\nRateLimit: x\r\n")]);
+    expect(first.outcome).toBe("ok");
+    expect(first.seen).toMatchObject({ wholes: 1, heads: [200], lines: ["content-type: text/plain", "content-length: 5"], ended: true });
+    expect(Buffer.concat(first.seen.body).toString()).toBe("hello");
+    const second = await exchange(pool, true, [ok("again")]);
+    expect(second.socket).toBe(first.socket);
+    expect(Buffer.concat(second.seen.body).toString()).toBe("again");
+    pool.destroy();
+  });
+
+  it("waits for an answer that comes in pieces (the head split too) and hands it on whole", async () => {
+    const pool = new UpstreamPool();
+    const text = ok("x".repeat(3000));
+    const { outcome, seen } = await exchange(pool, true, [text.slice(0, 20), { wait: 30 }, text.slice(20, 90), { wait: 30 }, text.slice(90, 2000), { wait: 30 }, text.slice(2000)]);
+    expect([outcome, seen.wholes, seen.heads]).toEqual(["ok", 1, [200]]);
+    expect(Buffer.concat(seen.body).toString()).toBe("x".repeat(3000));
+    pool.destroy();
+  });
+
+  it("passes large, streamed and closing answers through the parser, bytes intact", async () => {
+    const pool = new UpstreamPool();
+    const big = Buffer.alloc(200_000, 7);
+    const large = await exchange(pool, true, [`HTTP/1.1 200 OK\r\ncontent-length: ${big.length}\r\n\r\n`, big]);
+    expect([large.outcome, large.seen.wholes, large.seen.heads]).toEqual(["ok", 0, [200]]);
+    expect(Buffer.concat(large.seen.body).equals(big)).toBe(true);
+    const chunked = await exchange(pool, true, ["HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n", { wait: 20 }, "2\r\nde\r\n0\r\n\r\n"]);
+    expect([chunked.outcome, chunked.seen.wholes, Buffer.concat(chunked.seen.body).toString()]).toEqual(["ok", 0, "abcde"]);
+    // No whole answers for a downstream that cannot take them (node:http's ServerResponse).
+    const plain = await exchange(pool, false, [ok("plain")]);
+    expect([plain.outcome, plain.seen.wholes, Buffer.concat(plain.seen.body).toString()]).toEqual(["ok", 0, "plain"]);
+    // Connection: close: answered, and the connection is not reused.
+    const closing = await exchange(pool, true, [ok("bye", "Connection: close\r\n")]);
+    expect([closing.outcome, Buffer.concat(closing.seen.body).toString()]).toEqual(["ok", "bye"]);
+    const after = await exchange(pool, true, [ok("new")]);
+    expect(after.socket).not.toBe(closing.socket);
+    pool.destroy();
+  });
+
+  it("a worker that dies before its answer is whole gives a failure and nothing else downstream", async () => {
+    const pool = new UpstreamPool();
+    const { outcome, seen } = await exchange(pool, true, ["HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", { wait: 20 }, "close"]);
+    expect(outcome).toBe("worker-failed");
+    expect(seen.failed).toMatch(/The worker w1 failed while handling the request .*it was not retried/);
+    expect([seen.wholes, seen.heads, seen.ended]).toEqual([0, [], false]);
+    pool.destroy();
+  });
+});

@@ -1,0 +1,203 @@
+import { describe, expect, it } from "vitest";
+import { scanRequestHead, scanResponseHead, upstreamRequestBytes } from "./head-scan.js";
+import { llhttp, requestHead } from "./proxy.js";
+
+const HEAD_END = Buffer.from("\r\n\r\n");
+const scan = (text: string, maxBody = 65_536) => {
+  const data = Buffer.from(text, "latin1");
+  return scanRequestHead(data, data.indexOf(HEAD_END), maxBody);
+};
+
+/** What node's own parser (llhttp, strict, as node:http runs it) reads of a head; an Error when it refuses it. */
+function parse(kind: "request" | "response", data: Buffer) {
+  const P = llhttp!.Parser;
+  const parser = new P();
+  let head: { method?: string; url: string; status: number; headers: string[]; keepAlive: boolean; upgrade: boolean; http11: boolean } | undefined;
+  const partial: string[] = [];
+  parser[P.kOnHeaders] = ((h: string[]) => partial.push(...h)) as never;
+  parser[P.kOnHeadersComplete] = ((major: number, minor: number, headers: string[] | undefined, method: number, url: string, status: number, _m: unknown, upgrade: boolean, keepAlive: boolean) => {
+    head = { method: llhttp!.methods[method], url, status, headers: headers ?? partial, keepAlive, upgrade, http11: major === 1 && minor === 1 };
+    return 1;
+  }) as never;
+  parser.initialize(kind === "request" ? P.REQUEST : P.RESPONSE, {}, 16 * 1024, 0);
+  const result = parser.execute(data);
+  return result instanceof Error ? result : head;
+}
+
+describe("scanRequestHead", () => {
+  it("reads what the front needs and keeps the lines passed up", () => {
+    const text =
+      "POST /lb/abc/items/1?q=2 HTTP/1.1\r\nHost: svc:1\r\nAuthorization: Bearer k\r\nAccept: a\r\nContent-Length: 2\r\n" +
+      "X-Forwarded-For: 10.0.0.1\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Forwarded-Proto: https\r\nTE: trailers\r\n\r\n{}";
+    const data = Buffer.from(text, "latin1");
+    const head = scanRequestHead(data, data.indexOf(HEAD_END), 100)!;
+    expect(head).toMatchObject({ method: "POST", url: "/lb/abc/items/1?q=2", host: "svc:1", authorization: "Bearer k", contentLength: 2, keepAlive: true, forwardedFor: "10.0.0.1" });
+    const kept = [];
+    for (let i = 0; i < head.lines.length; i += 2) kept.push(data.toString("latin1", head.lines[i], head.lines[i + 1]));
+    expect(kept).toEqual(["Accept: a\r\n", "Content-Length: 2\r\n"]);
+    expect(scan("GET / HTTP/1.1\r\nconnection: Close\r\n\r\n")).toMatchObject({ keepAlive: false, lines: [] });
+    expect(scan("GET / HTTP/1.1\r\n\r\n")).toMatchObject({ method: "GET", url: "/", host: undefined, contentLength: 0 });
+  });
+
+  it("sends up the same head as the node:http path, then the body, in one buffer", () => {
+    const text =
+      "PUT /lb/abc/x HTTP/1.1\r\nhost: svc:1\r\nauthorization: Bearer k\r\nAccept: a\r\nAccept: b\r\nx-forwarded-for: 10.0.0.1\r\n" +
+      "X-Forwarded-Host: evil\r\ncontent-length: 3\r\n\r\nabc";
+    const data = Buffer.from(text, "latin1");
+    const headEnd = data.indexOf(HEAD_END);
+    const head = scanRequestHead(data, headEnd, 100)!;
+    const raw = ["host", "svc:1", "authorization", "Bearer k", "Accept", "a", "Accept", "b", "x-forwarded-for", "10.0.0.1", "X-Forwarded-Host", "evil", "content-length", "3"];
+    const expected = requestHead("PUT", "/x", "127.0.0.1:9000", raw, { host: "svc:1", remote: "127.0.0.2" }, false) + "abc";
+    const body = data.subarray(headEnd + 4);
+    expect(upstreamRequestBytes(data, head, "/x", "127.0.0.1:9000", "127.0.0.2", body).toString("latin1")).toBe(expected);
+  });
+
+  it("leaves anything unusual to node:http", () => {
+    const refused = [
+      "GET / HTTP/1.0\r\n\r\n",
+      "get / HTTP/1.1\r\n\r\n",
+      "BREW / HTTP/1.1\r\n\r\n",
+      "GET http://a/ HTTP/1.1\r\n\r\n",
+      "GET /a b HTTP/1.1\r\n\r\n",
+      "GET /\x7f HTTP/1.1\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n",
+      "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
+      "GET / HTTP/1.1\r\nX: a\x00b\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+      "GET / HTTP/1.1\r\nAuthorization: a\r\nAuthorization: b\r\n\r\n",
+      "POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+      "POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\n",
+      "POST / HTTP/1.1\r\nContent-Length: 2 2\r\n\r\n",
+      "POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n",
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "POST / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+      "GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+      "GET / HTTP/1.1\r\nConnection: keep-alive, x-private\r\n\r\n",
+      "GET / HTTP/1.1\r\n: empty name\r\n\r\n",
+    ];
+    for (const text of refused) expect(scan(text, 100), JSON.stringify(text)).toBeUndefined();
+  });
+
+  it("never accepts a head node's parser refuses, and reads the same one it reads (seeded random heads)", () => {
+    let seed = 7;
+    const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+    const pick = <T>(list: readonly T[]) => list[Math.floor(random() * list.length)]!;
+    const names = ["Host", "host", "Authorization", "Content-Length", "content-length", "Accept", "X-Forwarded-For", "Connection", "Keep-Alive", "Transfer-Encoding", "Expect", "Upgrade", "TE", "X-A"];
+    const values = ["a", "svc:1", "Bearer k", "0", "12", "keep-alive", "close", "chunked", " spaced ", "a\tb", "ümlaut", "x, y", ""];
+    const noise = ["\r", "\n", " ", "\t", ":", "\x00", "\x7f", "(", "é", "\r\n"];
+    let accepted = 0;
+    for (let round = 0; round < 4000; round++) {
+      let text = `${pick(["GET", "POST", "HEAD", "DELETE", "PATCH", "OPTIONS", "PUT"])} ${pick(["/", "/lb/abc/x?y=1", "/a%20b", "/#f"])} HTTP/1.1\r\n`;
+      const count = Math.floor(random() * 5);
+      for (let i = 0; i < count; i++) text += `${pick(names)}:${pick(["", " "])}${pick(values)}\r\n`;
+      text += "\r\n";
+      // Mutate a few bytes anywhere before the final empty line.
+      const mutations = Math.floor(random() * 3);
+      for (let m = 0; m < mutations; m++) {
+        const at = Math.floor(random() * (text.length - 4));
+        text = text.slice(0, at) + pick(noise) + text.slice(at + (random() < 0.5 ? 1 : 0));
+      }
+      const data = Buffer.from(text, "latin1");
+      const headEnd = data.indexOf(HEAD_END);
+      if (headEnd < 0) continue;
+      const mine = scanRequestHead(data, headEnd, 100);
+      if (!mine) continue;
+      accepted++;
+      const theirs = parse("request", data.subarray(0, headEnd + 4));
+      expect(theirs, JSON.stringify(text)).not.toBeInstanceOf(Error);
+      const head = theirs as Exclude<typeof theirs, Error | undefined>;
+      expect([head.method, head.url, head.keepAlive, head.upgrade, head.http11], JSON.stringify(text)).toEqual([mine.method, mine.url, mine.keepAlive, false, true]);
+      const value = (name: string) => {
+        const found: string[] = [];
+        for (let i = 0; i < head.headers.length; i += 2) if (head.headers[i]!.toLowerCase() === name) found.push(head.headers[i + 1]!);
+        return found;
+      };
+      expect(value("host"), JSON.stringify(text)).toEqual(mine.host === undefined ? [] : [mine.host]);
+      expect(value("authorization"), JSON.stringify(text)).toEqual(mine.authorization === undefined ? [] : [mine.authorization]);
+      expect(value("content-length").map(Number), JSON.stringify(text)).toEqual(value("content-length").length ? [mine.contentLength] : []);
+      expect(value("transfer-encoding"), JSON.stringify(text)).toEqual([]);
+    }
+    // The generator reaches both sides of the decision.
+    expect(accepted).toBeGreaterThan(500);
+  });
+});
+
+describe("scanResponseHead", () => {
+  const scanResponse = (text: string) => {
+    const data = Buffer.from(text, "latin1");
+    return scanResponseHead(data, data.indexOf(HEAD_END));
+  };
+
+  it("reads a whole answer of known length and drops the connection-scoped lines and the worker's rate limits", () => {
+    const text =
+      "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\nDate: x\r\nConnection: keep-alive\r\nKeep-Alive: timeout=65\r\n" +
+      "RateLimit: r=1\r\nratelimit-policy: q=1\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n{}";
+    const data = Buffer.from(text, "latin1");
+    const answer = scanResponseHead(data, data.indexOf(HEAD_END))!;
+    expect(answer).toMatchObject({ status: 201, contentLength: 2, keepAlive: true, date: true });
+    const kept = [];
+    for (let i = 0; i < answer.lines.length; i += 2) kept.push(data.toString("latin1", answer.lines[i], answer.lines[i + 1]));
+    expect(kept).toEqual(["Content-Type: application/json\r\n", "Content-Length: 2\r\n", "Date: x\r\n", "Set-Cookie: a=1\r\n", "Set-Cookie: b=2\r\n"]);
+    expect(scanResponse("HTTP/1.1 500\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")).toMatchObject({ status: 500, keepAlive: false, date: false });
+  });
+
+  it("leaves streamed, informational, bodiless and unusual answers to the parser", () => {
+    for (const text of [
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n",
+      "HTTP/1.1 100 Continue\r\n\r\n",
+      "HTTP/1.1 103 Early Hints\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n",
+      "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive, x-private\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n folded\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nX: a\x01\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n",
+    ]) {
+      expect(scanResponse(text), JSON.stringify(text)).toBeUndefined();
+    }
+  });
+
+  it("never accepts an answer node's parser refuses, and reads the same status, length and keep-alive (seeded)", () => {
+    let seed = 11;
+    const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+    const pick = <T>(list: readonly T[]) => list[Math.floor(random() * list.length)]!;
+    const names = ["content-length", "Content-Type", "Connection", "Keep-Alive", "Transfer-Encoding", "Date", "Set-Cookie", "RateLimit"];
+    const values = ["0", "12", "keep-alive", "close", "chunked", "text/plain", " a ", "x\ty", "ü"];
+    const noise = ["\r", "\n", " ", "\t", ":", "\x00", "\x7f", "é", "\r\n", "9"];
+    let accepted = 0;
+    for (let round = 0; round < 4000; round++) {
+      let text = `HTTP/1.1 ${pick(["200 OK", "201 Created", "404 Not Found", "500", "302 Found", "204 No Content", "101 Switching"])}\r\n`;
+      const count = Math.floor(random() * 5);
+      const lengthAt = random() < 0.85 ? Math.floor(random() * (count + 1)) : -1;
+      for (let i = 0; i <= count; i++) {
+        if (i === lengthAt) text += `Content-Length: ${Math.floor(random() * 200)}\r\n`;
+        if (i < count) text += `${pick(names)}:${pick(["", " "])}${pick(values)}\r\n`;
+      }
+      text += "\r\n";
+      const mutations = Math.floor(random() * 3);
+      for (let m = 0; m < mutations; m++) {
+        const at = Math.floor(random() * (text.length - 4));
+        text = text.slice(0, at) + pick(noise) + text.slice(at + (random() < 0.5 ? 1 : 0));
+      }
+      const data = Buffer.from(text, "latin1");
+      const headEnd = data.indexOf(HEAD_END);
+      if (headEnd < 0) continue;
+      const mine = scanResponseHead(data, headEnd);
+      if (!mine) continue;
+      accepted++;
+      const theirs = parse("response", data.subarray(0, headEnd + 4));
+      expect(theirs, JSON.stringify(text)).not.toBeInstanceOf(Error);
+      const head = theirs as Exclude<typeof theirs, Error | undefined>;
+      expect([head.status, head.keepAlive, head.http11], JSON.stringify(text)).toEqual([mine.status, mine.keepAlive, true]);
+      const lengths = [];
+      for (let i = 0; i < head.headers.length; i += 2) if (head.headers[i]!.toLowerCase() === "content-length") lengths.push(Number(head.headers[i + 1]));
+      expect(lengths, JSON.stringify(text)).toEqual([mine.contentLength]);
+    }
+    expect(accepted).toBeGreaterThan(300);
+  });
+});
