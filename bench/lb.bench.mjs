@@ -1,7 +1,8 @@
 // Load-balanced endpoints: requests/s and p50 latency through the service's proxy ({service}/lb/{id}/...,
 // authenticated, balanced, streamed) beside the same requests sent straight to the worker's own port, in the
 // same run, against the same real worker process. Target: the proxy costs at most 1.5x direct. Also printed:
-// the floor of the extra hop (a plain TCP relay) and the proxy without the LB front (node:http only).
+// the floor of the extra hop over TCP (a plain TCP relay), the proxy reaching its worker over TCP instead of the
+// process driver's local socket (as Docker workers are reached), and the proxy without the LB front (node:http).
 import { mkdtempSync, rmSync, cpSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -33,14 +34,19 @@ export async function run() {
   const service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key] });
   // The same app on a second service without the LB front (SVC_LB_FRONT=off): the node:http path, for comparison.
   const plain = await startService({ dataDir: join(work, "data-plain"), driver: createProcessDriver({ cacheDir: join(work, "cache-plain") }), apiKeys: [key], lbFront: false });
+  // And on a third, the proxy reaching its worker over TCP instead of the local socket the process driver gives
+  // (how Docker workers are reached): what the socket is worth.
+  const tcp = await startService({ dataDir: join(work, "data-tcp"), driver: createProcessDriver({ cacheDir: join(work, "cache-tcp"), localSockets: false }), apiKeys: [key] });
   const auth = { authorization: `Bearer ${key}` };
   const relays = [];
   try {
     const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
     const [plainEndpoint] = await plain.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
+    const [tcpEndpoint] = await tcp.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
     const proxied = `${service.url}/lb/${endpoint.id}`;
     const proxiedPlain = `${plain.url}/lb/${plainEndpoint.id}`;
-    for (const url of [proxied, proxiedPlain]) {
+    const proxiedTcp = `${tcp.url}/lb/${tcpEndpoint.id}`;
+    for (const url of [proxied, proxiedPlain, proxiedTcp]) {
       const first = await request(`${url}/items/warm`, { headers: auth });
       if (first.status !== 200) throw new Error(`proxy warm-up failed: ${first.status} ${first.body}`);
     }
@@ -71,6 +77,7 @@ export async function run() {
         { name: "proxy", url: `${proxied}/items/{i}`, headers: auth },
         { name: "relay", url: `http://127.0.0.1:${relay.address().port}/items/{i}`, latencyOnly: true },
         { name: "nodeHttp", url: `${proxiedPlain}/items/{i}`, headers: auth, latencyOnly: true },
+        { name: "overTcp", url: `${proxiedTcp}/items/{i}`, headers: auth, latencyOnly: true },
       ],
       warmup: 3000,
       latencyN: 1000,
@@ -83,6 +90,7 @@ export async function run() {
     const p50Proxy = measured.proxy.p50;
     const p50Relay = measured.relay.p50;
     const p50NodeHttp = measured.nodeHttp.p50;
+    const p50OverTcp = measured.overTcp.p50;
     const directRps = measured.direct.rps;
     const proxyRps = measured.proxy.rps;
 
@@ -109,6 +117,16 @@ export async function run() {
       },
       {
         // Its own worker (same code, another process) answers as fast as the first: the same baseline serves.
+        name: "p50 latency via proxy, worker over TCP (as Docker workers)",
+        value: p50OverTcp,
+        unit: "ms",
+        baselineName: "worker port directly",
+        baseline: p50Direct,
+        ratio: p50OverTcp / p50Direct,
+        target: "",
+        met: undefined,
+      },
+      {
         name: "p50 latency via proxy without the LB front (node:http)",
         value: p50NodeHttp,
         unit: "ms",
@@ -134,6 +152,7 @@ export async function run() {
     for (const relay of relays) relay.close();
     await service.close();
     await plain.close();
+    await tcp.close();
     rmSync(work, { recursive: true, force: true });
   }
 }

@@ -12,6 +12,8 @@ export interface WorkerPlacement {
   parentPid?: number;
   /** Where a load-balanced worker listens (SVC_HTTP_HOST/PORT); unset: the runtime's default, loopback on any port. */
   http?: { host: string; port: number };
+  /** A Unix socket path where a load-balanced worker also listens, for the service's proxy (SVC_LB_SOCKET). */
+  lbSocket?: string;
 }
 
 /**
@@ -33,6 +35,7 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
     SVC_MAX_CONCURRENCY: String(launch.maxConcurrency),
     SVC_VOLUME_PATH: placement.volumePath,
     SVC_PARENT_PID: placement.parentPid === undefined ? undefined : String(placement.parentPid),
+    SVC_LB_SOCKET: placement.lbSocket,
     // Both drivers read the worker's stdout/stderr, so the runtime marks job lines instead of shipping them.
     [OUTPUT_CAPTURED_ENV]: "1",
   };

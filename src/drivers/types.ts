@@ -60,6 +60,11 @@ export interface WorkerHandle {
    * (a container's port published on the host); the service prefers it to the address the worker registers.
    */
   readonly address?: string;
+  /**
+   * A Unix socket path on this machine where the driver had a load-balanced worker's HTTP server also listen
+   * (SVC_LB_SOCKET): the service's proxy reaches the worker there, without TCP, once the worker confirms it.
+   */
+  readonly localSocket?: string;
 }
 
 export interface WorkerDriver {

@@ -29,6 +29,11 @@ export interface WorkerSettings {
   /** Load-balanced endpoints: where the worker serves its routes (default 127.0.0.1, any free port). */
   httpHost: string;
   httpPort: number;
+  /**
+   * Load-balanced endpoints under the process driver: a Unix socket path where the route server also listens,
+   * so the service on the same machine reaches it without TCP (SVC_LB_SOCKET).
+   */
+  lbSocket?: string;
   /** A driver captures this process's stdout/stderr (SVC_OUTPUT_CAPTURED=1): lines are marked, not shipped. */
   outputCaptured: boolean;
 }
@@ -74,6 +79,7 @@ export function readWorkerEnv(env: NodeJS.ProcessEnv): WorkerSettings {
     orphanExitMs: positiveInt("SVC_ORPHAN_EXIT_MS", env.SVC_ORPHAN_EXIT_MS, 15_000, problems),
     httpHost: optional("SVC_HTTP_HOST") ?? "127.0.0.1",
     httpPort: env.SVC_HTTP_PORT ? positiveInt("SVC_HTTP_PORT", env.SVC_HTTP_PORT, 0, problems) : 0,
+    lbSocket: optional("SVC_LB_SOCKET"),
     outputCaptured: env[OUTPUT_CAPTURED_ENV] === "1",
   };
   if (!settings.artifact && !settings.artifactDir) problems.push("one of SVC_ARTIFACT or SVC_ARTIFACT_DIR must be set");

@@ -1,3 +1,7 @@
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RouteDefinition } from "../sdk/endpoint.js";
 import { matchRoute, parseBody, serveRoutes, toResponse, type RouteServer } from "./lb.js";
@@ -68,5 +72,47 @@ describe("serveRoutes", () => {
     expect(await boom.json()).toMatchObject({ title: "Internal Server Error", status: 500, detail: "kaput" });
     const bad = await call("/process", { method: "POST", headers: { "content-type": "application/json" }, body: "{" });
     expect(bad.status).toBe(400);
+  });
+});
+
+describe("serveRoutes on a local socket too (SVC_LB_SOCKET)", () => {
+  const viaSocket = (socketPath: string, path: string) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest({ socketPath, path, headers: { host: "w" } }, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (body += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+
+  it("answers the same routes on the socket as on its port, and removes the socket file when it closes", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-lb-sock-"));
+    const socketPath = join(dir, "w1.sock");
+    // A file left by a killed worker of the same id does not stop it.
+    writeFileSync(socketPath, "stale");
+    const server = await serveRoutes(routes, { socketPath });
+    try {
+      expect(server.socket).toBe(socketPath);
+      expect(await viaSocket(socketPath, "/items/7?q=a")).toEqual({ status: 200, body: '{"id":"7","q":"a"}' });
+      expect((await viaSocket(socketPath, "/ping")).status).toBe(200);
+      expect(await (await fetch(`${server.address}/items/8`)).json()).toEqual({ id: "8", q: null });
+    } finally {
+      await server.close();
+    }
+    expect(existsSync(socketPath)).toBe(false);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("serves on its port alone when it cannot listen on the socket, and says so (no `socket`)", async () => {
+    const server = await serveRoutes(routes, { socketPath: join(tmpdir(), "svc-no-such-dir-for-sockets", "w.sock") });
+    try {
+      expect(server.socket).toBeUndefined();
+      expect((await fetch(`${server.address}/ping`)).status).toBe(200);
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -2,7 +2,8 @@
 // `GET /ping` for health checks. Route matching and response conversion are pure; `serveRoutes` does the I/O.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from "node:net";
+import { rmSync } from "node:fs";
 import type { RouteContext, RouteDefinition } from "../sdk/endpoint.js";
 import type { HttpMethod } from "../sdk/config.js";
 import { errorMessage } from "../errors.js";
@@ -154,6 +155,8 @@ export interface RouteServer {
   /** `http://host:port` as the service should reach it. */
   address: string;
   port: number;
+  /** The Unix socket path it also serves on (`socketPath` given and listening there worked). */
+  socket?: string;
   /** issue 7: the handler is loaded: serve these routes, and /ping answers 200. */
   ready(routes: readonly RouteDefinition[]): void;
   /** Stop accepting connections and wait for requests under way. */
@@ -183,7 +186,13 @@ async function writeStream(res: ServerResponse, stream: AsyncIterable<Uint8Array
  */
 export async function serveRoutes(
   initialRoutes: readonly RouteDefinition[] | null,
-  options: { host?: string; port?: number; wrap?: <T>(requestId: string, fn: () => Promise<T>) => Promise<T> } = {},
+  options: {
+    host?: string;
+    port?: number;
+    /** Also serve on this Unix socket path (SVC_LB_SOCKET): the service's proxy on the same machine uses it. */
+    socketPath?: string;
+    wrap?: <T>(requestId: string, fn: () => Promise<T>) => Promise<T>;
+  } = {},
 ): Promise<RouteServer> {
   let counter = 0;
   let routes = initialRoutes;
@@ -224,18 +233,35 @@ export async function serveRoutes(
   });
   const port = (server.address() as AddressInfo).port;
   const shownHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
+  const local = options.socketPath === undefined ? undefined : await listenLocal(server, options.socketPath);
   return {
     address: `http://${shownHost}:${port}`,
     port,
+    socket: local ? options.socketPath : undefined,
     ready(loaded) {
       routes = loaded;
     },
     close: () =>
       new Promise<void>((resolve) => {
+        local?.close();
         server.close(() => resolve());
         server.closeIdleConnections();
       }),
   };
+}
+
+/**
+ * The same HTTP server on a Unix socket too: its connections are the HTTP server's. Undefined when it cannot
+ * listen there (the service then keeps to TCP; the worker says which in its registration).
+ */
+async function listenLocal(server: Server, path: string): Promise<NetServer | undefined> {
+  const local = createNetServer((socket) => server.emit("connection", socket));
+  // A file left by a worker of the same id that was killed: the path is this worker's alone.
+  rmSync(path, { force: true });
+  return new Promise((resolve) => {
+    local.once("error", () => resolve(undefined));
+    local.listen(path, () => resolve(local));
+  });
 }
 
 /**

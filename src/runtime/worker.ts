@@ -37,6 +37,11 @@ async function prepareArtifact(settings: WorkerSettings): Promise<string> {
   return extractArtifactCached(settings.artifact!, cache, { token: settings.workerToken });
 }
 
+/** What a load-balanced worker registers: its address, and the local socket it also serves on (SVC_LB_SOCKET). */
+function routeAddress(server: RouteServer): { address: string; socket?: string } {
+  return server.socket === undefined ? { address: server.address } : { address: server.address, socket: server.socket };
+}
+
 async function main(): Promise<number> {
   // Stacks of the user's code point at their TypeScript sources (the build writes source maps beside handlers).
   process.setSourceMapsEnabled(true);
@@ -93,14 +98,14 @@ async function main(): Promise<number> {
     // issue 7: a load-balanced worker listens (and registers its address) before it loads the handler, so the
     // service sees /ping answer 204 while it initializes and 200 once it is ready.
     if (await isLoadBalancedEndpoint(dir, settings.endpointName)) {
-      routeServer = await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort });
-      const early = { workerId: settings.workerId, concurrency: settings.maxConcurrency, address: routeServer.address };
+      routeServer = await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort, socketPath: settings.lbSocket });
+      const early = { workerId: settings.workerId, concurrency: settings.maxConcurrency, ...routeAddress(routeServer) };
       await api.post("register", early, { timeoutMs: 5000 }).catch(() => undefined);
     }
     const loaded = await importHandler(await handlerPath(dir, settings.endpointName));
     await loaded.init();
     if (loaded.kind === "lb") {
-      routeServer ??= await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort });
+      routeServer ??= await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort, socketPath: settings.lbSocket });
       routeServer.ready(loaded.routes);
       // In a container (listening on every interface) the address inside it is not where anyone reaches it.
       const where = settings.httpHost === "0.0.0.0" || settings.httpHost === "::" ? `on port ${new URL(routeServer.address).port} of this container` : `at ${routeServer.address}`;
@@ -127,7 +132,7 @@ async function main(): Promise<number> {
     note,
     stopGraceMs: settings.stopGraceMs,
     takeJobs: handler.kind !== "lb",
-    registerExtra: routeServer ? { address: routeServer.address } : undefined,
+    registerExtra: routeServer ? routeAddress(routeServer) : undefined,
     isOrphaned: parentPid
       ? (unreachableMs) => unreachableMs > settings.orphanExitMs && (process.ppid !== parentPid || !processAlive(parentPid))
       : undefined,

@@ -320,9 +320,14 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
         const problem = addressProblem(lbAddress);
         if (problem) errors.push(problem);
       }
+      // ...and the local socket it also serves on, if its driver gave it one (used only when the driver agrees).
+      const lbSocket = lbAddress !== undefined && body.socket !== undefined ? body.socket : undefined;
+      if (lbSocket !== undefined && (typeof lbSocket !== "string" || lbSocket.length === 0 || lbSocket.length > 200)) {
+        errors.push("$.socket: must be the socket path the worker was given (SVC_LB_SOCKET)");
+      }
       if (errors.length) throw invalid();
       engine.register(workerId, endpointId, concurrency);
-      if (typeof lbAddress === "string") ctx.lb?.registered(workerId, endpointId, lbAddress);
+      if (typeof lbAddress === "string") ctx.lb?.registered(workerId, endpointId, lbAddress, lbSocket as string | undefined);
       ctx.scaler()?.registered(endpointId);
       return sendJson(res, {
         endpoint: { id: endpoint.id, name: endpoint.name, executionTimeoutMs: endpoint.resource.executionTimeoutMs, maxConcurrency: endpoint.resource.maxConcurrency },

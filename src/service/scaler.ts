@@ -82,6 +82,8 @@ export interface ScalerDeps {
     busy(workerId: string): boolean;
     /** Where the proxy reaches this worker, when its driver says (a container's published port); undefined: forget. */
     workerAddress?(workerId: string, address: string | undefined): void;
+    /** The local socket the driver had this worker listen on (process driver); undefined: forget. */
+    workerSocket?(workerId: string, path: string | undefined): void;
     /** A worker that cannot register itself (a prebuilt image) joins the pool at the driver's address. */
     registered?(workerId: string, endpointId: string, address: string): void;
   };
@@ -249,6 +251,7 @@ export class Scaler {
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       if (m.handle.address) this.deps.lb?.workerAddress?.(workerId, m.handle.address);
+      if (m.handle.localSocket) this.deps.lb?.workerSocket?.(workerId, m.handle.localSocket);
       if (image && m.handle.address) {
         // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
         this.deps.engine.register(workerId, endpoint.id, 1);
@@ -281,6 +284,7 @@ export class Scaler {
     const registered = entry?.registered ?? false;
     this.deps.engine.workerGone(m.id);
     this.deps.lb?.workerAddress?.(m.id, undefined);
+    this.deps.lb?.workerSocket?.(m.id, undefined);
     void this.deps.revokeWorkerKeys(m.id).catch(() => undefined);
     if (expected) return;
     const f = this.failures.get(m.endpointId) ?? { count: 0, until: 0 };

@@ -78,6 +78,8 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
       expect(initializing).toBeGreaterThanOrEqual(0);
       expect(ready).toBeGreaterThan(initializing);
       expect(texts.some((t) => /^cold start: the first request after idle waited \d+ ms/.test(t))).toBe(true);
+      // The process driver gave the worker a local socket, and the proxy reaches it there (docs/lb.md).
+      expect(texts.some((t) => /^lb: worker w\w+ registered at http:\/\/127\.0\.0\.1:\d+ \(the proxy uses its local socket \/.+\.sock\)/.test(t))).toBe(true);
 
       const h = await health();
       expect(h.coldStarts.count).toBe(1);

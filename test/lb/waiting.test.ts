@@ -2,7 +2,7 @@
 // worker whose server has no /ping (what an image not built by svc may be) is found out and gets no traffic.
 
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer as createNetServer, type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkPingPath, lbEndpointUrl } from "../../src/service/lb/index.js";
 import { startService, type Service } from "../../src/service/index.js";
@@ -141,6 +141,50 @@ describe("the /ping check of an image that was not built by svc", () => {
     });
     expect(register.status).toBe(422);
     expect(((await register.json()) as { errors: string[] }).errors).toEqual(["$.address: must be an http(s) URL"]);
+  });
+});
+
+describe("a worker that claims a local socket", () => {
+  it("is reached over TCP unless its driver gave it that socket, and a malformed claim is a 422", async () => {
+    const id = await deployLb("claims");
+    // An HTTP server on a port and on a Unix socket: which one the proxy uses is what it counts.
+    let overSocket = 0;
+    let overTcp = 0;
+    const app = createServer((req, res) => {
+      if (req.url !== "/ping") (req.socket.remoteAddress === undefined ? overSocket++ : overTcp++);
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end("ok");
+    });
+    await new Promise<void>((r) => app.listen(0, "127.0.0.1", r));
+    const socketPath = join(dir, "claimed.sock");
+    const local = createNetServer((socket) => app.emit("connection", socket));
+    await new Promise<void>((r) => local.listen(socketPath, r));
+    const address = `http://127.0.0.1:${(app.address() as AddressInfo).port}`;
+    try {
+      const worker = await service.mintKey({ scopes: [`worker:${id}`] });
+      const register = (body: object) =>
+        fetch(`${service.url}/_worker/v1/register`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${worker.key}`, "content-type": "application/json" },
+          body: JSON.stringify({ workerId: worker.id, address, ...body }),
+        });
+      const bad = await register({ socket: 42 });
+      expect(bad.status).toBe(422);
+      expect(((await bad.json()) as { errors: string[] }).errors).toEqual(["$.socket: must be the socket path the worker was given (SVC_LB_SOCKET)"]);
+      expect((await register({ socket: socketPath })).status).toBe(200);
+      const response = await until("the worker to take traffic", async () => {
+        const r = await fetch(`${lbEndpointUrl(service.url, id)}/hello`, { headers: auth });
+        return r.status === 200 ? r : undefined;
+      });
+      expect(await response.text()).toBe("ok");
+      expect([overTcp, overSocket]).toEqual([1, 0]);
+      const logs = ((await (await fetch(`${service.url}/v1/endpoints/${id}/logs`, { headers: auth })).json()) as { lines: Array<{ text: string }> }).lines.map((l) => l.text);
+      expect(logs.some((t) => t.startsWith(`lb: worker ${worker.id} registered at ${address}; checking /ping`))).toBe(true);
+    } finally {
+      local.close();
+      app.closeAllConnections();
+      await new Promise<void>((r) => app.close(() => r()));
+    }
   });
 });
 

@@ -79,6 +79,8 @@ interface PoolWorker {
   endpointId: string;
   address: string;
   upstream: UpstreamAddress;
+  /** The local socket the worker says it also serves on (used when its driver gave it that one). */
+  claimedSocket: string | undefined;
   state: PingState | "new";
   inFlight: number;
   failures: number;
@@ -124,6 +126,8 @@ export class LbRouter {
   private readonly workers = new Map<string, PoolWorker>();
   /** Addresses the driver gave for its workers (a container's published port): they win over registered ones. */
   private readonly driverAddresses = new Map<string, string>();
+  /** Local sockets the driver had its workers listen on (process driver). */
+  private readonly driverSockets = new Map<string, string>();
   private readonly waiters = new Map<string, Waiter[]>();
   private readonly lastPicked = new Map<string, string>();
   private readonly coldSince = new Map<string, number>();
@@ -144,15 +148,41 @@ export class LbRouter {
 
   // ------------------------------------------------------------------ pool
 
-  /** A worker registered with its address (it may register twice: early, then once its handler loaded). */
-  registered(workerId: string, endpointId: string, registeredAddress: string): void {
+  /**
+   * A worker registered with its address, and the local socket it also serves on if it has one (it may register
+   * twice: early, then once its handler loaded).
+   */
+  registered(workerId: string, endpointId: string, registeredAddress: string, claimedSocket?: string): void {
     const address = this.driverAddresses.get(workerId) ?? registeredAddress;
     const known = this.workers.get(workerId);
-    if (known && known.address === address) return;
-    const upstream = parseAddress(address);
-    this.workers.set(workerId, { id: workerId, endpointId, address, upstream, state: "new", inFlight: 0, failures: 0, nextProbe: 0, probing: false });
-    this.note(endpointId, workerId, `lb: worker ${workerId} registered at ${address}; checking /ping`);
+    if (known && known.address === address) {
+      known.claimedSocket = claimedSocket;
+      this.useSocket(known);
+      return;
+    }
+    const w: PoolWorker = { id: workerId, endpointId, address, upstream: parseAddress(address), claimedSocket, state: "new", inFlight: 0, failures: 0, nextProbe: 0, probing: false };
+    this.workers.set(workerId, w);
+    this.useSocket(w);
+    const local = w.upstream.socketPath === undefined ? "" : ` (the proxy uses its local socket ${w.upstream.socketPath})`;
+    this.note(endpointId, workerId, `lb: worker ${workerId} registered at ${address}${local}; checking /ping`);
     this.probeDue();
+  }
+
+  /**
+   * The proxy reaches a worker on its local socket only when the worker serves there and its driver gave it that
+   * path: a worker's word alone never points the service at a path of its choosing.
+   */
+  private useSocket(w: PoolWorker): void {
+    const path = w.claimedSocket !== undefined && this.driverSockets.get(w.id) === w.claimedSocket ? w.claimedSocket : undefined;
+    if (w.upstream.socketPath !== path) w.upstream = { ...w.upstream, socketPath: path };
+  }
+
+  /** The driver had this worker listen on a local socket (process driver); undefined: it is gone. */
+  workerSocket(workerId: string, path: string | undefined): void {
+    if (path === undefined) this.driverSockets.delete(workerId);
+    else this.driverSockets.set(workerId, path);
+    const known = this.workers.get(workerId);
+    if (known) this.useSocket(known);
   }
 
   /** The driver says where this worker is reachable (either before or after the worker registers). */

@@ -64,8 +64,10 @@ export interface UpstreamAddress {
   protocol: string;
   hostname: string;
   port: string;
-  /** "hostname:port": the Host header sent up, and the key of the connection pool. */
+  /** "hostname:port": the Host header sent up, and the key of the connection pool (unless `socketPath`). */
   host: string;
+  /** A Unix socket where the worker also listens (the process driver's): connections go there instead. */
+  socketPath?: string;
 }
 
 export function parseAddress(address: string): UpstreamAddress {
@@ -293,18 +295,15 @@ class UpstreamConnection {
     readonly key: string,
     private readonly pool: UpstreamPool,
   ) {
-    const host = upstream.hostname.startsWith("[") ? upstream.hostname.slice(1, -1) : upstream.hostname;
-    const socket = connect({
-      host,
-      port: Number(upstream.port) || 80,
-      onread: {
-        buffer: READ_BUFFER,
-        callback: (length: number) => {
-          this.onRead(READ_BUFFER.subarray(0, length));
-          return true;
-        },
+    const onread = {
+      buffer: READ_BUFFER,
+      callback: (length: number) => {
+        this.onRead(READ_BUFFER.subarray(0, length));
+        return true;
       },
-    });
+    };
+    const host = upstream.hostname.startsWith("[") ? upstream.hostname.slice(1, -1) : upstream.hostname;
+    const socket = upstream.socketPath !== undefined ? connect({ path: upstream.socketPath, onread }) : connect({ host, port: Number(upstream.port) || 80, onread });
     this.socket = socket;
     const P = Llhttp!;
     this.parser = new P();
@@ -448,7 +447,7 @@ export class UpstreamPool {
   }
 
   acquire(upstream: UpstreamAddress): UpstreamConnection {
-    const key = upstream.host;
+    const key = upstream.socketPath ?? upstream.host;
     const list = this.free.get(key);
     while (list && list.length > 0) {
       const conn = list.pop()!;
