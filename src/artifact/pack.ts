@@ -7,7 +7,8 @@ import { createReadStream, createWriteStream } from "node:fs";
 import { lstat, readdir, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
-import { createGzip, gzipSync } from "node:zlib";
+import { promisify } from "node:util";
+import { createGzip, gzip, gzipSync } from "node:zlib";
 import { Transform } from "node:stream";
 import tar from "tar-stream";
 import { UserError } from "../errors.js";
@@ -23,6 +24,22 @@ const IN_MEMORY_BYTES = 64 * 1024 * 1024;
 // tar-stream emits 512-byte headers and small bodies; gzip costs a thread-pool round trip per write, so feed
 // it large chunks (measured: ~2x faster packing). Chunking does not change the compressed bytes.
 const COALESCE_BYTES = 1024 * 1024;
+
+/** Past this many tar bytes, the archive is gzipped in two members at once (one per core). */
+const PARALLEL_GZIP_BYTES = 256 * 1024;
+const gzipAsync = promisify(gzip);
+
+/**
+ * gzip of `tar`, in two members compressed at the same time on the thread pool when it is large enough: a
+ * multi-member gzip is one stream to every reader (RFC 1952; node's gunzip, GNU tar, Docker), and the split is
+ * by size alone, so the bytes stay deterministic. Measured on a 20-endpoint app: gzip was ~15% of `svc build`.
+ */
+async function gzipInParts(tar: Buffer): Promise<Buffer> {
+  if (tar.length < PARALLEL_GZIP_BYTES) return gzipSync(tar, { level: GZIP_LEVEL });
+  const half = Math.floor(tar.length / 2);
+  const parts = await Promise.all([gzipAsync(tar.subarray(0, half), { level: GZIP_LEVEL }), gzipAsync(tar.subarray(half), { level: GZIP_LEVEL })]);
+  return Buffer.concat(parts);
+}
 
 function coalesce(limit: number): Transform {
   let parts: Buffer[] = [];
@@ -204,7 +221,7 @@ export async function packEntries(
       });
       pack.finalize();
       await collecting;
-      await writeFile(outFile, gzipSync(Buffer.concat(chunks), { level: GZIP_LEVEL }));
+      await writeFile(outFile, await gzipInParts(Buffer.concat(chunks)));
     } else {
       const writing = pipeline(pack, coalesce(COALESCE_BYTES), createGzip({ level: GZIP_LEVEL, chunkSize: 256 * 1024 }), createWriteStream(outFile));
       await Promise.all([writeEntries(pack, entries).catch((err: unknown) => {
