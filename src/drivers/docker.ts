@@ -467,6 +467,9 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       throw err;
     }
     const inspected = await container.inspect();
+    // On a local engine the container's IP on its network is reachable from the host, without the engine's port
+    // forwarding (a userland proxy process by default): the service checks that before using it (lb.md).
+    const containerIp = inspected.NetworkSettings.Networks?.[plan.network]?.IPAddress;
     const ports: Record<number, number> = {};
     for (const [key, bindings] of Object.entries(inspected.NetworkSettings.Ports ?? {})) {
       const hostPort = bindings?.[0]?.HostPort;
@@ -496,6 +499,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       containerName: plan.name,
       ports,
       address: launch.loadBalanced && ports[LB_CONTAINER_PORT] ? `http://127.0.0.1:${ports[LB_CONTAINER_PORT]}` : undefined,
+      directAddress: launch.loadBalanced && containerIp ? `http://${containerIp.includes(":") ? `[${containerIp}]` : containerIp}:${LB_CONTAINER_PORT}` : undefined,
       exited,
       stop(graceMs) {
         // docker stop: SIGTERM (forwarded by docker-init to the runtime, which drains), SIGKILL after t seconds.

@@ -65,6 +65,11 @@ export interface WorkerHandle {
    * (SVC_LB_SOCKET): the service's proxy reaches the worker there, without TCP, once the worker confirms it.
    */
   readonly localSocket?: string;
+  /**
+   * An address of a load-balanced worker that skips the host's port forwarding (a container's IP on its
+   * network): the service tries it once the worker answers at `address`, and keeps it only if it answers there too.
+   */
+  readonly directAddress?: string;
 }
 
 export interface WorkerDriver {

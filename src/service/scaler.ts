@@ -84,6 +84,8 @@ export interface ScalerDeps {
     workerAddress?(workerId: string, address: string | undefined): void;
     /** The local socket the driver had this worker listen on (process driver); undefined: forget. */
     workerSocket?(workerId: string, path: string | undefined): void;
+    /** An address that skips the host's port forwarding (a container's IP), to try; undefined: forget. */
+    workerDirectAddress?(workerId: string, address: string | undefined): void;
     /** A worker that cannot register itself (a prebuilt image) joins the pool at the driver's address. */
     registered?(workerId: string, endpointId: string, address: string): void;
   };
@@ -252,6 +254,7 @@ export class Scaler {
       });
       if (m.handle.address) this.deps.lb?.workerAddress?.(workerId, m.handle.address);
       if (m.handle.localSocket) this.deps.lb?.workerSocket?.(workerId, m.handle.localSocket);
+      if (m.handle.directAddress) this.deps.lb?.workerDirectAddress?.(workerId, m.handle.directAddress);
       if (image && m.handle.address) {
         // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
         this.deps.engine.register(workerId, endpoint.id, 1);
@@ -285,6 +288,7 @@ export class Scaler {
     this.deps.engine.workerGone(m.id);
     this.deps.lb?.workerAddress?.(m.id, undefined);
     this.deps.lb?.workerSocket?.(m.id, undefined);
+    this.deps.lb?.workerDirectAddress?.(m.id, undefined);
     void this.deps.revokeWorkerKeys(m.id).catch(() => undefined);
     if (expected) return;
     const f = this.failures.get(m.endpointId) ?? { count: 0, until: 0 };

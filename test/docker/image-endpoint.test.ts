@@ -16,6 +16,7 @@ import { LABELS } from "../../src/drivers/docker-engine.js";
 import { workerImageName } from "../../src/drivers/images.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call } from "../service/helpers.js";
+import { until } from "../lb/harness.js";
 import { describeDocker, docker, leftovers } from "./engine.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
@@ -108,6 +109,15 @@ describeDocker("load-balanced endpoints from a prebuilt image", () => {
     expect((await call(`${created.body.lbUrl}/hello/ada`)).status).toBe(401);
     const running = await docker.listContainers({ filters: { label: [`${LABELS.session}=${driver.session}`, `${LABELS.endpoint}=${created.body.id}`] } });
     expect(running.map((c) => c.Image)).toEqual([imageTag]);
+
+    // On this (local) engine the proxy moves from the published port to the container's own address once that
+    // answers /ping (skipping the engine's port forwarding), and the routes keep answering there.
+    const ip = Object.values((await docker.getContainer(running[0]!.Id).inspect()).NetworkSettings.Networks)[0]!.IPAddress;
+    const logs = async () => ((await call(`${service.url}/v1/endpoints/${created.body.id}/logs`, { key: KEY })).body.lines as Array<{ text: string }>).map((l) => l.text);
+    const moved = await until("the proxy to use the container's address", async () => (await logs()).find((t) => t.includes(`answers at http://${ip}:8080: the proxy uses it instead of http://127.0.0.1:`)));
+    expect(moved).toMatch(/^lb: worker w\w+ answers at/);
+    const again = await call(`${created.body.lbUrl}/hello/bo`, { key: KEY });
+    expect([again.status, again.body]).toEqual([200, { hello: "bo", port: "8080", endpoint: "web" }]);
   }, 120_000);
 
   it("an image without /ping: the create says so (and the CLI prints it), and the endpoint gets no workers", async () => {

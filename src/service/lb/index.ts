@@ -128,6 +128,8 @@ export class LbRouter {
   private readonly driverAddresses = new Map<string, string>();
   /** Local sockets the driver had its workers listen on (process driver). */
   private readonly driverSockets = new Map<string, string>();
+  /** Addresses that skip the host's port forwarding (Docker: the container's IP), not tried yet. */
+  private readonly directCandidates = new Map<string, string>();
   private readonly waiters = new Map<string, Waiter[]>();
   private readonly lastPicked = new Map<string, string>();
   private readonly coldSince = new Map<string, number>();
@@ -175,6 +177,36 @@ export class LbRouter {
   private useSocket(w: PoolWorker): void {
     const path = w.claimedSocket !== undefined && this.driverSockets.get(w.id) === w.claimedSocket ? w.claimedSocket : undefined;
     if (w.upstream.socketPath !== path) w.upstream = { ...w.upstream, socketPath: path };
+  }
+
+  /** The driver knows a more direct address for this worker (a container's IP); undefined: it is gone. */
+  workerDirectAddress(workerId: string, address: string | undefined): void {
+    if (address === undefined) this.directCandidates.delete(workerId);
+    else this.directCandidates.set(workerId, address);
+  }
+
+  /**
+   * issue 7: once a worker answers /ping at its address, try its direct address (if its driver gave one); use it
+   * from then on (traffic and /ping) only if it answers there too. A remote engine's or a VM's container IP does
+   * not answer from here: the published port stays.
+   */
+  private tryDirect(w: PoolWorker): void {
+    const direct = this.directCandidates.get(w.id);
+    if (direct === undefined) return;
+    this.directCandidates.delete(w.id);
+    void probePing(direct, 1000).then((answer) => {
+      if (this.closed || this.workers.get(w.id) !== w) return;
+      if (answer.state === "unreachable") {
+        this.note(w.endpointId, w.id, `lb: worker ${w.id} does not answer at ${direct} from the service: the proxy keeps ${w.address}`);
+        return;
+      }
+      const before = w.address;
+      // In place (state and in-flight count kept), and as the driver's address, so a re-register keeps it.
+      this.driverAddresses.set(w.id, direct);
+      w.address = direct;
+      w.upstream = { ...parseAddress(direct), socketPath: w.upstream.socketPath };
+      this.note(w.endpointId, w.id, `lb: worker ${w.id} answers at ${direct}: the proxy uses it instead of ${before}`);
+    });
   }
 
   /** The driver had this worker listen on a local socket (process driver); undefined: it is gone. */
@@ -249,6 +281,7 @@ export class LbRouter {
   private heard(w: PoolWorker, state: PingState, status: number | undefined): void {
     if (this.closed || this.workers.get(w.id) !== w) return;
     const before = w.state;
+    if (state === "ready" || state === "initializing") this.tryDirect(w);
     if (state === "ready") {
       w.failures = 0;
       w.state = "ready";
