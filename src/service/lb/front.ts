@@ -22,7 +22,7 @@ import type { Socket } from "node:net";
 import type { Principal } from "../auth.js";
 import { credentialFromHeader, HttpProblem, problemResponse } from "../http.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
-import { latin1Write, scanRequestHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
+import { scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
 import { llhttp, SMALL_BODY_BYTES, type Downstream } from "./proxy.js";
 
 export interface FrontDeps {
@@ -406,14 +406,7 @@ class FrontConnection implements Downstream {
   whole(answer: ScannedResponse, data: Buffer, bodyStart: number, workerId: string): void {
     const first = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? "Unknown"}\r\n`;
     const last = `x-svc-worker: ${workerId}\r\n${answer.date ? "" : `date: ${httpDate()}\r\n`}${this.limits}${this.connectionHeaders()}\r\n`;
-    const lines = answer.lines;
-    let size = first.length + last.length + answer.contentLength;
-    for (let k = 0; k < lines.length; k += 2) size += lines[k + 1]! - lines[k]!;
-    const out = Buffer.allocUnsafe(size);
-    let at = latin1Write(out, first, 0);
-    for (let k = 0; k < lines.length; k += 2) at += data.copy(out, at, lines[k], lines[k + 1]);
-    at += latin1Write(out, last, at);
-    data.copy(out, at, bodyStart, bodyStart + answer.contentLength);
+    const out = spliceHead(first, data, answer.lines, last, data.subarray(bodyStart, bodyStart + answer.contentLength));
     this.headWritten = true;
     this.socket.write(out);
     this.answered();

@@ -24,6 +24,32 @@ function parse(kind: "request" | "response", data: Buffer) {
   return result instanceof Error ? result : head;
 }
 
+/** A seeded generator of random heads: header lines from `names` and `values`, then a few stray bytes anywhere. */
+function randomHeads(seed: number, names: readonly string[], values: readonly string[], noise: readonly string[]) {
+  const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const pick = <T>(list: readonly T[]) => list[Math.floor(random() * list.length)]!;
+  return {
+    random,
+    pick,
+    /** `first` and the lines `extra` says where (before line i), `count` random header lines, the empty line, mutated. */
+    head(first: string, extra: (i: number, count: number) => string = () => ""): string {
+      const count = Math.floor(random() * 5);
+      let text = first;
+      for (let i = 0; i <= count; i++) {
+        text += extra(i, count);
+        if (i < count) text += `${pick(names)}:${pick(["", " "])}${pick(values)}\r\n`;
+      }
+      text += "\r\n";
+      const mutations = Math.floor(random() * 3);
+      for (let m = 0; m < mutations; m++) {
+        const at = Math.floor(random() * (text.length - 4));
+        text = text.slice(0, at) + pick(noise) + text.slice(at + (random() < 0.5 ? 1 : 0));
+      }
+      return text;
+    },
+  };
+}
+
 describe("scanRequestHead", () => {
   it("reads what the front needs and keeps the lines passed up", () => {
     const text =
@@ -81,24 +107,12 @@ describe("scanRequestHead", () => {
   });
 
   it("never accepts a head node's parser refuses, and reads the same one it reads (seeded random heads)", () => {
-    let seed = 7;
-    const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
-    const pick = <T>(list: readonly T[]) => list[Math.floor(random() * list.length)]!;
     const names = ["Host", "host", "Authorization", "Content-Length", "content-length", "Accept", "X-Forwarded-For", "Connection", "Keep-Alive", "Transfer-Encoding", "Expect", "Upgrade", "TE", "X-A"];
     const values = ["a", "svc:1", "Bearer k", "0", "12", "keep-alive", "close", "chunked", " spaced ", "a\tb", "ümlaut", "x, y", ""];
-    const noise = ["\r", "\n", " ", "\t", ":", "\x00", "\x7f", "(", "é", "\r\n"];
+    const gen = randomHeads(7, names, values, ["\r", "\n", " ", "\t", ":", "\x00", "\x7f", "(", "é", "\r\n"]);
     let accepted = 0;
     for (let round = 0; round < 4000; round++) {
-      let text = `${pick(["GET", "POST", "HEAD", "DELETE", "PATCH", "OPTIONS", "PUT"])} ${pick(["/", "/lb/abc/x?y=1", "/a%20b", "/#f"])} HTTP/1.1\r\n`;
-      const count = Math.floor(random() * 5);
-      for (let i = 0; i < count; i++) text += `${pick(names)}:${pick(["", " "])}${pick(values)}\r\n`;
-      text += "\r\n";
-      // Mutate a few bytes anywhere before the final empty line.
-      const mutations = Math.floor(random() * 3);
-      for (let m = 0; m < mutations; m++) {
-        const at = Math.floor(random() * (text.length - 4));
-        text = text.slice(0, at) + pick(noise) + text.slice(at + (random() < 0.5 ? 1 : 0));
-      }
+      const text = gen.head(`${gen.pick(["GET", "POST", "HEAD", "DELETE", "PATCH", "OPTIONS", "PUT"])} ${gen.pick(["/", "/lb/abc/x?y=1", "/a%20b", "/#f"])} HTTP/1.1\r\n`);
       const data = Buffer.from(text, "latin1");
       const headEnd = data.indexOf(HEAD_END);
       if (headEnd < 0) continue;
@@ -163,27 +177,17 @@ describe("scanResponseHead", () => {
   });
 
   it("never accepts an answer node's parser refuses, and reads the same status, length and keep-alive (seeded)", () => {
-    let seed = 11;
-    const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
-    const pick = <T>(list: readonly T[]) => list[Math.floor(random() * list.length)]!;
     const names = ["content-length", "Content-Type", "Connection", "Keep-Alive", "Transfer-Encoding", "Date", "Set-Cookie", "RateLimit"];
     const values = ["0", "12", "keep-alive", "close", "chunked", "text/plain", " a ", "x\ty", "ü"];
-    const noise = ["\r", "\n", " ", "\t", ":", "\x00", "\x7f", "é", "\r\n", "9"];
+    const gen = randomHeads(11, names, values, ["\r", "\n", " ", "\t", ":", "\x00", "\x7f", "é", "\r\n", "9"]);
     let accepted = 0;
     for (let round = 0; round < 4000; round++) {
-      let text = `HTTP/1.1 ${pick(["200 OK", "201 Created", "404 Not Found", "500", "302 Found", "204 No Content", "101 Switching"])}\r\n`;
-      const count = Math.floor(random() * 5);
-      const lengthAt = random() < 0.85 ? Math.floor(random() * (count + 1)) : -1;
-      for (let i = 0; i <= count; i++) {
-        if (i === lengthAt) text += `Content-Length: ${Math.floor(random() * 200)}\r\n`;
-        if (i < count) text += `${pick(names)}:${pick(["", " "])}${pick(values)}\r\n`;
-      }
-      text += "\r\n";
-      const mutations = Math.floor(random() * 3);
-      for (let m = 0; m < mutations; m++) {
-        const at = Math.floor(random() * (text.length - 4));
-        text = text.slice(0, at) + pick(noise) + text.slice(at + (random() < 0.5 ? 1 : 0));
-      }
+      // Most answers get one Content-Length, somewhere among the other lines.
+      const withLength = gen.random() < 0.85;
+      const where = gen.random();
+      const length = Math.floor(gen.random() * 200);
+      const status = gen.pick(["200 OK", "201 Created", "404 Not Found", "500", "302 Found", "204 No Content", "101 Switching"]);
+      const text = gen.head(`HTTP/1.1 ${status}\r\n`, (i, count) => (withLength && i === Math.floor(where * (count + 1)) ? `Content-Length: ${length}\r\n` : ""));
       const data = Buffer.from(text, "latin1");
       const headEnd = data.indexOf(HEAD_END);
       if (headEnd < 0) continue;

@@ -33,12 +33,121 @@ interface Latin1Buffer {
   latin1Write(text: string, offset: number): number;
 }
 /** `latin1Slice(data, start, end)`. */
-export function latin1Slice(data: Buffer, start: number, end: number): string {
+function latin1Slice(data: Buffer, start: number, end: number): string {
   return (data as unknown as Latin1Buffer).latin1Slice(start, end);
 }
 /** `out.write(text, offset, "latin1")`: bytes written. */
-export function latin1Write(out: Buffer, text: string, offset: number): number {
+function latin1Write(out: Buffer, text: string, offset: number): number {
   return (out as unknown as Latin1Buffer).latin1Write(text, offset);
+}
+
+/** The parts of the header line `readHeaderLine` read last (one scan at a time: scans are synchronous). */
+const line = { nameEnd: 0, valueStart: 0, valueEnd: 0, next: 0 };
+
+/** Read the header line at `pos` (name ":" OWS value OWS CRLF; no folding, no space before the colon) into `line`; false when it is not one. */
+function readHeaderLine(data: Buffer, pos: number): boolean {
+  let n = pos;
+  while (TOKEN[data[n]!] === 1) n++;
+  if (n === pos || data[n] !== COLON) return false;
+  let v = n + 1;
+  let eol = v;
+  while (VALUE[data[eol]!] === 1) eol++;
+  if (data[eol] !== CR || data[eol + 1] !== LF) return false;
+  while (v < eol && (data[v] === SP || data[v] === HTAB)) v++;
+  let ve = eol;
+  while (ve > v && (data[ve - 1] === SP || data[ve - 1] === HTAB)) ve--;
+  line.nameEnd = n;
+  line.valueStart = v;
+  line.valueEnd = ve;
+  line.next = eol + 2;
+  return true;
+}
+
+/** The header names the scanners act on; every other name is `Kind.Other`. */
+const enum Kind {
+  Other,
+  Host,
+  Authorization,
+  ContentLength,
+  TransferEncoding,
+  Connection,
+  /** Connection-scoped (RFC 9110 7.6.1) besides Connection and Transfer-Encoding: never passed on. */
+  HopByHop,
+  Expect,
+  Upgrade,
+  ForwardedFor,
+  /** X-Forwarded-Host and -Proto: the proxy sets its own. */
+  Forwarded,
+  Date,
+  /** RateLimit and RateLimit-Policy: the service's own replace a worker's. */
+  RateLimit,
+}
+
+/** What the header name `data[pos, pos + length)` is, in any case (by length first: most names are none of these). */
+function headerKind(data: Buffer, pos: number, length: number): Kind {
+  switch (length) {
+    case 2:
+      return nameIs(data, pos, "te") ? Kind.HopByHop : Kind.Other;
+    case 4:
+      return nameIs(data, pos, "host") ? Kind.Host : nameIs(data, pos, "date") ? Kind.Date : Kind.Other;
+    case 6:
+      return nameIs(data, pos, "expect") ? Kind.Expect : Kind.Other;
+    case 7:
+      return nameIs(data, pos, "upgrade") ? Kind.Upgrade : nameIs(data, pos, "trailer") ? Kind.HopByHop : Kind.Other;
+    case 9:
+      return nameIs(data, pos, "ratelimit") ? Kind.RateLimit : Kind.Other;
+    case 10:
+      return nameIs(data, pos, "connection") ? Kind.Connection : nameIs(data, pos, "keep-alive") ? Kind.HopByHop : Kind.Other;
+    case 13:
+      return nameIs(data, pos, "authorization") ? Kind.Authorization : Kind.Other;
+    case 14:
+      return nameIs(data, pos, "content-length") ? Kind.ContentLength : Kind.Other;
+    case 15:
+      return nameIs(data, pos, "x-forwarded-for") ? Kind.ForwardedFor : Kind.Other;
+    case 16:
+      return nameIs(data, pos, "x-forwarded-host") ? Kind.Forwarded : nameIs(data, pos, "ratelimit-policy") ? Kind.RateLimit : Kind.Other;
+    case 17:
+      return nameIs(data, pos, "transfer-encoding") ? Kind.TransferEncoding : nameIs(data, pos, "x-forwarded-proto") ? Kind.Forwarded : Kind.Other;
+    case 18:
+      return nameIs(data, pos, "proxy-authenticate") ? Kind.HopByHop : Kind.Other;
+    case 19:
+      return nameIs(data, pos, "proxy-authorization") ? Kind.HopByHop : Kind.Other;
+    default:
+      return Kind.Other;
+  }
+}
+
+/** The decimal number `data[start, end)` (1 to `maxDigits` digits, nothing else), or -1. */
+function decimal(data: Buffer, start: number, end: number, maxDigits: number): number {
+  if (end - start < 1 || end - start > maxDigits) return -1;
+  let value = 0;
+  for (let d = start; d < end; d++) {
+    const digit = data[d]! - 48;
+    if (digit < 0 || digit > 9) return -1;
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+/** A Connection value: true for keep-alive, false for close, undefined for anything else (a list of headers). */
+function connectionKeepAlive(data: Buffer, start: number, end: number): boolean | undefined {
+  const value = latin1Slice(data, start, end).toLowerCase();
+  return value === "keep-alive" ? true : value === "close" ? false : undefined;
+}
+
+/**
+ * One buffer: `first`, the lines `lines` ([start, end) pairs) of `data` as they are, `last`, then `body`. The
+ * heads the proxy sends either way are built so: its own lines around the ones it passes on.
+ */
+export function spliceHead(first: string, data: Buffer, lines: readonly number[], last: string, body: Buffer): Buffer {
+  let size = first.length + last.length + body.length;
+  for (let k = 0; k < lines.length; k += 2) size += lines[k + 1]! - lines[k]!;
+  const out = Buffer.allocUnsafe(size);
+  let at = latin1Write(out, first, 0);
+  for (let k = 0; k < lines.length; k += 2) at += data.copy(out, at, lines[k], lines[k + 1]);
+  at += latin1Write(out, last, at);
+  if (body.length > 0) body.copy(out, at);
+  return out;
 }
 
 /** The front's reading of one request head. */
@@ -88,87 +197,55 @@ export function scanRequestHead(data: Buffer, headEnd: number, maxBody: number):
   let lengthSeen = false;
   const end = headEnd + 2;
   while (pos < end) {
-    // name ":" OWS value OWS CRLF; no folding, no space before the colon
-    let n = pos;
-    while (TOKEN[data[n]!] === 1) n++;
-    if (n === pos || data[n] !== COLON) return undefined;
-    let v = n + 1;
-    let eol = v;
-    while (VALUE[data[eol]!] === 1) eol++;
-    if (data[eol] !== CR || data[eol + 1] !== LF) return undefined;
-    while (v < eol && (data[v] === SP || data[v] === HTAB)) v++;
-    let ve = eol;
-    while (ve > v && (data[ve - 1] === SP || data[ve - 1] === HTAB)) ve--;
-    const next = eol + 2;
+    if (!readHeaderLine(data, pos)) return undefined;
+    const v = line.valueStart;
+    const ve = line.valueEnd;
+    const next = line.next;
     let pass = true;
-    switch (n - pos) {
-      case 2: // te
-        if (nameIs(data, pos, "te")) pass = false;
+    switch (headerKind(data, pos, line.nameEnd - pos)) {
+      case Kind.Other:
+      case Kind.Date:
+      case Kind.RateLimit:
         break;
-      case 4:
-        if (nameIs(data, pos, "host")) {
-          if (scanned.host !== undefined) return undefined;
-          scanned.host = latin1Slice(data, v, ve);
-          pass = false;
-        }
+      case Kind.Host:
+        if (scanned.host !== undefined) return undefined;
+        scanned.host = latin1Slice(data, v, ve);
+        pass = false;
         break;
-      case 6:
-        if (nameIs(data, pos, "expect")) return undefined;
+      case Kind.Authorization:
+        if (scanned.authorization !== undefined) return undefined;
+        scanned.authorization = latin1Slice(data, v, ve);
+        pass = false;
         break;
-      case 7:
-        if (nameIs(data, pos, "upgrade")) return undefined;
-        if (nameIs(data, pos, "trailer")) pass = false;
+      case Kind.ContentLength: {
+        const length = lengthSeen ? -1 : decimal(data, v, ve, 7);
+        if (length < 0 || length > maxBody) return undefined;
+        lengthSeen = true;
+        scanned.contentLength = length;
         break;
-      case 10:
-        if (nameIs(data, pos, "connection")) {
-          const value = latin1Slice(data, v, ve).toLowerCase();
-          // Anything but the two usual values lists hop-by-hop headers: node:http sorts that out.
-          if (value === "close") scanned.keepAlive = false;
-          else if (value !== "keep-alive") return undefined;
-          pass = false;
-        } else if (nameIs(data, pos, "keep-alive")) pass = false;
+      }
+      case Kind.Connection: {
+        // Anything but the two usual values lists hop-by-hop headers: node:http sorts that out.
+        const keepAlive = connectionKeepAlive(data, v, ve);
+        if (keepAlive === undefined) return undefined;
+        scanned.keepAlive = keepAlive;
+        pass = false;
         break;
-      case 13:
-        if (nameIs(data, pos, "authorization")) {
-          if (scanned.authorization !== undefined) return undefined;
-          scanned.authorization = latin1Slice(data, v, ve);
-          pass = false;
-        }
+      }
+      case Kind.ForwardedFor: {
+        const value = latin1Slice(data, v, ve);
+        scanned.forwardedFor = scanned.forwardedFor === undefined ? value : `${scanned.forwardedFor}, ${value}`;
+        pass = false;
         break;
-      case 14:
-        if (nameIs(data, pos, "content-length")) {
-          if (lengthSeen || ve - v < 1 || ve - v > 7) return undefined;
-          let length = 0;
-          for (let d = v; d < ve; d++) {
-            const digit = data[d]! - 48;
-            if (digit < 0 || digit > 9) return undefined;
-            length = length * 10 + digit;
-          }
-          if (length > maxBody) return undefined;
-          lengthSeen = true;
-          scanned.contentLength = length;
-        }
+      }
+      case Kind.HopByHop:
+      case Kind.Forwarded:
+        pass = false;
         break;
-      case 15:
-        if (nameIs(data, pos, "x-forwarded-for")) {
-          const value = latin1Slice(data, v, ve);
-          scanned.forwardedFor = scanned.forwardedFor === undefined ? value : `${scanned.forwardedFor}, ${value}`;
-          pass = false;
-        }
-        break;
-      case 16:
-        if (nameIs(data, pos, "x-forwarded-host")) pass = false;
-        break;
-      case 17:
-        if (nameIs(data, pos, "transfer-encoding")) return undefined;
-        if (nameIs(data, pos, "x-forwarded-proto")) pass = false;
-        break;
-      case 18:
-        if (nameIs(data, pos, "proxy-authenticate")) pass = false;
-        break;
-      case 19:
-        if (nameIs(data, pos, "proxy-authorization")) pass = false;
-        break;
+      case Kind.TransferEncoding:
+      case Kind.Expect:
+      case Kind.Upgrade:
+        return undefined;
     }
     if (pass) scanned.lines.push(pos, next);
     pos = next;
@@ -194,15 +271,7 @@ export function upstreamRequestBytes(
   let last = req.host === undefined ? "" : `x-forwarded-host: ${req.host}\r\n`;
   if (remote) last += `x-forwarded-for: ${req.forwardedFor === undefined ? remote : `${req.forwardedFor}, ${remote}`}\r\n`;
   last += "x-forwarded-proto: http\r\n\r\n";
-  const lines = req.lines;
-  let size = first.length + last.length + body.length;
-  for (let k = 0; k < lines.length; k += 2) size += lines[k + 1]! - lines[k]!;
-  const out = Buffer.allocUnsafe(size);
-  let at = latin1Write(out, first, 0);
-  for (let k = 0; k < lines.length; k += 2) at += data.copy(out, at, lines[k], lines[k + 1]);
-  at += latin1Write(out, last, at);
-  if (body.length > 0) body.copy(out, at);
-  return out;
+  return spliceHead(first, data, req.lines, last, body);
 }
 
 const HTTP11_STATUS = Buffer.from("HTTP/1.1 ", "latin1");
@@ -244,64 +313,42 @@ export function scanResponseHead(data: Buffer, headEnd: number): ScannedResponse
   const scanned: ScannedResponse = { status, contentLength: -1, keepAlive: true, date: false, lines: [] };
   const end = headEnd + 2;
   while (pos < end) {
-    let n = pos;
-    while (TOKEN[data[n]!] === 1) n++;
-    if (n === pos || data[n] !== COLON) return undefined;
-    let v = n + 1;
-    let eol = v;
-    while (VALUE[data[eol]!] === 1) eol++;
-    if (data[eol] !== CR || data[eol + 1] !== LF) return undefined;
-    while (v < eol && (data[v] === SP || data[v] === HTAB)) v++;
-    let ve = eol;
-    while (ve > v && (data[ve - 1] === SP || data[ve - 1] === HTAB)) ve--;
-    const next = eol + 2;
+    if (!readHeaderLine(data, pos)) return undefined;
+    const v = line.valueStart;
+    const ve = line.valueEnd;
+    const next = line.next;
     let pass = true;
-    switch (n - pos) {
-      case 2:
-        if (nameIs(data, pos, "te")) pass = false;
+    switch (headerKind(data, pos, line.nameEnd - pos)) {
+      case Kind.Other:
+      case Kind.Authorization:
+      case Kind.Expect:
+      case Kind.ForwardedFor:
+      case Kind.Forwarded:
         break;
-      case 4:
-        if (nameIs(data, pos, "host")) pass = false;
-        else if (nameIs(data, pos, "date")) scanned.date = true;
+      case Kind.Date:
+        scanned.date = true;
         break;
-      case 7:
-        if (nameIs(data, pos, "upgrade") || nameIs(data, pos, "trailer")) pass = false;
+      case Kind.ContentLength: {
+        const length = scanned.contentLength >= 0 ? -1 : decimal(data, v, ve, 15);
+        if (length < 0) return undefined;
+        scanned.contentLength = length;
         break;
-      case 9:
-        if (nameIs(data, pos, "ratelimit")) pass = false;
+      }
+      case Kind.Connection: {
+        const keepAlive = connectionKeepAlive(data, v, ve);
+        if (keepAlive === undefined) return undefined;
+        scanned.keepAlive = keepAlive;
+        pass = false;
         break;
-      case 10:
-        if (nameIs(data, pos, "connection")) {
-          const value = latin1Slice(data, v, ve).toLowerCase();
-          if (value === "close") scanned.keepAlive = false;
-          else if (value !== "keep-alive") return undefined;
-          pass = false;
-        } else if (nameIs(data, pos, "keep-alive")) pass = false;
+      }
+      case Kind.Host:
+      case Kind.HopByHop:
+      case Kind.Upgrade:
+      case Kind.RateLimit:
+        pass = false;
         break;
-      case 14:
-        if (nameIs(data, pos, "content-length")) {
-          if (scanned.contentLength >= 0 || ve - v < 1 || ve - v > 15) return undefined;
-          let length = 0;
-          for (let d = v; d < ve; d++) {
-            const digit = data[d]! - 48;
-            if (digit < 0 || digit > 9) return undefined;
-            length = length * 10 + digit;
-          }
-          scanned.contentLength = length;
-        }
-        break;
-      case 16:
-        if (nameIs(data, pos, "ratelimit-policy")) pass = false;
-        break;
-      case 17:
-        if (nameIs(data, pos, "transfer-encoding")) return undefined;
-        break;
-      case 18:
-        if (nameIs(data, pos, "proxy-authenticate")) pass = false;
-        break;
-      case 19:
-        if (nameIs(data, pos, "proxy-authorization")) pass = false;
-        break;
+      case Kind.TransferEncoding:
+        return undefined;
     }
     if (pass) scanned.lines.push(pos, next);
     pos = next;
