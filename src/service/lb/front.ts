@@ -412,9 +412,9 @@ class FrontConnection implements Downstream {
     this.answered();
   }
 
-  workerFailed(workerId: string, detail: string): void {
+  workerFailed(workerId: string, detail: string, status: 502 | 504 = 502): void {
     // Part of the answer went out: it can only be cut short.
     if (this.headWritten) return void this.socket.destroy();
-    this.problem(502, detail, { "x-svc-worker": workerId }, this.limits, this.isHead);
+    this.problem(status, detail, { "x-svc-worker": workerId }, this.limits, this.isHead);
   }
 }

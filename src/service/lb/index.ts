@@ -409,7 +409,7 @@ export class LbRouter {
       if (err instanceof HttpProblem) throw err;
       return true; // the client went away while waiting
     }
-    const exchange = { upstream: worker.upstream, path: target.path, workerId: worker.id, endpointId: target.endpointId };
+    const exchange = { upstream: worker.upstream, path: target.path, workerId: worker.id, endpointId: target.endpointId, timeoutMs: this.answerTimeout(target.endpointId) };
     await this.serve(worker, () =>
       UpstreamPool.supports(worker.upstream) ? forwardRaw(this.pool, req, res, exchange) : forward(this.agent, req, res, exchange),
     );
@@ -474,7 +474,7 @@ export class LbRouter {
     const w = worker as PoolWorker;
     this.started(w);
     try {
-      return openExchange(this.pool, down, { upstream: w.upstream, workerId: w.id }, isHead, (outcome) => this.finished(w, outcome));
+      return openExchange(this.pool, down, { upstream: w.upstream, workerId: w.id, timeoutMs: this.answerTimeout(w.endpointId) }, isHead, (outcome) => this.finished(w, outcome));
     } catch (err) {
       this.finished(w, "client-gone");
       throw err;
@@ -493,6 +493,11 @@ export class LbRouter {
     }
   }
 
+  /** How long a worker may take to begin its answer: the endpoint's executionTimeout. */
+  private answerTimeout(endpointId: string): number | undefined {
+    return this.deps.endpoints.get(endpointId)?.resource.executionTimeoutMs;
+  }
+
   private started(w: PoolWorker): void {
     const entry = this.deps.engine.workers.get(w.id);
     if (entry) entry.idleSince = Date.now();
@@ -507,6 +512,11 @@ export class LbRouter {
     let counters = this.counters.get(endpointId);
     if (!counters) this.counters.set(endpointId, (counters = { served: 0, failed: 0 }));
     if (outcome === "ok") counters.served++;
+    if (outcome === "timed-out") {
+      // Slow is not dead: it stays in the pool (its /ping decides that).
+      counters.failed++;
+      this.note(endpointId, w.id, `lb: worker ${w.id} did not answer a request within ${this.answerTimeout(endpointId) ?? "?"} ms (executionTimeout): 504, not retried`);
+    }
     if (outcome === "worker-failed") {
       counters.failed++;
       // No retry, and no more traffic until its /ping says it is fine again.

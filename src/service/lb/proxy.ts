@@ -52,7 +52,8 @@ export function downstreamHeaders(upstream: IncomingHttpHeaders, workerId: strin
   return out;
 }
 
-export type ProxyOutcome = "ok" | "worker-failed" | "client-gone";
+/** "timed-out": the worker did not begin its answer within the endpoint's executionTimeout (a 504; it stays in the pool). */
+export type ProxyOutcome = "ok" | "worker-failed" | "client-gone" | "timed-out";
 
 /** One keep-alive pool for every worker: a connection per in-flight request, reused across requests. */
 export function proxyAgent(): Agent {
@@ -189,7 +190,8 @@ const Llhttp = llhttp?.Parser;
 
 /** An idle pooled connection is closed after this long (the worker's server keeps them 65 s). */
 const IDLE_SOCKET_MS = 30_000;
-const IDLE_SWEEP_MS = 5_000;
+/** How often idle connections and late answers are looked at (the pool's coarse clock moves this often). */
+const SWEEP_MS = 1_000;
 const CRLF = Buffer.from("\r\n", "latin1");
 /** A request body up to this size, with its length known, goes up in the same write as the head. */
 export const SMALL_BODY_BYTES = 64 * 1024;
@@ -427,14 +429,22 @@ export class UpstreamPool {
   private closed = false;
   /** A coarse clock (epoch ms, advanced by the sweep): idle times need seconds, not a clock read per request. */
   private now = Date.now();
-  private readonly sweeper = setInterval(() => this.sweep(), IDLE_SWEEP_MS);
+  private readonly sweeper = setInterval(() => this.sweep(), SWEEP_MS);
+  /** Exchanges waiting for the head of their answer, with a deadline. */
+  readonly waiting = new Set<PooledExchange>();
 
   constructor() {
     this.sweeper.unref();
   }
 
+  /** The coarse clock (epoch ms, at most a sweep behind). */
+  get clock(): number {
+    return this.now;
+  }
+
   private sweep(): void {
     this.now = Date.now();
+    for (const exchange of this.waiting) if (this.now >= exchange.deadline) exchange.timeOut();
     for (const list of this.free.values()) {
       // Most recently used last: the oldest are at the front.
       while (list.length > 0 && this.now - list[0]!.idleSince >= IDLE_SOCKET_MS) list.shift()!.socket.destroy();
@@ -501,8 +511,8 @@ export interface Downstream {
   onDrain(listener: () => void): void;
   /** Called once if the caller leaves before the answer is over. */
   onGone(listener: () => void): void;
-  /** The worker failed: a 502 problem when nothing was sent yet, else the answer is cut short. */
-  workerFailed(workerId: string, detail: string): void;
+  /** The worker failed: a problem (502, or `status`) when nothing was sent yet, else the answer is cut short. */
+  workerFailed(workerId: string, detail: string, status?: 502 | 504): void;
   /**
    * Optional: a whole answer at once, as the worker sent it (`data`: its head and body; `answer.lines`: the header
    * lines to pass on; the body from `bodyStart`), plus the x-svc-worker header; ends the answer. Without it, an
@@ -530,10 +540,10 @@ export function responseDownstream(req: IncomingMessage, res: ServerResponse): D
         if (!res.writableFinished) listener();
       });
     },
-    workerFailed(workerId, detail) {
+    workerFailed(workerId, detail, status = 502) {
       if (res.headersSent) return void res.destroy();
       req.resume();
-      sendProblem(res, 502, detail, { headers: { "x-svc-worker": workerId } });
+      sendProblem(res, status, detail, { headers: { "x-svc-worker": workerId } });
     },
   };
 }
@@ -558,11 +568,13 @@ export interface RawExchange {
 export function openExchange(
   pool: UpstreamPool,
   down: Downstream,
-  target: { upstream: UpstreamAddress; workerId: string },
+  target: { upstream: UpstreamAddress; workerId: string; timeoutMs?: number },
   isHead: boolean,
   onSettled?: (outcome: ProxyOutcome) => void,
 ): RawExchange {
-  return new PooledExchange(pool.acquire(target.upstream), down, target.upstream.host, target.workerId, isHead, onSettled);
+  const exchange = new PooledExchange(pool.acquire(target.upstream), down, target.upstream.host, target.workerId, isHead, onSettled);
+  if (target.timeoutMs !== undefined && !exchange.settled) exchange.waitAtMost(pool, target.timeoutMs);
+  return exchange;
 }
 
 /** One request on a pooled connection: the connection's events in, the answer out to the downstream. */
@@ -577,6 +589,10 @@ class PooledExchange implements Exchange, RawExchange {
   private complete = false;
   private waitingDrain = false;
   private headFailure: Error | undefined;
+  /** Until when the head of the answer may take (the pool's coarse clock), when it is in `pool.waiting`. */
+  deadline = Infinity;
+  private timeoutMs = 0;
+  private pool: UpstreamPool | undefined;
   // The outcome as a promise only for a caller that asks for one (the front takes `onSettled`: no promise a request).
   private result: ProxyOutcome | undefined;
   private resolve: ((outcome: ProxyOutcome) => void) | undefined;
@@ -609,8 +625,38 @@ class PooledExchange implements Exchange, RawExchange {
     this.requestSent = true;
   }
 
+  /**
+   * issue 7: a worker that does not begin its answer within `timeoutMs` (the endpoint's executionTimeout) gets the
+   * caller a 504, and its connection closed. Checked by the pool's sweep, not a timer a request (timers cost more
+   * than the rest of a request here); a begun answer (a stream) may run longer.
+   */
+  waitAtMost(pool: UpstreamPool, timeoutMs: number): void {
+    this.pool = pool;
+    this.timeoutMs = timeoutMs;
+    // The coarse clock may be a sweep behind: one more sweep, so the deadline never comes early.
+    this.deadline = pool.clock + timeoutMs + SWEEP_MS;
+    pool.waiting.add(this);
+  }
+
+  timeOut(): void {
+    this.answerBegun();
+    if (this.settled) return;
+    this.conn.end(false);
+    if (this.down.gone) return this.settle("client-gone");
+    this.down.workerFailed(this.workerId, `The worker ${this.workerId} did not answer within ${this.timeoutMs} ms (the endpoint's executionTimeout); it was not retried`, 504);
+    this.settle("timed-out");
+  }
+
+  /** The answer began (or the exchange is over): no deadline any more. */
+  private answerBegun(): void {
+    if (this.pool === undefined) return;
+    this.pool.waiting.delete(this);
+    this.pool = undefined;
+  }
+
   private settle(value: ProxyOutcome): void {
     if (this.settled) return;
+    this.answerBegun();
     this.settled = true;
     this.result = value;
     this.resolve?.(value);
@@ -626,6 +672,7 @@ class PooledExchange implements Exchange, RawExchange {
 
   onWhole(answer: ScannedResponse, data: Buffer, bodyStart: number): void {
     if (this.settled) return;
+    this.answerBegun();
     this.conn.end(answer.keepAlive && this.requestSent);
     this.settle("ok");
     this.down.whole!(answer, data, bodyStart, this.workerId);
@@ -636,6 +683,7 @@ class PooledExchange implements Exchange, RawExchange {
       this.informational = true;
       return 1; // no body; the real answer follows
     }
+    this.answerBegun();
     this.keepAlive = alive;
     let known = false;
     for (let i = 0; i < headers.length; i += 2) if (headers[i]!.length === 14 && headers[i]!.toLowerCase() === "content-length") known = true;
@@ -698,7 +746,7 @@ export function forwardRaw(
   pool: UpstreamPool,
   req: IncomingMessage,
   res: ServerResponse,
-  target: { upstream: UpstreamAddress; path: string; workerId: string; endpointId: string },
+  target: { upstream: UpstreamAddress; path: string; workerId: string; endpointId: string; timeoutMs?: number },
 ): Promise<ProxyOutcome> {
   const exchange = openExchange(pool, responseDownstream(req, res), target, req.method === "HEAD");
   const socket = exchange.socket;
