@@ -48,7 +48,7 @@ function recorder(acceptsWhole: boolean) {
     down.whole = (answer: ScannedResponse, data: Buffer, bodyStart: number) => {
       seen.wholes++;
       seen.heads.push(answer.status);
-      for (let i = 0; i < answer.lines.length; i += 2) seen.lines.push(data.toString("latin1", answer.lines[i], answer.lines[i + 1]).trim());
+      for (let i = 0; i < answer.lines.length; i += 2) seen.lines.push(...data.toString("latin1", answer.lines[i], answer.lines[i + 1]).split("\r\n").filter(Boolean));
       seen.body.push(Buffer.from(data.subarray(bodyStart, bodyStart + answer.contentLength)));
       seen.ended = true;
     };

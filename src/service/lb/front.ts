@@ -76,6 +76,8 @@ export class LbFront {
   closing = false;
   /** Requests the front served, and connections it handed to node:http (tests and diagnostics). */
   readonly stats = { served: 0, handedOver: 0 };
+  /** The Connection header lines of an answer on a kept connection (the same for every answer). */
+  readonly keepAliveHeaders: string;
   /**
    * A coarse clock (epoch ms) advanced by the sweep, which closes idle connections and hands stalled ones to
    * node:http: a socket timeout re-armed on every read and write cost more than the rest of the request.
@@ -87,6 +89,7 @@ export class LbFront {
     readonly deps: FrontDeps,
     readonly handOver: (socket: Socket) => void,
   ) {
+    this.keepAliveHeaders = `connection: keep-alive\r\nkeep-alive: timeout=${Math.floor(deps.keepAliveMs / 1000)}\r\n`;
     this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
     this.sweeper.unref();
   }
@@ -142,6 +145,9 @@ class FrontConnection implements Downstream {
   private headWritten = false;
   private chunked = false;
   private readonly remote: string | undefined;
+  /** The Authorization value of this connection's last request, and the key read from it. */
+  private authorization: string | undefined;
+  private key: string | undefined;
   /** The key last looked up for the request at the head of the buffer (looked up once, then node:http decides). */
   private lookedUp: string | undefined;
   /** Since when it has been waiting for the caller (the front's coarse clock). */
@@ -226,16 +232,21 @@ class FrontConnection implements Downstream {
       return;
     }
     const target = lbTarget(head.url, head.host);
-    const credential = credentialFromHeader(head.authorization);
-    if (!target || !credential) return this.giveToNode();
-    const principal = this.front.deps.principal(credential.key);
+    // (A connection's requests carry the same Authorization as a rule: its key is read once.)
+    if (head.authorization !== this.authorization) {
+      this.authorization = head.authorization;
+      this.key = credentialFromHeader(head.authorization)?.key;
+    }
+    const key = this.key;
+    if (!target || key === undefined) return this.giveToNode();
+    const principal = this.front.deps.principal(key);
     if (!principal) {
       // A key not seen yet (the first request of a client, often): look it up once, then decide again, so the
       // connection stays here. Still unknown or invalid: node:http answers the 401.
-      if (this.lookedUp === credential.key) return this.giveToNode();
-      this.lookedUp = credential.key;
+      if (this.lookedUp === key) return this.giveToNode();
+      this.lookedUp = key;
       this.busy = true;
-      void this.front.deps.authenticate(credential.key).then(
+      void this.front.deps.authenticate(key).then(
         () => this.resume(),
         () => this.resume(),
       );
@@ -291,7 +302,7 @@ class FrontConnection implements Downstream {
   }
 
   private connectionHeaders(): string {
-    return this.closeAfter ? "connection: close\r\n" : `connection: keep-alive\r\nkeep-alive: timeout=${Math.floor(this.front.deps.keepAliveMs / 1000)}\r\n`;
+    return this.closeAfter ? "connection: close\r\n" : this.front.keepAliveHeaders;
   }
 
   private forward(worker: LbWorker, data: Buffer, head: ScannedRequest, path: string, limits: string, body: Buffer) {

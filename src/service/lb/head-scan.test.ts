@@ -58,9 +58,9 @@ describe("scanRequestHead", () => {
     const data = Buffer.from(text, "latin1");
     const head = scanRequestHead(data, data.indexOf(HEAD_END), 100)!;
     expect(head).toMatchObject({ method: "POST", url: "/lb/abc/items/1?q=2", host: "svc:1", authorization: "Bearer k", contentLength: 2, keepAlive: true, forwardedFor: "10.0.0.1" });
-    const kept = [];
-    for (let i = 0; i < head.lines.length; i += 2) kept.push(data.toString("latin1", head.lines[i], head.lines[i + 1]));
-    expect(kept).toEqual(["Accept: a\r\n", "Content-Length: 2\r\n"]);
+    let kept = "";
+    for (let i = 0; i < head.lines.length; i += 2) kept += data.toString("latin1", head.lines[i], head.lines[i + 1]);
+    expect(kept).toBe("Accept: a\r\nContent-Length: 2\r\n");
     expect(scan("GET / HTTP/1.1\r\nconnection: Close\r\n\r\n")).toMatchObject({ keepAlive: false, lines: [] });
     expect(scan("GET / HTTP/1.1\r\n\r\n")).toMatchObject({ method: "GET", url: "/", host: undefined, contentLength: 0 });
   });
@@ -151,9 +151,11 @@ describe("scanResponseHead", () => {
     const data = Buffer.from(text, "latin1");
     const answer = scanResponseHead(data, data.indexOf(HEAD_END))!;
     expect(answer).toMatchObject({ status: 201, contentLength: 2, keepAlive: true, date: true });
-    const kept = [];
-    for (let i = 0; i < answer.lines.length; i += 2) kept.push(data.toString("latin1", answer.lines[i], answer.lines[i + 1]));
-    expect(kept).toEqual(["Content-Type: application/json\r\n", "Content-Length: 2\r\n", "Date: x\r\n", "Set-Cookie: a=1\r\n", "Set-Cookie: b=2\r\n"]);
+    let kept = "";
+    for (let i = 0; i < answer.lines.length; i += 2) kept += data.toString("latin1", answer.lines[i], answer.lines[i + 1]);
+    expect(kept).toBe("Content-Type: application/json\r\nContent-Length: 2\r\nDate: x\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n");
+    // Lines that touch are one range: two copies here, not five.
+    expect(answer.lines.length).toBe(4);
     expect(scanResponse("HTTP/1.1 500\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")).toMatchObject({ status: 500, keepAlive: false, date: false });
   });
 
