@@ -116,6 +116,40 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
       expect([wrongMethod.status, wrongMethod.headers.get("allow")]).toEqual([405, "POST"]);
     });
 
+    it("holds the worker's stream back while the caller does not read, then delivers every byte (backpressure end to end)", async () => {
+      const marker = join(app.dir, `big-${String(lbFront)}.txt`);
+      const pieces = 256; // 64 KiB each: 16 MiB, far more than the sockets on the way can hold
+      const made = () => Number((() => { try { return readFileSync(marker, "utf8"); } catch { return "0"; } })());
+      const received: Buffer[] = [];
+      const done = new Promise<number>((resolve, reject) => {
+        const req = request(`${base}/big?pieces=${pieces}&marker=${encodeURIComponent(marker)}`, { headers: auth, agent: false }, (res) => {
+          res.pause(); // read nothing for now
+          void (async () => {
+            // Production stalls while nobody reads: the count stops moving, short of the whole.
+            let last = -1;
+            await until("the producer to stall", async () => {
+              await new Promise((r) => setTimeout(r, 400));
+              const now = made();
+              const stalled = now > 0 && now === last;
+              last = now;
+              return stalled || undefined;
+            }, 20_000);
+            expect(made()).toBeLessThan(pieces);
+            res.on("data", (chunk: Buffer) => received.push(chunk));
+            res.on("end", () => resolve(res.statusCode ?? 0));
+            res.resume();
+          })().catch(reject);
+        });
+        req.on("error", reject);
+        req.end();
+      });
+      expect(await done).toBe(200);
+      const body = Buffer.concat(received);
+      expect(body.length).toBe(pieces * 65536);
+      for (let k = 0; k < pieces; k++) expect([body[k * 65536], body[k * 65536 + 65535]]).toEqual([k % 251, k % 251]);
+      expect(made()).toBe(pieces);
+    });
+
     it("round-trips a binary body byte for byte", async () => {
       const bytes = randomBytes(300_000);
       const response = await fetch(`${base}/bytes`, { method: "POST", headers: { ...auth, "content-type": "application/octet-stream" }, body: bytes });
