@@ -196,7 +196,8 @@ export class LbRouter {
     this.directCandidates.delete(w.id);
     void probePing(direct, 1000).then((answer) => {
       if (this.closed || this.workers.get(w.id) !== w) return;
-      if (answer.state === "unreachable") {
+      // Only a /ping a worker gives (200 or 204) shows it is the same worker there.
+      if (answer.state !== "ready" && answer.state !== "initializing") {
         this.note(w.endpointId, w.id, `lb: worker ${w.id} does not answer at ${direct} from the service: the proxy keeps ${w.address}`);
         return;
       }
