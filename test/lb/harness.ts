@@ -7,6 +7,8 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
+import { afterAll, beforeAll } from "vitest";
+import { lbEndpointUrl } from "../../src/service/lb/index.js";
 import { startService, type DeployedEndpoint, type Service, type ServiceOptions } from "../../src/service/index.js";
 import type { ManifestResource } from "../../src/sdk/manifest.js";
 
@@ -56,4 +58,43 @@ export async function until<T>(what: string, probe: () => Promise<T | undefined>
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** fixtures/lb-app's `api` endpoint on a live service, as the LB tests use it (set up by `useLbApp`). */
+export interface LbApp {
+  app: LiveApp;
+  endpointId: string;
+  /** {service}/lb/{endpoint_id} */
+  base: string;
+  auth: Record<string, string>;
+  /** The endpoint's log lines (oldest first). */
+  logLines(): Promise<Array<{ text: string; workerId: string }>>;
+  /** The endpoint's /health answer. */
+  health(): Promise<any>;
+}
+
+/**
+ * Start fixtures/lb-app with these `api` settings before the tests of the enclosing describe, and close it after:
+ * the returned object is filled in `beforeAll`.
+ */
+export function useLbApp(resources: Partial<ManifestResource>, service: Partial<ServiceOptions> = {}): LbApp {
+  const lb = {} as LbApp;
+  beforeAll(async () => {
+    const app = await startApp("fixtures/lb-app", { resources: { api: resources }, service });
+    const api = app.endpoints.find((e) => e.name === "api")!;
+    if (api.type !== "lb") throw new Error(`fixtures/lb-app's api is ${api.type}, not lb`);
+    const auth = { authorization: `Bearer ${app.key}` };
+    Object.assign(lb, {
+      app,
+      endpointId: api.id,
+      base: lbEndpointUrl(app.service.url, api.id),
+      auth,
+      logLines: async () => ((await (await fetch(`${app.service.url}/v1/endpoints/${api.id}/logs`, { headers: auth })).json()) as { lines: Array<{ text: string; workerId: string }> }).lines,
+      health: async () => (await fetch(`${app.service.url}/v2/${api.id}/health`, { headers: auth })).json(),
+    });
+  });
+  afterAll(async () => {
+    await lb.app?.close();
+  });
+  return lb;
 }
