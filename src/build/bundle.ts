@@ -85,10 +85,13 @@ export function blamedEndpoints<T extends Pick<BundleRequest, "endpoint" | "defi
   return everyErrorOwned && owners.length > 0 ? owners : [...requests];
 }
 
+/** esbuild's messages about what an endpoint imports (a package it cannot find, a binary addon). */
+const IMPORT_PROBLEM = /^Could not resolve|imports the binary|loads the binary/;
+
 /** What to do about a failed bundle: imports and packages, or the code itself (esbuild does not type-check). Pure. */
 export function bundleHint(errors: readonly Pick<esbuild.Message, "text">[]): string {
-  const imports = errors.some((m) => /^Could not resolve|imports the binary|loads the binary/.test(m.text));
-  const code = errors.some((m) => !/^Could not resolve|imports the binary|loads the binary/.test(m.text));
+  const imports = errors.some((m) => IMPORT_PROBLEM.test(m.text));
+  const code = errors.some((m) => !IMPORT_PROBLEM.test(m.text));
   const parts: string[] = [];
   if (code) parts.push("Fix the code at the places above (svc build bundles with esbuild and does not type-check; run `npx tsc --noEmit` for type errors).");
   if (imports) parts.push("Fix the imports above; packages an endpoint needs at run time go in its `dependencies`.");

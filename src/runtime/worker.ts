@@ -97,15 +97,16 @@ async function main(): Promise<number> {
     const dir = await prepareArtifact(settings);
     // issue 7: a load-balanced worker listens (and registers its address) before it loads the handler, so the
     // service sees /ping answer 204 while it initializes and 200 once it is ready.
+    const routeOptions = { host: settings.httpHost, port: settings.httpPort, socketPath: settings.lbSocket };
     if (await isLoadBalancedEndpoint(dir, settings.endpointName)) {
-      routeServer = await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort, socketPath: settings.lbSocket });
+      routeServer = await serveRoutes(null, routeOptions);
       const early = { workerId: settings.workerId, concurrency: settings.maxConcurrency, ...routeAddress(routeServer) };
       await api.post("register", early, { timeoutMs: 5000 }).catch(() => undefined);
     }
     const loaded = await importHandler(await handlerPath(dir, settings.endpointName));
     await loaded.init();
     if (loaded.kind === "lb") {
-      routeServer ??= await serveRoutes(null, { host: settings.httpHost, port: settings.httpPort, socketPath: settings.lbSocket });
+      routeServer ??= await serveRoutes(null, routeOptions);
       routeServer.ready(loaded.routes);
       // In a container (listening on every interface) the address inside it is not where anyone reaches it.
       const where = settings.httpHost === "0.0.0.0" || settings.httpHost === "::" ? `on port ${new URL(routeServer.address).port} of this container` : `at ${routeServer.address}`;

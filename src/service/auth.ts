@@ -89,8 +89,7 @@ export class KeyRing {
 
   /** The principal of a key, or undefined when the key is unknown or revoked. */
   async authenticate(key: string): Promise<Principal | undefined> {
-    const cached = this.cache.get(key);
-    if (cached !== undefined) return cached && !expired(cached) ? cached : undefined;
+    if (this.cache.has(key)) return this.known(key);
     const hash = hashKey(key);
     const row = await this.store.keyByHash(hash);
     const valid = row !== undefined && row.revokedAt === null && timingSafeEqual(Buffer.from(row.hash, "hex"), Buffer.from(hash, "hex"));

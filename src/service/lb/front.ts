@@ -297,8 +297,13 @@ class FrontConnection implements Downstream {
     let lines = "";
     for (const [name, value] of Object.entries(headers)) lines += `${name}: ${value}\r\n`;
     // (An answer to HEAD has the headers of the answer to GET, and no body.)
-    this.socket.write(problemResponse(status, detail, `${lines}${limits}date: ${httpDate()}\r\n${this.connectionHeaders()}`, !isHead));
+    this.socket.write(problemResponse(status, detail, `${lines}${this.serviceHeaders(limits, false)}`, !isHead));
     this.answered();
+  }
+
+  /** The header lines the service adds to every answer: RateLimit (`limits`), Date unless the worker sent one, Connection. */
+  private serviceHeaders(limits: string, hasDate: boolean): string {
+    return `${limits}${hasDate ? "" : `date: ${httpDate()}\r\n`}${this.connectionHeaders()}`;
   }
 
   private connectionHeaders(): string {
@@ -387,9 +392,8 @@ class FrontConnection implements Downstream {
       else if (lower === "ratelimit" || lower === "ratelimit-policy") continue;
       text += `${name}: ${headers[i + 1]}\r\n`;
     }
-    if (!date) text += `date: ${httpDate()}\r\n`;
     this.chunked = framing === "stream";
-    text += `${this.limits}${this.connectionHeaders()}${this.chunked ? "transfer-encoding: chunked\r\n" : ""}\r\n`;
+    text += `${this.serviceHeaders(this.limits, date)}${this.chunked ? "transfer-encoding: chunked\r\n" : ""}\r\n`;
     this.pendingHead = text;
     // A streamed answer's head goes out now; a whole one with its body.
     if (this.chunked) this.send([]);
@@ -416,7 +420,7 @@ class FrontConnection implements Downstream {
 
   whole(answer: ScannedResponse, data: Buffer, bodyStart: number, workerId: string): void {
     const first = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? "Unknown"}\r\n`;
-    const last = `x-svc-worker: ${workerId}\r\n${answer.date ? "" : `date: ${httpDate()}\r\n`}${this.limits}${this.connectionHeaders()}\r\n`;
+    const last = `x-svc-worker: ${workerId}\r\n${this.serviceHeaders(this.limits, answer.date)}\r\n`;
     const out = spliceHead(first, data, answer.lines, last, data.subarray(bodyStart, bodyStart + answer.contentLength));
     this.headWritten = true;
     this.socket.write(out);

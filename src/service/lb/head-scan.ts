@@ -89,38 +89,50 @@ const enum Kind {
   RateLimit,
 }
 
-/** What the header name `data[pos, pos + length)` is, in any case (by length first: most names are none of these). */
+/** Connection-scoped headers (RFC 9110 7.6.1): never passed on, either way (proxy.ts uses the same list). */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host"]);
+/** Set by the proxy itself: the caller's values are replaced (X-Forwarded-For is appended to). */
+export const FORWARDED: ReadonlySet<string> = new Set(["x-forwarded-host", "x-forwarded-for", "x-forwarded-proto"]);
+
+/**
+ * The names the scanners act on, by length (most names are none of them: a length with no entry is decided at
+ * once). Derived from the lists above, plus the names with a rule of their own.
+ */
+const KINDS_BY_LENGTH: Array<Array<[string, Kind]>> = (() => {
+  const own: Array<[string, Kind]> = [
+    ["host", Kind.Host],
+    ["authorization", Kind.Authorization],
+    ["content-length", Kind.ContentLength],
+    ["transfer-encoding", Kind.TransferEncoding],
+    ["connection", Kind.Connection],
+    ["expect", Kind.Expect],
+    ["upgrade", Kind.Upgrade],
+    ["x-forwarded-for", Kind.ForwardedFor],
+    ["date", Kind.Date],
+    ["ratelimit", Kind.RateLimit],
+    ["ratelimit-policy", Kind.RateLimit],
+  ];
+  const all = new Map<string, Kind>(own);
+  for (const name of HOP_BY_HOP) if (!all.has(name)) all.set(name, Kind.HopByHop);
+  for (const name of FORWARDED) if (!all.has(name)) all.set(name, Kind.Forwarded);
+  const table: Array<Array<[string, Kind]>> = [];
+  for (const [name, kind] of all) (table[name.length] ??= []).push([name, kind]);
+  return table;
+})();
+
+/** What the header name `data[pos, pos + length)` is, in any case. */
 function headerKind(data: Buffer, pos: number, length: number): Kind {
-  switch (length) {
-    case 2:
-      return nameIs(data, pos, "te") ? Kind.HopByHop : Kind.Other;
-    case 4:
-      return nameIs(data, pos, "host") ? Kind.Host : nameIs(data, pos, "date") ? Kind.Date : Kind.Other;
-    case 6:
-      return nameIs(data, pos, "expect") ? Kind.Expect : Kind.Other;
-    case 7:
-      return nameIs(data, pos, "upgrade") ? Kind.Upgrade : nameIs(data, pos, "trailer") ? Kind.HopByHop : Kind.Other;
-    case 9:
-      return nameIs(data, pos, "ratelimit") ? Kind.RateLimit : Kind.Other;
-    case 10:
-      return nameIs(data, pos, "connection") ? Kind.Connection : nameIs(data, pos, "keep-alive") ? Kind.HopByHop : Kind.Other;
-    case 13:
-      return nameIs(data, pos, "authorization") ? Kind.Authorization : Kind.Other;
-    case 14:
-      return nameIs(data, pos, "content-length") ? Kind.ContentLength : Kind.Other;
-    case 15:
-      return nameIs(data, pos, "x-forwarded-for") ? Kind.ForwardedFor : Kind.Other;
-    case 16:
-      return nameIs(data, pos, "x-forwarded-host") ? Kind.Forwarded : nameIs(data, pos, "ratelimit-policy") ? Kind.RateLimit : Kind.Other;
-    case 17:
-      return nameIs(data, pos, "transfer-encoding") ? Kind.TransferEncoding : nameIs(data, pos, "x-forwarded-proto") ? Kind.Forwarded : Kind.Other;
-    case 18:
-      return nameIs(data, pos, "proxy-authenticate") ? Kind.HopByHop : Kind.Other;
-    case 19:
-      return nameIs(data, pos, "proxy-authorization") ? Kind.HopByHop : Kind.Other;
-    default:
-      return Kind.Other;
-  }
+  const candidates = KINDS_BY_LENGTH[length];
+  if (candidates === undefined) return Kind.Other;
+  for (let i = 0; i < candidates.length; i++) if (nameIs(data, pos, candidates[i]![0])) return candidates[i]![1];
+  return Kind.Other;
+}
+
+/** The X-Forwarded-* lines the proxy sends up (each ending in CRLF): `forwardedFor` is what the caller sent. */
+export function forwardedLines(host: string | undefined, remote: string | undefined, forwardedFor: string | undefined): string {
+  let lines = host ? `x-forwarded-host: ${host}\r\n` : "";
+  if (remote) lines += `x-forwarded-for: ${forwardedFor === undefined ? remote : `${forwardedFor}, ${remote}`}\r\n`;
+  return `${lines}x-forwarded-proto: http\r\n`;
 }
 
 /** The decimal number `data[start, end)` (1 to `maxDigits` digits, nothing else), or -1. */
@@ -274,10 +286,7 @@ export function upstreamRequestBytes(
   body: Buffer,
 ): Buffer {
   const first = `${req.method} ${path} HTTP/1.1\r\nhost: ${upstreamHost}\r\n`;
-  let last = req.host === undefined ? "" : `x-forwarded-host: ${req.host}\r\n`;
-  if (remote) last += `x-forwarded-for: ${req.forwardedFor === undefined ? remote : `${req.forwardedFor}, ${remote}`}\r\n`;
-  last += "x-forwarded-proto: http\r\n\r\n";
-  return spliceHead(first, data, req.lines, last, body);
+  return spliceHead(first, data, req.lines, `${forwardedLines(req.host, remote, req.forwardedFor)}\r\n`, body);
 }
 
 const HTTP11_STATUS = Buffer.from("HTTP/1.1 ", "latin1");

@@ -159,24 +159,25 @@ export class LbRouter {
     const known = this.workers.get(workerId);
     if (known && known.address === address) {
       known.claimedSocket = claimedSocket;
-      this.useSocket(known);
+      this.reach(known);
       return;
     }
     const w: PoolWorker = { id: workerId, endpointId, address, upstream: parseAddress(address), claimedSocket, state: "new", inFlight: 0, failures: 0, nextProbe: 0, probing: false };
     this.workers.set(workerId, w);
-    this.useSocket(w);
+    this.reach(w);
     const local = w.upstream.socketPath === undefined ? "" : ` (the proxy uses its local socket ${w.upstream.socketPath})`;
     this.note(endpointId, workerId, `lb: worker ${workerId} registered at ${address}${local}; checking /ping`);
     this.probeDue();
   }
 
   /**
-   * The proxy reaches a worker on its local socket only when the worker serves there and its driver gave it that
-   * path: a worker's word alone never points the service at a path of its choosing.
+   * Where the proxy connects to `w` (`upstream`), from its address and its local socket. The socket only when the
+   * worker serves there and its driver gave it that path: a worker's word alone never points the service at a
+   * path of its choosing.
    */
-  private useSocket(w: PoolWorker): void {
-    const path = w.claimedSocket !== undefined && this.driverSockets.get(w.id) === w.claimedSocket ? w.claimedSocket : undefined;
-    if (w.upstream.socketPath !== path) w.upstream = { ...w.upstream, socketPath: path };
+  private reach(w: PoolWorker): void {
+    const socketPath = w.claimedSocket !== undefined && this.driverSockets.get(w.id) === w.claimedSocket ? w.claimedSocket : undefined;
+    w.upstream = { ...parseAddress(w.address), socketPath };
   }
 
   /** The driver knows a more direct address for this worker (a container's IP); undefined: it is gone. */
@@ -205,7 +206,7 @@ export class LbRouter {
       // In place (state and in-flight count kept), and as the driver's address, so a re-register keeps it.
       this.driverAddresses.set(w.id, direct);
       w.address = direct;
-      w.upstream = { ...parseAddress(direct), socketPath: w.upstream.socketPath };
+      this.reach(w);
       this.note(w.endpointId, w.id, `lb: worker ${w.id} answers at ${direct}: the proxy uses it instead of ${before}`);
     });
   }
@@ -215,7 +216,7 @@ export class LbRouter {
     if (path === undefined) this.driverSockets.delete(workerId);
     else this.driverSockets.set(workerId, path);
     const known = this.workers.get(workerId);
-    if (known) this.useSocket(known);
+    if (known) this.reach(known);
   }
 
   /** The driver says where this worker is reachable (either before or after the worker registers). */

@@ -6,20 +6,7 @@ import { request as httpRequest, Agent, type IncomingHttpHeaders, type IncomingM
 import { createRequire } from "node:module";
 import { connect, type Socket } from "node:net";
 import { sendProblem } from "../http.js";
-import { scanResponseHead, type ScannedResponse } from "./head-scan.js";
-
-/** Connection-scoped headers (RFC 9110 7.6.1) are not forwarded; neither is the caller's API key. */
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-  "host",
-]);
+import { forwardedLines, FORWARDED, HOP_BY_HOP, scanResponseHead, type ScannedResponse } from "./head-scan.js";
 
 function connectionListed(headers: IncomingHttpHeaders): Set<string> {
   const listed = headers.connection;
@@ -246,15 +233,11 @@ export function requestHead(
     if (HOP_BY_HOP.has(name) || listed?.has(name) || name === "authorization" || FORWARDED.has(name)) continue;
     head += `${raw[i]}: ${raw[i + 1]}\r\n`;
   }
-  if (info.host) head += `x-forwarded-host: ${info.host}\r\n`;
-  if (info.remote) head += `x-forwarded-for: ${forwardedFor === undefined ? info.remote : `${forwardedFor}, ${info.remote}`}\r\n`;
-  head += "x-forwarded-proto: http\r\n";
+  head += forwardedLines(info.host, info.remote, forwardedFor);
   if (chunked) head += "transfer-encoding: chunked\r\n";
   return `${head}\r\n`;
 }
 
-/** Set by the proxy itself (the caller's values are replaced, as in `upstreamHeaders`). */
-const FORWARDED = new Set(["x-forwarded-host", "x-forwarded-for", "x-forwarded-proto"]);
 
 /** One request on a connection: the parser's events, then `afterRead` once per read (or at end of input). */
 interface Exchange {

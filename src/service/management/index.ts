@@ -82,16 +82,16 @@ export class Management {
     return true;
   }
 
-  /**
-   * Count the request against its user's quotas and set the RateLimit headers on the answer (whatever it turns
-   * out to be). Past a quota: 429 naming the window, with Retry-After. Worker tokens are not limited: they
-   * carry the service's own protocol traffic.
-   */
   /** Count one request of this principal (workers are not limited): the decision, or undefined for a worker. */
   rateDecision(p: Principal): RateDecision | undefined {
     return p.worker ? undefined : this.context.limiter.hit(p.userId);
   }
 
+  /**
+   * Count the request against its user's quotas and set the RateLimit headers on the answer (whatever it turns
+   * out to be). Past a quota: 429 naming the window, with Retry-After. Worker tokens are not limited: they
+   * carry the service's own protocol traffic.
+   */
   limit(p: Principal, res: ServerResponse): void {
     const d = this.rateDecision(p);
     if (!d) return;

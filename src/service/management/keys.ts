@@ -18,8 +18,10 @@ import { SCHEMAS, validate } from "../schema.js";
 import { readObjectBody, requireAccess, type ManagementContext } from "./context.js";
 import type { KeyRecord } from "./store.js";
 
-/** A key's record as the API answers it; its times are epoch milliseconds, as in every other record. */
-/** A key as the API shows it; `inUse`: it is the key of the request being answered. */
+/**
+ * A key's record as the API answers it; its times are epoch milliseconds, as in every other record. `inUse`: it
+ * is the key of the request being answered.
+ */
 export function keyJson(k: KeyRecord, callerKeyId?: string) {
   return { id: k.id, name: k.name, userId: k.userId, scopes: k.scopes, createdAt: k.createdAt, expiresAt: k.expiresAt, revokedAt: k.revokedAt, inUse: k.id === callerKeyId };
 }
