@@ -251,6 +251,21 @@ describe("the LB front", () => {
     raw.close();
   });
 
+  it("reads each request's key on a kept connection: another key there is checked as that key", async () => {
+    const { key: elsewhere } = await app.service.mintKey({ scopes: ["jobs:someotherendpoint"] });
+    const before = stats();
+    const raw = new Raw();
+    raw.send(get(`/lb/${endpointId}/items/mine`));
+    expect((await raw.answer()).status).toBe(200);
+    // Same connection, a key without access to this endpoint: refused as that key, not served as the first one.
+    raw.send(get(`/lb/${endpointId}/items/theirs`).replace(app.key, elsewhere));
+    const refused = await raw.answer();
+    expect([refused.status, refused.headers["content-type"]]).toEqual([403, "application/problem+json"]);
+    raw.send(get(`/lb/${endpointId}/items/again`));
+    expect([(await raw.answer()).status, stats().served - before.served]).toEqual([200, 3]);
+    raw.close();
+  });
+
   it("passes HEAD and streamed answers through, and closes when the caller asks", async () => {
     const before = stats();
     const raw = new Raw();
