@@ -10,6 +10,7 @@ import { UsageError, UserError } from "../../errors.js";
 import { envSetting } from "../../sdk/context.js";
 import type { WorkerDriver } from "../../drivers/types.js";
 import { startService } from "../../service/index.js";
+import { installLastResort } from "../../service/last-resort.js";
 import { createOutput } from "../output.js";
 
 export const DEFAULT_SERVER_PORT = 8600;
@@ -94,6 +95,8 @@ export function register(program: Command): void {
       const fresh = !existsSync(dataDir) || readdirSync(dataDir).length === 0;
       mkdirSync(dataDir, { recursive: true });
       const admin = resolveAdminKey(dataDir);
+      // One tenant's request must never end the process that serves every tenant.
+      installLastResort((message) => out.warn(message));
       const driver = await loadDriver(opts.workers, dataDir, (message) => out.info(message));
       let service;
       try {
