@@ -6,6 +6,7 @@ import pc from "picocolors";
 import { ApiError, ExitCode, SvcError, UserError } from "../errors.js";
 import { commands } from "./commands/index.js";
 import { SVC_VERSION } from "../version.js";
+import { selectProfile } from "../sdk/profiles.js";
 
 export async function main(argv: string[]): Promise<number> {
   const debug = argv.includes("--debug") || process.env.SVC_DEBUG === "1";
@@ -13,6 +14,7 @@ export async function main(argv: string[]): Promise<number> {
     .description("Build, run and deploy serverless GPU/CPU endpoints written in TypeScript")
     .version(SVC_VERSION)
     .option("--debug", "print stack traces of internal errors")
+    .option("--profile <name>", "the stored service target to use (svc login; default: SVC_PROFILE or the current one)")
     .exitOverride()
     .showSuggestionAfterError(true)
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
@@ -21,6 +23,7 @@ export async function main(argv: string[]): Promise<number> {
   let flags: ReadonlySet<string> = new Set();
   program.hook("preAction", (_program, action) => {
     flags = new Set(action.options.map((o) => o.long).filter((l): l is string => l !== undefined));
+    selectProfile((action.optsWithGlobals() as { profile?: string }).profile);
   });
   try {
     await program.parseAsync(argv, { from: "user" });

@@ -1,7 +1,10 @@
-// Which service and endpoint a CLI command talks to: a running `svc dev` session of this project first, then
-// SVC_API_URL / SVC_API_KEY (environment or .env) with SVC_APP / SVC_ENV (or --app / --env).
+// Which service and endpoint a CLI command talks to (docs/cli.md, "Which service"): SVC_API_URL / SVC_API_KEY
+// (environment or .env) when SVC_API_URL is set; else the profile named by --profile / SVC_PROFILE; else a running
+// `svc dev` session of this project; else the current profile; else the local service. SVC_APP / SVC_ENV (or
+// --app / --env) name the app and environment.
 
 import { DEFAULT_API_URL, envSetting, findDevSession } from "../sdk/context.js";
+import { activeProfile, namedProfile } from "../sdk/profiles.js";
 import { readJson } from "../sdk/jobs-client.js";
 import { UnreachableError, UserError } from "../errors.js";
 import { appNameOf } from "../build/manifest.js";
@@ -15,13 +18,27 @@ export interface ServiceTarget {
   apiKey?: string;
   app?: string;
   env?: string;
-  source: "dev-session" | "environment";
+  source: "dev-session" | "environment" | "profile";
+  /** The profile's name, when source is "profile". */
+  profile?: string;
 }
 
 export function serviceTarget(opts: { app?: string; env?: string } = {}): ServiceTarget {
-  const session = findDevSession();
-  if (session && !envSetting("SVC_API_URL")) {
-    return { url: session.url, apiKey: session.apiKey, app: opts.app ?? session.app, env: opts.env ?? session.env, source: "dev-session" };
+  const fromEnvironment = envSetting("SVC_API_URL") !== undefined;
+  if (!fromEnvironment && namedProfile() === undefined) {
+    const session = findDevSession();
+    if (session) return { url: session.url, apiKey: session.apiKey, app: opts.app ?? session.app, env: opts.env ?? session.env, source: "dev-session" };
+  }
+  const profile = fromEnvironment ? undefined : activeProfile();
+  if (profile) {
+    return {
+      url: profile.profile.url,
+      apiKey: profile.profile.apiKey,
+      app: opts.app ?? envSetting("SVC_APP"),
+      env: opts.env ?? envSetting("SVC_ENV"),
+      source: "profile",
+      profile: profile.name,
+    };
   }
   return {
     url: envSetting("SVC_API_URL") ?? DEFAULT_API_URL,

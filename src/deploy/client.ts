@@ -6,6 +6,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { ApiError, UnreachableError, UserError } from "../errors.js";
 import { DEFAULT_API_URL, envSetting, findDevSession, readDotEnv } from "../sdk/context.js";
+import { activeProfile, namedProfile } from "../sdk/profiles.js";
 import { parseServiceJson, problemOf, readJson } from "../sdk/jobs-client.js";
 import type { Manifest } from "../sdk/manifest.js";
 
@@ -23,13 +24,17 @@ export function serviceAddress(projectDir?: string): ServiceAddress {
   const fromProject = projectDir ? readDotEnv(projectDir) : {};
   const setting = (name: string) => envSetting(name) ?? fromProject[name];
   if (!setting("SVC_API_URL")) {
-    const session = findDevSession(projectDir ?? process.cwd());
-    if (session) return { url: session.url.replace(/\/+$/, ""), apiKey: session.apiKey };
+    if (namedProfile() === undefined) {
+      const session = findDevSession(projectDir ?? process.cwd());
+      if (session) return { url: session.url.replace(/\/+$/, ""), apiKey: session.apiKey };
+    }
+    const profile = activeProfile();
+    if (profile) return { url: profile.profile.url.replace(/\/+$/, ""), apiKey: profile.profile.apiKey };
   }
   const apiKey = setting("SVC_API_KEY");
   if (!apiKey) {
     throw new UserError("No API key: SVC_API_KEY is not set", {
-      hint: "Set SVC_API_KEY in the environment or in a .env file (`svc server` prints where its admin key is).",
+      hint: "Run `svc login --url <service URL>`, or set SVC_API_KEY in the environment or in a .env file (`svc server` prints where its admin key is).",
     });
   }
   return { url: (setting("SVC_API_URL") ?? DEFAULT_API_URL).replace(/\/+$/, ""), apiKey };

@@ -85,6 +85,9 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       "/v1/templates/{templateId}": templates.one,
       "/v1/keys": keys.collection,
       "/v1/keys/{keyId}": keys.one,
+      "/v1/me": {
+        get: { tags: ["keys"], summary: "Who the request's key acts as: user, key, scopes, rate limits (any user key)", responses: { ...ok("The caller", json("Me")), ...errors } },
+      },
     },
     components: {
       securitySchemes: { bearer: { type: "http", scheme: "bearer" } },

@@ -206,6 +206,21 @@ export const SCHEMAS = {
     },
     required: ["id", "name", "userId", "scopes", "createdAt", "expiresAt", "revokedAt", "inUse"],
   },
+  Me: {
+    type: "object",
+    properties: {
+      userId: { type: "string" },
+      keyId: { type: "string" },
+      key: { $ref: "#/components/schemas/ApiKey", description: "The key's record; null for a key given to the service at start (the operator's bootstrap key)" },
+      scopes: { type: "array", items: { type: "string" } },
+      worker: { type: "object", properties: { endpointId: { type: "string" } }, description: "Only for a worker token" },
+      rateLimits: {
+        type: "array",
+        items: { type: "object", properties: { name: { type: "string" }, quota: { type: "integer" }, seconds: { type: "integer" } }, required: ["name", "quota", "seconds"] },
+      },
+    },
+    required: ["userId", "keyId", "key", "scopes", "rateLimits"],
+  },
   ErrorResponse: {
     type: "object",
     properties: {

@@ -5,6 +5,7 @@ import { UsageError } from "../../errors.js";
 import { confirmDestructive } from "../confirm.js";
 import { changes, defined, envFlag, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
+import { durationFlag } from "../duration.js";
 
 type EndpointRecord = Record<string, unknown> & { id: string; name: string; status: string; statusReason: string | null; url: string; ping?: { ok: boolean; message: string } };
 const path = (id?: string) => `/v1/endpoints${id ? `/${encodeURIComponent(id)}` : ""}`;
@@ -33,10 +34,10 @@ function withSettingFlags(command: Command): Command {
     .option("--gpu-count <n>", "GPUs per worker", intFlag("--gpu-count"))
     .option("--workers-min <n>", "minimum workers", intFlag("--workers-min"))
     .option("--workers-max <n>", "maximum workers", intFlag("--workers-max"))
-    .option("--idle-timeout <s>", "seconds an idle worker is kept", intFlag("--idle-timeout"))
+    .option("--idle-timeout <duration>", "how long an idle worker is kept (90s, 5m; a bare number is seconds)", durationFlag("--idle-timeout", "s"))
     .option("--env <KEY=VALUE>", "environment variable (repeatable)", envFlag)
     .option("--volume <id>", "network volume id to mount")
-    .option("--execution-timeout <ms>", "job execution timeout in ms", intFlag("--execution-timeout"))
+    .option("--execution-timeout <duration>", "job execution timeout (10m, 1h; a bare number is ms)", durationFlag("--execution-timeout", "ms"))
     .option("--json", "print JSON");
 }
 

@@ -15,6 +15,7 @@ import { register as undeploy } from "./undeploy.js";
 import { register as update } from "./update.js";
 import { register as app } from "./app.js";
 import { register as env } from "./env.js";
+import { register as login } from "./login.js";
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -26,3 +27,4 @@ commands.push(server);
 commands.push(images);
 commands.push(volume, endpoint, template, keys);
 commands.push(deploy, undeploy, update, app, env);
+commands.push(login);

@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { confirmDestructive } from "../confirm.js";
 import { defined, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
+import { durationFlag } from "../duration.js";
 
 type Key = { id: string; name: string | null; userId: string; scopes: string[]; createdAt: number; expiresAt: number | null; revokedAt: number | null; inUse?: boolean; key?: string };
 
@@ -20,7 +21,7 @@ export function register(program: Command): void {
     .requiredOption("--scope <scopes>", "scope(s), comma separated (repeatable)", listFlag)
     .option("--name <name>", "a name to recognise it by")
     .option("--user <id>", "another user (operator only; the user is created)")
-    .option("--expires-in <seconds>", "expire after this many seconds", intFlag("--expires-in"))
+    .option("--expires-in <duration>", "expire after this long (30d, 12h; a bare number is seconds)", durationFlag("--expires-in", "s"))
     .option("--json", "print JSON")
     .action(async (o: { scope: string[]; name?: string; user?: string; expiresIn?: number; json?: boolean }) => {
       const k = await management<Key>("POST", "/v1/keys", defined({ scopes: o.scope, name: o.name, userId: o.user, expiresInSeconds: o.expiresIn }));

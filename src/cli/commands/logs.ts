@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { apiFetch, resolveEndpointRef, serviceTarget } from "../target.js";
 import { readJson } from "../../sdk/jobs-client.js";
 import { createOutput } from "../output.js";
+import { parseSince } from "../duration.js";
 
 export interface LogLine {
   ts: number;
@@ -24,7 +25,7 @@ export function register(program: Command): void {
     .argument("<endpoint>", "endpoint name or id")
     .option("--job <id>", "only the lines of this job")
     .option("-f, --follow", "keep printing new lines until interrupted")
-    .option("--since <ms>", "only lines newer than this epoch time in ms")
+    .option("--since <when>", "only newer lines: a duration back from now (10m, 2h, 1d), an ISO time, or epoch ms", (v: string) => String(parseSince(v)))
     .option("--app <name>", "app (default: the dev session, SVC_APP)")
     .option("--env <name>", "environment (default: the dev session, SVC_ENV)")
     .option("--json", "print lines as JSON (one object per line)")

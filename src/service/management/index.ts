@@ -6,6 +6,7 @@
 //   {rest_url}/v1/endpoints[/{id}]                 REST endpoints     (same)
 //   {rest_url}/v1/templates[/{id}]                 templates          (same)
 //   {rest_url}/v1/keys[/{id}]                      API keys           (admin)
+//   {rest_url}/v1/me                               who the key is     (any user key)
 //   GET /openapi.json                              OpenAPI 3.1        (no key needed)
 
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -19,8 +20,8 @@ import type { EndpointRow } from "../store/types.js";
 import { requireAccess, resolveVolume, volumeDir, type ManagementContext } from "./context.js";
 import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacenters.js";
 import { endpointRoute, RestEndpoints, templateRoute } from "./endpoints.js";
-import { keyRoute } from "./keys.js";
-import { openSqliteManagementStore } from "./store.js";
+import { keyJson, keyRoute } from "./keys.js";
+import { openSqliteManagementStore, type KeyRecord } from "./store.js";
 import { volumeRoute } from "./volumes.js";
 
 export interface ManagementOptions {
@@ -38,6 +39,21 @@ export interface ManagementOptions {
 function localFromEnvironment(): DataCenter[] | undefined {
   const gpus = process.env.SVC_GPU_TYPES?.split(",").map((g) => g.trim()).filter(Boolean);
   return gpus && gpus.length > 0 ? [{ ...LOCAL_DATA_CENTER, gpuTypes: gpus }] : undefined;
+}
+
+/**
+ * Who a key acts as: its user, the key's record (a key given to the service at start has none: it is the
+ * operator's bootstrap key), scopes and the user's rate-limit windows. Pure.
+ */
+export function whoami(p: Principal, record: KeyRecord | undefined, windows: readonly RateWindow[]) {
+  return {
+    userId: p.userId,
+    keyId: p.keyId,
+    key: record ? keyJson(record, p.keyId) : null,
+    scopes: p.scopes,
+    worker: p.worker ? { endpointId: p.worker.endpointId } : undefined,
+    rateLimits: windows.map((w) => ({ name: w.name, quota: w.quota, seconds: w.seconds })),
+  };
 }
 
 export class Management {
@@ -130,6 +146,12 @@ export class Management {
     }
     if (seg[1] === "keys") {
       await keyRoute(ctx, m, p, req, res, seg[2]);
+      return true;
+    }
+    if (seg[1] === "me" && seg.length === 2) {
+      req.resume();
+      if (req.method !== "GET") throw new HttpProblem(405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET" } });
+      sendJson(res, whoami(p, m.store.key(p.keyId), m.limiter.windows));
       return true;
     }
     return false;
