@@ -16,6 +16,8 @@ import { register as update } from "./update.js";
 import { register as app } from "./app.js";
 import { register as env } from "./env.js";
 import { register as login } from "./login.js";
+import { register as run } from "./run.js";
+import { register as jobs } from "./jobs.js";
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -27,4 +29,4 @@ commands.push(server);
 commands.push(images);
 commands.push(volume, endpoint, template, keys);
 commands.push(deploy, undeploy, update, app, env);
-commands.push(login);
+commands.push(login, run, jobs);

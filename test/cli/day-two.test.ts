@@ -1,0 +1,166 @@
+// Day-two commands through the `svc` binary against real services with real process workers: who a key acts
+// as (`svc whoami`), profiles (`svc login/logout`, --profile, SVC_PROFILE, the environment winning), and calling
+// endpoints from the terminal (`svc run`, `svc jobs`).
+
+import { mkdtempSync, rmSync, statSync, readFileSync, existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createProcessDriver } from "../../src/drivers/process.js";
+import type { WorkerDriver } from "../../src/drivers/types.js";
+import { ExitCode } from "../../src/errors.js";
+import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
+import { runProgram, SVC_BIN } from "../cli-output.js";
+import { buildTestArtifact, FIXTURE_ENDPOINTS } from "../runtime/artifact.js";
+
+const KEY = "svc_test_daytwo_key_0123456789";
+const OTHER_KEY = "svc_test_daytwo_other_key_98765";
+
+let work: string;
+let config: string;
+let service: Service;
+let other: Service;
+let driver: WorkerDriver;
+let fns: DeployedEndpoint;
+
+/** The CLI with a clean environment: no SVC_* or CI from this process, profiles in the test's config dir. */
+function svc(args: string[], extra: Record<string, string> = {}, input?: string) {
+  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
+  for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI") delete env[k];
+  return runProgram(process.execPath, [SVC_BIN, ...args], { cwd: work, env: { ...env, SVC_CONFIG_DIR: config, ...extra }, input });
+}
+const asAdmin = { get SVC_API_URL() { return service.url; }, SVC_API_KEY: KEY };
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), "svc-daytwo-"));
+  config = mkdtempSync(join(tmpdir(), "svc-daytwo-config-"));
+  const fnsDef = FIXTURE_ENDPOINTS.find((e) => e.name === "fns")!;
+  const artifact = await buildTestArtifact(join(work, "artifact.tar.gz"), { fns: { workersMin: 1, workersMax: 1, functions: fnsDef.functions.map((f) => ({ name: f.name, module: f.module, export: f.exportName, kind: f.kind })) } }, undefined, [fnsDef]);
+  driver = createProcessDriver({ cacheDir: join(work, "cache"), closeGraceMs: 1000 });
+  service = await startService({ dataDir: join(work, "data"), driver, apiKeys: [KEY], leaseMs: 2000 });
+  other = await startService({ dataDir: join(work, "other"), apiKeys: [OTHER_KEY] });
+  [fns] = await service.deploy({ app: "daytwo", env: "test", manifest: artifact.manifest, artifactPath: artifact.path });
+}, 120_000);
+
+afterAll(async () => {
+  await service?.close();
+  await other?.close();
+  await driver?.close();
+  await rm(work, { recursive: true, force: true });
+  rmSync(config, { recursive: true, force: true });
+});
+
+describe("svc whoami", () => {
+  it("names the service, the user, the key and its scopes", async () => {
+    const admin = await svc(["whoami", "--json"], { SVC_API_URL: service.url, SVC_API_KEY: KEY });
+    expect(admin.code).toBe(0);
+    expect(JSON.parse(admin.stdout)).toMatchObject({ url: service.url, via: "SVC_API_URL / SVC_API_KEY", userId: "default", scopes: ["admin"], key: { inUse: true, scopes: ["admin"] } });
+
+    const created = JSON.parse((await svc(["keys", "create", "--scope", "jobs:*", "--name", "runner", "--expires-in", "30d", "--json"], asAdmin)).stdout);
+    const jobsOnly = await svc(["whoami"], { SVC_API_URL: service.url, SVC_API_KEY: created.key });
+    expect(jobsOnly.code).toBe(0);
+    expect(jobsOnly.stdout).toMatch(new RegExp(`^key\\s+${created.id} \\(runner\\)$`, "m"));
+    expect(jobsOnly.stdout).toMatch(/^scopes\s+jobs:\*$/m);
+    expect(jobsOnly.stdout).toMatch(/^expires\s+20\d\d-/m);
+    expect(jobsOnly.stdout).toMatch(/^rate limits\s+\d+\/minute/m);
+
+    const refused = await svc(["whoami"], { SVC_API_URL: service.url, SVC_API_KEY: "svc_not_a_key" });
+    expect(refused.code).toBe(ExitCode.api);
+    expect(refused.stderr).toContain("401 Unauthorized");
+  });
+});
+
+describe("profiles", () => {
+  it("stores a checked key per profile (0600), picks one by --profile or SVC_PROFILE, and lets the environment win", async () => {
+    const bad = await svc(["login", "--url", service.url], {}, "svc_wrong_key\n");
+    expect(bad.code).toBe(ExitCode.user);
+    expect(bad.stderr).toContain("did not accept the key: nothing was stored");
+    expect(existsSync(join(config, "profiles.json"))).toBe(false);
+
+    const login = await svc(["login", "--url", service.url], {}, `${KEY}\n`);
+    expect(login.code).toBe(0);
+    expect(login.stdout).toContain(`Logged in to ${service.url} as user default`);
+    expect(login.stdout).toContain('profile "default"');
+    const file = join(config, "profiles.json");
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(readFileSync(file, "utf8")).toContain(KEY);
+
+    const staging = await svc(["--profile", "staging", "login", "--url", other.url, "--json"], {}, OTHER_KEY);
+    expect(staging.code).toBe(0);
+    expect(JSON.parse(staging.stdout)).toMatchObject({ profile: "staging", current: false, url: other.url });
+
+    // No environment: the current profile; --profile or SVC_PROFILE: the named one.
+    const who = async (args: string[], extra: Record<string, string> = {}) => JSON.parse((await svc([...args, "whoami", "--json"], extra)).stdout) as { url: string; via: string };
+    expect(await who([])).toMatchObject({ url: service.url, via: 'profile "default"' });
+    expect(await who(["--profile", "staging"])).toMatchObject({ url: other.url, via: 'profile "staging"' });
+    expect(await who([], { SVC_PROFILE: "staging" })).toMatchObject({ url: other.url });
+    // The environment wins, for CI.
+    expect(await who(["--profile", "staging"], { SVC_API_URL: service.url, SVC_API_KEY: KEY })).toMatchObject({ url: service.url, via: "SVC_API_URL / SVC_API_KEY" });
+    // A command through a profile: the management API of the staging service.
+    const volumes = await svc(["--profile", "staging", "volume", "list", "--json"]);
+    expect(volumes.code).toBe(0);
+
+    const typo = await svc(["--profile", "stagign", "whoami"]);
+    expect(typo.code).toBe(ExitCode.user);
+    expect(typo.stderr).toContain('No profile "stagign"');
+    expect(typo.stderr).toContain("known profiles: default, staging");
+
+    const out = await svc(["logout"]);
+    expect(out.code).toBe(0);
+    expect(out.stdout).toContain('Removed profile "default"; commands now use profile "staging"');
+    expect(await who([])).toMatchObject({ url: other.url });
+    expect(readFileSync(file, "utf8")).not.toContain(KEY);
+  });
+});
+
+describe("svc run and svc jobs", () => {
+  const target = () => ({ SVC_API_URL: service.url, SVC_API_KEY: KEY });
+
+  it("prints a function's output (exit 0), streams a generator's chunks, and fails with the job's error (exit 1)", async () => {
+    const plain = await svc(["run", fns.id, '{"a": 2, "b": 40}', "--function", "add"], target());
+    expect(plain.code).toBe(0);
+    expect(JSON.parse(plain.stdout)).toMatchObject({ sum: 42 });
+    expect(plain.stderr).toMatch(/^job [a-z0-9-]+ on /m);
+
+    const text = await svc(["run", fns.id, "-", "--function", "upper"], target(), '{"text": "shout"}');
+    expect(text.stdout).toBe("SHOUT\n");
+
+    const streamed = await svc(["run", fns.id, '{"count": 3, "delayMs": 50}', "--function", "count"], target());
+    expect(streamed.code).toBe(0);
+    const lines = streamed.stdout.trim().split("\n").map((l) => JSON.parse(l) as { i: number });
+    expect(lines.map((l) => l.i)).toEqual([0, 1, 2]);
+
+    const failed = await svc(["run", fns.id, '{"message": "out of range"}', "--function", "fail"], target());
+    expect(failed.code).toBe(ExitCode.user);
+    expect(failed.stdout).toBe("");
+    expect(failed.stderr).toMatch(/job \S+ FAILED: .*out of range/);
+
+    const notJson = await svc(["run", fns.id, "{a: 1}"], target());
+    expect(notJson.code).toBe(ExitCode.usage);
+    expect(notJson.stderr).toContain("The input in the input argument is not JSON");
+  });
+
+  it("--async prints the job id; jobs status, list, cancel and retry act on it", async () => {
+    const submitted = await svc(["run", fns.id, '{"ms": 30000}', "--function", "nap", "--async"], target());
+    expect(submitted.code).toBe(0);
+    const id = submitted.stdout.trim();
+    expect(id).toMatch(/^[a-z0-9-]+$/);
+    const listed = await svc(["jobs", "list", fns.id], target());
+    expect(listed.stdout).toMatch(new RegExp(`^${id}\\s+(IN_QUEUE|IN_PROGRESS)\\s+nap`, "m"));
+    const cancelled = await svc(["jobs", "cancel", fns.id, id, "--json"], target());
+    expect(JSON.parse(cancelled.stdout)).toEqual({ id, status: "CANCELLED" });
+    const status = await svc(["jobs", "status", fns.id, id], target());
+    expect(status.stdout).toContain(`${id} CANCELLED`);
+    // Only FAILED and TIMED_OUT jobs run again (the job API's rule), said as the service says it.
+    const notRetried = await svc(["jobs", "retry", fns.id, id], target());
+    expect(notRetried.code).toBe(ExitCode.api);
+    expect(notRetried.stderr).toContain("only FAILED and TIMED_OUT jobs can be retried");
+    const failed = JSON.parse((await svc(["run", fns.id, '{"message": "again"}', "--function", "fail", "--json"], target())).stdout) as { id: string };
+    const retried = await svc(["jobs", "retry", fns.id, failed.id, "--json"], target());
+    expect(JSON.parse(retried.stdout)).toEqual({ id: failed.id, status: "IN_QUEUE" });
+    const missing = await svc(["jobs", "status", fns.id, "nope"], target());
+    expect(missing.code).toBe(ExitCode.api);
+    expect(missing.stderr).toContain("404 Not Found");
+  });
+});
