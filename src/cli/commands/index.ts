@@ -18,6 +18,8 @@ import { register as env } from "./env.js";
 import { register as login } from "./login.js";
 import { register as run } from "./run.js";
 import { register as jobs } from "./jobs.js";
+import { register as doctor } from "./doctor.js";
+import { register as completion } from "./completion.js";
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -30,3 +32,4 @@ commands.push(images);
 commands.push(volume, endpoint, template, keys);
 commands.push(deploy, undeploy, update, app, env);
 commands.push(login, run, jobs);
+commands.push(doctor, completion);

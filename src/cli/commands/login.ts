@@ -34,7 +34,7 @@ async function fetchMe(target: ServiceTarget): Promise<Me> {
   return readJson<Me>(await apiFetch(target, "/v1/me"));
 }
 
-function describeTarget(t: ServiceTarget): string {
+export function describeTarget(t: ServiceTarget): string {
   if (t.source === "profile") return `profile "${t.profile}"`;
   if (t.source === "dev-session") return "the running svc dev session of this project";
   return envSetting("SVC_API_URL") ? "SVC_API_URL / SVC_API_KEY" : "the local service (no SVC_API_URL, no profile)";

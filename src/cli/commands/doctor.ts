@@ -1,0 +1,47 @@
+// `svc doctor`: checks this machine and the service the CLI targets, with a fix for each problem.
+// Exit 1 when a check failed (the service cannot be used), 0 otherwise; warnings do not fail it.
+
+import type { Command } from "commander";
+import pc from "picocolors";
+import { DEFAULT_SERVER_PORT } from "./server.js";
+import { chromiumFinding, dockerFinding, gpuFinding, nodeFinding, portFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { createOutput } from "../output.js";
+import { serviceTarget } from "../target.js";
+import { describeTarget } from "./login.js";
+
+const MARK: Record<Level, (tty: boolean) => string> = {
+  ok: (tty) => (tty ? pc.green("✔") : "ok  "),
+  warn: (tty) => (tty ? pc.yellow("!") : "warn"),
+  fail: (tty) => (tty ? pc.red("✖") : "FAIL"),
+  info: (tty) => (tty ? pc.dim("·") : "info"),
+};
+
+/** One line a finding, its fix indented under it. Pure. */
+export function renderFindings(findings: Finding[], tty: boolean): string {
+  const width = Math.max(...findings.map((f) => f.check.length));
+  return findings
+    .map((f) => `${MARK[f.level](tty)} ${f.check.padEnd(width)}  ${f.detail}${f.fix && f.level !== "ok" ? `\n${" ".repeat((tty ? 2 : 5) + width + 2)}fix: ${f.fix}` : ""}`)
+    .join("\n");
+}
+
+export function register(program: Command): void {
+  program
+    .command("doctor")
+    .description("Check Node, the Docker engine, GPUs, ports and the service this CLI talks to; a fix for each problem")
+    .option("--json", "print the findings as JSON")
+    .action(async (o: { json?: boolean }) => {
+      const out = createOutput({ json: o.json });
+      const target = serviceTarget();
+      const findings = await Promise.all([
+        Promise.resolve(nodeFinding(process.version)),
+        dockerFinding(),
+        gpuFinding(),
+        serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) }),
+        portFinding(DEFAULT_SERVER_PORT, "svc server's default port"),
+        Promise.resolve(chromiumFinding()),
+      ]);
+      const code = verdict(findings);
+      out.result({ ok: code === 0, findings }, () => renderFindings(findings, Boolean(process.stdout.isTTY) && !process.env.NO_COLOR));
+      process.exitCode = code;
+    });
+}

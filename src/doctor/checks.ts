@@ -1,0 +1,110 @@
+// `svc doctor`: what this machine has for svc, each finding with a fix. Each check does its own small probe and
+// returns a finding; `verdict` (pure) decides the exit. A check never throws: a probe that fails is a finding.
+
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createServer } from "node:net";
+import { promisify } from "node:util";
+import Docker from "dockerode";
+import { engineAddress, START_ENGINE_HINT } from "../drivers/docker-engine.js";
+import { errorMessage } from "../errors.js";
+
+export type Level = "ok" | "warn" | "fail" | "info";
+
+export interface Finding {
+  check: string;
+  level: Level;
+  detail: string;
+  /** What to do about it (for warn and fail). */
+  fix?: string;
+}
+
+const MIN_NODE: [number, number] = [20, 18];
+
+/** Node's version against svc's floor (20.18) and its end of life. Pure. */
+export function nodeFinding(version: string): Finding {
+  const [major = 0, minor = 0] = version.replace(/^v/, "").split(".").map(Number);
+  if (major < MIN_NODE[0] || (major === MIN_NODE[0] && minor < MIN_NODE[1])) {
+    return { check: "node", level: "fail", detail: `Node ${version} is older than svc needs (20.18)`, fix: "Install Node 22 or 24 LTS (or 20.18+)." };
+  }
+  if (major === 20) return { check: "node", level: "warn", detail: `Node ${version} works but is past its end of life`, fix: "Move to Node 22 or 24 LTS when you can." };
+  return { check: "node", level: "ok", detail: `Node ${version}` };
+}
+
+export async function dockerFinding(timeoutMs = 3000): Promise<Finding> {
+  const docker = new Docker();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      docker.ping(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+    const info = (await docker.version()) as { Version?: string };
+    return { check: "docker", level: "ok", detail: `Docker engine ${info.Version ?? ""} at ${engineAddress()}`.replace("  ", " ") };
+  } catch (err) {
+    return {
+      check: "docker",
+      level: "warn",
+      detail: `no Docker engine answers at ${engineAddress()} (${errorMessage(err)}): \`svc deploy --preview\` and \`svc server --workers docker\` need one; \`svc dev\` does not`,
+      fix: START_ENGINE_HINT,
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function gpuFinding(): Promise<Finding> {
+  try {
+    const { stdout } = await promisify(execFile)("nvidia-smi", ["--query-gpu=name,memory.total", "--format=csv,noheader"], { timeout: 5000 });
+    const gpus = stdout.trim().split("\n").filter(Boolean);
+    return { check: "gpu", level: "ok", detail: `${gpus.length} GPU(s): ${gpus.join("; ")}` };
+  } catch {
+    // No nvidia-smi, or it failed: both mean no usable NVIDIA GPU here, which is normal on a laptop.
+    return { check: "gpu", level: "info", detail: "no NVIDIA GPU found (nvidia-smi): GPU endpoints run on the CPU locally; a deployed service places them on GPU machines" };
+  }
+}
+
+/** Whether a TCP port on 127.0.0.1 can be listened on. */
+export function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+export async function portFinding(port: number, use: string): Promise<Finding> {
+  if (await portFree(port)) return { check: `port ${port}`, level: "ok", detail: `free (${use})` };
+  return { check: `port ${port}`, level: "warn", detail: `in use (${use} would move to the next free port or fail)`, fix: `Find what holds it: \`ss -ltnp 'sport = :${port}'\`; or pass --port.` };
+}
+
+export function chromiumFinding(paths = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]): Finding {
+  const found = paths.find((p) => existsSync(p));
+  if (found) return { check: "chromium", level: "ok", detail: `${found} (the console's browser tests use it)` };
+  return { check: "chromium", level: "info", detail: "no Chromium: only the console's browser tests need it", fix: "apt-get install chromium" };
+}
+
+/** The reachability of the service the CLI targets, with the key it would use. */
+export async function serviceFinding(target: { url: string; apiKey?: string; via: string }): Promise<Finding> {
+  const check = "service";
+  if (!target.apiKey) {
+    return { check, level: "warn", detail: `no API key for ${target.url} (${target.via})`, fix: "Run `svc login --url <service URL>`, or set SVC_API_KEY (svc server prints where its admin key is)." };
+  }
+  let response: Response;
+  try {
+    response = await fetch(`${target.url.replace(/\/+$/, "")}/v1/me`, { headers: { authorization: `Bearer ${target.apiKey}` }, signal: AbortSignal.timeout(5000) });
+  } catch (err) {
+    return { check, level: "fail", detail: `${target.url} (${target.via}) cannot be reached: ${errorMessage(err)}`, fix: "Start it (`svc server`, or `svc dev` in the project), or point SVC_API_URL / `svc login --url` at the right address." };
+  }
+  if (response.status === 401) return { check, level: "fail", detail: `${target.url} (${target.via}) refuses the key (401)`, fix: "Check the key: `svc login` again, or fix SVC_API_KEY." };
+  if (!response.ok) return { check, level: "fail", detail: `${target.url} (${target.via}) answered ${response.status} to GET /v1/me`, fix: "Is this an svc service of this version? Check the URL." };
+  const me = (await response.json()) as { userId: string; scopes: string[] };
+  return { check, level: "ok", detail: `${target.url} (${target.via}) as user ${me.userId}, scopes ${me.scopes.join(", ")}` };
+}
+
+/** The exit of `svc doctor`: 1 when anything failed, else 0. Pure. */
+export function verdict(findings: Finding[]): 0 | 1 {
+  return findings.some((f) => f.level === "fail") ? 1 : 0;
+}

@@ -1,0 +1,82 @@
+// `svc completion` scripts loaded by a real bash, and `svc doctor` against a real service and an engine address
+// where nothing answers.
+
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ExitCode } from "../../src/errors.js";
+import { runProgram, SVC_BIN } from "../cli-output.js";
+import { startTestService, type TestService } from "../service/helpers.js";
+
+let t: TestService;
+let config: string;
+beforeAll(async () => {
+  t = await startTestService();
+  config = mkdtempSync(join(tmpdir(), "svc-doctor-config-"));
+});
+afterAll(async () => {
+  await t?.close();
+  rmSync(config, { recursive: true, force: true });
+});
+
+function svc(args: string[], extra: Record<string, string> = {}) {
+  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
+  for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI" || k === "DOCKER_HOST") delete env[k];
+  return runProgram(process.execPath, [SVC_BIN, ...args], { cwd: config, env: { ...env, SVC_CONFIG_DIR: config, ...extra } });
+}
+
+/** What bash completes for the words typed so far (the last one possibly partial). */
+function bashComplete(script: string, words: string[]): string[] {
+  const probe = `${script}
+COMP_WORDS=(${words.map((w) => `'${w}'`).join(" ")}); COMP_CWORD=${words.length - 1}
+_svc_completion
+printf '%s\\n' "\${COMPREPLY[@]}"`;
+  return execFileSync("bash", ["--norc", "-c", probe], { encoding: "utf8" }).split("\n").filter(Boolean);
+}
+
+describe("svc completion", () => {
+  it("bash: loads, registers svc, and completes commands, subcommands and flags", async () => {
+    const { code, stdout } = await svc(["completion", "bash"]);
+    expect(code).toBe(0);
+    expect(execFileSync("bash", ["--norc", "-c", `${stdout}\ncomplete -p svc`], { encoding: "utf8" })).toContain("-F _svc_completion svc");
+    expect(bashComplete(stdout, ["svc", "dep"])).toEqual(["deploy"]);
+    expect(bashComplete(stdout, ["svc", "jobs", ""])).toEqual(expect.arrayContaining(["list", "status", "cancel", "retry"]));
+    // A positional argument between the command and the flag does not lose the command.
+    expect(bashComplete(stdout, ["svc", "logs", "my-endpoint", "--fo"])).toEqual(["--follow"]);
+    expect(bashComplete(stdout, ["svc", "volume", "create", "--s"])).toEqual(["--size"]);
+  });
+
+  it("zsh and fish scripts name every top-level command; an unknown shell is wrong usage", async () => {
+    const fish = (await svc(["completion", "fish"])).stdout;
+    expect(fish).toContain('complete -c svc -n "__fish_use_subcommand" -a "');
+    expect(fish).toContain('complete -c svc -n "__fish_seen_subcommand_from jobs" -a "list status cancel retry"');
+    expect((await svc(["completion", "zsh"])).stdout).toContain("bashcompinit");
+    const bad = await svc(["completion", "powershell"]);
+    expect(bad.code).toBe(ExitCode.usage);
+    expect(bad.stderr).toContain('No completion for "powershell"');
+  });
+});
+
+describe("svc doctor", () => {
+  it("says when no Docker engine answers, and how to fix it; a reachable service with a good key passes", async () => {
+    const r = await svc(["doctor"], { DOCKER_HOST: `unix://${join(config, "no-engine.sock")}`, SVC_API_URL: t.service.url, SVC_API_KEY: t.key });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^warn docker\\s+no Docker engine answers at unix://${config}/no-engine.sock`, "m"));
+    expect(r.stdout).toMatch(/^\s+fix: Start a Docker engine/m);
+    expect(r.stdout).toMatch(new RegExp(`^ok {3}service\\s+${t.service.url} \\(SVC_API_URL / SVC_API_KEY\\) as user default, scopes admin`, "m"));
+    expect(r.stdout).toMatch(/^(ok {3}|warn )node\s+Node v\d+/m);
+  });
+
+  it("fails (exit 1) on a key the service refuses and on a service that does not answer, with the fix", async () => {
+    const refused = await svc(["doctor", "--json"], { SVC_API_URL: t.service.url, SVC_API_KEY: "svc_wrong" });
+    expect(refused.code).toBe(ExitCode.user);
+    const findings = JSON.parse(refused.stdout) as { ok: boolean; findings: Array<{ check: string; level: string; fix?: string }> };
+    expect(findings.ok).toBe(false);
+    expect(findings.findings.find((f) => f.check === "service")).toMatchObject({ level: "fail", fix: expect.stringContaining("svc login") });
+    const down = await svc(["doctor"], { SVC_API_URL: "http://127.0.0.1:9", SVC_API_KEY: "k" });
+    expect(down.code).toBe(ExitCode.user);
+    expect(down.stdout).toMatch(/^FAIL service\s+http:\/\/127\.0\.0\.1:9 .*cannot be reached/m);
+  });
+});
