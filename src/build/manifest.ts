@@ -98,6 +98,7 @@ function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[],
     maxConcurrency: c.maxConcurrency,
     retries: c.retries,
     volume: c.volume,
+    ...(c.secrets.length > 0 ? { secrets: [...c.secrets] } : {}),
     handler: handlerPath(endpoint.name),
   };
 }

@@ -19,6 +19,8 @@ export interface EndpointConfig {
   dependencies?: readonly string[];
   /** Worker environment variables. */
   env?: Readonly<Record<string, string>>;
+  /** Names of secrets (`svc secret set NAME`) the workers get as environment variables; never in the artifact. */
+  secrets?: readonly string[];
   /** Network volume id (or name) mounted into the workers. */
   volume?: string;
   /** Seconds an idle worker is kept before it is stopped. */
@@ -38,6 +40,7 @@ export const CONFIG_KEYS = [
   "workers",
   "dependencies",
   "env",
+  "secrets",
   "volume",
   "idleTimeout",
   "executionTimeout",
@@ -66,6 +69,9 @@ export const LIMITS = {
 /** Paths an app may not define on a load-balanced endpoint. */
 export const RESERVED_ROUTE_PATHS = ["/ping"] as const;
 
+/** A secret is delivered as an environment variable of this name; SVC_ names are the worker protocol's. */
+export const SECRET_NAME_PATTERN = /^(?!SVC_)[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
 export const ENDPOINT_NAME_PATTERN = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 /** Configuration with every default filled in, as the manifest and the service use it. */
@@ -80,6 +86,7 @@ export interface NormalizedConfig {
   workersMax: number;
   dependencies: string[];
   env: Record<string, string>;
+  secrets: string[];
   volume: string | null;
   idleTimeout: number;
   executionTimeoutMs: number;
@@ -153,6 +160,15 @@ export function configProblems(config: unknown): string[] {
       }
     }
   }
+  if (c.secrets !== undefined) {
+    if (!Array.isArray(c.secrets) || !c.secrets.every((n) => typeof n === "string")) {
+      problems.push("\"secrets\" must be a list of secret names such as [\"HF_TOKEN\"]");
+    } else {
+      for (const name of c.secrets as string[]) {
+        if (!SECRET_NAME_PATTERN.test(name)) problems.push(`"secrets" name "${name}" is not a valid variable name (letters, digits, _; not starting with a digit or SVC_)`);
+      }
+    }
+  }
   if (c.volume !== undefined && (typeof c.volume !== "string" || c.volume.length === 0)) {
     problems.push("\"volume\" must be a network volume id");
   }
@@ -191,6 +207,7 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     workersMax,
     dependencies: [...(config.dependencies ?? [])],
     env,
+    secrets: [...new Set(config.secrets ?? [])].sort(),
     volume: config.volume ?? null,
     idleTimeout: config.idleTimeout ?? DEFAULTS.idleTimeout,
     executionTimeoutMs: (config.executionTimeout ?? DEFAULTS.executionTimeout) * 1000,

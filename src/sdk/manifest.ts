@@ -41,6 +41,8 @@ export interface ManifestResource {
   maxConcurrency: number;
   retries: number;
   volume: string | null;
+  /** Names of the secrets its workers get as environment variables (values are never in the artifact). */
+  secrets?: string[];
   /** Path of the bundled handler inside the artifact, e.g. "endpoints/gpu-worker/handler.mjs". */
   handler: string;
 }

@@ -22,6 +22,7 @@ import { isOpenAiPath, openAiRoute } from "./openai-route.js";
 import { sendOpenAiProblem } from "../openai/route.js";
 import { openAiProblem } from "../openai/format.js";
 import { serveConsole } from "./console.js";
+import type { Secrets } from "./secrets/index.js";
 import { isJobsListPath, jobsList } from "./jobs-list.js";
 
 export const RUN_BODY_LIMIT = 10 * 1024 * 1024;
@@ -48,6 +49,8 @@ export interface ApiContext {
   management?: Management;
   // issue 7: load-balanced endpoints (the proxy and its worker pool)
   lb?: LbRouter;
+  /** Users' secrets, given to their endpoints' workers. */
+  secrets?: Secrets;
 }
 
 /** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */

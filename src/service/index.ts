@@ -18,6 +18,10 @@ import { problemResponse, sendProblem } from "./http.js";
 import { artifactLimit } from "./deploy/upload.js";
 import { Scaler } from "./scaler.js";
 import { openSqliteStore } from "./store/sqlite.js";
+import { Secrets } from "./secrets/index.js";
+import { SecretBox, loadSecretKeys } from "./secrets/box.js";
+import { openSqliteSecretStore } from "./secrets/store.js";
+import { missingSecrets } from "./secrets/check.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import { Management } from "./management/index.js";
 import type { DataCenter } from "./management/datacenters.js";
@@ -60,6 +64,11 @@ export interface ServiceOptions {
    * `SVC_LB_FRONT=off` in the environment turns it off (everything then goes through node:http, as before).
    */
   lbFront?: boolean;
+  /**
+   * The key that seals secrets at rest (base64 or hex of 32 bytes), and keys values may still be sealed with
+   * (after a rotation). Without a current key: `<dataDir>/secrets-key`, made on the first start.
+   */
+  secretsKeys?: { current?: string; previous?: string[] };
 }
 
 export interface DeployedEndpoint {
@@ -160,6 +169,16 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     throw err;
   }
   const keyring = new KeyRing(store);
+  let secrets: Secrets;
+  try {
+    secrets = new Secrets(openSqliteSecretStore(join(options.dataDir, "svc.sqlite")), new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys)), log);
+  } catch (err) {
+    await store.close();
+    dataLock.release();
+    throw err;
+  }
+  const resealed = secrets.rotate();
+  if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
   const endpoints = new Map<string, EndpointRow>();
   for (const row of await store.endpoints()) endpoints.set(row.id, row);
   // issue 4: management API state (its own connection to the same, already migrated, file)
@@ -271,6 +290,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       driver: options.driver,
       apiUrl: localUrl,
       endpoints: () => endpoints.values(),
+      secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
       mintWorkerKeys: async (endpoint, workerId) => {
         const token = newKey("svcw");
         const apiKey = newKey("svc");
@@ -309,6 +329,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(),
     // issue 4
     management,
+    secrets,
     // issue 7
     lb,
   };
@@ -369,6 +390,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
       await store.close();
       management.close();
+      secrets.close();
       dataLock.release();
     })());
 
@@ -385,6 +407,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         if (!principal || principal.worker) throw new UserError("The owner key of this deploy is not a valid API key");
         userId = principal.userId;
       }
+      const unset = missingSecrets(secrets, userId, input.app, input.env, input.manifest.resources);
+      if (unset.length > 0) throw new UserError("The app names secrets that are not set; nothing was deployed", { problems: unset });
       const artifactHash = await hashFile(input.artifactPath);
       const artifactPath = await keepArtifact(options.dataDir, input.artifactPath, artifactHash);
       const plan = planDeploy([...endpoints.values()], { userId, app: input.app, env: input.env, resources: input.manifest.resources, artifactPath, artifactHash }, Date.now());

@@ -73,6 +73,8 @@ export interface ScalerDeps {
   mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string }>;
   revokeWorkerKeys(workerId: string): Promise<void>;
   endpoints(): Iterable<EndpointRow>;
+  /** The secrets an endpoint's workers get, and a digest that changes with their values (which rolls them). */
+  secrets?(endpoint: EndpointRow): { env: Record<string, string>; digest: string };
   volumePath?(endpoint: EndpointRow): string | undefined;
   onLog(endpointId: string, workerId: string, line: WorkerLogLine): void;
   onEvent?(message: string): void;
@@ -167,7 +169,7 @@ export class Scaler {
           idleTimeoutMs: endpoint.resource.idleTimeout * 1000,
           queued: lbLoad?.queued ?? engine.queuedCount(endpoint.id),
           inProgress: lbLoad?.inProgress ?? engine.runningCount(endpoint.id),
-          revision: endpoint.revision,
+          revision: this.revisionOf(endpoint),
           workers: workers.map((m) => {
             const entry = engine.workers.get(m.id);
             return {
@@ -222,9 +224,15 @@ export class Scaler {
     }
   }
 
+  /** What a worker runs: the endpoint's code and configuration, and the values of its secrets. */
+  private revisionOf(endpoint: EndpointRow, secrets = this.deps.secrets?.(endpoint)): string {
+    return secrets?.digest ? `${endpoint.revision}+${secrets.digest}` : endpoint.revision;
+  }
+
   private async launch(endpoint: EndpointRow): Promise<void> {
     const workerId = `w${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
-    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: endpoint.revision, stopping: false };
+    const secrets = this.deps.secrets?.(endpoint);
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: this.revisionOf(endpoint, secrets), stopping: false };
     this.managed.set(workerId, m);
     const entry: WorkerEntry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
     entry.managed = true;
@@ -243,7 +251,8 @@ export class Scaler {
         apiUrl: this.deps.apiUrl,
         workerToken: keys.workerToken,
         apiKey: keys.apiKey,
-        environment: { ...r.env },
+        // Secrets after the plain variables: a secret of the same name is the value the user keeps secret.
+        environment: { ...r.env, ...secrets?.env },
         maxConcurrency: r.maxConcurrency,
         computeType: r.computeType,
         gpuTypeIds: r.gpuTypeIds,

@@ -20,6 +20,7 @@ import { register as run } from "./run.js";
 import { register as jobs } from "./jobs.js";
 import { register as doctor } from "./doctor.js";
 import { register as completion } from "./completion.js";
+import { register as secret } from "./secret.js";
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -32,4 +33,4 @@ commands.push(images);
 commands.push(volume, endpoint, template, keys);
 commands.push(deploy, undeploy, update, app, env);
 commands.push(login, run, jobs);
-commands.push(doctor, completion);
+commands.push(doctor, completion, secret);

@@ -107,6 +107,7 @@ export function register(program: Command): void {
           driver,
           apiKeys: [admin.key],
           publicUrl: opts.publicUrl,
+          secretsKeys: { current: envSetting("SVC_SECRETS_KEY"), previous: envSetting("SVC_SECRETS_KEY_PREVIOUS")?.split(",") },
           log: (message) => out.info(message),
         });
       } catch (err) {

@@ -26,6 +26,7 @@ import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan } from "./plan.js";
 import type { BuildRow, EnvironmentRow } from "./types.js";
 import { receiveArtifact } from "./upload.js";
+import { missingSecrets } from "../secrets/check.js";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
 
 const SHA = /^[a-f0-9]{64}$/;
@@ -219,6 +220,8 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
       sendJson(res, planJson(ctx, plan, build.manifest.routes, false));
       return true;
     }
+    const unset = missingSecrets(ctx.secrets, userId, app, name, build.manifest.resources);
+    if (unset.length > 0) throw new HttpProblem(422, "The release names secrets that are not set; nothing was activated", { errors: unset });
     const confirmed = new Set(Array.isArray(body.confirmRemove) ? body.confirmRemove.map(String) : []);
     const unconfirmed = plan.remove.filter((r) => !confirmed.has(r.name));
     if (unconfirmed.length > 0) {

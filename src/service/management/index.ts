@@ -21,6 +21,7 @@ import { requireAccess, resolveVolume, volumeDir, type ManagementContext } from 
 import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacenters.js";
 import { endpointRoute, RestEndpoints, templateRoute } from "./endpoints.js";
 import { keyJson, keyRoute } from "./keys.js";
+import { secretRoute } from "../secrets/routes.js";
 import { openSqliteManagementStore, type KeyRecord } from "./store.js";
 import { volumeRoute } from "./volumes.js";
 
@@ -146,6 +147,10 @@ export class Management {
     }
     if (seg[1] === "keys") {
       await keyRoute(ctx, m, p, req, res, seg[2]);
+      return true;
+    }
+    if (seg[1] === "secrets" && ctx.secrets) {
+      await secretRoute(ctx.secrets, ctx.endpoints.values(), p, req, res, seg[2]);
       return true;
     }
     if (seg[1] === "me" && seg.length === 2) {

@@ -14,6 +14,7 @@ import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow } from "./types.js";
 import { DEPLOY_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
+import { SECRETS_MIGRATION } from "../secrets/store.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const MIGRATIONS: string[] = [
@@ -50,6 +51,8 @@ export const MIGRATIONS: string[] = [
   `ALTER TABLE jobs ADD COLUMN max_retries INTEGER;`,
   // issue 4: restart counters of REST endpoints
   MANAGEMENT_MIGRATION_2,
+  // secrets of users, sealed
+  SECRETS_MIGRATION,
 ];
 
 const JOB_COLUMNS: Record<keyof JobRow, string> = {
