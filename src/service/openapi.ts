@@ -85,6 +85,27 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       "/v1/templates/{templateId}": templates.one,
       "/v1/keys": keys.collection,
       "/v1/keys/{keyId}": keys.one,
+      "/v1/secrets": {
+        get: { tags: ["secrets"], summary: "The user's secrets: names, scopes and dates, never values (management:read)", responses: { ...ok("The secrets", list("Secret")), ...errors } },
+      },
+      "/v1/secrets/{name}": {
+        parameters: idParam("name"),
+        put: {
+          tags: ["secrets"],
+          summary: "Set a secret (management:write); the answer lists the endpoints whose workers roll",
+          requestBody: { required: true, content: json("SetSecretRequest") },
+          responses: { ...ok("Changed", json("Secret")), ...ok("Created", json("Secret"), "201"), ...errors, ...invalid },
+        },
+        delete: {
+          tags: ["secrets"],
+          summary: "Forget a secret (management:write); ?app= and ?env= name its scope",
+          parameters: [
+            { name: "app", in: "query", required: false, schema: { type: "string" } },
+            { name: "env", in: "query", required: false, schema: { type: "string" } },
+          ],
+          responses: { ...ok("Deleted"), ...errors, ...notFound },
+        },
+      },
       "/v1/me": {
         get: { tags: ["keys"], summary: "Who the request's key acts as: user, key, scopes, rate limits (any user key)", responses: { ...ok("The caller", json("Me")), ...errors } },
       },

@@ -206,6 +206,27 @@ export const SCHEMAS = {
     },
     required: ["id", "name", "userId", "scopes", "createdAt", "expiresAt", "revokedAt", "inUse"],
   },
+  SetSecretRequest: {
+    type: "object",
+    properties: {
+      value: { type: "string", minLength: 1, description: "The secret's value (at most 64 KiB); never answered back" },
+      app: { type: "string", pattern: "^[a-z0-9][a-z0-9._-]{0,62}$", description: "Only for this app (default: all the user's apps)" },
+      env: { type: "string", pattern: "^[a-z0-9][a-z0-9._-]{0,62}$", description: "Only for this environment of `app`" },
+    },
+    required: ["value"],
+    additionalProperties: false,
+  },
+  Secret: {
+    type: "object",
+    properties: {
+      name: { type: "string" },
+      app: { type: ["string", "null"], description: "null: every app of the user" },
+      env: { type: ["string", "null"], description: "null: every environment of the app" },
+      createdAt: { type: "integer", description: "Epoch milliseconds" },
+      updatedAt: { type: "integer", description: "Epoch milliseconds" },
+    },
+    required: ["name", "app", "env", "createdAt", "updatedAt"],
+  },
   Me: {
     type: "object",
     properties: {
@@ -243,6 +264,7 @@ export const REQUEST_SCHEMAS: SchemaName[] = [
   "CreateEndpointRequest",
   "UpdateEndpointRequest",
   "CreateKeyRequest",
+  "SetSecretRequest",
 ];
 
 function describeType(s: Schema): string {

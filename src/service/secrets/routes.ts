@@ -10,12 +10,12 @@ import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
 import { SECRET_NAME_PATTERN } from "../../sdk/config.js";
 import type { Principal } from "../auth.js";
 import { HttpProblem, sendJson } from "../http.js";
+import { SCHEMAS, validate } from "../schema.js";
 import { readObjectBody, requireAccess } from "../management/context.js";
 import type { EndpointRow } from "../store/types.js";
 import type { Secrets, SecretScope } from "./index.js";
 
 export const MAX_SECRET_BYTES = 64 * 1024;
-const SET_MEMBERS = new Set(["value", "app", "env"]);
 
 /** The scope named by `app`/`env` (body or query), or the failures. Pure. */
 export function scopeOf(app: unknown, env: unknown, at: string): { scope: SecretScope; errors: string[] } {
@@ -32,14 +32,11 @@ export function scopeOf(app: unknown, env: unknown, at: string): { scope: Secret
 
 /** The request to set a secret: its value and scope, or every failure. Pure. */
 export function planSetSecret(body: Record<string, unknown>): { value?: string; scope: SecretScope; errors: string[] } {
-  const errors: string[] = [];
-  for (const key of Object.keys(body)) if (!SET_MEMBERS.has(key)) errors.push(`$.${key}: unknown member (a secret takes value, app, env)`);
+  const errors = validate(SCHEMAS.SetSecretRequest, body);
   const value = body.value;
-  if (typeof value !== "string") errors.push("$.value: must be a string");
-  else if (value.length === 0) errors.push("$.value: must not be empty");
-  else if (Buffer.byteLength(value) > MAX_SECRET_BYTES) errors.push(`$.value: must be at most ${MAX_SECRET_BYTES} bytes`);
+  if (typeof value === "string" && Buffer.byteLength(value) > MAX_SECRET_BYTES) errors.push(`$.value: must be at most ${MAX_SECRET_BYTES} bytes`);
   const { scope, errors: scopeErrors } = scopeOf(body.app, body.env, "$.");
-  errors.push(...scopeErrors);
+  for (const e of scopeErrors) if (!errors.some((x) => x.startsWith(e.split(":")[0]!))) errors.push(e);
   return { value: typeof value === "string" ? value : undefined, scope, errors };
 }
 
