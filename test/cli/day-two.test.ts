@@ -12,6 +12,7 @@ import type { WorkerDriver } from "../../src/drivers/types.js";
 import { ExitCode } from "../../src/errors.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { runProgram, SVC_BIN } from "../cli-output.js";
+import { runInPty } from "../pty.js";
 import { buildTestArtifact, FIXTURE_ENDPOINTS } from "../runtime/artifact.js";
 
 const KEY = "svc_test_daytwo_key_0123456789";
@@ -162,5 +163,29 @@ describe("svc run and svc jobs", () => {
     const missing = await svc(["jobs", "status", fns.id, "nope"], target());
     expect(missing.code).toBe(ExitCode.api);
     expect(missing.stderr).toContain("404 Not Found");
+  });
+});
+
+describe("secrets typed at a terminal", () => {
+  it("svc login and svc secret set ask on the terminal without echoing what is typed", async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, SVC_CONFIG_DIR: mkdtempSync(join(tmpdir(), "svc-pty-config-")) };
+    for (const k of Object.keys(env)) if ((k.startsWith("SVC_") && k !== "SVC_CONFIG_DIR") || k === "CI") delete env[k];
+    const login = await runInPty([process.execPath, SVC_BIN, "login", "--url", service.url], env, [{ expect: "API key for .*: ", send: `${KEY}\r` }]);
+    expect(login.code).toBe(0);
+    expect(login.output).toContain(`API key for ${service.url}: `);
+    expect(login.output).toContain("Logged in to");
+    expect(login.output).not.toContain(KEY);
+
+    const set = await runInPty([process.execPath, SVC_BIN, "secret", "set", "PTY_TOKEN"], env, [{ expect: "Value of PTY_TOKEN .*: ", send: "typed-secret-value\r" }]);
+    expect(set.code).toBe(0);
+    expect(set.output).toContain("Set secret PTY_TOKEN for all apps");
+    expect(set.output).not.toContain("typed-secret-value");
+
+    // Ctrl-C at the prompt cancels: nothing is stored.
+    const cancelled = await runInPty([process.execPath, SVC_BIN, "secret", "set", "NEVER_SET"], env, [{ expect: "Value of NEVER_SET .*: ", send: "abc\u0003" }]);
+    expect(cancelled.code).toBe(ExitCode.usage);
+    expect(cancelled.output).toContain("Cancelled; nothing was changed");
+    const listed = await svc(["secret", "list", "--json"], { SVC_API_URL: service.url, SVC_API_KEY: KEY });
+    expect(JSON.parse(listed.stdout).map((s: { name: string }) => s.name)).toEqual(["PTY_TOKEN"]);
   });
 });

@@ -167,7 +167,7 @@ it("refuses a release whose secret is not set, gives the worker the value once s
   expect(badName.status).toBe(422);
   const unknownMember = await api("PUT", "/v1/secrets/OTHER", { value: "x", scope: "all" });
   expect(unknownMember.status).toBe(422);
-  expect(unknownMember.body.errors).toContain("$.scope: unknown member (a secret takes value, app, env)");
+  expect(unknownMember.body.errors).toContain("$.scope: unknown property");
 
   const deleted = svc(["secret", "delete", "HF_TOKEN", "--app", "secrets-app", "--env", "prod", "--yes"]);
   expect(deleted.stdout).toContain('Deleted secret HF_TOKEN for app "secrets-app", environment "prod"; workers roll on secrets-app/prod/vault');
