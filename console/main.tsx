@@ -1,5 +1,5 @@
 // The svc web console: a single page served by the service under /console/. Routes live in the URL hash
-// (#/endpoints, #/endpoints/{id}, #/volumes, #/keys, #/apps) so the service serves one file.
+// (#/endpoints, #/endpoints/{id}, #/volumes, #/keys, #/apps, #/secrets) so the service serves one file.
 
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
@@ -11,6 +11,7 @@ import { EndpointPage } from "./pages/endpoint.js";
 import { VolumesPage } from "./pages/volumes.js";
 import { KeysPage } from "./pages/keys.js";
 import { AppsPage } from "./pages/apps.js";
+import { SecretsPage } from "./pages/secrets.js";
 
 function useHashRoute(): string[] {
   const parse = () => location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -69,6 +70,7 @@ const NAV = [
   { path: "apps", label: "Apps" },
   { path: "volumes", label: "Network volumes" },
   { path: "keys", label: "API keys" },
+  { path: "secrets", label: "Secrets" },
 ];
 
 function App() {
@@ -97,6 +99,7 @@ function App() {
   else if (section === "volumes") page = <VolumesPage />;
   else if (section === "keys") page = <KeysPage />;
   else if (section === "apps") page = <AppsPage />;
+  else if (section === "secrets") page = <SecretsPage />;
   else page = <EndpointsPage />;
   return (
     <>
