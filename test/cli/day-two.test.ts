@@ -166,6 +166,31 @@ describe("svc run and svc jobs", () => {
   });
 });
 
+describe("human times and terminal output", () => {
+  it("svc logs --since takes a duration or an ISO time", async () => {
+    const target = { SVC_API_URL: service.url, SVC_API_KEY: KEY };
+    expect((await svc(["run", fns.id, '{"words": ["since-check"]}', "--function", "say"], target)).code).toBe(0);
+    const recent = await svc(["logs", fns.id, "--since", "10m"], target);
+    expect(recent.stdout).toContain("since-check");
+    const future = await svc(["logs", fns.id, "--since", "2999-01-01T00:00:00Z"], target);
+    expect(future.stdout).toBe("");
+    const bad = await svc(["logs", fns.id, "--since", "yesterday"], target);
+    expect(bad.code).toBe(ExitCode.usage);
+    expect(bad.stderr).toContain("--since must be a duration back from now (10m, 2h, 1d)");
+  });
+
+  it("svc doctor marks findings with symbols and colour on a terminal, words when piped", async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_URL: service.url, SVC_API_KEY: KEY, SVC_CONFIG_DIR: config };
+    delete env.NO_COLOR;
+    delete env.CI;
+    const tty = await runInPty([process.execPath, SVC_BIN, "doctor"], env);
+    expect(tty.output).toMatch(/\u001b\[32m✔\u001b\[39m service /);
+    const piped = await svc(["doctor"], { SVC_API_URL: service.url, SVC_API_KEY: KEY });
+    expect(piped.stdout).toMatch(/^ok {3}service /m);
+    expect(piped.stdout).not.toContain("\u001b[");
+  });
+});
+
 describe("secrets typed at a terminal", () => {
   it("svc login and svc secret set ask on the terminal without echoing what is typed", async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, SVC_CONFIG_DIR: mkdtempSync(join(tmpdir(), "svc-pty-config-")) };
