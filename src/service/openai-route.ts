@@ -44,15 +44,25 @@ export function engineChatJobs(engine: JobEngine, endpointId: string): ChatJobs 
       return row.id;
     },
     async *outputs(jobId) {
+      let streamed = 0;
       for (;;) {
         const read = await engine.readStream(endpointId, jobId);
         if (!read) throw new JobProblem(`job ${jobId} is gone`, 500);
-        for (const text of read.chunks) yield (JSON.parse(text) as { output: unknown }).output;
+        for (const text of read.chunks) {
+          streamed++;
+          yield (JSON.parse(text) as { output: unknown }).output;
+        }
         if (!isFinal(read.status)) continue;
         // Chunks are all acknowledged before a job completes, but one read may not have returned them all.
         if (read.chunks.length > 0) continue;
-        if (read.status === "COMPLETED") return;
-        throw await failure(engine, endpointId, jobId, read.status);
+        if (read.status !== "COMPLETED") throw await failure(engine, endpointId, jobId, read.status);
+        if (streamed === 0) {
+          // A plain function streams nothing: its whole output is the reply (or shows it is not one).
+          const row = await engine.record(endpointId, jobId);
+          const output = row?.output ? (JSON.parse(row.output) as unknown) : null;
+          if (output !== null) yield* Array.isArray(output) ? output : [output];
+        }
+        return;
       }
     },
     async result(jobId) {

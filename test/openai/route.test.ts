@@ -12,7 +12,7 @@ let baseURL: string;
 let endpointId: string;
 
 beforeAll(async () => {
-  app = await startApp("fixtures/llm-echo", { resources: { "llm-echo": { workersMin: 0, workersMax: 1, retries: 0 } } });
+  app = await startApp("fixtures/llm-echo", { resources: { "llm-echo": { workersMin: 0, workersMax: 1, retries: 0 }, "llm-tools": { workersMin: 0, workersMax: 1, retries: 0 } } });
   endpointId = app.endpoints.find((e) => e.name === "llm-echo")!.id;
   baseURL = `${app.service.url}/v2/${endpointId}/openai/v1`;
   client = new OpenAI({ baseURL, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
@@ -60,7 +60,7 @@ describe("the OpenAI route of the service", () => {
       );
     expect(err).toBeInstanceOf(OpenAI.UnprocessableEntityError);
     expect(err!.status).toBe(422);
-    expect(err!.message).toContain("$.messages[0].content: must be a string");
+    expect(err!.message).toContain("$.messages[0].content: must be a string or an array of content parts");
     expect(err!.message).toContain("$.temperature");
     expect(err!.param).toBe("messages[0].content");
   });
@@ -141,6 +141,59 @@ describe("a generation that fails midway, on an endpoint with retries", () => {
   });
 });
 
+describe("tool calls and the current message shapes through the service", () => {
+  const weather = { type: "function" as const, function: { name: "weather", description: "The weather in a city", parameters: { type: "object", properties: { query: { type: "string" } } } } };
+  const toolsClient = () => new OpenAI({ baseURL: `${app.service.url}/v2/${app.endpoints.find((e) => e.name === "llm-tools")!.id}/openai/v1`, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
+
+  it("runs a two-step tool loop: the reply calls the tool, the tool's result is sent back, the reply uses it", async () => {
+    const client2 = toolsClient();
+    const first = await client2.chat.completions.create({
+      model: "llm-tools",
+      messages: [{ role: "user", content: [{ type: "text", text: "Paris" }, { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }] }],
+      tools: [weather],
+      tool_choice: "auto",
+    });
+    expect(first.choices[0]!.finish_reason).toBe("tool_calls");
+    const message = first.choices[0]!.message;
+    expect(message.content).toBeNull();
+    expect(message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: "function", function: { name: "weather", arguments: '{"query":"Paris"}' } }]);
+    const call = message.tool_calls![0]!;
+    const second = await client2.chat.completions.create({
+      model: "llm-tools",
+      tools: [weather],
+      messages: [
+        { role: "developer", content: "Use tools." },
+        { role: "user", content: "Paris" },
+        message,
+        { role: "tool", tool_call_id: call.id, content: "sunny, 21C" },
+      ],
+    });
+    expect(second.choices[0]!.finish_reason).toBe("stop");
+    expect(second.choices[0]!.message.content).toBe("Tool said: sunny, 21C");
+  }, 60_000);
+
+  it("streams tool calls as deltas the client assembles, parallel calls included", async () => {
+    const stream = await toolsClient().chat.completions.create({ model: "llm-tools", messages: [{ role: "user", content: "both cities" }], tools: [weather], stream: true });
+    const calls: Array<{ id?: string; name: string; arguments: string }> = [];
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      for (const d of chunk.choices[0]?.delta.tool_calls ?? []) {
+        calls[d.index] ??= { name: "", arguments: "" };
+        if (d.id) calls[d.index]!.id = d.id;
+        calls[d.index]!.name += d.function?.name ?? "";
+        calls[d.index]!.arguments += d.function?.arguments ?? "";
+      }
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(finish).toBe("tool_calls");
+    expect(calls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([
+      ["weather", { query: "both cities" }],
+      ["weather", { query: "both cities (again)" }],
+    ]);
+    expect(new Set(calls.map((c) => c.id)).size).toBe(2);
+  }, 60_000);
+});
+
 describe("the OpenAI route of an endpoint that is not a language model", () => {
   let hello: LiveApp;
   beforeAll(async () => {
@@ -156,7 +209,20 @@ describe("the OpenAI route of an endpoint that is not a language model", () => {
     const err = await helloClient.chat.completions.create({ model: "hello", messages }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
-    expect((err as Error).message).toContain("The endpoint's output is not a chat reply: expected text (a string, or an object with `text`), got an object with keys greeting");
+    expect((err as Error).message).toContain("The endpoint's output is not a chat reply: expected text (a string, or an object with `text` or `tool_calls`), got an object with keys greeting");
+  }, 60_000);
+
+  it("fails a streamed request visibly (the client raises), never with an empty successful stream", async () => {
+    const id = hello.endpoints.find((e) => e.name === "hello")!.id;
+    const helloClient = new OpenAI({ baseURL: `${hello.service.url}/v2/${id}/openai/v1`, apiKey: hello.key, maxRetries: 0, timeout: 30_000 });
+    const stream = await helloClient.chat.completions.create({ model: "hello", messages, stream: true });
+    const deltas: string[] = [];
+    const err = await (async () => {
+      for await (const chunk of stream) deltas.push(chunk.choices[0]?.delta.content ?? "");
+    })().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as Error).message).toContain("The endpoint's output is not a chat reply");
+    expect(deltas.join("")).toBe("");
   }, 60_000);
 
   it("names the status of its errors in their title, as the job API does", async () => {
