@@ -12,11 +12,16 @@ export const CHAT_COMPLETIONS_ROUTE = "/v1/chat/completions";
 
 /** The job input a chat request becomes; textGeneration() (src/sdk/llm.ts) reads it on the worker. */
 export interface OpenAiJobInput {
-  openai: { route: typeof CHAT_COMPLETIONS_ROUTE; input: ChatCompletionRequest };
+  openai: {
+    route: typeof CHAT_COMPLETIONS_ROUTE;
+    input: ChatCompletionRequest;
+    /** Set when the request came through the Responses API: what its response object echoes back. */
+    responses?: { model: string; echo: import("./responses.js").ResponsesEcho };
+  };
 }
 
-export function chatJobInput(request: ChatCompletionRequest): OpenAiJobInput {
-  return { openai: { route: CHAT_COMPLETIONS_ROUTE, input: request } };
+export function chatJobInput(request: ChatCompletionRequest, responses?: OpenAiJobInput["openai"]["responses"]): OpenAiJobInput {
+  return { openai: { route: CHAT_COMPLETIONS_ROUTE, input: request, ...(responses ? { responses } : {}) } };
 }
 
 export function isOpenAiJobInput(value: unknown): value is OpenAiJobInput {

@@ -194,6 +194,77 @@ describe("tool calls and the current message shapes through the service", () => 
   }, 60_000);
 });
 
+describe("the Responses API on the same workers", () => {
+  const weather = { type: "function" as const, name: "weather", description: "The weather in a city", parameters: { type: "object", properties: { query: { type: "string" } } }, strict: false };
+
+  it("answers a plain response with instructions and input as a string, and stores it for GET", async () => {
+    const response = await client.responses.create({ model: "llm-echo", instructions: "Repeat after me.", input: "the tide comes in", max_output_tokens: 50 });
+    expect(response.object).toBe("response");
+    expect(response.id).toMatch(/^resp_/);
+    expect(response.status).toBe("completed");
+    expect(response.output_text).toBe("You said: the tide comes in");
+    expect(response.output[0]).toMatchObject({ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "You said: the tide comes in" }] });
+    expect(response.usage).toMatchObject({ input_tokens: expect.any(Number), output_tokens: expect.any(Number) });
+    expect(response.instructions).toBe("Repeat after me.");
+    const again = await client.responses.retrieve(response.id);
+    expect(again.output_text ?? again.output.map((o) => ("content" in o ? o.content.map((c) => ("text" in c ? c.text : "")).join("") : "")).join("")).toBe("You said: the tide comes in");
+    const notStored = await client.responses.create({ model: "llm-echo", input: "forget me", store: false });
+    const missing = await client.responses.retrieve(notStored.id).catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+    expect((missing as InstanceType<typeof OpenAI.APIError>).status).toBe(404);
+  }, 60_000);
+
+  it("streams typed events the client reads, ending with response.completed", async () => {
+    const stream = await client.responses.create({ model: "llm-echo", input: [{ role: "user", content: [{ type: "input_text", text: "waves on stones" }] }], stream: true });
+    const types: string[] = [];
+    let text = "";
+    let completed: { status: string; output_text?: string } | undefined;
+    for await (const e of stream) {
+      types.push(e.type);
+      if (e.type === "response.output_text.delta") text += e.delta;
+      if (e.type === "response.completed") completed = e.response;
+    }
+    expect(text).toBe("You said: waves on stones");
+    expect(types.slice(0, 4)).toEqual(["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]);
+    expect(types.slice(-4)).toEqual(["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]);
+    expect(completed?.status).toBe("completed");
+  }, 60_000);
+
+  it("runs a tool loop: a function_call item, then its function_call_output, by items and by previous_response_id", async () => {
+    const toolsId = app.endpoints.find((e) => e.name === "llm-tools")!.id;
+    const c = new OpenAI({ baseURL: `${app.service.url}/v2/${toolsId}/openai/v1`, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
+    const first = await c.responses.create({ model: "llm-tools", input: "Lyon", tools: [weather] });
+    const call = first.output.find((o) => o.type === "function_call");
+    expect(call).toMatchObject({ type: "function_call", name: "weather", arguments: '{"query":"Lyon"}', call_id: expect.stringMatching(/^call_/) });
+    const callId = (call as { call_id: string }).call_id;
+    // Items sent back whole, as a stateless client does.
+    const byItems = await c.responses.create({
+      model: "llm-tools",
+      tools: [weather],
+      input: [{ role: "user", content: "Lyon" }, call as never, { type: "function_call_output", call_id: callId, output: "rain, 12C" }],
+    });
+    expect(byItems.output_text).toBe("Tool said: rain, 12C");
+    // Or by reference to the stored first response.
+    const byPrevious = await c.responses.create({ model: "llm-tools", tools: [weather], previous_response_id: first.id, input: [{ type: "function_call_output", call_id: callId, output: "fog" }] });
+    expect(byPrevious.output_text).toBe("Tool said: fog");
+    const unknown = await c.responses.create({ model: "llm-tools", previous_response_id: "resp_nope", input: "x" }).catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+    expect((unknown as InstanceType<typeof OpenAI.APIError>).status).toBe(404);
+  }, 60_000);
+
+  it("streams a function call's arguments as deltas", async () => {
+    const toolsId = app.endpoints.find((e) => e.name === "llm-tools")!.id;
+    const c = new OpenAI({ baseURL: `${app.service.url}/v2/${toolsId}/openai/v1`, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
+    const stream = await c.responses.create({ model: "llm-tools", input: "Nice", tools: [weather], stream: true });
+    let args = "";
+    let done: { arguments: string; name?: string } | undefined;
+    for await (const e of stream) {
+      if (e.type === "response.function_call_arguments.delta") args += e.delta;
+      if (e.type === "response.function_call_arguments.done") done = e as unknown as { arguments: string; name?: string };
+    }
+    expect(JSON.parse(args)).toEqual({ query: "Nice" });
+    expect(done?.arguments).toBe(args);
+  }, 60_000);
+});
+
 describe("the OpenAI route of an endpoint that is not a language model", () => {
   let hello: LiveApp;
   beforeAll(async () => {
@@ -223,6 +294,17 @@ describe("the OpenAI route of an endpoint that is not a language model", () => {
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect((err as Error).message).toContain("The endpoint's output is not a chat reply");
     expect(deltas.join("")).toBe("");
+  }, 60_000);
+
+  it("fails a streamed Responses request visibly too", async () => {
+    const id = hello.endpoints.find((e) => e.name === "hello")!.id;
+    const helloClient = new OpenAI({ baseURL: `${hello.service.url}/v2/${id}/openai/v1`, apiKey: hello.key, maxRetries: 0, timeout: 30_000 });
+    const stream = await helloClient.responses.create({ model: "hello", input: "hi", stream: true });
+    const err = await (async () => {
+      for await (const _ of stream) void _;
+    })().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as Error).message).toContain("The endpoint's output is not a chat reply");
   }, 60_000);
 
   it("names the status of its errors in their title, as the job API does", async () => {
