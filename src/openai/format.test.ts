@@ -43,7 +43,7 @@ describe("chatCompletionFromOutput", () => {
       object: "chat.completion",
       created: 1700000000,
       model: "textgen",
-      choices: [{ index: 0, message: { role: "assistant", content: "Hi you" }, finish_reason: "length", logprobs: null }],
+      choices: [{ index: 0, message: { role: "assistant", content: "Hi you", refusal: null }, finish_reason: "length", logprobs: null }],
       usage: { prompt_tokens: 9, completion_tokens: 2, total_tokens: 11 },
     });
   });
@@ -52,7 +52,7 @@ describe("chatCompletionFromOutput", () => {
     const reply = chatCompletionFromOutput(["Fine", ",", " thanks"], request);
     expect(reply.id).toMatch(/^chatcmpl-[0-9a-f]{24}$/);
     expect(Math.abs(reply.created - Date.now() / 1000)).toBeLessThan(5);
-    expect(reply.choices[0]).toEqual({ index: 0, message: { role: "assistant", content: "Fine, thanks" }, finish_reason: "stop", logprobs: null });
+    expect(reply.choices[0]).toEqual({ index: 0, message: { role: "assistant", content: "Fine, thanks", refusal: null }, finish_reason: "stop", logprobs: null });
     // "<", "|", "user", "|", ">", "\nHello", " there", "\n<", "|", "assistant", "|", ">", "\n"
     expect(reply.usage).toEqual({ prompt_tokens: 13, completion_tokens: 3, total_tokens: 16 });
   });
@@ -120,7 +120,36 @@ describe("chatFunctionFor / endpointModels", () => {
 describe("notChatOutput", () => {
   it("accepts text in every form readChunkOutput reads, and names anything else", () => {
     for (const ok of ["hi", { text: "hi" }, { text: ["a", "b"], input_tokens: 1 }, ["a", { text: "b" }], [], null]) expect(notChatOutput(ok)).toBeUndefined();
-    expect(notChatOutput({ greeting: "Hello" })).toBe("expected text (a string, or an object with `text`), got an object with keys greeting");
-    expect(notChatOutput(["a", 42])).toBe("expected text (a string, or an object with `text`), got number");
+    expect(notChatOutput({ greeting: "Hello" })).toBe("expected text (a string, or an object with `text` or `tool_calls`), got an object with keys greeting");
+    expect(notChatOutput(["a", 42])).toBe("expected text (a string, or an object with `text` or `tool_calls`), got number");
+  });
+});
+
+describe("tool calls in a reply", () => {
+  it("gathers whole calls and fragments by index, with ids, arguments as JSON text and finish_reason tool_calls", () => {
+    const reply = chatCompletionFromOutput(
+      [
+        { text: [], tool_calls: [{ index: 0, id: "call_a", name: "weather", arguments: '{"ci' }] },
+        { tool_calls: [{ index: 0, arguments: 'ty":"Paris"}' }] },
+        { tool_calls: [{ name: "time", arguments: { zone: "CET" } }] },
+      ],
+      { model: "m", messages: [{ role: "user", content: "hi" }] },
+      { id: "chatcmpl-job9" },
+    );
+    expect(reply.choices[0]).toEqual({
+      index: 0,
+      message: {
+        role: "assistant",
+        content: null,
+        refusal: null,
+        tool_calls: [
+          { id: "call_a", type: "function", function: { name: "weather", arguments: '{"city":"Paris"}' } },
+          { id: "call_job9_1", type: "function", function: { name: "time", arguments: '{"zone":"CET"}' } },
+        ],
+      },
+      finish_reason: "tool_calls",
+      logprobs: null,
+    });
+    expect(notChatOutput([{ tool_calls: [] }])).toBeUndefined();
   });
 });

@@ -5,18 +5,23 @@
 import { randomBytes } from "node:crypto";
 import type { Problem } from "../errors.js";
 import { countTokens, renderChatPrompt } from "../llm/tokens.js";
-import type { ChatCompletionRequest, ChatRequestVerdict } from "./validate.js";
+import { textMessages, type ChatCompletionRequest, type ChatRequestVerdict, type ToolCall } from "./validate.js";
 import { TITLES } from "../http-titles.js";
 
 export const CHAT_COMPLETIONS_ROUTE = "/v1/chat/completions";
 
 /** The job input a chat request becomes; textGeneration() (src/sdk/llm.ts) reads it on the worker. */
 export interface OpenAiJobInput {
-  openai: { route: typeof CHAT_COMPLETIONS_ROUTE; input: ChatCompletionRequest };
+  openai: {
+    route: typeof CHAT_COMPLETIONS_ROUTE;
+    input: ChatCompletionRequest;
+    /** Set when the request came through the Responses API: what its response object echoes back. */
+    responses?: { model: string; echo: import("./responses.js").ResponsesEcho };
+  };
 }
 
-export function chatJobInput(request: ChatCompletionRequest): OpenAiJobInput {
-  return { openai: { route: CHAT_COMPLETIONS_ROUTE, input: request } };
+export function chatJobInput(request: ChatCompletionRequest, responses?: OpenAiJobInput["openai"]["responses"]): OpenAiJobInput {
+  return { openai: { route: CHAT_COMPLETIONS_ROUTE, input: request, ...(responses ? { responses } : {}) } };
 }
 
 export function isOpenAiJobInput(value: unknown): value is OpenAiJobInput {
@@ -24,14 +29,49 @@ export function isOpenAiJobInput(value: unknown): value is OpenAiJobInput {
   return typeof openai === "object" && openai !== null && openai.route === CHAT_COMPLETIONS_ROUTE && typeof openai.input === "object";
 }
 
-export type FinishReason = "stop" | "length";
+export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter";
+const FINISH_REASONS: readonly string[] = ["stop", "length", "tool_calls", "content_filter"];
+
+/**
+ * A piece of a tool call as a worker yields it: a whole call (`{id?, name, arguments}`, arguments as JSON text or
+ * an object), or a fragment of one (`{index, arguments: "..."}`) as a streaming model produces them. OpenAI's own
+ * shape (`{index, id, type, function: {name, arguments}}`) is read too.
+ */
+export interface ToolCallDelta {
+  /** Absent: a piece with a name starts a new call, one without continues the last call. */
+  index?: number;
+  id?: string;
+  name?: string;
+  arguments?: string;
+}
 
 /** What one stream chunk's `output` says, whatever the worker yielded. */
 export interface ChunkText {
   text: string;
+  tool_calls?: ToolCallDelta[];
   input_tokens?: number;
   output_tokens?: number;
   finish_reason?: FinishReason;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The tool-call pieces of a chunk output's `tool_calls`. Pure. */
+export function readToolCalls(value: unknown): ToolCallDelta[] | undefined {
+  if (!Array.isArray(value)) return undefined;
+  const out: ToolCallDelta[] = [];
+  for (const raw of value) {
+    if (!isRecord(raw)) continue;
+    const fn = isRecord(raw.function) ? raw.function : raw;
+    const delta: ToolCallDelta = {};
+    if (typeof raw.index === "number" && Number.isInteger(raw.index) && raw.index >= 0 && raw.index < 1024) delta.index = raw.index;
+    if (typeof raw.id === "string") delta.id = raw.id;
+    if (typeof fn.name === "string") delta.name = fn.name;
+    if (typeof fn.arguments === "string") delta.arguments = fn.arguments;
+    else if (fn.arguments !== undefined) delta.arguments = JSON.stringify(fn.arguments);
+    out.push(delta);
+  }
+  return out;
 }
 
 const count = (value: unknown): number | undefined =>
@@ -52,11 +92,13 @@ export function readChunkOutput(output: unknown): ChunkText {
       ? o.text
       : "";
   const result: ChunkText = { text };
+  const toolCalls = readToolCalls(o.tool_calls);
+  if (toolCalls && toolCalls.length > 0) result.tool_calls = toolCalls;
   const input = count(o.input_tokens);
   const outputTokens = count(o.output_tokens);
   if (input !== undefined) result.input_tokens = input;
   if (outputTokens !== undefined) result.output_tokens = outputTokens;
-  if (o.finish_reason === "stop" || o.finish_reason === "length") result.finish_reason = o.finish_reason;
+  if (typeof o.finish_reason === "string" && FINISH_REASONS.includes(o.finish_reason)) result.finish_reason = o.finish_reason as FinishReason;
   return result;
 }
 
@@ -66,33 +108,66 @@ export interface Usage {
   total_tokens: number;
 }
 
+/** A tool call delta as OpenAI streams it: the first piece of a call names it, later ones add arguments. */
+export interface StreamedToolCall {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
+}
+
 /** Gathers a reply from chunk outputs, in order. Counts the worker did not report are counted here. */
 export class CompletionAccumulator {
   text = "";
+  private readonly calls: Array<{ id: string; name: string; arguments: string }> = [];
   private inputTokens?: number;
   private outputTokens?: number;
   private finish?: FinishReason;
 
-  constructor(private readonly request: Pick<ChatCompletionRequest, "messages">) {}
+  /** `callIdPrefix`: tool calls the worker gave no id get `<prefix>_<index>`. */
+  constructor(
+    private readonly request: Pick<ChatCompletionRequest, "messages">,
+    private readonly callIdPrefix = `call_${randomBytes(6).toString("hex")}`,
+  ) {}
 
-  /** Add one chunk output; returns its text (the delta). */
-  add(output: unknown): string {
+  /** Add one chunk output; returns its text and its tool-call deltas, as a stream sends them. */
+  add(output: unknown): { text: string; toolCalls: StreamedToolCall[] } {
     const chunk = readChunkOutput(output);
     this.text += chunk.text;
+    const toolCalls: StreamedToolCall[] = [];
+    for (const d of chunk.tool_calls ?? []) {
+      const index = d.index ?? (d.name !== undefined || this.calls.length === 0 ? this.calls.length : this.calls.length - 1);
+      const known = this.calls[index];
+      if (!known) {
+        const call = { id: d.id ?? `${this.callIdPrefix}_${index}`, name: d.name ?? "", arguments: d.arguments ?? "" };
+        this.calls[index] = call;
+        toolCalls.push({ index, id: call.id, type: "function", function: { name: call.name, arguments: call.arguments } });
+      } else {
+        if (d.name && !known.name) known.name = d.name;
+        known.arguments += d.arguments ?? "";
+        toolCalls.push({ index, function: { ...(d.name ? { name: d.name } : {}), arguments: d.arguments ?? "" } });
+      }
+    }
     if (chunk.input_tokens !== undefined) this.inputTokens = chunk.input_tokens;
     // Cumulative in the text-generation shape: the last one reported is the total.
     if (chunk.output_tokens !== undefined) this.outputTokens = chunk.output_tokens;
     if (chunk.finish_reason) this.finish = chunk.finish_reason;
-    return chunk.text;
+    return { text: chunk.text, toolCalls };
+  }
+
+  /** The whole tool calls, in index order. */
+  get toolCalls(): ToolCall[] {
+    return this.calls.filter(Boolean).map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }));
   }
 
   get finishReason(): FinishReason {
-    return this.finish ?? "stop";
+    // A worker that called tools and said nothing else ended its turn to let the caller run them.
+    return this.finish ?? (this.calls.length > 0 ? "tool_calls" : "stop");
   }
 
   get usage(): Usage {
-    const prompt = this.inputTokens ?? countTokens(renderChatPrompt(this.request.messages));
-    const completion = this.outputTokens ?? countTokens(this.text);
+    const prompt = this.inputTokens ?? countTokens(renderChatPrompt(textMessages(this.request.messages)));
+    const completion = this.outputTokens ?? countTokens(this.text + this.calls.map((c) => c.name + c.arguments).join(""));
     return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
   }
 }
@@ -115,7 +190,7 @@ export interface ChatCompletion {
   object: "chat.completion";
   created: number;
   model: string;
-  choices: Array<{ index: number; message: { role: "assistant"; content: string }; finish_reason: FinishReason; logprobs: null }>;
+  choices: Array<{ index: number; message: { role: "assistant"; content: string | null; refusal: null; tool_calls?: ToolCall[] }; finish_reason: FinishReason; logprobs: null }>;
   usage: Usage;
 }
 
@@ -129,12 +204,12 @@ export function notChatOutput(output: unknown): string | undefined {
   for (const chunk of chunks) {
     if (typeof chunk === "string") continue;
     if (typeof chunk === "object" && chunk !== null && !Array.isArray(chunk)) {
-      const text = (chunk as Record<string, unknown>).text;
-      if (typeof text === "string" || Array.isArray(text)) continue;
+      const o = chunk as Record<string, unknown>;
+      if (typeof o.text === "string" || Array.isArray(o.text) || Array.isArray(o.tool_calls)) continue;
       const keys = Object.keys(chunk).slice(0, 5);
-      return `expected text (a string, or an object with \`text\`), got an object with ${keys.length ? `keys ${keys.join(", ")}` : "no keys"}`;
+      return `expected text (a string, or an object with \`text\` or \`tool_calls\`), got an object with ${keys.length ? `keys ${keys.join(", ")}` : "no keys"}`;
     }
-    return `expected text (a string, or an object with \`text\`), got ${Array.isArray(chunk) ? "an array" : chunk === null ? "null" : typeof chunk}`;
+    return `expected text (a string, or an object with \`text\` or \`tool_calls\`), got ${Array.isArray(chunk) ? "an array" : chunk === null ? "null" : typeof chunk}`;
   }
   return undefined;
 }
@@ -144,16 +219,25 @@ export function notChatOutput(output: unknown): string | undefined {
  * a plain function's output is taken as one chunk.
  */
 export function chatCompletionFromOutput(output: unknown, request: Pick<ChatCompletionRequest, "model" | "messages">, identity: ReplyIdentity = {}): ChatCompletion {
-  const accumulator = new CompletionAccumulator(request);
+  const id = identity.id ?? completionId();
+  const accumulator = new CompletionAccumulator(request, toolCallIdPrefix(id));
   for (const chunk of Array.isArray(output) ? output : [output]) accumulator.add(chunk);
+  const toolCalls = accumulator.toolCalls;
+  const message: ChatCompletion["choices"][number]["message"] = { role: "assistant", content: toolCalls.length > 0 && accumulator.text === "" ? null : accumulator.text, refusal: null };
+  if (toolCalls.length > 0) message.tool_calls = toolCalls;
   return {
-    id: identity.id ?? completionId(),
+    id,
     object: "chat.completion",
     created: identity.created ?? nowSeconds(),
     model: request.model,
-    choices: [{ index: 0, message: { role: "assistant", content: accumulator.text }, finish_reason: accumulator.finishReason, logprobs: null }],
+    choices: [{ index: 0, message, finish_reason: accumulator.finishReason, logprobs: null }],
     usage: accumulator.usage,
   };
+}
+
+/** Ids of tool calls a worker gave none: derived from the reply's id, so a stored reply reads the same again. */
+export function toolCallIdPrefix(replyId: string): string {
+  return `call_${replyId.replace(/^[a-z]+-/, "").slice(-24)}`;
 }
 
 export interface ChatCompletionChunk {
@@ -161,13 +245,19 @@ export interface ChatCompletionChunk {
   object: "chat.completion.chunk";
   created: number;
   model: string;
-  choices: Array<{ index: number; delta: { role?: "assistant"; content?: string }; finish_reason: FinishReason | null; logprobs: null }>;
+  choices: Array<{ index: number; delta: ChunkDelta; finish_reason: FinishReason | null; logprobs: null }>;
   usage?: Usage | null;
+}
+
+export interface ChunkDelta {
+  role?: "assistant";
+  content?: string | null;
+  tool_calls?: StreamedToolCall[];
 }
 
 export function chatCompletionChunk(
   base: { id: string; created: number; model: string },
-  delta: { role?: "assistant"; content?: string },
+  delta: ChunkDelta,
   finishReason: FinishReason | null = null,
 ): ChatCompletionChunk {
   return { id: base.id, object: "chat.completion.chunk", created: base.created, model: base.model, choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }] };

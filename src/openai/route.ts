@@ -17,11 +17,35 @@ import {
 } from "./format.js";
 import { chatCompletionFrames, SSE_HEADERS } from "./sse.js";
 import { checkChatRequest, parseChatRequest, type ChatRequestVerdict } from "./validate.js";
+import {
+  checkResponsesRequest,
+  parseResponseRef,
+  responseEvents,
+  responseFromOutput,
+  responseMessages,
+  toChatRequest,
+  UnknownReferenceError,
+  type ResolveEarlier,
+  type ResponseObject,
+} from "./responses.js";
+import { isOpenAiJobInput } from "./format.js";
+
+/** A job as the Responses API reads it back (GET .../responses/{id}, previous_response_id, item references). */
+export interface ChatJobRecord {
+  input: unknown;
+  status: string;
+  output: unknown;
+  /** Epoch milliseconds. */
+  createdAt: number;
+}
 
 /** What the route needs from the service's job machinery. */
 export interface ChatJobs {
-  /** Queue the job for `functionName` of the endpoint; resolves to the job id once it is accepted. */
-  submit(functionName: string, input: OpenAiJobInput): Promise<string>;
+  /** Queue the job for `functionName` of the endpoint; resolves to the job id once it is accepted. `keep`: the
+   * result must stay readable for the normal retention (a stored response), not only the short one of a sync job. */
+  submit(functionName: string, input: OpenAiJobInput, options?: { keep?: boolean }): Promise<string>;
+  /** A job of this endpoint, or undefined when unknown or expired. */
+  record?(jobId: string): Promise<ChatJobRecord | undefined>;
   /** The job's chunk outputs as they arrive, ending when it completes; throws when it fails, is cancelled or times out. */
   outputs(jobId: string): AsyncIterable<unknown>;
   /** The job's final output once it completes; throws when it fails, is cancelled or times out. */
@@ -112,4 +136,93 @@ async function serveChatVerdict(verdict: ChatRequestVerdict, endpoint: ChatEndpo
 /** GET .../openai/v1/models */
 export function serveModels(endpoint: ChatEndpoint, res: ServerResponse, created?: number): void {
   sendJson(res, endpointModels(endpoint.name, endpoint.functions, created));
+}
+
+/** A stored response (its job's record) as the response object, or undefined when it is not one of ours. */
+async function storedResponse(jobs: ChatJobs, id: string): Promise<ResponseObject | undefined> {
+  const ref = parseResponseRef(id);
+  if (!ref || !jobs.record) return undefined;
+  const row = await jobs.record(ref.jobId);
+  if (!row || !isOpenAiJobInput(row.input) || !row.input.openai.responses?.echo.store) return undefined;
+  const { responses, input } = row.input.openai;
+  const meta = { jobId: ref.jobId, created: Math.floor(row.createdAt / 1000), model: responses.model, echo: responses.echo };
+  if (row.status !== "COMPLETED") {
+    const inProgress = row.status === "IN_QUEUE" || row.status === "IN_PROGRESS";
+    const response = responseFromOutput(null, input, meta);
+    return { ...response, status: inProgress ? "in_progress" : "failed", output: [], output_text: "", usage: null, error: inProgress ? null : { code: "server_error", message: `the job ended ${row.status}` } };
+  }
+  return responseFromOutput(row.output, input, meta);
+}
+
+/** Earlier turns for previous_response_id and item_reference, from stored responses. */
+function resolverFor(jobs: ChatJobs): ResolveEarlier {
+  return async (ref) => {
+    const id = "response" in ref ? ref.response : ref.item;
+    const parsed = parseResponseRef(id);
+    if (!parsed) return undefined;
+    const response = await storedResponse(jobs, `resp_${parsed.jobId}`);
+    if (!response || response.status === "in_progress" || response.status === "failed") return undefined;
+    if ("response" in ref) {
+      const row = await jobs.record!(parsed.jobId);
+      const earlier = isOpenAiJobInput(row?.input) ? row.input.openai.input.messages : [];
+      return [...earlier, ...responseMessages(response)];
+    }
+    const item = response.output.find((o) => o.id === id);
+    return item ? responseMessages({ output: [item] }) : undefined;
+  };
+}
+
+/** POST .../openai/v1/responses with the body already parsed. */
+export async function serveResponse(body: unknown, endpoint: ChatEndpoint, jobs: ChatJobs, res: ServerResponse): Promise<void> {
+  const verdict = checkResponsesRequest(body);
+  if (!verdict.ok) return sendOpenAiProblem(res, openAiProblem(verdict.status, verdict.detail, verdict.errors));
+  const request = verdict.request;
+  const target = chatFunctionFor(endpoint.functions, request.model);
+  if (!("function" in target)) return sendOpenAiProblem(res, openAiProblem(target.status, target.detail, target.errors));
+  let chat;
+  try {
+    chat = await toChatRequest(request, resolverFor(jobs));
+  } catch (err) {
+    if (err instanceof UnknownReferenceError) return sendOpenAiProblem(res, openAiProblem(404, err.message));
+    throw err;
+  }
+  let jobId: string;
+  try {
+    jobId = await jobs.submit(target.function, chatJobInput(chat, { model: request.model, echo: request.echo }), { keep: request.echo.store });
+  } catch (err) {
+    return sendOpenAiProblem(res, openAiProblem(statusOf(err), `The job could not be queued: ${(err as Error).message}`));
+  }
+  const meta = { jobId, created: Math.floor(Date.now() / 1000), model: request.model, echo: request.echo };
+  let finished = false;
+  res.on("close", () => {
+    if (!finished) void Promise.resolve(jobs.cancel?.(jobId)).catch(() => undefined);
+  });
+  if (!request.stream) {
+    try {
+      const output = await jobs.result(jobId);
+      finished = true;
+      const notChat = notChatOutput(output);
+      if (notChat) return sendOpenAiProblem(res, openAiProblem(502, `The endpoint's output is not a chat reply: ${notChat}`));
+      sendJson(res, responseFromOutput(output, chat, meta));
+    } catch (err) {
+      finished = true;
+      sendOpenAiProblem(res, openAiProblem(statusOf(err), `The generation failed: ${(err as Error).message}`));
+    }
+    return;
+  }
+  res.writeHead(200, { ...SSE_HEADERS, "x-svc-job-id": jobId });
+  res.flushHeaders();
+  for await (const frame of responseEvents(jobs.outputs(jobId), chat, meta)) {
+    if (res.destroyed) break;
+    res.write(frame);
+  }
+  finished = true;
+  res.end();
+}
+
+/** GET .../openai/v1/responses/{id}: a stored response, while its job's result is kept. */
+export async function serveStoredResponse(id: string, jobs: ChatJobs, res: ServerResponse): Promise<void> {
+  const response = await storedResponse(jobs, id);
+  if (!response) return sendOpenAiProblem(res, openAiProblem(404, `No stored response ${id} (unknown, created with store: false, or expired)`));
+  sendJson(res, response);
 }

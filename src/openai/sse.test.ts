@@ -77,3 +77,30 @@ describe("chatCompletionFrames", () => {
     expect((await iterator.next()).value).toBe(chunk({ content: "second" }));
   });
 });
+
+describe("streamed tool calls and non-chat outputs", () => {
+  async function frames(outputs: unknown[]): Promise<unknown[]> {
+    const out: unknown[] = [];
+    async function* source() {
+      yield* outputs;
+    }
+    for await (const f of chatCompletionFrames(source(), { model: "m", messages: [{ role: "user", content: "x" }] }, { id: "chatcmpl-j1", created: 1 })) {
+      out.push(f === "data: [DONE]\n\n" ? "[DONE]" : JSON.parse(f.slice(6)));
+    }
+    return out;
+  }
+
+  it("streams tool calls as OpenAI does: id, type and name first, then argument fragments, then finish_reason tool_calls", async () => {
+    const got = (await frames([{ tool_calls: [{ index: 0, id: "call_x", name: "weather", arguments: '{"city":' }] }, { tool_calls: [{ index: 0, arguments: '"Paris"}' }] }])) as any[];
+    expect(got[1].choices[0].delta).toEqual({ tool_calls: [{ index: 0, id: "call_x", type: "function", function: { name: "weather", arguments: '{"city":' } }] });
+    expect(got[2].choices[0].delta).toEqual({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] });
+    expect(got[3].choices[0].finish_reason).toBe("tool_calls");
+    expect(got[4]).toBe("[DONE]");
+  });
+
+  it("ends with an error frame, not an empty success, when the output is not a chat reply", async () => {
+    const got = (await frames([{ greeting: "hello" }])) as any[];
+    expect(got).toHaveLength(2);
+    expect(got[1].error).toMatchObject({ type: "invalid_response_error", message: expect.stringContaining("The endpoint's output is not a chat reply") });
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkChatRequest, parseChatRequest } from "./validate.js";
+import { checkChatRequest, parseChatRequest, textMessages } from "./validate.js";
 
 const valid = { model: "llm", messages: [{ role: "user", content: "Hi" }] };
 const errorsOf = (body: unknown) => {
@@ -71,7 +71,7 @@ describe("checkChatRequest", () => {
     expect(errorsOf({ model: "llm", messages: [] })).toEqual(["$.messages: must hold at least one message"]);
     expect(errorsOf({ model: "llm", messages: ["hi"] })).toEqual(["$.messages[0]: must be an object with role and content"]);
     expect(errorsOf({ model: "llm", messages: [{ role: "user", content: "a" }, { role: "user", content: 5 }] })).toEqual([
-      "$.messages[1].content: must be a string",
+      "$.messages[1].content: must be a string or an array of content parts",
     ]);
     expect(errorsOf({ model: "llm", messages: [{ content: "a" }] })).toEqual(["$.messages[0].role: is required"]);
     expect(errorsOf({ model: "llm", messages: [{ role: "robot", content: "a" }] })).toEqual([
@@ -102,7 +102,53 @@ describe("checkChatRequest", () => {
       ok: false,
       status: 422,
       detail: "The chat completion request is invalid (3 problems)",
-      errors: ["$.model: must be a non-empty string", "$.messages[0].content: must be a string", "$.temperature: must be a number from 0 to 2"],
+      errors: ["$.model: must be a non-empty string", "$.messages[0].content: is required", "$.temperature: must be a number from 0 to 2"],
     });
+  });
+});
+
+describe("the current Chat Completions message shapes", () => {
+  const toolLoop = {
+    model: "llm",
+    messages: [
+      { role: "developer", content: "Be brief." },
+      { role: "user", name: "ada", content: [{ type: "text", text: "Weather in Paris?" }, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] },
+      { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "weather", arguments: '{"city":"Paris"}' } }] },
+      { role: "tool", tool_call_id: "call_1", content: [{ type: "text", text: "18C" }] },
+    ],
+    tools: [{ type: "function", function: { name: "weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }],
+    tool_choice: "auto",
+    parallel_tool_calls: false,
+    response_format: { type: "json_object" },
+    logprobs: false,
+  };
+
+  it("accepts parts, null content with tool calls, tool results, and passes tools and options on", () => {
+    const verdict = checkChatRequest(toolLoop);
+    expect(verdict.ok).toBe(true);
+    const r = (verdict as Extract<typeof verdict, { ok: true }>).request;
+    expect(r.messages[1]).toEqual({ role: "user", name: "ada", content: toolLoop.messages[1]!.content });
+    expect(r.messages[2]).toEqual({ role: "assistant", content: null, tool_calls: toolLoop.messages[2]!.tool_calls });
+    expect(r.messages[3]).toEqual({ role: "tool", tool_call_id: "call_1", content: [{ type: "text", text: "18C" }] });
+    expect(r).toMatchObject({ tools: toolLoop.tools, tool_choice: "auto", parallel_tool_calls: false, response_format: { type: "json_object" } });
+    expect(textMessages(r.messages).map((m) => m.content)).toEqual(["Be brief.", "Weather in Paris?", 'weather({"city":"Paris"})', "18C"]);
+  });
+
+  it("names what is wrong in tool calls, tool messages, parts and tools", () => {
+    expect(errorsOf({ model: "m", messages: [{ role: "tool", content: "x" }] })).toEqual(["$.messages[0].tool_call_id: is required on a tool message (a string)"]);
+    expect(errorsOf({ model: "m", messages: [{ role: "assistant", content: null }] })).toEqual(["$.messages[0].content: is required (or tool_calls)"]);
+    expect(errorsOf({ model: "m", messages: [{ role: "user", content: "x", tool_calls: [] }] })).toEqual(["$.messages[0].tool_calls: only assistant messages call tools"]);
+    expect(errorsOf({ model: "m", messages: [{ role: "assistant", tool_calls: [{ id: "c", function: { name: "f", arguments: {} } }] }] })).toEqual([
+      "$.messages[0].tool_calls[0].function.arguments: must be a string (JSON text)",
+    ]);
+    expect(errorsOf({ model: "m", messages: [{ role: "user", content: [{ type: "text" }, { type: "image_url" }, 3] }] })).toEqual([
+      "$.messages[0].content[0].text: must be a string",
+      "$.messages[0].content[1].image_url.url: must be a string",
+      "$.messages[0].content[2]: must be an object with a type",
+    ]);
+    expect(errorsOf({ ...valid, tools: [{ type: "function", function: {} }] })).toEqual(["$.tools[0].function.name: must be a non-empty string"]);
+    expect(errorsOf({ ...valid, tool_choice: "sometimes" })).toEqual(['$.tool_choice: must be "none", "auto", "required" or {type: "function", function: {name}}']);
+    expect(errorsOf({ ...valid, logprobs: true })).toEqual(["$.logprobs: not supported by this endpoint (send false or leave it out)"]);
+    expect(errorsOf({ ...valid, response_format: { type: "yaml" } })).toEqual(['$.response_format.type: must be "text", "json_object" or "json_schema"']);
   });
 });

@@ -10,6 +10,7 @@ import {
   renderChatPrompt,
   countTokens,
   textGeneration,
+  toolCall,
   TextGenerationInputError,
   type TextGenerationOutput,
   type TextGenerationRequest,
@@ -148,7 +149,7 @@ describe("textGeneration", () => {
   });
 
   it("refuses a generator that yields something other than strings", async () => {
-    await expect(collect(textGeneration({ prompt: "p" }, (async function* () { yield 5; }) as never))).rejects.toThrow(/must yield strings, not number/);
+    await expect(collect(textGeneration({ prompt: "p" }, (async function* () { yield 5; }) as never))).rejects.toThrow(/must yield strings or toolCall\(...\) pieces, not number/);
   });
 });
 
@@ -177,7 +178,7 @@ describe("parseTextGenerationInput", () => {
     expect(fault("text")).toEqual(["$: must be an object with prompt or messages"]);
     expect(fault({})).toEqual(["$: needs prompt (a string) or messages (an array of {role, content})"]);
     expect(fault({ prompt: 3, temperature: 5 })).toEqual(["$.prompt: must be a string", "$.temperature: must be a number from 0 to 2"]);
-    expect(fault({ messages: [{ role: "user", content: 1 }] })).toEqual(["$.messages[0].content: must be a string"]);
+    expect(fault({ messages: [{ role: "user", content: 1 }] })).toEqual(["$.messages[0].content: must be a string or an array of content parts"]);
     expect(fault({ openai: { route: "/v1/chat/completions", input: { model: "m", messages: [] } } })).toEqual([
       "$.messages: must hold at least one message",
     ]);
@@ -194,5 +195,31 @@ describe("a language-model endpoint", () => {
     const chunks: TextGenerationOutput[] = [];
     for await (const c of (meta as { fn: (i: unknown) => AsyncIterable<TextGenerationOutput> }).fn({ prompt: "x" })) chunks.push(c);
     expect(textOf(chunks)).toBe("Hi there");
+  });
+});
+
+describe("tool calls from a text generator", () => {
+  it("passes tools to the generator and turns toolCall() pieces into tool_calls chunks ending with finish_reason tool_calls", async () => {
+    const input = {
+      openai: {
+        route: "/v1/chat/completions",
+        input: {
+          model: "m",
+          stream: false,
+          messages: [{ role: "user", content: [{ type: "text", text: "Weather in Paris?" }] }],
+          tools: [{ type: "function", function: { name: "weather" } }],
+        },
+      },
+    };
+    let seen: unknown;
+    const chunks = await collect(
+      textGeneration(input, async function* (request) {
+        seen = { tools: request.tools, text: request.messages[0]!.content, chat: request.chat };
+        yield toolCall("weather", { city: "Paris" }, "call_1");
+      }),
+    );
+    expect(seen).toEqual({ tools: [{ type: "function", function: { name: "weather" } }], text: "Weather in Paris?", chat: input.openai.input.messages });
+    expect(chunks[0]).toMatchObject({ text: [], tool_calls: [{ index: 0, id: "call_1", name: "weather", arguments: '{"city":"Paris"}' }] });
+    expect(chunks.at(-1)).toMatchObject({ text: [], finish_reason: "tool_calls" });
   });
 });

@@ -16,13 +16,23 @@ import type { BackendStats, ChatMessage, GenerationParams, TextBackend } from ".
 import { StopScanner } from "../llm/stop.js";
 import { countTokens, renderChatPrompt, TokenLimiter } from "../llm/tokens.js";
 import { isOpenAiJobInput, type FinishReason, type OpenAiJobInput } from "../openai/format.js";
-import { checkChatRequest, messagesErrors, normaliseSampling, samplingErrors } from "../openai/validate.js";
+import {
+  checkChatRequest,
+  messagesErrors,
+  normaliseSampling,
+  samplingErrors,
+  textMessages,
+  type ChatCompletionRequest,
+  type ChatRequestMessage,
+  type ToolChoice,
+  type ToolDefinition,
+} from "../openai/validate.js";
 
 export type { BackendStats, ChatMessage, ChatRole, GenerationParams, TextBackend } from "../llm/backend.js";
 export { MarkovTextBackend, type MarkovOptions } from "../llm/markov.js";
 export { countTokens, tokenize, renderChatPrompt } from "../llm/tokens.js";
 export type { OpenAiJobInput } from "../openai/format.js";
-export type { ChatCompletionRequest } from "../openai/validate.js";
+export type { ChatCompletionRequest, ChatRequestMessage, ContentPart, ToolCall, ToolChoice, ToolDefinition } from "../openai/validate.js";
 
 /** Replies are cut here when the request sets no max_tokens. */
 export const DEFAULT_MAX_TOKENS = 256;
@@ -55,14 +65,38 @@ export interface TextGenerationRequest {
   model?: string;
   scenario: TextScenario;
   signal?: AbortSignal;
+  /** A chat request's messages as sent: content parts (images, audio) and tool calls and results included. */
+  chat?: ChatRequestMessage[];
+  /** The tools a chat request offers; a generator may answer with toolCall(...) pieces. */
+  tools?: ToolDefinition[];
+  tool_choice?: ToolChoice;
+  parallel_tool_calls?: boolean;
+  response_format?: ChatCompletionRequest["response_format"];
 }
 
-/** A generator function: yields the reply as text pieces. */
-export type TextGenerator = (request: TextGenerationRequest) => AsyncIterable<string> | Iterable<string>;
+/** A tool call a generator yields instead of text (see toolCall()). */
+export interface ToolCallPiece {
+  toolCall: { id?: string; name: string; arguments: string };
+}
+
+/** A piece that asks the caller to run a tool: `yield toolCall("get_weather", { city: "Paris" })`. */
+export function toolCall(name: string, args: unknown = {}, id?: string): ToolCallPiece {
+  return { toolCall: { ...(id ? { id } : {}), name, arguments: typeof args === "string" ? args : JSON.stringify(args) } };
+}
+
+function isToolCallPiece(piece: unknown): piece is ToolCallPiece {
+  const call = (piece as ToolCallPiece | null)?.toolCall;
+  return typeof call === "object" && call !== null && typeof call.name === "string" && typeof call.arguments === "string";
+}
+
+/** A generator function: yields the reply as text pieces, or tool calls. */
+export type TextGenerator = (request: TextGenerationRequest) => AsyncIterable<string | ToolCallPiece> | Iterable<string | ToolCallPiece>;
 
 /** One stream chunk's output. `output_tokens` is cumulative; `finish_reason` is on the last chunk only. */
 export interface TextGenerationOutput {
   text: string[];
+  /** A tool call the generator made (one per chunk). */
+  tool_calls?: Array<{ index: number; id?: string; name: string; arguments: string }>;
   input_tokens: number;
   output_tokens: number;
   finish_reason?: FinishReason;
@@ -125,13 +159,19 @@ export function parseTextGenerationInput(input: unknown, defaultMaxTokens = DEFA
     const verdict = checkChatRequest(input.openai.input);
     if (!verdict.ok) throw new TextGenerationInputError(verdict.errors.length > 0 ? verdict.errors : [verdict.detail]);
     const r = verdict.request;
+    const messages = textMessages(r.messages);
     return {
-      messages: r.messages,
-      prompt: renderChatPrompt(r.messages),
+      messages,
+      prompt: renderChatPrompt(messages),
       max_tokens: r.max_tokens ?? defaultMaxTokens,
       stop: r.stop ?? [],
       model: r.model,
       scenario: "openai-chat",
+      chat: r.messages,
+      ...(r.tools ? { tools: r.tools } : {}),
+      ...(r.tool_choice !== undefined ? { tool_choice: r.tool_choice } : {}),
+      ...(r.parallel_tool_calls !== undefined ? { parallel_tool_calls: r.parallel_tool_calls } : {}),
+      ...(r.response_format ? { response_format: r.response_format } : {}),
       ...optional(r),
     };
   }
@@ -147,7 +187,7 @@ export function parseTextGenerationInput(input: unknown, defaultMaxTokens = DEFA
     scenario = "prompt";
   } else if (input.messages !== undefined) {
     errors.unshift(...messagesErrors(input.messages));
-    messages = errors.length === 0 ? (input.messages as ChatMessage[]).map((m) => ({ role: m.role, content: m.content })) : [];
+    messages = errors.length === 0 ? textMessages(input.messages as ChatRequestMessage[]) : [];
     prompt = renderChatPrompt(messages);
     scenario = "messages";
   } else {
@@ -188,7 +228,7 @@ export interface TextGenerationOptions {
 
 const round = (n: number) => Math.round(n * 100) / 100;
 
-async function* asAsync(source: AsyncIterable<string> | Iterable<string>): AsyncGenerator<string> {
+async function* asAsync<T>(source: AsyncIterable<T> | Iterable<T>): AsyncGenerator<T> {
   yield* source;
 }
 
@@ -250,9 +290,18 @@ export async function* textGeneration(
     const source = backend ? backend.generate(request.messages, params) : (generate as TextGenerator)(request);
     let finishReason: FinishReason = "stop";
     let ended = false;
-    for await (const piece of asAsync(source)) {
+    let calls = 0;
+    for await (const piece of asAsync<string | ToolCallPiece>(source)) {
       if (options.signal?.aborted) return;
-      if (typeof piece !== "string") throw new TypeError(`a text generator must yield strings, not ${piece === null ? "null" : typeof piece}`);
+      if (isToolCallPiece(piece)) {
+        const call = { index: calls++, ...piece.toolCall };
+        limiter.push(call.name + call.arguments);
+        const out = chunk("");
+        out.tool_calls = [call];
+        yield out;
+        continue;
+      }
+      if (typeof piece !== "string") throw new TypeError(`a text generator must yield strings or toolCall(...) pieces, not ${piece === null ? "null" : typeof piece}`);
       if (phase === "pending") {
         load.pending--;
         load.running++;
@@ -276,6 +325,7 @@ export async function* textGeneration(
       if (rest !== held) finishReason = "length";
       if (rest) yield chunk(rest);
     }
+    if (calls > 0 && finishReason === "stop") finishReason = "tool_calls";
     yield chunk("", finishReason);
   } finally {
     leave();

@@ -83,6 +83,18 @@ function methodCheck(req: IncomingMessage, allowed: readonly string[]): void {
   }
 }
 
+/**
+ * The worker counts the job API's official clients type beside svc's own: `ready` (started and able to take a job:
+ * idle or running) and `throttled` (workers the queue calls for beyond workersMax). Pure.
+ */
+export function jobClientWorkerCounts(
+  health: { jobs: { inQueue: number; inProgress: number }; workers: { idle: number; running: number } },
+  resource: { workersMax: number; maxConcurrency: number },
+): { ready: number; throttled: number } {
+  const wanted = Math.ceil((health.jobs.inQueue + health.jobs.inProgress) / Math.max(1, resource.maxConcurrency));
+  return { ready: health.workers.idle + health.workers.running, throttled: Math.max(0, wanted - resource.workersMax) };
+}
+
 export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
     // issue 4: GET /openapi.json needs no key
@@ -250,8 +262,9 @@ async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMess
       req.resume();
       const health = engine.health(endpointId);
       const coldStarts = ctx.scaler()?.coldStarts.get(endpointId) ?? { count: 0, lastMs: null };
+      const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource) };
       // issue 7: an LB endpoint's cold starts and requests come from its proxy
-      return sendJson(res, { ...health, coldStarts, ...(endpoint.type === "lb" ? ctx.lb?.health(endpointId) : {}) });
+      return sendJson(res, { ...health, workers, coldStarts, ...(endpoint.type === "lb" ? ctx.lb?.health(endpointId) : {}) });
     }
   }
 }

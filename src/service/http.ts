@@ -81,9 +81,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     return Promise.reject(new HttpProblem(415, `The request body must be JSON: send it with \`Content-Type: application/json\`, not ${req.headers["content-type"]}`));
   }
   const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > limit) {
-    return Promise.reject(tooLarge(req, limit));
-  }
+  if (Number.isFinite(declared) && declared > limit) return refuseAfterDrain(req, limit);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -94,7 +92,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       if (size > limit) {
         failed = true;
         chunks.length = 0;
-        reject(tooLarge(req, limit));
+        refuseAfterDrain(req, limit, size).catch(reject);
         return;
       }
       chunks.push(chunk);
@@ -108,17 +106,40 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-function tooLarge(req: IncomingMessage, limit: number): HttpProblem {
-  // Keep reading (and discarding) so the client gets to read our answer instead of a reset connection;
-  // a client that sends far beyond the limit is cut off.
-  let discarded = 0;
-  req.on("data", (chunk: Buffer) => {
-    discarded += chunk.length;
-    if (discarded > limit * 4) req.destroy();
-  });
-  req.resume();
-  return new HttpProblem(413, `The request body is larger than the limit of ${limit} bytes for this route`, {
-    headers: { connection: "close" },
+/** How much of a body over its limit is read and thrown away so the client can read the 413 (see below). */
+export const OVERSIZE_DRAIN_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The 413 for a body over `limit`, answered once the body has been read to its end and discarded: a client that
+ * writes its whole body before it reads (Python's http.client, requests, curl without Expect) would otherwise hit
+ * a closed socket (a broken pipe) instead of the answer. A body more than OVERSIZE_DRAIN_BYTES over the limit is
+ * cut off: its sender gets the 413 if it reads early, a reset otherwise.
+ */
+function refuseAfterDrain(req: IncomingMessage, limit: number, alreadyRead = 0): Promise<never> {
+  const problem = new HttpProblem(413, `The request body is larger than the limit of ${limit} bytes for this route`, { headers: { connection: "close" } });
+  const declared = Number(req.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limit + OVERSIZE_DRAIN_BYTES) {
+    // Announced far over: no point in reading it. Answer now; the socket closes after the answer.
+    req.resume();
+    return Promise.reject(problem);
+  }
+  return new Promise((_, reject) => {
+    let read = alreadyRead;
+    const refuse = () => reject(problem);
+    req.on("data", (chunk: Buffer) => {
+      read += chunk.length;
+      if (read > limit + OVERSIZE_DRAIN_BYTES) {
+        req.removeListener("end", refuse);
+        refuse();
+        // Stop reading only after the answer had its chance to go out.
+        setImmediate(() => req.destroy());
+      }
+    });
+    req.once("end", refuse);
+    // A body that breaks off mid-way: nothing to answer, the socket is gone.
+    req.once("error", refuse);
+    req.resume();
+    if (req.readableEnded) refuse();
   });
 }
 

@@ -4,7 +4,11 @@ import { isPlainObject } from "./http.js";
 
 export const MAX_TTL_MS = 7 * 24 * 3600_000;
 export const MAX_EXECUTION_TIMEOUT_MS = 24 * 3600_000;
-/** Properties other clients of this job API send that svc accepts and ignores. */
+/**
+ * Properties other clients of this job API send that svc accepts and ignores: `s3Config` is for workers that
+ * upload their output to a bucket themselves (svc keeps outputs in its own store). Any other unknown top-level
+ * member is refused (422), so a typo never silently drops a setting.
+ */
 const IGNORED_PROPERTIES = new Set(["s3Config"]);
 
 export interface Submission {
@@ -20,7 +24,7 @@ export function validateSubmission(body: unknown, functions: readonly string[]):
   const errors: string[] = [];
   if (!isPlainObject(body)) return { errors: ["$: must be a JSON object like {\"input\": {...}}"] };
   for (const key of Object.keys(body)) {
-    if (!["input", "function", "webhook", "policy"].includes(key) && !IGNORED_PROPERTIES.has(key)) {
+    if (!["input", "function", "webhook", "webhookV2", "policy"].includes(key) && !IGNORED_PROPERTIES.has(key)) {
       errors.push(`$.${key}: unknown property`);
     }
   }
@@ -35,17 +39,22 @@ export function validateSubmission(body: unknown, functions: readonly string[]):
       errors.push(`$.function: the endpoint has no function "${body.function}" (it serves: ${functions.join(", ")})`);
     } else value.function = body.function;
   }
-  if (body.webhook !== undefined && body.webhook !== null) {
+  // webhookV2 is the job client's newer name for the same thing: the job record is POSTed there when the job
+  // ends. Either may be sent; both only when they name the same URL.
+  for (const key of ["webhook", "webhookV2"] as const) {
+    const v = body[key];
+    if (v === undefined || v === null) continue;
     let ok = false;
-    if (typeof body.webhook === "string") {
+    if (typeof v === "string") {
       try {
-        ok = ["http:", "https:"].includes(new URL(body.webhook).protocol);
+        ok = ["http:", "https:"].includes(new URL(v).protocol);
       } catch {
         ok = false;
       }
     }
-    if (ok) value.webhook = body.webhook as string;
-    else errors.push("$.webhook: must be an http(s) URL");
+    if (!ok) errors.push(`$.${key}: must be an http(s) URL`);
+    else if (value.webhook !== undefined && value.webhook !== v) errors.push("$.webhookV2: names another URL than webhook; send one of them");
+    else value.webhook = v as string;
   }
   if (body.policy !== undefined && body.policy !== null) {
     if (!isPlainObject(body.policy)) errors.push("$.policy: must be an object");

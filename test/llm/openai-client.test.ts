@@ -157,7 +157,7 @@ describe("the openai client", () => {
     const apiError = err as InstanceType<typeof OpenAI.APIError>;
     expect(apiError.status).toBe(422);
     expect(apiError.message).toBe(
-      "422 The chat completion request is invalid (2 problems): $.messages[1].content: must be a string; $.temperature: must be a number from 0 to 2",
+      "422 The chat completion request is invalid (2 problems): $.messages[1].content: must be a string or an array of content parts; $.temperature: must be a number from 0 to 2",
     );
     expect(apiError.param).toBe("messages[1].content");
     expect(apiError.type).toBe("invalid_request_error");

@@ -12,7 +12,7 @@ let baseURL: string;
 let endpointId: string;
 
 beforeAll(async () => {
-  app = await startApp("fixtures/llm-echo", { resources: { "llm-echo": { workersMin: 0, workersMax: 1, retries: 0 } } });
+  app = await startApp("fixtures/llm-echo", { resources: { "llm-echo": { workersMin: 0, workersMax: 1, retries: 0 }, "llm-tools": { workersMin: 0, workersMax: 1, retries: 0 } } });
   endpointId = app.endpoints.find((e) => e.name === "llm-echo")!.id;
   baseURL = `${app.service.url}/v2/${endpointId}/openai/v1`;
   client = new OpenAI({ baseURL, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
@@ -60,7 +60,7 @@ describe("the OpenAI route of the service", () => {
       );
     expect(err).toBeInstanceOf(OpenAI.UnprocessableEntityError);
     expect(err!.status).toBe(422);
-    expect(err!.message).toContain("$.messages[0].content: must be a string");
+    expect(err!.message).toContain("$.messages[0].content: must be a string or an array of content parts");
     expect(err!.message).toContain("$.temperature");
     expect(err!.param).toBe("messages[0].content");
   });
@@ -141,6 +141,130 @@ describe("a generation that fails midway, on an endpoint with retries", () => {
   });
 });
 
+describe("tool calls and the current message shapes through the service", () => {
+  const weather = { type: "function" as const, function: { name: "weather", description: "The weather in a city", parameters: { type: "object", properties: { query: { type: "string" } } } } };
+  const toolsClient = () => new OpenAI({ baseURL: `${app.service.url}/v2/${app.endpoints.find((e) => e.name === "llm-tools")!.id}/openai/v1`, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
+
+  it("runs a two-step tool loop: the reply calls the tool, the tool's result is sent back, the reply uses it", async () => {
+    const client2 = toolsClient();
+    const first = await client2.chat.completions.create({
+      model: "llm-tools",
+      messages: [{ role: "user", content: [{ type: "text", text: "Paris" }, { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }] }],
+      tools: [weather],
+      tool_choice: "auto",
+    });
+    expect(first.choices[0]!.finish_reason).toBe("tool_calls");
+    const message = first.choices[0]!.message;
+    expect(message.content).toBeNull();
+    expect(message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: "function", function: { name: "weather", arguments: '{"query":"Paris"}' } }]);
+    const call = message.tool_calls![0]!;
+    const second = await client2.chat.completions.create({
+      model: "llm-tools",
+      tools: [weather],
+      messages: [
+        { role: "developer", content: "Use tools." },
+        { role: "user", content: "Paris" },
+        message,
+        { role: "tool", tool_call_id: call.id, content: "sunny, 21C" },
+      ],
+    });
+    expect(second.choices[0]!.finish_reason).toBe("stop");
+    expect(second.choices[0]!.message.content).toBe("Tool said: sunny, 21C");
+  }, 60_000);
+
+  it("streams tool calls as deltas the client assembles, parallel calls included", async () => {
+    const stream = await toolsClient().chat.completions.create({ model: "llm-tools", messages: [{ role: "user", content: "both cities" }], tools: [weather], stream: true });
+    const calls: Array<{ id?: string; name: string; arguments: string }> = [];
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      for (const d of chunk.choices[0]?.delta.tool_calls ?? []) {
+        calls[d.index] ??= { name: "", arguments: "" };
+        if (d.id) calls[d.index]!.id = d.id;
+        calls[d.index]!.name += d.function?.name ?? "";
+        calls[d.index]!.arguments += d.function?.arguments ?? "";
+      }
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(finish).toBe("tool_calls");
+    expect(calls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([
+      ["weather", { query: "both cities" }],
+      ["weather", { query: "both cities (again)" }],
+    ]);
+    expect(new Set(calls.map((c) => c.id)).size).toBe(2);
+  }, 60_000);
+});
+
+describe("the Responses API on the same workers", () => {
+  const weather = { type: "function" as const, name: "weather", description: "The weather in a city", parameters: { type: "object", properties: { query: { type: "string" } } }, strict: false };
+
+  it("answers a plain response with instructions and input as a string, and stores it for GET", async () => {
+    const response = await client.responses.create({ model: "llm-echo", instructions: "Repeat after me.", input: "the tide comes in", max_output_tokens: 50 });
+    expect(response.object).toBe("response");
+    expect(response.id).toMatch(/^resp_/);
+    expect(response.status).toBe("completed");
+    expect(response.output_text).toBe("You said: the tide comes in");
+    expect(response.output[0]).toMatchObject({ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "You said: the tide comes in" }] });
+    expect(response.usage).toMatchObject({ input_tokens: expect.any(Number), output_tokens: expect.any(Number) });
+    expect(response.instructions).toBe("Repeat after me.");
+    const again = await client.responses.retrieve(response.id);
+    expect(again.output_text ?? again.output.map((o) => ("content" in o ? o.content.map((c) => ("text" in c ? c.text : "")).join("") : "")).join("")).toBe("You said: the tide comes in");
+    const notStored = await client.responses.create({ model: "llm-echo", input: "forget me", store: false });
+    const missing = await client.responses.retrieve(notStored.id).catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+    expect((missing as InstanceType<typeof OpenAI.APIError>).status).toBe(404);
+  }, 60_000);
+
+  it("streams typed events the client reads, ending with response.completed", async () => {
+    const stream = await client.responses.create({ model: "llm-echo", input: [{ role: "user", content: [{ type: "input_text", text: "waves on stones" }] }], stream: true });
+    const types: string[] = [];
+    let text = "";
+    let completed: { status: string; output_text?: string } | undefined;
+    for await (const e of stream) {
+      types.push(e.type);
+      if (e.type === "response.output_text.delta") text += e.delta;
+      if (e.type === "response.completed") completed = e.response;
+    }
+    expect(text).toBe("You said: waves on stones");
+    expect(types.slice(0, 4)).toEqual(["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]);
+    expect(types.slice(-4)).toEqual(["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]);
+    expect(completed?.status).toBe("completed");
+  }, 60_000);
+
+  it("runs a tool loop: a function_call item, then its function_call_output, by items and by previous_response_id", async () => {
+    const toolsId = app.endpoints.find((e) => e.name === "llm-tools")!.id;
+    const c = new OpenAI({ baseURL: `${app.service.url}/v2/${toolsId}/openai/v1`, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
+    const first = await c.responses.create({ model: "llm-tools", input: "Lyon", tools: [weather] });
+    const call = first.output.find((o) => o.type === "function_call");
+    expect(call).toMatchObject({ type: "function_call", name: "weather", arguments: '{"query":"Lyon"}', call_id: expect.stringMatching(/^call_/) });
+    const callId = (call as { call_id: string }).call_id;
+    // Items sent back whole, as a stateless client does.
+    const byItems = await c.responses.create({
+      model: "llm-tools",
+      tools: [weather],
+      input: [{ role: "user", content: "Lyon" }, call as never, { type: "function_call_output", call_id: callId, output: "rain, 12C" }],
+    });
+    expect(byItems.output_text).toBe("Tool said: rain, 12C");
+    // Or by reference to the stored first response.
+    const byPrevious = await c.responses.create({ model: "llm-tools", tools: [weather], previous_response_id: first.id, input: [{ type: "function_call_output", call_id: callId, output: "fog" }] });
+    expect(byPrevious.output_text).toBe("Tool said: fog");
+    const unknown = await c.responses.create({ model: "llm-tools", previous_response_id: "resp_nope", input: "x" }).catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+    expect((unknown as InstanceType<typeof OpenAI.APIError>).status).toBe(404);
+  }, 60_000);
+
+  it("streams a function call's arguments as deltas", async () => {
+    const toolsId = app.endpoints.find((e) => e.name === "llm-tools")!.id;
+    const c = new OpenAI({ baseURL: `${app.service.url}/v2/${toolsId}/openai/v1`, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
+    const stream = await c.responses.create({ model: "llm-tools", input: "Nice", tools: [weather], stream: true });
+    let args = "";
+    let done: { arguments: string; name?: string } | undefined;
+    for await (const e of stream) {
+      if (e.type === "response.function_call_arguments.delta") args += e.delta;
+      if (e.type === "response.function_call_arguments.done") done = e as unknown as { arguments: string; name?: string };
+    }
+    expect(JSON.parse(args)).toEqual({ query: "Nice" });
+    expect(done?.arguments).toBe(args);
+  }, 60_000);
+});
+
 describe("the OpenAI route of an endpoint that is not a language model", () => {
   let hello: LiveApp;
   beforeAll(async () => {
@@ -156,7 +280,31 @@ describe("the OpenAI route of an endpoint that is not a language model", () => {
     const err = await helloClient.chat.completions.create({ model: "hello", messages }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
-    expect((err as Error).message).toContain("The endpoint's output is not a chat reply: expected text (a string, or an object with `text`), got an object with keys greeting");
+    expect((err as Error).message).toContain("The endpoint's output is not a chat reply: expected text (a string, or an object with `text` or `tool_calls`), got an object with keys greeting");
+  }, 60_000);
+
+  it("fails a streamed request visibly (the client raises), never with an empty successful stream", async () => {
+    const id = hello.endpoints.find((e) => e.name === "hello")!.id;
+    const helloClient = new OpenAI({ baseURL: `${hello.service.url}/v2/${id}/openai/v1`, apiKey: hello.key, maxRetries: 0, timeout: 30_000 });
+    const stream = await helloClient.chat.completions.create({ model: "hello", messages, stream: true });
+    const deltas: string[] = [];
+    const err = await (async () => {
+      for await (const chunk of stream) deltas.push(chunk.choices[0]?.delta.content ?? "");
+    })().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as Error).message).toContain("The endpoint's output is not a chat reply");
+    expect(deltas.join("")).toBe("");
+  }, 60_000);
+
+  it("fails a streamed Responses request visibly too", async () => {
+    const id = hello.endpoints.find((e) => e.name === "hello")!.id;
+    const helloClient = new OpenAI({ baseURL: `${hello.service.url}/v2/${id}/openai/v1`, apiKey: hello.key, maxRetries: 0, timeout: 30_000 });
+    const stream = await helloClient.responses.create({ model: "hello", input: "hi", stream: true });
+    const err = await (async () => {
+      for await (const _ of stream) void _;
+    })().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as Error).message).toContain("The endpoint's output is not a chat reply");
   }, 60_000);
 
   it("names the status of its errors in their title, as the job API does", async () => {

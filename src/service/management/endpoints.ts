@@ -379,6 +379,38 @@ export async function templateRoute(m: ManagementContext, p: Principal, req: Inc
   throw new HttpProblem(405, `${method} is not allowed here`, { headers: { allow: id === undefined ? "GET, POST" : "GET, DELETE" } });
 }
 
+/**
+ * An endpoint that `svc deploy` (or `svc dev`) made, as the endpoint list shows it beside REST-created ones: the
+ * same fields where they mean the same, its app and environment, and `source: "deploy"`. It has no template (its
+ * code is the app's build). Pure.
+ */
+export function deployedEndpointRecord(row: EndpointRow, serviceUrl: string) {
+  const r = row.resource;
+  return {
+    id: row.id,
+    name: row.name,
+    templateId: "",
+    source: "deploy" as const,
+    app: row.app,
+    environment: row.env,
+    url: `${serviceUrl}/v2/${row.id}`,
+    type: row.type,
+    ...(row.type === "lb" ? { lbUrl: lbEndpointUrl(serviceUrl, row.id) } : {}),
+    computeType: r.computeType,
+    gpuTypeIds: r.gpuTypeIds,
+    workersMin: r.workersMin,
+    workersMax: r.workersMax,
+    idleTimeout: r.idleTimeout,
+    executionTimeoutMs: r.executionTimeoutMs,
+    env: r.env,
+    networkVolumeId: r.volume,
+    status: "READY" as const,
+    statusReason: null,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+  };
+}
+
 export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest: RestEndpoints, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
   const method = req.method ?? "GET";
   requireAccess(p, "endpoints", method !== "GET");
@@ -391,8 +423,12 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
   if (id === undefined) {
     if (method === "GET") {
       req.resume();
-      const mine = [...rest.specs.entries()].filter(([, e]) => e.userId === p.userId).map(([eid]) => rest.record(eid));
-      return sendJson(res, mine.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)));
+      // One list of all the user's endpoints, as users of the hosted service expect: REST-created ones and those
+      // `svc deploy` made (with their app and environment).
+      const created = [...rest.specs.entries()].filter(([, e]) => e.userId === p.userId).map(([eid]) => ({ ...rest.record(eid), source: "rest" as const }));
+      const deployed = [...ctx.endpoints.values()].filter((e) => e.userId === p.userId && !rest.specs.has(e.id)).map((e) => deployedEndpointRecord(e, ctx.url));
+      const all: Array<{ createdAt: number; id: string }> = [...created, ...deployed];
+      return sendJson(res, all.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)));
     }
     if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
     const body = await readObjectBody(req);

@@ -1,0 +1,72 @@
+// What the job API's official clients send and read, against a real service with a protocol worker: webhookV2
+// (delivered like webhook), s3Config (accepted), an unknown member (422), the health fields their types name
+// (workers.ready and workers.throttled beside svc's own), and one endpoint list holding deployed endpoints too.
+
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "../service/helpers.js";
+
+let t: TestService;
+let echo: { id: string; url: string };
+let worker: ProtocolWorker;
+
+beforeAll(async () => {
+  t = await startTestService();
+  [echo] = (await t.service.deploy({ app: "clients", env: "test", artifactPath: t.artifact, manifest: manifest({ echo: resource({ workersMax: 1 }) }) })) as Array<{ id: string; url: string }>;
+  worker = await ProtocolWorker.mint(t, echo.id);
+  await worker.register();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+it("delivers the job record to webhookV2, accepts s3Config, and refuses an unknown member or two different webhooks", async () => {
+  const received: any[] = [];
+  const hook = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      received.push(JSON.parse(Buffer.concat(chunks).toString()));
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
+  try {
+    const webhookV2 = `http://127.0.0.1:${(hook.address() as AddressInfo).port}/v2-hook`;
+    const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://127.0.0.1:9" };
+    const { status, body } = await call(`${echo.url}/run`, { key: t.key, body: { input: { n: 1 }, webhookV2, s3Config, policy: { ttl: 60_000 } } });
+    expect(status).toBe(200);
+    const [job] = await worker.take(1);
+    await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: { ok: 1 } }]);
+    await until(() => received.length > 0, 5000);
+    expect(received[0]).toMatchObject({ id: body.id, status: "COMPLETED", output: { ok: 1 } });
+
+    const typo = await call(`${echo.url}/run`, { key: t.key, body: { input: {}, webhok: webhookV2 } });
+    expect(typo.status).toBe(422);
+    expect(typo.body.errors).toEqual(["$.webhok: unknown property"]);
+    const two = await call(`${echo.url}/run`, { key: t.key, body: { input: {}, webhook: "http://127.0.0.1:1/a", webhookV2: "http://127.0.0.1:1/b" } });
+    expect(two.status).toBe(422);
+    expect(two.body.errors).toEqual(["$.webhookV2: names another URL than webhook; send one of them"]);
+    expect((await call(`${echo.url}/run`, { key: t.key, body: { input: {}, webhookV2: "ftp://x" } })).body.errors).toEqual(["$.webhookV2: must be an http(s) URL"]);
+  } finally {
+    await new Promise((r) => hook.close(r));
+  }
+});
+
+it("/health has workers.ready and workers.throttled beside idle, running and initializing", async () => {
+  for (let i = 0; i < 3; i++) await call(`${echo.url}/run`, { key: t.key, body: { input: { i } } });
+  const [job] = await worker.take(1);
+  const { body } = await call(`${echo.url}/health`, { key: t.key });
+  // One worker (workersMax 1) runs one job, two wait: the queue calls for 3 workers, 2 beyond the maximum.
+  expect(body.workers).toMatchObject({ running: 1, idle: 0, ready: 1, throttled: 2 });
+  expect(body.jobs).toMatchObject({ inQueue: 2, inProgress: 1 });
+  await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: 1 }]);
+  await call(`${echo.url}/purge-queue`, { key: t.key, method: "POST" });
+});
+
+it("GET /v1/endpoints lists the endpoints svc deploy made, with app, environment and type", async () => {
+  const { status, body } = await call(`${t.service.url}/v1/endpoints`, { key: t.key });
+  expect(status).toBe(200);
+  expect(body).toContainEqual(expect.objectContaining({ id: echo.id, name: "echo", source: "deploy", app: "clients", environment: "test", type: "queue", url: echo.url, workersMax: 1, status: "READY" }));
+});
