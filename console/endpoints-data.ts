@@ -70,6 +70,8 @@ export async function loadEndpoints(): Promise<{ endpoints: EndpointSummary[]; n
   try {
     const rest = await api<RestEndpoint[]>("/v1/endpoints");
     for (const e of rest) {
+      // The list names deployed endpoints too; they come below, from their apps, with app and environment.
+      if ((e as { source?: string }).source === "deploy") continue;
       endpoints.push({ id: e.id, name: e.name, type: "queue", source: "rest", workersMin: e.workersMin, workersMax: e.workersMax, status: e.status, statusReason: e.statusReason, rest: e });
     }
   } catch (err) {

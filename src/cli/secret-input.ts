@@ -16,8 +16,9 @@ function askHidden(question: string): Promise<string> {
   const input = process.stdin;
   return new Promise((resolve, reject) => {
     let value = "";
-    process.stderr.write(question);
+    // Echo off before the question shows: what is typed after it must never reach the screen.
     input.setRawMode(true);
+    process.stderr.write(question);
     input.resume();
     const done = (err?: Error) => {
       input.setRawMode(false);

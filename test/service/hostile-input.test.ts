@@ -123,6 +123,7 @@ function openapiValidBodies(): Record<string, unknown> {
     "PATCH /v1/endpoints/{endpointId}": { name: `renamed${MARK}` },
     "POST /v1/templates": { name: `t${MARK}`, imageName: "python:3.12" },
     "POST /v1/keys": { scopes: ["jobs:*"], name: `k${MARK}` },
+    "PUT /v1/secrets/{name}": { value: `v${MARK}` },
   };
 }
 

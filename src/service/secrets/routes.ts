@@ -74,8 +74,10 @@ export async function secretRoute(
   }
   requireAccess(p, "secrets", true);
   if (method === "PUT") {
+    // The body first: a malformed body is a 400 whatever the name says.
+    const body = await readObjectBody(req);
     checkName(name);
-    const plan = planSetSecret(await readObjectBody(req));
+    const plan = planSetSecret(body);
     if (plan.errors.length > 0) throw new HttpProblem(422, "The secret is not valid", { errors: plan.errors });
     const { info, created } = secrets.set(p.userId, name, plan.value!, plan.scope);
     const rolling = endpointsUsing(endpoints, p.userId, name, plan.scope).map((e) => ({ id: e.id, name: e.name, app: e.app, env: e.env }));
