@@ -55,7 +55,7 @@ export function renderBuild(result: BuildResult, cwd: string, color: boolean): s
     if (endpoint.dependencies.length > 0) lines.push(`    dependencies: ${endpoint.dependencies.join(", ")}`);
   }
   lines.push(`Dependencies: ${result.dependencies.length > 0 ? result.dependencies.join(", ") : "none"}`);
-  lines.push(`Excluded: ${result.excluded.join(", ")}`);
+  if (result.excluded.length > 0) lines.push(`Excluded: ${result.excluded.join(", ")}`);
   lines.push(`Manifest: ${shownPath(result.manifestPath, cwd)}`);
   lines.push(`Artifact: ${shownPath(result.artifactPath, cwd)} (${formatBytes(result.artifactBytes)})`);
   lines.push(`Time: ${(result.durationMs / 1000).toFixed(2)} s`);
