@@ -45,9 +45,10 @@ describe("svc build on a project with every endpoint form", () => {
       workersMax: 4,
       gpuIds: "ADA_24,AMPERE_48",
       env: { CACHE_DIR: "/tmp/cache", MODEL: "esrgan" },
+      // exampleInput: built from each function's TypeScript input type (for the console's "Try it").
       functions: [
-        { name: "count", module: "src/gpu.ts", export: "count", kind: "function" },
-        { name: "upscale", module: "src/gpu.ts", export: "upscale", kind: "function" },
+        { name: "count", module: "src/gpu.ts", export: "count", kind: "function", exampleInput: { text: "" } },
+        { name: "upscale", module: "src/gpu.ts", export: "upscale", kind: "function", exampleInput: { url: "", factor: 0 } },
       ],
       computeType: "GPU",
       executionTimeoutMs: 120_000,
@@ -64,7 +65,7 @@ describe("svc build on a project with every endpoint form", () => {
       workersMin: 0,
       workersMax: 2,
       env: {},
-      functions: [{ name: "embed", module: "src/embedder.ts", export: "Embedder", kind: "method", class: "Embedder" }],
+      functions: [{ name: "embed", module: "src/embedder.ts", export: "Embedder", kind: "method", class: "Embedder", exampleInput: { text: "" } }],
     });
     expect(manifest.resources.api).toMatchObject({
       is_load_balanced: true,
