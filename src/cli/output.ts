@@ -103,7 +103,8 @@ export function createOutput(options: { json?: boolean } = {}): Output {
     let detail = "";
     const draw = () => process.stderr.write(`${CLEAR_LINE}${paint(pc.cyan, FRAMES[frame++ % FRAMES.length]!)} ${label}${detail ? ` ${paint(pc.dim, detail)}` : ""}`);
     draw();
-    const timer = setInterval(draw, 80);
+    // Never what keeps the process alive: a command that ends (or fails) without ending its step still exits.
+    const timer = setInterval(draw, 80).unref();
     const spinner: Spinner = {
       setDetail(text) {
         detail = text;
