@@ -2,6 +2,7 @@
 // (`GET /v1/endpoints`) and those of deployed apps (`GET /v1/apps` → environments). And their health.
 
 import { api, ApiProblem } from "./api.js";
+import type { CallableFunction } from "./forms.js";
 
 export interface RestEndpoint {
   id: string;
@@ -35,6 +36,8 @@ export interface EndpointSummary {
   status?: string;
   statusReason?: string | null;
   rest?: RestEndpoint;
+  /** App endpoints: the functions they serve, with example inputs. */
+  functions?: CallableFunction[];
 }
 
 export interface Health {
@@ -50,7 +53,7 @@ export interface AppEnvironment {
   activatedAt: number | null;
   build: string | null;
   fingerprint: string | null;
-  endpoints: Array<{ name: string; id: string; url: string; type: "queue" | "lb"; routes: string[]; workersMin: number; workersMax: number; gpuTypeIds: string[]; idleTimeout: number }>;
+  endpoints: Array<{ name: string; id: string; url: string; type: "queue" | "lb"; routes: string[]; functions?: CallableFunction[]; workersMin: number; workersMax: number; gpuTypeIds: string[]; idleTimeout: number }>;
 }
 
 export async function loadAppEnvironments(): Promise<AppEnvironment[]> {
@@ -81,7 +84,7 @@ export async function loadEndpoints(): Promise<{ endpoints: EndpointSummary[]; n
   try {
     for (const env of await loadAppEnvironments()) {
       for (const e of env.endpoints) {
-        endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax });
+        endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax, functions: e.functions });
       }
     }
   } catch (err) {

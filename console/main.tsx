@@ -1,5 +1,5 @@
 // The svc web console: a single page served by the service under /console/. Routes live in the URL hash
-// (#/endpoints, #/endpoints/{id}, #/volumes, #/keys, #/apps, #/secrets) so the service serves one file.
+// (#/endpoints, #/endpoints/{id}, #/templates, #/volumes, #/keys, #/apps, #/secrets) so the service serves one file.
 
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
@@ -12,6 +12,7 @@ import { VolumesPage } from "./pages/volumes.js";
 import { KeysPage } from "./pages/keys.js";
 import { AppsPage } from "./pages/apps.js";
 import { SecretsPage } from "./pages/secrets.js";
+import { TemplatesPage } from "./pages/templates.js";
 
 function useHashRoute(): string[] {
   const parse = () => location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -67,6 +68,7 @@ function SignIn({ onSignedIn, reason }: { onSignedIn(): void; reason?: string })
 
 const NAV = [
   { path: "endpoints", label: "Endpoints" },
+  { path: "templates", label: "Templates" },
   { path: "apps", label: "Apps" },
   { path: "volumes", label: "Network volumes" },
   { path: "keys", label: "API keys" },
@@ -100,6 +102,7 @@ function App() {
   else if (section === "keys") page = <KeysPage />;
   else if (section === "apps") page = <AppsPage />;
   else if (section === "secrets") page = <SecretsPage />;
+  else if (section === "templates") page = <TemplatesPage />;
   else page = <EndpointsPage />;
   return (
     <>

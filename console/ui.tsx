@@ -4,6 +4,7 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiProblem } from "./api.js";
+import { relativeTime } from "./forms.js";
 
 let nextId = 0;
 export function useId(prefix: string): string {
@@ -120,6 +121,17 @@ export function formatMs(ms: number): string {
 export function formatTime(t: number | string | null | undefined): string {
   if (t === null || t === undefined) return "—";
   return new Date(t).toLocaleString();
+}
+
+/** A time as a date and, beside it, how long ago (or until): "24/11/2026, 07:05:00 (5 min ago)". */
+export function Time({ t, prefix = "", never = "—" }: { t: number | null | undefined; prefix?: string; never?: string }) {
+  if (t === null || t === undefined) return <>{never}</>;
+  return (
+    <time dateTime={new Date(t).toISOString()} data-relative={relativeTime(t, Date.now())}>
+      {prefix}
+      {formatTime(t)} <span class="muted">({relativeTime(t, Date.now())})</span>
+    </time>
+  );
 }
 
 export function Json({ value, label }: { value: unknown; label: string }) {

@@ -3,7 +3,7 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { loadAppEnvironments, type AppEnvironment } from "../endpoints-data.js";
-import { formatTime, ProblemMessage } from "../ui.js";
+import { ProblemMessage, Time } from "../ui.js";
 
 export function AppsPage() {
   const [environments, setEnvironments] = useState<AppEnvironment[] | null>(null);
@@ -32,9 +32,13 @@ export function AppsPage() {
                   <dt>Build</dt>
                   <dd class="mono">{e.build ? e.build.slice(0, 12) : "none yet"}</dd>
                   <dt>Deployed</dt>
-                  <dd>{e.activatedAt ? formatTime(e.activatedAt) : "never"}</dd>
+                  <dd>
+                    <Time t={e.activatedAt} never="never" />
+                  </dd>
                   <dt>Created</dt>
-                  <dd>{formatTime(e.createdAt)}</dd>
+                  <dd>
+                    <Time t={e.createdAt} />
+                  </dd>
                 </dl>
                 {e.endpoints.length === 0 ? (
                   <p class="muted">No endpoints.</p>

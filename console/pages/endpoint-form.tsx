@@ -7,7 +7,7 @@ import type { RestEndpoint } from "../endpoints-data.js";
 import { envText, parseEnv } from "../forms.js";
 import { Field, ProblemMessage } from "../ui.js";
 
-interface Template {
+export interface Template {
   id: string;
   name: string;
   imageName: string;
@@ -177,7 +177,7 @@ export function EndpointForm({ existing, onSaved, onCancel }: { existing?: RestE
       <Field label="Name" errors={errors.name}>
         {({ id, describedBy, invalid }) => <input id={id} aria-describedby={describedBy} aria-invalid={invalid} required value={name} onInput={(e) => setName(e.currentTarget.value)} />}
       </Field>
-      <Field label="Template" errors={errors.templateId} hint={templates.length === 0 ? "No templates yet: create one below the endpoint list." : "What the workers run (svc://<endpoint id> runs a deployed endpoint's code)."}>
+      <Field label="Template" errors={errors.templateId} hint={templates.length === 0 ? "No templates yet: create one on the Templates page." : "What the workers run (svc://<endpoint id> runs a deployed endpoint's code)."}>
         {({ id, describedBy, invalid }) => (
           <select id={id} aria-describedby={describedBy} aria-invalid={invalid} value={templateId} onChange={(e) => setTemplateId(e.currentTarget.value)}>
             {templates.map((t) => (
@@ -241,7 +241,7 @@ export function EndpointForm({ existing, onSaved, onCancel }: { existing?: RestE
   );
 }
 
-export function TemplateForm({ onCreated }: { onCreated(): void }) {
+export function TemplateForm({ onCreated }: { onCreated(name: string): void }) {
   const [name, setName] = useState("");
   const [imageName, setImageName] = useState("");
   const [errors, setErrors] = useState<Record<string, string[]>>({});
@@ -254,7 +254,7 @@ export function TemplateForm({ onCreated }: { onCreated(): void }) {
       await api("/v1/templates", { body: { name: name.trim(), imageName: imageName.trim() } });
       setName("");
       setImageName("");
-      onCreated();
+      onCreated(name.trim());
     } catch (err) {
       if (err instanceof ApiProblem && err.status === 422) setErrors(fieldErrors(err.errors));
       else setProblem(err);

@@ -4,7 +4,8 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiProblem, FINAL_STATES, readNdjson, request } from "../api.js";
 import { loadEndpoints, loadHealth, type EndpointSummary, type Health } from "../endpoints-data.js";
-import { Field, formatMs, formatTime, Json, Notice, ProblemMessage, useConfirm, usePolling } from "../ui.js";
+import { exampleBody, type CallableFunction } from "../forms.js";
+import { Field, formatMs, Json, Notice, ProblemMessage, Time, useConfirm, usePolling } from "../ui.js";
 import { EndpointForm } from "./endpoint-form.js";
 import { HealthCells } from "./endpoints.js";
 
@@ -40,6 +41,9 @@ interface LogLine {
   text: string;
 }
 
+/** How often the recent jobs list reloads by itself. */
+const JOBS_POLL_MS = 10_000;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const v2 = (endpointId: string, rest: string) => `/v2/${encodeURIComponent(endpointId)}/${rest}`;
 
@@ -47,8 +51,11 @@ function StatusBadge({ status }: { status: string }) {
   return <span class={`badge status-${status.toLowerCase()}`}>{status}</span>;
 }
 
-function TryIt({ endpointId, onJob }: { endpointId: string; onJob(id: string): void }) {
-  const [input, setInput] = useState('{\n  "input": {}\n}');
+function TryIt({ endpointId, functions, onJob }: { endpointId: string; functions: readonly CallableFunction[]; onJob(id: string): void }) {
+  const [fn, setFn] = useState<string | undefined>(functions[0]?.name);
+  // Starts from the function's example input (built from its TypeScript input type); picking another function
+  // starts again from that one's.
+  const [input, setInput] = useState(() => exampleBody(functions, functions[0]?.name));
   const [mode, setMode] = useState<"runsync" | "run">("runsync");
   const [result, setResult] = useState<JobRecord | null>(null);
   const [inputError, setInputError] = useState<string[] | undefined>();
@@ -81,6 +88,27 @@ function TryIt({ endpointId, onJob }: { endpointId: string; onJob(id: string): v
   return (
     <form class="card form" onSubmit={submit} aria-labelledby="tryit-title">
       <h2 id="tryit-title">Try it</h2>
+      {functions.length > 1 && (
+        <Field label="Function" hint={functions[0]?.class ? `Methods of class ${functions[0].class}` : undefined}>
+          {({ id, describedBy }) => (
+            <select
+              id={id}
+              aria-describedby={describedBy}
+              value={fn}
+              onChange={(e) => {
+                setFn(e.currentTarget.value);
+                setInput(exampleBody(functions, e.currentTarget.value));
+              }}
+            >
+              {functions.map((f) => (
+                <option key={f.name} value={f.name}>
+                  {f.name}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+      )}
       <Field label="Request body (JSON: {input, policy?, webhook?})" errors={inputError}>
         {({ id, describedBy, invalid }) => (
           <textarea id={id} class="mono" rows={5} aria-describedby={describedBy} aria-invalid={invalid} value={input} onInput={(e) => setInput(e.currentTarget.value)} />
@@ -164,8 +192,12 @@ function JobView({ endpointId, jobId, summary, onChanged }: { endpointId: string
   const [round, setRound] = useState(0);
   const [actionMessage, setActionMessage] = useState<string | null>(null);
 
+  // The recent jobs list refreshes when this job changes state, not only on its own (slower) schedule.
+  const onChangedRef = useRef(onChanged);
+  onChangedRef.current = onChanged;
   useEffect(() => {
     let stopped = false;
+    let lastStatus: string | undefined;
     setChunks([]);
     (async () => {
       let streamDone = false;
@@ -173,6 +205,8 @@ function JobView({ endpointId, jobId, summary, onChanged }: { endpointId: string
         const rec = await api<JobRecord>(v2(endpointId, `status/${encodeURIComponent(jobId)}`));
         if (stopped) return;
         setRecord(rec);
+        if (lastStatus !== undefined && rec.status !== lastStatus) onChangedRef.current();
+        lastStatus = rec.status;
         if (!streamDone) {
           // /stream waits up to 1.5 s for a new chunk, so this loop does not spin.
           const s = await api<{ status: string; stream: Array<{ output: unknown }> }>(v2(endpointId, `stream/${encodeURIComponent(jobId)}`));
@@ -288,7 +322,8 @@ function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpoi
         setProblem(err);
       }
     },
-    2000,
+    // Slow on its own: the jobs this page follows refresh it when they change state (version).
+    JOBS_POLL_MS,
     [endpointId, version],
   );
   const purge = () =>
@@ -324,9 +359,13 @@ function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpoi
       {jobs === null ? (
         <p>Loading…</p>
       ) : jobs.length === 0 ? (
-        <p>No jobs yet.</p>
+        <p class="muted" data-empty="jobs">
+          No jobs to show. Finished jobs are listed until their results expire: 30 minutes after the end for `/run`, 1 minute for `/runsync`
+          (or the job's `policy.ttl`); then they are removed with their output.
+        </p>
       ) : (
-        <table class="list" aria-label="Recent jobs">
+        <div class="table-wrap">
+<table class="list" aria-label="Recent jobs">
           <thead>
             <tr>
               <th scope="col">Job</th>
@@ -347,13 +386,16 @@ function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpoi
                 <td>
                   <StatusBadge status={j.status} />
                 </td>
-                <td>{formatTime(j.createdAt)}</td>
+                <td>
+                  <Time t={j.createdAt} />
+                </td>
                 <td>{formatMs(j.delayTime)}</td>
                 <td>{formatMs(j.executionTime)}</td>
               </tr>
             ))}
           </tbody>
         </table>
+</div>
       )}
     </section>
   );
@@ -453,7 +495,8 @@ export function EndpointPage({ id }: { id: string }) {
           onCancel={() => setEditing(false)}
         />
       )}
-      <table class="list" aria-label="Status">
+      <div class="table-wrap">
+<table class="list" aria-label="Status">
         <thead>
           <tr>
             <th scope="col">Workers now</th>
@@ -468,6 +511,7 @@ export function EndpointPage({ id }: { id: string }) {
           </tr>
         </tbody>
       </table>
+</div>
       {health && (
         <p class="muted">
           {health.jobs.completed} completed, {health.jobs.failed} failed, {health.jobs.retried} retried since the endpoint was created.
@@ -478,6 +522,7 @@ export function EndpointPage({ id }: { id: string }) {
           <div>
             <TryIt
               endpointId={id}
+              functions={endpoint.functions ?? []}
               onJob={(jobId) => {
                 setSelectedJob(jobId);
                 setJobsVersion((v) => v + 1);

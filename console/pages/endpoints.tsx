@@ -3,7 +3,26 @@
 import { useState } from "preact/hooks";
 import { loadEndpoints, loadHealth, type EndpointSummary, type Health } from "../endpoints-data.js";
 import { formatMs, Notice, ProblemMessage, usePolling } from "../ui.js";
-import { EndpointForm, TemplateForm } from "./endpoint-form.js";
+import { EndpointForm } from "./endpoint-form.js";
+
+interface EndpointGroup {
+  key: string;
+  title: string;
+  endpoints: EndpointSummary[];
+}
+
+/** Endpoints by app and environment (sorted), then those created in the console / REST API. Pure. */
+export function groupEndpoints(endpoints: readonly EndpointSummary[]): EndpointGroup[] {
+  const groups = new Map<string, EndpointGroup>();
+  for (const e of endpoints) {
+    const key = e.source === "app" ? `${e.app}/${e.env}` : "";
+    const title = e.source === "app" ? `App ${e.app} · environment ${e.env}` : "Created in the console / REST API";
+    if (!groups.has(key)) groups.set(key, { key, title, endpoints: [] });
+    groups.get(key)!.endpoints.push(e);
+  }
+  // The console / REST group ("" key) last.
+  return [...groups.values()].sort((a, b) => (a.key === "" ? 1 : b.key === "" ? -1 : a.key.localeCompare(b.key)));
+}
 
 export function HealthCells({ health }: { health: Health | null | undefined }) {
   if (health === undefined) return <td colSpan={4}>…</td>;
@@ -31,7 +50,6 @@ export function EndpointsPage() {
   const [error, setError] = useState<unknown>(null);
   const [creating, setCreating] = useState(false);
   const [created, setCreated] = useState<string | null>(null);
-  const [templatesVersion, setTemplatesVersion] = useState(0);
 
   const refresh = usePolling(
     async () => {
@@ -70,7 +88,6 @@ export function EndpointsPage() {
       <Notice text={created && `Created endpoint ${created}.`} />
       {creating && (
         <EndpointForm
-          key={templatesVersion}
           onSaved={(e) => {
             setCreating(false);
             setCreated(e.name);
@@ -90,37 +107,44 @@ export function EndpointsPage() {
       ) : endpoints.length === 0 ? (
         <p>No endpoints yet. Deploy an app with `svc deploy`, or create one here from a template.</p>
       ) : (
-        <table class="list" aria-label="Endpoints">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Source</th>
-              <th scope="col">Workers (min–max)</th>
-              <th scope="col">Workers now</th>
-              <th scope="col">Queued</th>
-              <th scope="col">In progress</th>
-              <th scope="col">Cold starts</th>
-            </tr>
-          </thead>
-          <tbody>
-            {endpoints.map((e) => (
-              <tr key={e.id} data-endpoint={e.id}>
-                <th scope="row">
-                  <a href={`#/endpoints/${encodeURIComponent(e.id)}`}>{e.name}</a>
-                  <div class="muted mono">{e.id}</div>
-                  {e.status === "WAITING" && <div class="badge warn">WAITING: {e.statusReason}</div>}
-                </th>
-                <td>{e.source === "app" ? `app ${e.app} / ${e.env}` : "console / REST"}{e.type === "lb" ? " (load-balanced)" : ""}</td>
-                <td>
-                  {e.workersMin}–{e.workersMax}
-                </td>
-                <HealthCells health={health[e.id]} />
+        <div class="table-wrap">
+          <table class="list" aria-label="Endpoints">
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Workers (min–max)</th>
+                <th scope="col">Workers now</th>
+                <th scope="col">Queued</th>
+                <th scope="col">In progress</th>
+                <th scope="col">Cold starts</th>
               </tr>
+            </thead>
+            {groupEndpoints(endpoints).map((group) => (
+              <tbody key={group.key} data-group={group.key || "rest"}>
+                <tr class="group">
+                  <th scope="rowgroup" colSpan={6}>
+                    {group.title}
+                  </th>
+                </tr>
+                {group.endpoints.map((e) => (
+                  <tr key={e.id} data-endpoint={e.id}>
+                    <th scope="row">
+                      <a href={`#/endpoints/${encodeURIComponent(e.id)}`}>{e.name}</a>
+                      {e.type === "lb" && <span class="muted"> (load-balanced)</span>}
+                      <div class="muted mono">{e.id}</div>
+                      {e.status === "WAITING" && <div class="badge warn">WAITING: {e.statusReason}</div>}
+                    </th>
+                    <td>
+                      {e.workersMin}–{e.workersMax}
+                    </td>
+                    <HealthCells health={health[e.id]} />
+                  </tr>
+                ))}
+              </tbody>
             ))}
-          </tbody>
-        </table>
+          </table>
+        </div>
       )}
-      <TemplateForm onCreated={() => setTemplatesVersion((v) => v + 1)} />
     </section>
   );
 }

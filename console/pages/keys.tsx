@@ -3,8 +3,8 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiProblem, fieldErrors } from "../api.js";
-import { scopesOf } from "../forms.js";
-import { Field, formatTime, Notice, ProblemMessage, useConfirm } from "../ui.js";
+import { KEY_EXPIRIES, scopesOf } from "../forms.js";
+import { Field, Notice, ProblemMessage, Time, useConfirm } from "../ui.js";
 
 interface KeyInfo {
   id: string;
@@ -15,6 +15,8 @@ interface KeyInfo {
   createdAt: number;
   expiresAt: number | null;
   revokedAt: number | null;
+  /** The key this console is signed in with. */
+  inUse?: boolean;
 }
 
 const FIXED_SCOPES = [
@@ -68,6 +70,7 @@ export function KeysPage() {
   const [name, setName] = useState("");
   const [ticked, setTicked] = useState<string[]>(["jobs:*"]);
   const [endpointIds, setEndpointIds] = useState("");
+  const [expiry, setExpiry] = useState<number | "">("");
   const [errors, setErrors] = useState<Record<string, string[]>>({});
   const [secret, setSecret] = useState<(KeyInfo & { key: string }) | null>(null);
   const [message, setMessage] = useState<string | null>(null);
@@ -87,10 +90,11 @@ export function KeysPage() {
     setProblem(null);
     setMessage(null);
     try {
-      const created = await api<KeyInfo & { key: string }>("/v1/keys", { body: { ...(name.trim() ? { name: name.trim() } : {}), scopes: scopesOf(ticked, endpointIds) } });
+      const created = await api<KeyInfo & { key: string }>("/v1/keys", { body: { ...(name.trim() ? { name: name.trim() } : {}), scopes: scopesOf(ticked, endpointIds), ...(expiry === "" ? {} : { expiresInSeconds: expiry }) } });
       setSecret(created);
       setName("");
       setEndpointIds("");
+      setExpiry("");
       void load();
     } catch (err) {
       if (err instanceof ApiProblem && err.status === 422) setErrors(fieldErrors(err.errors));
@@ -100,7 +104,12 @@ export function KeysPage() {
   const revoke = (k: KeyInfo) =>
     confirm({
       title: `Revoke key ${k.name ?? k.id}?`,
-      body: <p>Every request with this key is refused from now on (401). Scripts and services that use it stop working.</p>,
+      body: (
+        <p>
+          Every request with this key is refused from now on (401). Scripts and services that use it stop working.
+          {k.inUse && " This is the key this console is signed in with: you will be signed out."}
+        </p>
+      ),
       confirmLabel: "Revoke key",
       action: async () => {
         try {
@@ -125,7 +134,8 @@ export function KeysPage() {
         (keys.length === 0 ? (
           <p>No keys.</p>
         ) : (
-          <table class="list" aria-label="API keys">
+          <div class="table-wrap">
+<table class="list" aria-label="API keys">
             <thead>
               <tr>
                 <th scope="col">Name</th>
@@ -140,15 +150,20 @@ export function KeysPage() {
             </thead>
             <tbody>
               {keys.map((k) => (
-                <tr key={k.id} data-key={k.id}>
+                <tr key={k.id} data-key={k.id} class={k.inUse ? "selected" : undefined}>
                   <th scope="row">
                     {k.name ?? <span class="muted">(no name)</span>}
+                    {k.inUse && <span class="badge status-in_progress">signed in with this key</span>}
                     <div class="muted mono">{k.id}</div>
                   </th>
                   <td>{k.scopes.join(", ")}</td>
-                  <td>{formatTime(k.createdAt)}</td>
-                  <td>{formatTime(k.expiresAt)}</td>
-                  <td>{k.revokedAt !== null ? `revoked ${formatTime(k.revokedAt)}` : "active"}</td>
+                  <td>
+                    <Time t={k.createdAt} />
+                  </td>
+                  <td>
+                    <Time t={k.expiresAt} never="never" />
+                  </td>
+                  <td>{k.revokedAt !== null ? <Time t={k.revokedAt} prefix="revoked " /> : k.expiresAt !== null && k.expiresAt <= Date.now() ? "expired" : "active"}</td>
                   <td>
                     {k.revokedAt === null && (
                       <button class="danger" onClick={() => revoke(k)} aria-label={`Revoke key ${k.name ?? k.id}`}>
@@ -160,6 +175,7 @@ export function KeysPage() {
               ))}
             </tbody>
           </table>
+</div>
         ))}
       <form class="card form" onSubmit={create} aria-label="New API key">
         <h2>New API key</h2>
@@ -187,6 +203,17 @@ export function KeysPage() {
             </small>
           )}
         </fieldset>
+        <Field label="Expires" errors={errors.expiresInSeconds} hint="After this, the service refuses the key (401).">
+          {({ id, describedBy, invalid }) => (
+            <select id={id} aria-describedby={describedBy} aria-invalid={invalid} value={String(expiry)} onChange={(e) => setExpiry(e.currentTarget.value === "" ? "" : Number(e.currentTarget.value))}>
+              {KEY_EXPIRIES.map((x) => (
+                <option key={x.label} value={String(x.seconds)}>
+                  {x.label}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
         <div class="actions">
           <button type="submit">Create key</button>
         </div>

@@ -190,7 +190,8 @@ export function VolumesPage() {
       ) : volumes.length === 0 ? (
         <p>No network volumes.</p>
       ) : (
-        <table class="list" aria-label="Network volumes">
+        <div class="table-wrap">
+<table class="list" aria-label="Network volumes">
           <thead>
             <tr>
               <th scope="col">Name</th>
@@ -209,6 +210,7 @@ export function VolumesPage() {
             ))}
           </tbody>
         </table>
+</div>
       )}
       <CreateVolume
         dataCenters={dataCenters}

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { UserError } from "../errors.js";
-import { blamedEndpoints, bundleEndpoint, bundleEndpoints, bundleHint } from "./bundle.js";
+import { blamedEndpoints, bundleEndpoint, bundleEndpoints, bundleHint, codeFrame, problemOf } from "./bundle.js";
 
 const root = mkdtempSync(join(tmpdir(), "svc-bundle-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -109,5 +109,33 @@ describe("bundleEndpoint", () => {
     expect(bundleHint([{ text: 'Could not resolve "x"' }])).toMatch(/^Fix the imports above/);
     expect(bundleHint([{ text: 'Expected "}" but found ";"' }])).toMatch(/^Fix the code at the places above .*does not type-check/);
     expect(bundleHint([{ text: 'Expected "}"' }, { text: 'Could not resolve "x"' }])).toMatch(/code .* imports/);
+  });
+
+  it("hints only at what svc lets the user do (no \"mark as external\")", () => {
+    const hint = bundleHint([{ text: 'Could not resolve "x"' }]);
+    expect(hint).toContain("npm install <package>");
+    expect(hint).toContain("`dependencies`");
+    expect(hint).not.toMatch(/external/);
+  });
+
+  it("shows esbuild's code frame: the source line and a caret under the span", () => {
+    expect(codeFrame({ line: 12, column: 14, length: 10, lineText: 'import x from "not-here";' })).toEqual([
+      '12 | import x from "not-here";',
+      "   |               ^^^^^^^^^^",
+    ]);
+    // Columns are UTF-8 bytes: the caret still sits under the span after non-ASCII text; tabs stay tabs.
+    expect(codeFrame({ line: 3, column: 12, length: 1, lineText: "\tconst é = ;" })).toEqual(["3 | \tconst é = ;", `  | \t${" ".repeat(10)}^`]);
+    expect(codeFrame({ line: 1, column: 0, length: 0, lineText: "" })).toEqual([]);
+  });
+
+  it("renders a problem with its place, its code frame, and without esbuild's \"mark as external\" note", () => {
+    const message = {
+      text: 'Could not resolve "not-here"',
+      location: { file: `${root}/src/fn.ts`, line: 2, column: 14, length: 10, lineText: 'import x from "not-here";', namespace: "", suggestion: "" },
+      notes: [{ text: 'You can mark the path "not-here" as external to exclude it from the bundle, which will remove this error and leave the unresolved path in the bundle.', location: null }],
+    };
+    expect(problemOf(message, root)).toBe(['src/fn.ts:2:15: Could not resolve "not-here"', '    2 | import x from "not-here";', "      |               ^^^^^^^^^^"].join("\n"));
+    const other = { ...message, notes: [{ text: "Did you mean ./b.ts?", location: null }] };
+    expect(problemOf(other, root).split("\n")[0]).toBe('src/fn.ts:2:15: Could not resolve "not-here" (Did you mean ./b.ts?)');
   });
 });

@@ -66,11 +66,32 @@ export interface BundleResult {
 
 const toPosix = (path: string) => path.split(sep).join("/");
 
-function problemOf(message: esbuild.Message, root: string): string {
+// esbuild suggests marking an unresolved path as external: svc has no such switch (a package the bundle must not
+// contain goes in the endpoint's `dependencies`, which keeps it external AND installs it), so that note is dropped.
+const EXTERNAL_NOTE = /mark the path .* as external/;
+
+/**
+ * esbuild's code frame: the source line and a caret under the span, as esbuild prints it. `column` and `length`
+ * count UTF-8 bytes, so they are converted to characters of the line. Pure.
+ */
+export function codeFrame(location: Pick<esbuild.Location, "line" | "column" | "length" | "lineText">): string[] {
+  if (!location.lineText) return [];
+  const bytes = Buffer.from(location.lineText);
+  const start = bytes.subarray(0, location.column).toString().length;
+  const span = Math.max(1, bytes.subarray(location.column, location.column + location.length).toString().length);
+  const gutter = String(location.line);
+  // Tabs stay tabs under the caret so it lines up whatever the terminal's tab width.
+  const pad = location.lineText.slice(0, start).replace(/[^\t]/g, " ");
+  return [`${gutter} | ${location.lineText}`, `${" ".repeat(gutter.length)} | ${pad}${"^".repeat(span)}`];
+}
+
+/** One problem: `file:line:column: text (note)`, then esbuild's code frame on indented lines. Pure. */
+export function problemOf(message: Pick<esbuild.Message, "text" | "location" | "notes">, root: string): string {
   const loc = message.location;
   const where = loc ? `${toPosix(loc.file)}:${loc.line}:${loc.column + 1}: ` : "";
-  const note = message.notes.find((n) => n.text)?.text;
-  return `${where}${message.text}${note ? ` (${note})` : ""}`.replace(`${root}/`, "");
+  const note = message.notes.find((n) => n.text && !EXTERNAL_NOTE.test(n.text))?.text;
+  const head = `${where}${message.text}${note ? ` (${note})` : ""}`.replace(`${root}/`, "");
+  return [head, ...(loc ? codeFrame(loc).map((line) => `    ${line}`) : [])].join("\n");
 }
 
 /**
@@ -94,7 +115,12 @@ export function bundleHint(errors: readonly Pick<esbuild.Message, "text">[]): st
   const code = errors.some((m) => !IMPORT_PROBLEM.test(m.text));
   const parts: string[] = [];
   if (code) parts.push("Fix the code at the places above (svc build bundles with esbuild and does not type-check; run `npx tsc --noEmit` for type errors).");
-  if (imports) parts.push("Fix the imports above; packages an endpoint needs at run time go in its `dependencies`.");
+  if (imports) {
+    parts.push(
+      "Fix the imports above: check a relative path, or install a package the code uses " +
+        "(`npm install <package>` bundles it; listing it in the endpoint's `dependencies` keeps it out of the bundle and installs it into the artifact for Linux x86_64).",
+    );
+  }
   return parts.join(" ");
 }
 

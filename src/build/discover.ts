@@ -19,6 +19,7 @@ import {
 } from "../sdk/config.js";
 import type { FunctionKind } from "../sdk/manifest.js";
 import { BUILTIN_IGNORES, findSourceFiles, SOURCE_PATTERN } from "./discover-files.js";
+import { exampleOf } from "./example-input.js";
 import { commonJsExportName, hasModifier, scriptKind, summarize, type ModuleInfo } from "./discover-module.js";
 import { propertyKey, StaticEvaluator, unwrapExpression, type StaticIssue } from "./discover-static.js";
 
@@ -30,6 +31,8 @@ export interface DiscoveredFunction {
   className?: string;
   loc: SourceLocation;
   anonymous: boolean;
+  /** An input built from the first parameter's TypeScript type (src/build/example-input.ts); absent without one. */
+  exampleInput?: unknown;
 }
 export interface DiscoveredRoute {
   method: HttpMethod;
@@ -491,6 +494,7 @@ class Analyzer {
       loc,
       anonymous: ownName === undefined,
       exported: exportName !== undefined,
+      ...exampleOf(this.functionNode(info, target), info.source),
     });
     if (exportName === undefined && endpoint !== undefined) {
       this.problems.push(
@@ -511,6 +515,17 @@ class Analyzer {
         ),
       );
     }
+  }
+
+  /** The function an endpoint is applied to, when this file declares it (for its parameter's type). */
+  private functionNode(info: ModuleInfo, target: ts.Expression): ts.SignatureDeclarationBase | undefined {
+    if (ts.isFunctionExpression(target) || ts.isArrowFunction(target)) return target;
+    if (!ts.isIdentifier(target)) return undefined;
+    const declared = info.functions.get(target.text);
+    if (declared) return declared;
+    const init = info.consts.get(target.text);
+    const value = init ? unwrapExpression(init) : undefined;
+    return value && (ts.isFunctionExpression(value) || ts.isArrowFunction(value)) ? value : undefined;
   }
 
   private onClass(info: ModuleInfo, cls: ts.ClassDeclaration | ts.ClassExpression): void {
@@ -576,6 +591,7 @@ class Analyzer {
         loc: this.loc(info, member.name),
         anonymous: false,
         exported: exportName !== undefined,
+        ...exampleOf(member, info.source),
       });
     }
     if (methods === 0 && endpoint !== undefined) {

@@ -1,9 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { BASE_IMAGE_PACKAGES, parseExcludeList, planExclusions } from "./exclusions.js";
+import { parseExcludeList, planExclusions } from "./exclusions.js";
 
 describe("exclusions", () => {
-  it("lists the spec's base-image packages", () => {
-    expect([...BASE_IMAGE_PACKAGES].sort()).toEqual(["numpy", "torch", "torchaudio", "torchvision", "triton"]);
+  it("excludes nothing by default: the worker images carry no package a handler can import", () => {
+    const plan = planExclusions({ gpu: ["torch@2", "numpy"], cpu: ["sharp@^0.34"] }, []);
+    expect(plan.excluded).toEqual([]);
+    expect(plan.install).toEqual({ cpu: ["sharp@^0.34"], gpu: ["torch@2", "numpy"] });
+    expect(plan.warnings).toEqual([]);
   });
 
   it("splits --exclude values", () => {
@@ -11,16 +14,15 @@ describe("exclusions", () => {
     expect(parseExcludeList(undefined)).toEqual([]);
   });
 
-  it("never installs base-image or user-excluded packages, and warns about declared ones", () => {
+  it("never installs user-excluded packages, and warns about declared ones", () => {
     const plan = planExclusions(
-      { gpu: ["torch@2", "sharp@^0.34", "lodash"], cpu: ["left-pad@1"] },
+      { gpu: ["sharp@^0.34", "lodash"], cpu: ["left-pad@1"] },
       ["lodash", "nothing-here"],
       new Set(["sharp", "lodash"]),
     );
     expect(plan.install).toEqual({ cpu: ["left-pad@1"], gpu: ["sharp@^0.34"] });
-    expect(plan.excluded).toEqual(["lodash", "nothing-here", "numpy", "torch", "torchaudio", "torchvision", "triton"]);
+    expect(plan.excluded).toEqual(["lodash", "nothing-here"]);
     expect(plan.warnings).toEqual([
-      'endpoint "gpu": dependency "torch@2" is not installed: it is preinstalled in the worker base image',
       'endpoint "gpu": dependency "lodash" is not installed: it is excluded with --exclude',
       "--exclude nothing-here matches no dependency or import of any endpoint",
     ]);

@@ -1,14 +1,15 @@
-// Which packages stay out of the artifact. Base-image packages are preinstalled in every worker image (GPU and
-// CPU), so the build never installs them; `--exclude` adds more. Excluded packages stay external in the bundle:
-// the worker resolves them at run time from its image.
+// Which packages stay out of the artifact: only those named with `--exclude`. They stay external in the bundle,
+// so the worker must provide them at run time.
+//
+// Nothing is excluded by default. The worker images (src/drivers/images.ts) carry Node and svc's own runtime
+// packages under /opt/svc/node_modules, which only the runtime resolves: a handler's bundle is extracted
+// elsewhere, so none of those packages is importable by user code, and leaving one out of an artifact would
+// break the endpoint at run time.
 
 import { packageNameOf } from "./dependencies.js";
 
-/** Preinstalled in every worker base image (the spec's list); never installed into an artifact. */
-export const BASE_IMAGE_PACKAGES: readonly string[] = ["torch", "torchvision", "torchaudio", "numpy", "triton"];
-
 export interface ExclusionPlan {
-  /** Every excluded package name (base image + user), sorted. */
+  /** Every excluded package name (those given with --exclude), sorted. */
   excluded: string[];
   /** Per endpoint: its configured dependency specs that will be installed. */
   install: Record<string, string[]>;
@@ -36,7 +37,7 @@ export function planExclusions(
   userExcludes: readonly string[],
   importedPackages: ReadonlySet<string> = new Set(),
 ): ExclusionPlan {
-  const excludedSet = new Set([...BASE_IMAGE_PACKAGES, ...userExcludes]);
+  const excludedSet = new Set(userExcludes);
   const warnings: string[] = [];
   const install: Record<string, string[]> = {};
   const used = new Set<string>();
@@ -46,15 +47,14 @@ export function planExclusions(
       const name = packageNameOf(spec);
       used.add(name);
       if (excludedSet.has(name)) {
-        const why = BASE_IMAGE_PACKAGES.includes(name) ? "it is preinstalled in the worker base image" : "it is excluded with --exclude";
-        warnings.push(`endpoint "${endpoint}": dependency "${spec}" is not installed: ${why}`);
+        warnings.push(`endpoint "${endpoint}": dependency "${spec}" is not installed: it is excluded with --exclude`);
       } else {
         install[endpoint]!.push(spec);
       }
     }
   }
   for (const name of userExcludes) {
-    if (!used.has(name) && !importedPackages.has(name) && !BASE_IMAGE_PACKAGES.includes(name)) {
+    if (!used.has(name) && !importedPackages.has(name)) {
       warnings.push(`--exclude ${name} matches no dependency or import of any endpoint`);
     }
   }

@@ -16,8 +16,6 @@ import { fingerprintProject } from "./fingerprint.js";
 import { generateHandlerSource, HANDLERS_DIR } from "./handlers.js";
 import { appNameOf, buildManifest, handlerPath, serializeManifest } from "./manifest.js";
 
-export { BASE_IMAGE_PACKAGES } from "./exclusions.js";
-
 /** The spec's artifact limit: 1.5 GB (decimal). SVC_MAX_ARTIFACT_BYTES overrides it. */
 export const MAX_ARTIFACT_BYTES = 1_500_000_000;
 
@@ -213,7 +211,7 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
       await rm(partial, { force: true });
       throw new UserError(`The artifact is ${formatBytes(bytes)}, over the ${formatBytes(limit)} limit`, {
         problems: largestItems(entries, 5).map((item) => `${item.label}: ${formatBytes(item.bytes)}`),
-        hint: `Leave large packages out with \`svc build --exclude <pkg1,pkg2>\` (packages preinstalled in the worker image are excluded already).`,
+        hint: "Drop or replace the largest dependencies above, or leave out packages your workers provide themselves with `svc build --exclude <pkg1,pkg2>`.",
       });
     }
     await rename(partial, artifactPath);

@@ -18,7 +18,7 @@ export interface ManifestEndpoint {
   name: string;
   type: "queue" | "lb";
   config: NormalizedConfig;
-  functions: ReadonlyArray<{ name: string; exportName: string; module: string; kind: FunctionKind; className?: string }>;
+  functions: ReadonlyArray<{ name: string; exportName: string; module: string; kind: FunctionKind; className?: string; exampleInput?: unknown }>;
   /** Load-balanced endpoints; `loc.file` is the module the route is added in. */
   routes: ReadonlyArray<{ method: string; path: string; name: string; loc?: { file: string } }>;
   /** Load-balanced endpoints: where the Endpoint(...) object serving the routes is exported. */
@@ -63,6 +63,7 @@ const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 function manifestFunction(f: ManifestEndpoint["functions"][number]): ManifestFunction {
   const out: ManifestFunction = { name: f.name, module: f.module, export: f.exportName, kind: f.kind };
   if (f.className !== undefined) out.class = f.className;
+  if (f.exampleInput !== undefined) out.exampleInput = f.exampleInput;
   return out;
 }
 

@@ -4,6 +4,7 @@
 import { UsageError } from "../errors.js";
 import { readJson } from "../sdk/jobs-client.js";
 import { apiFetch, serviceTarget } from "./target.js";
+import { alignTable } from "./output.js";
 
 export async function management<T>(method: string, path: string, body?: unknown): Promise<T> {
   const target = serviceTarget();
@@ -48,9 +49,7 @@ export function changes(values: Record<string, unknown>, command: string): Recor
 export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
   if (rows.length === 0) return "(none)";
   const cell = (v: unknown) => (v === null || v === undefined ? "-" : Array.isArray(v) ? v.join(",") : String(v));
-  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join("  ").trimEnd();
-  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join("\n");
+  return alignTable(columns, rows.map((r) => columns.map((c) => cell(r[c]))));
 }
 
 export function fields(record: Record<string, unknown>): string {

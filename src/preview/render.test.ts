@@ -4,7 +4,8 @@ import { reachablePeerUrl } from "../sdk/context.js";
 import { checkPreviewFlags } from "../cli/commands/deploy.js";
 import { UsageError } from "../errors.js";
 import { lbCurl, localEndpoints } from "../deploy/access.js";
-import { prefixLine, previewManifest, previewTable, staleSessions } from "./render.js";
+import { endpointTable } from "../cli/output.js";
+import { prefixLine, previewManifest, staleSessions } from "./render.js";
 
 function resource(over: Partial<ManifestResource> = {}): ManifestResource {
   return {
@@ -81,7 +82,7 @@ describe("addresses, curls and the table", () => {
   });
 
   it("prints one aligned row per endpoint, each followed by its curl", () => {
-    const table = previewTable(localEndpoints(deployed, manifest, "http://127.0.0.1:8700", "KEY")).split("\n");
+    const table = endpointTable(localEndpoints(deployed, manifest, "http://127.0.0.1:8700", "KEY")).split("\n");
     expect(table[0]).toBe("ENDPOINT  TYPE           URL                            SERVES");
     expect(table[1]).toBe("api       load-balanced  http://127.0.0.1:8700/lb/aa11  GET /items/:id, POST /echo");
     expect(table[2]).toMatch(/^ {2}curl -s -X GET /);

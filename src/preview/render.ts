@@ -1,8 +1,7 @@
-// The pure parts of `svc deploy --preview`: the manifest a preview deploys, the table the command prints, the prefix of streamed log lines, and which crashed previews'
+// The pure parts of `svc deploy --preview`: the manifest a preview deploys, the prefix of streamed log lines, and which crashed previews'
 // Docker objects may be removed. src/preview/session.ts does the I/O.
 
 import type { Manifest } from "../sdk/manifest.js";
-import type { LocalEndpoint } from "../deploy/access.js";
 import { LABELS } from "../drivers/docker-engine.js";
 
 
@@ -20,20 +19,6 @@ export function previewManifest(manifest: Manifest): Manifest {
   return { ...manifest, resources };
 }
 
-
-/** The table `svc deploy --preview` prints: one row per endpoint (name, kind, URL, what it serves), then its curl. Pure. */
-export function previewTable(endpoints: readonly LocalEndpoint[]): string {
-  const rows = endpoints.map((e) => [e.name, e.type === "lb" ? "load-balanced" : "queue", e.url, e.type === "lb" ? e.routes.join(", ") : e.functions.join(", ")]);
-  const header = ["ENDPOINT", "TYPE", "URL", "SERVES"];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join("  ").trimEnd();
-  const out = [line(header)];
-  rows.forEach((row, i) => {
-    out.push(line(row));
-    out.push(`  ${endpoints[i]!.curl}`);
-  });
-  return out.join("\n");
-}
 
 /** Streamed worker output: `<endpoint name padded to width> | <text>`. Pure. */
 export function prefixLine(endpointName: string, width: number, text: string): string {

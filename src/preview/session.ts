@@ -42,6 +42,8 @@ export interface PreviewSessionOptions {
   /** Abort the start (a signal while starting): what was created is removed and the start rejects. */
   signal?: AbortSignal;
   onEvent?(event: PreviewEvent): void;
+  /** Each step as it starts (the build's steps, then the images, the service, the containers). */
+  onProgress?(label: string): void;
   /** Every output line of every worker container, as it comes. */
   onLog?(endpointName: string, line: WorkerLogLine): void;
 }
@@ -173,6 +175,7 @@ function withLogTap(driver: DockerDriver, onLog: (endpointName: string, line: Wo
 export async function startPreviewSession(options: PreviewSessionOptions): Promise<PreviewSessionHandle> {
   const root = options.root;
   const emit = options.onEvent ?? (() => undefined);
+  const progress = options.onProgress ?? (() => undefined);
   const checkpoint = () => {
     if (options.signal?.aborted) throw new UserError("The preview was interrupted while starting");
   };
@@ -182,7 +185,7 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
   if (stale.sessions.length > 0) emit({ type: "stale-removed", ...stale });
 
   checkpoint();
-  const build = await buildProject(root, { exclude: options.exclude });
+  const build = await buildProject(root, { exclude: options.exclude, onProgress: progress });
   emit({ type: "built", build });
   checkpoint();
   const resources = Object.values(build.manifest.resources);
@@ -220,6 +223,7 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
 
   try {
     try {
+      progress(`Preparing the worker image${kinds.length > 1 ? "s" : ""} (${kinds.join(", ")})`);
       await driver.prepare(kinds);
     } catch (err) {
       const why = errorMessage(err).replace(/^Cannot build the worker image:\s*/, "");
@@ -232,11 +236,13 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
     const dataDir = join(root, ".svc", "preview-data");
     await rm(dataDir, { recursive: true, force: true });
     await mkdir(dataDir, { recursive: true });
+    progress("Starting the service");
     const tapped = options.onLog ? withLogTap(driver, options.onLog) : driver;
     service = await listen(options, { dataDir, host: "127.0.0.1", driver: tapped, apiKeys: [apiKey], log: (message) => emit({ type: "service-log", message }) }, emit);
 
     const manifest = previewManifest(build.manifest);
     const app = options.app ?? manifest.app;
+    progress(`Starting ${Object.keys(manifest.resources).length} container(s)`);
     const deployed = await service.deploy({ app, env: PREVIEW_ENV, manifest, artifactPath: build.artifactPath });
     const endpoints = localEndpoints(deployed, manifest, service.url, fromEnv ? "$SVC_API_KEY" : apiKey);
     emit({ type: "deployed", endpoints });
@@ -244,6 +250,7 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
 
     const timeoutMs = options.readyTimeoutMs ?? READY_TIMEOUT_MS;
     const started = Date.now();
+    progress("Waiting for every endpoint to answer");
     const notReady = await waitUntilReady(service.url, apiKey, endpoints, timeoutMs, () => closing !== undefined || options.signal?.aborted === true);
     checkpoint();
     if (notReady.length > 0) emit({ type: "not-ready", endpoints: notReady, waitedMs: Date.now() - started });

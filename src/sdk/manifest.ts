@@ -19,6 +19,8 @@ export interface ManifestFunction {
   kind: FunctionKind;
   /** For class endpoints: the class whose method this is. */
   class?: string;
+  /** An input built from the TypeScript type of the function's parameter, for "Try it" (absent without a type). */
+  exampleInput?: unknown;
 }
 
 export interface ManifestResource {

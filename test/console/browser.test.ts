@@ -112,14 +112,26 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await rows.getByRole("link", { name: "echo" }).waitFor();
     await rows.getByRole("link", { name: "ticker" }).waitFor();
     await page.locator(`tr[data-endpoint="${echoId}"]`).getByText(/running, \d+ idle, \d+ initializing/).waitFor();
+    // Grouped by app and environment, under a heading row naming both.
+    const group = page.locator('tbody[data-group="console-app/test"]');
+    await group.getByRole("rowheader", { name: "App console-app · environment test" }).waitFor();
+    expect(await group.getByRole("link").allTextContents()).toEqual(["echo", "greeter", "ticker"]);
     await shot("endpoints");
   }, 60_000);
 
-  it("creates a template and an endpoint from it", async () => {
+  it("creates a template on the templates page, where they are listed, and an endpoint from it", async () => {
+    await page.getByRole("link", { name: "Templates" }).click();
+    await page.getByRole("heading", { name: "Templates", level: 1 }).waitFor();
     const templateForm = page.getByRole("form", { name: "New template" });
     await templateForm.getByLabel("Template name").fill("echo code");
     await templateForm.getByLabel("Image").fill(`svc://${echoId}`);
     await templateForm.getByRole("button", { name: "Create template" }).click();
+    await page.getByText("Created template echo code.").waitFor();
+    await page.getByRole("table", { name: "Templates" }).getByRole("rowheader", { name: /echo code/ }).waitFor();
+    // The endpoints page no longer carries the template form.
+    await page.getByRole("link", { name: "Endpoints" }).click();
+    await page.getByRole("heading", { name: "Endpoints", level: 1 }).waitFor();
+    expect(await page.getByRole("form", { name: "New template" }).count()).toBe(0);
     await page.getByRole("button", { name: "New endpoint" }).click();
     const form = page.getByRole("form", { name: "New endpoint" });
     await form.getByLabel("Template").selectOption({ label: `echo code (svc://${echoId})` });
@@ -130,6 +142,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await form.getByRole("button", { name: "Create endpoint" }).click();
     await page.getByText("Created endpoint rest-echo.").waitFor();
     await page.getByRole("table", { name: "Endpoints" }).getByRole("link", { name: "rest-echo" }).waitFor();
+    await page.locator('tbody[data-group="rest"]').getByRole("link", { name: "rest-echo" }).waitFor();
     const listed = await restEndpoints();
     expect(listed).toEqual([expect.objectContaining({ name: "rest-echo", workersMax: 1, idleTimeout: 2, env: { GREETING: "hi" }, status: "READY" })]);
     // Bob's template is not offered to this user.
@@ -142,6 +155,8 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
   it("edits an endpoint, saying that the change restarts its workers", async () => {
     await page.getByRole("table", { name: "Endpoints" }).getByRole("link", { name: "rest-echo" }).click();
     await page.getByRole("heading", { name: "rest-echo", level: 1 }).waitFor();
+    // No jobs yet: the list says that finished jobs are only kept until their results expire, and for how long.
+    await page.getByRole("region", { name: "Recent jobs" }).getByText(/until their results expire: 30 minutes after the end for `\/run`, 1 minute for `\/runsync`/).waitFor();
     await page.getByRole("button", { name: "Edit" }).click();
     const form = page.getByRole("form", { name: "Edit endpoint rest-echo" });
     await form.getByText("apply without restarting workers").waitFor();
@@ -166,6 +181,8 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await page.getByLabel("Job input").getByText('"console"').waitFor();
     await page.getByLabel("Logs of this job output").getByText('echo says {"hello":"console"}').waitFor();
     await page.getByRole("table", { name: "Recent jobs" }).getByText("COMPLETED").first().waitFor();
+    // When it was submitted: the date, and beside it how long ago.
+    await page.getByRole("table", { name: "Recent jobs" }).locator("time").first().getByText("(just now)").waitFor();
     await shot("endpoint");
   }, 90_000);
 
@@ -182,7 +199,11 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     expect(seenEarly).not.toContain('{"tick":5}');
     await chunks.getByText('{"tick":5}').waitFor({ timeout: 30_000 });
     expect(await chunks.locator("li").allTextContents()).toEqual(['{"tick":1}', '{"tick":2}', '{"tick":3}', '{"tick":4}', '{"tick":5}']);
-    await page.getByRole("heading", { name: /^Job / }).getByText("COMPLETED").waitFor();
+    const heading = page.getByRole("heading", { name: /^Job / });
+    await heading.getByText("COMPLETED").waitFor();
+    // The recent jobs list follows at once (it reloads by itself only every 10 s).
+    const jobId = (await heading.locator(".mono").textContent())!.trim();
+    await page.locator(`tr[data-job="${jobId}"]`).getByText("COMPLETED").waitFor({ timeout: 2500 });
   }, 120_000);
 
   it("cancels a queued job; retry stays off for it, as the job API's rules say", async () => {
@@ -202,6 +223,23 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     expect(await page.getByRole("button", { name: "Cancel job" }).isDisabled()).toBe(true);
     await page.locator(`tr[data-job="${queuedId}"]`).getByText("CANCELLED").waitFor();
     await call(`${service.url}/v2/${tickerId}/cancel/${long}`, { key: ADMIN, method: "POST" });
+  }, 90_000);
+
+  it("offers each function of a class endpoint in Try it, starting from its example input (from the TypeScript type)", async () => {
+    const env = (await call(`${service.url}/v1/apps/console-app/environments/test`, { key: ADMIN })).body;
+    const greeterId = env.endpoints.find((e: { name: string }) => e.name === "greeter").id;
+    await page.goto(`${service.url}/console/#/endpoints/${greeterId}`);
+    await page.getByRole("heading", { name: "greeter", level: 1 }).waitFor();
+    const body = page.getByLabel("Request body (JSON: {input, policy?, webhook?})");
+    const picker = page.getByLabel("Function");
+    expect(await picker.locator("option").allTextContents()).toEqual(["bye", "hello"]);
+    expect(JSON.parse(await body.inputValue())).toEqual({ input: { name: "", formal: false }, function: "bye" });
+    await picker.selectOption("hello");
+    expect(JSON.parse(await body.inputValue())).toEqual({ input: { name: "", times: 0 }, function: "hello" });
+    await body.fill(JSON.stringify({ input: { name: "Ada", times: 2 }, function: "hello" }));
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.getByLabel("Result", { exact: true }).getByText('"greeting": "hello Adahello Ada"').waitFor({ timeout: 60_000 });
+    await shot("try-it-class");
   }, 90_000);
 
   it("shows the API's error beside the size field of a volume, then creates, resizes and deletes one", async () => {
@@ -245,6 +283,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     const form = page.getByRole("form", { name: "New API key" });
     await form.getByLabel("Key name").fill("ci runner");
     await form.getByRole("checkbox", { name: /management:read/ }).check();
+    await form.getByLabel("Expires").selectOption({ label: "7 days" });
     await form.getByRole("button", { name: "Create key" }).click();
     const secretBox = page.getByLabel("API key", { exact: true });
     await secretBox.waitFor();
@@ -254,9 +293,14 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await page.getByText(/Copied to the clipboard|Selected: press Ctrl\+C/).waitFor();
     const created = (await call(`${service.url}/v1/keys`, { key: ADMIN })).body.find((k: { name: string }) => k.name === "ci runner");
     expect(created.scopes).toEqual(["jobs:*", "management:read"]);
+    expect(created.expiresAt - created.createdAt).toBe(7 * 86_400_000);
     expect((await call(`${service.url}/v2/${echoId}/health`, { key: secret })).status).toBe(200);
     await shot("keys");
     await page.getByRole("button", { name: "Done" }).click();
+    // Its expiry, with how far off it is; its creation, with how long ago.
+    const keyRow = page.locator(`tr[data-key="${created.id}"]`);
+    await keyRow.getByText("(in 7 days)").waitFor();
+    await keyRow.getByText("(just now)").first().waitFor();
     // Shown once: the list has no secret in it.
     expect(await page.locator("body").textContent()).not.toContain(secret);
 
@@ -318,9 +362,38 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await page.getByRole("rowheader", { name: /bobs-private-volume/ }).waitFor();
     await page.goto(`${service.url}/console/#/keys`);
     await page.getByRole("table", { name: "API keys" }).getByText("bob admin").waitFor();
+    // The key this console signed in with is marked.
+    const bobRow = page.getByRole("row").filter({ hasText: "bob admin" });
+    await bobRow.getByText("signed in with this key").waitFor();
+    expect(await page.getByText("signed in with this key").count()).toBe(1);
     expect(await page.locator("main").textContent()).not.toContain("ci runner");
     // Bob cannot open the first user's endpoint either: it does not exist for him.
     await page.goto(`${service.url}/console/#/endpoints/${echoId}`);
     await page.getByRole("heading", { name: `No endpoint ${echoId}` }).waitFor();
+  }, 60_000);
+
+  it("has no sideways overflow at 390 px width, on every page", async () => {
+    await signIn(ADMIN);
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      for (const [name, hash, heading] of [
+        ["endpoints", "#/endpoints", "Endpoints"],
+        ["endpoint", `#/endpoints/${echoId}`, "echo"],
+        ["templates", "#/templates", "Templates"],
+        ["apps", "#/apps", "Apps and environments"],
+        ["volumes", "#/volumes", "Network volumes"],
+        ["keys", "#/keys", "API keys"],
+      ] as const) {
+        await page.goto(`${service.url}/console/${hash}`);
+        await page.getByRole("heading", { name: heading, level: 1 }).waitFor();
+        if (name === "endpoint") await page.getByRole("table", { name: "Recent jobs" }).waitFor();
+        if (name === "endpoints") await page.getByRole("table", { name: "Endpoints" }).waitFor();
+        await shot(`narrow-${name}`);
+        const width = await page.evaluate(() => document.documentElement.scrollWidth);
+        expect(width, `${name} is ${width} px wide`).toBeLessThanOrEqual(390);
+      }
+    } finally {
+      await page.setViewportSize({ width: 1366, height: 800 });
+    }
   }, 60_000);
 });

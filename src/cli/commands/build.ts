@@ -5,35 +5,13 @@ import { relative, resolve } from "node:path";
 import type { Command } from "commander";
 import pc from "picocolors";
 import { buildProject, formatBytes, summarizeBuild, type BuildResult } from "../../build/index.js";
-import { createOutput, type Output } from "../output.js";
+import { createOutput, formatDuration } from "../output.js";
 
 interface BuildFlags {
   exclude?: string[];
   keepBuild?: boolean;
   json?: boolean;
   dir?: string;
-}
-
-/** Turns onProgress calls into consecutive spinner steps: each new step ends the previous one. */
-function progressSteps(out: Output) {
-  let finish: ((err?: unknown) => void) | undefined;
-  let running: Promise<unknown> = Promise.resolve();
-  const end = (err?: unknown) => {
-    finish?.(err);
-    finish = undefined;
-  };
-  return {
-    onProgress(label: string) {
-      end();
-      running = out
-        .step(label, () => new Promise<void>((resolve, reject) => (finish = (err) => (err ? reject(err) : resolve()))))
-        .catch(() => {});
-    },
-    async done(err?: unknown) {
-      end(err);
-      await running;
-    },
-  };
 }
 
 /** A path relative to cwd when it is inside it, else absolute. */
@@ -55,10 +33,10 @@ export function renderBuild(result: BuildResult, cwd: string, color: boolean): s
     if (endpoint.dependencies.length > 0) lines.push(`    dependencies: ${endpoint.dependencies.join(", ")}`);
   }
   lines.push(`Dependencies: ${result.dependencies.length > 0 ? result.dependencies.join(", ") : "none"}`);
-  lines.push(`Excluded: ${result.excluded.join(", ")}`);
+  if (result.excluded.length > 0) lines.push(`Excluded: ${result.excluded.join(", ")}`);
   lines.push(`Manifest: ${shownPath(result.manifestPath, cwd)}`);
   lines.push(`Artifact: ${shownPath(result.artifactPath, cwd)} (${formatBytes(result.artifactBytes)})`);
-  lines.push(`Time: ${(result.durationMs / 1000).toFixed(2)} s`);
+  lines.push(`Time: ${formatDuration(result.durationMs)}`);
   return lines.join("\n");
 }
 
@@ -73,13 +51,13 @@ export function register(program: Command): void {
     .action(async (flags: BuildFlags) => {
       const out = createOutput({ json: flags.json });
       const root = resolve(flags.dir ?? process.cwd());
-      const steps = progressSteps(out);
+      const steps = out.steps();
       let result: BuildResult;
       try {
         result = await buildProject(root, { exclude: flags.exclude, keepBuild: flags.keepBuild, onProgress: steps.onProgress });
-        await steps.done();
+        steps.done();
       } catch (err) {
-        await steps.done(err);
+        steps.done(err);
         throw err;
       }
       for (const warning of result.warnings) out.warn(warning);

@@ -10,7 +10,7 @@ import { UsageError } from "../../errors.js";
 import type { WorkerLogLine } from "../../drivers/types.js";
 import type { PreviewEvent } from "../../preview/session.js";
 import { askOnTty } from "../confirm.js";
-import { createOutput, type Output } from "../output.js";
+import { alignRows, createOutput, endpointTable, type Output } from "../output.js";
 
 interface DeployFlags {
   env?: string;
@@ -37,13 +37,18 @@ export function renderDeploy(result: DeployResult): string {
   const lines: string[] = [];
   const head = result.dryRun ? `Plan for ${result.app}/${result.env} (dry run, nothing changed)` : `Deployed ${result.app} to ${result.env}`;
   lines.push(`${head} on ${result.url}  build ${result.build.id.slice(0, 12)} (${buildState(result)})`);
-  for (const e of result.endpoints) {
-    const kind = e.type === "lb" ? "load-balanced" : "queue";
-    lines.push(`  ${MARK[e.action]} ${e.name}  ${kind}  ${result.dryRun ? `would be ${e.action === "update" ? "updated" : e.action === "create" ? "created" : "unchanged"}` : VERB[e.action]}`);
+  const state = (action: string) => (result.dryRun ? `would be ${action === "update" ? "updated" : action === "create" ? "created" : "unchanged"}` : VERB[action]!);
+  const rows = [
+    ...result.endpoints.map((e) => [`${MARK[e.action]!} ${e.name}`, e.type === "lb" ? "load-balanced" : "queue", state(e.action)]),
+    ...result.removed.map((r) => [`- ${r.name}`, "", result.dryRun ? "would be removed" : "removed"]),
+  ];
+  const aligned = alignRows(rows);
+  result.endpoints.forEach((e, i) => {
+    lines.push(`  ${aligned[i]}`);
     if (e.url) lines.push(`      ${e.url}`);
     if (e.routes.length > 0) lines.push(`      routes: ${e.routes.join(", ")}`);
-  }
-  for (const r of result.removed) lines.push(`  - ${r.name}  ${result.dryRun ? "would be removed" : "removed"}`);
+  });
+  for (const line of aligned.slice(result.endpoints.length)) lines.push(`  ${line}`);
   if (result.curl && !result.dryRun) {
     lines.push("Try it:");
     lines.push(`  ${result.curl}`);
@@ -72,19 +77,19 @@ async function runPreview(flags: DeployFlags, out: Output): Promise<void> {
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, not "${flags.port}"`);
   }
   const root = resolve(flags.dir ?? process.cwd());
-  const tty = Boolean(process.stderr.isTTY) && !process.env.NO_COLOR;
+  const tty = out.color;
   // One prefix width for every endpoint, so the worker output lines up; a colour per endpoint on a TTY.
   let width = 0;
   const colours = new Map<string, (s: string) => string>();
   const { startPreviewSession } = await import("../../preview/session.js");
-  const { prefixLine, previewTable } = await import("../../preview/render.js");
+  const { prefixLine } = await import("../../preview/render.js");
   const onLog = (name: string, line: WorkerLogLine) => {
     let prefix = prefixLine(name, width, "");
     if (tty) {
       if (!colours.has(name)) colours.set(name, LOG_COLOURS[colours.size % LOG_COLOURS.length]!);
       prefix = colours.get(name)!(prefix);
     }
-    process.stderr.write(`${prefix}${tty && line.stream === "log" ? pc.dim(line.text) : line.text}\n`);
+    out.info(`${prefix}${tty && line.stream === "log" ? pc.dim(line.text) : line.text}`);
   };
   const onEvent = (event: PreviewEvent) => {
     switch (event.type) {
@@ -93,17 +98,10 @@ async function runPreview(flags: DeployFlags, out: Output): Promise<void> {
         break;
       case "built":
         width = Math.max(...Object.keys(event.build.manifest.resources).map((n) => n.length));
-        out.info(`built ${Object.keys(event.build.manifest.resources).length} endpoint(s)`);
         for (const warning of event.build.warnings) out.warn(warning);
-        break;
-      case "images-ready":
-        out.info(`worker image(s) ready: ${event.kinds.join(", ")}`);
         break;
       case "port-fallback":
         out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
-        break;
-      case "deployed":
-        out.info(`starting ${event.endpoints.length} container(s)...`);
         break;
       case "not-ready":
         out.warn(`not answering after ${Math.round(event.waitedMs / 1000)} s: ${event.endpoints.join(", ")} (see their log lines above)`);
@@ -134,11 +132,13 @@ async function runPreview(flags: DeployFlags, out: Output): Promise<void> {
   process.on("SIGTERM", onSignal);
   try {
     let session;
+    // Worker output streams while the preview starts: each line is written above the running step's spinner.
+    const steps = out.steps();
     try {
-      // No spinner: worker output starts streaming while the preview starts.
-      out.info("Starting the preview (build, worker images, service, containers)...");
-      session = await startPreviewSession({ root, port, app: flags.app, exclude: flags.exclude, allowCpuFallback: flags.allowCpuFallback, signal: abort.signal, onEvent, onLog });
+      session = await startPreviewSession({ root, port, app: flags.app, exclude: flags.exclude, allowCpuFallback: flags.allowCpuFallback, signal: abort.signal, onEvent, onLog, onProgress: steps.onProgress });
+      steps.done();
     } catch (err) {
+      steps.done(err);
       if (abort.signal.aborted) {
         // Interrupted while starting: the start removed what it had made.
         out.info("preview stopped before it was ready; its containers, network and volumes are removed");
@@ -149,7 +149,7 @@ async function runPreview(flags: DeployFlags, out: Output): Promise<void> {
     const s = session;
     const keyShown = s.endpoints[0]?.curl.includes("$SVC_API_KEY") ? undefined : s.apiKey;
     out.result({ url: s.url, app: s.app, env: s.env, session: s.session, apiKey: keyShown, endpoints: s.endpoints }, () =>
-      [`svc preview: ${s.url}  (app ${s.app}, environment ${s.env}, Docker session ${s.session})`, ...(keyShown ? [`API key: ${keyShown}`] : []), "", previewTable(s.endpoints)].join("\n"),
+      [`svc preview: ${s.url}  (app ${s.app}, environment ${s.env}, Docker session ${s.session})`, ...(keyShown ? [`API key: ${keyShown}`] : []), "", endpointTable(s.endpoints)].join("\n"),
     );
     out.info("Streaming worker output. Press Ctrl-C to stop and remove the containers.");
     await stop;
@@ -180,26 +180,37 @@ export function register(program: Command): void {
       const out = createOutput({ json: flags.json });
       if (flags.preview) return runPreview(flags, out);
       let lastPercent = -1;
-      const result = await deploy({
-        root: resolve(flags.dir ?? process.cwd()),
-        env: flags.env,
-        app: flags.app,
-        exclude: flags.exclude,
-        dryRun: flags.dryRun,
-        yes: flags.yes,
-        interactive: out.interactive,
-        confirm: askOnTty,
-        onProgress: (label) => out.info(`${label}...`),
-        onUpload: (sent, total) => {
-          const percent = total === 0 ? 100 : Math.floor((sent / total) * 100);
-          // Every 10 % on a pipe; a TTY gets a line that rewrites itself.
-          if (process.stderr.isTTY) process.stderr.write(`\r  uploaded ${percent}% (${sent}/${total} bytes)${percent === 100 ? "\n" : ""}`);
-          else if (percent >= lastPercent + 10 || (percent === 100 && lastPercent !== 100)) {
-            lastPercent = percent;
-            process.stderr.write(`  uploaded ${percent}% (${sent}/${total} bytes)\n`);
-          }
-        },
-      });
+      const steps = out.steps();
+      let result: DeployResult;
+      try {
+        result = await deploy({
+          root: resolve(flags.dir ?? process.cwd()),
+          env: flags.env,
+          app: flags.app,
+          exclude: flags.exclude,
+          dryRun: flags.dryRun,
+          yes: flags.yes,
+          interactive: out.interactive,
+          confirm: async (question) => {
+            steps.done();
+            return askOnTty(question);
+          },
+          onProgress: steps.onProgress,
+          onUpload: (sent, total) => {
+            const percent = total === 0 ? 100 : Math.floor((sent / total) * 100);
+            // Beside the spinner on a TTY; every 10 % as a line on a pipe.
+            if (out.tty) steps.detail(`${percent}%`);
+            else if (percent >= lastPercent + 10 || (percent === 100 && lastPercent !== 100)) {
+              lastPercent = percent;
+              out.info(`  uploaded ${percent}% (${sent}/${total} bytes)`);
+            }
+          },
+        });
+        steps.done();
+      } catch (err) {
+        steps.done(err);
+        throw err;
+      }
       for (const warning of result.warnings) out.warn(warning);
       out.result(result, () => renderDeploy(result));
     });

@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import { resolve } from "node:path";
 import type { DevEvent, DevSessionHandle } from "../../dev/session.js";
-import { createOutput } from "../output.js";
+import { createOutput, endpointTable } from "../output.js";
 import { envSetting } from "../../sdk/context.js";
 import { errorMessage, UsageError, UserError } from "../../errors.js";
 
@@ -59,7 +59,7 @@ export function register(program: Command): void {
             `svc dev: ${s.url}  (app ${s.app}, environment dev)`,
             ...(userKey ? [] : [`API key for this session: ${s.apiKey}`]),
             "",
-            ...endpoints.flatMap((e) => [`  ${e.name}  ${e.url}  (${(e.type === "lb" ? e.routes : e.functions).join(", ")})`, `    ${e.curl}`]),
+            endpointTable(endpoints),
           ].join("\n"),
       );
       out.info(opts.watch ? "Watching for changes. Press Ctrl-C to stop." : "Press Ctrl-C to stop.");

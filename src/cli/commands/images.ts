@@ -13,7 +13,7 @@ import {
   type WorkerImageInfo,
   type WorkerImageKind,
 } from "../../drivers/images.js";
-import { createOutput } from "../output.js";
+import { alignRows, alignTable, createOutput, formatDuration } from "../output.js";
 
 interface BuildFlags {
   cpu?: boolean;
@@ -31,17 +31,13 @@ export function kindsFromFlags(flags: BuildFlags): WorkerImageKind[] {
 const megabytes = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
 export function renderBuilt(images: readonly EnsuredImage[]): string {
-  return images
-    .map((i) => `${i.name}  ${i.hashTag.split(":")[1]}  ${i.id.replace(/^sha256:/, "").slice(0, 12)}  ${i.cached ? "cached" : `built in ${(i.durationMs / 1000).toFixed(1)} s`}`)
-    .join("\n");
+  return alignRows(images.map((i) => [i.name, i.hashTag.split(":")[1]!, i.id.replace(/^sha256:/, "").slice(0, 12), i.cached ? "cached" : `built in ${formatDuration(i.durationMs)}`])).join("\n");
 }
 
 export function renderList(images: readonly WorkerImageInfo[]): string {
   if (images.length === 0) return "No svc worker images. Build them with `svc images build`.";
   const rows = images.map((i) => [i.kind, i.tags.join(", ") || "<untagged>", i.id.replace(/^sha256:/, "").slice(0, 12), megabytes(i.sizeBytes), i.createdAt, String(i.containers)]);
-  const header = ["KIND", "TAGS", "ID", "SIZE", "CREATED", "CONTAINERS"];
-  const widths = header.map((h, col) => Math.max(h.length, ...rows.map((r) => r[col]!.length)));
-  return [header, ...rows].map((r) => r.map((cell, col) => cell.padEnd(widths[col]!)).join("  ").trimEnd()).join("\n");
+  return alignTable(["KIND", "TAGS", "ID", "SIZE", "CREATED", "CONTAINERS"], rows);
 }
 
 export function register(program: Command): void {

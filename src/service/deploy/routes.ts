@@ -75,6 +75,8 @@ function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Re
     url: endpointUrl(ctx.url, e.id, e.type),
     type: e.type,
     routes: Object.keys(routes[e.name] ?? {}).sort(),
+    // What the console's "Try it" offers: each function, with the example input the build derived from its type.
+    functions: e.resource.functions.map((f) => ({ name: f.name, kind: f.kind, ...(f.class === undefined ? {} : { class: f.class }), ...(f.exampleInput === undefined ? {} : { exampleInput: f.exampleInput }) })),
     workersMin: e.resource.workersMin,
     workersMax: e.resource.workersMax,
     gpuTypeIds: e.resource.gpuTypeIds,
