@@ -1,7 +1,8 @@
 // The OpenAPI 3.1 description of the service, served unauthenticated at GET /openapi.json. Its component
 // schemas are the objects of src/service/schema.ts that validate the requests, so the two cannot drift apart.
 
-import { SCHEMAS, type SchemaName } from "./schema.js";
+import { openApiSchema, SCHEMAS, type SchemaName } from "./schema.js";
+import { servicePaths } from "./openapi-routes.js";
 
 export const OPENAPI_PATH = "/openapi.json";
 /** The management API's description version (the spec's versioning section). */
@@ -65,10 +66,10 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
   return {
     openapi: "3.1.0",
     info: {
-      title: "svc management API",
+      title: "svc API",
       version: MANAGEMENT_API_VERSION,
       description:
-        "Network volumes ({base_url}/v2), endpoints, templates and API keys ({rest_url}/v1). The job API of an endpoint is at {queue_base_url}/v2/{endpointId} (docs/job-api.md).",
+        "Every public route of the service: the management API (network volumes, endpoints, templates, keys, secrets), the job API of an endpoint ({queue_base_url}/v2/{endpoint_id}, docs/job-api.md) and its OpenAI-compatible route, logs, apps/builds/environments (svc deploy) and load-balanced endpoints. The job API, the OpenAI route and load-balanced endpoints also take the bare key in Authorization.",
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
     servers: [{ url: serverUrl }],
@@ -106,13 +107,14 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           responses: { ...ok("Deleted"), ...errors, ...notFound },
         },
       },
+      ...servicePaths(),
       "/v1/me": {
         get: { tags: ["keys"], summary: "Who the request's key acts as: user, key, scopes, rate limits (any user key)", responses: { ...ok("The caller", json("Me")), ...errors } },
       },
     },
     components: {
       securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
-      schemas: SCHEMAS,
+      schemas: Object.fromEntries(Object.entries(SCHEMAS).map(([name, schema]) => [name, openApiSchema(schema)])),
     },
   };
 }

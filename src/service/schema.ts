@@ -1,3 +1,5 @@
+import { API_SCHEMAS } from "./api-schemas.js";
+
 // The management API's request and response schemas, as a small JSON Schema (2020-12) subset. The same objects
 // validate request bodies (validate()) and are published in the OpenAPI document (src/service/openapi.ts), so
 // the description and the validation cannot disagree. Pure: no I/O.
@@ -5,6 +7,9 @@
 export type Schema =
   | { type: "string"; minLength?: number; maxLength?: number; enum?: readonly string[]; pattern?: string; description?: string; examples?: string[] }
   | { type: "integer"; minimum?: number; maximum?: number; description?: string }
+  | { type: "number"; description?: string }
+  /** Any JSON value (the document shows only its description). */
+  | { any: true; description?: string }
   | { type: "boolean"; description?: string }
   | { type: "array"; items: Schema; maxItems?: number; minItems?: number; description?: string }
   | {
@@ -255,9 +260,23 @@ export const SCHEMAS = {
     },
     required: ["title", "status", "detail"],
   },
+  ...API_SCHEMAS,
 } satisfies Record<string, Schema>;
 
 export type SchemaName = keyof typeof SCHEMAS;
+
+/** A schema as OpenAPI 3.1 writes it: "any value" is a schema with no type. Pure. */
+export function openApiSchema(schema: Schema): Record<string, unknown> {
+  if ("any" in schema) return schema.description ? { description: schema.description } : {};
+  if ("$ref" in schema) return { ...schema };
+  const out: Record<string, unknown> = { ...schema };
+  if (schema.type === "object") {
+    if (schema.properties) out.properties = Object.fromEntries(Object.entries(schema.properties).map(([k, v]) => [k, openApiSchema(v)]));
+    if (typeof schema.additionalProperties === "object") out.additionalProperties = openApiSchema(schema.additionalProperties);
+  }
+  if (schema.type === "array") out.items = openApiSchema(schema.items);
+  return out;
+}
 
 /** Schemas that validate request bodies (each must appear in the OpenAPI document). */
 export const REQUEST_SCHEMAS: SchemaName[] = [
@@ -271,6 +290,7 @@ export const REQUEST_SCHEMAS: SchemaName[] = [
 ];
 
 function describeType(s: Schema): string {
+  if ("any" in s) return "any value";
   if ("$ref" in s) return describeType(resolveRef(s.$ref));
   if (Array.isArray(s.type)) return s.type[0] === "integer" ? "an integer or null" : "a string or null";
   switch (s.type) {
@@ -278,6 +298,8 @@ function describeType(s: Schema): string {
       return "a string";
     case "integer":
       return "an integer";
+    case "number":
+      return "a number";
     case "boolean":
       return "a boolean";
     case "array":
@@ -296,6 +318,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 
 /** Every failure of `value` against `schema`, as `$.path: message` strings, in property order. */
 export function validate(schema: Schema, value: unknown, path = "$"): string[] {
+  if ("any" in schema) return [];
   if ("$ref" in schema) return validate(resolveRef(schema.$ref), value, path);
   const errors: string[] = [];
   if (Array.isArray(schema.type)) {
@@ -320,6 +343,8 @@ export function validate(schema: Schema, value: unknown, path = "$"): string[] {
       if (schema.maximum !== undefined && value > schema.maximum) return [`${path}: must be at most ${schema.maximum}`];
       return [];
     }
+    case "number":
+      return typeof value === "number" && Number.isFinite(value) ? [] : [`${path}: must be a number`];
     case "boolean":
       return typeof value === "boolean" ? [] : [`${path}: must be a boolean`];
     case "array": {

@@ -1,15 +1,10 @@
 // Validation of job API bodies. Pure: returns the parsed submission or the list of `$.path: message` errors.
 
+import { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS } from "./api-schemas.js";
 import { isPlainObject } from "./http.js";
+import { SCHEMAS, validate } from "./schema.js";
 
-export const MAX_TTL_MS = 7 * 24 * 3600_000;
-export const MAX_EXECUTION_TIMEOUT_MS = 24 * 3600_000;
-/**
- * Properties other clients of this job API send that svc accepts and ignores: `s3Config` is for workers that
- * upload their output to a bucket themselves (svc keeps outputs in its own store). Any other unknown top-level
- * member is refused (422), so a typo never silently drops a setting.
- */
-const IGNORED_PROPERTIES = new Set(["s3Config"]);
+export { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS };
 
 export interface Submission {
   input: unknown;
@@ -20,21 +15,26 @@ export interface Submission {
   lowPriority?: boolean;
 }
 
-export function validateSubmission(body: unknown, functions: readonly string[]): { value?: Submission; errors: string[] } {
-  const errors: string[] = [];
-  if (!isPlainObject(body)) return { errors: ["$: must be a JSON object like {\"input\": {...}}"] };
-  for (const key of Object.keys(body)) {
-    if (!["input", "function", "webhook", "webhookV2", "policy"].includes(key) && !IGNORED_PROPERTIES.has(key)) {
-      errors.push(`$.${key}: unknown property`);
-    }
-  }
+/** A copy of `body` without the members sent as null: typed clients send absent optional members as null. Pure. */
+function withoutNulls(body: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(body)) if (v !== null) out[k] = isPlainObject(v) && k === "policy" ? withoutNulls(v) : v;
+  return out;
+}
+
+/**
+ * The submission, or every failure: the structure by the RunRequest schema that /openapi.json publishes (members,
+ * types, ranges), then what a schema cannot say (the endpoint's functions, URL schemes, one webhook).
+ */
+export function validateSubmission(raw: unknown, functions: readonly string[]): { value?: Submission; errors: string[] } {
+  if (!isPlainObject(raw)) return { errors: ["$: must be a JSON object like {\"input\": {...}}"] };
+  const body = withoutNulls(raw);
+  const errors = validate(SCHEMAS.RunRequest, body);
   const value: Submission = { input: body.input };
-  if (body.input === undefined || body.input === null) errors.push("$.input: is required");
-  // Optional members sent as null (typed clients do) mean absent, as on the OpenAI route.
-  if (body.function === undefined || body.function === null) {
+  if (body.function === undefined) {
     if (functions.length > 1) errors.push(`$.function: is required: this endpoint serves several functions (${functions.join(", ")})`);
-  } else {
-    if (typeof body.function !== "string" || body.function.length === 0) errors.push("$.function: must be a non-empty string");
+  } else if (typeof body.function === "string") {
+    if (body.function.length === 0) errors.push("$.function: must be a non-empty string");
     else if (functions.length > 0 && !functions.includes(body.function)) {
       errors.push(`$.function: the endpoint has no function "${body.function}" (it serves: ${functions.join(", ")})`);
     } else value.function = body.function;
@@ -43,42 +43,22 @@ export function validateSubmission(body: unknown, functions: readonly string[]):
   // ends. Either may be sent; both only when they name the same URL.
   for (const key of ["webhook", "webhookV2"] as const) {
     const v = body[key];
-    if (v === undefined || v === null) continue;
+    if (typeof v !== "string") continue;
     let ok = false;
-    if (typeof v === "string") {
-      try {
-        ok = ["http:", "https:"].includes(new URL(v).protocol);
-      } catch {
-        ok = false;
-      }
+    try {
+      ok = ["http:", "https:"].includes(new URL(v).protocol);
+    } catch {
+      ok = false;
     }
     if (!ok) errors.push(`$.${key}: must be an http(s) URL`);
     else if (value.webhook !== undefined && value.webhook !== v) errors.push("$.webhookV2: names another URL than webhook; send one of them");
-    else value.webhook = v as string;
+    else value.webhook = v;
   }
-  if (body.policy !== undefined && body.policy !== null) {
-    if (!isPlainObject(body.policy)) errors.push("$.policy: must be an object");
-    else {
-      const p = body.policy;
-      for (const key of Object.keys(p)) {
-        if (!["executionTimeout", "ttl", "lowPriority"].includes(key)) errors.push(`$.policy.${key}: unknown property`);
-      }
-      const int = (key: string, min: number, max: number): number | undefined => {
-        const v = p[key];
-        if (v === undefined || v === null) return undefined;
-        if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
-          errors.push(`$.policy.${key}: must be an integer (ms) from ${min} to ${max}`);
-          return undefined;
-        }
-        return v;
-      };
-      value.executionTimeoutMs = int("executionTimeout", 1, MAX_EXECUTION_TIMEOUT_MS);
-      value.ttlMs = int("ttl", 1, MAX_TTL_MS);
-      if (p.lowPriority !== undefined && p.lowPriority !== null) {
-        if (typeof p.lowPriority !== "boolean") errors.push("$.policy.lowPriority: must be a boolean");
-        else value.lowPriority = p.lowPriority;
-      }
-    }
+  if (isPlainObject(body.policy)) {
+    const p = body.policy;
+    if (typeof p.executionTimeout === "number") value.executionTimeoutMs = p.executionTimeout;
+    if (typeof p.ttl === "number") value.ttlMs = p.ttl;
+    if (typeof p.lowPriority === "boolean") value.lowPriority = p.lowPriority;
   }
   return errors.length > 0 ? { errors } : { value, errors };
 }

@@ -1,0 +1,178 @@
+// Schemas of the job API, the apps/builds/environments routes, logs and the OpenAI-compatible route: the same
+// small JSON Schema subset as the management API's (schema.ts), published in /openapi.json. The job API's
+// submission body is validated with RunRequest itself (validate.ts); the others describe what the routes answer.
+
+import type { Schema } from "./schema.js";
+
+const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
+const str = (description?: string): Schema => (description ? { type: "string", description } : { type: "string" });
+const int = (description?: string): Schema => (description ? { type: "integer", description } : { type: "integer" });
+const anything = (description: string): Schema => ({ any: true, description });
+const JOB_STATUSES = ["IN_QUEUE", "IN_PROGRESS", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"] as const;
+
+/** The longest a job may wait in the queue and run, in ms (validate.ts uses the same numbers). */
+export const MAX_TTL_MS = 7 * 24 * 3600_000;
+export const MAX_EXECUTION_TIMEOUT_MS = 24 * 3600_000;
+
+export const API_SCHEMAS = {
+  JobStatus: { type: "string", enum: JOB_STATUSES },
+  RunRequest: {
+    type: "object",
+    properties: {
+      input: anything("The job's input: any JSON value but null; the function receives it"),
+      function: str("Which function of the endpoint runs the job (required when it serves several)"),
+      webhook: str("http(s) URL the job record is POSTed to when the job ends"),
+      webhookV2: str("The same as webhook (the job API client's newer name); both only with the same URL"),
+      s3Config: anything("Accepted and ignored: svc keeps outputs in its own store"),
+      policy: {
+        type: "object",
+        properties: {
+          executionTimeout: { type: "integer", minimum: 1, maximum: MAX_EXECUTION_TIMEOUT_MS, description: "ms a job may run" },
+          ttl: { type: "integer", minimum: 1, maximum: MAX_TTL_MS, description: "ms the job (and its result) may live" },
+          lowPriority: { type: "boolean" },
+        },
+        additionalProperties: false,
+      },
+    },
+    required: ["input"],
+    additionalProperties: false,
+  },
+  JobAccepted: { type: "object", properties: { id: str(), status: ref("JobStatus") }, required: ["id", "status"] },
+  JobRecord: {
+    type: "object",
+    properties: {
+      id: str(),
+      status: ref("JobStatus"),
+      delayTime: int("ms from submission to start"),
+      executionTime: int("ms the job ran"),
+      output: anything("The function's output (COMPLETED), or a streaming function's chunk outputs"),
+      error: str("Why it FAILED or TIMED_OUT"),
+      errorType: str(),
+      errorStack: str("The stack, source-mapped to the user's files"),
+      retries: int("Automatic retries so far"),
+    },
+    required: ["id", "status"],
+  },
+  StreamResult: {
+    type: "object",
+    properties: {
+      status: ref("JobStatus"),
+      stream: { type: "array", items: { type: "object", properties: { output: anything("One chunk's output"), metrics: anything("Worker metrics") }, required: ["output"] } },
+    },
+    required: ["status", "stream"],
+  },
+  Health: {
+    type: "object",
+    properties: {
+      jobs: {
+        type: "object",
+        properties: { completed: int(), failed: int(), inProgress: int(), inQueue: int(), retried: int() },
+        required: ["completed", "failed", "inProgress", "inQueue", "retried"],
+      },
+      workers: {
+        type: "object",
+        properties: { idle: int(), running: int(), initializing: int(), draining: int(), ready: int(), throttled: int() },
+        required: ["idle", "running", "initializing", "ready", "throttled"],
+      },
+      coldStarts: { type: "object", properties: { count: int(), lastMs: { type: ["integer", "null"] } } },
+    },
+    required: ["jobs", "workers"],
+  },
+  PurgeResult: { type: "object", properties: { removed: int(), status: str() }, required: ["removed", "status"] },
+  JobList: {
+    type: "object",
+    properties: {
+      jobs: {
+        type: "array",
+        items: {
+          type: "object",
+          properties: {
+            id: str(),
+            status: ref("JobStatus"),
+            createdAt: int(),
+            delayTime: int(),
+            executionTime: int(),
+            function: { type: ["string", "null"] },
+            input: anything("The input, when its JSON is at most 64 KiB"),
+            inputOmitted: { type: "boolean" },
+            error: str(),
+            retries: int(),
+          },
+          required: ["id", "status", "createdAt"],
+        },
+      },
+    },
+    required: ["jobs"],
+  },
+  LogLines: {
+    type: "object",
+    properties: {
+      lines: {
+        type: "array",
+        items: {
+          type: "object",
+          properties: { ts: int(), workerId: str(), jobId: { type: ["string", "null"] }, stream: str(), text: str() },
+          required: ["ts", "workerId", "stream", "text"],
+        },
+      },
+    },
+    required: ["lines"],
+  },
+  AppSummary: { type: "object", properties: { name: str(), createdAt: int(), environments: { type: "array", items: str() } }, required: ["name"] },
+  Environment: {
+    type: "object",
+    properties: {
+      app: str(),
+      env: str(),
+      build: { type: ["string", "null"] },
+      fingerprint: { type: ["string", "null"] },
+      createdAt: int(),
+      activatedAt: { type: ["integer", "null"] },
+      endpoints: { type: "array", items: anything("An endpoint: name, id, url, type, routes, workers, functions") },
+    },
+    required: ["app", "env", "endpoints"],
+  },
+  Build: {
+    type: "object",
+    properties: { id: str("The artifact's sha256"), app: str(), size: int(), fingerprint: str(), createdAt: int() },
+    required: ["id", "app", "size"],
+  },
+  ActivateRequest: {
+    type: "object",
+    properties: {
+      build: str("The sha256 of an uploaded build"),
+      confirmRemove: { type: "array", items: str(), description: "Names of endpoints the release removes, confirmed" },
+      manifest: anything("A plan (dry run) of a build not uploaded yet: its manifest"),
+    },
+    required: ["build"],
+  },
+  ChatCompletionRequest: {
+    type: "object",
+    description: "OpenAI's Chat Completions request (docs/llm.md lists what is read; other members are allowed)",
+    properties: {
+      model: str(),
+      messages: { type: "array", items: anything("A message: {role, content, name?, tool_calls?, tool_call_id?}") },
+      stream: { type: "boolean" },
+      tools: { type: "array", items: anything("A function tool") },
+      max_tokens: int(),
+      temperature: { type: "number" },
+    },
+    required: ["model", "messages"],
+  },
+  ResponsesRequest: {
+    type: "object",
+    description: "OpenAI's Responses API request (docs/llm.md lists what is read; other members are allowed)",
+    properties: {
+      model: str(),
+      input: anything("A string, or input items"),
+      instructions: str(),
+      previous_response_id: str(),
+      stream: { type: "boolean" },
+      store: { type: "boolean" },
+      max_output_tokens: int(),
+      tools: { type: "array", items: anything("A function tool") },
+    },
+    required: ["model", "input"],
+  },
+  OpenAiObject: anything("An object of OpenAI's API (chat.completion, response, model list), as docs/llm.md shows"),
+} satisfies Record<string, Schema>;
