@@ -23,6 +23,7 @@ import { sendOpenAiProblem } from "../openai/route.js";
 import { openAiProblem } from "../openai/format.js";
 import { serveConsole } from "./console.js";
 import type { Secrets } from "./secrets/index.js";
+import type { InspectLimits } from "../artifact/inspect.js";
 import { isJobsListPath, jobsList } from "./jobs-list.js";
 
 export const RUN_BODY_LIMIT = 10 * 1024 * 1024;
@@ -45,6 +46,8 @@ export interface ApiContext {
   store: Store;
   dataDir: string;
   maxArtifactBytes: number;
+  /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
+  uploadInspectLimits?: Partial<InspectLimits>;
   // issue 4: management API (volumes, REST endpoints, templates, keys), rate limits, OpenAPI
   management?: Management;
   // issue 7: load-balanced endpoints (the proxy and its worker pool)

@@ -15,7 +15,8 @@ import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
 import { JobEngine, type EngineEndpoint } from "./engine.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
 import { problemResponse, sendProblem } from "./http.js";
-import { artifactLimit } from "./deploy/upload.js";
+import { artifactLimit, sweepUploads } from "./deploy/upload.js";
+import type { InspectLimits } from "../artifact/inspect.js";
 import { Scaler } from "./scaler.js";
 import { openSqliteStore } from "./store/sqlite.js";
 import { Secrets } from "./secrets/index.js";
@@ -52,6 +53,8 @@ export interface ServiceOptions {
   log?: (message: string) => void;
   /** issue 5: largest build artifact accepted (default 1.5 GB, or SVC_MAX_ARTIFACT_BYTES). */
   maxArtifactBytes?: number;
+  /** How an uploaded archive may expand: entries, bytes, ratio, manifest size (default: a worker's limits). */
+  uploadInspectLimits?: Partial<InspectLimits>;
   /** issue 4: data centers (default: one, "local"); the first (or hostDataCenter) is this machine. */
   dataCenters?: DataCenter[];
   hostDataCenter?: string;
@@ -168,6 +171,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     dataLock.release();
     throw err;
   }
+  // Uploads a crashed process left half-written: nothing refers to them.
+  const swept = await sweepUploads(options.dataDir);
+  if (swept > 0) log(`removed ${swept} unfinished upload(s) left by an earlier run`);
   const keyring = new KeyRing(store);
   let secrets: Secrets;
   try {
@@ -326,7 +332,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     // issue 5: apps, environments, builds
-    store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(),
+    store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(), uploadInspectLimits: options.uploadInspectLimits,
     // issue 4
     management,
     secrets,
