@@ -7,7 +7,7 @@ import { ArchiveInspector, ArchiveRefused, DEFAULT_MANIFEST_LIMIT } from "./insp
 async function tarOf(entries: Array<{ name: string; body?: string; type?: tarStream.Header["type"]; linkname?: string }>): Promise<Buffer> {
   const pack = tarStream.pack();
   const parts: Buffer[] = [];
-  pack.on("data", (d: Buffer) => parts.push(d));
+  pack.on("data", (d: unknown) => void parts.push(d as Buffer));
   const done = new Promise((r) => pack.on("end", r));
   for (const e of entries) pack.entry({ name: e.name, type: e.type ?? "file", linkname: e.linkname }, e.body ?? "");
   pack.finalize();
