@@ -8,7 +8,7 @@ async function tarOf(entries: Array<{ name: string; body?: string; type?: tarStr
   const pack = tarStream.pack();
   const parts: Buffer[] = [];
   pack.on("data", (d: unknown) => void parts.push(d as Buffer));
-  const done = new Promise((r) => pack.on("end", r));
+  const done = new Promise<void>((r) => pack.on("end", () => r()));
   for (const e of entries) pack.entry({ name: e.name, type: e.type ?? "file", linkname: e.linkname }, e.body ?? "");
   pack.finalize();
   await done;
