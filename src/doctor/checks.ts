@@ -5,8 +5,7 @@ import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
 import { promisify } from "node:util";
-import Docker from "dockerode";
-import { engineAddress, START_ENGINE_HINT } from "../drivers/docker-engine.js";
+import { connectDocker, engineAddress, START_ENGINE_HINT } from "../drivers/docker-engine.js";
 import { errorMessage } from "../errors.js";
 
 export type Level = "ok" | "warn" | "fail" | "info";
@@ -32,26 +31,18 @@ export function nodeFinding(version: string): Finding {
 }
 
 export async function dockerFinding(timeoutMs = 3000): Promise<Finding> {
-  const docker = new Docker();
-  let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([
-      docker.ping(),
-      new Promise((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
-      }),
-    ]);
+    const docker = await connectDocker({ timeoutMs });
     const info = (await docker.version()) as { Version?: string };
-    return { check: "docker", level: "ok", detail: `Docker engine ${info.Version ?? ""} at ${engineAddress()}`.replace("  ", " ") };
+    return { check: "docker", level: "ok", detail: `Docker engine ${info.Version ?? "(version unknown)"} at ${engineAddress()}` };
   } catch (err) {
     return {
       check: "docker",
       level: "warn",
-      detail: `no Docker engine answers at ${engineAddress()} (${errorMessage(err)}): \`svc deploy --preview\` and \`svc server --workers docker\` need one; \`svc dev\` does not`,
+      // connectDocker's message names the address and the cause.
+      detail: `${errorMessage(err)}: \`svc deploy --preview\` and \`svc server --workers docker\` need one; \`svc dev\` does not`,
       fix: START_ENGINE_HINT,
     };
-  } finally {
-    clearTimeout(timer);
   }
 }
 

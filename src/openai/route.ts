@@ -97,25 +97,46 @@ async function serveChatVerdict(verdict: ChatRequestVerdict, endpoint: ChatEndpo
   const target = chatFunctionFor(endpoint.functions, request.model);
   if (!("function" in target)) return sendOpenAiProblem(res, openAiProblem(target.status, target.detail, target.errors));
 
+  await answerWithJob(jobs, res, () => jobs.submit(target.function, chatJobInput(request)), request.stream, (jobId) => {
+    const identity = { id: completionId(jobId), created: Math.floor(Date.now() / 1000) };
+    return {
+      reply: (output) => chatCompletionFromOutput(output, request, identity),
+      frames: (outputs) => chatCompletionFrames(outputs, request, identity),
+    };
+  });
+}
+
+/**
+ * Queue the job, then answer with its reply: the whole reply (a 502 when the output is not a chat reply), or its
+ * server-sent events as the chunks arrive. The job is cancelled when the client leaves before the end. Shared by
+ * the Chat Completions and the Responses route; `shape` builds each one's own objects.
+ */
+async function answerWithJob(
+  jobs: ChatJobs,
+  res: ServerResponse,
+  submit: () => Promise<string>,
+  stream: boolean,
+  shape: (jobId: string) => { reply(output: unknown): unknown; frames(outputs: AsyncIterable<unknown>): AsyncIterable<string> },
+): Promise<void> {
   let jobId: string;
   try {
-    jobId = await jobs.submit(target.function, chatJobInput(request));
+    jobId = await submit();
   } catch (err) {
     return sendOpenAiProblem(res, openAiProblem(statusOf(err), `The job could not be queued: ${(err as Error).message}`));
   }
-  const identity = { id: completionId(jobId), created: Math.floor(Date.now() / 1000) };
+  const { reply, frames } = shape(jobId);
   let finished = false;
   res.on("close", () => {
     if (!finished) void Promise.resolve(jobs.cancel?.(jobId)).catch(() => undefined);
   });
 
-  if (!request.stream) {
+  if (!stream) {
     try {
       const output = await jobs.result(jobId);
       finished = true;
       const notChat = notChatOutput(output);
       if (notChat) return sendOpenAiProblem(res, openAiProblem(502, `The endpoint's output is not a chat reply: ${notChat}`));
-      sendJson(res, chatCompletionFromOutput(output, request, identity));
+      sendJson(res, reply(output));
     } catch (err) {
       finished = true;
       sendOpenAiProblem(res, openAiProblem(statusOf(err), `The generation failed: ${(err as Error).message}`));
@@ -125,7 +146,7 @@ async function serveChatVerdict(verdict: ChatRequestVerdict, endpoint: ChatEndpo
 
   res.writeHead(200, { ...SSE_HEADERS, "x-svc-job-id": jobId });
   res.flushHeaders();
-  for await (const frame of chatCompletionFrames(jobs.outputs(jobId), request, identity)) {
+  for await (const frame of frames(jobs.outputs(jobId))) {
     if (res.destroyed) break; // leaving the loop closes the job's output stream
     res.write(frame);
   }
@@ -186,38 +207,10 @@ export async function serveResponse(body: unknown, endpoint: ChatEndpoint, jobs:
     if (err instanceof UnknownReferenceError) return sendOpenAiProblem(res, openAiProblem(404, err.message));
     throw err;
   }
-  let jobId: string;
-  try {
-    jobId = await jobs.submit(target.function, chatJobInput(chat, { model: request.model, echo: request.echo }), { keep: request.echo.store });
-  } catch (err) {
-    return sendOpenAiProblem(res, openAiProblem(statusOf(err), `The job could not be queued: ${(err as Error).message}`));
-  }
-  const meta = { jobId, created: Math.floor(Date.now() / 1000), model: request.model, echo: request.echo };
-  let finished = false;
-  res.on("close", () => {
-    if (!finished) void Promise.resolve(jobs.cancel?.(jobId)).catch(() => undefined);
+  await answerWithJob(jobs, res, () => jobs.submit(target.function, chatJobInput(chat, { model: request.model, echo: request.echo }), { keep: request.echo.store }), request.stream, (jobId) => {
+    const meta = { jobId, created: Math.floor(Date.now() / 1000), model: request.model, echo: request.echo };
+    return { reply: (output) => responseFromOutput(output, chat, meta), frames: (outputs) => responseEvents(outputs, chat, meta) };
   });
-  if (!request.stream) {
-    try {
-      const output = await jobs.result(jobId);
-      finished = true;
-      const notChat = notChatOutput(output);
-      if (notChat) return sendOpenAiProblem(res, openAiProblem(502, `The endpoint's output is not a chat reply: ${notChat}`));
-      sendJson(res, responseFromOutput(output, chat, meta));
-    } catch (err) {
-      finished = true;
-      sendOpenAiProblem(res, openAiProblem(statusOf(err), `The generation failed: ${(err as Error).message}`));
-    }
-    return;
-  }
-  res.writeHead(200, { ...SSE_HEADERS, "x-svc-job-id": jobId });
-  res.flushHeaders();
-  for await (const frame of responseEvents(jobs.outputs(jobId), chat, meta)) {
-    if (res.destroyed) break;
-    res.write(frame);
-  }
-  finished = true;
-  res.end();
 }
 
 /** GET .../openai/v1/responses/{id}: a stored response, while its job's result is kept. */

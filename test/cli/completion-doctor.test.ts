@@ -63,7 +63,7 @@ describe("svc doctor", () => {
   it("says when no Docker engine answers, and how to fix it; a reachable service with a good key passes", async () => {
     const r = await svc(["doctor"], { DOCKER_HOST: `unix://${join(config, "no-engine.sock")}`, SVC_API_URL: t.service.url, SVC_API_KEY: t.key });
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^warn docker\\s+no Docker engine answers at unix://${config}/no-engine.sock`, "m"));
+    expect(r.stdout).toMatch(new RegExp(`^warn docker\\s+No Docker engine answers at unix://${config}/no-engine.sock`, "m"));
     expect(r.stdout).toMatch(/^\s+fix: Start a Docker engine/m);
     expect(r.stdout).toMatch(new RegExp(`^ok {3}service\\s+${t.service.url} \\(SVC_API_URL / SVC_API_KEY\\) as user default, scopes admin`, "m"));
     expect(r.stdout).toMatch(/^(ok {3}|warn )node\s+Node v\d+/m);
