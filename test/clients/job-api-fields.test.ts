@@ -2,10 +2,8 @@
 // (delivered like webhook), s3Config (accepted), an unknown member (422), the health fields their types name
 // (workers.ready and workers.throttled beside svc's own), and one endpoint list holding deployed endpoints too.
 
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "../service/helpers.js";
+import { call, manifest, ProtocolWorker, resource, startTestService, until, webhookReceiver, type TestService } from "../service/helpers.js";
 
 let t: TestService;
 let echo: { id: string; url: string };
@@ -22,18 +20,10 @@ afterAll(async () => {
 });
 
 it("delivers the job record to webhookV2, accepts s3Config, and refuses an unknown member or two different webhooks", async () => {
-  const received: any[] = [];
-  const hook = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c) => chunks.push(c));
-    req.on("end", () => {
-      received.push(JSON.parse(Buffer.concat(chunks).toString()));
-      res.writeHead(200).end();
-    });
-  });
-  await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
+  const hook = await webhookReceiver();
+  const received = hook.received;
   try {
-    const webhookV2 = `http://127.0.0.1:${(hook.address() as AddressInfo).port}/v2-hook`;
+    const webhookV2 = hook.url;
     const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://127.0.0.1:9" };
     const { status, body } = await call(`${echo.url}/run`, { key: t.key, body: { input: { n: 1 }, webhookV2, s3Config, policy: { ttl: 60_000 } } });
     expect(status).toBe(200);
@@ -50,7 +40,7 @@ it("delivers the job record to webhookV2, accepts s3Config, and refuses an unkno
     expect(two.body.errors).toEqual(["$.webhookV2: names another URL than webhook; send one of them"]);
     expect((await call(`${echo.url}/run`, { key: t.key, body: { input: {}, webhookV2: "ftp://x" } })).body.errors).toEqual(["$.webhookV2: must be an http(s) URL"]);
   } finally {
-    await new Promise((r) => hook.close(r));
+    await hook.close();
   }
 });
 

@@ -1,12 +1,10 @@
 // The job API's official JS client (runpod-sdk) against the real service, unchanged but for its base URL: every
 // method, webhookV2 included, on examples/hello built and run by real process workers.
 
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import runpodSdk from "runpod-sdk";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startApp, type LiveApp } from "../lb/harness.js";
-import { until } from "../service/helpers.js";
+import { until, webhookReceiver } from "../service/helpers.js";
 
 let app: LiveApp;
 let hello: ReturnType<ReturnType<typeof runpodSdk>["endpoint"]>;
@@ -26,18 +24,10 @@ it("runSync, run with webhookV2, status, statusSync", async () => {
   const sync = await hello!.runSync({ input: { name: "Ada" } }, 60_000);
   expect(sync).toMatchObject({ status: "COMPLETED", output: { greeting: "Hello, Ada!" }, completed: true, succeeded: true });
 
-  const received: Array<{ id: string; status: string; output?: unknown }> = [];
-  const hook = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c) => chunks.push(c));
-    req.on("end", () => {
-      received.push(JSON.parse(Buffer.concat(chunks).toString()));
-      res.writeHead(200).end();
-    });
-  });
-  await new Promise<void>((r) => hook.listen(0, "127.0.0.1", r));
+  const hook = await webhookReceiver();
+  const received = hook.received;
   try {
-    const webhookV2 = `http://127.0.0.1:${(hook.address() as AddressInfo).port}/hook`;
+    const webhookV2 = hook.url;
     const queued = await hello!.run({ input: { name: "Grace" }, webhookV2, policy: { ttl: 600_000, executionTimeout: 60_000 } });
     expect(queued).toMatchObject({ id: expect.any(String), status: "IN_QUEUE" });
     const done = await hello!.statusSync(queued.id, 60_000);
@@ -46,7 +36,7 @@ it("runSync, run with webhookV2, status, statusSync", async () => {
     await until(() => received.length > 0, 10_000);
     expect(received[0]).toMatchObject({ id: queued.id, status: "COMPLETED", output: { greeting: "Hello, Grace!" } });
   } finally {
-    await new Promise((r) => hook.close(r));
+    await hook.close();
   }
 }, 90_000);
 

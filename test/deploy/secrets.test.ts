@@ -4,7 +4,7 @@
 // the database file in the clear; changing it rolls the workers; deleting it is said; rotation of the server's
 // key seals the rows again.
 
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { startServerProcess, type ServerProcess } from "../server-process.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const bin = join(repo, "bin", "svc.js");
@@ -24,36 +25,16 @@ const KEY_B = Buffer.alloc(32, 2).toString("base64");
 let work: string;
 let project: string;
 let dataDir: string;
-let server: ChildProcess | undefined;
+let server: ServerProcess | undefined;
 let url: string;
-let serverLog = "";
 
 async function startServer(env: Record<string, string>): Promise<string> {
-  const base: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-  const child = spawn(process.execPath, [bin, "server", "--port", "0", "--data-dir", dataDir], { env: { ...base, SVC_API_KEY: KEY, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  server = child;
-  child.stderr!.on("data", (d) => (serverLog += d.toString()));
-  return new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`svc server did not start:\n${serverLog}`)), 30_000);
-    let out = "";
-    child.stdout!.on("data", (d) => {
-      out += d.toString();
-      const line = /^(http:\/\/\S+)\n/.exec(out);
-      if (line) {
-        clearTimeout(timer);
-        resolve(line[1]!);
-      }
-    });
-    child.on("exit", (code) => reject(new Error(`svc server exited ${code}:\n${serverLog}`)));
-  });
+  server = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY, ...env } });
+  return server.url;
 }
 
 async function stopServer(): Promise<void> {
-  if (!server || server.exitCode !== null) return;
-  const exited = new Promise((r) => server!.once("exit", r));
-  server.kill("SIGTERM");
-  await exited;
+  await server?.stop();
 }
 
 function svc(args: string[], input?: string) {
@@ -134,7 +115,7 @@ it("refuses a release whose secret is not set, gives the worker the value once s
     }
     expect(bytes.includes(Buffer.from(TOKEN))).toBe(false);
   }
-  expect(serverLog).not.toContain(TOKEN);
+  expect(server!.log()).not.toContain(TOKEN);
 
   // A new value rolls the workers: the next job runs on a new worker that has it.
   const changed = svc(["secret", "set", "HF_TOKEN"], ROTATED);
@@ -177,12 +158,11 @@ it("refuses a release whose secret is not set, gives the worker the value once s
 it("after a key rotation (new current key, the old one as previous) values are sealed again and still reach the workers", async () => {
   await stopServer();
   url = await startServer({ SVC_SECRETS_KEY: KEY_B, SVC_SECRETS_KEY_PREVIOUS: KEY_A });
-  expect(serverLog).toMatch(/sealed 1 secret\(s\) again under the current secrets key/);
+  expect(server!.log()).toMatch(/sealed 1 secret\(s\) again under the current secrets key/);
   await stopServer();
-  // The old key is no longer needed.
-  serverLog = "";
+  // The old key is no longer needed (a new process: a new log).
   url = await startServer({ SVC_SECRETS_KEY: KEY_B });
-  expect(serverLog).not.toContain("cannot be opened");
+  expect(server!.log()).not.toContain("cannot be opened");
   const env = await api("GET", "/v1/apps/secrets-app/environments/prod");
   const vault = env.body.endpoints.find((e: { name: string }) => e.name === "vault");
   const r = await api("POST", `${vault.url}/runsync`, { input: {} });

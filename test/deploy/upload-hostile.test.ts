@@ -2,53 +2,31 @@
 // gzip, a manifest that expands to 600 MB, a compression bomb, more entries than allowed, and every entry kind a
 // worker refuses. Each gets its 4xx problem, nothing of it is kept, and the same process answers afterwards.
 
-import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { gzipSync, createGzip } from "node:zlib";
 import tarStream from "tar-stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startServerProcess, type ServerProcess } from "../server-process.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "upload-hostile-admin-key";
 const MANIFEST = JSON.stringify({ version: 1, app: "up", fingerprint: "f", svcVersion: "0", resources: {}, routes: {} });
 
 let work: string;
 let dataDir: string;
-let server: ChildProcess | undefined;
+let server: ServerProcess | undefined;
 let url: string;
-let serverLog = "";
 
 async function startServer(): Promise<void> {
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: KEY };
-  for (const k of Object.keys(env)) if (k.startsWith("SVC_") && k !== "SVC_API_KEY") delete env[k];
-  const child = spawn(process.execPath, [join(repo, "bin", "svc.js"), "server", "--port", "0", "--data-dir", dataDir, "--workers", "none"], { env, stdio: ["ignore", "pipe", "pipe"] });
-  server = child;
-  let err = "";
-  child.stderr!.on("data", (d) => {
-    err += d;
-    serverLog += d;
-  });
-  url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d) => {
-      out += d;
-      const m = /^(http:\/\/\S+)\n/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    child.on("exit", (code) => reject(new Error(`svc server exited ${code}: ${err}`)));
-  });
+  server = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY }, workers: "none" });
+  url = server.url;
 }
 
 async function stopServer(): Promise<void> {
-  if (!server || server.exitCode !== null) return;
-  const exited = new Promise((r) => server!.once("exit", r));
-  server.kill("SIGTERM");
-  await exited;
+  await server?.stop();
 }
 
 /** POST the bytes as a build, reading the answer whenever it comes. */
@@ -66,9 +44,9 @@ function upload(body: Buffer, sha = createHash("sha256").update(body).digest("he
 
 /** The same process answers, and no error reached its last resort: each was handled where it happened. */
 async function alive(): Promise<void> {
-  expect(server!.exitCode).toBeNull();
+  expect(server!.child.exitCode).toBeNull();
   expect((await fetch(`${url}/openapi.json`)).status).toBe(200);
-  expect(serverLog).not.toContain("the service keeps serving");
+  expect(server!.log()).not.toContain("the service keeps serving");
 }
 
 /** Nothing of refused uploads: no artifact, no temporary file, no build row. */

@@ -152,3 +152,20 @@ export async function until<T>(probe: () => Promise<T | undefined | false> | T |
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }
+
+/** An HTTP server on 127.0.0.1 that records the JSON bodies POSTed to it (a webhook's receiver). */
+export async function webhookReceiver(): Promise<{ url: string; received: any[]; close(): Promise<void> }> {
+  const { createServer } = await import("node:http");
+  const received: any[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      received.push(JSON.parse(Buffer.concat(chunks).toString()));
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}/hook`, received, close: () => new Promise((r) => server.close(() => r())) };
+}
