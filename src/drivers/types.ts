@@ -18,6 +18,11 @@ export interface WorkerLaunch {
   env: string;
   /** Local path of the artifact .tar.gz (drivers may mount it, or hand the runtime a URL). */
   artifactPath: string;
+  /**
+   * Where a worker on another machine downloads the artifact (GET with its worker token): drivers whose workers
+   * cannot see this machine's disk hand the runtime this instead of `artifactPath`.
+   */
+  artifactUrl?: string;
   /** Service base URL as seen from the host; drivers translate it for their workers when needed. */
   apiUrl: string;
   workerToken: string;

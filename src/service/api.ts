@@ -22,6 +22,7 @@ import { isOpenAiPath, openAiRoute } from "./openai-route.js";
 import { sendOpenAiProblem } from "../openai/route.js";
 import { openAiProblem } from "../openai/format.js";
 import { serveConsole } from "./console.js";
+import { serveArtifact } from "./artifact-route.js";
 import type { Secrets } from "./secrets/index.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import { isJobsListPath, jobsList } from "./jobs-list.js";
@@ -133,6 +134,7 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     if (isJobsListPath(segments)) return await jobsList(ctx, principal, req, res, new URL(req.url ?? "/", "http://svc.invalid"), segments[1]!);
     if (segments[0] === "v2" && segments.length >= 3) return await jobRoute(ctx, principal, req, res, url, segments);
     if (segments[0] === "_worker" && segments[1] === "v1" && segments.length === 3) return await workerRoute(ctx, principal, req, res, segments[2]!);
+    if (segments[0] === "_worker" && segments[1] === "v1" && segments[2] === "artifacts" && segments.length === 4) return await serveArtifact(ctx, principal, req, res, segments[3]!);
     // issue 5: apps, environments, builds (falls through for environments only the older route knows)
     if (segments[0] === "v1" && segments[1] === "apps" && segments.length <= 6 && (await deployRoute(ctx, principal, req, res, segments))) return;
     if (segments[0] === "v1" && segments[1] === "apps" && segments[3] === "environments" && segments.length === 5) {

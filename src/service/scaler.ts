@@ -8,6 +8,7 @@ import type { JobEngine, WorkerEntry } from "./engine.js";
 import { workerState } from "./engine.js";
 import type { EndpointRow } from "./store/types.js";
 import { checkPingPath, type PingCheck } from "./lb/ping.js";
+import { artifactUrl } from "./artifact-route.js";
 
 export interface ScalingInput {
   workersMin: number;
@@ -248,6 +249,7 @@ export class Scaler {
         app: endpoint.app,
         env: endpoint.env,
         artifactPath: endpoint.artifactPath,
+        artifactUrl: artifactUrl(this.deps.apiUrl, endpoint.artifactPath),
         apiUrl: this.deps.apiUrl,
         workerToken: keys.workerToken,
         apiKey: keys.apiKey,
