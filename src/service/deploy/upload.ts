@@ -92,7 +92,8 @@ export async function receiveArtifact(req: IncomingMessage, dataDir: string, exp
   const temp = join(dir, `upload-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.tmp`);
   const hash = createHash("sha256");
   const inspector = new ArchiveInspector({ ...DEFAULT_EXTRACT_LIMITS, maxManifestBytes: DEFAULT_MANIFEST_LIMIT, ...limits.inspect });
-  const out = createWriteStream(temp, { mode: 0o600 });
+  // Readable by workers: a container runs as another user and reads the artifact from a mount.
+  const out = createWriteStream(temp);
   const outFailed = new Promise<never>((_, reject) => out.once("error", reject));
   outFailed.catch(() => undefined);
   let size = 0;
