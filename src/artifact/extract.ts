@@ -76,6 +76,25 @@ export function safeMode(mode: number | undefined, type: "file" | "directory"): 
 
 const ALLOWED_TYPES = new Set(["file", "contiguous-file", "directory"]);
 
+/**
+ * A tar entry as a worker takes it: its safe relative path (null for the root itself), or why it is refused (a
+ * link, a device or fifo, an absolute or escaping path). The one rule for unpacking and for checking an upload. Pure.
+ */
+export function checkEntry(header: { name: string; type?: string | null; linkname?: string | null }): { path: string | null; type: "file" | "directory" } | { refused: string } {
+  const type = header.type ?? "file";
+  if (!ALLOWED_TYPES.has(type)) return { refused: `a ${type}${header.linkname ? ` (to "${header.linkname}")` : ""}; only files and directories are allowed` };
+  const checked = entryPath(header.name);
+  if ("refused" in checked) return checked;
+  return { path: checked.path, type: type === "directory" ? "directory" : "file" };
+}
+
+/** Why unpacking must stop after `bytes` uncompressed from `compressed` bytes, or undefined. Pure. */
+export function expansionRefusal(bytes: number, compressed: number, limits: ExtractLimits): { status: 413 | 422; reason: string } | undefined {
+  if (bytes > limits.maxBytes) return { status: 413, reason: `more than ${limits.maxBytes} bytes uncompressed` };
+  if (bytes >= limits.ratioMinBytes && bytes / Math.max(compressed, 1) > limits.maxRatio) return { status: 422, reason: `compression ratio above ${limits.maxRatio}:1 (a zip bomb?)` };
+  return undefined;
+}
+
 class ByteCounter extends Transform {
   bytes = 0;
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
@@ -106,12 +125,9 @@ async function extractLocal(source: string, destDir: string, limits: ExtractLimi
     for await (const entry of extract) {
       const header = entry.header;
       if (++entries > limits.maxEntries) throw refuse(`more than ${limits.maxEntries} entries`);
-      const type = header.type ?? "file";
-      if (!ALLOWED_TYPES.has(type)) {
-        throw refuse(`entry "${header.name}" is a ${type}${header.linkname ? ` (to "${header.linkname}")` : ""}; only files and directories are allowed`);
-      }
-      const checked = entryPath(header.name);
-      if ("refused" in checked) throw refuse(checked.refused);
+      const checked = checkEntry(header);
+      if ("refused" in checked) throw refuse(checked.refused.startsWith("a ") ? `entry "${header.name}" is ${checked.refused}` : checked.refused);
+      const type = checked.type;
       if (checked.path === null) {
         entry.resume();
         continue;
@@ -130,10 +146,8 @@ async function extractLocal(source: string, destDir: string, limits: ExtractLimi
       const guard = new Transform({
         transform(chunk: Buffer, _enc, done) {
           bytes += chunk.length;
-          if (bytes > limits.maxBytes) return done(refuse(`more than ${limits.maxBytes} bytes uncompressed`));
-          if (bytes >= limits.ratioMinBytes && bytes / Math.max(compressed.bytes, 1) > limits.maxRatio) {
-            return done(refuse(`compression ratio above ${limits.maxRatio}:1 (a zip bomb?)`));
-          }
+          const stop = expansionRefusal(bytes, compressed.bytes, limits);
+          if (stop) return done(refuse(stop.reason));
           done(null, chunk);
         },
       });

@@ -9,7 +9,7 @@ import type { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import tarStream from "tar-stream";
 import { MANIFEST_FILE } from "../sdk/manifest.js";
-import { entryPath, type ExtractLimits } from "./extract.js";
+import { checkEntry, expansionRefusal, type ExtractLimits } from "./extract.js";
 
 export interface InspectLimits extends ExtractLimits {
   /** The manifest is read into memory: it must stay small (default 4 MiB). */
@@ -54,7 +54,6 @@ function settled(emitter: EventEmitter, event: string): Promise<void> {
 
 /** At most this many offending entries are named in one answer. */
 const MAX_NAMED = 50;
-const ALLOWED_TYPES = new Set(["file", "contiguous-file", "directory"]);
 
 /**
  * Feed compressed bytes with `write` (await it: it waits while the reader is behind), then `end()` for the
@@ -69,6 +68,8 @@ export class ArchiveInspector {
   private entries = 0;
   private manifest?: string;
   private readonly offending: string[] = [];
+  /** Paths seen: a worker refuses an archive naming one twice (it never overwrites). */
+  private readonly seen = new Set<string>();
   private failure?: ArchiveRefused;
   private readonly finished: Promise<void>;
 
@@ -91,27 +92,29 @@ export class ArchiveInspector {
   private entry(header: tarStream.Header, stream: Readable, next: (err?: Error | null) => void): void {
     if (this.failure) return;
     if (++this.entries > this.limits.maxEntries) return this.fail(new ArchiveRefused(413, `The artifact has more than ${this.limits.maxEntries} entries`));
-    const type = header.type ?? "file";
-    const checked = entryPath(header.name);
+    const checked = checkEntry(header);
     let isManifest = false;
-    if (!ALLOWED_TYPES.has(type)) {
-      this.offend(`${header.name}: a ${type}${header.linkname ? ` (to "${header.linkname}")` : ""}; only files and directories are allowed`);
-    } else if ("refused" in checked) {
+    if ("refused" in checked) {
       this.offend(`${header.name}: ${checked.refused}`);
-    } else if (checked.path === MANIFEST_FILE && type !== "directory") {
-      isManifest = true;
-      if ((header.size ?? 0) > this.limits.maxManifestBytes) {
-        return this.fail(new ArchiveRefused(413, `The artifact's ${MANIFEST_FILE} is ${header.size} bytes; the limit is ${this.limits.maxManifestBytes}`));
+    } else if (checked.path !== null && checked.type === "file") {
+      if (this.seen.has(checked.path)) this.offend(`${header.name}: a second entry for ${checked.path}; a worker never overwrites a file`);
+      this.seen.add(checked.path);
+      // Its announced size alone may cross the limit: no need to read it to know.
+      if (this.bytes + (header.size ?? 0) > this.limits.maxBytes) return this.fail(new ArchiveRefused(413, `The artifact expands to more than ${this.limits.maxBytes} bytes`));
+      if (checked.path === MANIFEST_FILE) {
+        isManifest = true;
+        if ((header.size ?? 0) > this.limits.maxManifestBytes) {
+          return this.fail(new ArchiveRefused(413, `The artifact's ${MANIFEST_FILE} is ${header.size} bytes; the limit is ${this.limits.maxManifestBytes}`));
+        }
       }
     }
     const parts: Buffer[] = [];
     stream.on("data", (chunk: Buffer) => {
       if (this.failure) return;
       this.bytes += chunk.length;
-      if (this.bytes > this.limits.maxBytes) return this.fail(new ArchiveRefused(413, `The artifact expands to more than ${this.limits.maxBytes} bytes`));
-      if (this.bytes >= this.limits.ratioMinBytes && this.bytes / Math.max(this.compressed, 1) > this.limits.maxRatio) {
-        return this.fail(new ArchiveRefused(422, `The artifact expands more than ${this.limits.maxRatio} times its size (a compression bomb?)`));
-      }
+      const stop = expansionRefusal(this.bytes, this.compressed, this.limits);
+      if (stop?.status === 413) return this.fail(new ArchiveRefused(413, `The artifact expands to more than ${this.limits.maxBytes} bytes`));
+      if (stop) return this.fail(new ArchiveRefused(422, `The artifact expands more than ${this.limits.maxRatio} times its size (a compression bomb?)`));
       if (isManifest) parts.push(chunk);
     });
     stream.on("end", () => {

@@ -49,6 +49,7 @@ export interface ApiContext {
   maxArtifactBytes: number;
   /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
   uploadInspectLimits?: Partial<InspectLimits>;
+  uploadIdleMs?: number;
   // issue 4: management API (volumes, REST endpoints, templates, keys), rate limits, OpenAPI
   management?: Management;
   // issue 7: load-balanced endpoints (the proxy and its worker pool)

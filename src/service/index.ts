@@ -55,6 +55,8 @@ export interface ServiceOptions {
   maxArtifactBytes?: number;
   /** How an uploaded archive may expand: entries, bytes, ratio, manifest size (default: a worker's limits). */
   uploadInspectLimits?: Partial<InspectLimits>;
+  /** An upload that sends nothing for this long is cut off with 408 (default 60 s). */
+  uploadIdleMs?: number;
   /** issue 4: data centers (default: one, "local"); the first (or hostDataCenter) is this machine. */
   dataCenters?: DataCenter[];
   hostDataCenter?: string;
@@ -332,7 +334,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     // issue 5: apps, environments, builds
-    store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(), uploadInspectLimits: options.uploadInspectLimits,
+    store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(), uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
     // issue 4
     management,
     secrets,

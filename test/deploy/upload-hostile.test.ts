@@ -21,7 +21,7 @@ let server: ServerProcess | undefined;
 let url: string;
 
 async function startServer(): Promise<void> {
-  server = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY }, workers: "none" });
+  server = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY, SVC_UPLOAD_IDLE_MS: "1500" }, workers: "none" });
   url = server.url;
 }
 
@@ -187,6 +187,44 @@ describe("hostile uploads", () => {
     ]);
     await alive();
     await nothingKept(createHash("sha256").update(body).digest("hex"));
+  });
+
+  it("an entry announcing more than the artifact may expand to: 413 at its header; the same path twice: 422", async () => {
+    const header = tarFile("weights.bin", Buffer.alloc(0));
+    // The size field says 5 GiB; nothing of it follows.
+    header.write(`${(5 * 1024 ** 3).toString(8).padStart(11, "0")}\0`, 124, 12, "ascii");
+    header.write("        ", 148, 8, "ascii");
+    let sum = 0;
+    for (const b of header.subarray(0, 512)) sum += b;
+    header.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148, 8, "ascii");
+    const huge = gzipSync(Buffer.concat([tarFile("svc_manifest.json", Buffer.from(MANIFEST)), header.subarray(0, 512), Buffer.alloc(1024)]));
+    const r = await upload(huge);
+    expect(r.status).toBe(413);
+    expect(r.body.detail).toBe(`The artifact expands to more than ${4 * 1024 ** 3} bytes`);
+    const twice = await archive([{ name: "svc_manifest.json", body: MANIFEST }, { name: "a.js", body: "1" }, { name: "./a.js", body: "2" }]);
+    const dup = await upload(twice);
+    expect(dup.status).toBe(422);
+    expect(dup.body.errors).toEqual(["./a.js: a second entry for a.js; a worker never overwrites a file"]);
+    await alive();
+    await nothingKept(createHash("sha256").update(twice).digest("hex"));
+  });
+
+  it("an upload that stalls is cut off with 408 and leaves nothing", async () => {
+    const body = await archive([{ name: "svc_manifest.json", body: MANIFEST }, { name: "x.bin", body: "z".repeat(200_000) }]);
+    const answer = await new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const req = request(`${url}/v1/apps/up/builds`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": "0".repeat(64), "content-length": body.length } }, (res) => {
+        let text = "";
+        res.on("data", (d) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+      });
+      req.on("error", reject);
+      // Half of it, then nothing more.
+      req.write(body.subarray(0, body.length >> 1));
+    });
+    expect(answer.status).toBe(408);
+    expect(answer.body.detail).toMatch(/The upload sent nothing for 2 s; it was cut off/);
+    await alive();
+    await nothingKept("0".repeat(64));
   });
 
   it("still takes a good build after all that", async () => {

@@ -16,6 +16,15 @@ import { createOutput } from "../output.js";
 export const DEFAULT_SERVER_PORT = 8600;
 export const ADMIN_KEY_FILE = "admin-key";
 
+/** A positive number of milliseconds from the environment, or undefined (the service's default). */
+function positiveMs(name: string): number | undefined {
+  const raw = envSetting(name);
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new UsageError(`${name} must be a positive whole number of milliseconds, not "${raw}"`);
+  return value;
+}
+
 export function defaultDataDir(): string {
   return envSetting("SVC_DATA_DIR") ?? join(homedir(), ".svc", "data");
 }
@@ -108,6 +117,7 @@ export function register(program: Command): void {
           apiKeys: [admin.key],
           publicUrl: opts.publicUrl,
           secretsKeys: { current: envSetting("SVC_SECRETS_KEY"), previous: envSetting("SVC_SECRETS_KEY_PREVIOUS")?.split(",") },
+          uploadIdleMs: positiveMs("SVC_UPLOAD_IDLE_MS"),
           log: (message) => out.info(message),
         });
       } catch (err) {

@@ -139,7 +139,7 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
         sendJson(res, buildJson(existing));
         return true;
       }
-      const received = await receiveArtifact(req, ctx.dataDir, sha, { maxBytes: ctx.maxArtifactBytes, inspect: ctx.uploadInspectLimits });
+      const received = await receiveArtifact(req, ctx.dataDir, sha, { maxBytes: ctx.maxArtifactBytes, inspect: ctx.uploadInspectLimits, idleMs: ctx.uploadIdleMs });
       const now = Date.now();
       const build = { id: received.sha256, userId, app, size: received.size, fingerprint: received.manifest.fingerprint, manifest: received.manifest, path: received.path, createdAt: now };
       await ctx.engine.write([{ op: "upsertApp", app: { userId, name: app, createdAt: now } }, { op: "insertBuild", build }]);
