@@ -25,6 +25,7 @@ import type { RateWindow } from "./ratelimit.js";
 import { LbFront } from "./lb/front.js";
 import { LbRouter } from "./lb/index.js";
 import { lockDataDir } from "./data-lock.js";
+import { clientGuards, clientLimits, type ClientLimits } from "./slow-clients.js";
 
 export interface ServiceOptions {
   dataDir: string;
@@ -60,6 +61,8 @@ export interface ServiceOptions {
    * `SVC_LB_FRONT=off` in the environment turns it off (everything then goes through node:http, as before).
    */
   lbFront?: boolean;
+  /** What a slow client may cost (send stall timeout, follower caps...); default clientLimits() (environment). */
+  clientLimits?: Partial<ClientLimits>;
 }
 
 export interface DeployedEndpoint {
@@ -305,6 +308,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const followers = new Set<ServerResponse>();
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
+    clients: clientGuards({ ...clientLimits(), ...options.clientLimits }),
     // issue 5: apps, environments, builds
     store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(),
     // issue 4
