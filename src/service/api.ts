@@ -554,6 +554,8 @@ async function logs(ctx: ApiContext, principal: Principal, req: IncomingMessage,
     const ok = res.write(`${page.map(logJson).join("\n")}\n`);
     if (last) return watchStall();
     if (!ok && !(await writable(res, sendStallMs))) return;
+    // One page per turn of the event loop: other requests are served between pages of many followers.
+    await new Promise((resolve) => setImmediate(resolve));
   }
 }
 

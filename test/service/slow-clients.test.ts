@@ -20,10 +20,10 @@ const STATUS_READERS = 60;
 const FOLLOWERS = 20;
 /** The service's send stall timeout in this test (SVC_SEND_STALL_MS; 30 s by default). */
 const STALL_MS = 8_000;
-/** How much the service's RSS may grow while the slow clients hold on (the old code grew by ~900 MB). */
+/** How much the service's RSS may grow while the slow clients hold on (before the limits it grew by ~550-900 MB). */
 const RSS_GROWTH_MAX = 200 * 1024 * 1024;
-/** ...and how much above the baseline it may stay once they are gone. */
-const RSS_AFTER_MAX = 100 * 1024 * 1024;
+/** ...and how much above the baseline it may stay once they are gone (the heap shrinks lazily; before: +550 MB). */
+const RSS_AFTER_MAX = 150 * 1024 * 1024;
 const HEALTH_MAX_MS = 1_000;
 
 let work: string;
@@ -149,8 +149,8 @@ describe("slow clients against svc server", () => {
     while (Date.now() - started < STALL_MS - 3_000) {
       const t0 = Date.now();
       const health = await api(`${endpointUrl}/health`);
-      slowest = Math.max(slowest, Date.now() - t0);
       latencies.push(Date.now() - t0);
+      slowest = Math.max(slowest, Date.now() - t0);
       expect(health.status).toBe(200);
       peak = Math.max(peak, rss());
       reader ??= api(`${endpointUrl}/status/${jobId}`);
