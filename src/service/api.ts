@@ -238,24 +238,22 @@ async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMess
       if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
       const row = await engine.submit(endpointId, { ...value, sync, waitMs: wait });
       if (!sync) return sendText(res, `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`);
-      const final = await engine.waitFinal(endpointId, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
-      return sendRecord(ctx, res, final ?? row, now());
+      const final = await engine.waitFinalHead(endpointId, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
+      return final ? sendRecord(ctx, res, final.row, now(), final.outputBytes) : sendRecord(ctx, res, row, now());
     }
     case "status":
     case "status-sync": {
       req.resume();
       const ttl = intParam(url, "ttl", 1, MAX_TTL_MS);
-      let row: JobRow | undefined;
-      if (action === "status-sync") {
-        const wait = intParam(url, "wait", 1000, 300_000) ?? RUNSYNC_WAIT_DEFAULT_MS;
-        row = await engine.waitFinal(endpointId, jobId!, wait);
-      } else if (ttl === undefined) {
+      const wait = action === "status-sync" ? intParam(url, "wait", 1000, 300_000) ?? RUNSYNC_WAIT_DEFAULT_MS : 0;
+      if (ttl === undefined) {
         // Without its output: a large one is read once for all concurrent readers (sendRecord).
-        const head = await engine.recordHead(endpointId, jobId!);
+        const head = action === "status-sync" ? await engine.waitFinalHead(endpointId, jobId!, wait) : await engine.recordHead(endpointId, jobId!);
         if (!head) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
         return sendRecord(ctx, res, head.row, now(), head.outputBytes);
-      } else row = await engine.record(endpointId, jobId!);
-      if (row && ttl !== undefined) row = await engine.setTtl(endpointId, jobId!, ttl);
+      }
+      let row: JobRow | undefined = action === "status-sync" ? await engine.waitFinal(endpointId, jobId!, wait) : await engine.record(endpointId, jobId!);
+      if (row) row = await engine.setTtl(endpointId, jobId!, ttl);
       if (!row) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
       return sendRecord(ctx, res, row, now());
     }

@@ -408,6 +408,18 @@ export class JobEngine {
     return { row, outputBytes };
   }
 
+  /** waitFinal, answering as recordHead does (a stored output is not read). */
+  async waitFinalHead(endpointId: string, id: string, ms: number): Promise<{ row: JobRow; outputBytes: number | null } | undefined> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const head = await this.recordHead(endpointId, id);
+      if (!head || isFinal(head.row.status) || this.closed) return head;
+      const left = deadline - Date.now();
+      if (left <= 0) return head;
+      await this.waitChange(id, left);
+    }
+  }
+
   /** A final job's stored output as UTF-8 JSON bytes (see recordHead). */
   async storedOutput(id: string): Promise<Buffer | undefined> {
     return this.store.jobOutput?.(id);
