@@ -11,7 +11,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { canUseJobs, type KeyRing, type Principal } from "./auth.js";
 import { isFinal, MAX_TAKE_WAIT_MS, type DoneResult, type JobEngine, type WorkerEntry } from "./engine.js";
-import { credentialFromHeader, HttpProblem, intParam, isPlainObject, parseJson, readBody, requestTarget, sendJson, sendProblem, type RequestTarget } from "./http.js";
+import { credentialFromHeader, HttpProblem, intParam, isPlainObject, parseJson, readBody, requestTarget, sendJson, sendPieces, sendProblem, writable, type RequestTarget } from "./http.js";
+import { SHARED_OUTPUT_MIN, type ClientGuards } from "./slow-clients.js";
 import type { Scaler } from "./scaler.js";
 import type { EndpointRow, JobRow, LogRow, Store } from "./store/types.js";
 import { deployRoute } from "./deploy/routes.js";
@@ -40,6 +41,8 @@ export interface ApiContext {
   url: string;
   scaler(): Scaler | undefined;
   followers: Set<ServerResponse>;
+  /** What a slow client may cost: send stall timeout, follower caps, shared large outputs (slow-clients.ts). */
+  clients: ClientGuards;
   log(message: string): void;
   leaseMs: number;
   heartbeatMs: number;
@@ -60,17 +63,49 @@ export interface ApiContext {
 
 /** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */
 export function recordJson(row: JobRow, now: number): string {
+  const { head, tail } = recordParts(row, now);
+  return row.output === null ? head + tail : head + row.output + tail;
+}
+
+/** The job record's JSON around its output: `head + output + tail` (or `head + tail` without output) is recordJson. Pure. */
+export function recordParts(row: JobRow, now: number): { head: string; tail: string } {
   const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? row.completedAt ?? now : now)) - row.createdAt));
   const executionTime = row.startedAt === null ? 0 : Math.max(0, Math.round((row.completedAt ?? now) - row.startedAt));
   let text = `{"id":${JSON.stringify(row.id)},"status":"${row.status}","delayTime":${delayTime},"executionTime":${executionTime}`;
-  if (row.output !== null) text += `,"output":${row.output}`;
+  if (row.output !== null) text += `,"output":`;
+  let tail = "";
   if (row.error !== null) {
-    text += `,"error":${JSON.stringify(row.error)}`;
-    if (row.errorType !== null) text += `,"errorType":${JSON.stringify(row.errorType)}`;
-    if (row.errorStack !== null) text += `,"errorStack":${JSON.stringify(row.errorStack)}`;
+    tail += `,"error":${JSON.stringify(row.error)}`;
+    if (row.errorType !== null) tail += `,"errorType":${JSON.stringify(row.errorType)}`;
+    if (row.errorStack !== null) tail += `,"errorStack":${JSON.stringify(row.errorStack)}`;
   }
-  if (row.retried > 0) text += `,"retries":${row.retried}`;
-  return `${text}}`;
+  if (row.retried > 0) tail += `,"retries":${row.retried}`;
+  return { head: text, tail: `${tail}}` };
+}
+
+/**
+ * Send a job record. A large output goes out as one Buffer shared by every answer sending the same job's output
+ * right now, in pieces with backpressure (never one multi-MB string per request). `outputBytes`: the size of a
+ * stored output the record was read without (engine.recordHead); it is read here once for all its readers.
+ */
+async function sendRecord(ctx: ApiContext, res: ServerResponse, row: JobRow, now: number, outputBytes: number | null = null): Promise<void> {
+  const stallMs = ctx.clients.limits.sendStallMs;
+  const text = row.output;
+  const size = outputBytes ?? (text === null ? 0 : text.length);
+  const stored = outputBytes !== null;
+  if (!stored && (text === null || size < SHARED_OUTPUT_MIN || !isFinal(row.status))) {
+    const { head, tail } = recordParts(row, now);
+    return sendPieces(res, text === null ? [head, tail] : [head, text, tail], stallMs);
+  }
+  const { head, tail } = recordParts(stored ? { ...row, output: "" } : row, now);
+  const shared = await ctx.clients.outputs.acquire(`${row.id}:${row.completedAt ?? 0}`, stored ? size : Buffer.byteLength(text!), async () =>
+    stored ? ctx.engine.storedOutput(row.id) : Buffer.from(text!, "utf8"),
+  );
+  try {
+    await sendPieces(res, [head, shared.buffer, tail], stallMs);
+  } finally {
+    shared.release();
+  }
 }
 
 function sendText(res: ServerResponse, text: string): void {
@@ -224,27 +259,33 @@ async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMess
       if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
       const row = await engine.submit(endpointId, { ...value, sync, waitMs: wait });
       if (!sync) return sendText(res, `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`);
-      const final = await engine.waitFinal(endpointId, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
-      return sendText(res, recordJson(final ?? row, now()));
+      const final = await engine.waitFinalHead(endpointId, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
+      return final ? sendRecord(ctx, res, final.row, now(), final.outputBytes) : sendRecord(ctx, res, row, now());
     }
     case "status":
     case "status-sync": {
       req.resume();
       const ttl = intParam(url, "ttl", 1, MAX_TTL_MS);
-      let row: JobRow | undefined;
-      if (action === "status-sync") {
-        const wait = intParam(url, "wait", 1000, 300_000) ?? RUNSYNC_WAIT_DEFAULT_MS;
-        row = await engine.waitFinal(endpointId, jobId!, wait);
-      } else row = await engine.record(endpointId, jobId!);
-      if (row && ttl !== undefined) row = await engine.setTtl(endpointId, jobId!, ttl);
+      const wait = action === "status-sync" ? intParam(url, "wait", 1000, 300_000) ?? RUNSYNC_WAIT_DEFAULT_MS : 0;
+      if (ttl === undefined) {
+        // Without its output: a large one is read once for all concurrent readers (sendRecord).
+        const head = action === "status-sync" ? await engine.waitFinalHead(endpointId, jobId!, wait) : await engine.recordHead(endpointId, jobId!);
+        if (!head) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
+        return sendRecord(ctx, res, head.row, now(), head.outputBytes);
+      }
+      let row: JobRow | undefined = action === "status-sync" ? await engine.waitFinal(endpointId, jobId!, wait) : await engine.record(endpointId, jobId!);
+      if (row) row = await engine.setTtl(endpointId, jobId!, ttl);
       if (!row) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
-      return sendText(res, recordJson(row, now()));
+      return sendRecord(ctx, res, row, now());
     }
     case "stream": {
       req.resume();
       const result = await engine.readStream(endpointId, jobId!);
       if (!result) throw notFound(`No job ${jobId} on endpoint ${endpointId} (unknown, or its result expired)`);
-      return sendText(res, `{"status":"${result.status}","stream":[${result.chunks.join(",")}]}`);
+      const pieces: string[] = [`{"status":"${result.status}","stream":[`];
+      result.chunks.forEach((chunk, i) => (i === 0 ? pieces.push(chunk) : pieces.push(",", chunk)));
+      pieces.push("]}");
+      return sendPieces(res, pieces, ctx.clients.limits.sendStallMs);
     }
     case "cancel": {
       req.resume();
@@ -478,25 +519,67 @@ async function logs(ctx: ApiContext, principal: Principal, req: IncomingMessage,
   const jobId = url.searchParams.get("job") ?? undefined;
   const since = intParam(url, "since", 0, Number.MAX_SAFE_INTEGER);
   const follow = ["1", "true"].includes(url.searchParams.get("follow") ?? "");
-  const store = ctx.engine;
-  const rows = await store.queryLogs({ endpointId, jobId, since, limit: 10_000 });
   if (!follow) {
-    const text = `{"lines":[${rows.map(logJson).join(",")}]}`;
-    return sendText(res, text);
+    const rows = await ctx.engine.queryLogs({ endpointId, jobId, since, limit: LOG_LINES_MAX });
+    const pieces: string[] = ['{"lines":['];
+    rows.forEach((row, i) => pieces.push(i === 0 ? logJson(row) : `,${logJson(row)}`));
+    pieces.push("]}");
+    return sendPieces(res, pieces, ctx.clients.limits.sendStallMs);
   }
-  res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
-  // Send the headers now: a follower with no lines yet must still see the stream open.
-  res.flushHeaders();
-  if (rows.length > 0) res.write(`${rows.map(logJson).join("\n")}\n`);
-  ctx.followers.add(res);
-  const stop = ctx.engine.followLogs(endpointId, (lines) => {
-    const wanted = lines.filter((l) => (!jobId || l.jobId === jobId) && (since === undefined || l.ts >= since));
-    if (wanted.length > 0) res.write(`${wanted.map(logJson).join("\n")}\n`);
-  });
+  const release = ctx.clients.followers.admit(principal.userId);
+  const { sendStallMs, followerQueueBytes } = ctx.clients.limits;
+  let stall: NodeJS.Timeout | undefined;
+  let stop: (() => void) | undefined;
   const end = () => {
-    stop();
+    stop?.();
+    clearTimeout(stall);
+    release();
     ctx.followers.delete(res);
   };
   // res "close" is the client going away (req "close" fires as soon as the request body is read).
   res.on("close", end);
+  ctx.followers.add(res);
+  res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store" });
+  // Send the headers now: a follower with no lines yet must still see the stream open.
+  res.flushHeaders();
+  /** A follower that reads nothing for the stall timeout is dropped. */
+  const watchStall = () => {
+    if (!res.writableNeedDrain || stall) return;
+    stall = setTimeout(() => res.destroy(), sendStallMs);
+    res.once("drain", () => {
+      clearTimeout(stall);
+      stall = undefined;
+    });
+  };
+  const subscribe = () =>
+    ctx.engine.followLogs(endpointId, (lines) => {
+      const wanted = lines.filter((l) => (!jobId || l.jobId === jobId) && (since === undefined || l.ts >= since));
+      if (wanted.length === 0 || res.destroyed) return;
+      res.write(`${wanted.map(logJson).join("\n")}\n`);
+      // A follower that falls this far behind is dropped rather than buffered without end.
+      if (res.writableLength > followerQueueBytes) return res.destroy();
+      watchStall();
+    });
+  // The backlog (its first LOG_LINES_MAX lines), a page at a time as the client reads it: a paused follower holds
+  // one page, not the whole backlog.
+  let afterId: number | undefined;
+  for (let sent = 0; !res.destroyed; ) {
+    const page = await ctx.engine.queryLogs({ endpointId, jobId, since, afterId, limit: Math.min(FOLLOW_PAGE, LOG_LINES_MAX - sent) });
+    const last = page.length < FOLLOW_PAGE || sent + page.length >= LOG_LINES_MAX;
+    // Follow before anything else runs: no line lands between this read and the follow.
+    if (last && !res.destroyed) stop = subscribe();
+    if (page.length === 0) return;
+    sent += page.length;
+    afterId = page[page.length - 1]!.seq;
+    const ok = res.write(`${page.map(logJson).join("\n")}\n`);
+    if (last) return watchStall();
+    if (!ok && !(await writable(res, sendStallMs))) return;
+    // One page per turn of the event loop: other requests are served between pages of many followers.
+    await new Promise((resolve) => setImmediate(resolve));
+  }
 }
+
+/** Stored log lines a logs request returns (before following). */
+const LOG_LINES_MAX = 10_000;
+/** Backlog lines read and written to a follower at once. */
+const FOLLOW_PAGE = 100;

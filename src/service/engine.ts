@@ -389,6 +389,42 @@ export class JobEngine {
     return (await this.find(endpointId, id))?.row;
   }
 
+  /**
+   * The record without reading a stored output (the job API sends large outputs from one shared read):
+   * `outputBytes` is the stored output's size when it was left unread, else null (a live job's output is in `row`).
+   */
+  async recordHead(endpointId: string, id: string): Promise<{ row: JobRow; outputBytes: number | null } | undefined> {
+    const live = this.live.get(id);
+    if (live || !this.store.getJobHead) {
+      const row = (await this.find(endpointId, id))?.row;
+      return row && { row, outputBytes: null };
+    }
+    const head = await this.store.getJobHead(id);
+    // A job that went live meanwhile (a retry) has the newer truth.
+    if (this.live.has(id)) return this.recordHead(endpointId, id);
+    if (!head || head.endpointId !== endpointId) return undefined;
+    if (head.expiresAt !== null && head.expiresAt <= Date.now()) return undefined;
+    const { outputBytes, ...row } = head;
+    return { row, outputBytes };
+  }
+
+  /** waitFinal, answering as recordHead does (a stored output is not read). */
+  async waitFinalHead(endpointId: string, id: string, ms: number): Promise<{ row: JobRow; outputBytes: number | null } | undefined> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const head = await this.recordHead(endpointId, id);
+      if (!head || isFinal(head.row.status) || this.closed) return head;
+      const left = deadline - Date.now();
+      if (left <= 0) return head;
+      await this.waitChange(id, left);
+    }
+  }
+
+  /** A final job's stored output as UTF-8 JSON bytes (see recordHead). */
+  async storedOutput(id: string): Promise<Buffer | undefined> {
+    return this.store.jobOutput?.(id);
+  }
+
   /** Wait until the job is final (or `ms` passed); returns the current record. */
   async waitFinal(endpointId: string, id: string, ms: number): Promise<JobRow | undefined> {
     const deadline = Date.now() + ms;
@@ -896,7 +932,7 @@ export class JobEngine {
     );
   }
 
-  queryLogs(q: { endpointId: string; jobId?: string; since?: number; limit: number }) {
+  queryLogs(q: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }) {
     return this.store.logs(q);
   }
 

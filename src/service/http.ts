@@ -60,6 +60,58 @@ export function sendJson(res: ServerResponse, value: unknown, status = 200): voi
   res.end(text);
 }
 
+/** Largest piece handed to the socket at once: a client that does not read holds at most about this much. */
+const SEND_SLICE = 256 * 1024;
+
+/**
+ * Wait until `res` can take more (its "drain"), or it ended: false when the client went away, or when it read
+ * nothing for `stallMs` (the connection is then dropped: a client that does not read is not buffered forever).
+ */
+export function writable(res: ServerResponse, stallMs: number, event: "drain" | "finish" = "drain"): Promise<boolean> {
+  if (res.destroyed) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      res.off(event, onReady);
+      res.off("close", onClose);
+      resolve(ok);
+    };
+    const onReady = () => done(true);
+    const onClose = () => done(false);
+    const timer = setTimeout(() => {
+      res.destroy();
+      done(false);
+    }, stallMs);
+    res.once(event, onReady);
+    res.once("close", onClose);
+  });
+}
+
+/**
+ * Send a 200 answer made of `pieces` (strings and shared Buffers, never joined into one copy) with its
+ * content-length, handing the socket at most SEND_SLICE bytes at a time and waiting for it to drain in between:
+ * memory per answer stays small whatever the client does, and one that stops reading is dropped after `stallMs`.
+ * Resolves when the answer was sent or dropped.
+ */
+export async function sendPieces(res: ServerResponse, pieces: ReadonlyArray<string | Buffer>, stallMs: number, contentType = "application/json"): Promise<void> {
+  let length = 0;
+  for (const piece of pieces) length += typeof piece === "string" ? Buffer.byteLength(piece) : piece.length;
+  res.writeHead(200, { "content-type": contentType, "content-length": length });
+  for (const piece of pieces) {
+    if (typeof piece === "string") {
+      if (!res.write(piece) && !(await writable(res, stallMs))) return;
+      continue;
+    }
+    for (let at = 0; at < piece.length; at += SEND_SLICE) {
+      // subarray shares the bytes: no copy per answer.
+      if (!res.write(piece.subarray(at, at + SEND_SLICE)) && !(await writable(res, stallMs))) return;
+    }
+  }
+  res.end();
+  // The last piece may still sit unread in the socket: the same stall rule until it is out.
+  if (!res.writableFinished) await writable(res, stallMs, "finish");
+}
+
 /**
  * Content types a JSON body may arrive under. Besides JSON itself, what clients send when their author forgot the
  * header: none, `text/plain` (fetch with a string body) and a form (curl -d); clients written for this API elsewhere

@@ -30,6 +30,7 @@ import type { RateWindow } from "./ratelimit.js";
 import { LbFront } from "./lb/front.js";
 import { LbRouter } from "./lb/index.js";
 import { lockDataDir } from "./data-lock.js";
+import { clientGuards, clientLimits, type ClientLimits } from "./slow-clients.js";
 
 export interface ServiceOptions {
   dataDir: string;
@@ -74,6 +75,8 @@ export interface ServiceOptions {
    * (after a rotation). Without a current key: `<dataDir>/secrets-key`, made on the first start.
    */
   secretsKeys?: { current?: string; previous?: string[] };
+  /** What a slow client may cost (send stall timeout, follower caps...); default clientLimits() (environment). */
+  clientLimits?: Partial<ClientLimits>;
 }
 
 export interface DeployedEndpoint {
@@ -333,6 +336,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const followers = new Set<ServerResponse>();
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
+    clients: clientGuards({ ...clientLimits(), ...options.clientLimits }),
     // issue 5: apps, environments, builds
     store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(), uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
     // issue 4

@@ -57,7 +57,8 @@ export async function jobsList(ctx: ApiContext, principal: Principal, req: Incom
   const jobs: JobSummary[] = [];
   // The engine's record is the live one (the stored row may lag a batch behind); expired jobs drop out.
   for (const id of ids) {
-    const row = await ctx.engine.record(endpointId, id);
+    // Without the output (a summary has none): large outputs are not read for a list.
+    const row = (await ctx.engine.recordHead(endpointId, id))?.row;
     if (row) jobs.push(jobSummary(row, now));
   }
   sendJson(res, { jobs });

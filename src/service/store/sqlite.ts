@@ -235,6 +235,11 @@ export function openSqliteStore(file: string): Store {
   const revokeKey = db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?");
   const deleteKey = db.prepare("DELETE FROM api_keys WHERE id = ?");
   const getJob = db.prepare("SELECT * FROM jobs WHERE id = ?");
+  // octet_length reads the size from the record header: the output itself is not loaded (length(CAST ...) would).
+  const getJobHead = db.prepare(
+    `SELECT ${JOB_KEYS.filter((k) => k !== "output").map((k) => JOB_COLUMNS[k]).join(", ")}, octet_length(output) AS output_bytes FROM jobs WHERE id = ?`,
+  );
+  const getJobOutput = db.prepare("SELECT CAST(output AS BLOB) AS output FROM jobs WHERE id = ?");
   const activeJobs = db.prepare("SELECT * FROM jobs WHERE status IN ('IN_QUEUE', 'IN_PROGRESS') ORDER BY seq");
   const chunksAfter = db.prepare("SELECT job_id, seq, data FROM stream_chunks WHERE job_id = ? AND seq > ? ORDER BY seq");
   const lastChunk = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM stream_chunks WHERE job_id = ?");
@@ -303,6 +308,15 @@ export function openSqliteStore(file: string): Store {
     async getJob(id) {
       const r = getJob.get(id) as Record<string, unknown> | undefined;
       return r ? rowToJob(r) : undefined;
+    },
+    async getJobHead(id) {
+      const r = getJobHead.get(id) as Record<string, unknown> | undefined;
+      if (!r) return undefined;
+      return { ...rowToJob({ ...r, output: null }), outputBytes: (r.output_bytes as number | null) ?? null };
+    },
+    async jobOutput(id) {
+      const r = getJobOutput.get(id) as { output: Uint8Array | null } | undefined;
+      return r?.output ? Buffer.from(r.output.buffer, r.output.byteOffset, r.output.byteLength) : undefined;
     },
     async activeJobs() {
       return (activeJobs.all() as Record<string, unknown>[]).map(rowToJob);

@@ -110,6 +110,13 @@ export interface Store extends DeployStoreReads {
   /** Apply the ops in order, atomically (all or none). */
   apply(ops: StoreOp[]): Promise<void>;
   getJob(id: string): Promise<JobRow | undefined>;
+  /**
+   * The job without reading its output: `output` is null and `outputBytes` its stored size (null: none). The job
+   * API reads a large output once (jobOutput) for every concurrent reader instead of once per request.
+   */
+  getJobHead?(id: string): Promise<(JobRow & { outputBytes: number | null }) | undefined>;
+  /** The stored output's JSON text as UTF-8 bytes. */
+  jobOutput?(id: string): Promise<Buffer | undefined>;
   /** Jobs that are not final (the queue and running jobs), oldest first: the engine's index is rebuilt from them. */
   activeJobs(): Promise<JobRow[]>;
   chunksAfter(jobId: string, seq: number): Promise<StreamChunkRow[]>;
