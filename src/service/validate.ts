@@ -17,7 +17,8 @@ export interface Submission {
 
 /** A copy of `body` without the members sent as null: typed clients send absent optional members as null. Pure. */
 function withoutNulls(body: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+  // No prototype: a member named `__proto__` stays a member (an unknown one), it does not become the prototype.
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const [k, v] of Object.entries(body)) if (v !== null) out[k] = isPlainObject(v) && k === "policy" ? withoutNulls(v) : v;
   return out;
 }
