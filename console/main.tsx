@@ -66,6 +66,21 @@ function SignIn({ onSignedIn, reason }: { onSignedIn(): void; reason?: string })
   );
 }
 
+/** Who the signed-in key acts as (`GET /v1/me`): the user and the key's name or id, beside Sign out. */
+function WhoAmI() {
+  const [me, setMe] = useState<{ userId: string; keyId: string; key: { name: string | null } | null; scopes: string[] } | null>(null);
+  useEffect(() => {
+    // Not knowing is no reason to stop the page: the header just says nothing.
+    api<{ userId: string; keyId: string; key: { name: string | null } | null; scopes: string[] }>("/v1/me").then(setMe, () => setMe(null));
+  }, []);
+  if (!me) return null;
+  return (
+    <span class="whoami muted" title={`scopes: ${me.scopes.join(", ")}`}>
+      {me.userId} · key {me.key?.name ?? me.keyId}
+    </span>
+  );
+}
+
 const NAV = [
   { path: "endpoints", label: "Endpoints" },
   { path: "templates", label: "Templates" },
@@ -122,6 +137,7 @@ function App() {
             ))}
           </ul>
         </nav>
+        <WhoAmI />
         <button
           class="secondary"
           onClick={() => {

@@ -66,6 +66,10 @@ describe("svc whoami", () => {
     expect(jobsOnly.stdout).toMatch(/^expires\s+20\d\d-/m);
     expect(jobsOnly.stdout).toMatch(/^rate limits\s+\d+\/minute/m);
 
+    const reader = JSON.parse((await svc(["keys", "create", "--scope", "management:read", "--json"], asAdmin)).stdout);
+    const readOnly = JSON.parse((await svc(["whoami", "--json"], { SVC_API_URL: service.url, SVC_API_KEY: reader.key })).stdout);
+    expect(readOnly).toMatchObject({ userId: "default", keyId: reader.id, scopes: ["management:read"], key: { id: reader.id, inUse: true } });
+
     const refused = await svc(["whoami"], { SVC_API_URL: service.url, SVC_API_KEY: "svc_not_a_key" });
     expect(refused.code).toBe(ExitCode.api);
     expect(refused.stderr).toContain("401 Unauthorized");
@@ -123,6 +127,11 @@ describe("svc run and svc jobs", () => {
     expect(plain.code).toBe(0);
     expect(JSON.parse(plain.stdout)).toMatchObject({ sum: 42 });
     expect(plain.stderr).toMatch(/^job [a-z0-9-]+ on /m);
+
+    // By name in the app and environment, as a user of a deployed app names it.
+    const byName = await svc(["run", "fns", '{"a": 1, "b": 2}', "--function", "add", "--app", "daytwo", "--env", "test"], target());
+    expect(byName.code, byName.stderr).toBe(0);
+    expect(JSON.parse(byName.stdout)).toMatchObject({ sum: 3 });
 
     const text = await svc(["run", fns.id, "-", "--function", "upper"], target(), '{"text": "shout"}');
     expect(text.stdout).toBe("SHOUT\n");
