@@ -7,7 +7,10 @@
 // that only ANOTHER endpoint declares is bundled again on its own with its own external list.
 
 import { isBuiltin } from "node:module";
+import { existsSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
 import { dirname, join, relative, sep } from "node:path";
+import { projectSourceMap } from "./source-paths.js";
 import * as esbuild from "esbuild";
 import { UserError } from "../errors.js";
 import { SVC_PACKAGE_ROOT } from "../version.js";
@@ -242,7 +245,14 @@ async function runEsbuild(root: string, requests: readonly BundleRequest[], exte
   const files = new Map<string, OutputFile[]>();
   for (const request of requests) {
     const own = (result.outputFiles ?? []).filter((f) => f.path === request.outfile || f.path === `${request.outfile}.map`);
-    files.set(request.endpoint, own.map((f) => ({ path: f.path, contents: f.contents })));
+    files.set(
+      request.endpoint,
+      own.map((f) => ({ path: f.path, contents: f.path.endsWith(".map") ? Buffer.from(projectSourceMap(Buffer.from(f.contents).toString("utf8"), dirname(f.path), root)) : f.contents })),
+    );
+    if (write) {
+      const map = `${request.outfile}.map`;
+      if (existsSync(map)) await writeFile(map, projectSourceMap(await readFile(map, "utf8"), dirname(map), root));
+    }
   }
   const warnings = result.warnings
     .filter((w) => !w.location || !w.location.file.includes("node_modules"))

@@ -9,6 +9,7 @@
 
 import type { InvokeResult, LoadedHandler } from "../sdk/handler.js";
 import { errorMessage } from "../errors.js";
+import { projectRelativeStack } from "../build/source-paths.js";
 import {
   backoffMs,
   isTransient,
@@ -78,8 +79,9 @@ function serialiseResult(result: JobResult): string {
   }
 }
 
+// The project's files as paths relative to it (src/build/source-paths.ts).
 export function errorOf(err: unknown): NonNullable<JobResult["error"]> {
-  if (err instanceof Error) return { message: err.message, type: err.name, ...(err.stack ? { stack: err.stack } : {}) };
+  if (err instanceof Error) return { message: err.message, type: err.name, ...(err.stack ? { stack: projectRelativeStack(err.stack) } : {}) };
   return { message: typeof err === "string" ? err : safeString(err), type: typeof err };
 }
 
