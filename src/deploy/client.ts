@@ -13,6 +13,9 @@ import type { Manifest } from "../sdk/manifest.js";
 export interface ServiceAddress {
   url: string;
   apiKey: string;
+  /** Where the address came from: the environment (or .env), a stored profile, or a running `svc dev` session. */
+  source?: "environment" | "profile" | "dev-session";
+  profile?: string;
 }
 
 /**
@@ -26,10 +29,10 @@ export function serviceAddress(projectDir?: string): ServiceAddress {
   if (!setting("SVC_API_URL")) {
     if (namedProfile() === undefined) {
       const session = findDevSession(projectDir ?? process.cwd());
-      if (session) return { url: session.url.replace(/\/+$/, ""), apiKey: session.apiKey };
+      if (session) return { url: session.url.replace(/\/+$/, ""), apiKey: session.apiKey, source: "dev-session" };
     }
     const profile = activeProfile();
-    if (profile) return { url: profile.profile.url.replace(/\/+$/, ""), apiKey: profile.profile.apiKey };
+    if (profile) return { url: profile.profile.url.replace(/\/+$/, ""), apiKey: profile.profile.apiKey, source: "profile", profile: profile.name };
   }
   const apiKey = setting("SVC_API_KEY");
   if (!apiKey) {
@@ -37,7 +40,7 @@ export function serviceAddress(projectDir?: string): ServiceAddress {
       hint: "Run `svc login --url <service URL>`, or set SVC_API_KEY in the environment or in a .env file (`svc server` prints where its admin key is).",
     });
   }
-  return { url: (setting("SVC_API_URL") ?? DEFAULT_API_URL).replace(/\/+$/, ""), apiKey };
+  return { url: (setting("SVC_API_URL") ?? DEFAULT_API_URL).replace(/\/+$/, ""), apiKey, source: "environment" };
 }
 
 export interface EndpointInfo {

@@ -40,6 +40,8 @@ export interface DeployOptions {
   onProgress?: (label: string) => void;
   onUpload?: (sent: number, total: number) => void;
   address?: ServiceAddress;
+  /** What the printed curls put after `Bearer` (default `$SVC_API_KEY`: the key is in the user's environment). */
+  apiKeyShown?: string;
 }
 
 export interface DeployResult {
@@ -135,7 +137,7 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
     plan = await client.activate(app, env, sha256, plan.remove.map((r) => r.name));
   }
 
-  const endpoints = plan.endpoints.map((e) => ({ ...e, curl: e.url ? curlFor(e) : "" }));
+  const endpoints = plan.endpoints.map((e) => ({ ...e, curl: e.url ? curlFor(e, options.apiKeyShown) : "" }));
   const first = endpoints.find((e) => e.type === "queue" && e.url) ?? endpoints.find((e) => e.url);
   return {
     app,

@@ -167,6 +167,19 @@ describe("svc dev", () => {
     expect(JSON.parse(plan.stdout)).toMatchObject({ env: "staging", dryRun: true });
   });
 
+  it("svc deploy with no service named says it deploys into the dev session, and its curl answers as pasted", () => {
+    const deployed = runNode([bin, "deploy", "--env", "prod", "--yes"], { CI: "true", SVC_API_KEY: "" });
+    expect(deployed.status, deployed.stderr).toBe(0);
+    expect(deployed.stderr).toContain(`deploying into the local dev session at ${ready.url}, not a service; set SVC_API_URL or use a profile`);
+    const curl = deployed.stdout.split("\n").find((l) => l.trim().startsWith("curl "))!.trim();
+    expect(curl).not.toContain("$SVC_API_KEY");
+    // The shell it was printed in has no SVC_API_KEY: the command must work as it is.
+    const env = { ...process.env };
+    delete env.SVC_API_KEY;
+    const answer = spawnSync("bash", ["-c", curl], { env, encoding: "utf8", timeout: 60_000 });
+    expect(JSON.parse(answer.stdout)).toMatchObject({ status: "COMPLETED" });
+  });
+
   it("rebuilds on a source change and replaces workers without losing queued jobs", async () => {
     const slowUrl = endpoint("slowpoke").url;
     const queued: string[] = [];

@@ -5,6 +5,8 @@
 import { resolve } from "node:path";
 import type { Command } from "commander";
 import { deploy, type DeployResult } from "../../deploy/index.js";
+import { serviceAddress } from "../../deploy/client.js";
+import { envSetting } from "../../sdk/context.js";
 import pc from "picocolors";
 import { UsageError } from "../../errors.js";
 import type { WorkerLogLine } from "../../drivers/types.js";
@@ -180,11 +182,21 @@ export function register(program: Command): void {
       const out = createOutput({ json: flags.json });
       if (flags.preview) return runPreview(flags, out);
       let lastPercent = -1;
+      const root = resolve(flags.dir ?? process.cwd());
+      const address = serviceAddress(root);
+      // Said before anything happens: a deploy meant for a service must not land silently in a throwaway session.
+      if (address.source === "dev-session") {
+        out.warn(`deploying into the local dev session at ${address.url}, not a service; set SVC_API_URL or use a profile (svc login --url <service URL>) to deploy to a service`);
+      }
       const steps = out.steps();
       let result: DeployResult;
       try {
         result = await deploy({
-          root: resolve(flags.dir ?? process.cwd()),
+          root,
+          address,
+          // The curl must work in the shell it is printed in: a dev session's key is no secret and not in the
+          // shell's SVC_API_KEY, so it is shown as it is; a service's key stays in the environment.
+          apiKeyShown: address.source === "dev-session" && envSetting("SVC_API_KEY") !== address.apiKey ? address.apiKey : undefined,
           env: flags.env,
           app: flags.app,
           exclude: flags.exclude,
