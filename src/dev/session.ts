@@ -3,9 +3,11 @@
 // drive it directly. Calls from scripts find the session through .svc/dev-session.json (src/sdk/context.ts).
 
 import { randomBytes } from "node:crypto";
-import { watch, type FSWatcher } from "node:fs";
 import { mkdir, writeFile, rm, rename, readFile } from "node:fs/promises";
+import { existsSync, readFileSync } from "node:fs";
 import { join, relative, sep } from "node:path";
+import { watch as watchFiles, type FSWatcher } from "chokidar";
+import ignore from "ignore";
 import { buildProject, type BuildResult } from "../build/index.js";
 import { startService, type Service, type DeployedEndpoint } from "../service/index.js";
 import { createProcessDriver } from "../drivers/process.js";
@@ -47,12 +49,24 @@ export interface DevSessionHandle {
   close(): Promise<void>;
 }
 
-/** Files whose change triggers a rebuild: sources, not outputs or dependencies. */
-export function isWatchedChange(root: string, file: string): boolean {
+/** Files whose change triggers a rebuild: sources, not outputs, dependencies or what .gitignore names. */
+export function isWatchedChange(root: string, file: string, ignored?: (rel: string) => boolean): boolean {
   const rel = relative(root, join(root, file)).split(sep).join("/");
   if (/(^|\/)(node_modules|\.svc|dist|\.git|coverage)(\/|$)/.test(rel)) return false;
+  if (ignored?.(rel)) return false;
   return /\.(m|c)?(t|j)sx?$|(^|\/)package\.json$|(^|\/)\.env$/.test(rel);
 }
+
+/** What the project's .gitignore names (relative, forward slashes), for the watcher to skip. */
+function gitignored(root: string): (rel: string) => boolean {
+  const file = join(root, ".gitignore");
+  if (!existsSync(file)) return () => false;
+  const rules = ignore().add(readFileSync(file, "utf8"));
+  return (rel) => rel !== "" && rules.ignores(rel);
+}
+
+/** How long the watcher waits for a burst of writes (an editor's save, a git checkout) to settle. */
+export const WATCH_DEBOUNCE_MS = 150;
 
 async function listen(options: DevSessionOptions, dataDir: string, apiKey: string): Promise<Service> {
   const requested = options.port ?? DEFAULT_DEV_PORT;
@@ -127,16 +141,34 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
   if (options.watch) {
     let timer: NodeJS.Timeout | undefined;
     const changed = new Set<string>();
-    watcher = watch(root, { recursive: true }, (_event, file) => {
-      if (!file || !isWatchedChange(root, file.toString())) return;
-      changed.add(file.toString());
+    const ignored = gitignored(root);
+    // chokidar, not fs.watch: an editor's atomic save (write a temporary file, rename it over the original) must
+    // be seen every time; fs.watch keeps following the replaced file and misses every save after the first.
+    watcher = watchFiles(root, {
+      ignoreInitial: true,
+      atomic: true,
+      ignored: (path: string, stats?: { isDirectory(): boolean }) => {
+        const rel = relative(root, path).split(sep).join("/");
+        if (rel === "") return false;
+        // A directory pattern of .gitignore ("build/") matches the directory's own path only with its slash.
+        return /(^|\/)(node_modules|\.svc|dist|\.git|coverage)(\/|$)/.test(rel) || ignored(rel) || (stats?.isDirectory() === true && ignored(`${rel}/`));
+      },
+    });
+    const onChange = (path: string) => {
+      const rel = relative(root, path);
+      if (!isWatchedChange(root, rel, ignored)) return;
+      changed.add(rel.split(sep).join("/"));
       clearTimeout(timer);
       timer = setTimeout(() => {
         emit({ type: "rebuilding", changed: [...changed].sort() });
         changed.clear();
         rebuild().catch((error: unknown) => emit({ type: "rebuild-failed", error }));
-      }, 150);
-    });
+      }, WATCH_DEBOUNCE_MS);
+    };
+    watcher.on("add", onChange).on("change", onChange).on("unlink", onChange);
+    // A watcher that cannot watch (too many files, a permission) must not end the session: say so.
+    watcher.on("error", (error: unknown) => emit({ type: "rebuild-failed", error }));
+    await new Promise<void>((resolve) => watcher!.once("ready", () => resolve()));
   }
 
   return {
@@ -152,7 +184,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
     },
     rebuild,
     async close() {
-      watcher?.close();
+      await watcher?.close();
       await running?.catch(() => undefined);
       await rm(join(root, DEV_SESSION_FILE), { force: true });
       await service.close();

@@ -1,0 +1,80 @@
+// Every save is seen, whatever the editor does: a real `svc dev` session (library) on a copy of fixtures/dev-app
+// with its real watcher. A plain write and an atomic save (write a temporary file, rename it over the original, as
+// vim, VS Code, JetBrains and `sed -i` do) each trigger exactly one rebuild, five in a row five rebuilds; a file
+// .gitignore names triggers none.
+
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { startDevSession, WATCH_DEBOUNCE_MS, type DevEvent, type DevSessionHandle } from "../../src/dev/session.js";
+import { REPO } from "../lb/harness.js";
+
+let work: string;
+let project: string;
+let session: DevSessionHandle;
+const events: DevEvent[] = [];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "svc-dev-watch-"));
+  project = join(work, "dev-app");
+  cpSync(join(REPO, "fixtures", "dev-app"), project, { recursive: true });
+  mkdirSync(join(project, "node_modules"));
+  symlinkSync(REPO, join(project, "node_modules", "svc"), "dir");
+  writeFileSync(join(project, ".gitignore"), "generated/\n*.local.ts\n");
+  session = await startDevSession({ root: project, port: 0, watch: true, onEvent: (e) => events.push(e) });
+}, 120_000);
+
+afterAll(async () => {
+  await session?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+const rebuilds = () => events.filter((e) => e.type === "built").length;
+
+/** Wait until `count` builds happened and no more come for a while (the debounce and the rebuild itself). */
+async function settled(count: number): Promise<number> {
+  const deadline = Date.now() + 30_000;
+  while (rebuilds() < count && Date.now() < deadline) await sleep(50);
+  await sleep(WATCH_DEBOUNCE_MS * 4 + 500);
+  return rebuilds();
+}
+
+function sourceFile(): string {
+  const dir = join(project, "src");
+  return join(dir, readdirSync(dir).find((f) => f.endsWith(".ts"))!);
+}
+
+it("sees every plain write and every atomic save, one rebuild each", async () => {
+  const file = sourceFile();
+  let count = await settled(1);
+  for (let i = 0; i < 5; i++) {
+    const text = readFileSync(file, "utf8");
+    if (i % 2 === 0) writeFileSync(file, `${text}\n// plain write ${i}\n`);
+    else {
+      // Atomic save: a new file renamed over the old one (a new inode each time).
+      const temp = `${file}.swp${i}`;
+      writeFileSync(temp, `${text}\n// atomic save ${i}\n`);
+      renameSync(temp, file);
+    }
+    count = await settled(count + 1);
+  }
+  expect(count).toBe(6);
+  // Five more atomic saves in a row, each after the last settled: five more rebuilds.
+  for (let i = 0; i < 5; i++) {
+    const temp = `${file}.tmp`;
+    writeFileSync(temp, `${readFileSync(file, "utf8")}\n// again ${i}\n`);
+    renameSync(temp, file);
+    count = await settled(count + 1);
+  }
+  expect(count).toBe(11);
+}, 120_000);
+
+it("ignores what .gitignore names", async () => {
+  const before = await settled(rebuilds());
+  mkdirSync(join(project, "generated"), { recursive: true });
+  writeFileSync(join(project, "generated", "out.ts"), "export const x = 1;\n");
+  writeFileSync(join(project, "src", "notes.local.ts"), "export const y = 2;\n");
+  expect(await settled(before)).toBe(before);
+}, 60_000);
