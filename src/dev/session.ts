@@ -20,8 +20,10 @@ export const DEFAULT_DEV_PORT = 8600;
 export interface DevSessionOptions {
   root: string;
   host?: string;
-  /** Port of the embedded service; when taken, another free port is used (and reported). */
+  /** Port of the embedded service: that port, or an error when it is taken. */
   port?: number;
+  /** Without `port`: the first port tried (default 8600); when taken, the next free one is used (and reported). */
+  defaultPort?: number;
   /** Where the service keeps its SQLite file, artifacts and logs (default <root>/.svc/dev-data). */
   dataDir?: string;
   apiKey?: string;
@@ -68,22 +70,28 @@ function gitignored(root: string): (rel: string) => boolean {
 /** How long the watcher waits for a burst of writes (an editor's save, a git checkout) to settle. */
 export const WATCH_DEBOUNCE_MS = 150;
 
+/** How many ports after the default `svc dev` tries when the default is taken. */
+export const DEV_PORT_ATTEMPTS = 20;
+
 async function listen(options: DevSessionOptions, dataDir: string, apiKey: string): Promise<Service> {
-  const requested = options.port ?? DEFAULT_DEV_PORT;
+  const requested = options.port ?? options.defaultPort ?? DEFAULT_DEV_PORT;
   const base = { dataDir, host: options.host ?? "127.0.0.1", driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache") }), apiKeys: [apiKey] };
-  try {
-    return await startService({ ...base, port: requested });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE" || options.port !== undefined) {
-      if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
-        throw new UserError(`Port ${requested} is already in use`, { hint: "Pass another one with --port <n>." });
-      }
-      throw err;
+  // A port asked for is that port or an error; the default moves to the next free one (8601, 8602...), so the
+  // URL stays predictable and a second session of another project sits beside the first.
+  const candidates = options.port !== undefined ? [requested] : Array.from({ length: DEV_PORT_ATTEMPTS }, (_, i) => requested + i);
+  for (const port of candidates) {
+    try {
+      const service = await startService({ ...base, port });
+      if (port !== requested) options.onEvent?.({ type: "port-fallback", requested, port: service.port });
+      return service;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE") throw err;
     }
-    const service = await startService({ ...base, port: 0 });
-    options.onEvent?.({ type: "port-fallback", requested, port: service.port });
-    return service;
   }
+  throw new UserError(
+    options.port !== undefined ? `Port ${requested} is already in use` : `Ports ${requested} to ${requested + DEV_PORT_ATTEMPTS - 1} are all in use`,
+    { hint: "Pass another one with --port <n> (0 for any free port)." },
+  );
 }
 
 export async function startDevSession(options: DevSessionOptions): Promise<DevSessionHandle> {

@@ -71,6 +71,31 @@ it("sees every plain write and every atomic save, one rebuild each", async () =>
   expect(count).toBe(11);
 }, 120_000);
 
+it("moves to the next free port when the default is taken, and says so", async () => {
+  const { createServer } = await import("node:net");
+  // A taken port whose next one is free.
+  let blocker: import("node:net").Server | undefined;
+  let port = 0;
+  for (let attempt = 0; attempt < 20 && !blocker; attempt++) {
+    const s = createServer();
+    await new Promise<void>((r) => s.listen(0, "127.0.0.1", () => r()));
+    port = (s.address() as { port: number }).port;
+    const next = createServer();
+    const free = await new Promise<boolean>((r) => next.once("error", () => r(false)).listen(port + 1, "127.0.0.1", () => next.close(() => r(true))));
+    if (free) blocker = s;
+    else s.close();
+  }
+  const seen: DevEvent[] = [];
+  const second = await startDevSession({ root: project, defaultPort: port, dataDir: join(work, "second-data"), onEvent: (e) => seen.push(e) });
+  try {
+    expect(second.service.port).toBe(port + 1);
+    expect(seen).toContainEqual({ type: "port-fallback", requested: port, port: port + 1 });
+  } finally {
+    await second.close();
+    blocker?.close();
+  }
+}, 120_000);
+
 it("ignores what .gitignore names", async () => {
   const before = await settled(rebuilds());
   mkdirSync(join(project, "generated"), { recursive: true });

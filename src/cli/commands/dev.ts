@@ -11,7 +11,7 @@ export function register(program: Command): void {
     .command("dev")
     .description("Run the project locally behind the real job API; rebuild and replace workers on change")
     .option("-C, --dir <path>", "project directory", ".")
-    .option("--port <n>", "port of the local service (default 8600, or a free one when taken)")
+    .option("--port <n>", "port of the local service (default 8600, or the next free one when taken)")
     .option("--host <host>", "address to listen on", "127.0.0.1")
     .option("--exclude <packages>", "comma-separated packages to leave out of the artifact")
     .option("--no-watch", "do not rebuild on source changes")
@@ -53,10 +53,11 @@ export function register(program: Command): void {
       // Load-balanced endpoints are reached at their own address ({service}/lb/{id}), not the job API's.
       const endpoints = localEndpoints(s.endpoints, s.build.manifest, s.url, keyShown);
       out.result(
-        { url: s.url, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints },
+        { url: s.url, console: `${s.url}/console/`, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints },
         () =>
           [
             `svc dev: ${s.url}  (app ${s.app}, environment dev)`,
+            `web console: ${s.url}/console/`,
             ...(userKey ? [] : [`API key for this session: ${s.apiKey}`]),
             "",
             endpointTable(endpoints),
