@@ -11,6 +11,7 @@ import ignore from "ignore";
 import { buildProject, type BuildResult } from "../build/index.js";
 import { startService, type Service, type DeployedEndpoint } from "../service/index.js";
 import { createProcessDriver } from "../drivers/process.js";
+import type { WorkerLogLine } from "../drivers/types.js";
 import { DEV_SESSION_FILE, envSetting, type DevSession } from "../sdk/context.js";
 import { UserError } from "../errors.js";
 
@@ -29,6 +30,11 @@ export interface DevSessionOptions {
   apiKey?: string;
   watch?: boolean;
   exclude?: string[];
+  /**
+   * Automatic retries of a failed job (default 0 in dev: a failure you are fixing fails the same way again, and
+   * a retry only prints it twice). The endpoints' own `retries` apply when deployed.
+   */
+  retries?: number;
   onEvent?: (event: DevEvent) => void;
 }
 
@@ -37,7 +43,8 @@ export type DevEvent =
   | { type: "deployed"; endpoints: DeployedEndpoint[] }
   | { type: "rebuilding"; changed: string[] }
   | { type: "rebuild-failed"; error: unknown }
-  | { type: "port-fallback"; requested: number; port: number };
+  | { type: "port-fallback"; requested: number; port: number }
+  | { type: "worker-log"; endpoint: string; workerId: string; line: WorkerLogLine };
 
 export interface DevSessionHandle {
   url: string;
@@ -75,7 +82,13 @@ export const DEV_PORT_ATTEMPTS = 20;
 
 async function listen(options: DevSessionOptions, dataDir: string, apiKey: string): Promise<Service> {
   const requested = options.port ?? options.defaultPort ?? DEFAULT_DEV_PORT;
-  const base = { dataDir, host: options.host ?? "127.0.0.1", driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache") }), apiKeys: [apiKey] };
+  const base = {
+    dataDir,
+    host: options.host ?? "127.0.0.1",
+    driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache") }),
+    apiKeys: [apiKey],
+    onWorkerLog: (entry: { endpoint: string; workerId: string; line: WorkerLogLine }) => options.onEvent?.({ type: "worker-log", ...entry }),
+  };
   // A port asked for is that port or an error; the default moves to the next free one (8601, 8602...), so the
   // URL stays predictable and a second session of another project sits beside the first.
   const candidates = options.port !== undefined ? [requested] : Array.from({ length: DEV_PORT_ATTEMPTS }, (_, i) => requested + i);
@@ -107,7 +120,9 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
 
   const deploy = async (result: BuildResult) => {
     // The service keeps its own copy of the artifact (by checksum), so the next build may overwrite this one.
-    const endpoints = await service.deploy({ app: result.manifest.app, env: DEV_ENV, manifest: result.manifest, artifactPath: result.artifactPath });
+    const retries = options.retries ?? 0;
+    const manifest = { ...result.manifest, resources: Object.fromEntries(Object.entries(result.manifest.resources).map(([name, r]) => [name, { ...r, retries }])) };
+    const endpoints = await service.deploy({ app: result.manifest.app, env: DEV_ENV, manifest, artifactPath: result.artifactPath });
     await writeSessionFile(root, { pid: process.pid, url: service.url, apiKey, app: result.manifest.app, env: DEV_ENV, endpoints: Object.fromEntries(endpoints.map((e) => [e.name, { id: e.id, url: e.url }])) });
     emit({ type: "deployed", endpoints });
     return endpoints;

@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { join } from "node:path";
-import type { WorkerDriver } from "../drivers/types.js";
+import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { UserError } from "../errors.js";
 import type { Manifest, ManifestResource } from "../sdk/manifest.js";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
@@ -52,6 +52,8 @@ export interface ServiceOptions {
   retentionSweepMs?: number;
   /** Operator messages (worker starts, internal errors); the CLI sends them to stderr. */
   log?: (message: string) => void;
+  /** Every line a worker writes, as it comes (`svc dev` prints them in its terminal); the store keeps them too. */
+  onWorkerLog?: (entry: { endpoint: string; endpointId: string; workerId: string; line: WorkerLogLine }) => void;
   /** issue 5: largest build artifact accepted (default 1.5 GB, or SVC_MAX_ARTIFACT_BYTES). */
   maxArtifactBytes?: number;
   /** How an uploaded archive may expand: entries, bytes, ratio, manifest size (default: a worker's limits). */
@@ -326,6 +328,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         management.volumePath(endpoint) ?? (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
       onLog: (endpointId, workerId, line) => {
         void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: line.jobId ?? null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]).catch(() => undefined);
+        const endpoint = endpoints.get(endpointId);
+        if (endpoint) options.onWorkerLog?.({ endpoint: endpoint.name, endpointId, workerId, line });
       },
       onEvent: log,
       lb,

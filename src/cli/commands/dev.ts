@@ -2,9 +2,23 @@
 import type { Command } from "commander";
 import { resolve } from "node:path";
 import type { DevEvent, DevSessionHandle } from "../../dev/session.js";
+import pc from "picocolors";
+import type { WorkerLogLine } from "../../drivers/types.js";
 import { createOutput, endpointTable } from "../output.js";
 import { envSetting } from "../../sdk/context.js";
 import { errorMessage, UsageError, UserError } from "../../errors.js";
+
+const PALETTE = [pc.cyan, pc.magenta, pc.yellow, pc.green, pc.blue];
+
+/** A worker's line in the dev terminal: `[endpoint job] text`, the endpoint in a colour of its own on a TTY. Pure. */
+export function workerLine(endpoint: string, line: WorkerLogLine, color: boolean): string {
+  const tag = `[${endpoint}${line.jobId ? ` ${line.jobId}` : ""}]`;
+  if (!color) return `${tag} ${line.text}`;
+  let hash = 0;
+  for (const ch of endpoint) hash = (hash * 31 + ch.charCodeAt(0)) >>> 0;
+  const paint = PALETTE[hash % PALETTE.length]!;
+  return `${paint(tag)} ${line.stream === "stderr" ? pc.red(line.text) : line.stream === "log" ? pc.dim(line.text) : line.text}`;
+}
 
 export function register(program: Command): void {
   program
@@ -15,8 +29,10 @@ export function register(program: Command): void {
     .option("--host <host>", "address to listen on", "127.0.0.1")
     .option("--exclude <packages>", "comma-separated packages to leave out of the artifact")
     .option("--no-watch", "do not rebuild on source changes")
+    .option("--quiet", "do not print the workers' output (svc logs still has it)")
+    .option("--retries <n>", "automatic retries of a failed job (default 0 in dev; deployed endpoints use their own)")
     .option("--json", "print the session (URL, endpoints) as JSON on stdout once ready")
-    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean }) => {
+    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean; quiet?: boolean; retries?: string }) => {
       const out = createOutput({ json: opts.json });
       let port: number | undefined;
       if (opts.port !== undefined) {
@@ -24,6 +40,8 @@ export function register(program: Command): void {
         if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, not "${opts.port}"`);
       }
       const root = resolve(opts.dir);
+      const retries = opts.retries === undefined ? undefined : Number(opts.retries);
+      if (retries !== undefined && !(Number.isInteger(retries) && retries >= 0 && retries <= 10)) throw new UsageError(`--retries must be 0 to 10, not "${opts.retries}"`);
       const userKey = envSetting("SVC_API_KEY");
       const onEvent = (event: DevEvent) => {
         switch (event.type) {
@@ -39,6 +57,9 @@ export function register(program: Command): void {
           case "deployed":
             if (session) out.info(`redeployed ${event.endpoints.length} endpoint(s); queued jobs are kept`);
             break;
+          case "worker-log":
+            if (!opts.quiet) out.info(workerLine(event.endpoint, event.line, out.color));
+            break;
         }
       };
       // Loaded lazily: the service and the build stay out of the start-up of other commands.
@@ -46,7 +67,7 @@ export function register(program: Command): void {
       const { localEndpoints } = await import("../../deploy/access.js");
       let session: DevSessionHandle | undefined;
       session = await out.step("Building and starting the local service", () =>
-        startDevSession({ root, port, host: opts.host, watch: opts.watch, exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean), onEvent }),
+        startDevSession({ root, port, retries, host: opts.host, watch: opts.watch, exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean), onEvent }),
       );
       const s = session;
       const keyShown = userKey ? "$SVC_API_KEY" : s.apiKey;
