@@ -292,14 +292,17 @@ export function validate(schema: Schema, value: unknown, path = "$"): string[] {
     case "object": {
       if (!isObject(value)) return [`${path}: must be an object`];
       const properties = schema.properties ?? {};
+      // Own members only: `"__proto__" in {}` and `{}.constructor` are true, which would let a body's
+      // `__proto__`, `constructor` or `toString` pass as a known property (or an absent one look present).
+      const member = (name: string): unknown => (Object.hasOwn(value, name) ? value[name] : undefined);
       for (const name of schema.required ?? []) {
-        if (value[name] === undefined) errors.push(`${path}.${name}: is required`);
+        if (member(name) === undefined) errors.push(`${path}.${name}: is required`);
       }
       for (const [name, sub] of Object.entries(properties)) {
-        if (value[name] !== undefined) errors.push(...validate(sub, value[name], `${path}.${name}`));
+        if (member(name) !== undefined) errors.push(...validate(sub, member(name), `${path}.${name}`));
       }
       for (const [name, v] of Object.entries(value)) {
-        if (name in properties) continue;
+        if (Object.hasOwn(properties, name)) continue;
         if (schema.additionalProperties === false) errors.push(`${path}.${name}: unknown property`);
         else if (isObject(schema.additionalProperties) || (typeof schema.additionalProperties === "object" && schema.additionalProperties !== null)) {
           errors.push(...validate(schema.additionalProperties as Schema, v, `${path}.${name}`));
