@@ -4,7 +4,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect } from "node:net";
-import { call, startTestService, type TestService } from "./helpers.js";
+import { call, manifest, resource, startTestService, type TestService } from "./helpers.js";
 
 const PROTO_NAMES = ["__proto__", "constructor", "toString", "hasOwnProperty", "prototype", "valueOf"];
 
@@ -78,6 +78,50 @@ for (const lbFront of [true, false]) {
         expect(r.body.errors).toContain(`$.${name}: unknown property`);
         expect((await call(`${base}/v1/templates`, { key: t.key })).body).toEqual(before);
       });
+    });
+
+    const ACTIONS = ["plan", "activate", "undeploy", "config"];
+    const ACTION_CASES = ACTIONS.flatMap((action) => PROTO_NAMES.map((name) => [action, name] as const));
+    it.each(ACTION_CASES)("POST /v1/apps/{app}/environments/{env}/%s with %s: 422 naming it, the environment unchanged", async (action, name) => {
+      const envUrl = `${base}/v1/apps/proto/environments/dev`;
+      expect((await call(envUrl, { key: t.key, method: "PUT" })).status).toBeLessThan(300);
+      const before = (await call(envUrl, { key: t.key })).body;
+      const r = await call(`${envUrl}/${action}`, { key: t.key, raw: `{"all":true,"dryRun":true,"${name}":{"build":"x"}}` });
+      expect(r.status).toBe(422);
+      expect(r.headers.get("content-type")).toContain("application/problem+json");
+      expect(r.body.errors).toContain(`$.${name}: unknown property`);
+      expect((await call(envUrl, { key: t.key })).body).toEqual(before);
+    });
+
+    it.each(PROTO_NAMES)("POST /v2/{endpoint}/run with %s (top level and in policy): 422 naming it, no job queued", async (name) => {
+      const [echo] = await t.service.deploy({ app: "jobs", env: "prod", artifactPath: t.artifact, manifest: manifest({ echo: resource() }) });
+      const before = (await call(`${base}/v2/${echo!.id}/health`, { key: t.key })).body.jobs;
+      expect(before.inQueue).toBeTypeOf("number");
+      const top = await call(`${base}/v2/${echo!.id}/run`, { key: t.key, raw: `{"input":{},"${name}":{"x":1}}` });
+      expect(top.status).toBe(422);
+      expect(top.headers.get("content-type")).toContain("application/problem+json");
+      expect(top.body.errors).toContain(`$.${name}: unknown property`);
+      const nested = await call(`${base}/v2/${echo!.id}/run`, { key: t.key, raw: `{"input":{},"policy":{"${name}":{"ttl":1}}}` });
+      expect(nested.status).toBe(422);
+      expect(nested.body.errors).toContain(`$.policy.${name}: unknown property`);
+      expect((await call(`${base}/v2/${echo!.id}/health`, { key: t.key })).body.jobs).toEqual(before);
+    });
+
+    it("a websocket Upgrade request is answered as a plain request (no protocol switch)", async () => {
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(port, "127.0.0.1", () => {
+          socket.write(`GET /v2/network-volumes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.key}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+        });
+        let data = "";
+        socket.on("data", (chunk) => {
+          data += chunk;
+          if (data.includes("\r\n\r\n")) socket.destroy();
+        });
+        socket.on("error", reject);
+        socket.on("close", () => resolve(data));
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+      expect((await call(`${base}/v2/network-volumes`, { key: t.key })).status).toBe(200);
     });
 
     describe("every method gets an answer", () => {
