@@ -71,6 +71,15 @@ for (const lbFront of [true, false]) {
         expect((await call(`${base}/v1/keys`, { key: t.key })).body).toEqual(before);
       });
 
+      it.each(PROTO_NAMES)("POST /v1/endpoints with %s: 422 naming it, no endpoint created", async (name) => {
+        const before = (await call(`${base}/v1/endpoints`, { key: t.key })).body;
+        const r = await call(`${base}/v1/endpoints`, { key: t.key, raw: `{"name":"e","imageName":"img:1","${name}":{"workersMax":3}}` });
+        expect(r.status).toBe(422);
+        expect(r.headers.get("content-type")).toContain("application/problem+json");
+        expect(r.body.errors).toContain(`$.${name}: unknown property`);
+        expect((await call(`${base}/v1/endpoints`, { key: t.key })).body).toEqual(before);
+      });
+
       it.each(PROTO_NAMES)("POST /v1/templates with %s: 422 naming it, no template created", async (name) => {
         const before = (await call(`${base}/v1/templates`, { key: t.key })).body;
         const r = await call(`${base}/v1/templates`, { key: t.key, raw: `{"name":"t-${name}","imageName":"img:1","${name}":{"a":1}}` });

@@ -83,7 +83,7 @@ function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Re
     id: e.id,
     url: endpointUrl(ctx.url, e.id, e.type),
     type: e.type,
-    routes: Object.keys(routes[e.name] ?? {}).sort(),
+    routes: Object.keys((Object.hasOwn(routes, e.name) ? routes[e.name] : undefined) ?? {}).sort(),
     workersMin: e.resource.workersMin,
     workersMax: e.resource.workersMax,
     gpuTypeIds: e.resource.gpuTypeIds,
@@ -303,7 +303,7 @@ function buildJson(b: { id: string; app: string; size: number; fingerprint: stri
 function planJson(ctx: ApiContext, plan: ActivationPlan, routes: Record<string, Record<string, string>>, applied: boolean) {
   return {
     applied,
-    endpoints: plan.endpoints.map((e) => ({ ...e, url: endpointUrl(ctx.url, e.id, e.type), routes: Object.keys(routes[e.name] ?? {}).sort() })),
+    endpoints: plan.endpoints.map((e) => ({ ...e, url: endpointUrl(ctx.url, e.id, e.type), routes: Object.keys((Object.hasOwn(routes, e.name) ? routes[e.name] : undefined) ?? {}).sort() })),
     remove: plan.remove,
   };
 }
