@@ -363,15 +363,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       status === 431 ? "The request's headers are larger than the limit of 16 KiB" : status === 408 ? "The request's headers did not arrive in time" : `The request is not valid HTTP (${err.code ?? err.message})`;
     socket.end(problemResponse(status, detail, "connection: close\r\n"));
   });
-  // CONNECT (a proxy's tunnel) and Upgrade (websockets) leave node:http's request cycle: without these, node
-  // closes the connection with no answer. Nothing here tunnels or upgrades: say so and close.
-  server.on("connect", (req: IncomingMessage, socket: Duplex) => {
-    socket.on("error", () => undefined);
-    socket.end(problemResponse(405, `${req.method} is not supported by this service: it proxies no tunnels`, "allow: GET, HEAD, POST, PUT, PATCH, DELETE\r\nconnection: close\r\n"));
-  });
-  server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
-    socket.on("error", () => undefined);
-    socket.end(problemResponse(400, `Upgrading the connection (${String(req.headers.upgrade)}) is not supported: every route answers plain HTTP`, "connection: close\r\n"));
+  // CONNECT asks for a tunnel; this service is no proxy. Node hands CONNECT only to a 'connect' listener and,
+  // without one, closes the socket with no answer.
+  server.on("connect", (_req: IncomingMessage, socket: Duplex) => {
+    socket.on("error", () => socket.destroy()); // the client went away: nothing to answer
+    socket.end(problemResponse(405, "CONNECT is not supported: this service is not a proxy", "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\nconnection: close\r\n"));
   });
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     handleRequest(context, req, res).catch((err: unknown) => {

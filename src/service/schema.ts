@@ -357,9 +357,9 @@ export function validate(schema: Schema, value: unknown, path = "$"): string[] {
     case "object": {
       if (!isObject(value)) return [`${path}: must be an object`];
       const properties = schema.properties ?? {};
-      // Own members only, on both sides: `__proto__`, `constructor` or `toString` in a body are members like any
-      // other (unknown ones), never found on Object.prototype.
-      const member = (name: string) => (Object.hasOwn(value, name) ? value[name] : undefined);
+      // Own members only: `"__proto__" in {}` and `{}.constructor` are true, which would let a body's
+      // `__proto__`, `constructor` or `toString` pass as a known property (or an absent one look present).
+      const member = (name: string): unknown => (Object.hasOwn(value, name) ? value[name] : undefined);
       for (const name of schema.required ?? []) {
         if (member(name) === undefined) errors.push(`${path}.${name}: is required`);
       }

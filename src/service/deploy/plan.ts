@@ -49,7 +49,7 @@ export function planActivation(
   const upsert: EndpointRow[] = [];
   for (const row of base.upsert) {
     const before = existing.find((e) => e.id === row.id);
-    const routes = Object.keys(build.manifest.routes[row.name] ?? {}).sort();
+    const routes = Object.keys((Object.hasOwn(build.manifest.routes, row.name) ? build.manifest.routes[row.name] : undefined) ?? {}).sort();
     let action: EndpointAction;
     if (!before) action = "create";
     else if (before.revision === row.revision) action = "unchanged";

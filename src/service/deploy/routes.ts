@@ -51,9 +51,19 @@ function needAdmin(principal: Principal): void {
   if (!isAdmin(principal)) throw new HttpProblem(403, "Changing apps and environments needs an admin API key");
 }
 
-async function jsonBody(req: IncomingMessage): Promise<Record<string, unknown>> {
+/** The members each environment action reads; any other member (`__proto__` and `constructor` included) is 422. */
+const ACTION_MEMBERS: Record<string, readonly string[]> = {
+  plan: ["build", "manifest"],
+  activate: ["build", "confirmRemove"],
+  undeploy: ["endpoints", "all"],
+  config: ["resources", "dryRun"],
+};
+
+async function jsonBody(req: IncomingMessage, members?: readonly string[]): Promise<Record<string, unknown>> {
   const body = parseJson(await readBody(req, JSON_LIMIT));
   if (!isPlainObject(body)) throw new HttpProblem(422, "The request body must be a JSON object");
+  const unknown = members ? Object.keys(body).filter((key) => !members.includes(key)) : [];
+  if (unknown.length > 0) throw new HttpProblem(422, "The request body has unknown properties", { errors: unknown.map((key) => `$.${key}: unknown property`) });
   return body;
 }
 
@@ -74,7 +84,7 @@ function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Re
     id: e.id,
     url: endpointUrl(ctx.url, e.id, e.type),
     type: e.type,
-    routes: Object.keys(routes[e.name] ?? {}).sort(),
+    routes: Object.keys((Object.hasOwn(routes, e.name) ? routes[e.name] : undefined) ?? {}).sort(),
     // What the console's "Try it" offers: each function, with the example input the build derived from its type.
     functions: e.resource.functions.map((f) => ({ name: f.name, kind: f.kind, ...(f.class === undefined ? {} : { class: f.class }), ...(f.exampleInput === undefined ? {} : { exampleInput: f.exampleInput }) })),
     workersMin: e.resource.workersMin,
@@ -201,7 +211,7 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
 
   allow(req, ["POST"]);
   needAdmin(principal);
-  const body = await jsonBody(req);
+  const body = await jsonBody(req, Object.hasOwn(ACTION_MEMBERS, action ?? "") ? ACTION_MEMBERS[action!] : undefined);
   if (!envRow) throw new HttpProblem(404, `No app "${app}" with environment "${name}"`, { errors: [`create it with \`svc env create ${name} --app ${app}\` or \`svc deploy --env ${name}\``] });
   const existing = endpointsOf(ctx, userId, app, name);
 
@@ -298,7 +308,7 @@ function buildJson(b: { id: string; app: string; size: number; fingerprint: stri
 function planJson(ctx: ApiContext, plan: ActivationPlan, routes: Record<string, Record<string, string>>, applied: boolean) {
   return {
     applied,
-    endpoints: plan.endpoints.map((e) => ({ ...e, url: endpointUrl(ctx.url, e.id, e.type), routes: Object.keys(routes[e.name] ?? {}).sort() })),
+    endpoints: plan.endpoints.map((e) => ({ ...e, url: endpointUrl(ctx.url, e.id, e.type), routes: Object.keys((Object.hasOwn(routes, e.name) ? routes[e.name] : undefined) ?? {}).sort() })),
     remove: plan.remove,
   };
 }
