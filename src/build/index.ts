@@ -2,6 +2,7 @@
 // -> manifest -> deterministic .svc/artifact.tar.gz. Each step is planned by a pure function (handlers.ts,
 // exclusions.ts, manifest.ts, dependencies.ts) and applied here.
 
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve, sep } from "node:path";
@@ -184,12 +185,19 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
     }
 
     progress("Writing the manifest");
+    const codeHashes: Record<string, string> = {};
+    for (const bundle of bundles) {
+      const hash = createHash("sha256");
+      for (const file of [...bundle.files].sort((a, b) => (a.path < b.path ? -1 : 1))) hash.update(relative(staging, file.path)).update(file.contents);
+      codeHashes[bundle.endpoint] = hash.digest("hex");
+    }
     const manifest = buildManifest({
       app: appNameOf(root),
       fingerprint: await fingerprintProject(root, discovery.files),
       endpoints,
       dependencies,
       excluded: exclusions.excluded,
+      codeHashes,
     });
     const manifestText = serializeManifest(manifest);
     inMemory.set(MANIFEST_FILE, Buffer.from(manifestText));

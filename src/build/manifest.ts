@@ -33,6 +33,8 @@ export interface ManifestInput {
   dependencies: Record<string, readonly string[]>;
   excluded: readonly string[];
   svcVersion?: string;
+  /** Per endpoint: sha256 of its bundled code (handler and source map), see ManifestResource.codeHash. */
+  codeHashes?: Record<string, string>;
 }
 
 /** Handler bundle of an endpoint inside the artifact. */
@@ -78,7 +80,7 @@ function servedFunctions(endpoint: ManifestEndpoint): ManifestFunction[] {
     .sort((a, b) => byString(a.name, b.name));
 }
 
-function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[], version: string): ManifestResource {
+function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[], version: string, codeHash?: string): ManifestResource {
   const c = endpoint.config;
   const env: Record<string, string> = {};
   for (const key of Object.keys(c.env).sort(byString)) env[key] = c.env[key]!;
@@ -100,6 +102,7 @@ function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[],
     retries: c.retries,
     volume: c.volume,
     ...(c.secrets.length > 0 ? { secrets: [...c.secrets] } : {}),
+    ...(codeHash ? { codeHash } : {}),
     handler: handlerPath(endpoint.name),
   };
 }
@@ -110,7 +113,7 @@ export function buildManifest(input: ManifestInput): Manifest {
   const resources: Record<string, ManifestResource> = {};
   const routes: Record<string, Record<string, string>> = {};
   for (const endpoint of endpoints) {
-    resources[endpoint.name] = resourceOf(endpoint, input.dependencies[endpoint.name] ?? [], version);
+    resources[endpoint.name] = resourceOf(endpoint, input.dependencies[endpoint.name] ?? [], version, input.codeHashes?.[endpoint.name]);
     if (endpoint.type === "lb") {
       const table: Record<string, string> = {};
       const keyed = endpoint.routes.map((r) => [`${r.method.toUpperCase()} ${r.path}`, r.name] as const);

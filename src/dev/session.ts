@@ -40,7 +40,8 @@ export interface DevSessionOptions {
 
 export type DevEvent =
   | { type: "built"; build: BuildResult }
-  | { type: "deployed"; endpoints: DeployedEndpoint[] }
+  /** `added`/`removed`: endpoint names new in this build or gone from it (empty on the first deploy). */
+  | { type: "deployed"; endpoints: DeployedEndpoint[]; added: string[]; removed: string[] }
   | { type: "rebuilding"; changed: string[] }
   | { type: "rebuild-failed"; error: unknown }
   | { type: "port-fallback"; requested: number; port: number }
@@ -118,13 +119,21 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
   await mkdir(dataDir, { recursive: true });
   const service = await listen(options, dataDir, apiKey);
 
+  let deployedNames: string[] = [];
+  let first = true;
   const deploy = async (result: BuildResult) => {
     // The service keeps its own copy of the artifact (by checksum), so the next build may overwrite this one.
     const retries = options.retries ?? 0;
     const manifest = { ...result.manifest, resources: Object.fromEntries(Object.entries(result.manifest.resources).map(([name, r]) => [name, { ...r, retries }])) };
+    const before = new Set(deployedNames);
     const endpoints = await service.deploy({ app: result.manifest.app, env: DEV_ENV, manifest, artifactPath: result.artifactPath });
+    const now = endpoints.map((e) => e.name);
+    const added = first ? [] : now.filter((n) => !before.has(n));
+    const removed = first ? [] : [...before].filter((n) => !now.includes(n));
+    deployedNames = now;
+    first = false;
     await writeSessionFile(root, { pid: process.pid, url: service.url, apiKey, app: result.manifest.app, env: DEV_ENV, endpoints: Object.fromEntries(endpoints.map((e) => [e.name, { id: e.id, url: e.url }])) });
-    emit({ type: "deployed", endpoints });
+    emit({ type: "deployed", endpoints, added, removed });
     return endpoints;
   };
 

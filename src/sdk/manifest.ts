@@ -45,6 +45,11 @@ export interface ManifestResource {
   volume: string | null;
   /** Names of the secrets its workers get as environment variables (values are never in the artifact). */
   secrets?: string[];
+  /**
+   * sha256 of the endpoint's bundled code (its handler and source map): unchanged when only another endpoint's
+   * code changed, so a redeploy replaces only the workers whose code or configuration changed.
+   */
+  codeHash?: string;
   /** Path of the bundled handler inside the artifact, e.g. "endpoints/gpu-worker/handler.mjs". */
   handler: string;
 }

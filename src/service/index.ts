@@ -141,7 +141,9 @@ export function planDeploy(
   const changed: string[] = [];
   for (const [name, resource] of Object.entries(input.resources)) {
     const id = endpointId(input.userId, input.app, input.env, name);
-    const revision = createHash("sha256").update(JSON.stringify(resource)).update(input.artifactHash).digest("hex").slice(0, 16);
+    // The endpoint's own code hash (and configuration) decides when its workers are replaced; an artifact without
+    // one (an older build) replaces them on any change of the artifact.
+    const revision = createHash("sha256").update(JSON.stringify(resource)).update(resource.codeHash ? "" : input.artifactHash).digest("hex").slice(0, 16);
     const before = mine.find((e) => e.id === id);
     if (before && before.revision !== revision) changed.push(id);
     upsert.push({

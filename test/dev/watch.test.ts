@@ -103,3 +103,46 @@ it("ignores what .gitignore names", async () => {
   writeFileSync(join(project, "src", "notes.local.ts"), "export const y = 2;\n");
   expect(await settled(before)).toBe(before);
 }, 60_000);
+
+/** Pids of this project's worker processes serving `endpoint`. */
+function workerPids(endpoint: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("runtime/worker.js")) continue;
+      const environ = readFileSync(`/proc/${entry}/environ`, "utf8").split("\0");
+      if (environ.includes(`SVC_ENDPOINT_NAME=${endpoint}`) && environ.some((v) => v.startsWith("SVC_ARTIFACT") && v.includes(work))) pids.push(Number(entry));
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return pids.sort();
+}
+
+it("replaces only the endpoints whose code changed, and says which endpoints came and went", async () => {
+  const greeter = session.endpoints.find((e) => e.name === "greeter")!;
+  const run = await fetch(`${greeter.url}/runsync`, { method: "POST", headers: { authorization: `Bearer ${session.apiKey}`, "content-type": "application/json" }, body: JSON.stringify({ input: { who: "warm" } }) });
+  expect(((await run.json()) as { status: string }).status).toBe("COMPLETED");
+  const warm = workerPids("greeter");
+  expect(warm.length).toBeGreaterThan(0);
+
+  // Change tally's code only.
+  let count = await settled(rebuilds());
+  const tally = join(project, "src", "tally.ts");
+  writeFileSync(tally, `${readFileSync(tally, "utf8")}\n// only tally changes\n`);
+  count = await settled(count + 1);
+  await sleep(1500);
+  expect(workerPids("greeter")).toEqual(warm);
+
+  // A new endpoint, then the same file removed.
+  writeFileSync(join(project, "src", "newbie.mjs"), 'import { Endpoint } from "svc";\nexport const hi = Endpoint({ name: "newbie", workers: [0, 1] })(async function hi() { return 1; });\n');
+  count = await settled(count + 1);
+  const added = events.filter((e) => e.type === "deployed").at(-1) as Extract<DevEvent, { type: "deployed" }>;
+  expect(added.added).toEqual(["newbie"]);
+  rmSync(join(project, "src", "newbie.mjs"));
+  await settled(count + 1);
+  const removed = events.filter((e) => e.type === "deployed").at(-1) as Extract<DevEvent, { type: "deployed" }>;
+  expect(removed.removed).toEqual(["newbie"]);
+  expect(workerPids("greeter")).toEqual(warm);
+}, 120_000);

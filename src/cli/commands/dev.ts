@@ -43,6 +43,8 @@ export function register(program: Command): void {
       const retries = opts.retries === undefined ? undefined : Number(opts.retries);
       if (retries !== undefined && !(Number.isInteger(retries) && retries >= 0 && retries <= 10)) throw new UsageError(`--retries must be 0 to 10, not "${opts.retries}"`);
       const userKey = envSetting("SVC_API_KEY");
+      const { localEndpoints } = await import("../../deploy/access.js");
+      const keyShown = () => (userKey ? "$SVC_API_KEY" : session!.apiKey);
       const onEvent = (event: DevEvent) => {
         switch (event.type) {
           case "rebuilding":
@@ -54,9 +56,14 @@ export function register(program: Command): void {
           case "port-fallback":
             out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
             break;
-          case "deployed":
-            if (session) out.info(`redeployed ${event.endpoints.length} endpoint(s); queued jobs are kept`);
+          case "deployed": {
+            if (!session) break;
+            out.info("redeployed: endpoints whose code or configuration changed get new workers; the others keep theirs, and queued jobs are kept");
+            for (const name of event.removed) out.info(`endpoint ${name} is gone from the project: removed`);
+            const added = localEndpoints(event.endpoints.filter((e) => event.added.includes(e.name)), session.build.manifest, session.url, keyShown());
+            if (added.length > 0) out.info(`new endpoint(s):\n${endpointTable(added)}`);
             break;
+          }
           case "worker-log":
             if (!opts.quiet) out.info(workerLine(event.endpoint, event.line, out.color));
             break;
@@ -64,15 +71,14 @@ export function register(program: Command): void {
       };
       // Loaded lazily: the service and the build stay out of the start-up of other commands.
       const { startDevSession } = await import("../../dev/session.js");
-      const { localEndpoints } = await import("../../deploy/access.js");
+
       let session: DevSessionHandle | undefined;
       session = await out.step("Building and starting the local service", () =>
         startDevSession({ root, port, retries, host: opts.host, watch: opts.watch, exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean), onEvent }),
       );
       const s = session;
-      const keyShown = userKey ? "$SVC_API_KEY" : s.apiKey;
       // Load-balanced endpoints are reached at their own address ({service}/lb/{id}), not the job API's.
-      const endpoints = localEndpoints(s.endpoints, s.build.manifest, s.url, keyShown);
+      const endpoints = localEndpoints(s.endpoints, s.build.manifest, s.url, keyShown());
       out.result(
         { url: s.url, console: `${s.url}/console/`, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints },
         () =>
