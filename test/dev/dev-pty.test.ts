@@ -1,0 +1,73 @@
+// `svc dev` as a person runs it: the binary under a real pseudo-terminal (util-linux `script`), its project
+// edited the way editors save. Five saves, plain writes and atomic saves (a temporary file renamed over the
+// original) alternating, are five rebuilds; a new endpoint's URL and curl are printed, and its removal is said.
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { REPO } from "../lb/harness.js";
+import { until } from "../service/helpers.js";
+
+let work: string;
+let project: string;
+let dev: ChildProcess;
+let screen = "";
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "svc-dev-pty-"));
+  project = join(work, "dev-app");
+  cpSync(join(REPO, "fixtures", "dev-app"), project, { recursive: true });
+  mkdirSync(join(project, "node_modules"));
+  symlinkSync(REPO, join(project, "node_modules", "svc"), "dir");
+  const env: NodeJS.ProcessEnv = { ...process.env, TERM: "xterm" };
+  for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI" || k === "NO_COLOR") delete env[k];
+  // `script` gives the command a terminal of its own; its output is the screen.
+  dev = spawn("script", ["-q", "-f", "-e", "-c", `${process.execPath} ${join(REPO, "bin", "svc.js")} dev --port 0`, "/dev/null"], { cwd: project, env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+  dev.stdout!.on("data", (d) => (screen += d));
+  await until(() => screen.includes("Watching for changes"), 90_000);
+}, 120_000);
+
+afterAll(() => {
+  if (dev?.pid) {
+    try {
+      process.kill(-dev.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+  rmSync(work, { recursive: true, force: true });
+});
+
+const count = (text: string) => screen.split(text).length - 1;
+
+it("rebuilds once per save, whether the editor writes in place or renames a temporary file over it", async () => {
+  const file = join(project, "src", "tally.ts");
+  for (let i = 0; i < 5; i++) {
+    const before = count("redeployed:");
+    const text = `${readFileSync(file, "utf8")}\n// save ${i}\n`;
+    if (i % 2 === 0) writeFileSync(file, text);
+    else {
+      writeFileSync(`${file}.tmp~`, text);
+      renameSync(`${file}.tmp~`, file);
+    }
+    await until(() => count("redeployed:") === before + 1, 60_000);
+  }
+  await new Promise((r) => setTimeout(r, 1000));
+  expect(count("rebuilding...")).toBe(5);
+  expect(count("redeployed:")).toBe(5);
+  // On a terminal, the steps have their spinner marks and colours.
+  expect(screen).toContain("\u001b[");
+}, 120_000);
+
+it("prints a new endpoint's URL and curl, and says when it is gone", async () => {
+  const file = join(project, "src", "newbie.mjs");
+  writeFileSync(file, 'import { Endpoint } from "svc";\nexport const hi = Endpoint({ name: "newbie", workers: [0, 1] })(async function hi() { return 1; });\n');
+  await until(() => screen.includes("new endpoint(s):"), 60_000);
+  const after = screen.slice(screen.indexOf("new endpoint(s):"));
+  expect(after).toMatch(/newbie\s+queue\s+http:\/\/127\.0\.0\.1:\d+\/v2\/[0-9a-f]{16}/);
+  expect(after).toMatch(/curl -s -X POST http:\/\/127\.0\.0\.1:\d+\/v2\/[0-9a-f]{16}\/runsync/);
+  rmSync(file);
+  await until(() => screen.includes("endpoint newbie is gone from the project: removed"), 60_000);
+}, 120_000);
