@@ -57,6 +57,7 @@ async function dev(args: string[]) {
 
 it("shows the console URL, worker output and failures with their job ids and project files", async () => {
   const d = await dev([]);
+  try {
   expect(d.stdout()).toContain(`web console: ${d.url}/console/`);
   const ok = await d.run({});
   expect(ok.status).toBe("COMPLETED");
@@ -68,17 +69,27 @@ it("shows the console URL, worker output and failures with their job ids and pro
   expect(failed.status).toBe("FAILED");
   await new Promise((r) => setTimeout(r, 500));
   expect(d.stderr().split("\n").filter((l) => l.startsWith(`[noisy ${failed.id}]`) && l.includes("failed: RangeError")).length).toBe(1);
+  // Its stack, as a block under it: the project's frame, openable from the project's root.
+  const frame = await until(() => d.stderr().split("\n").find((l) => l.startsWith(`[noisy ${failed.id}]     at talk (src/noisy.ts:`)), 10_000);
+  expect(frame).toMatch(/src\/noisy\.ts:5:\d+\)$/);
   const file = /\((src\/noisy\.ts):\d+:\d+\)/.exec(line)?.[1];
   expect(file, line).toBe("src/noisy.ts");
   expect(existsSync(join(project, file!))).toBe(true);
-  d.child.kill("SIGINT");
+  } finally {
+    // Stopped here, not only after all tests: the next session of this project waits for its data directory.
+    d.child.kill("SIGINT");
+    await new Promise((r) => d.child.once("exit", r));
+  }
 }, 120_000);
 
 it("--quiet keeps worker output out of the terminal", async () => {
   const d = await dev(["--quiet"]);
-  const ok = await d.run({});
-  expect(ok.status).toBe("COMPLETED");
-  await new Promise((r) => setTimeout(r, 1000));
-  expect(d.stderr()).not.toContain("hello from noisy");
-  d.child.kill("SIGINT");
+  try {
+    const ok = await d.run({});
+    expect(ok.status).toBe("COMPLETED");
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(d.stderr()).not.toContain("hello from noisy");
+  } finally {
+    d.child.kill("SIGINT");
+  }
 }, 120_000);

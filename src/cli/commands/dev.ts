@@ -20,6 +20,29 @@ export function workerLine(endpoint: string, line: WorkerLogLine, color: boolean
   return `${paint(tag)} ${line.stream === "stderr" ? pc.red(line.text) : line.stream === "log" ? pc.dim(line.text) : line.text}`;
 }
 
+/** The frames of a job's stack worth reading in a terminal: the user's code and svc's SDK, not the runtime's loop or node's internals. Pure. */
+export function stackBlock(stack: string, max = 8): string[] {
+  return stack
+    .split("\n")
+    .slice(1)
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith("at ") && !/node:internal|\/dist\/runtime\/|\(node:/.test(l))
+    .slice(0, max)
+    .map((l) => `    ${l}`);
+}
+
+async function printStack(session: DevSessionHandle, endpoint: string, jobId: string): Promise<void> {
+  const id = session.endpoints.find((e) => e.name === endpoint)?.id;
+  if (!id) return;
+  try {
+    const res = await fetch(`${session.url}/v2/${id}/status/${encodeURIComponent(jobId)}`, { headers: { authorization: `Bearer ${session.apiKey}` } });
+    const record = (await res.json()) as { errorStack?: string };
+    if (record.errorStack) for (const line of stackBlock(record.errorStack)) process.stderr.write(`[${endpoint} ${jobId}] ${line}\n`);
+  } catch {
+    // The session is stopping, or the job is gone: the failure line above is what there is.
+  }
+}
+
 export function register(program: Command): void {
   program
     .command("dev")
@@ -65,7 +88,10 @@ export function register(program: Command): void {
             break;
           }
           case "worker-log":
-            if (!opts.quiet) out.info(workerLine(event.endpoint, event.line, out.color));
+            if (opts.quiet) break;
+            out.info(workerLine(event.endpoint, event.line, out.color));
+            // A failed job: its stack below the line, the project's frames first-class (they are what to open).
+            if (session && event.line.jobId && /\bjob \S+ failed: /.test(event.line.text)) void printStack(session, event.endpoint, event.line.jobId);
             break;
         }
       };
