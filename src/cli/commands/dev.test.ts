@@ -1,0 +1,24 @@
+import { describe, expect, it } from "vitest";
+import { stackBlock, workerLine } from "./dev.js";
+
+describe("the dev terminal's worker lines", () => {
+  it("tags a line with its endpoint and job, plain without colour, one colour per endpoint with it", () => {
+    expect(workerLine("noisy", { ts: 0, stream: "stdout", text: "hello", jobId: "j1" }, false)).toBe("[noisy j1] hello");
+    expect(workerLine("noisy", { ts: 0, stream: "stdout", text: "hello" }, false)).toBe("[noisy] hello");
+    const a = workerLine("noisy", { ts: 0, stream: "stdout", text: "x" }, true);
+    const b = workerLine("noisy", { ts: 0, stream: "stdout", text: "y" }, true);
+    // picocolors only colours on a terminal it detects; compare the tag's escape codes when present.
+    expect(a.split("[noisy]")[0]).toBe(b.split("[noisy]")[0]);
+  });
+
+  it("keeps the frames worth reading from a stack", () => {
+    const stack = [
+      "RangeError: nope",
+      "    at talk (src/noisy.ts:5:25)",
+      "    at Object.invoke (/work/svc/src/sdk/handler.ts:126:30)",
+      "    at WorkerLoop.execute (file:///work/svc/dist/runtime/loop.js:346:50)",
+      "    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
+    ].join("\n");
+    expect(stackBlock(stack)).toEqual(["    at talk (src/noisy.ts:5:25)", "    at Object.invoke (/work/svc/src/sdk/handler.ts:126:30)"]);
+  });
+});
