@@ -42,8 +42,10 @@ export interface EndpointSummary {
 
 export interface Health {
   jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
-  workers: { idle: number; running: number; initializing?: number; draining?: number };
+  workers: { idle: number; running: number; initializing?: number; draining?: number; unhealthy?: number };
   coldStarts: { count: number; lastMs: number | null };
+  /** The last error of a worker that failed to start (absent: none since the service started). */
+  lastStartError?: { message: string; at: number };
 }
 
 export interface AppEnvironment {

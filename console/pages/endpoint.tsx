@@ -512,6 +512,17 @@ export function EndpointPage({ id }: { id: string }) {
         </tbody>
       </table>
 </div>
+      {health?.lastStartError && (health.workers.unhealthy ?? 0) > 0 && (
+        <div class="start-error" role="alert">
+          <p>
+            <strong>
+              {health.workers.unhealthy} worker(s) failed to start in the last 5 minutes
+            </strong>{" "}
+            (last at {new Date(health.lastStartError.at).toLocaleTimeString()}):
+          </p>
+          <pre>{health.lastStartError.message}</pre>
+        </div>
+      )}
       {health && (
         <p class="muted">
           {health.jobs.completed} completed, {health.jobs.failed} failed, {health.jobs.retried} retried since the endpoint was created.

@@ -53,6 +53,8 @@ export interface EndpointInfo {
   workersMax?: number;
   gpuTypeIds?: string[];
   idleTimeout?: number;
+  unhealthyWorkers?: number;
+  lastStartError?: { message: string; at: number } | null;
 }
 
 export interface EnvironmentInfo {
@@ -63,6 +65,23 @@ export interface EnvironmentInfo {
   build: string | null;
   fingerprint: string | null;
   endpoints: EndpointInfo[];
+  /** Recent releases, newest first (absent from a service older than releases). */
+  releases?: ReleaseInfo[];
+}
+
+/** One activation of a build and its outcome (the service's release record). */
+export interface ReleaseInfo {
+  id: string;
+  app: string;
+  env: string;
+  buildId: string;
+  previousBuildId: string | null;
+  kind: "deploy" | "rollback";
+  state: "starting" | "live" | "failed" | "superseded";
+  startedAt: number;
+  finishedAt: number | null;
+  endpoints: Array<{ name: string; id: string; action: "create" | "update"; state: "starting" | "ready" | "failed"; attempts: number; failures: number; error: string | null }>;
+  error: { endpoint: string; message: string } | null;
 }
 
 export interface PlannedEndpoint extends EndpointInfo {
@@ -156,8 +175,21 @@ export class DeployClient {
   plan(app: string, env: string, build: string, manifest?: Manifest) {
     return this.request<PlanInfo>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/plan`, { build, manifest });
   }
-  activate(app: string, env: string, build: string, confirmRemove: string[]) {
-    return this.request<PlanInfo & { build: string; fingerprint: string }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/activate`, { build, confirmRemove });
+  /**
+   * Begin a release of `build` (wait: false): the answer comes once it began; `release` (absent from a service
+   * older than releases) says whether it is live already or still starting its new workers.
+   */
+  activate(app: string, env: string, build: string, confirmRemove: string[], options: { rollback?: boolean } = {}) {
+    return this.request<PlanInfo & { build: string; fingerprint: string; release?: ReleaseInfo }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/activate`, {
+      build,
+      confirmRemove,
+      wait: false,
+      ...(options.rollback ? { rollback: true } : {}),
+    });
+  }
+  /** The environment's recent releases, newest first. */
+  async releases(app: string, env: string): Promise<ReleaseInfo[]> {
+    return (await this.request<{ releases: ReleaseInfo[] }>("GET", `/v1/apps/${seg(app)}/environments/${seg(env)}/releases`)).releases;
   }
   undeploy(app: string, env: string, what: { all: true } | { endpoints: string[] }) {
     return this.request<{ app: string; env: string; removed: RemovedEndpoint[] }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/undeploy`, what);

@@ -12,7 +12,8 @@ import { UsageError, UserError } from "../errors.js";
 import { envSetting } from "../sdk/context.js";
 import { curlFor } from "./access.js";
 import { chooseEnvironment, DEPLOY_NAME_RULE, isDeployName } from "./names.js";
-import { DeployClient, serviceAddress, type ConfigChange, type EnvironmentInfo, type PlanInfo, type PlannedEndpoint, type ServiceAddress } from "./client.js";
+import { DeployClient, serviceAddress, type ConfigChange, type EnvironmentInfo, type PlanInfo, type PlannedEndpoint, type ReleaseInfo, type ServiceAddress } from "./client.js";
+import { followRelease, releaseFailure } from "./release.js";
 
 /** Endpoints a plan removes, as the confirmation question and the non-interactive error name them. */
 export function describeRemoval(plan: Pick<PlanInfo, "remove">, app: string, env: string): string {
@@ -42,6 +43,10 @@ export interface DeployOptions {
   address?: ServiceAddress;
   /** What the printed curls put after `Bearer` (default `$SVC_API_KEY`: the key is in the user's environment). */
   apiKeyShown?: string;
+  /** Return once the release began, without waiting for its new workers (the outcome: `svc env get`). */
+  detach?: boolean;
+  /** The release as its new workers come up (each time it changes). */
+  onRelease?: (release: ReleaseInfo) => void;
 }
 
 export interface DeployResult {
@@ -57,6 +62,8 @@ export interface DeployResult {
   /** One ready-to-paste command for the first endpoint. */
   curl: string | null;
   warnings: string[];
+  /** The release this deploy made (live; starting with --detach), when the service keeps releases. */
+  release?: ReleaseInfo;
 }
 
 function sha256File(path: string): Promise<string> {
@@ -107,6 +114,7 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
   }
 
   let plan: PlanInfo;
+  let release: ReleaseInfo | undefined;
   if (exists || !options.dryRun) {
     plan = await client.plan(app, env, sha256, options.dryRun ? build.manifest : undefined);
   } else {
@@ -134,7 +142,11 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
       if (!(await options.confirm(`This deploy ${what}. Continue?`))) throw new UserError("Deploy cancelled; nothing was changed");
     }
     progress(`Provisioning ${plan.endpoints.length} endpoint(s) in ${app}/${env}`);
-    plan = await client.activate(app, env, sha256, plan.remove.map((r) => r.name));
+    const activated = await client.activate(app, env, sha256, plan.remove.map((r) => r.name));
+    plan = activated;
+    release = activated.release;
+    if (release?.state === "starting" && !options.detach) release = await followRelease(client, release, options.onRelease);
+    if (release && release.state !== "live" && release.state !== "starting") throw releaseFailure(release);
   }
 
   const endpoints = plan.endpoints.map((e) => ({ ...e, curl: e.url ? curlFor(e, options.apiKeyShown) : "" }));
@@ -150,6 +162,7 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
     removed: plan.remove,
     curl: first ? first.curl : null,
     warnings: build.warnings,
+    ...(release ? { release } : {}),
   };
 }
 

@@ -9,7 +9,7 @@ import { join, relative, sep } from "node:path";
 import { watch as watchFiles, type FSWatcher } from "chokidar";
 import ignore from "ignore";
 import { buildProject, type BuildResult } from "../build/index.js";
-import { startService, type Service, type DeployedEndpoint } from "../service/index.js";
+import { ReleaseFailedError, startService, type Service, type DeployedEndpoint } from "../service/index.js";
 import { createProcessDriver } from "../drivers/process.js";
 import type { WorkerLogLine } from "../drivers/types.js";
 import { DEV_SESSION_FILE, envSetting, type DevSession } from "../sdk/context.js";
@@ -88,6 +88,8 @@ async function listen(options: DevSessionOptions, dataDir: string, apiKey: strin
     host: options.host ?? "127.0.0.1",
     driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache") }),
     apiKeys: [apiKey],
+    // A module that throws on load throws again: one try says it, the last good code keeps serving.
+    releaseAttempts: 1,
     onWorkerLog: (entry: { endpoint: string; workerId: string; line: WorkerLogLine }) => options.onEvent?.({ type: "worker-log", ...entry }),
   };
   // A port asked for is that port or an error; the default moves to the next free one (8601, 8602...), so the
@@ -141,8 +143,13 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
   try {
     endpoints = await deploy(build);
   } catch (err) {
-    await service.close();
-    throw err;
+    if (!(err instanceof ReleaseFailedError)) {
+      await service.close();
+      throw err;
+    }
+    // The code builds but does not start: the session runs anyway (nothing served yet), the next save retries.
+    emit({ type: "rebuild-failed", error: err });
+    endpoints = [];
   }
 
   // One rebuild at a time; changes during a rebuild schedule exactly one more.

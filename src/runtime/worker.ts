@@ -17,6 +17,7 @@ import { WorkerLoop } from "./loop.js";
 import { noteMark } from "./output-marks.js";
 import { isLoadBalancedEndpoint, serveRoutes, type RouteServer } from "./lb.js";
 import { processAlive } from "../process-alive.js";
+import { projectRelativeStack } from "../build/source-paths.js";
 
 // A driver reads stdout/stderr through pipes. Once its end is gone (the service died), every write fails with
 // EPIPE, reported as an 'error' event: unhandled, that was an uncaught exception whose note wrote to stderr
@@ -115,8 +116,7 @@ async function main(): Promise<number> {
     handler = loaded;
   } catch (err) {
     note(`worker failed to start: ${errorMessage(err)}`);
-    const detail = err instanceof Error && !(err instanceof UserError) && err.stack ? err.stack : errorMessage(err);
-    await api.post("fail-start", { workerId: settings.workerId, error: detail }, { timeoutMs: 5000 }).catch(() => undefined);
+    await api.post("fail-start", { workerId: settings.workerId, error: startFailureDetail(err) }, { timeoutMs: 5000 }).catch(() => undefined);
     await routeServer?.close();
     await shipper.flush().catch(() => undefined);
     restoreOutput();
@@ -147,6 +147,20 @@ async function main(): Promise<number> {
   restoreOutput();
   api.close();
   return outcome === "refused" ? 1 : 0;
+}
+
+/**
+ * What a worker that cannot start tells the service: the message, and the stack of what threw (the user's code,
+ * as project-relative TypeScript paths through the source maps), so a failed release names the file and line.
+ */
+function startFailureDetail(err: unknown): string {
+  const thrown = err instanceof UserError && err.cause instanceof Error ? err.cause : err;
+  if (!(thrown instanceof Error) || !thrown.stack || (thrown === err && err instanceof UserError)) return errorMessage(err);
+  // The frames of the user's code and its packages; node's module loader and svc's runtime say nothing useful.
+  const frames = projectRelativeStack(thrown.stack)
+    .split("\n")
+    .filter((line) => /^\s+at /.test(line) && !/\(node:internal|at node:internal|\/runtime\/(handler|worker)\.js/.test(line));
+  return [`${thrown.name}: ${thrown.message}`, ...frames].join("\n");
 }
 
 function describe(value: unknown): string {

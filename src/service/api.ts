@@ -34,6 +34,9 @@ export const WORKER_BODY_LIMIT = 64 * 1024 * 1024;
 export const SMALL_BODY_LIMIT = 1024 * 1024;
 export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
 
+import type { ReleaseManager } from "./releases/manager.js";
+import type { StartFailures } from "./releases/start-failures.js";
+
 export interface ApiContext {
   engine: JobEngine;
   keyring: KeyRing;
@@ -59,6 +62,10 @@ export interface ApiContext {
   lb?: LbRouter;
   /** Users' secrets, given to their endpoints' workers. */
   secrets?: Secrets;
+  /** Releases of builds: probe workers first, then the switch (releases/manager.ts). */
+  releases: ReleaseManager;
+  /** Workers that failed to start, per endpoint (/health's `workers.unhealthy`, an endpoint's last start error). */
+  startFailures: StartFailures;
 }
 
 /** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */
@@ -188,7 +195,7 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
       req.resume();
       // issue 7: under /openai/ errors also carry OpenAI's `error` object, which OpenAI clients read
       if (isOpenAiPath(req.url)) return sendOpenAiProblem(res, openAiProblem(err.status, err.message, err.errors ?? []), err.headers);
-      sendProblem(res, err.status, err.message, { errors: err.errors, headers: err.headers });
+      sendProblem(res, err.status, err.message, { errors: err.errors, headers: err.headers, members: err.members });
       return;
     }
     if (err instanceof URIError) {
@@ -309,9 +316,10 @@ async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMess
       req.resume();
       const health = engine.health(endpointId);
       const coldStarts = ctx.scaler()?.coldStarts.get(endpointId) ?? { count: 0, lastMs: null };
-      const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource) };
+      const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource), unhealthy: ctx.startFailures.unhealthy(endpointId) };
+      const lastStartError = ctx.startFailures.last(endpointId);
       // issue 7: an LB endpoint's cold starts and requests come from its proxy
-      return sendJson(res, { ...health, workers, coldStarts, ...(endpoint.type === "lb" ? ctx.lb?.health(endpointId) : {}) });
+      return sendJson(res, { ...health, workers, coldStarts, ...(endpoint.type === "lb" ? ctx.lb?.health(endpointId) : {}), ...(lastStartError ? { lastStartError } : {}) });
     }
   }
 }
@@ -360,7 +368,8 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
   if (!WORKER_ROUTES.has(route)) throw notFound(`No worker route ${route}`);
   methodCheck(req, ["POST"]);
   const { workerId, endpointId } = principal.worker;
-  const endpoint = ctx.endpoints.get(endpointId);
+  // A release's probe runs the endpoint as the new build makes it (a new endpoint is not in the service yet).
+  const endpoint = ctx.releases?.endpointFor(workerId) ?? ctx.endpoints.get(endpointId);
   if (!endpoint) throw notFound(`Endpoint ${endpointId} no longer exists`);
   // No body is an empty one; `null` (like any other non-object) is not an object.
   const parsed = parseJson(await readBody(req, WORKER_BODY_LIMIT));
@@ -392,6 +401,8 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
       engine.register(workerId, endpointId, concurrency);
       if (typeof lbAddress === "string") ctx.lb?.registered(workerId, endpointId, lbAddress, lbSocket as string | undefined);
       ctx.scaler()?.registered(endpointId);
+      // A queue worker registers once its handler loaded (a load-balanced one early: its /ping decides).
+      if (endpoint.type === "queue") ctx.releases?.ready(workerId);
       return sendJson(res, {
         endpoint: { id: endpoint.id, name: endpoint.name, executionTimeoutMs: endpoint.resource.executionTimeoutMs, maxConcurrency: endpoint.resource.maxConcurrency },
         leaseMs: ctx.leaseMs,
@@ -404,6 +415,8 @@ async function workerRoute(ctx: ApiContext, principal: Principal, req: IncomingM
       const message = typeof body.error === "string" ? body.error : JSON.stringify(body.error ?? "unknown error");
       await engine.appendLogs([{ ts: Date.now(), endpointId, workerId, jobId: null, stream: "stderr", text: `worker failed to start: ${message}` }]);
       ctx.log(`worker ${workerId} of endpoint ${endpoint.name} failed to start: ${message}`);
+      ctx.startFailures.record(endpointId, workerId, message);
+      ctx.releases?.failed(workerId, message);
       return sendJson(res, { ok: true });
     }
     case "take": {

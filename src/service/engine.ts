@@ -51,10 +51,13 @@ export interface WorkerEntry {
   polling: number;
   cancel: string[];
   wakeEvents?: () => void;
+  /** A release's probe: registered, but takes no job until the release switches (promote). */
+  standby?: boolean;
+  wakeStandby?: () => void;
 }
 
 export function workerState(w: WorkerEntry): WorkerState {
-  if (!w.registered) return "initializing";
+  if (!w.registered || w.standby) return "initializing";
   return w.held.size > 0 ? "running" : "idle";
 }
 
@@ -683,6 +686,7 @@ export class JobEngine {
       }
     }
     this.takers.set(w.endpointId, (this.takers.get(w.endpointId) ?? []).filter((t) => t.workerId !== workerId));
+    w.wakeStandby?.();
     for (const id of [...w.held]) {
       const job = this.live.get(id);
       if (job && job.row.status === "IN_PROGRESS" && job.row.workerId === workerId) this.requeue(job);
@@ -690,11 +694,21 @@ export class JobEngine {
     w.wakeEvents?.();
   }
 
+  /** A release switched: its probe may take jobs now. */
+  promote(workerId: string): void {
+    const w = this.workers.get(workerId);
+    if (!w || !w.standby) return;
+    w.standby = false;
+    w.idleSince = Date.now();
+    w.wakeStandby?.();
+  }
+
   drain(workerId: string): void {
     const w = this.workers.get(workerId);
     if (!w) return;
     w.draining = true;
     w.wakeEvents?.();
+    w.wakeStandby?.();
     for (const t of this.takers.get(w.endpointId) ?? []) {
       if (t.workerId === workerId) {
         clearTimeout(t.timer);
@@ -707,6 +721,13 @@ export class JobEngine {
   /** Take up to `max` jobs, waiting up to `waitMs` for one. */
   async take(w: WorkerEntry, max: number, waitMs: number, signal?: AbortSignal): Promise<JobRow[]> {
     w.lastSeen = Date.now();
+    if (w.standby) {
+      // A probe of a release waits like an idle worker until its release switches (or the wait is over).
+      const started = Date.now();
+      if (waitMs > 0 && !w.draining && !this.closed) await this.standbyWait(w, waitMs, signal);
+      if (w.standby || signal?.aborted) return [];
+      waitMs = Math.max(0, waitMs - (Date.now() - started));
+    }
     let rows: JobRow[] = w.draining || this.closed ? [] : this.grab(w, max);
     let committed: Promise<void> | undefined;
     if (rows.length === 0 && waitMs > 0 && !w.draining && !this.closed) {
@@ -754,6 +775,26 @@ export class JobEngine {
       this.hooks.onTaken?.(w.endpointId, w.id);
     }
     return rows;
+  }
+
+  private standbyWait(w: WorkerEntry, waitMs: number, signal?: AbortSignal): Promise<void> {
+    w.polling++;
+    return new Promise<void>((resolve) => {
+      let over = false;
+      const done = () => {
+        if (over) return;
+        over = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", done);
+        if (w.wakeStandby === done) w.wakeStandby = undefined;
+        w.polling--;
+        w.lastSeen = Date.now();
+        resolve();
+      };
+      const timer = setTimeout(done, waitMs);
+      w.wakeStandby = done;
+      signal?.addEventListener("abort", done, { once: true });
+    });
   }
 
   /** Move up to `max` queued jobs to IN_PROGRESS under fresh leases held by `w`. */

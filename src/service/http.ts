@@ -13,26 +13,29 @@ export class HttpProblem extends Error {
   readonly status: number;
   readonly errors?: string[];
   readonly headers?: Record<string, string>;
-  constructor(status: number, detail: string, opts: { errors?: string[]; headers?: Record<string, string> } = {}) {
+  /** Extension members of the problem (RFC 9457): what a client needs beside the detail (a failed release). */
+  readonly members?: Record<string, unknown>;
+  constructor(status: number, detail: string, opts: { errors?: string[]; headers?: Record<string, string>; members?: Record<string, unknown> } = {}) {
     super(detail);
     this.status = status;
     this.errors = opts.errors;
     this.headers = opts.headers;
+    this.members = opts.members;
   }
 }
 
-export function problemBody(status: number, detail: string, errors?: string[]): Problem {
-  const body: Problem = { title: TITLES[status] ?? "Error", status, detail };
+export function problemBody(status: number, detail: string, errors?: string[], members?: Record<string, unknown>): Problem {
+  const body: Problem = { ...members, title: TITLES[status] ?? "Error", status, detail };
   if (errors && errors.length > 0) body.errors = errors;
   return body;
 }
 
-export function sendProblem(res: ServerResponse, status: number, detail: string, opts: { errors?: string[]; headers?: Record<string, string> } = {}): void {
+export function sendProblem(res: ServerResponse, status: number, detail: string, opts: { errors?: string[]; headers?: Record<string, string>; members?: Record<string, unknown> } = {}): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const text = JSON.stringify(problemBody(status, detail, opts.errors));
+  const text = JSON.stringify(problemBody(status, detail, opts.errors, opts.members));
   res.writeHead(status, {
     "content-type": "application/problem+json",
     "content-length": Buffer.byteLength(text),

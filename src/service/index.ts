@@ -31,6 +31,9 @@ import { LbFront } from "./lb/front.js";
 import { LbRouter } from "./lb/index.js";
 import { lockDataDir } from "./data-lock.js";
 import { clientGuards, clientLimits, type ClientLimits } from "./slow-clients.js";
+import { ReleaseManager } from "./releases/manager.js";
+import { StartFailures } from "./releases/start-failures.js";
+import type { ReleaseRow } from "./deploy/types.js";
 
 export interface ServiceOptions {
   dataDir: string;
@@ -79,6 +82,10 @@ export interface ServiceOptions {
   secretsKeys?: { current?: string; previous?: string[] };
   /** What a slow client may cost (send stall timeout, follower caps...); default clientLimits() (environment). */
   clientLimits?: Partial<ClientLimits>;
+  /** Probe workers tried per changed endpoint before a release fails (default 3, or SVC_RELEASE_ATTEMPTS). */
+  releaseAttempts?: number;
+  /** How long a release's new worker may take to come up (default 5 min, or SVC_RELEASE_START_TIMEOUT_MS). */
+  releaseStartTimeoutMs?: number;
 }
 
 export interface DeployedEndpoint {
@@ -208,6 +215,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   });
 
   let scaler: Scaler | undefined;
+  const startFailures = new StartFailures();
+  const releases = new ReleaseManager({
+    write: (ops) => engine.write(ops),
+    runner: () => scaler,
+    log,
+    attempts: options.releaseAttempts ?? positiveSetting("SVC_RELEASE_ATTEMPTS") ?? 3,
+    startTimeoutMs: options.releaseStartTimeoutMs ?? positiveSetting("SVC_RELEASE_START_TIMEOUT_MS") ?? 5 * 60_000,
+    onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
+  });
   const webhooks = new Set<Promise<void>>();
   const engine = new JobEngine(
     store,
@@ -281,6 +297,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     log,
     noWorkersReason: (id) => management.statusReason(id),
     waitMs: options.lbWaitMs,
+    onReady: (workerId) => releases.ready(workerId),
   });
   // issue 7: the LB front takes each connection first and serves plain LB requests itself (lb/front.ts)
   const frontWanted = options.lbFront ?? process.env.SVC_LB_FRONT !== "off";
@@ -329,11 +346,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       volumePath: (endpoint) =>
         management.volumePath(endpoint) ?? (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
       onLog: (endpointId, workerId, line) => {
+        releases.line(workerId, line.stream, line.text);
         void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: line.jobId ?? null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]).catch(() => undefined);
         const endpoint = endpoints.get(endpointId);
         if (endpoint) options.onWorkerLog?.({ endpoint: endpoint.name, endpointId, workerId, line });
       },
       onEvent: log,
+      onProbeExit: (workerId, exit) => releases.exited(workerId, exit),
+      onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
       lb,
     });
     scaler.start();
@@ -350,6 +370,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     secrets,
     // issue 7
     lb,
+    releases,
+    startFailures,
   };
   await management.attach(context);
   // Requests Node's parser refuses (headers over 16 KiB, a method it does not know, bad framing) get a
@@ -398,6 +420,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     (closing ??= (async () => {
       clearInterval(ticker);
       clearInterval(sweeper);
+      releases.close();
       lb.close();
       await scaler?.close();
       await engine.close();
@@ -436,34 +459,72 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       const artifactHash = await hashFile(input.artifactPath);
       const artifactPath = await keepArtifact(options.dataDir, input.artifactPath, artifactHash);
       const plan = planDeploy([...endpoints.values()], { userId, app: input.app, env: input.env, resources: input.manifest.resources, artifactPath, artifactHash }, Date.now());
-      for (const row of plan.remove) {
-        endpoints.delete(row.id);
-        await engine.dropEndpoint(row.id);
-      }
-      await engine.write(plan.upsert.map((endpoint) => ({ op: "upsertEndpoint", endpoint }) as StoreOp));
-      for (const row of plan.upsert) {
-        const previous = endpoints.get(row.id);
-        endpoints.set(row.id, previous ? { ...row, completed: previous.completed, failed: previous.failed, retried: previous.retried } : row);
-        engine.endpoints.set(row.id, engineEndpoint(row));
-      }
       // The app, its environment and the build, as an upload and activation would record them: `svc app list`,
       // `svc app get` and the console show a `svc dev` session's app like any other.
       const now = Date.now();
       const environment = (await store.environments(userId, input.app)).find((e) => e.name === input.env);
+      const size = (await stat(artifactPath)).size;
       await engine.write([
         { op: "upsertApp", app: { userId, name: input.app, createdAt: now } },
-        {
-          op: "insertBuild",
-          build: { id: artifactHash, userId, app: input.app, size: (await stat(artifactPath)).size, fingerprint: input.manifest.fingerprint, manifest: input.manifest, path: artifactPath, createdAt: now },
-        },
-        { op: "upsertEnvironment", environment: { userId, app: input.app, name: input.env, buildId: artifactHash, createdAt: environment?.createdAt ?? now, activatedAt: now } },
+        { op: "insertBuild", build: { id: artifactHash, userId, app: input.app, size, fingerprint: input.manifest.fingerprint, manifest: input.manifest, path: artifactPath, createdAt: now } },
       ] as StoreOp[]);
+      // Endpoints new or changed must show a worker that starts before anything switches (releases/manager.ts).
+      const changed = plan.upsert.filter((row) => endpoints.get(row.id)?.revision !== row.revision);
+      const { settled } = await releases.begin({
+        userId,
+        app: input.app,
+        env: input.env,
+        buildId: artifactHash,
+        previousBuildId: environment?.buildId ?? null,
+        kind: "deploy",
+        probe: changed.map((row) => ({ row, action: endpoints.has(row.id) ? "update" : "create" })),
+        commit: async (extra) => {
+          for (const row of plan.remove) {
+            endpoints.delete(row.id);
+            startFailures.forget(row.id);
+            await engine.dropEndpoint(row.id);
+          }
+          await engine.write([
+            ...plan.upsert.map((endpoint) => ({ op: "upsertEndpoint", endpoint }) as StoreOp),
+            { op: "upsertEnvironment", environment: { userId, app: input.app, name: input.env, buildId: artifactHash, createdAt: environment?.createdAt ?? now, activatedAt: Date.now() } },
+            ...extra,
+          ]);
+          for (const row of plan.upsert) {
+            const previous = endpoints.get(row.id);
+            endpoints.set(row.id, previous ? { ...row, completed: previous.completed, failed: previous.failed, retried: previous.retried } : row);
+            engine.endpoints.set(row.id, engineEndpoint(row));
+          }
+        },
+      });
+      const outcome = await settled;
+      if (outcome.state !== "live") throw new ReleaseFailedError(outcome);
       scaler?.reconcile();
       // issue 4: REST endpoints whose template runs this code follow the new revision
       await management.appChanged();
       return plan.upsert.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
     },
   };
+}
+
+/** A number setting of the environment, when set to a positive integer. */
+function positiveSetting(name: string): number | undefined {
+  const value = Number(process.env[name]);
+  return Number.isInteger(value) && value > 0 ? value : undefined;
+}
+
+/** A release whose new workers could not start: nothing switched, the previous build keeps serving. */
+export class ReleaseFailedError extends UserError {
+  constructor(readonly release: ReleaseRow) {
+    const why = release.error;
+    super(
+      release.state === "superseded"
+        ? "A newer deploy of this environment took over before this one switched"
+        : why?.endpoint
+          ? `Endpoint "${why.endpoint}" of the new build could not start`
+          : `The new build could not be switched to: ${why?.message ?? "unknown error"}`,
+      { problems: why?.endpoint ? [why.message.split("\n").join("\n    ")] : [] },
+    );
+  }
 }
 
 /**

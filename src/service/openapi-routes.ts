@@ -140,7 +140,18 @@ function deployApi(): Record<string, unknown> {
     },
     "/v1/apps/{app}/builds/{build}": { parameters: [app, path("build", "sha256")], get: { tags, summary: "A build already uploaded", responses: { ...ok("The build", json("Build")), ...errors } } },
     "/v1/apps/{app}/environments/{env}/plan": action("What activating a build would change", undefined, "ActivateRequest"),
-    "/v1/apps/{app}/environments/{env}/activate": action("Make a build the environment's (admin)", undefined, "ActivateRequest"),
+    "/v1/apps/{app}/environments/{env}/activate": (() => {
+      const route = action("Make a build the environment's (admin): its new workers must start before it switches (docs/deploy.md, Releases)", undefined, "ActivateRequest");
+      Object.assign(route.post.responses, {
+        "202": { description: "With wait: false, the release began; its outcome is in GET .../releases", content: { "application/json": { schema: { type: "object" } } } },
+        "422": problem("The release failed: its new workers could not start (the `release` member says which endpoint and why); the previous build keeps serving"),
+      });
+      return route;
+    })(),
+    "/v1/apps/{app}/environments/{env}/releases": {
+      parameters: [app, env],
+      get: { tags, summary: "The environment's recent releases with their outcome, newest first", responses: { ...ok("Releases", json("Releases")), ...errors } },
+    },
     "/v1/apps/{app}/environments/{env}/undeploy": action("Remove endpoints of the environment (admin): {endpoints: [name]} or {all: true}", undefined, "object"),
     "/v1/apps/{app}/environments/{env}/config": action("Configuration-only update (admin): {resources, dryRun}", undefined, "object"),
     "/v1/endpoints/{endpointId}/logs": {

@@ -3,7 +3,7 @@
 // revision (rolling release) and workers that exit unexpectedly (with backoff). The decision is a pure
 // function (planScaling); `Scaler` applies it.
 
-import type { WorkerDriver, WorkerHandle, WorkerLogLine } from "../drivers/types.js";
+import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../drivers/types.js";
 import type { JobEngine, WorkerEntry } from "./engine.js";
 import { workerState } from "./engine.js";
 import type { EndpointRow } from "./store/types.js";
@@ -79,6 +79,10 @@ export interface ScalerDeps {
   volumePath?(endpoint: EndpointRow): string | undefined;
   onLog(endpointId: string, workerId: string, line: WorkerLogLine): void;
   onEvent?(message: string): void;
+  /** A release's probe worker ended (or could not be started) before it was promoted. */
+  onProbeExit?(workerId: string, exit: WorkerExit | { error: string }): void;
+  /** A worker failed to start: exited before it registered, or the driver could not start it. */
+  onStartFailure?(endpointId: string, workerId: string, message: string): void;
   /** issue 7: load-balanced endpoints scale on their proxy's requests (waiting ones and in-flight ones). */
   lb?: {
     load(endpointId: string): { queued: number; inProgress: number };
@@ -91,6 +95,8 @@ export interface ScalerDeps {
     workerDirectAddress?(workerId: string, address: string | undefined): void;
     /** A worker that cannot register itself (a prebuilt image) joins the pool at the driver's address. */
     registered?(workerId: string, endpointId: string, address: string): void;
+    /** Workers of this endpoint may take traffic now (probes promoted): serve what waits. */
+    wake?(endpointId: string): void;
   };
 }
 
@@ -105,6 +111,15 @@ interface ManagedWorker {
   revision: string;
   handle?: WorkerHandle;
   stopping: boolean;
+  /**
+   * A release's probe: it runs the new revision and takes no job until the release switches; the scaling plan
+   * neither counts nor drains it.
+   */
+  probe: boolean;
+}
+
+function newWorkerId(): string {
+  return `w${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
 }
 
 const BACKOFF_BASE_MS = 500;
@@ -162,7 +177,7 @@ export class Scaler {
         liveEndpoints.add(endpoint.id);
         if (endpoint.type !== "queue" && !this.deps.lb) continue;
         const lbLoad = endpoint.type === "lb" ? this.deps.lb!.load(endpoint.id) : undefined;
-        const workers = [...this.managed.values()].filter((m) => m.endpointId === endpoint.id && !m.stopping);
+        const workers = [...this.managed.values()].filter((m) => m.endpointId === endpoint.id && !m.stopping && !m.probe);
         const plan = planScaling({
           workersMin: endpoint.resource.workersMin,
           workersMax: endpoint.resource.workersMax,
@@ -190,7 +205,7 @@ export class Scaler {
         for (const id of plan.drain) this.drain(id);
       }
       // Workers of deleted endpoints.
-      for (const m of this.managed.values()) if (!liveEndpoints.has(m.endpointId)) this.drain(m.id);
+      for (const m of this.managed.values()) if (!m.probe && !liveEndpoints.has(m.endpointId)) this.drain(m.id);
       this.stopDrainedWorkers(now);
     } finally {
       this.planning = false;
@@ -230,13 +245,41 @@ export class Scaler {
     return secrets?.digest ? `${endpoint.revision}+${secrets.digest}` : endpoint.revision;
   }
 
-  private async launch(endpoint: EndpointRow): Promise<void> {
-    const workerId = `w${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
+  /** A release's probe of `endpoint` (its row in the new build): started now, kept out of the plan until promoted. */
+  startProbe(endpoint: EndpointRow): string {
+    const workerId = newWorkerId();
+    void this.launch(endpoint, workerId, true);
+    return workerId;
+  }
+
+  /** Stop a probe at once: it failed to come up, or its release is over. */
+  stopProbe(workerId: string): void {
+    const m = this.managed.get(workerId);
+    if (!m || !m.probe) return;
+    m.stopping = true;
+    this.deps.engine.drain(workerId);
+    m.handle?.kill();
+  }
+
+  /** The release switched: its probes are workers of their endpoints from now on (they may take jobs). */
+  promote(workerIds: string[]): void {
+    for (const id of workerIds) {
+      const m = this.managed.get(id);
+      if (!m || !m.probe) continue;
+      m.probe = false;
+      this.deps.engine.promote(id);
+      this.deps.lb?.wake?.(m.endpointId);
+    }
+    this.reconcile();
+  }
+
+  private async launch(endpoint: EndpointRow, workerId = newWorkerId(), probe = false): Promise<void> {
     const secrets = this.deps.secrets?.(endpoint);
-    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: this.revisionOf(endpoint, secrets), stopping: false };
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: this.revisionOf(endpoint, secrets), stopping: false, probe };
     this.managed.set(workerId, m);
     const entry: WorkerEntry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
     entry.managed = true;
+    entry.standby = probe;
     const image = prebuiltImageOf(endpoint);
     try {
       // A prebuilt image does not speak the worker protocol: it gets no credentials of the service.
@@ -275,10 +318,19 @@ export class Scaler {
       this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`);
     } catch (err) {
       this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "stderr", text: `worker failed to start: ${(err as Error).message}` });
-      this.exited(m, false);
+      const wasProbe = m.probe;
+      this.exited(m, wasProbe, `the worker could not be started: ${(err as Error).message}`);
+      if (wasProbe) this.deps.onProbeExit?.(workerId, { error: `the worker could not be started: ${(err as Error).message}` });
       return;
     }
+    // Stopped while the driver was starting it (a probe whose release ended meanwhile).
+    if (m.stopping && m.probe) m.handle.kill();
     void m.handle.exited.then((exit) => {
+      if (m.probe) {
+        this.exited(m, true);
+        this.deps.onProbeExit?.(workerId, exit);
+        return;
+      }
       const expected = m.stopping || this.closed;
       if (!expected) {
         this.deps.onLog(endpoint.id, workerId, {
@@ -291,7 +343,7 @@ export class Scaler {
     });
   }
 
-  private exited(m: ManagedWorker, expected: boolean): void {
+  private exited(m: ManagedWorker, expected: boolean, why?: string): void {
     this.managed.delete(m.id);
     this.drainedSince.delete(m.id);
     const entry = this.deps.engine.workers.get(m.id);
@@ -302,6 +354,7 @@ export class Scaler {
     this.deps.lb?.workerDirectAddress?.(m.id, undefined);
     void this.deps.revokeWorkerKeys(m.id).catch(() => undefined);
     if (expected) return;
+    if (!registered) this.deps.onStartFailure?.(m.endpointId, m.id, why ?? "the worker exited before it registered");
     const f = this.failures.get(m.endpointId) ?? { count: 0, until: 0 };
     // A worker that registered and then died is less suspicious than one that never came up, but both back off.
     f.count = registered ? 1 : f.count + 1;

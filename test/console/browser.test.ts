@@ -5,7 +5,7 @@
 
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -396,4 +396,27 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
       await page.setViewportSize({ width: 1366, height: 800 });
     }
   }, 60_000);
+
+  it("shows in red why an endpoint's new workers fail to start, while the previous build keeps serving", async () => {
+    const app = join(dir, "crashy");
+    cpSync(join(repo, "fixtures", "console-app"), app, { recursive: true });
+    await deployOverHttp(service.url, ADMIN, app, "crashy");
+    const env = (await call(`${service.url}/v1/apps/console-app/environments/crashy`, { key: ADMIN })).body;
+    const greeterId = env.endpoints.find((e: { name: string }) => e.name === "greeter").id;
+    const file = join(app, "src", "greeter.ts");
+    writeFileSync(file, readFileSync(file, "utf8").replace("interface Person", 'if (!process.env.GREETER_TOKEN) throw new Error("GREETER_TOKEN is not set");\ninterface Person'));
+    const build = await buildProject(app);
+    const bytes = readFileSync(build.artifactPath);
+    const sha = createHash("sha256").update(bytes).digest("hex");
+    await fetch(`${service.url}/v1/apps/console-app/builds`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "x-svc-sha256": sha }, body: bytes });
+    const activated = await call(`${service.url}/v1/apps/console-app/environments/crashy/activate`, { key: ADMIN, body: { build: sha, confirmRemove: [] } });
+    expect(activated.status).toBe(422);
+    expect(activated.body.release).toMatchObject({ state: "failed", error: { endpoint: "greeter" } });
+    await page.goto(`${service.url}/console/#/endpoints/${greeterId}`);
+    const alert = page.locator(".start-error");
+    await alert.getByText(/worker\(s\) failed to start in the last 5 minutes/).waitFor();
+    expect(await alert.locator("pre").textContent()).toMatch(/GREETER_TOKEN is not set\n\s+at .*src\/greeter\.ts:3:\d+/);
+    expect(await alert.evaluate((el) => getComputedStyle(el).color)).toBe("rgb(180, 35, 24)");
+    await shot("endpoint-start-error");
+  }, 120_000);
 });

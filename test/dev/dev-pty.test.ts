@@ -71,3 +71,31 @@ it("prints a new endpoint's URL and curl, and says when it is gone", async () =>
   rmSync(file);
   await until(() => screen.includes("endpoint newbie is gone from the project: removed"), 60_000);
 }, 120_000);
+
+it("a save that breaks the module keeps the last good code serving, says the error once with its file and line, and recovers on the next save", async () => {
+  const file = join(project, "src", "tally.ts");
+  const good = readFileSync(file, "utf8");
+  const session = JSON.parse(readFileSync(join(project, ".svc", "dev-session.json"), "utf8")) as { url: string; apiKey: string; endpoints: Record<string, { url: string }> };
+  const add = async () => {
+    const res = await fetch(`${session.endpoints.tally!.url}/runsync`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${session.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ input: { n: 1 }, function: "add" }),
+    });
+    return (await res.json()) as { status: string; output?: { total: number } };
+  };
+  expect((await add()).status).toBe("COMPLETED");
+  const failedBefore = count("rebuild failed");
+  writeFileSync(file, good.replace("// One instance", 'if (!process.env.TALLY_SEED) throw new Error("TALLY_SEED is not set");\n// One instance'));
+  await until(() => count("rebuild failed") === failedBefore + 1, 60_000);
+  await new Promise((r) => setTimeout(r, 1500));
+  const failure = screen.slice(screen.lastIndexOf("rebuild failed"));
+  expect(failure).toMatch(/src\/tally\.ts:3:\d+/);
+  expect(count("TALLY_SEED is not set")).toBe(1);
+  expect(count("rebuild failed")).toBe(failedBefore + 1);
+  expect((await add()).status).toBe("COMPLETED");
+  const deployedBefore = count("redeployed:");
+  writeFileSync(file, good);
+  await until(() => count("redeployed:") === deployedBefore + 1, 60_000);
+  expect((await add()).status).toBe("COMPLETED");
+}, 120_000);

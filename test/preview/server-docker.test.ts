@@ -4,7 +4,7 @@
 // engine's objects can be found by label.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,6 +24,7 @@ let serverExit: Promise<number | null>;
 let url: string;
 let stderr = "";
 let endpoints: Array<{ name: string; id: string; url: string; type: string }> = [];
+let cliEnv: NodeJS.ProcessEnv = {};
 
 const appObjects = async () => {
   const filters = { label: [`${LABELS.app}=${app}`] };
@@ -55,8 +56,9 @@ beforeAll(async () => {
     });
     void serverExit.then((code) => reject(new Error(`svc server exited ${code}:\n${stderr}`)));
   });
+  cliEnv = { ...env, SVC_API_URL: url };
   const deployed = spawnSync(process.execPath, [bin, "deploy", "--env", "test", "--json", "-C", project], {
-    env: { ...env, SVC_API_URL: url },
+    env: cliEnv,
     encoding: "utf8",
     timeout: 120_000,
   });
@@ -100,6 +102,23 @@ describeDocker("svc server --workers docker", () => {
     const containers = await docker.listContainers({ filters: { label: [`${LABELS.app}=${app}`, `${LABELS.endpoint}=${endpoint("api").id}`] } });
     expect(containers.map((c) => c.Id.slice(0, 12))).toContain(r.body.host);
   }, 120_000);
+
+  it("a release whose module throws at import fails with its error; the running worker containers keep serving", async () => {
+    const file = join(project, "src", "echo.ts");
+    const good = readFileSync(file, "utf8");
+    writeFileSync(file, good.replace("// A queue-based", 'if (!process.env.ECHO_KEY) throw new Error("ECHO_KEY is not set");\n// A queue-based'));
+    try {
+      const r = spawnSync(process.execPath, [bin, "deploy", "--env", "test", "-C", project], { env: cliEnv, encoding: "utf8", timeout: 180_000 });
+      expect(r.status, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/endpoint "(echo|relay)" could not start its new workers/);
+      expect(r.stderr).toContain("ECHO_KEY is not set");
+      expect(r.stderr).toMatch(/src\/echo\.ts:6:\d+/);
+      const answer = await call(`${endpoint("echo").url}/runsync?wait=90000`, { input: { text: "still here" } });
+      expect(answer.body).toMatchObject({ status: "COMPLETED", output: { echo: "still here" } });
+    } finally {
+      writeFileSync(file, good);
+    }
+  }, 240_000);
 
   it("SIGINT stops the server (exit 0) and removes its worker containers and network", async () => {
     expect((await appObjects()).containers.length).toBeGreaterThan(0);

@@ -3,7 +3,7 @@
 
 import { resolve } from "node:path";
 import type { Command } from "commander";
-import { DeployClient, serviceAddress, type EnvironmentInfo } from "../../deploy/client.js";
+import { DeployClient, serviceAddress, type EnvironmentInfo, type ReleaseInfo } from "../../deploy/client.js";
 import { resolveApp } from "../../deploy/index.js";
 import { createOutput } from "../output.js";
 import { confirmDestructive } from "../confirm.js";
@@ -13,8 +13,22 @@ export function renderEnvironment(e: EnvironmentInfo): string[] {
   for (const p of e.endpoints) {
     lines.push(`    ${p.name}  ${p.type === "lb" ? "load-balanced" : "queue"}  ${p.url}`);
     if (p.routes.length > 0) lines.push(`      routes: ${p.routes.join(", ")}`);
+    if (p.unhealthyWorkers && p.lastStartError) {
+      lines.push(`      ${p.unhealthyWorkers} worker(s) failed to start recently; last error (${new Date(p.lastStartError.at).toISOString()}): ${p.lastStartError.message.split("\n")[0]}`);
+    }
+  }
+  if (e.releases && e.releases.length > 0) {
+    lines.push("    releases (newest first):");
+    for (const r of e.releases) lines.push(`      ${releaseLine(r)}`);
   }
   return lines;
+}
+
+/** One release of an environment's history: when, which build, its kind and outcome. Pure. */
+export function releaseLine(r: ReleaseInfo): string {
+  const when = new Date(r.startedAt).toISOString().replace("T", " ").slice(0, 19);
+  const why = r.state === "failed" && r.error ? `: ${r.error.endpoint ? `${r.error.endpoint}: ` : ""}${r.error.message.split("\n")[0]}` : "";
+  return `${when}  ${r.buildId.slice(0, 12)}  ${r.kind}  ${r.state}${why}`;
 }
 
 export function register(program: Command): void {

@@ -5,7 +5,7 @@
 import { resolve } from "node:path";
 import type { Command } from "commander";
 import { deploy, type DeployResult } from "../../deploy/index.js";
-import { serviceAddress } from "../../deploy/client.js";
+import { serviceAddress, type ReleaseInfo } from "../../deploy/client.js";
 import { envSetting } from "../../sdk/context.js";
 import pc from "picocolors";
 import { UsageError } from "../../errors.js";
@@ -25,6 +25,7 @@ interface DeployFlags {
   preview?: boolean;
   port?: string;
   allowCpuFallback?: boolean;
+  detach?: boolean;
 }
 
 const MARK: Record<string, string> = { create: "+", update: "~", unchanged: "=" };
@@ -51,11 +52,23 @@ export function renderDeploy(result: DeployResult): string {
     if (e.routes.length > 0) lines.push(`      routes: ${e.routes.join(", ")}`);
   });
   for (const line of aligned.slice(result.endpoints.length)) lines.push(`  ${line}`);
+  if (result.release?.state === "starting") {
+    lines.push(`Release ${result.release.id} began (--detach): its new workers are starting; \`svc env get --env ${result.env}\` shows whether it went live`);
+  } else if (result.release && result.release.endpoints.length > 0) {
+    lines.push(`New workers started for ${result.release.endpoints.map((e) => e.name).join(", ")}; the previous ones drain after their jobs`);
+  }
   if (result.curl && !result.dryRun) {
     lines.push("Try it:");
     lines.push(`  ${result.curl}`);
   }
   return lines.join("\n");
+}
+
+/** One endpoint of a starting release, as the progress line says it. Pure. */
+export function releaseEndpointState(e: ReleaseInfo["endpoints"][number]): string {
+  if (e.state === "ready") return "ready";
+  if (e.state === "failed") return `failed after ${e.attempts} attempt(s)`;
+  return e.failures > 0 ? `starting (attempt ${e.attempts}, ${e.failures} failed: ${e.error?.split("\n")[0] ?? "no reason"})` : "starting";
 }
 
 /** Flags that make no sense with --preview, or only with it. */
@@ -67,6 +80,7 @@ export function checkPreviewFlags(flags: DeployFlags): void {
   }
   if (flags.env !== undefined) throw new UsageError("--preview runs its own environment (\"preview\"); leave out --env", "Deploy to an environment with `svc deploy --env <name>`, or preview locally with `svc deploy --preview`.");
   if (flags.dryRun) throw new UsageError("--preview and --dry-run do not go together");
+  if (flags.detach) throw new UsageError("--detach goes with a deploy to a service; --preview runs until Ctrl-C");
 }
 
 const LOG_COLOURS = [pc.cyan, pc.magenta, pc.yellow, pc.green, pc.blue];
@@ -177,6 +191,7 @@ export function register(program: Command): void {
     .option("--preview", "run the app on this machine instead: one Docker container per endpoint, local URLs, until Ctrl-C")
     .option("--port <n>", "with --preview: port of the local service (default 8700, or a free one when taken)")
     .option("--allow-cpu-fallback", "with --preview: run GPU endpoints on CPU when this machine has no GPU")
+    .option("--detach", "return once the release began, without waiting for its new workers to start (see `svc env get`)")
     .action(async (flags: DeployFlags) => {
       checkPreviewFlags(flags);
       const out = createOutput({ json: flags.json });
@@ -189,6 +204,18 @@ export function register(program: Command): void {
         out.warn(`deploying into the local dev session at ${address.url}, not a service; set SVC_API_URL or use a profile (svc login --url <service URL>) to deploy to a service`);
       }
       const steps = out.steps();
+      const said = new Map<string, string>();
+      // Each endpoint's new workers as they come up: a spinner's detail on a TTY, a line per change otherwise.
+      const onRelease = (release: ReleaseInfo) => {
+        if (said.size === 0) steps.onProgress(`Starting new workers of ${release.endpoints.map((e) => e.name).join(", ")}`);
+        const states = release.endpoints.map((e) => ({ name: e.name, text: releaseEndpointState(e) }));
+        if (out.tty) steps.detail(states.map((e) => `${e.name}: ${e.text}`).join(", "));
+        for (const e of states) {
+          if (said.get(e.name) === e.text) continue;
+          said.set(e.name, e.text);
+          if (!out.tty) out.info(`  ${e.name}: ${e.text}`);
+        }
+      };
       let result: DeployResult;
       try {
         result = await deploy({
@@ -208,6 +235,8 @@ export function register(program: Command): void {
             return askOnTty(question);
           },
           onProgress: steps.onProgress,
+          detach: flags.detach,
+          onRelease,
           onUpload: (sent, total) => {
             const percent = total === 0 ? 100 : Math.floor((sent / total) * 100);
             // Beside the spinner on a TTY; every 10 % as a line on a pipe.

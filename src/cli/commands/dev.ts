@@ -89,6 +89,8 @@ export function register(program: Command): void {
           }
           case "worker-log":
             if (opts.quiet) break;
+            // A worker that cannot start is a failed release: said once, with its stack, as a rebuild failure.
+            if (/worker failed to start: /.test(event.line.text)) break;
             out.info(workerLine(event.endpoint, event.line, out.color));
             // A failed job: its stack below the line, the project's frames first-class (they are what to open).
             if (session && event.line.jobId && /\bjob \S+ failed: /.test(event.line.text)) void printStack(session, event.endpoint, event.line.jobId);

@@ -24,7 +24,7 @@ import { HttpProblem, isPlainObject, parseJson, readBody, sendJson } from "../ht
 import { engineEndpoint } from "../index.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan } from "./plan.js";
-import type { BuildRow, EnvironmentRow } from "./types.js";
+import type { BuildRow, EnvironmentRow, ReleaseRow } from "./types.js";
 import { receiveArtifact } from "./upload.js";
 import { missingSecrets } from "../secrets/check.js";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
@@ -54,7 +54,7 @@ function needAdmin(principal: Principal): void {
 /** The members each environment action reads; any other member (`__proto__` and `constructor` included) is 422. */
 const ACTION_MEMBERS: Record<string, readonly string[]> = {
   plan: ["build", "manifest"],
-  activate: ["build", "confirmRemove"],
+  activate: ["build", "confirmRemove", "wait", "rollback"],
   undeploy: ["endpoints", "all"],
   config: ["resources", "dryRun"],
 };
@@ -91,6 +91,8 @@ function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Re
     workersMax: e.resource.workersMax,
     gpuTypeIds: e.resource.gpuTypeIds,
     idleTimeout: e.resource.idleTimeout,
+    unhealthyWorkers: ctx.startFailures.unhealthy(e.id),
+    lastStartError: ctx.startFailures.last(e.id),
   };
 }
 
@@ -209,6 +211,13 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
     return true;
   }
 
+  if (action === "releases") {
+    allow(req, ["GET"]);
+    if (!envRow) throw new HttpProblem(404, `No app "${app}" with environment "${name}"`);
+    sendJson(res, { app, env: name, releases: await store.releases(userId, app, name, RELEASES_LISTED) });
+    return true;
+  }
+
   allow(req, ["POST"]);
   needAdmin(principal);
   const body = await jsonBody(req, Object.hasOwn(ACTION_MEMBERS, action ?? "") ? ACTION_MEMBERS[action!] : undefined);
@@ -241,22 +250,45 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
         errors: unconfirmed.map((r) => `would remove endpoint "${r.name}" (${r.id})`),
       });
     }
-    for (const row of plan.removeRows) {
-      ctx.endpoints.delete(row.id);
-      await ctx.engine.dropEndpoint(row.id);
+    // Surge, then switch: the created and changed endpoints' new workers must come up before anything changes
+    // (releases/manager.ts); the switch below is written only then, in one batch.
+    const { release, settled } = await ctx.releases.begin({
+      userId,
+      app,
+      env: name,
+      buildId: build.id,
+      previousBuildId: envRow.buildId,
+      kind: body.rollback === true ? "rollback" : "deploy",
+      probe: plan.upsert.map((row) => ({ row, action: ctx.endpoints.has(row.id) ? "update" : "create" })),
+      commit: async (extra) => {
+        for (const row of plan.removeRows) {
+          ctx.endpoints.delete(row.id);
+          ctx.startFailures.forget(row.id);
+          await ctx.engine.dropEndpoint(row.id);
+        }
+        await ctx.engine.write([
+          ...plan.upsert.map((endpoint) => ({ op: "upsertEndpoint", endpoint }) as StoreOp),
+          { op: "upsertEnvironment", environment: { ...envRow, buildId: build.id, activatedAt: Date.now() } },
+          ...extra,
+        ]);
+        for (const row of plan.upsert) {
+          const previous = ctx.endpoints.get(row.id);
+          ctx.endpoints.set(row.id, previous ? { ...row, completed: previous.completed, failed: previous.failed, retried: previous.retried } : row);
+          ctx.engine.endpoints.set(row.id, engineEndpoint(row));
+        }
+      },
+    });
+    const answer = (r: ReleaseRow) => ({ ...planJson(ctx, plan, build.manifest.routes, r.state === "live"), build: build.id, fingerprint: build.fingerprint, release: r });
+    // `wait: false`: answer now (202 while new workers come up); the outcome is in GET .../releases.
+    if (body.wait === false && release.state === "starting") {
+      sendJson(res, answer(release), 202);
+      return true;
     }
-    await ctx.engine.write([
-      ...plan.upsert.map((endpoint) => ({ op: "upsertEndpoint", endpoint }) as StoreOp),
-      { op: "upsertEnvironment", environment: { ...envRow, buildId: build.id, activatedAt: now } },
-    ]);
-    for (const row of plan.upsert) {
-      const previous = ctx.endpoints.get(row.id);
-      ctx.endpoints.set(row.id, previous ? { ...row, completed: previous.completed, failed: previous.failed, retried: previous.retried } : row);
-      ctx.engine.endpoints.set(row.id, engineEndpoint(row));
-    }
+    const outcome = await settled;
+    if (outcome.state !== "live") throw releaseProblem(outcome);
     ctx.scaler()?.reconcile();
     await waitWorkersGone(ctx, plan.removeRows.map((r) => r.id));
-    sendJson(res, { ...planJson(ctx, plan, build.manifest.routes, true), build: build.id, fingerprint: build.fingerprint });
+    sendJson(res, answer(outcome));
     return true;
   }
 
@@ -301,6 +333,20 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
   throw new HttpProblem(404, `No route /v1/apps/${app}/environments/${name}/${action}`);
 }
 
+/** Releases an environment's record lists (newest first). */
+const RELEASES_LISTED = 10;
+
+/** The answer to an activation whose release did not switch: which endpoint, the worker's error, what serves. */
+function releaseProblem(release: ReleaseRow): HttpProblem {
+  if (release.state === "superseded") return new HttpProblem(409, "A newer activation of this environment took over before this one switched", { members: { release } });
+  const why = release.error;
+  const serving = release.previousBuildId ? `build ${release.previousBuildId.slice(0, 12)} keeps serving` : "nothing was deployed";
+  return new HttpProblem(422, `The release failed: ${why?.endpoint ? `endpoint ${why.endpoint}'s new workers could not start` : "it could not switch"}; ${serving}`, {
+    errors: why ? [why.message] : [],
+    members: { release },
+  });
+}
+
 function buildJson(b: { id: string; app: string; size: number; fingerprint: string; createdAt: number }) {
   return { id: b.id, app: b.app, size: b.size, fingerprint: b.fingerprint, createdAt: b.createdAt };
 }
@@ -323,6 +369,8 @@ async function environmentJson(ctx: ApiContext, e: EnvironmentRow) {
     build: e.buildId,
     fingerprint: build?.fingerprint ?? null,
     endpoints: endpointsOf(ctx, e.userId, e.app, e.name).map((row) => endpointJson(ctx, row, build?.manifest.routes)),
+    // The environment's recent releases, newest first, with their outcome (a failed one says which endpoint and why).
+    releases: await ctx.store.releases(e.userId, e.app, e.name, RELEASES_LISTED),
   };
 }
 

@@ -2,7 +2,7 @@
 // migration entry and two delegating lines.
 
 import type Database from "better-sqlite3";
-import type { AppRow, BuildRow, DeployStoreOp, DeployStoreReads, EnvironmentRow } from "./types.js";
+import type { AppRow, BuildRow, DeployStoreOp, DeployStoreReads, EnvironmentRow, ReleaseRow } from "./types.js";
 
 export const DEPLOY_MIGRATION = `
   CREATE TABLE apps (user_id TEXT NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (user_id, name));
@@ -13,7 +13,14 @@ export const DEPLOY_MIGRATION = `
     id TEXT NOT NULL, user_id TEXT NOT NULL, app TEXT NOT NULL, size INTEGER NOT NULL, fingerprint TEXT NOT NULL,
     manifest TEXT NOT NULL, path TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (user_id, id));`;
 
-const DEPLOY_OPS = new Set(["upsertApp", "deleteApp", "upsertEnvironment", "deleteEnvironment", "insertBuild"]);
+/** Releases: each activation of a build and its outcome (the record itself is JSON: it is read whole). */
+export const RELEASES_MIGRATION = `
+  CREATE TABLE releases (
+    user_id TEXT NOT NULL, app TEXT NOT NULL, env TEXT NOT NULL, id TEXT NOT NULL, started_at INTEGER NOT NULL,
+    record TEXT NOT NULL, PRIMARY KEY (user_id, app, env, id));
+  CREATE INDEX releases_recent ON releases (user_id, app, env, started_at);`;
+
+const DEPLOY_OPS = new Set(["upsertRelease", "upsertApp", "deleteApp", "upsertEnvironment", "deleteEnvironment", "insertBuild"]);
 
 export function isDeployOp(op: { op: string }): op is DeployStoreOp {
   return DEPLOY_OPS.has(op.op);
@@ -32,6 +39,13 @@ export function prepareDeployStatements(db: Database.Database): { apply(op: Depl
   const insertBuild = db.prepare(
     "INSERT OR IGNORE INTO builds (id, user_id, app, size, fingerprint, manifest, path, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
   );
+  const upsertRelease = db.prepare(
+    `INSERT INTO releases (user_id, app, env, id, started_at, record) VALUES (?, ?, ?, ?, ?, ?)
+     ON CONFLICT (user_id, app, env, id) DO UPDATE SET record = excluded.record`,
+  );
+  const deleteAppReleases = db.prepare("DELETE FROM releases WHERE user_id = ? AND app = ?");
+  const deleteEnvironmentReleases = db.prepare("DELETE FROM releases WHERE user_id = ? AND app = ? AND env = ?");
+  const releases = db.prepare("SELECT record FROM releases WHERE user_id = ? AND app = ? AND env = ? ORDER BY started_at DESC, rowid DESC LIMIT ?");
   const apps = db.prepare("SELECT * FROM apps WHERE user_id = ? ORDER BY name");
   const environments = db.prepare("SELECT * FROM environments WHERE user_id = ? AND app = ? ORDER BY name");
   const build = db.prepare("SELECT * FROM builds WHERE user_id = ? AND id = ?");
@@ -42,7 +56,13 @@ export function prepareDeployStatements(db: Database.Database): { apply(op: Depl
         case "upsertApp":
           upsertApp.run(o.app.userId, o.app.name, o.app.createdAt);
           break;
+        case "upsertRelease": {
+          const r = o.release;
+          upsertRelease.run(r.userId, r.app, r.env, r.id, r.startedAt, JSON.stringify(r));
+          break;
+        }
         case "deleteApp":
+          deleteAppReleases.run(o.userId, o.name);
           deleteAppEnvironments.run(o.userId, o.name);
           deleteAppBuilds.run(o.userId, o.name);
           deleteApp.run(o.userId, o.name);
@@ -53,6 +73,7 @@ export function prepareDeployStatements(db: Database.Database): { apply(op: Depl
           break;
         }
         case "deleteEnvironment":
+          deleteEnvironmentReleases.run(o.userId, o.app, o.name);
           deleteEnvironment.run(o.userId, o.app, o.name);
           break;
         case "insertBuild": {
@@ -79,6 +100,9 @@ export function prepareDeployStatements(db: Database.Database): { apply(op: Depl
             activatedAt: (r.activated_at as number | null) ?? null,
           }),
         );
+      },
+      async releases(userId, app, env, limit) {
+        return (releases.all(userId, app, env, limit) as Array<{ record: string }>).map((r) => JSON.parse(r.record) as ReleaseRow);
       },
       async build(userId, id) {
         const r = build.get(userId, id) as Record<string, unknown> | undefined;

@@ -33,7 +33,43 @@ export interface BuildRow {
   createdAt: number;
 }
 
+/** What became of a release: starting (new workers coming up), live, failed (the previous build kept), superseded. */
+export type ReleaseState = "starting" | "live" | "failed" | "superseded";
+
+export interface ReleaseEndpoint {
+  name: string;
+  id: string;
+  action: "create" | "update";
+  /** starting: probe workers coming up; ready: one loaded its handler (LB: /ping 200); failed: out of attempts. */
+  state: "starting" | "ready" | "failed";
+  /** Probe workers started so far, and how many of them failed to start. */
+  attempts: number;
+  failures: number;
+  /** The last start failure: the worker's own error (first lines of its stack). */
+  error: string | null;
+}
+
+/** One activation of a build in an environment, and its outcome. */
+export interface ReleaseRow {
+  id: string;
+  userId: string;
+  app: string;
+  env: string;
+  buildId: string;
+  /** The build the environment ran when this release began (what it keeps on failure). */
+  previousBuildId: string | null;
+  kind: "deploy" | "rollback";
+  state: ReleaseState;
+  startedAt: number;
+  finishedAt: number | null;
+  /** The endpoints whose new workers had to prove they start (created or changed ones). */
+  endpoints: ReleaseEndpoint[];
+  /** Why it failed: which endpoint, and the worker's error. */
+  error: { endpoint: string; message: string } | null;
+}
+
 export type DeployStoreOp =
+  | { op: "upsertRelease"; release: ReleaseRow }
   | { op: "upsertApp"; app: AppRow }
   | { op: "deleteApp"; userId: string; name: string }
   | { op: "upsertEnvironment"; environment: EnvironmentRow }
@@ -44,4 +80,6 @@ export interface DeployStoreReads {
   apps(userId: string): Promise<AppRow[]>;
   environments(userId: string, app: string): Promise<EnvironmentRow[]>;
   build(userId: string, id: string): Promise<BuildRow | undefined>;
+  /** An environment's releases, newest first. */
+  releases(userId: string, app: string, env: string, limit: number): Promise<ReleaseRow[]>;
 }

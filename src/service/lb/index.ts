@@ -104,6 +104,8 @@ export interface LbDeps {
   /** Why an endpoint gets no workers (a REST endpoint's statusReason), when the service knows. */
   noWorkersReason?(endpointId: string): string | undefined;
   waitMs?: number;
+  /** A worker answered /ping 200 for the first time (a release's probe has come up). */
+  onReady?(workerId: string): void;
 }
 
 /**
@@ -288,7 +290,9 @@ export class LbRouter {
       w.failures = 0;
       w.state = "ready";
       if (before !== "ready") {
-        this.note(w.endpointId, w.id, `lb: worker ${w.id} answered /ping 200: ready, taking traffic`);
+        const standby = this.deps.engine.workers.get(w.id)?.standby === true;
+        this.note(w.endpointId, w.id, `lb: worker ${w.id} answered /ping 200: ready, ${standby ? "taking traffic once its release switches" : "taking traffic"}`);
+        this.deps.onReady?.(w.id);
         this.dispatch(w.endpointId);
       }
       return;
@@ -315,7 +319,7 @@ export class LbRouter {
     for (const w of this.workers.values()) {
       if (w.endpointId !== endpointId) continue;
       const entry = this.deps.engine.workers.get(w.id);
-      list.push({ id: w.id, ready: w.state === "ready" && entry !== undefined && !entry.draining, inFlight: w.inFlight });
+      list.push({ id: w.id, ready: w.state === "ready" && entry !== undefined && !entry.draining && !entry.standby, inFlight: w.inFlight });
     }
     return list;
   }
@@ -327,6 +331,11 @@ export class LbRouter {
     this.lastPicked.set(endpointId, w.id);
     w.inFlight++;
     return w;
+  }
+
+  /** Workers of this endpoint may take traffic now (a release switched): serve the requests waiting. */
+  wake(endpointId: string): void {
+    this.dispatch(endpointId);
   }
 
   /** Workers became ready: hand them the requests waiting, oldest first. */

@@ -411,6 +411,11 @@ export function deployedEndpointRecord(row: EndpointRow, serviceUrl: string) {
   };
 }
 
+/** Workers of the endpoint that failed to start recently, and the last such error (null: none since the start). */
+function startHealth(ctx: ApiContext, id: string): { unhealthyWorkers: number; lastStartError: { message: string; at: number } | null } {
+  return { unhealthyWorkers: ctx.startFailures.unhealthy(id), lastStartError: ctx.startFailures.last(id) };
+}
+
 export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest: RestEndpoints, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
   const method = req.method ?? "GET";
   requireAccess(p, "endpoints", method !== "GET");
@@ -425,8 +430,8 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
       req.resume();
       // One list of all the user's endpoints, as users of the hosted service expect: REST-created ones and those
       // `svc deploy` made (with their app and environment).
-      const created = [...rest.specs.entries()].filter(([, e]) => e.userId === p.userId).map(([eid]) => ({ ...rest.record(eid), source: "rest" as const }));
-      const deployed = [...ctx.endpoints.values()].filter((e) => e.userId === p.userId && !rest.specs.has(e.id)).map((e) => deployedEndpointRecord(e, ctx.url));
+      const created = [...rest.specs.entries()].filter(([, e]) => e.userId === p.userId).map(([eid]) => ({ ...rest.record(eid), ...startHealth(ctx, eid), source: "rest" as const }));
+      const deployed = [...ctx.endpoints.values()].filter((e) => e.userId === p.userId && !rest.specs.has(e.id)).map((e) => ({ ...deployedEndpointRecord(e, ctx.url), ...startHealth(ctx, e.id) }));
       const all: Array<{ createdAt: number; id: string }> = [...created, ...deployed];
       return sendJson(res, all.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)));
     }
@@ -444,8 +449,11 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
   }
   if (method === "GET") {
     req.resume();
+    // An endpoint `svc deploy` made is read here too (changed through its app's deploys, not PATCH).
+    const deployed = rest.specs.has(id) ? undefined : ctx.endpoints.get(id);
+    if (deployed && deployed.userId === p.userId) return sendJson(res, { ...deployedEndpointRecord(deployed, ctx.url), ...startHealth(ctx, id) });
     own(id);
-    return sendJson(res, rest.record(id));
+    return sendJson(res, { ...rest.record(id), ...startHealth(ctx, id) });
   }
   if (method === "PATCH") {
     const entry = own(id);

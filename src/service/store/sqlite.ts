@@ -12,7 +12,7 @@ import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow } from "./types.js";
-import { DEPLOY_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
+import { DEPLOY_MIGRATION, RELEASES_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
 import { SECRETS_MIGRATION } from "../secrets/store.js";
 
@@ -53,6 +53,8 @@ export const MIGRATIONS: string[] = [
   MANAGEMENT_MIGRATION_2,
   // secrets of users, sealed
   SECRETS_MIGRATION,
+  // releases of builds into environments, with their outcome
+  RELEASES_MIGRATION,
 ];
 
 const JOB_COLUMNS: Record<keyof JobRow, string> = {
