@@ -343,9 +343,14 @@ describe("the LB front under mixed traffic", () => {
 
 describe("the LB front on a cold endpoint", () => {
   it("waits through a cold start itself and keeps the connection; answers the route's problems itself", async () => {
-    const cold = await startApp("fixtures/lb-app", { resources: { api: { workersMin: 0, workersMax: 1, maxConcurrency: 4, idleTimeout: 60 } } });
+    // idleTimeout 1 s: the deploy's probe worker (docs/deploy.md, Releases) idles out, then the endpoint is cold.
+    const cold = await startApp("fixtures/lb-app", { resources: { api: { workersMin: 0, workersMax: 1, maxConcurrency: 4, idleTimeout: 1 } } });
     try {
       const id = cold.endpoints.find((e) => e.name === "api")!.id;
+      await until("the deploy's worker to idle out", async () => {
+        const w = ((await (await fetch(`${cold.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${cold.key}` } })).json()) as { workers: Record<string, number> }).workers;
+        return w.idle! + w.running! + w.initializing! === 0 ? true : undefined;
+      }, 20_000);
       const before = cold.service.lbFrontStats()!;
       const socket = connect(cold.service.port, "127.0.0.1");
       const raw = new Raw(socket);

@@ -11,7 +11,8 @@ import { until, useLbApp } from "./harness.js";
 // Twice: with the LB front (lb/front.ts) serving what it can, and with node:http serving everything (the path the
 // front hands connections to), so both keep the same behaviour.
 describe.each([true, false])("lbFront: %s", (lbFront) => {
-  const lb = useLbApp({ workersMin: 0, workersMax: 2, maxConcurrency: 1, idleTimeout: 60 }, { lbFront });
+  // idleTimeout 5 s: the deploy's probe worker (docs/deploy.md, Releases) idles out before the cold-start test.
+  const lb = useLbApp({ workersMin: 0, workersMax: 2, maxConcurrency: 1, idleTimeout: 5 }, { lbFront });
 
   describe(`a load-balanced endpoint behind the proxy (${lbFront ? "LB front" : "node:http only"})`, () => {
     it("refuses a request without a key (401 problem) and starts no worker for it", async () => {
@@ -40,6 +41,10 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
     });
 
     it("scales from zero on the first request, which waits through the cold start (/ping 204, then 200)", async () => {
+      await until("the deploy's worker to idle out", async () => {
+        const w = (await lb.health()).workers;
+        return w.idle + w.running + w.initializing === 0 ? true : undefined;
+      }, 20_000);
       const started = Date.now();
       const response = await fetch(`${lb.base}/items/abc?q=z`, { headers: lb.auth });
       expect(response.status).toBe(200);

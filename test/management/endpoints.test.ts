@@ -60,6 +60,9 @@ it("creates an endpoint from the spec's body and allocates the first available G
     // the template's image is not svc code: provisioned, no workers, and it says so
     status: "WAITING",
     statusReason: expect.stringContaining('image "vllm/vllm-openai:latest" cannot be run by this service'),
+    // No worker failed to start (docs/deploy.md, Releases: health)
+    unhealthyWorkers: 0,
+    lastStartError: null,
     createdAt: expect.any(Number),
     updatedAt: expect.any(Number),
   });

@@ -445,7 +445,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     await rest.lookUpImage(newEndpointId);
     await rest.apply(newEndpointId);
     await rest.checkPing(newEndpointId);
-    return sendJson(res, rest.record(newEndpointId), 201);
+    return sendJson(res, { ...rest.record(newEndpointId), ...startHealth(ctx, newEndpointId) }, 201);
   }
   if (method === "GET") {
     req.resume();
@@ -470,7 +470,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     await rest.apply(id);
     await rest.checkPing(id);
     res.setHeader("svc-workers-restarted", restart ? "true" : "false");
-    return sendJson(res, rest.record(id));
+    return sendJson(res, { ...rest.record(id), ...startHealth(ctx, id) });
   }
   if (method === "DELETE") {
     req.resume();
