@@ -28,8 +28,9 @@ import type { Secrets } from "./secrets/index.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import { isJobsListPath, jobsList } from "./jobs-list.js";
 
-export const RUN_BODY_LIMIT = 10 * 1024 * 1024;
-export const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024;
+import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./body-limits.js";
+
+export { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT };
 export const WORKER_BODY_LIMIT = 64 * 1024 * 1024;
 export const SMALL_BODY_LIMIT = 1024 * 1024;
 export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;

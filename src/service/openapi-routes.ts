@@ -3,7 +3,7 @@
 // api-schemas.ts; `x-svc-body-limit` is each body's limit in bytes (the service answers 413 above it).
 
 import { OPENAI_BODY_LIMIT } from "./openai-route.js";
-import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./api.js";
+import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./body-limits.js";
 import type { SchemaName } from "./schema.js";
 
 const ref = (name: SchemaName) => ({ $ref: `#/components/schemas/${name}` });

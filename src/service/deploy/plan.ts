@@ -2,7 +2,7 @@
 // Pure functions: routes.ts applies their result.
 
 import type { Manifest, ManifestResource } from "../../sdk/manifest.js";
-import { planDeploy } from "../index.js";
+import { planDeploy } from "../endpoint-rows.js";
 import type { EndpointRow } from "../store/types.js";
 import type { BuildRow } from "./types.js";
 

@@ -21,7 +21,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ApiContext } from "../api.js";
 import { canUseJobs, isAdmin, type Principal } from "../auth.js";
 import { HttpProblem, isPlainObject, parseJson, readBody, sendJson } from "../http.js";
-import { engineEndpoint } from "../index.js";
+import { engineEndpoint } from "../endpoint-rows.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan } from "./plan.js";
 import type { BuildRow, EnvironmentRow, ReleaseRow } from "./types.js";
