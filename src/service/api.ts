@@ -36,12 +36,14 @@ export const SMALL_BODY_LIMIT = 1024 * 1024;
 export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
 
 import type { ReleaseManager } from "./releases/manager.js";
+import type { EndpointRegistry } from "./endpoint-registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 
 export interface ApiContext {
   engine: JobEngine;
   keyring: KeyRing;
-  endpoints: Map<string, EndpointRow>;
+  /** The endpoints served: read here, changed through upsert/remove (endpoint-registry.ts). */
+  endpoints: EndpointRegistry;
   url: string;
   scaler(): Scaler | undefined;
   followers: Set<ServerResponse>;

@@ -32,6 +32,7 @@ import { LbRouter } from "./lb/index.js";
 import { lockDataDir } from "./data-lock.js";
 import { clientGuards, clientLimits, type ClientLimits } from "./slow-clients.js";
 import { engineEndpoint, planDeploy } from "./endpoint-rows.js";
+import { EndpointRegistry } from "./endpoint-registry.js";
 
 export { endpointId, engineEndpoint, planDeploy } from "./endpoint-rows.js";
 import { ReleaseManager } from "./releases/manager.js";
@@ -149,8 +150,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
   const resealed = secrets.rotate();
   if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
-  const endpoints = new Map<string, EndpointRow>();
-  for (const row of await store.endpoints()) endpoints.set(row.id, row);
   // issue 4: management API state (its own connection to the same, already migrated, file)
   const management = new Management({
     dataDir: options.dataDir,
@@ -186,7 +185,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       },
     },
   );
-  for (const row of endpoints.values()) engine.endpoints.set(row.id, engineEndpoint(row));
+  const endpoints = new EndpointRegistry(engine);
+  for (const row of await store.endpoints()) endpoints.upsert(row);
+  // A removed endpoint's start failures go with it.
+  endpoints.onChange((change) => {
+    if (change.type === "remove") startFailures.forget(change.row.id);
+  });
   await engine.load([...endpoints.values()]);
 
   if (options.apiKeys?.length) {
@@ -428,8 +432,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         probe: changed.map((row) => ({ row, action: endpoints.has(row.id) ? "update" : "create" })),
         commit: async (extra) => {
           for (const row of plan.remove) {
-            endpoints.delete(row.id);
-            startFailures.forget(row.id);
+            endpoints.remove(row.id);
             await engine.dropEndpoint(row.id);
           }
           await engine.write([
@@ -437,11 +440,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
             { op: "upsertEnvironment", environment: { userId, app: input.app, name: input.env, buildId: artifactHash, createdAt: environment?.createdAt ?? now, activatedAt: Date.now() } },
             ...extra,
           ]);
-          for (const row of plan.upsert) {
-            const previous = endpoints.get(row.id);
-            endpoints.set(row.id, previous ? { ...row, completed: previous.completed, failed: previous.failed, retried: previous.retried } : row);
-            engine.endpoints.set(row.id, engineEndpoint(row));
-          }
+          for (const row of plan.upsert) endpoints.upsert(row);
         },
       });
       const outcome = await settled;

@@ -21,7 +21,6 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ApiContext } from "../api.js";
 import { canUseJobs, isAdmin, type Principal } from "../auth.js";
 import { HttpProblem, isPlainObject, parseJson, readBody, sendJson } from "../http.js";
-import { engineEndpoint } from "../endpoint-rows.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan } from "./plan.js";
 import type { BuildRow, EnvironmentRow, ReleaseRow } from "./types.js";
@@ -262,8 +261,7 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
       probe: plan.upsert.map((row) => ({ row, action: ctx.endpoints.has(row.id) ? "update" : "create" })),
       commit: async (extra) => {
         for (const row of plan.removeRows) {
-          ctx.endpoints.delete(row.id);
-          ctx.startFailures.forget(row.id);
+          ctx.endpoints.remove(row.id);
           await ctx.engine.dropEndpoint(row.id);
         }
         await ctx.engine.write([
@@ -271,11 +269,7 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
           { op: "upsertEnvironment", environment: { ...envRow, buildId: build.id, activatedAt: Date.now() } },
           ...extra,
         ]);
-        for (const row of plan.upsert) {
-          const previous = ctx.endpoints.get(row.id);
-          ctx.endpoints.set(row.id, previous ? { ...row, completed: previous.completed, failed: previous.failed, retried: previous.retried } : row);
-          ctx.engine.endpoints.set(row.id, engineEndpoint(row));
-        }
+        for (const row of plan.upsert) ctx.endpoints.upsert(row);
       },
     });
     const answer = (r: ReleaseRow) => ({ ...planJson(ctx, plan, build.manifest.routes, r.state === "live"), build: build.id, fingerprint: build.fingerprint, release: r });
@@ -319,11 +313,7 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
     }
     if (body.dryRun !== true && plan.rows.length > 0) {
       await ctx.engine.write(plan.rows.map((endpoint) => ({ op: "upsertEndpoint", endpoint }) as StoreOp));
-      for (const row of plan.rows) {
-        const previous = ctx.endpoints.get(row.id);
-        ctx.endpoints.set(row.id, previous ? { ...row, completed: previous.completed, failed: previous.failed, retried: previous.retried } : row);
-        ctx.engine.endpoints.set(row.id, engineEndpoint(row));
-      }
+      for (const row of plan.rows) ctx.endpoints.upsert(row);
       ctx.scaler()?.reconcile();
     }
     sendJson(res, { app, env: name, dryRun: body.dryRun === true, changes: plan.changes });
@@ -377,7 +367,7 @@ async function environmentJson(ctx: ApiContext, e: EnvironmentRow) {
 /** Drop endpoints (jobs, logs) and answer only once none of their workers runs. */
 async function removeEndpoints(ctx: ApiContext, rows: EndpointRow[]): Promise<Array<{ name: string; id: string; env: string }>> {
   for (const row of rows) {
-    ctx.endpoints.delete(row.id);
+    ctx.endpoints.remove(row.id);
     await ctx.engine.dropEndpoint(row.id);
   }
   ctx.scaler()?.reconcile();

@@ -313,11 +313,9 @@ export class RestEndpoints {
     const ctx = this.ctx();
     const entry = this.specs.get(id)!;
     const { row } = this.plan(id, entry);
-    const before = ctx.endpoints.get(id);
     // Unchanged revision keeps updatedAt stable for the record; the engine upserts either way.
     await ctx.engine.write([{ op: "upsertEndpoint", endpoint: row }]);
-    ctx.endpoints.set(id, before ? { ...row, completed: before.completed, failed: before.failed, retried: before.retried } : row);
-    ctx.engine.endpoints.set(id, this.m.engineEndpoint(row));
+    ctx.endpoints.upsert(row);
     ctx.scaler()?.reconcile();
   }
 
@@ -479,7 +477,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     rest.specs.delete(id);
     rest.forgetPing(id);
     m.store.deleteRestEndpoint(id);
-    ctx.endpoints.delete(id);
+    ctx.endpoints.remove(id);
     await ctx.engine.dropEndpoint(id);
     ctx.scaler()?.reconcile();
     res.writeHead(204);
