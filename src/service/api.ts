@@ -598,4 +598,4 @@ async function logs(ctx: ApiContext, principal: Principal, req: IncomingMessage,
 /** Stored log lines a logs request returns (before following). */
 const LOG_LINES_MAX = 10_000;
 /** Backlog lines read and written to a follower at once. */
-const FOLLOW_PAGE = 100;
+const FOLLOW_PAGE = 25;

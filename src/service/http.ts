@@ -64,7 +64,7 @@ export function sendJson(res: ServerResponse, value: unknown, status = 200): voi
 }
 
 /** Largest piece handed to the socket at once: a client that does not read holds at most about this much. */
-const SEND_SLICE = 256 * 1024;
+const SEND_SLICE = 64 * 1024;
 
 /**
  * Wait until `res` can take more (its "drain"), or it ended: false when the client went away, or when it read
@@ -108,6 +108,9 @@ export async function sendPieces(res: ServerResponse, pieces: ReadonlyArray<stri
     for (let at = 0; at < piece.length; at += SEND_SLICE) {
       // subarray shares the bytes: no copy per answer.
       if (!res.write(piece.subarray(at, at + SEND_SLICE)) && !(await writable(res, stallMs))) return;
+      // A slice the kernel took at once is still a copy: other requests go between slices, so many large
+      // answers at the same moment do not hold up everyone else's (a loopback socket takes megabytes).
+      if (at + SEND_SLICE < piece.length) await new Promise((resolve) => setImmediate(resolve));
     }
   }
   res.end();
