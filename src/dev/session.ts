@@ -13,6 +13,7 @@ import { ReleaseFailedError, startService, type Service, type DeployedEndpoint }
 import { createProcessDriver } from "../drivers/process.js";
 import type { WorkerLogLine } from "../drivers/types.js";
 import { DEV_SESSION_FILE, envSetting, type DevSession } from "../sdk/context.js";
+import { serviceOptionsOf, type ServiceSettings } from "../service/config.js";
 import { UserError } from "../errors.js";
 
 export const DEV_ENV = "dev";
@@ -36,6 +37,8 @@ export interface DevSessionOptions {
    */
   retries?: number;
   onEvent?: (event: DevEvent) => void;
+  /** The service's settings from the environment (limits, timeouts...); default: every setting's default. */
+  settings?: ServiceSettings;
 }
 
 export type DevEvent =
@@ -84,6 +87,7 @@ export const DEV_PORT_ATTEMPTS = 20;
 async function listen(options: DevSessionOptions, dataDir: string, apiKey: string): Promise<Service> {
   const requested = options.port ?? options.defaultPort ?? DEFAULT_DEV_PORT;
   const base = {
+    ...(options.settings ? serviceOptionsOf(options.settings) : {}),
     dataDir,
     host: options.host ?? "127.0.0.1",
     driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache") }),

@@ -15,7 +15,7 @@ import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
 import { JobEngine, type EngineEndpoint } from "./engine.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
 import { problemResponse, sendProblem } from "./http.js";
-import { artifactLimit, sweepUploads } from "./deploy/upload.js";
+import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import { Scaler } from "./scaler.js";
 import { openSqliteStore } from "./store/sqlite.js";
@@ -30,7 +30,7 @@ import type { RateWindow } from "./ratelimit.js";
 import { LbFront } from "./lb/front.js";
 import { LbRouter } from "./lb/index.js";
 import { lockDataDir } from "./data-lock.js";
-import { clientGuards, clientLimits, type ClientLimits } from "./slow-clients.js";
+import { clientGuards, DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./slow-clients.js";
 import { engineEndpoint, planDeploy } from "./endpoint-rows.js";
 import { EndpointRegistry } from "./endpoint-registry.js";
 
@@ -167,8 +167,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     write: (ops) => engine.write(ops),
     runner: () => scaler,
     log,
-    attempts: options.releaseAttempts ?? positiveSetting("SVC_RELEASE_ATTEMPTS") ?? 3,
-    startTimeoutMs: options.releaseStartTimeoutMs ?? positiveSetting("SVC_RELEASE_START_TIMEOUT_MS") ?? 5 * 60_000,
+    attempts: options.releaseAttempts ?? 3,
+    startTimeoutMs: options.releaseStartTimeoutMs ?? 5 * 60_000,
     onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
   });
   const webhooks = new Set<Promise<void>>();
@@ -252,7 +252,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     onReady: (workerId) => releases.ready(workerId),
   });
   // issue 7: the LB front takes each connection first and serves plain LB requests itself (lb/front.ts)
-  const frontWanted = options.lbFront ?? process.env.SVC_LB_FRONT !== "off";
+  const frontWanted = options.lbFront ?? true;
   const front = !frontWanted ? undefined : LbFront.install(server, {
     lb,
     principal: (key) => keyring.known(key),
@@ -314,9 +314,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const followers = new Set<ServerResponse>();
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
-    clients: clientGuards({ ...clientLimits(), ...options.clientLimits }),
+    clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // issue 5: apps, environments, builds
-    store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? artifactLimit(), uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
+    store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
     // issue 4
     management,
     secrets,
@@ -451,12 +451,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return plan.upsert.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
     },
   };
-}
-
-/** A number setting of the environment, when set to a positive integer. */
-function positiveSetting(name: string): number | undefined {
-  const value = Number(process.env[name]);
-  return Number.isInteger(value) && value > 0 ? value : undefined;
 }
 
 /** A release whose new workers could not start: nothing switched, the previous build keeps serving. */

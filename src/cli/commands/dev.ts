@@ -99,10 +99,20 @@ export function register(program: Command): void {
       };
       // Loaded lazily: the service and the build stay out of the start-up of other commands.
       const { startDevSession } = await import("../../dev/session.js");
+      const { parseServiceSettings, settingsEnvironment } = await import("../../service/config.js");
 
       let session: DevSessionHandle | undefined;
       session = await out.step("Building and starting the local service", () =>
-        startDevSession({ root, port, retries, host: opts.host, watch: opts.watch, exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean), onEvent }),
+        startDevSession({
+          root,
+          port,
+          retries,
+          host: opts.host,
+          watch: opts.watch,
+          exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean),
+          onEvent,
+          settings: parseServiceSettings(settingsEnvironment(envSetting)),
+        }),
       );
       const s = session;
       // Load-balanced endpoints are reached at their own address ({service}/lb/{id}), not the job API's.

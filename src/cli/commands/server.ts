@@ -10,20 +10,13 @@ import { UsageError, UserError } from "../../errors.js";
 import { envSetting } from "../../sdk/context.js";
 import type { WorkerDriver } from "../../drivers/types.js";
 import { startService } from "../../service/index.js";
+import { parseServerConfig, printableConfig, serviceOptionsOf, settingsEnvironment } from "../../service/config.js";
 import { installLastResort } from "../../service/last-resort.js";
-import { createOutput } from "../output.js";
+import { alignRows, createOutput } from "../output.js";
 
 export const DEFAULT_SERVER_PORT = 8600;
 export const ADMIN_KEY_FILE = "admin-key";
 
-/** A positive number of milliseconds from the environment, or undefined (the service's default). */
-function positiveMs(name: string): number | undefined {
-  const raw = envSetting(name);
-  if (raw === undefined) return undefined;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new UsageError(`${name} must be a positive whole number of milliseconds, not "${raw}"`);
-  return value;
-}
 
 export function defaultDataDir(): string {
   return envSetting("SVC_DATA_DIR") ?? join(homedir(), ".svc", "data");
@@ -33,8 +26,7 @@ export function defaultDataDir(): string {
  * The admin key: SVC_API_KEY when set; otherwise the one generated on the first start and kept in
  * <dataDir>/admin-key (mode 0600). The service itself stores only its hash.
  */
-export function resolveAdminKey(dataDir: string): { key: string; source: "env" | "file" | "generated"; file?: string } {
-  const fromEnv = envSetting("SVC_API_KEY");
+export function resolveAdminKey(dataDir: string, fromEnv = envSetting("SVC_API_KEY")): { key: string; source: "env" | "file" | "generated"; file?: string } {
   if (fromEnv) return { key: fromEnv, source: "env" };
   const file = join(dataDir, ADMIN_KEY_FILE);
   if (existsSync(file)) return { key: readFileSync(file, "utf8").trim(), source: "file", file };
@@ -86,45 +78,50 @@ export function register(program: Command): void {
   program
     .command("server")
     .description("Run the svc service: job API, worker protocol and autoscaled workers, over a SQLite file")
-    .option("--host <host>", "address to listen on", "127.0.0.1")
-    .option("--port <port>", "port to listen on (0: any free port)", String(DEFAULT_SERVER_PORT))
+    .option("--host <host>", "address to listen on (default 127.0.0.1)")
+    .option("--port <port>", `port to listen on (0: any free port; default ${DEFAULT_SERVER_PORT})`)
     .option("--data-dir <dir>", "where the SQLite file, artifacts and the admin key live (default ~/.svc/data or $SVC_DATA_DIR)")
-    .option("--workers <driver>", "where workers run: process, docker or none", "process")
-    .option("--public-url <url>", "the address clients use, when it differs from host:port")
-    .action(async (opts: { host: string; port: string; dataDir?: string; workers: string; publicUrl?: string }) => {
-      const out = createOutput();
-      const port = Number(opts.port);
-      if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be 0..65535, not "${opts.port}"`);
-      if (!["process", "docker", "none"].includes(opts.workers)) {
-        throw new UsageError(`--workers must be "process", "docker" or "none", not "${opts.workers}"`);
+    .option("--workers <driver>", "where workers run: process, docker or none (default process)")
+    .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
+    .option("--print-config", "print the configuration (flags, environment, defaults; secrets not shown) and exit")
+    .option("--json", "with --print-config: as JSON")
+    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; publicUrl?: string; printConfig?: boolean; json?: boolean }) => {
+      const out = createOutput({ json: opts.json });
+      // Every setting parsed once, here: the service's modules get typed values and read no environment.
+      const parsed = parseServerConfig({ host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, publicUrl: opts.publicUrl }, settingsEnvironment(envSetting));
+      if (opts.printConfig) {
+        const rows = printableConfig(parsed);
+        out.result({ settings: rows }, () => alignRows(rows.map((r) => [r.setting, JSON.stringify(r.value), r.source, r.from])).join("\n"));
+        return;
       }
-      const dataDir = resolve(opts.dataDir ?? defaultDataDir());
+      const config = parsed.config;
+      const port = config.port;
+      const dataDir = config.dataDir;
       // A data dir this start creates is removed again if the start fails: no admin key or empty database is
       // left behind by a typo in --port or --host.
       const fresh = !existsSync(dataDir) || readdirSync(dataDir).length === 0;
       mkdirSync(dataDir, { recursive: true });
-      const admin = resolveAdminKey(dataDir);
+      const admin = resolveAdminKey(dataDir, config.apiKey);
       // One tenant's request must never end the process that serves every tenant.
       installLastResort((message) => out.warn(message));
-      const driver = await loadDriver(opts.workers, dataDir, (message) => out.info(message));
+      const driver = await loadDriver(config.workers, dataDir, (message) => out.info(message));
       let service;
       try {
         service = await startService({
+          ...serviceOptionsOf(config),
           dataDir,
-          host: opts.host,
+          host: config.host,
           port,
           driver,
           apiKeys: [admin.key],
-          publicUrl: opts.publicUrl,
-          secretsKeys: { current: envSetting("SVC_SECRETS_KEY"), previous: envSetting("SVC_SECRETS_KEY_PREVIOUS")?.split(",") },
-          uploadIdleMs: positiveMs("SVC_UPLOAD_IDLE_MS"),
+          publicUrl: config.publicUrl,
           log: (message) => out.info(message),
         });
       } catch (err) {
         if (fresh) rmSync(dataDir, { recursive: true, force: true });
-        throw listenError(err, opts.host, port);
+        throw listenError(err, config.host, port);
       }
-      out.info(`svc service listening (data in ${dataDir}, workers: ${opts.workers})`);
+      out.info(`svc service listening (data in ${dataDir}, workers: ${config.workers})`);
       if (admin.source === "generated") out.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
       else if (admin.source === "file") out.info(`admin API key: ${admin.file}`);
       else out.info("admin API key: SVC_API_KEY");

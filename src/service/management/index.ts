@@ -36,12 +36,6 @@ export interface ManagementOptions {
   engineEndpoint(row: EndpointRow): EngineEndpoint;
 }
 
-/** `svc server` configuration without code: SVC_GPU_TYPES lists this machine's GPU types (comma separated). */
-function localFromEnvironment(): DataCenter[] | undefined {
-  const gpus = process.env.SVC_GPU_TYPES?.split(",").map((g) => g.trim()).filter(Boolean);
-  return gpus && gpus.length > 0 ? [{ ...LOCAL_DATA_CENTER, gpuTypes: gpus }] : undefined;
-}
-
 /**
  * Who a key acts as: its user, the key's record (a key given to the service at start has none: it is the
  * operator's bootstrap key), scopes and the user's rate-limit windows. Pure.
@@ -66,8 +60,8 @@ export class Management {
     this.context = {
       store: openSqliteManagementStore(options.file),
       dataDir: options.dataDir,
-      dataCenters: dataCenterConfig(options.dataCenters ?? localFromEnvironment(), options.hostDataCenter),
-      limiter: new RateLimiter(options.rateLimits ?? (process.env.SVC_RATE_LIMITS ? parseRateLimits(process.env.SVC_RATE_LIMITS) : undefined)),
+      dataCenters: dataCenterConfig(options.dataCenters, options.hostDataCenter),
+      limiter: new RateLimiter(options.rateLimits),
       operatorUser: options.operatorUser,
       engineEndpoint: options.engineEndpoint,
     };

@@ -1,0 +1,55 @@
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { UsageError } from "../errors.js";
+import { parseServerConfig, parseServiceSettings, printableConfig, serviceOptionsOf } from "./config.js";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+
+describe("the service's configuration", () => {
+  it("takes flags over the environment over defaults, typed, and says where each value came from", () => {
+    const parsed = parseServerConfig({ port: "9100", workers: "docker" }, { SVC_SEND_STALL_MS: "5000", SVC_LB_FRONT: "off", SVC_DATA_DIR: "/tmp/d", SVC_GPU_TYPES: "A100, H100" });
+    expect(parsed.config).toMatchObject({ port: 9100, workers: "docker", host: "127.0.0.1", dataDir: "/tmp/d", lbFront: false, releaseAttempts: 3, gpuTypes: ["A100", "H100"] });
+    expect(parsed.config.clientLimits).toMatchObject({ sendStallMs: 5000, followersPerUser: 10 });
+    expect(parsed.sources).toMatchObject({ port: "flag", dataDir: "environment", host: "default", "clientLimits.sendStallMs": "environment" });
+    const options = serviceOptionsOf(parsed.config);
+    expect(options.lbFront).toBe(false);
+    expect(options.dataCenters?.[0]?.gpuTypes).toEqual(["A100", "H100"]);
+  });
+
+  it("refuses every bad value at once, naming each", () => {
+    let error: unknown;
+    try {
+      parseServerConfig({ port: "70000" }, { SVC_RELEASE_ATTEMPTS: "0", SVC_LB_FRONT: "maybe" });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(UsageError);
+    const message = (error as Error).message;
+    expect(message).toContain('--port must be 0..65535, not "70000"');
+    expect(message).toContain('SVC_RELEASE_ATTEMPTS must be a positive whole number, not "0"');
+    expect(message).toContain('SVC_LB_FRONT must be "on" or "off", not "maybe"');
+  });
+
+  it("leaves the server's own settings out of what svc dev reads, and never prints a secret", () => {
+    const settings = parseServiceSettings({ SVC_UPLOAD_IDLE_MS: "1234", SVC_DATA_DIR: "/ignored" });
+    expect(settings.uploadIdleMs).toBe(1234);
+    expect((settings as unknown as Record<string, unknown>).dataDir).toBeUndefined();
+    const rows = printableConfig(parseServerConfig({}, { SVC_API_KEY: "svc_very_secret", SVC_SECRETS_KEY: "k".repeat(44), SVC_SECRETS_KEY_PREVIOUS: "old" }));
+    expect(JSON.stringify(rows)).not.toMatch(/svc_very_secret|kkkk|old/);
+    expect(rows.find((r) => r.setting === "apiKey")).toMatchObject({ value: "(set, not shown)", source: "environment" });
+  });
+
+  it("svc server --print-config prints it and exits; a bad value is exit 2 before anything starts", () => {
+    const env = { ...process.env, SVC_SEND_STALL_MS: "4000", SVC_API_KEY: "svc_secret_key" };
+    const ok = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "server", "--print-config", "--json", "--port", "0"], { env, encoding: "utf8" });
+    expect(ok.status, ok.stderr).toBe(0);
+    const rows = JSON.parse(ok.stdout).settings as Array<{ setting: string; value: unknown; source: string }>;
+    expect(rows.find((r) => r.setting === "clientLimits.sendStallMs")).toMatchObject({ value: 4000, source: "environment" });
+    expect(ok.stdout).not.toContain("svc_secret_key");
+    const bad = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "server", "--port", "0"], { env: { ...env, SVC_MAX_FOLLOWERS: "lots" }, encoding: "utf8" });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('SVC_MAX_FOLLOWERS must be a positive whole number, not "lots"');
+  });
+});

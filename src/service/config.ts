@@ -1,0 +1,215 @@
+// The service's whole configuration, parsed once at start from flags and the environment: one table of
+// settings, each with its flag or variable, its kind and default. Bad values are refused together, naming each
+// setting, before anything starts; the modules of the service get typed values and read no environment.
+// `svc server --print-config` shows the result and where each value came from (secrets redacted).
+
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { UsageError } from "../errors.js";
+import { DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./slow-clients.js";
+import { MAX_ARTIFACT_BYTES } from "./deploy/upload.js";
+import { parseRateLimits, type RateWindow } from "./ratelimit.js";
+import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
+import type { ServiceOptions } from "./index.js";
+
+export type WorkersKind = "process" | "docker" | "none";
+
+/** What `svc server` and `svc dev` both take from the environment. */
+export interface ServiceSettings {
+  maxArtifactBytes: number;
+  uploadIdleMs: number;
+  /** Serve plain load-balanced requests on the LB front (lb/front.ts). */
+  lbFront: boolean;
+  releaseAttempts: number;
+  releaseStartTimeoutMs: number;
+  clientLimits: ClientLimits;
+  /** This machine's GPU types (the local data center), when set. */
+  gpuTypes?: string[];
+  rateLimits?: RateWindow[];
+  secretsKeys: { current?: string; previous?: string[] };
+}
+
+/** `svc server`'s configuration: the settings and where it listens, keeps its data and runs workers. */
+export interface ServerConfig extends ServiceSettings {
+  host: string;
+  port: number;
+  dataDir: string;
+  workers: WorkersKind;
+  publicUrl?: string;
+  /** The admin key given in the environment (else the data dir's generated one). */
+  apiKey?: string;
+}
+
+export type Source = "flag" | "environment" | "default";
+
+type Kind =
+  | { type: "string" }
+  | { type: "secret" }
+  | { type: "port" }
+  | { type: "positive" }
+  | { type: "enum"; values: readonly string[] }
+  | { type: "onOff" }
+  | { type: "list" }
+  | { type: "rateLimits" };
+
+interface Setting {
+  key: string;
+  flag?: string;
+  env?: string;
+  kind: Kind;
+  default?: unknown;
+  /** The server only (not `svc dev`). */
+  serverOnly?: boolean;
+  description: string;
+}
+
+const positive: Kind = { type: "positive" };
+
+/** Every setting of the service. */
+export const SETTINGS: readonly Setting[] = [
+  { key: "host", flag: "host", kind: { type: "string" }, default: "127.0.0.1", serverOnly: true, description: "address to listen on" },
+  { key: "port", flag: "port", kind: { type: "port" }, default: 8600, serverOnly: true, description: "port to listen on (0: any free port)" },
+  { key: "dataDir", flag: "dataDir", env: "SVC_DATA_DIR", kind: { type: "string" }, serverOnly: true, description: "the SQLite file, artifacts and the admin key" },
+  { key: "workers", flag: "workers", kind: { type: "enum", values: ["process", "docker", "none"] }, default: "process", serverOnly: true, description: "where workers run" },
+  { key: "publicUrl", flag: "publicUrl", env: "SVC_PUBLIC_URL", kind: { type: "string" }, serverOnly: true, description: "the address clients use" },
+  { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },
+  { key: "maxArtifactBytes", env: "SVC_MAX_ARTIFACT_BYTES", kind: positive, default: MAX_ARTIFACT_BYTES, description: "largest build artifact accepted" },
+  { key: "uploadIdleMs", env: "SVC_UPLOAD_IDLE_MS", kind: positive, default: 60_000, description: "an upload sending nothing this long gets 408" },
+  { key: "lbFront", env: "SVC_LB_FRONT", kind: { type: "onOff" }, default: true, description: "serve plain load-balanced requests on the LB front" },
+  { key: "releaseAttempts", env: "SVC_RELEASE_ATTEMPTS", kind: positive, default: 3, description: "new workers tried per endpoint before a release fails" },
+  { key: "releaseStartTimeoutMs", env: "SVC_RELEASE_START_TIMEOUT_MS", kind: positive, default: 5 * 60_000, description: "how long a release's new worker may take to come up" },
+  { key: "clientLimits.sendStallMs", env: "SVC_SEND_STALL_MS", kind: positive, default: DEFAULT_CLIENT_LIMITS.sendStallMs, description: "an answer nobody reads this long is dropped" },
+  { key: "clientLimits.followersPerUser", env: "SVC_MAX_FOLLOWERS_PER_USER", kind: positive, default: DEFAULT_CLIENT_LIMITS.followersPerUser, description: "log followers per user" },
+  { key: "clientLimits.followersTotal", env: "SVC_MAX_FOLLOWERS", kind: positive, default: DEFAULT_CLIENT_LIMITS.followersTotal, description: "log followers in total" },
+  { key: "clientLimits.followerQueueBytes", env: "SVC_FOLLOWER_QUEUE_BYTES", kind: positive, default: DEFAULT_CLIENT_LIMITS.followerQueueBytes, description: "unread bytes a follower may queue" },
+  { key: "clientLimits.pinnedOutputBytes", env: "SVC_MAX_PINNED_OUTPUT_BYTES", kind: positive, default: DEFAULT_CLIENT_LIMITS.pinnedOutputBytes, description: "bytes of large outputs held for answers" },
+  { key: "gpuTypes", env: "SVC_GPU_TYPES", kind: { type: "list" }, description: "this machine's GPU types, comma separated" },
+  { key: "rateLimits", env: "SVC_RATE_LIMITS", kind: { type: "rateLimits" }, description: "per-user rate-limit windows (minute=600,hour=20000/3600s, ...)" },
+  { key: "secretsKeys.current", env: "SVC_SECRETS_KEY", kind: { type: "secret" }, description: "the key sealing secrets (else <data dir>/secrets-key)" },
+  { key: "secretsKeys.previous", env: "SVC_SECRETS_KEY_PREVIOUS", kind: { type: "list" }, description: "keys secrets may still be sealed with (rotation)" },
+];
+
+function parseValue(setting: Setting, raw: string, origin: string): { value?: unknown; problem?: string } {
+  const kind = setting.kind;
+  switch (kind.type) {
+    case "string":
+    case "secret":
+      return raw === "" ? { problem: `${origin} is empty` } : { value: raw };
+    case "port": {
+      const n = Number(raw);
+      return Number.isInteger(n) && n >= 0 && n <= 65535 ? { value: n } : { problem: `${origin} must be 0..65535, not "${raw}"` };
+    }
+    case "positive": {
+      const n = Number(raw);
+      return Number.isInteger(n) && n > 0 ? { value: n } : { problem: `${origin} must be a positive whole number, not "${raw}"` };
+    }
+    case "enum":
+      return kind.values.includes(raw) ? { value: raw } : { problem: `${origin} must be ${kind.values.map((v) => `"${v}"`).join(", ")}, not "${raw}"` };
+    case "onOff":
+      if (["on", "1", "true"].includes(raw)) return { value: true };
+      if (["off", "0", "false"].includes(raw)) return { value: false };
+      return { problem: `${origin} must be "on" or "off", not "${raw}"` };
+    case "list": {
+      const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+      return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
+    }
+    case "rateLimits":
+      try {
+        return { value: parseRateLimits(raw) };
+      } catch (err) {
+        return { problem: `${origin}: ${(err as Error).message}` };
+      }
+  }
+}
+
+function assign(target: Record<string, unknown>, key: string, value: unknown): void {
+  const [head, tail] = key.split(".") as [string, string | undefined];
+  if (tail === undefined) {
+    target[head] = value;
+    return;
+  }
+  target[head] = { ...(target[head] as Record<string, unknown> | undefined), [tail]: value };
+}
+
+export interface ParsedConfig<T> {
+  config: T;
+  /** Where each setting's value came from, by key. */
+  sources: Record<string, Source>;
+}
+
+function parseSettings(
+  settings: readonly Setting[],
+  flags: Record<string, string | undefined>,
+  env: Readonly<Record<string, string | undefined>>,
+): { values: Record<string, unknown>; sources: Record<string, Source> } {
+  const values: Record<string, unknown> = { clientLimits: { ...DEFAULT_CLIENT_LIMITS }, secretsKeys: {} };
+  const sources: Record<string, Source> = {};
+  const problems: string[] = [];
+  for (const setting of settings) {
+    const fromFlag = setting.flag === undefined ? undefined : flags[setting.flag];
+    const fromEnv = setting.env === undefined ? undefined : env[setting.env];
+    const raw = fromFlag ?? fromEnv;
+    if (raw === undefined) {
+      if (setting.default !== undefined) assign(values, setting.key, setting.default);
+      sources[setting.key] = "default";
+      continue;
+    }
+    const origin = fromFlag !== undefined ? `--${setting.flag!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}` : setting.env!;
+    const parsed = parseValue(setting, raw, origin);
+    if (parsed.problem) problems.push(parsed.problem);
+    else assign(values, setting.key, parsed.value);
+    sources[setting.key] = fromFlag !== undefined ? "flag" : "environment";
+  }
+  if (problems.length > 0) throw new UsageError(`The service's configuration is not valid:\n  - ${problems.join("\n  - ")}`, "Fix these flags or environment variables (`svc server --print-config` shows every setting).");
+  return { values, sources };
+}
+
+/** `svc server`: flags (commander's camelCase names) over the environment over defaults. */
+export function parseServerConfig(flags: Record<string, string | undefined>, env: Readonly<Record<string, string | undefined>>): ParsedConfig<ServerConfig> {
+  const { values, sources } = parseSettings(SETTINGS, flags, env);
+  values.dataDir = resolve((values.dataDir as string | undefined) ?? join(homedir(), ".svc", "data"));
+  return { config: values as unknown as ServerConfig, sources };
+}
+
+/** `svc dev` (and any embedder): the settings the environment may change, without the server's own. */
+export function parseServiceSettings(env: Readonly<Record<string, string | undefined>>): ServiceSettings {
+  return parseSettings(SETTINGS.filter((s) => !s.serverOnly), {}, env).values as unknown as ServiceSettings;
+}
+
+/** The configuration as `--print-config` shows it: each setting's value (secrets redacted) and source. Pure. */
+export function printableConfig(parsed: ParsedConfig<ServerConfig>): Array<{ setting: string; value: unknown; source: Source; from: string; description: string }> {
+  return SETTINGS.map((s) => {
+    const [head, tail] = s.key.split(".") as [string, string | undefined];
+    const holder = parsed.config as unknown as Record<string, unknown>;
+    const value = tail === undefined ? holder[head] : (holder[head] as Record<string, unknown> | undefined)?.[tail];
+    const secret = s.kind.type === "secret" || s.key === "secretsKeys.previous";
+    return {
+      setting: s.key,
+      value: value === undefined ? null : secret ? "(set, not shown)" : value,
+      source: parsed.sources[s.key] ?? "default",
+      from: s.flag ? `--${s.flag.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}${s.env ? ` or ${s.env}` : ""}` : s.env!,
+      description: s.description,
+    };
+  });
+}
+
+/** What the settings change in `startService`'s options. Pure. */
+export function serviceOptionsOf(settings: ServiceSettings): Partial<ServiceOptions> {
+  return {
+    maxArtifactBytes: settings.maxArtifactBytes,
+    uploadIdleMs: settings.uploadIdleMs,
+    lbFront: settings.lbFront,
+    releaseAttempts: settings.releaseAttempts,
+    releaseStartTimeoutMs: settings.releaseStartTimeoutMs,
+    clientLimits: settings.clientLimits,
+    secretsKeys: settings.secretsKeys,
+    ...(settings.rateLimits ? { rateLimits: settings.rateLimits } : {}),
+    ...(settings.gpuTypes ? { dataCenters: [{ ...LOCAL_DATA_CENTER, gpuTypes: settings.gpuTypes }] } : {}),
+  };
+}
+
+/** The variables the settings read, each looked up with `get` (the process's environment, a .env file...). */
+export function settingsEnvironment(get: (name: string) => string | undefined): Record<string, string | undefined> {
+  const names = SETTINGS.map((s) => s.env).filter((n): n is string => n !== undefined);
+  return Object.fromEntries(names.map((n) => [n, get(n)]));
+}
