@@ -138,3 +138,35 @@ describe("createProcessDriver", () => {
     await driver.close();
   });
 });
+
+describe("adopting the workers of an earlier run", () => {
+  it("finds a worker a driver of a killed service left running, by its record, and sees it end", async () => {
+    const stateDir = join(work, "state-adopt");
+    const first = createProcessDriver({ runtimeEntry: STUBBORN, cacheDir: join(work, "cache-adopt"), stateDir, baseEnv: { PATH: process.env.PATH } });
+    const lines: WorkerLogLine[] = [];
+    const started = await first.start(launch("wadopt", lines, { revision: "rev-7" }));
+    await firstLine(lines);
+    // A record nobody runs any more, and one whose pid is alive but another process: neither is adopted.
+    await writeFile(join(stateDir, "wgone.json"), JSON.stringify({ pid: 999_999, workerId: "wgone", endpointId: "ep1" }));
+    await writeFile(join(stateDir, "wother.json"), JSON.stringify({ pid: process.pid, workerId: "wother", endpointId: "ep1" }));
+
+    // Another driver on the same state directory: the service after a restart.
+    const second = createProcessDriver({ runtimeEntry: STUBBORN, cacheDir: join(work, "cache-adopt"), stateDir });
+    const adopted = await second.adopt!();
+    expect(adopted.map((a) => ({ id: a.handle.workerId, endpointId: a.endpointId, revision: a.revision }))).toEqual([{ id: "wadopt", endpointId: "ep1", revision: "rev-7" }]);
+    expect((await readdir(stateDir)).sort()).toEqual(["wadopt.json"]);
+    // Each is adopted once.
+    expect(await second.adopt!()).toEqual([]);
+
+    // It ignores SIGTERM: stop() escalates to SIGKILL after the grace, and the poll sees it gone.
+    const at = Date.now();
+    await adopted[0]!.handle.stop(300);
+    expect(Date.now() - at).toBeLessThan(3000);
+    expect(await started.exited).toMatchObject({ signal: "SIGKILL" });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await readdir(stateDir)).toEqual([]);
+    await first.close();
+    await second.close();
+  });
+});
+

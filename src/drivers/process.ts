@@ -3,7 +3,7 @@
 // shared cache) and handed to workers as SVC_ARTIFACT_DIR.
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -11,7 +11,8 @@ import { fileURLToPath } from "node:url";
 import { extractArtifactCached } from "../artifact/extract.js";
 import { applyProtocolEnv } from "./env.js";
 import { readMarkedLine } from "../runtime/output-marks.js";
-import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
+import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
+import { processAlive } from "../process-alive.js";
 
 export interface ProcessDriverOptions {
   /** The runtime entry to run (default: dist/runtime/worker.js of this package). */
@@ -29,6 +30,69 @@ export interface ProcessDriverOptions {
   closeGraceMs?: number;
   /** Environment the children inherit before the launch's own (default: this process's, minus SVC_*). */
   baseEnv?: NodeJS.ProcessEnv;
+  /**
+   * Where a record of each running worker is kept (pid, endpoint, revision), so that a service restarted after a
+   * crash on the same data finds the workers its predecessor left running (adopt). Default: none kept.
+   */
+  stateDir?: string;
+}
+
+/** What the driver keeps about a running worker, for a later process of the service to adopt. */
+interface WorkerRecord {
+  pid: number;
+  workerId: string;
+  endpointId: string;
+  revision?: string;
+}
+
+/** How often an adopted worker (not a child of this process: no exit event) is checked for life. */
+const ADOPTED_POLL_MS = 250;
+
+/** Whether `pid` is still the worker `workerId` (not another process that got its pid since). Linux /proc. */
+function isWorkerProcess(pid: number, workerId: string): boolean {
+  if (!processAlive(pid)) return false;
+  try {
+    const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+    return environ.includes(`SVC_WORKER_ID=${workerId}`);
+  } catch {
+    // /proc unreadable (another OS, another user's process): a pid alone is not proof
+    return false;
+  }
+}
+
+/** A handle on a worker another process started: signals by pid, its exit seen by polling. */
+function adoptedHandle(record: WorkerRecord, onGone: () => void): WorkerHandle {
+  const alive = () => isWorkerProcess(record.pid, record.workerId);
+  const exited = new Promise<WorkerExit>((resolve) => {
+    const timer = setInterval(() => {
+      if (alive()) return;
+      clearInterval(timer);
+      onGone();
+      // Not our child: its exit status is its parent's to read; what is known is that it is gone.
+      resolve({ code: null, signal: null });
+    }, ADOPTED_POLL_MS);
+    timer.unref();
+  });
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      if (alive()) process.kill(record.pid, name);
+    } catch {
+      // gone between the check and the signal: the poll sees it
+    }
+  };
+  return {
+    workerId: record.workerId,
+    exited,
+    stop(graceMs) {
+      signal("SIGTERM");
+      const timer = setTimeout(() => signal("SIGKILL"), graceMs);
+      void exited.then(() => clearTimeout(timer));
+      return exited;
+    },
+    kill() {
+      signal("SIGKILL");
+    },
+  };
 }
 
 /** dist/runtime/worker.js beside this module once compiled; from the sources (tests), the compiled one. */
@@ -63,6 +127,13 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
   const entry = options.runtimeEntry ?? defaultRuntimeEntry();
   const cacheDir = options.cacheDir ?? join(tmpdir(), "svc-artifact-cache");
   const children = new Map<string, { child: ChildProcess; handle: WorkerHandle }>();
+  const adopted = new Map<string, WorkerHandle>();
+  const stateDir = options.stateDir;
+  if (stateDir) mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  const recordFile = (workerId: string) => join(stateDir!, `${workerId}.json`);
+  const forget = (workerId: string) => {
+    if (stateDir) rmSync(recordFile(workerId), { force: true });
+  };
   const extracted = new Map<string, Promise<string>>();
   // issue 7: load-balanced workers also listen on a Unix socket in a directory of this driver's (0700): the
   // service's proxy reaches them there without TCP (measured: ~0.1x of a proxied request's latency). Made when
@@ -116,14 +187,20 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
           }
         });
       }
+      if (stateDir && child.pid !== undefined) {
+        const record: WorkerRecord = { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision };
+        writeFileSync(recordFile(launch.workerId), JSON.stringify(record), { mode: 0o600 });
+      }
       const exited = new Promise<WorkerExit>((resolve) => {
         child.once("exit", (code, signal) => {
           children.delete(launch.workerId);
+          forget(launch.workerId);
           if (localSocket) rmSync(localSocket, { force: true });
           resolve({ code, signal });
         });
         child.once("error", (err) => {
           children.delete(launch.workerId);
+          forget(launch.workerId);
           launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] could not start the worker: ${err.message}` });
           resolve({ code: null, signal: null });
         });
@@ -148,9 +225,37 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
       children.set(launch.workerId, { child, handle });
       return handle;
     },
+    async adopt() {
+      if (!stateDir) return [];
+      const found: AdoptedWorker[] = [];
+      for (const name of readdirSync(stateDir)) {
+        if (!name.endsWith(".json")) continue;
+        const workerId = name.slice(0, -".json".length);
+        if (children.has(workerId) || adopted.has(workerId)) continue;
+        let record: WorkerRecord;
+        try {
+          record = JSON.parse(readFileSync(join(stateDir, name), "utf8")) as WorkerRecord;
+        } catch {
+          // half-written by a process killed while writing it: nothing to adopt
+          forget(workerId);
+          continue;
+        }
+        if (record.workerId !== workerId || !isWorkerProcess(record.pid, workerId)) {
+          forget(workerId);
+          continue;
+        }
+        const handle = adoptedHandle(record, () => {
+          adopted.delete(workerId);
+          forget(workerId);
+        });
+        adopted.set(workerId, handle);
+        found.push({ handle, endpointId: record.endpointId, revision: record.revision });
+      }
+      return found;
+    },
     async close() {
       const grace = options.closeGraceMs ?? 3000;
-      await Promise.all([...children.values()].map(({ handle }) => handle.stop(grace)));
+      await Promise.all([...children.values(), ...[...adopted.values()].map((handle) => ({ handle }))].map(({ handle }) => handle.stop(grace)));
       process.off("exit", killAll);
       if (socketDir) rmSync(socketDir, { recursive: true, force: true });
     },

@@ -31,6 +31,8 @@ export interface WorkerLaunch {
   /** The endpoint's configured environment variables. */
   environment: Record<string, string>;
   maxConcurrency: number;
+  /** What the worker runs (the endpoint's revision): kept by drivers that can adopt workers after a restart. */
+  revision?: string;
   computeType: "GPU" | "CPU";
   gpuTypeIds: string[];
   /** Host path of the endpoint's network volume, when it has one. */
@@ -77,9 +79,22 @@ export interface WorkerHandle {
   readonly directAddress?: string;
 }
 
+/** A worker an earlier process of the service started, still running, found by the driver after a restart. */
+export interface AdoptedWorker {
+  handle: WorkerHandle;
+  endpointId: string;
+  /** The revision it was started with, when the driver kept it. */
+  revision?: string;
+}
+
 export interface WorkerDriver {
   readonly name: "process" | "docker";
   start(launch: WorkerLaunch): Promise<WorkerHandle>;
+  /**
+   * The workers a previous process of the service left running (it was killed): the service counts them, watches
+   * their exit and stops or keeps them like its own. Each is returned once.
+   */
+  adopt?(): Promise<AdoptedWorker[]>;
   /** Present when the driver runs prebuilt images (`launch.image`): whether its engine holds this one. */
   hasImage?(name: string): Promise<boolean>;
   /** Stop every worker this driver started. */

@@ -687,7 +687,10 @@ export class JobEngine {
     }
     this.takers.set(w.endpointId, (this.takers.get(w.endpointId) ?? []).filter((t) => t.workerId !== workerId));
     w.wakeStandby?.();
-    for (const id of [...w.held]) {
+    // Its jobs: those it took from this service, and those it held before a restart (loaded from the store with
+    // their worker's id, never taken through this process).
+    const jobs = new Set([...w.held, ...[...this.running].filter((id) => this.live.get(id)?.row.workerId === workerId)]);
+    for (const id of jobs) {
       const job = this.live.get(id);
       if (job && job.row.status === "IN_PROGRESS" && job.row.workerId === workerId) this.requeue(job);
     }
@@ -855,6 +858,9 @@ export class JobEngine {
       w.held.delete(row.id);
       if (w.held.size === 0) w.idleSince = Date.now();
     }
+    // The attempt that ended does not count: its chunks nobody has read go, so /stream shows the attempt that
+    // does (a reader that already had some of them keeps its place; the next attempt's chunks follow).
+    if (job.lastSeq > row.streamCursor) void this.write([{ op: "deleteChunksAfter", jobId: row.id, seq: row.streamCursor }]);
     void this.change(job, { status: "IN_QUEUE", lease: null, workerId: null });
     this.enqueue(job, true);
   }

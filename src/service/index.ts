@@ -289,7 +289,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         return { workerToken: token, apiKey };
       },
       revokeWorkerKeys: async (workerId) => {
-        const ids = workerKeys.get(workerId) ?? [];
+        // A worker adopted after a restart has its keys under the same ids, minted by the earlier run.
+        const ids = workerKeys.get(workerId) ?? [workerId, `${workerId}-api`];
         workerKeys.delete(workerId);
         await engine.write(ids.map((id) => ({ op: "deleteKey", id }) as StoreOp));
         keyring.forget();
@@ -308,7 +309,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
       lb,
     });
-    scaler.start();
+    await scaler.start();
   }
 
   const followers = new Set<ServerResponse>();

@@ -3,7 +3,7 @@
 // revision (rolling release) and workers that exit unexpectedly (with backoff). The decision is a pure
 // function (planScaling); `Scaler` applies it.
 
-import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../drivers/types.js";
+import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../drivers/types.js";
 import type { JobEngine, WorkerEntry } from "./engine.js";
 import { workerState } from "./engine.js";
 import type { EndpointRow } from "./store/types.js";
@@ -135,13 +135,40 @@ export class Scaler {
   private timer?: NodeJS.Timeout;
   private closed = false;
   private planning = false;
+  private adopting = true;
   private kickPending = false;
 
   constructor(private readonly deps: ScalerDeps, private readonly intervalMs = 250) {}
 
-  start(): void {
+  /**
+   * Adopt the workers an earlier process of the service left running (the driver finds them), then plan every
+   * interval. Until they are counted nothing is planned: a restart never starts workers beside ones that run.
+   */
+  async start(): Promise<void> {
+    await this.adoptLeftovers();
+    this.adopting = false;
     this.timer = setInterval(() => this.reconcile(), this.intervalMs);
     this.timer.unref();
+    this.reconcile();
+  }
+
+  private async adoptLeftovers(): Promise<void> {
+    let found: AdoptedWorker[] = [];
+    try {
+      found = (await this.deps.driver.adopt?.()) ?? [];
+    } catch (err) {
+      this.deps.onEvent?.(`could not look for workers an earlier run left: ${(err as Error).message}`);
+    }
+    const endpoints = new Map([...this.deps.endpoints()].map((e) => [e.id, e]));
+    for (const adopted of found) {
+      const endpoint = endpoints.get(adopted.endpointId);
+      const m: ManagedWorker = { id: adopted.handle.workerId, endpointId: adopted.endpointId, revision: adopted.revision ?? "", handle: adopted.handle, stopping: false, probe: false };
+      this.managed.set(m.id, m);
+      this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
+      this.watchExit(m);
+      this.deps.onEvent?.(`adopted worker ${m.id} of endpoint ${endpoint?.name ?? m.endpointId}, left running by an earlier run of the service`);
+      // Its endpoint is gone: it drains like any worker of a removed endpoint (reconcile does that).
+    }
   }
 
   /** Jobs wait on this endpoint: plan now rather than at the next interval. */
@@ -167,7 +194,7 @@ export class Scaler {
   }
 
   reconcile(): void {
-    if (this.closed || this.planning) return;
+    if (this.closed || this.planning || this.adopting) return;
     this.planning = true;
     try {
       const now = Date.now();
@@ -299,6 +326,7 @@ export class Scaler {
         // Secrets after the plain variables: a secret of the same name is the value the user keeps secret.
         environment: { ...r.env, ...secrets?.env },
         maxConcurrency: r.maxConcurrency,
+        revision: m.revision,
         computeType: r.computeType,
         gpuTypeIds: r.gpuTypeIds,
         volumePath: this.deps.volumePath?.(endpoint),
@@ -325,15 +353,20 @@ export class Scaler {
     }
     // Stopped while the driver was starting it (a probe whose release ended meanwhile).
     if (m.stopping && m.probe) m.handle.kill();
-    void m.handle.exited.then((exit) => {
+    this.watchExit(m);
+  }
+
+  /** When the worker ends: its jobs go back to the queue at once, and an unexpected end backs the endpoint off. */
+  private watchExit(m: ManagedWorker): void {
+    void m.handle!.exited.then((exit) => {
       if (m.probe) {
         this.exited(m, true);
-        this.deps.onProbeExit?.(workerId, exit);
+        this.deps.onProbeExit?.(m.id, exit);
         return;
       }
       const expected = m.stopping || this.closed;
       if (!expected) {
-        this.deps.onLog(endpoint.id, workerId, {
+        this.deps.onLog(m.endpointId, m.id, {
           ts: Date.now(),
           stream: "stderr",
           text: `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,

@@ -45,7 +45,7 @@ async function loadDriver(kind: string, dataDir: string, log: (message: string) 
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
-  let mod: { createProcessDriver?: (options?: { cacheDir?: string }) => WorkerDriver };
+  let mod: { createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string }) => WorkerDriver };
   try {
     mod = (await import(modulePath)) as typeof mod;
   } catch (err) {
@@ -56,7 +56,8 @@ async function loadDriver(kind: string, dataDir: string, log: (message: string) 
   }
   if (!mod.createProcessDriver) throw new UserError("The process worker driver is not available in this build of svc");
   // Extracted artifacts live beside the data they belong to, not in a shared tmp dir.
-  return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache") });
+  // Records of running workers, so a restart after a crash adopts them instead of starting more.
+  return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers") });
 }
 
 /** Why the service could not listen, as something the user can act on; other errors unchanged. */

@@ -214,6 +214,7 @@ export function openSqliteStore(file: string): Store {
   };
   const deleteJob = db.prepare("DELETE FROM jobs WHERE id = ?");
   const deleteChunks = db.prepare("DELETE FROM stream_chunks WHERE job_id = ?");
+  const deleteChunksAfter = db.prepare("DELETE FROM stream_chunks WHERE job_id = ? AND seq > ?");
   const insertChunk = db.prepare("INSERT OR REPLACE INTO stream_chunks (job_id, seq, data) VALUES (?, ?, ?)");
   const insertLog = db.prepare("INSERT INTO logs (endpoint_id, worker_id, job_id, ts, stream, text) VALUES (?, ?, ?, ?, ?, ?)");
   const upsertEndpoint = db.prepare(
@@ -269,6 +270,9 @@ export function openSqliteStore(file: string): Store {
         break;
       case "insertChunk":
         insertChunk.run(o.chunk.jobId, o.chunk.seq, o.chunk.data);
+        break;
+      case "deleteChunksAfter":
+        deleteChunksAfter.run(o.jobId, o.seq);
         break;
       case "insertLog":
         insertLog.run(o.line.endpointId, o.line.workerId, o.line.jobId, o.line.ts, o.line.stream, o.line.text);

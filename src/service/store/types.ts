@@ -95,6 +95,8 @@ export type StoreOp =
   | { op: "updateJob"; id: string; set: Partial<Omit<JobRow, "id">> }
   | { op: "deleteJob"; id: string }
   | { op: "insertChunk"; chunk: StreamChunkRow }
+  /** An attempt that will not count: its chunks no reader has been given yet go (seq > `seq`). */
+  | { op: "deleteChunksAfter"; jobId: string; seq: number }
   | { op: "insertLog"; line: LogRow }
   | { op: "upsertEndpoint"; endpoint: EndpointRow }
   | { op: "deleteEndpoint"; id: string }
