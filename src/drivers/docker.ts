@@ -20,7 +20,7 @@ import { startForwarder, type Forwarder } from "./docker-forwarder.js";
 import { applyProtocolEnv } from "./env.js";
 import { readMarkedLine } from "../runtime/output-marks.js";
 import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
-import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
+import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 /** The host name workers use for the service (an ExtraHosts entry pointing at the network's gateway). */
 export const SERVICE_HOST_ALIAS = "svc-api";
@@ -57,6 +57,11 @@ export interface DockerDriverOptions {
   log?: (message: string) => void;
   /** Extra labels on everything the driver creates (containers, networks, volumes), e.g. a preview's owner. */
   labels?: Record<string, string>;
+  /**
+   * A stable session (one per data directory of `svc server`): adopt() then finds the containers a killed
+   * earlier run of the same service left, by that label.
+   */
+  stableSession?: boolean;
 }
 
 export interface DockerWorkerHandle extends WorkerHandle {
@@ -541,6 +546,32 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       } finally {
         starting.delete(pending);
       }
+    },
+    /**
+     * Containers an earlier, killed run of this service left: their host-side forwarder died with it, so they
+     * cannot reach the service again. They are removed, and returned as workers that have ended: the service
+     * requeues their jobs at once instead of waiting for the leases to lapse.
+     */
+    async adopt() {
+      if (!options.stableSession) return [];
+      const docker = await engine();
+      const leftovers = await docker.listContainers({ all: true, filters: labelFilter({ [LABELS.managed]: "true", [LABELS.session]: session }) });
+      const gone: AdoptedWorker[] = [];
+      for (const info of leftovers) {
+        const workerId = info.Labels[LABELS.worker];
+        const endpointId = info.Labels[LABELS.endpoint];
+        if (!workerId || !endpointId || workers.has(workerId)) continue;
+        await docker
+          .getContainer(info.Id)
+          .remove({ force: true })
+          .catch((err: unknown) => {
+            if (dockerStatus(err) !== 404) throw err;
+          });
+        log(`removed worker container ${info.Names[0] ?? info.Id} left by an earlier run of the service`);
+        const exited = Promise.resolve<WorkerExit>({ code: null, signal: "SIGKILL" });
+        gone.push({ endpointId, handle: { workerId, exited, stop: () => exited, kill: () => undefined } });
+      }
+      return gone;
     },
     async close() {
       closed = true;

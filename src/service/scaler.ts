@@ -116,6 +116,8 @@ interface ManagedWorker {
    * neither counts nor drains it.
    */
   probe: boolean;
+  /** Started by an earlier run of the service (found by the driver after a restart). */
+  adopted?: boolean;
 }
 
 function newWorkerId(): string {
@@ -162,7 +164,7 @@ export class Scaler {
     const endpoints = new Map([...this.deps.endpoints()].map((e) => [e.id, e]));
     for (const adopted of found) {
       const endpoint = endpoints.get(adopted.endpointId);
-      const m: ManagedWorker = { id: adopted.handle.workerId, endpointId: adopted.endpointId, revision: adopted.revision ?? "", handle: adopted.handle, stopping: false, probe: false };
+      const m: ManagedWorker = { id: adopted.handle.workerId, endpointId: adopted.endpointId, revision: adopted.revision ?? "", handle: adopted.handle, stopping: false, probe: false, adopted: true };
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
       this.watchExit(m);
@@ -387,7 +389,8 @@ export class Scaler {
     this.deps.lb?.workerDirectAddress?.(m.id, undefined);
     void this.deps.revokeWorkerKeys(m.id).catch(() => undefined);
     if (expected) return;
-    if (!registered) this.deps.onStartFailure?.(m.endpointId, m.id, why ?? "the worker exited before it registered");
+    // A worker adopted after a restart may end before it re-registers: that is no failure to start.
+    if (!registered && !m.adopted) this.deps.onStartFailure?.(m.endpointId, m.id, why ?? "the worker exited before it registered");
     const f = this.failures.get(m.endpointId) ?? { count: 0, until: 0 };
     // A worker that registered and then died is less suspicious than one that never came up, but both back off.
     f.count = registered ? 1 : f.count + 1;

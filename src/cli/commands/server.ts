@@ -2,7 +2,7 @@
 // The URL goes to stdout; progress and operator messages to stderr.
 
 import type { Command } from "commander";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
@@ -41,7 +41,9 @@ async function loadDriver(kind: string, dataDir: string, log: (message: string) 
   if (kind === "docker") {
     // Workers as containers from the locally built svc-worker images (see docs/docker.md).
     const { createDockerDriver } = await import("../../drivers/docker.js");
-    return createDockerDriver({ log });
+    // One session per data directory: a restart after a crash finds the containers the killed run left.
+    const session = `srv${createHash("sha256").update(dataDir).digest("hex").slice(0, 12)}`;
+    return createDockerDriver({ log, session, stableSession: true });
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
