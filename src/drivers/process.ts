@@ -129,7 +129,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
   const children = new Map<string, { child: ChildProcess; handle: WorkerHandle }>();
   const adopted = new Map<string, WorkerHandle>();
   const stateDir = options.stateDir;
-  if (stateDir) mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  // Made on the first start: a driver is created before the service checks that its data directory is writable.
+  let stateDirMade = false;
   const recordFile = (workerId: string) => join(stateDir!, `${workerId}.json`);
   const forget = (workerId: string) => {
     if (stateDir) rmSync(recordFile(workerId), { force: true });
@@ -188,6 +189,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
         });
       }
       if (stateDir && child.pid !== undefined) {
+        if (!stateDirMade) mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+        stateDirMade = true;
         const record: WorkerRecord = { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision };
         writeFileSync(recordFile(launch.workerId), JSON.stringify(record), { mode: 0o600 });
       }
@@ -226,7 +229,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
       return handle;
     },
     async adopt() {
-      if (!stateDir) return [];
+      if (!stateDir || !existsSync(stateDir)) return [];
       const found: AdoptedWorker[] = [];
       for (const name of readdirSync(stateDir)) {
         if (!name.endsWith(".json")) continue;

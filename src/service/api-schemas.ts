@@ -84,6 +84,12 @@ export const API_SCHEMAS = {
       },
       coldStarts: { type: "object", properties: { count: int(), lastMs: { type: ["integer", "null"] } } },
       lastStartError: ref("StartError"),
+      storage: {
+        type: "object",
+        description: "Whether the service can write its store (ok false: writes answer 503 until it clears)",
+        properties: { ok: { type: "boolean" }, cause: { type: "string", enum: ["full", "read-only", "io", "busy", "unavailable"] }, message: str(), since: int() },
+        required: ["ok"],
+      },
     },
     required: ["jobs", "workers"],
   },

@@ -322,7 +322,15 @@ async function jobRoute(ctx: ApiContext, principal: Principal, req: IncomingMess
       const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource), unhealthy: ctx.startFailures.unhealthy(endpointId) };
       const lastStartError = ctx.startFailures.last(endpointId);
       // issue 7: an LB endpoint's cold starts and requests come from its proxy
-      return sendJson(res, { ...health, workers, coldStarts, ...(endpoint.type === "lb" ? ctx.lb?.health(endpointId) : {}), ...(lastStartError ? { lastStartError } : {}) });
+      return sendJson(res, {
+        ...health,
+        workers,
+        coldStarts,
+        ...(endpoint.type === "lb" ? ctx.lb?.health(endpointId) : {}),
+        ...(lastStartError ? { lastStartError } : {}),
+        // Whether the service can write (a full disk makes every write 503 until it clears).
+        storage: engine.storageState(),
+      });
     }
   }
 }

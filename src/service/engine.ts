@@ -12,6 +12,7 @@ import { HttpProblem } from "./http.js";
 import { newId, newToken } from "./auth.js";
 import { IdQueue } from "./queue.js";
 import type { JobRow, LogRow, Store, StoreOp } from "./store/types.js";
+import { describeStorage, storageCause, StorageUnavailable, type StorageState } from "./store/faults.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;
@@ -101,7 +102,12 @@ export interface EngineHooks {
   onFinal?(row: JobRow): void;
   /** A worker took jobs (cold start accounting). */
   onTaken?(endpointId: string, workerId: string): void;
+  /** The store began refusing writes, or takes them again (said once each way). */
+  onStorage?(state: StorageState): void;
 }
+
+/** Writes must go through this long after a storage fault before the store counts as ok again. */
+const STORAGE_RECOVERED_MS = 2000;
 
 export interface EngineOptions {
   leaseMs: number;
@@ -148,6 +154,10 @@ export class JobEngine {
   /** Batches commit strictly in order, even with a store whose apply is truly asynchronous. */
   private lastFlush: Promise<void> = Promise.resolve();
   private closed = false;
+  private storage: StorageState = { ok: true };
+  private storageRecovering?: number;
+  /** Jobs handed to a take whose batch is not committed yet, as they were before: restored if it is refused. */
+  private readonly beforeTake = new Map<string, JobRow>();
 
   constructor(
     private readonly store: Store,
@@ -195,9 +205,24 @@ export class JobEngine {
     try {
       await this.store.apply(ops);
     } catch (err) {
-      settle?.reject(err);
+      const cause = storageCause(err);
+      if (cause === undefined) {
+        settle?.reject(err);
+        return;
+      }
+      // A condition that clears (full disk, read-only, I/O error, database away): the callers restore what they
+      // changed in memory and answer 503; said once, not a stack per request.
+      this.storageRecovering = undefined;
+      if (this.storage.ok) {
+        this.storage = { ok: false, cause, message: err instanceof Error ? err.message : String(err), since: Date.now() };
+        this.hooks.onStorage?.(this.storage);
+      }
+      settle?.reject(new StorageUnavailable(cause, err));
       return;
     }
+    // Back to ok only once writes have gone through for a while: a nearly full disk takes small batches and
+    // refuses large ones, and its state must not flap (nor the log repeat) with every batch.
+    if (!this.storage.ok) this.storageRecovering ??= Date.now();
     for (const fn of after) {
       try {
         fn();
@@ -362,8 +387,74 @@ export class JobEngine {
     this.live.set(row.id, job);
     const committed = this.write([{ op: "insertJob", job: { ...row } }]);
     this.enqueue(job, false);
-    await committed;
+    try {
+      await committed;
+    } catch (err) {
+      // Refused by the store: the job never existed (not queued, counted or run; a take of it failed too).
+      this.forget(job);
+      throw err;
+    }
     return row;
+  }
+
+  /** The store's state (/health). */
+  storageState(): StorageState {
+    return { ...this.storage };
+  }
+
+  /** Take a job out of memory entirely: its insert was refused. */
+  private forget(job: LiveJob): void {
+    if (this.live.get(job.row.id) !== job) return;
+    this.unindex(job);
+    this.live.delete(job.row.id);
+    this.beforeTake.delete(job.row.id);
+  }
+
+  /** Remove a job from the in-memory indexes of its current status (a queue's stale id is skipped by grab). */
+  private unindex(job: LiveJob): void {
+    const row = job.row;
+    const stats = this.statsOf(row.endpointId);
+    if (row.status === "IN_QUEUE") stats.inQueue--;
+    else if (row.status === "IN_PROGRESS") {
+      stats.inProgress--;
+      this.running.delete(row.id);
+      if (row.lease) this.leases.delete(row.lease);
+      const w = row.workerId ? this.workers.get(row.workerId) : undefined;
+      if (w) {
+        w.held.delete(row.id);
+        if (w.held.size === 0) w.idleSince = Date.now();
+      }
+    }
+  }
+
+  /** Put a job in the indexes of its status (after a restore). */
+  private reindex(job: LiveJob): void {
+    const row = job.row;
+    if (row.status === "IN_QUEUE") this.enqueue(job, true);
+    else if (row.status === "IN_PROGRESS") {
+      this.statsOf(row.endpointId).inProgress++;
+      this.running.add(row.id);
+      if (row.lease) this.leases.set(row.lease, row.id);
+      const w = row.workerId ? this.workers.get(row.workerId) : undefined;
+      w?.held.add(row.id);
+    }
+  }
+
+  /**
+   * The store refused a change of this job: memory goes back to what the store has (`before`), so nothing the
+   * service believes is ahead of what was committed; counters the change bumped go back too.
+   */
+  private restore(job: LiveJob, before: JobRow): void {
+    if (this.live.get(before.id) !== job) return;
+    const after = job.row;
+    const stats = this.statsOf(after.endpointId);
+    if (after.status === "COMPLETED" && before.status !== "COMPLETED") stats.completed--;
+    else if (after.status === "FAILED" && before.status !== "FAILED") stats.failed--;
+    if (after.retried > before.retried) stats.retried -= after.retried - before.retried;
+    this.unindex(job);
+    Object.assign(job.row, before);
+    job.version++;
+    this.reindex(job);
   }
 
   private enqueue(job: LiveJob, front: boolean): void {
@@ -493,7 +584,13 @@ export class JobEngine {
     if (isFinal(status)) {
       throw new HttpProblem(400, `Job ${id} is already ${status}; only IN_QUEUE and IN_PROGRESS jobs can be cancelled`);
     }
-    await this.finish(job, { status: "CANCELLED" }, true);
+    const before = { ...job.row };
+    try {
+      await this.finish(job, { status: "CANCELLED" }, true);
+    } catch (err) {
+      this.restore(job, before);
+      throw err;
+    }
     return job.row;
   }
 
@@ -774,7 +871,19 @@ export class JobEngine {
     if (rows.length > 0) {
       // The IN_PROGRESS updates were put in the batch by grab(): answer once they are committed (a taker
       // served at flush time was handed that batch: it is no longer the current one).
-      await (committed ?? this.write([]));
+      try {
+        await (committed ?? this.write([]));
+      } catch (err) {
+        // Refused: the jobs are queued again as the store has them; the worker is told 503 and takes again.
+        for (const row of rows) {
+          const before = this.beforeTake.get(row.id);
+          const job = this.live.get(row.id);
+          this.beforeTake.delete(row.id);
+          if (before && job && job.row.status === "IN_PROGRESS" && job.row.workerId === w.id) this.restore(job, before);
+        }
+        throw err;
+      }
+      for (const row of rows) this.beforeTake.delete(row.id);
       this.hooks.onTaken?.(w.endpointId, w.id);
     }
     return rows;
@@ -819,6 +928,7 @@ export class JobEngine {
       this.leases.set(lease, id);
       w.held.add(id);
       job.leaseExpiresAt = now + this.options.leaseMs;
+      this.beforeTake.set(id, { ...job.row });
       void this.change(job, { status: "IN_PROGRESS", lease, workerId: w.id, startedAt: now, attempt: job.row.attempt + 1 });
       rows.push(job.row);
     }
@@ -913,7 +1023,14 @@ export class JobEngine {
         continue;
       }
       const output = r.status === "COMPLETED" && r.output !== undefined ? JSON.stringify(r.output) : null;
-      pending.push(this.finish(job, { status: r.status, output, error: r.error }, false));
+      const before = { ...job.row };
+      pending.push(
+        this.finish(job, { status: r.status, output, error: r.error }, false).catch((err: unknown) => {
+          // Refused: the job runs on under its lease as the store has it, so the worker's resend is accepted.
+          this.restore(job, before);
+          throw err;
+        }),
+      );
       answers.push({ jobId: r.jobId, accepted: true });
     }
     await Promise.all(pending);
@@ -997,6 +1114,11 @@ export class JobEngine {
 
   /** Lapsed leases go back to the queue; jobs past their execution timeout end TIMED_OUT. */
   tick(now = Date.now()): void {
+    if (!this.storage.ok && this.storageRecovering !== undefined && now - this.storageRecovering >= STORAGE_RECOVERED_MS) {
+      this.storage = { ok: true };
+      this.storageRecovering = undefined;
+      this.hooks.onStorage?.(this.storage);
+    }
     for (const id of [...this.running]) {
       const job = this.live.get(id);
       if (!job || job.row.status !== "IN_PROGRESS") {

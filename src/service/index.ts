@@ -36,6 +36,7 @@ import { EndpointRegistry } from "./endpoint-registry.js";
 
 export { endpointId, engineEndpoint, planDeploy } from "./endpoint-rows.js";
 import { ReleaseManager } from "./releases/manager.js";
+import { describeStorage, storageCause } from "./store/faults.js";
 import { StartFailures } from "./releases/start-failures.js";
 import type { ReleaseRow } from "./deploy/types.js";
 
@@ -128,10 +129,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const leaseMs = options.leaseMs ?? 30_000;
   const heartbeatMs = options.heartbeatMs ?? Math.max(50, Math.min(5_000, Math.floor(leaseMs / 3)));
   const log = options.log ?? (() => undefined);
-  const dataLock = lockDataDir(options.dataDir);
+  const dataLock = unwritable(options.dataDir, () => lockDataDir(options.dataDir));
   let store: Store;
   try {
-    store = openSqliteStore(join(options.dataDir, "svc.sqlite"));
+    store = unwritable(options.dataDir, () => openSqliteStore(join(options.dataDir, "svc.sqlite")));
   } catch (err) {
     dataLock.release();
     throw err;
@@ -178,6 +179,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     {
       onDemand: (id) => scaler?.kick(id),
       onTaken: (id) => scaler?.taken(id),
+      onStorage: (state) => {
+        if (!state.ok) log(`storage refuses writes: ${describeStorage(state.cause!)} (${state.message}); requests that write get 503 until it takes them again`);
+        else log("storage takes writes again; the service resumes");
+      },
       onFinal: (row) => {
         if (!row.webhook) return;
         const delivery = deliverWebhook(row.webhook, recordJson(row, Date.now()), log).finally(() => webhooks.delete(delivery));
@@ -452,6 +457,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return plan.upsert.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
     },
   };
+}
+
+/** At start, a data directory the service cannot write is a clear error naming it and what to do. */
+function unwritable<T>(dataDir: string, open: () => T): T {
+  try {
+    return open();
+  } catch (err) {
+    const cause = storageCause(err) ?? ((err as { code?: string }).code === "EACCES" ? "read-only" : undefined);
+    if (cause === undefined) throw err;
+    throw new UserError(`The service cannot write its data directory ${dataDir}: ${describeStorage(cause).replace("The service's storage", "it")} (${(err as Error).message})`, {
+      hint: cause === "full" ? "Free space on that filesystem, or pass another --data-dir." : "Make it writable by this user, or pass another --data-dir (SVC_DATA_DIR).",
+      cause: err,
+    });
+  }
 }
 
 /** A release whose new workers could not start: nothing switched, the previous build keeps serving. */

@@ -121,7 +121,14 @@ export function register(program: Command): void {
           log: (message) => out.info(message),
         });
       } catch (err) {
-        if (fresh) rmSync(dataDir, { recursive: true, force: true });
+        if (fresh) {
+          try {
+            rmSync(dataDir, { recursive: true, force: true });
+          } catch {
+            // Tidying what this start made is a courtesy (a mount point cannot go): the start's own error is what
+            // the user needs, and it follows.
+          }
+        }
         throw listenError(err, config.host, port);
       }
       out.info(`svc service listening (data in ${dataDir}, workers: ${config.workers})`);
