@@ -46,6 +46,8 @@ export interface Health {
   coldStarts: { count: number; lastMs: number | null };
   /** The last error of a worker that failed to start (absent: none since the service started). */
   lastStartError?: { message: string; at: number };
+  /** Whether the service can write its store (ok false: submissions answer 503 until it clears). */
+  storage?: { ok: boolean; cause?: string; message?: string; since?: number };
 }
 
 export interface AppEnvironment {

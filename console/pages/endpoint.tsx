@@ -512,6 +512,14 @@ export function EndpointPage({ id }: { id: string }) {
         </tbody>
       </table>
 </div>
+      {health?.storage && !health.storage.ok && (
+        <div class="start-error" role="alert">
+          <p>
+            <strong>The service cannot write its storage ({health.storage.cause})</strong> since {new Date(health.storage.since ?? Date.now()).toLocaleTimeString()}: new jobs are refused
+            (503) and results wait until it clears.
+          </p>
+        </div>
+      )}
       {health?.lastStartError && (health.workers.unhealthy ?? 0) > 0 && (
         <div class="start-error" role="alert">
           <p>
