@@ -569,7 +569,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
           });
         log(`removed worker container ${info.Names[0] ?? info.Id} left by an earlier run of the service`);
         const exited = Promise.resolve<WorkerExit>({ code: null, signal: "SIGKILL" });
-        gone.push({ endpointId, handle: { workerId, exited, stop: () => exited, kill: () => undefined } });
+        gone.push({ endpointId, handle: { workerId, exited, stop: () => exited, kill: () => undefined }, ended: true });
       }
       return gone;
     },

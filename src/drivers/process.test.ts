@@ -146,16 +146,24 @@ describe("adopting the workers of an earlier run", () => {
     const lines: WorkerLogLine[] = [];
     const started = await first.start(launch("wadopt", lines, { revision: "rev-7" }));
     await firstLine(lines);
-    // A record nobody runs any more, and one whose pid is alive but another process: neither is adopted.
+    // A record nobody runs any more, and one whose pid is alive but another process: both workers ended while
+    // no service watched them, so they are returned as ended (their jobs go back to the queue), not adopted.
     await writeFile(join(stateDir, "wgone.json"), JSON.stringify({ pid: 999_999, workerId: "wgone", endpointId: "ep1" }));
-    await writeFile(join(stateDir, "wother.json"), JSON.stringify({ pid: process.pid, workerId: "wother", endpointId: "ep1" }));
+    await writeFile(join(stateDir, "wother.json"), JSON.stringify({ pid: process.pid, workerId: "wother", endpointId: "ep2" }));
 
     // Another driver on the same state directory: the service after a restart.
     const second = createProcessDriver({ runtimeEntry: STUBBORN, cacheDir: join(work, "cache-adopt"), stateDir });
-    const adopted = await second.adopt!();
-    expect(adopted.map((a) => ({ id: a.handle.workerId, endpointId: a.endpointId, revision: a.revision }))).toEqual([{ id: "wadopt", endpointId: "ep1", revision: "rev-7" }]);
+    const found = await second.adopt!();
+    const summary = found.map((a) => ({ id: a.handle.workerId, endpointId: a.endpointId, revision: a.revision, ended: a.ended ?? false }));
+    expect(summary.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
+      { id: "wadopt", endpointId: "ep1", revision: "rev-7", ended: false },
+      { id: "wgone", endpointId: "ep1", revision: undefined, ended: true },
+      { id: "wother", endpointId: "ep2", revision: undefined, ended: true },
+    ]);
+    for (const gone of found.filter((a) => a.ended)) expect(await gone.handle.exited).toEqual({ code: null, signal: null });
+    const adopted = found.filter((a) => !a.ended);
     expect((await readdir(stateDir)).sort()).toEqual(["wadopt.json"]);
-    // Each is adopted once.
+    // Each is found once.
     expect(await second.adopt!()).toEqual([]);
 
     // It ignores SIGTERM: stop() escalates to SIGKILL after the grace, and the poll sees it gone.

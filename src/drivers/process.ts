@@ -243,8 +243,16 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
           forget(workerId);
           continue;
         }
-        if (record.workerId !== workerId || !isWorkerProcess(record.pid, workerId)) {
+        if (record.workerId !== workerId) {
           forget(workerId);
+          continue;
+        }
+        if (!isWorkerProcess(record.pid, workerId)) {
+          // It ended while no service watched it (the record outlived it): the jobs it held must go back to the
+          // queue now, not when their leases lapse a lease period after the restart.
+          forget(workerId);
+          const exited = Promise.resolve<WorkerExit>({ code: null, signal: null });
+          found.push({ handle: { workerId, exited, stop: () => exited, kill: () => undefined }, endpointId: record.endpointId, revision: record.revision, ended: true });
           continue;
         }
         const handle = adoptedHandle(record, () => {

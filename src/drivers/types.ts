@@ -85,14 +85,20 @@ export interface AdoptedWorker {
   endpointId: string;
   /** The revision it was started with, when the driver kept it. */
   revision?: string;
+  /**
+   * It had already ended (or the driver removed it) when found: nothing to count or watch, but the jobs it held
+   * go back to the queue now rather than when their leases lapse. Its handle's `exited` is resolved.
+   */
+  ended?: boolean;
 }
 
 export interface WorkerDriver {
   readonly name: "process" | "docker";
   start(launch: WorkerLaunch): Promise<WorkerHandle>;
   /**
-   * The workers a previous process of the service left running (it was killed): the service counts them, watches
-   * their exit and stops or keeps them like its own. Each is returned once.
+   * The workers a previous process of the service left (it was killed): those still running, which the service
+   * counts, watches and stops or keeps like its own, and those that ended meanwhile (`ended`), whose jobs it
+   * requeues. Each is returned once.
    */
   adopt?(): Promise<AdoptedWorker[]>;
   /** Present when the driver runs prebuilt images (`launch.image`): whether its engine holds this one. */

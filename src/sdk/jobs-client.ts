@@ -19,6 +19,8 @@ export interface JobRecord<O = unknown> {
 export interface StreamChunk<C = unknown> {
   output: C;
   metrics?: Record<string, unknown>;
+  /** Present on chunks of a re-run (2, 3, ...): the job's attempt that streamed it (docs/job-api.md, "Stream"). */
+  attempt?: number;
 }
 
 export interface StreamResult<C = unknown> {

@@ -57,7 +57,7 @@ export const API_SCHEMAS = {
     type: "object",
     properties: {
       status: ref("JobStatus"),
-      stream: { type: "array", items: { type: "object", properties: { output: anything("One chunk's output"), metrics: anything("Worker metrics") }, required: ["output"] } },
+      stream: { type: "array", items: { type: "object", properties: { output: anything("One chunk's output"), metrics: anything("Worker metrics"), attempt: int("On chunks of a re-run only (2, 3, ...): the attempt of the job that streamed it; a reader that already had chunks of an attempt that did not count sees where the one that counts begins") }, required: ["output"] } },
     },
     required: ["status", "stream"],
   },

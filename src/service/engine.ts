@@ -11,6 +11,7 @@ import { DEFAULTS } from "../sdk/config.js";
 import { HttpProblem } from "./http.js";
 import { newId, newToken } from "./auth.js";
 import { IdQueue } from "./queue.js";
+import { ATTEMPT_MARK_BYTES, markAttempt } from "./chunk-attempt.js";
 import type { JobRow, LogRow, Store, StoreOp } from "./store/types.js";
 import { describeStorage, storageCause, StorageUnavailable, type StorageState } from "./store/faults.js";
 
@@ -969,7 +970,8 @@ export class JobEngine {
       if (w.held.size === 0) w.idleSince = Date.now();
     }
     // The attempt that ended does not count: its chunks nobody has read go, so /stream shows the attempt that
-    // does (a reader that already had some of them keeps its place; the next attempt's chunks follow).
+    // does (a reader that already had some of them keeps its place; the next attempt's chunks follow, marked
+    // with their attempt so that reader can tell: chunk-attempt.ts).
     if (job.lastSeq > row.streamCursor) void this.write([{ op: "deleteChunksAfter", jobId: row.id, seq: row.streamCursor }]);
     void this.change(job, { status: "IN_QUEUE", lease: null, workerId: null });
     this.enqueue(job, true);
@@ -1042,9 +1044,12 @@ export class JobEngine {
     const job = this.byLease(lease);
     if (!job || job.row.id !== jobId || job.row.endpointId !== w.endpointId) return false;
     const ops: StoreOp[] = [];
+    // A re-run's chunks say which attempt they are (a reader may already hold chunks of the one dropped).
+    const attempt = job.row.attempt;
+    const limit = attempt > 1 ? MAX_CHUNK_BYTES - ATTEMPT_MARK_BYTES : MAX_CHUNK_BYTES;
     for (const chunk of chunks) {
-      for (const piece of splitChunk(chunk)) {
-        ops.push({ op: "insertChunk", chunk: { jobId, seq: ++job.lastSeq, data: piece } });
+      for (const piece of splitChunk(chunk, limit)) {
+        ops.push({ op: "insertChunk", chunk: { jobId, seq: ++job.lastSeq, data: markAttempt(piece, attempt) } });
       }
     }
     await this.write(ops, () => this.notifyJob(jobId));

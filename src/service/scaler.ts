@@ -164,6 +164,10 @@ export class Scaler {
     const endpoints = new Map([...this.deps.endpoints()].map((e) => [e.id, e]));
     for (const adopted of found) {
       const endpoint = endpoints.get(adopted.endpointId);
+      if (adopted.ended) {
+        this.goneWhileDown(adopted, endpoint?.name ?? adopted.endpointId);
+        continue;
+      }
       const m: ManagedWorker = { id: adopted.handle.workerId, endpointId: adopted.endpointId, revision: adopted.revision ?? "", handle: adopted.handle, stopping: false, probe: false, adopted: true };
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
@@ -171,6 +175,19 @@ export class Scaler {
       this.deps.onEvent?.(`adopted worker ${m.id} of endpoint ${endpoint?.name ?? m.endpointId}, left running by an earlier run of the service`);
       // Its endpoint is gone: it drains like any worker of a removed endpoint (reconcile does that).
     }
+  }
+
+  /**
+   * A worker of the earlier run that is gone (it died while no service watched, or the driver removed it): it
+   * neither counts nor needs stopping, but the jobs it held go back to the queue now, as any worker's would,
+   * instead of a lease period after the restart.
+   */
+  private goneWhileDown(adopted: AdoptedWorker, endpointName: string): void {
+    const id = adopted.handle.workerId;
+    this.deps.engine.ensureWorker(id, adopted.endpointId, true);
+    this.deps.engine.workerGone(id);
+    void this.deps.revokeWorkerKeys(id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${id}: ${(err as Error).message}`));
+    this.deps.onEvent?.(`worker ${id} of endpoint ${endpointName}, started by an earlier run of the service, is gone; the jobs it held are queued again`);
   }
 
   /** Jobs wait on this endpoint: plan now rather than at the next interval. */

@@ -55,6 +55,7 @@ async function startServer(port: number, dataDir: string): Promise<void> {
 }
 
 const appContainers = async () => (await docker.listContainers({ all: true, filters: { label: [`${LABELS.app}=${app}`] } })).map((c) => c.Id);
+const runningContainers = async () => (await docker.listContainers({ filters: { label: [`${LABELS.app}=${app}`] } })).length;
 
 describeDocker("svc server --workers docker after a SIGKILL", () => {
   it("removes the containers the killed run left and requeues their job at once", async () => {
@@ -84,6 +85,15 @@ describeDocker("svc server --workers docker after a SIGKILL", () => {
     await new Promise((r) => setTimeout(r, 1000));
     const before = await appContainers();
     expect(before.length).toBeGreaterThan(0);
+    // The endpoint runs at most one worker: never more containers at once, across the crash and the restart.
+    let mostRunning = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        mostRunning = Math.max(mostRunning, await runningContainers());
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
 
     server!.kill("SIGKILL");
     await new Promise((r) => server!.once("exit", r));
@@ -104,7 +114,12 @@ describeDocker("svc server --workers docker after a SIGKILL", () => {
     // Run again from the start by a new container, long before the 30 s lease of the dead one would lapse:
     // 50 chunks of 200 ms take 10 s.
     expect(Date.now() - restartedAt).toBeLessThan(28_000);
+    sampling = false;
+    await sampler;
+    expect(mostRunning).toBe(1);
+    // One attempt's chunks, marked as the job's second attempt (the first one's went with its requeue).
     const stream = await call("GET", `/v2/${endpoint}/stream/${job}`);
     expect(stream.stream.map((c: { output: { i: number } }) => c.output.i)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    expect(new Set(stream.stream.map((c: { attempt?: number }) => c.attempt))).toEqual(new Set([2]));
   }, 240_000);
 });
