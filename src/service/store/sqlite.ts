@@ -6,12 +6,14 @@
 // durable once it is in the WAL (synchronous=NORMAL), so this changes nothing about what a crash keeps.
 
 import type Database from "better-sqlite3";
+import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { Worker } from "node:worker_threads";
 import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
-import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow } from "./types.js";
+import type { JobCommands, JobRow, Store, StoreOp, StreamChunkRow } from "./types.js";
+import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey } from "./rows.js";
 import { DEPLOY_MIGRATION, RELEASES_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
 import { SECRETS_MIGRATION } from "../secrets/store.js";
@@ -55,68 +57,12 @@ export const MIGRATIONS: string[] = [
   SECRETS_MIGRATION,
   // releases of builds into environments, with their outcome
   RELEASES_MIGRATION,
+  // when a running job's lease runs out, for the conditional job commands (JobCommands)
+  `ALTER TABLE jobs ADD COLUMN lease_expires_at INTEGER;`,
 ];
-
-const JOB_COLUMNS: Record<keyof JobRow, string> = {
-  id: "id",
-  endpointId: "endpoint_id",
-  status: "status",
-  input: "input",
-  function: "function",
-  webhook: "webhook",
-  sync: "sync",
-  lowPriority: "low_priority",
-  createdAt: "created_at",
-  startedAt: "started_at",
-  completedAt: "completed_at",
-  output: "output",
-  error: "error",
-  errorType: "error_type",
-  errorStack: "error_stack",
-  attempt: "attempt",
-  retried: "retried",
-  executionTimeoutMs: "execution_timeout_ms",
-  ttlMs: "ttl_ms",
-  expiresAt: "expires_at",
-  lease: "lease",
-  workerId: "worker_id",
-  streamCursor: "stream_cursor",
-  // issue 7
-  maxRetries: "max_retries",
-};
-const JOB_KEYS = Object.keys(JOB_COLUMNS) as Array<keyof JobRow>;
 
 type SqlValue = string | number | null;
 const toSql = (v: unknown): SqlValue => (typeof v === "boolean" ? (v ? 1 : 0) : (v as SqlValue) ?? null);
-
-function rowToJob(r: Record<string, unknown>): JobRow {
-  const job = {} as Record<string, unknown>;
-  for (const key of JOB_KEYS) job[key] = r[JOB_COLUMNS[key]];
-  job.sync = r.sync === 1;
-  job.lowPriority = r.low_priority === 1;
-  // issue 7: optional; absent rather than null when the job has no limit of its own
-  if (job.maxRetries === null || job.maxRetries === undefined) delete job.maxRetries;
-  return job as unknown as JobRow;
-}
-
-function rowToEndpoint(r: Record<string, unknown>): EndpointRow {
-  return {
-    id: r.id as string,
-    userId: r.user_id as string,
-    app: r.app as string,
-    env: r.env as string,
-    name: r.name as string,
-    type: r.type as EndpointRow["type"],
-    resource: JSON.parse(r.resource as string) as EndpointRow["resource"],
-    artifactPath: r.artifact_path as string,
-    revision: r.revision as string,
-    createdAt: r.created_at as number,
-    updatedAt: r.updated_at as number,
-    completed: r.completed as number,
-    failed: r.failed as number,
-    retried: r.retried as number,
-  };
-}
 
 /** How often the checkpoint thread copies the WAL into the database file (a no-op when nothing changed). */
 const CHECKPOINT_EVERY_MS = 200;
@@ -184,7 +130,7 @@ export function foldJobOps(ops: StoreOp[]): StoreOp[] {
   return out;
 }
 
-export function openSqliteStore(file: string): Store {
+export function openSqliteStore(file: string): Store & JobCommands {
   mkdirSync(dirname(file), { recursive: true });
   const db = openDatabase(file);
   db.pragma("journal_mode = WAL");
@@ -252,6 +198,7 @@ export function openSqliteStore(file: string): Store {
   const allEndpoints = db.prepare("SELECT * FROM endpoints ORDER BY created_at, id");
   const keyByHash = db.prepare("SELECT * FROM api_keys WHERE hash = ?");
   const deployState = prepareDeployStatements(db);
+  const commands = prepareJobCommands(db);
 
   const applyOne = (o: StoreOp) => {
     switch (o.op) {
@@ -308,6 +255,7 @@ export function openSqliteStore(file: string): Store {
 
   return {
     ...deployState.reads,
+    ...commands,
     async apply(ops) {
       if (ops.length > 0) applyAll(ops.length > 1 ? foldJobOps(ops) : ops);
     },
@@ -348,17 +296,7 @@ export function openSqliteStore(file: string): Store {
     },
     async keyByHash(hash) {
       const r = keyByHash.get(hash) as Record<string, unknown> | undefined;
-      if (!r) return undefined;
-      return {
-        id: r.id as string,
-        hash: r.hash as string,
-        userId: r.user_id as string,
-        scopes: JSON.parse(r.scopes as string) as string[],
-        createdAt: r.created_at as number,
-        revokedAt: (r.revoked_at as number | null) ?? null,
-        // issue 4: keys may expire
-        expiresAt: (r.expires_at as number | null | undefined) ?? null,
-      } satisfies KeyRow;
+      return r ? rowToKey(r) : undefined;
     },
     async logs(q) {
       const where = ["endpoint_id = ?"];
@@ -410,4 +348,78 @@ function migrate(db: Database.Database): void {
       db.pragma(`user_version = ${version + 1}`);
     })();
   }
+}
+
+/**
+ * The conditional job commands over SQLite: each one transaction (BEGIN IMMEDIATE, so another process on the same
+ * file waits rather than claiming the same job), by this process's clock.
+ */
+function prepareJobCommands(db: Database.Database): JobCommands {
+  const queued = db.prepare("SELECT id FROM jobs WHERE endpoint_id = ? AND status = 'IN_QUEUE' ORDER BY low_priority, seq LIMIT ?");
+  const take = db.prepare(
+    `UPDATE jobs SET status = 'IN_PROGRESS', lease = ?, worker_id = ?, attempt = attempt + 1, started_at = ?, lease_expires_at = ?
+     WHERE id = ? AND status = 'IN_QUEUE' RETURNING *`,
+  );
+  const extend = db.prepare("UPDATE jobs SET lease_expires_at = ? WHERE lease = ? AND status = 'IN_PROGRESS'");
+  const expired = db.prepare("SELECT id FROM jobs WHERE status = 'IN_PROGRESS' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?");
+  const requeue = db.prepare("UPDATE jobs SET status = 'IN_QUEUE', lease = NULL, worker_id = NULL, lease_expires_at = NULL WHERE id = ? RETURNING *");
+  const release = db.prepare(
+    "UPDATE jobs SET status = 'IN_QUEUE', lease = NULL, worker_id = NULL, lease_expires_at = NULL WHERE id = ? AND lease = ? AND status = 'IN_PROGRESS'",
+  );
+  const cancel = db.prepare(
+    `UPDATE jobs SET status = 'CANCELLED', completed_at = ?, expires_at = ? + ttl_ms, lease = NULL, lease_expires_at = NULL
+     WHERE id = ? AND status IN ('IN_QUEUE', 'IN_PROGRESS')`,
+  );
+  const getJob = db.prepare("SELECT * FROM jobs WHERE id = ?");
+  const completes = new Map<string, Database.Statement>();
+  const completeFor = (keys: string[]) => {
+    const signature = keys.join(",");
+    let statement = completes.get(signature);
+    if (!statement) {
+      const sets = [...keys.map((k) => `${JOB_COLUMNS[k as keyof JobRow]} = ?`), "lease = NULL", "lease_expires_at = NULL"];
+      statement = db.prepare(`UPDATE jobs SET ${sets.join(", ")} WHERE id = ? AND lease = ? AND status = 'IN_PROGRESS'`);
+      completes.set(signature, statement);
+    }
+    return statement;
+  };
+  const claim = db.transaction((endpointId: string, workerId: string, max: number, leaseMs: number) => {
+    const now = Date.now();
+    const ids = (queued.all(endpointId, max) as Array<{ id: string }>).map((r) => r.id);
+    return ids.map((id) => {
+      const r = take.get(randomUUID(), workerId, now, now + leaseMs, id) as Record<string, unknown>;
+      return { ...rowToJob(r), leaseExpiresAt: r.lease_expires_at as number };
+    });
+  });
+  const extendAll = db.transaction((leases: string[], until: number) => leases.filter((lease) => extend.run(until, lease).changes === 1));
+  const requeueAll = db.transaction((limit: number) =>
+    (expired.all(Date.now(), limit) as Array<{ id: string }>).map((r) => rowToJob(requeue.get(r.id) as Record<string, unknown>)),
+  );
+  return {
+    async claim({ endpointId, workerId, max, leaseMs }) {
+      return claim.immediate(endpointId, workerId, max, leaseMs);
+    },
+    async completeIfLeased(jobId, lease, set) {
+      const keys = Object.keys(set).filter((k) => k in JOB_COLUMNS && k !== "id" && k !== "lease");
+      const values = keys.map((k) => toSql((set as Record<string, unknown>)[k]));
+      return completeFor(keys).run([...values, jobId, lease]).changes === 1;
+    },
+    async extendLeases(leases, leaseMs) {
+      const extended = new Set(extendAll.immediate(leases, Date.now() + leaseMs));
+      return { extended: leases.filter((l) => extended.has(l)), lost: leases.filter((l) => !extended.has(l)) };
+    },
+    async requeueExpired(limit) {
+      return requeueAll.immediate(limit);
+    },
+    async releaseLease(jobId, lease) {
+      return release.run(jobId, lease).changes === 1;
+    },
+    async cancelJob(jobId, at) {
+      cancel.run(at, at, jobId);
+      const r = getJob.get(jobId) as Record<string, unknown> | undefined;
+      return r ? rowToJob(r) : undefined;
+    },
+    async now() {
+      return Date.now();
+    },
+  };
 }

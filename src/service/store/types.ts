@@ -132,3 +132,36 @@ export interface Store extends DeployStoreReads {
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
   close(): Promise<void>;
 }
+
+/**
+ * The job lifecycle as conditional commands that report what they changed, so that several service replicas on
+ * one database never depend on one process's memory: two claims never get the same job, a completion with a
+ * lease that is no longer current changes nothing, an expired lease is found by the database's clock. Both
+ * stores implement it; one contract suite (test/store/contract.test.ts) runs against each.
+ */
+export interface JobCommands {
+  /**
+   * Up to `max` of the endpoint's queued jobs, normal priority first, oldest first, now IN_PROGRESS under a new
+   * lease that expires `leaseMs` from now (the store's clock); `attempt` counts this take. Never a job another
+   * claim got.
+   */
+  claim(request: { endpointId: string; workerId: string; max: number; leaseMs: number }): Promise<Array<JobRow & { leaseExpiresAt: number }>>;
+  /**
+   * Apply `set` (a final status, output, error...) to the job if it still runs under `lease`; false when the
+   * lease is no longer current (expired and requeued, cancelled, completed already). The lease ends with it.
+   */
+  completeIfLeased(jobId: string, lease: string, set: Partial<Omit<JobRow, "id" | "lease">>): Promise<boolean>;
+  /** Push the expiry of these leases `leaseMs` from now; the ones that are no longer current come back as lost. */
+  extendLeases(leases: string[], leaseMs: number): Promise<{ extended: string[]; lost: string[] }>;
+  /** Running jobs whose lease expired (by the store's clock) back to the queue, at most `limit`; the jobs as they now are. */
+  requeueExpired(limit: number): Promise<JobRow[]>;
+  /** Requeue a job if it still runs under `lease` (a worker hands it back); false otherwise. */
+  releaseLease(jobId: string, lease: string): Promise<boolean>;
+  /**
+   * End a job that is not final as CANCELLED at `at` (its lease with it; retained for its ttl from then); the job
+   * as it now is (a final job unchanged), undefined when unknown.
+   */
+  cancelJob(jobId: string, at: number): Promise<JobRow | undefined>;
+  /** The store's clock, epoch ms. */
+  now(): Promise<number>;
+}

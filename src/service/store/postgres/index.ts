@@ -1,0 +1,503 @@
+// The server-grade store: PostgreSQL through node-postgres (`svc server --store postgres://...`). It implements
+// the same `Store` as the embedded SQLite file, and the conditional job commands (`JobCommands`) that let
+// several replicas share one database.
+//
+// A batch of the engine's writes is one transaction. Round trips, not rows, are what a batch costs on a
+// network: consecutive inserts and updates are sent as one statement each over `unnest` arrays (a tick's 200
+// submissions are one INSERT, not 200), with the job ops folded first as the SQLite store folds them.
+
+import pg from "pg";
+import { foldJobOps } from "../sqlite.js";
+import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey } from "../rows.js";
+import type { EndpointRow, JobCommands, JobRow, LogRow, Store, StoreOp, StreamChunkRow } from "../types.js";
+import type { AppRow, BuildRow, DeployStoreOp, EnvironmentRow, ReleaseRow } from "../../deploy/types.js";
+import { migrate } from "./schema.js";
+
+/** PostgreSQL's type of each job column in `unnest` arrays. */
+const JOB_PG_TYPES: Record<keyof JobRow, string> = {
+  id: "text",
+  endpointId: "text",
+  status: "text",
+  input: "text",
+  function: "text",
+  webhook: "text",
+  sync: "boolean",
+  lowPriority: "boolean",
+  createdAt: "bigint",
+  startedAt: "bigint",
+  completedAt: "bigint",
+  output: "text",
+  error: "text",
+  errorType: "text",
+  errorStack: "text",
+  attempt: "integer",
+  retried: "integer",
+  executionTimeoutMs: "bigint",
+  ttlMs: "bigint",
+  expiresAt: "bigint",
+  lease: "text",
+  workerId: "text",
+  streamCursor: "bigint",
+  maxRetries: "integer",
+};
+
+const INT8_OID = 20;
+
+/** Epoch-ms columns are bigint; every value svc stores fits a double exactly, so they are read as numbers. */
+const TYPES = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+};
+
+export interface PostgresStoreOptions {
+  /** Connections this replica keeps at most (default 10). */
+  maxConnections?: number;
+  /** Connection attempts give up after this long (default 5 s): the store is then unavailable, a 503. */
+  connectTimeoutMs?: number;
+}
+
+export type PostgresStore = Store & JobCommands & { pool: pg.Pool };
+
+/**
+ * Text PostgreSQL can hold: it refuses NUL characters in text, which a worker's log line may carry. JSON texts
+ * never do (JSON escapes them). Pure.
+ */
+export function pgText(text: string): string {
+  return text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
+}
+
+/** node-postgres reports a dropped connection without a SQLSTATE: give it one, so storageCause sees "unavailable". */
+function withConnectionCode(err: unknown): unknown {
+  if (err instanceof Error && (err as { code?: unknown }).code === undefined && /connection|terminat|timeout|ECONN/i.test(err.message)) {
+    (err as { code?: string }).code = "08006";
+  }
+  return err;
+}
+
+export async function openPostgresStore(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.maxConnections ?? 10,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
+    types: TYPES,
+    application_name: "svc",
+  });
+  // An idle connection the server drops (restart, failover) is an error event on the pool: without a listener
+  // it would end the process. The next query opens a new connection; a failing one is a 503 for that request.
+  pool.on("error", () => undefined);
+  const first = await pool.connect();
+  try {
+    await migrate(first);
+  } finally {
+    first.release();
+  }
+
+  const query = async <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]) => {
+    try {
+      return await pool.query<R>(text, values);
+    } catch (err) {
+      throw withConnectionCode(err);
+    }
+  };
+
+  const transaction = async <T>(body: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (err) {
+      throw withConnectionCode(err);
+    }
+    let broken: unknown;
+    try {
+      await client.query("BEGIN");
+      const result = await body(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (err) {
+      broken = err;
+      await client.query("ROLLBACK").catch((rollbackErr: unknown) => {
+        broken = rollbackErr; // the connection is gone: release it as broken, not back into the pool
+      });
+      throw withConnectionCode(err);
+    } finally {
+      client.release(broken instanceof Error && !("severity" in broken) ? broken : undefined);
+    }
+  };
+
+  const applyAll = (client: pg.PoolClient, ops: StoreOp[]) => applyBatch(client, ops.length > 1 ? foldJobOps(ops) : ops);
+
+  const jobRows = (rows: Record<string, unknown>[]) => rows.map(rowToJob);
+
+  const store: PostgresStore = {
+    pool,
+    async apply(ops) {
+      if (ops.length === 0) return;
+      await transaction((client) => applyAll(client, ops));
+    },
+    async getJob(id) {
+      const { rows } = await query("SELECT * FROM jobs WHERE id = $1", [id]);
+      return rows[0] ? rowToJob(rows[0]) : undefined;
+    },
+    async getJobHead(id) {
+      const columns = JOB_KEYS.filter((k) => k !== "output").map((k) => JOB_COLUMNS[k]);
+      const { rows } = await query(`SELECT ${columns.join(", ")}, octet_length(output) AS output_bytes FROM jobs WHERE id = $1`, [id]);
+      const r = rows[0];
+      if (!r) return undefined;
+      return { ...rowToJob({ ...r, output: null }), outputBytes: (r.output_bytes as number | null) ?? null };
+    },
+    async jobOutput(id) {
+      const { rows } = await query<{ output: string | null }>("SELECT output FROM jobs WHERE id = $1", [id]);
+      const output = rows[0]?.output;
+      return output === null || output === undefined ? undefined : Buffer.from(output, "utf8");
+    },
+    async activeJobs() {
+      const { rows } = await query("SELECT * FROM jobs WHERE status IN ('IN_QUEUE', 'IN_PROGRESS') ORDER BY seq");
+      return jobRows(rows);
+    },
+    async recentJobIds(endpointId, limit) {
+      const { rows } = await query<{ id: string }>("SELECT id FROM jobs WHERE endpoint_id = $1 ORDER BY seq DESC LIMIT $2", [endpointId, limit]);
+      return rows.map((r) => r.id);
+    },
+    async chunksAfter(jobId, seq) {
+      const { rows } = await query<{ job_id: string; seq: number; data: string }>(
+        "SELECT job_id, seq, data FROM stream_chunks WHERE job_id = $1 AND seq > $2 ORDER BY seq",
+        [jobId, seq],
+      );
+      return rows.map((r) => ({ jobId: r.job_id, seq: r.seq, data: r.data }) satisfies StreamChunkRow);
+    },
+    async lastChunkSeq(jobId) {
+      const { rows } = await query<{ seq: number }>("SELECT COALESCE(max(seq), 0) AS seq FROM stream_chunks WHERE job_id = $1", [jobId]);
+      return rows[0]!.seq;
+    },
+    async expiredJobIds(now, limit) {
+      const { rows } = await query<{ id: string }>("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= $1 LIMIT $2", [now, limit]);
+      return rows.map((r) => r.id);
+    },
+    async endpoints() {
+      const { rows } = await query("SELECT * FROM endpoints ORDER BY created_at, id");
+      return rows.map(rowToEndpoint);
+    },
+    async keyByHash(hash) {
+      const { rows } = await query("SELECT * FROM api_keys WHERE hash = $1", [hash]);
+      return rows[0] ? rowToKey(rows[0]) : undefined;
+    },
+    async logs(q) {
+      const where = ["endpoint_id = $1"];
+      const values: unknown[] = [q.endpointId];
+      if (q.jobId) where.push(`job_id = $${values.push(q.jobId)}`);
+      if (q.since !== undefined) where.push(`ts >= $${values.push(q.since)}`);
+      if (q.afterId !== undefined) where.push(`seq > $${values.push(q.afterId)}`);
+      const limit = `$${values.push(q.limit)}`;
+      const { rows } = await query(`SELECT * FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ${limit}`, values);
+      return rows.map((r) => ({
+        seq: r.seq as number,
+        ts: r.ts as number,
+        endpointId: r.endpoint_id as string,
+        workerId: r.worker_id as string,
+        jobId: (r.job_id as string | null) ?? null,
+        stream: r.stream as string,
+        text: r.text as string,
+      }));
+    },
+    async apps(userId) {
+      const { rows } = await query("SELECT * FROM apps WHERE user_id = $1 ORDER BY name", [userId]);
+      return rows.map((r): AppRow => ({ userId: r.user_id as string, name: r.name as string, createdAt: r.created_at as number }));
+    },
+    async environments(userId, app) {
+      const { rows } = await query("SELECT * FROM environments WHERE user_id = $1 AND app = $2 ORDER BY name", [userId, app]);
+      return rows.map(
+        (r): EnvironmentRow => ({
+          userId: r.user_id as string,
+          app: r.app as string,
+          name: r.name as string,
+          buildId: (r.build_id as string | null) ?? null,
+          createdAt: r.created_at as number,
+          activatedAt: (r.activated_at as number | null) ?? null,
+        }),
+      );
+    },
+    async releases(userId, app, env, limit) {
+      const { rows } = await query<{ record: string }>(
+        "SELECT record FROM releases WHERE user_id = $1 AND app = $2 AND env = $3 ORDER BY started_at DESC, seq DESC LIMIT $4",
+        [userId, app, env, limit],
+      );
+      return rows.map((r) => JSON.parse(r.record) as ReleaseRow);
+    },
+    async build(userId, id) {
+      const { rows } = await query("SELECT * FROM builds WHERE user_id = $1 AND id = $2", [userId, id]);
+      const r = rows[0];
+      if (!r) return undefined;
+      return {
+        id: r.id as string,
+        userId: r.user_id as string,
+        app: r.app as string,
+        size: r.size as number,
+        fingerprint: r.fingerprint as string,
+        manifest: JSON.parse(r.manifest as string) as BuildRow["manifest"],
+        path: r.path as string,
+        createdAt: r.created_at as number,
+      };
+    },
+
+    // ------------------------------------------------------------ conditional job commands
+
+    async claim({ endpointId, workerId, max, leaseMs }) {
+      const { rows } = await query(
+        `WITH picked AS (
+           SELECT id FROM jobs WHERE endpoint_id = $1 AND status = 'IN_QUEUE'
+           ORDER BY low_priority, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
+         UPDATE jobs j SET status = 'IN_PROGRESS', lease = gen_random_uuid()::text, worker_id = $3,
+           attempt = j.attempt + 1, started_at = svc_now_ms(), lease_expires_at = svc_now_ms() + $4
+         FROM picked WHERE j.id = picked.id
+         RETURNING j.*`,
+        [endpointId, max, workerId, leaseMs],
+      );
+      rows.sort((a, b) => Number(a.low_priority) - Number(b.low_priority) || (a.seq as number) - (b.seq as number));
+      return rows.map((r) => ({ ...rowToJob(r), leaseExpiresAt: r.lease_expires_at as number }));
+    },
+    async completeIfLeased(jobId, lease, set) {
+      const keys = Object.keys(set).filter((k) => k in JOB_COLUMNS && k !== "id" && k !== "lease") as Array<keyof JobRow>;
+      const values: unknown[] = [jobId, lease];
+      const sets = keys.map((k) => `${JOB_COLUMNS[k]} = $${values.push((set as Record<string, unknown>)[k] ?? null)}`);
+      sets.push("lease = NULL", "lease_expires_at = NULL");
+      const { rowCount } = await query(
+        `UPDATE jobs SET ${sets.join(", ")} WHERE id = $1 AND lease = $2 AND status = 'IN_PROGRESS'`,
+        values,
+      );
+      return rowCount === 1;
+    },
+    async extendLeases(leases, leaseMs) {
+      if (leases.length === 0) return { extended: [], lost: [] };
+      const { rows } = await query<{ lease: string }>(
+        `UPDATE jobs SET lease_expires_at = svc_now_ms() + $2
+         WHERE lease = ANY($1::text[]) AND status = 'IN_PROGRESS' RETURNING lease`,
+        [leases, leaseMs],
+      );
+      const extended = new Set(rows.map((r) => r.lease));
+      return { extended: leases.filter((l) => extended.has(l)), lost: leases.filter((l) => !extended.has(l)) };
+    },
+    async requeueExpired(limit) {
+      const { rows } = await query(
+        `WITH expired AS (
+           SELECT id FROM jobs WHERE status = 'IN_PROGRESS' AND lease_expires_at < svc_now_ms()
+           ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+         UPDATE jobs j SET status = 'IN_QUEUE', lease = NULL, worker_id = NULL, lease_expires_at = NULL
+         FROM expired WHERE j.id = expired.id RETURNING j.*`,
+        [limit],
+      );
+      return jobRows(rows);
+    },
+    async releaseLease(jobId, lease) {
+      const { rowCount } = await query(
+        `UPDATE jobs SET status = 'IN_QUEUE', lease = NULL, worker_id = NULL, lease_expires_at = NULL
+         WHERE id = $1 AND lease = $2 AND status = 'IN_PROGRESS'`,
+        [jobId, lease],
+      );
+      return rowCount === 1;
+    },
+    async cancelJob(jobId, at) {
+      const { rows } = await query(
+        `UPDATE jobs SET status = 'CANCELLED', completed_at = $2, expires_at = $2 + ttl_ms, lease = NULL, lease_expires_at = NULL
+         WHERE id = $1 AND status IN ('IN_QUEUE', 'IN_PROGRESS') RETURNING *`,
+        [jobId, at],
+      );
+      if (rows[0]) return rowToJob(rows[0]);
+      return store.getJob(jobId);
+    },
+    async now() {
+      const { rows } = await query<{ now: number }>("SELECT svc_now_ms() AS now");
+      return rows[0]!.now;
+    },
+    async close() {
+      await pool.end();
+    },
+  };
+  return store;
+}
+
+// ---------------------------------------------------------------- batches
+
+type Segment = { inserts: JobRow[]; updates: Map<string, Array<{ id: string; set: Partial<JobRow> }>>; chunks: Map<string, StreamChunkRow>; logs: LogRow[]; counters: Map<string, { completed: number; failed: number; retried: number }> };
+
+const emptySegment = (): Segment => ({ inserts: [], updates: new Map(), chunks: new Map(), logs: [], counters: new Map() });
+
+/**
+ * The ops in order, as few statements as their order allows: between two ops that must keep their place
+ * (deletes, endpoints, keys, deploy records), job inserts, job updates (one statement per set of columns),
+ * chunks, logs and counters go as one statement each. foldJobOps has left at most one write per job there, and
+ * chunks, logs and counters are independent appends, so their relative order within a segment is free.
+ */
+async function applyBatch(client: pg.PoolClient, ops: StoreOp[]): Promise<void> {
+  let segment = emptySegment();
+  const flush = async () => {
+    await flushSegment(client, segment);
+    segment = emptySegment();
+  };
+  for (const o of ops) {
+    switch (o.op) {
+      case "insertJob":
+        segment.inserts.push(o.job);
+        break;
+      case "updateJob": {
+        const keys = Object.keys(o.set).filter((k) => k in JOB_COLUMNS && k !== "id");
+        if (keys.length === 0) break;
+        const signature = keys.sort().join(",");
+        let list = segment.updates.get(signature);
+        if (!list) segment.updates.set(signature, (list = []));
+        list.push({ id: o.id, set: o.set });
+        break;
+      }
+      case "insertChunk":
+        segment.chunks.set(`${o.chunk.jobId}\u0000${o.chunk.seq}`, o.chunk);
+        break;
+      case "insertLog":
+        segment.logs.push(o.line);
+        break;
+      case "addCounters": {
+        const c = segment.counters.get(o.endpointId) ?? { completed: 0, failed: 0, retried: 0 };
+        c.completed += o.completed;
+        c.failed += o.failed;
+        c.retried += o.retried;
+        segment.counters.set(o.endpointId, c);
+        break;
+      }
+      default:
+        await flush();
+        await applyBarrier(client, o);
+    }
+  }
+  await flush();
+}
+
+const sqlValue = (v: unknown) => (v === undefined ? null : v);
+
+async function flushSegment(client: pg.PoolClient, s: Segment): Promise<void> {
+  if (s.inserts.length > 0) {
+    const columns = JOB_KEYS.map((k) => JOB_COLUMNS[k]);
+    const arrays = JOB_KEYS.map((k) => s.inserts.map((job) => sqlValue(job[k])));
+    await client.query(
+      `INSERT INTO jobs (${columns.join(", ")}) SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")})`,
+      arrays,
+    );
+  }
+  for (const [signature, list] of s.updates) {
+    const keys = signature.split(",") as Array<keyof JobRow>;
+    const values: unknown[] = [list.map((u) => u.id), ...keys.map((k) => list.map((u) => sqlValue((u.set as Record<string, unknown>)[k])))];
+    const leaseCleared = keys.includes("lease");
+    await client.query(
+      `UPDATE jobs AS j SET ${keys.map((k) => `${JOB_COLUMNS[k]} = v.${JOB_COLUMNS[k]}`).join(", ")}${leaseCleared ? ", lease_expires_at = CASE WHEN v.lease IS NULL THEN NULL ELSE j.lease_expires_at END" : ""}
+       FROM unnest($1::text[], ${keys.map((k, i) => `$${i + 2}::${JOB_PG_TYPES[k]}[]`).join(", ")}) AS v(id, ${keys.map((k) => JOB_COLUMNS[k]).join(", ")})
+       WHERE j.id = v.id`,
+      values,
+    );
+  }
+  if (s.chunks.size > 0) {
+    const chunks = [...s.chunks.values()];
+    await client.query(
+      `INSERT INTO stream_chunks (job_id, seq, data) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])
+       ON CONFLICT (job_id, seq) DO UPDATE SET data = excluded.data`,
+      [chunks.map((c) => c.jobId), chunks.map((c) => c.seq), chunks.map((c) => c.data)],
+    );
+  }
+  if (s.logs.length > 0) {
+    const l = s.logs;
+    await client.query(
+      `INSERT INTO logs (endpoint_id, worker_id, job_id, ts, stream, text)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[])`,
+      [l.map((x) => x.endpointId), l.map((x) => x.workerId), l.map((x) => x.jobId), l.map((x) => x.ts), l.map((x) => pgText(x.stream)), l.map((x) => pgText(x.text))],
+    );
+  }
+  for (const [endpointId, c] of s.counters) {
+    await client.query("UPDATE endpoints SET completed = completed + $1, failed = failed + $2, retried = retried + $3 WHERE id = $4", [c.completed, c.failed, c.retried, endpointId]);
+  }
+}
+
+async function applyBarrier(client: pg.PoolClient, o: StoreOp): Promise<void> {
+  switch (o.op) {
+    case "deleteJob":
+      await client.query("DELETE FROM stream_chunks WHERE job_id = $1", [o.id]);
+      await client.query("DELETE FROM jobs WHERE id = $1", [o.id]);
+      return;
+    case "deleteChunksAfter":
+      await client.query("DELETE FROM stream_chunks WHERE job_id = $1 AND seq > $2", [o.jobId, o.seq]);
+      return;
+    case "upsertEndpoint": {
+      const e: EndpointRow = o.endpoint;
+      await client.query(
+        `INSERT INTO endpoints (id, user_id, app, env, name, type, resource, artifact_path, revision, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+         ON CONFLICT (id) DO UPDATE SET type = excluded.type, resource = excluded.resource,
+           artifact_path = excluded.artifact_path, revision = excluded.revision, updated_at = excluded.updated_at`,
+        [e.id, e.userId, e.app, e.env, e.name, e.type, JSON.stringify(e.resource), e.artifactPath, e.revision, e.createdAt, e.updatedAt],
+      );
+      return;
+    }
+    case "deleteEndpoint":
+      await client.query("DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = $1)", [o.id]);
+      await client.query("DELETE FROM jobs WHERE endpoint_id = $1", [o.id]);
+      await client.query("DELETE FROM logs WHERE endpoint_id = $1", [o.id]);
+      await client.query("DELETE FROM endpoints WHERE id = $1", [o.id]);
+      return;
+    case "insertKey":
+      await client.query(
+        `INSERT INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, user_id = excluded.user_id, scopes = excluded.scopes,
+           created_at = excluded.created_at, revoked_at = excluded.revoked_at`,
+        [o.key.id, o.key.hash, o.key.userId, JSON.stringify(o.key.scopes), o.key.createdAt, o.key.revokedAt],
+      );
+      return;
+    case "revokeKey":
+      await client.query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2", [o.at, o.id]);
+      return;
+    case "deleteKey":
+      await client.query("DELETE FROM api_keys WHERE id = $1", [o.id]);
+      return;
+    default:
+      await applyDeployOp(client, o as DeployStoreOp);
+  }
+}
+
+async function applyDeployOp(client: pg.PoolClient, o: DeployStoreOp): Promise<void> {
+  switch (o.op) {
+    case "upsertApp":
+      await client.query("INSERT INTO apps (user_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [o.app.userId, o.app.name, o.app.createdAt]);
+      return;
+    case "upsertRelease": {
+      const r = o.release;
+      await client.query(
+        `INSERT INTO releases (user_id, app, env, id, started_at, record) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (user_id, app, env, id) DO UPDATE SET record = excluded.record`,
+        [r.userId, r.app, r.env, r.id, r.startedAt, JSON.stringify(r)],
+      );
+      return;
+    }
+    case "deleteApp":
+      for (const table of ["releases", "environments", "builds"]) {
+        await client.query(`DELETE FROM ${table} WHERE user_id = $1 AND app = $2`, [o.userId, o.name]);
+      }
+      await client.query("DELETE FROM apps WHERE user_id = $1 AND name = $2", [o.userId, o.name]);
+      return;
+    case "upsertEnvironment": {
+      const e = o.environment;
+      await client.query(
+        `INSERT INTO environments (user_id, app, name, build_id, created_at, activated_at) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (user_id, app, name) DO UPDATE SET build_id = excluded.build_id, activated_at = excluded.activated_at`,
+        [e.userId, e.app, e.name, e.buildId, e.createdAt, e.activatedAt],
+      );
+      return;
+    }
+    case "deleteEnvironment":
+      await client.query("DELETE FROM releases WHERE user_id = $1 AND app = $2 AND env = $3", [o.userId, o.app, o.name]);
+      await client.query("DELETE FROM environments WHERE user_id = $1 AND app = $2 AND name = $3", [o.userId, o.app, o.name]);
+      return;
+    case "insertBuild": {
+      const b = o.build;
+      await client.query(
+        `INSERT INTO builds (id, user_id, app, size, fingerprint, manifest, path, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT DO NOTHING`,
+        [b.id, b.userId, b.app, b.size, b.fingerprint, JSON.stringify(b.manifest), b.path, b.createdAt],
+      );
+      return;
+    }
+  }
+}

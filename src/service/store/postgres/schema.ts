@@ -1,0 +1,92 @@
+// The PostgreSQL schema: numbered migrations, applied once by whichever replica starts first. Every replica runs
+// `migrate` at start; a transaction-scoped advisory lock makes the others wait, then find nothing left to do.
+//
+// Times are epoch milliseconds (bigint) as in the SQLite store, so rows read the same from both. Lease expiry is
+// compared with the database's clock (svc_now_ms), never a replica's: replicas' clocks may disagree.
+
+import type pg from "pg";
+import { UserError } from "../../../errors.js";
+
+/** Migration N brings the schema from version N to N+1. Append only. */
+export const PG_MIGRATIONS: string[] = [
+  `CREATE FUNCTION svc_now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS
+     $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+   CREATE TABLE endpoints (
+     id text PRIMARY KEY, user_id text NOT NULL, app text NOT NULL, env text NOT NULL, name text NOT NULL,
+     type text NOT NULL, resource text NOT NULL, artifact_path text NOT NULL, revision text NOT NULL,
+     created_at bigint NOT NULL, updated_at bigint NOT NULL,
+     completed bigint NOT NULL DEFAULT 0, failed bigint NOT NULL DEFAULT 0, retried bigint NOT NULL DEFAULT 0);
+   CREATE INDEX endpoints_app_env ON endpoints (user_id, app, env);
+   CREATE TABLE jobs (
+     seq bigserial PRIMARY KEY, id text NOT NULL UNIQUE, endpoint_id text NOT NULL,
+     status text NOT NULL, input text NOT NULL, function text, webhook text, sync boolean NOT NULL,
+     low_priority boolean NOT NULL, created_at bigint NOT NULL, started_at bigint, completed_at bigint,
+     output text, error text, error_type text, error_stack text, attempt integer NOT NULL, retried integer NOT NULL,
+     execution_timeout_ms bigint, ttl_ms bigint NOT NULL, expires_at bigint, lease text, worker_id text,
+     stream_cursor bigint NOT NULL DEFAULT 0, max_retries integer, lease_expires_at bigint);
+   CREATE INDEX jobs_active ON jobs (status) WHERE status IN ('IN_QUEUE', 'IN_PROGRESS');
+   CREATE INDEX jobs_queue ON jobs (endpoint_id, low_priority, seq) WHERE status = 'IN_QUEUE';
+   CREATE INDEX jobs_leases ON jobs (lease_expires_at) WHERE status = 'IN_PROGRESS';
+   CREATE UNIQUE INDEX jobs_lease ON jobs (lease) WHERE lease IS NOT NULL;
+   CREATE INDEX jobs_expires ON jobs (expires_at) WHERE expires_at IS NOT NULL;
+   CREATE INDEX jobs_endpoint ON jobs (endpoint_id, seq);
+   CREATE TABLE stream_chunks (job_id text NOT NULL, seq bigint NOT NULL, data text NOT NULL, PRIMARY KEY (job_id, seq));
+   CREATE TABLE logs (
+     seq bigserial PRIMARY KEY, endpoint_id text NOT NULL, worker_id text NOT NULL, job_id text,
+     ts bigint NOT NULL, stream text NOT NULL, text text NOT NULL);
+   CREATE INDEX logs_endpoint ON logs (endpoint_id, seq);
+   CREATE INDEX logs_job ON logs (job_id, seq) WHERE job_id IS NOT NULL;
+   CREATE TABLE api_keys (
+     id text PRIMARY KEY, hash text NOT NULL UNIQUE, user_id text NOT NULL, scopes text NOT NULL,
+     created_at bigint NOT NULL, revoked_at bigint, name text, expires_at bigint);
+   CREATE TABLE apps (user_id text NOT NULL, name text NOT NULL, created_at bigint NOT NULL, PRIMARY KEY (user_id, name));
+   CREATE TABLE environments (
+     user_id text NOT NULL, app text NOT NULL, name text NOT NULL, build_id text, created_at bigint NOT NULL,
+     activated_at bigint, PRIMARY KEY (user_id, app, name));
+   CREATE TABLE builds (
+     id text NOT NULL, user_id text NOT NULL, app text NOT NULL, size bigint NOT NULL, fingerprint text NOT NULL,
+     manifest text NOT NULL, path text NOT NULL, created_at bigint NOT NULL, PRIMARY KEY (user_id, id));
+   CREATE TABLE releases (
+     user_id text NOT NULL, app text NOT NULL, env text NOT NULL, id text NOT NULL, started_at bigint NOT NULL,
+     seq bigserial, record text NOT NULL, PRIMARY KEY (user_id, app, env, id));
+   CREATE INDEX releases_recent ON releases (user_id, app, env, started_at);
+   CREATE TABLE network_volumes (
+     id text PRIMARY KEY, user_id text NOT NULL, name text NOT NULL, size bigint NOT NULL,
+     data_center text NOT NULL, type text NOT NULL, created_at bigint NOT NULL);
+   CREATE INDEX network_volumes_user ON network_volumes (user_id);
+   CREATE TABLE templates (
+     id text PRIMARY KEY, user_id text NOT NULL, name text NOT NULL, image_name text NOT NULL, env text NOT NULL,
+     container_disk_gb integer NOT NULL, created_at bigint NOT NULL);
+   CREATE INDEX templates_user ON templates (user_id);
+   CREATE TABLE rest_endpoints (id text PRIMARY KEY, user_id text NOT NULL, spec text NOT NULL, generation integer NOT NULL DEFAULT 0);
+   CREATE TABLE secrets (
+     user_id text NOT NULL, app text NOT NULL, env text NOT NULL, name text NOT NULL, sealed bytea NOT NULL,
+     key_id text NOT NULL, created_at bigint NOT NULL, updated_at bigint NOT NULL, PRIMARY KEY (user_id, app, env, name));`,
+];
+
+/** Any constant: the lock only orders svc's own migrations. */
+const MIGRATION_LOCK = 0x5356_4301;
+
+/** Bring the database to the schema this svc knows; refuse one written by a newer svc. */
+export async function migrate(client: pg.ClientBase): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+    await client.query("CREATE TABLE IF NOT EXISTS svc_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())");
+    const { rows } = await client.query<{ version: number | null }>("SELECT max(version) AS version FROM svc_schema");
+    const current = rows[0]?.version ?? 0;
+    if (current > PG_MIGRATIONS.length) {
+      throw new UserError(`The database was written by a newer svc (schema ${current}, this svc knows ${PG_MIGRATIONS.length})`, {
+        hint: "Upgrade svc on every replica, or point --store at another database.",
+      });
+    }
+    for (let version = current; version < PG_MIGRATIONS.length; version++) {
+      await client.query(PG_MIGRATIONS[version]!);
+      await client.query("INSERT INTO svc_schema (version) VALUES ($1)", [version + 1]);
+    }
+    await client.query("COMMIT");
+  } catch (err) {
+    await client.query("ROLLBACK").catch(() => undefined /* the connection itself failed: the error below says why */);
+    throw err;
+  }
+}

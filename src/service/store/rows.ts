@@ -1,0 +1,74 @@
+// Rows as both stores keep them: column names, and reading a database row back into the service's records.
+// SQLite gives booleans as 0/1, PostgreSQL as booleans; both give epoch-ms times as numbers.
+
+import type { EndpointRow, JobRow, KeyRow } from "./types.js";
+
+export const JOB_COLUMNS: Record<keyof JobRow, string> = {
+  id: "id",
+  endpointId: "endpoint_id",
+  status: "status",
+  input: "input",
+  function: "function",
+  webhook: "webhook",
+  sync: "sync",
+  lowPriority: "low_priority",
+  createdAt: "created_at",
+  startedAt: "started_at",
+  completedAt: "completed_at",
+  output: "output",
+  error: "error",
+  errorType: "error_type",
+  errorStack: "error_stack",
+  attempt: "attempt",
+  retried: "retried",
+  executionTimeoutMs: "execution_timeout_ms",
+  ttlMs: "ttl_ms",
+  expiresAt: "expires_at",
+  lease: "lease",
+  workerId: "worker_id",
+  streamCursor: "stream_cursor",
+  maxRetries: "max_retries",
+};
+export const JOB_KEYS = Object.keys(JOB_COLUMNS) as Array<keyof JobRow>;
+
+
+export function rowToJob(r: Record<string, unknown>): JobRow {
+  const job = {} as Record<string, unknown>;
+  for (const key of JOB_KEYS) job[key] = r[JOB_COLUMNS[key]];
+  job.sync = r.sync === 1 || r.sync === true;
+  job.lowPriority = r.low_priority === 1 || r.low_priority === true;
+  // Optional; absent rather than null when the job has no limit of its own
+  if (job.maxRetries === null || job.maxRetries === undefined) delete job.maxRetries;
+  return job as unknown as JobRow;
+}
+
+export function rowToEndpoint(r: Record<string, unknown>): EndpointRow {
+  return {
+    id: r.id as string,
+    userId: r.user_id as string,
+    app: r.app as string,
+    env: r.env as string,
+    name: r.name as string,
+    type: r.type as EndpointRow["type"],
+    resource: JSON.parse(r.resource as string) as EndpointRow["resource"],
+    artifactPath: r.artifact_path as string,
+    revision: r.revision as string,
+    createdAt: r.created_at as number,
+    updatedAt: r.updated_at as number,
+    completed: r.completed as number,
+    failed: r.failed as number,
+    retried: r.retried as number,
+  };
+}
+
+export function rowToKey(r: Record<string, unknown>): KeyRow {
+  return {
+    id: r.id as string,
+    hash: r.hash as string,
+    userId: r.user_id as string,
+    scopes: JSON.parse(r.scopes as string) as string[],
+    createdAt: r.created_at as number,
+    revokedAt: (r.revoked_at as number | null) ?? null,
+    expiresAt: (r.expires_at as number | null | undefined) ?? null,
+  };
+}

@@ -1,0 +1,320 @@
+// One contract for both stores: the embedded SQLite file and PostgreSQL (a real server, started for this file).
+// What the engine and the replicas rely on: batches are atomic, rows read back as written, and the conditional
+// job commands change a job only when the caller still holds it — also between two stores on one database.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openSqliteStore } from "../../src/service/store/sqlite.js";
+import { openPostgresStore } from "../../src/service/store/postgres/index.js";
+import type { EndpointRow, JobCommands, JobRow, Store } from "../../src/service/store/types.js";
+import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
+
+type AnyStore = Store & JobCommands;
+
+interface Backend {
+  name: string;
+  /** A new empty database; `open` gives another store (a second replica) on the same one. */
+  fresh(): Promise<{ store: AnyStore; open(): Promise<AnyStore> }>;
+  available(): string | undefined;
+}
+
+const opened: AnyStore[] = [];
+const track = (s: AnyStore) => (opened.push(s), s);
+
+const work = mkdtempSync(join(tmpdir(), "svc-contract-"));
+let files = 0;
+let server: TestPostgres | undefined;
+
+const backends: Backend[] = [
+  {
+    name: "sqlite",
+    available: () => undefined,
+    async fresh() {
+      const file = join(work, `store-${++files}.sqlite`);
+      return { store: track(openSqliteStore(file)), open: async () => track(openSqliteStore(file)) };
+    },
+  },
+  {
+    name: "postgres",
+    available: postgresUnavailable,
+    async fresh() {
+      const url = await server!.createDatabase();
+      return { store: track(await openPostgresStore(url)), open: async () => track(await openPostgresStore(url)) };
+    },
+  },
+];
+
+beforeAll(async () => {
+  if (!postgresUnavailable()) server = await startPostgres();
+});
+
+afterAll(async () => {
+  for (const s of opened) await s.close();
+  await server?.stop();
+  rmSync(work, { recursive: true, force: true });
+});
+
+let ids = 0;
+function job(over: Partial<JobRow> = {}): JobRow {
+  return {
+    id: `job-${++ids}`,
+    endpointId: "ep1",
+    status: "IN_QUEUE",
+    input: '{"n":1}',
+    function: null,
+    webhook: null,
+    sync: false,
+    lowPriority: false,
+    createdAt: 1_700_000_000_000 + ids,
+    startedAt: null,
+    completedAt: null,
+    output: null,
+    error: null,
+    errorType: null,
+    errorStack: null,
+    attempt: 0,
+    retried: 0,
+    executionTimeoutMs: 600_000,
+    ttlMs: 86_400_000,
+    expiresAt: null,
+    lease: null,
+    workerId: null,
+    streamCursor: 0,
+    ...over,
+  };
+}
+
+function endpoint(id: string): EndpointRow {
+  return {
+    id,
+    userId: "u1",
+    app: "app",
+    env: "prod",
+    name: id,
+    type: "queue",
+    resource: { kind: "endpoint", name: id } as unknown as EndpointRow["resource"],
+    artifactPath: "/a",
+    revision: "r1",
+    createdAt: 1,
+    updatedAt: 1,
+    completed: 0,
+    failed: 0,
+    retried: 0,
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+for (const backend of backends) {
+  const reason = backend.available();
+  if (reason) console.warn(`store contract on ${backend.name} skipped: ${reason}`);
+  describe.skipIf(reason !== undefined)(`store contract: ${backend.name}`, () => {
+    it("reads back what a batch wrote, with a job's changes in the batch folded into its row", async () => {
+      const { store } = await backend.fresh();
+      const a = job({ sync: true, lowPriority: true, maxRetries: 2 });
+      const b = job();
+      await store.apply([
+        { op: "insertJob", job: a },
+        { op: "insertJob", job: b },
+        { op: "updateJob", id: a.id, set: { status: "IN_PROGRESS", lease: "L1", workerId: "w1", attempt: 1, startedAt: 5 } },
+        { op: "updateJob", id: b.id, set: { status: "COMPLETED", output: '{"ok":"é"}', completedAt: 9, expiresAt: 99 } },
+      ]);
+      expect(await store.getJob(a.id)).toEqual({ ...a, status: "IN_PROGRESS", lease: "L1", workerId: "w1", attempt: 1, startedAt: 5 });
+      const head = await store.getJobHead!(b.id);
+      expect(head).toMatchObject({ id: b.id, status: "COMPLETED", output: null, outputBytes: Buffer.byteLength('{"ok":"é"}') });
+      expect((await store.jobOutput!(b.id))!.toString("utf8")).toBe('{"ok":"é"}');
+      expect((await store.activeJobs()).map((j) => j.id)).toEqual([a.id]);
+      expect(await store.expiredJobIds(100, 10)).toEqual([b.id]);
+      expect(await store.expiredJobIds(98, 10)).toEqual([]);
+      expect(await store.recentJobIds!("ep1", 1)).toEqual([b.id]);
+      expect(await store.getJob("nope")).toBeUndefined();
+    });
+
+    it("applies a batch all or nothing", async () => {
+      const { store } = await backend.fresh();
+      const a = job();
+      await store.apply([{ op: "insertJob", job: a }]);
+      const b = job();
+      // The second insert of `a` breaks the batch: `b` must not be kept either.
+      await expect(store.apply([{ op: "insertJob", job: b }, { op: "deleteChunksAfter", jobId: "x", seq: 0 }, { op: "insertJob", job: a }])).rejects.toThrow();
+      expect(await store.getJob(b.id)).toBeUndefined();
+      // And the store still takes the next batch.
+      await store.apply([{ op: "insertJob", job: b }]);
+      expect((await store.getJob(b.id))?.id).toBe(b.id);
+    });
+
+    it("keeps stream chunks in order, replaces a chunk sent again, and drops an attempt's unread ones", async () => {
+      const { store } = await backend.fresh();
+      const a = job();
+      await store.apply([
+        { op: "insertJob", job: a },
+        ...[1, 2, 3, 4].map((seq) => ({ op: "insertChunk" as const, chunk: { jobId: a.id, seq, data: `{"output":${seq}}` } })),
+        { op: "insertChunk", chunk: { jobId: a.id, seq: 2, data: '{"output":"two"}' } },
+      ]);
+      expect((await store.chunksAfter(a.id, 1)).map((c) => c.data)).toEqual(['{"output":"two"}', '{"output":3}', '{"output":4}']);
+      expect(await store.lastChunkSeq(a.id)).toBe(4);
+      await store.apply([{ op: "deleteChunksAfter", jobId: a.id, seq: 2 }]);
+      expect((await store.chunksAfter(a.id, 0)).map((c) => c.seq)).toEqual([1, 2]);
+      await store.apply([{ op: "deleteJob", id: a.id }]);
+      expect(await store.chunksAfter(a.id, 0)).toEqual([]);
+      expect(await store.lastChunkSeq(a.id)).toBe(0);
+    });
+
+    it("queries logs by endpoint, job, time and position, and keeps any text a worker printed", async () => {
+      const { store } = await backend.fresh();
+      const line = (over: object) => ({ ts: 10, endpointId: "ep1", workerId: "w1", jobId: null, stream: "stdout", text: "x", ...over });
+      await store.apply([
+        { op: "insertLog", line: line({ text: "one" }) },
+        { op: "insertLog", line: line({ text: "two", jobId: "j1", ts: 20 }) },
+        { op: "insertLog", line: line({ text: "other", endpointId: "ep2" }) },
+        { op: "insertLog", line: line({ text: "nul\u0000byte ünï", ts: 30 }) },
+      ]);
+      const all = await store.logs({ endpointId: "ep1", limit: 10 });
+      expect(all.map((l) => l.text.replace("\uFFFD", "\u0000"))).toEqual(["one", "two", "nul\u0000byte ünï"]);
+      expect((await store.logs({ endpointId: "ep1", jobId: "j1", limit: 10 })).map((l) => l.text)).toEqual(["two"]);
+      expect((await store.logs({ endpointId: "ep1", since: 20, limit: 10 })).map((l) => l.ts)).toEqual([20, 30]);
+      expect((await store.logs({ endpointId: "ep1", afterId: all[0]!.seq, limit: 1 })).map((l) => l.text)).toEqual(["two"]);
+    });
+
+    it("keeps endpoints with their counters; deleting one deletes its jobs, chunks and logs", async () => {
+      const { store } = await backend.fresh();
+      await store.apply([{ op: "upsertEndpoint", endpoint: endpoint("ep1") }, { op: "upsertEndpoint", endpoint: endpoint("ep2") }]);
+      await store.apply([
+        { op: "addCounters", endpointId: "ep1", completed: 2, failed: 1, retried: 0 },
+        { op: "addCounters", endpointId: "ep1", completed: 1, failed: 0, retried: 3 },
+        { op: "upsertEndpoint", endpoint: { ...endpoint("ep1"), revision: "r2", updatedAt: 5 } },
+      ]);
+      const [ep1] = await store.endpoints();
+      expect(ep1).toMatchObject({ id: "ep1", revision: "r2", updatedAt: 5, createdAt: 1, completed: 3, failed: 1, retried: 3 });
+      expect(ep1!.resource).toEqual({ kind: "endpoint", name: "ep1" });
+      const a = job({ endpointId: "ep1" });
+      await store.apply([{ op: "insertJob", job: a }, { op: "insertChunk", chunk: { jobId: a.id, seq: 1, data: "{}" } }, { op: "insertLog", line: { ts: 1, endpointId: "ep1", workerId: "w", jobId: a.id, stream: "stdout", text: "t" } }]);
+      await store.apply([{ op: "deleteEndpoint", id: "ep1" }]);
+      expect((await store.endpoints()).map((e) => e.id)).toEqual(["ep2"]);
+      expect(await store.getJob(a.id)).toBeUndefined();
+      expect(await store.chunksAfter(a.id, 0)).toEqual([]);
+      expect(await store.logs({ endpointId: "ep1", limit: 10 })).toEqual([]);
+    });
+
+    it("finds keys by hash, revoked and deleted", async () => {
+      const { store } = await backend.fresh();
+      const key = { id: "k1", hash: "h1", userId: "u1", scopes: ["admin"], createdAt: 3, revokedAt: null };
+      await store.apply([{ op: "insertKey", key }]);
+      expect(await store.keyByHash("h1")).toEqual({ ...key, expiresAt: null });
+      await store.apply([{ op: "revokeKey", id: "k1", at: 7 }]);
+      expect((await store.keyByHash("h1"))?.revokedAt).toBe(7);
+      await store.apply([{ op: "deleteKey", id: "k1" }]);
+      expect(await store.keyByHash("h1")).toBeUndefined();
+    });
+
+    it("keeps apps, environments, builds and releases (newest release first)", async () => {
+      const { store } = await backend.fresh();
+      const build = { id: "b1", userId: "u1", app: "app", size: 10, fingerprint: "f", manifest: { version: 1 } as never, path: "/p", createdAt: 1 };
+      const release = (id: string, startedAt: number) => ({
+        id, userId: "u1", app: "app", env: "prod", buildId: "b1", previousBuildId: null, kind: "deploy" as const, state: "live" as const,
+        startedAt, finishedAt: null, endpoints: [], error: null,
+      });
+      await store.apply([
+        { op: "upsertApp", app: { userId: "u1", name: "app", createdAt: 1 } },
+        { op: "upsertApp", app: { userId: "u1", name: "app", createdAt: 2 } },
+        { op: "insertBuild", build },
+        { op: "upsertEnvironment", environment: { userId: "u1", app: "app", name: "prod", buildId: "b1", createdAt: 1, activatedAt: 2 } },
+        { op: "upsertRelease", release: release("r1", 1) },
+        { op: "upsertRelease", release: release("r2", 2) },
+        { op: "upsertRelease", release: { ...release("r1", 1), state: "superseded" as const } },
+      ]);
+      expect(await store.apps("u1")).toEqual([{ userId: "u1", name: "app", createdAt: 1 }]);
+      expect(await store.build("u1", "b1")).toEqual(build);
+      expect((await store.environments("u1", "app"))[0]).toMatchObject({ buildId: "b1", activatedAt: 2 });
+      expect((await store.releases("u1", "app", "prod", 10)).map((r) => [r.id, r.state])).toEqual([["r2", "live"], ["r1", "superseded"]]);
+      await store.apply([{ op: "deleteApp", userId: "u1", name: "app" }]);
+      expect(await store.apps("u1")).toEqual([]);
+      expect(await store.build("u1", "b1")).toBeUndefined();
+      expect(await store.releases("u1", "app", "prod", 10)).toEqual([]);
+    });
+
+    it("claims queued jobs normal priority first, oldest first, under a new lease, counting the attempt", async () => {
+      const { store } = await backend.fresh();
+      const low = job({ lowPriority: true });
+      const first = job();
+      const second = job();
+      const other = job({ endpointId: "ep2" });
+      await store.apply([low, first, second, other].map((j) => ({ op: "insertJob" as const, job: j })));
+      const before = await store.now();
+      const claimed = await store.claim({ endpointId: "ep1", workerId: "w1", max: 2, leaseMs: 30_000 });
+      expect(claimed.map((j) => j.id)).toEqual([first.id, second.id]);
+      for (const c of claimed) {
+        expect(c).toMatchObject({ status: "IN_PROGRESS", workerId: "w1", attempt: 1 });
+        expect(c.lease).toEqual(expect.any(String));
+        expect(c.leaseExpiresAt).toBeGreaterThanOrEqual(before + 30_000);
+        expect((await store.getJob(c.id))?.lease).toBe(c.lease);
+      }
+      expect(new Set(claimed.map((c) => c.lease)).size).toBe(2);
+      expect((await store.claim({ endpointId: "ep1", workerId: "w1", max: 5, leaseMs: 30_000 })).map((j) => j.id)).toEqual([low.id]);
+      expect(await store.claim({ endpointId: "ep1", workerId: "w1", max: 5, leaseMs: 30_000 })).toEqual([]);
+    });
+
+    it("never gives one job to two claims, from two stores on one database at once", async () => {
+      const { store, open } = await backend.fresh();
+      const second = await open();
+      const jobs = Array.from({ length: 60 }, () => job());
+      await store.apply(jobs.map((j) => ({ op: "insertJob" as const, job: j })));
+      const claims = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? store : second).claim({ endpointId: "ep1", workerId: `w${i}`, max: 7, leaseMs: 30_000 })),
+      );
+      const got = claims.flat().map((j) => j.id);
+      expect(got.length).toBe(60);
+      expect(new Set(got).size).toBe(60);
+    });
+
+    it("completes a job only under its current lease, once", async () => {
+      const { store } = await backend.fresh();
+      const a = job();
+      await store.apply([{ op: "insertJob", job: a }]);
+      const [claimed] = await store.claim({ endpointId: "ep1", workerId: "w1", max: 1, leaseMs: 30_000 });
+      const done = { status: "COMPLETED" as const, output: '{"r":1}', completedAt: 50, expiresAt: 500 };
+      expect(await store.completeIfLeased(a.id, "not-the-lease", done)).toBe(false);
+      expect(await store.completeIfLeased(a.id, claimed!.lease!, done)).toBe(true);
+      expect(await store.completeIfLeased(a.id, claimed!.lease!, { ...done, output: '{"r":2}' })).toBe(false);
+      expect(await store.getJob(a.id)).toMatchObject({ status: "COMPLETED", output: '{"r":1}', lease: null, completedAt: 50 });
+    });
+
+    it("extends current leases and reports the lost ones; expired leases go back to the queue by the store's clock", async () => {
+      const { store } = await backend.fresh();
+      const a = job();
+      const b = job();
+      await store.apply([{ op: "insertJob", job: a }, { op: "insertJob", job: b }]);
+      const claimed = await store.claim({ endpointId: "ep1", workerId: "w1", max: 2, leaseMs: 300 });
+      const [la, lb] = claimed.map((c) => c.lease!);
+      expect(await store.extendLeases([la!, "gone"], 60_000)).toEqual({ extended: [la], lost: ["gone"] });
+      expect(await store.requeueExpired(10)).toEqual([]);
+      await sleep(450);
+      const requeued = await store.requeueExpired(10);
+      expect(requeued.map((j) => [j.id, j.status, j.lease, j.workerId])).toEqual([[b.id, "IN_QUEUE", null, null]]);
+      // The requeued job's old lease is worth nothing now; the next claim counts a second attempt.
+      expect(await store.completeIfLeased(b.id, lb!, { status: "COMPLETED" })).toBe(false);
+      expect(await store.extendLeases([lb!], 60_000)).toEqual({ extended: [], lost: [lb] });
+      const [again] = await store.claim({ endpointId: "ep1", workerId: "w2", max: 1, leaseMs: 60_000 });
+      expect(again).toMatchObject({ id: b.id, attempt: 2, workerId: "w2" });
+    });
+
+    it("hands a job back under its lease, and cancels a job that is not final", async () => {
+      const { store } = await backend.fresh();
+      const a = job();
+      const b = job();
+      await store.apply([{ op: "insertJob", job: a }, { op: "insertJob", job: b }]);
+      const [claimed] = await store.claim({ endpointId: "ep1", workerId: "w1", max: 1, leaseMs: 30_000 });
+      expect(await store.releaseLease(a.id, "wrong")).toBe(false);
+      expect(await store.releaseLease(a.id, claimed!.lease!)).toBe(true);
+      expect(await store.getJob(a.id)).toMatchObject({ status: "IN_QUEUE", lease: null, workerId: null });
+      const cancelled = await store.cancelJob(b.id, 1_000);
+      expect(cancelled).toMatchObject({ status: "CANCELLED", completedAt: 1_000, expiresAt: 1_000 + b.ttlMs, lease: null });
+      // A final job stays as it is; an unknown one is undefined.
+      expect((await store.cancelJob(b.id, 2_000))?.completedAt).toBe(1_000);
+      expect(await store.cancelJob("nope", 1)).toBeUndefined();
+      expect((await store.claim({ endpointId: "ep1", workerId: "w1", max: 5, leaseMs: 30_000 })).map((j) => j.id)).toEqual([a.id]);
+    });
+  });
+}
