@@ -8,5 +8,7 @@ export default defineConfig({
     // Integration tests start real servers and child processes; two cores, so keep parallelism modest.
     maxWorkers: 2,
     pool: "forks",
+    // SVC_TEST_STORE=postgres: the service tests on PostgreSQL (test/global-postgres.ts).
+    globalSetup: ["test/global-postgres.ts"],
   },
 });

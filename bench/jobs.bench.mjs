@@ -1,95 +1,15 @@
-// The job API: /runsync latency and /run throughput through the real service, SQLite file and process
-// workers, each beside plain loopback HTTP measured in the same run.
-import { mkdtempSync, rmSync, cpSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
-import { request, startPlainServer, percentile } from "./http.mjs";
-
-const run_ = promisify(execFile);
+// The job API on the embedded store: /runsync latency and /run throughput through the real service, SQLite file
+// and process workers, each beside plain loopback HTTP measured in the same run (job-workload.mjs).
+import { measureJobApi } from "./job-workload.mjs";
 
 export const title = "job API: /runsync latency, /run throughput";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
-const { buildProject } = await import(`${root}dist/build/index.js`);
-const { startService } = await import(`${root}dist/service/index.js`);
-const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
-
 export async function run() {
-  const work = mkdtempSync(join(tmpdir(), "svc-bench-jobs-"));
-  const project = join(work, "app");
-  cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
-  const build = await buildProject(project, {});
-  const key = "bench-key";
-  const service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver(), apiKeys: [key] });
-  const plain = await startPlainServer();
-  const auth = { authorization: `Bearer ${key}` };
-  try {
-    const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
-    const base = endpoint.url;
-
-    // Warm up: workers started and registered, connections open.
-    for (let i = 0; i < 50; i++) await request(`${base}/runsync`, { method: "POST", headers: auth, body: { input: { i } } });
-
-    const N = 400;
-    const baseline = [];
-    for (let i = 0; i < N; i++) {
-      const t = performance.now();
-      for (let k = 0; k < 3; k++) await request(`${plain.url}/x`, { method: "POST", body: { input: { i } } });
-      baseline.push(performance.now() - t);
-    }
-    const runsync = [];
-    for (let i = 0; i < N; i++) {
-      const t = performance.now();
-      const res = await request(`${base}/runsync`, { method: "POST", headers: auth, body: { input: { i } } });
-      if (res.status !== 200 || !res.body.includes("COMPLETED")) throw new Error(`runsync failed: ${res.status} ${res.body}`);
-      runsync.push(performance.now() - t);
-    }
-
-    // Throughput: 16 concurrent clients, in a process of their own (bench/load-client.mjs), submit through /run
-    // while the workers drain the queue; the same client sends the same requests to the plain server first.
-    const JOBS = 6000;
-    const CLIENTS = 16;
-    const before = (JSON.parse((await request(`${base}/health`, { headers: auth })).body)).jobs.completed;
-    const plan = {
-      targets: [
-        { name: "plain", url: `${plain.url}/run`, method: "POST", body: { input: { i: "{i}" } } },
-        { name: "run", url: `${base}/run`, method: "POST", headers: auth, body: { input: { i: "{i}" } } },
-      ],
-      total: JOBS,
-      concurrency: CLIENTS,
-    };
-    const client = run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plan)], { maxBuffer: 1 << 20 });
-    // Meanwhile: when did the last of those jobs complete?
-    let completed = 0;
-    let doneAt = Date.now();
-    for (const deadline = Date.now() + 180_000; Date.now() < deadline; ) {
-      const health = JSON.parse((await request(`${base}/health`, { headers: auth })).body);
-      completed = health.jobs.completed - before;
-      doneAt = Date.now();
-      if (completed >= JOBS) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    const measured = JSON.parse((await client).stdout);
-
-    const p50 = percentile(runsync, 50);
-    const b50 = percentile(baseline, 50);
-    const p99 = percentile(runsync, 99);
-    const b99 = percentile(baseline, 99);
-    const acceptRate = measured.run.rps;
-    const doneRate = (completed / (doneAt - measured.run.startedAt)) * 1000;
-    const plainRate = measured.plain.rps;
-    return [
-      { name: "/runsync p50", value: p50, unit: "ms", baselineName: "3 plain loopback round trips p50", baseline: b50, ratio: p50 / b50, target: "<= 5x", met: p50 / b50 <= 5 },
-      { name: "/runsync p99", value: p99, unit: "ms", baselineName: "3 plain loopback round trips p99", baseline: b99, ratio: p99 / b99, target: "", met: undefined },
-      { name: `/run accepted (${CLIENTS} clients)`, value: acceptRate, unit: "jobs/s", baselineName: "plain loopback requests/s", baseline: plainRate, ratio: acceptRate / plainRate, target: ">= 3000 jobs/s", met: acceptRate >= 3000 },
-      { name: "/run completed end to end (2 workers)", value: doneRate, unit: "jobs/s", baselineName: "plain loopback requests/s", baseline: plainRate, ratio: doneRate / plainRate, target: ">= 3000 jobs/s", met: doneRate >= 3000 },
-    ];
-  } finally {
-    await plain.close();
-    await service.close();
-    rmSync(work, { recursive: true, force: true });
-  }
+  const { p50, b50, p99, b99, acceptRate, doneRate, plainRate, clients } = await measureJobApi();
+  return [
+    { name: "/runsync p50", value: p50, unit: "ms", baselineName: "3 plain loopback round trips p50", baseline: b50, ratio: p50 / b50, target: "<= 5x", met: p50 / b50 <= 5 },
+    { name: "/runsync p99", value: p99, unit: "ms", baselineName: "3 plain loopback round trips p99", baseline: b99, ratio: p99 / b99, target: "", met: undefined },
+    { name: `/run accepted (${clients} clients)`, value: acceptRate, unit: "jobs/s", baselineName: "plain loopback requests/s", baseline: plainRate, ratio: acceptRate / plainRate, target: ">= 3000 jobs/s", met: acceptRate >= 3000 },
+    { name: "/run completed end to end (2 workers)", value: doneRate, unit: "jobs/s", baselineName: "plain loopback requests/s", baseline: plainRate, ratio: doneRate / plainRate, target: ">= 3000 jobs/s", met: doneRate >= 3000 },
+  ];
 }

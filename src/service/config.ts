@@ -11,6 +11,7 @@ import { MAX_ARTIFACT_BYTES } from "./deploy/upload.js";
 import { parseRateLimits, type RateWindow } from "./ratelimit.js";
 import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
+import { redactStoreUrl, storeUrlProblem } from "./store-url.js";
 
 export type WorkersKind = "process" | "docker" | "none";
 
@@ -35,6 +36,8 @@ export interface ServerConfig extends ServiceSettings {
   port: number;
   dataDir: string;
   workers: WorkersKind;
+  /** A PostgreSQL URL: the state goes there (storage.ts); else the data dir's SQLite file. */
+  store?: string;
   publicUrl?: string;
   /** The admin key given in the environment (else the data dir's generated one). */
   apiKey?: string;
@@ -45,6 +48,7 @@ export type Source = "flag" | "environment" | "default";
 type Kind =
   | { type: "string" }
   | { type: "secret" }
+  | { type: "storeUrl" }
   | { type: "port" }
   | { type: "positive" }
   | { type: "enum"; values: readonly string[] }
@@ -71,6 +75,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: "port", flag: "port", kind: { type: "port" }, default: 8600, serverOnly: true, description: "port to listen on (0: any free port)" },
   { key: "dataDir", flag: "dataDir", env: "SVC_DATA_DIR", kind: { type: "string" }, serverOnly: true, description: "the SQLite file, artifacts and the admin key" },
   { key: "workers", flag: "workers", kind: { type: "enum", values: ["process", "docker", "none"] }, default: "process", serverOnly: true, description: "where workers run" },
+  { key: "store", flag: "store", env: "SVC_STORE_URL", kind: { type: "storeUrl" }, serverOnly: true, description: "PostgreSQL URL keeping the state (else the data dir's SQLite file)" },
   { key: "publicUrl", flag: "publicUrl", env: "SVC_PUBLIC_URL", kind: { type: "string" }, serverOnly: true, description: "the address clients use" },
   { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },
   { key: "maxArtifactBytes", env: "SVC_MAX_ARTIFACT_BYTES", kind: positive, default: MAX_ARTIFACT_BYTES, description: "largest build artifact accepted" },
@@ -95,6 +100,10 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
     case "string":
     case "secret":
       return raw === "" ? { problem: `${origin} is empty` } : { value: raw };
+    case "storeUrl": {
+      const problem = storeUrlProblem(raw);
+      return problem ? { problem: `${origin} ${problem}` } : { value: raw };
+    }
     case "port": {
       const n = Number(raw);
       return Number.isInteger(n) && n >= 0 && n <= 65535 ? { value: n } : { problem: `${origin} must be 0..65535, not "${raw}"` };
@@ -185,7 +194,7 @@ export function printableConfig(parsed: ParsedConfig<ServerConfig>): Array<{ set
     const secret = s.kind.type === "secret" || s.key === "secretsKeys.previous";
     return {
       setting: s.key,
-      value: value === undefined ? null : secret ? "(set, not shown)" : value,
+      value: value === undefined ? null : secret ? "(set, not shown)" : s.kind.type === "storeUrl" ? redactStoreUrl(value as string) : value,
       source: parsed.sources[s.key] ?? "default",
       from: s.flag ? `--${s.flag.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}${s.env ? ` or ${s.env}` : ""}` : s.env!,
       description: s.description,

@@ -18,10 +18,10 @@ import { problemResponse, sendProblem } from "./http.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import { Scaler } from "./scaler.js";
-import { openSqliteStore } from "./store/sqlite.js";
+import { openServiceStorage, type ServiceStorage } from "./storage.js";
+import { redactStoreUrl } from "./store-url.js";
 import { Secrets } from "./secrets/index.js";
 import { SecretBox, loadSecretKeys } from "./secrets/box.js";
-import { openSqliteSecretStore } from "./secrets/store.js";
 import { missingSecrets } from "./secrets/check.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import { Management } from "./management/index.js";
@@ -42,6 +42,8 @@ import type { ReleaseRow } from "./deploy/types.js";
 
 export interface ServiceOptions {
   dataDir: string;
+  /** A PostgreSQL URL: the state goes there instead of the data directory's SQLite file (storage.ts). */
+  storeUrl?: string;
   /** Default 127.0.0.1. */
   host?: string;
   /** 0 = any free port (the default). */
@@ -130,31 +132,33 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const heartbeatMs = options.heartbeatMs ?? Math.max(50, Math.min(5_000, Math.floor(leaseMs / 3)));
   const log = options.log ?? (() => undefined);
   const dataLock = unwritable(options.dataDir, () => lockDataDir(options.dataDir));
-  let store: Store;
+  let storage: ServiceStorage;
   try {
-    store = unwritable(options.dataDir, () => openSqliteStore(join(options.dataDir, "svc.sqlite")));
+    storage = await unwritableAsync(options.dataDir, () => openServiceStorage({ dataDir: options.dataDir, storeUrl: options.storeUrl }));
   } catch (err) {
     dataLock.release();
     throw err;
   }
+  const store: Store = storage.store;
+  if (storage.kind === "postgres") log(`state kept in PostgreSQL at ${redactStoreUrl(options.storeUrl!)}`);
   // Uploads a crashed process left half-written: nothing refers to them.
   const swept = await sweepUploads(options.dataDir);
   if (swept > 0) log(`removed ${swept} unfinished upload(s) left by an earlier run`);
   const keyring = new KeyRing(store);
   let secrets: Secrets;
   try {
-    secrets = new Secrets(openSqliteSecretStore(join(options.dataDir, "svc.sqlite")), new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys)), log);
+    secrets = new Secrets(storage.secrets, new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys)), log);
   } catch (err) {
-    await store.close();
+    await storage.close();
     dataLock.release();
     throw err;
   }
-  const resealed = secrets.rotate();
+  const resealed = await secrets.rotate();
   if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
   // issue 4: management API state (its own connection to the same, already migrated, file)
   const management = new Management({
     dataDir: options.dataDir,
-    file: join(options.dataDir, "svc.sqlite"),
+    store: storage.management,
     dataCenters: options.dataCenters,
     hostDataCenter: options.hostDataCenter,
     rateLimits: options.rateLimits,
@@ -236,8 +240,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   } catch (err) {
     // Port taken (the caller may retry on another): leave nothing open behind.
     await engine.close();
-    await store.close();
-    management.close();
+    await storage.close();
     dataLock.release();
     throw err;
   }
@@ -393,9 +396,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         }, 200).unref();
       });
       await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
-      await store.close();
-      management.close();
-      secrets.close();
+      await storage.close();
       dataLock.release();
     })());
 
@@ -464,13 +465,26 @@ function unwritable<T>(dataDir: string, open: () => T): T {
   try {
     return open();
   } catch (err) {
-    const cause = storageCause(err) ?? ((err as { code?: string }).code === "EACCES" ? "read-only" : undefined);
-    if (cause === undefined) throw err;
-    throw new UserError(`The service cannot write its data directory ${dataDir}: ${describeStorage(cause).replace("The service's storage", "it")} (${(err as Error).message})`, {
-      hint: cause === "full" ? "Free space on that filesystem, or pass another --data-dir." : "Make it writable by this user, or pass another --data-dir (SVC_DATA_DIR).",
-      cause: err,
-    });
+    throw unwritableError(dataDir, err);
   }
+}
+
+async function unwritableAsync<T>(dataDir: string, open: () => Promise<T>): Promise<T> {
+  try {
+    return await open();
+  } catch (err) {
+    throw unwritableError(dataDir, err);
+  }
+}
+
+function unwritableError(dataDir: string, err: unknown): unknown {
+  if (err instanceof UserError) return err;
+  const cause = storageCause(err) ?? ((err as { code?: string }).code === "EACCES" ? "read-only" : undefined);
+  if (cause === undefined) return err;
+  return new UserError(`The service cannot write its data directory ${dataDir}: ${describeStorage(cause).replace("The service's storage", "it")} (${(err as Error).message})`, {
+    hint: cause === "full" ? "Free space on that filesystem, or pass another --data-dir." : "Make it writable by this user, or pass another --data-dir (SVC_DATA_DIR).",
+    cause: err,
+  });
 }
 
 /** A release whose new workers could not start: nothing switched, the previous build keeps serving. */

@@ -123,7 +123,7 @@ it("updates: GPU types and worker counts restart workers, other edits do not; ev
   const before = (await call(`${url}/v1/endpoints/${created.id}`, { key: t.key })).body;
 
   await t.service.close();
-  t.service = await startService({ dataDir: join(t.dir, "data"), apiKeys: [t.key], dataCenters });
+  t.service = await startService({ dataDir: join(t.dir, "data"), storeUrl: t.storeUrl, apiKeys: [t.key], dataCenters });
   url = t.service.url;
   const after = (await call(`${url}/v1/endpoints/${created.id}`, { key: t.key })).body;
   expect(after).toEqual({ ...before, url: `${url}/v2/${created.id}` });

@@ -33,7 +33,7 @@ it("keeps ids stable, deletes dropped endpoints with their jobs and logs, and ke
 
   // A clean restart on the same data dir: same endpoint, the queued job still queued.
   await t.service.close();
-  const restarted = await startService({ dataDir: join(t.dir, "data"), apiKeys: [t.key], leaseMs: 600 });
+  const restarted = await startService({ dataDir: join(t.dir, "data"), storeUrl: t.storeUrl, apiKeys: [t.key], leaseMs: 600 });
   t.service = restarted;
   const state = await call(`${restarted.url}/v1/apps/shop/environments/prod`, { key: t.key });
   expect(state.body.endpoints[0].id).toBe(a!.id);

@@ -5,6 +5,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startService, type Service, type ServiceOptions } from "../../src/service/index.js";
+import { startPostgres, type TestPostgres } from "../postgres.js";
+import pg from "pg";
+import { openDatabase } from "../../src/service/store/driver.js";
 import type { Manifest, ManifestResource } from "../../src/sdk/manifest.js";
 
 export function resource(overrides: Partial<ManifestResource> = {}): ManifestResource {
@@ -39,7 +42,21 @@ export interface TestService {
   dir: string;
   key: string;
   artifact: string;
+  /** The PostgreSQL database the service keeps its state in (SVC_TEST_STORE=postgres); undefined: SQLite. */
+  storeUrl?: string;
   close(): Promise<void>;
+}
+
+let testPostgres: Promise<TestPostgres> | undefined;
+
+/**
+ * With SVC_TEST_STORE=postgres, a new database on the run's PostgreSQL server (test/global-postgres.ts) for each
+ * service a test starts; otherwise undefined: the data directory's SQLite file.
+ */
+export async function testStoreUrl(): Promise<string | undefined> {
+  if (process.env.SVC_TEST_STORE !== "postgres") return undefined;
+  testPostgres ??= startPostgres();
+  return (await testPostgres).createDatabase();
 }
 
 export async function startTestService(options: Partial<ServiceOptions> = {}): Promise<TestService> {
@@ -47,12 +64,14 @@ export async function startTestService(options: Partial<ServiceOptions> = {}): P
   const key = "test-admin-key";
   const artifact = join(dir, "artifact.tar.gz");
   writeFileSync(artifact, "not really a tarball; the service only hashes it");
-  const service = await startService({ dataDir: join(dir, "data"), apiKeys: [key], leaseMs: 600, heartbeatMs: 150, ...options });
+  const storeUrl = options.storeUrl ?? (await testStoreUrl());
+  const service = await startService({ dataDir: join(dir, "data"), apiKeys: [key], leaseMs: 600, heartbeatMs: 150, storeUrl, ...options });
   const handle: TestService = {
     service,
     dir,
     key,
     artifact,
+    storeUrl,
     async close() {
       // handle.service: a test may have restarted the service on the same data dir.
       await handle.service.close();
@@ -168,4 +187,28 @@ export async function webhookReceiver(): Promise<{ url: string; received: any[];
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const { port } = server.address() as { port: number };
   return { url: `http://127.0.0.1:${port}/hook`, received, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+/**
+ * A count the test reads from the service's store directly, whichever it is: `sql` with `?` placeholders, one
+ * column `n` in one row.
+ */
+export async function storedCount(t: TestService, sql: string, params: unknown[]): Promise<number> {
+  if (t.storeUrl) {
+    let i = 0;
+    const client = new pg.Client({ connectionString: t.storeUrl });
+    await client.connect();
+    try {
+      const { rows } = await client.query(sql.replace(/\?/g, () => `$${++i}`), params);
+      return Number(rows[0].n);
+    } finally {
+      await client.end();
+    }
+  }
+  const db = openDatabase(join(t.dir, "data", "svc.sqlite"), { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare(sql).get(...params) as { n: number }).n;
+  } finally {
+    db.close();
+  }
 }

@@ -1,10 +1,8 @@
-// Retention: the sweeper deletes expired jobs (and their stream chunks) from the SQLite file; low-priority jobs
+// Retention: the sweeper deletes expired jobs (and their stream chunks) from the store; low-priority jobs
 // wait for normal ones.
 
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { openDatabase } from "../../src/service/store/driver.js";
-import { join } from "node:path";
-import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "./helpers.js";
+import { call, manifest, ProtocolWorker, resource, startTestService, storedCount, until, type TestService } from "./helpers.js";
 import type { DeployedEndpoint } from "../../src/service/index.js";
 
 let t: TestService;
@@ -21,15 +19,10 @@ afterAll(async () => {
   await t?.close();
 });
 
-function rowsFor(id: string): { jobs: number; chunks: number } {
-  const db = openDatabase(join(t.dir, "data", "svc.sqlite"), { readonly: true, fileMustExist: true });
-  try {
-    const jobs = (db.prepare("SELECT COUNT(*) AS n FROM jobs WHERE id = ?").get(id) as { n: number }).n;
-    const chunks = (db.prepare("SELECT COUNT(*) AS n FROM stream_chunks WHERE job_id = ?").get(id) as { n: number }).n;
-    return { jobs, chunks };
-  } finally {
-    db.close();
-  }
+async function rowsFor(id: string): Promise<{ jobs: number; chunks: number }> {
+  const jobs = await storedCount(t, "SELECT COUNT(*) AS n FROM jobs WHERE id = ?", [id]);
+  const chunks = await storedCount(t, "SELECT COUNT(*) AS n FROM stream_chunks WHERE job_id = ?", [id]);
+  return { jobs, chunks };
 }
 
 it("deletes a job and its chunks from the file once its ttl has passed", async () => {
@@ -37,9 +30,9 @@ it("deletes a job and its chunks from the file once its ttl has passed", async (
   const [job] = await worker.take(1);
   await worker.stream(job!.id, job!.lease, [{ output: "chunk" }]);
   await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: 1 }]);
-  expect(rowsFor(body.id)).toEqual({ jobs: 1, chunks: 1 });
-  await until(() => rowsFor(body.id).jobs === 0, 5000, 50);
-  expect(rowsFor(body.id).chunks).toBe(0);
+  expect(await rowsFor(body.id)).toEqual({ jobs: 1, chunks: 1 });
+  await until(async () => (await rowsFor(body.id)).jobs === 0, 5000, 50);
+  expect((await rowsFor(body.id)).chunks).toBe(0);
   expect((await call(`${endpoint.url}/status/${body.id}`, { key: t.key })).status).toBe(404);
 });
 

@@ -10,6 +10,7 @@ import { UsageError, UserError } from "../../errors.js";
 import { envSetting } from "../../sdk/context.js";
 import type { WorkerDriver } from "../../drivers/types.js";
 import { startService } from "../../service/index.js";
+import { redactStoreUrl } from "../../service/store-url.js";
 import { parseServerConfig, printableConfig, serviceOptionsOf, settingsEnvironment } from "../../service/config.js";
 import { installLastResort } from "../../service/last-resort.js";
 import { alignRows, createOutput } from "../output.js";
@@ -80,18 +81,19 @@ export function listenError(err: unknown, host: string, port: number): unknown {
 export function register(program: Command): void {
   program
     .command("server")
-    .description("Run the svc service: job API, worker protocol and autoscaled workers, over a SQLite file")
+    .description("Run the svc service: job API, worker protocol and autoscaled workers, over a SQLite file or PostgreSQL")
     .option("--host <host>", "address to listen on (default 127.0.0.1)")
     .option("--port <port>", `port to listen on (0: any free port; default ${DEFAULT_SERVER_PORT})`)
     .option("--data-dir <dir>", "where the SQLite file, artifacts and the admin key live (default ~/.svc/data or $SVC_DATA_DIR)")
     .option("--workers <driver>", "where workers run: process, docker or none (default process)")
+    .option("--store <url>", "keep the state in PostgreSQL (postgres://user:password@host:port/database) instead of the data dir's SQLite file (or $SVC_STORE_URL)")
     .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
     .option("--print-config", "print the configuration (flags, environment, defaults; secrets not shown) and exit")
     .option("--json", "with --print-config: as JSON")
-    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; publicUrl?: string; printConfig?: boolean; json?: boolean }) => {
+    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; printConfig?: boolean; json?: boolean }) => {
       const out = createOutput({ json: opts.json });
       // Every setting parsed once, here: the service's modules get typed values and read no environment.
-      const parsed = parseServerConfig({ host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, publicUrl: opts.publicUrl }, settingsEnvironment(envSetting));
+      const parsed = parseServerConfig({ host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl }, settingsEnvironment(envSetting));
       if (opts.printConfig) {
         const rows = printableConfig(parsed);
         out.result({ settings: rows }, () => alignRows(rows.map((r) => [r.setting, JSON.stringify(r.value), r.source, r.from])).join("\n"));
@@ -113,6 +115,7 @@ export function register(program: Command): void {
         service = await startService({
           ...serviceOptionsOf(config),
           dataDir,
+          storeUrl: config.store,
           host: config.host,
           port,
           driver,
@@ -131,7 +134,7 @@ export function register(program: Command): void {
         }
         throw listenError(err, config.host, port);
       }
-      out.info(`svc service listening (data in ${dataDir}, workers: ${config.workers})`);
+      out.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${config.workers})`);
       if (admin.source === "generated") out.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
       else if (admin.source === "file") out.info(`admin API key: ${admin.file}`);
       else out.info("admin API key: SVC_API_KEY");

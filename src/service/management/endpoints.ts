@@ -363,13 +363,13 @@ export async function templateRoute(m: ManagementContext, p: Principal, req: Inc
       containerDiskInGb: (body.containerDiskInGb as number | undefined) ?? 10,
       createdAt: Date.now(),
     };
-    m.store.putTemplate(t);
+    await m.store.putTemplate(t);
     return sendJson(res, templateJson(t), 201);
   }
   if (method === "DELETE" && id !== undefined) {
     req.resume();
     if (!ownTemplate(m, p, id)) throw new HttpProblem(404, `No template ${id}`);
-    m.store.deleteTemplate(id);
+    await m.store.deleteTemplate(id);
     res.writeHead(204);
     res.end();
     return;
@@ -439,7 +439,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     if (!plan.spec) throw new HttpProblem(422, "The endpoint request is not valid", { errors: plan.errors });
     const newEndpointId = newId(8);
     rest.specs.set(newEndpointId, { userId: p.userId, spec: plan.spec, generation: 0 });
-    m.store.putRestEndpoint(newEndpointId, p.userId, plan.spec, 0);
+    await m.store.putRestEndpoint(newEndpointId, p.userId, plan.spec, 0);
     await rest.lookUpImage(newEndpointId);
     await rest.apply(newEndpointId);
     await rest.checkPing(newEndpointId);
@@ -461,7 +461,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     const restart = needsRestart(entry.spec, plan.spec);
     const next = { userId: entry.userId, spec: plan.spec, generation: entry.generation + (restart ? 1 : 0) };
     rest.specs.set(id, next);
-    m.store.putRestEndpoint(id, p.userId, plan.spec, next.generation);
+    await m.store.putRestEndpoint(id, p.userId, plan.spec, next.generation);
     await rest.lookUpImage(id);
     // A new check on every update: the image may have been rebuilt under the same name.
     rest.forgetPing(id);
@@ -476,7 +476,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     // Configuration, job history and logs go with it, and the scaler drains its workers.
     rest.specs.delete(id);
     rest.forgetPing(id);
-    m.store.deleteRestEndpoint(id);
+    await m.store.deleteRestEndpoint(id);
     ctx.endpoints.remove(id);
     await ctx.engine.dropEndpoint(id);
     ctx.scaler()?.reconcile();

@@ -22,13 +22,13 @@ import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacent
 import { endpointRoute, RestEndpoints, templateRoute } from "./endpoints.js";
 import { keyJson, keyRoute } from "./keys.js";
 import { secretRoute } from "../secrets/routes.js";
-import { openSqliteManagementStore, type KeyRecord } from "./store.js";
+import type { KeyRecord, ManagementStore } from "./store.js";
 import { volumeRoute } from "./volumes.js";
 
 export interface ManagementOptions {
   dataDir: string;
-  /** The SQLite file (already migrated by the main store). */
-  file: string;
+  /** Its records (storage.ts opens them beside the main store). */
+  store: ManagementStore;
   dataCenters?: DataCenter[];
   hostDataCenter?: string;
   rateLimits?: RateWindow[];
@@ -58,7 +58,7 @@ export class Management {
 
   constructor(options: ManagementOptions) {
     this.context = {
-      store: openSqliteManagementStore(options.file),
+      store: options.store,
       dataDir: options.dataDir,
       dataCenters: dataCenterConfig(options.dataCenters, options.hostDataCenter),
       limiter: new RateLimiter(options.rateLimits),
@@ -150,7 +150,7 @@ export class Management {
     if (seg[1] === "me" && seg.length === 2) {
       req.resume();
       if (req.method !== "GET") throw new HttpProblem(405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET" } });
-      sendJson(res, whoami(p, m.store.key(p.keyId), m.limiter.windows));
+      sendJson(res, whoami(p, await m.store.key(p.keyId), m.limiter.windows));
       return true;
     }
     return false;

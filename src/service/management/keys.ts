@@ -59,8 +59,8 @@ export async function keyRoute(ctx: ApiContext, m: ManagementContext, p: Princip
   const method = req.method ?? "GET";
   requireAccess(p, "keys", method !== "GET");
   const operator = p.userId === m.operatorUser;
-  const own = (keyId: string) => {
-    const k = m.store.key(keyId);
+  const own = async (keyId: string) => {
+    const k = await m.store.key(keyId);
     if (!k || (k.userId !== p.userId && !operator) || !listed(k)) throw new HttpProblem(404, `No API key ${keyId}`);
     return k;
   };
@@ -70,7 +70,7 @@ export async function keyRoute(ctx: ApiContext, m: ManagementContext, p: Princip
       const url = new URL(req.url ?? "/", "http://svc.invalid");
       const userId = url.searchParams.get("userId") ?? p.userId;
       if (userId !== p.userId && !operator) throw new HttpProblem(403, "Only the operator's admin key may list other users' keys");
-      return sendJson(res, m.store.keys(userId).filter(listed).map((k) => keyJson(k, p.keyId)));
+      return sendJson(res, (await m.store.keys(userId)).filter(listed).map((k) => keyJson(k, p.keyId)));
     }
     if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
     const body = await readObjectBody(req);
@@ -79,20 +79,20 @@ export async function keyRoute(ctx: ApiContext, m: ManagementContext, p: Princip
     if (!plan.key) throw new HttpProblem(422, "The API key request is not valid", { errors: plan.errors });
     const secret = newKey("svc");
     const record: KeyRecord = { id: `key${newId(6)}`, ...plan.key };
-    m.store.insertKey({ ...record, hash: hashKey(secret) });
+    await m.store.insertKey({ ...record, hash: hashKey(secret) });
     return sendJson(res, { ...keyJson(record), key: secret }, 201);
   }
   if (method === "GET") {
     req.resume();
-    return sendJson(res, keyJson(own(id), p.keyId));
+    return sendJson(res, keyJson(await own(id), p.keyId));
   }
   if (method === "DELETE") {
     req.resume();
-    own(id);
-    m.store.revokeKey(id, Date.now());
+    await own(id);
+    await m.store.revokeKey(id, Date.now());
     // Cached answers would keep a revoked key working: forget them.
     ctx.keyring.forget();
-    return sendJson(res, keyJson(m.store.key(id)!, p.keyId));
+    return sendJson(res, keyJson((await m.store.key(id))!, p.keyId));
   }
   throw new HttpProblem(405, `${method} is not allowed here; use GET or DELETE`, { headers: { allow: "GET, DELETE" } });
 }

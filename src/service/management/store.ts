@@ -74,25 +74,26 @@ export interface KeyRecord {
   revokedAt: number | null;
 }
 
+/** Writes are committed when they return (or their promise settles: a database server). */
 export interface ManagementStore {
   volumes(userId: string): VolumeRecord[];
   volume(id: string): VolumeRecord | undefined;
   /** Every volume (to resolve an app endpoint's `volume` by id or name). */
   allVolumes(): VolumeRecord[];
-  putVolume(v: VolumeRecord): void;
-  deleteVolume(id: string): void;
+  putVolume(v: VolumeRecord): void | Promise<void>;
+  deleteVolume(id: string): void | Promise<void>;
   templates(userId: string): TemplateRecord[];
   template(id: string): TemplateRecord | undefined;
-  putTemplate(t: TemplateRecord): void;
-  deleteTemplate(id: string): void;
+  putTemplate(t: TemplateRecord): void | Promise<void>;
+  deleteTemplate(id: string): void | Promise<void>;
   /** `generation` counts the updates that restarted the workers (part of the endpoint's revision). */
   restEndpoints(): Array<{ id: string; userId: string; spec: RestEndpointSpec; generation: number }>;
-  putRestEndpoint(id: string, userId: string, spec: RestEndpointSpec, generation: number): void;
-  deleteRestEndpoint(id: string): void;
-  keys(userId: string): KeyRecord[];
-  key(id: string): KeyRecord | undefined;
-  insertKey(k: KeyRecord & { hash: string }): void;
-  revokeKey(id: string, at: number): void;
+  putRestEndpoint(id: string, userId: string, spec: RestEndpointSpec, generation: number): void | Promise<void>;
+  deleteRestEndpoint(id: string): void | Promise<void>;
+  keys(userId: string): KeyRecord[] | Promise<KeyRecord[]>;
+  key(id: string): KeyRecord | undefined | Promise<KeyRecord | undefined>;
+  insertKey(k: KeyRecord & { hash: string }): void | Promise<void>;
+  revokeKey(id: string, at: number): void | Promise<void>;
   close(): void;
 }
 

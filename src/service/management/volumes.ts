@@ -103,7 +103,7 @@ export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Prin
     const plan = planCreateVolume(body, m.dataCenters, { id: `vol${newId(6)}`, userId: p.userId, now: Date.now() });
     if (!plan.volume) throw new HttpProblem(422, "The network volume request is not valid", { errors: plan.errors });
     await mkdir(volumeDir(m.dataDir, plan.volume.id), { recursive: true });
-    m.store.putVolume(plan.volume);
+    await m.store.putVolume(plan.volume);
     return sendJson(res, volumeJson(plan.volume), 201);
   }
   if (method === "GET") {
@@ -115,7 +115,7 @@ export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Prin
     const body = await readObjectBody(req);
     const plan = planUpdateVolume(current, body);
     if (!plan.volume) throw new HttpProblem(422, "The network volume update is not valid", { errors: plan.errors });
-    m.store.putVolume(plan.volume);
+    await m.store.putVolume(plan.volume);
     return sendJson(res, volumeJson(plan.volume));
   }
   if (method === "DELETE") {
@@ -128,7 +128,7 @@ export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Prin
       const named = attached.map((e) => `${restNames.get(e.id) ?? e.name} (${e.id})`);
       throw new HttpProblem(400, `Network volume ${id} is mounted by endpoint(s) ${named.join(", ")}; detach or delete them first`);
     }
-    m.store.deleteVolume(id);
+    await m.store.deleteVolume(id);
     await rm(volumeDir(m.dataDir, id), { recursive: true, force: true });
     res.writeHead(204);
     res.end();

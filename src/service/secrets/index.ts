@@ -47,7 +47,7 @@ export class Secrets {
   }
 
   /** Seal again, under the current key, every value sealed with a previous one. How many were; unreadable ones are named in the log. */
-  rotate(): number {
+  async rotate(): Promise<number> {
     let resealed = 0;
     for (const r of this.rows.values()) {
       if (r.keyId === this.box.currentId) continue;
@@ -58,7 +58,7 @@ export class Secrets {
       }
       const { sealed, keyId } = this.box.seal(value, binding(r));
       const next = { ...r, sealed, keyId };
-      this.store.put(next);
+      await this.store.put(next);
       this.rows.set(binding(r), next);
       resealed++;
     }
@@ -70,19 +70,19 @@ export class Secrets {
   }
 
   /** Set (create or replace) a value; its record and whether it was new. */
-  set(userId: string, name: string, value: string, scope: SecretScope, now = Date.now()): { info: SecretInfo; created: boolean } {
+  async set(userId: string, name: string, value: string, scope: SecretScope, now = Date.now()): Promise<{ info: SecretInfo; created: boolean }> {
     const key = { userId, app: scope.app ?? "", env: scope.env ?? "", name };
     const existing = this.rows.get(binding(key));
     const { sealed, keyId } = this.box.seal(value, binding(key));
     const row: SecretRow = { ...key, sealed, keyId, createdAt: existing?.createdAt ?? now, updatedAt: now };
-    this.store.put(row);
+    await this.store.put(row);
     this.rows.set(binding(key), row);
     return { info: infoOf(row), created: !existing };
   }
 
-  delete(userId: string, name: string, scope: SecretScope): boolean {
+  async delete(userId: string, name: string, scope: SecretScope): Promise<boolean> {
     const key = { userId, app: scope.app ?? "", env: scope.env ?? "", name };
-    if (!this.store.delete(key.userId, key.app, key.env, key.name)) return false;
+    if (!(await this.store.delete(key.userId, key.app, key.env, key.name))) return false;
     this.rows.delete(binding(key));
     return true;
   }

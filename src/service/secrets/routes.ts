@@ -79,7 +79,7 @@ export async function secretRoute(
     checkName(name);
     const plan = planSetSecret(body);
     if (plan.errors.length > 0) throw new HttpProblem(422, "The secret is not valid", { errors: plan.errors });
-    const { info, created } = secrets.set(p.userId, name, plan.value!, plan.scope);
+    const { info, created } = await secrets.set(p.userId, name, plan.value!, plan.scope);
     const rolling = endpointsUsing(endpoints, p.userId, name, plan.scope).map((e) => ({ id: e.id, name: e.name, app: e.app, env: e.env }));
     return sendJson(res, { ...info, created, rolling }, created ? 201 : 200);
   }
@@ -87,7 +87,7 @@ export async function secretRoute(
   const url = new URL(req.url ?? "/", "http://svc.invalid");
   const { scope, errors } = scopeOf(url.searchParams.get("app") ?? undefined, url.searchParams.get("env") ?? undefined, "?");
   if (errors.length > 0) throw new HttpProblem(422, "The secret's scope is not valid", { errors });
-  if (!secrets.delete(p.userId, name, scope)) {
+  if (!(await secrets.delete(p.userId, name, scope))) {
     throw new HttpProblem(404, `No secret ${name}${scope.app ? ` for app "${scope.app}"${scope.env ? `, environment "${scope.env}"` : ""}` : " for all apps"}`);
   }
   const rolling = endpointsUsing(endpoints, p.userId, name, scope).map((e) => ({ id: e.id, name: e.name, app: e.app, env: e.env }));

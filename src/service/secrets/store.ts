@@ -24,8 +24,9 @@ export interface SecretRow {
 
 export interface SecretStore {
   all(): SecretRow[];
-  put(row: SecretRow): void;
-  delete(userId: string, app: string, env: string, name: string): boolean;
+  /** Committed when it returns (or its promise settles: a database server). */
+  put(row: SecretRow): void | Promise<void>;
+  delete(userId: string, app: string, env: string, name: string): boolean | Promise<boolean>;
   close(): void;
 }
 

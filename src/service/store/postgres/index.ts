@@ -56,7 +56,7 @@ export interface PostgresStoreOptions {
   connectTimeoutMs?: number;
 }
 
-export type PostgresStore = Store & JobCommands & { pool: pg.Pool };
+export type PostgresStore = Store & JobCommands & { pool: pg.Pool; db: Queryable };
 
 /**
  * Text PostgreSQL can hold: it refuses NUL characters in text, which a worker's log line may carry. JSON texts
@@ -64,6 +64,40 @@ export type PostgresStore = Store & JobCommands & { pool: pg.Pool };
  */
 export function pgText(text: string): string {
   return text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
+}
+
+/**
+ * Query parameters PostgreSQL accepts: a NUL in a text parameter is refused (22021), and an id or name from a
+ * request may carry one (`/status/x%00y`). Nothing svc stores contains NUL, so U+FFFD in its place finds what the
+ * original would have found: nothing. Pure.
+ */
+export function pgParams(values: readonly unknown[] | undefined): unknown[] | undefined {
+  if (!values) return undefined;
+  let out: unknown[] | undefined;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    const clean = typeof v === "string" ? (v.includes("\u0000") ? pgText(v) : v) : Array.isArray(v) ? cleanArray(v) : v;
+    if (clean !== v) (out ??= [...values])[i] = clean;
+  }
+  return out ?? (values as unknown[]);
+}
+
+function cleanArray(values: unknown[]): unknown[] {
+  let out: unknown[] | undefined;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (typeof v === "string" && v.includes("\u0000")) (out ??= [...values])[i] = pgText(v);
+  }
+  return out ?? values;
+}
+
+/** What the store's modules query through: a pool or a transaction's client, with parameters made acceptable. */
+export interface Queryable {
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+function safe(target: pg.Pool | pg.PoolClient): Queryable {
+  return { query: (text, values) => target.query(text, pgParams(values)) as never };
 }
 
 /** node-postgres reports a dropped connection without a SQLSTATE: give it one, so storageCause sees "unavailable". */
@@ -92,15 +126,16 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     first.release();
   }
 
+  const db = safe(pool);
   const query = async <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]) => {
     try {
-      return await pool.query<R>(text, values);
+      return await db.query<R>(text, values);
     } catch (err) {
       throw withConnectionCode(err);
     }
   };
 
-  const transaction = async <T>(body: (client: pg.PoolClient) => Promise<T>): Promise<T> => {
+  const transaction = async <T>(body: (client: Queryable) => Promise<T>): Promise<T> => {
     let client: pg.PoolClient;
     try {
       client = await pool.connect();
@@ -110,7 +145,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     let broken: unknown;
     try {
       await client.query("BEGIN");
-      const result = await body(client);
+      const result = await body(safe(client));
       await client.query("COMMIT");
       return result;
     } catch (err) {
@@ -124,12 +159,13 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     }
   };
 
-  const applyAll = (client: pg.PoolClient, ops: StoreOp[]) => applyBatch(client, ops.length > 1 ? foldJobOps(ops) : ops);
+  const applyAll = (client: Queryable, ops: StoreOp[]) => applyBatch(client, ops.length > 1 ? foldJobOps(ops) : ops);
 
   const jobRows = (rows: Record<string, unknown>[]) => rows.map(rowToJob);
 
   const store: PostgresStore = {
     pool,
+    db,
     async apply(ops) {
       if (ops.length === 0) return;
       await transaction((client) => applyAll(client, ops));
@@ -327,7 +363,7 @@ const emptySegment = (): Segment => ({ inserts: [], updates: new Map(), chunks: 
  * chunks, logs and counters go as one statement each. foldJobOps has left at most one write per job there, and
  * chunks, logs and counters are independent appends, so their relative order within a segment is free.
  */
-async function applyBatch(client: pg.PoolClient, ops: StoreOp[]): Promise<void> {
+async function applyBatch(client: Queryable, ops: StoreOp[]): Promise<void> {
   let segment = emptySegment();
   const flush = async () => {
     await flushSegment(client, segment);
@@ -371,7 +407,7 @@ async function applyBatch(client: pg.PoolClient, ops: StoreOp[]): Promise<void> 
 
 const sqlValue = (v: unknown) => (v === undefined ? null : v);
 
-async function flushSegment(client: pg.PoolClient, s: Segment): Promise<void> {
+async function flushSegment(client: Queryable, s: Segment): Promise<void> {
   if (s.inserts.length > 0) {
     const columns = JOB_KEYS.map((k) => JOB_COLUMNS[k]);
     const arrays = JOB_KEYS.map((k) => s.inserts.map((job) => sqlValue(job[k])));
@@ -412,7 +448,7 @@ async function flushSegment(client: pg.PoolClient, s: Segment): Promise<void> {
   }
 }
 
-async function applyBarrier(client: pg.PoolClient, o: StoreOp): Promise<void> {
+async function applyBarrier(client: Queryable, o: StoreOp): Promise<void> {
   switch (o.op) {
     case "deleteJob":
       await client.query("DELETE FROM stream_chunks WHERE job_id = $1", [o.id]);
@@ -457,7 +493,7 @@ async function applyBarrier(client: pg.PoolClient, o: StoreOp): Promise<void> {
   }
 }
 
-async function applyDeployOp(client: pg.PoolClient, o: DeployStoreOp): Promise<void> {
+async function applyDeployOp(client: Queryable, o: DeployStoreOp): Promise<void> {
   switch (o.op) {
     case "upsertApp":
       await client.query("INSERT INTO apps (user_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [o.app.userId, o.app.name, o.app.createdAt]);

@@ -1,0 +1,89 @@
+// The job API measured through a real service and process workers, beside plain loopback HTTP in the same run:
+// the workload both job benches run (jobs.bench.mjs on SQLite, postgres.bench.mjs on PostgreSQL).
+import { mkdtempSync, rmSync, cpSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { request, startPlainServer, percentile } from "./http.mjs";
+
+const run_ = promisify(execFile);
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const { buildProject } = await import(`${root}dist/build/index.js`);
+const { startService } = await import(`${root}dist/service/index.js`);
+const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
+
+/** /runsync latency and /run throughput through a real service on `storeUrl` (else SQLite), beside plain loopback. */
+export async function measureJobApi({ storeUrl } = {}) {
+  const work = mkdtempSync(join(tmpdir(), "svc-bench-jobs-"));
+  const project = join(work, "app");
+  cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
+  const build = await buildProject(project, {});
+  const key = "bench-key";
+  const service = await startService({ dataDir: join(work, "data"), storeUrl, driver: createProcessDriver(), apiKeys: [key] });
+  const plain = await startPlainServer();
+  const auth = { authorization: `Bearer ${key}` };
+  try {
+    const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
+    const base = endpoint.url;
+
+    // Warm up: workers started and registered, connections open.
+    for (let i = 0; i < 50; i++) await request(`${base}/runsync`, { method: "POST", headers: auth, body: { input: { i } } });
+
+    const N = 400;
+    const baseline = [];
+    for (let i = 0; i < N; i++) {
+      const t = performance.now();
+      for (let k = 0; k < 3; k++) await request(`${plain.url}/x`, { method: "POST", body: { input: { i } } });
+      baseline.push(performance.now() - t);
+    }
+    const runsync = [];
+    for (let i = 0; i < N; i++) {
+      const t = performance.now();
+      const res = await request(`${base}/runsync`, { method: "POST", headers: auth, body: { input: { i } } });
+      if (res.status !== 200 || !res.body.includes("COMPLETED")) throw new Error(`runsync failed: ${res.status} ${res.body}`);
+      runsync.push(performance.now() - t);
+    }
+
+    // Throughput: 16 concurrent clients, in a process of their own (bench/load-client.mjs), submit through /run
+    // while the workers drain the queue; the same client sends the same requests to the plain server first.
+    const JOBS = 6000;
+    const CLIENTS = 16;
+    const before = (JSON.parse((await request(`${base}/health`, { headers: auth })).body)).jobs.completed;
+    const plan = {
+      targets: [
+        { name: "plain", url: `${plain.url}/run`, method: "POST", body: { input: { i: "{i}" } } },
+        { name: "run", url: `${base}/run`, method: "POST", headers: auth, body: { input: { i: "{i}" } } },
+      ],
+      total: JOBS,
+      concurrency: CLIENTS,
+    };
+    const client = run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plan)], { maxBuffer: 1 << 20 });
+    // Meanwhile: when did the last of those jobs complete?
+    let completed = 0;
+    let doneAt = Date.now();
+    for (const deadline = Date.now() + 180_000; Date.now() < deadline; ) {
+      const health = JSON.parse((await request(`${base}/health`, { headers: auth })).body);
+      completed = health.jobs.completed - before;
+      doneAt = Date.now();
+      if (completed >= JOBS) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const measured = JSON.parse((await client).stdout);
+
+    const p50 = percentile(runsync, 50);
+    const b50 = percentile(baseline, 50);
+    const p99 = percentile(runsync, 99);
+    const b99 = percentile(baseline, 99);
+    const acceptRate = measured.run.rps;
+    const doneRate = (completed / (doneAt - measured.run.startedAt)) * 1000;
+    const plainRate = measured.plain.rps;
+    return { p50, b50, p99, b99, acceptRate, doneRate, plainRate, clients: CLIENTS };
+  } finally {
+    await plain.close();
+    await service.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,83 @@
+// Where the service keeps its state: the embedded SQLite file in the data directory (the default), or a
+// PostgreSQL database (`--store postgres://...`, SVC_STORE_URL) that several replicas can share. Either way the
+// service gets the same three stores: the job engine's batched one, the management records, sealed secrets.
+
+import { join } from "node:path";
+import { UserError } from "../errors.js";
+import { openSqliteStore } from "./store/sqlite.js";
+import { openSqliteManagementStore, type ManagementStore } from "./management/store.js";
+import { openSqliteSecretStore, type SecretStore } from "./secrets/store.js";
+import { redactStoreUrl } from "./store-url.js";
+import { storageCause } from "./store/faults.js";
+import type { JobCommands, Store } from "./store/types.js";
+
+export interface ServiceStorage {
+  kind: "sqlite" | "postgres";
+  store: Store & JobCommands;
+  management: ManagementStore;
+  secrets: SecretStore;
+  /** Read the management records and secrets again (what another replica wrote). */
+  reload(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function openServiceStorage(options: { dataDir: string; storeUrl?: string }): Promise<ServiceStorage> {
+  if (!options.storeUrl) {
+    const file = join(options.dataDir, "svc.sqlite");
+    const store = openSqliteStore(file);
+    let management: ManagementStore | undefined;
+    try {
+      management = openSqliteManagementStore(file);
+      const secrets = openSqliteSecretStore(file);
+      return {
+        kind: "sqlite",
+        store,
+        management,
+        secrets,
+        // One process per data directory: nobody else writes these tables.
+        reload: async () => undefined,
+        async close() {
+          secrets.close();
+          management!.close();
+          await store.close();
+        },
+      };
+    } catch (err) {
+      management?.close();
+      await store.close();
+      throw err;
+    }
+  }
+  // Loaded only when asked for: the embedded default (and `svc dev`) never pay for the PostgreSQL client.
+  const { openPostgresStore } = await import("./store/postgres/index.js");
+  const { openPostgresManagementStore, openPostgresSecretStore } = await import("./store/postgres/config-stores.js");
+  let store: Awaited<ReturnType<typeof openPostgresStore>>;
+  try {
+    store = await openPostgresStore(options.storeUrl);
+  } catch (err) {
+    const cause = storageCause(err);
+    throw new UserError(`The service cannot open its database ${redactStoreUrl(options.storeUrl)}: ${(err as Error).message}`, {
+      hint: cause === "unavailable" || (err as { code?: string }).code === "ENOTFOUND"
+        ? "Check that PostgreSQL runs and answers at that address (host, port, database, user), then start again."
+        : "Check the URL's database, user and password, and that this user may create tables in it.",
+      cause: err,
+    });
+  }
+  try {
+    const management = await openPostgresManagementStore(store.db);
+    const secrets = await openPostgresSecretStore(store.db);
+    return {
+      kind: "postgres",
+      store,
+      management,
+      secrets,
+      reload: async () => {
+        await Promise.all([management.reload(), secrets.reload()]);
+      },
+      close: () => store.close(),
+    };
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+}
