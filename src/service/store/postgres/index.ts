@@ -96,8 +96,26 @@ export interface Queryable {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
 }
 
+/**
+ * Statements are prepared once per connection (named by their text): svc sends a bounded set of texts, and a
+ * prepared one skips parsing and planning, which was half of a small batch's time.
+ */
+const statementNames = new Map<string, string>();
+const MAX_PREPARED = 500;
+
+function statementName(text: string): string | undefined {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    // An unbounded variety of texts (none expected) is run unprepared rather than filling every connection.
+    if (statementNames.size >= MAX_PREPARED) return undefined;
+    name = `svc${statementNames.size}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
 function safe(target: pg.Pool | pg.PoolClient): Queryable {
-  return { query: (text, values) => target.query(text, pgParams(values)) as never };
+  return { query: (text, values) => target.query({ text, values: pgParams(values), name: statementName(text) }) as never };
 }
 
 /** node-postgres reports a dropped connection without a SQLSTATE: give it one, so storageCause sees "unavailable". */
@@ -159,7 +177,6 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     }
   };
 
-  const applyAll = (client: Queryable, ops: StoreOp[]) => applyBatch(client, ops.length > 1 ? foldJobOps(ops) : ops);
 
   const jobRows = (rows: Record<string, unknown>[]) => rows.map(rowToJob);
 
@@ -168,7 +185,14 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     db,
     async apply(ops) {
       if (ops.length === 0) return;
-      await transaction((client) => applyAll(client, ops));
+      const statements = batchStatements(ops.length > 1 ? foldJobOps(ops) : ops);
+      if (statements.length === 1) {
+        await query(statements[0]!.text, statements[0]!.values);
+        return;
+      }
+      await transaction(async (client) => {
+        for (const statement of statements) await client.query(statement.text, statement.values);
+      });
     },
     async getJob(id) {
       const { rows } = await query("SELECT * FROM jobs WHERE id = $1", [id]);
@@ -353,20 +377,30 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
 // ---------------------------------------------------------------- batches
 
+/** One SQL statement with its parameters. */
+export interface Statement {
+  text: string;
+  values: unknown[];
+}
+
 type Segment = { inserts: JobRow[]; updates: Map<string, Array<{ id: string; set: Partial<JobRow> }>>; chunks: Map<string, StreamChunkRow>; logs: LogRow[]; counters: Map<string, { completed: number; failed: number; retried: number }> };
 
 const emptySegment = (): Segment => ({ inserts: [], updates: new Map(), chunks: new Map(), logs: [], counters: new Map() });
 
 /**
- * The ops in order, as few statements as their order allows: between two ops that must keep their place
- * (deletes, endpoints, keys, deploy records), job inserts, job updates (one statement per set of columns),
- * chunks, logs and counters go as one statement each. foldJobOps has left at most one write per job there, and
- * chunks, logs and counters are independent appends, so their relative order within a segment is free.
+ * The statements a batch of ops becomes, in order, as few as their order allows. Between two ops that must keep
+ * their place (deletes, endpoints, keys, deploy records), the job inserts, job updates (one per set of columns),
+ * chunks, logs and counters become ONE statement: each a data-modifying CTE of it. That is sound because
+ * foldJobOps has left at most one write per job there (no CTE needs to see another's row), and chunks, logs and
+ * counters are independent appends. A batch without such ops is then one statement: atomic by itself, sent
+ * without BEGIN/COMMIT, one round trip. Pure.
  */
-async function applyBatch(client: Queryable, ops: StoreOp[]): Promise<void> {
+export function batchStatements(ops: StoreOp[]): Statement[] {
+  const out: Statement[] = [];
   let segment = emptySegment();
-  const flush = async () => {
-    await flushSegment(client, segment);
+  const flush = () => {
+    const parts = segmentParts(segment);
+    if (parts.length > 0) out.push(combine(parts));
     segment = emptySegment();
   };
   for (const o of ops) {
@@ -398,142 +432,156 @@ async function applyBatch(client: Queryable, ops: StoreOp[]): Promise<void> {
         break;
       }
       default:
-        await flush();
-        await applyBarrier(client, o);
+        flush();
+        out.push(...barrierStatements(o));
     }
   }
-  await flush();
+  flush();
+  return out;
+}
+
+/** Statements written with $1.. each, as one: CTEs of a single statement, their parameters renumbered. Pure. */
+function combine(parts: Statement[]): Statement {
+  if (parts.length === 1) return parts[0]!;
+  const values: unknown[] = [];
+  const ctes = parts.map((part, i) => {
+    const offset = values.length;
+    values.push(...part.values);
+    return `w${i} AS (${part.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`)})`;
+  });
+  return { text: `WITH ${ctes.join(", ")} SELECT 1`, values };
 }
 
 const sqlValue = (v: unknown) => (v === undefined ? null : v);
 
-async function flushSegment(client: Queryable, s: Segment): Promise<void> {
+function segmentParts(s: Segment): Statement[] {
+  const parts: Statement[] = [];
   if (s.inserts.length > 0) {
     const columns = JOB_KEYS.map((k) => JOB_COLUMNS[k]);
-    const arrays = JOB_KEYS.map((k) => s.inserts.map((job) => sqlValue(job[k])));
-    await client.query(
-      `INSERT INTO jobs (${columns.join(", ")}) SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")})`,
-      arrays,
-    );
+    parts.push({
+      text: `INSERT INTO jobs (${columns.join(", ")}) SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")})`,
+      values: JOB_KEYS.map((k) => s.inserts.map((job) => sqlValue(job[k]))),
+    });
   }
   for (const [signature, list] of s.updates) {
     const keys = signature.split(",") as Array<keyof JobRow>;
-    const values: unknown[] = [list.map((u) => u.id), ...keys.map((k) => list.map((u) => sqlValue((u.set as Record<string, unknown>)[k])))];
-    const leaseCleared = keys.includes("lease");
-    await client.query(
-      `UPDATE jobs AS j SET ${keys.map((k) => `${JOB_COLUMNS[k]} = v.${JOB_COLUMNS[k]}`).join(", ")}${leaseCleared ? ", lease_expires_at = CASE WHEN v.lease IS NULL THEN NULL ELSE j.lease_expires_at END" : ""}
+    // A job whose lease the engine ends has no lease expiry either (the conditional commands read it).
+    const leaseExpiry = keys.includes("lease") ? ", lease_expires_at = CASE WHEN v.lease IS NULL THEN NULL ELSE j.lease_expires_at END" : "";
+    parts.push({
+      text: `UPDATE jobs AS j SET ${keys.map((k) => `${JOB_COLUMNS[k]} = v.${JOB_COLUMNS[k]}`).join(", ")}${leaseExpiry}
        FROM unnest($1::text[], ${keys.map((k, i) => `$${i + 2}::${JOB_PG_TYPES[k]}[]`).join(", ")}) AS v(id, ${keys.map((k) => JOB_COLUMNS[k]).join(", ")})
        WHERE j.id = v.id`,
-      values,
-    );
+      values: [list.map((u) => u.id), ...keys.map((k) => list.map((u) => sqlValue((u.set as Record<string, unknown>)[k])))],
+    });
   }
   if (s.chunks.size > 0) {
     const chunks = [...s.chunks.values()];
-    await client.query(
-      `INSERT INTO stream_chunks (job_id, seq, data) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])
+    parts.push({
+      text: `INSERT INTO stream_chunks (job_id, seq, data) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])
        ON CONFLICT (job_id, seq) DO UPDATE SET data = excluded.data`,
-      [chunks.map((c) => c.jobId), chunks.map((c) => c.seq), chunks.map((c) => c.data)],
-    );
+      values: [chunks.map((c) => c.jobId), chunks.map((c) => c.seq), chunks.map((c) => c.data)],
+    });
   }
   if (s.logs.length > 0) {
     const l = s.logs;
-    await client.query(
-      `INSERT INTO logs (endpoint_id, worker_id, job_id, ts, stream, text)
+    parts.push({
+      text: `INSERT INTO logs (endpoint_id, worker_id, job_id, ts, stream, text)
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[])`,
-      [l.map((x) => x.endpointId), l.map((x) => x.workerId), l.map((x) => x.jobId), l.map((x) => x.ts), l.map((x) => pgText(x.stream)), l.map((x) => pgText(x.text))],
-    );
+      values: [l.map((x) => x.endpointId), l.map((x) => x.workerId), l.map((x) => x.jobId), l.map((x) => x.ts), l.map((x) => pgText(x.stream)), l.map((x) => pgText(x.text))],
+    });
   }
-  for (const [endpointId, c] of s.counters) {
-    await client.query("UPDATE endpoints SET completed = completed + $1, failed = failed + $2, retried = retried + $3 WHERE id = $4", [c.completed, c.failed, c.retried, endpointId]);
+  if (s.counters.size > 0) {
+    const c = [...s.counters];
+    parts.push({
+      text: `UPDATE endpoints AS e SET completed = e.completed + v.completed, failed = e.failed + v.failed, retried = e.retried + v.retried
+       FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(id, completed, failed, retried) WHERE e.id = v.id`,
+      values: [c.map(([id]) => id), c.map(([, x]) => x.completed), c.map(([, x]) => x.failed), c.map(([, x]) => x.retried)],
+    });
   }
+  return parts;
 }
 
-async function applyBarrier(client: Queryable, o: StoreOp): Promise<void> {
+function barrierStatements(o: StoreOp): Statement[] {
+  const one = (text: string, values: unknown[]): Statement[] => [{ text, values }];
   switch (o.op) {
     case "deleteJob":
-      await client.query("DELETE FROM stream_chunks WHERE job_id = $1", [o.id]);
-      await client.query("DELETE FROM jobs WHERE id = $1", [o.id]);
-      return;
+      return [
+        { text: "DELETE FROM stream_chunks WHERE job_id = $1", values: [o.id] },
+        { text: "DELETE FROM jobs WHERE id = $1", values: [o.id] },
+      ];
     case "deleteChunksAfter":
-      await client.query("DELETE FROM stream_chunks WHERE job_id = $1 AND seq > $2", [o.jobId, o.seq]);
-      return;
+      return one("DELETE FROM stream_chunks WHERE job_id = $1 AND seq > $2", [o.jobId, o.seq]);
     case "upsertEndpoint": {
       const e: EndpointRow = o.endpoint;
-      await client.query(
+      return one(
         `INSERT INTO endpoints (id, user_id, app, env, name, type, resource, artifact_path, revision, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (id) DO UPDATE SET type = excluded.type, resource = excluded.resource,
            artifact_path = excluded.artifact_path, revision = excluded.revision, updated_at = excluded.updated_at`,
         [e.id, e.userId, e.app, e.env, e.name, e.type, JSON.stringify(e.resource), e.artifactPath, e.revision, e.createdAt, e.updatedAt],
       );
-      return;
     }
     case "deleteEndpoint":
-      await client.query("DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = $1)", [o.id]);
-      await client.query("DELETE FROM jobs WHERE endpoint_id = $1", [o.id]);
-      await client.query("DELETE FROM logs WHERE endpoint_id = $1", [o.id]);
-      await client.query("DELETE FROM endpoints WHERE id = $1", [o.id]);
-      return;
+      return [
+        { text: "DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = $1)", values: [o.id] },
+        { text: "DELETE FROM jobs WHERE endpoint_id = $1", values: [o.id] },
+        { text: "DELETE FROM logs WHERE endpoint_id = $1", values: [o.id] },
+        { text: "DELETE FROM endpoints WHERE id = $1", values: [o.id] },
+      ];
     case "insertKey":
-      await client.query(
+      return one(
         `INSERT INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (id) DO UPDATE SET hash = excluded.hash, user_id = excluded.user_id, scopes = excluded.scopes,
            created_at = excluded.created_at, revoked_at = excluded.revoked_at`,
         [o.key.id, o.key.hash, o.key.userId, JSON.stringify(o.key.scopes), o.key.createdAt, o.key.revokedAt],
       );
-      return;
     case "revokeKey":
-      await client.query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2", [o.at, o.id]);
-      return;
+      return one("UPDATE api_keys SET revoked_at = $1 WHERE id = $2", [o.at, o.id]);
     case "deleteKey":
-      await client.query("DELETE FROM api_keys WHERE id = $1", [o.id]);
-      return;
+      return one("DELETE FROM api_keys WHERE id = $1", [o.id]);
     default:
-      await applyDeployOp(client, o as DeployStoreOp);
+      return deployStatements(o as DeployStoreOp);
   }
 }
 
-async function applyDeployOp(client: Queryable, o: DeployStoreOp): Promise<void> {
+function deployStatements(o: DeployStoreOp): Statement[] {
+  const one = (text: string, values: unknown[]): Statement[] => [{ text, values }];
   switch (o.op) {
     case "upsertApp":
-      await client.query("INSERT INTO apps (user_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [o.app.userId, o.app.name, o.app.createdAt]);
-      return;
+      return one("INSERT INTO apps (user_id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING", [o.app.userId, o.app.name, o.app.createdAt]);
     case "upsertRelease": {
       const r = o.release;
-      await client.query(
+      return one(
         `INSERT INTO releases (user_id, app, env, id, started_at, record) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (user_id, app, env, id) DO UPDATE SET record = excluded.record`,
         [r.userId, r.app, r.env, r.id, r.startedAt, JSON.stringify(r)],
       );
-      return;
     }
     case "deleteApp":
-      for (const table of ["releases", "environments", "builds"]) {
-        await client.query(`DELETE FROM ${table} WHERE user_id = $1 AND app = $2`, [o.userId, o.name]);
-      }
-      await client.query("DELETE FROM apps WHERE user_id = $1 AND name = $2", [o.userId, o.name]);
-      return;
+      return [
+        ...["releases", "environments", "builds"].map((table) => ({ text: `DELETE FROM ${table} WHERE user_id = $1 AND app = $2`, values: [o.userId, o.name] })),
+        { text: "DELETE FROM apps WHERE user_id = $1 AND name = $2", values: [o.userId, o.name] },
+      ];
     case "upsertEnvironment": {
       const e = o.environment;
-      await client.query(
+      return one(
         `INSERT INTO environments (user_id, app, name, build_id, created_at, activated_at) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (user_id, app, name) DO UPDATE SET build_id = excluded.build_id, activated_at = excluded.activated_at`,
         [e.userId, e.app, e.name, e.buildId, e.createdAt, e.activatedAt],
       );
-      return;
     }
     case "deleteEnvironment":
-      await client.query("DELETE FROM releases WHERE user_id = $1 AND app = $2 AND env = $3", [o.userId, o.app, o.name]);
-      await client.query("DELETE FROM environments WHERE user_id = $1 AND app = $2 AND name = $3", [o.userId, o.app, o.name]);
-      return;
+      return [
+        { text: "DELETE FROM releases WHERE user_id = $1 AND app = $2 AND env = $3", values: [o.userId, o.app, o.name] },
+        { text: "DELETE FROM environments WHERE user_id = $1 AND app = $2 AND name = $3", values: [o.userId, o.app, o.name] },
+      ];
     case "insertBuild": {
       const b = o.build;
-      await client.query(
+      return one(
         `INSERT INTO builds (id, user_id, app, size, fingerprint, manifest, path, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT DO NOTHING`,
         [b.id, b.userId, b.app, b.size, b.fingerprint, JSON.stringify(b.manifest), b.path, b.createdAt],
       );
-      return;
     }
   }
 }

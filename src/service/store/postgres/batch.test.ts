@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import { batchStatements, pgParams } from "./index.js";
+import { foldJobOps } from "../sqlite.js";
+import type { JobRow, StoreOp } from "../types.js";
+
+const job = (id: string): JobRow => ({
+  id, endpointId: "ep", status: "IN_QUEUE", input: "{}", function: null, webhook: null, sync: false, lowPriority: false, createdAt: 1,
+  startedAt: null, completedAt: null, output: null, error: null, errorType: null, errorStack: null, attempt: 0, retried: 0,
+  executionTimeoutMs: null, ttlMs: 1000, expiresAt: null, lease: null, workerId: null, streamCursor: 0,
+});
+
+describe("batchStatements", () => {
+  it("sends a tick's inserts, updates, chunks, logs and counters as one statement (atomic without a transaction)", () => {
+    const ops: StoreOp[] = [
+      { op: "insertJob", job: job("a") },
+      { op: "insertJob", job: job("b") },
+      { op: "updateJob", id: "old", set: { status: "COMPLETED", completedAt: 5 } },
+      { op: "insertChunk", chunk: { jobId: "old", seq: 1, data: "{}" } },
+      { op: "insertLog", line: { ts: 1, endpointId: "ep", workerId: "w", jobId: null, stream: "stdout", text: "x" } },
+      { op: "addCounters", endpointId: "ep", completed: 1, failed: 0, retried: 0 },
+      { op: "addCounters", endpointId: "ep", completed: 1, failed: 0, retried: 0 },
+    ];
+    const statements = batchStatements(foldJobOps(ops));
+    expect(statements).toHaveLength(1);
+    const [only] = statements;
+    expect(only!.text.startsWith("WITH w0 AS (INSERT INTO jobs")).toBe(true);
+    // Every placeholder has its value, renumbered across the parts.
+    const placeholders = new Set([...only!.text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+    expect(Math.max(...placeholders)).toBe(only!.values.length);
+    expect(placeholders.size).toBe(only!.values.length);
+    // Two rows inserted by one INSERT; the counters summed.
+    expect((only!.values[0] as string[])).toEqual(["a", "b"]);
+    expect(only!.values.slice(-3)).toEqual([[2], [0], [0]]);
+  });
+
+  it("keeps the place of an op that must keep it", () => {
+    const ops: StoreOp[] = [
+      { op: "insertJob", job: job("a") },
+      { op: "deleteJob", id: "z" },
+      { op: "updateJob", id: "a", set: { status: "IN_PROGRESS" } },
+    ];
+    const texts = batchStatements(foldJobOps(ops)).map((s) => s.text.split(/\s+/).slice(0, 3).join(" "));
+    expect(texts).toEqual(["INSERT INTO jobs", "DELETE FROM stream_chunks", "DELETE FROM jobs", "UPDATE jobs AS"]);
+  });
+});
+
+describe("pgParams", () => {
+  it("puts U+FFFD where PostgreSQL refuses a NUL, and leaves other values as they are", () => {
+    const values = ["a\u0000b", ["x", "y\u0000"], 3, null];
+    expect(pgParams(values)).toEqual(["a\uFFFDb", ["x", "y\uFFFD"], 3, null]);
+    const clean = ["a", 1];
+    expect(pgParams(clean)).toBe(clean);
+  });
+});
