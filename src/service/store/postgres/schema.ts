@@ -62,6 +62,8 @@ export const PG_MIGRATIONS: string[] = [
    CREATE TABLE secrets (
      user_id text NOT NULL, app text NOT NULL, env text NOT NULL, name text NOT NULL, sealed bytea NOT NULL,
      key_id text NOT NULL, created_at bigint NOT NULL, updated_at bigint NOT NULL, PRIMARY KEY (user_id, app, env, name));`,
+  // Duties one replica runs for all (cluster/leader.ts): who holds each, until when by the database's clock.
+  `CREATE TABLE svc_leases (name text PRIMARY KEY, holder text NOT NULL, acquired_at bigint NOT NULL, expires_at bigint NOT NULL);`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
