@@ -26,7 +26,7 @@ import { missingSecrets } from "./secrets/check.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import { Management } from "./management/index.js";
 import type { DataCenter } from "./management/datacenters.js";
-import type { RateWindow } from "./ratelimit.js";
+import { DEFAULT_RATE_WINDOWS, type RateWindow } from "./ratelimit.js";
 import { LbFront } from "./lb/front.js";
 import { LbRouter } from "./lb/index.js";
 import { lockDataDir } from "./data-lock.js";
@@ -155,10 +155,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
   const resealed = await secrets.rotate();
   if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
+  const sharedLimiter = storage.sharedLimiter?.(options.rateLimits ?? DEFAULT_RATE_WINDOWS, (err) => log(`rate-limit counts could not be shared: ${(err as Error).message}`));
   // issue 4: management API state (its own connection to the same, already migrated, file)
   const management = new Management({
     dataDir: options.dataDir,
     store: storage.management,
+    limiter: sharedLimiter,
     dataCenters: options.dataCenters,
     hostDataCenter: options.hostDataCenter,
     rateLimits: options.rateLimits,
@@ -240,6 +242,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   } catch (err) {
     // Port taken (the caller may retry on another): leave nothing open behind.
     await engine.close();
+    await sharedLimiter?.stop();
     await storage.close();
     dataLock.release();
     throw err;
@@ -396,6 +399,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         }, 200).unref();
       });
       await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
+      await sharedLimiter?.stop();
       await storage.close();
       dataLock.release();
     })());

@@ -35,6 +35,42 @@ export interface RateDecision {
   policy: string;
 }
 
+/** What the management API asks of a rate limiter (this file's, per replica; cluster/shared-rate-limiter.ts). */
+export interface RateLimiting {
+  readonly windows: RateWindow[];
+  hit(userId: string, now?: number): RateDecision;
+}
+
+const policies = new WeakMap<RateWindow[], { policy: string; prefixes: string[] }>();
+
+/** The decision and headers for counts already made in each window (resets: epoch ms). Pure but for a cache. */
+export function rateHeaders(windows: RateWindow[], counts: readonly number[], resets: readonly number[], now: number): RateDecision {
+  let texts = policies.get(windows);
+  if (!texts) {
+    texts = { policy: windows.map((w) => `${sfString(w.name)};q=${w.quota};w=${w.seconds}`).join(", "), prefixes: windows.map((w, i) => `${i > 0 ? ", " : ""}${sfString(w.name)};r=`) };
+    policies.set(windows, texts);
+  }
+  let exceeded: number | undefined;
+  let header = "";
+  for (let i = 0; i < windows.length; i++) {
+    const w = windows[i]!;
+    if (counts[i]! >= w.quota && (exceeded === undefined || resets[i]! > resets[exceeded]!)) exceeded = i;
+  }
+  for (let i = 0; i < windows.length; i++) {
+    // Remaining after this request, when it is admitted.
+    const used = counts[i]! + (exceeded === undefined ? 1 : 0);
+    header += `${texts.prefixes[i]}${Math.max(0, windows[i]!.quota - used)};t=${Math.max(0, Math.ceil((resets[i]! - now) / 1000))}`;
+  }
+  if (exceeded === undefined) return { allowed: true, rateLimit: header, policy: texts.policy };
+  return {
+    allowed: false,
+    exceeded: windows[exceeded],
+    retryAfter: Math.max(1, Math.ceil((resets[exceeded]! - now) / 1000)),
+    rateLimit: header,
+    policy: texts.policy,
+  };
+}
+
 interface UserWindows {
   counts: number[];
   resets: number[];
@@ -45,11 +81,10 @@ function sfString(s: string): string {
   return `"${s.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
 }
 
-export class RateLimiter {
+export class RateLimiter implements RateLimiting {
   private readonly users = new Map<string, UserWindows>();
+  /** `RateLimit-Policy`: the same on every answer. */
   readonly policy: string;
-  /** `"name";r=` of each window, built once (the header is written on every request). */
-  private readonly remainingPrefix: string[];
 
   constructor(readonly windows: RateWindow[] = DEFAULT_RATE_WINDOWS) {
     for (const w of windows) {
@@ -57,8 +92,7 @@ export class RateLimiter {
         throw new Error(`invalid rate window ${JSON.stringify(w)}`);
       }
     }
-    this.policy = windows.map((w) => `${sfString(w.name)};q=${w.quota};w=${w.seconds}`).join(", ");
-    this.remainingPrefix = windows.map((w, i) => `${i > 0 ? ", " : ""}${sfString(w.name)};r=`);
+    this.policy = rateHeaders(windows, windows.map(() => 0), windows.map(() => 0), 0).policy;
   }
 
   /** Count one request of `userId` (unless refused) and say whether it may proceed. */
@@ -68,31 +102,16 @@ export class RateLimiter {
       state = { counts: this.windows.map(() => 0), resets: this.windows.map((w) => now + w.seconds * 1000) };
       this.users.set(userId, state);
     }
-    let exceeded: number | undefined;
     for (let i = 0; i < this.windows.length; i++) {
       if (now >= state.resets[i]!) {
         state.counts[i] = 0;
         state.resets[i] = now + this.windows[i]!.seconds * 1000;
       }
-      if (state.counts[i]! >= this.windows[i]!.quota && (exceeded === undefined || state.resets[i]! > state.resets[exceeded]!)) exceeded = i;
     }
+    const decision = rateHeaders(this.windows, state.counts, state.resets, now);
     // A refused request does not count: a client backing off as told gets its full quota after the reset.
-    if (exceeded === undefined) for (let i = 0; i < this.windows.length; i++) state.counts[i]!++;
-    let header = "";
-    for (let i = 0; i < this.windows.length; i++) {
-      const w = this.windows[i]!;
-      const remaining = Math.max(0, w.quota - state.counts[i]!);
-      const reset = Math.max(0, Math.ceil((state.resets[i]! - now) / 1000));
-      header += `${this.remainingPrefix[i]}${remaining};t=${reset}`;
-    }
-    if (exceeded === undefined) return { allowed: true, rateLimit: header, policy: this.policy };
-    return {
-      allowed: false,
-      exceeded: this.windows[exceeded],
-      retryAfter: Math.max(1, Math.ceil((state.resets[exceeded]! - now) / 1000)),
-      rateLimit: header,
-      policy: this.policy,
-    };
+    if (decision.allowed) for (let i = 0; i < this.windows.length; i++) state.counts[i]!++;
+    return decision;
   }
 }
 

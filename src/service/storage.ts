@@ -10,9 +10,12 @@ import { openSqliteSecretStore, type SecretStore } from "./secrets/store.js";
 import { redactStoreUrl } from "./store-url.js";
 import { storageCause } from "./store/faults.js";
 import type { JobCommands, Store } from "./store/types.js";
+import type { RateLimiting, RateWindow } from "./ratelimit.js";
 
 export interface ServiceStorage {
   kind: "sqlite" | "postgres";
+  /** Rate limits as one quota for every replica on this storage; undefined: each process counts its own. */
+  sharedLimiter?(windows: RateWindow[], onError: (err: unknown) => void): RateLimiting & { stop(): Promise<void> };
   store: Store & JobCommands;
   management: ManagementStore;
   secrets: SecretStore;
@@ -51,6 +54,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
   // Loaded only when asked for: the embedded default (and `svc dev`) never pay for the PostgreSQL client.
   const { openPostgresStore } = await import("./store/postgres/index.js");
   const { openPostgresManagementStore, openPostgresSecretStore } = await import("./store/postgres/config-stores.js");
+  const { SharedRateLimiter } = await import("./cluster/shared-rate-limiter.js");
   let store: Awaited<ReturnType<typeof openPostgresStore>>;
   try {
     store = await openPostgresStore(options.storeUrl);
@@ -74,6 +78,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
       reload: async () => {
         await Promise.all([management.reload(), secrets.reload()]);
       },
+      sharedLimiter: (windows, onError) => new SharedRateLimiter(windows, { db: store.db, onError }),
       close: () => store.close(),
     };
   } catch (err) {

@@ -124,3 +124,41 @@ describe.skipIf(unavailable !== undefined)("coordination on PostgreSQL", () => {
     }
   });
 });
+
+describe.skipIf(unavailable !== undefined)("a rate limit shared by replicas", () => {
+  let server: TestPostgres;
+  let stores: PostgresStore[];
+  beforeAll(async () => {
+    server = await startPostgres();
+    const url = await server.createDatabase();
+    stores = [await openPostgresStore(url), await openPostgresStore(url)];
+  });
+  afterAll(async () => {
+    for (const s of stores ?? []) await s.close();
+    await server?.stop();
+  });
+
+  it("admits one quota in total across replicas, give or take one sync's worth", async () => {
+    const { SharedRateLimiter } = await import("../../src/service/cluster/shared-rate-limiter.js");
+    const windows = [{ name: "minute", seconds: 60, quota: 100 }];
+    const replicas = stores.map((s) => new SharedRateLimiter(windows, { db: s.db, syncMs: 1_000_000 }));
+    // Half past a minute's start would risk a window boundary inside the test: wait for a fresh minute's margin.
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 50_000) await sleep(60_000 - intoMinute + 50);
+    let admitted = 0;
+    // Requests alternate between the replicas, syncing every 10 requests (as their timers would).
+    for (let i = 0; i < 300; i++) {
+      if (replicas[i % 2]!.hit("u1").allowed) admitted++;
+      if (i % 10 === 9) await Promise.all(replicas.map((r) => r.sync()));
+    }
+    // One replica alone would admit 100; two each counting alone, 200.
+    expect(admitted).toBeGreaterThanOrEqual(100);
+    expect(admitted).toBeLessThanOrEqual(110);
+    const refused = replicas[0]!.hit("u1");
+    expect(refused).toMatchObject({ allowed: false, exceeded: { name: "minute" } });
+    expect(refused.rateLimit).toMatch(/^"minute";r=0;t=\d+$/);
+    // Another user has a quota of their own.
+    expect(replicas[1]!.hit("u2").allowed).toBe(true);
+    for (const r of replicas) await r.stop();
+  });
+});

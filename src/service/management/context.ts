@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { Principal } from "../auth.js";
 import type { EngineEndpoint } from "../engine.js";
 import { HttpProblem, isPlainObject, parseJson, readBody } from "../http.js";
-import type { RateLimiter } from "../ratelimit.js";
+import type { RateLimiting } from "../ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
 import type { DataCenterConfig } from "./datacenters.js";
 import type { ManagementStore, VolumeRecord } from "./store.js";
@@ -15,7 +15,7 @@ export interface ManagementContext {
   store: ManagementStore;
   dataDir: string;
   dataCenters: DataCenterConfig;
-  limiter: RateLimiter;
+  limiter: RateLimiting;
   /** The user whose admin keys may act for other users (create their keys): the service's operator. */
   operatorUser: string;
   engineEndpoint(row: EndpointRow): EngineEndpoint;

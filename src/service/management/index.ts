@@ -15,7 +15,7 @@ import type { Principal } from "../auth.js";
 import type { EngineEndpoint } from "../engine.js";
 import { HttpProblem, sendJson, sendProblem } from "../http.js";
 import { OPENAPI_PATH, openApiDocument } from "../openapi.js";
-import { parseRateLimits, RateLimiter, type RateDecision, type RateWindow } from "../ratelimit.js";
+import { parseRateLimits, RateLimiter, type RateDecision, type RateLimiting, type RateWindow } from "../ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
 import { requireAccess, resolveVolume, volumeDir, type ManagementContext } from "./context.js";
 import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacenters.js";
@@ -32,6 +32,8 @@ export interface ManagementOptions {
   dataCenters?: DataCenter[];
   hostDataCenter?: string;
   rateLimits?: RateWindow[];
+  /** Counts requests against the rate limits (default: this process's own counts). */
+  limiter?: RateLimiting;
   operatorUser: string;
   engineEndpoint(row: EndpointRow): EngineEndpoint;
 }
@@ -61,7 +63,7 @@ export class Management {
       store: options.store,
       dataDir: options.dataDir,
       dataCenters: dataCenterConfig(options.dataCenters, options.hostDataCenter),
-      limiter: new RateLimiter(options.rateLimits),
+      limiter: options.limiter ?? new RateLimiter(options.rateLimits),
       operatorUser: options.operatorUser,
       engineEndpoint: options.engineEndpoint,
     };
