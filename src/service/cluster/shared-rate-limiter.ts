@@ -1,19 +1,20 @@
 // A user's rate limit as one quota across replicas. Counting every request in the database would put a round
 // trip on every request, so each replica decides locally from the cluster's count as of its last sync plus its
 // own requests since, and syncs every `syncMs` (one statement for all active users: add what this replica
-// counted, read back the total). Windows are aligned to the clock (a minute window is a calendar minute) so that
-// every replica counts into the same bucket.
+// counted, read back the cluster's window and count). As with one process's limiter, a user's window starts at
+// their first request and the next one at their first request after it ended; the database keeps the window
+// the first replica to report it started, and every replica adopts it.
 //
 // The quota can be passed by at most what the other replicas admit between two syncs (replicas x their rate x
-// syncMs); a replica cut off from the database keeps deciding on what it last knew, so requests are never
-// refused or admitted without limit because the database is slow.
+// syncMs); a replica cut off from the database keeps deciding on what it last knew, so requests are neither
+// refused nor admitted without limit because the database is slow.
 
 import type { Queryable } from "../store/postgres/index.js";
 import { rateHeaders, type RateDecision, type RateLimiting, type RateWindow } from "../ratelimit.js";
 
 interface WindowCount {
-  bucket: number;
-  /** The cluster's count of this bucket at the last sync (this replica's synced requests included). */
+  startedAt: number;
+  /** The cluster's count of this window at the last sync (this replica's synced requests included). */
   synced: number;
   /** This replica's requests not yet added in the database. */
   pending: number;
@@ -29,6 +30,7 @@ export interface SharedRateLimiterOptions {
 export class SharedRateLimiter implements RateLimiting {
   private readonly users = new Map<string, { counts: WindowCount[]; lastHit: number }>();
   private readonly timer: NodeJS.Timeout;
+  private readonly longestMs: number;
   private syncing?: Promise<void>;
   private lastCleanup = 0;
   private failing = false;
@@ -37,30 +39,26 @@ export class SharedRateLimiter implements RateLimiting {
     readonly windows: RateWindow[],
     private readonly options: SharedRateLimiterOptions,
   ) {
+    this.longestMs = Math.max(...windows.map((w) => w.seconds * 1000));
     this.timer = setInterval(() => void this.sync(), options.syncMs ?? 250);
     this.timer.unref();
   }
 
-  private bucketOf(w: RateWindow, now: number): number {
-    const ms = w.seconds * 1000;
-    return Math.floor(now / ms) * ms;
-  }
-
   hit(userId: string, now = Date.now()): RateDecision {
     let state = this.users.get(userId);
-    if (!state) this.users.set(userId, (state = { counts: this.windows.map((w) => ({ bucket: this.bucketOf(w, now), synced: 0, pending: 0 })), lastHit: now }));
+    if (!state) this.users.set(userId, (state = { counts: this.windows.map(() => ({ startedAt: now, synced: 0, pending: 0 })), lastHit: now }));
     state.lastHit = now;
     const counts: number[] = [];
     const resets: number[] = [];
     for (let i = 0; i < this.windows.length; i++) {
-      const w = this.windows[i]!;
-      const c = state.counts[i]!;
-      const bucket = this.bucketOf(w, now);
-      if (bucket !== c.bucket) state.counts[i] = { bucket, synced: 0, pending: 0 };
-      counts.push(state.counts[i]!.synced + state.counts[i]!.pending);
-      resets.push(bucket + w.seconds * 1000);
+      const length = this.windows[i]!.seconds * 1000;
+      let c = state.counts[i]!;
+      if (now >= c.startedAt + length) state.counts[i] = c = { startedAt: now, synced: 0, pending: 0 };
+      counts.push(c.synced + c.pending);
+      resets.push(c.startedAt + length);
     }
     const decision = rateHeaders(this.windows, counts, resets, now);
+    // A refused request does not count: a client backing off as told gets its full quota after the reset.
     if (decision.allowed) for (const c of state.counts) c.pending++;
     return decision;
   }
@@ -72,45 +70,48 @@ export class SharedRateLimiter implements RateLimiting {
   }
 
   private async syncOnce(now: number): Promise<void> {
-    const users: string[] = [];
-    const names: string[] = [];
-    const buckets: number[] = [];
-    const adds: number[] = [];
+    const rows = { users: [] as string[], names: [] as string[], starts: [] as number[], lengths: [] as number[], adds: [] as number[] };
     const sent = new Map<string, { count: WindowCount; add: number }>();
     for (const [userId, state] of this.users) {
-      // Users idle for longer than the longest window are forgotten here (their buckets ended).
-      if (now - state.lastHit > Math.max(...this.windows.map((w) => w.seconds * 1000))) {
+      // A user idle for longer than the longest window has nothing left to count.
+      if (now - state.lastHit > this.longestMs) {
         this.users.delete(userId);
         continue;
       }
       state.counts.forEach((c, i) => {
-        users.push(userId);
-        names.push(this.windows[i]!.name);
-        buckets.push(c.bucket);
-        adds.push(c.pending);
-        sent.set(`${userId}\u0000${this.windows[i]!.name}\u0000${c.bucket}`, { count: c, add: c.pending });
+        const w = this.windows[i]!;
+        rows.users.push(userId);
+        rows.names.push(w.name);
+        rows.starts.push(c.startedAt);
+        rows.lengths.push(w.seconds * 1000);
+        rows.adds.push(c.pending);
+        sent.set(`${userId}\u0000${w.name}`, { count: c, add: c.pending });
       });
     }
-    if (users.length === 0) return;
+    if (rows.users.length === 0) return;
     try {
-      const { rows } = await this.options.db.query<{ user_id: string; window_name: string; bucket: number; n: number }>(
-        `INSERT INTO svc_rate_counts AS r (user_id, window_name, bucket, count)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
-         ON CONFLICT (user_id, window_name, bucket) DO UPDATE SET count = r.count + excluded.count
-         RETURNING user_id, window_name, bucket, count AS n`,
-        [users, names, buckets, adds],
+      // A window that had ended when this replica's began is replaced by this replica's; else the counts add up.
+      const { rows: totals } = await this.options.db.query<{ user_id: string; window_name: string; started_at: number; count: number }>(
+        `INSERT INTO svc_rate_windows AS r (user_id, window_name, started_at, length_ms, count)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+         ON CONFLICT (user_id, window_name) DO UPDATE SET
+           count = CASE WHEN r.started_at + r.length_ms <= excluded.started_at THEN excluded.count ELSE r.count + excluded.count END,
+           started_at = CASE WHEN r.started_at + r.length_ms <= excluded.started_at THEN excluded.started_at ELSE r.started_at END,
+           length_ms = excluded.length_ms
+         RETURNING user_id, window_name, started_at, count`,
+        [rows.users, rows.names, rows.starts, rows.lengths, rows.adds],
       );
-      for (const row of rows) {
-        const entry = sent.get(`${row.user_id}\u0000${row.window_name}\u0000${row.bucket}`);
+      for (const total of totals) {
+        const entry = sent.get(`${total.user_id}\u0000${total.window_name}`);
         if (!entry) continue;
         // The total includes what was just added; requests counted during the query stay pending.
         entry.count.pending -= entry.add;
-        entry.count.synced = row.n;
+        entry.count.synced = total.count;
+        entry.count.startedAt = total.started_at;
       }
       if (now - this.lastCleanup > 60_000) {
         this.lastCleanup = now;
-        const longest = Math.max(...this.windows.map((w) => w.seconds * 1000));
-        await this.options.db.query("DELETE FROM svc_rate_counts WHERE bucket < $1", [now - 2 * longest]);
+        await this.options.db.query("DELETE FROM svc_rate_windows WHERE started_at + length_ms < $1", [now - this.longestMs]);
       }
       this.failing = false;
     } catch (err) {

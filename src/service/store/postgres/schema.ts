@@ -64,9 +64,9 @@ export const PG_MIGRATIONS: string[] = [
      key_id text NOT NULL, created_at bigint NOT NULL, updated_at bigint NOT NULL, PRIMARY KEY (user_id, app, env, name));`,
   // Duties one replica runs for all (cluster/leader.ts): who holds each, until when by the database's clock.
   `CREATE TABLE svc_leases (name text PRIMARY KEY, holder text NOT NULL, acquired_at bigint NOT NULL, expires_at bigint NOT NULL);`,
-  // Rate-limit windows counted across replicas (cluster/shared-rate-limiter.ts): requests per user, window, bucket.
-  `CREATE TABLE svc_rate_counts (user_id text NOT NULL, window_name text NOT NULL, bucket bigint NOT NULL, count bigint NOT NULL,
-     PRIMARY KEY (user_id, window_name, bucket));`,
+  // Rate-limit windows counted across replicas (cluster/shared-rate-limiter.ts): each user's current window.
+  `CREATE TABLE svc_rate_windows (user_id text NOT NULL, window_name text NOT NULL, started_at bigint NOT NULL,
+     length_ms bigint NOT NULL, count bigint NOT NULL, PRIMARY KEY (user_id, window_name));`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
