@@ -36,6 +36,7 @@ export const SMALL_BODY_LIMIT = 1024 * 1024;
 export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
 
 import type { ReleaseManager } from "./releases/manager.js";
+import type { ArtifactStore } from "./artifacts.js";
 import type { EndpointRegistry } from "./endpoint-registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 
@@ -55,6 +56,8 @@ export interface ApiContext {
   // issue 5: apps, environments, builds
   store: Store;
   dataDir: string;
+  /** Build artifacts as every replica reaches them (artifacts.ts). */
+  artifacts: ArtifactStore;
   maxArtifactBytes: number;
   /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
   uploadInspectLimits?: Partial<InspectLimits>;

@@ -28,10 +28,12 @@ export async function serveArtifact(ctx: ApiContext, principal: Principal, req: 
   if (!endpoint || !/^[a-f0-9]{64}$/.test(sha) || basename(endpoint.artifactPath) !== `${sha}.tar.gz`) {
     throw new HttpProblem(404, `No artifact ${sha} for this worker's endpoint`);
   }
-  const info = await stat(endpoint.artifactPath).catch(() => undefined);
+  // Another replica may have received the upload: the artifact is fetched here from the shared store first.
+  const path = await ctx.artifacts.local(endpoint.artifactPath).catch(() => endpoint.artifactPath);
+  const info = await stat(path).catch(() => undefined);
   if (!info) throw new HttpProblem(404, `Artifact ${sha} is not on this service`);
   res.writeHead(200, { "content-type": "application/gzip", "content-length": info.size, etag: `"${sha}"`, "cache-control": "private, max-age=31536000, immutable" });
   if (req.method === "HEAD") return void res.end();
   // A reader that goes away mid-file ends the pipeline; nothing to clean up, nothing to answer.
-  await pipeline(createReadStream(endpoint.artifactPath), res).catch(() => undefined);
+  await pipeline(createReadStream(path), res).catch(() => undefined);
 }

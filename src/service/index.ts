@@ -307,6 +307,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         keyring.forget();
       },
       // issue 4: a network volume of the owner (by id or name); otherwise a plain folder named after the setting
+      localArtifact: (path) => storage.artifacts.local(path),
       volumePath: (endpoint) =>
         management.volumePath(endpoint) ?? (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
       onLog: (endpointId, workerId, line) => {
@@ -328,7 +329,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // issue 5: apps, environments, builds
-    store, dataDir: options.dataDir, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
+    store, dataDir: options.dataDir, artifacts: storage.artifacts, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
     // issue 4
     management,
     secrets,
@@ -421,6 +422,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       if (unset.length > 0) throw new UserError("The app names secrets that are not set; nothing was deployed", { problems: unset });
       const artifactHash = await hashFile(input.artifactPath);
       const artifactPath = await keepArtifact(options.dataDir, input.artifactPath, artifactHash);
+      await storage.artifacts.publish(artifactPath);
       const plan = planDeploy([...endpoints.values()], { userId, app: input.app, env: input.env, resources: input.manifest.resources, artifactPath, artifactHash }, Date.now());
       // The app, its environment and the build, as an upload and activation would record them: `svc app list`,
       // `svc app get` and the console show a `svc dev` session's app like any other.

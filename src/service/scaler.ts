@@ -77,6 +77,8 @@ export interface ScalerDeps {
   /** The secrets an endpoint's workers get, and a digest that changes with their values (which rolls them). */
   secrets?(endpoint: EndpointRow): { env: Record<string, string>; digest: string };
   volumePath?(endpoint: EndpointRow): string | undefined;
+  /** A path on this machine holding the artifact recorded as `path` (another replica may have received it). */
+  localArtifact?(path: string): Promise<string>;
   onLog(endpointId: string, workerId: string, line: WorkerLogLine): void;
   onEvent?(message: string): void;
   /** A release's probe worker ended (or could not be started) before it was promoted. */
@@ -331,13 +333,14 @@ export class Scaler {
       // A prebuilt image does not speak the worker protocol: it gets no credentials of the service.
       const keys = image ? { workerToken: "", apiKey: undefined } : await this.deps.mintWorkerKeys(endpoint, workerId);
       const r = endpoint.resource;
+      const artifactPath = image || !this.deps.localArtifact ? endpoint.artifactPath : await this.deps.localArtifact(endpoint.artifactPath);
       m.handle = await this.deps.driver.start({
         workerId,
         endpointId: endpoint.id,
         endpointName: endpoint.name,
         app: endpoint.app,
         env: endpoint.env,
-        artifactPath: endpoint.artifactPath,
+        artifactPath,
         artifactUrl: artifactUrl(this.deps.apiUrl, endpoint.artifactPath),
         apiUrl: this.deps.apiUrl,
         workerToken: keys.workerToken,

@@ -11,6 +11,7 @@ import { redactStoreUrl } from "./store-url.js";
 import { storageCause } from "./store/faults.js";
 import type { JobCommands, Store } from "./store/types.js";
 import type { RateLimiting, RateWindow } from "./ratelimit.js";
+import { localArtifacts, postgresArtifacts, type ArtifactStore } from "./artifacts.js";
 
 export interface ServiceStorage {
   kind: "sqlite" | "postgres";
@@ -19,6 +20,8 @@ export interface ServiceStorage {
   store: Store & JobCommands;
   management: ManagementStore;
   secrets: SecretStore;
+  /** Where build artifacts are kept for every replica (artifacts.ts). */
+  artifacts: ArtifactStore;
   /** Read the management records and secrets again (what another replica wrote). */
   reload(): Promise<void>;
   close(): Promise<void>;
@@ -35,6 +38,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
       return {
         kind: "sqlite",
         store,
+        artifacts: localArtifacts,
         management,
         secrets,
         // One process per data directory: nobody else writes these tables.
@@ -73,6 +77,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
     return {
       kind: "postgres",
       store,
+      artifacts: postgresArtifacts({ dataDir: options.dataDir, db: store.db, transaction: store.transaction }),
       management,
       secrets,
       reload: async () => {

@@ -151,6 +151,8 @@ export async function deployRoute(ctx: ApiContext, principal: Principal, req: In
         return true;
       }
       const received = await receiveArtifact(req, ctx.dataDir, sha, { maxBytes: ctx.maxArtifactBytes, inspect: ctx.uploadInspectLimits, idleMs: ctx.uploadIdleMs });
+      // Reachable from every replica before the upload is acknowledged.
+      await ctx.artifacts.publish(received.path);
       const now = Date.now();
       const build = { id: received.sha256, userId, app, size: received.size, fingerprint: received.manifest.fingerprint, manifest: received.manifest, path: received.path, createdAt: now };
       await ctx.engine.write([{ op: "upsertApp", app: { userId, name: app, createdAt: now } }, { op: "insertBuild", build }]);

@@ -56,7 +56,12 @@ export interface PostgresStoreOptions {
   connectTimeoutMs?: number;
 }
 
-export type PostgresStore = Store & JobCommands & { pool: pg.Pool; db: Queryable };
+export type PostgresStore = Store & JobCommands & {
+  pool: pg.Pool;
+  db: Queryable;
+  /** Run `body` in one transaction on one connection. */
+  transaction<T>(body: (client: Queryable) => Promise<T>): Promise<T>;
+};
 
 /**
  * Text PostgreSQL can hold: it refuses NUL characters in text, which a worker's log line may carry. JSON texts
@@ -183,6 +188,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   const store: PostgresStore = {
     pool,
     db,
+    transaction,
     async apply(ops) {
       if (ops.length === 0) return;
       const statements = batchStatements(ops.length > 1 ? foldJobOps(ops) : ops);

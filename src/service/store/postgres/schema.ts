@@ -67,6 +67,9 @@ export const PG_MIGRATIONS: string[] = [
   // Rate-limit windows counted across replicas (cluster/shared-rate-limiter.ts): each user's current window.
   `CREATE TABLE svc_rate_windows (user_id text NOT NULL, window_name text NOT NULL, started_at bigint NOT NULL,
      length_ms bigint NOT NULL, count bigint NOT NULL, PRIMARY KEY (user_id, window_name));`,
+  // Build artifacts every replica can fetch (artifacts.ts): 1 MiB parts, and a row once all parts are in.
+  `CREATE TABLE svc_artifact_parts (sha256 text NOT NULL, part integer NOT NULL, data bytea NOT NULL, PRIMARY KEY (sha256, part));
+   CREATE TABLE svc_artifacts (sha256 text PRIMARY KEY, size bigint NOT NULL, parts integer NOT NULL, created_at bigint NOT NULL);`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
