@@ -84,25 +84,37 @@ function expired(p: Principal): boolean {
 export class KeyRing {
   // Answers by key string: a hit costs a map lookup, no hash (every request of the job API and the LB proxy
   // authenticates). Keys are already held in memory while their requests are served.
-  private readonly cache = new Map<string, Principal | null>();
-  constructor(private readonly store: Store) {}
+  private readonly cache = new Map<string, { principal: Principal | null; checkedAt: number }>();
+
+  /**
+   * `recheckMs`: how long an answer is trusted before the store is asked again. One service revokes through
+   * itself and forgets at once (Infinity); replicas sharing a database learn of another's revocation by asking
+   * again, so that is how long a revoked key may still pass on them.
+   */
+  constructor(
+    private readonly store: Store,
+    private readonly recheckMs = Infinity,
+  ) {}
 
   /** The principal of a key, or undefined when the key is unknown or revoked. */
   async authenticate(key: string): Promise<Principal | undefined> {
-    if (this.cache.has(key)) return this.known(key);
+    const cached = this.cache.get(key);
+    if (cached && Date.now() - cached.checkedAt < this.recheckMs) return this.known(key);
+    const checkedAt = Date.now();
     const hash = hashKey(key);
     const row = await this.store.keyByHash(hash);
     const valid = row !== undefined && row.revokedAt === null && timingSafeEqual(Buffer.from(row.hash, "hex"), Buffer.from(hash, "hex"));
     const principal = valid ? principalOf(row!) : null;
     if (this.cache.size > 10_000) this.cache.clear();
-    this.cache.set(key, principal);
+    this.cache.set(key, { principal, checkedAt });
     return principal && !expired(principal) ? principal : undefined;
   }
 
   /** The principal of a key already known to be valid (no store lookup): the LB front's fast path. */
   known(key: string): Principal | undefined {
     const cached = this.cache.get(key);
-    return cached && !expired(cached) ? cached : undefined;
+    if (!cached?.principal || expired(cached.principal)) return undefined;
+    return this.recheckMs === Infinity || Date.now() - cached.checkedAt < this.recheckMs ? cached.principal : undefined;
   }
 
   /** Forget cached answers (after a key was revoked or deleted). */

@@ -20,6 +20,10 @@ import type { InspectLimits } from "../artifact/inspect.js";
 import { Scaler } from "./scaler.js";
 import { openServiceStorage, type ServiceStorage } from "./storage.js";
 import { redactStoreUrl } from "./store-url.js";
+import { startConfigSync } from "./cluster/config-sync.js";
+
+/** How long a key's answer is trusted on replicas sharing a database before it is looked up again. */
+const KEY_RECHECK_MS = 500;
 import { Secrets } from "./secrets/index.js";
 import { SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { missingSecrets } from "./secrets/check.js";
@@ -144,7 +148,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // Uploads a crashed process left half-written: nothing refers to them.
   const swept = await sweepUploads(options.dataDir);
   if (swept > 0) log(`removed ${swept} unfinished upload(s) left by an earlier run`);
-  const keyring = new KeyRing(store);
+  // Replicas on one database: another replica's revocation is seen at the next recheck (cluster/config-sync.ts).
+  const keyring = new KeyRing(store, storage.kind === "postgres" ? KEY_RECHECK_MS : Infinity);
   let secrets: Secrets;
   try {
     secrets = new Secrets(storage.secrets, new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys)), log);
@@ -203,6 +208,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     if (change.type === "remove") startFailures.forget(change.row.id);
   });
   await engine.load([...endpoints.values()]);
+  // What other replicas on the same database change reaches this one within a second.
+  const configSync =
+    storage.kind === "postgres"
+      ? startConfigSync({
+          endpoints,
+          storedEndpoints: () => store.endpoints(),
+          dropped: (id) => engine.dropEndpoint(id),
+          reload: async () => {
+            await storage.reload();
+            secrets.refresh();
+          },
+          onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
+        })
+      : undefined;
 
   if (options.apiKeys?.length) {
     const now = Date.now();
@@ -243,6 +262,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // Port taken (the caller may retry on another): leave nothing open behind.
     await engine.close();
     await sharedLimiter?.stop();
+    await configSync?.stop();
     await storage.close();
     dataLock.release();
     throw err;
@@ -401,6 +421,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       });
       await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
       await sharedLimiter?.stop();
+      await configSync?.stop();
       await storage.close();
       dataLock.release();
     })());

@@ -43,7 +43,14 @@ export class Secrets {
   private rows = new Map<string, SecretRow>();
 
   constructor(private readonly store: SecretStore, private readonly box: SecretBox, private readonly log: (message: string) => void = () => undefined) {
-    for (const r of store.all()) this.rows.set(binding(r), r);
+    this.refresh();
+  }
+
+  /** Take the store's rows again (another replica may have set or deleted some). */
+  refresh(): void {
+    const rows = new Map<string, SecretRow>();
+    for (const r of this.store.all()) rows.set(binding(r), r);
+    this.rows = rows;
   }
 
   /** Seal again, under the current key, every value sealed with a previous one. How many were; unreadable ones are named in the log. */

@@ -2,7 +2,8 @@
 // PostgreSQL. These are small per-user tables read on most requests and written rarely, so each replica keeps
 // all of their rows in memory and reads there, synchronously, as the SQLite stores do. A write is committed to
 // the database before the memory changes (and before the request is answered); `reload()` reads the tables
-// again, which is how a replica sees what another one wrote.
+// again, which is how a replica sees what another one wrote (cluster/config-sync.ts). API keys are the
+// exception: read from the database on each call, since the job engine's batches write that table too.
 
 import type { Queryable } from "./index.js";
 import type { KeyRecord, ManagementStore, RestEndpointSpec, TemplateRecord, VolumeRecord } from "../../management/store.js";
@@ -29,13 +30,17 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
   let volumes = new Map<string, VolumeRecord>();
   let templates = new Map<string, TemplateRecord>();
   let rest = new Map<string, { id: string; userId: string; spec: RestEndpointSpec; generation: number }>();
+  // A reload whose reads began before a write of this replica's may miss it: such a reload keeps the memory.
+  let writes = 0;
 
   const reload = async () => {
+    const before = writes;
     const [v, t, r] = await Promise.all([
       pool.query("SELECT * FROM network_volumes"),
       pool.query("SELECT * FROM templates"),
       pool.query("SELECT * FROM rest_endpoints"),
     ]);
+    if (writes !== before) return;
     volumes = new Map(
       v.rows.map((x) => [x.id, { id: x.id, userId: x.user_id, name: x.name, size: x.size, dataCenter: x.data_center, type: x.type as VolumeType, createdAt: x.created_at }]),
     );
@@ -52,44 +57,56 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
     allVolumes: () => [...volumes.values()].sort(byCreation),
     volume: (id) => volumes.get(id),
     async putVolume(v) {
+      writes++;
       await pool.query(
         `INSERT INTO network_volumes (id, user_id, name, size, data_center, type, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (id) DO UPDATE SET name = excluded.name, size = excluded.size`,
         [v.id, v.userId, v.name, v.size, v.dataCenter, v.type, v.createdAt],
       );
+      writes++;
       const existing = volumes.get(v.id);
       volumes.set(v.id, existing ? { ...existing, name: v.name, size: v.size } : v);
     },
     async deleteVolume(id) {
+      writes++;
       await pool.query("DELETE FROM network_volumes WHERE id = $1", [id]);
+      writes++;
       volumes.delete(id);
     },
     templates: (userId) => [...templates.values()].filter((t) => t.userId === userId).sort(byCreation),
     template: (id) => templates.get(id),
     async putTemplate(t) {
+      writes++;
       await pool.query(
         `INSERT INTO templates (id, user_id, name, image_name, env, container_disk_gb, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, name = excluded.name, image_name = excluded.image_name,
            env = excluded.env, container_disk_gb = excluded.container_disk_gb, created_at = excluded.created_at`,
         [t.id, t.userId, t.name, t.imageName, JSON.stringify(t.env), t.containerDiskInGb, t.createdAt],
       );
+      writes++;
       templates.set(t.id, t);
     },
     async deleteTemplate(id) {
+      writes++;
       await pool.query("DELETE FROM templates WHERE id = $1", [id]);
+      writes++;
       templates.delete(id);
     },
     restEndpoints: () => [...rest.values()],
     async putRestEndpoint(id, userId, spec, generation) {
+      writes++;
       await pool.query(
         `INSERT INTO rest_endpoints (id, user_id, spec, generation) VALUES ($1, $2, $3, $4)
          ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, spec = excluded.spec, generation = excluded.generation`,
         [id, userId, JSON.stringify(spec), generation],
       );
+      writes++;
       rest.set(id, { id, userId, spec, generation });
     },
     async deleteRestEndpoint(id) {
+      writes++;
       await pool.query("DELETE FROM rest_endpoints WHERE id = $1", [id]);
+      writes++;
       rest.delete(id);
     },
     // Keys are read from the database on every call: the job engine's batches write the same table (the
@@ -121,8 +138,13 @@ export type ReloadingSecretStore = SecretStore & { reload(): Promise<void> };
 
 export async function openPostgresSecretStore(pool: Queryable): Promise<ReloadingSecretStore> {
   let rows: SecretRow[] = [];
+  let writes = 0;
+  const same = (a: SecretRow, userId: string, app: string, env: string, name: string) => a.userId === userId && a.app === app && a.env === env && a.name === name;
   const reload = async () => {
+    const before = writes;
     const result = await pool.query("SELECT * FROM secrets");
+    // Reads that began before a write of this replica's may miss it: keep the memory until the next reload.
+    if (writes !== before) return;
     rows = result.rows.map((r) => ({
       userId: r.user_id,
       app: r.app,
@@ -144,9 +166,13 @@ export async function openPostgresSecretStore(pool: Queryable): Promise<Reloadin
          ON CONFLICT (user_id, app, env, name) DO UPDATE SET sealed = excluded.sealed, key_id = excluded.key_id, updated_at = excluded.updated_at`,
         [row.userId, row.app, row.env, row.name, row.sealed, row.keyId, row.createdAt, row.updatedAt],
       );
+      writes++;
+      rows = [...rows.filter((r) => !same(r, row.userId, row.app, row.env, row.name)), row];
     },
     async delete(userId, app, env, name) {
       const { rowCount } = await pool.query("DELETE FROM secrets WHERE user_id = $1 AND app = $2 AND env = $3 AND name = $4", [userId, app, env, name]);
+      writes++;
+      rows = rows.filter((r) => !same(r, userId, app, env, name));
       return rowCount === 1;
     },
     close() {

@@ -1,0 +1,76 @@
+// Replicas on one database each keep the endpoints, management records and secrets in memory (they are read on
+// every request). What another replica changed (a deploy, an endpoint update or deletion, a template, a secret)
+// is read again every `intervalMs`, so it is in force here within that time. Keys are not in this loop: the key
+// ring asks the database again after its own recheck period.
+//
+// Planning the endpoint changes is a pure diff of the registry against the stored rows; a round in which this
+// replica changed its own registry while the rows were being read is skipped (the read may predate that change).
+
+import type { EndpointRegistry } from "../endpoint-registry.js";
+import type { EndpointRow } from "../store/types.js";
+
+export interface EndpointSyncPlan {
+  upsert: EndpointRow[];
+  remove: string[];
+}
+
+/** What makes the registry match the stored rows: new or changed rows, and rows the store no longer has. Pure. */
+export function planEndpointSync(current: ReadonlyMap<string, EndpointRow>, stored: readonly EndpointRow[]): EndpointSyncPlan {
+  const upsert: EndpointRow[] = [];
+  const seen = new Set<string>();
+  for (const row of stored) {
+    seen.add(row.id);
+    const have = current.get(row.id);
+    if (!have || have.revision !== row.revision || have.updatedAt !== row.updatedAt || have.name !== row.name) upsert.push(row);
+  }
+  const remove = [...current.keys()].filter((id) => !seen.has(id));
+  return { upsert, remove };
+}
+
+export interface ConfigSyncOptions {
+  endpoints: EndpointRegistry;
+  storedEndpoints(): Promise<EndpointRow[]>;
+  /** Read the management records and secrets again. */
+  reload(): Promise<void>;
+  /** An endpoint another replica deleted: drop what this one holds of it (its queue, waiters, workers' view). */
+  dropped(id: string): Promise<void>;
+  intervalMs?: number;
+  /** A round failed (the database is unreachable...): said once until one succeeds. */
+  onError?(err: unknown): void;
+}
+
+export function startConfigSync(options: ConfigSyncOptions): { stop(): Promise<void>; round(): Promise<void> } {
+  let localChanges = 0;
+  const unsubscribe = options.endpoints.onChange(() => localChanges++);
+  let failing = false;
+  let running: Promise<void> | undefined;
+
+  const roundOnce = async () => {
+    const before = localChanges;
+    try {
+      const [stored] = await Promise.all([options.storedEndpoints(), options.reload()]);
+      if (localChanges !== before) return;
+      const plan = planEndpointSync(options.endpoints, stored);
+      for (const row of plan.upsert) options.endpoints.upsert(row);
+      for (const id of plan.remove) options.endpoints.remove(id);
+      // The registry's changes made by this round are not this replica's own.
+      localChanges = before;
+      for (const id of plan.remove) await options.dropped(id);
+      failing = false;
+    } catch (err) {
+      if (!failing) options.onError?.(err);
+      failing = true;
+    }
+  };
+  const round = () => (running ??= roundOnce().finally(() => (running = undefined)));
+  const timer = setInterval(() => void round(), options.intervalMs ?? 500);
+  timer.unref();
+  return {
+    round,
+    async stop() {
+      clearInterval(timer);
+      unsubscribe();
+      await running;
+    },
+  };
+}

@@ -1,0 +1,98 @@
+// Two `svc` services on one PostgreSQL database (replicas): what one changes is in force on the other within a
+// second — a deploy and an endpoint's deletion, a template, a secret, a key's revocation — and a user's rate
+// limit is one quota across both.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startService, type Service } from "../../src/service/index.js";
+import { call, manifest, resource } from "../service/helpers.js";
+import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
+
+const unavailable = postgresUnavailable();
+if (unavailable) console.warn(`replica tests skipped: ${unavailable}`);
+
+/** How long a change on one replica may take to be in force on another. */
+const IN_FORCE_MS = 1_000;
+
+async function within<T>(ms: number, probe: () => Promise<T | undefined | false>): Promise<{ value: T; afterMs: number }> {
+  const start = Date.now();
+  for (;;) {
+    const value = await probe();
+    if (value) return { value, afterMs: Date.now() - start };
+    if (Date.now() - start > ms) throw new Error(`not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
+  const key = "svc_test_replicas_admin_key_0123456789";
+  let server: TestPostgres;
+  let work: string;
+  let a: Service;
+  let b: Service;
+  beforeAll(async () => {
+    server = await startPostgres();
+    const url = await server.createDatabase();
+    work = mkdtempSync(join(tmpdir(), "svc-replicas-"));
+    a = await startService({ dataDir: join(work, "a"), storeUrl: url, apiKeys: [key] });
+    b = await startService({ dataDir: join(work, "b"), storeUrl: url, apiKeys: [key] });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await server?.stop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it("serves on one replica an endpoint deployed through the other, and forgets it when deleted there", async () => {
+    const artifact = join(work, "artifact.tar.gz");
+    (await import("node:fs")).writeFileSync(artifact, "not really a tarball; the service only hashes it");
+    const [endpoint] = await a.deploy({ app: "shop", env: "prod", manifest: manifest({ api: resource() }, "shop"), artifactPath: artifact });
+    const seen = await within(IN_FORCE_MS, async () => (await call(`${b.url}/v2/${endpoint!.id}/health`, { key })).status === 200);
+    expect(seen.afterMs).toBeLessThanOrEqual(IN_FORCE_MS);
+    expect((await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status).toBe(200);
+
+    expect((await call(`${a.url}/v1/apps/shop`, { key, method: "DELETE" })).status).toBeLessThan(300);
+    await within(IN_FORCE_MS, async () => (await call(`${b.url}/v2/${endpoint!.id}/health`, { key })).status === 404);
+  });
+
+  it("lists on one replica the template and secret created through the other", async () => {
+    const template = await call(`${a.url}/v1/templates`, { key, body: { name: "t1", imageName: "busybox:latest" } });
+    expect(template.status).toBe(201);
+    await within(IN_FORCE_MS, async () => ((await call(`${b.url}/v1/templates`, { key })).body as Array<{ id: string }>).some((t) => t.id === template.body.id));
+    expect((await call(`${a.url}/v1/secrets/API_TOKEN`, { key, method: "PUT", body: { value: "s3cret" } })).status).toBeLessThan(300);
+    await within(IN_FORCE_MS, async () => JSON.stringify((await call(`${b.url}/v1/secrets`, { key })).body).includes("API_TOKEN"));
+  });
+
+  it("refuses on one replica a key revoked through the other", async () => {
+    const minted = await call(`${a.url}/v1/keys`, { key, body: { scopes: ["admin"] } });
+    expect(minted.status).toBe(201);
+    expect((await call(`${b.url}/v1/endpoints`, { key: minted.body.key })).status).toBe(200);
+    expect((await call(`${a.url}/v1/keys/${minted.body.id}`, { key, method: "DELETE" })).status).toBeLessThan(300);
+    const refused = await within(IN_FORCE_MS, async () => (await call(`${b.url}/v1/endpoints`, { key: minted.body.key })).status === 401);
+    expect(refused.afterMs).toBeLessThanOrEqual(IN_FORCE_MS);
+  });
+
+  it("counts a user's requests on both replicas against one quota", async () => {
+    // A pair of its own, with a small quota.
+    const url = await server.createDatabase();
+    const rateLimits = [{ name: "minute", seconds: 60, quota: 40 }];
+    const c = await startService({ dataDir: join(work, "c"), storeUrl: url, apiKeys: [key], rateLimits });
+    const d = await startService({ dataDir: join(work, "d"), storeUrl: url, apiKeys: [key], rateLimits });
+    let admitted = 0;
+    for (let i = 0; i < 80; i++) {
+      const r = await call(`${(i % 2 ? c : d).url}/v1/endpoints`, { key });
+      if (r.status === 200) admitted++;
+      else expect(r.status).toBe(429);
+      // About the pace of a client; the replicas sync every 250 ms.
+      await new Promise((r) => setTimeout(r, 15));
+    }
+    // Each replica alone would admit 40 (80 in all); one quota admits 40 and what a sync period lets slip.
+    expect(admitted).toBeGreaterThanOrEqual(40);
+    expect(admitted).toBeLessThanOrEqual(50);
+    await c.close();
+    await d.close();
+  });
+});
