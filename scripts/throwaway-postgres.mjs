@@ -88,7 +88,8 @@ ${result.stderr}`);
     start,
     async stop() {
       try {
-        run("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"]);
+        // Already stopped (a test killed it): nothing to stop, only the directory to remove.
+        if (existsSync(join(data, "postmaster.pid"))) run("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"]);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

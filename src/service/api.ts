@@ -37,6 +37,7 @@ export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
 
 import type { ReleaseManager } from "./releases/manager.js";
 import type { ArtifactStore } from "./artifacts.js";
+import { storageCause, StorageUnavailable } from "./store/faults.js";
 import type { EndpointRegistry } from "./endpoint-registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 
@@ -196,7 +197,10 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     }
     req.resume();
     throw notFound(`No route ${url.pathname}`);
-  } catch (err) {
+  } catch (thrown) {
+    // A store that cannot be reached or written (a read on a database that is down) is a 503 naming the cause.
+    const cause = thrown instanceof HttpProblem ? undefined : storageCause(thrown);
+    const err = cause ? new StorageUnavailable(cause, thrown) : thrown;
     if (err instanceof HttpProblem) {
       req.resume();
       // issue 7: under /openai/ errors also carry OpenAI's `error` object, which OpenAI clients read

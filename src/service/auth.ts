@@ -102,12 +102,25 @@ export class KeyRing {
     if (cached && Date.now() - cached.checkedAt < this.recheckMs) return this.known(key);
     const checkedAt = Date.now();
     const hash = hashKey(key);
-    const row = await this.store.keyByHash(hash);
+    let row: Awaited<ReturnType<Store["keyByHash"]>>;
+    try {
+      row = await this.store.keyByHash(hash);
+    } catch (err) {
+      // The database cannot be asked again (an outage): a key it accepted before keeps its answer meanwhile.
+      // Nothing can be revoked while it is down either, so this admits nothing the database would refuse.
+      if (cached) return this.knownEvenIfStale(key);
+      throw err;
+    }
     const valid = row !== undefined && row.revokedAt === null && timingSafeEqual(Buffer.from(row.hash, "hex"), Buffer.from(hash, "hex"));
     const principal = valid ? principalOf(row!) : null;
     if (this.cache.size > 10_000) this.cache.clear();
     this.cache.set(key, { principal, checkedAt });
     return principal && !expired(principal) ? principal : undefined;
+  }
+
+  private knownEvenIfStale(key: string): Principal | undefined {
+    const cached = this.cache.get(key);
+    return cached?.principal && !expired(cached.principal) ? cached.principal : undefined;
   }
 
   /** The principal of a key already known to be valid (no store lookup): the LB front's fast path. */
