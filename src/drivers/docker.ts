@@ -20,6 +20,7 @@ import { startForwarder, type Forwarder } from "./docker-forwarder.js";
 import { applyProtocolEnv } from "./env.js";
 import { readMarkedLine } from "../runtime/output-marks.js";
 import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
+import { registryWorkerImage } from "./registry.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 /** The host name workers use for the service (an ExtraHosts entry pointing at the network's gateway). */
@@ -45,6 +46,8 @@ export interface DockerDriverOptions {
   volumeLifetime?: "persistent" | "session";
   /** Images to run; default: svc-worker-cpu/gpu built locally (cached by content hash) on first use. */
   images?: Partial<Record<WorkerImageKind, string>>;
+  /** Run the worker images pushed to this registry (host:port), by digest, pulled when missing (registry.ts). */
+  registry?: string;
   /** Run GPU endpoints on CPU (with a logged warning) when the host has no NVIDIA GPU. */
   allowCpuFallback?: boolean;
   /** Override GPU detection (default: /dev/nvidia0, nvidia-smi, or an "nvidia" runtime in the engine). */
@@ -360,6 +363,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     memo(images, kind, async () => {
       const docker = await engine();
       const explicit = options.images?.[kind];
+      if (!explicit && options.registry) return registryWorkerImage(docker, options.registry, kind);
       if (!explicit) return (await ensureWorkerImage(docker, kind)).name;
       try {
         await docker.getImage(explicit).inspect();

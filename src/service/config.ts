@@ -38,6 +38,8 @@ export interface ServerConfig extends ServiceSettings {
   workers: WorkersKind;
   /** A PostgreSQL URL: the state goes there (storage.ts); else the data dir's SQLite file. */
   store?: string;
+  /** Docker workers run the worker images pushed to this registry (host:port), by digest. */
+  registry?: string;
   publicUrl?: string;
   /** The admin key given in the environment (else the data dir's generated one). */
   apiKey?: string;
@@ -76,6 +78,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: "dataDir", flag: "dataDir", env: "SVC_DATA_DIR", kind: { type: "string" }, serverOnly: true, description: "the SQLite file, artifacts and the admin key" },
   { key: "workers", flag: "workers", kind: { type: "enum", values: ["process", "docker", "none"] }, default: "process", serverOnly: true, description: "where workers run" },
   { key: "store", flag: "store", env: "SVC_STORE_URL", kind: { type: "storeUrl" }, serverOnly: true, description: "PostgreSQL URL keeping the state (else the data dir's SQLite file)" },
+  { key: "registry", env: "SVC_WORKER_REGISTRY", kind: { type: "string" }, serverOnly: true, description: "registry (host:port) Docker workers' images are pulled from, by digest" },
   { key: "publicUrl", flag: "publicUrl", env: "SVC_PUBLIC_URL", kind: { type: "string" }, serverOnly: true, description: "the address clients use" },
   { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },
   { key: "maxArtifactBytes", env: "SVC_MAX_ARTIFACT_BYTES", kind: positive, default: MAX_ARTIFACT_BYTES, description: "largest build artifact accepted" },

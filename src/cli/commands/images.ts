@@ -1,5 +1,5 @@
 // `svc images build|list|prune`: the worker base images, built locally from this machine's Node and the svc
-// runtime (no registry), cached by content hash. The work is in src/drivers/images.ts; this file parses flags
+// runtime, cached by content hash; `--registry` pushes them for engines that run them by digest (registry.ts). The work is in src/drivers/images.ts; this file parses flags
 // and renders.
 
 import type { Command } from "commander";
@@ -14,11 +14,14 @@ import {
   type WorkerImageKind,
 } from "../../drivers/images.js";
 import { alignRows, alignTable, createOutput, formatDuration } from "../output.js";
+import { pushWorkerImage, registryProblem, type PushedImage } from "../../drivers/registry.js";
+import { UsageError } from "../../errors.js";
 
 interface BuildFlags {
   cpu?: boolean;
   gpu?: boolean;
   all?: boolean;
+  registry?: string;
   json?: boolean;
 }
 
@@ -41,7 +44,7 @@ export function renderList(images: readonly WorkerImageInfo[]): string {
 }
 
 export function register(program: Command): void {
-  const images = program.command("images").description("Build, list and prune the local worker images (no registry needed)");
+  const images = program.command("images").description("Build, list and prune the worker images (built locally; pushed to a registry with --registry)");
 
   images
     .command("build")
@@ -49,13 +52,21 @@ export function register(program: Command): void {
     .option("--cpu", "the CPU image (svc-worker-cpu)")
     .option("--gpu", "the GPU image (svc-worker-gpu)")
     .option("--all", "both images (the default)")
+    .option("--registry <host:port>", "then push them to this registry (drivers given it run them by digest)")
     .option("--json", "print the images as JSON")
     .action(async (flags: BuildFlags) => {
       const out = createOutput({ json: flags.json });
+      const problem = flags.registry === undefined ? undefined : registryProblem(flags.registry);
+      if (problem) throw new UsageError(`--registry ${problem}`, "Pass the registry's host and port, e.g. --registry 127.0.0.1:5000.");
       const docker = await connectDocker();
       const kinds = kindsFromFlags(flags);
       const built = await out.step(`Building worker image${kinds.length > 1 ? "s" : ""} (${kinds.join(", ")})`, () => ensureWorkerImages(docker, kinds));
-      out.result(built, () => renderBuilt(built));
+      if (!flags.registry) return out.result(built, () => renderBuilt(built));
+      const registry = flags.registry;
+      const pushed: PushedImage[] = [];
+      for (const image of built) pushed.push(await out.step(`Pushing ${image.name} to ${registry}`, () => pushWorkerImage(docker, image, registry)));
+      const rows = built.map((image, i) => ({ ...image, pushed: pushed[i]! }));
+      out.result(rows, () => `${renderBuilt(built)}\n${alignRows(pushed.map((p) => [p.tag, p.reference])).join("\n")}`);
     });
 
   images

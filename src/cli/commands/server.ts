@@ -37,14 +37,14 @@ export function resolveAdminKey(dataDir: string, fromEnv = envSetting("SVC_API_K
   return { key, source: "generated", file };
 }
 
-async function loadDriver(kind: string, dataDir: string, log: (message: string) => void): Promise<WorkerDriver | undefined> {
+async function loadDriver(kind: string, dataDir: string, log: (message: string) => void, registry?: string): Promise<WorkerDriver | undefined> {
   if (kind === "none") return undefined;
   if (kind === "docker") {
-    // Workers as containers from the locally built svc-worker images (see docs/docker.md).
+    // Workers as containers from the locally built svc-worker images, or the registry's by digest (docs/docker.md).
     const { createDockerDriver } = await import("../../drivers/docker.js");
     // One session per data directory: a restart after a crash finds the containers the killed run left.
     const session = `srv${createHash("sha256").update(dataDir).digest("hex").slice(0, 12)}`;
-    return createDockerDriver({ log, session, stableSession: true });
+    return createDockerDriver({ log, session, stableSession: true, registry });
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
@@ -109,7 +109,7 @@ export function register(program: Command): void {
       const admin = resolveAdminKey(dataDir, config.apiKey);
       // One tenant's request must never end the process that serves every tenant.
       installLastResort((message) => out.warn(message));
-      const driver = await loadDriver(config.workers, dataDir, (message) => out.info(message));
+      const driver = await loadDriver(config.workers, dataDir, (message) => out.info(message), config.registry);
       let service;
       try {
         service = await startService({
