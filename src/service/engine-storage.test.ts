@@ -39,6 +39,19 @@ async function setup() {
 }
 
 describe("the engine when the store refuses writes", () => {
+  it("drops worker log lines it cannot keep without failing, and counts them in the storage state", async () => {
+    const { engine, store } = await setup();
+    const line = { ts: 1, endpointId: "e1", workerId: "w1", jobId: null, stream: "stdout", text: "hello" };
+    store.full = true;
+    await expect(engine.appendLogs([line, { ...line, text: "again" }])).resolves.toBeUndefined();
+    expect(engine.storageState()).toMatchObject({ ok: false, droppedLogLines: 2 });
+    store.full = false;
+    await engine.appendLogs([line]);
+    expect((await engine.queryLogs({ endpointId: "e1", limit: 10 })).map((l) => l.text)).toEqual(["hello"]);
+    expect(engine.storageState().droppedLogLines).toBe(2);
+    await engine.close();
+  });
+
   it("a refused submission leaves no trace: not queued, not counted, never taken", async () => {
     const { engine, store, worker, states } = await setup();
     store.full = true;

@@ -156,6 +156,8 @@ export class JobEngine {
   private lastFlush: Promise<void> = Promise.resolve();
   private closed = false;
   private storage: StorageState = { ok: true };
+  /** Worker log lines the store refused since the start (appendLogs). */
+  private droppedLogLines = 0;
   private storageRecovering?: number;
   /** Jobs handed to a take whose batch is not committed yet, as they were before: restored if it is refused. */
   private readonly beforeTake = new Map<string, JobRow>();
@@ -400,7 +402,7 @@ export class JobEngine {
 
   /** The store's state (/health). */
   storageState(): StorageState {
-    return { ...this.storage };
+    return this.droppedLogLines > 0 ? { ...this.storage, droppedLogLines: this.droppedLogLines } : { ...this.storage };
   }
 
   /** Take a job out of memory entirely: its insert was refused. */
@@ -676,23 +678,11 @@ export class JobEngine {
     stopWorker: boolean,
   ): Promise<void> {
     const row = job.row;
-    const stats = this.statsOf(row.endpointId);
-    const wasRunning = row.status === "IN_PROGRESS";
-    if (wasRunning) {
-      stats.inProgress--;
-      this.running.delete(row.id);
-      if (row.lease) this.leases.delete(row.lease);
-      const worker = row.workerId ? this.workers.get(row.workerId) : undefined;
-      if (worker) {
-        worker.held.delete(row.id);
-        if (worker.held.size === 0) worker.idleSince = Date.now();
-        if (stopWorker) {
-          worker.cancel.push(row.id);
-          worker.wakeEvents?.();
-        }
-      }
-    } else if (row.status === "IN_QUEUE") {
-      stats.inQueue--;
+    const worker = row.status === "IN_PROGRESS" && row.workerId ? this.workers.get(row.workerId) : undefined;
+    this.unindex(job);
+    if (worker && stopWorker) {
+      worker.cancel.push(row.id);
+      worker.wakeEvents?.();
     }
     const now = Date.now();
     const error = result.error;
@@ -960,15 +950,7 @@ export class JobEngine {
 
   private requeue(job: LiveJob): void {
     const row = job.row;
-    const stats = this.statsOf(row.endpointId);
-    stats.inProgress--;
-    this.running.delete(row.id);
-    if (row.lease) this.leases.delete(row.lease);
-    const w = row.workerId ? this.workers.get(row.workerId) : undefined;
-    if (w) {
-      w.held.delete(row.id);
-      if (w.held.size === 0) w.idleSince = Date.now();
-    }
+    this.unindex(job);
     // The attempt that ended does not count: its chunks nobody has read go, so /stream shows the attempt that
     // does (a reader that already had some of them keeps its place; the next attempt's chunks follow, marked
     // with their attempt so that reader can tell: chunk-attempt.ts).
@@ -1084,9 +1066,13 @@ export class JobEngine {
 
   // ---------------------------------------------------------------- logs
 
+  /**
+   * Keep worker log lines. Never rejects: lines the store refuses are dropped (a log is not worth holding a
+   * worker back for), counted, and the count is reported with the storage state (/health).
+   */
   appendLogs(lines: LogRow[]): Promise<void> {
     if (lines.length === 0) return Promise.resolve();
-    return this.write(
+    const written = this.write(
       lines.map((line) => ({ op: "insertLog", line }) as StoreOp),
       () => {
         const byEndpoint = new Map<string, LogRow[]>();
@@ -1099,6 +1085,9 @@ export class JobEngine {
         for (const [endpointId, list] of byEndpoint) for (const fn of this.logFollowers.get(endpointId) ?? []) fn(list);
       },
     );
+    return written.catch(() => {
+      this.droppedLogLines += lines.length;
+    });
   }
 
   queryLogs(q: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }) {
@@ -1132,6 +1121,7 @@ export class JobEngine {
       }
       const timeout = job.row.executionTimeoutMs;
       if (timeout && job.row.startedAt !== null && now - job.row.startedAt > timeout) {
+        // Refused by the store: the job stays running as the store has it, and the next tick tries again.
         void this.finish(job, { status: "TIMED_OUT" }, true).catch(() => undefined);
       } else if (job.leaseExpiresAt <= now) {
         this.requeue(job);

@@ -332,7 +332,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         management.volumePath(endpoint) ?? (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
       onLog: (endpointId, workerId, line) => {
         releases.line(workerId, line.stream, line.text);
-        void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: line.jobId ?? null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]).catch(() => undefined);
+        void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: line.jobId ?? null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]);
         const endpoint = endpoints.get(endpointId);
         if (endpoint) options.onWorkerLog?.({ endpoint: endpoint.name, endpointId, workerId, line });
       },

@@ -105,7 +105,7 @@ describe.skipIf(unavailable !== undefined)("svc server on PostgreSQL when the da
     await untilCompleted(acknowledged, statuses);
     const back = Date.now() + 10_000;
     while ((await api("GET", `/v2/${endpoint}/health`)).body.storage?.ok !== true && Date.now() < back) await new Promise((r) => setTimeout(r, 200));
-    expect((await api("GET", `/v2/${endpoint}/health`)).body.storage).toEqual({ ok: true });
+    expect((await api("GET", `/v2/${endpoint}/health`)).body.storage).toMatchObject({ ok: true });
 
     const runs = readFileSync(marks, "utf8").trim().split("\n");
     for (let i = 0; i < 4; i++) expect(runs.filter((t) => t === `ack${i}`)).toHaveLength(1);

@@ -261,7 +261,7 @@ export class LbRouter {
 
   private note(endpointId: string, workerId: string, text: string): void {
     this.deps.log(text);
-    void this.deps.engine.appendLogs([{ ts: Date.now(), endpointId, workerId, jobId: null, stream: "log", text }]).catch(() => undefined);
+    void this.deps.engine.appendLogs([{ ts: Date.now(), endpointId, workerId, jobId: null, stream: "log", text }]);
   }
 
   private probeDue(): void {

@@ -249,9 +249,7 @@ export class RestEndpoints {
     if (!row || row.type !== "lb" || row.resource.workersMax === 0 || !scaler) return;
     const check = await scaler.checkImage(row, IMAGE_PING_WAIT_MS);
     this.pings.set(id, check);
-    void this.ctx()
-      .engine.appendLogs([{ ts: Date.now(), endpointId: id, workerId: "svc", jobId: null, stream: "log", text: `ping check: ${check.message}` }])
-      .catch(() => undefined);
+    void this.ctx().engine.appendLogs([{ ts: Date.now(), endpointId: id, workerId: "svc", jobId: null, stream: "log", text: `ping check: ${check.message}` }]);
     if (!check.ok) await this.apply(id);
   }
 

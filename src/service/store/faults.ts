@@ -50,4 +50,6 @@ export interface StorageState {
   /** What the store said, first time. */
   message?: string;
   since?: number;
+  /** Worker log lines dropped because the store refused them, since the start (only when some were). */
+  droppedLogLines?: number;
 }

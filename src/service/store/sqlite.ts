@@ -74,6 +74,7 @@ const Database = require(workerData.driver);
 const db = new Database(workerData.file);
 db.exec("PRAGMA busy_timeout = 5000");
 // exec, not pragma(): no statement object is left to the garbage collector every tick.
+// A failed checkpoint (the database busy) loses nothing: the WAL keeps every commit, and the next tick retries.
 const checkpoint = () => { try { db.exec("PRAGMA wal_checkpoint(PASSIVE)"); } catch {} };
 const timer = setInterval(checkpoint, workerData.everyMs);
 parentPort.on("message", () => { clearInterval(timer); db.close(); parentPort.close(); });
