@@ -52,4 +52,24 @@ describe("the service's configuration", () => {
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('SVC_MAX_FOLLOWERS must be a positive whole number, not "lots"');
   });
+
+  it("takes a PostgreSQL store URL, never shows its password, and refuses anything else naming the flag", () => {
+    const parsed = parseServerConfig({ store: "postgres://svc:hunter2@db.internal:5432/svc" }, {});
+    expect(parsed.config.store).toBe("postgres://svc:hunter2@db.internal:5432/svc");
+    const shown = printableConfig(parsed).find((r) => r.setting === "store");
+    expect(shown).toMatchObject({ value: "postgres://svc:***@db.internal:5432/svc", source: "flag" });
+    expect(JSON.stringify(printableConfig(parsed))).not.toContain("hunter2");
+    expect(parseServerConfig({}, { SVC_STORE_URL: "postgresql://h/db" }).config.store).toBe("postgresql://h/db");
+    expect(() => parseServerConfig({ store: "mysql://h/db" }, {})).toThrow('--store must be a postgres:// URL, not "mysql://h/db"');
+  });
+
+  it("svc server with a database that does not answer fails at start, naming it (without its password) and what to check", () => {
+    const env = { ...process.env, SVC_API_KEY: "svc_secret_key" };
+    const dataDir = join(repo, "node_modules", ".cache", `svc-store-test-${process.pid}`);
+    const r = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "server", "--port", "0", "--data-dir", dataDir, "--store", "postgres://svc:hunter2@127.0.0.1:1/svc"], { env, encoding: "utf8", timeout: 30_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain("The service cannot open its database postgres://svc:***@127.0.0.1:1/svc");
+    expect(r.stderr).toContain("Check that PostgreSQL runs and answers at that address");
+    expect(r.stderr).not.toContain("hunter2");
+  });
 });
