@@ -59,6 +59,8 @@ export interface ApiContext {
   dataDir: string;
   /** Build artifacts as every replica reaches them (artifacts.ts). */
   artifacts: ArtifactStore;
+  /** Set on a replica that does not serve jobs: the address of the one that does (docs/scale-out.md). */
+  jobsServedBy?: string;
   maxArtifactBytes: number;
   /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
   uploadInspectLimits?: Partial<InspectLimits>;
@@ -175,6 +177,10 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     }
     // issue 4: per-user rate limits on every authenticated request; management routes before the job API
     ctx.management?.limit(principal, res);
+    if (ctx.jobsServedBy !== undefined && servesJobs(req.url ?? "/", req.headers.host)) {
+      req.resume();
+      throw new HttpProblem(503, `This replica does not serve jobs: send them to the replica at ${ctx.jobsServedBy}`, { headers: { "retry-after": "5" } });
+    }
     // issue 7: load-balanced endpoints: /lb/{endpoint_id}/... or Host {endpoint_id}.lb.localhost
     if (ctx.lb && (await ctx.lb.route(principal, req, res))) return;
     const url = requestTarget(req.url ?? "/");
@@ -214,6 +220,16 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     }
     throw err;
   }
+}
+
+/**
+ * Routes that need the replica holding the jobs: the job API (its OpenAI routes included), the worker protocol
+ * and load-balanced endpoints. Pure.
+ */
+export function servesJobs(target: string, host: string | undefined): boolean {
+  const path = target.split("?")[0]!;
+  if (path.startsWith("/v2/network-volumes")) return false;
+  return /^\/(v2\/[^/]+\/|_worker\/)/.test(path) || lbTarget(target, host) !== undefined;
 }
 
 // ------------------------------------------------------------------------------------------- job API

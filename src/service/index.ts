@@ -2,6 +2,7 @@
 // SQLite file. `startService` is what `svc server`, `svc dev`, the tests and the benches call.
 
 import { createHash } from "node:crypto";
+import { hostname } from "node:os";
 import { createReadStream, existsSync } from "node:fs";
 import { copyFile, mkdir, rename, stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -21,6 +22,7 @@ import { Scaler } from "./scaler.js";
 import { openServiceStorage, type ServiceStorage } from "./storage.js";
 import { redactStoreUrl } from "./store-url.js";
 import { startConfigSync } from "./cluster/config-sync.js";
+import { createLeaderLease, leaseHolder, type LeaderLease } from "./cluster/leader.js";
 
 /** How long a key's answer is trusted on replicas sharing a database before it is looked up again. */
 const KEY_RECHECK_MS = 500;
@@ -272,6 +274,44 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const localUrl = `http://${localHost}:${port}`;
   const url = (options.publicUrl ?? localUrl).replace(/\/+$/, "");
 
+  // Replicas on one database: one of them serves jobs (its engine holds the queues and leases in memory, and
+  // only it runs workers); it holds the "jobs" lease. The others serve management, deploys and the console, and
+  // name that replica for job traffic. A replica asked to run workers while another serves jobs does not start.
+  let jobsLease: LeaderLease | undefined;
+  let jobsServedBy: string | undefined;
+  if (storage.coordination) {
+    const db = storage.coordination;
+    jobsLease = createLeaderLease({
+      db,
+      name: "jobs",
+      holder: `${hostname()}:${process.pid}:${newId(6)}`,
+      address: url,
+      onChange: (leading) => {
+        if (!leading) log("this replica lost the lease to serve jobs (the database did not answer in time); its workers keep running until it is back");
+      },
+      onError: (err) => log(`could not renew this replica's lease to serve jobs: ${(err as Error).message}`),
+    });
+    await jobsLease.start();
+    if (!jobsLease.leading) {
+      const holder = await leaseHolder(db, "jobs").catch(() => undefined);
+      jobsServedBy = holder?.address ?? "another replica";
+      await jobsLease.stop();
+      jobsLease = undefined;
+      if (options.driver) {
+        server.close();
+        await engine.close();
+        await sharedLimiter?.stop();
+        await configSync?.stop();
+        await storage.close();
+        dataLock.release();
+        throw new UserError(`Another svc server serves the jobs of this database (${jobsServedBy}): only that replica runs workers`, {
+          hint: "Start this replica with --workers none (it then serves management, deploys and the console), or stop the other one first (docs/scale-out.md).",
+        });
+      }
+      log(`jobs of this database are served by the replica at ${jobsServedBy}; this one answers job routes with 503 naming it`);
+    }
+  }
+
   // issue 7: load-balanced endpoints: worker pool by /ping, proxy, scaling on in-flight requests
   const lb = new LbRouter({
     engine,
@@ -349,7 +389,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // issue 5: apps, environments, builds
-    store, dataDir: options.dataDir, artifacts: storage.artifacts, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
+    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
     // issue 4
     management,
     secrets,
@@ -422,6 +462,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
       await sharedLimiter?.stop();
       await configSync?.stop();
+      await jobsLease?.stop();
       await storage.close();
       dataLock.release();
     })());

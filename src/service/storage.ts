@@ -12,6 +12,7 @@ import { storageCause } from "./store/faults.js";
 import type { JobCommands, Store } from "./store/types.js";
 import type { RateLimiting, RateWindow } from "./ratelimit.js";
 import { localArtifacts, postgresArtifacts, type ArtifactStore } from "./artifacts.js";
+import type { Queryable } from "./store/postgres/index.js";
 
 export interface ServiceStorage {
   kind: "sqlite" | "postgres";
@@ -20,6 +21,8 @@ export interface ServiceStorage {
   store: Store & JobCommands;
   management: ManagementStore;
   secrets: SecretStore;
+  /** The database replicas coordinate through (leases), when they share one. */
+  coordination?: Queryable;
   /** Where build artifacts are kept for every replica (artifacts.ts). */
   artifacts: ArtifactStore;
   /** Read the management records and secrets again (what another replica wrote). */
@@ -77,6 +80,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
     return {
       kind: "postgres",
       store,
+      coordination: store.db,
       artifacts: postgresArtifacts({ dataDir: options.dataDir, db: store.db, transaction: store.transaction }),
       management,
       secrets,

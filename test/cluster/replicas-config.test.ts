@@ -32,9 +32,10 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
   let work: string;
   let a: Service;
   let b: Service;
+  let url: string;
   beforeAll(async () => {
     server = await startPostgres();
-    const url = await server.createDatabase();
+    url = await server.createDatabase();
     work = mkdtempSync(join(tmpdir(), "svc-replicas-"));
     a = await startService({ dataDir: join(work, "a"), storeUrl: url, apiKeys: [key] });
     b = await startService({ dataDir: join(work, "b"), storeUrl: url, apiKeys: [key] });
@@ -50,12 +51,11 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
     const artifact = join(work, "artifact.tar.gz");
     (await import("node:fs")).writeFileSync(artifact, "not really a tarball; the service only hashes it");
     const [endpoint] = await a.deploy({ app: "shop", env: "prod", manifest: manifest({ api: resource() }, "shop"), artifactPath: artifact });
-    const seen = await within(IN_FORCE_MS, async () => (await call(`${b.url}/v2/${endpoint!.id}/health`, { key })).status === 200);
+    const seen = await within(IN_FORCE_MS, async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status === 200);
     expect(seen.afterMs).toBeLessThanOrEqual(IN_FORCE_MS);
-    expect((await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status).toBe(200);
 
     expect((await call(`${a.url}/v1/apps/shop`, { key, method: "DELETE" })).status).toBeLessThan(300);
-    await within(IN_FORCE_MS, async () => (await call(`${b.url}/v2/${endpoint!.id}/health`, { key })).status === 404);
+    await within(IN_FORCE_MS, async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status === 404);
   });
 
   it("lists on one replica the template and secret created through the other", async () => {
@@ -75,12 +75,29 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
     expect(refused.afterMs).toBeLessThanOrEqual(IN_FORCE_MS);
   });
 
+  it("serves jobs on one replica only: the others name it for job routes, and one asked to run workers meanwhile does not start", async () => {
+    // `a` started first and serves the jobs; `b` does not.
+    const job = await call(`${b.url}/v2/anything/run`, { key, body: { input: {} } });
+    expect(job.status).toBe(503);
+    expect(job.headers.get("retry-after")).toBe("5");
+    expect(job.body.detail).toBe(`This replica does not serve jobs: send them to the replica at ${a.url}`);
+    expect((await call(`${b.url}/_worker/v1/take`, { key, body: {} })).status).toBe(503);
+    expect((await call(`${a.url}/v2/anything/run`, { key, body: { input: {} } })).status).toBe(404);
+    // Management stays on every replica.
+    expect((await call(`${b.url}/v2/network-volumes`, { key })).status).toBe(200);
+
+    const { createProcessDriver } = await import("../../src/drivers/process.js");
+    await expect(
+      startService({ dataDir: join(work, "e"), storeUrl: url, apiKeys: [key], driver: createProcessDriver({ cacheDir: join(work, "cache-e") }) }),
+    ).rejects.toThrow(`Another svc server serves the jobs of this database (${a.url}): only that replica runs workers`);
+  });
+
   it("counts a user's requests on both replicas against one quota", async () => {
     // A pair of its own, with a small quota.
-    const url = await server.createDatabase();
+    const quotaUrl = await server.createDatabase();
     const rateLimits = [{ name: "minute", seconds: 60, quota: 40 }];
-    const c = await startService({ dataDir: join(work, "c"), storeUrl: url, apiKeys: [key], rateLimits });
-    const d = await startService({ dataDir: join(work, "d"), storeUrl: url, apiKeys: [key], rateLimits });
+    const c = await startService({ dataDir: join(work, "c"), storeUrl: quotaUrl, apiKeys: [key], rateLimits });
+    const d = await startService({ dataDir: join(work, "d"), storeUrl: quotaUrl, apiKeys: [key], rateLimits });
     let admitted = 0;
     for (let i = 0; i < 80; i++) {
       const r = await call(`${(i % 2 ? c : d).url}/v1/endpoints`, { key });

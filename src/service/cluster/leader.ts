@@ -15,6 +15,8 @@ export interface LeaderLeaseOptions {
   name: string;
   /** This replica. */
   holder: string;
+  /** Where this replica answers, kept with the lease for the others to name. */
+  address?: string;
   /** How long a lease lasts without renewal (default 10 s). */
   ttlMs?: number;
   /** How often the holder renews and the others try to take it (default ttl / 3). */
@@ -54,13 +56,13 @@ export function createLeaderLease(options: LeaderLeaseOptions): LeaderLease {
     const sentAt = now();
     try {
       const { rows } = await options.db.query<{ holder: string }>(
-        `INSERT INTO svc_leases (name, holder, acquired_at, expires_at) VALUES ($1, $2, svc_now_ms(), svc_now_ms() + $3)
+        `INSERT INTO svc_leases (name, holder, acquired_at, expires_at, address) VALUES ($1, $2, svc_now_ms(), svc_now_ms() + $3, $4)
          ON CONFLICT (name) DO UPDATE
-           SET holder = excluded.holder, expires_at = excluded.expires_at,
+           SET holder = excluded.holder, expires_at = excluded.expires_at, address = excluded.address,
                acquired_at = CASE WHEN svc_leases.holder = excluded.holder THEN svc_leases.acquired_at ELSE excluded.acquired_at END
            WHERE svc_leases.holder = excluded.holder OR svc_leases.expires_at < svc_now_ms()
          RETURNING holder`,
-        [options.name, options.holder, ttlMs],
+        [options.name, options.holder, ttlMs, options.address ?? null],
       );
       if (stopped) return;
       if (rows.length === 1) {
@@ -116,4 +118,10 @@ export function createLeaderLease(options: LeaderLeaseOptions): LeaderLease {
       }
     },
   };
+}
+
+/** Who holds a lease now (an expired one counts as nobody's), for messages that name them. */
+export async function leaseHolder(db: Queryable, name: string): Promise<{ holder: string; address: string | null } | undefined> {
+  const { rows } = await db.query<{ holder: string; address: string | null }>("SELECT holder, address FROM svc_leases WHERE name = $1 AND expires_at >= svc_now_ms()", [name]);
+  return rows[0];
 }

@@ -70,6 +70,8 @@ export const PG_MIGRATIONS: string[] = [
   // Build artifacts every replica can fetch (artifacts.ts): 1 MiB parts, and a row once all parts are in.
   `CREATE TABLE svc_artifact_parts (sha256 text NOT NULL, part integer NOT NULL, data bytea NOT NULL, PRIMARY KEY (sha256, part));
    CREATE TABLE svc_artifacts (sha256 text PRIMARY KEY, size bigint NOT NULL, parts integer NOT NULL, created_at bigint NOT NULL);`,
+  // Where a lease's holder answers (the replica that serves jobs tells the others where to send them).
+  `ALTER TABLE svc_leases ADD COLUMN address text;`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
