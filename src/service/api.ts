@@ -38,6 +38,7 @@ export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
 import type { ReleaseManager } from "./releases/manager.js";
 import type { ArtifactStore } from "./artifacts.js";
 import { storageCause, StorageUnavailable } from "./store/faults.js";
+import { forwardRequest } from "./cluster/forward.js";
 import type { EndpointRegistry } from "./endpoint-registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 
@@ -59,7 +60,7 @@ export interface ApiContext {
   dataDir: string;
   /** Build artifacts as every replica reaches them (artifacts.ts). */
   artifacts: ArtifactStore;
-  /** Set on a replica that does not serve jobs: the address of the one that does (docs/scale-out.md). */
+  /** Set on a replica that does not serve jobs: the address of the one that does, where job traffic goes (docs/scale-out.md). */
   jobsServedBy?: string;
   maxArtifactBytes: number;
   /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
@@ -175,12 +176,10 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
       req.resume();
       throw new HttpProblem(401, "The API key is not valid (unknown, revoked or expired)", { headers: { "www-authenticate": "Bearer" } });
     }
+    // Job traffic on a replica that does not serve jobs goes to the one that does, which counts its rate limits.
+    if (ctx.jobsServedBy !== undefined && servesJobs(req.url ?? "/", req.headers.host)) return await forwardRequest(ctx.jobsServedBy, req, res);
     // issue 4: per-user rate limits on every authenticated request; management routes before the job API
     ctx.management?.limit(principal, res);
-    if (ctx.jobsServedBy !== undefined && servesJobs(req.url ?? "/", req.headers.host)) {
-      req.resume();
-      throw new HttpProblem(503, `This replica does not serve jobs: send them to the replica at ${ctx.jobsServedBy}`, { headers: { "retry-after": "5" } });
-    }
     // issue 7: load-balanced endpoints: /lb/{endpoint_id}/... or Host {endpoint_id}.lb.localhost
     if (ctx.lb && (await ctx.lb.route(principal, req, res))) return;
     const url = requestTarget(req.url ?? "/");

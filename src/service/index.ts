@@ -276,7 +276,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 
   // Replicas on one database: one of them serves jobs (its engine holds the queues and leases in memory, and
   // only it runs workers); it holds the "jobs" lease. The others serve management, deploys and the console, and
-  // name that replica for job traffic. A replica asked to run workers while another serves jobs does not start.
+  // pass job traffic to that replica. A replica asked to run workers while another serves jobs does not start.
   let jobsLease: LeaderLease | undefined;
   let jobsServedBy: string | undefined;
   if (storage.coordination) {
@@ -308,7 +308,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           hint: "Start this replica with --workers none (it then serves management, deploys and the console), or stop the other one first (docs/scale-out.md).",
         });
       }
-      log(`jobs of this database are served by the replica at ${jobsServedBy}; this one answers job routes with 503 naming it`);
+      log(`jobs of this database are served by the replica at ${jobsServedBy}; job traffic that reaches this one goes there`);
     }
   }
 

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type Service } from "../../src/service/index.js";
-import { call, manifest, resource } from "../service/helpers.js";
+import { call, manifest, ProtocolWorker, resource } from "../service/helpers.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
 const unavailable = postgresUnavailable();
@@ -75,17 +75,27 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
     expect(refused.afterMs).toBeLessThanOrEqual(IN_FORCE_MS);
   });
 
-  it("serves jobs on one replica only: the others name it for job routes, and one asked to run workers meanwhile does not start", async () => {
-    // `a` started first and serves the jobs; `b` does not.
-    const job = await call(`${b.url}/v2/anything/run`, { key, body: { input: {} } });
-    expect(job.status).toBe(503);
-    expect(job.headers.get("retry-after")).toBe("5");
-    expect(job.body.detail).toBe(`This replica does not serve jobs: send them to the replica at ${a.url}`);
-    expect((await call(`${b.url}/_worker/v1/take`, { key, body: {} })).status).toBe(503);
-    expect((await call(`${a.url}/v2/anything/run`, { key, body: { input: {} } })).status).toBe(404);
+  it("passes job traffic that reaches another replica to the one serving jobs: jobs submitted and worked through it complete", async () => {
+    // `a` started first and serves the jobs; `b` passes job routes to it.
+    const artifact = join(work, "artifact.tar.gz");
+    const [endpoint] = await a.deploy({ app: "jobs", env: "prod", manifest: manifest({ work: resource() }, "jobs"), artifactPath: artifact });
+    const worker = await ProtocolWorker.mint({ service: b }, endpoint!.id);
+    await worker.register();
+    const run = await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { x: 1 } } });
+    expect(run.status).toBe(200);
+    const [job] = await worker.take(1);
+    expect(job!.id).toBe(run.body.id);
+    await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: { y: 2 } }]);
+    expect((await call(`${b.url}/v2/${endpoint!.id}/status/${run.body.id}`, { key })).body).toMatchObject({ status: "COMPLETED", output: { y: 2 } });
+    // A /runsync waiting on `b` while the worker takes and reports through `b`.
+    const waiting = call(`${b.url}/v2/${endpoint!.id}/runsync`, { key, body: { input: { x: 3 } } });
+    const [second] = await worker.take(1, 5_000);
+    await worker.done([{ jobId: second!.id, lease: second!.lease, status: "COMPLETED", output: { y: 4 } }]);
+    expect((await waiting).body).toMatchObject({ status: "COMPLETED", output: { y: 4 } });
     // Management stays on every replica.
     expect((await call(`${b.url}/v2/network-volumes`, { key })).status).toBe(200);
 
+    // Another replica asked to run workers while `a` serves jobs does not start.
     const { createProcessDriver } = await import("../../src/drivers/process.js");
     await expect(
       startService({ dataDir: join(work, "e"), storeUrl: url, apiKeys: [key], driver: createProcessDriver({ cacheDir: join(work, "cache-e") }) }),
