@@ -50,6 +50,12 @@ export interface ServiceOptions {
   dataDir: string;
   /** A PostgreSQL URL: the state goes there instead of the data directory's SQLite file (storage.ts). */
   storeUrl?: string;
+  /**
+   * This replica served jobs and lost the lease to (the database did not answer for a lease period): another
+   * replica may serve them now, so this one must not go on. `svc server` exits (its supervisor restarts it as a
+   * follower); without this hook it is only logged.
+   */
+  onJobsLeaseLost?(): void;
   /** Default 127.0.0.1. */
   host?: string;
   /** 0 = any free port (the default). */
@@ -275,40 +281,45 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const url = (options.publicUrl ?? localUrl).replace(/\/+$/, "");
 
   // Replicas on one database: one of them serves jobs (its engine holds the queues and leases in memory, and
-  // only it runs workers); it holds the "jobs" lease. The others serve management, deploys and the console, and
-  // pass job traffic to that replica. A replica asked to run workers while another serves jobs does not start.
+  // only it runs workers); it holds the "jobs" lease. The others serve management, deploys and the console, pass
+  // job traffic to that replica, and keep trying the lease: when the holder is gone, one of them loads the jobs
+  // from the database and serves them (with its workers, if it has a driver).
   let jobsLease: LeaderLease | undefined;
   let jobsServedBy: string | undefined;
+  let takeOver: (() => Promise<void>) | undefined;
+  let takeOverPending = false;
+  let setServedBy: ((address: string) => void) | undefined;
   if (storage.coordination) {
     const db = storage.coordination;
+    let decided = false;
     jobsLease = createLeaderLease({
       db,
       name: "jobs",
       holder: `${hostname()}:${process.pid}:${newId(6)}`,
       address: url,
       onChange: (leading) => {
-        if (!leading) log("this replica lost the lease to serve jobs (the database did not answer in time); its workers keep running until it is back");
+        // The first answer decides the role (below); changes after it are takeovers and losses.
+        if (!decided) return;
+        if (leading) {
+          // Still starting: the takeover runs once the service is wired.
+          if (!takeOver) takeOverPending = true;
+          else void takeOver().catch((err: unknown) => log(`could not take over serving jobs: ${(err as Error).stack ?? String(err)}`));
+          return;
+        }
+        log("this replica lost the lease to serve jobs (the database did not answer in time): another replica may serve them now");
+        options.onJobsLeaseLost?.();
+      },
+      onHolder: (holder) => {
+        if (decided && holder?.address) setServedBy?.(holder.address);
       },
       onError: (err) => log(`could not renew this replica's lease to serve jobs: ${(err as Error).message}`),
     });
     await jobsLease.start();
+    decided = true;
     if (!jobsLease.leading) {
       const holder = await leaseHolder(db, "jobs").catch(() => undefined);
       jobsServedBy = holder?.address ?? "another replica";
-      await jobsLease.stop();
-      jobsLease = undefined;
-      if (options.driver) {
-        server.close();
-        await engine.close();
-        await sharedLimiter?.stop();
-        await configSync?.stop();
-        await storage.close();
-        dataLock.release();
-        throw new UserError(`Another svc server serves the jobs of this database (${jobsServedBy}): only that replica runs workers`, {
-          hint: "Start this replica with --workers none (it then serves management, deploys and the console), or stop the other one first (docs/scale-out.md).",
-        });
-      }
-      log(`jobs of this database are served by the replica at ${jobsServedBy}; job traffic that reaches this one goes there`);
+      log(`jobs of this database are served by the replica at ${jobsServedBy}; job traffic that reaches this one goes there, and this one takes over if it goes away`);
     }
   }
 
@@ -381,7 +392,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
       lb,
     });
-    await scaler.start();
+    // A replica that does not serve jobs starts its workers when it takes over.
+    if (jobsServedBy === undefined) await scaler.start();
   }
 
   const followers = new Set<ServerResponse>();
@@ -418,6 +430,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     socket.on("error", () => socket.destroy()); // the client went away: nothing to answer
     socket.end(problemResponse(405, "CONNECT is not supported: this service is not a proxy", "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\nconnection: close\r\n"));
   });
+  setServedBy = (address) => {
+    if (context.jobsServedBy !== undefined) context.jobsServedBy = address;
+  };
+  takeOver = async () => {
+    // The jobs as the database has them (the previous holder's running jobs lapse and requeue unless their
+    // workers heartbeat here), then the switch: from now on this replica serves job traffic itself.
+    await engine.load([...endpoints.values()]);
+    context.jobsServedBy = undefined;
+    await scaler?.start();
+    log("this replica now serves the jobs of this database (the replica that did is gone)");
+  };
+  if (takeOverPending) void takeOver().catch((err: unknown) => log(`could not take over serving jobs: ${(err as Error).stack ?? String(err)}`));
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     handleRequest(context, req, res).catch((err: unknown) => {
       log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);

@@ -39,9 +39,10 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
     work = mkdtempSync(join(tmpdir(), "svc-replicas-"));
     a = await startService({ dataDir: join(work, "a"), storeUrl: url, apiKeys: [key] });
     b = await startService({ dataDir: join(work, "b"), storeUrl: url, apiKeys: [key] });
+    (await import("node:fs")).writeFileSync(join(work, "artifact.tar.gz"), "not really a tarball; the service only hashes it");
   });
   afterAll(async () => {
-    await a?.close();
+    await a?.close().catch(() => undefined /* closed by the failover test */);
     await b?.close();
     await server?.stop();
     rmSync(work, { recursive: true, force: true });
@@ -49,7 +50,6 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
 
   it("serves on one replica an endpoint deployed through the other, and forgets it when deleted there", async () => {
     const artifact = join(work, "artifact.tar.gz");
-    (await import("node:fs")).writeFileSync(artifact, "not really a tarball; the service only hashes it");
     const [endpoint] = await a.deploy({ app: "shop", env: "prod", manifest: manifest({ api: resource() }, "shop"), artifactPath: artifact });
     const seen = await within(IN_FORCE_MS, async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status === 200);
     expect(seen.afterMs).toBeLessThanOrEqual(IN_FORCE_MS);
@@ -95,12 +95,31 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
     // Management stays on every replica.
     expect((await call(`${b.url}/v2/network-volumes`, { key })).status).toBe(200);
 
-    // Another replica asked to run workers while `a` serves jobs does not start.
-    const { createProcessDriver } = await import("../../src/drivers/process.js");
-    await expect(
-      startService({ dataDir: join(work, "e"), storeUrl: url, apiKeys: [key], driver: createProcessDriver({ cacheDir: join(work, "cache-e") }) }),
-    ).rejects.toThrow(`Another svc server serves the jobs of this database (${a.url}): only that replica runs workers`);
   });
+
+  it("takes over the jobs when the replica serving them goes away: a job acknowledged before is worked through a follower after", async () => {
+    // `a` serves jobs; `e` waits as a follower too. A job is acknowledged through `b` and waits in the queue.
+    const e = await startService({ dataDir: join(work, "e"), storeUrl: url, apiKeys: [key] });
+    try {
+      const [endpoint] = await a.deploy({ app: "failover", env: "prod", manifest: manifest({ work: resource() }, "failover"), artifactPath: join(work, "artifact.tar.gz") });
+      const queued = await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { before: true } } });
+      expect(queued.status).toBe(200);
+      await a.close();
+      // One of the followers takes the lease (at its next attempt), loads the queue from the database, and the
+      // other one passes job traffic to it.
+      const worker = await ProtocolWorker.mint({ service: b }, endpoint!.id);
+      const taken = await within(15_000, async () => {
+        if ((await worker.post("register", { workerId: worker.workerId, pid: process.pid, concurrency: 1 })).status !== 200) return undefined;
+        const r = await worker.post("take", { workerId: worker.workerId, max: 1, waitMs: 500 });
+        return r.status === 200 && r.body.jobs?.length > 0 ? r.body.jobs : undefined;
+      });
+      expect(taken.value[0].id).toBe(queued.body.id);
+      await worker.done([{ jobId: taken.value[0].id, lease: taken.value[0].lease, status: "COMPLETED", output: { after: true } }]);
+      expect((await call(`${b.url}/v2/${endpoint!.id}/status/${queued.body.id}`, { key })).body).toMatchObject({ status: "COMPLETED", output: { after: true } });
+    } finally {
+      await e.close();
+    }
+  }, 60_000);
 
   it("counts a user's requests on both replicas against one quota", async () => {
     // A pair of its own, with a small quota.

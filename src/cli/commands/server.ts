@@ -110,7 +110,7 @@ export function register(program: Command): void {
       // One tenant's request must never end the process that serves every tenant.
       installLastResort((message) => out.warn(message));
       const driver = await loadDriver(config.workers, dataDir, (message) => out.info(message), config.registry);
-      let service;
+      let service: Awaited<ReturnType<typeof startService>> | undefined;
       try {
         service = await startService({
           ...serviceOptionsOf(config),
@@ -122,6 +122,13 @@ export function register(program: Command): void {
           apiKeys: [admin.key],
           publicUrl: config.publicUrl,
           log: (message) => out.info(message),
+          // Another replica may serve the jobs now: going on would run them twice. A supervisor (systemd, Swarm,
+          // Kubernetes) restarts this one, as a follower.
+          onJobsLeaseLost: () => {
+            out.warn("stopping: this replica lost the lease to serve jobs; restart it to rejoin as a follower");
+            process.exitCode = 1;
+            void service?.close().finally(() => process.exit(1));
+          },
         });
       } catch (err) {
         if (fresh) {

@@ -23,6 +23,8 @@ export interface LeaderLeaseOptions {
   renewMs?: number;
   /** Leading began (true) or ended (false). */
   onChange?(leading: boolean): void;
+  /** After each attempt that did not get the lease: who holds it now (undefined: nobody, or it could not be read). */
+  onHolder?(holder: { holder: string; address: string | null } | undefined): void;
   /** A renewal or takeover attempt failed (the database is unreachable...): said, not thrown. */
   onError?(err: unknown): void;
   now?(): number;
@@ -70,6 +72,7 @@ export function createLeaderLease(options: LeaderLeaseOptions): LeaderLease {
         set(true);
       } else {
         set(false);
+        if (options.onHolder) options.onHolder(await leaseHolder(options.db, options.name));
       }
     } catch (err) {
       options.onError?.(err);
