@@ -176,8 +176,9 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
       req.resume();
       throw new HttpProblem(401, "The API key is not valid (unknown, revoked or expired)", { headers: { "www-authenticate": "Bearer" } });
     }
-    // Job traffic on a replica that does not serve jobs goes to the one that does, which counts its rate limits.
-    if (ctx.jobsServedBy !== undefined && servesJobs(req.url ?? "/", req.headers.host)) return await forwardRequest(ctx.jobsServedBy, req, res);
+    // Job traffic and changes on a replica that does not serve jobs go to the one that does (which counts their
+    // rate limits); reads are answered here.
+    if (ctx.jobsServedBy !== undefined && goesToJobsReplica(req.method, req.url ?? "/", req.headers.host)) return await forwardRequest(ctx.jobsServedBy, req, res);
     // issue 4: per-user rate limits on every authenticated request; management routes before the job API
     ctx.management?.limit(principal, res);
     // issue 7: load-balanced endpoints: /lb/{endpoint_id}/... or Host {endpoint_id}.lb.localhost
@@ -222,13 +223,17 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
 }
 
 /**
- * Routes that need the replica holding the jobs: the job API (its OpenAI routes included), the worker protocol
- * and load-balanced endpoints. Pure.
+ * What a replica that does not serve jobs passes to the one that does: job routes (their OpenAI routes
+ * included), the worker protocol and load-balanced endpoints; every request that changes something (a deploy
+ * starts and switches workers there; one writer keeps the engine's view and the database in step); and log
+ * follows (the lines arrive there). Reads stay on every replica. Pure.
  */
-export function servesJobs(target: string, host: string | undefined): boolean {
-  const path = target.split("?")[0]!;
-  if (path.startsWith("/v2/network-volumes")) return false;
-  return /^\/(v2\/[^/]+\/|_worker\/)/.test(path) || lbTarget(target, host) !== undefined;
+export function goesToJobsReplica(method: string | undefined, target: string, host: string | undefined): boolean {
+  if (method !== "GET" && method !== "HEAD") return true;
+  const [path, query = ""] = target.split("?") as [string, string | undefined];
+  if (/^\/(v2\/[^/]+\/|_worker\/)/.test(path) && !path.startsWith("/v2/network-volumes")) return true;
+  if (/^\/v1\/endpoints\/[^/]+\/logs$/.test(path) && /(^|&)follow=(1|true)(&|$)/.test(query)) return true;
+  return lbTarget(target, host) !== undefined;
 }
 
 // ------------------------------------------------------------------------------------------- job API

@@ -38,6 +38,10 @@ export interface ServerConfig extends ServiceSettings {
   workers: WorkersKind;
   /** A PostgreSQL URL: the state goes there (storage.ts); else the data dir's SQLite file. */
   store?: string;
+  /** Where the other replicas on the same database reach this one. */
+  replicaUrl?: string;
+  /** The address in front of all replicas, given to workers. */
+  clusterUrl?: string;
   /** Docker workers run the worker images pushed to this registry (host:port), by digest. */
   registry?: string;
   publicUrl?: string;
@@ -78,6 +82,8 @@ export const SETTINGS: readonly Setting[] = [
   { key: "dataDir", flag: "dataDir", env: "SVC_DATA_DIR", kind: { type: "string" }, serverOnly: true, description: "the SQLite file, artifacts and the admin key" },
   { key: "workers", flag: "workers", kind: { type: "enum", values: ["process", "docker", "none"] }, default: "process", serverOnly: true, description: "where workers run" },
   { key: "store", flag: "store", env: "SVC_STORE_URL", kind: { type: "storeUrl" }, serverOnly: true, description: "PostgreSQL URL keeping the state (else the data dir's SQLite file)" },
+  { key: "replicaUrl", env: "SVC_REPLICA_URL", kind: { type: "string" }, serverOnly: true, description: "where the other replicas on the same database reach this one (default: the listening address)" },
+  { key: "clusterUrl", env: "SVC_CLUSTER_URL", kind: { type: "string" }, serverOnly: true, description: "the address in front of all replicas, given to workers (default: this replica's)" },
   { key: "registry", env: "SVC_WORKER_REGISTRY", kind: { type: "string" }, serverOnly: true, description: "registry (host:port) Docker workers' images are pulled from, by digest" },
   { key: "publicUrl", flag: "publicUrl", env: "SVC_PUBLIC_URL", kind: { type: "string" }, serverOnly: true, description: "the address clients use" },
   { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },

@@ -66,6 +66,10 @@ export interface ServiceOptions {
   apiKeys?: string[];
   /** The address clients use, when it differs from the listening one. */
   publicUrl?: string;
+  /** Where the other replicas on the same database reach this one (default: the listening address). */
+  replicaUrl?: string;
+  /** The address of all replicas together (a load balancer in front of them): what workers are given. */
+  clusterUrl?: string;
   /** A lease lapses this long after the last heartbeat (default 30 s). */
   leaseMs?: number;
   /** Workers heartbeat this often (default 5 s). */
@@ -296,7 +300,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       db,
       name: "jobs",
       holder: `${hostname()}:${process.pid}:${newId(6)}`,
-      address: url,
+      // Where the other replicas reach this one: not the public URL, which may be an address in front of all
+      // replicas (forwarding there could come back to a follower).
+      address: options.replicaUrl ?? localUrl,
       onChange: (leading) => {
         // The first answer decides the role (below); changes after it are takeovers and losses.
         if (!decided) return;
@@ -354,7 +360,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     scaler = new Scaler({
       engine,
       driver: options.driver,
-      apiUrl: localUrl,
+      // Workers talk to the cluster's address when there is one (any replica passes their traffic on), so a
+      // replica that goes away does not take its workers' connection to the service with it.
+      apiUrl: options.clusterUrl ?? localUrl,
       endpoints: () => endpoints.values(),
       secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
       mintWorkerKeys: async (endpoint, workerId) => {

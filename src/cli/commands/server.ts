@@ -121,6 +121,8 @@ export function register(program: Command): void {
           driver,
           apiKeys: [admin.key],
           publicUrl: config.publicUrl,
+          replicaUrl: config.replicaUrl,
+          clusterUrl: config.clusterUrl,
           log: (message) => out.info(message),
           // Another replica may serve the jobs now: going on would run them twice. A supervisor (systemd, Swarm,
           // Kubernetes) restarts this one, as a follower.
