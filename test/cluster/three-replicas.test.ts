@@ -1,4 +1,4 @@
-// Three `svc server` replicas on one PostgreSQL database, behind a round-robin TCP proxy written for the test,
+// Three `svc server` replicas on one PostgreSQL database, behind a round-robin TCP proxy written for the tests (bench/tcp-proxy.mjs),
 // their process workers pointed at the proxy (SVC_CLUSTER_URL). Jobs are submitted through the proxy (/run and
 // /runsync); at 30% the replica serving jobs is killed with SIGKILL. Every acknowledged job completes; each ran
 // once, but for the few a dead worker connection held when the lease lapsed; every /runsync that answered 200
@@ -7,46 +7,21 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
-import { connect, createServer, type Server, type Socket } from "node:net";
+import type { Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
+import { roundRobin as roundRobinProxy } from "../../bench/tcp-proxy.mjs";
+
+const roundRobin = roundRobinProxy as (ports: () => number[]) => Promise<{ server: Server; url: string }>;
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "three-replicas-admin-key";
 const unavailable = postgresUnavailable();
 if (unavailable) console.warn(`three-replica test skipped: ${unavailable}`);
-
-/** Round robin over the replicas' ports; a replica that refuses the connection is skipped. */
-function roundRobin(ports: () => number[]): Promise<{ server: Server; url: string }> {
-  let next = 0;
-  const server = createServer((client: Socket) => {
-    client.pause();
-    const candidates = ports();
-    const attempt = (left: number) => {
-      if (left === 0) return client.destroy();
-      const port = candidates[next++ % candidates.length]!;
-      const upstream = connect(port, "127.0.0.1");
-      upstream.once("connect", () => {
-        upstream.pipe(client);
-        client.pipe(upstream);
-        client.resume();
-      });
-      upstream.once("error", () => {
-        if (upstream.bytesRead === 0 && upstream.bytesWritten === 0) attempt(left - 1);
-        else client.destroy();
-      });
-      client.once("error", () => upstream.destroy());
-      client.once("close", () => upstream.destroy());
-      upstream.once("close", () => client.destroy());
-    };
-    attempt(candidates.length);
-  });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({ server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}` })));
-}
 
 describe.skipIf(unavailable !== undefined)("three replicas on one database", () => {
   let work: string;

@@ -1,0 +1,145 @@
+// Replicas on PostgreSQL (a throwaway server, fsync on): /run completed end to end through three `svc server`
+// processes behind a round-robin proxy (workers pointed at it) vs through one, and /runsync p50 through a replica
+// that passes it to the jobs replica (the worker reporting through the proxy) vs three plain loopback round trips.
+import { execFile, spawn } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { request, percentile, startPlainServer } from "./http.mjs";
+import { roundRobin } from "./tcp-proxy.mjs";
+import { postgresUnavailable, startPostgres } from "../scripts/throwaway-postgres.mjs";
+
+const execFileAsync = promisify(execFile);
+const root = fileURLToPath(new URL("..", import.meta.url));
+const KEY = "bench-cluster-key";
+export const title = "replicas on PostgreSQL: 3 vs 1, /runsync through a follower";
+
+function startServer(dataDir, env) {
+  const child = spawn(process.execPath, [join(root, "bin", "svc.js"), "server", "--port", "0", "--data-dir", dataDir, "--workers", "process"], {
+    env: { ...cleanEnv(), SVC_API_KEY: KEY, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let err = "";
+  child.stderr.on("data", (d) => (err += d));
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = /^(http:\/\/\S+)\n/.exec(out);
+      if (m) resolve({ child, url: m[1], log: () => err });
+    });
+    child.once("exit", (code) => reject(new Error(`svc server exited ${code}: ${err}`)));
+  });
+}
+
+/** SIGTERM and wait: the service stops its workers on the way out. */
+async function stop(server) {
+  if (server.child.exitCode !== null) return;
+  const exited = new Promise((r) => server.child.once("exit", r));
+  server.child.kill("SIGTERM");
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+  if (server.child.exitCode === null) server.child.kill("SIGKILL");
+}
+
+function cleanEnv() {
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
+  return env;
+}
+
+async function deploy(project, url) {
+  await execFileAsync(process.execPath, [join(root, "bin", "svc.js"), "deploy", "--env", "bench"], { cwd: project, env: { ...cleanEnv(), CI: "true", SVC_API_URL: url, SVC_API_KEY: KEY }, timeout: 180_000 });
+  for (const until = Date.now() + 10_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
+    const res = await request(`${url}/v1/apps/bench-trivial/environments/bench`, { headers: { authorization: `Bearer ${KEY}` } });
+    const id = res.status === 200 ? JSON.parse(res.body).endpoints?.[0]?.id : undefined;
+    if (id) return id;
+  }
+  throw new Error("the deployed endpoint did not appear");
+}
+
+/** Jobs/s from the first /run to the last completion, `clients` concurrent submitters in this process. */
+async function throughput(url, endpoint, jobs, clients) {
+  const auth = { authorization: `Bearer ${KEY}` };
+  const before = JSON.parse((await request(`${url}/v2/${endpoint}/health`, { headers: auth })).body).jobs.completed;
+  const started = Date.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < jobs) {
+        const i = next++;
+        const res = await request(`${url}/v2/${endpoint}/run`, { method: "POST", headers: auth, body: JSON.stringify({ input: { i } }) });
+        if (res.status !== 200) throw new Error(`/run: ${res.status} ${res.body}`);
+      }
+    }),
+  );
+  for (;;) {
+    const health = JSON.parse((await request(`${url}/v2/${endpoint}/health`, { headers: auth })).body);
+    if (health.jobs.completed - before >= jobs) return (jobs / (Date.now() - started)) * 1000;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export async function run() {
+  const unavailable = postgresUnavailable();
+  if (unavailable) throw new Error(`no PostgreSQL here: ${unavailable}`);
+  const work = mkdtempSync(join(tmpdir(), "svc-bench-cluster-"));
+  const project = join(work, "bench-trivial");
+  cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
+  mkdirSync(join(project, "node_modules"), { recursive: true });
+  symlinkSync(root, join(project, "node_modules", "svc"), "dir");
+  const database = await startPostgres({ durable: true });
+  const servers = [];
+  const plain = await startPlainServer();
+  let proxy;
+  try {
+    const JOBS = 3000;
+    // One replica.
+    const one = await startServer(join(work, "one"), { SVC_STORE_URL: await database.createDatabase("bench_one") });
+    servers.push(one);
+    const oneEndpoint = await deploy(project, one.url);
+    await throughput(one.url, oneEndpoint, 200, 16);
+    const oneRate = await throughput(one.url, oneEndpoint, JOBS, 16);
+    await stop(one);
+
+    // Three replicas behind the proxy, workers pointed at it.
+    const storeUrl = await database.createDatabase("bench_three");
+    const three = [];
+    proxy = await roundRobin(() => three.map((s) => Number(new URL(s.url).port)));
+    for (let i = 0; i < 3; i++) {
+      const s = await startServer(join(work, `three${i}`), { SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url });
+      servers.push(s);
+      three.push(s);
+    }
+    const threeEndpoint = await deploy(project, proxy.url);
+    await throughput(proxy.url, threeEndpoint, 200, 16);
+    const threeRate = await throughput(proxy.url, threeEndpoint, JOBS, 16);
+
+    // /runsync through a follower (three[1]: the first started serves jobs) vs three plain round trips.
+    const auth = { authorization: `Bearer ${KEY}` };
+    const viaFollower = [];
+    const baseline = [];
+    for (let i = 0; i < 300; i++) {
+      let t = performance.now();
+      for (let k = 0; k < 3; k++) await request(`${plain.url}/x`, { method: "POST", body: JSON.stringify({ input: { i } }) });
+      baseline.push(performance.now() - t);
+      t = performance.now();
+      const res = await request(`${three[1].url}/v2/${threeEndpoint}/runsync`, { method: "POST", headers: auth, body: JSON.stringify({ input: { i } }) });
+      if (res.status !== 200 || !res.body.includes("COMPLETED")) throw new Error(`runsync: ${res.status} ${res.body}`);
+      viaFollower.push(performance.now() - t);
+    }
+    const p50 = percentile(viaFollower, 50);
+    const b50 = percentile(baseline, 50);
+    return [
+      { name: "/run completed, 3 replicas behind a proxy", value: threeRate, unit: "jobs/s", baselineName: "1 replica, same database server", baseline: oneRate, ratio: threeRate / oneRate, target: ">= 0.9x", met: threeRate / oneRate >= 0.9 },
+      { name: "/runsync p50 through a follower", value: p50, unit: "ms", baselineName: "3 plain loopback round trips p50", baseline: b50, ratio: p50 / b50, target: "<= 4x", met: p50 / b50 <= 4 },
+    ];
+  } finally {
+    for (const s of servers) await stop(s);
+    proxy?.server.close();
+    await plain.close();
+    await database.stop();
+    rmSync(work, { recursive: true, force: true });
+  }
+}
