@@ -468,6 +468,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }, tickMs);
   ticker.unref();
   const sweeper = setInterval(() => {
+    // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
+    if (context.jobsServedBy !== undefined) return;
     engine.sweep().catch((err: unknown) => log(`retention sweep failed: ${(err as Error).message}`));
   }, options.retentionSweepMs ?? 10_000);
   sweeper.unref();
