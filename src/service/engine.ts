@@ -99,8 +99,12 @@ export interface DoneResult {
 export interface EngineHooks {
   /** Jobs are waiting on this endpoint (the scaler may start workers). */
   onDemand?(endpointId: string): void;
-  /** A job reached a final state and it is committed (webhooks). */
+  /** A job reached a final state and it is committed. */
   onFinal?(row: JobRow): void;
+  /** The body posted to a job's webhook (its record as the job API shows it), written to the outbox. */
+  webhookBody?(row: JobRow): string;
+  /** A webhook entered the outbox (committed): deliver soon. */
+  onWebhook?(): void;
   /** A worker took jobs (cold start accounting). */
   onTaken?(endpointId: string, workerId: string): void;
   /** The store began refusing writes, or takes them again (said once each way). */
@@ -723,6 +727,14 @@ export class JobEngine {
       set.errorType = "TimeoutError";
     }
     const committed = this.change(job, set);
+    if (row.webhook && this.hooks.webhookBody) {
+      // Into the outbox in the same batch (one transaction) as the final state: a webhook is never lost to a
+      // crash between the two, nor sent for a state the store refused.
+      const at = Date.now();
+      const webhook = { id: newId(12), jobId: row.id, url: row.webhook, body: this.hooks.webhookBody(job.row), attempts: 0, nextAt: at, createdAt: at };
+      // Its failure is the batch's, answered through `committed`.
+      void this.write([{ op: "insertWebhook", webhook }], () => this.hooks.onWebhook?.()).catch(() => undefined);
+    }
     void committed.then(() => this.hooks.onFinal?.(job.row), () => undefined);
     return committed;
   }

@@ -22,6 +22,7 @@ import { Scaler } from "./scaler.js";
 import { openServiceStorage, type ServiceStorage } from "./storage.js";
 import { redactStoreUrl } from "./store-url.js";
 import { startConfigSync } from "./cluster/config-sync.js";
+import { WebhookOutbox } from "./webhook-outbox.js";
 import { createLeaderLease, leaseHolder, type LeaderLease } from "./cluster/leader.js";
 
 /** How long a key's answer is trusted on replicas sharing a database before it is looked up again. */
@@ -195,7 +196,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     startTimeoutMs: options.releaseStartTimeoutMs ?? 5 * 60_000,
     onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
   });
-  const webhooks = new Set<Promise<void>>();
+  // Webhooks: written with each job's final state, delivered from there (webhook-outbox.ts).
+  let outbox: WebhookOutbox | undefined;
+  let deliversWebhooks = () => false;
   const engine = new JobEngine(
     store,
     { leaseMs, heartbeatMs },
@@ -206,11 +209,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         if (!state.ok) log(`storage refuses writes: ${describeStorage(state.cause!)} (${state.message}); requests that write get 503 until it takes them again`);
         else log("storage takes writes again; the service resumes");
       },
-      onFinal: (row) => {
-        if (!row.webhook) return;
-        const delivery = deliverWebhook(row.webhook, recordJson(row, Date.now()), log).finally(() => webhooks.delete(delivery));
-        webhooks.add(delivery);
-      },
+      webhookBody: (row) => recordJson(row, Date.now()),
+      onWebhook: () => outbox?.kick(),
     },
   );
   const endpoints = new EndpointRegistry(engine);
@@ -220,6 +220,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     if (change.type === "remove") startFailures.forget(change.row.id);
   });
   await engine.load([...endpoints.values()]);
+  outbox = new WebhookOutbox({
+    due: (now, limit) => store.dueWebhooks(now, limit),
+    write: (ops) => engine.write(ops),
+    log,
+    // Replicas on one database: the one serving jobs delivers (known once the service listens, below).
+    active: () => deliversWebhooks(),
+  });
   // What other replicas on the same database change reaches this one within a second.
   const configSync =
     storage.kind === "postgres"
@@ -272,6 +279,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     });
   } catch (err) {
     // Port taken (the caller may retry on another): leave nothing open behind.
+    await outbox.close(0);
     await engine.close();
     await sharedLimiter?.stop();
     await configSync?.stop();
@@ -438,6 +446,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     socket.on("error", () => socket.destroy()); // the client went away: nothing to answer
     socket.end(problemResponse(405, "CONNECT is not supported: this service is not a proxy", "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\nconnection: close\r\n"));
   });
+  deliversWebhooks = () => context.jobsServedBy === undefined;
+  outbox.kick();
   setServedBy = (address) => {
     if (context.jobsServedBy !== undefined) context.jobsServedBy = address;
   };
@@ -493,7 +503,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           server.closeAllConnections();
         }, 200).unref();
       });
-      await Promise.race([Promise.allSettled([...webhooks]), new Promise((r) => setTimeout(r, 1000).unref())]);
+      await outbox?.close();
       await sharedLimiter?.stop();
       await configSync?.stop();
       await jobsLease?.stop();
@@ -619,23 +629,3 @@ async function keepArtifact(dataDir: string, source: string, sha256: string): Pr
   return target;
 }
 
-/** POST the job record to the webhook URL, a few times with backoff; never throws. */
-async function deliverWebhook(target: string, body: string, log: (m: string) => void): Promise<void> {
-  const delays = [0, 250, 1000, 4000];
-  for (let attempt = 0; attempt < delays.length; attempt++) {
-    if (delays[attempt]) await new Promise((r) => setTimeout(r, delays[attempt]).unref());
-    try {
-      const response = await fetch(target, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body,
-        signal: AbortSignal.timeout(10_000),
-      });
-      await response.arrayBuffer().catch(() => undefined);
-      if (response.ok) return;
-    } catch {
-      // try again
-    }
-  }
-  log(`webhook ${target} failed after ${delays.length} attempts`);
-}

@@ -235,6 +235,16 @@ for (const backend of backends) {
       expect(await store.releases("u1", "app", "prod", 10)).toEqual([]);
     });
 
+    it("keeps webhooks to deliver until they are deleted, due by their time", async () => {
+      const { store } = await backend.fresh();
+      const hook = (id: string, nextAt: number) => ({ id, jobId: `j-${id}`, url: "http://x/y", body: '{"id":"j"}', attempts: 0, nextAt, createdAt: nextAt });
+      await store.apply([{ op: "insertWebhook", webhook: hook("w1", 100) }, { op: "insertWebhook", webhook: hook("w2", 50) }, { op: "insertWebhook", webhook: hook("w3", 500) }]);
+      expect((await store.dueWebhooks(200, 10)).map((w) => w.id)).toEqual(["w2", "w1"]);
+      await store.apply([{ op: "retryWebhook", id: "w2", attempts: 1, nextAt: 300 }, { op: "deleteWebhook", id: "w1" }]);
+      expect(await store.dueWebhooks(200, 10)).toEqual([]);
+      expect(await store.dueWebhooks(1_000, 10)).toEqual([{ ...hook("w2", 50), attempts: 1, nextAt: 300 }, hook("w3", 500)]);
+    });
+
     it("claims queued jobs normal priority first, oldest first, under a new lease, counting the attempt", async () => {
       const { store } = await backend.fresh();
       const low = job({ lowPriority: true });

@@ -1,7 +1,7 @@
 // Rows as both stores keep them: column names, and reading a database row back into the service's records.
 // SQLite gives booleans as 0/1, PostgreSQL as booleans; both give epoch-ms times as numbers.
 
-import type { EndpointRow, JobRow, KeyRow } from "./types.js";
+import type { EndpointRow, JobRow, KeyRow, WebhookRow } from "./types.js";
 
 export const JOB_COLUMNS: Record<keyof JobRow, string> = {
   id: "id",
@@ -70,5 +70,17 @@ export function rowToKey(r: Record<string, unknown>): KeyRow {
     createdAt: r.created_at as number,
     revokedAt: (r.revoked_at as number | null) ?? null,
     expiresAt: (r.expires_at as number | null | undefined) ?? null,
+  };
+}
+
+export function rowToWebhook(r: Record<string, unknown>): WebhookRow {
+  return {
+    id: r.id as string,
+    jobId: r.job_id as string,
+    url: r.url as string,
+    body: r.body as string,
+    attempts: r.attempts as number,
+    nextAt: r.next_at as number,
+    createdAt: r.created_at as number,
   };
 }

@@ -13,7 +13,7 @@ import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
 import type { JobCommands, JobRow, Store, StoreOp, StreamChunkRow } from "./types.js";
-import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey } from "./rows.js";
+import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToWebhook } from "./rows.js";
 import { DEPLOY_MIGRATION, RELEASES_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
 import { SECRETS_MIGRATION } from "../secrets/store.js";
@@ -59,6 +59,11 @@ export const MIGRATIONS: string[] = [
   RELEASES_MIGRATION,
   // when a running job's lease runs out, for the conditional job commands (JobCommands)
   `ALTER TABLE jobs ADD COLUMN lease_expires_at INTEGER;`,
+  // webhooks to deliver, written with the job's final state (the outbox)
+  `CREATE TABLE webhook_outbox (
+     id TEXT PRIMARY KEY, job_id TEXT NOT NULL, url TEXT NOT NULL, body TEXT NOT NULL, attempts INTEGER NOT NULL,
+     next_at INTEGER NOT NULL, created_at INTEGER NOT NULL);
+   CREATE INDEX webhook_outbox_due ON webhook_outbox (next_at);`,
 ];
 
 type SqlValue = string | number | null;
@@ -184,6 +189,10 @@ export function openSqliteStore(file: string): Store & JobCommands {
   );
   const revokeKey = db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?");
   const deleteKey = db.prepare("DELETE FROM api_keys WHERE id = ?");
+  const insertWebhook = db.prepare("INSERT OR REPLACE INTO webhook_outbox (id, job_id, url, body, attempts, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  const retryWebhook = db.prepare("UPDATE webhook_outbox SET attempts = ?, next_at = ? WHERE id = ?");
+  const deleteWebhook = db.prepare("DELETE FROM webhook_outbox WHERE id = ?");
+  const dueWebhooks = db.prepare("SELECT * FROM webhook_outbox WHERE next_at <= ? ORDER BY next_at, created_at LIMIT ?");
   const getJob = db.prepare("SELECT * FROM jobs WHERE id = ?");
   // octet_length reads the size from the record header: the output itself is not loaded (length(CAST ...) would).
   const getJobHead = db.prepare(
@@ -246,6 +255,17 @@ export function openSqliteStore(file: string): Store & JobCommands {
       case "deleteKey":
         deleteKey.run(o.id);
         break;
+      case "insertWebhook": {
+        const w = o.webhook;
+        insertWebhook.run(w.id, w.jobId, w.url, w.body, w.attempts, w.nextAt, w.createdAt);
+        break;
+      }
+      case "retryWebhook":
+        retryWebhook.run(o.attempts, o.nextAt, o.id);
+        break;
+      case "deleteWebhook":
+        deleteWebhook.run(o.id);
+        break;
       default:
         if (isDeployOp(o)) deployState.apply(o);
     }
@@ -298,6 +318,9 @@ export function openSqliteStore(file: string): Store & JobCommands {
     async keyByHash(hash) {
       const r = keyByHash.get(hash) as Record<string, unknown> | undefined;
       return r ? rowToKey(r) : undefined;
+    },
+    async dueWebhooks(now, limit) {
+      return (dueWebhooks.all(now, limit) as Record<string, unknown>[]).map(rowToWebhook);
     },
     async logs(q) {
       const where = ["endpoint_id = ?"];

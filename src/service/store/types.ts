@@ -90,6 +90,20 @@ export interface StreamChunkRow {
   data: string;
 }
 
+/** A webhook to deliver: written in the same transaction as the job's final state, deleted once delivered. */
+export interface WebhookRow {
+  id: string;
+  jobId: string;
+  url: string;
+  /** The job record as posted (JSON text). */
+  body: string;
+  /** Attempts made so far. */
+  attempts: number;
+  /** Epoch ms before which it is not tried (again). */
+  nextAt: number;
+  createdAt: number;
+}
+
 export type StoreOp =
   | { op: "insertJob"; job: JobRow }
   | { op: "updateJob"; id: string; set: Partial<Omit<JobRow, "id">> }
@@ -104,6 +118,9 @@ export type StoreOp =
   | { op: "insertKey"; key: KeyRow }
   | { op: "revokeKey"; id: string; at: number }
   | { op: "deleteKey"; id: string }
+  | { op: "insertWebhook"; webhook: WebhookRow }
+  | { op: "retryWebhook"; id: string; attempts: number; nextAt: number }
+  | { op: "deleteWebhook"; id: string }
   // issue 5: apps, environments, builds
   | DeployStoreOp;
 
@@ -129,6 +146,8 @@ export interface Store extends DeployStoreReads {
   recentJobIds?(endpointId: string, limit: number): Promise<string[]>;
   endpoints(): Promise<EndpointRow[]>;
   keyByHash(hash: string): Promise<KeyRow | undefined>;
+  /** Webhooks due at `now` (nextAt <= now), oldest first, at most `limit`. */
+  dueWebhooks(now: number, limit: number): Promise<WebhookRow[]>;
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
   close(): Promise<void>;
 }

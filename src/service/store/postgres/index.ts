@@ -8,7 +8,7 @@
 
 import pg from "pg";
 import { foldJobOps } from "../sqlite.js";
-import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey } from "../rows.js";
+import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToWebhook } from "../rows.js";
 import type { EndpointRow, JobCommands, JobRow, LogRow, Store, StoreOp, StreamChunkRow } from "../types.js";
 import type { AppRow, BuildRow, DeployStoreOp, EnvironmentRow, ReleaseRow } from "../../deploy/types.js";
 import { migrate } from "./schema.js";
@@ -246,6 +246,10 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     async keyByHash(hash) {
       const { rows } = await query("SELECT * FROM api_keys WHERE hash = $1", [hash]);
       return rows[0] ? rowToKey(rows[0]) : undefined;
+    },
+    async dueWebhooks(now, limit) {
+      const { rows } = await query("SELECT * FROM webhook_outbox WHERE next_at <= $1 ORDER BY next_at, created_at LIMIT $2", [now, limit]);
+      return rows.map(rowToWebhook);
     },
     async logs(q) {
       const where = ["endpoint_id = $1"];
@@ -545,6 +549,18 @@ function barrierStatements(o: StoreOp): Statement[] {
       return one("UPDATE api_keys SET revoked_at = $1 WHERE id = $2", [o.at, o.id]);
     case "deleteKey":
       return one("DELETE FROM api_keys WHERE id = $1", [o.id]);
+    case "insertWebhook": {
+      const w = o.webhook;
+      return one(
+        `INSERT INTO webhook_outbox (id, job_id, url, body, attempts, next_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (id) DO UPDATE SET body = excluded.body, attempts = excluded.attempts, next_at = excluded.next_at`,
+        [w.id, w.jobId, w.url, w.body, w.attempts, w.nextAt, w.createdAt],
+      );
+    }
+    case "retryWebhook":
+      return one("UPDATE webhook_outbox SET attempts = $1, next_at = $2 WHERE id = $3", [o.attempts, o.nextAt, o.id]);
+    case "deleteWebhook":
+      return one("DELETE FROM webhook_outbox WHERE id = $1", [o.id]);
     default:
       return deployStatements(o as DeployStoreOp);
   }

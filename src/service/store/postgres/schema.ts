@@ -72,6 +72,11 @@ export const PG_MIGRATIONS: string[] = [
    CREATE TABLE svc_artifacts (sha256 text PRIMARY KEY, size bigint NOT NULL, parts integer NOT NULL, created_at bigint NOT NULL);`,
   // Where a lease's holder answers (the replica that serves jobs tells the others where to send them).
   `ALTER TABLE svc_leases ADD COLUMN address text;`,
+  // Webhooks to deliver, written with the job's final state (the outbox).
+  `CREATE TABLE webhook_outbox (
+     id text PRIMARY KEY, job_id text NOT NULL, url text NOT NULL, body text NOT NULL, attempts integer NOT NULL,
+     next_at bigint NOT NULL, created_at bigint NOT NULL);
+   CREATE INDEX webhook_outbox_due ON webhook_outbox (next_at);`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
