@@ -304,32 +304,56 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   if (storage.coordination) {
     const db = storage.coordination;
     let decided = false;
+    // Whether this replica's engine serves the jobs now. It keeps doing so through a lease it could not renew
+    // (the database did not answer: nobody else could take the lease either) until it learns that another
+    // replica holds the lease; then going on would run jobs twice, and it stops.
+    let servingJobs = false;
+    // Said once per outage, not at every renewal attempt.
+    let leaseFailing = false;
+    const me = `${hostname()}:${process.pid}:${newId(6)}`;
     jobsLease = createLeaderLease({
       db,
       name: "jobs",
-      holder: `${hostname()}:${process.pid}:${newId(6)}`,
+      holder: me,
       // Where the other replicas reach this one: not the public URL, which may be an address in front of all
       // replicas (forwarding there could come back to a follower).
       address: options.replicaUrl ?? localUrl,
       onChange: (leading) => {
-        // The first answer decides the role (below); changes after it are takeovers and losses.
+        // The first answer decides the role (below); changes after it are takeovers and outages.
         if (!decided) return;
-        if (leading) {
-          // Still starting: the takeover runs once the service is wired.
-          if (!takeOver) takeOverPending = true;
-          else void takeOver().catch((err: unknown) => log(`could not take over serving jobs: ${(err as Error).stack ?? String(err)}`));
+        if (leading) leaseFailing = false;
+        if (!leading) {
+          if (servingJobs) log("this replica could not renew its lease to serve jobs (the database does not answer); it goes on serving them unless another replica took over");
           return;
         }
-        log("this replica lost the lease to serve jobs (the database did not answer in time): another replica may serve them now");
-        options.onJobsLeaseLost?.();
+        if (servingJobs) {
+          log("this replica holds the lease to serve jobs again");
+          return;
+        }
+        servingJobs = true;
+        // Still starting: the takeover runs once the service is wired.
+        if (!takeOver) takeOverPending = true;
+        else void takeOver().catch((err: unknown) => log(`could not take over serving jobs: ${(err as Error).stack ?? String(err)}`));
       },
       onHolder: (holder) => {
-        if (decided && holder?.address) setServedBy?.(holder.address);
+        leaseFailing = false;
+        if (!decided || !holder) return;
+        if (servingJobs && holder.holder !== me) {
+          servingJobs = false;
+          log(`another replica (${holder.address ?? holder.holder}) took over serving jobs while this one could not reach the database`);
+          options.onJobsLeaseLost?.();
+          return;
+        }
+        if (holder.address) setServedBy?.(holder.address);
       },
-      onError: (err) => log(`could not renew this replica's lease to serve jobs: ${(err as Error).message}`),
+      onError: (err) => {
+        if (!leaseFailing) log(`could not renew this replica's lease to serve jobs: ${(err as Error).message}`);
+        leaseFailing = true;
+      },
     });
     await jobsLease.start();
     decided = true;
+    servingJobs = jobsLease.leading;
     if (!jobsLease.leading) {
       const holder = await leaseHolder(db, "jobs").catch(() => undefined);
       jobsServedBy = holder?.address ?? "another replica";

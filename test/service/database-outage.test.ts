@@ -95,8 +95,10 @@ describe.skipIf(unavailable !== undefined)("svc server on PostgreSQL when the da
       expect(r.headers.get("retry-after")).toBe("5");
       expect(r.body.detail).toContain("The service's storage is unavailable");
     }
-    expect(refusedTags.length).toBeGreaterThan(0);
-    const health = await api("GET", `/v2/${endpoint}/health`);
+    expect(refusedTags.length, svc.log()).toBeGreaterThan(0);
+    const health = await api("GET", `/v2/${endpoint}/health`).catch((err) => {
+      throw new Error(`${err}\n${svc.log()}`);
+    });
     expect(health.status).toBe(200);
     expect(health.body.storage).toMatchObject({ ok: false, cause: "unavailable" });
     await new Promise((r) => setTimeout(r, 3000));
