@@ -2,7 +2,8 @@
 // migration entry and two delegating lines.
 
 import type Database from "better-sqlite3";
-import type { AppRow, BuildRow, DeployStoreOp, DeployStoreReads, EnvironmentRow, ReleaseRow } from "./types.js";
+import type { DeployStoreOp, DeployStoreReads, ReleaseRow } from "./types.js";
+import { rowToApp, rowToBuild, rowToEnvironment } from "../store/rows.js";
 
 export const DEPLOY_MIGRATION = `
   CREATE TABLE apps (user_id TEXT NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (user_id, name));
@@ -85,38 +86,17 @@ export function prepareDeployStatements(db: Database.Database): { apply(op: Depl
     },
     reads: {
       async apps(userId) {
-        return (apps.all(userId) as Array<Record<string, unknown>>).map(
-          (r): AppRow => ({ userId: r.user_id as string, name: r.name as string, createdAt: r.created_at as number }),
-        );
+        return (apps.all(userId) as Array<Record<string, unknown>>).map(rowToApp);
       },
       async environments(userId, app) {
-        return (environments.all(userId, app) as Array<Record<string, unknown>>).map(
-          (r): EnvironmentRow => ({
-            userId: r.user_id as string,
-            app: r.app as string,
-            name: r.name as string,
-            buildId: (r.build_id as string | null) ?? null,
-            createdAt: r.created_at as number,
-            activatedAt: (r.activated_at as number | null) ?? null,
-          }),
-        );
+        return (environments.all(userId, app) as Array<Record<string, unknown>>).map(rowToEnvironment);
       },
       async releases(userId, app, env, limit) {
         return (releases.all(userId, app, env, limit) as Array<{ record: string }>).map((r) => JSON.parse(r.record) as ReleaseRow);
       },
       async build(userId, id) {
         const r = build.get(userId, id) as Record<string, unknown> | undefined;
-        if (!r) return undefined;
-        return {
-          id: r.id as string,
-          userId: r.user_id as string,
-          app: r.app as string,
-          size: r.size as number,
-          fingerprint: r.fingerprint as string,
-          manifest: JSON.parse(r.manifest as string) as BuildRow["manifest"],
-          path: r.path as string,
-          createdAt: r.created_at as number,
-        };
+        return r ? rowToBuild(r) : undefined;
       },
     },
   };

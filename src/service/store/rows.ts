@@ -1,7 +1,8 @@
 // Rows as both stores keep them: column names, and reading a database row back into the service's records.
 // SQLite gives booleans as 0/1, PostgreSQL as booleans; both give epoch-ms times as numbers.
 
-import type { EndpointRow, JobRow, KeyRow, WebhookRow } from "./types.js";
+import type { EndpointRow, JobRow, KeyRow, LogRow, WebhookRow } from "./types.js";
+import type { AppRow, BuildRow, EnvironmentRow } from "../deploy/types.js";
 
 export const JOB_COLUMNS: Record<keyof JobRow, string> = {
   id: "id",
@@ -81,6 +82,46 @@ export function rowToWebhook(r: Record<string, unknown>): WebhookRow {
     body: r.body as string,
     attempts: r.attempts as number,
     nextAt: r.next_at as number,
+    createdAt: r.created_at as number,
+  };
+}
+
+export function rowToLog(r: Record<string, unknown>): LogRow & { seq: number } {
+  return {
+    seq: r.seq as number,
+    ts: r.ts as number,
+    endpointId: r.endpoint_id as string,
+    workerId: r.worker_id as string,
+    jobId: (r.job_id as string | null) ?? null,
+    stream: r.stream as string,
+    text: r.text as string,
+  };
+}
+
+export function rowToApp(r: Record<string, unknown>): AppRow {
+  return { userId: r.user_id as string, name: r.name as string, createdAt: r.created_at as number };
+}
+
+export function rowToEnvironment(r: Record<string, unknown>): EnvironmentRow {
+  return {
+    userId: r.user_id as string,
+    app: r.app as string,
+    name: r.name as string,
+    buildId: (r.build_id as string | null) ?? null,
+    createdAt: r.created_at as number,
+    activatedAt: (r.activated_at as number | null) ?? null,
+  };
+}
+
+export function rowToBuild(r: Record<string, unknown>): BuildRow {
+  return {
+    id: r.id as string,
+    userId: r.user_id as string,
+    app: r.app as string,
+    size: r.size as number,
+    fingerprint: r.fingerprint as string,
+    manifest: JSON.parse(r.manifest as string) as BuildRow["manifest"],
+    path: r.path as string,
     createdAt: r.created_at as number,
   };
 }

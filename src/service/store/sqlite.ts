@@ -13,7 +13,7 @@ import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
 import type { JobCommands, JobRow, Store, StoreOp, StreamChunkRow } from "./types.js";
-import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToWebhook } from "./rows.js";
+import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, rowToWebhook } from "./rows.js";
 import { DEPLOY_MIGRATION, RELEASES_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
 import { SECRETS_MIGRATION } from "../secrets/store.js";
@@ -341,15 +341,7 @@ export function openSqliteStore(file: string): Store & JobCommands {
       const rows = db
         .prepare(`SELECT * FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?`)
         .all(params) as Array<Record<string, unknown>>;
-      return rows.map((r) => ({
-        seq: r.seq as number,
-        ts: r.ts as number,
-        endpointId: r.endpoint_id as string,
-        workerId: r.worker_id as string,
-        jobId: (r.job_id as string | null) ?? null,
-        stream: r.stream as string,
-        text: r.text as string,
-      }));
+      return rows.map(rowToLog);
     },
     async close() {
       await checkpointer?.stop();

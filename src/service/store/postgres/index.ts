@@ -8,9 +8,9 @@
 
 import pg from "pg";
 import { foldJobOps } from "../sqlite.js";
-import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToWebhook } from "../rows.js";
+import { JOB_COLUMNS, JOB_KEYS, rowToApp, rowToBuild, rowToEndpoint, rowToEnvironment, rowToJob, rowToKey, rowToLog, rowToWebhook } from "../rows.js";
 import type { EndpointRow, JobCommands, JobRow, LogRow, Store, StoreOp, StreamChunkRow } from "../types.js";
-import type { AppRow, BuildRow, DeployStoreOp, EnvironmentRow, ReleaseRow } from "../../deploy/types.js";
+import type { DeployStoreOp, ReleaseRow } from "../../deploy/types.js";
 import { migrate } from "./schema.js";
 
 /** PostgreSQL's type of each job column in `unnest` arrays. */
@@ -259,32 +259,15 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       if (q.afterId !== undefined) where.push(`seq > $${values.push(q.afterId)}`);
       const limit = `$${values.push(q.limit)}`;
       const { rows } = await query(`SELECT * FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ${limit}`, values);
-      return rows.map((r) => ({
-        seq: r.seq as number,
-        ts: r.ts as number,
-        endpointId: r.endpoint_id as string,
-        workerId: r.worker_id as string,
-        jobId: (r.job_id as string | null) ?? null,
-        stream: r.stream as string,
-        text: r.text as string,
-      }));
+      return rows.map(rowToLog);
     },
     async apps(userId) {
       const { rows } = await query("SELECT * FROM apps WHERE user_id = $1 ORDER BY name", [userId]);
-      return rows.map((r): AppRow => ({ userId: r.user_id as string, name: r.name as string, createdAt: r.created_at as number }));
+      return rows.map(rowToApp);
     },
     async environments(userId, app) {
       const { rows } = await query("SELECT * FROM environments WHERE user_id = $1 AND app = $2 ORDER BY name", [userId, app]);
-      return rows.map(
-        (r): EnvironmentRow => ({
-          userId: r.user_id as string,
-          app: r.app as string,
-          name: r.name as string,
-          buildId: (r.build_id as string | null) ?? null,
-          createdAt: r.created_at as number,
-          activatedAt: (r.activated_at as number | null) ?? null,
-        }),
-      );
+      return rows.map(rowToEnvironment);
     },
     async releases(userId, app, env, limit) {
       const { rows } = await query<{ record: string }>(
@@ -295,18 +278,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     },
     async build(userId, id) {
       const { rows } = await query("SELECT * FROM builds WHERE user_id = $1 AND id = $2", [userId, id]);
-      const r = rows[0];
-      if (!r) return undefined;
-      return {
-        id: r.id as string,
-        userId: r.user_id as string,
-        app: r.app as string,
-        size: r.size as number,
-        fingerprint: r.fingerprint as string,
-        manifest: JSON.parse(r.manifest as string) as BuildRow["manifest"],
-        path: r.path as string,
-        createdAt: r.created_at as number,
-      };
+      return rows[0] ? rowToBuild(rows[0]) : undefined;
     },
 
     // ------------------------------------------------------------ conditional job commands
