@@ -61,7 +61,7 @@ export interface ApiContext {
   /** Build artifacts as every replica reaches them (artifacts.ts). */
   artifacts: ArtifactStore;
   /** Set on a replica that does not serve jobs: the address of the one that does, where job traffic goes (docs/scale-out.md). */
-  jobsServedBy?: string;
+  jobsServedBy?(): string | undefined;
   maxArtifactBytes: number;
   /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
   uploadInspectLimits?: Partial<InspectLimits>;
@@ -178,7 +178,8 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     }
     // Job traffic and changes on a replica that does not serve jobs go to the one that does (which counts their
     // rate limits); reads are answered here.
-    if (ctx.jobsServedBy !== undefined && goesToJobsReplica(req.method, req.url ?? "/", req.headers.host)) return await forwardRequest(ctx.jobsServedBy, req, res);
+    const jobsServedBy = ctx.jobsServedBy?.();
+    if (jobsServedBy !== undefined && goesToJobsReplica(req.method, req.url ?? "/", req.headers.host)) return await forwardRequest(jobsServedBy, req, res);
     // issue 4: per-user rate limits on every authenticated request; management routes before the job API
     ctx.management?.limit(principal, res);
     // issue 7: load-balanced endpoints: /lb/{endpoint_id}/... or Host {endpoint_id}.lb.localhost

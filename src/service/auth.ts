@@ -125,9 +125,8 @@ export class KeyRing {
 
   /** The principal of a key already known to be valid (no store lookup): the LB front's fast path. */
   known(key: string): Principal | undefined {
-    const cached = this.cache.get(key);
-    if (!cached?.principal || expired(cached.principal)) return undefined;
-    return this.recheckMs === Infinity || Date.now() - cached.checkedAt < this.recheckMs ? cached.principal : undefined;
+    if (this.recheckMs !== Infinity && !(Date.now() - (this.cache.get(key)?.checkedAt ?? -Infinity) < this.recheckMs)) return undefined;
+    return this.knownEvenIfStale(key);
   }
 
   /** Forget cached answers (after a key was revoked or deleted). */

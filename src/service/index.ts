@@ -23,7 +23,7 @@ import { openServiceStorage, type ServiceStorage } from "./storage.js";
 import { redactStoreUrl } from "./store-url.js";
 import { startConfigSync } from "./cluster/config-sync.js";
 import { WebhookOutbox } from "./webhook-outbox.js";
-import { createLeaderLease, leaseHolder, type LeaderLease } from "./cluster/leader.js";
+import { JobsRole } from "./cluster/jobs-role.js";
 
 /** How long a key's answer is trusted on replicas sharing a database before it is looked up again. */
 const KEY_RECHECK_MS = 500;
@@ -198,7 +198,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   });
   // Webhooks: written with each job's final state, delivered from there (webhook-outbox.ts).
   let outbox: WebhookOutbox | undefined;
-  let deliversWebhooks = () => false;
+  // Nothing is delivered before the service knows whether it serves jobs.
+  let wired = false;
   const engine = new JobEngine(
     store,
     { leaseMs, heartbeatMs },
@@ -225,7 +226,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     write: (ops) => engine.write(ops),
     log,
     // Replicas on one database: the one serving jobs delivers (known once the service listens, below).
-    active: () => deliversWebhooks(),
+    active: () => wired && servesJobs(),
   });
   // What other replicas on the same database change reaches this one within a second.
   const configSync =
@@ -241,6 +242,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
         })
       : undefined;
+  /** What uses the storage in the background, then the storage itself and the data directory's lock. */
+  const releaseStorage = async () => {
+    await sharedLimiter?.stop();
+    await configSync?.stop();
+    await storage.close();
+    dataLock.release();
+  };
 
   if (options.apiKeys?.length) {
     const now = Date.now();
@@ -281,10 +289,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // Port taken (the caller may retry on another): leave nothing open behind.
     await outbox.close(0);
     await engine.close();
-    await sharedLimiter?.stop();
-    await configSync?.stop();
-    await storage.close();
-    dataLock.release();
+    await releaseStorage();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -292,74 +297,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const localUrl = `http://${localHost}:${port}`;
   const url = (options.publicUrl ?? localUrl).replace(/\/+$/, "");
 
-  // Replicas on one database: one of them serves jobs (its engine holds the queues and leases in memory, and
-  // only it runs workers); it holds the "jobs" lease. The others serve management, deploys and the console, pass
-  // job traffic to that replica, and keep trying the lease: when the holder is gone, one of them loads the jobs
-  // from the database and serves them (with its workers, if it has a driver).
-  let jobsLease: LeaderLease | undefined;
-  let jobsServedBy: string | undefined;
-  let takeOver: (() => Promise<void>) | undefined;
-  let takeOverPending = false;
-  let setServedBy: ((address: string) => void) | undefined;
-  if (storage.coordination) {
-    const db = storage.coordination;
-    let decided = false;
-    // Whether this replica's engine serves the jobs now. It keeps doing so through a lease it could not renew
-    // (the database did not answer: nobody else could take the lease either) until it learns that another
-    // replica holds the lease; then going on would run jobs twice, and it stops.
-    let servingJobs = false;
-    // Said once per outage, not at every renewal attempt.
-    let leaseFailing = false;
-    const me = `${hostname()}:${process.pid}:${newId(6)}`;
-    jobsLease = createLeaderLease({
-      db,
-      name: "jobs",
-      holder: me,
-      // Where the other replicas reach this one: not the public URL, which may be an address in front of all
-      // replicas (forwarding there could come back to a follower).
-      address: options.replicaUrl ?? localUrl,
-      onChange: (leading) => {
-        // The first answer decides the role (below); changes after it are takeovers and outages.
-        if (!decided) return;
-        if (leading) leaseFailing = false;
-        if (!leading) {
-          if (servingJobs) log("this replica could not renew its lease to serve jobs (the database does not answer); it goes on serving them unless another replica took over");
-          return;
-        }
-        if (servingJobs) {
-          log("this replica holds the lease to serve jobs again");
-          return;
-        }
-        servingJobs = true;
-        // Still starting: the takeover runs once the service is wired.
-        if (!takeOver) takeOverPending = true;
-        else void takeOver().catch((err: unknown) => log(`could not take over serving jobs: ${(err as Error).stack ?? String(err)}`));
-      },
-      onHolder: (holder) => {
-        leaseFailing = false;
-        if (!decided || !holder) return;
-        if (servingJobs && holder.holder !== me) {
-          servingJobs = false;
-          log(`another replica (${holder.address ?? holder.holder}) took over serving jobs while this one could not reach the database`);
-          options.onJobsLeaseLost?.();
-          return;
-        }
-        if (holder.address) setServedBy?.(holder.address);
-      },
-      onError: (err) => {
-        if (!leaseFailing) log(`could not renew this replica's lease to serve jobs: ${(err as Error).message}`);
-        leaseFailing = true;
-      },
-    });
-    await jobsLease.start();
-    decided = true;
-    servingJobs = jobsLease.leading;
-    if (!jobsLease.leading) {
-      const holder = await leaseHolder(db, "jobs").catch(() => undefined);
-      jobsServedBy = holder?.address ?? "another replica";
-      log(`jobs of this database are served by the replica at ${jobsServedBy}; job traffic that reaches this one goes there, and this one takes over if it goes away`);
-    }
-  }
+  // Replicas on one database: one serves jobs, the others pass job traffic to it (cluster/jobs-role.ts).
+  const jobsRole = storage.coordination
+    ? new JobsRole({
+        db: storage.coordination,
+        holder: `${hostname()}:${process.pid}:${newId(6)}`,
+        // Not the public URL, which may be an address in front of all replicas (forwarding there could come back
+        // to a follower).
+        address: options.replicaUrl ?? localUrl,
+        log,
+        onLost: options.onJobsLeaseLost,
+      })
+    : undefined;
+  await jobsRole?.start();
+  const servesJobs = () => jobsRole?.servedBy === undefined;
 
   // issue 7: load-balanced endpoints: worker pool by /ping, proxy, scaling on in-flight requests
   const lb = new LbRouter({
@@ -433,7 +384,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       lb,
     });
     // A replica that does not serve jobs starts its workers when it takes over.
-    if (jobsServedBy === undefined) await scaler.start();
+    if (servesJobs()) await scaler.start();
   }
 
   const followers = new Set<ServerResponse>();
@@ -441,7 +392,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // issue 5: apps, environments, builds
-    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
+    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
     // issue 4
     management,
     secrets,
@@ -470,20 +421,17 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     socket.on("error", () => socket.destroy()); // the client went away: nothing to answer
     socket.end(problemResponse(405, "CONNECT is not supported: this service is not a proxy", "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\nconnection: close\r\n"));
   });
-  deliversWebhooks = () => context.jobsServedBy === undefined;
+  wired = true;
   outbox.kick();
-  setServedBy = (address) => {
-    if (context.jobsServedBy !== undefined) context.jobsServedBy = address;
-  };
-  takeOver = async () => {
+  jobsRole?.ready({
     // The jobs as the database has them (the previous holder's running jobs lapse and requeue unless their
-    // workers heartbeat here), then the switch: from now on this replica serves job traffic itself.
-    await engine.load([...endpoints.values()]);
-    context.jobsServedBy = undefined;
-    await scaler?.start();
-    log("this replica now serves the jobs of this database (the replica that did is gone)");
-  };
-  if (takeOverPending) void takeOver().catch((err: unknown) => log(`could not take over serving jobs: ${(err as Error).stack ?? String(err)}`));
+    // workers heartbeat here); then this replica serves job traffic, and starts its workers.
+    load: () => engine.load([...endpoints.values()]),
+    start: async () => {
+      await scaler?.start();
+      outbox?.kick();
+    },
+  });
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     handleRequest(context, req, res).catch((err: unknown) => {
       log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
@@ -503,7 +451,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   ticker.unref();
   const sweeper = setInterval(() => {
     // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
-    if (context.jobsServedBy !== undefined) return;
+    if (!servesJobs()) return;
     engine.sweep().catch((err: unknown) => log(`retention sweep failed: ${(err as Error).message}`));
   }, options.retentionSweepMs ?? 10_000);
   sweeper.unref();
@@ -528,11 +476,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         }, 200).unref();
       });
       await outbox?.close();
-      await sharedLimiter?.stop();
-      await configSync?.stop();
-      await jobsLease?.stop();
-      await storage.close();
-      dataLock.release();
+      await jobsRole?.stop();
+      await releaseStorage();
     })());
 
   return {

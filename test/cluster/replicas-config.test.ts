@@ -79,22 +79,31 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
     // `a` started first and serves the jobs; `b` passes job routes to it.
     const artifact = join(work, "artifact.tar.gz");
     const [endpoint] = await a.deploy({ app: "jobs", env: "prod", manifest: manifest({ work: resource() }, "jobs"), artifactPath: artifact });
-    const worker = await ProtocolWorker.mint({ service: b }, endpoint!.id);
-    await worker.register();
+    // One worker, seen through either replica: each step talks to one side only and needs the other, so it works
+    // only when `b` passes its job traffic on.
+    const throughB = await ProtocolWorker.mint({ service: b }, endpoint!.id);
+    const throughA = new ProtocolWorker(a.url, throughB.workerId, throughB.token);
+    await throughA.register();
+    // Submitted through `b`, taken from `a`, read through `b`.
     const run = await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { x: 1 } } });
     expect(run.status).toBe(200);
-    const [job] = await worker.take(1);
+    const [job] = await throughA.take(1);
     expect(job!.id).toBe(run.body.id);
-    await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: { y: 2 } }]);
+    await throughA.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: { y: 2 } }]);
     expect((await call(`${b.url}/v2/${endpoint!.id}/status/${run.body.id}`, { key })).body).toMatchObject({ status: "COMPLETED", output: { y: 2 } });
-    // A /runsync waiting on `b` while the worker takes and reports through `b`.
+    // A /runsync waiting on `b` while the worker takes and reports at `a`.
     const waiting = call(`${b.url}/v2/${endpoint!.id}/runsync`, { key, body: { input: { x: 3 } } });
-    const [second] = await worker.take(1, 5_000);
-    await worker.done([{ jobId: second!.id, lease: second!.lease, status: "COMPLETED", output: { y: 4 } }]);
+    const [second] = await throughA.take(1, 5_000);
+    await throughA.done([{ jobId: second!.id, lease: second!.lease, status: "COMPLETED", output: { y: 4 } }]);
     expect((await waiting).body).toMatchObject({ status: "COMPLETED", output: { y: 4 } });
+    // Submitted at `a`, taken and reported through `b`.
+    const third = await call(`${a.url}/v2/${endpoint!.id}/run`, { key, body: { input: { x: 5 } } });
+    const [taken] = await throughB.take(1);
+    expect(taken!.id).toBe(third.body.id);
+    await throughB.done([{ jobId: taken!.id, lease: taken!.lease, status: "COMPLETED", output: { y: 6 } }]);
+    expect((await call(`${a.url}/v2/${endpoint!.id}/status/${third.body.id}`, { key })).body).toMatchObject({ status: "COMPLETED", output: { y: 6 } });
     // Management stays on every replica.
     expect((await call(`${b.url}/v2/network-volumes`, { key })).status).toBe(200);
-
   });
 
   it("takes over the jobs when the replica serving them goes away: a job acknowledged before is worked through a follower after", async () => {

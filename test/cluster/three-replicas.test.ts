@@ -4,21 +4,17 @@
 // once, but for the few a dead worker connection held when the lease lapsed; every /runsync that answered 200
 // COMPLETED has its own output.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { copyFixture, deployFixture } from "../fixture-project.js";
 import type { Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 import { roundRobin as roundRobinProxy } from "../../bench/tcp-proxy.mjs";
 
 const roundRobin = roundRobinProxy as (ports: () => number[]) => Promise<{ server: Server; url: string }>;
 
-const run = promisify(execFile);
-const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "three-replicas-admin-key";
 const unavailable = postgresUnavailable();
 if (unavailable) console.warn(`three-replica test skipped: ${unavailable}`);
@@ -39,18 +35,10 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
       replicas.push(await startServerProcess({ dataDir: join(work, `r${i}`), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url } }));
       alive.add(i);
     }
-    const project = join(work, "cluster-app");
-    cpSync(join(repo, "fixtures", "cluster-app"), project, { recursive: true });
-    mkdirSync(join(project, "node_modules"));
-    symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
-    const env: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
-    for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
-    // Not spawnSync: the proxy runs in this process and must go on serving meanwhile.
-    const deployed = await run(process.execPath, [join(repo, "bin", "svc.js"), "deploy", "--env", "prod"], { cwd: project, env: { ...env, SVC_API_URL: proxy.url, SVC_API_KEY: KEY }, timeout: 120_000 }).catch(
-      (err: { stdout?: string; stderr?: string }) => {
-        throw new Error(`deploy failed:\n${err.stdout}\n${err.stderr}\n${replicas.map((r, i) => `--- r${i}\n${r.log()}`).join("\n")}`);
-      },
-    );
+    // Asynchronous: the proxy runs in this process and must go on serving meanwhile.
+    const deployed = await deployFixture(copyFixture("cluster-app", work), proxy.url, KEY).catch((err: Error) => {
+      throw new Error(`${err.message}\n${replicas.map((r, i) => `--- r${i}\n${r.log()}`).join("\n")}`);
+    });
     expect(deployed.stdout).toContain("cluster-app");
   }, 180_000);
 

@@ -4,17 +4,14 @@
 // the service resumes by itself. Then the service's connections are killed mid-transaction, repeatedly, while
 // jobs are submitted: every acknowledged job still completes once.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
+import { copyFixture, deployFixture } from "../fixture-project.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const bin = join(repo, "bin", "svc.js");
 const KEY = "database-outage-admin-key";
 // The test stops and starts the server: a server of its own, never one given from outside.
 const unavailable = process.env.SVC_TEST_POSTGRES_URL ? "a PostgreSQL server given from outside cannot be stopped by the test" : postgresUnavailable();
@@ -51,14 +48,7 @@ describe.skipIf(unavailable !== undefined)("svc server on PostgreSQL when the da
     database = await startPostgres();
     storeUrl = await database.createDatabase();
     svc = await startServerProcess({ dataDir: join(work, "data"), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl } });
-    const project = join(work, "restart-app");
-    cpSync(join(repo, "fixtures", "restart-app"), project, { recursive: true });
-    mkdirSync(join(project, "node_modules"));
-    symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
-    const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
-    for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-    const deployed = spawnSync(process.execPath, [bin, "deploy", "--env", "prod"], { cwd: project, env: { ...base, SVC_API_URL: svc.url, SVC_API_KEY: KEY }, encoding: "utf8", timeout: 120_000 });
-    if (deployed.status !== 0) throw new Error(`deploy failed:\n${deployed.stderr}`);
+    await deployFixture(copyFixture("restart-app", work), svc.url, KEY);
     endpoint = (await api("GET", "/v1/apps/restart-app/environments/prod")).body.endpoints[0].id as string;
   }, 120_000);
 

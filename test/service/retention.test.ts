@@ -26,7 +26,7 @@ async function rowsFor(id: string): Promise<{ jobs: number; chunks: number }> {
 }
 
 it("deletes a job and its chunks from the file once its ttl has passed", async () => {
-  const { body } = await call(`${endpoint.url}/run`, { key: t.key, body: { input: {}, policy: { ttl: 200 } } });
+  const { body } = await call(`${endpoint.url}/run`, { key: t.key, body: { input: {}, policy: { ttl: 1500 } } });
   const [job] = await worker.take(1);
   await worker.stream(job!.id, job!.lease, [{ output: "chunk" }]);
   await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: 1 }]);

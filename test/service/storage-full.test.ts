@@ -5,7 +5,8 @@
 // not allowed, except in CI.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { closeSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, symlinkSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { copyFixture, deployFixture } from "../fixture-project.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -61,14 +62,7 @@ beforeAll(async () => {
       }
     });
   });
-  const project = join(work, "restart-app");
-  cpSync(join(repo, "fixtures", "restart-app"), project, { recursive: true });
-  mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
-  const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
-  for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-  const deployed = spawnSync(process.execPath, [bin, "deploy", "--env", "prod"], { cwd: project, env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY }, encoding: "utf8", timeout: 120_000 });
-  if (deployed.status !== 0) throw new Error(`deploy failed:\n${deployed.stderr}`);
+  await deployFixture(copyFixture("restart-app", work), url, KEY);
 }, 120_000);
 
 afterAll(() => {

@@ -97,36 +97,47 @@ export interface ManagementStore {
   close(): void;
 }
 
+/** Rows of these tables as records (SQLite and PostgreSQL give them the same columns). */
+export const volumeOf = (r: Record<string, unknown>): VolumeRecord => ({
+  id: r.id as string,
+  userId: r.user_id as string,
+  name: r.name as string,
+  size: r.size as number,
+  dataCenter: r.data_center as string,
+  type: r.type as VolumeType,
+  createdAt: r.created_at as number,
+});
+
+export const templateOf = (r: Record<string, unknown>): TemplateRecord => ({
+  id: r.id as string,
+  userId: r.user_id as string,
+  name: r.name as string,
+  imageName: r.image_name as string,
+  env: JSON.parse(r.env as string) as Record<string, string>,
+  containerDiskInGb: r.container_disk_gb as number,
+  createdAt: r.created_at as number,
+});
+
+export const keyOf = (r: Record<string, unknown>): KeyRecord => ({
+  id: r.id as string,
+  userId: r.user_id as string,
+  name: (r.name as string | null) ?? null,
+  scopes: JSON.parse(r.scopes as string) as string[],
+  createdAt: r.created_at as number,
+  expiresAt: (r.expires_at as number | null) ?? null,
+  revokedAt: (r.revoked_at as number | null) ?? null,
+});
+
+export const restEndpointOf = (r: Record<string, unknown>) => ({
+  id: r.id as string,
+  userId: r.user_id as string,
+  spec: JSON.parse(r.spec as string) as RestEndpointSpec,
+  generation: r.generation as number,
+});
+
 export function openSqliteManagementStore(file: string): ManagementStore {
   const db = openDatabase(file);
   db.pragma("busy_timeout = 5000");
-  const volumeOf = (r: Record<string, unknown>): VolumeRecord => ({
-    id: r.id as string,
-    userId: r.user_id as string,
-    name: r.name as string,
-    size: r.size as number,
-    dataCenter: r.data_center as string,
-    type: r.type as VolumeType,
-    createdAt: r.created_at as number,
-  });
-  const templateOf = (r: Record<string, unknown>): TemplateRecord => ({
-    id: r.id as string,
-    userId: r.user_id as string,
-    name: r.name as string,
-    imageName: r.image_name as string,
-    env: JSON.parse(r.env as string) as Record<string, string>,
-    containerDiskInGb: r.container_disk_gb as number,
-    createdAt: r.created_at as number,
-  });
-  const keyOf = (r: Record<string, unknown>): KeyRecord => ({
-    id: r.id as string,
-    userId: r.user_id as string,
-    name: (r.name as string | null) ?? null,
-    scopes: JSON.parse(r.scopes as string) as string[],
-    createdAt: r.created_at as number,
-    expiresAt: (r.expires_at as number | null) ?? null,
-    revokedAt: (r.revoked_at as number | null) ?? null,
-  });
   const q = {
     volumes: db.prepare("SELECT * FROM network_volumes WHERE user_id = ? ORDER BY created_at, id"),
     allVolumes: db.prepare("SELECT * FROM network_volumes ORDER BY created_at, id"),
@@ -170,13 +181,7 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     },
     putTemplate: (t) => void q.putTemplate.run({ ...t, env: JSON.stringify(t.env) }),
     deleteTemplate: (id) => void q.deleteTemplate.run(id),
-    restEndpoints: () =>
-      (q.restEndpoints.all() as Array<{ id: string; user_id: string; spec: string; generation: number }>).map((r) => ({
-        id: r.id,
-        userId: r.user_id,
-        spec: JSON.parse(r.spec) as RestEndpointSpec,
-        generation: r.generation,
-      })),
+    restEndpoints: () => (q.restEndpoints.all() as Record<string, unknown>[]).map(restEndpointOf),
     putRestEndpoint: (id, userId, spec, generation) => void q.putRestEndpoint.run(id, userId, JSON.stringify(spec), generation),
     deleteRestEndpoint: (id) => void q.deleteRestEndpoint.run(id),
     keys: (userId) => (q.keys.all(userId) as Record<string, unknown>[]).map(keyOf),

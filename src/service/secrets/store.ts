@@ -30,19 +30,21 @@ export interface SecretStore {
   close(): void;
 }
 
+/** A row of the secrets table (SQLite and PostgreSQL give it the same columns). */
+export const secretRowOf = (r: Record<string, unknown>): SecretRow => ({
+  userId: r.user_id as string,
+  app: r.app as string,
+  env: r.env as string,
+  name: r.name as string,
+  sealed: r.sealed as Buffer,
+  keyId: r.key_id as string,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
 export function openSqliteSecretStore(file: string): SecretStore {
   const db = openDatabase(file);
   db.pragma("busy_timeout = 5000");
-  const rowOf = (r: Record<string, unknown>): SecretRow => ({
-    userId: r.user_id as string,
-    app: r.app as string,
-    env: r.env as string,
-    name: r.name as string,
-    sealed: r.sealed as Buffer,
-    keyId: r.key_id as string,
-    createdAt: r.created_at as number,
-    updatedAt: r.updated_at as number,
-  });
   const q = {
     all: db.prepare("SELECT * FROM secrets ORDER BY user_id, name, app, env"),
     put: db.prepare(
@@ -53,7 +55,7 @@ export function openSqliteSecretStore(file: string): SecretStore {
     delete: db.prepare("DELETE FROM secrets WHERE user_id = ? AND app = ? AND env = ? AND name = ?"),
   };
   return {
-    all: () => (q.all.all() as Record<string, unknown>[]).map(rowOf),
+    all: () => (q.all.all() as Record<string, unknown>[]).map(secretRowOf),
     put: (row) => void q.put.run(row),
     delete: (userId, app, env, name) => q.delete.run(userId, app, env, name).changes > 0,
     close: () => db.close(),

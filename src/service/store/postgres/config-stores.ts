@@ -6,23 +6,10 @@
 // exception: read from the database on each call, since the job engine's batches write that table too.
 
 import type { Queryable } from "./index.js";
-import type { KeyRecord, ManagementStore, RestEndpointSpec, TemplateRecord, VolumeRecord } from "../../management/store.js";
-import type { SecretRow, SecretStore } from "../../secrets/store.js";
-import type { VolumeType } from "../../schema.js";
+import { keyOf, restEndpointOf, templateOf, volumeOf, type ManagementStore, type RestEndpointSpec, type TemplateRecord, type VolumeRecord } from "../../management/store.js";
+import { secretRowOf, type SecretRow, type SecretStore } from "../../secrets/store.js";
 
 const byCreation = <T extends { createdAt: number; id: string }>(a: T, b: T) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-
-function keyOf(x: Record<string, unknown>): KeyRecord {
-  return {
-    id: x.id as string,
-    userId: x.user_id as string,
-    name: (x.name as string | null) ?? null,
-    scopes: JSON.parse(x.scopes as string) as string[],
-    createdAt: x.created_at as number,
-    expiresAt: (x.expires_at as number | null) ?? null,
-    revokedAt: (x.revoked_at as number | null) ?? null,
-  };
-}
 
 export type ReloadingManagementStore = ManagementStore & { reload(): Promise<void> };
 
@@ -32,6 +19,13 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
   let rest = new Map<string, { id: string; userId: string; spec: RestEndpointSpec; generation: number }>();
   // A reload whose reads began before a write of this replica's may miss it: such a reload keeps the memory.
   let writes = 0;
+  /** Commit, then change the memory; counted on both sides so that a reload overlapping it keeps the memory. */
+  const write = async (text: string, values: unknown[], apply: () => void) => {
+    writes++;
+    await pool.query(text, values);
+    writes++;
+    apply();
+  };
 
   const reload = async () => {
     const before = writes;
@@ -41,13 +35,9 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
       pool.query("SELECT * FROM rest_endpoints"),
     ]);
     if (writes !== before) return;
-    volumes = new Map(
-      v.rows.map((x) => [x.id, { id: x.id, userId: x.user_id, name: x.name, size: x.size, dataCenter: x.data_center, type: x.type as VolumeType, createdAt: x.created_at }]),
-    );
-    templates = new Map(
-      t.rows.map((x) => [x.id, { id: x.id, userId: x.user_id, name: x.name, imageName: x.image_name, env: JSON.parse(x.env), containerDiskInGb: x.container_disk_gb, createdAt: x.created_at }]),
-    );
-    rest = new Map(r.rows.map((x) => [x.id, { id: x.id, userId: x.user_id, spec: JSON.parse(x.spec) as RestEndpointSpec, generation: x.generation }]));
+    volumes = new Map(v.rows.map((x) => [x.id, volumeOf(x)]));
+    templates = new Map(t.rows.map((x) => [x.id, templateOf(x)]));
+    rest = new Map(r.rows.map((x) => [x.id, restEndpointOf(x)]));
   };
   await reload();
 
@@ -56,59 +46,37 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
     volumes: (userId) => [...volumes.values()].filter((v) => v.userId === userId).sort(byCreation),
     allVolumes: () => [...volumes.values()].sort(byCreation),
     volume: (id) => volumes.get(id),
-    async putVolume(v) {
-      writes++;
-      await pool.query(
+    putVolume: (v) =>
+      write(
         `INSERT INTO network_volumes (id, user_id, name, size, data_center, type, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (id) DO UPDATE SET name = excluded.name, size = excluded.size`,
         [v.id, v.userId, v.name, v.size, v.dataCenter, v.type, v.createdAt],
-      );
-      writes++;
-      const existing = volumes.get(v.id);
-      volumes.set(v.id, existing ? { ...existing, name: v.name, size: v.size } : v);
-    },
-    async deleteVolume(id) {
-      writes++;
-      await pool.query("DELETE FROM network_volumes WHERE id = $1", [id]);
-      writes++;
-      volumes.delete(id);
-    },
+        () => {
+          const existing = volumes.get(v.id);
+          volumes.set(v.id, existing ? { ...existing, name: v.name, size: v.size } : v);
+        },
+      ),
+    deleteVolume: (id) => write("DELETE FROM network_volumes WHERE id = $1", [id], () => volumes.delete(id)),
     templates: (userId) => [...templates.values()].filter((t) => t.userId === userId).sort(byCreation),
     template: (id) => templates.get(id),
-    async putTemplate(t) {
-      writes++;
-      await pool.query(
+    putTemplate: (t) =>
+      write(
         `INSERT INTO templates (id, user_id, name, image_name, env, container_disk_gb, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, name = excluded.name, image_name = excluded.image_name,
            env = excluded.env, container_disk_gb = excluded.container_disk_gb, created_at = excluded.created_at`,
         [t.id, t.userId, t.name, t.imageName, JSON.stringify(t.env), t.containerDiskInGb, t.createdAt],
-      );
-      writes++;
-      templates.set(t.id, t);
-    },
-    async deleteTemplate(id) {
-      writes++;
-      await pool.query("DELETE FROM templates WHERE id = $1", [id]);
-      writes++;
-      templates.delete(id);
-    },
+        () => templates.set(t.id, t),
+      ),
+    deleteTemplate: (id) => write("DELETE FROM templates WHERE id = $1", [id], () => templates.delete(id)),
     restEndpoints: () => [...rest.values()],
-    async putRestEndpoint(id, userId, spec, generation) {
-      writes++;
-      await pool.query(
+    putRestEndpoint: (id, userId, spec, generation) =>
+      write(
         `INSERT INTO rest_endpoints (id, user_id, spec, generation) VALUES ($1, $2, $3, $4)
          ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, spec = excluded.spec, generation = excluded.generation`,
         [id, userId, JSON.stringify(spec), generation],
-      );
-      writes++;
-      rest.set(id, { id, userId, spec, generation });
-    },
-    async deleteRestEndpoint(id) {
-      writes++;
-      await pool.query("DELETE FROM rest_endpoints WHERE id = $1", [id]);
-      writes++;
-      rest.delete(id);
-    },
+        () => rest.set(id, { id, userId, spec, generation }),
+      ),
+    deleteRestEndpoint: (id) => write("DELETE FROM rest_endpoints WHERE id = $1", [id], () => rest.delete(id)),
     // Keys are read from the database on every call: the job engine's batches write the same table (the
     // operator's bootstrap keys, workers' keys and their revocation), so a copy here would go stale.
     async keys(userId) {
@@ -145,16 +113,7 @@ export async function openPostgresSecretStore(pool: Queryable): Promise<Reloadin
     const result = await pool.query("SELECT * FROM secrets");
     // Reads that began before a write of this replica's may miss it: keep the memory until the next reload.
     if (writes !== before) return;
-    rows = result.rows.map((r) => ({
-      userId: r.user_id,
-      app: r.app,
-      env: r.env,
-      name: r.name,
-      sealed: r.sealed as Buffer,
-      keyId: r.key_id,
-      createdAt: r.created_at,
-      updatedAt: r.updated_at,
-    }));
+    rows = result.rows.map(secretRowOf);
   };
   await reload();
   return {

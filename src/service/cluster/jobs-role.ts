@@ -1,0 +1,120 @@
+// Which replica on a shared database serves jobs. Its engine holds the queues and leases in memory and only it
+// runs workers; it holds the "jobs" lease (cluster/leader.ts), with its address. The others pass job traffic to
+// that address and keep trying the lease: when the holder is gone, one of them takes over (loads the jobs from
+// the database and serves them).
+//
+// A jobs replica that cannot renew (the database does not answer) goes on serving: nobody else can take the
+// lease while the database is down, and a single replica must survive an outage. Only when it learns that another
+// replica holds the lease (a partition cut off this one alone) does it stop, since going on would run jobs twice.
+
+import type { Queryable } from "../store/postgres/index.js";
+import { createLeaderLease, leaseHolder, type LeaderLease } from "./leader.js";
+
+export interface JobsRoleOptions {
+  db: Queryable;
+  /** This replica's name in the lease. */
+  holder: string;
+  /** Where the other replicas reach this one. */
+  address: string;
+  log(message: string): void;
+  /** Another replica took the lease while this one served jobs: this one must stop. */
+  onLost?(): void;
+}
+
+/** Taking over: load the jobs (before this replica answers job traffic), then start serving (workers). */
+export interface TakeOver {
+  load(): Promise<void>;
+  start(): Promise<void>;
+}
+
+export class JobsRole {
+  /** The address of the replica serving jobs, or undefined while this one does. */
+  private served: string | undefined = "";
+  private decided = false;
+  private takeOver?: TakeOver;
+  private takeOverPending = false;
+  /** Said once per outage, not at every renewal attempt. */
+  private failing = false;
+  private readonly lease: LeaderLease;
+
+  constructor(private readonly options: JobsRoleOptions) {
+    this.lease = createLeaderLease({
+      db: options.db,
+      name: "jobs",
+      holder: options.holder,
+      address: options.address,
+      onChange: (leading) => this.changed(leading),
+      onHolder: (holder) => this.heldBy(holder),
+      onError: (err) => {
+        if (!this.failing) options.log(`could not renew this replica's lease to serve jobs: ${(err as Error).message}`);
+        this.failing = true;
+      },
+    });
+  }
+
+  /** Where job traffic goes: undefined when this replica serves it. */
+  get servedBy(): string | undefined {
+    return this.served;
+  }
+
+  /** Take the lease or learn who holds it; the role from then on. */
+  async start(): Promise<void> {
+    await this.lease.start();
+    this.decided = true;
+    if (this.lease.leading) {
+      this.served = undefined;
+      return;
+    }
+    const holder = await leaseHolder(this.options.db, "jobs").catch(() => undefined);
+    this.served = holder?.address ?? "another replica";
+    this.options.log(`jobs of this database are served by the replica at ${this.served}; job traffic that reaches this one goes there, and this one takes over if it goes away`);
+  }
+
+  /** What taking over means (the service wired): a takeover that came before runs now. */
+  ready(takeOver: TakeOver): void {
+    this.takeOver = takeOver;
+    if (this.takeOverPending) this.runTakeOver();
+  }
+
+  stop(): Promise<void> {
+    return this.lease.stop();
+  }
+
+  private changed(leading: boolean): void {
+    if (!this.decided) return;
+    if (!leading) {
+      if (this.served === undefined) this.options.log("this replica could not renew its lease to serve jobs (the database does not answer); it goes on serving them unless another replica took over");
+      return;
+    }
+    this.failing = false;
+    if (this.served === undefined) {
+      this.options.log("this replica holds the lease to serve jobs again");
+      return;
+    }
+    if (this.takeOver) this.runTakeOver();
+    else this.takeOverPending = true;
+  }
+
+  private runTakeOver(): void {
+    this.takeOverPending = false;
+    const takeOver = this.takeOver!;
+    void (async () => {
+      await takeOver.load();
+      this.served = undefined;
+      this.options.log("this replica now serves the jobs of this database (the replica that did is gone)");
+      await takeOver.start();
+    })().catch((err: unknown) => this.options.log(`could not take over serving jobs: ${(err as Error).stack ?? String(err)}`));
+  }
+
+  private heldBy(holder: { holder: string; address: string | null } | undefined): void {
+    this.failing = false;
+    if (!this.decided || !holder) return;
+    if (this.served === undefined && holder.holder !== this.options.holder) {
+      this.served = holder.address ?? holder.holder;
+      this.options.log(`another replica (${this.served}) took over serving jobs while this one could not reach the database`);
+      this.options.onLost?.();
+      return;
+    }
+    if (holder.address && this.served !== undefined) this.served = holder.address;
+  }
+}
