@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeFile } from "node:fs/promises";
@@ -130,12 +131,25 @@ describe("createProcessDriver", () => {
   it("runs the real runtime: SIGTERM stops a worker that is still waiting for its service, with exit 0", async () => {
     const driver = createProcessDriver({ runtimeEntry: RUNTIME_ENTRY, cacheDir: join(work, "cache-d") });
     const lines: WorkerLogLine[] = [];
-    const handle = await driver.start(launch("w-waiting", lines));
-    await new Promise((r) => setTimeout(r, 800));
+    // A service that accepts connections and never answers: once the worker calls it, its runtime is up (and
+    // handles SIGTERM), however long node took to start on a loaded machine.
+    const sockets: Socket[] = [];
+    let called!: () => void;
+    const calledBack = new Promise<void>((r) => (called = r));
+    const silent = createServer((socket) => {
+      sockets.push(socket);
+      called();
+    });
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const { port } = silent.address() as AddressInfo;
+    const handle = await driver.start(launch("w-waiting", lines, { apiUrl: `http://127.0.0.1:${port}` }));
+    await calledBack;
     const started = Date.now();
     expect(await handle.stop(5000)).toEqual({ code: 0, signal: null });
     expect(Date.now() - started).toBeLessThan(3000);
     await driver.close();
+    for (const socket of sockets) socket.destroy();
+    silent.close();
   });
 });
 

@@ -207,14 +207,15 @@ export class WorkerLoop {
             pid: process.pid,
             concurrency: this.options.concurrency,
             ...this.options.registerExtra,
-          });
+            // A first registration that hangs (a service that accepts and never answers) must not hold a stop.
+          }, { signal: this.registered ? undefined : this.takeAbort.signal });
           this.lastContact = Date.now();
           return;
         } catch (err) {
-          if (!isTransient(err) && !isUnknownWorker(err)) throw err;
-          if (this.checkOrphaned()) return;
           // Told to stop while the service is away: nothing is held yet, so there is nothing to wait for.
           if (this.draining && !this.registered) return;
+          if (!isTransient(err) && !isUnknownWorker(err)) throw err;
+          if (this.checkOrphaned()) return;
           await sleep(backoffMs(attempt), this.draining ? this.backgroundAbort.signal : this.takeAbort.signal);
           if (this.backgroundAbort.signal.aborted || (this.draining && !this.registered)) return;
         }

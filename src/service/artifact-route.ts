@@ -4,11 +4,9 @@
 
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
-import type { IncomingMessage, ServerResponse } from "node:http";
 import { basename } from "node:path";
 import { pipeline } from "node:stream/promises";
-import type { ApiContext } from "./api.js";
-import type { Principal } from "./auth.js";
+import type { RouteCall } from "./api-context.js";
 import { HttpProblem } from "./http.js";
 
 export const ARTIFACT_ROUTE = "/_worker/v1/artifacts/";
@@ -19,11 +17,11 @@ export function artifactUrl(serviceUrl: string, artifactPath: string): string | 
   return m ? `${serviceUrl.replace(/\/+$/, "")}${ARTIFACT_ROUTE}${m[1]}` : undefined;
 }
 
-export async function serveArtifact(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, sha: string): Promise<void> {
-  req.resume();
-  if (!principal.worker) throw new HttpProblem(403, "Only worker tokens may download artifacts");
-  if (req.method !== "GET" && req.method !== "HEAD") throw new HttpProblem(405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET, HEAD" } });
-  const endpoint = ctx.endpoints.get(principal.worker.endpointId);
+/** GET and HEAD, worker tokens only (the route table says so). */
+export async function serveArtifact(call: RouteCall): Promise<void> {
+  const { ctx, principal, req, res } = call;
+  const sha = call.params.sha!;
+  const endpoint = ctx.endpoints.get(principal.worker!.endpointId);
   // Only the artifact of the worker's own endpoint: one tenant's token never reads another tenant's code.
   if (!endpoint || !/^[a-f0-9]{64}$/.test(sha) || basename(endpoint.artifactPath) !== `${sha}.tar.gz`) {
     throw new HttpProblem(404, `No artifact ${sha} for this worker's endpoint`);

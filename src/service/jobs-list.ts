@@ -1,10 +1,9 @@
-// issue 8: `GET /v2/{endpoint_id}/jobs?limit=n`: the endpoint's recent jobs, newest first, as job records
+// `GET /v2/{endpoint_id}/jobs?limit=n`: the endpoint's recent jobs, newest first, as job records
 // (with the input when small; without output or error stack: `/status/{id}` has those).
 // Same access as the job API: a key of the owner with admin, jobs:* or jobs:<endpoint_id>.
 
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ApiContext } from "./api.js";
-import { canUseJobs, type Principal } from "./auth.js";
+import type { RouteCall } from "./api-context.js";
+import { canUseJobs } from "./auth.js";
 import { isFinal } from "./engine.js";
 import { HttpProblem, intParam, sendJson } from "./http.js";
 import type { JobRow } from "./store/types.js";
@@ -27,10 +26,6 @@ export interface JobSummary {
   retries?: number;
 }
 
-export function isJobsListPath(segments: string[]): boolean {
-  return segments.length === 3 && segments[0] === "v2" && segments[2] === "jobs";
-}
-
 /** One line of the list: the times are computed as the job record computes them. Pure. */
 export function jobSummary(row: JobRow, now: number): JobSummary {
   const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? row.completedAt ?? now : now)) - row.createdAt));
@@ -43,10 +38,10 @@ export function jobSummary(row: JobRow, now: number): JobSummary {
   return summary;
 }
 
-export async function jobsList(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, url: URL, endpointId: string): Promise<void> {
-  req.resume();
-  if (req.method !== "GET") throw new HttpProblem(405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET" } });
-  if (principal.worker) throw new HttpProblem(403, "A worker token cannot list jobs");
+/** GET /v2/{endpoint_id}/jobs, user keys only (the route table says so). */
+export async function jobsList(call: RouteCall): Promise<void> {
+  const { ctx, principal, res, url } = call;
+  const endpointId = call.params.endpoint!;
   const endpoint = ctx.endpoints.get(endpointId);
   // Another user's endpoint is "not found", as in the job API.
   if (!endpoint || endpoint.userId !== principal.userId) throw new HttpProblem(404, `No endpoint ${endpointId}`);

@@ -18,7 +18,9 @@ import { lbEndpointUrl } from "../lb/index.js";
 //   POST   /v1/apps/{app}/environments/{env}/config      {resources, dryRun} -> configuration-only update
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ApiContext } from "../api.js";
+import type { ApiContext, RouteCall, RouteHandler } from "../api-context.js";
+import type { RouteRow } from "../router.js";
+import { appEnvironment } from "../state-routes.js";
 import { canUseJobs, isAdmin, type Principal } from "../auth.js";
 import { HttpProblem, isPlainObject, parseJson, readBody, sendJson } from "../http.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
@@ -95,8 +97,28 @@ function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Re
   };
 }
 
+/** /v1/apps routes; an environment this module does not know (deployed by svc dev) is answered by the state route. */
+async function appsRoute(call: RouteCall): Promise<void> {
+  const segments = call.url.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  if (!(await deployRoute(call.ctx, call.principal, call.req, call.res, segments))) appEnvironment(call);
+}
+
+const APPS = { auth: "user", body: "handler", rateLimited: true, purpose: "manage apps", handler: appsRoute } as const;
+
+/** Apps, their builds (uploads) and environments (releases). */
+export const DEPLOY_ROUTES: Array<RouteRow<RouteHandler>> = [
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps" },
+  { ...APPS, methods: ["GET", "DELETE"], pattern: "/v1/apps/:app" },
+  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/builds" },
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/builds/:build" },
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/environments" },
+  { ...APPS, methods: ["GET", "PUT", "DELETE"], pattern: "/v1/apps/:app/environments/:env" },
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/environments/:env/releases" },
+  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/environments/:env/:action" },
+];
+
 /** Handles /v1/apps routes; false when the request is for the older state route this does not cover. */
-export async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, segments: string[]): Promise<boolean> {
+async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, segments: string[]): Promise<boolean> {
   if (principal.worker) {
     if (segments.length === 5 && segments[3] === "environments" && req.method === "GET") return false;
     req.resume();

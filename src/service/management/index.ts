@@ -10,7 +10,8 @@
 //   GET /openapi.json                              OpenAPI 3.1        (no key needed)
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ApiContext } from "../api.js";
+import type { ApiContext, RouteCall, RouteHandler } from "../api-context.js";
+import type { RouteRow } from "../router.js";
 import type { Principal } from "../auth.js";
 import type { EngineEndpoint } from "../engine.js";
 import { HttpProblem, sendJson, sendProblem } from "../http.js";
@@ -118,44 +119,10 @@ export class Management {
     }
   }
 
-  /** Management routes. True when the path is one of them (answered or thrown as a problem). */
-  async route(ctx: ApiContext, p: Principal, req: IncomingMessage, res: ServerResponse, seg: string[]): Promise<boolean> {
-    const m = this.context;
-    if (seg[0] === "v2" && seg[1] === "network-volumes" && seg.length <= 3) {
-      await volumeRoute(ctx, m, p, req, res, seg[2]);
-      return true;
-    }
-    if (seg[0] === "v2" && seg[1] === "data-centers" && seg.length === 2) {
-      req.resume();
-      if (req.method !== "GET") throw new HttpProblem(405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET" } });
-      requireAccess(p, "volumes", false);
-      sendJson(res, m.dataCenters.dataCenters);
-      return true;
-    }
-    if (seg[0] !== "v1" || seg.length > 3) return false;
-    if (seg[1] === "endpoints" && this.rest) {
-      await endpointRoute(ctx, m, this.rest, p, req, res, seg[2]);
-      return true;
-    }
-    if (seg[1] === "templates") {
-      await templateRoute(m, p, req, res, seg[2]);
-      return true;
-    }
-    if (seg[1] === "keys") {
-      await keyRoute(ctx, m, p, req, res, seg[2]);
-      return true;
-    }
-    if (seg[1] === "secrets" && ctx.secrets) {
-      await secretRoute(ctx.secrets, ctx.endpoints.values(), p, req, res, seg[2]);
-      return true;
-    }
-    if (seg[1] === "me" && seg.length === 2) {
-      req.resume();
-      if (req.method !== "GET") throw new HttpProblem(405, `${req.method} is not allowed here; use GET`, { headers: { allow: "GET" } });
-      sendJson(res, whoami(p, await m.store.key(p.keyId), m.limiter.windows));
-      return true;
-    }
-    return false;
+  /** REST endpoints, once attached (they need the API context). */
+  restEndpoints(): RestEndpoints {
+    if (!this.rest) throw new HttpProblem(503, "The service is still starting; retry in a moment", { headers: { "retry-after": "1" } });
+    return this.rest;
   }
 
   /** Why a REST endpoint gets no workers (its statusReason), for answers that must say so. */
@@ -174,4 +141,52 @@ export class Management {
   close(): void {
     this.context.store.close();
   }
+}
+
+function management(call: RouteCall): Management {
+  if (!call.ctx.management) throw new HttpProblem(404, `No route ${call.url.pathname}`);
+  return call.ctx.management;
+}
+
+const MANAGE = { auth: "user", body: "handler", rateLimited: true, purpose: "call the management API" } as const;
+
+/** The management API's routes (api.ts mounts them first: their paths are never an endpoint's). */
+export const MANAGEMENT_ROUTES: Array<RouteRow<RouteHandler>> = [
+  { ...MANAGE, methods: ["GET", "POST"], pattern: "/v2/network-volumes", handler: (c) => volumeRoute(c.ctx, management(c).context, c.principal, c.req, c.res, undefined) },
+  { ...MANAGE, methods: ["GET", "PATCH", "DELETE"], pattern: "/v2/network-volumes/:id", handler: (c) => volumeRoute(c.ctx, management(c).context, c.principal, c.req, c.res, c.params.id) },
+  {
+    ...MANAGE,
+    body: "none",
+    methods: ["GET"],
+    pattern: "/v2/data-centers",
+    handler: (c) => {
+      requireAccess(c.principal, "volumes", false);
+      sendJson(c.res, management(c).context.dataCenters.dataCenters);
+    },
+  },
+  { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/endpoints", handler: (c) => endpointRoute(c.ctx, management(c).context, management(c).restEndpoints(), c.principal, c.req, c.res, undefined) },
+  { ...MANAGE, methods: ["GET", "PATCH", "DELETE"], pattern: "/v1/endpoints/:id", handler: (c) => endpointRoute(c.ctx, management(c).context, management(c).restEndpoints(), c.principal, c.req, c.res, c.params.id) },
+  { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/templates", handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, undefined) },
+  { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/templates/:id", handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, c.params.id) },
+  { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/keys", handler: (c) => keyRoute(c.ctx, management(c).context, c.principal, c.req, c.res, undefined) },
+  { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/keys/:id", handler: (c) => keyRoute(c.ctx, management(c).context, c.principal, c.req, c.res, c.params.id) },
+  { ...MANAGE, methods: ["GET"], pattern: "/v1/secrets", handler: (c) => secretRoute(secretsOf(c), c.ctx.endpoints.values(), c.principal, c.req, c.res, undefined) },
+  { ...MANAGE, methods: ["PUT", "DELETE"], pattern: "/v1/secrets/:name", handler: (c) => secretRoute(secretsOf(c), c.ctx.endpoints.values(), c.principal, c.req, c.res, c.params.name) },
+  {
+    // Who the key is: worker tokens may ask too (they learn their endpoint).
+    auth: "any",
+    body: "none",
+    rateLimited: true,
+    methods: ["GET"],
+    pattern: "/v1/me",
+    handler: async (c) => {
+      const m = management(c).context;
+      sendJson(c.res, whoami(c.principal, await m.store.key(c.principal.keyId), m.limiter.windows));
+    },
+  },
+];
+
+function secretsOf(call: RouteCall) {
+  if (!call.ctx.secrets) throw new HttpProblem(404, `No route ${call.url.pathname}`);
+  return call.ctx.secrets;
 }

@@ -110,7 +110,7 @@ export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Prin
     req.resume();
     return sendJson(res, volumeJson(ownVolume(m, p, id)));
   }
-  if (method === "PATCH" || method === "PUT") {
+  if (method === "PATCH") {
     const current = ownVolume(m, p, id);
     const body = await readObjectBody(req);
     const plan = planUpdateVolume(current, body);

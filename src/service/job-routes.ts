@@ -1,0 +1,181 @@
+// The job API: /v2/{endpoint_id}/run, /runsync, /status, /status-sync, /stream, /cancel, /retry,
+// /purge-queue and /health, for user keys (admin, jobs:*, jobs:<endpoint>). Another user's endpoint answers
+// 404, as if it did not exist. The route table (api.ts) declares methods, body limits and auth.
+
+import type { ServerResponse } from "node:http";
+import { canUseJobs, type Principal } from "./auth.js";
+import { isFinal } from "./engine.js";
+import { HttpProblem, intParam, sendJson, sendPieces } from "./http.js";
+import { SHARED_OUTPUT_MIN } from "./slow-clients.js";
+import type { EndpointRow, JobRow } from "./store/types.js";
+import { MAX_TTL_MS, validateSubmission } from "./validate.js";
+import type { ApiContext, RouteCall } from "./api-context.js";
+
+export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
+
+/** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */
+export function recordJson(row: JobRow, now: number): string {
+  const { head, tail } = recordParts(row, now);
+  return row.output === null ? head + tail : head + row.output + tail;
+}
+
+/** The job record's JSON around its output: `head + output + tail` (or `head + tail` without output) is recordJson. Pure. */
+export function recordParts(row: JobRow, now: number): { head: string; tail: string } {
+  const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? row.completedAt ?? now : now)) - row.createdAt));
+  const executionTime = row.startedAt === null ? 0 : Math.max(0, Math.round((row.completedAt ?? now) - row.startedAt));
+  let text = `{"id":${JSON.stringify(row.id)},"status":"${row.status}","delayTime":${delayTime},"executionTime":${executionTime}`;
+  if (row.output !== null) text += `,"output":`;
+  let tail = "";
+  if (row.error !== null) {
+    tail += `,"error":${JSON.stringify(row.error)}`;
+    if (row.errorType !== null) tail += `,"errorType":${JSON.stringify(row.errorType)}`;
+    if (row.errorStack !== null) tail += `,"errorStack":${JSON.stringify(row.errorStack)}`;
+  }
+  if (row.retried > 0) tail += `,"retries":${row.retried}`;
+  return { head: text, tail: `${tail}}` };
+}
+
+/**
+ * Send a job record. A large output goes out as one Buffer shared by every answer sending the same job's output
+ * right now, in pieces with backpressure (never one multi-MB string per request). `outputBytes`: the size of a
+ * stored output the record was read without (engine.recordHead); it is read here once for all its readers.
+ */
+async function sendRecord(ctx: ApiContext, res: ServerResponse, row: JobRow, now: number, outputBytes: number | null = null): Promise<void> {
+  const stallMs = ctx.clients.limits.sendStallMs;
+  const text = row.output;
+  const size = outputBytes ?? (text === null ? 0 : text.length);
+  const stored = outputBytes !== null;
+  if (!stored && (text === null || size < SHARED_OUTPUT_MIN || !isFinal(row.status))) {
+    const { head, tail } = recordParts(row, now);
+    return sendPieces(res, text === null ? [head, tail] : [head, text, tail], stallMs);
+  }
+  const { head, tail } = recordParts(stored ? { ...row, output: "" } : row, now);
+  const shared = await ctx.clients.outputs.acquire(`${row.id}:${row.completedAt ?? 0}`, stored ? size : Buffer.byteLength(text!), async () =>
+    stored ? ctx.engine.storedOutput(row.id) : Buffer.from(text!, "utf8"),
+  );
+  try {
+    await sendPieces(res, [head, shared.buffer, tail], stallMs);
+  } finally {
+    shared.release();
+  }
+}
+
+export function sendText(res: ServerResponse, text: string): void {
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** The caller's endpoint `id`: 404 when it is not theirs (as if it did not exist), 403 when the key is scoped elsewhere. */
+export function userEndpoint(ctx: ApiContext, principal: Principal, id: string): EndpointRow {
+  const endpoint = ctx.endpoints.get(id);
+  if (!endpoint || endpoint.userId !== principal.userId) throw new HttpProblem(404, `No endpoint ${id}`);
+  if (!canUseJobs(principal, id)) throw new HttpProblem(403, `This API key has no access to endpoint ${id}`);
+  return endpoint;
+}
+
+/** The caller's queue endpoint of the route (a load-balanced one has no job API). */
+function queueEndpoint(call: RouteCall): EndpointRow {
+  const endpoint = userEndpoint(call.ctx, call.principal, call.params.endpoint!);
+  if (endpoint.type !== "queue") throw new HttpProblem(400, `Endpoint ${endpoint.id} is load-balanced; it has no job API`);
+  return endpoint;
+}
+
+function noJob(call: RouteCall): HttpProblem {
+  return new HttpProblem(404, `No job ${call.params.job} on endpoint ${call.params.endpoint} (unknown, or its result expired)`);
+}
+
+async function submit(call: RouteCall, sync: boolean): Promise<void> {
+  const { ctx, url, res } = call;
+  const endpoint = queueEndpoint(call);
+  const wait = sync ? intParam(url, "wait", 1000, 300_000) : undefined;
+  const { value, errors } = validateSubmission(await call.json(), endpoint.resource.functions.map((f) => f.name));
+  if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
+  const row = await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait });
+  if (!sync) return sendText(res, `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`);
+  const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
+  return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
+}
+
+async function status(call: RouteCall, sync: boolean): Promise<void> {
+  const { ctx, url, res } = call;
+  const { engine } = ctx;
+  const endpointId = queueEndpoint(call).id;
+  const jobId = call.params.job!;
+  const ttl = intParam(url, "ttl", 1, MAX_TTL_MS);
+  const wait = sync ? intParam(url, "wait", 1000, 300_000) ?? RUNSYNC_WAIT_DEFAULT_MS : 0;
+  if (ttl === undefined) {
+    // Without its output: a large one is read once for all concurrent readers (sendRecord).
+    const head = sync ? await engine.waitFinalHead(endpointId, jobId, wait) : await engine.recordHead(endpointId, jobId);
+    if (!head) throw noJob(call);
+    return sendRecord(ctx, res, head.row, Date.now(), head.outputBytes);
+  }
+  let row: JobRow | undefined = sync ? await engine.waitFinal(endpointId, jobId, wait) : await engine.record(endpointId, jobId);
+  if (row) row = await engine.setTtl(endpointId, jobId, ttl);
+  if (!row) throw noJob(call);
+  return sendRecord(ctx, res, row, Date.now());
+}
+
+export const jobRoutes = {
+  run: (call: RouteCall) => submit(call, false),
+  runsync: (call: RouteCall) => submit(call, true),
+  status: (call: RouteCall) => status(call, false),
+  statusSync: (call: RouteCall) => status(call, true),
+
+  async stream(call: RouteCall): Promise<void> {
+    const result = await call.ctx.engine.readStream(queueEndpoint(call).id, call.params.job!);
+    if (!result) throw noJob(call);
+    const pieces: string[] = [`{"status":"${result.status}","stream":[`];
+    result.chunks.forEach((chunk, i) => (i === 0 ? pieces.push(chunk) : pieces.push(",", chunk)));
+    pieces.push("]}");
+    return sendPieces(call.res, pieces, call.ctx.clients.limits.sendStallMs);
+  },
+
+  async cancel(call: RouteCall): Promise<void> {
+    const row = await call.ctx.engine.cancel(queueEndpoint(call).id, call.params.job!);
+    if (!row) throw noJob(call);
+    sendJson(call.res, { id: row.id, status: row.status });
+  },
+
+  async retry(call: RouteCall): Promise<void> {
+    const row = await call.ctx.engine.retry(queueEndpoint(call).id, call.params.job!);
+    if (!row) throw noJob(call);
+    // Back in the queue, as /run answers: a waiting worker may already hold it by the time this is sent.
+    sendJson(call.res, { id: row.id, status: "IN_QUEUE" });
+  },
+
+  async purgeQueue(call: RouteCall): Promise<void> {
+    const removed = await call.ctx.engine.purge(queueEndpoint(call).id);
+    sendJson(call.res, { removed, status: "completed" });
+  },
+
+  /** Any endpoint's health (a load-balanced one's requests and cold starts come from its proxy). */
+  health(call: RouteCall): void {
+    const { ctx } = call;
+    const endpoint = userEndpoint(ctx, call.principal, call.params.endpoint!);
+    const health = ctx.engine.health(endpoint.id);
+    const coldStarts = ctx.scaler()?.coldStarts.get(endpoint.id) ?? { count: 0, lastMs: null };
+    const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource), unhealthy: ctx.startFailures.unhealthy(endpoint.id) };
+    const lastStartError = ctx.startFailures.last(endpoint.id);
+    sendJson(call.res, {
+      ...health,
+      workers,
+      coldStarts,
+      ...(endpoint.type === "lb" ? ctx.lb?.health(endpoint.id) : {}),
+      ...(lastStartError ? { lastStartError } : {}),
+      // Whether the service can write (a full disk makes every write 503 until it clears).
+      storage: ctx.engine.storageState(),
+    });
+  },
+};
+
+/**
+ * The worker counts the job API's official clients type beside svc's own: `ready` (started and able to take a job:
+ * idle or running) and `throttled` (workers the queue calls for beyond workersMax). Pure.
+ */
+export function jobClientWorkerCounts(
+  health: { jobs: { inQueue: number; inProgress: number }; workers: { idle: number; running: number } },
+  resource: { workersMax: number; maxConcurrency: number },
+): { ready: number; throttled: number } {
+  const wanted = Math.ceil((health.jobs.inQueue + health.jobs.inProgress) / Math.max(1, resource.maxConcurrency));
+  return { ready: health.workers.idle + health.workers.running, throttled: Math.max(0, wanted - resource.workersMax) };
+}
