@@ -1,0 +1,367 @@
+// The job engine driven as the service drives it, over an in-memory store and a clock the test moves: what a
+// caller observes of submit/take/done, leases and their lapse, priorities, cancellation, retention, and a store
+// that refuses writes.
+
+import { afterEach, describe, expect, it } from "vitest";
+import { JobEngine, type Clock, type EngineEndpoint, type EngineHooks } from "../engine.js";
+import { StorageUnavailable, type StorageState } from "../store/faults.js";
+import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow, WebhookRow } from "../store/types.js";
+
+/** The store's job side in Maps; `refuse` makes apply fail (nothing applied) with that error code, as a full disk does. */
+class MemoryJobStore implements Store {
+  readonly jobs = new Map<string, JobRow>();
+  readonly chunks = new Map<string, StreamChunkRow[]>();
+  readonly logLines: Array<LogRow & { seq: number }> = [];
+  readonly webhooks = new Map<string, WebhookRow>();
+  readonly counters = new Map<string, { completed: number; failed: number; retried: number }>();
+  refuse?: string;
+  applied = 0;
+
+  async apply(ops: StoreOp[]): Promise<void> {
+    if (this.refuse) throw Object.assign(new Error(`refused (${this.refuse})`), { code: this.refuse });
+    this.applied++;
+    for (const o of ops) {
+      switch (o.op) {
+        case "insertJob":
+          this.jobs.set(o.job.id, { ...o.job });
+          break;
+        case "updateJob": {
+          const row = this.jobs.get(o.id);
+          if (row) Object.assign(row, o.set);
+          break;
+        }
+        case "deleteJob":
+          this.jobs.delete(o.id);
+          this.chunks.delete(o.id);
+          break;
+        case "insertChunk": {
+          let list = this.chunks.get(o.chunk.jobId);
+          if (!list) this.chunks.set(o.chunk.jobId, (list = []));
+          list.push({ ...o.chunk });
+          break;
+        }
+        case "deleteChunksAfter":
+          this.chunks.set(o.jobId, (this.chunks.get(o.jobId) ?? []).filter((c) => c.seq <= o.seq));
+          break;
+        case "insertLog":
+          this.logLines.push({ ...o.line, seq: this.logLines.length + 1 });
+          break;
+        case "insertWebhook":
+          this.webhooks.set(o.webhook.id, { ...o.webhook });
+          break;
+        case "addCounters": {
+          const c = this.counters.get(o.endpointId) ?? { completed: 0, failed: 0, retried: 0 };
+          this.counters.set(o.endpointId, { completed: c.completed + o.completed, failed: c.failed + o.failed, retried: c.retried + o.retried });
+          break;
+        }
+        case "deleteEndpoint":
+          this.counters.delete(o.id);
+          break;
+        default:
+          throw new Error(`MemoryJobStore: ${o.op} is not a job-side op`);
+      }
+    }
+  }
+
+  async getJob(id: string) {
+    const row = this.jobs.get(id);
+    return row && { ...row };
+  }
+  async activeJobs() {
+    return [...this.jobs.values()].filter((j) => j.status === "IN_QUEUE" || j.status === "IN_PROGRESS").map((j) => ({ ...j }));
+  }
+  async chunksAfter(jobId: string, seq: number) {
+    return (this.chunks.get(jobId) ?? []).filter((c) => c.seq > seq).sort((a, b) => a.seq - b.seq);
+  }
+  async lastChunkSeq(jobId: string) {
+    return Math.max(0, ...(this.chunks.get(jobId) ?? []).map((c) => c.seq));
+  }
+  async expiredJobIds(now: number, limit: number) {
+    return [...this.jobs.values()].filter((j) => j.expiresAt !== null && j.expiresAt <= now).slice(0, limit).map((j) => j.id);
+  }
+  async logs(q: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }) {
+    return this.logLines
+      .filter((l) => l.endpointId === q.endpointId && (q.jobId === undefined || l.jobId === q.jobId) && (q.afterId === undefined || l.seq > q.afterId))
+      .slice(0, q.limit);
+  }
+  async dueWebhooks(now: number, limit: number) {
+    return [...this.webhooks.values()].filter((w) => w.nextAt <= now).slice(0, limit);
+  }
+  async endpoints(): Promise<EndpointRow[]> {
+    return [];
+  }
+  async keyByHash(): Promise<KeyRow | undefined> {
+    return undefined;
+  }
+  async apps() {
+    return [];
+  }
+  async environments() {
+    return [];
+  }
+  async build() {
+    return undefined;
+  }
+  async releases() {
+    return [];
+  }
+  async close() {}
+}
+
+/** Time moves only when the test says; timers due by then fire in order. */
+class FakeClock implements Clock {
+  private t = Date.UTC(2025, 0, 1);
+  private nextId = 1;
+  private readonly timers = new Map<number, { at: number; fn: () => void }>();
+
+  now(): number {
+    return this.t;
+  }
+  setTimeout(fn: () => void, ms: number): number {
+    const id = this.nextId++;
+    this.timers.set(id, { at: this.t + ms, fn });
+    return id;
+  }
+  clearTimeout(timer: unknown): void {
+    this.timers.delete(timer as number);
+  }
+  advance(ms: number): void {
+    this.t += ms;
+    for (;;) {
+      const due = [...this.timers].filter(([, x]) => x.at <= this.t).sort((a, b) => a[1].at - b[1].at)[0];
+      if (!due) return;
+      this.timers.delete(due[0]);
+      due[1].fn();
+    }
+  }
+}
+
+const LEASE_MS = 30_000;
+const engines: JobEngine[] = [];
+afterEach(async () => {
+  for (const e of engines.splice(0)) await e.close();
+});
+
+function setup(opts: { endpoint?: Partial<EngineEndpoint>; hooks?: EngineHooks } = {}) {
+  const store = new MemoryJobStore();
+  const clock = new FakeClock();
+  const engine = new JobEngine(store, { leaseMs: LEASE_MS, heartbeatMs: 10_000 }, opts.hooks ?? {}, clock);
+  engines.push(engine);
+  engine.endpoints.set("e1", { id: "e1", type: "queue", retries: 0, executionTimeoutMs: 600_000, maxConcurrency: 2, functions: [], ...opts.endpoint });
+  return { store, clock, engine, w1: engine.register("w1", "e1", 1), w2: engine.register("w2", "e1", 1) };
+}
+
+describe("the job engine over an in-memory store and a fake clock", () => {
+  it("a submitted job is taken under a lease; its completion is recorded with its output, in memory and in the store", async () => {
+    const { engine, store, w1 } = setup();
+    const job = await engine.submit("e1", { input: { n: 1 }, sync: false });
+    expect(job).toMatchObject({ status: "IN_QUEUE", attempt: 0 });
+    expect(store.jobs.get(job.id)?.status).toBe("IN_QUEUE");
+
+    const [taken] = await engine.take(w1, 1, 0);
+    expect(taken).toMatchObject({ id: job.id, status: "IN_PROGRESS", attempt: 1, workerId: "w1" });
+    const lease = taken!.lease!;
+    expect(typeof lease).toBe("string");
+    expect(store.jobs.get(job.id)).toMatchObject({ status: "IN_PROGRESS", lease });
+    expect(engine.health("e1")).toMatchObject({ jobs: { inQueue: 0, inProgress: 1 }, workers: { running: 1, idle: 1 } });
+
+    const answers = await engine.done(w1, [{ jobId: job.id, lease, status: "COMPLETED", output: { sum: 3 } }]);
+    expect(answers).toEqual([{ jobId: job.id, accepted: true }]);
+    const record = await engine.record("e1", job.id);
+    expect(record).toMatchObject({ status: "COMPLETED", output: JSON.stringify({ sum: 3 }), lease: null });
+    expect(store.jobs.get(job.id)).toMatchObject({ status: "COMPLETED", output: JSON.stringify({ sum: 3 }) });
+    expect(engine.health("e1").jobs).toMatchObject({ completed: 1, inProgress: 0 });
+    expect(store.counters.get("e1")).toEqual({ completed: 1, failed: 0, retried: 0 });
+    // The same result sent again is told why it is refused.
+    expect(await engine.done(w1, [{ jobId: job.id, lease, status: "COMPLETED", output: 1 }])).toEqual([
+      { jobId: job.id, accepted: false, reason: "job is COMPLETED" },
+    ]);
+  });
+
+  it("a heartbeat keeps the lease; a lease left alone lapses at leaseMs: the job is queued again, taken as attempt 2, and the stale result is refused", async () => {
+    const { engine, clock, w1, w2 } = setup();
+    const job = await engine.submit("e1", { input: 1, sync: false });
+    // Taken rows are the live records: keep the lease as it was handed out.
+    const [first] = await engine.take(w1, 1, 0);
+    const lease1 = first!.lease!;
+
+    clock.advance(LEASE_MS - 1);
+    expect(engine.heartbeat(w1, [lease1])).toEqual([]);
+    clock.advance(LEASE_MS - 1);
+    engine.tick();
+    expect((await engine.record("e1", job.id))!.status).toBe("IN_PROGRESS");
+
+    clock.advance(1);
+    engine.tick();
+    expect((await engine.record("e1", job.id))!.status).toBe("IN_QUEUE");
+    expect(engine.queuedCount("e1")).toBe(1);
+    expect(engine.health("e1").workers).toMatchObject({ running: 0, idle: 2 });
+
+    const [second] = await engine.take(w2, 1, 0);
+    const lease2 = second!.lease!;
+    expect(second).toMatchObject({ id: job.id, attempt: 2, workerId: "w2" });
+    expect(lease2).not.toBe(lease1);
+    expect(engine.heartbeat(w1, [lease1])).toEqual([lease1]);
+    expect(await engine.done(w1, [{ jobId: job.id, lease: lease1, status: "COMPLETED", output: "from w1" }])).toEqual([
+      { jobId: job.id, accepted: false, reason: "lease lost" },
+    ]);
+    expect(await engine.done(w2, [{ jobId: job.id, lease: lease2, status: "COMPLETED", output: "from w2" }])).toEqual([
+      { jobId: job.id, accepted: true },
+    ]);
+    expect((await engine.record("e1", job.id))!.output).toBe(JSON.stringify("from w2"));
+  });
+
+  it("normal-priority jobs are taken before low-priority ones, each kind in order of submission", async () => {
+    const { engine, w1 } = setup();
+    const low1 = await engine.submit("e1", { input: "low1", lowPriority: true, sync: false });
+    const normal1 = await engine.submit("e1", { input: "normal1", sync: false });
+    const low2 = await engine.submit("e1", { input: "low2", lowPriority: true, sync: false });
+    const normal2 = await engine.submit("e1", { input: "normal2", sync: false });
+    const taken = await engine.take(w1, 10, 0);
+    expect(taken.map((j) => j.id)).toEqual([normal1.id, normal2.id, low1.id, low2.id]);
+  });
+
+  it("a waiting take is answered with a job submitted meanwhile, and answers empty when its wait is over", async () => {
+    const { engine, clock, w1 } = setup();
+    const waiting = engine.take(w1, 1, 10_000);
+    const job = await engine.submit("e1", { input: 1, sync: false });
+    // A real second at most: a take nobody serves would otherwise wait for the fake clock forever.
+    const answer = await Promise.race([waiting, new Promise((resolve) => setTimeout(() => resolve("still waiting"), 1000))]);
+    expect((answer as Array<{ id: string }>).map((j) => j.id)).toEqual([job.id]);
+
+    const empty = engine.take(w1, 1, 10_000);
+    let answered = false;
+    void empty.then(() => (answered = true));
+    await new Promise((r) => setImmediate(r));
+    expect(answered).toBe(false);
+    clock.advance(10_000);
+    expect(await empty).toEqual([]);
+  });
+
+  it("cancelling a running job tells its worker through the events long poll, and the job ends CANCELLED", async () => {
+    const { engine, w1 } = setup();
+    const job = await engine.submit("e1", { input: 1, sync: false });
+    const [taken] = await engine.take(w1, 1, 0);
+    const lease = taken!.lease!;
+    const events = engine.events(w1, 60_000);
+    const cancelled = await engine.cancel("e1", job.id);
+    expect(cancelled).toMatchObject({ status: "CANCELLED" });
+    expect(await events).toEqual({ cancel: [job.id], drain: false });
+    expect(await engine.done(w1, [{ jobId: job.id, lease, status: "COMPLETED" }])).toEqual([
+      { jobId: job.id, accepted: false, reason: "job is CANCELLED" },
+    ]);
+    await expect(engine.cancel("e1", job.id)).rejects.toMatchObject({ status: 400 });
+  });
+
+  it("a job past its execution timeout ends TIMED_OUT at the next tick and its worker is told to stop it", async () => {
+    const { engine, store, clock, w1 } = setup({ endpoint: { executionTimeoutMs: 5_000 } });
+    const job = await engine.submit("e1", { input: 1, sync: false });
+    await engine.take(w1, 1, 0);
+    clock.advance(5_000);
+    engine.tick();
+    expect((await engine.record("e1", job.id))!.status).toBe("IN_PROGRESS");
+    clock.advance(1);
+    engine.tick();
+    expect(await engine.record("e1", job.id)).toMatchObject({ status: "TIMED_OUT", errorType: "TimeoutError" });
+    await engine.write([]);
+    expect(store.jobs.get(job.id)).toMatchObject({ status: "TIMED_OUT" });
+    expect(await engine.events(w1, 0)).toEqual({ cancel: [job.id], drain: false });
+  });
+
+  it("a failed job with retries left is queued again; out of retries it ends FAILED, counted once each way", async () => {
+    const { engine, store, w1 } = setup({ endpoint: { retries: 1 } });
+    const job = await engine.submit("e1", { input: 1, sync: false });
+    const [a] = await engine.take(w1, 1, 0);
+    await engine.done(w1, [{ jobId: job.id, lease: a!.lease!, status: "FAILED", error: { message: "boom" } }]);
+    expect(await engine.record("e1", job.id)).toMatchObject({ status: "IN_QUEUE", retried: 1, error: null });
+    const [b] = await engine.take(w1, 1, 0);
+    expect(b).toMatchObject({ id: job.id, attempt: 2 });
+    await engine.done(w1, [{ jobId: job.id, lease: b!.lease!, status: "FAILED", error: { message: "boom again", type: "Oops" } }]);
+    expect(await engine.record("e1", job.id)).toMatchObject({ status: "FAILED", error: "boom again", errorType: "Oops" });
+    expect(engine.health("e1").jobs).toMatchObject({ failed: 1, retried: 1 });
+    expect(store.counters.get("e1")).toEqual({ completed: 0, failed: 1, retried: 1 });
+  });
+
+  it("a final job is gone from record() once its ttl passed, and sweep() deletes it from the store", async () => {
+    const { engine, store, clock, w1 } = setup();
+    const job = await engine.submit("e1", { input: 1, ttlMs: 1_000, sync: false });
+    const [taken] = await engine.take(w1, 1, 0);
+    await engine.done(w1, [{ jobId: job.id, lease: taken!.lease!, status: "COMPLETED", output: 1 }]);
+
+    clock.advance(999);
+    expect(await engine.sweep()).toBe(0);
+    expect((await engine.record("e1", job.id))?.status).toBe("COMPLETED");
+    clock.advance(1);
+    expect(await engine.record("e1", job.id)).toBeUndefined();
+    expect(store.jobs.has(job.id)).toBe(true);
+    expect(await engine.sweep()).toBe(1);
+    expect(store.jobs.has(job.id)).toBe(false);
+  });
+
+  it("a worker that is gone hands its jobs back at once; a restarted engine loads queued and running jobs from the store", async () => {
+    const { engine, store, clock, w1 } = setup();
+    const a = await engine.submit("e1", { input: "a", sync: false });
+    const b = await engine.submit("e1", { input: "b", sync: false });
+    await engine.take(w1, 1, 0);
+    engine.workerGone("w1");
+    expect(engine.health("e1").jobs).toMatchObject({ inQueue: 2, inProgress: 0 });
+    const w3 = engine.register("w3", "e1", 1);
+    const [again] = await engine.take(w3, 1, 0);
+    const lease = again!.lease;
+    expect(again).toMatchObject({ id: a.id, attempt: 2 });
+    await engine.close();
+
+    const restarted = new JobEngine(store, { leaseMs: LEASE_MS, heartbeatMs: 10_000 }, {}, clock);
+    engines.push(restarted);
+    await restarted.load([{ id: "e1", completed: 0, failed: 0, retried: 0 }]);
+    expect(restarted.health("e1").jobs).toMatchObject({ inQueue: 1, inProgress: 1 });
+    const w4 = restarted.register("w4", "e1", 1);
+    expect((await restarted.take(w4, 5, 0)).map((j) => j.id)).toEqual([b.id]);
+    // The running job keeps its lease for one more lease period after the restart.
+    clock.advance(LEASE_MS - 1);
+    restarted.heartbeat(w4, []);
+    restarted.tick();
+    expect((await restarted.record("e1", a.id))).toMatchObject({ status: "IN_PROGRESS", lease });
+    clock.advance(1);
+    restarted.tick();
+    expect((await restarted.record("e1", a.id))).toMatchObject({ status: "IN_QUEUE", lease: null });
+  });
+
+  it("a store that refuses writes fails the submission with 503 and says so in the storage state, until writes go through again for a while", async () => {
+    const states: StorageState[] = [];
+    const { engine, store, clock, w1 } = setup({ hooks: { onStorage: (s) => states.push(s) } });
+    store.refuse = "SQLITE_FULL";
+    await expect(engine.submit("e1", { input: 1, sync: false })).rejects.toBeInstanceOf(StorageUnavailable);
+    expect(engine.storageState()).toMatchObject({ ok: false, cause: "full", since: clock.now() });
+    expect(engine.queuedCount("e1")).toBe(0);
+    expect(store.jobs.size).toBe(0);
+
+    store.refuse = undefined;
+    const kept = await engine.submit("e1", { input: 2, sync: false });
+    expect((await engine.take(w1, 5, 0)).map((j) => j.id)).toEqual([kept.id]);
+    clock.advance(1_999);
+    engine.tick();
+    expect(engine.storageState().ok).toBe(false);
+    clock.advance(1);
+    engine.tick();
+    expect(engine.storageState()).toEqual({ ok: true });
+    expect(states.map((s) => s.ok)).toEqual([false, true]);
+  });
+
+  it("stream chunks are read once each; log lines reach followers and queries", async () => {
+    const { engine, w1 } = setup();
+    const job = await engine.submit("e1", { input: 1, sync: false });
+    const [taken] = await engine.take(w1, 1, 0);
+    expect(await engine.appendStream(w1, job.id, taken!.lease, [{ output: "a" }, "b"])).toBe(true);
+    expect(await engine.appendStream(w1, job.id, "not-a-lease", ["c"])).toBe(false);
+    expect(await engine.readStream("e1", job.id)).toEqual({ status: "IN_PROGRESS", chunks: [JSON.stringify({ output: "a" }), JSON.stringify({ output: "b" })] });
+
+    const followed: string[] = [];
+    const stop = engine.followLogs("e1", (lines) => followed.push(...lines.map((l) => l.text)));
+    await engine.appendLogs([{ ts: 1, endpointId: "e1", workerId: "w1", jobId: job.id, stream: "stdout", text: "hello" }]);
+    stop();
+    await engine.appendLogs([{ ts: 2, endpointId: "e1", workerId: "w1", jobId: job.id, stream: "stdout", text: "later" }]);
+    expect(followed).toEqual(["hello"]);
+    expect((await engine.queryLogs({ endpointId: "e1", limit: 10 })).map((l) => l.text)).toEqual(["hello", "later"]);
+  });
+});

@@ -1,0 +1,369 @@
+// A job's life outside its worker's hands: submitted, ended (completed, failed and maybe retried, cancelled,
+// timed out), retried by hand, kept for its ttl and then swept; what the job API reads and waits on; and the
+// undo of a change the store refused, so memory never runs ahead of what was committed.
+
+import type { JobStatus } from "../../sdk/jobs-client.js";
+import { DEFAULTS } from "../../sdk/config.js";
+import { HttpProblem } from "../http.js";
+import { newId } from "../auth.js";
+import type { JobRow, StoreOp } from "../store/types.js";
+import type { LeaseSystem } from "./leases.js";
+import type { QueueSystem } from "./queue.js";
+import { adoptJob, changeJob, countJob, findJob, statsOf, type EngineResources } from "./resources.js";
+import {
+  isFinal,
+  RUN_RETENTION_MS,
+  RUNSYNC_RETENTION_MS,
+  RUNSYNC_WAIT_RETENTION_MAX_MS,
+  type DoneResult,
+  type FinishResult,
+  type LiveJob,
+  type SubmitInput,
+  type WorkerEntry,
+} from "./types.js";
+
+export class JobSystem {
+  constructor(
+    private readonly $: EngineResources,
+    private readonly queue: QueueSystem,
+    private readonly leases: LeaseSystem,
+  ) {}
+
+  /** Rebuild the in-memory index from the store. Running jobs keep their lease for one more lease period. */
+  async load(endpointCounters: Array<{ id: string; completed: number; failed: number; retried: number }>): Promise<void> {
+    for (const e of endpointCounters) {
+      this.$.stats.set(e.id, { completed: e.completed, failed: e.failed, retried: e.retried, inQueue: 0, inProgress: 0 });
+    }
+    const now = this.$.clock.now();
+    for (const row of await this.$.store.activeJobs()) {
+      const job: LiveJob = { row, leaseExpiresAt: now + this.$.options.leaseMs, lastSeq: await this.$.store.lastChunkSeq(row.id), version: 0 };
+      this.$.live.set(row.id, job);
+      if (row.status === "IN_QUEUE") this.queue.restore(job);
+      else this.leases.restore(job);
+    }
+  }
+
+  async submit(endpointId: string, s: SubmitInput): Promise<JobRow> {
+    if (this.$.closed) throw new HttpProblem(503, "The service is shutting down");
+    const endpoint = this.$.endpoints.get(endpointId);
+    const now = this.$.clock.now();
+    const ttlMs =
+      s.ttlMs ??
+      (s.sync
+        ? s.waitMs !== undefined
+          ? Math.min(RUNSYNC_WAIT_RETENTION_MAX_MS, Math.max(RUNSYNC_RETENTION_MS, s.waitMs))
+          : RUNSYNC_RETENTION_MS
+        : RUN_RETENTION_MS);
+    const row: JobRow = {
+      // Time first: ids of one period share a prefix, so SQLite's id index grows at its end (one page per
+      // batch) instead of touching a random page per job; the 64 random bits keep ids unguessable.
+      id: `${now.toString(36)}-${newId(8)}`,
+      endpointId,
+      status: "IN_QUEUE",
+      input: JSON.stringify(s.input),
+      function: s.function ?? null,
+      webhook: s.webhook ?? null,
+      sync: s.sync,
+      lowPriority: Boolean(s.lowPriority),
+      createdAt: now,
+      startedAt: null,
+      completedAt: null,
+      output: null,
+      error: null,
+      errorType: null,
+      errorStack: null,
+      attempt: 0,
+      retried: 0,
+      executionTimeoutMs: s.executionTimeoutMs ?? endpoint?.executionTimeoutMs ?? DEFAULTS.executionTimeout * 1000,
+      ttlMs,
+      expiresAt: null,
+      lease: null,
+      workerId: null,
+      streamCursor: 0,
+      maxRetries: s.maxRetries ?? null,
+    };
+    const job: LiveJob = { row, leaseExpiresAt: 0, lastSeq: 0, version: 0 };
+    this.$.live.set(row.id, job);
+    const committed = this.$.writer.write([{ op: "insertJob", job: { ...row } }]);
+    this.queue.enqueue(job, false);
+    try {
+      await committed;
+    } catch (err) {
+      // Refused by the store: the job never existed (not queued, counted or run; a take of it failed too).
+      this.forget(job);
+      throw err;
+    }
+    return row;
+  }
+
+  /** Take a job out of memory entirely: its insert was refused. */
+  private forget(job: LiveJob): void {
+    if (this.$.live.get(job.row.id) !== job) return;
+    this.unindex(job);
+    this.$.live.delete(job.row.id);
+    this.leases.settleTake(job.row.id);
+  }
+
+  /** Remove a job from the in-memory indexes of its current status (a queue's stale id is skipped when popped). */
+  private unindex(job: LiveJob): void {
+    const status = job.row.status;
+    if (status === "IN_QUEUE") this.queue.remove(job);
+    else if (status === "IN_PROGRESS") this.leases.letGo(job);
+  }
+
+  /** Put a job in the indexes of its status (after a restore). */
+  private reindex(job: LiveJob): void {
+    const status = job.row.status;
+    if (status === "IN_QUEUE") this.queue.enqueue(job, true);
+    else if (status === "IN_PROGRESS") this.leases.hold(job);
+  }
+
+  /**
+   * The store refused a change of this job: memory goes back to what the store has (`before`), so nothing the
+   * service believes is ahead of what was committed; counters the change bumped go back too.
+   */
+  restore(job: LiveJob, before: JobRow): void {
+    if (this.$.live.get(before.id) !== job) return;
+    const after = job.row;
+    const stats = statsOf(this.$, after.endpointId);
+    if (after.status === "COMPLETED" && before.status !== "COMPLETED") stats.completed--;
+    else if (after.status === "FAILED" && before.status !== "FAILED") stats.failed--;
+    if (after.retried > before.retried) stats.retried -= after.retried - before.retried;
+    this.unindex(job);
+    Object.assign(job.row, before);
+    job.version++;
+    this.reindex(job);
+  }
+
+  /** The record as the job API shows it. */
+  async record(endpointId: string, id: string): Promise<JobRow | undefined> {
+    return (await findJob(this.$, endpointId, id))?.row;
+  }
+
+  /**
+   * The record without reading a stored output (the job API sends large outputs from one shared read):
+   * `outputBytes` is the stored output's size when it was left unread, else null (a live job's output is in `row`).
+   */
+  async recordHead(endpointId: string, id: string): Promise<{ row: JobRow; outputBytes: number | null } | undefined> {
+    const live = this.$.live.get(id);
+    if (live || !this.$.store.getJobHead) {
+      const row = (await findJob(this.$, endpointId, id))?.row;
+      return row && { row, outputBytes: null };
+    }
+    const head = await this.$.store.getJobHead(id);
+    // A job that went live meanwhile (a retry) has the newer truth.
+    if (this.$.live.has(id)) return this.recordHead(endpointId, id);
+    if (!head || head.endpointId !== endpointId) return undefined;
+    if (head.expiresAt !== null && head.expiresAt <= this.$.clock.now()) return undefined;
+    const { outputBytes, ...row } = head;
+    return { row, outputBytes };
+  }
+
+  /** waitFinal, answering as recordHead does (a stored output is not read). */
+  async waitFinalHead(endpointId: string, id: string, ms: number): Promise<{ row: JobRow; outputBytes: number | null } | undefined> {
+    const deadline = this.$.clock.now() + ms;
+    for (;;) {
+      const head = await this.recordHead(endpointId, id);
+      if (!head || isFinal(head.row.status) || this.$.closed) return head;
+      const left = deadline - this.$.clock.now();
+      if (left <= 0) return head;
+      await this.$.waiters.wait(id, left);
+    }
+  }
+
+  /** A final job's stored output as UTF-8 JSON bytes (see recordHead). */
+  async storedOutput(id: string): Promise<Buffer | undefined> {
+    return this.$.store.jobOutput?.(id);
+  }
+
+  /** Wait until the job is final (or `ms` passed); returns the current record. */
+  async waitFinal(endpointId: string, id: string, ms: number): Promise<JobRow | undefined> {
+    const deadline = this.$.clock.now() + ms;
+    for (;;) {
+      const job = await findJob(this.$, endpointId, id);
+      if (!job || isFinal(job.row.status) || this.$.closed) return job?.row;
+      const left = deadline - this.$.clock.now();
+      if (left <= 0) return job.row;
+      await this.$.waiters.wait(id, left);
+    }
+  }
+
+  /** Set a job's time-to-live (the /status `ttl` query): a final job then expires `ttlMs` from now. */
+  async setTtl(endpointId: string, id: string, ttlMs: number): Promise<JobRow | undefined> {
+    const found = await findJob(this.$, endpointId, id);
+    if (!found) return undefined;
+    const job = adoptJob(this.$, found);
+    await changeJob(this.$, job, { ttlMs, ...(isFinal(job.row.status) ? { expiresAt: this.$.clock.now() + ttlMs } : {}) });
+    return job.row;
+  }
+
+  async cancel(endpointId: string, id: string): Promise<JobRow | undefined> {
+    const found = await findJob(this.$, endpointId, id);
+    if (!found) return undefined;
+    const job = adoptJob(this.$, found);
+    const status: JobStatus = job.row.status;
+    if (isFinal(status)) {
+      throw new HttpProblem(400, `Job ${id} is already ${status}; only IN_QUEUE and IN_PROGRESS jobs can be cancelled`);
+    }
+    const before = { ...job.row };
+    try {
+      await this.finish(job, { status: "CANCELLED" }, true);
+    } catch (err) {
+      this.restore(job, before);
+      throw err;
+    }
+    return job.row;
+  }
+
+  async retry(endpointId: string, id: string): Promise<JobRow | undefined> {
+    const found = await findJob(this.$, endpointId, id);
+    if (!found) return undefined;
+    if (found.row.status !== "FAILED" && found.row.status !== "TIMED_OUT") {
+      throw new HttpProblem(400, `Job ${id} is ${found.row.status}; only FAILED and TIMED_OUT jobs can be retried`);
+    }
+    const job = adoptJob(this.$, found);
+    // New chunks of the next attempt must come after every chunk already stored (and returned).
+    job.lastSeq = Math.max(job.lastSeq, await this.$.store.lastChunkSeq(id), job.row.streamCursor);
+    if (job.row.status !== "FAILED" && job.row.status !== "TIMED_OUT") return job.row;
+    const committed = changeJob(this.$, job, {
+      status: "IN_QUEUE",
+      output: null,
+      error: null,
+      errorType: null,
+      errorStack: null,
+      startedAt: null,
+      completedAt: null,
+      expiresAt: null,
+      lease: null,
+      workerId: null,
+      retried: 0,
+    });
+    this.queue.enqueue(job, false);
+    await committed;
+    return job.row;
+  }
+
+  /** Results of a worker's jobs; a result under a lease that is no longer current is refused. */
+  async done(w: WorkerEntry, results: DoneResult[]): Promise<Array<{ jobId: string; accepted: boolean; reason?: string }>> {
+    w.lastSeen = this.$.clock.now();
+    const answers: Array<{ jobId: string; accepted: boolean; reason?: string }> = [];
+    const pending: Promise<void>[] = [];
+    for (const r of results) {
+      const job = this.leases.byLease(r.lease);
+      if (!job || job.row.id !== r.jobId || job.row.endpointId !== w.endpointId) {
+        // A final job leaves memory once committed: ask the store, so a result sent twice (a retried request)
+        // is told the job is COMPLETED rather than that its lease was lost.
+        const current = this.$.live.get(r.jobId)?.row ?? (typeof r.jobId === "string" ? await this.$.store.getJob(r.jobId) : undefined);
+        const reason = current && current.endpointId === w.endpointId && isFinal(current.status) ? `job is ${current.status}` : "lease lost";
+        answers.push({ jobId: r.jobId, accepted: false, reason });
+        continue;
+      }
+      const output = r.status === "COMPLETED" && r.output !== undefined ? JSON.stringify(r.output) : null;
+      const before = { ...job.row };
+      pending.push(
+        this.finish(job, { status: r.status, output, error: r.error }, false).catch((err: unknown) => {
+          // Refused: the job runs on under its lease as the store has it, so the worker's resend is accepted.
+          this.restore(job, before);
+          throw err;
+        }),
+      );
+      answers.push({ jobId: r.jobId, accepted: true });
+    }
+    await Promise.all(pending);
+    return answers;
+  }
+
+  /** Jobs past their execution timeout end TIMED_OUT; lapsed leases go back to the queue. */
+  tick(now: number): void {
+    for (const job of this.leases.expire(now)) {
+      // Refused by the store: the job stays running as the store has it, and the next tick tries again.
+      void this.finish(job, { status: "TIMED_OUT" }, true).catch(() => undefined);
+    }
+  }
+
+  /**
+   * End a job. `status` is final, except FAILED with retries left, which requeues the job. Releases the lease and
+   * tells the worker to stop it when `stopWorker`.
+   */
+  private finish(job: LiveJob, result: FinishResult, stopWorker: boolean): Promise<void> {
+    const row = job.row;
+    const worker = row.status === "IN_PROGRESS" && row.workerId ? this.$.workers.get(row.workerId) : undefined;
+    this.unindex(job);
+    if (worker && stopWorker) {
+      worker.cancel.push(row.id);
+      worker.wakeEvents?.();
+    }
+    const now = this.$.clock.now();
+    const error = result.error;
+    if (result.status === "FAILED") {
+      const retries = row.maxRetries ?? this.$.endpoints.get(row.endpointId)?.retries ?? DEFAULTS.retries;
+      if (row.retried < retries) {
+        countJob(this.$, row.endpointId, "retried");
+        const committed = changeJob(this.$, job, {
+          status: "IN_QUEUE",
+          retried: row.retried + 1,
+          lease: null,
+          workerId: null,
+          error: null,
+          errorType: null,
+          errorStack: null,
+        });
+        this.queue.enqueue(job, false);
+        return committed;
+      }
+      countJob(this.$, row.endpointId, "failed");
+    } else if (result.status === "COMPLETED") {
+      countJob(this.$, row.endpointId, "completed");
+    }
+    const set: Partial<JobRow> = {
+      status: result.status,
+      completedAt: now,
+      expiresAt: now + row.ttlMs,
+      lease: null,
+    };
+    if (result.status === "COMPLETED") set.output = result.output ?? null;
+    if (result.status === "FAILED") {
+      set.error = typeof error?.message === "string" ? error.message : "The handler failed";
+      set.errorType = typeof error?.type === "string" ? error.type : null;
+      set.errorStack = typeof error?.stack === "string" ? error.stack : null;
+    }
+    if (result.status === "TIMED_OUT") {
+      set.error = `The job ran longer than its execution timeout of ${row.executionTimeoutMs} ms`;
+      set.errorType = "TimeoutError";
+    }
+    const committed = changeJob(this.$, job, set);
+    const hooks = this.$.hooks;
+    if (row.webhook && hooks.webhookBody) {
+      // Into the outbox in the same batch (one transaction) as the final state: a webhook is never lost to a
+      // crash between the two, nor sent for a state the store refused.
+      const at = this.$.clock.now();
+      const webhook = { id: newId(12), jobId: row.id, url: row.webhook, body: hooks.webhookBody(job.row), attempts: 0, nextAt: at, createdAt: at };
+      // Its failure is the batch's, answered through `committed`.
+      void this.$.writer.write([{ op: "insertWebhook", webhook }], () => hooks.onWebhook?.()).catch(() => undefined);
+    }
+    void committed.then(() => hooks.onFinal?.(job.row), () => undefined);
+    return committed;
+  }
+
+  /** Delete jobs whose retention ran out. Goes through the batch so it orders with a concurrent ttl change. */
+  async sweep(now: number): Promise<number> {
+    const ids = (await this.$.store.expiredJobIds(now, 5000)).filter((id) => {
+      const job = this.$.live.get(id);
+      // A job in memory has the newer truth (its ttl may have just been extended, or it was retried).
+      return !job || (job.row.expiresAt !== null && job.row.expiresAt <= now);
+    });
+    for (const id of ids) this.$.live.delete(id);
+    if (ids.length > 0) await this.$.writer.write(ids.map((id) => ({ op: "deleteJob", id }) as StoreOp));
+    return ids.length;
+  }
+
+  /** Forget an endpoint's jobs (the endpoint was deleted); whoever waits on them hears of it. */
+  dropEndpoint(endpointId: string): void {
+    for (const [id, job] of this.$.live) {
+      if (job.row.endpointId !== endpointId) continue;
+      this.$.live.delete(id);
+      this.leases.forget(job);
+      this.$.waiters.notify(id);
+    }
+  }
+}

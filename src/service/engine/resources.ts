@@ -1,0 +1,128 @@
+// The one record of what the engine's parts share: the store and the batch writer in front of it, the clock,
+// the options and hooks, the endpoints and workers the service knows, the jobs held in memory, per-endpoint
+// counts, and who waits on which job. Each part (queue, leases, jobs, workers, streams and logs) receives it
+// and keeps its own state to itself; what more than one part reads or changes lives here, once.
+//
+// Memory is authoritative for jobs that are not final (and for final ones until their final state is
+// committed); the store holds everything and is the truth after a restart.
+
+import type { JobRow, Store } from "../store/types.js";
+import { systemClock, type Clock } from "./clock.js";
+import { GroupCommit } from "./group-commit.js";
+import { isFinal, type CounterKey, type EndpointStats, type EngineEndpoint, type EngineHooks, type EngineOptions, type LiveJob, type WorkerEntry } from "./types.js";
+
+/** Callers waiting for a job to change (a final state, a stream chunk): woken after the change committed. */
+export class JobWaiters {
+  private readonly waiters = new Map<string, Set<() => void>>();
+
+  constructor(private readonly clock: Clock) {}
+
+  notify(id: string): void {
+    const set = this.waiters.get(id);
+    if (!set) return;
+    this.waiters.delete(id);
+    for (const fn of set) fn();
+  }
+
+  /** Resolves at the job's next change, or after `ms`. */
+  wait(id: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let set = this.waiters.get(id);
+      if (!set) this.waiters.set(id, (set = new Set()));
+      const done = () => {
+        this.clock.clearTimeout(timer);
+        const current = this.waiters.get(id);
+        current?.delete(done);
+        if (current?.size === 0) this.waiters.delete(id);
+        resolve();
+      };
+      const timer = this.clock.setTimeout(done, ms);
+      set.add(done);
+    });
+  }
+
+  /** Shutting down: every waiter answers now. */
+  wakeAll(): void {
+    for (const set of this.waiters.values()) for (const fn of set) fn();
+  }
+}
+
+export interface EngineResources {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly options: EngineOptions;
+  readonly hooks: EngineHooks;
+  readonly writer: GroupCommit;
+  readonly endpoints: Map<string, EngineEndpoint>;
+  readonly workers: Map<string, WorkerEntry>;
+  /** Jobs in memory by id: every job that is not final, and final ones until their final state committed. */
+  readonly live: Map<string, LiveJob>;
+  /** Per endpoint: jobs completed/failed/retried (as stored) and queued/running now. */
+  readonly stats: Map<string, EndpointStats>;
+  readonly waiters: JobWaiters;
+  /** close() was called: no new work, long polls answer at once. */
+  closed: boolean;
+}
+
+export function createResources(store: Store, options: EngineOptions, hooks: EngineHooks = {}, clock: Clock = systemClock): EngineResources {
+  return {
+    store,
+    clock,
+    options,
+    hooks,
+    writer: new GroupCommit(store, clock, hooks),
+    endpoints: new Map(),
+    workers: new Map(),
+    live: new Map(),
+    stats: new Map(),
+    waiters: new JobWaiters(clock),
+    closed: false,
+  };
+}
+
+export function statsOf($: EngineResources, endpointId: string): EndpointStats {
+  let s = $.stats.get(endpointId);
+  if (!s) $.stats.set(endpointId, (s = { completed: 0, failed: 0, retried: 0, inQueue: 0, inProgress: 0 }));
+  return s;
+}
+
+/** Count a completed/failed/retried job: in memory now, in the store with the next batch. */
+export function countJob($: EngineResources, endpointId: string, key: CounterKey): void {
+  statsOf($, endpointId)[key]++;
+  $.writer.addCounter(endpointId, key);
+}
+
+/** Change a live job; the update goes into the batch and waiters hear of it after commit. */
+export function changeJob($: EngineResources, job: LiveJob, set: Partial<JobRow>): Promise<void> {
+  Object.assign(job.row, set);
+  const version = ++job.version;
+  const id = job.row.id;
+  return $.writer.write([{ op: "updateJob", id, set }], () => {
+    if (isFinal(job.row.status) && job.version === version && $.live.get(id) === job) $.live.delete(id);
+    $.waiters.notify(id);
+  });
+}
+
+/** A job of an endpoint that is not expired: the live one, else as stored (not put in memory: see adoptJob). */
+export async function findJob($: EngineResources, endpointId: string, id: string): Promise<LiveJob | undefined> {
+  let job = $.live.get(id);
+  if (!job) {
+    const row = await $.store.getJob(id);
+    job = $.live.get(id);
+    if (!job) {
+      if (!row) return undefined;
+      job = { row, leaseExpiresAt: 0, lastSeq: -1, version: 0 };
+    }
+  }
+  if (job.row.endpointId !== endpointId) return undefined;
+  if (job.row.expiresAt !== null && job.row.expiresAt <= $.clock.now()) return undefined;
+  return job;
+}
+
+/** Put a found job in memory before changing it (the one already there wins: it has the newer truth). */
+export function adoptJob($: EngineResources, job: LiveJob): LiveJob {
+  const existing = $.live.get(job.row.id);
+  if (existing) return existing;
+  $.live.set(job.row.id, job);
+  return job;
+}

@@ -1,0 +1,126 @@
+// What the engine's parts and its callers share: the shapes of endpoints, workers and live jobs, the limits, and
+// the pure rules over them. Nothing here holds state.
+
+import { FINAL_STATUSES, type JobStatus } from "../../sdk/jobs-client.js";
+import type { JobRow } from "../store/types.js";
+import type { StorageState } from "../store/faults.js";
+
+export const RUN_RETENTION_MS = 30 * 60_000;
+export const RUNSYNC_RETENTION_MS = 60_000;
+export const RUNSYNC_WAIT_RETENTION_MAX_MS = 5 * 60_000;
+/** The spec's single stream chunk limit. */
+export const MAX_CHUNK_BYTES = 1024 * 1024;
+export const MAX_TAKE_WAIT_MS = 30_000;
+/** How long /stream waits for a new chunk before answering with none. */
+export const STREAM_WAIT_MS = 1500;
+
+export interface EngineEndpoint {
+  id: string;
+  type: "queue" | "lb";
+  retries: number;
+  executionTimeoutMs: number;
+  maxConcurrency: number;
+  functions: string[];
+}
+
+export type WorkerState = "initializing" | "idle" | "running";
+
+export interface WorkerEntry {
+  id: string;
+  endpointId: string;
+  registered: boolean;
+  draining: boolean;
+  /** Started by the scaler through a driver (vs. a worker that came from outside). */
+  managed: boolean;
+  concurrency: number;
+  /** Leases (job ids) the worker holds. */
+  held: Set<string>;
+  startedAt: number;
+  lastSeen: number;
+  /** Since when it holds no job (for idle scale-down). */
+  idleSince: number;
+  /** In-flight long polls (take/events): a polling worker is alive. */
+  polling: number;
+  cancel: string[];
+  wakeEvents?: () => void;
+  /** A release's probe: registered, but takes no job until the release switches (promote). */
+  standby?: boolean;
+  wakeStandby?: () => void;
+}
+
+export function workerState(w: WorkerEntry): WorkerState {
+  if (!w.registered || w.standby) return "initializing";
+  return w.held.size > 0 ? "running" : "idle";
+}
+
+export interface LiveJob {
+  row: JobRow;
+  leaseExpiresAt: number;
+  /** Highest stream chunk seq written. */
+  lastSeq: number;
+  /** Bumped on every change; a committed final state is dropped from memory only if nothing changed since. */
+  version: number;
+}
+
+export interface EndpointStats {
+  completed: number;
+  failed: number;
+  retried: number;
+  inQueue: number;
+  inProgress: number;
+}
+
+export type CounterKey = "completed" | "failed" | "retried";
+
+export interface DoneResult {
+  jobId: string;
+  lease: string;
+  status: "COMPLETED" | "FAILED";
+  output?: unknown;
+  error?: { message?: string; type?: string; stack?: string };
+}
+
+export interface EngineHooks {
+  /** Jobs are waiting on this endpoint (the scaler may start workers). */
+  onDemand?(endpointId: string): void;
+  /** A job reached a final state and it is committed. */
+  onFinal?(row: JobRow): void;
+  /** The body posted to a job's webhook (its record as the job API shows it), written to the outbox. */
+  webhookBody?(row: JobRow): string;
+  /** A webhook entered the outbox (committed): deliver soon. */
+  onWebhook?(): void;
+  /** A worker took jobs (cold start accounting). */
+  onTaken?(endpointId: string, workerId: string): void;
+  /** The store began refusing writes, or takes them again (said once each way). */
+  onStorage?(state: StorageState): void;
+}
+
+export interface EngineOptions {
+  leaseMs: number;
+  heartbeatMs: number;
+}
+
+export interface SubmitInput {
+  input: unknown;
+  function?: string;
+  webhook?: string;
+  executionTimeoutMs?: number;
+  ttlMs?: number;
+  lowPriority?: boolean;
+  sync: boolean;
+  /** The `wait` of /runsync when given (longer retention). */
+  waitMs?: number;
+  /** Automatic retries for this job instead of its endpoint's. */
+  maxRetries?: number;
+}
+
+/** How a job ends (FAILED with retries left requeues it instead). */
+export interface FinishResult {
+  status: "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
+  output?: string | null;
+  error?: DoneResult["error"];
+}
+
+export function isFinal(status: JobStatus): boolean {
+  return FINAL_STATUSES.includes(status);
+}
