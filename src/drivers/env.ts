@@ -24,6 +24,8 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
   const protocol: Record<string, string | undefined> = {
     SVC_API_URL: placement.apiUrl,
     SVC_WORKER_ID: launch.workerId,
+    // What it runs, told back at registration: a replica taking over the cluster adopts it as of that revision.
+    SVC_WORKER_REVISION: launch.revision,
     SVC_WORKER_TOKEN: launch.workerToken,
     SVC_ENDPOINT_ID: launch.endpointId,
     SVC_ENDPOINT_NAME: launch.endpointName,

@@ -19,6 +19,8 @@ export interface WorkerSettings {
   /** Where downloaded/extracted artifacts are cached. */
   artifactCacheDir?: string;
   maxConcurrency: number;
+  /** The revision its service started it for (said at registration). */
+  revision?: string;
   volumePath?: string;
   /** On SIGTERM, how long held jobs may run before they are handed back (ms). */
   stopGraceMs: number;
@@ -73,6 +75,7 @@ export function readWorkerEnv(env: NodeJS.ProcessEnv): WorkerSettings {
     artifactDir: optional("SVC_ARTIFACT_DIR"),
     artifactCacheDir: optional("SVC_ARTIFACT_CACHE"),
     maxConcurrency: positiveInt("SVC_MAX_CONCURRENCY", env.SVC_MAX_CONCURRENCY, 1, problems),
+    revision: optional("SVC_WORKER_REVISION"),
     volumePath: optional("SVC_VOLUME_PATH"),
     stopGraceMs: positiveInt("SVC_STOP_GRACE_MS", env.SVC_STOP_GRACE_MS, 10_000, problems),
     parentPid: env.SVC_PARENT_PID ? positiveInt("SVC_PARENT_PID", env.SVC_PARENT_PID, 0, problems) : undefined,

@@ -133,7 +133,7 @@ async function main(): Promise<number> {
     note,
     stopGraceMs: settings.stopGraceMs,
     takeJobs: handler.kind !== "lb",
-    registerExtra: routeServer ? routeAddress(routeServer) : undefined,
+    registerExtra: { ...(routeServer ? routeAddress(routeServer) : {}), ...(settings.revision ? { revision: settings.revision } : {}) },
     isOrphaned: parentPid
       ? (unreachableMs) => unreachableMs > settings.orphanExitMs && (process.ppid !== parentPid || !processAlive(parentPid))
       : undefined,

@@ -41,6 +41,12 @@ import { clientGuards, DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./slow-c
 import { engineEndpoint, planDeploy } from "./endpoint-rows.js";
 import { EndpointRegistry } from "./endpoint-registry.js";
 
+/**
+ * How long a replica that takes over serving jobs waits before it starts workers: the workers the previous one
+ * started retry with backoff up to 5 s (runtime/api.ts) and register here meanwhile, to be adopted, not doubled.
+ */
+const CLUSTER_ADOPT_SETTLE_MS = 6_000;
+
 export { endpointId, engineEndpoint, planDeploy } from "./endpoint-rows.js";
 import { ReleaseManager } from "./releases/manager.js";
 import { describeStorage, storageCause } from "./store/faults.js";
@@ -382,6 +388,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onProbeExit: (workerId, exit) => releases.exited(workerId, exit),
       onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
       lb,
+      // A worker keeps an events long poll open while it lives: silent for this long, it is gone.
+      adoptRegistered: storage.coordination ? { silentMs: 3 * heartbeatMs + 5_000 } : undefined,
     });
     // A replica that does not serve jobs starts its workers when it takes over.
     if (servesJobs()) await scaler.start();
@@ -401,7 +409,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     releases,
     startFailures,
   };
-  await management.attach(context);
+  await management.attach(context, servesJobs());
   // Requests Node's parser refuses (headers over 16 KiB, a method it does not know, bad framing) get a
   // problem+json answer too, instead of Node's bare status line.
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex & { _httpMessage?: { headersSent?: boolean } }) => {
@@ -428,7 +436,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // workers heartbeat here); then this replica serves job traffic, and starts its workers.
     load: () => engine.load([...endpoints.values()]),
     start: async () => {
-      await scaler?.start();
+      // REST endpoints are re-planned by the replica serving jobs; a failure there must not keep its workers down.
+      await management.appChanged().catch((err: unknown) => log(`could not refresh REST endpoints: ${(err as Error).message}`));
+      await scaler?.start(CLUSTER_ADOPT_SETTLE_MS);
       outbox?.kick();
     },
   });

@@ -85,6 +85,12 @@ export interface ScalerDeps {
   onProbeExit?(workerId: string, exit: WorkerExit | { error: string }): void;
   /** A worker failed to start: exited before it registered, or the driver could not start it. */
   onStartFailure?(endpointId: string, workerId: string, message: string): void;
+  /**
+   * Replicas on one database: a worker that registers here though this replica did not start it (another
+   * replica did, and died or stepped down) is adopted, so workersMax holds across the cluster. It is stopped by
+   * draining it through the protocol, and counted gone once it stays silent `silentMs`.
+   */
+  adoptRegistered?: { silentMs: number };
   /** issue 7: load-balanced endpoints scale on their proxy's requests (waiting ones and in-flight ones). */
   lb?: {
     load(endpointId: string): { queued: number; inProgress: number };
@@ -118,8 +124,10 @@ interface ManagedWorker {
    * neither counts nor drains it.
    */
   probe: boolean;
-  /** Started by an earlier run of the service (found by the driver after a restart). */
+  /** Started by an earlier run of the service (found by the driver after a restart), or by another replica. */
   adopted?: boolean;
+  /** Started by another replica: no driver handle; ended by this when it falls silent. */
+  remoteGone?: (exit: WorkerExit) => void;
 }
 
 function newWorkerId(): string {
@@ -148,12 +156,19 @@ export class Scaler {
    * Adopt the workers an earlier process of the service left running (the driver finds them), then plan every
    * interval. Until they are counted nothing is planned: a restart never starts workers beside ones that run.
    */
-  async start(): Promise<void> {
+  async start(settleMs = 0): Promise<void> {
     await this.adoptLeftovers();
-    this.adopting = false;
-    this.timer = setInterval(() => this.reconcile(), this.intervalMs);
-    this.timer.unref();
-    this.reconcile();
+    const begin = () => {
+      if (this.closed) return;
+      this.adopting = false;
+      this.timer = setInterval(() => this.reconcile(), this.intervalMs);
+      this.timer.unref();
+      this.reconcile();
+    };
+    // A replica taking over a cluster first lets the workers another replica started find it and register
+    // (they are adopted then): planning before would start workers beside them.
+    if (settleMs > 0) setTimeout(begin, settleMs).unref();
+    else begin();
   }
 
   private async adoptLeftovers(): Promise<void> {
@@ -255,6 +270,7 @@ export class Scaler {
       // Workers of deleted endpoints.
       for (const m of this.managed.values()) if (!m.probe && !liveEndpoints.has(m.endpointId)) this.drain(m.id);
       this.stopDrainedWorkers(now);
+      this.endSilentRemotes(now);
     } finally {
       this.planning = false;
     }
@@ -391,7 +407,7 @@ export class Scaler {
         this.deps.onLog(m.endpointId, m.id, {
           ts: Date.now(),
           stream: "stderr",
-          text: `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
+          text: m.remoteGone ? "worker stopped talking to the service (started by another replica)" : `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
         });
       }
       this.exited(m, expected);
@@ -418,9 +434,57 @@ export class Scaler {
     this.failures.set(m.endpointId, f);
   }
 
-  /** A worker registered: its endpoint starts fine, forget the backoff. */
-  registered(endpointId: string): void {
+  /**
+   * A worker registered: its endpoint starts fine, forget the backoff. One this replica does not manage, while
+   * replicas share a database, was started by another replica: adopt it (as of the revision it says it runs).
+   */
+  registered(endpointId: string, workerId?: string, revision?: string): void {
     this.failures.delete(endpointId);
+    if (workerId !== undefined) this.noticed(endpointId, workerId, revision);
+  }
+
+  /**
+   * A worker this replica does not manage called it (a take or heartbeat may come before any register: the
+   * service answers those for a worker it does not know yet). While replicas share a database it was started by
+   * another one: adopt it, as of the revision it says it runs, else the endpoint's current one.
+   */
+  noticed(endpointId: string, workerId: string, revision?: string): void {
+    if (!this.deps.adoptRegistered || this.closed || this.managed.has(workerId)) return;
+    const endpoint = [...this.deps.endpoints()].find((e) => e.id === endpointId);
+    if (!endpoint || endpoint.type !== "queue") return;
+    this.adoptRemote(endpoint, workerId, revision ?? this.revisionOf(endpoint));
+  }
+
+  private adoptRemote(endpoint: EndpointRow, workerId: string, revision: string): void {
+    let gone!: (exit: WorkerExit) => void;
+    const exited = new Promise<WorkerExit>((resolve) => (gone = resolve));
+    const drain = () => this.deps.engine.drain(workerId);
+    const handle: WorkerHandle = {
+      workerId,
+      exited,
+      stop: (graceMs) => {
+        drain();
+        return Promise.race([exited, new Promise<WorkerExit>((resolve) => setTimeout(() => resolve({ code: null, signal: null }), graceMs).unref())]);
+      },
+      // Another machine's process: the protocol's drain is all this replica can do.
+      kill: drain,
+    };
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision, handle, stopping: false, probe: false, adopted: true, remoteGone: gone };
+    this.managed.set(workerId, m);
+    this.deps.engine.ensureWorker(workerId, endpoint.id, true).managed = true;
+    this.watchExit(m);
+    this.deps.onEvent?.(`adopted worker ${workerId} of endpoint ${endpoint.name}, started by another replica`);
+  }
+
+  /** Adopted workers of other replicas that stopped talking to the service: gone (their jobs requeue). */
+  private endSilentRemotes(now: number): void {
+    const silentMs = this.deps.adoptRegistered?.silentMs;
+    if (silentMs === undefined) return;
+    for (const m of this.managed.values()) {
+      if (!m.remoteGone) continue;
+      const entry = this.deps.engine.workers.get(m.id);
+      if (!entry || (entry.polling === 0 && now - entry.lastSeen > silentMs)) m.remoteGone({ code: null, signal: null });
+    }
   }
 
   /**

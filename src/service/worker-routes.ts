@@ -36,13 +36,15 @@ async function workerCall(call: RouteCall): Promise<WorkerCall> {
     throw new HttpProblem(403, `This token belongs to worker ${workerId}, not ${String(body.workerId)}`);
   }
   const errors: string[] = [];
+  const worker = ctx.engine.ensureWorker(workerId, endpointId);
+  if (!worker.managed) ctx.scaler()?.noticed(endpointId, workerId, typeof body.revision === "string" ? body.revision : undefined);
   const route = call.url.pathname.slice(call.url.pathname.lastIndexOf("/") + 1);
   return {
     call,
     workerId,
     endpointId,
     endpoint,
-    worker: ctx.engine.ensureWorker(workerId, endpointId),
+    worker,
     body,
     errors,
     invalid: () => new HttpProblem(422, `The ${route} body is not valid`, { errors }),
@@ -100,10 +102,14 @@ export const workerRoutes = {
     if (lbSocket !== undefined && (typeof lbSocket !== "string" || lbSocket.length === 0 || lbSocket.length > 200)) {
       errors.push("$.socket: must be the socket path the worker was given (SVC_LB_SOCKET)");
     }
+    const revision = body.revision;
+    if (revision !== undefined && (typeof revision !== "string" || revision.length === 0 || revision.length > 200)) {
+      errors.push("$.revision: must be the revision the worker was given (SVC_WORKER_REVISION)");
+    }
     if (errors.length) throw invalid();
     ctx.engine.register(workerId, endpointId, concurrency);
     if (typeof lbAddress === "string") ctx.lb?.registered(workerId, endpointId, lbAddress, lbSocket as string | undefined);
-    ctx.scaler()?.registered(endpointId);
+    ctx.scaler()?.registered(endpointId, workerId, revision as string | undefined);
     // A queue worker registers once its handler loaded (a load-balanced one early: its /ping decides).
     if (endpoint.type === "queue") ctx.releases?.ready(workerId);
     sendJson(call.res, {

@@ -70,10 +70,13 @@ export class Management {
     };
   }
 
-  /** Bind to the API context (once it exists) and re-plan REST endpoints against the current configuration. */
-  async attach(ctx: ApiContext): Promise<void> {
+  /**
+   * Bind to the API context (once it exists) and, when `refresh`, re-plan REST endpoints against the current
+   * configuration (the replica serving jobs does; the others follow what it writes).
+   */
+  async attach(ctx: ApiContext, refresh = true): Promise<void> {
     this.rest = new RestEndpoints(() => ctx, this.context);
-    await this.rest.refreshAll();
+    if (refresh) await this.rest.refreshAll();
   }
 
   /** An app endpoint was (re)deployed: REST endpoints running its code follow it. */
