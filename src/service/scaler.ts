@@ -423,7 +423,8 @@ export class Scaler {
     this.deps.lb?.workerAddress?.(m.id, undefined);
     this.deps.lb?.workerSocket?.(m.id, undefined);
     this.deps.lb?.workerDirectAddress?.(m.id, undefined);
-    void this.deps.revokeWorkerKeys(m.id).catch(() => undefined);
+    // A key left valid would let a gone worker's token in: say so (the next start of the service does not retry it).
+    void this.deps.revokeWorkerKeys(m.id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${m.id}: ${(err as Error).message}`));
     if (expected) return;
     // A worker adopted after a restart may end before it re-registers: that is no failure to start.
     if (!registered && !m.adopted) this.deps.onStartFailure?.(m.endpointId, m.id, why ?? "the worker exited before it registered");
