@@ -110,7 +110,7 @@ export interface ServiceOptions {
    * (after a rotation). Without a current key: `<dataDir>/secrets-key`, made on the first start.
    */
   secretsKeys?: { current?: string; previous?: string[] };
-  /** What a slow client may cost (send stall timeout, follower caps...); default clientLimits() (environment). */
+  /** What a slow client may cost (send stall timeout, follower caps...); default DEFAULT_CLIENT_LIMITS (svc server parses them from its environment: config.ts). */
   clientLimits?: Partial<ClientLimits>;
   /** Probe workers tried per changed endpoint before a release fails (default 3, or SVC_RELEASE_ATTEMPTS). */
   releaseAttempts?: number;

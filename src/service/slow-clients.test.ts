@@ -1,15 +1,8 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { HttpProblem } from "./http.js";
-import { clientLimits, DEFAULT_CLIENT_LIMITS, FollowerGate, SharedOutputs } from "./slow-clients.js";
+import { DEFAULT_CLIENT_LIMITS, FollowerGate, SharedOutputs } from "./slow-clients.js";
 
 afterEach(() => vi.useRealTimers());
-
-describe("clientLimits", () => {
-  it("takes positive integers from the environment and keeps the defaults otherwise", () => {
-    const limits = clientLimits({ SVC_SEND_STALL_MS: "500", SVC_MAX_FOLLOWERS: "0", SVC_MAX_FOLLOWERS_PER_USER: "x" });
-    expect(limits).toEqual({ ...DEFAULT_CLIENT_LIMITS, sendStallMs: 500 });
-  });
-});
 
 describe("FollowerGate", () => {
   const problem = (fn: () => unknown) => {

@@ -25,24 +25,6 @@ export const DEFAULT_CLIENT_LIMITS: ClientLimits = {
   pinnedOutputBytes: 256 * 1024 * 1024,
 };
 
-const ENV_NAMES: Record<keyof ClientLimits, string> = {
-  sendStallMs: "SVC_SEND_STALL_MS",
-  followersPerUser: "SVC_MAX_FOLLOWERS_PER_USER",
-  followersTotal: "SVC_MAX_FOLLOWERS",
-  followerQueueBytes: "SVC_FOLLOWER_QUEUE_BYTES",
-  pinnedOutputBytes: "SVC_MAX_PINNED_OUTPUT_BYTES",
-};
-
-/** The limits, each overridable by its environment variable (a positive integer; anything else keeps the default). Pure. */
-export function clientLimits(env: NodeJS.ProcessEnv = process.env): ClientLimits {
-  const limits = { ...DEFAULT_CLIENT_LIMITS };
-  for (const [key, name] of Object.entries(ENV_NAMES) as Array<[keyof ClientLimits, string]>) {
-    const value = Number(env[name]);
-    if (Number.isInteger(value) && value > 0) limits[key] = value;
-  }
-  return limits;
-}
-
 /** Seconds a refused follower is told to wait (Retry-After). */
 const FOLLOWER_RETRY_S = 5;
 

@@ -15,11 +15,6 @@ import { HttpProblem, OVERSIZE_DRAIN_BYTES } from "../http.js";
 /** The spec's deployment artifact limit: 1.5 GB. */
 export const MAX_ARTIFACT_BYTES = 1_500_000_000;
 
-export function artifactLimit(env: NodeJS.ProcessEnv = process.env): number {
-  const value = Number(env.SVC_MAX_ARTIFACT_BYTES);
-  return Number.isInteger(value) && value > 0 ? value : MAX_ARTIFACT_BYTES;
-}
-
 export interface ReceivedArtifact {
   sha256: string;
   size: number;
