@@ -21,7 +21,9 @@ export function artifactUrl(serviceUrl: string, artifactPath: string): string | 
 export async function serveArtifact(call: RouteCall): Promise<void> {
   const { ctx, principal, req, res } = call;
   const sha = call.params.sha!;
-  const endpoint = ctx.endpoints.get(principal.worker!.endpointId);
+  const { workerId, endpointId } = principal.worker!;
+  // A release's probe runs the new build (its endpoint may not be in the service yet).
+  const endpoint = ctx.releases?.endpointFor(workerId) ?? ctx.endpoints.get(endpointId);
   // Only the artifact of the worker's own endpoint: one tenant's token never reads another tenant's code.
   if (!endpoint || !/^[a-f0-9]{64}$/.test(sha) || basename(endpoint.artifactPath) !== `${sha}.tar.gz`) {
     throw new HttpProblem(404, `No artifact ${sha} for this worker's endpoint`);

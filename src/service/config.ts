@@ -13,7 +13,7 @@ import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
 import { redactStoreUrl, storeUrlProblem } from "./store-url.js";
 
-export type WorkersKind = "process" | "docker" | "none";
+export type WorkersKind = "process" | "docker" | "swarm" | "none";
 
 /** What `svc server` and `svc dev` both take from the environment. */
 export interface ServiceSettings {
@@ -80,7 +80,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: "host", flag: "host", kind: { type: "string" }, default: "127.0.0.1", serverOnly: true, description: "address to listen on" },
   { key: "port", flag: "port", kind: { type: "port" }, default: 8600, serverOnly: true, description: "port to listen on (0: any free port)" },
   { key: "dataDir", flag: "dataDir", env: "SVC_DATA_DIR", kind: { type: "string" }, serverOnly: true, description: "the SQLite file, artifacts and the admin key" },
-  { key: "workers", flag: "workers", kind: { type: "enum", values: ["process", "docker", "none"] }, default: "process", serverOnly: true, description: "where workers run" },
+  { key: "workers", flag: "workers", kind: { type: "enum", values: ["process", "docker", "swarm", "none"] }, default: "process", serverOnly: true, description: "where workers run" },
   { key: "store", flag: "store", env: "SVC_STORE_URL", kind: { type: "storeUrl" }, serverOnly: true, description: "PostgreSQL URL keeping the state (else the data dir's SQLite file)" },
   { key: "replicaUrl", env: "SVC_REPLICA_URL", kind: { type: "string" }, serverOnly: true, description: "where the other replicas on the same database reach this one (default: the listening address)" },
   { key: "clusterUrl", env: "SVC_CLUSTER_URL", kind: { type: "string" }, serverOnly: true, description: "the address in front of all replicas, given to workers (default: this replica's)" },

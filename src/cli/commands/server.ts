@@ -37,7 +37,7 @@ export function resolveAdminKey(dataDir: string, fromEnv = envSetting("SVC_API_K
   return { key, source: "generated", file };
 }
 
-async function loadDriver(kind: string, dataDir: string, log: (message: string) => void, registry?: string): Promise<WorkerDriver | undefined> {
+async function loadDriver(kind: string, dataDir: string, log: (message: string) => void, registry?: string, storeUrl?: string): Promise<WorkerDriver | undefined> {
   if (kind === "none") return undefined;
   if (kind === "docker") {
     // Workers as containers from the locally built svc-worker images, or the registry's by digest (docs/docker.md).
@@ -45,6 +45,14 @@ async function loadDriver(kind: string, dataDir: string, log: (message: string) 
     // One session per data directory: a restart after a crash finds the containers the killed run left.
     const session = `srv${createHash("sha256").update(dataDir).digest("hex").slice(0, 12)}`;
     return createDockerDriver({ log, session, stableSession: true, registry });
+  }
+  if (kind === "swarm") {
+    // Workers as Swarm services, placed by the swarm; their images from the registry when one is given (docs/cluster.md).
+    const { createSwarmDriver } = await import("../../drivers/swarm.js");
+    // Replicas on one database share one session: the replica that takes over adopts the services of the one
+    // that died (their labels), as a restart on the same data directory would.
+    const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
+    return createSwarmDriver({ log, session, registry });
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
@@ -85,7 +93,7 @@ export function register(program: Command): void {
     .option("--host <host>", "address to listen on (default 127.0.0.1)")
     .option("--port <port>", `port to listen on (0: any free port; default ${DEFAULT_SERVER_PORT})`)
     .option("--data-dir <dir>", "where the SQLite file, artifacts and the admin key live (default ~/.svc/data or $SVC_DATA_DIR)")
-    .option("--workers <driver>", "where workers run: process, docker or none (default process)")
+    .option("--workers <driver>", "where workers run: process, docker, swarm or none (default process)")
     .option("--store <url>", "keep the state in PostgreSQL (postgres://user:password@host:port/database) instead of the data dir's SQLite file (or $SVC_STORE_URL)")
     .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
     .option("--print-config", "print the configuration (flags, environment, defaults; secrets not shown) and exit")
@@ -109,7 +117,7 @@ export function register(program: Command): void {
       const admin = resolveAdminKey(dataDir, config.apiKey);
       // One tenant's request must never end the process that serves every tenant.
       installLastResort((message) => out.warn(message));
-      const driver = await loadDriver(config.workers, dataDir, (message) => out.info(message), config.registry);
+      const driver = await loadDriver(config.workers, dataDir, (message) => out.info(message), config.registry, config.store);
       let service: Awaited<ReturnType<typeof startService>> | undefined;
       try {
         service = await startService({

@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { exitOfTask, swarmServiceSpec } from "./swarm.js";
+import type Docker from "dockerode";
+import type { WorkerLaunch } from "./types.js";
+
+type Template = { ContainerSpec: Docker.ContainerSpec; RestartPolicy?: unknown; Resources?: unknown; Placement?: unknown; Networks?: unknown };
+const template = (spec: Docker.CreateServiceOptions) => spec.TaskTemplate as Template;
+
+const launch = (extra: Partial<WorkerLaunch> = {}): WorkerLaunch => ({
+  workerId: "w1abc",
+  endpointId: "ep1",
+  endpointName: "Ticker",
+  app: "app",
+  env: "prod",
+  artifactPath: "/data/artifacts/abc.tar.gz",
+  artifactUrl: "http://10.0.0.5:8600/_worker/v1/artifacts/abc",
+  apiUrl: "http://10.0.0.5:8600",
+  workerToken: "svcw_token",
+  apiKey: "svc_key",
+  environment: { USER_FLAG: "on", SVC_WORKER_TOKEN: "user-cannot-override" },
+  maxConcurrency: 2,
+  revision: "rev-1",
+  computeType: "CPU",
+  gpuTypeIds: [],
+  onLog: () => undefined,
+  ...extra,
+});
+const plan = { image: "svc-worker-cpu:0.1.0", session: "srv1", network: "host", stopGraceMs: 10_000 };
+
+describe("swarmServiceSpec", () => {
+  it("one labelled replica without restart policy, the artifact by URL and the protocol variables winning", () => {
+    const spec = swarmServiceSpec(launch(), plan);
+    expect(spec.Mode).toEqual({ Replicated: { Replicas: 1 } });
+    expect(template(spec).RestartPolicy).toEqual({ Condition: "none", MaxAttempts: 0 });
+    expect(spec.Labels).toEqual({ "svc.managed": "true", "svc.app": "app", "svc.env": "prod", "svc.endpoint": "ep1", "svc.session": "srv1", "svc.worker": "w1abc", "svc.revision": "rev-1" });
+    const container = template(spec).ContainerSpec;
+    expect(container.Labels).toEqual(spec.Labels);
+    expect(container.Env).toEqual(
+      expect.arrayContaining(["USER_FLAG=on", "SVC_WORKER_TOKEN=svcw_token", "SVC_ARTIFACT=http://10.0.0.5:8600/_worker/v1/artifacts/abc", "SVC_API_URL=http://10.0.0.5:8600", "SVC_WORKER_REVISION=rev-1"]),
+    );
+    expect(container.Env!.some((e: string) => e.includes("/data/artifacts"))).toBe(false);
+    expect(container.StopGracePeriod).toBe(10_000_000_000);
+    expect(template(spec).Networks).toEqual([{ Target: "host" }]);
+    expect(template(spec).Resources).toEqual({});
+  });
+
+  it("reserves a GPU as a generic resource, constrains one GPU type, and mounts the network volume", () => {
+    const spec = swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], volumeName: "vol1" }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 }, volume: "vol1" });
+    expect(template(spec).Resources).toEqual({ Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 1 } }] } });
+    expect(template(spec).Placement).toEqual({ Constraints: ["node.labels.svc.gpu-type==A100"] });
+    expect(template(spec).ContainerSpec.Mounts).toEqual([{ Type: "volume", Source: "vol1", Target: "/svc-volume" }]);
+    expect(template(spec).ContainerSpec.Env).toContain("SVC_VOLUME_PATH=/svc-volume");
+  });
+
+  it("refuses a launch whose artifact no node could fetch", () => {
+    expect(() => swarmServiceSpec(launch({ artifactUrl: undefined }), plan)).toThrow(/no URL a Swarm worker could fetch/);
+  });
+});
+
+describe("exitOfTask", () => {
+  it("reads an ended task's exit code; a running one has not ended", () => {
+    expect(exitOfTask({ Status: { State: "failed", ContainerStatus: { ExitCode: 137 } } })).toEqual({ code: 137, signal: null });
+    expect(exitOfTask({ Status: { State: "complete", ContainerStatus: { ExitCode: 0 } } })).toEqual({ code: 0, signal: null });
+    expect(exitOfTask({ Status: { State: "shutdown" } })).toEqual({ code: null, signal: null });
+    expect(exitOfTask({ Status: { State: "running" } })).toBeUndefined();
+  });
+});

@@ -1,0 +1,270 @@
+// Workers as Docker Swarm services (`svc server --workers swarm`): one service per worker, one replica, no
+// restart policy (a worker that ends is the service's to replace, with its backoff and its queue in view), the
+// svc labels on the service and its container, resource reservations, GPUs as generic resources, the network
+// volume mounted. Swarm places the task on a node; the worker fetches its artifact over HTTP and talks to the
+// cluster's address, so nothing depends on the node that runs it.
+//
+// The service spec is computed by a pure function (swarmServiceSpec); the driver does the API calls and watches
+// the tasks (one list of the swarm's tasks per tick for every worker it runs).
+
+import type Docker from "dockerode";
+import { UserError } from "../errors.js";
+import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } from "./docker-engine.js";
+import { applyProtocolEnv } from "./env.js";
+import { ensureWorkerImage, imageKindOf, VOLUME_MOUNT } from "./images.js";
+import { registryWorkerImage } from "./registry.js";
+import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
+
+/** The generic resource GPUs are advertised under (dockerd `node-generic-resources`, NVIDIA's convention). */
+export const DEFAULT_GPU_RESOURCE = "NVIDIA-GPU";
+const REVISION_LABEL = "svc.revision";
+/** Task states after which a task runs no more. */
+const ENDED = new Set(["complete", "failed", "shutdown", "rejected", "orphaned", "remove"]);
+const WATCH_MS = 500;
+
+export interface SwarmDriverOptions {
+  docker?: Docker;
+  /** Identifies this service's workers (labels): adoption after a restart finds its own. */
+  session: string;
+  /** Push/pull worker images through this registry (host:port), referenced by digest: every node can pull them. */
+  registry?: string;
+  /** An image to run instead of svc's worker image of the launch's kind. */
+  image?: string;
+  /** Generic resource name GPUs are advertised under. */
+  gpuResource?: string;
+  /** How long a stopping worker may drain before Swarm kills it. */
+  stopGraceMs?: number;
+  /** Docker network the tasks join; default "host" (they reach the service and LB workers as local processes do). */
+  network?: string;
+  log?(message: string): void;
+}
+
+export interface SwarmServicePlan {
+  image: string;
+  session: string;
+  network: string;
+  /** Generic resources to reserve: GPUs. */
+  gpus?: { kind: string; count: number };
+  volume?: string;
+  stopGraceMs: number;
+}
+
+/** Every label of a worker's service (and its container). Pure. */
+export function swarmLabels(launch: WorkerLaunch, session: string): Record<string, string> {
+  return {
+    [LABELS.managed]: "true",
+    [LABELS.app]: launch.app,
+    [LABELS.env]: launch.env,
+    [LABELS.endpoint]: launch.endpointId,
+    [LABELS.session]: session,
+    [LABELS.worker]: launch.workerId,
+    ...(launch.revision ? { [REVISION_LABEL]: launch.revision } : {}),
+  };
+}
+
+/** The worker's Swarm service: what `docker service create` would be given. Pure. */
+export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): Docker.CreateServiceOptions {
+  if (!launch.artifactUrl) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Swarm worker could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
+  const env: Record<string, string> = { ...launch.environment };
+  applyProtocolEnv(env, launch, { apiUrl: launch.apiUrl, artifact: launch.artifactUrl, volumePath: plan.volume ? VOLUME_MOUNT : undefined });
+  const labels = swarmLabels(launch, plan.session);
+  return {
+    Name: `svc-${dockerNamePart(launch.endpointName, 20)}-${dockerNamePart(launch.workerId, 30)}`,
+    Labels: labels,
+    TaskTemplate: {
+      ContainerSpec: {
+        Image: plan.image,
+        Labels: labels,
+        Env: Object.entries(env).map(([key, value]) => `${key}=${value}`),
+        StopGracePeriod: plan.stopGraceMs * 1_000_000,
+        ...(plan.volume ? { Mounts: [{ Type: "volume" as const, Source: plan.volume, Target: VOLUME_MOUNT }] } : {}),
+      },
+      // A worker that ends stays ended: the service decides whether and where another one starts.
+      RestartPolicy: { Condition: "none", MaxAttempts: 0 },
+      Resources: plan.gpus ? { Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: plan.gpus.kind, Value: plan.gpus.count } }] } } : {},
+      ...(launch.computeType === "GPU" && launch.gpuTypeIds.length === 1 ? { Placement: { Constraints: [`node.labels.svc.gpu-type==${launch.gpuTypeIds[0]}`] } } : {}),
+      Networks: [{ Target: plan.network }],
+    },
+    Mode: { Replicated: { Replicas: 1 } },
+  } as Docker.CreateServiceOptions;
+}
+
+/** A task's end as a worker exit: its container's exit code, when Swarm kept one. Pure. */
+export function exitOfTask(task: { Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }): WorkerExit | undefined {
+  const state = task.Status?.State;
+  if (!state || !ENDED.has(state)) return undefined;
+  const code = task.Status?.ContainerStatus?.ExitCode;
+  return { code: typeof code === "number" ? code : null, signal: null };
+}
+
+/** Whether some node of the swarm advertises `kind` as a generic resource. */
+async function advertised(docker: Docker, kind: string): Promise<boolean> {
+  const nodes = (await docker.listNodes()) as Array<{ Description?: { Resources?: { GenericResources?: Array<{ DiscreteResourceSpec?: { Kind?: string; Value?: number } }> } } }>;
+  return nodes.some((n) => (n.Description?.Resources?.GenericResources ?? []).some((r) => r.DiscreteResourceSpec?.Kind === kind && (r.DiscreteResourceSpec.Value ?? 0) > 0));
+}
+
+interface Watched {
+  serviceId: string;
+  settle(exit: WorkerExit): void;
+}
+
+export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
+  const log = options.log ?? (() => undefined);
+  const gpuResource = options.gpuResource ?? DEFAULT_GPU_RESOURCE;
+  const stopGraceMs = options.stopGraceMs ?? 10_000;
+  const network = options.network ?? "host";
+  let engine: Promise<Docker> | undefined;
+  const docker = () => (engine ??= connectDocker({ docker: options.docker }).then(async (d) => {
+    const info = (await d.info()) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
+    if (info.Swarm?.LocalNodeState !== "active" || !info.Swarm.ControlAvailable) {
+      throw new UserError("This Docker engine is not a manager of a swarm", { hint: "Run `svc server --workers swarm` against a swarm manager (`docker swarm init`), or use --workers docker." });
+    }
+    return d;
+  }));
+  const images = new Map<string, Promise<string>>();
+  const watched = new Map<string, Watched>();
+  const handles = new Map<string, WorkerHandle>();
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
+
+  const imageFor = (launch: WorkerLaunch) => {
+    const kind = imageKindOf(launch.computeType);
+    let image = images.get(kind);
+    if (!image) {
+      image = (async () => {
+        if (options.image) return options.image;
+        const d = await docker();
+        return options.registry ? registryWorkerImage(d, options.registry, kind) : (await ensureWorkerImage(d, kind)).name;
+      })();
+      image.catch(() => images.delete(kind));
+      images.set(kind, image);
+    }
+    return image;
+  };
+
+  /** One list of the swarm's tasks per tick: each watched worker whose task ended is settled and its service removed. */
+  const tick = async () => {
+    if (watched.size === 0) return;
+    let tasks: Array<{ ServiceID?: string; CreatedAt?: string; Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }>;
+    let services: Set<string>;
+    try {
+      const d = await docker();
+      tasks = (await d.listTasks()) as typeof tasks;
+      const listed = (await d.listServices({ filters: { label: [`${LABELS.session}=${options.session}`] } })) as Array<{ ID: string }>;
+      services = new Set(listed.map((x) => x.ID));
+    } catch (err) {
+      log(`could not list the swarm's tasks: ${dockerMessage(err)}`);
+      return;
+    }
+    const byService = new Map<string, typeof tasks>();
+    for (const t of tasks) if (t.ServiceID) byService.set(t.ServiceID, [...(byService.get(t.ServiceID) ?? []), t]);
+    for (const [workerId, w] of watched) {
+      const own = (byService.get(w.serviceId) ?? []).sort((a, b) => String(b.CreatedAt).localeCompare(String(a.CreatedAt)));
+      const latest = own[0];
+      // A service that is gone was removed (by stop(), or by someone else): the worker ended. One without a task
+      // yet is still being scheduled.
+      const exit = !services.has(w.serviceId) ? { code: null, signal: null } : latest ? exitOfTask(latest) : undefined;
+      if (!exit) continue;
+      watched.delete(workerId);
+      w.settle(exit);
+    }
+  };
+
+  const watch = (workerId: string, serviceId: string): Promise<WorkerExit> =>
+    new Promise<WorkerExit>((resolve) => {
+      watched.set(workerId, {
+        serviceId,
+        settle: (exit) => {
+          handles.delete(workerId);
+          void removeService(serviceId).then(() => resolve(exit));
+        },
+      });
+      timer ??= setInterval(() => void tick(), WATCH_MS);
+      timer.unref();
+    });
+
+  const removeService = async (serviceId: string) => {
+    try {
+      await (await docker()).getService(serviceId).remove();
+    } catch (err) {
+      // Already removed: what removing it was for.
+      if (dockerStatus(err) !== 404) log(`could not remove Swarm service ${serviceId}: ${dockerMessage(err)}`);
+    }
+  };
+
+  const handleOf = (workerId: string, serviceId: string): WorkerHandle => {
+    const exited = watch(workerId, serviceId);
+    const handle: WorkerHandle = {
+      workerId,
+      exited,
+      // Removing the service stops its task as `docker stop` does: SIGTERM, then SIGKILL after StopGracePeriod.
+      async stop(graceMs) {
+        await removeService(serviceId);
+        const timeout = new Promise<WorkerExit>((resolve) => setTimeout(() => resolve({ code: null, signal: "timeout" }), graceMs + stopGraceMs).unref());
+        return Promise.race([exited, timeout]);
+      },
+      kill() {
+        void removeService(serviceId);
+      },
+    };
+    handles.set(workerId, handle);
+    return handle;
+  };
+
+  return {
+    name: "swarm",
+
+    async start(launch) {
+      if (closed) throw new UserError("The Swarm driver is closed");
+      const d = await docker();
+      let gpus: SwarmServicePlan["gpus"];
+      if (launch.computeType === "GPU") {
+        if (!(await advertised(d, gpuResource))) {
+          throw new UserError(`No node of this swarm advertises the generic resource ${gpuResource}, so endpoint ${launch.endpointName} (a GPU endpoint) cannot be placed`, {
+            hint: `Advertise GPUs on the GPU nodes (dockerd \`node-generic-resources\`: ["${gpuResource}=GPU-<uuid>"]) or make the endpoint a CPU endpoint.`,
+          });
+        }
+        gpus = { kind: gpuResource, count: 1 };
+      }
+      const spec = swarmServiceSpec(launch, { image: launch.image ?? (await imageFor(launch)), session: options.session, network, gpus, volume: launch.volumeName, stopGraceMs });
+      let created: { id?: string; ID?: string };
+      try {
+        created = (await d.createService(spec)) as { id?: string; ID?: string };
+      } catch (err) {
+        throw new UserError(`Swarm refused the worker service of endpoint ${launch.endpointName}: ${dockerMessage(err)}`, { cause: err });
+      }
+      const serviceId = created.id ?? created.ID;
+      if (!serviceId) throw new UserError(`Swarm created no service for endpoint ${launch.endpointName}`);
+      log(`worker ${launch.workerId} of endpoint ${launch.endpointName} is Swarm service ${spec.Name}`);
+      return handleOf(launch.workerId, serviceId);
+    },
+
+    async adopt() {
+      const d = await docker();
+      const services = (await d.listServices({ filters: { label: [`${LABELS.managed}=true`, `${LABELS.session}=${options.session}`] } })) as Array<{ ID: string; Spec?: { Labels?: Record<string, string> } }>;
+      const tasks = (await d.listTasks()) as Array<{ ServiceID?: string; CreatedAt?: string; Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }>;
+      const found: AdoptedWorker[] = [];
+      for (const s of services) {
+        const labels = s.Spec?.Labels ?? {};
+        const workerId = labels[LABELS.worker];
+        const endpointId = labels[LABELS.endpoint];
+        if (!workerId || !endpointId || handles.has(workerId)) continue;
+        const latest = tasks.filter((t) => t.ServiceID === s.ID).sort((a, b) => String(b.CreatedAt).localeCompare(String(a.CreatedAt)))[0];
+        const exit = latest ? exitOfTask(latest) : undefined;
+        if (exit) {
+          await removeService(s.ID);
+          found.push({ handle: { workerId, exited: Promise.resolve(exit), stop: async () => exit, kill: () => undefined }, endpointId, revision: labels[REVISION_LABEL], ended: true });
+          continue;
+        }
+        found.push({ handle: handleOf(workerId, s.ID), endpointId, revision: labels[REVISION_LABEL] });
+      }
+      return found;
+    },
+
+    async close() {
+      closed = true;
+      await Promise.all([...handles.values()].map((h) => h.stop(stopGraceMs)));
+      if (timer) clearInterval(timer);
+    },
+  } satisfies WorkerDriver;
+}

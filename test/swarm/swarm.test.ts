@@ -1,0 +1,113 @@
+// `svc server --workers swarm` on a real single-node swarm (`docker swarm init --advertise-addr 127.0.0.1`, left
+// after when this test made it): an app deployed through the `svc` binary, its jobs run by workers that are Swarm
+// services (labelled, one task each, no restart policy), scaled from zero and back; a task killed mid-job and the
+// job finished by another worker; the app deleted and nothing of it left in the swarm.
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { LABELS } from "../../src/drivers/docker-engine.js";
+import { copyFixture, deployFixture } from "../fixture-project.js";
+import { startServerProcess, type ServerProcess } from "../server-process.js";
+import { describeDocker, docker, engineUp } from "../docker/engine.js";
+
+const KEY = "swarm-admin-key";
+const app = `swarm-${Date.now().toString(36)}`;
+let work: string | undefined;
+let server: ServerProcess | undefined;
+let madeSwarm = false;
+
+const swarmState = () => spawnSync("docker", ["info", "--format", "{{.Swarm.LocalNodeState}}"], { encoding: "utf8" }).stdout.trim();
+const appServices = async () => (await docker.listServices({ filters: { label: [`${LABELS.app}=${app}`] } })) as Array<{ ID: string; Spec?: { Labels?: Record<string, string>; TaskTemplate?: { RestartPolicy?: { Condition?: string } } } }>;
+const appContainers = async (all = false) => docker.listContainers({ all, filters: { label: [`${LABELS.app}=${app}`] } });
+
+beforeAll(() => {
+  if (!engineUp) return;
+  if (swarmState() !== "active") {
+    execFileSync("docker", ["swarm", "init", "--advertise-addr", "127.0.0.1"], { stdio: "ignore" });
+    madeSwarm = true;
+  }
+}, 60_000);
+
+afterAll(async () => {
+  if (server) {
+    server.child.kill("SIGKILL");
+  }
+  if (engineUp) {
+    for (const s of await appServices().catch(() => [])) await docker.getService(s.ID).remove().catch(() => undefined);
+    for (const c of await appContainers(true).catch(() => [])) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+    if (madeSwarm) spawnSync("docker", ["swarm", "leave", "--force"], { stdio: "ignore" });
+  }
+  if (work) rmSync(work, { recursive: true, force: true });
+}, 120_000);
+
+async function api(method: string, path: string, body?: unknown) {
+  const res = await fetch(`${server!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, ms: number): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n--- server log\n${server?.log() ?? ""}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+describeDocker("svc server --workers swarm", () => {
+  it("runs an app's jobs on Swarm services: from zero and back, through a killed task, and leaves nothing when the app is deleted", async () => {
+    work = mkdtempSync(join(tmpdir(), "svc-swarm-"));
+    server = await startServerProcess({ dataDir: join(work, "data"), env: { SVC_API_KEY: KEY }, workers: "swarm" });
+    const project = copyFixture("swarm-app", work);
+    writeFileSync(join(project, "package.json"), JSON.stringify({ name: app, private: true, type: "module" }));
+    await deployFixture(project, server.url, KEY).catch((err: Error) => {
+      throw new Error(`${err.message}\n--- server log\n${server!.log()}`);
+    });
+    const endpoint: string = (await api("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
+
+    // The release's worker ran as a Swarm service with svc's labels and no restart policy of its own.
+    // Idle for its 1 s timeout, it is gone again: the endpoint is at zero.
+    await until("the endpoint back at zero workers", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
+
+    // From zero: the job makes a Swarm service, which runs it.
+    const first = await api("POST", `/v2/${endpoint}/run`, { input: { n: 3, ms: 50 } });
+    expect(first.status).toBe(200);
+    const services = await until("a worker service", async () => ((await appServices()).length > 0 ? appServices() : undefined), 60_000);
+    expect(services[0]!.Spec?.Labels).toMatchObject({ [LABELS.managed]: "true", [LABELS.app]: app, [LABELS.endpoint]: endpoint });
+    expect(services[0]!.Spec?.TaskTemplate?.RestartPolicy?.Condition).toBe("none");
+    const done = await until("the first job", async () => {
+      const r = await api("GET", `/v2/${endpoint}/status/${first.body.id}`);
+      return r.body.status === "COMPLETED" ? r.body : undefined;
+    }, 120_000);
+    expect(done.output.map((c: { i: number }) => c.i)).toEqual([1, 2, 3]);
+
+    // A task killed mid-job: the job runs again on another worker and completes.
+    const long = await api("POST", `/v2/${endpoint}/run`, { input: { n: 30, ms: 200 } });
+    const workerBefore = await until("the long job's first chunk", async () => {
+      const r = await api("GET", `/v2/${endpoint}/stream/${long.body.id}`);
+      return r.body.stream?.[0]?.output?.worker as string | undefined;
+    }, 120_000);
+    const running = await appContainers();
+    expect(running.length).toBe(1);
+    await docker.getContainer(running[0]!.Id).kill();
+    const finished = await until("the long job after the kill", async () => {
+      const r = await api("GET", `/v2/${endpoint}/status/${long.body.id}`);
+      return r.body.status === "COMPLETED" || r.body.status === "FAILED" ? r.body : undefined;
+    }, 180_000);
+    expect(finished.status).toBe("COMPLETED");
+    // Its last chunks come from the worker that replaced the killed one.
+    const chunks = finished.output as Array<{ i: number; worker: string }>;
+    expect(chunks.at(-1)).toMatchObject({ i: 30 });
+    expect(workerBefore).toMatch(/^w/);
+    expect(chunks.at(-1)!.worker).not.toBe(workerBefore);
+
+    // Deleting the app stops its workers and removes their services: nothing of it is left in the swarm.
+    const deleted = await api("DELETE", `/v1/apps/${app}`);
+    expect(deleted.status).toBe(200);
+    await until("no service or container of the app", async () => ((await appServices()).length === 0 && (await appContainers(true)).length === 0 ? true : undefined), 60_000);
+  }, 600_000);
+});
