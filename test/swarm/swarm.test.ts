@@ -1,18 +1,26 @@
 // `svc server --workers swarm` on a real single-node swarm (`docker swarm init --advertise-addr 127.0.0.1`, left
 // after when this test made it): an app deployed through the `svc` binary, its jobs run by workers that are Swarm
 // services (labelled, one task each, no restart policy), scaled from zero and back; a task killed mid-job and the
-// job finished by another worker; the app deleted and nothing of it left in the swarm.
+// job finished by another worker; the app deleted and nothing of it left in the swarm. Then the registry path:
+// worker images pushed to a real registry (Debian's docker-registry on 127.0.0.1) by `svc images build --registry`,
+// and a server given that registry runs its workers from it, referenced by digest and pulled from the registry.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { copyFixture, deployFixture } from "../fixture-project.js";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
 import { describeDocker, docker, engineUp } from "../docker/engine.js";
 
 const KEY = "swarm-admin-key";
+const REGISTRY_BIN = "/usr/bin/docker-registry";
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+let registryProcess: ChildProcess | undefined;
+let registry: string | undefined;
 const app = `swarm-${Date.now().toString(36)}`;
 let work: string | undefined;
 let server: ServerProcess | undefined;
@@ -34,7 +42,14 @@ afterAll(async () => {
   if (server) {
     server.child.kill("SIGKILL");
   }
+  registryProcess?.kill();
   if (engineUp) {
+    // The names this test gave images in the registry's name (the images themselves stay).
+    if (registry) {
+      for (const image of await docker.listImages()) {
+        for (const ref of [...(image.RepoTags ?? []), ...(image.RepoDigests ?? [])]) if (ref.startsWith(`${registry}/`)) await docker.getImage(ref).remove().catch(() => undefined);
+      }
+    }
     for (const s of await appServices().catch(() => [])) await docker.getService(s.ID).remove().catch(() => undefined);
     for (const c of await appContainers(true).catch(() => [])) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
     if (madeSwarm) spawnSync("docker", ["swarm", "leave", "--force"], { stdio: "ignore" });
@@ -109,5 +124,45 @@ describeDocker("svc server --workers swarm", () => {
     const deleted = await api("DELETE", `/v1/apps/${app}`);
     expect(deleted.status).toBe(200);
     await until("no service or container of the app", async () => ((await appServices()).length === 0 && (await appContainers(true)).length === 0 ? true : undefined), 60_000);
+  }, 600_000);
+
+  it.skipIf(!existsSync(REGISTRY_BIN))("runs workers from the registry's image, referenced by digest and pulled from the registry", async () => {
+    work ??= mkdtempSync(join(tmpdir(), "svc-swarm-"));
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const { port: p } = probe.address() as { port: number };
+        probe.close(() => resolve(p));
+      });
+    });
+    registry = `127.0.0.1:${port}`;
+    const config = join(work, "registry.yml");
+    writeFileSync(config, `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${join(work, "registry")}\nhttp:\n  addr: ${registry}\n`);
+    registryProcess = spawn(REGISTRY_BIN, ["serve", config], { stdio: "ignore" });
+    await until("the registry", async () => ((await fetch(`http://${registry}/v2/`).then((r) => r.ok, () => false)) ? true : undefined), 20_000);
+    const env: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
+    for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
+    const built = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "images", "build", "--cpu", "--registry", registry, "--json"], { env, encoding: "utf8", timeout: 300_000 });
+    expect(built.status, built.stderr).toBe(0);
+    const pushed = (JSON.parse(built.stdout) as Array<{ pushed: { reference: string } }>)[0]!.pushed.reference;
+    // The engine keeps no name of the registry's: the swarm resolves the digest there.
+    for (const image of await docker.listImages()) {
+      for (const ref of [...(image.RepoTags ?? []), ...(image.RepoDigests ?? [])]) if (ref.startsWith(`${registry}/`)) await docker.getImage(ref).remove().catch(() => undefined);
+    }
+    expect((await docker.listImages()).flatMap((i) => [...(i.RepoTags ?? []), ...(i.RepoDigests ?? [])]).filter((r) => r.startsWith(`${registry}/`))).toEqual([]);
+
+    server?.child.kill("SIGKILL");
+    server = await startServerProcess({ dataDir: join(work, "data-registry"), env: { SVC_API_KEY: KEY, SVC_WORKER_REGISTRY: registry }, workers: "swarm" });
+    const project = copyFixture("swarm-app", join(work, "registry-app"));
+    writeFileSync(join(project, "package.json"), JSON.stringify({ name: app, private: true, type: "module" }));
+    await deployFixture(project, server.url, KEY).catch((err: Error) => {
+      throw new Error(`${err.message}\n--- server log\n${server!.log()}`);
+    });
+    const endpoint: string = (await api("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
+    const job = await api("POST", `/v2/${endpoint}/run`, { input: { n: 2, ms: 50 } });
+    const service = await until("a worker service", async () => (await appServices())[0] as { Spec?: { TaskTemplate?: { ContainerSpec?: { Image?: string } } } } | undefined, 60_000);
+    expect(service.Spec?.TaskTemplate?.ContainerSpec?.Image).toBe(pushed);
+    await until("the job", async () => ((await api("GET", `/v2/${endpoint}/status/${job.body.id}`)).body.status === "COMPLETED" ? true : undefined), 120_000);
+    expect((await api("DELETE", `/v1/apps/${app}`)).status).toBe(200);
+    await until("no service of the app", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
   }, 600_000);
 });
