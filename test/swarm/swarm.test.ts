@@ -4,6 +4,9 @@
 // job finished by another worker; the app deleted and nothing of it left in the swarm. Then the registry path:
 // worker images pushed to a real registry (Debian's docker-registry on 127.0.0.1) by `svc images build --registry`,
 // and a server given that registry runs its workers from it, referenced by digest and pulled from the registry.
+// Last, two replicas on PostgreSQL: the one serving jobs is killed while its Swarm worker runs a job; the other
+// takes over and adopts that worker's service (shared labels) instead of starting another, the job completes,
+// and the service is removed once the endpoint idles back to zero.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -15,6 +18,14 @@ import { LABELS } from "../../src/drivers/docker-engine.js";
 import { copyFixture, deployFixture } from "../fixture-project.js";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
 import { describeDocker, docker, engineUp } from "../docker/engine.js";
+import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
+import { roundRobin as roundRobinProxy } from "../../bench/tcp-proxy.mjs";
+import type { Server } from "node:net";
+
+const roundRobin = roundRobinProxy as (ports: () => number[]) => Promise<{ server: Server; url: string }>;
+let database: TestPostgres | undefined;
+let proxy: { server: Server; url: string } | undefined;
+const replicas: ServerProcess[] = [];
 
 const KEY = "swarm-admin-key";
 const REGISTRY_BIN = "/usr/bin/docker-registry";
@@ -43,6 +54,9 @@ afterAll(async () => {
     server.child.kill("SIGKILL");
   }
   registryProcess?.kill();
+  for (const r of replicas) r.child.kill("SIGKILL");
+  proxy?.server.close();
+  await database?.stop();
   if (engineUp) {
     // The names this test gave images in the registry's name (the images themselves stay).
     if (registry) {
@@ -163,6 +177,51 @@ describeDocker("svc server --workers swarm", () => {
     expect(service.Spec?.TaskTemplate?.ContainerSpec?.Image).toBe(pushed);
     await until("the job", async () => ((await api("GET", `/v2/${endpoint}/status/${job.body.id}`)).body.status === "COMPLETED" ? true : undefined), 120_000);
     expect((await api("DELETE", `/v1/apps/${app}`)).status).toBe(200);
+    await until("no service of the app", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
+  }, 600_000);
+
+  it.skipIf(postgresUnavailable() !== undefined)("a replica that takes over adopts the Swarm workers of the one that died, without starting more", async () => {
+    work ??= mkdtempSync(join(tmpdir(), "svc-swarm-"));
+    server?.child.kill("SIGKILL");
+    database = await startPostgres();
+    const storeUrl = await database.createDatabase();
+    const alive = new Set<number>();
+    proxy = await roundRobin(() => replicas.filter((_, i) => alive.has(i)).map((r) => Number(new URL(r.url).port)));
+    for (let i = 0; i < 2; i++) {
+      replicas.push(await startServerProcess({ dataDir: join(work, `replica${i}`), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url }, workers: "swarm" }));
+      alive.add(i);
+    }
+    const via = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${proxy!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const text = await res.text();
+      return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
+    };
+    const project = copyFixture("swarm-app", join(work, "replicas-app"));
+    writeFileSync(join(project, "package.json"), JSON.stringify({ name: app, private: true, type: "module" }));
+    await deployFixture(project, proxy.url, KEY).catch((err: Error) => {
+      throw new Error(`${err.message}\n${replicas.map((r, i) => `--- replica ${i}\n${r.log()}`).join("\n")}`);
+    });
+    const endpoint: string = (await via("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
+    const job = await via("POST", `/v2/${endpoint}/run`, { input: { n: 50, ms: 200 } });
+    expect(job.status).toBe(200);
+    await until("the job running", async () => ((await via("GET", `/v2/${endpoint}/status/${job.body.id}`)).body.status === "IN_PROGRESS" ? true : undefined), 120_000);
+    const [before] = await appServices();
+    expect(before).toBeDefined();
+
+    // The replica serving jobs (the first one started) dies; its worker goes on through the proxy.
+    alive.delete(0);
+    replicas[0]!.child.kill("SIGKILL");
+    let most = 0;
+    const done = await until("the job after the takeover", async () => {
+      most = Math.max(most, (await appServices()).length);
+      const r = await via("GET", `/v2/${endpoint}/status/${job.body.id}`).catch(() => undefined);
+      return r?.body?.status === "COMPLETED" || r?.body?.status === "FAILED" ? r.body : undefined;
+    }, 180_000);
+    expect(done.status).toBe("COMPLETED");
+    expect(most).toBe(1);
+    expect((await appServices()).map((x) => x.ID)).toEqual([before!.ID]);
+    expect(replicas[1]!.log()).toMatch(/now serves the jobs of this database/);
+    // Idle, the adopted worker is drained and its service removed by the replica that took over.
     await until("no service of the app", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
   }, 600_000);
 });
