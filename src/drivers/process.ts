@@ -26,6 +26,11 @@ export interface ProcessDriverOptions {
   localSockets?: boolean;
   /** Node binary (default: the one running this process). */
   nodePath?: string;
+  /**
+   * Pre-booted runtimes kept ready (default 0: none). A cold start claims one (Node and the runtime already
+   * loaded) instead of starting a process; the pool refills in the background. docs/cold-start.md.
+   */
+  pool?: number;
   /** How long close() lets workers drain before killing them (default 3000 ms). */
   closeGraceMs?: number;
   /** Environment the children inherit before the launch's own (default: this process's, minus SVC_*). */
@@ -123,7 +128,12 @@ export function workerEnvironment(launch: WorkerLaunch, artifactDir: string, bas
   return env;
 }
 
-export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerDriver {
+export interface ProcessDriver extends WorkerDriver {
+  /** The pids of the pre-booted runtimes waiting for a claim. */
+  pooledPids(): number[];
+}
+
+export function createProcessDriver(options: ProcessDriverOptions = {}): ProcessDriver {
   const entry = options.runtimeEntry ?? defaultRuntimeEntry();
   const cacheDir = options.cacheDir ?? join(tmpdir(), "svc-artifact-cache");
   const children = new Map<string, { child: ChildProcess; handle: WorkerHandle }>();
@@ -151,7 +161,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
   // Children must not outlive the service: kill what is left when this process exits, however it exits
   // normally. (A SIGKILLed parent is covered by the runtime's own orphan check.)
   const killAll = () => {
-    for (const { child } of children.values()) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    for (const { child } of [...children.values(), ...pool]) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   };
   process.on("exit", killAll);
 
@@ -165,28 +175,89 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
     return pending;
   };
 
+  /** Where a child's output lines go: its launch's log once it is a worker (a pooled one has none before). */
+  const readLines = (child: ChildProcess, sink: { onLog?: WorkerLaunch["onLog"] }) => {
+    for (const [stream, name] of [
+      [child.stdout, "stdout"],
+      [child.stderr, "stderr"],
+    ] as const) {
+      if (!stream) continue;
+      createInterface({ input: stream, crlfDelay: Infinity }).on("line", (text) => {
+        try {
+          sink.onLog?.({ ts: Date.now(), ...readMarkedLine(name, text) });
+        } catch {
+          // a failing log sink must not take the worker's pipes down
+        }
+      });
+    }
+  };
+
+  // ---- pre-booted runtimes
+  const poolSize = options.pool ?? 0;
+  const pool: Array<{ child: ChildProcess; ready: Promise<boolean>; sink: { onLog?: WorkerLaunch["onLog"] } }> = [];
+  let closed = false;
+  /** Pooled runtimes that died before any claim, in a row: past a few, the pool stops refilling (said once). */
+  let poolFailures = 0;
+  const boot = () => {
+    // The pool's environment holds nothing of a user's: the base minus svc's settings, and that it is pooled.
+    const env: NodeJS.ProcessEnv = {};
+    for (const [key, value] of Object.entries(options.baseEnv ?? process.env)) if (!key.startsWith("SVC_") && value !== undefined) env[key] = value;
+    env.SVC_POOLED = "1";
+    const child = spawn(options.nodePath ?? process.execPath, [entry], { cwd: tmpdir(), env, stdio: ["ignore", "pipe", "pipe", "ipc"] });
+    const sink: { onLog?: WorkerLaunch["onLog"] } = {};
+    readLines(child, sink);
+    const ready = new Promise<boolean>((resolve) => {
+      child.once("message", (m: { ready?: boolean }) => resolve(m?.ready === true));
+      child.once("exit", () => resolve(false));
+      child.once("error", () => resolve(false));
+    });
+    const booted = { child, ready, sink };
+    child.once("exit", () => {
+      const i = pool.indexOf(booted);
+      if (i < 0) return;
+      // Died while waiting for a claim: replace it, unless that keeps happening.
+      pool.splice(i, 1);
+      if (++poolFailures === 3) process.emitWarning("svc: pre-booted worker runtimes keep exiting before use; the pool stops refilling");
+      refill();
+    });
+    void ready.then((ok) => {
+      if (ok) poolFailures = 0;
+    });
+    return booted;
+  };
+  const refill = () => {
+    while (!closed && poolFailures < 3 && pool.length < poolSize) pool.push(boot());
+  };
+  refill();
+  /** A ready pooled runtime, taken out of the pool (which refills), or undefined. */
+  const takePooled = async () => {
+    while (pool.length > 0) {
+      const taken = pool.shift()!;
+      refill();
+      if (await taken.ready) return taken;
+      taken.child.kill("SIGKILL");
+    }
+    return undefined;
+  };
+
   return {
     name: "process",
     async start(launch) {
       const dir = await artifactDir(launch.artifactPath);
       const localSocket = lbSocketFor(launch);
-      const child = spawn(options.nodePath ?? process.execPath, [entry], {
-        cwd: dir,
-        env: workerEnvironment(launch, dir, options.baseEnv ?? process.env, process.pid, localSocket),
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      for (const [stream, name] of [
-        [child.stdout, "stdout"],
-        [child.stderr, "stderr"],
-      ] as const) {
-        if (!stream) continue;
-        createInterface({ input: stream, crlfDelay: Infinity }).on("line", (text) => {
-          try {
-            launch.onLog({ ts: Date.now(), ...readMarkedLine(name, text) });
-          } catch {
-            // a failing log sink must not take the worker's pipes down
-          }
-        });
+      const env = workerEnvironment(launch, dir, options.baseEnv ?? process.env, process.pid, localSocket);
+      const pooled = launch.image ? undefined : await takePooled();
+      let child: ChildProcess;
+      if (pooled) {
+        // It becomes this worker: the worker's environment and directory, its output to the worker's log.
+        child = pooled.child;
+        pooled.sink.onLog = launch.onLog;
+        const claim: Record<string, string> = {};
+        for (const [key, value] of Object.entries(env)) if (value !== undefined) claim[key] = value;
+        child.send({ env: claim, cwd: dir });
+      } else {
+        child = spawn(options.nodePath ?? process.execPath, [entry], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] });
+        readLines(child, { onLog: launch.onLog });
       }
       if (stateDir && child.pid !== undefined) {
         if (!stateDirMade) mkdirSync(stateDir, { recursive: true, mode: 0o700 });
@@ -264,7 +335,14 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): WorkerD
       }
       return found;
     },
+    pooledPids() {
+      return pool.map((p) => p.child.pid).filter((pid): pid is number => pid !== undefined);
+    },
     async close() {
+      closed = true;
+      const booted = pool.splice(0);
+      for (const { child } of booted) child.kill("SIGTERM");
+      await Promise.all(booted.map(({ child }) => (child.exitCode === null && child.signalCode === null ? new Promise((r) => child.once("exit", r)) : undefined)));
       const grace = options.closeGraceMs ?? 3000;
       await Promise.all([...children.values(), ...[...adopted.values()].map((handle) => ({ handle }))].map(({ handle }) => handle.stop(grace)));
       process.off("exit", killAll);

@@ -169,7 +169,37 @@ function describe(value: unknown): string {
   return jobId ? `(job ${jobId}) ${text}` : text;
 }
 
-main().then(
+/** What a driver hands a pre-booted runtime when it makes it a worker. */
+export interface PoolClaim {
+  env: Record<string, string>;
+  cwd: string;
+}
+
+/**
+ * A pre-booted runtime (SVC_POOLED=1, started by a driver with an IPC channel): Node and this runtime are loaded
+ * already; it says so, waits for a driver to hand it a worker's environment and directory, and becomes that
+ * worker (once: it never serves another). False when its driver went away first (nothing to become).
+ */
+function claimed(): Promise<boolean> {
+  if (process.env.SVC_POOLED !== "1" || !process.send) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    process.once("disconnect", () => resolve(false));
+    process.once("message", (claim: PoolClaim) => {
+      // The worker's environment replaces the pool's: nothing of the pool's survives into the user's code.
+      for (const key of Object.keys(process.env)) if (!Object.hasOwn(claim.env, key)) delete process.env[key];
+      Object.assign(process.env, claim.env);
+      process.chdir(claim.cwd);
+      resolve(true);
+      // From here the worker talks to the service; an open channel would keep it alive past its drain.
+      process.disconnect();
+    });
+    process.send!({ ready: true });
+  });
+}
+
+claimed().then(
+  (claim) => (claim ? main() : 0),
+).then(
   (code) => process.exit(code),
   (err: unknown) => {
     writeStderr(`[svc-runtime] internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

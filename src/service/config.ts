@@ -44,6 +44,8 @@ export interface ServerConfig extends ServiceSettings {
   clusterUrl?: string;
   /** Docker workers run the worker images pushed to this registry (host:port), by digest. */
   registry?: string;
+  /** Pre-booted worker runtimes kept ready by the process driver (0: none). */
+  workerPool: number;
   publicUrl?: string;
   /** The admin key given in the environment (else the data dir's generated one). */
   apiKey?: string;
@@ -57,6 +59,7 @@ type Kind =
   | { type: "storeUrl" }
   | { type: "port" }
   | { type: "positive" }
+  | { type: "count" }
   | { type: "enum"; values: readonly string[] }
   | { type: "onOff" }
   | { type: "list" }
@@ -84,6 +87,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: "store", flag: "store", env: "SVC_STORE_URL", kind: { type: "storeUrl" }, serverOnly: true, description: "PostgreSQL URL keeping the state (else the data dir's SQLite file)" },
   { key: "replicaUrl", env: "SVC_REPLICA_URL", kind: { type: "string" }, serverOnly: true, description: "where the other replicas on the same database reach this one (default: the listening address)" },
   { key: "clusterUrl", env: "SVC_CLUSTER_URL", kind: { type: "string" }, serverOnly: true, description: "the address in front of all replicas, given to workers (default: this replica's)" },
+  { key: "workerPool", env: "SVC_WORKER_POOL", kind: { type: "count" }, default: 0, serverOnly: true, description: "pre-booted worker runtimes kept ready (process workers; 0: none)" },
   { key: "registry", env: "SVC_WORKER_REGISTRY", kind: { type: "string" }, serverOnly: true, description: "registry (host:port) Docker workers' images are pulled from, by digest" },
   { key: "publicUrl", flag: "publicUrl", env: "SVC_PUBLIC_URL", kind: { type: "string" }, serverOnly: true, description: "the address clients use" },
   { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },
@@ -120,6 +124,10 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
     case "positive": {
       const n = Number(raw);
       return Number.isInteger(n) && n > 0 ? { value: n } : { problem: `${origin} must be a positive whole number, not "${raw}"` };
+    }
+    case "count": {
+      const n = Number(raw);
+      return Number.isInteger(n) && n >= 0 && n <= 64 ? { value: n } : { problem: `${origin} must be a whole number from 0 to 64, not "${raw}"` };
     }
     case "enum":
       return kind.values.includes(raw) ? { value: raw } : { problem: `${origin} must be ${kind.values.map((v) => `"${v}"`).join(", ")}, not "${raw}"` };

@@ -37,7 +37,7 @@ export function resolveAdminKey(dataDir: string, fromEnv = envSetting("SVC_API_K
   return { key, source: "generated", file };
 }
 
-async function loadDriver(kind: string, dataDir: string, log: (message: string) => void, registry?: string, storeUrl?: string): Promise<WorkerDriver | undefined> {
+async function loadDriver(kind: string, dataDir: string, log: (message: string) => void, registry?: string, storeUrl?: string, pool = 0): Promise<WorkerDriver | undefined> {
   if (kind === "none") return undefined;
   if (kind === "docker") {
     // Workers as containers from the locally built svc-worker images, or the registry's by digest (docs/docker.md).
@@ -56,7 +56,7 @@ async function loadDriver(kind: string, dataDir: string, log: (message: string) 
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
-  let mod: { createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string }) => WorkerDriver };
+  let mod: { createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string; pool?: number }) => WorkerDriver };
   try {
     mod = (await import(modulePath)) as typeof mod;
   } catch (err) {
@@ -68,7 +68,7 @@ async function loadDriver(kind: string, dataDir: string, log: (message: string) 
   if (!mod.createProcessDriver) throw new UserError("The process worker driver is not available in this build of svc");
   // Extracted artifacts live beside the data they belong to, not in a shared tmp dir.
   // Records of running workers, so a restart after a crash adopts them instead of starting more.
-  return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers") });
+  return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers"), pool });
 }
 
 /** Why the service could not listen, as something the user can act on; other errors unchanged. */
@@ -117,7 +117,7 @@ export function register(program: Command): void {
       const admin = resolveAdminKey(dataDir, config.apiKey);
       // One tenant's request must never end the process that serves every tenant.
       installLastResort((message) => out.warn(message));
-      const driver = await loadDriver(config.workers, dataDir, (message) => out.info(message), config.registry, config.store);
+      const driver = await loadDriver(config.workers, dataDir, (message) => out.info(message), config.registry, config.store, config.workerPool);
       let service: Awaited<ReturnType<typeof startService>> | undefined;
       try {
         service = await startService({
