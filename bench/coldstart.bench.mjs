@@ -3,7 +3,7 @@
 // the job), beside a plain `docker run --rm <same image> node -e "console.log(1)"` timed in the same run.
 // Skips (one row saying so) when no Docker engine answers.
 import { spawn } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -51,19 +51,30 @@ export async function run() {
   const driver = createDockerDriver({ docker, networkScope: "session", volumeLifetime: "session" });
   let service;
   try {
-    cpSync(join(root, "fixtures", "docker-app"), join(work, "app"), { recursive: true });
-    const build = await buildProject(join(work, "app"));
+    // An endpoint that idles out after 1 s: each sample starts from zero workers (a deploy's release leaves one
+    // worker up, warm).
+    const project = join(work, "app");
+    cpSync(join(root, "fixtures", "swarm-app"), project, { recursive: true });
+    mkdirSync(join(project, "node_modules"));
+    symlinkSync(root, join(project, "node_modules", "svc"), "dir");
+    writeFileSync(join(project, "package.json"), JSON.stringify({ name: "bench-coldstart", private: true, type: "module" }));
+    const build = await buildProject(project);
     // The image build is a one-off, not part of a cold start.
     await driver.prepare(["cpu"]);
     const image = workerImageName("cpu");
     service = await startService({ dataDir: join(work, "data"), driver, apiKeys: [key] });
     const auth = { authorization: `Bearer ${key}` };
-    const coldStart = async (env) => {
-      // A fresh environment: a new endpoint at zero workers.
-      const deployed = await service.deploy({ app: build.manifest.app, env, manifest: build.manifest, artifactPath: build.artifactPath });
-      const endpoint = deployed.find((e) => e.name === "docker-echo");
+    const [endpoint] = await service.deploy({ app: "bench-coldstart", env: "prod", manifest: build.manifest, artifactPath: build.artifactPath });
+    const coldStart = async () => {
+      for (;;) {
+        const h = JSON.parse((await request(`${endpoint.url}/health`, { headers: auth })).body);
+        if (h.workers.idle + h.workers.running + h.workers.initializing === 0) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // Its container gone too, not only deregistered.
+      await new Promise((r) => setTimeout(r, 500));
       const started = performance.now();
-      const res = await request(`${endpoint.url}/runsync?wait=60000`, { method: "POST", headers: auth, body: { input: { who: "bench" } } });
+      const res = await request(`${endpoint.url}/runsync?wait=60000`, { method: "POST", headers: auth, body: { input: { n: 1, ms: 0 } } });
       const ms = performance.now() - started;
       if (res.status !== 200 || !res.body.includes("COMPLETED")) throw new Error(`cold start job failed: ${res.status} ${res.body}`);
       return ms;
@@ -71,12 +82,12 @@ export async function run() {
 
     // Warm-up: the engine's caches, the session network and its forwarder, the page cache for node.
     await plainRun(docker, image);
-    await coldStart("warmup");
+    await coldStart();
     const cold = [];
     const plain = [];
     for (let i = 0; i < SAMPLES; i++) {
       plain.push(await plainRun(docker, image));
-      cold.push(await coldStart(`cold-${i}`));
+      cold.push(await coldStart());
     }
     const value = median(cold);
     const baseline = median(plain);
