@@ -93,7 +93,7 @@ export interface AdoptedWorker {
 }
 
 export interface WorkerDriver {
-  readonly name: "process" | "docker" | "swarm";
+  readonly name: "process" | "docker" | "swarm" | "kubernetes";
   start(launch: WorkerLaunch): Promise<WorkerHandle>;
   /**
    * The workers a previous process of the service left (it was killed): those still running, which the service

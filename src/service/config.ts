@@ -13,7 +13,7 @@ import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
 import { redactStoreUrl, storeUrlProblem } from "./store-url.js";
 
-export type WorkersKind = "process" | "docker" | "swarm" | "none";
+export type WorkersKind = "process" | "docker" | "swarm" | "kubernetes" | "none";
 
 /** What `svc server` and `svc dev` both take from the environment. */
 export interface ServiceSettings {
@@ -46,6 +46,9 @@ export interface ServerConfig extends ServiceSettings {
   registry?: string;
   /** Pre-booted worker runtimes kept ready by the process driver (0: none). */
   workerPool: number;
+  /** Kubernetes workers: their namespace (default: the service's own Pod's, else "default") and image. */
+  k8sNamespace?: string;
+  k8sImage?: string;
   publicUrl?: string;
   /** The admin key given in the environment (else the data dir's generated one). */
   apiKey?: string;
@@ -83,11 +86,13 @@ export const SETTINGS: readonly Setting[] = [
   { key: "host", flag: "host", kind: { type: "string" }, default: "127.0.0.1", serverOnly: true, description: "address to listen on" },
   { key: "port", flag: "port", kind: { type: "port" }, default: 8600, serverOnly: true, description: "port to listen on (0: any free port)" },
   { key: "dataDir", flag: "dataDir", env: "SVC_DATA_DIR", kind: { type: "string" }, serverOnly: true, description: "the SQLite file, artifacts and the admin key" },
-  { key: "workers", flag: "workers", kind: { type: "enum", values: ["process", "docker", "swarm", "none"] }, default: "process", serverOnly: true, description: "where workers run" },
+  { key: "workers", flag: "workers", kind: { type: "enum", values: ["process", "docker", "swarm", "kubernetes", "none"] }, default: "process", serverOnly: true, description: "where workers run" },
   { key: "store", flag: "store", env: "SVC_STORE_URL", kind: { type: "storeUrl" }, serverOnly: true, description: "PostgreSQL URL keeping the state (else the data dir's SQLite file)" },
   { key: "replicaUrl", env: "SVC_REPLICA_URL", kind: { type: "string" }, serverOnly: true, description: "where the other replicas on the same database reach this one (default: the listening address)" },
   { key: "clusterUrl", env: "SVC_CLUSTER_URL", kind: { type: "string" }, serverOnly: true, description: "the address in front of all replicas, given to workers (default: this replica's)" },
   { key: "workerPool", env: "SVC_WORKER_POOL", kind: { type: "count" }, default: 0, serverOnly: true, description: "pre-booted worker runtimes kept ready (process workers; 0: none)" },
+  { key: "k8sNamespace", env: "SVC_K8S_NAMESPACE", kind: { type: "string" }, serverOnly: true, description: "namespace of Kubernetes workers (default: this Pod's, else default)" },
+  { key: "k8sImage", env: "SVC_K8S_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Kubernetes workers (default: the registry's svc worker image, by digest)" },
   { key: "registry", env: "SVC_WORKER_REGISTRY", kind: { type: "string" }, serverOnly: true, description: "registry (host:port) Docker workers' images are pulled from, by digest" },
   { key: "publicUrl", flag: "publicUrl", env: "SVC_PUBLIC_URL", kind: { type: "string" }, serverOnly: true, description: "the address clients use" },
   { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },

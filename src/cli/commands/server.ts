@@ -11,7 +11,7 @@ import { envSetting } from "../../sdk/context.js";
 import type { WorkerDriver } from "../../drivers/types.js";
 import { startService } from "../../service/index.js";
 import { redactStoreUrl } from "../../service/store-url.js";
-import { parseServerConfig, printableConfig, serviceOptionsOf, settingsEnvironment } from "../../service/config.js";
+import { parseServerConfig, printableConfig, serviceOptionsOf, settingsEnvironment, type ServerConfig } from "../../service/config.js";
 import { installLastResort } from "../../service/last-resort.js";
 import { alignRows, createOutput } from "../output.js";
 
@@ -37,7 +37,8 @@ export function resolveAdminKey(dataDir: string, fromEnv = envSetting("SVC_API_K
   return { key, source: "generated", file };
 }
 
-async function loadDriver(kind: string, dataDir: string, log: (message: string) => void, registry?: string, storeUrl?: string, pool = 0): Promise<WorkerDriver | undefined> {
+async function loadDriver(config: ServerConfig, dataDir: string, log: (message: string) => void): Promise<WorkerDriver | undefined> {
+  const { workers: kind, registry, store: storeUrl, workerPool: pool } = config;
   if (kind === "none") return undefined;
   if (kind === "docker") {
     // Workers as containers from the locally built svc-worker images, or the registry's by digest (docs/docker.md).
@@ -54,6 +55,18 @@ async function loadDriver(kind: string, dataDir: string, log: (message: string) 
     const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
     return createSwarmDriver({ log, session, registry });
   }
+  if (kind === "kubernetes") {
+    // Pods through the official client, in-cluster configuration or ~/.kube/config (docs/cluster.md).
+    if (!config.clusterUrl) {
+      throw new UserError("Kubernetes workers need the address they reach the service at", { hint: "Set SVC_CLUSTER_URL to the service's address inside the cluster (its Service's DNS name)." });
+    }
+    if (!config.k8sImage && !registry) {
+      throw new UserError("Kubernetes workers need an image every node can pull", { hint: "Set SVC_WORKER_REGISTRY=host:port (after `svc images build --registry host:port`) or SVC_K8S_IMAGE." });
+    }
+    const { createKubernetesDriver } = await import("../../drivers/kubernetes.js");
+    const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
+    return createKubernetesDriver({ namespace: config.k8sNamespace ?? inClusterNamespace() ?? "default", session, registry, image: config.k8sImage, log });
+  }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
   let mod: { createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string; pool?: number }) => WorkerDriver };
@@ -69,6 +82,12 @@ async function loadDriver(kind: string, dataDir: string, log: (message: string) 
   // Extracted artifacts live beside the data they belong to, not in a shared tmp dir.
   // Records of running workers, so a restart after a crash adopts them instead of starting more.
   return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers"), pool });
+}
+
+/** The namespace of the Pod this runs in, when it runs in one. */
+function inClusterNamespace(): string | undefined {
+  const file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+  return existsSync(file) ? readFileSync(file, "utf8").trim() || undefined : undefined;
 }
 
 /** Why the service could not listen, as something the user can act on; other errors unchanged. */
@@ -93,7 +112,7 @@ export function register(program: Command): void {
     .option("--host <host>", "address to listen on (default 127.0.0.1)")
     .option("--port <port>", `port to listen on (0: any free port; default ${DEFAULT_SERVER_PORT})`)
     .option("--data-dir <dir>", "where the SQLite file, artifacts and the admin key live (default ~/.svc/data or $SVC_DATA_DIR)")
-    .option("--workers <driver>", "where workers run: process, docker, swarm or none (default process)")
+    .option("--workers <driver>", "where workers run: process, docker, swarm, kubernetes or none (default process)")
     .option("--store <url>", "keep the state in PostgreSQL (postgres://user:password@host:port/database) instead of the data dir's SQLite file (or $SVC_STORE_URL)")
     .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
     .option("--print-config", "print the configuration (flags, environment, defaults; secrets not shown) and exit")
@@ -117,7 +136,7 @@ export function register(program: Command): void {
       const admin = resolveAdminKey(dataDir, config.apiKey);
       // One tenant's request must never end the process that serves every tenant.
       installLastResort((message) => out.warn(message));
-      const driver = await loadDriver(config.workers, dataDir, (message) => out.info(message), config.registry, config.store, config.workerPool);
+      const driver = await loadDriver(config, dataDir, (message) => out.info(message));
       let service: Awaited<ReturnType<typeof startService>> | undefined;
       try {
         service = await startService({

@@ -1,0 +1,110 @@
+// The Pod of one worker on Kubernetes: what the kubernetes driver creates. Pure; snapshot-tested.
+//
+// One Pod per worker, never restarted by Kubernetes (`restartPolicy: Never`: the service's scaler decides what
+// replaces a worker, with its backoff and its queue in view), svc's labels (so one service finds its own Pods,
+// and a replica that takes over finds the dead one's), the artifact by URL and the cluster's address (never a
+// path or an address of the host that started it), requests and limits, GPUs as `nvidia.com/gpu` with the GPU
+// types as node affinity, the network volume as a PersistentVolumeClaim.
+
+import type { V1Pod } from "@kubernetes/client-node";
+import { UserError } from "../errors.js";
+import { applyProtocolEnv } from "./env.js";
+import { VOLUME_MOUNT } from "./images.js";
+import type { WorkerLaunch } from "./types.js";
+
+export const POD_LABELS = {
+  managed: "svc.managed",
+  session: "svc.session",
+  endpoint: "svc.endpoint",
+  worker: "svc.worker",
+} as const;
+export const REVISION_ANNOTATION = "svc.revision";
+/** The container port a load-balanced worker's HTTP server listens on in its Pod. */
+export const LB_POD_PORT = 8080;
+
+export interface PodPlan {
+  image: string;
+  session: string;
+  /** Node label whose value names a node's GPU type (`svc.gpu-type=A100`). */
+  gpuTypeLabel: string;
+  cpu: string;
+  memory: string;
+  /** A network volume's claim, by the volume's name (`svc-vol-<name>`). */
+  claimFor(volume: string): string;
+  terminationGraceSeconds: number;
+}
+
+/** A DNS-1123 label from any text: lower case, [a-z0-9-], at most `max` characters. Pure. */
+export function dnsLabel(text: string, max = 63): string {
+  const cleaned = text.toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "");
+  return cleaned.slice(0, max).replace(/-+$/, "") || "x";
+}
+
+/** Label values: at most 63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric. Pure. */
+function labelValue(text: string): string {
+  return text.replace(/[^A-Za-z0-9_.-]+/g, "-").slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, "") || "x";
+}
+
+export function podName(launch: Pick<WorkerLaunch, "endpointName" | "workerId">): string {
+  return `svc-${dnsLabel(launch.endpointName, 20)}-${dnsLabel(launch.workerId, 40)}`;
+}
+
+export function podLabels(launch: Pick<WorkerLaunch, "endpointId" | "workerId">, session: string): Record<string, string> {
+  return {
+    [POD_LABELS.managed]: "true",
+    [POD_LABELS.session]: labelValue(session),
+    [POD_LABELS.endpoint]: labelValue(launch.endpointId),
+    [POD_LABELS.worker]: labelValue(launch.workerId),
+  };
+}
+
+/** The worker's Pod. Pure. */
+export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
+  if (!launch.artifactUrl) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Pod could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
+  const env: Record<string, string> = { ...launch.environment };
+  const volume = launch.volumeName;
+  applyProtocolEnv(env, launch, {
+    apiUrl: launch.apiUrl,
+    artifact: launch.artifactUrl,
+    volumePath: volume ? VOLUME_MOUNT : undefined,
+    // A load-balanced worker listens on every interface of its Pod; the service reaches it at the Pod's IP.
+    http: launch.loadBalanced ? { host: "0.0.0.0", port: LB_POD_PORT } : undefined,
+  });
+  const gpu = launch.computeType === "GPU";
+  const limits: Record<string, string> = { cpu: plan.cpu, memory: plan.memory, ...(gpu ? { "nvidia.com/gpu": "1" } : {}) };
+  const types = gpu ? launch.gpuTypeIds.filter((t) => t !== "ANY") : [];
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: podName(launch),
+      labels: podLabels(launch, plan.session),
+      annotations: launch.revision ? { [REVISION_ANNOTATION]: launch.revision } : {},
+    },
+    spec: {
+      restartPolicy: "Never",
+      terminationGracePeriodSeconds: plan.terminationGraceSeconds,
+      automountServiceAccountToken: false,
+      containers: [
+        {
+          name: "worker",
+          image: plan.image,
+          env: Object.entries(env).map(([name, value]) => ({ name, value })),
+          resources: { requests: { cpu: plan.cpu, memory: plan.memory }, limits },
+          ...(launch.loadBalanced ? { ports: [{ name: "http", containerPort: LB_POD_PORT }] } : {}),
+          ...(volume ? { volumeMounts: [{ name: "network-volume", mountPath: VOLUME_MOUNT }] } : {}),
+        },
+      ],
+      ...(volume ? { volumes: [{ name: "network-volume", persistentVolumeClaim: { claimName: plan.claimFor(volume) } }] } : {}),
+      ...(types.length > 0
+        ? {
+            affinity: {
+              nodeAffinity: {
+                requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: plan.gpuTypeLabel, operator: "In", values: types }] }] },
+              },
+            },
+          }
+        : {}),
+    },
+  };
+}
