@@ -1,8 +1,16 @@
 import { defineConfig } from "vitest/config";
 
+/**
+ * Test files that load both cores for minutes (thousands of jobs through three replicas): run on their own after
+ * the rest (`npm run test:alone`), so that neither they nor the timing-sensitive tests run beside each other.
+ */
+const ALONE = ["test/cluster/three-replicas.test.ts"];
+const alone = process.env.SVC_TESTS_ALONE === "1";
+
 export default defineConfig({
   test: {
-    include: ["src/**/*.test.ts", "test/**/*.test.ts"],
+    include: alone ? ALONE : ["src/**/*.test.ts", "test/**/*.test.ts"],
+    exclude: alone ? [] : ["**/node_modules/**", ...ALONE],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration tests start real servers and child processes; two cores, so keep parallelism modest.
