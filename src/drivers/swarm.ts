@@ -9,6 +9,7 @@
 
 import type Docker from "dockerode";
 import { UserError } from "../errors.js";
+import { containerLabels } from "./docker.js";
 import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } from "./docker-engine.js";
 import { applyProtocolEnv } from "./env.js";
 import { ensureWorkerImage, imageKindOf, VOLUME_MOUNT } from "./images.js";
@@ -49,17 +50,9 @@ export interface SwarmServicePlan {
   stopGraceMs: number;
 }
 
-/** Every label of a worker's service (and its container). Pure. */
+/** Every label of a worker's service (and its container): a container's, and what it runs. Pure. */
 export function swarmLabels(launch: WorkerLaunch, session: string): Record<string, string> {
-  return {
-    [LABELS.managed]: "true",
-    [LABELS.app]: launch.app,
-    [LABELS.env]: launch.env,
-    [LABELS.endpoint]: launch.endpointId,
-    [LABELS.session]: session,
-    [LABELS.worker]: launch.workerId,
-    ...(launch.revision ? { [REVISION_LABEL]: launch.revision } : {}),
-  };
+  return { ...containerLabels(launch, session), ...(launch.revision ? { [REVISION_LABEL]: launch.revision } : {}) };
 }
 
 /** The worker's Swarm service: what `docker service create` would be given. Pure. */
