@@ -51,6 +51,11 @@ export async function pushWorkerImage(docker: Docker, image: EnsuredImage, regis
   try {
     digest = await follow(docker, await docker.getImage(`${repo}:${tag}`).push({ tag }));
   } catch (err) {
+    // The registry's name for the image means nothing where the push failed: do not leave it in the engine.
+    await docker
+      .getImage(`${repo}:${tag}`)
+      .remove({ noprune: true })
+      .catch((removeErr: unknown) => process.emitWarning(`svc: could not remove the tag ${repo}:${tag}: ${dockerMessage(removeErr)}`));
     throw new UserError(`Could not push ${repo}:${tag} to ${registry}: ${dockerMessage(err)}`, {
       hint: "Check that the registry runs and answers at that address, and that this engine may push to it (a registry not on loopback needs TLS or an insecure-registries entry).",
       cause: err,

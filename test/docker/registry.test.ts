@@ -97,6 +97,8 @@ describeDocker("worker images through a registry", () => {
     expect(r.status).toBe(1);
     expect(r.stderr).toContain(`Could not push 127.0.0.1:${port}/svc-worker-cpu`);
     expect(r.stderr).toMatch(/registry runs and answers/);
+    // The tag it gave the image for that registry is gone again.
+    expect((await docker.listImages()).flatMap((i) => i.RepoTags ?? []).filter((t) => t.startsWith(`127.0.0.1:${port}/`))).toEqual([]);
     const bad = svc(["images", "build", "--registry", "http://x/y"]);
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain("is not a registry address");
