@@ -435,13 +435,9 @@ export class Scaler {
     this.failures.set(m.endpointId, f);
   }
 
-  /**
-   * A worker registered: its endpoint starts fine, forget the backoff. One this replica does not manage, while
-   * replicas share a database, was started by another replica: adopt it (as of the revision it says it runs).
-   */
-  registered(endpointId: string, workerId?: string, revision?: string): void {
+  /** A worker registered: its endpoint starts fine, forget the backoff. */
+  registered(endpointId: string): void {
     this.failures.delete(endpointId);
-    if (workerId !== undefined) this.noticed(endpointId, workerId, revision);
   }
 
   /**

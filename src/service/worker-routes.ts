@@ -109,7 +109,7 @@ export const workerRoutes = {
     if (errors.length) throw invalid();
     ctx.engine.register(workerId, endpointId, concurrency);
     if (typeof lbAddress === "string") ctx.lb?.registered(workerId, endpointId, lbAddress, lbSocket as string | undefined);
-    ctx.scaler()?.registered(endpointId, workerId, revision as string | undefined);
+    ctx.scaler()?.registered(endpointId);
     // A queue worker registers once its handler loaded (a load-balanced one early: its /ping decides).
     if (endpoint.type === "queue") ctx.releases?.ready(workerId);
     sendJson(call.res, {

@@ -4,6 +4,7 @@
 import { FINAL_STATUSES, type JobStatus } from "../../sdk/jobs-client.js";
 import type { JobRow } from "../store/types.js";
 import type { StorageState } from "../store/faults.js";
+import type { Submission } from "../validate.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;
@@ -100,13 +101,8 @@ export interface EngineOptions {
   heartbeatMs: number;
 }
 
-export interface SubmitInput {
-  input: unknown;
-  function?: string;
-  webhook?: string;
-  executionTimeoutMs?: number;
-  ttlMs?: number;
-  lowPriority?: boolean;
+/** A validated submission (validate.ts), and how it came. */
+export interface SubmitInput extends Submission {
   sync: boolean;
   /** The `wait` of /runsync when given (longer retention). */
   waitMs?: number;
