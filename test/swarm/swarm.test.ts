@@ -9,7 +9,7 @@
 // and the service is removed once the endpoint idles back to zero.
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -133,6 +133,40 @@ describeDocker("svc server --workers swarm", () => {
     expect(chunks.at(-1)).toMatchObject({ i: 30 });
     expect(workerBefore).toMatch(/^w/);
     expect(chunks.at(-1)!.worker).not.toBe(workerBefore);
+
+    // A release while a worker is mid-job: the old revision's worker finishes that job (drained, not killed),
+    // then its service goes; new jobs run the new code, and only the new revision's services are left.
+    const draining = await api("POST", `/v2/${endpoint}/run`, { input: { n: 20, ms: 200 } });
+    const oldWorker = await until("the draining job's first chunk", async () => {
+      const r = await api("GET", `/v2/${endpoint}/stream/${draining.body.id}`);
+      return r.body.stream?.[0]?.output?.worker as string | undefined;
+    }, 120_000);
+    const oldRevision = (await appServices())[0]!.Spec?.Labels?.["svc.revision"];
+    expect(oldRevision).toBeTruthy();
+    const source = join(project, "src", readdirSync(join(project, "src"))[0]!);
+    writeFileSync(source, readFileSync(source, "utf8").replace("yield { i, worker: process.env.SVC_WORKER_ID }", "yield { i, worker: process.env.SVC_WORKER_ID, release: 2 }"));
+    await deployFixture(project, server.url, KEY).catch((err: Error) => {
+      throw new Error(`${err.message}\n--- server log\n${server!.log()}`);
+    });
+    const drained = await until("the job that was running during the release", async () => {
+      const r = await api("GET", `/v2/${endpoint}/status/${draining.body.id}`);
+      return r.body.status === "COMPLETED" || r.body.status === "FAILED" ? r.body : undefined;
+    }, 180_000);
+    expect(drained.status).toBe("COMPLETED");
+    const drainedChunks = drained.output as Array<{ i: number; worker: string; release?: number }>;
+    expect(drainedChunks.map((c) => c.i)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    expect(new Set(drainedChunks.map((c) => c.worker))).toEqual(new Set([oldWorker]));
+    expect(drainedChunks.some((c) => c.release !== undefined)).toBe(false);
+    const after = await api("POST", `/v2/${endpoint}/run`, { input: { n: 1, ms: 10 } });
+    const afterDone = await until("a job after the release", async () => {
+      const r = await api("GET", `/v2/${endpoint}/status/${after.body.id}`);
+      return r.body.status === "COMPLETED" ? r.body : undefined;
+    }, 120_000);
+    expect(afterDone.output[0].release).toBe(2);
+    await until("only the new revision's services", async () => {
+      const left = await appServices();
+      return left.every((s) => s.Spec?.Labels?.["svc.revision"] !== oldRevision) ? true : undefined;
+    }, 60_000);
 
     // Deleting the app stops its workers and removes their services: nothing of it is left in the swarm.
     const deleted = await api("DELETE", `/v1/apps/${app}`);
