@@ -48,7 +48,7 @@ export function renderList(images: readonly WorkerImageInfo[]): string {
 }
 
 export function register(program: Command): void {
-  const images = program.command("images").description("Build, list and prune the worker images (built locally; pushed to a registry with --registry)");
+  const images = program.command("images").description("Build, list and prune the worker images and the server image (built locally; pushed to a registry with --registry)");
 
   images
     .command("build")
@@ -78,7 +78,7 @@ export function register(program: Command): void {
 
   images
     .command("list")
-    .description("List the svc worker images in the local engine")
+    .description("List the svc worker and server images in the local engine")
     .option("--json", "print the images as JSON")
     .action(async (flags: { json?: boolean }) => {
       const out = createOutput({ json: flags.json });
@@ -88,7 +88,7 @@ export function register(program: Command): void {
 
   images
     .command("prune")
-    .description("Remove svc worker images no container uses (those of this svc version are kept unless --all)")
+    .description("Remove svc images no container uses (those of this svc version are kept unless --all)")
     .option("--all", "also remove unused images of this svc version")
     .option("--json", "print what was removed as JSON")
     .action(async (flags: { all?: boolean; json?: boolean }) => {
