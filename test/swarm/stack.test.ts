@@ -142,7 +142,11 @@ describeDocker("svc itself as a Swarm stack", () => {
     await deployFixture(project, url, KEY).catch((err: Error) => {
       throw new Error(`${err.message}\n--- svc server logs\n${stackLogs()}`);
     });
-    const endpoint: string = (await api("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
+    // A read through the other replica may lag the deploy by its sync period (docs/scale-out.md).
+    const endpoint = await until("the deployed endpoint on every replica", async () => {
+      const seen = await Promise.all([1, 2, 3, 4].map(async () => (await api("GET", `/v1/apps/${app}/environments/prod`)).body?.endpoints?.[0]?.id as string | undefined));
+      return seen.every((id) => id && id === seen[0]) ? seen[0] : undefined;
+    }, 30_000);
 
     const submit = async (input: unknown): Promise<string> =>
       until("a job accepted", async () => {
