@@ -10,7 +10,9 @@ import {
   parseLdd,
   planImageAction,
   planPrune,
+  planServerImage,
   planWorkerImage,
+  productionPackages,
   runtimeClosure,
   supersededImages,
   type ImageInputs,
@@ -88,6 +90,49 @@ describe("planWorkerImage", () => {
     expect(changes).toContain("WORKDIR /home/svc");
     expect(changes).toContain("ENV NVIDIA_VISIBLE_DEVICES=all");
     expect(changes).toContain("LABEL svc.image.kind=gpu");
+  });
+});
+
+describe("planServerImage", () => {
+  const server = () => {
+    const base = inputs();
+    return { system: base.system, app: [...base.runtime, { path: "/opt/svc/bin/svc.js", mode: 0o755, size: 3, sha256: "sha-bin", content: Buffer.from("bin") }], hasCaBundle: true };
+  };
+
+  it("runs `svc server` on all interfaces as root, with its data directory, named svc-server", () => {
+    const plan = planServerImage(server(), "1.2.3");
+    expect(plan.versionTag).toBe("svc-server:1.2.3");
+    expect(plan.hashTag).toBe(`svc-server:${plan.hash.slice(0, 20)}`);
+    expect(plan.config).toMatchObject({ entrypoint: ["/usr/local/bin/node", "/opt/svc/bin/svc.js"], cmd: ["server", "--host", "0.0.0.0", "--port", "8600"], user: "0:0", workingDir: "/var/lib/svc" });
+    expect(plan.config.env).toMatchObject({ SVC_DATA_DIR: "/var/lib/svc", NODE_ENV: "production", NODE_EXTRA_CA_CERTS: "/etc/ssl/certs/ca-certificates.crt" });
+    expect(plan.config.labels).toMatchObject({ "svc.managed": "true", "svc.image.kind": "server", "svc.image.hash": plan.hash, "svc.version": "1.2.3" });
+    const changes = importChanges(plan.config);
+    expect(changes[0]).toBe('ENTRYPOINT ["/usr/local/bin/node","/opt/svc/bin/svc.js"]');
+    expect(changes).toContain('CMD ["server","--host","0.0.0.0","--port","8600"]');
+    const byPath = new Map(plan.entries.map((e) => [e.path, e]));
+    expect(byPath.get("/var/lib/svc")).toMatchObject({ type: "directory", uid: 0 });
+    expect(byPath.get("/opt/svc/bin/svc.js")).toMatchObject({ type: "file", mode: 0o755 });
+    expect(JSON.parse(byPath.get("/opt/svc/package.json")!.file!.content!.toString())).toMatchObject({ version: "1.2.3", type: "module" });
+  });
+
+  it("is named by its inputs, apart from the worker images", () => {
+    const a = planServerImage(server(), "1.2.3");
+    expect(planServerImage(server(), "1.2.3").hash).toBe(a.hash);
+    const changed = server();
+    changed.app[0] = { ...changed.app[0]!, sha256: "sha-other" };
+    expect(planServerImage(changed, "1.2.3").hash).not.toBe(a.hash);
+    expect(planWorkerImage("cpu", inputs(), "1.2.3").hash).not.toBe(a.hash);
+    expect(importChanges(planWorkerImage("cpu", inputs(), "1").config).some((c) => c.startsWith("ENTRYPOINT"))).toBe(false);
+  });
+});
+
+describe("productionPackages (this package's real node_modules)", () => {
+  it("holds every run-time dependency, transitively and with the native better-sqlite3, and no dev dependency", async () => {
+    const packages = await productionPackages(repo);
+    const dirs = packages.map((p) => p.imageDir);
+    for (const name of ["better-sqlite3", "bindings", "pg", "dockerode", "commander", "@kubernetes/client-node", "tar-stream", "esbuild"]) expect(dirs).toContain(`/opt/svc/node_modules/${name}`);
+    for (const dev of ["vitest", "playwright-core", "openai", "zod"]) expect(dirs).not.toContain(`/opt/svc/node_modules/${dev}`);
+    expect(new Set(dirs).size).toBe(dirs.length);
   });
 });
 

@@ -7,12 +7,16 @@
 // Images are cached by content hash: `<repo>:<hash>` names exactly one set of inputs, and `<repo>:<svc version>`
 // (the manifest's imageName) points at the newest build. Same inputs again: nothing is built.
 //
-// Three steps: collectImageInputs (reads the host), planWorkerImage / planImageAction (pure), applyImagePlan
-// (talks to the engine).
+// The server image (`svc-server`, `svc images build --server`) is made the same way from the same Node: svc's
+// dist/, bin/ and templates/ and every production package (the native better-sqlite3 included), with `svc server`
+// as its entry. It is what `deploy/swarm/svc-stack.yml` runs (docs/cluster.md).
+//
+// Three steps: collectImageInputs / collectServerInputs (read the host), planWorkerImage / planServerImage /
+// planImageAction (pure), applyImagePlan (talks to the engine).
 
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createReadStream, existsSync } from "node:fs";
+import { createReadStream, existsSync, realpathSync } from "node:fs";
 import { readFile, realpath, stat } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -28,6 +32,8 @@ import { dockerMessage, LABELS } from "./docker-engine.js";
 
 export type WorkerImageKind = "cpu" | "gpu";
 export const WORKER_IMAGE_KINDS: readonly WorkerImageKind[] = ["cpu", "gpu"];
+/** Every image svc builds: the two worker images and the server's. */
+export type ImageKind = WorkerImageKind | "server";
 
 /** Bump when the image layout changes in a way the inputs do not show (it is part of the hash). */
 export const IMAGE_LAYOUT_VERSION = 1;
@@ -42,8 +48,22 @@ export const ARTIFACT_MOUNT = "/svc/artifact.tar.gz";
 const CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
 const FIXED_MTIME = new Date(Date.UTC(2000, 0, 1));
 
+export const SERVER_IMAGE_REPO = "svc-server";
+/** The server image's data directory (caches only when the state is in PostgreSQL) and port. */
+export const SERVER_DATA_DIR = "/var/lib/svc";
+export const SERVER_PORT = 8600;
+
 export function workerImageRepo(kind: WorkerImageKind): string {
   return kind === "gpu" ? "svc-worker-gpu" : "svc-worker-cpu";
+}
+
+export function imageRepo(kind: ImageKind): string {
+  return kind === "server" ? SERVER_IMAGE_REPO : workerImageRepo(kind);
+}
+
+/** `svc-server:<svc version>`: the server image's name. */
+export function serverImageName(version = SVC_VERSION): string {
+  return `${SERVER_IMAGE_REPO}:${version}`;
 }
 
 /** `<repo>:<svc version>`: what the manifest's imageName says. */
@@ -163,11 +183,19 @@ async function lddLibraries(binary: string): Promise<string[]> {
   return libraries;
 }
 
-/** The node_modules directories Node would search from `root` (root's own, then its ancestors'). */
+/**
+ * The node_modules directories Node would search from `root` (root's own, then its ancestors'), each also under
+ * its real path: esbuild reports resolved paths, and a node_modules may be a symlink (a git worktree sharing one).
+ */
 function moduleBases(root: string): string[] {
   const bases: string[] = [];
   for (let dir = resolve(root); ; dir = dirname(dir)) {
-    bases.push(join(dir, "node_modules"));
+    const base = join(dir, "node_modules");
+    bases.push(base);
+    if (existsSync(base)) {
+      const real = realpathSync(base);
+      if (real !== base) bases.push(real);
+    }
     if (dirname(dir) === dir) return bases;
   }
 }
@@ -217,13 +245,18 @@ export async function runtimeClosure(packageRoot: string): Promise<{ distFiles: 
   };
 }
 
-export async function collectImageInputs(options: CollectOptions = {}): Promise<ImageInputs> {
-  const packageRoot = resolve(options.packageRoot ?? SVC_PACKAGE_ROOT);
-  const nodePath = options.nodePath ?? process.execPath;
+/** Node, the libraries it links and the CA bundle: what every image runs on. */
+async function collectSystemFiles(nodePath: string): Promise<{ system: ImageFile[]; hasCaBundle: boolean }> {
   const system: ImageFile[] = [await hostFile(NODE_IN_IMAGE, nodePath)];
   for (const library of await lddLibraries(await realpath(nodePath))) system.push(await hostFile(library, library));
   const hasCaBundle = existsSync(CA_BUNDLE);
   if (hasCaBundle) system.push(await hostFile(CA_BUNDLE, CA_BUNDLE));
+  return { system, hasCaBundle };
+}
+
+export async function collectImageInputs(options: CollectOptions = {}): Promise<ImageInputs> {
+  const packageRoot = resolve(options.packageRoot ?? SVC_PACKAGE_ROOT);
+  const { system, hasCaBundle } = await collectSystemFiles(options.nodePath ?? process.execPath);
 
   const closure = await runtimeClosure(packageRoot);
   const runtime: ImageFile[] = [];
@@ -233,6 +266,80 @@ export async function collectImageInputs(options: CollectOptions = {}): Promise<
     for (const rel of files.sort()) runtime.push(await bufferFile(`${RUNTIME_ROOT}/node_modules/${pkg.name}/${rel}`, join(pkg.dir, rel)));
   }
   return { system, runtime, hasCaBundle };
+}
+
+/** Where Node finds package `name` when `from` (a real path) requires it: the first `node_modules/<name>` up. */
+function resolvePackage(from: string, name: string): string | undefined {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, "node_modules", name);
+    if (existsSync(join(candidate, "package.json"))) return realpathSync(candidate);
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
+interface PackageJson {
+  dependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+  peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+}
+
+/**
+ * Every package `svc` needs at run time: its dependencies and optional dependencies, and theirs (peers too),
+ * transitively, as Node resolves them; each with its directory under node_modules in the image (nesting kept).
+ * Missing optional dependencies (another platform's binaries) are skipped; a missing required one is refused.
+ */
+export async function productionPackages(packageRoot: string): Promise<Array<{ dir: string; imageDir: string }>> {
+  const root = realpathSync(packageRoot);
+  const bases = moduleBases(packageRoot).filter((b) => existsSync(b)).map((b) => realpathSync(b));
+  const found = new Map<string, string>();
+  const visit = async (from: string, pkg: PackageJson) => {
+    const required = new Set([...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {}).filter((p) => !pkg.peerDependenciesMeta?.[p]?.optional)]);
+    const names = [...required, ...Object.keys(pkg.optionalDependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {})];
+    for (const name of [...new Set(names)].sort()) {
+      const dir = resolvePackage(from, name);
+      if (!dir) {
+        if (required.has(name) && !pkg.optionalDependencies?.[name]) throw new UserError(`Cannot build the server image: package ${name} (needed by ${from}) is not installed`, { hint: "Install svc's dependencies first: npm ci --omit=dev." });
+        continue;
+      }
+      if (found.has(dir)) continue;
+      const base = bases.find((b) => dir.startsWith(b + sep));
+      if (!base) throw new UserError(`Cannot build the server image: package ${name} resolves to ${dir}, outside the node_modules svc is run from`);
+      found.set(dir, `${RUNTIME_ROOT}/node_modules/${relative(base, dir).split(sep).join("/")}`);
+      await visit(dir, JSON.parse(await readFile(join(dir, "package.json"), "utf8")) as PackageJson);
+    }
+  };
+  await visit(root, JSON.parse(await readFile(join(root, "package.json"), "utf8")) as PackageJson);
+  return [...found].map(([dir, imageDir]) => ({ dir, imageDir })).sort((a, b) => (a.imageDir < b.imageDir ? -1 : 1));
+}
+
+/** What the server image holds besides the system files: svc itself under RUNTIME_ROOT. */
+export interface ServerImageInputs {
+  system: ImageFile[];
+  /** dist/, bin/, templates/ and the production packages. */
+  app: ImageFile[];
+  hasCaBundle: boolean;
+}
+
+export async function collectServerInputs(options: CollectOptions = {}): Promise<ServerImageInputs> {
+  const packageRoot = resolve(options.packageRoot ?? SVC_PACKAGE_ROOT);
+  if (!existsSync(join(packageRoot, "dist", "cli", "main.js"))) {
+    throw new UserError(`Cannot build the server image: svc is not compiled (${join(packageRoot, "dist", "cli", "main.js")} is missing)`, { hint: "Compile svc first: npm run build." });
+  }
+  const { system, hasCaBundle } = await collectSystemFiles(options.nodePath ?? process.execPath);
+  const app: ImageFile[] = [];
+  for (const dir of ["dist", "bin", "templates"]) {
+    if (!existsSync(join(packageRoot, dir))) continue;
+    const files = await fg("**", { cwd: join(packageRoot, dir), dot: true, onlyFiles: true, followSymbolicLinks: false });
+    for (const rel of files.sort()) app.push(await bufferFile(`${RUNTIME_ROOT}/${dir}/${rel}`, join(packageRoot, dir, rel)));
+  }
+  for (const pkg of await productionPackages(packageRoot)) {
+    // Nested node_modules are packages of their own (listed by productionPackages when reachable).
+    const files = await fg("**", { cwd: pkg.dir, dot: true, onlyFiles: true, followSymbolicLinks: false, ignore: ["node_modules/**", "**/.bin/**"] });
+    // Streamed from disk, not held in memory: the packages are ~150 MB (the Kubernetes client, better-sqlite3...).
+    for (const rel of files.sort()) app.push(await hostFile(`${pkg.imageDir}/${rel}`, join(pkg.dir, rel)));
+  }
+  return { system, app, hasCaBundle };
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -249,6 +356,8 @@ export interface ImageEntry {
 }
 
 export interface ImageConfig {
+  /** The server image's (`node svc.js`); worker images have none. */
+  entrypoint?: string[];
   cmd: string[];
   env: Record<string, string>;
   workingDir: string;
@@ -257,7 +366,7 @@ export interface ImageConfig {
 }
 
 export interface ImagePlan {
-  kind: WorkerImageKind;
+  kind: ImageKind;
   repo: string;
   /** Content hash of every entry and the config (hex, 64). */
   hash: string;
@@ -296,6 +405,33 @@ export function imageConfig(kind: WorkerImageKind, hasCaBundle: boolean): ImageC
   };
 }
 
+/** Entries of a root filesystem: the directories given, then the files with their parent directories; sorted. */
+function layout(directories: readonly ImageEntry[], files: readonly ImageFile[]): ImageEntry[] {
+  const entries = new Map<string, ImageEntry>();
+  for (const d of directories) entries.set(d.path, d);
+  for (const file of files) {
+    for (let dir = dirname(file.path); dir !== "/"; dir = dirname(dir)) {
+      if (!entries.has(dir)) entries.set(dir, { path: dir, type: "directory", mode: 0o755, uid: 0, gid: 0 });
+    }
+    entries.set(file.path, { path: file.path, type: "file", mode: file.mode, uid: 0, gid: 0, file });
+  }
+  return [...entries.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/** The plan of one image: its entries, and the hash of all of them with its config, naming it. */
+function planOf(kind: ImageKind, entries: ImageEntry[], baseConfig: ImageConfig, version: string): ImagePlan {
+  const hash = createHash("sha256")
+    .update(JSON.stringify({ layout: IMAGE_LAYOUT_VERSION, kind, version, config: baseConfig }))
+    .update("\n");
+  for (const e of entries) hash.update(`${e.type} ${e.path} ${e.mode.toString(8)} ${e.uid}:${e.gid} ${e.file?.sha256 ?? ""}\n`);
+  const digest = hash.digest("hex");
+  const repo = imageRepo(kind);
+  const config: ImageConfig = { ...baseConfig, labels: { ...baseConfig.labels, [LABELS.imageHash]: digest, [LABELS.version]: version } };
+  return { kind, repo, hash: digest, hashTag: `${repo}:${digest.slice(0, 20)}`, versionTag: `${repo}:${version}`, entries, config };
+}
+
+const NSSWITCH = "passwd: files\ngroup: files\nhosts: files dns\n";
+
 /** Every entry of the root filesystem and the image config, with the hash that names them. */
 export function planWorkerImage(kind: WorkerImageKind, inputs: ImageInputs, version = SVC_VERSION): ImagePlan {
   const { uid, gid } = WORKER_USER;
@@ -306,37 +442,56 @@ export function planWorkerImage(kind: WorkerImageKind, inputs: ImageInputs, vers
     textFile(`${RUNTIME_ROOT}/package.json`, `${JSON.stringify({ name: "svc", version, type: "module", private: true })}\n`),
     textFile("/etc/passwd", `root:x:0:0:root:/root:/sbin/nologin\n${WORKER_USER.name}:x:${uid}:${gid}:svc worker:${WORKER_USER.home}:/sbin/nologin\n`),
     textFile("/etc/group", `root:x:0:\n${WORKER_USER.name}:x:${gid}:\n`),
-    textFile("/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n"),
+    textFile("/etc/nsswitch.conf", NSSWITCH),
   ];
-  const entries = new Map<string, ImageEntry>();
-  const directory = (path: string, mode = 0o755, owner = 0) => {
-    if (!entries.has(path)) entries.set(path, { path, type: "directory", mode, uid: owner, gid: owner });
-  };
+  const directory = (path: string, mode = 0o755, owner = 0): ImageEntry => ({ path, type: "directory", mode, uid: owner, gid: owner });
   // Writable places: /tmp for everyone (artifact extraction), the worker's home and the volume mount point
   // (Docker copies a mount point's owner into a fresh named volume, so the worker can write to it).
-  directory("/tmp", 0o1777);
-  entries.set(WORKER_USER.home, { path: WORKER_USER.home, type: "directory", mode: 0o755, uid, gid });
-  entries.set(VOLUME_MOUNT, { path: VOLUME_MOUNT, type: "directory", mode: 0o755, uid, gid });
-  directory(dirname(ARTIFACT_MOUNT));
-  for (const file of files) {
-    for (let dir = dirname(file.path); dir !== "/"; dir = dirname(dir)) directory(dir);
-    entries.set(file.path, { path: file.path, type: "file", mode: file.mode, uid: 0, gid: 0, file });
-  }
-  const sorted = [...entries.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
-  const baseConfig = imageConfig(kind, inputs.hasCaBundle);
-  const hash = createHash("sha256")
-    .update(JSON.stringify({ layout: IMAGE_LAYOUT_VERSION, kind, version, config: baseConfig }))
-    .update("\n");
-  for (const e of sorted) hash.update(`${e.type} ${e.path} ${e.mode.toString(8)} ${e.uid}:${e.gid} ${e.file?.sha256 ?? ""}\n`);
-  const digest = hash.digest("hex");
-  const repo = workerImageRepo(kind);
-  const config: ImageConfig = { ...baseConfig, labels: { ...baseConfig.labels, [LABELS.imageHash]: digest, [LABELS.version]: version } };
-  return { kind, repo, hash: digest, hashTag: `${repo}:${digest.slice(0, 20)}`, versionTag: `${repo}:${version}`, entries: sorted, config };
+  const directories = [directory("/tmp", 0o1777), directory(WORKER_USER.home, 0o755, uid), directory(VOLUME_MOUNT, 0o755, uid), directory(dirname(ARTIFACT_MOUNT))];
+  return planOf(kind, layout(directories, files), imageConfig(kind, inputs.hasCaBundle), version);
+}
+
+/** The server image's config: `svc server` on all interfaces of the container, its data directory set. Pure. */
+export function serverImageConfig(hasCaBundle: boolean): ImageConfig {
+  const env: Record<string, string> = {
+    PATH: "/usr/local/bin:/usr/bin:/bin",
+    HOME: "/root",
+    NODE_ENV: "production",
+    SVC_IMAGE_KIND: "server",
+    SVC_DATA_DIR: SERVER_DATA_DIR,
+  };
+  if (hasCaBundle) env.NODE_EXTRA_CA_CERTS = CA_BUNDLE;
+  return {
+    entrypoint: [NODE_IN_IMAGE, `${RUNTIME_ROOT}/bin/svc.js`],
+    cmd: ["server", "--host", "0.0.0.0", "--port", String(SERVER_PORT)],
+    env,
+    workingDir: SERVER_DATA_DIR,
+    // Root: the server drives the engine through its socket (root:docker on the host, a gid that differs per
+    // host), which is root's power anyway.
+    user: "0:0",
+    labels: { [LABELS.managed]: "true", [LABELS.imageKind]: "server" },
+  };
+}
+
+/** The server image: svc's dist/, bin/, templates/ and production packages on this machine's Node. Pure. */
+export function planServerImage(inputs: ServerImageInputs, version = SVC_VERSION): ImagePlan {
+  const files: ImageFile[] = [
+    ...inputs.system,
+    ...inputs.app,
+    // version.js reads "version"; "type" makes dist/ ES modules. The real package.json would churn the hash.
+    textFile(`${RUNTIME_ROOT}/package.json`, `${JSON.stringify({ name: "svc", version, type: "module", private: true, bin: { svc: "bin/svc.js" } })}\n`),
+    textFile("/etc/passwd", "root:x:0:0:root:/root:/sbin/nologin\n"),
+    textFile("/etc/group", "root:x:0:\n"),
+    textFile("/etc/nsswitch.conf", NSSWITCH),
+  ];
+  const directory = (path: string, mode = 0o755): ImageEntry => ({ path, type: "directory", mode, uid: 0, gid: 0 });
+  return planOf("server", layout([directory("/tmp", 0o1777), directory("/root", 0o700), directory(SERVER_DATA_DIR, 0o700)], files), serverImageConfig(inputs.hasCaBundle), version);
 }
 
 /** `docker import` changes (Dockerfile instructions) for the config. */
 export function importChanges(config: ImageConfig): string[] {
   return [
+    ...(config.entrypoint ? [`ENTRYPOINT ${JSON.stringify(config.entrypoint)}`] : []),
     `CMD ${JSON.stringify(config.cmd)}`,
     ...Object.entries(config.env).map(([key, value]) => `ENV ${key}=${value}`),
     `WORKDIR ${config.workingDir}`,
@@ -391,27 +546,29 @@ export function rootfsTar(plan: ImagePlan): NodeJS.ReadableStream {
   return pack as unknown as NodeJS.ReadableStream;
 }
 
+const imageTitle = (kind: ImageKind) => (kind === "server" ? "server image" : `${kind} worker image`);
+
 async function importTar(docker: Docker, plan: ImagePlan): Promise<string> {
   const { repo, tag } = splitTag(plan.hashTag);
   let messages: Array<{ status?: string; error?: string; errorDetail?: { message?: string } }>;
   try {
-    const progress = await docker.importImage(rootfsTar(plan), { repo, tag, changes: importChanges(plan.config), message: `svc ${plan.kind} worker image` });
+    const progress = await docker.importImage(rootfsTar(plan), { repo, tag, changes: importChanges(plan.config), message: `svc ${imageTitle(plan.kind)}` });
     messages = await new Promise((resolve, reject) => docker.modem.followProgress(progress, (err, output) => (err ? reject(err) : resolve(output as typeof messages))));
   } catch (err) {
-    throw new UserError(`Docker could not import the ${plan.kind} worker image: ${dockerMessage(err)}`, { cause: err });
+    throw new UserError(`Docker could not import the ${imageTitle(plan.kind)}: ${dockerMessage(err)}`, { cause: err });
   }
   const failure = messages.find((m) => m.error || m.errorDetail);
-  if (failure) throw new UserError(`Docker could not import the ${plan.kind} worker image: ${failure.error ?? failure.errorDetail?.message}`);
+  if (failure) throw new UserError(`Docker could not import the ${imageTitle(plan.kind)}: ${failure.error ?? failure.errorDetail?.message}`);
   const inspected = await docker.getImage(plan.hashTag).inspect();
   return inspected.Id;
 }
 
-export async function existingWorkerImages(docker: Docker, kind?: WorkerImageKind): Promise<Docker.ImageInfo[]> {
+export async function existingWorkerImages(docker: Docker, kind?: ImageKind): Promise<Docker.ImageInfo[]> {
   return docker.listImages({ filters: { label: [kind ? `${LABELS.imageKind}=${kind}` : LABELS.imageKind] } });
 }
 
 export interface EnsuredImage {
-  kind: WorkerImageKind;
+  kind: ImageKind;
   id: string;
   /** `<repo>:<svc version>` */
   name: string;
@@ -456,6 +613,14 @@ export async function ensureWorkerImage(docker: Docker, kind: WorkerImageKind, o
   return { kind, id, name: plan.versionTag, hashTag: plan.hashTag, hash: plan.hash, cached, durationMs: Date.now() - started };
 }
 
+/** Build (or find cached) the server image, `svc-server:<svc version>`. */
+export async function ensureServerImage(docker: Docker, options: CollectOptions = {}): Promise<EnsuredImage> {
+  const started = Date.now();
+  const plan = planServerImage(await collectServerInputs(options));
+  const { id, cached } = await applyImagePlan(docker, plan);
+  return { kind: "server", id, name: plan.versionTag, hashTag: plan.hashTag, hash: plan.hash, cached, durationMs: Date.now() - started };
+}
+
 /** Both kinds share one collection of inputs. */
 export async function ensureWorkerImages(docker: Docker, kinds: readonly WorkerImageKind[], options: CollectOptions = {}): Promise<EnsuredImage[]> {
   const inputs = await collectImageInputs(options);
@@ -465,7 +630,7 @@ export async function ensureWorkerImages(docker: Docker, kinds: readonly WorkerI
 }
 
 export interface WorkerImageInfo {
-  kind: WorkerImageKind;
+  kind: ImageKind;
   id: string;
   tags: string[];
   hash: string;
@@ -482,7 +647,7 @@ export async function listWorkerImages(docker: Docker): Promise<WorkerImageInfo[
   for (const c of containers) uses.set(c.ImageID, (uses.get(c.ImageID) ?? 0) + 1);
   return images
     .map((image) => ({
-      kind: (image.Labels?.[LABELS.imageKind] ?? "cpu") as WorkerImageKind,
+      kind: (image.Labels?.[LABELS.imageKind] ?? "cpu") as ImageKind,
       id: image.Id,
       tags: (image.RepoTags ?? []).filter((t) => t !== "<none>:<none>").sort(),
       hash: image.Labels?.[LABELS.imageHash] ?? "",

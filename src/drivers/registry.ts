@@ -7,10 +7,10 @@ import type Docker from "dockerode";
 import { UserError } from "../errors.js";
 import { SVC_VERSION } from "../version.js";
 import { dockerMessage } from "./docker-engine.js";
-import { workerImageRepo, type EnsuredImage, type WorkerImageKind } from "./images.js";
+import { imageRepo, type EnsuredImage, type ImageKind, type WorkerImageKind } from "./images.js";
 
 export interface PushedImage {
-  kind: WorkerImageKind;
+  kind: ImageKind;
   /** `<registry>/<repo>:<svc version>` */
   tag: string;
   /** `<registry>/<repo>@sha256:...`: what drivers run. */
@@ -24,8 +24,8 @@ export function registryProblem(registry: string): string | undefined {
 }
 
 /** Where an image of `kind` lives in `registry`, by svc version. Pure. */
-export function registryTag(registry: string, kind: WorkerImageKind, version = SVC_VERSION): { repo: string; tag: string } {
-  return { repo: `${registry}/${workerImageRepo(kind)}`, tag: version };
+export function registryTag(registry: string, kind: ImageKind, version = SVC_VERSION): { repo: string; tag: string } {
+  return { repo: `${registry}/${imageRepo(kind)}`, tag: version };
 }
 
 /** Follow a push or pull stream to its end; the digest a push reports; an error event is thrown. */

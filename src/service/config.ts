@@ -49,6 +49,9 @@ export interface ServerConfig extends ServiceSettings {
   /** Kubernetes workers: their namespace (default: the service's own Pod's, else "default") and image. */
   k8sNamespace?: string;
   k8sImage?: string;
+  /** Swarm workers: the network they join (default "host") and the image they run (default svc's worker image). */
+  swarmNetwork?: string;
+  swarmImage?: string;
   publicUrl?: string;
   /** The admin key given in the environment (else the data dir's generated one). */
   apiKey?: string;
@@ -93,6 +96,8 @@ export const SETTINGS: readonly Setting[] = [
   { key: "workerPool", env: "SVC_WORKER_POOL", kind: { type: "count" }, default: 0, serverOnly: true, description: "pre-booted worker runtimes kept ready (process workers; 0: none)" },
   { key: "k8sNamespace", env: "SVC_K8S_NAMESPACE", kind: { type: "string" }, serverOnly: true, description: "namespace of Kubernetes workers (default: this Pod's, else default)" },
   { key: "k8sImage", env: "SVC_K8S_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Kubernetes workers (default: the registry's svc worker image, by digest)" },
+  { key: "swarmNetwork", env: "SVC_SWARM_NETWORK", kind: { type: "string" }, serverOnly: true, description: "network Swarm workers join (default: host; svc's own overlay network when svc runs as a stack)" },
+  { key: "swarmImage", env: "SVC_SWARM_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Swarm workers (default: svc's worker image, built here or the registry's by digest)" },
   { key: "registry", env: "SVC_WORKER_REGISTRY", kind: { type: "string" }, serverOnly: true, description: "registry (host:port) Docker workers' images are pulled from, by digest" },
   { key: "publicUrl", flag: "publicUrl", env: "SVC_PUBLIC_URL", kind: { type: "string" }, serverOnly: true, description: "the address clients use" },
   { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },

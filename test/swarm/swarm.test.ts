@@ -1,5 +1,5 @@
 // `svc server --workers swarm` on a real single-node swarm (`docker swarm init --advertise-addr 127.0.0.1`, left
-// after when this test made it): an app deployed through the `svc` binary, its jobs run by workers that are Swarm
+// after when the tests made it: test/swarm/swarm-mode.ts): an app deployed through the `svc` binary, its jobs run by workers that are Swarm
 // services (labelled, one task each, no restart policy), scaled from zero and back; a task killed mid-job and the
 // job finished by another worker; the app deleted and nothing of it left in the swarm. Then the registry path:
 // worker images pushed to a real registry (Debian's docker-registry on 127.0.0.1) by `svc images build --registry`,
@@ -8,7 +8,7 @@
 // takes over and adopts that worker's service (shared labels) instead of starting another, the job completes,
 // and the service is removed once the endpoint idles back to zero.
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -19,6 +19,7 @@ import { copyFixture, deployFixture } from "../fixture-project.js";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
 import { describeDocker, docker, engineUp } from "../docker/engine.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
+import { joinSwarm, leaveSwarm } from "./swarm-mode.js";
 import { roundRobin as roundRobinProxy } from "../../bench/tcp-proxy.mjs";
 import type { Server } from "node:net";
 
@@ -35,19 +36,12 @@ let registry: string | undefined;
 const app = `swarm-${Date.now().toString(36)}`;
 let work: string | undefined;
 let server: ServerProcess | undefined;
-let madeSwarm = false;
-
-const swarmState = () => spawnSync("docker", ["info", "--format", "{{.Swarm.LocalNodeState}}"], { encoding: "utf8" }).stdout.trim();
 const appServices = async () => (await docker.listServices({ filters: { label: [`${LABELS.app}=${app}`] } })) as Array<{ ID: string; Spec?: { Labels?: Record<string, string>; TaskTemplate?: { RestartPolicy?: { Condition?: string } } } }>;
 const appContainers = async (all = false) => docker.listContainers({ all, filters: { label: [`${LABELS.app}=${app}`] } });
 
 beforeAll(() => {
-  if (!engineUp) return;
-  if (swarmState() !== "active") {
-    execFileSync("docker", ["swarm", "init", "--advertise-addr", "127.0.0.1"], { stdio: "ignore" });
-    madeSwarm = true;
-  }
-}, 60_000);
+  if (engineUp) joinSwarm();
+}, 180_000);
 
 afterAll(async () => {
   if (server) {
@@ -66,7 +60,7 @@ afterAll(async () => {
     }
     for (const s of await appServices().catch(() => [])) await docker.getService(s.ID).remove().catch(() => undefined);
     for (const c of await appContainers(true).catch(() => [])) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
-    if (madeSwarm) spawnSync("docker", ["swarm", "leave", "--force"], { stdio: "ignore" });
+    leaveSwarm();
   }
   if (work) rmSync(work, { recursive: true, force: true });
 }, 120_000);

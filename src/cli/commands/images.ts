@@ -1,17 +1,19 @@
 // `svc images build|list|prune`: the worker base images, built locally from this machine's Node and the svc
-// runtime, cached by content hash; `--registry` pushes them for engines that run them by digest (registry.ts). The work is in src/drivers/images.ts; this file parses flags
-// and renders.
+// runtime, cached by content hash; `--server` also builds the image of `svc server` itself (deploy/swarm/);
+// `--registry` pushes them for engines that run them by digest (registry.ts). The work is in
+// src/drivers/images.ts; this file parses flags and renders.
 
 import type { Command } from "commander";
 import { connectDocker } from "../../drivers/docker-engine.js";
 import {
+  ensureServerImage,
   ensureWorkerImages,
   listWorkerImages,
   pruneWorkerImages,
   WORKER_IMAGE_KINDS,
   type EnsuredImage,
+  type ImageKind,
   type WorkerImageInfo,
-  type WorkerImageKind,
 } from "../../drivers/images.js";
 import { alignRows, alignTable, createOutput, formatDuration } from "../output.js";
 import { pushWorkerImage, registryProblem, type PushedImage } from "../../drivers/registry.js";
@@ -20,15 +22,17 @@ import { UsageError } from "../../errors.js";
 interface BuildFlags {
   cpu?: boolean;
   gpu?: boolean;
+  server?: boolean;
   all?: boolean;
   registry?: string;
   json?: boolean;
 }
 
-/** Which kinds `svc images build` builds: the flags given, or both. Pure. */
-export function kindsFromFlags(flags: BuildFlags): WorkerImageKind[] {
-  if (flags.all || (!flags.cpu && !flags.gpu)) return [...WORKER_IMAGE_KINDS];
-  return WORKER_IMAGE_KINDS.filter((kind) => flags[kind]);
+/** Which images `svc images build` builds: the flags given; no flag: both worker images. Pure. */
+export function kindsFromFlags(flags: BuildFlags): ImageKind[] {
+  const noWorkerFlag = !flags.cpu && !flags.gpu;
+  const workers = flags.all || (noWorkerFlag && !flags.server) ? [...WORKER_IMAGE_KINDS] : WORKER_IMAGE_KINDS.filter((kind) => flags[kind]);
+  return flags.server ? [...workers, "server"] : workers;
 }
 
 const megabytes = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
@@ -44,14 +48,15 @@ export function renderList(images: readonly WorkerImageInfo[]): string {
 }
 
 export function register(program: Command): void {
-  const images = program.command("images").description("Build, list and prune the worker images (built locally; pushed to a registry with --registry)");
+  const images = program.command("images").description("Build, list and prune the worker images and the server image (built locally; pushed to a registry with --registry)");
 
   images
     .command("build")
     .description("Build the worker images from this machine's Node and the svc runtime (cached: unchanged inputs build nothing)")
     .option("--cpu", "the CPU image (svc-worker-cpu)")
     .option("--gpu", "the GPU image (svc-worker-gpu)")
-    .option("--all", "both images (the default)")
+    .option("--all", "both worker images (the default)")
+    .option("--server", "the image of `svc server` itself (svc-server), as deploy/swarm/svc-stack.yml runs it")
     .option("--registry <host:port>", "then push them to this registry (drivers given it run them by digest)")
     .option("--json", "print the images as JSON")
     .action(async (flags: BuildFlags) => {
@@ -60,7 +65,9 @@ export function register(program: Command): void {
       if (problem) throw new UsageError(`--registry ${problem}`, "Pass the registry's host and port, e.g. --registry 127.0.0.1:5000.");
       const docker = await connectDocker();
       const kinds = kindsFromFlags(flags);
-      const built = await out.step(`Building worker image${kinds.length > 1 ? "s" : ""} (${kinds.join(", ")})`, () => ensureWorkerImages(docker, kinds));
+      const workerKinds = kinds.filter((kind) => kind !== "server");
+      const built = workerKinds.length === 0 ? [] : await out.step(`Building worker image${workerKinds.length > 1 ? "s" : ""} (${workerKinds.join(", ")})`, () => ensureWorkerImages(docker, workerKinds));
+      if (kinds.includes("server")) built.push(await out.step("Building the server image", () => ensureServerImage(docker)));
       if (!flags.registry) return out.result(built, () => renderBuilt(built));
       const registry = flags.registry;
       const pushed: PushedImage[] = [];
@@ -71,7 +78,7 @@ export function register(program: Command): void {
 
   images
     .command("list")
-    .description("List the svc worker images in the local engine")
+    .description("List the svc worker and server images in the local engine")
     .option("--json", "print the images as JSON")
     .action(async (flags: { json?: boolean }) => {
       const out = createOutput({ json: flags.json });
@@ -81,7 +88,7 @@ export function register(program: Command): void {
 
   images
     .command("prune")
-    .description("Remove svc worker images no container uses (those of this svc version are kept unless --all)")
+    .description("Remove svc images no container uses (those of this svc version are kept unless --all)")
     .option("--all", "also remove unused images of this svc version")
     .option("--json", "print what was removed as JSON")
     .action(async (flags: { all?: boolean; json?: boolean }) => {

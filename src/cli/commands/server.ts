@@ -53,7 +53,9 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     // Replicas on one database share one session: the replica that takes over adopts the services of the one
     // that died (their labels), as a restart on the same data directory would.
     const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
-    return createSwarmDriver({ log, session, registry });
+    // As a stack (deploy/swarm/svc-stack.yml) the workers join svc's overlay network and run an image named
+    // there: the server's image holds no `ldd` to build worker images with.
+    return createSwarmDriver({ log, session, registry, network: config.swarmNetwork, image: config.swarmImage });
   }
   if (kind === "kubernetes") {
     // Pods through the official client, in-cluster configuration or ~/.kube/config (docs/cluster.md).
