@@ -10,7 +10,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
 import { VOLUME_MOUNT } from "./images.js";
-import type { WorkerLaunch } from "./types.js";
+import type { WorkerExit, WorkerLaunch } from "./types.js";
 
 export const POD_LABELS = {
   managed: "svc.managed",
@@ -21,6 +21,8 @@ export const POD_LABELS = {
 export const REVISION_ANNOTATION = "svc.revision";
 /** The container port a load-balanced worker's HTTP server listens on in its Pod. */
 export const LB_POD_PORT = 8080;
+/** The worker's container in its Pod (the one container: its log is the worker's output). */
+export const WORKER_CONTAINER = "worker";
 
 export interface PodPlan {
   image: string;
@@ -87,7 +89,7 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
       automountServiceAccountToken: false,
       containers: [
         {
-          name: "worker",
+          name: WORKER_CONTAINER,
           image: plan.image,
           env: Object.entries(env).map(([name, value]) => ({ name, value })),
           resources: { requests: { cpu: plan.cpu, memory: plan.memory }, limits },
@@ -107,4 +109,34 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
         : {}),
     },
   };
+}
+
+/** A Pod's end as a worker exit, or undefined while it runs. Pure. */
+export function exitOfPod(pod: V1Pod): WorkerExit | undefined {
+  const phase = pod.status?.phase;
+  if (phase !== "Succeeded" && phase !== "Failed") return undefined;
+  const terminated = pod.status?.containerStatuses?.[0]?.state?.terminated;
+  return { code: typeof terminated?.exitCode === "number" ? terminated.exitCode : phase === "Succeeded" ? 0 : null, signal: terminated?.signal === undefined ? null : String(terminated.signal) };
+}
+
+/**
+ * Where the service reaches a load-balanced worker's HTTP server: its Pod's IP, at the port the Pod declares for
+ * it. Undefined for a Pod of a queue endpoint, or one without an IP yet. Pure.
+ */
+export function lbAddressOf(pod: V1Pod): string | undefined {
+  const port = pod.spec?.containers.find((c) => c.name === WORKER_CONTAINER)?.ports?.find((p) => p.name === "http")?.containerPort;
+  const ip = pod.status?.podIP;
+  if (port === undefined || !ip) return undefined;
+  return `http://${ip.includes(":") ? `[${ip}]` : ip}:${port}`;
+}
+
+/** Whether the Pod serves a load-balanced endpoint (it declares the HTTP port). Pure. */
+export function isLoadBalancedPod(pod: V1Pod): boolean {
+  return pod.spec?.containers.some((c) => c.ports?.some((p) => p.name === "http")) ?? false;
+}
+
+/** The HTTP status of a failed API call (the client's ApiException carries it as `code`). */
+export function statusOf(err: unknown): number | undefined {
+  const code = (err as { code?: unknown; statusCode?: unknown }).code ?? (err as { statusCode?: unknown }).statusCode;
+  return typeof code === "number" ? code : undefined;
 }
