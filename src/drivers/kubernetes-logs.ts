@@ -121,9 +121,10 @@ export function followPodLog(options: FollowOptions): LogFollow {
     new Promise<"ended" | "cut">((resolve, reject) => {
       const sink = new PassThrough();
       let cut = false;
-      // `Log` pipes the response body into `sink` but listens to no error of the body: node-fetch emits one on
-      // abort and on a dropped connection, which would be an uncaught exception. The body announces itself to
-      // its destination ('pipe'), so take its errors here and end the lines.
+      // `Log` pipes the response body into `sink`. On abort, or a dropped connection, node-fetch closes the socket
+      // and emits 'error' on the body (its own listener keeps that from being uncaught), which a pipe does not pass
+      // on: `sink` would never end and the follow would hang. The body announces itself to its destination
+      // ('pipe'): take its errors here and end the lines.
       sink.on("pipe", (body: Readable) => {
         body.on("error", () => {
           cut = true;

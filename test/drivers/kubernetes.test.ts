@@ -186,7 +186,9 @@ it("follows a worker Pod's log into onLog, reading the runtime's job marks, and 
   ]);
   // The container's time, not the reader's.
   expect(Math.abs(lines[0]!.ts - Date.now())).toBeLessThan(5000);
-  // Its last words and its end at once: the line reaches onLog before the exit is reported and the Pod deleted.
+  // Its last words and its end at once, while the follow was cut (read again): the line reaches onLog before the
+  // exit is reported and the Pod (with its log) deleted.
+  fake.dropLogStreams();
   fake.writeLog(name, `${jobMark("job-7")}Error: the last line`);
   fake.setPhase(name, "Failed", { exitCode: 1 });
   expect(await handle.exited).toEqual({ code: 1, signal: null });
