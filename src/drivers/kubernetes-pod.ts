@@ -4,9 +4,10 @@
 // replaces a worker, with its backoff and its queue in view), svc's labels (so one service finds its own Pods,
 // and a replica that takes over finds the dead one's), the artifact by URL and the cluster's address (never a
 // path or an address of the host that started it), requests and limits, GPUs as `nvidia.com/gpu` with the GPU
-// types as node affinity, the network volume as a PersistentVolumeClaim.
+// types as node affinity (required, and preferred in their priority order), the network volume as a
+// PersistentVolumeClaim, a load-balanced worker's HTTP port declared (the service reaches it at the Pod's IP).
 
-import type { V1Pod } from "@kubernetes/client-node";
+import type { V1Pod, V1PodSpec } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
 import { VOLUME_MOUNT } from "./images.js";
@@ -74,7 +75,6 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
   });
   const gpu = launch.computeType === "GPU";
   const limits: Record<string, string> = { cpu: plan.cpu, memory: plan.memory, ...(gpu ? { "nvidia.com/gpu": "1" } : {}) };
-  const types = gpu ? launch.gpuTypeIds.filter((t) => t !== "ANY") : [];
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -98,15 +98,34 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
         },
       ],
       ...(volume ? { volumes: [{ name: "network-volume", persistentVolumeClaim: { claimName: plan.claimFor(volume) } }] } : {}),
-      ...(types.length > 0
-        ? {
-            affinity: {
-              nodeAffinity: {
-                requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: plan.gpuTypeLabel, operator: "In", values: types }] }] },
-              },
-            },
-          }
-        : {}),
+      ...(gpu ? gpuAffinity(launch.gpuTypeIds, plan.gpuTypeLabel) : {}),
+    },
+  };
+}
+
+/**
+ * Where a GPU worker may run, from its GPU types in priority order: only on nodes of the named types (required),
+ * the earlier types preferred (weights from 100 down); "ANY" among them lifts the requirement (any GPU node will
+ * do) and keeps the preference for the named ones. Pure.
+ */
+export function gpuAffinity(gpuTypeIds: readonly string[], label: string): Pick<V1PodSpec, "affinity"> {
+  const named = gpuTypeIds.filter((t) => t !== "ANY");
+  const any = named.length < gpuTypeIds.length;
+  if (named.length === 0) return {};
+  const prefer = named.length > 1 || any;
+  return {
+    affinity: {
+      nodeAffinity: {
+        ...(any ? {} : { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: label, operator: "In", values: named }] }] } }),
+        ...(prefer
+          ? {
+              preferredDuringSchedulingIgnoredDuringExecution: named.map((type, i) => ({
+                weight: Math.max(1, 100 - Math.floor((i * 100) / named.length)),
+                preference: { matchExpressions: [{ key: label, operator: "In", values: [type] }] },
+              })),
+            }
+          : {}),
+      },
     },
   };
 }
