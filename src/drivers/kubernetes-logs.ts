@@ -10,7 +10,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { createInterface } from "node:readline";
 import { Log, type CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { readMarkedLine } from "../runtime/output-marks.js";
-import { exitOfPod, statusOf } from "./kubernetes-pod.js";
+import { apiErrorMessage, exitOfPod, statusOf } from "./kubernetes-pod.js";
 import type { WorkerLogLine } from "./types.js";
 
 export interface TimedLine {
@@ -147,6 +147,15 @@ export function followPodLog(options: FollowOptions): LogFollow {
         });
     });
 
+  let failures = 0;
+  let lastNote = "";
+  /** After a failed call: wait longer each time (up to 30 s), and say so once per distinct failure. */
+  const failed = async (note: string) => {
+    if (note !== lastNote) options.log(note);
+    lastNote = note;
+    await pause(Math.min(30_000, retryMs * 2 ** Math.min(failures++, 10)));
+  };
+
   const done = (async () => {
     let since = options.sinceTime;
     let lastRead = false;
@@ -158,13 +167,15 @@ export function followPodLog(options: FollowOptions): LogFollow {
         const code = statusOf(err);
         // 404: the Pod is gone, and its log with it.
         if (code === 404) return;
-        // 400: its container is not running yet ("waiting to start"); anything else is worth a note, then again.
-        if (code !== 400) options.log(`could not read the log of Pod ${pod}: ${(err as Error).message}`);
-        await pause(retryMs);
+        // 400: its container is not running yet ("waiting to start"), for moments: read again soon. Anything
+        // else (the API server unreachable, no right to pods/log) is worth a note, and a longer wait each time.
+        if (code === 400) await pause(retryMs);
+        else await failed(`could not read the log of Pod ${pod}: ${apiErrorMessage(err)}`);
         continue;
       } finally {
         current = undefined;
       }
+      failures = 0;
       if (stopped) return;
       since = dedupe.since() ?? since;
       dedupe.resume();
@@ -174,8 +185,7 @@ export function followPodLog(options: FollowOptions): LogFollow {
         exited = exitOfPod(await api.readNamespacedPod({ name: pod, namespace })) !== undefined;
       } catch (err) {
         if (statusOf(err) === 404) return;
-        options.log(`could not read Pod ${pod}: ${(err as Error).message}`);
-        await pause(retryMs);
+        await failed(`could not read Pod ${pod}: ${apiErrorMessage(err)}`);
         continue;
       }
       // Ended cleanly with the container: all read. Cut short around its end: one more read for the last lines.

@@ -159,3 +159,26 @@ export function statusOf(err: unknown): number | undefined {
   const code = (err as { code?: unknown; statusCode?: unknown }).code ?? (err as { statusCode?: unknown }).statusCode;
   return typeof code === "number" ? code : undefined;
 }
+
+/**
+ * A failed API call in one line: the API's own message (its Status body), else the first line of the error (the
+ * client's messages run on with the response's body and headers).
+ */
+export function apiErrorMessage(err: unknown): string {
+  const body = (err as { body?: unknown }).body;
+  const code = statusOf(err);
+  let message: unknown = typeof body === "object" && body !== null ? (body as { message?: unknown }).message : undefined;
+  if (typeof body === "string" && message === undefined) {
+    try {
+      message = (JSON.parse(body) as { message?: unknown }).message;
+    } catch {
+      // Not a Status: the error's own message says what there is.
+    }
+  }
+  if (typeof message === "string" && message) return code === undefined ? message : `${message} (HTTP ${code})`;
+  const first = String((err as Error)?.message ?? err).split("\n");
+  const fromClient = /^HTTP-Code: (\d+)$/.exec(first[0] ?? "");
+  const said = /^Message: (.*)$/.exec(first[1] ?? "");
+  return fromClient && said ? `${said[1]} (HTTP ${fromClient[1]})` : first[0] ?? "";
+}
+

@@ -10,7 +10,7 @@ import { UserError } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
 import { imageKindOf, workerImageName } from "./images.js";
 import { followPodLog, type LogFollow } from "./kubernetes-logs.js";
-import { dnsLabel, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod } from "./kubernetes-pod.js";
+import { apiErrorMessage, dnsLabel, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod } from "./kubernetes-pod.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 export { exitOfPod } from "./kubernetes-pod.js";
@@ -80,7 +80,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
       await api.deleteNamespacedPod({ name, namespace, gracePeriodSeconds });
     } catch (err) {
       // Gone already: what deleting it was for.
-      if (statusOf(err) !== 404) log(`could not delete Pod ${name}: ${(err as Error).message}`);
+      if (statusOf(err) !== 404) log(`could not delete Pod ${name}: ${apiErrorMessage(err)}`);
     }
   };
 
@@ -122,7 +122,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     if (watching || closed) return;
     watching = (async () => {
       const resourceVersion = await relist().catch((err: unknown) => {
-        log(`could not list worker Pods: ${(err as Error).message}`);
+        log(`could not list worker Pods: ${apiErrorMessage(err)}`);
         return undefined;
       });
       return new Watch(kc).watch(
@@ -138,7 +138,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     })();
     watching.catch((err: unknown) => {
       watching = undefined;
-      log(`could not watch worker Pods: ${(err as Error).message}`);
+      log(`could not watch worker Pods: ${apiErrorMessage(err)}`);
       if (!closed && watched.size > 0) setTimeout(watch, options.rewatchMs ?? 1000).unref();
     });
   };
@@ -243,7 +243,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
       try {
         await api.createNamespacedPod({ namespace, body: pod });
       } catch (err) {
-        throw new UserError(`Kubernetes refused the Pod of endpoint ${launch.endpointName}: ${(err as Error).message}`, { cause: err });
+        throw new UserError(`Kubernetes refused the Pod of endpoint ${launch.endpointName}: ${apiErrorMessage(err)}`, { cause: err });
       }
       log(`worker ${launch.workerId} of endpoint ${launch.endpointName} is Pod ${pod.metadata!.name}`);
       const w = handleOf(launch.workerId, pod.metadata!.name!, { onLog: launch.onLog });

@@ -340,3 +340,38 @@ it("adoption gives a load-balanced Pod's address; one with no IP yet is deleted 
   expect(byId["lb-pending"]!.ended).toBe(true);
   expect(fake.pods().map((p) => p.metadata!.labels!["svc.worker"])).toEqual(["lb-run"]);
 });
+
+it("a log the API server fails to give is noted once, and asked for again less and less often", async () => {
+  const { createServer } = await import("node:http");
+  let requests = 0;
+  // An API server in trouble: every log request answers 500 with a Status.
+  const failing = createServer((_req, res) => {
+    requests++;
+    res.writeHead(500, { "content-type": "application/json" });
+    res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", message: "etcdserver: request timed out", code: 500 }));
+  });
+  await new Promise<void>((r) => failing.listen(0, "127.0.0.1", r));
+  try {
+    const kc = fake.kubeConfig();
+    const server = `http://127.0.0.1:${(failing.address() as { port: number }).port}`;
+    kc.loadFromOptions({ clusters: [{ name: "failing", server, skipTLSVerify: true }], users: [{ name: "u", token: "t" }], contexts: [{ name: "failing", cluster: "failing", user: "u" }], currentContext: "failing" });
+    const notes: string[] = [];
+    const follow = followPodLog({ kc, api: kc.makeApiClient(CoreV1Api), namespace: "default", pod: "p", container: "worker", onLog: () => undefined, retryMs: 20, log: (m) => notes.push(m) });
+    await new Promise((r) => setTimeout(r, 700));
+    follow.stop();
+    await follow.done;
+    expect(notes).toEqual(["could not read the log of Pod p: etcdserver: request timed out (HTTP 500)"]);
+    // 20, 40, 80, 160, 320 ms apart: about 6 requests in 0.7 s, not one every 20 ms.
+    expect(requests).toBeGreaterThanOrEqual(3);
+    expect(requests).toBeLessThanOrEqual(8);
+  } finally {
+    failing.closeAllConnections();
+    await new Promise((r) => failing.close(r));
+  }
+});
+
+it("a Pod Kubernetes refuses fails the start with the API's own message, in one line", async () => {
+  const d = driver();
+  await d.start(launch("twice"));
+  await expect(d.start(launch("twice"))).rejects.toThrow(/^Kubernetes refused the Pod of endpoint ticker: pods "svc-ticker-twice" already exists \(HTTP 409\)$/);
+});
