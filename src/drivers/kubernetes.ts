@@ -111,9 +111,11 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
 
   /** Every Pod of this session as the API has it now: ends what vanished or ended meanwhile. */
   const relist = async () => {
+    // A Pod created while the list is under way may be missing from it without having vanished.
+    const known = [...watched.values()];
     const list = await api.listNamespacedPod({ namespace, labelSelector: selector });
     const names = new Set(list.items.map((p) => p.metadata?.name));
-    for (const w of [...watched.values()]) if (!names.has(w.name)) w.settle({ code: null, signal: null });
+    for (const w of known) if (!names.has(w.name)) w.settle({ code: null, signal: null });
     for (const pod of list.items) observe("MODIFIED", pod);
     return list.metadata?.resourceVersion;
   };

@@ -375,3 +375,23 @@ it("a Pod Kubernetes refuses fails the start with the API's own message, in one 
   await d.start(launch("twice"));
   await expect(d.start(launch("twice"))).rejects.toThrow(/^Kubernetes refused the Pod of endpoint ticker: pods "svc-ticker-twice" already exists \(HTTP 409\)$/);
 });
+
+it("a Pod started while the driver lists its Pods again (after a dropped watch) is not taken for vanished", async () => {
+  const d = driver();
+  await d.start(launch("before"));
+  await new Promise((r) => setTimeout(r, 100));
+  const release = fake.holdLists();
+  fake.dropWatches();
+  // The re-list (rewatchMs 100) is asked while no answer comes; a worker is started meanwhile.
+  await new Promise((r) => setTimeout(r, 250));
+  const later = await d.start(launch("during"));
+  let ended = false;
+  void later.exited.then(() => (ended = true));
+  release();
+  await new Promise((r) => setTimeout(r, 300));
+  expect(ended).toBe(false);
+  expect(fake.pods().map((p) => p.metadata!.labels!["svc.worker"]).sort()).toEqual(["before", "during"]);
+  // And it is still watched: its end is seen.
+  fake.setPhase(podOf("during"), "Succeeded", { exitCode: 0 });
+  expect(await later.exited).toEqual({ code: 0, signal: null });
+});

@@ -8,7 +8,7 @@
 // whole seconds, as the API server hands it to the kubelet; 404 for an unknown Pod, 400 "container ... is waiting
 // to start" while it is Pending, 400 for a container the Pod does not have). A Pod that goes Running gets a Pod IP.
 // Tests move Pods through their phases (`setPhase`), play the container's output (`writeLog`), and cut every
-// watch (`dropWatches`) or log stream (`dropLogStreams`).
+// watch (`dropWatches`) or log stream (`dropLogStreams`), and hold lists' answers (`holdLists`).
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -28,6 +28,8 @@ export interface FakeKubeApiServer {
   openLogStreams(): number;
   dropWatches(): void;
   dropLogStreams(): void;
+  /** Hold the answers to lists (each a snapshot taken when asked) until the returned function is called. */
+  holdLists(): () => void;
   close(): Promise<void>;
 }
 
@@ -66,6 +68,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   const deletions: FakeKubeApiServer["deletions"] = [];
   const logs = new Map<string, Array<{ time: string; text: string }>>();
   const followers = new Set<LogFollower>();
+  let heldLists: Array<() => void> | undefined;
   let version = 1;
   let uid = 0;
   let ips = 0;
@@ -133,7 +136,9 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       }
       if (req.method === "GET" && !name) {
         const selector = url.searchParams.get("labelSelector");
-        return send(res, 200, { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: String(version) }, items: [...pods.values()].filter((p) => matches(p, selector)) });
+        const list = { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: String(version) }, items: [...pods.values()].filter((p) => matches(p, selector)) };
+        if (heldLists) return void heldLists.push(() => send(res, 200, list));
+        return send(res, 200, list);
       }
       const pod = name ? pods.get(name) : undefined;
       if (!pod) return status(res, 404, "NotFound", `pods "${name}" not found`);
@@ -230,6 +235,14 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       for (const f of followers) f.res.destroy();
       followers.clear();
     },
+    holdLists() {
+      heldLists ??= [];
+      return () => {
+        const answers = heldLists ?? [];
+        heldLists = undefined;
+        for (const answer of answers) answer();
+      };
+    },
     dropWatches() {
       for (const w of watchers) w.res.destroy();
       watchers.clear();
@@ -237,7 +250,11 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     close() {
       for (const w of watchers) w.res.destroy();
       for (const f of followers) f.res.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Kept-alive connections too: a driver a test abandoned (a killed service) would otherwise open a new watch
+      // or follow on one of them, and the server would wait for it forever.
+      server.closeAllConnections();
+      return closed;
     },
   };
 }
