@@ -192,7 +192,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
   const addressOf = async (w: Watched, endpointName: string): Promise<string> => {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`it got no IP within ${Math.round(podAddressTimeoutMs / 1000)} s (not scheduled, or its network not set up)`)), podAddressTimeoutMs);
+      timer = setTimeout(() => reject(new Error(`it got no IP within ${podAddressTimeoutMs / 1000} s (not scheduled, or its network not set up)`)), podAddressTimeoutMs);
       timer.unref();
     });
     try {

@@ -314,7 +314,7 @@ it("a load-balanced worker is started and addressed at its Pod's IP, on the port
 
 it("a load-balanced Pod that gets no IP in time, or ends without one, fails its start clearly and is deleted", async () => {
   const d = driver("srv1", { podAddressTimeoutMs: 300 });
-  await expect(d.start(launch("lb-slow", { loadBalanced: true }))).rejects.toThrow(/Pod svc-ticker-lb-slow of load-balanced endpoint ticker cannot be reached: it got no IP within 0 s/);
+  await expect(d.start(launch("lb-slow", { loadBalanced: true }))).rejects.toThrow(/Pod svc-ticker-lb-slow of load-balanced endpoint ticker cannot be reached: it got no IP within 0.3 s \(not scheduled, or its network not set up\)$/);
   await until(() => fake.pods().length === 0);
   const dying = d.start(launch("lb-dead", { loadBalanced: true }));
   await until(() => fake.pods().length === 1);
