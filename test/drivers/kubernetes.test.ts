@@ -395,3 +395,17 @@ it("a Pod started while the driver lists its Pods again (after a dropped watch) 
   fake.setPhase(podOf("during"), "Succeeded", { exitCode: 0 });
   expect(await later.exited).toEqual({ code: 0, signal: null });
 });
+
+it("close() leaves no log request open, even for a Pod that outlasts the wait for its end", async () => {
+  const d = driver("srv1", { stopGraceMs: 100 });
+  await d.start(launch("slow"));
+  const name = podOf("slow");
+  fake.setPhase(name, "Running");
+  await until(() => fake.openLogStreams() === 1);
+  // Its container takes longer than the grace period to go: the Pod stays, marked for deletion, its log open.
+  const release = fake.holdDeletions();
+  await d.close();
+  expect(fake.pods().map((p) => [p.metadata!.name, Boolean(p.metadata!.deletionTimestamp)])).toEqual([[name, true]]);
+  await until(() => fake.openLogStreams() === 0, 2000);
+  release();
+}, 20_000);

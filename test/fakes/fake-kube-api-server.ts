@@ -8,7 +8,8 @@
 // whole seconds, as the API server hands it to the kubelet; 404 for an unknown Pod, 400 "container ... is waiting
 // to start" while it is Pending, 400 for a container the Pod does not have). A Pod that goes Running gets a Pod IP.
 // Tests move Pods through their phases (`setPhase`), play the container's output (`writeLog`), and cut every
-// watch (`dropWatches`) or log stream (`dropLogStreams`), and hold lists' answers (`holdLists`).
+// watch (`dropWatches`) or log stream (`dropLogStreams`), hold lists' answers (`holdLists`) and make deletions take
+// their time (`holdDeletions`).
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -30,6 +31,11 @@ export interface FakeKubeApiServer {
   dropLogStreams(): void;
   /** Hold the answers to lists (each a snapshot taken when asked) until the returned function is called. */
   holdLists(): () => void;
+  /**
+   * Deletions as a kubelet in no hurry makes them: the Pod is marked (deletionTimestamp, a MODIFIED event) and keeps
+   * running, its log follows open, until the returned function is called (then it is gone: DELETED).
+   */
+  holdDeletions(): () => void;
   close(): Promise<void>;
 }
 
@@ -69,6 +75,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   const logs = new Map<string, Array<{ time: string; text: string }>>();
   const followers = new Set<LogFollower>();
   let heldLists: Array<() => void> | undefined;
+  let heldDeletions: Array<{ namespace: string; name: string }> | undefined;
   let version = 1;
   let uid = 0;
   let ips = 0;
@@ -146,6 +153,13 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       if (req.method === "DELETE") {
         const grace = url.searchParams.get("gracePeriodSeconds");
         deletions.push({ name: name!, gracePeriodSeconds: grace === null ? undefined : Number(grace) });
+        if (heldDeletions) {
+          const marked = { ...pod, metadata: { ...pod.metadata, resourceVersion: String(++version), deletionTimestamp: new Date(), deletionGracePeriodSeconds: grace === null ? 30 : Number(grace) } };
+          pods.set(name!, marked);
+          heldDeletions.push({ namespace, name: name! });
+          emit(namespace, "MODIFIED", marked);
+          return send(res, 200, marked);
+        }
         pods.delete(name!);
         endFollows(namespace, name!);
         logs.delete(`${namespace}/${name}`);
@@ -241,6 +255,21 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         const answers = heldLists ?? [];
         heldLists = undefined;
         for (const answer of answers) answer();
+      };
+    },
+    holdDeletions() {
+      heldDeletions ??= [];
+      return () => {
+        const held = heldDeletions ?? [];
+        heldDeletions = undefined;
+        for (const { namespace, name } of held) {
+          const pod = podsOf(namespace).get(name);
+          if (!pod) continue;
+          podsOf(namespace).delete(name);
+          endFollows(namespace, name);
+          logs.delete(`${namespace}/${name}`);
+          emit(namespace, "DELETED", { ...pod, metadata: { ...pod.metadata, resourceVersion: String(++version) } });
+        }
       };
     },
     dropWatches() {
