@@ -44,14 +44,58 @@ describe("workerPod", () => {
     expect(pod.spec!.volumes).toBeUndefined();
   });
 
-  it("a GPU worker: one nvidia.com/gpu, its GPU types as required node affinity", () => {
-    const pod = workerPod(launch({ computeType: "GPU", gpuTypeIds: ["A100", "H100"] }), plan);
+  it("a GPU worker of one GPU type: one nvidia.com/gpu, only on nodes of that type", () => {
+    const pod = workerPod(launch({ computeType: "GPU", gpuTypeIds: ["A100"] }), plan);
     expect(pod.spec!.containers[0]!.resources!.limits).toEqual({ cpu: "2", memory: "4Gi", "nvidia.com/gpu": "1" });
     expect(pod.spec!.affinity).toEqual({
-      nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["A100", "H100"] }] }] } },
+      nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["A100"] }] }] } },
     });
-    // Any GPU: no affinity, the device plugin's resource alone.
+  });
+
+  it("a GPU worker of several GPU types: on nodes of any of them, the earlier ones preferred (priority order)", () => {
+    const pod = workerPod(launch({ computeType: "GPU", gpuTypeIds: ["H100", "A100", "L4"] }), plan);
+    expect(pod.spec!.affinity).toEqual({
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["H100", "A100", "L4"] }] }] },
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          { weight: 100, preference: { matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["H100"] }] } },
+          { weight: 67, preference: { matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["A100"] }] } },
+          { weight: 34, preference: { matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["L4"] }] } },
+        ],
+      },
+    });
+    // Weights stay within Kubernetes' 1..100 however many types there are.
+    const many = workerPod(launch({ computeType: "GPU", gpuTypeIds: Array.from({ length: 150 }, (_, i) => `T${i}`) }), plan);
+    const weights = many.spec!.affinity!.nodeAffinity!.preferredDuringSchedulingIgnoredDuringExecution!.map((p) => p.weight);
+    expect(Math.max(...weights)).toBe(100);
+    expect(Math.min(...weights)).toBe(1);
+  });
+
+  it("a GPU worker of any GPU: the device plugin's resource alone; ANY beside named types prefers them, requires none", () => {
     expect(workerPod(launch({ computeType: "GPU", gpuTypeIds: ["ANY"] }), plan).spec!.affinity).toBeUndefined();
+    expect(workerPod(launch({ computeType: "GPU", gpuTypeIds: ["A100", "ANY"] }), plan).spec!.affinity).toEqual({
+      nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, preference: { matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["A100"] }] } }] },
+    });
+    // A CPU endpoint's leftover GPU types do not place it.
+    expect(workerPod(launch({ computeType: "CPU", gpuTypeIds: ["A100"] }), plan).spec!.affinity).toBeUndefined();
+  });
+
+  it("a load-balanced worker: its HTTP server on every interface of the Pod, at the port the Pod declares", () => {
+    const container = workerPod(launch({ loadBalanced: true }), plan).spec!.containers[0]!;
+    expect(container.ports).toEqual([{ name: "http", containerPort: 8080 }]);
+    expect(container.env).toEqual(expect.arrayContaining([{ name: "SVC_HTTP_HOST", value: "0.0.0.0" }, { name: "SVC_HTTP_PORT", value: "8080" }]));
+    expect(workerPod(launch(), plan).spec!.containers[0]!.ports).toBeUndefined();
+  });
+
+  // The whole manifests, as Kubernetes gets them: a change to any field shows in review (update with `vitest -u`).
+  it.each([
+    ["CPU", {}],
+    ["GPU, one type", { computeType: "GPU", gpuTypeIds: ["A100"] }],
+    ["GPU, several types", { computeType: "GPU", gpuTypeIds: ["H100", "A100"] }],
+    ["GPU, any", { computeType: "GPU", gpuTypeIds: ["ANY"] }],
+    ["load-balanced, with a volume", { loadBalanced: true, volumeName: "models" }],
+  ] as Array<[string, Partial<WorkerLaunch>]>)("manifest snapshot: %s", (_, extra) => {
+    expect(workerPod(launch(extra), plan)).toMatchSnapshot();
   });
 
   it("a network volume: its claim mounted at the volume path", () => {

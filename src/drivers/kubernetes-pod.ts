@@ -4,13 +4,14 @@
 // replaces a worker, with its backoff and its queue in view), svc's labels (so one service finds its own Pods,
 // and a replica that takes over finds the dead one's), the artifact by URL and the cluster's address (never a
 // path or an address of the host that started it), requests and limits, GPUs as `nvidia.com/gpu` with the GPU
-// types as node affinity, the network volume as a PersistentVolumeClaim.
+// types as node affinity (required, and preferred in their priority order), the network volume as a
+// PersistentVolumeClaim, a load-balanced worker's HTTP port declared (the service reaches it at the Pod's IP).
 
-import type { V1Pod } from "@kubernetes/client-node";
+import type { V1Pod, V1PodSpec } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
 import { VOLUME_MOUNT } from "./images.js";
-import type { WorkerLaunch } from "./types.js";
+import type { WorkerExit, WorkerLaunch } from "./types.js";
 
 export const POD_LABELS = {
   managed: "svc.managed",
@@ -21,6 +22,8 @@ export const POD_LABELS = {
 export const REVISION_ANNOTATION = "svc.revision";
 /** The container port a load-balanced worker's HTTP server listens on in its Pod. */
 export const LB_POD_PORT = 8080;
+/** The worker's container in its Pod (the one container: its log is the worker's output). */
+export const WORKER_CONTAINER = "worker";
 
 export interface PodPlan {
   image: string;
@@ -72,7 +75,6 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
   });
   const gpu = launch.computeType === "GPU";
   const limits: Record<string, string> = { cpu: plan.cpu, memory: plan.memory, ...(gpu ? { "nvidia.com/gpu": "1" } : {}) };
-  const types = gpu ? launch.gpuTypeIds.filter((t) => t !== "ANY") : [];
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -87,7 +89,7 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
       automountServiceAccountToken: false,
       containers: [
         {
-          name: "worker",
+          name: WORKER_CONTAINER,
           image: plan.image,
           env: Object.entries(env).map(([name, value]) => ({ name, value })),
           resources: { requests: { cpu: plan.cpu, memory: plan.memory }, limits },
@@ -96,15 +98,87 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
         },
       ],
       ...(volume ? { volumes: [{ name: "network-volume", persistentVolumeClaim: { claimName: plan.claimFor(volume) } }] } : {}),
-      ...(types.length > 0
-        ? {
-            affinity: {
-              nodeAffinity: {
-                requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: plan.gpuTypeLabel, operator: "In", values: types }] }] },
-              },
-            },
-          }
-        : {}),
+      ...(gpu ? gpuAffinity(launch.gpuTypeIds, plan.gpuTypeLabel) : {}),
     },
   };
 }
+
+/**
+ * Where a GPU worker may run, from its GPU types in priority order: only on nodes of the named types (required),
+ * the earlier types preferred (weights from 100 down); "ANY" among them lifts the requirement (any GPU node will
+ * do) and keeps the preference for the named ones. Pure.
+ */
+export function gpuAffinity(gpuTypeIds: readonly string[], label: string): Pick<V1PodSpec, "affinity"> {
+  const named = gpuTypeIds.filter((t) => t !== "ANY");
+  const any = named.length < gpuTypeIds.length;
+  if (named.length === 0) return {};
+  const prefer = named.length > 1 || any;
+  return {
+    affinity: {
+      nodeAffinity: {
+        ...(any ? {} : { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: label, operator: "In", values: named }] }] } }),
+        ...(prefer
+          ? {
+              preferredDuringSchedulingIgnoredDuringExecution: named.map((type, i) => ({
+                weight: Math.max(1, 100 - Math.floor((i * 100) / named.length)),
+                preference: { matchExpressions: [{ key: label, operator: "In", values: [type] }] },
+              })),
+            }
+          : {}),
+      },
+    },
+  };
+}
+
+/** A Pod's end as a worker exit, or undefined while it runs. Pure. */
+export function exitOfPod(pod: V1Pod): WorkerExit | undefined {
+  const phase = pod.status?.phase;
+  if (phase !== "Succeeded" && phase !== "Failed") return undefined;
+  const terminated = pod.status?.containerStatuses?.[0]?.state?.terminated;
+  return { code: typeof terminated?.exitCode === "number" ? terminated.exitCode : phase === "Succeeded" ? 0 : null, signal: terminated?.signal === undefined ? null : String(terminated.signal) };
+}
+
+/**
+ * Where the service reaches a load-balanced worker's HTTP server: its Pod's IP, at the port the Pod declares for
+ * it. Undefined for a Pod of a queue endpoint, or one without an IP yet. Pure.
+ */
+export function lbAddressOf(pod: V1Pod): string | undefined {
+  const port = pod.spec?.containers.find((c) => c.name === WORKER_CONTAINER)?.ports?.find((p) => p.name === "http")?.containerPort;
+  const ip = pod.status?.podIP;
+  if (port === undefined || !ip) return undefined;
+  return `http://${ip.includes(":") ? `[${ip}]` : ip}:${port}`;
+}
+
+/** Whether the Pod serves a load-balanced endpoint (it declares the HTTP port). Pure. */
+export function isLoadBalancedPod(pod: V1Pod): boolean {
+  return pod.spec?.containers.some((c) => c.ports?.some((p) => p.name === "http")) ?? false;
+}
+
+/** The HTTP status of a failed API call (the client's ApiException carries it as `code`). */
+export function statusOf(err: unknown): number | undefined {
+  const code = (err as { code?: unknown; statusCode?: unknown }).code ?? (err as { statusCode?: unknown }).statusCode;
+  return typeof code === "number" ? code : undefined;
+}
+
+/**
+ * A failed API call in one line: the API's own message (its Status body), else the first line of the error (the
+ * client's messages run on with the response's body and headers).
+ */
+export function apiErrorMessage(err: unknown): string {
+  const body = (err as { body?: unknown }).body;
+  const code = statusOf(err);
+  let message: unknown = typeof body === "object" && body !== null ? (body as { message?: unknown }).message : undefined;
+  if (typeof body === "string" && message === undefined) {
+    try {
+      message = (JSON.parse(body) as { message?: unknown }).message;
+    } catch {
+      // Not a Status: the error's own message says what there is.
+    }
+  }
+  if (typeof message === "string" && message) return code === undefined ? message : `${message} (HTTP ${code})`;
+  const first = String((err as Error)?.message ?? err).split("\n");
+  const fromClient = /^HTTP-Code: (\d+)$/.exec(first[0] ?? "");
+  const said = /^Message: (.*)$/.exec(first[1] ?? "");
+  return fromClient && said ? `${said[1]} (HTTP ${fromClient[1]})` : first[0] ?? "";
+}
+

@@ -1,14 +1,19 @@
 // Workers as Kubernetes Pods (`svc server --workers kubernetes`), through the official client
 // (@kubernetes/client-node): one Pod per worker (kubernetes-pod.ts builds it), its end seen by one watch of this
-// service's Pods (re-listed and watched again whenever the watch ends), ended Pods deleted once their exit is
-// read, stop as a Pod deletion with its grace period (Kubernetes sends SIGTERM, then kills), adoption by labels.
+// service's Pods (re-listed and watched again whenever the watch ends), its output followed from the Pod's log
+// (kubernetes-logs.ts) once its container runs, ended Pods deleted once their exit and last lines are read, stop
+// as a Pod deletion with its grace period (Kubernetes sends SIGTERM, then kills), adoption by labels. A
+// load-balanced worker's address is its Pod's IP, known once the Pod has one: start waits for it.
 
 import { CoreV1Api, KubeConfig, Watch, type V1Pod } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
 import { imageKindOf, workerImageName } from "./images.js";
-import { podLabels, POD_LABELS, REVISION_ANNOTATION, workerPod, dnsLabel } from "./kubernetes-pod.js";
-import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
+import { followPodLog, type LogFollow } from "./kubernetes-logs.js";
+import { apiErrorMessage, dnsLabel, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod } from "./kubernetes-pod.js";
+import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
+
+export { exitOfPod } from "./kubernetes-pod.js";
 
 export interface KubernetesDriverOptions {
   /** Default: in-cluster configuration, else ~/.kube/config (KubeConfig.loadFromDefault). */
@@ -25,19 +30,33 @@ export interface KubernetesDriverOptions {
   stopGraceMs?: number;
   /** How soon a watch that ended is started again (after a re-list). */
   rewatchMs?: number;
+  /**
+   * How long start waits for a load-balanced worker's Pod to get an IP (scheduled, its network set up) before it
+   * gives up and deletes the Pod. Default 5 minutes: scheduling may wait for a node to be added.
+   */
+  podAddressTimeoutMs?: number;
+  /** How long an ended Pod is kept for its last log lines before it is deleted and its exit reported. */
+  logDrainMs?: number;
+  /** Wait between reads of a Pod's log (container not started yet, follow cut short). */
+  logRetryMs?: number;
   log?(message: string): void;
 }
 
-/** A Pod's end as a worker exit, or undefined while it runs. Pure. */
-export function exitOfPod(pod: V1Pod): WorkerExit | undefined {
-  const phase = pod.status?.phase;
-  if (phase !== "Succeeded" && phase !== "Failed") return undefined;
-  const terminated = pod.status?.containerStatuses?.[0]?.state?.terminated;
-  return { code: typeof terminated?.exitCode === "number" ? terminated.exitCode : phase === "Succeeded" ? 0 : null, signal: terminated?.signal === undefined ? null : String(terminated.signal) };
-}
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 interface Watched {
   name: string;
+  handle: Mutable<WorkerHandle>;
+  /** Where its output goes; undefined: nobody reads it. */
+  onLog?: (line: WorkerLogLine) => void;
+  /** Adopted Pods: their output from this time on. */
+  logsSince?: string;
+  follow?: LogFollow;
+  /** Its exit was read: its last lines are being read, then the Pod goes. */
+  ending: boolean;
+  /** Resolves with the Pod's address once it has one (load-balanced workers). */
+  addressed: Promise<string>;
+  setAddress(address: string): void;
   settle(exit: WorkerExit): void;
 }
 
@@ -47,9 +66,11 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
   const namespace = options.namespace;
   const log = options.log ?? (() => undefined);
   const stopGraceMs = options.stopGraceMs ?? 10_000;
+  const podAddressTimeoutMs = options.podAddressTimeoutMs ?? 300_000;
+  const logDrainMs = options.logDrainMs ?? 5000;
   const selector = `${POD_LABELS.managed}=true,${POD_LABELS.session}=${podLabels({ endpointId: "x", workerId: "x" }, options.session)[POD_LABELS.session]}`;
+  /** By Pod name. */
   const watched = new Map<string, Watched>();
-  const handles = new Map<string, WorkerHandle>();
   const images = new Map<string, Promise<string>>();
   let watching: Promise<AbortController> | undefined;
   let closed = false;
@@ -59,30 +80,42 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
       await api.deleteNamespacedPod({ name, namespace, gracePeriodSeconds });
     } catch (err) {
       // Gone already: what deleting it was for.
-      if (statusOf(err) !== 404) log(`could not delete Pod ${name}: ${(err as Error).message}`);
+      if (statusOf(err) !== 404) log(`could not delete Pod ${name}: ${apiErrorMessage(err)}`);
     }
   };
 
   /** What one Pod's state means for the worker watching it. */
   const observe = (type: string, pod: V1Pod) => {
     const name = pod.metadata?.name;
-    const w = name === undefined ? undefined : [...watched.values()].find((x) => x.name === name);
+    const w = name === undefined ? undefined : watched.get(name);
     if (!w) return;
     if (type === "DELETED") return w.settle({ code: null, signal: null });
-    const exit = exitOfPod(pod);
-    if (exit) {
-      if (pod.status?.phase === "Failed") log(`worker Pod ${name} failed: ${pod.status?.reason ?? ""} ${pod.status?.message ?? ""}`.trim());
-      // An ended Pod is kept by Kubernetes (restartPolicy Never): its exit is read, now it goes.
-      void remove(name!, 0);
-      return w.settle(exit);
+    const address = lbAddressOf(pod);
+    if (address) w.setAddress(address);
+    // Its container runs (or ran): its output can be read now. A Pending Pod's log answers 400.
+    if (w.onLog && !w.follow && pod.status?.phase && pod.status.phase !== "Pending") {
+      w.follow = followPodLog({ kc, api, namespace, pod: w.name, container: WORKER_CONTAINER, onLog: w.onLog, sinceTime: w.logsSince, retryMs: options.logRetryMs, log });
     }
+    const exit = exitOfPod(pod);
+    if (!exit || w.ending) return;
+    w.ending = true;
+    if (pod.status?.phase === "Failed") log(`worker Pod ${name} failed: ${pod.status?.reason ?? ""} ${pod.status?.message ?? ""}`.trim());
+    void (async () => {
+      // Its last lines (a crash's stack) first: deleting the Pod deletes its log.
+      if (w.follow) await Promise.race([w.follow.done, new Promise((resolve) => setTimeout(resolve, logDrainMs).unref())]);
+      // An ended Pod is kept by Kubernetes (restartPolicy Never): its exit and output are read, now it goes.
+      await remove(name!, 0);
+      w.settle(exit);
+    })();
   };
 
   /** Every Pod of this session as the API has it now: ends what vanished or ended meanwhile. */
   const relist = async () => {
+    // A Pod created while the list is under way may be missing from it without having vanished.
+    const known = [...watched.values()];
     const list = await api.listNamespacedPod({ namespace, labelSelector: selector });
     const names = new Set(list.items.map((p) => p.metadata?.name));
-    for (const w of [...watched.values()]) if (!names.has(w.name)) w.settle({ code: null, signal: null });
+    for (const w of known) if (!names.has(w.name)) w.settle({ code: null, signal: null });
     for (const pod of list.items) observe("MODIFIED", pod);
     return list.metadata?.resourceVersion;
   };
@@ -91,7 +124,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     if (watching || closed) return;
     watching = (async () => {
       const resourceVersion = await relist().catch((err: unknown) => {
-        log(`could not list worker Pods: ${(err as Error).message}`);
+        log(`could not list worker Pods: ${apiErrorMessage(err)}`);
         return undefined;
       });
       return new Watch(kc).watch(
@@ -107,15 +140,20 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     })();
     watching.catch((err: unknown) => {
       watching = undefined;
-      log(`could not watch worker Pods: ${(err as Error).message}`);
+      log(`could not watch worker Pods: ${apiErrorMessage(err)}`);
       if (!closed && watched.size > 0) setTimeout(watch, options.rewatchMs ?? 1000).unref();
     });
   };
 
-  const handleOf = (workerId: string, name: string): WorkerHandle => {
+  const handleOf = (workerId: string, name: string, output: { onLog?: (line: WorkerLogLine) => void; logsSince?: string }): Watched => {
     let settle!: (exit: WorkerExit) => void;
     const exited = new Promise<WorkerExit>((resolve) => (settle = resolve));
-    const handle: WorkerHandle = {
+    let addressKnown!: (address: string) => void;
+    let addressLost!: (err: Error) => void;
+    const addressed = new Promise<string>((resolve, reject) => ((addressKnown = resolve), (addressLost = reject)));
+    // Nobody may be waiting for it (queue endpoints): that is no unhandled rejection.
+    addressed.catch(() => undefined);
+    const handle: Mutable<WorkerHandle> = {
       workerId,
       exited,
       async stop(graceMs) {
@@ -127,17 +165,48 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         void remove(name, 0);
       },
     };
-    watched.set(workerId, {
+    const w: Watched = {
       name,
+      handle,
+      ...output,
+      ending: false,
+      addressed,
+      setAddress(address) {
+        handle.address ??= address;
+        addressKnown(address);
+      },
       settle: (exit) => {
-        if (!watched.delete(workerId)) return;
-        handles.delete(workerId);
+        if (watched.get(name) !== w) return;
+        watched.delete(name);
+        w.follow?.stop();
+        addressLost(new Error(`it ended (exit code ${exit.code}, signal ${exit.signal}) before it had an IP`));
         settle(exit);
       },
-    });
-    handles.set(workerId, handle);
+    };
+    watched.set(name, w);
     watch();
-    return handle;
+    return w;
+  };
+
+  /** A load-balanced worker's address: its Pod's IP, once it has one; the Pod is deleted if it gets none in time. */
+  const addressOf = async (w: Watched, endpointName: string): Promise<string> => {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`it got no IP within ${podAddressTimeoutMs / 1000} s (not scheduled, or its network not set up)`)), podAddressTimeoutMs);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([w.addressed, timeout]);
+    } catch (err) {
+      await remove(w.name, 0);
+      w.settle({ code: null, signal: null });
+      throw new UserError(`The Pod ${w.name} of load-balanced endpoint ${endpointName} cannot be reached: ${(err as Error).message}`, {
+        hint: `See why with \`kubectl describe pod\` on such a Pod (no node with the resources or GPU type it asks for, an image that cannot be pulled); the service starts another one.`,
+        cause: err,
+      });
+    } finally {
+      clearTimeout(timer);
+    }
   };
 
   const imageFor = (launch: WorkerLaunch) => {
@@ -164,9 +233,6 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
 
     async start(launch) {
       if (closed) throw new UserError("The Kubernetes driver is closed");
-      if (launch.loadBalanced) {
-        throw new UserError(`Endpoint ${launch.endpointName} is load-balanced: the Kubernetes driver runs queue endpoints only for now`, { hint: "Run load-balanced endpoints with --workers process, docker or swarm." });
-      }
       const pod = workerPod(launch, {
         image: await imageFor(launch),
         session: options.session,
@@ -179,36 +245,50 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
       try {
         await api.createNamespacedPod({ namespace, body: pod });
       } catch (err) {
-        throw new UserError(`Kubernetes refused the Pod of endpoint ${launch.endpointName}: ${(err as Error).message}`, { cause: err });
+        throw new UserError(`Kubernetes refused the Pod of endpoint ${launch.endpointName}: ${apiErrorMessage(err)}`, { cause: err });
       }
       log(`worker ${launch.workerId} of endpoint ${launch.endpointName} is Pod ${pod.metadata!.name}`);
-      return handleOf(launch.workerId, pod.metadata!.name!);
+      const w = handleOf(launch.workerId, pod.metadata!.name!, { onLog: launch.onLog });
+      // The service's proxy needs the worker's address before it gets traffic: known once the Pod has an IP.
+      if (launch.loadBalanced) await addressOf(w, launch.endpointName);
+      return w.handle;
     },
 
-    async adopt() {
+    async adopt(onLog) {
       const list = await api.listNamespacedPod({ namespace, labelSelector: selector });
       const found: AdoptedWorker[] = [];
+      // Its output from now on: what it wrote before, the earlier service read.
+      const logsSince = new Date().toISOString();
+      const owned = new Set([...watched.values()].map((w) => w.handle.workerId));
       for (const pod of list.items) {
         const labels = pod.metadata?.labels ?? {};
         const workerId = labels[POD_LABELS.worker];
         const endpointId = labels[POD_LABELS.endpoint];
         const name = pod.metadata?.name;
-        if (!workerId || !endpointId || !name || handles.has(workerId)) continue;
+        if (!workerId || !endpointId || !name || owned.has(workerId) || watched.has(name)) continue;
         const revision = pod.metadata?.annotations?.[REVISION_ANNOTATION];
-        const exit = exitOfPod(pod);
+        let exit = exitOfPod(pod);
+        // A load-balanced worker with no IP yet was still starting: nobody can reach it, so it goes, and the
+        // service starts another (waiting here would hold the service's start up).
+        if (!exit && isLoadBalancedPod(pod) && !lbAddressOf(pod)) exit = { code: null, signal: null };
         if (exit) {
           await remove(name, 0);
-          found.push({ handle: { workerId, exited: Promise.resolve(exit), stop: async () => exit, kill: () => undefined }, endpointId, revision, ended: true });
+          const ended = exit;
+          found.push({ handle: { workerId, exited: Promise.resolve(ended), stop: async () => ended, kill: () => undefined }, endpointId, revision, ended: true });
           continue;
         }
-        found.push({ handle: handleOf(workerId, name), endpointId, revision });
+        const w = handleOf(workerId, name, { onLog: onLog && ((line) => onLog(endpointId, workerId, line)), logsSince });
+        observe("MODIFIED", pod);
+        found.push({ handle: w.handle, endpointId, revision });
       }
       return found;
     },
 
     async close() {
       closed = true;
-      await Promise.all([...handles.values()].map((h) => h.stop(stopGraceMs)));
+      await Promise.all([...watched.values()].map((w) => w.handle.stop(stopGraceMs)));
+      // Those whose end the watch did not report in time: nothing more is read of them.
+      for (const w of [...watched.values()]) w.follow?.stop();
       (await watching?.catch(() => undefined))?.abort();
     },
   } satisfies WorkerDriver;
@@ -218,9 +298,4 @@ function loadDefault(): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromDefault();
   return kc;
-}
-
-function statusOf(err: unknown): number | undefined {
-  const code = (err as { code?: unknown; statusCode?: unknown }).code ?? (err as { statusCode?: unknown }).statusCode;
-  return typeof code === "number" ? code : undefined;
 }

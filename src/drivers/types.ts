@@ -98,9 +98,10 @@ export interface WorkerDriver {
   /**
    * The workers a previous process of the service left (it was killed): those still running, which the service
    * counts, watches and stops or keeps like its own, and those that ended meanwhile (`ended`), whose jobs it
-   * requeues. Each is returned once.
+   * requeues. Each is returned once. `onLog` receives the output of those still running, as a launch's onLog
+   * does, from when they are adopted (drivers that read a worker's output from outside it: Kubernetes).
    */
-  adopt?(): Promise<AdoptedWorker[]>;
+  adopt?(onLog?: (endpointId: string, workerId: string, line: WorkerLogLine) => void): Promise<AdoptedWorker[]>;
   /** Present when the driver runs prebuilt images (`launch.image`): whether its engine holds this one. */
   hasImage?(name: string): Promise<boolean>;
   /** Stop every worker this driver started. */

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { planScaling, type ScalingInput } from "./scaler.js";
+import type { WorkerDriver, WorkerHandle } from "../drivers/types.js";
+import type { JobEngine } from "./engine.js";
+import { planScaling, Scaler, type ScalingInput } from "./scaler.js";
 
 const base: ScalingInput = {
   workersMin: 0,
@@ -45,5 +47,59 @@ describe("planScaling", () => {
     const old = [worker("a", "idle", 10_000, "r1"), worker("b", "running", 10_000, "r1")];
     expect(planScaling({ ...base, inProgress: 1, queued: 1, workers: old })).toEqual({ start: 2, drain: ["a", "b"] });
     expect(planScaling({ ...base, workers: [worker("a", "idle", 10_000, "r1")] })).toEqual({ start: 0, drain: ["a"] });
+  });
+});
+
+describe("Scaler adoption", () => {
+  it("hands an adopted worker's driver addresses to the load balancer, as a started worker's, and its output to onLog", async () => {
+    const handle: WorkerHandle = {
+      workerId: "wadopted",
+      exited: new Promise(() => undefined),
+      stop: async () => ({ code: null, signal: null }),
+      kill: () => undefined,
+      address: "http://10.244.0.7:8080",
+      directAddress: "http://10.244.0.7:8080",
+      localSocket: "/tmp/svc-lb-wadopted.sock",
+    };
+    const driver: WorkerDriver = {
+      name: "kubernetes",
+      start: () => Promise.reject(new Error("this test starts no worker")),
+      async adopt(onLog) {
+        onLog?.("ep1", "wadopted", { ts: 1, stream: "stdout", text: "a line after the adoption", jobId: "j1" });
+        return [{ handle, endpointId: "ep1", revision: "r1" }];
+      },
+      close: async () => undefined,
+    };
+    // The engine as far as adoption uses it: a worker entry per id, nothing queued.
+    const engine = { ensureWorker: () => ({}), workerGone: () => undefined, drain: () => undefined, workers: new Map(), queuedCount: () => 0, runningCount: () => 0 } as unknown as JobEngine;
+    const told: Array<[string, string, string | undefined]> = [];
+    const logs: Array<[string, string, string, string | undefined]> = [];
+    const scaler = new Scaler(
+      {
+        engine,
+        driver,
+        apiUrl: "http://svc.test:8600",
+        mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
+        revokeWorkerKeys: async () => undefined,
+        endpoints: () => [],
+        onLog: (endpointId, workerId, line) => logs.push([endpointId, workerId, line.text, line.jobId]),
+        lb: {
+          load: () => ({ queued: 0, inProgress: 0 }),
+          busy: () => false,
+          workerAddress: (id, address) => told.push(["address", id, address]),
+          workerSocket: (id, path) => told.push(["socket", id, path]),
+          workerDirectAddress: (id, address) => told.push(["direct", id, address]),
+        },
+      },
+      60_000,
+    );
+    await scaler.start();
+    expect(told).toEqual([
+      ["address", "wadopted", "http://10.244.0.7:8080"],
+      ["socket", "wadopted", "/tmp/svc-lb-wadopted.sock"],
+      ["direct", "wadopted", "http://10.244.0.7:8080"],
+    ]);
+    expect(logs).toEqual([["ep1", "wadopted", "a line after the adoption", "j1"]]);
+    await scaler.close();
   });
 });

@@ -174,7 +174,7 @@ export class Scaler {
   private async adoptLeftovers(): Promise<void> {
     let found: AdoptedWorker[] = [];
     try {
-      found = (await this.deps.driver.adopt?.()) ?? [];
+      found = (await this.deps.driver.adopt?.((endpointId, workerId, line) => this.deps.onLog(endpointId, workerId, line))) ?? [];
     } catch (err) {
       this.deps.onEvent?.(`could not look for workers an earlier run left: ${(err as Error).message}`);
     }
@@ -188,6 +188,9 @@ export class Scaler {
       const m: ManagedWorker = { id: adopted.handle.workerId, endpointId: adopted.endpointId, revision: adopted.revision ?? "", handle: adopted.handle, stopping: false, probe: false, adopted: true };
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
+      // Where the driver says it is reachable, as for a worker it starts: the address it registers again may be
+      // its own view (a Pod's or a container's loopback), not one the service reaches.
+      this.offerAddresses(m.id, adopted.handle);
       this.watchExit(m);
       this.deps.onEvent?.(`adopted worker ${m.id} of endpoint ${endpoint?.name ?? m.endpointId}, left running by an earlier run of the service`);
       // Its endpoint is gone: it drains like any worker of a removed endpoint (reconcile does that).
@@ -372,9 +375,7 @@ export class Scaler {
         image,
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
-      if (m.handle.address) this.deps.lb?.workerAddress?.(workerId, m.handle.address);
-      if (m.handle.localSocket) this.deps.lb?.workerSocket?.(workerId, m.handle.localSocket);
-      if (m.handle.directAddress) this.deps.lb?.workerDirectAddress?.(workerId, m.handle.directAddress);
+      this.offerAddresses(workerId, m.handle);
       if (image && m.handle.address) {
         // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
         this.deps.engine.register(workerId, endpoint.id, 1);
@@ -392,6 +393,13 @@ export class Scaler {
     // Stopped while the driver was starting it (a probe whose release ended meanwhile).
     if (m.stopping && m.probe) m.handle.kill();
     this.watchExit(m);
+  }
+
+  /** The load balancer reaches a worker where its driver says, when the driver knows (started or adopted). */
+  private offerAddresses(workerId: string, handle: WorkerHandle): void {
+    if (handle.address) this.deps.lb?.workerAddress?.(workerId, handle.address);
+    if (handle.localSocket) this.deps.lb?.workerSocket?.(workerId, handle.localSocket);
+    if (handle.directAddress) this.deps.lb?.workerDirectAddress?.(workerId, handle.directAddress);
   }
 
   /** When the worker ends: its jobs go back to the queue at once, and an unexpected end backs the endpoint off. */

@@ -2,10 +2,16 @@
 // server can run here. Pods created with svc's labels and the launch's environment; exits read from the watch
 // (code from the container's termination) and ended Pods deleted; stop as a deletion with the grace period;
 // adoption after a restart (running Pods adopted, ended ones reported and deleted); a dropped watch re-listed and
-// watched again, an exit after the drop still seen; close() deletes what it started.
+// watched again, an exit after the drop still seen; close() deletes what it started. The worker's output followed
+// from the Pod's log into onLog (job marks read back, last lines before the Pod goes, a cut follow resumed without
+// repeats, an adopted Pod's from its adoption, aborting leaves nothing open); load-balanced workers addressed at
+// their Pod's IP.
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { createKubernetesDriver } from "../../src/drivers/kubernetes.js";
-import type { WorkerDriver, WorkerLaunch } from "../../src/drivers/types.js";
+import { CoreV1Api } from "@kubernetes/client-node";
+import { createKubernetesDriver, type KubernetesDriverOptions } from "../../src/drivers/kubernetes.js";
+import { followPodLog } from "../../src/drivers/kubernetes-logs.js";
+import type { WorkerDriver, WorkerLaunch, WorkerLogLine } from "../../src/drivers/types.js";
+import { jobMark, noteMark } from "../../src/runtime/output-marks.js";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "../fakes/fake-kube-api-server.js";
 
 let fake: FakeKubeApiServer;
@@ -19,8 +25,8 @@ afterEach(async () => {
   await fake.close();
 });
 
-const driver = (session = "srv1") => {
-  const d = createKubernetesDriver({ kubeConfig: fake.kubeConfig(), namespace: "default", session, image: "svc-worker-cpu:test", rewatchMs: 100, stopGraceMs: 2000 });
+const driver = (session = "srv1", extra: Partial<KubernetesDriverOptions> = {}) => {
+  const d = createKubernetesDriver({ kubeConfig: fake.kubeConfig(), namespace: "default", session, image: "svc-worker-cpu:test", rewatchMs: 100, stopGraceMs: 2000, logRetryMs: 100, ...extra });
   drivers.push(d);
   return d;
 };
@@ -155,3 +161,251 @@ it("svc server --workers kubernetes says what it needs: the cluster address, the
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+/** A launch whose output lands in `lines`. */
+const logged = (workerId: string, extra: Partial<WorkerLaunch> = {}) => {
+  const lines: WorkerLogLine[] = [];
+  return { lines, launch: launch(workerId, { onLog: (line) => lines.push(line), ...extra }), texts: () => lines.map((l) => l.text) };
+};
+const podOf = (workerId: string) => fake.pods().find((p) => p.metadata!.labels!["svc.worker"] === workerId)!.metadata!.name!;
+
+it("follows a worker Pod's log into onLog, reading the runtime's job marks, and reads its last lines before the Pod goes", async () => {
+  const { lines, launch: l, texts } = logged("out1");
+  const handle = await driver().start(l);
+  const name = podOf("out1");
+  // Written while the container starts: read once it runs (a Pending Pod's log answers 400).
+  fake.writeLog(name, "runtime starting");
+  fake.setPhase(name, "Running");
+  fake.writeLog(name, `${jobMark("job-7")}hello from job 7\n${noteMark()}worker ready\nplain line`);
+  await until(() => lines.length === 4);
+  expect(lines.map(({ ts: _ts, ...rest }) => rest)).toEqual([
+    { stream: "stdout", text: "runtime starting" },
+    { stream: "stdout", text: "hello from job 7", jobId: "job-7" },
+    { stream: "log", text: "worker ready" },
+    { stream: "stdout", text: "plain line" },
+  ]);
+  // The container's time, not the reader's.
+  expect(Math.abs(lines[0]!.ts - Date.now())).toBeLessThan(5000);
+  // Its last words and its end at once, while the follow was cut (read again): the line reaches onLog before the
+  // exit is reported and the Pod (with its log) deleted.
+  fake.dropLogStreams();
+  fake.writeLog(name, `${jobMark("job-7")}Error: the last line`);
+  fake.setPhase(name, "Failed", { exitCode: 1 });
+  expect(await handle.exited).toEqual({ code: 1, signal: null });
+  expect(lines.at(-1)).toMatchObject({ text: "Error: the last line", jobId: "job-7" });
+  expect(texts()).toHaveLength(5);
+  await until(() => fake.pods().length === 0 && fake.openLogStreams() === 0);
+});
+
+it("reads the output of a Pod that ended before it was seen running (a crash at start)", async () => {
+  const { launch: l, texts } = logged("crash");
+  const handle = await driver().start(l);
+  const name = podOf("crash");
+  fake.writeLog(name, "Error: Cannot find module 'missing'");
+  fake.setPhase(name, "Failed", { exitCode: 1, podIP: null });
+  expect(await handle.exited).toEqual({ code: 1, signal: null });
+  expect(texts()).toEqual(["Error: Cannot find module 'missing'"]);
+});
+
+it("a follow cut short (the connection dropped) is resumed: no line lost, none repeated", async () => {
+  const { lines, launch: l, texts } = logged("cut");
+  await driver().start(l);
+  const name = podOf("cut");
+  fake.setPhase(name, "Running");
+  fake.writeLog(name, "one\ntwo");
+  await until(() => lines.length === 2 && fake.openLogStreams() === 1);
+  fake.dropLogStreams();
+  // Written while no follow is open, in the same second as the lines already read.
+  fake.writeLog(name, "three");
+  await until(() => lines.length >= 3);
+  fake.writeLog(name, "four");
+  await until(() => lines.length >= 4);
+  await new Promise((r) => setTimeout(r, 300));
+  expect(texts()).toEqual(["one", "two", "three", "four"]);
+});
+
+it("a follow stopped mid-stream is aborted without an error and leaves no request open; a Pending Pod is waited for, an unknown one given up", async () => {
+  const kc = fake.kubeConfig();
+  const api = kc.makeApiClient(CoreV1Api);
+  // A Pod no driver follows: the only log request is this test's.
+  const name = "direct";
+  await api.createNamespacedPod({ namespace: "default", body: { metadata: { name }, spec: { containers: [{ name: "worker", image: "x" }] } } });
+  const notes: string[] = [];
+  const lines: WorkerLogLine[] = [];
+  // Still Pending: the API answers 400 ("waiting to start") until it runs; the follow waits and reads it then.
+  const follow = followPodLog({ kc, api, namespace: "default", pod: name, container: "worker", onLog: (line) => lines.push(line), retryMs: 50, log: (m) => notes.push(m) });
+  await new Promise((r) => setTimeout(r, 200));
+  fake.setPhase(name, "Running");
+  fake.writeLog(name, "first");
+  await until(() => lines.length === 1 && fake.openLogStreams() === 1);
+  follow.stop();
+  await follow.done;
+  await until(() => fake.openLogStreams() === 0);
+  fake.writeLog(name, "after the stop");
+  await new Promise((r) => setTimeout(r, 200));
+  expect(lines.map((l) => l.text)).toEqual(["first"]);
+  // 400s while Pending are expected, not worth a note.
+  expect(notes).toEqual([]);
+  // An unknown Pod: 404, nothing to follow.
+  const gone = followPodLog({ kc, api, namespace: "default", pod: "no-such-pod", container: "worker", onLog: () => undefined, retryMs: 50, log: (m) => notes.push(m) });
+  await gone.done;
+  expect(notes).toEqual([]);
+});
+
+it("the fake's log endpoint answers as the API server does: plain text, 404 for an unknown Pod, 400 while Pending", async () => {
+  await driver().start(launch("raw"));
+  const name = podOf("raw");
+  const get = (pod: string, query = "") => fetch(`${fake.url}/api/v1/namespaces/default/pods/${pod}/log?container=worker${query}`);
+  const pending = await get(name);
+  expect(pending.status).toBe(400);
+  expect(await pending.json()).toMatchObject({ kind: "Status", reason: "BadRequest", message: `container "worker" in pod "${name}" is waiting to start: ContainerCreating` });
+  expect((await get("nope")).status).toBe(404);
+  expect((await fetch(`${fake.url}/api/v1/namespaces/default/pods/${name}/log?container=other`)).status).toBe(400);
+  fake.setPhase(name, "Running");
+  fake.writeLog(name, "a\nb");
+  const plain = await get(name);
+  expect(plain.headers.get("content-type")).toBe("text/plain");
+  expect(await plain.text()).toBe("a\nb\n");
+  expect(await (await get(name, "&timestamps=true")).text()).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z a\n\S+Z b\n$/);
+});
+
+it("an adopted Pod's output is followed from its adoption on", async () => {
+  const first = driver("srv-logs");
+  await first.start(launch("kept"));
+  const name = podOf("kept");
+  fake.setPhase(name, "Running");
+  fake.writeLog(name, "read by the earlier service");
+  drivers.splice(drivers.indexOf(first), 1);
+  fake.dropWatches();
+  fake.dropLogStreams();
+  await new Promise((r) => setTimeout(r, 20));
+  const second = driver("srv-logs");
+  const got: Array<{ endpointId: string; workerId: string; text: string; jobId?: string }> = [];
+  const [adopted] = await second.adopt!((endpointId, workerId, line) => got.push({ endpointId, workerId, text: line.text, ...(line.jobId ? { jobId: line.jobId } : {}) }));
+  expect(adopted!.handle.workerId).toBe("kept");
+  fake.writeLog(name, `${jobMark("job-9")}after the adoption`);
+  await until(() => got.length === 1);
+  fake.setPhase(name, "Succeeded", { exitCode: 0 });
+  await adopted!.handle.exited;
+  expect(got).toEqual([{ endpointId: "ep1", workerId: "kept", text: "after the adoption", jobId: "job-9" }]);
+});
+
+it("a load-balanced worker is started and addressed at its Pod's IP, on the port its server listens on", async () => {
+  const pending = driver().start(launch("lb1", { loadBalanced: true }));
+  await until(() => fake.pods().length === 1);
+  const pod = fake.pods()[0]!;
+  const container = pod.spec!.containers[0]!;
+  expect(container.ports).toEqual([{ name: "http", containerPort: 8080 }]);
+  const env = Object.fromEntries(container.env!.map((e) => [e.name, e.value]));
+  expect(env).toMatchObject({ SVC_HTTP_HOST: "0.0.0.0", SVC_HTTP_PORT: "8080" });
+  // Not before the Pod has an IP.
+  let settled = false;
+  void pending.then(() => (settled = true));
+  await new Promise((r) => setTimeout(r, 150));
+  expect(settled).toBe(false);
+  fake.setPhase(pod.metadata!.name!, "Running", { podIP: "10.244.3.17" });
+  const handle = await pending;
+  expect(handle.address).toBe("http://10.244.3.17:8080");
+  // A queue worker has none.
+  const queue = await driver().start(launch("q1"));
+  fake.setPhase(podOf("q1"), "Running");
+  expect(queue.address).toBeUndefined();
+});
+
+it("a load-balanced Pod that gets no IP in time, or ends without one, fails its start clearly and is deleted", async () => {
+  const d = driver("srv1", { podAddressTimeoutMs: 300 });
+  await expect(d.start(launch("lb-slow", { loadBalanced: true }))).rejects.toThrow(/Pod svc-ticker-lb-slow of load-balanced endpoint ticker cannot be reached: it got no IP within 0.3 s \(not scheduled, or its network not set up\)$/);
+  await until(() => fake.pods().length === 0);
+  const dying = d.start(launch("lb-dead", { loadBalanced: true }));
+  await until(() => fake.pods().length === 1);
+  fake.setPhase(podOf("lb-dead"), "Failed", { exitCode: 2, podIP: null });
+  await expect(dying).rejects.toThrow(/it ended \(exit code 2, signal null\) before it had an IP/);
+  await until(() => fake.pods().length === 0);
+});
+
+it("adoption gives a load-balanced Pod's address; one with no IP yet is deleted and reported ended", async () => {
+  const first = driver("srv-lb");
+  const started = first.start(launch("lb-run", { loadBalanced: true }));
+  await until(() => fake.pods().length === 1);
+  fake.setPhase(podOf("lb-run"), "Running", { podIP: "10.244.9.9" });
+  await started;
+  void first.start(launch("lb-pending", { loadBalanced: true })).catch(() => undefined);
+  await until(() => fake.pods().length === 2);
+  drivers.splice(drivers.indexOf(first), 1);
+  fake.dropWatches();
+  const found = await driver("srv-lb").adopt!();
+  const byId = Object.fromEntries(found.map((f) => [f.handle.workerId, f]));
+  expect(byId["lb-run"]!.handle.address).toBe("http://10.244.9.9:8080");
+  expect(byId["lb-run"]!.ended).toBeUndefined();
+  expect(byId["lb-pending"]!.ended).toBe(true);
+  expect(fake.pods().map((p) => p.metadata!.labels!["svc.worker"])).toEqual(["lb-run"]);
+});
+
+it("a log the API server fails to give is noted once, and asked for again less and less often", async () => {
+  const { createServer } = await import("node:http");
+  let requests = 0;
+  // An API server in trouble: every log request answers 500 with a Status.
+  const failing = createServer((_req, res) => {
+    requests++;
+    res.writeHead(500, { "content-type": "application/json" });
+    res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", message: "etcdserver: request timed out", code: 500 }));
+  });
+  await new Promise<void>((r) => failing.listen(0, "127.0.0.1", r));
+  try {
+    const kc = fake.kubeConfig();
+    const server = `http://127.0.0.1:${(failing.address() as { port: number }).port}`;
+    kc.loadFromOptions({ clusters: [{ name: "failing", server, skipTLSVerify: true }], users: [{ name: "u", token: "t" }], contexts: [{ name: "failing", cluster: "failing", user: "u" }], currentContext: "failing" });
+    const notes: string[] = [];
+    const follow = followPodLog({ kc, api: kc.makeApiClient(CoreV1Api), namespace: "default", pod: "p", container: "worker", onLog: () => undefined, retryMs: 20, log: (m) => notes.push(m) });
+    await new Promise((r) => setTimeout(r, 700));
+    follow.stop();
+    await follow.done;
+    expect(notes).toEqual(["could not read the log of Pod p: etcdserver: request timed out (HTTP 500)"]);
+    // 20, 40, 80, 160, 320 ms apart: about 6 requests in 0.7 s, not one every 20 ms.
+    expect(requests).toBeGreaterThanOrEqual(3);
+    expect(requests).toBeLessThanOrEqual(8);
+  } finally {
+    failing.closeAllConnections();
+    await new Promise((r) => failing.close(r));
+  }
+});
+
+it("a Pod Kubernetes refuses fails the start with the API's own message, in one line", async () => {
+  const d = driver();
+  await d.start(launch("twice"));
+  await expect(d.start(launch("twice"))).rejects.toThrow(/^Kubernetes refused the Pod of endpoint ticker: pods "svc-ticker-twice" already exists \(HTTP 409\)$/);
+});
+
+it("a Pod started while the driver lists its Pods again (after a dropped watch) is not taken for vanished", async () => {
+  const d = driver();
+  await d.start(launch("before"));
+  await new Promise((r) => setTimeout(r, 100));
+  const release = fake.holdLists();
+  fake.dropWatches();
+  // The re-list (rewatchMs 100) is asked while no answer comes; a worker is started meanwhile.
+  await new Promise((r) => setTimeout(r, 250));
+  const later = await d.start(launch("during"));
+  let ended = false;
+  void later.exited.then(() => (ended = true));
+  release();
+  await new Promise((r) => setTimeout(r, 300));
+  expect(ended).toBe(false);
+  expect(fake.pods().map((p) => p.metadata!.labels!["svc.worker"]).sort()).toEqual(["before", "during"]);
+  // And it is still watched: its end is seen.
+  fake.setPhase(podOf("during"), "Succeeded", { exitCode: 0 });
+  expect(await later.exited).toEqual({ code: 0, signal: null });
+});
+
+it("close() leaves no log request open, even for a Pod that outlasts the wait for its end", async () => {
+  const d = driver("srv1", { stopGraceMs: 100 });
+  await d.start(launch("slow"));
+  const name = podOf("slow");
+  fake.setPhase(name, "Running");
+  await until(() => fake.openLogStreams() === 1);
+  // Its container takes longer than the grace period to go: the Pod stays, marked for deletion, its log open.
+  const release = fake.holdDeletions();
+  await d.close();
+  expect(fake.pods().map((p) => [p.metadata!.name, Boolean(p.metadata!.deletionTimestamp)])).toEqual([[name, true]]);
+  await until(() => fake.openLogStreams() === 0, 2000);
+  release();
+}, 20_000);

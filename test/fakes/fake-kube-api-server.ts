@@ -2,8 +2,14 @@
 // HTTP server on 127.0.0.1 that implements, for Pods in namespaces, what the kubernetes driver uses, as the API
 // server answers it: create (201; 409 for a name that exists), get, list with an equality label selector, delete
 // (with gracePeriodSeconds, recorded; the Pod is gone at once and watchers see DELETED), and watch
-// (`?watch=true`: newline-delimited JSON events ADDED / MODIFIED / DELETED, the connection kept open). Tests move
-// Pods through their phases (`setPhase`) and cut every watch (`dropWatches`).
+// (`?watch=true`: newline-delimited JSON events ADDED / MODIFIED / DELETED, the connection kept open), and a Pod's
+// log (`/pods/{name}/log`: plain text, chunked; `follow=true` streams the lines as the fake container writes them
+// and ends when the Pod ends or is deleted; `timestamps=true` prefixes RFC3339Nano times; `sinceTime` truncated to
+// whole seconds, as the API server hands it to the kubelet; 404 for an unknown Pod, 400 "container ... is waiting
+// to start" while it is Pending, 400 for a container the Pod does not have). A Pod that goes Running gets a Pod IP.
+// Tests move Pods through their phases (`setPhase`), play the container's output (`writeLog`), and cut every
+// watch (`dropWatches`) or log stream (`dropLogStreams`), hold lists' answers (`holdLists`) and make deletions take
+// their time (`holdDeletions`).
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -15,8 +21,21 @@ export interface FakeKubeApiServer {
   pods(namespace?: string): V1Pod[];
   /** Every deletion asked for: the Pod and the grace period given. */
   deletions: Array<{ name: string; gracePeriodSeconds: number | undefined }>;
-  setPhase(name: string, phase: "Running" | "Succeeded" | "Failed", opts?: { exitCode?: number; podIP?: string; namespace?: string }): void;
+  /** Pod IPs are given when a Pod goes Running (10.244.0.n), unless `podIP` names one; `podIP: null` gives none. */
+  setPhase(name: string, phase: "Running" | "Succeeded" | "Failed", opts?: { exitCode?: number; podIP?: string | null; namespace?: string }): void;
+  /** What the Pod's container writes to stdout/stderr (the log mixes both, as the kubelet's does): one entry per line. */
+  writeLog(name: string, text: string, opts?: { namespace?: string }): void;
+  /** How many log requests are open now (follows that have not ended). */
+  openLogStreams(): number;
   dropWatches(): void;
+  dropLogStreams(): void;
+  /** Hold the answers to lists (each a snapshot taken when asked) until the returned function is called. */
+  holdLists(): () => void;
+  /**
+   * Deletions as a kubelet in no hurry makes them: the Pod is marked (deletionTimestamp, a MODIFIED event) and keeps
+   * running, its log follows open, until the returned function is called (then it is gone: DELETED).
+   */
+  holdDeletions(): () => void;
   close(): Promise<void>;
 }
 
@@ -29,12 +48,49 @@ function matches(pod: V1Pod, selector: string | null): boolean {
   });
 }
 
+/** RFC3339Nano as Go prints it: nanoseconds without trailing zeros. */
+function rfc3339Nano(ms: number, nanosInMs: number): string {
+  const iso = new Date(ms).toISOString();
+  const fraction = `${iso.slice(20, 23)}${String(nanosInMs).padStart(6, "0")}`.replace(/0+$/, "");
+  return `${iso.slice(0, 19)}${fraction ? `.${fraction}` : ""}Z`;
+}
+
+/** A comparable key of an RFC3339 time: its second, then nanoseconds. */
+function timeKey(rfc3339: string): string {
+  const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/.exec(rfc3339);
+  return m ? `${m[1]}.${(m[2] ?? "").padEnd(9, "0")}` : "";
+}
+
+interface LogFollower {
+  namespace: string;
+  pod: string;
+  timestamps: boolean;
+  res: ServerResponse;
+}
+
 export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
   const store = new Map<string, Map<string, V1Pod>>();
   const watchers = new Set<{ namespace: string; selector: string | null; res: ServerResponse }>();
   const deletions: FakeKubeApiServer["deletions"] = [];
+  const logs = new Map<string, Array<{ time: string; text: string }>>();
+  const followers = new Set<LogFollower>();
+  let heldLists: Array<() => void> | undefined;
+  let heldDeletions: Array<{ namespace: string; name: string }> | undefined;
   let version = 1;
   let uid = 0;
+  let ips = 0;
+  let lastLogMs = 0;
+  let nanos = 0;
+  const logOf = (namespace: string, pod: string) => logs.get(`${namespace}/${pod}`) ?? logs.set(`${namespace}/${pod}`, []).get(`${namespace}/${pod}`)!;
+  const logLine = (entry: { time: string; text: string }, timestamps: boolean) => `${timestamps ? `${entry.time} ` : ""}${entry.text}\n`;
+  /** The container ended or the Pod is gone: its follows end, as the kubelet ends them. */
+  const endFollows = (namespace: string, pod: string) => {
+    for (const f of followers) {
+      if (f.namespace !== namespace || f.pod !== pod) continue;
+      followers.delete(f);
+      f.res.end();
+    }
+  };
   const podsOf = (ns: string) => store.get(ns) ?? store.set(ns, new Map()).get(ns)!;
   /** Every event, so that a watch from a resourceVersion first gets what happened since, as the API server does. */
   const events: Array<{ version: number; namespace: string; type: string; pod: V1Pod }> = [];
@@ -53,6 +109,8 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     req.on("data", (d) => (body += d));
     req.on("end", () => {
       const url = new URL(req.url ?? "/", "http://fake");
+      const logRoute = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/log$/.exec(url.pathname);
+      if (logRoute && req.method === "GET") return serveLog(res, url, logRoute[1]!, logRoute[2]!);
       const m = /^\/api\/v1\/namespaces\/([^/]+)\/pods(?:\/([^/]+))?$/.exec(url.pathname);
       if (!m) return status(res, 404, "NotFound", `the fake serves Pods only, not ${url.pathname}`);
       const [, namespace, name] = m as unknown as [string, string, string | undefined];
@@ -85,7 +143,9 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       }
       if (req.method === "GET" && !name) {
         const selector = url.searchParams.get("labelSelector");
-        return send(res, 200, { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: String(version) }, items: [...pods.values()].filter((p) => matches(p, selector)) });
+        const list = { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: String(version) }, items: [...pods.values()].filter((p) => matches(p, selector)) };
+        if (heldLists) return void heldLists.push(() => send(res, 200, list));
+        return send(res, 200, list);
       }
       const pod = name ? pods.get(name) : undefined;
       if (!pod) return status(res, 404, "NotFound", `pods "${name}" not found`);
@@ -93,7 +153,16 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       if (req.method === "DELETE") {
         const grace = url.searchParams.get("gracePeriodSeconds");
         deletions.push({ name: name!, gracePeriodSeconds: grace === null ? undefined : Number(grace) });
+        if (heldDeletions) {
+          const marked = { ...pod, metadata: { ...pod.metadata, resourceVersion: String(++version), deletionTimestamp: new Date(), deletionGracePeriodSeconds: grace === null ? 30 : Number(grace) } };
+          pods.set(name!, marked);
+          heldDeletions.push({ namespace, name: name! });
+          emit(namespace, "MODIFIED", marked);
+          return send(res, 200, marked);
+        }
         pods.delete(name!);
+        endFollows(namespace, name!);
+        logs.delete(`${namespace}/${name}`);
         const gone = { ...pod, metadata: { ...pod.metadata, resourceVersion: String(++version), deletionTimestamp: new Date() } };
         emit(namespace, "DELETED", gone);
         return send(res, 200, gone);
@@ -101,6 +170,29 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       return status(res, 405, "MethodNotAllowed", `${req.method} is not supported by the fake`);
     });
   });
+  /** GET .../pods/{name}/log, as the API server answers it (it proxies the kubelet's plain-text log). */
+  function serveLog(res: ServerResponse, url: URL, namespace: string, name: string): void {
+    const pod = podsOf(namespace).get(name);
+    if (!pod) return status(res, 404, "NotFound", `pods "${name}" not found`);
+    const containers = (pod.spec?.containers ?? []).map((c) => c.name);
+    const container = url.searchParams.get("container") ?? (containers.length === 1 ? containers[0]! : "");
+    if (!containers.includes(container)) {
+      return status(res, 400, "BadRequest", container ? `container ${container} is not valid for pod ${name}` : `a container name must be specified for pod ${name}, choose one of: [${containers.join(" ")}]`);
+    }
+    if (pod.status?.phase === "Pending") return status(res, 400, "BadRequest", `container "${container}" in pod "${name}" is waiting to start: ContainerCreating`);
+    const timestamps = url.searchParams.get("timestamps") === "true";
+    const since = url.searchParams.get("sinceTime");
+    // metav1.Time crosses from the API server to the kubelet as RFC3339 in whole seconds.
+    const sinceKey = since ? timeKey(`${new Date(since).toISOString().slice(0, 19)}Z`) : "";
+    res.writeHead(200, { "content-type": "text/plain", "transfer-encoding": "chunked" });
+    res.flushHeaders();
+    for (const entry of logOf(namespace, name)) if (timeKey(entry.time) >= sinceKey) res.write(logLine(entry, timestamps));
+    if (url.searchParams.get("follow") !== "true" || pod.status?.phase !== "Running") return void res.end();
+    const follower: LogFollower = { namespace, pod: name, timestamps, res };
+    followers.add(follower);
+    res.on("close", () => followers.delete(follower));
+  }
+
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
@@ -123,18 +215,62 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const pod = podsOf(namespace).get(name);
       if (!pod) throw new Error(`the fake has no Pod ${name}`);
       const terminated = phase === "Running" ? undefined : { exitCode: opts.exitCode ?? (phase === "Succeeded" ? 0 : 1), reason: phase === "Failed" ? "Error" : "Completed" };
+      // The Pod's network is set up before its container starts; its IP stays once it ends.
+      const podIP = opts.podIP === null ? undefined : (opts.podIP ?? pod.status?.podIP ?? (phase === "Running" ? `10.244.0.${++ips}` : undefined));
       const next: V1Pod = {
         ...pod,
         metadata: { ...pod.metadata, resourceVersion: String(++version) },
         status: {
           phase,
-          ...(opts.podIP ? { podIP: opts.podIP } : {}),
+          ...(podIP ? { podIP, podIPs: [{ ip: podIP }] } : {}),
           ...(phase === "Failed" ? { reason: "Error", message: `the worker exited ${terminated!.exitCode}` } : {}),
           containerStatuses: [{ name: "worker", image: "", imageID: "", ready: phase === "Running", restartCount: 0, state: terminated ? { terminated } : { running: { startedAt: new Date() } } }],
         },
       };
       podsOf(namespace).set(name, next);
+      if (phase !== "Running") endFollows(namespace, name);
       emit(namespace, "MODIFIED", next);
+    },
+    writeLog(name, text, opts = {}) {
+      const namespace = opts.namespace ?? "default";
+      if (!podsOf(namespace).has(name)) throw new Error(`the fake has no Pod ${name}`);
+      for (const line of text.replace(/\n$/, "").split("\n")) {
+        // Distinct, increasing times, as a container's lines get.
+        const now = Date.now();
+        nanos = now === lastLogMs ? nanos + 1 : 0;
+        lastLogMs = now;
+        const entry = { time: rfc3339Nano(now, nanos), text: line };
+        logOf(namespace, name).push(entry);
+        for (const f of followers) if (f.namespace === namespace && f.pod === name) f.res.write(logLine(entry, f.timestamps));
+      }
+    },
+    openLogStreams: () => followers.size,
+    dropLogStreams() {
+      for (const f of followers) f.res.destroy();
+      followers.clear();
+    },
+    holdLists() {
+      heldLists ??= [];
+      return () => {
+        const answers = heldLists ?? [];
+        heldLists = undefined;
+        for (const answer of answers) answer();
+      };
+    },
+    holdDeletions() {
+      heldDeletions ??= [];
+      return () => {
+        const held = heldDeletions ?? [];
+        heldDeletions = undefined;
+        for (const { namespace, name } of held) {
+          const pod = podsOf(namespace).get(name);
+          if (!pod) continue;
+          podsOf(namespace).delete(name);
+          endFollows(namespace, name);
+          logs.delete(`${namespace}/${name}`);
+          emit(namespace, "DELETED", { ...pod, metadata: { ...pod.metadata, resourceVersion: String(++version) } });
+        }
+      };
     },
     dropWatches() {
       for (const w of watchers) w.res.destroy();
@@ -142,7 +278,12 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     },
     close() {
       for (const w of watchers) w.res.destroy();
-      return new Promise((resolve) => server.close(() => resolve()));
+      for (const f of followers) f.res.destroy();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Kept-alive connections too: a driver a test abandoned (a killed service) would otherwise open a new watch
+      // or follow on one of them, and the server would wait for it forever.
+      server.closeAllConnections();
+      return closed;
     },
   };
 }
