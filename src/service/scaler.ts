@@ -370,6 +370,7 @@ export class Scaler {
         volumePath: this.deps.volumePath?.(endpoint),
         loadBalanced: endpoint.type === "lb",
         image,
+        ...(r.snapshot ? { snapshot: true } : {}),
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       if (m.handle.address) this.deps.lb?.workerAddress?.(workerId, m.handle.address);

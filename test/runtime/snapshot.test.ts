@@ -1,0 +1,142 @@
+// Snapshots of initialised workers (process driver, real CRIU, a real service, real builds and runtimes): an
+// endpoint whose constructor takes ~2 s answers from workers restored from a checkpoint taken after it ran once;
+// two restored workers are different workers (identity, tokens, random numbers); a deploy of new code takes a new
+// snapshot and removes the old one; where CRIU cannot run, workers start as usual and a notice says why.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildProject } from "../../src/build/index.js";
+import { createProcessDriver, type ProcessDriver } from "../../src/drivers/process.js";
+import { createSnapshotStore } from "../../src/drivers/snapshot.js";
+import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
+import { call, until } from "../service/helpers.js";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const KEY = "snapshot-admin-key";
+
+/** Why real checkpoints cannot be taken here (undefined: they can). */
+function criuUnavailable(): string | undefined {
+  if (process.platform !== "linux") return "CRIU runs on Linux only";
+  if (process.getuid?.() !== 0) return "CRIU needs root";
+  const check = spawnSync("criu", ["check"], { encoding: "utf8" });
+  if (check.error) return "criu is not installed";
+  if (check.status !== 0) return `\`criu check\` fails on this host: ${(check.stderr || check.stdout).trim().split("\n")[0]}`;
+  return undefined;
+}
+const unavailable = criuUnavailable();
+if (unavailable) console.warn(`test/runtime/snapshot.test.ts: checkpoint tests skipped: ${unavailable}`);
+
+describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
+  let dir: string;
+  let counter: string;
+  let driver: ProcessDriver;
+  let service: Service;
+  let endpoint: DeployedEndpoint;
+  const previousCounter = process.env.SNAPSHOT_COUNTER;
+
+  const build = async () => {
+    const b = await buildProject(join(dir, "app"));
+    return (await service.deploy({ app: b.manifest.app, env: "test", manifest: b.manifest, artifactPath: b.artifactPath }))[0]!;
+  };
+  const constructions = () => (existsSync(counter) ? readFileSync(counter, "utf8").split("\n").filter(Boolean).length : 0);
+  const atZero = async () => {
+    const h = (await call(`${endpoint.url}/health`, { key: KEY })).body;
+    return h.workers.idle + h.workers.running + h.workers.initializing === 0 ? true : undefined;
+  };
+  const run = async (input: unknown = {}) => {
+    const r = await call(`${endpoint.url}/runsync`, { key: KEY, body: { input } });
+    expect(r.body.status).toBe("COMPLETED");
+    return r.body.output;
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "svc-snapshot-test-"));
+    counter = join(dir, "constructions.txt");
+    // The workers' environment is the service's (minus svc's own settings): the fixture's constructor writes here.
+    process.env.SNAPSHOT_COUNTER = counter;
+    cpSync(join(repo, "fixtures", "snapshot-app"), join(dir, "app"), { recursive: true });
+    mkdirSync(join(dir, "app", "node_modules"));
+    symlinkSync(repo, join(dir, "app", "node_modules", "svc"), "dir");
+    driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "snapshots") });
+    service = await startService({ dataDir: join(dir, "data"), apiKeys: [KEY], driver });
+    endpoint = await build();
+  }, 120_000);
+  afterAll(async () => {
+    await service?.close();
+    if (previousCounter === undefined) delete process.env.SNAPSHOT_COUNTER;
+    else process.env.SNAPSHOT_COUNTER = previousCounter;
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("answers from restored workers without running the constructor again", async () => {
+    const first = await run();
+    // The constructor ran once, in the template the snapshot was taken of; the worker that answered was restored
+    // from it (PID 1 of its own PID namespace) and has the table.
+    expect(first.rows).toBe(300_000);
+    expect(first.constructions).toBe(1);
+    expect(first.pid).toBe(1);
+    expect(driver.snapshotImages(endpoint.id)).toHaveLength(1);
+    // Scaled to zero and started again: restored again, still no construction.
+    await until(atZero, 30_000);
+    const again = await run();
+    expect(again.workerId).not.toBe(first.workerId);
+    expect(again.constructions).toBe(1);
+    expect(constructions()).toBe(1);
+  }, 120_000);
+
+  it("gives two workers restored at once their own identity and random numbers", async () => {
+    await until(atZero, 30_000);
+    // Two jobs that each hold a worker for a while: the scaler starts two workers, both restored from the image.
+    const [a, b] = await Promise.all([run({ waitMs: 1500 }), run({ waitMs: 1500 })]);
+    expect(a.workerId).toBeTruthy();
+    expect(b.workerId).toBeTruthy();
+    expect(a.workerId).not.toBe(b.workerId);
+    expect(a.uuid).not.toBe(b.uuid);
+    expect(a.web).not.toBe(b.web);
+    expect(a.bytes).not.toBe(b.bytes);
+    expect(a.random).not.toBe(b.random);
+    expect([a.constructions, b.constructions]).toEqual([1, 1]);
+    // Both really ran as separate workers (each registered with its own token): the service counts two.
+    const workers = (await call(`${endpoint.url}/health`, { key: KEY })).body.workers;
+    expect(workers.idle + workers.running).toBe(2);
+  }, 120_000);
+
+  it("takes a new snapshot when a deploy changes the code, and removes the old one", async () => {
+    const [before] = driver.snapshotImages(endpoint.id);
+    await until(atZero, 30_000);
+    const source = join(dir, "app", "src", "model.ts");
+    writeFileSync(source, readFileSync(source, "utf8").replace("const VERSION = 1;", "const VERSION = 2;"));
+    endpoint = await build();
+    const output = await run();
+    // The new revision's worker never comes from the old image: the constructor ran again (for its template).
+    expect(output.version).toBe(2);
+    expect(output.constructions).toBe(2);
+    const images = driver.snapshotImages(endpoint.id);
+    expect(images).toHaveLength(1);
+    expect(images[0]).not.toBe(before);
+    expect(existsSync(before!)).toBe(false);
+  }, 120_000);
+});
+
+describe("where snapshots cannot be taken", () => {
+  it("starts workers without one and says why, once", async () => {
+    const notices: string[] = [];
+    const store = createSnapshotStore({ dir: mkdtempSync(join(tmpdir(), "svc-snapshot-none-")), runtimeEntry: "unused", nodePath: process.execPath, criu: "/nonexistent/criu", notice: (t) => notices.push(t) });
+    const launch = { workerId: "w1", endpointId: "e1", endpointName: "model", computeType: "CPU", onLog: () => undefined } as never;
+    expect(await store.restore(launch, {}, tmpdir())).toBeUndefined();
+    expect(await store.restore({ ...(launch as object), workerId: "w2" } as never, {}, tmpdir())).toBeUndefined();
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toMatch(/snapshots are off for endpoint model: .*criu is not installed/);
+  });
+
+  it("never checkpoints a GPU endpoint's worker", async () => {
+    const notices: string[] = [];
+    const store = createSnapshotStore({ dir: mkdtempSync(join(tmpdir(), "svc-snapshot-gpu-")), runtimeEntry: "unused", nodePath: process.execPath, notice: (t) => notices.push(t) });
+    const launch = { workerId: "w1", endpointId: "e1", endpointName: "llm", computeType: "GPU", onLog: () => undefined } as never;
+    expect(await store.restore(launch, {}, tmpdir())).toBeUndefined();
+    expect(notices.join("\n")).toMatch(/snapshots are off for endpoint llm: GPU memory cannot be checkpointed by CRIU/);
+  });
+});
