@@ -56,14 +56,30 @@ interface WorkerRecord {
   workerId: string;
   endpointId: string;
   revision?: string;
+  /**
+   * A worker restored from a snapshot: its environment is its image's (no SVC_WORKER_ID in /proc/<pid>/environ), so
+   * it is recognised by its start time (/proc/<pid>/stat) instead.
+   */
+  startTime?: string;
 }
 
 /** How often an adopted worker (not a child of this process: no exit event) is checked for life. */
 const ADOPTED_POLL_MS = 250;
 
+/** When process `pid` started (clock ticks since boot, /proc/<pid>/stat): with the pid, it names one process. */
+function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
+
 /** Whether `pid` is still the worker `workerId` (not another process that got its pid since). Linux /proc. */
-function isWorkerProcess(pid: number, workerId: string): boolean {
+function isWorkerProcess(pid: number, workerId: string, startTime?: string): boolean {
   if (!processAlive(pid)) return false;
+  if (startTime !== undefined) return processStartTime(pid) === startTime;
   try {
     const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
     return environ.includes(`SVC_WORKER_ID=${workerId}`);
@@ -75,7 +91,7 @@ function isWorkerProcess(pid: number, workerId: string): boolean {
 
 /** A handle on a worker another process started: signals by pid, its exit seen by polling. */
 function adoptedHandle(record: WorkerRecord, onGone: () => void): WorkerHandle {
-  const alive = () => isWorkerProcess(record.pid, record.workerId);
+  const alive = () => isWorkerProcess(record.pid, record.workerId, record.startTime);
   const exited = new Promise<WorkerExit>((resolve) => {
     const timer = setInterval(() => {
       if (alive()) return;
@@ -295,7 +311,9 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       if (stateDir && child.pid !== undefined) {
         if (!stateDirMade) mkdirSync(stateDir, { recursive: true, mode: 0o700 });
         stateDirMade = true;
-        const record: WorkerRecord = { pid: restored?.pid ?? child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision };
+        const record: WorkerRecord = restored
+          ? { pid: restored.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(restored.pid) }
+          : { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision };
         writeFileSync(recordFile(launch.workerId), JSON.stringify(record), { mode: 0o600 });
       }
       const exited = new Promise<WorkerExit>((resolve) => {
@@ -351,7 +369,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           forget(workerId);
           continue;
         }
-        if (!isWorkerProcess(record.pid, workerId)) {
+        if (!isWorkerProcess(record.pid, workerId, record.startTime)) {
           // It ended while no service watched it (the record outlived it): the jobs it held must go back to the
           // queue now, not when their leases lapse a lease period after the restart.
           forget(workerId);

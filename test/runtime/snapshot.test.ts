@@ -37,8 +37,9 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
   let endpoint: DeployedEndpoint;
   const previousCounter = process.env.SNAPSHOT_COUNTER;
 
+  let lastBuild: Awaited<ReturnType<typeof buildProject>>;
   const build = async () => {
-    const b = await buildProject(join(dir, "app"));
+    const b = (lastBuild = await buildProject(join(dir, "app")));
     return (await service.deploy({ app: b.manifest.app, env: "test", manifest: b.manifest, artifactPath: b.artifactPath }))[0]!;
   };
   const constructions = () => (existsSync(counter) ? readFileSync(counter, "utf8").split("\n").filter(Boolean).length : 0);
@@ -118,6 +119,41 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
     expect(images).toHaveLength(1);
     expect(images[0]).not.toBe(before);
     expect(existsSync(before!)).toBe(false);
+  }, 120_000);
+
+  it("lets a restarted service adopt a restored worker (found by pid and start time, not its image's environment)", async () => {
+    const stateDir = join(dir, "adopt-state");
+    const options = { runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "adopt-snapshots"), stateDir };
+    const first = createProcessDriver(options);
+    const launch = {
+      workerId: "adopted-worker",
+      endpointId: "adopt-endpoint",
+      endpointName: "model",
+      app: "a",
+      env: "test",
+      artifactPath: lastBuild.artifactPath,
+      // Nobody answers there: the worker keeps retrying, alive, as one whose service crashed.
+      apiUrl: "http://127.0.0.1:9",
+      workerToken: "token",
+      environment: {},
+      maxConcurrency: 1,
+      revision: "r1",
+      computeType: "CPU" as const,
+      gpuTypeIds: [],
+      snapshot: true,
+      onLog: () => undefined,
+    };
+    const handle = await first.start(launch);
+    const record = JSON.parse(readFileSync(join(stateDir, "adopted-worker.json"), "utf8"));
+    expect(readFileSync(`/proc/${record.pid}/environ`, "utf8")).not.toContain("SVC_WORKER_ID=adopted-worker");
+    const second = createProcessDriver(options);
+    const adopted = await second.adopt!();
+    expect(adopted.map((a) => [a.handle.workerId, a.ended ?? false])).toEqual([["adopted-worker", false]]);
+    adopted[0]!.handle.kill();
+    await adopted[0]!.handle.exited;
+    await handle.exited;
+    await second.close();
+    await first.close();
   }, 120_000);
 });
 
