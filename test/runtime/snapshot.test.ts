@@ -144,16 +144,21 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
       onLog: () => undefined,
     };
     const handle = await first.start(launch);
-    const record = JSON.parse(readFileSync(join(stateDir, "adopted-worker.json"), "utf8"));
-    expect(readFileSync(`/proc/${record.pid}/environ`, "utf8")).not.toContain("SVC_WORKER_ID=adopted-worker");
     const second = createProcessDriver(options);
-    const adopted = await second.adopt!();
-    expect(adopted.map((a) => [a.handle.workerId, a.ended ?? false])).toEqual([["adopted-worker", false]]);
-    adopted[0]!.handle.kill();
-    await adopted[0]!.handle.exited;
-    await handle.exited;
-    await second.close();
-    await first.close();
+    try {
+      const record = JSON.parse(readFileSync(join(stateDir, "adopted-worker.json"), "utf8"));
+      expect(readFileSync(`/proc/${record.pid}/environ`, "utf8")).not.toContain("SVC_WORKER_ID=adopted-worker");
+      const adopted = await second.adopt!();
+      expect(adopted.map((a) => [a.handle.workerId, a.ended ?? false])).toEqual([["adopted-worker", false]]);
+      // The adopted handle reaches the restored process itself: killing it ends the worker.
+      adopted[0]!.handle.kill();
+      await adopted[0]!.handle.exited;
+      await handle.exited;
+    } finally {
+      handle.kill();
+      await second.close();
+      await first.close();
+    }
   }, 120_000);
 });
 
