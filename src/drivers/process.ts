@@ -206,6 +206,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   // normally. (A SIGKILLed parent is covered by the runtime's own orphan check.)
   const killAll = () => {
     for (const { child } of [...children.values(), ...pool]) if (child.exitCode === null && child.signalCode === null) signalChild(child, "SIGKILL");
+    snapshots.killTemplates();
   };
   process.on("exit", killAll);
 
@@ -394,6 +395,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     },
     async close() {
       closed = true;
+      snapshots.killTemplates();
       const booted = pool.splice(0);
       for (const { child } of booted) child.kill("SIGTERM");
       await Promise.all(booted.map(({ child }) => (child.exitCode === null && child.signalCode === null ? new Promise((r) => child.once("exit", r)) : undefined)));

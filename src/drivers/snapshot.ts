@@ -7,7 +7,7 @@
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SNAPSHOT_FD_ENV, SNAPSHOT_IDENTITY_KEYS, SNAPSHOT_READY, SNAPSHOT_READY_FD_ENV, type SnapshotIdentity } from "../runtime/snapshot.js";
 import type { WorkerLaunch } from "./types.js";
@@ -41,7 +41,7 @@ export function snapshotRefusal(launch: Pick<WorkerLaunch, "computeType" | "imag
  * The image's key: what a restored worker has in memory. The worker's identity is not in it (handed at restore);
  * the revision alone is not enough (`svc update` may change variables without a new revision).
  */
-export function snapshotKey(launch: Pick<WorkerLaunch, "endpointId" | "revision">, templateEnv: NodeJS.ProcessEnv, runtime: { entry: string; node: string; nodeVersion: string }): string {
+export function snapshotKey(launch: Pick<WorkerLaunch, "endpointId" | "revision">, templateEnv: NodeJS.ProcessEnv, runtime: Record<string, unknown>): string {
   const env = Object.entries(templateEnv)
     .filter(([, v]) => v !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -69,8 +69,10 @@ export interface SnapshotStore {
    * it must start fresh (the reason said once). Never throws.
    */
   restore(launch: WorkerLaunch, env: NodeJS.ProcessEnv, cwd: string): Promise<RestoredWorker | undefined>;
-  /** Whether an image for this launch's key is ready (tests, bench). */
+  /** The ready images of an endpoint (one at most: its current revision's). */
   imageDirs(endpointId: string): string[];
+  /** Kill the templates still initialising (the driver is closing, or its process exits). */
+  killTemplates(): void;
 }
 
 export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
@@ -97,7 +99,9 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     return hostChecked;
   };
   const making = new Map<string, Promise<boolean>>();
-  const nodeVersion = process.version;
+  const templates = new Set<ChildProcess>();
+  // An image holds the runtime's code as it was: a rebuilt or upgraded runtime (same path) needs a new one.
+  const runtime = { entry: options.runtimeEntry, node: options.nodePath, nodeVersion: process.version, entryModified: modifiedMs(options.runtimeEntry) };
 
   /** Checkpoint a template of `launch` into `imageDir`; true when the image is ready. */
   const makeImage = async (launch: WorkerLaunch, env: NodeJS.ProcessEnv, cwd: string, imageDir: string): Promise<boolean> => {
@@ -120,6 +124,8 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
       detached: true,
     });
     for (const fd of [out, err, identity]) closeSync(fd);
+    templates.add(template);
+    template.once("exit", () => templates.delete(template));
     const started = Date.now();
     const ready = await new Promise<boolean>((resolve) => {
       let said = "";
@@ -180,7 +186,10 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
       const value = env[key];
       if (value) identity.env[key] = value;
     }
-    (child.stdio[3] as NodeJS.WritableStream).end(`${JSON.stringify(identity)}\n`);
+    const channel = child.stdio[3] as NodeJS.WritableStream;
+    // A restore that fails closes its end unread (ECONNRESET): that failure is reported by criu's exit below.
+    channel.on("error", () => undefined);
+    channel.end(`${JSON.stringify(identity)}\n`);
     // The restored worker's PID (on this host): what stop() and kill() signal. Killing `criu restore` alone would
     // leave it running.
     const pid = await new Promise<number>((resolve, reject) => {
@@ -213,7 +222,7 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
         sayOnce(refusal === hostProblem() ? "host" : `${launch.endpointId}:${refusal}`, `svc: snapshots are off for endpoint ${launch.endpointName}: ${refusal}; its workers start without one`);
         return undefined;
       }
-      const key = snapshotKey(launch, templateEnvironment(env), { entry: options.runtimeEntry, node: options.nodePath, nodeVersion });
+      const key = snapshotKey(launch, templateEnvironment(env), runtime);
       const endpointDir = join(options.dir, launch.endpointId);
       const imageDir = join(endpointDir, key);
       try {
@@ -232,12 +241,24 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
           }
           await pending;
         }
-        return await restoreFrom(launch, env, imageDir);
+        try {
+          return await restoreFrom(launch, env, imageDir);
+        } catch (err) {
+          // An image this host cannot restore (another kernel since it was taken, a damaged file): not used again.
+          rmSync(imageDir, { recursive: true, force: true });
+          const failed = Promise.reject(err);
+          failed.catch(() => undefined);
+          making.set(imageDir, failed);
+          throw err;
+        }
       } catch (err) {
         sayOnce(`${imageDir}:failed`, `svc: snapshot of endpoint ${launch.endpointName} not used (${(err as Error).message}); its workers start without one`);
         launch.onLog({ ts: Date.now(), stream: "log", text: `[svc] snapshot not used: ${(err as Error).message}; starting without it` });
         return undefined;
       }
+    },
+    killTemplates() {
+      for (const template of templates) template.kill("SIGKILL");
     },
     imageDirs(endpointId) {
       const endpointDir = join(options.dir, endpointId);
@@ -245,6 +266,14 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
       return readdirSync(endpointDir).filter((k) => existsSync(join(endpointDir, k, "ready"))).map((k) => join(endpointDir, k));
     },
   };
+}
+
+function modifiedMs(file: string): number | undefined {
+  try {
+    return statSync(file).mtimeMs;
+  } catch {
+    return undefined;
+  }
 }
 
 function readIfExists(file: string): string {

@@ -121,6 +121,19 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
     expect(existsSync(before!)).toBe(false);
   }, 120_000);
 
+  it("starts a worker without the snapshot when its image cannot be restored, and drops that image", async () => {
+    const [image] = driver.snapshotImages(endpoint.id);
+    await until(atZero, 30_000);
+    // A damaged image (as one taken under another kernel would be): the restore fails.
+    writeFileSync(join(image!, "pstree.img"), "damaged");
+    const before = constructions();
+    const output = await run();
+    // Answered all the same, by a fresh worker that ran the constructor itself.
+    expect(output.pid).not.toBe(1);
+    expect(output.constructions).toBe(before + 1);
+    expect(existsSync(image!)).toBe(false);
+  }, 120_000);
+
   it("lets a restarted service adopt a restored worker (found by pid and start time, not its image's environment)", async () => {
     const stateDir = join(dir, "adopt-state");
     const options = { runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "adopt-snapshots"), stateDir };
