@@ -91,7 +91,8 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
   it("gives two workers restored at once their own identity and random numbers", async () => {
     await until(atZero, 30_000);
     // Two jobs that each hold a worker for a while: the scaler starts two workers, both restored from the image.
-    const [a, b] = await Promise.all([run({ waitMs: 1500 }), run({ waitMs: 1500 })]);
+    const [a, b] = await Promise.all([run({ waitMs: 2500 }), run({ waitMs: 2500 })]);
+    expect([a.pid, b.pid]).toEqual([1, 1]);
     expect(a.workerId).toBeTruthy();
     expect(b.workerId).toBeTruthy();
     expect(a.workerId).not.toBe(b.workerId);
