@@ -20,6 +20,11 @@ export interface SnapshotOptions {
   nodePath: string;
   /** The CRIU binary (default: `criu` on PATH). */
   criu?: string;
+  /**
+   * How long a template may take to initialise before it is given up (default 15 min): past it, the worker waiting
+   * for it starts fresh instead of waiting on.
+   */
+  templateTimeoutMs?: number;
   /** Where notices go (default: process.emitWarning). */
   notice?: (text: string) => void;
 }
@@ -135,6 +140,9 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
       });
       template.once("exit", () => resolve(false));
       template.once("error", () => resolve(false));
+      const timer = setTimeout(() => resolve(false), options.templateTimeoutMs ?? 15 * 60_000);
+      timer.unref();
+      template.once("exit", () => clearTimeout(timer));
     });
     // The init's output is this first worker's.
     const relay = () => {
@@ -146,7 +154,7 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     if (!ready) {
       relay();
       template.kill("SIGKILL");
-      throw new Error("the template exited before it was initialised");
+      throw new Error(`the template did not finish its initialisation (${template.exitCode === null && template.signalCode === null ? "timed out" : `exited with code ${template.exitCode}`})`);
     }
     const initMs = Date.now() - started;
     // The runtime is the forked child of `unshare`: PID 1 of the namespace.

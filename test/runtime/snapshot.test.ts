@@ -135,6 +135,34 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
     expect(existsSync(image!)).toBe(false);
   }, 120_000);
 
+  it("starts workers without a snapshot when the template does not initialise, or not in time", async () => {
+    const notices: string[] = [];
+    const logs: string[] = [];
+    const launch = { workerId: "w1", endpointId: "e-broken", endpointName: "broken", computeType: "CPU", revision: "r1", onLog: (l: { text: string }) => logs.push(l.text) } as never;
+    const failing = join(dir, "failing-runtime.mjs");
+    writeFileSync(failing, 'console.error("model file missing"); process.exit(3);\n');
+    const broken = createSnapshotStore({ dir: join(dir, "broken-snapshots"), runtimeEntry: failing, nodePath: process.execPath, notice: (t) => notices.push(t) });
+    expect(await broken.restore(launch, {}, dir)).toBeUndefined();
+    expect(notices.join("\n")).toMatch(/snapshot of endpoint broken not used \(the template did not finish its initialisation \(exited with code 3\)\)/);
+    // What the template said is in the worker's log.
+    expect(logs).toContain("model file missing");
+    // Not tried again for the same key: no second template.
+    expect(await broken.restore(launch, {}, dir)).toBeUndefined();
+    expect(logs.filter((l) => l === "model file missing")).toHaveLength(1);
+
+    const hanging = join(dir, "hanging-runtime.mjs");
+    writeFileSync(hanging, "setInterval(() => undefined, 1000);\n");
+    const slow = createSnapshotStore({ dir: join(dir, "slow-snapshots"), runtimeEntry: hanging, nodePath: process.execPath, templateTimeoutMs: 500, notice: (t) => notices.push(t) });
+    const started = Date.now();
+    try {
+      expect(await slow.restore({ ...(launch as object), endpointName: "slow" } as never, {}, dir)).toBeUndefined();
+    } finally {
+      slow.killTemplates();
+    }
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(notices.join("\n")).toMatch(/snapshot of endpoint slow not used \(the template did not finish its initialisation \(timed out\)\)/);
+  }, 60_000);
+
   it("lets a restarted service adopt a restored worker (found by pid and start time, not its image's environment)", async () => {
     const stateDir = join(dir, "adopt-state");
     const options = { runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "adopt-snapshots"), stateDir };
