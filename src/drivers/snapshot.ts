@@ -220,6 +220,11 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
       });
     });
     child.once("exit", () => rmSync(work, { recursive: true, force: true }));
+    // CRIU writes the pidfile before it lets go of the restored threads (ptrace). A worker killed in between leaves
+    // threads only CRIU may reap, which it never does (it waits for the process, not its threads), and
+    // `criu restore` then never exits: the worker is handed over once no thread of it is traced any more.
+    const deadline = Date.now() + 10_000;
+    while (stillTraced(pid) && Date.now() < deadline && child.exitCode === null) await new Promise((resolve) => setTimeout(resolve, 2));
     return { child, pid };
   };
 
@@ -274,6 +279,17 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
       return readdirSync(endpointDir).filter((k) => existsSync(join(endpointDir, k, "ready"))).map((k) => join(endpointDir, k));
     },
   };
+}
+
+/** Whether a thread of `pid` is still traced (by CRIU finishing a restore). Linux /proc. */
+function stillTraced(pid: number): boolean {
+  let threads: string[];
+  try {
+    threads = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return false;
+  }
+  return threads.some((tid) => /^TracerPid:\s*[1-9]/m.test(readIfExists(`/proc/${pid}/task/${tid}/status`)));
 }
 
 function modifiedMs(file: string): number | undefined {
