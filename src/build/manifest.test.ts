@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { normalizeConfig } from "../sdk/config.js";
+import { configProblems, normalizeConfig } from "../sdk/config.js";
 import { appNameOf, buildManifest, imageNameFor, serializeManifest, type ManifestEndpoint } from "./manifest.js";
 
 const gpu: ManifestEndpoint = {
@@ -106,5 +106,21 @@ describe("buildManifest", () => {
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe("snapshot (docs/cold-start.md)", () => {
+  const manifestOf = (config: Parameters<typeof normalizeConfig>[0]) =>
+    buildManifest({ app: "demo", fingerprint: "sha256:abc", endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }], dependencies: {}, excluded: [], svcVersion: "9.9.9" });
+
+  it("is in the manifest only when an endpoint asks for it", () => {
+    expect(manifestOf({ name: "model", snapshot: true }).resources.model!.snapshot).toBe(true);
+    expect(Object.keys(manifestOf({ name: "model" }).resources.model!)).not.toContain("snapshot");
+    expect(Object.keys(manifestOf({ name: "model", snapshot: false }).resources.model!)).not.toContain("snapshot");
+  });
+
+  it("must be true or false", () => {
+    expect(configProblems({ name: "model", snapshot: "yes" })).toEqual(['"snapshot" must be true or false']);
+    expect(configProblems({ name: "model", snapshot: true })).toEqual([]);
   });
 });

@@ -103,6 +103,7 @@ function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[],
     volume: c.volume,
     ...(c.secrets.length > 0 ? { secrets: [...c.secrets] } : {}),
     ...(codeHash ? { codeHash } : {}),
+    ...(c.snapshot ? { snapshot: true } : {}),
     handler: handlerPath(endpoint.name),
   };
 }

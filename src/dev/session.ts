@@ -90,7 +90,7 @@ async function listen(options: DevSessionOptions, dataDir: string, apiKey: strin
     ...(options.settings ? serviceOptionsOf(options.settings) : {}),
     dataDir,
     host: options.host ?? "127.0.0.1",
-    driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers") }),
+    driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers"), snapshotDir: join(dataDir, "snapshots") }),
     apiKeys: [apiKey],
     // A module that throws on load throws again: one try says it, the last good code keeps serving.
     releaseAttempts: 1,

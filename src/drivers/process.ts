@@ -13,6 +13,7 @@ import { applyProtocolEnv } from "./env.js";
 import { readMarkedLine } from "../runtime/output-marks.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
 import { processAlive } from "../process-alive.js";
+import { createSnapshotStore } from "./snapshot.js";
 
 export interface ProcessDriverOptions {
   /** The runtime entry to run (default: dist/runtime/worker.js of this package). */
@@ -40,6 +41,13 @@ export interface ProcessDriverOptions {
    * crash on the same data finds the workers its predecessor left running (adopt). Default: none kept.
    */
   stateDir?: string;
+  /**
+   * Where snapshots of initialised workers are kept (endpoints with `snapshot: true`; default
+   * <tmp>/svc-snapshots). docs/cold-start.md, "Snapshots".
+   */
+  snapshotDir?: string;
+  /** The CRIU binary snapshots use (default: `criu` on PATH). */
+  criuPath?: string;
 }
 
 /** What the driver keeps about a running worker, for a later process of the service to adopt. */
@@ -48,14 +56,30 @@ interface WorkerRecord {
   workerId: string;
   endpointId: string;
   revision?: string;
+  /**
+   * A worker restored from a snapshot: its environment is its image's (no SVC_WORKER_ID in /proc/<pid>/environ), so
+   * it is recognised by its start time (/proc/<pid>/stat) instead.
+   */
+  startTime?: string;
 }
 
 /** How often an adopted worker (not a child of this process: no exit event) is checked for life. */
 const ADOPTED_POLL_MS = 250;
 
+/** When process `pid` started (clock ticks since boot, /proc/<pid>/stat): with the pid, it names one process. */
+function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
+
 /** Whether `pid` is still the worker `workerId` (not another process that got its pid since). Linux /proc. */
-function isWorkerProcess(pid: number, workerId: string): boolean {
+function isWorkerProcess(pid: number, workerId: string, startTime?: string): boolean {
   if (!processAlive(pid)) return false;
+  if (startTime !== undefined) return processStartTime(pid) === startTime;
   try {
     const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
     return environ.includes(`SVC_WORKER_ID=${workerId}`);
@@ -67,7 +91,7 @@ function isWorkerProcess(pid: number, workerId: string): boolean {
 
 /** A handle on a worker another process started: signals by pid, its exit seen by polling. */
 function adoptedHandle(record: WorkerRecord, onGone: () => void): WorkerHandle {
-  const alive = () => isWorkerProcess(record.pid, record.workerId);
+  const alive = () => isWorkerProcess(record.pid, record.workerId, record.startTime);
   const exited = new Promise<WorkerExit>((resolve) => {
     const timer = setInterval(() => {
       if (alive()) return;
@@ -131,12 +155,32 @@ export function workerEnvironment(launch: WorkerLaunch, artifactDir: string, bas
 export interface ProcessDriver extends WorkerDriver {
   /** The pids of the pre-booted runtimes waiting for a claim. */
   pooledPids(): number[];
+  /** The snapshot images kept for an endpoint (one at most: its current revision's). */
+  snapshotImages(endpointId: string): string[];
 }
 
 export function createProcessDriver(options: ProcessDriverOptions = {}): ProcessDriver {
   const entry = options.runtimeEntry ?? defaultRuntimeEntry();
   const cacheDir = options.cacheDir ?? join(tmpdir(), "svc-artifact-cache");
   const children = new Map<string, { child: ChildProcess; handle: WorkerHandle }>();
+  const snapshots = createSnapshotStore({
+    dir: options.snapshotDir ?? join(tmpdir(), "svc-snapshots"),
+    runtimeEntry: entry,
+    nodePath: options.nodePath ?? process.execPath,
+    criu: options.criuPath,
+  });
+  /** Restored workers: their process is not our child (`criu restore` is), so they are signalled by pid. */
+  const restoredPids = new Map<ChildProcess, number>();
+  const signalChild = (child: ChildProcess, name: NodeJS.Signals) => {
+    const pid = restoredPids.get(child);
+    if (pid === undefined) return child.kill(name);
+    try {
+      process.kill(pid, name);
+    } catch {
+      // gone already: `criu restore` exits with it
+    }
+    return true;
+  };
   const adopted = new Map<string, WorkerHandle>();
   const stateDir = options.stateDir;
   // Made on the first start: a driver is created before the service checks that its data directory is writable.
@@ -161,7 +205,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   // Children must not outlive the service: kill what is left when this process exits, however it exits
   // normally. (A SIGKILLed parent is covered by the runtime's own orphan check.)
   const killAll = () => {
-    for (const { child } of [...children.values(), ...pool]) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    for (const { child } of [...children.values(), ...pool]) if (child.exitCode === null && child.signalCode === null) signalChild(child, "SIGKILL");
+    snapshots.killTemplates();
   };
   process.on("exit", killAll);
 
@@ -246,9 +291,14 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       const dir = await artifactDir(launch.artifactPath);
       const localSocket = lbSocketFor(launch);
       const env = workerEnvironment(launch, dir, options.baseEnv ?? process.env, process.pid, localSocket);
-      const pooled = launch.image ? undefined : await takePooled();
+      const restored = launch.snapshot ? await snapshots.restore(launch, env, dir) : undefined;
+      const pooled = launch.image || restored ? undefined : await takePooled();
       let child: ChildProcess;
-      if (pooled) {
+      if (restored) {
+        child = restored.child;
+        restoredPids.set(child, restored.pid);
+        readLines(child, { onLog: launch.onLog });
+      } else if (pooled) {
         // It becomes this worker: the worker's environment and directory, its output to the worker's log.
         child = pooled.child;
         pooled.sink.onLog = launch.onLog;
@@ -262,7 +312,9 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       if (stateDir && child.pid !== undefined) {
         if (!stateDirMade) mkdirSync(stateDir, { recursive: true, mode: 0o700 });
         stateDirMade = true;
-        const record: WorkerRecord = { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision };
+        const record: WorkerRecord = restored
+          ? { pid: restored.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(restored.pid) }
+          : { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision };
         writeFileSync(recordFile(launch.workerId), JSON.stringify(record), { mode: 0o600 });
       }
       const exited = new Promise<WorkerExit>((resolve) => {
@@ -286,14 +338,14 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
         localSocket,
         stop(graceMs) {
           if (alive()) {
-            child.kill("SIGTERM");
-            const timer = setTimeout(() => alive() && child.kill("SIGKILL"), graceMs);
+            signalChild(child, "SIGTERM");
+            const timer = setTimeout(() => alive() && signalChild(child, "SIGKILL"), graceMs);
             void exited.then(() => clearTimeout(timer));
           }
           return exited;
         },
         kill() {
-          if (alive()) child.kill("SIGKILL");
+          if (alive()) signalChild(child, "SIGKILL");
         },
       };
       children.set(launch.workerId, { child, handle });
@@ -318,7 +370,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           forget(workerId);
           continue;
         }
-        if (!isWorkerProcess(record.pid, workerId)) {
+        if (!isWorkerProcess(record.pid, workerId, record.startTime)) {
           // It ended while no service watched it (the record outlived it): the jobs it held must go back to the
           // queue now, not when their leases lapse a lease period after the restart.
           forget(workerId);
@@ -335,11 +387,15 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       }
       return found;
     },
+    snapshotImages(endpointId) {
+      return snapshots.imageDirs(endpointId);
+    },
     pooledPids() {
       return pool.map((p) => p.child.pid).filter((pid): pid is number => pid !== undefined);
     },
     async close() {
       closed = true;
+      snapshots.killTemplates();
       const booted = pool.splice(0);
       for (const { child } of booted) child.kill("SIGTERM");
       await Promise.all(booted.map(({ child }) => (child.exitCode === null && child.signalCode === null ? new Promise((r) => child.once("exit", r)) : undefined)));

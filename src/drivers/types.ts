@@ -46,6 +46,11 @@ export interface WorkerLaunch {
    * any image): an HTTP server listening on $PORT that does not speak the worker protocol. Drivers with `hasImage`.
    */
   image?: string;
+  /**
+   * Start it from a checkpoint of an initialised worker of the same revision where the driver can (the endpoint's
+   * `snapshot: true`); drivers that cannot start it as usual. docs/cold-start.md, "Snapshots".
+   */
+  snapshot?: boolean;
   onLog(line: WorkerLogLine): void;
 }
 

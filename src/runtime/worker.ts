@@ -18,6 +18,7 @@ import { noteMark } from "./output-marks.js";
 import { isLoadBalancedEndpoint, serveRoutes, type RouteServer } from "./lb.js";
 import { processAlive } from "../process-alive.js";
 import { projectRelativeStack } from "../build/source-paths.js";
+import { restoredFromSnapshot } from "./snapshot.js";
 
 // A driver reads stdout/stderr through pipes. Once its end is gone (the service died), every write fails with
 // EPIPE, reported as an 'error' event: unhandled, that was an uncaught exception whose note wrote to stderr
@@ -43,7 +44,8 @@ function routeAddress(server: RouteServer): { address: string; socket?: string }
   return server.socket === undefined ? { address: server.address } : { address: server.address, socket: server.socket };
 }
 
-async function main(): Promise<number> {
+/** `preloaded`: the handler a snapshot's template initialised before this worker was restored from it. */
+async function main(preloaded?: LoadedHandler): Promise<number> {
   // Stacks of the user's code point at their TypeScript sources (the build writes source maps beside handlers).
   process.setSourceMapsEnabled(true);
   let settings: WorkerSettings;
@@ -99,13 +101,16 @@ async function main(): Promise<number> {
     // issue 7: a load-balanced worker listens (and registers its address) before it loads the handler, so the
     // service sees /ping answer 204 while it initializes and 200 once it is ready.
     const routeOptions = { host: settings.httpHost, port: settings.httpPort, socketPath: settings.lbSocket };
-    if (await isLoadBalancedEndpoint(dir, settings.endpointName)) {
+    if (!preloaded && (await isLoadBalancedEndpoint(dir, settings.endpointName))) {
       routeServer = await serveRoutes(null, routeOptions);
       const early = { workerId: settings.workerId, concurrency: settings.maxConcurrency, ...routeAddress(routeServer) };
       await api.post("register", early, { timeoutMs: 5000 }).catch(() => undefined);
     }
-    const loaded = await importHandler(await handlerPath(dir, settings.endpointName));
-    await loaded.init();
+    let loaded = preloaded;
+    if (!loaded) {
+      loaded = await importHandler(await handlerPath(dir, settings.endpointName));
+      await loaded.init();
+    }
     if (loaded.kind === "lb") {
       routeServer ??= await serveRoutes(null, routeOptions);
       routeServer.ready(loaded.routes);
@@ -198,7 +203,18 @@ function claimed(): Promise<boolean> {
 }
 
 claimed().then(
-  (claim) => (claim ? main() : 0),
+  async (claim) => {
+    if (!claim) return 0;
+    let preloaded: LoadedHandler | undefined;
+    try {
+      preloaded = await restoredFromSnapshot();
+    } catch (err) {
+      // A template whose handler cannot initialise: its driver starts workers without a snapshot (and says why).
+      writeStderr(`[svc-runtime] snapshot template failed to initialise: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      return 1;
+    }
+    return main(preloaded);
+  },
 ).then(
   (code) => process.exit(code),
   (err: unknown) => {

@@ -31,6 +31,11 @@ export interface EndpointConfig {
   maxConcurrency?: number;
   /** Automatic retries of a failed job (queue-based endpoints). */
   retries?: number;
+  /**
+   * Start workers from a checkpoint taken right after the handler's initialisation (its class constructor or init
+   * hook) instead of running it again (process driver with CRIU; CPU endpoints). docs/cold-start.md, "Snapshots".
+   */
+  snapshot?: boolean;
 }
 
 export const CONFIG_KEYS = [
@@ -46,6 +51,7 @@ export const CONFIG_KEYS = [
   "executionTimeout",
   "maxConcurrency",
   "retries",
+  "snapshot",
 ] as const;
 
 export const DEFAULTS = {
@@ -92,6 +98,7 @@ export interface NormalizedConfig {
   executionTimeoutMs: number;
   maxConcurrency: number;
   retries: number;
+  snapshot: boolean;
 }
 
 /**
@@ -182,6 +189,7 @@ export function configProblems(config: unknown): string[] {
   intRange("executionTimeout", 1, LIMITS.executionTimeoutMax);
   intRange("maxConcurrency", 1, LIMITS.maxConcurrencyMax);
   intRange("retries", 0, LIMITS.retriesMax);
+  if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push("\"snapshot\" must be true or false");
   return problems;
 }
 
@@ -213,5 +221,6 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     executionTimeoutMs: (config.executionTimeout ?? DEFAULTS.executionTimeout) * 1000,
     maxConcurrency: config.maxConcurrency ?? DEFAULTS.maxConcurrency,
     retries: config.retries ?? DEFAULTS.retries,
+    snapshot: config.snapshot === true,
   };
 }

@@ -50,6 +50,8 @@ export interface ManifestResource {
    * code changed, so a redeploy replaces only the workers whose code or configuration changed.
    */
   codeHash?: string;
+  /** Workers start from a checkpoint taken after initialisation (`snapshot: true`); absent when off. */
+  snapshot?: boolean;
   /** Path of the bundled handler inside the artifact, e.g. "endpoints/gpu-worker/handler.mjs". */
   handler: string;
 }

@@ -373,6 +373,7 @@ export class Scaler {
         volumePath: this.deps.volumePath?.(endpoint),
         loadBalanced: endpoint.type === "lb",
         image,
+        ...(r.snapshot ? { snapshot: true } : {}),
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       this.offerAddresses(workerId, m.handle);

@@ -71,7 +71,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
-  let mod: { createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string; pool?: number }) => WorkerDriver };
+  let mod: { createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string; snapshotDir?: string; pool?: number }) => WorkerDriver };
   try {
     mod = (await import(modulePath)) as typeof mod;
   } catch (err) {
@@ -83,7 +83,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
   if (!mod.createProcessDriver) throw new UserError("The process worker driver is not available in this build of svc");
   // Extracted artifacts live beside the data they belong to, not in a shared tmp dir.
   // Records of running workers, so a restart after a crash adopts them instead of starting more.
-  return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers"), pool });
+  return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers"), snapshotDir: join(dataDir, "snapshots"), pool });
 }
 
 /** The namespace of the Pod this runs in, when it runs in one. */
