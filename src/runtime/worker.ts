@@ -18,6 +18,7 @@ import { noteMark } from "./output-marks.js";
 import { isLoadBalancedEndpoint, serveRoutes, type RouteServer } from "./lb.js";
 import { processAlive } from "../process-alive.js";
 import { projectRelativeStack } from "../build/source-paths.js";
+import { claimFromStdin, POOL_CHANNEL_ENV } from "./claim.js";
 
 // A driver reads stdout/stderr through pipes. Once its end is gone (the service died), every write fails with
 // EPIPE, reported as an 'error' event: unhandled, that was an uncaught exception whose note wrote to stderr
@@ -181,6 +182,8 @@ export interface PoolClaim {
  * worker (once: it never serves another). False when its driver went away first (nothing to become).
  */
 function claimed(): Promise<boolean> {
+  // In a container: the claim comes on stdin (claim.ts).
+  if (process.env.SVC_POOLED === "1" && process.env[POOL_CHANNEL_ENV] === "stdin") return claimFromStdin(writeStderr);
   if (process.env.SVC_POOLED !== "1" || !process.send) return Promise.resolve(true);
   return new Promise((resolve) => {
     process.once("disconnect", () => resolve(false));
