@@ -5,7 +5,7 @@
 // removes the pool; `svc server --workers docker` killed with SIGKILL leaves no pool container, and a container
 // it had claimed is removed (its worker reported gone) by the next start.
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -25,6 +25,8 @@ let driver: DockerDriver;
 let endpoints: Record<string, DeployedEndpoint> = {};
 let server: ServerProcess | undefined;
 const serverApp = `docker-pool-${Date.now().toString(36)}`;
+/** The session `svc server` labels its containers with (one per data directory). */
+let serverSession: string | undefined;
 
 async function call(url: string, body?: unknown): Promise<{ status: number; body: any }> {
   const response = await fetch(url, {
@@ -79,9 +81,17 @@ afterAll(async () => {
   server?.child.kill("SIGKILL");
   if (engineUp) {
     if (driver) await cleanupStale({ [LABELS.session]: driver.session }, { docker }).catch(() => undefined);
+    // The server's session first: its containers hold the app's network, which must go before its volume.
+    if (serverSession) await cleanupStale({ [LABELS.session]: serverSession }, { docker }).catch(() => undefined);
     await cleanupStale({ [LABELS.app]: serverApp }, { docker }).catch(() => undefined);
   }
   if (dir) rmSync(dir, { recursive: true, force: true });
+  // A killed server's node artifact cache (its close() removes it; a failed test may not get there).
+  const cache = join(tmpdir(), `svc-pool-artifacts-${serverSession}`);
+  if (serverSession && existsSync(cache)) {
+    chmodSync(cache, 0o700);
+    rmSync(cache, { recursive: true, force: true });
+  }
 });
 
 describeDocker("pre-booted worker containers", () => {
@@ -170,6 +180,7 @@ describeDocker("pre-booted worker containers", () => {
     const claimed = await docker.getContainer(waiting.Id).inspect();
     expect(Object.keys(claimed.NetworkSettings.Networks)).toEqual([`svc-${serverApp}-prod`]);
     const session = claimed.Config.Labels[LABELS.session]!;
+    serverSession = session;
     const refill = await until(async () => (await poolContainers(session)).find((c) => c.Id !== waiting.Id && c.State === "running"), 60_000);
 
     server.child.kill("SIGKILL");
