@@ -458,7 +458,15 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     if (pool) {
       const refusal = poolRefusal(launch, { publishes: (options.publish?.length ?? 0) > 0, requestGpus: decision.requestGpus });
       const taken = refusal === undefined ? await pool.take(imageKindOf(launch.computeType)) : undefined;
-      if (taken) return claim(docker, taken, launch, network, apiUrl);
+      if (taken) {
+        try {
+          return await claim(docker, taken, launch, network, apiUrl);
+        } catch (err) {
+          // It never became this worker (the claim did not reach it): gone, and a fresh container instead.
+          log(`could not claim pre-booted container ${taken.name} for worker ${launch.workerId}: ${errorMessage(err)}; starting a fresh container`);
+          await taken.container.remove({ force: true }).catch(() => undefined);
+        }
+      }
     }
     const volume = volumeFor(launch, volumeLifetime, session);
     if (volume) await volumeNamed(volume, launch);
@@ -657,10 +665,13 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       }
     };
 
-    // Pool containers that ended but stayed (created by a run killed before it started them): any session's.
+    // Pool containers that ended but stayed (the engine removes them when they exit; not when it failed to, or
+    // when a run was killed between creating one and starting it): any session's that ended, this session's that
+    // never started (another live service's may be just about to start).
     const reap = async () => {
       const docker = await engine();
-      for (const info of await docker.listContainers({ all: true, filters: { label: [`${LABELS.managed}=true`, `${LABELS.pool}=true`], status: ["created", "exited", "dead"] } })) {
+      const stopped = await docker.listContainers({ all: true, filters: { label: [`${LABELS.managed}=true`, `${LABELS.pool}=true`], status: ["created", "exited", "dead"] } });
+      for (const info of stopped.filter((c) => c.State !== "created" || c.Labels[LABELS.session] === session)) {
         await docker
           .getContainer(info.Id)
           .remove({ force: true })
