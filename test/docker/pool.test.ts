@@ -5,6 +5,7 @@
 // removes the pool; `svc server --workers docker` killed with SIGKILL leaves no pool container, and a container
 // it had claimed is removed (its worker reported gone) by the next start.
 import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -153,6 +154,9 @@ describeDocker("pre-booted worker containers", () => {
 
   it("svc server killed with SIGKILL: its pool containers go; one it claimed is removed by the next start", async () => {
     const dataDir = join(dir, "server-data");
+    // The session svc server labels its containers with: one per data directory (src/cli/commands/server.ts).
+    const session = `srv${createHash("sha256").update(dataDir).digest("hex").slice(0, 12)}`;
+    serverSession = session;
     const env = { SVC_API_KEY: KEY, SVC_WORKER_POOL: "1" };
     server = await startServerProcess({ dataDir, env, workers: "docker" });
     const project = join(dir, "server-app");
@@ -170,8 +174,7 @@ describeDocker("pre-booted worker containers", () => {
     });
     expect(deployed.status, deployed.stderr).toBe(0);
     const first = (JSON.parse(deployed.stdout) as { endpoints: Array<{ id: string; name: string }> }).endpoints.find((e) => e.name === "pool-first")!;
-    // The server's session: the label its pool containers carry.
-    const serverPool = async () => docker.listContainers({ all: true, filters: { label: [`${LABELS.pool}=true`] } }).then((all) => all.filter((c) => c.Labels[LABELS.session] !== driver.session));
+    const serverPool = () => poolContainers(session);
     await until(async () => (await call(`${server!.url}/v2/${first.id}/health`)).body.workers.idle === 0 && (await serverPool()).length === 1 && (await serverPool())[0]!.State === "running", 60_000);
     const waiting = (await serverPool())[0]!;
     // A cold start on svc server (its endpoints have their own network: the pool container moves to it).
@@ -179,8 +182,7 @@ describeDocker("pre-booted worker containers", () => {
     expect(r.body).toMatchObject({ status: "COMPLETED", output: { flag: "first", host: waiting.Id.slice(0, 12) } });
     const claimed = await docker.getContainer(waiting.Id).inspect();
     expect(Object.keys(claimed.NetworkSettings.Networks)).toEqual([`svc-${serverApp}-prod`]);
-    const session = claimed.Config.Labels[LABELS.session]!;
-    serverSession = session;
+    expect(claimed.Config.Labels[LABELS.session]).toBe(session);
     const refill = await until(async () => (await poolContainers(session)).find((c) => c.Id !== waiting.Id && c.State === "running"), 60_000);
 
     server.child.kill("SIGKILL");
