@@ -3,16 +3,16 @@
 // per app/environment (or per session) and reach the host's loopback service through a forwarder on the
 // network's gateway (src/drivers/docker-forwarder.ts), under the host name `svc-api`. Everything created is
 // labelled (svc.managed, svc.app, svc.env, svc.endpoint, svc.session, svc.worker) so a crashed session can be
-// cleaned up by label (cleanupStale). See docs/docker.md.
+// cleaned up by label (cleanupStale). With `pool`, containers are also started ahead of need and claimed by cold
+// starts (docker-pool.ts, docs/cold-start.md). See docs/docker.md.
 
 import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, rmSync } from "node:fs";
 import { execFile, spawnSync } from "node:child_process";
-import { basename } from "node:path";
+import { basename, join } from "node:path";
 import { PassThrough } from "node:stream";
 import { createInterface } from "node:readline";
 import { constants as osConstants, tmpdir } from "node:os";
-import { join } from "node:path";
 import { promisify } from "node:util";
 import type Docker from "dockerode";
 import { errorMessage, UserError } from "../errors.js";
