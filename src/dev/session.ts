@@ -18,6 +18,11 @@ import { UserError } from "../errors.js";
 
 export const DEV_ENV = "dev";
 export const DEFAULT_DEV_PORT = 8600;
+/**
+ * Pre-booted worker runtimes `svc dev` keeps ready (docs/cold-start.md): the first job after a save or an idle
+ * spell is served by a runtime already loaded. Small: each waits with Node and the runtime in memory.
+ */
+export const DEFAULT_DEV_POOL = 1;
 
 export interface DevSessionOptions {
   root: string;
@@ -39,6 +44,8 @@ export interface DevSessionOptions {
   onEvent?: (event: DevEvent) => void;
   /** The service's settings from the environment (limits, timeouts...); default: every setting's default. */
   settings?: ServiceSettings;
+  /** Pre-booted worker runtimes kept ready (default DEFAULT_DEV_POOL; 0: none). */
+  pool?: number;
 }
 
 export type DevEvent =
@@ -90,7 +97,7 @@ async function listen(options: DevSessionOptions, dataDir: string, apiKey: strin
     ...(options.settings ? serviceOptionsOf(options.settings) : {}),
     dataDir,
     host: options.host ?? "127.0.0.1",
-    driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers"), snapshotDir: join(dataDir, "snapshots") }),
+    driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers"), snapshotDir: join(dataDir, "snapshots"), pool: options.pool ?? DEFAULT_DEV_POOL }),
     apiKeys: [apiKey],
     // A module that throws on load throws again: one try says it, the last good code keeps serving.
     releaseAttempts: 1,

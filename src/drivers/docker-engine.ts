@@ -11,6 +11,8 @@ export const LABELS = {
   endpoint: "svc.endpoint",
   session: "svc.session",
   worker: "svc.worker",
+  /** A pre-booted worker container (docs/cold-start.md): no endpoint until one claims it. */
+  pool: "svc.pool",
   volume: "svc.volume",
   imageKind: "svc.image.kind",
   imageHash: "svc.image.hash",

@@ -3,15 +3,16 @@
 // per app/environment (or per session) and reach the host's loopback service through a forwarder on the
 // network's gateway (src/drivers/docker-forwarder.ts), under the host name `svc-api`. Everything created is
 // labelled (svc.managed, svc.app, svc.env, svc.endpoint, svc.session, svc.worker) so a crashed session can be
-// cleaned up by label (cleanupStale). See docs/docker.md.
+// cleaned up by label (cleanupStale). With `pool`, containers are also started ahead of need and claimed by cold
+// starts (docker-pool.ts, docs/cold-start.md). See docs/docker.md.
 
-import { createHash } from "node:crypto";
-import { existsSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { chmodSync, existsSync, rmSync } from "node:fs";
 import { execFile, spawnSync } from "node:child_process";
-import { basename } from "node:path";
+import { basename, join } from "node:path";
 import { PassThrough } from "node:stream";
 import { createInterface } from "node:readline";
-import { constants as osConstants } from "node:os";
+import { constants as osConstants, tmpdir } from "node:os";
 import { promisify } from "node:util";
 import type Docker from "dockerode";
 import { errorMessage, UserError } from "../errors.js";
@@ -21,6 +22,8 @@ import { applyProtocolEnv } from "./env.js";
 import { readMarkedLine } from "../runtime/output-marks.js";
 import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
+import { ArtifactCache, claimedName, claimEnvironment, parseClaimedName, poolContainerOptions, poolLabels, poolRefusal, poolSizes } from "./docker-pool.js";
+import { POOL_READY_LINE } from "../runtime/claim.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 /** The host name workers use for the service (an ExtraHosts entry pointing at the network's gateway). */
@@ -65,6 +68,14 @@ export interface DockerDriverOptions {
    * earlier run of the same service left, by that label.
    */
   stableSession?: boolean;
+  /**
+   * Pre-booted worker containers kept ready per image kind (default 0: none; a number: that many CPU ones, and
+   * GPU ones on a host with GPUs). A cold start of an endpoint that needs nothing fixed at container create
+   * (no network volume, not load-balanced) claims one. docs/cold-start.md.
+   */
+  pool?: number | Partial<Record<WorkerImageKind, number>>;
+  /** The node's artifact cache that pool containers read artifacts from (default: <tmp>/svc-pool-artifacts-<session>). */
+  artifactCacheDir?: string;
 }
 
 export interface DockerWorkerHandle extends WorkerHandle {
@@ -80,6 +91,8 @@ export interface DockerDriver extends WorkerDriver {
   /** Connect to the engine and build (or find cached) the worker images ahead of the first start. */
   prepare(kinds?: readonly WorkerImageKind[]): Promise<void>;
   start(launch: WorkerLaunch): Promise<DockerWorkerHandle>;
+  /** Names of the pre-booted containers ready for a claim. */
+  pooledContainers(): string[];
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -355,6 +368,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   // (A SIGKILLed service leaves them; cleanupStale by session label removes them later.)
   const removeAllSync = () => {
     const ids = [...workers.values()].map((w) => w.containerId);
+    for (const entry of pool?.waiting() ?? []) if (entry.container) ids.push(entry.container.id);
     if (ids.length > 0) spawnSync("docker", ["rm", "-f", ...ids], { stdio: "ignore", timeout: 10_000 });
   };
   process.on("exit", removeAllSync);
@@ -373,7 +387,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       return explicit;
     });
 
-  const networkFor = (name: string, launch: WorkerLaunch) =>
+  const networkFor = (name: string, launch: Pick<WorkerLaunch, "app" | "env"> | undefined) =>
     memo(networks, name, async () => {
       const docker = await engine();
       let created = false;
@@ -383,7 +397,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       } catch (err) {
         if (dockerStatus(err) !== 404) throw err;
         const labels: Record<string, string> = { ...options.labels, [LABELS.managed]: "true", [LABELS.session]: session };
-        if (networkScope === "app-env") Object.assign(labels, { [LABELS.app]: launch.app, [LABELS.env]: launch.env });
+        if (networkScope === "app-env" && launch) Object.assign(labels, { [LABELS.app]: launch.app, [LABELS.env]: launch.env });
         try {
           await docker.createNetwork({ Name: name, Driver: "bridge", CheckDuplicate: true, Labels: labels });
           created = true;
@@ -441,6 +455,23 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       apiUrl = url.toString().replace(/\/+$/, "");
       serviceHostIp = network.gateway;
     }
+    if (pool) {
+      const refusal = poolRefusal(launch, { publishes: (options.publish?.length ?? 0) > 0, requestGpus: decision.requestGpus });
+      const taken = refusal === undefined ? await pool.take(imageKindOf(launch.computeType)) : undefined;
+      if (taken) {
+        try {
+          return await claim(docker, taken, launch, network, apiUrl);
+        } catch (err) {
+          // It never became this worker (the claim did not reach it): gone, and a fresh container instead.
+          log(`could not claim pre-booted container ${taken.name} for worker ${launch.workerId}: ${errorMessage(err)}; starting a fresh container`);
+          await taken.container.remove({ force: true }).catch(() => undefined);
+        } finally {
+          // Only now: a container booting meanwhile slows the engine's network calls of the claim (measured: a
+          // network connect took ~190 ms beside one, ~30 ms alone).
+          pool.refill();
+        }
+      }
+    }
     const volume = volumeFor(launch, volumeLifetime, session);
     if (volume) await volumeNamed(volume, launch);
     const plan: ContainerPlan = {
@@ -484,11 +515,20 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       const hostPort = bindings?.[0]?.HostPort;
       if (hostPort) ports[Number.parseInt(key, 10)] = Number(hostPort);
     }
+    return watchWorker(container, launch, { name: plan.name, ports, containerIp, streamsDone, status: container.wait() as Promise<{ StatusCode: number }> });
+  }
 
+  /** The handle of a started worker container: its exit watched, the container removed once it has exited. */
+  function watchWorker(
+    container: Docker.Container,
+    launch: WorkerLaunch,
+    started: { name: string; ports: Record<number, number>; containerIp?: string; streamsDone: Promise<void>; status: Promise<{ StatusCode: number }> },
+  ): DockerWorkerHandle {
+    const { ports, containerIp, streamsDone } = started;
     const exited: Promise<WorkerExit> = (async () => {
       let exit: WorkerExit;
       try {
-        const result = (await container.wait()) as { StatusCode: number };
+        const result = await started.status;
         exit = exitFromStatus(result.StatusCode);
       } catch (err) {
         // The container vanished under us (removed by hand, engine restarted).
@@ -505,7 +545,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     const handle: DockerWorkerHandle = {
       workerId: launch.workerId,
       containerId: container.id,
-      containerName: plan.name,
+      containerName: started.name,
       ports,
       address: launch.loadBalanced && ports[LB_CONTAINER_PORT] ? `http://127.0.0.1:${ports[LB_CONTAINER_PORT]}` : undefined,
       directAddress: launch.loadBalanced && containerIp ? `http://${containerIp.includes(":") ? `[${containerIp}]` : containerIp}:${LB_CONTAINER_PORT}` : undefined,
@@ -523,9 +563,191 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     return handle;
   }
 
+  // ---- pre-booted containers (docs/cold-start.md)
+
+  /**
+   * Make a pre-booted container this launch's worker: on the endpoint's network (when the pool's is another),
+   * its artifact staged in the node's cache, its whole environment written to the runtime's stdin. Renamed after
+   * its worker, so a later run of the service knows whose it was.
+   */
+  async function claim(docker: Docker, taken: PooledContainer, launch: WorkerLaunch, network: NetworkState, apiUrl: string): Promise<DockerWorkerHandle> {
+    const container = taken.container;
+    const moving = taken.network !== network.name;
+    // The pool's network has its own gateway: the svc-api alias (fixed at create) names that one, so a container
+    // that moves reaches the service at its new network's gateway by address.
+    const claimUrl = moving && new URL(apiUrl).hostname === SERVICE_HOST_ALIAS ? apiUrl.replace(`//${SERVICE_HOST_ALIAS}`, `//${network.gateway}`) : apiUrl;
+    const [artifact] = await Promise.all([
+      pool!.artifacts.stage(launch.artifactPath),
+      moving ? docker.getNetwork(network.id).connect({ Container: container.id, EndpointConfig: { Aliases: [dockerNamePart(launch.endpointName)] } }) : undefined,
+    ]);
+    taken.sink.onLog = launch.onLog;
+    taken.stream.write(`${JSON.stringify({ env: claimEnvironment(launch, claimUrl, artifact) })}\n`);
+    const name = claimedName(launch.endpointId, launch.workerId);
+    await Promise.all([
+      moving ? docker.getNetwork(taken.network).disconnect({ Container: container.id, Force: true }) : undefined,
+      name ? container.rename({ name }) : undefined,
+    ]).catch((err: unknown) => log(`worker ${launch.workerId}: ${dockerMessage(err)} (after its claim of pre-booted container ${taken.name})`));
+    return watchWorker(container, launch, { name: name ?? taken.name, ports: {}, streamsDone: taken.streamsDone, status: taken.status });
+  }
+
+  /** The network pool containers wait on: the session's when the driver has one network, else a pool network. */
+  const poolNetworkName = networkScope === "session" ? networkNameFor("session", { app: "", env: "" }, session) : `svc-pool-${dockerNamePart(session, 40)}`;
+
+  const pool = createPool();
+
+  function createPool() {
+    const wanted = options.pool;
+    if (wanted === undefined || wanted === 0 || (typeof wanted === "object" && !wanted.cpu && !wanted.gpu)) return undefined;
+    const artifactCacheDir = options.artifactCacheDir ?? join(tmpdir(), `svc-pool-artifacts-${dockerNamePart(session, 40)}`);
+    const artifacts = new ArtifactCache(artifactCacheDir, randomBytes(32));
+    const ready: Record<WorkerImageKind, PooledContainer[]> = { cpu: [], gpu: [] };
+    /** Names of the pool's containers, from before they exist: adopt() leaves them alone. */
+    const names = new Set<string>();
+    let sizes: Record<WorkerImageKind, number> = { cpu: 0, gpu: 0 };
+    let failures = 0;
+
+    const boot = (kind: WorkerImageKind): PooledContainer => {
+      const name = `svc-pool-${dockerNamePart(session, 24)}-${kind}-${randomBytes(4).toString("hex")}`;
+      names.add(name);
+      const early: string[] = [];
+      let readyLine: (ok: boolean) => void = () => undefined;
+      const entry = { name, kind, network: poolNetworkName, sink: {} } as PooledContainer;
+      entry.sink.onLog = (line) => {
+        if (line.text === POOL_READY_LINE) return readyLine(true);
+        // What it said before any claim: shown if it dies before use.
+        if (early.length < 20) early.push(line.text);
+      };
+      entry.ready = (async () => {
+        const docker = await engine();
+        const [image, network] = await Promise.all([imageFor(kind), networkFor(poolNetworkName, undefined), artifacts.ensureDir()]);
+        const container = await docker.createContainer(
+          poolContainerOptions({ name, image, network: network.name, kind, labels: poolLabels(session, kind, options.labels), artifactCache: artifacts.dir, requestGpus: kind === "gpu", serviceHostIp: network.gateway }),
+        );
+        entry.container = container;
+        const ok = new Promise<boolean>((resolve) => (readyLine = resolve));
+        entry.stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as NodeJS.ReadWriteStream;
+        entry.streamsDone = pipeLogs(docker, entry.stream, (line) => entry.sink.onLog?.(line));
+        await container.start();
+        entry.status = container.wait() as Promise<{ StatusCode: number }>;
+        void entry.status.then(
+          () => exitedUnclaimed(entry, early),
+          () => exitedUnclaimed(entry, early),
+        );
+        void entry.status.then(
+          () => readyLine(false),
+          () => readyLine(false),
+        );
+        return ok;
+      })().catch((err: unknown) => {
+        log(`could not start a pre-booted worker container: ${errorMessage(err)}`);
+        if (entry.container) void entry.container.remove({ force: true }).catch(() => undefined);
+        exitedUnclaimed(entry, early);
+        return false;
+      });
+      void entry.ready.then((ok) => {
+        entry.isReady = ok;
+        if (ok) failures = 0;
+      });
+      return entry;
+    };
+
+    /** A pool container ended before any claim: replaced, unless that keeps happening. */
+    const exitedUnclaimed = (entry: PooledContainer, early: string[]) => {
+      names.delete(entry.name);
+      const list = ready[entry.kind];
+      const i = list.indexOf(entry);
+      if (i < 0) return;
+      list.splice(i, 1);
+      if (closed) return;
+      if (++failures === 3) log(`pre-booted worker containers keep exiting before use; the pool stops refilling. Last output:\n${early.join("\n")}`);
+      refill();
+    };
+
+    const refill = () => {
+      for (const kind of ["cpu", "gpu"] as const) {
+        while (!closed && failures < 3 && ready[kind].length < sizes[kind]) ready[kind].push(boot(kind));
+      }
+    };
+
+    // Pool containers that ended but stayed (the engine removes them when they exit; not when it failed to, or
+    // when a run was killed between creating one and starting it): any session's that ended, this session's that
+    // never started (another live service's may be just about to start).
+    const reap = async () => {
+      const docker = await engine();
+      const stopped = await docker.listContainers({ all: true, filters: { label: [`${LABELS.managed}=true`, `${LABELS.pool}=true`], status: ["created", "exited", "dead"] } });
+      for (const info of stopped.filter((c) => c.State !== "created" || c.Labels[LABELS.session] === session)) {
+        await docker
+          .getContainer(info.Id)
+          .remove({ force: true })
+          .catch((err: unknown) => {
+            if (dockerStatus(err) !== 404) throw err;
+          });
+      }
+    };
+
+    const started = (async () => {
+      const wantsGpu = typeof wanted === "number" ? wanted > 0 : (wanted.gpu ?? 0) > 0;
+      let gpuAvailable = false;
+      if (wantsGpu) {
+        gpu ??= options.gpuSupport ? Promise.resolve(options.gpuSupport) : detectGpuSupport(await engine());
+        gpuAvailable = (await gpu).available;
+      }
+      await reap();
+      sizes = poolSizes(wanted, gpuAvailable);
+      refill();
+    })().catch((err: unknown) => log(`the pool of pre-booted worker containers is off: ${errorMessage(err)}`));
+
+    return {
+      artifacts,
+      names,
+      started,
+      /** A ready pool container of `kind`, out of the pool, or undefined. The caller refills (`refill()`) after its claim. */
+      async take(kind: WorkerImageKind): Promise<PooledContainer | undefined> {
+        while (ready[kind].length > 0) {
+          const taken = ready[kind].shift()!;
+          // The caller refills once its claim is done; one that failed to boot is replaced now.
+          if (await taken.ready) {
+            names.delete(taken.name);
+            return taken;
+          }
+          refill();
+        }
+        return undefined;
+      },
+      refill,
+      waiting(): PooledContainer[] {
+        return [...ready.cpu, ...ready.gpu];
+      },
+      async close(): Promise<void> {
+        await started;
+        const all = [...ready.cpu.splice(0), ...ready.gpu.splice(0)];
+        await Promise.all(
+          all.map(async (entry) => {
+            await entry.ready;
+            await entry.container?.remove({ force: true }).catch((err: unknown) => {
+              if (dockerStatus(err) !== 404) log(`could not remove pre-booted container ${entry.name}: ${dockerMessage(err)}`);
+            });
+          }),
+        );
+        if (!options.artifactCacheDir) {
+          // 0311 lets nobody list it: given back to its owner to be removed.
+          try {
+            chmodSync(artifacts.dir, 0o700);
+          } catch {
+            // never made (no claim, no pool container started)
+          }
+          rmSync(artifacts.dir, { recursive: true, force: true });
+        }
+      },
+    };
+  }
+
   return {
     name: "docker",
     session,
+    pooledContainers() {
+      return pool?.waiting().filter((entry) => entry.isReady).map((entry) => entry.name) ?? [];
+    },
     async hasImage(name) {
       try {
         await (await engine()).getImage(name).inspect();
@@ -562,8 +784,24 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       const leftovers = await docker.listContainers({ all: true, filters: labelFilter({ [LABELS.managed]: "true", [LABELS.session]: session }) });
       const gone: AdoptedWorker[] = [];
       for (const info of leftovers) {
-        const workerId = info.Labels[LABELS.worker];
-        const endpointId = info.Labels[LABELS.endpoint];
+        let workerId = info.Labels[LABELS.worker];
+        let endpointId = info.Labels[LABELS.endpoint];
+        if (info.Labels[LABELS.pool] === "true") {
+          const name = (info.Names[0] ?? "").replace(/^\//, "");
+          // This run's own pool, or a container it claimed.
+          if (pool?.names.has(name) || [...workers.values()].some((w) => w.containerId === info.Id)) continue;
+          // A pre-booted container the killed run claimed: its name says for which worker (labels are fixed at
+          // create). One it never claimed is just removed.
+          const claimed = parseClaimedName(name);
+          if (!claimed) {
+            await docker.getContainer(info.Id).remove({ force: true }).catch((err: unknown) => {
+              if (dockerStatus(err) !== 404) throw err;
+            });
+            log(`removed pre-booted container ${name} left by an earlier run of the service`);
+            continue;
+          }
+          ({ workerId, endpointId } = claimed);
+        }
         if (!workerId || !endpointId || workers.has(workerId)) continue;
         await docker
           .getContainer(info.Id)
@@ -581,6 +819,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       closed = true;
       process.off("exit", removeAllSync);
       await Promise.allSettled([...starting]);
+      await pool?.close();
       const grace = options.closeGraceMs ?? 3000;
       await Promise.all([...workers.values()].map((handle) => handle.stop(grace)));
       await Promise.all([...forwarders.values()].map((f) => f.then((fw) => fw.close()).catch(() => undefined)));
@@ -607,6 +846,25 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       );
     },
   };
+}
+
+/** A pre-booted worker container: waiting for a claim on its stdin (the attachment the driver holds). */
+interface PooledContainer {
+  name: string;
+  kind: WorkerImageKind;
+  /** The network it was started on. */
+  network: string;
+  container: Docker.Container;
+  /** The attachment: stdin for the claim, stdout and stderr multiplexed. */
+  stream: NodeJS.ReadWriteStream;
+  streamsDone: Promise<void>;
+  /** The engine's wait: its exit status. */
+  status: Promise<{ StatusCode: number }>;
+  /** True once its runtime is loaded and waits; false when it failed or ended first. */
+  ready: Promise<boolean>;
+  isReady?: boolean;
+  /** Where its output goes: the pool's note-taker before a claim, the worker's log after. */
+  sink: { onLog?: (line: WorkerLogLine) => void };
 }
 
 /** Demultiplex a container's attach stream into line-by-line onLog calls; resolves when both streams end. */

@@ -19,6 +19,7 @@ import { isLoadBalancedEndpoint, serveRoutes, type RouteServer } from "./lb.js";
 import { processAlive } from "../process-alive.js";
 import { projectRelativeStack } from "../build/source-paths.js";
 import { restoredFromSnapshot } from "./snapshot.js";
+import { claimFromStdin, POOL_CHANNEL_ENV } from "./claim.js";
 
 // A driver reads stdout/stderr through pipes. Once its end is gone (the service died), every write fails with
 // EPIPE, reported as an 'error' event: unhandled, that was an uncaught exception whose note wrote to stderr
@@ -186,6 +187,8 @@ export interface PoolClaim {
  * worker (once: it never serves another). False when its driver went away first (nothing to become).
  */
 function claimed(): Promise<boolean> {
+  // In a container: the claim comes on stdin (claim.ts).
+  if (process.env.SVC_POOLED === "1" && process.env[POOL_CHANNEL_ENV] === "stdin") return claimFromStdin(writeStderr);
   if (process.env.SVC_POOLED !== "1" || !process.send) return Promise.resolve(true);
   return new Promise((resolve) => {
     process.once("disconnect", () => resolve(false));

@@ -93,7 +93,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: "store", flag: "store", env: "SVC_STORE_URL", kind: { type: "storeUrl" }, serverOnly: true, description: "PostgreSQL URL keeping the state (else the data dir's SQLite file)" },
   { key: "replicaUrl", env: "SVC_REPLICA_URL", kind: { type: "string" }, serverOnly: true, description: "where the other replicas on the same database reach this one (default: the listening address)" },
   { key: "clusterUrl", env: "SVC_CLUSTER_URL", kind: { type: "string" }, serverOnly: true, description: "the address in front of all replicas, given to workers (default: this replica's)" },
-  { key: "workerPool", env: "SVC_WORKER_POOL", kind: { type: "count" }, default: 0, serverOnly: true, description: "pre-booted worker runtimes kept ready (process workers; 0: none)" },
+  { key: "workerPool", env: "SVC_WORKER_POOL", kind: { type: "count" }, default: 0, serverOnly: true, description: "pre-booted worker runtimes kept ready (process and Docker workers, per image kind; 0: none)" },
   { key: "k8sNamespace", env: "SVC_K8S_NAMESPACE", kind: { type: "string" }, serverOnly: true, description: "namespace of Kubernetes workers (default: this Pod's, else default)" },
   { key: "k8sImage", env: "SVC_K8S_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Kubernetes workers (default: the registry's svc worker image, by digest)" },
   { key: "swarmNetwork", env: "SVC_SWARM_NETWORK", kind: { type: "string" }, serverOnly: true, description: "network Swarm workers join (default: host; svc's own overlay network when svc runs as a stack)" },

@@ -23,7 +23,9 @@ beforeAll(async () => {
   mkdirSync(join(project, "node_modules"));
   symlinkSync(REPO, join(project, "node_modules", "svc"), "dir");
   writeFileSync(join(project, ".gitignore"), "generated/\n*.local.ts\n");
-  session = await startDevSession({ root: project, port: 0, watch: true, onEvent: (e) => events.push(e) });
+  // No pre-booted runtimes: workerPids() finds workers by the environment they were started with, and a pooled
+  // runtime was started with the pool's (its claim changes process.env, not /proc/<pid>/environ).
+  session = await startDevSession({ root: project, port: 0, watch: true, pool: 0, onEvent: (e) => events.push(e) });
 }, 120_000);
 
 afterAll(async () => {

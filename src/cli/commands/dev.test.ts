@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { stackBlock, workerLine } from "./dev.js";
+import { UsageError } from "../../errors.js";
+import { devPool, stackBlock, workerLine } from "./dev.js";
 
 describe("the dev terminal's worker lines", () => {
   it("tags a line with its endpoint and job, plain without colour, one colour per endpoint with it", () => {
@@ -20,5 +21,21 @@ describe("the dev terminal's worker lines", () => {
       "    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
     ].join("\n");
     expect(stackBlock(stack)).toEqual(["    at talk (src/noisy.ts:5:25)", "    at Object.invoke (/work/svc/src/sdk/handler.ts:126:30)"]);
+  });
+});
+
+describe("svc dev's pool size", () => {
+  it("is --pool, else SVC_WORKER_POOL, else the default (undefined); 0 turns it off", () => {
+    expect(devPool(undefined, undefined)).toBeUndefined();
+    expect(devPool(undefined, "0")).toBe(0);
+    expect(devPool("3", "0")).toBe(3);
+    expect(devPool("0", undefined)).toBe(0);
+  });
+
+  it("refuses what is not a count from 0 to 64, naming where it came from", () => {
+    expect(() => devPool("-1", undefined)).toThrow(UsageError);
+    expect(() => devPool("two", undefined)).toThrow(/--pool must be a whole number from 0 to 64, not "two"/);
+    expect(() => devPool(undefined, "65")).toThrow(/SVC_WORKER_POOL must be a whole number/);
+    expect(() => devPool("", undefined)).toThrow(UsageError);
   });
 });

@@ -43,6 +43,15 @@ async function printStack(session: DevSessionHandle, endpoint: string, jobId: st
   }
 }
 
+/** `svc dev`'s pool size: --pool, else SVC_WORKER_POOL, else the dev default; 0 to 64. Pure. */
+export function devPool(flag: string | undefined, fromEnv: string | undefined): number | undefined {
+  const [raw, origin] = flag !== undefined ? [flag, "--pool"] : fromEnv !== undefined ? [fromEnv, "SVC_WORKER_POOL"] : [undefined, ""];
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (raw.trim() === "" || !Number.isInteger(n) || n < 0 || n > 64) throw new UsageError(`${origin} must be a whole number from 0 to 64, not "${raw}"`);
+  return n;
+}
+
 export function register(program: Command): void {
   program
     .command("dev")
@@ -54,8 +63,9 @@ export function register(program: Command): void {
     .option("--no-watch", "do not rebuild on source changes")
     .option("--quiet", "do not print the workers' output (svc logs still has it)")
     .option("--retries <n>", "automatic retries of a failed job (default 0 in dev; deployed endpoints use their own)")
+    .option("--pool <n>", "pre-booted worker runtimes kept ready for cold starts (default 1, or $SVC_WORKER_POOL; 0: none)")
     .option("--json", "print the session (URL, endpoints) as JSON on stdout once ready")
-    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean; quiet?: boolean; retries?: string }) => {
+    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean; quiet?: boolean; retries?: string; pool?: string }) => {
       const out = createOutput({ json: opts.json });
       let port: number | undefined;
       if (opts.port !== undefined) {
@@ -65,6 +75,7 @@ export function register(program: Command): void {
       const root = resolve(opts.dir);
       const retries = opts.retries === undefined ? undefined : Number(opts.retries);
       if (retries !== undefined && !(Number.isInteger(retries) && retries >= 0 && retries <= 10)) throw new UsageError(`--retries must be 0 to 10, not "${opts.retries}"`);
+      const pool = devPool(opts.pool, envSetting("SVC_WORKER_POOL"));
       const userKey = envSetting("SVC_API_KEY");
       const { localEndpoints } = await import("../../deploy/access.js");
       const keyShown = () => (userKey ? "$SVC_API_KEY" : session!.apiKey);
@@ -107,6 +118,7 @@ export function register(program: Command): void {
           root,
           port,
           retries,
+          pool,
           host: opts.host,
           watch: opts.watch,
           exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean),

@@ -45,7 +45,8 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     const { createDockerDriver } = await import("../../drivers/docker.js");
     // One session per data directory: a restart after a crash finds the containers the killed run left.
     const session = `srv${createHash("sha256").update(dataDir).digest("hex").slice(0, 12)}`;
-    return createDockerDriver({ log, session, stableSession: true, registry });
+    // Pre-booted containers (SVC_WORKER_POOL per image kind) take leftovers of a killed run's pool with them.
+    return createDockerDriver({ log, session, stableSession: true, registry, pool });
   }
   if (kind === "swarm") {
     // Workers as Swarm services, placed by the swarm; their images from the registry when one is given (docs/cluster.md).
