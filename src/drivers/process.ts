@@ -287,6 +287,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
 
   return {
     name: "process",
+    restoresSnapshots: true,
     async start(launch) {
       const dir = await artifactDir(launch.artifactPath);
       const localSocket = lbSocketFor(launch);

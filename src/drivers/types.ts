@@ -99,6 +99,11 @@ export interface AdoptedWorker {
 
 export interface WorkerDriver {
   readonly name: "process" | "docker" | "swarm" | "kubernetes";
+  /**
+   * Whether it restores workers of `snapshot: true` endpoints from a checkpoint (the process driver, with CRIU);
+   * the others start such workers as usual, and the service says so once per endpoint.
+   */
+  readonly restoresSnapshots?: boolean;
   start(launch: WorkerLaunch): Promise<WorkerHandle>;
   /**
    * The workers a previous process of the service left (it was killed): those still running, which the service

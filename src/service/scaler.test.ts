@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { WorkerDriver, WorkerHandle } from "../drivers/types.js";
 import type { JobEngine } from "./engine.js";
-import { planScaling, Scaler, type ScalingInput } from "./scaler.js";
+import { planScaling, Scaler, snapshotNotice, type ScalingInput } from "./scaler.js";
 
 const base: ScalingInput = {
   workersMin: 0,
@@ -101,5 +101,20 @@ describe("Scaler adoption", () => {
     ]);
     expect(logs).toEqual([["ep1", "wadopted", "a line after the adoption", "j1"]]);
     await scaler.close();
+  });
+});
+
+describe("snapshotNotice", () => {
+  const endpoint = (snapshot?: boolean) => ({ name: "model", resource: { snapshot } }) as unknown as Parameters<typeof snapshotNotice>[1];
+  it("says once that a driver cannot restore snapshots, and why, when the endpoint asks for them", () => {
+    expect(snapshotNotice({ name: "docker" }, endpoint(true))).toBe(
+      "endpoint model has snapshot: true, but the docker driver cannot restore snapshots (Docker restores a checkpoint only into the container it was taken from): its workers start without one, running their initialisation (docs/cold-start.md)",
+    );
+    expect(snapshotNotice({ name: "kubernetes" }, endpoint(true))).toMatch(/kubernetes driver cannot restore snapshots \(svc checkpoints only local processes/);
+  });
+  it("says nothing where snapshots are restored or not asked for", () => {
+    expect(snapshotNotice({ name: "process", restoresSnapshots: true }, endpoint(true))).toBeUndefined();
+    expect(snapshotNotice({ name: "docker" }, endpoint(false))).toBeUndefined();
+    expect(snapshotNotice({ name: "swarm" }, endpoint(undefined))).toBeUndefined();
   });
 });

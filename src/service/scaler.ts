@@ -108,6 +108,19 @@ export interface ScalerDeps {
   };
 }
 
+/**
+ * What the service says when an endpoint asks for snapshots its workers' driver cannot restore (its workers start as
+ * usual: from a pre-booted runtime where one is kept, else fresh). Pure.
+ */
+export function snapshotNotice(driver: Pick<WorkerDriver, "name" | "restoresSnapshots">, endpoint: Pick<EndpointRow, "name" | "resource">): string | undefined {
+  if (!endpoint.resource.snapshot || driver.restoresSnapshots) return undefined;
+  const why =
+    driver.name === "docker"
+      ? "Docker restores a checkpoint only into the container it was taken from"
+      : `svc checkpoints only local processes, and the ${driver.name} driver runs workers on other machines`;
+  return `endpoint ${endpoint.name} has snapshot: true, but the ${driver.name} driver cannot restore snapshots (${why}): its workers start without one, running their initialisation (docs/cold-start.md)`;
+}
+
 /** The prebuilt image a load-balanced endpoint runs instead of svc code (REST endpoints from a template). Pure. */
 export function prebuiltImageOf(endpoint: EndpointRow): string | undefined {
   return endpoint.type === "lb" && endpoint.artifactPath === "" && endpoint.resource.imageName ? endpoint.resource.imageName : undefined;
@@ -280,6 +293,8 @@ export class Scaler {
   }
 
   private drainedSince = new Map<string, number>();
+  /** Endpoints told their driver cannot restore snapshots. */
+  private readonly snapshotNoticed = new Set<string>();
 
   private drain(workerId: string): void {
     const m = this.managed.get(workerId);
@@ -348,6 +363,13 @@ export class Scaler {
     entry.managed = true;
     entry.standby = probe;
     const image = prebuiltImageOf(endpoint);
+    const notice = this.snapshotNoticed.has(endpoint.id) ? undefined : snapshotNotice(this.deps.driver, endpoint);
+    if (notice) {
+      // Once per endpoint, where its owner looks (the endpoint's logs) and in the service's log.
+      this.snapshotNoticed.add(endpoint.id);
+      this.deps.onEvent?.(notice);
+      this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "log", text: notice });
+    }
     try {
       // A prebuilt image does not speak the worker protocol: it gets no credentials of the service.
       const keys = image ? { workerToken: "", apiKey: undefined } : await this.deps.mintWorkerKeys(endpoint, workerId);
