@@ -178,6 +178,29 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     ]);
   });
 
+  it("a caller waiting for a job's end is answered from the final state just committed, without reading the store again", async () => {
+    const { engine, store, w1 } = setup();
+    const job = await engine.submit("e1", { input: { n: 2 }, sync: true });
+    const waiting = engine.waitFinalHead("e1", job.id, 60_000);
+    const [taken] = await engine.take(w1, 1, 0);
+    // The take woke the waiter (the job changed); it waits again before the result comes, as over a network.
+    await new Promise((resolve) => setImmediate(resolve));
+    let reads = 0;
+    const getJob = store.getJob.bind(store);
+    store.getJob = async (id: string) => {
+      reads++;
+      return getJob(id);
+    };
+    await engine.done(w1, [{ jobId: job.id, lease: taken!.lease!, status: "COMPLETED", output: { sum: 4 } }]);
+    const answer = await waiting;
+    expect(answer).toEqual({ row: expect.objectContaining({ id: job.id, status: "COMPLETED", output: JSON.stringify({ sum: 4 }) }), outputBytes: null });
+    // On PostgreSQL each such read is a round trip on every /runsync's path.
+    expect(reads).toBe(0);
+    // A later reader, with the job out of memory, reads what the store has.
+    expect(await engine.record("e1", job.id)).toMatchObject({ status: "COMPLETED" });
+    expect(reads).toBe(1);
+  });
+
   it("a heartbeat keeps the lease; a lease left alone lapses at leaseMs: the job is queued again, taken as attempt 2, and the stale result is refused", async () => {
     const { engine, clock, w1, w2 } = setup();
     const job = await engine.submit("e1", { input: 1, sync: false });

@@ -167,7 +167,8 @@ export class JobSystem {
       if (!head || isFinal(head.row.status) || this.$.closed) return head;
       const left = deadline - this.$.clock.now();
       if (left <= 0) return head;
-      await this.$.waiters.wait(id, left);
+      const final = await this.$.waiters.wait(id, left);
+      if (final) return final.endpointId === endpointId ? { row: final, outputBytes: null } : undefined;
     }
   }
 
@@ -184,7 +185,8 @@ export class JobSystem {
       if (!job || isFinal(job.row.status) || this.$.closed) return job?.row;
       const left = deadline - this.$.clock.now();
       if (left <= 0) return job.row;
-      await this.$.waiters.wait(id, left);
+      const final = await this.$.waiters.wait(id, left);
+      if (final) return final.endpointId === endpointId ? final : undefined;
     }
   }
 

@@ -13,28 +13,32 @@ import { isFinal, type CounterKey, type EndpointStats, type EngineEndpoint, type
 
 /** Callers waiting for a job to change (a final state, a stream chunk): woken after the change committed. */
 export class JobWaiters {
-  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly waiters = new Map<string, Set<(final?: JobRow) => void>>();
 
   constructor(private readonly clock: Clock) {}
 
-  notify(id: string): void {
+  /**
+   * The job changed. `final`: its final state as just committed, handed to the waiters so they answer from it: the
+   * job has left memory by then, and reading it back from the store costs a database round trip per waiter.
+   */
+  notify(id: string, final?: JobRow): void {
     const set = this.waiters.get(id);
     if (!set) return;
     this.waiters.delete(id);
-    for (const fn of set) fn();
+    for (const fn of set) fn(final);
   }
 
-  /** Resolves at the job's next change, or after `ms`. */
-  wait(id: string, ms: number): Promise<void> {
+  /** Resolves at the job's next change (with its final state when that change ended it), or after `ms`. */
+  wait(id: string, ms: number): Promise<JobRow | undefined> {
     return new Promise((resolve) => {
       let set = this.waiters.get(id);
       if (!set) this.waiters.set(id, (set = new Set()));
-      const done = () => {
+      const done = (final?: JobRow) => {
         this.clock.clearTimeout(timer);
         const current = this.waiters.get(id);
         current?.delete(done);
         if (current?.size === 0) this.waiters.delete(id);
-        resolve();
+        resolve(final);
       };
       const timer = this.clock.setTimeout(done, ms);
       set.add(done);
@@ -98,8 +102,9 @@ export function changeJob($: EngineResources, job: LiveJob, set: Partial<JobRow>
   const version = ++job.version;
   const id = job.row.id;
   return $.writer.write([{ op: "updateJob", id, set }], () => {
-    if (isFinal(job.row.status) && job.version === version && $.live.get(id) === job) $.live.delete(id);
-    $.waiters.notify(id);
+    const ended = isFinal(job.row.status) && job.version === version && $.live.get(id) === job;
+    if (ended) $.live.delete(id);
+    $.waiters.notify(id, ended ? { ...job.row } : undefined);
   });
 }
 
