@@ -1,5 +1,7 @@
 // Where workers run. The service's scaler decides how many workers an endpoint needs; a driver starts and
-// stops them. Drivers: local processes (the embedded default) and Docker containers.
+// stops them. Drivers: local processes (the embedded default), Docker containers, Swarm services, Kubernetes Pods.
+
+import type { Placement } from "./placement.js";
 
 export interface WorkerLogLine {
   ts: number;
@@ -35,6 +37,8 @@ export interface WorkerLaunch {
   revision?: string;
   computeType: "GPU" | "CPU";
   gpuTypeIds: string[];
+  /** What a scheduler places the worker by: CPU and memory, GPUs, the data center of its volume (placement.ts). */
+  placement?: Placement;
   /** Host path of the endpoint's network volume, when it has one. */
   volumePath?: string;
   /** Name of the endpoint's network volume, when it has one (the Docker driver mounts a Docker volume of that name). */

@@ -376,6 +376,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       },
       // issue 4: a network volume of the owner (by id or name); otherwise a plain folder named after the setting
       localArtifact: (path) => storage.artifacts.local(path),
+      dataCenterOf: (endpoint) => management.volumeDataCenter(endpoint),
       volumePath: (endpoint) =>
         management.volumePath(endpoint) ?? (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
       onLog: (endpointId, workerId, line) => {

@@ -4,6 +4,7 @@
 // function (planScaling); `Scaler` applies it.
 
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../drivers/types.js";
+import { placementOf } from "../drivers/placement.js";
 import type { JobEngine, WorkerEntry } from "./engine.js";
 import { workerState } from "./engine.js";
 import type { EndpointRow } from "./store/types.js";
@@ -77,6 +78,8 @@ export interface ScalerDeps {
   /** The secrets an endpoint's workers get, and a digest that changes with their values (which rolls them). */
   secrets?(endpoint: EndpointRow): { env: Record<string, string>; digest: string };
   volumePath?(endpoint: EndpointRow): string | undefined;
+  /** The data center of the endpoint's network volume (its workers must run there). */
+  dataCenterOf?(endpoint: EndpointRow): string | undefined;
   /** A path on this machine holding the artifact recorded as `path` (another replica may have received it). */
   localArtifact?(path: string): Promise<string>;
   onLog(endpointId: string, workerId: string, line: WorkerLogLine): void;
@@ -393,6 +396,7 @@ export class Scaler {
         computeType: r.computeType,
         gpuTypeIds: r.gpuTypeIds,
         volumePath: this.deps.volumePath?.(endpoint),
+        placement: placementOf(r, this.deps.dataCenterOf?.(endpoint)),
         loadBalanced: endpoint.type === "lb",
         image,
         ...(r.snapshot ? { snapshot: true } : {}),

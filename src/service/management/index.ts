@@ -141,6 +141,13 @@ export class Management {
     return volume ? volumeDir(this.context.dataDir, volume.id) : undefined;
   }
 
+  /** The data center of an endpoint's network volume. */
+  volumeDataCenter(endpoint: EndpointRow): string | undefined {
+    const ref = endpoint.resource.volume;
+    if (!ref) return undefined;
+    return resolveVolume(this.context.store.allVolumes(), endpoint.userId, ref)?.dataCenter;
+  }
+
   close(): void {
     this.context.store.close();
   }
