@@ -141,10 +141,13 @@ export class Management {
     return volume ? volumeDir(this.context.dataDir, volume.id) : undefined;
   }
 
-  /** The data center of an endpoint's network volume. */
+  /**
+   * The data center of an endpoint's network volume, where its workers must run; undefined with one data center
+   * configured (every machine is in it, and nodes need no label).
+   */
   volumeDataCenter(endpoint: EndpointRow): string | undefined {
     const ref = endpoint.resource.volume;
-    if (!ref) return undefined;
+    if (!ref || this.context.dataCenters.dataCenters.length < 2) return undefined;
     return resolveVolume(this.context.store.allVolumes(), endpoint.userId, ref)?.dataCenter;
   }
 
