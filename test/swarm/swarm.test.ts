@@ -107,6 +107,14 @@ describeDocker("svc server --workers swarm", () => {
       return r.body.status === "COMPLETED" ? r.body : undefined;
     }, 120_000);
     expect(done.output.map((c: { i: number }) => c.i)).toEqual([1, 2, 3]);
+    // What the job's code wrote, read from the worker service's log, is the job's log, in order, once each.
+    type Line = { jobId?: string; stream: string; text: string; workerId?: string };
+    const jobLines = await until("the first job's log lines", async () => {
+      const r = await api("GET", `/v1/endpoints/${endpoint}/logs?job=${first.body.id}`);
+      const lines = (r.body.lines as Line[]).filter((l) => l.text.startsWith("tick "));
+      return lines.length >= 3 ? lines : undefined;
+    }, 30_000);
+    expect(jobLines.map((l) => [l.text, l.stream, l.jobId])).toEqual([1, 2, 3].map((i) => [`tick ${i} of 3`, "stdout", first.body.id]));
 
     // A task killed mid-job: the job runs again on another worker and completes.
     const long = await api("POST", `/v2/${endpoint}/run`, { input: { n: 30, ms: 200 } });
@@ -161,6 +169,23 @@ describeDocker("svc server --workers swarm", () => {
       const left = await appServices();
       return left.every((s) => s.Spec?.Labels?.["svc.revision"] !== oldRevision) ? true : undefined;
     }, 60_000);
+
+    // A worker that crashes (writes its last words to stderr and exits): they reach the endpoint's log, read
+    // before its service is removed.
+    const lastWords = `ticker crashed on purpose ${Date.now()}`;
+    const crashing = await api("POST", `/v2/${endpoint}/run`, { input: { n: 1, ms: 10, crash: lastWords } });
+    await until("the crashed worker's last line in the endpoint's log", async () => {
+      const r = await api("GET", `/v1/endpoints/${endpoint}/logs`);
+      return (r.body.lines as Line[]).some((l) => l.text === lastWords) ? true : undefined;
+    }, 120_000);
+    // The job goes back to the queue each time its worker dies: cancelled, it crashes no more workers. The crashed
+    // workers' services are removed once their last lines are read.
+    expect((await api("POST", `/v2/${endpoint}/cancel/${crashing.body.id}`)).status).toBe(200);
+    await until("no service of the app left", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
+    const crashLines = ((await api("GET", `/v1/endpoints/${endpoint}/logs`)).body.lines as Line[]).filter((l) => l.text === lastWords);
+    // Each worker's last words once (the follow and the last read do not both deliver them), on stderr.
+    expect(crashLines.map((l) => l.stream)).toEqual(crashLines.map(() => "stderr"));
+    expect(new Set(crashLines.map((l) => l.workerId)).size).toBe(crashLines.length);
 
     // Deleting the app stops its workers and removes their services: nothing of it is left in the swarm.
     const deleted = await api("DELETE", `/v1/apps/${app}`);
