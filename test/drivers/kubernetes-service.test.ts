@@ -41,7 +41,12 @@ function playPods(f: FakeKubeApiServer, api: string) {
       const name = pod.metadata!.name!;
       if (played.has(name)) continue;
       played.add(name);
-      const env = Object.fromEntries(pod.spec!.containers[0]!.env!.map((e) => [e.name, e.value!]));
+      // As the kubelet gives them: a variable from a Secret's key is read from that Secret.
+      const secretValue = (ref: { name: string; key: string }) => {
+        const data = f.secrets().find((x) => x.metadata!.name === ref.name)?.data?.[ref.key];
+        return data === undefined ? "" : Buffer.from(data, "base64").toString("utf8");
+      };
+      const env = Object.fromEntries(pod.spec!.containers[0]!.env!.map((e) => [e.name, e.valueFrom?.secretKeyRef ? secretValue(e.valueFrom.secretKeyRef as { name: string; key: string }) : e.value!]));
       envs.push(env);
       void play(name, env).catch(() => undefined);
     }
