@@ -255,7 +255,8 @@ describeDocker("svc server --workers swarm", () => {
       throw new Error(`${err.message}\n${replicas.map((r, i) => `--- replica ${i}\n${r.log()}`).join("\n")}`);
     });
     const endpoint: string = (await via("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
-    const job = await via("POST", `/v2/${endpoint}/run`, { input: { n: 50, ms: 200 } });
+    // Long enough to outlast the takeover: its last lines are written after the adoption.
+    const job = await via("POST", `/v2/${endpoint}/run`, { input: { n: 150, ms: 200 } });
     expect(job.status).toBe(200);
     await until("the job running", async () => ((await via("GET", `/v2/${endpoint}/status/${job.body.id}`)).body.status === "IN_PROGRESS" ? true : undefined), 120_000);
     const [before] = await appServices();
@@ -274,6 +275,14 @@ describeDocker("svc server --workers swarm", () => {
     expect(most).toBe(1);
     expect((await appServices()).map((x) => x.ID)).toEqual([before!.ID]);
     expect(replicas[1]!.log()).toMatch(/now serves the jobs of this database/);
+    // The adopted worker's output is followed from its adoption: the job's last line, written after the takeover,
+    // is in the job's log, once.
+    const lastLines = await until("the job's last line after the takeover", async () => {
+      const r = await via("GET", `/v1/endpoints/${endpoint}/logs?job=${job.body.id}`);
+      const found = (r.body.lines as Array<{ text: string }>).filter((l) => l.text === "tick 150 of 150");
+      return found.length > 0 ? found : undefined;
+    }, 30_000);
+    expect(lastLines).toHaveLength(1);
     // Idle, the adopted worker is drained and its service removed by the replica that took over.
     await until("no service of the app", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
   }, 600_000);
