@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { dnsLabel, podName, workerPod, type PodPlan } from "./kubernetes-pod.js";
+import { dnsLabel, podName, workerPod, workerSecret, type PodPlan } from "./kubernetes-pod.js";
 import type { WorkerLaunch } from "./types.js";
 
 const launch = (extra: Partial<WorkerLaunch> = {}): WorkerLaunch => ({
@@ -38,8 +38,10 @@ describe("workerPod", () => {
     expect(container!.image).toBe("reg:5000/svc-worker-cpu@sha256:aa");
     expect(container!.resources).toEqual({ requests: { cpu: "2", memory: "4Gi" }, limits: { cpu: "2", memory: "4Gi" } });
     const env = Object.fromEntries(container!.env!.map((e) => [e.name, e.value]));
-    expect(env).toMatchObject({ USER_FLAG: "on", SVC_WORKER_TOKEN: "svcw_token", SVC_ARTIFACT: "http://svc.svc:8600/_worker/v1/artifacts/abc", SVC_API_URL: "http://svc.svc:8600", SVC_WORKER_REVISION: "rev-1" });
+    expect(env).toMatchObject({ USER_FLAG: "on", SVC_ARTIFACT: "http://svc.svc:8600/_worker/v1/artifacts/abc", SVC_API_URL: "http://svc.svc:8600", SVC_WORKER_REVISION: "rev-1" });
     expect(Object.values(env).some((v) => String(v).includes("/data/artifacts"))).toBe(false);
+    // The token is the service's, not the user's variable of that name; it is in the worker's Secret.
+    expect(workerSecret(launch(), "srv1").stringData).toEqual({ SVC_WORKER_TOKEN: "svcw_token", SVC_API_KEY: "svc_key" });
     expect(pod.spec!.affinity).toBeUndefined();
     expect(pod.spec!.volumes).toBeUndefined();
   });
@@ -96,6 +98,19 @@ describe("workerPod", () => {
     ["load-balanced, with a volume", { loadBalanced: true, volumeName: "models" }],
   ] as Array<[string, Partial<WorkerLaunch>]>)("manifest snapshot: %s", (_, extra) => {
     expect(workerPod(launch(extra), plan)).toMatchSnapshot();
+  });
+
+  it("keeps the credentials and the user's secret values off the Pod: its variables reference the worker's Secret", () => {
+    const secretLaunch = launch({ environment: { USER_FLAG: "on", DB_PASSWORD: "hunter2" }, secretNames: ["DB_PASSWORD"] });
+    const pod = workerPod(secretLaunch, plan);
+    const text = JSON.stringify(pod);
+    for (const value of ["svcw_token", "svc_key", "hunter2"]) expect(text).not.toContain(value);
+    const env = pod.spec!.containers[0]!.env!;
+    expect(env).toContainEqual({ name: "USER_FLAG", value: "on" });
+    for (const key of ["SVC_WORKER_TOKEN", "SVC_API_KEY", "DB_PASSWORD"]) expect(env).toContainEqual({ name: key, valueFrom: { secretKeyRef: { name: "svc-text-embedder-w1abc", key } } });
+    expect(workerSecret(secretLaunch, "srv1")).toMatchSnapshot();
+    // No API key (a prebuilt image's worker gets none): no key for it.
+    expect(Object.keys(workerSecret(launch({ apiKey: undefined }), "srv1").stringData!)).toEqual(["SVC_WORKER_TOKEN"]);
   });
 
   it("a network volume: its claim mounted at the volume path", () => {

@@ -6,8 +6,11 @@
 // path or an address of the host that started it), requests and limits, GPUs as `nvidia.com/gpu` with the GPU
 // types as node affinity (required, and preferred in their priority order), the network volume as a
 // PersistentVolumeClaim, a load-balanced worker's HTTP port declared (the service reaches it at the Pod's IP).
+// What must stay secret (the worker token, the owner's API key, the values of the user's secrets) is not on the
+// Pod, which anyone who may read Pods reads: it is in a Secret of the worker's own (workerSecret, the Pod's name
+// and labels), which the Pod's variables reference (`secretKeyRef`).
 
-import type { V1Pod, V1PodSpec } from "@kubernetes/client-node";
+import type { V1EnvVar, V1Pod, V1PodSpec, V1Secret } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
 import { VOLUME_MOUNT } from "./images.js";
@@ -61,25 +64,57 @@ export function podLabels(launch: Pick<WorkerLaunch, "endpointId" | "workerId">,
   };
 }
 
-/** The worker's Pod. Pure. */
-export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
+/** The protocol variables that are credentials: in the worker's Secret, never on its Pod. */
+const SECRET_PROTOCOL_VARIABLES = ["SVC_WORKER_TOKEN", "SVC_API_KEY"];
+
+/** The worker's variables, split into those that may show on its Pod and those kept in its Secret. Pure. */
+export function workerEnv(launch: WorkerLaunch): { plain: Record<string, string>; secret: Record<string, string> } {
   if (!launch.artifactUrl) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Pod could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
   const env: Record<string, string> = { ...launch.environment };
-  const volume = launch.volumeName;
   applyProtocolEnv(env, launch, {
     apiUrl: launch.apiUrl,
     artifact: launch.artifactUrl,
-    volumePath: volume ? VOLUME_MOUNT : undefined,
+    volumePath: launch.volumeName ? VOLUME_MOUNT : undefined,
     // A load-balanced worker listens on every interface of its Pod; the service reaches it at the Pod's IP.
     http: launch.loadBalanced ? { host: "0.0.0.0", port: LB_POD_PORT } : undefined,
   });
+  const hidden = new Set([...SECRET_PROTOCOL_VARIABLES, ...(launch.secretNames ?? [])]);
+  const plain: Record<string, string> = {};
+  const secret: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) (hidden.has(name) ? secret : plain)[name] = value;
+  return { plain, secret };
+}
+
+/**
+ * The worker's Secret: the values its Pod must not show, one key per variable, named and labelled as its Pod (so
+ * that the service finds and removes it with the Pod, and a leftover by its labels). Pure.
+ */
+export function workerSecret(launch: WorkerLaunch, session: string): V1Secret {
+  return {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: podName(launch), labels: podLabels(launch, session) },
+    type: "Opaque",
+    stringData: workerEnv(launch).secret,
+  };
+}
+
+/** The worker's Pod. Pure. */
+export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
+  const { plain, secret } = workerEnv(launch);
+  const name = podName(launch);
+  const env: V1EnvVar[] = [
+    ...Object.entries(plain).map(([key, value]) => ({ name: key, value })),
+    ...Object.keys(secret).map((key) => ({ name: key, valueFrom: { secretKeyRef: { name, key } } })),
+  ];
+  const volume = launch.volumeName;
   const gpu = launch.computeType === "GPU";
   const limits: Record<string, string> = { cpu: plan.cpu, memory: plan.memory, ...(gpu ? { "nvidia.com/gpu": "1" } : {}) };
   return {
     apiVersion: "v1",
     kind: "Pod",
     metadata: {
-      name: podName(launch),
+      name,
       labels: podLabels(launch, plan.session),
       annotations: launch.revision ? { [REVISION_ANNOTATION]: launch.revision } : {},
     },
@@ -91,7 +126,7 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
         {
           name: WORKER_CONTAINER,
           image: plan.image,
-          env: Object.entries(env).map(([name, value]) => ({ name, value })),
+          env,
           resources: { requests: { cpu: plan.cpu, memory: plan.memory }, limits },
           ...(launch.loadBalanced ? { ports: [{ name: "http", containerPort: LB_POD_PORT }] } : {}),
           ...(volume ? { volumeMounts: [{ name: "network-volume", mountPath: VOLUME_MOUNT }] } : {}),

@@ -3,14 +3,17 @@
 // service's Pods (re-listed and watched again whenever the watch ends), its output followed from the Pod's log
 // (kubernetes-logs.ts) once its container runs, ended Pods deleted once their exit and last lines are read, stop
 // as a Pod deletion with its grace period (Kubernetes sends SIGTERM, then kills), adoption by labels. A
-// load-balanced worker's address is its Pod's IP, known once the Pod has one: start waits for it.
+// load-balanced worker's address is its Pod's IP, known once the Pod has one: start waits for it. Each worker's
+// credentials and secret values are in a Secret of its own (created before its Pod, owned by it once it exists so
+// that Kubernetes collects it with the Pod, and deleted by the driver when the worker ends); leftovers whose Pod
+// is gone are deleted at adoption.
 
-import { CoreV1Api, KubeConfig, Watch, type V1Pod } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig, Watch, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
 import { imageKindOf, workerImageName } from "./images.js";
 import { followPodLog, type LogFollow } from "./kubernetes-logs.js";
-import { apiErrorMessage, dnsLabel, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod } from "./kubernetes-pod.js";
+import { apiErrorMessage, dnsLabel, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod, workerSecret } from "./kubernetes-pod.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 export { exitOfPod } from "./kubernetes-pod.js";
@@ -39,6 +42,11 @@ export interface KubernetesDriverOptions {
   logDrainMs?: number;
   /** Wait between reads of a Pod's log (container not started yet, follow cut short). */
   logRetryMs?: number;
+  /**
+   * How old a worker Secret without a Pod must be for adoption to delete it as a leftover (younger: its Pod may be
+   * being created by a replica right now). Default 60 s.
+   */
+  leftoverSecretMs?: number;
   log?(message: string): void;
 }
 
@@ -74,6 +82,23 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
   const images = new Map<string, Promise<string>>();
   let watching: Promise<AbortController> | undefined;
   let closed = false;
+  /** Secret deletions under way: close() waits for them. */
+  const secretDeletions = new Set<Promise<void>>();
+
+  const removeSecret = (name: string): Promise<void> => {
+    const deletion = (async () => {
+      try {
+        await api.deleteNamespacedSecret({ name, namespace });
+      } catch (err) {
+        // Gone already (collected with its Pod, or never made): what deleting it was for. Otherwise it is left to
+        // the garbage collector (it is owned by its Pod) or the next adoption.
+        if (statusOf(err) !== 404) log(`could not delete Secret ${name}: ${apiErrorMessage(err)}`);
+      }
+    })();
+    secretDeletions.add(deletion);
+    void deletion.then(() => secretDeletions.delete(deletion));
+    return deletion;
+  };
 
   const remove = async (name: string, gracePeriodSeconds?: number) => {
     try {
@@ -179,6 +204,8 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         if (watched.get(name) !== w) return;
         watched.delete(name);
         w.follow?.stop();
+        // Its credentials are of no use to anybody now.
+        void removeSecret(name);
         addressLost(new Error(`it ended (exit code ${exit.code}, signal ${exit.signal}) before it had an IP`));
         settle(exit);
       },
@@ -242,13 +269,35 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         claimFor: (volume) => `svc-vol-${dnsLabel(volume, 50)}`,
         terminationGraceSeconds: Math.ceil(stopGraceMs / 1000),
       });
+      const secret = workerSecret(launch, options.session);
+      let madeSecret: V1Secret;
       try {
-        await api.createNamespacedPod({ namespace, body: pod });
+        madeSecret = await api.createNamespacedSecret({ namespace, body: secret });
       } catch (err) {
+        throw new UserError(`Kubernetes refused the Secret of endpoint ${launch.endpointName}'s worker: ${apiErrorMessage(err)}`, {
+          hint: "The service needs to create, get, list, update and delete Secrets in its namespace (deploy/kubernetes/rbac.yaml).",
+          cause: err,
+        });
+      }
+      let made: V1Pod;
+      try {
+        made = await api.createNamespacedPod({ namespace, body: pod });
+      } catch (err) {
+        await removeSecret(secret.metadata!.name!);
         throw new UserError(`Kubernetes refused the Pod of endpoint ${launch.endpointName}: ${apiErrorMessage(err)}`, { cause: err });
       }
       log(`worker ${launch.workerId} of endpoint ${launch.endpointName} is Pod ${pod.metadata!.name}`);
+      // Watched from now: the Pod may end (and its event pass) while the Secret is being given its owner.
       const w = handleOf(launch.workerId, pod.metadata!.name!, { onLog: launch.onLog });
+      // Owned by its Pod: Kubernetes deletes it with the Pod even when this service is not there to.
+      try {
+        const owner = { apiVersion: "v1", kind: "Pod", name: made.metadata!.name!, uid: made.metadata!.uid! };
+        await api.replaceNamespacedSecret({ name: secret.metadata!.name!, namespace, body: { ...madeSecret, metadata: { ...madeSecret.metadata, ownerReferences: [owner] } } });
+      } catch (err) {
+        // Still deleted by this driver when the worker ends, and by an adoption after a restart: worth a note.
+        // Gone already (the worker ended at once, and the driver deleted it): nothing to own.
+        if (statusOf(err) !== 404) log(`could not make Pod ${pod.metadata!.name} the owner of its Secret: ${apiErrorMessage(err)}`);
+      }
       // The service's proxy needs the worker's address before it gets traffic: known once the Pod has an IP.
       if (launch.loadBalanced) await addressOf(w, launch.endpointName);
       return w.handle;
@@ -273,6 +322,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         if (!exit && isLoadBalancedPod(pod) && !lbAddressOf(pod)) exit = { code: null, signal: null };
         if (exit) {
           await remove(name, 0);
+          await removeSecret(name);
           const ended = exit;
           found.push({ handle: { workerId, exited: Promise.resolve(ended), stop: async () => ended, kill: () => undefined }, endpointId, revision, ended: true });
           continue;
@@ -280,6 +330,17 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         const w = handleOf(workerId, name, { onLog: onLog && ((line) => onLog(endpointId, workerId, line)), logsSince });
         observe("MODIFIED", pod);
         found.push({ handle: w.handle, endpointId, revision });
+      }
+      // Secrets whose Pod is gone (the service was killed between the two, or the Pod was deleted meanwhile), but
+      // not one a replica may be making a Pod for right now.
+      const secrets = await api.listNamespacedSecret({ namespace, labelSelector: selector });
+      const pods = new Set(list.items.map((p) => p.metadata?.name));
+      const young = Date.now() - (options.leftoverSecretMs ?? 60_000);
+      for (const secret of secrets.items) {
+        const name = secret.metadata?.name;
+        const created = secret.metadata?.creationTimestamp ? new Date(secret.metadata.creationTimestamp).getTime() : 0;
+        if (!name || watched.has(name) || pods.has(name) || created > young) continue;
+        await removeSecret(name);
       }
       return found;
     },
@@ -289,6 +350,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
       await Promise.all([...watched.values()].map((w) => w.handle.stop(stopGraceMs)));
       // Those whose end the watch did not report in time: nothing more is read of them.
       for (const w of [...watched.values()]) w.follow?.stop();
+      await Promise.all([...secretDeletions]);
       (await watching?.catch(() => undefined))?.abort();
     },
   } satisfies WorkerDriver;

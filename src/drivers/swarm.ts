@@ -5,7 +5,8 @@
 // cluster's address, so nothing depends on the node that runs it.
 //
 // The service spec is computed by a pure function (swarmServiceSpec); the driver does the API calls and watches
-// the tasks (one list of the swarm's tasks per tick for every worker it runs).
+// the tasks (one list of the swarm's tasks per tick for every worker it runs). A worker's output is followed from
+// its service's log once its task runs (swarm-logs.ts), and its last lines read before its service is removed.
 
 import type Docker from "dockerode";
 import { UserError } from "../errors.js";
@@ -14,13 +15,16 @@ import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } fr
 import { applyProtocolEnv } from "./env.js";
 import { ensureWorkerImage, imageKindOf, VOLUME_MOUNT } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
-import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
+import { serviceLogs, type ServiceLogs } from "./swarm-logs.js";
+import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 /** The generic resource GPUs are advertised under (dockerd `node-generic-resources`, NVIDIA's convention). */
 export const DEFAULT_GPU_RESOURCE = "NVIDIA-GPU";
 const REVISION_LABEL = "svc.revision";
 /** Task states after which a task runs no more. */
 const ENDED = new Set(["complete", "failed", "shutdown", "rejected", "orphaned", "remove"]);
+/** Task states in which its container runs or ran: its log can be followed. */
+const STARTED = new Set(["starting", "running", ...ENDED]);
 const WATCH_MS = 500;
 
 export interface SwarmDriverOptions {
@@ -37,6 +41,8 @@ export interface SwarmDriverOptions {
   stopGraceMs?: number;
   /** Docker network the tasks join; default "host" (they reach the service and LB workers as local processes do). */
   network?: string;
+  /** How long the last read of an ended worker's log may take before its service is removed anyway. */
+  logDrainMs?: number;
   log?(message: string): void;
 }
 
@@ -98,7 +104,9 @@ async function advertised(docker: Docker, kind: string): Promise<boolean> {
 
 interface Watched {
   serviceId: string;
-  settle(exit: WorkerExit): void;
+  /** Its output, when somebody reads it. */
+  logs?: ServiceLogs;
+  settle(exit: WorkerExit, ended: "task" | "service"): void;
 }
 
 export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
@@ -106,6 +114,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
   const gpuResource = options.gpuResource ?? DEFAULT_GPU_RESOURCE;
   const stopGraceMs = options.stopGraceMs ?? 10_000;
   const network = options.network ?? "host";
+  const logDrainMs = options.logDrainMs ?? 5000;
   let engine: Promise<Docker> | undefined;
   const docker = () => (engine ??= connectDocker({ docker: options.docker }).then(async (d) => {
     const info = (await d.info()) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
@@ -156,20 +165,33 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       const latest = own[0];
       // A service that is gone was removed (by stop(), or by someone else): the worker ended. One without a task
       // yet is still being scheduled.
-      const exit = !services.has(w.serviceId) ? { code: null, signal: null } : latest ? exitOfTask(latest) : undefined;
-      if (!exit) continue;
+      const gone = !services.has(w.serviceId);
+      const exit = gone ? { code: null, signal: null } : latest ? exitOfTask(latest) : undefined;
+      if (!exit) {
+        // Its container runs: its output is followed from here (through the manager, whichever node runs it).
+        if (latest?.Status?.State && STARTED.has(latest.Status.State)) w.logs?.follow();
+        continue;
+      }
       watched.delete(workerId);
-      w.settle(exit);
+      w.settle(exit, gone ? "service" : "task");
     }
   };
 
-  const watch = (workerId: string, serviceId: string): Promise<WorkerExit> =>
+  const watch = (workerId: string, serviceId: string, output: { onLog?: (line: WorkerLogLine) => void; logsSince?: string }): Promise<WorkerExit> =>
     new Promise<WorkerExit>((resolve) => {
+      const logs = output.onLog && serviceLogs({ docker, serviceId, onLog: output.onLog, sinceTime: output.logsSince, log });
       watched.set(workerId, {
         serviceId,
-        settle: (exit) => {
+        logs,
+        settle: (exit, ended) => {
           handles.delete(workerId);
-          void removeService(serviceId).then(() => resolve(exit));
+          void (async () => {
+            // Its last lines (a crash's stack) first, while its service, and so its log, is still there.
+            if (logs && ended === "task") await logs.finish(logDrainMs);
+            logs?.stop();
+            await removeService(serviceId);
+            resolve(exit);
+          })();
         },
       });
       timer ??= setInterval(() => void tick(), WATCH_MS);
@@ -185,8 +207,8 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
     }
   };
 
-  const handleOf = (workerId: string, serviceId: string): WorkerHandle => {
-    const exited = watch(workerId, serviceId);
+  const handleOf = (workerId: string, serviceId: string, output: { onLog?: (line: WorkerLogLine) => void; logsSince?: string } = {}): WorkerHandle => {
+    const exited = watch(workerId, serviceId, output);
     const handle: WorkerHandle = {
       workerId,
       exited,
@@ -229,11 +251,13 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       const serviceId = created.id ?? created.ID;
       if (!serviceId) throw new UserError(`Swarm created no service for endpoint ${launch.endpointName}`);
       log(`worker ${launch.workerId} of endpoint ${launch.endpointName} is Swarm service ${spec.Name}`);
-      return handleOf(launch.workerId, serviceId);
+      return handleOf(launch.workerId, serviceId, { onLog: launch.onLog });
     },
 
-    async adopt() {
+    async adopt(onLog) {
       const d = await docker();
+      // Its output from now on: what it wrote before, the earlier service read.
+      const logsSince = new Date().toISOString();
       const services = (await d.listServices({ filters: { label: [`${LABELS.managed}=true`, `${LABELS.session}=${options.session}`] } })) as Array<{ ID: string; Spec?: { Labels?: Record<string, string> } }>;
       const tasks = (await d.listTasks()) as Array<{ ServiceID?: string; CreatedAt?: string; Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }>;
       const found: AdoptedWorker[] = [];
@@ -249,7 +273,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
           found.push({ handle: { workerId, exited: Promise.resolve(exit), stop: async () => exit, kill: () => undefined }, endpointId, revision: labels[REVISION_LABEL], ended: true });
           continue;
         }
-        found.push({ handle: handleOf(workerId, s.ID), endpointId, revision: labels[REVISION_LABEL] });
+        found.push({ handle: handleOf(workerId, s.ID, { onLog: onLog && ((line) => onLog(endpointId, workerId, line)), logsSince }), endpointId, revision: labels[REVISION_LABEL] });
       }
       return found;
     },
@@ -258,6 +282,8 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       closed = true;
       await Promise.all([...handles.values()].map((h) => h.stop(stopGraceMs)));
       if (timer) clearInterval(timer);
+      // Those whose end was not seen in time: nothing more is read of them.
+      for (const w of watched.values()) w.logs?.stop();
     },
   } satisfies WorkerDriver;
 }

@@ -32,6 +32,8 @@ export interface WorkerLaunch {
   apiKey?: string;
   /** The endpoint's configured environment variables. */
   environment: Record<string, string>;
+  /** Which of `environment`'s names hold the values of the user's secrets (drivers that can keep them apart do). */
+  secretNames?: string[];
   maxConcurrency: number;
   /** What the worker runs (the endpoint's revision): kept by drivers that can adopt workers after a restart. */
   revision?: string;

@@ -391,6 +391,7 @@ export class Scaler {
         apiKey: keys.apiKey,
         // Secrets after the plain variables: a secret of the same name is the value the user keeps secret.
         environment: { ...r.env, ...secrets?.env },
+        secretNames: Object.keys(secrets?.env ?? {}),
         maxConcurrency: r.maxConcurrency,
         revision: m.revision,
         computeType: r.computeType,

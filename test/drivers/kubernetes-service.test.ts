@@ -1,8 +1,10 @@
 // The service with Kubernetes workers, against the fake Kubernetes API server written for the tests (no real API
 // server runs here): the scaler starts a Pod for a job; this test plays that Pod's container (it registers with the
 // credentials the Pod was given, takes the job, prints as the runtime does with SVC_OUTPUT_CAPTURED=1, completes
-// it); what it printed reaches the job's logs through the driver following the Pod's log.
+// it); what it printed reaches the job's logs through the driver following the Pod's log. A user's secret reaches
+// the container through the worker's Kubernetes Secret (read as the kubelet does), never as a value on the Pod.
 import { afterEach, expect, it } from "vitest";
+import type { V1Pod } from "@kubernetes/client-node";
 import { createKubernetesDriver } from "../../src/drivers/kubernetes.js";
 import { jobMark } from "../../src/runtime/output-marks.js";
 import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "../service/helpers.js";
@@ -22,6 +24,7 @@ afterEach(async () => {
 function playPods(f: FakeKubeApiServer, api: string) {
   const played = new Set<string>();
   const envs: Array<Record<string, string>> = [];
+  const pods: V1Pod[] = [];
   let stopped = false;
   const play = async (name: string, env: Record<string, string>) => {
     f.setPhase(name, "Running");
@@ -41,13 +44,20 @@ function playPods(f: FakeKubeApiServer, api: string) {
       const name = pod.metadata!.name!;
       if (played.has(name)) continue;
       played.add(name);
-      const env = Object.fromEntries(pod.spec!.containers[0]!.env!.map((e) => [e.name, e.value!]));
+      // As the kubelet gives them: a variable from a Secret's key is read from that Secret.
+      const secretValue = (ref: { name: string; key: string }) => {
+        const data = f.secrets().find((x) => x.metadata!.name === ref.name)?.data?.[ref.key];
+        return data === undefined ? "" : Buffer.from(data, "base64").toString("utf8");
+      };
+      const env = Object.fromEntries(pod.spec!.containers[0]!.env!.map((e) => [e.name, e.valueFrom?.secretKeyRef ? secretValue(e.valueFrom.secretKeyRef as { name: string; key: string }) : e.value!]));
       envs.push(env);
+      pods.push(pod);
       void play(name, env).catch(() => undefined);
     }
   }, 50);
   return {
     envs,
+    pods,
     stop() {
       stopped = true;
       clearInterval(timer);
@@ -61,10 +71,18 @@ it("a job's output, printed in its worker Pod, reaches the job's logs through th
   t = await startTestService({ driver });
   const containers = playPods(fake, t.service.url);
   try {
-    const [endpoint] = await t.service.deploy({ app: "k8s", env: "test", artifactPath: t.artifact, manifest: manifest({ work: resource() }) });
+    const set = await call(`${t.service.url}/v1/secrets/DB_PASSWORD`, { method: "PUT", key: t.key, body: { value: "hunter2-k8s" } });
+    expect(set.status).toBe(201);
+    const [endpoint] = await t.service.deploy({ app: "k8s", env: "test", artifactPath: t.artifact, manifest: manifest({ work: resource({ env: { PLAIN_FLAG: "on" }, secrets: ["DB_PASSWORD"] }) }) });
     const { body: submitted } = await call(`${endpoint!.url}/runsync`, { key: t.key, body: { input: { who: "pod" } } });
     expect(submitted).toMatchObject({ status: "COMPLETED", output: { ok: true } });
     expect(containers.envs[0]!.SVC_OUTPUT_CAPTURED).toBe("1");
+    // The user's secret reaches the worker through its Pod's Secret, never as a value on the Pod.
+    expect(containers.envs[0]).toMatchObject({ DB_PASSWORD: "hunter2-k8s", PLAIN_FLAG: "on" });
+    const podEnv = containers.pods[0]!.spec!.containers[0]!.env!;
+    expect(podEnv.find((e) => e.name === "DB_PASSWORD")?.valueFrom?.secretKeyRef?.key).toBe("DB_PASSWORD");
+    expect(podEnv.find((e) => e.name === "PLAIN_FLAG")?.value).toBe("on");
+    expect(JSON.stringify(containers.pods[0])).not.toContain("hunter2-k8s");
     const lines = await until(async () => {
       const body = (await call(`${t!.service.url}/v1/endpoints/${endpoint!.id}/logs?job=${submitted.id}`, { key: t!.key })).body as { lines: Array<{ text: string; jobId: string | null }> };
       return body.lines.length >= 2 && body.lines;

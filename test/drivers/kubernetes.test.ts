@@ -5,13 +5,15 @@
 // watched again, an exit after the drop still seen; close() deletes what it started. The worker's output followed
 // from the Pod's log into onLog (job marks read back, last lines before the Pod goes, a cut follow resumed without
 // repeats, an adopted Pod's from its adoption, aborting leaves nothing open); load-balanced workers addressed at
-// their Pod's IP.
+// their Pod's IP. The worker's credentials and secret values kept off its Pod, in a Secret of its own (owned by
+// the Pod, deleted when the worker ends, on close(), and as a leftover at adoption).
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { CoreV1Api } from "@kubernetes/client-node";
 import { createKubernetesDriver, type KubernetesDriverOptions } from "../../src/drivers/kubernetes.js";
 import { followPodLog } from "../../src/drivers/kubernetes-logs.js";
 import type { WorkerDriver, WorkerLaunch, WorkerLogLine } from "../../src/drivers/types.js";
 import { jobMark, noteMark } from "../../src/runtime/output-marks.js";
+import { podLabels } from "../../src/drivers/kubernetes-pod.js";
 import { startFakeKubeApiServer, type FakeKubeApiServer } from "../fakes/fake-kube-api-server.js";
 
 let fake: FakeKubeApiServer;
@@ -131,13 +133,59 @@ it("watches again after the watch drops, and still sees an exit that happened in
   expect(await handle.exited).toEqual({ code: 0, signal: null });
 });
 
-it("close() deletes the Pods it started", async () => {
+it("close() deletes the Pods it started, and their Secrets", async () => {
   const d = driver();
   await d.start(launch("a"));
   await d.start(launch("b"));
   expect(fake.pods()).toHaveLength(2);
+  expect(fake.secrets()).toHaveLength(2);
   await d.close();
   expect(fake.pods()).toHaveLength(0);
+  expect(fake.secrets()).toHaveLength(0);
+});
+
+const decoded = (data: Record<string, string> | undefined) => Object.fromEntries(Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString("utf8")]));
+
+it("keeps the worker's credentials and secret values off its Pod: in a Secret of its own, owned by the Pod, deleted when the worker ends", async () => {
+  const handle = await driver().start(launch("sec1", { apiKey: "svc_owner_key", environment: { USER_FLAG: "on", DB_PASSWORD: "hunter2" }, secretNames: ["DB_PASSWORD"] }));
+  const [pod] = fake.pods();
+  const name = pod!.metadata!.name!;
+  // Nothing secret on the Pod, which anyone who may read Pods reads.
+  const podText = JSON.stringify(pod);
+  for (const value of ["svcw_token", "svc_owner_key", "hunter2"]) expect(podText).not.toContain(value);
+  const env = pod!.spec!.containers[0]!.env!;
+  expect(env.find((e) => e.name === "USER_FLAG")).toEqual({ name: "USER_FLAG", value: "on" });
+  for (const key of ["SVC_WORKER_TOKEN", "SVC_API_KEY", "DB_PASSWORD"]) expect(env.find((e) => e.name === key)).toEqual({ name: key, valueFrom: { secretKeyRef: { name, key } } });
+  // The Secret holds them, labelled as its Pod and owned by it (Kubernetes collects it with the Pod).
+  const [secret] = fake.secrets();
+  expect(secret!.metadata!.name).toBe(name);
+  expect(secret!.metadata!.labels).toEqual(pod!.metadata!.labels);
+  expect(decoded(secret!.data)).toEqual({ SVC_WORKER_TOKEN: "svcw_token", SVC_API_KEY: "svc_owner_key", DB_PASSWORD: "hunter2" });
+  expect(secret!.metadata!.ownerReferences).toEqual([{ apiVersion: "v1", kind: "Pod", name, uid: pod!.metadata!.uid }]);
+  fake.setPhase(name, "Running");
+  fake.setPhase(name, "Failed", { exitCode: 2 });
+  expect(await handle.exited).toEqual({ code: 2, signal: null });
+  await until(() => fake.pods().length === 0 && fake.secrets().length === 0);
+});
+
+it("adoption deletes the Secrets of ended and vanished workers, keeps those of running ones and of Pods maybe being made", async () => {
+  const first = driver("srv7");
+  await first.start(launch("kept"));
+  await first.start(launch("ended"));
+  drivers.splice(drivers.indexOf(first), 1);
+  fake.dropWatches();
+  const kept = podOf("kept");
+  fake.setPhase(kept, "Running");
+  fake.setPhase(podOf("ended"), "Succeeded", { exitCode: 0 });
+  // Left by a service killed between the Secret and its Pod, long ago; and one whose Pod a replica is making now.
+  const leftover = (workerId: string, minutesAgo: number, session = "srv7") =>
+    fake.addSecret({ metadata: { name: `svc-ticker-${workerId}`, labels: podLabels({ endpointId: "ep1", workerId }, session) }, stringData: { SVC_WORKER_TOKEN: "old" } }, { createdAt: new Date(Date.now() - minutesAgo * 60_000) });
+  leftover("vanished", 10);
+  leftover("being-made", 0);
+  leftover("strangers", 10, "srv-other");
+  const found = await driver("srv7").adopt!();
+  expect(found.map((f) => [f.handle.workerId, f.ended ?? false]).sort()).toEqual([["ended", true], ["kept", false]]);
+  expect(fake.secrets().map((x) => x.metadata!.name).sort()).toEqual(["svc-ticker-being-made", kept, "svc-ticker-strangers"].sort());
 });
 
 it("svc server --workers kubernetes says what it needs: the cluster address, then an image every node can pull", async () => {
@@ -370,10 +418,15 @@ it("a log the API server fails to give is noted once, and asked for again less a
   }
 });
 
-it("a Pod Kubernetes refuses fails the start with the API's own message, in one line", async () => {
+it("a Pod or Secret Kubernetes refuses fails the start with the API's own message, in one line; a refused Pod's Secret is deleted", async () => {
   const d = driver();
   await d.start(launch("twice"));
-  await expect(d.start(launch("twice"))).rejects.toThrow(/^Kubernetes refused the Pod of endpoint ticker: pods "svc-ticker-twice" already exists \(HTTP 409\)$/);
+  await expect(d.start(launch("twice"))).rejects.toThrow(/^Kubernetes refused the Secret of endpoint ticker's worker: secrets "svc-ticker-twice" already exists \(HTTP 409\)$/);
+  // A Pod of that name made by someone else: the Secret is made, the Pod refused, the Secret deleted again.
+  const api = fake.kubeConfig().makeApiClient(CoreV1Api);
+  await api.createNamespacedPod({ namespace: "default", body: { metadata: { name: "svc-ticker-taken" }, spec: { containers: [{ name: "worker", image: "x" }] } } });
+  await expect(d.start(launch("taken"))).rejects.toThrow(/^Kubernetes refused the Pod of endpoint ticker: pods "svc-ticker-taken" already exists \(HTTP 409\)$/);
+  expect(fake.secrets().map((x) => x.metadata!.name)).toEqual(["svc-ticker-twice"]);
 });
 
 it("a Pod started while the driver lists its Pods again (after a dropped watch) is not taken for vanished", async () => {

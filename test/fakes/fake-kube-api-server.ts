@@ -9,16 +9,23 @@
 // to start" while it is Pending, 400 for a container the Pod does not have). A Pod that goes Running gets a Pod IP.
 // Tests move Pods through their phases (`setPhase`), play the container's output (`writeLog`), and cut every
 // watch (`dropWatches`) or log stream (`dropLogStreams`), hold lists' answers (`holdLists`) and make deletions take
-// their time (`holdDeletions`).
+// their time (`holdDeletions`). Secrets too, as the API server keeps them: create (201, `stringData` merged into
+// `data` as base64 and dropped; 409 for a name that exists), get, list with an equality label selector, replace
+// (PUT: 409 for a stale resourceVersion) and delete (a Status; 404 for an unknown one). Like a cluster without its
+// garbage collector, the fake deletes no Secret because its owner went: only deletions remove them.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { KubeConfig, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 
 export interface FakeKubeApiServer {
   url: string;
   kubeConfig(): KubeConfig;
   pods(namespace?: string): V1Pod[];
+  /** The Secrets as stored (values in `data`, base64). */
+  secrets(namespace?: string): V1Secret[];
+  /** Put a Secret in as if made earlier (a leftover), created at `createdAt`. */
+  addSecret(secret: V1Secret, opts?: { namespace?: string; createdAt?: Date }): void;
   /** Every deletion asked for: the Pod and the grace period given. */
   deletions: Array<{ name: string; gracePeriodSeconds: number | undefined }>;
   /** Pod IPs are given when a Pod goes Running (10.244.0.n), unless `podIP` names one; `podIP: null` gives none. */
@@ -92,6 +99,15 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     }
   };
   const podsOf = (ns: string) => store.get(ns) ?? store.set(ns, new Map()).get(ns)!;
+  const secretStore = new Map<string, Map<string, V1Secret>>();
+  const secretsOf = (ns: string) => secretStore.get(ns) ?? secretStore.set(ns, new Map()).get(ns)!;
+  /** A Secret as the API server stores it: stringData merged into data (base64), which wins over data's key. */
+  const stored = (secret: V1Secret, namespace: string, createdAt = new Date()): V1Secret => {
+    const data: Record<string, string> = { ...(secret.data ?? {}) };
+    for (const [key, value] of Object.entries(secret.stringData ?? {})) data[key] = Buffer.from(value, "utf8").toString("base64");
+    const { stringData: _merged, ...rest } = secret;
+    return { ...rest, type: secret.type ?? "Opaque", data, metadata: { ...secret.metadata, namespace, uid: secret.metadata?.uid ?? `uid-${++uid}`, resourceVersion: String(++version), creationTimestamp: secret.metadata?.creationTimestamp ?? createdAt } };
+  };
   /** Every event, so that a watch from a resourceVersion first gets what happened since, as the API server does. */
   const events: Array<{ version: number; namespace: string; type: string; pod: V1Pod }> = [];
   const emit = (namespace: string, type: "ADDED" | "MODIFIED" | "DELETED", pod: V1Pod) => {
@@ -111,6 +127,8 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const url = new URL(req.url ?? "/", "http://fake");
       const logRoute = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/log$/.exec(url.pathname);
       if (logRoute && req.method === "GET") return serveLog(res, url, logRoute[1]!, logRoute[2]!);
+      const secretRoute = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
+      if (secretRoute) return serveSecrets(req, res, url, body, secretRoute[1]!, secretRoute[2]);
       const m = /^\/api\/v1\/namespaces\/([^/]+)\/pods(?:\/([^/]+))?$/.exec(url.pathname);
       if (!m) return status(res, 404, "NotFound", `the fake serves Pods only, not ${url.pathname}`);
       const [, namespace, name] = m as unknown as [string, string, string | undefined];
@@ -170,6 +188,42 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       return status(res, 405, "MethodNotAllowed", `${req.method} is not supported by the fake`);
     });
   });
+  /** /api/v1/namespaces/{ns}/secrets[/{name}], as the API server answers it. */
+  function serveSecrets(req: IncomingMessage, res: ServerResponse, url: URL, body: string, namespace: string, name: string | undefined): void {
+    const secrets = secretsOf(namespace);
+    if (req.method === "POST" && !name) {
+      const secret = JSON.parse(body) as V1Secret;
+      const secretName = secret.metadata?.name;
+      if (!secretName) return status(res, 422, "Invalid", "metadata.name is required");
+      if (secrets.has(secretName)) return status(res, 409, "AlreadyExists", `secrets "${secretName}" already exists`);
+      const created = stored({ ...secret, metadata: { ...secret.metadata, uid: undefined, creationTimestamp: undefined } }, namespace);
+      secrets.set(secretName, created);
+      return send(res, 201, created);
+    }
+    if (req.method === "GET" && !name) {
+      const selector = url.searchParams.get("labelSelector");
+      const items = [...secrets.values()].filter((x) => matches(x as V1Pod, selector));
+      return send(res, 200, { kind: "SecretList", apiVersion: "v1", metadata: { resourceVersion: String(version) }, items });
+    }
+    const secret = name ? secrets.get(name) : undefined;
+    if (!secret) return status(res, 404, "NotFound", `secrets "${name}" not found`);
+    if (req.method === "GET") return send(res, 200, secret);
+    if (req.method === "PUT") {
+      const next = JSON.parse(body) as V1Secret;
+      if (next.metadata?.name !== name) return status(res, 400, "BadRequest", "the name of the object does not match the name on the URL");
+      const given = next.metadata?.resourceVersion;
+      if (given && given !== secret.metadata?.resourceVersion) return status(res, 409, "Conflict", `Operation cannot be fulfilled on secrets "${name}": the object has been modified; please apply your changes to the latest version and try again`);
+      const replaced = stored({ ...next, metadata: { ...next.metadata, uid: secret.metadata?.uid, creationTimestamp: secret.metadata?.creationTimestamp } }, namespace);
+      secrets.set(name!, replaced);
+      return send(res, 200, replaced);
+    }
+    if (req.method === "DELETE") {
+      secrets.delete(name!);
+      return send(res, 200, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", details: { name, kind: "secrets", uid: secret.metadata?.uid } });
+    }
+    return status(res, 405, "MethodNotAllowed", `${req.method} is not supported by the fake`);
+  }
+
   /** GET .../pods/{name}/log, as the API server answers it (it proxies the kubelet's plain-text log). */
   function serveLog(res: ServerResponse, url: URL, namespace: string, name: string): void {
     const pod = podsOf(namespace).get(name);
@@ -210,6 +264,11 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       return kc;
     },
     pods: (namespace = "default") => [...podsOf(namespace).values()],
+    secrets: (namespace = "default") => [...secretsOf(namespace).values()],
+    addSecret(secret, opts = {}) {
+      const namespace = opts.namespace ?? "default";
+      secretsOf(namespace).set(secret.metadata!.name!, stored({ ...secret, metadata: { ...secret.metadata, creationTimestamp: opts.createdAt } }, namespace));
+    },
     setPhase(name, phase, opts = {}) {
       const namespace = opts.namespace ?? "default";
       const pod = podsOf(namespace).get(name);

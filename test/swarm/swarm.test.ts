@@ -107,6 +107,14 @@ describeDocker("svc server --workers swarm", () => {
       return r.body.status === "COMPLETED" ? r.body : undefined;
     }, 120_000);
     expect(done.output.map((c: { i: number }) => c.i)).toEqual([1, 2, 3]);
+    // What the job's code wrote, read from the worker service's log, is the job's log, in order, once each.
+    type Line = { jobId?: string; stream: string; text: string; workerId?: string };
+    const jobLines = await until("the first job's log lines", async () => {
+      const r = await api("GET", `/v1/endpoints/${endpoint}/logs?job=${first.body.id}`);
+      const lines = (r.body.lines as Line[]).filter((l) => l.text.startsWith("tick "));
+      return lines.length >= 3 ? lines : undefined;
+    }, 30_000);
+    expect(jobLines.map((l) => [l.text, l.stream, l.jobId])).toEqual([1, 2, 3].map((i) => [`tick ${i} of 3`, "stdout", first.body.id]));
 
     // A task killed mid-job: the job runs again on another worker and completes.
     const long = await api("POST", `/v2/${endpoint}/run`, { input: { n: 30, ms: 200 } });
@@ -161,6 +169,23 @@ describeDocker("svc server --workers swarm", () => {
       const left = await appServices();
       return left.every((s) => s.Spec?.Labels?.["svc.revision"] !== oldRevision) ? true : undefined;
     }, 60_000);
+
+    // A worker that crashes (writes its last words to stderr and exits): they reach the endpoint's log, read
+    // before its service is removed.
+    const lastWords = `ticker crashed on purpose ${Date.now()}`;
+    const crashing = await api("POST", `/v2/${endpoint}/run`, { input: { n: 1, ms: 10, crash: lastWords } });
+    await until("the crashed worker's last line in the endpoint's log", async () => {
+      const r = await api("GET", `/v1/endpoints/${endpoint}/logs`);
+      return (r.body.lines as Line[]).some((l) => l.text === lastWords) ? true : undefined;
+    }, 120_000);
+    // The job goes back to the queue each time its worker dies: cancelled, it crashes no more workers. The crashed
+    // workers' services are removed once their last lines are read.
+    expect((await api("POST", `/v2/${endpoint}/cancel/${crashing.body.id}`)).status).toBe(200);
+    await until("no service of the app left", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
+    const crashLines = ((await api("GET", `/v1/endpoints/${endpoint}/logs`)).body.lines as Line[]).filter((l) => l.text === lastWords);
+    // Each worker's last words once (the follow and the last read do not both deliver them), on stderr.
+    expect(crashLines.map((l) => l.stream)).toEqual(crashLines.map(() => "stderr"));
+    expect(new Set(crashLines.map((l) => l.workerId)).size).toBe(crashLines.length);
 
     // Deleting the app stops its workers and removes their services: nothing of it is left in the swarm.
     const deleted = await api("DELETE", `/v1/apps/${app}`);
@@ -230,7 +255,8 @@ describeDocker("svc server --workers swarm", () => {
       throw new Error(`${err.message}\n${replicas.map((r, i) => `--- replica ${i}\n${r.log()}`).join("\n")}`);
     });
     const endpoint: string = (await via("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
-    const job = await via("POST", `/v2/${endpoint}/run`, { input: { n: 50, ms: 200 } });
+    // Long enough to outlast the takeover: its last lines are written after the adoption.
+    const job = await via("POST", `/v2/${endpoint}/run`, { input: { n: 150, ms: 200 } });
     expect(job.status).toBe(200);
     await until("the job running", async () => ((await via("GET", `/v2/${endpoint}/status/${job.body.id}`)).body.status === "IN_PROGRESS" ? true : undefined), 120_000);
     const [before] = await appServices();
@@ -249,6 +275,14 @@ describeDocker("svc server --workers swarm", () => {
     expect(most).toBe(1);
     expect((await appServices()).map((x) => x.ID)).toEqual([before!.ID]);
     expect(replicas[1]!.log()).toMatch(/now serves the jobs of this database/);
+    // The adopted worker's output is followed from its adoption: the job's last line, written after the takeover,
+    // is in the job's log, once.
+    const lastLines = await until("the job's last line after the takeover", async () => {
+      const r = await via("GET", `/v1/endpoints/${endpoint}/logs?job=${job.body.id}`);
+      const found = (r.body.lines as Array<{ text: string }>).filter((l) => l.text === "tick 150 of 150");
+      return found.length > 0 ? found : undefined;
+    }, 30_000);
+    expect(lastLines).toHaveLength(1);
     // Idle, the adopted worker is drained and its service removed by the replica that took over.
     await until("no service of the app", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
   }, 600_000);
