@@ -24,6 +24,15 @@ const launch = (extra: Partial<WorkerLaunch> = {}): WorkerLaunch => ({
 const plan: PodPlan = { image: "reg:5000/svc-worker-cpu@sha256:aa", session: "srv1", gpuTypeLabel: "svc.gpu-type", cpu: "2", memory: "4Gi", claimFor: (v) => `svc-vol-${v}`, terminationGraceSeconds: 10 };
 
 describe("workerPod", () => {
+  it("sizes the Pod by the endpoint's CPU instance, asks for its GPUs, and selects nodes of its volume's data center", () => {
+    const cpuPod = workerPod(launch({ placement: { cpus: 1, memoryMb: 2048, gpus: 0, dataCenter: "eu-ro-1" } }), plan);
+    expect(cpuPod.spec!.containers[0]!.resources).toEqual({ requests: { cpu: "1", memory: "2048Mi" }, limits: { cpu: "1", memory: "2048Mi" } });
+    expect(cpuPod.spec!.nodeSelector).toEqual({ "svc.data-center": "eu-ro-1" });
+    const gpuPod = workerPod(launch({ computeType: "GPU", gpuTypeIds: ["A100"], placement: { gpus: 1 } }), plan);
+    expect(gpuPod.spec!.containers[0]!.resources!.limits).toEqual({ cpu: "2", memory: "4Gi", "nvidia.com/gpu": "1" });
+    expect(gpuPod.spec!.nodeSelector).toBeUndefined();
+  });
+
   it("a CPU worker: never restarted, labelled, its requests and limits, the artifact by URL, protocol variables winning", () => {
     const pod = workerPod(launch(), plan);
     expect(pod.metadata).toEqual({

@@ -14,6 +14,7 @@ import type { V1EnvVar, V1Pod, V1PodSpec, V1Secret } from "@kubernetes/client-no
 import { UserError } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
 import { VOLUME_MOUNT } from "./images.js";
+import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import type { WorkerExit, WorkerLaunch } from "./types.js";
 
 export const POD_LABELS = {
@@ -99,6 +100,11 @@ export function workerSecret(launch: WorkerLaunch, session: string): V1Secret {
   };
 }
 
+/** CPU and memory a worker's Pod requests (and is limited to): its CPU instance's, else the driver's defaults. Pure. */
+export function podSize(placement: Placement | undefined, plan: Pick<PodPlan, "cpu" | "memory">): { cpu: string; memory: string } {
+  return { cpu: placement?.cpus ? String(placement.cpus) : plan.cpu, memory: placement?.memoryMb ? `${placement.memoryMb}Mi` : plan.memory };
+}
+
 /** The worker's Pod. Pure. */
 export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
   const { plain, secret } = workerEnv(launch);
@@ -109,7 +115,9 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
   ];
   const volume = launch.volumeName;
   const gpu = launch.computeType === "GPU";
-  const limits: Record<string, string> = { cpu: plan.cpu, memory: plan.memory, ...(gpu ? { "nvidia.com/gpu": "1" } : {}) };
+  const { cpu, memory } = podSize(launch.placement, plan);
+  const limits: Record<string, string> = { cpu, memory, ...(gpu ? { "nvidia.com/gpu": String(launch.placement?.gpus || 1) } : {}) };
+  const dataCenter = launch.placement?.dataCenter;
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -127,13 +135,15 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
           name: WORKER_CONTAINER,
           image: plan.image,
           env,
-          resources: { requests: { cpu: plan.cpu, memory: plan.memory }, limits },
+          resources: { requests: { cpu, memory }, limits },
           ...(launch.loadBalanced ? { ports: [{ name: "http", containerPort: LB_POD_PORT }] } : {}),
           ...(volume ? { volumeMounts: [{ name: "network-volume", mountPath: VOLUME_MOUNT }] } : {}),
         },
       ],
       ...(volume ? { volumes: [{ name: "network-volume", persistentVolumeClaim: { claimName: plan.claimFor(volume) } }] } : {}),
       ...(gpu ? gpuAffinity(launch.gpuTypeIds, plan.gpuTypeLabel) : {}),
+      // Where its volume is: the workers of an endpoint with a network volume run in that volume's data center.
+      ...(dataCenter ? { nodeSelector: { [DATA_CENTER_LABEL]: dataCenter } } : {}),
     },
   };
 }

@@ -2,6 +2,9 @@
 // endpoint's CPU instance id (`cpu3c-2-4`: 2 vCPUs, 4 GB), GPUs (one per GPU worker: svc has no multi-GPU workers),
 // and the data center its network volume lives in (the worker must run where the volume is). Pure.
 
+/** The node label (Swarm) and node selector key (Kubernetes) naming a node's data center. */
+export const DATA_CENTER_LABEL = "svc.data-center";
+
 export interface Placement {
   /** vCPUs and memory the instance id names; absent for GPU endpoints (their machines are sized by the GPU). */
   cpus?: number;

@@ -41,12 +41,21 @@ describe("swarmServiceSpec", () => {
     expect(container.Env!.some((e: string) => e.includes("/data/artifacts"))).toBe(false);
     expect(container.StopGracePeriod).toBe(10_000_000_000);
     expect(template(spec).Networks).toEqual([{ Target: "host" }]);
-    expect(template(spec).Resources).toEqual({});
+    expect(template(spec).Resources).toEqual({ Reservations: {} });
+  });
+
+  it("reserves the vCPUs and memory of the endpoint's CPU instance and constrains workers to their volume's data center", () => {
+    const spec = swarmServiceSpec(launch({ placement: { cpus: 2, memoryMb: 4096, gpus: 0, dataCenter: "eu-ro-1" } }), plan);
+    expect(template(spec).Resources).toEqual({ Reservations: { NanoCPUs: 2_000_000_000, MemoryBytes: 4 * 1024 ** 3 } });
+    expect(template(spec).Placement).toEqual({ Constraints: ["node.labels.svc.data-center==eu-ro-1"] });
   });
 
   it("reserves a GPU as a generic resource, constrains one GPU type, and mounts the network volume", () => {
     const spec = swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], volumeName: "vol1" }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 }, volume: "vol1" });
     expect(template(spec).Resources).toEqual({ Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 1 } }] } });
+    expect(template(swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100", "H100"], placement: { gpus: 1, dataCenter: "us-1" } }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 } })).Placement).toEqual({
+      Constraints: ["node.labels.svc.data-center==us-1"],
+    });
     expect(template(spec).Placement).toEqual({ Constraints: ["node.labels.svc.gpu-type==A100"] });
     expect(template(spec).ContainerSpec.Mounts).toEqual([{ Type: "volume", Source: "vol1", Target: "/svc-volume" }]);
     expect(template(spec).ContainerSpec.Env).toContain("SVC_VOLUME_PATH=/svc-volume");

@@ -13,6 +13,7 @@ import { UserError } from "../errors.js";
 import { containerLabels } from "./docker.js";
 import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } from "./docker-engine.js";
 import { applyProtocolEnv } from "./env.js";
+import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import { ensureWorkerImage, imageKindOf, VOLUME_MOUNT } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
 import { serviceLogs, type ServiceLogs } from "./swarm-logs.js";
@@ -80,12 +81,33 @@ export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): 
       },
       // A worker that ends stays ended: the service decides whether and where another one starts.
       RestartPolicy: { Condition: "none", MaxAttempts: 0 },
-      Resources: plan.gpus ? { Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: plan.gpus.kind, Value: plan.gpus.count } }] } } : {},
-      ...(launch.computeType === "GPU" && launch.gpuTypeIds.length === 1 ? { Placement: { Constraints: [`node.labels.svc.gpu-type==${launch.gpuTypeIds[0]}`] } } : {}),
+      Resources: { Reservations: swarmReservations(launch.placement, plan.gpus) },
+      ...swarmConstraints(launch),
       Networks: [{ Target: plan.network }],
     },
     Mode: { Replicated: { Replicas: 1 } },
   } as Docker.CreateServiceOptions;
+}
+
+/**
+ * What Swarm reserves for a worker on its node: the vCPUs and memory its CPU instance names, its GPUs as generic
+ * resources. A node without that much free gets no such task: it waits, as a worker of a full cluster should. Pure.
+ */
+export function swarmReservations(placement: Placement | undefined, gpus: SwarmServicePlan["gpus"]): Record<string, unknown> {
+  return {
+    ...(placement?.cpus ? { NanoCPUs: placement.cpus * 1e9 } : {}),
+    ...(placement?.memoryMb ? { MemoryBytes: placement.memoryMb * 1024 * 1024 } : {}),
+    ...(gpus ? { GenericResources: [{ DiscreteResourceSpec: { Kind: gpus.kind, Value: gpus.count } }] } : {}),
+  };
+}
+
+/** Node labels a worker's task must land on: its one GPU type, its volume's data center. Pure. */
+export function swarmConstraints(launch: Pick<WorkerLaunch, "computeType" | "gpuTypeIds" | "placement">): { Placement?: { Constraints: string[] } } {
+  const constraints = [
+    ...(launch.computeType === "GPU" && launch.gpuTypeIds.length === 1 ? [`node.labels.svc.gpu-type==${launch.gpuTypeIds[0]}`] : []),
+    ...(launch.placement?.dataCenter ? [`node.labels.${DATA_CENTER_LABEL}==${launch.placement.dataCenter}`] : []),
+  ];
+  return constraints.length > 0 ? { Placement: { Constraints: constraints } } : {};
 }
 
 /** A task's end as a worker exit: its container's exit code, when Swarm kept one. Pure. */
@@ -239,7 +261,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
             hint: `Advertise GPUs on the GPU nodes (dockerd \`node-generic-resources\`: ["${gpuResource}=GPU-<uuid>"]) or make the endpoint a CPU endpoint.`,
           });
         }
-        gpus = { kind: gpuResource, count: 1 };
+        gpus = { kind: gpuResource, count: launch.placement?.gpus || 1 };
       }
       const spec = swarmServiceSpec(launch, { image: launch.image ?? (await imageFor(launch)), session: options.session, network, gpus, volume: launch.volumeName, stopGraceMs });
       let created: { id?: string; ID?: string };

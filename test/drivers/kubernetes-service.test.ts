@@ -73,7 +73,7 @@ it("a job's output, printed in its worker Pod, reaches the job's logs through th
   try {
     const set = await call(`${t.service.url}/v1/secrets/DB_PASSWORD`, { method: "PUT", key: t.key, body: { value: "hunter2-k8s" } });
     expect(set.status).toBe(201);
-    const [endpoint] = await t.service.deploy({ app: "k8s", env: "test", artifactPath: t.artifact, manifest: manifest({ work: resource({ env: { PLAIN_FLAG: "on" }, secrets: ["DB_PASSWORD"] }) }) });
+    const [endpoint] = await t.service.deploy({ app: "k8s", env: "test", artifactPath: t.artifact, manifest: manifest({ work: resource({ env: { PLAIN_FLAG: "on" }, secrets: ["DB_PASSWORD"], instanceIds: ["cpu3c-2-4"] }) }) });
     const { body: submitted } = await call(`${endpoint!.url}/runsync`, { key: t.key, body: { input: { who: "pod" } } });
     expect(submitted).toMatchObject({ status: "COMPLETED", output: { ok: true } });
     expect(containers.envs[0]!.SVC_OUTPUT_CAPTURED).toBe("1");
@@ -83,6 +83,8 @@ it("a job's output, printed in its worker Pod, reaches the job's logs through th
     expect(podEnv.find((e) => e.name === "DB_PASSWORD")?.valueFrom?.secretKeyRef?.key).toBe("DB_PASSWORD");
     expect(podEnv.find((e) => e.name === "PLAIN_FLAG")?.value).toBe("on");
     expect(JSON.stringify(containers.pods[0])).not.toContain("hunter2-k8s");
+    // Sized by the endpoint's CPU instance (2 vCPUs, 4 GB), not the driver's defaults.
+    expect(containers.pods[0]!.spec!.containers[0]!.resources).toEqual({ requests: { cpu: "2", memory: "4096Mi" }, limits: { cpu: "2", memory: "4096Mi" } });
     const lines = await until(async () => {
       const body = (await call(`${t!.service.url}/v1/endpoints/${endpoint!.id}/logs?job=${submitted.id}`, { key: t!.key })).body as { lines: Array<{ text: string; jobId: string | null }> };
       return body.lines.length >= 2 && body.lines;
