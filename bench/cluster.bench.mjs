@@ -1,6 +1,8 @@
 // Replicas on PostgreSQL (a throwaway server, fsync on): /run completed end to end through three `svc server`
-// processes behind a round-robin proxy (workers pointed at it) vs through one, and /runsync p50 through a replica
-// that passes it to the jobs replica (the worker reporting through the proxy) vs three plain loopback round trips.
+// processes vs through one, the clients either behind a round-robin proxy (a process of its own, as a load
+// balancer is) or spreading their connections over the replicas' addresses themselves (as DNS round robin does:
+// the Swarm stack's dnsrr); workers are pointed at the proxy. And /runsync p50 through a replica that passes it
+// to the jobs replica (the worker reporting to another replica) vs three plain loopback round trips.
 import { execFile, spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -8,7 +10,6 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { request, percentile, startPlainServer } from "./http.mjs";
-import { roundRobin } from "./tcp-proxy.mjs";
 import { postgresUnavailable, startPostgres } from "../scripts/throwaway-postgres.mjs";
 
 const execFileAsync = promisify(execFile);
@@ -59,17 +60,42 @@ async function deploy(project, url) {
   throw new Error("the deployed endpoint did not appear");
 }
 
-/** Jobs/s from the first /run to the last completion, `clients` concurrent submitters in this process. */
-async function throughput(url, endpoint, jobs, clients) {
+/** The round-robin proxy in a child process: `{ url, setPorts(ports), close() }`. */
+async function startProxy() {
+  const child = spawn(process.execPath, [join(root, "bench", "tcp-proxy-child.mjs")], { stdio: ["pipe", "pipe", "inherit"] });
+  const url = await new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = /^(http:\/\/\S+)\n/.exec(out);
+      if (m) resolve(m[1]);
+    });
+    child.once("exit", (code) => reject(new Error(`the proxy exited ${code}`)));
+  });
+  return {
+    url,
+    setPorts: (ports) => child.stdin.write(`${JSON.stringify(ports)}\n`),
+    close: () => child.kill(),
+  };
+}
+
+/**
+ * Jobs/s from the first /run to the last completion, `clients` concurrent submitters in this process, client i
+ * sending to `urls[i % urls.length]`.
+ */
+async function throughput(urls, endpoint, jobs, clients) {
+  if (typeof urls === "string") urls = [urls];
+  const url = urls[0];
   const auth = { authorization: `Bearer ${KEY}` };
   const before = JSON.parse((await request(`${url}/v2/${endpoint}/health`, { headers: auth })).body).jobs.completed;
   const started = Date.now();
   let next = 0;
   await Promise.all(
-    Array.from({ length: clients }, async () => {
+    Array.from({ length: clients }, async (_, client) => {
+      const target = urls[client % urls.length];
       while (next < jobs) {
         const i = next++;
-        const res = await request(`${url}/v2/${endpoint}/run`, { method: "POST", headers: auth, body: JSON.stringify({ input: { i } }) });
+        const res = await request(`${target}/v2/${endpoint}/run`, { method: "POST", headers: auth, body: JSON.stringify({ input: { i } }) });
         if (res.status !== 200) throw new Error(`/run: ${res.status} ${res.body}`);
       }
     }),
@@ -106,19 +132,22 @@ export async function run() {
     // Three replicas behind the proxy, workers pointed at it.
     const storeUrl = await database.createDatabase("bench_three");
     const three = [];
-    proxy = await roundRobin(() => three.map((s) => Number(new URL(s.url).port)));
+    proxy = await startProxy();
     for (let i = 0; i < 3; i++) {
       const s = await startServer(join(work, `three${i}`), { SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url });
       servers.push(s);
       three.push(s);
     }
+    proxy.setPorts(three.map((s) => Number(new URL(s.url).port)));
     const threeEndpoint = await deploy(project, proxy.url);
     await throughput(proxy.url, threeEndpoint, 200, 16);
     const threeRate = await throughput(proxy.url, threeEndpoint, JOBS, 16);
+    const spreadRate = await throughput(three.map((s) => s.url), threeEndpoint, JOBS, 16);
 
     // /runsync through a follower (three[1]: the first started serves jobs) vs three plain round trips.
     const auth = { authorization: `Bearer ${KEY}` };
     const viaFollower = [];
+    const onJobsReplica = [];
     const baseline = [];
     for (let i = 0; i < 300; i++) {
       let t = performance.now();
@@ -128,16 +157,23 @@ export async function run() {
       const res = await request(`${three[1].url}/v2/${threeEndpoint}/runsync`, { method: "POST", headers: auth, body: JSON.stringify({ input: { i } }) });
       if (res.status !== 200 || !res.body.includes("COMPLETED")) throw new Error(`runsync: ${res.status} ${res.body}`);
       viaFollower.push(performance.now() - t);
+      t = performance.now();
+      const direct = await request(`${three[0].url}/v2/${threeEndpoint}/runsync`, { method: "POST", headers: auth, body: JSON.stringify({ input: { i } }) });
+      if (direct.status !== 200 || !direct.body.includes("COMPLETED")) throw new Error(`runsync: ${direct.status} ${direct.body}`);
+      onJobsReplica.push(performance.now() - t);
     }
+    const jobs50 = percentile(onJobsReplica, 50);
     const p50 = percentile(viaFollower, 50);
     const b50 = percentile(baseline, 50);
     return [
       { name: "/run completed, 3 replicas behind a proxy", value: threeRate, unit: "jobs/s", baselineName: "1 replica, same database server", baseline: oneRate, ratio: threeRate / oneRate, target: ">= 0.9x", met: threeRate / oneRate >= 0.9 },
+      { name: "/run completed, 3 replicas, clients spread (DNS round robin)", value: spreadRate, unit: "jobs/s", baselineName: "1 replica, same database server", baseline: oneRate, ratio: spreadRate / oneRate, target: ">= 0.9x", met: spreadRate / oneRate >= 0.9 },
       { name: "/runsync p50 through a follower", value: p50, unit: "ms", baselineName: "3 plain loopback round trips p50", baseline: b50, ratio: p50 / b50, target: "<= 4x", met: p50 / b50 <= 4 },
+      { name: "/runsync p50 on the jobs replica (what the follower's hop adds to)", value: jobs50, unit: "ms", baselineName: "3 plain loopback round trips p50", baseline: b50, ratio: jobs50 / b50 },
     ];
   } finally {
     for (const s of servers) await stop(s);
-    proxy?.server.close();
+    proxy?.close();
     await plain.close();
     await database.stop();
     rmSync(work, { recursive: true, force: true });

@@ -59,12 +59,32 @@ export function isTransient(err: unknown): boolean {
   return true;
 }
 
+/**
+ * The header a replica that passes worker calls on to the replica serving jobs adds to its answers: that replica's
+ * address, so the worker may talk to it straight (docs/scale-out.md "Workers reach the jobs replica").
+ */
+export const JOBS_REPLICA_HEADER = "svc-jobs-replica";
+/** A direct address that failed is not tried again for this long: the cluster's address works meanwhile. */
+const DIRECT_RETRY_AFTER_MS = 30_000;
+/** A direct address that takes longer than this to connect to is taken as unreachable from here. */
+const DIRECT_CONNECT_TIMEOUT_MS = 2000;
+
+interface DirectAddress {
+  /** As the replica named it. */
+  base: string;
+  url: URL;
+  routeUrls: Map<string, URL>;
+}
+
 export class WorkerApi {
   readonly baseUrl: URL;
   private readonly agent: HttpAgent;
   private readonly headers: Record<string, string>;
   private readonly send: typeof httpRequest;
   private readonly routeUrls = new Map<string, URL>();
+  /** The jobs replica's own address, once a replica named it; undefined: the configured address. */
+  private direct?: DirectAddress;
+  private directRefusedUntil = 0;
 
   constructor(apiUrl: string, token: string) {
     this.baseUrl = new URL(apiUrl.endsWith("/") ? apiUrl : `${apiUrl}/`);
@@ -78,9 +98,10 @@ export class WorkerApi {
   /** POST a JSON body (or an already serialised one) to `_worker/v1/<route>`. */
   post<T>(route: string, body: unknown, options: RequestOptions = {}): Promise<T> {
     const payload = typeof body === "string" ? body : JSON.stringify(body);
+    const direct = this.direct;
     return new Promise<T>((resolve, reject) => {
       const req = this.send(
-        this.routeUrl(route),
+        this.routeUrl(route, direct),
         {
           method: "POST",
           agent: this.agent,
@@ -88,6 +109,7 @@ export class WorkerApi {
           signal: options.signal,
         },
         (res) => {
+          this.noteJobsReplica(res.headers[JOBS_REPLICA_HEADER]);
           readBody(res).then((text) => {
             const status = res.statusCode ?? 0;
             if (status >= 200 && status < 300) {
@@ -103,15 +125,51 @@ export class WorkerApi {
         },
       );
       req.setTimeout(options.timeoutMs ?? 30_000, () => req.destroy(new Error(`${route}: no answer within ${options.timeoutMs ?? 30_000} ms`)));
-      req.on("error", reject);
+      if (direct) {
+        req.once("socket", (socket) => {
+          if (!socket.connecting) return;
+          const timer = setTimeout(() => req.destroy(new Error(`${direct.base}: no connection within ${DIRECT_CONNECT_TIMEOUT_MS} ms`)), DIRECT_CONNECT_TIMEOUT_MS);
+          socket.once("connect", () => clearTimeout(timer));
+          socket.once("close", () => clearTimeout(timer));
+        });
+      }
+      req.on("error", (err) => {
+        // The jobs replica went away or cannot be reached from here: the caller retries, through the cluster's
+        // address, which knows where jobs are served now.
+        if (direct && this.direct === direct) {
+          this.direct = undefined;
+          this.directRefusedUntil = Date.now() + DIRECT_RETRY_AFTER_MS;
+        }
+        reject(err);
+      });
       req.end(payload);
     });
   }
 
+  /** Where this worker's calls go now: the configured address, or the jobs replica's own once one named it. */
+  get currentUrl(): string {
+    return this.direct?.base ?? this.baseUrl.href;
+  }
+
+  /** A replica named the one serving jobs: talk to it straight from the next call on (same scheme only). */
+  private noteJobsReplica(value: string | string[] | undefined): void {
+    if (typeof value !== "string" || value === this.direct?.base) return;
+    if (Date.now() < this.directRefusedUntil) return;
+    let base: URL;
+    try {
+      base = new URL(value.endsWith("/") ? value : `${value}/`);
+    } catch {
+      return; // not an address: keep going through the configured one
+    }
+    if (base.protocol !== this.baseUrl.protocol) return;
+    this.direct = { base: value, url: base, routeUrls: new Map() };
+  }
+
   /** Parsed once per route: a worker posts thousands of times a second under load. */
-  private routeUrl(route: string): URL {
-    let url = this.routeUrls.get(route);
-    if (!url) this.routeUrls.set(route, (url = new URL(`_worker/v1/${route}`, this.baseUrl)));
+  private routeUrl(route: string, direct?: DirectAddress): URL {
+    const cache = direct?.routeUrls ?? this.routeUrls;
+    let url = cache.get(route);
+    if (!url) cache.set(route, (url = new URL(`_worker/v1/${route}`, direct?.url ?? this.baseUrl)));
     return url;
   }
 

@@ -37,6 +37,8 @@ export interface ApiContext {
   artifacts: ArtifactStore;
   /** Set on a replica that does not serve jobs: the address of the one that does, where job traffic goes (docs/scale-out.md). */
   jobsServedBy?(): string | undefined;
+  /** Workers whose calls this replica passes on are told the jobs replica's address, to reach it straight. */
+  workersDirect?: boolean;
   maxArtifactBytes: number;
   /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
   uploadInspectLimits?: Partial<InspectLimits>;

@@ -158,7 +158,10 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     // rate limits); reads are answered here.
     const jobsServedBy = ctx.jobsServedBy?.();
     const url = target && "url" in target ? target.url : undefined;
-    if (jobsServedBy !== undefined && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) return await forwardRequest(jobsServedBy, req, res);
+    if (jobsServedBy !== undefined && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) {
+      const nameTarget = ctx.workersDirect === true && url?.pathname.startsWith("/_worker/") === true;
+      return await forwardRequest(jobsServedBy, req, res, { nameTarget });
+    }
     // Every authenticated request counts against its user's quotas, an unknown path's included; workers never do.
     if (row?.rateLimited !== false) ctx.management?.limit(principal, res);
 

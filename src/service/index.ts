@@ -77,6 +77,8 @@ export interface ServiceOptions {
   replicaUrl?: string;
   /** The address of all replicas together (a load balancer in front of them): what workers are given. */
   clusterUrl?: string;
+  /** Tell workers the replica serving jobs, to reach it straight (default true). */
+  workersDirect?: boolean;
   /** A lease lapses this long after the last heartbeat (default 30 s). */
   leaseMs?: number;
   /** Workers heartbeat this often (default 5 s). */
@@ -401,7 +403,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // issue 5: apps, environments, builds
-    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
+    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, workersDirect: options.workersDirect ?? true, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
     // issue 4
     management,
     secrets,

@@ -106,6 +106,34 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
     expect((await call(`${b.url}/v2/network-volumes`, { key })).status).toBe(200);
   });
 
+  it("names the replica serving jobs to a worker whose call it passes on, and to nobody else", async () => {
+    const [endpoint] = await a.deploy({ app: "direct", env: "prod", manifest: manifest({ work: resource() }, "direct"), artifactPath: join(work, "artifact.tar.gz") });
+    const worker = await ProtocolWorker.mint({ service: b }, endpoint!.id);
+    const registered = await worker.post("register", { workerId: worker.workerId, pid: process.pid, concurrency: 1 });
+    expect(registered.status).toBe(200);
+    expect(registered.headers.get("svc-jobs-replica")).toBe(a.url);
+    // The worker's runtime then talks to `a` straight: its calls there work (and are not named again).
+    const direct = new ProtocolWorker(a.url, worker.workerId, worker.token);
+    const taken = await direct.post("take", { workerId: worker.workerId, max: 1, waitMs: 0 });
+    expect(taken.status).toBe(200);
+    expect(taken.headers.get("svc-jobs-replica")).toBeNull();
+    // A client's job route passed on is not named: clients keep the address they were given.
+    const run = await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: {} } });
+    expect(run.status).toBe(200);
+    expect(run.headers.get("svc-jobs-replica")).toBeNull();
+
+    // A replica told that workers reach replicas only through the cluster address names nobody.
+    const quiet = await startService({ dataDir: join(work, "quiet"), storeUrl: url, apiKeys: [key], workersDirect: false });
+    try {
+      const throughQuiet = new ProtocolWorker(quiet.url, worker.workerId, worker.token);
+      const answer = await throughQuiet.post("take", { workerId: worker.workerId, max: 1, waitMs: 0 });
+      expect(answer.status).toBe(200);
+      expect(answer.headers.get("svc-jobs-replica")).toBeNull();
+    } finally {
+      await quiet.close();
+    }
+  });
+
   it("takes over the jobs when the replica serving them goes away: a job acknowledged before is worked through a follower after", async () => {
     // `a` serves jobs; `e` waits as a follower too. A job is acknowledged through `b` and waits in the queue.
     const e = await startService({ dataDir: join(work, "e"), storeUrl: url, apiKeys: [key] });

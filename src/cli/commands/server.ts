@@ -153,6 +153,7 @@ export function register(program: Command): void {
           publicUrl: config.publicUrl,
           replicaUrl: config.replicaUrl,
           clusterUrl: config.clusterUrl,
+          workersDirect: config.workersDirect,
           log: (message) => out.info(message),
           // Another replica may serve the jobs now: going on would run them twice. A supervisor (systemd, Swarm,
           // Kubernetes) restarts this one, as a follower.

@@ -6,6 +6,7 @@
 
 import { Agent, request, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
 import { HttpProblem } from "../http.js";
+import { JOBS_REPLICA_HEADER } from "../../runtime/api.js";
 
 /** Headers that belong to one connection, not to the request (RFC 9110 7.6.1). */
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]);
@@ -21,8 +22,13 @@ export function forwardedHeaders(headers: IncomingMessage["headers"], remoteAddr
   return out;
 }
 
+export interface ForwardOptions {
+  /** Name the jobs replica in the answer (a worker's call): the worker may then reach it without this hop. */
+  nameTarget?: boolean;
+}
+
 /** Pass `req` to the replica at `target` (its base URL) and its answer back through `res`. */
-export function forwardRequest(target: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+export function forwardRequest(target: string, req: IncomingMessage, res: ServerResponse, options: ForwardOptions = {}): Promise<void> {
   const base = new URL(target);
   return new Promise<void>((resolve, reject) => {
     const upstream = request(
@@ -38,6 +44,7 @@ export function forwardRequest(target: string, req: IncomingMessage, res: Server
       (answer) => {
         const headers: OutgoingHttpHeaders = {};
         for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+        if (options.nameTarget) headers[JOBS_REPLICA_HEADER] = target;
         res.writeHead(answer.statusCode ?? 502, headers);
         answer.pipe(res);
         answer.once("end", () => resolve());
