@@ -121,13 +121,12 @@ export async function run() {
   let proxy;
   try {
     const JOBS = 3000;
-    // One replica.
+    // One replica, and three on another database of the same server, all up at once: the rounds below alternate
+    // between them, so that the host's speed, which drifts within a run, weighs on both sides alike.
     const one = await startServer(join(work, "one"), { SVC_STORE_URL: await database.createDatabase("bench_one") });
     servers.push(one);
     const oneEndpoint = await deploy(project, one.url);
     await throughput(one.url, oneEndpoint, 200, 16);
-    const oneRate = await throughput(one.url, oneEndpoint, JOBS, 16);
-    await stop(one);
 
     // Three replicas behind the proxy, workers pointed at it.
     const storeUrl = await database.createDatabase("bench_three");
@@ -141,8 +140,16 @@ export async function run() {
     proxy.setPorts(three.map((s) => Number(new URL(s.url).port)));
     const threeEndpoint = await deploy(project, proxy.url);
     await throughput(proxy.url, threeEndpoint, 200, 16);
-    const threeRate = await throughput(proxy.url, threeEndpoint, JOBS, 16);
-    const spreadRate = await throughput(three.map((s) => s.url), threeEndpoint, JOBS, 16);
+
+    const rounds = { one: [], proxied: [], spread: [] };
+    for (let round = 0; round < 3; round++) {
+      rounds.one.push(await throughput(one.url, oneEndpoint, JOBS, 16));
+      rounds.proxied.push(await throughput(proxy.url, threeEndpoint, JOBS, 16));
+      rounds.spread.push(await throughput(three.map((s) => s.url), threeEndpoint, JOBS, 16));
+    }
+    const oneRate = percentile(rounds.one, 50);
+    const threeRate = percentile(rounds.proxied, 50);
+    const spreadRate = percentile(rounds.spread, 50);
 
     // /runsync through a follower (three[1]: the first started serves jobs) vs three plain round trips.
     const auth = { authorization: `Bearer ${KEY}` };
@@ -166,8 +173,8 @@ export async function run() {
     const p50 = percentile(viaFollower, 50);
     const b50 = percentile(baseline, 50);
     return [
-      { name: "/run completed, 3 replicas behind a proxy", value: threeRate, unit: "jobs/s", baselineName: "1 replica, same database server", baseline: oneRate, ratio: threeRate / oneRate, target: ">= 0.9x", met: threeRate / oneRate >= 0.9 },
-      { name: "/run completed, 3 replicas, clients spread (DNS round robin)", value: spreadRate, unit: "jobs/s", baselineName: "1 replica, same database server", baseline: oneRate, ratio: spreadRate / oneRate, target: ">= 0.9x", met: spreadRate / oneRate >= 0.9 },
+      { name: "/run completed, 3 replicas behind a proxy", value: threeRate, unit: "jobs/s", baselineName: "1 replica, same database server (medians of 3 alternating rounds)", baseline: oneRate, ratio: threeRate / oneRate, target: ">= 0.9x", met: threeRate / oneRate >= 0.9 },
+      { name: "/run completed, 3 replicas, clients spread (DNS round robin)", value: spreadRate, unit: "jobs/s", baselineName: "1 replica, same database server (medians of 3 alternating rounds)", baseline: oneRate, ratio: spreadRate / oneRate, target: ">= 0.9x", met: spreadRate / oneRate >= 0.9 },
       { name: "/runsync p50 through a follower", value: p50, unit: "ms", baselineName: "3 plain loopback round trips p50", baseline: b50, ratio: p50 / b50, target: "<= 4x", met: p50 / b50 <= 4 },
       { name: "/runsync p50 on the jobs replica (what the follower's hop adds to)", value: jobs50, unit: "ms", baselineName: "3 plain loopback round trips p50", baseline: b50, ratio: jobs50 / b50 },
     ];
