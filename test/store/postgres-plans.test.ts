@@ -1,0 +1,61 @@
+// The PostgreSQL store's batch statements stay on the jobs table's indexes however the table grew since they were
+// first prepared. A generic plan made while the table was nearly empty scanned the whole table on every batch
+// update, so each batch slowed in step with the number of jobs kept.
+
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openPostgresStore, type PostgresStore } from "../../src/service/store/postgres/index.js";
+import type { JobRow } from "../../src/service/store/types.js";
+import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
+
+const unavailable = postgresUnavailable();
+if (unavailable) console.warn(`PostgreSQL plan tests skipped: ${unavailable}`);
+
+function job(id: string): JobRow {
+  return {
+    id, endpointId: "e1", status: "IN_QUEUE", input: "{}", function: null, webhook: null, sync: false, lowPriority: false,
+    createdAt: Date.now(), startedAt: null, completedAt: null, output: null, error: null, errorType: null, errorStack: null,
+    attempt: 0, retried: 0, executionTimeoutMs: 60_000, ttlMs: 60_000, expiresAt: null, lease: null, workerId: null,
+    streamCursor: 0, maxRetries: null,
+  };
+}
+
+describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
+  let server: TestPostgres;
+  let store: PostgresStore;
+  beforeAll(async () => {
+    server = await startPostgres();
+    // One connection: every statement below is prepared and planned on the same one, as a busy replica's are.
+    store = await openPostgresStore(await server.createDatabase(), { maxConnections: 1 });
+  });
+  afterAll(async () => {
+    await store?.close();
+    await server?.stop();
+  });
+
+  /** Rows of the jobs table read by sequential scans so far (this connection's counts flushed first). */
+  async function tuplesScanned(): Promise<number> {
+    await store.pool.query("SELECT pg_stat_force_next_flush()");
+    const { rows } = await store.pool.query<{ n: string }>("SELECT seq_tup_read AS n FROM pg_stat_user_tables WHERE relname = 'jobs'");
+    return Number(rows[0]!.n);
+  }
+
+  const finish = (ids: string[]) => store.apply(ids.map((id) => ({ op: "updateJob" as const, id, set: { status: "COMPLETED" as const, output: "1", completedAt: Date.now() } })));
+
+  it("updates a batch of jobs through the id index after the table grew from nearly empty", async () => {
+    // While the table is nearly empty, the batch update runs often enough for PostgreSQL to settle on one plan.
+    await store.apply(["a", "b", "c", "d"].map((id) => ({ op: "insertJob" as const, job: job(id) })));
+    for (let i = 0; i < 8; i++) await finish(["a", "b"]);
+
+    const kept = 20_000;
+    for (let start = 0; start < kept; start += 1000) {
+      await store.apply(Array.from({ length: 1000 }, (_, i) => ({ op: "insertJob" as const, job: job(`kept-${start + i}`) })));
+    }
+    const before = await tuplesScanned();
+    for (let i = 0; i < 5; i++) await finish([`kept-${i * 2}`, `kept-${i * 2 + 1}`]);
+    const scanned = (await tuplesScanned()) - before;
+    // By index: a handful of rows per batch. A sequential scan reads all 20 004 jobs each time.
+    expect(scanned).toBeLessThan(kept);
+    const { rows } = await store.pool.query<{ status: string; n: string }>("SELECT status, count(*) AS n FROM jobs WHERE id LIKE 'kept-%' GROUP BY status ORDER BY status");
+    expect(rows.map((r) => [r.status, Number(r.n)])).toEqual([["COMPLETED", 10], ["IN_QUEUE", kept - 10]]);
+  }, 60_000);
+});
