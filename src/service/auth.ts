@@ -99,8 +99,10 @@ export class KeyRing {
   /** The principal of a key, or undefined when the key is unknown or revoked. */
   async authenticate(key: string): Promise<Principal | undefined> {
     const cached = this.cache.get(key);
-    if (cached && Date.now() - cached.checkedAt < this.recheckMs) return this.known(key);
     const checkedAt = Date.now();
+    // One reading of the clock decides: asking known() here read it again, and a request at the last millisecond
+    // of the answer's life was refused with 401 when the clock ticked between the two readings.
+    if (cached && checkedAt - cached.checkedAt < this.recheckMs) return this.knownEvenIfStale(key);
     const hash = hashKey(key);
     let row: Awaited<ReturnType<Store["keyByHash"]>>;
     try {
