@@ -102,6 +102,11 @@ export class JobEngine {
     return this.jobs.submit(endpointId, s);
   }
 
+  /** Before a caller learns a job's id: the job is in the store (see SubmitInput.deferWrite). */
+  persist(id: string): Promise<void> {
+    return this.jobs.persist(id);
+  }
+
   /** The record as the job API shows it. */
   record(endpointId: string, id: string): Promise<JobRow | undefined> {
     return this.jobs.record(endpointId, id);

@@ -90,9 +90,12 @@ async function submit(call: RouteCall, sync: boolean): Promise<void> {
   const wait = sync ? intParam(url, "wait", 1000, 300_000) : undefined;
   const { value, errors } = validateSubmission(await call.json(), endpoint.resource.functions.map((f) => f.name));
   if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
-  const row = await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait });
+  // A /runsync's caller learns the job's id only from this answer: the job reaches the store when it ends or
+  // just before this answer, whichever is first (one commit instead of two for a job that ends within the wait).
+  const row = await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync });
   if (!sync) return sendText(res, `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`);
   const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
+  await ctx.engine.persist(row.id);
   return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
 }
 

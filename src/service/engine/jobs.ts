@@ -9,7 +9,7 @@ import { newId } from "../auth.js";
 import type { JobRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
 import type { QueueSystem } from "./queue.js";
-import { adoptJob, changeJob, countJob, findJob, statsOf, type EngineResources } from "./resources.js";
+import { adoptJob, changeJob, countJob, findJob, noteInsert, persistOps, statsOf, type EngineResources } from "./resources.js";
 import {
   isFinal,
   RUN_RETENTION_MS,
@@ -84,6 +84,12 @@ export class JobSystem {
     };
     const job: LiveJob = { row, leaseExpiresAt: 0, lastSeq: 0, version: 0 };
     this.$.live.set(row.id, job);
+    // While the store refuses writes, a /runsync is refused at once, as a /run is, rather than after it ran.
+    if (s.deferWrite && this.$.writer.state().ok) {
+      job.unwritten = true;
+      this.queue.enqueue(job, false);
+      return row;
+    }
     const committed = this.$.writer.write([{ op: "insertJob", job: { ...row } }]);
     this.queue.enqueue(job, false);
     try {
@@ -94,6 +100,18 @@ export class JobSystem {
       throw err;
     }
     return row;
+  }
+
+  /**
+   * The caller is about to learn this job's id: it must be in the store. Writes an unwritten job as it is now,
+   * and waits for its insert's commit (one in flight included); nothing for a job the store has.
+   */
+  async persist(id: string): Promise<void> {
+    const job = this.$.live.get(id);
+    if (!job) return;
+    const ops = persistOps(job);
+    if (ops.length > 0) noteInsert(job, this.$.writer.write(ops));
+    await job.inserted;
   }
 
   /** Take a job out of memory entirely: its insert was refused. */

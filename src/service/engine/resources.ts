@@ -6,7 +6,7 @@
 // Memory is authoritative for jobs that are not final (and for final ones until their final state is
 // committed); the store holds everything and is the truth after a restart.
 
-import type { JobRow, Store } from "../store/types.js";
+import type { JobRow, Store, StoreOp } from "../store/types.js";
 import { systemClock, type Clock } from "./clock.js";
 import { GroupCommit } from "./group-commit.js";
 import { isFinal, type CounterKey, type EndpointStats, type EngineEndpoint, type EngineHooks, type EngineOptions, type LiveJob, type WorkerEntry } from "./types.js";
@@ -96,15 +96,40 @@ export function countJob($: EngineResources, endpointId: string, key: CounterKey
   $.writer.addCounter(endpointId, key);
 }
 
-/** Change a live job; the update goes into the batch and waiters hear of it after commit. */
+/**
+ * Change a live job; the update goes into the batch and waiters hear of it after commit. An unwritten job's
+ * changes stay in memory until it ends, when it is written whole.
+ */
 export function changeJob($: EngineResources, job: LiveJob, set: Partial<JobRow>): Promise<void> {
   Object.assign(job.row, set);
   const version = ++job.version;
   const id = job.row.id;
-  return $.writer.write([{ op: "updateJob", id, set }], () => {
+  if (job.unwritten && !isFinal(job.row.status)) return Promise.resolve();
+  const ops = job.unwritten ? persistOps(job) : [{ op: "updateJob", id, set } satisfies StoreOp];
+  const committed = $.writer.write(ops, () => {
     const ended = isFinal(job.row.status) && job.version === version && $.live.get(id) === job;
     if (ended) $.live.delete(id);
     $.waiters.notify(id, ended ? { ...job.row } : undefined);
+  });
+  if (ops[0]!.op === "insertJob") noteInsert(job, committed);
+  return committed;
+}
+
+/**
+ * The ops that write an unwritten job whole, as it is now (none for a job in the store); the caller puts them in
+ * the batch first and hands the batch's commit to `noteInsert`.
+ */
+export function persistOps(job: LiveJob): StoreOp[] {
+  if (!job.unwritten) return [];
+  job.unwritten = undefined;
+  return [{ op: "insertJob", job: { ...job.row } }];
+}
+
+/** The batch holding an unwritten job's insert: refused, the job is unwritten again (the store does not have it). */
+export function noteInsert(job: LiveJob, committed: Promise<void>): void {
+  job.inserted = committed;
+  committed.catch(() => {
+    job.unwritten = true;
   });
 }
 

@@ -5,7 +5,7 @@ import type { JobStatus } from "../../sdk/jobs-client.js";
 import { ATTEMPT_MARK_BYTES, markAttempt } from "../chunk-attempt.js";
 import type { LogRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
-import { adoptJob, changeJob, findJob, type EngineResources } from "./resources.js";
+import { adoptJob, changeJob, findJob, noteInsert, persistOps, type EngineResources } from "./resources.js";
 import { isFinal, MAX_CHUNK_BYTES, STREAM_WAIT_MS, type WorkerEntry } from "./types.js";
 
 export class StreamsAndLogs {
@@ -22,7 +22,9 @@ export class StreamsAndLogs {
   async appendStream(w: WorkerEntry, jobId: string, lease: unknown, chunks: unknown[]): Promise<boolean> {
     const job = this.leases.byLease(lease);
     if (!job || job.row.id !== jobId || job.row.endpointId !== w.endpointId) return false;
-    const ops: StoreOp[] = [];
+    // Its chunks are read by id from the store: the job goes there first.
+    const ops: StoreOp[] = persistOps(job);
+    const inserting = ops.length > 0;
     // A re-run's chunks say which attempt they are (a reader may already hold chunks of the one dropped).
     const attempt = job.row.attempt;
     const limit = attempt > 1 ? MAX_CHUNK_BYTES - ATTEMPT_MARK_BYTES : MAX_CHUNK_BYTES;
@@ -31,7 +33,9 @@ export class StreamsAndLogs {
         ops.push({ op: "insertChunk", chunk: { jobId, seq: ++job.lastSeq, data: markAttempt(piece, attempt) } });
       }
     }
-    await this.$.writer.write(ops, () => this.$.waiters.notify(jobId));
+    const committed = this.$.writer.write(ops, () => this.$.waiters.notify(jobId));
+    if (inserting) noteInsert(job, committed);
+    await committed;
     return true;
   }
 

@@ -61,6 +61,13 @@ export interface LiveJob {
   lastSeq: number;
   /** Bumped on every change; a committed final state is dropped from memory only if nothing changed since. */
   version: number;
+  /**
+   * Not in the store yet: nobody outside holds its id (a /runsync waiting for its answer), so no change of it has
+   * to be durable before it ends or its caller is answered; it is written whole then (`persistOps`).
+   */
+  unwritten?: boolean;
+  /** The commit of its insert, once an unwritten job was written (a caller about to learn its id waits on it). */
+  inserted?: Promise<void>;
 }
 
 export interface EndpointStats {
@@ -108,6 +115,12 @@ export interface SubmitInput extends Submission {
   waitMs?: number;
   /** Automatic retries for this job instead of its endpoint's. */
   maxRetries?: number;
+  /**
+   * The caller learns the job's id only from its answer (/runsync): the job is written to the store when it ends
+   * or when the caller is answered (`JobEngine.persist`), not before. A /runsync then costs one commit, not two,
+   * and a job lost to a crash before either was never acknowledged to anyone.
+   */
+  deferWrite?: boolean;
 }
 
 /** How a job ends (FAILED with retries left requeues it instead). */
