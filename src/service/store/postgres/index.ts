@@ -246,7 +246,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       return rows[0]!.seq;
     },
     async expiredJobIds(now, limit) {
-      const { rows } = await query<{ id: string }>("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= $1 LIMIT $2", [now, limit]);
+      const { rows } = await query<{ id: string }>("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at LIMIT $2", [now, limit]);
       return rows.map((r) => r.id);
     },
     async endpoints() {
