@@ -22,11 +22,14 @@ import { Scaler } from "./scaler.js";
 import { openServiceStorage, type ServiceStorage } from "./storage.js";
 import { redactStoreUrl } from "./store-url.js";
 import { startConfigSync } from "./cluster/config-sync.js";
+import { createChangeFeed } from "./cluster/change-feed.js";
 import { WebhookOutbox } from "./webhook-outbox.js";
 import { JobsRole } from "./cluster/jobs-role.js";
 
 /** How long a key's answer is trusted on replicas sharing a database before it is looked up again. */
 const KEY_RECHECK_MS = 500;
+/** Replicas re-read the configuration this often besides when the change feed tells them to. */
+const CONFIG_POLL_MS = 5_000;
 import { Secrets } from "./secrets/index.js";
 import { SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { missingSecrets } from "./secrets/check.js";
@@ -248,12 +251,37 @@ export async function startService(options: ServiceOptions): Promise<Service> {
             secrets.refresh();
           },
           onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
+          // The change feed below says when; this only covers notices lost while its listener reconnected.
+          intervalMs: CONFIG_POLL_MS,
         })
       : undefined;
+  // Configuration and key changes, told at their commit by the database (schema.ts's triggers): read at once.
+  let feedFailing = false;
+  const feed =
+    configSync && options.storeUrl && storage.coordination
+      ? createChangeFeed({
+          url: options.storeUrl,
+          db: storage.coordination,
+          onError: (err) => {
+            // Said once per outage: the listener retries every 2 s at most, and polling covers it meanwhile.
+            if (!feedFailing) log(`not hearing of other replicas' changes at once (${(err as Error).message}); reading them every ${CONFIG_POLL_MS / 1000} s until the database answers`);
+            feedFailing = true;
+          },
+        })
+      : undefined;
+  feed?.subscribe("config", () => void configSync?.round());
+  feed?.subscribe("keys", () => keyring.forget());
+  // Notices sent while the listener was away are lost: read everything again once it is back.
+  feed?.onResync(() => {
+    feedFailing = false;
+    keyring.forget();
+    void configSync?.round();
+  });
   /** What uses the storage in the background, then the storage itself and the data directory's lock. */
   const releaseStorage = async () => {
     await sharedLimiter?.stop();
     await configSync?.stop();
+    await feed?.close();
     await storage.close();
     dataLock.release();
   };

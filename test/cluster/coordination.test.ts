@@ -125,6 +125,49 @@ describe.skipIf(unavailable !== undefined)("coordination on PostgreSQL", () => {
   });
 });
 
+describe.skipIf(unavailable !== undefined)("the database tells every replica of configuration and key changes", () => {
+  let server: TestPostgres;
+  let url: string;
+  let store: PostgresStore;
+  beforeAll(async () => {
+    server = await startPostgres();
+    url = await server.createDatabase();
+    store = await openPostgresStore(url);
+  });
+  afterAll(async () => {
+    await store?.close();
+    await server?.stop();
+  });
+
+  it("a deploy and a key's revocation are told at their commit; a batch of results bumping an endpoint's counters is not", async () => {
+    const feed = createChangeFeed({ url, db: store.db });
+    try {
+      await feed.ready();
+      const heard: string[] = [];
+      feed.subscribe("config", () => heard.push("config"));
+      feed.subscribe("keys", () => heard.push("keys"));
+      const endpoint = {
+        id: "ep1", userId: "u1", app: "shop", env: "prod", name: "api", type: "queue" as const, resource: { name: "api" } as never,
+        artifactPath: "/a", revision: "r1", createdAt: 1, updatedAt: 1,
+      };
+      await store.apply([{ op: "upsertEndpoint", endpoint }]);
+      const until = Date.now() + 5_000;
+      while (!heard.includes("config") && Date.now() < until) await sleep(10);
+      expect(heard).toEqual(["config"]);
+
+      heard.length = 0;
+      for (let i = 0; i < 5; i++) await store.apply([{ op: "addCounters", endpointId: "ep1", completed: 1, failed: 0, retried: 0 }]);
+      await store.apply([{ op: "insertKey", key: { id: "k1", hash: "ab".repeat(32), userId: "u1", scopes: ["admin"], createdAt: 1, revokedAt: null } }]);
+      await store.apply([{ op: "revokeKey", id: "k1", at: 2 }]);
+      while (heard.length < 2 && Date.now() < until) await sleep(10);
+      await sleep(100);
+      expect(heard).toEqual(["keys", "keys"]);
+    } finally {
+      await feed.close();
+    }
+  });
+});
+
 describe.skipIf(unavailable !== undefined)("a rate limit shared by replicas", () => {
   let server: TestPostgres;
   let stores: PostgresStore[];

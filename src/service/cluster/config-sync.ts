@@ -1,7 +1,8 @@
 // Replicas on one database each keep the endpoints, management records and secrets in memory (they are read on
 // every request). What another replica changed (a deploy, an endpoint update or deletion, a template, a secret)
-// is read again every `intervalMs`, so it is in force here within that time. Keys are not in this loop: the key
-// ring asks the database again after its own recheck period.
+// is read again when the change feed says something changed (`round()`, at the change's commit) and, as the
+// fallback for a notice lost while the listener reconnected, every `intervalMs`. Keys are not in this loop: the
+// key ring forgets its answers on the feed's "keys" notices and asks the database again after its recheck period.
 //
 // Planning the endpoint changes is a pure diff of the registry against the stored rows; a round in which this
 // replica changed its own registry while the rows were being read is skipped (the read may predate that change).
@@ -62,12 +63,30 @@ export function startConfigSync(options: ConfigSyncOptions): { stop(): Promise<v
       failing = true;
     }
   };
-  const round = () => (running ??= roundOnce().finally(() => (running = undefined)));
+  // A round asked for while one runs goes after it: the running one may have read before the change it is told of.
+  let again = false;
+  let stopped = false;
+  const round = (): Promise<void> => {
+    if (stopped) return Promise.resolve();
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = roundOnce().finally(() => {
+      running = undefined;
+      if (again) {
+        again = false;
+        void round();
+      }
+    });
+    return running;
+  };
   const timer = setInterval(() => void round(), options.intervalMs ?? 500);
   timer.unref();
   return {
     round,
     async stop() {
+      stopped = true;
       clearInterval(timer);
       unsubscribe();
       await running;

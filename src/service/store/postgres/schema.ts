@@ -77,6 +77,23 @@ export const PG_MIGRATIONS: string[] = [
      id text PRIMARY KEY, job_id text NOT NULL, url text NOT NULL, body text NOT NULL, attempts integer NOT NULL,
      next_at bigint NOT NULL, created_at bigint NOT NULL);
    CREATE INDEX webhook_outbox_due ON webhook_outbox (next_at);`,
+  // Every replica hears of a configuration or key change at its commit (cluster/change-feed.ts): one notice per
+  // statement, and PostgreSQL sends one per transaction of identical ones. An endpoint's counters, bumped by every
+  // batch of results, are not configuration.
+  `CREATE FUNCTION svc_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     PERFORM pg_notify('svc_changes', json_build_object('t', TG_ARGV[0])::text);
+     RETURN NULL;
+   END $$;
+   CREATE TRIGGER svc_changed AFTER INSERT OR DELETE OR UPDATE OF user_id, app, env, name, type, resource, artifact_path, revision, updated_at
+     ON endpoints FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');
+   CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON apps FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');
+   CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON environments FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');
+   CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON network_volumes FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');
+   CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON templates FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');
+   CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON rest_endpoints FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');
+   CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON secrets FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');
+   CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON api_keys FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('keys');`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
