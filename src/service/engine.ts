@@ -107,6 +107,11 @@ export class JobEngine {
     return this.jobs.persist(id);
   }
 
+  /** An endpoint's jobs not in the store yet, for lists read from it. */
+  unwrittenJobs(endpointId: string): JobRow[] {
+    return this.jobs.unwritten(endpointId);
+  }
+
   /** The record as the job API shows it. */
   record(endpointId: string, id: string): Promise<JobRow | undefined> {
     return this.jobs.record(endpointId, id);

@@ -56,5 +56,12 @@ export async function jobsList(call: RouteCall): Promise<void> {
     const row = (await ctx.engine.recordHead(endpointId, id))?.row;
     if (row) jobs.push(jobSummary(row, now));
   }
+  // /runsync jobs still running are not in the store yet (they are written when they end): listed from memory.
+  const unwritten = ctx.engine.unwrittenJobs(endpointId);
+  if (unwritten.length > 0) {
+    for (const row of unwritten) jobs.push(jobSummary(row, now));
+    jobs.sort((a, b) => b.createdAt - a.createdAt);
+    jobs.length = Math.min(jobs.length, limit);
+  }
   sendJson(res, { jobs });
 }

@@ -92,3 +92,19 @@ it("keeps other users and narrower keys out of the list", async () => {
   expect((await call(`${t.service.url}/v2/${endpointId}/jobs`)).status).toBe(401);
   expect((await call(`${t.service.url}/v2/${endpointId}/jobs`, { key: t.key, method: "POST", body: {} })).status).toBe(405);
 });
+
+it("lists a /runsync job while its caller waits, before the job is in the store, and the caller's answer names the same job", async () => {
+  // No worker here: the job waits in the queue for the whole of its caller's wait.
+  const waiting = call(`${t.service.url}/v2/${endpointId}/runsync?wait=2000`, { key: t.key, body: { input: { waiting: true } } });
+  let listed: { id: string; status: string; input: unknown } | undefined;
+  for (const until = Date.now() + 1500; !listed && Date.now() < until; await new Promise((r) => setTimeout(r, 20))) {
+    const list = await call(`${t.service.url}/v2/${endpointId}/jobs`, { key: t.key });
+    listed = list.body.jobs.find((j: { input: unknown }) => JSON.stringify(j.input) === JSON.stringify({ waiting: true }));
+  }
+  expect(listed).toMatchObject({ status: "IN_QUEUE" });
+  const answer = await waiting;
+  expect(answer.body).toMatchObject({ id: listed!.id, status: "IN_QUEUE" });
+  // Answered: the job is in the store, and /status finds it.
+  expect((await call(`${t.service.url}/v2/${endpointId}/status/${listed!.id}`, { key: t.key })).body).toMatchObject({ status: "IN_QUEUE" });
+  await call(`${t.service.url}/v2/${endpointId}/cancel/${listed!.id}`, { key: t.key, method: "POST" });
+});

@@ -9,7 +9,7 @@ import { newId } from "../auth.js";
 import type { JobRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
 import type { QueueSystem } from "./queue.js";
-import { adoptJob, changeJob, countJob, findJob, noteInsert, persistOps, statsOf, type EngineResources } from "./resources.js";
+import { adoptJob, changeJob, countJob, findJob, markUnwritten, noteInsert, persistOps, statsOf, type EngineResources } from "./resources.js";
 import {
   isFinal,
   RUN_RETENTION_MS,
@@ -86,7 +86,7 @@ export class JobSystem {
     this.$.live.set(row.id, job);
     // While the store refuses writes, a /runsync is refused at once, as a /run is, rather than after it ran.
     if (s.deferWrite && this.$.writer.state().ok) {
-      job.unwritten = true;
+      markUnwritten(this.$, job);
       this.queue.enqueue(job, false);
       return row;
     }
@@ -109,9 +109,20 @@ export class JobSystem {
   async persist(id: string): Promise<void> {
     const job = this.$.live.get(id);
     if (!job) return;
-    const ops = persistOps(job);
-    if (ops.length > 0) noteInsert(job, this.$.writer.write(ops));
+    const ops = persistOps(this.$, job);
+    if (ops.length > 0) noteInsert(this.$, job, this.$.writer.write(ops));
     await job.inserted;
+  }
+
+  /** An endpoint's jobs that the store does not have yet (see persist), as they are now. */
+  unwritten(endpointId: string): JobRow[] {
+    const rows: JobRow[] = [];
+    for (const job of this.$.unwritten) {
+      // Gone from memory without being written (purged, its endpoint deleted): nothing to list.
+      if (!job.unwritten || this.$.live.get(job.row.id) !== job) this.$.unwritten.delete(job);
+      else if (job.row.endpointId === endpointId) rows.push(job.row);
+    }
+    return rows;
   }
 
   /** Take a job out of memory entirely: its insert was refused. */

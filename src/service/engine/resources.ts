@@ -64,6 +64,8 @@ export interface EngineResources {
   /** Per endpoint: jobs completed/failed/retried (as stored) and queued/running now. */
   readonly stats: Map<string, EndpointStats>;
   readonly waiters: JobWaiters;
+  /** Jobs not in the store yet (LiveJob.unwritten), for lists that read the store; pruned as they are read. */
+  readonly unwritten: Set<LiveJob>;
   /** close() was called: no new work, long polls answer at once. */
   closed: boolean;
 }
@@ -80,6 +82,7 @@ export function createResources(store: Store, options: EngineOptions, hooks: Eng
     live: new Map(),
     stats: new Map(),
     waiters: new JobWaiters(clock),
+    unwritten: new Set(),
     closed: false,
   };
 }
@@ -105,32 +108,37 @@ export function changeJob($: EngineResources, job: LiveJob, set: Partial<JobRow>
   const version = ++job.version;
   const id = job.row.id;
   if (job.unwritten && !isFinal(job.row.status)) return Promise.resolve();
-  const ops = job.unwritten ? persistOps(job) : [{ op: "updateJob", id, set } satisfies StoreOp];
+  const ops = job.unwritten ? persistOps($, job) : [{ op: "updateJob", id, set } satisfies StoreOp];
   const committed = $.writer.write(ops, () => {
     const ended = isFinal(job.row.status) && job.version === version && $.live.get(id) === job;
     if (ended) $.live.delete(id);
     $.waiters.notify(id, ended ? { ...job.row } : undefined);
   });
-  if (ops[0]!.op === "insertJob") noteInsert(job, committed);
+  if (ops[0]!.op === "insertJob") noteInsert($, job, committed);
   return committed;
+}
+
+/** A job kept out of the store until it ends or its caller learns its id (SubmitInput.deferWrite). */
+export function markUnwritten($: EngineResources, job: LiveJob): void {
+  job.unwritten = true;
+  $.unwritten.add(job);
 }
 
 /**
  * The ops that write an unwritten job whole, as it is now (none for a job in the store); the caller puts them in
  * the batch first and hands the batch's commit to `noteInsert`.
  */
-export function persistOps(job: LiveJob): StoreOp[] {
+export function persistOps($: EngineResources, job: LiveJob): StoreOp[] {
   if (!job.unwritten) return [];
   job.unwritten = undefined;
+  $.unwritten.delete(job);
   return [{ op: "insertJob", job: { ...job.row } }];
 }
 
 /** The batch holding an unwritten job's insert: refused, the job is unwritten again (the store does not have it). */
-export function noteInsert(job: LiveJob, committed: Promise<void>): void {
+export function noteInsert($: EngineResources, job: LiveJob, committed: Promise<void>): void {
   job.inserted = committed;
-  committed.catch(() => {
-    job.unwritten = true;
-  });
+  committed.catch(() => markUnwritten($, job));
 }
 
 /** A job of an endpoint that is not expired: the live one, else as stored (not put in memory: see adoptJob). */

@@ -23,7 +23,7 @@ export class StreamsAndLogs {
     const job = this.leases.byLease(lease);
     if (!job || job.row.id !== jobId || job.row.endpointId !== w.endpointId) return false;
     // Its chunks are read by id from the store: the job goes there first.
-    const ops: StoreOp[] = persistOps(job);
+    const ops: StoreOp[] = persistOps(this.$, job);
     const inserting = ops.length > 0;
     // A re-run's chunks say which attempt they are (a reader may already hold chunks of the one dropped).
     const attempt = job.row.attempt;
@@ -34,7 +34,7 @@ export class StreamsAndLogs {
       }
     }
     const committed = this.$.writer.write(ops, () => this.$.waiters.notify(jobId));
-    if (inserting) noteInsert(job, committed);
+    if (inserting) noteInsert(this.$, job, committed);
     await committed;
     return true;
   }
