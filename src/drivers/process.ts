@@ -239,6 +239,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
 
   // ---- pre-booted runtimes
   const poolSize = options.pool ?? 0;
+  /** A claimed runtime's replacement starts this long after the claim, once the claimed one is on its way. */
+  const POOL_REFILL_DELAY_MS = 100;
   const pool: Array<{ child: ChildProcess; ready: Promise<boolean>; sink: { onLog?: WorkerLaunch["onLog"] } }> = [];
   let closed = false;
   /** Pooled runtimes that died before any claim, in a row: past a few, the pool stops refilling (said once). */
@@ -278,7 +280,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   const takePooled = async () => {
     while (pool.length > 0) {
       const taken = pool.shift()!;
-      refill();
+      // Spawning the replacement takes ~5 ms of this thread and a core for Node's boot: not on the claim's path.
+      setTimeout(refill, POOL_REFILL_DELAY_MS).unref();
       if (await taken.ready) return taken;
       taken.child.kill("SIGKILL");
     }
