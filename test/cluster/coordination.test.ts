@@ -1,6 +1,7 @@
 // Coordination between replicas through PostgreSQL (a real server): the leader lease (one holder at a time, a
 // quick handover when the holder stops, a holder cut off from the database steps down before anyone else can
-// take over) and the change feed (wake-ups across connections, a resync after the listener's connection drops).
+// take over) and the change feed (wake-ups across connections, a resync after the listener's connection drops, and the
+// notices the database's own triggers send for configuration and key changes).
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
@@ -122,21 +123,6 @@ describe.skipIf(unavailable !== undefined)("coordination on PostgreSQL", () => {
       await there.close();
       await other.close();
     }
-  });
-});
-
-describe.skipIf(unavailable !== undefined)("the database tells every replica of configuration and key changes", () => {
-  let server: TestPostgres;
-  let url: string;
-  let store: PostgresStore;
-  beforeAll(async () => {
-    server = await startPostgres();
-    url = await server.createDatabase();
-    store = await openPostgresStore(url);
-  });
-  afterAll(async () => {
-    await store?.close();
-    await server?.stop();
   });
 
   it("a deploy and a key's revocation are told at their commit; a batch of results bumping an endpoint's counters is not", async () => {
