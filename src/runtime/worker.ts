@@ -4,9 +4,6 @@
 //   0  drained (the service asked, or SIGTERM) or orphaned cleanly
 //   1  could not start: bad environment, artifact refused, handler failed to load or init
 
-import { stat } from "node:fs/promises";
-import { createServer, request as httpRequest } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { errorMessage, UserError } from "../errors.js";
@@ -23,6 +20,7 @@ import { processAlive } from "../process-alive.js";
 import { projectRelativeStack } from "../build/source-paths.js";
 import { restoredFromSnapshot } from "./snapshot.js";
 import { claimFromStdin, POOL_CHANNEL_ENV } from "./claim.js";
+import { warmUp } from "./warm-up.js";
 
 // A driver reads stdout/stderr through pipes. Once its end is gone (the service died), every write fails with
 // EPIPE, reported as an 'error' event: unhandled, that was an uncaught exception whose note wrote to stderr
@@ -184,34 +182,6 @@ export interface PoolClaim {
   cwd: string;
 }
 
-/**
- * What a pre-booted runtime does before it says it is ready, so that a claim does not pay for it: Node sets up its
- * file-system thread pool, its ES module loader and source-map support the first time each is used, and a claimed
- * runtime used all three on its way to its first job (reading the manifest, importing the handler): measured
- * ~10 ms of a ~40 ms cold start here. Nothing of a user's is touched.
- */
-async function warmUp(): Promise<void> {
-  process.setSourceMapsEnabled(true);
-  // Failures here only mean the claim pays for these later, as without a warm-up.
-  await stat(process.execPath).catch(() => undefined);
-  const emptyModule = "data:text/javascript,export default 0";
-  await import(emptyModule).catch(() => undefined);
-  // The first HTTP exchange of a process costs ~6 ms more than the next (Node loads and compiles its client and
-  // parser then): one with itself on loopback, so that the claimed worker's `register` is not that first one.
-  await new Promise<void>((resolve) => {
-    const server = createServer((_req, res) => res.end("{}"));
-    server.once("error", () => resolve());
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo;
-      const req = httpRequest({ host: "127.0.0.1", port, method: "POST", path: "/", agent: false, headers: { "content-type": "application/json" } }, (res) => {
-        res.resume();
-        res.once("end", () => server.close(() => resolve()));
-      });
-      req.once("error", () => server.close(() => resolve()));
-      req.end("{}");
-    });
-  });
-}
 
 /**
  * A pre-booted runtime (SVC_POOLED=1, started by a driver with an IPC channel): Node and this runtime are loaded

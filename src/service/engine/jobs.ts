@@ -9,7 +9,7 @@ import { newId } from "../auth.js";
 import type { JobRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
 import type { QueueSystem } from "./queue.js";
-import { adoptJob, changeJob, countJob, findJob, markUnwritten, noteInsert, persistOps, statsOf, type EngineResources } from "./resources.js";
+import { adoptJob, changeJob, countJob, findJob, statsOf, writeJob, type EngineResources } from "./resources.js";
 import {
   isFinal,
   RUN_RETENTION_MS,
@@ -86,7 +86,7 @@ export class JobSystem {
     this.$.live.set(row.id, job);
     // While the store refuses writes, a /runsync is refused at once, as a /run is, rather than after it ran.
     if (s.deferWrite && this.$.writer.state().ok) {
-      markUnwritten(this.$, job);
+      this.$.unwritten.add(job);
       this.queue.enqueue(job, false);
       return row;
     }
@@ -109,8 +109,8 @@ export class JobSystem {
   async persist(id: string): Promise<void> {
     const job = this.$.live.get(id);
     if (!job) return;
-    const ops = persistOps(this.$, job);
-    if (ops.length > 0) noteInsert(this.$, job, this.$.writer.write(ops));
+    // Its commit is job.inserted, awaited below (a refusal reaches the caller there).
+    if (this.$.unwritten.has(job)) void writeJob(this.$, job, []);
     await job.inserted;
   }
 
@@ -119,7 +119,7 @@ export class JobSystem {
     const rows: JobRow[] = [];
     for (const job of this.$.unwritten) {
       // Gone from memory without being written (purged, its endpoint deleted): nothing to list.
-      if (!job.unwritten || this.$.live.get(job.row.id) !== job) this.$.unwritten.delete(job);
+      if (this.$.live.get(job.row.id) !== job) this.$.unwritten.delete(job);
       else if (job.row.endpointId === endpointId) rows.push(job.row);
     }
     return rows;

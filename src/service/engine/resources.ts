@@ -64,7 +64,10 @@ export interface EngineResources {
   /** Per endpoint: jobs completed/failed/retried (as stored) and queued/running now. */
   readonly stats: Map<string, EndpointStats>;
   readonly waiters: JobWaiters;
-  /** Jobs not in the store yet (LiveJob.unwritten), for lists that read the store; pruned as they are read. */
+  /**
+   * Jobs not in the store yet: nobody outside holds their ids (a /runsync waiting for its answer), so no change of
+   * them has to be durable before they end or their caller is answered; `writeJob` writes them whole then.
+   */
   readonly unwritten: Set<LiveJob>;
   /** close() was called: no new work, long polls answer at once. */
   closed: boolean;
@@ -107,38 +110,26 @@ export function changeJob($: EngineResources, job: LiveJob, set: Partial<JobRow>
   Object.assign(job.row, set);
   const version = ++job.version;
   const id = job.row.id;
-  if (job.unwritten && !isFinal(job.row.status)) return Promise.resolve();
-  const ops = job.unwritten ? persistOps($, job) : [{ op: "updateJob", id, set } satisfies StoreOp];
-  const committed = $.writer.write(ops, () => {
+  const unwritten = $.unwritten.has(job);
+  if (unwritten && !isFinal(job.row.status)) return Promise.resolve();
+  // An unwritten job's insert carries its whole row, this change included.
+  return writeJob($, job, unwritten ? [] : [{ op: "updateJob", id, set }], () => {
     const ended = isFinal(job.row.status) && job.version === version && $.live.get(id) === job;
     if (ended) $.live.delete(id);
     $.waiters.notify(id, ended ? { ...job.row } : undefined);
   });
-  if (ops[0]!.op === "insertJob") noteInsert($, job, committed);
-  return committed;
-}
-
-/** A job kept out of the store until it ends or its caller learns its id (SubmitInput.deferWrite). */
-export function markUnwritten($: EngineResources, job: LiveJob): void {
-  job.unwritten = true;
-  $.unwritten.add(job);
 }
 
 /**
- * The ops that write an unwritten job whole, as it is now (none for a job in the store); the caller puts them in
- * the batch first and hands the batch's commit to `noteInsert`.
+ * Write ops about a live job, preceded by the job's insert while the store does not have it (see
+ * EngineResources.unwritten). A refused batch leaves the job unwritten again: the store still does not have it.
  */
-export function persistOps($: EngineResources, job: LiveJob): StoreOp[] {
-  if (!job.unwritten) return [];
-  job.unwritten = undefined;
-  $.unwritten.delete(job);
-  return [{ op: "insertJob", job: { ...job.row } }];
-}
-
-/** The batch holding an unwritten job's insert: refused, the job is unwritten again (the store does not have it). */
-export function noteInsert($: EngineResources, job: LiveJob, committed: Promise<void>): void {
+export function writeJob($: EngineResources, job: LiveJob, ops: StoreOp[], after?: () => void): Promise<void> {
+  if (!$.unwritten.delete(job)) return $.writer.write(ops, after);
+  const committed = $.writer.write([{ op: "insertJob", job: { ...job.row } }, ...ops], after);
   job.inserted = committed;
-  committed.catch(() => markUnwritten($, job));
+  committed.catch(() => $.unwritten.add(job));
+  return committed;
 }
 
 /** A job of an endpoint that is not expired: the live one, else as stored (not put in memory: see adoptJob). */

@@ -5,7 +5,7 @@ import type { JobStatus } from "../../sdk/jobs-client.js";
 import { ATTEMPT_MARK_BYTES, markAttempt } from "../chunk-attempt.js";
 import type { LogRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
-import { adoptJob, changeJob, findJob, noteInsert, persistOps, type EngineResources } from "./resources.js";
+import { adoptJob, changeJob, findJob, writeJob, type EngineResources } from "./resources.js";
 import { isFinal, MAX_CHUNK_BYTES, STREAM_WAIT_MS, type WorkerEntry } from "./types.js";
 
 export class StreamsAndLogs {
@@ -22,9 +22,7 @@ export class StreamsAndLogs {
   async appendStream(w: WorkerEntry, jobId: string, lease: unknown, chunks: unknown[]): Promise<boolean> {
     const job = this.leases.byLease(lease);
     if (!job || job.row.id !== jobId || job.row.endpointId !== w.endpointId) return false;
-    // Its chunks are read by id from the store: the job goes there first.
-    const ops: StoreOp[] = persistOps(this.$, job);
-    const inserting = ops.length > 0;
+    const ops: StoreOp[] = [];
     // A re-run's chunks say which attempt they are (a reader may already hold chunks of the one dropped).
     const attempt = job.row.attempt;
     const limit = attempt > 1 ? MAX_CHUNK_BYTES - ATTEMPT_MARK_BYTES : MAX_CHUNK_BYTES;
@@ -33,9 +31,8 @@ export class StreamsAndLogs {
         ops.push({ op: "insertChunk", chunk: { jobId, seq: ++job.lastSeq, data: markAttempt(piece, attempt) } });
       }
     }
-    const committed = this.$.writer.write(ops, () => this.$.waiters.notify(jobId));
-    if (inserting) noteInsert(this.$, job, committed);
-    await committed;
+    // Its chunks are read by id from the store: an unwritten job goes there with them.
+    await writeJob(this.$, job, ops, () => this.$.waiters.notify(jobId));
     return true;
   }
 

@@ -61,12 +61,7 @@ export interface LiveJob {
   lastSeq: number;
   /** Bumped on every change; a committed final state is dropped from memory only if nothing changed since. */
   version: number;
-  /**
-   * Not in the store yet: nobody outside holds its id (a /runsync waiting for its answer), so no change of it has
-   * to be durable before it ends or its caller is answered; it is written whole then (`persistOps`).
-   */
-  unwritten?: boolean;
-  /** The commit of its insert, once an unwritten job was written (a caller about to learn its id waits on it). */
+  /** The commit of its insert, for a job first kept out of the store (a caller about to learn its id waits on it). */
   inserted?: Promise<void>;
 }
 
