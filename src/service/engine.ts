@@ -73,6 +73,11 @@ export class JobEngine {
     return this.$.writer.write(ops, after);
   }
 
+  /** Resolves once every change written so far has committed (or failed). */
+  settled(): Promise<void> {
+    return this.$.writer.settled();
+  }
+
   /** The store's state (/health). */
   storageState(): StorageState {
     const state = this.$.writer.state();

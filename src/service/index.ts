@@ -245,6 +245,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       ? startConfigSync({
           endpoints,
           storedEndpoints: () => store.endpoints(),
+          localWritesSettled: () => engine.settled(),
           dropped: (id) => engine.dropEndpoint(id),
           reload: async () => {
             await storage.reload();

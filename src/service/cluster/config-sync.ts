@@ -6,6 +6,9 @@
 //
 // Planning the endpoint changes is a pure diff of the registry against the stored rows; a round in which this
 // replica changed its own registry while the rows were being read is skipped (the read may predate that change).
+// A local change made before the round began may not have committed yet (the registry drops an endpoint, then its
+// deletion joins the next batch): the round waits for what this replica wrote so far before it reads, or it would
+// read the row still there and bring the deleted endpoint back.
 
 import type { EndpointRegistry } from "../endpoint-registry.js";
 import type { EndpointRow } from "../store/types.js";
@@ -35,6 +38,8 @@ export interface ConfigSyncOptions {
   reload(): Promise<void>;
   /** An endpoint another replica deleted: drop what this one holds of it (its queue, waiters, workers' view). */
   dropped(id: string): Promise<void>;
+  /** Resolves once every change this replica wrote so far has committed (the engine's group commit). */
+  localWritesSettled(): Promise<void>;
   intervalMs?: number;
   /** A round failed (the database is unreachable...): said once until one succeeds. */
   onError?(err: unknown): void;
@@ -49,6 +54,7 @@ export function startConfigSync(options: ConfigSyncOptions): { stop(): Promise<v
   const roundOnce = async () => {
     const before = localChanges;
     try {
+      await options.localWritesSettled();
       const [stored] = await Promise.all([options.storedEndpoints(), options.reload()]);
       if (localChanges !== before) return;
       const plan = planEndpointSync(options.endpoints, stored);

@@ -51,6 +51,15 @@ export class GroupCommit {
     return this.batchPromise;
   }
 
+  /** Resolves once every change written so far has committed (or failed): a barrier for reads that must see them. */
+  settled(): Promise<void> {
+    return (this.batchPromise ?? this.lastFlush).then(
+      () => undefined,
+      // The writers hear of a failed batch; a barrier only orders.
+      () => undefined,
+    );
+  }
+
   /** Make sure a flush runs this tick (its preparers may have work even when the batch is empty). */
   scheduleFlush(): void {
     if (this.flushScheduled) return;
