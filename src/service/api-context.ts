@@ -39,6 +39,8 @@ export interface ApiContext {
   jobsServedBy?(): string | undefined;
   /** Workers whose calls this replica passes on are told the jobs replica's address, to reach it straight. */
   workersDirect?: boolean;
+  /** This replica's name, when it writes `/run` jobs itself while another serves jobs (engine/handoff.ts). */
+  handOffAs?: string;
   maxArtifactBytes: number;
   /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
   uploadInspectLimits?: Partial<InspectLimits>;

@@ -49,7 +49,7 @@ const STATE = { auth: "user", rateLimited: true, body: "none" } as const;
 export const ROUTES: readonly Row[] = [
   ...MANAGEMENT_ROUTES,
 
-  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/run", body: RUN_BODY_LIMIT, handler: jobRoutes.run },
+  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/run", body: RUN_BODY_LIMIT, handedOff: true, handler: jobRoutes.run },
   { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/runsync", body: RUNSYNC_BODY_LIMIT, handler: jobRoutes.runsync },
   { ...JOB, methods: ["GET", "POST"], pattern: "/v2/:endpoint/status/:job", body: "none", handler: jobRoutes.status },
   { ...JOB, methods: ["GET", "POST"], pattern: "/v2/:endpoint/status-sync/:job", body: "none", handler: jobRoutes.statusSync },
@@ -158,7 +158,9 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     // rate limits); reads are answered here.
     const jobsServedBy = ctx.jobsServedBy?.();
     const url = target && "url" in target ? target.url : undefined;
-    if (jobsServedBy !== undefined && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) {
+    // A follower that has not heard of the endpoint yet (deployed a moment ago through another replica) passes it on.
+    const handedOff = ctx.handOffAs !== undefined && row !== undefined && "handedOff" in row && row.handedOff === true && ctx.endpoints.has(match?.params.endpoint ?? "");
+    if (jobsServedBy !== undefined && !handedOff && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) {
       const nameTarget = ctx.workersDirect === true && url?.pathname.startsWith("/_worker/") === true;
       return await forwardRequest(jobsServedBy, req, res, { nameTarget });
     }

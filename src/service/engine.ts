@@ -12,6 +12,7 @@ import type { JobRow, LogRow, Store, StoreOp } from "./store/types.js";
 import type { StorageState } from "./store/faults.js";
 import { systemClock, type Clock } from "./engine/clock.js";
 import { DispatchSystem } from "./engine/dispatch.js";
+import { HandoffSystem } from "./engine/handoff.js";
 import { JobSystem } from "./engine/jobs.js";
 import { LeaseSystem } from "./engine/leases.js";
 import { QueueSystem } from "./engine/queue.js";
@@ -51,6 +52,7 @@ export class JobEngine {
   private readonly dispatch: DispatchSystem;
   private readonly registry: WorkerRegistry;
   private readonly streams: StreamsAndLogs;
+  private readonly handoff: HandoffSystem;
 
   constructor(store: Store, options: EngineOptions, hooks: EngineHooks = {}, clock: Clock = systemClock) {
     const $ = createResources(store, options, hooks, clock);
@@ -64,6 +66,8 @@ export class JobEngine {
     this.dispatch = new DispatchSystem($, this.queue, this.leases, this.jobs);
     this.registry = new WorkerRegistry($, this.dispatch, this.leases);
     this.streams = new StreamsAndLogs($, this.leases);
+    this.handoff = new HandoffSystem($, this.queue);
+    $.adoptHandedOff = () => this.handoff.adopt();
   }
 
   // ---------------------------------------------------------------- group commit
@@ -71,6 +75,29 @@ export class JobEngine {
   /** Append ops to the current batch; resolves when the batch is committed. */
   write(ops: StoreOp[], after?: () => void): Promise<void> {
     return this.$.writer.write(ops, after);
+  }
+
+  // ---------------------------------------------------------------- submissions on every replica (engine/handoff.ts)
+
+  /** Whether `/run` jobs can be handed off to the replica serving jobs (the store is shared: PostgreSQL). */
+  get handsOff(): boolean {
+    return this.handoff.supported;
+  }
+
+  /** On a replica that does not serve jobs: write a `/run` job for the one that does; resolves once committed. */
+  handOff(endpointId: string, s: SubmitInput, from: string): Promise<JobRow> {
+    return this.handoff.handOff(endpointId, s, from);
+  }
+
+  /** This replica serves jobs: adopt handed-off jobs from now on (adoptHandedOff), starting with those waiting. */
+  acceptHandoffs(): Promise<number> {
+    this.handoff.enable();
+    return this.handoff.adopt();
+  }
+
+  /** Take the jobs other replicas handed off into the queue; how many. */
+  adoptHandedOff(): Promise<number> {
+    return this.handoff.adopt();
   }
 
   /** Resolves once every change written so far has committed (or failed). */

@@ -25,11 +25,14 @@ import { startConfigSync } from "./cluster/config-sync.js";
 import { createChangeFeed } from "./cluster/change-feed.js";
 import { WebhookOutbox } from "./webhook-outbox.js";
 import { JobsRole } from "./cluster/jobs-role.js";
+import { HANDOFF_TOPIC } from "./store/postgres/index.js";
 
 /** How long a key's answer is trusted on replicas sharing a database before it is looked up again. */
 const KEY_RECHECK_MS = 500;
 /** Replicas re-read the configuration this often besides when the change feed tells them to. */
 const CONFIG_POLL_MS = 5_000;
+/** The replica serving jobs looks for handed-off jobs this often besides when the change feed tells it. */
+const HANDOFF_RESCAN_MS = 2_000;
 import { Secrets } from "./secrets/index.js";
 import { SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { missingSecrets } from "./secrets/check.js";
@@ -82,6 +85,8 @@ export interface ServiceOptions {
   clusterUrl?: string;
   /** Tell workers the replica serving jobs, to reach it straight (default true). */
   workersDirect?: boolean;
+  /** Replicas that do not serve jobs write `/run` jobs themselves, for the one that does to adopt (default true). */
+  handOffJobs?: boolean;
   /** A lease lapses this long after the last heartbeat (default 30 s). */
   leaseMs?: number;
   /** Workers heartbeat this often (default 5 s). */
@@ -272,11 +277,25 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       : undefined;
   feed?.subscribe("config", () => void configSync?.round());
   feed?.subscribe("keys", () => keyring.forget());
+  // `/run` jobs another replica wrote, told at their commit: the replica serving jobs adopts them (engine/handoff.ts;
+  // a no-op on the others).
+  let adoptFailing = false;
+  const adoptHandedOff = () =>
+    void engine.adoptHandedOff().then(
+      () => (adoptFailing = false),
+      (err: unknown) => {
+        // Said once per outage: the jobs stay in the database, marked, and the next notice or rescan adopts them.
+        if (!adoptFailing) log(`could not take the jobs other replicas handed off: ${(err as Error).message}`);
+        adoptFailing = true;
+      },
+    );
+  feed?.subscribe(HANDOFF_TOPIC, adoptHandedOff);
   // Notices sent while the listener was away are lost: read everything again once it is back.
   feed?.onResync(() => {
     feedFailing = false;
     keyring.forget();
     void configSync?.round();
+    adoptHandedOff();
   });
   /** What uses the storage in the background, then the storage itself and the data directory's lock. */
   const releaseStorage = async () => {
@@ -335,10 +354,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const url = (options.publicUrl ?? localUrl).replace(/\/+$/, "");
 
   // Replicas on one database: one serves jobs, the others pass job traffic to it (cluster/jobs-role.ts).
+  const replicaName = `${hostname()}:${process.pid}:${newId(6)}`;
   const jobsRole = storage.coordination
     ? new JobsRole({
         db: storage.coordination,
-        holder: `${hostname()}:${process.pid}:${newId(6)}`,
+        holder: replicaName,
         // Not the public URL, which may be an address in front of all replicas (forwarding there could come back
         // to a follower).
         address: options.replicaUrl ?? localUrl,
@@ -348,6 +368,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     : undefined;
   await jobsRole?.start();
   const servesJobs = () => jobsRole?.servedBy === undefined;
+  // Followers write `/run` jobs themselves only where the replica serving jobs hears of them at once (the feed).
+  const handOffAs = jobsRole && feed && engine.handsOff && (options.handOffJobs ?? true) ? replicaName : undefined;
+  if (jobsRole && servesJobs()) await engine.acceptHandoffs();
 
   // issue 7: load-balanced endpoints: worker pool by /ping, proxy, scaling on in-flight requests
   const lb = new LbRouter({
@@ -432,7 +455,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // issue 5: apps, environments, builds
-    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, workersDirect: options.workersDirect ?? true, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
+    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, workersDirect: options.workersDirect ?? true, handOffAs, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
     // issue 4
     management,
     secrets,
@@ -466,7 +489,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   jobsRole?.ready({
     // The jobs as the database has them (the previous holder's running jobs lapse and requeue unless their
     // workers heartbeat here); then this replica serves job traffic, and starts its workers.
-    load: () => engine.load([...endpoints.values()]),
+    load: async () => {
+      await engine.load([...endpoints.values()]);
+      // Jobs handed off to the replica that is gone: the load found them (and they are skipped); later ones come on notices.
+      await engine.acceptHandoffs();
+    },
     start: async () => {
       // REST endpoints are re-planned by the replica serving jobs; a failure there must not keep its workers down.
       await management.appChanged().catch((err: unknown) => log(`could not refresh REST endpoints: ${(err as Error).message}`));
@@ -491,6 +518,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     }
   }, tickMs);
   ticker.unref();
+  // A notice is a hint (lost while the listener reconnects, or sent before this replica listened): rescan.
+  const handoffRescan = setInterval(() => {
+    if (servesJobs()) adoptHandedOff();
+  }, HANDOFF_RESCAN_MS);
+  handoffRescan.unref();
   const sweeper = setInterval(() => {
     // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
     if (!servesJobs()) return;
@@ -503,6 +535,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     (closing ??= (async () => {
       clearInterval(ticker);
       clearInterval(sweeper);
+      clearInterval(handoffRescan);
       releases.close();
       lb.close();
       await scaler?.close();

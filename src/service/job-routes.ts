@@ -92,7 +92,12 @@ async function submit(call: RouteCall, sync: boolean): Promise<void> {
   if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
   // A /runsync's caller learns the job's id only from this answer: the job reaches the store when it ends or
   // just before this answer, whichever is first (one commit instead of two for a job that ends within the wait).
-  const row = await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync });
+  // A `/run` on a replica that does not serve jobs: written here, adopted by the one that does (engine/handoff.ts).
+  const handOffAs = sync || ctx.jobsServedBy?.() === undefined ? undefined : ctx.handOffAs;
+  const row =
+    handOffAs !== undefined
+      ? await ctx.engine.handOff(endpoint.id, { ...value, sync }, handOffAs)
+      : await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync });
   if (!sync) return sendText(res, `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`);
   const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
   await ctx.engine.persist(row.id);

@@ -32,6 +32,8 @@ export interface RouteRow<H> {
    * A function decides by the query. Requests that change something go there whatever this says.
    */
   jobsReplica?: boolean | ((query: URLSearchParams) => boolean);
+  /** A replica that does not serve jobs answers it itself when it can hand jobs off (ctx.handOffAs). */
+  handedOff?: boolean;
   /** What a caller of the wrong kind is told it cannot do ("call the job API"). */
   purpose?: string;
   handler: H;

@@ -154,6 +154,7 @@ export function register(program: Command): void {
           replicaUrl: config.replicaUrl,
           clusterUrl: config.clusterUrl,
           workersDirect: config.workersDirect,
+          handOffJobs: config.handOffJobs,
           log: (message) => out.info(message),
           // Another replica may serve the jobs now: going on would run them twice. A supervisor (systemd, Swarm,
           // Kubernetes) restarts this one, as a follower.

@@ -106,6 +106,20 @@ class MemoryJobStore implements Store {
     return [];
   }
   async close() {}
+
+  /** Jobs other replicas handed off, by id: the mark a PostgreSQL row carries. */
+  readonly handedOff = new Set<string>();
+  async handOffJobs(jobs: JobRow[]) {
+    for (const job of jobs) {
+      this.jobs.set(job.id, { ...job });
+      this.handedOff.add(job.id);
+    }
+  }
+  async adoptHandedOffJobs() {
+    const ids = [...this.handedOff];
+    this.handedOff.clear();
+    return ids.map((id) => this.jobs.get(id)).filter((j): j is JobRow => j?.status === "IN_QUEUE").map((j) => ({ ...j }));
+  }
 }
 
 /** Time moves only when the test says; timers due by then fire in order. */
@@ -467,5 +481,23 @@ describe("the job engine over an in-memory store and a fake clock", () => {
       expect(engine.queuedCount("e1")).toBe(0);
       store.refuse = undefined;
     });
+  });
+
+  it("jobs handed off by other replicas are adopted once, and only by the engine serving jobs: one it holds already is not queued twice", async () => {
+    const { engine, store, w1, w2 } = setup();
+    const submitted = { input: {}, sync: false };
+    // Handed off before this engine loaded: the load finds it, and its mark is still there at the adoption.
+    const early = await engine.handOff("e1", submitted, "follower");
+    await engine.load([]);
+    // Not serving jobs yet: nothing is adopted (a follower must leave the marks alone).
+    expect(await engine.adoptHandedOff()).toBe(0);
+    expect(store.handedOff.has(early.id)).toBe(true);
+    const late = await engine.handOff("e1", submitted, "follower");
+    expect(await engine.acceptHandoffs()).toBe(1);
+    expect(engine.health("e1").jobs.inQueue).toBe(2);
+    const taken = [...(await engine.take(w1, 1, 0)), ...(await engine.take(w2, 1, 0))];
+    expect(taken.map((j) => j.id)).toEqual([early.id, late.id]);
+    expect(engine.health("e1").jobs.inQueue).toBe(0);
+    expect(await engine.adoptHandedOff()).toBe(0);
   });
 });

@@ -60,6 +60,20 @@ export class GroupCommit {
     );
   }
 
+  /**
+   * Run `fn` between two batches: after every batch cut so far has committed and been answered, before the next one
+   * is cut. What `fn` reads from the store is then ordered with this writer's own commits.
+   */
+  inOrder<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.lastFlush.then(fn);
+    // The chain goes on whatever fn does: its caller hears of a failure, the batches after it must still run.
+    this.lastFlush = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
   /** Make sure a flush runs this tick (its preparers may have work even when the batch is empty). */
   scheduleFlush(): void {
     if (this.flushScheduled) return;

@@ -16,6 +16,7 @@ import {
   RUNSYNC_RETENTION_MS,
   RUNSYNC_WAIT_RETENTION_MAX_MS,
   type DoneResult,
+  type EngineEndpoint,
   type FinishResult,
   type LiveJob,
   type SubmitInput,
@@ -29,8 +30,17 @@ export class JobSystem {
     private readonly leases: LeaseSystem,
   ) {}
 
-  /** Rebuild the in-memory index from the store. Running jobs keep their lease for one more lease period. */
+  /**
+   * Rebuild the in-memory index from the store. Running jobs keep their lease for one more lease period. Loading
+   * again (a replica taking over serving jobs) starts from nothing: what it loaded when it started is long stale,
+   * and a job still queued there may have run since.
+   */
   async load(endpointCounters: Array<{ id: string; completed: number; failed: number; retried: number }>): Promise<void> {
+    this.$.live.clear();
+    this.$.unwritten.clear();
+    this.$.stats.clear();
+    this.queue.clear();
+    this.leases.clear();
     for (const e of endpointCounters) {
       this.$.stats.set(e.id, { completed: e.completed, failed: e.failed, retried: e.retried, inQueue: 0, inProgress: 0 });
     }
@@ -45,43 +55,7 @@ export class JobSystem {
 
   async submit(endpointId: string, s: SubmitInput): Promise<JobRow> {
     if (this.$.closed) throw new HttpProblem(503, "The service is shutting down");
-    const endpoint = this.$.endpoints.get(endpointId);
-    const now = this.$.clock.now();
-    const ttlMs =
-      s.ttlMs ??
-      (s.sync
-        ? s.waitMs !== undefined
-          ? Math.min(RUNSYNC_WAIT_RETENTION_MAX_MS, Math.max(RUNSYNC_RETENTION_MS, s.waitMs))
-          : RUNSYNC_RETENTION_MS
-        : RUN_RETENTION_MS);
-    const row: JobRow = {
-      // Time first: ids of one period share a prefix, so SQLite's id index grows at its end (one page per
-      // batch) instead of touching a random page per job; the 64 random bits keep ids unguessable.
-      id: `${now.toString(36)}-${newId(8)}`,
-      endpointId,
-      status: "IN_QUEUE",
-      input: JSON.stringify(s.input),
-      function: s.function ?? null,
-      webhook: s.webhook ?? null,
-      sync: s.sync,
-      lowPriority: Boolean(s.lowPriority),
-      createdAt: now,
-      startedAt: null,
-      completedAt: null,
-      output: null,
-      error: null,
-      errorType: null,
-      errorStack: null,
-      attempt: 0,
-      retried: 0,
-      executionTimeoutMs: s.executionTimeoutMs ?? endpoint?.executionTimeoutMs ?? DEFAULTS.executionTimeout * 1000,
-      ttlMs,
-      expiresAt: null,
-      lease: null,
-      workerId: null,
-      streamCursor: 0,
-      maxRetries: s.maxRetries ?? null,
-    };
+    const row = newJobRow(this.$.endpoints.get(endpointId), endpointId, s, this.$.clock.now());
     const job: LiveJob = { row, leaseExpiresAt: 0, lastSeq: 0, version: 0 };
     this.$.live.set(row.id, job);
     // While the store refuses writes, a /runsync is refused at once, as a /run is, rather than after it ran.
@@ -397,4 +371,43 @@ export class JobSystem {
       this.$.waiters.notify(id);
     }
   }
+}
+
+/** A new job as submitted: queued, its ttl and execution timeout resolved. Pure. */
+export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: string, s: SubmitInput, now: number): JobRow {
+  const ttlMs =
+    s.ttlMs ??
+    (s.sync
+      ? s.waitMs !== undefined
+        ? Math.min(RUNSYNC_WAIT_RETENTION_MAX_MS, Math.max(RUNSYNC_RETENTION_MS, s.waitMs))
+        : RUNSYNC_RETENTION_MS
+      : RUN_RETENTION_MS);
+  return {
+    // Time first: ids of one period share a prefix, so SQLite's id index grows at its end (one page per
+    // batch) instead of touching a random page per job; the 64 random bits keep ids unguessable.
+    id: `${now.toString(36)}-${newId(8)}`,
+    endpointId,
+    status: "IN_QUEUE",
+    input: JSON.stringify(s.input),
+    function: s.function ?? null,
+    webhook: s.webhook ?? null,
+    sync: s.sync,
+    lowPriority: Boolean(s.lowPriority),
+    createdAt: now,
+    startedAt: null,
+    completedAt: null,
+    output: null,
+    error: null,
+    errorType: null,
+    errorStack: null,
+    attempt: 0,
+    retried: 0,
+    executionTimeoutMs: s.executionTimeoutMs ?? endpoint?.executionTimeoutMs ?? DEFAULTS.executionTimeout * 1000,
+    ttlMs,
+    expiresAt: null,
+    lease: null,
+    workerId: null,
+    streamCursor: 0,
+    maxRetries: s.maxRetries ?? null,
+  };
 }

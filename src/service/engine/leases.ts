@@ -44,6 +44,13 @@ export class LeaseSystem {
     this.beforeTake.delete(id);
   }
 
+  /** Forget every running job (the jobs are loaded again). */
+  clear(): void {
+    this.running.clear();
+    this.leases.clear();
+    this.beforeTake.clear();
+  }
+
   /** A running job as loaded from the store at start. */
   restore(job: LiveJob): void {
     this.running.add(job.row.id);

@@ -32,6 +32,12 @@ export class QueueSystem {
     this.$.writer.scheduleFlush();
   }
 
+  /** Forget every queue (the jobs are loaded again). */
+  clear(): void {
+    this.queues.clear();
+    this.dispatchDue.clear();
+  }
+
   /** A queued job as loaded from the store at start (nobody waits for it yet). */
   restore(job: LiveJob): void {
     this.queueOf(job.row.endpointId)[job.row.lowPriority ? "low" : "normal"].push(job.row.id);

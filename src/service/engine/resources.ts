@@ -71,6 +71,8 @@ export interface EngineResources {
   readonly unwritten: Set<LiveJob>;
   /** close() was called: no new work, long polls answer at once. */
   closed: boolean;
+  /** Take jobs other replicas handed off into this one's queue (engine/handoff.ts); set by the engine. */
+  adoptHandedOff?: () => Promise<number>;
 }
 
 export function createResources(store: Store, options: EngineOptions, hooks: EngineHooks = {}, clock: Clock = systemClock): EngineResources {
@@ -137,6 +139,9 @@ export async function findJob($: EngineResources, endpointId: string, id: string
   let job = $.live.get(id);
   if (!job) {
     const row = await $.store.getJob(id);
+    // A queued job that is not in memory was handed off by another replica and not adopted yet: adopt it first,
+    // so that it is queued here like any other before it changes.
+    if (row?.status === "IN_QUEUE" && !$.live.has(id) && $.adoptHandedOff) await $.adoptHandedOff();
     job = $.live.get(id);
     if (!job) {
       if (!row) return undefined;

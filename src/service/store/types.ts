@@ -149,6 +149,16 @@ export interface Store extends DeployStoreReads {
   /** Webhooks due at `now` (nextAt <= now), oldest first, at most `limit`. */
   dueWebhooks(now: number, limit: number): Promise<WebhookRow[]>;
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
+  /**
+   * Replicas on one database (PostgreSQL): a replica that does not serve jobs inserts `/run` jobs itself, marked as
+   * handed off by `from`, and tells the replica that serves jobs at commit (the change feed's "handoff" notice).
+   */
+  handOffJobs?(jobs: JobRow[], from: string): Promise<void>;
+  /**
+   * The replica serving jobs takes the handed-off jobs: clears every mark and returns the marked jobs still queued,
+   * oldest first. A conditional claim, not a read: each row comes back once, whatever the order of the notices.
+   */
+  adoptHandedOffJobs?(): Promise<JobRow[]>;
   close(): Promise<void>;
 }
 

@@ -49,6 +49,9 @@ const TYPES = {
     oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
 };
 
+/** The change feed's topic (cluster/change-feed.ts, channel svc_changes) of a handed-off job's commit. */
+export const HANDOFF_TOPIC = "handoff";
+
 export interface PostgresStoreOptions {
   /** Connections this replica keeps at most (default 10). */
   maxConnections?: number;
@@ -131,9 +134,27 @@ function withConnectionCode(err: unknown): unknown {
   return err;
 }
 
+/** The `options` parameter of a connection URL, if it has one. */
+function connectionOptions(url: string): string | undefined {
+  try {
+    return new URL(url).searchParams.get("options") ?? undefined;
+  } catch {
+    // Not a URL pg's own parser would refuse either (a key=value string): it has no options for this to keep.
+    return undefined;
+  }
+}
+
 export async function openPostgresStore(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+  // Statements are prepared once per connection, and after five runs PostgreSQL may keep one generic plan for a
+  // prepared statement, chosen with the table's size at that moment: planned while the jobs table was nearly empty,
+  // the batch update (`UPDATE jobs ... FROM unnest(...)`) kept scanning the whole table, and every batch slowed in
+  // step with the table (1.5 ms at 4 000 jobs, 6.4 ms at 48 000; millions of jobs a day would stop the service).
+  // Planning each run with its real parameters picks the id index at any size; parsing is still saved. Set as a
+  // connection parameter (no statement of its own), after any `options` the URL gives.
+  const urlOptions = connectionOptions(url);
   const pool = new pg.Pool({
     connectionString: url,
+    options: `${urlOptions ? `${urlOptions} ` : ""}-c plan_cache_mode=force_custom_plan`,
     max: options.maxConnections ?? 10,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
     types: TYPES,
@@ -142,16 +163,6 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   // An idle connection the server drops (restart, failover) is an error event on the pool: without a listener
   // it would end the process. The next query opens a new connection; a failing one is a 503 for that request.
   pool.on("error", () => undefined);
-  // Statements are prepared once per connection, and after five runs PostgreSQL may keep one generic plan for a
-  // prepared statement, chosen with the table's size at that moment: planned while the jobs table was nearly empty,
-  // the batch update (`UPDATE jobs ... FROM unnest(...)`) kept scanning the whole table, and every batch slowed in
-  // step with the table (1.5 ms at 4 000 jobs, 6.4 ms at 48 000; millions of jobs a day would stop the service).
-  // Planning each run with its real parameters picks the id index at any size; parsing is still saved. The SET is
-  // queued on the new connection before anything else it runs. A server that refused it (none since PostgreSQL 12
-  // would) leaves the default planning, which is only slower, so the error is not the caller's.
-  pool.on("connect", (client) => {
-    client.query("SET plan_cache_mode = force_custom_plan").catch(() => undefined);
-  });
   const first = await pool.connect();
   try {
     await migrate(first);
@@ -209,6 +220,32 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       await transaction(async (client) => {
         for (const statement of statements) await client.query(statement.text, statement.values);
       });
+    },
+    async handOffJobs(jobs, from) {
+      if (jobs.length === 0) return;
+      const columns = JOB_KEYS.map((k) => JOB_COLUMNS[k]);
+      const handoff = `$${JOB_KEYS.length + 1}::text`;
+      // The notice goes out at this statement's commit: the replica serving jobs then adopts what it inserted.
+      await query(
+        `WITH inserted AS (
+           INSERT INTO jobs (${columns.join(", ")}, handoff)
+           SELECT u.*, ${handoff} FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")}) AS u)
+         SELECT pg_notify('svc_changes', '{"t":"${HANDOFF_TOPIC}"}')`,
+        [...JOB_KEYS.map((k) => jobs.map((job) => sqlValue(job[k]))), from],
+      );
+    },
+    async adoptHandedOffJobs() {
+      // Every mark goes (a job cancelled before its adoption keeps none), the queued ones come back. A job whose
+      // endpoint was deleted as it was handed off (the follower had not heard yet) goes as the endpoint's jobs went.
+      const { rows } = await query(
+        `WITH orphans AS (
+           DELETE FROM jobs j WHERE j.handoff IS NOT NULL AND NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = j.endpoint_id)),
+         adopted AS (
+           UPDATE jobs j SET handoff = NULL
+           WHERE j.handoff IS NOT NULL AND EXISTS (SELECT 1 FROM endpoints e WHERE e.id = j.endpoint_id) RETURNING j.*)
+         SELECT * FROM adopted WHERE status = 'IN_QUEUE' ORDER BY seq`,
+      );
+      return jobRows(rows);
     },
     async getJob(id) {
       const { rows } = await query("SELECT * FROM jobs WHERE id = $1", [id]);
