@@ -228,6 +228,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       },
       webhookBody: (row) => recordJson(row, Date.now()),
       onWebhook: () => outbox?.kick(),
+      // One notice per tick however many were handed off (the change feed coalesces).
+      onHandedOff: () => feed?.publish(HANDOFF_TOPIC, []),
     },
   );
   const endpoints = new EndpointRegistry(engine);

@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { JobEngine, type Clock, type EngineEndpoint, type EngineHooks } from "../engine.js";
 import { StorageUnavailable, type StorageState } from "../store/faults.js";
+import { ADOPT_EVERY_MS } from "./handoff.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow, WebhookRow } from "../store/types.js";
 
 /** The store's job side in Maps; `refuse` makes apply fail (nothing applied) with that error code, as a full disk does. */
@@ -115,7 +116,8 @@ class MemoryJobStore implements Store {
       this.handedOff.add(job.id);
     }
   }
-  async adoptHandedOffJobs() {
+  async applyAndAdopt(ops: StoreOp[]) {
+    await this.apply(ops);
     const ids = [...this.handedOff];
     this.handedOff.clear();
     return ids.map((id) => this.jobs.get(id)).filter((j): j is JobRow => j?.status === "IN_QUEUE").map((j) => ({ ...j }));
@@ -484,7 +486,7 @@ describe("the job engine over an in-memory store and a fake clock", () => {
   });
 
   it("jobs handed off by other replicas are adopted once, and only by the engine serving jobs: one it holds already is not queued twice", async () => {
-    const { engine, store, w1, w2 } = setup();
+    const { engine, store, clock, w1, w2 } = setup();
     const submitted = { input: {}, sync: false };
     // Handed off before this engine loaded: the load finds it, and its mark is still there at the adoption.
     const early = await engine.handOff("e1", submitted, "follower");
@@ -498,6 +500,9 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     const taken = [...(await engine.take(w1, 1, 0)), ...(await engine.take(w2, 1, 0))];
     expect(taken.map((j) => j.id)).toEqual([early.id, late.id]);
     expect(engine.health("e1").jobs.inQueue).toBe(0);
-    expect(await engine.adoptHandedOff()).toBe(0);
+    // Adoptions begin at most every ADOPT_EVERY_MS.
+    const next = engine.adoptHandedOff();
+    clock.advance(ADOPT_EVERY_MS);
+    expect(await next).toBe(0);
   });
 });

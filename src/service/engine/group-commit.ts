@@ -2,7 +2,7 @@
 // writes the batch, then the callers waiting on it answer. A response that acknowledges a change is sent only
 // after its batch committed. The writer also knows whether the store takes writes (the storage state).
 
-import type { Store, StoreOp } from "../store/types.js";
+import type { JobRow, Store, StoreOp } from "../store/types.js";
 import { storageCause, StorageUnavailable, type StorageState } from "../store/faults.js";
 import type { Clock } from "./clock.js";
 import type { CounterKey, EngineHooks } from "./types.js";
@@ -24,6 +24,9 @@ export class GroupCommit {
   private readonly counterDeltas = new Map<string, Record<CounterKey, number>>();
   /** Run at the start of every flush, before the batch is cut: what they write joins it. */
   private readonly preparers: Array<() => void> = [];
+  /** The next batch adopts handed-off jobs too (adoptWithNextBatch). */
+  private adoptNext = false;
+  private adopted?: (rows: JobRow[]) => void;
 
   constructor(
     private readonly store: Store,
@@ -61,17 +64,18 @@ export class GroupCommit {
   }
 
   /**
-   * Run `fn` between two batches: after every batch cut so far has committed and been answered, before the next one
-   * is cut. What `fn` reads from the store is then ordered with this writer's own commits.
+   * Adopt the jobs other replicas handed off with the next batch (engine/handoff.ts), in its transaction; resolves
+   * once that batch committed and `onAdopted` has queued them. In a batch, the adoption is ordered with this
+   * replica's own writes: a job it gets back as queued has no final state committed here.
    */
-  inOrder<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.lastFlush.then(fn);
-    // The chain goes on whatever fn does: its caller hears of a failure, the batches after it must still run.
-    this.lastFlush = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run;
+  adoptWithNextBatch(): Promise<void> {
+    this.adoptNext = true;
+    return this.write([]);
+  }
+
+  /** Who takes the adopted jobs: called right after their batch committed, before anything else runs. */
+  onAdopted(fn: (rows: JobRow[]) => void): void {
+    this.adopted = fn;
   }
 
   /** Make sure a flush runs this tick (its preparers may have work even when the batch is empty). */
@@ -125,8 +129,12 @@ export class GroupCommit {
     this.batchPromise = undefined;
     this.batchSettle = undefined;
     this.afterCommit = [];
+    const adopting = this.adoptNext && this.store.applyAndAdopt !== undefined;
+    this.adoptNext = false;
+    let adopted: JobRow[] | undefined;
     try {
-      await this.store.apply(ops);
+      if (adopting) adopted = await this.store.applyAndAdopt!(ops);
+      else await this.store.apply(ops);
     } catch (err) {
       const cause = storageCause(err);
       if (cause === undefined) {
@@ -146,6 +154,7 @@ export class GroupCommit {
     // Back to ok only once writes have gone through for a while: a nearly full disk takes small batches and
     // refuses large ones, and its state must not flap (nor the log repeat) with every batch.
     if (!this.storage.ok) this.storageRecovering ??= this.clock.now();
+    if (adopted) this.adopted?.(adopted);
     for (const fn of after) {
       try {
         fn();

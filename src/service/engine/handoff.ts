@@ -5,10 +5,11 @@
 // (a notice is lost while a listener reconnects) and when it takes over.
 //
 // Adoption is a conditional claim, not a read: the store clears the marks and returns the marked jobs still
-// queued, so each comes back once whatever the notices' order. It runs between two of this replica's batches
-// (GroupCommit.inOrder): a job it gets back as queued has no final state committed by this replica, so one this
-// replica already holds (found by a takeover's load, or by a cancel before its adoption) is still in memory then,
-// and is skipped; one that ran and left memory cannot come back queued and run again.
+// queued, so each comes back once whatever the notices' order. It is part of one of this replica's batches
+// (GroupCommit.adoptWithNextBatch: no commit of its own, and ordered with this replica's writes): a job it gets
+// back as queued has no final state committed by this replica, so one this replica already holds (found by a
+// takeover's load, or by a cancel before its adoption) is still in memory then, and is skipped; one that ran and
+// left memory cannot come back queued and run again.
 
 import { HttpProblem } from "../http.js";
 import type { JobRow } from "../store/types.js";
@@ -16,6 +17,11 @@ import { newJobRow } from "./jobs.js";
 import type { QueueSystem } from "./queue.js";
 import type { EngineResources } from "./resources.js";
 import type { LiveJob, SubmitInput } from "./types.js";
+
+/** Adoptions begin at most this often (each takes every job handed off since the one before). */
+export const ADOPT_EVERY_MS = 10;
+/** A follower announces its handed-off jobs at most this often. */
+const ANNOUNCE_EVERY_MS = 5;
 
 interface Pending {
   row: JobRow;
@@ -27,20 +33,26 @@ export class HandoffSystem {
   /** Jobs to hand off with the next insert (one statement per tick, one at a time, as the group commit does). */
   private pending: Pending[] = [];
   private writing = false;
-  /** The adoption running, and whether another was asked for meanwhile (its read may predate the ask). */
-  private adopting?: Promise<number>;
-  private next?: { promise: Promise<number>; resolve(n: number): void; reject(err: unknown): void };
+  private announcing = false;
+  private lastAnnounced = -Infinity;
+  /** How many jobs the last adopting batch took. */
+  private lastAdopted = 0;
+  /** The adoption asked for and not begun yet (one, for every ask meanwhile), and when the last one began. */
+  private scheduled?: Promise<number>;
+  private lastBegun = -Infinity;
   /** Only the replica serving jobs adopts (enable()); on the others a handed-off job must stay marked. */
   private enabled = false;
 
   constructor(
     private readonly $: EngineResources,
     private readonly queue: QueueSystem,
-  ) {}
+  ) {
+    $.writer.onAdopted((rows) => this.take(rows));
+  }
 
   /** Whether this store can take jobs from replicas that do not serve them. */
   get supported(): boolean {
-    return this.$.store.handOffJobs !== undefined && this.$.store.adoptHandedOffJobs !== undefined;
+    return this.$.store.handOffJobs !== undefined && this.$.store.applyAndAdopt !== undefined;
   }
 
   /** This replica serves jobs (from its start, or since it took over): it adopts from now on. */
@@ -67,6 +79,7 @@ export class HandoffSystem {
         this.pending = [];
         try {
           await this.$.store.handOffJobs!(batch.map((p) => p.row), from);
+          this.announce();
           for (const p of batch) p.resolve(p.row);
         } catch (err) {
           // Not committed: every caller of the batch is refused (a storage fault becomes a 503 at the route).
@@ -79,39 +92,48 @@ export class HandoffSystem {
   }
 
   /**
-   * Take the handed-off jobs into this replica's queue. Resolves with how many, once an adoption that started
-   * after this call has run (one asked for while another runs goes after it).
+   * Tell the replica serving jobs (the onHandedOff hook: a notice on the change feed) at most every ANNOUNCE_EVERY_MS:
+   * a notice is a transaction of its own that wakes every replica, and the adoption it asks for waits up to
+   * ADOPT_EVERY_MS anyway.
+   */
+  private announce(): void {
+    if (this.announcing) return;
+    const wait = this.lastAnnounced + ANNOUNCE_EVERY_MS - this.$.clock.now();
+    const send = () => {
+      this.announcing = false;
+      this.lastAnnounced = this.$.clock.now();
+      this.$.hooks.onHandedOff?.();
+    };
+    if (wait <= 0) return send();
+    this.announcing = true;
+    this.$.clock.setTimeout(send, wait);
+  }
+
+  /**
+   * Take the handed-off jobs into this replica's queue, with the next batch; resolves with how many that batch
+   * adopted.
    */
   adopt(): Promise<number> {
     if (!this.supported || !this.enabled || this.$.closed) return Promise.resolve(0);
-    if (!this.adopting) return this.start();
-    if (!this.next) {
-      let resolve!: (n: number) => void;
-      let reject!: (err: unknown) => void;
-      const promise = new Promise<number>((res, rej) => {
-        resolve = res;
-        reject = rej;
-      });
-      this.next = { promise, resolve, reject };
-    }
-    return this.next.promise;
+    // Followers' notices come at each of their commits, hundreds a second under load; an adoption costs the
+    // database about as much (planning and running its statement) whether it takes one job or twenty, so they
+    // begin at most every ADOPT_EVERY_MS, each taking what came meanwhile.
+    this.scheduled ??= new Promise<void>((resolve) => {
+      const wait = this.lastBegun + ADOPT_EVERY_MS - this.$.clock.now();
+      if (wait > 0) this.$.clock.setTimeout(resolve, wait);
+      else resolve();
+    }).then(async () => {
+      this.scheduled = undefined;
+      this.lastBegun = this.$.clock.now();
+      await this.$.writer.adoptWithNextBatch();
+      // Read before any later batch can commit (that takes I/O): the count of the batch just awaited.
+      return this.lastAdopted;
+    });
+    return this.scheduled;
   }
 
-  private start(): Promise<number> {
-    const run = this.$.writer.inOrder(() => this.adoptOnce());
-    this.adopting = run;
-    const after = () => {
-      this.adopting = undefined;
-      const next = this.next;
-      this.next = undefined;
-      if (next) this.start().then(next.resolve, next.reject);
-    };
-    run.then(after, after);
-    return run;
-  }
-
-  private async adoptOnce(): Promise<number> {
-    const rows = await this.$.store.adoptHandedOffJobs!();
+  /** The jobs a batch adopted, right after it committed. */
+  private take(rows: JobRow[]): void {
     let adopted = 0;
     for (const row of rows) {
       // In memory already (a takeover's load found it, a cancel or ttl change brought it in): that one is the truth.
@@ -121,6 +143,6 @@ export class HandoffSystem {
       this.queue.enqueue(job, false);
       adopted++;
     }
-    return adopted;
+    this.lastAdopted = adopted;
   }
 }

@@ -96,6 +96,8 @@ export interface EngineHooks {
   onTaken?(endpointId: string, workerId: string): void;
   /** The store began refusing writes, or takes them again (said once each way). */
   onStorage?(state: StorageState): void;
+  /** Jobs were handed off to the replica serving jobs (committed): tell it (engine/handoff.ts). */
+  onHandedOff?(): void;
 }
 
 export interface EngineOptions {

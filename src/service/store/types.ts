@@ -151,14 +151,15 @@ export interface Store extends DeployStoreReads {
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
   /**
    * Replicas on one database (PostgreSQL): a replica that does not serve jobs inserts `/run` jobs itself, marked as
-   * handed off by `from`, and tells the replica that serves jobs at commit (the change feed's "handoff" notice).
+   * handed off by `from`; the caller then tells the replica that serves jobs (the change feed's "handoff" notice).
    */
   handOffJobs?(jobs: JobRow[], from: string): Promise<void>;
   /**
-   * The replica serving jobs takes the handed-off jobs: clears every mark and returns the marked jobs still queued,
-   * oldest first. A conditional claim, not a read: each row comes back once, whatever the order of the notices.
+   * `apply`, and in the same transaction the replica serving jobs takes the handed-off jobs: every mark is cleared
+   * and the marked jobs still queued come back, oldest first. A conditional claim, not a read: each row comes back
+   * once, whatever the order of the notices. Jobs the ops themselves write keep their mark until the next one.
    */
-  adoptHandedOffJobs?(): Promise<JobRow[]>;
+  applyAndAdopt?(ops: StoreOp[]): Promise<JobRow[]>;
   close(): Promise<void>;
 }
 

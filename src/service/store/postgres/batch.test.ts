@@ -42,6 +42,22 @@ describe("batchStatements", () => {
     const texts = batchStatements(foldJobOps(ops)).map((s) => s.text.split(/\s+/).slice(0, 3).join(" "));
     expect(texts).toEqual(["INSERT INTO jobs", "DELETE FROM stream_chunks", "DELETE FROM jobs", "UPDATE jobs AS"]);
   });
+
+  it("adopts handed-off jobs in the batch's last statement, leaving the jobs the batch writes for the next adoption", () => {
+    const ops: StoreOp[] = [
+      { op: "insertJob", job: job("a") },
+      { op: "updateJob", id: "b", set: { status: "COMPLETED" } },
+    ];
+    const [only, ...rest] = batchStatements(ops, { adopt: true });
+    expect(rest).toEqual([]);
+    expect(only!.text).toMatch(/^WITH w0 AS \(INSERT INTO jobs.*w2 AS \(DELETE FROM job_handoffs .*ARRAY\(SELECT job_id FROM w2\).*\) SELECT \* FROM w4 ORDER BY seq$/s);
+    expect(only!.values.at(-1)).toEqual(["b"]);
+    // After an op that keeps its place, the adoption is a statement of its own, last (in the same transaction).
+    const texts = batchStatements([{ op: "deleteJob", id: "z" }], { adopt: true }).map((st) => st.text.split(/\s+/).slice(0, 3).join(" "));
+    expect(texts).toEqual(["DELETE FROM stream_chunks", "DELETE FROM jobs", "WITH w0 AS"]);
+    // Without ops: the adoption alone.
+    expect(batchStatements([], { adopt: true })).toHaveLength(1);
+  });
 });
 
 describe("pgParams", () => {

@@ -225,27 +225,28 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       if (jobs.length === 0) return;
       const columns = JOB_KEYS.map((k) => JOB_COLUMNS[k]);
       const handoff = `$${JOB_KEYS.length + 1}::text`;
-      // The notice goes out at this statement's commit: the replica serving jobs then adopts what it inserted.
+      // No NOTIFY in this transaction: PostgreSQL serialises the commits of transactions that notify (a lock held
+      // through the WAL flush), which throttled every follower's inserts to one fsync at a time. The caller
+      // announces the commit on the change feed (engine hook onHandedOff), and the replica serving jobs rescans.
       await query(
         `WITH inserted AS (
-           INSERT INTO jobs (${columns.join(", ")}, handoff)
-           SELECT u.*, ${handoff} FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")}) AS u)
-         SELECT pg_notify('svc_changes', '{"t":"${HANDOFF_TOPIC}"}')`,
+           INSERT INTO jobs (${columns.join(", ")})
+           SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")}) RETURNING id)
+         INSERT INTO job_handoffs (job_id, replica) SELECT id, ${handoff} FROM inserted`,
         [...JOB_KEYS.map((k) => jobs.map((job) => sqlValue(job[k]))), from],
       );
     },
-    async adoptHandedOffJobs() {
-      // Every mark goes (a job cancelled before its adoption keeps none), the queued ones come back. A job whose
-      // endpoint was deleted as it was handed off (the follower had not heard yet) goes as the endpoint's jobs went.
-      const { rows } = await query(
-        `WITH orphans AS (
-           DELETE FROM jobs j WHERE j.handoff IS NOT NULL AND NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = j.endpoint_id)),
-         adopted AS (
-           UPDATE jobs j SET handoff = NULL
-           WHERE j.handoff IS NOT NULL AND EXISTS (SELECT 1 FROM endpoints e WHERE e.id = j.endpoint_id) RETURNING j.*)
-         SELECT * FROM adopted WHERE status = 'IN_QUEUE' ORDER BY seq`,
-      );
-      return jobRows(rows);
+    async applyAndAdopt(ops) {
+      const statements = batchStatements(ops.length > 1 ? foldJobOps(ops) : ops, { adopt: true });
+      const run = async (db: Queryable) => {
+        let rows: Record<string, unknown>[] = [];
+        for (const statement of statements) rows = (await db.query(statement.text, statement.values)).rows;
+        return jobRows(rows);
+      };
+      // The adoption is the last statement's CTEs: one round trip, one commit, with the batch's own writes.
+      const rows = statements.length === 1 ? jobRows((await query(statements[0]!.text, statements[0]!.values)).rows) : await transaction(run);
+      // A job cancelled before its adoption loses its mark and is not adopted.
+      return rows.filter((row) => row.status === "IN_QUEUE");
     },
     async getJob(id) {
       const { rows } = await query("SELECT * FROM jobs WHERE id = $1", [id]);
@@ -424,13 +425,22 @@ const emptySegment = (): Segment => ({ inserts: [], updates: new Map(), chunks: 
  * counters are independent appends. A batch without such ops is then one statement: atomic by itself, sent
  * without BEGIN/COMMIT, one round trip. Pure.
  */
-export function batchStatements(ops: StoreOp[]): Statement[] {
+export function batchStatements(ops: StoreOp[], options: { adopt?: boolean } = {}): Statement[] {
   const out: Statement[] = [];
   let segment = emptySegment();
   const flush = () => {
     const parts = segmentParts(segment);
     if (parts.length > 0) out.push(combine(parts));
     segment = emptySegment();
+  };
+  const finish = () => {
+    if (!options.adopt) return flush();
+    // The adoption joins the last segment's statement: the batch's writes and it commit together.
+    const own = segmentParts(segment);
+    const parts = [...own, ...adoptionParts(jobIdsOf(ops)).map((p) => ({ ...p, text: p.text.replaceAll("{taken}", `w${own.length}`) }))];
+    // Which of them are still queued is applyAndAdopt's to filter: pushed down into the lookup, the condition had
+    // PostgreSQL read every queued job through the queue index instead of the few adopted by id.
+    out.push(combine(parts, `SELECT * FROM w${parts.length - 1} ORDER BY seq`));
   };
   for (const o of ops) {
     switch (o.op) {
@@ -465,20 +475,55 @@ export function batchStatements(ops: StoreOp[]): Statement[] {
         out.push(...barrierStatements(o));
     }
   }
-  flush();
+  finish();
   return out;
 }
 
-/** Statements written with $1.. each, as one: CTEs of a single statement, their parameters renumbered. Pure. */
-function combine(parts: Statement[]): Statement {
-  if (parts.length === 1) return parts[0]!;
+/** The jobs a batch writes. */
+function jobIdsOf(ops: StoreOp[]): string[] {
+  const ids = new Set<string>();
+  for (const o of ops) if (o.op === "updateJob" || o.op === "deleteJob") ids.add(o.id);
+  return [...ids];
+}
+
+/**
+ * Handed-off jobs taken by the replica serving jobs (engine/handoff.ts), as CTEs: every mark (a row of
+ * job_handoffs) deleted, the marked jobs returned (the last part). A job whose endpoint was deleted as it was handed off (its follower had not heard)
+ * goes as that endpoint's jobs went. Jobs the batch itself writes are left for the next adoption: one statement
+ * must not change a row twice (PostgreSQL would apply only one of the two changes).
+ */
+function adoptionParts(batchJobIds: string[]): Statement[] {
+  // The parts are CTEs w<i> of one statement (combine): the first is the marks taken, which the others read. The
+  // jobs are looked up by `id = ANY(array)`, which the id index answers: joined with the CTE, the planner (which
+  // cannot know how many marks there are) read the whole jobs table, twice per adoption.
+  return [
+    { text: `DELETE FROM job_handoffs WHERE NOT (job_id = ANY($1::text[])) RETURNING job_id`, values: [batchJobIds] },
+    {
+      text: `DELETE FROM jobs j WHERE j.id = ANY(ARRAY(SELECT job_id FROM {taken}))
+             AND NOT EXISTS (SELECT 1 FROM endpoints e WHERE e.id = j.endpoint_id)`,
+      values: [],
+    },
+    {
+      text: `SELECT j.* FROM jobs j WHERE j.id = ANY(ARRAY(SELECT job_id FROM {taken}))
+             AND EXISTS (SELECT 1 FROM endpoints e WHERE e.id = j.endpoint_id)`,
+      values: [],
+    },
+  ];
+}
+
+/**
+ * Statements written with $1.. each, as one: CTEs of a single statement, their parameters renumbered, and `tail`
+ * (which may read the last CTE, `w<n-1>`) as what it returns. Pure.
+ */
+function combine(parts: Statement[], tail?: string): Statement {
+  if (parts.length === 1 && tail === undefined) return parts[0]!;
   const values: unknown[] = [];
   const ctes = parts.map((part, i) => {
     const offset = values.length;
     values.push(...part.values);
     return `w${i} AS (${part.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`)})`;
   });
-  return { text: `WITH ${ctes.join(", ")} SELECT 1`, values };
+  return { text: `WITH ${ctes.join(", ")} ${tail ?? "SELECT 1"}`, values };
 }
 
 const sqlValue = (v: unknown) => (v === undefined ? null : v);

@@ -95,8 +95,8 @@ export const PG_MIGRATIONS: string[] = [
    CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON secrets FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');
    CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON api_keys FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('keys');`,
   // `/run` jobs a replica that does not serve jobs inserted, until the one that does adopts them (engine/handoff.ts).
-  `ALTER TABLE jobs ADD COLUMN handoff text;
-   CREATE INDEX jobs_handoff ON jobs (id) WHERE handoff IS NOT NULL;`,
+  // A table of its own, not a column of jobs: clearing a mark in jobs rewrote the whole row and every index of it.
+  `CREATE TABLE job_handoffs (job_id text PRIMARY KEY, replica text NOT NULL);`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
