@@ -152,17 +152,25 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   // Planning each run with its real parameters picks the id index at any size; parsing is still saved. Set as a
   // connection parameter (no statement of its own), after any `options` the URL gives.
   const urlOptions = connectionOptions(url);
-  const pool = new pg.Pool({
-    connectionString: url,
-    options: `${urlOptions ? `${urlOptions} ` : ""}-c plan_cache_mode=force_custom_plan`,
-    max: options.maxConnections ?? 10,
-    connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
-    types: TYPES,
-    application_name: "svc",
-  });
-  // An idle connection the server drops (restart, failover) is an error event on the pool: without a listener
-  // it would end the process. The next query opens a new connection; a failing one is a 503 for that request.
-  pool.on("error", () => undefined);
+  const newPool = (max: number, planOptions: string) => {
+    const p = new pg.Pool({
+      connectionString: url,
+      options: [urlOptions, planOptions].filter(Boolean).join(" ") || undefined,
+      max,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 5_000,
+      types: TYPES,
+      application_name: "svc",
+    });
+    // An idle connection the server drops (restart, failover) is an error event on the pool: without a listener
+    // it would end the process. The next query opens a new connection; a failing one is a 503 for that request.
+    p.on("error", () => undefined);
+    return p;
+  };
+  const pool = newPool(options.maxConnections ?? 10, "-c plan_cache_mode=force_custom_plan");
+  // A follower's hand-off inserts read no table, so their plan cannot go stale as jobs grow: they keep PostgreSQL's
+  // default planning on connections of their own, which plans the statement once instead of at every run (it was
+  // a third of the database's time on a follower's inserts, a few jobs each). Opened on the first hand-off.
+  let insertPool: pg.Pool | undefined;
   const first = await pool.connect();
   try {
     await migrate(first);
@@ -228,13 +236,18 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       // No NOTIFY in this transaction: PostgreSQL serialises the commits of transactions that notify (a lock held
       // through the WAL flush), which throttled every follower's inserts to one fsync at a time. The caller
       // announces the commit on the change feed (engine hook onHandedOff), and the replica serving jobs rescans.
-      await query(
-        `WITH inserted AS (
-           INSERT INTO jobs (${columns.join(", ")})
-           SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")}) RETURNING id)
-         INSERT INTO job_handoffs (job_id, replica) SELECT id, ${handoff} FROM inserted`,
-        [...JOB_KEYS.map((k) => jobs.map((job) => sqlValue(job[k]))), from],
-      );
+      insertPool ??= newPool(2, "");
+      try {
+        await safe(insertPool).query(
+          `WITH inserted AS (
+             INSERT INTO jobs (${columns.join(", ")})
+             SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")}) RETURNING id)
+           INSERT INTO job_handoffs (job_id, replica) SELECT id, ${handoff} FROM inserted`,
+          [...JOB_KEYS.map((k) => jobs.map((job) => sqlValue(job[k]))), from],
+        );
+      } catch (err) {
+        throw withConnectionCode(err);
+      }
     },
     async applyAndAdopt(ops) {
       const statements = batchStatements(ops.length > 1 ? foldJobOps(ops) : ops, { adopt: true });
@@ -399,7 +412,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       return rows[0]!.now;
     },
     async close() {
-      await pool.end();
+      await Promise.all([pool.end(), insertPool?.end()]);
     },
   };
   return store;
