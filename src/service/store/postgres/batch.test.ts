@@ -23,6 +23,10 @@ describe("batchStatements", () => {
     const statements = batchStatements(foldJobOps(ops));
     expect(statements).toHaveLength(1);
     const [only] = statements;
+    // It updates a job by id: planned at every run, with its parameters (a kept plan could scan the whole table).
+    expect(only!.planOnce).toBe(false);
+    // Inserts and counters alone (a /runsync's final commit) read no table that a kept plan could go wrong on.
+    expect(batchStatements([{ op: "insertJob", job: job("c") }, { op: "addCounters", endpointId: "ep", completed: 1, failed: 0, retried: 0 }])[0]!.planOnce).toBe(true);
     expect(only!.text.startsWith("WITH w0 AS (INSERT INTO jobs")).toBe(true);
     // Every placeholder has its value, renumbered across the parts.
     const placeholders = new Set([...only!.text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));

@@ -53,7 +53,7 @@ const TYPES = {
 export const HANDOFF_TOPIC = "handoff";
 
 export interface PostgresStoreOptions {
-  /** Connections this replica keeps at most (default 10). */
+  /** Connections this replica keeps at most (default 10), and two more for statements planned once. */
   maxConnections?: number;
   /** Connection attempts give up after this long (default 5 s): the store is then unavailable, a 503. */
   connectTimeoutMs?: number;
@@ -167,10 +167,12 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     return p;
   };
   const pool = newPool(options.maxConnections ?? 10, "-c plan_cache_mode=force_custom_plan");
-  // A follower's hand-off inserts read no table, so their plan cannot go stale as jobs grow: they keep PostgreSQL's
-  // default planning on connections of their own, which plans the statement once instead of at every run (it was
-  // a third of the database's time on a follower's inserts, a few jobs each). Opened on the first hand-off.
-  let insertPool: pg.Pool | undefined;
+  // Statements that read no table whose growth could make a kept plan wrong (inserts: a follower's hand-offs, a
+  // batch of new and finished /runsync jobs and counters) keep PostgreSQL's default planning on connections of
+  // their own, which plans a statement once instead of at every run: planning was a third of the database's time
+  // on a follower's inserts of a few jobs each, and ~0.2 ms of a /runsync's final commit. Opened on first use.
+  let plannedOncePool: pg.Pool | undefined;
+  const plannedOnce = () => safe((plannedOncePool ??= newPool(2, "")));
   const first = await pool.connect();
   try {
     await migrate(first);
@@ -222,7 +224,13 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       if (ops.length === 0) return;
       const statements = batchStatements(ops.length > 1 ? foldJobOps(ops) : ops);
       if (statements.length === 1) {
-        await query(statements[0]!.text, statements[0]!.values);
+        const [only] = statements as [Statement];
+        if (!only.planOnce) return void (await query(only.text, only.values));
+        try {
+          await plannedOnce().query(only.text, only.values);
+        } catch (err) {
+          throw withConnectionCode(err);
+        }
         return;
       }
       await transaction(async (client) => {
@@ -236,9 +244,8 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       // No NOTIFY in this transaction: PostgreSQL serialises the commits of transactions that notify (a lock held
       // through the WAL flush), which throttled every follower's inserts to one fsync at a time. The caller
       // announces the commit on the change feed (engine hook onHandedOff), and the replica serving jobs rescans.
-      insertPool ??= newPool(2, "");
       try {
-        await safe(insertPool).query(
+        await plannedOnce().query(
           `WITH inserted AS (
              INSERT INTO jobs (${columns.join(", ")})
              SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")}) RETURNING id)
@@ -412,7 +419,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       return rows[0]!.now;
     },
     async close() {
-      await Promise.all([pool.end(), insertPool?.end()]);
+      await Promise.all([pool.end(), plannedOncePool?.end()]);
     },
   };
   return store;
@@ -424,6 +431,11 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 export interface Statement {
   text: string;
   values: unknown[];
+  /**
+   * Reads no table whose growth could make a kept plan wrong (it only inserts, or updates endpoints' counters by
+   * id): planned once per connection instead of at every run (see `plannedOnce` in openPostgresStore).
+   */
+  planOnce?: boolean;
 }
 
 type Segment = { inserts: JobRow[]; updates: Map<string, Array<{ id: string; set: Partial<JobRow> }>>; chunks: Map<string, StreamChunkRow>; logs: LogRow[]; counters: Map<string, { completed: number; failed: number; retried: number }> };
@@ -536,7 +548,7 @@ function combine(parts: Statement[], tail?: string): Statement {
     values.push(...part.values);
     return `w${i} AS (${part.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`)})`;
   });
-  return { text: `WITH ${ctes.join(", ")} ${tail ?? "SELECT 1"}`, values };
+  return { text: `WITH ${ctes.join(", ")} ${tail ?? "SELECT 1"}`, values, planOnce: tail === undefined && parts.every((p) => p.planOnce) };
 }
 
 const sqlValue = (v: unknown) => (v === undefined ? null : v);
@@ -548,6 +560,7 @@ function segmentParts(s: Segment): Statement[] {
     parts.push({
       text: `INSERT INTO jobs (${columns.join(", ")}) SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")})`,
       values: JOB_KEYS.map((k) => s.inserts.map((job) => sqlValue(job[k]))),
+      planOnce: true,
     });
   }
   for (const [signature, list] of s.updates) {
@@ -567,6 +580,7 @@ function segmentParts(s: Segment): Statement[] {
       text: `INSERT INTO stream_chunks (job_id, seq, data) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])
        ON CONFLICT (job_id, seq) DO UPDATE SET data = excluded.data`,
       values: [chunks.map((c) => c.jobId), chunks.map((c) => c.seq), chunks.map((c) => c.data)],
+      planOnce: true,
     });
   }
   if (s.logs.length > 0) {
@@ -575,6 +589,7 @@ function segmentParts(s: Segment): Statement[] {
       text: `INSERT INTO logs (endpoint_id, worker_id, job_id, ts, stream, text)
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[])`,
       values: [l.map((x) => x.endpointId), l.map((x) => x.workerId), l.map((x) => x.jobId), l.map((x) => x.ts), l.map((x) => pgText(x.stream)), l.map((x) => pgText(x.text))],
+      planOnce: true,
     });
   }
   if (s.counters.size > 0) {
@@ -583,6 +598,8 @@ function segmentParts(s: Segment): Statement[] {
       text: `UPDATE endpoints AS e SET completed = e.completed + v.completed, failed = e.failed + v.failed, retried = e.retried + v.retried
        FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(id, completed, failed, retried) WHERE e.id = v.id`,
       values: [c.map(([id]) => id), c.map(([, x]) => x.completed), c.map(([, x]) => x.failed), c.map(([, x]) => x.retried)],
+      // By the endpoints' primary key: the table holds endpoints, not jobs, and is analysed as its counters change.
+      planOnce: true,
     });
   }
   return parts;
