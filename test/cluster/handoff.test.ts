@@ -144,6 +144,19 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
       }
     });
 
+    it("purges with the queue the jobs handed off just before, adopted or not", async () => {
+      const [endpoint] = await a.deploy({ app: "purge", env: "prod", manifest: manifest({ work: resource() }, "purge"), artifactPath: join(work, "artifact.tar.gz") });
+      await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
+      const runs = await Promise.all([1, 2, 3].map((i) => call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { i } } })));
+      expect(runs.map((r) => r.status)).toEqual([200, 200, 200]);
+      // At once on the jobs replica: the notice and the adoption may not have come yet.
+      const purged = await call(`${a.url}/v2/${endpoint!.id}/purge-queue`, { key, method: "POST" });
+      expect(purged.body).toMatchObject({ removed: 3 });
+      const worker = await ProtocolWorker.mint({ service: a }, endpoint!.id);
+      await worker.register();
+      expect(await worker.take(3, 500)).toEqual([]);
+    });
+
     it("queues a handed-off job cancelled before the jobs replica adopted it nowhere", async () => {
       const [endpoint] = await a.deploy({ app: "cancel", env: "prod", manifest: manifest({ work: resource() }, "cancel"), artifactPath: join(work, "artifact.tar.gz") });
       await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);

@@ -73,6 +73,8 @@ export class QueueSystem {
 
   /** Delete every queued job of an endpoint; resolves with how many once committed. */
   async purge(endpointId: string): Promise<number> {
+    // Jobs other replicas handed off before the purge are queued too: adopted first, so that they go with it.
+    await this.$.adoptHandedOff?.();
     const q = this.queues.get(endpointId);
     if (!q) return 0;
     const ops: StoreOp[] = [];
