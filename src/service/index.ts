@@ -228,7 +228,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       },
       webhookBody: (row) => recordJson(row, Date.now()),
       onWebhook: () => outbox?.kick(),
-      // One notice per tick however many were handed off (the change feed coalesces).
+      // Followers' hand-offs (engine/handoff.ts sends at most one every few ms; the feed coalesces per tick).
       onHandedOff: () => feed?.publish(HANDOFF_TOPIC, []),
     },
   );
@@ -279,11 +279,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       : undefined;
   feed?.subscribe("config", () => void configSync?.round());
   feed?.subscribe("keys", () => keyring.forget());
-  // `/run` jobs another replica wrote, told at their commit: the replica serving jobs adopts them (engine/handoff.ts;
-  // a no-op on the others).
+  // `/run` jobs another replica wrote, told after their commit: the replica serving jobs adopts them
+  // (engine/handoff.ts; a no-op on the others).
   let adoptFailing = false;
-  const adoptHandedOff = () =>
-    void engine.adoptHandedOff().then(
+  const adoptHandedOff = (adopt: () => Promise<number> = () => engine.adoptHandedOff()) =>
+    void adopt().then(
       () => (adoptFailing = false),
       (err: unknown) => {
         // Said once per outage: the jobs stay in the database, marked, and the next notice or rescan adopts them.
@@ -291,7 +291,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         adoptFailing = true;
       },
     );
-  feed?.subscribe(HANDOFF_TOPIC, adoptHandedOff);
+  feed?.subscribe(HANDOFF_TOPIC, () => adoptHandedOff());
   // Notices sent while the listener was away are lost: read everything again once it is back.
   feed?.onResync(() => {
     feedFailing = false;
@@ -372,7 +372,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const servesJobs = () => jobsRole?.servedBy === undefined;
   // Followers write `/run` jobs themselves only where the replica serving jobs hears of them at once (the feed).
   const handOffAs = jobsRole && feed && engine.handsOff && (options.handOffJobs ?? true) ? replicaName : undefined;
-  if (jobsRole && servesJobs()) await engine.acceptHandoffs();
+  // Serving jobs from the start: adopt from now on (a failure is said, and the next rescan adopts).
+  if (jobsRole && servesJobs()) adoptHandedOff(() => engine.acceptHandoffs());
 
   // issue 7: load-balanced endpoints: worker pool by /ping, proxy, scaling on in-flight requests
   const lb = new LbRouter({
@@ -493,8 +494,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // workers heartbeat here); then this replica serves job traffic, and starts its workers.
     load: async () => {
       await engine.load([...endpoints.values()]);
-      // Jobs handed off to the replica that is gone: the load found them (and they are skipped); later ones come on notices.
-      await engine.acceptHandoffs();
+      // Jobs handed off to the replica that is gone: the load found them (their marks go, they are not queued
+      // twice); later ones come on notices. A failure must not stop the takeover: the next rescan adopts.
+      adoptHandedOff(() => engine.acceptHandoffs());
     },
     start: async () => {
       // REST endpoints are re-planned by the replica serving jobs; a failure there must not keep its workers down.

@@ -1,8 +1,9 @@
 // Submissions on every replica. Replicas on one database (PostgreSQL) pass job traffic to the one replica that
 // serves jobs, except `/run`: a replica that does not serve jobs writes the job itself, marked as handed off (its
-// 200 still means committed), and the database tells the serving replica at that commit (the change feed's
-// "handoff" notice). The serving replica adopts the marked jobs into its queue on the notice, every few seconds
-// (a notice is lost while a listener reconnects) and when it takes over.
+// 200 still means committed), then tells the serving replica (the change feed's "handoff" notice, sent by the
+// onHandedOff hook). The serving replica adopts the marked jobs into its queue on the notice, every few seconds
+// (a notice is lost while a listener reconnects), when it takes over, and before a cancel or purge that may
+// concern a job not adopted yet.
 //
 // Adoption is a conditional claim, not a read: the store clears the marks and returns the marked jobs still
 // queued, so each comes back once whatever the notices' order. It is part of one of this replica's batches
@@ -124,6 +125,8 @@ export class HandoffSystem {
       else resolve();
     }).then(async () => {
       this.scheduled = undefined;
+      // Shut down meanwhile: the marks stay, for whichever replica serves jobs next.
+      if (this.$.closed) return 0;
       this.lastBegun = this.$.clock.now();
       await this.$.writer.adoptWithNextBatch();
       // Read before any later batch can commit (that takes I/O): the count of the batch just awaited.
