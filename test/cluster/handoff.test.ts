@@ -203,4 +203,51 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
       await a.close();
     }
   }, 60_000);
+
+  it.skipIf(process.env.SVC_TEST_POSTGRES_URL !== undefined)(
+    "refuses a /run on a follower with 503 while the database is down, and runs only the jobs it acknowledged, once each",
+    async () => {
+      // A server of its own, the test stops it; durable, or a commit just acknowledged could be lost with it.
+      const own = await startPostgres({ durable: true });
+      const url = await own.createDatabase();
+      const a = await startService({ dataDir: join(work, "outage-a"), storeUrl: url, apiKeys: [key] });
+      const b = await startService({ dataDir: join(work, "outage-b"), storeUrl: url, apiKeys: [key] });
+      try {
+        const [endpoint] = await a.deploy({ app: "outage", env: "prod", manifest: manifest({ work: resource() }, "outage"), artifactPath: join(work, "artifact.tar.gz") });
+        await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
+        const before = await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { tag: "before" } } });
+        expect(before.status).toBe(200);
+
+        own.kill();
+        const during = await fetch(`${b.url}/v2/${endpoint!.id}/run`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ input: { tag: "during" } }) });
+        expect(during.status).toBe(503);
+        expect(during.headers.get("content-type")).toBe("application/problem+json");
+        expect(((await during.json()) as { detail: string }).detail).toContain("The service's storage is unavailable");
+
+        own.start();
+        // Back: a /run through the follower is acknowledged again (retried while its connections come back).
+        await expect
+          .poll(async () => (await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { tag: "after" } } })).status, { timeout: 20_000, interval: 500 })
+          .toBe(200);
+        const worker = await ProtocolWorker.mint({ service: a }, endpoint!.id);
+        await worker.register();
+        const tags: string[] = [];
+        for (const until = Date.now() + 15_000; Date.now() < until && !tags.includes("after"); ) {
+          const jobs = await worker.take(10, 1_000);
+          tags.push(...jobs.map((j) => (j.input as { tag: string }).tag));
+          if (jobs.length > 0) await worker.done(jobs.map((j) => ({ jobId: j.id, lease: j.lease, status: "COMPLETED" as const, output: {} })));
+        }
+        tags.push(...(await worker.take(10, 500)).map((j) => (j.input as { tag: string }).tag));
+        // The one acknowledged before the outage ran once; the refused one never ran.
+        expect(tags.filter((t) => t === "before")).toEqual(["before"]);
+        expect(tags).not.toContain("during");
+        expect(tags).toContain("after");
+      } finally {
+        await b.close();
+        await a.close();
+        await own.stop();
+      }
+    },
+    90_000,
+  );
 });
