@@ -505,4 +505,31 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     clock.advance(ADOPT_EVERY_MS);
     expect(await next).toBe(0);
   });
+
+  it("a caller waiting for a handed-off job hears of its end even when the job ran and ended while its first read was in flight", async () => {
+    const { engine, store, clock, w1 } = setup();
+    await engine.acceptHandoffs();
+    // Another replica hands a job off; this engine has not adopted it yet.
+    const row = (await engine.handOff("e1", { input: {}, sync: false }, "follower")) as JobRow;
+    // The waiter's read of the store is slow: it answers with the job as it was when the read began.
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const getJob = store.getJob.bind(store);
+    store.getJob = async (id: string) => {
+      const before = await getJob(id);
+      if (id === row.id) await gate;
+      return before;
+    };
+    const waiting = engine.waitFinal("e1", row.id, 60_000);
+    // Meanwhile it is adopted, taken and completed.
+    clock.advance(ADOPT_EVERY_MS);
+    expect(await engine.adoptHandedOff()).toBe(1);
+    const [taken] = await engine.take(w1, 1, 0);
+    await engine.done(w1, [{ jobId: row.id, lease: taken!.lease!, status: "COMPLETED", output: { ok: true } }]);
+    store.getJob = getJob;
+    release();
+    clock.advance(ADOPT_EVERY_MS);
+    const answer = await Promise.race([waiting.then((r) => r?.status), new Promise((resolve) => setTimeout(() => resolve("still waiting"), 500))]);
+    expect(answer).toBe("COMPLETED");
+  });
 });

@@ -166,11 +166,15 @@ export class JobSystem {
   async waitFinalHead(endpointId: string, id: string, ms: number): Promise<{ row: JobRow; outputBytes: number | null } | undefined> {
     const deadline = this.$.clock.now() + ms;
     for (;;) {
+      // Watched before the read: a job not in memory (handed off by another replica, not adopted yet) may be
+      // adopted, run and finished while the store is being read, and its end must not go unheard.
+      const watch = this.$.waiters.watch(id, Math.max(0, deadline - this.$.clock.now()));
       const head = await this.recordHead(endpointId, id);
-      if (!head || isFinal(head.row.status) || this.$.closed) return head;
-      const left = deadline - this.$.clock.now();
-      if (left <= 0) return head;
-      const final = await this.$.waiters.wait(id, left);
+      if (!head || isFinal(head.row.status) || this.$.closed || deadline - this.$.clock.now() <= 0) {
+        watch.cancel();
+        return head;
+      }
+      const final = await watch.changed;
       if (final) return final.endpointId === endpointId ? { row: final, outputBytes: null } : undefined;
     }
   }
@@ -184,11 +188,14 @@ export class JobSystem {
   async waitFinal(endpointId: string, id: string, ms: number): Promise<JobRow | undefined> {
     const deadline = this.$.clock.now() + ms;
     for (;;) {
+      // Watched before the read, as in waitFinalHead.
+      const watch = this.$.waiters.watch(id, Math.max(0, deadline - this.$.clock.now()));
       const job = await findJob(this.$, endpointId, id);
-      if (!job || isFinal(job.row.status) || this.$.closed) return job?.row;
-      const left = deadline - this.$.clock.now();
-      if (left <= 0) return job.row;
-      const final = await this.$.waiters.wait(id, left);
+      if (!job || isFinal(job.row.status) || this.$.closed || deadline - this.$.clock.now() <= 0) {
+        watch.cancel();
+        return job?.row;
+      }
+      const final = await watch.changed;
       if (final) return final.endpointId === endpointId ? final : undefined;
     }
   }

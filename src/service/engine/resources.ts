@@ -30,10 +30,19 @@ export class JobWaiters {
 
   /** Resolves at the job's next change (with its final state when that change ended it), or after `ms`. */
   wait(id: string, ms: number): Promise<JobRow | undefined> {
-    return new Promise((resolve) => {
+    return this.watch(id, ms).changed;
+  }
+
+  /**
+   * `wait`, registered now and cancellable: a caller about to read the job registers first, so that a change
+   * committed while its read is in flight is not missed, and cancels when the read made waiting needless.
+   */
+  watch(id: string, ms: number): { changed: Promise<JobRow | undefined>; cancel(): void } {
+    let done!: (final?: JobRow) => void;
+    const changed = new Promise<JobRow | undefined>((resolve) => {
       let set = this.waiters.get(id);
       if (!set) this.waiters.set(id, (set = new Set()));
-      const done = (final?: JobRow) => {
+      done = (final?: JobRow) => {
         this.clock.clearTimeout(timer);
         const current = this.waiters.get(id);
         current?.delete(done);
@@ -43,6 +52,7 @@ export class JobWaiters {
       const timer = this.clock.setTimeout(done, ms);
       set.add(done);
     });
+    return { changed, cancel: () => done() };
   }
 
   /** Shutting down: every waiter answers now. */
