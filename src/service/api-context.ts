@@ -41,6 +41,8 @@ export interface ApiContext {
   workersDirect?: boolean;
   /** This replica's name, when it writes `/run` jobs itself while another serves jobs (engine/handoff.ts). */
   handOffAs?: string;
+  /** Whether the replica serving jobs adopts what followers hand off (an older svc does not: `/run` goes to it). */
+  jobsReplicaAdopts?(): boolean;
   maxArtifactBytes: number;
   /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
   uploadInspectLimits?: Partial<InspectLimits>;

@@ -159,7 +159,13 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     const jobsServedBy = ctx.jobsServedBy?.();
     const url = target && "url" in target ? target.url : undefined;
     // A follower that has not heard of the endpoint yet (deployed a moment ago through another replica) passes it on.
-    const handedOff = ctx.handOffAs !== undefined && row !== undefined && "handedOff" in row && row.handedOff === true && ctx.endpoints.has(match?.params.endpoint ?? "");
+    const handedOff =
+      ctx.handOffAs !== undefined &&
+      ctx.jobsReplicaAdopts?.() === true &&
+      row !== undefined &&
+      "handedOff" in row &&
+      row.handedOff === true &&
+      ctx.endpoints.has(match?.params.endpoint ?? "");
     if (jobsServedBy !== undefined && !handedOff && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) {
       const nameTarget = ctx.workersDirect === true && url?.pathname.startsWith("/_worker/") === true;
       return await forwardRequest(jobsServedBy, req, res, { nameTarget });

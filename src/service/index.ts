@@ -364,6 +364,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         // Not the public URL, which may be an address in front of all replicas (forwarding there could come back
         // to a follower).
         address: options.replicaUrl ?? localUrl,
+        adoptsHandoffs: engine.handsOff,
         log,
         onLost: options.onJobsLeaseLost,
       })
@@ -458,7 +459,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // issue 5: apps, environments, builds
-    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, workersDirect: options.workersDirect ?? true, handOffAs, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
+    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, jobsReplicaAdopts: () => jobsRole?.servedByAdopter ?? false, workersDirect: options.workersDirect ?? true, handOffAs, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
     // issue 4
     management,
     secrets,

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import { openPostgresStore, type PostgresStore, type Queryable } from "../../src/service/store/postgres/index.js";
-import { createLeaderLease, type LeaderLease } from "../../src/service/cluster/leader.js";
+import { createLeaderLease, leaseHolder, type LeaderLease } from "../../src/service/cluster/leader.js";
 import { createChangeFeed, noticePayloads, parseNotice } from "../../src/service/cluster/change-feed.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
@@ -61,6 +61,26 @@ describe.skipIf(unavailable !== undefined)("coordination on PostgreSQL", () => {
     expect(Date.now() - stoppedAt).toBeLessThan(600);
     expect(events).toEqual(["a:true", "a:false", "b:true"]);
     await b.stop();
+  });
+
+  it("tells followers whether the holder adopts hand-offs, by its own name: an older svc taking over leaves a name not its own", async () => {
+    const seen: boolean[] = [];
+    const adopter = createLeaderLease({ db: store.db, name: "jobs-adopting", holder: "new", adoptsHandoffs: true, ttlMs: 900, renewMs: 150 });
+    const follower = createLeaderLease({ db: store.db, name: "jobs-adopting", holder: "follower", ttlMs: 900, renewMs: 150, onHolder: (h) => h && seen.push(h.adoptsHandoffs) });
+    await adopter.start();
+    await follower.start();
+    expect(await leaseHolder(store.db, "jobs-adopting")).toMatchObject({ holder: "new", adoptsHandoffs: true });
+    while (seen.length === 0) await sleep(20);
+    expect(seen[0]).toBe(true);
+    await follower.stop();
+    // The adopter dies (its lease lapses) and an older svc takes the lease with the upsert it knows.
+    await adopter.stop();
+    await store.db.query("INSERT INTO svc_leases (name, holder, acquired_at, expires_at, address, adopting) VALUES ('jobs-adopting', 'new', 0, 0, NULL, 'new')");
+    await store.db.query(
+      `INSERT INTO svc_leases (name, holder, acquired_at, expires_at, address) VALUES ('jobs-adopting', 'old', svc_now_ms(), svc_now_ms() + 60000, 'http://old')
+       ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, address = excluded.address`,
+    );
+    expect(await leaseHolder(store.db, "jobs-adopting")).toMatchObject({ holder: "old", adoptsHandoffs: false });
   });
 
   it("a holder cut off from the database steps down before another replica can take over", async () => {

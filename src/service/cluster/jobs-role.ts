@@ -8,7 +8,7 @@
 // replica holds the lease (a partition cut off this one alone) does it stop, since going on would run jobs twice.
 
 import type { Queryable } from "../store/postgres/index.js";
-import { createLeaderLease, leaseHolder, type LeaderLease } from "./leader.js";
+import { createLeaderLease, leaseHolder, type LeaderLease, type LeaseHolder } from "./leader.js";
 
 export interface JobsRoleOptions {
   db: Queryable;
@@ -16,6 +16,8 @@ export interface JobsRoleOptions {
   holder: string;
   /** Where the other replicas reach this one. */
   address: string;
+  /** This replica adopts the jobs followers hand off, once it serves jobs (said with the lease). */
+  adoptsHandoffs?: boolean;
   log(message: string): void;
   /** Another replica took the lease while this one served jobs: this one must stop. */
   onLost?(): void;
@@ -30,6 +32,8 @@ export interface TakeOver {
 export class JobsRole {
   /** The address of the replica serving jobs, or undefined while this one does. */
   private served: string | undefined = "";
+  /** Whether the replica serving jobs (another one) adopts hand-offs, as its lease row last said. */
+  private holderAdopts = false;
   private decided = false;
   private takeOver?: TakeOver;
   private takeOverPending = false;
@@ -43,6 +47,7 @@ export class JobsRole {
       name: "jobs",
       holder: options.holder,
       address: options.address,
+      adoptsHandoffs: options.adoptsHandoffs,
       onChange: (leading) => this.changed(leading),
       onHolder: (holder) => this.heldBy(holder),
       onError: (err) => {
@@ -57,6 +62,14 @@ export class JobsRole {
     return this.served;
   }
 
+  /**
+   * Whether the replica serving jobs adopts hand-offs (as of its lease row, read at each of this replica's attempts
+   * to take the lease): an older svc during a rolling upgrade does not, and `/run` is then passed on to it.
+   */
+  get servedByAdopter(): boolean {
+    return this.served === undefined || this.holderAdopts;
+  }
+
   /** Take the lease or learn who holds it; the role from then on. */
   async start(): Promise<void> {
     await this.lease.start();
@@ -67,6 +80,7 @@ export class JobsRole {
     }
     const holder = await leaseHolder(this.options.db, "jobs").catch(() => undefined);
     this.served = holder?.address ?? "another replica";
+    this.holderAdopts = holder?.adoptsHandoffs ?? false;
     this.options.log(`jobs of this database are served by the replica at ${this.served}; job traffic that reaches this one goes there, and this one takes over if it goes away`);
   }
 
@@ -106,9 +120,10 @@ export class JobsRole {
     })().catch((err: unknown) => this.options.log(`could not take over serving jobs: ${(err as Error).stack ?? String(err)}`));
   }
 
-  private heldBy(holder: { holder: string; address: string | null } | undefined): void {
+  private heldBy(holder: LeaseHolder | undefined): void {
     this.failing = false;
     if (!this.decided || !holder) return;
+    this.holderAdopts = holder.adoptsHandoffs;
     if (this.served === undefined && holder.holder !== this.options.holder) {
       this.served = holder.address ?? holder.holder;
       this.options.log(`another replica (${this.served}) took over serving jobs while this one could not reach the database`);

@@ -17,6 +17,8 @@ export interface LeaderLeaseOptions {
   holder: string;
   /** Where this replica answers, kept with the lease for the others to name. */
   address?: string;
+  /** This replica adopts jobs other replicas hand off (engine/handoff.ts): said with the lease, by its name. */
+  adoptsHandoffs?: boolean;
   /** How long a lease lasts without renewal (default 10 s). */
   ttlMs?: number;
   /** How often the holder renews and the others try to take it (default ttl / 3). */
@@ -24,7 +26,7 @@ export interface LeaderLeaseOptions {
   /** Leading began (true) or ended (false). */
   onChange?(leading: boolean): void;
   /** After each attempt that did not get the lease: who holds it now (undefined: nobody, or it could not be read). */
-  onHolder?(holder: { holder: string; address: string | null } | undefined): void;
+  onHolder?(holder: LeaseHolder | undefined): void;
   /** A renewal or takeover attempt failed (the database is unreachable...): said, not thrown. */
   onError?(err: unknown): void;
   now?(): number;
@@ -58,13 +60,13 @@ export function createLeaderLease(options: LeaderLeaseOptions): LeaderLease {
     const sentAt = now();
     try {
       const { rows } = await options.db.query<{ holder: string }>(
-        `INSERT INTO svc_leases (name, holder, acquired_at, expires_at, address) VALUES ($1, $2, svc_now_ms(), svc_now_ms() + $3, $4)
+        `INSERT INTO svc_leases (name, holder, acquired_at, expires_at, address, adopting) VALUES ($1, $2, svc_now_ms(), svc_now_ms() + $3, $4, $5)
          ON CONFLICT (name) DO UPDATE
-           SET holder = excluded.holder, expires_at = excluded.expires_at, address = excluded.address,
+           SET holder = excluded.holder, expires_at = excluded.expires_at, address = excluded.address, adopting = excluded.adopting,
                acquired_at = CASE WHEN svc_leases.holder = excluded.holder THEN svc_leases.acquired_at ELSE excluded.acquired_at END
            WHERE svc_leases.holder = excluded.holder OR svc_leases.expires_at < svc_now_ms()
          RETURNING holder`,
-        [options.name, options.holder, ttlMs, options.address ?? null],
+        [options.name, options.holder, ttlMs, options.address ?? null, options.adoptsHandoffs ? options.holder : null],
       );
       if (stopped) return;
       if (rows.length === 1) {
@@ -123,8 +125,19 @@ export function createLeaderLease(options: LeaderLeaseOptions): LeaderLease {
   };
 }
 
+export interface LeaseHolder {
+  holder: string;
+  address: string | null;
+  /** The holder adopts hand-offs: it said so with its own name (an older svc writes no such column). */
+  adoptsHandoffs: boolean;
+}
+
 /** Who holds a lease now (an expired one counts as nobody's), for messages that name them. */
-export async function leaseHolder(db: Queryable, name: string): Promise<{ holder: string; address: string | null } | undefined> {
-  const { rows } = await db.query<{ holder: string; address: string | null }>("SELECT holder, address FROM svc_leases WHERE name = $1 AND expires_at >= svc_now_ms()", [name]);
-  return rows[0];
+export async function leaseHolder(db: Queryable, name: string): Promise<LeaseHolder | undefined> {
+  const { rows } = await db.query<{ holder: string; address: string | null; adopting: string | null }>(
+    "SELECT holder, address, adopting FROM svc_leases WHERE name = $1 AND expires_at >= svc_now_ms()",
+    [name],
+  );
+  const row = rows[0];
+  return row && { holder: row.holder, address: row.address, adoptsHandoffs: row.adopting === row.holder };
 }

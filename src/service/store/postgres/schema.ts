@@ -96,7 +96,10 @@ export const PG_MIGRATIONS: string[] = [
    CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON api_keys FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('keys');`,
   // `/run` jobs a replica that does not serve jobs inserted, until the one that does adopts them (engine/handoff.ts).
   // A table of its own, not a column of jobs: clearing a mark in jobs rewrote the whole row and every index of it.
-  `CREATE TABLE job_handoffs (job_id text PRIMARY KEY, replica text NOT NULL);`,
+  // `adopting` names the lease's holder when that holder adopts hand-offs: an older svc taking the lease during a
+  // rolling upgrade leaves the name of the holder before it, which is not its own, and followers pass /run on.
+  `CREATE TABLE job_handoffs (job_id text PRIMARY KEY, replica text NOT NULL);
+   ALTER TABLE svc_leases ADD COLUMN adopting text;`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
