@@ -125,6 +125,15 @@ function servedByJobsReplica(row: { jobsReplica?: Row["jobsReplica"] } | undefin
   return typeof on === "function" ? url !== undefined && on(url.searchParams) : on === true;
 }
 
+/**
+ * On a replica that does not serve jobs: whether it answers this request itself by handing its job off
+ * (engine/handoff.ts). Not for an endpoint it has not heard of yet (deployed a moment ago through another
+ * replica), nor while the replica serving jobs does not adopt (an older svc): those go there.
+ */
+function handedOffHere(ctx: ApiContext, row: object | undefined, match: RouteMatch<RouteHandler> | undefined): boolean {
+  return row !== undefined && "handedOff" in row && row.handedOff === true && ctx.handOffAs !== undefined && ctx.jobsReplicaAdopts?.() === true && ctx.endpoints.has(match?.params.endpoint ?? "");
+}
+
 export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
     if (ctx.management?.public(ctx, req, res)) return;
@@ -158,15 +167,7 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     // rate limits); reads are answered here.
     const jobsServedBy = ctx.jobsServedBy?.();
     const url = target && "url" in target ? target.url : undefined;
-    // A follower that has not heard of the endpoint yet (deployed a moment ago through another replica) passes it on.
-    const handedOff =
-      ctx.handOffAs !== undefined &&
-      ctx.jobsReplicaAdopts?.() === true &&
-      row !== undefined &&
-      "handedOff" in row &&
-      row.handedOff === true &&
-      ctx.endpoints.has(match?.params.endpoint ?? "");
-    if (jobsServedBy !== undefined && !handedOff && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) {
+    if (jobsServedBy !== undefined && !handedOffHere(ctx, row, match) && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) {
       const nameTarget = ctx.workersDirect === true && url?.pathname.startsWith("/_worker/") === true;
       return await forwardRequest(jobsServedBy, req, res, { nameTarget });
     }

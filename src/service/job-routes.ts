@@ -92,8 +92,9 @@ async function submit(call: RouteCall, sync: boolean): Promise<void> {
   if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
   // A /runsync's caller learns the job's id only from this answer: the job reaches the store when it ends or
   // just before this answer, whichever is first (one commit instead of two for a job that ends within the wait).
-  // A `/run` on a replica that does not serve jobs: written here, adopted by the one that does (engine/handoff.ts).
-  const handOffAs = sync || ctx.jobsServedBy?.() === undefined || ctx.jobsReplicaAdopts?.() !== true ? undefined : ctx.handOffAs;
+  // A `/run` answered on a replica that does not serve jobs (the dispatcher chose to: api.ts handedOffHere): written
+  // here, adopted by the one that does (engine/handoff.ts).
+  const handOffAs = sync || ctx.jobsServedBy?.() === undefined ? undefined : ctx.handOffAs;
   const row =
     handOffAs !== undefined
       ? await ctx.engine.handOff(endpoint.id, { ...value, sync }, handOffAs)

@@ -210,7 +210,8 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
       // A server of its own, the test stops it; durable, or a commit just acknowledged could be lost with it.
       const own = await startPostgres({ durable: true });
       const url = await own.createDatabase();
-      const a = await startService({ dataDir: join(work, "outage-a"), storeUrl: url, apiKeys: [key] });
+      // `a` names an address nobody answers: what `b` answers, it answers itself.
+      const a = await startService({ dataDir: join(work, "outage-a"), storeUrl: url, apiKeys: [key], replicaUrl: "http://127.0.0.1:9" });
       const b = await startService({ dataDir: join(work, "outage-b"), storeUrl: url, apiKeys: [key] });
       try {
         const [endpoint] = await a.deploy({ app: "outage", env: "prod", manifest: manifest({ work: resource() }, "outage"), artifactPath: join(work, "artifact.tar.gz") });

@@ -16,6 +16,7 @@ import { HttpProblem } from "../http.js";
 import type { JobRow } from "../store/types.js";
 import { newJobRow } from "./jobs.js";
 import type { QueueSystem } from "./queue.js";
+import type { Clock } from "./clock.js";
 import type { EngineResources } from "./resources.js";
 import type { LiveJob, SubmitInput } from "./types.js";
 
@@ -34,13 +35,20 @@ export class HandoffSystem {
   /** Jobs to hand off with the next insert (one statement per tick, one at a time, as the group commit does). */
   private pending: Pending[] = [];
   private writing = false;
-  private announcing = false;
-  private lastAnnounced = -Infinity;
   /** How many jobs the last adopting batch took. */
   private lastAdopted = 0;
-  /** The adoption asked for and not begun yet (one, for every ask meanwhile), and when the last one began. */
-  private scheduled?: Promise<number>;
-  private lastBegun = -Infinity;
+  /**
+   * Followers' notices come at each of their commits, hundreds a second under load; an adoption costs the database
+   * about as much (planning and running its statement) whether it takes one job or twenty, so adoptions begin at
+   * most every ADOPT_EVERY_MS, each taking what came meanwhile.
+   */
+  private readonly adoptions: Paced<number>;
+  /**
+   * The replica serving jobs is told (the onHandedOff hook: a notice on the change feed) at most every
+   * ANNOUNCE_EVERY_MS: a notice is a transaction of its own that wakes every replica, and the adoption it asks for
+   * waits up to ADOPT_EVERY_MS anyway.
+   */
+  private readonly announcements: Paced<void>;
   /** Only the replica serving jobs adopts (enable()); on the others a handed-off job must stay marked. */
   private enabled = false;
 
@@ -49,6 +57,14 @@ export class HandoffSystem {
     private readonly queue: QueueSystem,
   ) {
     $.writer.onAdopted((rows) => this.take(rows));
+    this.adoptions = new Paced($.clock, ADOPT_EVERY_MS, async () => {
+      // Shut down meanwhile: the marks stay, for whichever replica serves jobs next.
+      if (this.$.closed) return 0;
+      await this.$.writer.adoptWithNextBatch();
+      // Read before any later batch can commit (that takes I/O): the count of the batch just awaited.
+      return this.lastAdopted;
+    });
+    this.announcements = new Paced($.clock, ANNOUNCE_EVERY_MS, async () => this.$.hooks.onHandedOff?.());
   }
 
   /** Whether this store can take jobs from replicas that do not serve them. */
@@ -80,7 +96,7 @@ export class HandoffSystem {
         this.pending = [];
         try {
           await this.$.store.handOffJobs!(batch.map((p) => p.row), from);
-          this.announce();
+          void this.announcements.ask();
           for (const p of batch) p.resolve(p.row);
         } catch (err) {
           // Not committed: every caller of the batch is refused (a storage fault becomes a 503 at the route).
@@ -93,46 +109,12 @@ export class HandoffSystem {
   }
 
   /**
-   * Tell the replica serving jobs (the onHandedOff hook: a notice on the change feed) at most every ANNOUNCE_EVERY_MS:
-   * a notice is a transaction of its own that wakes every replica, and the adoption it asks for waits up to
-   * ADOPT_EVERY_MS anyway.
-   */
-  private announce(): void {
-    if (this.announcing) return;
-    const wait = this.lastAnnounced + ANNOUNCE_EVERY_MS - this.$.clock.now();
-    const send = () => {
-      this.announcing = false;
-      this.lastAnnounced = this.$.clock.now();
-      this.$.hooks.onHandedOff?.();
-    };
-    if (wait <= 0) return send();
-    this.announcing = true;
-    this.$.clock.setTimeout(send, wait);
-  }
-
-  /**
    * Take the handed-off jobs into this replica's queue, with the next batch; resolves with how many that batch
    * adopted.
    */
   adopt(): Promise<number> {
     if (!this.supported || !this.enabled || this.$.closed) return Promise.resolve(0);
-    // Followers' notices come at each of their commits, hundreds a second under load; an adoption costs the
-    // database about as much (planning and running its statement) whether it takes one job or twenty, so they
-    // begin at most every ADOPT_EVERY_MS, each taking what came meanwhile.
-    this.scheduled ??= new Promise<void>((resolve) => {
-      const wait = this.lastBegun + ADOPT_EVERY_MS - this.$.clock.now();
-      if (wait > 0) this.$.clock.setTimeout(resolve, wait);
-      else resolve();
-    }).then(async () => {
-      this.scheduled = undefined;
-      // Shut down meanwhile: the marks stay, for whichever replica serves jobs next.
-      if (this.$.closed) return 0;
-      this.lastBegun = this.$.clock.now();
-      await this.$.writer.adoptWithNextBatch();
-      // Read before any later batch can commit (that takes I/O): the count of the batch just awaited.
-      return this.lastAdopted;
-    });
-    return this.scheduled;
+    return this.adoptions.ask();
   }
 
   /** The jobs a batch adopted, right after it committed. */
@@ -147,5 +129,33 @@ export class HandoffSystem {
       adopted++;
     }
     this.lastAdopted = adopted;
+  }
+}
+
+/**
+ * Asks answered by runs that begin at most every `everyMs`: every ask made before a run begins is answered by that
+ * run, and one made while a run is under way waits for the next.
+ */
+class Paced<T> {
+  private pending?: Promise<T>;
+  private lastBegun = -Infinity;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly everyMs: number,
+    private readonly run: () => Promise<T>,
+  ) {}
+
+  ask(): Promise<T> {
+    this.pending ??= new Promise<void>((resolve) => {
+      const wait = this.lastBegun + this.everyMs - this.clock.now();
+      if (wait > 0) this.clock.setTimeout(resolve, wait);
+      else resolve();
+    }).then(() => {
+      this.pending = undefined;
+      this.lastBegun = this.clock.now();
+      return this.run();
+    });
+    return this.pending;
   }
 }

@@ -181,13 +181,14 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   }
 
   const db = safe(pool);
-  const query = async <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]) => {
+  const queryOn = async <R extends pg.QueryResultRow = Record<string, unknown>>(target: Queryable, text: string, values?: unknown[]) => {
     try {
-      return await db.query<R>(text, values);
+      return await target.query<R>(text, values);
     } catch (err) {
       throw withConnectionCode(err);
     }
   };
+  const query = <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values?: unknown[]) => queryOn<R>(db, text, values);
 
   const transaction = async <T>(body: (client: Queryable) => Promise<T>): Promise<T> => {
     let client: pg.PoolClient;
@@ -216,55 +217,43 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
 
   const jobRows = (rows: Record<string, unknown>[]) => rows.map(rowToJob);
 
+  /** A batch's statements, atomically: one alone (on the planned-once connections if it may), else a transaction. The last one's rows. */
+  const runBatch = async (statements: Statement[]): Promise<Record<string, unknown>[]> => {
+    if (statements.length === 1) {
+      const [only] = statements as [Statement];
+      return (await queryOn(only.planOnce ? plannedOnce() : db, only.text, only.values)).rows;
+    }
+    return transaction(async (client) => {
+      let rows: Record<string, unknown>[] = [];
+      for (const statement of statements) rows = (await client.query(statement.text, statement.values)).rows;
+      return rows;
+    });
+  };
+
   const store: PostgresStore = {
     pool,
     db,
     transaction,
     async apply(ops) {
       if (ops.length === 0) return;
-      const statements = batchStatements(ops.length > 1 ? foldJobOps(ops) : ops);
-      if (statements.length === 1) {
-        const [only] = statements as [Statement];
-        if (!only.planOnce) return void (await query(only.text, only.values));
-        try {
-          await plannedOnce().query(only.text, only.values);
-        } catch (err) {
-          throw withConnectionCode(err);
-        }
-        return;
-      }
-      await transaction(async (client) => {
-        for (const statement of statements) await client.query(statement.text, statement.values);
-      });
+      await runBatch(batchStatements(ops.length > 1 ? foldJobOps(ops) : ops));
     },
     async handOffJobs(jobs, from) {
       if (jobs.length === 0) return;
-      const columns = JOB_KEYS.map((k) => JOB_COLUMNS[k]);
-      const handoff = `$${JOB_KEYS.length + 1}::text`;
+      const insert = jobInsert(jobs);
       // No NOTIFY in this transaction: PostgreSQL serialises the commits of transactions that notify (a lock held
       // through the WAL flush), which throttled every follower's inserts to one fsync at a time. The caller
       // announces the commit on the change feed (engine hook onHandedOff), and the replica serving jobs rescans.
-      try {
-        await plannedOnce().query(
-          `WITH inserted AS (
-             INSERT INTO jobs (${columns.join(", ")})
-             SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")}) RETURNING id)
-           INSERT INTO job_handoffs (job_id, replica) SELECT id, ${handoff} FROM inserted`,
-          [...JOB_KEYS.map((k) => jobs.map((job) => sqlValue(job[k]))), from],
-        );
-      } catch (err) {
-        throw withConnectionCode(err);
-      }
+      await queryOn(
+        plannedOnce(),
+        `WITH inserted AS (${insert.text} RETURNING id)
+         INSERT INTO job_handoffs (job_id, replica) SELECT id, $${insert.values.length + 1}::text FROM inserted`,
+        [...insert.values, from],
+      );
     },
     async applyAndAdopt(ops) {
-      const statements = batchStatements(ops.length > 1 ? foldJobOps(ops) : ops, { adopt: true });
-      const run = async (db: Queryable) => {
-        let rows: Record<string, unknown>[] = [];
-        for (const statement of statements) rows = (await db.query(statement.text, statement.values)).rows;
-        return jobRows(rows);
-      };
       // The adoption is the last statement's CTEs: one round trip, one commit, with the batch's own writes.
-      const rows = statements.length === 1 ? jobRows((await query(statements[0]!.text, statements[0]!.values)).rows) : await transaction(run);
+      const rows = jobRows(await runBatch(batchStatements(ops.length > 1 ? foldJobOps(ops) : ops, { adopt: true })));
       // A job cancelled before its adoption loses its mark and is not adopted.
       return rows.filter((row) => row.status === "IN_QUEUE");
     },
@@ -513,8 +502,8 @@ function jobIdsOf(ops: StoreOp[]): string[] {
 
 /**
  * Handed-off jobs taken by the replica serving jobs (engine/handoff.ts), as CTEs: every mark (a row of
- * job_handoffs) deleted, the marked jobs returned (the last part). A job whose endpoint was deleted as it was handed off (its follower had not heard)
- * goes as that endpoint's jobs went. Jobs the batch itself writes are left for the next adoption: one statement
+ * job_handoffs) deleted, the marked jobs returned (the last part). A job whose endpoint was deleted as it was
+ * handed off (its follower had not heard) goes as that endpoint's jobs went. Jobs the batch itself writes are left for the next adoption: one statement
  * must not change a row twice (PostgreSQL would apply only one of the two changes).
  */
 function adoptionParts(batchJobIds: string[]): Statement[] {
@@ -553,16 +542,18 @@ function combine(parts: Statement[], tail?: string): Statement {
 
 const sqlValue = (v: unknown) => (v === undefined ? null : v);
 
+/** Jobs inserted whole, as one statement of arrays. */
+function jobInsert(jobs: JobRow[]): Statement {
+  return {
+    text: `INSERT INTO jobs (${JOB_KEYS.map((k) => JOB_COLUMNS[k]).join(", ")}) SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")})`,
+    values: JOB_KEYS.map((k) => jobs.map((job) => sqlValue(job[k]))),
+    planOnce: true,
+  };
+}
+
 function segmentParts(s: Segment): Statement[] {
   const parts: Statement[] = [];
-  if (s.inserts.length > 0) {
-    const columns = JOB_KEYS.map((k) => JOB_COLUMNS[k]);
-    parts.push({
-      text: `INSERT INTO jobs (${columns.join(", ")}) SELECT * FROM unnest(${JOB_KEYS.map((k, i) => `$${i + 1}::${JOB_PG_TYPES[k]}[]`).join(", ")})`,
-      values: JOB_KEYS.map((k) => s.inserts.map((job) => sqlValue(job[k]))),
-      planOnce: true,
-    });
-  }
+  if (s.inserts.length > 0) parts.push(jobInsert(s.inserts));
   for (const [signature, list] of s.updates) {
     const keys = signature.split(",") as Array<keyof JobRow>;
     // A job whose lease the engine ends has no lease expiry either (the conditional commands read it).
