@@ -148,11 +148,14 @@ export async function run() {
     await throughput(proxy.url, threeEndpoint, 200, 16);
 
     const rounds = { one: [], oneProxied: [], proxied: [], spread: [] };
-    for (let round = 0; round < 3; round++) {
-      rounds.one.push(await throughput(one.url, oneEndpoint, JOBS, 16));
-      rounds.spread.push(await throughput(three.map((s) => s.url), threeEndpoint, JOBS, 16));
-      rounds.oneProxied.push(await throughput(oneProxy.url, oneEndpoint, JOBS, 16));
-      rounds.proxied.push(await throughput(proxy.url, threeEndpoint, JOBS, 16));
+    // The first round is not counted: V8 compiles the hot paths as they run, and three replicas sharing the jobs
+    // each see a third of them, so they reach the speed of a long-running server later than one replica seeing all.
+    for (let round = 0; round < 4; round++) {
+      const record = (list, rate) => round > 0 && list.push(rate);
+      record(rounds.one, await throughput(one.url, oneEndpoint, JOBS, 16));
+      record(rounds.spread, await throughput(three.map((s) => s.url), threeEndpoint, JOBS, 16));
+      record(rounds.oneProxied, await throughput(oneProxy.url, oneEndpoint, JOBS, 16));
+      record(rounds.proxied, await throughput(proxy.url, threeEndpoint, JOBS, 16));
     }
     const oneRate = percentile(rounds.one, 50);
     const oneProxiedRate = percentile(rounds.oneProxied, 50);
@@ -181,8 +184,8 @@ export async function run() {
     const p50 = percentile(viaFollower, 50);
     const b50 = percentile(baseline, 50);
     return [
-      { name: "/run completed, 3 replicas, clients spread (DNS round robin)", value: spreadRate, unit: "jobs/s", baselineName: "1 replica, same database server (medians of 3 alternating rounds)", baseline: oneRate, ratio: spreadRate / oneRate, target: ">= 0.9x", met: spreadRate / oneRate >= 0.9 },
-      { name: "/run completed, 3 replicas behind a round-robin proxy", value: threeRate, unit: "jobs/s", baselineName: "1 replica behind the same kind of proxy (medians of 3 alternating rounds)", baseline: oneProxiedRate, ratio: threeRate / oneProxiedRate, target: ">= 0.9x", met: threeRate / oneProxiedRate >= 0.9 },
+      { name: "/run completed, 3 replicas, clients spread (DNS round robin)", value: spreadRate, unit: "jobs/s", baselineName: "1 replica, same database server (medians of 3 alternating rounds after one not counted)", baseline: oneRate, ratio: spreadRate / oneRate, target: ">= 0.9x", met: spreadRate / oneRate >= 0.9 },
+      { name: "/run completed, 3 replicas behind a round-robin proxy", value: threeRate, unit: "jobs/s", baselineName: "1 replica behind the same kind of proxy (medians of 3 alternating rounds after one not counted)", baseline: oneProxiedRate, ratio: threeRate / oneProxiedRate, target: ">= 0.9x", met: threeRate / oneProxiedRate >= 0.9 },
       { name: "/run completed, 3 replicas behind the proxy, vs 1 replica reached directly (the relay's cost included)", value: threeRate, unit: "jobs/s", baselineName: "1 replica, same database server", baseline: oneRate, ratio: threeRate / oneRate },
       { name: "/runsync p50 through a follower", value: p50, unit: "ms", baselineName: "3 plain loopback round trips p50", baseline: b50, ratio: p50 / b50, target: "<= 4x", met: p50 / b50 <= 4 },
       { name: "/runsync p50 on the jobs replica (what the follower's hop adds to)", value: jobs50, unit: "ms", baselineName: "3 plain loopback round trips p50", baseline: b50, ratio: jobs50 / b50 },

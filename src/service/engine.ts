@@ -95,9 +95,12 @@ export class JobEngine {
     return this.handoff.adopt();
   }
 
-  /** Take the jobs other replicas handed off into the queue; how many. */
-  adoptHandedOff(): Promise<number> {
-    return this.handoff.adopt();
+  /**
+   * Take the jobs other replicas handed off into the queue; how many. `announced`: a follower's notice asked, and
+   * more may follow within its pause between notices (engine/handoff.ts).
+   */
+  adoptHandedOff(options: { announced?: boolean } = {}): Promise<number> {
+    return this.handoff.adopt(options);
   }
 
   /** Resolves once every change written so far has committed (or failed). */

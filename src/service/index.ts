@@ -291,7 +291,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         adoptFailing = true;
       },
     );
-  feed?.subscribe(HANDOFF_TOPIC, () => adoptHandedOff());
+  feed?.subscribe(HANDOFF_TOPIC, () => adoptHandedOff(() => engine.adoptHandedOff({ announced: true })));
   // Notices sent while the listener was away are lost: read everything again once it is back.
   feed?.onResync(() => {
     feedFailing = false;

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { JobEngine, type Clock, type EngineEndpoint, type EngineHooks } from "../engine.js";
 import { StorageUnavailable, type StorageState } from "../store/faults.js";
-import { ADOPT_EVERY_MS } from "./handoff.js";
+import { ADOPT_EVERY_MS, ANNOUNCE_EVERY_MS } from "./handoff.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow, WebhookRow } from "../store/types.js";
 
 /** The store's job side in Maps; `refuse` makes apply fail (nothing applied) with that error code, as a full disk does. */
@@ -506,6 +506,66 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(await next).toBe(0);
   });
 
+  it("after a follower's notice, jobs it hands off before it may send the next are adopted without one, and adopting stops once nothing comes", async () => {
+    const { engine, clock } = setup();
+    await engine.acceptHandoffs();
+    const submitted = { input: {}, sync: false };
+    /** Let the clock's timers and the batches they start run their course. */
+    const step = async (ms: number) => {
+      clock.advance(ms);
+      for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    };
+    await step(ADOPT_EVERY_MS);
+    await engine.handOff("e1", submitted, "follower");
+    expect(await engine.adoptHandedOff({ announced: true })).toBe(1);
+    // The follower's next notice may come only ANNOUNCE_EVERY_MS after the first: its next jobs come meanwhile,
+    // after an adoption that found none...
+    await step(ADOPT_EVERY_MS);
+    expect(engine.health("e1").jobs.inQueue).toBe(1);
+    await engine.handOff("e1", submitted, "follower");
+    await step(ADOPT_EVERY_MS);
+    expect(engine.health("e1").jobs.inQueue).toBe(2);
+    // ...and while adoptions find some.
+    await engine.handOff("e1", submitted, "follower");
+    await step(ADOPT_EVERY_MS);
+    expect(engine.health("e1").jobs.inQueue).toBe(3);
+    // Nothing more for longer than the pause between notices: the engine stops looking...
+    for (let t = 0; t < ANNOUNCE_EVERY_MS * 3; t += ADOPT_EVERY_MS) await step(ADOPT_EVERY_MS);
+    await engine.handOff("e1", submitted, "follower");
+    for (let t = 0; t < ANNOUNCE_EVERY_MS * 3; t += ADOPT_EVERY_MS) await step(ADOPT_EVERY_MS);
+    expect(engine.health("e1").jobs.inQueue).toBe(3);
+    // ...until the next notice (or rescan).
+    expect(await engine.adoptHandedOff({ announced: true })).toBe(1);
+    expect(engine.health("e1").jobs.inQueue).toBe(4);
+  });
+
+  it("a follower writes a lone submission at once, and under a steady stream gathers a few per write", async () => {
+    const { engine, store, clock } = setup();
+    const writes: number[] = [];
+    let release: (() => void) | undefined;
+    const handOffJobs = store.handOffJobs.bind(store);
+    store.handOffJobs = async (jobs: JobRow[]) => {
+      writes.push(jobs.length);
+      if (writes.length === 1) await new Promise<void>((resolve) => (release = resolve));
+      return handOffJobs(jobs);
+    };
+    const submitted = { input: {}, sync: false };
+    const first = engine.handOff("e1", submitted, "follower");
+    await new Promise((r) => setImmediate(r));
+    // Written with no wait for company (the clock has not moved).
+    expect(writes).toEqual([1]);
+    const more = [engine.handOff("e1", submitted, "follower"), engine.handOff("e1", submitted, "follower")];
+    release!();
+    await first;
+    // Two came while the first write was under way: the next write waits a moment for more.
+    await new Promise((r) => setImmediate(r));
+    expect(writes).toEqual([1]);
+    more.push(engine.handOff("e1", submitted, "follower"));
+    clock.advance(1);
+    await Promise.all(more);
+    expect(writes).toEqual([1, 3]);
+  });
+
   it("a caller waiting for a handed-off job hears of its end even when the job ran and ended while its first read was in flight", async () => {
     const { engine, store, clock, w1 } = setup();
     await engine.acceptHandoffs();
@@ -528,7 +588,12 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     await engine.done(w1, [{ jobId: row.id, lease: taken!.lease!, status: "COMPLETED", output: { ok: true } }]);
     store.getJob = getJob;
     release();
-    clock.advance(ADOPT_EVERY_MS);
+    // Its read, back, asks for an adoption (the job looks queued and is not in memory); it may have to wait for
+    // the one that follows the adoption above.
+    for (let i = 0; i < 3; i++) {
+      clock.advance(ADOPT_EVERY_MS);
+      await new Promise((r) => setImmediate(r));
+    }
     const answer = await Promise.race([waiting.then((r) => r?.status), new Promise((resolve) => setTimeout(() => resolve("still waiting"), 500))]);
     expect(answer).toBe("COMPLETED");
   });

@@ -1,7 +1,8 @@
 // Submissions on every replica. Replicas on one database (PostgreSQL) pass job traffic to the one replica that
 // serves jobs, except `/run`: a replica that does not serve jobs writes the job itself, marked as handed off (its
 // 200 still means committed), then tells the serving replica (the change feed's "handoff" notice, sent by the
-// onHandedOff hook). The serving replica adopts the marked jobs into its queue on the notice, every few seconds
+// onHandedOff hook). The serving replica adopts the marked jobs into its queue on the notice (and every
+// ADOPT_EVERY_MS after it while more may come or adoptions find jobs), every few seconds
 // (a notice is lost while a listener reconnects), when it takes over, and before a cancel or purge that may
 // concern a job not adopted yet.
 //
@@ -22,8 +23,21 @@ import type { LiveJob, SubmitInput } from "./types.js";
 
 /** Adoptions begin at most this often (each takes every job handed off since the one before). */
 export const ADOPT_EVERY_MS = 10;
+/**
+ * Under a steady stream of submissions (a write just ended and more came meanwhile), a follower's next write waits
+ * this long for more while it has fewer than LINGER_BELOW_JOBS: a write is a commit (a WAL flush) and a wake-up of
+ * this process and the database's, whether it carries one job or twenty. A lone submission never waits.
+ */
+const LINGER_MS = 1;
+const LINGER_BELOW_JOBS = 4;
 /** A follower announces its handed-off jobs at most this often. */
-const ANNOUNCE_EVERY_MS = 5;
+export const ANNOUNCE_EVERY_MS = 25;
+/**
+ * After a notice the replica serving jobs keeps adopting (every ADOPT_EVERY_MS) for this long, and for as long as
+ * adoptions find jobs: a follower that committed more jobs within its announcement's pause is not kept waiting
+ * for its next notice.
+ */
+const FOLLOW_UP_MS = ANNOUNCE_EVERY_MS + ADOPT_EVERY_MS;
 
 interface Pending {
   row: JobRow;
@@ -45,10 +59,14 @@ export class HandoffSystem {
   private readonly adoptions: Paced<number>;
   /**
    * The replica serving jobs is told (the onHandedOff hook: a notice on the change feed) at most every
-   * ANNOUNCE_EVERY_MS: a notice is a transaction of its own that wakes every replica, and the adoption it asks for
-   * waits up to ADOPT_EVERY_MS anyway.
+   * ANNOUNCE_EVERY_MS: a notice is a transaction of its own that wakes every replica (at 5 ms, two followers under
+   * load sent as many notices as inserts). What a follower commits between two of its notices is taken by the
+   * adoptions the serving replica goes on making after the first (FOLLOW_UP_MS), so a job waits about
+   * ADOPT_EVERY_MS, not ANNOUNCE_EVERY_MS.
    */
   private readonly announcements: Paced<void>;
+  /** Adopt again after each adoption until then (a notice moves it on), or while adoptions find jobs. */
+  private followUntil = -Infinity;
   /** Only the replica serving jobs adopts (enable()); on the others a handed-off job must stay marked. */
   private enabled = false;
 
@@ -62,7 +80,9 @@ export class HandoffSystem {
       if (this.$.closed) return 0;
       await this.$.writer.adoptWithNextBatch();
       // Read before any later batch can commit (that takes I/O): the count of the batch just awaited.
-      return this.lastAdopted;
+      const adopted = this.lastAdopted;
+      if (adopted > 0 || this.$.clock.now() < this.followUntil) this.followUp();
+      return adopted;
     });
     this.announcements = new Paced($.clock, ANNOUNCE_EVERY_MS, async () => this.$.hooks.onHandedOff?.());
   }
@@ -91,7 +111,8 @@ export class HandoffSystem {
     if (this.writing) return;
     this.writing = true;
     try {
-      while (this.pending.length > 0) {
+      for (let first = true; this.pending.length > 0; first = false) {
+        if (!first && this.pending.length < LINGER_BELOW_JOBS) await new Promise<void>((r) => this.$.clock.setTimeout(r, LINGER_MS));
         const batch = this.pending;
         this.pending = [];
         try {
@@ -112,9 +133,22 @@ export class HandoffSystem {
    * Take the handed-off jobs into this replica's queue, with the next batch; resolves with how many that batch
    * adopted.
    */
-  adopt(): Promise<number> {
+  adopt(options: { announced?: boolean } = {}): Promise<number> {
     if (!this.supported || !this.enabled || this.$.closed) return Promise.resolve(0);
+    if (options.announced) this.followUntil = Math.max(this.followUntil, this.$.clock.now() + FOLLOW_UP_MS);
     return this.adoptions.ask();
+  }
+
+  /**
+   * One more adoption, ADOPT_EVERY_MS after this one began: under a steady stream of hand-offs the followers'
+   * notices are paced, and this is what takes the jobs committed in between.
+   */
+  private followUp(): void {
+    if (this.$.closed || !this.enabled) return;
+    this.adoptions.ask().catch(() => {
+      // The storage failed this batch: the marks stay in the database, and the next notice or the periodic rescan
+      // (whose caller reports the outage) adopts them.
+    });
   }
 
   /** The jobs a batch adopted, right after it committed. */
