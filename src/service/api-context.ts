@@ -70,6 +70,11 @@ export interface RouteCall {
   principal: Principal;
   /** The body parsed as JSON (undefined when empty), read within the row's limit: 413, 415 and 400 otherwise. */
   json(): Promise<unknown>;
+  /**
+   * Set when the dispatcher chose to answer this `/run` here, on a replica that does not serve jobs, by handing its
+   * job off under this replica's name (api.ts handedOffHere).
+   */
+  handOffAs?: string;
 }
 
 export type RouteHandler = (call: RouteCall) => Promise<void> | void;

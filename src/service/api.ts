@@ -167,7 +167,8 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     // rate limits); reads are answered here.
     const jobsServedBy = ctx.jobsServedBy?.();
     const url = target && "url" in target ? target.url : undefined;
-    if (jobsServedBy !== undefined && !handedOffHere(ctx, row, match) && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) {
+    const handOff = jobsServedBy !== undefined && handedOffHere(ctx, row, match);
+    if (jobsServedBy !== undefined && !handOff && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) {
       const nameTarget = ctx.workersDirect === true && url?.pathname.startsWith("/_worker/") === true;
       return await forwardRequest(jobsServedBy, req, res, { nameTarget });
     }
@@ -192,6 +193,7 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
       params: match.params,
       principal,
       json: async () => parseJson(await readBody(req, typeof route.body === "number" ? route.body : 0)),
+      handOffAs: handOff ? ctx.handOffAs : undefined,
     };
     await route.handler(call);
     // A body the handler never read is drained, so the connection can serve the next request.

@@ -94,10 +94,9 @@ async function submit(call: RouteCall, sync: boolean): Promise<void> {
   // just before this answer, whichever is first (one commit instead of two for a job that ends within the wait).
   // A `/run` answered on a replica that does not serve jobs (the dispatcher chose to: api.ts handedOffHere): written
   // here, adopted by the one that does (engine/handoff.ts).
-  const handOffAs = sync || ctx.jobsServedBy?.() === undefined ? undefined : ctx.handOffAs;
   const row =
-    handOffAs !== undefined
-      ? await ctx.engine.handOff(endpoint.id, { ...value, sync }, handOffAs)
+    call.handOffAs !== undefined
+      ? await ctx.engine.handOff(endpoint.id, { ...value, sync }, call.handOffAs)
       : await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync });
   if (!sync) return sendText(res, `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`);
   const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);

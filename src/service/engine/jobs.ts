@@ -163,20 +163,8 @@ export class JobSystem {
   }
 
   /** waitFinal, answering as recordHead does (a stored output is not read). */
-  async waitFinalHead(endpointId: string, id: string, ms: number): Promise<{ row: JobRow; outputBytes: number | null } | undefined> {
-    const deadline = this.$.clock.now() + ms;
-    for (;;) {
-      // Watched before the read: a job not in memory (handed off by another replica, not adopted yet) may be
-      // adopted, run and finished while the store is being read, and its end must not go unheard.
-      const watch = this.$.waiters.watch(id, Math.max(0, deadline - this.$.clock.now()));
-      const head = await this.recordHead(endpointId, id);
-      if (!head || isFinal(head.row.status) || this.$.closed || deadline - this.$.clock.now() <= 0) {
-        watch.cancel();
-        return head;
-      }
-      const final = await watch.changed;
-      if (final) return final.endpointId === endpointId ? { row: final, outputBytes: null } : undefined;
-    }
+  waitFinalHead(endpointId: string, id: string, ms: number): Promise<{ row: JobRow; outputBytes: number | null } | undefined> {
+    return this.untilFinal(endpointId, id, ms, () => this.recordHead(endpointId, id), (head) => head.row, (row) => ({ row, outputBytes: null }));
   }
 
   /** A final job's stored output as UTF-8 JSON bytes (see recordHead). */
@@ -185,18 +173,34 @@ export class JobSystem {
   }
 
   /** Wait until the job is final (or `ms` passed); returns the current record. */
-  async waitFinal(endpointId: string, id: string, ms: number): Promise<JobRow | undefined> {
+  waitFinal(endpointId: string, id: string, ms: number): Promise<JobRow | undefined> {
+    return this.untilFinal(endpointId, id, ms, async () => (await findJob(this.$, endpointId, id))?.row, (row) => row, (row) => row);
+  }
+
+  /**
+   * Read the job (`read`) until it is final, `ms` passed or the engine closes, waiting for its changes in between;
+   * a change that ends it answers with `fromFinal` of its final state (nothing when it is another endpoint's).
+   */
+  private async untilFinal<T>(
+    endpointId: string,
+    id: string,
+    ms: number,
+    read: () => Promise<T | undefined>,
+    rowOf: (value: T) => JobRow,
+    fromFinal: (row: JobRow) => T,
+  ): Promise<T | undefined> {
     const deadline = this.$.clock.now() + ms;
     for (;;) {
-      // Watched before the read, as in waitFinalHead.
+      // Watched before the read: a job not in memory (handed off by another replica, not adopted yet) may be
+      // adopted, run and finished while the store is being read, and its end must not go unheard.
       const watch = this.$.waiters.watch(id, Math.max(0, deadline - this.$.clock.now()));
-      const job = await findJob(this.$, endpointId, id);
-      if (!job || isFinal(job.row.status) || this.$.closed || deadline - this.$.clock.now() <= 0) {
+      const value = await read();
+      if (!value || isFinal(rowOf(value).status) || this.$.closed || deadline - this.$.clock.now() <= 0) {
         watch.cancel();
-        return job?.row;
+        return value;
       }
       const final = await watch.changed;
-      if (final) return final.endpointId === endpointId ? final : undefined;
+      if (final) return final.endpointId === endpointId ? fromFinal(final) : undefined;
     }
   }
 

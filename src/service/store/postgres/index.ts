@@ -236,7 +236,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     transaction,
     async apply(ops) {
       if (ops.length === 0) return;
-      await runBatch(batchStatements(ops.length > 1 ? foldJobOps(ops) : ops));
+      await runBatch(opsStatements(ops));
     },
     async handOffJobs(jobs, from) {
       if (jobs.length === 0) return;
@@ -253,7 +253,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     },
     async applyAndAdopt(ops) {
       // The adoption is the last statement's CTEs: one round trip, one commit, with the batch's own writes.
-      const rows = jobRows(await runBatch(batchStatements(ops.length > 1 ? foldJobOps(ops) : ops, { adopt: true })));
+      const rows = jobRows(await runBatch(opsStatements(ops, { adopt: true })));
       // A job cancelled before its adoption loses its mark and is not adopted.
       return rows.filter((row) => row.status === "IN_QUEUE");
     },
@@ -493,6 +493,11 @@ export function batchStatements(ops: StoreOp[], options: { adopt?: boolean } = {
   return out;
 }
 
+/** A batch's ops as statements, a job's several changes folded into one first. Pure. */
+function opsStatements(ops: StoreOp[], options: { adopt?: boolean } = {}): Statement[] {
+  return batchStatements(ops.length > 1 ? foldJobOps(ops) : ops, options);
+}
+
 /** The jobs a batch writes. */
 function jobIdsOf(ops: StoreOp[]): string[] {
   const ids = new Set<string>();
@@ -503,8 +508,9 @@ function jobIdsOf(ops: StoreOp[]): string[] {
 /**
  * Handed-off jobs taken by the replica serving jobs (engine/handoff.ts), as CTEs: every mark (a row of
  * job_handoffs) deleted, the marked jobs returned (the last part). A job whose endpoint was deleted as it was
- * handed off (its follower had not heard) goes as that endpoint's jobs went. Jobs the batch itself writes are left for the next adoption: one statement
- * must not change a row twice (PostgreSQL would apply only one of the two changes).
+ * handed off (its follower had not heard) goes as that endpoint's jobs went. Jobs the batch itself writes are left
+ * for the next adoption: one statement must not change a row twice (PostgreSQL would apply only one of the two
+ * changes).
  */
 function adoptionParts(batchJobIds: string[]): Statement[] {
   // The parts are CTEs w<i> of one statement (combine): the first is the marks taken, which the others read. The
