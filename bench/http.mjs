@@ -1,6 +1,8 @@
 // Small keep-alive HTTP helpers shared by the benches (node:http, so the client costs the same for the
 // baseline and for the measured path).
 import http from "node:http";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 
 export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -31,6 +33,29 @@ export async function startPlainServer() {
   server.keepAliveTimeout = 30_000;
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }) };
+}
+
+/** The same plain server in a child process (plain-server-child.mjs): `{ url, close() }`. */
+export async function startPlainServerProcess() {
+  const child = spawn(process.execPath, [fileURLToPath(new URL("./plain-server-child.mjs", import.meta.url))], { stdio: ["pipe", "pipe", "inherit"] });
+  const url = await new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+      const m = /^(http:\/\/\S+)\n/.exec(out);
+      if (m) resolve(m[1]);
+    });
+    child.once("exit", (code) => reject(new Error(`the plain server exited ${code}`)));
+  });
+  return {
+    url,
+    close: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once("exit", () => resolve());
+        child.stdin.end();
+      }),
+  };
 }
 
 export function percentile(values, p) {
