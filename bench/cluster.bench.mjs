@@ -2,9 +2,10 @@
 // processes vs through one, the clients either spreading their connections over the replicas' addresses
 // themselves (as DNS round robin does: the Swarm stack's dnsrr) or behind a round-robin proxy (a process of its
 // own, as a load balancer is; compared with one replica behind the same kind of proxy); workers are pointed at the
-// proxy. And /runsync p50 through a replica that passes it to the jobs replica (the worker reporting to another
-// replica) vs three plain loopback round trips to a server in a process of its own (a round trip to a replica
-// crosses processes; one to a server in the client's own process costs about half as much on this machine, and is
+// proxy. What coordinating costs at equal load: 5 clients sending to a follower vs to the jobs replica. And
+// /runsync p50 through a replica that passes it to the jobs replica (the worker reporting to another replica) vs
+// three plain loopback round trips to a server in a process of its own (a round trip to a replica crosses
+// processes; one to a server in the client's own process costs about half as much on this machine, and is
 // printed beside it). BENCH_HAND_OFF=off runs the three replicas with SVC_HAND_OFF_JOBS=off.
 import { execFile, spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
@@ -165,6 +166,16 @@ export async function run() {
     const threeRate = percentile(rounds.proxied, 50);
     const spreadRate = percentile(rounds.spread, 50);
 
+    // What coordinating costs at equal load: the same 5 clients (the share of 16 each of three replicas gets)
+    // sending to a follower, which writes and hands off their jobs, or straight to the replica serving jobs.
+    const coordination = { viaFollower: [], direct: [] };
+    for (let round = 0; round < 3; round++) {
+      coordination.viaFollower.push(await throughput(three[1].url, threeEndpoint, JOBS, 5));
+      coordination.direct.push(await throughput(three[0].url, threeEndpoint, JOBS, 5));
+    }
+    const viaFollowerRate = percentile(coordination.viaFollower, 50);
+    const directRate = percentile(coordination.direct, 50);
+
     // /runsync through a follower (three[1]: the first started serves jobs) vs three plain round trips.
     const auth = { authorization: `Bearer ${KEY}` };
     const runsync = async (url, i) => {
@@ -198,6 +209,7 @@ export async function run() {
     return [
       { name: "/run completed, 3 replicas, clients spread (DNS round robin)", value: spreadRate, unit: "jobs/s", baselineName: "1 replica, same database server (medians of 3 alternating rounds after one not counted)", baseline: oneRate, ratio: spreadRate / oneRate, target: ">= 0.9x", met: spreadRate / oneRate >= 0.9 },
       { name: "/run completed, 3 replicas behind a round-robin proxy", value: threeRate, unit: "jobs/s", baselineName: "1 replica behind the same kind of proxy (medians of 3 alternating rounds after one not counted)", baseline: oneProxiedRate, ratio: threeRate / oneProxiedRate, target: ">= 0.9x", met: threeRate / oneProxiedRate >= 0.9 },
+      { name: "/run completed, 5 clients sending to a follower (its hand-off: what coordinating costs)", value: viaFollowerRate, unit: "jobs/s", baselineName: "the same 5 clients sending to the replica serving jobs (medians of 3 alternating rounds)", baseline: directRate, ratio: viaFollowerRate / directRate },
       { name: "/run completed, 3 replicas behind the proxy, vs 1 replica reached directly (the relay's cost included)", value: threeRate, unit: "jobs/s", baselineName: "1 replica, same database server", baseline: oneRate, ratio: threeRate / oneRate },
       { name: "/runsync p50 through a follower", value: p50, unit: "ms", baselineName: "3 plain loopback round trips p50 (server in a process of its own)", baseline: b50, ratio: p50 / b50, target: "<= 4x", met: p50 / b50 <= 4 },
       { name: "/runsync p50 through a follower, vs round trips within one process", value: p50, unit: "ms", baselineName: "3 plain round trips p50, server in the client's process", baseline: here50, ratio: p50 / here50 },
