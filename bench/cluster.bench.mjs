@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { request, percentile, startPlainServer, startPlainServerProcess } from "./http.mjs";
+import { request, percentile, startChildServer, startPlainServer, startPlainServerProcess } from "./http.mjs";
 import { postgresUnavailable, startPostgres } from "../scripts/throwaway-postgres.mjs";
 
 const execFileAsync = promisify(execFile);
@@ -66,16 +66,7 @@ async function deploy(project, url) {
 
 /** The round-robin proxy in a child process: `{ url, setPorts(ports), close() }`. */
 async function startProxy() {
-  const child = spawn(process.execPath, [join(root, "bench", "tcp-proxy-child.mjs")], { stdio: ["pipe", "pipe", "inherit"] });
-  const url = await new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-      const m = /^(http:\/\/\S+)\n/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    child.once("exit", (code) => reject(new Error(`the proxy exited ${code}`)));
-  });
+  const { child, url } = await startChildServer("./tcp-proxy-child.mjs");
   return {
     url,
     setPorts: (ports) => child.stdin.write(`${JSON.stringify(ports)}\n`),

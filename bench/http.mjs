@@ -35,9 +35,12 @@ export async function startPlainServer() {
   return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }) };
 }
 
-/** The same plain server in a child process (plain-server-child.mjs): `{ url, close() }`. */
-export async function startPlainServerProcess() {
-  const child = spawn(process.execPath, [fileURLToPath(new URL("./plain-server-child.mjs", import.meta.url))], { stdio: ["pipe", "pipe", "inherit"] });
+/**
+ * A bench helper in a process of its own (`script`, next to this file) that prints its URL on its first line:
+ * `{ child, url }`; its stdin stays open for it to read.
+ */
+export async function startChildServer(script) {
+  const child = spawn(process.execPath, [fileURLToPath(new URL(script, import.meta.url))], { stdio: ["pipe", "pipe", "inherit"] });
   const url = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (d) => {
@@ -45,8 +48,14 @@ export async function startPlainServerProcess() {
       const m = /^(http:\/\/\S+)\n/.exec(out);
       if (m) resolve(m[1]);
     });
-    child.once("exit", (code) => reject(new Error(`the plain server exited ${code}`)));
+    child.once("exit", (code) => reject(new Error(`${script} exited ${code}`)));
   });
+  return { child, url };
+}
+
+/** The same plain server in a child process (plain-server-child.mjs): `{ url, close() }`. */
+export async function startPlainServerProcess() {
+  const { child, url } = await startChildServer("./plain-server-child.mjs");
   return {
     url,
     close: () =>
