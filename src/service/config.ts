@@ -108,7 +108,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },
   { key: "maxArtifactBytes", env: "SVC_MAX_ARTIFACT_BYTES", kind: positive, default: MAX_ARTIFACT_BYTES, description: "largest build artifact accepted" },
   { key: "uploadIdleMs", env: "SVC_UPLOAD_IDLE_MS", kind: positive, default: 60_000, description: "an upload sending nothing this long gets 408" },
-  { key: "lbFront", env: "SVC_LB_FRONT", kind: { type: "onOff" }, default: true, description: "serve plain load-balanced requests on the LB front" },
+  { key: "lbFront", env: "SVC_LB_FRONT", kind: { type: "onOff" }, default: true, description: "serve plain load-balanced requests and job /runs on the LB front, not node:http" },
   { key: "releaseAttempts", env: "SVC_RELEASE_ATTEMPTS", kind: positive, default: 3, description: "new workers tried per endpoint before a release fails" },
   { key: "releaseStartTimeoutMs", env: "SVC_RELEASE_START_TIMEOUT_MS", kind: positive, default: 5 * 60_000, description: "how long a release's new worker may take to come up" },
   { key: "clientLimits.sendStallMs", env: "SVC_SEND_STALL_MS", kind: positive, default: DEFAULT_CLIENT_LIMITS.sendStallMs, description: "an answer nobody reads this long is dropped" },

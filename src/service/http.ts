@@ -49,8 +49,8 @@ export function sendProblem(res: ServerResponse, status: number, detail: string,
  * LB front). `headerLines`: more header lines, each ending in CRLF. Without `body` (an answer to HEAD), the
  * headers announce the body but it is not sent. Pure.
  */
-export function problemResponse(status: number, detail: string, headerLines: string, body = true): string {
-  const text = JSON.stringify(problemBody(status, detail));
+export function problemResponse(status: number, detail: string, headerLines: string, body = true, extra: { errors?: string[]; members?: Record<string, unknown> } = {}): string {
+  const text = JSON.stringify(problemBody(status, detail, extra.errors, extra.members));
   return (
     `HTTP/1.1 ${status} ${TITLES[status] ?? "Error"}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n` +
     `${headerLines}\r\n${body ? text : ""}`
@@ -123,7 +123,7 @@ export async function sendPieces(res: ServerResponse, pieces: ReadonlyArray<stri
  * header: none, `text/plain` (fetch with a string body) and a form (curl -d); clients written for this API elsewhere
  * must keep working, and the body is parsed as JSON either way. Anything else (multipart, binary, XML...) is 415.
  */
-function jsonContentType(header: string | undefined): boolean {
+export function jsonContentType(header: string | undefined): boolean {
   if (header === undefined) return true;
   const type = header.split(";")[0]!.trim().toLowerCase();
   return type === "" || type === "application/json" || type === "text/plain" || type === "application/x-www-form-urlencoded" || (type.startsWith("application/") && type.endsWith("+json"));

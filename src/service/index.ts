@@ -14,6 +14,7 @@ import { UserError } from "../errors.js";
 import type { Manifest, ManifestResource } from "../sdk/manifest.js";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
 import { JobEngine, type EngineEndpoint } from "./engine.js";
+import { quickRun } from "./job-routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
 import { problemResponse, sendProblem } from "./http.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
@@ -111,7 +112,7 @@ export interface ServiceOptions {
   /** issue 7: how long a request to a load-balanced endpoint waits for a ready worker (default 60 s). */
   lbWaitMs?: number;
   /**
-   * issue 7: serve plain load-balanced requests on the LB front (lb/front.ts) instead of node:http. Default on;
+   * issue 7: serve plain load-balanced requests and job `/run`s on the LB front (lb/front.ts) instead of node:http. Default on;
    * `SVC_LB_FRONT=off` in the environment turns it off (everything then goes through node:http, as before).
    */
   lbFront?: boolean;
@@ -388,6 +389,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   });
   // issue 7: the LB front takes each connection first and serves plain LB requests itself (lb/front.ts)
   const frontWanted = options.lbFront ?? true;
+  let apiContext: ApiContext | undefined;
   const front = !frontWanted ? undefined : LbFront.install(server, {
     lb,
     principal: (key) => keyring.known(key),
@@ -397,6 +399,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       if (!d) return "";
       return d.allowed ? `RateLimit: ${d.rateLimit}\r\nRateLimit-Policy: ${d.policy}\r\n` : undefined;
     },
+    // The API context is made below; requests reach the front only once the server listens, after that.
+    run: (principal, endpointId, body, contentType) => (apiContext ? quickRun(apiContext, principal, endpointId, body, contentType) : undefined),
     keepAliveMs: server.keepAliveTimeout,
     log,
   });
@@ -455,7 +459,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
 
   const followers = new Set<ServerResponse>();
-  const context: ApiContext = {
+  const context: ApiContext = (apiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // issue 5: apps, environments, builds
@@ -467,7 +471,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     lb,
     releases,
     startFailures,
-  };
+  });
   await management.attach(context, servesJobs());
   // Requests Node's parser refuses (headers over 16 KiB, a method it does not know, bad framing) get a
   // problem+json answer too, instead of Node's bare status line.

@@ -5,7 +5,7 @@
 import type { ServerResponse } from "node:http";
 import { canUseJobs, type Principal } from "./auth.js";
 import { isFinal } from "./engine.js";
-import { HttpProblem, intParam, sendJson, sendPieces } from "./http.js";
+import { HttpProblem, intParam, jsonContentType, parseJson, sendJson, sendPieces } from "./http.js";
 import { SHARED_OUTPUT_MIN } from "./slow-clients.js";
 import type { EndpointRow, JobRow } from "./store/types.js";
 import { MAX_TTL_MS, validateSubmission } from "./validate.js";
@@ -98,10 +98,44 @@ async function submit(call: RouteCall, sync: boolean): Promise<void> {
     call.handOffAs !== undefined
       ? await ctx.engine.handOff(endpoint.id, { ...value, sync }, call.handOffAs)
       : await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync });
-  if (!sync) return sendText(res, `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`);
+  if (!sync) return sendText(res, runAnswer(row));
   const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
   await ctx.engine.persist(row.id);
   return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
+}
+
+/** The body of a `/run`'s answer. */
+function runAnswer(row: JobRow): string {
+  return `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`;
+}
+
+/**
+ * A `/run` answered without node:http (the LB front, lb/front.ts), when nothing in it needs more than the common
+ * case: the route's checks (worker tokens, the caller's endpoint and key scope, a queue endpoint, a JSON body that
+ * is a valid submission, this replica answering `/run` itself or handing its job off as api.ts would) are made here
+ * first, before anything is counted or written. Undefined when any of them fails or does not apply: node:http then
+ * serves the request through the route table, as it always did, and answers whatever error there is. Otherwise the
+ * submission to make, resolving with the answer's body (its failures are the route's: HttpProblem, or a storage
+ * error the dispatcher turns into a 503).
+ */
+export function quickRun(ctx: ApiContext, principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined {
+  if (principal.worker || !jsonContentType(contentType)) return undefined;
+  const endpoint = ctx.endpoints.get(endpointId);
+  if (!endpoint || endpoint.type !== "queue" || endpoint.userId !== principal.userId || !canUseJobs(principal, endpointId)) return undefined;
+  // On a replica that does not serve jobs, only a hand-off is answered here (api.ts handedOffHere); the rest goes on.
+  const servedElsewhere = ctx.jobsServedBy?.() !== undefined;
+  const handOffAs = servedElsewhere && ctx.jobsReplicaAdopts?.() === true ? ctx.handOffAs : undefined;
+  if (servedElsewhere && handOffAs === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = parseJson(body);
+  } catch {
+    // Not JSON (or not UTF-8): node:http's path answers the 400 with its reason.
+    return undefined;
+  }
+  const { value } = validateSubmission(parsed, endpoint.resource.functions.map((f) => f.name));
+  if (!value) return undefined;
+  return async () => runAnswer(handOffAs !== undefined ? await ctx.engine.handOff(endpoint.id, { ...value, sync: false }, handOffAs) : await ctx.engine.submit(endpoint.id, { ...value, sync: false, deferWrite: false }));
 }
 
 async function status(call: RouteCall, sync: boolean): Promise<void> {

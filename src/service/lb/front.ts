@@ -1,4 +1,5 @@
-// The LB front: a fast path on the service's port for requests to load-balanced endpoints.
+// The LB front: a fast path on the service's port for requests to load-balanced endpoints, and for job `/run`s
+// (`deps.run`: the route's checks are job-routes.ts quickRun's; the front only reads, counts and answers).
 //
 // issue 7 (performance): behind node:http, one proxied request cost ~2x the same request sent to the worker
 // directly (IncomingMessage/ServerResponse objects, header validation and serialization, the request
@@ -21,6 +22,7 @@ import { STATUS_CODES, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Principal } from "../auth.js";
 import { credentialFromHeader, HttpProblem, problemResponse } from "../http.js";
+import { storageCause, StorageUnavailable } from "../store/faults.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
 import { scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
 import { llhttp, SMALL_BODY_BYTES, type Downstream } from "./proxy.js";
@@ -33,6 +35,12 @@ export interface FrontDeps {
   authenticate(key: string): Promise<unknown>;
   /** Count one request: its RateLimit header lines ("name: value\r\n"...), or undefined when it is refused. */
   rateLimit(principal: Principal): string | undefined;
+  /**
+   * A job `/run` (`POST /v2/{endpoint}/run`) this replica can answer without node:http: the submission to make,
+   * resolving with the answer's body, or undefined when node:http must serve it (job-routes.ts quickRun). Nothing
+   * is counted or written before the front commits to it.
+   */
+  run?(principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined;
   /** How long an idle connection is kept (the server's keepAliveTimeout). */
   keepAliveMs: number;
   log(message: string): void;
@@ -69,6 +77,14 @@ export function mayBeLb(data: Buffer, headEnd: number): boolean {
   if (space > 0 && space < 16 && data[space + 1] === 0x2f && data[space + 2] === 0x6c && data[space + 3] === 0x62 && data[space + 4] === 0x2f) return true;
   const host = data.indexOf(LB_HOST);
   return host > 0 && host < headEnd;
+}
+
+const POST_V2 = Buffer.from("POST /v2/", "latin1");
+const RUN_PATH = /^\/v2\/([A-Za-z0-9_-]+)\/run$/;
+
+/** Whether the request that starts `data` might be a job `/run` (a POST under /v2/). Pure. */
+export function mayBeRun(data: Buffer): boolean {
+  return data.length >= POST_V2.length && data.compare(POST_V2, 0, POST_V2.length, 0, POST_V2.length) === 0;
 }
 
 export class LbFront {
@@ -222,8 +238,11 @@ class FrontConnection implements Downstream {
 
   private serveOrHandOver(data: Buffer): void {
     const headEnd = data.indexOf(HEAD_END);
-    // Not all of the head is here (or not an LB request at all): node:http takes it from here.
-    if (headEnd < 0 || headEnd + 4 > MAX_HEAD_BYTES || !mayBeLb(data, headEnd)) return this.giveToNode();
+    const deps = this.front.deps;
+    // Not all of the head is here (or not a request the front serves at all): node:http takes it from here.
+    if (headEnd < 0 || headEnd + 4 > MAX_HEAD_BYTES) return this.giveToNode();
+    const maybeRun = deps.run !== undefined && mayBeRun(data);
+    if (!maybeRun && !mayBeLb(data, headEnd)) return this.giveToNode();
     const head = scanRequestHead(data, headEnd, SMALL_BODY_BYTES);
     if (!head) return this.giveToNode();
     const total = headEnd + 4 + head.contentLength;
@@ -231,27 +250,30 @@ class FrontConnection implements Downstream {
       // The body is on its way: wait for it (nothing decided yet; a stalled body goes to node:http on timeout).
       return;
     }
-    const target = lbTarget(head.url, head.host);
+    const runOf = maybeRun ? RUN_PATH.exec(head.url)?.[1] : undefined;
+    const target = runOf === undefined ? lbTarget(head.url, head.host) : undefined;
     // (A connection's requests carry the same Authorization as a rule: its key is read once.)
     if (head.authorization !== this.authorization) {
       this.authorization = head.authorization;
       this.key = credentialFromHeader(head.authorization)?.key;
     }
     const key = this.key;
-    if (!target || key === undefined) return this.giveToNode();
-    const principal = this.front.deps.principal(key);
+    if ((!target && runOf === undefined) || key === undefined) return this.giveToNode();
+    const principal = deps.principal(key);
     if (!principal) {
       // A key not seen yet (the first request of a client, often): look it up once, then decide again, so the
       // connection stays here. Still unknown or invalid: node:http answers the 401.
       if (this.lookedUp === key) return this.giveToNode();
       this.lookedUp = key;
       this.busy = true;
-      void this.front.deps.authenticate(key).then(
+      void deps.authenticate(key).then(
         () => this.resume(),
         () => this.resume(),
       );
       return;
     }
+    if (runOf !== undefined) return this.run(principal, runOf, data, head, total);
+    if (!target) return this.giveToNode();
     this.lookedUp = undefined;
     const lb = this.front.deps.lb;
     const body = data.subarray(headEnd + 4, total);
@@ -291,13 +313,43 @@ class FrontConnection implements Downstream {
     );
   }
 
-  /** A problem+json answer of the LB route (the request's bytes were read whole). */
-  private problem(status: number, detail: string, headers: Record<string, string>, limits: string, isHead: boolean): void {
+  /** A job `/run`, answered here when job-routes.ts says it can be; node:http's otherwise. */
+  private run(principal: Principal, endpointId: string, data: Buffer, head: ScannedRequest, total: number): void {
+    this.lookedUp = undefined;
+    const deps = this.front.deps;
+    const submit = deps.run!(principal, endpointId, data.subarray(total - head.contentLength, total), head.contentType);
+    if (!submit) return this.giveToNode();
+    const limits = deps.rateLimit(principal);
+    // Over the rate limit: node:http answers the 429 (a refused request is not counted, so it counts the same).
+    if (limits === undefined) return this.giveToNode();
+    this.buffer = data.length === total ? undefined : data.subarray(total);
+    this.busy = true;
+    if (!head.keepAlive || this.front.closing) this.closeAfter = true;
+    this.front.stats.served++;
+    submit().then(
+      (text) => {
+        if (this.socket.destroyed) return;
+        this.socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${this.serviceHeaders(limits, false)}\r\n${text}`);
+        this.answered();
+      },
+      (thrown: unknown) => {
+        // As the dispatcher answers a handler's failure (api.ts): a storage fault is a 503 naming its cause.
+        const cause = thrown instanceof HttpProblem ? undefined : storageCause(thrown);
+        const err = cause ? new StorageUnavailable(cause, thrown) : thrown;
+        if (err instanceof HttpProblem) return this.problem(err.status, err.message, err.headers ?? {}, limits, false, err);
+        deps.log(`internal error on POST /v2/${endpointId}/run: ${(thrown as Error)?.stack ?? String(thrown)}`);
+        this.problem(500, "The service failed to handle this request", {}, limits, false);
+      },
+    );
+  }
+
+  /** A problem+json answer of the LB route or of a `/run` (the request's bytes were read whole). */
+  private problem(status: number, detail: string, headers: Record<string, string>, limits: string, isHead: boolean, extra?: HttpProblem): void {
     if (this.socket.destroyed) return;
     let lines = "";
     for (const [name, value] of Object.entries(headers)) lines += `${name}: ${value}\r\n`;
     // (An answer to HEAD has the headers of the answer to GET, and no body.)
-    this.socket.write(problemResponse(status, detail, `${lines}${this.serviceHeaders(limits, false)}`, !isHead));
+    this.socket.write(problemResponse(status, detail, `${lines}${this.serviceHeaders(limits, false)}`, !isHead, { errors: extra?.errors, members: extra?.members }));
     this.answered();
   }
 

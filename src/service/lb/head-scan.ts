@@ -87,6 +87,7 @@ const enum Kind {
   Date,
   /** RateLimit and RateLimit-Policy: the service's own replace a worker's. */
   RateLimit,
+  ContentType,
 }
 
 /** Connection-scoped headers (RFC 9110 7.6.1): never passed on, either way (proxy.ts uses the same list). */
@@ -111,6 +112,7 @@ const KINDS_BY_LENGTH: Array<Array<[string, Kind]>> = (() => {
     ["date", Kind.Date],
     ["ratelimit", Kind.RateLimit],
     ["ratelimit-policy", Kind.RateLimit],
+    ["content-type", Kind.ContentType],
   ];
   const all = new Map<string, Kind>(own);
   for (const name of HOP_BY_HOP) if (!all.has(name)) all.set(name, Kind.HopByHop);
@@ -175,6 +177,8 @@ export interface ScannedRequest {
   url: string;
   host: string | undefined;
   authorization: string | undefined;
+  /** As sent (one line at most: more are node:http's to judge). */
+  contentType: string | undefined;
   /** 0 when there is no body. */
   contentLength: number;
   /** False when the caller sent `Connection: close`. */
@@ -211,7 +215,7 @@ export function scanRequestHead(data: Buffer, headEnd: number, maxBody: number):
   for (let k = 0; k < HTTP11.length; k++) if (data[i + k] !== HTTP11[k]) return undefined;
   let pos = i + HTTP11.length;
 
-  const scanned: ScannedRequest = { method, url, host: undefined, authorization: undefined, contentLength: 0, keepAlive: true, forwardedFor: undefined, lines: [] };
+  const scanned: ScannedRequest = { method, url, host: undefined, authorization: undefined, contentType: undefined, contentLength: 0, keepAlive: true, forwardedFor: undefined, lines: [] };
   let lengthSeen = false;
   const end = headEnd + 2;
   while (pos < end) {
@@ -234,6 +238,10 @@ export function scanRequestHead(data: Buffer, headEnd: number, maxBody: number):
         if (scanned.authorization !== undefined) return undefined;
         scanned.authorization = latin1Slice(data, v, ve);
         pass = false;
+        break;
+      case Kind.ContentType:
+        if (scanned.contentType !== undefined) return undefined;
+        scanned.contentType = latin1Slice(data, v, ve);
         break;
       case Kind.ContentLength: {
         const length = lengthSeen ? -1 : decimal(data, v, ve, 7);
