@@ -1,5 +1,7 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -28,14 +30,13 @@ describe("the last resort", () => {
   it("keeps a real service process answering after an uncaught exception and an unhandled rejection", async () => {
     // A child process that owns its process-level handlers, as `svc server` does, then hits both kinds of
     // stray error; without the last resort node would exit on the first.
+    // The data directory is made and removed here: the child is killed, it cannot clean up after itself.
+    const dataDir = mkdtempSync(join(tmpdir(), "svc-lr-"));
     const script = `
-      import { mkdtempSync } from "node:fs";
-      import { tmpdir } from "node:os";
-      import { join } from "node:path";
       import { startService } from ${JSON.stringify(join(REPO, "dist/service/index.js"))};
       import { installLastResort } from ${JSON.stringify(join(REPO, "dist/service/last-resort.js"))};
       installLastResort((m) => process.stderr.write(m + "\\n"));
-      const service = await startService({ dataDir: mkdtempSync(join(tmpdir(), "svc-lr-")), apiKeys: ["k"] });
+      const service = await startService({ dataDir: ${JSON.stringify(dataDir)}, apiKeys: ["k"] });
       process.stdout.write(service.url + "\\n");
       process.stdin.on("data", () => {
         setTimeout(() => { throw new Error("stray stream error"); }, 0);
@@ -58,7 +59,10 @@ describe("the last resort", () => {
       const res = await fetch(`${url}/openapi.json`);
       expect(res.status).toBe(200);
     } finally {
+      const exited = child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : once(child, "exit");
       child.kill("SIGKILL");
+      await exited;
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });
