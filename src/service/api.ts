@@ -27,7 +27,7 @@ import { storageCause, StorageUnavailable } from "./store/faults.js";
 import { forwardRequest } from "./cluster/forward.js";
 import { RouteTable, rowFor, type RouteMatch, type RouteRow } from "./router.js";
 import type { ApiContext, RouteCall, RouteHandler } from "./api-context.js";
-import { jobRoutes, recordJson, userEndpoint } from "./job-routes.js";
+import { handsOffHere, jobRoutes, recordJson, userEndpoint } from "./job-routes.js";
 import { workerRoutes } from "./worker-routes.js";
 import { logs } from "./state-routes.js";
 import { MANAGEMENT_ROUTES } from "./management/index.js";
@@ -125,13 +125,9 @@ function servedByJobsReplica(row: { jobsReplica?: Row["jobsReplica"] } | undefin
   return typeof on === "function" ? url !== undefined && on(url.searchParams) : on === true;
 }
 
-/**
- * On a replica that does not serve jobs: whether it answers this request itself by handing its job off
- * (engine/handoff.ts). Not for an endpoint it has not heard of yet (deployed a moment ago through another
- * replica), nor while the replica serving jobs does not adopt (an older svc): those go there.
- */
+/** On a replica that does not serve jobs: whether it answers this request itself by handing its job off (job-routes.ts handsOffHere). */
 function handedOffHere(ctx: ApiContext, row: object | undefined, match: RouteMatch<RouteHandler> | undefined): boolean {
-  return row !== undefined && "handedOff" in row && row.handedOff === true && ctx.handOffAs !== undefined && ctx.jobsReplicaAdopts?.() === true && ctx.endpoints.has(match?.params.endpoint ?? "");
+  return row !== undefined && "handedOff" in row && row.handedOff === true && handsOffHere(ctx, match?.params.endpoint ?? "");
 }
 
 export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {

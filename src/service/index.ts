@@ -387,24 +387,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     waitMs: options.lbWaitMs,
     onReady: (workerId) => releases.ready(workerId),
   });
-  // issue 7: the LB front takes each connection first and serves plain LB requests itself (lb/front.ts)
-  const frontWanted = options.lbFront ?? true;
-  let apiContext: ApiContext | undefined;
-  const front = !frontWanted ? undefined : LbFront.install(server, {
-    lb,
-    principal: (key) => keyring.known(key),
-    authenticate: (key) => keyring.authenticate(key),
-    rateLimit: (principal) => {
-      const d = management.rateDecision(principal);
-      if (!d) return "";
-      return d.allowed ? `RateLimit: ${d.rateLimit}\r\nRateLimit-Policy: ${d.policy}\r\n` : undefined;
-    },
-    // The API context is made below; requests reach the front only once the server listens, after that.
-    run: (principal, endpointId, body, contentType) => (apiContext ? quickRun(apiContext, principal, endpointId, body, contentType) : undefined),
-    keepAliveMs: server.keepAliveTimeout,
-    log,
-  });
-
   if (options.driver) {
     // Worker keys are keyed by the worker id so they can be revoked when the worker ends.
     const workerKeys = new Map<string, string[]>();
@@ -459,7 +441,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
 
   const followers = new Set<ServerResponse>();
-  const context: ApiContext = (apiContext = {
+  const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // issue 5: apps, environments, builds
@@ -471,6 +453,21 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     lb,
     releases,
     startFailures,
+  };
+  // issue 7: the LB front takes each connection first and serves plain LB requests and job /runs itself (lb/front.ts)
+  const frontWanted = options.lbFront ?? true;
+  const front = !frontWanted ? undefined : LbFront.install(server, {
+    lb,
+    principal: (key) => keyring.known(key),
+    authenticate: (key) => keyring.authenticate(key),
+    rateLimit: (principal) => {
+      const d = management.rateDecision(principal);
+      if (!d) return "";
+      return d.allowed ? `RateLimit: ${d.rateLimit}\r\nRateLimit-Policy: ${d.policy}\r\n` : undefined;
+    },
+    run: (principal, endpointId, body, contentType) => quickRun(context, principal, endpointId, body, contentType),
+    keepAliveMs: server.keepAliveTimeout,
+    log,
   });
   await management.attach(context, servesJobs());
   // Requests Node's parser refuses (headers over 16 KiB, a method it does not know, bad framing) get a

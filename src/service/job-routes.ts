@@ -73,11 +73,25 @@ export function userEndpoint(ctx: ApiContext, principal: Principal, id: string):
   return endpoint;
 }
 
-/** The caller's queue endpoint of the route (a load-balanced one has no job API). */
-function queueEndpoint(call: RouteCall): EndpointRow {
-  const endpoint = userEndpoint(call.ctx, call.principal, call.params.endpoint!);
+/** The caller's queue endpoint `id` (a load-balanced one has no job API). */
+function callersQueueEndpoint(ctx: ApiContext, principal: Principal, id: string): EndpointRow {
+  const endpoint = userEndpoint(ctx, principal, id);
   if (endpoint.type !== "queue") throw new HttpProblem(400, `Endpoint ${endpoint.id} is load-balanced; it has no job API`);
   return endpoint;
+}
+
+/** The caller's queue endpoint of the route. */
+function queueEndpoint(call: RouteCall): EndpointRow {
+  return callersQueueEndpoint(call.ctx, call.principal, call.params.endpoint!);
+}
+
+/**
+ * On a replica that does not serve jobs: whether it answers a `/run` of `endpointId` itself by handing its job off
+ * (engine/handoff.ts). Not for an endpoint it has not heard of yet (deployed a moment ago through another replica),
+ * nor while the replica serving jobs does not adopt (an older svc): those go there.
+ */
+export function handsOffHere(ctx: ApiContext, endpointId: string): boolean {
+  return ctx.handOffAs !== undefined && ctx.jobsReplicaAdopts?.() === true && ctx.endpoints.has(endpointId);
 }
 
 function noJob(call: RouteCall): HttpProblem {
@@ -120,17 +134,16 @@ function runAnswer(row: JobRow): string {
  */
 export function quickRun(ctx: ApiContext, principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined {
   if (principal.worker || !jsonContentType(contentType)) return undefined;
-  const endpoint = ctx.endpoints.get(endpointId);
-  if (!endpoint || endpoint.type !== "queue" || endpoint.userId !== principal.userId || !canUseJobs(principal, endpointId)) return undefined;
-  // On a replica that does not serve jobs, only a hand-off is answered here (api.ts handedOffHere); the rest goes on.
-  const servedElsewhere = ctx.jobsServedBy?.() !== undefined;
-  const handOffAs = servedElsewhere && ctx.jobsReplicaAdopts?.() === true ? ctx.handOffAs : undefined;
-  if (servedElsewhere && handOffAs === undefined) return undefined;
+  // On a replica that does not serve jobs, only a hand-off is answered here (as api.ts decides); the rest goes on.
+  const handOffAs = ctx.jobsServedBy?.() === undefined ? undefined : handsOffHere(ctx, endpointId) ? ctx.handOffAs : null;
+  if (handOffAs === null) return undefined;
+  let endpoint: EndpointRow;
   let parsed: unknown;
   try {
+    endpoint = callersQueueEndpoint(ctx, principal, endpointId);
     parsed = parseJson(body);
   } catch {
-    // Not JSON (or not UTF-8): node:http's path answers the 400 with its reason.
+    // Not the caller's queue endpoint, or not JSON: node:http's path answers the problem with its reason.
     return undefined;
   }
   const { value } = validateSubmission(parsed, endpoint.resource.functions.map((f) => f.name));

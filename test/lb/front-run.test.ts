@@ -3,9 +3,9 @@
 // unknown endpoint, another content type) is handed to node:http with its bytes and answered exactly as before.
 // Raw sockets, so that which connection carries which request is what the test says it is.
 
-import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApp, until, type LiveApp } from "./harness.js";
+import { Raw } from "./raw-http.js";
 
 let app: LiveApp;
 let endpointId: string;
@@ -19,53 +19,11 @@ afterAll(async () => {
   await app?.close();
 });
 
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-}
-
-/** One keep-alive connection: send a request's bytes, read its whole answer (content-length framed). */
-class Connection {
-  private readonly socket: Socket = connect(app.service.port, "127.0.0.1");
-  private data = Buffer.alloc(0);
-  private wake?: () => void;
-  private closed = false;
-
-  constructor() {
-    this.socket.on("data", (chunk: Buffer) => {
-      this.data = Buffer.concat([this.data, chunk]);
-      this.wake?.();
-    });
-    this.socket.on("close", () => {
-      this.closed = true;
-      this.wake?.();
-    });
-  }
-
-  async exchange(request: Buffer): Promise<Answer> {
-    this.socket.write(request);
-    for (;;) {
-      const end = this.data.indexOf("\r\n\r\n");
-      if (end >= 0) {
-        const lines = this.data.subarray(0, end).toString("latin1").split("\r\n");
-        const headers: Record<string, string> = {};
-        for (const line of lines.slice(1)) headers[line.slice(0, line.indexOf(":")).toLowerCase()] = line.slice(line.indexOf(":") + 1).trim();
-        const length = Number(headers["content-length"] ?? 0);
-        if (this.data.length >= end + 4 + length) {
-          const body = this.data.subarray(end + 4, end + 4 + length).toString("utf8");
-          this.data = this.data.subarray(end + 4 + length);
-          return { status: Number(lines[0]!.split(" ")[1]), headers, body };
-        }
-      }
-      if (this.closed) throw new Error("the connection closed before the answer");
-      await new Promise<void>((resolve) => (this.wake = resolve));
-    }
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
+/** Send a request's bytes on `conn`, read its answer (or, without bytes, the next answer of requests sent before). */
+async function exchange(conn: Raw, request?: Buffer): Promise<{ status: number; headers: Record<string, string>; body: string }> {
+  if (request) conn.send(request);
+  const answer = await conn.answer();
+  return { ...answer, body: answer.body.toString("utf8") };
 }
 
 const post = (path: string, body: string, type = "application/json") =>
@@ -84,9 +42,9 @@ async function completed(jobId: string): Promise<Record<string, unknown>> {
 
 describe("job /run on the LB front", () => {
   it("answers a plain /run itself, as node:http does, and the job runs", async () => {
-    const conn = new Connection();
+    const conn = new Raw(app.service.port);
     const before = stats();
-    const quick = await conn.exchange(post(`/v2/${endpointId}/run`, '{"input":{"who":"front"}}'));
+    const quick = await exchange(conn, post(`/v2/${endpointId}/run`, '{"input":{"who":"front"}}'));
     const after = stats();
     expect(quick.status).toBe(200);
     // (Connections handed over meanwhile are the workers': the job starts one.)
@@ -101,7 +59,7 @@ describe("job /run on the LB front", () => {
     expect((await completed(job.id)).output).toMatchObject({ message: "hello front" });
 
     // The same submission through node:http (a query string is node's to read): the same answer.
-    const viaNode = await conn.exchange(post(`/v2/${endpointId}/run?x=1`, '{"input":{"who":"node"}}'));
+    const viaNode = await exchange(conn, post(`/v2/${endpointId}/run?x=1`, '{"input":{"who":"node"}}'));
     expect(stats().handedOver).toBeGreaterThanOrEqual(after.handedOver + 1);
     expect(stats().served).toBe(after.served);
     expect(viaNode.status).toBe(200);
@@ -112,11 +70,11 @@ describe("job /run on the LB front", () => {
   });
 
   it("keeps the connection for the next /runs, pipelined or not", async () => {
-    const conn = new Connection();
+    const conn = new Raw(app.service.port);
     const before = stats();
-    const first = await conn.exchange(Buffer.concat([post(`/v2/${endpointId}/run`, '{"input":{"who":"a"}}'), post(`/v2/${endpointId}/run`, '{"input":{"who":"b"}}')]));
-    const second = await conn.exchange(Buffer.alloc(0));
-    const third = await conn.exchange(post(`/v2/${endpointId}/run`, '{"input":{"who":"c"}}'));
+    const first = await exchange(conn, Buffer.concat([post(`/v2/${endpointId}/run`, '{"input":{"who":"a"}}'), post(`/v2/${endpointId}/run`, '{"input":{"who":"b"}}')]));
+    const second = await exchange(conn);
+    const third = await exchange(conn, post(`/v2/${endpointId}/run`, '{"input":{"who":"c"}}'));
     expect([first.status, second.status, third.status]).toEqual([200, 200, 200]);
     expect(stats().served).toBe(before.served + 3);
     const ids = [first, second, third].map((a) => (JSON.parse(a.body) as { id: string }).id);
@@ -131,16 +89,16 @@ describe("job /run on the LB front", () => {
     ["an endpoint that does not exist", "nope", '{"input":{}}', "application/json", 404, /No endpoint nope/],
     ["a content type that is not JSON", "ENDPOINT", "<input/>", "application/xml", 415, /must be JSON/],
   ])("hands %s to node:http, which answers as it always did", async (_what, endpoint, body, type, status, detail) => {
-    const conn = new Connection();
+    const conn = new Raw(app.service.port);
     const before = stats();
-    const answer = await conn.exchange(post(`/v2/${endpoint === "ENDPOINT" ? endpointId : endpoint}/run`, body, type));
+    const answer = await exchange(conn, post(`/v2/${endpoint === "ENDPOINT" ? endpointId : endpoint}/run`, body, type));
     expect(answer.status).toBe(status);
     expect(answer.headers["content-type"]).toBe("application/problem+json");
     expect((JSON.parse(answer.body) as { detail: string }).detail).toMatch(detail);
     expect(stats().served).toBe(before.served);
     expect(stats().handedOver).toBeGreaterThanOrEqual(before.handedOver + 1);
     // node:http goes on serving the connection.
-    const next = await conn.exchange(post(`/v2/${endpointId}/run`, '{"input":{"who":"after"}}'));
+    const next = await exchange(conn, post(`/v2/${endpointId}/run`, '{"input":{"who":"after"}}'));
     expect(next.status).toBe(200);
     conn.close();
   });

@@ -2,7 +2,8 @@
 // else on the same connection is handed to node:http with its bytes and answered as before. Raw sockets, so that
 // connection reuse, pipelining and split writes are what the test says they are.
 
-import { connect, type Socket } from "node:net";
+import { connect } from "node:net";
+import { Raw, type Answer } from "./raw-http.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApp, until, type LiveApp } from "./harness.js";
 
@@ -25,93 +26,6 @@ afterAll(async () => {
   await app?.close();
 });
 
-interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: Buffer;
-}
-
-/** A raw HTTP/1.1 connection: write bytes, read whole answers (content-length or chunked) in order. */
-class Raw {
-  readonly socket: Socket;
-  private data = Buffer.alloc(0);
-  private waiters: Array<() => void> = [];
-  closed = false;
-
-  constructor(socket?: Socket) {
-    this.socket = socket ?? connect(port, "127.0.0.1");
-    this.socket.on("data", (chunk: Buffer) => {
-      this.data = Buffer.concat([this.data, chunk]);
-      this.wake();
-    });
-    this.socket.on("close", () => {
-      this.closed = true;
-      this.wake();
-    });
-  }
-
-  private wake(): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
-  }
-
-  send(text: string | Buffer): void {
-    this.socket.write(text);
-  }
-
-  /** The next whole answer (a HEAD request's has no body: pass `head`). */
-  async answer(head = false): Promise<Answer> {
-    for (;;) {
-      const parsed = this.parse(head);
-      if (parsed) return parsed;
-      if (this.closed) throw new Error(`connection closed; unparsed: ${this.data.toString("latin1").slice(0, 200)}`);
-      await new Promise<void>((resolve) => this.waiters.push(resolve));
-    }
-  }
-
-  private parse(head: boolean): Answer | undefined {
-    const end = this.data.indexOf("\r\n\r\n");
-    if (end < 0) return undefined;
-    const lines = this.data.subarray(0, end).toString("latin1").split("\r\n");
-    const status = Number(lines[0]!.split(" ")[1]);
-    const headers: Record<string, string> = {};
-    for (const line of lines.slice(1)) {
-      const i = line.indexOf(":");
-      const name = line.slice(0, i).toLowerCase();
-      headers[name] = headers[name] === undefined ? line.slice(i + 1).trim() : `${headers[name]}, ${line.slice(i + 1).trim()}`;
-    }
-    let offset = end + 4;
-    let body = Buffer.alloc(0);
-    if (head || status === 204 || status === 304) {
-      // no body
-    } else if (headers["transfer-encoding"] === "chunked") {
-      const parts: Buffer[] = [];
-      for (;;) {
-        const lineEnd = this.data.indexOf("\r\n", offset);
-        if (lineEnd < 0) return undefined;
-        const size = parseInt(this.data.subarray(offset, lineEnd).toString("latin1"), 16);
-        if (this.data.length < lineEnd + 2 + size + 2) return undefined;
-        parts.push(this.data.subarray(lineEnd + 2, lineEnd + 2 + size));
-        offset = lineEnd + 2 + size + 2;
-        if (size === 0) break;
-      }
-      body = Buffer.concat(parts);
-    } else {
-      const length = Number(headers["content-length"] ?? 0);
-      if (this.data.length < offset + length) return undefined;
-      body = this.data.subarray(offset, offset + length);
-      offset += length;
-    }
-    this.data = this.data.subarray(offset);
-    return { status, headers, body };
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
-}
-
 const get = (path: string, extra = "") => `GET ${path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nauthorization: Bearer ${app.key}\r\n${extra}\r\n`;
 const post = (path: string, body: string | Buffer, type = "application/json") =>
   Buffer.concat([
@@ -124,7 +38,7 @@ const stats = () => app.service.lbFrontStats()!;
 describe("the LB front", () => {
   it("serves plain LB requests itself: headers, rate limits and keep-alive as node:http gives them", async () => {
     const before = stats();
-    const raw = new Raw();
+    const raw = new Raw(port);
     raw.send(get(`/lb/${endpointId}/items/7?q=x`));
     const first = await raw.answer();
     expect(first.status).toBe(200);
@@ -147,7 +61,7 @@ describe("the LB front", () => {
   });
 
   it("hands a connection to node:http at the first request it does not serve, and node answers it and the rest", async () => {
-    const raw = new Raw();
+    const raw = new Raw(port);
     raw.send(get(`/lb/${endpointId}/items/1`));
     expect((await raw.answer()).status).toBe(200);
     const before = stats();
@@ -166,7 +80,7 @@ describe("the LB front", () => {
   });
 
   it("answers pipelined requests in order, the LB ones and a non-LB one behind them", async () => {
-    const raw = new Raw();
+    const raw = new Raw(port);
     const before = stats();
     raw.send(get(`/lb/${endpointId}/slow?ms=150`) + get(`/lb/${endpointId}/items/b`) + get(`/openapi.json`, "accept: application/json\r\n") + get(`/lb/${endpointId}/items/d`));
     const a = await raw.answer();
@@ -184,7 +98,7 @@ describe("the LB front", () => {
 
   it("waits for a body that arrives in pieces, and serves a head split across writes through node:http", async () => {
     const before = stats();
-    const raw = new Raw();
+    const raw = new Raw(port);
     const whole = post(`/lb/${endpointId}/bytes`, Buffer.from([0, 1, 2, 255, 254, 10, 13, 0]), "application/octet-stream");
     const headEnd = whole.indexOf("\r\n\r\n") + 4;
     raw.send(whole.subarray(0, headEnd + 3));
@@ -195,7 +109,7 @@ describe("the LB front", () => {
     expect(stats().served - before.served).toBe(1);
     raw.close();
 
-    const split = new Raw();
+    const split = new Raw(port);
     const request = get(`/lb/${endpointId}/items/split`);
     split.send(request.slice(0, 20));
     await new Promise((r) => setTimeout(r, 50));
@@ -208,7 +122,7 @@ describe("the LB front", () => {
 
   it("leaves chunked bodies, HTTP/1.0, bad keys and broken requests to node:http, which answers them as before", async () => {
     const before = stats();
-    const chunked = new Raw();
+    const chunked = new Raw(port);
     chunked.send(
       `POST /lb/${endpointId}/bytes HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.key}\r\ntransfer-encoding: chunked\r\ncontent-type: application/octet-stream\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n`,
     );
@@ -216,13 +130,13 @@ describe("the LB front", () => {
     expect([bytes.status, bytes.body.toString()]).toEqual([201, "abcde"]);
     chunked.close();
 
-    const old = new Raw();
+    const old = new Raw(port);
     old.send(`GET /lb/${endpointId}/items/old HTTP/1.0\r\nauthorization: Bearer ${app.key}\r\n\r\n`);
     const answer = await old.answer();
     expect([answer.status, json(answer).id]).toEqual([200, "old"]);
     await until("HTTP/1.0 connection closed", () => old.closed || undefined, 5000);
 
-    const bad = new Raw();
+    const bad = new Raw(port);
     bad.send(`GET /lb/${endpointId}/items/1 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer not-a-key\r\n\r\n`);
     const refused = await bad.answer();
     expect([refused.status, refused.headers["content-type"], refused.headers["www-authenticate"]]).toEqual([401, "application/problem+json", "Bearer"]);
@@ -230,7 +144,7 @@ describe("the LB front", () => {
     expect((await bad.answer()).status).toBe(401);
     bad.close();
 
-    const broken = new Raw();
+    const broken = new Raw(port);
     broken.send(`GET /lb/${endpointId}/items/1 HTTP/1.1\r\nhost: x\r\nbad header line\r\n\r\n`);
     const problem = await broken.answer();
     expect([problem.status, problem.headers["content-type"]]).toEqual([400, "application/problem+json"]);
@@ -243,7 +157,7 @@ describe("the LB front", () => {
   it("serves a key it has not seen before on the same connection after looking it up", async () => {
     const { key } = await app.service.mintKey({ scopes: [`jobs:${endpointId}`] });
     const before = stats();
-    const raw = new Raw();
+    const raw = new Raw(port);
     raw.send(get(`/lb/${endpointId}/items/new`).replace(app.key, key));
     const answer = await raw.answer();
     expect([answer.status, json(answer).id]).toEqual([200, "new"]);
@@ -254,7 +168,7 @@ describe("the LB front", () => {
   it("reads each request's key on a kept connection: another key there is checked as that key", async () => {
     const { key: elsewhere } = await app.service.mintKey({ scopes: ["jobs:someotherendpoint"] });
     const before = stats();
-    const raw = new Raw();
+    const raw = new Raw(port);
     raw.send(get(`/lb/${endpointId}/items/mine`));
     expect((await raw.answer()).status).toBe(200);
     // Same connection, a key without access to this endpoint: refused as that key, not served as the first one.
@@ -268,7 +182,7 @@ describe("the LB front", () => {
 
   it("passes HEAD and streamed answers through, and closes when the caller asks", async () => {
     const before = stats();
-    const raw = new Raw();
+    const raw = new Raw(port);
     raw.send(`HEAD /lb/${endpointId}/items/h HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${app.key}\r\n\r\n`);
     const head = await raw.answer(true);
     expect(head.status).toBe(200);
@@ -308,7 +222,7 @@ describe("the LB front under mixed traffic", () => {
     ];
     const session = async () => {
       const requests = Array.from({ length: 3 + Math.floor(random() * 6) }, () => kinds[Math.floor(random() * kinds.length)]!());
-      const raw = new Raw();
+      const raw = new Raw(port);
       const plan: Array<{ text: string; split: number | undefined; pause: number }> = [];
       for (let i = 0; i < requests.length; ) {
         const group = 1 + Math.floor(random() * 3);

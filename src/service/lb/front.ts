@@ -284,11 +284,7 @@ class FrontConnection implements Downstream {
       if (worker) lb.release(worker);
       return this.giveToNode();
     }
-    // Committed: this request is the front's.
-    this.buffer = data.length === total ? undefined : data.subarray(total);
-    this.busy = true;
-    if (!head.keepAlive || this.front.closing) this.closeAfter = true;
-    this.front.stats.served++;
+    this.commit(data, head, total);
     if (worker) {
       this.forward(worker, data, head, target.path, limits, body);
       return;
@@ -313,6 +309,14 @@ class FrontConnection implements Downstream {
     );
   }
 
+  /** Committed: this request (`data` up to `total`) is the front's to answer; what follows it waits its turn. */
+  private commit(data: Buffer, head: ScannedRequest, total: number): void {
+    this.buffer = data.length === total ? undefined : data.subarray(total);
+    this.busy = true;
+    if (!head.keepAlive || this.front.closing) this.closeAfter = true;
+    this.front.stats.served++;
+  }
+
   /** A job `/run`, answered here when job-routes.ts says it can be; node:http's otherwise. */
   private run(principal: Principal, endpointId: string, data: Buffer, head: ScannedRequest, total: number): void {
     this.lookedUp = undefined;
@@ -322,10 +326,7 @@ class FrontConnection implements Downstream {
     const limits = deps.rateLimit(principal);
     // Over the rate limit: node:http answers the 429 (a refused request is not counted, so it counts the same).
     if (limits === undefined) return this.giveToNode();
-    this.buffer = data.length === total ? undefined : data.subarray(total);
-    this.busy = true;
-    if (!head.keepAlive || this.front.closing) this.closeAfter = true;
-    this.front.stats.served++;
+    this.commit(data, head, total);
     submit().then(
       (text) => {
         if (this.socket.destroyed) return;
