@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { JobEngine, type Clock, type EngineEndpoint, type EngineHooks } from "../engine.js";
 import { StorageUnavailable, type StorageState } from "../store/faults.js";
-import { ADOPT_EVERY_MS, ANNOUNCE_EVERY_MS } from "./handoff.js";
+import { ADOPT_EVERY_MS, ANNOUNCE_EVERY_MS, HANDOFF_LINGER_MS } from "./handoff.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow, WebhookRow } from "../store/types.js";
 
 /** The store's job side in Maps; `refuse` makes apply fail (nothing applied) with that error code, as a full disk does. */
@@ -539,7 +539,7 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(engine.health("e1").jobs.inQueue).toBe(4);
   });
 
-  it("a follower writes a lone submission at once, and under a steady stream gathers a few per write", async () => {
+  it("a follower writes a lone submission at once, and under a steady stream waits for the callers of its last write", async () => {
     const { engine, store, clock } = setup();
     const writes: number[] = [];
     let release: (() => void) | undefined;
@@ -550,20 +550,37 @@ describe("the job engine over an in-memory store and a fake clock", () => {
       return handOffJobs(jobs);
     };
     const submitted = { input: {}, sync: false };
-    const first = engine.handOff("e1", submitted, "follower");
-    await new Promise((r) => setImmediate(r));
+    const tick = () => new Promise((r) => setImmediate(r));
+    const handOff = () => engine.handOff("e1", submitted, "follower");
+    const first = handOff();
+    await tick();
     // Written with no wait for company (the clock has not moved).
     expect(writes).toEqual([1]);
-    const more = [engine.handOff("e1", submitted, "follower"), engine.handOff("e1", submitted, "follower")];
+    // Two come while it is under way: with the one it answers, three callers were busy in this cycle.
+    const second = [handOff(), handOff()];
     release!();
     await first;
-    // Two came while the first write was under way: the next write waits a moment for more.
-    await new Promise((r) => setImmediate(r));
+    await tick();
     expect(writes).toEqual([1]);
-    more.push(engine.handOff("e1", submitted, "follower"));
-    clock.advance(1);
-    await Promise.all(more);
+    // The third comes back: the company is complete and the write goes at once, the clock still unmoved.
+    second.push(handOff());
+    await tick();
     expect(writes).toEqual([1, 3]);
+    await Promise.all(second);
+    // Of those three, two come back: the write waits for the third, at most HANDOFF_LINGER_MS.
+    const third = [handOff(), handOff()];
+    await tick();
+    clock.advance(HANDOFF_LINGER_MS - 1);
+    await tick();
+    expect(writes).toEqual([1, 3]);
+    clock.advance(1);
+    await tick();
+    expect(writes).toEqual([1, 3, 2]);
+    await Promise.all(third);
+    // After a pause, a lone submission is written at once again.
+    clock.advance(10 * HANDOFF_LINGER_MS);
+    await handOff();
+    expect(writes).toEqual([1, 3, 2, 1]);
   });
 
   it("a caller waiting for a handed-off job hears of its end even when the job ran and ended while its first read was in flight", async () => {

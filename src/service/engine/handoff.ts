@@ -24,12 +24,16 @@ import type { LiveJob, SubmitInput } from "./types.js";
 /** Adoptions begin at most this often (each takes every job handed off since the one before). */
 export const ADOPT_EVERY_MS = 10;
 /**
- * Under a steady stream of submissions (a write just ended and more came meanwhile), a follower's next write waits
- * this long for more while it has fewer than LINGER_BELOW_JOBS: a write is a commit (a WAL flush) and a wake-up of
- * this process and the database's, whether it carries one job or twenty. A lone submission never waits.
+ * Under a steady stream of submissions (a write ended within STREAM_GAP_MS), a follower's next write waits up to
+ * HANDOFF_LINGER_MS for the callers of the cycle before to come back: a write is a commit (a WAL flush) and a
+ * wake-up of this process and the database's, whether it carries one job or twenty. Clients that wait for each
+ * answer before sending again come back together; writing at the first of them split five clients into writes of
+ * 1 to 3 jobs. A lone submission never waits.
  */
-const LINGER_MS = 1;
-const LINGER_BELOW_JOBS = 4;
+export const HANDOFF_LINGER_MS = 2;
+const STREAM_GAP_MS = 2;
+/** The most callers a write waits for: more than this make a write worth its commit without waiting. */
+const COMPANY_MAX = 8;
 /** A follower announces its handed-off jobs at most this often. */
 export const ANNOUNCE_EVERY_MS = 25;
 /**
@@ -49,6 +53,11 @@ export class HandoffSystem {
   /** Jobs to hand off with the next insert (one statement per tick, one at a time, as the group commit does). */
   private pending: Pending[] = [];
   private writing = false;
+  /** Callers of the last cycle (the write just answered and those who came during it): the company to wait for. */
+  private company = 0;
+  private lastWriteEndedAt = -Infinity;
+  /** Ends a write's wait for company, once enough have come. */
+  private companyCame?: () => void;
   /** How many jobs the last adopting batch took. */
   private lastAdopted = 0;
   /**
@@ -104,6 +113,7 @@ export class HandoffSystem {
     return new Promise<JobRow>((resolve, reject) => {
       this.pending.push({ row, resolve, reject });
       if (this.pending.length === 1 && !this.writing) setImmediate(() => void this.write(from));
+      else if (this.companyCame && this.pending.length >= this.company) this.companyCame();
     });
   }
 
@@ -111,8 +121,9 @@ export class HandoffSystem {
     if (this.writing) return;
     this.writing = true;
     try {
-      for (let first = true; this.pending.length > 0; first = false) {
-        if (!first && this.pending.length < LINGER_BELOW_JOBS) await new Promise<void>((r) => this.$.clock.setTimeout(r, LINGER_MS));
+      while (this.pending.length > 0) {
+        const streaming = this.$.clock.now() - this.lastWriteEndedAt <= STREAM_GAP_MS;
+        if (streaming && this.pending.length < this.company) await this.waitForCompany();
         const batch = this.pending;
         this.pending = [];
         try {
@@ -123,10 +134,25 @@ export class HandoffSystem {
           // Not committed: every caller of the batch is refused (a storage fault becomes a 503 at the route).
           for (const p of batch) p.reject(err);
         }
+        this.company = Math.min(COMPANY_MAX, batch.length + this.pending.length);
+        this.lastWriteEndedAt = this.$.clock.now();
       }
     } finally {
       this.writing = false;
     }
+  }
+
+  /** Resolves once `company` submissions are pending, or after HANDOFF_LINGER_MS. */
+  private waitForCompany(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        this.$.clock.clearTimeout(timer);
+        this.companyCame = undefined;
+        resolve();
+      };
+      const timer = this.$.clock.setTimeout(done, HANDOFF_LINGER_MS);
+      this.companyCame = done;
+    });
   }
 
   /**
