@@ -23,7 +23,7 @@ import { serveConsole } from "./console.js";
 import { serveArtifact } from "./artifact-route.js";
 import { jobsList } from "./jobs-list.js";
 import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./body-limits.js";
-import { storageCause, StorageUnavailable } from "./store/faults.js";
+import { asRouteFailure } from "./store/faults.js";
 import { forwardRequest } from "./cluster/forward.js";
 import { RouteTable, rowFor, type RouteMatch, type RouteRow } from "./router.js";
 import type { ApiContext, RouteCall, RouteHandler } from "./api-context.js";
@@ -195,9 +195,7 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     // A body the handler never read is drained, so the connection can serve the next request.
     if (!req.readableEnded) req.resume();
   } catch (thrown) {
-    // A store that cannot be reached or written (a read on a database that is down) is a 503 naming the cause.
-    const cause = thrown instanceof HttpProblem ? undefined : storageCause(thrown);
-    const err = cause ? new StorageUnavailable(cause, thrown) : thrown;
+    const err = asRouteFailure(thrown);
     if (err instanceof HttpProblem) {
       req.resume();
       // Under /openai/ errors also carry OpenAI's `error` object, which OpenAI clients read.

@@ -22,7 +22,7 @@ import { STATUS_CODES, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Principal } from "../auth.js";
 import { credentialFromHeader, HttpProblem, problemResponse } from "../http.js";
-import { storageCause, StorageUnavailable } from "../store/faults.js";
+import { asRouteFailure } from "../store/faults.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
 import { scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
 import { llhttp, SMALL_BODY_BYTES, type Downstream } from "./proxy.js";
@@ -335,8 +335,7 @@ class FrontConnection implements Downstream {
       },
       (thrown: unknown) => {
         // As the dispatcher answers a handler's failure (api.ts): a storage fault is a 503 naming its cause.
-        const cause = thrown instanceof HttpProblem ? undefined : storageCause(thrown);
-        const err = cause ? new StorageUnavailable(cause, thrown) : thrown;
+        const err = asRouteFailure(thrown);
         if (err instanceof HttpProblem) return this.problem(err.status, err.message, err.headers ?? {}, limits, false, err);
         deps.log(`internal error on POST /v2/${endpointId}/run: ${(thrown as Error)?.stack ?? String(thrown)}`);
         this.problem(500, "The service failed to handle this request", {}, limits, false);

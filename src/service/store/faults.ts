@@ -53,3 +53,12 @@ export interface StorageState {
   /** Worker log lines dropped because the store refused them, since the start (only when some were). */
   droppedLogLines?: number;
 }
+
+/**
+ * A route's failure as the service answers it: a store that cannot be reached or written (a read on a database
+ * that is down) becomes StorageUnavailable, a 503 naming the cause; anything else is left as it is.
+ */
+export function asRouteFailure(thrown: unknown): unknown {
+  const cause = thrown instanceof HttpProblem ? undefined : storageCause(thrown);
+  return cause ? new StorageUnavailable(cause, thrown) : thrown;
+}
