@@ -14,7 +14,7 @@ import { UserError } from "../errors.js";
 import type { Manifest, ManifestResource } from "../sdk/manifest.js";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
 import { JobEngine, type EngineEndpoint } from "./engine.js";
-import { quickRun } from "./job-routes.js";
+import { quickRead, quickRun } from "./job-routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
 import { problemResponse, sendProblem } from "./http.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
@@ -466,6 +466,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return d.allowed ? `RateLimit: ${d.rateLimit}\r\nRateLimit-Policy: ${d.policy}\r\n` : undefined;
     },
     run: (principal, endpointId, body, contentType) => quickRun(context, principal, endpointId, body, contentType),
+    read: (principal, endpointId, jobId) => quickRead(context, principal, endpointId, jobId),
     keepAliveMs: server.keepAliveTimeout,
     log,
   });

@@ -151,6 +151,55 @@ export function quickRun(ctx: ApiContext, principal: Principal, endpointId: stri
   return async () => runAnswer(handOffAs !== undefined ? await ctx.engine.handOff(endpoint.id, { ...value, sync: false }, handOffAs) : await ctx.engine.submit(endpoint.id, { ...value, sync: false, deferWrite: false }));
 }
 
+/**
+ * A job API read answered without node:http (the LB front, lb/front.ts): `GET /v2/{endpoint}/health` (`jobId`
+ * undefined) or `GET /v2/{endpoint}/status/{jobId}`, when this replica answers it itself (a replica that does not
+ * serve jobs passes job traffic on), the caller is a user key of that endpoint, and the answer is small. The body
+ * of the answer node:http would give, now (health) or once read (status); undefined, or a promise of undefined,
+ * when node:http must serve the request (then it answers whatever error there is, or sends a large output from
+ * one shared read). The front reads before it counts the request, so a read it gives up costs one more read.
+ */
+export function quickRead(ctx: ApiContext, principal: Principal, endpointId: string, jobId: string | undefined): string | Promise<string | undefined> | undefined {
+  if (principal.worker || ctx.jobsServedBy?.() !== undefined) return undefined;
+  let endpoint: EndpointRow;
+  try {
+    endpoint = jobId === undefined ? userEndpoint(ctx, principal, endpointId) : callersQueueEndpoint(ctx, principal, endpointId);
+  } catch {
+    // Not the caller's endpoint (or not a queue one): node:http's path answers the problem with its reason.
+    return undefined;
+  }
+  if (jobId === undefined) return healthJson(ctx, endpoint);
+  return smallRecord(ctx, endpoint.id, jobId);
+}
+
+/** A job's record as JSON text when its output is small, else undefined (sendRecord shares large ones). */
+async function smallRecord(ctx: ApiContext, endpointId: string, jobId: string): Promise<string | undefined> {
+  const head = await ctx.engine.recordHead(endpointId, jobId);
+  if (!head) return undefined;
+  const { row, outputBytes } = head;
+  if (outputBytes === null) return row.output === null || row.output.length < SHARED_OUTPUT_MIN || !isFinal(row.status) ? recordJson(row, Date.now()) : undefined;
+  if (outputBytes >= SHARED_OUTPUT_MIN) return undefined;
+  const output = await ctx.engine.storedOutput(row.id);
+  return output === undefined ? undefined : recordJson({ ...row, output: output.toString("utf8") }, Date.now());
+}
+
+/** An endpoint's health as the job API answers it. */
+function healthJson(ctx: ApiContext, endpoint: EndpointRow): string {
+  const health = ctx.engine.health(endpoint.id);
+  const coldStarts = ctx.scaler()?.coldStarts.get(endpoint.id) ?? { count: 0, lastMs: null };
+  const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource), unhealthy: ctx.startFailures.unhealthy(endpoint.id) };
+  const lastStartError = ctx.startFailures.last(endpoint.id);
+  return JSON.stringify({
+    ...health,
+    workers,
+    coldStarts,
+    ...(endpoint.type === "lb" ? ctx.lb?.health(endpoint.id) : {}),
+    ...(lastStartError ? { lastStartError } : {}),
+    // Whether the service can write (a full disk makes every write 503 until it clears).
+    storage: ctx.engine.storageState(),
+  });
+}
+
 async function status(call: RouteCall, sync: boolean): Promise<void> {
   const { ctx, url, res } = call;
   const { engine } = ctx;
@@ -205,21 +254,7 @@ export const jobRoutes = {
 
   /** Any endpoint's health (a load-balanced one's requests and cold starts come from its proxy). */
   health(call: RouteCall): void {
-    const { ctx } = call;
-    const endpoint = userEndpoint(ctx, call.principal, call.params.endpoint!);
-    const health = ctx.engine.health(endpoint.id);
-    const coldStarts = ctx.scaler()?.coldStarts.get(endpoint.id) ?? { count: 0, lastMs: null };
-    const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource), unhealthy: ctx.startFailures.unhealthy(endpoint.id) };
-    const lastStartError = ctx.startFailures.last(endpoint.id);
-    sendJson(call.res, {
-      ...health,
-      workers,
-      coldStarts,
-      ...(endpoint.type === "lb" ? ctx.lb?.health(endpoint.id) : {}),
-      ...(lastStartError ? { lastStartError } : {}),
-      // Whether the service can write (a full disk makes every write 503 until it clears).
-      storage: ctx.engine.storageState(),
-    });
+    sendText(call.res, healthJson(call.ctx, userEndpoint(call.ctx, call.principal, call.params.endpoint!)));
   },
 };
 

@@ -30,6 +30,7 @@ const post = (path: string, body: string, type = "application/json") =>
   Buffer.from(
     `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${app.key}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
   );
+const get = (path: string) => Buffer.from(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${app.key}\r\n\r\n`);
 const stats = () => app.service.lbFrontStats()!;
 
 async function completed(jobId: string): Promise<Record<string, unknown>> {
@@ -59,9 +60,10 @@ describe("job /run on the LB front", () => {
     expect((await completed(job.id)).output).toMatchObject({ message: "hello front" });
 
     // The same submission through node:http (a query string is node's to read): the same answer.
+    const beforeNode = stats();
     const viaNode = await exchange(conn, post(`/v2/${endpointId}/run?x=1`, '{"input":{"who":"node"}}'));
-    expect(stats().handedOver).toBeGreaterThanOrEqual(after.handedOver + 1);
-    expect(stats().served).toBe(after.served);
+    expect(stats().handedOver).toBeGreaterThanOrEqual(beforeNode.handedOver + 1);
+    expect(stats().served).toBe(beforeNode.served);
     expect(viaNode.status).toBe(200);
     expect(Object.keys(JSON.parse(viaNode.body))).toEqual(Object.keys(job));
     expect(Object.keys(viaNode.headers).sort()).toEqual(Object.keys(quick.headers).sort());
@@ -100,6 +102,57 @@ describe("job /run on the LB front", () => {
     // node:http goes on serving the connection.
     const next = await exchange(conn, post(`/v2/${endpointId}/run`, '{"input":{"who":"after"}}'));
     expect(next.status).toBe(200);
+    conn.close();
+  });
+});
+
+describe("job API reads on the LB front", () => {
+  it("answers health and a job's status itself, so that a client polling on the connection it submits on keeps its /runs there", async () => {
+    const conn = new Raw(app.service.port);
+    const other = new Raw(app.service.port);
+    const before = stats();
+    const run = await exchange(conn, post(`/v2/${endpointId}/run`, '{"input":{"who":"poller"}}'));
+    const { id } = JSON.parse(run.body) as { id: string };
+    const health = await exchange(conn, get(`/v2/${endpointId}/health`));
+    expect(stats().served).toBe(before.served + 2);
+    expect(health.status).toBe(200);
+    // The same read through node:http (a query string is node's to read): the same answer.
+    const viaNode = await exchange(other, get(`/v2/${endpointId}/health?x=1`));
+    expect(Object.keys(JSON.parse(health.body))).toEqual(Object.keys(JSON.parse(viaNode.body)));
+    expect(Object.keys(health.headers).sort()).toEqual(Object.keys(viaNode.headers).sort());
+    expect(health.headers["ratelimit"]).toMatch(/^"minute";r=\d+;t=\d+/);
+
+    let polls = 0;
+    let job: Record<string, unknown> = {};
+    for (const until = Date.now() + 30_000; job.status !== "COMPLETED" && Date.now() < until; polls++) {
+      const answer = await exchange(conn, get(`/v2/${endpointId}/status/${id}`));
+      expect(answer.status).toBe(200);
+      job = JSON.parse(answer.body) as Record<string, unknown>;
+      if (job.status !== "COMPLETED") await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(job).toMatchObject({ id, status: "COMPLETED", output: { message: "hello poller" } });
+    const statusViaNode = await exchange(other, get(`/v2/${endpointId}/status/${id}?x=1`));
+    expect(JSON.parse(statusViaNode.body)).toEqual(job);
+    // Every poll and the next /run were the front's: the connection never went to node:http.
+    const next = await exchange(conn, post(`/v2/${endpointId}/run`, '{"input":{"who":"again"}}'));
+    expect(next.status).toBe(200);
+    expect(stats().served).toBe(before.served + 3 + polls);
+    conn.close();
+    other.close();
+  });
+
+  it.each([
+    ["a job that does not exist", () => `/v2/${endpointId}/status/no-such-job`, 404, /No job no-such-job/],
+    ["an endpoint that does not exist", () => "/v2/nope/health", 404, /No endpoint nope/],
+  ])("hands a read of %s to node:http, which answers as it always did", async (_what, path, status, detail) => {
+    const conn = new Raw(app.service.port);
+    const before = stats();
+    const answer = await exchange(conn, get(path()));
+    expect(answer.status).toBe(status);
+    expect(answer.headers["content-type"]).toBe("application/problem+json");
+    expect((JSON.parse(answer.body) as { detail: string }).detail).toMatch(detail);
+    expect(stats().served).toBe(before.served);
+    expect(stats().handedOver).toBeGreaterThanOrEqual(before.handedOver + 1);
     conn.close();
   });
 });

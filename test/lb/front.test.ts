@@ -65,11 +65,11 @@ describe("the LB front", () => {
     raw.send(get(`/lb/${endpointId}/items/1`));
     expect((await raw.answer()).status).toBe(200);
     const before = stats();
-    // The job API's health route on the same connection: not an LB request.
-    raw.send(get(`/v2/${endpointId}/health`));
-    const health = await raw.answer();
-    expect(health.status).toBe(200);
-    expect(json(health)).toHaveProperty("workers");
+    // The service's OpenAPI document on the same connection: a route the front does not serve.
+    raw.send(get(`/openapi.json`, "accept: application/json\r\n"));
+    const document = await raw.answer();
+    expect(document.status).toBe(200);
+    expect(json(document)).toHaveProperty("openapi");
     expect(stats().handedOver - before.handedOver).toBeGreaterThanOrEqual(1);
     // node:http now owns the connection and still proxies LB requests (its own path).
     raw.send(get(`/lb/${endpointId}/items/2`));

@@ -41,6 +41,13 @@ export interface FrontDeps {
    * is counted or written before the front commits to it.
    */
   run?(principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined;
+  /**
+   * A job API read (`GET /v2/{endpoint}/health`, `jobId` undefined, or `GET /v2/{endpoint}/status/{jobId}`) this
+   * replica can answer without node:http: the answer's body, now or once read; undefined (or a promise of it) when
+   * node:http must serve it (job-routes.ts quickRead). Nothing is counted before the front commits to it. Served
+   * here so that a client polling a job's status on the connection it submits on keeps its `/run`s on the front.
+   */
+  read?(principal: Principal, endpointId: string, jobId: string | undefined): string | Promise<string | undefined> | undefined;
   /** How long an idle connection is kept (the server's keepAliveTimeout). */
   keepAliveMs: number;
   log(message: string): void;
@@ -80,11 +87,20 @@ export function mayBeLb(data: Buffer, headEnd: number): boolean {
 }
 
 const POST_V2 = Buffer.from("POST /v2/", "latin1");
+const GET_V2 = Buffer.from("GET /v2/", "latin1");
 const RUN_PATH = /^\/v2\/([A-Za-z0-9_-]+)\/run$/;
+const READ_PATH = /^\/v2\/([A-Za-z0-9_-]+)\/(?:health|status\/([A-Za-z0-9_-]+))$/;
+
+const startsWith = (data: Buffer, prefix: Buffer) => data.length >= prefix.length && data.compare(prefix, 0, prefix.length, 0, prefix.length) === 0;
 
 /** Whether the request that starts `data` might be a job `/run` (a POST under /v2/). Pure. */
 export function mayBeRun(data: Buffer): boolean {
-  return data.length >= POST_V2.length && data.compare(POST_V2, 0, POST_V2.length, 0, POST_V2.length) === 0;
+  return startsWith(data, POST_V2);
+}
+
+/** Whether the request that starts `data` might be a job API read (a GET under /v2/). Pure. */
+export function mayBeRead(data: Buffer): boolean {
+  return startsWith(data, GET_V2);
 }
 
 export class LbFront {
@@ -242,7 +258,8 @@ class FrontConnection implements Downstream {
     // Not all of the head is here (or not a request the front serves at all): node:http takes it from here.
     if (headEnd < 0 || headEnd + 4 > MAX_HEAD_BYTES) return this.giveToNode();
     const maybeRun = deps.run !== undefined && mayBeRun(data);
-    if (!maybeRun && !mayBeLb(data, headEnd)) return this.giveToNode();
+    const maybeRead = !maybeRun && deps.read !== undefined && mayBeRead(data);
+    if (!maybeRun && !maybeRead && !mayBeLb(data, headEnd)) return this.giveToNode();
     const head = scanRequestHead(data, headEnd, SMALL_BODY_BYTES);
     if (!head) return this.giveToNode();
     const total = headEnd + 4 + head.contentLength;
@@ -251,14 +268,15 @@ class FrontConnection implements Downstream {
       return;
     }
     const runOf = maybeRun ? RUN_PATH.exec(head.url)?.[1] : undefined;
-    const target = runOf === undefined ? lbTarget(head.url, head.host) : undefined;
+    const readOf = maybeRead && head.contentLength === 0 ? READ_PATH.exec(head.url) ?? undefined : undefined;
+    const target = runOf === undefined && readOf === undefined ? lbTarget(head.url, head.host) : undefined;
     // (A connection's requests carry the same Authorization as a rule: its key is read once.)
     if (head.authorization !== this.authorization) {
       this.authorization = head.authorization;
       this.key = credentialFromHeader(head.authorization)?.key;
     }
     const key = this.key;
-    if ((!target && runOf === undefined) || key === undefined) return this.giveToNode();
+    if ((!target && runOf === undefined && readOf === undefined) || key === undefined) return this.giveToNode();
     const principal = deps.principal(key);
     if (!principal) {
       // A key not seen yet (the first request of a client, often): look it up once, then decide again, so the
@@ -273,6 +291,7 @@ class FrontConnection implements Downstream {
       return;
     }
     if (runOf !== undefined) return this.run(principal, runOf, data, head, total);
+    if (readOf !== undefined) return this.read(principal, readOf[1]!, readOf[2], head, total);
     if (!target) return this.giveToNode();
     this.lookedUp = undefined;
     const lb = this.front.deps.lb;
@@ -328,11 +347,7 @@ class FrontConnection implements Downstream {
     if (limits === undefined) return this.giveToNode();
     this.commit(data, head, total);
     submit().then(
-      (text) => {
-        if (this.socket.destroyed) return;
-        this.socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${this.serviceHeaders(limits, false)}\r\n${text}`);
-        this.answered();
-      },
+      (text) => this.json(text, limits),
       (thrown: unknown) => {
         // As the dispatcher answers a handler's failure (api.ts): a storage fault is a 503 naming its cause.
         const err = asRouteFailure(thrown);
@@ -341,6 +356,47 @@ class FrontConnection implements Downstream {
         this.problem(500, "The service failed to handle this request", {}, limits, false);
       },
     );
+  }
+
+  /**
+   * A job API read, answered here when job-routes.ts says it can be (at once, or once it has read the job);
+   * node:http's otherwise, on the same bytes (which the wait left at the head of the buffer).
+   */
+  private read(principal: Principal, endpointId: string, jobId: string | undefined, head: ScannedRequest, total: number): void {
+    this.lookedUp = undefined;
+    const answer = this.front.deps.read!(principal, endpointId, jobId);
+    if (answer === undefined) return this.giveToNode();
+    if (typeof answer === "string") return this.answerRead(principal, answer, head, total);
+    this.busy = true;
+    answer.then(
+      (text) => {
+        this.busy = false;
+        if (this.socket.destroyed) return;
+        if (text === undefined) return this.giveToNode();
+        this.answerRead(principal, text, head, total);
+      },
+      // A read that failed (the store unavailable) is node:http's to answer: it reads again and says why.
+      () => {
+        this.busy = false;
+        if (!this.socket.destroyed) this.giveToNode();
+      },
+    );
+  }
+
+  private answerRead(principal: Principal, text: string, head: ScannedRequest, total: number): void {
+    const limits = this.front.deps.rateLimit(principal);
+    // Over the rate limit: node:http answers the 429 (a refused request is not counted, so it counts the same).
+    if (limits === undefined) return this.giveToNode();
+    // (Bytes that came during a read were added after this request's.)
+    this.commit(this.buffer!, head, total);
+    this.json(text, limits);
+  }
+
+  /** A 200 answer with a JSON body, as node:http's sendText writes it. */
+  private json(text: string, limits: string): void {
+    if (this.socket.destroyed) return;
+    this.socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${this.serviceHeaders(limits, false)}\r\n${text}`);
+    this.answered();
   }
 
   /** A problem+json answer of the LB route or of a `/run` (the request's bytes were read whole). */
