@@ -130,6 +130,26 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
       }
     }, 60_000);
 
+    it("vacuums the marks' table itself as it adopts, without waiting for PostgreSQL's autovacuum", async () => {
+      const [endpoint] = await a.deploy({ app: "vacuumed", env: "prod", manifest: manifest({ work: resource() }, "vacuumed"), artifactPath: join(work, "artifact.tar.gz") });
+      await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
+      const db = await openPostgresStore(url);
+      try {
+        const vacuums = async () =>
+          Number((await db.pool.query<{ n: string }>("SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'job_handoffs'")).rows[0]!.n);
+        const before = await vacuums();
+        for (let wave = 0; wave < 12; wave++) {
+          const runs = await Promise.all(Array.from({ length: 100 }, (_, i) => call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { i } } })));
+          expect(runs.every((r) => r.status === 200)).toBe(true);
+        }
+        // (vacuum_count counts the VACUUMs run by a client, not autovacuum's.)
+        await expect.poll(vacuums, { timeout: 10_000 }).toBeGreaterThan(before);
+        await expect.poll(async () => Number((await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM job_handoffs")).rows[0]!.n), { timeout: 10_000 }).toBe(0);
+      } finally {
+        await db.close();
+      }
+    }, 60_000);
+
     it("passes /run on to the jobs replica when handing off is turned off (SVC_HAND_OFF_JOBS=off)", async () => {
       const [endpoint] = await a.deploy({ app: "passed", env: "prod", manifest: manifest({ work: resource() }, "passed"), artifactPath: join(work, "artifact.tar.gz") });
       const off = await startService({ dataDir: join(work, "off"), storeUrl: url, apiKeys: [key], handOffJobs: false });

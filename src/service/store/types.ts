@@ -160,6 +160,12 @@ export interface Store extends DeployStoreReads {
    * once, whatever the order of the notices. Jobs the ops themselves write keep their mark until the next one.
    */
   applyAndAdopt?(ops: StoreOp[]): Promise<JobRow[]>;
+  /**
+   * Reclaim the rows adoptions deleted from the marks' table. Every adoption reads the whole table, and under a
+   * steady stream it fills with dead rows faster than PostgreSQL's autovacuum, which visits a database about once
+   * a minute, clears them.
+   */
+  vacuumHandoffs?(): Promise<void>;
   close(): Promise<void>;
 }
 

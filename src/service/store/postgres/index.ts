@@ -257,6 +257,16 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       // A job cancelled before its adoption loses its mark and is not adopted.
       return rows.filter((row) => row.status === "IN_QUEUE");
     },
+    async vacuumHandoffs() {
+      // Not a prepared statement: VACUUM runs outside any transaction, as a statement of its own. Without
+      // truncating: shortening the file takes a lock that would stall the followers' inserts for that moment, and
+      // the space freed is reused by the next marks anyway.
+      try {
+        await pool.query("VACUUM (TRUNCATE false) job_handoffs");
+      } catch (err) {
+        throw withConnectionCode(err);
+      }
+    },
     async getJob(id) {
       const { rows } = await query("SELECT * FROM jobs WHERE id = $1", [id]);
       return rows[0] ? rowToJob(rows[0]) : undefined;
