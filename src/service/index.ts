@@ -467,6 +467,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     },
     run: (principal, endpointId, body, contentType) => quickRun(context, principal, endpointId, body, contentType),
     read: (principal, endpointId, jobId) => quickRead(context, principal, endpointId, jobId),
+    relayTo: () => context.jobsServedBy?.(),
     keepAliveMs: server.keepAliveTimeout,
     log,
   });

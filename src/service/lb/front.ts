@@ -24,8 +24,8 @@ import type { Principal } from "../auth.js";
 import { credentialFromHeader, HttpProblem, problemResponse } from "../http.js";
 import { asRouteFailure } from "../store/faults.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
-import { scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
-import { llhttp, SMALL_BODY_BYTES, type Downstream } from "./proxy.js";
+import { relayRequestBytes, scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
+import { llhttp, parseAddress, SMALL_BODY_BYTES, UpstreamPool, type Downstream, type UpstreamAddress } from "./proxy.js";
 
 export interface FrontDeps {
   lb: LbRouter;
@@ -48,6 +48,12 @@ export interface FrontDeps {
    * here so that a client polling a job's status on the connection it submits on keeps its `/run`s on the front.
    */
   read?(principal: Principal, endpointId: string, jobId: string | undefined): string | Promise<string | undefined> | undefined;
+  /**
+   * The replica serving jobs, when this one passes job traffic on to it (a follower): the job reads above then go
+   * there by their bytes, and their answers come back as it gave them, as node:http's path (cluster/forward.ts)
+   * would pass them, so that the caller's connection stays on the front.
+   */
+  relayTo?(): string | undefined;
   /** How long an idle connection is kept (the server's keepAliveTimeout). */
   keepAliveMs: number;
   log(message: string): void;
@@ -65,6 +71,13 @@ const SWEEP_MS = 2_000;
 const STALLED_MS = 4_000;
 const LAST_CHUNK = Buffer.from("0\r\n\r\n", "latin1");
 const CRLF = Buffer.from("\r\n", "latin1");
+
+/** The last address relayed to, parsed (it changes only when another replica takes over serving jobs). */
+let relayed: { target: string; address: UpstreamAddress } | undefined;
+function relayAddress(target: string): UpstreamAddress {
+  if (relayed?.target !== target) relayed = { target, address: parseAddress(target) };
+  return relayed.address;
+}
 
 let dateText = "";
 let dateSecond = 0;
@@ -172,6 +185,9 @@ class FrontConnection implements Downstream {
   private goneListener: (() => void) | undefined;
   // The answer in progress (see Downstream, below).
   private limits = "";
+  /** The answer in progress is another replica's (relay): its RateLimit lines pass, no x-svc-worker is added. */
+  private relaying: UpstreamAddress | undefined;
+  private relayDown: Downstream | undefined;
   private isHead = false;
   private pendingHead: string | undefined;
   private headWritten = false;
@@ -291,7 +307,7 @@ class FrontConnection implements Downstream {
       return;
     }
     if (runOf !== undefined) return this.run(principal, runOf, data, head, total);
-    if (readOf !== undefined) return this.read(principal, readOf[1]!, readOf[2], head, total);
+    if (readOf !== undefined) return this.read(principal, readOf[1]!, readOf[2], data, head, total);
     if (!target) return this.giveToNode();
     this.lookedUp = undefined;
     const lb = this.front.deps.lb;
@@ -362,8 +378,10 @@ class FrontConnection implements Downstream {
    * A job API read, answered here when job-routes.ts says it can be (at once, or once it has read the job);
    * node:http's otherwise, on the same bytes (which the wait left at the head of the buffer).
    */
-  private read(principal: Principal, endpointId: string, jobId: string | undefined, head: ScannedRequest, total: number): void {
+  private read(principal: Principal, endpointId: string, jobId: string | undefined, data: Buffer, head: ScannedRequest, total: number): void {
     this.lookedUp = undefined;
+    const relayTo = this.front.deps.relayTo?.();
+    if (relayTo !== undefined) return this.relay(relayTo, data, head, total);
     const answer = this.front.deps.read!(principal, endpointId, jobId);
     if (answer === undefined) return this.giveToNode();
     if (typeof answer === "string") return this.answerRead(principal, answer, head, total);
@@ -418,7 +436,54 @@ class FrontConnection implements Downstream {
     return this.closeAfter ? "connection: close\r\n" : this.front.keepAliveHeaders;
   }
 
+  /**
+   * A job read passed on to the replica serving jobs (`target`), which counts it against the rate limit, as the
+   * dispatcher forwards it before counting. node:http's when the front cannot speak to that address.
+   */
+  private relay(target: string, data: Buffer, head: ScannedRequest, total: number): void {
+    const upstream = relayAddress(target);
+    if (!UpstreamPool.supports(upstream)) return this.giveToNode();
+    this.commit(data, head, total);
+    this.limits = "";
+    this.relaying = upstream;
+    this.isHead = false;
+    this.pendingHead = undefined;
+    this.headWritten = false;
+    this.chunked = false;
+    const exchange = this.front.deps.lb.relay(upstream, (this.relayDown ??= this.relayDownstream()), false);
+    exchange.socket.write(relayRequestBytes(data.subarray(0, total), head, this.remote));
+    exchange.sent();
+  }
+
+  /**
+   * This connection as the downstream of relayed answers: without `whole`, which takes an answer by its bytes
+   * less its RateLimit lines (the front's own replace them; a relayed answer's are the other replica's).
+   */
+  private relayDownstream(): Downstream {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const conn = this;
+    return {
+      get gone() {
+        return conn.gone;
+      },
+      head: (status, headers, framing) => conn.head(status, headers, framing),
+      write: (chunk) => conn.write(chunk),
+      end: (chunk) => conn.end(chunk),
+      onDrain: (listener) => conn.onDrain(listener),
+      onGone: (listener) => conn.onGone(listener),
+      workerFailed: (_id, detail) => conn.relayFailed(detail),
+    };
+  }
+
+  /** As cluster/forward.ts answers a replica serving jobs that does not answer: 503, retry in a few seconds. */
+  private relayFailed(detail: string): void {
+    if (this.headWritten) return void this.socket.destroy();
+    const cause = /\(([^()]*)\)/.exec(detail)?.[1] ?? detail;
+    this.problem(503, `The replica serving jobs at ${this.relaying?.protocol ?? "http:"}//${this.relaying?.host ?? "?"} does not answer (${cause}); retry in a few seconds`, { "retry-after": "5" }, "", false);
+  }
+
   private forward(worker: LbWorker, data: Buffer, head: ScannedRequest, path: string, limits: string, body: Buffer) {
+    this.relaying = undefined;
     this.limits = limits;
     this.isHead = head.method === "HEAD";
     this.pendingHead = undefined;
@@ -494,10 +559,11 @@ class FrontConnection implements Downstream {
     let date = false;
     for (let i = 0; i < headers.length; i += 2) {
       const name = headers[i]!;
-      const lower = name.length === 4 || name.length === 9 || name.length === 16 ? name.toLowerCase() : "";
+      const lower = name.length === 4 || name.length === 9 || name.length === 12 || name.length === 16 ? name.toLowerCase() : "";
       if (lower === "date") date = true;
-      // The service's rate-limit state replaces a worker's (as node:http's setHeader does on that path).
-      else if (lower === "ratelimit" || lower === "ratelimit-policy") continue;
+      // The service's rate-limit state replaces a worker's (as node:http's setHeader does on that path); a relayed
+      // answer's is the other replica's own, which counted the request, and it came from no worker.
+      else if (this.relaying === undefined ? lower === "ratelimit" || lower === "ratelimit-policy" : lower === "x-svc-worker") continue;
       text += `${name}: ${headers[i + 1]}\r\n`;
     }
     this.chunked = framing === "stream";

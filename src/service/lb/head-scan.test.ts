@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { scanRequestHead, scanResponseHead, upstreamRequestBytes } from "./head-scan.js";
+import { relayRequestBytes, scanRequestHead, scanResponseHead, upstreamRequestBytes } from "./head-scan.js";
 import { llhttp, requestHead } from "./proxy.js";
 
 const HEAD_END = Buffer.from("\r\n\r\n");
@@ -76,6 +76,20 @@ describe("scanRequestHead", () => {
     const expected = requestHead("PUT", "/x", "127.0.0.1:9000", raw, { host: "svc:1", remote: "127.0.0.2" }, false) + "abc";
     const body = data.subarray(headEnd + 4);
     expect(upstreamRequestBytes(data, head, "/x", "127.0.0.1:9000", "127.0.0.2", body).toString("latin1")).toBe(expected);
+  });
+
+  it("passes a request on to another replica as it came: its target, Host and key kept, hop-by-hop lines dropped", () => {
+    const text = "GET /v2/e1/status/j1 HTTP/1.1\r\nHost: svc:1\r\nAuthorization: Bearer k\r\nAccept: a\r\nConnection: keep-alive\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n";
+    const data = Buffer.from(text, "latin1");
+    const head = scan(text)!;
+    const relayed = relayRequestBytes(data, head, "127.0.0.2");
+    expect(relayed.toString("latin1")).toBe(
+      "GET /v2/e1/status/j1 HTTP/1.1\r\nhost: svc:1\r\nauthorization: Bearer k\r\nAccept: a\r\nx-forwarded-host: svc:1\r\nx-forwarded-for: 10.0.0.1, 127.0.0.2\r\nx-forwarded-proto: http\r\n\r\n",
+    );
+    // What node's own parser reads of it: the same request, the key included.
+    const parsed = parse("request", relayed);
+    expect(parsed).toMatchObject({ method: "GET", url: "/v2/e1/status/j1", keepAlive: true });
+    expect(parsed).not.toBeInstanceOf(Error);
   });
 
   it("leaves anything unusual to node:http", () => {

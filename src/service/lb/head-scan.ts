@@ -297,6 +297,19 @@ export function upstreamRequestBytes(
   return spliceHead(first, data, req.lines, `${forwardedLines(req.host, remote, req.forwardedFor)}\r\n`, body);
 }
 
+/**
+ * A request passed on to another replica of the service (a follower's job read going to the replica serving jobs),
+ * head only, as it came: its request line, Host and key, the caller's other header lines (less the
+ * connection-scoped ones), and the X-Forwarded-* the proxy sets. Pure.
+ */
+export function relayRequestBytes(data: Buffer, req: ScannedRequest, remote: string | undefined): Buffer {
+  let first = `${req.method} ${req.url} HTTP/1.1\r\n`;
+  if (req.host !== undefined) first += `host: ${req.host}\r\n`;
+  if (req.authorization !== undefined) first += `authorization: ${req.authorization}\r\n`;
+  return spliceHead(first, data, req.lines, `${forwardedLines(req.host, remote, req.forwardedFor)}\r\n`, EMPTY);
+}
+
+const EMPTY = Buffer.alloc(0);
 const HTTP11_STATUS = Buffer.from("HTTP/1.1 ", "latin1");
 
 /** The front's reading of a worker's answer head (one with a known length, sent whole). */
