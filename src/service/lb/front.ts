@@ -444,12 +444,7 @@ class FrontConnection implements Downstream {
     const upstream = relayAddress(target);
     if (!UpstreamPool.supports(upstream)) return this.giveToNode();
     this.commit(data, head, total);
-    this.limits = "";
-    this.relaying = upstream;
-    this.isHead = false;
-    this.pendingHead = undefined;
-    this.headWritten = false;
-    this.chunked = false;
+    this.beginAnswer("", false, upstream);
     const exchange = this.front.deps.lb.relay(upstream, (this.relayDown ??= this.relayDownstream()), false);
     exchange.socket.write(relayRequestBytes(data.subarray(0, total), head, this.remote));
     exchange.sent();
@@ -471,24 +466,28 @@ class FrontConnection implements Downstream {
       end: (chunk) => conn.end(chunk),
       onDrain: (listener) => conn.onDrain(listener),
       onGone: (listener) => conn.onGone(listener),
-      workerFailed: (_id, detail) => conn.relayFailed(detail),
+      workerFailed: (_id, detail, _status, cause) => conn.relayFailed(cause ?? detail),
     };
   }
 
   /** As cluster/forward.ts answers a replica serving jobs that does not answer: 503, retry in a few seconds. */
-  private relayFailed(detail: string): void {
+  private relayFailed(cause: string): void {
     if (this.headWritten) return void this.socket.destroy();
-    const cause = /\(([^()]*)\)/.exec(detail)?.[1] ?? detail;
     this.problem(503, `The replica serving jobs at ${this.relaying?.protocol ?? "http:"}//${this.relaying?.host ?? "?"} does not answer (${cause}); retry in a few seconds`, { "retry-after": "5" }, "", false);
   }
 
-  private forward(worker: LbWorker, data: Buffer, head: ScannedRequest, path: string, limits: string, body: Buffer) {
-    this.relaying = undefined;
+  /** The state of an answer passed down from a worker (or, `relaying`, from another replica), before it begins. */
+  private beginAnswer(limits: string, isHead: boolean, relaying: UpstreamAddress | undefined): void {
     this.limits = limits;
-    this.isHead = head.method === "HEAD";
+    this.isHead = isHead;
+    this.relaying = relaying;
     this.pendingHead = undefined;
     this.headWritten = false;
     this.chunked = false;
+  }
+
+  private forward(worker: LbWorker, data: Buffer, head: ScannedRequest, path: string, limits: string, body: Buffer) {
+    this.beginAnswer(limits, head.method === "HEAD", undefined);
     const exchange = this.front.deps.lb.exchange(worker, this, this.isHead);
     exchange.socket.write(upstreamRequestBytes(data, head, path, exchange.host, this.remote, body));
     exchange.sent();

@@ -495,7 +495,7 @@ export interface Downstream {
   /** Called once if the caller leaves before the answer is over. */
   onGone(listener: () => void): void;
   /** The worker failed: a problem (502, or `status`) when nothing was sent yet, else the answer is cut short. */
-  workerFailed(workerId: string, detail: string, status?: 502 | 504): void;
+  workerFailed(workerId: string, detail: string, status?: 502 | 504, cause?: string): void;
   /**
    * Optional: a whole answer at once, as the worker sent it (`data`: its head and body; `answer.lines`: the header
    * lines to pass on; the body from `bodyStart`), plus the x-svc-worker header; ends the answer. Without it, an
@@ -649,7 +649,7 @@ class PooledExchange implements Exchange, RawExchange {
   onFailure(err: Error): void {
     if (this.settled) return;
     if (this.down.gone) return this.settle("client-gone");
-    this.down.workerFailed(this.workerId, `The worker ${this.workerId} failed while handling the request (${err.message}); it was not retried`);
+    this.down.workerFailed(this.workerId, `The worker ${this.workerId} failed while handling the request (${err.message}); it was not retried`, 502, err.message);
     this.settle("worker-failed");
   }
 
