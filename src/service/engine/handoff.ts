@@ -25,22 +25,28 @@ import type { LiveJob, SubmitInput } from "./types.js";
 export const ADOPT_EVERY_MS = 10;
 /**
  * Under a steady stream of submissions (a write ended within STREAM_GAP_MS), a follower's next write waits up to
- * HANDOFF_LINGER_MS for the callers of the cycle before to come back: a write is a commit (a WAL flush) and a
- * wake-up of this process and the database's, whether it carries one job or twenty. Clients that wait for each
- * answer before sending again come back together; writing at the first of them split five clients into writes of
- * 1 to 3 jobs. A lone submission never waits.
+ * HANDOFF_LINGER_MS for the callers of the cycle before to come back: a write is a statement and a commit (a WAL
+ * flush) and a wake-up of this process and the database's, whether it carries one job or twenty, and the database's
+ * time per statement is mostly that fixed part (0.2 ms of its CPU for one job, 0.28 ms for five). Clients that wait
+ * for each answer before sending again come back together; writing at the first of them split five clients into
+ * writes of 1 to 3 jobs. A lone submission never waits.
+ *
+ * On a loaded machine the clients come back 2 to 6 ms after their answers (the answer, their own turn on a core,
+ * the next request): with 2 ms for both bounds, five clients of a follower made writes of 4.1 jobs on average, a
+ * fifth of them carrying one or two (the first client back found the stream ended and was written alone); with
+ * these, 4.9 (docs/scale-out.md, session 17).
  */
-export const HANDOFF_LINGER_MS = 2;
-const STREAM_GAP_MS = 2;
+export const HANDOFF_LINGER_MS = 4;
+export const STREAM_GAP_MS = 6;
 /** The most callers a write waits for: more than this make a write worth its commit without waiting. */
 const COMPANY_MAX = 8;
-/** A follower announces its handed-off jobs at most this often. */
-export const ANNOUNCE_EVERY_MS = 25;
 /**
- * After a notice the replica serving jobs keeps adopting (every ADOPT_EVERY_MS) for this long, and for as long as
- * adoptions find jobs: a follower that committed more jobs within its announcement's pause is not kept waiting
- * for its next notice.
+ * A follower announces its handed-off jobs at most this often. A notice is a transaction of its own, and it wakes
+ * every replica's listener and its database connection. Under a steady stream the replica serving jobs goes on
+ * adopting without notices (FOLLOW_UP_MS below), so what a notice costs is paid for nothing there: at 25 ms, two
+ * followers sent 80 a second.
  */
+export const ANNOUNCE_EVERY_MS = 80;
 const FOLLOW_UP_MS = ANNOUNCE_EVERY_MS + ADOPT_EVERY_MS;
 /** The marks' table is vacuumed after this many adoptions (~5 pages of dead rows), at most every VACUUM_EVERY_MS. */
 const VACUUM_AFTER_ADOPTED = 1_000;
