@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type Service } from "../../src/service/index.js";
 import { Raw } from "../lb/raw-http.js";
-import { call, manifest, ProtocolWorker, resource } from "../service/helpers.js";
+import { call, manifest, ProtocolWorker, resource, until } from "../service/helpers.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
 const unavailable = postgresUnavailable();
@@ -35,10 +35,7 @@ describe.skipIf(unavailable !== undefined)("job reads through a follower's LB fr
     const [endpoint] = await jobs.deploy({ app: "relay", env: "prod", manifest: manifest({ work: resource() }, "relay"), artifactPath: join(work, "artifact.tar.gz") });
     endpointId = endpoint!.id;
     // The follower hears of the deploy within a second (the change feed).
-    for (const until = Date.now() + 5_000; (await call(`${follower.url}/v1/endpoints/${endpointId}`, { key })).status !== 200; ) {
-      if (Date.now() > until) throw new Error("the follower never heard of the endpoint");
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await until(async () => (await call(`${follower.url}/v1/endpoints/${endpointId}`, { key })).status === 200, 5_000, 50);
   }, 60_000);
 
   afterAll(async () => {

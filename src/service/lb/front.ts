@@ -445,7 +445,7 @@ class FrontConnection implements Downstream {
     if (!UpstreamPool.supports(upstream)) return this.giveToNode();
     this.commit(data, head, total);
     this.beginAnswer("", false, upstream);
-    const exchange = this.front.deps.lb.relay(upstream, (this.relayDown ??= this.relayDownstream()), false);
+    const exchange = this.front.deps.lb.relay(upstream, (this.relayDown ??= this.relayDownstream()));
     exchange.socket.write(relayRequestBytes(data.subarray(0, total), head, this.remote));
     exchange.sent();
   }

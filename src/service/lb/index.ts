@@ -478,17 +478,17 @@ export class LbRouter {
   }
 
   /**
+   * Open the raw exchange of one request with another replica of the service (the front passing a follower's job
+   * read, a GET, on to the replica serving jobs): the pool's connections, none of a worker's accounting.
+   */
+  relay(upstream: UpstreamAddress, down: Downstream): RawExchange {
+    return openExchange(this.pool, down, { upstream, workerId: upstream.host }, false);
+  }
+
+  /**
    * Open the raw exchange of one request with a worker `takeNow` or `admit` gave (front.ts), the request served
    * (`started`/`finished`) until the exchange settles: no promise a request on this path.
    */
-  /**
-   * Open the raw exchange of one request with another replica of the service (the front passing a follower's job
-   * read on to the replica serving jobs): the pool's connections, none of a worker's accounting.
-   */
-  relay(upstream: UpstreamAddress, down: Downstream, isHead: boolean): RawExchange {
-    return openExchange(this.pool, down, { upstream, workerId: upstream.host }, isHead);
-  }
-
   exchange(worker: LbWorker, down: Downstream, isHead: boolean): RawExchange {
     const w = worker as PoolWorker;
     this.started(w);
