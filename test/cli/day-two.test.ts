@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, statSync, readFileSync, existsSync } from "node:fs
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerDriver } from "../../src/drivers/types.js";
 import { ExitCode } from "../../src/errors.js";
@@ -202,7 +202,9 @@ describe("human times and terminal output", () => {
 
 describe("secrets typed at a terminal", () => {
   it("svc login and svc secret set ask on the terminal without echoing what is typed", async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, SVC_CONFIG_DIR: mkdtempSync(join(tmpdir(), "svc-pty-config-")) };
+    const configDir = mkdtempSync(join(tmpdir(), "svc-pty-config-"));
+    onTestFinished(() => rmSync(configDir, { recursive: true, force: true }));
+    const env: NodeJS.ProcessEnv = { ...process.env, SVC_CONFIG_DIR: configDir };
     for (const k of Object.keys(env)) if ((k.startsWith("SVC_") && k !== "SVC_CONFIG_DIR") || k === "CI") delete env[k];
     const login = await runInPty([process.execPath, SVC_BIN, "login", "--url", service.url], env, [{ expect: "API key for .*: ", send: `${KEY}\r` }]);
     expect(login.code).toBe(0);
