@@ -857,6 +857,7 @@ function describeArg(node: ts.Expression, source: ts.SourceFile, identifierNote 
 function configFix(message: string): string {
   if (message.startsWith("unknown configuration key")) return "remove the key or correct its spelling";
   if (message.includes("mutually exclusive")) return "keep either \"gpu\" or \"cpu\", not both";
+  if (message.includes("unknown GPU type")) return "write a GPU pool id, an exact card name or \"ANY\" (docs/gpus.md lists them)";
   if (message.startsWith("\"name\"")) return "use a name like \"gpu-worker\" (lowercase letters, digits, dashes)";
   return "correct the value as the message describes (see docs/endpoint-definitions.md)";
 }

@@ -53,6 +53,7 @@ describe("buildManifest", () => {
       ],
       computeType: "GPU",
       gpuTypeIds: ["ADA_24", "AMPERE_48"],
+      gpuCount: 1,
       instanceIds: [],
       dependencies: ["sharp@^0.34"],
       idleTimeout: 60,
@@ -65,7 +66,7 @@ describe("buildManifest", () => {
     expect(Object.keys(manifest.resources["gpu-worker"]!).slice(0, 7)).toEqual([
       "is_load_balanced", "imageName", "workersMin", "workersMax", "gpuIds", "env", "functions",
     ]);
-    expect(manifest.resources.api).toMatchObject({ is_load_balanced: true, imageName: "svc-worker-cpu:9.9.9", gpuIds: "", workersMin: 0, workersMax: 2, instanceIds: ["cpu5c-2-4"] });
+    expect(manifest.resources.api).toMatchObject({ is_load_balanced: true, imageName: "svc-worker-cpu:9.9.9", gpuIds: "", workersMin: 0, workersMax: 2, instanceIds: ["cpu5c-2-4"], gpuCount: 0 });
   });
 
   it("routes load-balanced endpoints only, keyed by METHOD /path", () => {
@@ -122,5 +123,24 @@ describe("snapshot (docs/cold-start.md)", () => {
   it("must be true or false", () => {
     expect(configProblems({ name: "model", snapshot: "yes" })).toEqual(['"snapshot" must be true or false']);
     expect(configProblems({ name: "model", snapshot: true })).toEqual([]);
+  });
+});
+
+describe("gpuCount (docs/gpus.md)", () => {
+  const resourceOf = (config: Parameters<typeof normalizeConfig>[0]) =>
+    buildManifest({ app: "demo", fingerprint: "sha256:abc", endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }], dependencies: {}, excluded: [], svcVersion: "9.9.9" })
+      .resources[config.name]!;
+
+  it("is the GPUs each worker gets: as written, 1 by default, 0 for a CPU endpoint", () => {
+    expect(resourceOf({ name: "big", gpu: "HOPPER_141", gpuCount: 2 })).toMatchObject({ gpuTypeIds: ["HOPPER_141"], gpuCount: 2 });
+    expect(resourceOf({ name: "one", gpu: "HOPPER_141" }).gpuCount).toBe(1);
+    expect(resourceOf({ name: "cpu" }).gpuCount).toBe(0);
+  });
+
+  it("is a whole number from 1 to 8, on a GPU endpoint only", () => {
+    expect(configProblems({ name: "m", gpu: "ANY", gpuCount: 8 })).toEqual([]);
+    for (const bad of [0, 9, 1.5, "2"]) expect(configProblems({ name: "m", gpu: "ANY", gpuCount: bad })).toEqual(['"gpuCount" must be an integer from 1 to 8 (whole GPUs per worker)']);
+    expect(configProblems({ name: "m", gpuCount: 2 })).toEqual(['"gpuCount" needs "gpu": it is the number of GPUs of a GPU endpoint\'s workers']);
+    expect(configProblems({ name: "m", cpu: "cpu3c-1-2", gpuCount: 2 })).toHaveLength(1);
   });
 });

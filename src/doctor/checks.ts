@@ -1,12 +1,11 @@
 // `svc doctor`: what this machine has for svc, each finding with a fix. Each check does its own small probe and
 // returns a finding; `verdict` (pure) decides the exit. A check never throws: a probe that fails is a finding.
 
-import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
-import { promisify } from "node:util";
 import { connectDocker, engineAddress, START_ENGINE_HINT } from "../drivers/docker-engine.js";
 import { errorMessage } from "../errors.js";
+import { readInventory, type GpuInventory } from "../gpus/inventory.js";
 
 export type Level = "ok" | "warn" | "fail" | "info";
 
@@ -46,14 +45,38 @@ export async function dockerFinding(timeoutMs = 3000): Promise<Finding> {
   }
 }
 
-export async function gpuFinding(): Promise<Finding> {
+/**
+ * The host's GPUs, one finding each (index, name, memory, the type ids an endpoint may name it by), after one
+ * summing them up with the driver and CUDA versions. Pure.
+ */
+export function gpuInventoryFindings(inventory: GpuInventory): Finding[] {
+  if (inventory.gpus.length === 0) {
+    // No nvidia-smi, or one that lists nothing: normal on a laptop.
+    return [{ check: "gpu", level: "info", detail: "no NVIDIA GPU found (nvidia-smi): GPU endpoints run on the CPU locally; a deployed service places them on GPU machines" }];
+  }
+  const versions = [inventory.driverVersion && `driver ${inventory.driverVersion}`, inventory.cudaVersion && `CUDA ${inventory.cudaVersion}`].filter(Boolean).join(", ");
+  return [
+    { check: "gpu", level: "ok", detail: `${inventory.gpus.length} GPU${inventory.gpus.length === 1 ? "" : "s"}${versions ? ` (${versions})` : ""}` },
+    ...inventory.gpus.map((g): Finding => {
+      const used = g.memoryUsedMiB === null ? "" : `, ${g.memoryUsedMiB} MiB used`;
+      const mig = g.migMode === "Enabled" ? "; MIG enabled: not given to workers whole" : "";
+      return { check: `gpu ${g.index}`, level: "ok", detail: `${g.name}, ${g.memoryTotalMiB} MiB${used}; type ${g.typeIds.join(" / ")}; ${g.uuid}${mig}` };
+    }),
+  ];
+}
+
+export async function gpuFindings(): Promise<Finding[]> {
   try {
-    const { stdout } = await promisify(execFile)("nvidia-smi", ["--query-gpu=name,memory.total", "--format=csv,noheader"], { timeout: 5000 });
-    const gpus = stdout.trim().split("\n").filter(Boolean);
-    return { check: "gpu", level: "ok", detail: `${gpus.length} GPU(s): ${gpus.join("; ")}` };
-  } catch {
-    // No nvidia-smi, or it failed: both mean no usable NVIDIA GPU here, which is normal on a laptop.
-    return { check: "gpu", level: "info", detail: "no NVIDIA GPU found (nvidia-smi): GPU endpoints run on the CPU locally; a deployed service places them on GPU machines" };
+    return gpuInventoryFindings(await readInventory({ timeoutMs: 5000 }));
+  } catch (err) {
+    return [
+      {
+        check: "gpu",
+        level: "warn",
+        detail: `nvidia-smi is installed but fails: ${errorMessage(err)}`,
+        fix: "Check the NVIDIA driver (`nvidia-smi` by hand; a reboot after a driver update); until it answers, the service sees no GPUs.",
+      },
+    ];
   }
 }
 

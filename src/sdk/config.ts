@@ -2,6 +2,8 @@
 // The build validates configuration statically (with file:line); this module holds the shared rules and
 // defaults so the build, the service and the runtime agree on them.
 
+import { unknownGpuIdMessage } from "../gpus/pools.js";
+
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 export const HTTP_METHODS: readonly HttpMethod[] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
@@ -11,6 +13,8 @@ export interface EndpointConfig {
   name: string;
   /** GPU type or group, or a priority-ordered list of them (a GPU endpoint). Never together with `cpu`. */
   gpu?: string | readonly string[];
+  /** Whole GPUs each worker gets (default 1); only with `gpu`. */
+  gpuCount?: number;
   /** CPU instance identifier (a CPU endpoint). Never together with `gpu`. */
   cpu?: string;
   /** `[min, max]` workers, or just `max` (min 0). */
@@ -41,6 +45,7 @@ export interface EndpointConfig {
 export const CONFIG_KEYS = [
   "name",
   "gpu",
+  "gpuCount",
   "cpu",
   "workers",
   "dependencies",
@@ -66,6 +71,8 @@ export const DEFAULTS = {
 
 export const LIMITS = {
   workersMax: 100,
+  /** The REST API's bound too (CreateEndpointRequest.gpuCount). */
+  gpuCountMax: 8,
   idleTimeoutMax: 3600,
   executionTimeoutMax: 24 * 3600,
   maxConcurrencyMax: 1000,
@@ -86,6 +93,8 @@ export interface NormalizedConfig {
   computeType: "GPU" | "CPU";
   /** GPU types in priority order (GPU endpoints); empty for CPU. */
   gpuTypeIds: string[];
+  /** Whole GPUs per worker: 1 or more for GPU endpoints, 0 for CPU. */
+  gpuCount: number;
   /** CPU instance ids (CPU endpoints); empty for GPU. */
   instanceIds: string[];
   workersMin: number;
@@ -132,6 +141,18 @@ export function configProblems(config: unknown): string[] {
       problems.push("\"gpu\" must be a GPU type (string) or a non-empty list of GPU types in priority order");
     } else if (new Set(list).size !== list.length) {
       problems.push("\"gpu\" lists a GPU type twice");
+    } else {
+      for (const id of list as string[]) {
+        const unknown = unknownGpuIdMessage(id);
+        if (unknown) problems.push(`"gpu" names an ${unknown}`);
+      }
+    }
+  }
+  if (c.gpuCount !== undefined) {
+    if (typeof c.gpuCount !== "number" || !Number.isInteger(c.gpuCount) || c.gpuCount < 1 || c.gpuCount > LIMITS.gpuCountMax) {
+      problems.push(`"gpuCount" must be an integer from 1 to ${LIMITS.gpuCountMax} (whole GPUs per worker)`);
+    } else if (c.gpu === undefined) {
+      problems.push("\"gpuCount\" needs \"gpu\": it is the number of GPUs of a GPU endpoint's workers");
     }
   }
   if (c.cpu !== undefined && (typeof c.cpu !== "string" || c.cpu.length === 0)) {
@@ -210,6 +231,7 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     name: config.name,
     computeType: isGpu ? "GPU" : "CPU",
     gpuTypeIds: gpu,
+    gpuCount: isGpu ? config.gpuCount ?? 1 : 0,
     instanceIds: isGpu ? [] : [config.cpu ?? DEFAULTS.cpu],
     workersMin,
     workersMax,

@@ -20,6 +20,13 @@ describe("Endpoint()", () => {
     expect(() => Endpoint({ name: "ok", workers: [3, 1] })).toThrow(/"workers" \[min, max\]/);
   });
 
+  it("takes GPU pool ids, card names and ANY with a gpuCount; an unknown GPU type names the nearest", () => {
+    expect(Endpoint({ name: "big", gpu: "HOPPER_141", gpuCount: 2 }).config).toEqual({ name: "big", gpu: "HOPPER_141", gpuCount: 2 });
+    expect(() => Endpoint({ name: "ok", gpu: ["NVIDIA H200", "ADA_24", "ANY"] })).not.toThrow();
+    expect(() => Endpoint({ name: "typo", gpu: ["ADA_24", "HOPER_141"] })).toThrow(/"gpu" names an unknown GPU type "HOPER_141": did you mean "HOPPER_141"\?/);
+    expect(() => Endpoint({ name: "cpu", gpuCount: 2 })).toThrow(/"gpuCount" needs "gpu"/);
+  });
+
   it("wraps a function, keeping its name and marking its kind", () => {
     const fn = Endpoint({ name: "echo" })(async function echo(input: { x: number }) {
       return input.x * 2;

@@ -36,6 +36,8 @@ export interface ManifestResource {
   // --- svc's own fields ---
   computeType: "GPU" | "CPU";
   gpuTypeIds: string[];
+  /** Whole GPUs per worker (0 for CPU endpoints). Absent in manifests built before it existed: one GPU. */
+  gpuCount?: number;
   instanceIds: string[];
   dependencies: string[];
   idleTimeout: number;

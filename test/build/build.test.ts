@@ -217,6 +217,24 @@ describe("svc build errors", () => {
     expect(result.stderr).not.toContain("Fix the imports");
   });
 
+  it("rejects an unknown GPU type with file:line and the nearest known ids; gpuCount reaches the manifest", async () => {
+    const project = copyFixture("build-empty");
+    const source = (gpu: string) =>
+      'import { Endpoint } from "svc";\nexport const big = Endpoint({\n  name: "big",\n  gpu: ' + gpu + ',\n  gpuCount: 2,\n})(async function big() {\n  return 1;\n});\n';
+    writeFileSync(join(project, "src/big.ts"), source('["HOPPER_141", "H100_80"]'));
+    const bad = await svc(["build", "-C", project]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/ {2}- src\/big\.ts:4: invalid endpoint configuration: "gpu" names an unknown GPU type "H100_80": did you mean "ADA_80_PRO", "NVIDIA H100 80GB HBM3"\?/);
+    expect(bad.stderr).toContain("docs/gpus.md");
+    expect(bad.stderr).not.toMatch(/\n\s+at /);
+
+    writeFileSync(join(project, "src/big.ts"), source('["HOPPER_141", "NVIDIA H100 80GB HBM3", "ANY"]'));
+    const good = await svc(["build", "-C", project]);
+    expect(good.code, good.stderr).toBe(0);
+    const manifest = JSON.parse(readFileSync(join(project, ".svc", "svc_manifest.json"), "utf8"));
+    expect(manifest.resources.big).toMatchObject({ gpuIds: "HOPPER_141,NVIDIA H100 80GB HBM3,ANY", gpuTypeIds: ["HOPPER_141", "NVIDIA H100 80GB HBM3", "ANY"], gpuCount: 2 });
+  });
+
   it("says when there are no endpoint functions", async () => {
     const project = copyFixture("build-empty");
     const result = await svc(["build", "-C", project]);

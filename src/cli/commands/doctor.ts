@@ -4,7 +4,7 @@
 import type { Command } from "commander";
 import pc from "picocolors";
 import { DEFAULT_SERVER_PORT } from "./server.js";
-import { chromiumFinding, dockerFinding, gpuFinding, nodeFinding, portFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { chromiumFinding, dockerFinding, gpuFindings, nodeFinding, portFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
 import { createOutput } from "../output.js";
 import { serviceTarget } from "../target.js";
 import { describeTarget } from "./login.js";
@@ -32,14 +32,16 @@ export function register(program: Command): void {
     .action(async (o: { json?: boolean }) => {
       const out = createOutput({ json: o.json });
       const target = serviceTarget();
-      const findings = await Promise.all([
-        Promise.resolve(nodeFinding(process.version)),
-        dockerFinding(),
-        gpuFinding(),
-        serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) }),
-        portFinding(DEFAULT_SERVER_PORT, "svc server's default port"),
-        Promise.resolve(chromiumFinding()),
-      ]);
+      const findings = (
+        await Promise.all([
+          Promise.resolve([nodeFinding(process.version)]),
+          dockerFinding().then((f) => [f]),
+          gpuFindings(),
+          serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) }).then((f) => [f]),
+          portFinding(DEFAULT_SERVER_PORT, "svc server's default port").then((f) => [f]),
+          Promise.resolve([chromiumFinding()]),
+        ])
+      ).flat();
       const code = verdict(findings);
       out.result({ ok: code === 0, findings }, () => renderFindings(findings, Boolean(process.stdout.isTTY) && !process.env.NO_COLOR));
       process.exitCode = code;

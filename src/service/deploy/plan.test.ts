@@ -86,6 +86,15 @@ describe("planConfigUpdate", () => {
     expect(plan.rows[1]!.resource.env).toEqual({ K: "v" });
   });
 
+  it("gpuCount is a restart change; a deployed manifest without it reads as one GPU, not a change", () => {
+    const gpu = (o: Partial<ManifestResource> = {}) => resource({ computeType: "GPU", gpuTypeIds: ["HOPPER_141"], gpuIds: "HOPPER_141", instanceIds: [], ...o });
+    const deployed = activate([], build("g", "fp1", { a: gpu() })).upsert;
+    expect(planConfigUpdate(deployed, { a: gpu({ gpuCount: 1 }) }, 2000).changes).toEqual([]);
+    const plan = planConfigUpdate(deployed, { a: gpu({ gpuCount: 2 }) }, 2000);
+    expect(plan.changes).toEqual([{ name: "a", id: deployed[0]!.id, changed: ["gpuCount"], restart: true }]);
+    expect(plan.rows[0]!.resource.gpuCount).toBe(2);
+  });
+
   it("no change: nothing to write", () => {
     expect(planConfigUpdate(rows, { a: resource(), b: resource() }, 2000)).toEqual({ changes: [], rows: [], problems: [] });
   });

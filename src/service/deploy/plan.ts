@@ -1,6 +1,7 @@
 // issue 5: what activating a build, or applying configuration from code, does to an environment's endpoints.
 // Pure functions: routes.ts applies their result.
 
+import { gpuCountOf } from "../../gpus/allocate.js";
 import type { Manifest, ManifestResource } from "../../sdk/manifest.js";
 import { planDeploy } from "../endpoint-rows.js";
 import type { EndpointRow } from "../store/types.js";
@@ -68,9 +69,9 @@ export function planActivation(
 }
 
 /** Configuration `svc update` may change without a new build. */
-export const CONFIG_FIELDS = ["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "computeType", "instanceIds", "env", "idleTimeout"] as const;
+export const CONFIG_FIELDS = ["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "gpuCount", "computeType", "instanceIds", "env", "idleTimeout"] as const;
 /** Of those, the ones whose change restarts workers (the spec: editing GPU types or worker counts). */
-export const RESTART_FIELDS: ReadonlySet<string> = new Set(["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "computeType", "instanceIds"]);
+export const RESTART_FIELDS: ReadonlySet<string> = new Set(["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "gpuCount", "computeType", "instanceIds"]);
 
 export interface ConfigChange {
   name: string;
@@ -108,7 +109,9 @@ export function planConfigUpdate(existing: EndpointRow[], resources: Manifest["r
       problems.push(`endpoint "${name}" serves other functions in the code than deployed`);
       continue;
     }
-    const changed = CONFIG_FIELDS.filter((f) => !same(row.resource[f], wanted[f]));
+    // A manifest from before gpuCount existed means what gpuCountOf reads it as, not a change.
+    const field = (r: ManifestResource, f: (typeof CONFIG_FIELDS)[number]) => (f === "gpuCount" ? gpuCountOf(r) : r[f]);
+    const changed = CONFIG_FIELDS.filter((f) => !same(field(row.resource, f), field(wanted, f)));
     if (changed.length === 0) continue;
     const restart = changed.some((f) => RESTART_FIELDS.has(f));
     const resource: ManifestResource = { ...row.resource };
