@@ -152,6 +152,11 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
     }
     const health = (await (await fetch(`${service.url}/v2/${a.id}/health`, { headers: lb.auth })).json()) as { pool: { ready: number; notReady: number } };
     expect(health.pool).toEqual({ ready: 0, notReady: 1 });
+    // A's endpoint log says why.
+    const logs = ((await (await fetch(`${service.url}/v1/endpoints/${a.id}/logs`, { headers: lb.auth })).json()) as { lines: Array<{ text: string }> }).lines.map((l) => l.text);
+    expect(logs.filter((t) => t.includes("refused worker"))).toEqual([
+      `lb: ${tcpAddress} refused worker ${a.worker.id}'s credential (/ping answered 403): the server there is not that worker; it gets no traffic`,
+    ]);
     // B is not disturbed.
     const b = await fetch(`${lb.base}/private`, { headers: lb.auth });
     expect([b.status, await b.json()]).toEqual([200, { secret: SECRET }]);

@@ -92,6 +92,8 @@ interface PoolWorker {
   credentialLine: string;
   /** The credential as /ping's headers. */
   pingHeaders: Record<string, string> | undefined;
+  /** A refusal of its credential (401/403 to /ping) already logged. */
+  refusedSeen?: number;
   state: PingState | "new";
   inFlight: number;
   failures: number;
@@ -347,6 +349,11 @@ export class LbRouter {
     if (before === "ready" && w.failures < PING_FAILURES_OUT) return;
     w.state = state;
     if (before === "ready") this.note(w.endpointId, w.id, `lb: worker ${w.id} stopped answering /ping (${status ?? "no answer"}): taken out of the pool`);
+    else if ((status === 401 || status === 403) && w.refusedSeen !== status) {
+      // Said once: the worker listening there is another (this one registered an address not its own).
+      w.refusedSeen = status;
+      this.note(w.endpointId, w.id, `lb: ${w.address} refused worker ${w.id}'s credential (/ping answered ${status}): the server there is not that worker; it gets no traffic`);
+    }
   }
 
   // ------------------------------------------------------------------ requests
