@@ -20,6 +20,8 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const { buildProject } = await import(`${root}dist/build/index.js`);
 const { startService } = await import(`${root}dist/service/index.js`);
 const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
+const { openDatabase } = await import(`${root}dist/service/store/driver.js`);
+const { LB_CREDENTIAL_HEADER, lbCredentialOfKeyHash } = await import(`${root}dist/lb-credential.js`);
 
 const TARGET = 1.5;
 
@@ -52,8 +54,15 @@ export async function run() {
     }
     // The worker's own address, from the service's log of its registration.
     const logs = JSON.parse((await request(`${service.url}/v1/endpoints/${endpoint.id}/logs`, { headers: auth })).body).lines;
-    const direct = logs.map((l) => /registered at (http:\/\/[^\s;]+)/.exec(l.text)?.[1]).find(Boolean);
-    if (!direct) throw new Error("the worker's address is not in the logs");
+    const registered = logs.map((l) => /^lb: worker (\w+) registered at (http:\/\/[^\s;]+)/.exec(l.text)).find(Boolean);
+    if (!registered) throw new Error("the worker's address is not in the logs");
+    const direct = registered[2];
+    // The worker answers only requests with its credential (docs/lb.md): derived, as the service does, from the
+    // hash of its token in the keys table. Direct requests carry it as proxied ones do.
+    const db = openDatabase(join(work, "data", "svc.sqlite"), { readonly: true });
+    const { hash } = db.prepare("SELECT hash FROM api_keys WHERE id = ?").get(registered[1]);
+    db.close();
+    const credential = { [LB_CREDENTIAL_HEADER]: lbCredentialOfKeyHash(hash) };
 
     // The floor any proxy pays: a plain TCP relay in the service's process (bytes piped both ways, no HTTP, no
     // key, no balancing) in front of the same worker. Only its latency is measured.
@@ -73,9 +82,9 @@ export async function run() {
     // same requests both ways: straight to the worker's port, and through the proxy with the key.
     const plan = {
       targets: [
-        { name: "direct", url: `${direct}/items/{i}` },
+        { name: "direct", url: `${direct}/items/{i}`, headers: credential },
         { name: "proxy", url: `${proxied}/items/{i}`, headers: auth },
-        { name: "relay", url: `http://127.0.0.1:${relay.address().port}/items/{i}`, latencyOnly: true },
+        { name: "relay", url: `http://127.0.0.1:${relay.address().port}/items/{i}`, headers: credential, latencyOnly: true },
         { name: "nodeHttp", url: `${proxiedPlain}/items/{i}`, headers: auth, latencyOnly: true },
         { name: "overTcp", url: `${proxiedTcp}/items/{i}`, headers: auth, latencyOnly: true },
       ],

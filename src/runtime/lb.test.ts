@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RouteDefinition } from "../sdk/endpoint.js";
 import { matchRoute, parseBody, serveRoutes, toResponse, type RouteServer } from "./lb.js";
+import { lbCredentialOfToken } from "../lb-credential.js";
 
 const routes: RouteDefinition[] = [
   { method: "POST", path: "/process", handler: async (body) => ({ got: body }) },
@@ -114,5 +115,87 @@ describe("serveRoutes on a local socket too (SVC_LB_SOCKET)", () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe("serveRoutes with a credential (only the service's proxy reaches the routes)", () => {
+  const credential = lbCredentialOfToken("svcw_this_worker");
+  let calls = 0;
+  const seen: Array<Record<string, unknown>> = [];
+  const guarded: RouteDefinition[] = [
+    {
+      method: "GET",
+      path: "/private",
+      handler: (_b, ctx) => {
+        calls++;
+        seen.push({ ...ctx.headers });
+        return { secret: "mine" };
+      },
+    },
+  ];
+  let server: RouteServer;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "svc-lb-cred-"));
+    server = await serveRoutes(guarded, { credential, socketPath: join(dir, "w.sock") });
+  });
+  afterAll(async () => {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("refuses a request without it (401) or with another (403) before any route or /ping answers", async () => {
+    for (const path of ["/private", "/ping", "/nope"]) {
+      const none = await fetch(`${server.address}${path}`);
+      expect(none.status).toBe(401);
+      expect(none.headers.get("content-type")).toBe("application/problem+json");
+      expect(await none.json()).toMatchObject({ status: 401, detail: expect.stringContaining("x-svc-lb-credential") });
+      for (const forged of [lbCredentialOfToken("svcw_another_worker"), `${credential}x`, credential.toUpperCase(), ""]) {
+        const res = await fetch(`${server.address}${path}`, { headers: { "x-svc-lb-credential": forged } });
+        expect(res.status, forged).toBe(403);
+        expect(await res.text()).not.toContain("mine");
+      }
+    }
+    // Twice, even with the right one among them: node joins them, and the join is not the credential.
+    const twice = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(`${server.address}/private`, { headers: { "x-svc-lb-credential": [credential, credential] } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(twice).toBe(403);
+    const head = await fetch(`${server.address}/private`, { method: "HEAD" });
+    expect(head.status).toBe(401);
+    expect(calls).toBe(0);
+  });
+
+  it("serves with it, on its port and its socket, and the route never sees it", async () => {
+    const ok = await fetch(`${server.address}/private`, { headers: { "x-svc-lb-credential": credential, "x-app": "a" } });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ secret: "mine" });
+    expect((await fetch(`${server.address}/ping`, { headers: { "x-svc-lb-credential": credential } })).status).toBe(200);
+    const viaSocket = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest({ socketPath: join(dir, "w.sock"), path: "/private", headers: { host: "w", "x-svc-lb-credential": credential } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(viaSocket).toBe(200);
+    const refused = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest({ socketPath: join(dir, "w.sock"), path: "/private", headers: { host: "w" } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(refused).toBe(401);
+    expect(calls).toBe(2);
+    expect(seen[0]).toMatchObject({ "x-app": "a" });
+    for (const headers of seen) expect(Object.keys(headers)).not.toContain("x-svc-lb-credential");
   });
 });

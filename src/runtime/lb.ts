@@ -10,6 +10,7 @@ import { errorMessage } from "../errors.js";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { MANIFEST_FILE, type Manifest } from "../sdk/manifest.js";
+import { credentialMatches, LB_CREDENTIAL_HEADER } from "../lb-credential.js";
 
 export const LB_BODY_LIMIT = 20 * 1024 * 1024;
 
@@ -151,6 +152,23 @@ export async function handleLbRequest(routes: readonly RouteDefinition[] | null,
   }
 }
 
+/**
+ * The refusal of a request without this worker's credential (`expected`, undefined: none is asked), or undefined
+ * when it carries it; the header is then removed, so the user's routes never see it. Runs before anything else
+ * answers, /ping included: only the service's proxy, which derives the credential too, reaches the routes.
+ */
+export function refuseWithoutCredential(req: IncomingMessage, expected: Buffer | undefined): LbResponse | undefined {
+  if (expected === undefined) return undefined;
+  const presented = req.headers[LB_CREDENTIAL_HEADER];
+  if (credentialMatches(presented, expected)) {
+    delete req.headers[LB_CREDENTIAL_HEADER];
+    return undefined;
+  }
+  return presented === undefined
+    ? problem(401, "Unauthorized", `This worker answers only the svc service's proxy: the request has no ${LB_CREDENTIAL_HEADER} header. Call the endpoint through the service ({service}/lb/{endpoint_id}/...).`)
+    : problem(403, "Forbidden", `The ${LB_CREDENTIAL_HEADER} header is not this worker's credential`);
+}
+
 export interface RouteServer {
   /** `http://host:port` as the service should reach it. */
   address: string;
@@ -191,13 +209,26 @@ export async function serveRoutes(
     port?: number;
     /** Also serve on this Unix socket path (SVC_LB_SOCKET): the service's proxy on the same machine uses it. */
     socketPath?: string;
+    /**
+     * The credential every request must carry (`lbCredentialOfToken` of the worker's token); requests without it
+     * are refused before any route or /ping answers. Undefined: none is asked (tests of the routes alone).
+     */
+    credential?: string;
     wrap?: <T>(requestId: string, fn: () => Promise<T>) => Promise<T>;
   } = {},
 ): Promise<RouteServer> {
   let counter = 0;
   let routes = initialRoutes;
   const wrap = options.wrap ?? (<T>(_id: string, fn: () => Promise<T>) => fn());
+  const expected = options.credential === undefined ? undefined : Buffer.from(options.credential, "latin1");
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    const refused = refuseWithoutCredential(req, expected);
+    if (refused) {
+      req.resume();
+      res.writeHead(refused.status, { ...refused.headers, "content-length": String(refused.body.length) });
+      res.end(req.method === "HEAD" ? undefined : refused.body);
+      return;
+    }
     const requestId = `req-${++counter}`;
     void wrap(requestId, () => handleLbRequest(routes, req)).then(
       (response) => {

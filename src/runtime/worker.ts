@@ -21,6 +21,7 @@ import { projectRelativeStack } from "../build/source-paths.js";
 import { restoredFromSnapshot } from "./snapshot.js";
 import { claimFromStdin, POOL_CHANNEL_ENV } from "./claim.js";
 import { warmUp } from "./warm-up.js";
+import { lbCredentialOfToken } from "../lb-credential.js";
 
 // A driver reads stdout/stderr through pipes. Once its end is gone (the service died), every write fails with
 // EPIPE, reported as an 'error' event: unhandled, that was an uncaught exception whose note wrote to stderr
@@ -102,7 +103,9 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
     const dir = await prepareArtifact(settings);
     // issue 7: a load-balanced worker listens (and registers its address) before it loads the handler, so the
     // service sees /ping answer 204 while it initializes and 200 once it is ready.
-    const routeOptions = { host: settings.httpHost, port: settings.httpPort, socketPath: settings.lbSocket };
+    // Every request must carry the credential the service derives from this worker's token (docs/lb.md): any
+    // other process that can reach the port (another tenant's worker) is refused.
+    const routeOptions = { host: settings.httpHost, port: settings.httpPort, socketPath: settings.lbSocket, credential: lbCredentialOfToken(settings.workerToken) };
     if (!preloaded && (await isLoadBalancedEndpoint(dir, settings.endpointName))) {
       routeServer = await serveRoutes(null, routeOptions);
       const early = { workerId: settings.workerId, concurrency: settings.maxConcurrency, ...routeAddress(routeServer) };

@@ -2,7 +2,8 @@
 // take, stream, done, heartbeat, events, log, release. The route table (api.ts) declares them: POST only, worker
 // tokens only, bodies up to WORKER_BODY_LIMIT.
 
-import { isPlainObject, HttpProblem, sendJson } from "./http.js";
+import { credentialFromHeader, isPlainObject, HttpProblem, sendJson } from "./http.js";
+import { lbCredentialOfToken } from "../lb-credential.js";
 import { MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "./engine.js";
 import { addressProblem } from "./lb/index.js";
 import type { EndpointRow, LogRow } from "./store/types.js";
@@ -108,7 +109,12 @@ export const workerRoutes = {
     }
     if (errors.length) throw invalid();
     ctx.engine.register(workerId, endpointId, concurrency);
-    if (typeof lbAddress === "string") ctx.lb?.registered(workerId, endpointId, lbAddress, lbSocket as string | undefined);
+    if (typeof lbAddress === "string") {
+      // The credential its route server asks of every request, from the token this call was authenticated with
+      // (the hash of which is what the keys table holds): nothing to keep, and the same on any replica.
+      const token = credentialFromHeader(call.req.headers.authorization)!.key;
+      ctx.lb?.registered(workerId, endpointId, lbAddress, lbSocket as string | undefined, lbCredentialOfToken(token));
+    }
     ctx.scaler()?.registered(endpointId);
     // A queue worker registers once its handler loaded (a load-balanced one early: its /ping decides).
     if (endpoint.type === "queue") ctx.releases?.ready(workerId);

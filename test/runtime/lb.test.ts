@@ -8,6 +8,7 @@ import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerLogLine } from "../../src/drivers/types.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { buildTestArtifact } from "./artifact.js";
+import { lbCredentialOfToken } from "../../src/lb-credential.js";
 
 let work: string;
 let service: Service;
@@ -53,13 +54,16 @@ it("serves the endpoint's routes and /ping, then drains on SIGTERM", async () =>
   }
   expect(address).toBeDefined();
 
-  expect(await (await fetch(`${address}/ping`)).json()).toEqual({ status: "healthy" });
-  const posted = await fetch(`${address}/process`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"n":7}' });
+  // Straight to its port, as only the service's proxy may: with the credential derived from its token.
+  const credential = { "x-svc-lb-credential": lbCredentialOfToken(worker.key) };
+  expect((await fetch(`${address}/ping`)).status).toBe(401);
+  expect(await (await fetch(`${address}/ping`, { headers: credential })).json()).toEqual({ status: "healthy" });
+  const posted = await fetch(`${address}/process`, { method: "POST", headers: { "content-type": "application/json", ...credential }, body: '{"n":7}' });
   expect(await posted.json()).toEqual({ ok: true, got: { n: 7 } });
-  expect(await (await fetch(`${address}/items/abc?q=1`)).json()).toMatchObject({ id: "abc", q: "1" });
-  const boom = await fetch(`${address}/boom`);
+  expect(await (await fetch(`${address}/items/abc?q=1`, { headers: credential })).json()).toMatchObject({ id: "abc", q: "1" });
+  const boom = await fetch(`${address}/boom`, { headers: credential });
   expect([boom.status, ((await boom.json()) as { detail: string }).detail]).toEqual([500, "kaput"]);
 
   expect(await handle.stop(5000)).toEqual({ code: 0, signal: null });
-  await expect(fetch(`${address}/ping`)).rejects.toThrow();
+  await expect(fetch(`${address}/ping`, { headers: credential })).rejects.toThrow();
 });

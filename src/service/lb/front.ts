@@ -489,7 +489,7 @@ class FrontConnection implements Downstream {
   private forward(worker: LbWorker, data: Buffer, head: ScannedRequest, path: string, limits: string, body: Buffer) {
     this.beginAnswer(limits, head.method === "HEAD", undefined);
     const exchange = this.front.deps.lb.exchange(worker, this, this.isHead);
-    exchange.socket.write(upstreamRequestBytes(data, head, path, exchange.host, this.remote, body));
+    exchange.socket.write(upstreamRequestBytes(data, head, path, exchange.host, this.remote, body, worker.credentialLine));
     exchange.sent();
   }
 

@@ -75,7 +75,30 @@ describe("scanRequestHead", () => {
     const raw = ["host", "svc:1", "authorization", "Bearer k", "Accept", "a", "Accept", "b", "x-forwarded-for", "10.0.0.1", "X-Forwarded-Host", "evil", "content-length", "3"];
     const expected = requestHead("PUT", "/x", "127.0.0.1:9000", raw, { host: "svc:1", remote: "127.0.0.2" }, false) + "abc";
     const body = data.subarray(headEnd + 4);
-    expect(upstreamRequestBytes(data, head, "/x", "127.0.0.1:9000", "127.0.0.2", body).toString("latin1")).toBe(expected);
+    expect(upstreamRequestBytes(data, head, "/x", "127.0.0.1:9000", "127.0.0.2", body, "").toString("latin1")).toBe(expected);
+  });
+
+  it("sends the worker's credential up and never a copy the caller sent, on both paths", () => {
+    const line = "x-svc-lb-credential: the-workers-own\r\n";
+    const text =
+      "POST /lb/abc/x HTTP/1.1\r\nhost: svc:1\r\nX-SVC-LB-Credential: forged-by-caller\r\nauthorization: Bearer k\r\nAccept: a\r\n" +
+      "x-svc-lb-credential: forged-again\r\ncontent-length: 2\r\n\r\n{}";
+    const data = Buffer.from(text, "latin1");
+    const headEnd = data.indexOf(HEAD_END);
+    const head = scanRequestHead(data, headEnd, 100)!;
+    const sent = upstreamRequestBytes(data, head, "/x", "127.0.0.1:9000", "127.0.0.2", data.subarray(headEnd + 4), line).toString("latin1");
+    expect(sent).not.toContain("forged");
+    expect(sent.startsWith(`POST /x HTTP/1.1\r\nhost: 127.0.0.1:9000\r\n${line}Accept: a\r\ncontent-length: 2\r\n`)).toBe(true);
+    // The node:http path writes the same head.
+    const raw = ["host", "svc:1", "X-SVC-LB-Credential", "forged-by-caller", "authorization", "Bearer k", "Accept", "a", "x-svc-lb-credential", "forged-again", "content-length", "2"];
+    expect(requestHead("POST", "/x", "127.0.0.1:9000", raw, { host: "svc:1", remote: "127.0.0.2" }, false, line) + "{}").toBe(sent);
+    // What the worker's parser reads: exactly one credential, the worker's.
+    const parsed = parse("request", Buffer.from(sent.slice(0, sent.indexOf("\r\n\r\n") + 4), "latin1"));
+    if (!parsed || parsed instanceof Error) throw new Error("the head sent up does not parse");
+    const credentials = parsed.headers.flatMap((h, i) => (i % 2 === 0 && h.toLowerCase() === "x-svc-lb-credential" ? [parsed.headers[i + 1]] : []));
+    expect(credentials).toEqual(["the-workers-own"]);
+    // A worker that asks none (a prebuilt image's) gets no line, and still no copy of the caller's.
+    expect(upstreamRequestBytes(data, head, "/x", "127.0.0.1:9000", undefined, Buffer.alloc(0), "").toString("latin1")).not.toMatch(/credential/i);
   });
 
   it("passes a request on to another replica as it came: its target, Host and key kept, hop-by-hop lines dropped", () => {

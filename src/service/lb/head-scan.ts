@@ -8,6 +8,8 @@
 // node:http (`undefined`), whose parser then answers it as it would have. So the fast path never accepts a
 // request node would refuse: test/lb/head-scan.test.ts checks that against llhttp itself.
 
+import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
+
 const CR = 13;
 const LF = 10;
 const SP = 32;
@@ -88,6 +90,8 @@ const enum Kind {
   /** RateLimit and RateLimit-Policy: the service's own replace a worker's. */
   RateLimit,
   ContentType,
+  /** The worker credential the proxy sends up (lb-credential.ts): a caller's copy is never passed on. */
+  LbCredential,
 }
 
 /** Connection-scoped headers (RFC 9110 7.6.1): never passed on, either way (proxy.ts uses the same list). */
@@ -113,6 +117,7 @@ const KINDS_BY_LENGTH: Array<Array<[string, Kind]>> = (() => {
     ["ratelimit", Kind.RateLimit],
     ["ratelimit-policy", Kind.RateLimit],
     ["content-type", Kind.ContentType],
+    [LB_CREDENTIAL_HEADER, Kind.LbCredential],
   ];
   const all = new Map<string, Kind>(own);
   for (const name of HOP_BY_HOP) if (!all.has(name)) all.set(name, Kind.HopByHop);
@@ -266,6 +271,7 @@ export function scanRequestHead(data: Buffer, headEnd: number, maxBody: number):
       }
       case Kind.HopByHop:
       case Kind.Forwarded:
+      case Kind.LbCredential:
         pass = false;
         break;
       case Kind.TransferEncoding:
@@ -282,8 +288,9 @@ export function scanRequestHead(data: Buffer, headEnd: number, maxBody: number):
 
 /**
  * The request sent up to a worker, head and body in one buffer: the request line with the worker's `path`, its
- * Host, the caller's header lines as they came (less the connection-scoped ones, the key and X-Forwarded-*),
- * the X-Forwarded-* the proxy sets, then `body`. The same head `requestHead` (proxy.ts) writes. Pure.
+ * Host, its credential line (`credentialLine`, CRLF included; "" for a worker that asks none), the caller's
+ * header lines as they came (less the connection-scoped ones, the key, X-Forwarded-* and any credential of its
+ * own), the X-Forwarded-* the proxy sets, then `body`. The same head `requestHead` (proxy.ts) writes. Pure.
  */
 export function upstreamRequestBytes(
   data: Buffer,
@@ -292,15 +299,17 @@ export function upstreamRequestBytes(
   upstreamHost: string,
   remote: string | undefined,
   body: Buffer,
+  credentialLine: string,
 ): Buffer {
-  const first = `${req.method} ${path} HTTP/1.1\r\nhost: ${upstreamHost}\r\n`;
+  const first = `${req.method} ${path} HTTP/1.1\r\nhost: ${upstreamHost}\r\n${credentialLine}`;
   return spliceHead(first, data, req.lines, `${forwardedLines(req.host, remote, req.forwardedFor)}\r\n`, body);
 }
 
 /**
  * A request passed on to another replica of the service (a follower's job read going to the replica serving jobs),
  * head only, as it came: its request line, Host and key, the caller's other header lines (less the
- * connection-scoped ones), and the X-Forwarded-* the proxy sets. Pure.
+ * connection-scoped ones and a worker credential, which means nothing there), and the X-Forwarded-* the proxy
+ * sets. Pure.
  */
 export function relayRequestBytes(data: Buffer, req: ScannedRequest, remote: string | undefined): Buffer {
   let first = `${req.method} ${req.url} HTTP/1.1\r\n`;
@@ -360,6 +369,7 @@ export function scanResponseHead(data: Buffer, headEnd: number): ScannedResponse
       case Kind.Expect:
       case Kind.ForwardedFor:
       case Kind.Forwarded:
+      case Kind.LbCredential:
         break;
       case Kind.Date:
         scanned.date = true;

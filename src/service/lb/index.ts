@@ -14,6 +14,7 @@ import { HttpProblem } from "../http.js";
 import type { EndpointRow } from "../store/types.js";
 import { lbDemand, pickWorker } from "./balance.js";
 import { pingVerdict, probePing, type PingState } from "./ping.js";
+import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
 import { forward, forwardRaw, openExchange, parseAddress, proxyAgent, UpstreamPool, type Downstream, type ProxyOutcome, type RawExchange, type UpstreamAddress } from "./proxy.js";
 
 export type { Downstream, ProxyOutcome } from "./proxy.js";
@@ -72,6 +73,8 @@ export function addressProblem(address: unknown): string | undefined {
 export interface LbWorker {
   readonly id: string;
   readonly endpointId: string;
+  /** The header line (CRLF included) that carries its credential up; "" for a worker that asks none. */
+  readonly credentialLine: string;
 }
 
 interface PoolWorker {
@@ -81,6 +84,16 @@ interface PoolWorker {
   upstream: UpstreamAddress;
   /** The local socket the worker says it also serves on (used when its driver gave it that one). */
   claimedSocket: string | undefined;
+  /**
+   * What every request to it carries (lb-credential.ts): derived from the token it registered with. Undefined for
+   * a prebuilt image's worker, which has no token and checks nothing.
+   */
+  credential: string | undefined;
+  credentialLine: string;
+  /** The credential as /ping's headers. */
+  pingHeaders: Record<string, string> | undefined;
+  /** A refusal of its credential (401/403 to /ping) already logged. */
+  refusedSeen?: number;
   state: PingState | "new";
   inFlight: number;
   failures: number;
@@ -123,6 +136,13 @@ export function noWorkersProblem(endpoint: Pick<EndpointRow, "id" | "app">, reas
   return new HttpProblem(503, `Endpoint ${endpoint.id} has no workers and will get none: ${what}`);
 }
 
+/** A pool worker's credential fields: the value, its header line, its /ping headers. Pure. */
+function credentialFields(credential: string | undefined): Pick<PoolWorker, "credential" | "credentialLine" | "pingHeaders"> {
+  return credential === undefined
+    ? { credential, credentialLine: "", pingHeaders: undefined }
+    : { credential, credentialLine: `${LB_CREDENTIAL_HEADER}: ${credential}\r\n`, pingHeaders: { [LB_CREDENTIAL_HEADER]: credential } };
+}
+
 export class LbRouter {
   readonly coldStarts = new Map<string, { count: number; lastMs: number | null }>();
   private readonly workers = new Map<string, PoolWorker>();
@@ -153,18 +173,37 @@ export class LbRouter {
   // ------------------------------------------------------------------ pool
 
   /**
-   * A worker registered with its address, and the local socket it also serves on if it has one (it may register
-   * twice: early, then once its handler loaded).
+   * A worker registered with its address, the local socket it also serves on if it has one (it may register
+   * twice: early, then once its handler loaded), and its `credential` (`lbCredentialOfToken` of the token it
+   * registered with; undefined for a prebuilt image's worker, which the scaler registers).
+   *
+   * The address its driver gave wins over the one it registers: a worker's word is used only where the driver
+   * gave none (a Swarm task, a worker another replica started), and there the credential protects the others: a
+   * worker that registers another's address has its requests (and /ping) go there with its own credential, which
+   * that worker refuses, so it never gets traffic.
    */
-  registered(workerId: string, endpointId: string, registeredAddress: string, claimedSocket?: string): void {
+  registered(workerId: string, endpointId: string, registeredAddress: string, claimedSocket?: string, credential?: string): void {
     const address = this.driverAddresses.get(workerId) ?? registeredAddress;
     const known = this.workers.get(workerId);
     if (known && known.address === address) {
       known.claimedSocket = claimedSocket;
+      if (known.credential !== credential) Object.assign(known, credentialFields(credential));
       this.reach(known);
       return;
     }
-    const w: PoolWorker = { id: workerId, endpointId, address, upstream: parseAddress(address), claimedSocket, state: "new", inFlight: 0, failures: 0, nextProbe: 0, probing: false };
+    const w: PoolWorker = {
+      id: workerId,
+      endpointId,
+      address,
+      upstream: parseAddress(address),
+      claimedSocket,
+      ...credentialFields(credential),
+      state: "new",
+      inFlight: 0,
+      failures: 0,
+      nextProbe: 0,
+      probing: false,
+    };
     this.workers.set(workerId, w);
     this.reach(w);
     const local = w.upstream.socketPath === undefined ? "" : ` (the proxy uses its local socket ${w.upstream.socketPath})`;
@@ -197,7 +236,7 @@ export class LbRouter {
     const direct = this.directCandidates.get(w.id);
     if (direct === undefined) return;
     this.directCandidates.delete(w.id);
-    void probePing(direct, 1000).then((answer) => {
+    void probePing(direct, 1000, w.pingHeaders).then((answer) => {
       if (this.closed || this.workers.get(w.id) !== w) return;
       // Only a /ping a worker gives (200 or 204) shows it is the same worker there.
       if (answer.state !== "ready" && answer.state !== "initializing") {
@@ -229,7 +268,7 @@ export class LbRouter {
     }
     this.driverAddresses.set(workerId, address);
     const known = this.workers.get(workerId);
-    if (known) this.registered(workerId, known.endpointId, address);
+    if (known) this.registered(workerId, known.endpointId, address, known.claimedSocket, known.credential);
   }
 
   /** What the scaler plans with. */
@@ -274,7 +313,7 @@ export class LbRouter {
       }
       if (w.probing || w.nextProbe > now) continue;
       w.probing = true;
-      void probePing(w.address, 1000).then((answer) => {
+      void probePing(w.address, 1000, w.pingHeaders).then((answer) => {
         w.probing = false;
         w.nextProbe = Date.now() + (answer.state === "ready" ? READY_PING_MS : STARTING_PING_MS);
         this.heard(w, answer.state, answer.status);
@@ -310,6 +349,11 @@ export class LbRouter {
     if (before === "ready" && w.failures < PING_FAILURES_OUT) return;
     w.state = state;
     if (before === "ready") this.note(w.endpointId, w.id, `lb: worker ${w.id} stopped answering /ping (${status ?? "no answer"}): taken out of the pool`);
+    else if ((status === 401 || status === 403) && w.refusedSeen !== status) {
+      // Said once: the worker listening there is another (this one registered an address not its own).
+      w.refusedSeen = status;
+      this.note(w.endpointId, w.id, `lb: ${w.address} refused worker ${w.id}'s credential (/ping answered ${status}): the server there is not that worker; it gets no traffic`);
+    }
   }
 
   // ------------------------------------------------------------------ requests
@@ -420,7 +464,15 @@ export class LbRouter {
       if (err instanceof HttpProblem) throw err;
       return true; // the client went away while waiting
     }
-    const exchange = { upstream: worker.upstream, path: target.path, workerId: worker.id, endpointId: target.endpointId, timeoutMs: this.answerTimeout(target.endpointId) };
+    const exchange = {
+      upstream: worker.upstream,
+      path: target.path,
+      workerId: worker.id,
+      endpointId: target.endpointId,
+      timeoutMs: this.answerTimeout(target.endpointId),
+      credential: worker.credential,
+      credentialLine: worker.credentialLine,
+    };
     await this.serve(worker, () =>
       UpstreamPool.supports(worker.upstream) ? forwardRaw(this.pool, req, res, exchange) : forward(this.agent, req, res, exchange),
     );

@@ -79,6 +79,12 @@ describe("proxy headers", () => {
       "x-forwarded-proto": "http",
     });
   });
+  it("sends the worker's credential up in place of any the caller sent", () => {
+    const incoming = { host: "svc:1", "x-svc-lb-credential": "forged", "x-app": "y" };
+    expect(upstreamHeaders(incoming, { endpointId: "e1", credential: "own" })).toEqual({ "x-app": "y", "x-svc-lb-credential": "own", "x-forwarded-proto": "http" });
+    // A worker that asks none (a prebuilt image's): the caller's copy is still not passed on.
+    expect(upstreamHeaders(incoming, { endpointId: "e1" })).toEqual({ "x-app": "y", "x-forwarded-proto": "http" });
+  });
   it("keeps the worker's headers on the way down and names the worker", () => {
     const down = downstreamHeaders({ "content-type": "text/event-stream", "transfer-encoding": "chunked", "set-cookie": ["a=1", "b=2"] }, "w1");
     expect(down).toEqual({ "content-type": "text/event-stream", "set-cookie": ["a=1", "b=2"], "x-svc-worker": "w1" });
@@ -95,6 +101,14 @@ describe("raw forwarding heads", () => {
     expect(requestHead("POST", "/", "w:1", ["Transfer-Encoding", "chunked"], {}, true)).toBe(
       "POST / HTTP/1.1\r\nhost: w:1\r\nx-forwarded-proto: http\r\ntransfer-encoding: chunked\r\n\r\n",
     );
+  });
+
+  it("writes the worker's credential line after Host, and drops a caller's copy in any case", () => {
+    const raw = ["X-Svc-Lb-Credential", "forged", "Accept", "a", "x-svc-lb-credential", "again"];
+    expect(requestHead("GET", "/", "w:1", raw, {}, false, "x-svc-lb-credential: own\r\n")).toBe(
+      "GET / HTTP/1.1\r\nhost: w:1\r\nx-svc-lb-credential: own\r\nAccept: a\r\nx-forwarded-proto: http\r\n\r\n",
+    );
+    expect(requestHead("GET", "/", "w:1", raw, {}, false)).toBe("GET / HTTP/1.1\r\nhost: w:1\r\nAccept: a\r\nx-forwarded-proto: http\r\n\r\n");
   });
 
   it("keeps the worker's headers on the way down (set-cookie twice too) and names the worker", () => {

@@ -21,10 +21,10 @@ export function classifyPing(status: number | undefined): PingState {
   return "unhealthy";
 }
 
-/** GET {address}/ping once. Never throws. */
-export async function probePing(address: string, timeoutMs = 2000): Promise<PingAnswer> {
+/** GET {address}/ping once, with `headers` (a worker's credential). Never throws. */
+export async function probePing(address: string, timeoutMs = 2000, headers?: Record<string, string>): Promise<PingAnswer> {
   try {
-    const response = await fetch(`${address.replace(/\/+$/, "")}/ping`, { signal: AbortSignal.timeout(timeoutMs) });
+    const response = await fetch(`${address.replace(/\/+$/, "")}/ping`, { signal: AbortSignal.timeout(timeoutMs), headers });
     await response.arrayBuffer().catch(() => undefined);
     return { state: classifyPing(response.status), status: response.status };
   } catch {

@@ -7,20 +7,25 @@ import { createRequire } from "node:module";
 import { connect, type Socket } from "node:net";
 import { sendProblem } from "../http.js";
 import { forwardedLines, FORWARDED, HOP_BY_HOP, scanResponseHead, type ScannedResponse } from "./head-scan.js";
+import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
 
 function connectionListed(headers: IncomingHttpHeaders): Set<string> {
   const listed = headers.connection;
   return new Set((typeof listed === "string" ? listed : "").split(",").map((s) => s.trim().toLowerCase()).filter(Boolean));
 }
 
-/** The headers sent up to the worker. Pure. */
-export function upstreamHeaders(incoming: IncomingHttpHeaders, info: { host?: string; remote?: string; endpointId: string }): OutgoingHttpHeaders {
+/**
+ * The headers sent up to the worker: the caller's, less the connection-scoped ones, the key and any worker
+ * credential of its own; the worker's `credential` (undefined: it asks none) and X-Forwarded-*. Pure.
+ */
+export function upstreamHeaders(incoming: IncomingHttpHeaders, info: { host?: string; remote?: string; endpointId: string; credential?: string }): OutgoingHttpHeaders {
   const drop = connectionListed(incoming);
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(incoming)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || drop.has(name) || name === "authorization") continue;
+    if (value === undefined || HOP_BY_HOP.has(name) || drop.has(name) || name === "authorization" || name === LB_CREDENTIAL_HEADER) continue;
     out[name] = value;
   }
+  if (info.credential !== undefined) out[LB_CREDENTIAL_HEADER] = info.credential;
   if (info.host) out["x-forwarded-host"] = info.host;
   if (info.remote) out["x-forwarded-for"] = typeof incoming["x-forwarded-for"] === "string" ? `${incoming["x-forwarded-for"]}, ${info.remote}` : info.remote;
   out["x-forwarded-proto"] = "http";
@@ -73,7 +78,7 @@ export function forward(
   agent: Agent,
   req: IncomingMessage,
   res: ServerResponse,
-  target: { upstream: UpstreamAddress; path: string; workerId: string; endpointId: string },
+  target: { upstream: UpstreamAddress; path: string; workerId: string; endpointId: string; credential?: string },
 ): Promise<ProxyOutcome> {
   return new Promise<ProxyOutcome>((resolve) => {
     let settled = false;
@@ -90,7 +95,7 @@ export function forward(
         method: req.method,
         path: target.path,
         agent,
-        headers: upstreamHeaders(req.headers, { host: req.headers.host, remote: req.socket.remoteAddress, endpointId: target.endpointId }),
+        headers: upstreamHeaders(req.headers, { host: req.headers.host, remote: req.socket.remoteAddress, endpointId: target.endpointId, credential: target.credential }),
       },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, downstreamHeaders(answer.headers, target.workerId));
@@ -210,7 +215,8 @@ export function downstreamRawHeaders(raw: readonly string[], workerId: string): 
 
 /**
  * The request head sent up, from the caller's raw headers (duplicates kept as sent): request line, Host, the
- * headers `upstreamHeaders` keeps, the X-Forwarded-* it adds, and the body framing. Pure.
+ * worker's credential line (`credentialLine`, CRLF included, or ""), the headers `upstreamHeaders` keeps, the
+ * X-Forwarded-* it adds, and the body framing. Pure.
  */
 export function requestHead(
   method: string,
@@ -219,6 +225,7 @@ export function requestHead(
   raw: readonly string[],
   info: { host?: string; remote?: string },
   chunked: boolean,
+  credentialLine = "",
 ): string {
   let listed: Set<string> | undefined;
   let forwardedFor: string | undefined;
@@ -227,10 +234,10 @@ export function requestHead(
     if (name === "connection") listed = connectionTokens(raw[i + 1]!, listed);
     else if (name === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? raw[i + 1] : `${forwardedFor}, ${raw[i + 1]}`;
   }
-  let head = `${method} ${path} HTTP/1.1\r\nhost: ${upstreamHost}\r\n`;
+  let head = `${method} ${path} HTTP/1.1\r\nhost: ${upstreamHost}\r\n${credentialLine}`;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
-    if (HOP_BY_HOP.has(name) || listed?.has(name) || name === "authorization" || FORWARDED.has(name)) continue;
+    if (HOP_BY_HOP.has(name) || listed?.has(name) || name === "authorization" || FORWARDED.has(name) || name === LB_CREDENTIAL_HEADER) continue;
     head += `${raw[i]}: ${raw[i + 1]}\r\n`;
   }
   head += forwardedLines(info.host, info.remote, forwardedFor);
@@ -729,22 +736,23 @@ export function forwardRaw(
   pool: UpstreamPool,
   req: IncomingMessage,
   res: ServerResponse,
-  target: { upstream: UpstreamAddress; path: string; workerId: string; endpointId: string; timeoutMs?: number },
+  target: { upstream: UpstreamAddress; path: string; workerId: string; endpointId: string; timeoutMs?: number; credentialLine?: string },
 ): Promise<ProxyOutcome> {
   const exchange = openExchange(pool, responseDownstream(req, res), target, req.method === "HEAD");
+  const credentialLine = target.credentialLine ?? "";
   const socket = exchange.socket;
   const host = exchange.host;
   const info = { host: req.headers.host, remote: req.socket.remoteAddress };
   const hasBody = req.headers["content-length"] !== undefined || req.headers["transfer-encoding"] !== undefined;
   if (!hasBody) {
     req.resume();
-    socket.write(requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, false), "latin1");
+    socket.write(requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, false, credentialLine), "latin1");
     exchange.sent();
     return exchange.outcome;
   }
   const length = Number(req.headers["content-length"]);
   const chunked = req.headers["transfer-encoding"] !== undefined;
-  const head = requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, chunked);
+  const head = requestHead(req.method ?? "GET", target.path, host, req.rawHeaders, info, chunked, credentialLine);
   if (!chunked && Number.isFinite(length) && length <= SMALL_BODY_BYTES) {
     // A small body is read whole, then goes up with the head in one write.
     const parts: Buffer[] = [];
