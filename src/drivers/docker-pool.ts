@@ -130,7 +130,15 @@ export class ArtifactCache {
   }
 
   /** The artifact's path inside a pool container, staged into the cache when it is not there yet. */
-  stage(artifactPath: string): Promise<string> {
+  async stage(artifactPath: string): Promise<string> {
+    return `${POOL_ARTIFACTS_MOUNT}/${basename(await this.hostPath(artifactPath))}`;
+  }
+
+  /**
+   * The artifact's staged copy on this machine, readable by a container's user (the service keeps its own copy
+   * readable by itself alone): what a container bind-mounts.
+   */
+  hostPath(artifactPath: string): Promise<string> {
     let pending = this.staged.get(artifactPath);
     if (!pending) {
       pending = this.stageOnce(artifactPath);
@@ -147,16 +155,16 @@ export class ArtifactCache {
     const target = join(this.dir, name);
     if (!(await stat(target).catch(() => undefined))) {
       const temp = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}`;
-      try {
-        // A hard link costs nothing; across file systems, a copy.
-        await link(artifactPath, temp);
-      } catch {
+      // A hard link costs nothing, but shares the file's mode: only a file others may read already is linked.
+      const readable = ((await stat(artifactPath)).mode & 0o004) !== 0;
+      const linked = readable && (await link(artifactPath, temp).then(() => true, () => false /* across file systems: a copy */));
+      if (!linked) {
         await copyFile(artifactPath, temp);
         await chmod(temp, 0o444);
       }
       await rename(temp, target);
     }
-    return `${POOL_ARTIFACTS_MOUNT}/${name}`;
+    return target;
   }
 }
 

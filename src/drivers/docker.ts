@@ -8,6 +8,7 @@
 
 import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, rmSync } from "node:fs";
+import { chmod, rm } from "node:fs/promises";
 import { execFile, spawnSync } from "node:child_process";
 import { basename, join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -486,6 +487,8 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       publish: publishedPorts(launch, options.publish),
       httpPort: launch.loadBalanced ? LB_CONTAINER_PORT : undefined,
     };
+    // The service keeps artifacts readable by itself alone; the container's user reads a staged copy.
+    if (!launch.image) launch = { ...launch, artifactPath: await bindArtifacts().hostPath(launch.artifactPath) };
     let container: Docker.Container;
     try {
       container = await docker.createContainer(containerCreateOptions(launch, plan));
@@ -594,6 +597,10 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   const poolNetworkName = networkScope === "session" ? networkNameFor("session", { app: "", env: "" }, session) : `svc-pool-${dockerNamePart(session, 40)}`;
 
   const pool = createPool();
+  let ownBindArtifacts: ArtifactCache | undefined;
+  /** Where bind-mounted artifacts are staged: the pool's cache when there is one, else a cache of the same kind. */
+  const bindArtifacts = () =>
+    pool?.artifacts ?? (ownBindArtifacts ??= new ArtifactCache(options.artifactCacheDir ?? join(tmpdir(), `svc-worker-artifacts-${dockerNamePart(session, 40)}`), randomBytes(32)));
 
   function createPool() {
     const wanted = options.pool;
@@ -824,6 +831,11 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       await Promise.all([...workers.values()].map((handle) => handle.stop(grace)));
       await Promise.all([...forwarders.values()].map((f) => f.then((fw) => fw.close()).catch(() => undefined)));
       forwarders.clear();
+      if (ownBindArtifacts && !options.artifactCacheDir) {
+        // 0311 lets nobody list it: given back to its owner to be removed.
+        await chmod(ownBindArtifacts.dir, 0o700).catch(() => undefined /* never made: no container started */);
+        await rm(ownBindArtifacts.dir, { recursive: true, force: true });
+      }
       if (engines.size === 0) return;
       const docker = await engine().catch(() => undefined);
       if (!docker) return;

@@ -3,6 +3,7 @@
 // defaults so the build, the service and the runtime agree on them.
 
 import { unknownGpuIdMessage } from "../gpus/pools.js";
+import { reservedEnvName } from "./env-policy.js";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 export const HTTP_METHODS: readonly HttpMethod[] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
@@ -184,6 +185,7 @@ export function configProblems(config: unknown): string[] {
     } else {
       for (const [k, v] of Object.entries(c.env)) {
         if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) problems.push(`"env" key "${k}" is not a valid variable name`);
+        else if (reservedEnvName(k)) problems.push(`"env" key "${k}" ${reservedEnvName(k)}`);
         if (typeof v !== "string") problems.push(`"env.${k}" must be a string`);
       }
     }
@@ -194,6 +196,7 @@ export function configProblems(config: unknown): string[] {
     } else {
       for (const name of c.secrets as string[]) {
         if (!SECRET_NAME_PATTERN.test(name)) problems.push(`"secrets" name "${name}" is not a valid variable name (letters, digits, _; not starting with a digit or SVC_)`);
+        else if (reservedEnvName(name)) problems.push(`"secrets" name "${name}" ${reservedEnvName(name)}`);
       }
     }
   }

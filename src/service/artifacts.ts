@@ -9,6 +9,7 @@ import { createReadStream, existsSync } from "node:fs";
 import { mkdir, open, rename, rm, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import type { Queryable } from "./store/postgres/index.js";
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "./private-files.js";
 
 export interface ArtifactStore {
   /** Make the artifact at `path` (named `<sha256>.tar.gz`) reachable from every replica. */
@@ -38,9 +39,10 @@ export function postgresArtifacts(options: { dataDir: string; db: Queryable; tra
     const { rows } = await options.db.query<{ size: number; parts: number }>("SELECT size, parts FROM svc_artifacts WHERE sha256 = $1", [sha]);
     const meta = rows[0];
     if (!meta) throw new Error(`artifact ${sha} is neither on this machine nor in the database`);
-    await mkdir(join(options.dataDir, "artifacts"), { recursive: true });
+    await mkdir(join(options.dataDir, "artifacts"), { recursive: true, mode: PRIVATE_DIR_MODE });
     const temp = `${target}.${process.pid}.${Date.now()}.fetch.tmp`;
-    const file = await open(temp, "w", 0o644);
+    // Users' code is the service's to read: workers get it through their driver, never from this directory.
+    const file = await open(temp, "w", PRIVATE_FILE_MODE);
     const hash = createHash("sha256");
     try {
       // Part by part: an artifact may be large, and is never held in memory whole.

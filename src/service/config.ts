@@ -27,7 +27,7 @@ export interface ServiceSettings {
   /** This machine's GPU types (the local data center), when set. */
   gpuTypes?: string[];
   rateLimits?: RateWindow[];
-  secretsKeys: { current?: string; previous?: string[] };
+  secretsKeys: { current?: string; previous?: string[]; file?: string };
 }
 
 /** `svc server`'s configuration: the settings and where it listens, keeps its data and runs workers. */
@@ -119,6 +119,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: "gpuTypes", env: "SVC_GPU_TYPES", kind: { type: "list" }, description: "this machine's GPU types, comma separated" },
   { key: "rateLimits", env: "SVC_RATE_LIMITS", kind: { type: "rateLimits" }, description: "per-user rate-limit windows (minute=600,hour=20000/3600s, ...)" },
   { key: "secretsKeys.current", env: "SVC_SECRETS_KEY", kind: { type: "secret" }, description: "the key sealing secrets (else <data dir>/secrets-key)" },
+  { key: "secretsKeys.file", env: "SVC_SECRETS_KEY_FILE", kind: { type: "string" }, description: "file with the key sealing secrets, kept outside the data directory so that its backups never carry the key (made on the first start)" },
   { key: "secretsKeys.previous", env: "SVC_SECRETS_KEY_PREVIOUS", kind: { type: "list" }, description: "keys secrets may still be sealed with (rotation)" },
 ];
 

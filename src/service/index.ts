@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { hostname } from "node:os";
 import { createReadStream, existsSync } from "node:fs";
-import { copyFile, mkdir, rename, stat } from "node:fs/promises";
+import { chmod, copyFile, mkdir, rename, stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
@@ -35,8 +35,9 @@ const CONFIG_POLL_MS = 5_000;
 /** The replica serving jobs looks for handed-off jobs this often besides when the change feed tells it. */
 const HANDOFF_RESCAN_MS = 2_000;
 import { Secrets } from "./secrets/index.js";
-import { SecretBox, loadSecretKeys } from "./secrets/box.js";
+import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { missingSecrets } from "./secrets/check.js";
+import { reservedEnvInResources } from "./deploy/resource-rules.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import { Management } from "./management/index.js";
 import type { DataCenter } from "./management/datacenters.js";
@@ -44,6 +45,7 @@ import { DEFAULT_RATE_WINDOWS, type RateWindow } from "./ratelimit.js";
 import { LbFront } from "./lb/front.js";
 import { LbRouter } from "./lb/index.js";
 import { lockDataDir } from "./data-lock.js";
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, secureDataDir } from "./private-files.js";
 import { clientGuards, DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./slow-clients.js";
 import { engineEndpoint, planDeploy } from "./endpoint-rows.js";
 import { EndpointRegistry } from "./endpoint-registry.js";
@@ -118,9 +120,10 @@ export interface ServiceOptions {
   lbFront?: boolean;
   /**
    * The key that seals secrets at rest (base64 or hex of 32 bytes), and keys values may still be sealed with
-   * (after a rotation). Without a current key: `<dataDir>/secrets-key`, made on the first start.
+   * (after a rotation). Without a current key: the key in `file` (outside the data directory, so its backups do not
+   * hold it), else `<dataDir>/secrets-key`; either made on the first start.
    */
-  secretsKeys?: { current?: string; previous?: string[] };
+  secretsKeys?: { current?: string; previous?: string[]; file?: string };
   /** What a slow client may cost (send stall timeout, follower caps...); default DEFAULT_CLIENT_LIMITS (svc server parses them from its environment: config.ts). */
   clientLimits?: Partial<ClientLimits>;
   /** Probe workers tried per changed endpoint before a release fails (default 3, or SVC_RELEASE_ATTEMPTS). */
@@ -165,6 +168,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const leaseMs = options.leaseMs ?? 30_000;
   const heartbeatMs = options.heartbeatMs ?? Math.max(50, Math.min(5_000, Math.floor(leaseMs / 3)));
   const log = options.log ?? (() => undefined);
+  // Before anything is opened there: what the service keeps is its own (private-files.ts).
+  await unwritableAsync(options.dataDir, () => secureDataDir(options.dataDir, { sqlite: !options.storeUrl }));
   const dataLock = unwritable(options.dataDir, () => lockDataDir(options.dataDir));
   let storage: ServiceStorage;
   try {
@@ -187,6 +192,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     await storage.close();
     dataLock.release();
     throw err;
+  }
+  if (options.secretsKeys?.file && existsSync(join(options.dataDir, SECRETS_KEY_FILE))) {
+    log(`the secrets key is read from ${options.secretsKeys.file}, but ${join(options.dataDir, SECRETS_KEY_FILE)} is still there: once it is no longer needed (its key is the file's, or SVC_SECRETS_KEY_PREVIOUS), remove it so copies of the data directory do not hold a key`);
   }
   const resealed = await secrets.rotate();
   if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
@@ -235,6 +243,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   );
   const endpoints = new EndpointRegistry(engine);
   for (const row of await store.endpoints()) endpoints.upsert(row);
+  // Replicas on one database would each adopt the same settings; there the operator redeploys instead.
+  if (storage.kind !== "postgres") await management.adoptLegacyVolumes(endpoints.values(), log);
   // A removed endpoint's start failures go with it.
   endpoints.onChange((change) => {
     if (change.type === "remove") startFailures.forget(change.row.id);
@@ -418,11 +428,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         await engine.write(ids.map((id) => ({ op: "deleteKey", id }) as StoreOp));
         keyring.forget();
       },
-      // issue 4: a network volume of the owner (by id or name); otherwise a plain folder named after the setting
       localArtifact: (path) => storage.artifacts.local(path),
       dataCenterOf: (endpoint) => management.volumeDataCenter(endpoint),
-      volumePath: (endpoint) =>
-        management.volumePath(endpoint) ?? (endpoint.resource.volume ? join(options.dataDir, "volumes", endpoint.resource.volume) : undefined),
+      // A network volume of the endpoint's owner, by id or name (never another user's, never a bare folder).
+      volumePath: (endpoint) => management.volumePath(endpoint),
       onLog: (endpointId, workerId, line) => {
         releases.line(workerId, line.stream, line.text);
         void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: line.jobId ?? null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]);
@@ -578,6 +587,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       }
       const unset = missingSecrets(secrets, userId, input.app, input.env, input.manifest.resources);
       if (unset.length > 0) throw new UserError("The app names secrets that are not set; nothing was deployed", { problems: unset });
+      const reserved = reservedEnvInResources(input.manifest.resources);
+      if (reserved.length > 0) throw new UserError("The app sets environment variables that configuration may not set; nothing was deployed", { problems: reserved });
+      const volumes = management.deployVolumes(userId, input.manifest.resources);
+      if (volumes.errors.length > 0) throw new UserError("The app names network volumes it cannot use; nothing was deployed", { problems: volumes.errors });
+      await management.createVolumes(volumes.create);
       const artifactHash = await hashFile(input.artifactPath);
       const artifactPath = await keepArtifact(options.dataDir, input.artifactPath, artifactHash);
       await storage.artifacts.publish(artifactPath);
@@ -674,9 +688,11 @@ async function keepArtifact(dataDir: string, source: string, sha256: string): Pr
   const dir = join(dataDir, "artifacts");
   const target = join(dir, `${sha256}.tar.gz`);
   if (existsSync(target)) return target;
-  await mkdir(dir, { recursive: true });
+  await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const temp = `${target}.${process.pid}.${Date.now()}.tmp`;
   await copyFile(source, temp);
+  // A copy has its source's mode: the service's copy is its own.
+  await chmod(temp, PRIVATE_FILE_MODE);
   await rename(temp, target);
   return target;
 }

@@ -27,11 +27,12 @@ beforeAll(async () => {
   keys.bob = await mint(t.key, { userId: "bob", scopes: ["admin"] });
   keys.read = await mint(keys.alice.key, { scopes: ["management:read"], name: "reader" });
   keys.write = await mint(keys.alice.key, { scopes: ["management:write"] });
+  keys.deploy = await mint(keys.alice.key, { scopes: ["deploy"] });
   keys.jobs = await mint(keys.alice.key, { scopes: ["jobs:*"] });
   aliceVolume = (await call(`${url}/v2/network-volumes`, { key: keys.write.key, body: { name: "a", size: 10, dataCenter: "local" } })).body.id;
-  aliceTemplate = (await call(`${url}/v1/templates`, { key: keys.write.key, body: { name: "t", imageName: "python:3.12" } })).body.id;
-  aliceEndpoint = (await call(`${url}/v1/endpoints`, { key: keys.write.key, body: { name: "e", templateId: aliceTemplate } })).body.id;
-  aliceOtherEndpoint = (await call(`${url}/v1/endpoints`, { key: keys.write.key, body: { name: "e2", templateId: aliceTemplate } })).body.id;
+  aliceTemplate = (await call(`${url}/v1/templates`, { key: keys.deploy.key, body: { name: "t", imageName: "python:3.12" } })).body.id;
+  aliceEndpoint = (await call(`${url}/v1/endpoints`, { key: keys.deploy.key, body: { name: "e", templateId: aliceTemplate } })).body.id;
+  aliceOtherEndpoint = (await call(`${url}/v1/endpoints`, { key: keys.deploy.key, body: { name: "e2", templateId: aliceTemplate } })).body.id;
   keys.oneEndpoint = await mint(keys.alice.key, { scopes: [`jobs:${aliceEndpoint}`] });
   aliceJob = (await call(`${url}/v2/${aliceEndpoint}/run`, { key: keys.jobs.key, body: { input: { n: 1 } } })).body.id;
   [{ id: aliceAppEndpoint } = { id: "" }] = await t.service.deploy({
@@ -134,27 +135,28 @@ describe("the bare key (without \"Bearer\")", () => {
 
 describe("403: a valid token without access", () => {
   it("gives each scope exactly its routes", async () => {
-    // [family, allowed for: read, write, jobs, oneEndpoint]
-    const allowed: Record<string, [boolean, boolean, boolean, boolean]> = {
-      "volumes list": [true, true, false, false],
-      "volume create": [false, true, false, false],
-      "volume read": [true, true, false, false],
-      "data centers": [true, true, false, false],
-      "endpoints list": [true, true, false, false],
-      "endpoint create": [false, true, false, false],
-      "endpoint update": [false, true, false, false],
-      "templates list": [true, true, false, false],
-      "template create": [false, true, false, false],
-      "keys list": [false, false, false, false],
-      "key create": [false, false, false, false],
-      "job API run": [false, false, true, true],
-      "job API status": [false, false, true, true],
-      "job API health": [false, false, true, true],
-      logs: [false, false, true, true],
-      "app state": [false, false, true, false],
-      "worker protocol": [false, false, false, false],
+    // [family, allowed for: read, write, jobs, oneEndpoint, deploy]. What decides the code workers run (a template,
+    // an endpoint from one) needs the deploy scope: management:write alone cannot make a worker run code.
+    const allowed: Record<string, [boolean, boolean, boolean, boolean, boolean]> = {
+      "volumes list": [true, true, false, false, true],
+      "volume create": [false, true, false, false, true],
+      "volume read": [true, true, false, false, true],
+      "data centers": [true, true, false, false, true],
+      "endpoints list": [true, true, false, false, true],
+      "endpoint create": [false, false, false, false, true],
+      "endpoint update": [false, true, false, false, true],
+      "templates list": [true, true, false, false, true],
+      "template create": [false, false, false, false, true],
+      "keys list": [false, false, false, false, false],
+      "key create": [false, false, false, false, false],
+      "job API run": [false, false, true, true, false],
+      "job API status": [false, false, true, true, false],
+      "job API health": [false, false, true, true, false],
+      logs: [false, false, true, true, false],
+      "app state": [false, false, true, false, false],
+      "worker protocol": [false, false, false, false, false],
     };
-    const scoped = [keys.read!, keys.write!, keys.jobs!, keys.oneEndpoint!];
+    const scoped = [keys.read!, keys.write!, keys.jobs!, keys.oneEndpoint!, keys.deploy!];
     for (const [family, method, path, body] of families()) {
       for (let i = 0; i < scoped.length; i++) {
         const r = await call(`${url}${path}`, { key: scoped[i]!.key, method, body });
@@ -181,7 +183,7 @@ describe("403: a valid token without access", () => {
     expect(r.status).toBe(403);
     const bad = await call(`${url}/v1/keys`, { key: keys.alice.key, body: { scopes: ["root", "jobs:*"], extra: true } });
     expect(bad.status).toBe(422);
-    expect(bad.body.errors).toEqual(["$.scopes[0]: must match ^(admin|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$", "$.extra: unknown property"]);
+    expect(bad.body.errors).toEqual(["$.scopes[0]: must match ^(admin|deploy|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$", "$.extra: unknown property"]);
   });
 });
 

@@ -31,7 +31,7 @@ export function resolveAdminKey(dataDir: string, fromEnv = envSetting("SVC_API_K
   if (fromEnv) return { key: fromEnv, source: "env" };
   const file = join(dataDir, ADMIN_KEY_FILE);
   if (existsSync(file)) return { key: readFileSync(file, "utf8").trim(), source: "file", file };
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const key = `svc_${randomBytes(24).toString("base64url")}`;
   writeFileSync(file, `${key}\n`, { mode: 0o600, flag: "wx" });
   return { key, source: "generated", file };
@@ -135,7 +135,8 @@ export function register(program: Command): void {
       // A data dir this start creates is removed again if the start fails: no admin key or empty database is
       // left behind by a typo in --port or --host.
       const fresh = !existsSync(dataDir) || readdirSync(dataDir).length === 0;
-      mkdirSync(dataDir, { recursive: true });
+      // The service's alone from the start (the service tightens an older, looser one: private-files.ts).
+      mkdirSync(dataDir, { recursive: true, mode: 0o700 });
       const admin = resolveAdminKey(dataDir, config.apiKey);
       // One tenant's request must never end the process that serves every tenant.
       installLastResort((message) => out.warn(message));

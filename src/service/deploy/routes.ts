@@ -21,13 +21,15 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ApiContext, RouteCall, RouteHandler } from "../api-context.js";
 import type { RouteRow } from "../router.js";
 import { appEnvironment } from "../state-routes.js";
-import { canUseJobs, isAdmin, type Principal } from "../auth.js";
+import { canUseJobs, type Principal } from "../auth.js";
+import { canDeploy } from "../management/context.js";
 import { HttpProblem, isPlainObject, parseJson, readBody, sendJson } from "../http.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan } from "./plan.js";
 import type { BuildRow, EnvironmentRow, ReleaseRow } from "./types.js";
 import { receiveArtifact } from "./upload.js";
 import { missingSecrets } from "../secrets/check.js";
+import { reservedEnvInResources } from "./resource-rules.js";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
 
 const SHA = /^[a-f0-9]{64}$/;
@@ -48,8 +50,9 @@ function allow(req: IncomingMessage, methods: string[]): void {
   }
 }
 
-function needAdmin(principal: Principal): void {
-  if (!isAdmin(principal)) throw new HttpProblem(403, "Changing apps and environments needs an admin API key");
+/** Apps, builds and releases decide what code workers run: the deploy scope (or admin). */
+function needDeploy(principal: Principal): void {
+  if (!canDeploy(principal)) throw new HttpProblem(403, "Changing apps and environments needs an API key with the deploy (or admin) scope");
 }
 
 /** The members each environment action reads; any other member (`__proto__` and `constructor` included) is 422. */
@@ -150,7 +153,7 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
       sendJson(res, { name: app, createdAt: appRow.createdAt, environments: await Promise.all(environments.map((e) => environmentJson(ctx, e))) });
       return true;
     }
-    needAdmin(principal);
+    needDeploy(principal);
     const removed = await removeEndpoints(ctx, endpointsOf(ctx, userId, app));
     await ctx.engine.write([{ op: "deleteApp", userId, name: app }]);
     sendJson(res, { deleted: app, environments: environments.map((e) => e.name), removed });
@@ -160,7 +163,7 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
   if (section === "builds") {
     if (name === undefined) {
       allow(req, ["POST"]);
-      needAdmin(principal);
+      needDeploy(principal);
       const sha = String(req.headers["x-svc-sha256"] ?? "").toLowerCase();
       if (!SHA.test(sha)) {
         req.resume();
@@ -213,7 +216,7 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
       sendJson(res, { ...body, endpoints: visible });
       return true;
     }
-    needAdmin(principal);
+    needDeploy(principal);
     if (req.method === "PUT") {
       req.resume();
       if (envRow) {
@@ -242,7 +245,7 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
   }
 
   allow(req, ["POST"]);
-  needAdmin(principal);
+  needDeploy(principal);
   const body = await jsonBody(req, Object.hasOwn(ACTION_MEMBERS, action ?? "") ? ACTION_MEMBERS[action!] : undefined);
   if (!envRow) throw new HttpProblem(404, `No app "${app}" with environment "${name}"`, { errors: [`create it with \`svc env create ${name} --app ${app}\` or \`svc deploy --env ${name}\``] });
   const existing = endpointsOf(ctx, userId, app, name);
@@ -257,6 +260,10 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
       build = { id: buildId, userId, app, size: 0, fingerprint: String(manifest.fingerprint), manifest, path: "", createdAt: Date.now() };
     }
     if (!build || build.app !== app) throw new HttpProblem(404, `No build ${buildId || "(missing)"} of app "${app}"`, { errors: ["upload it first: POST /v1/apps/{app}/builds"] });
+    const reserved = reservedEnvInResources(build.manifest.resources);
+    if (reserved.length > 0) throw new HttpProblem(422, "The build sets environment variables that configuration may not set; nothing was activated", { errors: reserved });
+    const volumes = ctx.management?.deployVolumes(userId, build.manifest.resources) ?? { create: [], errors: [] };
+    if (volumes.errors.length > 0) throw new HttpProblem(422, "The build names network volumes it cannot use; nothing was activated", { errors: volumes.errors });
     const current = envRow.buildId ? await store.build(userId, envRow.buildId) : undefined;
     const now = Date.now();
     const plan = planActivation(existing, { userId, app, env: name, build, current, artifactPath: build.path }, now);
@@ -273,6 +280,8 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
         errors: unconfirmed.map((r) => `would remove endpoint "${r.name}" (${r.id})`),
       });
     }
+    // Volumes its endpoints name that the user does not have yet: theirs from now on, kept like any volume.
+    await ctx.management?.createVolumes(volumes.create);
     // Surge, then switch: the created and changed endpoints' new workers must come up before anything changes
     // (releases/manager.ts); the switch below is written only then, in one batch.
     const { release, settled } = await ctx.releases.begin({
@@ -330,6 +339,8 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
 
   if (action === "config") {
     if (!isPlainObject(body.resources)) throw new HttpProblem(422, "Send {resources} with each endpoint's configuration");
+    const reserved = isPlainObject(body.resources) ? reservedEnvInResources(body.resources as never) : [];
+    if (reserved.length > 0) throw new HttpProblem(422, "The configuration sets environment variables that configuration may not set; nothing was changed", { errors: reserved });
     const now = Date.now();
     const plan = planConfigUpdate(existing, body.resources as never, now);
     if (plan.problems.length > 0) {

@@ -5,6 +5,7 @@ import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { createWriteStream, existsSync } from "node:fs";
 import { mkdir, readdir, rename, rm } from "node:fs/promises";
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../private-files.js";
 import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
 import { DEFAULT_EXTRACT_LIMITS } from "../../artifact/extract.js";
@@ -83,12 +84,12 @@ export async function receiveArtifact(req: IncomingMessage, dataDir: string, exp
     throw new HttpProblem(413, `The artifact is ${declared} bytes; the limit is ${maxBytes} bytes`, { headers: { connection: "close" } });
   }
   const dir = join(dataDir, "artifacts");
-  await mkdir(dir, { recursive: true });
+  await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const temp = join(dir, `upload-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.tmp`);
   const hash = createHash("sha256");
   const inspector = new ArchiveInspector({ ...DEFAULT_EXTRACT_LIMITS, maxManifestBytes: DEFAULT_MANIFEST_LIMIT, ...limits.inspect });
   // Readable by workers: a container runs as another user and reads the artifact from a mount.
-  const out = createWriteStream(temp);
+  const out = createWriteStream(temp, { mode: PRIVATE_FILE_MODE });
   const outFailed = new Promise<never>((_, reject) => out.once("error", reject));
   outFailed.catch(() => undefined);
   let size = 0;

@@ -24,20 +24,50 @@ export interface ManagementContext {
 export type ManagementFamily = "volumes" | "endpoints" | "templates" | "keys" | "secrets";
 
 /**
- * 403 unless the key may do this. Management reads need `management:read`, `management:write` or `admin`;
- * writes need `management:write` or `admin`; keys need `admin`. Worker tokens and job-only keys get nothing.
+ * 403 unless the key may do this. Management reads need `management:read`, `management:write`, `deploy` or
+ * `admin`; writes need `management:write`, `deploy` or `admin`; keys need `admin`. Worker tokens and job-only
+ * keys get nothing. What decides which code workers run needs more: requireDeploy.
  */
 export function requireAccess(p: Principal, family: ManagementFamily, write: boolean): void {
   if (p.worker) throw new HttpProblem(403, "A worker token cannot call the management API");
   const s = p.scopes;
   if (s.includes("admin")) return;
   if (family === "keys") throw new HttpProblem(403, "Managing API keys needs a key with the admin scope");
-  if (write ? s.includes("management:write") : s.includes("management:read") || s.includes("management:write")) return;
+  const writes = s.includes("management:write") || s.includes("deploy");
+  if (write ? writes : writes || s.includes("management:read")) return;
   throw new HttpProblem(403, `This API key may not ${write ? "change" : "read"} ${family} (it needs the ${write ? "management:write" : "management:read"} scope)`);
+}
+
+/** Whether the key may decide what code workers run (an image, a template, a worker's environment). */
+export function canDeploy(p: Principal): boolean {
+  return !p.worker && (p.scopes.includes("admin") || p.scopes.includes("deploy"));
+}
+
+/**
+ * 403 unless the key may decide what code workers run: `deploy` or `admin`. `management:write` alone changes
+ * how many workers run and where their data lives, never what they execute.
+ */
+export function requireDeploy(p: Principal, what: string): void {
+  if (!canDeploy(p)) throw new HttpProblem(403, `${what} decides what code workers run: it needs a key with the deploy (or admin) scope`);
 }
 
 export function volumeDir(dataDir: string, volumeId: string): string {
   return join(dataDir, "volumes", volumeId);
+}
+
+/** Volume ids as the service makes them (`vol` and 12 hex digits): a reference of this shape is an id, never a name. */
+export const VOLUME_ID_PATTERN = /^vol[0-9a-f]{12}$/;
+export const VOLUME_NAME_RULE = "1 to 64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit, without '..'";
+const VOLUME_NAME = /^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$/;
+
+/**
+ * Why a volume name (or a `volume` setting) is not acceptable, or undefined. Names never become paths (a volume's
+ * directory is named by its id), but a name that looks like one (`..`, `/`) is refused so it cannot be mistaken
+ * for one anywhere.
+ */
+export function volumeNameProblem(name: string): string | undefined {
+  if (!VOLUME_NAME.test(name) || name.includes("..")) return `"${name}" is not a volume name (${VOLUME_NAME_RULE})`;
+  return undefined;
 }
 
 /** The volume an endpoint's `volume` setting names: one of its owner's volumes, by id, else by name. */

@@ -22,7 +22,8 @@ import { newId } from "../auth.js";
 import { HttpProblem, sendJson } from "../http.js";
 import { SCHEMAS, validate } from "../schema.js";
 import type { EndpointRow } from "../store/types.js";
-import { readObjectBody, requireAccess, type ManagementContext } from "./context.js";
+import { readObjectBody, requireAccess, requireDeploy, type ManagementContext } from "./context.js";
+import { reservedEnvProblems } from "../../sdk/env-policy.js";
 import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
 import type { PingCheck } from "../lb/ping.js";
 import { lbEndpointUrl } from "../lb/index.js";
@@ -53,6 +54,9 @@ export interface EndpointRecord extends RestEndpointSpec {
   createdAt: number;
   updatedAt: number;
 }
+
+/** Endpoint settings that decide what its workers execute: changing them needs the deploy scope. */
+export const CODE_SETTINGS = ["templateId", "env"] as const;
 
 /** How long a create or update waits for a prebuilt image's first worker to answer /ping. */
 export const IMAGE_PING_WAIT_MS = 30_000;
@@ -99,6 +103,7 @@ export function planEndpointSpec(
   else if (spec.type === "lb" && template.imageName.startsWith(CODE_IMAGE_PREFIX)) {
     errors.push(`$.type: a load-balanced endpoint runs a prebuilt image; template ${template.id} runs svc code (${template.imageName}), which \`svc deploy\` serves`);
   }
+  if (b.env !== undefined) errors.push(...reservedEnvProblems(Object.keys(b.env), "$.env."));
   if (spec.networkVolumeId !== null && !lookup.volume(spec.networkVolumeId)) errors.push(`$.networkVolumeId: no network volume "${spec.networkVolumeId}"`);
   if (spec.workersMin > spec.workersMax) errors.push(`$.workersMin: must not exceed workersMax (${spec.workersMax})`);
   if (spec.computeType === "CPU" && spec.gpuTypeIds.length > 0) errors.push("$.gpuTypeIds: must be empty for a CPU endpoint");
@@ -349,8 +354,10 @@ export async function templateRoute(m: ManagementContext, p: Principal, req: Inc
     return sendJson(res, templateJson(t));
   }
   if (method === "POST" && id === undefined) {
+    requireDeploy(p, "Creating a template");
     const body = await readObjectBody(req);
     const errors = validate(SCHEMAS.CreateTemplateRequest, body);
+    if (errors.length === 0 && body.env !== undefined) errors.push(...reservedEnvProblems(Object.keys(body.env as object), "$.env."));
     if (errors.length > 0) throw new HttpProblem(422, "The template is not valid", { errors });
     const t: TemplateRecord = {
       id: `tpl${newId(6)}`,
@@ -432,6 +439,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
       return sendJson(res, all.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)));
     }
     if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
+    requireDeploy(p, "Creating an endpoint");
     const body = await readObjectBody(req);
     const plan = planEndpointSpec(body, undefined, lookup);
     if (!plan.spec) throw new HttpProblem(422, "The endpoint request is not valid", { errors: plan.errors });
@@ -454,6 +462,8 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
   if (method === "PATCH") {
     const entry = own(id);
     const body = await readObjectBody(req);
+    const chooses = CODE_SETTINGS.filter((k) => Object.hasOwn(body, k));
+    if (chooses.length > 0) requireDeploy(p, `Changing an endpoint's ${chooses.join(", ")}`);
     const plan = planEndpointSpec(body, entry.spec, lookup);
     if (!plan.spec) throw new HttpProblem(422, "The endpoint update is not valid", { errors: plan.errors });
     const restart = needsRestart(entry.spec, plan.spec);

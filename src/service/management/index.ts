@@ -9,22 +9,26 @@
 //   {rest_url}/v1/me                               who the key is     (any user key)
 //   GET /openapi.json                              OpenAPI 3.1        (no key needed)
 
+import { existsSync } from "node:fs";
+import { lstat, mkdir, rename } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { join } from "node:path";
 import type { ApiContext, RouteCall, RouteHandler } from "../api-context.js";
 import type { RouteRow } from "../router.js";
-import type { Principal } from "../auth.js";
+import { newId, type Principal } from "../auth.js";
 import type { EngineEndpoint } from "../engine.js";
 import { HttpProblem, sendJson, sendProblem } from "../http.js";
 import { OPENAPI_PATH, openApiDocument } from "../openapi.js";
 import { parseRateLimits, RateLimiter, type RateDecision, type RateLimiting, type RateWindow } from "../ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
+import { MIN_VOLUME_GB } from "../schema.js";
 import { requireAccess, resolveVolume, volumeDir, type ManagementContext } from "./context.js";
 import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacenters.js";
 import { endpointRoute, RestEndpoints, templateRoute } from "./endpoints.js";
 import { keyJson, keyRoute } from "./keys.js";
 import { secretRoute } from "../secrets/routes.js";
-import type { KeyRecord, ManagementStore } from "./store.js";
-import { volumeRoute } from "./volumes.js";
+import type { KeyRecord, ManagementStore, VolumeRecord } from "./store.js";
+import { planDeployVolumes, volumeRoute, type DeployVolumes } from "./volumes.js";
 
 export interface ManagementOptions {
   dataDir: string;
@@ -133,12 +137,71 @@ export class Management {
     return this.rest?.statusReason(endpointId);
   }
 
-  /** Host directory of an endpoint's network volume: one of its owner's volumes, by id or name. */
+  /**
+   * Host directory of an endpoint's network volume: one of its owner's volumes, by id or name. A setting naming
+   * none of them fails the worker's start (deploys create or refuse such names first, so only an endpoint kept
+   * from before that rule gets here): running it without its volume, or on a folder others can name, is worse.
+   */
   volumePath(endpoint: EndpointRow): string | undefined {
     const ref = endpoint.resource.volume;
     if (!ref) return undefined;
     const volume = resolveVolume(this.context.store.allVolumes(), endpoint.userId, ref);
-    return volume ? volumeDir(this.context.dataDir, volume.id) : undefined;
+    if (!volume) throw new Error(`its network volume "${ref}" is not one of its owner's volumes: redeploy it to create one of that name`);
+    return volumeDir(this.context.dataDir, volume.id);
+  }
+
+  /** What a deploy by `userId` of these endpoints does to the user's volumes (planDeployVolumes). */
+  deployVolumes(userId: string, resources: Record<string, { volume?: string | null }>, now = Date.now()): DeployVolumes {
+    const dc = this.context.dataCenters.dataCenters.find((d) => d.id === this.context.dataCenters.host)!;
+    return planDeployVolumes(this.context.store.volumes(userId), userId, resources, (name) => ({
+      id: `vol${newId(6)}`,
+      userId,
+      name,
+      size: MIN_VOLUME_GB,
+      dataCenter: dc.id,
+      type: dc.primaryVolumeType,
+      createdAt: now,
+    }));
+  }
+
+  /** Create the volumes a deploy planned: their directories, then their records. */
+  async createVolumes(volumes: VolumeRecord[], adopt?: Map<string, string>): Promise<void> {
+    for (const v of volumes) {
+      const dir = volumeDir(this.context.dataDir, v.id);
+      const legacy = adopt?.get(v.id);
+      if (legacy) await rename(legacy, dir);
+      else await mkdir(dir, { recursive: true });
+      await this.context.store.putVolume(v);
+    }
+  }
+
+  /**
+   * Endpoints deployed before `volume` settings were resolved per user name a plain folder `<dataDir>/volumes/<name>`
+   * that every user could name. At start each such setting becomes a volume of the endpoint's owner; the old folder
+   * becomes that volume when one user alone names it (otherwise it is left where it is, and said).
+   */
+  async adoptLegacyVolumes(rows: Iterable<EndpointRow>, log: (message: string) => void): Promise<void> {
+    const byUser = new Map<string, Record<string, { volume: string }>>();
+    const usersOfName = new Map<string, Set<string>>();
+    for (const row of rows) {
+      const ref = row.resource.volume;
+      if (!ref || row.app === "" || resolveVolume(this.context.store.allVolumes(), row.userId, ref)) continue;
+      byUser.set(row.userId, { ...byUser.get(row.userId), [`${row.app}/${row.env}/${row.name}`]: { volume: ref } });
+      usersOfName.set(ref, (usersOfName.get(ref) ?? new Set()).add(row.userId));
+    }
+    for (const [userId, resources] of byUser) {
+      const plan = this.deployVolumes(userId, resources);
+      for (const e of plan.errors) log(`${e}: its workers will not start until it is redeployed`);
+      const adopt = new Map<string, string>();
+      for (const v of plan.create) {
+        const legacy = join(this.context.dataDir, "volumes", v.name);
+        const sharedBy = usersOfName.get(v.name)!;
+        if (sharedBy.size === 1 && (await lstat(legacy).catch(() => undefined))?.isDirectory()) adopt.set(v.id, legacy);
+        else if (sharedBy.size > 1 && existsSync(legacy)) log(`the folder ${legacy} was named by several users' endpoints; each now has its own empty volume "${v.name}" and the folder is left for the operator`);
+      }
+      await this.createVolumes(plan.create, adopt);
+      for (const v of plan.create) log(`endpoint volume "${v.name}" of user ${userId} is now network volume ${v.id}${adopt.has(v.id) ? " (its files kept)" : ""}`);
+    }
   }
 
   /**

@@ -11,7 +11,7 @@ import { newId } from "../auth.js";
 import { HttpProblem, sendJson } from "../http.js";
 import { SCHEMAS, validate, type VolumeType } from "../schema.js";
 import type { EndpointRow } from "../store/types.js";
-import { readObjectBody, requireAccess, resolveVolume, volumeDir, type ManagementContext } from "./context.js";
+import { readObjectBody, requireAccess, resolveVolume, volumeDir, volumeNameProblem, VOLUME_ID_PATTERN, type ManagementContext } from "./context.js";
 import type { DataCenterConfig } from "./datacenters.js";
 import type { VolumeRecord } from "./store.js";
 
@@ -35,6 +35,7 @@ export function planCreateVolume(
 ): { volume?: VolumeRecord; errors: string[] } {
   const errors = validate(SCHEMAS.CreateNetworkVolumeRequest, body);
   const b = body as Record<string, unknown>;
+  errors.push(...nameProblems(b.name));
   const dc = typeof b.dataCenter === "string" && b.dataCenter.length > 0 ? config.dataCenters.find((d) => d.id === b.dataCenter) : undefined;
   if (typeof b.dataCenter === "string" && b.dataCenter.length > 0 && !dc) {
     errors.push(`$.dataCenter: unknown data center "${b.dataCenter}" (known: ${config.dataCenters.map((d) => d.id).join(", ")})`);
@@ -57,10 +58,50 @@ export function planCreateVolume(
   };
 }
 
+/** A given name that the schema accepted (a non-empty string) but the naming rule does not. */
+function nameProblems(name: unknown): string[] {
+  const problem = typeof name === "string" && name.length > 0 ? volumeNameProblem(name) : undefined;
+  return problem ? [`$.name: ${problem}`] : [];
+}
+
+/** The volumes a deploy creates (an unknown name: a new volume of the deploying user), or the failures. */
+export interface DeployVolumes {
+  create: VolumeRecord[];
+  errors: string[];
+}
+
+/**
+ * Each endpoint's `volume` setting at deploy, resolved among the deploying user's own volumes only: by id, else
+ * by name. A name none of the user's volumes has gets a new volume of the user under that name (what a plain
+ * folder used to be), in the host data center; a reference shaped like an id that is not one of the user's
+ * (another user's, or none) is refused, with the same words either way so that no one learns of another's
+ * volumes. Pure.
+ */
+export function planDeployVolumes(
+  volumes: VolumeRecord[],
+  userId: string,
+  resources: Record<string, { volume?: string | null }>,
+  newVolume: (name: string) => VolumeRecord,
+): DeployVolumes {
+  const create: VolumeRecord[] = [];
+  const errors: string[] = [];
+  for (const [endpoint, resource] of Object.entries(resources).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const ref: unknown = resource?.volume;
+    if (ref === undefined || ref === null) continue;
+    const problem = typeof ref === "string" ? volumeNameProblem(ref) : `${JSON.stringify(ref)} is not a volume id or name`;
+    if (problem || typeof ref !== "string") errors.push(`endpoint "${endpoint}": volume ${problem}`);
+    else if (resolveVolume([...volumes, ...create], userId, ref)) continue;
+    else if (VOLUME_ID_PATTERN.test(ref)) errors.push(`endpoint "${endpoint}": volume "${ref}" is not one of your network volumes (name one of yours by id or name)`);
+    else create.push(newVolume(ref));
+  }
+  return errors.length > 0 ? { create: [], errors } : { create, errors };
+}
+
 /** The volume after a rename/resize, or the failures (shrinking, changing dataCenter or type). Pure. */
 export function planUpdateVolume(current: VolumeRecord, body: unknown): { volume?: VolumeRecord; errors: string[] } {
   const errors = validate(SCHEMAS.UpdateNetworkVolumeRequest, body);
   const b = body as Record<string, unknown>;
+  errors.push(...nameProblems(b.name));
   if (typeof b.size === "number" && Number.isInteger(b.size) && b.size < current.size) {
     errors.push(`$.size: a volume never shrinks (it has ${current.size} GB; give ${current.size} or more)`);
   }
@@ -115,6 +156,13 @@ export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Prin
     const body = await readObjectBody(req);
     const plan = planUpdateVolume(current, body);
     if (!plan.volume) throw new HttpProblem(422, "The network volume update is not valid", { errors: plan.errors });
+    if (plan.volume.name !== current.name) {
+      // Endpoints that name the volume by its name would lose it (and a later deploy would make a new one).
+      const byName = endpointsOnVolume(ctx.endpoints.values(), m.store.volumes(p.userId), current).filter((e) => e.resource.volume === current.name);
+      if (byName.length > 0) {
+        throw new HttpProblem(409, `Network volume ${id} is attached by its name "${current.name}" to endpoint(s) ${byName.map((e) => `${e.name} (${e.id})`).join(", ")}; name it by id (${id}) in their settings first`);
+      }
+    }
     await m.store.putVolume(plan.volume);
     return sendJson(res, volumeJson(plan.volume));
   }

@@ -4,8 +4,8 @@
 // key until they are sealed again (at start, see Secrets.rotate).
 
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { UserError } from "../../errors.js";
 
 const VERSION = 1;
@@ -36,14 +36,22 @@ export function parseKey(text: string, from: string): Buffer {
 }
 
 /**
- * The keys from the service's configuration; without a current key, the one kept in `<dataDir>/secrets-key`
- * (made on the first start, mode 0600), so a single box works with no setting.
+ * The keys from the service's configuration. Without a current key: the one kept in `file` when given (a path
+ * outside the data directory, so that a copy of the data directory, such as a backup, does not hold the key that
+ * opens its secrets), else in `<dataDir>/secrets-key`; made on the first start (mode 0600), so a single box works
+ * with no setting.
  */
-export function loadSecretKeys(dataDir: string, configured?: { current?: string; previous?: string[] }): SecretKeys {
+export function loadSecretKeys(dataDir: string, configured?: { current?: string; previous?: string[]; file?: string }): SecretKeys {
   const previous = (configured?.previous ?? []).filter(Boolean).map((k, i) => parseKey(k, `previous secrets key #${i + 1}`));
+  if (configured?.current && configured.file) {
+    throw new UserError("The secrets key is given twice: SVC_SECRETS_KEY and SVC_SECRETS_KEY_FILE", { hint: "Give the key itself or the file holding it, not both." });
+  }
   if (configured?.current) return { current: parseKey(configured.current, "the secrets key"), previous };
-  const file = join(dataDir, SECRETS_KEY_FILE);
-  if (!existsSync(file)) writeFileSync(file, `${randomBytes(KEY_BYTES).toString("base64")}\n`, { mode: 0o600, flag: "wx" });
+  const file = configured?.file ? resolve(configured.file) : join(dataDir, SECRETS_KEY_FILE);
+  if (!existsSync(file)) {
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, `${randomBytes(KEY_BYTES).toString("base64")}\n`, { mode: 0o600, flag: "wx" });
+  }
   return { current: parseKey(readFileSync(file, "utf8"), file), previous };
 }
 

@@ -8,6 +8,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
 import { SECRET_NAME_PATTERN } from "../../sdk/config.js";
+import { reservedEnvProblems } from "../../sdk/env-policy.js";
 import type { Principal } from "../auth.js";
 import { HttpProblem, sendJson } from "../http.js";
 import { SCHEMAS, validate } from "../schema.js";
@@ -51,6 +52,9 @@ function checkName(name: string): void {
   if (!SECRET_NAME_PATTERN.test(name)) {
     throw new HttpProblem(422, `"${name}" is not a secret name`, { errors: ["secret names are environment variable names: letters, digits and _, not starting with a digit, and not SVC_..."] });
   }
+  // A secret reaches workers as the variable of its name: a loader variable would make them run its value.
+  const reserved = reservedEnvProblems([name], "");
+  if (reserved.length > 0) throw new HttpProblem(422, `"${name}" is not a secret name`, { errors: reserved });
 }
 
 export async function secretRoute(

@@ -1,0 +1,19 @@
+// What a manifest's endpoints may ask of their workers' environment, checked before a release is planned or
+// activated (and before `svc update` applies configuration): no loader variables, no SVC_ names, in `env` or
+// as a secret's name. Pure.
+
+import type { ManifestResource } from "../../sdk/manifest.js";
+import { reservedEnvProblems } from "../../sdk/env-policy.js";
+
+/** One line per endpoint and refused variable; empty when every endpoint's environment may be set. */
+export function reservedEnvInResources(resources: Record<string, ManifestResource>): string[] {
+  const problems: string[] = [];
+  for (const [name, resource] of Object.entries(resources).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    // Shapes are checked where they are used; what is not an object or a list here names nothing.
+    const env: unknown = resource?.env;
+    const secrets: unknown = resource?.secrets;
+    if (env && typeof env === "object") problems.push(...reservedEnvProblems(Object.keys(env), `endpoint "${name}": env `));
+    if (Array.isArray(secrets)) problems.push(...reservedEnvProblems(secrets.map(String), `endpoint "${name}": secret `));
+  }
+  return problems;
+}
