@@ -30,6 +30,10 @@ export interface KubernetesDriverOptions {
   gpuTypeLabel?: string;
   cpu?: string;
   memory?: string;
+  /** The RuntimeClass worker Pods run under (e.g. gVisor's "gvisor"); default the cluster's default runtime. */
+  runtimeClass?: string;
+  /** Size of each worker's memory-backed /tmp (Kubernetes has no per-Pod process limit: the kubelet's podPidsLimit). */
+  tmpMb?: number;
   stopGraceMs?: number;
   /** How soon a watch that ended is started again (after a re-list). */
   rewatchMs?: number;
@@ -268,6 +272,8 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         memory: options.memory ?? "1Gi",
         claimFor: (volume) => `svc-vol-${dnsLabel(volume, 50)}`,
         terminationGraceSeconds: Math.ceil(stopGraceMs / 1000),
+        runtimeClassName: options.runtimeClass,
+        tmpMb: options.tmpMb,
       });
       const secret = workerSecret(launch, options.session);
       let madeSecret: V1Secret;
