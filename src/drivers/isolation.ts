@@ -6,7 +6,6 @@
 // put these fields into their own API's shapes. docs/docker.md ("Isolation"), docs/cluster.md.
 
 import type { Placement } from "./placement.js";
-import { WORKER_USER } from "./images.js";
 
 /** Where a worker writes: a private tmpfs (Docker, Swarm) or memory-backed emptyDir (Kubernetes). */
 export const WORKER_TMP = "/tmp";
@@ -25,9 +24,9 @@ export interface ContainerLimits {
 
 export const DEFAULT_CONTAINER_LIMITS: ContainerLimits = { pidsLimit: 1024, tmpMb: 1024 };
 
-/** The non-root user worker containers run as (the worker image's). */
-export const WORKER_UID = WORKER_USER.uid;
-export const WORKER_GID = WORKER_USER.gid;
+/** The non-root user worker containers run as: the worker image's user (images.ts WORKER_USER). */
+export const WORKER_UID = 1000;
+export const WORKER_GID = 1000;
 
 /**
  * Options of the /tmp tmpfs: `exec` because the runtime unpacks the artifact there and native addons in it are

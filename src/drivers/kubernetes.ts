@@ -12,6 +12,7 @@ import { CoreV1Api, KubeConfig, Watch, type V1Pod, type V1Secret } from "@kubern
 import { UserError } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
 import { imageKindOf, workerImageName } from "./images.js";
+import { DEFAULT_CONTAINER_LIMITS } from "./isolation.js";
 import { followPodLog, type LogFollow } from "./kubernetes-logs.js";
 import { apiErrorMessage, dnsLabel, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod, workerSecret } from "./kubernetes-pod.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
@@ -261,6 +262,9 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
 
   return {
     name: "kubernetes",
+    async isolation() {
+      return `RuntimeClass ${options.runtimeClass ?? "(the cluster's default)"}; uid 1000, no capabilities, no privilege escalation, RuntimeDefault seccomp, read-only root, /tmp ${options.tmpMb ?? DEFAULT_CONTAINER_LIMITS.tmpMb} MiB in memory, the instance's memory and CPU; processes: the kubelet's podPidsLimit`;
+    },
 
     async start(launch) {
       if (closed) throw new UserError("The Kubernetes driver is closed");

@@ -306,6 +306,11 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
 
   return {
     name: "swarm",
+    async isolation() {
+      const { ApiVersion } = (await (await docker()).version()) as { ApiVersion?: string };
+      const gaps = swarmConfinementGaps(ApiVersion ?? "0");
+      return `each node's default runtime (set default-runtime in its daemon.json for gVisor); uid ${WORKER_UID}, no capabilities, no-new-privileges, read-only root, /tmp ${limits.tmpMb} MiB, at most ${limits.pidsLimit} processes, the instance's memory and CPU${gaps.length > 0 ? ` (but ${gaps.join("; ")})` : ""}`;
+    },
 
     async start(launch) {
       if (closed) throw new UserError("The Swarm driver is closed");

@@ -16,6 +16,7 @@ import { LABELS } from "../../src/drivers/docker-engine.js";
 import { UserError } from "../../src/errors.js";
 import { lbEndpointUrl } from "../../src/service/lb/index.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
+import { startServerProcess } from "../server-process.js";
 import { describeDocker, docker, engineUp, leftovers } from "./engine.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
@@ -181,6 +182,21 @@ describeDocker("worker containers are confined (runc)", () => {
     expect(probe.memoryMax).toBe(String(4 * 1024 ** 3));
     expect((await containerOf(probe)).HostConfig).toMatchObject({ NanoCpus: 2e9, ReadonlyRootfs: true, CapDrop: ["ALL"] });
   }, 120_000);
+
+  it("svc server says which isolation is in force when it starts, and warns when the runtime it was given is missing", async () => {
+    const runc = await startServerProcess({ dataDir: join(dir, "server-runc"), workers: "docker", env: { SVC_DOCKER_RUNTIME: "runc", SVC_WORKER_TMP_MB: "128" } });
+    try {
+      expect(runc.log()).toMatch(/worker isolation: runtime runc \(the host's kernel, shared\); uid 1000, no capabilities, no-new-privileges, read-only root, \/tmp 128 MiB, at most 1024 processes/);
+    } finally {
+      await runc.stop();
+    }
+    const missing = await startServerProcess({ dataDir: join(dir, "server-missing"), workers: "docker", env: { SVC_DOCKER_RUNTIME: "svc-no-such-runtime" } });
+    try {
+      expect(missing.log()).toMatch(/worker isolation: could not be read \(The Docker engine has no runtime "svc-no-such-runtime"/);
+    } finally {
+      await missing.stop();
+    }
+  }, 60_000);
 
   it("a runtime the engine does not have: every start fails at once, naming it and how to register one", async () => {
     const missing = createDockerDriver({ networkScope: "session", runtime: "svc-no-such-runtime" });

@@ -4,7 +4,8 @@
 import type { Command } from "commander";
 import pc from "picocolors";
 import { DEFAULT_SERVER_PORT } from "./server.js";
-import { chromiumFinding, dockerFinding, gpuFinding, nodeFinding, portFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFinding, nodeFinding, portFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { envSetting } from "../../sdk/context.js";
 import { createOutput } from "../output.js";
 import { serviceTarget } from "../target.js";
 import { describeTarget } from "./login.js";
@@ -35,6 +36,7 @@ export function register(program: Command): void {
       const findings = await Promise.all([
         Promise.resolve(nodeFinding(process.version)),
         dockerFinding(),
+        containerIsolationProbe(envSetting("SVC_DOCKER_RUNTIME")),
         gpuFinding(),
         serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) }),
         portFinding(DEFAULT_SERVER_PORT, "svc server's default port"),
