@@ -77,8 +77,14 @@ async function until<T>(probe: () => Promise<T | false | undefined>, timeoutMs =
 /** A service with this driver and the fixture deployed; its endpoints by name. */
 async function serve(driver: DockerDriver, name: string): Promise<{ service: Service; endpoints: Record<string, DeployedEndpoint> }> {
   const service = await startService({ dataDir: join(dir, name), apiKeys: [KEY], driver, leaseMs: 3000, heartbeatMs: 500 });
-  const deployed = await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath });
-  return { service, endpoints: Object.fromEntries(deployed.map((e) => [e.name, e])) };
+  try {
+    const deployed = await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath });
+    return { service, endpoints: Object.fromEntries(deployed.map((e) => [e.name, e])) };
+  } catch (err) {
+    // Its scaler would go on starting workers after the suite's clean-up.
+    await service.close();
+    throw err;
+  }
 }
 
 async function probeJob(endpoint: DeployedEndpoint, input: Record<string, unknown> = {}): Promise<Probe> {
