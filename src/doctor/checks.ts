@@ -46,6 +46,48 @@ export async function dockerFinding(timeoutMs = 3000): Promise<Finding> {
 }
 
 /**
+ * How Docker workers would be confined on this engine: the OCI runtime they run under (SVC_DOCKER_RUNTIME, else
+ * the engine's default) and whether gVisor is there to choose. Pure; `info` is the engine's `docker info`
+ * (undefined: no engine answers, which the docker check reports).
+ */
+export function containerIsolationFinding(info: { DefaultRuntime?: string; Runtimes?: Record<string, unknown> } | undefined, wanted: string | undefined): Finding {
+  const check = "containers";
+  if (!info) return { check, level: "info", detail: "no Docker engine answers: Docker workers' isolation cannot be read" };
+  const runtimes = Object.keys(info.Runtimes ?? {});
+  const gvisor = runtimes.find((name) => /runsc/.test(name));
+  const confinement = "uid 1000, no capabilities, no-new-privileges, read-only root, bounded /tmp, process/memory/CPU limits";
+  if (wanted && !runtimes.includes(wanted)) {
+    return {
+      check,
+      level: "warn",
+      detail: `SVC_DOCKER_RUNTIME=${wanted}, but the engine has no such runtime (it has: ${runtimes.join(", ") || "none"}): Docker workers will not start`,
+      fix: "Install gVisor (apt-get install runsc) and run scripts/ensure-docker.sh as root to register it, or unset SVC_DOCKER_RUNTIME.",
+    };
+  }
+  const runtime = wanted ?? info.DefaultRuntime ?? "runc";
+  if (/runsc/.test(runtime)) return { check, level: "ok", detail: `Docker workers run under ${runtime} (gVisor: a kernel of its own per container); ${confinement}` };
+  return {
+    check,
+    level: "info",
+    detail: `Docker workers run under ${runtime}: ${confinement}; the host's kernel is shared with every worker`,
+    fix: gvisor
+      ? `gVisor is registered as "${gvisor}": svc server --workers docker --docker-runtime ${gvisor} (or SVC_DOCKER_RUNTIME=${gvisor}) gives each worker a kernel of its own.`
+      : "For a kernel per worker: apt-get install runsc, scripts/ensure-docker.sh (registers it), then svc server --docker-runtime runsc.",
+  };
+}
+
+export async function containerIsolationProbe(wanted: string | undefined, timeoutMs = 3000): Promise<Finding> {
+  let info: { DefaultRuntime?: string; Runtimes?: Record<string, unknown> } | undefined;
+  try {
+    info = (await (await connectDocker({ timeoutMs })).info()) as typeof info;
+  } catch {
+    // No engine: the docker check says so, with its fix.
+    info = undefined;
+  }
+  return containerIsolationFinding(info, wanted);
+}
+
+/**
  * The host's GPUs, one finding each (index, name, memory, the type ids an endpoint may name it by), after one
  * summing them up with the driver and CUDA versions. Pure.
  */

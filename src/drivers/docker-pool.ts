@@ -13,6 +13,7 @@ import { POOL_CHANNEL_ENV } from "../runtime/claim.js";
 import { applyProtocolEnv } from "./env.js";
 import { LABELS } from "./docker-engine.js";
 import type { WorkerImageKind } from "./images.js";
+import { DEFAULT_CONTAINER_LIMITS, dockerConfinement, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import type { WorkerLaunch } from "./types.js";
 
 /** Where a pool container sees the node's artifact cache (read-only). */
@@ -64,6 +65,10 @@ export interface PoolContainerPlan {
   artifactCache: string;
   requestGpus: boolean;
   serviceHostIp?: string;
+  /** Processes and /tmp size (default DEFAULT_CONTAINER_LIMITS); memory and CPU are set by the claim. */
+  limits?: ContainerLimits;
+  /** The OCI runtime; undefined: the engine's default. */
+  runtime?: string;
 }
 
 /** Labels of a pool container: svc's, its session's, the pool's and its kind; no endpoint (it has none yet). Pure. */
@@ -82,13 +87,16 @@ export function poolContainerOptions(plan: PoolContainerPlan): Docker.ContainerC
     Init: true,
     RestartPolicy: { Name: "no" },
     AutoRemove: true,
+    // As a fresh worker's container (docker.ts), less the endpoint's memory and CPU: the claim sets those.
+    ...dockerConfinement(undefined, { limits: plan.limits ?? DEFAULT_CONTAINER_LIMITS, runtime: plan.runtime, readOnlyRoot: true }),
   };
   if (plan.serviceHostIp) hostConfig.ExtraHosts = [`svc-api:${plan.serviceHostIp}`];
   if (plan.requestGpus) hostConfig.DeviceRequests = [{ Driver: "", Count: -1, DeviceIDs: [], Capabilities: [["gpu"]], Options: {} }];
   return {
     name: plan.name,
     Image: plan.image,
-    Env: ["SVC_POOLED=1", `${POOL_CHANNEL_ENV}=stdin`],
+    User: `${WORKER_UID}:${WORKER_GID}`,
+    Env: [`HOME=${WORKER_HOME}`, "SVC_POOLED=1", `${POOL_CHANNEL_ENV}=stdin`],
     Labels: plan.labels,
     OpenStdin: true,
     StdinOnce: true,

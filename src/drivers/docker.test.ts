@@ -144,6 +144,39 @@ describe("containerCreateOptions", () => {
     expect(labels).toMatchObject({ "svc.preview": "true", "svc.session": "sess1", "svc.worker": "w123" });
   });
 
+  it("confines the worker: non-root, no capabilities, no-new-privileges, read-only root, a bounded /tmp, the instance's limits", () => {
+    const options = containerCreateOptions(launch({ placement: { cpus: 2, memoryMb: 4096, gpus: 0 } }), plan());
+    expect(options.User).toBe("1000:1000");
+    expect(options.HostConfig).toMatchObject({
+      SecurityOpt: ["no-new-privileges"],
+      CapDrop: ["ALL"],
+      ReadonlyRootfs: true,
+      // exec: native addons of the artifact unpacked there are mapped executable.
+      Tmpfs: { "/tmp": "rw,exec,nosuid,nodev,size=1024m,mode=1777" },
+      PidsLimit: 1024,
+      Memory: 4 * 1024 ** 3,
+      MemorySwap: 4 * 1024 ** 3,
+      NanoCpus: 2_000_000_000,
+    });
+    expect(options.HostConfig?.Runtime).toBeUndefined();
+    expect(options.HostConfig?.Privileged).toBeUndefined();
+    // HOME is writable (/tmp) unless the endpoint names its own.
+    expect(options.Env).toContain("HOME=/tmp");
+    expect(containerEnv(launch({ environment: { HOME: "/svc-volume/home" } }), "http://x", true)).toContain("HOME=/svc-volume/home");
+    // The driver's limits and runtime; no instance shape (GPU endpoints): no memory or CPU limit.
+    const gvisor = containerCreateOptions(launch({ computeType: "GPU", placement: { gpus: 1 } }), plan({ limits: { pidsLimit: 64, tmpMb: 256 }, runtime: "runsc" }));
+    expect(gvisor.HostConfig).toMatchObject({ Runtime: "runsc", PidsLimit: 64, Tmpfs: { "/tmp": "rw,exec,nosuid,nodev,size=256m,mode=1777" } });
+    expect(gvisor.HostConfig?.Memory).toBeUndefined();
+    expect(gvisor.HostConfig?.NanoCpus).toBeUndefined();
+  });
+
+  it("a prebuilt image: confined the same, but under its own user and with its writable layer", () => {
+    const options = containerCreateOptions(launch({ image: "nginx:1", loadBalanced: true, placement: { cpus: 1, memoryMb: 2048, gpus: 0 } }), plan({ httpPort: 8080 }));
+    expect(options.User).toBeUndefined();
+    expect(options.HostConfig).toMatchObject({ SecurityOpt: ["no-new-privileges"], CapDrop: ["ALL"], ReadonlyRootfs: false, PidsLimit: 1024, Memory: 2048 * 1024 ** 2 });
+    expect(options.Env!.some((e) => e.startsWith("HOME="))).toBe(false);
+  });
+
   it("requests every GPU with the gpu capability for GPU workers", () => {
     const options = containerCreateOptions(launch({ computeType: "GPU" }), plan({ requestGpus: true }));
     expect(options.HostConfig?.DeviceRequests).toEqual([{ Driver: "", Count: -1, DeviceIDs: [], Capabilities: [["gpu"]], Options: {} }]);
@@ -164,6 +197,12 @@ describe("exits and errors", () => {
     expect(startError(portTaken, context).message).toMatch(/published port is in use/);
     const noImage = Object.assign(new Error("x"), { statusCode: 404, json: { message: "No such image: svc-worker-cpu:1" } });
     expect((startError(noImage, context) as UserError).hint).toMatch(/svc images build/);
+    const noRuntime = Object.assign(new Error("x"), { statusCode: 400, json: { message: "Unknown runtime specified runsc" } });
+    expect(startError(noRuntime, context).message).toMatch(/the engine has no such runtime/);
+    expect((startError(noRuntime, context) as UserError).hint).toMatch(/apt-get install runsc.*ensure-docker\.sh/);
+    const oldRunsc = Object.assign(new Error("x"), { statusCode: 500, json: { message: 'OCI runtime start failed: starting container: setting up network: creating interfaces from net namespace "/proc/1/ns/net": cannot run with network enabled in root network namespace: unknown' } });
+    expect(startError(oldRunsc, context).message).toMatch(/runsc is too old for this kernel/);
+    expect((startError(oldRunsc, context) as UserError).hint).toMatch(/--network=host/);
     const refused = Object.assign(new Error("connect ECONNREFUSED /var/run/docker.sock"), { code: "ECONNREFUSED" });
     expect((startError(refused, context) as UserError).hint).toMatch(/ensure-docker\.sh/);
   });

@@ -24,6 +24,7 @@ import { readMarkedLine } from "../runtime/output-marks.js";
 import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
 import { ArtifactCache, claimedName, claimEnvironment, parseClaimedName, poolContainerOptions, poolLabels, poolRefusal, poolSizes } from "./docker-pool.js";
+import { DEFAULT_CONTAINER_LIMITS, describeRuntime, dockerConfinement, dockerResources, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import { POOL_READY_LINE } from "../runtime/claim.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
@@ -77,6 +78,13 @@ export interface DockerDriverOptions {
   pool?: number | Partial<Record<WorkerImageKind, number>>;
   /** The node's artifact cache that pool containers read artifacts from (default: <tmp>/svc-pool-artifacts-<session>). */
   artifactCacheDir?: string;
+  /**
+   * The engine's OCI runtime workers run under: "runsc" for gVisor (registered with dockerd, see
+   * scripts/ensure-docker.sh); default the engine's own default (runc). `svc server --docker-runtime`.
+   */
+  runtime?: string;
+  /** Processes and /tmp size per worker container (memory and CPU come from the endpoint's instance). */
+  limits?: Partial<ContainerLimits>;
 }
 
 export interface DockerWorkerHandle extends WorkerHandle {
@@ -94,6 +102,8 @@ export interface DockerDriver extends WorkerDriver {
   start(launch: WorkerLaunch): Promise<DockerWorkerHandle>;
   /** Names of the pre-booted containers ready for a claim. */
   pooledContainers(): string[];
+  /** How worker containers are confined here, in one line (the runtime the engine runs them under included). */
+  isolation(): Promise<string>;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -151,11 +161,15 @@ export interface ContainerPlan {
   publish: Array<{ containerPort: number; hostPort?: number }>;
   /** Load-balanced workers: the container port their HTTP server listens on (on all interfaces). */
   httpPort?: number;
+  /** Processes and /tmp size (default DEFAULT_CONTAINER_LIMITS). */
+  limits?: ContainerLimits;
+  /** The OCI runtime ("runsc"); undefined: the engine's default. */
+  runtime?: string;
 }
 
 /** Worker environment (docs/worker-protocol.md): the endpoint's variables, then protocol ones that win. Pure. */
 export function containerEnv(launch: WorkerLaunch, apiUrl: string, hasVolume: boolean, httpPort?: number): string[] {
-  const env: Record<string, string> = { ...launch.environment };
+  const env: Record<string, string> = { HOME: WORKER_HOME, ...launch.environment };
   // A server on the container's loopback is unreachable from the host: LB workers listen on every interface.
   const http = httpPort === undefined ? undefined : { host: "0.0.0.0", port: httpPort };
   applyProtocolEnv(env, launch, { apiUrl, artifact: ARTIFACT_MOUNT, volumePath: hasVolume ? VOLUME_MOUNT : undefined, http });
@@ -208,6 +222,9 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
     Init: true,
     PortBindings: bindings,
     RestartPolicy: { Name: "no" },
+    // Non-root without capabilities, no-new-privileges, read-only root and a bounded /tmp, the instance's memory
+    // and CPU, a process limit (isolation.ts). A prebuilt image keeps its own user and a writable layer.
+    ...dockerConfinement(launch.placement, { limits: plan.limits ?? DEFAULT_CONTAINER_LIMITS, runtime: plan.runtime, readOnlyRoot: !launch.image }),
   };
   if (plan.serviceHostIp) hostConfig.ExtraHosts = [`${SERVICE_HOST_ALIAS}:${plan.serviceHostIp}`];
   if (plan.volume) hostConfig.Mounts = [{ Type: "volume", Source: plan.volume, Target: VOLUME_MOUNT, ReadOnly: false }];
@@ -215,6 +232,8 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
   return {
     name: plan.name,
     Image: plan.image,
+    // svc's images already run as this user; said here too so that another image given as a worker image does.
+    ...(launch.image ? {} : { User: `${WORKER_UID}:${WORKER_GID}` }),
     Env: launch.image ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT) : containerEnv(launch, plan.apiUrl, Boolean(plan.volume), plan.httpPort),
     Labels: plan.labels,
     ExposedPorts: exposed,
@@ -239,6 +258,28 @@ export function exitFromStatus(statusCode: number): WorkerExit {
   return { code: statusCode, signal: null };
 }
 
+/**
+ * The engine's failures that come from the OCI runtime the operator named (gVisor's runsc), with what to do. Pure.
+ * Debian 12's runsc (2022) takes a container's own network namespace for the host's on kernels where
+ * net.core.rmem_default exists in every namespace, and refuses to start anything; registered with --network=host
+ * it runs (scripts/ensure-docker.sh does that where needed), as newer gVisor releases do without it.
+ */
+export function runtimeProblem(message: string): { what: string; hint: string } | undefined {
+  if (/unknown runtime specified/i.test(message)) {
+    return {
+      what: "the engine has no such runtime",
+      hint: "Register it with dockerd: install gVisor (apt-get install runsc) and run scripts/ensure-docker.sh (or `runsc install`, then reload dockerd with SIGHUP); or start svc server without --docker-runtime.",
+    };
+  }
+  if (/cannot run with network enabled in root network namespace/i.test(message)) {
+    return {
+      what: "this runsc is too old for this kernel (it mistakes the container's network namespace for the host's)",
+      hint: "Install a newer gVisor release, or register runsc with --network=host: scripts/ensure-docker.sh does that where needed.",
+    };
+  }
+  return undefined;
+}
+
 /** A dockerode failure during start -> an error the user can act on. */
 export function startError(err: unknown, context: { image: string; endpointName: string }): Error {
   if (err instanceof UserError) return err;
@@ -252,6 +293,8 @@ export function startError(err: unknown, context: { image: string; endpointName:
   if (dockerStatus(err) === 404 && /no such image/i.test(message)) {
     return new UserError(`The worker image ${context.image} does not exist in this engine`, { hint: "Build it with `svc images build`.", cause: err });
   }
+  const runtime = runtimeProblem(message);
+  if (runtime) return new UserError(`Docker could not start a worker for "${context.endpointName}": ${runtime.what} (${message})`, { hint: runtime.hint, cause: err });
   return new UserError(`Docker could not start a worker for "${context.endpointName}": ${message}`, { cause: err });
 }
 
@@ -362,7 +405,22 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   let gpu: Promise<GpuSupport> | undefined;
   let closed = false;
 
-  const engine = () => memo(engines, "engine", () => connectDocker({ docker: options.docker }));
+  const limits: ContainerLimits = { ...DEFAULT_CONTAINER_LIMITS, ...options.limits };
+  const runtime = options.runtime;
+
+  // A runtime the engine does not have fails every start the same way: said once, before any container.
+  const engine = () =>
+    memo(engines, "engine", async () => {
+      const docker = await connectDocker({ docker: options.docker });
+      if (runtime) {
+        const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
+        if (!info.Runtimes || !(runtime in info.Runtimes)) {
+          const known = Object.keys(info.Runtimes ?? {}).join(", ") || "none";
+          throw new UserError(`The Docker engine has no runtime "${runtime}" to run workers under (it has: ${known})`, { hint: runtimeProblem("unknown runtime specified")!.hint });
+        }
+      }
+      return docker;
+    });
 
   // Containers must not outlive the service when it exits without close() (an uncaught error): an exit
   // handler cannot wait for the engine API, so use the docker CLI synchronously when there is one.
@@ -486,6 +544,8 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       requestGpus: decision.requestGpus,
       publish: publishedPorts(launch, options.publish),
       httpPort: launch.loadBalanced ? LB_CONTAINER_PORT : undefined,
+      limits,
+      runtime,
     };
     // The service keeps artifacts readable by itself alone; the container's user reads a staged copy.
     if (!launch.image) launch = { ...launch, artifactPath: await bindArtifacts().hostPath(launch.artifactPath) };
@@ -579,9 +639,12 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     // The pool's network has its own gateway: the svc-api alias (fixed at create) names that one, so a container
     // that moves reaches the service at its new network's gateway by address.
     const claimUrl = moving && new URL(apiUrl).hostname === SERVICE_HOST_ALIAS ? apiUrl.replace(`//${SERVICE_HOST_ALIAS}`, `//${network.gateway}`) : apiUrl;
+    // The endpoint's memory and CPU, set before its code can run: a pool container is booted before any endpoint.
+    const resources = dockerResources(launch.placement, limits);
     const [artifact] = await Promise.all([
       pool!.artifacts.stage(launch.artifactPath),
       moving ? docker.getNetwork(network.id).connect({ Container: container.id, EndpointConfig: { Aliases: [dockerNamePart(launch.endpointName)] } }) : undefined,
+      resources.Memory || resources.NanoCpus ? container.update(resources) : undefined,
     ]);
     taken.sink.onLog = launch.onLog;
     taken.stream.write(`${JSON.stringify({ env: claimEnvironment(launch, claimUrl, artifact) })}\n`);
@@ -605,6 +668,11 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   function createPool() {
     const wanted = options.pool;
     if (wanted === undefined || wanted === 0 || (typeof wanted === "object" && !wanted.cpu && !wanted.gpu)) return undefined;
+    // A claim sets the endpoint's memory and CPU on the running container (docker update), which only runc does.
+    if (runtime && runtime !== "runc") {
+      log(`no pre-booted worker containers under runtime ${runtime}: it cannot change a running container's limits, which a claim sets`);
+      return undefined;
+    }
     const artifactCacheDir = options.artifactCacheDir ?? join(tmpdir(), `svc-pool-artifacts-${dockerNamePart(session, 40)}`);
     const artifacts = new ArtifactCache(artifactCacheDir, randomBytes(32));
     const ready: Record<WorkerImageKind, PooledContainer[]> = { cpu: [], gpu: [] };
@@ -628,7 +696,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
         const docker = await engine();
         const [image, network] = await Promise.all([imageFor(kind), networkFor(poolNetworkName, undefined), artifacts.ensureDir()]);
         const container = await docker.createContainer(
-          poolContainerOptions({ name, image, network: network.name, kind, labels: poolLabels(session, kind, options.labels), artifactCache: artifacts.dir, requestGpus: kind === "gpu", serviceHostIp: network.gateway }),
+          poolContainerOptions({ name, image, network: network.name, kind, labels: poolLabels(session, kind, options.labels), artifactCache: artifacts.dir, requestGpus: kind === "gpu", serviceHostIp: network.gateway, limits }),
         );
         entry.container = container;
         const ok = new Promise<boolean>((resolve) => (readyLine = resolve));
@@ -754,6 +822,10 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     session,
     pooledContainers() {
       return pool?.waiting().filter((entry) => entry.isReady).map((entry) => entry.name) ?? [];
+    },
+    async isolation() {
+      const info = (await (await engine()).info()) as { DefaultRuntime?: string };
+      return `runtime ${describeRuntime(runtime, info.DefaultRuntime)}; uid ${WORKER_UID}, no capabilities, no-new-privileges, read-only root, /tmp ${limits.tmpMb} MiB, at most ${limits.pidsLimit} processes, the instance's memory and CPU`;
     },
     async hasImage(name) {
       try {

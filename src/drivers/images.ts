@@ -29,6 +29,7 @@ import { imageNameFor } from "../build/manifest.js";
 import { errorMessage, UserError } from "../errors.js";
 import { SVC_PACKAGE_ROOT, SVC_VERSION } from "../version.js";
 import { dockerMessage, LABELS } from "./docker-engine.js";
+import { WORKER_GID, WORKER_UID } from "./isolation.js";
 
 export type WorkerImageKind = "cpu" | "gpu";
 export const WORKER_IMAGE_KINDS: readonly WorkerImageKind[] = ["cpu", "gpu"];
@@ -37,7 +38,7 @@ export type ImageKind = WorkerImageKind | "server";
 
 /** Bump when the image layout changes in a way the inputs do not show (it is part of the hash). */
 export const IMAGE_LAYOUT_VERSION = 1;
-export const WORKER_USER = { name: "svc", uid: 1000, gid: 1000, home: "/home/svc" } as const;
+export const WORKER_USER = { name: "svc", uid: WORKER_UID, gid: WORKER_GID, home: "/home/svc" } as const;
 export const NODE_IN_IMAGE = "/usr/local/bin/node";
 export const RUNTIME_ROOT = "/opt/svc";
 export const RUNTIME_ENTRY_IN_IMAGE = `${RUNTIME_ROOT}/dist/runtime/worker.js`;

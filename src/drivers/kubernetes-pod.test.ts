@@ -52,7 +52,34 @@ describe("workerPod", () => {
     // The token is the service's, not the user's variable of that name; it is in the worker's Secret.
     expect(workerSecret(launch(), "srv1").stringData).toEqual({ SVC_WORKER_TOKEN: "svcw_token", SVC_API_KEY: "svc_key" });
     expect(pod.spec!.affinity).toBeUndefined();
-    expect(pod.spec!.volumes).toBeUndefined();
+    expect(pod.spec!.volumes!.map((v) => v.name)).toEqual(["tmp"]);
+  });
+
+  it("confines the worker: non-root, read-only root, no privilege escalation, no capabilities, RuntimeDefault seccomp, a bounded memory /tmp", () => {
+    const pod = workerPod(launch(), { ...plan, tmpMb: 256 });
+    const [container] = pod.spec!.containers;
+    expect(container!.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 1000,
+      runAsGroup: 1000,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    expect(pod.spec!.volumes).toEqual([{ name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "256Mi" } }]);
+    expect(container!.volumeMounts).toEqual([{ name: "tmp", mountPath: "/tmp" }]);
+    expect(container!.env).toContainEqual({ name: "HOME", value: "/tmp" });
+    // CPU and memory limited as requested (the instance's); the default /tmp size.
+    expect(container!.resources!.limits).toEqual({ cpu: "2", memory: "4Gi" });
+    expect(workerPod(launch(), plan).spec!.volumes).toEqual([{ name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "1024Mi" } }]);
+    // The cluster's default runtime unless the operator names a RuntimeClass (gVisor's).
+    expect(pod.spec!.runtimeClassName).toBeUndefined();
+    expect(workerPod(launch(), { ...plan, runtimeClassName: "gvisor" }).spec!.runtimeClassName).toBe("gvisor");
+    // A prebuilt image keeps its own user and writable root; escalation, capabilities and seccomp as for any worker.
+    const prebuilt = workerPod(launch({ image: "nginx:1", loadBalanced: true }), plan).spec!.containers[0]!;
+    expect(prebuilt.securityContext).toEqual({ readOnlyRootFilesystem: false, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } });
+    expect(prebuilt.env!.some((e) => e.name === "HOME")).toBe(false);
   });
 
   it("a GPU worker of one GPU type: one nvidia.com/gpu, only on nodes of that type", () => {
@@ -124,8 +151,8 @@ describe("workerPod", () => {
 
   it("a network volume: its claim mounted at the volume path", () => {
     const pod = workerPod(launch({ volumeName: "models" }), plan);
-    expect(pod.spec!.volumes).toEqual([{ name: "network-volume", persistentVolumeClaim: { claimName: "svc-vol-models" } }]);
-    expect(pod.spec!.containers[0]!.volumeMounts).toEqual([{ name: "network-volume", mountPath: "/svc-volume" }]);
+    expect(pod.spec!.volumes![0]).toEqual({ name: "network-volume", persistentVolumeClaim: { claimName: "svc-vol-models" } });
+    expect(pod.spec!.containers[0]!.volumeMounts![0]).toEqual({ name: "network-volume", mountPath: "/svc-volume" });
     expect(pod.spec!.containers[0]!.env).toContainEqual({ name: "SVC_VOLUME_PATH", value: "/svc-volume" });
   });
 

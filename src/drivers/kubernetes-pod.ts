@@ -10,10 +10,11 @@
 // Pod, which anyone who may read Pods reads: it is in a Secret of the worker's own (workerSecret, the Pod's name
 // and labels), which the Pod's variables reference (`secretKeyRef`).
 
-import type { V1EnvVar, V1Pod, V1PodSpec, V1Secret } from "@kubernetes/client-node";
+import type { V1Container, V1EnvVar, V1Pod, V1PodSpec, V1Secret, V1SecurityContext } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
 import { VOLUME_MOUNT } from "./images.js";
+import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID } from "./isolation.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import type { WorkerExit, WorkerLaunch } from "./types.js";
 
@@ -39,6 +40,10 @@ export interface PodPlan {
   /** A network volume's claim, by the volume's name (`svc-vol-<name>`). */
   claimFor(volume: string): string;
   terminationGraceSeconds: number;
+  /** The RuntimeClass Pods run under (gVisor's, e.g. "gvisor"), when the operator names one. */
+  runtimeClassName?: string;
+  /** Size of the worker's memory-backed /tmp in MiB (default DEFAULT_CONTAINER_LIMITS.tmpMb). */
+  tmpMb?: number;
 }
 
 /** A DNS-1123 label from any text: lower case, [a-z0-9-], at most `max` characters. Pure. */
@@ -71,7 +76,8 @@ const SECRET_PROTOCOL_VARIABLES = ["SVC_WORKER_TOKEN", "SVC_API_KEY"];
 /** The worker's variables, split into those that may show on its Pod and those kept in its Secret. Pure. */
 export function workerEnv(launch: WorkerLaunch): { plain: Record<string, string>; secret: Record<string, string> } {
   if (!launch.artifactUrl) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Pod could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
-  const env: Record<string, string> = { ...launch.environment };
+  // HOME in the writable /tmp (svc's image has a read-only root filesystem), unless the endpoint names its own.
+  const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
   applyProtocolEnv(env, launch, {
     apiUrl: launch.apiUrl,
     artifact: launch.artifactUrl,
@@ -105,6 +111,21 @@ export function podSize(placement: Placement | undefined, plan: Pick<PodPlan, "c
   return { cpu: placement?.cpus ? String(placement.cpus) : plan.cpu, memory: placement?.memoryMb ? `${placement.memoryMb}Mi` : plan.memory };
 }
 
+/**
+ * How the worker's container is confined (isolation.ts): no privilege escalation, every capability dropped, the
+ * runtime's default seccomp profile; for svc's own image also its non-root user and a read-only root filesystem
+ * (a prebuilt image keeps its user and a writable root, as on Docker). Pure.
+ */
+export function workerSecurityContext(prebuilt: boolean): V1SecurityContext {
+  return {
+    ...(prebuilt ? {} : { runAsNonRoot: true, runAsUser: WORKER_UID, runAsGroup: WORKER_GID }),
+    readOnlyRootFilesystem: !prebuilt,
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ["ALL"] },
+    seccompProfile: { type: "RuntimeDefault" },
+  };
+}
+
 /** The worker's Pod. Pure. */
 export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
   const { plain, secret } = workerEnv(launch);
@@ -130,17 +151,23 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
       restartPolicy: "Never",
       terminationGracePeriodSeconds: plan.terminationGraceSeconds,
       automountServiceAccountToken: false,
+      ...(plan.runtimeClassName ? { runtimeClassName: plan.runtimeClassName } : {}),
       containers: [
         {
           name: WORKER_CONTAINER,
           image: plan.image,
           env,
           resources: { requests: { cpu, memory }, limits },
+          securityContext: workerSecurityContext(Boolean(launch.image)),
           ...(launch.loadBalanced ? { ports: [{ name: "http", containerPort: LB_POD_PORT }] } : {}),
-          ...(volume ? { volumeMounts: [{ name: "network-volume", mountPath: VOLUME_MOUNT }] } : {}),
-        },
+          volumeMounts: [...(volume ? [{ name: "network-volume", mountPath: VOLUME_MOUNT }] : []), { name: "tmp", mountPath: WORKER_TMP }],
+        } satisfies V1Container,
       ],
-      ...(volume ? { volumes: [{ name: "network-volume", persistentVolumeClaim: { claimName: plan.claimFor(volume) } }] } : {}),
+      volumes: [
+        ...(volume ? [{ name: "network-volume", persistentVolumeClaim: { claimName: plan.claimFor(volume) } }] : []),
+        // The worker's private /tmp, in memory (it counts against the container's memory limit), bounded.
+        { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: `${plan.tmpMb ?? DEFAULT_CONTAINER_LIMITS.tmpMb}Mi` } },
+      ],
       ...(gpu ? gpuAffinity(launch.gpuTypeIds, plan.gpuTypeLabel) : {}),
       // Where its volume is: the workers of an endpoint with a network volume run in that volume's data center.
       ...(dataCenter ? { nodeSelector: { [DATA_CENTER_LABEL]: dataCenter } } : {}),

@@ -12,6 +12,7 @@ import { CoreV1Api, KubeConfig, Watch, type V1Pod, type V1Secret } from "@kubern
 import { UserError } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
 import { imageKindOf, workerImageName } from "./images.js";
+import { DEFAULT_CONTAINER_LIMITS } from "./isolation.js";
 import { followPodLog, type LogFollow } from "./kubernetes-logs.js";
 import { apiErrorMessage, dnsLabel, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod, workerSecret } from "./kubernetes-pod.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
@@ -30,6 +31,10 @@ export interface KubernetesDriverOptions {
   gpuTypeLabel?: string;
   cpu?: string;
   memory?: string;
+  /** The RuntimeClass worker Pods run under (e.g. gVisor's "gvisor"); default the cluster's default runtime. */
+  runtimeClass?: string;
+  /** Size of each worker's memory-backed /tmp (Kubernetes has no per-Pod process limit: the kubelet's podPidsLimit). */
+  tmpMb?: number;
   stopGraceMs?: number;
   /** How soon a watch that ended is started again (after a re-list). */
   rewatchMs?: number;
@@ -257,6 +262,9 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
 
   return {
     name: "kubernetes",
+    async isolation() {
+      return `RuntimeClass ${options.runtimeClass ?? "(the cluster's default)"}; uid 1000, no capabilities, no privilege escalation, RuntimeDefault seccomp, read-only root, /tmp ${options.tmpMb ?? DEFAULT_CONTAINER_LIMITS.tmpMb} MiB in memory, the instance's memory and CPU; processes: the kubelet's podPidsLimit`;
+    },
 
     async start(launch) {
       if (closed) throw new UserError("The Kubernetes driver is closed");
@@ -268,6 +276,8 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         memory: options.memory ?? "1Gi",
         claimFor: (volume) => `svc-vol-${dnsLabel(volume, 50)}`,
         terminationGraceSeconds: Math.ceil(stopGraceMs / 1000),
+        runtimeClassName: options.runtimeClass,
+        tmpMb: options.tmpMb,
       });
       const secret = workerSecret(launch, options.session);
       let madeSecret: V1Secret;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { exitOfTask, swarmServiceSpec } from "./swarm.js";
+import { exitOfTask, swarmConfinementGaps, swarmServiceSpec } from "./swarm.js";
 import type Docker from "dockerode";
 import type { WorkerLaunch } from "./types.js";
 
@@ -41,23 +41,52 @@ describe("swarmServiceSpec", () => {
     expect(container.Env!.some((e: string) => e.includes("/data/artifacts"))).toBe(false);
     expect(container.StopGracePeriod).toBe(10_000_000_000);
     expect(template(spec).Networks).toEqual([{ Target: "host" }]);
-    expect(template(spec).Resources).toEqual({ Reservations: {} });
+    expect(template(spec).Resources).toEqual({ Limits: { Pids: 1024 }, Reservations: {} });
+  });
+
+  it("confines the worker: non-root, read-only root, no capabilities, no-new-privileges, a bounded tmpfs /tmp, HOME there", () => {
+    const spec = swarmServiceSpec(launch({ placement: { cpus: 1, memoryMb: 2048, gpus: 0 } }), { ...plan, limits: { pidsLimit: 200, tmpMb: 256 } });
+    const container = template(spec).ContainerSpec as Docker.ContainerSpec & { Privileges?: { NoNewPrivileges?: boolean } };
+    expect(container.User).toBe("1000:1000");
+    expect(container.ReadOnly).toBe(true);
+    expect(container.CapabilityDrop).toEqual(["ALL"]);
+    expect(container.Privileges).toEqual({ NoNewPrivileges: true });
+    expect(container.Mounts).toEqual([{ Type: "tmpfs", Target: "/tmp", TmpfsOptions: { SizeBytes: 256 * 1024 ** 2, Mode: 0o1777, Options: [["exec"]] } }]);
+    expect(container.Env).toContain("HOME=/tmp");
+    // The instance's vCPUs and memory, as limits as well as reservations, and the process limit.
+    expect(template(spec).Resources).toEqual({ Limits: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3, Pids: 200 }, Reservations: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3 } });
+    // A prebuilt image keeps its own user and writable layer; capabilities and privileges stay dropped.
+    const prebuilt = template(swarmServiceSpec(launch({ image: "nginx:1" }), plan)).ContainerSpec as Docker.ContainerSpec & { Privileges?: unknown };
+    expect(prebuilt.User).toBeUndefined();
+    expect(prebuilt.ReadOnly).toBe(false);
+    expect(prebuilt.CapabilityDrop).toEqual(["ALL"]);
+    expect(prebuilt.Privileges).toEqual({ NoNewPrivileges: true });
+    expect(prebuilt.Env!.some((e: string) => e.startsWith("HOME="))).toBe(false);
+  });
+
+  it("says what of the confinement an older engine drops", () => {
+    expect(swarmConfinementGaps("1.41")).toEqual([expect.stringMatching(/ignores no-new-privileges/), expect.stringMatching(/\/tmp noexec/)]);
+    expect(swarmConfinementGaps("1.45")).toEqual([expect.stringMatching(/\/tmp noexec/)]);
+    expect(swarmConfinementGaps("1.46")).toEqual([]);
   });
 
   it("reserves the vCPUs and memory of the endpoint's CPU instance and constrains workers to their volume's data center", () => {
     const spec = swarmServiceSpec(launch({ placement: { cpus: 2, memoryMb: 4096, gpus: 0, dataCenter: "eu-ro-1" } }), plan);
-    expect(template(spec).Resources).toEqual({ Reservations: { NanoCPUs: 2_000_000_000, MemoryBytes: 4 * 1024 ** 3 } });
+    expect(template(spec).Resources).toEqual({ Limits: { NanoCPUs: 2_000_000_000, MemoryBytes: 4 * 1024 ** 3, Pids: 1024 }, Reservations: { NanoCPUs: 2_000_000_000, MemoryBytes: 4 * 1024 ** 3 } });
     expect(template(spec).Placement).toEqual({ Constraints: ["node.labels.svc.data-center==eu-ro-1"] });
   });
 
   it("reserves a GPU as a generic resource, constrains one GPU type, and mounts the network volume", () => {
     const spec = swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], volumeName: "vol1" }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 }, volume: "vol1" });
-    expect(template(spec).Resources).toEqual({ Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 1 } }] } });
+    expect(template(spec).Resources).toEqual({ Limits: { Pids: 1024 }, Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 1 } }] } });
     expect(template(swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100", "H100"], placement: { gpus: 1, dataCenter: "us-1" } }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 } })).Placement).toEqual({
       Constraints: ["node.labels.svc.data-center==us-1"],
     });
     expect(template(spec).Placement).toEqual({ Constraints: ["node.labels.svc.gpu-type==A100"] });
-    expect(template(spec).ContainerSpec.Mounts).toEqual([{ Type: "volume", Source: "vol1", Target: "/svc-volume" }]);
+    expect(template(spec).ContainerSpec.Mounts).toEqual([
+      { Type: "volume", Source: "vol1", Target: "/svc-volume" },
+      { Type: "tmpfs", Target: "/tmp", TmpfsOptions: { SizeBytes: 1024 * 1024 ** 2, Mode: 0o1777, Options: [["exec"]] } },
+    ]);
     expect(template(spec).ContainerSpec.Env).toContain("SVC_VOLUME_PATH=/svc-volume");
   });
 

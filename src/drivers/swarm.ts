@@ -15,6 +15,7 @@ import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } fr
 import { applyProtocolEnv } from "./env.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import { ensureWorkerImage, imageKindOf, VOLUME_MOUNT } from "./images.js";
+import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import { registryWorkerImage } from "./registry.js";
 import { serviceLogs, type ServiceLogs } from "./swarm-logs.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
@@ -44,6 +45,8 @@ export interface SwarmDriverOptions {
   network?: string;
   /** How long the last read of an ended worker's log may take before its service is removed anyway. */
   logDrainMs?: number;
+  /** Processes and /tmp size per worker (memory and CPU come from the endpoint's instance). */
+  limits?: Partial<ContainerLimits>;
   log?(message: string): void;
 }
 
@@ -55,6 +58,8 @@ export interface SwarmServicePlan {
   gpus?: { kind: string; count: number };
   volume?: string;
   stopGraceMs: number;
+  /** Processes and /tmp size (default DEFAULT_CONTAINER_LIMITS). */
+  limits?: ContainerLimits;
 }
 
 /** Every label of a worker's service (and its container): a container's, and what it runs. Pure. */
@@ -65,7 +70,9 @@ export function swarmLabels(launch: WorkerLaunch, session: string): Record<strin
 /** The worker's Swarm service: what `docker service create` would be given. Pure. */
 export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): Docker.CreateServiceOptions {
   if (!launch.artifactUrl) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Swarm worker could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
-  const env: Record<string, string> = { ...launch.environment };
+  const limits = plan.limits ?? DEFAULT_CONTAINER_LIMITS;
+  // HOME in the writable /tmp (the root filesystem is read-only), unless the endpoint names its own.
+  const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
   applyProtocolEnv(env, launch, { apiUrl: launch.apiUrl, artifact: launch.artifactUrl, volumePath: plan.volume ? VOLUME_MOUNT : undefined });
   const labels = swarmLabels(launch, plan.session);
   return {
@@ -77,16 +84,62 @@ export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): 
         Labels: labels,
         Env: Object.entries(env).map(([key, value]) => `${key}=${value}`),
         StopGracePeriod: plan.stopGraceMs * 1_000_000,
-        ...(plan.volume ? { Mounts: [{ Type: "volume" as const, Source: plan.volume, Target: VOLUME_MOUNT }] } : {}),
+        ...swarmConfinement(Boolean(launch.image)),
+        Mounts: [...(plan.volume ? [{ Type: "volume" as const, Source: plan.volume, Target: VOLUME_MOUNT }] : []), swarmTmpMount(limits)],
       },
       // A worker that ends stays ended: the service decides whether and where another one starts.
       RestartPolicy: { Condition: "none", MaxAttempts: 0 },
-      Resources: { Reservations: swarmReservations(launch.placement, plan.gpus) },
+      Resources: { Limits: swarmLimits(launch.placement, limits), Reservations: swarmReservations(launch.placement, plan.gpus) },
       ...swarmConstraints(launch),
       Networks: [{ Target: plan.network }],
     },
     Mode: { Replicated: { Replicas: 1 } },
   } as Docker.CreateServiceOptions;
+}
+
+/**
+ * How a worker's container is confined (isolation.ts): no capabilities, no privilege gain through setuid binaries,
+ * and for svc's own worker image its non-root user and a read-only root filesystem (a prebuilt image keeps its
+ * user and writable layer, as on Docker). Engines older than Docker 25 (API 1.44) ignore
+ * Privileges.NoNewPrivileges. Pure.
+ */
+export function swarmConfinement(prebuilt: boolean): { User?: string; ReadOnly: boolean; CapabilityDrop: string[]; Privileges: { NoNewPrivileges: true } } {
+  return { ...(prebuilt ? {} : { User: `${WORKER_UID}:${WORKER_GID}` }), ReadOnly: !prebuilt, CapabilityDrop: ["ALL"], Privileges: { NoNewPrivileges: true } };
+}
+
+/**
+ * The worker's private /tmp: a tmpfs of the driver's size, writable by all (1777), `exec` because the runtime
+ * unpacks the artifact there (engines older than Docker 27, API 1.46, ignore Options and mount it noexec: native
+ * addons then fail to load). Pure.
+ */
+export function swarmTmpMount(limits: ContainerLimits) {
+  return { Type: "tmpfs" as const, Target: WORKER_TMP, TmpfsOptions: { SizeBytes: limits.tmpMb * 1024 * 1024, Mode: 0o1777, Options: [["exec"]] } };
+}
+
+/** API versions as numbers: "1.44" -> [1, 44]. */
+function apiVersionBelow(version: string, major: number, minor: number): boolean {
+  const [a = 0, b = 0] = version.split(".").map(Number);
+  return a < major || (a === major && b < minor);
+}
+
+/**
+ * What of the worker's confinement a swarm manager of this API version drops, one line each (the service says so
+ * at start). Pure.
+ */
+export function swarmConfinementGaps(apiVersion: string): string[] {
+  const gaps: string[] = [];
+  if (apiVersionBelow(apiVersion, 1, 44)) gaps.push(`this engine (API ${apiVersion}) ignores no-new-privileges for Swarm services (Docker 25, API 1.44, applies it)`);
+  if (apiVersionBelow(apiVersion, 1, 46)) gaps.push(`this engine (API ${apiVersion}) mounts the workers' /tmp noexec: native addons in an artifact fail to load (Docker 27, API 1.46, mounts it exec)`);
+  return gaps;
+}
+
+/** What a worker may use at most: its CPU instance's vCPUs and memory, and the driver's process limit. Pure. */
+export function swarmLimits(placement: Placement | undefined, limits: ContainerLimits): Record<string, number> {
+  return {
+    ...(placement?.cpus ? { NanoCPUs: placement.cpus * 1e9 } : {}),
+    ...(placement?.memoryMb ? { MemoryBytes: placement.memoryMb * 1024 * 1024 } : {}),
+    Pids: limits.pidsLimit,
+  };
 }
 
 /**
@@ -137,12 +190,15 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
   const stopGraceMs = options.stopGraceMs ?? 10_000;
   const network = options.network ?? "host";
   const logDrainMs = options.logDrainMs ?? 5000;
+  const limits: ContainerLimits = { ...DEFAULT_CONTAINER_LIMITS, ...options.limits };
   let engine: Promise<Docker> | undefined;
   const docker = () => (engine ??= connectDocker({ docker: options.docker }).then(async (d) => {
     const info = (await d.info()) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
     if (info.Swarm?.LocalNodeState !== "active" || !info.Swarm.ControlAvailable) {
       throw new UserError("This Docker engine is not a manager of a swarm", { hint: "Run `svc server --workers swarm` against a swarm manager (`docker swarm init`), or use --workers docker." });
     }
+    const { ApiVersion } = (await d.version()) as { ApiVersion?: string };
+    for (const gap of swarmConfinementGaps(ApiVersion ?? "0")) log(`warning: ${gap}`);
     return d;
   }));
   const images = new Map<string, Promise<string>>();
@@ -250,6 +306,11 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
 
   return {
     name: "swarm",
+    async isolation() {
+      const { ApiVersion } = (await (await docker()).version()) as { ApiVersion?: string };
+      const gaps = swarmConfinementGaps(ApiVersion ?? "0");
+      return `each node's default runtime (set default-runtime in its daemon.json for gVisor); uid ${WORKER_UID}, no capabilities, no-new-privileges, read-only root, /tmp ${limits.tmpMb} MiB, at most ${limits.pidsLimit} processes, the instance's memory and CPU${gaps.length > 0 ? ` (but ${gaps.join("; ")})` : ""}`;
+    },
 
     async start(launch) {
       if (closed) throw new UserError("The Swarm driver is closed");
@@ -263,7 +324,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
         }
         gpus = { kind: gpuResource, count: launch.placement?.gpus || 1 };
       }
-      const spec = swarmServiceSpec(launch, { image: launch.image ?? (await imageFor(launch)), session: options.session, network, gpus, volume: launch.volumeName, stopGraceMs });
+      const spec = swarmServiceSpec(launch, { image: launch.image ?? (await imageFor(launch)), session: options.session, network, gpus, volume: launch.volumeName, stopGraceMs, limits });
       let created: { id?: string; ID?: string };
       try {
         created = (await d.createService(spec)) as { id?: string; ID?: string };

@@ -120,6 +120,8 @@ export interface WorkerDriver {
   adopt?(onLog?: (endpointId: string, workerId: string, line: WorkerLogLine) => void): Promise<AdoptedWorker[]>;
   /** Present when the driver runs prebuilt images (`launch.image`): whether its engine holds this one. */
   hasImage?(name: string): Promise<boolean>;
+  /** How its workers are confined, in one line (the service's start line and `svc doctor` say it). */
+  isolation?(): Promise<string>;
   /** Stop every worker this driver started. */
   close(): Promise<void>;
 }

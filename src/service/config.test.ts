@@ -18,6 +18,18 @@ describe("the service's configuration", () => {
     expect(options.dataCenters?.[0]?.gpuTypes).toEqual(["A100", "H100"]);
   });
 
+  it("takes how container workers are confined: the Docker runtime (flag or variable), the RuntimeClass, process and /tmp limits", () => {
+    const defaults = parseServerConfig({}, {}).config;
+    expect(defaults).toMatchObject({ workerPidsLimit: 1024, workerTmpMb: 1024 });
+    expect(defaults.dockerRuntime).toBeUndefined();
+    expect(defaults.k8sRuntimeClass).toBeUndefined();
+    const parsed = parseServerConfig({ dockerRuntime: "runsc" }, { SVC_DOCKER_RUNTIME: "runc", SVC_K8S_RUNTIME_CLASS: "gvisor", SVC_WORKER_PIDS_LIMIT: "256", SVC_WORKER_TMP_MB: "512" });
+    expect(parsed.config).toMatchObject({ dockerRuntime: "runsc", k8sRuntimeClass: "gvisor", workerPidsLimit: 256, workerTmpMb: 512 });
+    expect(parsed.sources).toMatchObject({ dockerRuntime: "flag", workerTmpMb: "environment" });
+    expect(parseServerConfig({}, { SVC_DOCKER_RUNTIME: "runsc" }).config.dockerRuntime).toBe("runsc");
+    expect(() => parseServerConfig({}, { SVC_WORKER_PIDS_LIMIT: "none" })).toThrow('SVC_WORKER_PIDS_LIMIT must be a positive whole number, not "none"');
+  });
+
   it("refuses every bad value at once, naming each", () => {
     let error: unknown;
     try {

@@ -12,6 +12,7 @@ import { parseRateLimits, type RateWindow } from "./ratelimit.js";
 import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
 import { redactStoreUrl, storeUrlProblem } from "./store-url.js";
+import { DEFAULT_CONTAINER_LIMITS } from "../drivers/isolation.js";
 
 export type WorkersKind = "process" | "docker" | "swarm" | "kubernetes" | "none";
 
@@ -55,6 +56,14 @@ export interface ServerConfig extends ServiceSettings {
   /** Swarm workers: the network they join (default "host") and the image they run (default svc's worker image). */
   swarmNetwork?: string;
   swarmImage?: string;
+  /** Docker workers: the engine's OCI runtime they run under ("runsc": gVisor); default the engine's default. */
+  dockerRuntime?: string;
+  /** Kubernetes workers: the RuntimeClass their Pods name (gVisor's, e.g. "gvisor"). */
+  k8sRuntimeClass?: string;
+  /** Container workers (Docker, Swarm): processes and threads per worker. */
+  workerPidsLimit: number;
+  /** Container workers (Docker, Swarm, Kubernetes): size of each worker's /tmp in MiB. */
+  workerTmpMb: number;
   publicUrl?: string;
   /** The admin key given in the environment (else the data dir's generated one). */
   apiKey?: string;
@@ -103,6 +112,10 @@ export const SETTINGS: readonly Setting[] = [
   { key: "k8sImage", env: "SVC_K8S_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Kubernetes workers (default: the registry's svc worker image, by digest)" },
   { key: "swarmNetwork", env: "SVC_SWARM_NETWORK", kind: { type: "string" }, serverOnly: true, description: "network Swarm workers join (default: host; svc's own overlay network when svc runs as a stack)" },
   { key: "swarmImage", env: "SVC_SWARM_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Swarm workers (default: svc's worker image, built here or the registry's by digest)" },
+  { key: "dockerRuntime", flag: "dockerRuntime", env: "SVC_DOCKER_RUNTIME", kind: { type: "string" }, serverOnly: true, description: "OCI runtime Docker workers run under, registered with dockerd (runsc: gVisor; default the engine's default, runc)" },
+  { key: "k8sRuntimeClass", env: "SVC_K8S_RUNTIME_CLASS", kind: { type: "string" }, serverOnly: true, description: "RuntimeClass of Kubernetes worker Pods (gVisor's, e.g. gvisor; default the cluster's default)" },
+  { key: "workerPidsLimit", env: "SVC_WORKER_PIDS_LIMIT", kind: positive, default: DEFAULT_CONTAINER_LIMITS.pidsLimit, serverOnly: true, description: "processes and threads per Docker or Swarm worker container" },
+  { key: "workerTmpMb", env: "SVC_WORKER_TMP_MB", kind: positive, default: DEFAULT_CONTAINER_LIMITS.tmpMb, serverOnly: true, description: "size of each container worker's /tmp in MiB (in memory: it counts against the worker's memory)" },
   { key: "registry", env: "SVC_WORKER_REGISTRY", kind: { type: "string" }, serverOnly: true, description: "registry (host:port) Docker workers' images are pulled from, by digest" },
   { key: "publicUrl", flag: "publicUrl", env: "SVC_PUBLIC_URL", kind: { type: "string" }, serverOnly: true, description: "the address clients use" },
   { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },

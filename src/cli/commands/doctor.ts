@@ -4,7 +4,8 @@
 import type { Command } from "commander";
 import pc from "picocolors";
 import { DEFAULT_SERVER_PORT } from "./server.js";
-import { chromiumFinding, dockerFinding, gpuFindings, nodeFinding, portFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { envSetting } from "../../sdk/context.js";
 import { createOutput } from "../output.js";
 import { serviceTarget } from "../target.js";
 import { describeTarget } from "./login.js";
@@ -36,6 +37,7 @@ export function register(program: Command): void {
         await Promise.all([
           Promise.resolve([nodeFinding(process.version)]),
           dockerFinding().then((f) => [f]),
+          containerIsolationProbe(envSetting("SVC_DOCKER_RUNTIME")).then((f) => [f]),
           gpuFindings(),
           serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) }).then((f) => [f]),
           portFinding(DEFAULT_SERVER_PORT, "svc server's default port").then((f) => [f]),

@@ -46,7 +46,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     // One session per data directory: a restart after a crash finds the containers the killed run left.
     const session = `srv${createHash("sha256").update(dataDir).digest("hex").slice(0, 12)}`;
     // Pre-booted containers (SVC_WORKER_POOL per image kind) take leftovers of a killed run's pool with them.
-    return createDockerDriver({ log, session, stableSession: true, registry, pool });
+    return createDockerDriver({ log, session, stableSession: true, registry, pool, runtime: config.dockerRuntime, limits: { pidsLimit: config.workerPidsLimit, tmpMb: config.workerTmpMb } });
   }
   if (kind === "swarm") {
     // Workers as Swarm services, placed by the swarm; their images from the registry when one is given (docs/cluster.md).
@@ -56,7 +56,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
     // As a stack (deploy/swarm/svc-stack.yml) the workers join svc's overlay network and run an image named
     // there: the server's image holds no `ldd` to build worker images with.
-    return createSwarmDriver({ log, session, registry, network: config.swarmNetwork, image: config.swarmImage });
+    return createSwarmDriver({ log, session, registry, network: config.swarmNetwork, image: config.swarmImage, limits: { pidsLimit: config.workerPidsLimit, tmpMb: config.workerTmpMb } });
   }
   if (kind === "kubernetes") {
     // Pods through the official client, in-cluster configuration or ~/.kube/config (docs/cluster.md).
@@ -68,7 +68,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     }
     const { createKubernetesDriver } = await import("../../drivers/kubernetes.js");
     const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
-    return createKubernetesDriver({ namespace: config.k8sNamespace ?? inClusterNamespace() ?? "default", session, registry, image: config.k8sImage, log });
+    return createKubernetesDriver({ namespace: config.k8sNamespace ?? inClusterNamespace() ?? "default", session, registry, image: config.k8sImage, runtimeClass: config.k8sRuntimeClass, tmpMb: config.workerTmpMb, log });
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
@@ -118,12 +118,13 @@ export function register(program: Command): void {
     .option("--workers <driver>", "where workers run: process, docker, swarm, kubernetes or none (default process)")
     .option("--store <url>", "keep the state in PostgreSQL (postgres://user:password@host:port/database) instead of the data dir's SQLite file (or $SVC_STORE_URL)")
     .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
+    .option("--docker-runtime <name>", "with --workers docker: the OCI runtime workers run under, e.g. runsc for gVisor (or $SVC_DOCKER_RUNTIME)")
     .option("--print-config", "print the configuration (flags, environment, defaults; secrets not shown) and exit")
     .option("--json", "with --print-config: as JSON")
-    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; printConfig?: boolean; json?: boolean }) => {
+    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; dockerRuntime?: string; printConfig?: boolean; json?: boolean }) => {
       const out = createOutput({ json: opts.json });
       // Every setting parsed once, here: the service's modules get typed values and read no environment.
-      const parsed = parseServerConfig({ host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl }, settingsEnvironment(envSetting));
+      const parsed = parseServerConfig({ host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl, dockerRuntime: opts.dockerRuntime }, settingsEnvironment(envSetting));
       if (opts.printConfig) {
         const rows = printableConfig(parsed);
         out.result({ settings: rows }, () => alignRows(rows.map((r) => [r.setting, JSON.stringify(r.value), r.source, r.from])).join("\n"));
@@ -177,6 +178,14 @@ export function register(program: Command): void {
         throw listenError(err, config.host, port);
       }
       out.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${config.workers})`);
+      // What confines one tenant's workers from another's and from the host (docs/security.md).
+      if (driver?.isolation) {
+        try {
+          out.info(`worker isolation: ${await driver.isolation()}`);
+        } catch (err) {
+          out.warn(`worker isolation: could not be read (${(err as Error).message})`);
+        }
+      }
       if (admin.source === "generated") out.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
       else if (admin.source === "file") out.info(`admin API key: ${admin.file}`);
       else out.info("admin API key: SVC_API_KEY");
