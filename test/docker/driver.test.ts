@@ -128,7 +128,8 @@ describeDocker("Docker driver with the real service", () => {
     expect(read.body.output.host).not.toBe(written.body.output.host);
     const volumes = (await docker.listVolumes({ filters: { label: [`${LABELS.session}=${driver.session}`] } })).Volumes ?? [];
     expect(volumes).toHaveLength(1);
-    expect(volumes[0]!.Labels).toMatchObject({ [LABELS.managed]: "true", [LABELS.volume]: expect.stringMatching(/^shared-notes-/) });
+    // The setting "shared-notes" names no volume of the owner's: the deploy made one for them, named by its id.
+    expect(volumes[0]!.Labels).toMatchObject({ [LABELS.managed]: "true", [LABELS.volume]: expect.stringMatching(/^vol[0-9a-f]{12}-/) });
   }, 120_000);
 
   it("runs a GPU endpoint on CPU when the driver allows it (no GPU here), with a logged warning", async () => {
