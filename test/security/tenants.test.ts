@@ -4,7 +4,7 @@
 // with B's own results. Everything runs for real: the `svc` binary, the server as its own process, bwrap.
 
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,6 +22,31 @@ const B_FILE = "B's volume file: model weights";
 const OPERATOR_ENV = { OPERATOR_CLOUD_TOKEN: "operator-cloud-token-value" };
 
 function tenantSuite(workers: "process" | "docker") {
+
+  /** TCP ports a victim endpoint's worker processes listen on, read from the host's /proc (fd -> socket inode). */
+  function victimListeningPorts(endpointName: string): number[] {
+    const inodes = new Set<string>();
+    for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+      try {
+        const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+        if (!environ.includes("SVC_APP=tenant-victim") || !environ.includes(`SVC_ENDPOINT_NAME=${endpointName}`)) continue;
+        for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+          const link = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+          if (link) inodes.add(link[1]!);
+        }
+      } catch {
+        // gone, or not a process of ours
+      }
+    }
+    const ports: number[] = [];
+    for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+      for (const line of readFileSync(file, "utf8").split("\n").slice(1)) {
+        const cols = line.trim().split(/\s+/);
+        if (cols[3] === "0A" && inodes.has(cols[9]!)) ports.push(parseInt(cols[1]!.split(":")[1]!, 16));
+      }
+    }
+    return ports;
+  }
 
   /** Where B's containers listen on their network (Docker workers): what a neighbour container could try. */
   async function victimContainerAddresses(): Promise<string[]> {
@@ -203,19 +228,14 @@ function tenantSuite(workers: "process" | "docker") {
   });
 
   it("a load-balanced worker that re-registers at B's worker's address does not get B's answers", async () => {
-    // Every port listening on this machine: B's worker's among them.
-    const ports = new Set<number | string>();
-    for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-      for (const line of readFileSync(file, "utf8").split("\n").slice(1)) {
-        const cols = line.trim().split(/\s+/);
-        if (cols[3] === "0A" && cols[1]) ports.add(parseInt(cols[1].split(":")[1]!, 16));
-      }
-    }
-    for (const peer of await victimContainerAddresses()) ports.add(peer);
+    // Where B's load-balanced worker listens: its process's listening sockets (process workers), or its
+    // container's address on its network (Docker workers).
+    const addresses = [...victimListeningPorts("private-api").map((port) => `127.0.0.1:${port}`), ...(await victimContainerAddresses())];
+    expect(addresses.length).toBeGreaterThan(0);
     const lure = endpoints.lure!;
     await until(async () => (await api(keys.a, "GET", `${lure.url}/private`)).body?.owner === "A");
-    for (const port of ports) {
-      await api(keys.a, "POST", `${lure.url}/hijack`, { address: typeof port === "number" ? `http://127.0.0.1:${port}` : `http://${port}` });
+    for (const address of addresses) {
+      await api(keys.a, "POST", `${lure.url}/hijack`, { address: `http://${address}` });
       // Long enough for a re-registered address to be checked (/ping) and used.
       const deadline = Date.now() + 1500;
       while (Date.now() < deadline) {
@@ -269,16 +289,19 @@ function tenantSuite(workers: "process" | "docker") {
     });
   });
 
-  it("configuration cannot smuggle code: loader variables in a template are refused, whatever the key", async () => {
-    for (const key of [keys.aWrite, keys.a]) {
-      const r = await api(key, "POST", "/v1/templates", {
+  it("configuration cannot smuggle code: a management:write key cannot make workers run code, and loader variables are refused whatever the key", async () => {
+    const template = (key: string) =>
+      api(key, "POST", "/v1/templates", {
         name: "smuggler",
         imageName: `svc://${endpoints.probe!.id}`,
         env: { NODE_OPTIONS: "--import=data:text/javascript,console.log(process.env)" },
       });
-      expect(r.status, r.text).toBe(422);
-      expect(r.text).toContain("NODE_OPTIONS");
-    }
+    const writeOnly = await template(keys.aWrite);
+    expect(writeOnly.status, writeOnly.text).toBe(403);
+    expect(writeOnly.text).toContain("deploy");
+    const admin = await template(keys.a);
+    expect(admin.status, admin.text).toBe(422);
+    expect(admin.text).toContain("NODE_OPTIONS");
     const secret = svc(join(work, "tenant-attacker"), keys.a, ["secret", "set", "LD_PRELOAD", "--json"], "/tmp/evil.so\n");
     expect(secret.status).not.toBe(0);
     expect(secret.stderr).toContain("LD_PRELOAD");
