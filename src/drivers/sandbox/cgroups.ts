@@ -54,7 +54,7 @@ function parseMountinfo(text: string): Mount[] {
 function inMount(mount: Mount, path: string): string | undefined {
   const root = mount.root === "/" ? "" : mount.root;
   if (root && path !== root && !path.startsWith(`${root}/`)) return undefined;
-  return join(mount.point, path.slice(root.length));
+  return join(mount.point, path.slice(root.length)).replace(/(.)\/+$/, "$1");
 }
 
 /** Where this process's cgroups are, from the texts of /proc/self/cgroup and /proc/self/mountinfo. Pure. */
