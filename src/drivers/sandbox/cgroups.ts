@@ -165,6 +165,18 @@ function workerCgroup(version: 1 | 2, dirs: Partial<Record<CgroupController, str
   };
 }
 
+/** Make a worker's cgroup directory; one left by an earlier run under the same name is replaced once empty. */
+function makeCgroupDir(dir: string): void {
+  try {
+    mkdirSync(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    // Still holding processes (EBUSY): the error says so, and the worker does not start unlimited.
+    rmdirSync(dir);
+    mkdirSync(dir);
+  }
+}
+
 /** Whether a directory can be made (and removed) in `dir`: the test of each hierarchy. */
 function canMakeChildren(dir: string): boolean {
   const probe = join(dir, `svc-probe-${process.pid}`);
@@ -207,7 +219,7 @@ export function detectCgroups(host?: CgroupHost): Cgroups | { unavailable: strin
         controllers: on,
         create(name) {
           const dir = join(v2, `svc-${name}`);
-          mkdirSync(dir);
+          makeCgroupDir(dir);
           return workerCgroup(2, Object.fromEntries(on.map((c) => [c, dir])));
         },
       };
@@ -224,7 +236,7 @@ export function detectCgroups(host?: CgroupHost): Cgroups | { unavailable: strin
       try {
         for (const c of controllers) {
           const dir = join(v1[c]!, `svc-${name}`);
-          mkdirSync(dir);
+          makeCgroupDir(dir);
           dirs[c] = dir;
         }
       } catch (err) {

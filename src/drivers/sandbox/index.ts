@@ -86,17 +86,26 @@ export interface Sandbox {
   /** Whether limits are enforced (cgroups could be made). */
   cgroups?: Cgroups;
   defaults: SandboxDefaults;
+  /** The host's NVIDIA device nodes, bound into GPU workers' sandboxes. */
+  gpuDevices: string[];
   spawn(launch: SandboxLaunch): SandboxedProcess;
   /** Remove what the sandbox keeps on disk (its passwd and group files). */
   dispose(): void;
 }
 
-// The bwrap process's file descriptors: what it is told in --args, what the spawn gives it.
+// The bwrap process's file descriptors: what it is told in --args, what the spawn gives it. bwrap closes 3..5
+// before the worker runs; 6 is the pool's channel. (An fd passed and not named to bwrap would reach the worker.)
 const FD_ARGS = 3;
 const FD_INFO = 4;
-const FD_BLOCK = 5;
-const FD_SECCOMP = 6;
-const FD_IPC = 7;
+const FD_SECCOMP = 5;
+const FD_IPC = 6;
+
+/**
+ * Joins the cgroup directories it is given (this shell's pid into each cgroup.procs) and execs the rest: bwrap
+ * starts inside the worker's cgroup, so the sandboxed process is limited from its first instruction, and nothing
+ * waits half-started for the service (which may die meanwhile).
+ */
+const JOIN_CGROUP = 'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; shift; exec "$@"';
 
 function findOnPath(name: string): string | undefined {
   for (const dir of (process.env.PATH ?? "/usr/bin:/bin").split(delimiter)) {
@@ -214,6 +223,7 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
     description,
     cgroups,
     defaults,
+    gpuDevices: devices,
     spawn(launch) {
       const node = nodeMounts(launch.nodePath);
       const readOnly: BindMount[] = [
@@ -238,52 +248,36 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
         tmpBytes: launch.tmpBytes,
         env,
         cwd: SANDBOX_CODE_DIR,
-        fds: { info: FD_INFO, block: cgroup ? FD_BLOCK : undefined, seccomp: seccomp ? FD_SECCOMP : undefined },
+        fds: { info: FD_INFO, seccomp: seccomp ? FD_SECCOMP : undefined },
       };
       const args = bwrapArgs(spec);
       const devArgs = launch.gpu ? devices.flatMap((d) => ["--dev-bind-try", d, d]) : [];
-      // fds 3..6 are pipes bwrap reads or writes and closes before the worker runs; 7 is the pool's channel.
-      const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "pipe", "pipe", "pipe", ...(launch.ipc ? (["ipc"] as const) : [])];
+      const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "pipe", seccomp ? "pipe" : "ignore", ...(launch.ipc ? (["ipc"] as const) : [])];
+      const command = [bwrap, "--args", String(FD_ARGS), ...devArgs, "--", node.binary, realpathSync(launch.entry)];
       let child: ChildProcess;
       try {
-        child = spawn(bwrap, ["--args", String(FD_ARGS), ...devArgs, "--", node.binary, realpathSync(launch.entry)], { stdio, env: {}, cwd: "/" });
+        cgroup?.limit(launch.limits);
+        child = cgroup
+          ? spawn("/bin/sh", ["-c", JOIN_CGROUP, "sh", ...cgroup.dirs, "--", ...command], { stdio, env: {}, cwd: "/" })
+          : spawn(command[0]!, command.slice(1), { stdio, env: {}, cwd: "/" });
       } catch (err) {
         void cgroup?.remove();
         throw err;
       }
       const pipe = (fd: number) => child.stdio[fd] as (Readable & Writable) | null;
       // A pipe bwrap closed early (it failed) must not become an unhandled error here; its exit says what happened.
-      for (const fd of [FD_ARGS, FD_INFO, FD_BLOCK, FD_SECCOMP]) pipe(fd)?.on("error", () => undefined);
+      for (const fd of [FD_ARGS, FD_INFO, FD_SECCOMP]) pipe(fd)?.on("error", () => undefined);
       pipe(FD_ARGS)?.end(encodeArgs(args));
       if (seccomp) pipe(FD_SECCOMP)?.end(seccomp);
-      else pipe(FD_SECCOMP)?.end();
-      if (!cgroup) pipe(FD_BLOCK)?.end();
       const pid = new Promise<number | undefined>((resolve) => {
         let info = "";
         const info$ = pipe(FD_INFO)!;
-        const done = (value: number | undefined) => {
-          info$.removeAllListeners("data");
-          info$.destroy();
-          resolve(value);
-        };
+        // Read to its end: bwrap writes the rest of its report after the pid, and a closed pipe would kill it (SIGPIPE).
+        const done = (value: number | undefined) => resolve(value);
         info$.on("data", (chunk: Buffer) => {
           info += chunk.toString();
           const m = /"child-pid"\s*:\s*(\d+)/.exec(info);
-          if (!m) return;
-          const childPid = Number(m[1]);
-          if (cgroup) {
-            try {
-              cgroup.add(childPid);
-              cgroup.limit(launch.limits);
-            } catch (err) {
-              // A worker must not run without the limits the service says it has.
-              child.kill("SIGKILL");
-              process.emitWarning(`svc: could not put worker ${launch.name} in its cgroup: ${(err as Error).message}`);
-              return done(undefined);
-            }
-            pipe(FD_BLOCK)?.end("go");
-          }
-          done(childPid);
+          if (m) done(Number(m[1]));
         });
         info$.once("end", () => done(undefined));
         child.once("exit", () => done(undefined));
