@@ -265,6 +265,15 @@ function privateDir(dir: string): void {
   chmodSync(dir, 0o700);
 }
 
+/** Remove the pool slots of services that are gone (named pool-<pid>-...: a service killed with SIGKILL left them). */
+function sweepSlots(slotsDir: string): void {
+  if (!existsSync(slotsDir)) return;
+  for (const name of readdirSync(slotsDir)) {
+    const pid = Number(/^pool-(\d+)-/.exec(name)?.[1]);
+    if (pid && pid !== process.pid && !processAlive(pid)) rmSync(join(slotsDir, name), { recursive: true, force: true });
+  }
+}
+
 /** The sha256 an artifact was deployed with, when its file is named by it (the service keeps them so). */
 function deployedSha256(artifactPath: string): string | undefined {
   return /^([a-f0-9]{64})\.tar\.gz$/.exec(basename(artifactPath))?.[1];
@@ -410,6 +419,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       // directory, both bound into its sandbox only. A worker that needs a mount unknown at boot (a volume)
       // does not come from the pool.
       const slotsDir = join(cache(), ".slots");
+      if (poolSlots === 0) sweepSlots(slotsDir);
       mkdirSync(slotsDir, { recursive: true, mode: 0o700 });
       const name = `pool-${process.pid}-${++poolSlots}`;
       const codeDir = mkdtempSync(join(slotsDir, `${name}-`));

@@ -7,7 +7,7 @@
 // moved the child in), its limits written (again at a pool claim, when the endpoint is known), and removed once
 // the process is gone.
 
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 export interface CgroupLimits {
@@ -122,6 +122,31 @@ export interface Cgroups {
   controllers: CgroupController[];
   /** Make the cgroup of a worker (`name`: its id, already safe as a file name). */
   create(name: string): WorkerCgroup;
+  /**
+   * Remove the empty worker cgroups a service killed with SIGKILL left (its workers ended since, no restart on its
+   * data adopted them). Only those older than a minute: another service may be about to move a worker into its own.
+   */
+  sweep(): void;
+}
+
+const STALE_MS = 60_000;
+
+function sweepDir(parent: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(parent).filter((n) => n.startsWith("svc-"));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const dir = join(parent, name);
+    try {
+      if (Date.now() - statSync(dir).mtimeMs < STALE_MS) continue;
+      rmdirSync(dir);
+    } catch {
+      // EBUSY: it still holds processes (a running worker's); anything else: not ours to worry about
+    }
+  }
 }
 
 /** Remove cgroup directories whose processes are gone (adopted workers' records name them). */
@@ -222,6 +247,7 @@ export function detectCgroups(host?: CgroupHost): Cgroups | { unavailable: strin
           makeCgroupDir(dir);
           return workerCgroup(2, Object.fromEntries(on.map((c) => [c, dir])));
         },
+        sweep: () => sweepDir(v2),
       };
     }
   }
@@ -244,6 +270,9 @@ export function detectCgroups(host?: CgroupHost): Cgroups | { unavailable: strin
         throw err;
       }
       return workerCgroup(1, dirs);
+    },
+    sweep() {
+      for (const c of controllers) sweepDir(v1[c]!);
     },
   };
 }

@@ -209,6 +209,7 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
   const seccomp = arch ? encodeProgram(seccompProgram(arch)) : undefined;
   const detected = options.noCgroups ? { unavailable: "turned off" } : detectCgroups();
   const cgroups = "unavailable" in detected ? undefined : detected;
+  cgroups?.sweep();
   const system = systemMounts(hostSystem());
   // The sandbox's /etc/passwd and /etc/group: its one user. Kept in a directory of this process's (0700).
   const identityDir = mkdtempSync(join(tmpdir(), "svc-sandbox-"));
