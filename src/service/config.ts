@@ -12,6 +12,8 @@ import { parseRateLimits, type RateWindow } from "./ratelimit.js";
 import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
 import { redactStoreUrl, storeUrlProblem } from "./store-url.js";
+import { envPatternProblem } from "../drivers/host-env.js";
+import type { SandboxSetting } from "../drivers/sandbox/index.js";
 
 export type WorkersKind = "process" | "docker" | "swarm" | "kubernetes" | "none";
 
@@ -28,6 +30,10 @@ export interface ServiceSettings {
   gpuTypes?: string[];
   rateLimits?: RateWindow[];
   secretsKeys: { current?: string; previous?: string[] };
+  /** Process workers' sandbox: bubblewrap where it works (auto), required (bwrap), or none. */
+  sandbox: SandboxSetting;
+  /** Host variables process workers get beyond the default allow-list (drivers/host-env.ts). */
+  workerEnvAllow?: string[];
 }
 
 /** `svc server`'s configuration: the settings and where it listens, keeps its data and runs workers. */
@@ -58,6 +64,8 @@ export interface ServerConfig extends ServiceSettings {
   publicUrl?: string;
   /** The admin key given in the environment (else the data dir's generated one). */
   apiKey?: string;
+  /** Serve several users with process workers that run without a sandbox: the operator says they are one tenant. */
+  singleTenant: boolean;
 }
 
 export type Source = "flag" | "environment" | "default";
@@ -72,6 +80,7 @@ type Kind =
   | { type: "enum"; values: readonly string[] }
   | { type: "onOff" }
   | { type: "list" }
+  | { type: "envNames" }
   | { type: "rateLimits" };
 
 interface Setting {
@@ -120,6 +129,9 @@ export const SETTINGS: readonly Setting[] = [
   { key: "rateLimits", env: "SVC_RATE_LIMITS", kind: { type: "rateLimits" }, description: "per-user rate-limit windows (minute=600,hour=20000/3600s, ...)" },
   { key: "secretsKeys.current", env: "SVC_SECRETS_KEY", kind: { type: "secret" }, description: "the key sealing secrets (else <data dir>/secrets-key)" },
   { key: "secretsKeys.previous", env: "SVC_SECRETS_KEY_PREVIOUS", kind: { type: "list" }, description: "keys secrets may still be sealed with (rotation)" },
+  { key: "sandbox", flag: "sandbox", env: "SVC_SANDBOX", kind: { type: "enum", values: ["auto", "bwrap", "none"] }, default: "auto", description: "process workers' sandbox: auto (bubblewrap where it works), bwrap (required), none" },
+  { key: "workerEnvAllow", env: "SVC_WORKER_ENV_ALLOW", kind: { type: "envNames" }, description: "host variables process workers get beyond PATH, locale, TZ, proxies and TLS roots (names, or prefixes ending in *)" },
+  { key: "singleTenant", flag: "singleTenant", env: "SVC_SINGLE_TENANT", kind: { type: "onOff" }, default: false, serverOnly: true, description: "serve several users with unsandboxed process workers (they are one tenant)" },
 ];
 
 function parseValue(setting: Setting, raw: string, origin: string): { value?: unknown; problem?: string } {
@@ -152,6 +164,12 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
       return { problem: `${origin} must be "on" or "off", not "${raw}"` };
     case "list": {
       const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+      return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
+    }
+    case "envNames": {
+      const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+      const problems = items.map(envPatternProblem).filter((p): p is string => p !== undefined);
+      if (problems.length > 0) return { problem: `${origin}: ${problems.join("; ")}` };
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
     }
     case "rateLimits":

@@ -4,7 +4,9 @@
 import type { Command } from "commander";
 import pc from "picocolors";
 import { DEFAULT_SERVER_PORT } from "./server.js";
-import { chromiumFinding, dockerFinding, gpuFinding, nodeFinding, portFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { chromiumFinding, dockerFinding, gpuFinding, nodeFinding, portFinding, sandboxFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { resolveSandbox } from "../../drivers/sandbox/index.js";
+import { envSetting } from "../../sdk/context.js";
 import { createOutput } from "../output.js";
 import { serviceTarget } from "../target.js";
 import { describeTarget } from "./login.js";
@@ -39,6 +41,7 @@ export function register(program: Command): void {
         serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) }),
         portFinding(DEFAULT_SERVER_PORT, "svc server's default port"),
         Promise.resolve(chromiumFinding()),
+        Promise.resolve(sandboxFinding(envSetting("SVC_SANDBOX") ?? "auto", (setting) => resolveSandbox({ setting }))),
       ]);
       const code = verdict(findings);
       out.result({ ok: code === 0, findings }, () => renderFindings(findings, Boolean(process.stdout.isTTY) && !process.env.NO_COLOR));
