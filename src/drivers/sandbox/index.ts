@@ -6,7 +6,7 @@
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from "node:child_process";
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, delimiter, dirname, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { UserError } from "../../errors.js";
 import { bwrapArgs, encodeArgs, ETC_FILES, identityFiles, SANDBOX_CODE_DIR, SANDBOX_HOME, SANDBOX_RUN_DIR, SANDBOX_VOLUME_DIR, SYSTEM_DIRS, systemMounts, type BindMount, type BwrapSpec } from "./bwrap.js";
@@ -292,12 +292,7 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
   };
 }
 
-/** The name bwrap's run directory entries get in a worker's socket directory (a Unix socket's path is short). */
+/** A load-balanced worker's socket: in its run directory on the host, at /svc/run inside its sandbox. */
 export function runDirSocket(runDir: string): { host: string; inside: string } {
   return { host: join(runDir, "lb.sock"), inside: `${SANDBOX_RUN_DIR}/lb.sock` };
-}
-
-/** A name safe as a cgroup directory (worker ids are already; this guards the pool's slot names). */
-export function safeName(name: string): string {
-  return basename(name).replace(/[^A-Za-z0-9_.-]/g, "_");
 }
