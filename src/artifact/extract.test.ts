@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createHash } from "node:crypto";
 import { mkdtemp, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
@@ -176,6 +177,20 @@ describe("extractArtifactCached and http sources", () => {
     expect(new Set(dirs).size).toBe(1);
     expect((await readdir(cache)).filter((f) => !f.startsWith("."))).toHaveLength(2);
     expect((await readdir(cache)).filter((f) => f.startsWith("."))).toEqual([]);
+  });
+
+  it("refuses an artifact whose sha256 is not the one it was deployed with, before unpacking it; the cache is 0700", async () => {
+    const cache = join(work, "cache-verified");
+    const file = join(work, "verified.tar.gz");
+    await writeFile(file, body);
+    const digest = createHash("sha256").update(body).digest("hex");
+    const dir = await extractArtifactCached(file, cache, { sha256: digest });
+    expect(dir).toBe(join(cache, digest));
+    expect((await stat(cache)).mode & 0o777).toBe(0o700);
+    const changed = join(work, "changed.tar.gz");
+    await writeFile(changed, await tarGz([{ name: "endpoints/w/handler.mjs", body: "export default 'not what was deployed';" }]));
+    await expect(extractArtifactCached(changed, join(work, "cache-changed"), { sha256: digest })).rejects.toThrow(/its sha256 is [0-9a-f]{64}, not the [0-9a-f]{64} it was deployed with/);
+    expect(await readdir(join(work, "cache-changed"))).toEqual([]);
   });
 
   it("downloads http sources with the worker's bearer token", async () => {

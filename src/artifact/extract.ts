@@ -245,12 +245,13 @@ async function exists(path: string): Promise<boolean> {
 
 /**
  * Extract once per content: the tree lands in `<cacheDir>/<sha256 of the .tar.gz>` and later calls (from this
- * or another process) reuse it. Returns the directory. Concurrent extractions of the same artifact race
+ * or another process) reuse it. Returns the directory. With `sha256`, the artifact must have that digest (the
+ * one it was deployed with) or it is refused before anything is unpacked. Concurrent extractions of the same artifact race
  * safely: each writes its own temporary tree and the first rename wins.
  */
-export async function extractArtifactCached(source: string, cacheDir: string, options: ExtractOptions = {}): Promise<string> {
+export async function extractArtifactCached(source: string, cacheDir: string, options: ExtractOptions & { sha256?: string } = {}): Promise<string> {
   const limits = limitsOf(options);
-  await mkdir(cacheDir, { recursive: true });
+  await mkdir(cacheDir, { recursive: true, mode: 0o700 });
   let local = source;
   let downloaded: string | undefined;
   if (isUrl(source)) {
@@ -260,6 +261,8 @@ export async function extractArtifactCached(source: string, cacheDir: string, op
   }
   try {
     const digest = await sha256File(local);
+    // The service names an artifact by the sha256 it was deployed with: a file changed since is not that code.
+    if (options.sha256 !== undefined && digest !== options.sha256.toLowerCase()) throw new UnsafeArtifactError(source, `its sha256 is ${digest}, not the ${options.sha256} it was deployed with`);
     const dir = join(cacheDir, digest);
     if (await exists(dir)) return dir;
     try {

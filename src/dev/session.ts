@@ -10,7 +10,8 @@ import { watch as watchFiles, type FSWatcher } from "chokidar";
 import ignore from "ignore";
 import { buildProject, type BuildResult } from "../build/index.js";
 import { ReleaseFailedError, startService, type Service, type DeployedEndpoint } from "../service/index.js";
-import { createProcessDriver } from "../drivers/process.js";
+import { createProcessDriver, type ProcessDriver } from "../drivers/process.js";
+import type { SandboxSetting } from "../drivers/sandbox/index.js";
 import type { WorkerLogLine } from "../drivers/types.js";
 import { DEV_SESSION_FILE, envSetting, type DevSession } from "../sdk/context.js";
 import { serviceOptionsOf, type ServiceSettings } from "../service/config.js";
@@ -46,6 +47,8 @@ export interface DevSessionOptions {
   settings?: ServiceSettings;
   /** Pre-booted worker runtimes kept ready (default DEFAULT_DEV_POOL; 0: none). */
   pool?: number;
+  /** Workers' sandbox (default: the settings', else auto: bubblewrap where it works). */
+  sandbox?: SandboxSetting;
 }
 
 export type DevEvent =
@@ -64,6 +67,8 @@ export interface DevSessionHandle {
   service: Service;
   endpoints: DeployedEndpoint[];
   build: BuildResult;
+  /** The isolation workers run under, in words (the process driver's). */
+  isolation: string;
   /** Rebuild and redeploy now (what a source change triggers). */
   rebuild(): Promise<DeployedEndpoint[]>;
   close(): Promise<void>;
@@ -91,13 +96,13 @@ export const WATCH_DEBOUNCE_MS = 150;
 /** How many ports after the default `svc dev` tries when the default is taken. */
 export const DEV_PORT_ATTEMPTS = 20;
 
-async function listen(options: DevSessionOptions, dataDir: string, apiKey: string): Promise<Service> {
+async function listen(options: DevSessionOptions, dataDir: string, apiKey: string, driver: ProcessDriver): Promise<Service> {
   const requested = options.port ?? options.defaultPort ?? DEFAULT_DEV_PORT;
   const base = {
     ...(options.settings ? serviceOptionsOf(options.settings) : {}),
     dataDir,
     host: options.host ?? "127.0.0.1",
-    driver: createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers"), snapshotDir: join(dataDir, "snapshots"), pool: options.pool ?? DEFAULT_DEV_POOL }),
+    driver,
     apiKeys: [apiKey],
     // A module that throws on load throws again: one try says it, the last good code keeps serving.
     releaseAttempts: 1,
@@ -130,7 +135,23 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
   let build = await buildProject(root, { exclude: options.exclude });
   emit({ type: "built", build });
   await mkdir(dataDir, { recursive: true });
-  const service = await listen(options, dataDir, apiKey);
+  // Sandboxed where bubblewrap works, as `svc server`'s workers: the same code behaves the same in both. Without
+  // one, dev serves its one user as before.
+  const driver = createProcessDriver({
+    cacheDir: join(dataDir, "artifact-cache"),
+    stateDir: join(dataDir, "workers"),
+    snapshotDir: join(dataDir, "snapshots"),
+    pool: options.pool ?? DEFAULT_DEV_POOL,
+    sandbox: options.sandbox ?? options.settings?.sandbox ?? "auto",
+    envAllow: options.settings?.workerEnvAllow,
+  });
+  let service: Service;
+  try {
+    service = await listen(options, dataDir, apiKey, driver);
+  } catch (err) {
+    await driver.close();
+    throw err;
+  }
 
   let deployedNames: string[] = [];
   let first = true;
@@ -226,6 +247,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
     apiKey,
     app: build.manifest.app,
     service,
+    isolation: driver.sandboxing.description,
     get endpoints() {
       return endpoints;
     },

@@ -160,6 +160,29 @@ export async function serviceFinding(target: { url: string; apiKey?: string; via
   return { check, level: "ok", detail: `${target.url} (${target.via}) as user ${me.userId}, scopes ${me.scopes.join(", ")}` };
 }
 
+/**
+ * The isolation process workers get here (SVC_SANDBOX, default auto): sandboxed in bubblewrap, or not (then `svc
+ * server` with process workers serves one user only). `resolve` is the sandbox module's resolveSandbox.
+ */
+export function sandboxFinding(setting: string, resolve: (setting: "auto" | "bwrap" | "none") => { kind: "bwrap" | "none"; description: string; dispose?(): void }): Finding {
+  const check = "sandbox";
+  const wanted = setting === "bwrap" || setting === "none" ? setting : "auto";
+  let sandbox: ReturnType<typeof resolve>;
+  try {
+    sandbox = resolve(wanted);
+  } catch (err) {
+    return { check, level: "fail", detail: `SVC_SANDBOX=bwrap, but ${errorMessage(err)}`, fix: "apt-get install bubblewrap, on a kernel with unprivileged user namespaces; or SVC_SANDBOX=auto." };
+  }
+  sandbox.dispose?.();
+  if (sandbox.kind === "bwrap") return { check, level: "ok", detail: `process workers: ${sandbox.description}` };
+  return {
+    check,
+    level: wanted === "none" ? "info" : "warn",
+    detail: `process workers: ${sandbox.description}: \`svc server\` serves one user only with them (unless --single-tenant); \`svc dev\` is unaffected`,
+    fix: "apt-get install bubblewrap (Linux with user namespaces), or run Docker workers (--workers docker).",
+  };
+}
+
 /** The exit of `svc doctor`: 1 when anything failed, else 0. Pure. */
 export function verdict(findings: Finding[]): 0 | 1 {
   return findings.some((f) => f.level === "fail") ? 1 : 0;

@@ -14,6 +14,11 @@ export interface WorkerPlacement {
   http?: { host: string; port: number };
   /** A Unix socket path where a load-balanced worker also listens, for the service's proxy (SVC_LB_SOCKET). */
   lbSocket?: string;
+  /**
+   * No parent pid to watch (a sandboxed worker cannot see its parent): the worker counts itself orphaned once the
+   * service has been unreachable for SVC_ORPHAN_EXIT_MS (SVC_ORPHAN_CHECK=unreachable).
+   */
+  orphanWhenUnreachable?: boolean;
 }
 
 /**
@@ -38,6 +43,7 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
     SVC_VOLUME_PATH: placement.volumePath,
     SVC_PARENT_PID: placement.parentPid === undefined ? undefined : String(placement.parentPid),
     SVC_LB_SOCKET: placement.lbSocket,
+    SVC_ORPHAN_CHECK: placement.orphanWhenUnreachable ? "unreachable" : undefined,
     // Both drivers read the worker's stdout/stderr, so the runtime marks job lines instead of shipping them.
     [OUTPUT_CAPTURED_ENV]: "1",
   };

@@ -8,7 +8,8 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import tarStream from "tar-stream";
 import type { WorkerLaunch, WorkerLogLine } from "./types.js";
-import { createProcessDriver, workerEnvironment } from "./process.js";
+import { createProcessDriver, sandboxExit, workerEnvironment, workerLimits } from "./process.js";
+import { allowedHostEnv } from "./host-env.js";
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const RUNTIME_ENTRY = join(REPO, "dist/runtime/worker.js");
@@ -68,8 +69,8 @@ const firstLine = async (lines: WorkerLogLine[]) => {
 };
 
 describe("workerEnvironment", () => {
-  it("drops the parent's SVC_* settings, adds user env, and protocol variables win", () => {
-    const env = workerEnvironment(launch("w1", []), "/x/dir", { PATH: "/bin", SVC_API_KEY: "parent-secret", SVC_DATA_DIR: "/d" }, 77);
+  it("takes the allowed host variables, adds user env, and protocol variables win", () => {
+    const env = workerEnvironment(launch("w1", []), allowedHostEnv({ PATH: "/bin", SVC_API_KEY: "parent-secret", SVC_DATA_DIR: "/d", AWS_SECRET_ACCESS_KEY: "operator" }), { artifactDir: "/x/dir", parentPid: 77 });
     expect(env).toMatchObject({
       PATH: "/bin",
       USER_FLAG: "on",
@@ -80,8 +81,32 @@ describe("workerEnvironment", () => {
       SVC_PARENT_PID: "77",
     });
     expect(env.SVC_DATA_DIR).toBeUndefined();
+    expect(env.AWS_SECRET_ACCESS_KEY).toBeUndefined();
     expect(env.SVC_VOLUME_PATH).toBeUndefined();
-    expect(workerEnvironment(launch("w1", [], { apiKey: undefined }), "/x", { SVC_API_KEY: "parent-secret" }, 1).SVC_API_KEY).toBeUndefined();
+    expect(env.SVC_ORPHAN_CHECK).toBeUndefined();
+    expect(workerEnvironment(launch("w1", [], { apiKey: undefined }), allowedHostEnv({ SVC_API_KEY: "parent-secret" }), { artifactDir: "/x" }).SVC_API_KEY).toBeUndefined();
+  });
+
+  it("sandboxed: in-sandbox paths, no parent pid (orphaned when the service is unreachable), the driver's address", () => {
+    const env = workerEnvironment(launch("w1", [], { volumePath: "/data/volumes/v" }), {}, { artifactDir: "/svc/code", volumePath: "/svc/volume", orphanWhenUnreachable: true, lbSocket: "/svc/run/lb.sock", http: { host: "127.0.0.1", port: 4100 } });
+    expect(env).toMatchObject({ SVC_ARTIFACT_DIR: "/svc/code", SVC_VOLUME_PATH: "/svc/volume", SVC_ORPHAN_CHECK: "unreachable", SVC_LB_SOCKET: "/svc/run/lb.sock", SVC_HTTP_HOST: "127.0.0.1", SVC_HTTP_PORT: "4100" });
+    expect(env.SVC_PARENT_PID).toBeUndefined();
+  });
+});
+
+describe("workerLimits and sandboxExit", () => {
+  const defaults = { pids: 512, tmpMb: 1024 };
+  it("limits a worker by its endpoint's instance, /tmp to at most its memory; defaults where the instance names none", () => {
+    expect(workerLimits({ placement: { cpus: 2, memoryMb: 4096, gpus: 0 } }, defaults)).toEqual({ limits: { pids: 512, memoryBytes: 4096 * 2 ** 20, cpus: 2 }, tmpBytes: 1024 * 2 ** 20 });
+    expect(workerLimits({ placement: { cpus: 1, memoryMb: 512, gpus: 0 } }, defaults).tmpBytes).toBe(512 * 2 ** 20);
+    expect(workerLimits({ placement: { gpus: 1 } }, defaults)).toEqual({ limits: { pids: 512 }, tmpBytes: 1024 * 2 ** 20 });
+    expect(workerLimits({}, { ...defaults, memoryMb: 256 }).limits.memoryBytes).toBe(256 * 2 ** 20);
+  });
+  it("reads bwrap's 128+n as the signal that ended the worker", () => {
+    expect(sandboxExit(137, null)).toEqual({ code: null, signal: "SIGKILL" });
+    expect(sandboxExit(143, null)).toEqual({ code: null, signal: "SIGTERM" });
+    expect(sandboxExit(0, null)).toEqual({ code: 0, signal: null });
+    expect(sandboxExit(1, null)).toEqual({ code: 1, signal: null });
   });
 });
 

@@ -1,24 +1,50 @@
 // Workers as local child processes: `node dist/runtime/worker.js` per worker. The embedded default for
 // `svc dev` and `svc server` on one machine. Each artifact is extracted once per driver (and per content, in a
-// shared cache) and handed to workers as SVC_ARTIFACT_DIR.
+// cache only the service can write, verified against the sha256 it was deployed with) and handed to workers as
+// SVC_ARTIFACT_DIR.
+//
+// With a sandbox (sandbox/index.ts: bubblewrap) each worker runs in namespaces of its own, sees its code
+// read-only, its volume, a private /tmp and nothing of the service or of other workers, under a seccomp filter
+// and cgroup limits. Without one, workers share the service's uid and view of the machine: one tenant only.
+// docs/security.md, "Process workers".
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFile, link, mkdir, readdir } from "node:fs/promises";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { extractArtifactCached } from "../artifact/extract.js";
-import { applyProtocolEnv } from "./env.js";
+import { applyProtocolEnv, type WorkerPlacement } from "./env.js";
+import { allowedHostEnv } from "./host-env.js";
 import { readMarkedLine } from "../runtime/output-marks.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
 import { processAlive } from "../process-alive.js";
 import { createSnapshotStore } from "./snapshot.js";
+import { removeCgroupDirs } from "./sandbox/cgroups.js";
+import {
+  resolveSandbox,
+  runDirSocket,
+  SANDBOX_CODE_DIR,
+  SANDBOX_VOLUME_DIR,
+  type CgroupLimits,
+  type NoSandbox,
+  type Sandbox,
+  type SandboxDefaults,
+  type SandboxedProcess,
+  type SandboxSetting,
+} from "./sandbox/index.js";
 
 export interface ProcessDriverOptions {
   /** The runtime entry to run (default: dist/runtime/worker.js of this package). */
   runtimeEntry?: string;
-  /** Where extracted artifacts are kept (default: <tmp>/svc-artifact-cache). */
+  /**
+   * Where extracted artifacts are kept (default: a directory of this driver's own under the system's tmp). `svc
+   * server` and `svc dev` keep it in their data directory. Made 0700; one found with looser modes (an earlier
+   * version's, that workers could write) is emptied first.
+   */
   cacheDir?: string;
   /**
    * Whether load-balanced workers also listen on a Unix socket that the service's proxy uses (default true;
@@ -34,8 +60,10 @@ export interface ProcessDriverOptions {
   pool?: number;
   /** How long close() lets workers drain before killing them (default 3000 ms). */
   closeGraceMs?: number;
-  /** Environment the children inherit before the launch's own (default: this process's, minus SVC_*). */
+  /** The environment the host variables workers get are picked from (default: this process's). */
   baseEnv?: NodeJS.ProcessEnv;
+  /** Host variables workers get beyond the default allow-list (host-env.ts): names, or prefixes ending in `*`. */
+  envAllow?: string[];
   /**
    * Where a record of each running worker is kept (pid, endpoint, revision), so that a service restarted after a
    * crash on the same data finds the workers its predecessor left running (adopt). Default: none kept.
@@ -48,6 +76,14 @@ export interface ProcessDriverOptions {
   snapshotDir?: string;
   /** The CRIU binary snapshots use (default: `criu` on PATH). */
   criuPath?: string;
+  /**
+   * Whether workers run sandboxed (default "none" for embedders; `svc server` and `svc dev` pass their setting,
+   * "auto" unless the operator says otherwise): "auto" sandboxes where bubblewrap works here, "bwrap" insists,
+   * "none" never. A sandbox already resolved may be passed (tests).
+   */
+  sandbox?: SandboxSetting | Sandbox | NoSandbox;
+  /** Limits of workers whose endpoint names none, and /tmp's size (sandboxed workers). */
+  sandboxDefaults?: Partial<SandboxDefaults>;
 }
 
 /** What the driver keeps about a running worker, for a later process of the service to adopt. */
@@ -57,10 +93,16 @@ interface WorkerRecord {
   endpointId: string;
   revision?: string;
   /**
-   * A worker restored from a snapshot: its environment is its image's (no SVC_WORKER_ID in /proc/<pid>/environ), so
-   * it is recognised by its start time (/proc/<pid>/stat) instead.
+   * When the process started (/proc/<pid>/stat): with the pid it names one process. Restored and sandboxed
+   * workers are recognised by it (their /proc/<pid>/environ is their image's, or another namespace's).
    */
   startTime?: string;
+  /** Where a load-balanced worker is served (adopted handles report them as started ones do). */
+  address?: string;
+  localSocket?: string;
+  /** A sandboxed worker's cgroup directories and host directories of its own: removed once it is gone. */
+  cgroups?: string[];
+  dirs?: string[];
 }
 
 /** How often an adopted worker (not a child of this process: no exit event) is checked for life. */
@@ -89,6 +131,12 @@ function isWorkerProcess(pid: number, workerId: string, startTime?: string): boo
   }
 }
 
+/** What a worker leaves on the host once it is gone: its cgroups, its run and code directories. */
+function tidy(record: Pick<WorkerRecord, "cgroups" | "dirs">): void {
+  if (record.cgroups?.length) void removeCgroupDirs(record.cgroups);
+  for (const dir of record.dirs ?? []) rmSync(dir, { recursive: true, force: true });
+}
+
 /** A handle on a worker another process started: signals by pid, its exit seen by polling. */
 function adoptedHandle(record: WorkerRecord, onGone: () => void): WorkerHandle {
   const alive = () => isWorkerProcess(record.pid, record.workerId, record.startTime);
@@ -112,6 +160,8 @@ function adoptedHandle(record: WorkerRecord, onGone: () => void): WorkerHandle {
   return {
     workerId: record.workerId,
     exited,
+    ...(record.address ? { address: record.address } : {}),
+    ...(record.localSocket ? { localSocket: record.localSocket } : {}),
     stop(graceMs) {
       signal("SIGTERM");
       const timer = setTimeout(() => signal("SIGKILL"), graceMs);
@@ -132,52 +182,158 @@ function defaultRuntimeEntry(): string {
 }
 
 /**
- * The child's environment: the parent's minus its own SVC_* settings (its API key, data dirs...), then the
- * endpoint's configured variables, then the protocol variables (which user env cannot override).
+ * The child's environment: the host variables the allow-list lets through (`hostEnv`, from allowedHostEnv: never
+ * the service's whole environment), then the endpoint's configured variables, then the protocol variables (which
+ * user env cannot override). Pure.
  */
-export function workerEnvironment(launch: WorkerLaunch, artifactDir: string, baseEnv: NodeJS.ProcessEnv, parentPid: number, lbSocket?: string): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(baseEnv)) {
-    if (!key.startsWith("SVC_") && value !== undefined) env[key] = value;
-  }
+export function workerEnvironment(launch: WorkerLaunch, hostEnv: Readonly<Record<string, string>>, placement: Omit<WorkerPlacement, "apiUrl" | "artifact">): Record<string, string> {
+  const env: Record<string, string | undefined> = { ...hostEnv };
   Object.assign(env, launch.environment);
-  applyProtocolEnv(env, launch, {
-    apiUrl: launch.apiUrl,
-    artifact: launch.artifactPath,
-    artifactDir,
-    volumePath: launch.volumePath,
-    parentPid,
-    lbSocket,
+  applyProtocolEnv(env, launch, { apiUrl: launch.apiUrl, artifact: launch.artifactPath, ...placement });
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) if (value !== undefined) out[key] = value;
+  return out;
+}
+
+/**
+ * A sandboxed worker's exit as the service reads exits: bwrap exits with its child's status, 128 + n for a child
+ * killed by signal n. Pure.
+ */
+export function sandboxExit(code: number | null, signal: NodeJS.Signals | null): WorkerExit {
+  if (code !== null && code > 128 && code < 128 + 65) {
+    const name = Object.entries(SIGNAL_NUMBERS).find(([, n]) => n === code - 128)?.[0];
+    if (name) return { code: null, signal: name };
+  }
+  return { code, signal };
+}
+const SIGNAL_NUMBERS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGILL: 4, SIGTRAP: 5, SIGABRT: 6, SIGBUS: 7, SIGFPE: 8, SIGKILL: 9, SIGUSR1: 10, SIGSEGV: 11, SIGUSR2: 12, SIGPIPE: 13, SIGALRM: 14, SIGTERM: 15, SIGXCPU: 24, SIGXFSZ: 25 };
+
+/** A worker's limits: its endpoint's instance (CPU endpoints name vCPUs and memory), else the sandbox's defaults. */
+export function workerLimits(launch: Pick<WorkerLaunch, "placement">, defaults: SandboxDefaults): { limits: CgroupLimits; tmpBytes: number } {
+  const memoryMb = launch.placement?.memoryMb ?? defaults.memoryMb;
+  const limits: CgroupLimits = { pids: defaults.pids };
+  if (memoryMb !== undefined) limits.memoryBytes = memoryMb * 1024 * 1024;
+  if (launch.placement?.cpus !== undefined) limits.cpus = launch.placement.cpus;
+  // /tmp is memory (tmpfs pages count against the worker's cgroup): never larger than the worker's memory.
+  const tmpMb = memoryMb === undefined ? defaults.tmpMb : Math.min(defaults.tmpMb, memoryMb);
+  return { limits, tmpBytes: tmpMb * 1024 * 1024 };
+}
+
+/** A free TCP port on 127.0.0.1 for a load-balanced worker to listen on (the driver names its address). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
   });
-  return env;
+}
+
+/**
+ * Fill `dest` with `source`'s tree: hard links (the cache's verified files, no copy), copies where the two are on
+ * different file systems.
+ */
+async function linkTree(source: string, dest: string): Promise<void> {
+  for (const entry of await readdir(source, { withFileTypes: true })) {
+    const from = join(source, entry.name);
+    const to = join(dest, entry.name);
+    if (entry.isDirectory()) {
+      await mkdir(to, { mode: 0o755 });
+      await linkTree(from, to);
+    } else if (entry.isFile()) {
+      try {
+        await link(from, to);
+      } catch (err) {
+        if (!["EXDEV", "EPERM", "EMLINK"].includes((err as NodeJS.ErrnoException).code ?? "")) throw err;
+        await copyFile(from, to);
+      }
+    }
+  }
+}
+
+/**
+ * Make `dir` a directory only the service can open. One that exists with looser modes (an earlier version's
+ * cache, which workers could write) is emptied first: what is in it may not be what its owners deployed.
+ */
+function privateDir(dir: string): void {
+  if (existsSync(dir) && (statSync(dir).mode & 0o077) !== 0) {
+    for (const name of readdirSync(dir)) rmSync(join(dir, name), { recursive: true, force: true });
+  }
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
+}
+
+/** Remove the pool slots of services that are gone (named pool-<pid>-...: a service killed with SIGKILL left them). */
+function sweepSlots(slotsDir: string): void {
+  if (!existsSync(slotsDir)) return;
+  for (const name of readdirSync(slotsDir)) {
+    const pid = Number(/^pool-(\d+)-/.exec(name)?.[1]);
+    if (pid && pid !== process.pid && !processAlive(pid)) rmSync(join(slotsDir, name), { recursive: true, force: true });
+  }
+}
+
+/** The sha256 an artifact was deployed with, when its file is named by it (the service keeps them so). */
+function deployedSha256(artifactPath: string): string | undefined {
+  return /^([a-f0-9]{64})\.tar\.gz$/.exec(basename(artifactPath))?.[1];
 }
 
 export interface ProcessDriver extends WorkerDriver {
-  /** The pids of the pre-booted runtimes waiting for a claim. */
+  /** The pids of the pre-booted runtimes waiting for a claim (the workers' own, inside their sandbox or not). */
   pooledPids(): number[];
   /** The snapshot images kept for an endpoint (one at most: its current revision's). */
   snapshotImages(endpointId: string): string[];
+  /** The isolation workers run under, in words (`svc doctor`, the server's start line), and whether sandboxed. */
+  readonly sandboxing: { sandboxed: boolean; description: string };
+}
+
+/** A running child: the process the driver spawned, and for a sandboxed one the worker's own pid inside. */
+interface Running {
+  child: ChildProcess;
+  handle: WorkerHandle;
+  /** The worker's host pid when it is not `child` (sandboxed: bwrap's child; restored: criu's). */
+  innerPid?: number;
+}
+
+/** A pre-booted runtime: ready once it says so; sandboxed, the directories its claim fills. */
+interface Pooled {
+  child: ChildProcess;
+  ready: Promise<boolean>;
+  sink: { onLog?: WorkerLaunch["onLog"] };
+  sandboxed?: SandboxedProcess & { innerPid?: number; codeDir: string; runDir: string };
 }
 
 export function createProcessDriver(options: ProcessDriverOptions = {}): ProcessDriver {
   const entry = options.runtimeEntry ?? defaultRuntimeEntry();
-  const cacheDir = options.cacheDir ?? join(tmpdir(), "svc-artifact-cache");
-  const children = new Map<string, { child: ChildProcess; handle: WorkerHandle }>();
+  const nodePath = options.nodePath ?? process.execPath;
+  const resolved = typeof options.sandbox === "object" ? options.sandbox : resolveSandbox({ setting: options.sandbox ?? "none", defaults: options.sandboxDefaults });
+  const sandbox = resolved.kind === "bwrap" ? resolved : undefined;
+  const hostEnv = () => allowedHostEnv(options.baseEnv ?? process.env, options.envAllow);
+  // The cache is made on first use: a driver is created before the service checks its data directory.
+  let cacheDir = options.cacheDir;
+  let cacheReady = false;
+  const cache = () => {
+    cacheDir ??= mkdtempSync(join(tmpdir(), "svc-artifact-cache-"));
+    if (!cacheReady) privateDir(cacheDir);
+    cacheReady = true;
+    return cacheDir;
+  };
+  const ownsCache = options.cacheDir === undefined;
+  const children = new Map<string, Running>();
   const snapshots = createSnapshotStore({
     dir: options.snapshotDir ?? join(tmpdir(), "svc-snapshots"),
     runtimeEntry: entry,
-    nodePath: options.nodePath ?? process.execPath,
+    nodePath,
     criu: options.criuPath,
   });
-  /** Restored workers: their process is not our child (`criu restore` is), so they are signalled by pid. */
-  const restoredPids = new Map<ChildProcess, number>();
-  const signalChild = (child: ChildProcess, name: NodeJS.Signals) => {
-    const pid = restoredPids.get(child);
-    if (pid === undefined) return child.kill(name);
+  /** Send `name` to a running worker: its own pid where the driver's child is a wrapper (bwrap, criu). */
+  const signalRunning = (running: Pick<Running, "child" | "innerPid">, name: NodeJS.Signals) => {
+    if (running.innerPid === undefined) return running.child.kill(name);
     try {
-      process.kill(pid, name);
+      process.kill(running.innerPid, name);
     } catch {
-      // gone already: `criu restore` exits with it
+      // gone already: its wrapper exits with it
     }
     return true;
   };
@@ -191,21 +347,28 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   };
   const extracted = new Map<string, Promise<string>>();
   // issue 7: load-balanced workers also listen on a Unix socket in a directory of this driver's (0700): the
-  // service's proxy reaches them there without TCP (measured: ~0.1x of a proxied request's latency). Made when
-  // first needed; gone with the driver.
+  // service's proxy reaches them there without TCP (measured: ~0.1x of a proxied request's latency). Sandboxed,
+  // each worker has a directory of its own in it, the only one bound into its sandbox. Made when first needed;
+  // gone with the driver.
   let socketDir: string | undefined;
+  const socketRoot = () => (socketDir ??= mkdtempSync(join(tmpdir(), "svc-lb-")));
+  const socketsWanted = (launch: WorkerLaunch) => options.localSockets !== false && launch.loadBalanced === true && !launch.image && process.platform !== "win32";
+  /** An unsandboxed worker's socket path, in the driver's directory. */
   const lbSocketFor = (launch: WorkerLaunch): string | undefined => {
-    if (options.localSockets === false || !launch.loadBalanced || launch.image || process.platform === "win32") return undefined;
-    socketDir ??= mkdtempSync(join(tmpdir(), "svc-lb-"));
-    const path = join(socketDir, `${launch.workerId}.sock`);
+    if (!socketsWanted(launch)) return undefined;
+    const path = join(socketRoot(), `${launch.workerId}.sock`);
     // (A socket path has a small limit, ~107 bytes on Linux: past it, TCP only.)
     return Buffer.byteLength(path) <= 100 ? path : undefined;
   };
+  /** A sandboxed worker's own run directory (its socket is made there). */
+  const runDirFor = (name: string) => mkdtempSync(join(socketRoot(), `${name}-`));
 
   // Children must not outlive the service: kill what is left when this process exits, however it exits
   // normally. (A SIGKILLed parent is covered by the runtime's own orphan check.)
   const killAll = () => {
-    for (const { child } of [...children.values(), ...pool]) if (child.exitCode === null && child.signalCode === null) signalChild(child, "SIGKILL");
+    for (const running of [...children.values(), ...pool.map((p) => ({ child: p.child, innerPid: p.sandboxed?.innerPid }))]) {
+      if (running.child.exitCode === null && running.child.signalCode === null) signalRunning(running, "SIGKILL");
+    }
     snapshots.killTemplates();
   };
   process.on("exit", killAll);
@@ -213,7 +376,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   const artifactDir = (artifactPath: string): Promise<string> => {
     let pending = extracted.get(artifactPath);
     if (!pending) {
-      pending = extractArtifactCached(artifactPath, cacheDir);
+      pending = extractArtifactCached(artifactPath, cache(), { sha256: deployedSha256(artifactPath) });
       extracted.set(artifactPath, pending);
       pending.catch(() => extracted.delete(artifactPath));
     }
@@ -241,16 +404,35 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   const poolSize = options.pool ?? 0;
   /** A claimed runtime's replacement starts this long after the claim, once the claimed one is on its way. */
   const POOL_REFILL_DELAY_MS = 100;
-  const pool: Array<{ child: ChildProcess; ready: Promise<boolean>; sink: { onLog?: WorkerLaunch["onLog"] } }> = [];
+  const pool: Pooled[] = [];
   let closed = false;
   /** Pooled runtimes that died before any claim, in a row: past a few, the pool stops refilling (said once). */
   let poolFailures = 0;
-  const boot = () => {
-    // The pool's environment holds nothing of a user's: the base minus svc's settings, and that it is pooled.
-    const env: NodeJS.ProcessEnv = {};
-    for (const [key, value] of Object.entries(options.baseEnv ?? process.env)) if (!key.startsWith("SVC_") && value !== undefined) env[key] = value;
-    env.SVC_POOLED = "1";
-    const child = spawn(options.nodePath ?? process.execPath, [entry], { cwd: tmpdir(), env, stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  let poolSlots = 0;
+  const boot = (): Pooled => {
+    // The pool's environment holds nothing of a user's: the allowed host variables, and that it is pooled.
+    const env: Record<string, string> = { ...hostEnv(), SVC_POOLED: "1" };
+    let child: ChildProcess;
+    let sandboxed: Pooled["sandboxed"];
+    if (sandbox) {
+      // Sandboxed from its boot: an empty code directory of its own (filled at the claim, on the host) and a run
+      // directory, both bound into its sandbox only. A worker that needs a mount unknown at boot (a volume)
+      // does not come from the pool.
+      const slotsDir = join(cache(), ".slots");
+      if (poolSlots === 0) sweepSlots(slotsDir);
+      mkdirSync(slotsDir, { recursive: true, mode: 0o700 });
+      const name = `pool-${process.pid}-${++poolSlots}`;
+      const codeDir = mkdtempSync(join(slotsDir, `${name}-`));
+      chmodSync(codeDir, 0o755);
+      const runDir = runDirFor(name);
+      const { limits, tmpBytes } = workerLimits({}, sandbox.defaults);
+      const spawned = sandbox.spawn({ nodePath, entry, codeDir, runDir, env, name, limits, tmpBytes, ipc: true });
+      sandboxed = { ...spawned, codeDir, runDir };
+      void spawned.pid.then((pid) => (sandboxed!.innerPid = pid));
+      child = spawned.child;
+    } else {
+      child = spawn(nodePath, [entry], { cwd: tmpdir(), env, stdio: ["ignore", "pipe", "pipe", "ipc"] });
+    }
     const sink: { onLog?: WorkerLaunch["onLog"] } = {};
     readLines(child, sink);
     const ready = new Promise<boolean>((resolve) => {
@@ -258,12 +440,13 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       child.once("exit", () => resolve(false));
       child.once("error", () => resolve(false));
     });
-    const booted = { child, ready, sink };
+    const booted: Pooled = { child, ready, sink, sandboxed };
     child.once("exit", () => {
       const i = pool.indexOf(booted);
       if (i < 0) return;
       // Died while waiting for a claim: replace it, unless that keeps happening.
       pool.splice(i, 1);
+      if (sandboxed) tidy({ dirs: [sandboxed.codeDir, sandboxed.runDir] });
       if (++poolFailures === 3) process.emitWarning("svc: pre-booted worker runtimes keep exiting before use; the pool stops refilling");
       refill();
     });
@@ -283,77 +466,54 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       // Spawning the replacement takes ~5 ms of this thread and a core for Node's boot: not on the claim's path.
       setTimeout(refill, POOL_REFILL_DELAY_MS).unref();
       if (await taken.ready) return taken;
-      taken.child.kill("SIGKILL");
+      signalRunning({ child: taken.child, innerPid: taken.sandboxed?.innerPid }, "SIGKILL");
     }
     return undefined;
   };
 
   return {
     name: "process",
-    restoresSnapshots: true,
+    // A sandboxed tree (bwrap and its namespaces) is not restored from a checkpoint: snapshot endpoints start as usual.
+    restoresSnapshots: !sandbox,
+    sandboxing: sandbox
+      ? { sandboxed: true, description: sandbox.description }
+      : { sandboxed: false, description: `no sandbox: single tenant (${resolved.kind === "none" ? resolved.reason : ""})` },
     async start(launch) {
       const dir = await artifactDir(launch.artifactPath);
+      const loadBalanced = launch.loadBalanced === true && !launch.image;
+      // The driver names a load-balanced worker's address (a port it chose), so the service never has to take
+      // the worker's word for where it is.
+      const http = loadBalanced ? { host: "127.0.0.1", port: await freePort() } : undefined;
+      const address = http ? `http://${http.host}:${http.port}` : undefined;
+
+      if (sandbox) return startSandboxed(launch, dir, http, address);
+
       const localSocket = lbSocketFor(launch);
-      const env = workerEnvironment(launch, dir, options.baseEnv ?? process.env, process.pid, localSocket);
+      const env = workerEnvironment(launch, hostEnv(), { artifactDir: dir, volumePath: launch.volumePath, parentPid: process.pid, lbSocket: localSocket, http });
       const restored = launch.snapshot ? await snapshots.restore(launch, env, dir) : undefined;
       const pooled = launch.image || restored ? undefined : await takePooled();
       let child: ChildProcess;
       if (restored) {
         child = restored.child;
-        restoredPids.set(child, restored.pid);
         readLines(child, { onLog: launch.onLog });
       } else if (pooled) {
         // It becomes this worker: the worker's environment and directory, its output to the worker's log.
         child = pooled.child;
         pooled.sink.onLog = launch.onLog;
-        const claim: Record<string, string> = {};
-        for (const [key, value] of Object.entries(env)) if (value !== undefined) claim[key] = value;
-        child.send({ env: claim, cwd: dir });
+        child.send({ env, cwd: dir });
       } else {
-        child = spawn(options.nodePath ?? process.execPath, [entry], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] });
+        child = spawn(nodePath, [entry], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] });
         readLines(child, { onLog: launch.onLog });
       }
-      if (stateDir && child.pid !== undefined) {
-        if (!stateDirMade) mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-        stateDirMade = true;
-        const record: WorkerRecord = restored
-          ? { pid: restored.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(restored.pid) }
-          : { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision };
-        writeFileSync(recordFile(launch.workerId), JSON.stringify(record), { mode: 0o600 });
+      const running: Running = { child, handle: undefined!, innerPid: restored?.pid };
+      if (child.pid !== undefined) {
+        writeRecord(
+          restored
+            ? { pid: restored.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(restored.pid), address, localSocket }
+            : { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, address, localSocket },
+        );
       }
-      const exited = new Promise<WorkerExit>((resolve) => {
-        child.once("exit", (code, signal) => {
-          children.delete(launch.workerId);
-          forget(launch.workerId);
-          if (localSocket) rmSync(localSocket, { force: true });
-          resolve({ code, signal });
-        });
-        child.once("error", (err) => {
-          children.delete(launch.workerId);
-          forget(launch.workerId);
-          launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] could not start the worker: ${err.message}` });
-          resolve({ code: null, signal: null });
-        });
-      });
-      const alive = () => child.exitCode === null && child.signalCode === null;
-      const handle: WorkerHandle = {
-        workerId: launch.workerId,
-        exited,
-        localSocket,
-        stop(graceMs) {
-          if (alive()) {
-            signalChild(child, "SIGTERM");
-            const timer = setTimeout(() => alive() && signalChild(child, "SIGKILL"), graceMs);
-            void exited.then(() => clearTimeout(timer));
-          }
-          return exited;
-        },
-        kill() {
-          if (alive()) signalChild(child, "SIGKILL");
-        },
-      };
-      children.set(launch.workerId, { child, handle });
-      return handle;
+      return track(launch, running, { address, localSocket, cleanup: () => localSocket && rmSync(localSocket, { force: true }) });
     },
     async adopt() {
       if (!stateDir || !existsSync(stateDir)) return [];
@@ -378,6 +538,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           // It ended while no service watched it (the record outlived it): the jobs it held must go back to the
           // queue now, not when their leases lapse a lease period after the restart.
           forget(workerId);
+          tidy(record);
           const exited = Promise.resolve<WorkerExit>({ code: null, signal: null });
           found.push({ handle: { workerId, exited, stop: () => exited, kill: () => undefined }, endpointId: record.endpointId, revision: record.revision, ended: true });
           continue;
@@ -385,6 +546,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
         const handle = adoptedHandle(record, () => {
           adopted.delete(workerId);
           forget(workerId);
+          tidy(record);
         });
         adopted.set(workerId, handle);
         found.push({ handle, endpointId: record.endpointId, revision: record.revision });
@@ -395,18 +557,126 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       return snapshots.imageDirs(endpointId);
     },
     pooledPids() {
-      return pool.map((p) => p.child.pid).filter((pid): pid is number => pid !== undefined);
+      return pool.map((p) => (p.sandboxed ? p.sandboxed.innerPid : p.child.pid)).filter((pid): pid is number => pid !== undefined);
     },
     async close() {
       closed = true;
       snapshots.killTemplates();
       const booted = pool.splice(0);
-      for (const { child } of booted) child.kill("SIGTERM");
+      // A pooled runtime holds nothing to drain. Sandboxed, it is PID 1 of its namespace and has no SIGTERM
+      // handler yet (which PID 1 ignores): SIGKILL.
+      for (const p of booted) signalRunning({ child: p.child, innerPid: p.sandboxed?.innerPid }, p.sandboxed ? "SIGKILL" : "SIGTERM");
       await Promise.all(booted.map(({ child }) => (child.exitCode === null && child.signalCode === null ? new Promise((r) => child.once("exit", r)) : undefined)));
+      for (const p of booted) if (p.sandboxed) tidy({ dirs: [p.sandboxed.codeDir, p.sandboxed.runDir] });
       const grace = options.closeGraceMs ?? 3000;
       await Promise.all([...children.values(), ...[...adopted.values()].map((handle) => ({ handle }))].map(({ handle }) => handle.stop(grace)));
       process.off("exit", killAll);
       if (socketDir) rmSync(socketDir, { recursive: true, force: true });
+      if (ownsCache && cacheDir) rmSync(cacheDir, { recursive: true, force: true });
+      sandbox?.dispose();
     },
   };
+
+  function writeRecord(record: WorkerRecord): void {
+    if (!stateDir) return;
+    if (!stateDirMade) mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    stateDirMade = true;
+    writeFileSync(recordFile(record.workerId), JSON.stringify(record), { mode: 0o600 });
+  }
+
+  /** A sandboxed worker: from the pool where it can be (no volume), else a sandbox of its own. */
+  async function startSandboxed(launch: WorkerLaunch, dir: string, http: WorkerPlacement["http"], address: string | undefined): Promise<WorkerHandle> {
+    const s = sandbox!;
+    const { limits, tmpBytes } = workerLimits(launch, s.defaults);
+    // A pooled sandbox has no volume and no GPU devices bound in: such workers get a sandbox of their own.
+    const ownMounts = launch.volumePath !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
+    const pooled = launch.image || ownMounts ? undefined : await takePooled();
+    // Its run directory (bound at /svc/run): a pooled runtime's own, or one made for it.
+    const runDir = pooled?.sandboxed?.runDir ?? (socketsWanted(launch) ? runDirFor(launch.workerId) : undefined);
+    const socket = runDir && socketsWanted(launch) ? runDirSocket(runDir) : undefined;
+    const localSocket = socket && Buffer.byteLength(socket.host) <= 100 ? socket.host : undefined;
+    const env = workerEnvironment(launch, hostEnv(), {
+      artifactDir: SANDBOX_CODE_DIR,
+      volumePath: launch.volumePath ? SANDBOX_VOLUME_DIR : undefined,
+      // Its parent is not visible from its pid namespace: it is orphaned when the service stays unreachable.
+      orphanWhenUnreachable: true,
+      lbSocket: localSocket ? socket!.inside : undefined,
+      http,
+    });
+    let child: ChildProcess;
+    let innerPid: number | undefined;
+    let cgroups: string[] = [];
+    const dirs: string[] = [];
+    if (pooled?.sandboxed) {
+      const slot = pooled.sandboxed;
+      // Its code: the verified cache's files, linked into the slot directory its sandbox sees read-only.
+      await linkTree(dir, slot.codeDir);
+      slot.cgroup?.limit(limits);
+      child = pooled.child;
+      innerPid = slot.innerPid;
+      cgroups = slot.cgroup?.dirs ?? [];
+      dirs.push(slot.codeDir, slot.runDir);
+      pooled.sink.onLog = launch.onLog;
+      child.send({ env: { ...env, HOME: "/tmp" }, cwd: SANDBOX_CODE_DIR });
+    } else {
+      if (launch.volumePath) mkdirSync(launch.volumePath, { recursive: true });
+      if (runDir) dirs.push(runDir);
+      let spawned: SandboxedProcess;
+      try {
+        spawned = s.spawn({ nodePath, entry, codeDir: dir, volumeDir: launch.volumePath, runDir, env, name: launch.workerId, limits, tmpBytes, gpu: launch.computeType === "GPU" });
+      } catch (err) {
+        tidy({ dirs });
+        throw err;
+      }
+      child = spawned.child;
+      readLines(child, { onLog: launch.onLog });
+      innerPid = await spawned.pid;
+      cgroups = spawned.cgroup?.dirs ?? [];
+    }
+    if (innerPid !== undefined) {
+      writeRecord({ pid: innerPid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(innerPid), address, localSocket, cgroups, dirs });
+    }
+    return track(launch, { child, handle: undefined!, innerPid }, { address, localSocket, cleanup: () => tidy({ dirs }), sandboxed: true });
+  }
+
+  /** Watch a started worker: its exit (record and leftovers removed), and its handle. */
+  function track(launch: WorkerLaunch, running: Running, extra: { address?: string; localSocket?: string; cleanup: () => unknown; sandboxed?: boolean }): WorkerHandle {
+    const { child } = running;
+    const exited = new Promise<WorkerExit>((resolve) => {
+      child.once("exit", (code, signal) => {
+        children.delete(launch.workerId);
+        forget(launch.workerId);
+        extra.cleanup();
+        resolve(extra.sandboxed ? sandboxExit(code, signal) : { code, signal });
+      });
+      child.once("error", (err) => {
+        children.delete(launch.workerId);
+        forget(launch.workerId);
+        extra.cleanup();
+        launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] could not start the worker: ${err.message}` });
+        resolve({ code: null, signal: null });
+      });
+    });
+    const alive = () => child.exitCode === null && child.signalCode === null;
+    const handle: WorkerHandle = {
+      workerId: launch.workerId,
+      exited,
+      ...(extra.address ? { address: extra.address } : {}),
+      ...(extra.localSocket ? { localSocket: extra.localSocket } : {}),
+      stop(graceMs) {
+        if (alive()) {
+          signalRunning(running, "SIGTERM");
+          const timer = setTimeout(() => alive() && signalRunning(running, "SIGKILL"), graceMs);
+          void exited.then(() => clearTimeout(timer));
+        }
+        return exited;
+      },
+      kill() {
+        if (alive()) signalRunning(running, "SIGKILL");
+      },
+    };
+    running.handle = handle;
+    children.set(launch.workerId, running);
+    return handle;
+  }
 }

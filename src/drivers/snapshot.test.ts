@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { snapshotKey, snapshotRefusal, templateEnvironment } from "./snapshot.js";
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { privateTree, snapshotKey, snapshotRefusal, templateEnvironment } from "./snapshot.js";
 
 describe("snapshot images' keys", () => {
   const runtime = { entry: "/svc/dist/runtime/worker.js", node: "/usr/bin/node", nodeVersion: "v20.0.0", entryModified: 1 };
@@ -27,5 +30,21 @@ describe("snapshot images' keys", () => {
     expect(snapshotRefusal({ computeType: "CPU", image: "nginx" }, undefined)).toMatch(/prebuilt image/);
     expect(snapshotRefusal({ computeType: "CPU" }, "criu is not installed")).toBe("criu is not installed");
     expect(snapshotRefusal({ computeType: "CPU" }, undefined)).toBeUndefined();
+  });
+});
+
+describe("snapshot images' modes", () => {
+  it("makes every file 0600 and every directory 0700, whatever CRIU wrote", () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-snap-modes-"));
+    try {
+      mkdirSync(join(dir, "sub"), { mode: 0o755 });
+      writeFileSync(join(dir, "pages-1.img"), "secret pages", { mode: 0o644 });
+      writeFileSync(join(dir, "sub", "core.img"), "x", { mode: 0o644 });
+      privateTree(dir);
+      const mode = (p: string) => statSync(p).mode & 0o777;
+      expect([mode(dir), mode(join(dir, "sub")), mode(join(dir, "pages-1.img")), mode(join(dir, "sub", "core.img"))]).toEqual([0o700, 0o700, 0o600, 0o600]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

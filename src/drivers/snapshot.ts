@@ -7,8 +7,8 @@
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { SNAPSHOT_FD_ENV, SNAPSHOT_IDENTITY_KEYS, SNAPSHOT_READY, SNAPSHOT_READY_FD_ENV, type SnapshotIdentity } from "../runtime/snapshot.js";
 import type { WorkerLaunch } from "./types.js";
 
@@ -112,6 +112,8 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
   const makeImage = async (launch: WorkerLaunch, env: NodeJS.ProcessEnv, cwd: string, imageDir: string): Promise<boolean> => {
     rmSync(imageDir, { recursive: true, force: true });
     mkdirSync(imageDir, { recursive: true, mode: 0o700 });
+    // The store and each endpoint's directory too (made 0755 by earlier versions).
+    for (const dir of [options.dir, dirname(imageDir)]) chmodSync(dir, 0o700);
     const fifo = join(imageDir, "identity.fifo");
     const mk = spawnSync("mkfifo", ["-m", "600", fifo], { encoding: "utf8" });
     if (mk.status !== 0) throw new Error(`mkfifo failed: ${mk.stderr || mk.error?.message}`);
@@ -163,6 +165,9 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     relay();
     const dump = spawnSync(criu, ["dump", "--tree", String(runtimePid), "--images-dir", imageDir, "--log-file", "dump.log", "-v2"], { encoding: "utf8", timeout: 300_000 });
     template.kill("SIGKILL");
+    // The pages hold the initialised worker's memory (its secrets among it): the service's alone, whatever
+    // modes CRIU wrote them with.
+    privateTree(imageDir);
     if (dump.status !== 0) throw new Error(`criu dump failed (${lastLine(readIfExists(join(imageDir, "dump.log")))})`);
     writeFileSync(join(imageDir, "ready"), JSON.stringify({ endpointId: launch.endpointId, revision: launch.revision, initMs }), { mode: 0o600 });
     launch.onLog({ ts: Date.now(), stream: "log", text: `[svc] snapshot taken after initialisation (${initMs} ms): workers of this revision start from it` });
@@ -279,6 +284,18 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
       return readdirSync(endpointDir).filter((k) => existsSync(join(endpointDir, k, "ready"))).map((k) => join(endpointDir, k));
     },
   };
+}
+
+/** Make every file under `dir` 0600 and every directory 0700 (the snapshot images CRIU wrote). */
+export function privateTree(dir: string): void {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      chmodSync(path, 0o700);
+      privateTree(path);
+    } else if (entry.isFile()) chmodSync(path, 0o600);
+  }
+  chmodSync(dir, 0o700);
 }
 
 /** Whether a thread of `pid` is still traced (by CRIU finishing a restore). Linux /proc. */

@@ -28,6 +28,11 @@ export interface WorkerSettings {
   parentPid?: number;
   /** How long the service may be unreachable before an orphaned worker gives up (ms). */
   orphanExitMs: number;
+  /**
+   * Orphaned once the service is unreachable that long, with no parent pid to check (SVC_ORPHAN_CHECK=unreachable:
+   * a sandboxed process worker, whose parent is outside its pid namespace).
+   */
+  orphanWhenUnreachable: boolean;
   /** Load-balanced endpoints: where the worker serves its routes (default 127.0.0.1, any free port). */
   httpHost: string;
   httpPort: number;
@@ -80,6 +85,7 @@ export function readWorkerEnv(env: NodeJS.ProcessEnv): WorkerSettings {
     stopGraceMs: positiveInt("SVC_STOP_GRACE_MS", env.SVC_STOP_GRACE_MS, 10_000, problems),
     parentPid: env.SVC_PARENT_PID ? positiveInt("SVC_PARENT_PID", env.SVC_PARENT_PID, 0, problems) : undefined,
     orphanExitMs: positiveInt("SVC_ORPHAN_EXIT_MS", env.SVC_ORPHAN_EXIT_MS, 15_000, problems),
+    orphanWhenUnreachable: env.SVC_ORPHAN_CHECK === "unreachable",
     httpHost: optional("SVC_HTTP_HOST") ?? "127.0.0.1",
     httpPort: env.SVC_HTTP_PORT ? positiveInt("SVC_HTTP_PORT", env.SVC_HTTP_PORT, 0, problems) : 0,
     lbSocket: optional("SVC_LB_SOCKET"),

@@ -146,7 +146,9 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
     registerExtra: { ...(routeServer ? routeAddress(routeServer) : {}), ...(settings.revision ? { revision: settings.revision } : {}) },
     isOrphaned: parentPid
       ? (unreachableMs) => unreachableMs > settings.orphanExitMs && (process.ppid !== parentPid || !processAlive(parentPid))
-      : undefined,
+      : settings.orphanWhenUnreachable
+        ? (unreachableMs) => unreachableMs > settings.orphanExitMs
+        : undefined,
   });
   if (stopRequested) loop.stop(stopRequested, settings.stopGraceMs);
   const outcome = await loop.run();

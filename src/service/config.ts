@@ -13,6 +13,8 @@ import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
 import { redactStoreUrl, storeUrlProblem } from "./store-url.js";
 import { DEFAULT_CONTAINER_LIMITS } from "../drivers/isolation.js";
+import { envPatternProblem } from "../drivers/host-env.js";
+import type { SandboxSetting } from "../drivers/sandbox/index.js";
 
 export type WorkersKind = "process" | "docker" | "swarm" | "kubernetes" | "none";
 
@@ -29,6 +31,10 @@ export interface ServiceSettings {
   gpuTypes?: string[];
   rateLimits?: RateWindow[];
   secretsKeys: { current?: string; previous?: string[]; file?: string };
+  /** Process workers' sandbox: bubblewrap where it works (auto), required (bwrap), or none. */
+  sandbox: SandboxSetting;
+  /** Host variables process workers get beyond the default allow-list (drivers/host-env.ts). */
+  workerEnvAllow?: string[];
 }
 
 /** `svc server`'s configuration: the settings and where it listens, keeps its data and runs workers. */
@@ -67,6 +73,8 @@ export interface ServerConfig extends ServiceSettings {
   publicUrl?: string;
   /** The admin key given in the environment (else the data dir's generated one). */
   apiKey?: string;
+  /** Serve several users with process workers that run without a sandbox: the operator says they are one tenant. */
+  singleTenant: boolean;
 }
 
 export type Source = "flag" | "environment" | "default";
@@ -81,6 +89,7 @@ type Kind =
   | { type: "enum"; values: readonly string[] }
   | { type: "onOff" }
   | { type: "list" }
+  | { type: "envNames" }
   | { type: "rateLimits" };
 
 interface Setting {
@@ -134,6 +143,9 @@ export const SETTINGS: readonly Setting[] = [
   { key: "secretsKeys.current", env: "SVC_SECRETS_KEY", kind: { type: "secret" }, description: "the key sealing secrets (else <data dir>/secrets-key)" },
   { key: "secretsKeys.file", env: "SVC_SECRETS_KEY_FILE", kind: { type: "string" }, description: "file with the key sealing secrets, kept outside the data directory so that its backups never carry the key (made on the first start)" },
   { key: "secretsKeys.previous", env: "SVC_SECRETS_KEY_PREVIOUS", kind: { type: "list" }, description: "keys secrets may still be sealed with (rotation)" },
+  { key: "sandbox", flag: "sandbox", env: "SVC_SANDBOX", kind: { type: "enum", values: ["auto", "bwrap", "none"] }, default: "auto", description: "process workers' sandbox: auto (bubblewrap where it works), bwrap (required), none" },
+  { key: "workerEnvAllow", env: "SVC_WORKER_ENV_ALLOW", kind: { type: "envNames" }, description: "host variables process workers get beyond PATH, locale, TZ, proxies and TLS roots (names, or prefixes ending in *)" },
+  { key: "singleTenant", flag: "singleTenant", env: "SVC_SINGLE_TENANT", kind: { type: "onOff" }, default: false, serverOnly: true, description: "serve several users with unsandboxed process workers (they are one tenant)" },
 ];
 
 function parseValue(setting: Setting, raw: string, origin: string): { value?: unknown; problem?: string } {
@@ -166,6 +178,12 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
       return { problem: `${origin} must be "on" or "off", not "${raw}"` };
     case "list": {
       const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+      return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
+    }
+    case "envNames": {
+      const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+      const problems = items.map(envPatternProblem).filter((p): p is string => p !== undefined);
+      if (problems.length > 0) return { problem: `${origin}: ${problems.join("; ")}` };
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
     }
     case "rateLimits":

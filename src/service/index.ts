@@ -64,6 +64,12 @@ import type { ReleaseRow } from "./deploy/types.js";
 
 export interface ServiceOptions {
   dataDir: string;
+  /**
+   * Why this service must serve one user only (`svc server` with process workers and no sandbox, unless the
+   * operator says single-tenant): it refuses to start over a store holding keys of several users, and refuses
+   * keys for a new user (409).
+   */
+  singleUser?: string;
   /** A PostgreSQL URL: the state goes there instead of the data directory's SQLite file (storage.ts). */
   storeUrl?: string;
   /**
@@ -209,7 +215,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     rateLimits: options.rateLimits,
     operatorUser: DEFAULT_USER,
     engineEndpoint,
+    singleUser: options.singleUser,
   });
+  if (options.singleUser) {
+    const users = (await storage.management.keyUsers?.()) ?? [];
+    if (users.length > 1) {
+      await storage.close();
+      dataLock.release();
+      throw new UserError(`This service holds keys of ${users.length} users (${users.join(", ")}), and ${options.singleUser}: one tenant's worker could read another's data`, {
+        hint: "Install bubblewrap (apt-get install bubblewrap) so that process workers run sandboxed (SVC_SANDBOX=auto), run Docker workers (--workers docker), or pass --single-tenant if every user here is the same tenant.",
+      });
+    }
+  }
 
   let scaler: Scaler | undefined;
   const startFailures = new StartFailures();

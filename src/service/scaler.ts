@@ -120,7 +120,9 @@ export function snapshotNotice(driver: Pick<WorkerDriver, "name" | "restoresSnap
   const why =
     driver.name === "docker"
       ? "Docker restores a checkpoint only into the container it was taken from"
-      : `svc checkpoints only local processes, and the ${driver.name} driver runs workers on other machines`;
+      : driver.name === "process"
+        ? "its workers run sandboxed, and svc does not restore a sandboxed process tree"
+        : `svc checkpoints only local processes, and the ${driver.name} driver runs workers on other machines`;
   return `endpoint ${endpoint.name} has snapshot: true, but the ${driver.name} driver cannot restore snapshots (${why}): its workers start without one, running their initialisation (docs/cold-start.md)`;
 }
 

@@ -67,7 +67,9 @@ beforeAll(async () => {
   symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
   const env = { ...process.env, CI: "true" };
   for (const key of Object.keys(env)) if (key.startsWith("SVC_")) delete env[key];
-  dev = spawn(process.execPath, [bin, "dev", "--port", "0", "--json", "--no-watch"], { cwd: project, env });
+  // Unsandboxed: the runtimes are found as dev's children and named by the pid they report (a sandboxed one is
+  // PID 1 of its namespace; test/drivers/process-sandbox.test.ts covers the sandboxed pool).
+  dev = spawn(process.execPath, [bin, "dev", "--port", "0", "--json", "--no-watch", "--sandbox", "none"], { cwd: project, env });
   dev.stderr.on("data", (d) => (stderr += d.toString()));
   ready = await firstJsonOnStdout<Ready>(dev, "svc dev", 90_000, () => stderr);
 }, 120_000);

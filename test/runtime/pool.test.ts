@@ -75,16 +75,20 @@ it("ends the pool when the service closes", async () => {
 it("ends the pool when the service is killed with SIGKILL", async () => {
   const server = await startServerProcess({ dataDir: join(dir, "killed"), env: { SVC_API_KEY: KEY, SVC_WORKER_POOL: "2" } });
   const serverPid = server.child.pid!;
-  // The pooled runtimes: children of the server waiting for a claim.
+  // The pooled runtimes waiting for a claim: children of the server, or sandboxed (SVC_SANDBOX=auto where bubblewrap
+  // works) children of its bwrap children.
   const { readdirSync, readFileSync } = await import("node:fs");
+  const parentOf = (pid: number | string) => {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  };
   const pooledOf = () =>
     readdirSync("/proc")
       .filter((d) => /^\d+$/.test(d))
       .filter((pid) => {
         try {
-          const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-          const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-          return ppid === serverPid && readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes("SVC_POOLED=1");
+          const ppid = parentOf(pid);
+          return (ppid === serverPid || parentOf(ppid) === serverPid) && readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes("SVC_POOLED=1");
         } catch {
           return false;
         }

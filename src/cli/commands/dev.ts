@@ -64,8 +64,9 @@ export function register(program: Command): void {
     .option("--quiet", "do not print the workers' output (svc logs still has it)")
     .option("--retries <n>", "automatic retries of a failed job (default 0 in dev; deployed endpoints use their own)")
     .option("--pool <n>", "pre-booted worker runtimes kept ready for cold starts (default 1, or $SVC_WORKER_POOL; 0: none)")
+    .option("--sandbox <mode>", "workers' sandbox: auto (bubblewrap where it works), bwrap (required) or none (or $SVC_SANDBOX; default auto)")
     .option("--json", "print the session (URL, endpoints) as JSON on stdout once ready")
-    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean; quiet?: boolean; retries?: string; pool?: string }) => {
+    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean; quiet?: boolean; retries?: string; pool?: string; sandbox?: string }) => {
       const out = createOutput({ json: opts.json });
       let port: number | undefined;
       if (opts.port !== undefined) {
@@ -76,6 +77,7 @@ export function register(program: Command): void {
       const retries = opts.retries === undefined ? undefined : Number(opts.retries);
       if (retries !== undefined && !(Number.isInteger(retries) && retries >= 0 && retries <= 10)) throw new UsageError(`--retries must be 0 to 10, not "${opts.retries}"`);
       const pool = devPool(opts.pool, envSetting("SVC_WORKER_POOL"));
+      if (opts.sandbox !== undefined && !["auto", "bwrap", "none"].includes(opts.sandbox)) throw new UsageError(`--sandbox must be auto, bwrap or none, not "${opts.sandbox}"`);
       const userKey = envSetting("SVC_API_KEY");
       const { localEndpoints } = await import("../../deploy/access.js");
       const keyShown = () => (userKey ? "$SVC_API_KEY" : session!.apiKey);
@@ -124,6 +126,7 @@ export function register(program: Command): void {
           exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean),
           onEvent,
           settings: parseServiceSettings(settingsEnvironment(envSetting)),
+          sandbox: opts.sandbox as "auto" | "bwrap" | "none" | undefined,
         }),
       );
       const s = session;
@@ -135,6 +138,7 @@ export function register(program: Command): void {
           [
             `svc dev: ${s.url}  (app ${s.app}, environment dev)`,
             `web console: ${s.url}/console/`,
+            `workers: ${s.isolation}`,
             ...(userKey ? [] : [`API key for this session: ${s.apiKey}`]),
             "",
             endpointTable(endpoints),

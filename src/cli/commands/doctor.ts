@@ -4,7 +4,8 @@
 import type { Command } from "commander";
 import pc from "picocolors";
 import { DEFAULT_SERVER_PORT } from "./server.js";
-import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, sandboxFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { resolveSandbox } from "../../drivers/sandbox/index.js";
 import { envSetting } from "../../sdk/context.js";
 import { createOutput } from "../output.js";
 import { serviceTarget } from "../target.js";
@@ -42,6 +43,7 @@ export function register(program: Command): void {
           serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) }).then((f) => [f]),
           portFinding(DEFAULT_SERVER_PORT, "svc server's default port").then((f) => [f]),
           Promise.resolve([chromiumFinding()]),
+          Promise.resolve([sandboxFinding(envSetting("SVC_SANDBOX") ?? "auto", (setting) => resolveSandbox({ setting }))]),
         ])
       ).flat();
       const code = verdict(findings);

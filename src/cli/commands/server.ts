@@ -37,6 +37,20 @@ export function resolveAdminKey(dataDir: string, fromEnv = envSetting("SVC_API_K
   return { key, source: "generated", file };
 }
 
+/** What the process driver says of the isolation its workers run under (drivers/process.ts). */
+type Isolation = { sandboxed: boolean; description: string };
+
+/**
+ * The isolation line of the start message, and why the service must serve one user only (process workers
+ * without a sandbox, unless the operator says single-tenant). Pure.
+ */
+export function isolationOf(kind: ServerConfig["workers"], isolation: Isolation | undefined, singleTenant: boolean): { line: string; singleUser?: string } {
+  if (kind !== "process" || !isolation) return { line: kind };
+  if (isolation.sandboxed) return { line: `process, ${isolation.description}` };
+  if (singleTenant) return { line: `process, ${isolation.description}; --single-tenant: every user is trusted with every other's data` };
+  return { line: `process, ${isolation.description}; serving one user only`, singleUser: "process workers run without a sandbox" };
+}
+
 async function loadDriver(config: ServerConfig, dataDir: string, log: (message: string) => void): Promise<WorkerDriver | undefined> {
   const { workers: kind, registry, store: storeUrl, workerPool: pool } = config;
   if (kind === "none") return undefined;
@@ -72,7 +86,9 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
-  let mod: { createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string; snapshotDir?: string; pool?: number }) => WorkerDriver };
+  let mod: {
+    createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string; snapshotDir?: string; pool?: number; sandbox?: ServerConfig["sandbox"]; envAllow?: string[] }) => WorkerDriver & { sandboxing?: Isolation };
+  };
   try {
     mod = (await import(modulePath)) as typeof mod;
   } catch (err) {
@@ -84,7 +100,15 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
   if (!mod.createProcessDriver) throw new UserError("The process worker driver is not available in this build of svc");
   // Extracted artifacts live beside the data they belong to, not in a shared tmp dir.
   // Records of running workers, so a restart after a crash adopts them instead of starting more.
-  return mod.createProcessDriver({ cacheDir: join(dataDir, "artifact-cache"), stateDir: join(dataDir, "workers"), snapshotDir: join(dataDir, "snapshots"), pool });
+  // Workers sandboxed where bubblewrap works (SVC_SANDBOX=auto), or as the operator says.
+  return mod.createProcessDriver({
+    cacheDir: join(dataDir, "artifact-cache"),
+    stateDir: join(dataDir, "workers"),
+    snapshotDir: join(dataDir, "snapshots"),
+    pool,
+    sandbox: config.sandbox,
+    envAllow: config.workerEnvAllow,
+  });
 }
 
 /** The namespace of the Pod this runs in, when it runs in one. */
@@ -119,12 +143,17 @@ export function register(program: Command): void {
     .option("--store <url>", "keep the state in PostgreSQL (postgres://user:password@host:port/database) instead of the data dir's SQLite file (or $SVC_STORE_URL)")
     .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
     .option("--docker-runtime <name>", "with --workers docker: the OCI runtime workers run under, e.g. runsc for gVisor (or $SVC_DOCKER_RUNTIME)")
+    .option("--sandbox <mode>", "process workers' sandbox: auto (bubblewrap where it works), bwrap (required) or none (or $SVC_SANDBOX; default auto)")
+    .option("--single-tenant", "serve several users with process workers that run without a sandbox: they are one tenant (or $SVC_SINGLE_TENANT=on)")
     .option("--print-config", "print the configuration (flags, environment, defaults; secrets not shown) and exit")
     .option("--json", "with --print-config: as JSON")
-    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; dockerRuntime?: string; printConfig?: boolean; json?: boolean }) => {
+    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; dockerRuntime?: string; sandbox?: string; singleTenant?: boolean; printConfig?: boolean; json?: boolean }) => {
       const out = createOutput({ json: opts.json });
       // Every setting parsed once, here: the service's modules get typed values and read no environment.
-      const parsed = parseServerConfig({ host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl, dockerRuntime: opts.dockerRuntime }, settingsEnvironment(envSetting));
+      const parsed = parseServerConfig(
+        { host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl, dockerRuntime: opts.dockerRuntime, sandbox: opts.sandbox, singleTenant: opts.singleTenant ? "on" : undefined },
+        settingsEnvironment(envSetting),
+      );
       if (opts.printConfig) {
         const rows = printableConfig(parsed);
         out.result({ settings: rows }, () => alignRows(rows.map((r) => [r.setting, JSON.stringify(r.value), r.source, r.from])).join("\n"));
@@ -142,6 +171,7 @@ export function register(program: Command): void {
       // One tenant's request must never end the process that serves every tenant.
       installLastResort((message) => out.warn(message));
       const driver = await loadDriver(config, dataDir, (message) => out.info(message));
+      const isolation = isolationOf(config.workers, (driver as { sandboxing?: Isolation } | undefined)?.sandboxing, config.singleTenant);
       let service: Awaited<ReturnType<typeof startService>> | undefined;
       try {
         service = await startService({
@@ -151,6 +181,7 @@ export function register(program: Command): void {
           host: config.host,
           port,
           driver,
+          singleUser: isolation.singleUser,
           apiKeys: [admin.key],
           publicUrl: config.publicUrl,
           replicaUrl: config.replicaUrl,
@@ -167,6 +198,7 @@ export function register(program: Command): void {
           },
         });
       } catch (err) {
+        await driver?.close().catch(() => undefined);
         if (fresh) {
           try {
             rmSync(dataDir, { recursive: true, force: true });
@@ -177,7 +209,7 @@ export function register(program: Command): void {
         }
         throw listenError(err, config.host, port);
       }
-      out.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${config.workers})`);
+      out.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${isolation.line})`);
       // What confines one tenant's workers from another's and from the host (docs/security.md).
       if (driver?.isolation) {
         try {

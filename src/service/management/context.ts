@@ -19,6 +19,11 @@ export interface ManagementContext {
   /** The user whose admin keys may act for other users (create their keys): the service's operator. */
   operatorUser: string;
   engineEndpoint(row: EndpointRow): EngineEndpoint;
+  /**
+   * Why this service serves one user only (its workers run without a sandbox), when it does: keys for another
+   * user are refused (409).
+   */
+  singleUser?: string;
 }
 
 export type ManagementFamily = "volumes" | "endpoints" | "templates" | "keys" | "secrets";

@@ -41,6 +41,8 @@ export interface ManagementOptions {
   limiter?: RateLimiting;
   operatorUser: string;
   engineEndpoint(row: EndpointRow): EngineEndpoint;
+  /** Why the service serves one user only, when it does (ManagementContext.singleUser). */
+  singleUser?: string;
 }
 
 /**
@@ -71,6 +73,7 @@ export class Management {
       limiter: options.limiter ?? new RateLimiter(options.rateLimits),
       operatorUser: options.operatorUser,
       engineEndpoint: options.engineEndpoint,
+      ...(options.singleUser ? { singleUser: options.singleUser } : {}),
     };
   }
 

@@ -77,6 +77,12 @@ export async function keyRoute(ctx: ApiContext, m: ManagementContext, p: Princip
     const plan = planCreateKey(body, { userId: p.userId, operator }, Date.now());
     if (plan.forbidden) throw new HttpProblem(403, plan.forbidden);
     if (!plan.key) throw new HttpProblem(422, "The API key request is not valid", { errors: plan.errors });
+    if (m.singleUser && plan.key.userId !== p.userId && !(await m.store.keyUsers?.())?.includes(plan.key.userId)) {
+      throw new HttpProblem(
+        409,
+        `This service serves one user only (${m.singleUser}): no key is made for user ${plan.key.userId}. Run process workers in a sandbox (bubblewrap, SVC_SANDBOX=auto or bwrap) to serve several users; docs/security.md.`,
+      );
+    }
     const secret = newKey("svc");
     const record: KeyRecord = { id: `key${newId(6)}`, ...plan.key };
     await m.store.insertKey({ ...record, hash: hashKey(secret) });

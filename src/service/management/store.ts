@@ -91,6 +91,8 @@ export interface ManagementStore {
   putRestEndpoint(id: string, userId: string, spec: RestEndpointSpec, generation: number): void | Promise<void>;
   deleteRestEndpoint(id: string): void | Promise<void>;
   keys(userId: string): KeyRecord[] | Promise<KeyRecord[]>;
+  /** The users holding keys that are not revoked (a single-user service checks it holds one). */
+  keyUsers?(): string[] | Promise<string[]>;
   key(id: string): KeyRecord | undefined | Promise<KeyRecord | undefined>;
   insertKey(k: KeyRecord & { hash: string }): void | Promise<void>;
   revokeKey(id: string, at: number): void | Promise<void>;
@@ -159,6 +161,7 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     putRestEndpoint: db.prepare("INSERT OR REPLACE INTO rest_endpoints (id, user_id, spec, generation) VALUES (?, ?, ?, ?)"),
     deleteRestEndpoint: db.prepare("DELETE FROM rest_endpoints WHERE id = ?"),
     keys: db.prepare("SELECT * FROM api_keys WHERE user_id = ? ORDER BY created_at, id"),
+    keyUsers: db.prepare("SELECT DISTINCT user_id FROM api_keys WHERE revoked_at IS NULL ORDER BY user_id"),
     key: db.prepare("SELECT * FROM api_keys WHERE id = ?"),
     insertKey: db.prepare(
       "INSERT INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at, name, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -185,6 +188,7 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     putRestEndpoint: (id, userId, spec, generation) => void q.putRestEndpoint.run(id, userId, JSON.stringify(spec), generation),
     deleteRestEndpoint: (id) => void q.deleteRestEndpoint.run(id),
     keys: (userId) => (q.keys.all(userId) as Record<string, unknown>[]).map(keyOf),
+    keyUsers: () => (q.keyUsers.all() as Array<{ user_id: string }>).map((r) => r.user_id),
     key: (id) => {
       const r = q.key.get(id) as Record<string, unknown> | undefined;
       return r && keyOf(r);

@@ -83,6 +83,10 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
       const { rows } = await pool.query("SELECT * FROM api_keys WHERE user_id = $1 ORDER BY created_at, id", [userId]);
       return rows.map(keyOf);
     },
+    async keyUsers() {
+      const { rows } = await pool.query("SELECT DISTINCT user_id FROM api_keys WHERE revoked_at IS NULL ORDER BY user_id");
+      return rows.map((r) => r.user_id as string);
+    },
     async key(id) {
       const { rows } = await pool.query("SELECT * FROM api_keys WHERE id = $1", [id]);
       return rows[0] ? keyOf(rows[0]) : undefined;

@@ -1,0 +1,298 @@
+// The sandbox process workers run in: Debian's bubblewrap (user, mount, pid, IPC and UTS namespaces, a seccomp
+// filter, a private /tmp), with cgroup limits where the service can make cgroups. `resolveSandbox` decides from
+// the setting (auto, bwrap, none) and what works on this host; `spawn` starts one sandboxed process and tells
+// its host pid. docs/security.md, "Process workers".
+
+import { spawn, spawnSync, type ChildProcess, type StdioOptions } from "node:child_process";
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, dirname, join } from "node:path";
+import type { Readable, Writable } from "node:stream";
+import { UserError } from "../../errors.js";
+import { bwrapArgs, encodeArgs, ETC_FILES, identityFiles, SANDBOX_CODE_DIR, SANDBOX_HOME, SANDBOX_RUN_DIR, SANDBOX_VOLUME_DIR, SYSTEM_DIRS, systemMounts, type BindMount, type BwrapSpec } from "./bwrap.js";
+import { detectCgroups, type CgroupLimits, type Cgroups, type WorkerCgroup } from "./cgroups.js";
+import { encodeProgram, seccompArch, seccompProgram } from "./seccomp.js";
+
+export { SANDBOX_CODE_DIR, SANDBOX_RUN_DIR, SANDBOX_VOLUME_DIR, SANDBOX_HOME } from "./bwrap.js";
+export type { CgroupLimits } from "./cgroups.js";
+
+export const SANDBOX_SETTINGS = ["auto", "bwrap", "none"] as const;
+export type SandboxSetting = (typeof SANDBOX_SETTINGS)[number];
+
+/** Limits of endpoints whose instance does not name them (GPU endpoints), and of every worker's /tmp. */
+export interface SandboxDefaults {
+  /** Memory of a worker whose endpoint's instance names none (default: none). */
+  memoryMb?: number;
+  /** Processes and threads of a worker (default 1024). */
+  pids: number;
+  /** Size of a worker's private /tmp (default 1024 MiB, and at most its memory; it counts as memory too). */
+  tmpMb: number;
+}
+
+export const DEFAULT_SANDBOX_DEFAULTS: SandboxDefaults = { pids: 1024, tmpMb: 1024 };
+
+export interface SandboxOptions {
+  setting: SandboxSetting;
+  /** The bwrap binary (default: `bwrap` on PATH). */
+  bwrapPath?: string;
+  defaults?: Partial<SandboxDefaults>;
+  /** Make no cgroups even where the service could (tests of the limits' absence). */
+  noCgroups?: boolean;
+  /** No seccomp filter (tests showing what the filter stops). */
+  noSeccomp?: boolean;
+}
+
+/** No sandbox: why, and how the isolation is described. */
+export interface NoSandbox {
+  kind: "none";
+  /** Why there is none: the setting, or what did not work. */
+  reason: string;
+  description: string;
+}
+
+/** What one sandboxed process is started with. */
+export interface SandboxLaunch {
+  nodePath: string;
+  /** The runtime entry (host path): its package's dist/ and node_modules are mounted read-only. */
+  entry: string;
+  /** The worker's code (host path), mounted read-only at SANDBOX_CODE_DIR. */
+  codeDir: string;
+  /** Its volume (host path), read-write at SANDBOX_VOLUME_DIR. */
+  volumeDir?: string;
+  /** Its run directory (host path), read-write at SANDBOX_RUN_DIR. */
+  runDir?: string;
+  env: Record<string, string>;
+  /** Its cgroup's name (the worker id, or a pool slot's). */
+  name: string;
+  limits: CgroupLimits;
+  tmpBytes: number;
+  /** A GPU worker: the host's NVIDIA devices are bound in. */
+  gpu?: boolean;
+  /** An IPC channel to the process (a pre-booted runtime waits for its claim on it). */
+  ipc?: boolean;
+}
+
+export interface SandboxedProcess {
+  /** The bwrap process (its exit is the worker's: bwrap exits with its child's status). */
+  child: ChildProcess;
+  /** The worker's own host pid (signal this one, not bwrap), once bwrap has made it; undefined if it failed. */
+  pid: Promise<number | undefined>;
+  cgroup?: WorkerCgroup;
+}
+
+export interface Sandbox {
+  kind: "bwrap";
+  description: string;
+  /** Whether limits are enforced (cgroups could be made). */
+  cgroups?: Cgroups;
+  defaults: SandboxDefaults;
+  /** The host's NVIDIA device nodes, bound into GPU workers' sandboxes. */
+  gpuDevices: string[];
+  spawn(launch: SandboxLaunch): SandboxedProcess;
+  /** Remove what the sandbox keeps on disk (its passwd and group files). */
+  dispose(): void;
+}
+
+// The bwrap process's file descriptors: what it is told in --args, what the spawn gives it. bwrap closes 3..5
+// before the worker runs; 6 is the pool's channel. (An fd passed and not named to bwrap would reach the worker.)
+const FD_ARGS = 3;
+const FD_INFO = 4;
+const FD_SECCOMP = 5;
+const FD_IPC = 6;
+
+/**
+ * Joins the cgroup directories it is given (this shell's pid into each cgroup.procs) and execs the rest: bwrap
+ * starts inside the worker's cgroup, so the sandboxed process is limited from its first instruction, and nothing
+ * waits half-started for the service (which may die meanwhile).
+ */
+const JOIN_CGROUP = 'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; shift; exec "$@"';
+
+function findOnPath(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? "/usr/bin:/bin").split(delimiter)) {
+    const file = join(dir, name);
+    if (existsSync(file)) return file;
+  }
+  return undefined;
+}
+
+/** What the host's root has: each system directory as a link, a directory, or nothing. */
+function hostSystem(): Parameters<typeof systemMounts>[0] {
+  const dirs: Record<string, { link: string } | "dir" | "missing"> = {};
+  for (const name of SYSTEM_DIRS) {
+    try {
+      const stat = lstatSync(`/${name}`);
+      dirs[name] = stat.isSymbolicLink() ? { link: readlinkSync(`/${name}`) } : stat.isDirectory() ? "dir" : "missing";
+    } catch {
+      dirs[name] = "missing";
+    }
+  }
+  return { dirs, etcFiles: ETC_FILES.filter((f) => existsSync(`/etc/${f}`)) };
+}
+
+/** The Node binary's own tree when it is not under /usr (nvm, a tarball in /opt): mounted where it is. */
+function nodeMounts(nodePath: string): { binary: string; mounts: BindMount[] } {
+  const binary = realpathSync(nodePath);
+  if (binary.startsWith("/usr/")) return { binary, mounts: [] };
+  // <prefix>/bin/node: the prefix holds its shared libraries and headers.
+  const prefix = dirname(dirname(binary));
+  return { binary, mounts: [{ source: prefix, dest: prefix }] };
+}
+
+/**
+ * svc's runtime, read-only, where it is on the host (its stack traces and module resolution unchanged): the
+ * package's dist/, package.json and node_modules (the real directory, when node_modules is a link), or for an
+ * entry outside a package (tests' stand-ins) its directory.
+ */
+export function runtimeMounts(entry: string): BindMount[] {
+  const real = realpathSync(entry);
+  const dist = real.lastIndexOf(`/dist/`);
+  if (dist < 0) return [{ source: dirname(real), dest: dirname(real) }];
+  const root = real.slice(0, dist);
+  const mounts: BindMount[] = [
+    { source: `${root}/dist`, dest: `${root}/dist` },
+    { source: `${root}/package.json`, dest: `${root}/package.json`, optional: true },
+  ];
+  if (existsSync(`${root}/node_modules`)) mounts.push({ source: realpathSync(`${root}/node_modules`), dest: `${root}/node_modules` });
+  return mounts;
+}
+
+/** The host's NVIDIA device nodes, for GPU workers. */
+function gpuDevices(): string[] {
+  try {
+    return readdirSync("/dev")
+      .filter((name) => name.startsWith("nvidia"))
+      .map((name) => `/dev/${name}`);
+  } catch {
+    return [];
+  }
+}
+
+/** Whether bwrap can make the namespaces the sandbox uses on this host (user namespaces may be disabled). */
+function probeBwrap(bwrap: string): { ok: true } | { ok: false; why: string } {
+  const system = systemMounts(hostSystem());
+  const args = bwrapArgs({ ...system, writable: [], tmpBytes: 1 << 20, env: {}, cwd: "/", fds: {} });
+  const result = spawnSync(bwrap, [...args, "true"], { encoding: "utf8", timeout: 10_000 });
+  if (result.error) return { ok: false, why: `${bwrap} could not run: ${result.error.message}` };
+  if (result.status !== 0) return { ok: false, why: `${bwrap} cannot make the sandbox here: ${(result.stderr || `exit ${result.status}`).trim()}` };
+  return { ok: true };
+}
+
+/** How the isolation in force is described (doctor, the server's start line). Pure. */
+export function describeSandbox(parts: { seccomp: boolean; cgroups?: { version: 1 | 2; controllers: string[] }; cgroupsUnavailable?: string }): string {
+  const features = ["user/mount/pid namespaces", parts.seccomp ? "seccomp" : "no seccomp filter on this architecture"];
+  if (parts.cgroups) features.push(`cgroup v${parts.cgroups.version} limits (${parts.cgroups.controllers.join(", ")})`);
+  else features.push(`no cgroup limits: ${parts.cgroupsUnavailable ?? "not available"}`);
+  return `sandbox bwrap (${features.join(", ")})`;
+}
+
+/**
+ * The sandbox the setting asks for on this host: bwrap when it works ("auto"), bwrap or an error ("bwrap"), or
+ * none. Throws a UserError when "bwrap" is asked for and cannot be had.
+ */
+export function resolveSandbox(options: SandboxOptions): Sandbox | NoSandbox {
+  if (options.setting === "none") return { kind: "none", reason: "sandbox: none", description: "no sandbox (sandbox: none)" };
+  const unavailable = (why: string): NoSandbox => {
+    if (options.setting === "bwrap") throw new UserError(`The sandbox for process workers is not available: ${why}`, { hint: "Install bubblewrap (apt-get install bubblewrap) on a kernel with user namespaces, or set SVC_SANDBOX=none (one user only)." });
+    return { kind: "none", reason: why, description: `no sandbox (${why})` };
+  };
+  if (process.platform !== "linux") return unavailable(`bubblewrap needs Linux (this is ${process.platform})`);
+  const bwrap = options.bwrapPath ?? findOnPath("bwrap");
+  if (!bwrap) return unavailable("bubblewrap (bwrap) is not installed");
+  const probe = probeBwrap(bwrap);
+  if (!probe.ok) return unavailable(probe.why);
+  return createBwrapSandbox(bwrap, options);
+}
+
+function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
+  const defaults: SandboxDefaults = { ...DEFAULT_SANDBOX_DEFAULTS, ...options.defaults };
+  const arch = options.noSeccomp ? undefined : seccompArch();
+  const seccomp = arch ? encodeProgram(seccompProgram(arch)) : undefined;
+  const detected = options.noCgroups ? { unavailable: "turned off" } : detectCgroups();
+  const cgroups = "unavailable" in detected ? undefined : detected;
+  cgroups?.sweep();
+  const system = systemMounts(hostSystem());
+  // The sandbox's /etc/passwd and /etc/group: its one user. Kept in a directory of this process's (0700).
+  const identityDir = mkdtempSync(join(tmpdir(), "svc-sandbox-"));
+  const identity = identityFiles();
+  writeFileSync(join(identityDir, "passwd"), identity.passwd, { mode: 0o644 });
+  writeFileSync(join(identityDir, "group"), identity.group, { mode: 0o644 });
+  const devices = gpuDevices();
+  const description = describeSandbox({ seccomp: seccomp !== undefined, cgroups, cgroupsUnavailable: "unavailable" in detected ? detected.unavailable : undefined });
+
+  return {
+    kind: "bwrap",
+    description,
+    cgroups,
+    defaults,
+    gpuDevices: devices,
+    spawn(launch) {
+      const node = nodeMounts(launch.nodePath);
+      const readOnly: BindMount[] = [
+        ...system.readOnly,
+        { source: join(identityDir, "passwd"), dest: "/etc/passwd" },
+        { source: join(identityDir, "group"), dest: "/etc/group" },
+        ...node.mounts,
+        ...runtimeMounts(launch.entry),
+        { source: launch.codeDir, dest: SANDBOX_CODE_DIR },
+      ];
+      const writable: BindMount[] = [];
+      if (launch.volumeDir) writable.push({ source: launch.volumeDir, dest: SANDBOX_VOLUME_DIR });
+      if (launch.runDir) writable.push({ source: launch.runDir, dest: SANDBOX_RUN_DIR });
+      const env: Record<string, string> = { ...launch.env, HOME: SANDBOX_HOME };
+      // Node finds its IPC channel by these: set by spawn on bwrap's environment, which the sandbox clears.
+      if (launch.ipc) Object.assign(env, { NODE_CHANNEL_FD: String(FD_IPC), NODE_CHANNEL_SERIALIZATION_MODE: "json" });
+      const cgroup = cgroups?.create(launch.name);
+      const spec: BwrapSpec = {
+        readOnly,
+        writable,
+        symlinks: system.symlinks,
+        tmpBytes: launch.tmpBytes,
+        env,
+        cwd: SANDBOX_CODE_DIR,
+        fds: { info: FD_INFO, seccomp: seccomp ? FD_SECCOMP : undefined },
+      };
+      const args = bwrapArgs(spec);
+      const devArgs = launch.gpu ? devices.flatMap((d) => ["--dev-bind-try", d, d]) : [];
+      const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "pipe", seccomp ? "pipe" : "ignore", ...(launch.ipc ? (["ipc"] as const) : [])];
+      const command = [bwrap, "--args", String(FD_ARGS), ...devArgs, "--", node.binary, realpathSync(launch.entry)];
+      let child: ChildProcess;
+      try {
+        cgroup?.limit(launch.limits);
+        child = cgroup
+          ? spawn("/bin/sh", ["-c", JOIN_CGROUP, "sh", ...cgroup.dirs, "--", ...command], { stdio, env: {}, cwd: "/" })
+          : spawn(command[0]!, command.slice(1), { stdio, env: {}, cwd: "/" });
+      } catch (err) {
+        void cgroup?.remove();
+        throw err;
+      }
+      const pipe = (fd: number) => child.stdio[fd] as (Readable & Writable) | null;
+      // A pipe bwrap closed early (it failed) must not become an unhandled error here; its exit says what happened.
+      for (const fd of [FD_ARGS, FD_INFO, FD_SECCOMP]) pipe(fd)?.on("error", () => undefined);
+      pipe(FD_ARGS)?.end(encodeArgs(args));
+      if (seccomp) pipe(FD_SECCOMP)?.end(seccomp);
+      const pid = new Promise<number | undefined>((resolve) => {
+        let info = "";
+        const info$ = pipe(FD_INFO)!;
+        // Read to its end: bwrap writes the rest of its report after the pid, and a closed pipe would kill it (SIGPIPE).
+        const done = (value: number | undefined) => resolve(value);
+        info$.on("data", (chunk: Buffer) => {
+          info += chunk.toString();
+          const m = /"child-pid"\s*:\s*(\d+)/.exec(info);
+          if (m) done(Number(m[1]));
+        });
+        info$.once("end", () => done(undefined));
+        child.once("exit", () => done(undefined));
+      });
+      child.once("exit", () => void cgroup?.remove());
+      return { child, pid, cgroup };
+    },
+    dispose() {
+      rmSync(identityDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A load-balanced worker's socket: in its run directory on the host, at /svc/run inside its sandbox. */
+export function runDirSocket(runDir: string): { host: string; inside: string } {
+  return { host: join(runDir, "lb.sock"), inside: `${SANDBOX_RUN_DIR}/lb.sock` };
+}
