@@ -7,6 +7,12 @@ import { fileURLToPath } from "node:url";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url));
 
+/**
+ * For tests whose workers write a file of the test's on the host (a run counter in /tmp) that the test then
+ * reads: a sandboxed worker has a /tmp of its own, so these run their workers unsandboxed, as one tenant.
+ */
+export const UNSANDBOXED = { SVC_SANDBOX: "none" } as const;
+
 export interface ServerProcess {
   url: string;
   child: ChildProcess;

@@ -14,6 +14,13 @@ describe("reservedEnvName", () => {
     expect(reservedEnvName("SVC_WORKER_TOKEN")).toMatch(/^may not be set: SVC_ variables belong to the worker protocol/);
   });
 
+  it("lets an endpoint tune the runtime's stop grace and orphan wait, and nothing else of SVC_", () => {
+    expect(reservedEnvName("SVC_STOP_GRACE_MS")).toBeUndefined();
+    expect(reservedEnvName("SVC_ORPHAN_EXIT_MS")).toBeUndefined();
+    expect(reservedEnvName("SVC_ORPHAN_CHECK")).toMatch(/^may not be set/);
+    expect(reservedEnvName("svc_stop_grace_ms")).toMatch(/^may not be set/);
+  });
+
   it.each(["HF_TOKEN", "NODE_ENV", "NODE_EXTRA_CA_CERTS", "PYTHONUNBUFFERED", "PATH", "HOME", "OLD_PRELOAD", "ENVIRONMENT", "MY_LD_PRELOAD"])("lets %s be set", (name) => {
     expect(reservedEnvName(name)).toBeUndefined();
   });

@@ -52,9 +52,16 @@ const LOADER_VARIABLES: ReadonlySet<string> = new Set([
 /** Variables refused by prefix: every dynamic-loader setting (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT...). */
 const LOADER_PREFIXES = ["LD_", "DYLD_", "LUA_INIT", "BASH_FUNC_"] as const;
 
+/**
+ * The runtime's own knobs an endpoint may tune (docs/worker-protocol.md): numbers the runtime reads after it has
+ * loaded, which decide nothing about what code runs or whom the worker talks to.
+ */
+const WORKER_TUNABLES = new Set(["SVC_STOP_GRACE_MS", "SVC_ORPHAN_EXIT_MS"]);
+
 /** Why `name` may not be set by configuration ("may not be set: ..."), or undefined when it may. */
 export function reservedEnvName(name: string): string | undefined {
   const upper = name.toUpperCase();
+  if (WORKER_TUNABLES.has(name)) return undefined;
   if (upper.startsWith("SVC_")) return "may not be set: SVC_ variables belong to the worker protocol and are set by the service";
   if (LOADER_VARIABLES.has(upper) || LOADER_PREFIXES.some((p) => upper.startsWith(p))) {
     return "may not be set: it is a loader variable, which makes a program load code other than the deployed build";

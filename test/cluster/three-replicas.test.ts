@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import pg from "pg";
 import { join } from "node:path";
 import { copyFixture, deployFixture } from "../fixture-project.js";
-import { startServerProcess, type ServerProcess } from "../server-process.js";
+import { UNSANDBOXED, startServerProcess, type ServerProcess } from "../server-process.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 import { roundRobin as roundRobinProxy } from "../../bench/tcp-proxy.mjs";
 
@@ -53,7 +53,7 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
   const alive = new Set<number>();
   let endpoint: string;
 
-  const startReplica = (i: number) => startServerProcess({ dataDir: join(work, `r${i}`), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url } });
+  const startReplica = (i: number) => startServerProcess({ dataDir: join(work, `r${i}`), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url, ...UNSANDBOXED } });
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "svc-three-"));

@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { startServerProcess, type ServerProcess } from "../server-process.js";
+import { UNSANDBOXED, startServerProcess, type ServerProcess } from "../server-process.js";
 import { copyFixture, deployFixture } from "../fixture-project.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
@@ -47,7 +47,7 @@ describe.skipIf(unavailable !== undefined)("svc server on PostgreSQL when the da
     work = mkdtempSync(join(tmpdir(), "svc-db-outage-"));
     database = await startPostgres();
     storeUrl = await database.createDatabase();
-    svc = await startServerProcess({ dataDir: join(work, "data"), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl } });
+    svc = await startServerProcess({ dataDir: join(work, "data"), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, ...UNSANDBOXED } });
     await deployFixture(copyFixture("restart-app", work), svc.url, KEY);
     endpoint = (await api("GET", "/v1/apps/restart-app/environments/prod")).body.endpoints[0].id as string;
   }, 120_000);

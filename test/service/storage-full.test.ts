@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
 import { copyFixture, deployFixture } from "../fixture-project.js";
+import { UNSANDBOXED } from "../server-process.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -48,6 +49,7 @@ beforeAll(async () => {
   const dataDir = join(mountPoint, "data");
   const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: KEY };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") && k !== "SVC_API_KEY") delete env[k];
+  Object.assign(env, UNSANDBOXED);
   server = spawn(process.execPath, [bin, "server", "--port", "0", "--data-dir", dataDir, "--workers", "process"], { env, stdio: ["ignore", "pipe", "pipe"] });
   server.stderr!.on("data", (d) => (serverLog += d));
   url = await new Promise<string>((resolve, reject) => {

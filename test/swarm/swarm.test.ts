@@ -102,8 +102,12 @@ describeDocker("svc server --workers swarm", () => {
     const services = await until("a worker service", async () => ((await appServices()).length > 0 ? appServices() : undefined), 60_000);
     expect(services[0]!.Spec?.Labels).toMatchObject({ [LABELS.managed]: "true", [LABELS.app]: app, [LABELS.endpoint]: endpoint });
     expect(services[0]!.Spec?.TaskTemplate?.RestartPolicy?.Condition).toBe("none");
-    // Swarm reserves what the endpoint's CPU instance names (the default cpu3c-1-2: 1 vCPU, 2 GB) on the node.
-    expect((services[0]!.Spec?.TaskTemplate as { Resources?: unknown } | undefined)?.Resources).toEqual({ Reservations: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3 } });
+    // Swarm reserves what the endpoint's CPU instance names (the default cpu3c-1-2: 1 vCPU, 2 GB) on the node, and
+    // holds the worker to it, with a process limit (docs/security.md).
+    expect((services[0]!.Spec?.TaskTemplate as { Resources?: unknown } | undefined)?.Resources).toEqual({
+      Reservations: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3 },
+      Limits: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3, Pids: 1024 },
+    });
     const done = await until("the first job", async () => {
       const r = await api("GET", `/v2/${endpoint}/status/${first.body.id}`);
       return r.body.status === "COMPLETED" ? r.body : undefined;
