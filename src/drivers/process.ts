@@ -56,6 +56,8 @@ interface WorkerRecord {
   workerId: string;
   endpointId: string;
   revision?: string;
+  /** The GPUs it was given: a restarted service holds them for it again. */
+  gpus?: string[];
   /**
    * A worker restored from a snapshot: its environment is its image's (no SVC_WORKER_ID in /proc/<pid>/environ), so
    * it is recognised by its start time (/proc/<pid>/stat) instead.
@@ -319,6 +321,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
         const record: WorkerRecord = restored
           ? { pid: restored.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(restored.pid) }
           : { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision };
+        if (launch.gpus?.length) record.gpus = launch.gpus;
         writeFileSync(recordFile(launch.workerId), JSON.stringify(record), { mode: 0o600 });
       }
       const exited = new Promise<WorkerExit>((resolve) => {
@@ -387,7 +390,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           forget(workerId);
         });
         adopted.set(workerId, handle);
-        found.push({ handle, endpointId: record.endpointId, revision: record.revision });
+        found.push({ handle, endpointId: record.endpointId, revision: record.revision, ...(record.gpus ? { gpus: record.gpus } : {}) });
       }
       return found;
     },

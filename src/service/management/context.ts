@@ -21,7 +21,7 @@ export interface ManagementContext {
   engineEndpoint(row: EndpointRow): EngineEndpoint;
 }
 
-export type ManagementFamily = "volumes" | "endpoints" | "templates" | "keys" | "secrets";
+export type ManagementFamily = "volumes" | "endpoints" | "templates" | "keys" | "secrets" | "gpus";
 
 /**
  * 403 unless the key may do this. Management reads need `management:read`, `management:write` or `admin`;
