@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { exitOfTask, swarmServiceSpec } from "./swarm.js";
 import type Docker from "dockerode";
 import type { WorkerLaunch } from "./types.js";
+import { placementOf } from "./placement.js";
 
 type Template = { ContainerSpec: Docker.ContainerSpec; RestartPolicy?: unknown; Resources?: unknown; Placement?: unknown; Networks?: unknown };
 const template = (spec: Docker.CreateServiceOptions) => spec.TaskTemplate as Template;
@@ -58,6 +59,11 @@ describe("swarmServiceSpec", () => {
     });
     expect(template(spec).Placement).toEqual({ Constraints: ["node.labels.svc.gpu-type==A100"] });
     expect(template(spec).ContainerSpec.Mounts).toEqual([{ Type: "volume", Source: "vol1", Target: "/svc-volume" }]);
+    // gpuCount 2: two GPUs of the generic resource (the driver counts them from the placement).
+    const pair = placementOf({ computeType: "GPU", instanceIds: [], gpuCount: 2 });
+    expect(template(swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], placement: pair }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: pair.gpus } })).Resources).toEqual({
+      Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 2 } }] },
+    });
     expect(template(spec).ContainerSpec.Env).toContain("SVC_VOLUME_PATH=/svc-volume");
   });
 
