@@ -718,6 +718,12 @@ export class Scaler {
     const image = prebuiltImageOf(endpoint);
     const workerId = `wcheck${Math.random().toString(36).slice(2, 8)}${Date.now().toString(36)}`;
     let handle: WorkerHandle | undefined;
+    // Its own GPU where one is free (held for the check); otherwise it runs without one rather than on a GPU
+    // another worker holds.
+    const request = this.deps.gpus?.assigning ? gpuRequestOf(endpoint.resource) : undefined;
+    const allocation = request ? this.deps.gpus!.allocate(request) : undefined;
+    if (allocation?.kind === "allocated") this.deps.gpus!.hold(workerId, endpoint.id, allocation.uuids, allocation.typeId);
+    const gpus = !request ? undefined : allocation?.kind === "allocated" ? allocation.uuids : [];
     try {
       if (!image) throw new Error(`endpoint ${endpoint.name} runs no prebuilt image`);
       handle = await this.deps.driver.start({
@@ -731,8 +737,9 @@ export class Scaler {
         workerToken: "",
         environment: { ...endpoint.resource.env },
         maxConcurrency: 1,
-        computeType: endpoint.resource.computeType,
+        computeType: gpus?.length === 0 ? "CPU" : endpoint.resource.computeType,
         gpuTypeIds: endpoint.resource.gpuTypeIds,
+        gpus: endpoint.resource.computeType === "CPU" ? [] : gpus,
         loadBalanced: true,
         image,
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
@@ -743,6 +750,7 @@ export class Scaler {
       return { ok: false, state: "unreachable", message: `could not start image "${image}" to check its /ping: ${(err as Error).message}` };
     } finally {
       await handle?.stop(2000).catch(() => undefined);
+      if (this.deps.gpus?.release(workerId).length) this.kick(endpoint.id);
     }
   }
 
