@@ -39,6 +39,7 @@ export function poolRefusal(launch: WorkerLaunch, driver: { publishes: boolean; 
   if (launch.loadBalanced) return "a load-balanced worker's port is published when its container is created";
   if (driver.publishes) return "the driver publishes ports, fixed when a container is created";
   if (launch.computeType === "GPU" && !driver.requestGpus) return "a GPU endpoint running on CPU (fallback) gets a fresh container";
+  if (launch.gpus?.length) return "a GPU worker's own GPUs are given to its container when it is created";
   return undefined;
 }
 

@@ -177,7 +177,20 @@ describe("containerCreateOptions", () => {
     expect(options.Env!.some((e) => e.startsWith("HOME="))).toBe(false);
   });
 
-  it("requests every GPU with the gpu capability for GPU workers", () => {
+  it("gives a GPU worker exactly the GPUs it holds, by UUID, and says so in its environment", () => {
+    const gpus = ["GPU-aaaa", "GPU-bbbb"];
+    const options = containerCreateOptions(launch({ computeType: "GPU", gpus }), plan({ requestGpus: true }));
+    expect(options.HostConfig?.DeviceRequests).toEqual([{ Driver: "nvidia", DeviceIDs: ["GPU-aaaa", "GPU-bbbb"], Capabilities: [["gpu"]] }]);
+    expect(options.Env).toEqual(expect.arrayContaining(["CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb", "NVIDIA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"]));
+  });
+
+  it("a CPU worker: no device request, and no GPU even where the NVIDIA runtime is the default", () => {
+    const options = containerCreateOptions(launch({ gpus: [], environment: { NVIDIA_VISIBLE_DEVICES: "all" } }), plan());
+    expect(options.HostConfig?.DeviceRequests).toBeUndefined();
+    expect(options.Env).toEqual(expect.arrayContaining(["CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=void"]));
+  });
+
+  it("without an assignment (no GPU inventory where the service runs) requests every GPU, as before assignment", () => {
     const options = containerCreateOptions(launch({ computeType: "GPU" }), plan({ requestGpus: true }));
     expect(options.HostConfig?.DeviceRequests).toEqual([{ Driver: "", Count: -1, DeviceIDs: [], Capabilities: [["gpu"]], Options: {} }]);
   });

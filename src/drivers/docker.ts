@@ -228,7 +228,7 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
   };
   if (plan.serviceHostIp) hostConfig.ExtraHosts = [`${SERVICE_HOST_ALIAS}:${plan.serviceHostIp}`];
   if (plan.volume) hostConfig.Mounts = [{ Type: "volume", Source: plan.volume, Target: VOLUME_MOUNT, ReadOnly: false }];
-  if (plan.requestGpus) hostConfig.DeviceRequests = [{ Driver: "", Count: -1, DeviceIDs: [], Capabilities: [["gpu"]], Options: {} }];
+  if (plan.requestGpus) hostConfig.DeviceRequests = [gpuDeviceRequest(launch.gpus)];
   return {
     name: plan.name,
     Image: plan.image,
@@ -240,6 +240,15 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
     HostConfig: hostConfig,
     NetworkingConfig: { EndpointsConfig: { [plan.network]: { Aliases: [dockerNamePart(launch.endpointName)] } } },
   };
+}
+
+/**
+ * The GPUs a worker's container gets: exactly the ones it holds, by UUID. Without an assignment (the service found
+ * no GPU inventory where it runs, yet the engine has GPUs) every GPU, as before assignment existed. Pure.
+ */
+export function gpuDeviceRequest(uuids: readonly string[] | undefined): Docker.DeviceRequest {
+  if (uuids && uuids.length > 0) return { Driver: "nvidia", DeviceIDs: [...uuids], Capabilities: [["gpu"]] };
+  return { Driver: "", Count: -1, DeviceIDs: [], Capabilities: [["gpu"]], Options: {} };
 }
 
 /** Ports a launch publishes: the driver's own, plus the LB server's port for a load-balanced endpoint. Pure. */

@@ -51,6 +51,12 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
     if (value !== undefined && value !== "") env[key] = value;
     else delete env[key];
   }
+  // The GPUs it holds and no others (CUDA's and the NVIDIA container runtime's names for them); a CPU worker
+  // none ("void": the container runtime adds no GPU). User env cannot widen it.
+  if (launch.gpus !== undefined) {
+    env.CUDA_VISIBLE_DEVICES = launch.gpus.join(",");
+    env.NVIDIA_VISIBLE_DEVICES = launch.gpus.length > 0 ? launch.gpus.join(",") : "void";
+  }
   // Only when the driver needs a reachable address: the process driver keeps the runtime's loopback default.
   if (placement.http) {
     env.SVC_HTTP_HOST = placement.http.host;

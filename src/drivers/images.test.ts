@@ -78,9 +78,10 @@ describe("planWorkerImage", () => {
     expect(plan.config.labels).toMatchObject({ "svc.managed": "true", "svc.image.kind": "cpu", "svc.image.hash": plan.hash });
   });
 
-  it("gives the GPU image the NVIDIA environment and the CPU image none", () => {
-    expect(planWorkerImage("gpu", inputs(), "1").config.env).toMatchObject({ NVIDIA_VISIBLE_DEVICES: "all", NVIDIA_DRIVER_CAPABILITIES: "compute,utility" });
-    expect(planWorkerImage("cpu", inputs(), "1").config.env.NVIDIA_VISIBLE_DEVICES).toBeUndefined();
+  it("gives the GPU image the NVIDIA driver capabilities, never every GPU, and the CPU image none", () => {
+    expect(planWorkerImage("gpu", inputs(), "1").config.env).toMatchObject({ NVIDIA_DRIVER_CAPABILITIES: "compute,utility" });
+    expect(planWorkerImage("gpu", inputs(), "1").config.env.NVIDIA_VISIBLE_DEVICES).toBeUndefined();
+    expect(planWorkerImage("cpu", inputs(), "1").config.env.NVIDIA_DRIVER_CAPABILITIES).toBeUndefined();
   });
 
   it("turns the config into docker import changes", () => {
@@ -88,7 +89,7 @@ describe("planWorkerImage", () => {
     expect(changes).toContain('CMD ["/usr/local/bin/node","/opt/svc/dist/runtime/worker.js"]');
     expect(changes).toContain("USER 1000:1000");
     expect(changes).toContain("WORKDIR /home/svc");
-    expect(changes).toContain("ENV NVIDIA_VISIBLE_DEVICES=all");
+    expect(changes).toContain("ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility");
     expect(changes).toContain("LABEL svc.image.kind=gpu");
   });
 });

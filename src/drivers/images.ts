@@ -393,8 +393,8 @@ export function imageConfig(kind: WorkerImageKind, hasCaBundle: boolean): ImageC
   };
   if (hasCaBundle) env.NODE_EXTRA_CA_CERTS = CA_BUNDLE;
   if (kind === "gpu") {
-    // Read by the NVIDIA container runtime at run time; plain runc ignores them.
-    env.NVIDIA_VISIBLE_DEVICES = "all";
+    // Read by the NVIDIA container runtime at run time; plain runc ignores it. Which GPUs a container sees is
+    // never the image's to say (no NVIDIA_VISIBLE_DEVICES=all): its device request and environment name them.
     env.NVIDIA_DRIVER_CAPABILITIES = "compute,utility";
   }
   return {

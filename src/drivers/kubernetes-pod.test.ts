@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { dnsLabel, podName, workerPod, workerSecret, type PodPlan } from "./kubernetes-pod.js";
 import type { WorkerLaunch } from "./types.js";
+import { placementOf } from "./placement.js";
 
 const launch = (extra: Partial<WorkerLaunch> = {}): WorkerLaunch => ({
   workerId: "w1abc",
@@ -31,6 +32,9 @@ describe("workerPod", () => {
     const gpuPod = workerPod(launch({ computeType: "GPU", gpuTypeIds: ["A100"], placement: { gpus: 1 } }), plan);
     expect(gpuPod.spec!.containers[0]!.resources!.limits).toEqual({ cpu: "2", memory: "4Gi", "nvidia.com/gpu": "1" });
     expect(gpuPod.spec!.nodeSelector).toBeUndefined();
+    // gpuCount 2: two GPUs for the device plugin to give the container.
+    const pair = workerPod(launch({ computeType: "GPU", gpuTypeIds: ["ADA_80_PRO"], placement: placementOf({ computeType: "GPU", instanceIds: [], gpuCount: 2 }) }), plan);
+    expect(pair.spec!.containers[0]!.resources!.limits).toEqual({ cpu: "2", memory: "4Gi", "nvidia.com/gpu": "2" });
   });
 
   it("a CPU worker: never restarted, labelled, its requests and limits, the artifact by URL, protocol variables winning", () => {

@@ -11,6 +11,7 @@ describe("placement", () => {
   it("sizes CPU workers by their instance, gives GPU workers one GPU, and pins workers to their volume's data center", () => {
     expect(placementOf({ computeType: "CPU", instanceIds: ["cpu3c-2-4"] })).toEqual({ cpus: 2, memoryMb: 4096, gpus: 0 });
     expect(placementOf({ computeType: "GPU", instanceIds: [] }, "eu-ro-1")).toEqual({ gpus: 1, dataCenter: "eu-ro-1" });
+    expect(placementOf({ computeType: "GPU", instanceIds: [], gpuCount: 4 })).toEqual({ gpus: 4 });
     expect(placementOf({ computeType: "CPU", instanceIds: ["custom"] })).toEqual({ gpus: 0 });
   });
 });

@@ -92,6 +92,8 @@ interface WorkerRecord {
   workerId: string;
   endpointId: string;
   revision?: string;
+  /** The GPUs it was given: a restarted service holds them for it again. */
+  gpus?: string[];
   /**
    * When the process started (/proc/<pid>/stat): with the pid it names one process. Restored and sandboxed
    * workers are recognised by it (their /proc/<pid>/environ is their image's, or another namespace's).
@@ -509,8 +511,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       if (child.pid !== undefined) {
         writeRecord(
           restored
-            ? { pid: restored.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(restored.pid), address, localSocket }
-            : { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, address, localSocket },
+            ? { pid: restored.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(restored.pid), address, localSocket, ...(launch.gpus?.length ? { gpus: launch.gpus } : {}) }
+            : { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, address, localSocket, ...(launch.gpus?.length ? { gpus: launch.gpus } : {}) },
         );
       }
       return track(launch, running, { address, localSocket, cleanup: () => localSocket && rmSync(localSocket, { force: true }) });
@@ -549,7 +551,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           tidy(record);
         });
         adopted.set(workerId, handle);
-        found.push({ handle, endpointId: record.endpointId, revision: record.revision });
+        found.push({ handle, endpointId: record.endpointId, revision: record.revision, ...(record.gpus ? { gpus: record.gpus } : {}) });
       }
       return found;
     },

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { exitOfTask, swarmConfinementGaps, swarmServiceSpec } from "./swarm.js";
 import type Docker from "dockerode";
 import type { WorkerLaunch } from "./types.js";
+import { placementOf } from "./placement.js";
 
 type Template = { ContainerSpec: Docker.ContainerSpec; RestartPolicy?: unknown; Resources?: unknown; Placement?: unknown; Networks?: unknown };
 const template = (spec: Docker.CreateServiceOptions) => spec.TaskTemplate as Template;
@@ -87,6 +88,11 @@ describe("swarmServiceSpec", () => {
       { Type: "volume", Source: "vol1", Target: "/svc-volume" },
       { Type: "tmpfs", Target: "/tmp", TmpfsOptions: { SizeBytes: 1024 * 1024 ** 2, Mode: 0o1777, Options: [["exec"]] } },
     ]);
+    // gpuCount 2: two GPUs of the generic resource (the driver counts them from the placement).
+    const pair = placementOf({ computeType: "GPU", instanceIds: [], gpuCount: 2 });
+    expect(template(swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], placement: pair }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: pair.gpus } })).Resources).toMatchObject({
+      Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 2 } }] },
+    });
     expect(template(spec).ContainerSpec.Env).toContain("SVC_VOLUME_PATH=/svc-volume");
   });
 

@@ -39,6 +39,11 @@ export interface WorkerLaunch {
   revision?: string;
   computeType: "GPU" | "CPU";
   gpuTypeIds: string[];
+  /**
+   * The UUIDs of the GPUs this worker holds, no other worker's (docs/gpus.md); [] for a CPU worker: it sees no
+   * GPU. Undefined: the service assigns none (a scheduler places GPUs, or this host has no GPU inventory).
+   */
+  gpus?: string[];
   /** What a scheduler places the worker by: CPU and memory, GPUs, the data center of its volume (placement.ts). */
   placement?: Placement;
   /** Host path of the endpoint's network volume, when it has one. */
@@ -96,6 +101,8 @@ export interface AdoptedWorker {
   endpointId: string;
   /** The revision it was started with, when the driver kept it. */
   revision?: string;
+  /** The GPUs it was given (launch.gpus), when the driver kept them: held again after the restart. */
+  gpus?: string[];
   /**
    * It had already ended (or the driver removed it) when found: nothing to count or watch, but the jobs it held
    * go back to the queue now rather than when their leases lapse. Its handle's `exited` is resolved.

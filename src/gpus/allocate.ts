@@ -34,7 +34,15 @@ export type Allocation =
       satisfiable: boolean;
     };
 
-type Gpu = Pick<GpuDevice, "uuid" | "index" | "name" | "migMode">;
+type Gpu = Pick<GpuDevice, "uuid" | "index" | "name" | "migMode"> & { typeIds?: readonly string[] };
+
+/**
+ * Whether a GPU satisfies a written id: by its card (ANY, its pool, its name), or by the ids the caller gave it
+ * (`typeIds`: an operator's override for cards nvidia-smi names in a way no list knows).
+ */
+function satisfies(typeId: string, gpu: Gpu): boolean {
+  return cardMatches(typeId, gpu.name) || (gpu.typeIds?.includes(typeId) ?? false);
+}
 
 /**
  * A GPU with MIG enabled is split into instances with their own ids: giving the whole GPU's UUID to a worker
@@ -47,7 +55,7 @@ function assignable(gpu: Gpu): boolean {
 /** What the host has for a request's types, and how much of it is held. Pure. */
 export function gpuUsage(gpus: readonly Gpu[], holds: GpuHolds, typeIds: readonly string[]): TypeUsage[] {
   return typeIds.map((typeId) => {
-    const matching = gpus.filter((g) => assignable(g) && cardMatches(typeId, g.name));
+    const matching = gpus.filter((g) => assignable(g) && satisfies(typeId, g));
     return { typeId, total: matching.length, inUse: matching.filter((g) => holds.has(g.uuid)).length };
   });
 }
@@ -65,7 +73,7 @@ function describeUsage(u: TypeUsage, count: number): string {
 export function allocateGpus(gpus: readonly Gpu[], holds: GpuHolds, request: GpuRequest): Allocation {
   const byIndex = [...gpus].sort((a, b) => a.index - b.index);
   for (const typeId of request.typeIds) {
-    const free = byIndex.filter((g) => assignable(g) && cardMatches(typeId, g.name) && !holds.has(g.uuid));
+    const free = byIndex.filter((g) => assignable(g) && satisfies(typeId, g) && !holds.has(g.uuid));
     if (free.length >= request.count) {
       const chosen = free.slice(0, request.count);
       return { kind: "allocated", typeId, uuids: chosen.map((g) => g.uuid), indexes: chosen.map((g) => g.index) };
@@ -124,7 +132,7 @@ export function pickWaiting(
     // Never satisfiable here: it reserves nothing (it would block the others forever).
     if (!allocation.satisfiable) continue;
     for (const g of gpus) {
-      if (!reserved.has(g.uuid) && assignable(g) && entry.request.typeIds.some((t) => cardMatches(t, g.name))) reserved.set(g.uuid, `reserved:${entry.endpointId}`);
+      if (!reserved.has(g.uuid) && assignable(g) && entry.request.typeIds.some((t) => satisfies(t, g))) reserved.set(g.uuid, `reserved:${entry.endpointId}`);
     }
   }
   return undefined;

@@ -16,6 +16,7 @@ import type { ReleaseManager } from "./releases/manager.js";
 import type { ArtifactStore } from "./artifacts.js";
 import type { EndpointRegistry } from "./endpoint-registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
+import type { HostGpus } from "../gpus/host.js";
 
 export interface ApiContext {
   engine: JobEngine;
@@ -57,6 +58,8 @@ export interface ApiContext {
   releases: ReleaseManager;
   /** Workers that failed to start, per endpoint (/health's `workers.unhealthy`, an endpoint's last start error). */
   startFailures: StartFailures;
+  /** This host's GPUs and who holds them, where the service's workers run here (process, Docker drivers). */
+  gpus?(): HostGpus | undefined;
 }
 
 /** One authenticated request, matched to its route row. */

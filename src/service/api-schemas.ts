@@ -84,6 +84,8 @@ export const API_SCHEMAS = {
       },
       coldStarts: { type: "object", properties: { count: int(), lastMs: { type: ["integer", "null"] } } },
       lastStartError: ref("StartError"),
+      throttledReason: str('Why workers are held back: "waiting for a GPU (HOPPER_141: 2 of 2 in use)"; absent when none waits'),
+      gpus: { type: "array", items: ref("Gpu"), description: "The host's GPUs this endpoint's workers hold (only where the service assigns GPUs: docs/gpus.md)" },
       storage: {
         type: "object",
         description: "Whether the service can write its store (ok false: writes answer 503 until it clears)",
@@ -132,6 +134,33 @@ export const API_SCHEMAS = {
       },
     },
     required: ["lines"],
+  },
+  Gpu: {
+    type: "object",
+    description: "One GPU of the service's host, as nvidia-smi last reported it, and the worker holding it",
+    properties: {
+      index: int(),
+      uuid: str("What CUDA_VISIBLE_DEVICES and Docker's DeviceIDs name"),
+      name: str("The card, as nvidia-smi prints it"),
+      typeIds: { type: "array", items: { type: "string" }, description: "The GPU type ids it satisfies: its pools, then its card name" },
+      memoryTotalMiB: int(),
+      memoryUsedMiB: { type: ["integer", "null"] },
+      utilizationPercent: { type: ["integer", "null"] },
+      migMode: { type: ["string", "null"] },
+      holder: anything('The worker it is given to: {workerId, endpointId, typeId (the type of the endpoint\'s list it was allocated as)}; null: free; {held: true}: another user\'s worker'),
+    },
+    required: ["index", "uuid", "name", "typeIds", "memoryTotalMiB", "holder"],
+  },
+  GpuList: {
+    type: "object",
+    properties: {
+      gpus: { type: "array", items: ref("Gpu") },
+      driverVersion: { type: ["string", "null"] },
+      cudaVersion: { type: ["string", "null"] },
+      assigning: { type: "boolean", description: "Whether workers get GPUs of their own (the host has GPUs and the service's workers run on it)" },
+      error: str("Why the last read of nvidia-smi failed"),
+    },
+    required: ["gpus", "assigning"],
   },
   StartError: {
     type: "object",

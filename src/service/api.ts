@@ -30,6 +30,7 @@ import type { ApiContext, RouteCall, RouteHandler } from "./api-context.js";
 import { handsOffHere, jobRoutes, recordJson, userEndpoint } from "./job-routes.js";
 import { workerRoutes } from "./worker-routes.js";
 import { logs } from "./state-routes.js";
+import { gpuList } from "./gpu-routes.js";
 import { MANAGEMENT_ROUTES } from "./management/index.js";
 import { DEPLOY_ROUTES } from "./deploy/routes.js";
 
@@ -81,6 +82,7 @@ export const ROUTES: readonly Row[] = [
   ...DEPLOY_ROUTES,
   // A follower's lines arrive on the replica serving jobs; stored lines are read anywhere.
   { ...STATE, methods: ["GET"], pattern: "/v1/endpoints/:endpoint/logs", purpose: "read logs", jobsReplica: followsLogs, handler: logs },
+  { ...STATE, methods: ["GET"], pattern: "/v1/gpus", purpose: "read the host's GPUs", handler: gpuList },
 ];
 
 const TABLE = new RouteTable(ROUTES);

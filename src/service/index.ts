@@ -49,6 +49,9 @@ import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, secureDataDir } from "./private-fi
 import { clientGuards, DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./slow-clients.js";
 import { engineEndpoint, planDeploy } from "./endpoint-rows.js";
 import { EndpointRegistry } from "./endpoint-registry.js";
+import { HostGpus, gpuShortfalls } from "../gpus/host.js";
+import { readInventory, type GpuInventory } from "../gpus/inventory.js";
+import { hostGpuTypes } from "./management/datacenters.js";
 
 /**
  * How long a replica that takes over serving jobs waits before it starts workers: the workers the previous one
@@ -136,6 +139,11 @@ export interface ServiceOptions {
   releaseAttempts?: number;
   /** How long a release's new worker may take to come up (default 5 min, or SVC_RELEASE_START_TIMEOUT_MS). */
   releaseStartTimeoutMs?: number;
+  /**
+   * This host's GPUs, for a driver whose workers run here (process, Docker): how they are read (default
+   * `nvidia-smi` on PATH) and how often utilization and memory are sampled (default 5 s). docs/gpus.md.
+   */
+  gpus?: { read?: () => Promise<GpuInventory>; sampleMs?: number };
 }
 
 export interface DeployedEndpoint {
@@ -227,6 +235,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       });
     }
   }
+
+  // The host's GPUs, where the workers run on this host: each GPU worker gets GPUs of its own (docs/gpus.md).
+  // Swarm and Kubernetes place workers on other machines; their schedulers hand out GPUs.
+  const hostGpus = options.driver && (options.driver.name === "process" || options.driver.name === "docker") ? await readHostGpus(management, options, log) : undefined;
 
   let scaler: Scaler | undefined;
   const startFailures = new StartFailures();
@@ -456,6 +468,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         if (endpoint) options.onWorkerLog?.({ endpoint: endpoint.name, endpointId, workerId, line });
       },
       onEvent: log,
+      gpus: hostGpus,
+      probeReady: (workerId) => releases.proven(workerId),
       onProbeExit: (workerId, exit) => releases.exited(workerId, exit),
       onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
       lb,
@@ -479,6 +493,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     lb,
     releases,
     startFailures,
+    gpus: () => hostGpus,
   };
   // issue 7: the LB front takes each connection first and serves plain LB requests and job /runs itself (lb/front.ts)
   const frontWanted = options.lbFront ?? true;
@@ -572,6 +587,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       clearInterval(handoffRescan);
       releases.close();
       lb.close();
+      hostGpus?.close();
       await scaler?.close();
       await engine.close();
       for (const res of followers) res.end();
@@ -609,6 +625,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       const volumes = management.deployVolumes(userId, input.manifest.resources);
       if (volumes.errors.length > 0) throw new UserError("The app names network volumes it cannot use; nothing was deployed", { problems: volumes.errors });
       await management.createVolumes(volumes.create);
+      const beyond = gpuShortfalls(hostGpus, input.manifest.resources);
+      if (beyond.length > 0) throw new UserError("The app asks for GPUs this host does not have; nothing was deployed", { problems: beyond });
       const artifactHash = await hashFile(input.artifactPath);
       const artifactPath = await keepArtifact(options.dataDir, input.artifactPath, artifactHash);
       await storage.artifacts.publish(artifactPath);
@@ -653,6 +671,43 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return plan.upsert.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
     },
   };
+}
+
+/**
+ * Read this host's GPUs (once now, then every few seconds for utilization and memory, and on demand). The host
+ * data center offers the type ids its GPUs satisfy, unless the operator set them (SVC_GPU_TYPES, or the data
+ * centers given): those stay, as an override.
+ */
+async function readHostGpus(management: Management, options: ServiceOptions, log: (message: string) => void): Promise<HostGpus> {
+  const config = management.context.dataCenters;
+  const override = hostGpuTypes(config);
+  const offer = (gpus: HostGpus) => {
+    if (override.length > 0) return;
+    const typeIds = gpus.typeIds();
+    config.dataCenters = config.dataCenters.map((d) => (d.id === config.host ? { ...d, gpuTypes: typeIds } : d));
+  };
+  const gpus: HostGpus = new HostGpus({
+    read: options.gpus?.read ?? (() => readInventory()),
+    override,
+    sampleMs: options.gpus?.sampleMs,
+    log,
+    onChange: () => {
+      // The first read is before the management API is attached: it plans REST endpoints with what it found.
+      if (!started) return;
+      offer(gpus);
+      // REST endpoints waiting for a type this host now has (or no longer has) are planned again.
+      void management.appChanged().catch((err: unknown) => log(`could not refresh REST endpoints after the GPUs changed: ${(err as Error).message}`));
+    },
+  });
+  let started = false;
+  const inventory = await gpus.refresh();
+  started = true;
+  offer(gpus);
+  if (inventory.gpus.length > 0) {
+    log(`${inventory.gpus.length} GPU(s) on this host, each given to one worker at a time: ${inventory.gpus.map((g) => `${g.index} ${g.name}`).join(", ")}`);
+  }
+  gpus.startSampling();
+  return gpus;
 }
 
 /** At start, a data directory the service cannot write is a clear error naming it and what to do. */

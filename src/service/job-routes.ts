@@ -2,6 +2,7 @@
 // /purge-queue and /health, for user keys (admin, jobs:*, jobs:<endpoint>). Another user's endpoint answers
 // 404, as if it did not exist. The route table (api.ts) declares methods, body limits and auth.
 
+import { gpuWaitMessage } from "../gpus/host.js";
 import type { ServerResponse } from "node:http";
 import { canUseJobs, type Principal } from "./auth.js";
 import { isFinal } from "./engine.js";
@@ -189,9 +190,16 @@ function healthJson(ctx: ApiContext, endpoint: EndpointRow): string {
   const coldStarts = ctx.scaler()?.coldStarts.get(endpoint.id) ?? { count: 0, lastMs: null };
   const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource), unhealthy: ctx.startFailures.unhealthy(endpoint.id) };
   const lastStartError = ctx.startFailures.last(endpoint.id);
+  // Workers not started for want of a free GPU count as throttled, and the answer says why.
+  const gpuWait = ctx.scaler()?.gpuWait(endpoint.id);
+  if (gpuWait) workers.throttled += gpuWait.workers;
+  const hostGpus = ctx.gpus?.();
   return JSON.stringify({
     ...health,
     workers,
+    ...(gpuWait ? { throttledReason: gpuWaitMessage(gpuWait) } : {}),
+    // The GPUs its workers hold, with their use as last sampled.
+    ...(hostGpus?.assigning ? { gpus: hostGpus.view().filter((g) => g.holder?.endpointId === endpoint.id) } : {}),
     coldStarts,
     ...(endpoint.type === "lb" ? ctx.lb?.health(endpoint.id) : {}),
     ...(lastStartError ? { lastStartError } : {}),

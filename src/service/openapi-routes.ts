@@ -163,6 +163,14 @@ function deployApi(): Record<string, unknown> {
         responses: { ...ok("Lines", { ...json("LogLines"), "application/x-ndjson": { schema: { type: "string" } } }), ...errors },
       },
     },
+    "/v1/gpus": {
+      get: {
+        tags: ["gpus"],
+        summary: "The service host's GPUs, their type ids, use, and the worker holding each (management:read; docs/gpus.md)",
+        parameters: [query("refresh", "1 to read nvidia-smi now rather than answer the last sample", "string")],
+        responses: { ...ok("GPUs", json("GpuList")), ...errors },
+      },
+    },
     "/lb/{endpoint_id}/{path}": {
       parameters: [path("endpoint_id"), path("path", "Any path of the app's routes (it may hold slashes)")],
       get: { tags: ["load-balanced"], summary: "A load-balanced endpoint's route, proxied to a worker (any method; docs/lb.md)", responses: { "200": { description: "The worker's answer" }, ...errors, "502": problem("Bad Gateway"), "503": problem("No worker ready in time"), "504": problem("The worker did not answer in time") } },

@@ -10,6 +10,9 @@ import { workerState } from "./engine.js";
 import type { EndpointRow } from "./store/types.js";
 import { checkPingPath, type PingCheck } from "./lb/ping.js";
 import { artifactUrl } from "./artifact-route.js";
+import { allocateGpus, gpuRequestOf } from "../gpus/allocate.js";
+import type { GpuWait, GpuWant, HostGpus } from "../gpus/host.js";
+import { cardMatches } from "../gpus/pools.js";
 
 export interface ScalingInput {
   workersMin: number;
@@ -84,6 +87,14 @@ export interface ScalerDeps {
   localArtifact?(path: string): Promise<string>;
   onLog(endpointId: string, workerId: string, line: WorkerLogLine): void;
   onEvent?(message: string): void;
+  /**
+   * The GPUs of the host the driver's workers run on (process and Docker drivers): each GPU worker is given whole
+   * GPUs no other worker holds, and waits while there are none. Absent (Swarm, Kubernetes: their schedulers
+   * place GPUs), or a host without GPUs: GPU workers start unassigned.
+   */
+  gpus?: HostGpus;
+  /** Whether a release's probe has proved its code starts (its endpoint counts ready in its release). */
+  probeReady?(workerId: string): boolean;
   /** A release's probe worker ended (or could not be started) before it was promoted. */
   onProbeExit?(workerId: string, exit: WorkerExit | { error: string }): void;
   /** A worker failed to start: exited before it registered, or the driver could not start it. */
@@ -146,6 +157,13 @@ interface ManagedWorker {
   adopted?: boolean;
   /** Started by another replica: no driver handle; ended by this when it falls silent. */
   remoteGone?: (exit: WorkerExit) => void;
+  /**
+   * A release's probe waiting for a GPU (not started yet): for the GPUs of a worker of its endpoint drained for it
+   * (`victimId`: the release replaces in place), or for any that frees.
+   */
+  awaitingGpu?: { endpoint: EndpointRow; since: number; victimId?: string };
+  /** A probe that proved its code starts, stopped to give its GPU to another probe of a release. */
+  handingOver?: boolean;
 }
 
 function newWorkerId(): string {
@@ -206,12 +224,28 @@ export class Scaler {
       const m: ManagedWorker = { id: adopted.handle.workerId, endpointId: adopted.endpointId, revision: adopted.revision ?? "", handle: adopted.handle, stopping: false, probe: false, adopted: true };
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
+      this.holdAdopted(m.id, adopted.endpointId, adopted.gpus ?? [], endpoint);
       // Where the driver says it is reachable, as for a worker it starts: the address it registers again may be
       // its own view (a Pod's or a container's loopback), not one the service reaches.
       this.offerAddresses(m.id, adopted.handle);
       this.watchExit(m);
       this.deps.onEvent?.(`adopted worker ${m.id} of endpoint ${endpoint?.name ?? m.endpointId}, left running by an earlier run of the service`);
       // Its endpoint is gone: it drains like any worker of a removed endpoint (reconcile does that).
+    }
+  }
+
+  /** The GPUs an adopted worker was given by the earlier run: held again, so no new worker is put on them. */
+  private holdAdopted(workerId: string, endpointId: string, uuids: readonly string[], endpoint: EndpointRow | undefined): void {
+    const gpus = this.deps.gpus;
+    if (!gpus || uuids.length === 0) return;
+    const names = new Map(gpus.devices().map((g) => [g.uuid, g]));
+    const request = endpoint ? gpuRequestOf(endpoint.resource) : undefined;
+    const first = names.get(uuids[0]!);
+    const typeId = (first && request?.typeIds.find((t) => cardMatches(t, first.name) || first.typeIds.includes(t))) ?? null;
+    try {
+      gpus.hold(workerId, endpointId, uuids, typeId);
+    } catch (err) {
+      this.deps.onEvent?.(`adopted worker ${workerId} says it holds GPUs another adopted worker holds: ${(err as Error).message}`);
     }
   }
 
@@ -257,6 +291,9 @@ export class Scaler {
       const now = Date.now();
       const { engine } = this.deps;
       const liveEndpoints = new Set<string>();
+      this.serveWaitingProbes();
+      const gpuWants: Array<GpuWant & { endpoint: EndpointRow }> = [];
+      const assigning = this.deps.gpus?.assigning ?? false;
       for (const endpoint of this.deps.endpoints()) {
         liveEndpoints.add(endpoint.id);
         if (endpoint.type !== "queue" && !this.deps.lb) continue;
@@ -285,8 +322,15 @@ export class Scaler {
         if (plan.start > 0 && workers.length === 0 && engine.queuedCount(endpoint.id) > 0 && !this.coldStartPending.has(endpoint.id)) {
           this.coldStartPending.set(endpoint.id, now);
         }
-        for (let i = 0; i < plan.start; i++) void this.launch(endpoint);
+        const request = assigning ? gpuRequestOf(endpoint.resource) : undefined;
+        // A GPU worker starts once GPUs are given to it (below, all endpoints together, in turn).
+        if (request && plan.start > 0) gpuWants.push({ endpointId: endpoint.id, endpoint, request, workers: plan.start, belowMin: workers.length < endpoint.resource.workersMin });
+        else for (let i = 0; i < plan.start; i++) void this.launch(endpoint);
         for (const id of plan.drain) this.drain(id);
+      }
+      if (this.deps.gpus) {
+        const byId = new Map(gpuWants.map((w) => [w.endpointId, w.endpoint]));
+        for (const grant of this.deps.gpus.assign(gpuWants, now, newWorkerId)) void this.launch(byId.get(grant.endpointId)!, grant.workerId, false, grant.uuids);
       }
       // Workers of deleted endpoints.
       for (const m of this.managed.values()) if (!m.probe && !liveEndpoints.has(m.endpointId)) this.drain(m.id);
@@ -335,14 +379,66 @@ export class Scaler {
   /** A release's probe of `endpoint` (its row in the new build): started now, kept out of the plan until promoted. */
   startProbe(endpoint: EndpointRow): string {
     const workerId = newWorkerId();
-    void this.launch(endpoint, workerId, true);
+    const request = this.deps.gpus?.assigning ? gpuRequestOf(endpoint.resource) : undefined;
+    if (!request) {
+      void this.launch(endpoint, workerId, true);
+      return workerId;
+    }
+    const allocation = this.deps.gpus!.allocate(request);
+    if (allocation.kind === "allocated") {
+      this.deps.gpus!.hold(workerId, endpoint.id, allocation.uuids, allocation.typeId);
+      void this.launch(endpoint, workerId, true, allocation.uuids);
+      return workerId;
+    }
+    // No free GPU. Where a worker of the endpoint holds GPUs that would do, the release replaces in place: that
+    // worker drains and the probe starts on its GPUs (a probe that then fails frees them for the endpoint's
+    // workers again). Otherwise the probe waits for a GPU, ahead of every worker (serveWaitingProbes).
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: this.revisionOf(endpoint), stopping: false, probe: true };
+    this.managed.set(workerId, m);
+    const entry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
+    entry.managed = true;
+    entry.standby = true;
+    const victim = this.gpuVictim(endpoint, request);
+    m.awaitingGpu = { endpoint, since: Date.now(), ...(victim ? { victimId: victim } : {}) };
+    const how = victim ? `worker ${victim} drains and its GPUs go to the new worker ${workerId}` : `the new worker ${workerId} waits for one`;
+    this.deps.onEvent?.(`no free GPU for the new release of endpoint ${endpoint.name} (${allocation.reason}): ${how}`);
+    this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "log", text: `waiting for a GPU (${allocation.reason})` });
+    if (victim) this.drain(victim);
     return workerId;
+  }
+
+  /**
+   * A worker of `endpoint` (an old revision first, the idle before the busy) whose GPUs would serve `request`
+   * once freed; undefined when none would.
+   */
+  private gpuVictim(endpoint: EndpointRow, request: NonNullable<ReturnType<typeof gpuRequestOf>>): string | undefined {
+    const gpus = this.deps.gpus!;
+    const revision = this.revisionOf(endpoint);
+    const claimed = new Set([...this.managed.values()].map((w) => w.awaitingGpu?.victimId).filter(Boolean));
+    const candidates = [...this.managed.values()]
+      .filter((w) => w.endpointId === endpoint.id && !w.probe && !claimed.has(w.id) && gpus.heldBy(w.id).uuids.length > 0)
+      .sort((a, b) => Number(a.revision === revision) - Number(b.revision === revision) || Number(a.stopping) - Number(b.stopping) || this.busyness(a.id) - this.busyness(b.id));
+    for (const w of candidates) {
+      const holds = gpus.holds();
+      for (const uuid of gpus.heldBy(w.id).uuids) holds.delete(uuid);
+      if (allocateGpus(gpus.devices(), holds, request).kind === "allocated") return w.id;
+    }
+    return undefined;
+  }
+
+  private busyness(workerId: string): number {
+    return this.deps.engine.workers.get(workerId)?.held.size ?? 0;
   }
 
   /** Stop a probe at once: it failed to come up, or its release is over. */
   stopProbe(workerId: string): void {
     const m = this.managed.get(workerId);
     if (!m || !m.probe) return;
+    if (m.awaitingGpu) {
+      // Never started: nothing runs, the worker it waited for is gone or going.
+      this.exited(m, true);
+      return;
+    }
     m.stopping = true;
     this.deps.engine.drain(workerId);
     m.handle?.kill();
@@ -360,7 +456,7 @@ export class Scaler {
     this.reconcile();
   }
 
-  private async launch(endpoint: EndpointRow, workerId = newWorkerId(), probe = false): Promise<void> {
+  private async launch(endpoint: EndpointRow, workerId = newWorkerId(), probe = false, gpus?: string[]): Promise<void> {
     const secrets = this.deps.secrets?.(endpoint);
     const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: this.revisionOf(endpoint, secrets), stopping: false, probe };
     this.managed.set(workerId, m);
@@ -398,6 +494,8 @@ export class Scaler {
         revision: m.revision,
         computeType: r.computeType,
         gpuTypeIds: r.gpuTypeIds,
+        // Exactly the GPUs it holds; a CPU worker none. Unassigned (no GPU inventory here): the driver's default.
+        gpus: r.computeType === "CPU" ? [] : gpus,
         volumePath: this.deps.volumePath?.(endpoint),
         placement: placementOf(r, this.deps.dataCenterOf?.(endpoint)),
         loadBalanced: endpoint.type === "lb",
@@ -455,6 +553,11 @@ export class Scaler {
   private exited(m: ManagedWorker, expected: boolean, why?: string): void {
     this.managed.delete(m.id);
     this.drainedSince.delete(m.id);
+    if (this.deps.gpus && this.deps.gpus.release(m.id).length > 0 && !this.closed) {
+      // Its GPUs are free: probes waiting for one first (the one it made way for before all), then endpoints.
+      this.serveWaitingProbes(m.id);
+      this.kick(m.endpointId);
+    }
     const entry = this.deps.engine.workers.get(m.id);
     const registered = entry?.registered ?? false;
     this.deps.engine.workerGone(m.id);
@@ -471,6 +574,61 @@ export class Scaler {
     f.count = registered ? 1 : f.count + 1;
     f.until = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (f.count - 1));
     this.failures.set(m.endpointId, f);
+  }
+
+  /**
+   * Start the probes waiting for a GPU that one is free for, those waiting for the GPUs of `freedBy` first, then
+   * the longest waiting. A probe still without one, while another probe has proved its code starts (its release
+   * counts its endpoint ready) on GPUs it could use: that one stops and hands them over; its endpoint gets workers
+   * like any once the release switches. So the probes of one release never block each other on a full host.
+   */
+  private serveWaitingProbes(freedBy?: string): void {
+    const gpus = this.deps.gpus;
+    if (!gpus) return;
+    const waiting = [...this.managed.values()]
+      .filter((w) => w.awaitingGpu && !w.stopping)
+      .sort((a, b) => Number(b.awaitingGpu!.victimId === freedBy) - Number(a.awaitingGpu!.victimId === freedBy) || a.awaitingGpu!.since - b.awaitingGpu!.since);
+    for (const p of waiting) {
+      const { endpoint, victimId } = p.awaitingGpu!;
+      const request = gpuRequestOf(endpoint.resource)!;
+      const allocation = gpus.allocate(request);
+      if (allocation.kind === "allocated") {
+        p.awaitingGpu = undefined;
+        this.managed.delete(p.id);
+        gpus.hold(p.id, endpoint.id, allocation.uuids, allocation.typeId);
+        void this.launch(endpoint, p.id, true, allocation.uuids);
+        continue;
+      }
+      // Its victim is still on its way out: its GPUs come.
+      if (victimId && this.managed.has(victimId)) continue;
+      const proven = [...this.managed.values()].find((w) => {
+        if (!w.probe || w.handingOver || !w.handle || !this.deps.probeReady?.(w.id)) return false;
+        const holds = gpus.holds();
+        for (const uuid of gpus.heldBy(w.id).uuids) holds.delete(uuid);
+        return allocateGpus(gpus.devices(), holds, request).kind === "allocated";
+      });
+      if (proven) {
+        proven.handingOver = true;
+        this.deps.onEvent?.(`worker ${proven.id} (a release's, ready) stops to give its GPU to the new worker ${p.id} of endpoint ${endpoint.name}`);
+        void proven.handle!.stop(DRAIN_GRACE_MS).catch(() => undefined);
+      }
+    }
+  }
+
+  /** Why an endpoint's workers wait for a GPU, and how many; undefined when none waits. */
+  gpuWait(endpointId: string): GpuWait | undefined {
+    return this.deps.gpus?.waiting(endpointId);
+  }
+
+  /** Each live worker of an endpoint that holds GPUs: which, and as which type of its list. */
+  workerGpus(endpointId: string): Array<{ workerId: string; gpuType: string | null; gpus: string[] }> {
+    const gpus = this.deps.gpus;
+    if (!gpus) return [];
+    return [...this.managed.values()]
+      .filter((m) => m.endpointId === endpointId)
+      .map((m) => ({ workerId: m.id, ...gpus.heldBy(m.id) }))
+      .filter((w) => w.uuids.length > 0)
+      .map((w) => ({ workerId: w.workerId, gpuType: w.typeId, gpus: w.uuids }));
   }
 
   /** A worker registered: its endpoint starts fine, forget the backoff. */
@@ -562,6 +720,12 @@ export class Scaler {
     const image = prebuiltImageOf(endpoint);
     const workerId = `wcheck${Math.random().toString(36).slice(2, 8)}${Date.now().toString(36)}`;
     let handle: WorkerHandle | undefined;
+    // Its own GPU where one is free (held for the check); otherwise it runs without one rather than on a GPU
+    // another worker holds.
+    const request = this.deps.gpus?.assigning ? gpuRequestOf(endpoint.resource) : undefined;
+    const allocation = request ? this.deps.gpus!.allocate(request) : undefined;
+    if (allocation?.kind === "allocated") this.deps.gpus!.hold(workerId, endpoint.id, allocation.uuids, allocation.typeId);
+    const gpus = !request ? undefined : allocation?.kind === "allocated" ? allocation.uuids : [];
     try {
       if (!image) throw new Error(`endpoint ${endpoint.name} runs no prebuilt image`);
       handle = await this.deps.driver.start({
@@ -575,8 +739,9 @@ export class Scaler {
         workerToken: "",
         environment: { ...endpoint.resource.env },
         maxConcurrency: 1,
-        computeType: endpoint.resource.computeType,
+        computeType: gpus?.length === 0 ? "CPU" : endpoint.resource.computeType,
         gpuTypeIds: endpoint.resource.gpuTypeIds,
+        gpus: endpoint.resource.computeType === "CPU" ? [] : gpus,
         loadBalanced: true,
         image,
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
@@ -587,6 +752,7 @@ export class Scaler {
       return { ok: false, state: "unreachable", message: `could not start image "${image}" to check its /ping: ${(err as Error).message}` };
     } finally {
       await handle?.stop(2000).catch(() => undefined);
+      if (this.deps.gpus?.release(workerId).length) this.kick(endpoint.id);
     }
   }
 

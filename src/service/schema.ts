@@ -35,7 +35,12 @@ export const KEY_SCOPE_PATTERN = "^(admin|deploy|management:read|management:writ
 
 const envMap: Schema = { type: "object", additionalProperties: { type: "string" }, description: "Environment variables of the workers" };
 const volumeType: Schema = { type: "string", enum: VOLUME_TYPES, description: "Storage tier" };
-const gpuTypeIds: Schema = { type: "array", items: { type: "string", minLength: 1 }, maxItems: 16, description: "GPU types in priority order" };
+const gpuTypeIds: Schema = {
+  type: "array",
+  items: { type: "string", minLength: 1, examples: ["HOPPER_141", "ADA_24", "NVIDIA H200", "ANY"] },
+  maxItems: 16,
+  description: "GPU types in priority order: pool ids, exact card names as nvidia-smi prints them, or ANY (docs/gpus.md)",
+};
 
 /** Every named schema of the management API; `#/components/schemas/<name>` in the OpenAPI document. */
 export const SCHEMAS = {

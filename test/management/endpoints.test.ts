@@ -36,7 +36,7 @@ it("creates, lists and validates templates", async () => {
 it("creates an endpoint from the spec's body and allocates the first available GPU type in priority order", async () => {
   const r = await call(`${url}/v1/endpoints`, {
     key: t.key,
-    body: { name: "llm", templateId: template.id, gpuTypeIds: ["H100_80", "ADA_24", "AMPERE_48"], workersMin: 0, workersMax: 2, idleTimeout: 30 },
+    body: { name: "llm", templateId: template.id, gpuTypeIds: ["ADA_80_PRO", "ADA_24", "AMPERE_48"], workersMin: 0, workersMax: 2, idleTimeout: 30 },
   });
   expect(r.status).toBe(201);
   expect(r.body).toEqual({
@@ -44,7 +44,7 @@ it("creates an endpoint from the spec's body and allocates the first available G
     name: "llm",
     templateId: template.id,
     computeType: "GPU",
-    gpuTypeIds: ["H100_80", "ADA_24", "AMPERE_48"],
+    gpuTypeIds: ["ADA_80_PRO", "ADA_24", "AMPERE_48"],
     gpuCount: 1,
     allocatedGpuType: "ADA_24",
     workersMin: 0,
@@ -71,10 +71,10 @@ it("creates an endpoint from the spec's body and allocates the first available G
 });
 
 it("leaves an endpoint whose GPU types are all unavailable waiting, with the reason visible, and its jobs queued", async () => {
-  const r = await call(`${url}/v1/endpoints`, { key: t.key, body: { name: "big", templateId: template.id, gpuTypeIds: ["H100_80", "B200"] } });
+  const r = await call(`${url}/v1/endpoints`, { key: t.key, body: { name: "big", templateId: template.id, gpuTypeIds: ["ADA_80_PRO", "BLACKWELL_180"] } });
   expect(r.body.status).toBe("WAITING");
   expect(r.body.allocatedGpuType).toBeNull();
-  expect(r.body.statusReason).toContain("none of the GPU types H100_80, B200 is available on this host (it has: AMPERE_48, ADA_24)");
+  expect(r.body.statusReason).toContain("none of the GPU types ADA_80_PRO, BLACKWELL_180 is available on this host (it has: AMPERE_48, ADA_24)");
   const job = await call(`${r.body.url}/run`, { key: t.key, body: { input: { q: 1 } } });
   expect(job.body.status).toBe("IN_QUEUE");
   const health = (await call(`${r.body.url}/health`, { key: t.key })).body;
@@ -103,6 +103,19 @@ it("refuses inconsistent settings with every failure listed", async () => {
     "$.scalerType: must be one of QUEUE_DELAY, REQUEST_COUNT",
   ]);
   expect((await call(`${url}/v1/endpoints`, { key: t.key, method: "POST", raw: "{" })).status).toBe(400);
+});
+
+it("refuses GPU type ids it does not know, naming the nearest known ones", async () => {
+  const r = await call(`${url}/v1/endpoints`, { key: t.key, body: { name: "typo", templateId: template.id, gpuTypeIds: ["ADA_24", "H100_80", "hopper_141"] } });
+  expect(r.status).toBe(422);
+  expect(r.body.errors).toEqual([
+    expect.stringMatching(/^\$\.gpuTypeIds\[1\]: unknown GPU type "H100_80": did you mean "ADA_80_PRO"/),
+    expect.stringMatching(/^\$\.gpuTypeIds\[2\]: unknown GPU type "hopper_141": did you mean "HOPPER_141"/),
+  ]);
+  const created = (await call(`${url}/v1/endpoints`, { key: t.key, body: { name: "ok", templateId: template.id, gpuTypeIds: ["ADA_24"] } })).body;
+  const patch = await call(`${url}/v1/endpoints/${created.id}`, { key: t.key, method: "PATCH", body: { gpuTypeIds: ["B200"] } });
+  expect(patch.status).toBe(422);
+  expect(patch.body.errors).toEqual([expect.stringMatching(/^\$\.gpuTypeIds\[0\]: unknown GPU type "B200": did you mean "BLACKWELL_180"/)]);
 });
 
 it("updates: GPU types and worker counts restart workers, other edits do not; everything survives a restart", async () => {

@@ -17,6 +17,7 @@ import { lbEndpointUrl } from "../lb/index.js";
 //   POST   /v1/apps/{app}/environments/{env}/undeploy    {endpoints: [name] | all: true}
 //   POST   /v1/apps/{app}/environments/{env}/config      {resources, dryRun} -> configuration-only update
 
+import { gpuShortfalls } from "../../gpus/host.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ApiContext, RouteCall, RouteHandler } from "../api-context.js";
 import type { RouteRow } from "../router.js";
@@ -273,6 +274,8 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
     }
     const unset = missingSecrets(ctx.secrets, userId, app, name, build.manifest.resources);
     if (unset.length > 0) throw new HttpProblem(422, "The release names secrets that are not set; nothing was activated", { errors: unset });
+    const beyond = gpuShortfalls(ctx.gpus?.(), build.manifest.resources);
+    if (beyond.length > 0) throw new HttpProblem(422, "The release asks for GPUs this host does not have; nothing was activated", { errors: beyond });
     const confirmed = new Set(Array.isArray(body.confirmRemove) ? body.confirmRemove.map(String) : []);
     const unconfirmed = plan.remove.filter((r) => !confirmed.has(r.name));
     if (unconfirmed.length > 0) {

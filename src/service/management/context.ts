@@ -26,7 +26,7 @@ export interface ManagementContext {
   singleUser?: string;
 }
 
-export type ManagementFamily = "volumes" | "endpoints" | "templates" | "keys" | "secrets";
+export type ManagementFamily = "volumes" | "endpoints" | "templates" | "keys" | "secrets" | "gpus";
 
 /**
  * 403 unless the key may do this. Management reads need `management:read`, `management:write`, `deploy` or

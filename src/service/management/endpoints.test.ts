@@ -9,9 +9,9 @@ const spec = (over: Partial<RestEndpointSpec> = {}): RestEndpointSpec => planEnd
 
 describe("REST endpoint planning", () => {
   it("restarts workers exactly when GPU types, GPU count, worker counts, template or volume change", () => {
-    const base = spec({ gpuTypeIds: ["A"] });
+    const base = spec({ gpuTypeIds: ["ADA_24"] });
     expect(needsRestart(base, { ...base, name: "renamed", env: { X: "y" }, idleTimeout: 99, executionTimeoutMs: 5000, scalerValue: 9 })).toBe(false);
-    for (const change of [{ gpuTypeIds: ["B", "A"] }, { gpuCount: 2 }, { workersMin: 1 }, { workersMax: 9 }, { templateId: "tpl2" }, { networkVolumeId: "v" }]) {
+    for (const change of [{ gpuTypeIds: ["AMPERE_48", "ADA_24"] }, { gpuCount: 2 }, { workersMin: 1 }, { workersMax: 9 }, { templateId: "tpl2" }, { networkVolumeId: "v" }]) {
       expect(needsRestart(base, { ...base, ...change })).toBe(true);
     }
   });
@@ -20,15 +20,25 @@ describe("REST endpoint planning", () => {
     const code = { id: "abc", name: "reader", userId: "u", app: "a", env: "e", artifactPath: "/x.tar.gz", resource: { handler: "endpoints/reader/handler.mjs", functions: [], env: {}, maxConcurrency: 2, retries: 1 } } as never;
     const plan = (gpuTypeIds: string[], host: string[]) =>
       planEndpointRow({ id: "e1", userId: "u", spec: spec({ gpuTypeIds }), template, code, hostGpuTypes: host, images: noImages, before: undefined, generation: 0, now: 1 });
-    const ok = plan(["H100", "ADA", "AMP"], ["AMP", "ADA"]);
-    expect(ok).toMatchObject({ status: "READY", allocatedGpuType: "ADA", statusReason: null });
+    const ok = plan(["ADA_80_PRO", "ADA_24", "AMPERE_48"], ["AMPERE_48", "ADA_24"]);
+    expect(ok).toMatchObject({ status: "READY", allocatedGpuType: "ADA_24", statusReason: null });
     expect(ok.row).toMatchObject({ name: "reader", app: "", env: "", artifactPath: "/x.tar.gz" });
-    expect(ok.row.resource).toMatchObject({ workersMax: 3, gpuTypeIds: ["ADA"], env: { T: "1" }, maxConcurrency: 2 });
-    const waiting = plan(["H100"], ["AMP"]);
+    // Every type of the list the host has, in priority order: each worker gets the first with a free GPU.
+    expect(ok.row.resource).toMatchObject({ workersMax: 3, gpuTypeIds: ["ADA_24", "AMPERE_48"], gpuCount: 1, env: { T: "1" }, maxConcurrency: 2 });
+    const waiting = plan(["ADA_80_PRO"], ["AMPERE_48"]);
     expect(waiting).toMatchObject({ status: "WAITING", allocatedGpuType: null });
-    expect(waiting.statusReason).toBe("none of the GPU types H100 is available on this host (it has: AMP)");
+    expect(waiting.statusReason).toBe("none of the GPU types ADA_80_PRO is available on this host (it has: AMPERE_48)");
     expect(waiting.row.resource.workersMax).toBe(0);
-    expect(plan(["H100"], ["H100"]).row.revision).not.toBe(plan(["H100", "AMP"], ["AMP"]).row.revision);
+    expect(plan(["ADA_80_PRO"], ["ADA_80_PRO"]).row.revision).not.toBe(plan(["ADA_80_PRO", "AMPERE_48"], ["AMPERE_48"]).row.revision);
+  });
+
+  it("more GPUs per worker than the host has: waiting, with what it has", () => {
+    const code = { id: "abc", name: "reader", userId: "u", app: "a", env: "e", artifactPath: "/x.tar.gz", resource: { handler: "h.mjs", functions: [], env: {}, maxConcurrency: 1, retries: 1 } } as never;
+    const gpuCapacity = (request: { typeIds: readonly string[]; count: number }) =>
+      request.count <= 1 ? { satisfiable: true, reason: "" } : { satisfiable: false, reason: `${request.typeIds[0]}: 1 on this host, ${request.count} needed` };
+    const pair = planEndpointRow({ id: "e1", userId: "u", spec: spec({ gpuTypeIds: ["HOPPER_141"], gpuCount: 2 }), template, code, hostGpuTypes: ["HOPPER_141"], gpuCapacity, images: noImages, before: undefined, generation: 0, now: 1 });
+    expect(pair).toMatchObject({ status: "WAITING", allocatedGpuType: null, statusReason: "this host has too few GPUs for gpuCount 2 (HOPPER_141: 1 on this host, 2 needed)" });
+    expect(pair.row.resource.workersMax).toBe(0);
   });
 
   it("a prebuilt image runs as a load-balanced endpoint only with a driver that runs images, the image present and /ping served", () => {

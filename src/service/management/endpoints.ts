@@ -27,6 +27,9 @@ import { reservedEnvProblems } from "../../sdk/env-policy.js";
 import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
 import type { PingCheck } from "../lb/ping.js";
 import { lbEndpointUrl } from "../lb/index.js";
+import { gpuTypeIdProblems } from "../../gpus/pools.js";
+import type { GpuRequest } from "../../gpus/allocate.js";
+import { gpuWaitMessage } from "../../gpus/host.js";
 
 export const CODE_IMAGE_PREFIX = "svc://";
 
@@ -47,6 +50,8 @@ export interface EndpointRecord extends RestEndpointSpec {
   type: "queue" | "lb";
   lbUrl?: string;
   allocatedGpuType: string | null;
+  /** Each worker holding GPUs of this host: which, and as which type of gpuTypeIds (docs/gpus.md). */
+  workers?: Array<{ workerId: string; gpuType: string | null; gpus: string[] }>;
   status: "READY" | "WAITING";
   statusReason: string | null;
   /** A prebuilt image's /ping check, once its first worker answered (or did not). */
@@ -107,6 +112,7 @@ export function planEndpointSpec(
   if (spec.networkVolumeId !== null && !lookup.volume(spec.networkVolumeId)) errors.push(`$.networkVolumeId: no network volume "${spec.networkVolumeId}"`);
   if (spec.workersMin > spec.workersMax) errors.push(`$.workersMin: must not exceed workersMax (${spec.workersMax})`);
   if (spec.computeType === "CPU" && spec.gpuTypeIds.length > 0) errors.push("$.gpuTypeIds: must be empty for a CPU endpoint");
+  errors.push(...gpuTypeIdProblems(b.gpuTypeIds));
   return errors.length > 0 ? { errors } : { spec, errors };
 }
 
@@ -129,6 +135,11 @@ export function planEndpointRow(input: {
   /** The app endpoint a `svc://` template points at, when the user owns it. */
   code: EndpointRow | undefined;
   hostGpuTypes: string[];
+  /**
+   * Whether this host could ever give one worker `request` (it has that many GPUs of one of the types), from its
+   * GPU inventory; undefined where the service has none (no GPUs found, or a scheduler places workers).
+   */
+  gpuCapacity?: (request: GpuRequest) => { satisfiable: boolean; reason: string };
   images: ImageSupport;
   /** A prebuilt image's failed /ping check: no workers until the image is fixed (an update checks again). */
   pingFailed?: PingCheck;
@@ -140,13 +151,20 @@ export function planEndpointRow(input: {
   const { spec, template, code } = input;
   const reasons: string[] = [];
   let allocated: string | null = null;
+  // The types of the list this host has, in priority order: each worker gets the first with a free GPU (scaler).
+  let onHost: string[] = [];
   if (spec.computeType === "GPU") {
     const wanted = spec.gpuTypeIds.length > 0 ? spec.gpuTypeIds : input.hostGpuTypes.slice(0, 1);
-    allocated = wanted.find((t) => input.hostGpuTypes.includes(t)) ?? null;
+    onHost = wanted.filter((t) => input.hostGpuTypes.includes(t));
+    allocated = onHost[0] ?? null;
+    const capacity = allocated && input.gpuCapacity?.({ typeIds: onHost, count: spec.gpuCount });
     if (!allocated) {
       reasons.push(
         `none of the GPU types ${spec.gpuTypeIds.length > 0 ? spec.gpuTypeIds.join(", ") : "(any)"} is available on this host (it has: ${input.hostGpuTypes.join(", ") || "no GPUs"})`,
       );
+    } else if (capacity && !capacity.satisfiable) {
+      allocated = null;
+      reasons.push(`this host has too few GPUs for gpuCount ${spec.gpuCount} (${capacity.reason})`);
     }
   }
   const prebuilt = spec.type === "lb";
@@ -189,7 +207,9 @@ export function planEndpointRow(input: {
       env: { ...(source?.env ?? {}), ...(template?.env ?? {}), ...spec.env },
       functions: source?.functions ?? [],
       computeType: spec.computeType,
-      gpuTypeIds: allocated ? [allocated] : spec.gpuTypeIds,
+      // Any type (none named) on a host whose GPUs the service assigns: any of its GPUs.
+      gpuTypeIds: !allocated ? spec.gpuTypeIds : spec.gpuTypeIds.length === 0 && input.gpuCapacity ? [] : onHost,
+      gpuCount: spec.computeType === "GPU" ? spec.gpuCount : 0,
       instanceIds: [],
       dependencies: [],
       idleTimeout: spec.idleTimeout,
@@ -222,6 +242,12 @@ export class RestEndpoints {
 
   constructor(private readonly ctx: () => ApiContext, private readonly m: ManagementContext) {
     for (const r of m.store.restEndpoints()) this.specs.set(r.id, { userId: r.userId, spec: r.spec, generation: r.generation });
+  }
+
+  /** What this host's GPUs can serve, where the service assigns them (its driver runs workers here). */
+  gpuCapacity(): ((request: GpuRequest) => { satisfiable: boolean; reason: string }) | undefined {
+    const gpus = this.ctx().gpus?.();
+    return gpus?.assigning ? (request) => gpus.capacity(request) : undefined;
   }
 
   private images(): ImageSupport {
@@ -273,6 +299,7 @@ export class RestEndpoints {
       template: template?.userId === entry.userId ? template : undefined,
       code: this.codeOf(entry.userId, template),
       hostGpuTypes: this.m.dataCenters.dataCenters.find((d) => d.id === this.m.dataCenters.host)?.gpuTypes ?? [],
+      gpuCapacity: this.gpuCapacity(),
       images: this.images(),
       pingFailed: this.pings.get(id)?.ok === false ? this.pings.get(id) : undefined,
       before: this.ctx().endpoints.get(id),
@@ -286,15 +313,21 @@ export class RestEndpoints {
     const row = this.ctx().endpoints.get(id);
     const planned = this.plan(id, entry);
     const ping = this.pings.get(id);
+    const scaler = this.ctx().scaler();
+    const workers = scaler?.workerGpus(id) ?? [];
+    const wait = planned.status === "READY" ? scaler?.gpuWait(id) : undefined;
     return {
       id,
       ...entry.spec,
       url: `${this.ctx().url}/v2/${id}`,
       type: entry.spec.type ?? "queue",
       ...(entry.spec.type === "lb" ? { lbUrl: lbEndpointUrl(this.ctx().url, id) } : {}),
-      allocatedGpuType: planned.allocatedGpuType,
-      status: planned.status,
-      statusReason: planned.statusReason,
+      // What its workers got, once they hold GPUs; before, the type a worker would get first.
+      allocatedGpuType: workers.find((w) => w.gpuType)?.gpuType ?? planned.allocatedGpuType,
+      ...(workers.length > 0 ? { workers } : {}),
+      // Workers that wait for a free GPU: the endpoint waits, and says for what.
+      status: wait ? "WAITING" : planned.status,
+      statusReason: wait ? gpuWaitMessage(wait) : planned.statusReason,
       ...(ping ? { ping } : {}),
       createdAt: row?.createdAt ?? planned.row.createdAt,
       updatedAt: row?.updatedAt ?? planned.row.updatedAt,
@@ -414,6 +447,35 @@ export function deployedEndpointRecord(row: EndpointRow, serviceUrl: string) {
   };
 }
 
+/**
+ * 422 for GPUs this host can never give one worker (more than it has of every listed type, or none of them),
+ * where the service knows its GPUs: waiting could not help.
+ */
+function refuseBeyondHost(rest: RestEndpoints, spec: RestEndpointSpec): void {
+  const capacity = rest.gpuCapacity();
+  if (!capacity || spec.computeType !== "GPU") return;
+  const c = capacity({ typeIds: spec.gpuTypeIds.length > 0 ? spec.gpuTypeIds : ["ANY"], count: spec.gpuCount });
+  if (!c.satisfiable) {
+    throw new HttpProblem(422, "This host does not have the GPUs the endpoint asks for", {
+      errors: [`$.${spec.gpuCount > 1 ? "gpuCount" : "gpuTypeIds"}: ${spec.gpuCount} GPU(s) of ${spec.gpuTypeIds.join(", ") || "any type"} per worker, more than this host has (${c.reason})`],
+    });
+  }
+}
+
+/**
+ * What a deployed endpoint's workers got of this host's GPUs, and whether some wait for one (the record then says
+ * WAITING, and why).
+ */
+function deployedGpuState(ctx: ApiContext, id: string) {
+  const scaler = ctx.scaler();
+  const workers = scaler?.workerGpus(id) ?? [];
+  const wait = scaler?.gpuWait(id);
+  return {
+    ...(workers.length > 0 ? { allocatedGpuType: workers.find((w) => w.gpuType)?.gpuType ?? null, workers } : {}),
+    ...(wait ? { status: "WAITING" as const, statusReason: gpuWaitMessage(wait) } : {}),
+  };
+}
+
 /** Workers of the endpoint that failed to start recently, and the last such error (null: none since the start). */
 function startHealth(ctx: ApiContext, id: string): { unhealthyWorkers: number; lastStartError: { message: string; at: number } | null } {
   return { unhealthyWorkers: ctx.startFailures.unhealthy(id), lastStartError: ctx.startFailures.last(id) };
@@ -434,7 +496,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
       // One list of all the user's endpoints, as users of the hosted service expect: REST-created ones and those
       // `svc deploy` made (with their app and environment).
       const created = [...rest.specs.entries()].filter(([, e]) => e.userId === p.userId).map(([eid]) => ({ ...rest.record(eid), ...startHealth(ctx, eid), source: "rest" as const }));
-      const deployed = [...ctx.endpoints.values()].filter((e) => e.userId === p.userId && !rest.specs.has(e.id)).map((e) => ({ ...deployedEndpointRecord(e, ctx.url), ...startHealth(ctx, e.id) }));
+      const deployed = [...ctx.endpoints.values()].filter((e) => e.userId === p.userId && !rest.specs.has(e.id)).map((e) => ({ ...deployedEndpointRecord(e, ctx.url), ...deployedGpuState(ctx, e.id), ...startHealth(ctx, e.id) }));
       const all: Array<{ createdAt: number; id: string }> = [...created, ...deployed];
       return sendJson(res, all.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)));
     }
@@ -443,6 +505,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     const body = await readObjectBody(req);
     const plan = planEndpointSpec(body, undefined, lookup);
     if (!plan.spec) throw new HttpProblem(422, "The endpoint request is not valid", { errors: plan.errors });
+    refuseBeyondHost(rest, plan.spec);
     const newEndpointId = newId(8);
     rest.specs.set(newEndpointId, { userId: p.userId, spec: plan.spec, generation: 0 });
     await m.store.putRestEndpoint(newEndpointId, p.userId, plan.spec, 0);
@@ -455,7 +518,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     req.resume();
     // An endpoint `svc deploy` made is read here too (changed through its app's deploys, not PATCH).
     const deployed = rest.specs.has(id) ? undefined : ctx.endpoints.get(id);
-    if (deployed && deployed.userId === p.userId) return sendJson(res, { ...deployedEndpointRecord(deployed, ctx.url), ...startHealth(ctx, id) });
+    if (deployed && deployed.userId === p.userId) return sendJson(res, { ...deployedEndpointRecord(deployed, ctx.url), ...deployedGpuState(ctx, id), ...startHealth(ctx, id) });
     own(id);
     return sendJson(res, { ...rest.record(id), ...startHealth(ctx, id) });
   }
@@ -466,6 +529,7 @@ export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest:
     if (chooses.length > 0) requireDeploy(p, `Changing an endpoint's ${chooses.join(", ")}`);
     const plan = planEndpointSpec(body, entry.spec, lookup);
     if (!plan.spec) throw new HttpProblem(422, "The endpoint update is not valid", { errors: plan.errors });
+    if (["gpuTypeIds", "gpuCount", "computeType"].some((k) => k in body)) refuseBeyondHost(rest, plan.spec);
     const restart = needsRestart(entry.spec, plan.spec);
     const next = { userId: entry.userId, spec: plan.spec, generation: entry.generation + (restart ? 1 : 0) };
     rest.specs.set(id, next);

@@ -148,6 +148,13 @@ export class ReleaseManager {
     else void this.record(release);
   }
 
+  /** Whether a probe has shown its code starts: its endpoint counts ready in its release. */
+  proven(workerId: string): boolean {
+    const owner = this.probeOwners.get(workerId);
+    const probe = owner?.probes.get(workerId);
+    return probe !== undefined && owner!.release.endpoints.find((e) => e.id === probe.endpointId)?.state === "ready";
+  }
+
   /** A line a probe wrote (its stderr tail explains an exit without a word). */
   line(workerId: string, stream: string, text: string): void {
     const probe = this.probeOwners.get(workerId)?.probes.get(workerId);

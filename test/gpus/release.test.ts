@@ -1,0 +1,82 @@
+// Releases on a full host: one GPU (an RTX 4090 the fake nvidia-smi describes), held by the previous release's
+// worker (workersMin 1). A new release replaces it in place (drains it, starts the new worker on its GPU); a new
+// release that fails to start gives the GPU back to the previous one. Real service, real process workers.
+
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildProject } from "../../src/build/index.js";
+import { createProcessDriver } from "../../src/drivers/process.js";
+import { readInventory } from "../../src/gpus/inventory.js";
+import { startService, type Service } from "../../src/service/index.js";
+import { call, until } from "../service/helpers.js";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const KEY = "gpu-release-admin-key";
+const RTX = "GPU-fa4e0000-0000-4000-8000-000000000000";
+const fakeEnv = (): NodeJS.ProcessEnv => ({
+  ...process.env,
+  PATH: `${join(repo, "test", "fakes", "gpu")}${delimiter}${process.env.PATH ?? ""}`,
+  FAKE_NVIDIA_SMI_GPUS: JSON.stringify([{ name: "NVIDIA GeForce RTX 4090", memoryMiB: 24564 }]),
+});
+
+let dir: string;
+let service: Service;
+
+function writeApp(body: string): void {
+  writeFileSync(
+    join(dir, "app", "src", "app.mjs"),
+    `import { Endpoint } from "svc";\n${body}\nexport const card = Endpoint({ name: "card", gpu: "ADA_24", workers: [1, 1] })(async function card() {\n  return { version: VERSION, cuda: process.env.CUDA_VISIBLE_DEVICES };\n});\n`,
+  );
+}
+
+async function deploy() {
+  const build = await buildProject(join(dir, "app"));
+  return service.deploy({ app: build.manifest.app, env: "prod", manifest: build.manifest, artifactPath: build.artifactPath });
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "svc-gpu-release-"));
+  mkdirSync(join(dir, "app", "src"), { recursive: true });
+  writeFileSync(join(dir, "app", "package.json"), JSON.stringify({ name: "gpu-release", private: true, type: "module" }));
+  mkdirSync(join(dir, "app", "node_modules"));
+  symlinkSync(repo, join(dir, "app", "node_modules", "svc"), "dir");
+  service = await startService({
+    dataDir: join(dir, "data"),
+    apiKeys: [KEY],
+    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
+    leaseMs: 2000,
+    heartbeatMs: 300,
+    releaseAttempts: 1,
+    releaseStartTimeoutMs: 30_000,
+    gpus: { read: () => readInventory({ env: fakeEnv() }), sampleMs: 0 },
+  });
+}, 60_000);
+afterAll(async () => {
+  await service?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const ask = async (url: string) => (await call(`${url}/runsync`, { key: KEY, body: { input: {} } })).body;
+
+it("a new release on a full host replaces the worker holding the GPU in place; a failing one gives it back", async () => {
+  writeApp(`const VERSION = 1;`);
+  const [v1] = await deploy();
+  expect(await ask(v1!.url)).toMatchObject({ status: "COMPLETED", output: { version: 1, cuda: RTX } });
+
+  // The only GPU is held by version 1's worker (workersMin 1): the release drains it and starts version 2 on it.
+  writeApp(`const VERSION = 2;`);
+  const [v2] = await deploy();
+  expect(await ask(v2!.url)).toMatchObject({ status: "COMPLETED", output: { version: 2, cuda: RTX } });
+
+  // Version 3 cannot start: the release fails, and version 2 gets its GPU back.
+  writeApp(`const VERSION = 3;\nthrow new Error("version 3 does not start");`);
+  await expect(deploy()).rejects.toThrow(/could not start/);
+  const back = await until(async () => {
+    const r = await ask(v2!.url);
+    return r.status === "COMPLETED" && r;
+  }, 30_000, 200);
+  expect(back.output).toEqual({ version: 2, cuda: RTX });
+}, 120_000);
