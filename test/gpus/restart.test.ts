@@ -10,6 +10,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { UNSANDBOXED } from "../server-process.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const bin = join(repo, "bin", "svc.js");
@@ -41,6 +42,8 @@ function freePort(): Promise<number> {
 async function startServer(): Promise<void> {
   const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: KEY, PATH: `${join(repo, "test", "fakes", "gpu")}${delimiter}${process.env.PATH ?? ""}`, FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS) };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") && k !== "SVC_API_KEY") delete env[k];
+  // The handler writes its pid to a file of this test's and the test signals it: the worker runs unsandboxed.
+  Object.assign(env, UNSANDBOXED);
   server = spawn(process.execPath, [bin, "server", "--port", String(port), "--data-dir", dataDir, "--workers", "process"], { env, stdio: ["ignore", "pipe", "pipe"] });
   server.stderr!.on("data", (d) => (serverLog += d));
   await new Promise<void>((resolve, reject) => {
