@@ -109,8 +109,10 @@ function expectConfined(probe: Probe) {
   expect(["EROFS", "EACCES"]).toContain(probe.writeRuntime);
   expect(probe.dockerSocket).toBe(false);
   expect(probe.envNames).not.toContain(HOST_MARKER);
-  // Only what the image and the protocol give, and the endpoint's own (none here).
-  expect(probe.envNames.filter((name) => !/^SVC_/.test(name) && !["PATH", "HOME", "HOSTNAME", "NODE_ENV", "NODE_EXTRA_CA_CERTS"].includes(name))).toEqual([]);
+  // Only what the image and the protocol give (a CPU worker's empty GPU assignment included), and the endpoint's own
+  // (none here).
+  const given = ["PATH", "HOME", "HOSTNAME", "NODE_ENV", "NODE_EXTRA_CA_CERTS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"];
+  expect(probe.envNames.filter((name) => !/^SVC_/.test(name) && !given.includes(name))).toEqual([]);
 }
 
 beforeAll(async () => {
