@@ -41,6 +41,22 @@ export interface EndpointConfig {
    * hook) instead of running it again (process driver with CRIU; CPU endpoints). docs/cold-start.md, "Snapshots".
    */
   snapshot?: boolean;
+  /**
+   * When workers are added (docs/service.md, "Scaling policies"): `{ type: "QUEUE_DELAY", value: 4 }` adds one
+   * once a job has waited more than 4 s; `{ type: "REQUEST_COUNT", value: 4 }` keeps one per 4 jobs queued or
+   * running. Absent: one worker per `maxConcurrency` jobs (REQUEST_COUNT with value maxConcurrency).
+   */
+  scaler?: ScalingPolicy;
+}
+
+export const SCALER_TYPES = ["QUEUE_DELAY", "REQUEST_COUNT"] as const;
+export type ScalerType = (typeof SCALER_TYPES)[number];
+
+/** An endpoint's scaling policy, the provider's `scalerType` and `scalerValue`. */
+export interface ScalingPolicy {
+  type: ScalerType;
+  /** QUEUE_DELAY: seconds a job may wait before a worker is added; REQUEST_COUNT: jobs per worker. */
+  value: number;
 }
 
 export const CONFIG_KEYS = [
@@ -58,6 +74,7 @@ export const CONFIG_KEYS = [
   "maxConcurrency",
   "retries",
   "snapshot",
+  "scaler",
 ] as const;
 
 export const DEFAULTS = {
@@ -78,6 +95,9 @@ export const LIMITS = {
   executionTimeoutMax: 24 * 3600,
   maxConcurrencyMax: 1000,
   retriesMax: 10,
+  /** The provider's bounds of scalerValue (the REST API's schema too). */
+  scalerValueMin: 1,
+  scalerValueMax: 3600,
 } as const;
 
 /** Paths an app may not define on a load-balanced endpoint. */
@@ -109,6 +129,24 @@ export interface NormalizedConfig {
   maxConcurrency: number;
   retries: number;
   snapshot: boolean;
+  /** Absent: the default (one worker per maxConcurrency jobs). */
+  scaler?: ScalingPolicy;
+}
+
+/** Problems with a scaling policy as a user wrote it; empty when valid. Pure. */
+export function scalingPolicyProblems(value: unknown, key = "scaler"): string[] {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return [`"${key}" must be { type: "QUEUE_DELAY" | "REQUEST_COUNT", value: <integer> }`];
+  }
+  const v = value as Record<string, unknown>;
+  const problems: string[] = [];
+  for (const k of Object.keys(v)) if (k !== "type" && k !== "value") problems.push(`"${key}" has an unknown key "${k}" (known keys: type, value)`);
+  if (!(SCALER_TYPES as readonly unknown[]).includes(v.type)) problems.push(`"${key}.type" must be one of ${SCALER_TYPES.join(", ")}`);
+  const { scalerValueMin: min, scalerValueMax: max } = LIMITS;
+  if (typeof v.value !== "number" || !Number.isInteger(v.value) || v.value < min || v.value > max) {
+    problems.push(`"${key}.value" must be an integer from ${min} to ${max} (QUEUE_DELAY: seconds a job waits; REQUEST_COUNT: jobs per worker)`);
+  }
+  return problems;
 }
 
 /**
@@ -214,6 +252,7 @@ export function configProblems(config: unknown): string[] {
   intRange("maxConcurrency", 1, LIMITS.maxConcurrencyMax);
   intRange("retries", 0, LIMITS.retriesMax);
   if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push("\"snapshot\" must be true or false");
+  if (c.scaler !== undefined) problems.push(...scalingPolicyProblems(c.scaler));
   return problems;
 }
 
@@ -247,5 +286,6 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     maxConcurrency: config.maxConcurrency ?? DEFAULTS.maxConcurrency,
     retries: config.retries ?? DEFAULTS.retries,
     snapshot: config.snapshot === true,
+    ...(config.scaler ? { scaler: { type: config.scaler.type, value: config.scaler.value } } : {}),
   };
 }

@@ -2,7 +2,7 @@
 // The spec's fields come first in each resource; the rest is what svc needs to deploy and run.
 // Written by src/build, read by the service, the runtime and the SDK (cross-endpoint calls).
 
-import type { HttpMethod } from "./config.js";
+import type { HttpMethod, ScalingPolicy } from "./config.js";
 
 export const MANIFEST_FILE = "svc_manifest.json";
 export const MANIFEST_VERSION = 1;
@@ -54,6 +54,11 @@ export interface ManifestResource {
   codeHash?: string;
   /** Workers start from a checkpoint taken after initialisation (`snapshot: true`); absent when off. */
   snapshot?: boolean;
+  /**
+   * When workers are added (QUEUE_DELAY: seconds a job waits; REQUEST_COUNT: jobs per worker). Absent: one worker
+   * per maxConcurrency jobs queued or running (REQUEST_COUNT with value maxConcurrency).
+   */
+  scaler?: ScalingPolicy;
   /** Path of the bundled handler inside the artifact, e.g. "endpoints/gpu-worker/handler.mjs". */
   handler: string;
 }

@@ -215,6 +215,11 @@ export class JobEngine {
     return statsOf(this.$, endpointId).inQueue;
   }
 
+  /** The jobs waiting on an endpoint as its scaling policy sees them (QueueSystem.waiting). */
+  waiting(endpointId: string, limit: number): { normal: number; low: number; waitingSince: number[] } {
+    return this.queue.waiting(endpointId, limit);
+  }
+
   runningCount(endpointId: string): number {
     return statsOf(this.$, endpointId).inProgress;
   }

@@ -13,14 +13,22 @@ import { artifactUrl } from "./artifact-route.js";
 import { allocateGpus, gpuRequestOf } from "../gpus/allocate.js";
 import type { GpuWait, GpuWant, HostGpus } from "../gpus/host.js";
 import { cardMatches } from "../gpus/pools.js";
+import { defaultPolicy, desiredWorkers, type ScalingPolicy } from "./scaling-policy.js";
 
 export interface ScalingInput {
   workersMin: number;
   workersMax: number;
   maxConcurrency: number;
   idleTimeoutMs: number;
+  /** Normal-priority jobs waiting. */
   queued: number;
+  /** Low-priority jobs waiting: they start no worker, and keep the workers there are from idling out. */
+  lowQueued?: number;
+  /** When each waiting normal-priority job was queued, oldest first (QUEUE_DELAY); absent: none is known. */
+  waitingSince?: readonly number[];
   inProgress: number;
+  /** The endpoint's policy; absent: one worker per maxConcurrency jobs (defaultPolicy). */
+  policy?: ScalingPolicy;
   revision: string;
   /** Live workers (not draining). */
   workers: Array<{ id: string; revision: string; state: "initializing" | "idle" | "running"; idleSince: number }>;
@@ -34,23 +42,31 @@ export interface ScalingPlan {
   drain: string[];
 }
 
-/** How many workers to start and which to drain. Pure. */
+/** How many workers to start (as the endpoint's scaling policy says) and which to drain. Pure. */
 export function planScaling(s: ScalingInput): ScalingPlan {
   const drain: string[] = [];
   // Old revision: drain the idle ones now, the busy ones once the new revision can take over.
   const current = s.workers.filter((w) => w.revision === s.revision);
   const old = s.workers.filter((w) => w.revision !== s.revision);
   for (const w of old) if (w.state !== "running") drain.push(w.id);
-  const concurrency = Math.max(1, s.maxConcurrency);
-  const demand = Math.ceil((s.queued + s.inProgress) / concurrency);
-  const want = Math.min(s.workersMax, Math.max(s.workersMin, demand));
+  const want = desiredWorkers({
+    policy: s.policy ?? defaultPolicy(s.maxConcurrency),
+    workersMin: s.workersMin,
+    workersMax: s.workersMax,
+    maxConcurrency: s.maxConcurrency,
+    queue: { normal: s.queued, low: s.lowQueued ?? 0, waitingSince: s.waitingSince ?? [] },
+    inProgress: s.inProgress,
+    workers: { live: current.length, starting: current.filter((w) => w.state === "initializing").length },
+    now: s.now,
+  });
   let start = 0;
   if (current.length < want && s.now >= s.backoffUntil) start = want - current.length;
   // Busy old workers: drained once current workers exist to take their place.
   if (current.length + start > 0) for (const w of old) if (w.state === "running") drain.push(w.id);
-  // Idle scale-down above the minimum, and nothing waiting.
-  if (s.queued === 0) {
-    let surplus = current.length - Math.max(s.workersMin, demand);
+  // Idle scale-down above the minimum (and what the running jobs need), and nothing waiting: the idle timeout
+  // decides it, whatever the policy.
+  if (s.queued === 0 && (s.lowQueued ?? 0) === 0) {
+    let surplus = current.length - Math.max(s.workersMin, Math.ceil(s.inProgress / Math.max(1, s.maxConcurrency)));
     const idle = current
       .filter((w) => w.state === "idle" && s.now - w.idleSince >= s.idleTimeoutMs)
       .sort((a, b) => a.idleSince - b.idleSince);
@@ -299,12 +315,20 @@ export class Scaler {
         if (endpoint.type !== "queue" && !this.deps.lb) continue;
         const lbLoad = endpoint.type === "lb" ? this.deps.lb!.load(endpoint.id) : undefined;
         const workers = [...this.managed.values()].filter((m) => m.endpointId === endpoint.id && !m.stopping && !m.probe);
+        const r = endpoint.resource;
+        // A load-balanced endpoint's proxy counts requests, not how long each waited: it scales by the count.
+        const policy = lbLoad ? defaultPolicy(r.maxConcurrency) : (r.scaler ?? defaultPolicy(r.maxConcurrency));
+        // Past workersMax workers' worth, more waiting jobs change nothing.
+        const waiting = lbLoad ? undefined : engine.waiting(endpoint.id, r.workersMax * Math.max(policy.value, r.maxConcurrency, 1) + 1);
         const plan = planScaling({
-          workersMin: endpoint.resource.workersMin,
-          workersMax: endpoint.resource.workersMax,
-          maxConcurrency: endpoint.resource.maxConcurrency,
-          idleTimeoutMs: endpoint.resource.idleTimeout * 1000,
-          queued: lbLoad?.queued ?? engine.queuedCount(endpoint.id),
+          workersMin: r.workersMin,
+          workersMax: r.workersMax,
+          maxConcurrency: r.maxConcurrency,
+          idleTimeoutMs: r.idleTimeout * 1000,
+          queued: lbLoad?.queued ?? waiting!.normal,
+          lowQueued: waiting?.low ?? 0,
+          waitingSince: waiting?.waitingSince ?? [],
+          policy,
           inProgress: lbLoad?.inProgress ?? engine.runningCount(endpoint.id),
           revision: this.revisionOf(endpoint),
           workers: workers.map((m) => {

@@ -30,7 +30,8 @@ export const MAX_VOLUME_GB = 4096;
 export const MAX_WORKERS = 100;
 export const MAX_IDLE_TIMEOUT_S = 3600;
 export const MAX_EXECUTION_TIMEOUT_MS = 24 * 3600_000;
-export const SCALER_TYPES = ["QUEUE_DELAY", "REQUEST_COUNT"] as const;
+export { SCALER_TYPES } from "../sdk/config.js";
+import { SCALER_TYPES } from "../sdk/config.js";
 export const KEY_SCOPE_PATTERN = "^(admin|deploy|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$";
 
 const envMap: Schema = { type: "object", additionalProperties: { type: "string" }, description: "Environment variables of the workers" };

@@ -6,6 +6,7 @@ import { confirmDestructive } from "../confirm.js";
 import { changes, defined, envFlag, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 import { durationFlag } from "../duration.js";
+import { SCALER_TYPES } from "../../sdk/config.js";
 
 type EndpointRecord = Record<string, unknown> & { id: string; name: string; status: string; statusReason: string | null; url: string; ping?: { ok: boolean; message: string } };
 const path = (id?: string) => `/v1/endpoints${id ? `/${encodeURIComponent(id)}` : ""}`;
@@ -22,6 +23,8 @@ interface SettingFlags {
   env?: Record<string, string>;
   volume?: string;
   executionTimeout?: number;
+  scalerType?: string;
+  scalerValue?: number;
   json?: boolean;
 }
 
@@ -38,12 +41,18 @@ function withSettingFlags(command: Command): Command {
     .option("--env <KEY=VALUE>", "environment variable (repeatable)", envFlag)
     .option("--volume <id>", "network volume id to mount")
     .option("--execution-timeout <duration>", "job execution timeout (10m, 1h; a bare number is ms)", durationFlag("--execution-timeout", "ms"))
+    .option("--scaler-type <type>", "when workers are added: QUEUE_DELAY (a job waited --scaler-value seconds) or REQUEST_COUNT (one worker per --scaler-value jobs)")
+    .option("--scaler-value <n>", "QUEUE_DELAY: seconds a job may wait; REQUEST_COUNT: jobs per worker (1-3600)", intFlag("--scaler-value"))
     .option("--json", "print JSON");
 }
 
 function body(o: SettingFlags): Record<string, unknown> {
   const compute = o.compute?.toUpperCase();
   if (compute !== undefined && compute !== "GPU" && compute !== "CPU") throw new UsageError(`--compute must be GPU or CPU, not "${o.compute}"`);
+  const scalerType = o.scalerType?.toUpperCase().replace(/-/g, "_");
+  if (scalerType !== undefined && !(SCALER_TYPES as readonly string[]).includes(scalerType)) {
+    throw new UsageError(`--scaler-type must be ${SCALER_TYPES.join(" or ")}, not "${o.scalerType}"`);
+  }
   return defined({
     name: o.name,
     templateId: o.template,
@@ -56,6 +65,8 @@ function body(o: SettingFlags): Record<string, unknown> {
     env: o.env,
     networkVolumeId: o.volume,
     executionTimeoutMs: o.executionTimeout,
+    scalerType,
+    scalerValue: o.scalerValue,
   });
 }
 
@@ -85,7 +96,7 @@ export function register(program: Command): void {
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean }) => {
       const list = await management<EndpointRecord[]>("GET", path());
-      createOutput({ json: o.json }).result(list, () => table(list, ["id", "name", "status", "computeType", "allocatedGpuType", "workersMin", "workersMax", "url"]));
+      createOutput({ json: o.json }).result(list, () => table(list, ["id", "name", "status", "computeType", "allocatedGpuType", "workersMin", "workersMax", "scalerType", "scalerValue", "url"]));
     });
   endpoint
     .command("get")

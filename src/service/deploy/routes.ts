@@ -96,6 +96,8 @@ function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Re
     workersMax: e.resource.workersMax,
     gpuTypeIds: e.resource.gpuTypeIds,
     idleTimeout: e.resource.idleTimeout,
+    // The scaling policy its workers follow; null: the default (one worker per maxConcurrency jobs).
+    scaler: e.resource.scaler ?? null,
     unhealthyWorkers: ctx.startFailures.unhealthy(e.id),
     lastStartError: ctx.startFailures.last(e.id),
   };

@@ -63,6 +63,29 @@ export class QueueSystem {
     }
   }
 
+  /**
+   * What the scaler plans with: the normal-priority jobs waiting (when each was queued, oldest first) and the
+   * low-priority ones. At most `limit` normal-priority jobs are looked at (a long queue costs no more than
+   * what could change the plan); `normal` is then at least that.
+   */
+  waiting(endpointId: string, limit: number): { normal: number; low: number; waitingSince: number[] } {
+    const total = statsOf(this.$, endpointId).inQueue;
+    const q = this.queues.get(endpointId);
+    const waitingSince: number[] = [];
+    if (q) {
+      for (const id of q.normal) {
+        if (waitingSince.length >= limit) break;
+        const job = this.$.live.get(id);
+        if (job && job.row.status === "IN_QUEUE") waitingSince.push(job.row.createdAt);
+      }
+    }
+    // A job queued again after a lost attempt keeps its place in front and its age: it has waited since it was
+    // submitted.
+    waitingSince.sort((a, b) => a - b);
+    const normal = waitingSince.length;
+    return { normal, low: Math.max(0, total - normal), waitingSince };
+  }
+
   /** Endpoints that got jobs since the last call (their takers are due). */
   takeDue(): string[] {
     if (this.dispatchDue.size === 0) return [];

@@ -217,6 +217,8 @@ export function planEndpointRow(input: {
       maxConcurrency: source?.maxConcurrency ?? 1,
       retries: source?.retries ?? 1,
       volume: spec.networkVolumeId,
+      // The policy the endpoint shows is the one its workers scale by (load-balanced ones: docs/lb.md).
+      scaler: { type: spec.scalerType, value: spec.scalerValue },
       handler: source?.handler ?? "",
     },
     artifactPath: code?.artifactPath ?? "",
