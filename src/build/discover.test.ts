@@ -396,3 +396,18 @@ describe("StaticEvaluator", () => {
     ]);
   });
 });
+
+describe("discover: a scaling policy", () => {
+  it("is read statically from Endpoint({ scaler }) and normalized", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "svc-discovery-scaler-"));
+    tempDirs.push(dir);
+    await mkdir(path.join(dir, "src"));
+    await writeFile(path.join(dir, "package.json"), '{ "name": "scaler-app", "private": true, "type": "module" }');
+    await writeFile(
+      path.join(dir, "src", "model.ts"),
+      'import { Endpoint } from "svc";\nconst DELAY = 4;\nexport const model = Endpoint({ name: "model", scaler: { type: "QUEUE_DELAY", value: DELAY } })(async function infer() {});\n',
+    );
+    const result = await discover(dir);
+    expect(byName(result, "model").config.scaler).toEqual({ type: "QUEUE_DELAY", value: 4 });
+  });
+});

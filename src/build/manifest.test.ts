@@ -144,3 +144,25 @@ describe("gpuCount (docs/gpus.md)", () => {
     expect(configProblems({ name: "m", cpu: "cpu3c-1-2", gpuCount: 2 })).toHaveLength(1);
   });
 });
+
+describe("scaler (docs/service.md, Scaling policies)", () => {
+  const resourceOf = (config: Parameters<typeof normalizeConfig>[0]) =>
+    buildManifest({ app: "demo", fingerprint: "sha256:abc", endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }], dependencies: {}, excluded: [], svcVersion: "9.9.9" })
+      .resources[config.name]!;
+
+  it("is carried into the manifest as written, and absent (the default rule) when not", () => {
+    expect(resourceOf({ name: "model", scaler: { type: "QUEUE_DELAY", value: 4 } }).scaler).toEqual({ type: "QUEUE_DELAY", value: 4 });
+    expect(resourceOf({ name: "batch", scaler: { type: "REQUEST_COUNT", value: 10 } }).scaler).toEqual({ type: "REQUEST_COUNT", value: 10 });
+    expect(Object.keys(resourceOf({ name: "model" }))).not.toContain("scaler");
+  });
+
+  it("is a known type with an integer value from 1 to 3600", () => {
+    expect(configProblems({ name: "m", scaler: { type: "QUEUE_DELAY", value: 4 } })).toEqual([]);
+    expect(configProblems({ name: "m", scaler: { type: "SOON", value: 0 } })).toEqual([
+      '"scaler.type" must be one of QUEUE_DELAY, REQUEST_COUNT',
+      '"scaler.value" must be an integer from 1 to 3600 (QUEUE_DELAY: seconds a job waits; REQUEST_COUNT: jobs per worker)',
+    ]);
+    expect(configProblems({ name: "m", scaler: "QUEUE_DELAY" })).toEqual(['"scaler" must be { type: "QUEUE_DELAY" | "REQUEST_COUNT", value: <integer> }']);
+    expect(configProblems({ name: "m", scaler: { type: "REQUEST_COUNT", value: 2, every: 1 } })).toEqual(['"scaler" has an unknown key "every" (known keys: type, value)']);
+  });
+});
