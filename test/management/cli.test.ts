@@ -53,7 +53,12 @@ it("creates templates and endpoints, shows why an endpoint waits, updates and de
   expect(created.stderr).toContain("none of the GPU types ADA_24, AMPERE_48 is available on this host");
   expect((await svc(["endpoint", "list"])).stdout).toMatch(new RegExp(`${endpoint.id}\\s+api\\s+WAITING`));
   const updated = JSON.parse((await svc(["endpoint", "update", endpoint.id, "--idle-timeout", "30", "--json"])).stdout);
-  expect(updated).toMatchObject({ id: endpoint.id, idleTimeout: 30 });
+  expect(updated).toMatchObject({ id: endpoint.id, idleTimeout: 30, scalerType: "QUEUE_DELAY", scalerValue: 4 });
+  const scaled = JSON.parse((await svc(["endpoint", "update", endpoint.id, "--scaler-type", "request_count", "--scaler-value", "2", "--json"])).stdout);
+  expect(scaled).toMatchObject({ id: endpoint.id, scalerType: "REQUEST_COUNT", scalerValue: 2 });
+  const unknownPolicy = await svc(["endpoint", "update", endpoint.id, "--scaler-type", "soon"]);
+  expect(unknownPolicy.code).toBe(ExitCode.usage);
+  expect(unknownPolicy.stderr).toContain('--scaler-type must be QUEUE_DELAY or REQUEST_COUNT, not "soon"');
   const wrong = await svc(["endpoint", "update", endpoint.id, "--workers-min", "5"]);
   expect(wrong.code).toBe(ExitCode.api);
   expect(wrong.stderr).toContain("- --workers-min ($.workersMin): must not exceed workersMax (2)");

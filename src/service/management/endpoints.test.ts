@@ -32,6 +32,16 @@ describe("REST endpoint planning", () => {
     expect(plan(["ADA_80_PRO"], ["ADA_80_PRO"]).row.revision).not.toBe(plan(["ADA_80_PRO", "AMPERE_48"], ["AMPERE_48"]).row.revision);
   });
 
+  it("the endpoint's workers scale by the policy it shows: the given scalerType and scalerValue, else the provider's default QUEUE_DELAY 4 s", () => {
+    const code = { id: "abc", name: "reader", userId: "u", app: "a", env: "e", artifactPath: "/x.tar.gz", resource: { handler: "h.mjs", functions: [], env: {}, maxConcurrency: 1, retries: 1 } } as never;
+    const row = (over: Partial<RestEndpointSpec>) =>
+      planEndpointRow({ id: "e1", userId: "u", spec: spec(over), template, code, hostGpuTypes: [], images: noImages, before: undefined, generation: 0, now: 1 }).row;
+    expect(row({}).resource.scaler).toEqual({ type: "QUEUE_DELAY", value: 4 });
+    expect(row({ scalerType: "REQUEST_COUNT", scalerValue: 3 }).resource.scaler).toEqual({ type: "REQUEST_COUNT", value: 3 });
+    // A new policy applies to the running workers: it is no new revision.
+    expect(row({ scalerType: "REQUEST_COUNT", scalerValue: 3 }).revision).toBe(row({}).revision);
+  });
+
   it("more GPUs per worker than the host has: waiting, with what it has", () => {
     const code = { id: "abc", name: "reader", userId: "u", app: "a", env: "e", artifactPath: "/x.tar.gz", resource: { handler: "h.mjs", functions: [], env: {}, maxConcurrency: 1, retries: 1 } } as never;
     const gpuCapacity = (request: { typeIds: readonly string[]; count: number }) =>
