@@ -8,6 +8,7 @@ import { canUseJobs, type Principal } from "./auth.js";
 import { isFinal } from "./engine.js";
 import { HttpProblem, intParam, jsonContentType, parseJson, sendJson, sendPieces } from "./http.js";
 import { SHARED_OUTPUT_MIN } from "./slow-clients.js";
+import { defaultPolicy, desiredWorkers } from "./scaling-policy.js";
 import type { EndpointRow, JobRow } from "./store/types.js";
 import { MAX_TTL_MS, validateSubmission } from "./validate.js";
 import type { ApiContext, RouteCall } from "./api-context.js";
@@ -188,7 +189,8 @@ async function smallRecord(ctx: ApiContext, endpointId: string, jobId: string): 
 function healthJson(ctx: ApiContext, endpoint: EndpointRow): string {
   const health = ctx.engine.health(endpoint.id);
   const coldStarts = ctx.scaler()?.coldStarts.get(endpoint.id) ?? { count: 0, lastMs: null };
-  const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource), unhealthy: ctx.startFailures.unhealthy(endpoint.id) };
+  const wanted = endpoint.type === "queue" ? policyWanted(ctx, endpoint, health) : undefined;
+  const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource, wanted), unhealthy: ctx.startFailures.unhealthy(endpoint.id) };
   const lastStartError = ctx.startFailures.last(endpoint.id);
   // Workers not started for want of a free GPU count as throttled, and the answer says why.
   const gpuWait = ctx.scaler()?.gpuWait(endpoint.id);
@@ -268,12 +270,32 @@ export const jobRoutes = {
 
 /**
  * The worker counts the job API's official clients type beside svc's own: `ready` (started and able to take a job:
- * idle or running) and `throttled` (workers the queue calls for beyond workersMax). Pure.
+ * idle or running) and `throttled` (workers the queue calls for beyond workersMax: `wanted`, the endpoint's policy
+ * with no maximum; absent, one worker per maxConcurrency jobs queued or running). Pure.
  */
 export function jobClientWorkerCounts(
   health: { jobs: { inQueue: number; inProgress: number }; workers: { idle: number; running: number } },
   resource: { workersMax: number; maxConcurrency: number },
+  wanted = Math.ceil((health.jobs.inQueue + health.jobs.inProgress) / Math.max(1, resource.maxConcurrency)),
 ): { ready: number; throttled: number } {
-  const wanted = Math.ceil((health.jobs.inQueue + health.jobs.inProgress) / Math.max(1, resource.maxConcurrency));
   return { ready: health.workers.idle + health.workers.running, throttled: Math.max(0, wanted - resource.workersMax) };
+}
+
+/** Jobs waiting looked at to count the workers a queue endpoint's policy calls for (/health's `throttled`). */
+const THROTTLED_QUEUE_LIMIT = 10_000;
+
+/** The workers a queue endpoint's scaling policy calls for now, as if it had no workersMax. */
+function policyWanted(ctx: ApiContext, endpoint: EndpointRow, health: ReturnType<ApiContext["engine"]["health"]>): number {
+  const r = endpoint.resource;
+  const w = health.workers;
+  return desiredWorkers({
+    policy: r.scaler ?? defaultPolicy(r.maxConcurrency),
+    workersMin: r.workersMin,
+    workersMax: Number.MAX_SAFE_INTEGER,
+    maxConcurrency: r.maxConcurrency,
+    queue: ctx.engine.waiting(endpoint.id, THROTTLED_QUEUE_LIMIT),
+    inProgress: health.jobs.inProgress,
+    workers: { live: w.idle + w.running + w.initializing, starting: w.initializing },
+    now: Date.now(),
+  });
 }

@@ -38,7 +38,7 @@ afterAll(async () => {
 });
 
 interface Health {
-  workers: { idle: number; running: number; initializing: number };
+  workers: { idle: number; running: number; initializing: number; throttled: number };
   jobs: { inQueue: number; inProgress: number; completed: number };
 }
 const health = async (name: string): Promise<Health> => (await call(`${endpoints.get(name)!.url}/health`, { key: KEY })).body;
@@ -97,6 +97,8 @@ it("REQUEST_COUNT: the workers are ceil((queued + in progress) / value), never m
   // 7 more at once: ceil(7 / 2) = 4 = workersMax.
   const more: string[] = [];
   for (let i = 0; i < 7; i++) more.push(await submit("counted", { input: { ms: 1500 } }));
+  // The policy calls for no worker beyond workersMax, so /health says none is held back.
+  expect((await health("counted")).workers.throttled).toBe(0);
   await until(async () => live(await health("counted")) === 4, 10_000, 100);
   for (const id of more) expect((await finished("counted", id)).status).toBe("COMPLETED");
 }, 90_000);
@@ -109,7 +111,9 @@ it("low-priority jobs start no worker; they run on the workers a normal job star
   for (let i = 0; i < 3; i++) low.push(await submit("background", { input: { ms: 0 }, policy: { lowPriority: true } }));
   const seen = await sample("background", 3000, from);
   expect(seen.filter((s) => s.workers !== 0), JSON.stringify(seen)).toEqual([]);
-  expect((await health("background")).jobs.inQueue).toBe(3);
+  const waiting = await health("background");
+  expect(waiting.jobs.inQueue).toBe(3);
+  expect(waiting.workers.throttled).toBe(0);
   // A normal-priority job starts a worker; the low-priority ones then run on it too.
   const normal = await submit("background", { input: { ms: 0 } });
   expect((await finished("background", normal)).status).toBe("COMPLETED");
