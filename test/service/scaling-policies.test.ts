@@ -7,7 +7,7 @@ import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { buildProject } from "../../src/build/index.js";
+import { buildProject, type BuildResult } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { call, until } from "./helpers.js";
@@ -16,12 +16,13 @@ const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "scaling-admin-key";
 let dir: string;
 let service: Service;
+let build: BuildResult;
 const endpoints = new Map<string, DeployedEndpoint>();
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "svc-scaling-policies-"));
   cpSync(join(repo, "fixtures", "scaling-app"), join(dir, "app"), { recursive: true });
-  const build = await buildProject(join(dir, "app"));
+  build = await buildProject(join(dir, "app"));
   service = await startService({
     dataDir: join(dir, "data"),
     apiKeys: [KEY],
@@ -119,3 +120,25 @@ it("low-priority jobs start no worker; they run on the workers a normal job star
   expect((await finished("background", normal)).status).toBe("COMPLETED");
   for (const id of low) expect((await finished("background", id)).status).toBe("COMPLETED");
 }, 60_000);
+
+it("svc update's configuration route changes a policy without restarting workers, and refuses one it cannot follow", async () => {
+  const envUrl = `${service.url}/v1/apps/scaling-app/environments/test`;
+  const resources = structuredClone(build.manifest.resources);
+  resources.delayed!.scaler = { type: "REQUEST_COUNT", value: 1 };
+  const applied = await call(`${envUrl}/config`, { key: KEY, body: { resources } });
+  expect(applied.status).toBe(200);
+  expect(applied.body.changes).toEqual([{ name: "delayed", id: endpoints.get("delayed")!.id, changed: ["scaler"], restart: false }]);
+  const shown = (await call(envUrl, { key: KEY })).body.endpoints as Array<{ name: string; scaler: unknown }>;
+  expect(Object.fromEntries(shown.map((e) => [e.name, e.scaler]))).toEqual({
+    background: { type: "REQUEST_COUNT", value: 1 },
+    counted: { type: "REQUEST_COUNT", value: 2 },
+    delayed: { type: "REQUEST_COUNT", value: 1 },
+  });
+  resources.counted!.scaler = { type: "SOON", value: 0 } as never;
+  const refused = await call(`${envUrl}/config`, { key: KEY, body: { resources } });
+  expect(refused.status).toBe(422);
+  expect(refused.body.errors).toEqual([
+    'endpoint "counted": "scaler.type" must be one of QUEUE_DELAY, REQUEST_COUNT',
+    'endpoint "counted": "scaler.value" must be an integer from 1 to 3600 (QUEUE_DELAY: seconds a job waits; REQUEST_COUNT: jobs per worker)',
+  ]);
+});

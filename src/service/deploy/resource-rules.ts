@@ -4,6 +4,7 @@
 
 import type { ManifestResource } from "../../sdk/manifest.js";
 import { reservedEnvProblems } from "../../sdk/env-policy.js";
+import { scalingPolicyProblems } from "../../sdk/config.js";
 
 /** One line per endpoint and refused variable; empty when every endpoint's environment may be set. */
 export function reservedEnvInResources(resources: Record<string, ManifestResource>): string[] {
@@ -14,6 +15,16 @@ export function reservedEnvInResources(resources: Record<string, ManifestResourc
     const secrets: unknown = resource?.secrets;
     if (env && typeof env === "object") problems.push(...reservedEnvProblems(Object.keys(env), `endpoint "${name}": env `));
     if (Array.isArray(secrets)) problems.push(...reservedEnvProblems(secrets.map(String), `endpoint "${name}": secret `));
+  }
+  return problems;
+}
+
+/** One line per endpoint whose scaling policy is not one the scaler follows (the build checks it too). */
+export function scalerProblemsInResources(resources: Record<string, ManifestResource>): string[] {
+  const problems: string[] = [];
+  for (const [name, resource] of Object.entries(resources).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const scaler: unknown = resource?.scaler;
+    if (scaler !== undefined && scaler !== null) problems.push(...scalingPolicyProblems(scaler).map((p) => `endpoint "${name}": ${p}`));
   }
   return problems;
 }

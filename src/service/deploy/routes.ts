@@ -30,7 +30,7 @@ import { planActivation, planConfigUpdate, type ActivationPlan } from "./plan.js
 import type { BuildRow, EnvironmentRow, ReleaseRow } from "./types.js";
 import { receiveArtifact } from "./upload.js";
 import { missingSecrets } from "../secrets/check.js";
-import { reservedEnvInResources } from "./resource-rules.js";
+import { reservedEnvInResources, scalerProblemsInResources } from "./resource-rules.js";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
 
 const SHA = /^[a-f0-9]{64}$/;
@@ -265,6 +265,8 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
     if (!build || build.app !== app) throw new HttpProblem(404, `No build ${buildId || "(missing)"} of app "${app}"`, { errors: ["upload it first: POST /v1/apps/{app}/builds"] });
     const reserved = reservedEnvInResources(build.manifest.resources);
     if (reserved.length > 0) throw new HttpProblem(422, "The build sets environment variables that configuration may not set; nothing was activated", { errors: reserved });
+    const policies = scalerProblemsInResources(build.manifest.resources);
+    if (policies.length > 0) throw new HttpProblem(422, "The build names a scaling policy the service cannot follow; nothing was activated", { errors: policies });
     const volumes = ctx.management?.deployVolumes(userId, build.manifest.resources) ?? { create: [], errors: [] };
     if (volumes.errors.length > 0) throw new HttpProblem(422, "The build names network volumes it cannot use; nothing was activated", { errors: volumes.errors });
     const current = envRow.buildId ? await store.build(userId, envRow.buildId) : undefined;
@@ -346,6 +348,8 @@ async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingM
     if (!isPlainObject(body.resources)) throw new HttpProblem(422, "Send {resources} with each endpoint's configuration");
     const reserved = isPlainObject(body.resources) ? reservedEnvInResources(body.resources as never) : [];
     if (reserved.length > 0) throw new HttpProblem(422, "The configuration sets environment variables that configuration may not set; nothing was changed", { errors: reserved });
+    const policies = scalerProblemsInResources(body.resources as never);
+    if (policies.length > 0) throw new HttpProblem(422, "The configuration names a scaling policy the service cannot follow; nothing was changed", { errors: policies });
     const now = Date.now();
     const plan = planConfigUpdate(existing, body.resources as never, now);
     if (plan.problems.length > 0) {
