@@ -27,6 +27,13 @@ describe("Endpoint()", () => {
     expect(() => Endpoint({ name: "cpu", gpuCount: 2 })).toThrow(/"gpuCount" needs "gpu"/);
   });
 
+  it("takes a scaling policy, and names what is wrong with one", () => {
+    expect(Endpoint({ name: "model", scaler: { type: "QUEUE_DELAY", value: 4 } }).config.scaler).toEqual({ type: "QUEUE_DELAY", value: 4 });
+    expect(() => Endpoint({ name: "model", scaler: { type: "REQUEST_COUNT", value: 0 } })).toThrow(/"scaler.value" must be an integer from 1 to 3600/);
+    // @ts-expect-error an unknown policy is a type error too
+    expect(() => Endpoint({ name: "model", scaler: { type: "LATER", value: 4 } })).toThrow(/"scaler.type" must be one of QUEUE_DELAY, REQUEST_COUNT/);
+  });
+
   it("wraps a function, keeping its name and marking its kind", () => {
     const fn = Endpoint({ name: "echo" })(async function echo(input: { x: number }) {
       return input.x * 2;
