@@ -3,7 +3,7 @@
 // (ADA_24). fixtures/gpu-app is deployed; its `only` endpoint (ADA_24) holds the 4090 with a long job while a REST
 // endpoint asking for ADA_24 waits for it. What a user sees: the GPU list with holders, an endpoint's GPU settings,
 // the GPUs its workers hold, and the waiting reason as the service gives it. Screenshots go to
-// test-results/console/ (gpus*.png). Without /usr/bin/chromium: skipped with a notice, except in CI.
+// test-results/console/ (gpu-*.png, narrow-gpu-*.png). Without /usr/bin/chromium: skipped with a notice, except in CI.
 
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -122,7 +122,7 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
     expect(await h100.locator('[data-field="utilization"]').textContent()).toBe("37 %");
     expect(await h100.locator('[data-field="memory"]').textContent()).toBe("1.2 of 79.6 GiB used");
     expect(await page.getByRole("article", { name: "GPU 1 NVIDIA H100 80GB HBM3" }).locator('[data-field="holder"]').textContent()).toBe("free");
-    await shot("gpus");
+    await shot("gpu-list");
   }, 60_000);
 
   it("shows an endpoint's GPU settings and the GPUs its workers hold, following the holder's link", async () => {
@@ -130,7 +130,8 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
     await page.getByRole("heading", { name: "only", level: 1 }).waitFor();
     const gpus = page.getByRole("region", { name: "GPUs", exact: true });
     expect(await gpus.getByRole("list", { name: "GPU types in priority order" }).getByRole("listitem").allTextContents()).toEqual(["ADA_24"]);
-    expect(await gpus.locator('[data-field="gpu-count"]').textContent()).toBe("1");
+    // From the endpoint's record, read beside its health.
+    await expect.poll(() => gpus.locator('[data-field="gpu-count"]').textContent()).toBe("1");
     const worker = gpus.locator(`[data-worker="${holderWorker}"]`);
     await worker.getByText(`Worker ${holderWorker} as ADA_24`).waitFor();
     await worker.locator('[data-gpu="2"]').getByText("GPU 2 NVIDIA GeForce RTX 4090").waitFor();
@@ -163,7 +164,7 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
     expect(await page.locator('[data-status="waiting"]').textContent()).toBe(`WAITING: ${WAIT_REASON}`);
     const gpus = page.getByRole("region", { name: "GPUs", exact: true });
     await gpus.getByText("No worker holds a GPU now.").waitFor();
-    await shot("gpus-endpoint-waiting");
+    await shot("gpu-endpoint-waiting");
 
     // The holder dies (kill -9): the waiting endpoint's worker gets the 4090, and the page shows it without a reload.
     process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL");
@@ -182,12 +183,12 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
     await page.setViewportSize({ width: 390, height: 844 });
     try {
       for (const [name, hash, heading] of [
-        ["gpus", "#/gpus", "GPUs"],
-        ["gpus-endpoint", `#/endpoints/${endpoint.only!.id}`, "only"],
+        ["gpu-list", "#/gpus", "GPUs"],
+        ["gpu-endpoint", `#/endpoints/${endpoint.only!.id}`, "only"],
       ] as const) {
         await page.goto(`${service.url}/console/${hash}`);
         await page.getByRole("heading", { name: heading, level: 1 }).waitFor();
-        if (name === "gpus") await page.getByRole("article", { name: /^GPU 2 / }).locator('[data-field="holder"]').getByText(/^worker /).waitFor();
+        if (name === "gpu-list") await page.getByRole("article", { name: /^GPU 2 / }).locator('[data-field="holder"]').getByText(/^worker /).waitFor();
         else await page.getByRole("region", { name: "GPUs", exact: true }).locator("[data-worker]").first().waitFor({ timeout: 30_000 });
         await shot(`narrow-${name}`);
         const width = await page.evaluate(() => document.documentElement.scrollWidth);
