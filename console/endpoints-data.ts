@@ -3,6 +3,7 @@
 
 import { api, ApiProblem } from "./api.js";
 import type { CallableFunction } from "./forms.js";
+import type { Gpu } from "./gpus-data.js";
 
 export interface RestEndpoint {
   id: string;
@@ -35,6 +36,8 @@ export interface EndpointSummary {
   workersMax: number;
   status?: string;
   statusReason?: string | null;
+  /** The GPU types asked for, in priority order (empty: a CPU endpoint, or any GPU). */
+  gpuTypeIds: string[];
   rest?: RestEndpoint;
   /** App endpoints: the functions they serve, with example inputs. */
   functions?: CallableFunction[];
@@ -42,7 +45,11 @@ export interface EndpointSummary {
 
 export interface Health {
   jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
-  workers: { idle: number; running: number; initializing?: number; draining?: number; unhealthy?: number };
+  workers: { idle: number; running: number; initializing?: number; draining?: number; unhealthy?: number; throttled?: number };
+  /** Why workers are held back: "waiting for a GPU (HOPPER_141: 2 of 2 in use)"; absent when none waits. */
+  throttledReason?: string;
+  /** The host's GPUs this endpoint's workers hold (absent where the service assigns no GPUs). */
+  gpus?: Gpu[];
   coldStarts: { count: number; lastMs: number | null };
   /** The last error of a worker that failed to start (absent: none since the service started). */
   lastStartError?: { message: string; at: number };
@@ -74,12 +81,17 @@ export async function loadAppEnvironments(): Promise<AppEnvironment[]> {
 export async function loadEndpoints(): Promise<{ endpoints: EndpointSummary[]; notes: string[] }> {
   const notes: string[] = [];
   const endpoints: EndpointSummary[] = [];
+  // Deployed endpoints' status (WAITING for a GPU, and why), by id.
+  const deployed = new Map<string, { status: string; statusReason: string | null }>();
   try {
     const rest = await api<RestEndpoint[]>("/v1/endpoints");
     for (const e of rest) {
       // The list names deployed endpoints too; they come below, from their apps, with app and environment.
-      if ((e as { source?: string }).source === "deploy") continue;
-      endpoints.push({ id: e.id, name: e.name, type: "queue", source: "rest", workersMin: e.workersMin, workersMax: e.workersMax, status: e.status, statusReason: e.statusReason, rest: e });
+      if ((e as { source?: string }).source === "deploy") {
+        deployed.set(e.id, { status: e.status, statusReason: e.statusReason });
+        continue;
+      }
+      endpoints.push({ id: e.id, name: e.name, type: "queue", source: "rest", workersMin: e.workersMin, workersMax: e.workersMax, status: e.status, statusReason: e.statusReason, gpuTypeIds: e.gpuTypeIds, rest: e });
     }
   } catch (err) {
     if (!(err instanceof ApiProblem && err.status === 403)) throw err;
@@ -88,7 +100,7 @@ export async function loadEndpoints(): Promise<{ endpoints: EndpointSummary[]; n
   try {
     for (const env of await loadAppEnvironments()) {
       for (const e of env.endpoints) {
-        endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax, functions: e.functions });
+        endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax, gpuTypeIds: e.gpuTypeIds, functions: e.functions, ...deployed.get(e.id) });
       }
     }
   } catch (err) {
@@ -103,5 +115,28 @@ export async function loadHealth(id: string): Promise<Health | null> {
     return await api<Health>(`/v2/${encodeURIComponent(id)}/health`);
   } catch {
     return null;
+  }
+}
+
+/** An endpoint's record (`GET /v1/endpoints/{id}`, deployed endpoints too): the fields the endpoint page shows. */
+export interface EndpointRecord {
+  id: string;
+  computeType: "GPU" | "CPU";
+  gpuTypeIds: string[];
+  gpuCount?: number;
+  status: "READY" | "WAITING";
+  statusReason: string | null;
+  allocatedGpuType?: string | null;
+  /** Each worker holding GPUs of this host: which (UUIDs), and as which type of gpuTypeIds. */
+  workers?: Array<{ workerId: string; gpuType: string | null; gpus: string[] }>;
+}
+
+/** The record, or null where the key may not read it (a `jobs:*` key: 403). */
+export async function loadRecord(id: string): Promise<EndpointRecord | null> {
+  try {
+    return await api<EndpointRecord>(`/v1/endpoints/${encodeURIComponent(id)}`);
+  } catch (err) {
+    if (err instanceof ApiProblem && err.status === 403) return null;
+    throw err;
   }
 }

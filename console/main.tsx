@@ -1,5 +1,5 @@
 // The svc web console: a single page served by the service under /console/. Routes live in the URL hash
-// (#/endpoints, #/endpoints/{id}, #/templates, #/volumes, #/keys, #/apps, #/secrets) so the service serves one file.
+// (#/endpoints, #/endpoints/{id}, #/gpus, #/templates, #/volumes, #/keys, #/apps, #/secrets) so the service serves one file.
 
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
@@ -13,6 +13,7 @@ import { KeysPage } from "./pages/keys.js";
 import { AppsPage } from "./pages/apps.js";
 import { SecretsPage } from "./pages/secrets.js";
 import { TemplatesPage } from "./pages/templates.js";
+import { GpusPage } from "./pages/gpus.js";
 
 function useHashRoute(): string[] {
   const parse = () => location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -83,6 +84,7 @@ function WhoAmI() {
 
 const NAV = [
   { path: "endpoints", label: "Endpoints" },
+  { path: "gpus", label: "GPUs" },
   { path: "templates", label: "Templates" },
   { path: "apps", label: "Apps" },
   { path: "volumes", label: "Network volumes" },
@@ -113,6 +115,7 @@ function App() {
   let page;
   // Keyed by id: another endpoint starts with fresh state (no notices or job of the previous one).
   if (section === "endpoints" && route[1]) page = <EndpointPage key={route[1]} id={route[1]} />;
+  else if (section === "gpus") page = <GpusPage />;
   else if (section === "volumes") page = <VolumesPage />;
   else if (section === "keys") page = <KeysPage />;
   else if (section === "apps") page = <AppsPage />;

@@ -1,13 +1,16 @@
 // One endpoint: live status, "try it" (run / runsync), recent jobs, a job's record and stream, cancel /
-// retry / purge as the job API allows them, logs following live; edit and delete for console endpoints.
+// retry / purge as the job API allows them, logs following live; edit and delete for console endpoints; a GPU
+// endpoint's GPU settings, the GPUs its workers hold and why workers wait.
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiProblem, FINAL_STATES, readNdjson, request } from "../api.js";
-import { loadEndpoints, loadHealth, type EndpointSummary, type Health } from "../endpoints-data.js";
+import { loadEndpoints, loadHealth, loadRecord, type EndpointRecord, type EndpointSummary, type Health } from "../endpoints-data.js";
+import { gpusByWorker } from "../gpus-data.js";
 import { exampleBody, type CallableFunction } from "../forms.js";
 import { Field, formatMs, Json, Notice, ProblemMessage, Time, useConfirm, usePolling } from "../ui.js";
 import { EndpointForm } from "./endpoint-form.js";
 import { HealthCells } from "./endpoints.js";
+import { GpuUse, TypeIds } from "./gpus.js";
 
 interface JobRecord {
   id: string;
@@ -138,6 +141,60 @@ function TryIt({ endpointId, functions, onJob }: { endpointId: string; functions
         </div>
       )}
     </form>
+  );
+}
+
+/** A GPU endpoint's GPU settings and the host's GPUs each of its workers holds (from its /health). */
+function EndpointGpus({ endpoint, record, health }: { endpoint: EndpointSummary; record: EndpointRecord | null | undefined; health: Health | null | undefined }) {
+  const computeType = record?.computeType ?? endpoint.rest?.computeType ?? (endpoint.gpuTypeIds.length > 0 ? "GPU" : "CPU");
+  if (computeType !== "GPU") return null;
+  const types = record?.gpuTypeIds ?? endpoint.gpuTypeIds;
+  const count = record?.gpuCount ?? endpoint.rest?.gpuCount;
+  const workers = health?.gpus && gpusByWorker(health.gpus);
+  return (
+    <section class="card" aria-labelledby="endpoint-gpus-title">
+      <h2 id="endpoint-gpus-title">GPUs</h2>
+      <dl class="facts">
+        <dt>Types, in priority order</dt>
+        <dd>{types.length > 0 ? <TypeIds ids={types} ordered label="GPU types in priority order" /> : "any GPU of the host"}</dd>
+        <dt>GPUs per worker</dt>
+        <dd data-field="gpu-count">{count ?? "—"}</dd>
+      </dl>
+      <h3>Held by its workers</h3>
+      {health === undefined ? (
+        <p>…</p>
+      ) : health === null ? (
+        <p class="muted">No status: the endpoint's health could not be read.</p>
+      ) : !workers ? (
+        <p class="muted">This service does not hand out GPUs here (it found none on its host, or its workers run on other machines).</p>
+      ) : workers.length === 0 ? (
+        <p class="muted" data-empty="worker-gpus">
+          No worker holds a GPU now.
+        </p>
+      ) : (
+        <ul class="worker-gpus" aria-label="GPUs its workers hold">
+          {workers.map((w) => (
+            <li key={w.workerId} data-worker={w.workerId}>
+              <p>
+                Worker <span class="mono">{w.workerId}</span>
+                {w.typeId && <span class="muted"> as {w.typeId}</span>}
+              </p>
+              <ul>
+                {w.gpus.map((g) => (
+                  <li key={g.uuid} data-gpu={g.index}>
+                    <p>
+                      <strong>GPU {g.index}</strong> <span class="gpu-name">{g.name}</span>
+                    </p>
+                    <GpuUse gpu={g} />
+                    <p class="mono muted">{g.uuid}</p>
+                  </li>
+                ))}
+              </ul>
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
   );
 }
 
@@ -404,6 +461,7 @@ function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpoi
 export function EndpointPage({ id }: { id: string }) {
   const [endpoint, setEndpoint] = useState<EndpointSummary | null | undefined>(undefined);
   const [health, setHealth] = useState<Health | null | undefined>(undefined);
+  const [record, setRecord] = useState<EndpointRecord | null | undefined>(undefined);
   const [selectedJob, setSelectedJob] = useState<string | null>(null);
   const [jobsVersion, setJobsVersion] = useState(0);
   const [jobs, setJobs] = useState<JobSummary[]>([]);
@@ -423,7 +481,17 @@ export function EndpointPage({ id }: { id: string }) {
   useEffect(() => {
     void reload();
   }, [id]);
-  usePolling(async () => setHealth(await loadHealth(id)), 2000, [id]);
+  // Status (WAITING and why) and the GPUs its workers hold change with the workers: both refresh with the health.
+  usePolling(
+    async () => {
+      const [h, r] = await Promise.all([loadHealth(id), loadRecord(id).catch(() => undefined)]);
+      setHealth(h);
+      // A failed read keeps what the page showed.
+      if (r !== undefined) setRecord(r);
+    },
+    2000,
+    [id],
+  );
 
   const remove = () =>
     confirm({
@@ -456,6 +524,9 @@ export function EndpointPage({ id }: { id: string }) {
       </section>
     );
   const isQueue = endpoint.type === "queue";
+  // The live record where the key may read it; else the list's, and the health's reason for held-back workers.
+  const status = record ? record.status : endpoint.status;
+  const waitReason = status === "WAITING" ? (record ? record.statusReason : endpoint.statusReason) : health?.throttledReason;
   return (
     <section aria-labelledby="endpoint-title">
       {dialog}
@@ -481,7 +552,11 @@ export function EndpointPage({ id }: { id: string }) {
         <span class="mono">{endpoint.id}</span> · {endpoint.source === "app" ? `app ${endpoint.app}, environment ${endpoint.env} (changed by svc deploy)` : "created in the console / REST API"}
         {endpoint.type === "lb" && " · load-balanced (no job API)"}
       </p>
-      {endpoint.status === "WAITING" && <p class="notice warn">WAITING: {endpoint.statusReason}</p>}
+      {waitReason && (
+        <p class="notice warn" role="status" data-status="waiting">
+          WAITING: <span data-field="wait-reason">{waitReason}</span>
+        </p>
+      )}
       <ProblemMessage error={problem} />
       <Notice text={saved} />
       {editing && endpoint.rest && (
@@ -531,6 +606,7 @@ export function EndpointPage({ id }: { id: string }) {
           <pre>{health.lastStartError.message}</pre>
         </div>
       )}
+      <EndpointGpus endpoint={endpoint} record={record} health={health} />
       {health && (
         <p class="muted">
           {health.jobs.completed} completed, {health.jobs.failed} failed, {health.jobs.retried} retried since the endpoint was created.

@@ -379,6 +379,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
       for (const [name, hash, heading] of [
         ["endpoints", "#/endpoints", "Endpoints"],
         ["endpoint", `#/endpoints/${echoId}`, "echo"],
+        ["gpus", "#/gpus", "GPUs"],
         ["templates", "#/templates", "Templates"],
         ["apps", "#/apps", "Apps and environments"],
         ["volumes", "#/volumes", "Network volumes"],

@@ -436,6 +436,8 @@ export function deployedEndpointRecord(row: EndpointRow, serviceUrl: string) {
     ...(row.type === "lb" ? { lbUrl: lbEndpointUrl(serviceUrl, row.id) } : {}),
     computeType: r.computeType,
     gpuTypeIds: r.gpuTypeIds,
+    // A manifest built before gpuCount existed means one GPU per worker.
+    gpuCount: r.computeType === "GPU" ? r.gpuCount ?? 1 : 0,
     workersMin: r.workersMin,
     workersMax: r.workersMax,
     idleTimeout: r.idleTimeout,
