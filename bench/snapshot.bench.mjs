@@ -29,7 +29,7 @@ async function endpointOf(work, name, manifest, build) {
   const { startService } = await import(`${root}dist/service/index.js`);
   const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
   const key = "bench-key";
-  const driver = createProcessDriver({ cacheDir: join(work, `cache-${name}`), snapshotDir: join(work, `snapshots-${name}`) });
+  const driver = createProcessDriver({ cacheDir: join(work, `cache-${name}`), snapshotDir: join(work, `snapshots-${name}`), envAllow: ["SNAPSHOT_COUNTER"] });
   const service = await startService({ dataDir: join(work, `data-${name}`), driver, apiKeys: [key] });
   const [endpoint] = await service.deploy({ app: `bench-snapshot-${name}`, env: "prod", manifest, artifactPath: build.artifactPath });
   const auth = { authorization: `Bearer ${key}` };

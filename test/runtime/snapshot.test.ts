@@ -56,12 +56,13 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "svc-snapshot-test-"));
     counter = join(dir, "constructions.txt");
-    // The workers' environment is the service's (minus svc's own settings): the fixture's constructor writes here.
+    // The fixture's constructor writes here; workers get this variable of the service's because the driver's
+    // allow-list names it (the environment is otherwise the allow-list's only).
     process.env.SNAPSHOT_COUNTER = counter;
     cpSync(join(repo, "fixtures", "snapshot-app"), join(dir, "app"), { recursive: true });
     mkdirSync(join(dir, "app", "node_modules"));
     symlinkSync(repo, join(dir, "app", "node_modules", "svc"), "dir");
-    driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "snapshots") });
+    driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "snapshots"), envAllow: ["SNAPSHOT_COUNTER"] });
     service = await startService({ dataDir: join(dir, "data"), apiKeys: [KEY], driver });
     endpoint = await build();
   }, 120_000);
