@@ -171,6 +171,13 @@ function tenantSuite(workers: "process" | "docker") {
   afterAll(async () => {
     await server?.stop();
     rmSync(work, { recursive: true, force: true });
+    // A service's volumes outlive it (they are its users' data); these are the test's: remove them.
+    if (workers === "docker") {
+      for (const app of ["tenant-victim", "tenant-attacker", "thief-by-id", "thief-by-name"]) {
+        const { Volumes } = await docker.listVolumes({ filters: { label: [`${LABELS.app}=${app}`] } });
+        await Promise.all((Volumes ?? []).map((v) => docker.getVolume(v.Name).remove({ force: true })));
+      }
+    }
   });
 
   describe("a tenant's handler reaches nothing of the service's or another tenant's", () => {
