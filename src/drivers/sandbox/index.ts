@@ -211,11 +211,17 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
   const cgroups = "unavailable" in detected ? undefined : detected;
   cgroups?.sweep();
   const system = systemMounts(hostSystem());
-  // The sandbox's /etc/passwd and /etc/group: its one user. Kept in a directory of this process's (0700).
-  const identityDir = mkdtempSync(join(tmpdir(), "svc-sandbox-"));
-  const identity = identityFiles();
-  writeFileSync(join(identityDir, "passwd"), identity.passwd, { mode: 0o644 });
-  writeFileSync(join(identityDir, "group"), identity.group, { mode: 0o644 });
+  // The sandbox's /etc/passwd and /etc/group: its one user. Kept in a directory of this process's (0700), made at
+  // the first sandboxed start: a sandbox only resolved (svc doctor, a driver that starts no worker) leaves none.
+  let identityDir: string | undefined;
+  const identityDirMade = (): string => {
+    if (identityDir) return identityDir;
+    const dir = mkdtempSync(join(tmpdir(), "svc-sandbox-"));
+    const identity = identityFiles();
+    writeFileSync(join(dir, "passwd"), identity.passwd, { mode: 0o644 });
+    writeFileSync(join(dir, "group"), identity.group, { mode: 0o644 });
+    return (identityDir = dir);
+  };
   const devices = gpuDevices();
   const description = describeSandbox({ seccomp: seccomp !== undefined, cgroups, cgroupsUnavailable: "unavailable" in detected ? detected.unavailable : undefined });
 
@@ -229,8 +235,8 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
       const node = nodeMounts(launch.nodePath);
       const readOnly: BindMount[] = [
         ...system.readOnly,
-        { source: join(identityDir, "passwd"), dest: "/etc/passwd" },
-        { source: join(identityDir, "group"), dest: "/etc/group" },
+        { source: join(identityDirMade(), "passwd"), dest: "/etc/passwd" },
+        { source: join(identityDirMade(), "group"), dest: "/etc/group" },
         ...node.mounts,
         ...runtimeMounts(launch.entry),
         { source: launch.codeDir, dest: SANDBOX_CODE_DIR },
@@ -287,7 +293,8 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
       return { child, pid, cgroup };
     },
     dispose() {
-      rmSync(identityDir, { recursive: true, force: true });
+      if (identityDir) rmSync(identityDir, { recursive: true, force: true });
+      identityDir = undefined;
     },
   };
 }
