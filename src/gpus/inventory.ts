@@ -126,7 +126,8 @@ export async function readInventory(options: InventoryOptions = {}): Promise<Gpu
   const query = await run(command, GPU_QUERY_ARGS, timeoutMs, env);
   if (!query) return { gpus: [], driverVersion: null, cudaVersion: null, source: "none" };
   const { gpus, driverVersion } = parseGpuQuery(query.stdout);
-  // The CUDA version is only in the human-readable header; without it the GPUs are still usable.
+  // The CUDA version is only in the human-readable header; the query above already answered, so a header that
+  // fails costs only that version (shown as unknown), never the GPUs.
   const header = await run(command, [], timeoutMs, env).catch(() => undefined);
   return { gpus, driverVersion, cudaVersion: header ? parseCudaVersion(header.stdout) : null, source: "nvidia-smi" };
 }

@@ -634,7 +634,7 @@ export class Scaler {
       if (proven) {
         proven.handingOver = true;
         this.deps.onEvent?.(`worker ${proven.id} (a release's, ready) stops to give its GPU to the new worker ${p.id} of endpoint ${endpoint.name}`);
-        void proven.handle!.stop(DRAIN_GRACE_MS).catch(() => undefined);
+        void proven.handle!.stop(DRAIN_GRACE_MS).catch((err: unknown) => this.deps.onEvent?.(`worker ${proven.id} did not stop to hand over its GPU: ${(err as Error).message}`));
       }
     }
   }

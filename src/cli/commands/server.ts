@@ -198,7 +198,7 @@ export function register(program: Command): void {
           },
         });
       } catch (err) {
-        await driver?.close().catch(() => undefined);
+        await driver?.close().catch((closeErr: unknown) => out.warn(`the workers' driver did not close cleanly: ${(closeErr as Error).message}`));
         if (fresh) {
           try {
             rmSync(dataDir, { recursive: true, force: true });

@@ -199,6 +199,7 @@ export class Management {
       for (const v of plan.create) {
         const legacy = join(this.context.dataDir, "volumes", v.name);
         const sharedBy = usersOfName.get(v.name)!;
+        // No such folder (the usual case) means nothing to adopt: the new volume starts empty.
         if (sharedBy.size === 1 && (await lstat(legacy).catch(() => undefined))?.isDirectory()) adopt.set(v.id, legacy);
         else if (sharedBy.size > 1 && existsSync(legacy)) log(`the folder ${legacy} was named by several users' endpoints; each now has its own empty volume "${v.name}" and the folder is left for the operator`);
       }
