@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import { describe, expect, it, vi } from "vitest";
-import { hashKey, newKey } from "./service/auth.js";
+import { hashKey, newKey } from "./service/keys/auth.js";
 import { credentialMatches, lbCredentialOfKeyHash, lbCredentialOfToken } from "./lb-credential.js";
 
 // Watched, to see that the comparison is node's constant-time one and not `===` (which stops at the first byte

@@ -2,19 +2,19 @@
 // dispatcher (api.ts) prepared it (RouteCall).
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { KeyRing, Principal } from "./auth.js";
-import type { JobEngine } from "./engine.js";
-import type { RequestTarget } from "./http.js";
-import type { ClientGuards } from "./slow-clients.js";
-import type { Scaler } from "./scaler.js";
+import type { KeyRing, Principal } from "./keys/auth.js";
+import type { JobEngine } from "./engine/index.js";
+import type { RequestTarget } from "./http/wire.js";
+import type { ClientGuards } from "./http/slow-clients.js";
+import type { Scaler } from "./workers/scaler.js";
 import type { Store } from "./store/types.js";
 import type { Management } from "./management/index.js";
 import type { LbRouter } from "./lb/index.js";
 import type { Secrets } from "./secrets/index.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import type { ReleaseManager } from "./releases/manager.js";
-import type { ArtifactStore } from "./artifacts.js";
-import type { EndpointRegistry } from "./endpoint-registry.js";
+import type { ArtifactStore } from "./artifacts/store.js";
+import type { EndpointRegistry } from "./endpoints/registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 import type { HostGpus } from "../gpus/host.js";
 

@@ -13,29 +13,29 @@
 // to the user's own server.
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Principal } from "./auth.js";
-import { credentialFromHeader, HttpProblem, parseJson, readBody, requestTarget, sendProblem, type RequestTarget } from "./http.js";
+import type { Principal } from "./keys/auth.js";
+import { credentialFromHeader, HttpProblem, parseJson, readBody, requestTarget, sendProblem, type RequestTarget } from "./http/wire.js";
 import { lbTarget } from "./lb/index.js";
-import { isOpenAiPath, openAiRoute } from "./openai-route.js";
+import { isOpenAiPath, openAiRoute } from "./jobs/openai-route.js";
 import { sendOpenAiProblem } from "../openai/route.js";
 import { openAiProblem } from "../openai/format.js";
-import { serveConsole } from "./console.js";
-import { serveArtifact } from "./artifact-route.js";
-import { jobsList } from "./jobs-list.js";
-import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./body-limits.js";
+import { serveConsole } from "./http/console.js";
+import { serveArtifact } from "./artifacts/route.js";
+import { jobsList } from "./jobs/list.js";
+import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./http/body-limits.js";
 import { asRouteFailure } from "./store/faults.js";
 import { forwardRequest } from "./cluster/forward.js";
-import { RouteTable, rowFor, type RouteMatch, type RouteRow } from "./router.js";
+import { RouteTable, rowFor, type RouteMatch, type RouteRow } from "./http/router.js";
 import type { ApiContext, RouteCall, RouteHandler } from "./api-context.js";
-import { handsOffHere, jobRoutes, recordJson, userEndpoint } from "./job-routes.js";
-import { workerRoutes } from "./worker-routes.js";
+import { handsOffHere, jobRoutes, recordJson, userEndpoint } from "./jobs/routes.js";
+import { workerRoutes } from "./workers/routes.js";
 import { logs } from "./state-routes.js";
-import { gpuList } from "./gpu-routes.js";
+import { gpuList } from "./workers/gpu-routes.js";
 import { MANAGEMENT_ROUTES } from "./management/index.js";
 import { DEPLOY_ROUTES } from "./deploy/routes.js";
 
 export type { ApiContext } from "./api-context.js";
-export { recordJson, jobClientWorkerCounts, recordParts } from "./job-routes.js";
+export { recordJson, jobClientWorkerCounts, recordParts } from "./jobs/routes.js";
 export { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT };
 export const WORKER_BODY_LIMIT = 64 * 1024 * 1024;
 export const SMALL_BODY_LIMIT = 1024 * 1024;

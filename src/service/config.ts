@@ -6,12 +6,12 @@
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { UsageError } from "../errors.js";
-import { DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./slow-clients.js";
+import { DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./http/slow-clients.js";
 import { MAX_ARTIFACT_BYTES } from "./deploy/upload.js";
-import { parseRateLimits, type RateWindow } from "./ratelimit.js";
+import { parseRateLimits, type RateWindow } from "./keys/ratelimit.js";
 import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
-import { redactStoreUrl, storeUrlProblem } from "./store-url.js";
+import { redactStoreUrl, storeUrlProblem } from "./store/url.js";
 import { DEFAULT_CONTAINER_LIMITS } from "../drivers/isolation.js";
 import { envPatternProblem } from "../drivers/host-env.js";
 import type { SandboxSetting } from "../drivers/sandbox/index.js";

@@ -1,10 +1,10 @@
 // An environment's endpoints as svc dev deployed them, and endpoints' logs (stored, or followed).
 
-import { canUseJobs } from "./auth.js";
-import { HttpProblem, intParam, sendJson, sendPieces, writable } from "./http.js";
+import { canUseJobs } from "./keys/auth.js";
+import { HttpProblem, intParam, sendJson, sendPieces, writable } from "./http/wire.js";
 import type { LogRow } from "./store/types.js";
 import type { RouteCall } from "./api-context.js";
-import { userEndpoint } from "./job-routes.js";
+import { userEndpoint } from "./jobs/routes.js";
 
 /** GET /v1/apps/{app}/environments/{env} of an environment deployed without the deploy module (svc dev). */
 export function appEnvironment(call: RouteCall): void {

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgresStore, type PostgresStore } from "../../src/service/store/postgres/index.js";
-import { postgresArtifacts } from "../../src/service/artifacts.js";
+import { postgresArtifacts } from "../../src/service/artifacts/store.js";
 import { startService } from "../../src/service/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { JobsClient } from "../../src/sdk/jobs-client.js";

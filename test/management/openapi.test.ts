@@ -3,7 +3,7 @@
 // document does not allow is refused.
 
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { REQUEST_SCHEMAS, SCHEMAS } from "../../src/service/schema.js";
+import { REQUEST_SCHEMAS, SCHEMAS } from "../../src/service/http/schema.js";
 import { call, startTestService, type TestService } from "../service/helpers.js";
 
 type Json = any;

@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { artifactUrl } from "../../src/service/artifact-route.js";
+import { artifactUrl } from "../../src/service/artifacts/route.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { JobsClient } from "../../src/sdk/jobs-client.js";
 import { call } from "../service/helpers.js";

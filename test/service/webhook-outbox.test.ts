@@ -6,7 +6,7 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
-import { afterFailure, WEBHOOK_ATTEMPTS } from "../../src/service/webhook-outbox.js";
+import { afterFailure, WEBHOOK_ATTEMPTS } from "../../src/service/jobs/webhook-outbox.js";
 import { call, manifest, ProtocolWorker, resource } from "./helpers.js";
 import { startService } from "../../src/service/index.js";
 

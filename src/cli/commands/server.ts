@@ -10,7 +10,7 @@ import { UsageError, UserError } from "../../errors.js";
 import { envSetting } from "../../sdk/context.js";
 import type { WorkerDriver } from "../../drivers/types.js";
 import { startService } from "../../service/index.js";
-import { redactStoreUrl } from "../../service/store-url.js";
+import { redactStoreUrl } from "../../service/store/url.js";
 import { parseServerConfig, printableConfig, serviceOptionsOf, settingsEnvironment, type ServerConfig } from "../../service/config.js";
 import { installLastResort } from "../../service/last-resort.js";
 import { alignRows, createOutput } from "../output.js";

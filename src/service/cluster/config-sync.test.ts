@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { planEndpointSync, startConfigSync } from "./config-sync.js";
-import { EndpointRegistry } from "../endpoint-registry.js";
+import { EndpointRegistry } from "../endpoints/registry.js";
 import type { EndpointRow } from "../store/types.js";
 
 const row = (id: string, over: Partial<EndpointRow> = {}): EndpointRow =>

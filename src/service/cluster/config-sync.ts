@@ -10,7 +10,7 @@
 // deletion joins the next batch): the round waits for what this replica wrote so far before it reads, or it would
 // read the row still there and bring the deleted endpoint back.
 
-import type { EndpointRegistry } from "../endpoint-registry.js";
+import type { EndpointRegistry } from "../endpoints/registry.js";
 import type { EndpointRow } from "../store/types.js";
 
 export interface EndpointSyncPlan {

@@ -5,7 +5,7 @@
 // their hop. A jobs replica that does not answer is a 503 naming it.
 
 import { Agent, request, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
-import { HttpProblem } from "../http.js";
+import { HttpProblem } from "../http/wire.js";
 import { JOBS_REPLICA_HEADER } from "../../runtime/api.js";
 
 /** Headers that belong to one connection, not to the request (RFC 9110 7.6.1). */

@@ -10,7 +10,7 @@
 // refused nor admitted without limit because the database is slow.
 
 import type { Queryable } from "../store/postgres/index.js";
-import { rateHeaders, type RateDecision, type RateLimiting, type RateWindow } from "../ratelimit.js";
+import { rateHeaders, type RateDecision, type RateLimiting, type RateWindow } from "../keys/ratelimit.js";
 
 interface WindowCount {
   startedAt: number;

@@ -3,7 +3,7 @@
 
 import { gpuCountOf } from "../../gpus/allocate.js";
 import type { Manifest, ManifestResource } from "../../sdk/manifest.js";
-import { planDeploy } from "../endpoint-rows.js";
+import { planDeploy } from "../endpoints/rows.js";
 import type { EndpointRow } from "../store/types.js";
 import type { BuildRow } from "./types.js";
 

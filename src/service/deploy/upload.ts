@@ -5,13 +5,13 @@ import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { createWriteStream, existsSync } from "node:fs";
 import { mkdir, readdir, rename, rm } from "node:fs/promises";
-import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../private-files.js";
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../store/private-files.js";
 import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
 import { DEFAULT_EXTRACT_LIMITS } from "../../artifact/extract.js";
 import { ArchiveInspector, ArchiveRefused, DEFAULT_MANIFEST_LIMIT, type InspectLimits } from "../../artifact/inspect.js";
 import { MANIFEST_FILE, type Manifest } from "../../sdk/manifest.js";
-import { HttpProblem, OVERSIZE_DRAIN_BYTES } from "../http.js";
+import { HttpProblem, OVERSIZE_DRAIN_BYTES } from "../http/wire.js";
 
 /** The spec's deployment artifact limit: 1.5 GB. */
 export const MAX_ARTIFACT_BYTES = 1_500_000_000;

@@ -3,7 +3,7 @@
 // that refuses writes.
 
 import { afterEach, describe, expect, it } from "vitest";
-import { JobEngine, type Clock, type EngineEndpoint, type EngineHooks } from "../engine.js";
+import { JobEngine, type Clock, type EngineEndpoint, type EngineHooks } from "./index.js";
 import { StorageUnavailable, type StorageState } from "../store/faults.js";
 import { ADOPT_EVERY_MS, ANNOUNCE_EVERY_MS, HANDOFF_LINGER_MS, STREAM_GAP_MS } from "./handoff.js";
 import type { EndpointRow, JobRow, KeyRow, LogRow, Store, StoreOp, StreamChunkRow, WebhookRow } from "../store/types.js";

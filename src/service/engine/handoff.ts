@@ -13,7 +13,7 @@
 // takeover's load, or by a cancel before its adoption) is still in memory then, and is skipped; one that ran and
 // left memory cannot come back queued and run again.
 
-import { HttpProblem } from "../http.js";
+import { HttpProblem } from "../http/wire.js";
 import type { JobRow } from "../store/types.js";
 import { newJobRow } from "./jobs.js";
 import type { QueueSystem } from "./queue.js";

@@ -4,8 +4,8 @@
 
 import type { JobStatus } from "../../sdk/jobs-client.js";
 import { DEFAULTS } from "../../sdk/config.js";
-import { HttpProblem } from "../http.js";
-import { newId } from "../auth.js";
+import { HttpProblem } from "../http/wire.js";
+import { newId } from "../keys/auth.js";
 import type { JobRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
 import type { QueueSystem } from "./queue.js";

@@ -2,7 +2,7 @@
 // not committed yet. A worker keeps its leases by heartbeat; a lapsed lease (or one handed back) puts the job
 // back at the front of its queue, and the attempt that ended does not count.
 
-import { newToken } from "../auth.js";
+import { newToken } from "../keys/auth.js";
 import type { JobRow } from "../store/types.js";
 import type { QueueSystem } from "./queue.js";
 import { changeJob, statsOf, type EngineResources } from "./resources.js";

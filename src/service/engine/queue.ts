@@ -3,7 +3,7 @@
 // the endpoint's inQueue count is exact. Endpoints that got jobs this tick are marked for dispatch at flush.
 
 import type { StoreOp } from "../store/types.js";
-import { IdQueue } from "../queue.js";
+import { IdQueue } from "./id-queue.js";
 import { statsOf, type EngineResources } from "./resources.js";
 import type { LiveJob } from "./types.js";
 

@@ -2,7 +2,7 @@
 // refuses them, followed live by the console).
 
 import type { JobStatus } from "../../sdk/jobs-client.js";
-import { ATTEMPT_MARK_BYTES, markAttempt } from "../chunk-attempt.js";
+import { ATTEMPT_MARK_BYTES, markAttempt } from "./chunk-attempt.js";
 import type { LogRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
 import { adoptJob, changeJob, findJob, writeJob, type EngineResources } from "./resources.js";

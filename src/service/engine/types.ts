@@ -4,7 +4,7 @@
 import { FINAL_STATUSES, type JobStatus } from "../../sdk/jobs-client.js";
 import type { JobRow } from "../store/types.js";
 import type { StorageState } from "../store/faults.js";
-import type { Submission } from "../validate.js";
+import type { Submission } from "../jobs/validate.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;

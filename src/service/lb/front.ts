@@ -20,8 +20,8 @@
 
 import { STATUS_CODES, type Server } from "node:http";
 import type { Socket } from "node:net";
-import type { Principal } from "../auth.js";
-import { credentialFromHeader, HttpProblem, problemResponse } from "../http.js";
+import type { Principal } from "../keys/auth.js";
+import { credentialFromHeader, HttpProblem, problemResponse } from "../http/wire.js";
 import { asRouteFailure } from "../store/faults.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
 import { relayRequestBytes, scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";

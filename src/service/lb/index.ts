@@ -8,9 +8,9 @@
 // Same authorization as the job API (admin, jobs:*, jobs:<endpoint_id>). No queue, no retries.
 
 import type { Agent, IncomingMessage, ServerResponse } from "node:http";
-import { canUseJobs, type Principal } from "../auth.js";
-import type { JobEngine } from "../engine.js";
-import { HttpProblem } from "../http.js";
+import { canUseJobs, type Principal } from "../keys/auth.js";
+import type { JobEngine } from "../engine/index.js";
+import { HttpProblem } from "../http/wire.js";
 import type { EndpointRow } from "../store/types.js";
 import { lbDemand, pickWorker } from "./balance.js";
 import { pingVerdict, probePing, type PingState } from "./ping.js";

@@ -3,10 +3,10 @@
 
 import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
-import type { Principal } from "../auth.js";
-import type { EngineEndpoint } from "../engine.js";
-import { HttpProblem, isPlainObject, parseJson, readBody } from "../http.js";
-import type { RateLimiting } from "../ratelimit.js";
+import type { Principal } from "../keys/auth.js";
+import type { EngineEndpoint } from "../engine/index.js";
+import { HttpProblem, isPlainObject, parseJson, readBody } from "../http/wire.js";
+import type { RateLimiting } from "../keys/ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
 import type { DataCenterConfig } from "./datacenters.js";
 import type { ManagementStore, VolumeRecord } from "./store.js";

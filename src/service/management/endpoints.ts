@@ -17,10 +17,10 @@
 import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ApiContext } from "../api.js";
-import type { Principal } from "../auth.js";
-import { newId } from "../auth.js";
-import { HttpProblem, sendJson } from "../http.js";
-import { SCHEMAS, validate } from "../schema.js";
+import type { Principal } from "../keys/auth.js";
+import { newId } from "../keys/auth.js";
+import { HttpProblem, sendJson } from "../http/wire.js";
+import { SCHEMAS, validate } from "../http/schema.js";
 import type { EndpointRow } from "../store/types.js";
 import { readObjectBody, requireAccess, requireDeploy, type ManagementContext } from "./context.js";
 import { reservedEnvProblems } from "../../sdk/env-policy.js";

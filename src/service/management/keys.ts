@@ -11,10 +11,10 @@
 
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ApiContext } from "../api.js";
-import type { Principal } from "../auth.js";
-import { hashKey, newId, newKey } from "../auth.js";
-import { HttpProblem, sendJson } from "../http.js";
-import { SCHEMAS, validate } from "../schema.js";
+import type { Principal } from "../keys/auth.js";
+import { hashKey, newId, newKey } from "../keys/auth.js";
+import { HttpProblem, sendJson } from "../http/wire.js";
+import { SCHEMAS, validate } from "../http/schema.js";
 import { readObjectBody, requireAccess, type ManagementContext } from "./context.js";
 import type { KeyRecord } from "./store.js";
 

@@ -6,7 +6,7 @@
 
 import type Database from "better-sqlite3";
 import { openDatabase } from "../store/driver.js";
-import type { VolumeType } from "../schema.js";
+import type { VolumeType } from "../http/schema.js";
 
 /** Appended to MIGRATIONS (issue 4). */
 export const MANAGEMENT_MIGRATION = `

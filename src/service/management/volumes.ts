@@ -6,10 +6,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { mkdir, rm } from "node:fs/promises";
 import type { ApiContext } from "../api.js";
-import type { Principal } from "../auth.js";
-import { newId } from "../auth.js";
-import { HttpProblem, sendJson } from "../http.js";
-import { SCHEMAS, validate, type VolumeType } from "../schema.js";
+import type { Principal } from "../keys/auth.js";
+import { newId } from "../keys/auth.js";
+import { HttpProblem, sendJson } from "../http/wire.js";
+import { SCHEMAS, validate, type VolumeType } from "../http/schema.js";
 import type { EndpointRow } from "../store/types.js";
 import { readObjectBody, requireAccess, resolveVolume, volumeDir, volumeNameProblem, VOLUME_ID_PATTERN, type ManagementContext } from "./context.js";
 import type { DataCenterConfig } from "./datacenters.js";

@@ -3,7 +3,7 @@
 // bare 500, and nothing of the refused request stays in what the service believes. Errors of other kinds (a
 // bug: a constraint violated) stay errors.
 
-import { HttpProblem } from "../http.js";
+import { HttpProblem } from "../http/wire.js";
 
 export type StorageCause = "full" | "read-only" | "io" | "busy" | "unavailable";
 

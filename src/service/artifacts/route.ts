@@ -1,0 +1,39 @@
+// GET /_worker/v1/artifacts/{sha256}: the artifact a worker runs, over HTTP, with its worker token. A worker on
+// another machine (a container on a cluster, a remote box) is handed this URL instead of a host path; the runtime
+// downloads it (and checks it, as it checks any artifact) before loading its handler.
+
+import { createReadStream } from "node:fs";
+import { stat } from "node:fs/promises";
+import { basename } from "node:path";
+import { pipeline } from "node:stream/promises";
+import type { RouteCall } from "../api-context.js";
+import { HttpProblem } from "../http/wire.js";
+
+export const ARTIFACT_ROUTE = "/_worker/v1/artifacts/";
+
+/** The URL a worker downloads its endpoint's artifact from (the file is stored as `<sha256>.tar.gz`). Pure. */
+export function artifactUrl(serviceUrl: string, artifactPath: string): string | undefined {
+  const m = /^([a-f0-9]{64})\.tar\.gz$/.exec(basename(artifactPath));
+  return m ? `${serviceUrl.replace(/\/+$/, "")}${ARTIFACT_ROUTE}${m[1]}` : undefined;
+}
+
+/** GET and HEAD, worker tokens only (the route table says so). */
+export async function serveArtifact(call: RouteCall): Promise<void> {
+  const { ctx, principal, req, res } = call;
+  const sha = call.params.sha!;
+  const { workerId, endpointId } = principal.worker!;
+  // A release's probe runs the new build (its endpoint may not be in the service yet).
+  const endpoint = ctx.releases?.endpointFor(workerId) ?? ctx.endpoints.get(endpointId);
+  // Only the artifact of the worker's own endpoint: one tenant's token never reads another tenant's code.
+  if (!endpoint || !/^[a-f0-9]{64}$/.test(sha) || basename(endpoint.artifactPath) !== `${sha}.tar.gz`) {
+    throw new HttpProblem(404, `No artifact ${sha} for this worker's endpoint`);
+  }
+  // Another replica may have received the upload: the artifact is fetched here from the shared store first.
+  const path = await ctx.artifacts.local(endpoint.artifactPath).catch(() => endpoint.artifactPath);
+  const info = await stat(path).catch(() => undefined);
+  if (!info) throw new HttpProblem(404, `Artifact ${sha} is not on this service`);
+  res.writeHead(200, { "content-type": "application/gzip", "content-length": info.size, etag: `"${sha}"`, "cache-control": "private, max-age=31536000, immutable" });
+  if (req.method === "HEAD") return void res.end();
+  // A reader that goes away mid-file ends the pipeline; nothing to clean up, nothing to answer.
+  await pipeline(createReadStream(path), res).catch(() => undefined);
+}

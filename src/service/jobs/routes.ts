@@ -1,0 +1,301 @@
+// The job API: /v2/{endpoint_id}/run, /runsync, /status, /status-sync, /stream, /cancel, /retry,
+// /purge-queue and /health, for user keys (admin, jobs:*, jobs:<endpoint>). Another user's endpoint answers
+// 404, as if it did not exist. The route table (api.ts) declares methods, body limits and auth.
+
+import { gpuWaitMessage } from "../../gpus/host.js";
+import type { ServerResponse } from "node:http";
+import { canUseJobs, type Principal } from "../keys/auth.js";
+import { isFinal } from "../engine/index.js";
+import { HttpProblem, intParam, jsonContentType, parseJson, sendJson, sendPieces } from "../http/wire.js";
+import { SHARED_OUTPUT_MIN } from "../http/slow-clients.js";
+import { defaultPolicy, desiredWorkers } from "../workers/scaling-policy.js";
+import type { EndpointRow, JobRow } from "../store/types.js";
+import { MAX_TTL_MS, validateSubmission } from "./validate.js";
+import type { ApiContext, RouteCall } from "../api-context.js";
+
+export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
+
+/** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */
+export function recordJson(row: JobRow, now: number): string {
+  const { head, tail } = recordParts(row, now);
+  return row.output === null ? head + tail : head + row.output + tail;
+}
+
+/** The job record's JSON around its output: `head + output + tail` (or `head + tail` without output) is recordJson. Pure. */
+export function recordParts(row: JobRow, now: number): { head: string; tail: string } {
+  const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? row.completedAt ?? now : now)) - row.createdAt));
+  const executionTime = row.startedAt === null ? 0 : Math.max(0, Math.round((row.completedAt ?? now) - row.startedAt));
+  let text = `{"id":${JSON.stringify(row.id)},"status":"${row.status}","delayTime":${delayTime},"executionTime":${executionTime}`;
+  if (row.output !== null) text += `,"output":`;
+  let tail = "";
+  if (row.error !== null) {
+    tail += `,"error":${JSON.stringify(row.error)}`;
+    if (row.errorType !== null) tail += `,"errorType":${JSON.stringify(row.errorType)}`;
+    if (row.errorStack !== null) tail += `,"errorStack":${JSON.stringify(row.errorStack)}`;
+  }
+  if (row.retried > 0) tail += `,"retries":${row.retried}`;
+  return { head: text, tail: `${tail}}` };
+}
+
+/**
+ * Send a job record. A large output goes out as one Buffer shared by every answer sending the same job's output
+ * right now, in pieces with backpressure (never one multi-MB string per request). `outputBytes`: the size of a
+ * stored output the record was read without (engine.recordHead); it is read here once for all its readers.
+ */
+async function sendRecord(ctx: ApiContext, res: ServerResponse, row: JobRow, now: number, outputBytes: number | null = null): Promise<void> {
+  const stallMs = ctx.clients.limits.sendStallMs;
+  const text = row.output;
+  const size = outputBytes ?? (text === null ? 0 : text.length);
+  const stored = outputBytes !== null;
+  if (!stored && (text === null || size < SHARED_OUTPUT_MIN || !isFinal(row.status))) {
+    const { head, tail } = recordParts(row, now);
+    return sendPieces(res, text === null ? [head, tail] : [head, text, tail], stallMs);
+  }
+  const { head, tail } = recordParts(stored ? { ...row, output: "" } : row, now);
+  const shared = await ctx.clients.outputs.acquire(`${row.id}:${row.completedAt ?? 0}`, stored ? size : Buffer.byteLength(text!), async () =>
+    stored ? ctx.engine.storedOutput(row.id) : Buffer.from(text!, "utf8"),
+  );
+  try {
+    await sendPieces(res, [head, shared.buffer, tail], stallMs);
+  } finally {
+    shared.release();
+  }
+}
+
+export function sendText(res: ServerResponse, text: string): void {
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** The caller's endpoint `id`: 404 when it is not theirs (as if it did not exist), 403 when the key is scoped elsewhere. */
+export function userEndpoint(ctx: ApiContext, principal: Principal, id: string): EndpointRow {
+  const endpoint = ctx.endpoints.get(id);
+  if (!endpoint || endpoint.userId !== principal.userId) throw new HttpProblem(404, `No endpoint ${id}`);
+  if (!canUseJobs(principal, id)) throw new HttpProblem(403, `This API key has no access to endpoint ${id}`);
+  return endpoint;
+}
+
+/** The caller's queue endpoint `id` (a load-balanced one has no job API). */
+function callersQueueEndpoint(ctx: ApiContext, principal: Principal, id: string): EndpointRow {
+  const endpoint = userEndpoint(ctx, principal, id);
+  if (endpoint.type !== "queue") throw new HttpProblem(400, `Endpoint ${endpoint.id} is load-balanced; it has no job API`);
+  return endpoint;
+}
+
+/** The caller's queue endpoint of the route. */
+function queueEndpoint(call: RouteCall): EndpointRow {
+  return callersQueueEndpoint(call.ctx, call.principal, call.params.endpoint!);
+}
+
+/**
+ * On a replica that does not serve jobs: whether it answers a `/run` of `endpointId` itself by handing its job off
+ * (engine/handoff.ts). Not for an endpoint it has not heard of yet (deployed a moment ago through another replica),
+ * nor while the replica serving jobs does not adopt (an older svc): those go there.
+ */
+export function handsOffHere(ctx: ApiContext, endpointId: string): boolean {
+  return ctx.handOffAs !== undefined && ctx.jobsReplicaAdopts?.() === true && ctx.endpoints.has(endpointId);
+}
+
+function noJob(call: RouteCall): HttpProblem {
+  return new HttpProblem(404, `No job ${call.params.job} on endpoint ${call.params.endpoint} (unknown, or its result expired)`);
+}
+
+async function submit(call: RouteCall, sync: boolean): Promise<void> {
+  const { ctx, url, res } = call;
+  const endpoint = queueEndpoint(call);
+  const wait = sync ? intParam(url, "wait", 1000, 300_000) : undefined;
+  const { value, errors } = validateSubmission(await call.json(), endpoint.resource.functions.map((f) => f.name));
+  if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
+  // A /runsync's caller learns the job's id only from this answer: the job reaches the store when it ends or
+  // just before this answer, whichever is first (one commit instead of two for a job that ends within the wait).
+  // A `/run` answered on a replica that does not serve jobs (the dispatcher chose to: api.ts handedOffHere): written
+  // here, adopted by the one that does (engine/handoff.ts).
+  const row =
+    call.handOffAs !== undefined
+      ? await ctx.engine.handOff(endpoint.id, { ...value, sync }, call.handOffAs)
+      : await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync });
+  if (!sync) return sendText(res, runAnswer(row));
+  const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
+  await ctx.engine.persist(row.id);
+  return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
+}
+
+/** The body of a `/run`'s answer. */
+function runAnswer(row: JobRow): string {
+  return `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`;
+}
+
+/**
+ * A `/run` answered without node:http (the LB front, lb/front.ts), when nothing in it needs more than the common
+ * case: the route's checks (worker tokens, the caller's endpoint and key scope, a queue endpoint, a JSON body that
+ * is a valid submission, this replica answering `/run` itself or handing its job off as api.ts would) are made here
+ * first, before anything is counted or written. Undefined when any of them fails or does not apply: node:http then
+ * serves the request through the route table, as it always did, and answers whatever error there is. Otherwise the
+ * submission to make, resolving with the answer's body (its failures are the route's: HttpProblem, or a storage
+ * error the dispatcher turns into a 503).
+ */
+export function quickRun(ctx: ApiContext, principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined {
+  if (principal.worker || !jsonContentType(contentType)) return undefined;
+  // On a replica that does not serve jobs, only a hand-off is answered here (as api.ts decides); the rest goes on.
+  const handOffAs = ctx.jobsServedBy?.() === undefined ? undefined : handsOffHere(ctx, endpointId) ? ctx.handOffAs : null;
+  if (handOffAs === null) return undefined;
+  let endpoint: EndpointRow;
+  let parsed: unknown;
+  try {
+    endpoint = callersQueueEndpoint(ctx, principal, endpointId);
+    parsed = parseJson(body);
+  } catch {
+    // Not the caller's queue endpoint, or not JSON: node:http's path answers the problem with its reason.
+    return undefined;
+  }
+  const { value } = validateSubmission(parsed, endpoint.resource.functions.map((f) => f.name));
+  if (!value) return undefined;
+  return async () => runAnswer(handOffAs !== undefined ? await ctx.engine.handOff(endpoint.id, { ...value, sync: false }, handOffAs) : await ctx.engine.submit(endpoint.id, { ...value, sync: false, deferWrite: false }));
+}
+
+/**
+ * A job API read answered without node:http (the LB front, lb/front.ts): `GET /v2/{endpoint}/health` (`jobId`
+ * undefined) or `GET /v2/{endpoint}/status/{jobId}`, when this replica answers it itself (a replica that does not
+ * serve jobs passes job traffic on), the caller is a user key of that endpoint, and the answer is small. The body
+ * of the answer node:http would give, now (health) or once read (status); undefined, or a promise of undefined,
+ * when node:http must serve the request (then it answers whatever error there is, or sends a large output from
+ * one shared read). The front reads before it counts the request, so a read it gives up costs one more read.
+ */
+export function quickRead(ctx: ApiContext, principal: Principal, endpointId: string, jobId: string | undefined): string | Promise<string | undefined> | undefined {
+  if (principal.worker || ctx.jobsServedBy?.() !== undefined) return undefined;
+  let endpoint: EndpointRow;
+  try {
+    endpoint = jobId === undefined ? userEndpoint(ctx, principal, endpointId) : callersQueueEndpoint(ctx, principal, endpointId);
+  } catch {
+    // Not the caller's endpoint (or not a queue one): node:http's path answers the problem with its reason.
+    return undefined;
+  }
+  if (jobId === undefined) return healthJson(ctx, endpoint);
+  return smallRecord(ctx, endpoint.id, jobId);
+}
+
+/** A job's record as JSON text when its output is small, else undefined (sendRecord shares large ones). */
+async function smallRecord(ctx: ApiContext, endpointId: string, jobId: string): Promise<string | undefined> {
+  const head = await ctx.engine.recordHead(endpointId, jobId);
+  if (!head) return undefined;
+  const { row, outputBytes } = head;
+  if (outputBytes === null) return row.output === null || row.output.length < SHARED_OUTPUT_MIN || !isFinal(row.status) ? recordJson(row, Date.now()) : undefined;
+  if (outputBytes >= SHARED_OUTPUT_MIN) return undefined;
+  const output = await ctx.engine.storedOutput(row.id);
+  return output === undefined ? undefined : recordJson({ ...row, output: output.toString("utf8") }, Date.now());
+}
+
+/** An endpoint's health as the job API answers it. */
+function healthJson(ctx: ApiContext, endpoint: EndpointRow): string {
+  const health = ctx.engine.health(endpoint.id);
+  const coldStarts = ctx.scaler()?.coldStarts.get(endpoint.id) ?? { count: 0, lastMs: null };
+  const wanted = endpoint.type === "queue" ? policyWanted(ctx, endpoint, health) : undefined;
+  const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource, wanted), unhealthy: ctx.startFailures.unhealthy(endpoint.id) };
+  const lastStartError = ctx.startFailures.last(endpoint.id);
+  // Workers not started for want of a free GPU count as throttled, and the answer says why.
+  const gpuWait = ctx.scaler()?.gpuWait(endpoint.id);
+  if (gpuWait) workers.throttled += gpuWait.workers;
+  const hostGpus = ctx.gpus?.();
+  return JSON.stringify({
+    ...health,
+    workers,
+    ...(gpuWait ? { throttledReason: gpuWaitMessage(gpuWait) } : {}),
+    // The GPUs its workers hold, with their use as last sampled.
+    ...(hostGpus?.assigning ? { gpus: hostGpus.view().filter((g) => g.holder?.endpointId === endpoint.id) } : {}),
+    coldStarts,
+    ...(endpoint.type === "lb" ? ctx.lb?.health(endpoint.id) : {}),
+    ...(lastStartError ? { lastStartError } : {}),
+    // Whether the service can write (a full disk makes every write 503 until it clears).
+    storage: ctx.engine.storageState(),
+  });
+}
+
+async function status(call: RouteCall, sync: boolean): Promise<void> {
+  const { ctx, url, res } = call;
+  const { engine } = ctx;
+  const endpointId = queueEndpoint(call).id;
+  const jobId = call.params.job!;
+  const ttl = intParam(url, "ttl", 1, MAX_TTL_MS);
+  const wait = sync ? intParam(url, "wait", 1000, 300_000) ?? RUNSYNC_WAIT_DEFAULT_MS : 0;
+  if (ttl === undefined) {
+    // Without its output: a large one is read once for all concurrent readers (sendRecord).
+    const head = sync ? await engine.waitFinalHead(endpointId, jobId, wait) : await engine.recordHead(endpointId, jobId);
+    if (!head) throw noJob(call);
+    return sendRecord(ctx, res, head.row, Date.now(), head.outputBytes);
+  }
+  let row: JobRow | undefined = sync ? await engine.waitFinal(endpointId, jobId, wait) : await engine.record(endpointId, jobId);
+  if (row) row = await engine.setTtl(endpointId, jobId, ttl);
+  if (!row) throw noJob(call);
+  return sendRecord(ctx, res, row, Date.now());
+}
+
+export const jobRoutes = {
+  run: (call: RouteCall) => submit(call, false),
+  runsync: (call: RouteCall) => submit(call, true),
+  status: (call: RouteCall) => status(call, false),
+  statusSync: (call: RouteCall) => status(call, true),
+
+  async stream(call: RouteCall): Promise<void> {
+    const result = await call.ctx.engine.readStream(queueEndpoint(call).id, call.params.job!);
+    if (!result) throw noJob(call);
+    const pieces: string[] = [`{"status":"${result.status}","stream":[`];
+    result.chunks.forEach((chunk, i) => (i === 0 ? pieces.push(chunk) : pieces.push(",", chunk)));
+    pieces.push("]}");
+    return sendPieces(call.res, pieces, call.ctx.clients.limits.sendStallMs);
+  },
+
+  async cancel(call: RouteCall): Promise<void> {
+    const row = await call.ctx.engine.cancel(queueEndpoint(call).id, call.params.job!);
+    if (!row) throw noJob(call);
+    sendJson(call.res, { id: row.id, status: row.status });
+  },
+
+  async retry(call: RouteCall): Promise<void> {
+    const row = await call.ctx.engine.retry(queueEndpoint(call).id, call.params.job!);
+    if (!row) throw noJob(call);
+    // Back in the queue, as /run answers: a waiting worker may already hold it by the time this is sent.
+    sendJson(call.res, { id: row.id, status: "IN_QUEUE" });
+  },
+
+  async purgeQueue(call: RouteCall): Promise<void> {
+    const removed = await call.ctx.engine.purge(queueEndpoint(call).id);
+    sendJson(call.res, { removed, status: "completed" });
+  },
+
+  /** Any endpoint's health (a load-balanced one's requests and cold starts come from its proxy). */
+  health(call: RouteCall): void {
+    sendText(call.res, healthJson(call.ctx, userEndpoint(call.ctx, call.principal, call.params.endpoint!)));
+  },
+};
+
+/**
+ * The worker counts the job API's official clients type beside svc's own: `ready` (started and able to take a job:
+ * idle or running) and `throttled` (workers the queue calls for beyond workersMax: `wanted`, the endpoint's policy
+ * with no maximum; absent, one worker per maxConcurrency jobs queued or running). Pure.
+ */
+export function jobClientWorkerCounts(
+  health: { jobs: { inQueue: number; inProgress: number }; workers: { idle: number; running: number } },
+  resource: { workersMax: number; maxConcurrency: number },
+  wanted = Math.ceil((health.jobs.inQueue + health.jobs.inProgress) / Math.max(1, resource.maxConcurrency)),
+): { ready: number; throttled: number } {
+  return { ready: health.workers.idle + health.workers.running, throttled: Math.max(0, wanted - resource.workersMax) };
+}
+
+/** Jobs waiting looked at to count the workers a queue endpoint's policy calls for (/health's `throttled`). */
+const THROTTLED_QUEUE_LIMIT = 10_000;
+
+/** The workers a queue endpoint's scaling policy calls for now, as if it had no workersMax. */
+function policyWanted(ctx: ApiContext, endpoint: EndpointRow, health: ReturnType<ApiContext["engine"]["health"]>): number {
+  const r = endpoint.resource;
+  const w = health.workers;
+  return desiredWorkers({
+    policy: r.scaler ?? defaultPolicy(r.maxConcurrency),
+    workersMin: r.workersMin,
+    workersMax: Number.MAX_SAFE_INTEGER,
+    maxConcurrency: r.maxConcurrency,
+    queue: ctx.engine.waiting(endpoint.id, THROTTLED_QUEUE_LIMIT),
+    inProgress: health.jobs.inProgress,
+    workers: { live: w.idle + w.running + w.initializing, starting: w.initializing },
+    now: Date.now(),
+  });
+}

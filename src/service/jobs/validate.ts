@@ -1,0 +1,65 @@
+// Validation of job API bodies. Pure: returns the parsed submission or the list of `$.path: message` errors.
+
+import { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS } from "../http/api-schemas.js";
+import { isPlainObject } from "../http/wire.js";
+import { SCHEMAS, validate } from "../http/schema.js";
+
+export { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS };
+
+export interface Submission {
+  input: unknown;
+  function?: string;
+  webhook?: string;
+  executionTimeoutMs?: number;
+  ttlMs?: number;
+  lowPriority?: boolean;
+}
+
+/** A copy of `body` without the members sent as null: typed clients send absent optional members as null. Pure. */
+function withoutNulls(body: Record<string, unknown>): Record<string, unknown> {
+  // No prototype: a member named `__proto__` stays a member (an unknown one), it does not become the prototype.
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(body)) if (v !== null) out[k] = isPlainObject(v) && k === "policy" ? withoutNulls(v) : v;
+  return out;
+}
+
+/**
+ * The submission, or every failure: the structure by the RunRequest schema that /openapi.json publishes (members,
+ * types, ranges), then what a schema cannot say (the endpoint's functions, URL schemes, one webhook).
+ */
+export function validateSubmission(raw: unknown, functions: readonly string[]): { value?: Submission; errors: string[] } {
+  if (!isPlainObject(raw)) return { errors: ["$: must be a JSON object like {\"input\": {...}}"] };
+  const body = withoutNulls(raw);
+  const errors = validate(SCHEMAS.RunRequest, body);
+  const value: Submission = { input: body.input };
+  if (body.function === undefined) {
+    if (functions.length > 1) errors.push(`$.function: is required: this endpoint serves several functions (${functions.join(", ")})`);
+  } else if (typeof body.function === "string") {
+    if (body.function.length === 0) errors.push("$.function: must be a non-empty string");
+    else if (functions.length > 0 && !functions.includes(body.function)) {
+      errors.push(`$.function: the endpoint has no function "${body.function}" (it serves: ${functions.join(", ")})`);
+    } else value.function = body.function;
+  }
+  // webhookV2 is the job client's newer name for the same thing: the job record is POSTed there when the job
+  // ends. Either may be sent; both only when they name the same URL.
+  for (const key of ["webhook", "webhookV2"] as const) {
+    const v = body[key];
+    if (typeof v !== "string") continue;
+    let ok = false;
+    try {
+      ok = ["http:", "https:"].includes(new URL(v).protocol);
+    } catch {
+      ok = false;
+    }
+    if (!ok) errors.push(`$.${key}: must be an http(s) URL`);
+    else if (value.webhook !== undefined && value.webhook !== v) errors.push("$.webhookV2: names another URL than webhook; send one of them");
+    else value.webhook = v;
+  }
+  if (isPlainObject(body.policy)) {
+    const p = body.policy;
+    if (typeof p.executionTimeout === "number") value.executionTimeoutMs = p.executionTimeout;
+    if (typeof p.ttl === "number") value.ttlMs = p.ttl;
+    if (typeof p.lowPriority === "boolean") value.lowPriority = p.lowPriority;
+  }
+  return errors.length > 0 ? { errors } : { value, errors };
+}

@@ -1,0 +1,97 @@
+// Where the service keeps its state: the embedded SQLite file in the data directory (the default), or a
+// PostgreSQL database (`--store postgres://...`, SVC_STORE_URL) that several replicas can share. Either way the
+// service gets the same three stores: the job engine's batched one, the management records, sealed secrets.
+
+import { join } from "node:path";
+import { UserError } from "../../errors.js";
+import { openSqliteStore } from "./sqlite.js";
+import { openSqliteManagementStore, type ManagementStore } from "../management/store.js";
+import { openSqliteSecretStore, type SecretStore } from "../secrets/store.js";
+import { redactStoreUrl } from "./url.js";
+import { storageCause } from "./faults.js";
+import type { JobCommands, Store } from "./types.js";
+import type { RateLimiting, RateWindow } from "../keys/ratelimit.js";
+import { localArtifacts, postgresArtifacts, type ArtifactStore } from "../artifacts/store.js";
+import type { Queryable } from "./postgres/index.js";
+
+export interface ServiceStorage {
+  kind: "sqlite" | "postgres";
+  /** Rate limits as one quota for every replica on this storage; undefined: each process counts its own. */
+  sharedLimiter?(windows: RateWindow[], onError: (err: unknown) => void): RateLimiting & { stop(): Promise<void> };
+  store: Store & JobCommands;
+  management: ManagementStore;
+  secrets: SecretStore;
+  /** The database replicas coordinate through (leases), when they share one. */
+  coordination?: Queryable;
+  /** Where build artifacts are kept for every replica (artifacts.ts). */
+  artifacts: ArtifactStore;
+  /** Read the management records and secrets again (what another replica wrote). */
+  reload(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function openServiceStorage(options: { dataDir: string; storeUrl?: string }): Promise<ServiceStorage> {
+  if (!options.storeUrl) {
+    const file = join(options.dataDir, "svc.sqlite");
+    const store = openSqliteStore(file);
+    let management: ManagementStore | undefined;
+    try {
+      management = openSqliteManagementStore(file);
+      const secrets = openSqliteSecretStore(file);
+      return {
+        kind: "sqlite",
+        store,
+        artifacts: localArtifacts,
+        management,
+        secrets,
+        // One process per data directory: nobody else writes these tables.
+        reload: async () => undefined,
+        async close() {
+          secrets.close();
+          management!.close();
+          await store.close();
+        },
+      };
+    } catch (err) {
+      management?.close();
+      await store.close();
+      throw err;
+    }
+  }
+  // Loaded only when asked for: the embedded default (and `svc dev`) never pay for the PostgreSQL client.
+  const { openPostgresStore } = await import("./postgres/index.js");
+  const { openPostgresManagementStore, openPostgresSecretStore } = await import("./postgres/config-stores.js");
+  const { SharedRateLimiter } = await import("../cluster/shared-rate-limiter.js");
+  let store: Awaited<ReturnType<typeof openPostgresStore>>;
+  try {
+    store = await openPostgresStore(options.storeUrl);
+  } catch (err) {
+    const cause = storageCause(err);
+    throw new UserError(`The service cannot open its database ${redactStoreUrl(options.storeUrl)}: ${(err as Error).message}`, {
+      hint: cause === "unavailable" || (err as { code?: string }).code === "ENOTFOUND"
+        ? "Check that PostgreSQL runs and answers at that address (host, port, database, user), then start again."
+        : "Check the URL's database, user and password, and that this user may create tables in it.",
+      cause: err,
+    });
+  }
+  try {
+    const management = await openPostgresManagementStore(store.db);
+    const secrets = await openPostgresSecretStore(store.db);
+    return {
+      kind: "postgres",
+      store,
+      coordination: store.db,
+      artifacts: postgresArtifacts({ dataDir: options.dataDir, db: store.db, transaction: store.transaction }),
+      management,
+      secrets,
+      reload: async () => {
+        await Promise.all([management.reload(), secrets.reload()]);
+      },
+      sharedLimiter: (windows, onError) => new SharedRateLimiter(windows, { db: store.db, onError }),
+      close: () => store.close(),
+    };
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+}

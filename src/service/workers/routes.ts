@@ -1,0 +1,238 @@
+// The worker protocol (/_worker/v1/...), spoken by workers with their worker tokens: register, fail-start,
+// take, stream, done, heartbeat, events, log, release. The route table (api.ts) declares them: POST only, worker
+// tokens only, bodies up to WORKER_BODY_LIMIT.
+
+import { credentialFromHeader, isPlainObject, HttpProblem, sendJson } from "../http/wire.js";
+import { lbCredentialOfToken } from "../../lb-credential.js";
+import { MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "../engine/index.js";
+import { addressProblem } from "../lb/index.js";
+import type { EndpointRow, LogRow } from "../store/types.js";
+import type { RouteCall } from "../api-context.js";
+import { sendText } from "../jobs/routes.js";
+
+/** One worker's call: its endpoint (a release's probe sees the endpoint as the new build makes it), entry and body. */
+interface WorkerCall {
+  call: RouteCall;
+  workerId: string;
+  /** The endpoint its token is for. */
+  endpointId: string;
+  endpoint: EndpointRow;
+  worker: WorkerEntry;
+  body: Record<string, unknown>;
+  errors: string[];
+  invalid(): HttpProblem;
+}
+
+async function workerCall(call: RouteCall): Promise<WorkerCall> {
+  const { ctx, principal } = call;
+  const { workerId, endpointId } = principal.worker!;
+  // A release's probe runs the endpoint as the new build makes it (a new endpoint is not in the service yet).
+  const endpoint = ctx.releases?.endpointFor(workerId) ?? ctx.endpoints.get(endpointId);
+  if (!endpoint) throw new HttpProblem(404, `Endpoint ${endpointId} no longer exists`);
+  // No body is an empty one; `null` (like any other non-object) is not an object.
+  const parsed = await call.json();
+  const body = parsed === undefined ? {} : parsed;
+  if (!isPlainObject(body)) throw new HttpProblem(422, "The body must be a JSON object", { errors: ["$: must be an object"] });
+  if (body.workerId !== undefined && body.workerId !== workerId) {
+    throw new HttpProblem(403, `This token belongs to worker ${workerId}, not ${String(body.workerId)}`);
+  }
+  const errors: string[] = [];
+  const worker = ctx.engine.ensureWorker(workerId, endpointId);
+  if (!worker.managed) ctx.scaler()?.noticed(endpointId, workerId, typeof body.revision === "string" ? body.revision : undefined);
+  const route = call.url.pathname.slice(call.url.pathname.lastIndexOf("/") + 1);
+  return {
+    call,
+    workerId,
+    endpointId,
+    endpoint,
+    worker,
+    body,
+    errors,
+    invalid: () => new HttpProblem(422, `The ${route} body is not valid`, { errors }),
+  };
+}
+
+function optionalInt(body: Record<string, unknown>, key: string, min: number, max: number, fallback: number, errors: string[]): number {
+  const v = body[key];
+  if (v === undefined) return fallback;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+    errors.push(`$.${key}: must be an integer from ${min} to ${max}`);
+    return fallback;
+  }
+  return v;
+}
+
+function stringList(body: Record<string, unknown>, key: string, errors: string[]): string[] {
+  const v = body[key];
+  if (v === undefined) return [];
+  if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) {
+    errors.push(`$.${key}: must be a list of strings`);
+    return [];
+  }
+  return v as string[];
+}
+
+/** The `results` list of a done (or of a take that carries results); problems go to `errors`. */
+function doneResults(body: Record<string, unknown>, errors: string[]): DoneResult[] {
+  if (!Array.isArray(body.results)) errors.push("$.results: must be a list");
+  const results = (Array.isArray(body.results) ? body.results : []) as unknown[];
+  results.forEach((r, i) => {
+    if (!isPlainObject(r)) return errors.push(`$.results[${i}]: must be an object`);
+    if (typeof r.jobId !== "string") errors.push(`$.results[${i}].jobId: is required`);
+    if (typeof r.lease !== "string") errors.push(`$.results[${i}].lease: is required`);
+    if (r.status !== "COMPLETED" && r.status !== "FAILED") errors.push(`$.results[${i}].status: must be COMPLETED or FAILED`);
+    if (r.error !== undefined && !isPlainObject(r.error)) errors.push(`$.results[${i}].error: must be an object {message, type?, stack?}`);
+    return undefined;
+  });
+  return results as DoneResult[];
+}
+
+export const workerRoutes = {
+  async register(call: RouteCall): Promise<void> {
+    const { ctx } = call;
+    const { workerId, endpointId, endpoint, body, errors, invalid } = await workerCall(call);
+    const concurrency = optionalInt(body, "concurrency", 1, 1000, endpoint.resource.maxConcurrency, errors);
+    // A load-balanced worker says where its HTTP server listens...
+    const lbAddress = endpoint.type === "lb" && body.address !== undefined ? body.address : undefined;
+    if (lbAddress !== undefined) {
+      const problem = addressProblem(lbAddress);
+      if (problem) errors.push(problem);
+    }
+    // ...and the local socket it also serves on, if its driver gave it one (used only when the driver agrees).
+    const lbSocket = lbAddress !== undefined && body.socket !== undefined ? body.socket : undefined;
+    if (lbSocket !== undefined && (typeof lbSocket !== "string" || lbSocket.length === 0 || lbSocket.length > 200)) {
+      errors.push("$.socket: must be the socket path the worker was given (SVC_LB_SOCKET)");
+    }
+    const revision = body.revision;
+    if (revision !== undefined && (typeof revision !== "string" || revision.length === 0 || revision.length > 200)) {
+      errors.push("$.revision: must be the revision the worker was given (SVC_WORKER_REVISION)");
+    }
+    if (errors.length) throw invalid();
+    ctx.engine.register(workerId, endpointId, concurrency);
+    if (typeof lbAddress === "string") {
+      // The credential its route server asks of every request, from the token this call was authenticated with
+      // (the hash of which is what the keys table holds): nothing to keep, and the same on any replica.
+      const token = credentialFromHeader(call.req.headers.authorization)!.key;
+      ctx.lb?.registered(workerId, endpointId, lbAddress, lbSocket as string | undefined, lbCredentialOfToken(token));
+    }
+    ctx.scaler()?.registered(endpointId);
+    // A queue worker registers once its handler loaded (a load-balanced one early: its /ping decides).
+    if (endpoint.type === "queue") ctx.releases?.ready(workerId);
+    sendJson(call.res, {
+      endpoint: { id: endpoint.id, name: endpoint.name, executionTimeoutMs: endpoint.resource.executionTimeoutMs, maxConcurrency: endpoint.resource.maxConcurrency },
+      leaseMs: ctx.leaseMs,
+      heartbeatMs: ctx.heartbeatMs,
+      // `take` may carry results (a worker that knows this sends one request per batch instead of two)
+      takeResults: true,
+    });
+  },
+
+  async failStart(call: RouteCall): Promise<void> {
+    const { ctx } = call;
+    const { workerId, endpointId, endpoint, body } = await workerCall(call);
+    const message = typeof body.error === "string" ? body.error : JSON.stringify(body.error ?? "unknown error");
+    await ctx.engine.appendLogs([{ ts: Date.now(), endpointId, workerId, jobId: null, stream: "stderr", text: `worker failed to start: ${message}` }]);
+    ctx.log(`worker ${workerId} of endpoint ${endpoint.name} failed to start: ${message}`);
+    ctx.startFailures.record(endpointId, workerId, message);
+    ctx.releases?.failed(workerId, message);
+    sendJson(call.res, { ok: true });
+  },
+
+  async take(call: RouteCall): Promise<void> {
+    const { ctx, res } = call;
+    const { engine } = ctx;
+    const { workerId, endpointId, worker, body, errors, invalid } = await workerCall(call);
+    const max = optionalInt(body, "max", 1, 1000, 1, errors);
+    const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
+    const results = body.results === undefined ? undefined : doneResults(body, errors);
+    if (errors.length) throw invalid();
+    if (!worker.registered) engine.register(workerId, endpointId, worker.concurrency);
+    // Results the take carries are recorded before it waits (not awaited here: jobs taken now share their batch).
+    const recorded = results && engine.done(worker, results);
+    recorded?.catch(() => undefined); // a failed commit is answered below, not an unhandled rejection meanwhile
+    const hangUp = new AbortController();
+    const onClose = () => hangUp.abort();
+    res.once("close", onClose);
+    const jobs = await engine.take(worker, max, waitMs, hangUp.signal);
+    res.off("close", onClose);
+    const acks = recorded && (await recorded);
+    if (res.destroyed) {
+      // The worker went away while we answered: hand its jobs straight back to the queue.
+      engine.release(worker, jobs.map((j) => j.lease));
+      return;
+    }
+    // The input is spliced in as stored (JSON text): no parse and re-encode per job.
+    const items = jobs.map(
+      (j) =>
+        `{"id":${JSON.stringify(j.id)},"lease":"${j.lease}","function":${JSON.stringify(j.function)},"input":${j.input},` +
+        `"executionTimeoutMs":${j.executionTimeoutMs ?? "null"},"attempt":${j.attempt}}`,
+    );
+    sendText(res, `{"jobs":[${items.join(",")}]${acks ? `,"results":${JSON.stringify(acks)}` : ""}}`);
+  },
+
+  async stream(call: RouteCall): Promise<void> {
+    const { worker, body, errors, invalid } = await workerCall(call);
+    if (typeof body.jobId !== "string") errors.push("$.jobId: is required");
+    if (typeof body.lease !== "string") errors.push("$.lease: is required");
+    if (!Array.isArray(body.chunks)) errors.push("$.chunks: must be a list");
+    if (errors.length) throw invalid();
+    const ok = await call.ctx.engine.appendStream(worker, body.jobId as string, body.lease, body.chunks as unknown[]);
+    sendJson(call.res, ok ? { ok: true } : { ok: false, reason: "lease lost" });
+  },
+
+  async done(call: RouteCall): Promise<void> {
+    const { worker, body, errors, invalid } = await workerCall(call);
+    const results = doneResults(body, errors);
+    if (errors.length) throw invalid();
+    sendJson(call.res, { results: await call.ctx.engine.done(worker, results) });
+  },
+
+  async heartbeat(call: RouteCall): Promise<void> {
+    const { worker, body, errors, invalid } = await workerCall(call);
+    const leases = stringList(body, "leases", errors);
+    if (errors.length) throw invalid();
+    sendJson(call.res, { lost: call.ctx.engine.heartbeat(worker, leases) });
+  },
+
+  async events(call: RouteCall): Promise<void> {
+    const { worker, body, errors, invalid } = await workerCall(call);
+    const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
+    if (errors.length) throw invalid();
+    const events = await call.ctx.engine.events(worker, waitMs);
+    if (call.res.destroyed) {
+      // Nobody heard these cancellations: give them to the next poll.
+      worker.cancel.unshift(...events.cancel);
+      return;
+    }
+    sendJson(call.res, events);
+  },
+
+  async log(call: RouteCall): Promise<void> {
+    const { workerId, endpointId, body, errors, invalid } = await workerCall(call);
+    const lines = body.lines;
+    if (!Array.isArray(lines)) errors.push("$.lines: must be a list");
+    const rows: LogRow[] = [];
+    (Array.isArray(lines) ? lines : []).forEach((l: unknown, i) => {
+      if (!isPlainObject(l) || typeof l.text !== "string") return errors.push(`$.lines[${i}].text: is required`);
+      rows.push({
+        ts: typeof l.ts === "number" ? l.ts : Date.now(),
+        endpointId,
+        workerId,
+        jobId: typeof l.jobId === "string" ? l.jobId : null,
+        stream: l.stream === "stdout" || l.stream === "stderr" ? l.stream : "log",
+        text: l.text.slice(0, 64 * 1024),
+      });
+      return undefined;
+    });
+    if (errors.length) throw invalid();
+    await call.ctx.engine.appendLogs(rows);
+    sendJson(call.res, { ok: true });
+  },
+
+  async release(call: RouteCall): Promise<void> {
+    const { worker, body, errors, invalid } = await workerCall(call);
+    const leases = stringList(body, "leases", errors);
+    if (errors.length) throw invalid();
+    sendJson(call.res, { released: call.ctx.engine.release(worker, leases) });
+  },
+};

@@ -1,0 +1,120 @@
+import { describe, expect, it } from "vitest";
+import type { WorkerDriver, WorkerHandle } from "../../drivers/types.js";
+import type { JobEngine } from "../engine/index.js";
+import { planScaling, Scaler, snapshotNotice, type ScalingInput } from "./scaler.js";
+
+const base: ScalingInput = {
+  workersMin: 0,
+  workersMax: 3,
+  maxConcurrency: 1,
+  idleTimeoutMs: 1000,
+  queued: 0,
+  inProgress: 0,
+  revision: "r2",
+  workers: [],
+  now: 10_000,
+  backoffUntil: 0,
+};
+const worker = (id: string, state: "initializing" | "idle" | "running", idleSince = 10_000, revision = "r2") => ({ id, state, idleSince, revision });
+
+describe("planScaling", () => {
+  it("starts workers from zero for waiting jobs, up to workersMax and by concurrency", () => {
+    expect(planScaling({ ...base, queued: 1 })).toEqual({ start: 1, drain: [] });
+    expect(planScaling({ ...base, queued: 10 })).toEqual({ start: 3, drain: [] });
+    expect(planScaling({ ...base, queued: 10, maxConcurrency: 4 })).toEqual({ start: 3, drain: [] });
+    expect(planScaling({ ...base, queued: 3, maxConcurrency: 4 })).toEqual({ start: 1, drain: [] });
+    expect(planScaling({ ...base, queued: 2, workers: [worker("a", "initializing")] })).toEqual({ start: 1, drain: [] });
+  });
+
+  it("keeps workersMin running with nothing to do", () => {
+    expect(planScaling({ ...base, workersMin: 2 })).toEqual({ start: 2, drain: [] });
+    expect(planScaling({ ...base, workersMin: 1, workers: [worker("a", "idle", 0)] })).toEqual({ start: 0, drain: [] });
+  });
+
+  it("drains idle workers above the minimum after idleTimeout, oldest idle first", () => {
+    const workers = [worker("a", "idle", 9_500), worker("b", "idle", 8_000), worker("c", "running")];
+    expect(planScaling({ ...base, inProgress: 1, workers })).toEqual({ start: 0, drain: ["b"] });
+    expect(planScaling({ ...base, inProgress: 1, workers, now: 20_000 })).toEqual({ start: 0, drain: ["b", "a"] });
+    expect(planScaling({ ...base, queued: 1, inProgress: 1, workers, now: 20_000 }).drain).toEqual([]);
+  });
+
+  it("waits out the crash backoff before starting more", () => {
+    expect(planScaling({ ...base, queued: 1, backoffUntil: 10_500 })).toEqual({ start: 0, drain: [] });
+    expect(planScaling({ ...base, queued: 1, backoffUntil: 9_000 })).toEqual({ start: 1, drain: [] });
+  });
+
+  it("replaces workers of an old revision: idle ones at once, busy ones once new workers exist", () => {
+    const old = [worker("a", "idle", 10_000, "r1"), worker("b", "running", 10_000, "r1")];
+    expect(planScaling({ ...base, inProgress: 1, queued: 1, workers: old })).toEqual({ start: 2, drain: ["a", "b"] });
+    expect(planScaling({ ...base, workers: [worker("a", "idle", 10_000, "r1")] })).toEqual({ start: 0, drain: ["a"] });
+  });
+});
+
+describe("Scaler adoption", () => {
+  it("hands an adopted worker's driver addresses to the load balancer, as a started worker's, and its output to onLog", async () => {
+    const handle: WorkerHandle = {
+      workerId: "wadopted",
+      exited: new Promise(() => undefined),
+      stop: async () => ({ code: null, signal: null }),
+      kill: () => undefined,
+      address: "http://10.244.0.7:8080",
+      directAddress: "http://10.244.0.7:8080",
+      localSocket: "/tmp/svc-lb-wadopted.sock",
+    };
+    const driver: WorkerDriver = {
+      name: "kubernetes",
+      start: () => Promise.reject(new Error("this test starts no worker")),
+      async adopt(onLog) {
+        onLog?.("ep1", "wadopted", { ts: 1, stream: "stdout", text: "a line after the adoption", jobId: "j1" });
+        return [{ handle, endpointId: "ep1", revision: "r1" }];
+      },
+      close: async () => undefined,
+    };
+    // The engine as far as adoption uses it: a worker entry per id, nothing queued.
+    const engine = { ensureWorker: () => ({}), workerGone: () => undefined, drain: () => undefined, workers: new Map(), queuedCount: () => 0, runningCount: () => 0 } as unknown as JobEngine;
+    const told: Array<[string, string, string | undefined]> = [];
+    const logs: Array<[string, string, string, string | undefined]> = [];
+    const scaler = new Scaler(
+      {
+        engine,
+        driver,
+        apiUrl: "http://svc.test:8600",
+        mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
+        revokeWorkerKeys: async () => undefined,
+        endpoints: () => [],
+        onLog: (endpointId, workerId, line) => logs.push([endpointId, workerId, line.text, line.jobId]),
+        lb: {
+          load: () => ({ queued: 0, inProgress: 0 }),
+          busy: () => false,
+          workerAddress: (id, address) => told.push(["address", id, address]),
+          workerSocket: (id, path) => told.push(["socket", id, path]),
+          workerDirectAddress: (id, address) => told.push(["direct", id, address]),
+        },
+      },
+      60_000,
+    );
+    await scaler.start();
+    expect(told).toEqual([
+      ["address", "wadopted", "http://10.244.0.7:8080"],
+      ["socket", "wadopted", "/tmp/svc-lb-wadopted.sock"],
+      ["direct", "wadopted", "http://10.244.0.7:8080"],
+    ]);
+    expect(logs).toEqual([["ep1", "wadopted", "a line after the adoption", "j1"]]);
+    await scaler.close();
+  });
+});
+
+describe("snapshotNotice", () => {
+  const endpoint = (snapshot?: boolean) => ({ name: "model", resource: { snapshot } }) as unknown as Parameters<typeof snapshotNotice>[1];
+  it("says once that a driver cannot restore snapshots, and why, when the endpoint asks for them", () => {
+    expect(snapshotNotice({ name: "docker" }, endpoint(true))).toBe(
+      "endpoint model has snapshot: true, but the docker driver cannot restore snapshots (Docker restores a checkpoint only into the container it was taken from): its workers start without one, running their initialisation (docs/cold-start.md)",
+    );
+    expect(snapshotNotice({ name: "kubernetes" }, endpoint(true))).toMatch(/kubernetes driver cannot restore snapshots \(svc checkpoints only local processes/);
+  });
+  it("says nothing where snapshots are restored or not asked for", () => {
+    expect(snapshotNotice({ name: "process", restoresSnapshots: true }, endpoint(true))).toBeUndefined();
+    expect(snapshotNotice({ name: "docker" }, endpoint(false))).toBeUndefined();
+    expect(snapshotNotice({ name: "swarm" }, endpoint(undefined))).toBeUndefined();
+  });
+});

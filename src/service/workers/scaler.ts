@@ -1,0 +1,798 @@
+// Keeps each endpoint's workers between workersMin and workersMax through a WorkerDriver: starts workers when
+// jobs wait (from zero on the first job), drains idle ones after idleTimeout, replaces workers of an old
+// revision (rolling release) and workers that exit unexpectedly (with backoff). The decision is a pure
+// function (planScaling); `Scaler` applies it.
+
+import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../../drivers/types.js";
+import { placementOf } from "../../drivers/placement.js";
+import type { JobEngine, WorkerEntry } from "../engine/index.js";
+import { workerState } from "../engine/index.js";
+import type { EndpointRow } from "../store/types.js";
+import { checkPingPath, type PingCheck } from "../lb/ping.js";
+import { artifactUrl } from "../artifacts/route.js";
+import { allocateGpus, gpuRequestOf } from "../../gpus/allocate.js";
+import type { GpuWait, GpuWant, HostGpus } from "../../gpus/host.js";
+import { cardMatches } from "../../gpus/pools.js";
+import { defaultPolicy, desiredWorkers, type ScalingPolicy } from "./scaling-policy.js";
+
+export interface ScalingInput {
+  workersMin: number;
+  workersMax: number;
+  maxConcurrency: number;
+  idleTimeoutMs: number;
+  /** Normal-priority jobs waiting. */
+  queued: number;
+  /** Low-priority jobs waiting: they start no worker, and keep the workers there are from idling out. */
+  lowQueued?: number;
+  /** When each waiting normal-priority job was queued, oldest first (QUEUE_DELAY); absent: none is known. */
+  waitingSince?: readonly number[];
+  inProgress: number;
+  /** The endpoint's policy; absent: one worker per maxConcurrency jobs (defaultPolicy). */
+  policy?: ScalingPolicy;
+  revision: string;
+  /** Live workers (not draining). */
+  workers: Array<{ id: string; revision: string; state: "initializing" | "idle" | "running"; idleSince: number }>;
+  now: number;
+  /** No start before this time (backoff after crashes). */
+  backoffUntil: number;
+}
+
+export interface ScalingPlan {
+  start: number;
+  drain: string[];
+}
+
+/** How many workers to start (as the endpoint's scaling policy says) and which to drain. Pure. */
+export function planScaling(s: ScalingInput): ScalingPlan {
+  const drain: string[] = [];
+  // Old revision: drain the idle ones now, the busy ones once the new revision can take over.
+  const current = s.workers.filter((w) => w.revision === s.revision);
+  const old = s.workers.filter((w) => w.revision !== s.revision);
+  for (const w of old) if (w.state !== "running") drain.push(w.id);
+  const want = desiredWorkers({
+    policy: s.policy ?? defaultPolicy(s.maxConcurrency),
+    workersMin: s.workersMin,
+    workersMax: s.workersMax,
+    maxConcurrency: s.maxConcurrency,
+    queue: { normal: s.queued, low: s.lowQueued ?? 0, waitingSince: s.waitingSince ?? [] },
+    inProgress: s.inProgress,
+    workers: { live: current.length, starting: current.filter((w) => w.state === "initializing").length },
+    now: s.now,
+  });
+  let start = 0;
+  if (current.length < want && s.now >= s.backoffUntil) start = want - current.length;
+  // Busy old workers: drained once current workers exist to take their place.
+  if (current.length + start > 0) for (const w of old) if (w.state === "running") drain.push(w.id);
+  // Idle scale-down above the minimum (and what the running jobs need), and nothing waiting: the idle timeout
+  // decides it, whatever the policy.
+  if (s.queued === 0 && (s.lowQueued ?? 0) === 0) {
+    let surplus = current.length - Math.max(s.workersMin, Math.ceil(s.inProgress / Math.max(1, s.maxConcurrency)));
+    const idle = current
+      .filter((w) => w.state === "idle" && s.now - w.idleSince >= s.idleTimeoutMs)
+      .sort((a, b) => a.idleSince - b.idleSince);
+    for (const w of idle) {
+      if (surplus <= 0) break;
+      drain.push(w.id);
+      surplus--;
+    }
+  }
+  return { start, drain };
+}
+
+export interface LaunchInfo {
+  endpoint: EndpointRow;
+  workerId: string;
+  workerToken: string;
+  apiKey: string;
+}
+
+export interface ScalerDeps {
+  engine: JobEngine;
+  driver: WorkerDriver;
+  apiUrl: string;
+  /** Mint the worker's token and a key for cross-endpoint calls (revoked when the worker ends). */
+  mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string }>;
+  revokeWorkerKeys(workerId: string): Promise<void>;
+  endpoints(): Iterable<EndpointRow>;
+  /** The secrets an endpoint's workers get, and a digest that changes with their values (which rolls them). */
+  secrets?(endpoint: EndpointRow): { env: Record<string, string>; digest: string };
+  volumePath?(endpoint: EndpointRow): string | undefined;
+  /** The data center of the endpoint's network volume (its workers must run there). */
+  dataCenterOf?(endpoint: EndpointRow): string | undefined;
+  /** A path on this machine holding the artifact recorded as `path` (another replica may have received it). */
+  localArtifact?(path: string): Promise<string>;
+  onLog(endpointId: string, workerId: string, line: WorkerLogLine): void;
+  onEvent?(message: string): void;
+  /**
+   * The GPUs of the host the driver's workers run on (process and Docker drivers): each GPU worker is given whole
+   * GPUs no other worker holds, and waits while there are none. Absent (Swarm, Kubernetes: their schedulers
+   * place GPUs), or a host without GPUs: GPU workers start unassigned.
+   */
+  gpus?: HostGpus;
+  /** Whether a release's probe has proved its code starts (its endpoint counts ready in its release). */
+  probeReady?(workerId: string): boolean;
+  /** A release's probe worker ended (or could not be started) before it was promoted. */
+  onProbeExit?(workerId: string, exit: WorkerExit | { error: string }): void;
+  /** A worker failed to start: exited before it registered, or the driver could not start it. */
+  onStartFailure?(endpointId: string, workerId: string, message: string): void;
+  /**
+   * Replicas on one database: a worker that registers here though this replica did not start it (another
+   * replica did, and died or stepped down) is adopted, so workersMax holds across the cluster. It is stopped by
+   * draining it through the protocol, and counted gone once it stays silent `silentMs`.
+   */
+  adoptRegistered?: { silentMs: number };
+  /** issue 7: load-balanced endpoints scale on their proxy's requests (waiting ones and in-flight ones). */
+  lb?: {
+    load(endpointId: string): { queued: number; inProgress: number };
+    busy(workerId: string): boolean;
+    /** Where the proxy reaches this worker, when its driver says (a container's published port); undefined: forget. */
+    workerAddress?(workerId: string, address: string | undefined): void;
+    /** The local socket the driver had this worker listen on (process driver); undefined: forget. */
+    workerSocket?(workerId: string, path: string | undefined): void;
+    /** An address that skips the host's port forwarding (a container's IP), to try; undefined: forget. */
+    workerDirectAddress?(workerId: string, address: string | undefined): void;
+    /** A worker that cannot register itself (a prebuilt image) joins the pool at the driver's address. */
+    registered?(workerId: string, endpointId: string, address: string): void;
+    /** Workers of this endpoint may take traffic now (probes promoted): serve what waits. */
+    wake?(endpointId: string): void;
+  };
+}
+
+/**
+ * What the service says when an endpoint asks for snapshots its workers' driver cannot restore (its workers start as
+ * usual: from a pre-booted runtime where one is kept, else fresh). Pure.
+ */
+export function snapshotNotice(driver: Pick<WorkerDriver, "name" | "restoresSnapshots">, endpoint: Pick<EndpointRow, "name" | "resource">): string | undefined {
+  if (!endpoint.resource.snapshot || driver.restoresSnapshots) return undefined;
+  const why =
+    driver.name === "docker"
+      ? "Docker restores a checkpoint only into the container it was taken from"
+      : driver.name === "process"
+        ? "its workers run sandboxed, and svc does not restore a sandboxed process tree"
+        : `svc checkpoints only local processes, and the ${driver.name} driver runs workers on other machines`;
+  return `endpoint ${endpoint.name} has snapshot: true, but the ${driver.name} driver cannot restore snapshots (${why}): its workers start without one, running their initialisation (docs/cold-start.md)`;
+}
+
+/** The prebuilt image a load-balanced endpoint runs instead of svc code (REST endpoints from a template). Pure. */
+export function prebuiltImageOf(endpoint: EndpointRow): string | undefined {
+  return endpoint.type === "lb" && endpoint.artifactPath === "" && endpoint.resource.imageName ? endpoint.resource.imageName : undefined;
+}
+
+interface ManagedWorker {
+  id: string;
+  endpointId: string;
+  revision: string;
+  handle?: WorkerHandle;
+  stopping: boolean;
+  /**
+   * A release's probe: it runs the new revision and takes no job until the release switches; the scaling plan
+   * neither counts nor drains it.
+   */
+  probe: boolean;
+  /** Started by an earlier run of the service (found by the driver after a restart), or by another replica. */
+  adopted?: boolean;
+  /** Started by another replica: no driver handle; ended by this when it falls silent. */
+  remoteGone?: (exit: WorkerExit) => void;
+  /**
+   * A release's probe waiting for a GPU (not started yet): for the GPUs of a worker of its endpoint drained for it
+   * (`victimId`: the release replaces in place), or for any that frees.
+   */
+  awaitingGpu?: { endpoint: EndpointRow; since: number; victimId?: string };
+  /** A probe that proved its code starts, stopped to give its GPU to another probe of a release. */
+  handingOver?: boolean;
+}
+
+function newWorkerId(): string {
+  return `w${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
+}
+
+const BACKOFF_BASE_MS = 500;
+const BACKOFF_MAX_MS = 30_000;
+/** A draining worker that still runs this long after it holds no job is stopped by the driver. */
+const DRAIN_GRACE_MS = 5_000;
+
+export class Scaler {
+  private readonly managed = new Map<string, ManagedWorker>();
+  private readonly failures = new Map<string, { count: number; until: number }>();
+  private readonly coldStartPending = new Map<string, number>();
+  readonly coldStarts = new Map<string, { count: number; lastMs: number | null }>();
+  private timer?: NodeJS.Timeout;
+  private closed = false;
+  private planning = false;
+  private adopting = true;
+  private kickPending = false;
+
+  constructor(private readonly deps: ScalerDeps, private readonly intervalMs = 250) {}
+
+  /**
+   * Adopt the workers an earlier process of the service left running (the driver finds them), then plan every
+   * interval. Until they are counted nothing is planned: a restart never starts workers beside ones that run.
+   */
+  async start(settleMs = 0): Promise<void> {
+    await this.adoptLeftovers();
+    const begin = () => {
+      if (this.closed) return;
+      this.adopting = false;
+      this.timer = setInterval(() => this.reconcile(), this.intervalMs);
+      this.timer.unref();
+      this.reconcile();
+    };
+    // A replica taking over a cluster first lets the workers another replica started find it and register
+    // (they are adopted then): planning before would start workers beside them.
+    if (settleMs > 0) setTimeout(begin, settleMs).unref();
+    else begin();
+  }
+
+  private async adoptLeftovers(): Promise<void> {
+    let found: AdoptedWorker[] = [];
+    try {
+      found = (await this.deps.driver.adopt?.((endpointId, workerId, line) => this.deps.onLog(endpointId, workerId, line))) ?? [];
+    } catch (err) {
+      this.deps.onEvent?.(`could not look for workers an earlier run left: ${(err as Error).message}`);
+    }
+    const endpoints = new Map([...this.deps.endpoints()].map((e) => [e.id, e]));
+    for (const adopted of found) {
+      const endpoint = endpoints.get(adopted.endpointId);
+      if (adopted.ended) {
+        this.goneWhileDown(adopted, endpoint?.name ?? adopted.endpointId);
+        continue;
+      }
+      const m: ManagedWorker = { id: adopted.handle.workerId, endpointId: adopted.endpointId, revision: adopted.revision ?? "", handle: adopted.handle, stopping: false, probe: false, adopted: true };
+      this.managed.set(m.id, m);
+      this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
+      this.holdAdopted(m.id, adopted.endpointId, adopted.gpus ?? [], endpoint);
+      // Where the driver says it is reachable, as for a worker it starts: the address it registers again may be
+      // its own view (a Pod's or a container's loopback), not one the service reaches.
+      this.offerAddresses(m.id, adopted.handle);
+      this.watchExit(m);
+      this.deps.onEvent?.(`adopted worker ${m.id} of endpoint ${endpoint?.name ?? m.endpointId}, left running by an earlier run of the service`);
+      // Its endpoint is gone: it drains like any worker of a removed endpoint (reconcile does that).
+    }
+  }
+
+  /** The GPUs an adopted worker was given by the earlier run: held again, so no new worker is put on them. */
+  private holdAdopted(workerId: string, endpointId: string, uuids: readonly string[], endpoint: EndpointRow | undefined): void {
+    const gpus = this.deps.gpus;
+    if (!gpus || uuids.length === 0) return;
+    const names = new Map(gpus.devices().map((g) => [g.uuid, g]));
+    const request = endpoint ? gpuRequestOf(endpoint.resource) : undefined;
+    const first = names.get(uuids[0]!);
+    const typeId = (first && request?.typeIds.find((t) => cardMatches(t, first.name) || first.typeIds.includes(t))) ?? null;
+    try {
+      gpus.hold(workerId, endpointId, uuids, typeId);
+    } catch (err) {
+      this.deps.onEvent?.(`adopted worker ${workerId} says it holds GPUs another adopted worker holds: ${(err as Error).message}`);
+    }
+  }
+
+  /**
+   * A worker of the earlier run that is gone (it died while no service watched, or the driver removed it): it
+   * neither counts nor needs stopping, but the jobs it held go back to the queue now, as any worker's would,
+   * instead of a lease period after the restart.
+   */
+  private goneWhileDown(adopted: AdoptedWorker, endpointName: string): void {
+    const id = adopted.handle.workerId;
+    this.deps.engine.ensureWorker(id, adopted.endpointId, true);
+    this.deps.engine.workerGone(id);
+    void this.deps.revokeWorkerKeys(id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${id}: ${(err as Error).message}`));
+    this.deps.onEvent?.(`worker ${id} of endpoint ${endpointName}, started by an earlier run of the service, is gone; the jobs it held are queued again`);
+  }
+
+  /** Jobs wait on this endpoint: plan now rather than at the next interval. */
+  kick(_endpointId: string): void {
+    // Coalesced: a burst of submissions costs one plan, not one per job.
+    if (this.kickPending || this.closed) return;
+    this.kickPending = true;
+    setImmediate(() => {
+      this.kickPending = false;
+      this.reconcile();
+    });
+  }
+
+  /** The first job of an endpoint with no worker was taken: that was a cold start. */
+  taken(endpointId: string): void {
+    const since = this.coldStartPending.get(endpointId);
+    if (since === undefined) return;
+    this.coldStartPending.delete(endpointId);
+    const entry = this.coldStarts.get(endpointId) ?? { count: 0, lastMs: null };
+    entry.count++;
+    entry.lastMs = Date.now() - since;
+    this.coldStarts.set(endpointId, entry);
+  }
+
+  reconcile(): void {
+    if (this.closed || this.planning || this.adopting) return;
+    this.planning = true;
+    try {
+      const now = Date.now();
+      const { engine } = this.deps;
+      const liveEndpoints = new Set<string>();
+      this.serveWaitingProbes();
+      const gpuWants: Array<GpuWant & { endpoint: EndpointRow }> = [];
+      const assigning = this.deps.gpus?.assigning ?? false;
+      for (const endpoint of this.deps.endpoints()) {
+        liveEndpoints.add(endpoint.id);
+        if (endpoint.type !== "queue" && !this.deps.lb) continue;
+        const lbLoad = endpoint.type === "lb" ? this.deps.lb!.load(endpoint.id) : undefined;
+        const workers = [...this.managed.values()].filter((m) => m.endpointId === endpoint.id && !m.stopping && !m.probe);
+        const r = endpoint.resource;
+        // A load-balanced endpoint's proxy counts requests, not how long each waited: it scales by the count.
+        const policy = lbLoad ? defaultPolicy(r.maxConcurrency) : (r.scaler ?? defaultPolicy(r.maxConcurrency));
+        // Past workersMax workers' worth, more waiting jobs change nothing.
+        const waiting = lbLoad ? undefined : engine.waiting(endpoint.id, r.workersMax * Math.max(policy.value, r.maxConcurrency, 1) + 1);
+        const plan = planScaling({
+          workersMin: r.workersMin,
+          workersMax: r.workersMax,
+          maxConcurrency: r.maxConcurrency,
+          idleTimeoutMs: r.idleTimeout * 1000,
+          queued: lbLoad?.queued ?? waiting!.normal,
+          lowQueued: waiting?.low ?? 0,
+          waitingSince: waiting?.waitingSince ?? [],
+          policy,
+          inProgress: lbLoad?.inProgress ?? engine.runningCount(endpoint.id),
+          revision: this.revisionOf(endpoint),
+          workers: workers.map((m) => {
+            const entry = engine.workers.get(m.id);
+            return {
+              id: m.id,
+              revision: m.revision,
+              state: entry ? (lbLoad && this.deps.lb!.busy(m.id) ? "running" : workerState(entry)) : "initializing",
+              idleSince: entry?.idleSince ?? now,
+            };
+          }),
+          now,
+          backoffUntil: this.failures.get(endpoint.id)?.until ?? 0,
+        });
+        if (plan.start > 0 && workers.length === 0 && engine.queuedCount(endpoint.id) > 0 && !this.coldStartPending.has(endpoint.id)) {
+          this.coldStartPending.set(endpoint.id, now);
+        }
+        const request = assigning ? gpuRequestOf(endpoint.resource) : undefined;
+        // A GPU worker starts once GPUs are given to it (below, all endpoints together, in turn).
+        if (request && plan.start > 0) gpuWants.push({ endpointId: endpoint.id, endpoint, request, workers: plan.start, belowMin: workers.length < endpoint.resource.workersMin });
+        else for (let i = 0; i < plan.start; i++) void this.launch(endpoint);
+        for (const id of plan.drain) this.drain(id);
+      }
+      if (this.deps.gpus) {
+        const byId = new Map(gpuWants.map((w) => [w.endpointId, w.endpoint]));
+        for (const grant of this.deps.gpus.assign(gpuWants, now, newWorkerId)) void this.launch(byId.get(grant.endpointId)!, grant.workerId, false, grant.uuids);
+      }
+      // Workers of deleted endpoints.
+      for (const m of this.managed.values()) if (!m.probe && !liveEndpoints.has(m.endpointId)) this.drain(m.id);
+      this.stopDrainedWorkers(now);
+      this.endSilentRemotes(now);
+    } finally {
+      this.planning = false;
+    }
+  }
+
+  private drainedSince = new Map<string, number>();
+  /** Endpoints told their driver cannot restore snapshots. */
+  private readonly snapshotNoticed = new Set<string>();
+
+  private drain(workerId: string): void {
+    const m = this.managed.get(workerId);
+    if (!m || m.stopping) return;
+    m.stopping = true;
+    this.drainedSince.set(workerId, Date.now());
+    this.deps.engine.ensureWorker(workerId, m.endpointId, true);
+    this.deps.engine.drain(workerId);
+  }
+
+  /** Draining workers that hold nothing are stopped through the driver after a grace period. */
+  private stopDrainedWorkers(now: number): void {
+    for (const [id, since] of this.drainedSince) {
+      const m = this.managed.get(id);
+      if (!m) {
+        this.drainedSince.delete(id);
+        continue;
+      }
+      const entry = this.deps.engine.workers.get(id);
+      const busy = entry !== undefined && entry.held.size > 0;
+      if (!busy && now - since >= DRAIN_GRACE_MS && m.handle) {
+        this.drainedSince.delete(id);
+        void m.handle.stop(DRAIN_GRACE_MS).catch(() => undefined);
+      }
+    }
+  }
+
+  /** What a worker runs: the endpoint's code and configuration, and the values of its secrets. */
+  private revisionOf(endpoint: EndpointRow, secrets = this.deps.secrets?.(endpoint)): string {
+    return secrets?.digest ? `${endpoint.revision}+${secrets.digest}` : endpoint.revision;
+  }
+
+  /** A release's probe of `endpoint` (its row in the new build): started now, kept out of the plan until promoted. */
+  startProbe(endpoint: EndpointRow): string {
+    const workerId = newWorkerId();
+    const request = this.deps.gpus?.assigning ? gpuRequestOf(endpoint.resource) : undefined;
+    if (!request) {
+      void this.launch(endpoint, workerId, true);
+      return workerId;
+    }
+    const allocation = this.deps.gpus!.allocate(request);
+    if (allocation.kind === "allocated") {
+      this.deps.gpus!.hold(workerId, endpoint.id, allocation.uuids, allocation.typeId);
+      void this.launch(endpoint, workerId, true, allocation.uuids);
+      return workerId;
+    }
+    // No free GPU. Where a worker of the endpoint holds GPUs that would do, the release replaces in place: that
+    // worker drains and the probe starts on its GPUs (a probe that then fails frees them for the endpoint's
+    // workers again). Otherwise the probe waits for a GPU, ahead of every worker (serveWaitingProbes).
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: this.revisionOf(endpoint), stopping: false, probe: true };
+    this.managed.set(workerId, m);
+    const entry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
+    entry.managed = true;
+    entry.standby = true;
+    const victim = this.gpuVictim(endpoint, request);
+    m.awaitingGpu = { endpoint, since: Date.now(), ...(victim ? { victimId: victim } : {}) };
+    const how = victim ? `worker ${victim} drains and its GPUs go to the new worker ${workerId}` : `the new worker ${workerId} waits for one`;
+    this.deps.onEvent?.(`no free GPU for the new release of endpoint ${endpoint.name} (${allocation.reason}): ${how}`);
+    this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "log", text: `waiting for a GPU (${allocation.reason})` });
+    if (victim) this.drain(victim);
+    return workerId;
+  }
+
+  /**
+   * A worker of `endpoint` (an old revision first, the idle before the busy) whose GPUs would serve `request`
+   * once freed; undefined when none would.
+   */
+  private gpuVictim(endpoint: EndpointRow, request: NonNullable<ReturnType<typeof gpuRequestOf>>): string | undefined {
+    const gpus = this.deps.gpus!;
+    const revision = this.revisionOf(endpoint);
+    const claimed = new Set([...this.managed.values()].map((w) => w.awaitingGpu?.victimId).filter(Boolean));
+    const candidates = [...this.managed.values()]
+      .filter((w) => w.endpointId === endpoint.id && !w.probe && !claimed.has(w.id) && gpus.heldBy(w.id).uuids.length > 0)
+      .sort((a, b) => Number(a.revision === revision) - Number(b.revision === revision) || Number(a.stopping) - Number(b.stopping) || this.busyness(a.id) - this.busyness(b.id));
+    for (const w of candidates) {
+      const holds = gpus.holds();
+      for (const uuid of gpus.heldBy(w.id).uuids) holds.delete(uuid);
+      if (allocateGpus(gpus.devices(), holds, request).kind === "allocated") return w.id;
+    }
+    return undefined;
+  }
+
+  private busyness(workerId: string): number {
+    return this.deps.engine.workers.get(workerId)?.held.size ?? 0;
+  }
+
+  /** Stop a probe at once: it failed to come up, or its release is over. */
+  stopProbe(workerId: string): void {
+    const m = this.managed.get(workerId);
+    if (!m || !m.probe) return;
+    if (m.awaitingGpu) {
+      // Never started: nothing runs, the worker it waited for is gone or going.
+      this.exited(m, true);
+      return;
+    }
+    m.stopping = true;
+    this.deps.engine.drain(workerId);
+    m.handle?.kill();
+  }
+
+  /** The release switched: its probes are workers of their endpoints from now on (they may take jobs). */
+  promote(workerIds: string[]): void {
+    for (const id of workerIds) {
+      const m = this.managed.get(id);
+      if (!m || !m.probe) continue;
+      m.probe = false;
+      this.deps.engine.promote(id);
+      this.deps.lb?.wake?.(m.endpointId);
+    }
+    this.reconcile();
+  }
+
+  private async launch(endpoint: EndpointRow, workerId = newWorkerId(), probe = false, gpus?: string[]): Promise<void> {
+    const secrets = this.deps.secrets?.(endpoint);
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: this.revisionOf(endpoint, secrets), stopping: false, probe };
+    this.managed.set(workerId, m);
+    const entry: WorkerEntry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
+    entry.managed = true;
+    entry.standby = probe;
+    const image = prebuiltImageOf(endpoint);
+    const notice = this.snapshotNoticed.has(endpoint.id) ? undefined : snapshotNotice(this.deps.driver, endpoint);
+    if (notice) {
+      // Once per endpoint, where its owner looks (the endpoint's logs) and in the service's log.
+      this.snapshotNoticed.add(endpoint.id);
+      this.deps.onEvent?.(notice);
+      this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "log", text: notice });
+    }
+    try {
+      // A prebuilt image does not speak the worker protocol: it gets no credentials of the service.
+      const keys = image ? { workerToken: "", apiKey: undefined } : await this.deps.mintWorkerKeys(endpoint, workerId);
+      const r = endpoint.resource;
+      const artifactPath = image || !this.deps.localArtifact ? endpoint.artifactPath : await this.deps.localArtifact(endpoint.artifactPath);
+      m.handle = await this.deps.driver.start({
+        workerId,
+        endpointId: endpoint.id,
+        endpointName: endpoint.name,
+        app: endpoint.app,
+        env: endpoint.env,
+        artifactPath,
+        artifactUrl: artifactUrl(this.deps.apiUrl, endpoint.artifactPath),
+        apiUrl: this.deps.apiUrl,
+        workerToken: keys.workerToken,
+        apiKey: keys.apiKey,
+        // Secrets after the plain variables: a secret of the same name is the value the user keeps secret.
+        environment: { ...r.env, ...secrets?.env },
+        secretNames: Object.keys(secrets?.env ?? {}),
+        maxConcurrency: r.maxConcurrency,
+        revision: m.revision,
+        computeType: r.computeType,
+        gpuTypeIds: r.gpuTypeIds,
+        // Exactly the GPUs it holds; a CPU worker none. Unassigned (no GPU inventory here): the driver's default.
+        gpus: r.computeType === "CPU" ? [] : gpus,
+        volumePath: this.deps.volumePath?.(endpoint),
+        placement: placementOf(r, this.deps.dataCenterOf?.(endpoint)),
+        loadBalanced: endpoint.type === "lb",
+        image,
+        ...(r.snapshot ? { snapshot: true } : {}),
+        onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
+      });
+      this.offerAddresses(workerId, m.handle);
+      if (image && m.handle.address) {
+        // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
+        this.deps.engine.register(workerId, endpoint.id, 1);
+        this.deps.lb?.registered?.(workerId, endpoint.id, m.handle.address);
+        this.registered(endpoint.id);
+      }
+      this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`);
+    } catch (err) {
+      this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "stderr", text: `worker failed to start: ${(err as Error).message}` });
+      const wasProbe = m.probe;
+      this.exited(m, wasProbe, `the worker could not be started: ${(err as Error).message}`);
+      if (wasProbe) this.deps.onProbeExit?.(workerId, { error: `the worker could not be started: ${(err as Error).message}` });
+      return;
+    }
+    // Stopped while the driver was starting it (a probe whose release ended meanwhile).
+    if (m.stopping && m.probe) m.handle.kill();
+    this.watchExit(m);
+  }
+
+  /** The load balancer reaches a worker where its driver says, when the driver knows (started or adopted). */
+  private offerAddresses(workerId: string, handle: WorkerHandle): void {
+    if (handle.address) this.deps.lb?.workerAddress?.(workerId, handle.address);
+    if (handle.localSocket) this.deps.lb?.workerSocket?.(workerId, handle.localSocket);
+    if (handle.directAddress) this.deps.lb?.workerDirectAddress?.(workerId, handle.directAddress);
+  }
+
+  /** When the worker ends: its jobs go back to the queue at once, and an unexpected end backs the endpoint off. */
+  private watchExit(m: ManagedWorker): void {
+    void m.handle!.exited.then((exit) => {
+      if (m.probe) {
+        this.exited(m, true);
+        this.deps.onProbeExit?.(m.id, exit);
+        return;
+      }
+      const expected = m.stopping || this.closed;
+      if (!expected) {
+        this.deps.onLog(m.endpointId, m.id, {
+          ts: Date.now(),
+          stream: "stderr",
+          text: m.remoteGone ? "worker stopped talking to the service (started by another replica)" : `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
+        });
+      }
+      this.exited(m, expected);
+    });
+  }
+
+  private exited(m: ManagedWorker, expected: boolean, why?: string): void {
+    this.managed.delete(m.id);
+    this.drainedSince.delete(m.id);
+    if (this.deps.gpus && this.deps.gpus.release(m.id).length > 0 && !this.closed) {
+      // Its GPUs are free: probes waiting for one first (the one it made way for before all), then endpoints.
+      this.serveWaitingProbes(m.id);
+      this.kick(m.endpointId);
+    }
+    const entry = this.deps.engine.workers.get(m.id);
+    const registered = entry?.registered ?? false;
+    this.deps.engine.workerGone(m.id);
+    this.deps.lb?.workerAddress?.(m.id, undefined);
+    this.deps.lb?.workerSocket?.(m.id, undefined);
+    this.deps.lb?.workerDirectAddress?.(m.id, undefined);
+    // A key left valid would let a gone worker's token in: say so (the next start of the service does not retry it).
+    void this.deps.revokeWorkerKeys(m.id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${m.id}: ${(err as Error).message}`));
+    if (expected) return;
+    // A worker adopted after a restart may end before it re-registers: that is no failure to start.
+    if (!registered && !m.adopted) this.deps.onStartFailure?.(m.endpointId, m.id, why ?? "the worker exited before it registered");
+    const f = this.failures.get(m.endpointId) ?? { count: 0, until: 0 };
+    // A worker that registered and then died is less suspicious than one that never came up, but both back off.
+    f.count = registered ? 1 : f.count + 1;
+    f.until = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (f.count - 1));
+    this.failures.set(m.endpointId, f);
+  }
+
+  /**
+   * Start the probes waiting for a GPU that one is free for, those waiting for the GPUs of `freedBy` first, then
+   * the longest waiting. A probe still without one, while another probe has proved its code starts (its release
+   * counts its endpoint ready) on GPUs it could use: that one stops and hands them over; its endpoint gets workers
+   * like any once the release switches. So the probes of one release never block each other on a full host.
+   */
+  private serveWaitingProbes(freedBy?: string): void {
+    const gpus = this.deps.gpus;
+    if (!gpus) return;
+    const waiting = [...this.managed.values()]
+      .filter((w) => w.awaitingGpu && !w.stopping)
+      .sort((a, b) => Number(b.awaitingGpu!.victimId === freedBy) - Number(a.awaitingGpu!.victimId === freedBy) || a.awaitingGpu!.since - b.awaitingGpu!.since);
+    for (const p of waiting) {
+      const { endpoint, victimId } = p.awaitingGpu!;
+      const request = gpuRequestOf(endpoint.resource)!;
+      const allocation = gpus.allocate(request);
+      if (allocation.kind === "allocated") {
+        p.awaitingGpu = undefined;
+        this.managed.delete(p.id);
+        gpus.hold(p.id, endpoint.id, allocation.uuids, allocation.typeId);
+        void this.launch(endpoint, p.id, true, allocation.uuids);
+        continue;
+      }
+      // Its victim is still on its way out: its GPUs come.
+      if (victimId && this.managed.has(victimId)) continue;
+      const proven = [...this.managed.values()].find((w) => {
+        if (!w.probe || w.handingOver || !w.handle || !this.deps.probeReady?.(w.id)) return false;
+        const holds = gpus.holds();
+        for (const uuid of gpus.heldBy(w.id).uuids) holds.delete(uuid);
+        return allocateGpus(gpus.devices(), holds, request).kind === "allocated";
+      });
+      if (proven) {
+        proven.handingOver = true;
+        this.deps.onEvent?.(`worker ${proven.id} (a release's, ready) stops to give its GPU to the new worker ${p.id} of endpoint ${endpoint.name}`);
+        void proven.handle!.stop(DRAIN_GRACE_MS).catch((err: unknown) => this.deps.onEvent?.(`worker ${proven.id} did not stop to hand over its GPU: ${(err as Error).message}`));
+      }
+    }
+  }
+
+  /** Why an endpoint's workers wait for a GPU, and how many; undefined when none waits. */
+  gpuWait(endpointId: string): GpuWait | undefined {
+    return this.deps.gpus?.waiting(endpointId);
+  }
+
+  /** Each live worker of an endpoint that holds GPUs: which, and as which type of its list. */
+  workerGpus(endpointId: string): Array<{ workerId: string; gpuType: string | null; gpus: string[] }> {
+    const gpus = this.deps.gpus;
+    if (!gpus) return [];
+    return [...this.managed.values()]
+      .filter((m) => m.endpointId === endpointId)
+      .map((m) => ({ workerId: m.id, ...gpus.heldBy(m.id) }))
+      .filter((w) => w.uuids.length > 0)
+      .map((w) => ({ workerId: w.workerId, gpuType: w.typeId, gpus: w.uuids }));
+  }
+
+  /** A worker registered: its endpoint starts fine, forget the backoff. */
+  registered(endpointId: string): void {
+    this.failures.delete(endpointId);
+  }
+
+  /**
+   * A worker this replica does not manage called it (a take or heartbeat may come before any register: the
+   * service answers those for a worker it does not know yet). While replicas share a database it was started by
+   * another one: adopt it, as of the revision it says it runs, else the endpoint's current one.
+   */
+  noticed(endpointId: string, workerId: string, revision?: string): void {
+    if (!this.deps.adoptRegistered || this.closed || this.managed.has(workerId)) return;
+    const endpoint = [...this.deps.endpoints()].find((e) => e.id === endpointId);
+    if (!endpoint || endpoint.type !== "queue") return;
+    this.adoptRemote(endpoint, workerId, revision ?? this.revisionOf(endpoint));
+  }
+
+  private adoptRemote(endpoint: EndpointRow, workerId: string, revision: string): void {
+    let gone!: (exit: WorkerExit) => void;
+    const exited = new Promise<WorkerExit>((resolve) => (gone = resolve));
+    const drain = () => this.deps.engine.drain(workerId);
+    const handle: WorkerHandle = {
+      workerId,
+      exited,
+      stop: (graceMs) => {
+        drain();
+        return Promise.race([exited, new Promise<WorkerExit>((resolve) => setTimeout(() => resolve({ code: null, signal: null }), graceMs).unref())]);
+      },
+      // Another machine's process: the protocol's drain is all this replica can do.
+      kill: drain,
+    };
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision, handle, stopping: false, probe: false, adopted: true, remoteGone: gone };
+    this.managed.set(workerId, m);
+    this.deps.engine.ensureWorker(workerId, endpoint.id, true).managed = true;
+    this.watchExit(m);
+    this.deps.onEvent?.(`adopted worker ${workerId} of endpoint ${endpoint.name}, started by another replica`);
+  }
+
+  /** Adopted workers of other replicas that stopped talking to the service: gone (their jobs requeue). */
+  private endSilentRemotes(now: number): void {
+    const silentMs = this.deps.adoptRegistered?.silentMs;
+    if (silentMs === undefined) return;
+    for (const m of this.managed.values()) {
+      if (!m.remoteGone) continue;
+      const entry = this.deps.engine.workers.get(m.id);
+      if (!entry || (entry.polling === 0 && now - entry.lastSeen > silentMs)) m.remoteGone({ code: null, signal: null });
+    }
+  }
+
+  /**
+   * issue 5: stop every worker of these (removed) endpoints now; true once all have exited, false when some
+   * still run after `timeoutMs`.
+   */
+  async stopWorkersOf(endpointIds: ReadonlySet<string>, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    const asked = new Set<string>();
+    for (;;) {
+      const left = [...this.managed.values()].filter((m) => endpointIds.has(m.endpointId));
+      if (left.length === 0) return true;
+      if (Date.now() > deadline) return false;
+      for (const m of left) {
+        this.drain(m.id);
+        // A worker still starting has no handle yet: asked again on the next round.
+        if (m.handle && !asked.has(m.id)) {
+          asked.add(m.id);
+          void m.handle.stop(DRAIN_GRACE_MS).catch(() => undefined);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  /** Whether the driver runs prebuilt images (the Docker driver does). */
+  get runsImages(): boolean {
+    return typeof this.deps.driver.hasImage === "function";
+  }
+
+  hasImage(name: string): Promise<boolean> {
+    return this.deps.driver.hasImage?.(name) ?? Promise.resolve(false);
+  }
+
+  /**
+   * The check a prebuilt image goes through before its endpoint gets traffic: one worker of it, started outside
+   * the pool, asked for /ping (waiting up to `waitMs` while it starts), then stopped. Never throws.
+   */
+  async checkImage(endpoint: EndpointRow, waitMs: number): Promise<PingCheck> {
+    const image = prebuiltImageOf(endpoint);
+    const workerId = `wcheck${Math.random().toString(36).slice(2, 8)}${Date.now().toString(36)}`;
+    let handle: WorkerHandle | undefined;
+    // Its own GPU where one is free (held for the check); otherwise it runs without one rather than on a GPU
+    // another worker holds.
+    const request = this.deps.gpus?.assigning ? gpuRequestOf(endpoint.resource) : undefined;
+    const allocation = request ? this.deps.gpus!.allocate(request) : undefined;
+    if (allocation?.kind === "allocated") this.deps.gpus!.hold(workerId, endpoint.id, allocation.uuids, allocation.typeId);
+    const gpus = !request ? undefined : allocation?.kind === "allocated" ? allocation.uuids : [];
+    try {
+      if (!image) throw new Error(`endpoint ${endpoint.name} runs no prebuilt image`);
+      handle = await this.deps.driver.start({
+        workerId,
+        endpointId: endpoint.id,
+        endpointName: endpoint.name,
+        app: endpoint.app,
+        env: endpoint.env,
+        artifactPath: "",
+        apiUrl: this.deps.apiUrl,
+        workerToken: "",
+        environment: { ...endpoint.resource.env },
+        maxConcurrency: 1,
+        computeType: gpus?.length === 0 ? "CPU" : endpoint.resource.computeType,
+        gpuTypeIds: endpoint.resource.gpuTypeIds,
+        gpus: endpoint.resource.computeType === "CPU" ? [] : gpus,
+        loadBalanced: true,
+        image,
+        onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
+      });
+      if (!handle.address) throw new Error("the driver gave no address for the image's HTTP server");
+      return await checkPingPath(handle.address, { waitMs });
+    } catch (err) {
+      return { ok: false, state: "unreachable", message: `could not start image "${image}" to check its /ping: ${(err as Error).message}` };
+    } finally {
+      await handle?.stop(2000).catch(() => undefined);
+      if (this.deps.gpus?.release(workerId).length) this.kick(endpoint.id);
+    }
+  }
+
+  workerRevision(workerId: string): string | undefined {
+    return this.managed.get(workerId)?.revision;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    const handles = [...this.managed.values()];
+    for (const m of handles) {
+      m.stopping = true;
+      this.deps.engine.drain(m.id);
+    }
+    await Promise.all(handles.map((m) => m.handle?.stop(3000).catch(() => undefined)));
+    await this.deps.driver.close().catch(() => undefined);
+  }
+}
