@@ -3,6 +3,8 @@
 // - UserError: the user can fix it (bad flag, bad config, missing key). Printed without a stack.
 // - ApiError: the service answered with an application/problem+json error. Printed with status and detail.
 // - InternalError (or any other Error): a bug in svc. Printed with a stack only under --debug.
+// - Refusal: the service's core refuses a request in its own terms (not found, shutting down...); the service's
+//   HTTP edge (src/service/http/problems.ts) answers it as application/problem+json.
 
 export interface SourceLocation {
   /** Path relative to the project root, with forward slashes. */
@@ -97,6 +99,28 @@ export class UnreachableError extends UserError {
 export class InternalError extends SvcError {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, ExitCode.internal, options);
+  }
+}
+
+/**
+ * Why the service's core refuses what it was asked, in its own terms. Each kind is one answer at the HTTP edge:
+ * invalid 400, forbidden 403, not-found 404, conflict 409, unprocessable 422, unavailable 503. The core (engine,
+ * store, balancer, cluster) throws these and never speaks HTTP; http/problems.ts maps them.
+ */
+export type RefusalKind = "invalid" | "forbidden" | "not-found" | "conflict" | "unprocessable" | "unavailable";
+
+export class Refusal extends Error {
+  readonly kind: RefusalKind;
+  /** Individual faults, each naming where it is ("$.input: required"). */
+  readonly errors?: string[];
+  /** Seconds after which the same request may succeed: the refusal clears by itself. */
+  readonly retryAfterS?: number;
+  constructor(kind: RefusalKind, detail: string, opts: { errors?: string[]; retryAfterS?: number; cause?: unknown } = {}) {
+    super(detail, { cause: opts.cause });
+    this.name = new.target.name;
+    this.kind = kind;
+    this.errors = opts.errors;
+    this.retryAfterS = opts.retryAfterS;
   }
 }
 

@@ -14,7 +14,8 @@
 
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Principal } from "./keys/auth.js";
-import { credentialFromHeader, HttpProblem, parseJson, readBody, requestTarget, sendProblem, type RequestTarget } from "./http/wire.js";
+import { credentialFromHeader, parseJson, readBody, requestTarget, type RequestTarget } from "./http/wire.js";
+import { HttpProblem, problemOf, sendProblem } from "./http/problems.js";
 import { lbTarget } from "./lb/index.js";
 import { isOpenAiPath, openAiRoute } from "./jobs/openai-route.js";
 import { sendOpenAiProblem } from "../openai/route.js";
@@ -198,11 +199,12 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     if (!req.readableEnded) req.resume();
   } catch (thrown) {
     const err = asRouteFailure(thrown);
-    if (err instanceof HttpProblem) {
+    const problem = problemOf(err);
+    if (problem) {
       req.resume();
       // Under /openai/ errors also carry OpenAI's `error` object, which OpenAI clients read.
-      if (isOpenAiPath(req.url)) return sendOpenAiProblem(res, openAiProblem(err.status, err.message, err.errors ?? []), err.headers);
-      sendProblem(res, err.status, err.message, { errors: err.errors, headers: err.headers, members: err.members });
+      if (isOpenAiPath(req.url)) return sendOpenAiProblem(res, openAiProblem(problem.status, problem.message, problem.errors ?? []), problem.headers);
+      sendProblem(res, problem.status, problem.message, { errors: problem.errors, headers: problem.headers, members: problem.members });
       return;
     }
     if (err instanceof URIError) {

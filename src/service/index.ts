@@ -16,7 +16,7 @@ import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
 import { JobEngine, type EngineEndpoint } from "./engine/index.js";
 import { quickRead, quickRun } from "./jobs/routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
-import { problemResponse, sendProblem } from "./http/wire.js";
+import { problemResponse, sendProblem } from "./http/problems.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import { Scaler } from "./workers/scaler.js";

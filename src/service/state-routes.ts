@@ -1,7 +1,8 @@
 // An environment's endpoints as svc dev deployed them, and endpoints' logs (stored, or followed).
 
 import { canUseJobs } from "./keys/auth.js";
-import { HttpProblem, intParam, sendJson, sendPieces, writable } from "./http/wire.js";
+import { intParam, sendJson, sendPieces, writable } from "./http/wire.js";
+import { HttpProblem } from "./http/problems.js";
 import type { LogRow } from "./store/types.js";
 import type { RouteCall } from "./api-context.js";
 import { userEndpoint } from "./jobs/routes.js";

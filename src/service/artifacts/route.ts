@@ -7,7 +7,7 @@ import { stat } from "node:fs/promises";
 import { basename } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { RouteCall } from "../api-context.js";
-import { HttpProblem } from "../http/wire.js";
+import { HttpProblem } from "../http/problems.js";
 
 export const ARTIFACT_ROUTE = "/_worker/v1/artifacts/";
 

@@ -5,7 +5,7 @@
 // their hop. A jobs replica that does not answer is a 503 naming it.
 
 import { Agent, request, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
-import { HttpProblem } from "../http/wire.js";
+import { Refusal } from "../../errors.js";
 import { JOBS_REPLICA_HEADER } from "../../runtime/api.js";
 
 /** Headers that belong to one connection, not to the request (RFC 9110 7.6.1). */
@@ -61,7 +61,7 @@ export function forwardRequest(target: string, req: IncomingMessage, res: Server
         resolve();
         return;
       }
-      reject(new HttpProblem(503, `The replica serving jobs at ${target} does not answer (${(err as NodeJS.ErrnoException).code ?? err.message}); retry in a few seconds`, { headers: { "retry-after": "5" } }));
+      reject(new Refusal("unavailable", `The replica serving jobs at ${target} does not answer (${(err as NodeJS.ErrnoException).code ?? err.message}); retry in a few seconds`, { retryAfterS: 5 }));
     });
     // A client that goes away stops the forwarded request too (a /runsync wait, a follow).
     res.once("close", () => {

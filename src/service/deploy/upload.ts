@@ -11,7 +11,8 @@ import { join } from "node:path";
 import { DEFAULT_EXTRACT_LIMITS } from "../../artifact/extract.js";
 import { ArchiveInspector, ArchiveRefused, DEFAULT_MANIFEST_LIMIT, type InspectLimits } from "../../artifact/inspect.js";
 import { MANIFEST_FILE, type Manifest } from "../../sdk/manifest.js";
-import { HttpProblem, OVERSIZE_DRAIN_BYTES } from "../http/wire.js";
+import { OVERSIZE_DRAIN_BYTES } from "../http/wire.js";
+import { HttpProblem } from "../http/problems.js";
 
 /** The spec's deployment artifact limit: 1.5 GB. */
 export const MAX_ARTIFACT_BYTES = 1_500_000_000;

@@ -289,7 +289,7 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(await engine.done(w1, [{ jobId: job.id, lease, status: "COMPLETED" }])).toEqual([
       { jobId: job.id, accepted: false, reason: "job is CANCELLED" },
     ]);
-    await expect(engine.cancel("e1", job.id)).rejects.toMatchObject({ status: 400 });
+    await expect(engine.cancel("e1", job.id)).rejects.toMatchObject({ kind: "invalid" });
   });
 
   it("a job past its execution timeout ends TIMED_OUT at the next tick and its worker is told to stop it", async () => {

@@ -13,7 +13,7 @@
 // takeover's load, or by a cancel before its adoption) is still in memory then, and is skipped; one that ran and
 // left memory cannot come back queued and run again.
 
-import { HttpProblem } from "../http/wire.js";
+import { Refusal } from "../../errors.js";
 import type { JobRow } from "../store/types.js";
 import { newJobRow } from "./jobs.js";
 import type { QueueSystem } from "./queue.js";
@@ -122,7 +122,7 @@ export class HandoffSystem {
 
   /** Write a `/run` job for the replica that serves jobs; resolves once committed. */
   handOff(endpointId: string, s: SubmitInput, from: string): Promise<JobRow> {
-    if (this.$.closed) return Promise.reject(new HttpProblem(503, "The service is shutting down"));
+    if (this.$.closed) return Promise.reject(new Refusal("unavailable", "The service is shutting down"));
     const row = newJobRow(this.$.endpoints.get(endpointId), endpointId, s, this.$.clock.now());
     return new Promise<JobRow>((resolve, reject) => {
       this.pending.push({ row, resolve, reject });

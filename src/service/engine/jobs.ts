@@ -4,7 +4,7 @@
 
 import type { JobStatus } from "../../sdk/jobs-client.js";
 import { DEFAULTS } from "../../sdk/config.js";
-import { HttpProblem } from "../http/wire.js";
+import { Refusal } from "../../errors.js";
 import { newId } from "../keys/auth.js";
 import type { JobRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
@@ -54,7 +54,7 @@ export class JobSystem {
   }
 
   async submit(endpointId: string, s: SubmitInput): Promise<JobRow> {
-    if (this.$.closed) throw new HttpProblem(503, "The service is shutting down");
+    if (this.$.closed) throw new Refusal("unavailable", "The service is shutting down");
     const row = newJobRow(this.$.endpoints.get(endpointId), endpointId, s, this.$.clock.now());
     const job: LiveJob = { row, leaseExpiresAt: 0, lastSeq: 0, version: 0 };
     this.$.live.set(row.id, job);
@@ -219,7 +219,7 @@ export class JobSystem {
     const job = adoptJob(this.$, found);
     const status: JobStatus = job.row.status;
     if (isFinal(status)) {
-      throw new HttpProblem(400, `Job ${id} is already ${status}; only IN_QUEUE and IN_PROGRESS jobs can be cancelled`);
+      throw new Refusal("invalid", `Job ${id} is already ${status}; only IN_QUEUE and IN_PROGRESS jobs can be cancelled`);
     }
     const before = { ...job.row };
     try {
@@ -235,7 +235,7 @@ export class JobSystem {
     const found = await findJob(this.$, endpointId, id);
     if (!found) return undefined;
     if (found.row.status !== "FAILED" && found.row.status !== "TIMED_OUT") {
-      throw new HttpProblem(400, `Job ${id} is ${found.row.status}; only FAILED and TIMED_OUT jobs can be retried`);
+      throw new Refusal("invalid", `Job ${id} is ${found.row.status}; only FAILED and TIMED_OUT jobs can be retried`);
     }
     const job = adoptJob(this.$, found);
     // New chunks of the next attempt must come after every chunk already stored (and returned).

@@ -4,7 +4,6 @@
 import { FINAL_STATUSES, type JobStatus } from "../../sdk/jobs-client.js";
 import type { JobRow } from "../store/types.js";
 import type { StorageState } from "../store/faults.js";
-import type { Submission } from "../jobs/validate.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;
@@ -105,7 +104,17 @@ export interface EngineOptions {
   heartbeatMs: number;
 }
 
-/** A validated submission (validate.ts), and how it came. */
+/** What a job submission asks for, once validated (jobs/validate.ts checks a body against the RunRequest schema). */
+export interface Submission {
+  input: unknown;
+  function?: string;
+  webhook?: string;
+  executionTimeoutMs?: number;
+  ttlMs?: number;
+  lowPriority?: boolean;
+}
+
+/** A validated submission, and how it came. */
 export interface SubmitInput extends Submission {
   sync: boolean;
   /** The `wait` of /runsync when given (longer retention). */

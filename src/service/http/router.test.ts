@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { RouteTable, rowFor, type RouteRow } from "./router.js";
-import { HttpProblem } from "./wire.js";
+import { HttpProblem } from "./problems.js";
 import { acceptsBareKey, goesToJobsReplica, ROUTES } from "../api.js";
 
 const row = (methods: string[], pattern: string): RouteRow<string> => ({ methods, pattern, auth: "user", body: "none", rateLimited: true, handler: `${methods.join(",")} ${pattern}` });

@@ -6,7 +6,7 @@
 // table order that matches it; every row with that same pattern offers its methods there, and any other method
 // is 405 with those in `Allow`. Matching is pure; nothing here touches a request.
 
-import { HttpProblem } from "./wire.js";
+import { HttpProblem } from "./problems.js";
 
 /** Who may call a route: a user's key, a worker's token, or either. */
 export type RouteAuth = "user" | "worker" | "any";

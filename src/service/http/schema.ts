@@ -1,4 +1,5 @@
 import { API_SCHEMAS } from "./api-schemas.js";
+import { VOLUME_TYPES, type VolumeType } from "../management/store.js";
 
 // The management API's request and response schemas, as a small JSON Schema (2020-12) subset. The same objects
 // validate request bodies (validate()) and are published in the OpenAPI document (src/service/openapi.ts), so
@@ -23,8 +24,7 @@ export type Schema =
   | { $ref: string; description?: string }
   | { type: ["string", "null"] | ["integer", "null"]; description?: string };
 
-export const VOLUME_TYPES = ["STANDARD", "HIGH_PERFORMANCE"] as const;
-export type VolumeType = (typeof VOLUME_TYPES)[number];
+export { VOLUME_TYPES, type VolumeType };
 export const MIN_VOLUME_GB = 10;
 export const MAX_VOLUME_GB = 4096;
 export const MAX_WORKERS = 100;

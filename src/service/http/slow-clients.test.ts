@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { HttpProblem } from "./wire.js";
+import { HttpProblem } from "./problems.js";
 import { DEFAULT_CLIENT_LIMITS, FollowerGate, SharedOutputs } from "./slow-clients.js";
 
 afterEach(() => vi.useRealTimers());

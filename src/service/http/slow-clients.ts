@@ -2,7 +2,7 @@
 // and the service hold, how far a follower may fall behind, and one shared Buffer per large job output (60
 // readers of one 8 MB output hold 8 MB, not 480 MB). docs/service.md ("Slow clients") describes them.
 
-import { HttpProblem } from "./wire.js";
+import { HttpProblem } from "./problems.js";
 
 export interface ClientLimits {
   /** An answer whose client reads nothing for this long (its socket stays full) is dropped: the connection closes. */

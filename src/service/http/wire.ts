@@ -1,61 +1,9 @@
-// Small HTTP helpers for the service: problem+json errors, bounded JSON bodies, a path matcher.
+// Requests and answers on the wire: bounded JSON bodies, request targets and query parameters, the
+// credential header, and sends that a slow client cannot turn into unbounded memory. Errors: problems.ts.
 
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Problem } from "../../errors.js";
-import { TITLES } from "../../http-titles.js";
-
-export { TITLES };
-
-
-/** Thrown by route code; the server turns it into an application/problem+json answer. */
-export class HttpProblem extends Error {
-  readonly status: number;
-  readonly errors?: string[];
-  readonly headers?: Record<string, string>;
-  /** Extension members of the problem (RFC 9457): what a client needs beside the detail (a failed release). */
-  readonly members?: Record<string, unknown>;
-  constructor(status: number, detail: string, opts: { errors?: string[]; headers?: Record<string, string>; members?: Record<string, unknown> } = {}) {
-    super(detail);
-    this.status = status;
-    this.errors = opts.errors;
-    this.headers = opts.headers;
-    this.members = opts.members;
-  }
-}
-
-export function problemBody(status: number, detail: string, errors?: string[], members?: Record<string, unknown>): Problem {
-  const body: Problem = { ...members, title: TITLES[status] ?? "Error", status, detail };
-  if (errors && errors.length > 0) body.errors = errors;
-  return body;
-}
-
-export function sendProblem(res: ServerResponse, status: number, detail: string, opts: { errors?: string[]; headers?: Record<string, string>; members?: Record<string, unknown> } = {}): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  const text = JSON.stringify(problemBody(status, detail, opts.errors, opts.members));
-  res.writeHead(status, {
-    "content-type": "application/problem+json",
-    "content-length": Buffer.byteLength(text),
-    ...opts.headers,
-  });
-  res.end(text);
-}
-
-/**
- * A whole problem+json answer as raw HTTP/1.1, for code that writes to a socket itself (node's clientError, the
- * LB front). `headerLines`: more header lines, each ending in CRLF. Without `body` (an answer to HEAD), the
- * headers announce the body but it is not sent. Pure.
- */
-export function problemResponse(status: number, detail: string, headerLines: string, body = true, extra: { errors?: string[]; members?: Record<string, unknown> } = {}): string {
-  const text = JSON.stringify(problemBody(status, detail, extra.errors, extra.members));
-  return (
-    `HTTP/1.1 ${status} ${TITLES[status] ?? "Error"}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n` +
-    `${headerLines}\r\n${body ? text : ""}`
-  );
-}
+import { HttpProblem } from "./problems.js";
 
 export function sendJson(res: ServerResponse, value: unknown, status = 200): void {
   const text = JSON.stringify(value);

@@ -5,7 +5,8 @@
 import type { RouteCall } from "../api-context.js";
 import { canUseJobs } from "../keys/auth.js";
 import { isFinal } from "../engine/index.js";
-import { HttpProblem, intParam, sendJson } from "../http/wire.js";
+import { intParam, sendJson } from "../http/wire.js";
+import { HttpProblem } from "../http/problems.js";
 import type { JobRow } from "../store/types.js";
 
 export const JOBS_LIST_DEFAULT = 50;

@@ -10,7 +10,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { serveModels, serveParsedChatCompletion, serveResponse, serveStoredResponse, type ChatJobs } from "../../openai/route.js";
 import type { ApiContext } from "../api.js";
 import { isFinal, type JobEngine } from "../engine/index.js";
-import { HttpProblem, parseJson, readBody } from "../http/wire.js";
+import { parseJson, readBody } from "../http/wire.js";
+import { HttpProblem } from "../http/problems.js";
 import type { EndpointRow } from "../store/types.js";
 
 /** The largest chat request body (the /runsync limit). */

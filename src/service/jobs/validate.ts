@@ -3,17 +3,11 @@
 import { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS } from "../http/api-schemas.js";
 import { isPlainObject } from "../http/wire.js";
 import { SCHEMAS, validate } from "../http/schema.js";
+import type { Submission } from "../engine/types.js";
 
 export { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS };
 
-export interface Submission {
-  input: unknown;
-  function?: string;
-  webhook?: string;
-  executionTimeoutMs?: number;
-  ttlMs?: number;
-  lowPriority?: boolean;
-}
+export type { Submission };
 
 /** A copy of `body` without the members sent as null: typed clients send absent optional members as null. Pure. */
 function withoutNulls(body: Record<string, unknown>): Record<string, unknown> {

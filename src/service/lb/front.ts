@@ -21,7 +21,8 @@
 import { STATUS_CODES, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Principal } from "../keys/auth.js";
-import { credentialFromHeader, HttpProblem, problemResponse } from "../http/wire.js";
+import { credentialFromHeader } from "../http/wire.js";
+import { problemOf, problemResponse, type HttpProblem } from "../http/problems.js";
 import { asRouteFailure } from "../store/faults.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
 import { relayRequestBytes, scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
@@ -338,7 +339,8 @@ class FrontConnection implements Downstream {
       },
       (err: unknown) => {
         this.goneListener = undefined;
-        if (err instanceof HttpProblem) this.problem(err.status, err.message, err.headers ?? {}, limits, head.method === "HEAD");
+        const problem = problemOf(err);
+        if (problem) this.problem(problem.status, problem.message, problem.headers ?? {}, limits, head.method === "HEAD");
         // else: the caller left while waiting
       },
     );
@@ -367,7 +369,8 @@ class FrontConnection implements Downstream {
       (thrown: unknown) => {
         // As the dispatcher answers a handler's failure (api.ts): a storage fault is a 503 naming its cause.
         const err = asRouteFailure(thrown);
-        if (err instanceof HttpProblem) return this.problem(err.status, err.message, err.headers ?? {}, limits, false, err);
+        const problem = problemOf(err);
+        if (problem) return this.problem(problem.status, problem.message, problem.headers ?? {}, limits, false, problem);
         deps.log(`internal error on POST /v2/${endpointId}/run: ${(thrown as Error)?.stack ?? String(thrown)}`);
         this.problem(500, "The service failed to handle this request", {}, limits, false);
       },

@@ -10,7 +10,7 @@
 import type { Agent, IncomingMessage, ServerResponse } from "node:http";
 import { canUseJobs, type Principal } from "../keys/auth.js";
 import type { JobEngine } from "../engine/index.js";
-import { HttpProblem } from "../http/wire.js";
+import { Refusal } from "../../errors.js";
 import type { EndpointRow } from "../store/types.js";
 import { lbDemand, pickWorker } from "./balance.js";
 import { pingVerdict, probePing, type PingState } from "./ping.js";
@@ -125,7 +125,7 @@ export interface LbDeps {
  * The 503 for a request to an endpoint no worker will ever serve (workersMax 0: a REST endpoint that cannot run,
  * or one configured so): answered at once, since waiting cannot help, and without Retry-After. Pure.
  */
-export function noWorkersProblem(endpoint: Pick<EndpointRow, "id" | "app">, reason: string | undefined): HttpProblem {
+export function noWorkersRefusal(endpoint: Pick<EndpointRow, "id" | "app">, reason: string | undefined): Refusal {
   const update = (flags: string) => `PATCH /v1/endpoints/${endpoint.id} or \`svc endpoint update ${endpoint.id}${flags}\``;
   const what =
     endpoint.app !== ""
@@ -133,7 +133,7 @@ export function noWorkersProblem(endpoint: Pick<EndpointRow, "id" | "app">, reas
       : reason !== undefined
         ? `${reason}; fix that, then update the endpoint (${update("")})`
         : `its workersMax is 0; update the endpoint with a workersMax above 0 (${update(" --workers-max <n>")})`;
-  return new HttpProblem(503, `Endpoint ${endpoint.id} has no workers and will get none: ${what}`);
+  return new Refusal("unavailable", `Endpoint ${endpoint.id} has no workers and will get none: ${what}`);
 }
 
 /** A pool worker's credential fields: the value, its header line, its /ping headers. Pure. */
@@ -402,7 +402,7 @@ export class LbRouter {
     if (w) return Promise.resolve(w);
     const anyLive = [...this.deps.engine.workers.values()].some((e) => e.endpointId === endpointId && !e.draining);
     // No worker now and none allowed to start: waiting would only hold the caller for the whole wait.
-    if (!anyLive && endpoint.resource.workersMax === 0) return Promise.reject(noWorkersProblem(endpoint, this.deps.noWorkersReason?.(endpointId)));
+    if (!anyLive && endpoint.resource.workersMax === 0) return Promise.reject(noWorkersRefusal(endpoint, this.deps.noWorkersReason?.(endpointId)));
     if (!anyLive && !this.coldSince.has(endpointId)) this.coldSince.set(endpointId, now);
     return new Promise<PoolWorker>((resolve, reject) => {
       let queue = this.waiters.get(endpointId);
@@ -413,9 +413,7 @@ export class LbRouter {
         timer: setTimeout(() => {
           remove();
           reject(
-            new HttpProblem(503, `No worker of endpoint ${endpointId} became ready within ${this.waitMs} ms; try again shortly`, {
-              headers: { "retry-after": "5" },
-            }),
+            new Refusal("unavailable", `No worker of endpoint ${endpointId} became ready within ${this.waitMs} ms; try again shortly`, { retryAfterS: 5 }),
           );
         }, this.waitMs),
       };
@@ -461,7 +459,7 @@ export class LbRouter {
         }),
       );
     } catch (err) {
-      if (err instanceof HttpProblem) throw err;
+      if (err instanceof Refusal) throw err;
       return true; // the client went away while waiting
     }
     const exchange = {
@@ -481,24 +479,24 @@ export class LbRouter {
 
   /**
    * Every check of an LB request, then a ready worker for it, taken: waiting for one (and scaling from zero) when
-   * none is free. Throws the HttpProblem to answer; any other rejection means the caller left (`onGone`).
+   * none is free. Throws the Refusal to answer; any other rejection means the caller left (`onGone`).
    */
   async admit(principal: Principal, endpointId: string, onGone: (gone: () => void) => void): Promise<PoolWorker> {
     const checked = this.check(principal, endpointId);
-    if (checked instanceof HttpProblem) throw checked;
+    if (checked instanceof Refusal) throw checked;
     const worker = await this.acquire(checked, onGone);
     this.coldStartServed(endpointId, worker.id);
     return worker;
   }
 
   /** The checks of an LB request before a worker is looked for: its endpoint, or the problem to answer (no side effects). */
-  private check(principal: Principal, endpointId: string): EndpointRow | HttpProblem {
-    if (principal.worker) return new HttpProblem(403, "A worker token cannot call load-balanced endpoints");
+  private check(principal: Principal, endpointId: string): EndpointRow | Refusal {
+    if (principal.worker) return new Refusal("forbidden", "A worker token cannot call load-balanced endpoints");
     const endpoint = this.deps.endpoints.get(endpointId);
-    if (!endpoint || endpoint.userId !== principal.userId) return new HttpProblem(404, `No endpoint ${endpointId}`);
-    if (!canUseJobs(principal, endpointId)) return new HttpProblem(403, `This API key has no access to endpoint ${endpointId}`);
-    if (endpoint.type !== "lb") return new HttpProblem(400, `Endpoint ${endpointId} is queue-based; send jobs to /v2/${endpointId}/run or /runsync`);
-    if (this.closed) return new HttpProblem(503, "The service is shutting down");
+    if (!endpoint || endpoint.userId !== principal.userId) return new Refusal("not-found", `No endpoint ${endpointId}`);
+    if (!canUseJobs(principal, endpointId)) return new Refusal("forbidden", `This API key has no access to endpoint ${endpointId}`);
+    if (endpoint.type !== "lb") return new Refusal("invalid", `Endpoint ${endpointId} is queue-based; send jobs to /v2/${endpointId}/run or /runsync`);
+    if (this.closed) return new Refusal("unavailable", "The service is shutting down");
     return endpoint;
   }
 
@@ -508,7 +506,7 @@ export class LbRouter {
    * the problems and waits for workers). Give the worker back with `release` or use it with `serve`.
    */
   takeNow(principal: Principal, endpointId: string): LbWorker | undefined {
-    if (this.check(principal, endpointId) instanceof HttpProblem) return undefined;
+    if (this.check(principal, endpointId) instanceof Refusal) return undefined;
     // Requests already waiting for a worker go first.
     if ((this.waiters.get(endpointId)?.length ?? 0) > 0) return undefined;
     const worker = this.take(endpointId);
@@ -605,7 +603,7 @@ export class LbRouter {
     for (const queue of this.waiters.values()) {
       for (const w of queue) {
         clearTimeout(w.timer);
-        w.reject(new HttpProblem(503, "The service is shutting down"));
+        w.reject(new Refusal("unavailable", "The service is shutting down"));
       }
     }
     this.waiters.clear();

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { lbDemand, pickWorker } from "./balance.js";
-import { addressProblem, lbEndpointUrl, lbTarget, noWorkersProblem } from "./index.js";
+import { addressProblem, lbEndpointUrl, lbTarget, noWorkersRefusal } from "./index.js";
+import { problemOf } from "../http/problems.js";
 import { classifyPing, pingVerdict } from "./ping.js";
 import { downstreamHeaders, downstreamRawHeaders, requestHead, upstreamHeaders } from "./proxy.js";
 
@@ -117,16 +118,16 @@ describe("raw forwarding heads", () => {
   });
 });
 
-describe("noWorkersProblem", () => {
+describe("noWorkersRefusal", () => {
   it("is a 503 without Retry-After that says why and what to change, by kind of endpoint", () => {
-    const rest = noWorkersProblem({ id: "e1", app: "" }, 'image "web:1" is not in the Docker engine');
+    const rest = problemOf(noWorkersRefusal({ id: "e1", app: "" }, 'image "web:1" is not in the Docker engine'))!;
     expect([rest.status, rest.headers]).toEqual([503, undefined]);
     expect(rest.message).toBe(
       'Endpoint e1 has no workers and will get none: image "web:1" is not in the Docker engine; fix that, then update the endpoint (PATCH /v1/endpoints/e1 or `svc endpoint update e1`)',
     );
-    expect(noWorkersProblem({ id: "e1", app: "" }, undefined).message).toBe(
+    expect(noWorkersRefusal({ id: "e1", app: "" }, undefined).message).toBe(
       "Endpoint e1 has no workers and will get none: its workersMax is 0; update the endpoint with a workersMax above 0 (PATCH /v1/endpoints/e1 or `svc endpoint update e1 --workers-max <n>`)",
     );
-    expect(noWorkersProblem({ id: "e2", app: "shop" }, undefined).message).toMatch(/its workersMax is 0; raise the maximum of its `workers` setting and deploy again/);
+    expect(noWorkersRefusal({ id: "e2", app: "shop" }, undefined).message).toMatch(/its workersMax is 0; raise the maximum of its `workers` setting and deploy again/);
   });
 });

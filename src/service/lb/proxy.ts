@@ -5,7 +5,7 @@
 import { request as httpRequest, Agent, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
 import { createRequire } from "node:module";
 import { connect, type Socket } from "node:net";
-import { sendProblem } from "../http/wire.js";
+import { sendProblem } from "../http/problems.js";
 import { forwardedLines, FORWARDED, HOP_BY_HOP, scanResponseHead, type ScannedResponse } from "./head-scan.js";
 import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
 

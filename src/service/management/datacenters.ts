@@ -1,7 +1,7 @@
 // Data centers are configuration: where volumes live, their storage tiers, and the GPU types on offer. The
 // service's own box is one of them (the host data center): endpoints are allocated GPU types from its list.
 
-import type { VolumeType } from "../http/schema.js";
+import type { VolumeType } from "./store.js";
 
 export interface DataCenter {
   id: string;

@@ -6,7 +6,10 @@
 
 import type Database from "better-sqlite3";
 import { openDatabase } from "../store/driver.js";
-import type { VolumeType } from "../http/schema.js";
+
+/** A network volume's storage tiers (the schemas publish them as the VolumeType enum). */
+export const VOLUME_TYPES = ["STANDARD", "HIGH_PERFORMANCE"] as const;
+export type VolumeType = (typeof VOLUME_TYPES)[number];
 
 /** Appended to MIGRATIONS (issue 4). */
 export const MANAGEMENT_MIGRATION = `

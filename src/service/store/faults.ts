@@ -3,7 +3,7 @@
 // bare 500, and nothing of the refused request stays in what the service believes. Errors of other kinds (a
 // bug: a constraint violated) stay errors.
 
-import { HttpProblem } from "../http/wire.js";
+import { Refusal } from "../../errors.js";
 
 export type StorageCause = "full" | "read-only" | "io" | "busy" | "unavailable";
 
@@ -34,12 +34,12 @@ export function describeStorage(cause: StorageCause): string {
 }
 
 /** The refusal a request gets while the store refuses writes. */
-export class StorageUnavailable extends HttpProblem {
+export class StorageUnavailable extends Refusal {
   constructor(
     readonly condition: StorageCause,
     readonly underlying: unknown,
   ) {
-    super(503, `${DESCRIPTION[condition]}: nothing of this request was kept; retry in a few seconds`, { headers: { "retry-after": String(STORAGE_RETRY_AFTER_S) } });
+    super("unavailable", `${DESCRIPTION[condition]}: nothing of this request was kept; retry in a few seconds`, { retryAfterS: STORAGE_RETRY_AFTER_S });
   }
 }
 
@@ -59,6 +59,7 @@ export interface StorageState {
  * that is down) becomes StorageUnavailable, a 503 naming the cause; anything else is left as it is.
  */
 export function asRouteFailure(thrown: unknown): unknown {
-  const cause = thrown instanceof HttpProblem ? undefined : storageCause(thrown);
+  // A refusal already says what to answer (a storage fault among them); an HTTP problem carries no store code.
+  const cause = thrown instanceof Refusal ? undefined : storageCause(thrown);
   return cause ? new StorageUnavailable(cause, thrown) : thrown;
 }

@@ -2,7 +2,8 @@
 // take, stream, done, heartbeat, events, log, release. The route table (api.ts) declares them: POST only, worker
 // tokens only, bodies up to WORKER_BODY_LIMIT.
 
-import { credentialFromHeader, isPlainObject, HttpProblem, sendJson } from "../http/wire.js";
+import { credentialFromHeader, isPlainObject, sendJson } from "../http/wire.js";
+import { HttpProblem } from "../http/problems.js";
 import { lbCredentialOfToken } from "../../lb-credential.js";
 import { MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "../engine/index.js";
 import { addressProblem } from "../lb/index.js";
