@@ -1,10 +1,15 @@
-// What every route handler is given: the service's parts (ApiContext) and one request as the route table's
-// dispatcher (api.ts) prepared it (RouteCall).
+// The service's parts as the dispatcher (api.ts) holds them: every feature's dependencies together. Features
+// never import this: each declares its own narrow interface (JobDeps, WorkerDeps, ...) and its rows are typed
+// over it; `extends` below checks here, once, that the service provides what each feature asks for.
 
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { KeyRing, Principal } from "./keys/auth.js";
+import type { ServerResponse } from "node:http";
+import type { RouteCall as Call, RouteHandler as Handler } from "./http/router.js";
+import type { JobDeps } from "./jobs/index.js";
+import type { GpuDeps, WorkerDeps } from "./workers/index.js";
+import type { ArtifactDeps } from "./artifacts/route.js";
+import type { ManagementApiDeps } from "./management/index.js";
+import type { KeyRing } from "./keys/auth.js";
 import type { JobEngine } from "./engine/index.js";
-import type { RequestTarget } from "./http/wire.js";
 import type { ClientGuards } from "./http/slow-clients.js";
 import type { Scaler } from "./workers/scaler.js";
 import type { Store } from "./store/types.js";
@@ -18,7 +23,7 @@ import type { EndpointRegistry } from "./endpoints/registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 import type { HostGpus } from "../gpus/host.js";
 
-export interface ApiContext {
+export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps {
   engine: JobEngine;
   keyring: KeyRing;
   /** The endpoints served: read here, changed through upsert/remove (endpoint-registry.ts). */
@@ -62,22 +67,7 @@ export interface ApiContext {
   gpus?(): HostGpus | undefined;
 }
 
-/** One authenticated request, matched to its route row. */
-export interface RouteCall {
-  ctx: ApiContext;
-  req: IncomingMessage;
-  res: ServerResponse;
-  url: RequestTarget;
-  /** The pattern's parameters, percent-decoded (`:endpoint`, `*rest`...). */
-  params: Record<string, string>;
-  principal: Principal;
-  /** The body parsed as JSON (undefined when empty), read within the row's limit: 413, 415 and 400 otherwise. */
-  json(): Promise<unknown>;
-  /**
-   * Set when the dispatcher chose to answer this `/run` here, on a replica that does not serve jobs, by handing its
-   * job off under this replica's name (api.ts handedOffHere).
-   */
-  handOffAs?: string;
-}
+/** A request to a row that needs the whole service (deploy, state; their features do not declare narrower). */
+export type RouteCall = Call<ApiContext>;
 
-export type RouteHandler = (call: RouteCall) => Promise<void> | void;
+export type RouteHandler = Handler<ApiContext>;

@@ -17,73 +17,42 @@ import type { Principal } from "./keys/auth.js";
 import { credentialFromHeader, parseJson, readBody, requestTarget, type RequestTarget } from "./http/wire.js";
 import { HttpProblem, problemOf, sendProblem } from "./http/problems.js";
 import { lbTarget } from "./lb/index.js";
-import { isOpenAiPath, openAiRoute } from "./jobs/openai-route.js";
+import { isOpenAiPath } from "./jobs/openai-route.js";
 import { sendOpenAiProblem } from "../openai/route.js";
 import { openAiProblem } from "../openai/format.js";
 import { serveConsole } from "./http/console.js";
-import { serveArtifact } from "./artifacts/route.js";
-import { jobsList } from "./jobs/list.js";
-import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./http/body-limits.js";
+import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT, SMALL_BODY_LIMIT, WORKER_BODY_LIMIT } from "./http/body-limits.js";
 import { asRouteFailure } from "./store/faults.js";
 import { forwardRequest } from "./cluster/forward.js";
 import { RouteTable, rowFor, type RouteMatch, type RouteRow } from "./http/router.js";
 import type { ApiContext, RouteCall, RouteHandler } from "./api-context.js";
-import { handsOffHere, jobRoutes, recordJson, userEndpoint } from "./jobs/routes.js";
-import { workerRoutes } from "./workers/routes.js";
+import { handsOffHere } from "./jobs/routes.js";
+import { JOB_ROUTES } from "./jobs/index.js";
+import { GPU_ROUTES, WORKER_ROUTES } from "./workers/index.js";
 import { logs } from "./state-routes.js";
-import { gpuList } from "./workers/gpu-routes.js";
 import { MANAGEMENT_ROUTES } from "./management/index.js";
 import { DEPLOY_ROUTES } from "./deploy/routes.js";
 
 export type { ApiContext } from "./api-context.js";
 export { recordJson, jobClientWorkerCounts, recordParts } from "./jobs/routes.js";
-export { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT };
-export const WORKER_BODY_LIMIT = 64 * 1024 * 1024;
-export const SMALL_BODY_LIMIT = 1024 * 1024;
+export { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT, SMALL_BODY_LIMIT, WORKER_BODY_LIMIT };
 
 type Row = RouteRow<RouteHandler>;
 
-const JOB = { auth: "user", bareKey: true, rateLimited: true, jobsReplica: true, purpose: "call the job API" } as const;
-const WORKER = { auth: "worker", rateLimited: false, jobsReplica: true, purpose: "call the worker protocol" } as const;
 const STATE = { auth: "user", rateLimited: true, body: "none" } as const;
 
-/** Every authenticated route. A path belongs to the first pattern that matches it (router.ts). */
+/**
+ * Every authenticated route: each feature's rows, over that feature's own dependencies. A path belongs to the
+ * first pattern that matches it (http/router.ts).
+ */
 export const ROUTES: readonly Row[] = [
   ...MANAGEMENT_ROUTES,
-
-  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/run", body: RUN_BODY_LIMIT, handedOff: true, handler: jobRoutes.run },
-  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/runsync", body: RUNSYNC_BODY_LIMIT, handler: jobRoutes.runsync },
-  { ...JOB, methods: ["GET", "POST"], pattern: "/v2/:endpoint/status/:job", body: "none", handler: jobRoutes.status },
-  { ...JOB, methods: ["GET", "POST"], pattern: "/v2/:endpoint/status-sync/:job", body: "none", handler: jobRoutes.statusSync },
-  { ...JOB, methods: ["GET", "POST"], pattern: "/v2/:endpoint/stream/:job", body: "none", handler: jobRoutes.stream },
-  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/cancel/:job", body: "none", handler: jobRoutes.cancel },
-  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/retry/:job", body: "none", handler: jobRoutes.retry },
-  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/purge-queue", body: "none", handler: jobRoutes.purgeQueue },
-  { ...JOB, methods: ["GET"], pattern: "/v2/:endpoint/health", body: "none", handler: jobRoutes.health },
-  { ...JOB, methods: ["GET"], pattern: "/v2/:endpoint/jobs", body: "none", purpose: "list jobs", handler: jobsList },
-  // OpenAI's paths under the endpoint (openai-route.ts reads their bodies, within OpenAI's own limit).
-  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/openai/v1/chat/completions", body: "handler", handler: openAi },
-  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/openai/v1/responses", body: "handler", handler: openAi },
-  { ...JOB, methods: ["GET"], pattern: "/v2/:endpoint/openai/v1/responses/:response", body: "none", handler: openAi },
-  { ...JOB, methods: ["GET"], pattern: "/v2/:endpoint/openai/v1/models", body: "none", handler: openAi },
-  // Any other path there: a 404 that names the OpenAI base.
-  { ...JOB, methods: ["GET", "POST", "PUT", "PATCH", "DELETE"], pattern: "/v2/:endpoint/openai/*rest", body: "none", handler: openAi },
-
-  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/register", body: WORKER_BODY_LIMIT, handler: workerRoutes.register },
-  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/fail-start", body: WORKER_BODY_LIMIT, handler: workerRoutes.failStart },
-  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/take", body: WORKER_BODY_LIMIT, handler: workerRoutes.take },
-  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/stream", body: WORKER_BODY_LIMIT, handler: workerRoutes.stream },
-  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/done", body: WORKER_BODY_LIMIT, handler: workerRoutes.done },
-  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/heartbeat", body: WORKER_BODY_LIMIT, handler: workerRoutes.heartbeat },
-  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/events", body: WORKER_BODY_LIMIT, handler: workerRoutes.events },
-  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/log", body: WORKER_BODY_LIMIT, handler: workerRoutes.log },
-  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/release", body: WORKER_BODY_LIMIT, handler: workerRoutes.release },
-  { ...WORKER, methods: ["GET", "HEAD"], pattern: "/_worker/v1/artifacts/:sha", body: "none", purpose: "download artifacts", handler: serveArtifact },
-
+  ...JOB_ROUTES,
+  ...WORKER_ROUTES,
   ...DEPLOY_ROUTES,
   // A follower's lines arrive on the replica serving jobs; stored lines are read anywhere.
   { ...STATE, methods: ["GET"], pattern: "/v1/endpoints/:endpoint/logs", purpose: "read logs", jobsReplica: followsLogs, handler: logs },
-  { ...STATE, methods: ["GET"], pattern: "/v1/gpus", purpose: "read the host's GPUs", handler: gpuList },
+  ...GPU_ROUTES,
 ];
 
 const TABLE = new RouteTable(ROUTES);
@@ -93,12 +62,6 @@ const LB_ROW = { auth: "user", bareKey: true, rateLimited: true, jobsReplica: tr
 
 function followsLogs(query: URLSearchParams): boolean {
   return ["1", "true"].includes(query.get("follow") ?? "");
-}
-
-function openAi(call: RouteCall): Promise<void> {
-  const endpoint = userEndpoint(call.ctx, call.principal, call.params.endpoint!);
-  const rest = call.url.pathname.split("/").filter(Boolean).slice(3).map(decodeURIComponent);
-  return openAiRoute(call.ctx, call.req, call.res, ["v2", endpoint.id, "openai", ...rest], endpoint);
 }
 
 /** Where a request target leads: its parsed path and the route rows it belongs to, or the problem it is. */

@@ -6,7 +6,10 @@ import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
 import { basename } from "node:path";
 import { pipeline } from "node:stream/promises";
-import type { RouteCall } from "../api-context.js";
+import type { RouteCall } from "../http/router.js";
+import type { ReleaseManager } from "../releases/manager.js";
+import type { EndpointRow } from "../store/types.js";
+import type { ArtifactStore } from "./store.js";
 import { HttpProblem } from "../http/problems.js";
 
 export const ARTIFACT_ROUTE = "/_worker/v1/artifacts/";
@@ -17,8 +20,15 @@ export function artifactUrl(serviceUrl: string, artifactPath: string): string | 
   return m ? `${serviceUrl.replace(/\/+$/, "")}${ARTIFACT_ROUTE}${m[1]}` : undefined;
 }
 
+/** What serving an artifact needs: where artifacts are, and which one a worker's endpoint runs. */
+export interface ArtifactDeps {
+  artifacts: Pick<ArtifactStore, "local">;
+  endpoints: ReadonlyMap<string, EndpointRow>;
+  releases?: Pick<ReleaseManager, "endpointFor">;
+}
+
 /** GET and HEAD, worker tokens only (the route table says so). */
-export async function serveArtifact(call: RouteCall): Promise<void> {
+export async function serveArtifact(call: RouteCall<ArtifactDeps>): Promise<void> {
   const { ctx, principal, req, res } = call;
   const sha = call.params.sha!;
   const { workerId, endpointId } = principal.worker!;

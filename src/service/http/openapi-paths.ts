@@ -2,8 +2,7 @@
 // route, logs, apps/builds/environments, and the load-balanced address. Bodies and answers name the schemas of
 // api-schemas.ts; `x-svc-body-limit` is each body's limit in bytes (the service answers 413 above it).
 
-import { OPENAI_BODY_LIMIT } from "../jobs/openai-route.js";
-import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./body-limits.js";
+import { OPENAI_BODY_LIMIT, RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./body-limits.js";
 import type { SchemaName } from "./schema.js";
 
 const ref = (name: SchemaName) => ({ $ref: `#/components/schemas/${name}` });

@@ -6,7 +6,10 @@
 // table order that matches it; every row with that same pattern offers its methods there, and any other method
 // is 405 with those in `Allow`. Matching is pure; nothing here touches a request.
 
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Principal } from "../keys/auth.js";
 import { HttpProblem } from "./problems.js";
+import type { RequestTarget } from "./wire.js";
 
 /** Who may call a route: a user's key, a worker's token, or either. */
 export type RouteAuth = "user" | "worker" | "any";
@@ -38,6 +41,32 @@ export interface RouteRow<H> {
   purpose?: string;
   handler: H;
 }
+
+/**
+ * One authenticated request, matched to its route row, as the dispatcher (api.ts) prepared it. `ctx`: the parts
+ * of the service the row's feature declared it needs (its own narrow interface, `D`), never the whole service.
+ */
+export interface RouteCall<D> {
+  ctx: D;
+  req: IncomingMessage;
+  res: ServerResponse;
+  url: RequestTarget;
+  /** The pattern's parameters, percent-decoded (`:endpoint`, `*rest`...). */
+  params: Record<string, string>;
+  principal: Principal;
+  /** The body parsed as JSON (undefined when empty), read within the row's limit: 413, 415 and 400 otherwise. */
+  json(): Promise<unknown>;
+  /**
+   * Set when the dispatcher chose to answer this `/run` here, on a replica that does not serve jobs, by handing its
+   * job off under this replica's name (api.ts handedOffHere).
+   */
+  handOffAs?: string;
+}
+
+export type RouteHandler<D> = (call: RouteCall<D>) => Promise<void> | void;
+
+/** A feature's route row over its dependencies `D`; api.ts joins every feature's rows into one table. */
+export type Route<D> = RouteRow<RouteHandler<D>>;
 
 interface Compiled<H> {
   row: RouteRow<H>;

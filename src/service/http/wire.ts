@@ -5,6 +5,12 @@ import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpProblem } from "./problems.js";
 
+/** A 200 answer of JSON text already serialized (a job record cut from stored pieces). */
+export function sendText(res: ServerResponse, text: string): void {
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
 export function sendJson(res: ServerResponse, value: unknown, status = 200): void {
   const text = JSON.stringify(value);
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });

@@ -2,7 +2,7 @@
 // (with the input when small; without output or error stack: `/status/{id}` has those).
 // Same access as the job API: a key of the owner with admin, jobs:* or jobs:<endpoint_id>.
 
-import type { RouteCall } from "../api-context.js";
+import type { JobCall } from "./routes.js";
 import { canUseJobs } from "../keys/auth.js";
 import { isFinal } from "../engine/index.js";
 import { intParam, sendJson } from "../http/wire.js";
@@ -40,7 +40,7 @@ export function jobSummary(row: JobRow, now: number): JobSummary {
 }
 
 /** GET /v2/{endpoint_id}/jobs, user keys only (the route table says so). */
-export async function jobsList(call: RouteCall): Promise<void> {
+export async function jobsList(call: JobCall): Promise<void> {
   const { ctx, principal, res, url } = call;
   const endpointId = call.params.endpoint!;
   const endpoint = ctx.endpoints.get(endpointId);

@@ -8,14 +8,12 @@
 
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { serveModels, serveParsedChatCompletion, serveResponse, serveStoredResponse, type ChatJobs } from "../../openai/route.js";
-import type { ApiContext } from "../api.js";
 import { isFinal, type JobEngine } from "../engine/index.js";
 import { parseJson, readBody } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
+import { OPENAI_BODY_LIMIT } from "../http/body-limits.js";
 import type { EndpointRow } from "../store/types.js";
 
-/** The largest chat request body (the /runsync limit). */
-export const OPENAI_BODY_LIMIT = 20 * 1024 * 1024;
 /** A non-streaming reply waits this long for its job; then 504. */
 export const OPENAI_WAIT_MS = 300_000;
 
@@ -89,7 +87,7 @@ export function engineChatJobs(engine: JobEngine, endpointId: string): ChatJobs 
 }
 
 /** seg: ["v2", endpointId, "openai", ...]. Errors thrown here are answered in OpenAI's shape by the caller. */
-export async function openAiRoute(ctx: ApiContext, req: IncomingMessage, res: ServerResponse, seg: string[], endpoint: EndpointRow): Promise<void> {
+export async function openAiRoute(ctx: { engine: JobEngine }, req: IncomingMessage, res: ServerResponse, seg: string[], endpoint: EndpointRow): Promise<void> {
   const rest = seg.slice(3).join("/");
   if (endpoint.type !== "queue") throw new HttpProblem(400, `Endpoint ${endpoint.id} is load-balanced; it has no OpenAI route`);
   const chat = { name: endpoint.name, functions: endpoint.resource.functions.map((f) => f.name) };

@@ -1,18 +1,47 @@
 // The job API: /v2/{endpoint_id}/run, /runsync, /status, /status-sync, /stream, /cancel, /retry,
 // /purge-queue and /health, for user keys (admin, jobs:*, jobs:<endpoint>). Another user's endpoint answers
-// 404, as if it did not exist. The route table (api.ts) declares methods, body limits and auth.
+// 404, as if it did not exist. Their rows (jobs/index.ts) declare methods, body limits and auth.
 
 import { gpuWaitMessage } from "../../gpus/host.js";
 import type { ServerResponse } from "node:http";
 import { canUseJobs, type Principal } from "../keys/auth.js";
 import { isFinal } from "../engine/index.js";
-import { intParam, jsonContentType, parseJson, sendJson, sendPieces } from "../http/wire.js";
+import { intParam, jsonContentType, parseJson, sendJson, sendPieces, sendText } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { SHARED_OUTPUT_MIN } from "../http/slow-clients.js";
 import { defaultPolicy, desiredWorkers } from "../workers/scaling-policy.js";
 import type { EndpointRow, JobRow } from "../store/types.js";
 import { MAX_TTL_MS, validateSubmission } from "./validate.js";
-import type { ApiContext, RouteCall } from "../api-context.js";
+import type { RouteCall } from "../http/router.js";
+import type { JobEngine } from "../engine/index.js";
+import type { ClientGuards } from "../http/slow-clients.js";
+import type { Scaler } from "../workers/scaler.js";
+import type { StartFailures } from "../releases/start-failures.js";
+import type { LbRouter } from "../lb/index.js";
+import type { HostGpus } from "../../gpus/host.js";
+import type { Store } from "../store/types.js";
+
+/** What the job API needs of the service: its jobs, its endpoints, and what /health reports beside them. */
+export interface JobDeps {
+  engine: JobEngine;
+  endpoints: ReadonlyMap<string, EndpointRow>;
+  /** What a slow client may cost (http/slow-clients.ts). */
+  clients: ClientGuards;
+  /** Recent job ids of an endpoint (GET /v2/{endpoint}/jobs). */
+  store: Pick<Store, "recentJobIds">;
+  scaler(): Pick<Scaler, "coldStarts" | "gpuWait"> | undefined;
+  startFailures: Pick<StartFailures, "unhealthy" | "last">;
+  gpus?(): HostGpus | undefined;
+  lb?: Pick<LbRouter, "health">;
+  /** Set on a replica that does not serve jobs: the address of the one that does (docs/scale-out.md). */
+  jobsServedBy?(): string | undefined;
+  /** This replica's name, when it writes `/run` jobs itself while another serves jobs (engine/handoff.ts). */
+  handOffAs?: string;
+  /** Whether the replica serving jobs adopts what followers hand off. */
+  jobsReplicaAdopts?(): boolean;
+}
+
+export type JobCall = RouteCall<JobDeps>;
 
 export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
 
@@ -43,7 +72,7 @@ export function recordParts(row: JobRow, now: number): { head: string; tail: str
  * right now, in pieces with backpressure (never one multi-MB string per request). `outputBytes`: the size of a
  * stored output the record was read without (engine.recordHead); it is read here once for all its readers.
  */
-async function sendRecord(ctx: ApiContext, res: ServerResponse, row: JobRow, now: number, outputBytes: number | null = null): Promise<void> {
+async function sendRecord(ctx: JobDeps, res: ServerResponse, row: JobRow, now: number, outputBytes: number | null = null): Promise<void> {
   const stallMs = ctx.clients.limits.sendStallMs;
   const text = row.output;
   const size = outputBytes ?? (text === null ? 0 : text.length);
@@ -63,13 +92,8 @@ async function sendRecord(ctx: ApiContext, res: ServerResponse, row: JobRow, now
   }
 }
 
-export function sendText(res: ServerResponse, text: string): void {
-  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
-  res.end(text);
-}
-
 /** The caller's endpoint `id`: 404 when it is not theirs (as if it did not exist), 403 when the key is scoped elsewhere. */
-export function userEndpoint(ctx: ApiContext, principal: Principal, id: string): EndpointRow {
+export function userEndpoint(ctx: JobDeps, principal: Principal, id: string): EndpointRow {
   const endpoint = ctx.endpoints.get(id);
   if (!endpoint || endpoint.userId !== principal.userId) throw new HttpProblem(404, `No endpoint ${id}`);
   if (!canUseJobs(principal, id)) throw new HttpProblem(403, `This API key has no access to endpoint ${id}`);
@@ -77,14 +101,14 @@ export function userEndpoint(ctx: ApiContext, principal: Principal, id: string):
 }
 
 /** The caller's queue endpoint `id` (a load-balanced one has no job API). */
-function callersQueueEndpoint(ctx: ApiContext, principal: Principal, id: string): EndpointRow {
+function callersQueueEndpoint(ctx: JobDeps, principal: Principal, id: string): EndpointRow {
   const endpoint = userEndpoint(ctx, principal, id);
   if (endpoint.type !== "queue") throw new HttpProblem(400, `Endpoint ${endpoint.id} is load-balanced; it has no job API`);
   return endpoint;
 }
 
 /** The caller's queue endpoint of the route. */
-function queueEndpoint(call: RouteCall): EndpointRow {
+function queueEndpoint(call: JobCall): EndpointRow {
   return callersQueueEndpoint(call.ctx, call.principal, call.params.endpoint!);
 }
 
@@ -93,15 +117,15 @@ function queueEndpoint(call: RouteCall): EndpointRow {
  * (engine/handoff.ts). Not for an endpoint it has not heard of yet (deployed a moment ago through another replica),
  * nor while the replica serving jobs does not adopt (an older svc): those go there.
  */
-export function handsOffHere(ctx: ApiContext, endpointId: string): boolean {
+export function handsOffHere(ctx: JobDeps, endpointId: string): boolean {
   return ctx.handOffAs !== undefined && ctx.jobsReplicaAdopts?.() === true && ctx.endpoints.has(endpointId);
 }
 
-function noJob(call: RouteCall): HttpProblem {
+function noJob(call: JobCall): HttpProblem {
   return new HttpProblem(404, `No job ${call.params.job} on endpoint ${call.params.endpoint} (unknown, or its result expired)`);
 }
 
-async function submit(call: RouteCall, sync: boolean): Promise<void> {
+async function submit(call: JobCall, sync: boolean): Promise<void> {
   const { ctx, url, res } = call;
   const endpoint = queueEndpoint(call);
   const wait = sync ? intParam(url, "wait", 1000, 300_000) : undefined;
@@ -135,7 +159,7 @@ function runAnswer(row: JobRow): string {
  * submission to make, resolving with the answer's body (its failures are the route's: HttpProblem, or a storage
  * error the dispatcher turns into a 503).
  */
-export function quickRun(ctx: ApiContext, principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined {
+export function quickRun(ctx: JobDeps, principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined {
   if (principal.worker || !jsonContentType(contentType)) return undefined;
   // On a replica that does not serve jobs, only a hand-off is answered here (as api.ts decides); the rest goes on.
   const handOffAs = ctx.jobsServedBy?.() === undefined ? undefined : handsOffHere(ctx, endpointId) ? ctx.handOffAs : null;
@@ -162,7 +186,7 @@ export function quickRun(ctx: ApiContext, principal: Principal, endpointId: stri
  * when node:http must serve the request (then it answers whatever error there is, or sends a large output from
  * one shared read). The front reads before it counts the request, so a read it gives up costs one more read.
  */
-export function quickRead(ctx: ApiContext, principal: Principal, endpointId: string, jobId: string | undefined): string | Promise<string | undefined> | undefined {
+export function quickRead(ctx: JobDeps, principal: Principal, endpointId: string, jobId: string | undefined): string | Promise<string | undefined> | undefined {
   if (principal.worker || ctx.jobsServedBy?.() !== undefined) return undefined;
   let endpoint: EndpointRow;
   try {
@@ -176,7 +200,7 @@ export function quickRead(ctx: ApiContext, principal: Principal, endpointId: str
 }
 
 /** A job's record as JSON text when its output is small, else undefined (sendRecord shares large ones). */
-async function smallRecord(ctx: ApiContext, endpointId: string, jobId: string): Promise<string | undefined> {
+async function smallRecord(ctx: JobDeps, endpointId: string, jobId: string): Promise<string | undefined> {
   const head = await ctx.engine.recordHead(endpointId, jobId);
   if (!head) return undefined;
   const { row, outputBytes } = head;
@@ -187,7 +211,7 @@ async function smallRecord(ctx: ApiContext, endpointId: string, jobId: string): 
 }
 
 /** An endpoint's health as the job API answers it. */
-function healthJson(ctx: ApiContext, endpoint: EndpointRow): string {
+function healthJson(ctx: JobDeps, endpoint: EndpointRow): string {
   const health = ctx.engine.health(endpoint.id);
   const coldStarts = ctx.scaler()?.coldStarts.get(endpoint.id) ?? { count: 0, lastMs: null };
   const wanted = endpoint.type === "queue" ? policyWanted(ctx, endpoint, health) : undefined;
@@ -211,7 +235,7 @@ function healthJson(ctx: ApiContext, endpoint: EndpointRow): string {
   });
 }
 
-async function status(call: RouteCall, sync: boolean): Promise<void> {
+async function status(call: JobCall, sync: boolean): Promise<void> {
   const { ctx, url, res } = call;
   const { engine } = ctx;
   const endpointId = queueEndpoint(call).id;
@@ -231,12 +255,12 @@ async function status(call: RouteCall, sync: boolean): Promise<void> {
 }
 
 export const jobRoutes = {
-  run: (call: RouteCall) => submit(call, false),
-  runsync: (call: RouteCall) => submit(call, true),
-  status: (call: RouteCall) => status(call, false),
-  statusSync: (call: RouteCall) => status(call, true),
+  run: (call: JobCall) => submit(call, false),
+  runsync: (call: JobCall) => submit(call, true),
+  status: (call: JobCall) => status(call, false),
+  statusSync: (call: JobCall) => status(call, true),
 
-  async stream(call: RouteCall): Promise<void> {
+  async stream(call: JobCall): Promise<void> {
     const result = await call.ctx.engine.readStream(queueEndpoint(call).id, call.params.job!);
     if (!result) throw noJob(call);
     const pieces: string[] = [`{"status":"${result.status}","stream":[`];
@@ -245,26 +269,26 @@ export const jobRoutes = {
     return sendPieces(call.res, pieces, call.ctx.clients.limits.sendStallMs);
   },
 
-  async cancel(call: RouteCall): Promise<void> {
+  async cancel(call: JobCall): Promise<void> {
     const row = await call.ctx.engine.cancel(queueEndpoint(call).id, call.params.job!);
     if (!row) throw noJob(call);
     sendJson(call.res, { id: row.id, status: row.status });
   },
 
-  async retry(call: RouteCall): Promise<void> {
+  async retry(call: JobCall): Promise<void> {
     const row = await call.ctx.engine.retry(queueEndpoint(call).id, call.params.job!);
     if (!row) throw noJob(call);
     // Back in the queue, as /run answers: a waiting worker may already hold it by the time this is sent.
     sendJson(call.res, { id: row.id, status: "IN_QUEUE" });
   },
 
-  async purgeQueue(call: RouteCall): Promise<void> {
+  async purgeQueue(call: JobCall): Promise<void> {
     const removed = await call.ctx.engine.purge(queueEndpoint(call).id);
     sendJson(call.res, { removed, status: "completed" });
   },
 
   /** Any endpoint's health (a load-balanced one's requests and cold starts come from its proxy). */
-  health(call: RouteCall): void {
+  health(call: JobCall): void {
     sendText(call.res, healthJson(call.ctx, userEndpoint(call.ctx, call.principal, call.params.endpoint!)));
   },
 };
@@ -286,7 +310,7 @@ export function jobClientWorkerCounts(
 const THROTTLED_QUEUE_LIMIT = 10_000;
 
 /** The workers a queue endpoint's scaling policy calls for now, as if it had no workersMax. */
-function policyWanted(ctx: ApiContext, endpoint: EndpointRow, health: ReturnType<ApiContext["engine"]["health"]>): number {
+function policyWanted(ctx: JobDeps, endpoint: EndpointRow, health: ReturnType<JobEngine["health"]>): number {
   const r = endpoint.resource;
   const w = health.workers;
   return desiredWorkers({

@@ -3,14 +3,32 @@
 
 import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
-import type { Principal } from "../keys/auth.js";
-import type { EngineEndpoint } from "../engine/index.js";
+import type { KeyRing, Principal } from "../keys/auth.js";
+import type { EngineEndpoint, JobEngine } from "../engine/index.js";
+import type { EndpointRegistry } from "../endpoints/registry.js";
+import type { StartFailures } from "../releases/start-failures.js";
+import type { Scaler } from "../workers/scaler.js";
+import type { HostGpus } from "../../gpus/host.js";
 import { isPlainObject, parseJson, readBody } from "../http/wire.js";
+import { SMALL_BODY_LIMIT } from "../http/body-limits.js";
 import { HttpProblem } from "../http/problems.js";
 import type { RateLimiting } from "../keys/ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
 import type { DataCenterConfig } from "./datacenters.js";
 import type { ManagementStore, VolumeRecord } from "./store.js";
+
+/** What the management routes need of the rest of the service (beyond their own parts, ManagementContext). */
+export interface ManagementDeps {
+  url: string;
+  engine: Pick<JobEngine, "write" | "appendLogs" | "dropEndpoint">;
+  /** The endpoints served: REST endpoints are written here, deployed ones read. */
+  endpoints: Pick<EndpointRegistry, "get" | "values" | "upsert" | "remove">;
+  scaler(): Pick<Scaler, "runsImages" | "hasImage" | "checkImage" | "workerGpus" | "gpuWait" | "reconcile"> | undefined;
+  startFailures: Pick<StartFailures, "unhealthy" | "last">;
+  /** A revoked key is forgotten at once, not when its cached principal expires. */
+  keyring: Pick<KeyRing, "forget">;
+  gpus?(): HostGpus | undefined;
+}
 
 export interface ManagementContext {
   store: ManagementStore;
@@ -84,7 +102,7 @@ export function resolveVolume(volumes: VolumeRecord[], userId: string, ref: stri
 
 /** A management request body: JSON object required (400 otherwise). */
 export async function readObjectBody(req: IncomingMessage): Promise<Record<string, unknown>> {
-  const body = parseJson(await readBody(req, 1024 * 1024));
+  const body = parseJson(await readBody(req, SMALL_BODY_LIMIT));
   if (body === undefined) throw new HttpProblem(400, "This request needs a JSON object body");
   if (!isPlainObject(body)) throw new HttpProblem(400, "The request body must be a JSON object");
   return body;

@@ -16,14 +16,13 @@
 
 import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ApiContext } from "../api.js";
 import type { Principal } from "../keys/auth.js";
 import { newId } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { SCHEMAS, validate } from "../http/schema.js";
 import type { EndpointRow } from "../store/types.js";
-import { readObjectBody, requireAccess, requireDeploy, type ManagementContext } from "./context.js";
+import { readObjectBody, requireAccess, requireDeploy, type ManagementContext, type ManagementDeps } from "./context.js";
 import { reservedEnvProblems } from "../../sdk/env-policy.js";
 import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
 import type { PingCheck } from "../lb/ping.js";
@@ -243,7 +242,7 @@ export class RestEndpoints {
   /** The last /ping check of each prebuilt-image endpoint. */
   private readonly pings = new Map<string, PingCheck>();
 
-  constructor(private readonly ctx: () => ApiContext, private readonly m: ManagementContext) {
+  constructor(private readonly ctx: () => ManagementDeps, private readonly m: ManagementContext) {
     for (const r of m.store.restEndpoints()) this.specs.set(r.id, { userId: r.userId, spec: r.spec, generation: r.generation });
   }
 
@@ -471,7 +470,7 @@ function refuseBeyondHost(rest: RestEndpoints, spec: RestEndpointSpec): void {
  * What a deployed endpoint's workers got of this host's GPUs, and whether some wait for one (the record then says
  * WAITING, and why).
  */
-function deployedGpuState(ctx: ApiContext, id: string) {
+function deployedGpuState(ctx: ManagementDeps, id: string) {
   const scaler = ctx.scaler();
   const workers = scaler?.workerGpus(id) ?? [];
   const wait = scaler?.gpuWait(id);
@@ -482,11 +481,11 @@ function deployedGpuState(ctx: ApiContext, id: string) {
 }
 
 /** Workers of the endpoint that failed to start recently, and the last such error (null: none since the start). */
-function startHealth(ctx: ApiContext, id: string): { unhealthyWorkers: number; lastStartError: { message: string; at: number } | null } {
+function startHealth(ctx: ManagementDeps, id: string): { unhealthyWorkers: number; lastStartError: { message: string; at: number } | null } {
   return { unhealthyWorkers: ctx.startFailures.unhealthy(id), lastStartError: ctx.startFailures.last(id) };
 }
 
-export async function endpointRoute(ctx: ApiContext, m: ManagementContext, rest: RestEndpoints, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+export async function endpointRoute(ctx: ManagementDeps, m: ManagementContext, rest: RestEndpoints, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
   const method = req.method ?? "GET";
   requireAccess(p, "endpoints", method !== "GET");
   const lookup = { template: (t: string) => ownTemplate(m, p, t), volume: (v: string) => ownVolume(m, p, v) };

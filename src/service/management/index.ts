@@ -13,8 +13,8 @@ import { existsSync } from "node:fs";
 import { lstat, mkdir, rename } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
-import type { ApiContext, RouteCall, RouteHandler } from "../api-context.js";
-import type { RouteRow } from "../http/router.js";
+import type { Route, RouteCall } from "../http/router.js";
+import type { Secrets } from "../secrets/index.js";
 import { newId, type Principal } from "../keys/auth.js";
 import type { EngineEndpoint } from "../engine/index.js";
 import { sendJson } from "../http/wire.js";
@@ -23,13 +23,23 @@ import { OPENAPI_PATH, openApiDocument } from "../http/openapi.js";
 import { parseRateLimits, RateLimiter, type RateDecision, type RateLimiting, type RateWindow } from "../keys/ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
 import { MIN_VOLUME_GB } from "../http/schema.js";
-import { requireAccess, resolveVolume, volumeDir, type ManagementContext } from "./context.js";
+import { requireAccess, resolveVolume, volumeDir, type ManagementContext, type ManagementDeps } from "./context.js";
 import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacenters.js";
 import { endpointRoute, RestEndpoints, templateRoute } from "./endpoints.js";
 import { keyJson, keyRoute } from "./keys.js";
 import { secretRoute } from "../secrets/routes.js";
 import type { KeyRecord, ManagementStore, VolumeRecord } from "./store.js";
 import { planDeployVolumes, volumeRoute, type DeployVolumes } from "./volumes.js";
+
+export type { ManagementDeps } from "./context.js";
+
+/** What the management rows need: the management API itself and users' secrets, when the service has them. */
+export interface ManagementApiDeps extends ManagementDeps {
+  management?: Management;
+  secrets?: Secrets;
+}
+
+type ManagementCall = RouteCall<ManagementApiDeps>;
 
 export interface ManagementOptions {
   dataDir: string;
@@ -82,7 +92,7 @@ export class Management {
    * Bind to the API context (once it exists) and, when `refresh`, re-plan REST endpoints against the current
    * configuration (the replica serving jobs does; the others follow what it writes).
    */
-  async attach(ctx: ApiContext, refresh = true): Promise<void> {
+  async attach(ctx: ManagementDeps, refresh = true): Promise<void> {
     this.rest = new RestEndpoints(() => ctx, this.context);
     if (refresh) await this.rest.refreshAll();
   }
@@ -93,7 +103,7 @@ export class Management {
   }
 
   /** Unauthenticated routes. True when answered. */
-  public(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): boolean {
+  public(ctx: { url: string }, req: IncomingMessage, res: ServerResponse): boolean {
     // Cheap first test: this runs before every request, the job API's hot path included.
     if (!req.url?.startsWith(OPENAPI_PATH) || req.url.split("?")[0] !== OPENAPI_PATH) return false;
     req.resume();
@@ -224,7 +234,7 @@ export class Management {
   }
 }
 
-function management(call: RouteCall): Management {
+function management(call: ManagementCall): Management {
   if (!call.ctx.management) throw new HttpProblem(404, `No route ${call.url.pathname}`);
   return call.ctx.management;
 }
@@ -232,7 +242,7 @@ function management(call: RouteCall): Management {
 const MANAGE = { auth: "user", body: "handler", rateLimited: true, purpose: "call the management API" } as const;
 
 /** The management API's routes (api.ts mounts them first: their paths are never an endpoint's). */
-export const MANAGEMENT_ROUTES: Array<RouteRow<RouteHandler>> = [
+export const MANAGEMENT_ROUTES: ReadonlyArray<Route<ManagementApiDeps>> = [
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v2/network-volumes", handler: (c) => volumeRoute(c.ctx, management(c).context, c.principal, c.req, c.res, undefined) },
   { ...MANAGE, methods: ["GET", "PATCH", "DELETE"], pattern: "/v2/network-volumes/:id", handler: (c) => volumeRoute(c.ctx, management(c).context, c.principal, c.req, c.res, c.params.id) },
   {
@@ -267,7 +277,7 @@ export const MANAGEMENT_ROUTES: Array<RouteRow<RouteHandler>> = [
   },
 ];
 
-function secretsOf(call: RouteCall) {
+function secretsOf(call: ManagementCall) {
   if (!call.ctx.secrets) throw new HttpProblem(404, `No route ${call.url.pathname}`);
   return call.ctx.secrets;
 }

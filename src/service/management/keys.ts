@@ -10,13 +10,12 @@
 // user id; a user exists once it has a key.
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ApiContext } from "../api.js";
 import type { Principal } from "../keys/auth.js";
 import { hashKey, newId, newKey } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { SCHEMAS, validate } from "../http/schema.js";
-import { readObjectBody, requireAccess, type ManagementContext } from "./context.js";
+import { readObjectBody, requireAccess, type ManagementContext, type ManagementDeps } from "./context.js";
 import type { KeyRecord } from "./store.js";
 
 /**
@@ -56,7 +55,7 @@ export function planCreateKey(
   };
 }
 
-export async function keyRoute(ctx: ApiContext, m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+export async function keyRoute(ctx: ManagementDeps, m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
   const method = req.method ?? "GET";
   requireAccess(p, "keys", method !== "GET");
   const operator = p.userId === m.operatorUser;

@@ -5,14 +5,13 @@
 
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { mkdir, rm } from "node:fs/promises";
-import type { ApiContext } from "../api.js";
 import type { Principal } from "../keys/auth.js";
 import { newId } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { SCHEMAS, validate, type VolumeType } from "../http/schema.js";
 import type { EndpointRow } from "../store/types.js";
-import { readObjectBody, requireAccess, resolveVolume, volumeDir, volumeNameProblem, VOLUME_ID_PATTERN, type ManagementContext } from "./context.js";
+import { readObjectBody, requireAccess, resolveVolume, volumeDir, volumeNameProblem, VOLUME_ID_PATTERN, type ManagementContext, type ManagementDeps } from "./context.js";
 import type { DataCenterConfig } from "./datacenters.js";
 import type { VolumeRecord } from "./store.js";
 
@@ -131,7 +130,7 @@ export function endpointsOnVolume(endpoints: Iterable<EndpointRow>, volumes: Vol
   return attached;
 }
 
-export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
   const method = req.method ?? "GET";
   const write = method !== "GET" && method !== "HEAD";
   requireAccess(p, "volumes", write);

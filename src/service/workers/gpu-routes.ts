@@ -2,11 +2,18 @@
 // last sampled, and the worker holding each. Any management read key; a GPU held by another user's worker shows
 // as held, without whose. docs/gpus.md.
 
-import type { RouteCall } from "../api-context.js";
+import type { Route, RouteCall } from "../http/router.js";
+import type { EndpointRow } from "../store/types.js";
 import { DEFAULT_USER, isAdmin, type Principal } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
 import { requireAccess } from "../management/context.js";
-import type { GpuView } from "../../gpus/host.js";
+import type { GpuView, HostGpus } from "../../gpus/host.js";
+
+/** What the GPU list needs: this host's GPUs, and whose endpoint a holding worker serves. */
+export interface GpuDeps {
+  gpus?(): HostGpus | undefined;
+  endpoints: ReadonlyMap<string, EndpointRow>;
+}
 
 /** The holder as this caller may see it: its own workers' and, for the operator, every one. Pure. */
 export function visibleHolder(view: GpuView, principal: Principal, ownerOf: (endpointId: string) => string | undefined): GpuView["holder"] | { held: true } {
@@ -15,7 +22,7 @@ export function visibleHolder(view: GpuView, principal: Principal, ownerOf: (end
   return operator || ownerOf(view.holder.endpointId) === principal.userId ? view.holder : { held: true };
 }
 
-export async function gpuList(call: RouteCall): Promise<void> {
+export async function gpuList(call: RouteCall<GpuDeps>): Promise<void> {
   requireAccess(call.principal, "gpus", false);
   const gpus = call.ctx.gpus?.();
   if (!gpus) return sendJson(call.res, { gpus: [], driverVersion: null, cudaVersion: null, assigning: false });
@@ -30,3 +37,7 @@ export async function gpuList(call: RouteCall): Promise<void> {
     ...(gpus.readError ? { error: gpus.readError } : {}),
   });
 }
+
+export const GPU_ROUTES: ReadonlyArray<Route<GpuDeps>> = [
+  { auth: "user", rateLimited: true, body: "none", methods: ["GET"], pattern: "/v1/gpus", purpose: "read the host's GPUs", handler: gpuList },
+];

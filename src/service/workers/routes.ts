@@ -1,19 +1,39 @@
 // The worker protocol (/_worker/v1/...), spoken by workers with their worker tokens: register, fail-start,
-// take, stream, done, heartbeat, events, log, release. The route table (api.ts) declares them: POST only, worker
+// take, stream, done, heartbeat, events, log, release. Their rows (workers/index.ts) declare them: POST only, worker
 // tokens only, bodies up to WORKER_BODY_LIMIT.
 
-import { credentialFromHeader, isPlainObject, sendJson } from "../http/wire.js";
+import { credentialFromHeader, isPlainObject, sendJson, sendText } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { lbCredentialOfToken } from "../../lb-credential.js";
 import { MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "../engine/index.js";
 import { addressProblem } from "../lb/index.js";
 import type { EndpointRow, LogRow } from "../store/types.js";
-import type { RouteCall } from "../api-context.js";
-import { sendText } from "../jobs/routes.js";
+import type { RouteCall } from "../http/router.js";
+import type { JobEngine } from "../engine/index.js";
+import type { LbRouter } from "../lb/index.js";
+import type { ReleaseManager } from "../releases/manager.js";
+import type { StartFailures } from "../releases/start-failures.js";
+import type { Scaler } from "./scaler.js";
+
+/** What the worker protocol needs of the service. */
+export interface WorkerDeps {
+  engine: JobEngine;
+  endpoints: ReadonlyMap<string, EndpointRow>;
+  leaseMs: number;
+  heartbeatMs: number;
+  log(message: string): void;
+  scaler(): Pick<Scaler, "noticed" | "registered"> | undefined;
+  /** A release's probe workers: their endpoint as the new build makes it, and their start (releases/manager.ts). */
+  releases?: Pick<ReleaseManager, "endpointFor" | "ready" | "failed">;
+  startFailures: Pick<StartFailures, "record">;
+  lb?: Pick<LbRouter, "registered">;
+}
+
+export type WorkerRouteCall = RouteCall<WorkerDeps>;
 
 /** One worker's call: its endpoint (a release's probe sees the endpoint as the new build makes it), entry and body. */
 interface WorkerCall {
-  call: RouteCall;
+  call: WorkerRouteCall;
   workerId: string;
   /** The endpoint its token is for. */
   endpointId: string;
@@ -24,7 +44,7 @@ interface WorkerCall {
   invalid(): HttpProblem;
 }
 
-async function workerCall(call: RouteCall): Promise<WorkerCall> {
+async function workerCall(call: WorkerRouteCall): Promise<WorkerCall> {
   const { ctx, principal } = call;
   const { workerId, endpointId } = principal.worker!;
   // A release's probe runs the endpoint as the new build makes it (a new endpoint is not in the service yet).
@@ -89,7 +109,7 @@ function doneResults(body: Record<string, unknown>, errors: string[]): DoneResul
 }
 
 export const workerRoutes = {
-  async register(call: RouteCall): Promise<void> {
+  async register(call: WorkerRouteCall): Promise<void> {
     const { ctx } = call;
     const { workerId, endpointId, endpoint, body, errors, invalid } = await workerCall(call);
     const concurrency = optionalInt(body, "concurrency", 1, 1000, endpoint.resource.maxConcurrency, errors);
@@ -128,7 +148,7 @@ export const workerRoutes = {
     });
   },
 
-  async failStart(call: RouteCall): Promise<void> {
+  async failStart(call: WorkerRouteCall): Promise<void> {
     const { ctx } = call;
     const { workerId, endpointId, endpoint, body } = await workerCall(call);
     const message = typeof body.error === "string" ? body.error : JSON.stringify(body.error ?? "unknown error");
@@ -139,7 +159,7 @@ export const workerRoutes = {
     sendJson(call.res, { ok: true });
   },
 
-  async take(call: RouteCall): Promise<void> {
+  async take(call: WorkerRouteCall): Promise<void> {
     const { ctx, res } = call;
     const { engine } = ctx;
     const { workerId, endpointId, worker, body, errors, invalid } = await workerCall(call);
@@ -171,7 +191,7 @@ export const workerRoutes = {
     sendText(res, `{"jobs":[${items.join(",")}]${acks ? `,"results":${JSON.stringify(acks)}` : ""}}`);
   },
 
-  async stream(call: RouteCall): Promise<void> {
+  async stream(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
     if (typeof body.jobId !== "string") errors.push("$.jobId: is required");
     if (typeof body.lease !== "string") errors.push("$.lease: is required");
@@ -181,21 +201,21 @@ export const workerRoutes = {
     sendJson(call.res, ok ? { ok: true } : { ok: false, reason: "lease lost" });
   },
 
-  async done(call: RouteCall): Promise<void> {
+  async done(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
     const results = doneResults(body, errors);
     if (errors.length) throw invalid();
     sendJson(call.res, { results: await call.ctx.engine.done(worker, results) });
   },
 
-  async heartbeat(call: RouteCall): Promise<void> {
+  async heartbeat(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
     const leases = stringList(body, "leases", errors);
     if (errors.length) throw invalid();
     sendJson(call.res, { lost: call.ctx.engine.heartbeat(worker, leases) });
   },
 
-  async events(call: RouteCall): Promise<void> {
+  async events(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
     const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
     if (errors.length) throw invalid();
@@ -208,7 +228,7 @@ export const workerRoutes = {
     sendJson(call.res, events);
   },
 
-  async log(call: RouteCall): Promise<void> {
+  async log(call: WorkerRouteCall): Promise<void> {
     const { workerId, endpointId, body, errors, invalid } = await workerCall(call);
     const lines = body.lines;
     if (!Array.isArray(lines)) errors.push("$.lines: must be a list");
@@ -230,7 +250,7 @@ export const workerRoutes = {
     sendJson(call.res, { ok: true });
   },
 
-  async release(call: RouteCall): Promise<void> {
+  async release(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
     const leases = stringList(body, "leases", errors);
     if (errors.length) throw invalid();
