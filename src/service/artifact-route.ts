@@ -8,6 +8,8 @@ import { basename } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { RouteCall } from "./api-context.js";
 import { HttpProblem } from "./http.js";
+import { ArtifactMissing } from "./artifacts.js";
+import { storageCause } from "./store/faults.js";
 
 export const ARTIFACT_ROUTE = "/_worker/v1/artifacts/";
 
@@ -15,6 +17,10 @@ export const ARTIFACT_ROUTE = "/_worker/v1/artifacts/";
 export function artifactUrl(serviceUrl: string, artifactPath: string): string | undefined {
   const m = /^([a-f0-9]{64})\.tar\.gz$/.exec(basename(artifactPath));
   return m ? `${serviceUrl.replace(/\/+$/, "")}${ARTIFACT_ROUTE}${m[1]}` : undefined;
+}
+
+function notHere(sha: string): HttpProblem {
+  return new HttpProblem(404, `Artifact ${sha} is not on this service`);
 }
 
 /** GET and HEAD, worker tokens only (the route table says so). */
@@ -29,9 +35,22 @@ export async function serveArtifact(call: RouteCall): Promise<void> {
     throw new HttpProblem(404, `No artifact ${sha} for this worker's endpoint`);
   }
   // Another replica may have received the upload: the artifact is fetched here from the shared store first.
-  const path = await ctx.artifacts.local(endpoint.artifactPath).catch(() => endpoint.artifactPath);
-  const info = await stat(path).catch(() => undefined);
-  if (!info) throw new HttpProblem(404, `Artifact ${sha} is not on this service`);
+  // Only its absence is a 404: a store that fails is the dispatcher's 503 (store/faults.ts), and any other
+  // failure (a refused query, bytes that fail their sha256) is answered as what it is, and logged.
+  let path: string;
+  try {
+    path = await ctx.artifacts.local(endpoint.artifactPath);
+  } catch (err) {
+    if (err instanceof ArtifactMissing) throw notHere(sha);
+    if (storageCause(err)) throw err;
+    ctx.log(`could not read artifact ${sha} for worker ${workerId}: ${(err as Error).message}`);
+    throw new HttpProblem(500, `Artifact ${sha} could not be read: ${(err as Error).message}`);
+  }
+  const info = await stat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === "ENOENT") return undefined;
+    throw err;
+  });
+  if (!info) throw notHere(sha);
   res.writeHead(200, { "content-type": "application/gzip", "content-length": info.size, etag: `"${sha}"`, "cache-control": "private, max-age=31536000, immutable" });
   if (req.method === "HEAD") return void res.end();
   // A reader that goes away mid-file ends the pipeline; nothing to clean up, nothing to answer.
