@@ -599,7 +599,7 @@ class ChunkSender {
     if (this.discarded) return;
     let json: string;
     try {
-      // issue 7: a yielded value marked with metrics (textGeneration) becomes {output, metrics}.
+      // A yielded value marked with metrics (textGeneration) becomes {output, metrics}.
       const metrics = chunkMetrics(value);
       json = JSON.stringify(metrics ? { output: value ?? null, metrics } : { output: value === undefined ? null : value });
     } catch (err) {

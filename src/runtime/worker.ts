@@ -101,7 +101,7 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
 
   try {
     const dir = await prepareArtifact(settings);
-    // issue 7: a load-balanced worker listens (and registers its address) before it loads the handler, so the
+    // A load-balanced worker listens (and registers its address) before it loads the handler, so the
     // service sees /ping answer 204 while it initializes and 200 once it is ready.
     // Every request must carry the credential the service derives from this worker's token (docs/lb.md): any
     // other process that can reach the port (another tenant's worker) is refused.

@@ -121,7 +121,7 @@ export interface ScalerDeps {
    * draining it through the protocol, and counted gone once it stays silent `silentMs`.
    */
   adoptRegistered?: { silentMs: number };
-  /** issue 7: load-balanced endpoints scale on their proxy's requests (waiting ones and in-flight ones). */
+  /** Load-balanced endpoints scale on their proxy's requests (waiting ones and in-flight ones). */
   lb?: {
     load(endpointId: string): { queued: number; inProgress: number };
     busy(workerId: string): boolean;
@@ -726,7 +726,7 @@ export class Scaler {
   }
 
   /**
-   * issue 5: stop every worker of these (removed) endpoints now; true once all have exited, false when some
+   * Stop every worker of these (removed) endpoints now; true once all have exited, false when some
    * still run after `timeoutMs`.
    */
   async stopWorkersOf(endpointIds: ReadonlySet<string>, timeoutMs: number): Promise<boolean> {

@@ -1,7 +1,7 @@
 // The LB front: a fast path on the service's port for requests to load-balanced endpoints, and for job `/run`s
 // (`deps.run`: the route's checks are job-routes.ts quickRun's; the front only reads, counts and answers).
 //
-// issue 7 (performance): behind node:http, one proxied request cost ~2x the same request sent to the worker
+// Behind node:http, one proxied request cost ~2x the same request sent to the worker
 // directly (IncomingMessage/ServerResponse objects, header validation and serialization, the request
 // handler's promise chain). The front takes each new connection first and serves, itself, the LB requests it
 // can read whole and simply: HTTP/1.1, whole head in hand, no body or a small one of known length, a valid key
