@@ -265,7 +265,7 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
           // An image this host cannot restore (another kernel since it was taken, a damaged file): not used again.
           rmSync(imageDir, { recursive: true, force: true });
           const failed = Promise.reject(err);
-          failed.catch(() => undefined);
+          failed.catch(() => undefined /* thrown below; kept only so later starts skip this image */);
           making.set(imageDir, failed);
           throw err;
         }

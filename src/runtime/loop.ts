@@ -193,7 +193,7 @@ export class WorkerLoop {
     const leases = jobs.map((j) => j.job.lease);
     for (const entry of jobs) this.abandon(entry, "handed back");
     this.options.note(`handing back ${leases.length} unfinished job(s)`);
-    await this.call("release", { workerId: this.options.workerId, leases }, { attempts: 3 }).catch(() => undefined);
+    await this.call("release", { workerId: this.options.workerId, leases }, { attempts: 3 }).catch(() => undefined /* unreleased leases lapse on the service, which requeues their jobs then */);
   }
 
   // ---- registration -------------------------------------------------------------------------------------
@@ -439,7 +439,7 @@ export class WorkerLoop {
     entry.abandoned = true;
     entry.controller.abort(new Error(`job ${entry.job.id} ${reason}`));
     // Not awaited: a generator suspended at an await only returns once it reaches its next yield.
-    entry.iterator?.return?.().catch(() => undefined);
+    entry.iterator?.return?.().catch(() => undefined /* the job is abandoned: what its generator throws on the way out is nobody's */);
     entry.stream?.discard();
     if (!keepLease) this.heldLeases.delete(entry.job.lease);
     this.release(entry);
