@@ -1,7 +1,7 @@
 // One output style for every command. stdout is for results, stderr for progress. On a TTY (stderr), steps
 // show a spinner (ora: it erases every row a label wrapped onto, on a narrow terminal too) and end with their
-// time; otherwise each step is one plain line. Colour only on a TTY without
-// NO_COLOR. Tables are aligned by one function. A warning already printed is not printed again.
+// time; otherwise each step is one plain line. Colour on a TTY, or as
+// FORCE_COLOR and NO_COLOR say. Tables are aligned by one function. A warning already printed is not printed again.
 
 import ora from "ora";
 import pc from "picocolors";
@@ -23,7 +23,7 @@ export interface Output {
   readonly interactive: boolean;
   /** stderr is a terminal: spinners, rewritten lines. */
   readonly tty: boolean;
-  /** Colour on stderr (a TTY without NO_COLOR). */
+  /** Colour on stderr (colorWanted: FORCE_COLOR, NO_COLOR, else a TTY). */
   readonly color: boolean;
   /** A progress line on stderr. */
   info(message: string): void;
@@ -36,6 +36,24 @@ export interface Output {
   /** Print the command's result: JSON on stdout with --json, otherwise the human text. */
   result(value: unknown, human: () => string): void;
 }
+
+/**
+ * Whether text written to a stream is coloured. FORCE_COLOR forces it on, even without a terminal (CI logs that
+ * render colour), or off when "0" or "false"; it wins over NO_COLOR, as in Node and chalk. NO_COLOR (any
+ * non-empty value) turns it off. Otherwise: on a terminal only. Pure.
+ */
+export function colorWanted(env: NodeJS.ProcessEnv, isTTY: boolean): boolean {
+  const force = env.FORCE_COLOR;
+  if (force !== undefined) return force !== "0" && force.toLowerCase() !== "false";
+  if (env.NO_COLOR) return false;
+  return isTTY;
+}
+
+/**
+ * picocolors' styles that always apply: whether to use them is colorWanted's decision (picocolors' own
+ * detection looks at stdout and the platform, not at the stream a line goes to).
+ */
+export const styles = pc.createColors(true);
 
 export function isInteractive(): boolean {
   return Boolean(process.stdin.isTTY && process.stderr.isTTY) && !process.env.CI;
@@ -82,11 +100,11 @@ interface Spinner {
 export function createOutput(options: { json?: boolean } = {}): Output {
   const json = Boolean(options.json);
   const tty = Boolean(process.stderr.isTTY);
-  const color = tty && !process.env.NO_COLOR;
-  const paint = (style: (s: string) => string, text: string) => (color ? style(text) : text);
+  const color = colorWanted(process.env, tty);
+  const c = pc.createColors(color);
   const warned = new Set<string>();
   // Frames painted here, not by ora (whose colours follow its own detection): colour is this module's decision.
-  const frames = { interval: 80, frames: FRAMES.map((f) => paint(pc.cyan, f)) };
+  const frames = { interval: 80, frames: FRAMES.map((f) => c.cyan(f)) };
 
   // While a spinner runs, ora takes every write to stderr and stdout: it erases the spinner (all the rows a long
   // label wrapped onto), lets the line through, and draws the spinner again below it.
@@ -108,12 +126,12 @@ export function createOutput(options: { json?: boolean } = {}): Output {
     const spinner = ora({ text: label, stream: process.stderr, spinner: frames, color: false, discardStdin: false, isEnabled: true }).start();
     return {
       setDetail(text) {
-        spinner.text = text ? `${label} ${paint(pc.dim, text)}` : label;
+        spinner.text = text ? `${label} ${c.dim(text)}` : label;
       },
       end(ok) {
-        const took = paint(pc.dim, `(${formatDuration(performance.now() - started)})`);
-        if (ok) spinner.stopAndPersist({ symbol: paint(pc.green, "✔"), text: `${label} ${took}` });
-        else spinner.stopAndPersist({ symbol: paint(pc.red, "✖"), text: label });
+        const took = c.dim(`(${formatDuration(performance.now() - started)})`);
+        if (ok) spinner.stopAndPersist({ symbol: c.green("✔"), text: `${label} ${took}` });
+        else spinner.stopAndPersist({ symbol: c.red("✖"), text: label });
       },
     };
   };
@@ -129,7 +147,7 @@ export function createOutput(options: { json?: boolean } = {}): Output {
     warn(message) {
       if (warned.has(message)) return;
       warned.add(message);
-      write(`${paint(pc.yellow, "warning")}: ${message}`);
+      write(`${c.yellow("warning")}: ${message}`);
     },
     async step(label, work) {
       const spinner = spin(label);
