@@ -9,7 +9,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, rmSync } from "node:fs";
 import { chmod, rm } from "node:fs/promises";
-import { execFile, spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
+import { execaSync } from "execa";
 import { basename, join } from "node:path";
 import { PassThrough } from "node:stream";
 import { createInterface } from "node:readline";
@@ -437,7 +438,8 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   const removeAllSync = () => {
     const ids = [...workers.values()].map((w) => w.containerId);
     for (const entry of pool?.waiting() ?? []) if (entry.container) ids.push(entry.container.id);
-    if (ids.length > 0) spawnSync("docker", ["rm", "-f", ...ids], { stdio: "ignore", timeout: 10_000 });
+    // Best effort at exit: no CLI, or an engine that does not answer, leaves them to cleanupStale.
+    if (ids.length > 0) execaSync("docker", ["rm", "-f", ...ids], { stdio: "ignore", timeout: 10_000, reject: false });
   };
   process.on("exit", removeAllSync);
 
