@@ -4,10 +4,12 @@
 import { spawn } from "node:child_process";
 
 const DRIVER = String.raw`
-import json, os, pty, re, select, sys, time
+import fcntl, json, os, pty, re, select, struct, sys, termios, time
 spec = json.loads(sys.argv[1])
 pid, fd = pty.fork()
 if pid == 0:
+    if spec.get("columns"):
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, spec["columns"], 0, 0))
     os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
 out = b""
 steps = spec["steps"]
@@ -54,9 +56,10 @@ export interface PtyStep {
   send: string;
 }
 
-export function runInPty(argv: string[], env: NodeJS.ProcessEnv, steps: PtyStep[] = [], timeoutMs = 30_000): Promise<{ code: number | null; output: string }> {
+/** `columns`: the terminal's width (24 rows), as a narrow window would report it; default the pty's own. */
+export function runInPty(argv: string[], env: NodeJS.ProcessEnv, steps: PtyStep[] = [], timeoutMs = 30_000, columns?: number): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn("python3", ["-c", DRIVER, JSON.stringify({ argv, env, steps, timeout: timeoutMs / 1000 })], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("python3", ["-c", DRIVER, JSON.stringify({ argv, env, steps, timeout: timeoutMs / 1000, columns })], { stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));

@@ -156,12 +156,12 @@ async function extractLocal(source: string, destDir: string, limits: ExtractLimi
       files++;
     }
     await feeding;
-    await rm(destDir, { recursive: true, force: true }).catch(() => undefined);
+    await rm(destDir, { recursive: true, force: true }).catch(() => undefined /* what it leaves makes the rename below fail, with its reason */);
     await rename(temp, destDir);
     return { dir: resolve(destDir), files, bytes };
   } catch (err) {
     extract.destroy();
-    await feeding.catch(() => undefined);
+    await feeding.catch(() => undefined /* its error is feedError, reported below */);
     await rm(temp, { recursive: true, force: true });
     const cause = feedError ?? err;
     if (err instanceof UnsafeArtifactError) throw err;

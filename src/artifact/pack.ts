@@ -97,7 +97,7 @@ export async function planEntries(root: string): Promise<PackEntry[]> {
     let info = await lstat(full);
     let source = full;
     if (info.isSymbolicLink()) {
-      const target = await realpath(full).catch(() => undefined);
+      const target = await realpath(full).catch(() => undefined /* a link to nowhere: refused below */);
       const inside = target !== undefined && (target === realRoot || target.startsWith(realRoot + sep));
       const targetInfo = target ? await stat(target) : undefined;
       if (!target || !inside || !targetInfo?.isFile()) {

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -10,8 +10,11 @@ import {
   owningPackage,
   packageNameOf,
   packageRangeOf,
+  npmInstallTimeoutMs,
   planNpmInstall,
+  runNpmInstall,
 } from "./dependencies.js";
+import { UserError } from "../errors.js";
 
 const root = mkdtempSync(join(tmpdir(), "svc-deps-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -78,5 +81,53 @@ describe("native package detection", () => {
     expect(findPackageDir("missing-package", join(root, "src"))).toBeUndefined();
     expect(owningPackage("/p/node_modules/a/node_modules/@s/b/lib/x.node")).toEqual({ dir: "/p/node_modules/a/node_modules/@s/b", name: "@s/b" });
     expect(owningPackage("/p/src/x.node")).toBeUndefined();
+  });
+});
+
+describe("runNpmInstall", () => {
+  /** A stand-in for npm: a shell script doing `body`. */
+  function fakeNpm(name: string, body: string): string {
+    const file = join(root, `${name}.sh`);
+    writeFileSync(file, `#!/bin/sh\n${body}\n`);
+    chmodSync(file, 0o755);
+    return file;
+  }
+  const plan = (name: string) => planNpmInstall(join(root, "install", name), "worker", ["left-pad@1.3.0"], false);
+
+  it("stops an install that runs past its time, and says what to do", async () => {
+    const npm = fakeNpm("hangs", "echo fetching left-pad; exec sleep 30");
+    const started = Date.now();
+    const err = await runNpmInstall(plan("hangs"), "worker", { npm, timeoutMs: 300 }).catch((e: unknown) => e);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(err).toBeInstanceOf(UserError);
+    expect((err as UserError).message).toBe('npm did not finish installing the dependencies of endpoint "worker" within 300 ms; it was stopped');
+    expect((err as UserError).hint).toMatch(/registry is reachable .*SVC_NPM_INSTALL_TIMEOUT_MS/);
+    expect((err as UserError).problems).toEqual(["fetching left-pad"]);
+  });
+
+  it("reports a failed install with npm's last lines", async () => {
+    const npm = fakeNpm("fails", "echo 'npm error 404 Not Found - GET https://registry.npmjs.org/nosuch' >&2; exit 1");
+    const err = (await runNpmInstall(plan("fails"), "worker", { npm }).catch((e: unknown) => e)) as UserError;
+    expect(err.message).toBe('npm could not install the dependencies of endpoint "worker"');
+    expect(err.problems).toEqual(["npm error 404 Not Found - GET https://registry.npmjs.org/nosuch"]);
+  });
+
+  it("says when npm cannot be run at all", async () => {
+    const err = (await runNpmInstall(plan("missing"), "worker", { npm: join(root, "no-such-npm") }).catch((e: unknown) => e)) as UserError;
+    expect(err.message).toBe('Could not run npm to install the dependencies of endpoint "worker"');
+    expect(err.hint).toMatch(/on PATH/);
+  });
+
+  it("runs npm in the plan's directory with the plan's arguments, and leaves no lock file", async () => {
+    const npm = fakeNpm("works", 'echo "$@" > args.txt; echo {} > package-lock.json');
+    await runNpmInstall(plan("works"), "worker", { npm });
+    expect(existsSync(join(root, "install", "works", "package-lock.json"))).toBe(false);
+    expect(readFileSync(join(root, "install", "works", "args.txt"), "utf8")).toMatch(/^install --os=linux .*--ignore-scripts\n$/);
+  });
+
+  it("allows 10 minutes unless SVC_NPM_INSTALL_TIMEOUT_MS says otherwise", () => {
+    expect(npmInstallTimeoutMs({})).toBe(600_000);
+    expect(npmInstallTimeoutMs({ SVC_NPM_INSTALL_TIMEOUT_MS: "1200000" })).toBe(1_200_000);
+    expect(npmInstallTimeoutMs({ SVC_NPM_INSTALL_TIMEOUT_MS: "soon" })).toBe(600_000);
   });
 });

@@ -1,10 +1,10 @@
 // Dependencies of an endpoint: parsing npm specs, finding packages the bundler must not inline (native
 // addons), and installing an endpoint's dependencies for Linux x86_64 with npm.
 
-import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { execa } from "execa";
 import { UserError } from "../errors.js";
 
 /** "sharp@^0.34" -> "sharp"; "@node-rs/xxhash@1" -> "@node-rs/xxhash"; "lodash" -> "lodash". */
@@ -145,32 +145,48 @@ export function planNpmInstall(dir: string, endpoint: string, specs: readonly st
   return { dir, packageJson: endpointPackageJson(endpoint, specs), args };
 }
 
+/** How long an npm install may run before it is given up: SVC_NPM_INSTALL_TIMEOUT_MS, else 10 minutes. Pure. */
+export function npmInstallTimeoutMs(env: NodeJS.ProcessEnv): number {
+  const set = Number(env.SVC_NPM_INSTALL_TIMEOUT_MS);
+  return Number.isFinite(set) && set > 0 ? set : 10 * 60_000;
+}
+
+export interface NpmInstallOptions {
+  /** Default npmInstallTimeoutMs(process.env). */
+  timeoutMs?: number;
+  /** The npm to run (default `npm` on PATH; execa finds npm.cmd on Windows). */
+  npm?: string;
+}
+
 /** Run an install plan. Leaves no lock files or `.bin` links behind, so the artifact stays deterministic. */
-export async function runNpmInstall(plan: NpmInstallPlan, endpoint: string): Promise<void> {
+export async function runNpmInstall(plan: NpmInstallPlan, endpoint: string, options: NpmInstallOptions = {}): Promise<void> {
   await mkdir(plan.dir, { recursive: true });
   await writeFile(join(plan.dir, "package.json"), plan.packageJson);
-  const npm = process.platform === "win32" ? "npm.cmd" : "npm";
-  const { code, output } = await new Promise<{ code: number | null; output: string }>((resolve, reject) => {
-    const child = spawn(npm, plan.args, {
-      cwd: plan.dir,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, npm_config_update_notifier: "false" },
+  const timeoutMs = options.timeoutMs ?? npmInstallTimeoutMs(process.env);
+  const result = await execa(options.npm ?? "npm", plan.args, {
+    cwd: plan.dir,
+    stdin: "ignore",
+    all: true,
+    reject: false,
+    timeout: timeoutMs,
+    env: { npm_config_update_notifier: "false" },
+  });
+  const lastLines = () => (result.all ?? "").trim().split("\n").filter(Boolean).slice(-12);
+  if (result.timedOut) {
+    throw new UserError(`npm did not finish installing the dependencies of endpoint "${endpoint}" within ${timeoutMs < 1000 ? `${timeoutMs} ms` : `${Math.round(timeoutMs / 1000)} s`}; it was stopped`, {
+      problems: lastLines(),
+      hint: "Check that the npm registry is reachable from here (`npm ping`; behind a proxy set HTTPS_PROXY), then build again. A native build that needs longer: set SVC_NPM_INSTALL_TIMEOUT_MS (milliseconds).",
     });
-    let output = "";
-    child.stdout.on("data", (d: Buffer) => (output += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (output += d.toString()));
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, output }));
-  }).catch((err: unknown) => {
+  }
+  if (result.exitCode === undefined) {
     throw new UserError(`Could not run npm to install the dependencies of endpoint "${endpoint}"`, {
       hint: "Install npm (it comes with Node.js) and make sure it is on PATH.",
-      cause: err,
+      cause: result,
     });
-  });
-  if (code !== 0) {
-    const lines = output.trim().split("\n").filter(Boolean).slice(-12);
+  }
+  if (result.exitCode !== 0) {
     throw new UserError(`npm could not install the dependencies of endpoint "${endpoint}"`, {
-      problems: lines,
+      problems: lastLines(),
       hint: "Check the package names and versions in the endpoint's `dependencies`, and that the npm registry is reachable.",
     });
   }

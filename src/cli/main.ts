@@ -2,7 +2,7 @@
 // exit code. This is the only place that decides exit codes; bin/svc.js calls process.exit with the result.
 
 import { Command, CommanderError } from "commander";
-import pc from "picocolors";
+import { colorWanted, styles as pc } from "./output.js";
 import { ApiError, ExitCode, SvcError, UserError } from "../errors.js";
 import { commands } from "./commands/index.js";
 import { SVC_VERSION } from "../version.js";
@@ -67,8 +67,8 @@ function report(err: unknown, debug: boolean, bare = false, flags: ReadonlySet<s
     if (err.code === "commander.help") return err.exitCode === 0 || bare ? ExitCode.ok : ExitCode.usage;
     return ExitCode.usage;
   }
-  const tty = Boolean(process.stderr.isTTY);
-  const red = (s: string) => (tty ? pc.red(s) : s);
+  const color = colorWanted(process.env, Boolean(process.stderr.isTTY));
+  const red = (s: string) => (color ? pc.red(s) : s);
   if (err instanceof ApiError) {
     process.stderr.write(`${red("error")}: the service answered ${err.status} ${err.problem.title}: ${err.problem.detail}\n`);
     for (const e of err.problem.errors ?? []) process.stderr.write(`  - ${withFlagName(e, flags)}\n`);

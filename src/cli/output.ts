@@ -1,12 +1,13 @@
 // One output style for every command. stdout is for results, stderr for progress. On a TTY (stderr), steps
-// show a spinner and end with their time; otherwise each step is one plain line. Colour only on a TTY without
-// NO_COLOR. Tables are aligned by one function. A warning already printed is not printed again.
+// show a spinner (ora: it erases every row a label wrapped onto, on a narrow terminal too) and end with their
+// time; otherwise each step is one plain line. Colour on a TTY, or as
+// FORCE_COLOR and NO_COLOR say. Tables are aligned by one function. A warning already printed is not printed again.
 
+import ora from "ora";
 import pc from "picocolors";
 import type { LocalEndpoint } from "../deploy/access.js";
 
 const FRAMES = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-const CLEAR_LINE = "\r\x1b[K";
 
 /** Consecutive steps driven by a library's `onProgress(label)`: each label ends the step before it. */
 export interface Steps {
@@ -22,7 +23,7 @@ export interface Output {
   readonly interactive: boolean;
   /** stderr is a terminal: spinners, rewritten lines. */
   readonly tty: boolean;
-  /** Colour on stderr (a TTY without NO_COLOR). */
+  /** Colour on stderr (colorWanted: FORCE_COLOR, NO_COLOR, else a TTY). */
   readonly color: boolean;
   /** A progress line on stderr. */
   info(message: string): void;
@@ -35,6 +36,24 @@ export interface Output {
   /** Print the command's result: JSON on stdout with --json, otherwise the human text. */
   result(value: unknown, human: () => string): void;
 }
+
+/**
+ * Whether text written to a stream is coloured. FORCE_COLOR forces it on, even without a terminal (CI logs that
+ * render colour), or off when "0" or "false"; it wins over NO_COLOR, as in Node and chalk. NO_COLOR (any
+ * non-empty value) turns it off. Otherwise: on a terminal only. Pure.
+ */
+export function colorWanted(env: NodeJS.ProcessEnv, isTTY: boolean): boolean {
+  const force = env.FORCE_COLOR;
+  if (force !== undefined) return force !== "0" && force.toLowerCase() !== "false";
+  if (env.NO_COLOR) return false;
+  return isTTY;
+}
+
+/**
+ * picocolors' styles that always apply: whether to use them is colorWanted's decision (picocolors' own
+ * detection looks at stdout and the platform, not at the stream a line goes to).
+ */
+export const styles = pc.createColors(true);
 
 export function isInteractive(): boolean {
   return Boolean(process.stdin.isTTY && process.stderr.isTTY) && !process.env.CI;
@@ -76,20 +95,20 @@ export function endpointTable(endpoints: readonly LocalEndpoint[]): string {
 interface Spinner {
   setDetail(text: string): void;
   end(ok: boolean): void;
-  /** Clear the spinner's line so another line can be written; it is drawn again on the next frame. */
-  clear(): void;
 }
 
 export function createOutput(options: { json?: boolean } = {}): Output {
   const json = Boolean(options.json);
   const tty = Boolean(process.stderr.isTTY);
-  const color = tty && !process.env.NO_COLOR;
-  const paint = (style: (s: string) => string, text: string) => (color ? style(text) : text);
+  const color = colorWanted(process.env, tty);
+  const c = pc.createColors(color);
   const warned = new Set<string>();
-  let active: Spinner | undefined;
+  // Frames painted here, not by ora (whose colours follow its own detection): colour is this module's decision.
+  const frames = { interval: 80, frames: FRAMES.map((f) => c.cyan(f)) };
 
+  // While a spinner runs, ora takes every write to stderr and stdout: it erases the spinner (all the rows a long
+  // label wrapped onto), lets the line through, and draws the spinner again below it.
   const write = (line: string) => {
-    active?.clear();
     process.stderr.write(`${line}\n`);
   };
 
@@ -97,30 +116,24 @@ export function createOutput(options: { json?: boolean } = {}): Output {
     const started = performance.now();
     if (!tty) {
       process.stderr.write(`${label}...\n`);
-      return { setDetail() {}, end() {}, clear() {} };
+      return { setDetail() {}, end() {} };
     }
-    let frame = 0;
-    let detail = "";
-    const draw = () => process.stderr.write(`${CLEAR_LINE}${paint(pc.cyan, FRAMES[frame++ % FRAMES.length]!)} ${label}${detail ? ` ${paint(pc.dim, detail)}` : ""}`);
-    draw();
-    // Never what keeps the process alive: a command that ends (or fails) without ending its step still exits.
-    const timer = setInterval(draw, 80).unref();
-    const spinner: Spinner = {
+    // Its timer may keep the process alive: every command ends its steps, and bin/svc.js exits when main returns.
+    // stdin is left alone (a step may wait for a confirmation typed there).
+    // A terminal that reports no width (a pty nobody sized: `script` without a terminal of its own) is taken as 80
+    // wide, as a terminal is by default: ora divides by the width to count the rows it erases.
+    if (!process.stderr.columns) process.stderr.columns = 80;
+    const spinner = ora({ text: label, stream: process.stderr, spinner: frames, color: false, discardStdin: false, isEnabled: true }).start();
+    return {
       setDetail(text) {
-        detail = text;
-      },
-      clear() {
-        process.stderr.write(CLEAR_LINE);
+        spinner.text = text ? `${label} ${c.dim(text)}` : label;
       },
       end(ok) {
-        clearInterval(timer);
-        if (active === spinner) active = undefined;
-        const took = paint(pc.dim, `(${formatDuration(performance.now() - started)})`);
-        process.stderr.write(`${CLEAR_LINE}${ok ? `${paint(pc.green, "✔")} ${label} ${took}` : `${paint(pc.red, "✖")} ${label}`}\n`);
+        const took = c.dim(`(${formatDuration(performance.now() - started)})`);
+        if (ok) spinner.stopAndPersist({ symbol: c.green("✔"), text: `${label} ${took}` });
+        else spinner.stopAndPersist({ symbol: c.red("✖"), text: label });
       },
     };
-    active = spinner;
-    return spinner;
   };
 
   return {
@@ -134,7 +147,7 @@ export function createOutput(options: { json?: boolean } = {}): Output {
     warn(message) {
       if (warned.has(message)) return;
       warned.add(message);
-      write(`${paint(pc.yellow, "warning")}: ${message}`);
+      write(`${c.yellow("warning")}: ${message}`);
     },
     async step(label, work) {
       const spinner = spin(label);

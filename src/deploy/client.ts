@@ -1,4 +1,4 @@
-// issue 5: the client side of the service's /v1/apps routes: apps, environments, build upload (streamed, with
+// The client side of the service's /v1/apps routes: apps, environments, build upload (streamed, with
 // progress and retries), plans, activation, undeploy and configuration updates.
 
 import { createReadStream } from "node:fs";

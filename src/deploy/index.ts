@@ -1,4 +1,4 @@
-// issue 5: `svc deploy` as a library: build, make sure the app and environment exist, upload the artifact
+// `svc deploy` as a library: build, make sure the app and environment exist, upload the artifact
 // (skipped when the service already has these bytes), ask the service for the plan, confirm destructive steps,
 // activate. The service decides what exists; nothing here keeps local state.
 

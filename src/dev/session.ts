@@ -257,7 +257,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
     rebuild,
     async close() {
       await watcher?.close();
-      await running?.catch(() => undefined);
+      await running?.catch(() => undefined /* its failure was answered to whoever asked for that rebuild */);
       await rm(join(root, DEV_SESSION_FILE), { force: true });
       await service.close();
     },

@@ -162,7 +162,7 @@ export class ArtifactCache {
     const sha = await artifactSha256(artifactPath);
     const name = `${createHmac("sha256", this.key).update(sha).digest("hex")}.tar.gz`;
     const target = join(this.dir, name);
-    if (!(await stat(target).catch(() => undefined))) {
+    if (!(await stat(target).catch(() => undefined /* not there yet: written below, whose failure is reported */))) {
       const temp = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}`;
       // A hard link costs nothing, but shares the file's mode: only a file others may read already is linked.
       const readable = ((await stat(artifactPath)).mode & 0o004) !== 0;

@@ -9,7 +9,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, rmSync } from "node:fs";
 import { chmod, rm } from "node:fs/promises";
-import { execFile, spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
+import { execaSync } from "execa";
 import { basename, join } from "node:path";
 import { PassThrough } from "node:stream";
 import { createInterface } from "node:readline";
@@ -437,7 +438,8 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   const removeAllSync = () => {
     const ids = [...workers.values()].map((w) => w.containerId);
     for (const entry of pool?.waiting() ?? []) if (entry.container) ids.push(entry.container.id);
-    if (ids.length > 0) spawnSync("docker", ["rm", "-f", ...ids], { stdio: "ignore", timeout: 10_000 });
+    // Best effort at exit: no CLI, or an engine that does not answer, leaves them to cleanupStale.
+    if (ids.length > 0) execaSync("docker", ["rm", "-f", ...ids], { stdio: "ignore", timeout: 10_000, reject: false });
   };
   process.on("exit", removeAllSync);
 
@@ -532,7 +534,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
         } catch (err) {
           // It never became this worker (the claim did not reach it): gone, and a fresh container instead.
           log(`could not claim pre-booted container ${taken.name} for worker ${launch.workerId}: ${errorMessage(err)}; starting a fresh container`);
-          await taken.container.remove({ force: true }).catch(() => undefined);
+          await taken.container.remove({ force: true }).catch(() => undefined /* best effort: close() removes what this session left */);
         } finally {
           // Only now: a container booting meanwhile slows the engine's network calls of the claim (measured: a
           // network connect took ~190 ms beside one, ~30 ms alone).
@@ -575,7 +577,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     try {
       await container.start();
     } catch (err) {
-      await container.remove({ force: true }).catch(() => undefined);
+      await container.remove({ force: true }).catch(() => undefined /* the start's error is the one to report; close() removes what is left */);
       throw err;
     }
     const inspected = await container.inspect();
@@ -609,7 +611,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       }
       // Let the last lines (a crash's stack) reach onLog before the exit is reported.
       await Promise.race([streamsDone, new Promise((r) => setTimeout(r, 1000).unref())]);
-      await container.remove({ force: true }).catch(() => undefined);
+      await container.remove({ force: true }).catch(() => undefined /* already gone, or left for close() to remove */);
       workers.delete(launch.workerId);
       return exit;
     })();
@@ -624,11 +626,17 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       exited,
       stop(graceMs) {
         // docker stop: SIGTERM (forwarded by docker-init to the runtime, which drains), SIGKILL after t seconds.
-        void container.stop({ t: Math.max(1, Math.ceil(graceMs / 1000)) }).catch(() => undefined);
+        void container.stop({ t: Math.max(1, Math.ceil(graceMs / 1000)) }).catch((err: unknown) => {
+          // Already stopped (304) or gone (404): its exit is all there is to wait for.
+          if (dockerStatus(err) !== 304 && dockerStatus(err) !== 404) log(`could not stop container ${started.name} of worker ${launch.workerId}: ${dockerMessage(err)}`);
+        });
         return exited;
       },
       kill() {
-        void container.kill().catch(() => undefined);
+        void container.kill().catch((err: unknown) => {
+          // Not running (409) or gone (404): nothing left to kill.
+          if (dockerStatus(err) !== 409 && dockerStatus(err) !== 404) log(`could not kill container ${started.name} of worker ${launch.workerId}: ${dockerMessage(err)}`);
+        });
       },
     };
     workers.set(launch.workerId, handle);
@@ -724,7 +732,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
         return ok;
       })().catch((err: unknown) => {
         log(`could not start a pre-booted worker container: ${errorMessage(err)}`);
-        if (entry.container) void entry.container.remove({ force: true }).catch(() => undefined);
+        if (entry.container) void entry.container.remove({ force: true }).catch(() => undefined /* best effort: close() removes what this session left */);
         exitedUnclaimed(entry, early);
         return false;
       });
@@ -910,7 +918,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       await pool?.close();
       const grace = options.closeGraceMs ?? 3000;
       await Promise.all([...workers.values()].map((handle) => handle.stop(grace)));
-      await Promise.all([...forwarders.values()].map((f) => f.then((fw) => fw.close()).catch(() => undefined)));
+      await Promise.all([...forwarders.values()].map((f) => f.then((fw) => fw.close()).catch(() => undefined /* a forwarder that never started has nothing to close */)));
       forwarders.clear();
       if (ownBindArtifacts && !options.artifactCacheDir) {
         // 0311 lets nobody list it: given back to its owner to be removed.
@@ -918,12 +926,12 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
         await rm(ownBindArtifacts.dir, { recursive: true, force: true });
       }
       if (engines.size === 0) return;
-      const docker = await engine().catch(() => undefined);
+      const docker = await engine().catch(() => undefined /* no engine to reach: nothing of it to clean up */);
       if (!docker) return;
       // Networks this driver used go when nothing else is attached (the engine refuses otherwise: another
       // driver still uses the shared app/env network, and removes it when it closes).
       for (const pending of networks.values()) {
-        const network = await pending.catch(() => undefined);
+        const network = await pending.catch(() => undefined /* never made: nothing to remove */);
         if (!network) continue;
         await docker
           .getNetwork(network.id)

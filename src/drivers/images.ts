@@ -599,7 +599,7 @@ export async function applyImagePlan(docker: Docker, plan: ImagePlan): Promise<{
     await docker.getImage(id).tag({ repo, tag });
     for (const old of supersededImages(plan, id, images)) {
       // Not forced: the engine keeps an image a container (even a stopped one) still uses.
-      await docker.getImage(old).remove().catch(() => undefined);
+      await docker.getImage(old).remove().catch(() => undefined /* still in use (or gone): kept until a later build */);
     }
   }
   return { id, cached: action.action !== "build" };

@@ -361,7 +361,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
       // Those whose end the watch did not report in time: nothing more is read of them.
       for (const w of [...watched.values()]) w.follow?.stop();
       await Promise.all([...secretDeletions]);
-      (await watching?.catch(() => undefined))?.abort();
+      (await watching?.catch(() => undefined /* a watch that never started has nothing to abort */))?.abort();
     },
   } satisfies WorkerDriver;
 }

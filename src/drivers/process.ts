@@ -348,7 +348,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     if (stateDir) rmSync(recordFile(workerId), { force: true });
   };
   const extracted = new Map<string, Promise<string>>();
-  // issue 7: load-balanced workers also listen on a Unix socket in a directory of this driver's (0700): the
+  // Load-balanced workers also listen on a Unix socket in a directory of this driver's (0700): the
   // service's proxy reaches them there without TCP (measured: ~0.1x of a proxied request's latency). Sandboxed,
   // each worker has a directory of its own in it, the only one bound into its sandbox. Made when first needed;
   // gone with the driver.

@@ -6,6 +6,7 @@
 // descriptor CRIU hands it at restore. Anything that fails falls back to a fresh start, with a notice.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { execa, execaSync } from "execa";
 import { createHash } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -96,9 +97,9 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     if (process.platform !== "linux") hostChecked = "CRIU runs on Linux only";
     else if (typeof process.getuid === "function" && process.getuid() !== 0) hostChecked = "CRIU needs root here";
     else {
-      const check = spawnSync(criu, ["check"], { encoding: "utf8", timeout: 20_000 });
-      if (check.error) hostChecked = `${criu} is not installed (${(check.error as NodeJS.ErrnoException).code ?? check.error.message})`;
-      else if (check.status !== 0) hostChecked = `\`${criu} check\` fails on this host: ${lastLine(check.stderr || check.stdout)}`;
+      const check = execaSync(criu, ["check"], { timeout: 20_000, reject: false, stdin: "ignore" });
+      if (check.exitCode === undefined && !check.timedOut) hostChecked = `${criu} is not installed (${check.code ?? check.shortMessage})`;
+      else if (check.exitCode !== 0) hostChecked = `\`${criu} check\` fails on this host: ${check.timedOut ? "timed out" : lastLine(String(check.stderr || check.stdout))}`;
       else hostChecked = undefined;
     }
     return hostChecked;
@@ -163,12 +164,13 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     const runtimePid = Number(readFileSync(`/proc/${template.pid}/task/${template.pid}/children`, "utf8").trim().split(/\s+/)[0]);
     // Everything the initialisation wrote is in the files now (the runtime waits for its identity).
     relay();
-    const dump = spawnSync(criu, ["dump", "--tree", String(runtimePid), "--images-dir", imageDir, "--log-file", "dump.log", "-v2"], { encoding: "utf8", timeout: 300_000 });
+    // Awaited, not run synchronously: a dump may take minutes, and the service answers meanwhile.
+    const dump = await execa(criu, ["dump", "--tree", String(runtimePid), "--images-dir", imageDir, "--log-file", "dump.log", "-v2"], { timeout: 300_000, reject: false, stdin: "ignore" });
     template.kill("SIGKILL");
     // The pages hold the initialised worker's memory (its secrets among it): the service's alone, whatever
     // modes CRIU wrote them with.
     privateTree(imageDir);
-    if (dump.status !== 0) throw new Error(`criu dump failed (${lastLine(readIfExists(join(imageDir, "dump.log")))})`);
+    if (dump.exitCode !== 0) throw new Error(`criu dump failed (${dump.timedOut ? "timed out after 300 s" : lastLine(readIfExists(join(imageDir, "dump.log")) || (dump.shortMessage ?? ""))})`);
     writeFileSync(join(imageDir, "ready"), JSON.stringify({ endpointId: launch.endpointId, revision: launch.revision, initMs }), { mode: 0o600 });
     launch.onLog({ ts: Date.now(), stream: "log", text: `[svc] snapshot taken after initialisation (${initMs} ms): workers of this revision start from it` });
     return true;
@@ -265,7 +267,7 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
           // An image this host cannot restore (another kernel since it was taken, a damaged file): not used again.
           rmSync(imageDir, { recursive: true, force: true });
           const failed = Promise.reject(err);
-          failed.catch(() => undefined);
+          failed.catch(() => undefined /* thrown below; kept only so later starts skip this image */);
           making.set(imageDir, failed);
           throw err;
         }

@@ -127,7 +127,7 @@ async function answerWithJob(
   const { reply, frames } = shape(jobId);
   let finished = false;
   res.on("close", () => {
-    if (!finished) void Promise.resolve(jobs.cancel?.(jobId)).catch(() => undefined);
+    if (!finished) void Promise.resolve(jobs.cancel?.(jobId)).catch(() => undefined /* the caller left: a job that cannot be cancelled runs out its timeout */);
   });
 
   if (!stream) {

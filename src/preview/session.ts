@@ -257,7 +257,7 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
 
     return { url: service.url, apiKey, app, env: PREVIEW_ENV, session: driver.session, endpoints, build, service, close };
   } catch (err) {
-    await close().catch(() => undefined);
+    await close().catch(() => undefined /* the start's error is the one to report */);
     throw err;
   }
 }

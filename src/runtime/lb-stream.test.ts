@@ -1,4 +1,4 @@
-// issue 7: a route server that starts before its handler is loaded (/ping 204, routes 503), and streamed
+// A route server that starts before its handler is loaded (/ping 204, routes 503), and streamed
 // Response bodies written as they are produced.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RouteDefinition } from "../sdk/endpoint.js";

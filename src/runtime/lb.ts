@@ -53,7 +53,7 @@ export interface LbResponse {
   status: number;
   headers: Record<string, string>;
   body: Buffer;
-  /** issue 7: a web Response's body, written chunk by chunk as the handler produces it (chunked, SSE). */
+  /** A web Response's body, written chunk by chunk as the handler produces it (chunked, SSE). */
   stream?: AsyncIterable<Uint8Array>;
 }
 
@@ -70,7 +70,7 @@ export async function toResponse(value: unknown): Promise<LbResponse> {
   if (typeof Response !== "undefined" && value instanceof Response) {
     const headers: Record<string, string> = {};
     value.headers.forEach((v, k) => (headers[k] = v));
-    // issue 7: a body without a declared length may be produced over time (SSE, chunked): pass it on as it comes.
+    // A body without a declared length may be produced over time (SSE, chunked): pass it on as it comes.
     if (value.body && headers["content-length"] === undefined) {
       return { status: value.status, headers, body: Buffer.alloc(0), stream: value.body as unknown as AsyncIterable<Uint8Array> };
     }
@@ -175,7 +175,7 @@ export interface RouteServer {
   port: number;
   /** The Unix socket path it also serves on (`socketPath` given and listening there worked). */
   socket?: string;
-  /** issue 7: the handler is loaded: serve these routes, and /ping answers 200. */
+  /** The handler is loaded: serve these routes, and /ping answers 200. */
   ready(routes: readonly RouteDefinition[]): void;
   /** Stop accepting connections and wait for requests under way. */
   close(): Promise<void>;
@@ -296,7 +296,7 @@ async function listenLocal(server: Server, path: string): Promise<NetServer | un
 }
 
 /**
- * issue 7: whether the artifact's manifest marks `endpointName` load-balanced. Read before the handler is
+ * Whether the artifact's manifest marks `endpointName` load-balanced. Read before the handler is
  * imported so the worker can answer /ping (204, initializing) while it loads.
  */
 export async function isLoadBalancedEndpoint(artifactDir: string, endpointName: string): Promise<boolean> {

@@ -193,7 +193,7 @@ export class WorkerLoop {
     const leases = jobs.map((j) => j.job.lease);
     for (const entry of jobs) this.abandon(entry, "handed back");
     this.options.note(`handing back ${leases.length} unfinished job(s)`);
-    await this.call("release", { workerId: this.options.workerId, leases }, { attempts: 3 }).catch(() => undefined);
+    await this.call("release", { workerId: this.options.workerId, leases }, { attempts: 3 }).catch(() => undefined /* unreleased leases lapse on the service, which requeues their jobs then */);
   }
 
   // ---- registration -------------------------------------------------------------------------------------
@@ -439,7 +439,7 @@ export class WorkerLoop {
     entry.abandoned = true;
     entry.controller.abort(new Error(`job ${entry.job.id} ${reason}`));
     // Not awaited: a generator suspended at an await only returns once it reaches its next yield.
-    entry.iterator?.return?.().catch(() => undefined);
+    entry.iterator?.return?.().catch(() => undefined /* the job is abandoned: what its generator throws on the way out is nobody's */);
     entry.stream?.discard();
     if (!keepLease) this.heldLeases.delete(entry.job.lease);
     this.release(entry);
@@ -599,7 +599,7 @@ class ChunkSender {
     if (this.discarded) return;
     let json: string;
     try {
-      // issue 7: a yielded value marked with metrics (textGeneration) becomes {output, metrics}.
+      // A yielded value marked with metrics (textGeneration) becomes {output, metrics}.
       const metrics = chunkMetrics(value);
       json = JSON.stringify(metrics ? { output: value ?? null, metrics } : { output: value === undefined ? null : value });
     } catch (err) {

@@ -101,7 +101,7 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
 
   try {
     const dir = await prepareArtifact(settings);
-    // issue 7: a load-balanced worker listens (and registers its address) before it loads the handler, so the
+    // A load-balanced worker listens (and registers its address) before it loads the handler, so the
     // service sees /ping answer 204 while it initializes and 200 once it is ready.
     // Every request must carry the credential the service derives from this worker's token (docs/lb.md): any
     // other process that can reach the port (another tenant's worker) is refused.
@@ -109,7 +109,7 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
     if (!preloaded && (await isLoadBalancedEndpoint(dir, settings.endpointName))) {
       routeServer = await serveRoutes(null, routeOptions);
       const early = { workerId: settings.workerId, concurrency: settings.maxConcurrency, ...routeAddress(routeServer) };
-      await api.post("register", early, { timeoutMs: 5000 }).catch(() => undefined);
+      await api.post("register", early, { timeoutMs: 5000 }).catch(() => undefined /* early only to show /ping 204 sooner: the loop registers once the handler is loaded */);
     }
     let loaded = preloaded;
     if (!loaded) {
@@ -126,9 +126,9 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
     handler = loaded;
   } catch (err) {
     note(`worker failed to start: ${errorMessage(err)}`);
-    await api.post("fail-start", { workerId: settings.workerId, error: startFailureDetail(err) }, { timeoutMs: 5000 }).catch(() => undefined);
+    await api.post("fail-start", { workerId: settings.workerId, error: startFailureDetail(err) }, { timeoutMs: 5000 }).catch(() => undefined /* exiting either way: the service also learns it from the exit */);
     await routeServer?.close();
-    await shipper.flush().catch(() => undefined);
+    await shipper.flush();
     restoreOutput();
     api.close();
     return 1;
@@ -154,7 +154,7 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
   const outcome = await loop.run();
   await routeServer?.close();
   note(outcome === "orphaned" ? "exiting: orphaned" : outcome === "refused" ? "exiting: the service refuses this worker" : "drained; exiting");
-  if (outcome !== "orphaned") await shipper.flush().catch(() => undefined);
+  if (outcome !== "orphaned") await shipper.flush();
   shipper.stop();
   restoreOutput();
   api.close();

@@ -5,6 +5,7 @@
 // Nothing of these: a clear error that says how to get a context.
 
 import { existsSync, readFileSync } from "node:fs";
+import { parse as parseDotEnv } from "dotenv";
 import { dirname, join } from "node:path";
 import { UserError } from "../errors.js";
 import { readJson } from "./jobs-client.js";
@@ -92,20 +93,15 @@ export function envSetting(name: string): string | undefined {
 }
 
 const dotEnvCache = new Map<string, Record<string, string>>();
+/**
+ * The `.env` file of `dir` as dotenv reads it (the syntax users know from every other tool: inline comments,
+ * quotes, `export`, multi-line values; the last of a repeated key wins). Read once per directory.
+ */
 export function readDotEnv(dir: string): Record<string, string> {
   const cached = dotEnvCache.get(dir);
   if (cached) return cached;
-  const values: Record<string, string> = {};
   const file = join(dir, ".env");
-  if (existsSync(file)) {
-    for (const line of readFileSync(file, "utf8").split(/\r?\n/)) {
-      const m = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
-      if (!m) continue;
-      let v = m[2]!;
-      if ((v.startsWith('"') && v.endsWith('"')) || (v.startsWith("'") && v.endsWith("'"))) v = v.slice(1, -1);
-      values[m[1]!] = v;
-    }
-  }
+  const values = existsSync(file) ? parseDotEnv(readFileSync(file, "utf8")) : {};
   dotEnvCache.set(dir, values);
   return values;
 }

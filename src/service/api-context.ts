@@ -41,8 +41,11 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   dataDir: string;
   /** Build artifacts as every replica reaches them (artifacts.ts). */
   artifacts: ArtifactStore;
-  /** Set on a replica that does not serve jobs: the address of the one that does, where job traffic goes (docs/scale-out.md). */
-  jobsServedBy?(): string | undefined;
+  /**
+   * Set on a replica that does not serve jobs: the address of the one that does, where job traffic goes
+   * (docs/scale-out.md); null when the database could not say which (job traffic is then refused with a 503).
+   */
+  jobsServedBy?(): string | null | undefined;
   /** Workers whose calls this replica passes on are told the jobs replica's address, to reach it straight. */
   workersDirect?: boolean;
   /** This replica's name, when it writes `/run` jobs itself while another serves jobs (engine/handoff.ts). */

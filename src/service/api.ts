@@ -22,7 +22,7 @@ import { sendOpenAiProblem } from "../openai/route.js";
 import { openAiProblem } from "../openai/format.js";
 import { serveConsole } from "./http/console.js";
 import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT, SMALL_BODY_LIMIT, WORKER_BODY_LIMIT } from "./http/body-limits.js";
-import { asRouteFailure } from "./store/faults.js";
+import { asRouteFailure, StorageUnavailable } from "./store/faults.js";
 import { forwardRequest } from "./cluster/forward.js";
 import { RouteTable, rowFor, type RouteMatch, type RouteRow } from "./http/router.js";
 import type { ApiContext, RouteCall, RouteHandler } from "./api-context.js";
@@ -131,6 +131,8 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     const url = target && "url" in target ? target.url : undefined;
     const handOff = jobsServedBy !== undefined && handedOffHere(ctx, row, match);
     if (jobsServedBy !== undefined && !handOff && servedByJobsReplica(row ?? match?.rows[0], req.method, url)) {
+      // No address to pass it to (the database did not answer who serves jobs): refused as the store failing.
+      if (jobsServedBy === null) throw new StorageUnavailable("unavailable", new Error("the replica serving jobs is not known"));
       const nameTarget = ctx.workersDirect === true && url?.pathname.startsWith("/_worker/") === true;
       return await forwardRequest(jobsServedBy, req, res, { nameTarget });
     }

@@ -109,21 +109,21 @@ export interface ServiceOptions {
   log?: (message: string) => void;
   /** Every line a worker writes, as it comes (`svc dev` prints them in its terminal); the store keeps them too. */
   onWorkerLog?: (entry: { endpoint: string; endpointId: string; workerId: string; line: WorkerLogLine }) => void;
-  /** issue 5: largest build artifact accepted (default 1.5 GB, or SVC_MAX_ARTIFACT_BYTES). */
+  /** Largest build artifact accepted (default 1.5 GB, or SVC_MAX_ARTIFACT_BYTES). */
   maxArtifactBytes?: number;
   /** How an uploaded archive may expand: entries, bytes, ratio, manifest size (default: a worker's limits). */
   uploadInspectLimits?: Partial<InspectLimits>;
   /** An upload that sends nothing for this long is cut off with 408 (default 60 s). */
   uploadIdleMs?: number;
-  /** issue 4: data centers (default: one, "local"); the first (or hostDataCenter) is this machine. */
+  /** Data centers (default: one, "local"); the first (or hostDataCenter) is this machine. */
   dataCenters?: DataCenter[];
   hostDataCenter?: string;
-  /** issue 4: per-user rate-limit windows (default DEFAULT_RATE_WINDOWS in src/service/ratelimit.ts). */
+  /** Per-user rate-limit windows (default DEFAULT_RATE_WINDOWS in src/service/ratelimit.ts). */
   rateLimits?: RateWindow[];
-  /** issue 7: how long a request to a load-balanced endpoint waits for a ready worker (default 60 s). */
+  /** How long a request to a load-balanced endpoint waits for a ready worker (default 60 s). */
   lbWaitMs?: number;
   /**
-   * issue 7: serve plain load-balanced requests and job `/run`s on the LB front (lb/front.ts) instead of node:http. Default on;
+   * Serve plain load-balanced requests and job `/run`s on the LB front (lb/front.ts) instead of node:http. Default on;
    * `SVC_LB_FRONT=off` in the environment turns it off (everything then goes through node:http, as before).
    */
   lbFront?: boolean;
@@ -213,7 +213,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const resealed = await secrets.rotate();
   if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
   const sharedLimiter = storage.sharedLimiter?.(options.rateLimits ?? DEFAULT_RATE_WINDOWS, (err) => log(`rate-limit counts could not be shared: ${(err as Error).message}`));
-  // issue 4: management API state (its own connection to the same, already migrated, file)
+  // Management API state (its own connection to the same, already migrated, file)
   const management = new Management({
     dataDir: options.dataDir,
     store: storage.management,
@@ -416,7 +416,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // Serving jobs from the start: adopt from now on (a failure is said, and the next rescan adopts).
   if (jobsRole && servesJobs()) adoptHandedOff(() => engine.acceptHandoffs());
 
-  // issue 7: load-balanced endpoints: worker pool by /ping, proxy, scaling on in-flight requests
+  // Load-balanced endpoints: worker pool by /ping, proxy, scaling on in-flight requests
   const lb = new LbRouter({
     engine,
     endpoints,
@@ -484,18 +484,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
-    // issue 5: apps, environments, builds
+    // apps, environments, builds (deploy/routes.ts)
     store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, jobsReplicaAdopts: () => jobsRole?.servedByAdopter ?? false, workersDirect: options.workersDirect ?? true, handOffAs, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
-    // issue 4
+    // network volumes, templates, REST endpoints, keys (management/)
     management,
     secrets,
-    // issue 7
+    // load-balanced endpoints (lb/)
     lb,
     releases,
     startFailures,
     gpus: () => hostGpus,
   };
-  // issue 7: the LB front takes each connection first and serves plain LB requests and job /runs itself (lb/front.ts)
+  // The LB front takes each connection first and serves plain LB requests and job /runs itself (lb/front.ts)
   const frontWanted = options.lbFront ?? true;
   const front = !frontWanted ? undefined : LbFront.install(server, {
     lb,
@@ -666,7 +666,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       const outcome = await settled;
       if (outcome.state !== "live") throw new ReleaseFailedError(outcome);
       scaler?.reconcile();
-      // issue 4: REST endpoints whose template runs this code follow the new revision
+      // REST endpoints whose template runs this code follow the new revision
       await management.appChanged();
       return plan.upsert.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
     },

@@ -3,9 +3,8 @@
 
 import { relative, resolve } from "node:path";
 import type { Command } from "commander";
-import pc from "picocolors";
 import { buildProject, formatBytes, summarizeBuild, type BuildResult } from "../../build/index.js";
-import { createOutput, formatDuration } from "../output.js";
+import { colorWanted, createOutput, formatDuration, styles as pc } from "../output.js";
 
 interface BuildFlags {
   exclude?: string[];
@@ -61,6 +60,6 @@ export function register(program: Command): void {
         throw err;
       }
       for (const warning of result.warnings) out.warn(warning);
-      out.result(summarizeBuild(result), () => renderBuild(result, process.cwd(), Boolean(process.stdout.isTTY) && !process.env.NO_COLOR));
+      out.result(summarizeBuild(result), () => renderBuild(result, process.cwd(), colorWanted(process.env, Boolean(process.stdout.isTTY))));
     });
 }

@@ -7,12 +7,11 @@ import type { Command } from "commander";
 import { deploy, type DeployResult } from "../../deploy/index.js";
 import { serviceAddress, type ReleaseInfo } from "../../deploy/client.js";
 import { envSetting } from "../../sdk/context.js";
-import pc from "picocolors";
 import { UsageError } from "../../errors.js";
 import type { WorkerLogLine } from "../../drivers/types.js";
 import type { PreviewEvent } from "../../preview/session.js";
 import { askOnTty } from "../confirm.js";
-import { alignRows, createOutput, endpointTable, type Output } from "../output.js";
+import { alignRows, createOutput, endpointTable, styles as pc, type Output } from "../output.js";
 
 interface DeployFlags {
   env?: string;

@@ -2,9 +2,8 @@
 import type { Command } from "commander";
 import { resolve } from "node:path";
 import type { DevEvent, DevSessionHandle } from "../../dev/session.js";
-import pc from "picocolors";
 import type { WorkerLogLine } from "../../drivers/types.js";
-import { createOutput, endpointTable } from "../output.js";
+import { createOutput, endpointTable, styles as pc } from "../output.js";
 import { envSetting } from "../../sdk/context.js";
 import { errorMessage, UsageError, UserError } from "../../errors.js";
 

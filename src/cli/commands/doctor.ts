@@ -2,12 +2,11 @@
 // Exit 1 when a check failed (the service cannot be used), 0 otherwise; warnings do not fail it.
 
 import type { Command } from "commander";
-import pc from "picocolors";
 import { DEFAULT_SERVER_PORT } from "./server.js";
 import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, sandboxFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
 import { resolveSandbox } from "../../drivers/sandbox/index.js";
 import { envSetting } from "../../sdk/context.js";
-import { createOutput } from "../output.js";
+import { colorWanted, createOutput, styles as pc } from "../output.js";
 import { serviceTarget } from "../target.js";
 import { describeTarget } from "./login.js";
 
@@ -47,7 +46,7 @@ export function register(program: Command): void {
         ])
       ).flat();
       const code = verdict(findings);
-      out.result({ ok: code === 0, findings }, () => renderFindings(findings, Boolean(process.stdout.isTTY) && !process.env.NO_COLOR));
+      out.result({ ok: code === 0, findings }, () => renderFindings(findings, colorWanted(process.env, Boolean(process.stdout.isTTY))));
       process.exitCode = code;
     });
 }

@@ -9,8 +9,9 @@ import { pipeline } from "node:stream/promises";
 import type { RouteCall } from "../http/router.js";
 import type { ReleaseManager } from "../releases/manager.js";
 import type { EndpointRow } from "../store/types.js";
-import type { ArtifactStore } from "./store.js";
+import { ArtifactMissing, type ArtifactStore } from "./store.js";
 import { HttpProblem } from "../http/problems.js";
+import { storageCause } from "../store/faults.js";
 
 export const ARTIFACT_ROUTE = "/_worker/v1/artifacts/";
 
@@ -25,6 +26,11 @@ export interface ArtifactDeps {
   artifacts: Pick<ArtifactStore, "local">;
   endpoints: ReadonlyMap<string, EndpointRow>;
   releases?: Pick<ReleaseManager, "endpointFor">;
+  log(message: string): void;
+}
+
+function notHere(sha: string): HttpProblem {
+  return new HttpProblem(404, `Artifact ${sha} is not on this service`);
 }
 
 /** GET and HEAD, worker tokens only (the route table says so). */
@@ -39,9 +45,22 @@ export async function serveArtifact(call: RouteCall<ArtifactDeps>): Promise<void
     throw new HttpProblem(404, `No artifact ${sha} for this worker's endpoint`);
   }
   // Another replica may have received the upload: the artifact is fetched here from the shared store first.
-  const path = await ctx.artifacts.local(endpoint.artifactPath).catch(() => endpoint.artifactPath);
-  const info = await stat(path).catch(() => undefined);
-  if (!info) throw new HttpProblem(404, `Artifact ${sha} is not on this service`);
+  // Only its absence is a 404: a store that fails is the dispatcher's 503 (store/faults.ts), and any other
+  // failure (a refused query, bytes that fail their sha256) is answered as what it is, and logged.
+  let path: string;
+  try {
+    path = await ctx.artifacts.local(endpoint.artifactPath);
+  } catch (err) {
+    if (err instanceof ArtifactMissing) throw notHere(sha);
+    if (storageCause(err)) throw err;
+    ctx.log(`could not read artifact ${sha} for worker ${workerId}: ${(err as Error).message}`);
+    throw new HttpProblem(500, `Artifact ${sha} could not be read: ${(err as Error).message}`);
+  }
+  const info = await stat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === "ENOENT") return undefined;
+    throw err;
+  });
+  if (!info) throw notHere(sha);
   res.writeHead(200, { "content-type": "application/gzip", "content-length": info.size, etag: `"${sha}"`, "cache-control": "private, max-age=31536000, immutable" });
   if (req.method === "HEAD") return void res.end();
   // A reader that goes away mid-file ends the pipeline; nothing to clean up, nothing to answer.

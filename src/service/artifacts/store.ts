@@ -20,6 +20,9 @@ export interface ArtifactStore {
 
 const PART_BYTES = 1024 * 1024;
 
+/** The artifact is in neither place: truly absent (its other failures are the store's or its bytes'). */
+export class ArtifactMissing extends Error {}
+
 /** The artifact's sha256 from its stored name, or undefined. Pure. */
 export function artifactSha(path: string): string | undefined {
   return /^([a-f0-9]{64})\.tar\.gz$/.exec(basename(path))?.[1];
@@ -38,7 +41,7 @@ export function postgresArtifacts(options: { dataDir: string; db: Queryable; tra
   const fetch = async (sha: string, target: string): Promise<string> => {
     const { rows } = await options.db.query<{ size: number; parts: number }>("SELECT size, parts FROM svc_artifacts WHERE sha256 = $1", [sha]);
     const meta = rows[0];
-    if (!meta) throw new Error(`artifact ${sha} is neither on this machine nor in the database`);
+    if (!meta) throw new ArtifactMissing(`artifact ${sha} is neither on this machine nor in the database`);
     await mkdir(join(options.dataDir, "artifacts"), { recursive: true, mode: PRIVATE_DIR_MODE });
     const temp = `${target}.${process.pid}.${Date.now()}.fetch.tmp`;
     // Users' code is the service's to read: workers get it through their driver, never from this directory.

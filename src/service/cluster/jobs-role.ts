@@ -30,8 +30,11 @@ export interface TakeOver {
 }
 
 export class JobsRole {
-  /** The address of the replica serving jobs, or undefined while this one does. */
-  private served: string | undefined = "";
+  /**
+   * The address of the replica serving jobs; undefined while this one does; null while another one does (or may)
+   * but the database could not say at which address (it did not answer), so job traffic has nowhere to go.
+   */
+  private served: string | null | undefined = null;
   /** Whether the replica serving jobs (another one) adopts hand-offs, as its lease row last said. */
   private holderAdopts = false;
   private decided = false;
@@ -57,8 +60,8 @@ export class JobsRole {
     });
   }
 
-  /** Where job traffic goes: undefined when this replica serves it. */
-  get servedBy(): string | undefined {
+  /** Where job traffic goes: undefined when this replica serves it, null when the database could not say. */
+  get servedBy(): string | null | undefined {
     return this.served;
   }
 
@@ -78,10 +81,19 @@ export class JobsRole {
       this.served = undefined;
       return;
     }
-    const holder = await leaseHolder(this.options.db, "jobs").catch(() => undefined);
-    this.served = holder?.address ?? "another replica";
+    let holder: LeaseHolder | undefined;
+    try {
+      holder = await leaseHolder(this.options.db, "jobs");
+    } catch (err) {
+      // Not serving jobs and not knowing who does: job traffic is refused as the database being unreachable
+      // (never sent to a made-up address) until a later lease attempt reads the holder (heldBy).
+      this.served = null;
+      this.options.log(`could not read which replica serves jobs (${(err as Error).message}); job traffic that reaches this one is refused until the database answers`);
+      return;
+    }
+    this.served = holder?.address ?? null;
     this.holderAdopts = holder?.adoptsHandoffs ?? false;
-    this.options.log(`jobs of this database are served by the replica at ${this.served}; job traffic that reaches this one goes there, and this one takes over if it goes away`);
+    this.options.log(`jobs of this database are served by the replica at ${this.served ?? "an address the database does not name"}; job traffic that reaches this one goes there, and this one takes over if it goes away`);
   }
 
   /** What taking over means (the service wired): a takeover that came before runs now. */
@@ -125,8 +137,8 @@ export class JobsRole {
     if (!this.decided || !holder) return;
     this.holderAdopts = holder.adoptsHandoffs;
     if (this.served === undefined && holder.holder !== this.options.holder) {
-      this.served = holder.address ?? holder.holder;
-      this.options.log(`another replica (${this.served}) took over serving jobs while this one could not reach the database`);
+      this.served = holder.address ?? null;
+      this.options.log(`another replica (${holder.address ?? holder.holder}) took over serving jobs while this one could not reach the database`);
       this.options.onLost?.();
       return;
     }

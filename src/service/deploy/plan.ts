@@ -1,4 +1,4 @@
-// issue 5: what activating a build, or applying configuration from code, does to an environment's endpoints.
+// What activating a build, or applying configuration from code, does to an environment's endpoints.
 // Pure functions: routes.ts applies their result.
 
 import { gpuCountOf } from "../../gpus/allocate.js";

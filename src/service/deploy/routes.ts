@@ -1,5 +1,5 @@
 import { lbEndpointUrl } from "../lb/index.js";
-// issue 5: the service's app, environment and build routes (all under /v1/apps, user keys; changes need an
+// The service's app, environment and build routes (all under /v1/apps, user keys; changes need an
 // admin key). The service is the one truth about what exists: apps, environments, uploaded builds, and which
 // build each environment runs.
 //

@@ -1,4 +1,4 @@
-// issue 5: SQLite side of apps, environments and builds, kept out of store/sqlite.ts so that file only gains a
+// SQLite side of apps, environments and builds, kept out of store/sqlite.ts so that file only gains a
 // migration entry and two delegating lines.
 
 import type Database from "better-sqlite3";

@@ -1,4 +1,4 @@
-// issue 5: what the service keeps about apps, their environments and uploaded builds. The endpoints an
+// What the service keeps about apps, their environments and uploaded builds. The endpoints an
 // environment runs stay in the `endpoints` table; an environment points at the build it runs.
 
 import type { Manifest } from "../../sdk/manifest.js";

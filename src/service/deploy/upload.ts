@@ -92,7 +92,7 @@ export async function receiveArtifact(req: IncomingMessage, dataDir: string, exp
   // Readable by workers: a container runs as another user and reads the artifact from a mount.
   const out = createWriteStream(temp, { mode: PRIVATE_FILE_MODE });
   const outFailed = new Promise<never>((_, reject) => out.once("error", reject));
-  outFailed.catch(() => undefined);
+  outFailed.catch(() => undefined /* raced below: only keeps an early failure from going unhandled */);
   let size = 0;
   let idle: NodeJS.Timeout | undefined;
   const idleMs = limits.idleMs ?? UPLOAD_IDLE_MS;
@@ -104,7 +104,7 @@ export async function receiveArtifact(req: IncomingMessage, dataDir: string, exp
     arm();
     req.on("data", arm);
   });
-  stalled.catch(() => undefined);
+  stalled.catch(() => undefined /* raced below: only keeps an early failure from going unhandled */);
   try {
     // Chunk by chunk, the request paused while one is written and inspected. Not `for await`: leaving that loop
     // destroys the request, and a refused body must still be read to its end for the client to get the answer.
@@ -136,7 +136,7 @@ export async function receiveArtifact(req: IncomingMessage, dataDir: string, exp
       req.once("error", reject);
       req.once("aborted", () => reject(new Error("the client aborted the upload")));
     });
-    reading.catch(() => undefined);
+    reading.catch(() => undefined /* raced below: only keeps an early failure from going unhandled */);
     await Promise.race([reading, stalled, outFailed]);
     out.end();
     await Promise.race([once(out, "finish"), outFailed]);

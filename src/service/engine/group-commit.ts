@@ -43,7 +43,7 @@ export class GroupCommit {
       this.batchPromise = new Promise<void>((resolve, reject) => {
         this.batchSettle = { resolve, reject };
       });
-      this.batchPromise.catch(() => undefined);
+      this.batchPromise.catch(() => undefined /* every writer awaits it: only keeps a batch nobody waits on from going unhandled */);
     }
     this.scheduleFlush();
     return this.batchPromise;

@@ -34,7 +34,7 @@ export const ADOPT_EVERY_MS = 10;
  * On a loaded machine the clients come back 2 to 6 ms after their answers (the answer, their own turn on a core,
  * the next request): with 2 ms for both bounds, five clients of a follower made writes of 4.1 jobs on average, a
  * fifth of them carrying one or two (the first client back found the stream ended and was written alone); with
- * these, 4.9 (docs/scale-out.md, session 17).
+ * these, 4.9 (measured: docs/scale-out.md).
  */
 export const HANDOFF_LINGER_MS = 4;
 export const STREAM_GAP_MS = 6;
@@ -194,7 +194,7 @@ export class HandoffSystem {
   /**
    * Vacuum the marks' table once VACUUM_AFTER_ADOPTED jobs were adopted since the last time, at most every
    * VACUUM_EVERY_MS. An adoption reads the whole table, dead rows included: left to autovacuum (once a minute),
-   * a minute of a steady stream made each adoption ~0.2 ms slower at 3 000 jobs/s (docs/scale-out.md, session 16).
+   * a minute of a steady stream made each adoption ~0.2 ms slower at 3 000 jobs/s (measured: docs/scale-out.md).
    */
   private vacuumWhenDue(adopted: number): void {
     this.adoptedSinceVacuum += adopted;

@@ -84,6 +84,7 @@ export const API_SCHEMAS = {
       },
       coldStarts: { type: "object", properties: { count: int(), lastMs: { type: ["integer", "null"] } } },
       lastStartError: ref("StartError"),
+      stopFailures: { type: "object", description: "Workers the driver failed to stop since the service started (they may still run); absent when none", properties: { count: int(), lastError: str() } },
       throttledReason: str('Why workers are held back: "waiting for a GPU (HOPPER_141: 2 of 2 in use)"; absent when none waits'),
       gpus: { type: "array", items: ref("Gpu"), description: "The host's GPUs this endpoint's workers hold (only where the service assigns GPUs: docs/gpus.md)" },
       storage: {

@@ -1,4 +1,4 @@
-// issue 8: the web console's static files (built by scripts/build-console.mjs into dist/console/), served under
+// The web console's static files (built by scripts/build-console.mjs into dist/console/), served under
 // /console/ with no key: the page holds no data; every API call it makes sends the user's key.
 // Files are read once and kept in memory (a few hundred KB at most).
 

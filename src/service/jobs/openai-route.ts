@@ -1,4 +1,4 @@
-// issue 7: the OpenAI-compatible chat route of a queue-based endpoint, on the job engine:
+// The OpenAI-compatible chat route of a queue-based endpoint, on the job engine:
 //   POST /v2/{endpoint_id}/openai/v1/chat/completions    a chat request becomes a job; the reply is built from
 //                                                        its stream chunks (streaming) or its output
 //   POST /v2/{endpoint_id}/openai/v1/responses             the Responses API on the same workers (plain and typed events)

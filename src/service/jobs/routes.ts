@@ -217,6 +217,7 @@ function healthJson(ctx: JobDeps, endpoint: EndpointRow): string {
   const wanted = endpoint.type === "queue" ? policyWanted(ctx, endpoint, health) : undefined;
   const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource, wanted), unhealthy: ctx.startFailures.unhealthy(endpoint.id) };
   const lastStartError = ctx.startFailures.last(endpoint.id);
+  const stopFailures = ctx.scaler()?.stopFailures.get(endpoint.id);
   // Workers not started for want of a free GPU count as throttled, and the answer says why.
   const gpuWait = ctx.scaler()?.gpuWait(endpoint.id);
   if (gpuWait) workers.throttled += gpuWait.workers;
@@ -230,6 +231,7 @@ function healthJson(ctx: JobDeps, endpoint: EndpointRow): string {
     coldStarts,
     ...(endpoint.type === "lb" ? ctx.lb?.health(endpoint.id) : {}),
     ...(lastStartError ? { lastStartError } : {}),
+    ...(stopFailures ? { stopFailures } : {}),
     // Whether the service can write (a full disk makes every write 503 until it clears).
     storage: ctx.engine.storageState(),
   });

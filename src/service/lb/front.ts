@@ -1,7 +1,7 @@
 // The LB front: a fast path on the service's port for requests to load-balanced endpoints, and for job `/run`s
 // (`deps.run`: the route's checks are job-routes.ts quickRun's; the front only reads, counts and answers).
 //
-// issue 7 (performance): behind node:http, one proxied request cost ~2x the same request sent to the worker
+// Behind node:http, one proxied request cost ~2x the same request sent to the worker
 // directly (IncomingMessage/ServerResponse objects, header validation and serialization, the request
 // handler's promise chain). The front takes each new connection first and serves, itself, the LB requests it
 // can read whole and simply: HTTP/1.1, whole head in hand, no body or a small one of known length, a valid key
@@ -52,9 +52,10 @@ export interface FrontDeps {
   /**
    * The replica serving jobs, when this one passes job traffic on to it (a follower): the job reads above then go
    * there by their bytes, and their answers come back as it gave them, as node:http's path (cluster/forward.ts)
-   * would pass them, so that the caller's connection stays on the front.
+   * would pass them, so that the caller's connection stays on the front. Null: another replica serves jobs at an
+   * address the database did not give, and node:http answers the refusal.
    */
-  relayTo?(): string | undefined;
+  relayTo?(): string | null | undefined;
   /** How long an idle connection is kept (the server's keepAliveTimeout). */
   keepAliveMs: number;
   log(message: string): void;
@@ -384,6 +385,7 @@ class FrontConnection implements Downstream {
   private read(principal: Principal, endpointId: string, jobId: string | undefined, data: Buffer, head: ScannedRequest, total: number): void {
     this.lookedUp = undefined;
     const relayTo = this.front.deps.relayTo?.();
+    if (relayTo === null) return this.giveToNode();
     if (relayTo !== undefined) return this.relay(relayTo, data, head, total);
     const answer = this.front.deps.read!(principal, endpointId, jobId);
     if (answer === undefined) return this.giveToNode();

@@ -1,6 +1,6 @@
 // Reading a request head by its bytes, for the LB front's fast path (front.ts).
 //
-// issue 7 (performance): llhttp turned every header of every request into a JavaScript string (and called back
+// llhttp turned every header of every request into a JavaScript string (and called back
 // into JavaScript for it), and the head sent up was then built again from those strings. Scanning the bytes
 // once, and copying the lines passed on as they are, halves what the front spends on a head. The scan accepts
 // only a strict subset of HTTP/1.1 (known methods, origin-form targets of visible ASCII, CRLF line ends, token

@@ -228,7 +228,7 @@ export class LbRouter {
   }
 
   /**
-   * issue 7: once a worker answers /ping at its address, try its direct address (if its driver gave one); use it
+   * Once a worker answers /ping at its address, try its direct address (if its driver gave one); use it
    * from then on (traffic and /ping) only if it answers there too. A remote engine's or a VM's container IP does
    * not answer from here: the published port stays.
    */

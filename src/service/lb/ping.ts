@@ -25,7 +25,7 @@ export function classifyPing(status: number | undefined): PingState {
 export async function probePing(address: string, timeoutMs = 2000, headers?: Record<string, string>): Promise<PingAnswer> {
   try {
     const response = await fetch(`${address.replace(/\/+$/, "")}/ping`, { signal: AbortSignal.timeout(timeoutMs), headers });
-    await response.arrayBuffer().catch(() => undefined);
+    await response.arrayBuffer().catch(() => undefined /* the status is the answer; the body is only drained */);
     return { state: classifyPing(response.status), status: response.status };
   } catch {
     return { state: "unreachable" };

@@ -143,7 +143,7 @@ export function forward(
 
 // ------------------------------------------------------------------------------------------- raw forwarding
 //
-// issue 7 (performance): node:http's client (Agent, ClientRequest, IncomingMessage, pipes) cost more per
+// node:http's client (Agent, ClientRequest, IncomingMessage, pipes) cost more per
 // request than the caller's whole round trip, so a proxied request cost 2-2.5x a direct one. For http workers
 // the proxy instead writes the request head itself on a pooled keep-alive socket and reads the answer with
 // llhttp, the parser node:http uses (from node's `_http_common`): chunked decoding, HEAD and 1xx handling,
@@ -368,7 +368,7 @@ class UpstreamConnection {
   }
 
   /**
-   * issue 7 (performance): most answers are small, of known length and arrive in one read. Those are read by
+   * Most answers are small, of known length and arrive in one read. Those are read by
    * their bytes (`scanResponseHead`) and handed on whole, without the parser's strings and callbacks. "more": wait
    * for the rest (the head, or a body of at most SMALL_BODY_BYTES); "parser": anything else, read from its
    * first byte by llhttp as before (streamed, large, chunked, 1xx, a worker sending more than it was asked).
@@ -616,7 +616,7 @@ class PooledExchange implements Exchange, RawExchange {
   }
 
   /**
-   * issue 7: a worker that does not begin its answer within `timeoutMs` (the endpoint's executionTimeout) gets the
+   * A worker that does not begin its answer within `timeoutMs` (the endpoint's executionTimeout) gets the
    * caller a 504, and its connection closed. Checked by the pool's sweep, not a timer a request (timers cost more
    * than the rest of a request here); a begun answer (a stream) may run longer.
    */

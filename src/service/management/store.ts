@@ -11,7 +11,7 @@ import { openDatabase } from "../store/driver.js";
 export const VOLUME_TYPES = ["STANDARD", "HIGH_PERFORMANCE"] as const;
 export type VolumeType = (typeof VOLUME_TYPES)[number];
 
-/** Appended to MIGRATIONS (issue 4). */
+/** Appended to MIGRATIONS: network volumes, templates, REST endpoints, key names and expiry. */
 export const MANAGEMENT_MIGRATION = `
   CREATE TABLE network_volumes (
     id TEXT PRIMARY KEY, user_id TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,
@@ -25,7 +25,7 @@ export const MANAGEMENT_MIGRATION = `
   ALTER TABLE api_keys ADD COLUMN name TEXT;
   ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;`;
 
-/** Appended to MIGRATIONS after MANAGEMENT_MIGRATION (issue 4): restart counters of REST endpoints. */
+/** Appended to MIGRATIONS after MANAGEMENT_MIGRATION: restart counters of REST endpoints. */
 export const MANAGEMENT_MIGRATION_2 = `ALTER TABLE rest_endpoints ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;`;
 
 export interface VolumeRecord {

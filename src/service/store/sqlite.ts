@@ -45,13 +45,13 @@ export const MIGRATIONS: string[] = [
    CREATE TABLE api_keys (
      id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL, scopes TEXT NOT NULL,
      created_at INTEGER NOT NULL, revoked_at INTEGER);`,
-  // issue 5: apps, environments and uploaded builds
+  // Apps, environments and uploaded builds
   DEPLOY_MIGRATION,
-  // issue 4: network volumes, templates, REST endpoints, key names and expiry
+  // Network volumes, templates, REST endpoints, key names and expiry
   MANAGEMENT_MIGRATION,
-  // issue 7: a job's own retry limit (null: its endpoint's)
+  // A job's own retry limit (null: its endpoint's)
   `ALTER TABLE jobs ADD COLUMN max_retries INTEGER;`,
-  // issue 4: restart counters of REST endpoints
+  // Restart counters of REST endpoints
   MANAGEMENT_MIGRATION_2,
   // secrets of users, sealed
   SECRETS_MIGRATION,
@@ -203,7 +203,7 @@ export function openSqliteStore(file: string): Store & JobCommands {
   const chunksAfter = db.prepare("SELECT job_id, seq, data FROM stream_chunks WHERE job_id = ? AND seq > ? ORDER BY seq");
   const lastChunk = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM stream_chunks WHERE job_id = ?");
   const expired = db.prepare("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?");
-  // issue 8: the console's recent jobs of an endpoint (jobs_endpoint index; seq orders by submission)
+  // The console's recent jobs of an endpoint (jobs_endpoint index; seq orders by submission)
   const recentJobIds = db.prepare("SELECT id FROM jobs WHERE endpoint_id = ? ORDER BY seq DESC LIMIT ?");
   const allEndpoints = db.prepare("SELECT * FROM endpoints ORDER BY created_at, id");
   const keyByHash = db.prepare("SELECT * FROM api_keys WHERE hash = ?");

@@ -37,7 +37,7 @@ export interface JobRow {
   workerId: string | null;
   /** Stream chunks already returned by /stream. */
   streamCursor: number;
-  /** issue 7: automatic retries allowed for this job, when it differs from its endpoint's (a streamed chat: 0). */
+  /** Automatic retries allowed for this job, when it differs from its endpoint's (a streamed chat: 0). */
   maxRetries?: number | null;
 }
 
@@ -70,7 +70,7 @@ export interface KeyRow {
   scopes: string[];
   createdAt: number;
   revokedAt: number | null;
-  /** issue 4: epoch ms after which the key is refused (401); null or absent: never. */
+  /** Epoch ms after which the key is refused (401); null or absent: never. */
   expiresAt?: number | null;
 }
 
@@ -121,10 +121,10 @@ export type StoreOp =
   | { op: "insertWebhook"; webhook: WebhookRow }
   | { op: "retryWebhook"; id: string; attempts: number; nextAt: number }
   | { op: "deleteWebhook"; id: string }
-  // issue 5: apps, environments, builds
+  // Apps, environments, builds
   | DeployStoreOp;
 
-// issue 5: apps, environments and builds (DeployStoreReads)
+// Apps, environments and builds (DeployStoreReads)
 export interface Store extends DeployStoreReads {
   /** Apply the ops in order, atomically (all or none). */
   apply(ops: StoreOp[]): Promise<void>;
@@ -142,7 +142,7 @@ export interface Store extends DeployStoreReads {
   lastChunkSeq(jobId: string): Promise<number>;
   /** Ids of jobs whose retention ran out (at most `limit`); the engine deletes them through a batch. */
   expiredJobIds(now: number, limit: number): Promise<string[]>;
-  /** issue 8: ids of an endpoint's newest jobs (at most `limit`), newest first: the console's job list. */
+  /** Ids of an endpoint's newest jobs (at most `limit`), newest first: the console's job list. */
   recentJobIds?(endpointId: string, limit: number): Promise<string[]>;
   endpoints(): Promise<EndpointRow[]>;
   keyByHash(hash: string): Promise<KeyRow | undefined>;

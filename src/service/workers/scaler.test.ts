@@ -104,6 +104,44 @@ describe("Scaler adoption", () => {
   });
 });
 
+describe("Scaler stopping workers", () => {
+  it("says and counts a worker its driver failed to stop, with the worker's id and the driver's error", async () => {
+    const handle: WorkerHandle = {
+      workerId: "wstuck",
+      exited: new Promise(() => undefined),
+      stop: () => Promise.reject(new Error("the Docker daemon did not answer")),
+      kill: () => undefined,
+    };
+    const driver: WorkerDriver = {
+      name: "docker",
+      start: () => Promise.reject(new Error("this test starts no worker")),
+      adopt: async () => [{ handle, endpointId: "ep1", revision: "r1" }],
+      close: async () => undefined,
+    };
+    const engine = { ensureWorker: () => ({}), workerGone: () => undefined, drain: () => undefined, workers: new Map(), queuedCount: () => 0, runningCount: () => 0 } as unknown as JobEngine;
+    const events: string[] = [];
+    const scaler = new Scaler(
+      {
+        engine,
+        driver,
+        apiUrl: "http://svc.test:8600",
+        mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
+        revokeWorkerKeys: async () => undefined,
+        endpoints: () => [],
+        onLog: () => undefined,
+        onEvent: (message) => events.push(message),
+      },
+      60_000,
+    );
+    await scaler.start();
+    expect(await scaler.stopWorkersOf(new Set(["ep1"]), 100)).toBe(false);
+    expect(events).toContain("the docker driver failed to stop worker wstuck of endpoint ep1: the Docker daemon did not answer");
+    expect(scaler.stopFailures.get("ep1")).toEqual({ count: 1, lastError: "the Docker daemon did not answer" });
+    await scaler.close();
+    expect(scaler.stopFailures.get("ep1")?.count).toBe(2);
+  });
+});
+
 describe("snapshotNotice", () => {
   const endpoint = (snapshot?: boolean) => ({ name: "model", resource: { snapshot } }) as unknown as Parameters<typeof snapshotNotice>[1];
   it("says once that a driver cannot restore snapshots, and why, when the endpoint asks for them", () => {

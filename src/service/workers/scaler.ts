@@ -121,7 +121,7 @@ export interface ScalerDeps {
    * draining it through the protocol, and counted gone once it stays silent `silentMs`.
    */
   adoptRegistered?: { silentMs: number };
-  /** issue 7: load-balanced endpoints scale on their proxy's requests (waiting ones and in-flight ones). */
+  /** Load-balanced endpoints scale on their proxy's requests (waiting ones and in-flight ones). */
   lb?: {
     load(endpointId: string): { queued: number; inProgress: number };
     busy(workerId: string): boolean;
@@ -196,6 +196,8 @@ export class Scaler {
   private readonly failures = new Map<string, { count: number; until: number }>();
   private readonly coldStartPending = new Map<string, number>();
   readonly coldStarts = new Map<string, { count: number; lastMs: number | null }>();
+  /** Workers the driver failed to stop, per endpoint (each also said through onEvent): they may still run. */
+  readonly stopFailures = new Map<string, { count: number; lastError: string }>();
   private timer?: NodeJS.Timeout;
   private closed = false;
   private planning = false;
@@ -378,6 +380,25 @@ export class Scaler {
     this.deps.engine.drain(workerId);
   }
 
+  /**
+   * Ask the driver to stop a worker. A driver that fails to (a container runtime that does not answer, a process
+   * it cannot signal) leaves a worker that may still run and hold its GPU: said, with the worker and the error,
+   * and counted per endpoint.
+   */
+  private stopThroughDriver(workerId: string, endpointId: string, handle: WorkerHandle, graceMs: number, context = ""): Promise<void> {
+    return handle.stop(graceMs).then(
+      () => undefined,
+      (err: unknown) => {
+        const message = (err as Error)?.message ?? String(err);
+        const entry = this.stopFailures.get(endpointId) ?? { count: 0, lastError: "" };
+        entry.count++;
+        entry.lastError = message;
+        this.stopFailures.set(endpointId, entry);
+        this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to stop worker ${workerId} of endpoint ${endpointId}${context}: ${message}`);
+      },
+    );
+  }
+
   /** Draining workers that hold nothing are stopped through the driver after a grace period. */
   private stopDrainedWorkers(now: number): void {
     for (const [id, since] of this.drainedSince) {
@@ -390,7 +411,7 @@ export class Scaler {
       const busy = entry !== undefined && entry.held.size > 0;
       if (!busy && now - since >= DRAIN_GRACE_MS && m.handle) {
         this.drainedSince.delete(id);
-        void m.handle.stop(DRAIN_GRACE_MS).catch(() => undefined);
+        void this.stopThroughDriver(m.id, m.endpointId, m.handle, DRAIN_GRACE_MS);
       }
     }
   }
@@ -634,7 +655,7 @@ export class Scaler {
       if (proven) {
         proven.handingOver = true;
         this.deps.onEvent?.(`worker ${proven.id} (a release's, ready) stops to give its GPU to the new worker ${p.id} of endpoint ${endpoint.name}`);
-        void proven.handle!.stop(DRAIN_GRACE_MS).catch((err: unknown) => this.deps.onEvent?.(`worker ${proven.id} did not stop to hand over its GPU: ${(err as Error).message}`));
+        void this.stopThroughDriver(proven.id, proven.endpointId, proven.handle!, DRAIN_GRACE_MS, " (to hand over its GPU)");
       }
     }
   }
@@ -705,7 +726,7 @@ export class Scaler {
   }
 
   /**
-   * issue 5: stop every worker of these (removed) endpoints now; true once all have exited, false when some
+   * Stop every worker of these (removed) endpoints now; true once all have exited, false when some
    * still run after `timeoutMs`.
    */
   async stopWorkersOf(endpointIds: ReadonlySet<string>, timeoutMs: number): Promise<boolean> {
@@ -720,7 +741,7 @@ export class Scaler {
         // A worker still starting has no handle yet: asked again on the next round.
         if (m.handle && !asked.has(m.id)) {
           asked.add(m.id);
-          void m.handle.stop(DRAIN_GRACE_MS).catch(() => undefined);
+          void this.stopThroughDriver(m.id, m.endpointId, m.handle, DRAIN_GRACE_MS);
         }
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -775,7 +796,7 @@ export class Scaler {
     } catch (err) {
       return { ok: false, state: "unreachable", message: `could not start image "${image}" to check its /ping: ${(err as Error).message}` };
     } finally {
-      await handle?.stop(2000).catch(() => undefined);
+      if (handle) await this.stopThroughDriver(workerId, endpoint.id, handle, 2000, " (its image's /ping check)");
       if (this.deps.gpus?.release(workerId).length) this.kick(endpoint.id);
     }
   }
@@ -792,7 +813,7 @@ export class Scaler {
       m.stopping = true;
       this.deps.engine.drain(m.id);
     }
-    await Promise.all(handles.map((m) => m.handle?.stop(3000).catch(() => undefined)));
-    await this.deps.driver.close().catch(() => undefined);
+    await Promise.all(handles.map((m) => m.handle && this.stopThroughDriver(m.id, m.endpointId, m.handle, 3000, " (the service stops)")));
+    await this.deps.driver.close().catch((err: unknown) => this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to close: ${(err as Error)?.message ?? String(err)}`));
   }
 }
