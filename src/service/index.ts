@@ -240,59 +240,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // Replicas on one database: the one serving jobs delivers (known once the service listens, below).
     active: () => wired && servesJobs(),
   });
-  // What other replicas on the same database change reaches this one within a second.
-  const configSync =
-    storage.kind === "postgres"
-      ? startConfigSync({
-          endpoints,
-          storedEndpoints: () => store.endpoints(),
-          localWritesSettled: () => engine.settled(),
-          dropped: (id) => engine.dropEndpoint(id),
-          reload: async () => {
-            await storage.reload();
-            secrets.refresh();
-          },
-          onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
-          // The change feed below says when; this only covers notices lost while its listener reconnected.
-          intervalMs: CONFIG_POLL_MS,
-        })
-      : undefined;
-  // Configuration and key changes, told at their commit by the database (schema.ts's triggers): read at once.
-  let feedFailing = false;
-  const feed =
-    configSync && options.storeUrl && storage.coordination
-      ? createChangeFeed({
-          url: options.storeUrl,
-          db: storage.coordination,
-          onError: (err) => {
-            // Said once per outage: the listener retries every 2 s at most, and polling covers it meanwhile.
-            if (!feedFailing) log(`not hearing of other replicas' changes at once (${(err as Error).message}); reading them every ${CONFIG_POLL_MS / 1000} s until the database answers`);
-            feedFailing = true;
-          },
-        })
-      : undefined;
-  feed?.subscribe("config", () => void configSync?.round());
-  feed?.subscribe("keys", () => keyring.forget());
-  // `/run` jobs another replica wrote, told after their commit: the replica serving jobs adopts them
-  // (engine/handoff.ts; a no-op on the others).
-  let adoptFailing = false;
-  const adoptHandedOff = (adopt: () => Promise<number> = () => engine.adoptHandedOff()) =>
-    void adopt().then(
-      () => (adoptFailing = false),
-      (err: unknown) => {
-        // Said once per outage: the jobs stay in the database, marked, and the next notice or rescan adopts them.
-        if (!adoptFailing) log(`could not take the jobs other replicas handed off: ${(err as Error).message}`);
-        adoptFailing = true;
-      },
-    );
-  feed?.subscribe(HANDOFF_TOPIC, () => adoptHandedOff(() => engine.adoptHandedOff({ announced: true })));
-  // Notices sent while the listener was away are lost: read everything again once it is back.
-  feed?.onResync(() => {
-    feedFailing = false;
-    keyring.forget();
-    void configSync?.round();
-    adoptHandedOff();
-  });
+  const { configSync, feed, adoptHandedOff } = followReplicas({ options, storage, secrets, keyring, engine, endpoints, log });
   /** What uses the storage in the background, then the storage itself and the data directory's lock. */
   const releaseStorage = async () => {
     await sharedLimiter?.stop();
@@ -309,13 +257,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   server.headersTimeout = 70_000;
   const host = options.host ?? "127.0.0.1";
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(options.port ?? 0, host, () => {
-        server.off("error", reject);
-        resolve();
-      });
-    });
+    await listen(server, options.port ?? 0, host);
   } catch (err) {
     // Port taken (the caller may retry on another): leave nothing open behind.
     await outbox.close(0);
@@ -759,4 +701,86 @@ async function shutdown(s: {
   await s.outbox.close();
   await s.jobsRole?.stop();
   await s.releaseStorage();
+}
+
+/** Listen on host:port; a failure (the port taken) leaves the server not listening. */
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}
+
+/**
+ * Replicas on one database (PostgreSQL): what the others change reaches this one within a second (the change
+ * feed's notices, polling where they are lost), and `/run` jobs they write are adopted by the replica serving
+ * jobs. On SQLite there is no other replica: nothing to follow, and adopting finds nothing.
+ */
+function followReplicas(r: {
+  options: ServiceOptions;
+  storage: ServiceStorage;
+  secrets: Secrets;
+  keyring: KeyRing;
+  engine: JobEngine;
+  endpoints: EndpointRegistry;
+  log(message: string): void;
+}) {
+  const { options, storage, secrets, keyring, engine, endpoints, log } = r;
+  // What other replicas on the same database change reaches this one within a second.
+  const configSync =
+    storage.kind === "postgres"
+      ? startConfigSync({
+          endpoints,
+          storedEndpoints: () => storage.store.endpoints(),
+          localWritesSettled: () => engine.settled(),
+          dropped: (id) => engine.dropEndpoint(id),
+          reload: async () => {
+            await storage.reload();
+            secrets.refresh();
+          },
+          onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
+          // The change feed below says when; this only covers notices lost while its listener reconnected.
+          intervalMs: CONFIG_POLL_MS,
+        })
+      : undefined;
+  // Configuration and key changes, told at their commit by the database (schema.ts's triggers): read at once.
+  let feedFailing = false;
+  const feed =
+    configSync && options.storeUrl && storage.coordination
+      ? createChangeFeed({
+          url: options.storeUrl,
+          db: storage.coordination,
+          onError: (err) => {
+            // Said once per outage: the listener retries every 2 s at most, and polling covers it meanwhile.
+            if (!feedFailing) log(`not hearing of other replicas' changes at once (${(err as Error).message}); reading them every ${CONFIG_POLL_MS / 1000} s until the database answers`);
+            feedFailing = true;
+          },
+        })
+      : undefined;
+  feed?.subscribe("config", () => void configSync?.round());
+  feed?.subscribe("keys", () => keyring.forget());
+  // `/run` jobs another replica wrote, told after their commit: the replica serving jobs adopts them
+  // (engine/handoff.ts; a no-op on the others).
+  let adoptFailing = false;
+  const adoptHandedOff = (adopt: () => Promise<number> = () => engine.adoptHandedOff()) =>
+    void adopt().then(
+      () => (adoptFailing = false),
+      (err: unknown) => {
+        // Said once per outage: the jobs stay in the database, marked, and the next notice or rescan adopts them.
+        if (!adoptFailing) log(`could not take the jobs other replicas handed off: ${(err as Error).message}`);
+        adoptFailing = true;
+      },
+    );
+  feed?.subscribe(HANDOFF_TOPIC, () => adoptHandedOff(() => engine.adoptHandedOff({ announced: true })));
+  // Notices sent while the listener was away are lost: read everything again once it is back.
+  feed?.onResync(() => {
+    feedFailing = false;
+    keyring.forget();
+    void configSync?.round();
+    adoptHandedOff();
+  });
+  return { configSync, feed, adoptHandedOff };
 }
