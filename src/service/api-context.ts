@@ -22,6 +22,7 @@ import type { ArtifactStore } from "./artifacts/store.js";
 import type { EndpointRegistry } from "./endpoints/registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 import type { HostGpus } from "../gpus/host.js";
+import type { Deployments } from "./deploy/deployments.js";
 
 export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps {
   engine: JobEngine;
@@ -64,6 +65,8 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   secrets?: Secrets;
   /** Releases of builds: probe workers first, then the switch (releases/manager.ts). */
   releases: ReleaseManager;
+  /** Uploads, plans, activations, removals and configuration of apps' environments (deploy/deployments.ts). */
+  deployments: Deployments;
   /** Workers that failed to start, per endpoint (/health's `workers.unhealthy`, an endpoint's last start error). */
   startFailures: StartFailures;
   /** This host's GPUs and who holds them, where the service's workers run here (process, Docker drivers). */

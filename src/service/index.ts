@@ -1,19 +1,17 @@
 // The svc service: job API (/v2/{endpoint}), worker protocol (/_worker/v1), state and logs (/v1), over one
 // SQLite file. `startService` is what `svc server`, `svc dev`, the tests and the benches call.
 
-import { createHash } from "node:crypto";
 import { hostname } from "node:os";
-import { createReadStream, existsSync } from "node:fs";
-import { chmod, copyFile, mkdir, rename, stat } from "node:fs/promises";
+import { existsSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { join } from "node:path";
 import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { UserError } from "../errors.js";
-import type { Manifest, ManifestResource } from "../sdk/manifest.js";
+import type { Manifest } from "../sdk/manifest.js";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
-import { JobEngine, type EngineEndpoint } from "./engine/index.js";
+import { JobEngine } from "./engine/index.js";
 import { quickRead, quickRun } from "./jobs/routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
 import { problemResponse, sendProblem } from "./http/problems.js";
@@ -36,8 +34,6 @@ const CONFIG_POLL_MS = 5_000;
 const HANDOFF_RESCAN_MS = 2_000;
 import { Secrets } from "./secrets/index.js";
 import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
-import { missingSecrets } from "./secrets/check.js";
-import { reservedEnvInResources } from "./deploy/resource-rules.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import { Management } from "./management/index.js";
 import type { DataCenter } from "./management/datacenters.js";
@@ -45,11 +41,11 @@ import { DEFAULT_RATE_WINDOWS, type RateWindow } from "./keys/ratelimit.js";
 import { LbFront } from "./lb/front.js";
 import { LbRouter } from "./lb/index.js";
 import { lockDataDir } from "./store/data-lock.js";
-import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, secureDataDir } from "./store/private-files.js";
+import { secureDataDir } from "./store/private-files.js";
 import { clientGuards, DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./http/slow-clients.js";
-import { engineEndpoint, planDeploy } from "./endpoints/rows.js";
+import { engineEndpoint } from "./endpoints/rows.js";
 import { EndpointRegistry } from "./endpoints/registry.js";
-import { HostGpus, gpuShortfalls } from "../gpus/host.js";
+import { HostGpus } from "../gpus/host.js";
 import { readInventory, type GpuInventory } from "../gpus/inventory.js";
 import { hostGpuTypes } from "./management/datacenters.js";
 
@@ -63,7 +59,10 @@ export { endpointId, engineEndpoint, planDeploy } from "./endpoints/rows.js";
 import { ReleaseManager } from "./releases/manager.js";
 import { describeStorage, storageCause } from "./store/faults.js";
 import { StartFailures } from "./releases/start-failures.js";
-import type { ReleaseRow } from "./deploy/types.js";
+import { Deployments } from "./deploy/deployments.js";
+import { deployInProcess } from "./deploy/in-process.js";
+
+export { ReleaseFailedError } from "./deploy/deployments.js";
 
 export interface ServiceOptions {
   dataDir: string;
@@ -168,52 +167,17 @@ export interface Service {
 
 const SCOPE_PATTERN = /^(admin|jobs:\*|jobs:[a-z0-9]+|worker:[a-z0-9]+)$/;
 
-function hashFile(path: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const hash = createHash("sha256");
-    createReadStream(path)
-      .on("data", (chunk) => hash.update(chunk))
-      .on("error", reject)
-      .on("end", () => resolve(hash.digest("hex")));
-  });
-}
-
 export async function startService(options: ServiceOptions): Promise<Service> {
   const leaseMs = options.leaseMs ?? 30_000;
   const heartbeatMs = options.heartbeatMs ?? Math.max(50, Math.min(5_000, Math.floor(leaseMs / 3)));
   const log = options.log ?? (() => undefined);
-  // Before anything is opened there: what the service keeps is its own (private-files.ts).
-  await unwritableAsync(options.dataDir, () => secureDataDir(options.dataDir, { sqlite: !options.storeUrl }));
-  const dataLock = unwritable(options.dataDir, () => lockDataDir(options.dataDir));
-  let storage: ServiceStorage;
-  try {
-    storage = await unwritableAsync(options.dataDir, () => openServiceStorage({ dataDir: options.dataDir, storeUrl: options.storeUrl }));
-  } catch (err) {
-    dataLock.release();
-    throw err;
-  }
+  const state = await openState(options, log);
+  const { storage, secrets } = state;
   const store: Store = storage.store;
-  if (storage.kind === "postgres") log(`state kept in PostgreSQL at ${redactStoreUrl(options.storeUrl!)}`);
-  // Uploads a crashed process left half-written: nothing refers to them.
-  const swept = await sweepUploads(options.dataDir);
-  if (swept > 0) log(`removed ${swept} unfinished upload(s) left by an earlier run`);
   // Replicas on one database: another replica's revocation is seen at the next recheck (cluster/config-sync.ts).
   const keyring = new KeyRing(store, storage.kind === "postgres" ? KEY_RECHECK_MS : Infinity);
-  let secrets: Secrets;
-  try {
-    secrets = new Secrets(storage.secrets, new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys)), log);
-  } catch (err) {
-    await storage.close();
-    dataLock.release();
-    throw err;
-  }
-  if (options.secretsKeys?.file && existsSync(join(options.dataDir, SECRETS_KEY_FILE))) {
-    log(`the secrets key is read from ${options.secretsKeys.file}, but ${join(options.dataDir, SECRETS_KEY_FILE)} is still there: once it is no longer needed (its key is the file's, or SVC_SECRETS_KEY_PREVIOUS), remove it so copies of the data directory do not hold a key`);
-  }
-  const resealed = await secrets.rotate();
-  if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
   const sharedLimiter = storage.sharedLimiter?.(options.rateLimits ?? DEFAULT_RATE_WINDOWS, (err) => log(`rate-limit counts could not be shared: ${(err as Error).message}`));
-  // Management API state (its own connection to the same, already migrated, file)
+  // The management API's state (its own connection to the same, already migrated, file).
   const management = new Management({
     dataDir: options.dataDir,
     store: storage.management,
@@ -225,16 +189,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     engineEndpoint,
     singleUser: options.singleUser,
   });
-  if (options.singleUser) {
-    const users = (await storage.management.keyUsers?.()) ?? [];
-    if (users.length > 1) {
-      await storage.close();
-      dataLock.release();
-      throw new UserError(`This service holds keys of ${users.length} users (${users.join(", ")}), and ${options.singleUser}: one tenant's worker could read another's data`, {
-        hint: "Install bubblewrap (apt-get install bubblewrap) so that process workers run sandboxed (SVC_SANDBOX=auto), run Docker workers (--workers docker), or pass --single-tenant if every user here is the same tenant.",
-      });
-    }
-  }
 
   // The host's GPUs, where the workers run on this host: each GPU worker gets GPUs of its own (docs/gpus.md).
   // Swarm and Kubernetes place workers on other machines; their schedulers hand out GPUs.
@@ -286,103 +240,24 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // Replicas on one database: the one serving jobs delivers (known once the service listens, below).
     active: () => wired && servesJobs(),
   });
-  // What other replicas on the same database change reaches this one within a second.
-  const configSync =
-    storage.kind === "postgres"
-      ? startConfigSync({
-          endpoints,
-          storedEndpoints: () => store.endpoints(),
-          localWritesSettled: () => engine.settled(),
-          dropped: (id) => engine.dropEndpoint(id),
-          reload: async () => {
-            await storage.reload();
-            secrets.refresh();
-          },
-          onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
-          // The change feed below says when; this only covers notices lost while its listener reconnected.
-          intervalMs: CONFIG_POLL_MS,
-        })
-      : undefined;
-  // Configuration and key changes, told at their commit by the database (schema.ts's triggers): read at once.
-  let feedFailing = false;
-  const feed =
-    configSync && options.storeUrl && storage.coordination
-      ? createChangeFeed({
-          url: options.storeUrl,
-          db: storage.coordination,
-          onError: (err) => {
-            // Said once per outage: the listener retries every 2 s at most, and polling covers it meanwhile.
-            if (!feedFailing) log(`not hearing of other replicas' changes at once (${(err as Error).message}); reading them every ${CONFIG_POLL_MS / 1000} s until the database answers`);
-            feedFailing = true;
-          },
-        })
-      : undefined;
-  feed?.subscribe("config", () => void configSync?.round());
-  feed?.subscribe("keys", () => keyring.forget());
-  // `/run` jobs another replica wrote, told after their commit: the replica serving jobs adopts them
-  // (engine/handoff.ts; a no-op on the others).
-  let adoptFailing = false;
-  const adoptHandedOff = (adopt: () => Promise<number> = () => engine.adoptHandedOff()) =>
-    void adopt().then(
-      () => (adoptFailing = false),
-      (err: unknown) => {
-        // Said once per outage: the jobs stay in the database, marked, and the next notice or rescan adopts them.
-        if (!adoptFailing) log(`could not take the jobs other replicas handed off: ${(err as Error).message}`);
-        adoptFailing = true;
-      },
-    );
-  feed?.subscribe(HANDOFF_TOPIC, () => adoptHandedOff(() => engine.adoptHandedOff({ announced: true })));
-  // Notices sent while the listener was away are lost: read everything again once it is back.
-  feed?.onResync(() => {
-    feedFailing = false;
-    keyring.forget();
-    void configSync?.round();
-    adoptHandedOff();
-  });
+  const { configSync, feed, adoptHandedOff } = followReplicas({ options, storage, secrets, keyring, engine, endpoints, log });
   /** What uses the storage in the background, then the storage itself and the data directory's lock. */
   const releaseStorage = async () => {
     await sharedLimiter?.stop();
     await configSync?.stop();
     await feed?.close();
-    await storage.close();
-    dataLock.release();
+    await state.close();
   };
 
-  if (options.apiKeys?.length) {
-    const now = Date.now();
-    await engine.write(
-      options.apiKeys.map((key) => {
-        const hash = hashKey(key);
-        return { op: "insertKey", key: { id: `k${hash.slice(0, 15)}`, hash, userId: DEFAULT_USER, scopes: ["admin"], createdAt: now, revokedAt: null } } as StoreOp;
-      }),
-    );
-  }
-
-  const mintKey = async (opts: { scopes: string[]; userId?: string }) => {
-    const bad = opts.scopes.filter((s) => !SCOPE_PATTERN.test(s));
-    if (opts.scopes.length === 0 || bad.length > 0) {
-      throw new UserError("Invalid key scopes", { problems: bad.map((s) => `unknown scope "${s}"`), hint: "Scopes: admin, jobs:*, jobs:<endpointId>, worker:<endpointId>." });
-    }
-    const worker = opts.scopes.some((s) => s.startsWith("worker:"));
-    const id = newId(8);
-    const key = newKey(worker ? "svcw" : "svc");
-    await engine.write([{ op: "insertKey", key: { id, hash: hashKey(key), userId: opts.userId ?? DEFAULT_USER, scopes: opts.scopes, createdAt: Date.now(), revokedAt: null } }]);
-    keyring.forget();
-    return { id, key };
-  };
+  await seedOperatorKeys(engine, options.apiKeys ?? []);
+  const mintKey = keyMinter(engine, keyring);
 
   const server: Server = createServer();
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 70_000;
   const host = options.host ?? "127.0.0.1";
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(options.port ?? 0, host, () => {
-        server.off("error", reject);
-        resolve();
-      });
-    });
+    await listen(server, options.port ?? 0, host);
   } catch (err) {
     // Port taken (the caller may retry on another): leave nothing open behind.
     await outbox.close(0);
@@ -427,8 +302,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     onReady: (workerId) => releases.ready(workerId),
   });
   if (options.driver) {
-    // Worker keys are keyed by the worker id so they can be revoked when the worker ends.
-    const workerKeys = new Map<string, string[]>();
+    const workerKeys = workerKeyMinter(engine, keyring);
     scaler = new Scaler({
       engine,
       driver: options.driver,
@@ -437,26 +311,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       apiUrl: options.clusterUrl ?? localUrl,
       endpoints: () => endpoints.values(),
       secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
-      mintWorkerKeys: async (endpoint, workerId) => {
-        const token = newKey("svcw");
-        const apiKey = newKey("svc");
-        const apiKeyId = `${workerId}-api`;
-        const now = Date.now();
-        await engine.write([
-          { op: "insertKey", key: { id: workerId, hash: hashKey(token), userId: endpoint.userId, scopes: [`worker:${endpoint.id}`], createdAt: now, revokedAt: null } },
-          { op: "insertKey", key: { id: apiKeyId, hash: hashKey(apiKey), userId: endpoint.userId, scopes: ["jobs:*"], createdAt: now, revokedAt: null } },
-        ]);
-        workerKeys.set(workerId, [workerId, apiKeyId]);
-        keyring.forget();
-        return { workerToken: token, apiKey };
-      },
-      revokeWorkerKeys: async (workerId) => {
-        // A worker adopted after a restart has its keys under the same ids, minted by the earlier run.
-        const ids = workerKeys.get(workerId) ?? [workerId, `${workerId}-api`];
-        workerKeys.delete(workerId);
-        await engine.write(ids.map((id) => ({ op: "deleteKey", id }) as StoreOp));
-        keyring.forget();
-      },
+      mintWorkerKeys: workerKeys.mint,
+      revokeWorkerKeys: workerKeys.revoke,
       localArtifact: (path) => storage.artifacts.local(path),
       dataCenterOf: (endpoint) => management.volumeDataCenter(endpoint),
       // A network volume of the endpoint's owner, by id or name (never another user's, never a bare folder).
@@ -480,6 +336,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     if (servesJobs()) await scaler.start();
   }
 
+  const deployments = new Deployments({
+    store,
+    write: (ops) => engine.write(ops),
+    dropEndpoint: (id) => engine.dropEndpoint(id),
+    endpoints,
+    dataDir: options.dataDir,
+    artifacts: storage.artifacts,
+    releases,
+    scaler: () => scaler,
+    management,
+    secrets,
+    gpus: () => hostGpus,
+    log,
+  });
   const followers = new Set<ServerResponse>();
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
@@ -492,6 +362,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // load-balanced endpoints (lb/)
     lb,
     releases,
+    deployments,
     startFailures,
     gpus: () => hostGpus,
   };
@@ -513,25 +384,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     log,
   });
   await management.attach(context, servesJobs());
-  // Requests Node's parser refuses (headers over 16 KiB, a method it does not know, bad framing) get a
-  // problem+json answer too, instead of Node's bare status line.
-  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex & { _httpMessage?: { headersSent?: boolean } }) => {
-    // As Node's own handler: nothing to say on a reset socket or once an answer has started.
-    if (!socket.writable || err.code === "ECONNRESET" || socket._httpMessage?.headersSent) {
-      socket.destroy();
-      return;
-    }
-    const status = err.code === "HPE_HEADER_OVERFLOW" ? 431 : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
-    const detail =
-      status === 431 ? "The request's headers are larger than the limit of 16 KiB" : status === 408 ? "The request's headers did not arrive in time" : `The request is not valid HTTP (${err.code ?? err.message})`;
-    socket.end(problemResponse(status, detail, "connection: close\r\n"));
-  });
-  // CONNECT asks for a tunnel; this service is no proxy. Node hands CONNECT only to a 'connect' listener and,
-  // without one, closes the socket with no answer.
-  server.on("connect", (_req: IncomingMessage, socket: Duplex) => {
-    socket.on("error", () => socket.destroy()); // the client went away: nothing to answer
-    socket.end(problemResponse(405, "CONNECT is not supported: this service is not a proxy", "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\nconnection: close\r\n"));
-  });
+  answerUnparsedRequests(server);
   wired = true;
   outbox.kick();
   jobsRole?.ready({
@@ -557,53 +410,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     });
   });
 
-  const tickMs = Math.max(20, Math.min(250, Math.floor(leaseMs / 4)));
-  const ticker = setInterval(() => {
-    engine.tick();
-    // Outside workers that stopped talking to us no longer count in /health.
-    const now = Date.now();
-    for (const w of engine.workers.values()) {
-      if (!w.managed && w.polling === 0 && w.held.size === 0 && now - w.lastSeen > Math.max(3 * leaseMs, 60_000)) engine.workerGone(w.id);
-    }
-  }, tickMs);
-  ticker.unref();
-  // A notice is a hint (lost while the listener reconnects, or sent before this replica listened): rescan.
-  const handoffRescan = setInterval(() => {
-    if (servesJobs()) adoptHandedOff();
-  }, HANDOFF_RESCAN_MS);
-  handoffRescan.unref();
-  const sweeper = setInterval(() => {
-    // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
-    if (!servesJobs()) return;
-    engine.sweep().catch((err: unknown) => log(`retention sweep failed: ${(err as Error).message}`));
-  }, options.retentionSweepMs ?? 10_000);
-  sweeper.unref();
+  const timers = startTimers({ engine, leaseMs, retentionSweepMs: options.retentionSweepMs ?? 10_000, servesJobs, adoptHandedOff, log });
 
   let closing: Promise<void> | undefined;
   const close = () =>
-    (closing ??= (async () => {
-      clearInterval(ticker);
-      clearInterval(sweeper);
-      clearInterval(handoffRescan);
-      releases.close();
-      lb.close();
-      hostGpus?.close();
-      await scaler?.close();
-      await engine.close();
-      for (const res of followers) res.end();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        front?.close();
-        server.closeIdleConnections();
-        setTimeout(() => {
-          front?.destroy();
-          server.closeAllConnections();
-        }, 200).unref();
-      });
-      await outbox?.close();
-      await jobsRole?.stop();
-      await releaseStorage();
-    })());
+    (closing ??= shutdown({ timers, releases, lb, hostGpus, scaler, engine, followers, server, front, outbox, jobsRole, releaseStorage }));
 
   return {
     url,
@@ -612,63 +423,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     mintKey,
     lbFrontStats: () => (front ? { ...front.stats } : undefined),
     async deploy(input) {
-      let userId = DEFAULT_USER;
-      if (input.ownerKey) {
-        const principal = await keyring.authenticate(input.ownerKey);
-        if (!principal || principal.worker) throw new UserError("The owner key of this deploy is not a valid API key");
-        userId = principal.userId;
-      }
-      const unset = missingSecrets(secrets, userId, input.app, input.env, input.manifest.resources);
-      if (unset.length > 0) throw new UserError("The app names secrets that are not set; nothing was deployed", { problems: unset });
-      const reserved = reservedEnvInResources(input.manifest.resources);
-      if (reserved.length > 0) throw new UserError("The app sets environment variables that configuration may not set; nothing was deployed", { problems: reserved });
-      const volumes = management.deployVolumes(userId, input.manifest.resources);
-      if (volumes.errors.length > 0) throw new UserError("The app names network volumes it cannot use; nothing was deployed", { problems: volumes.errors });
-      await management.createVolumes(volumes.create);
-      const beyond = gpuShortfalls(hostGpus, input.manifest.resources);
-      if (beyond.length > 0) throw new UserError("The app asks for GPUs this host does not have; nothing was deployed", { problems: beyond });
-      const artifactHash = await hashFile(input.artifactPath);
-      const artifactPath = await keepArtifact(options.dataDir, input.artifactPath, artifactHash);
-      await storage.artifacts.publish(artifactPath);
-      const plan = planDeploy([...endpoints.values()], { userId, app: input.app, env: input.env, resources: input.manifest.resources, artifactPath, artifactHash }, Date.now());
-      // The app, its environment and the build, as an upload and activation would record them: `svc app list`,
-      // `svc app get` and the console show a `svc dev` session's app like any other.
-      const now = Date.now();
-      const environment = (await store.environments(userId, input.app)).find((e) => e.name === input.env);
-      const size = (await stat(artifactPath)).size;
-      await engine.write([
-        { op: "upsertApp", app: { userId, name: input.app, createdAt: now } },
-        { op: "insertBuild", build: { id: artifactHash, userId, app: input.app, size, fingerprint: input.manifest.fingerprint, manifest: input.manifest, path: artifactPath, createdAt: now } },
-      ] as StoreOp[]);
-      // Endpoints new or changed must show a worker that starts before anything switches (releases/manager.ts).
-      const changed = plan.upsert.filter((row) => endpoints.get(row.id)?.revision !== row.revision);
-      const { settled } = await releases.begin({
-        userId,
-        app: input.app,
-        env: input.env,
-        buildId: artifactHash,
-        previousBuildId: environment?.buildId ?? null,
-        kind: "deploy",
-        probe: changed.map((row) => ({ row, action: endpoints.has(row.id) ? "update" : "create" })),
-        commit: async (extra) => {
-          for (const row of plan.remove) {
-            endpoints.remove(row.id);
-            await engine.dropEndpoint(row.id);
-          }
-          await engine.write([
-            ...plan.upsert.map((endpoint) => ({ op: "upsertEndpoint", endpoint }) as StoreOp),
-            { op: "upsertEnvironment", environment: { userId, app: input.app, name: input.env, buildId: artifactHash, createdAt: environment?.createdAt ?? now, activatedAt: Date.now() } },
-            ...extra,
-          ]);
-          for (const row of plan.upsert) endpoints.upsert(row);
-        },
-      });
-      const outcome = await settled;
-      if (outcome.state !== "live") throw new ReleaseFailedError(outcome);
-      scaler?.reconcile();
-      // REST endpoints whose template runs this code follow the new revision
-      await management.appChanged();
-      return plan.upsert.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
+      const rows = await deployInProcess(deployments, keyring, input);
+      return rows.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
     },
   };
 }
@@ -737,35 +493,294 @@ function unwritableError(dataDir: string, err: unknown): unknown {
   });
 }
 
-/** A release whose new workers could not start: nothing switched, the previous build keeps serving. */
-export class ReleaseFailedError extends UserError {
-  constructor(readonly release: ReleaseRow) {
-    const why = release.error;
-    super(
-      release.state === "superseded"
-        ? "A newer deploy of this environment took over before this one switched"
-        : why?.endpoint
-          ? `Endpoint "${why.endpoint}" of the new build could not start`
-          : `The new build could not be switched to: ${why?.message ?? "unknown error"}`,
-      { problems: why?.endpoint ? [why.message.split("\n").join("\n    ")] : [] },
-    );
-  }
+
+/** What the service keeps, opened: the storage, and the secrets readable with the current key. */
+interface OpenedState {
+  storage: ServiceStorage;
+  secrets: Secrets;
+  /** Close the storage and release the data directory's lock. */
+  close(): Promise<void>;
 }
 
 /**
- * Keep the artifact under the data dir by content hash: workers started later (scale-up, restarts) get exactly
- * the deployed build even when the caller's file is rebuilt in place.
+ * Make the data directory the service's own and lock it, open the storage and the secrets (resealing those under
+ * an earlier key), and refuse a store of several users where one is required. What was opened is closed again,
+ * and the lock released, when a later step fails.
  */
-async function keepArtifact(dataDir: string, source: string, sha256: string): Promise<string> {
-  const dir = join(dataDir, "artifacts");
-  const target = join(dir, `${sha256}.tar.gz`);
-  if (existsSync(target)) return target;
-  await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
-  const temp = `${target}.${process.pid}.${Date.now()}.tmp`;
-  await copyFile(source, temp);
-  // A copy has its source's mode: the service's copy is its own.
-  await chmod(temp, PRIVATE_FILE_MODE);
-  await rename(temp, target);
-  return target;
+async function openState(options: ServiceOptions, log: (message: string) => void): Promise<OpenedState> {
+  // Before anything is opened there: what the service keeps is its own (private-files.ts).
+  await unwritableAsync(options.dataDir, () => secureDataDir(options.dataDir, { sqlite: !options.storeUrl }));
+  const dataLock = unwritable(options.dataDir, () => lockDataDir(options.dataDir));
+  let storage: ServiceStorage | undefined;
+  try {
+    storage = await unwritableAsync(options.dataDir, () => openServiceStorage({ dataDir: options.dataDir, storeUrl: options.storeUrl }));
+    if (storage.kind === "postgres") log(`state kept in PostgreSQL at ${redactStoreUrl(options.storeUrl!)}`);
+    // Uploads a crashed process left half-written: nothing refers to them.
+    const swept = await sweepUploads(options.dataDir);
+    if (swept > 0) log(`removed ${swept} unfinished upload(s) left by an earlier run`);
+    const secrets = new Secrets(storage.secrets, new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys)), log);
+    if (options.secretsKeys?.file && existsSync(join(options.dataDir, SECRETS_KEY_FILE))) {
+      log(`the secrets key is read from ${options.secretsKeys.file}, but ${join(options.dataDir, SECRETS_KEY_FILE)} is still there: once it is no longer needed (its key is the file's, or SVC_SECRETS_KEY_PREVIOUS), remove it so copies of the data directory do not hold a key`);
+    }
+    const resealed = await secrets.rotate();
+    if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
+    if (options.singleUser) {
+      const users = (await storage.management.keyUsers?.()) ?? [];
+      if (users.length > 1) {
+        throw new UserError(`This service holds keys of ${users.length} users (${users.join(", ")}), and ${options.singleUser}: one tenant's worker could read another's data`, {
+          hint: "Install bubblewrap (apt-get install bubblewrap) so that process workers run sandboxed (SVC_SANDBOX=auto), run Docker workers (--workers docker), or pass --single-tenant if every user here is the same tenant.",
+        });
+      }
+    }
+    const opened = storage;
+    return {
+      storage,
+      secrets,
+      close: async () => {
+        await opened.close();
+        dataLock.release();
+      },
+    };
+  } catch (err) {
+    await storage?.close();
+    dataLock.release();
+    throw err;
+  }
 }
 
+/** The operator's keys (SVC_API_KEY): admin keys of the default user, under ids derived from them (so a restart finds them again). */
+async function seedOperatorKeys(engine: JobEngine, apiKeys: readonly string[]): Promise<void> {
+  if (apiKeys.length === 0) return;
+  const now = Date.now();
+  await engine.write(
+    apiKeys.map((key) => {
+      const hash = hashKey(key);
+      return { op: "insertKey", key: { id: `k${hash.slice(0, 15)}`, hash, userId: DEFAULT_USER, scopes: ["admin"], createdAt: now, revokedAt: null } } as StoreOp;
+    }),
+  );
+}
+
+/** Service.mintKey: a new key with these scopes (the tests' and `svc dev`'s way to keys without HTTP). */
+function keyMinter(engine: JobEngine, keyring: KeyRing) {
+  return async (opts: { scopes: string[]; userId?: string }): Promise<{ id: string; key: string }> => {
+    const bad = opts.scopes.filter((s) => !SCOPE_PATTERN.test(s));
+    if (opts.scopes.length === 0 || bad.length > 0) {
+      throw new UserError("Invalid key scopes", { problems: bad.map((s) => `unknown scope "${s}"`), hint: "Scopes: admin, jobs:*, jobs:<endpointId>, worker:<endpointId>." });
+    }
+    const worker = opts.scopes.some((s) => s.startsWith("worker:"));
+    const id = newId(8);
+    const key = newKey(worker ? "svcw" : "svc");
+    await engine.write([{ op: "insertKey", key: { id, hash: hashKey(key), userId: opts.userId ?? DEFAULT_USER, scopes: opts.scopes, createdAt: Date.now(), revokedAt: null } }]);
+    keyring.forget();
+    return { id, key };
+  };
+}
+
+/**
+ * The keys a started worker gets, and their revocation when it ends: its worker token (its endpoint's protocol)
+ * and a jobs key of its owner (for calls to other endpoints). Kept under the worker's id, so that they can be
+ * revoked when the worker ends, even one adopted after a restart.
+ */
+function workerKeyMinter(engine: JobEngine, keyring: KeyRing) {
+  const minted = new Map<string, string[]>();
+  return {
+    async mint(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string }> {
+      const token = newKey("svcw");
+      const apiKey = newKey("svc");
+      const apiKeyId = `${workerId}-api`;
+      const now = Date.now();
+      await engine.write([
+        { op: "insertKey", key: { id: workerId, hash: hashKey(token), userId: endpoint.userId, scopes: [`worker:${endpoint.id}`], createdAt: now, revokedAt: null } },
+        { op: "insertKey", key: { id: apiKeyId, hash: hashKey(apiKey), userId: endpoint.userId, scopes: ["jobs:*"], createdAt: now, revokedAt: null } },
+      ]);
+      minted.set(workerId, [workerId, apiKeyId]);
+      keyring.forget();
+      return { workerToken: token, apiKey };
+    },
+    async revoke(workerId: string): Promise<void> {
+      // A worker adopted after a restart has its keys under the same ids, minted by the earlier run.
+      const ids = minted.get(workerId) ?? [workerId, `${workerId}-api`];
+      minted.delete(workerId);
+      await engine.write(ids.map((id) => ({ op: "deleteKey", id }) as StoreOp));
+      keyring.forget();
+    },
+  };
+}
+
+/**
+ * Requests Node's parser refuses (headers over 16 KiB, a method it does not know, bad framing) get a
+ * problem+json answer too, instead of Node's bare status line; so does CONNECT, which asks for a tunnel.
+ */
+function answerUnparsedRequests(server: Server): void {
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex & { _httpMessage?: { headersSent?: boolean } }) => {
+    // As Node's own handler: nothing to say on a reset socket or once an answer has started.
+    if (!socket.writable || err.code === "ECONNRESET" || socket._httpMessage?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const status = err.code === "HPE_HEADER_OVERFLOW" ? 431 : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
+    const detail =
+      status === 431 ? "The request's headers are larger than the limit of 16 KiB" : status === 408 ? "The request's headers did not arrive in time" : `The request is not valid HTTP (${err.code ?? err.message})`;
+    socket.end(problemResponse(status, detail, "connection: close\r\n"));
+  });
+  // This service is no proxy. Node hands CONNECT only to a 'connect' listener and, without one, closes the
+  // socket with no answer.
+  server.on("connect", (_req: IncomingMessage, socket: Duplex) => {
+    socket.on("error", () => socket.destroy()); // the client went away: nothing to answer
+    socket.end(problemResponse(405, "CONNECT is not supported: this service is not a proxy", "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\nconnection: close\r\n"));
+  });
+}
+
+/** The service's clocks: the engine's tick, the hand-off rescan and the retention sweep. Unref'd: they keep no process alive. */
+function startTimers(t: {
+  engine: JobEngine;
+  leaseMs: number;
+  retentionSweepMs: number;
+  servesJobs(): boolean;
+  adoptHandedOff(): void;
+  log(message: string): void;
+}): NodeJS.Timeout[] {
+  const { engine, leaseMs } = t;
+  const ticker = setInterval(() => {
+    engine.tick();
+    // Outside workers that stopped talking to us no longer count in /health.
+    const now = Date.now();
+    for (const w of engine.workers.values()) {
+      if (!w.managed && w.polling === 0 && w.held.size === 0 && now - w.lastSeen > Math.max(3 * leaseMs, 60_000)) engine.workerGone(w.id);
+    }
+  }, Math.max(20, Math.min(250, Math.floor(leaseMs / 4))));
+  // A notice is a hint (lost while the listener reconnects, or sent before this replica listened): rescan.
+  const handoffRescan = setInterval(() => {
+    if (t.servesJobs()) t.adoptHandedOff();
+  }, HANDOFF_RESCAN_MS);
+  const sweeper = setInterval(() => {
+    // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
+    if (!t.servesJobs()) return;
+    engine.sweep().catch((err: unknown) => t.log(`retention sweep failed: ${(err as Error).message}`));
+  }, t.retentionSweepMs);
+  const timers = [ticker, handoffRescan, sweeper];
+  for (const timer of timers) timer.unref();
+  return timers;
+}
+
+/**
+ * Close the service: its clocks first, then what starts and stops workers, the engine (its writes settled), the
+ * log followers and the server (idle connections at once, the others after 200 ms), the webhook deliveries, the
+ * jobs lease, and last the storage and the data directory's lock.
+ */
+async function shutdown(s: {
+  timers: NodeJS.Timeout[];
+  releases: ReleaseManager;
+  lb: LbRouter;
+  hostGpus?: HostGpus;
+  scaler?: Scaler;
+  engine: JobEngine;
+  followers: Set<ServerResponse>;
+  server: Server;
+  front?: LbFront;
+  outbox: WebhookOutbox;
+  jobsRole?: JobsRole;
+  releaseStorage(): Promise<void>;
+}): Promise<void> {
+  for (const timer of s.timers) clearInterval(timer);
+  s.releases.close();
+  s.lb.close();
+  s.hostGpus?.close();
+  await s.scaler?.close();
+  await s.engine.close();
+  for (const res of s.followers) res.end();
+  await new Promise<void>((resolve) => {
+    s.server.close(() => resolve());
+    s.front?.close();
+    s.server.closeIdleConnections();
+    setTimeout(() => {
+      s.front?.destroy();
+      s.server.closeAllConnections();
+    }, 200).unref();
+  });
+  await s.outbox.close();
+  await s.jobsRole?.stop();
+  await s.releaseStorage();
+}
+
+/** Listen on host:port; a failure (the port taken) leaves the server not listening. */
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}
+
+/**
+ * Replicas on one database (PostgreSQL): what the others change reaches this one within a second (the change
+ * feed's notices, polling where they are lost), and `/run` jobs they write are adopted by the replica serving
+ * jobs. On SQLite there is no other replica: nothing to follow, and adopting finds nothing.
+ */
+function followReplicas(r: {
+  options: ServiceOptions;
+  storage: ServiceStorage;
+  secrets: Secrets;
+  keyring: KeyRing;
+  engine: JobEngine;
+  endpoints: EndpointRegistry;
+  log(message: string): void;
+}) {
+  const { options, storage, secrets, keyring, engine, endpoints, log } = r;
+  // What other replicas on the same database change reaches this one within a second.
+  const configSync =
+    storage.kind === "postgres"
+      ? startConfigSync({
+          endpoints,
+          storedEndpoints: () => storage.store.endpoints(),
+          localWritesSettled: () => engine.settled(),
+          dropped: (id) => engine.dropEndpoint(id),
+          reload: async () => {
+            await storage.reload();
+            secrets.refresh();
+          },
+          onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
+          // The change feed below says when; this only covers notices lost while its listener reconnected.
+          intervalMs: CONFIG_POLL_MS,
+        })
+      : undefined;
+  // Configuration and key changes, told at their commit by the database (schema.ts's triggers): read at once.
+  let feedFailing = false;
+  const feed =
+    configSync && options.storeUrl && storage.coordination
+      ? createChangeFeed({
+          url: options.storeUrl,
+          db: storage.coordination,
+          onError: (err) => {
+            // Said once per outage: the listener retries every 2 s at most, and polling covers it meanwhile.
+            if (!feedFailing) log(`not hearing of other replicas' changes at once (${(err as Error).message}); reading them every ${CONFIG_POLL_MS / 1000} s until the database answers`);
+            feedFailing = true;
+          },
+        })
+      : undefined;
+  feed?.subscribe("config", () => void configSync?.round());
+  feed?.subscribe("keys", () => keyring.forget());
+  // `/run` jobs another replica wrote, told after their commit: the replica serving jobs adopts them
+  // (engine/handoff.ts; a no-op on the others).
+  let adoptFailing = false;
+  const adoptHandedOff = (adopt: () => Promise<number> = () => engine.adoptHandedOff()) =>
+    void adopt().then(
+      () => (adoptFailing = false),
+      (err: unknown) => {
+        // Said once per outage: the jobs stay in the database, marked, and the next notice or rescan adopts them.
+        if (!adoptFailing) log(`could not take the jobs other replicas handed off: ${(err as Error).message}`);
+        adoptFailing = true;
+      },
+    );
+  feed?.subscribe(HANDOFF_TOPIC, () => adoptHandedOff(() => engine.adoptHandedOff({ announced: true })));
+  // Notices sent while the listener was away are lost: read everything again once it is back.
+  feed?.onResync(() => {
+    feedFailing = false;
+    keyring.forget();
+    void configSync?.round();
+    adoptHandedOff();
+  });
+  return { configSync, feed, adoptHandedOff };
+}

@@ -1,4 +1,5 @@
-// An environment's endpoints as svc dev deployed them, and endpoints' logs (stored, or followed).
+// An environment known only by its endpoints (no record of it: an older svc dev deployed it), and endpoints'
+// logs (stored, or followed).
 
 import { canUseJobs } from "./keys/auth.js";
 import { intParam, sendJson, sendPieces, writable } from "./http/wire.js";
@@ -7,7 +8,7 @@ import type { LogRow } from "./store/types.js";
 import type { RouteCall } from "./api-context.js";
 import { userEndpoint } from "./jobs/routes.js";
 
-/** GET /v1/apps/{app}/environments/{env} of an environment deployed without the deploy module (svc dev). */
+/** GET /v1/apps/{app}/environments/{env} of an environment with endpoints but no record (deploy/routes.ts asks). */
 export function appEnvironment(call: RouteCall): void {
   const { ctx, principal, res } = call;
   const { app, env } = call.params as { app: string; env: string };

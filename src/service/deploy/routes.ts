@@ -1,7 +1,7 @@
-import { lbEndpointUrl } from "../lb/index.js";
-// The service's app, environment and build routes (all under /v1/apps, user keys; changes need an
-// admin key). The service is the one truth about what exists: apps, environments, uploaded builds, and which
-// build each environment runs.
+// The service's app, environment and build routes (all under /v1/apps, user keys; changes need the deploy scope).
+// The service is the one truth about what exists: apps, environments, uploaded builds, and which build each
+// environment runs. Each route parses its request, asks the deploy module (deployments.ts) and answers; the
+// module's refusals become problem+json here.
 //
 //   GET    /v1/apps                                      apps with their environment names
 //   GET    /v1/apps/{app}                                one app, its environments and their endpoints
@@ -10,6 +10,7 @@ import { lbEndpointUrl } from "../lb/index.js";
 //   PUT    /v1/apps/{app}/environments/{env}             create (the app too) when absent; {created}
 //   GET    /v1/apps/{app}/environments/{env}             endpoints, build, fingerprint
 //   DELETE /v1/apps/{app}/environments/{env}             the environment and its endpoints
+//   GET    /v1/apps/{app}/environments/{env}/releases    its recent releases, newest first
 //   GET    /v1/apps/{app}/builds/{sha256}                a build already uploaded (404 otherwise)
 //   POST   /v1/apps/{app}/builds                         upload (gzip tar, header x-svc-sha256)
 //   POST   /v1/apps/{app}/environments/{env}/plan        {build} -> what activating it would do
@@ -17,8 +18,7 @@ import { lbEndpointUrl } from "../lb/index.js";
 //   POST   /v1/apps/{app}/environments/{env}/undeploy    {endpoints: [name] | all: true}
 //   POST   /v1/apps/{app}/environments/{env}/config      {resources, dryRun} -> configuration-only update
 
-import { gpuShortfalls } from "../../gpus/host.js";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage } from "node:http";
 import type { ApiContext, RouteCall, RouteHandler } from "../api-context.js";
 import type { RouteRow } from "../http/router.js";
 import { appEnvironment } from "../state-routes.js";
@@ -26,18 +26,17 @@ import { canUseJobs, type Principal } from "../keys/auth.js";
 import { canDeploy } from "../management/context.js";
 import { isPlainObject, parseJson, readBody, sendJson } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
-import type { EndpointRow, StoreOp } from "../store/types.js";
-import { planActivation, planConfigUpdate, type ActivationPlan } from "./plan.js";
-import type { BuildRow, EnvironmentRow, ReleaseRow } from "./types.js";
+import type { EndpointRow } from "../store/types.js";
+import type { ActivationPlan } from "./plan.js";
+import type { EnvironmentRef } from "./deployments.js";
+import { DeployError, ReleaseFailedError } from "./deployments.js";
+import type { EnvironmentRow, ReleaseRow } from "./types.js";
 import { receiveArtifact } from "./upload.js";
-import { missingSecrets } from "../secrets/check.js";
-import { reservedEnvInResources, scalerProblemsInResources } from "./resource-rules.js";
+import { lbEndpointUrl } from "../lb/index.js";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
 
 const SHA = /^[a-f0-9]{64}$/;
 const JSON_LIMIT = 8 * 1024 * 1024;
-/** Removing endpoints answers only once their workers have exited, or fails after this long. */
-const WORKERS_GONE_TIMEOUT_MS = 30_000;
 
 function checkName(kind: string, name: string): void {
   if (!isDeployName(name)) {
@@ -45,16 +44,20 @@ function checkName(kind: string, name: string): void {
   }
 }
 
-function allow(req: IncomingMessage, methods: string[]): void {
-  if (!methods.includes(req.method ?? "")) {
-    req.resume();
-    throw new HttpProblem(405, `${req.method} is not allowed here; use ${methods.join(" or ")}`, { headers: { allow: methods.join(", ") } });
-  }
-}
-
 /** Apps, builds and releases decide what code workers run: the deploy scope (or admin). */
 function needDeploy(principal: Principal): void {
   if (!canDeploy(principal)) throw new HttpProblem(403, "Changing apps and environments needs an API key with the deploy (or admin) scope");
+}
+
+/**
+ * These routes answer GET and refuse HEAD (405) after checking the names, as they always have: the route table
+ * alone would serve HEAD as a GET without its body.
+ */
+function refuseHead(call: RouteCall, allowed: string[]): void {
+  if (call.req.method !== "HEAD") return;
+  if (call.params.app !== undefined) checkName("app", call.params.app);
+  if (call.params.env !== undefined) checkName("environment", call.params.env);
+  throw new HttpProblem(405, `HEAD is not allowed here; use ${allowed.join(" or ")}`, { headers: { allow: allowed.join(", ") } });
 }
 
 /** The members each environment action reads; any other member (`__proto__` and `constructor` included) is 422. */
@@ -78,12 +81,6 @@ function endpointUrl(serviceUrl: string, id: string, type: string): string {
   return type === "lb" ? lbEndpointUrl(serviceUrl, id) : `${serviceUrl}/v2/${id}`;
 }
 
-function endpointsOf(ctx: ApiContext, userId: string, app: string, env?: string): EndpointRow[] {
-  return [...ctx.endpoints.values()]
-    .filter((e) => e.userId === userId && e.app === app && (env === undefined || e.env === env))
-    .sort((a, b) => a.name.localeCompare(b.name));
-}
-
 function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Record<string, string>> = {}) {
   return {
     name: e.name,
@@ -104,269 +101,225 @@ function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Re
   };
 }
 
-/** /v1/apps routes; an environment this module does not know (deployed by svc dev) is answered by the state route. */
-async function appsRoute(call: RouteCall): Promise<void> {
-  const segments = call.url.pathname.split("/").filter(Boolean).map(decodeURIComponent);
-  if (!(await deployRoute(call.ctx, call.principal, call.req, call.res, segments))) appEnvironment(call);
+/** The problem+json a refused or unfinished deploy operation is answered with. */
+const FAILURE_STATUS: Record<DeployError["failure"], number> = { "not-found": 404, invalid: 422, conflict: 409, "workers-running": 503 };
+
+function asProblem(err: unknown): unknown {
+  if (err instanceof ReleaseFailedError) return releaseProblem(err.release);
+  if (err instanceof DeployError) return new HttpProblem(FAILURE_STATUS[err.failure], err.message, { errors: err.problems });
+  return err;
 }
 
-const APPS = { auth: "user", body: "handler", rateLimited: true, purpose: "manage apps", handler: appsRoute } as const;
-
-/** Apps, their builds (uploads) and environments (releases). */
-export const DEPLOY_ROUTES: Array<RouteRow<RouteHandler>> = [
-  { ...APPS, methods: ["GET"], pattern: "/v1/apps" },
-  { ...APPS, methods: ["GET", "DELETE"], pattern: "/v1/apps/:app" },
-  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/builds" },
-  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/builds/:build" },
-  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/environments" },
-  { ...APPS, methods: ["GET", "PUT", "DELETE"], pattern: "/v1/apps/:app/environments/:env" },
-  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/environments/:env/releases" },
-  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/environments/:env/:action" },
-];
-
-/** Handles /v1/apps routes; false when the request is for the older state route this does not cover. */
-async function deployRoute(ctx: ApiContext, principal: Principal, req: IncomingMessage, res: ServerResponse, segments: string[]): Promise<boolean> {
-  if (principal.worker) {
-    if (segments.length === 5 && segments[3] === "environments" && req.method === "GET") return false;
-    req.resume();
-    throw new HttpProblem(403, "A worker token cannot manage apps");
-  }
-  const [, , app, section, name, action] = segments as [string, string, string | undefined, string | undefined, string | undefined, string | undefined];
-  const store = ctx.store;
-  const userId = principal.userId;
-
-  if (app === undefined) {
-    allow(req, ["GET"]);
-    const apps = await store.apps(userId);
-    const listed = [];
-    for (const a of apps) {
-      const environments = await store.environments(userId, a.name);
-      listed.push({ name: a.name, createdAt: a.createdAt, environments: environments.map((e) => e.name) });
+/** A route of this module: the deploy module's refusals become problem+json answers. */
+function route(handler: RouteHandler): RouteHandler {
+  return async (call) => {
+    try {
+      await handler(call);
+    } catch (err) {
+      throw asProblem(err);
     }
-    sendJson(res, { apps: listed });
-    return true;
-  }
-  if (req.method !== "GET") checkName("app", app);
-  const appRow = (await store.apps(userId)).find((a) => a.name === app);
+  };
+}
 
-  if (section === undefined) {
-    allow(req, ["GET", "DELETE"]);
-    if (!appRow) throw new HttpProblem(404, `No app "${app}"`);
-    const environments = await store.environments(userId, app);
-    if (req.method === "GET") {
-      sendJson(res, { name: app, createdAt: appRow.createdAt, environments: await Promise.all(environments.map((e) => environmentJson(ctx, e))) });
-      return true;
-    }
-    needDeploy(principal);
-    const removed = await removeEndpoints(ctx, endpointsOf(ctx, userId, app));
-    await ctx.engine.write([{ op: "deleteApp", userId, name: app }]);
-    sendJson(res, { deleted: app, environments: environments.map((e) => e.name), removed });
-    return true;
+/** The app and environment a request names; names are checked where the request changes something. */
+function environmentRef(call: RouteCall): EnvironmentRef {
+  const { app, env } = call.params as { app: string; env: string };
+  if (call.req.method !== "GET") {
+    checkName("app", app);
+    checkName("environment", env);
   }
+  return { userId: call.principal.userId, app, env };
+}
 
-  if (section === "builds") {
-    if (name === undefined) {
-      allow(req, ["POST"]);
-      needDeploy(principal);
-      const sha = String(req.headers["x-svc-sha256"] ?? "").toLowerCase();
-      if (!SHA.test(sha)) {
-        req.resume();
-        throw new HttpProblem(422, "Send the artifact's sha256 (hex) in the x-svc-sha256 header");
-      }
-      const existing = await store.build(userId, sha);
-      if (existing) {
-        req.resume();
-        sendJson(res, buildJson(existing));
-        return true;
-      }
-      const received = await receiveArtifact(req, ctx.dataDir, sha, { maxBytes: ctx.maxArtifactBytes, inspect: ctx.uploadInspectLimits, idleMs: ctx.uploadIdleMs });
-      // Reachable from every replica before the upload is acknowledged.
-      await ctx.artifacts.publish(received.path);
-      const now = Date.now();
-      const build = { id: received.sha256, userId, app, size: received.size, fingerprint: received.manifest.fingerprint, manifest: received.manifest, path: received.path, createdAt: now };
-      await ctx.engine.write([{ op: "upsertApp", app: { userId, name: app, createdAt: now } }, { op: "insertBuild", build }]);
-      sendJson(res, buildJson(build), 201);
-      return true;
-    }
-    allow(req, ["GET"]);
-    const build = SHA.test(name) ? await store.build(userId, name) : undefined;
-    if (!build || build.app !== app) throw new HttpProblem(404, `No build ${name} of app "${app}"`);
-    sendJson(res, buildJson(build));
-    return true;
-  }
+async function findApp(ctx: ApiContext, userId: string, app: string) {
+  return (await ctx.store.apps(userId)).find((a) => a.name === app);
+}
 
-  if (section !== "environments") {
-    req.resume();
-    throw new HttpProblem(404, `No route /v1/apps/${app}/${section}`);
+/** GET /v1/apps: apps with their environment names. */
+async function listApps(call: RouteCall): Promise<void> {
+  const { ctx, res, principal } = call;
+  refuseHead(call, ["GET"]);
+  const listed = [];
+  for (const a of await ctx.store.apps(principal.userId)) {
+    const environments = await ctx.store.environments(principal.userId, a.name);
+    listed.push({ name: a.name, createdAt: a.createdAt, environments: environments.map((e) => e.name) });
   }
-  if (name === undefined) {
-    allow(req, ["GET"]);
-    if (!appRow) throw new HttpProblem(404, `No app "${app}"`);
-    const environments = await store.environments(userId, app);
-    sendJson(res, { app, environments: await Promise.all(environments.map((e) => environmentJson(ctx, e))) });
-    return true;
-  }
-  if (req.method !== "GET") checkName("environment", name);
-  const envRow = (await store.environments(userId, app)).find((e) => e.name === name);
+  sendJson(res, { apps: listed });
+}
 
-  if (action === undefined) {
-    allow(req, ["GET", "PUT", "DELETE"]);
-    if (req.method === "GET") {
-      // Environments deployed without this module (svc dev) are answered by the older state route.
-      if (!envRow) return false;
-      const body = await environmentJson(ctx, envRow);
-      const visible = body.endpoints.filter((e) => canUseJobs(principal, e.id));
-      if (body.endpoints.length > 0 && visible.length === 0) throw new HttpProblem(403, `This API key has no access to app "${app}", environment "${name}"`);
-      sendJson(res, { ...body, endpoints: visible });
-      return true;
-    }
-    needDeploy(principal);
-    if (req.method === "PUT") {
-      req.resume();
-      if (envRow) {
-        sendJson(res, { ...(await environmentJson(ctx, envRow)), created: false });
-        return true;
-      }
-      const now = Date.now();
-      const environment: EnvironmentRow = { userId, app, name, buildId: null, createdAt: now, activatedAt: null };
-      await ctx.engine.write([{ op: "upsertApp", app: { userId, name: app, createdAt: now } }, { op: "upsertEnvironment", environment }]);
-      sendJson(res, { ...(await environmentJson(ctx, environment)), created: true }, 201);
-      return true;
-    }
-    req.resume();
-    if (!envRow) throw new HttpProblem(404, `No app "${app}" with environment "${name}"`);
-    const removed = await removeEndpoints(ctx, endpointsOf(ctx, userId, app, name));
-    await ctx.engine.write([{ op: "deleteEnvironment", userId, app, name }]);
-    sendJson(res, { deleted: name, app, removed });
-    return true;
-  }
+/** GET /v1/apps/{app}: the app, its environments and their endpoints. */
+async function getApp(call: RouteCall): Promise<void> {
+  const { ctx, res, principal, params } = call;
+  refuseHead(call, ["GET", "DELETE"]);
+  const app = params.app!;
+  const appRow = await findApp(ctx, principal.userId, app);
+  if (!appRow) throw new HttpProblem(404, `No app "${app}"`);
+  const environments = await ctx.store.environments(principal.userId, app);
+  sendJson(res, { name: app, createdAt: appRow.createdAt, environments: await Promise.all(environments.map((e) => environmentJson(ctx, e))) });
+}
 
-  if (action === "releases") {
-    allow(req, ["GET"]);
-    if (!envRow) throw new HttpProblem(404, `No app "${app}" with environment "${name}"`);
-    sendJson(res, { app, env: name, releases: await store.releases(userId, app, name, RELEASES_LISTED) });
-    return true;
-  }
-
-  allow(req, ["POST"]);
+/** DELETE /v1/apps/{app}: the app, its environments, endpoints (once their workers exited) and builds. */
+async function deleteApp({ ctx, res, principal, params }: RouteCall): Promise<void> {
+  const app = params.app!;
+  checkName("app", app);
+  // Unknown to any key before it is refused to a key that may not delete.
+  if (!(await findApp(ctx, principal.userId, app))) throw new HttpProblem(404, `No app "${app}"`);
   needDeploy(principal);
-  const body = await jsonBody(req, Object.hasOwn(ACTION_MEMBERS, action ?? "") ? ACTION_MEMBERS[action!] : undefined);
-  if (!envRow) throw new HttpProblem(404, `No app "${app}" with environment "${name}"`, { errors: [`create it with \`svc env create ${name} --app ${app}\` or \`svc deploy --env ${name}\``] });
-  const existing = endpointsOf(ctx, userId, app, name);
-
-  if (action === "plan" || action === "activate") {
-    const buildId = typeof body.build === "string" ? body.build : "";
-    let build = SHA.test(buildId) ? await store.build(userId, buildId) : undefined;
-    // A dry run plans a build the service does not have yet from its manifest; only activation needs the bytes.
-    if (!build && action === "plan" && SHA.test(buildId) && isPlainObject(body.manifest) && isPlainObject(body.manifest.resources)) {
-      const manifest = body.manifest as unknown as BuildRow["manifest"];
-      manifest.routes ??= {};
-      build = { id: buildId, userId, app, size: 0, fingerprint: String(manifest.fingerprint), manifest, path: "", createdAt: Date.now() };
-    }
-    if (!build || build.app !== app) throw new HttpProblem(404, `No build ${buildId || "(missing)"} of app "${app}"`, { errors: ["upload it first: POST /v1/apps/{app}/builds"] });
-    const reserved = reservedEnvInResources(build.manifest.resources);
-    if (reserved.length > 0) throw new HttpProblem(422, "The build sets environment variables that configuration may not set; nothing was activated", { errors: reserved });
-    const policies = scalerProblemsInResources(build.manifest.resources);
-    if (policies.length > 0) throw new HttpProblem(422, "The build names a scaling policy the service cannot follow; nothing was activated", { errors: policies });
-    const volumes = ctx.management?.deployVolumes(userId, build.manifest.resources) ?? { create: [], errors: [] };
-    if (volumes.errors.length > 0) throw new HttpProblem(422, "The build names network volumes it cannot use; nothing was activated", { errors: volumes.errors });
-    const current = envRow.buildId ? await store.build(userId, envRow.buildId) : undefined;
-    const now = Date.now();
-    const plan = planActivation(existing, { userId, app, env: name, build, current, artifactPath: build.path }, now);
-    if (action === "plan") {
-      sendJson(res, planJson(ctx, plan, build.manifest.routes, false));
-      return true;
-    }
-    const unset = missingSecrets(ctx.secrets, userId, app, name, build.manifest.resources);
-    if (unset.length > 0) throw new HttpProblem(422, "The release names secrets that are not set; nothing was activated", { errors: unset });
-    const beyond = gpuShortfalls(ctx.gpus?.(), build.manifest.resources);
-    if (beyond.length > 0) throw new HttpProblem(422, "The release asks for GPUs this host does not have; nothing was activated", { errors: beyond });
-    const confirmed = new Set(Array.isArray(body.confirmRemove) ? body.confirmRemove.map(String) : []);
-    const unconfirmed = plan.remove.filter((r) => !confirmed.has(r.name));
-    if (unconfirmed.length > 0) {
-      throw new HttpProblem(409, "Activating this build removes endpoints that were not confirmed", {
-        errors: unconfirmed.map((r) => `would remove endpoint "${r.name}" (${r.id})`),
-      });
-    }
-    // Volumes its endpoints name that the user does not have yet: theirs from now on, kept like any volume.
-    await ctx.management?.createVolumes(volumes.create);
-    // Surge, then switch: the created and changed endpoints' new workers must come up before anything changes
-    // (releases/manager.ts); the switch below is written only then, in one batch.
-    const { release, settled } = await ctx.releases.begin({
-      userId,
-      app,
-      env: name,
-      buildId: build.id,
-      previousBuildId: envRow.buildId,
-      kind: body.rollback === true ? "rollback" : "deploy",
-      probe: plan.upsert.map((row) => ({ row, action: ctx.endpoints.has(row.id) ? "update" : "create" })),
-      commit: async (extra) => {
-        for (const row of plan.removeRows) {
-          ctx.endpoints.remove(row.id);
-          await ctx.engine.dropEndpoint(row.id);
-        }
-        await ctx.engine.write([
-          ...plan.upsert.map((endpoint) => ({ op: "upsertEndpoint", endpoint }) as StoreOp),
-          { op: "upsertEnvironment", environment: { ...envRow, buildId: build.id, activatedAt: Date.now() } },
-          ...extra,
-        ]);
-        for (const row of plan.upsert) ctx.endpoints.upsert(row);
-      },
-    });
-    const answer = (r: ReleaseRow) => ({ ...planJson(ctx, plan, build.manifest.routes, r.state === "live"), build: build.id, fingerprint: build.fingerprint, release: r });
-    // `wait: false`: answer now (202 while new workers come up); the outcome is in GET .../releases.
-    if (body.wait === false && release.state === "starting") {
-      sendJson(res, answer(release), 202);
-      return true;
-    }
-    const outcome = await settled;
-    if (outcome.state !== "live") throw releaseProblem(outcome);
-    ctx.scaler()?.reconcile();
-    await waitWorkersGone(ctx, plan.removeRows.map((r) => r.id));
-    sendJson(res, answer(outcome));
-    return true;
-  }
-
-  if (action === "undeploy") {
-    const all = body.all === true;
-    const names = Array.isArray(body.endpoints) ? body.endpoints.map(String) : [];
-    if (!all && names.length === 0) throw new HttpProblem(422, "Say which endpoints to remove", { errors: ["send {endpoints: [name, ...]} or {all: true}"] });
-    const unknown = names.filter((n) => !existing.some((e) => e.name === n));
-    if (unknown.length > 0) {
-      throw new HttpProblem(404, `No endpoint ${unknown.map((n) => `"${n}"`).join(", ")} in app "${app}", environment "${name}"`, {
-        errors: [`deployed: ${existing.map((e) => e.name).join(", ") || "nothing"}`],
-      });
-    }
-    const targets = all ? existing : existing.filter((e) => names.includes(e.name));
-    const removed = await removeEndpoints(ctx, targets);
-    // Everything gone: the environment runs no build any more, so the next deploy provisions afresh.
-    if (all) await ctx.engine.write([{ op: "upsertEnvironment", environment: { ...envRow, buildId: null } }]);
-    sendJson(res, { app, env: name, removed });
-    return true;
-  }
-
-  if (action === "config") {
-    if (!isPlainObject(body.resources)) throw new HttpProblem(422, "Send {resources} with each endpoint's configuration");
-    const reserved = isPlainObject(body.resources) ? reservedEnvInResources(body.resources as never) : [];
-    if (reserved.length > 0) throw new HttpProblem(422, "The configuration sets environment variables that configuration may not set; nothing was changed", { errors: reserved });
-    const policies = scalerProblemsInResources(body.resources as never);
-    if (policies.length > 0) throw new HttpProblem(422, "The configuration names a scaling policy the service cannot follow; nothing was changed", { errors: policies });
-    const now = Date.now();
-    const plan = planConfigUpdate(existing, body.resources as never, now);
-    if (plan.problems.length > 0) {
-      throw new HttpProblem(409, "These changes need a new build: run `svc deploy`", { errors: plan.problems });
-    }
-    if (body.dryRun !== true && plan.rows.length > 0) {
-      await ctx.engine.write(plan.rows.map((endpoint) => ({ op: "upsertEndpoint", endpoint }) as StoreOp));
-      for (const row of plan.rows) ctx.endpoints.upsert(row);
-      ctx.scaler()?.reconcile();
-    }
-    sendJson(res, { app, env: name, dryRun: body.dryRun === true, changes: plan.changes });
-    return true;
-  }
-
-  throw new HttpProblem(404, `No route /v1/apps/${app}/environments/${name}/${action}`);
+  const { environments, removed } = await ctx.deployments.deleteApp(principal.userId, app);
+  sendJson(res, { deleted: app, environments, removed });
 }
+
+/** POST /v1/apps/{app}/builds: upload (gzip tar, header x-svc-sha256); an artifact already kept is not sent again. */
+async function uploadBuild({ ctx, req, res, principal, params }: RouteCall): Promise<void> {
+  const app = params.app!;
+  checkName("app", app);
+  needDeploy(principal);
+  const sha = String(req.headers["x-svc-sha256"] ?? "").toLowerCase();
+  if (!SHA.test(sha)) {
+    req.resume();
+    throw new HttpProblem(422, "Send the artifact's sha256 (hex) in the x-svc-sha256 header");
+  }
+  const existing = await ctx.store.build(principal.userId, sha);
+  if (existing) {
+    req.resume();
+    sendJson(res, buildJson(existing));
+    return;
+  }
+  const received = await receiveArtifact(req, ctx.dataDir, sha, { maxBytes: ctx.maxArtifactBytes, inspect: ctx.uploadInspectLimits, idleMs: ctx.uploadIdleMs });
+  sendJson(res, buildJson(await ctx.deployments.upload(principal.userId, app, received)), 201);
+}
+
+/** GET /v1/apps/{app}/builds/{sha256}: a build already uploaded. */
+async function getBuild(call: RouteCall): Promise<void> {
+  const { ctx, res, principal, params } = call;
+  refuseHead(call, ["GET"]);
+  const { app, build: id } = params as { app: string; build: string };
+  const build = SHA.test(id) ? await ctx.store.build(principal.userId, id) : undefined;
+  if (!build || build.app !== app) throw new HttpProblem(404, `No build ${id} of app "${app}"`);
+  sendJson(res, buildJson(build));
+}
+
+/** GET /v1/apps/{app}/environments */
+async function listEnvironments(call: RouteCall): Promise<void> {
+  const { ctx, res, principal, params } = call;
+  refuseHead(call, ["GET"]);
+  const app = params.app!;
+  if (!(await findApp(ctx, principal.userId, app))) throw new HttpProblem(404, `No app "${app}"`);
+  const environments = await ctx.store.environments(principal.userId, app);
+  sendJson(res, { app, environments: await Promise.all(environments.map((e) => environmentJson(ctx, e))) });
+}
+
+/** GET /v1/apps/{app}/environments/{env}: endpoints (those this key may call), build, fingerprint, releases. */
+async function getEnvironment(call: RouteCall): Promise<void> {
+  const { ctx, res, principal } = call;
+  refuseHead(call, ["GET", "PUT", "DELETE"]);
+  const ref = environmentRef(call);
+  const environment = await ctx.deployments.environment(ref);
+  // Environments deployed without a record (by an older svc dev) are answered from the endpoints alone.
+  if (!environment) return appEnvironment(call);
+  const body = await environmentJson(ctx, environment);
+  const visible = body.endpoints.filter((e) => canUseJobs(principal, e.id));
+  if (body.endpoints.length > 0 && visible.length === 0) throw new HttpProblem(403, `This API key has no access to app "${ref.app}", environment "${ref.env}"`);
+  sendJson(res, { ...body, endpoints: visible });
+}
+
+/** PUT /v1/apps/{app}/environments/{env}: create it (the app too) when absent; {created}. */
+async function createEnvironment(call: RouteCall): Promise<void> {
+  const ref = environmentRef(call);
+  needDeploy(call.principal);
+  call.req.resume();
+  const { environment, created } = await call.ctx.deployments.createEnvironment(ref);
+  sendJson(call.res, { ...(await environmentJson(call.ctx, environment)), created }, created ? 201 : 200);
+}
+
+/** DELETE /v1/apps/{app}/environments/{env}: the environment and its endpoints (once their workers exited). */
+async function deleteEnvironment(call: RouteCall): Promise<void> {
+  const ref = environmentRef(call);
+  needDeploy(call.principal);
+  call.req.resume();
+  const removed = await call.ctx.deployments.deleteEnvironment(ref);
+  sendJson(call.res, { deleted: ref.env, app: ref.app, removed });
+}
+
+/** GET /v1/apps/{app}/environments/{env}/releases: its recent releases, newest first. */
+async function listReleases(call: RouteCall): Promise<void> {
+  const { ctx, res } = call;
+  refuseHead(call, ["GET"]);
+  const ref = environmentRef(call);
+  if (!(await ctx.deployments.environment(ref))) throw new HttpProblem(404, `No app "${ref.app}" with environment "${ref.env}"`);
+  sendJson(res, { app: ref.app, env: ref.env, releases: await ctx.store.releases(ref.userId, ref.app, ref.env, RELEASES_LISTED) });
+}
+
+/** An environment action (POST .../{action}): names checked, the deploy scope, its JSON body. */
+async function actionCall(call: RouteCall, action: string): Promise<{ ref: EnvironmentRef; body: Record<string, unknown> }> {
+  const ref = environmentRef(call);
+  needDeploy(call.principal);
+  return { ref, body: await jsonBody(call.req, Object.hasOwn(ACTION_MEMBERS, action) ? ACTION_MEMBERS[action] : undefined) };
+}
+
+/** POST .../plan {build, manifest?}: what activating the build would do. */
+async function planAction(call: RouteCall): Promise<void> {
+  const { ref, body } = await actionCall(call, "plan");
+  const { build, plan } = await call.ctx.deployments.plan(ref, { build: typeof body.build === "string" ? body.build : "", manifest: body.manifest });
+  sendJson(call.res, planJson(call.ctx, plan, build.manifest.routes, false));
+}
+
+/** POST .../activate {build, confirmRemove, wait, rollback}: release the build; 202 with `wait: false` while it starts. */
+async function activateAction(call: RouteCall): Promise<void> {
+  const { ref, body } = await actionCall(call, "activate");
+  const { build, plan, release, done } = await call.ctx.deployments.activate(ref, {
+    build: typeof body.build === "string" ? body.build : "",
+    confirmRemove: Array.isArray(body.confirmRemove) ? body.confirmRemove.map(String) : [],
+    rollback: body.rollback === true,
+  });
+  const answer = (r: ReleaseRow) => ({ ...planJson(call.ctx, plan, build.manifest.routes, r.state === "live"), build: build.id, fingerprint: build.fingerprint, release: r });
+  // `wait: false`: answer now (202 while new workers come up); the outcome is in GET .../releases.
+  if (body.wait === false && release.state === "starting") return sendJson(call.res, answer(release), 202);
+  sendJson(call.res, answer(await done));
+}
+
+/** POST .../undeploy {endpoints: [name] | all: true}: remove endpoints, once their workers exited. */
+async function undeployAction(call: RouteCall): Promise<void> {
+  const { ref, body } = await actionCall(call, "undeploy");
+  const removed = await call.ctx.deployments.undeploy(ref, { endpoints: Array.isArray(body.endpoints) ? body.endpoints.map(String) : [], all: body.all === true });
+  sendJson(call.res, { app: ref.app, env: ref.env, removed });
+}
+
+/** POST .../config {resources, dryRun}: a configuration-only update. */
+async function configAction(call: RouteCall): Promise<void> {
+  const { ref, body } = await actionCall(call, "config");
+  const changes = await call.ctx.deployments.configure(ref, { resources: body.resources, dryRun: body.dryRun === true });
+  sendJson(call.res, { app: ref.app, env: ref.env, dryRun: body.dryRun === true, changes });
+}
+
+/** Any other action: after the checks every action makes, there is none of that name. */
+async function unknownAction(call: RouteCall): Promise<void> {
+  const action = call.params.action!;
+  const { ref } = await actionCall(call, action);
+  await call.ctx.deployments.requireEnvironment(ref);
+  throw new HttpProblem(404, `No route /v1/apps/${ref.app}/environments/${ref.env}/${action}`);
+}
+
+const APPS = { auth: "user", body: "handler", rateLimited: true, purpose: "manage apps" } as const;
+
+/** Apps, their builds (uploads) and environments (releases): one row per route, each parsing, calling Deployments, answering. */
+export const DEPLOY_ROUTES: Array<RouteRow<RouteHandler>> = [
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps", handler: route(listApps) },
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app", handler: route(getApp) },
+  { ...APPS, methods: ["DELETE"], pattern: "/v1/apps/:app", handler: route(deleteApp) },
+  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/builds", handler: route(uploadBuild) },
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/builds/:build", handler: route(getBuild) },
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/environments", handler: route(listEnvironments) },
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/environments/:env", handler: route(getEnvironment) },
+  { ...APPS, methods: ["PUT"], pattern: "/v1/apps/:app/environments/:env", handler: route(createEnvironment) },
+  { ...APPS, methods: ["DELETE"], pattern: "/v1/apps/:app/environments/:env", handler: route(deleteEnvironment) },
+  { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app/environments/:env/releases", handler: route(listReleases) },
+  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/environments/:env/plan", handler: route(planAction) },
+  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/environments/:env/activate", handler: route(activateAction) },
+  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/environments/:env/undeploy", handler: route(undeployAction) },
+  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/environments/:env/config", handler: route(configAction) },
+  { ...APPS, methods: ["POST"], pattern: "/v1/apps/:app/environments/:env/:action", handler: route(unknownAction) },
+];
 
 /** Releases an environment's record lists (newest first). */
 const RELEASES_LISTED = 10;
@@ -403,26 +356,8 @@ async function environmentJson(ctx: ApiContext, e: EnvironmentRow) {
     activatedAt: e.activatedAt,
     build: e.buildId,
     fingerprint: build?.fingerprint ?? null,
-    endpoints: endpointsOf(ctx, e.userId, e.app, e.name).map((row) => endpointJson(ctx, row, build?.manifest.routes)),
+    endpoints: ctx.deployments.endpointsOf(e.userId, e.app, e.name).map((row) => endpointJson(ctx, row, build?.manifest.routes)),
     // The environment's recent releases, newest first, with their outcome (a failed one says which endpoint and why).
     releases: await ctx.store.releases(e.userId, e.app, e.name, RELEASES_LISTED),
   };
-}
-
-/** Drop endpoints (jobs, logs) and answer only once none of their workers runs. */
-async function removeEndpoints(ctx: ApiContext, rows: EndpointRow[]): Promise<Array<{ name: string; id: string; env: string }>> {
-  for (const row of rows) {
-    ctx.endpoints.remove(row.id);
-    await ctx.engine.dropEndpoint(row.id);
-  }
-  ctx.scaler()?.reconcile();
-  await waitWorkersGone(ctx, rows.map((r) => r.id));
-  return rows.map((r) => ({ name: r.name, id: r.id, env: r.env }));
-}
-
-async function waitWorkersGone(ctx: ApiContext, ids: string[]): Promise<void> {
-  const scaler = ctx.scaler();
-  if (!scaler || ids.length === 0) return;
-  const gone = await scaler.stopWorkersOf(new Set(ids), WORKERS_GONE_TIMEOUT_MS);
-  if (!gone) throw new HttpProblem(503, "The endpoints were removed but some of their workers are still running", { errors: ["check again with `svc env get`"] });
 }

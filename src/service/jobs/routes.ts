@@ -29,12 +29,12 @@ export interface JobDeps {
   clients: ClientGuards;
   /** Recent job ids of an endpoint (GET /v2/{endpoint}/jobs). */
   store: Pick<Store, "recentJobIds">;
-  scaler(): Pick<Scaler, "coldStarts" | "gpuWait"> | undefined;
+  scaler(): Pick<Scaler, "coldStarts" | "gpuWait" | "stopFailures"> | undefined;
   startFailures: Pick<StartFailures, "unhealthy" | "last">;
   gpus?(): HostGpus | undefined;
   lb?: Pick<LbRouter, "health">;
   /** Set on a replica that does not serve jobs: the address of the one that does (docs/scale-out.md). */
-  jobsServedBy?(): string | undefined;
+  jobsServedBy?(): string | null | undefined;
   /** This replica's name, when it writes `/run` jobs itself while another serves jobs (engine/handoff.ts). */
   handOffAs?: string;
   /** Whether the replica serving jobs adopts what followers hand off. */
