@@ -1,6 +1,6 @@
 // Bundles the web console (console/) with esbuild into dist/console/: index.html plus a content-hashed
 // script and stylesheet. Run by `npm run build` / `prepare` after tsc; the service serves the result under
-// /console/ (src/service/console.ts). Everything is local: no CDN, fonts or remote scripts.
+// /console/ (src/service/http/console.ts). Everything is local: no CDN, fonts or remote scripts.
 
 import { build } from "esbuild";
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";

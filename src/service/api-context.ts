@@ -27,12 +27,12 @@ import type { Deployments } from "./deploy/deployments.js";
 export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps {
   engine: JobEngine;
   keyring: KeyRing;
-  /** The endpoints served: read here, changed through upsert/remove (endpoint-registry.ts). */
+  /** The endpoints served: read here, changed through upsert/remove (endpoints/registry.ts). */
   endpoints: EndpointRegistry;
   url: string;
   scaler(): Scaler | undefined;
   followers: Set<ServerResponse>;
-  /** What a slow client may cost: send stall timeout, follower caps, shared large outputs (slow-clients.ts). */
+  /** What a slow client may cost: send stall timeout, follower caps, shared large outputs (http/slow-clients.ts). */
   clients: ClientGuards;
   log(message: string): void;
   leaseMs: number;
@@ -40,7 +40,7 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   /** Apps, environments and builds (deploy/routes.ts). */
   store: Store;
   dataDir: string;
-  /** Build artifacts as every replica reaches them (artifacts.ts). */
+  /** Build artifacts as every replica reaches them (artifacts/store.ts). */
   artifacts: ArtifactStore;
   /**
    * Set on a replica that does not serve jobs: the address of the one that does, where job traffic goes

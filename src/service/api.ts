@@ -91,7 +91,7 @@ function servedByJobsReplica(row: { jobsReplica?: Row["jobsReplica"] } | undefin
   return typeof on === "function" ? url !== undefined && on(url.searchParams) : on === true;
 }
 
-/** On a replica that does not serve jobs: whether it answers this request itself by handing its job off (job-routes.ts handsOffHere). */
+/** On a replica that does not serve jobs: whether it answers this request itself by handing its job off (jobs/routes.ts handsOffHere). */
 function handedOffHere(ctx: ApiContext, row: object | undefined, match: RouteMatch<RouteHandler> | undefined): boolean {
   return row !== undefined && "handedOff" in row && row.handedOff === true && handsOffHere(ctx, match?.params.endpoint ?? "");
 }

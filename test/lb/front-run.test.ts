@@ -1,4 +1,4 @@
-// Job `/run`s on the LB front (src/service/lb/front.ts, job-routes.ts quickRun): a plain submission is answered by
+// Job `/run`s on the LB front (src/service/lb/front.ts, jobs/routes.ts quickRun): a plain submission is answered by
 // the front without node:http, with the answer node:http gives; anything else on the same connection (a bad body, an
 // unknown endpoint, another content type) is handed to node:http with its bytes and answered exactly as before.
 // Raw sockets, so that which connection carries which request is what the test says it is.

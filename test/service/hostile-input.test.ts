@@ -349,7 +349,7 @@ function casesFor(op: Operation): Case[] {
   }
 
   // hostile ids, each parameter in turn. PENDING: "." and ".." are resolved to another route until
-  // src/service/http.ts requestTarget refuses dot segments (DELETE /v1/apps/shop/environments/.. deletes the app). (with a valid body, so a route that resolved the id would act)
+  // src/service/http/wire.ts requestTarget refuses dot segments (DELETE /v1/apps/shop/environments/.. deletes the app). (with a valid body, so a route that resolved the id would act)
   for (const name of params(op.template)) {
     for (const [kind, value] of HOSTILE_IDS) {
       const hostile = fill(op.template, { [name]: value });

@@ -165,7 +165,7 @@ export function register(program: Command): void {
       // A data dir this start creates is removed again if the start fails: no admin key or empty database is
       // left behind by a typo in --port or --host.
       const fresh = !existsSync(dataDir) || readdirSync(dataDir).length === 0;
-      // The service's alone from the start (the service tightens an older, looser one: private-files.ts).
+      // The service's alone from the start (the service tightens an older, looser one: store/private-files.ts).
       mkdirSync(dataDir, { recursive: true, mode: 0o700 });
       const admin = resolveAdminKey(dataDir, config.apiKey);
       // One tenant's request must never end the process that serves every tenant.

@@ -3,7 +3,7 @@
 // committed); the store holds everything and is the truth after a restart.
 //
 // JobEngine is the facade the service uses. Each concern is one part under engine/, all sharing one record of
-// resources (engine/resources.ts): the batch writer (group-commit.ts), the queues (queue.ts), leases
+// resources (engine/resources.ts): the batch writer (group-commit.ts), the queues (queue.ts, id-queue.ts), leases
 // (leases.ts), a job's lifecycle (jobs.ts), handing jobs to workers (dispatch.ts), the worker registry
 // (workers.ts), and streams and logs (streams-logs.ts).
 

@@ -132,7 +132,7 @@ export class LeaseSystem {
     this.letGo(job);
     // The attempt that ended does not count: its chunks nobody has read go, so /stream shows the attempt that
     // does (a reader that already had some of them keeps its place; the next attempt's chunks follow, marked
-    // with their attempt so that reader can tell: chunk-attempt.ts).
+    // with their attempt so that reader can tell: engine/chunk-attempt.ts).
     if (job.lastSeq > row.streamCursor) void this.$.writer.write([{ op: "deleteChunksAfter", jobId: row.id, seq: row.streamCursor }]);
     void changeJob(this.$, job, { status: "IN_QUEUE", lease: null, workerId: null });
     this.queue.enqueue(job, true);

@@ -1,6 +1,6 @@
 // Schemas of the job API, the apps/builds/environments routes, logs and the OpenAI-compatible route: the same
 // small JSON Schema subset as the management API's (schema.ts), published in /openapi.json. The job API's
-// submission body is validated with RunRequest itself (validate.ts); the others describe what the routes answer.
+// submission body is validated with RunRequest itself (jobs/validate.ts); the others describe what the routes answer.
 
 import type { Schema } from "./schema.js";
 
@@ -10,7 +10,7 @@ const int = (description?: string): Schema => (description ? { type: "integer", 
 const anything = (description: string): Schema => ({ any: true, description });
 const JOB_STATUSES = ["IN_QUEUE", "IN_PROGRESS", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"] as const;
 
-/** The longest a job may wait in the queue and run, in ms (validate.ts uses the same numbers). */
+/** The longest a job may wait in the queue and run, in ms (jobs/validate.ts uses the same numbers). */
 export const MAX_TTL_MS = 7 * 24 * 3600_000;
 export const MAX_EXECUTION_TIMEOUT_MS = 24 * 3600_000;
 

@@ -1,5 +1,5 @@
 // The OpenAPI 3.1 description of the service, served unauthenticated at GET /openapi.json. Its component
-// schemas are the objects of src/service/schema.ts that validate the requests, so the two cannot drift apart.
+// schemas are the objects of src/service/http/schema.ts that validate the requests, so the two cannot drift apart.
 
 import { openApiSchema, SCHEMAS, type SchemaName } from "./schema.js";
 import { servicePaths } from "./openapi-paths.js";

@@ -1,5 +1,5 @@
 // Webhook delivery from the outbox: a job's webhook is a row written in the same transaction as its final state
-// (engine.ts), so neither a crash nor a kill -9 between the two loses it; this module POSTs due rows, deletes
+// (engine/), so neither a crash nor a kill -9 between the two loses it; this module POSTs due rows, deletes
 // each once its receiver answered 2xx, and reschedules a failed one with backoff (250 ms, 1 s, 4 s) up to four
 // attempts, after which it is dropped and logged. A row whose delivery a crash interrupted is sent again after a
 // restart: receivers may see a webhook twice (at least once), never not at all.

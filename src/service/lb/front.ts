@@ -1,5 +1,5 @@
 // The LB front: a fast path on the service's port for requests to load-balanced endpoints, and for job `/run`s
-// (`deps.run`: the route's checks are job-routes.ts quickRun's; the front only reads, counts and answers).
+// (`deps.run`: the route's checks are jobs/routes.ts quickRun's; the front only reads, counts and answers).
 //
 // Behind node:http, one proxied request cost ~2x the same request sent to the worker
 // directly (IncomingMessage/ServerResponse objects, header validation and serialization, the request
@@ -38,14 +38,14 @@ export interface FrontDeps {
   rateLimit(principal: Principal): string | undefined;
   /**
    * A job `/run` (`POST /v2/{endpoint}/run`) this replica can answer without node:http: the submission to make,
-   * resolving with the answer's body, or undefined when node:http must serve it (job-routes.ts quickRun). Nothing
+   * resolving with the answer's body, or undefined when node:http must serve it (jobs/routes.ts quickRun). Nothing
    * is counted or written before the front commits to it.
    */
   run?(principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined;
   /**
    * A job API read (`GET /v2/{endpoint}/health`, `jobId` undefined, or `GET /v2/{endpoint}/status/{jobId}`) this
    * replica can answer without node:http: the answer's body, now or once read; undefined (or a promise of it) when
-   * node:http must serve it (job-routes.ts quickRead). Nothing is counted before the front commits to it. Served
+   * node:http must serve it (jobs/routes.ts quickRead). Nothing is counted before the front commits to it. Served
    * here so that a client polling a job's status on the connection it submits on keeps its `/run`s on the front.
    */
   read?(principal: Principal, endpointId: string, jobId: string | undefined): string | Promise<string | undefined> | undefined;
@@ -355,7 +355,7 @@ class FrontConnection implements Downstream {
     this.front.stats.served++;
   }
 
-  /** A job `/run`, answered here when job-routes.ts says it can be; node:http's otherwise. */
+  /** A job `/run`, answered here when jobs/routes.ts says it can be; node:http's otherwise. */
   private run(principal: Principal, endpointId: string, data: Buffer, head: ScannedRequest, total: number): void {
     this.lookedUp = undefined;
     const deps = this.front.deps;
@@ -379,7 +379,7 @@ class FrontConnection implements Downstream {
   }
 
   /**
-   * A job API read, answered here when job-routes.ts says it can be (at once, or once it has read the job);
+   * A job API read, answered here when jobs/routes.ts says it can be (at once, or once it has read the job);
    * node:http's otherwise, on the same bytes (which the wait left at the head of the buffer).
    */
   private read(principal: Principal, endpointId: string, jobId: string | undefined, data: Buffer, head: ScannedRequest, total: number): void {

@@ -43,7 +43,7 @@ type ManagementCall = RouteCall<ManagementApiDeps>;
 
 export interface ManagementOptions {
   dataDir: string;
-  /** Its records (storage.ts opens them beside the main store). */
+  /** Its records (store/open.ts opens them beside the main store). */
   store: ManagementStore;
   dataCenters?: DataCenter[];
   hostDataCenter?: string;

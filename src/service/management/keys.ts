@@ -1,5 +1,5 @@
 // API keys of users: `{rest_url}/v1/keys` (create, list) and `/v1/keys/{id}` (get, revoke with DELETE).
-// Keys are stored hashed (sha256) and compared in constant time (src/service/auth.ts); the secret is shown
+// Keys are stored hashed (sha256) and compared in constant time (src/service/keys/auth.ts); the secret is shown
 // once, in the creation answer. Scopes:
 //   admin              everything the user owns, including its keys
 //   management:read    read volumes, endpoints, templates
