@@ -11,7 +11,7 @@ import type { Duplex } from "node:stream";
 import { join } from "node:path";
 import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { UserError } from "../errors.js";
-import type { Manifest, ManifestResource } from "../sdk/manifest.js";
+import type { Manifest, ManifestResource } from "svc/internal";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./auth.js";
 import { JobEngine, type EngineEndpoint } from "./engine.js";
 import { quickRead, quickRun } from "./job-routes.js";

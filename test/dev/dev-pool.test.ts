@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { firstJsonOnStdout } from "../cli-output.js";
-import { processAlive } from "../../src/process-alive.js";
+import { processAlive } from "svc/internal";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const bin = join(repo, "bin", "svc.js");

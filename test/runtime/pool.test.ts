@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildProject, type BuildResult } from "../../src/build/index.js";
 import { createProcessDriver, type ProcessDriver } from "../../src/drivers/process.js";
-import { processAlive } from "../../src/process-alive.js";
+import { processAlive } from "svc/internal";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 import { startServerProcess } from "../server-process.js";

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerDriver } from "../../src/drivers/types.js";
-import { JobsClient } from "../../src/sdk/jobs-client.js";
+import { JobsClient } from "svc/internal";
 import { startService, type Service } from "../../src/service/index.js";
 import { REPO } from "../lb/harness.js";
 
@@ -24,7 +24,7 @@ beforeAll(async () => {
   project = join(work, "stack-app");
   cpSync(join(REPO, "fixtures", "stack-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(REPO, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(REPO, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   const built = await buildProject(project);
   driver = createProcessDriver({ cacheDir: join(work, "cache") });
   service = await startService({ dataDir: join(work, "data"), apiKeys: ["k"], driver });

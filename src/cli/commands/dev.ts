@@ -5,7 +5,7 @@ import type { DevEvent, DevSessionHandle } from "../../dev/session.js";
 import pc from "picocolors";
 import type { WorkerLogLine } from "../../drivers/types.js";
 import { createOutput, endpointTable } from "../output.js";
-import { envSetting } from "../../sdk/context.js";
+import { envSetting } from "svc/internal";
 import { errorMessage, UsageError, UserError } from "../../errors.js";
 
 const PALETTE = [pc.cyan, pc.magenta, pc.yellow, pc.green, pc.blue];

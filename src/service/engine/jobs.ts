@@ -2,8 +2,7 @@
 // timed out), retried by hand, kept for its ttl and then swept; what the job API reads and waits on; and the
 // undo of a change the store refused, so memory never runs ahead of what was committed.
 
-import type { JobStatus } from "../../sdk/jobs-client.js";
-import { DEFAULTS } from "../../sdk/config.js";
+import { DEFAULTS, type JobStatus } from "svc/internal";
 import { HttpProblem } from "../http.js";
 import { newId } from "../auth.js";
 import type { JobRow, StoreOp } from "../store/types.js";

@@ -23,11 +23,10 @@ import { HttpProblem, sendJson } from "../http.js";
 import { SCHEMAS, validate } from "../schema.js";
 import type { EndpointRow } from "../store/types.js";
 import { readObjectBody, requireAccess, requireDeploy, type ManagementContext } from "./context.js";
-import { reservedEnvProblems } from "../../sdk/env-policy.js";
+import { gpuTypeIdProblems, reservedEnvProblems } from "svc/internal";
 import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
 import type { PingCheck } from "../lb/ping.js";
 import { lbEndpointUrl } from "../lb/index.js";
-import { gpuTypeIdProblems } from "../../gpus/pools.js";
 import type { GpuRequest } from "../../gpus/allocate.js";
 import { gpuWaitMessage } from "../../gpus/host.js";
 

@@ -7,8 +7,7 @@
 
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
-import { SECRET_NAME_PATTERN } from "../../sdk/config.js";
-import { reservedEnvProblems } from "../../sdk/env-policy.js";
+import { reservedEnvProblems, SECRET_NAME_PATTERN } from "svc/internal";
 import type { Principal } from "../auth.js";
 import { HttpProblem, sendJson } from "../http.js";
 import { SCHEMAS, validate } from "../schema.js";
