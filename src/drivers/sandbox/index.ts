@@ -140,18 +140,27 @@ function nodeMounts(nodePath: string): { binary: string; mounts: BindMount[] } {
 
 /**
  * svc's runtime, read-only, where it is on the host (its stack traces and module resolution unchanged): the
- * package's dist/, package.json and node_modules (the real directory, when node_modules is a link), or for an
- * entry outside a package (tests' stand-ins) its directory.
+ * package's dist/, package.json and node_modules (the real directory, when node_modules is a link, and the
+ * packages it links to), the node_modules the package is installed in when it is, or for an entry outside a
+ * package (tests' stand-ins) its directory.
  */
 export function runtimeMounts(entry: string): BindMount[] {
   const real = realpathSync(entry);
   const dist = real.lastIndexOf(`/dist/`);
   if (dist < 0) return [{ source: dirname(real), dest: dirname(real) }];
   const root = real.slice(0, dist);
-  const mounts: BindMount[] = [
+  const mounts: BindMount[] = [];
+  // svc-cli installed in a project (`npm install -D svc-cli`): npm hoists its dependencies (the SDK among them)
+  // into the node_modules that holds it, where Node looks next. Mounted first, so the mounts below land on top.
+  const enclosing = root.lastIndexOf("/node_modules/");
+  if (enclosing >= 0) {
+    const modules = root.slice(0, enclosing + "/node_modules".length);
+    mounts.push({ source: modules, dest: modules }, ...linkedPackageMounts(modules));
+  }
+  mounts.push(
     { source: `${root}/dist`, dest: `${root}/dist` },
     { source: `${root}/package.json`, dest: `${root}/package.json`, optional: true },
-  ];
+  );
   if (existsSync(`${root}/node_modules`)) {
     mounts.push({ source: realpathSync(`${root}/node_modules`), dest: `${root}/node_modules` });
     mounts.push(...linkedPackageMounts(`${root}/node_modules`));
