@@ -159,7 +159,8 @@ describe("with the CLI (svc-cli) as a dev dependency", () => {
     // Both tarballs in one install: the CLI's dependency on svc is the packed SDK, not a registry package.
     writeProject({ svc: `file:${sdkTarball}` }, { "svc-cli": `file:${cliTarball}` });
     const started = performance.now();
-    run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund"], project, cleanEnv(), 600_000);
+    // JOBS: node-gyp compiles better-sqlite3 on every core when no prebuilt binary can be fetched.
+    run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund"], project, cleanEnv({ JOBS: "max" }), 600_000);
     measured.cliInstallSeconds = ((performance.now() - started) / 1000).toFixed(1);
     measured.withCliBytes = String(sizeOf(join(project, "node_modules")));
     bin = join(project, "node_modules", "svc-cli", "bin", "svc.js");
