@@ -26,7 +26,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "svc-pool-test-"));
   cpSync(join(repo, "fixtures", "pool-app"), join(dir, "app"), { recursive: true });
   mkdirSync(join(dir, "app", "node_modules"));
-  symlinkSync(repo, join(dir, "app", "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(dir, "app", "node_modules", "svc"), "dir");
   build = await buildProject(join(dir, "app"));
   driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), pool: 2 });
   service = await startService({ dataDir: join(dir, "data"), apiKeys: [KEY], driver });

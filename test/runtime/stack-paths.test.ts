@@ -1,5 +1,5 @@
 // A failed job's errorStack names the user's real files: a project that links svc (node_modules/svc is a
-// symlink to this checkout, as `svc init` sets it up), built by the real `svc build` code and run by real process
+// symlink to this checkout's SDK, packages/svc), built by the real `svc build` code and run by real process
 // workers. Its own frames are project-relative paths that exist in the project; svc's frames are files on disk.
 
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
