@@ -11,7 +11,7 @@ export const title = "svc build: 20 endpoints, no dependencies";
 
 const ENDPOINTS = 20;
 const RUNS = 7;
-const SDK = fileURLToPath(new URL("../dist/sdk/index.js", import.meta.url));
+const SDK = fileURLToPath(new URL("../packages/svc/dist/index.js", import.meta.url));
 
 function generateApp(root) {
   mkdirSync(join(root, "src", "lib"), { recursive: true });

@@ -116,7 +116,7 @@ export async function run() {
   const project = join(work, "bench-trivial");
   cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"), { recursive: true });
-  symlinkSync(root, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(root, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   const database = await startPostgres({ durable: true });
   const servers = [];
   const plain = await startPlainServerProcess();

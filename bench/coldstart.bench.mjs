@@ -94,7 +94,7 @@ export async function run() {
     const project = join(work, "app");
     cpSync(join(root, "fixtures", "swarm-app"), project, { recursive: true });
     mkdirSync(join(project, "node_modules"));
-    symlinkSync(root, join(project, "node_modules", "svc"), "dir");
+    symlinkSync(join(root, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
     writeFileSync(join(project, "package.json"), JSON.stringify({ name: "bench-coldstart", private: true, type: "module" }));
     const build = await buildProject(project);
     const fresh = createDockerDriver({ docker, networkScope: "session", volumeLifetime: "session" });

@@ -70,7 +70,7 @@ export async function run() {
     const project = join(work, "app");
     cpSync(join(root, "fixtures", "pool-app"), project, { recursive: true });
     mkdirSync(join(project, "node_modules"));
-    symlinkSync(root, join(project, "node_modules", "svc"), "dir");
+    symlinkSync(join(root, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
     const build = await buildProject(project);
     const pooled = await coldStarts(2, build, work);
     const unpooled = await coldStarts(0, build, work);

@@ -85,7 +85,7 @@ export async function run() {
     const project = join(work, "app");
     cpSync(join(root, "fixtures", "pool-app"), project, { recursive: true });
     mkdirSync(join(project, "node_modules"));
-    symlinkSync(root, join(project, "node_modules", "svc"), "dir");
+    symlinkSync(join(root, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
     const build = await buildProject(project);
     const rows = [];
     const baselineName = "the same, unsandboxed (alternating samples)";

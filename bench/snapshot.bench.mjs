@@ -66,7 +66,7 @@ export async function run() {
     const project = join(work, "app");
     cpSync(join(root, "fixtures", "snapshot-app"), project, { recursive: true });
     mkdirSync(join(project, "node_modules"));
-    symlinkSync(root, join(project, "node_modules", "svc"), "dir");
+    symlinkSync(join(root, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
     const build = await buildProject(project);
     const withSnapshot = build.manifest;
     const withoutSnapshot = structuredClone(build.manifest);

@@ -83,7 +83,7 @@ export async function run() {
     const project = join(work, "app");
     cpSync(join(root, "fixtures", "swarm-app"), project, { recursive: true });
     mkdirSync(join(project, "node_modules"));
-    symlinkSync(root, join(project, "node_modules", "svc"), "dir");
+    symlinkSync(join(root, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
     writeFileSync(join(project, "package.json"), JSON.stringify({ name: "bench-swarm", private: true, type: "module" }));
     const build = await buildProject(project);
     // Named by its sha256, as an uploaded build is: workers on the swarm fetch it by that name.

@@ -4,7 +4,7 @@
 import { fileURLToPath } from "node:url";
 import { join } from "node:path";
 import { startDevSession } from "../dist/dev/session.js";
-import { JobsClient } from "../dist/sdk/index.js";
+import { JobsClient } from "svc";
 
 const root = join(fileURLToPath(new URL("..", import.meta.url)), "examples", "hello");
 const log = (s) => process.stdout.write(`${s}\n`);

@@ -1,4 +1,6 @@
-// One small error hierarchy, handled in one place (src/cli/main.ts for the CLI, the HTTP layer for the service).
+// svc's error hierarchy. The classes user code also sees (UserError, ApiError, ...) are defined in the SDK package
+// (`svc`), because user code catches the same classes the CLI throws and the SDK's job client raises; the CLI's
+// modules import them from here. Refusal is the service's own and lives here.
 //
 // - UserError: the user can fix it (bad flag, bad config, missing key). Printed without a stack.
 // - ApiError: the service answered with an application/problem+json error. Printed with status and detail.
@@ -6,101 +8,19 @@
 // - Refusal: the service's core refuses a request in its own terms (not found, shutting down...); the service's
 //   HTTP edge (src/service/http/problems.ts) answers it as application/problem+json.
 
-export interface SourceLocation {
-  /** Path relative to the project root, with forward slashes. */
-  file: string;
-  /** 1-based line. */
-  line: number;
-  /** 1-based column. */
-  column?: number;
-}
-
-export function formatLocation(loc: SourceLocation): string {
-  return loc.column ? `${loc.file}:${loc.line}:${loc.column}` : `${loc.file}:${loc.line}`;
-}
-
-/** Exit codes of the `svc` binary; documented in docs/cli.md. */
-export const ExitCode = {
-  ok: 0,
-  /** Generic failure the user can act on (bad config, build error, validation). */
-  user: 1,
-  /** Wrong usage: unknown command or flag, missing argument. */
-  usage: 2,
-  /** The service answered with an error (4xx/5xx problem). */
-  api: 3,
-  /** The service could not be reached. */
-  unreachable: 4,
-  /** Interrupted by SIGINT/SIGTERM. */
-  interrupted: 130,
-  /** A bug in svc. */
-  internal: 70,
-} as const;
-
-export class SvcError extends Error {
-  readonly exitCode: number;
-  constructor(message: string, exitCode: number, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = new.target.name;
-    this.exitCode = exitCode;
-  }
-}
-
-/** Something the user can fix. `hint` says what to do; `problems` lists individual faults (file:line ...). */
-export class UserError extends SvcError {
-  readonly hint?: string;
-  readonly problems: string[];
-  constructor(message: string, opts: { hint?: string; problems?: string[]; exitCode?: number; cause?: unknown } = {}) {
-    super(message, opts.exitCode ?? ExitCode.user, { cause: opts.cause });
-    this.hint = opts.hint;
-    this.problems = opts.problems ?? [];
-  }
-}
-
-/** Wrong command-line usage. */
-export class UsageError extends UserError {
-  constructor(message: string, hint?: string) {
-    super(message, { hint, exitCode: ExitCode.usage });
-  }
-}
-
-/** An application/problem+json error body, as the spec's ErrorResponse. */
-export interface Problem {
-  type?: string;
-  title: string;
-  status: number;
-  detail: string;
-  errors?: string[];
-  [extra: string]: unknown;
-}
-
-/** The service answered with an error. */
-export class ApiError extends SvcError {
-  readonly status: number;
-  readonly problem: Problem;
-  constructor(problem: Problem, opts: { cause?: unknown } = {}) {
-    super(`${problem.status} ${problem.title}: ${problem.detail}`, ExitCode.api, opts);
-    this.status = problem.status;
-    this.problem = problem;
-  }
-}
-
-/** The service could not be reached at all. */
-export class UnreachableError extends UserError {
-  constructor(url: string, cause?: unknown) {
-    super(`Cannot reach the svc service at ${url}`, {
-      hint: "Check SVC_API_URL, or start a service with `svc server` (or `svc dev` for local work).",
-      exitCode: ExitCode.unreachable,
-      cause,
-    });
-  }
-}
-
-/** A bug in svc: something that should not happen whatever the user does. */
-export class InternalError extends SvcError {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, ExitCode.internal, options);
-  }
-}
+export {
+  ApiError,
+  ExitCode,
+  InternalError,
+  SvcError,
+  UnreachableError,
+  UsageError,
+  UserError,
+  errorMessage,
+  formatLocation,
+  type Problem,
+  type SourceLocation,
+} from "svc/internal";
 
 /**
  * Why the service's core refuses what it was asked, in its own terms. Each kind is one answer at the HTTP edge:
@@ -122,8 +42,4 @@ export class Refusal extends Error {
     this.errors = opts.errors;
     this.retryAfterS = opts.retryAfterS;
   }
-}
-
-export function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

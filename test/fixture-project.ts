@@ -15,7 +15,7 @@ export function copyFixture(name: string, work: string): string {
   const project = join(work, name);
   cpSync(join(repo, "fixtures", name), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   return project;
 }
 

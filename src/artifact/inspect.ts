@@ -8,7 +8,7 @@ import type { EventEmitter } from "node:events";
 import type { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import tarStream from "tar-stream";
-import { MANIFEST_FILE } from "../sdk/manifest.js";
+import { MANIFEST_FILE } from "svc/internal";
 import { checkEntry, expansionRefusal, type ExtractLimits } from "./extract.js";
 
 export interface InspectLimits extends ExtractLimits {

@@ -1,10 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { UserError } from "../errors.js";
-import { blamedEndpoints, bundleEndpoint, bundleEndpoints, bundleHint, codeFrame, problemOf } from "./bundle.js";
+import { blamedEndpoints, bundleEndpoint, bundleEndpoints, bundleHint, codeFrame, problemOf, svcSdkEntry } from "./bundle.js";
 
 const root = mkdtempSync(join(tmpdir(), "svc-bundle-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -137,5 +138,37 @@ describe("bundleEndpoint", () => {
     expect(problemOf(message, root)).toBe(['src/fn.ts:2:15: Could not resolve "not-here"', '    2 | import x from "not-here";', "      |               ^^^^^^^^^^"].join("\n"));
     const other = { ...message, notes: [{ text: "Did you mean ./b.ts?", location: null }] };
     expect(problemOf(other, root).split("\n")[0]).toBe('src/fn.ts:2:15: Could not resolve "not-here" (Did you mean ./b.ts?)');
+  });
+});
+
+describe("the SDK \"svc\" in bundles", () => {
+  const cliSdk = realpathSync(join(fileURLToPath(new URL("../..", import.meta.url)), "packages", "svc", "dist", "index.js"));
+
+  it("is svc-cli's own dependency when the project has none installed", () => {
+    const bare = mkdtempSync(join(tmpdir(), "svc-bundle-bare-"));
+    try {
+      expect(realpathSync(svcSdkEntry(bare))).toBe(cliSdk);
+    } finally {
+      rmSync(bare, { recursive: true, force: true });
+    }
+  });
+
+  it("is the project's installed svc when it has one: the version its package.json asks for", async () => {
+    const project = mkdtempSync(join(tmpdir(), "svc-bundle-own-"));
+    try {
+      const file = (path: string, contents: string) => {
+        mkdirSync(join(project, path, ".."), { recursive: true });
+        writeFileSync(join(project, path), contents);
+      };
+      file("node_modules/svc/package.json", JSON.stringify({ name: "svc", version: "9.9.9", type: "module", exports: { ".": { types: "./lib/main.d.ts", default: "./lib/main.js" } } }));
+      file("node_modules/svc/lib/main.js", 'export const sdkVersion = "project-sdk-9.9.9";\n');
+      file("entry.ts", 'import { sdkVersion } from "svc";\nexport default sdkVersion;\n');
+      expect(svcSdkEntry(project)).toBe(join(project, "node_modules/svc/lib/main.js"));
+      const outfile = join(project, "out/handler.mjs");
+      await bundleEndpoint(project, { endpoint: "own", entry: join(project, "entry.ts"), outfile, external: [] });
+      expect(readFileSync(outfile, "utf8")).toContain("project-sdk-9.9.9");
+    } finally {
+      rmSync(project, { recursive: true, force: true });
+    }
   });
 });

@@ -11,13 +11,13 @@ import ts from "typescript";
 import { UserError, type SourceLocation } from "../errors.js";
 import {
   configProblems,
-  normalizeConfig,
-  RESERVED_ROUTE_PATHS,
   type EndpointConfig,
+  type FunctionKind,
   type HttpMethod,
+  normalizeConfig,
   type NormalizedConfig,
-} from "../sdk/config.js";
-import type { FunctionKind } from "../sdk/manifest.js";
+  RESERVED_ROUTE_PATHS,
+} from "svc/internal";
 import { BUILTIN_IGNORES, findSourceFiles, SOURCE_PATTERN } from "./discover-files.js";
 import { exampleOf } from "./example-input.js";
 import { commonJsExportName, hasModifier, scriptKind, summarize, type ModuleInfo } from "./discover-module.js";

@@ -1,8 +1,8 @@
 // Generated handler entries: one small module per endpoint that imports the user's modules and hands their
-// endpoint functions to `__defineHandler` (the contract in src/sdk/handler.ts). Pure: text in, text out.
+// endpoint functions to `__defineHandler` (the contract in packages/svc/src/handler.ts). Pure: text in, text out.
 
 import { posix } from "node:path";
-import type { FunctionKind } from "../sdk/manifest.js";
+import type { FunctionKind } from "svc/internal";
 
 /** Where handler entries are generated, relative to the project root. */
 export const HANDLERS_DIR = ".svc/.build/handlers";

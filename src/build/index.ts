@@ -8,7 +8,7 @@ import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { memoryEntries, mergeEntries, packEntries, planEntries, type PackEntry } from "../artifact/pack.js";
 import { InternalError, UserError } from "../errors.js";
-import { MANIFEST_FILE, type Manifest } from "../sdk/manifest.js";
+import { MANIFEST_FILE, type Manifest } from "svc/internal";
 import { bundleEndpoints, svcSdkEntry, type BundleResult } from "./bundle.js";
 import { hostIsLinuxX64Glibc, packageNameOf, planNpmInstall, runNpmInstall } from "./dependencies.js";
 import { discover, type DiscoveryResult } from "./discover.js";
@@ -100,8 +100,8 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
   const root = resolve(rootDir);
   const progress = options.onProgress ?? (() => {});
   if (!existsSync(root)) throw new UserError(`Project directory ${rootDir} does not exist`);
-  if (!existsSync(svcSdkEntry())) {
-    throw new InternalError(`svc's SDK build is missing (${svcSdkEntry()}); run \`npm run build\` in the svc package`);
+  if (!existsSync(svcSdkEntry(root))) {
+    throw new InternalError(`svc's SDK build is missing (${svcSdkEntry(root)}); run \`npm run build\` in the svc-cli repository`);
   }
 
   progress("Discovering endpoints");

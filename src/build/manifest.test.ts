@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { configProblems, normalizeConfig } from "../sdk/config.js";
+import { configProblems, normalizeConfig } from "svc/internal";
 import { appNameOf, buildManifest, imageNameFor, serializeManifest, type ManifestEndpoint } from "./manifest.js";
 
 const gpu: ManifestEndpoint = {

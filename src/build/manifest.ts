@@ -3,14 +3,14 @@
 
 import { existsSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import type { NormalizedConfig } from "../sdk/config.js";
 import {
-  MANIFEST_VERSION,
   type FunctionKind,
   type Manifest,
+  MANIFEST_VERSION,
   type ManifestFunction,
   type ManifestResource,
-} from "../sdk/manifest.js";
+  type NormalizedConfig,
+} from "svc/internal";
 import { SVC_VERSION } from "../version.js";
 
 /** What the manifest needs from a discovered endpoint (a structural subset of DiscoveredEndpoint). */

@@ -6,7 +6,7 @@ import { colorWanted, styles as pc } from "./output.js";
 import { ApiError, ExitCode, SvcError, UserError } from "../errors.js";
 import { commands } from "./commands/index.js";
 import { SVC_VERSION } from "../version.js";
-import { selectProfile } from "../sdk/profiles.js";
+import { selectProfile } from "../profiles.js";
 
 export async function main(argv: string[]): Promise<number> {
   const debug = argv.includes("--debug") || process.env.SVC_DEBUG === "1";

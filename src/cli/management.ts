@@ -2,7 +2,7 @@
 // parsers, and a plain table for people. Problems from the API become ApiError (status, detail, `errors`).
 
 import { UsageError } from "../errors.js";
-import { readJson } from "../sdk/jobs-client.js";
+import { readJson } from "svc/internal";
 import { apiFetch, serviceTarget } from "./target.js";
 import { alignTable } from "./output.js";
 

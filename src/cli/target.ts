@@ -3,9 +3,8 @@
 // `svc dev` session of this project; else the current profile; else the local service. SVC_APP / SVC_ENV (or
 // --app / --env) name the app and environment.
 
-import { DEFAULT_API_URL, envSetting, findDevSession } from "../sdk/context.js";
-import { activeProfile, namedProfile } from "../sdk/profiles.js";
-import { readJson } from "../sdk/jobs-client.js";
+import { DEFAULT_API_URL, envSetting, findDevSession, readJson } from "svc/internal";
+import { activeProfile, namedProfile } from "../profiles.js";
 import { UnreachableError, UserError } from "../errors.js";
 import { appNameOf } from "../build/manifest.js";
 import { chooseEnvironment } from "../deploy/names.js";

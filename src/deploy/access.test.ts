@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { examplePath, lbCurl, localEndpoints, queueCurl } from "./access.js";
-import type { Manifest } from "../sdk/manifest.js";
+import type { Manifest } from "svc/internal";
 
 describe("curls users paste", () => {
   it("queue endpoints: /runsync, naming the function only when the endpoint serves several", () => {

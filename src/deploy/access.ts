@@ -1,7 +1,7 @@
 // How a user reaches an endpoint once it runs: its address and a ready-to-paste curl that gets an answer.
 // `svc dev`, `svc deploy --preview` and `svc deploy` print these; all pure.
 
-import type { Manifest } from "../sdk/manifest.js";
+import type { Manifest } from "svc/internal";
 import { lbEndpointUrl } from "../service/lb/index.js";
 
 export interface EndpointAccess {

@@ -5,10 +5,17 @@ import { createReadStream } from "node:fs";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { ApiError, UnreachableError, UserError } from "../errors.js";
-import { DEFAULT_API_URL, envSetting, findDevSession, readDotEnv } from "../sdk/context.js";
-import { activeProfile, namedProfile } from "../sdk/profiles.js";
-import { parseServiceJson, problemOf, readJson } from "../sdk/jobs-client.js";
-import type { Manifest } from "../sdk/manifest.js";
+import {
+  DEFAULT_API_URL,
+  envSetting,
+  findDevSession,
+  type Manifest,
+  parseServiceJson,
+  problemOf,
+  readDotEnv,
+  readJson,
+} from "svc/internal";
+import { activeProfile, namedProfile } from "../profiles.js";
 
 export interface ServiceAddress {
   url: string;

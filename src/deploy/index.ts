@@ -9,7 +9,7 @@ import { buildProject, type BuildResult } from "../build/index.js";
 import { discover } from "../build/discover.js";
 import { appNameOf, buildManifest } from "../build/manifest.js";
 import { UsageError, UserError } from "../errors.js";
-import { envSetting } from "../sdk/context.js";
+import { envSetting } from "svc/internal";
 import { curlFor } from "./access.js";
 import { chooseEnvironment, DEPLOY_NAME_RULE, isDeployName } from "./names.js";
 import { DeployClient, serviceAddress, type ConfigChange, type EnvironmentInfo, type PlanInfo, type PlannedEndpoint, type ReleaseInfo, type ServiceAddress } from "./client.js";

@@ -1,6 +1,6 @@
 // A local development session: build the project, run the service with process workers, deploy the build as
 // app/environment "dev", watch sources and redeploy on change. `svc dev` is a thin command over this; tests
-// drive it directly. Calls from scripts find the session through .svc/dev-session.json (src/sdk/context.ts).
+// drive it directly. Calls from scripts find the session through .svc/dev-session.json (packages/svc/src/context.ts).
 
 import { randomBytes } from "node:crypto";
 import { mkdir, writeFile, rm, rename, readFile } from "node:fs/promises";
@@ -13,7 +13,7 @@ import { ReleaseFailedError, startService, type Service, type DeployedEndpoint }
 import { createProcessDriver, type ProcessDriver } from "../drivers/process.js";
 import type { SandboxSetting } from "../drivers/sandbox/index.js";
 import type { WorkerLogLine } from "../drivers/types.js";
-import { DEV_SESSION_FILE, envSetting, type DevSession } from "../sdk/context.js";
+import { DEV_SESSION_FILE, envSetting, type DevSession } from "svc/internal";
 import { serviceOptionsOf, type ServiceSettings } from "../service/config.js";
 import { UserError } from "../errors.js";
 

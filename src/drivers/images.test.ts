@@ -135,6 +135,11 @@ describe("productionPackages (this package's real node_modules)", () => {
     for (const dev of ["vitest", "playwright-core", "openai", "zod"]) expect(dirs).not.toContain(`/opt/svc/node_modules/${dev}`);
     expect(new Set(dirs).size).toBe(dirs.length);
   });
+
+  it("holds the SDK, a workspace link to packages/svc, under node_modules/svc", async () => {
+    const sdk = (await productionPackages(repo)).find((p) => p.imageDir === "/opt/svc/node_modules/svc");
+    expect(sdk).toMatchObject({ dir: join(repo, "packages", "svc"), linked: true });
+  });
 });
 
 describe("planImageAction", () => {
@@ -174,6 +179,14 @@ describe("runtime closure (real esbuild over this package's dist/)", () => {
     const names = closure.packages.map((p) => p.name);
     expect(names).toContain("tar-stream");
     for (const dev of ["vitest", "typescript", "esbuild", "better-sqlite3", "commander"]) expect(names).not.toContain(dev);
+  });
+
+  it("takes from the SDK (node_modules/svc, a workspace link) its package.json and the compiled files reached", async () => {
+    const sdk = (await runtimeClosure(repo)).packages.find((p) => p.name === "svc");
+    expect(sdk?.dir).toBe(join(repo, "packages", "svc"));
+    expect(sdk?.files).toContain("package.json");
+    expect(sdk?.files).toContain("dist/internal.js");
+    expect(sdk?.files?.every((f) => f === "package.json" || (f.startsWith("dist/") && f.endsWith(".js")))).toBe(true);
   });
 
   it("refuses to build when the runtime is not compiled", async () => {

@@ -16,7 +16,7 @@
 
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { createReadStream, existsSync, realpathSync } from "node:fs";
+import { createReadStream, existsSync, readdirSync, realpathSync } from "node:fs";
 import { readFile, realpath, stat } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -201,8 +201,36 @@ function moduleBases(root: string): string[] {
   }
 }
 
-/** The dist files and the package directories the runtime entry reaches (via esbuild's metafile). */
-export async function runtimeClosure(packageRoot: string): Promise<{ distFiles: string[]; packages: Array<{ name: string; dir: string }> }> {
+/**
+ * The packages under `bases` that are symbolic links (npm workspaces link `node_modules/svc` to `packages/svc`),
+ * by their real directory: esbuild and Node report a linked package's files under its real path.
+ */
+function linkedPackages(bases: readonly string[]): Map<string, string> {
+  const linked = new Map<string, string>();
+  for (const base of new Set(bases)) {
+    if (!existsSync(base)) continue;
+    for (const entry of readdirSync(base, { withFileTypes: true })) {
+      const names = entry.name.startsWith("@") && entry.isDirectory()
+        ? readdirSync(join(base, entry.name), { withFileTypes: true }).filter((e) => e.isSymbolicLink()).map((e) => `${entry.name}/${e.name}`)
+        : entry.isSymbolicLink() ? [entry.name] : [];
+      for (const name of names) linked.set(realpathSync(join(base, name)), name);
+    }
+  }
+  return linked;
+}
+
+/** A package the runtime reaches; `files` (relative) when only those are needed, else the whole directory. */
+export interface ClosurePackage {
+  name: string;
+  dir: string;
+  files?: string[];
+}
+
+/**
+ * The dist files and the package directories the runtime entry reaches (via esbuild's metafile). A linked
+ * (workspace) package contributes its package.json and the files reached, not its sources and build tooling.
+ */
+export async function runtimeClosure(packageRoot: string): Promise<{ distFiles: string[]; packages: ClosurePackage[] }> {
   const entry = join(packageRoot, "dist", "runtime", "worker.js");
   if (!existsSync(entry)) {
     throw new UserError(`Cannot build the worker image: the worker runtime is not compiled (${entry} is missing)`, { hint: "Compile svc first: npm run build." });
@@ -226,8 +254,9 @@ export async function runtimeClosure(packageRoot: string): Promise<{ distFiles: 
   }
   const dist = join(packageRoot, "dist") + sep;
   const bases = moduleBases(packageRoot);
+  const linked = linkedPackages(bases);
   const distFiles = new Set<string>();
-  const packages = new Map<string, string>();
+  const packages = new Map<string, ClosurePackage>();
   for (const input of Object.keys(metafile.inputs)) {
     const file = resolve(packageRoot, input);
     if (file.startsWith(dist)) {
@@ -235,14 +264,22 @@ export async function runtimeClosure(packageRoot: string): Promise<{ distFiles: 
       continue;
     }
     const base = bases.find((b) => file.startsWith(b + sep));
-    if (!base) throw new UserError(`Cannot build the worker image: the runtime imports ${file}, outside dist/ and node_modules`);
-    const parts = relative(base, file).split(sep);
-    const name = parts[0]!.startsWith("@") ? `${parts[0]}/${parts[1]}` : parts[0]!;
-    if (!packages.has(name)) packages.set(name, join(base, name));
+    if (base) {
+      const parts = relative(base, file).split(sep);
+      const name = parts[0]!.startsWith("@") ? `${parts[0]}/${parts[1]}` : parts[0]!;
+      if (!packages.has(name)) packages.set(name, { name, dir: join(base, name) });
+      continue;
+    }
+    const real = [...linked.keys()].find((dir) => file.startsWith(dir + sep));
+    if (!real) throw new UserError(`Cannot build the worker image: the runtime imports ${file}, outside dist/ and node_modules`);
+    const name = linked.get(real)!;
+    const pkg = packages.get(name) ?? { name, dir: real, files: ["package.json"] };
+    pkg.files?.push(relative(real, file).split(sep).join("/"));
+    packages.set(name, pkg);
   }
   return {
     distFiles: [...distFiles].sort(),
-    packages: [...packages].map(([name, dir]) => ({ name, dir })).sort((a, b) => (a.name < b.name ? -1 : 1)),
+    packages: [...packages.values()].sort((a, b) => (a.name < b.name ? -1 : 1)),
   };
 }
 
@@ -263,8 +300,8 @@ export async function collectImageInputs(options: CollectOptions = {}): Promise<
   const runtime: ImageFile[] = [];
   for (const file of closure.distFiles) runtime.push(await bufferFile(`${RUNTIME_ROOT}/${relative(packageRoot, file).split(sep).join("/")}`, file));
   for (const pkg of closure.packages) {
-    const files = await fg("**", { cwd: pkg.dir, dot: true, onlyFiles: true, followSymbolicLinks: false, ignore: ["**/.bin/**"] });
-    for (const rel of files.sort()) runtime.push(await bufferFile(`${RUNTIME_ROOT}/node_modules/${pkg.name}/${rel}`, join(pkg.dir, rel)));
+    const files = pkg.files ?? await fg("**", { cwd: pkg.dir, dot: true, onlyFiles: true, followSymbolicLinks: false, ignore: ["**/.bin/**"] });
+    for (const rel of [...files].sort()) runtime.push(await bufferFile(`${RUNTIME_ROOT}/node_modules/${pkg.name}/${rel}`, join(pkg.dir, rel)));
   }
   return { system, runtime, hasCaBundle };
 }
@@ -290,9 +327,10 @@ interface PackageJson {
  * transitively, as Node resolves them; each with its directory under node_modules in the image (nesting kept).
  * Missing optional dependencies (another platform's binaries) are skipped; a missing required one is refused.
  */
-export async function productionPackages(packageRoot: string): Promise<Array<{ dir: string; imageDir: string }>> {
+export async function productionPackages(packageRoot: string): Promise<Array<{ dir: string; imageDir: string; linked?: boolean }>> {
   const root = realpathSync(packageRoot);
   const bases = moduleBases(packageRoot).filter((b) => existsSync(b)).map((b) => realpathSync(b));
+  const linked = linkedPackages(bases);
   const found = new Map<string, string>();
   const visit = async (from: string, pkg: PackageJson) => {
     const required = new Set([...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {}).filter((p) => !pkg.peerDependenciesMeta?.[p]?.optional)]);
@@ -305,13 +343,32 @@ export async function productionPackages(packageRoot: string): Promise<Array<{ d
       }
       if (found.has(dir)) continue;
       const base = bases.find((b) => dir.startsWith(b + sep));
+      if (!base && linked.has(dir)) {
+        found.set(dir, `${RUNTIME_ROOT}/node_modules/${linked.get(dir)}`);
+        await visit(dir, JSON.parse(await readFile(join(dir, "package.json"), "utf8")) as PackageJson);
+        continue;
+      }
       if (!base) throw new UserError(`Cannot build the server image: package ${name} resolves to ${dir}, outside the node_modules svc is run from`);
       found.set(dir, `${RUNTIME_ROOT}/node_modules/${relative(base, dir).split(sep).join("/")}`);
       await visit(dir, JSON.parse(await readFile(join(dir, "package.json"), "utf8")) as PackageJson);
     }
   };
   await visit(root, JSON.parse(await readFile(join(root, "package.json"), "utf8")) as PackageJson);
-  return [...found].map(([dir, imageDir]) => ({ dir, imageDir })).sort((a, b) => (a.imageDir < b.imageDir ? -1 : 1));
+  return [...found]
+    .map(([dir, imageDir]) => (linked.has(dir) ? { dir, imageDir, linked: true } : { dir, imageDir }))
+    .sort((a, b) => (a.imageDir < b.imageDir ? -1 : 1));
+}
+
+/**
+ * The files a linked (workspace) package would publish: its package.json and what its "files" field names; a
+ * checkout's sources, tests and node_modules stay out of the image as they stay out of the package.
+ */
+async function publishedFiles(dir: string): Promise<string[]> {
+  const pkg = JSON.parse(await readFile(join(dir, "package.json"), "utf8")) as { files?: string[] };
+  if (!pkg.files) return fg("**", { cwd: dir, dot: true, onlyFiles: true, followSymbolicLinks: false, ignore: ["node_modules/**"] });
+  const patterns = pkg.files.flatMap((entry) => [entry, `${entry.replace(/\/$/, "")}/**`]);
+  const files = await fg(patterns, { cwd: dir, dot: true, onlyFiles: true, followSymbolicLinks: false, ignore: ["node_modules/**"] });
+  return [...new Set(["package.json", ...files])];
 }
 
 /** What the server image holds besides the system files: svc itself under RUNTIME_ROOT. */
@@ -336,7 +393,9 @@ export async function collectServerInputs(options: CollectOptions = {}): Promise
   }
   for (const pkg of await productionPackages(packageRoot)) {
     // Nested node_modules are packages of their own (listed by productionPackages when reachable).
-    const files = await fg("**", { cwd: pkg.dir, dot: true, onlyFiles: true, followSymbolicLinks: false, ignore: ["node_modules/**", "**/.bin/**"] });
+    const files = pkg.linked
+      ? await publishedFiles(pkg.dir)
+      : await fg("**", { cwd: pkg.dir, dot: true, onlyFiles: true, followSymbolicLinks: false, ignore: ["node_modules/**", "**/.bin/**"] });
     // Streamed from disk, not held in memory: the packages are ~150 MB (the Kubernetes client, better-sqlite3...).
     for (const rel of files.sort()) app.push(await hostFile(`${pkg.imageDir}/${rel}`, join(pkg.dir, rel)));
   }

@@ -21,7 +21,7 @@ import { applyProtocolEnv, type WorkerPlacement } from "./env.js";
 import { allowedHostEnv } from "./host-env.js";
 import { readMarkedLine } from "../runtime/output-marks.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
-import { processAlive } from "../process-alive.js";
+import { processAlive } from "svc/internal";
 import { createSnapshotStore } from "./snapshot.js";
 import { removeCgroupDirs } from "./sandbox/cgroups.js";
 import {

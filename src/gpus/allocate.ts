@@ -3,7 +3,7 @@
 // endpoint goes first. Pure: the caller holds the inventory and the holds, and starts or stops workers.
 
 import type { GpuDevice } from "./inventory.js";
-import { ANY_GPU, cardMatches } from "./pools.js";
+import { ANY_GPU, cardMatches } from "svc/internal";
 
 /** gpu uuid -> the worker holding it. */
 export type GpuHolds = ReadonlyMap<string, string>;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { gpuShortfalls, HostGpus } from "./host.js";
 import type { GpuInventory } from "./inventory.js";
-import { typeIdsOfCard } from "./pools.js";
+import { typeIdsOfCard } from "svc/internal";
 
 const gpu = (index: number, name: string) => ({
   index,

@@ -6,7 +6,7 @@
 
 import { allocateGpus, gpuRequestOf, pickWaiting, type Allocation, type GpuRequest, type WaitingEndpoint } from "./allocate.js";
 import { hostGpuTypeIds, type GpuDevice, type GpuInventory } from "./inventory.js";
-import { cardMatches } from "./pools.js";
+import { cardMatches } from "svc/internal";
 
 export const NO_GPUS: GpuInventory = { gpus: [], driverVersion: null, cudaVersion: null, source: "none" };
 

@@ -5,7 +5,7 @@
 
 import { execFile } from "node:child_process";
 import { UserError } from "../errors.js";
-import { typeIdsOfCard } from "./pools.js";
+import { typeIdsOfCard } from "svc/internal";
 
 /** What `--query-gpu` asks for, in this order (the parser reads the columns by position). */
 export const GPU_QUERY_FIELDS = ["index", "uuid", "name", "memory.total", "memory.used", "utilization.gpu", "mig.mode.current", "driver_version"] as const;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { chatCompletionFromOutput, chatJobInput, isOpenAiJobInput, modelList, notChatOutput, openAiProblem, readChunkOutput } from "./format.js";
-import { checkChatRequest } from "./validate.js";
+import { checkChatRequest } from "svc/internal";
 
 const request = { model: "textgen", messages: [{ role: "user" as const, content: "Hello there" }] };
 

@@ -3,34 +3,35 @@
 // model list, and error bodies that are problem+json AND readable by OpenAI clients. docs/llm.md has the shapes.
 
 import { randomBytes } from "node:crypto";
-import type { Problem } from "../errors.js";
-import { countTokens, renderChatPrompt } from "../llm/tokens.js";
-import { textMessages, type ChatCompletionRequest, type ChatRequestVerdict, type ToolCall } from "./validate.js";
+import {
+  chatJobInput as sdkChatJobInput,
+  countTokens,
+  FINISH_REASONS,
+  isOpenAiJobInput as isSdkOpenAiJobInput,
+  renderChatPrompt,
+  textMessages,
+  type ChatCompletionRequest,
+  type ChatRequestVerdict,
+  type FinishReason,
+  type OpenAiJobInput as SdkOpenAiJobInput,
+  type Problem,
+  type ToolCall,
+} from "svc/internal";
 import { TITLES } from "../http-titles.js";
 
-export const CHAT_COMPLETIONS_ROUTE = "/v1/chat/completions";
+export { CHAT_COMPLETIONS_ROUTE, type FinishReason } from "svc/internal";
 
-/** The job input a chat request becomes; textGeneration() (src/sdk/llm.ts) reads it on the worker. */
-export interface OpenAiJobInput {
-  openai: {
-    route: typeof CHAT_COMPLETIONS_ROUTE;
-    input: ChatCompletionRequest;
-    /** Set when the request came through the Responses API: what its response object echoes back. */
-    responses?: { model: string; echo: import("./responses.js").ResponsesEcho };
-  };
-}
+/** The job input a chat request becomes, with what a Responses API request echoes back. */
+export type OpenAiJobInput = SdkOpenAiJobInput<import("./responses.js").ResponsesEcho>;
 
 export function chatJobInput(request: ChatCompletionRequest, responses?: OpenAiJobInput["openai"]["responses"]): OpenAiJobInput {
-  return { openai: { route: CHAT_COMPLETIONS_ROUTE, input: request, ...(responses ? { responses } : {}) } };
+  return sdkChatJobInput(request, responses);
 }
 
+/** The echo of a job input passing this check was written by the service itself (chatJobInput above). */
 export function isOpenAiJobInput(value: unknown): value is OpenAiJobInput {
-  const openai = (value as { openai?: { route?: unknown; input?: unknown } } | null)?.openai;
-  return typeof openai === "object" && openai !== null && openai.route === CHAT_COMPLETIONS_ROUTE && typeof openai.input === "object";
+  return isSdkOpenAiJobInput(value);
 }
-
-export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter";
-const FINISH_REASONS: readonly string[] = ["stop", "length", "tool_calls", "content_filter"];
 
 /**
  * A piece of a tool call as a worker yields it: a whole call (`{id?, name, arguments}`, arguments as JSON text or
@@ -98,7 +99,7 @@ export function readChunkOutput(output: unknown): ChunkText {
   const outputTokens = count(o.output_tokens);
   if (input !== undefined) result.input_tokens = input;
   if (outputTokens !== undefined) result.output_tokens = outputTokens;
-  if (typeof o.finish_reason === "string" && FINISH_REASONS.includes(o.finish_reason)) result.finish_reason = o.finish_reason as FinishReason;
+  if (typeof o.finish_reason === "string" && (FINISH_REASONS as readonly string[]).includes(o.finish_reason)) result.finish_reason = o.finish_reason as FinishReason;
   return result;
 }
 

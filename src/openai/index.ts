@@ -1,5 +1,23 @@
 // The OpenAI-compatible chat route's wire format (validation, job mapping, replies, SSE), for the service.
-export * from "./validate.js";
+// The request checks live in the SDK (the worker's textGeneration() applies the same ones).
+export {
+  CHAT_ROLES,
+  checkChatRequest,
+  chatRequestErrors,
+  contentText,
+  messagesErrors,
+  normaliseSampling,
+  parseChatRequest,
+  samplingErrors,
+  textMessages,
+  type ChatCompletionRequest,
+  type ChatRequestMessage,
+  type ChatRequestVerdict,
+  type ContentPart,
+  type ToolCall,
+  type ToolChoice,
+  type ToolDefinition,
+} from "svc/internal";
 export * from "./format.js";
 export * from "./sse.js";
 export * from "./route.js";

@@ -13,7 +13,7 @@ import {
   type ToolCall,
   type ToolChoice,
   type ToolDefinition,
-} from "./validate.js";
+} from "svc/internal";
 
 export const RESPONSES_ROUTE = "/v1/responses";
 

@@ -16,7 +16,7 @@ import {
   type OpenAiProblem,
 } from "./format.js";
 import { chatCompletionFrames, SSE_HEADERS } from "./sse.js";
-import { checkChatRequest, parseChatRequest, type ChatRequestVerdict } from "./validate.js";
+import { checkChatRequest, parseChatRequest, type ChatRequestVerdict } from "svc/internal";
 import {
   checkResponsesRequest,
   parseResponseRef,

@@ -2,7 +2,7 @@
 // assistant role, then content deltas, then one with finish_reason (then usage when asked), then
 // `data: [DONE]\n\n`. A job that fails mid-stream ends with an error frame, which OpenAI clients raise.
 
-import type { ChatCompletionRequest } from "./validate.js";
+import type { ChatCompletionRequest } from "svc/internal";
 import { chatCompletionChunk, completionId, CompletionAccumulator, notChatOutput, toolCallIdPrefix, type OpenAiErrorObject, type ReplyIdentity } from "./format.js";
 
 export const SSE_HEADERS: Readonly<Record<string, string>> = {

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Manifest, ManifestResource } from "../sdk/manifest.js";
-import { reachablePeerUrl } from "../sdk/context.js";
+import { type Manifest, type ManifestResource, reachablePeerUrl } from "svc/internal";
 import { checkPreviewFlags } from "../cli/commands/deploy.js";
 import { UsageError } from "../errors.js";
 import { lbCurl, localEndpoints } from "../deploy/access.js";

@@ -1,7 +1,7 @@
 // The pure parts of `svc deploy --preview`: the manifest a preview deploys, the prefix of streamed log lines, and which crashed previews'
 // Docker objects may be removed. src/preview/session.ts does the I/O.
 
-import type { Manifest } from "../sdk/manifest.js";
+import type { Manifest } from "svc/internal";
 import { LABELS } from "../drivers/docker-engine.js";
 
 

@@ -15,11 +15,10 @@ import { cleanupStale, createDockerDriver, detectGpuSupport, type DockerDriver, 
 import { imageKindOf, type WorkerImageKind } from "../drivers/images.js";
 import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { errorMessage, UserError } from "../errors.js";
-import { envSetting } from "../sdk/context.js";
+import { envSetting, processAlive } from "svc/internal";
 import { startService, type Service } from "../service/index.js";
 import { localEndpoints, type LocalEndpoint } from "../deploy/access.js";
 import { PREVIEW_LABELS, previewManifest, staleSessions } from "./render.js";
-import { processAlive } from "../process-alive.js";
 
 export const PREVIEW_ENV = "preview";
 export const DEFAULT_PREVIEW_PORT = 8700;

@@ -5,9 +5,7 @@ import { readFile, stat } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
 import { pathToFileURL } from "node:url";
 import { UserError, errorMessage } from "../errors.js";
-import { setRuntime, type RuntimeContext } from "../sdk/context.js";
-import type { LoadedHandler } from "../sdk/handler.js";
-import { MANIFEST_FILE, type Manifest } from "../sdk/manifest.js";
+import { type LoadedHandler, type Manifest, MANIFEST_FILE, type RuntimeContext, setRuntime } from "svc/internal";
 import { jobScope } from "./logs.js";
 
 /** Where the handler of `endpointName` lives: the manifest's `handler` field, else the conventional path. */
@@ -39,7 +37,7 @@ function isLoadedHandler(value: unknown): value is LoadedHandler {
   return !!h && typeof h.invoke === "function" && typeof h.init === "function" && Array.isArray(h.functionNames);
 }
 
-/** Import the handler module and check its default export honours the handler contract (src/sdk/handler.ts). */
+/** Import the handler module and check its default export honours the handler contract (packages/svc/src/handler.ts). */
 export async function importHandler(file: string): Promise<LoadedHandler> {
   let module: { default?: unknown };
   try {

@@ -1,7 +1,7 @@
 // A route server that starts before its handler is loaded (/ping 204, routes 503), and streamed
 // Response bodies written as they are produced.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { RouteDefinition } from "../sdk/endpoint.js";
+import type { RouteDefinition } from "svc/internal";
 import { serveRoutes, toResponse, type RouteServer } from "./lb.js";
 
 const routes: RouteDefinition[] = [

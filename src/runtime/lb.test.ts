@@ -3,7 +3,7 @@ import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { RouteDefinition } from "../sdk/endpoint.js";
+import type { RouteDefinition } from "svc/internal";
 import { matchRoute, parseBody, serveRoutes, toResponse, type RouteServer } from "./lb.js";
 import { lbCredentialOfToken } from "../lb-credential.js";
 

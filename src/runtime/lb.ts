@@ -4,12 +4,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer } from "node:net";
 import { rmSync } from "node:fs";
-import type { RouteContext, RouteDefinition } from "../sdk/endpoint.js";
-import type { HttpMethod } from "../sdk/config.js";
+import { type HttpMethod, type Manifest, MANIFEST_FILE, type RouteContext, type RouteDefinition } from "svc/internal";
 import { errorMessage } from "../errors.js";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { MANIFEST_FILE, type Manifest } from "../sdk/manifest.js";
 import { credentialMatches, LB_CREDENTIAL_HEADER } from "../lb-credential.js";
 
 export const LB_BODY_LIMIT = 20 * 1024 * 1024;

@@ -7,7 +7,7 @@
 // job, in order, a few ms after they are yielded. The service being unreachable is never fatal: requests are
 // retried with backoff, and a service that forgot this worker gets it registered again.
 
-import type { InvokeResult, LoadedHandler } from "../sdk/handler.js";
+import { chunkMetrics, type InvokeResult, type LoadedHandler } from "svc/internal";
 import { errorMessage } from "../errors.js";
 import { projectRelativeStack } from "../build/source-paths.js";
 import {
@@ -21,7 +21,6 @@ import {
   type WorkerApi,
 } from "./api.js";
 import { jobScope } from "./logs.js";
-import { chunkMetrics } from "../sdk/llm.js";
 
 export interface WorkerLoopOptions {
   api: Pick<WorkerApi, "post">;

@@ -7,7 +7,7 @@
 import { closeSync, openSync, readSync, writeSync } from "node:fs";
 import crypto from "node:crypto";
 import { syncBuiltinESMExports } from "node:module";
-import type { LoadedHandler } from "../sdk/handler.js";
+import type { LoadedHandler } from "svc/internal";
 import { handlerPath, importHandler, installRuntimeContext } from "./handler.js";
 
 export const SNAPSHOT_FD_ENV = "SVC_SNAPSHOT_FD";

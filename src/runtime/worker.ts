@@ -7,7 +7,7 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { errorMessage, UserError } from "../errors.js";
-import type { LoadedHandler } from "../sdk/handler.js";
+import { type LoadedHandler, processAlive } from "svc/internal";
 import { extractArtifactCached } from "../artifact/extract.js";
 import { WorkerApi } from "./api.js";
 import { readWorkerEnv, type WorkerSettings } from "./env.js";
@@ -16,7 +16,6 @@ import { captureProcessOutput, jobScope, LogShipper } from "./logs.js";
 import { WorkerLoop } from "./loop.js";
 import { noteMark } from "./output-marks.js";
 import { isLoadBalancedEndpoint, serveRoutes, type RouteServer } from "./lb.js";
-import { processAlive } from "../process-alive.js";
 import { projectRelativeStack } from "../build/source-paths.js";
 import { restoredFromSnapshot } from "./snapshot.js";
 import { claimFromStdin, POOL_CHANNEL_ENV } from "./claim.js";

@@ -9,7 +9,7 @@ import type { Duplex } from "node:stream";
 import { join } from "node:path";
 import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { UserError } from "../errors.js";
-import type { Manifest } from "../sdk/manifest.js";
+import type { Manifest } from "svc/internal";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
 import { JobEngine } from "./engine/index.js";
 import { quickRead, quickRun } from "./jobs/routes.js";

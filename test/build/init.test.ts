@@ -4,6 +4,7 @@ import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cleanupTemps, extract, REPO, requireCompiled, runNode, svc, tempDir } from "./harness.js";
+import { SVC_VERSION } from "../../src/version.js";
 
 beforeAll(requireCompiled);
 afterAll(cleanupTemps);
@@ -20,11 +21,16 @@ describe("svc init", () => {
     expect(JSON.parse(result.stdout).files.sort()).toEqual(STARTER_FILES);
   });
 
-  it("writes a package depending on this svc, with a key template and ignores", () => {
+  it("writes a portable package: the SDK as a dependency, the CLI as a dev dependency, both by version range", () => {
     const pkg = JSON.parse(readFileSync(join(app, "package.json"), "utf8"));
     expect(pkg.name).toBe("my-app");
     expect(pkg.type).toBe("module");
-    expect(pkg.dependencies.svc).toBe(`file:${REPO}`);
+    expect(pkg.dependencies.svc).toBe(`^${SVC_VERSION}`);
+    expect(pkg.devDependencies["svc-cli"]).toBe(`^${SVC_VERSION}`);
+    // No path of this machine anywhere: every dependency is a semver range another machine can install.
+    for (const range of Object.values({ ...pkg.dependencies, ...pkg.devDependencies }) as string[]) expect(range).toMatch(/^[\^~]?\d+\.\d+\.\d+$/);
+    expect(readFileSync(join(app, "package.json"), "utf8")).not.toContain(REPO);
+    expect(pkg.scripts.build).toBe("svc build");
     expect(readFileSync(join(app, ".env.example"), "utf8")).toMatch(/^SVC_API_KEY=$/m);
     expect(readFileSync(join(app, ".gitignore"), "utf8")).toMatch(/^\.svc\/$/m);
     expect(readFileSync(join(app, "README.md"), "utf8")).toContain("# my-app");
@@ -55,7 +61,7 @@ describe("svc init", () => {
   it("type-checks with the real TypeScript compiler against the svc SDK", () => {
     // What `npm install` would give it, without the network: this svc and @types/node.
     mkdirSync(join(app, "node_modules/@types"), { recursive: true });
-    symlinkSync(REPO, join(app, "node_modules/svc"));
+    symlinkSync(join(REPO, "packages/svc"), join(app, "node_modules/svc"));
     symlinkSync(join(REPO, "node_modules/@types/node"), join(app, "node_modules/@types/node"));
     const tsc = join(REPO, "node_modules/typescript/bin/tsc");
     expect(() => execFileSync(process.execPath, [tsc, "-p", app], { encoding: "utf8" })).not.toThrow();

@@ -46,7 +46,7 @@ describe.each([
     const init = spawnSync(process.execPath, [bin, "init", project, "--template", template], { encoding: "utf8" });
     expect(init.status, init.stderr).toBe(0);
     mkdirSync(join(project, "node_modules"));
-    symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+    symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
     const env = { ...process.env, CI: "true" };
     for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
     dev = spawn(process.execPath, [bin, "dev", "--json", "--port", "0", "--no-watch"], { cwd: project, env });

@@ -10,7 +10,7 @@ import { openPostgresStore, type PostgresStore } from "../../src/service/store/p
 import { postgresArtifacts } from "../../src/service/artifacts/store.js";
 import { startService } from "../../src/service/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
-import { JobsClient } from "../../src/sdk/jobs-client.js";
+import { JobsClient } from "svc/internal";
 import { buildTestArtifact, FIXTURE_ENDPOINTS, RUNTIME_ENTRY } from "../runtime/artifact.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 

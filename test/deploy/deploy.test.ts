@@ -124,7 +124,7 @@ beforeAll(async () => {
   project = join(work, "deploy-app");
   cpSync(join(repo, "fixtures", "deploy-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   [url, smallUrl] = await Promise.all([
     startServer(join(work, "data")),
     // A service that accepts artifacts of at most 1000 bytes, and starts no workers.

@@ -10,7 +10,7 @@ import { gzipSync } from "node:zlib";
 import tarStream from "tar-stream";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "../../src/drivers/types.js";
-import type { ManifestResource } from "../../src/sdk/manifest.js";
+import type { ManifestResource } from "svc/internal";
 import { startService, type Service } from "../../src/service/index.js";
 import { Management } from "../../src/service/management/index.js";
 import { call, manifest, resource } from "../service/helpers.js";

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { clearPeerCache, PEER_CACHE_MS, resolveEndpoint, setRuntime } from "../../src/sdk/context.js";
+import { clearPeerCache, PEER_CACHE_MS, resolveEndpoint, setRuntime } from "svc/internal";
 
 afterEach(() => {
   setRuntime(undefined);

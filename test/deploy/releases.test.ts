@@ -89,7 +89,7 @@ beforeAll(async () => {
   project = join(work, "release-app");
   cpSync(join(repo, "fixtures", "release-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   server = await startServerProcess({
     dataDir: join(work, "data"),
     env: { SVC_API_KEY: KEY, SVC_RELEASE_START_TIMEOUT_MS: String(START_TIMEOUT_MS), SVC_RELEASE_ATTEMPTS: "2" },

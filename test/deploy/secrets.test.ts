@@ -62,7 +62,7 @@ beforeAll(async () => {
   dataDir = join(work, "data");
   cpSync(join(repo, "fixtures", "secrets-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   url = await startServer({ SVC_SECRETS_KEY: KEY_A });
 }, 60_000);
 

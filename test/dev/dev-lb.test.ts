@@ -27,7 +27,7 @@ beforeAll(async () => {
   const project = join(work, "lb-app");
   cpSync(join(repo, "fixtures", "lb-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   const env = { ...process.env, CI: "true", LB_APP_INIT_MS: "0" };
   delete env.SVC_API_KEY;
   delete env.SVC_API_URL;

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { firstJsonOnStdout } from "../cli-output.js";
-import { processAlive } from "../../src/process-alive.js";
+import { processAlive } from "svc/internal";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const bin = join(repo, "bin", "svc.js");
@@ -64,7 +64,7 @@ beforeAll(async () => {
   const project = join(work, "app");
   cpSync(join(repo, "fixtures", "pool-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   const env = { ...process.env, CI: "true" };
   for (const key of Object.keys(env)) if (key.startsWith("SVC_")) delete env[key];
   // Unsandboxed: the runtimes are found as dev's children and named by the pid they report (a sandboxed one is

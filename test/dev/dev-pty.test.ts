@@ -20,7 +20,7 @@ beforeAll(async () => {
   project = join(work, "dev-app");
   cpSync(join(REPO, "fixtures", "dev-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(REPO, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(REPO, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   const env: NodeJS.ProcessEnv = { ...process.env, TERM: "xterm" };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI" || k === "NO_COLOR") delete env[k];
   // `script` gives the command a terminal of its own; its output is the screen.

@@ -69,7 +69,7 @@ beforeAll(async () => {
   cpSync(join(repo, "fixtures", "dev-app"), project, { recursive: true });
   // Scripts in the project import "svc" like a user's project does.
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   const env = { ...process.env, CI: "true" };
   delete env.SVC_API_KEY;
   delete env.SVC_API_URL;
@@ -119,7 +119,7 @@ describe("svc dev", () => {
   it("a script with no session or app context gets told what to do", () => {
     const elsewhere = join(work, "elsewhere");
     mkdirSync(join(elsewhere, "node_modules"), { recursive: true });
-    symlinkSync(repo, join(elsewhere, "node_modules", "svc"), "dir");
+    symlinkSync(join(repo, "packages", "svc"), join(elsewhere, "node_modules", "svc"), "dir");
     writeFileSync(join(elsewhere, "call.mjs"), `import { Endpoint } from "svc";\nconst f = Endpoint({ name: "greeter" })(async function greet() {});\ntry { await f({}); } catch (e) { console.error(e.message + "\\n" + e.hint); process.exitCode = 3; }\n`);
     const result = spawnSync(process.execPath, ["call.mjs"], { cwd: elsewhere, encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
     expect(result.status).toBe(3);

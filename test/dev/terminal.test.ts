@@ -30,7 +30,7 @@ export const talk = Endpoint({ name: "noisy", workers: [0, 1] })(async function 
 `,
   );
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(REPO, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(REPO, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
 });
 
 afterAll(() => {

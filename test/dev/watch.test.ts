@@ -21,7 +21,7 @@ beforeAll(async () => {
   project = join(work, "dev-app");
   cpSync(join(REPO, "fixtures", "dev-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(REPO, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(REPO, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   writeFileSync(join(project, ".gitignore"), "generated/\n*.local.ts\n");
   // No pre-booted runtimes: workerPids() finds workers by the environment they were started with, and a pooled
   // runtime was started with the pool's (its claim changes process.env, not /proc/<pid>/environ).

@@ -77,6 +77,16 @@ describeDocker("worker images (real Docker engine)", () => {
     expect(JSON.parse(result.stdout.trim())).toEqual({ svc: SVC_VERSION, node: process.version, uid: 1000, runtime: true });
   }, 60_000);
 
+  it("the runtime finds the SDK in the image: svc/internal resolves under /opt/svc/node_modules/svc and loads", async () => {
+    const { name } = await ensureWorkerImage(docker, "cpu");
+    const script =
+      "import { createRequire } from 'node:module'; const path = createRequire('/opt/svc/dist/runtime/worker.js').resolve('svc/internal'); " +
+      "const sdk = await import(path); console.log(JSON.stringify({ path, setRuntime: typeof sdk.setRuntime }))";
+    const result = await runOnce(name, ["node", "--input-type=module", "-e", script], session);
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout.trim())).toEqual({ path: "/opt/svc/node_modules/svc/dist/internal.js", setRuntime: "function" });
+  }, 60_000);
+
   it("the GPU image is the same runtime with the NVIDIA environment, and names no GPUs of its own (each worker is given its own)", async () => {
     const { name } = await ensureWorkerImage(docker, "gpu");
     const result = await runOnce(name, ["node", "-e", "console.log(process.env.NVIDIA_VISIBLE_DEVICES, process.env.NVIDIA_DRIVER_CAPABILITIES, require('fs').existsSync('/opt/svc/dist/runtime/worker.js'))"], session);

@@ -121,7 +121,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "svc-docker-isolation-test-"));
   cpSync(join(repo, "fixtures", "docker-isolation"), join(dir, "app"), { recursive: true });
   mkdirSync(join(dir, "app", "node_modules"));
-  symlinkSync(repo, join(dir, "app", "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(dir, "app", "node_modules", "svc"), "dir");
   build = await buildProject(join(dir, "app"));
 }, 120_000);
 

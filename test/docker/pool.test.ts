@@ -68,7 +68,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "svc-docker-pool-test-"));
   cpSync(join(repo, "fixtures", "docker-pool-app"), join(dir, "app"), { recursive: true });
   mkdirSync(join(dir, "app", "node_modules"));
-  symlinkSync(repo, join(dir, "app", "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(dir, "app", "node_modules", "svc"), "dir");
   const build = await buildProject(join(dir, "app"));
   driver = createDockerDriver({ networkScope: "session", volumeLifetime: "session", pool: 2 });
   await driver.prepare(["cpu"]);
@@ -163,7 +163,7 @@ describeDocker("pre-booted worker containers", () => {
     cpSync(join(repo, "fixtures", "docker-pool-app"), project, { recursive: true });
     writeFileSync(join(project, "package.json"), JSON.stringify({ name: serverApp, private: true, type: "module" }));
     mkdirSync(join(project, "node_modules"));
-    symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+    symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
     const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
     for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
     const deployed = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "deploy", "--env", "prod", "--json"], {

@@ -65,7 +65,7 @@ describeDocker("svc server --workers docker after a SIGKILL", () => {
     cpSync(join(repo, "fixtures", "restart-app"), project, { recursive: true });
     writeFileSync(join(project, "package.json"), JSON.stringify({ name: app, private: true, type: "module" }));
     mkdirSync(join(project, "node_modules"));
-    symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+    symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     await startServer(port, dataDir);

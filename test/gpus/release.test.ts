@@ -42,7 +42,7 @@ beforeAll(async () => {
   mkdirSync(join(dir, "app", "src"), { recursive: true });
   writeFileSync(join(dir, "app", "package.json"), JSON.stringify({ name: "gpu-release", private: true, type: "module" }));
   mkdirSync(join(dir, "app", "node_modules"));
-  symlinkSync(repo, join(dir, "app", "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(dir, "app", "node_modules", "svc"), "dir");
   service = await startService({
     dataDir: join(dir, "data"),
     apiKeys: [KEY],

@@ -85,7 +85,7 @@ beforeAll(async () => {
   const project = join(work, "gpu-app");
   cpSync(join(repo, "fixtures", "gpu-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   port = await freePort();
   url = `http://127.0.0.1:${port}`;
   await startServer();

@@ -10,7 +10,7 @@ import { createProcessDriver } from "../../src/drivers/process.js";
 import { afterAll, beforeAll } from "vitest";
 import { lbEndpointUrl } from "../../src/service/lb/index.js";
 import { startService, type DeployedEndpoint, type Service, type ServiceOptions } from "../../src/service/index.js";
-import type { ManifestResource } from "../../src/sdk/manifest.js";
+import type { ManifestResource } from "svc/internal";
 
 export const REPO = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 

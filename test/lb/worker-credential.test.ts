@@ -13,7 +13,7 @@ import type { WorkerDriver } from "../../src/drivers/types.js";
 import { lbCredentialOfToken } from "../../src/lb-credential.js";
 import { lbEndpointUrl } from "../../src/service/lb/index.js";
 import { ARTIFACT_FILE } from "../../src/build/index.js";
-import { MANIFEST_FILE, type Manifest } from "../../src/sdk/manifest.js";
+import { MANIFEST_FILE, type Manifest } from "svc/internal";
 import { startApp, until, useLbApp, type LiveApp } from "./harness.js";
 
 const SECRET = "b-secret-of-the-owner";

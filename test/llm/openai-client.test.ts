@@ -7,10 +7,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { countTokens } from "../../src/llm/tokens.js";
-import { MarkovTextBackend } from "../../src/llm/markov.js";
+import { countTokens, MarkovTextBackend, type TextBackend, textGeneration } from "svc/internal";
 import { openAiProblem, sendOpenAiProblem, serveChatCompletion, serveModels, type ChatJobs } from "../../src/openai/index.js";
-import { textGeneration, type TextBackend } from "../../src/sdk/llm.js";
 
 const corpus = readFileSync(new URL("../../templates/textgen/src/corpus.txt", import.meta.url), "utf8");
 const markov = MarkovTextBackend.fromText(corpus);

@@ -8,8 +8,8 @@ import { join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatJobInput, chatCompletionFromOutput } from "../../src/openai/format.js";
-import { chunkMetrics, type TextGenerationOutput } from "../../src/sdk/llm.js";
-import type { LoadedHandler } from "../../src/sdk/handler.js";
+import { chunkMetrics, type LoadedHandler, type TextGenerationOutput } from "svc/internal";
+import { SVC_VERSION } from "../../src/version.js";
 
 const REPO = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const temp = mkdtempSync(join(tmpdir(), "svc-textgen-"));
@@ -28,7 +28,7 @@ beforeAll(async () => {
   const init = await svc(["init", project, "--template", "textgen", "--json"]);
   if (init.code !== 0) throw new Error(`svc init --template textgen failed: ${init.stderr}`);
   expect(JSON.parse(init.stdout)).toMatchObject({ template: "textgen" });
-  expect(JSON.parse(readFileSync(join(project, "package.json"), "utf8"))).toMatchObject({ name: "my-textgen", dependencies: { svc: `file:${REPO}` } });
+  expect(JSON.parse(readFileSync(join(project, "package.json"), "utf8"))).toMatchObject({ name: "my-textgen", dependencies: { svc: `^${SVC_VERSION}` }, devDependencies: { "svc-cli": `^${SVC_VERSION}` } });
   build = await svc(["build", "-C", project]);
   if (build.code === 0) {
     const unpacked = join(temp, "artifact");

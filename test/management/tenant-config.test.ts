@@ -17,7 +17,7 @@ import { gzipSync } from "node:zlib";
 import tarStream from "tar-stream";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
-import type { Manifest } from "../../src/sdk/manifest.js";
+import type { Manifest } from "svc/internal";
 import { startService, type Service } from "../../src/service/index.js";
 import { call, manifest, resource } from "../service/helpers.js";
 

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { artifactUrl } from "../../src/service/artifacts/route.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
-import { JobsClient } from "../../src/sdk/jobs-client.js";
+import { JobsClient } from "svc/internal";
 import { call } from "../service/helpers.js";
 import { buildTestArtifact, FIXTURE_ENDPOINTS, RUNTIME_ENTRY } from "./artifact.js";
 

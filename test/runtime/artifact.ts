@@ -8,10 +8,10 @@ import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 import tarStream from "tar-stream";
 import { generateHandlerSource, type HandlerEndpoint } from "../../src/build/handlers.js";
-import type { Manifest, ManifestResource } from "../../src/sdk/manifest.js";
+import type { Manifest, ManifestResource } from "svc/internal";
 
 export const REPO = resolve(fileURLToPath(new URL("../..", import.meta.url)));
-export const SDK_ENTRY = join(REPO, "dist/sdk/index.js");
+export const SDK_ENTRY = join(REPO, "packages/svc/dist/index.js");
 export const RUNTIME_ENTRY = join(REPO, "dist/runtime/worker.js");
 export const FIXTURE = join(REPO, "fixtures/runtime-basic");
 

@@ -5,8 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { extractArtifactCached } from "../../src/artifact/extract.js";
 import { handlerPath, importHandler, installRuntimeContext } from "../../src/runtime/handler.js";
-import { setRuntime } from "../../src/sdk/context.js";
-import type { LoadedHandler } from "../../src/sdk/handler.js";
+import { type LoadedHandler, setRuntime } from "svc/internal";
 import { buildTestArtifact } from "./artifact.js";
 
 let work: string;

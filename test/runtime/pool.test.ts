@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildProject, type BuildResult } from "../../src/build/index.js";
 import { createProcessDriver, type ProcessDriver } from "../../src/drivers/process.js";
-import { processAlive } from "../../src/process-alive.js";
+import { processAlive } from "svc/internal";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 import { startServerProcess } from "../server-process.js";
@@ -26,7 +26,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "svc-pool-test-"));
   cpSync(join(repo, "fixtures", "pool-app"), join(dir, "app"), { recursive: true });
   mkdirSync(join(dir, "app", "node_modules"));
-  symlinkSync(repo, join(dir, "app", "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(dir, "app", "node_modules", "svc"), "dir");
   build = await buildProject(join(dir, "app"));
   driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), pool: 2 });
   service = await startService({ dataDir: join(dir, "data"), apiKeys: [KEY], driver });

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerLogLine } from "../../src/drivers/types.js";
-import { JobsClient } from "../../src/sdk/jobs-client.js";
+import { JobsClient } from "svc/internal";
 import { buildTestArtifact, REPO } from "./artifact.js";
 
 const KEY = "svc_test_reconnect_key_0123456789";

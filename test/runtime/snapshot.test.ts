@@ -61,7 +61,7 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
     process.env.SNAPSHOT_COUNTER = counter;
     cpSync(join(repo, "fixtures", "snapshot-app"), join(dir, "app"), { recursive: true });
     mkdirSync(join(dir, "app", "node_modules"));
-    symlinkSync(repo, join(dir, "app", "node_modules", "svc"), "dir");
+    symlinkSync(join(repo, "packages", "svc"), join(dir, "app", "node_modules", "svc"), "dir");
     driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "snapshots"), envAllow: ["SNAPSHOT_COUNTER"] });
     service = await startService({ dataDir: join(dir, "data"), apiKeys: [KEY], driver });
     endpoint = await build();

@@ -1,5 +1,5 @@
 // A failed job's errorStack names the user's real files: a project that links svc (node_modules/svc is a
-// symlink to this checkout, as `svc init` sets it up), built by the real `svc build` code and run by real process
+// symlink to this checkout's SDK, packages/svc), built by the real `svc build` code and run by real process
 // workers. Its own frames are project-relative paths that exist in the project; svc's frames are files on disk.
 
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerDriver } from "../../src/drivers/types.js";
-import { JobsClient } from "../../src/sdk/jobs-client.js";
+import { JobsClient } from "svc/internal";
 import { startService, type Service } from "../../src/service/index.js";
 import { REPO } from "../lb/harness.js";
 
@@ -24,7 +24,7 @@ beforeAll(async () => {
   project = join(work, "stack-app");
   cpSync(join(REPO, "fixtures", "stack-app"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(REPO, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(REPO, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   const built = await buildProject(project);
   driver = createProcessDriver({ cacheDir: join(work, "cache") });
   service = await startService({ dataDir: join(work, "data"), apiKeys: ["k"], driver });

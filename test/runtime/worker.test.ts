@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerDriver } from "../../src/drivers/types.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
-import { JobsClient, type JobRecord } from "../../src/sdk/jobs-client.js";
+import { JobsClient, type JobRecord } from "svc/internal";
 import { buildTestArtifact, FIXTURE_ENDPOINTS, type TestArtifact } from "./artifact.js";
 
 const KEY = "svc_test_runtime_key_0123456789";

@@ -68,7 +68,7 @@ function tenantSuite(workers: "process" | "docker") {
     const dir = join(work, name);
     cpSync(join(repo, "fixtures", fixture), dir, { recursive: true });
     mkdirSync(join(dir, "node_modules"), { recursive: true });
-    symlinkSync(repo, join(dir, "node_modules", "svc"), "dir");
+    symlinkSync(join(repo, "packages", "svc"), join(dir, "node_modules", "svc"), "dir");
     return dir;
   }
 

@@ -8,7 +8,7 @@ import { startService, type Service, type ServiceOptions } from "../../src/servi
 import { startPostgres, type TestPostgres } from "../postgres.js";
 import pg from "pg";
 import { openDatabase } from "../../src/service/store/driver.js";
-import type { Manifest, ManifestResource } from "../../src/sdk/manifest.js";
+import type { Manifest, ManifestResource } from "svc/internal";
 
 export function resource(overrides: Partial<ManifestResource> = {}): ManifestResource {
   return {

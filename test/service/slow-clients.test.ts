@@ -89,7 +89,7 @@ beforeAll(async () => {
   const project = join(work, "big-output");
   cpSync(join(repo, "fixtures", "big-output"), project, { recursive: true });
   mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   url = await startServer(join(work, "data"));
   const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
   for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];

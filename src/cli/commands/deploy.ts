@@ -6,7 +6,7 @@ import { resolve } from "node:path";
 import type { Command } from "commander";
 import { deploy, type DeployResult } from "../../deploy/index.js";
 import { serviceAddress, type ReleaseInfo } from "../../deploy/client.js";
-import { envSetting } from "../../sdk/context.js";
+import { envSetting } from "svc/internal";
 import { UsageError } from "../../errors.js";
 import type { WorkerLogLine } from "../../drivers/types.js";
 import type { PreviewEvent } from "../../preview/session.js";

@@ -4,7 +4,7 @@ import { resolve } from "node:path";
 import type { DevEvent, DevSessionHandle } from "../../dev/session.js";
 import type { WorkerLogLine } from "../../drivers/types.js";
 import { createOutput, endpointTable, styles as pc } from "../output.js";
-import { envSetting } from "../../sdk/context.js";
+import { envSetting } from "svc/internal";
 import { errorMessage, UsageError, UserError } from "../../errors.js";
 
 const PALETTE = [pc.cyan, pc.magenta, pc.yellow, pc.green, pc.blue];

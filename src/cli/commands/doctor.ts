@@ -5,7 +5,7 @@ import type { Command } from "commander";
 import { DEFAULT_SERVER_PORT } from "./server.js";
 import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, sandboxFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
 import { resolveSandbox } from "../../drivers/sandbox/index.js";
-import { envSetting } from "../../sdk/context.js";
+import { envSetting } from "svc/internal";
 import { colorWanted, createOutput, styles as pc } from "../output.js";
 import { serviceTarget } from "../target.js";
 import { describeTarget } from "./login.js";

@@ -6,7 +6,7 @@ import { confirmDestructive } from "../confirm.js";
 import { changes, defined, envFlag, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 import { durationFlag } from "../duration.js";
-import { SCALER_TYPES } from "../../sdk/config.js";
+import { SCALER_TYPES } from "svc/internal";
 
 type EndpointRecord = Record<string, unknown> & { id: string; name: string; status: string; statusReason: string | null; url: string; ping?: { ok: boolean; message: string } };
 const path = (id?: string) => `/v1/endpoints${id ? `/${encodeURIComponent(id)}` : ""}`;

@@ -6,7 +6,7 @@ import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import type { Command } from "commander";
 import { UsageError, UserError } from "../../errors.js";
-import { SVC_PACKAGE_ROOT } from "../../version.js";
+import { SVC_PACKAGE_ROOT, SVC_VERSION } from "../../version.js";
 import { createOutput } from "../output.js";
 
 export const STARTER_DIR = join(SVC_PACKAGE_ROOT, "templates", "starter");
@@ -34,11 +34,14 @@ export function packageNameFor(dir: string): string {
   return name || "svc-app";
 }
 
-/** The starter's files with placeholders filled in (pure). */
-export function renderStarter(templates: readonly StarterFile[], values: { name: string; svcDependency: string }): StarterFile[] {
+/**
+ * The starter's files with placeholders filled in (pure). `svcVersion` is the version both packages are asked for
+ * (the SDK `svc` and the CLI `svc-cli` are released together): a version range, so the project installs anywhere.
+ */
+export function renderStarter(templates: readonly StarterFile[], values: { name: string; svcVersion: string }): StarterFile[] {
   return templates.map((file) => ({
     path: RENAMES[file.path] ?? file.path,
-    contents: file.contents.replaceAll("{{name}}", values.name).replaceAll("{{svcDependency}}", values.svcDependency),
+    contents: file.contents.replaceAll("{{name}}", values.name).replaceAll("{{svcVersion}}", values.svcVersion),
   }));
 }
 
@@ -82,7 +85,7 @@ export async function initProject(targetDir: string, options: { force?: boolean;
   const dir = resolve(targetDir);
   const files = renderStarter(await readTemplates(join(SVC_PACKAGE_ROOT, "templates", template)), {
     name: packageNameFor(dir),
-    svcDependency: `file:${SVC_PACKAGE_ROOT.replace(/\/+$/, "")}`,
+    svcVersion: SVC_VERSION,
   });
   // Checked before writing anything: a file where a directory must go (or the reverse) would fail half-way.
   const blocked = blockedPath(dir, files);

@@ -1,7 +1,7 @@
 // `svc jobs list|status|cancel|retry <endpoint> [job]`: an endpoint's jobs from the terminal.
 
 import type { Command } from "commander";
-import { readJson } from "../../sdk/jobs-client.js";
+import { readJson } from "svc/internal";
 import { intFlag, table } from "../management.js";
 import { createOutput } from "../output.js";
 import { apiFetch, resolveEndpointRef, serviceTarget } from "../target.js";

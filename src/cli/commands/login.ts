@@ -1,11 +1,10 @@
 // `svc login`, `svc logout`, `svc whoami`: named service targets (profiles) and who a key acts as.
 // The key is read from a hidden prompt or standard input, checked against the service (GET /v1/me), and only
-// then stored (src/sdk/profiles.ts: mode 0600 in the user's config directory).
+// then stored (src/profiles.ts: mode 0600 in the user's config directory).
 
 import type { Command } from "commander";
 import { UsageError, UserError } from "../../errors.js";
-import { DEFAULT_API_URL, envSetting } from "../../sdk/context.js";
-import { readJson } from "../../sdk/jobs-client.js";
+import { DEFAULT_API_URL, envSetting, readJson } from "svc/internal";
 import {
   DEFAULT_PROFILE,
   checkProfileName,
@@ -15,7 +14,7 @@ import {
   withoutProfile,
   withProfile,
   writeProfiles,
-} from "../../sdk/profiles.js";
+} from "../../profiles.js";
 import { fields } from "../management.js";
 import { createOutput } from "../output.js";
 import { readSecret } from "../secret-input.js";

@@ -1,7 +1,7 @@
 // `svc logs <endpoint> [--job <id>] [--follow]`: worker output kept by the service, per endpoint and per job.
 import type { Command } from "commander";
 import { apiFetch, resolveEndpointRef, serviceTarget } from "../target.js";
-import { readJson } from "../../sdk/jobs-client.js";
+import { readJson } from "svc/internal";
 import { createOutput } from "../output.js";
 import { parseSince } from "../duration.js";
 

@@ -4,7 +4,7 @@
 
 import type { Command } from "commander";
 import { ExitCode, UserError } from "../../errors.js";
-import { FINAL_STATUSES, JobsClient, type JobRecord } from "../../sdk/jobs-client.js";
+import { FINAL_STATUSES, JobsClient, type JobRecord } from "svc/internal";
 import { durationFlag } from "../duration.js";
 import { readAllStdin, readJobInput } from "../job-input.js";
 import { createOutput } from "../output.js";

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { UsageError, UserError } from "../../errors.js";
-import { envSetting } from "../../sdk/context.js";
+import { envSetting } from "svc/internal";
 import type { WorkerDriver } from "../../drivers/types.js";
 import { startService } from "../../service/index.js";
 import { redactStoreUrl } from "../../service/store/url.js";

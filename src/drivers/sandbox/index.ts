@@ -6,7 +6,7 @@
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from "node:child_process";
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, dirname, join } from "node:path";
+import { delimiter, dirname, join, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { UserError } from "../../errors.js";
 import { bwrapArgs, encodeArgs, ETC_FILES, identityFiles, SANDBOX_CODE_DIR, SANDBOX_HOME, SANDBOX_RUN_DIR, SANDBOX_VOLUME_DIR, SYSTEM_DIRS, systemMounts, type BindMount, type BwrapSpec } from "./bwrap.js";
@@ -140,19 +140,52 @@ function nodeMounts(nodePath: string): { binary: string; mounts: BindMount[] } {
 
 /**
  * svc's runtime, read-only, where it is on the host (its stack traces and module resolution unchanged): the
- * package's dist/, package.json and node_modules (the real directory, when node_modules is a link), or for an
- * entry outside a package (tests' stand-ins) its directory.
+ * package's dist/, package.json and node_modules (the real directory, when node_modules is a link, and the
+ * packages it links to), the node_modules the package is installed in when it is, or for an entry outside a
+ * package (tests' stand-ins) its directory.
  */
 export function runtimeMounts(entry: string): BindMount[] {
   const real = realpathSync(entry);
   const dist = real.lastIndexOf(`/dist/`);
   if (dist < 0) return [{ source: dirname(real), dest: dirname(real) }];
   const root = real.slice(0, dist);
-  const mounts: BindMount[] = [
+  const mounts: BindMount[] = [];
+  // svc-cli installed in a project (`npm install -D svc-cli`): npm hoists its dependencies (the SDK among them)
+  // into the node_modules that holds it, where Node looks next. Mounted first, so the mounts below land on top.
+  const enclosing = root.lastIndexOf("/node_modules/");
+  if (enclosing >= 0) {
+    const modules = root.slice(0, enclosing + "/node_modules".length);
+    mounts.push({ source: modules, dest: modules }, ...linkedPackageMounts(modules));
+  }
+  mounts.push(
     { source: `${root}/dist`, dest: `${root}/dist` },
     { source: `${root}/package.json`, dest: `${root}/package.json`, optional: true },
-  ];
-  if (existsSync(`${root}/node_modules`)) mounts.push({ source: realpathSync(`${root}/node_modules`), dest: `${root}/node_modules` });
+  );
+  if (existsSync(`${root}/node_modules`)) {
+    mounts.push({ source: realpathSync(`${root}/node_modules`), dest: `${root}/node_modules` });
+    mounts.push(...linkedPackageMounts(`${root}/node_modules`));
+  }
+  return mounts;
+}
+
+/**
+ * The packages a node_modules links to outside itself (npm workspaces: node_modules/svc -> ../packages/svc), each
+ * mounted where the link points from inside the sandbox, so that the runtime's imports of them resolve.
+ */
+function linkedPackageMounts(modules: string): BindMount[] {
+  const mounts: BindMount[] = [];
+  const entries = (dir: string) => readdirSync(dir, { withFileTypes: true });
+  for (const entry of entries(modules)) {
+    const links = entry.name.startsWith("@") && entry.isDirectory()
+      ? entries(join(modules, entry.name)).filter((e) => e.isSymbolicLink()).map((e) => join(modules, entry.name, e.name))
+      : entry.isSymbolicLink() ? [join(modules, entry.name)] : [];
+    for (const link of links) {
+      if (!existsSync(link)) continue; // a dangling link: nothing to mount, and Node fails on it as on the host
+      const dest = resolve(dirname(link), readlinkSync(link));
+      if (dest.startsWith(`${modules}/`)) continue;
+      mounts.push({ source: realpathSync(link), dest });
+    }
+  }
   return mounts;
 }
 

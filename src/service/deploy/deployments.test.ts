@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "../../drivers/types.js";
-import type { Manifest, ManifestResource } from "../../sdk/manifest.js";
+import type { Manifest, ManifestResource } from "svc/internal";
 import { EndpointRegistry } from "../endpoints/registry.js";
 import { engineEndpoint } from "../endpoints/rows.js";
 import { JobEngine } from "../engine/index.js";

@@ -24,7 +24,7 @@ import { chmod, copyFile, mkdir, rename, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { UserError } from "../../errors.js";
 import { gpuShortfalls, type HostGpus } from "../../gpus/host.js";
-import type { Manifest, ManifestResource } from "../../sdk/manifest.js";
+import type { Manifest, ManifestResource } from "svc/internal";
 import type { ArtifactStore } from "../artifacts/store.js";
 import type { EndpointRegistry } from "../endpoints/registry.js";
 import { planDeploy } from "../endpoints/rows.js";

@@ -3,7 +3,7 @@
 // refusals are worded for whoever deploys from a terminal.
 
 import { UserError } from "../../errors.js";
-import type { Manifest } from "../../sdk/manifest.js";
+import type { Manifest } from "svc/internal";
 import { DEFAULT_USER, type KeyRing } from "../keys/auth.js";
 import type { EndpointRow } from "../store/types.js";
 import { DeployError, type Deployments, type ReleaseCheck } from "./deployments.js";

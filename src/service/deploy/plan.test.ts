@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Manifest, ManifestResource } from "../../sdk/manifest.js";
+import type { Manifest, ManifestResource } from "svc/internal";
 import type { EndpointRow } from "../store/types.js";
 import { planActivation, planConfigUpdate } from "./plan.js";
 import type { BuildRow } from "./types.js";

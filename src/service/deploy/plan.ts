@@ -2,7 +2,7 @@
 // Pure functions: routes.ts applies their result.
 
 import { gpuCountOf } from "../../gpus/allocate.js";
-import type { Manifest, ManifestResource } from "../../sdk/manifest.js";
+import type { Manifest, ManifestResource } from "svc/internal";
 import { planDeploy } from "../endpoints/rows.js";
 import type { EndpointRow } from "../store/types.js";
 import type { BuildRow } from "./types.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ManifestResource } from "../../sdk/manifest.js";
+import type { ManifestResource } from "svc/internal";
 import { scalerProblemsInResources } from "./resource-rules.js";
 
 describe("scalerProblemsInResources", () => {

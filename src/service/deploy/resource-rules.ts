@@ -2,9 +2,7 @@
 // activated (and before `svc update` applies configuration): no loader variables, no SVC_ names, in `env` or
 // as a secret's name. Pure.
 
-import type { ManifestResource } from "../../sdk/manifest.js";
-import { reservedEnvProblems } from "../../sdk/env-policy.js";
-import { scalingPolicyProblems } from "../../sdk/config.js";
+import { type ManifestResource, reservedEnvProblems, scalingPolicyProblems } from "svc/internal";
 
 /** One line per endpoint and refused variable; empty when every endpoint's environment may be set. */
 export function reservedEnvInResources(resources: Record<string, ManifestResource>): string[] {

@@ -1,7 +1,7 @@
 // What the service keeps about apps, their environments and uploaded builds. The endpoints an
 // environment runs stay in the `endpoints` table; an environment points at the build it runs.
 
-import type { Manifest } from "../../sdk/manifest.js";
+import type { Manifest } from "svc/internal";
 
 export interface AppRow {
   userId: string;

@@ -10,7 +10,7 @@ import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
 import { DEFAULT_EXTRACT_LIMITS } from "../../artifact/extract.js";
 import { ArchiveInspector, ArchiveRefused, DEFAULT_MANIFEST_LIMIT, type InspectLimits } from "../../artifact/inspect.js";
-import { MANIFEST_FILE, type Manifest } from "../../sdk/manifest.js";
+import { MANIFEST_FILE, type Manifest } from "svc/internal";
 import { OVERSIZE_DRAIN_BYTES } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 

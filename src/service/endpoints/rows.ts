@@ -3,7 +3,7 @@
 // nothing else imports.
 
 import { createHash } from "node:crypto";
-import type { ManifestResource } from "../../sdk/manifest.js";
+import type { ManifestResource } from "svc/internal";
 import type { EngineEndpoint } from "../engine/index.js";
 import type { EndpointRow } from "../store/types.js";
 

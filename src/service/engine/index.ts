@@ -7,7 +7,7 @@
 // (leases.ts), a job's lifecycle (jobs.ts), handing jobs to workers (dispatch.ts), the worker registry
 // (workers.ts), and streams and logs (streams-logs.ts).
 
-import type { JobStatus } from "../../sdk/jobs-client.js";
+import type { JobStatus } from "svc/internal";
 import type { JobRow, LogRow, Store, StoreOp } from "../store/types.js";
 import type { StorageState } from "../store/faults.js";
 import { systemClock, type Clock } from "./clock.js";

@@ -2,8 +2,8 @@
 // timed out), retried by hand, kept for its ttl and then swept; what the job API reads and waits on; and the
 // undo of a change the store refused, so memory never runs ahead of what was committed.
 
-import type { JobStatus } from "../../sdk/jobs-client.js";
-import { DEFAULTS } from "../../sdk/config.js";
+import type { JobStatus } from "svc/internal";
+import { DEFAULTS } from "svc/internal";
 import { Refusal } from "../../errors.js";
 import { newId } from "../keys/auth.js";
 import type { JobRow, StoreOp } from "../store/types.js";

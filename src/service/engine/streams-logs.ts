@@ -1,7 +1,7 @@
 // What a running job streams (chunks, read once each by /stream) and what workers log (kept unless the store
 // refuses them, followed live by the console).
 
-import type { JobStatus } from "../../sdk/jobs-client.js";
+import type { JobStatus } from "svc/internal";
 import { ATTEMPT_MARK_BYTES, markAttempt } from "./chunk-attempt.js";
 import type { LogRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";

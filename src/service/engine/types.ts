@@ -1,7 +1,7 @@
 // What the engine's parts and its callers share: the shapes of endpoints, workers and live jobs, the limits, and
 // the pure rules over them. Nothing here holds state.
 
-import { FINAL_STATUSES, type JobStatus } from "../../sdk/jobs-client.js";
+import { FINAL_STATUSES, type JobStatus } from "svc/internal";
 import type { JobRow } from "../store/types.js";
 import type { StorageState } from "../store/faults.js";
 

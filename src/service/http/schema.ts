@@ -30,8 +30,8 @@ export const MAX_VOLUME_GB = 4096;
 export const MAX_WORKERS = 100;
 export const MAX_IDLE_TIMEOUT_S = 3600;
 export const MAX_EXECUTION_TIMEOUT_MS = 24 * 3600_000;
-export { SCALER_TYPES } from "../../sdk/config.js";
-import { SCALER_TYPES } from "../../sdk/config.js";
+export { SCALER_TYPES } from "svc/internal";
+import { SCALER_TYPES } from "svc/internal";
 export const KEY_SCOPE_PATTERN = "^(admin|deploy|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$";
 
 const envMap: Schema = { type: "object", additionalProperties: { type: "string" }, description: "Environment variables of the workers" };

@@ -23,11 +23,11 @@ import { HttpProblem } from "../http/problems.js";
 import { SCHEMAS, validate } from "../http/schema.js";
 import type { EndpointRow } from "../store/types.js";
 import { readObjectBody, requireAccess, requireDeploy, type ManagementContext, type ManagementDeps } from "./context.js";
-import { reservedEnvProblems } from "../../sdk/env-policy.js";
+import { reservedEnvProblems } from "svc/internal";
 import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
 import type { PingCheck } from "../lb/ping.js";
 import { lbEndpointUrl } from "../lb/index.js";
-import { gpuTypeIdProblems } from "../../gpus/pools.js";
+import { gpuTypeIdProblems } from "svc/internal";
 import type { GpuRequest } from "../../gpus/allocate.js";
 import { gpuWaitMessage } from "../../gpus/host.js";
 

@@ -1,7 +1,7 @@
 // Before a release is activated: every secret its endpoints name must be set (in their scope), so a deploy never
 // starts workers that would run without a value they need.
 
-import type { ManifestResource } from "../../sdk/manifest.js";
+import type { ManifestResource } from "svc/internal";
 import type { Secrets } from "./index.js";
 
 /** One line per endpoint and missing secret, with the command that sets it; empty when all are set. */

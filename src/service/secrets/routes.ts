@@ -7,8 +7,8 @@
 
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
-import { SECRET_NAME_PATTERN } from "../../sdk/config.js";
-import { reservedEnvProblems } from "../../sdk/env-policy.js";
+import { SECRET_NAME_PATTERN } from "svc/internal";
+import { reservedEnvProblems } from "svc/internal";
 import type { Principal } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";

@@ -7,7 +7,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { UserError } from "../../errors.js";
-import { processAlive } from "../../process-alive.js";
+import { processAlive } from "svc/internal";
 
 export interface DataDirLock {
   release(): void;

@@ -1,8 +1,7 @@
 // What the service keeps durably. The job engine batches writes (group commit: one `apply` per tick) and
 // reads through the async methods, so a server-grade store (PostgreSQL) can implement the same interface.
 
-import type { JobStatus } from "../../sdk/jobs-client.js";
-import type { ManifestResource } from "../../sdk/manifest.js";
+import type { JobStatus, ManifestResource } from "svc/internal";
 import type { DeployStoreOp, DeployStoreReads } from "../deploy/types.js";
 
 export interface JobRow {

@@ -12,7 +12,7 @@ import { checkPingPath, type PingCheck } from "../lb/ping.js";
 import { artifactUrl } from "../artifacts/route.js";
 import { allocateGpus, gpuRequestOf } from "../../gpus/allocate.js";
 import type { GpuWait, GpuWant, HostGpus } from "../../gpus/host.js";
-import { cardMatches } from "../../gpus/pools.js";
+import { cardMatches } from "svc/internal";
 import { defaultPolicy, desiredWorkers, type ScalingPolicy } from "./scaling-policy.js";
 
 export interface ScalingInput {

@@ -8,7 +8,7 @@
 // Both stay within workersMin..workersMax. Low-priority jobs never call for a worker: they run on workers that
 // exist. Scale-down is not the policy's: a worker idle for the endpoint's idleTimeout stops (planScaling).
 
-import type { ScalingPolicy } from "../../sdk/config.js";
+import type { ScalingPolicy } from "svc/internal";
 
 export type { ScalingPolicy };
 

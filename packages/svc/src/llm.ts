@@ -11,11 +11,11 @@
 // stream chunk outputs {text: [...], input_tokens, output_tokens[, finish_reason]} carrying the chunk's
 // metrics (see withChunkMetrics). docs/llm.md documents every field.
 
-import { UserError } from "../errors.js";
-import type { BackendStats, ChatMessage, GenerationParams, TextBackend } from "../llm/backend.js";
-import { StopScanner } from "../llm/stop.js";
-import { countTokens, renderChatPrompt, TokenLimiter } from "../llm/tokens.js";
-import { isOpenAiJobInput, type FinishReason, type OpenAiJobInput } from "../openai/format.js";
+import { UserError } from "./errors.js";
+import type { BackendStats, ChatMessage, GenerationParams, TextBackend } from "./llm/backend.js";
+import { StopScanner } from "./llm/stop.js";
+import { countTokens, renderChatPrompt, TokenLimiter } from "./llm/tokens.js";
+import { isOpenAiJobInput, type FinishReason, type OpenAiJobInput } from "./openai/job-input.js";
 import {
   checkChatRequest,
   messagesErrors,
@@ -26,13 +26,13 @@ import {
   type ChatRequestMessage,
   type ToolChoice,
   type ToolDefinition,
-} from "../openai/validate.js";
+} from "./openai/validate.js";
 
-export type { BackendStats, ChatMessage, ChatRole, GenerationParams, TextBackend } from "../llm/backend.js";
-export { MarkovTextBackend, type MarkovOptions } from "../llm/markov.js";
-export { countTokens, tokenize, renderChatPrompt } from "../llm/tokens.js";
-export type { OpenAiJobInput } from "../openai/format.js";
-export type { ChatCompletionRequest, ChatRequestMessage, ContentPart, ToolCall, ToolChoice, ToolDefinition } from "../openai/validate.js";
+export type { BackendStats, ChatMessage, ChatRole, GenerationParams, TextBackend } from "./llm/backend.js";
+export { MarkovTextBackend, type MarkovOptions } from "./llm/markov.js";
+export { countTokens, tokenize, renderChatPrompt } from "./llm/tokens.js";
+export type { OpenAiJobInput } from "./openai/job-input.js";
+export type { ChatCompletionRequest, ChatRequestMessage, ContentPart, ToolCall, ToolChoice, ToolDefinition } from "./openai/validate.js";
 
 /** Replies are cut here when the request sets no max_tokens. */
 export const DEFAULT_MAX_TOKENS = 256;

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import ts from "typescript";
 import { fileURLToPath } from "node:url";
 
-const root = fileURLToPath(new URL("../..", import.meta.url));
+const root = fileURLToPath(new URL("../../..", import.meta.url));
 
 describe("SDK types", () => {
   it("infer inputs and outputs of endpoint functions, streams and class clients", () => {
@@ -18,7 +18,7 @@ describe("SDK types", () => {
       typeRoots: [`${root}node_modules/@types`],
       // "svc" resolves to this package's own source, as a user's project resolves the published types.
       baseUrl: root,
-      paths: { svc: ["src/sdk/index.ts"] },
+      paths: { svc: ["packages/svc/src/index.ts"] },
     });
     const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => {
       const where = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : undefined;

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { MarkovTextBackend } from "./markov.js";
 import { countTokens } from "./tokens.js";
 
-const corpus = readFileSync(new URL("../../templates/textgen/src/corpus.txt", import.meta.url), "utf8");
+const corpus = readFileSync(new URL("../../../../templates/textgen/src/corpus.txt", import.meta.url), "utf8");
 const model = MarkovTextBackend.fromText(corpus);
 const ask = (content: string) => [{ role: "user" as const, content }];
 

@@ -18,7 +18,7 @@ export { JobFailedError } from "./remote.js";
 export type { JobHandle, RunOptions } from "./remote.js";
 export { NoContextError, clearPeerCache } from "./context.js";
 export { deploy, undeploy, update, createApp, deleteApp, createEnvironment, deleteEnvironment } from "./lifecycle.js";
-export { UsageError, UserError, ApiError } from "../errors.js";
+export { UsageError, UserError, ApiError } from "./errors.js";
 export * from "./llm.js";
 // Used by generated handlers only.
 export { __defineHandler } from "./handler.js";

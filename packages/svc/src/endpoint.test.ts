@@ -6,7 +6,7 @@ import { Endpoint, connect, getMeta } from "./endpoint.js";
 import { __defineHandler, UnknownFunctionError } from "./handler.js";
 import { setRuntime, NoContextError, findDevSession, resolveEndpoint } from "./context.js";
 import { deploy, undeploy, deleteEnvironment } from "./lifecycle.js";
-import { UsageError } from "../errors.js";
+import { UsageError } from "./errors.js";
 
 const signal = new AbortController().signal;
 

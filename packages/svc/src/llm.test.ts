@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { chatJobInput } from "../openai/format.js";
+import { chatJobInput } from "./openai/job-input.js";
 import { Endpoint, getMeta } from "./endpoint.js";
 import {
   chunkMetrics,
@@ -128,7 +128,7 @@ describe("textGeneration", () => {
   });
 
   it("uses a TextBackend, passing the sampling parameters (same seed, same text)", async () => {
-    const corpus = readFileSync(new URL("../../templates/textgen/src/corpus.txt", import.meta.url), "utf8");
+    const corpus = readFileSync(new URL("../../../templates/textgen/src/corpus.txt", import.meta.url), "utf8");
     const model = MarkovTextBackend.fromText(corpus);
     const input = { messages: [{ role: "user", content: "Tell me about the harbour" }], seed: 77, max_tokens: 40 };
     const a = textOf(await collect(textGeneration(input, model)));

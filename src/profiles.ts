@@ -8,7 +8,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
-import { UserError } from "../errors.js";
+import { UserError } from "./errors.js";
 
 export const DEFAULT_PROFILE = "default";
 const PROFILE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;

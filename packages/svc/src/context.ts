@@ -7,9 +7,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { parse as parseDotEnv } from "dotenv";
 import { dirname, join } from "node:path";
-import { UserError } from "../errors.js";
+import { UserError } from "./errors.js";
 import { readJson } from "./jobs-client.js";
-import { processAlive } from "../process-alive.js";
+import { processAlive } from "./process-alive.js";
 
 export const RUNTIME_KEY = Symbol.for("svc.runtime");
 export const DEV_SESSION_FILE = join(".svc", "dev-session.json");

@@ -2,7 +2,7 @@
 // The build validates configuration statically (with file:line); this module holds the shared rules and
 // defaults so the build, the service and the runtime agree on them.
 
-import { unknownGpuIdMessage } from "../gpus/pools.js";
+import { unknownGpuIdMessage } from "./gpus/pools.js";
 import { reservedEnvName } from "./env-policy.js";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";

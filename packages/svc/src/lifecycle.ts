@@ -1,7 +1,7 @@
 // Lifecycle changes go through the command line only (the spec's command-line errors). These functions exist so
 // that a call from code fails with a usage error that names the command to run instead.
 
-import { UsageError } from "../errors.js";
+import { UsageError } from "./errors.js";
 
 function lifecycle(what: string, command: string) {
   return (..._args: unknown[]): never => {

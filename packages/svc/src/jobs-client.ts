@@ -1,7 +1,7 @@
 // A typed client for the queue-based job API of one endpoint: `{queue_base_url}/v2/{endpoint_id}`.
 // Used by the SDK's remote calls, the CLI, the tests and the benchmarks.
 
-import { ApiError, ExitCode, UnreachableError, UserError, type Problem } from "../errors.js";
+import { ApiError, ExitCode, UnreachableError, UserError, type Problem } from "./errors.js";
 
 export type JobStatus = "IN_QUEUE" | "IN_PROGRESS" | "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
 export const FINAL_STATUSES: readonly JobStatus[] = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];

@@ -1,0 +1,105 @@
+// One small error hierarchy, handled in one place (src/cli/main.ts for the CLI, the HTTP layer for the service).
+//
+// - UserError: the user can fix it (bad flag, bad config, missing key). Printed without a stack.
+// - ApiError: the service answered with an application/problem+json error. Printed with status and detail.
+// - InternalError (or any other Error): a bug in svc. Printed with a stack only under --debug.
+
+export interface SourceLocation {
+  /** Path relative to the project root, with forward slashes. */
+  file: string;
+  /** 1-based line. */
+  line: number;
+  /** 1-based column. */
+  column?: number;
+}
+
+export function formatLocation(loc: SourceLocation): string {
+  return loc.column ? `${loc.file}:${loc.line}:${loc.column}` : `${loc.file}:${loc.line}`;
+}
+
+/** Exit codes of the `svc` binary; documented in docs/cli.md. */
+export const ExitCode = {
+  ok: 0,
+  /** Generic failure the user can act on (bad config, build error, validation). */
+  user: 1,
+  /** Wrong usage: unknown command or flag, missing argument. */
+  usage: 2,
+  /** The service answered with an error (4xx/5xx problem). */
+  api: 3,
+  /** The service could not be reached. */
+  unreachable: 4,
+  /** Interrupted by SIGINT/SIGTERM. */
+  interrupted: 130,
+  /** A bug in svc. */
+  internal: 70,
+} as const;
+
+export class SvcError extends Error {
+  readonly exitCode: number;
+  constructor(message: string, exitCode: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.exitCode = exitCode;
+  }
+}
+
+/** Something the user can fix. `hint` says what to do; `problems` lists individual faults (file:line ...). */
+export class UserError extends SvcError {
+  readonly hint?: string;
+  readonly problems: string[];
+  constructor(message: string, opts: { hint?: string; problems?: string[]; exitCode?: number; cause?: unknown } = {}) {
+    super(message, opts.exitCode ?? ExitCode.user, { cause: opts.cause });
+    this.hint = opts.hint;
+    this.problems = opts.problems ?? [];
+  }
+}
+
+/** Wrong command-line usage. */
+export class UsageError extends UserError {
+  constructor(message: string, hint?: string) {
+    super(message, { hint, exitCode: ExitCode.usage });
+  }
+}
+
+/** An application/problem+json error body, as the spec's ErrorResponse. */
+export interface Problem {
+  type?: string;
+  title: string;
+  status: number;
+  detail: string;
+  errors?: string[];
+  [extra: string]: unknown;
+}
+
+/** The service answered with an error. */
+export class ApiError extends SvcError {
+  readonly status: number;
+  readonly problem: Problem;
+  constructor(problem: Problem, opts: { cause?: unknown } = {}) {
+    super(`${problem.status} ${problem.title}: ${problem.detail}`, ExitCode.api, opts);
+    this.status = problem.status;
+    this.problem = problem;
+  }
+}
+
+/** The service could not be reached at all. */
+export class UnreachableError extends UserError {
+  constructor(url: string, cause?: unknown) {
+    super(`Cannot reach the svc service at ${url}`, {
+      hint: "Check SVC_API_URL, or start a service with `svc server` (or `svc dev` for local work).",
+      exitCode: ExitCode.unreachable,
+      cause,
+    });
+  }
+}
+
+/** A bug in svc: something that should not happen whatever the user does. */
+export class InternalError extends SvcError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, ExitCode.internal, options);
+  }
+}
+
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
