@@ -17,6 +17,7 @@ import type { ArtifactStore } from "./artifacts.js";
 import type { EndpointRegistry } from "./endpoint-registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 import type { HostGpus } from "../gpus/host.js";
+import type { IdempotentSubmits } from "./idempotency/index.js";
 
 export interface ApiContext {
   engine: JobEngine;
@@ -60,6 +61,8 @@ export interface ApiContext {
   startFailures: StartFailures;
   /** This host's GPUs and who holds them, where the service's workers run here (process, Docker drivers). */
   gpus?(): HostGpus | undefined;
+  /** Which job each Idempotency-Key made (idempotency/index.ts). */
+  idempotency: IdempotentSubmits;
 }
 
 /** One authenticated request, matched to its route row. */

@@ -35,6 +35,7 @@ const CONFIG_POLL_MS = 5_000;
 /** The replica serving jobs looks for handed-off jobs this often besides when the change feed tells it. */
 const HANDOFF_RESCAN_MS = 2_000;
 import { Secrets } from "./secrets/index.js";
+import { IdempotentSubmits } from "./idempotency/index.js";
 import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { missingSecrets } from "./secrets/check.js";
 import { reservedEnvInResources } from "./deploy/resource-rules.js";
@@ -494,6 +495,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     releases,
     startFailures,
     gpus: () => hostGpus,
+    idempotency: new IdempotentSubmits({ store: storage.idempotency, now: Date.now }),
   };
   // issue 7: the LB front takes each connection first and serves plain LB requests and job /runs itself (lb/front.ts)
   const frontWanted = options.lbFront ?? true;
@@ -576,6 +578,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
     if (!servesJobs()) return;
     engine.sweep().catch((err: unknown) => log(`retention sweep failed: ${(err as Error).message}`));
+    context.idempotency.sweep().catch((err: unknown) => log(`idempotency key sweep failed: ${(err as Error).message}`));
   }, options.retentionSweepMs ?? 10_000);
   sweeper.unref();
 
