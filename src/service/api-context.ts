@@ -23,6 +23,7 @@ import type { EndpointRegistry } from "./endpoints/registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 import type { HostGpus } from "../gpus/host.js";
 import type { Deployments } from "./deploy/deployments.js";
+import type { IdempotentSubmits } from "./idempotency/index.js";
 
 export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps {
   engine: JobEngine;
@@ -71,6 +72,8 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   startFailures: StartFailures;
   /** This host's GPUs and who holds them, where the service's workers run here (process, Docker drivers). */
   gpus?(): HostGpus | undefined;
+  /** Which job each Idempotency-Key made (idempotency/index.ts). */
+  idempotency: IdempotentSubmits;
 }
 
 /** A request to a row that needs the whole service (deploy, state; their features do not declare narrower). */

@@ -33,6 +33,7 @@ const CONFIG_POLL_MS = 5_000;
 /** The replica serving jobs looks for handed-off jobs this often besides when the change feed tells it. */
 const HANDOFF_RESCAN_MS = 2_000;
 import { Secrets } from "./secrets/index.js";
+import { IdempotentSubmits } from "./idempotency/index.js";
 import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import { Management } from "./management/index.js";
@@ -365,6 +366,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     deployments,
     startFailures,
     gpus: () => hostGpus,
+    idempotency: new IdempotentSubmits({ store: storage.idempotency, now: Date.now }),
   };
   // The LB front takes each connection first and serves plain LB requests and job /runs itself (lb/front.ts)
   const frontWanted = options.lbFront ?? true;
@@ -410,7 +412,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     });
   });
 
-  const timers = startTimers({ engine, leaseMs, retentionSweepMs: options.retentionSweepMs ?? 10_000, servesJobs, adoptHandedOff, log });
+  const timers = startTimers({ engine, leaseMs, retentionSweepMs: options.retentionSweepMs ?? 10_000, idempotency: context.idempotency, servesJobs, adoptHandedOff, log });
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -636,6 +638,7 @@ function startTimers(t: {
   engine: JobEngine;
   leaseMs: number;
   retentionSweepMs: number;
+  idempotency: Pick<IdempotentSubmits, "sweep">;
   servesJobs(): boolean;
   adoptHandedOff(): void;
   log(message: string): void;
@@ -657,6 +660,7 @@ function startTimers(t: {
     // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
     if (!t.servesJobs()) return;
     engine.sweep().catch((err: unknown) => t.log(`retention sweep failed: ${(err as Error).message}`));
+    t.idempotency.sweep().catch((err: unknown) => t.log(`idempotency key sweep failed: ${(err as Error).message}`));
   }, t.retentionSweepMs);
   const timers = [ticker, handoffRescan, sweeper];
   for (const timer of timers) timer.unref();

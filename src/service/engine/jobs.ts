@@ -385,6 +385,11 @@ export class JobSystem {
 }
 
 /** A new job as submitted: queued, its ttl and execution timeout resolved. Pure. */
+/** A new job's id: its creation time first, so ids sort roughly by age. */
+export function newJobId(now: number): string {
+  return `${now.toString(36)}-${newId(8)}`;
+}
+
 export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: string, s: SubmitInput, now: number): JobRow {
   const ttlMs =
     s.ttlMs ??
@@ -396,7 +401,7 @@ export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: stri
   return {
     // Time first: ids of one period share a prefix, so SQLite's id index grows at its end (one page per
     // batch) instead of touching a random page per job; the 64 random bits keep ids unguessable.
-    id: `${now.toString(36)}-${newId(8)}`,
+    id: s.id ?? newJobId(now),
     endpointId,
     status: "IN_QUEUE",
     input: JSON.stringify(s.input),

@@ -127,6 +127,8 @@ export interface SubmitInput extends Submission {
    * and a job lost to a crash before either was never acknowledged to anyone.
    */
   deferWrite?: boolean;
+  /** The job's id when the caller chose it first (an idempotent submit claims its key under it). */
+  id?: string;
 }
 
 /** How a job ends (FAILED with retries left requeues it instead). */

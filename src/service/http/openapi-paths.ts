@@ -21,6 +21,15 @@ const ok = (description: string, content?: object) => ({ "200": { description, .
 const path = (name: string, description?: string) => ({ name, in: "path", required: true, schema: { type: "string" }, ...(description ? { description } : {}) });
 const query = (name: string, description: string, type: "integer" | "string" | "boolean" = "integer") => ({ name, in: "query", required: false, schema: { type }, description });
 const DEPLOY_BODY_LIMIT = 8 * 1024 * 1024;
+const idempotencyKey = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  schema: { type: "string", minLength: 1, maxLength: 255 },
+  description:
+    "svc addition: one job per key (per user and endpoint) while that job's result is kept; a repeat answers with the first job (header `Idempotent-Replayed: true`), a repeat with another body is 422",
+};
+const keyedErrors = { "422": problem("Unprocessable Entity: `errors` lists every failure as `$.path: message`; also an Idempotency-Key reused with another body") };
 
 /** The job API (`{queue_base_url}/v2/{endpoint_id}`, keys with admin, jobs:* or jobs:<endpoint_id>) and the OpenAI route. */
 function jobApi(): Record<string, unknown> {
@@ -37,9 +46,10 @@ function jobApi(): Record<string, unknown> {
       post: {
         tags,
         summary: "Queue a job; answers once it is stored",
+        parameters: [idempotencyKey],
         requestBody: { required: true, content: json("RunRequest") },
         "x-svc-body-limit": RUN_BODY_LIMIT,
-        responses: { ...ok("Queued", json("JobAccepted")), ...errors, ...invalid, ...tooLarge },
+        responses: { ...ok("Queued", json("JobAccepted")), ...errors, ...keyedErrors, ...tooLarge },
       },
     },
     "/v2/{endpoint_id}/runsync": {
@@ -47,10 +57,10 @@ function jobApi(): Record<string, unknown> {
       post: {
         tags,
         summary: "Run a job and wait for its result (up to `wait` ms, then its current record)",
-        parameters: [query("wait", "ms to wait, 1000..300000 (default 90000)")],
+        parameters: [query("wait", "ms to wait, 1000..300000 (default 90000)"), idempotencyKey],
         requestBody: { required: true, content: json("RunRequest") },
         "x-svc-body-limit": RUNSYNC_BODY_LIMIT,
-        responses: { ...ok("The job's record", json("JobRecord")), ...errors, ...invalid, ...tooLarge },
+        responses: { ...ok("The job's record", json("JobRecord")), ...errors, ...keyedErrors, ...tooLarge },
       },
     },
     "/v2/{endpoint_id}/status/{job_id}": withJob("A job's record", "get", "JobRecord", [query("ttl", "ms the result is kept from now")]),

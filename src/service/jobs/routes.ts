@@ -12,6 +12,9 @@ import { SHARED_OUTPUT_MIN } from "../http/slow-clients.js";
 import { defaultPolicy, desiredWorkers } from "../workers/scaling-policy.js";
 import type { EndpointRow, JobRow } from "../store/types.js";
 import { MAX_TTL_MS, validateSubmission } from "./validate.js";
+import type { Submission } from "../engine/types.js";
+import { invalidIdempotencyKey, requestHash, type IdempotentSubmits } from "../idempotency/index.js";
+import { newJobId } from "../engine/jobs.js";
 import type { RouteCall } from "../http/router.js";
 import type { JobEngine } from "../engine/index.js";
 import type { ClientGuards } from "../http/slow-clients.js";
@@ -39,6 +42,8 @@ export interface JobDeps {
   handOffAs?: string;
   /** Whether the replica serving jobs adopts what followers hand off. */
   jobsReplicaAdopts?(): boolean;
+  /** Which job each Idempotency-Key made (idempotency/index.ts). */
+  idempotency: IdempotentSubmits;
 }
 
 export type JobCall = RouteCall<JobDeps>;
@@ -131,6 +136,8 @@ async function submit(call: JobCall, sync: boolean): Promise<void> {
   const wait = sync ? intParam(url, "wait", 1000, 300_000) : undefined;
   const { value, errors } = validateSubmission(await call.json(), endpoint.resource.functions.map((f) => f.name));
   if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
+  const idempotencyKey = call.req.headers["idempotency-key"];
+  if (idempotencyKey !== undefined) return submitIdempotent(call, endpoint, value, idempotencyKey, sync, wait);
   // A /runsync's caller learns the job's id only from this answer: the job reaches the store when it ends or
   // just before this answer, whichever is first (one commit instead of two for a job that ends within the wait).
   // A `/run` answered on a replica that does not serve jobs (the dispatcher chose to: api.ts handedOffHere): written
@@ -142,6 +149,45 @@ async function submit(call: JobCall, sync: boolean): Promise<void> {
   if (!sync) return sendText(res, runAnswer(row));
   const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
   await ctx.engine.persist(row.id);
+  return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
+}
+
+/**
+ * A submit carrying an Idempotency-Key: the key's first request makes the job, every repeat answers with that job
+ * (a `/run` its id and status now, a `/runsync` its record once final or the wait ends), marked
+ * `Idempotent-Replayed: true`. Keyed jobs are written before they are answered, /runsync ones too, so that a repeat
+ * after a crash finds them.
+ */
+async function submitIdempotent(call: JobCall, endpoint: EndpointRow, value: Submission, header: string | string[], sync: boolean, wait: number | undefined): Promise<void> {
+  const { ctx, res } = call;
+  const key = Array.isArray(header) ? undefined : header;
+  const invalid = key === undefined ? "must be sent once" : invalidIdempotencyKey(key);
+  if (invalid !== undefined || key === undefined) throw new HttpProblem(400, `The Idempotency-Key header ${invalid}`);
+  const request = { userId: call.principal.userId, endpointId: endpoint.id, key, requestHash: requestHash(value) };
+  const outcome = await ctx.idempotency.submit(
+    request,
+    newJobId(Date.now()),
+    (id) =>
+      call.handOffAs !== undefined
+        ? ctx.engine.handOff(endpoint.id, { ...value, sync, id }, call.handOffAs)
+        : ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: false, id }),
+    async (id) => {
+      const head = await ctx.engine.recordHead(endpoint.id, id);
+      if (!head) return undefined;
+      // Held in memory before its commit: answer only once it is written, as its first request is.
+      await ctx.engine.persist(id);
+      return head.row;
+    },
+  );
+  if (outcome.kind === "mismatch") {
+    throw new HttpProblem(422, `The Idempotency-Key ${JSON.stringify(key)} was used for job ${outcome.jobId} with another request body`, {
+      errors: ["$.header.Idempotency-Key: reused with a different request body"],
+    });
+  }
+  const row = outcome.row;
+  if (outcome.kind === "replayed") res.setHeader("idempotent-replayed", "true");
+  if (!sync) return sendText(res, outcome.kind === "created" ? runAnswer(row) : JSON.stringify({ id: row.id, status: row.status }));
+  const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
   return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
 }
 

@@ -25,7 +25,7 @@ import { credentialFromHeader } from "../http/wire.js";
 import { problemOf, problemResponse, type HttpProblem } from "../http/problems.js";
 import { asRouteFailure } from "../store/faults.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
-import { relayRequestBytes, scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
+import { hasHeaderLine, IDEMPOTENCY_KEY, relayRequestBytes, scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
 import { llhttp, parseAddress, SMALL_BODY_BYTES, UpstreamPool, type Downstream, type UpstreamAddress } from "./proxy.js";
 
 export interface FrontDeps {
@@ -359,6 +359,8 @@ class FrontConnection implements Downstream {
   private run(principal: Principal, endpointId: string, data: Buffer, head: ScannedRequest, total: number): void {
     this.lookedUp = undefined;
     const deps = this.front.deps;
+    // A keyed submit claims its key first (job-routes.ts submitIdempotent): node:http's path.
+    if (hasHeaderLine(data, head.lines, IDEMPOTENCY_KEY)) return this.giveToNode();
     const submit = deps.run!(principal, endpointId, data.subarray(total - head.contentLength, total), head.contentType);
     if (!submit) return this.giveToNode();
     const limits = deps.rateLimit(principal);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { relayRequestBytes, scanRequestHead, scanResponseHead, upstreamRequestBytes } from "./head-scan.js";
+import { hasHeaderLine, IDEMPOTENCY_KEY, relayRequestBytes, scanRequestHead, scanResponseHead, upstreamRequestBytes } from "./head-scan.js";
 import { llhttp, requestHead } from "./proxy.js";
 
 const HEAD_END = Buffer.from("\r\n\r\n");
@@ -242,5 +242,19 @@ describe("scanResponseHead", () => {
       expect(lengths, JSON.stringify(text)).toEqual([mine.contentLength]);
     }
     expect(accepted).toBeGreaterThan(300);
+  });
+});
+
+describe("hasHeaderLine", () => {
+  const scan = (text: string) => {
+    const data = Buffer.from(text, "latin1");
+    const head = scanRequestHead(data, data.indexOf("\r\n\r\n"), 1024)!;
+    return { data, head };
+  };
+  it("finds a header the scan passed up, in any case, and not a prefix of another name", () => {
+    const a = scan("POST /v2/e/run HTTP/1.1\r\nHost: x\r\nIdempotency-KEY: abc\r\nContent-Length: 0\r\n\r\n");
+    expect(hasHeaderLine(a.data, a.head.lines, IDEMPOTENCY_KEY)).toBe(true);
+    const b = scan("POST /v2/e/run HTTP/1.1\r\nHost: x\r\nIdempotency-Keys: abc\r\nX-Idempotency-Key: d\r\nContent-Length: 0\r\n\r\n");
+    expect(hasHeaderLine(b.data, b.head.lines, IDEMPOTENCY_KEY)).toBe(false);
   });
 });

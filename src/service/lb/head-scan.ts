@@ -287,6 +287,27 @@ export function scanRequestHead(data: Buffer, headEnd: number, maxBody: number):
 }
 
 /**
+ * Whether one of the header lines the scan passed up (`lines`: its [start, end) ranges) is named `name` (lower
+ * case, any case in `data`). Pure.
+ */
+export function hasHeaderLine(data: Buffer, lines: number[], name: string): boolean {
+  for (let r = 0; r < lines.length; r += 2) {
+    // A range may hold several touching lines: look at each line start within it.
+    let pos = lines[r]!;
+    const end = lines[r + 1]!;
+    while (pos < end) {
+      if (data[pos + name.length] === 0x3a && nameIs(data, pos, name)) return true;
+      const next = data.indexOf(LF, pos);
+      if (next < 0 || next >= end) break;
+      pos = next + 1;
+    }
+  }
+  return false;
+}
+
+export const IDEMPOTENCY_KEY = "idempotency-key";
+
+/**
  * The request sent up to a worker, head and body in one buffer: the request line with the worker's `path`, its
  * Host, its credential line (`credentialLine`, CRLF included; "" for a worker that asks none), the caller's
  * header lines as they came (less the connection-scoped ones, the key, X-Forwarded-* and any credential of its

@@ -7,6 +7,7 @@ import { UserError } from "../../errors.js";
 import { openSqliteStore } from "./sqlite.js";
 import { openSqliteManagementStore, type ManagementStore } from "../management/store.js";
 import { openSqliteSecretStore, type SecretStore } from "../secrets/store.js";
+import { openPostgresIdempotencyStore, openSqliteIdempotencyStore, type IdempotencyStore } from "../idempotency/store.js";
 import { redactStoreUrl } from "./url.js";
 import { storageCause } from "./faults.js";
 import type { JobCommands, Store } from "./types.js";
@@ -21,6 +22,8 @@ export interface ServiceStorage {
   store: Store & JobCommands;
   management: ManagementStore;
   secrets: SecretStore;
+  /** Which job each Idempotency-Key made. */
+  idempotency: IdempotencyStore;
   /** The database replicas coordinate through (leases), when they share one. */
   coordination?: Queryable;
   /** Where build artifacts are kept for every replica (artifacts.ts). */
@@ -38,15 +41,18 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
     try {
       management = openSqliteManagementStore(file);
       const secrets = openSqliteSecretStore(file);
+      const idempotency = openSqliteIdempotencyStore(file);
       return {
         kind: "sqlite",
         store,
         artifacts: localArtifacts,
         management,
         secrets,
+        idempotency,
         // One process per data directory: nobody else writes these tables.
         reload: async () => undefined,
         async close() {
+          idempotency.close();
           secrets.close();
           management!.close();
           await store.close();
@@ -84,6 +90,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
       artifacts: postgresArtifacts({ dataDir: options.dataDir, db: store.db, transaction: store.transaction }),
       management,
       secrets,
+      idempotency: openPostgresIdempotencyStore(store.db),
       reload: async () => {
         await Promise.all([management.reload(), secrets.reload()]);
       },
