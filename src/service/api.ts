@@ -22,6 +22,7 @@ import { openAiProblem } from "../openai/format.js";
 import { serveConsole } from "./console.js";
 import { serveArtifact } from "./artifact-route.js";
 import { jobsList } from "./jobs-list.js";
+import { WEBHOOK_ROUTES } from "./webhooks/routes.js";
 import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./body-limits.js";
 import { asRouteFailure } from "./store/faults.js";
 import { forwardRequest } from "./cluster/forward.js";
@@ -49,6 +50,8 @@ const STATE = { auth: "user", rateLimited: true, body: "none" } as const;
 /** Every authenticated route. A path belongs to the first pattern that matches it (router.ts). */
 export const ROUTES: readonly Row[] = [
   ...MANAGEMENT_ROUTES,
+  // Endpoints' webhook settings and jobs' delivery logs (webhooks/routes.ts).
+  ...WEBHOOK_ROUTES,
 
   { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/run", body: RUN_BODY_LIMIT, handedOff: true, handler: jobRoutes.run },
   { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/runsync", body: RUNSYNC_BODY_LIMIT, handler: jobRoutes.runsync },

@@ -24,7 +24,8 @@ import { openServiceStorage, type ServiceStorage } from "./storage.js";
 import { redactStoreUrl } from "./store-url.js";
 import { startConfigSync } from "./cluster/config-sync.js";
 import { createChangeFeed } from "./cluster/change-feed.js";
-import { WebhookOutbox } from "./webhook-outbox.js";
+import { Webhooks } from "./webhooks/index.js";
+import type { RetryPolicy } from "./webhooks/schedule.js";
 import { JobsRole } from "./cluster/jobs-role.js";
 import { HANDOFF_TOPIC } from "./store/postgres/index.js";
 
@@ -144,6 +145,8 @@ export interface ServiceOptions {
    * `nvidia-smi` on PATH) and how often utilization and memory are sampled (default 5 s). docs/gpus.md.
    */
   gpus?: { read?: () => Promise<GpuInventory>; sampleMs?: number };
+  /** Webhook delivery: the retry schedule (default 5 attempts over a few minutes), an attempt's time limit, how often the outbox is read. */
+  webhooks?: { retry?: Partial<RetryPolicy>; timeoutMs?: number; intervalMs?: number };
 }
 
 export interface DeployedEndpoint {
@@ -200,8 +203,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // Replicas on one database: another replica's revocation is seen at the next recheck (cluster/config-sync.ts).
   const keyring = new KeyRing(store, storage.kind === "postgres" ? KEY_RECHECK_MS : Infinity);
   let secrets: Secrets;
+  let box: SecretBox;
   try {
-    secrets = new Secrets(storage.secrets, new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys)), log);
+    box = new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys));
+    secrets = new Secrets(storage.secrets, box, log);
   } catch (err) {
     await storage.close();
     dataLock.release();
@@ -250,8 +255,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     startTimeoutMs: options.releaseStartTimeoutMs ?? 5 * 60_000,
     onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
   });
-  // Webhooks: written with each job's final state, delivered from there (webhook-outbox.ts).
-  let outbox: WebhookOutbox | undefined;
+  // Webhooks: written with each job's change they tell of, delivered from there (webhooks/index.ts).
+  let webhooks: Webhooks | undefined;
   // Nothing is delivered before the service knows whether it serves jobs.
   let wired = false;
   const engine = new JobEngine(
@@ -264,8 +269,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         if (!state.ok) log(`storage refuses writes: ${describeStorage(state.cause!)} (${state.message}); requests that write get 503 until it takes them again`);
         else log("storage takes writes again; the service resumes");
       },
-      webhookBody: (row) => recordJson(row, Date.now()),
-      onWebhook: () => outbox?.kick(),
+      webhookOps: (row, event) => webhooks?.ops(row, event) ?? [],
+      onWebhook: () => webhooks?.outbox.kick(),
       // Followers' hand-offs (engine/handoff.ts sends at most one every few ms; the feed coalesces per tick).
       onHandedOff: () => feed?.publish(HANDOFF_TOPIC, []),
     },
@@ -279,13 +284,21 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     if (change.type === "remove") startFailures.forget(change.row.id);
   });
   await engine.load([...endpoints.values()]);
-  outbox = new WebhookOutbox({
-    due: (now, limit) => store.dueWebhooks(now, limit),
+  webhooks = new Webhooks({
+    store,
+    box,
     write: (ops) => engine.write(ops),
     log,
     // Replicas on one database: the one serving jobs delivers (known once the service listens, below).
     active: () => wired && servesJobs(),
+    recordJson,
+    retry: options.webhooks?.retry,
+    timeoutMs: options.webhooks?.timeoutMs,
+    intervalMs: options.webhooks?.intervalMs,
   });
+  await webhooks.settings.refresh();
+  const resealedHooks = await webhooks.settings.reseal();
+  if (resealedHooks > 0) log(`sealed ${resealedHooks} webhook signing secret(s) again under the current secrets key`);
   // What other replicas on the same database change reaches this one within a second.
   const configSync =
     storage.kind === "postgres"
@@ -297,6 +310,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           reload: async () => {
             await storage.reload();
             secrets.refresh();
+            await webhooks?.settings.refresh();
           },
           onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
           // The change feed below says when; this only covers notices lost while its listener reconnected.
@@ -385,7 +399,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     });
   } catch (err) {
     // Port taken (the caller may retry on another): leave nothing open behind.
-    await outbox.close(0);
+    await webhooks.close(0);
     await engine.close();
     await releaseStorage();
     throw err;
@@ -489,6 +503,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // issue 4
     management,
     secrets,
+    webhooks,
     // issue 7
     lb,
     releases,
@@ -533,7 +548,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     socket.end(problemResponse(405, "CONNECT is not supported: this service is not a proxy", "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\nconnection: close\r\n"));
   });
   wired = true;
-  outbox.kick();
+  webhooks.outbox.kick();
   jobsRole?.ready({
     // The jobs as the database has them (the previous holder's running jobs lapse and requeue unless their
     // workers heartbeat here); then this replica serves job traffic, and starts its workers.
@@ -547,7 +562,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       // REST endpoints are re-planned by the replica serving jobs; a failure there must not keep its workers down.
       await management.appChanged().catch((err: unknown) => log(`could not refresh REST endpoints: ${(err as Error).message}`));
       await scaler?.start(CLUSTER_ADOPT_SETTLE_MS);
-      outbox?.kick();
+      webhooks?.outbox.kick();
     },
   });
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
@@ -600,7 +615,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           server.closeAllConnections();
         }, 200).unref();
       });
-      await outbox?.close();
+      await webhooks?.close();
       await jobsRole?.stop();
       await releaseStorage();
     })());

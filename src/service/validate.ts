@@ -3,6 +3,7 @@
 import { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS } from "./api-schemas.js";
 import { isPlainObject } from "./http.js";
 import { SCHEMAS, validate } from "./schema.js";
+import type { WebhookEvent } from "./webhooks/events.js";
 
 export { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS };
 
@@ -10,6 +11,8 @@ export interface Submission {
   input: unknown;
   function?: string;
   webhook?: string;
+  /** Which events the webhook gets (svc's addition; default: its endpoint's filter, else completed and failed). */
+  webhookEvents?: WebhookEvent[];
   executionTimeoutMs?: number;
   ttlMs?: number;
   lowPriority?: boolean;
@@ -54,6 +57,10 @@ export function validateSubmission(raw: unknown, functions: readonly string[]): 
     if (!ok) errors.push(`$.${key}: must be an http(s) URL`);
     else if (value.webhook !== undefined && value.webhook !== v) errors.push("$.webhookV2: names another URL than webhook; send one of them");
     else value.webhook = v;
+  }
+  if (Array.isArray(body.webhookEvents) && body.webhookEvents.every((e) => typeof e === "string")) {
+    if (value.webhook === undefined) errors.push("$.webhookEvents: names events of a webhook; send webhook too");
+    else value.webhookEvents = [...new Set(body.webhookEvents as WebhookEvent[])];
   }
   if (isPlainObject(body.policy)) {
     const p = body.policy;

@@ -2,7 +2,7 @@
 // the pure rules over them. Nothing here holds state.
 
 import { FINAL_STATUSES, type JobStatus } from "../../sdk/jobs-client.js";
-import type { JobRow } from "../store/types.js";
+import type { JobRow, StoreOp } from "../store/types.js";
 import type { StorageState } from "../store/faults.js";
 import type { Submission } from "../validate.js";
 
@@ -88,8 +88,11 @@ export interface EngineHooks {
   onDemand?(endpointId: string): void;
   /** A job reached a final state and it is committed. */
   onFinal?(row: JobRow): void;
-  /** The body posted to a job's webhook (its record as the job API shows it), written to the outbox. */
-  webhookBody?(row: JobRow): string;
+  /**
+   * The webhook message telling `event` of the job (webhooks/index.ts), written in the same batch as the change it
+   * tells of; none when the job has no webhook or its filter leaves the event out.
+   */
+  webhookOps?(row: JobRow, event: "started" | "completed" | "failed"): StoreOp[];
   /** A webhook entered the outbox (committed): deliver soon. */
   onWebhook?(): void;
   /** A worker took jobs (cold start accounting). */

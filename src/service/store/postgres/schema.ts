@@ -6,6 +6,7 @@
 
 import type pg from "pg";
 import { UserError } from "../../../errors.js";
+import { PG_WEBHOOKS_MIGRATION } from "../../webhooks/schema.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const PG_MIGRATIONS: string[] = [
@@ -100,6 +101,8 @@ export const PG_MIGRATIONS: string[] = [
   // rolling upgrade leaves the name of the holder before it, which is not its own, and followers pass /run on.
   `CREATE TABLE job_handoffs (job_id text PRIMARY KEY, replica text NOT NULL);
    ALTER TABLE svc_leases ADD COLUMN adopting text;`,
+  // Signed webhooks: events, a delivery log, each endpoint's filter and signing secrets (webhooks/schema.ts).
+  PG_WEBHOOKS_MIGRATION,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
