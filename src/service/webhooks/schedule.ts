@@ -14,8 +14,8 @@ export interface RetryPolicy {
   maxDelayMs: number;
 }
 
-/** 5 attempts over about 100 to 200 s: retries after ~5 s, ~15 s, ~45 s, ~135 s (each 50-100% of that). */
-export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 5, baseMs: 5_000, factor: 3, maxDelayMs: 5 * 60_000 };
+/** 5 attempts over about 1.5 to 3 minutes: retries after 2 s, 8 s, 32 s, 128 s (each 50-100% of that). */
+export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 5, baseMs: 2_000, factor: 4, maxDelayMs: 5 * 60_000 };
 
 /** The policy with `overrides`, or the reasons it is not one. Pure. */
 export function retryPolicy(overrides: Partial<RetryPolicy> = {}): RetryPolicy {
