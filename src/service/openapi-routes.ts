@@ -5,6 +5,7 @@
 import { OPENAI_BODY_LIMIT } from "./openai-route.js";
 import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./body-limits.js";
 import type { SchemaName } from "./schema.js";
+import { webhookPaths } from "./webhooks/openapi.js";
 
 const ref = (name: SchemaName) => ({ $ref: `#/components/schemas/${name}` });
 const json = (name: SchemaName) => ({ "application/json": { schema: ref(name) } });
@@ -179,5 +180,5 @@ function deployApi(): Record<string, unknown> {
 }
 
 export function servicePaths(): Record<string, unknown> {
-  return { ...jobApi(), ...deployApi() };
+  return { ...jobApi(), ...deployApi(), ...webhookPaths() };
 }

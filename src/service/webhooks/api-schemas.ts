@@ -26,7 +26,7 @@ export const WEBHOOK_SCHEMAS = {
   },
   UpdateWebhookSettingsRequest: {
     type: "object",
-    properties: { events: { any: true, description: `A list of events (${WEBHOOK_EVENTS.join(", ")}), or null for the default (completed, failed)` } },
+    properties: { events: { type: "array", items: event, maxItems: WEBHOOK_EVENTS.length, description: "The events; null goes back to the default (completed, failed)" } },
     required: ["events"],
     additionalProperties: false,
   },

@@ -28,14 +28,6 @@ export function eventsOf(text: string): WebhookEvent[] {
   return text.split(",").filter(isWebhookEvent);
 }
 
-/** Errors of a filter given in a request (`$.webhookEvents: ...`), or none. */
-export function eventListProblems(value: unknown, at: string): string[] {
-  if (!Array.isArray(value)) return [`${at}: must be a list of events (${WEBHOOK_EVENTS.join(", ")})`];
-  const bad = value.filter((v) => !isWebhookEvent(v));
-  if (bad.length > 0) return [`${at}: unknown event${bad.length > 1 ? "s" : ""} ${bad.map((b) => JSON.stringify(b)).join(", ")} (events: ${WEBHOOK_EVENTS.join(", ")})`];
-  return [];
-}
-
 /**
  * Whether a job's webhook gets `event`: the job's own filter when it has one, else its endpoint's, else the
  * default. An empty filter sends nothing.

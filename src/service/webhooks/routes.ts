@@ -14,7 +14,7 @@ import { userEndpoint } from "../job-routes.js";
 import { readObjectBody, requireAccess } from "../management/context.js";
 import type { RouteRow } from "../router.js";
 import { SCHEMAS, validate } from "../schema.js";
-import { eventListProblems, type WebhookEvent } from "./events.js";
+import type { WebhookEvent } from "./events.js";
 import type { Webhooks } from "./index.js";
 import { DEFAULT_PREVIOUS_SECRET_MS } from "./settings.js";
 
@@ -40,8 +40,8 @@ async function settingsRoute(call: RouteCall): Promise<void> {
   }
   const id = ownEndpoint(call, true);
   const body = await readObjectBody(call.req);
-  const errors = validate(SCHEMAS.UpdateWebhookSettingsRequest, body);
-  if (errors.length === 0 && body.events !== null) errors.push(...eventListProblems(body.events, "$.events"));
+  // null (back to the default) is the one value the schema does not describe.
+  const errors = validate(SCHEMAS.UpdateWebhookSettingsRequest, body.events === null ? { ...body, events: [] } : body);
   if (errors.length > 0) throw new HttpProblem(422, "The webhook settings are not valid", { errors });
   const events = body.events === null ? null : [...new Set(body.events as WebhookEvent[])];
   sendJson(call.res, await webhooks.settings.setEvents(id, events));
