@@ -269,7 +269,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         if (!state.ok) log(`storage refuses writes: ${describeStorage(state.cause!)} (${state.message}); requests that write get 503 until it takes them again`);
         else log("storage takes writes again; the service resumes");
       },
-      webhookOps: (row, event) => webhooks?.ops(row, event) ?? [],
+      webhookOps: (row, event, output) => webhooks?.ops(row, event, Date.now(), output) ?? [],
       onWebhook: () => webhooks?.outbox.kick(),
       // Followers' hand-offs (engine/handoff.ts sends at most one every few ms; the feed coalesces per tick).
       onHandedOff: () => feed?.publish(HANDOFF_TOPIC, []),

@@ -89,10 +89,11 @@ export interface EngineHooks {
   /** A job reached a final state and it is committed. */
   onFinal?(row: JobRow): void;
   /**
-   * The webhook message telling `event` of the job (webhooks/index.ts), written in the same batch as the change it
-   * tells of; none when the job has no webhook or its filter leaves the event out.
+   * The webhook message telling `event` of the job (webhooks/index.ts), to write in the same batch as the change it
+   * tells of; none when the job has no webhook or its filter leaves the event out. `output`: a progress event's
+   * reported value (the record's output in the message).
    */
-  webhookOps?(row: JobRow, event: "started" | "completed" | "failed"): StoreOp[];
+  webhookOps?(row: JobRow, event: "started" | "progress" | "completed" | "failed", output?: unknown): StoreOp[];
   /** A webhook entered the outbox (committed): deliver soon. */
   onWebhook?(): void;
   /** A worker took jobs (cold start accounting). */
