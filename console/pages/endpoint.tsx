@@ -1,4 +1,4 @@
-// One endpoint: live status, "try it" (run / runsync), recent jobs, a job's record and stream, cancel /
+// One endpoint: live status, "try it" (run / runsync), recent jobs, a job's record, stream and webhook deliveries, cancel /
 // retry / purge as the job API allows them, logs following live; edit and delete for console endpoints; a GPU
 // endpoint's GPU settings, the GPUs its workers hold and why workers wait.
 
@@ -11,6 +11,7 @@ import { Field, formatMs, Json, Notice, ProblemMessage, Time, useConfirm, usePol
 import { EndpointForm } from "./endpoint-form.js";
 import { HealthCells } from "./endpoints.js";
 import { GpuUse, TypeIds } from "./gpus.js";
+import { WebhookDeliveries } from "./webhook-deliveries.js";
 
 interface JobRecord {
   id: string;
@@ -358,6 +359,7 @@ function JobView({ endpointId, jobId, summary, onChanged }: { endpointId: string
           </li>
         ))}
       </ol>
+      <WebhookDeliveries endpointId={endpointId} jobId={jobId} />
       <LogView endpointId={endpointId} jobId={jobId} title="Logs of this job" />
     </section>
   );

@@ -16,6 +16,7 @@ import type { Store } from "./store/types.js";
 import type { Management } from "./management/index.js";
 import type { LbRouter } from "./lb/index.js";
 import type { Secrets } from "./secrets/index.js";
+import type { Webhooks } from "./webhooks/index.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import type { ReleaseManager } from "./releases/manager.js";
 import type { ArtifactStore } from "./artifacts/store.js";
@@ -64,6 +65,8 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   lb?: LbRouter;
   /** Users' secrets, given to their endpoints' workers. */
   secrets?: Secrets;
+  /** Jobs' webhooks: endpoints' filters and signing secrets, delivery logs (webhooks/index.ts). */
+  webhooks?: Webhooks;
   /** Releases of builds: probe workers first, then the switch (releases/manager.ts). */
   releases: ReleaseManager;
   /** Uploads, plans, activations, removals and configuration of apps' environments (deploy/deployments.ts). */

@@ -21,6 +21,7 @@ import { isOpenAiPath } from "./jobs/openai-route.js";
 import { sendOpenAiProblem } from "../openai/route.js";
 import { openAiProblem } from "../openai/format.js";
 import { serveConsole } from "./http/console.js";
+import { WEBHOOK_ROUTES } from "./webhooks/routes.js";
 import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT, SMALL_BODY_LIMIT, WORKER_BODY_LIMIT } from "./http/body-limits.js";
 import { asRouteFailure, StorageUnavailable } from "./store/faults.js";
 import { forwardRequest } from "./cluster/forward.js";
@@ -47,6 +48,8 @@ const STATE = { auth: "user", rateLimited: true, body: "none" } as const;
  */
 export const ROUTES: readonly Row[] = [
   ...MANAGEMENT_ROUTES,
+  // Endpoints' webhook settings and jobs' delivery logs (webhooks/routes.ts).
+  ...WEBHOOK_ROUTES,
   ...JOB_ROUTES,
   ...WORKER_ROUTES,
   ...DEPLOY_ROUTES,

@@ -22,7 +22,8 @@ import { openServiceStorage, type ServiceStorage } from "./store/open.js";
 import { redactStoreUrl } from "./store/url.js";
 import { startConfigSync } from "./cluster/config-sync.js";
 import { createChangeFeed } from "./cluster/change-feed.js";
-import { WebhookOutbox } from "./jobs/webhook-outbox.js";
+import { Webhooks } from "./webhooks/index.js";
+import type { RetryPolicy } from "./webhooks/schedule.js";
 import { JobsRole } from "./cluster/jobs-role.js";
 import { HANDOFF_TOPIC } from "./store/postgres/index.js";
 
@@ -144,6 +145,8 @@ export interface ServiceOptions {
    * `nvidia-smi` on PATH) and how often utilization and memory are sampled (default 5 s). docs/gpus.md.
    */
   gpus?: { read?: () => Promise<GpuInventory>; sampleMs?: number };
+  /** Webhook delivery: the retry schedule (default 5 attempts over a few minutes), an attempt's time limit, how often the outbox is read. */
+  webhooks?: { retry?: Partial<RetryPolicy>; timeoutMs?: number; intervalMs?: number };
 }
 
 export interface DeployedEndpoint {
@@ -173,7 +176,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const heartbeatMs = options.heartbeatMs ?? Math.max(50, Math.min(5_000, Math.floor(leaseMs / 3)));
   const log = options.log ?? (() => undefined);
   const state = await openState(options, log);
-  const { storage, secrets } = state;
+  const { storage, secrets, box } = state;
   const store: Store = storage.store;
   // Replicas on one database: another replica's revocation is seen at the next recheck (cluster/config-sync.ts).
   const keyring = new KeyRing(store, storage.kind === "postgres" ? KEY_RECHECK_MS : Infinity);
@@ -205,8 +208,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     startTimeoutMs: options.releaseStartTimeoutMs ?? 5 * 60_000,
     onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
   });
-  // Webhooks: written with each job's final state, delivered from there (webhook-outbox.ts).
-  let outbox: WebhookOutbox | undefined;
+  // Webhooks: written with each job's change they tell of, delivered from there (webhooks/index.ts).
+  let webhooks: Webhooks | undefined;
   // Nothing is delivered before the service knows whether it serves jobs.
   let wired = false;
   const engine = new JobEngine(
@@ -219,8 +222,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         if (!state.ok) log(`storage refuses writes: ${describeStorage(state.cause!)} (${state.message}); requests that write get 503 until it takes them again`);
         else log("storage takes writes again; the service resumes");
       },
-      webhookBody: (row) => recordJson(row, Date.now()),
-      onWebhook: () => outbox?.kick(),
+      webhookOps: (row, event, output) => webhooks?.ops(row, event, Date.now(), output) ?? [],
+      onWebhook: () => webhooks?.outbox.kick(),
       // Followers' hand-offs (engine/handoff.ts sends at most one every few ms; the feed coalesces per tick).
       onHandedOff: () => feed?.publish(HANDOFF_TOPIC, []),
     },
@@ -234,14 +237,22 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     if (change.type === "remove") startFailures.forget(change.row.id);
   });
   await engine.load([...endpoints.values()]);
-  outbox = new WebhookOutbox({
-    due: (now, limit) => store.dueWebhooks(now, limit),
+  webhooks = new Webhooks({
+    store,
+    box,
     write: (ops) => engine.write(ops),
     log,
     // Replicas on one database: the one serving jobs delivers (known once the service listens, below).
     active: () => wired && servesJobs(),
+    recordJson,
+    retry: options.webhooks?.retry,
+    timeoutMs: options.webhooks?.timeoutMs,
+    intervalMs: options.webhooks?.intervalMs,
   });
-  const { configSync, feed, adoptHandedOff } = followReplicas({ options, storage, secrets, keyring, engine, endpoints, log });
+  await webhooks.settings.refresh();
+  const resealedHooks = await webhooks.settings.reseal();
+  if (resealedHooks > 0) log(`sealed ${resealedHooks} webhook signing secret(s) again under the current secrets key`);
+  const { configSync, feed, adoptHandedOff } = followReplicas({ options, storage, secrets, webhooks, keyring, engine, endpoints, log });
   /** What uses the storage in the background, then the storage itself and the data directory's lock. */
   const releaseStorage = async () => {
     await sharedLimiter?.stop();
@@ -261,7 +272,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     await listen(server, options.port ?? 0, host);
   } catch (err) {
     // Port taken (the caller may retry on another): leave nothing open behind.
-    await outbox.close(0);
+    await webhooks.close(0);
     await engine.close();
     await releaseStorage();
     throw err;
@@ -360,6 +371,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // network volumes, templates, REST endpoints, keys (management/)
     management,
     secrets,
+    webhooks,
     // load-balanced endpoints (lb/)
     lb,
     releases,
@@ -388,7 +400,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   await management.attach(context, servesJobs());
   answerUnparsedRequests(server);
   wired = true;
-  outbox.kick();
+  webhooks.outbox.kick();
   jobsRole?.ready({
     // The jobs as the database has them (the previous holder's running jobs lapse and requeue unless their
     // workers heartbeat here); then this replica serves job traffic, and starts its workers.
@@ -402,7 +414,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       // REST endpoints are re-planned by the replica serving jobs; a failure there must not keep its workers down.
       await management.appChanged().catch((err: unknown) => log(`could not refresh REST endpoints: ${(err as Error).message}`));
       await scaler?.start(CLUSTER_ADOPT_SETTLE_MS);
-      outbox?.kick();
+      webhooks?.outbox.kick();
     },
   });
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
@@ -416,7 +428,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 
   let closing: Promise<void> | undefined;
   const close = () =>
-    (closing ??= shutdown({ timers, releases, lb, hostGpus, scaler, engine, followers, server, front, outbox, jobsRole, releaseStorage }));
+    (closing ??= shutdown({ timers, releases, lb, hostGpus, scaler, engine, followers, server, front, webhooks, jobsRole, releaseStorage }));
 
   return {
     url,
@@ -500,6 +512,8 @@ function unwritableError(dataDir: string, err: unknown): unknown {
 interface OpenedState {
   storage: ServiceStorage;
   secrets: Secrets;
+  /** What seals secrets at rest (users' secrets, webhook signing secrets). */
+  box: SecretBox;
   /** Close the storage and release the data directory's lock. */
   close(): Promise<void>;
 }
@@ -520,7 +534,8 @@ async function openState(options: ServiceOptions, log: (message: string) => void
     // Uploads a crashed process left half-written: nothing refers to them.
     const swept = await sweepUploads(options.dataDir);
     if (swept > 0) log(`removed ${swept} unfinished upload(s) left by an earlier run`);
-    const secrets = new Secrets(storage.secrets, new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys)), log);
+    const box = new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys));
+    const secrets = new Secrets(storage.secrets, box, log);
     if (options.secretsKeys?.file && existsSync(join(options.dataDir, SECRETS_KEY_FILE))) {
       log(`the secrets key is read from ${options.secretsKeys.file}, but ${join(options.dataDir, SECRETS_KEY_FILE)} is still there: once it is no longer needed (its key is the file's, or SVC_SECRETS_KEY_PREVIOUS), remove it so copies of the data directory do not hold a key`);
     }
@@ -538,6 +553,7 @@ async function openState(options: ServiceOptions, log: (message: string) => void
     return {
       storage,
       secrets,
+      box,
       close: async () => {
         await opened.close();
         dataLock.release();
@@ -682,7 +698,7 @@ async function shutdown(s: {
   followers: Set<ServerResponse>;
   server: Server;
   front?: LbFront;
-  outbox: WebhookOutbox;
+  webhooks: Pick<Webhooks, "close">;
   jobsRole?: JobsRole;
   releaseStorage(): Promise<void>;
 }): Promise<void> {
@@ -702,7 +718,7 @@ async function shutdown(s: {
       s.server.closeAllConnections();
     }, 200).unref();
   });
-  await s.outbox.close();
+  await s.webhooks.close();
   await s.jobsRole?.stop();
   await s.releaseStorage();
 }
@@ -727,12 +743,13 @@ function followReplicas(r: {
   options: ServiceOptions;
   storage: ServiceStorage;
   secrets: Secrets;
+  webhooks: Pick<Webhooks, "settings">;
   keyring: KeyRing;
   engine: JobEngine;
   endpoints: EndpointRegistry;
   log(message: string): void;
 }) {
-  const { options, storage, secrets, keyring, engine, endpoints, log } = r;
+  const { options, storage, secrets, webhooks, keyring, engine, endpoints, log } = r;
   // What other replicas on the same database change reaches this one within a second.
   const configSync =
     storage.kind === "postgres"
@@ -744,6 +761,7 @@ function followReplicas(r: {
           reload: async () => {
             await storage.reload();
             secrets.refresh();
+            await webhooks.settings.refresh();
           },
           onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
           // The change feed below says when; this only covers notices lost while its listener reconnected.

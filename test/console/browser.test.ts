@@ -186,6 +186,32 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await shot("endpoint");
   }, 90_000);
 
+  it("shows a job's webhook deliveries, a refused attempt and the retry that delivered it", async () => {
+    const { createServer } = await import("node:http");
+    let answered = 0;
+    const receiver = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => res.writeHead(++answered === 1 ? 500 : 200).end());
+    });
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+    try {
+      const webhook = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
+      await page.goto(`${service.url}/console/#/endpoints/${echoId}`);
+      await page.getByRole("heading", { name: "echo", level: 1 }).waitFor();
+      await page.getByLabel("Request body (JSON: {input, policy?, webhook?})").fill(JSON.stringify({ input: { hello: "hook" }, webhook }));
+      await page.getByRole("button", { name: "Send" }).click();
+      await page.getByLabel("Result", { exact: true }).getByText('"status": "COMPLETED"').waitFor({ timeout: 60_000 });
+      const table = page.getByRole("table", { name: "Webhook deliveries" });
+      await table.locator("tr[data-outcome=delivered]").waitFor({ timeout: 30_000 });
+      const rows = await table.locator("tbody tr").allTextContents();
+      expect(rows).toHaveLength(2);
+      expect(rows[0]).toMatch(/completed1HTTP 500.*retrying$/);
+      expect(rows[1]).toMatch(/completed2HTTP 200.*delivered$/);
+    } finally {
+      await new Promise((r) => receiver.close(r));
+    }
+  }, 90_000);
+
   it("shows a streamed job's chunks as they arrive", async () => {
     await page.goto(`${service.url}/console/#/endpoints/${tickerId}`);
     await page.getByRole("heading", { name: "ticker", level: 1 }).waitFor();

@@ -1,25 +1,16 @@
 // Webhooks survive a kill -9: the webhook of a job is written with its final state, so a `svc server` killed while
-// the receiver still refuses it delivers it after the restart on the same data. And the pure retry plan.
+// the receiver still refuses it delivers it after the restart on the same data. (The retry plan's own tests:
+// src/service/webhooks/schedule.test.ts.)
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
-import { afterFailure, WEBHOOK_ATTEMPTS } from "../../src/service/jobs/webhook-outbox.js";
 import { call, manifest, ProtocolWorker, resource } from "./helpers.js";
 import { startService } from "../../src/service/index.js";
 
 const KEY = "webhook-outbox-admin-key";
-
-describe("the retry plan", () => {
-  it("tries again later with growing delays, and gives up after the last attempt", () => {
-    const row = { id: "w", jobId: "j", url: "http://x", body: "{}", attempts: 0, nextAt: 0, createdAt: 0 };
-    expect(afterFailure(row, 1_000)).toEqual({ op: "retryWebhook", id: "w", attempts: 1, nextAt: 1_250 });
-    expect(afterFailure({ ...row, attempts: 1 }, 1_000)).toEqual({ op: "retryWebhook", id: "w", attempts: 2, nextAt: 2_000 });
-    expect(afterFailure({ ...row, attempts: WEBHOOK_ATTEMPTS - 1 }, 1_000)).toEqual({ op: "deleteWebhook", id: "w" });
-  });
-});
 
 describe("a webhook and a kill -9", () => {
   let work: string;

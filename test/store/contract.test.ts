@@ -237,12 +237,62 @@ for (const backend of backends) {
 
     it("keeps webhooks to deliver until they are deleted, due by their time", async () => {
       const { store } = await backend.fresh();
-      const hook = (id: string, nextAt: number) => ({ id, jobId: `j-${id}`, url: "http://x/y", body: '{"id":"j"}', attempts: 0, nextAt, createdAt: nextAt });
+      const hook = (id: string, nextAt: number) => ({ id, jobId: `j-${id}`, endpointId: "ep1", event: "completed", url: "http://x/y", body: '{"id":"j"}', attempts: 0, nextAt, createdAt: nextAt });
       await store.apply([{ op: "insertWebhook", webhook: hook("w1", 100) }, { op: "insertWebhook", webhook: hook("w2", 50) }, { op: "insertWebhook", webhook: hook("w3", 500) }]);
       expect((await store.dueWebhooks(200, 10)).map((w) => w.id)).toEqual(["w2", "w1"]);
       await store.apply([{ op: "retryWebhook", id: "w2", attempts: 1, nextAt: 300 }, { op: "deleteWebhook", id: "w1" }]);
       expect(await store.dueWebhooks(200, 10)).toEqual([]);
       expect(await store.dueWebhooks(1_000, 10)).toEqual([{ ...hook("w2", 50), attempts: 1, nextAt: 300 }, hook("w3", 500)]);
+    });
+
+    it("keeps a job's webhook delivery log and filter, and each endpoint's webhook settings, until their job or endpoint goes", async () => {
+      const { store } = await backend.fresh();
+      const withFilter = job({ webhook: "http://x/y", webhookEvents: "started,completed" });
+      const attempt = (jobId: string, n: number, at: number) => ({
+        jobId,
+        endpointId: "ep1",
+        messageId: `msg_${jobId}`,
+        event: "completed",
+        attempt: n,
+        at,
+        durationMs: 12,
+        status: n === 1 ? 503 : 200,
+        error: n === 1 ? "answered 503" : null,
+        outcome: n === 1 ? ("retrying" as const) : ("delivered" as const),
+      });
+      const settings = {
+        endpointId: "ep1",
+        events: "completed",
+        secret: "c2VhbGVk",
+        secretKeyId: "k1",
+        secretCreatedAt: 5,
+        previousSecret: null,
+        previousKeyId: null,
+        previousExpiresAt: null,
+        updatedAt: 5,
+      };
+      await store.apply([
+        { op: "upsertEndpoint", endpoint: endpoint("ep1") },
+        { op: "insertJob", job: withFilter },
+        { op: "insertWebhook", webhook: { id: "w1", jobId: withFilter.id, endpointId: "ep1", event: "started", url: "http://x/y", body: "{}", attempts: 0, nextAt: 1, createdAt: 1 } },
+        { op: "insertWebhookDelivery", delivery: attempt(withFilter.id, 1, 100) },
+        { op: "insertWebhookDelivery", delivery: attempt(withFilter.id, 2, 200) },
+        { op: "insertWebhookDelivery", delivery: attempt("gone", 1, 100) },
+        { op: "putWebhookSettings", settings },
+      ]);
+      expect((await store.getJob(withFilter.id))?.webhookEvents).toBe("started,completed");
+      expect((await store.pendingWebhooks!(withFilter.id)).map((w) => [w.id, w.event])).toEqual([["w1", "started"]]);
+      expect(await store.webhookDeliveries!(withFilter.id)).toEqual([attempt(withFilter.id, 1, 100), attempt(withFilter.id, 2, 200)]);
+      expect(await store.webhookSettings!()).toEqual([settings]);
+      await store.apply([{ op: "putWebhookSettings", settings: { ...settings, events: null, previousSecret: "b2xk", previousKeyId: "k1", previousExpiresAt: 9, updatedAt: 6 } }]);
+      expect(await store.webhookSettings!("ep1")).toEqual([{ ...settings, events: null, previousSecret: "b2xk", previousKeyId: "k1", previousExpiresAt: 9, updatedAt: 6 }]);
+      // Only the log of a job no longer stored, older than the cut, goes.
+      await store.apply([{ op: "pruneWebhookDeliveries", before: 150 }]);
+      expect(await store.webhookDeliveries!("gone")).toEqual([]);
+      expect(await store.webhookDeliveries!(withFilter.id)).toHaveLength(2);
+      await store.apply([{ op: "deleteEndpoint", id: "ep1" }]);
+      expect(await store.webhookDeliveries!(withFilter.id)).toEqual([]);
+      expect(await store.webhookSettings!()).toEqual([]);
     });
 
     it("claims queued jobs normal priority first, oldest first, under a new lease, counting the attempt", async () => {

@@ -1,5 +1,6 @@
 // `svc endpoint create|list|get|update|delete`: endpoints made through the REST API ({rest_url}/v1/endpoints),
-// outside any app. App endpoints are managed with `svc deploy`.
+// outside any app. App endpoints are managed with `svc deploy`. `svc endpoint webhook ...` (endpoint-webhook.ts)
+// manages the webhook settings of any endpoint, app endpoints included.
 import type { Command } from "commander";
 import { UsageError } from "../../errors.js";
 import { confirmDestructive } from "../confirm.js";
@@ -7,6 +8,7 @@ import { changes, defined, envFlag, fields, intFlag, listFlag, management, table
 import { createOutput } from "../output.js";
 import { durationFlag } from "../duration.js";
 import { SCALER_TYPES } from "svc/internal";
+import { registerWebhook } from "./endpoint-webhook.js";
 
 type EndpointRecord = Record<string, unknown> & { id: string; name: string; status: string; statusReason: string | null; url: string; ping?: { ok: boolean; message: string } };
 const path = (id?: string) => `/v1/endpoints${id ? `/${encodeURIComponent(id)}` : ""}`;
@@ -115,6 +117,7 @@ export function register(program: Command): void {
       out.result(e, () => human(e));
     },
   );
+  registerWebhook(endpoint);
   endpoint
     .command("delete")
     .description("Delete an endpoint with its configuration, logs and job history")

@@ -1,4 +1,5 @@
-// `svc jobs list|status|cancel|retry <endpoint> [job]`: an endpoint's jobs from the terminal.
+// `svc jobs list|status|cancel|retry <endpoint> [job]`: an endpoint's jobs from the terminal (`status`, also
+// `get`, shows the job's webhook delivery log too).
 
 import type { Command } from "commander";
 import { readJson } from "svc/internal";
@@ -6,6 +7,7 @@ import { intFlag, table } from "../management.js";
 import { createOutput } from "../output.js";
 import { apiFetch, resolveEndpointRef, serviceTarget } from "../target.js";
 import { failureText, jobClient, renderOutput } from "./run.js";
+import { renderDeliveryLog, type DeliveryLog } from "../webhook-log.js";
 
 interface JobSummary {
   id: string;
@@ -42,16 +44,22 @@ export function register(program: Command): void {
         ),
       );
     });
-  withTarget(jobs.command("status").description("One job's record, with its output"))
+  withTarget(jobs.command("status").alias("get").description("One job's record, with its output and its webhook deliveries"))
     .argument("<endpoint>", "endpoint name or id")
     .argument("<job>", "job id")
     .action(async (endpoint: string, id: string, o: Where) => {
-      const { client } = await jobClient(endpoint, o);
+      const { client, ref } = await jobClient(endpoint, o);
       const record = await client.status(id);
-      createOutput(o).result(record, () => {
+      const target = serviceTarget(o);
+      const answer = await apiFetch(target, `/v2/${encodeURIComponent(ref.id)}/webhook-deliveries/${encodeURIComponent(id)}`);
+      // A service from before delivery logs has no such route: the record alone is what it knows.
+      const log = answer.status === 404 ? (await answer.arrayBuffer(), { jobId: id, deliveries: [], pending: [] }) : await readJson<DeliveryLog>(answer);
+      // --json: the job record as the job API answers it, with svc's delivery log beside it.
+      createOutput(o).result({ ...record, webhookDeliveries: log.deliveries, webhookPending: log.pending }, () => {
         const head = `${record.id} ${record.status} (waited ${record.delayTime ?? 0} ms, ran ${record.executionTime ?? 0} ms)`;
-        if (record.status === "COMPLETED") return `${head}\n${renderOutput(record.output)}`;
-        return record.error ? failureText(record) : head;
+        const text = record.status === "COMPLETED" ? `${head}\n${renderOutput(record.output)}` : record.error ? failureText(record) : head;
+        const deliveries = renderDeliveryLog(log);
+        return deliveries ? `${text}\n\n${deliveries}` : text;
       });
     });
   withTarget(jobs.command("cancel").description("Cancel a queued or running job"))

@@ -349,13 +349,12 @@ export class JobSystem {
     }
     const committed = changeJob(this.$, job, set);
     const hooks = this.$.hooks;
-    if (row.webhook && hooks.webhookBody) {
+    const webhook = row.webhook ? hooks.webhookOps?.(job.row, result.status === "COMPLETED" ? "completed" : "failed") : undefined;
+    if (webhook?.length) {
       // Into the outbox in the same batch (one transaction) as the final state: a webhook is never lost to a
-      // crash between the two, nor sent for a state the store refused.
-      const at = this.$.clock.now();
-      const webhook = { id: newId(12), jobId: row.id, url: row.webhook, body: hooks.webhookBody(job.row), attempts: 0, nextAt: at, createdAt: at };
-      // Its failure is the batch's, answered through `committed`.
-      void this.$.writer.write([{ op: "insertWebhook", webhook }], () => hooks.onWebhook?.()).catch(() => undefined);
+      // crash between the two, nor sent for a state the store refused. Its failure is the batch's, answered
+      // through `committed`.
+      void this.$.writer.write(webhook, () => hooks.onWebhook?.()).catch(() => undefined);
     }
     void committed.then(() => hooks.onFinal?.(job.row), () => undefined);
     return committed;
@@ -407,6 +406,7 @@ export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: stri
     input: JSON.stringify(s.input),
     function: s.function ?? null,
     webhook: s.webhook ?? null,
+    ...(s.webhookEvents ? { webhookEvents: s.webhookEvents.join(",") } : {}),
     sync: s.sync,
     lowPriority: Boolean(s.lowPriority),
     createdAt: now,

@@ -32,6 +32,9 @@ export class LeaseSystem {
     job.leaseExpiresAt = now + this.$.options.leaseMs;
     this.beforeTake.set(id, { ...job.row });
     void changeJob(this.$, job, { status: "IN_PROGRESS", lease, workerId: w.id, startedAt: now, attempt: job.row.attempt + 1 });
+    // A `started` webhook joins the take's batch: it goes out only if the take is committed.
+    const webhook = job.row.webhook ? this.$.hooks.webhookOps?.(job.row, "started") : undefined;
+    if (webhook?.length) void this.$.writer.write(webhook, () => this.$.hooks.onWebhook?.()).catch(() => undefined);
   }
 
   /** What the job was before its take, while that take is not committed. */

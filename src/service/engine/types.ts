@@ -2,7 +2,8 @@
 // the pure rules over them. Nothing here holds state.
 
 import { FINAL_STATUSES, type JobStatus } from "svc/internal";
-import type { JobRow } from "../store/types.js";
+import type { JobRow, StoreOp } from "../store/types.js";
+import type { WebhookEvent } from "../webhooks/events.js";
 import type { StorageState } from "../store/faults.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
@@ -87,8 +88,12 @@ export interface EngineHooks {
   onDemand?(endpointId: string): void;
   /** A job reached a final state and it is committed. */
   onFinal?(row: JobRow): void;
-  /** The body posted to a job's webhook (its record as the job API shows it), written to the outbox. */
-  webhookBody?(row: JobRow): string;
+  /**
+   * The webhook message telling `event` of the job (webhooks/index.ts), to write in the same batch as the change it
+   * tells of; none when the job has no webhook or its filter leaves the event out. `output`: a progress event's
+   * reported value (the record's output in the message).
+   */
+  webhookOps?(row: JobRow, event: "started" | "progress" | "completed" | "failed", output?: unknown): StoreOp[];
   /** A webhook entered the outbox (committed): deliver soon. */
   onWebhook?(): void;
   /** A worker took jobs (cold start accounting). */
@@ -109,6 +114,8 @@ export interface Submission {
   input: unknown;
   function?: string;
   webhook?: string;
+  /** Which events the webhook gets (svc's addition; default: its endpoint's filter, else completed and failed). */
+  webhookEvents?: WebhookEvent[];
   executionTimeoutMs?: number;
   ttlMs?: number;
   lowPriority?: boolean;

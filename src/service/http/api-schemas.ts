@@ -3,6 +3,8 @@
 // submission body is validated with RunRequest itself (jobs/validate.ts); the others describe what the routes answer.
 
 import type { Schema } from "./schema.js";
+import { WEBHOOK_EVENTS } from "../webhooks/events.js";
+import { WEBHOOK_SCHEMAS } from "./webhook-schemas.js";
 
 const ref = (name: string): Schema => ({ $ref: `#/components/schemas/${name}` });
 const str = (description?: string): Schema => (description ? { type: "string", description } : { type: "string" });
@@ -15,6 +17,7 @@ export const MAX_TTL_MS = 7 * 24 * 3600_000;
 export const MAX_EXECUTION_TIMEOUT_MS = 24 * 3600_000;
 
 export const API_SCHEMAS = {
+  ...WEBHOOK_SCHEMAS,
   JobStatus: { type: "string", enum: JOB_STATUSES },
   RunRequest: {
     type: "object",
@@ -23,6 +26,12 @@ export const API_SCHEMAS = {
       function: str("Which function of the endpoint runs the job (required when it serves several)"),
       webhook: str("http(s) URL the job record is POSTed to when the job ends"),
       webhookV2: str("The same as webhook (the job API client's newer name); both only with the same URL"),
+      webhookEvents: {
+        type: "array",
+        items: { type: "string", enum: WEBHOOK_EVENTS },
+        maxItems: WEBHOOK_EVENTS.length,
+        description: "svc addition: which events the webhook gets (default: the endpoint's filter, else completed and failed); docs/webhooks.md",
+      },
       s3Config: anything("Accepted and ignored: svc keeps outputs in its own store"),
       policy: {
         type: "object",

@@ -4,6 +4,7 @@
 
 import { OPENAI_BODY_LIMIT, RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "./body-limits.js";
 import type { SchemaName } from "./schema.js";
+import { webhookPaths } from "../webhooks/openapi.js";
 
 const ref = (name: SchemaName) => ({ $ref: `#/components/schemas/${name}` });
 const json = (name: SchemaName) => ({ "application/json": { schema: ref(name) } });
@@ -188,5 +189,5 @@ function deployApi(): Record<string, unknown> {
 }
 
 export function servicePaths(): Record<string, unknown> {
-  return { ...jobApi(), ...deployApi() };
+  return { ...jobApi(), ...deployApi(), ...webhookPaths() };
 }

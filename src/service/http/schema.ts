@@ -293,6 +293,8 @@ export const REQUEST_SCHEMAS: SchemaName[] = [
   "UpdateEndpointRequest",
   "CreateKeyRequest",
   "SetSecretRequest",
+  "UpdateWebhookSettingsRequest",
+  "RotateWebhookSecretRequest",
 ];
 
 function describeType(s: Schema): string {

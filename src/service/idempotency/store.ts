@@ -5,20 +5,6 @@
 import type { Queryable } from "../store/postgres/index.js";
 import { openDatabase } from "../store/driver.js";
 
-/** Appended to the SQLite MIGRATIONS (store/sqlite.ts). */
-export const IDEMPOTENCY_MIGRATION = `
-  CREATE TABLE idempotency_keys (
-    user_id TEXT NOT NULL, endpoint_id TEXT NOT NULL, key TEXT NOT NULL, request_hash TEXT NOT NULL,
-    job_id TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (user_id, endpoint_id, key));
-  CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);`;
-
-/** Appended to the PostgreSQL migrations (store/postgres/schema.ts). */
-export const PG_IDEMPOTENCY_MIGRATION = `
-  CREATE TABLE idempotency_keys (
-    user_id text NOT NULL, endpoint_id text NOT NULL, key text NOT NULL, request_hash text NOT NULL,
-    job_id text NOT NULL, created_at bigint NOT NULL, PRIMARY KEY (user_id, endpoint_id, key));
-  CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);`;
-
 export interface IdempotencyRow {
   userId: string;
   endpointId: string;

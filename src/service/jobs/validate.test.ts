@@ -35,6 +35,20 @@ describe("validateSubmission", () => {
   });
 });
 
+describe("validateSubmission: webhook events", () => {
+  it("takes the events a webhook gets (svc's addition), once each, and refuses unknown ones or events without a webhook", () => {
+    expect(validateSubmission({ input: {}, webhook: "https://x.test/h", webhookEvents: ["started", "completed", "started"] }, []).value).toEqual({
+      input: {},
+      webhook: "https://x.test/h",
+      webhookEvents: ["started", "completed"],
+    });
+    expect(validateSubmission({ input: {}, webhook: "https://x.test/h", webhookEvents: ["finished"] }, []).errors).toEqual([
+      '$.webhookEvents[0]: must be one of started, progress, completed, failed',
+    ]);
+    expect(validateSubmission({ input: {}, webhookEvents: ["failed"] }, []).errors).toEqual(["$.webhookEvents: names events of a webhook; send webhook too"]);
+  });
+});
+
 describe("validateSubmission: nulls and functions", () => {
   it("takes null optional members as absent, and refuses a null input", () => {
     const r = validateSubmission({ input: { a: 1 }, function: null, webhook: null, policy: { ttl: null, executionTimeout: null, lowPriority: null } }, ["a"]);

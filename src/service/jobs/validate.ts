@@ -4,6 +4,7 @@ import { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS } from "../http/api-schemas.js";
 import { isPlainObject } from "../http/wire.js";
 import { SCHEMAS, validate } from "../http/schema.js";
 import type { Submission } from "../engine/types.js";
+import type { WebhookEvent } from "../webhooks/events.js";
 
 export { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS };
 
@@ -48,6 +49,10 @@ export function validateSubmission(raw: unknown, functions: readonly string[]): 
     if (!ok) errors.push(`$.${key}: must be an http(s) URL`);
     else if (value.webhook !== undefined && value.webhook !== v) errors.push("$.webhookV2: names another URL than webhook; send one of them");
     else value.webhook = v;
+  }
+  if (Array.isArray(body.webhookEvents) && body.webhookEvents.every((e) => typeof e === "string")) {
+    if (value.webhook === undefined) errors.push("$.webhookEvents: names events of a webhook; send webhook too");
+    else value.webhookEvents = [...new Set(body.webhookEvents as WebhookEvent[])];
   }
   if (isPlainObject(body.policy)) {
     const p = body.policy;

@@ -1,20 +1,31 @@
-// Webhook delivery from the outbox: a job's webhook is a row written in the same transaction as its final state
-// (engine/), so neither a crash nor a kill -9 between the two loses it; this module POSTs due rows, deletes
-// each once its receiver answered 2xx, and reschedules a failed one with backoff (250 ms, 1 s, 4 s) up to four
-// attempts, after which it is dropped and logged. A row whose delivery a crash interrupted is sent again after a
-// restart: receivers may see a webhook twice (at least once), never not at all.
+// Webhook delivery from the outbox: a job's webhook message is a row written in the same transaction as the job's
+// change it tells of (engine: its final state, its start), so neither a crash nor a kill -9 between the two loses
+// it. This module POSTs due rows, signed per the Standard Webhooks specification (webhooks/signing.ts), deletes
+// each once its receiver answered 2xx, and reschedules a failed one with exponential backoff and jitter
+// (webhooks/schedule.ts) until its last attempt, after which it is given up and logged. Every attempt is written
+// to the job's delivery log in the same batch as the row's change. A row whose delivery a crash interrupted is
+// sent again after a restart, with the same `webhook-id`: receivers may see a message twice (at least once),
+// never not at all, and can drop the repeat by its id.
 
-import type { StoreOp, WebhookRow } from "../store/types.js";
+import type { StoreOp, WebhookDeliveryRow, WebhookRow } from "../store/types.js";
+import { DEFAULT_RETRY_POLICY, retryDelay, type RetryPolicy } from "../webhooks/schedule.js";
+import { signedHeaders } from "../webhooks/signing.js";
 
-/** Attempts before a webhook is given up. */
-export const WEBHOOK_ATTEMPTS = 4;
-const BACKOFF_MS = [250, 1_000, 4_000];
+/** The header naming the event a delivery tells of (an svc addition beside the specification's three). */
+export const EVENT_HEADER = "svc-webhook-event";
+/** Delivery logs of jobs no longer stored are removed once this old. */
+const ORPHAN_LOG_MS = 24 * 3600_000;
+const PRUNE_EVERY_MS = 10 * 60_000;
 
-/** What a failed attempt changes: try again later, or give up. Pure. */
-export function afterFailure(row: WebhookRow, now: number): StoreOp {
+/** A message's `webhook-id`: the same on every attempt. */
+export const messageId = (row: WebhookRow) => `msg_${row.id}`;
+
+/** What a failed attempt changes: try again after the policy's delay, or give up. Pure. */
+export function afterFailure(row: WebhookRow, now: number, policy: RetryPolicy = DEFAULT_RETRY_POLICY, random = Math.random()): StoreOp {
   const attempts = row.attempts + 1;
-  if (attempts >= WEBHOOK_ATTEMPTS) return { op: "deleteWebhook", id: row.id };
-  return { op: "retryWebhook", id: row.id, attempts, nextAt: now + BACKOFF_MS[Math.min(attempts - 1, BACKOFF_MS.length - 1)]! };
+  const delay = retryDelay(policy, attempts, random);
+  if (delay === undefined) return { op: "deleteWebhook", id: row.id };
+  return { op: "retryWebhook", id: row.id, attempts, nextAt: now + delay };
 }
 
 export interface WebhookOutboxOptions {
@@ -23,6 +34,11 @@ export interface WebhookOutboxOptions {
   log(message: string): void;
   /** Whether this process delivers (replicas: the one serving jobs). */
   active(): boolean;
+  /** The secrets that sign an endpoint's deliveries now, the current one first (none: unsigned). */
+  secrets?(endpointId: string): Promise<string[]>;
+  retry?: RetryPolicy;
+  /** A draw in [0, 1) for the jitter (tests fix it). */
+  random?(): number;
   intervalMs?: number;
   /** One attempt's time limit (default 10 s). */
   timeoutMs?: number;
@@ -33,6 +49,7 @@ export class WebhookOutbox {
   private readonly inFlight = new Map<string, Promise<void>>();
   private scanning = false;
   private closed = false;
+  private lastPrune = 0;
 
   constructor(private readonly options: WebhookOutboxOptions) {
     this.timer = setInterval(() => this.kick(), options.intervalMs ?? 500);
@@ -49,7 +66,12 @@ export class WebhookOutbox {
   }
 
   private async scan(): Promise<void> {
-    const rows = await this.options.due(Date.now(), 64);
+    const now = Date.now();
+    if (now - this.lastPrune > PRUNE_EVERY_MS) {
+      this.lastPrune = now;
+      await this.options.write([{ op: "pruneWebhookDeliveries", before: now - ORPHAN_LOG_MS }]);
+    }
+    const rows = await this.options.due(now, 64);
     for (const row of rows) {
       if (this.inFlight.has(row.id)) continue;
       const delivery = this.deliver(row).finally(() => this.inFlight.delete(row.id));
@@ -58,27 +80,42 @@ export class WebhookOutbox {
   }
 
   private async deliver(row: WebhookRow): Promise<void> {
-    let outcome: string;
+    const at = Date.now();
+    const started = performance.now();
+    let status: number | null = null;
+    let error: string | null = null;
     try {
+      const secrets = row.endpointId && this.options.secrets ? await this.options.secrets(row.endpointId) : [];
       const response = await fetch(row.url, {
         method: "POST",
-        headers: { "content-type": "application/json" },
+        headers: { "content-type": "application/json", [EVENT_HEADER]: row.event, ...signedHeaders(secrets, messageId(row), Date.now(), row.body) },
         body: row.body,
         signal: AbortSignal.timeout(this.options.timeoutMs ?? 10_000),
       });
       await response.arrayBuffer().catch(() => undefined /* the status is what counts; the body is not read */);
-      if (response.ok) {
-        await this.options.write([{ op: "deleteWebhook", id: row.id }]);
-        return;
-      }
-      outcome = `answered ${response.status}`;
+      status = response.status;
+      if (!response.ok) error = `answered ${response.status}`;
     } catch (err) {
-      outcome = (err as Error).message;
+      error = (err as Error).message;
     }
-    const next = afterFailure(row, Date.now());
-    if (next.op === "deleteWebhook") this.options.log(`webhook ${row.url} of job ${row.jobId} failed after ${WEBHOOK_ATTEMPTS} attempts (last: ${outcome})`);
-    // Refused by the store too: the row stays as it was and is tried again at the next scan.
-    await this.options.write([next]).catch((err: unknown) => this.options.log(`could not record a webhook attempt: ${(err as Error).message}`));
+    const durationMs = Math.round(performance.now() - started);
+    const next: StoreOp = error === null ? { op: "deleteWebhook", id: row.id } : afterFailure(row, Date.now(), this.options.retry, this.options.random?.() ?? Math.random());
+    const outcome: WebhookDeliveryRow["outcome"] = error === null ? "delivered" : next.op === "retryWebhook" ? "retrying" : "failed";
+    if (outcome === "failed") this.options.log(`webhook ${row.url} of job ${row.jobId} (${row.event}) failed after ${row.attempts + 1} attempts (last: ${error})`);
+    const delivery: WebhookDeliveryRow = {
+      jobId: row.jobId,
+      endpointId: row.endpointId,
+      messageId: messageId(row),
+      event: row.event,
+      attempt: row.attempts + 1,
+      at,
+      durationMs,
+      status,
+      error,
+      outcome,
+    };
+    // Refused by the store: the row stays as it was and is tried again at the next scan (sent twice at worst).
+    await this.options.write([next, { op: "insertWebhookDelivery", delivery }]).catch((err: unknown) => this.options.log(`could not record a webhook attempt: ${(err as Error).message}`));
   }
 
   /** Stop scanning; wait up to `ms` for deliveries under way (what is left is sent after the next start). */

@@ -1,7 +1,7 @@
 // Rows as both stores keep them: column names, and reading a database row back into the service's records.
 // SQLite gives booleans as 0/1, PostgreSQL as booleans; both give epoch-ms times as numbers.
 
-import type { EndpointRow, JobRow, KeyRow, LogRow, WebhookRow } from "./types.js";
+import type { EndpointRow, JobRow, KeyRow, LogRow, WebhookDeliveryRow, WebhookRow, WebhookSettingsRow } from "./types.js";
 import type { AppRow, BuildRow, EnvironmentRow } from "../deploy/types.js";
 
 export const JOB_COLUMNS: Record<keyof JobRow, string> = {
@@ -29,6 +29,7 @@ export const JOB_COLUMNS: Record<keyof JobRow, string> = {
   workerId: "worker_id",
   streamCursor: "stream_cursor",
   maxRetries: "max_retries",
+  webhookEvents: "webhook_events",
 };
 export const JOB_KEYS = Object.keys(JOB_COLUMNS) as Array<keyof JobRow>;
 
@@ -40,6 +41,7 @@ export function rowToJob(r: Record<string, unknown>): JobRow {
   job.lowPriority = r.low_priority === 1 || r.low_priority === true;
   // Optional; absent rather than null when the job has no limit of its own
   if (job.maxRetries === null || job.maxRetries === undefined) delete job.maxRetries;
+  if (job.webhookEvents === null || job.webhookEvents === undefined) delete job.webhookEvents;
   return job as unknown as JobRow;
 }
 
@@ -78,11 +80,45 @@ export function rowToWebhook(r: Record<string, unknown>): WebhookRow {
   return {
     id: r.id as string,
     jobId: r.job_id as string,
+    // Rows an older svc wrote (before these columns) were final results of a job since deleted.
+    endpointId: (r.endpoint_id as string | null) ?? "",
+    event: (r.event as string | null) ?? "completed",
     url: r.url as string,
     body: r.body as string,
     attempts: r.attempts as number,
     nextAt: r.next_at as number,
     createdAt: r.created_at as number,
+  };
+}
+
+export function rowToWebhookDelivery(r: Record<string, unknown>): WebhookDeliveryRow {
+  return {
+    jobId: r.job_id as string,
+    endpointId: r.endpoint_id as string,
+    messageId: r.message_id as string,
+    event: r.event as string,
+    attempt: r.attempt as number,
+    at: r.at as number,
+    durationMs: r.duration_ms as number,
+    status: (r.status as number | null) ?? null,
+    error: (r.error as string | null) ?? null,
+    outcome: r.outcome as WebhookDeliveryRow["outcome"],
+  };
+}
+
+export function rowToWebhookSettings(r: Record<string, unknown>): WebhookSettingsRow {
+  const n = (v: unknown) => (v as number | null | undefined) ?? null;
+  const t = (v: unknown) => (v as string | null | undefined) ?? null;
+  return {
+    endpointId: r.endpoint_id as string,
+    events: t(r.events),
+    secret: t(r.secret),
+    secretKeyId: t(r.secret_key_id),
+    secretCreatedAt: n(r.secret_created_at),
+    previousSecret: t(r.previous_secret),
+    previousKeyId: t(r.previous_key_id),
+    previousExpiresAt: n(r.previous_expires_at),
+    updatedAt: r.updated_at as number,
   };
 }
 

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { foldJobOps, MIGRATIONS, openSqliteStore } from "./sqlite.js";
 import type { JobRow } from "./types.js";
+import { WEBHOOKS_MIGRATION } from "../webhooks/schema.js";
 
 const dirs: string[] = [];
 const tempFile = () => {
@@ -54,6 +55,31 @@ describe("sqlite store", () => {
     expect(reader.prepare("SELECT id, status FROM jobs").all()).toEqual([{ id: "j1", status: "IN_QUEUE" }]);
     expect(reader.prepare("SELECT text FROM logs").all()).toEqual([{ text: "hi" }]);
     reader.close();
+    await store.close();
+  });
+
+  it("gives webhooks an older svc left to deliver their job's endpoint and event", async () => {
+    const file = tempFile();
+    const db = openDatabase(file);
+    const before = MIGRATIONS.indexOf(WEBHOOKS_MIGRATION);
+    for (const m of MIGRATIONS.slice(0, before)) db.exec(m);
+    db.pragma(`user_version = ${before}`);
+    const insertJob = db.prepare(
+      `INSERT INTO jobs (id, endpoint_id, status, input, sync, low_priority, created_at, attempt, retried, ttl_ms) VALUES (?, 'e1', ?, '{}', 0, 0, 1, 1, 0, 1000)`,
+    );
+    insertJob.run("done", "COMPLETED");
+    insertJob.run("bad", "TIMED_OUT");
+    const hook = db.prepare("INSERT INTO webhook_outbox (id, job_id, url, body, attempts, next_at, created_at) VALUES (?, ?, 'http://x', '{}', 0, ?, 1)");
+    hook.run("w1", "done", 1);
+    hook.run("w2", "bad", 2);
+    hook.run("w3", "gone", 3);
+    db.close();
+    const store = openSqliteStore(file);
+    expect((await store.dueWebhooks(10, 10)).map((w) => [w.id, w.endpointId, w.event])).toEqual([
+      ["w1", "e1", "completed"],
+      ["w2", "e1", "failed"],
+      ["w3", "", "completed"],
+    ]);
     await store.close();
   });
 

@@ -13,11 +13,12 @@ import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
 import type { JobCommands, JobRow, Store, StoreOp, StreamChunkRow } from "./types.js";
-import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, rowToWebhook } from "./rows.js";
+import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, rowToWebhook, rowToWebhookDelivery, rowToWebhookSettings } from "./rows.js";
 import { DEPLOY_MIGRATION, RELEASES_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
 import { SECRETS_MIGRATION } from "../secrets/store.js";
-import { IDEMPOTENCY_MIGRATION } from "../idempotency/store.js";
+import { IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";
+import { WEBHOOKS_MIGRATION } from "../webhooks/schema.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const MIGRATIONS: string[] = [
@@ -67,6 +68,8 @@ export const MIGRATIONS: string[] = [
    CREATE INDEX webhook_outbox_due ON webhook_outbox (next_at);`,
   // which job each Idempotency-Key made
   IDEMPOTENCY_MIGRATION,
+  // signed webhooks: events, a delivery log, each endpoint's filter and signing secrets
+  WEBHOOKS_MIGRATION,
 ];
 
 type SqlValue = string | number | null;
@@ -192,10 +195,30 @@ export function openSqliteStore(file: string): Store & JobCommands {
   );
   const revokeKey = db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?");
   const deleteKey = db.prepare("DELETE FROM api_keys WHERE id = ?");
-  const insertWebhook = db.prepare("INSERT OR REPLACE INTO webhook_outbox (id, job_id, url, body, attempts, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  const insertWebhook = db.prepare(
+    "INSERT OR REPLACE INTO webhook_outbox (id, job_id, endpoint_id, event, url, body, attempts, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+  );
   const retryWebhook = db.prepare("UPDATE webhook_outbox SET attempts = ?, next_at = ? WHERE id = ?");
   const deleteWebhook = db.prepare("DELETE FROM webhook_outbox WHERE id = ?");
   const dueWebhooks = db.prepare("SELECT * FROM webhook_outbox WHERE next_at <= ? ORDER BY next_at, created_at LIMIT ?");
+  const pendingWebhooks = db.prepare("SELECT * FROM webhook_outbox WHERE job_id = ? ORDER BY created_at, id");
+  const insertDelivery = db.prepare(
+    `INSERT INTO webhook_deliveries (job_id, endpoint_id, message_id, event, attempt, at, duration_ms, status, error, outcome)
+     VALUES (@jobId, @endpointId, @messageId, @event, @attempt, @at, @durationMs, @status, @error, @outcome)`,
+  );
+  const deliveriesOf = db.prepare("SELECT * FROM webhook_deliveries WHERE job_id = ? ORDER BY seq");
+  const pruneDeliveries = db.prepare("DELETE FROM webhook_deliveries WHERE at < ? AND job_id NOT IN (SELECT id FROM jobs)");
+  const deleteEndpointDeliveries = db.prepare("DELETE FROM webhook_deliveries WHERE endpoint_id = ?");
+  const putWebhookSettings = db.prepare(
+    `INSERT INTO webhook_settings (endpoint_id, events, secret, secret_key_id, secret_created_at, previous_secret, previous_key_id, previous_expires_at, updated_at)
+     VALUES (@endpointId, @events, @secret, @secretKeyId, @secretCreatedAt, @previousSecret, @previousKeyId, @previousExpiresAt, @updatedAt)
+     ON CONFLICT (endpoint_id) DO UPDATE SET events = excluded.events, secret = excluded.secret, secret_key_id = excluded.secret_key_id,
+       secret_created_at = excluded.secret_created_at, previous_secret = excluded.previous_secret, previous_key_id = excluded.previous_key_id,
+       previous_expires_at = excluded.previous_expires_at, updated_at = excluded.updated_at`,
+  );
+  const allWebhookSettings = db.prepare("SELECT * FROM webhook_settings ORDER BY endpoint_id");
+  const webhookSettingsOf = db.prepare("SELECT * FROM webhook_settings WHERE endpoint_id = ?");
+  const deleteWebhookSettings = db.prepare("DELETE FROM webhook_settings WHERE endpoint_id = ?");
   const getJob = db.prepare("SELECT * FROM jobs WHERE id = ?");
   // octet_length reads the size from the record header: the output itself is not loaded (length(CAST ...) would).
   const getJobHead = db.prepare(
@@ -244,6 +267,8 @@ export function openSqliteStore(file: string): Store & JobCommands {
         deleteEndpointChunks.run(o.id);
         deleteEndpointJobs.run(o.id);
         deleteEndpointLogs.run(o.id);
+        deleteEndpointDeliveries.run(o.id);
+        deleteWebhookSettings.run(o.id);
         deleteEndpoint.run(o.id);
         break;
       case "addCounters":
@@ -260,9 +285,18 @@ export function openSqliteStore(file: string): Store & JobCommands {
         break;
       case "insertWebhook": {
         const w = o.webhook;
-        insertWebhook.run(w.id, w.jobId, w.url, w.body, w.attempts, w.nextAt, w.createdAt);
+        insertWebhook.run(w.id, w.jobId, w.endpointId, w.event, w.url, w.body, w.attempts, w.nextAt, w.createdAt);
         break;
       }
+      case "insertWebhookDelivery":
+        insertDelivery.run(o.delivery);
+        break;
+      case "putWebhookSettings":
+        putWebhookSettings.run(o.settings);
+        break;
+      case "pruneWebhookDeliveries":
+        pruneDeliveries.run(o.before);
+        break;
       case "retryWebhook":
         retryWebhook.run(o.attempts, o.nextAt, o.id);
         break;
@@ -324,6 +358,16 @@ export function openSqliteStore(file: string): Store & JobCommands {
     },
     async dueWebhooks(now, limit) {
       return (dueWebhooks.all(now, limit) as Record<string, unknown>[]).map(rowToWebhook);
+    },
+    async pendingWebhooks(jobId) {
+      return (pendingWebhooks.all(jobId) as Record<string, unknown>[]).map(rowToWebhook);
+    },
+    async webhookDeliveries(jobId) {
+      return (deliveriesOf.all(jobId) as Record<string, unknown>[]).map(rowToWebhookDelivery);
+    },
+    async webhookSettings(endpointId) {
+      const rows = endpointId === undefined ? allWebhookSettings.all() : webhookSettingsOf.all(endpointId);
+      return (rows as Record<string, unknown>[]).map(rowToWebhookSettings);
     },
     async logs(q) {
       const where = ["endpoint_id = ?"];

@@ -38,6 +38,8 @@ export interface JobRow {
   streamCursor: number;
   /** Automatic retries allowed for this job, when it differs from its endpoint's (a streamed chat: 0). */
   maxRetries?: number | null;
+  /** Which events its webhook gets (comma-separated, webhooks/events.ts), when the submission said; else its endpoint's. */
+  webhookEvents?: string | null;
 }
 
 export type EndpointType = "queue" | "lb";
@@ -89,10 +91,17 @@ export interface StreamChunkRow {
   data: string;
 }
 
-/** A webhook to deliver: written in the same transaction as the job's final state, deleted once delivered. */
+/**
+ * A webhook message to deliver: written in the same transaction as the job's change it tells of (its final state,
+ * its start), deleted once delivered or given up.
+ */
 export interface WebhookRow {
   id: string;
   jobId: string;
+  /** Whose signing secret signs it (the job's endpoint). */
+  endpointId: string;
+  /** What it tells: started, progress, completed, failed (webhooks/events.ts). */
+  event: string;
   url: string;
   /** The job record as posted (JSON text). */
   body: string;
@@ -101,6 +110,42 @@ export interface WebhookRow {
   /** Epoch ms before which it is not tried (again). */
   nextAt: number;
   createdAt: number;
+}
+
+/** One delivery attempt of a webhook message, as the job's delivery log shows it. */
+export interface WebhookDeliveryRow {
+  jobId: string;
+  endpointId: string;
+  /** The message's `webhook-id`: the same on every attempt of one message. */
+  messageId: string;
+  event: string;
+  /** 1 for the first attempt of the message. */
+  attempt: number;
+  /** When the attempt started, epoch ms. */
+  at: number;
+  durationMs: number;
+  /** The receiver's HTTP status; null when it gave none (refused connection, timeout...). */
+  status: number | null;
+  /** Why the attempt failed, when it did. */
+  error: string | null;
+  /** delivered (2xx), retrying (another attempt is planned), failed (given up). */
+  outcome: "delivered" | "retrying" | "failed";
+}
+
+/** An endpoint's webhook settings: its event filter and its signing secrets, sealed (secrets/box.ts). */
+export interface WebhookSettingsRow {
+  endpointId: string;
+  /** The endpoint's default event filter (comma-separated); null: completed and failed. */
+  events: string | null;
+  /** The current signing secret, sealed, base64; null: none made yet. */
+  secret: string | null;
+  secretKeyId: string | null;
+  secretCreatedAt: number | null;
+  /** The secret before the last rotation, still signing until `previousExpiresAt`. */
+  previousSecret: string | null;
+  previousKeyId: string | null;
+  previousExpiresAt: number | null;
+  updatedAt: number;
 }
 
 export type StoreOp =
@@ -120,6 +165,10 @@ export type StoreOp =
   | { op: "insertWebhook"; webhook: WebhookRow }
   | { op: "retryWebhook"; id: string; attempts: number; nextAt: number }
   | { op: "deleteWebhook"; id: string }
+  | { op: "insertWebhookDelivery"; delivery: WebhookDeliveryRow }
+  | { op: "putWebhookSettings"; settings: WebhookSettingsRow }
+  /** Delivery logs of jobs no longer stored, attempted before `before` (the log goes with its job). */
+  | { op: "pruneWebhookDeliveries"; before: number }
   // Apps, environments, builds
   | DeployStoreOp;
 
@@ -147,6 +196,12 @@ export interface Store extends DeployStoreReads {
   keyByHash(hash: string): Promise<KeyRow | undefined>;
   /** Webhooks due at `now` (nextAt <= now), oldest first, at most `limit`. */
   dueWebhooks(now: number, limit: number): Promise<WebhookRow[]>;
+  /** A job's webhook delivery attempts, oldest first. */
+  webhookDeliveries?(jobId: string): Promise<WebhookDeliveryRow[]>;
+  /** A job's webhook messages not delivered yet (their next attempt's time), oldest first. */
+  pendingWebhooks?(jobId: string): Promise<WebhookRow[]>;
+  /** Endpoints' webhook settings: one endpoint's, or all. */
+  webhookSettings?(endpointId?: string): Promise<WebhookSettingsRow[]>;
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
   /**
    * Replicas on one database (PostgreSQL): a replica that does not serve jobs inserts `/run` jobs itself, marked as

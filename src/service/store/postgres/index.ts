@@ -8,7 +8,20 @@
 
 import pg from "pg";
 import { foldJobOps } from "../sqlite.js";
-import { JOB_COLUMNS, JOB_KEYS, rowToApp, rowToBuild, rowToEndpoint, rowToEnvironment, rowToJob, rowToKey, rowToLog, rowToWebhook } from "../rows.js";
+import {
+  JOB_COLUMNS,
+  JOB_KEYS,
+  rowToApp,
+  rowToBuild,
+  rowToEndpoint,
+  rowToEnvironment,
+  rowToJob,
+  rowToKey,
+  rowToLog,
+  rowToWebhook,
+  rowToWebhookDelivery,
+  rowToWebhookSettings,
+} from "../rows.js";
 import type { EndpointRow, JobCommands, JobRow, LogRow, Store, StoreOp, StreamChunkRow } from "../types.js";
 import type { DeployStoreOp, ReleaseRow } from "../../deploy/types.js";
 import { migrate } from "./schema.js";
@@ -39,6 +52,7 @@ const JOB_PG_TYPES: Record<keyof JobRow, string> = {
   workerId: "text",
   streamCursor: "bigint",
   maxRetries: "integer",
+  webhookEvents: "text",
 };
 
 const INT8_OID = 20;
@@ -317,6 +331,21 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     async dueWebhooks(now, limit) {
       const { rows } = await query("SELECT * FROM webhook_outbox WHERE next_at <= $1 ORDER BY next_at, created_at LIMIT $2", [now, limit]);
       return rows.map(rowToWebhook);
+    },
+    async pendingWebhooks(jobId) {
+      const { rows } = await query("SELECT * FROM webhook_outbox WHERE job_id = $1 ORDER BY created_at, id", [jobId]);
+      return rows.map(rowToWebhook);
+    },
+    async webhookDeliveries(jobId) {
+      const { rows } = await query("SELECT * FROM webhook_deliveries WHERE job_id = $1 ORDER BY seq", [jobId]);
+      return rows.map(rowToWebhookDelivery);
+    },
+    async webhookSettings(endpointId) {
+      const { rows } =
+        endpointId === undefined
+          ? await query("SELECT * FROM webhook_settings ORDER BY endpoint_id")
+          : await query("SELECT * FROM webhook_settings WHERE endpoint_id = $1", [endpointId]);
+      return rows.map(rowToWebhookSettings);
     },
     async logs(q) {
       const where = ["endpoint_id = $1"];
@@ -637,6 +666,8 @@ function barrierStatements(o: StoreOp): Statement[] {
         { text: "DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = $1)", values: [o.id] },
         { text: "DELETE FROM jobs WHERE endpoint_id = $1", values: [o.id] },
         { text: "DELETE FROM logs WHERE endpoint_id = $1", values: [o.id] },
+        { text: "DELETE FROM webhook_deliveries WHERE endpoint_id = $1", values: [o.id] },
+        { text: "DELETE FROM webhook_settings WHERE endpoint_id = $1", values: [o.id] },
         { text: "DELETE FROM endpoints WHERE id = $1", values: [o.id] },
       ];
     case "insertKey":
@@ -653,11 +684,32 @@ function barrierStatements(o: StoreOp): Statement[] {
     case "insertWebhook": {
       const w = o.webhook;
       return one(
-        `INSERT INTO webhook_outbox (id, job_id, url, body, attempts, next_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+        `INSERT INTO webhook_outbox (id, job_id, endpoint_id, event, url, body, attempts, next_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          ON CONFLICT (id) DO UPDATE SET body = excluded.body, attempts = excluded.attempts, next_at = excluded.next_at`,
-        [w.id, w.jobId, w.url, w.body, w.attempts, w.nextAt, w.createdAt],
+        [w.id, w.jobId, w.endpointId, w.event, w.url, w.body, w.attempts, w.nextAt, w.createdAt],
       );
     }
+    case "insertWebhookDelivery": {
+      const d = o.delivery;
+      return one(
+        `INSERT INTO webhook_deliveries (job_id, endpoint_id, message_id, event, attempt, at, duration_ms, status, error, outcome)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        [d.jobId, d.endpointId, d.messageId, d.event, d.attempt, d.at, d.durationMs, d.status, d.error === null ? null : pgText(d.error), d.outcome],
+      );
+    }
+    case "putWebhookSettings": {
+      const w = o.settings;
+      return one(
+        `INSERT INTO webhook_settings (endpoint_id, events, secret, secret_key_id, secret_created_at, previous_secret, previous_key_id, previous_expires_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT (endpoint_id) DO UPDATE SET events = excluded.events, secret = excluded.secret, secret_key_id = excluded.secret_key_id,
+           secret_created_at = excluded.secret_created_at, previous_secret = excluded.previous_secret, previous_key_id = excluded.previous_key_id,
+           previous_expires_at = excluded.previous_expires_at, updated_at = excluded.updated_at`,
+        [w.endpointId, w.events, w.secret, w.secretKeyId, w.secretCreatedAt, w.previousSecret, w.previousKeyId, w.previousExpiresAt, w.updatedAt],
+      );
+    }
+    case "pruneWebhookDeliveries":
+      return one("DELETE FROM webhook_deliveries WHERE at < $1 AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.id = webhook_deliveries.job_id)", [o.before]);
     case "retryWebhook":
       return one("UPDATE webhook_outbox SET attempts = $1, next_at = $2 WHERE id = $3", [o.attempts, o.nextAt, o.id]);
     case "deleteWebhook":

@@ -6,7 +6,8 @@
 
 import type pg from "pg";
 import { UserError } from "../../../errors.js";
-import { PG_IDEMPOTENCY_MIGRATION } from "../../idempotency/store.js";
+import { PG_IDEMPOTENCY_MIGRATION } from "../../idempotency/schema.js";
+import { PG_WEBHOOKS_MIGRATION } from "../../webhooks/schema.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const PG_MIGRATIONS: string[] = [
@@ -101,8 +102,10 @@ export const PG_MIGRATIONS: string[] = [
   // rolling upgrade leaves the name of the holder before it, which is not its own, and followers pass /run on.
   `CREATE TABLE job_handoffs (job_id text PRIMARY KEY, replica text NOT NULL);
    ALTER TABLE svc_leases ADD COLUMN adopting text;`,
-  // Which job each Idempotency-Key made (idempotency/store.ts).
+  // Which job each Idempotency-Key made (idempotency/).
   PG_IDEMPOTENCY_MIGRATION,
+  // Signed webhooks: events, a delivery log, each endpoint's filter and signing secrets (webhooks/schema.ts).
+  PG_WEBHOOKS_MIGRATION,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
