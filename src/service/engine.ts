@@ -15,6 +15,7 @@ import { DispatchSystem } from "./engine/dispatch.js";
 import { HandoffSystem } from "./engine/handoff.js";
 import { JobSystem } from "./engine/jobs.js";
 import { LeaseSystem } from "./engine/leases.js";
+import { ProgressSystem } from "./engine/progress.js";
 import { QueueSystem } from "./engine/queue.js";
 import { createResources, statsOf, type EngineResources } from "./engine/resources.js";
 import { StreamsAndLogs } from "./engine/streams-logs.js";
@@ -39,6 +40,7 @@ export {
   type WorkerState,
 } from "./engine/types.js";
 export { splitChunk } from "./engine/streams-logs.js";
+export { MAX_PROGRESS_BYTES } from "./engine/progress.js";
 export { systemClock, type Clock } from "./engine/clock.js";
 
 export class JobEngine {
@@ -53,6 +55,7 @@ export class JobEngine {
   private readonly registry: WorkerRegistry;
   private readonly streams: StreamsAndLogs;
   private readonly handoff: HandoffSystem;
+  private readonly progressReports: ProgressSystem;
 
   constructor(store: Store, options: EngineOptions, hooks: EngineHooks = {}, clock: Clock = systemClock) {
     const $ = createResources(store, options, hooks, clock);
@@ -67,6 +70,7 @@ export class JobEngine {
     this.registry = new WorkerRegistry($, this.dispatch, this.leases);
     this.streams = new StreamsAndLogs($, this.leases);
     this.handoff = new HandoffSystem($, this.queue);
+    this.progressReports = new ProgressSystem($, this.leases);
     $.adoptHandedOff = () => this.handoff.adopt();
   }
 
@@ -125,6 +129,7 @@ export class JobEngine {
   async close(): Promise<void> {
     this.$.closed = true;
     this.dispatch.close();
+    this.queue.stopTimers();
     this.registry.wakeAll();
     this.$.waiters.wakeAll();
     // Let the last batch commit.
@@ -270,6 +275,11 @@ export class JobEngine {
   /** Append stream chunks of a running job; chunks over 1 MB are split. */
   appendStream(w: WorkerEntry, jobId: string, lease: unknown, chunks: unknown[]): Promise<boolean> {
     return this.streams.appendStream(w, jobId, lease, chunks);
+  }
+
+  /** The latest progress of a running job (JSON text); false when the lease is no longer current. */
+  progress(w: WorkerEntry, jobId: unknown, lease: unknown, json: string): Promise<boolean> {
+    return this.progressReports.report(w, jobId, lease, json);
   }
 
   /** Long-poll the worker's stop channel. */

@@ -11,7 +11,8 @@ export interface Submission {
   function?: string;
   webhook?: string;
   executionTimeoutMs?: number;
-  ttlMs?: number;
+  /** `policy.ttl`: the job's whole life from submission, queue included (engine/lifetime.ts). */
+  lifetimeMs?: number;
   lowPriority?: boolean;
 }
 
@@ -58,7 +59,7 @@ export function validateSubmission(raw: unknown, functions: readonly string[]): 
   if (isPlainObject(body.policy)) {
     const p = body.policy;
     if (typeof p.executionTimeout === "number") value.executionTimeoutMs = p.executionTimeout;
-    if (typeof p.ttl === "number") value.ttlMs = p.ttl;
+    if (typeof p.ttl === "number") value.lifetimeMs = p.ttl;
     if (typeof p.lowPriority === "boolean") value.lowPriority = p.lowPriority;
   }
   return errors.length > 0 ? { errors } : { value, errors };

@@ -5,6 +5,7 @@ import { FINAL_STATUSES, type JobStatus } from "../../sdk/jobs-client.js";
 import type { JobRow } from "../store/types.js";
 import type { StorageState } from "../store/faults.js";
 import type { Submission } from "../validate.js";
+import type { BackoffPolicy } from "./retry-policy.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;
@@ -19,6 +20,8 @@ export interface EngineEndpoint {
   id: string;
   type: "queue" | "lb";
   retries: number;
+  /** How long a failed job waits before its retry (absent: DEFAULT_BACKOFF). */
+  backoff?: BackoffPolicy;
   executionTimeoutMs: number;
   maxConcurrency: number;
   functions: string[];
@@ -80,7 +83,8 @@ export interface DoneResult {
   lease: string;
   status: "COMPLETED" | "FAILED";
   output?: unknown;
-  error?: { message?: string; type?: string; stack?: string };
+  /** `retryable: false`: the handler said this failure is final (the SDK's NonRetryableError): no retry. */
+  error?: { message?: string; type?: string; stack?: string; retryable?: boolean };
 }
 
 export interface EngineHooks {
@@ -88,6 +92,8 @@ export interface EngineHooks {
   onDemand?(endpointId: string): void;
   /** A job reached a final state and it is committed. */
   onFinal?(row: JobRow): void;
+  /** A running job's handler reported progress (row.progress, committed). */
+  onProgress?(row: JobRow): void;
   /** The body posted to a job's webhook (its record as the job API shows it), written to the outbox. */
   webhookBody?(row: JobRow): string;
   /** A webhook entered the outbox (committed): deliver soon. */
@@ -124,6 +130,7 @@ export interface SubmitInput extends Submission {
 export interface FinishResult {
   status: "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
   output?: string | null;
+  /** FAILED: the handler's error; TIMED_OUT: why, when not its execution timeout (its ttl ran out). */
   error?: DoneResult["error"];
 }
 

@@ -29,6 +29,9 @@ export const JOB_COLUMNS: Record<keyof JobRow, string> = {
   workerId: "worker_id",
   streamCursor: "stream_cursor",
   maxRetries: "max_retries",
+  progress: "progress",
+  notBefore: "not_before",
+  deadlineAt: "deadline_at",
 };
 export const JOB_KEYS = Object.keys(JOB_COLUMNS) as Array<keyof JobRow>;
 
@@ -39,7 +42,8 @@ export function rowToJob(r: Record<string, unknown>): JobRow {
   job.sync = r.sync === 1 || r.sync === true;
   job.lowPriority = r.low_priority === 1 || r.low_priority === true;
   // Optional; absent rather than null when the job has no limit of its own
-  if (job.maxRetries === null || job.maxRetries === undefined) delete job.maxRetries;
+  // Optional like it: absent rather than null (rows stored before these columns existed read the same).
+  for (const key of ["maxRetries", "progress", "notBefore", "deadlineAt"] as const) if (job[key] === null || job[key] === undefined) delete job[key];
   return job as unknown as JobRow;
 }
 

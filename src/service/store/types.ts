@@ -39,6 +39,12 @@ export interface JobRow {
   streamCursor: number;
   /** issue 7: automatic retries allowed for this job, when it differs from its endpoint's (a streamed chat: 0). */
   maxRetries?: number | null;
+  /** JSON text of the latest progress its handler reported (ctx.progress) in the attempt running now. */
+  progress?: string | null;
+  /** Epoch ms before which a job queued again after a failure is not taken (its retry's backoff). */
+  notBefore?: number | null;
+  /** Epoch ms at which a job that has not ended ends TIMED_OUT: its `policy.ttl` counted from submission. */
+  deadlineAt?: number | null;
 }
 
 export type EndpointType = "queue" | "lb";

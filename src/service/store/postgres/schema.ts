@@ -100,6 +100,8 @@ export const PG_MIGRATIONS: string[] = [
   // rolling upgrade leaves the name of the holder before it, which is not its own, and followers pass /run on.
   `CREATE TABLE job_handoffs (job_id text PRIMARY KEY, replica text NOT NULL);
    ALTER TABLE svc_leases ADD COLUMN adopting text;`,
+  // A running job's latest progress, a retry's backoff, and the end of a job's ttl (counted from submission).
+  `ALTER TABLE jobs ADD COLUMN progress text, ADD COLUMN not_before bigint, ADD COLUMN deadline_at bigint;`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
