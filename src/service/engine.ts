@@ -72,6 +72,7 @@ export class JobEngine {
     this.handoff = new HandoffSystem($, this.queue);
     this.progressReports = new ProgressSystem($, this.leases);
     $.adoptHandedOff = () => this.handoff.adopt();
+    $.appendLogs = (lines) => this.streams.appendLogs(lines);
   }
 
   // ---------------------------------------------------------------- group commit

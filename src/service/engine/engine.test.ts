@@ -339,6 +339,8 @@ describe("the job engine over an in-memory store and a fake clock", () => {
       expect(notBefore - failedAt).toBeLessThanOrEqual(ceilings[retry - 1]!);
       await engine.write([]);
       expect(store.jobs.get(job.id)).toMatchObject({ status: "IN_QUEUE", notBefore });
+      // The job's logs say why it waits and for how long.
+      expect(store.logLines.at(-1)).toMatchObject({ jobId: job.id, workerId: "svc", stream: "log", text: `attempt ${retry} failed; retry ${retry} of 3 in ${notBefore - failedAt} ms` });
       if (notBefore > clock.now()) {
         clock.advance(notBefore - clock.now() - 1);
         expect(await engine.take(w1, 1, 0)).toEqual([]);

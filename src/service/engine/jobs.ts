@@ -341,9 +341,13 @@ export class JobSystem {
     if (result.status === "FAILED") {
       const endpoint = this.$.endpoints.get(row.endpointId);
       const retries = row.maxRetries ?? endpoint?.retries ?? DEFAULTS.retries;
-      if (row.retried < retries && isRetryable(error)) {
+      const retryable = isRetryable(error);
+      if (row.retried < retries && retryable) {
         countJob(this.$, row.endpointId, "retried");
         const retry = row.retried + 1;
+        const delay = retryDelayMs(endpoint?.backoff ?? DEFAULT_BACKOFF, retry);
+        // Said in the job's logs (`svc logs --job`): why a failed job is queued and when it runs again.
+        this.note(row, `attempt ${row.attempt} failed; retry ${retry} of ${retries} in ${delay} ms`);
         const committed = changeJob(this.$, job, {
           status: "IN_QUEUE",
           retried: retry,
@@ -353,11 +357,12 @@ export class JobSystem {
           errorType: null,
           errorStack: null,
           // Not taken again before its backoff is over (queue.ts keeps it out of the FIFO until then).
-          notBefore: now + retryDelayMs(endpoint?.backoff ?? DEFAULT_BACKOFF, retry),
+          notBefore: now + delay,
         });
         this.queue.enqueue(job, false);
         return committed;
       }
+      if (!retryable && row.retried < retries) this.note(row, `attempt ${row.attempt} failed with an error marked not retryable; no retry`);
       countJob(this.$, row.endpointId, "failed");
     } else if (result.status === "COMPLETED") {
       countJob(this.$, row.endpointId, "completed");
@@ -392,6 +397,11 @@ export class JobSystem {
     }
     void committed.then(() => hooks.onFinal?.(job.row), () => undefined);
     return committed;
+  }
+
+  /** A line of the service's own in the job's logs. */
+  private note(row: JobRow, text: string): void {
+    void this.$.appendLogs?.([{ ts: this.$.clock.now(), endpointId: row.endpointId, workerId: "svc", jobId: row.id, stream: "log", text }]);
   }
 
   /** Delete jobs whose retention ran out. Goes through the batch so it orders with a concurrent ttl change. */
