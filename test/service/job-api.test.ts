@@ -296,6 +296,26 @@ describe("job lifecycle", () => {
   });
 });
 
+describe("progress", () => {
+  it("a worker's latest progress is the running job's output in /status; too large is 422, a stale lease is refused", async () => {
+    await drainQueue();
+    const { body } = await call(`${echo.url}/run`, { key: t.key, body: { input: {} } });
+    const [job] = await worker.take(1);
+    expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).not.toHaveProperty("output");
+    expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease, progress: { step: 1 } })).body).toEqual({ ok: true });
+    expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease, progress: { step: 2, note: "halfway" } })).body).toEqual({ ok: true });
+    expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).toMatchObject({ status: "IN_PROGRESS", output: { step: 2, note: "halfway" }, attempts: 1 });
+    const big = await worker.post("progress", { jobId: job!.id, lease: job!.lease, progress: "x".repeat(64 * 1024) });
+    expect(big.status).toBe(422);
+    expect(big.body.errors).toEqual(["$.progress: must be at most 65536 bytes of JSON"]);
+    expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease })).status).toBe(422);
+    expect((await worker.post("progress", { jobId: job!.id, lease: "stale", progress: 3 })).body).toEqual({ ok: false, reason: "lease lost" });
+    // Once it ends, its output is its result.
+    await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: "finished" }]);
+    expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).toMatchObject({ status: "COMPLETED", output: "finished" });
+  });
+});
+
 describe("stream, health, webhook, logs, state", () => {
   it("stream returns each chunk once, the rest after the end, then []; big chunks are split", async () => {
     await drainQueue();
