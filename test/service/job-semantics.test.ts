@@ -186,6 +186,15 @@ describe("ttl", () => {
   }, 120_000);
 });
 
+describe("execution timeout", () => {
+  it("a job's policy.executionTimeout stops it when it runs longer, whatever its endpoint's", async () => {
+    const job = await sdk("single").run({ input: { ms: 20_000 }, policy: { executionTimeout: 2000 } });
+    const ended = await final("single", job.id);
+    expect(ended).toMatchObject({ status: "TIMED_OUT", errorType: "TimeoutError", error: "The job ran longer than its execution timeout of 2000 ms" });
+    expect(ended.executionTime).toBeLessThan(10_000);
+  }, 120_000);
+});
+
 describe("retries", () => {
   /** Start times of the attempts, as the handler wrote them. */
   const attemptTimes = (log: string) => readFileSync(log, "utf8").trim().split("\n").map(Number);

@@ -307,6 +307,16 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(await engine.events(w1, 0)).toEqual({ cancel: [job.id], drain: false });
   });
 
+  it("a job's own execution timeout (policy.executionTimeout) wins over its endpoint's", async () => {
+    const { engine, clock, w1 } = setup({ endpoint: { executionTimeoutMs: 600_000 } });
+    const job = await engine.submit("e1", { input: 1, executionTimeoutMs: 2_000, sync: false });
+    const [taken] = await engine.take(w1, 1, 0);
+    expect(taken).toMatchObject({ executionTimeoutMs: 2_000 });
+    clock.advance(2_001);
+    engine.tick();
+    expect(await engine.record("e1", job.id)).toMatchObject({ status: "TIMED_OUT", errorType: "TimeoutError", error: "The job ran longer than its execution timeout of 2000 ms" });
+  });
+
   it("a failed job with retries left is queued again; out of retries it ends FAILED, counted once each way", async () => {
     const { engine, store, clock, w1 } = setup({ endpoint: { retries: 1 } });
     const job = await engine.submit("e1", { input: 1, sync: false });
