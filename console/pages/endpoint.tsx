@@ -23,6 +23,8 @@ interface JobRecord {
   errorType?: string;
   errorStack?: string;
   retries?: number;
+  /** How many times a worker took the job (svc's addition to the record). */
+  attempts?: number;
 }
 
 interface JobSummary {
@@ -314,6 +316,12 @@ function JobView({ endpointId, jobId, summary, onChanged }: { endpointId: string
               <dd>{record.retries}</dd>
             </>
           )}
+          {record.attempts !== undefined && (
+            <>
+              <dt>Attempts</dt>
+              <dd>{record.attempts}</dd>
+            </>
+          )}
         </dl>
       )}
       <div class="actions">
@@ -332,12 +340,21 @@ function JobView({ endpointId, jobId, summary, onChanged }: { endpointId: string
       <ProblemMessage error={problem} />
       <h3>Input</h3>
       {summary?.inputOmitted ? <p class="muted">The input is too large to show here.</p> : summary ? <Json label="Job input" value={summary.input} /> : <p class="muted">…</p>}
-      {record?.output !== undefined && (
-        <>
-          <h3>Output</h3>
-          <Json label="Job output" value={record.output} />
-        </>
-      )}
+      {record?.output !== undefined &&
+        (record.status === "IN_PROGRESS" ? (
+          // While it runs, the record's output is the latest progress its handler reported (ctx.progress).
+          <>
+            <h3>Progress</h3>
+            <div aria-live="polite">
+              <Json label="Job progress" value={record.output} />
+            </div>
+          </>
+        ) : (
+          <>
+            <h3>Output</h3>
+            <Json label="Job output" value={record.output} />
+          </>
+        ))}
       {record?.error !== undefined && (
         <>
           <h3>Error{record.errorType ? ` (${record.errorType})` : ""}</h3>
@@ -420,7 +437,7 @@ function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpoi
       ) : jobs.length === 0 ? (
         <p class="muted" data-empty="jobs">
           No jobs to show. Finished jobs are listed until their results expire: 30 minutes after the end for `/run`, 1 minute for `/runsync`
-          (or the job's `policy.ttl`); then they are removed with their output.
+          (or what `/status?ttl=` set); then they are removed with their output.
         </p>
       ) : (
         <div class="table-wrap">

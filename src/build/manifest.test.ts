@@ -166,3 +166,28 @@ describe("scaler (docs/service.md, Scaling policies)", () => {
     expect(configProblems({ name: "m", scaler: { type: "REQUEST_COUNT", value: 2, every: 1 } })).toEqual(['"scaler" has an unknown key "every" (known keys: type, value)']);
   });
 });
+
+describe("retryBackoff (docs/job-api.md, Retries)", () => {
+  const resourceOf = (config: Parameters<typeof normalizeConfig>[0]) =>
+    buildManifest({ app: "demo", fingerprint: "sha256:abc", endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }], dependencies: {}, excluded: [], svcVersion: "9.9.9" })
+      .resources[config.name]!;
+
+  it("is carried into the manifest in ms, defaults filled in, and absent (1 s doubling to 60 s) when not set", () => {
+    expect(resourceOf({ name: "m", retries: 3, retryBackoff: { base: 0.5, factor: 3, max: 20 } }).retryBackoff).toEqual({ baseMs: 500, factor: 3, maxMs: 20_000 });
+    expect(resourceOf({ name: "m", retryBackoff: { base: 2 } }).retryBackoff).toEqual({ baseMs: 2_000, factor: 2, maxMs: 60_000 });
+    expect(resourceOf({ name: "m", retryBackoff: { base: 120 } }).retryBackoff).toEqual({ baseMs: 120_000, factor: 2, maxMs: 120_000 });
+    expect(Object.keys(resourceOf({ name: "m" }))).not.toContain("retryBackoff");
+  });
+
+  it("takes numbers of seconds within bounds and names what is wrong", () => {
+    expect(configProblems({ name: "m", retryBackoff: { base: 0, factor: 1, max: 0 } })).toEqual([]);
+    expect(configProblems({ name: "m", retryBackoff: { base: -1, factor: 0.5, max: "1m" } })).toEqual([
+      '"retryBackoff.base" must be a number from 0 to 3600 (seconds the first retry waits at most)',
+      '"retryBackoff.factor" must be a number from 1 to 10 (how much longer each next retry may wait)',
+      '"retryBackoff.max" must be a number from 0 to 3600 (seconds any retry waits at most)',
+    ]);
+    expect(configProblems({ name: "m", retryBackoff: { base: 10, max: 5 } })).toEqual(['"retryBackoff.max" (5) must be at least its base (10)']);
+    expect(configProblems({ name: "m", retryBackoff: { jitter: false } })).toEqual(['"retryBackoff" has an unknown key "jitter" (known keys: base, factor, max)']);
+    expect(configProblems({ name: "m", retryBackoff: 5 })).toEqual(['"retryBackoff" must be { base?, factor?, max? } (seconds)']);
+  });
+});

@@ -27,7 +27,8 @@ export interface JobResult {
   lease: string;
   status: "COMPLETED" | "FAILED";
   output?: unknown;
-  error?: { message: string; type?: string; stack?: string };
+  /** `retryable: false`: fail the job without an automatic retry (the handler threw a NonRetryableError). */
+  error?: { message: string; type?: string; stack?: string; retryable?: boolean };
 }
 
 export interface LogLine {

@@ -57,13 +57,15 @@ export async function importHandler(file: string): Promise<LoadedHandler> {
 export type RuntimeIdentity = Pick<RuntimeContext, "endpointName" | "endpointId" | "app" | "env" | "apiUrl" | "apiKey">;
 
 /**
- * Register the worker's RuntimeContext. `current()` is the handler once loaded and `signalOf(jobId)` the
- * running job's AbortSignal, so in-process calls of class methods share the calling job's cancellation.
+ * Register the worker's RuntimeContext. `current()` is the handler once loaded, `signalOf(jobId)` the running job's
+ * AbortSignal and `progressOf(jobId)` its ctx.progress, so in-process calls of class methods share the calling
+ * job's cancellation and report its progress.
  */
 export function installRuntimeContext(
   identity: RuntimeIdentity,
   current: () => LoadedHandler | undefined,
   signalOf: (jobId: string) => AbortSignal | undefined,
+  progressOf: (jobId: string) => ((value: unknown) => void) | undefined = () => undefined,
 ): RuntimeContext {
   const context: RuntimeContext = {
     ...identity,
@@ -73,7 +75,12 @@ export function installRuntimeContext(
         throw new Error(`invokeLocal: this worker serves "${identity.endpointName}", not "${endpointName}"`);
       }
       const jobId = jobScope.getStore() ?? "local";
-      const result = handler.invoke(functionName, input, { jobId, signal: signalOf(jobId) ?? new AbortController().signal });
+      const result = handler.invoke(functionName, input, {
+        jobId,
+        signal: signalOf(jobId) ?? new AbortController().signal,
+        // Progress of a call made within a job is that job's; outside any job it goes nowhere.
+        progress: progressOf(jobId) ?? (() => undefined),
+      });
       return result.kind === "stream" ? result.stream : result.value;
     },
   };

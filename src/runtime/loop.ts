@@ -7,7 +7,7 @@
 // job, in order, a few ms after they are yielded. The service being unreachable is never fatal: requests are
 // retried with backoff, and a service that forgot this worker gets it registered again.
 
-import { chunkMetrics, type InvokeResult, type LoadedHandler } from "svc/internal";
+import { chunkMetrics, progressJson, type InvokeResult, type LoadedHandler } from "svc/internal";
 import { errorMessage } from "../errors.js";
 import { projectRelativeStack } from "../build/source-paths.js";
 import {
@@ -21,6 +21,7 @@ import {
   type WorkerApi,
 } from "./api.js";
 import { jobScope } from "./logs.js";
+import { ProgressSender } from "./progress.js";
 
 export interface WorkerLoopOptions {
   api: Pick<WorkerApi, "post">;
@@ -62,6 +63,8 @@ interface RunningJob {
   abandoned: boolean;
   timer?: NodeJS.Timeout;
   stream?: ChunkSender;
+  /** Made at the job's first ctx.progress. */
+  progress?: ProgressSender;
 }
 
 /** One result's JSON, serialised as the job ends so a bad output fails that job alone. */
@@ -80,7 +83,11 @@ function serialiseResult(result: JobResult): string {
 
 // The project's files as paths relative to it (src/build/source-paths.ts).
 export function errorOf(err: unknown): NonNullable<JobResult["error"]> {
-  if (err instanceof Error) return { message: err.message, type: err.name, ...(err.stack ? { stack: projectRelativeStack(err.stack) } : {}) };
+  if (err instanceof Error) {
+    // The SDK's NonRetryableError, or any error so marked: the job fails without an automatic retry.
+    const final = (err as { retryable?: unknown }).retryable === false;
+    return { message: err.message, type: err.name, ...(err.stack ? { stack: projectRelativeStack(err.stack) } : {}), ...(final ? { retryable: false } : {}) };
+  }
   return { message: typeof err === "string" ? err : safeString(err), type: typeof err };
 }
 
@@ -388,6 +395,7 @@ export class WorkerLoop {
       const invoked: InvokeResult = this.options.handler.invoke(job.function ?? undefined, job.input, {
         jobId: job.id,
         signal: entry.controller.signal,
+        progress: (value) => this.progress(entry, value),
       });
       if (invoked.kind === "value") {
         result = { jobId: job.id, lease: job.lease, status: "COMPLETED", output: await invoked.value };
@@ -401,9 +409,27 @@ export class WorkerLoop {
     }
     if (entry.abandoned) return;
     if (entry.stream) await entry.stream.drain();
+    // The last progress reported is recorded before the result (a reader never sees an older one after it).
+    if (entry.progress) await entry.progress.flush();
     if (entry.abandoned) return;
     this.release(entry);
     this.queueDone(job.id, job.lease, serialiseResult(result));
+  }
+
+  /** A job's ctx.progress: checked at once (a bad value throws in the handler), sent coalesced. */
+  private progress(entry: RunningJob, value: unknown): void {
+    const json = progressJson(value);
+    if (entry.abandoned) return;
+    entry.progress ??= new ProgressSender(entry.job, (body) => this.call("progress", body), (reason) => {
+      this.options.note(`job ${entry.job.id}: progress not recorded (${reason}); later reports of it are dropped`);
+    });
+    entry.progress.push(json);
+  }
+
+  /** The ctx.progress of a running job (in-process calls of its own endpoint report for it). */
+  progressOf(jobId: string): ((value: unknown) => void) | undefined {
+    const entry = this.running.get(jobId);
+    return entry && ((value) => this.progress(entry, value));
   }
 
   private async consumeStream(entry: RunningJob, stream: AsyncIterable<unknown>): Promise<unknown[]> {
@@ -440,6 +466,7 @@ export class WorkerLoop {
     // Not awaited: a generator suspended at an await only returns once it reaches its next yield.
     entry.iterator?.return?.().catch(() => undefined /* the job is abandoned: what its generator throws on the way out is nobody's */);
     entry.stream?.discard();
+    entry.progress?.discard();
     if (!keepLease) this.heldLeases.delete(entry.job.lease);
     this.release(entry);
   }

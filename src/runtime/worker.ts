@@ -84,6 +84,7 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
     },
     () => handler,
     (jobId) => loop?.signalOf(jobId),
+    (jobId) => loop?.progressOf(jobId),
   );
 
   let stopRequested: string | undefined;

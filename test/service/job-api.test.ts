@@ -274,24 +274,45 @@ describe("job lifecycle", () => {
     expect((await call(`${echo.url}/status/${running.id}`, { key: t.key })).body.output).toBe("still ran");
   });
 
-  it("expiry: a result past its ttl is 404 and cannot be retried; /status?ttl extends a result", async () => {
+  it("expiry: a result past its ttl (/status?ttl) is 404 and cannot be retried; /status?ttl extends a result", async () => {
     await drainQueue();
-    const { body } = await call(`${echo.url}/run`, { key: t.key, body: { input: {}, policy: { ttl: 300 } } });
+    const { body } = await call(`${echo.url}/run`, { key: t.key, body: { input: {} } });
     const [job] = await worker.take(1);
     await worker.done([{ jobId: job!.id, lease: job!.lease, status: "FAILED", error: { message: "x" } }]);
     const [again] = await worker.take(1);
     await worker.done([{ jobId: again!.id, lease: again!.lease, status: "FAILED", error: { message: "x" } }]);
-    expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body.status).toBe("FAILED");
+    expect((await call(`${echo.url}/status/${body.id}?ttl=300`, { key: t.key })).body.status).toBe("FAILED");
     await new Promise((r) => setTimeout(r, 400));
     expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).status).toBe(404);
     expect((await call(`${echo.url}/retry/${body.id}`, { method: "POST", key: t.key })).status).toBe(404);
 
-    const kept = (await call(`${echo.url}/run`, { key: t.key, body: { input: {}, policy: { ttl: 300 } } })).body;
+    const kept = (await call(`${echo.url}/run`, { key: t.key, body: { input: {} } })).body;
     const [k] = await worker.take(1);
     await worker.done([{ jobId: k!.id, lease: k!.lease, status: "COMPLETED", output: 1 }]);
+    expect((await call(`${echo.url}/status/${kept.id}?ttl=300`, { key: t.key })).body.status).toBe("COMPLETED");
     expect((await call(`${echo.url}/status/${kept.id}?ttl=60000`, { key: t.key })).body.status).toBe("COMPLETED");
     await new Promise((r) => setTimeout(r, 400));
     expect((await call(`${echo.url}/status/${kept.id}`, { key: t.key })).body.output).toBe(1);
+  });
+});
+
+describe("progress", () => {
+  it("a worker's latest progress is the running job's output in /status; too large is 422, a stale lease is refused", async () => {
+    await drainQueue();
+    const { body } = await call(`${echo.url}/run`, { key: t.key, body: { input: {} } });
+    const [job] = await worker.take(1);
+    expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).not.toHaveProperty("output");
+    expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease, progress: { step: 1 } })).body).toEqual({ ok: true });
+    expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease, progress: { step: 2, note: "halfway" } })).body).toEqual({ ok: true });
+    expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).toMatchObject({ status: "IN_PROGRESS", output: { step: 2, note: "halfway" }, attempts: 1 });
+    const big = await worker.post("progress", { jobId: job!.id, lease: job!.lease, progress: "x".repeat(64 * 1024) });
+    expect(big.status).toBe(422);
+    expect(big.body.errors).toEqual(["$.progress: must be at most 65536 bytes of JSON"]);
+    expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease })).status).toBe(422);
+    expect((await worker.post("progress", { jobId: job!.id, lease: "stale", progress: 3 })).body).toEqual({ ok: false, reason: "lease lost" });
+    // Once it ends, its output is its result.
+    await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: "finished" }]);
+    expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).toMatchObject({ status: "COMPLETED", output: "finished" });
   });
 });
 

@@ -26,10 +26,12 @@ async function rowsFor(id: string): Promise<{ jobs: number; chunks: number }> {
 }
 
 it("deletes a job and its chunks from the file once its ttl has passed", async () => {
-  const { body } = await call(`${endpoint.url}/run`, { key: t.key, body: { input: {}, policy: { ttl: 1500 } } });
+  const { body } = await call(`${endpoint.url}/run`, { key: t.key, body: { input: {} } });
   const [job] = await worker.take(1);
   await worker.stream(job!.id, job!.lease, [{ output: "chunk" }]);
   await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: 1 }]);
+  // Kept 1.5 s from now (the /status ttl query; /run results are otherwise kept 30 minutes).
+  expect((await call(`${endpoint.url}/status/${body.id}?ttl=1500`, { key: t.key })).body.status).toBe("COMPLETED");
   expect(await rowsFor(body.id)).toEqual({ jobs: 1, chunks: 1 });
   await until(async () => (await rowsFor(body.id)).jobs === 0, 5000, 50);
   expect((await rowsFor(body.id)).chunks).toBe(0);

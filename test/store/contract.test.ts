@@ -316,6 +316,22 @@ for (const backend of backends) {
       expect(await store.claim({ endpointId: "ep1", workerId: "w1", max: 5, leaseMs: 30_000 })).toEqual([]);
     });
 
+    it("keeps a job's progress, retry backoff and ttl deadline, and claims no job before its backoff is over", async () => {
+      const { store } = await backend.fresh();
+      const now = await store.now();
+      const waiting = job({ notBefore: now + 60_000, deadlineAt: now + 3_600_000, retried: 1 });
+      const due = job({ notBefore: now - 1, progress: null });
+      const running = job({ status: "IN_PROGRESS", lease: `lease-${ids}`, progress: '{"step":2,"of":5}', deadlineAt: now + 1000 });
+      await store.apply([waiting, due, running].map((j) => ({ op: "insertJob" as const, job: j })));
+      expect(await store.getJob(waiting.id)).toMatchObject({ notBefore: now + 60_000, deadlineAt: now + 3_600_000 });
+      expect(await store.getJob(running.id)).toMatchObject({ progress: '{"step":2,"of":5}', deadlineAt: now + 1000 });
+      await store.apply([{ op: "updateJob", id: running.id, set: { progress: '"almost"' } }]);
+      expect((await store.getJob(running.id))?.progress).toBe('"almost"');
+      expect((await store.claim({ endpointId: "ep1", workerId: "w1", max: 5, leaseMs: 30_000 })).map((j) => j.id)).toEqual([due.id]);
+      await store.apply([{ op: "updateJob", id: waiting.id, set: { notBefore: now - 1 } }]);
+      expect((await store.claim({ endpointId: "ep1", workerId: "w1", max: 5, leaseMs: 30_000 })).map((j) => j.id)).toEqual([waiting.id]);
+    });
+
     it("never gives one job to two claims, from two stores on one database at once", async () => {
       const { store, open } = await backend.fresh();
       const second = await open();

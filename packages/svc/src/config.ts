@@ -37,6 +37,11 @@ export interface EndpointConfig {
   /** Automatic retries of a failed job (queue-based endpoints). */
   retries?: number;
   /**
+   * How long a failed job waits before each retry, in seconds: the n-th retry waits a random time between 0 and
+   * min(max, base * factor^(n-1)) (exponential backoff with full jitter). Default { base: 1, factor: 2, max: 60 }.
+   */
+  retryBackoff?: RetryBackoff;
+  /**
    * Start workers from a checkpoint taken right after the handler's initialisation (its class constructor or init
    * hook) instead of running it again (process driver with CRIU; CPU endpoints). docs/cold-start.md, "Snapshots".
    */
@@ -47,6 +52,20 @@ export interface EndpointConfig {
    * running. Absent: one worker per `maxConcurrency` jobs (REQUEST_COUNT with value maxConcurrency).
    */
   scaler?: ScalingPolicy;
+}
+
+/** A retry backoff as users write it (seconds; fractions allowed); what is left out takes its default. */
+export interface RetryBackoff {
+  base?: number;
+  factor?: number;
+  max?: number;
+}
+
+/** A retry backoff as the manifest and the service keep it (ms). */
+export interface NormalizedBackoff {
+  baseMs: number;
+  factor: number;
+  maxMs: number;
 }
 
 export const SCALER_TYPES = ["QUEUE_DELAY", "REQUEST_COUNT"] as const;
@@ -73,6 +92,7 @@ export const CONFIG_KEYS = [
   "executionTimeout",
   "maxConcurrency",
   "retries",
+  "retryBackoff",
   "snapshot",
   "scaler",
 ] as const;
@@ -85,6 +105,8 @@ export const DEFAULTS = {
   executionTimeout: 600,
   maxConcurrency: 1,
   retries: 1,
+  /** Seconds: the first retry waits up to 1 s, each next one up to twice as long, never more than 60 s. */
+  retryBackoff: { base: 1, factor: 2, max: 60 },
 } as const;
 
 export const LIMITS = {
@@ -95,6 +117,9 @@ export const LIMITS = {
   executionTimeoutMax: 24 * 3600,
   maxConcurrencyMax: 1000,
   retriesMax: 10,
+  /** Seconds, for retryBackoff's base and max. */
+  retryBackoffMax: 3600,
+  retryBackoffFactorMax: 10,
   /** The provider's bounds of scalerValue (the REST API's schema too). */
   scalerValueMin: 1,
   scalerValueMax: 3600,
@@ -128,6 +153,8 @@ export interface NormalizedConfig {
   executionTimeoutMs: number;
   maxConcurrency: number;
   retries: number;
+  /** Absent: the default backoff (DEFAULTS.retryBackoff). */
+  retryBackoff?: NormalizedBackoff;
   snapshot: boolean;
   /** Absent: the default (one worker per maxConcurrency jobs). */
   scaler?: ScalingPolicy;
@@ -147,6 +174,30 @@ export function scalingPolicyProblems(value: unknown, key = "scaler"): string[] 
     problems.push(`"${key}.value" must be an integer from ${min} to ${max} (QUEUE_DELAY: seconds a job waits; REQUEST_COUNT: jobs per worker)`);
   }
   return problems;
+}
+
+/** Problems with a retry backoff as a user wrote it; empty when valid. Pure. */
+export function retryBackoffProblems(value: unknown, key = "retryBackoff"): string[] {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return [`"${key}" must be { base?, factor?, max? } (seconds)`];
+  const v = value as Record<string, unknown>;
+  const problems: string[] = [];
+  for (const k of Object.keys(v)) if (!["base", "factor", "max"].includes(k)) problems.push(`"${key}" has an unknown key "${k}" (known keys: base, factor, max)`);
+  const number = (k: string, min: number, max: number, what: string) => {
+    const n = v[k];
+    if (n !== undefined && (typeof n !== "number" || !Number.isFinite(n) || n < min || n > max)) problems.push(`"${key}.${k}" must be a number from ${min} to ${max} (${what})`);
+  };
+  number("base", 0, LIMITS.retryBackoffMax, "seconds the first retry waits at most");
+  number("factor", 1, LIMITS.retryBackoffFactorMax, "how much longer each next retry may wait");
+  number("max", 0, LIMITS.retryBackoffMax, "seconds any retry waits at most");
+  const base = typeof v.base === "number" ? v.base : DEFAULTS.retryBackoff.base;
+  if (problems.length === 0 && typeof v.max === "number" && v.max < base) problems.push(`"${key}.max" (${v.max}) must be at least its base (${base})`);
+  return problems;
+}
+
+/** A valid retry backoff in the manifest's form (ms). Pure. */
+export function normalizeBackoff(value: RetryBackoff): NormalizedBackoff {
+  const d = DEFAULTS.retryBackoff;
+  return { baseMs: Math.round((value.base ?? d.base) * 1000), factor: value.factor ?? d.factor, maxMs: Math.round((value.max ?? Math.max(d.max, value.base ?? 0)) * 1000) };
 }
 
 /**
@@ -251,6 +302,7 @@ export function configProblems(config: unknown): string[] {
   intRange("executionTimeout", 1, LIMITS.executionTimeoutMax);
   intRange("maxConcurrency", 1, LIMITS.maxConcurrencyMax);
   intRange("retries", 0, LIMITS.retriesMax);
+  if (c.retryBackoff !== undefined) problems.push(...retryBackoffProblems(c.retryBackoff));
   if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push("\"snapshot\" must be true or false");
   if (c.scaler !== undefined) problems.push(...scalingPolicyProblems(c.scaler));
   return problems;
@@ -285,6 +337,7 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     executionTimeoutMs: (config.executionTimeout ?? DEFAULTS.executionTimeout) * 1000,
     maxConcurrency: config.maxConcurrency ?? DEFAULTS.maxConcurrency,
     retries: config.retries ?? DEFAULTS.retries,
+    ...(config.retryBackoff ? { retryBackoff: normalizeBackoff(config.retryBackoff) } : {}),
     snapshot: config.snapshot === true,
     ...(config.scaler ? { scaler: { type: config.scaler.type, value: config.scaler.value } } : {}),
   };

@@ -125,7 +125,7 @@ describe("__defineHandler()", () => {
   it("invokes the only function when the job names none", async () => {
     const handler = __defineHandler({ endpoint: "math", kind: "queue", functions: [{ name: "double", kind: "function", ref: double }] });
     await handler.init();
-    const result = handler.invoke(undefined, { x: 4 }, { jobId: "j", signal });
+    const result = handler.invoke(undefined, { x: 4 }, { jobId: "j", signal, progress: () => undefined });
     expect(result.kind).toBe("value");
     await expect(result.kind === "value" && result.value).resolves.toBe(8);
   });
@@ -140,14 +140,14 @@ describe("__defineHandler()", () => {
       ],
     });
     await handler.init();
-    const result = handler.invoke("count", { n: 3 }, { jobId: "j", signal });
+    const result = handler.invoke("count", { n: 3 }, { jobId: "j", signal, progress: () => undefined });
     expect(result.kind).toBe("stream");
     const seen: unknown[] = [];
     if (result.kind === "stream") for await (const v of result.stream) seen.push(v);
     expect(seen).toEqual([0, 1, 2]);
-    expect(() => handler.invoke("nope", {}, { jobId: "j", signal })).toThrow(UnknownFunctionError);
-    expect(() => handler.invoke("nope", {}, { jobId: "j", signal })).toThrow(/has no function "nope"; it serves: double, count/);
-    expect(() => handler.invoke(undefined, {}, { jobId: "j", signal })).toThrow(/serves several functions/);
+    expect(() => handler.invoke("nope", {}, { jobId: "j", signal, progress: () => undefined })).toThrow(UnknownFunctionError);
+    expect(() => handler.invoke("nope", {}, { jobId: "j", signal, progress: () => undefined })).toThrow(/has no function "nope"; it serves: double, count/);
+    expect(() => handler.invoke(undefined, {}, { jobId: "j", signal, progress: () => undefined })).toThrow(/serves several functions/);
   });
 
   it("keeps one class instance per worker", async () => {
@@ -156,7 +156,7 @@ describe("__defineHandler()", () => {
     await handler.init();
     const values = [];
     for (let i = 0; i < 3; i++) {
-      const r = handler.invoke("hit", undefined, { jobId: String(i), signal });
+      const r = handler.invoke("hit", undefined, { jobId: String(i), signal, progress: () => undefined });
       values.push(r.kind === "value" ? await r.value : undefined);
     }
     expect(values).toEqual([1, 2, 3]);

@@ -14,6 +14,7 @@
 
 import { getMeta, type AnyClass, type AnyFunction, type RouteDefinition } from "./endpoint.js";
 import type { FunctionKind } from "./manifest.js";
+import type { JobContext } from "./job-context.js";
 
 export interface HandlerFunctionSpec {
   name: string;
@@ -33,11 +34,8 @@ export interface HandlerSpec {
   lb?: unknown;
 }
 
-export interface InvokeContext {
-  jobId: string;
-  /** Aborted when the job is cancelled or times out. */
-  signal: AbortSignal;
-}
+/** What the runtime hands a job's function: its JobContext (job-context.ts). */
+export type InvokeContext = JobContext;
 
 export type InvokeResult =
   | { kind: "value"; value: Promise<unknown> }

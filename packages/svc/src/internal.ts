@@ -13,6 +13,7 @@ export * from "./config.js";
 export * from "./env-policy.js";
 export type { HandlerSpec, InvokeContext, InvokeResult, LoadedHandler } from "./handler.js";
 export type { RouteContext, RouteDefinition } from "./endpoint.js";
+export * from "./job-context.js";
 export * from "./gpus/pools.js";
 
 // Where a call goes (worker, dev session, deployed app) and the job API client.

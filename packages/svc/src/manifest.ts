@@ -2,7 +2,7 @@
 // The spec's fields come first in each resource; the rest is what svc needs to deploy and run.
 // Written by src/build, read by the service, the runtime and the SDK (cross-endpoint calls).
 
-import type { HttpMethod, ScalingPolicy } from "./config.js";
+import type { HttpMethod, NormalizedBackoff, ScalingPolicy } from "./config.js";
 
 export const MANIFEST_FILE = "svc_manifest.json";
 export const MANIFEST_VERSION = 1;
@@ -44,6 +44,8 @@ export interface ManifestResource {
   executionTimeoutMs: number;
   maxConcurrency: number;
   retries: number;
+  /** How long a failed job waits before each retry (ms; absent: 1 s doubling to 60 s, with full jitter). */
+  retryBackoff?: NormalizedBackoff;
   volume: string | null;
   /** Names of the secrets its workers get as environment variables (values are never in the artifact). */
   secrets?: string[];

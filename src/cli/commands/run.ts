@@ -1,4 +1,5 @@
-// `svc run <endpoint> [input]`: submit a job and print its output; streamed chunks are printed as they arrive.
+// `svc run <endpoint> [input]`: submit a job and print its output; streamed chunks are printed as they arrive, and
+// the progress its handler reports (ctx.progress) is shown on stderr while it runs.
 // Exit codes: 0 the job COMPLETED; 1 it ended FAILED, CANCELLED or TIMED_OUT (its error on stderr), or did not end
 // within --wait; 3/4 as for every command (the service refused, or could not be reached).
 
@@ -8,6 +9,7 @@ import { FINAL_STATUSES, JobsClient, type JobRecord } from "svc/internal";
 import { durationFlag } from "../duration.js";
 import { readAllStdin, readJobInput } from "../job-input.js";
 import { createOutput } from "../output.js";
+import { ProgressLine } from "../progress-line.js";
 import { resolveEndpointRef, serviceTarget } from "../target.js";
 
 /** What a person reads of an output: text as it is, anything else as JSON. Pure. */
@@ -38,7 +40,7 @@ export function register(program: Command): void {
     .option("--function <name>", "the function to run, for an endpoint that serves several (a class endpoint)")
     .option("--async", "print the job id and return at once")
     .option("--wait <duration>", "how long to wait for the result (default 1h)", durationFlag("--wait", "ms"), 3_600_000)
-    .option("--ttl <duration>", "how long the job may live, queued and running (e.g. 10m)", durationFlag("--ttl", "ms"))
+    .option("--ttl <duration>", "how long the job may live from submission, queued and running (e.g. 10m; default 24h): then it ends TIMED_OUT. Its result is kept 30 min after it ends", durationFlag("--ttl", "ms"))
     .option("--timeout <duration>", "the job's execution timeout (e.g. 5m)", durationFlag("--timeout", "ms"))
     .option("--app <name>", "app (default: the dev session, SVC_APP)")
     .option("--env <name>", "environment (default: the dev session, SVC_ENV)")
@@ -63,6 +65,7 @@ export function register(program: Command): void {
         let streamed = 0;
         let atLineStart = true;
         let status = submitted.status;
+        const progress = o.json ? undefined : new ProgressLine(process.stderr);
         // /stream waits for new chunks (or the end) itself: this loop does not spin.
         while (!FINAL_STATUSES.includes(status) && Date.now() < deadline) {
           const part = await client.stream(submitted.id);
@@ -71,10 +74,17 @@ export function register(program: Command): void {
             streamed++;
             if (o.json) continue;
             const text = typeof chunk.output === "string" ? chunk.output : `${renderOutput(chunk.output, false)}\n`;
+            progress?.clear();
             process.stdout.write(text);
             if (text.length > 0) atLineStart = text.endsWith("\n");
           }
+          // While it runs, a job's record carries its latest progress as its output.
+          if (progress && status === "IN_PROGRESS") {
+            const now = await client.status(submitted.id);
+            if (now.status === "IN_PROGRESS" && now.output !== undefined) progress.show(now.output);
+          }
         }
+        progress?.clear();
         const record = await client.status(submitted.id);
         if (!FINAL_STATUSES.includes(record.status)) {
           throw new UserError(`Job ${record.id} is still ${record.status} after ${Math.round(o.wait / 1000)} s`, {

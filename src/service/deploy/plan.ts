@@ -69,7 +69,7 @@ export function planActivation(
 }
 
 /** Configuration `svc update` may change without a new build. */
-export const CONFIG_FIELDS = ["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "gpuCount", "computeType", "instanceIds", "env", "idleTimeout", "scaler"] as const;
+export const CONFIG_FIELDS = ["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "gpuCount", "computeType", "instanceIds", "env", "idleTimeout", "scaler", "retries", "retryBackoff"] as const;
 /** Of those, the ones whose change restarts workers (the spec: editing GPU types or worker counts). */
 export const RESTART_FIELDS: ReadonlySet<string> = new Set(["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "gpuCount", "computeType", "instanceIds"]);
 

@@ -18,6 +18,7 @@ export function engineEndpoint(row: EndpointRow): EngineEndpoint {
     id: row.id,
     type: row.type,
     retries: r.retries,
+    ...(r.retryBackoff ? { backoff: { ...r.retryBackoff } } : {}),
     executionTimeoutMs: r.executionTimeoutMs,
     maxConcurrency: r.maxConcurrency,
     functions: r.functions.map((f) => f.name),

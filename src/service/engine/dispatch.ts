@@ -130,11 +130,12 @@ export class DispatchSystem {
     const rows: JobRow[] = [];
     const now = this.$.clock.now();
     while (rows.length < max) {
-      const job = this.queue.shift(w.endpointId);
+      const job = this.queue.shift(w.endpointId, now);
       if (!job) break;
       this.leases.grant(job, w, now);
       rows.push(job.row);
     }
+    this.jobs.endLapsed(this.queue.takeLapsed());
     return rows;
   }
 

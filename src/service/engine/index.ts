@@ -15,6 +15,7 @@ import { DispatchSystem } from "./dispatch.js";
 import { HandoffSystem } from "./handoff.js";
 import { JobSystem } from "./jobs.js";
 import { LeaseSystem } from "./leases.js";
+import { ProgressSystem } from "./progress.js";
 import { QueueSystem } from "./queue.js";
 import { createResources, statsOf, type EngineResources } from "./resources.js";
 import { StreamsAndLogs } from "./streams-logs.js";
@@ -39,6 +40,7 @@ export {
   type WorkerState,
 } from "./types.js";
 export { splitChunk } from "./streams-logs.js";
+export { MAX_PROGRESS_BYTES } from "./progress.js";
 export { systemClock, type Clock } from "./clock.js";
 
 export class JobEngine {
@@ -53,6 +55,7 @@ export class JobEngine {
   private readonly registry: WorkerRegistry;
   private readonly streams: StreamsAndLogs;
   private readonly handoff: HandoffSystem;
+  private readonly progressReports: ProgressSystem;
 
   constructor(store: Store, options: EngineOptions, hooks: EngineHooks = {}, clock: Clock = systemClock) {
     const $ = createResources(store, options, hooks, clock);
@@ -67,7 +70,9 @@ export class JobEngine {
     this.registry = new WorkerRegistry($, this.dispatch, this.leases);
     this.streams = new StreamsAndLogs($, this.leases);
     this.handoff = new HandoffSystem($, this.queue);
+    this.progressReports = new ProgressSystem($, this.leases);
     $.adoptHandedOff = () => this.handoff.adopt();
+    $.appendLogs = (lines) => this.streams.appendLogs(lines);
   }
 
   // ---------------------------------------------------------------- group commit
@@ -125,6 +130,7 @@ export class JobEngine {
   async close(): Promise<void> {
     this.$.closed = true;
     this.dispatch.close();
+    this.queue.stopTimers();
     this.registry.wakeAll();
     this.$.waiters.wakeAll();
     // Let the last batch commit.
@@ -270,6 +276,11 @@ export class JobEngine {
   /** Append stream chunks of a running job; chunks over 1 MB are split. */
   appendStream(w: WorkerEntry, jobId: string, lease: unknown, chunks: unknown[]): Promise<boolean> {
     return this.streams.appendStream(w, jobId, lease, chunks);
+  }
+
+  /** The latest progress of a running job (JSON text); false when the lease is no longer current. */
+  progress(w: WorkerEntry, jobId: unknown, lease: unknown, json: string): Promise<boolean> {
+    return this.progressReports.report(w, jobId, lease, json);
   }
 
   /** Long-poll the worker's stop channel. */

@@ -10,6 +10,8 @@ import type { JobRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
 import type { QueueSystem } from "./queue.js";
 import { adoptJob, changeJob, countJob, findJob, statsOf, writeJob, type EngineResources } from "./resources.js";
+import { deadlineOf, lifetimeError, lifetimeOver } from "./lifetime.js";
+import { DEFAULT_BACKOFF, isRetryable, retryDelayMs } from "./retry-policy.js";
 import {
   isFinal,
   RUN_RETENTION_MS,
@@ -23,7 +25,12 @@ import {
   type WorkerEntry,
 } from "./types.js";
 
+/** How often running and queued jobs are checked for a ttl that ran out (a queued one is also checked when taken). */
+const LIFETIME_CHECK_MS = 250;
+
 export class JobSystem {
+  private lifetimesCheckedAt = 0;
+
   constructor(
     private readonly $: EngineResources,
     private readonly queue: QueueSystem,
@@ -241,6 +248,7 @@ export class JobSystem {
     // New chunks of the next attempt must come after every chunk already stored (and returned).
     job.lastSeq = Math.max(job.lastSeq, await this.$.store.lastChunkSeq(id), job.row.streamCursor);
     if (job.row.status !== "FAILED" && job.row.status !== "TIMED_OUT") return job.row;
+    const row = job.row;
     const committed = changeJob(this.$, job, {
       status: "IN_QUEUE",
       output: null,
@@ -253,6 +261,10 @@ export class JobSystem {
       lease: null,
       workerId: null,
       retried: 0,
+      progress: null,
+      notBefore: null,
+      // A retry asked for by hand gets the whole ttl again, from now.
+      ...(row.deadlineAt != null ? { deadlineAt: this.$.clock.now() + (row.deadlineAt - row.createdAt) } : {}),
     });
     this.queue.enqueue(job, false);
     await committed;
@@ -289,11 +301,26 @@ export class JobSystem {
     return answers;
   }
 
-  /** Jobs past their execution timeout end TIMED_OUT; lapsed leases go back to the queue. */
+  /** Jobs past their execution timeout or their ttl end TIMED_OUT; lapsed leases go back to the queue. */
   tick(now: number): void {
     for (const job of this.leases.expire(now)) {
       // Refused by the store: the job stays running as the store has it, and the next tick tries again.
       void this.finish(job, { status: "TIMED_OUT" }, true).catch(() => undefined);
+    }
+    if (now - this.lifetimesCheckedAt >= LIFETIME_CHECK_MS) {
+      this.lifetimesCheckedAt = now;
+      const over: LiveJob[] = [];
+      for (const job of this.$.live.values()) if (lifetimeOver(job.row, now)) over.push(job);
+      this.endLapsed(over);
+    }
+  }
+
+  /** End jobs whose ttl ran out: a queued one is never started, a running one is stopped. TIMED_OUT either way. */
+  endLapsed(jobs: LiveJob[]): void {
+    for (const job of jobs) {
+      if (this.$.live.get(job.row.id) !== job || !lifetimeOver(job.row, this.$.clock.now())) continue;
+      // Refused by the store: the job stays as the store has it, and the next check tries again.
+      void this.finish(job, { status: "TIMED_OUT", error: lifetimeError(job.row) }, true).catch(() => undefined);
     }
   }
 
@@ -312,21 +339,30 @@ export class JobSystem {
     const now = this.$.clock.now();
     const error = result.error;
     if (result.status === "FAILED") {
-      const retries = row.maxRetries ?? this.$.endpoints.get(row.endpointId)?.retries ?? DEFAULTS.retries;
-      if (row.retried < retries) {
+      const endpoint = this.$.endpoints.get(row.endpointId);
+      const retries = row.maxRetries ?? endpoint?.retries ?? DEFAULTS.retries;
+      const retryable = isRetryable(error);
+      if (row.retried < retries && retryable) {
         countJob(this.$, row.endpointId, "retried");
+        const retry = row.retried + 1;
+        const delay = retryDelayMs(endpoint?.backoff ?? DEFAULT_BACKOFF, retry);
+        // Said in the job's logs (`svc logs --job`): why a failed job is queued and when it runs again.
+        this.note(row, `attempt ${row.attempt} failed; retry ${retry} of ${retries} in ${delay} ms`);
         const committed = changeJob(this.$, job, {
           status: "IN_QUEUE",
-          retried: row.retried + 1,
+          retried: retry,
           lease: null,
           workerId: null,
           error: null,
           errorType: null,
           errorStack: null,
+          // Not taken again before its backoff is over (queue.ts keeps it out of the FIFO until then).
+          notBefore: now + delay,
         });
         this.queue.enqueue(job, false);
         return committed;
       }
+      if (!retryable && row.retried < retries) this.note(row, `attempt ${row.attempt} failed with an error marked not retryable; no retry`);
       countJob(this.$, row.endpointId, "failed");
     } else if (result.status === "COMPLETED") {
       countJob(this.$, row.endpointId, "completed");
@@ -337,6 +373,8 @@ export class JobSystem {
       expiresAt: now + row.ttlMs,
       lease: null,
     };
+    // Progress was the running job's; the record shows its output or error from now on.
+    if (row.progress != null) set.progress = null;
     if (result.status === "COMPLETED") set.output = result.output ?? null;
     if (result.status === "FAILED") {
       set.error = typeof error?.message === "string" ? error.message : "The handler failed";
@@ -344,8 +382,8 @@ export class JobSystem {
       set.errorStack = typeof error?.stack === "string" ? error.stack : null;
     }
     if (result.status === "TIMED_OUT") {
-      set.error = `The job ran longer than its execution timeout of ${row.executionTimeoutMs} ms`;
-      set.errorType = "TimeoutError";
+      set.error = error?.message ?? `The job ran longer than its execution timeout of ${row.executionTimeoutMs} ms`;
+      set.errorType = error?.type ?? "TimeoutError";
     }
     const committed = changeJob(this.$, job, set);
     const hooks = this.$.hooks;
@@ -358,6 +396,11 @@ export class JobSystem {
     }
     void committed.then(() => hooks.onFinal?.(job.row), () => undefined);
     return committed;
+  }
+
+  /** A line of the service's own in the job's logs. */
+  private note(row: JobRow, text: string): void {
+    void this.$.appendLogs?.([{ ts: this.$.clock.now(), endpointId: row.endpointId, workerId: "svc", jobId: row.id, stream: "log", text }]);
   }
 
   /** Delete jobs whose retention ran out. Goes through the batch so it orders with a concurrent ttl change. */
@@ -383,15 +426,17 @@ export class JobSystem {
   }
 }
 
-/** A new job as submitted: queued, its ttl and execution timeout resolved. Pure. */
 /** A new job's id: its creation time first, so ids sort roughly by age. */
 export function newJobId(now: number): string {
   return `${now.toString(36)}-${newId(8)}`;
 }
 
+/**
+ * A new job as submitted: queued, its deadline (`policy.ttl` from now), retention and execution timeout resolved.
+ * Retention after the end is the interface's (30 min for /run, 1 min for /runsync), whatever the job's ttl. Pure.
+ */
 export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: string, s: SubmitInput, now: number): JobRow {
   const ttlMs =
-    s.ttlMs ??
     (s.sync
       ? s.waitMs !== undefined
         ? Math.min(RUNSYNC_WAIT_RETENTION_MAX_MS, Math.max(RUNSYNC_RETENTION_MS, s.waitMs))
@@ -425,5 +470,8 @@ export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: stri
     workerId: null,
     streamCursor: 0,
     maxRetries: s.maxRetries ?? null,
+    progress: null,
+    notBefore: null,
+    deadlineAt: deadlineOf(now, s.lifetimeMs),
   };
 }

@@ -31,7 +31,11 @@ export class LeaseSystem {
     w.held.add(id);
     job.leaseExpiresAt = now + this.$.options.leaseMs;
     this.beforeTake.set(id, { ...job.row });
-    void changeJob(this.$, job, { status: "IN_PROGRESS", lease, workerId: w.id, startedAt: now, attempt: job.row.attempt + 1 });
+    const set: Partial<JobRow> = { status: "IN_PROGRESS", lease, workerId: w.id, startedAt: now, attempt: job.row.attempt + 1 };
+    // A new attempt reports its own progress; a backoff waited out is over (only written when there is one).
+    if (job.row.progress != null) set.progress = null;
+    if (job.row.notBefore != null) set.notBefore = null;
+    void changeJob(this.$, job, set);
     // A `started` webhook joins the take's batch: it goes out only if the take is committed.
     const webhook = job.row.webhook ? this.$.hooks.webhookOps?.(job.row, "started") : undefined;
     if (webhook?.length) void this.$.writer.write(webhook, () => this.$.hooks.onWebhook?.()).catch(() => undefined);

@@ -1,9 +1,13 @@
 // The queue index: per endpoint, the ids of queued jobs in two FIFOs (normal priority first, then low). Removal
 // is lazy: a job that left the queue some other way (cancelled, dropped) keeps its id here, skipped when popped;
 // the endpoint's inQueue count is exact. Endpoints that got jobs this tick are marked for dispatch at flush.
+// A job queued again after a failure waits out its backoff (JobRow.notBefore) outside the FIFOs: queued, counted,
+// but not taken and not counted as waiting by the scaler, until a timer puts it at the back of its queue.
 
 import type { StoreOp } from "../store/types.js";
 import { IdQueue } from "./id-queue.js";
+import type { TimerHandle } from "./clock.js";
+import { lifetimeOver } from "./lifetime.js";
 import { statsOf, type EngineResources } from "./resources.js";
 import type { LiveJob } from "./types.js";
 
@@ -11,6 +15,10 @@ export class QueueSystem {
   private readonly queues = new Map<string, { normal: IdQueue; low: IdQueue }>();
   /** Endpoints whose waiting takers get the jobs queued this tick, when the tick's batch is flushed. */
   private readonly dispatchDue = new Set<string>();
+  /** Jobs waiting out a retry's backoff, by id: when they join their queue. */
+  private readonly delayed = new Map<string, { endpointId: string; timer: TimerHandle }>();
+  /** Queued jobs shift() found past their ttl: ended by the caller (JobSystem.endLapsed), never started. */
+  private lapsed: LiveJob[] = [];
 
   constructor(private readonly $: EngineResources) {}
 
@@ -22,35 +30,84 @@ export class QueueSystem {
 
   /** Queue a job (at the front: a job whose attempt was lost keeps its place). */
   enqueue(job: LiveJob, front: boolean): void {
+    statsOf(this.$, job.row.endpointId).inQueue++;
+    const notBefore = job.row.notBefore ?? 0;
+    if (notBefore > this.$.clock.now()) return this.delay(job, notBefore);
+    this.line(job, front);
+  }
+
+  /** Put a queued job's id in its FIFO; waiting takers get it at the next flush. */
+  private line(job: LiveJob, front: boolean): void {
     const q = this.queueOf(job.row.endpointId)[job.row.lowPriority ? "low" : "normal"];
     if (front) q.unshift(job.row.id);
     else q.push(job.row.id);
-    statsOf(this.$, job.row.endpointId).inQueue++;
     // Waiting takers are served once per tick, at flush: one take answer carries every job queued meanwhile
     // (it waits for that batch's commit anyway), instead of one answer (and one more take) per job.
     this.dispatchDue.add(job.row.endpointId);
     this.$.writer.scheduleFlush();
   }
 
+  /** Keep a queued job out of its FIFO until `at` (its backoff), then line it up at the back. */
+  private delay(job: LiveJob, at: number): void {
+    const id = job.row.id;
+    this.undelay(id);
+    const timer = this.$.clock.setTimeout(() => {
+      this.delayed.delete(id);
+      const current = this.$.live.get(id);
+      // Cancelled, expired or retried by hand meanwhile: that change decided where it is.
+      if (current !== job || job.row.status !== "IN_QUEUE" || (job.row.notBefore ?? 0) !== at) return;
+      this.line(job, false);
+    }, Math.max(0, at - this.$.clock.now()));
+    this.delayed.set(id, { endpointId: job.row.endpointId, timer });
+  }
+
+  private undelay(id: string): void {
+    const entry = this.delayed.get(id);
+    if (!entry) return;
+    this.$.clock.clearTimeout(entry.timer);
+    this.delayed.delete(id);
+  }
+
   /** Forget every queue (the jobs are loaded again). */
   clear(): void {
     this.queues.clear();
     this.dispatchDue.clear();
+    this.stopTimers();
+    this.lapsed = [];
+  }
+
+  /** No backoff ends any more (the engine closes; or the jobs are loaded again). */
+  stopTimers(): void {
+    for (const { timer } of this.delayed.values()) this.$.clock.clearTimeout(timer);
+    this.delayed.clear();
   }
 
   /** A queued job as loaded from the store at start (nobody waits for it yet). */
   restore(job: LiveJob): void {
-    this.queueOf(job.row.endpointId)[job.row.lowPriority ? "low" : "normal"].push(job.row.id);
     statsOf(this.$, job.row.endpointId).inQueue++;
+    const notBefore = job.row.notBefore ?? 0;
+    if (notBefore > this.$.clock.now()) return this.delay(job, notBefore);
+    this.queueOf(job.row.endpointId)[job.row.lowPriority ? "low" : "normal"].push(job.row.id);
   }
 
   /** A queued job leaves the queue some other way than being taken (its id is skipped when popped). */
   remove(job: LiveJob): void {
     statsOf(this.$, job.row.endpointId).inQueue--;
+    this.undelay(job.row.id);
   }
 
-  /** Take the next queued job of an endpoint out of the queue (normal priority first). */
-  shift(endpointId: string): LiveJob | undefined {
+  /** The queued jobs shift() passed over because their ttl ran out (still queued and counted: end them). */
+  takeLapsed(): LiveJob[] {
+    const lapsed = this.lapsed;
+    this.lapsed = [];
+    return lapsed;
+  }
+
+  /**
+   * Take the next queued job of an endpoint out of the queue (normal priority first). A job whose ttl ran out is
+   * never started: it is passed over and kept for takeLapsed().
+   */
+  shift(endpointId: string, now = this.$.clock.now()): LiveJob | undefined {
     const q = this.queues.get(endpointId);
     if (!q) return undefined;
     for (;;) {
@@ -58,6 +115,10 @@ export class QueueSystem {
       if (id === undefined) return undefined;
       const job = this.$.live.get(id);
       if (!job || job.row.status !== "IN_QUEUE") continue;
+      if (lifetimeOver(job.row, now)) {
+        this.lapsed.push(job);
+        continue;
+      }
       statsOf(this.$, endpointId).inQueue--;
       return job;
     }
@@ -83,7 +144,10 @@ export class QueueSystem {
     // submitted.
     waitingSince.sort((a, b) => a - b);
     const normal = waitingSince.length;
-    return { normal, low: Math.max(0, total - normal), waitingSince };
+    // Jobs waiting out a retry's backoff cannot be taken yet: no worker is started for them until they can.
+    let backingOff = 0;
+    for (const entry of this.delayed.values()) if (entry.endpointId === endpointId) backingOff++;
+    return { normal, low: Math.max(0, total - normal - backingOff), waitingSince };
   }
 
   /** Endpoints that got jobs since the last call (their takers are due). */
@@ -112,6 +176,13 @@ export class QueueSystem {
       }
       queue.clear();
     }
+    for (const [id, entry] of this.delayed) {
+      const job = this.$.live.get(id);
+      if (entry.endpointId !== endpointId || !job || job.row.status !== "IN_QUEUE") continue;
+      ids.push(id);
+      ops.push({ op: "deleteJob", id });
+      this.undelay(id);
+    }
     for (const id of ids) this.$.live.delete(id);
     statsOf(this.$, endpointId).inQueue = 0;
     await this.$.writer.write(ops, () => ids.forEach((id) => this.$.waiters.notify(id)));
@@ -121,5 +192,6 @@ export class QueueSystem {
   /** The endpoint is gone. */
   drop(endpointId: string): void {
     this.queues.delete(endpointId);
+    for (const [id, entry] of this.delayed) if (entry.endpointId === endpointId) this.undelay(id);
   }
 }

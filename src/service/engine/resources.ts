@@ -6,7 +6,7 @@
 // Memory is authoritative for jobs that are not final (and for final ones until their final state is
 // committed); the store holds everything and is the truth after a restart.
 
-import type { JobRow, Store, StoreOp } from "../store/types.js";
+import type { JobRow, LogRow, Store, StoreOp } from "../store/types.js";
 import { systemClock, type Clock } from "./clock.js";
 import { GroupCommit } from "./group-commit.js";
 import { isFinal, type CounterKey, type EndpointStats, type EngineEndpoint, type EngineHooks, type EngineOptions, type LiveJob, type WorkerEntry } from "./types.js";
@@ -83,6 +83,8 @@ export interface EngineResources {
   closed: boolean;
   /** Take jobs other replicas handed off into this one's queue (engine/handoff.ts); set by the engine. */
   adoptHandedOff?: () => Promise<number>;
+  /** Keep log lines (the job's own, as `svc logs --job` shows them); set by the engine. Never rejects. */
+  appendLogs?: (lines: LogRow[]) => Promise<void>;
 }
 
 export function createResources(store: Store, options: EngineOptions, hooks: EngineHooks = {}, clock: Clock = systemClock): EngineResources {

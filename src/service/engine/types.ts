@@ -5,6 +5,7 @@ import { FINAL_STATUSES, type JobStatus } from "svc/internal";
 import type { JobRow, StoreOp } from "../store/types.js";
 import type { WebhookEvent } from "../webhooks/events.js";
 import type { StorageState } from "../store/faults.js";
+import type { BackoffPolicy } from "./retry-policy.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;
@@ -19,6 +20,8 @@ export interface EngineEndpoint {
   id: string;
   type: "queue" | "lb";
   retries: number;
+  /** How long a failed job waits before its retry (absent: DEFAULT_BACKOFF). */
+  backoff?: BackoffPolicy;
   executionTimeoutMs: number;
   maxConcurrency: number;
   functions: string[];
@@ -80,7 +83,8 @@ export interface DoneResult {
   lease: string;
   status: "COMPLETED" | "FAILED";
   output?: unknown;
-  error?: { message?: string; type?: string; stack?: string };
+  /** `retryable: false`: the handler said this failure is final (the SDK's NonRetryableError): no retry. */
+  error?: { message?: string; type?: string; stack?: string; retryable?: boolean };
 }
 
 export interface EngineHooks {
@@ -94,6 +98,8 @@ export interface EngineHooks {
    * reported value (the record's output in the message).
    */
   webhookOps?(row: JobRow, event: "started" | "progress" | "completed" | "failed", output?: unknown): StoreOp[];
+  /** A running job's handler reported progress (row.progress, committed). */
+  onProgress?(row: JobRow): void;
   /** A webhook entered the outbox (committed): deliver soon. */
   onWebhook?(): void;
   /** A worker took jobs (cold start accounting). */
@@ -117,7 +123,8 @@ export interface Submission {
   /** Which events the webhook gets (svc's addition; default: its endpoint's filter, else completed and failed). */
   webhookEvents?: WebhookEvent[];
   executionTimeoutMs?: number;
-  ttlMs?: number;
+  /** `policy.ttl`: the job's whole life from submission, queue included (engine/lifetime.ts). */
+  lifetimeMs?: number;
   lowPriority?: boolean;
 }
 
@@ -142,6 +149,7 @@ export interface SubmitInput extends Submission {
 export interface FinishResult {
   status: "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
   output?: string | null;
+  /** FAILED: the handler's error; TIMED_OUT: why, when not its execution timeout (its ttl ran out). */
   error?: DoneResult["error"];
 }
 

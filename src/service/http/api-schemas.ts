@@ -37,7 +37,13 @@ export const API_SCHEMAS = {
         type: "object",
         properties: {
           executionTimeout: { type: "integer", minimum: 1, maximum: MAX_EXECUTION_TIMEOUT_MS, description: "ms a job may run" },
-          ttl: { type: "integer", minimum: 1, maximum: MAX_TTL_MS, description: "ms the job (and its result) may live" },
+          ttl: {
+            type: "integer",
+            minimum: 1,
+            maximum: MAX_TTL_MS,
+            description:
+              "ms the job may live from submission, queue and run together (default 24 h): a job still queued then is never started, a running one is stopped; either ends TIMED_OUT (errorType TtlExpired). Its result is then kept as any other's (30 min for /run, 1 min for /runsync; /status?ttl= changes that)",
+          },
           lowPriority: { type: "boolean" },
         },
         additionalProperties: false,
@@ -54,11 +60,12 @@ export const API_SCHEMAS = {
       status: ref("JobStatus"),
       delayTime: int("ms from submission to start"),
       executionTime: int("ms the job ran"),
-      output: anything("The function's output (COMPLETED), or a streaming function's chunk outputs"),
+      output: anything("The function's output (COMPLETED), or a streaming function's chunk outputs; while IN_PROGRESS, the latest progress its handler reported (ctx.progress), when it reported any"),
       error: str("Why it FAILED or TIMED_OUT"),
       errorType: str(),
       errorStack: str("The stack, source-mapped to the user's files"),
       retries: int("Automatic retries so far"),
+      attempts: int("svc's addition: how many times a worker took the job (2 on its first retry); absent until the first"),
     },
     required: ["id", "status"],
   },

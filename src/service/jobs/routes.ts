@@ -50,8 +50,17 @@ export type JobCall = RouteCall<JobDeps>;
 
 export const RUNSYNC_WAIT_DEFAULT_MS = 90_000;
 
+/**
+ * The row as the job record shows it: while the job is IN_PROGRESS, its latest progress is its `output`, as the
+ * provider's /status shows a worker's progress_update. Pure.
+ */
+export function shownRow(row: JobRow): JobRow {
+  return row.status === "IN_PROGRESS" && row.progress != null ? { ...row, output: row.progress } : row;
+}
+
 /** The job record as the job API returns it (JSON text; output is spliced in without re-encoding). */
-export function recordJson(row: JobRow, now: number): string {
+export function recordJson(stored: JobRow, now: number): string {
+  const row = shownRow(stored);
   const { head, tail } = recordParts(row, now);
   return row.output === null ? head + tail : head + row.output + tail;
 }
@@ -69,6 +78,8 @@ export function recordParts(row: JobRow, now: number): { head: string; tail: str
     if (row.errorStack !== null) tail += `,"errorStack":${JSON.stringify(row.errorStack)}`;
   }
   if (row.retried > 0) tail += `,"retries":${row.retried}`;
+  // svc's addition: how many times a worker took the job (2 on its first retry); absent before the first.
+  if (row.attempt > 0) tail += `,"attempts":${row.attempt}`;
   return { head: text, tail: `${tail}}` };
 }
 
@@ -77,7 +88,8 @@ export function recordParts(row: JobRow, now: number): { head: string; tail: str
  * right now, in pieces with backpressure (never one multi-MB string per request). `outputBytes`: the size of a
  * stored output the record was read without (engine.recordHead); it is read here once for all its readers.
  */
-async function sendRecord(ctx: JobDeps, res: ServerResponse, row: JobRow, now: number, outputBytes: number | null = null): Promise<void> {
+async function sendRecord(ctx: JobDeps, res: ServerResponse, record: JobRow, now: number, outputBytes: number | null = null): Promise<void> {
+  const row = shownRow(record);
   const stallMs = ctx.clients.limits.sendStallMs;
   const text = row.output;
   const size = outputBytes ?? (text === null ? 0 : text.length);

@@ -14,7 +14,7 @@ describe("validateSubmission", () => {
       ["a", "b"],
     );
     expect(full.errors).toEqual([]);
-    expect(full.value).toEqual({ input: {}, function: "a", webhook: "https://x.test/h", executionTimeoutMs: 5000, ttlMs: 60000, lowPriority: true });
+    expect(full.value).toEqual({ input: {}, function: "a", webhook: "https://x.test/h", executionTimeoutMs: 5000, lifetimeMs: 60000, lowPriority: true });
   });
 
   it("lists every problem as `$.path: message`", () => {

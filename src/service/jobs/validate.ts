@@ -57,7 +57,7 @@ export function validateSubmission(raw: unknown, functions: readonly string[]): 
   if (isPlainObject(body.policy)) {
     const p = body.policy;
     if (typeof p.executionTimeout === "number") value.executionTimeoutMs = p.executionTimeout;
-    if (typeof p.ttl === "number") value.ttlMs = p.ttl;
+    if (typeof p.ttl === "number") value.lifetimeMs = p.ttl;
     if (typeof p.lowPriority === "boolean") value.lowPriority = p.lowPriority;
   }
   return errors.length > 0 ? { errors } : { value, errors };

@@ -30,6 +30,9 @@ export const JOB_COLUMNS: Record<keyof JobRow, string> = {
   streamCursor: "stream_cursor",
   maxRetries: "max_retries",
   webhookEvents: "webhook_events",
+  progress: "progress",
+  notBefore: "not_before",
+  deadlineAt: "deadline_at",
 };
 export const JOB_KEYS = Object.keys(JOB_COLUMNS) as Array<keyof JobRow>;
 
@@ -40,8 +43,8 @@ export function rowToJob(r: Record<string, unknown>): JobRow {
   job.sync = r.sync === 1 || r.sync === true;
   job.lowPriority = r.low_priority === 1 || r.low_priority === true;
   // Optional; absent rather than null when the job has no limit of its own
-  if (job.maxRetries === null || job.maxRetries === undefined) delete job.maxRetries;
-  if (job.webhookEvents === null || job.webhookEvents === undefined) delete job.webhookEvents;
+  // Optional like it: absent rather than null (rows stored before these columns existed read the same).
+  for (const key of ["maxRetries", "webhookEvents", "progress", "notBefore", "deadlineAt"] as const) if (job[key] === null || job[key] === undefined) delete job[key];
   return job as unknown as JobRow;
 }
 

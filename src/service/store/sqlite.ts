@@ -70,6 +70,10 @@ export const MIGRATIONS: string[] = [
   IDEMPOTENCY_MIGRATION,
   // signed webhooks: events, a delivery log, each endpoint's filter and signing secrets
   WEBHOOKS_MIGRATION,
+  // a running job's latest progress, a retry's backoff, and the end of a job's ttl (counted from submission)
+  `ALTER TABLE jobs ADD COLUMN progress TEXT;
+   ALTER TABLE jobs ADD COLUMN not_before INTEGER;
+   ALTER TABLE jobs ADD COLUMN deadline_at INTEGER;`,
 ];
 
 type SqlValue = string | number | null;
@@ -418,7 +422,9 @@ function migrate(db: Database.Database): void {
  * file waits rather than claiming the same job), by this process's clock.
  */
 function prepareJobCommands(db: Database.Database): JobCommands {
-  const queued = db.prepare("SELECT id FROM jobs WHERE endpoint_id = ? AND status = 'IN_QUEUE' ORDER BY low_priority, seq LIMIT ?");
+  const queued = db.prepare(
+    "SELECT id FROM jobs WHERE endpoint_id = ? AND status = 'IN_QUEUE' AND (not_before IS NULL OR not_before <= ?) ORDER BY low_priority, seq LIMIT ?",
+  );
   const take = db.prepare(
     `UPDATE jobs SET status = 'IN_PROGRESS', lease = ?, worker_id = ?, attempt = attempt + 1, started_at = ?, lease_expires_at = ?
      WHERE id = ? AND status = 'IN_QUEUE' RETURNING *`,
@@ -447,7 +453,7 @@ function prepareJobCommands(db: Database.Database): JobCommands {
   };
   const claim = db.transaction((endpointId: string, workerId: string, max: number, leaseMs: number) => {
     const now = Date.now();
-    const ids = (queued.all(endpointId, max) as Array<{ id: string }>).map((r) => r.id);
+    const ids = (queued.all(endpointId, now, max) as Array<{ id: string }>).map((r) => r.id);
     return ids.map((id) => {
       const r = take.get(randomUUID(), workerId, now, now + leaseMs, id) as Record<string, unknown>;
       return { ...rowToJob(r), leaseExpiresAt: r.lease_expires_at as number };

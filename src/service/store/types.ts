@@ -40,6 +40,12 @@ export interface JobRow {
   maxRetries?: number | null;
   /** Which events its webhook gets (comma-separated, webhooks/events.ts), when the submission said; else its endpoint's. */
   webhookEvents?: string | null;
+  /** JSON text of the latest progress its handler reported (ctx.progress) in the attempt running now. */
+  progress?: string | null;
+  /** Epoch ms before which a job queued again after a failure is not taken (its retry's backoff). */
+  notBefore?: number | null;
+  /** Epoch ms at which a job that has not ended ends TIMED_OUT: its `policy.ttl` counted from submission. */
+  deadlineAt?: number | null;
 }
 
 export type EndpointType = "queue" | "lb";

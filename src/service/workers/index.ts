@@ -17,6 +17,7 @@ export const WORKER_ROUTES: ReadonlyArray<Route<WorkerDeps & ArtifactDeps>> = [
   { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/fail-start", body: WORKER_BODY_LIMIT, handler: workerRoutes.failStart },
   { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/take", body: WORKER_BODY_LIMIT, handler: workerRoutes.take },
   { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/stream", body: WORKER_BODY_LIMIT, handler: workerRoutes.stream },
+  { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/progress", body: WORKER_BODY_LIMIT, handler: workerRoutes.progress },
   { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/done", body: WORKER_BODY_LIMIT, handler: workerRoutes.done },
   { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/heartbeat", body: WORKER_BODY_LIMIT, handler: workerRoutes.heartbeat },
   { ...WORKER, methods: ["POST"], pattern: "/_worker/v1/events", body: WORKER_BODY_LIMIT, handler: workerRoutes.events },

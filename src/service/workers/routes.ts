@@ -1,11 +1,11 @@
 // The worker protocol (/_worker/v1/...), spoken by workers with their worker tokens: register, fail-start,
-// take, stream, done, heartbeat, events, log, release. Their rows (workers/index.ts) declare them: POST only, worker
+// take, stream, progress, done, heartbeat, events, log, release. Their rows (workers/index.ts) declare them: POST only, worker
 // tokens only, bodies up to WORKER_BODY_LIMIT.
 
 import { credentialFromHeader, isPlainObject, sendJson, sendText } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { lbCredentialOfToken } from "../../lb-credential.js";
-import { MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "../engine/index.js";
+import { MAX_PROGRESS_BYTES, MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "../engine/index.js";
 import { addressProblem } from "../lb/index.js";
 import type { EndpointRow, LogRow } from "../store/types.js";
 import type { RouteCall } from "../http/router.js";
@@ -102,7 +102,10 @@ function doneResults(body: Record<string, unknown>, errors: string[]): DoneResul
     if (typeof r.jobId !== "string") errors.push(`$.results[${i}].jobId: is required`);
     if (typeof r.lease !== "string") errors.push(`$.results[${i}].lease: is required`);
     if (r.status !== "COMPLETED" && r.status !== "FAILED") errors.push(`$.results[${i}].status: must be COMPLETED or FAILED`);
-    if (r.error !== undefined && !isPlainObject(r.error)) errors.push(`$.results[${i}].error: must be an object {message, type?, stack?}`);
+    if (r.error !== undefined && !isPlainObject(r.error)) errors.push(`$.results[${i}].error: must be an object {message, type?, stack?, retryable?}`);
+    else if (isPlainObject(r.error) && r.error.retryable !== undefined && typeof r.error.retryable !== "boolean") {
+      errors.push(`$.results[${i}].error.retryable: must be a boolean (false: the job fails without a retry)`);
+    }
     return undefined;
   });
   return results as DoneResult[];
@@ -198,6 +201,18 @@ export const workerRoutes = {
     if (!Array.isArray(body.chunks)) errors.push("$.chunks: must be a list");
     if (errors.length) throw invalid();
     const ok = await call.ctx.engine.appendStream(worker, body.jobId as string, body.lease, body.chunks as unknown[]);
+    sendJson(call.res, ok ? { ok: true } : { ok: false, reason: "lease lost" });
+  },
+
+  async progress(call: WorkerRouteCall): Promise<void> {
+    const { worker, body, errors, invalid } = await workerCall(call);
+    if (typeof body.jobId !== "string") errors.push("$.jobId: is required");
+    if (typeof body.lease !== "string") errors.push("$.lease: is required");
+    if (!Object.hasOwn(body, "progress") || body.progress === undefined) errors.push("$.progress: is required (any JSON value)");
+    const json = JSON.stringify(body.progress ?? null);
+    if (Buffer.byteLength(json) > MAX_PROGRESS_BYTES) errors.push(`$.progress: must be at most ${MAX_PROGRESS_BYTES} bytes of JSON`);
+    if (errors.length) throw invalid();
+    const ok = await call.ctx.engine.progress(worker, body.jobId, body.lease, json);
     sendJson(call.res, ok ? { ok: true } : { ok: false, reason: "lease lost" });
   },
 

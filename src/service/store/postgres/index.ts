@@ -53,6 +53,9 @@ const JOB_PG_TYPES: Record<keyof JobRow, string> = {
   streamCursor: "bigint",
   maxRetries: "integer",
   webhookEvents: "text",
+  progress: "text",
+  notBefore: "bigint",
+  deadlineAt: "bigint",
 };
 
 const INT8_OID = 20;
@@ -382,7 +385,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     async claim({ endpointId, workerId, max, leaseMs }) {
       const { rows } = await query(
         `WITH picked AS (
-           SELECT id FROM jobs WHERE endpoint_id = $1 AND status = 'IN_QUEUE'
+           SELECT id FROM jobs WHERE endpoint_id = $1 AND status = 'IN_QUEUE' AND (not_before IS NULL OR not_before <= svc_now_ms())
            ORDER BY low_priority, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
          UPDATE jobs j SET status = 'IN_PROGRESS', lease = gen_random_uuid()::text, worker_id = $3,
            attempt = j.attempt + 1, started_at = svc_now_ms(), lease_expires_at = svc_now_ms() + $4

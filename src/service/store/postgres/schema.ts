@@ -106,6 +106,8 @@ export const PG_MIGRATIONS: string[] = [
   PG_IDEMPOTENCY_MIGRATION,
   // Signed webhooks: events, a delivery log, each endpoint's filter and signing secrets (webhooks/schema.ts).
   PG_WEBHOOKS_MIGRATION,
+  // A running job's latest progress, a retry's backoff, and the end of a job's ttl (counted from submission).
+  `ALTER TABLE jobs ADD COLUMN progress text, ADD COLUMN not_before bigint, ADD COLUMN deadline_at bigint;`,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
