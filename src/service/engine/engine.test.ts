@@ -456,6 +456,24 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(store.jobs.get(job.id)).toMatchObject({ status: "COMPLETED", progress: null, output: "1" });
   });
 
+  it("progress of a job with a webhook asks for a progress webhook message with the reported value, after its commit", async () => {
+    const asked: Array<[string, string, unknown]> = [];
+    const { engine, store, w1 } = setup({
+      hooks: {
+        webhookOps: (row, event, output) => {
+          asked.push([row.id, event, output]);
+          return event === "progress" ? [{ op: "insertLog", line: { ts: 0, endpointId: "e1", workerId: "w", jobId: row.id, stream: "webhook", text: JSON.stringify(output) } }] : [];
+        },
+      },
+    });
+    const job = await engine.submit("e1", { input: 1, sync: false, webhook: "http://127.0.0.1:9/hook" });
+    const [taken] = await engine.take(w1, 1, 0);
+    expect(await engine.progress(w1, job.id, taken!.lease!, '{"frame":12}')).toBe(true);
+    await engine.write([]);
+    expect(asked).toContainEqual([job.id, "progress", { frame: 12 }]);
+    expect(store.logLines.some((l) => l.jobId === job.id && l.text === `{"frame":12}`)).toBe(true);
+  });
+
   it("a final job is gone from record() once its ttl passed, and sweep() deletes it from the store", async () => {
     const { engine, store, clock, w1 } = setup();
     const job = await engine.submit("e1", { input: 1, sync: false });

@@ -25,6 +25,10 @@ export class ProgressSystem {
     if (!job || job.row.id !== jobId || job.row.endpointId !== w.endpointId) return false;
     await changeJob(this.$, job, { progress: json });
     this.$.hooks.onProgress?.(job.row);
+    // A `progress` webhook (only where the job's or its endpoint's filter asks for it) follows the committed value.
+    const webhook = job.row.webhook ? this.$.hooks.webhookOps?.(job.row, "progress", JSON.parse(json)) : undefined;
+    // Its failure is the batch's, which the storage state reports; a lost progress event is superseded by the next.
+    if (webhook?.length) void this.$.writer.write(webhook, () => this.$.hooks.onWebhook?.()).catch(() => undefined);
     return true;
   }
 }
