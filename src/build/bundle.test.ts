@@ -38,7 +38,8 @@ describe("bundleEndpoint", () => {
     const outfile = join(root, "out/handler.mjs");
     const result = await bundleEndpoint(root, { endpoint: "hello", entry: join(root, "entry.ts"), outfile, external: ["declared-dep"] });
     expect(result.natives).toEqual([{ name: "nativepkg", version: "4.5.6", reason: expect.stringContaining("binding.gyp") }]);
-    expect(result.importedPackages).toEqual(["nativepkg", "plainpkg"]);
+    // dotenv: the SDK reads a project's .env with it (bundled with the SDK).
+    expect(result.importedPackages).toEqual(["dotenv", "nativepkg", "plainpkg"]);
     const code = readFileSync(outfile, "utf8");
     expect(code.startsWith('import { createRequire as __svcCreateRequire } from "node:module";')).toBe(true);
     expect(code).toContain('from "nativepkg"');
