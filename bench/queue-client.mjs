@@ -34,14 +34,28 @@ async function clientOf(peer) {
     const queue = new Queue(o.queue, { connection: o.redis });
     const events = o.mode === "runsync" ? new QueueEvents(o.queue, { connection: o.redis }) : undefined;
     await queue.waitUntilReady();
-    await events?.waitUntilReady();
+    const runsync = async (i, ttl = 60_000) => {
+      const job = await queue.add("echo", { i });
+      const result = await job.waitUntilFinished(events, ttl);
+      if (result?.i !== i) throw new Error(`BullMQ job ${job.id} answered ${JSON.stringify(result)}`);
+    };
+    if (events) {
+      await events.waitUntilReady();
+      // QueueEvents hears only what happens after its first read of the events stream, which comes after it is
+      // "ready": a job completed in between is never heard of, and waitUntilFinished would wait forever. A first
+      // job is waited for with a short deadline, and tried again until its completion is heard.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await runsync(-1000 - attempt, 1000);
+          break;
+        } catch (err) {
+          if (attempt === 10) throw err;
+        }
+      }
+    }
     return {
       submit: (i) => queue.add("echo", { i }),
-      async runsync(i) {
-        const job = await queue.add("echo", { i });
-        const result = await job.waitUntilFinished(events);
-        if (result?.i !== i) throw new Error(`BullMQ job ${job.id} answered ${JSON.stringify(result)}`);
-      },
+      runsync,
       close: async () => {
         await events?.close();
         await queue.close();
