@@ -71,7 +71,7 @@ export async function measureLbPeers({ rounds = 5, scenarios = lbScenarios(), pe
     svc = await startSvcProxy(upstream.url, work);
     for (const [name, start] of peerStarters) {
       try {
-        peers.push(await start(upstream.url));
+        peers.push({ ...(await start(upstream.url)), name });
       } catch (err) {
         peers.push({ name, error: err.message });
       }

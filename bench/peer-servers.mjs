@@ -86,7 +86,7 @@ async function supervise({ name, binary, args, port, dir, logFile }) {
  * for keep-alive upstream connections (`keepalive` in the upstream block, HTTP/1.1 and an empty Connection
  * header), access log off, response buffering on (its default), one worker process: svc serves on one event loop.
  */
-export async function startNginx(upstream, { workers = 1, keepalive = 64, binary = NGINX } = {}) {
+export async function startNginx(upstream, { workers = 1, keepalive = 64, binary = NGINX, location = "" } = {}) {
   const why = missing(binary, "nginx-light");
   if (why) throw new Error(why);
   const { hostname: host, port: upstreamPort } = new URL(upstream);
@@ -119,6 +119,7 @@ http {
       proxy_pass http://app;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      ${location}
     }
   }
 }

@@ -107,7 +107,8 @@ if (mode === "--child") {
   const toProfileUs = (epochMs) => target.clock.hrtimeUs + (epochMs - target.clock.epochMs) * 1000;
   const window = [toProfileUs(measured.startedAt), toProfileUs(loadEndedAt)];
   const { top, busyMs, windowMs } = summarize(JSON.parse(readFileSync(join(profiles, file), "utf8")), Number(flag("--top", 25)), window);
-  console.log(`${mode}: ${measured.rps.toFixed(0)} req/s under the profiler; main thread busy ${busyMs.toFixed(0)} ms of ${windowMs.toFixed(0)} ms under load; self time, top functions:\n`);
+  const perRequest = (busyMs / plans[mode].targets.length / plans[mode].total) * 1000;
+  console.log(`${mode}: ${measured.rps.toFixed(0)} req/s under the profiler; main thread busy ${busyMs.toFixed(0)} ms of ${windowMs.toFixed(0)} ms under load (${perRequest.toFixed(0)} µs a request); self time, top functions:\n`);
   console.log("| self % | self ms | function | where |");
   console.log("|---:|---:|---|---|");
   for (const row of top) console.log(`| ${row.percent.toFixed(1)} | ${row.ms.toFixed(0)} | ${row.name} | ${row.where} |`);
