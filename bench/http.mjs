@@ -6,10 +6,21 @@ import { fileURLToPath } from "node:url";
 
 export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-export function request(url, { method = "GET", headers = {}, body } = {}) {
+/**
+ * One request on the shared keep-alive agent: `{ status, body }`. With `discard`, the body is read and dropped
+ * (`body` is then its length in bytes, as a number): large answers cost the client no copying or decoding.
+ */
+export function request(url, { method = "GET", headers = {}, body, discard = false } = {}) {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
     const req = http.request(url, { method, agent, headers: { "content-type": "application/json", ...(data ? { "content-length": Buffer.byteLength(data) } : {}), ...headers } }, (res) => {
+      if (discard) {
+        let bytes = 0;
+        res.on("data", (c) => (bytes += c.length));
+        res.on("end", () => resolve({ status: res.statusCode, body: bytes }));
+        res.on("error", reject);
+        return;
+      }
       const chunks = [];
       res.on("data", (c) => chunks.push(c));
       res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString("utf8") }));
@@ -21,11 +32,24 @@ export function request(url, { method = "GET", headers = {}, body } = {}) {
   });
 }
 
-/** A plain loopback HTTP server answering every request with a tiny JSON body: the baseline. */
+/**
+ * A plain loopback HTTP server answering every request with a tiny JSON body: the baseline. `GET /bytes/<n>`
+ * answers n bytes instead (application/octet-stream, with their length), one buffer made once per size: what
+ * the proxies in front of it (bench/peers-lb.bench.mjs) pass on for large answers.
+ */
 export async function startPlainServer() {
+  const bodies = new Map();
   const server = http.createServer((req, res) => {
     req.resume();
     req.on("end", () => {
+      if (req.url.startsWith("/bytes/")) {
+        const size = Math.min(Number.parseInt(req.url.slice(7), 10) || 0, 64 << 20);
+        let bytes = bodies.get(size);
+        if (!bytes) bodies.set(size, (bytes = Buffer.alloc(size, 120)));
+        res.writeHead(200, { "content-type": "application/octet-stream", "content-length": size });
+        res.end(bytes);
+        return;
+      }
       res.writeHead(200, { "content-type": "application/json" });
       res.end('{"ok":true}');
     });

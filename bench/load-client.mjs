@@ -3,8 +3,10 @@
 //
 //   node bench/load-client.mjs '<json plan>'   ->   one JSON line on stdout
 //
-// plan: { targets: [{ name, url, method?, headers?, body?, latencyOnly? }], warmup, latencyN, total, concurrency }
+// plan: { targets: [{ name, url, method?, headers?, body?, latencyOnly?, discard? }], warmup, latencyN, total, concurrency }
 // In `url`, "{i}" becomes the request's number; a `body` is sent as JSON with every "{i}" string replaced by it.
+// `discard`: the answer's body is read and dropped, not decoded (large answers: the client's cost stays small);
+// `expectBytes`: then its length must be that.
 // Every target is warmed up, then measured with the same client: p50 latency one request at a time, alternating
 // between targets in a turning order (so all see the same machine state and the same predecessors), then requests/s with `concurrency` loops, one target after
 // the other (`startedAt`/`endedAt`: epoch ms of that phase). Each request must answer 200.
@@ -14,8 +16,9 @@ const plan = JSON.parse(process.argv[2]);
 const send = async (target, i) => {
   const url = target.url.replaceAll("{i}", String(i));
   const body = target.body === undefined ? undefined : JSON.stringify(target.body).replaceAll('"{i}"', String(i));
-  const res = await request(url, { method: target.method ?? "GET", headers: target.headers ?? {}, body });
-  if (res.status !== 200) throw new Error(`${target.method ?? "GET"} ${url}: ${res.status} ${res.body.slice(0, 200)}`);
+  const res = await request(url, { method: target.method ?? "GET", headers: target.headers ?? {}, body, discard: target.discard });
+  if (res.status !== 200) throw new Error(`${target.method ?? "GET"} ${url}: ${res.status} ${String(res.body).slice(0, 200)}`);
+  if (target.expectBytes !== undefined && res.body !== target.expectBytes) throw new Error(`${url}: ${res.body} bytes, not ${target.expectBytes}`);
 };
 
 for (let i = 0; i < (plan.warmup ?? 0); i++) for (const t of plan.targets) await send(t, i);

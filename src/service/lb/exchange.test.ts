@@ -67,6 +67,140 @@ async function exchange(pool: UpstreamPool, acceptsWhole: boolean, pieces: Piece
 
 const ok = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
+/**
+ * A downstream that takes long answers by their bytes (`long`, as the LB front does) and keeps each piece it is
+ * given as it is (no copy), so that a piece overwritten after it was given shows. `holds`: what `holding` says
+ * (the caller's socket has not written the pieces out yet); `slow`: `write` asks the worker to wait once.
+ */
+function longRecorder({ holds, slow = false }: { holds: boolean; slow?: boolean }) {
+  const seen = { longs: 0, wholes: 0, heads: [] as number[], lines: [] as string[], first: Buffer.alloc(0), pieces: [] as Buffer[], ended: false, failed: undefined as string | undefined, drain: undefined as (() => void) | undefined };
+  let asked = false;
+  const down: Downstream = {
+    gone: false,
+    head: (status) => void seen.heads.push(status),
+    write: (chunk) => {
+      seen.pieces.push(chunk);
+      if (!slow || asked) return true;
+      asked = true;
+      return false;
+    },
+    end: (chunk) => {
+      if (chunk) seen.pieces.push(chunk);
+      seen.ended = true;
+    },
+    onDrain: (listener) => void (seen.drain = listener),
+    onGone: () => undefined,
+    workerFailed: (_id, detail) => void (seen.failed = detail),
+    whole: () => void seen.wholes++,
+    long: (answer, data, bodyStart, bodyEnd) => {
+      seen.longs++;
+      seen.heads.push(answer.status);
+      for (let i = 0; i < answer.lines.length; i += 2) seen.lines.push(...data.toString("latin1", answer.lines[i], answer.lines[i + 1]).split("\r\n").filter(Boolean));
+      seen.first = Buffer.from(data.subarray(bodyStart, bodyEnd));
+      return true;
+    },
+    holding: () => holds,
+  };
+  return { down, seen };
+}
+
+async function longExchange(pool: UpstreamPool, down: Downstream, pieces: Piece[]) {
+  script.push(pieces);
+  const ex = openExchange(pool, down, { upstream: address, workerId: "w1" }, false);
+  ex.socket.write("GET / HTTP/1.1\r\nhost: w\r\n\r\n");
+  ex.sent();
+  return { outcome: await ex.outcome, socket: ex.socket };
+}
+
+/** 1 MiB whose every 4-byte word says its offset: a piece put in the wrong place, or overwritten, shows. */
+const counted = (bytes: number) => {
+  const body = Buffer.alloc(bytes);
+  for (let i = 0; i + 4 <= bytes; i += 4) body.writeUInt32LE(i, i);
+  return body;
+};
+const longHead = (length: number, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: ${length}\r\n${extra}\r\n`;
+/** `body` sent in pieces of `size` bytes, a pause between some, so that it arrives in many reads. */
+const inPieces = (body: Buffer, size: number): Piece[] => {
+  const out: Piece[] = [];
+  for (let at = 0; at < body.length; at += size) out.push(body.subarray(at, at + size), ...(at % (size * 4) === 0 ? [{ wait: 2 }] : []));
+  return out;
+};
+
+describe("a long answer of known length, passed on by its bytes", () => {
+  const body = counted(1 << 20);
+
+  it("goes down as the worker's head and the pieces read, each a view of the connection's one read buffer while nothing holds it", async () => {
+    const pool = new UpstreamPool();
+    const { down, seen } = longRecorder({ holds: false });
+    const { outcome, socket } = await longExchange(pool, down, [longHead(body.length, "Connection: keep-alive\r\nx-app: a\r\n"), ...inPieces(body, 48 * 1024)]);
+    expect(outcome).toBe("ok");
+    expect([seen.longs, seen.wholes, seen.heads, seen.lines, seen.ended]).toEqual([1, 0, [200], ["content-type: application/octet-stream", `content-length: ${body.length}`, "x-app: a"], true]);
+    expect(seen.pieces.length).toBeGreaterThan(4);
+    // No copy and no new buffer a read: every piece is a view of the same memory, read into again and again.
+    expect(new Set(seen.pieces.map((p) => p.buffer)).size).toBe(1);
+    // (Checked piece by piece as each came: the later reads overwrote the earlier ones' memory, as they may.)
+    const again = await longExchange(pool, longRecorder({ holds: false }).down, [ok("next")]);
+    expect(again.socket).toBe(socket);
+    pool.destroy();
+  });
+
+  it("never reads into a buffer whose piece the caller's side still holds: every byte arrives intact", async () => {
+    const pool = new UpstreamPool();
+    const { down, seen } = longRecorder({ holds: true });
+    const { outcome } = await longExchange(pool, down, [longHead(body.length), ...inPieces(body, 48 * 1024)]);
+    expect(outcome).toBe("ok");
+    // The pieces were kept as given (views, not copies): intact only if no later read went into their memory.
+    expect(Buffer.concat([seen.first, ...seen.pieces]).equals(body)).toBe(true);
+    pool.destroy();
+  });
+
+  it("stops reading the worker while the caller catches up, and goes on when it has", async () => {
+    const pool = new UpstreamPool();
+    const { down, seen } = longRecorder({ holds: true, slow: true });
+    script.push([longHead(body.length), ...inPieces(body, 48 * 1024)]);
+    const ex = openExchange(pool, down, { upstream: address, workerId: "w1" }, false);
+    ex.socket.write("GET / HTTP/1.1\r\nhost: w\r\n\r\n");
+    ex.sent();
+    await until(() => seen.drain !== undefined);
+    await new Promise((r) => setTimeout(r, 100));
+    // Waiting for the caller: the worker's connection is not read, and the answer is not over.
+    expect([ex.socket.isPaused(), ex.settled, seen.ended]).toEqual([true, false, false]);
+    seen.drain!();
+    expect(await ex.outcome).toBe("ok");
+    expect(Buffer.concat([seen.first, ...seen.pieces]).equals(body)).toBe(true);
+    pool.destroy();
+  });
+
+  it("a worker that sends more than its length: the length goes down, and the connection is not reused", async () => {
+    const pool = new UpstreamPool();
+    const small = counted(100_000);
+    const { down, seen } = longRecorder({ holds: false });
+    const { outcome, socket } = await longExchange(pool, down, [longHead(small.length), small.subarray(0, 60_000), { wait: 20 }, Buffer.concat([small.subarray(60_000), Buffer.from("HTTP/1.1 200 OK\r\n")])]);
+    expect(outcome).toBe("ok");
+    expect(Buffer.concat([seen.first, ...seen.pieces.map((p) => Buffer.from(p))]).length).toBe(small.length);
+    const after = await longExchange(pool, longRecorder({ holds: false }).down, [ok("fresh")]);
+    expect(after.socket).not.toBe(socket);
+    pool.destroy();
+  });
+
+  it("a worker that dies in the middle of it cuts the answer short: a failure after the head, no end", async () => {
+    const pool = new UpstreamPool();
+    const { down, seen } = longRecorder({ holds: false });
+    const { outcome } = await longExchange(pool, down, [longHead(body.length), body.subarray(0, 200_000), { wait: 20 }, "close"]);
+    expect(outcome).toBe("worker-failed");
+    expect([seen.longs, seen.ended]).toEqual([1, false]);
+    expect(seen.failed).toMatch(/The worker w1 failed while handling the request/);
+    pool.destroy();
+  });
+});
+
+async function until(condition: () => boolean, ms = 5000): Promise<void> {
+  for (const deadline = Date.now() + ms; !condition(); ) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 describe("a pooled exchange with a worker", () => {
   it("hands a whole small answer on at once, without the worker's connection headers, and reuses the connection", async () => {
     const pool = new UpstreamPool();

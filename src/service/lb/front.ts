@@ -607,6 +607,19 @@ class FrontConnection implements Downstream {
     this.answered();
   }
 
+  long(answer: ScannedResponse, data: Buffer, bodyStart: number, bodyEnd: number, workerId: string): boolean {
+    const first = `HTTP/1.1 ${answer.status} ${STATUS_CODES[answer.status] ?? "Unknown"}\r\n`;
+    const last = `x-svc-worker: ${workerId}\r\n${this.serviceHeaders(this.limits, answer.date)}\r\n`;
+    this.pendingHead = undefined;
+    this.chunked = false;
+    this.headWritten = true;
+    return this.socket.write(spliceHead(first, data, answer.lines, last, data.subarray(bodyStart, bodyEnd)));
+  }
+
+  holding(): boolean {
+    return this.socket.writableLength > 0;
+  }
+
   workerFailed(workerId: string, detail: string, status: 502 | 504 = 502): void {
     // Part of the answer went out: it can only be cut short.
     if (this.headWritten) return void this.socket.destroy();

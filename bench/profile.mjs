@@ -1,0 +1,144 @@
+#!/usr/bin/env node
+// Where the service's main thread spends its time under the peer benches' loads: the service runs in a process
+// of its own under `node --cpu-prof`, the same load client as the benches drives it, and the profile's top
+// self-time functions are printed (docs/performance.md holds what they said).
+//
+//   node bench/profile.mjs lb [--top 25] [--keep DIR]      1 MB answers through the LB front, 16 connections
+//   node bench/profile.mjs lb-small                        small JSON through the LB front, 64 connections
+//   node bench/profile.mjs queue                           /run end to end on SQLite, 16 submitters
+//
+// Needs `npm run build` first. --keep DIR keeps the .cpuprofile (open it in Chrome's DevTools).
+import { execFile, spawn } from "node:child_process";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+const run_ = promisify(execFile);
+const root = fileURLToPath(new URL("..", import.meta.url));
+const [mode = "lb", ...rest] = process.argv.slice(2);
+const flag = (name, fallback) => {
+  const i = rest.indexOf(name);
+  return i >= 0 ? rest[i + 1] : fallback;
+};
+
+/** The profile's clock (µs of the monotonic clock node's hrtime reads) beside the epoch, to place the load in it. */
+function clock() {
+  return { epochMs: Date.now(), hrtimeUs: Number(process.hrtime.bigint() / 1000n) };
+}
+
+if (mode === "--child") {
+  // The service's process: starts it (and, for the LB, the plain server as its worker), prints where to send
+  // load as one JSON line, and exits when its stdin ends (so --cpu-prof writes the profile).
+  const kind = rest[0];
+  const { request } = await import("./http.mjs");
+  const { buildProject } = await import(`${root}dist/build/index.js`);
+  const { startService } = await import(`${root}dist/service/index.js`);
+  const work = mkdtempSync(join(tmpdir(), "svc-profile-"));
+  const project = join(work, "app");
+  const key = "bench-key";
+  const headers = { authorization: `Bearer ${key}` };
+  let service;
+  let upstream;
+  if (kind === "lb") {
+    const { startPlainServerProcess } = await import("./http.mjs");
+    const { createOutsideServerDriver } = await import("./outside-server-driver.mjs");
+    upstream = await startPlainServerProcess();
+    cpSync(join(root, "fixtures", "lb-app"), project, { recursive: true });
+    const build = await buildProject(project, {});
+    Object.assign(build.manifest.resources.api, { workersMin: 1, workersMax: 1, maxConcurrency: 1000 });
+    service = await startService({ dataDir: join(work, "data"), driver: createOutsideServerDriver(upstream.url), apiKeys: [key] });
+    const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
+    const url = `${service.url}/lb/${endpoint.id}`;
+    await request(`${url}/items/warm`, { headers });
+    process.stdout.write(`${JSON.stringify({ url, headers, clock: clock() })}\n`);
+  } else {
+    const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
+    cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
+    const build = await buildProject(project, {});
+    service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key] });
+    const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
+    for (let i = 0; i < 50; i++) await request(`${endpoint.url}/runsync`, { method: "POST", headers, body: { input: { i } } });
+    process.stdout.write(`${JSON.stringify({ url: endpoint.url, headers, clock: clock() })}\n`);
+  }
+  process.stdin.resume();
+  process.stdin.on("end", async () => {
+    await service.close();
+    await upstream?.close();
+    rmSync(work, { recursive: true, force: true });
+    process.exit(0);
+  });
+} else {
+  const profiles = flag("--keep") ?? mkdtempSync(join(tmpdir(), "svc-cpuprof-"));
+  const child = spawn(process.execPath, ["--cpu-prof", "--cpu-prof-dir", profiles, fileURLToPath(import.meta.url), "--child", mode === "queue" ? "queue" : "lb"], { stdio: ["pipe", "pipe", "inherit"] });
+  const target = await new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) resolve(JSON.parse(out.split("\n")[0]));
+    });
+    child.once("exit", (code) => reject(new Error(`the service's process exited (${code})`)));
+  });
+  const plans = {
+    lb: { targets: [{ name: "svc", url: `${target.url}/bytes/${1 << 20}`, headers: target.headers, discard: true, expectBytes: 1 << 20 }], warmup: 50, total: 3000, concurrency: 16 },
+    "lb-small": { targets: [{ name: "svc", url: `${target.url}/items/{i}`, headers: target.headers }], warmup: 200, total: 30000, concurrency: 64 },
+    queue: { targets: [{ name: "svc", url: `${target.url}/run`, method: "POST", headers: target.headers, body: { input: { i: "{i}" } } }], warmup: 0, total: 30000, concurrency: 16 },
+  };
+  const { stdout } = await run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plans[mode])], { maxBuffer: 1 << 20 });
+  const measured = JSON.parse(stdout).svc;
+  const loadEndedAt = Date.now();
+  if (mode === "queue") {
+    // The workers drain what was queued before the profile ends.
+    for (;;) {
+      const { request } = await import("./http.mjs");
+      const health = JSON.parse((await request(`${target.url}/health`, { headers: target.headers })).body);
+      if (health.jobs.inQueue === 0 && health.jobs.inProgress === 0) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  await new Promise((resolve) => {
+    child.once("exit", resolve);
+    child.stdin.end();
+  });
+  const file = readdirSync(profiles).find((f) => f.endsWith(".cpuprofile"));
+  // Only the samples taken under the load (from the client's start to its end, and the queue's draining): the
+  // service's start (module loading, the build) is not what is measured.
+  const toProfileUs = (epochMs) => target.clock.hrtimeUs + (epochMs - target.clock.epochMs) * 1000;
+  const window = [toProfileUs(measured.startedAt), toProfileUs(loadEndedAt)];
+  const { top, busyMs, windowMs } = summarize(JSON.parse(readFileSync(join(profiles, file), "utf8")), Number(flag("--top", 25)), window);
+  const perRequest = (busyMs / plans[mode].targets.length / plans[mode].total) * 1000;
+  console.log(`${mode}: ${measured.rps.toFixed(0)} req/s under the profiler; main thread busy ${busyMs.toFixed(0)} ms of ${windowMs.toFixed(0)} ms under load (${perRequest.toFixed(0)} µs a request); self time, top functions:\n`);
+  console.log("| self % | self ms | function | where |");
+  console.log("|---:|---:|---|---|");
+  for (const row of top) console.log(`| ${row.percent.toFixed(1)} | ${row.ms.toFixed(0)} | ${row.name} | ${row.where} |`);
+  if (!flag("--keep")) rmSync(profiles, { recursive: true, force: true });
+  else console.log(`\nprofile: ${join(profiles, file)}`);
+}
+
+/** Self time by function (name and place) of the samples within `[from, to]` (µs), idle excluded from the percentages' base. */
+function summarize(profile, count, [from, to]) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map();
+  let t = profile.startTime;
+  for (let i = 0; i < profile.samples.length; i++) {
+    t += profile.timeDeltas[i];
+    if (t < from || t > to) continue;
+    const node = byId.get(profile.samples[i]);
+    const dt = (profile.timeDeltas[i + 1] ?? 0) / 1000;
+    const { functionName, url, lineNumber } = node.callFrame;
+    const where = url ? `${url.replace(`file://${root}`, "").replace(/^.*node_modules\//, "node_modules/")}:${lineNumber + 1}` : "";
+    const key = `${functionName || "(anonymous)"}\t${where}`;
+    self.set(key, (self.get(key) ?? 0) + dt);
+  }
+  const busy = [...self].filter(([k]) => !k.startsWith("(idle)")).reduce((a, [, v]) => a + v, 0);
+  const top = [...self]
+    .filter(([k]) => !k.startsWith("(idle)"))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, count)
+    .map(([k, ms]) => {
+      const [name, where] = k.split("\t");
+      return { name, where, ms, percent: (ms / busy) * 100 };
+    });
+  return { top, busyMs: busy, windowMs: (to - from) / 1000 };
+}
