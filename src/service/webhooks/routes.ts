@@ -9,7 +9,8 @@
 // Every endpoint has these, app endpoints (`svc deploy`) and REST endpoints alike; another user's is not found.
 
 import type { RouteCall, RouteHandler } from "../api-context.js";
-import { sendJson } from "../http/wire.js";
+import { isPlainObject, sendJson } from "../http/wire.js";
+import { SMALL_BODY_LIMIT } from "../http/body-limits.js";
 import { HttpProblem } from "../http/problems.js";
 import { userEndpoint } from "../jobs/routes.js";
 import { readObjectBody, requireAccess } from "../management/context.js";
@@ -51,7 +52,10 @@ async function settingsRoute(call: RouteCall): Promise<void> {
 async function rotateRoute(call: RouteCall): Promise<void> {
   const webhooks = webhooksOf(call);
   const id = ownEndpoint(call, true);
-  const body = (await call.json()) ?? {};
+  // No body is a rotation with the default overlap; a body that is there must be an object.
+  const raw = await call.json();
+  if (raw !== undefined && !isPlainObject(raw)) throw new HttpProblem(400, "The request body must be a JSON object (or none)");
+  const body = raw ?? {};
   const errors = validate(SCHEMAS.RotateWebhookSecretRequest, body);
   if (errors.length > 0) throw new HttpProblem(422, "The rotation is not valid", { errors });
   const keep = (body as { keepPreviousSeconds?: number }).keepPreviousSeconds;
@@ -73,7 +77,7 @@ const MANAGE = { auth: "user", rateLimited: true, purpose: "call the management 
 
 export const WEBHOOK_ROUTES: Array<RouteRow<RouteHandler>> = [
   { ...MANAGE, methods: ["GET", "PATCH"], pattern: "/v1/endpoints/:id/webhook", body: "handler", handler: settingsRoute },
-  { ...MANAGE, methods: ["POST"], pattern: "/v1/endpoints/:id/webhook/rotate-secret", body: 64 * 1024, handler: rotateRoute },
+  { ...MANAGE, methods: ["POST"], pattern: "/v1/endpoints/:id/webhook/rotate-secret", body: SMALL_BODY_LIMIT, handler: rotateRoute },
   {
     auth: "user",
     bareKey: true,
