@@ -10,7 +10,8 @@
 //   GET /openapi.json                              OpenAPI 3.1        (no key needed)
 
 import { existsSync } from "node:fs";
-import { lstat, mkdir, rename } from "node:fs/promises";
+import { lstat, rename } from "node:fs/promises";
+import { prepareVolumeDir } from "../../drivers/volume-dir.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
 import type { ApiContext, RouteCall, RouteHandler } from "../api-context.js";
@@ -173,7 +174,7 @@ export class Management {
       const dir = volumeDir(this.context.dataDir, v.id);
       const legacy = adopt?.get(v.id);
       if (legacy) await rename(legacy, dir);
-      else await mkdir(dir, { recursive: true });
+      prepareVolumeDir(dir);
       await this.context.store.putVolume(v);
     }
   }

@@ -4,7 +4,8 @@
 // Planning (what a request changes) is pure; the handlers do the I/O.
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { mkdir, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
+import { prepareVolumeDir } from "../../drivers/volume-dir.js";
 import type { ApiContext } from "../api.js";
 import type { Principal } from "../auth.js";
 import { newId } from "../auth.js";
@@ -143,7 +144,7 @@ export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Prin
     const body = await readObjectBody(req);
     const plan = planCreateVolume(body, m.dataCenters, { id: `vol${newId(6)}`, userId: p.userId, now: Date.now() });
     if (!plan.volume) throw new HttpProblem(422, "The network volume request is not valid", { errors: plan.errors });
-    await mkdir(volumeDir(m.dataDir, plan.volume.id), { recursive: true });
+    prepareVolumeDir(volumeDir(m.dataDir, plan.volume.id));
     await m.store.putVolume(plan.volume);
     return sendJson(res, volumeJson(plan.volume), 201);
   }
