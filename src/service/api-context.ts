@@ -11,6 +11,7 @@ import type { Store } from "./store/types.js";
 import type { Management } from "./management/index.js";
 import type { LbRouter } from "./lb/index.js";
 import type { Secrets } from "./secrets/index.js";
+import type { VolumesApi } from "./volumes/index.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import type { ReleaseManager } from "./releases/manager.js";
 import type { ArtifactStore } from "./artifacts.js";
@@ -54,6 +55,8 @@ export interface ApiContext {
   lb?: LbRouter;
   /** Users' secrets, given to their endpoints' workers. */
   secrets?: Secrets;
+  /** Volume access keys and usage, for the management API (the S3 API itself: volumes/s3.ts). */
+  volumes?: VolumesApi;
   /** Releases of builds: probe workers first, then the switch (releases/manager.ts). */
   releases: ReleaseManager;
   /** Workers that failed to start, per endpoint (/health's `workers.unhealthy`, an endpoint's last start error). */

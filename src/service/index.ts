@@ -36,6 +36,9 @@ const CONFIG_POLL_MS = 5_000;
 const HANDOFF_RESCAN_MS = 2_000;
 import { Secrets } from "./secrets/index.js";
 import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
+import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
+import { VolumeUsage } from "./volumes/usage.js";
+import type { VolumesApi } from "./volumes/index.js";
 import { missingSecrets } from "./secrets/check.js";
 import { reservedEnvInResources } from "./deploy/resource-rules.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
@@ -144,6 +147,11 @@ export interface ServiceOptions {
    * `nvidia-smi` on PATH) and how often utilization and memory are sampled (default 5 s). docs/gpus.md.
    */
   gpus?: { read?: () => Promise<GpuInventory>; sampleMs?: number };
+  /**
+   * Tests only: the bytes one "GB" of a network volume's `size` stands for (default 1 GiB), so a test can fill a
+   * volume quickly. `svc server` reads it from SVC_TEST_VOLUME_GB_BYTES. docs/volumes.md.
+   */
+  volumeGbBytes?: number;
 }
 
 export interface DeployedEndpoint {
@@ -200,8 +208,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // Replicas on one database: another replica's revocation is seen at the next recheck (cluster/config-sync.ts).
   const keyring = new KeyRing(store, storage.kind === "postgres" ? KEY_RECHECK_MS : Infinity);
   let secrets: Secrets;
+  let secretBox: SecretBox;
   try {
-    secrets = new Secrets(storage.secrets, new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys)), log);
+    secretBox = new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys));
+    secrets = new Secrets(storage.secrets, secretBox, log);
   } catch (err) {
     await storage.close();
     dataLock.release();
@@ -480,6 +490,19 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     if (servesJobs()) await scaler.start();
   }
 
+  // The S3 API on network volumes (volumes/s3.ts), and what the management API needs of it.
+  const volumeUsage = new VolumeUsage(options.volumeGbBytes);
+  const volumes: VolumesApi = { keys: storage.volumeKeys, box: secretBox, usage: volumeUsage, endpoint: `${url}${S3_PREFIX}`, region: S3_REGION };
+  const s3 = new VolumeS3({
+    dataDir: options.dataDir,
+    volumes: storage.management,
+    keys: storage.volumeKeys,
+    box: secretBox,
+    authenticateApiKey: (key) => keyring.authenticate(key),
+    usage: volumeUsage,
+    log,
+  });
+
   const followers = new Set<ServerResponse>();
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
@@ -489,6 +512,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // issue 4
     management,
     secrets,
+    volumes,
     // issue 7
     lb,
     releases,
@@ -551,6 +575,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     },
   });
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    // S3 clients sign their own way and want XML errors: the S3 API answers its whole prefix itself.
+    if (isS3Target(req.url)) {
+      s3.serve(req, res).catch((err: unknown) => {
+        log(`internal error on S3 ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
+        res.destroy();
+      });
+      return;
+    }
     handleRequest(context, req, res).catch((err: unknown) => {
       log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
       sendProblem(res, 500, "The service failed to handle this request");

@@ -7,6 +7,7 @@ import { UserError } from "../errors.js";
 import { openSqliteStore } from "./store/sqlite.js";
 import { openSqliteManagementStore, type ManagementStore } from "./management/store.js";
 import { openSqliteSecretStore, type SecretStore } from "./secrets/store.js";
+import { openPostgresVolumeKeyStore, openSqliteVolumeKeyStore, type VolumeKeyStore } from "./volumes/key-store.js";
 import { redactStoreUrl } from "./store-url.js";
 import { storageCause } from "./store/faults.js";
 import type { JobCommands, Store } from "./store/types.js";
@@ -21,6 +22,8 @@ export interface ServiceStorage {
   store: Store & JobCommands;
   management: ManagementStore;
   secrets: SecretStore;
+  /** Access keys of the S3 API on network volumes (volumes/key-store.ts). */
+  volumeKeys: VolumeKeyStore;
   /** The database replicas coordinate through (leases), when they share one. */
   coordination?: Queryable;
   /** Where build artifacts are kept for every replica (artifacts.ts). */
@@ -38,15 +41,18 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
     try {
       management = openSqliteManagementStore(file);
       const secrets = openSqliteSecretStore(file);
+      const volumeKeys = openSqliteVolumeKeyStore(file);
       return {
         kind: "sqlite",
         store,
         artifacts: localArtifacts,
         management,
         secrets,
+        volumeKeys,
         // One process per data directory: nobody else writes these tables.
         reload: async () => undefined,
         async close() {
+          volumeKeys.close();
           secrets.close();
           management!.close();
           await store.close();
@@ -84,6 +90,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
       artifacts: postgresArtifacts({ dataDir: options.dataDir, db: store.db, transaction: store.transaction }),
       management,
       secrets,
+      volumeKeys: openPostgresVolumeKeyStore(store.db),
       reload: async () => {
         await Promise.all([management.reload(), secrets.reload()]);
       },

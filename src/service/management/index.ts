@@ -6,6 +6,7 @@
 //   {rest_url}/v1/endpoints[/{id}]                 REST endpoints     (same)
 //   {rest_url}/v1/templates[/{id}]                 templates          (same)
 //   {rest_url}/v1/keys[/{id}]                      API keys           (admin)
+//   {rest_url}/v1/volume-keys[/{id}]               S3 access keys     (management:read / management:write)
 //   {rest_url}/v1/me                               who the key is     (any user key)
 //   GET /openapi.json                              OpenAPI 3.1        (no key needed)
 
@@ -28,6 +29,7 @@ import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacent
 import { endpointRoute, RestEndpoints, templateRoute } from "./endpoints.js";
 import { keyJson, keyRoute } from "./keys.js";
 import { secretRoute } from "../secrets/routes.js";
+import { volumeKeyRoute, type VolumeKeysDeps } from "../volumes/keys.js";
 import type { KeyRecord, ManagementStore, VolumeRecord } from "./store.js";
 import { planDeployVolumes, volumeRoute, type DeployVolumes } from "./volumes.js";
 
@@ -249,6 +251,8 @@ export const MANAGEMENT_ROUTES: Array<RouteRow<RouteHandler>> = [
   { ...MANAGE, methods: ["GET", "PATCH", "DELETE"], pattern: "/v1/endpoints/:id", handler: (c) => endpointRoute(c.ctx, management(c).context, management(c).restEndpoints(), c.principal, c.req, c.res, c.params.id) },
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/templates", handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, undefined) },
   { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/templates/:id", handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, c.params.id) },
+  { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/volume-keys", handler: (c) => volumeKeyRoute(volumeKeysOf(c), c.principal, c.req, c.res, undefined) },
+  { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/volume-keys/:id", handler: (c) => volumeKeyRoute(volumeKeysOf(c), c.principal, c.req, c.res, c.params.id) },
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/keys", handler: (c) => keyRoute(c.ctx, management(c).context, c.principal, c.req, c.res, undefined) },
   { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/keys/:id", handler: (c) => keyRoute(c.ctx, management(c).context, c.principal, c.req, c.res, c.params.id) },
   { ...MANAGE, methods: ["GET"], pattern: "/v1/secrets", handler: (c) => secretRoute(secretsOf(c), c.ctx.endpoints.values(), c.principal, c.req, c.res, undefined) },
@@ -266,6 +270,13 @@ export const MANAGEMENT_ROUTES: Array<RouteRow<RouteHandler>> = [
     },
   },
 ];
+
+/** What the volume access keys' routes need: the keys, the box sealing them, the user's volumes, the S3 address. */
+function volumeKeysOf(call: RouteCall): VolumeKeysDeps {
+  const volumes = call.ctx.volumes;
+  if (!volumes) throw new HttpProblem(404, `No route ${call.url.pathname}`);
+  return { keys: volumes.keys, box: volumes.box, volumes: management(call).context.store, endpoint: volumes.endpoint, region: volumes.region };
+}
 
 function secretsOf(call: RouteCall) {
   if (!call.ctx.secrets) throw new HttpProblem(404, `No route ${call.url.pathname}`);

@@ -150,7 +150,10 @@ export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Prin
   }
   if (method === "GET") {
     req.resume();
-    return sendJson(res, volumeJson(ownVolume(m, p, id)));
+    const v = ownVolume(m, p, id);
+    // An svc addition: the bytes the volume holds (docs/volumes.md).
+    const usedBytes = await ctx.volumes?.usage.used(v.id, volumeDir(m.dataDir, v.id));
+    return sendJson(res, usedBytes === undefined ? volumeJson(v) : { ...volumeJson(v), usedBytes });
   }
   if (method === "PATCH") {
     const current = ownVolume(m, p, id);
@@ -179,6 +182,7 @@ export async function volumeRoute(ctx: ApiContext, m: ManagementContext, p: Prin
     }
     await m.store.deleteVolume(id);
     await rm(volumeDir(m.dataDir, id), { recursive: true, force: true });
+    ctx.volumes?.usage.forget(id);
     res.writeHead(204);
     res.end();
     return;

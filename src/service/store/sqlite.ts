@@ -17,6 +17,7 @@ import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, row
 import { DEPLOY_MIGRATION, RELEASES_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
 import { SECRETS_MIGRATION } from "../secrets/store.js";
+import { VOLUME_KEYS_MIGRATION } from "../volumes/key-store.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const MIGRATIONS: string[] = [
@@ -64,6 +65,8 @@ export const MIGRATIONS: string[] = [
      id TEXT PRIMARY KEY, job_id TEXT NOT NULL, url TEXT NOT NULL, body TEXT NOT NULL, attempts INTEGER NOT NULL,
      next_at INTEGER NOT NULL, created_at INTEGER NOT NULL);
    CREATE INDEX webhook_outbox_due ON webhook_outbox (next_at);`,
+  // access keys of the S3 API on network volumes, their secrets sealed
+  VOLUME_KEYS_MIGRATION,
 ];
 
 type SqlValue = string | number | null;

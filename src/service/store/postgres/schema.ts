@@ -6,6 +6,7 @@
 
 import type pg from "pg";
 import { UserError } from "../../../errors.js";
+import { PG_VOLUME_KEYS_MIGRATION } from "../../volumes/key-store.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const PG_MIGRATIONS: string[] = [
@@ -100,6 +101,8 @@ export const PG_MIGRATIONS: string[] = [
   // rolling upgrade leaves the name of the holder before it, which is not its own, and followers pass /run on.
   `CREATE TABLE job_handoffs (job_id text PRIMARY KEY, replica text NOT NULL);
    ALTER TABLE svc_leases ADD COLUMN adopting text;`,
+  // access keys of the S3 API on network volumes, their secrets sealed
+  PG_VOLUME_KEYS_MIGRATION,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
