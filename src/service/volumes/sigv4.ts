@@ -148,7 +148,12 @@ export function readSignature(req: RequestParts, query: Record<string, string | 
     };
   }
   if (auth !== undefined && /^AWS /.test(auth)) throw new S3Error("InvalidRequest", "Signature Version 2 is not supported: sign requests with AWS Signature Version 4");
-  if (q("X-Amz-Algorithm") === undefined) return undefined;
+  if (q("X-Amz-Algorithm") === undefined) {
+    if (q("AWSAccessKeyId") !== undefined && q("Signature") !== undefined) {
+      throw new S3Error("InvalidRequest", "Signature Version 2 is not supported: presign with AWS Signature Version 4 (AWS CLI v1: signature_version = s3v4)");
+    }
+    return undefined;
+  }
   if (q("X-Amz-Algorithm") !== ALGORITHM) throw new S3Error("AuthorizationHeaderMalformed", `X-Amz-Algorithm must be ${ALGORITHM}`);
   const credentialText = q("X-Amz-Credential");
   const longDate = q("X-Amz-Date");
