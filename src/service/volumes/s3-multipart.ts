@@ -9,7 +9,7 @@ import { open, readFile, writeFile, unlink } from "node:fs/promises";
 import { volumeDir } from "../management/context.js";
 import { S3Error } from "./s3-errors.js";
 import { parseCompleteParts, xmlDocument, xmlFields } from "./s3-xml.js";
-import { bucketVolume, sendXml, sizedPayload, volumeFs, writePayload, xmlBody, type S3Call } from "./s3.js";
+import { bucketVolume, sendXml, sizedPayload, volumeFs, writePayload, xmlBody, type S3Call } from "./s3-call.js";
 import { createIn, etagOf, keySegments, lstatIn, type VolumeDir } from "./volume-fs.js";
 
 /** S3's bounds: a part is at most 5 GiB, every part but the last at least 5 MiB, at most 10000 parts. */
