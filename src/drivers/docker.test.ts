@@ -73,15 +73,12 @@ describe("names", () => {
     expect(networkNameFor("app-env", { app: "My App", env: "prod" }, "s1")).toBe("svc-my-app-prod");
     expect(networkNameFor("session", { app: "a", env: "b" }, "S1")).toBe("svc-session-s1");
   });
-  it("names volumes by volumeName, or by the process driver's host path (hashed), scoped to the session on request", () => {
+  it("names Docker volumes by volumeName, scoped to the session on request; a launch with a host directory gets none (it is bind-mounted)", () => {
     expect(volumeFor({}, "persistent", "s")).toBeUndefined();
     expect(volumeFor({ volumeName: "Models" }, "persistent", "s")).toEqual({ name: "svc-vol-models", key: "Models" });
     expect(volumeFor({ volumeName: "models" }, "session", "s9")!.name).toBe("svc-vol-s9-models");
-    const a = volumeFor({ volumePath: "/data/one/volumes/models" }, "persistent", "s")!;
-    const b = volumeFor({ volumePath: "/data/two/volumes/models" }, "persistent", "s")!;
-    expect(a.name).toMatch(/^svc-vol-models-[0-9a-f]{8}$/);
-    expect(a.name).not.toBe(b.name);
-    expect(volumeFor({ volumePath: "/data/one/volumes/models" }, "persistent", "s")).toEqual(a);
+    expect(volumeFor({ volumePath: "/data/one/volumes/vol0123456789ab" }, "persistent", "s")).toBeUndefined();
+    expect(volumeFor({ volumePath: "/data/one/volumes/vol0123456789ab", volumeName: "models" }, "session", "s")).toBeUndefined();
   });
   it("knows loopback service URLs", () => {
     expect(isLoopbackUrl("http://127.0.0.1:4000")).toBe(true);
@@ -125,6 +122,11 @@ describe("containerCreateOptions", () => {
     expect(options.HostConfig?.PortBindings).toEqual({ "8080/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }], "9000/tcp": [{ HostIp: "127.0.0.1", HostPort: "19000" }] });
     expect(options.HostConfig?.DeviceRequests).toBeUndefined();
     expect(containerCreateOptions(launch(), plan()).HostConfig?.PortBindings).toEqual({});
+  });
+  it("bind-mounts the volume's host directory: the same files the process driver's workers get", () => {
+    const options = containerCreateOptions(launch({ volumePath: "/data/volumes/vol0123456789ab" }), plan({ volumeHostPath: "/data/volumes/vol0123456789ab" }));
+    expect(options.HostConfig?.Mounts).toEqual([{ Type: "bind", Source: "/data/volumes/vol0123456789ab", Target: "/svc-volume", ReadOnly: false }]);
+    expect(options.Env).toContain("SVC_VOLUME_PATH=/svc-volume");
   });
 
   it("load-balanced workers listen on every interface at the fixed container port, published on loopback only", () => {

@@ -6,10 +6,10 @@
 // cleaned up by label (cleanupStale). With `pool`, containers are also started ahead of need and claimed by cold
 // starts (docker-pool.ts, docs/cold-start.md). See docs/docker.md.
 
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, rmSync } from "node:fs";
 import { chmod, rm } from "node:fs/promises";
-import { execFile } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import { execaSync } from "execa";
 import { basename, join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -25,6 +25,7 @@ import { readMarkedLine } from "../runtime/output-marks.js";
 import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
 import { ArtifactCache, claimedName, claimEnvironment, parseClaimedName, poolContainerOptions, poolLabels, poolRefusal, poolSizes } from "./docker-pool.js";
+import { prepareVolumeDir } from "./volume-dir.js";
 import { DEFAULT_CONTAINER_LIMITS, describeRuntime, dockerConfinement, dockerResources, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import { POOL_READY_LINE } from "../runtime/claim.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
@@ -131,12 +132,12 @@ export function networkNameFor(scope: "app-env" | "session", launch: Pick<Worker
 }
 
 /**
- * The Docker volume of a launch: named by `volumeName`, or (for launches that only carry the process driver's
- * host path) by that path's last segment plus a hash of it, so endpoints of one service share it and two data
- * dirs never collide. Undefined: no volume. Pure.
+ * The Docker volume of a launch that names one (`volumeName`) and carries no host directory; undefined otherwise
+ * (a launch with `volumePath` bind-mounts that directory: the volume's one home, docs/volumes.md). Pure.
  */
 export function volumeFor(launch: Pick<WorkerLaunch, "volumeName" | "volumePath">, lifetime: "persistent" | "session", session: string): { name: string; key: string } | undefined {
-  const key = launch.volumeName ?? (launch.volumePath ? `${basename(launch.volumePath)}-${createHash("sha256").update(launch.volumePath).digest("hex").slice(0, 8)}` : undefined);
+  if (launch.volumePath) return undefined;
+  const key = launch.volumeName;
   if (!key) return undefined;
   const name = lifetime === "session" ? `svc-vol-${dockerNamePart(session, 24)}-${dockerNamePart(key)}` : `svc-vol-${dockerNamePart(key)}`;
   return { name, key };
@@ -157,7 +158,10 @@ export interface ContainerPlan {
   /** SVC_API_URL inside the container. */
   apiUrl: string;
   labels: Record<string, string>;
+  /** A Docker volume of that name (launches that carry only `volumeName`). */
   volume?: string;
+  /** The volume's host directory, bind-mounted: the same files the process driver's workers get. */
+  volumeHostPath?: string;
   requestGpus: boolean;
   publish: Array<{ containerPort: number; hostPort?: number }>;
   /** Load-balanced workers: the container port their HTTP server listens on (on all interfaces). */
@@ -228,14 +232,15 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
     ...dockerConfinement(launch.placement, { limits: plan.limits ?? DEFAULT_CONTAINER_LIMITS, runtime: plan.runtime, readOnlyRoot: !launch.image }),
   };
   if (plan.serviceHostIp) hostConfig.ExtraHosts = [`${SERVICE_HOST_ALIAS}:${plan.serviceHostIp}`];
-  if (plan.volume) hostConfig.Mounts = [{ Type: "volume", Source: plan.volume, Target: VOLUME_MOUNT, ReadOnly: false }];
+  if (plan.volumeHostPath) hostConfig.Mounts = [{ Type: "bind", Source: plan.volumeHostPath, Target: VOLUME_MOUNT, ReadOnly: false }];
+  else if (plan.volume) hostConfig.Mounts = [{ Type: "volume", Source: plan.volume, Target: VOLUME_MOUNT, ReadOnly: false }];
   if (plan.requestGpus) hostConfig.DeviceRequests = [gpuDeviceRequest(launch.gpus)];
   return {
     name: plan.name,
     Image: plan.image,
     // svc's images already run as this user; said here too so that another image given as a worker image does.
     ...(launch.image ? {} : { User: `${WORKER_UID}:${WORKER_GID}` }),
-    Env: launch.image ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT) : containerEnv(launch, plan.apiUrl, Boolean(plan.volume), plan.httpPort),
+    Env: launch.image ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT) : containerEnv(launch, plan.apiUrl, Boolean(plan.volume || plan.volumeHostPath), plan.httpPort),
     Labels: plan.labels,
     ExposedPorts: exposed,
     HostConfig: hostConfig,
@@ -544,6 +549,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     }
     const volume = volumeFor(launch, volumeLifetime, session);
     if (volume) await volumeNamed(volume, launch);
+    if (launch.volumePath) prepareVolumeDir(launch.volumePath);
     const plan: ContainerPlan = {
       name: `svc-${dockerNamePart(launch.endpointName, 30)}-${dockerNamePart(launch.workerId, 40)}`,
       image,
@@ -552,6 +558,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       apiUrl,
       labels: containerLabels(launch, session, options.labels),
       volume: volume?.name,
+      volumeHostPath: launch.volumePath,
       requestGpus: decision.requestGpus,
       publish: publishedPorts(launch, options.publish),
       httpPort: launch.loadBalanced ? LB_CONTAINER_PORT : undefined,

@@ -8,6 +8,7 @@
 // that Kubernetes collects it with the Pod, and deleted by the driver when the worker ends); leftovers whose Pod
 // is gone are deleted at adoption.
 
+import { remoteVolumeRefusal } from "./volume-dir.js";
 import { CoreV1Api, KubeConfig, Watch, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
@@ -268,6 +269,8 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
 
     async start(launch) {
       if (closed) throw new UserError("The Kubernetes driver is closed");
+      const volumeRefused = remoteVolumeRefusal(launch, "Kubernetes");
+      if (volumeRefused) throw new UserError(volumeRefused);
       const pod = workerPod(launch, {
         image: await imageFor(launch),
         session: options.session,

@@ -10,6 +10,7 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { prepareVolumeDir } from "./volume-dir.js";
 import { copyFile, link, mkdir, readdir } from "node:fs/promises";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -621,7 +622,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       pooled.sink.onLog = launch.onLog;
       child.send({ env: { ...env, HOME: "/tmp" }, cwd: SANDBOX_CODE_DIR });
     } else {
-      if (launch.volumePath) mkdirSync(launch.volumePath, { recursive: true });
+      if (launch.volumePath) prepareVolumeDir(launch.volumePath);
       if (runDir) dirs.push(runDir);
       let spawned: SandboxedProcess;
       try {

@@ -15,6 +15,7 @@ import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } fr
 import { applyProtocolEnv } from "./env.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import { ensureWorkerImage, imageKindOf, VOLUME_MOUNT } from "./images.js";
+import { remoteVolumeRefusal } from "./volume-dir.js";
 import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import { registryWorkerImage } from "./registry.js";
 import { serviceLogs, type ServiceLogs } from "./swarm-logs.js";
@@ -314,6 +315,8 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
 
     async start(launch) {
       if (closed) throw new UserError("The Swarm driver is closed");
+      const volumeRefused = remoteVolumeRefusal(launch, "Docker Swarm");
+      if (volumeRefused) throw new UserError(volumeRefused);
       const d = await docker();
       let gpus: SwarmServicePlan["gpus"];
       if (launch.computeType === "GPU") {

@@ -17,6 +17,7 @@ import type { Management } from "./management/index.js";
 import type { LbRouter } from "./lb/index.js";
 import type { Secrets } from "./secrets/index.js";
 import type { Webhooks } from "./webhooks/index.js";
+import type { VolumesApi } from "./volumes/index.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import type { ReleaseManager } from "./releases/manager.js";
 import type { ArtifactStore } from "./artifacts/store.js";
@@ -67,6 +68,8 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   secrets?: Secrets;
   /** Jobs' webhooks: endpoints' filters and signing secrets, delivery logs (webhooks/index.ts). */
   webhooks?: Webhooks;
+  /** Volume access keys and usage, for the management API (the S3 API itself: volumes/s3.ts). */
+  volumes?: VolumesApi;
   /** Releases of builds: probe workers first, then the switch (releases/manager.ts). */
   releases: ReleaseManager;
   /** Uploads, plans, activations, removals and configuration of apps' environments (deploy/deployments.ts). */

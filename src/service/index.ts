@@ -36,6 +36,9 @@ const HANDOFF_RESCAN_MS = 2_000;
 import { Secrets } from "./secrets/index.js";
 import { IdempotentSubmits } from "./idempotency/index.js";
 import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
+import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
+import { VolumeUsage } from "./volumes/usage.js";
+import type { VolumesApi } from "./volumes/index.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import { Management } from "./management/index.js";
 import type { DataCenter } from "./management/datacenters.js";
@@ -147,6 +150,11 @@ export interface ServiceOptions {
   gpus?: { read?: () => Promise<GpuInventory>; sampleMs?: number };
   /** Webhook delivery: the retry schedule (default 5 attempts over a few minutes), an attempt's time limit, how often the outbox is read. */
   webhooks?: { retry?: Partial<RetryPolicy>; timeoutMs?: number; intervalMs?: number };
+  /**
+   * Tests only: the bytes one "GB" of a network volume's `size` stands for (default 1 GiB), so a test can fill a
+   * volume quickly. `svc server` reads it from SVC_TEST_VOLUME_GB_BYTES. docs/volumes.md.
+   */
+  volumeGbBytes?: number;
 }
 
 export interface DeployedEndpoint {
@@ -362,6 +370,19 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     gpus: () => hostGpus,
     log,
   });
+  // The S3 API on network volumes (volumes/s3.ts), and what the management API needs of it.
+  const volumeUsage = new VolumeUsage(options.volumeGbBytes);
+  const volumes: VolumesApi = { keys: storage.volumeKeys, box, usage: volumeUsage, endpoint: `${url}${S3_PREFIX}`, region: S3_REGION };
+  const s3 = new VolumeS3({
+    dataDir: options.dataDir,
+    volumes: storage.management,
+    keys: storage.volumeKeys,
+    box,
+    authenticateApiKey: (key) => keyring.authenticate(key),
+    usage: volumeUsage,
+    log,
+  });
+
   const followers = new Set<ServerResponse>();
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
@@ -372,6 +393,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     management,
     secrets,
     webhooks,
+    volumes,
     // load-balanced endpoints (lb/)
     lb,
     releases,
@@ -418,6 +440,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     },
   });
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    // S3 clients sign their own way and want XML errors: the S3 API answers its whole prefix itself.
+    if (isS3Target(req.url)) {
+      s3.serve(req, res).catch((err: unknown) => {
+        log(`internal error on S3 ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
+        res.destroy();
+      });
+      return;
+    }
     handleRequest(context, req, res).catch((err: unknown) => {
       log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
       sendProblem(res, 500, "The service failed to handle this request");

@@ -3,7 +3,7 @@
 // through the job API; a worker container killed mid-job hands its job to another; two endpoints share a
 // network volume; GPU endpoints fall back to CPU only when allowed; close() leaves nothing of the session.
 
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -126,10 +126,12 @@ describeDocker("Docker driver with the real service", () => {
     const read = await runsync("volume-reader", { name: "note.txt" });
     expect(read.body).toMatchObject({ status: "COMPLETED", output: { text } });
     expect(read.body.output.host).not.toBe(written.body.output.host);
-    const volumes = (await docker.listVolumes({ filters: { label: [`${LABELS.session}=${driver.session}`] } })).Volumes ?? [];
-    expect(volumes).toHaveLength(1);
-    // The setting "shared-notes" names no volume of the owner's: the deploy made one for them, named by its id.
-    expect(volumes[0]!.Labels).toMatchObject({ [LABELS.managed]: "true", [LABELS.volume]: expect.stringMatching(/^vol[0-9a-f]{12}-/) });
+    // The setting "shared-notes" names no volume of the owner's: the deploy made one for them, whose directory in
+    // the data directory is the volume's one home (bind-mounted, as the process driver's workers get it).
+    const volumes = readdirSync(join(dir, "data", "volumes"));
+    expect(volumes).toEqual([expect.stringMatching(/^vol[0-9a-f]{12}$/)]);
+    expect(readFileSync(join(dir, "data", "volumes", volumes[0]!, "note.txt"), "utf8")).toBe(text);
+    expect((await docker.listVolumes({ filters: { label: [`${LABELS.session}=${driver.session}`] } })).Volumes ?? []).toHaveLength(0);
   }, 120_000);
 
   it("runs a GPU endpoint on CPU when the driver allows it (no GPU here), with a logged warning", async () => {

@@ -140,7 +140,7 @@ describeDocker("pre-booted worker containers", () => {
     expect(r.body).toMatchObject({ status: "COMPLETED", output: { flag: "volume", path: "/svc-volume/note.txt", read: text } });
     expect(pooled).not.toContain(r.body.output.host);
     const inspected = await docker.getContainer(r.body.output.host).inspect();
-    expect(inspected.Mounts.find((m) => m.Destination === "/svc-volume")).toMatchObject({ Type: "volume", RW: true });
+    expect(inspected.Mounts.find((m) => m.Destination === "/svc-volume")).toMatchObject({ Type: "bind", RW: true });
     expect(inspected.Config.Labels[LABELS.pool]).toBeUndefined();
     expect(await pooledIds(2)).toEqual(pooled);
   }, 120_000);

@@ -13,6 +13,7 @@ import { startService } from "../../service/index.js";
 import { redactStoreUrl } from "../../service/store/url.js";
 import { parseServerConfig, printableConfig, serviceOptionsOf, settingsEnvironment, type ServerConfig } from "../../service/config.js";
 import { installLastResort } from "../../service/last-resort.js";
+import { testVolumeGbBytes } from "../../service/volumes/usage.js";
 import { alignRows, createOutput } from "../output.js";
 
 export const DEFAULT_SERVER_PORT = 8600;
@@ -183,6 +184,7 @@ export function register(program: Command): void {
           driver,
           singleUser: isolation.singleUser,
           apiKeys: [admin.key],
+          volumeGbBytes: testVolumeGbBytes(process.env),
           publicUrl: config.publicUrl,
           replicaUrl: config.replicaUrl,
           clusterUrl: config.clusterUrl,

@@ -76,6 +76,7 @@ export const SCHEMAS = {
       size: { type: "integer", minimum: MIN_VOLUME_GB, maximum: MAX_VOLUME_GB },
       dataCenter: { type: "string" },
       type: { $ref: "#/components/schemas/VolumeType" },
+      usedBytes: { type: "integer", minimum: 0, description: "svc addition, in the answer for one volume: the bytes its files hold (docs/volumes.md)" },
     },
     required: ["id", "name", "size", "dataCenter", "type"],
   },

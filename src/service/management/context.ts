@@ -8,6 +8,7 @@ import type { EngineEndpoint, JobEngine } from "../engine/index.js";
 import type { EndpointRegistry } from "../endpoints/registry.js";
 import type { StartFailures } from "../releases/start-failures.js";
 import type { Scaler } from "../workers/scaler.js";
+import type { VolumesApi } from "../volumes/index.js";
 import type { HostGpus } from "../../gpus/host.js";
 import { isPlainObject, parseJson, readBody } from "../http/wire.js";
 import { SMALL_BODY_LIMIT } from "../http/body-limits.js";
@@ -28,6 +29,8 @@ export interface ManagementDeps {
   /** A revoked key is forgotten at once, not when its cached principal expires. */
   keyring: Pick<KeyRing, "forget">;
   gpus?(): HostGpus | undefined;
+  /** Volume access keys and usage (volumes/index.ts); absent where the S3 API is not served. */
+  volumes?: VolumesApi;
 }
 
 export interface ManagementContext {

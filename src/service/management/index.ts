@@ -6,11 +6,13 @@
 //   {rest_url}/v1/endpoints[/{id}]                 REST endpoints     (same)
 //   {rest_url}/v1/templates[/{id}]                 templates          (same)
 //   {rest_url}/v1/keys[/{id}]                      API keys           (admin)
+//   {rest_url}/v1/volume-keys[/{id}]               S3 access keys     (management:read / management:write)
 //   {rest_url}/v1/me                               who the key is     (any user key)
 //   GET /openapi.json                              OpenAPI 3.1        (no key needed)
 
 import { existsSync } from "node:fs";
-import { lstat, mkdir, rename } from "node:fs/promises";
+import { lstat, rename } from "node:fs/promises";
+import { prepareVolumeDir } from "../../drivers/volume-dir.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
 import type { Route, RouteCall } from "../http/router.js";
@@ -28,6 +30,7 @@ import { dataCenterConfig, LOCAL_DATA_CENTER, type DataCenter } from "./datacent
 import { endpointRoute, RestEndpoints, templateRoute } from "./endpoints.js";
 import { keyJson, keyRoute } from "./keys.js";
 import { secretRoute } from "../secrets/routes.js";
+import { volumeKeyRoute, type VolumeKeysDeps } from "../volumes/keys.js";
 import type { KeyRecord, ManagementStore, VolumeRecord } from "./store.js";
 import { planDeployVolumes, volumeRoute, type DeployVolumes } from "./volumes.js";
 
@@ -184,7 +187,7 @@ export class Management {
       const dir = volumeDir(this.context.dataDir, v.id);
       const legacy = adopt?.get(v.id);
       if (legacy) await rename(legacy, dir);
-      else await mkdir(dir, { recursive: true });
+      prepareVolumeDir(dir);
       await this.context.store.putVolume(v);
     }
   }
@@ -259,6 +262,8 @@ export const MANAGEMENT_ROUTES: ReadonlyArray<Route<ManagementApiDeps>> = [
   { ...MANAGE, methods: ["GET", "PATCH", "DELETE"], pattern: "/v1/endpoints/:id", handler: (c) => endpointRoute(c.ctx, management(c).context, management(c).restEndpoints(), c.principal, c.req, c.res, c.params.id) },
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/templates", handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, undefined) },
   { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/templates/:id", handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, c.params.id) },
+  { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/volume-keys", handler: (c) => volumeKeyRoute(volumeKeysOf(c), c.principal, c.req, c.res, undefined) },
+  { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/volume-keys/:id", handler: (c) => volumeKeyRoute(volumeKeysOf(c), c.principal, c.req, c.res, c.params.id) },
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/keys", handler: (c) => keyRoute(c.ctx, management(c).context, c.principal, c.req, c.res, undefined) },
   { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/keys/:id", handler: (c) => keyRoute(c.ctx, management(c).context, c.principal, c.req, c.res, c.params.id) },
   { ...MANAGE, methods: ["GET"], pattern: "/v1/secrets", handler: (c) => secretRoute(secretsOf(c), c.ctx.endpoints.values(), c.principal, c.req, c.res, undefined) },
@@ -276,6 +281,14 @@ export const MANAGEMENT_ROUTES: ReadonlyArray<Route<ManagementApiDeps>> = [
     },
   },
 ];
+
+/** What the volume access keys' routes need: the keys, the box sealing them, the user's volumes, the S3 address. */
+function volumeKeysOf(call: ManagementCall): VolumeKeysDeps {
+  const volumes = call.ctx.volumes;
+  if (!volumes) throw new HttpProblem(404, `No route ${call.url.pathname}`);
+  return { keys: volumes.keys, box: volumes.box, volumes: management(call).context.store, endpoint: volumes.endpoint, region: volumes.region };
+}
+
 
 function secretsOf(call: ManagementCall) {
   if (!call.ctx.secrets) throw new HttpProblem(404, `No route ${call.url.pathname}`);

@@ -10,6 +10,7 @@ import { newId } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { SCHEMAS, validate, type VolumeType } from "../http/schema.js";
+import { prepareVolumeDir } from "../../drivers/volume-dir.js";
 import type { EndpointRow } from "../store/types.js";
 import { readObjectBody, requireAccess, resolveVolume, volumeDir, volumeNameProblem, VOLUME_ID_PATTERN, type ManagementContext, type ManagementDeps } from "./context.js";
 import type { DataCenterConfig } from "./datacenters.js";
@@ -143,13 +144,16 @@ export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: 
     const body = await readObjectBody(req);
     const plan = planCreateVolume(body, m.dataCenters, { id: `vol${newId(6)}`, userId: p.userId, now: Date.now() });
     if (!plan.volume) throw new HttpProblem(422, "The network volume request is not valid", { errors: plan.errors });
-    await mkdir(volumeDir(m.dataDir, plan.volume.id), { recursive: true });
+    prepareVolumeDir(volumeDir(m.dataDir, plan.volume.id));
     await m.store.putVolume(plan.volume);
     return sendJson(res, volumeJson(plan.volume), 201);
   }
   if (method === "GET") {
     req.resume();
-    return sendJson(res, volumeJson(ownVolume(m, p, id)));
+    const v = ownVolume(m, p, id);
+    // An svc addition: the bytes the volume holds (docs/volumes.md).
+    const usedBytes = await ctx.volumes?.usage.used(v.id, volumeDir(m.dataDir, v.id));
+    return sendJson(res, usedBytes === undefined ? volumeJson(v) : { ...volumeJson(v), usedBytes });
   }
   if (method === "PATCH") {
     const current = ownVolume(m, p, id);
@@ -178,6 +182,7 @@ export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: 
     }
     await m.store.deleteVolume(id);
     await rm(volumeDir(m.dataDir, id), { recursive: true, force: true });
+    ctx.volumes?.usage.forget(id);
     res.writeHead(204);
     res.end();
     return;

@@ -7,6 +7,7 @@ import { UserError } from "../../errors.js";
 import { openSqliteStore } from "./sqlite.js";
 import { openSqliteManagementStore, type ManagementStore } from "../management/store.js";
 import { openSqliteSecretStore, type SecretStore } from "../secrets/store.js";
+import { openPostgresVolumeKeyStore, openSqliteVolumeKeyStore, type VolumeKeyStore } from "../volumes/key-store.js";
 import { openPostgresIdempotencyStore, openSqliteIdempotencyStore, type IdempotencyStore } from "../idempotency/store.js";
 import { redactStoreUrl } from "./url.js";
 import { storageCause } from "./faults.js";
@@ -24,6 +25,8 @@ export interface ServiceStorage {
   secrets: SecretStore;
   /** Which job each Idempotency-Key made. */
   idempotency: IdempotencyStore;
+  /** Access keys of the S3 API on network volumes (volumes/key-store.ts). */
+  volumeKeys: VolumeKeyStore;
   /** The database replicas coordinate through (leases), when they share one. */
   coordination?: Queryable;
   /** Where build artifacts are kept for every replica (artifacts.ts). */
@@ -42,6 +45,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
       management = openSqliteManagementStore(file);
       const secrets = openSqliteSecretStore(file);
       const idempotency = openSqliteIdempotencyStore(file);
+      const volumeKeys = openSqliteVolumeKeyStore(file);
       return {
         kind: "sqlite",
         store,
@@ -49,10 +53,12 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
         management,
         secrets,
         idempotency,
+        volumeKeys,
         // One process per data directory: nobody else writes these tables.
         reload: async () => undefined,
         async close() {
           idempotency.close();
+          volumeKeys.close();
           secrets.close();
           management!.close();
           await store.close();
@@ -91,6 +97,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
       management,
       secrets,
       idempotency: openPostgresIdempotencyStore(store.db),
+      volumeKeys: openPostgresVolumeKeyStore(store.db),
       reload: async () => {
         await Promise.all([management.reload(), secrets.reload()]);
       },

@@ -19,6 +19,7 @@ import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/stor
 import { SECRETS_MIGRATION } from "../secrets/store.js";
 import { IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";
 import { WEBHOOKS_MIGRATION } from "../webhooks/schema.js";
+import { VOLUME_KEYS_MIGRATION } from "../volumes/schema.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const MIGRATIONS: string[] = [
@@ -74,6 +75,8 @@ export const MIGRATIONS: string[] = [
   `ALTER TABLE jobs ADD COLUMN progress TEXT;
    ALTER TABLE jobs ADD COLUMN not_before INTEGER;
    ALTER TABLE jobs ADD COLUMN deadline_at INTEGER;`,
+  // access keys of the S3 API on network volumes, their secrets sealed
+  VOLUME_KEYS_MIGRATION,
 ];
 
 type SqlValue = string | number | null;

@@ -8,6 +8,7 @@ import type pg from "pg";
 import { UserError } from "../../../errors.js";
 import { PG_IDEMPOTENCY_MIGRATION } from "../../idempotency/schema.js";
 import { PG_WEBHOOKS_MIGRATION } from "../../webhooks/schema.js";
+import { PG_VOLUME_KEYS_MIGRATION } from "../../volumes/schema.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const PG_MIGRATIONS: string[] = [
@@ -108,6 +109,8 @@ export const PG_MIGRATIONS: string[] = [
   PG_WEBHOOKS_MIGRATION,
   // A running job's latest progress, a retry's backoff, and the end of a job's ttl (counted from submission).
   `ALTER TABLE jobs ADD COLUMN progress text, ADD COLUMN not_before bigint, ADD COLUMN deadline_at bigint;`,
+  // Access keys of the S3 API on network volumes, their secrets sealed
+  PG_VOLUME_KEYS_MIGRATION,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */
