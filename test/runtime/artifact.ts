@@ -7,6 +7,7 @@ import { gzipSync } from "node:zlib";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 import tarStream from "tar-stream";
+import { REQUIRE_BANNER } from "../../src/build/bundle.js";
 import { generateHandlerSource, type HandlerEndpoint } from "../../src/build/handlers.js";
 import type { Manifest, ManifestResource } from "svc/internal";
 
@@ -100,6 +101,8 @@ export async function buildTestArtifact(
       format: "esm",
       target: "node20",
       alias: { svc: SDK_ENTRY },
+      // As the real build: bundled CommonJS (the SDK's dotenv) requires builtins through it.
+      banner: { js: REQUIRE_BANNER },
       logLevel: "silent",
       // As the real build: a source map beside the handler, so stacks name the fixture's sources.
       sourcemap: true,
