@@ -58,6 +58,12 @@ export const RULES = [
     to: (target) => target === `${SVC}api.ts`,
   },
   {
+    name: "no-catch-all-context",
+    why: "each feature declares the dependencies its rows use; the catch-all ApiContext is the dispatcher's and the composition root's alone",
+    from: (file) => inService(file) && file !== `${SVC}index.ts` && file !== `${SVC}api.ts`,
+    to: (target) => target === `${SVC}api-context.ts`,
+  },
+  {
     name: "composition-root",
     why: "src/service/index.ts wires the service; nothing inside the service imports it (its option types excepted)",
     from: inService,

@@ -25,9 +25,12 @@ import type { EndpointRegistry } from "./endpoints/registry.js";
 import type { StartFailures } from "./releases/start-failures.js";
 import type { HostGpus } from "../gpus/host.js";
 import type { Deployments } from "./deploy/deployments.js";
+import type { DeployRouteDeps } from "./deploy/routes.js";
+import type { StateDeps } from "./state-routes.js";
+import type { WebhookRouteDeps } from "./webhooks/routes.js";
 import type { IdempotentSubmits } from "./idempotency/index.js";
 
-export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps {
+export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps, DeployRouteDeps, StateDeps, WebhookRouteDeps {
   engine: JobEngine;
   keyring: KeyRing;
   /** The endpoints served: read here, changed through upsert/remove (endpoints/registry.ts). */

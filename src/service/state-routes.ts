@@ -1,12 +1,28 @@
 // An environment known only by its endpoints (no record of it: an older svc dev deployed it), and endpoints'
 // logs (stored, or followed).
 
+import type { ServerResponse } from "node:http";
 import { canUseJobs } from "./keys/auth.js";
 import { intParam, sendJson, sendPieces, writable } from "./http/wire.js";
 import { HttpProblem } from "./http/problems.js";
 import type { LogRow } from "./store/types.js";
-import type { RouteCall } from "./api-context.js";
+import type { RouteCall as Call } from "./http/router.js";
+import type { EndpointRow } from "./store/types.js";
+import type { JobEngine } from "./engine/index.js";
+import type { ClientGuards } from "./http/slow-clients.js";
 import { userEndpoint } from "./jobs/routes.js";
+
+/** What the state routes read: the endpoints served, their logs, and the limits on slow followers. */
+export interface StateDeps {
+  url: string;
+  endpoints: ReadonlyMap<string, EndpointRow>;
+  engine: Pick<JobEngine, "queryLogs" | "followLogs">;
+  clients: ClientGuards;
+  /** Open log follows, ended when the service closes. */
+  followers: Set<ServerResponse>;
+}
+
+type RouteCall = Call<StateDeps>;
 
 /** GET /v1/apps/{app}/environments/{env} of an environment with endpoints but no record (deploy/routes.ts asks). */
 export function appEnvironment(call: RouteCall): void {

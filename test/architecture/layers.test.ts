@@ -80,6 +80,7 @@ describe("the layer rules", () => {
       "src/service/lb/index.ts -> src/service/workers/routes.ts: core-below-http",
       "src/service/secrets/store.ts -> src/service/secrets/routes.ts: core-below-http",
       "src/service/cluster/forward.ts -> src/service/api-context.ts: core-below-http",
+      "src/service/cluster/forward.ts -> src/service/api-context.ts: no-catch-all-context",
     ]);
   });
 
@@ -99,6 +100,16 @@ describe("the layer rules", () => {
       "src/drivers/docker.ts -> src/service/keys/auth.ts: drivers-below-service",
       "src/deploy/index.ts -> src/cli/output.ts: library-below-cli",
     ]);
+  });
+
+  it("keep the catch-all context to the dispatcher and the composition root: a feature's rows declare their own", () => {
+    expect(
+      broken({
+        "src/service/deploy/routes.ts": [{ target: "src/service/api-context.ts", typeOnly: true }],
+        "src/service/api.ts": [{ target: "src/service/api-context.ts", typeOnly: true }],
+        "src/service/index.ts": [{ target: "src/service/api-context.ts", typeOnly: true }],
+      }),
+    ).toEqual(["src/service/deploy/routes.ts -> src/service/api-context.ts: no-catch-all-context"]);
   });
 
   it("let nothing in the service import its composition root, but for its option types", () => {

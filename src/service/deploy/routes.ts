@@ -19,9 +19,12 @@
 //   POST   /v1/apps/{app}/environments/{env}/config      {resources, dryRun} -> configuration-only update
 
 import type { IncomingMessage } from "node:http";
-import type { ApiContext, RouteCall, RouteHandler } from "../api-context.js";
-import type { RouteRow } from "../http/router.js";
-import { appEnvironment } from "../state-routes.js";
+import type { RouteCall as Call, RouteHandler as Handler, Route } from "../http/router.js";
+import { appEnvironment, type StateDeps } from "../state-routes.js";
+import type { InspectLimits } from "../../artifact/inspect.js";
+import type { StartFailures } from "../releases/start-failures.js";
+import type { Store } from "../store/types.js";
+import type { Deployments } from "./deployments.js";
 import { canUseJobs, type Principal } from "../keys/auth.js";
 import { canDeploy } from "../management/context.js";
 import { isPlainObject, parseJson, readBody, sendJson } from "../http/wire.js";
@@ -34,6 +37,21 @@ import type { EnvironmentRow, ReleaseRow } from "./types.js";
 import { receiveArtifact } from "./upload.js";
 import { lbEndpointUrl } from "../lb/index.js";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
+
+/** What the deploy routes need: the Deployments module that does the work, and what they read to answer. */
+export interface DeployRouteDeps extends StateDeps {
+  deployments: Deployments;
+  store: Pick<Store, "apps" | "environments" | "build" | "releases">;
+  startFailures: Pick<StartFailures, "unhealthy" | "last">;
+  dataDir: string;
+  maxArtifactBytes: number;
+  /** How an uploaded archive may expand (tests make these small; defaults: a worker's extraction limits). */
+  uploadInspectLimits?: Partial<InspectLimits>;
+  uploadIdleMs?: number;
+}
+
+type RouteCall = Call<DeployRouteDeps>;
+type RouteHandler = Handler<DeployRouteDeps>;
 
 const SHA = /^[a-f0-9]{64}$/;
 const JSON_LIMIT = 8 * 1024 * 1024;
@@ -81,7 +99,7 @@ function endpointUrl(serviceUrl: string, id: string, type: string): string {
   return type === "lb" ? lbEndpointUrl(serviceUrl, id) : `${serviceUrl}/v2/${id}`;
 }
 
-function endpointJson(ctx: ApiContext, e: EndpointRow, routes: Record<string, Record<string, string>> = {}) {
+function endpointJson(ctx: DeployRouteDeps, e: EndpointRow, routes: Record<string, Record<string, string>> = {}) {
   return {
     name: e.name,
     id: e.id,
@@ -131,7 +149,7 @@ function environmentRef(call: RouteCall): EnvironmentRef {
   return { userId: call.principal.userId, app, env };
 }
 
-async function findApp(ctx: ApiContext, userId: string, app: string) {
+async function findApp(ctx: DeployRouteDeps, userId: string, app: string) {
   return (await ctx.store.apps(userId)).find((a) => a.name === app);
 }
 
@@ -303,7 +321,7 @@ async function unknownAction(call: RouteCall): Promise<void> {
 const APPS = { auth: "user", body: "handler", rateLimited: true, purpose: "manage apps" } as const;
 
 /** Apps, their builds (uploads) and environments (releases): one row per route, each parsing, calling Deployments, answering. */
-export const DEPLOY_ROUTES: Array<RouteRow<RouteHandler>> = [
+export const DEPLOY_ROUTES: Array<Route<DeployRouteDeps>> = [
   { ...APPS, methods: ["GET"], pattern: "/v1/apps", handler: route(listApps) },
   { ...APPS, methods: ["GET"], pattern: "/v1/apps/:app", handler: route(getApp) },
   { ...APPS, methods: ["DELETE"], pattern: "/v1/apps/:app", handler: route(deleteApp) },
@@ -339,7 +357,7 @@ function buildJson(b: { id: string; app: string; size: number; fingerprint: stri
   return { id: b.id, app: b.app, size: b.size, fingerprint: b.fingerprint, createdAt: b.createdAt };
 }
 
-function planJson(ctx: ApiContext, plan: ActivationPlan, routes: Record<string, Record<string, string>>, applied: boolean) {
+function planJson(ctx: DeployRouteDeps, plan: ActivationPlan, routes: Record<string, Record<string, string>>, applied: boolean) {
   return {
     applied,
     endpoints: plan.endpoints.map((e) => ({ ...e, url: endpointUrl(ctx.url, e.id, e.type), routes: Object.keys((Object.hasOwn(routes, e.name) ? routes[e.name] : undefined) ?? {}).sort() })),
@@ -347,7 +365,7 @@ function planJson(ctx: ApiContext, plan: ActivationPlan, routes: Record<string, 
   };
 }
 
-async function environmentJson(ctx: ApiContext, e: EnvironmentRow) {
+async function environmentJson(ctx: DeployRouteDeps, e: EnvironmentRow) {
   const build = e.buildId ? await ctx.store.build(e.userId, e.buildId) : undefined;
   return {
     app: e.app,

@@ -110,7 +110,7 @@ async function sendRecord(ctx: JobDeps, res: ServerResponse, record: JobRow, now
 }
 
 /** The caller's endpoint `id`: 404 when it is not theirs (as if it did not exist), 403 when the key is scoped elsewhere. */
-export function userEndpoint(ctx: JobDeps, principal: Principal, id: string): EndpointRow {
+export function userEndpoint(ctx: Pick<JobDeps, "endpoints">, principal: Principal, id: string): EndpointRow {
   const endpoint = ctx.endpoints.get(id);
   if (!endpoint || endpoint.userId !== principal.userId) throw new HttpProblem(404, `No endpoint ${id}`);
   if (!canUseJobs(principal, id)) throw new HttpProblem(403, `This API key has no access to endpoint ${id}`);

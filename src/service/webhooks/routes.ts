@@ -8,17 +8,27 @@
 //
 // Every endpoint has these, app endpoints (`svc deploy`) and REST endpoints alike; another user's is not found.
 
-import type { RouteCall, RouteHandler } from "../api-context.js";
+import type { RouteCall as Call, Route } from "../http/router.js";
+import type { EndpointRow } from "../store/types.js";
+import type { JobEngine } from "../engine/index.js";
 import { isPlainObject, sendJson } from "../http/wire.js";
 import { SMALL_BODY_LIMIT } from "../http/body-limits.js";
 import { HttpProblem } from "../http/problems.js";
 import { userEndpoint } from "../jobs/routes.js";
 import { readObjectBody, requireAccess } from "../management/context.js";
-import type { RouteRow } from "../http/router.js";
 import { SCHEMAS, validate } from "../http/schema.js";
 import type { WebhookEvent } from "./events.js";
 import type { Webhooks } from "./index.js";
 import { DEFAULT_PREVIOUS_SECRET_MS } from "./settings.js";
+
+/** What the webhook routes read: the endpoints served, whether a job exists, and the webhooks themselves. */
+export interface WebhookRouteDeps {
+  endpoints: ReadonlyMap<string, EndpointRow>;
+  engine: Pick<JobEngine, "recordHead">;
+  webhooks?: Webhooks;
+}
+
+type RouteCall = Call<WebhookRouteDeps>;
 
 function webhooksOf(call: RouteCall): Webhooks {
   if (!call.ctx.webhooks) throw new HttpProblem(404, `No route ${call.url.pathname}`);
@@ -75,7 +85,7 @@ async function deliveriesRoute(call: RouteCall): Promise<void> {
 
 const MANAGE = { auth: "user", rateLimited: true, purpose: "call the management API" } as const;
 
-export const WEBHOOK_ROUTES: Array<RouteRow<RouteHandler>> = [
+export const WEBHOOK_ROUTES: Array<Route<WebhookRouteDeps>> = [
   { ...MANAGE, methods: ["GET", "PATCH"], pattern: "/v1/endpoints/:id/webhook", body: "handler", handler: settingsRoute },
   { ...MANAGE, methods: ["POST"], pattern: "/v1/endpoints/:id/webhook/rotate-secret", body: SMALL_BODY_LIMIT, handler: rotateRoute },
   {
