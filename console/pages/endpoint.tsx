@@ -256,12 +256,25 @@ function LogView({ endpointId, jobId, title }: { endpointId: string; jobId?: str
 function JobView({ endpointId, jobId, summary, streams, onChanged }: { endpointId: string; jobId: string; summary?: JobSummary; streams: boolean; onChanged(): void }) {
   const sectionRef = useRef<HTMLElement>(null);
   // Opened by a click far down the list (or a link): brought into view, unless it already is (beside the list).
+  // It is checked again as its record, output and logs arrive and it grows: beside a list scrolled to its end,
+  // a taller detail is pushed up by the end of the list.
   useEffect(() => {
     const section = sectionRef.current;
     if (!section) return;
-    const top = section.getBoundingClientRect().top;
-    if (top < 0 || top > innerHeight - 80) section.scrollIntoView({ block: "start" });
+    const bringIntoView = () => {
+      const top = section.getBoundingClientRect().top;
+      if (top < 0 || top > innerHeight - 80) scrollBy({ top: top - 8 });
+    };
+    bringIntoView();
     section.querySelector<HTMLElement>("h2")?.focus({ preventScroll: true });
+    const observer = new ResizeObserver(bringIntoView);
+    observer.observe(section);
+    // Only while it opens: afterwards the user scrolls where they like.
+    const stop = setTimeout(() => observer.disconnect(), 3000);
+    return () => {
+      clearTimeout(stop);
+      observer.disconnect();
+    };
   }, [jobId]);
   const [record, setRecord] = useState<JobRecord | null>(null);
   const [chunks, setChunks] = useState<unknown[]>([]);

@@ -3,7 +3,8 @@
 // its releases with a rollback, a job's own page, "Try it" from a sensible example, a finished stream's chunks,
 // and the layout at 1440 px and 390 px. Screenshots go to test-results/console/.
 
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
+import { promisify } from "node:util";
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -111,7 +112,9 @@ describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
     expect(curl).toContain("$SVC_API_KEY");
     expect(curl).not.toContain(ADMIN);
     // Pasted into a shell with the key in the environment, it gets the job's answer.
-    const answer = JSON.parse(execFileSync("sh", ["-c", curl], { env: { ...process.env, SVC_API_KEY: ADMIN }, encoding: "utf8", timeout: 60_000 }));
+    // (Not execFileSync: the service answering it runs in this process.)
+    const { stdout } = await promisify(execFile)("sh", ["-c", curl], { env: { ...process.env, SVC_API_KEY: ADMIN }, encoding: "utf8", timeout: 60_000 });
+    const answer = JSON.parse(stdout);
     expect(answer).toMatchObject({ status: "COMPLETED", output: { echoed: { prompt: expect.stringMatching(/\S/) } } });
   }, 90_000);
 
