@@ -144,8 +144,8 @@ export function EndpointWorkers({ health, record }: { health: Health | null | un
             <tbody>
               {list.map((w) => (
                 <tr key={w.id} data-worker={w.id}>
-                  <th scope="row" class="mono nowrap">
-                    {w.id}
+                  <th scope="row">
+                    <span class="mono nowrap">{w.id}</span>
                   </th>
                   <td>
                     <span class={`badge worker-${w.state}`}>{w.state}</span>
@@ -266,9 +266,8 @@ export function EndpointReleases({ app, env }: { app: string; env: string }) {
                 const running = r.buildId === current && r.state === "live";
                 return (
                   <tr key={r.id} data-release={r.id} data-build={r.buildId}>
-                    <th scope="row" class="mono nowrap">
-                      {r.buildId.slice(0, 12)}
-                      {running && <span class="badge status-completed"> running</span>}
+                    <th scope="row">
+                      <span class="mono nowrap">{r.buildId.slice(0, 12)}</span> {running && <span class="badge status-completed">running</span>}
                     </th>
                     <td>{r.kind}</td>
                     <td>

@@ -227,6 +227,16 @@ describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
         const idBox = (await link.boundingBox())!;
         const lineHeight = await link.evaluate((el) => parseFloat(getComputedStyle(el).lineHeight) || 20);
         expect(idBox.height).toBeLessThan(lineHeight * 1.5);
+        // No id anywhere on the page squeezed into a column (a line of fewer than 12 characters).
+        const cramped = await page.evaluate(() =>
+          [...document.querySelectorAll("main .mono:not(textarea):not(pre)")].flatMap((el) => {
+            const r = el.getBoundingClientRect();
+            const text = el.textContent ?? "";
+            const lines = Math.max(1, Math.round(r.height / parseFloat(getComputedStyle(el).lineHeight)));
+            return lines > 1 && text.length / lines < 12 ? [`${text}: ${lines} lines in ${Math.round(r.width)} px`] : [];
+          }),
+        );
+        expect(cramped).toEqual([]);
         // A table wider than the screen scrolls inside its box instead of being cut or widening the page.
         const wrap = await table.evaluate((el) => {
           const box = el.parentElement!;
