@@ -19,6 +19,8 @@ export interface RestEndpoint {
   env: Record<string, string>;
   networkVolumeId: string | null;
   executionTimeoutMs: number;
+  scalerType?: string;
+  scalerValue?: number;
   status: "READY" | "WAITING";
   statusReason: string | null;
   allocatedGpuType: string | null;
@@ -41,11 +43,18 @@ export interface EndpointSummary {
   rest?: RestEndpoint;
   /** App endpoints: the functions they serve, with example inputs. */
   functions?: CallableFunction[];
+  /** Where callers reach it (a load-balanced endpoint's own address). */
+  url?: string;
+  /** App endpoints: their settings as deployed, and the build their environment runs. */
+  deployed?: AppEndpoint;
+  build?: string | null;
 }
 
 export interface Health {
   jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
   workers: { idle: number; running: number; initializing?: number; draining?: number; unhealthy?: number; throttled?: number };
+  /** Each worker: state, and since when (idle: since its last job ended; else since it started). */
+  workerList?: Array<{ id: string; state: "initializing" | "idle" | "running"; since: number; draining: boolean }>;
   /** Why workers are held back: "waiting for a GPU (HOPPER_141: 2 of 2 in use)"; absent when none waits. */
   throttledReason?: string;
   /** The host's GPUs this endpoint's workers hold (absent where the service assigns no GPUs). */
@@ -64,7 +73,30 @@ export interface AppEnvironment {
   activatedAt: number | null;
   build: string | null;
   fingerprint: string | null;
-  endpoints: Array<{ name: string; id: string; url: string; type: "queue" | "lb"; routes: string[]; functions?: CallableFunction[]; workersMin: number; workersMax: number; gpuTypeIds: string[]; idleTimeout: number }>;
+  endpoints: AppEndpoint[];
+}
+
+/** An endpoint as its environment lists it (`GET /v1/apps/{app}/environments/{env}`): its deployed settings. */
+export interface AppEndpoint {
+  name: string;
+  id: string;
+  url: string;
+  type: "queue" | "lb";
+  routes: string[];
+  functions?: CallableFunction[];
+  workersMin: number;
+  workersMax: number;
+  gpuTypeIds: string[];
+  idleTimeout: number;
+  computeType?: "GPU" | "CPU";
+  gpuCount?: number;
+  executionTimeoutMs?: number;
+  maxConcurrency?: number;
+  retries?: number;
+  /** Names of the secrets its workers get (never their values). */
+  secrets?: string[];
+  /** null: the default policy (one worker per maxConcurrency jobs). */
+  scaler?: { type: string; value: number } | null;
 }
 
 export async function loadAppEnvironments(): Promise<AppEnvironment[]> {
@@ -91,7 +123,7 @@ export async function loadEndpoints(): Promise<{ endpoints: EndpointSummary[]; n
         deployed.set(e.id, { status: e.status, statusReason: e.statusReason });
         continue;
       }
-      endpoints.push({ id: e.id, name: e.name, type: "queue", source: "rest", workersMin: e.workersMin, workersMax: e.workersMax, status: e.status, statusReason: e.statusReason, gpuTypeIds: e.gpuTypeIds, rest: e });
+      endpoints.push({ id: e.id, name: e.name, type: "queue", source: "rest", workersMin: e.workersMin, workersMax: e.workersMax, status: e.status, statusReason: e.statusReason, gpuTypeIds: e.gpuTypeIds, rest: e, url: e.url });
     }
   } catch (err) {
     if (!(err instanceof ApiProblem && err.status === 403)) throw err;
@@ -100,7 +132,7 @@ export async function loadEndpoints(): Promise<{ endpoints: EndpointSummary[]; n
   try {
     for (const env of await loadAppEnvironments()) {
       for (const e of env.endpoints) {
-        endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax, gpuTypeIds: e.gpuTypeIds, functions: e.functions, ...deployed.get(e.id) });
+        endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax, gpuTypeIds: e.gpuTypeIds, functions: e.functions, url: e.url, deployed: e, build: env.build, ...deployed.get(e.id) });
       }
     }
   } catch (err) {

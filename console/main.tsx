@@ -1,5 +1,5 @@
 // The svc web console: a single page served by the service under /console/. Routes live in the URL hash
-// (#/endpoints, #/endpoints/{id}, #/gpus, #/templates, #/volumes, #/keys, #/apps, #/secrets) so the service serves one file.
+// (#/endpoints, #/endpoints/{id}, #/endpoints/{id}/jobs/{jobId}, #/gpus, #/templates, #/volumes, #/keys, #/apps, #/secrets) so the service serves one file.
 
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
@@ -106,15 +106,17 @@ function App() {
       }),
     [],
   );
-  // Move focus to the new page's heading so keyboard and screen-reader users know where they are.
+  // Move focus to the new page's heading so keyboard and screen-reader users know where they are. A job opened
+  // on an endpoint's page is the same page: its job view takes focus and stays beside what was clicked.
+  const isJob = route[0] === "endpoints" && route[2] === "jobs" && route[3] !== undefined;
   useEffect(() => {
-    mainRef.current?.querySelector<HTMLElement>("h1")?.focus();
+    if (!isJob) mainRef.current?.querySelector<HTMLElement>("h1")?.focus();
   }, [route.join("/")]);
   if (!signedIn) return <SignIn reason={reason} onSignedIn={() => setSignedIn(true)} />;
   const section = route[0] ?? "endpoints";
   let page;
   // Keyed by id: another endpoint starts with fresh state (no notices or job of the previous one).
-  if (section === "endpoints" && route[1]) page = <EndpointPage key={route[1]} id={route[1]} />;
+  if (section === "endpoints" && route[1]) page = <EndpointPage key={route[1]} id={route[1]} jobId={isJob ? route[3] : undefined} />;
   else if (section === "gpus") page = <GpusPage />;
   else if (section === "volumes") page = <VolumesPage />;
   else if (section === "keys") page = <KeysPage />;

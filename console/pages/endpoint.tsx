@@ -9,6 +9,7 @@ import { gpusByWorker } from "../gpus-data.js";
 import { exampleBody, type CallableFunction } from "../forms.js";
 import { Field, formatMs, Json, Notice, ProblemMessage, Time, useConfirm, usePolling } from "../ui.js";
 import { EndpointForm } from "./endpoint-form.js";
+import { EndpointAccess, EndpointCharts, EndpointReleases, EndpointSettings, EndpointWorkers } from "./endpoint-overview.js";
 import { HealthCells } from "./endpoints.js";
 import { GpuUse, TypeIds } from "./gpus.js";
 import { WebhookDeliveries } from "./webhook-deliveries.js";
@@ -31,6 +32,10 @@ interface JobSummary {
   id: string;
   status: string;
   createdAt: number;
+  startedAt?: number | null;
+  completedAt?: number | null;
+  workerId?: string | null;
+  attempts?: number;
   delayTime: number;
   executionTime: number;
   function: string | null;
@@ -52,6 +57,9 @@ const JOBS_POLL_MS = 10_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const v2 = (endpointId: string, rest: string) => `/v2/${encodeURIComponent(endpointId)}/${rest}`;
+
+/** A job's own address in the console: it loads directly, and the browser's back button leaves the job. */
+export const jobHash = (endpointId: string, jobId: string) => `#/endpoints/${encodeURIComponent(endpointId)}/jobs/${encodeURIComponent(jobId)}`;
 
 function StatusBadge({ status }: { status: string }) {
   return <span class={`badge status-${status.toLowerCase()}`}>{status}</span>;
@@ -245,7 +253,29 @@ function LogView({ endpointId, jobId, title }: { endpointId: string; jobId?: str
   );
 }
 
-function JobView({ endpointId, jobId, summary, onChanged }: { endpointId: string; jobId: string; summary?: JobSummary; onChanged(): void }) {
+function JobView({ endpointId, jobId, summary, streams, onChanged }: { endpointId: string; jobId: string; summary?: JobSummary; streams: boolean; onChanged(): void }) {
+  const sectionRef = useRef<HTMLElement>(null);
+  // Opened by a click far down the list (or a link): brought into view, unless it already is (beside the list).
+  // It is checked again as its record, output and logs arrive and it grows: beside a list scrolled to its end,
+  // a taller detail is pushed up by the end of the list.
+  useEffect(() => {
+    const section = sectionRef.current;
+    if (!section) return;
+    const bringIntoView = () => {
+      const top = section.getBoundingClientRect().top;
+      if (top < 0 || top > innerHeight - 80) scrollBy({ top: top - 8 });
+    };
+    bringIntoView();
+    section.querySelector<HTMLElement>("h2")?.focus({ preventScroll: true });
+    const observer = new ResizeObserver(bringIntoView);
+    observer.observe(section);
+    // Only while it opens: afterwards the user scrolls where they like.
+    const stop = setTimeout(() => observer.disconnect(), 3000);
+    return () => {
+      clearTimeout(stop);
+      observer.disconnect();
+    };
+  }, [jobId]);
   const [record, setRecord] = useState<JobRecord | null>(null);
   const [chunks, setChunks] = useState<unknown[]>([]);
   const [problem, setProblem] = useState<unknown>(null);
@@ -299,17 +329,51 @@ function JobView({ endpointId, jobId, summary, onChanged }: { endpointId: string
   // The job API's rules: cancel while queued or running; retry a FAILED or TIMED_OUT job.
   const canCancel = status === "IN_QUEUE" || status === "IN_PROGRESS";
   const canRetry = status === "FAILED" || status === "TIMED_OUT";
+  // /stream hands each chunk out once: a finished streaming job read before (another tab, a client) shows the
+  // chunks its output collected.
+  const shownChunks = chunks.length === 0 && streams && status === "COMPLETED" && Array.isArray(record?.output) ? (record!.output as unknown[]) : chunks;
   return (
-    <section class="card job" aria-labelledby="job-title">
-      <h2 id="job-title">
-        Job <span class="mono">{jobId}</span> {record && <StatusBadge status={record.status} />}
-      </h2>
+    <section class="card job" aria-labelledby="job-title" ref={sectionRef} data-job-detail={jobId}>
+      <div class="page-head">
+        <h2 id="job-title" tabIndex={-1}>
+          Job <span class="mono job-id">{jobId}</span> {record && <StatusBadge status={record.status} />}
+        </h2>
+        <a href={`#/endpoints/${encodeURIComponent(endpointId)}`} aria-label="Close the job">
+          Close
+        </a>
+      </div>
+      <p class="hint">
+        Its address: <a href={jobHash(endpointId, jobId)}>{`${location.origin}${location.pathname}${jobHash(endpointId, jobId)}`}</a>
+      </p>
+      <h3>Timeline</h3>
+      <dl class="facts timeline" aria-label="Timeline">
+        <dt>Submitted</dt>
+        <dd data-field="submitted">
+          <Time t={summary?.createdAt} />
+        </dd>
+        <dt>Started</dt>
+        <dd data-field="started">
+          <Time t={summary?.startedAt} never={record?.status === "IN_QUEUE" ? "waiting in the queue" : "—"} />
+        </dd>
+        <dt>Ended</dt>
+        <dd data-field="ended">
+          <Time t={summary?.completedAt} never={record && !FINAL_STATES.has(record.status) ? "not yet" : "—"} />
+        </dd>
+        {record && (
+          <>
+            <dt>Delay</dt>
+            <dd data-field="delay">{formatMs(record.delayTime)}</dd>
+            <dt>Execution</dt>
+            <dd data-field="execution">{formatMs(record.executionTime)}</dd>
+          </>
+        )}
+        <dt>Worker</dt>
+        <dd class="mono" data-field="worker">
+          {summary?.workerId ?? "—"}
+        </dd>
+      </dl>
       {record && (
         <dl class="facts">
-          <dt>Delay</dt>
-          <dd>{formatMs(record.delayTime)}</dd>
-          <dt>Execution</dt>
-          <dd>{formatMs(record.executionTime)}</dd>
           {record.retries !== undefined && (
             <>
               <dt>Automatic retries</dt>
@@ -368,9 +432,15 @@ function JobView({ endpointId, jobId, summary, onChanged }: { endpointId: string
         </>
       )}
       <h3>Stream</h3>
-      {chunks.length === 0 && <p class="muted">No chunks streamed yet.</p>}
-      <ol class="chunks" aria-label="Stream chunks" aria-live="polite" hidden={chunks.length === 0}>
-        {chunks.map((c, i) => (
+      {shownChunks.length === 0 ? (
+        <p class="muted" data-empty="stream">
+          {!FINAL_STATES.has(status) ? "No chunks streamed yet." : "This job streamed no chunks."}
+        </p>
+      ) : (
+        chunks.length === 0 && <p class="hint">Its chunks, from its output (the stream was read before this page opened).</p>
+      )}
+      <ol class="chunks" aria-label="Stream chunks" aria-live="polite" hidden={shownChunks.length === 0}>
+        {shownChunks.map((c, i) => (
           <li key={i} class="mono">
             {JSON.stringify(c)}
           </li>
@@ -455,9 +525,9 @@ function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpoi
             {jobs.map((j) => (
               <tr key={j.id} data-job={j.id} class={j.id === selected ? "selected" : undefined}>
                 <th scope="row">
-                  <button class="link mono" aria-pressed={j.id === selected} onClick={() => onSelect(j.id)}>
+                  <a class="mono nowrap" href={jobHash(endpointId, j.id)} aria-current={j.id === selected ? "true" : undefined} onClick={() => onSelect(j.id)}>
                     {j.id}
-                  </button>
+                  </a>
                 </th>
                 <td>
                   <StatusBadge status={j.status} />
@@ -477,11 +547,21 @@ function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpoi
   );
 }
 
-export function EndpointPage({ id }: { id: string }) {
+/** Whether the job's function streams (a generator): its output is then the list of its chunks. */
+function streams(endpoint: EndpointSummary, job: JobSummary | undefined): boolean {
+  const fns = endpoint.functions ?? [];
+  const fn = fns.find((f) => f.name === job?.function) ?? (fns.length === 1 ? fns[0] : undefined);
+  return fn !== undefined && fn.kind.startsWith("generator");
+}
+
+export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
   const [endpoint, setEndpoint] = useState<EndpointSummary | null | undefined>(undefined);
   const [health, setHealth] = useState<Health | null | undefined>(undefined);
   const [record, setRecord] = useState<EndpointRecord | null | undefined>(undefined);
-  const [selectedJob, setSelectedJob] = useState<string | null>(null);
+  const selectedJob = jobId ?? null;
+  const setSelectedJob = (job: string) => {
+    if (job !== jobId) location.hash = jobHash(id, job);
+  };
   const [jobsVersion, setJobsVersion] = useState(0);
   const [jobs, setJobs] = useState<JobSummary[]>([]);
   const [editing, setEditing] = useState(false);
@@ -625,15 +705,22 @@ export function EndpointPage({ id }: { id: string }) {
           <pre>{health.lastStartError.message}</pre>
         </div>
       )}
-      <EndpointGpus endpoint={endpoint} record={record} health={health} />
       {health && (
         <p class="muted">
           {health.jobs.completed} completed, {health.jobs.failed} failed, {health.jobs.retried} retried since the endpoint was created.
         </p>
       )}
+      <div class="overview">
+        <EndpointAccess endpoint={endpoint} />
+        <EndpointSettings endpoint={endpoint} record={record} />
+      </div>
+      <EndpointWorkers health={health} record={record} />
+      <EndpointGpus endpoint={endpoint} record={record} health={health} />
+      {endpoint.source === "app" && endpoint.app && endpoint.env && <EndpointReleases app={endpoint.app} env={endpoint.env} />}
+      <EndpointCharts />
       {isQueue && (
-        <div class="columns">
-          <div>
+        <div class="job-layout">
+          <div class="try">
             <TryIt
               endpointId={id}
               functions={endpoint.functions ?? []}
@@ -642,9 +729,24 @@ export function EndpointPage({ id }: { id: string }) {
                 setJobsVersion((v) => v + 1);
               }}
             />
+          </div>
+          <div class="detail">
+            {selectedJob ? (
+              <JobView
+                key={selectedJob}
+                endpointId={id}
+                jobId={selectedJob}
+                summary={jobs.find((j) => j.id === selectedJob)}
+                streams={streams(endpoint, jobs.find((j) => j.id === selectedJob))}
+                onChanged={() => setJobsVersion((v) => v + 1)}
+              />
+            ) : (
+              <p class="card muted">Select a job to see its input, output, stream, timeline and logs.</p>
+            )}
+          </div>
+          <div class="jobs">
             <JobsTable endpointId={id} selected={selectedJob} onSelect={setSelectedJob} onJobs={setJobs} version={jobsVersion} />
           </div>
-          <div>{selectedJob ? <JobView key={selectedJob} endpointId={id} jobId={selectedJob} summary={jobs.find((j) => j.id === selectedJob)} onChanged={() => setJobsVersion((v) => v + 1)} /> : <p class="card muted">Select a job to see its input, output and stream.</p>}</div>
         </div>
       )}
       <LogView endpointId={id} title="Endpoint logs" />

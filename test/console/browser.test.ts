@@ -259,9 +259,9 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     const body = page.getByLabel("Request body (JSON: {input, policy?, webhook?})");
     const picker = page.getByLabel("Function");
     expect(await picker.locator("option").allTextContents()).toEqual(["bye", "hello"]);
-    expect(JSON.parse(await body.inputValue())).toEqual({ input: { name: "", formal: false }, function: "bye" });
+    expect(JSON.parse(await body.inputValue())).toEqual({ input: { name: "Ada", formal: false }, function: "bye" });
     await picker.selectOption("hello");
-    expect(JSON.parse(await body.inputValue())).toEqual({ input: { name: "", times: 0 }, function: "hello" });
+    expect(JSON.parse(await body.inputValue())).toEqual({ input: { name: "Ada", times: 1 }, function: "hello" });
     await body.fill(JSON.stringify({ input: { name: "Ada", times: 2 }, function: "hello" }));
     await page.getByRole("button", { name: "Send" }).click();
     await page.getByLabel("Result", { exact: true }).getByText('"greeting": "hello Adahello Ada"').waitFor({ timeout: 60_000 });

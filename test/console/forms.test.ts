@@ -2,7 +2,7 @@
 
 import { expect, it } from "vitest";
 import { fieldErrors } from "../../console/api.js";
-import { envText, parseEnv, scopesOf } from "../../console/forms.js";
+import { endpointCurl, envText, exampleBody, parseEnv, scopesOf, sensibleExample } from "../../console/forms.js";
 
 it("groups the API's 422 errors by top-level field, keeping the rest apart", () => {
   expect(
@@ -32,12 +32,30 @@ it("says how long ago or until a time is, in words", async () => {
 
 it("starts Try it from the function's example input, naming the function when there are several", async () => {
   const { exampleBody } = await import("../../console/forms.js");
-  expect(JSON.parse(exampleBody([], undefined))).toEqual({ input: {} });
-  expect(JSON.parse(exampleBody([{ name: "echo", kind: "function" }], undefined))).toEqual({ input: {} });
+  const prompt = { prompt: "Hello! Say something nice in one sentence." };
+  expect(JSON.parse(exampleBody([], undefined))).toEqual({ input: prompt });
+  expect(JSON.parse(exampleBody([{ name: "echo", kind: "function" }], undefined))).toEqual({ input: prompt });
   const greeter = [
     { name: "bye", kind: "method", class: "Greeter", exampleInput: { name: "" } },
     { name: "hello", kind: "method", class: "Greeter", exampleInput: { name: "", times: 0 } },
   ];
-  expect(JSON.parse(exampleBody(greeter, undefined))).toEqual({ input: { name: "" }, function: "bye" });
-  expect(JSON.parse(exampleBody(greeter, "hello"))).toEqual({ input: { name: "", times: 0 }, function: "hello" });
+  expect(JSON.parse(exampleBody(greeter, undefined))).toEqual({ input: { name: "Ada" }, function: "bye" });
+  expect(JSON.parse(exampleBody(greeter, "hello"))).toEqual({ input: { name: "Ada", times: 1 }, function: "hello" });
+});
+
+it("starts Try it from an example with something in it: never an empty prompt", () => {
+  expect(sensibleExample({ prompt: "", maxTokens: 0, stream: false, tags: [""] })).toEqual({ prompt: "Hello! Say something nice in one sentence.", maxTokens: 1, stream: false, tags: ["example"] });
+  expect(sensibleExample({ name: "", formal: false })).toEqual({ name: "Ada", formal: false });
+  // No type to start from (an untyped handler, a REST endpoint): a prompt, not {}.
+  expect(JSON.parse(exampleBody([], undefined))).toEqual({ input: { prompt: "Hello! Say something nice in one sentence." } });
+  expect(JSON.parse(exampleBody([{ name: "f", kind: "function", exampleInput: {} }], "f")).input).toEqual({ prompt: "Hello! Say something nice in one sentence." });
+  const two = [{ name: "a", kind: "method", exampleInput: { text: "" } }, { name: "b", kind: "method" }];
+  expect(JSON.parse(exampleBody(two, "a"))).toEqual({ input: { text: "Hello from the svc console" }, function: "a" });
+});
+
+it("prints a curl with the CLI's key placeholder and the example body, quoted for the shell", () => {
+  const curl = endpointCurl({ type: "queue", url: "http://h/v2/e1", functions: [{ name: "f", kind: "function", exampleInput: { name: "" } }] });
+  expect(curl).toBe(`curl -s -X POST http://h/v2/e1/runsync -H "Authorization: Bearer $SVC_API_KEY" -H "Content-Type: application/json" -d '{"input":{"name":"Ada"}}'`);
+  expect(endpointCurl({ type: "queue", url: "http://h/v2/e1", functions: [{ name: "f", kind: "function", exampleInput: { text: "it's" } }] })).toContain(`-d '{"input":{"text":"it'\\''s"}}'`);
+  expect(endpointCurl({ type: "lb", url: "http://h/lb/e2", routes: ["POST /chat", "GET /items/:id"] })).toBe('curl -s -X GET http://h/lb/e2/items/1 -H "Authorization: Bearer $SVC_API_KEY"');
 });

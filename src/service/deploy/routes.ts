@@ -112,6 +112,13 @@ function endpointJson(ctx: DeployRouteDeps, e: EndpointRow, routes: Record<strin
     workersMax: e.resource.workersMax,
     gpuTypeIds: e.resource.gpuTypeIds,
     idleTimeout: e.resource.idleTimeout,
+    // The rest of its settings, for the console's endpoint page (secret names only: values never leave the service).
+    computeType: e.resource.computeType,
+    gpuCount: e.resource.computeType === "GPU" ? e.resource.gpuCount ?? 1 : 0,
+    executionTimeoutMs: e.resource.executionTimeoutMs,
+    maxConcurrency: e.resource.maxConcurrency,
+    retries: e.resource.retries,
+    secrets: e.resource.secrets ?? [],
     // The scaling policy its workers follow; null: the default (one worker per maxConcurrency jobs).
     scaler: e.resource.scaler ?? null,
     unhealthyWorkers: ctx.startFailures.unhealthy(e.id),

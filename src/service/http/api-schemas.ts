@@ -102,6 +102,11 @@ export const API_SCHEMAS = {
       lastStartError: ref("StartError"),
       stopFailures: { type: "object", description: "Workers the driver failed to stop since the service started (they may still run); absent when none", properties: { count: int(), lastError: str() } },
       throttledReason: str('Why workers are held back: "waiting for a GPU (HOPPER_141: 2 of 2 in use)"; absent when none waits'),
+      workerList: {
+        type: "array",
+        description: "Each worker: its state and since when (idle: since its last job ended; else since it started)",
+        items: { type: "object", properties: { id: str(), state: { type: "string", enum: ["initializing", "idle", "running"] }, since: int(), draining: { type: "boolean" } }, required: ["id", "state", "since", "draining"] },
+      },
       gpus: { type: "array", items: ref("Gpu"), description: "The host's GPUs this endpoint's workers hold (only where the service assigns GPUs: docs/gpus.md)" },
       storage: {
         type: "object",
@@ -131,6 +136,10 @@ export const API_SCHEMAS = {
             inputOmitted: { type: "boolean" },
             error: str(),
             retries: int(),
+            startedAt: { type: ["integer", "null"], description: "When a worker first took it" },
+            completedAt: { type: ["integer", "null"], description: "When it ended" },
+            workerId: { type: ["string", "null"], description: "The worker of its latest attempt" },
+            attempts: int("How many times a worker took it"),
           },
           required: ["id", "status", "createdAt"],
         },

@@ -25,13 +25,29 @@ export interface JobSummary {
   inputOmitted?: true;
   error?: string;
   retries?: number;
+  /** When a worker first took it and when it ended (null: not yet); the worker of its latest attempt. */
+  startedAt: number | null;
+  completedAt: number | null;
+  workerId: string | null;
+  attempts: number;
 }
 
 /** One line of the list: the times are computed as the job record computes them. Pure. */
 export function jobSummary(row: JobRow, now: number): JobSummary {
   const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? row.completedAt ?? now : now)) - row.createdAt));
   const executionTime = row.startedAt === null ? 0 : Math.max(0, Math.round((row.completedAt ?? now) - row.startedAt));
-  const summary: JobSummary = { id: row.id, status: row.status, createdAt: row.createdAt, delayTime, executionTime, function: row.function };
+  const summary: JobSummary = {
+    id: row.id,
+    status: row.status,
+    createdAt: row.createdAt,
+    delayTime,
+    executionTime,
+    function: row.function,
+    startedAt: row.startedAt,
+    completedAt: row.completedAt,
+    workerId: row.workerId,
+    attempts: row.attempt,
+  };
   if (row.input.length <= INPUT_SHOWN_MAX) summary.input = JSON.parse(row.input);
   else summary.inputOmitted = true;
   if (row.error !== null) summary.error = row.error;

@@ -12,7 +12,7 @@ import { SHARED_OUTPUT_MIN } from "../http/slow-clients.js";
 import { defaultPolicy, desiredWorkers } from "../workers/scaling-policy.js";
 import type { EndpointRow, JobRow } from "../store/types.js";
 import { MAX_TTL_MS, validateSubmission } from "./validate.js";
-import type { Submission } from "../engine/types.js";
+import { workerState, type Submission, type WorkerState } from "../engine/types.js";
 import { invalidIdempotencyKey, requestHash, type IdempotentSubmits } from "../idempotency/index.js";
 import { newJobId } from "../engine/jobs.js";
 import type { RouteCall } from "../http/router.js";
@@ -203,6 +203,16 @@ async function submitIdempotent(call: JobCall, endpoint: EndpointRow, value: Sub
   return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
 }
 
+function workerList(engine: JobEngine, endpointId: string): Array<{ id: string; state: WorkerState; since: number; draining: boolean }> {
+  const list = [];
+  for (const w of engine.workers.values()) {
+    if (w.endpointId !== endpointId) continue;
+    const state = workerState(w);
+    list.push({ id: w.id, state, since: state === "idle" ? w.idleSince : w.startedAt, draining: w.draining });
+  }
+  return list.sort((a, b) => a.since - b.since || a.id.localeCompare(b.id));
+}
+
 /** The body of a `/run`'s answer. */
 function runAnswer(row: JobRow): string {
   return `{"id":${JSON.stringify(row.id)},"status":"IN_QUEUE"}`;
@@ -283,6 +293,8 @@ function healthJson(ctx: JobDeps, endpoint: EndpointRow): string {
   return JSON.stringify({
     ...health,
     workers,
+    // Each worker: its state and since when (idle: since its last job ended; else since it started).
+    workerList: workerList(ctx.engine, endpoint.id),
     ...(gpuWait ? { throttledReason: gpuWaitMessage(gpuWait) } : {}),
     // The GPUs its workers hold, with their use as last sampled.
     ...(hostGpus?.assigning ? { gpus: hostGpus.view().filter((g) => g.holder?.endpointId === endpoint.id) } : {}),

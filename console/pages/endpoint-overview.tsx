@@ -1,0 +1,310 @@
+// The top of an endpoint's page: how to call it (its URL and a ready-to-paste curl), its settings, its workers
+// one by one, its environment's recent releases with a rollback, and the place its charts go.
+
+import { Fragment, type ComponentChildren } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api } from "../api.js";
+import type { EndpointRecord, EndpointSummary, Health } from "../endpoints-data.js";
+import { API_KEY_PLACEHOLDER, endpointCurl } from "../forms.js";
+import { formatMs, Notice, ProblemMessage, Time, useConfirm } from "../ui.js";
+import { TypeIds } from "./gpus.js";
+
+/** Its address and a curl that gets an answer once the key is in the environment. */
+export function EndpointAccess({ endpoint }: { endpoint: EndpointSummary }) {
+  const url = endpoint.url ?? `${location.origin}/v2/${endpoint.id}`;
+  const curl = endpointCurl({ type: endpoint.type, url, functions: endpoint.functions, routes: endpoint.deployed?.routes });
+  const [copied, setCopied] = useState<string | null>(null);
+  const copy = async (e: Event) => {
+    try {
+      await navigator.clipboard.writeText(curl);
+      setCopied("Copied to the clipboard.");
+    } catch {
+      // No clipboard permission (plain http on another host): select it for Ctrl+C.
+      const pre = (e.currentTarget as HTMLElement).closest("section")?.querySelector("pre");
+      if (pre) getSelection()?.selectAllChildren(pre);
+      setCopied("Selected: press Ctrl+C (⌘C) to copy.");
+    }
+  };
+  return (
+    <section class="card" aria-labelledby="access-title">
+      <h2 id="access-title">Call it</h2>
+      <dl class="facts">
+        <dt>URL</dt>
+        <dd class="mono" data-field="url">
+          {url}
+        </dd>
+      </dl>
+      <div class="page-head">
+        <h3>curl</h3>
+        <button type="button" class="secondary" onClick={(e) => void copy(e)}>
+          Copy curl
+        </button>
+      </div>
+      <pre class="json" aria-label="curl command" tabIndex={0}>
+        {curl}
+      </pre>
+      <p class="hint">
+        Set <code>{API_KEY_PLACEHOLDER.slice(1)}</code> to an API key first (<a href="#/keys">API keys</a>), as the CLI's printed commands expect.
+      </p>
+      <Notice text={copied} />
+    </section>
+  );
+}
+
+function scalingText(scaler: { type: string; value: number } | null | undefined, maxConcurrency: number | undefined): string {
+  if (!scaler) return `default: a worker per ${maxConcurrency ?? 1} job(s) queued or running`;
+  return scaler.type === "QUEUE_DELAY" ? `QUEUE_DELAY ${scaler.value}: add a worker when a job waited ${scaler.value} s` : `${scaler.type} ${scaler.value}: ${scaler.value} job(s) per worker`;
+}
+
+/** What it was deployed (or created) with: the app's manifest or the REST record. */
+export function EndpointSettings({ endpoint, record }: { endpoint: EndpointSummary; record: EndpointRecord | null | undefined }) {
+  const d = endpoint.deployed;
+  const r = endpoint.rest;
+  const computeType = d?.computeType ?? r?.computeType ?? record?.computeType ?? (endpoint.gpuTypeIds.length > 0 ? "GPU" : "CPU");
+  const gpuCount = d?.gpuCount ?? r?.gpuCount ?? record?.gpuCount;
+  const executionTimeoutMs = d?.executionTimeoutMs ?? r?.executionTimeoutMs;
+  const scaler = d ? d.scaler : r?.scalerType ? { type: r.scalerType, value: r.scalerValue ?? 0 } : undefined;
+  const secrets = d?.secrets;
+  const rows: Array<[string, ComponentChildren, string]> = [
+    ["Compute", computeType === "GPU" ? `GPU, ${gpuCount ?? 1} per worker` : "CPU", "compute"],
+    ["GPU types", computeType !== "GPU" ? "—" : endpoint.gpuTypeIds.length > 0 ? <TypeIds ids={endpoint.gpuTypeIds} ordered label="GPU types of its settings" /> : "any GPU of the host", "gpu-types"],
+    ["Workers", `min ${endpoint.workersMin}, max ${endpoint.workersMax}`, "workers"],
+    ["Idle timeout", `${d?.idleTimeout ?? r?.idleTimeout ?? "—"} s`, "idle-timeout"],
+    ["Execution timeout", executionTimeoutMs === undefined ? "—" : executionTimeoutMs === 0 ? "none" : formatMs(executionTimeoutMs), "execution-timeout"],
+    ["Scaling", scaler === undefined ? "—" : scalingText(scaler, d?.maxConcurrency), "scaling"],
+    ["Jobs per worker", d?.maxConcurrency ?? "—", "concurrency"],
+    ["Retries", d?.retries ?? "—", "retries"],
+    [
+      "Secrets",
+      secrets === undefined ? (
+        "—"
+      ) : secrets.length === 0 ? (
+        "none"
+      ) : (
+        <ul class="chips">
+          {secrets.map((s) => (
+            <li key={s}>
+              <a href="#/secrets">
+                <code class="chip">{s}</code>
+              </a>
+            </li>
+          ))}
+        </ul>
+      ),
+      "secrets",
+    ],
+  ];
+  return (
+    <section class="card" aria-labelledby="settings-title">
+      <h2 id="settings-title">Settings</h2>
+      <dl class="facts">
+        {rows.map(([label, value, field]) => (
+          <Fragment key={field}>
+            <dt>{label}</dt>
+            <dd data-field={field}>{value}</dd>
+          </Fragment>
+        ))}
+      </dl>
+      {endpoint.source === "app" && <p class="hint">Changed by `svc deploy` (the settings in the endpoint's code), not here.</p>}
+    </section>
+  );
+}
+
+/** Each worker: state, since when, the GPUs it holds. */
+export function EndpointWorkers({ health, record }: { health: Health | null | undefined; record: EndpointRecord | null | undefined }) {
+  const list = health?.workerList;
+  const gpusOf = (workerId: string) => {
+    const held = (health?.gpus ?? []).filter((g) => g.holder && "workerId" in g.holder && g.holder.workerId === workerId);
+    const type = record?.workers?.find((w) => w.workerId === workerId)?.gpuType;
+    if (held.length === 0) return type ?? "—";
+    return `${held.map((g) => `GPU ${g.index} ${g.name}`).join(", ")}${type ? ` (as ${type})` : ""}`;
+  };
+  return (
+    <section class="card" aria-labelledby="workers-title">
+      <h2 id="workers-title">Workers</h2>
+      {health === undefined ? (
+        <p>…</p>
+      ) : !list ? (
+        <p class="muted">No worker list: the endpoint's health could not be read.</p>
+      ) : list.length === 0 ? (
+        <p class="muted" data-empty="workers">
+          No workers now: one starts when a job comes (or as many as the minimum say).
+        </p>
+      ) : (
+        <div class="table-wrap">
+          <table class="list" aria-label="Workers">
+            <thead>
+              <tr>
+                <th scope="col">Worker</th>
+                <th scope="col">State</th>
+                <th scope="col">Since</th>
+                <th scope="col">GPU</th>
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((w) => (
+                <tr key={w.id} data-worker={w.id}>
+                  <th scope="row">
+                    <span class="mono nowrap">{w.id}</span>
+                  </th>
+                  <td>
+                    <span class={`badge worker-${w.state}`}>{w.state}</span>
+                    {w.draining && <span class="muted"> (draining)</span>}
+                  </td>
+                  <td>
+                    <Time t={w.since} />
+                  </td>
+                  <td>{gpusOf(w.id)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+interface Release {
+  id: string;
+  buildId: string;
+  kind: "deploy" | "rollback";
+  state: string;
+  startedAt: number;
+  finishedAt: number | null;
+  error: { endpoint: string; message: string } | null;
+}
+
+/**
+ * The environment's recent releases, newest first. A build that went live and is not the one running can be
+ * rolled back to: the same release rule as `svc rollback` (plan, confirm what it removes, activate).
+ */
+export function EndpointReleases({ app, env }: { app: string; env: string }) {
+  const base = `/v1/apps/${encodeURIComponent(app)}/environments/${encodeURIComponent(env)}`;
+  const [releases, setReleases] = useState<Release[] | null>(null);
+  const [current, setCurrent] = useState<string | null>(null);
+  const [problem, setProblem] = useState<unknown>(null);
+  const [done, setDone] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [dialog, confirm] = useConfirm();
+  const load = async () => {
+    try {
+      const [r, e] = await Promise.all([api<{ releases: Release[] }>(`${base}/releases`), api<{ build: string | null }>(base)]);
+      setReleases(r.releases);
+      setCurrent(e.build);
+    } catch (err) {
+      setProblem(err);
+    }
+  };
+  useEffect(() => {
+    void load();
+  }, [base]);
+  // While a release starts, follow it.
+  useEffect(() => {
+    if (!releases?.some((r) => r.state === "starting")) return;
+    const timer = setTimeout(() => void load(), 1000);
+    return () => clearTimeout(timer);
+  }, [releases]);
+  const rollback = async (build: string) => {
+    setProblem(null);
+    setDone(null);
+    try {
+      const plan = await api<{ remove: Array<{ name: string }> }>(`${base}/plan`, { body: { build } });
+      const removes = plan.remove.map((r) => r.name);
+      confirm({
+        title: `Roll ${app}/${env} back to build ${build.slice(0, 12)}?`,
+        body: (
+          <>
+            <p>The endpoints it changes start new workers on that build first and switch once they are up; jobs keep running meanwhile.</p>
+            {removes.length > 0 && <p class="notice warn">It removes {removes.join(", ")}: endpoints that build does not have.</p>}
+          </>
+        ),
+        confirmLabel: "Roll back",
+        action: async () => {
+          setBusy(true);
+          try {
+            const answer = await api<{ release?: Release }>(`${base}/activate`, { body: { build, confirmRemove: removes, rollback: true, wait: false } });
+            setDone(`Rolling back to ${build.slice(0, 12)}: ${answer.release?.state ?? "started"}.`);
+          } catch (err) {
+            setProblem(err);
+          } finally {
+            setBusy(false);
+            void load();
+          }
+        },
+      });
+    } catch (err) {
+      setProblem(err);
+    }
+  };
+  return (
+    <section class="card" aria-labelledby="releases-title">
+      {dialog}
+      <h2 id="releases-title">Releases of {app}/{env}</h2>
+      <ProblemMessage error={problem} />
+      <Notice text={done} />
+      {releases === null ? (
+        !problem && <p>Loading…</p>
+      ) : releases.length === 0 ? (
+        <p class="muted">No releases yet.</p>
+      ) : (
+        <div class="table-wrap">
+          <table class="list" aria-label="Releases">
+            <thead>
+              <tr>
+                <th scope="col">Build</th>
+                <th scope="col">Kind</th>
+                <th scope="col">State</th>
+                <th scope="col">Started</th>
+                <th scope="col">
+                  <span class="sr-only">Action</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {releases.map((r) => {
+                const running = r.buildId === current && r.state === "live";
+                return (
+                  <tr key={r.id} data-release={r.id} data-build={r.buildId}>
+                    <th scope="row">
+                      <span class="mono nowrap">{r.buildId.slice(0, 12)}</span> {running && <span class="badge status-completed">running</span>}
+                    </th>
+                    <td>{r.kind}</td>
+                    <td>
+                      <span class={`badge release-${r.state}`}>{r.state}</span>
+                      {r.error && (
+                        <p class="error-text">
+                          {r.error.endpoint}: {r.error.message.split("\n")[0]}
+                        </p>
+                      )}
+                    </td>
+                    <td>
+                      <Time t={r.startedAt} />
+                    </td>
+                    <td>
+                      {r.state === "live" && r.buildId !== current && (
+                        <button class="secondary small" disabled={busy} onClick={() => void rollback(r.buildId)} aria-label={`Roll back to build ${r.buildId.slice(0, 12)}`}>
+                          Roll back
+                        </button>
+                      )}
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+/** Where the endpoint's charts go (requests, latency, workers over time); the metrics API fills it. */
+export function EndpointCharts() {
+  return (
+    <section class="card charts" aria-labelledby="charts-title" data-section="charts">
+      <h2 id="charts-title">Charts</h2>
+      <p class="muted">Charts of jobs, latency and workers over time come with the service's metrics.</p>
+    </section>
+  );
+}
