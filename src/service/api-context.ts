@@ -26,6 +26,7 @@ import type { StartFailures } from "./releases/start-failures.js";
 import type { HostGpus } from "../gpus/host.js";
 import type { Deployments } from "./deploy/deployments.js";
 import type { IdempotentSubmits } from "./idempotency/index.js";
+import type { Tracing } from "./tracing/index.js";
 
 export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps {
   engine: JobEngine;
@@ -80,6 +81,8 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   gpus?(): HostGpus | undefined;
   /** Which job each Idempotency-Key made (idempotency/index.ts). */
   idempotency: IdempotentSubmits;
+  /** Spans of requests and jobs, when traces are configured (tracing/index.ts). */
+  tracing?: Tracing;
 }
 
 /** A request to a row that needs the whole service (deploy, state; their features do not declare narrower). */
