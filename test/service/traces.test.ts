@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
 import { copyFixture, deployFixture } from "../fixture-project.js";
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../fakes/otlp-receiver.js";
-import { call, until } from "./helpers.js";
+import { call, manifest, ProtocolWorker, resource, startTestService, until } from "./helpers.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "traces-admin-key";
@@ -29,6 +29,24 @@ afterAll(async () => {
   await server?.stop();
   await receiver.close();
   rmSync(work, { recursive: true, force: true });
+});
+
+it("makes nothing of traces when they are not configured: no traceparent in the take, no OpenTelemetry registered", async () => {
+  const t = await startTestService();
+  try {
+    const [endpoint] = await t.service.deploy({ app: "plain", env: "prod", manifest: manifest({ p: resource() }, "plain"), artifactPath: t.artifact });
+    const w = await ProtocolWorker.mint(t, endpoint!.id);
+    await w.register();
+    const run = await call(`${t.service.url}/v2/${endpoint!.id}/run`, { key: t.key, body: { input: { n: 1 } }, authorization: `Bearer ${t.key}` });
+    expect(run.status).toBe(200);
+    const answer = await w.post<{ jobs: Array<Record<string, unknown>> }>("take", { workerId: w.workerId, max: 1, waitMs: 2000 });
+    expect(answer.body.jobs.map((j) => j.id)).toEqual([run.body.id]);
+    expect(answer.body.jobs[0]).not.toHaveProperty("traceparent");
+    // The SDK registers itself on the API's global when loaded (tracing/otel.ts): never here.
+    expect((globalThis as Record<symbol, unknown>)[Symbol.for("opentelemetry.js.api.1")]).toBeUndefined();
+  } finally {
+    await t.close();
+  }
 });
 
 it("puts the spans of one /runsync and the span its handler made under one trace id", async () => {
