@@ -1,5 +1,8 @@
 // The job API on the embedded store: /runsync latency and /run throughput through the real service, SQLite file
 // and process workers, each beside plain loopback HTTP measured in the same run (job-workload.mjs).
+// Traces are off here, as by default: off, no OpenTelemetry code is loaded and a /run on the LB front never reaches
+// tracing at all (through node:http it costs one property read), so these rows are also tracing-off's cost
+// (docs/observability.md, "Traces"). No row measures traces on: that needs a collector and is the SDK's cost.
 import { measureJobApi } from "./job-workload.mjs";
 
 export const title = "job API: /runsync latency, /run throughput";

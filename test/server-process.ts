@@ -22,10 +22,10 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-export async function startServerProcess(opts: { dataDir: string; env?: Record<string, string>; workers?: string }): Promise<ServerProcess> {
+export async function startServerProcess(opts: { dataDir: string; env?: Record<string, string>; workers?: string; args?: string[] }): Promise<ServerProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
-  const child = spawn(process.execPath, [join(REPO, "bin", "svc.js"), "server", "--port", "0", "--data-dir", opts.dataDir, "--workers", opts.workers ?? "process"], {
+  const child = spawn(process.execPath, [join(REPO, "bin", "svc.js"), "server", "--port", "0", "--data-dir", opts.dataDir, "--workers", opts.workers ?? "process", ...(opts.args ?? [])], {
     env: { ...env, ...opts.env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -12,6 +12,8 @@ export interface TakenJob {
   input: unknown;
   executionTimeoutMs?: number;
   attempt?: number;
+  /** The W3C trace context of the job's run, when the service traces (docs/worker-protocol.md). */
+  traceparent?: string;
 }
 
 export interface RegisterResponse {

@@ -7,7 +7,7 @@
 // job, in order, a few ms after they are yielded. The service being unreachable is never fatal: requests are
 // retried with backoff, and a service that forgot this worker gets it registered again.
 
-import { chunkMetrics, progressJson, type InvokeResult, type LoadedHandler } from "svc/internal";
+import { chunkMetrics, progressJson, type InvokeResult, type JobTrace, type LoadedHandler } from "svc/internal";
 import { errorMessage } from "../errors.js";
 import { projectRelativeStack } from "../build/source-paths.js";
 import {
@@ -21,6 +21,7 @@ import {
   type WorkerApi,
 } from "./api.js";
 import { jobScope } from "./logs.js";
+import { parseTraceparent, runInTrace } from "./trace.js";
 import { ProgressSender } from "./progress.js";
 
 export interface WorkerLoopOptions {
@@ -61,6 +62,8 @@ interface RunningJob {
   iterator?: AsyncIterator<unknown>;
   /** Cancelled, timed out, lease lost or handed back: nothing more is reported for it. */
   abandoned: boolean;
+  /** Its trace context, when the service traces (the handler's ctx.trace). */
+  trace?: JobTrace;
   timer?: NodeJS.Timeout;
   stream?: ChunkSender;
   /** Made at the job's first ctx.progress. */
@@ -375,14 +378,15 @@ export class WorkerLoop {
   }
 
   private start(job: TakenJob): void {
-    const entry: RunningJob = { job, controller: new AbortController(), abandoned: false };
+    const entry: RunningJob = { job, controller: new AbortController(), abandoned: false, trace: parseTraceparent(job.traceparent) };
     this.running.set(job.id, entry);
     this.heldLeases.set(job.lease, job.id);
     const timeoutMs = job.executionTimeoutMs ?? this.registered?.endpoint.executionTimeoutMs;
     if (timeoutMs && timeoutMs > 0) {
       entry.timer = setTimeout(() => this.timeOut(entry, timeoutMs), timeoutMs);
     }
-    void jobScope.run(job.id, () => this.execute(entry)).catch((err: unknown) => {
+    // The job's span is the active one for the user's OpenTelemetry while it runs, its stream's reads included.
+    void jobScope.run(job.id, () => runInTrace(entry.trace, () => this.execute(entry))).catch((err: unknown) => {
       this.options.note(`job ${job.id}: ${errorMessage(err)}`);
       this.abandon(entry, "crashed");
     });
@@ -396,6 +400,7 @@ export class WorkerLoop {
         jobId: job.id,
         signal: entry.controller.signal,
         progress: (value) => this.progress(entry, value),
+        ...(entry.trace ? { trace: entry.trace } : {}),
       });
       if (invoked.kind === "value") {
         result = { jobId: job.id, lease: job.lease, status: "COMPLETED", output: await invoked.value };

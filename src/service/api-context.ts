@@ -29,6 +29,7 @@ import type { DeployRouteDeps } from "./deploy/routes.js";
 import type { StateDeps } from "./state-routes.js";
 import type { WebhookRouteDeps } from "./webhooks/routes.js";
 import type { IdempotentSubmits } from "./idempotency/index.js";
+import type { Tracing } from "./tracing/index.js";
 
 export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps, DeployRouteDeps, StateDeps, WebhookRouteDeps {
   engine: JobEngine;
@@ -83,6 +84,8 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   gpus?(): HostGpus | undefined;
   /** Which job each Idempotency-Key made (idempotency/index.ts). */
   idempotency: IdempotentSubmits;
+  /** Spans of requests and jobs, when traces are configured (tracing/index.ts). */
+  tracing?: Tracing;
 }
 
 /** A request to a row that needs the whole service (deploy, state; their features do not declare narrower). */

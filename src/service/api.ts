@@ -99,7 +99,12 @@ function handedOffHere(ctx: ApiContext, row: object | undefined, match: RouteMat
   return row !== undefined && "handedOff" in row && row.handedOff === true && handsOffHere(ctx, match?.params.endpoint ?? "");
 }
 
-export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+export function handleRequest(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  // Traced only when the operator configured traces (tracing/index.ts); otherwise no span, no context, no cost.
+  return ctx.tracing ? ctx.tracing.request(req, res, () => dispatch(ctx, req, res)) : dispatch(ctx, req, res);
+}
+
+async function dispatch(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   try {
     if (ctx.management?.public(ctx, req, res)) return;
     if (serveConsole(req, res)) return;
@@ -150,6 +155,7 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     if (wrongMethod) throw wrongMethod;
     if (!row || !("handler" in row) || !match || !url) throw new HttpProblem(404, `No route ${url?.pathname ?? raw.split("?")[0]}`);
     checkCaller(row, principal);
+    ctx.tracing?.route(req.method, row.pattern);
     const route = row;
     if (route.body === "none") req.resume();
     const call: RouteCall = {

@@ -75,6 +75,14 @@ export interface ServerConfig extends ServiceSettings {
   apiKey?: string;
   /** Serve several users with process workers that run without a sandbox: the operator says they are one tenant. */
   singleTenant: boolean;
+  /** Traces: `otlp` sends them, `off` never does; unset, they are on when an OTLP endpoint is given (tracing/index.ts). */
+  traces?: "otlp" | "off";
+  /** The OTLP/HTTP collector's base address (traces go to its /v1/traces). */
+  otlpEndpoint?: string;
+  /** The OTLP/HTTP traces address itself. */
+  otlpTracesEndpoint?: string;
+  /** How operator messages are written: human lines, or one JSON object a line (logging.ts). */
+  logFormat: "human" | "json";
 }
 
 export type Source = "flag" | "environment" | "default";
@@ -146,6 +154,10 @@ export const SETTINGS: readonly Setting[] = [
   { key: "sandbox", flag: "sandbox", env: "SVC_SANDBOX", kind: { type: "enum", values: ["auto", "bwrap", "none"] }, default: "auto", description: "process workers' sandbox: auto (bubblewrap where it works), bwrap (required), none" },
   { key: "workerEnvAllow", env: "SVC_WORKER_ENV_ALLOW", kind: { type: "envNames" }, description: "host variables process workers get beyond PATH, locale, TZ, proxies and TLS roots (names, or prefixes ending in *)" },
   { key: "singleTenant", flag: "singleTenant", env: "SVC_SINGLE_TENANT", kind: { type: "onOff" }, default: false, serverOnly: true, description: "serve several users with unsandboxed process workers (they are one tenant)" },
+  { key: "traces", env: "SVC_TRACES", kind: { type: "enum", values: ["otlp", "off"] }, serverOnly: true, description: "traces over OTLP/HTTP: otlp (to the endpoint below, else localhost:4318) or off (default: on when an OTLP endpoint is set)" },
+  { key: "otlpEndpoint", flag: "otlpEndpoint", env: "OTEL_EXPORTER_OTLP_ENDPOINT", kind: { type: "string" }, serverOnly: true, description: "OpenTelemetry collector (OTLP/HTTP) base address: traces go to its /v1/traces" },
+  { key: "otlpTracesEndpoint", env: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", kind: { type: "string" }, serverOnly: true, description: "OTLP/HTTP traces address, used as it is" },
+  { key: "logFormat", flag: "logFormat", env: "SVC_LOG_FORMAT", kind: { type: "enum", values: ["human", "json"] }, default: "human", serverOnly: true, description: "operator messages on stderr: human lines or json (one object a line)" },
 ];
 
 function parseValue(setting: Setting, raw: string, origin: string): { value?: unknown; problem?: string } {

@@ -39,7 +39,9 @@ import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
 import { VolumeUsage } from "./volumes/usage.js";
 import type { VolumesApi } from "./volumes/index.js";
-import type { EndpointRow, Store, StoreOp } from "./store/types.js";
+import type { EndpointRow, JobRow, Store, StoreOp } from "./store/types.js";
+import type { Tracing } from "./tracing/index.js";
+import type { Log, LogFields } from "./logging.js";
 import { Management } from "./management/index.js";
 import type { DataCenter } from "./management/datacenters.js";
 import { DEFAULT_RATE_WINDOWS, type RateWindow } from "./keys/ratelimit.js";
@@ -109,8 +111,8 @@ export interface ServiceOptions {
   heartbeatMs?: number;
   /** Expired results are deleted this often (default 10 s). */
   retentionSweepMs?: number;
-  /** Operator messages (worker starts, internal errors); the CLI sends them to stderr. */
-  log?: (message: string) => void;
+  /** Operator messages (worker starts, internal errors), with what they are about; the CLI sends them to stderr (logging.ts). */
+  log?: Log;
   /** Every line a worker writes, as it comes (`svc dev` prints them in its terminal); the store keeps them too. */
   onWorkerLog?: (entry: { endpoint: string; endpointId: string; workerId: string; line: WorkerLogLine }) => void;
   /** Largest build artifact accepted (default 1.5 GB, or SVC_MAX_ARTIFACT_BYTES). */
@@ -155,6 +157,11 @@ export interface ServiceOptions {
    * volume quickly. `svc server` reads it from SVC_TEST_VOLUME_GB_BYTES. docs/volumes.md.
    */
   volumeGbBytes?: number;
+  /**
+   * Spans of requests and jobs (tracing/index.ts loadTracing), when the operator configured traces; the caller made
+   * it and shuts it down after the service closed. Absent: nothing is traced and no tracing code runs.
+   */
+  tracing?: Tracing;
 }
 
 export interface DeployedEndpoint {
@@ -234,6 +241,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onWebhook: () => webhooks?.outbox.kick(),
       // Followers' hand-offs (engine/handoff.ts sends at most one every few ms; the feed coalesces per tick).
       onHandedOff: () => feed?.publish(HANDOFF_TOPIC, []),
+      ...(options.tracing ? { onFinal: (row: JobRow) => options.tracing!.jobs.final(row) } : {}),
     },
   );
   const endpoints = new EndpointRegistry(engine);
@@ -401,6 +409,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     startFailures,
     gpus: () => hostGpus,
     idempotency: new IdempotentSubmits({ store: storage.idempotency, now: Date.now }),
+    tracing: options.tracing,
   };
   // The LB front takes each connection first and serves plain LB requests and job /runs itself (lb/front.ts)
   const frontWanted = options.lbFront ?? true;
@@ -449,7 +458,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return;
     }
     handleRequest(context, req, res).catch((err: unknown) => {
-      log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
+      log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`, requestFields(req));
       sendProblem(res, 500, "The service failed to handle this request");
     });
   });
@@ -751,6 +760,12 @@ async function shutdown(s: {
   await s.webhooks.close();
   await s.jobsRole?.stop();
   await s.releaseStorage();
+}
+
+/** What a request's log line says of it: the id a proxy or client gave it (x-request-id), when there is one. */
+function requestFields(req: IncomingMessage): LogFields | undefined {
+  const id = req.headers["x-request-id"];
+  return typeof id === "string" && id !== "" ? { requestId: id } : undefined;
 }
 
 /** Listen on host:port; a failure (the port taken) leaves the server not listening. */

@@ -16,6 +16,23 @@ export interface JobContext {
    * last one always before the job's result.
    */
   progress(value: unknown): void;
+  /**
+   * The job's trace, when the service sends traces (docs/observability.md): the W3C trace context of the job's
+   * "job run" span. Spans the handler makes with this as their parent join the job's trace. A handler whose code
+   * registers the OpenTelemetry API's context manager (an SDK's `register()`) need not use it: the runtime makes
+   * this span the active one while the handler runs, so `trace.getActiveSpan()` and new spans follow it.
+   */
+  trace?: JobTrace;
+}
+
+/** A job's W3C trace context: the `traceparent` header's text, and its parts. */
+export interface JobTrace {
+  /** `00-<traceId>-<spanId>-<flags>`: pass it on as the `traceparent` header, or to `propagation.extract`. */
+  traceparent: string;
+  traceId: string;
+  spanId: string;
+  /** Whether the service samples this trace (its spans are sent). */
+  sampled: boolean;
 }
 
 /**

@@ -14,7 +14,9 @@ import { redactStoreUrl } from "../../service/store/url.js";
 import { parseServerConfig, printableConfig, serviceOptionsOf, settingsEnvironment, type ServerConfig } from "../../service/config.js";
 import { installLastResort } from "../../service/last-resort.js";
 import { testVolumeGbBytes } from "../../service/volumes/usage.js";
-import { alignRows, createOutput } from "../output.js";
+import { alignRows, createOutput, type Output } from "../output.js";
+import { jsonLog, type OperatorLog } from "../../service/logging.js";
+import { loadTracing, tracesUrlOf } from "../../service/tracing/index.js";
 
 export const DEFAULT_SERVER_PORT = 8600;
 export const ADMIN_KEY_FILE = "admin-key";
@@ -112,6 +114,12 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
   });
 }
 
+/** The logger of operator messages: JSON lines through pino, or the terminal's human lines. */
+async function operatorLog(format: ServerConfig["logFormat"], out: Output): Promise<OperatorLog> {
+  if (format === "json") return jsonLog();
+  return { info: (message) => out.info(message), warn: (message) => out.warn(message), error: (message) => out.warn(message) };
+}
+
 /** The namespace of the Pod this runs in, when it runs in one. */
 function inClusterNamespace(): string | undefined {
   const file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
@@ -146,13 +154,15 @@ export function register(program: Command): void {
     .option("--docker-runtime <name>", "with --workers docker: the OCI runtime workers run under, e.g. runsc for gVisor (or $SVC_DOCKER_RUNTIME)")
     .option("--sandbox <mode>", "process workers' sandbox: auto (bubblewrap where it works), bwrap (required) or none (or $SVC_SANDBOX; default auto)")
     .option("--single-tenant", "serve several users with process workers that run without a sandbox: they are one tenant (or $SVC_SINGLE_TENANT=on)")
+    .option("--log-format <format>", "operator messages on stderr: human (default) or json, one object a line (or $SVC_LOG_FORMAT)")
+    .option("--otlp-endpoint <url>", "send traces to this OpenTelemetry collector (OTLP/HTTP base address, or $OTEL_EXPORTER_OTLP_ENDPOINT; docs/observability.md)")
     .option("--print-config", "print the configuration (flags, environment, defaults; secrets not shown) and exit")
     .option("--json", "with --print-config: as JSON")
-    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; dockerRuntime?: string; sandbox?: string; singleTenant?: boolean; printConfig?: boolean; json?: boolean }) => {
+    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; dockerRuntime?: string; sandbox?: string; singleTenant?: boolean; logFormat?: string; otlpEndpoint?: string; printConfig?: boolean; json?: boolean }) => {
       const out = createOutput({ json: opts.json });
       // Every setting parsed once, here: the service's modules get typed values and read no environment.
       const parsed = parseServerConfig(
-        { host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl, dockerRuntime: opts.dockerRuntime, sandbox: opts.sandbox, singleTenant: opts.singleTenant ? "on" : undefined },
+        { host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl, dockerRuntime: opts.dockerRuntime, sandbox: opts.sandbox, singleTenant: opts.singleTenant ? "on" : undefined, logFormat: opts.logFormat, otlpEndpoint: opts.otlpEndpoint },
         settingsEnvironment(envSetting),
       );
       if (opts.printConfig) {
@@ -161,6 +171,11 @@ export function register(program: Command): void {
         return;
       }
       const config = parsed.config;
+      // Every operator message from here on goes through this one logger (human lines, or JSON ones).
+      const log = await operatorLog(config.logFormat, out);
+      // Traces only when configured: otherwise the OpenTelemetry SDK is never loaded.
+      const tracesUrl = tracesUrlOf(config);
+      const tracing = tracesUrl ? await loadTracing({ tracesUrl, serviceName: "svc" }) : undefined;
       const port = config.port;
       const dataDir = config.dataDir;
       // A data dir this start creates is removed again if the start fails: no admin key or empty database is
@@ -170,8 +185,8 @@ export function register(program: Command): void {
       mkdirSync(dataDir, { recursive: true, mode: 0o700 });
       const admin = resolveAdminKey(dataDir, config.apiKey);
       // One tenant's request must never end the process that serves every tenant.
-      installLastResort((message) => out.warn(message));
-      const driver = await loadDriver(config, dataDir, (message) => out.info(message));
+      installLastResort((message) => log.warn(message));
+      const driver = await loadDriver(config, dataDir, (message) => log.info(message));
       const isolation = isolationOf(config.workers, (driver as { sandboxing?: Isolation } | undefined)?.sandboxing, config.singleTenant);
       let service: Awaited<ReturnType<typeof startService>> | undefined;
       try {
@@ -190,17 +205,19 @@ export function register(program: Command): void {
           clusterUrl: config.clusterUrl,
           workersDirect: config.workersDirect,
           handOffJobs: config.handOffJobs,
-          log: (message) => out.info(message),
+          log: log.info,
+          tracing,
           // Another replica may serve the jobs now: going on would run them twice. A supervisor (systemd, Swarm,
           // Kubernetes) restarts this one, as a follower.
           onJobsLeaseLost: () => {
-            out.warn("stopping: this replica lost the lease to serve jobs; restart it to rejoin as a follower");
+            log.warn("stopping: this replica lost the lease to serve jobs; restart it to rejoin as a follower");
             process.exitCode = 1;
             void service?.close().finally(() => process.exit(1));
           },
         });
       } catch (err) {
-        await driver?.close().catch((closeErr: unknown) => out.warn(`the workers' driver did not close cleanly: ${(closeErr as Error).message}`));
+        await driver?.close().catch((closeErr: unknown) => log.warn(`the workers' driver did not close cleanly: ${(closeErr as Error).message}`));
+        await tracing?.shutdown().catch((shutErr: unknown) => log.warn(`the last traces could not be sent: ${(shutErr as Error).message}`));
         if (fresh) {
           try {
             rmSync(dataDir, { recursive: true, force: true });
@@ -211,30 +228,34 @@ export function register(program: Command): void {
         }
         throw listenError(err, config.host, port);
       }
-      out.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${isolation.line})`);
+      log.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${isolation.line})`);
       // What confines one tenant's workers from another's and from the host (docs/security.md).
       if (driver?.isolation) {
         try {
-          out.info(`worker isolation: ${await driver.isolation()}`);
+          log.info(`worker isolation: ${await driver.isolation()}`);
         } catch (err) {
-          out.warn(`worker isolation: could not be read (${(err as Error).message})`);
+          log.warn(`worker isolation: could not be read (${(err as Error).message})`);
         }
       }
-      if (admin.source === "generated") out.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
-      else if (admin.source === "file") out.info(`admin API key: ${admin.file}`);
-      else out.info("admin API key: SVC_API_KEY");
-      out.info(`web console: ${service.url}/console/`);
+      if (admin.source === "generated") log.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
+      else if (admin.source === "file") log.info(`admin API key: ${admin.file}`);
+      else log.info("admin API key: SVC_API_KEY");
+      log.info(`web console: ${service.url}/console/`);
+      if (tracesUrl) log.info(`traces: OTLP/HTTP to ${tracesUrl}`);
       process.stdout.write(`${service.url}\n`);
 
       await new Promise<void>((done) => {
         const stop = (signal: NodeJS.Signals) => {
           process.off("SIGINT", stop);
           process.off("SIGTERM", stop);
-          out.info(`${signal}: stopping`);
-          service!.close().then(done, (err: unknown) => {
-            out.warn(`stopping failed: ${(err as Error).message}`);
-            done();
-          });
+          log.info(`${signal}: stopping`);
+          service!
+            .close()
+            .catch((err: unknown) => log.warn(`stopping failed: ${(err as Error).message}`))
+            // The spans still buffered go out before the process ends.
+            .then(() => tracing?.shutdown())
+            .catch((err: unknown) => log.warn(`the last traces could not be sent: ${(err as Error).message}`))
+            .finally(done);
         };
         process.on("SIGINT", stop);
         process.on("SIGTERM", stop);

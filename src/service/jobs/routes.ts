@@ -15,6 +15,7 @@ import { MAX_TTL_MS, validateSubmission } from "./validate.js";
 import { workerState, type Submission, type WorkerState } from "../engine/types.js";
 import { invalidIdempotencyKey, requestHash, type IdempotentSubmits } from "../idempotency/index.js";
 import { newJobId } from "../engine/jobs.js";
+import type { JobTracing } from "../tracing/index.js";
 import type { RouteCall } from "../http/router.js";
 import type { JobEngine } from "../engine/index.js";
 import type { ClientGuards } from "../http/slow-clients.js";
@@ -44,6 +45,8 @@ export interface JobDeps {
   jobsReplicaAdopts?(): boolean;
   /** Which job each Idempotency-Key made (idempotency/index.ts). */
   idempotency: IdempotentSubmits;
+  /** Jobs' spans, when traces are configured (tracing/index.ts). */
+  tracing?: { jobs: Pick<JobTracing, "submitted"> };
 }
 
 export type JobCall = RouteCall<JobDeps>;
@@ -154,10 +157,13 @@ async function submit(call: JobCall, sync: boolean): Promise<void> {
   // just before this answer, whichever is first (one commit instead of two for a job that ends within the wait).
   // A `/run` answered on a replica that does not serve jobs (the dispatcher chose to: api.ts handedOffHere): written
   // here, adopted by the one that does (engine/handoff.ts).
+  // Traced, the job's id is chosen here so that its trace is known before any worker can take it (a job handed off
+  // is taken on another replica: its trace starts there).
+  const id = call.handOffAs === undefined ? traced(ctx) : undefined;
   const row =
     call.handOffAs !== undefined
-      ? await ctx.engine.handOff(endpoint.id, { ...value, sync }, call.handOffAs)
-      : await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync });
+      ? await ctx.engine.handOff(endpoint.id, { ...value, sync, id }, call.handOffAs)
+      : await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync, id });
   if (!sync) return sendText(res, runAnswer(row));
   const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
   await ctx.engine.persist(row.id);
@@ -179,10 +185,12 @@ async function submitIdempotent(call: JobCall, endpoint: EndpointRow, value: Sub
   const outcome = await ctx.idempotency.submit(
     request,
     newJobId(Date.now()),
-    (id) =>
-      call.handOffAs !== undefined
+    (id) => {
+      ctx.tracing?.jobs.submitted(id);
+      return call.handOffAs !== undefined
         ? ctx.engine.handOff(endpoint.id, { ...value, sync, id }, call.handOffAs)
-        : ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: false, id }),
+        : ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: false, id });
+    },
     async (id) => {
       const head = await ctx.engine.recordHead(endpoint.id, id);
       if (!head) return undefined;
@@ -211,6 +219,14 @@ function workerList(engine: JobEngine, endpointId: string): Array<{ id: string; 
     list.push({ id: w.id, state, since: state === "idle" ? w.idleSince : w.startedAt, draining: w.draining });
   }
   return list.sort((a, b) => a.since - b.since || a.id.localeCompare(b.id));
+}
+
+/** With traces on: a new job's id, its spans' parent being the request's span (active now). Else undefined. */
+function traced(ctx: JobDeps): string | undefined {
+  if (!ctx.tracing) return undefined;
+  const id = newJobId(Date.now());
+  ctx.tracing.jobs.submitted(id);
+  return id;
 }
 
 /** The body of a `/run`'s answer. */

@@ -7,6 +7,7 @@
 // sent again after a restart, with the same `webhook-id`: receivers may see a message twice (at least once),
 // never not at all, and can drop the repeat by its id.
 
+import type { LogFields } from "../logging.js";
 import type { StoreOp, WebhookDeliveryRow, WebhookRow } from "../store/types.js";
 import { DEFAULT_RETRY_POLICY, retryDelay, type RetryPolicy } from "../webhooks/schedule.js";
 import { signedHeaders } from "../webhooks/signing.js";
@@ -31,7 +32,7 @@ export function afterFailure(row: WebhookRow, now: number, policy: RetryPolicy =
 export interface WebhookOutboxOptions {
   due(now: number, limit: number): Promise<WebhookRow[]>;
   write(ops: StoreOp[]): Promise<void>;
-  log(message: string): void;
+  log(message: string, fields?: LogFields): void;
   /** Whether this process delivers (replicas: the one serving jobs). */
   active(): boolean;
   /** The secrets that sign an endpoint's deliveries now, the current one first (none: unsigned). */
@@ -101,7 +102,7 @@ export class WebhookOutbox {
     const durationMs = Math.round(performance.now() - started);
     const next: StoreOp = error === null ? { op: "deleteWebhook", id: row.id } : afterFailure(row, Date.now(), this.options.retry, this.options.random?.() ?? Math.random());
     const outcome: WebhookDeliveryRow["outcome"] = error === null ? "delivered" : next.op === "retryWebhook" ? "retrying" : "failed";
-    if (outcome === "failed") this.options.log(`webhook ${row.url} of job ${row.jobId} (${row.event}) failed after ${row.attempts + 1} attempts (last: ${error})`);
+    if (outcome === "failed") this.options.log(`webhook ${row.url} of job ${row.jobId} (${row.event}) failed after ${row.attempts + 1} attempts (last: ${error})`, { job: row.jobId, ...(row.endpointId ? { endpoint: row.endpointId } : {}) });
     const delivery: WebhookDeliveryRow = {
       jobId: row.jobId,
       endpointId: row.endpointId,

@@ -14,6 +14,7 @@ import type { LbRouter } from "../lb/index.js";
 import type { ReleaseManager } from "../releases/manager.js";
 import type { StartFailures } from "../releases/start-failures.js";
 import type { Scaler } from "./scaler.js";
+import type { JobTracing } from "../tracing/index.js";
 
 /** What the worker protocol needs of the service. */
 export interface WorkerDeps {
@@ -27,6 +28,8 @@ export interface WorkerDeps {
   releases?: Pick<ReleaseManager, "endpointFor" | "ready" | "failed">;
   startFailures: Pick<StartFailures, "record">;
   lb?: Pick<LbRouter, "registered">;
+  /** Jobs' spans, when traces are configured (tracing/index.ts): the take hands each job its run's traceparent. */
+  tracing?: { jobs: Pick<JobTracing, "taken" | "reported"> };
 }
 
 export type WorkerRouteCall = RouteCall<WorkerDeps>;
@@ -173,6 +176,7 @@ export const workerRoutes = {
     if (!worker.registered) engine.register(workerId, endpointId, worker.concurrency);
     // Results the take carries are recorded before it waits (not awaited here: jobs taken now share their batch).
     const recorded = results && engine.done(worker, results);
+    if (results) ctx.tracing?.jobs.reported(results);
     recorded?.catch(() => undefined); // a failed commit is answered below, not an unhandled rejection meanwhile
     const hangUp = new AbortController();
     const onClose = () => hangUp.abort();
@@ -185,11 +189,13 @@ export const workerRoutes = {
       engine.release(worker, jobs.map((j) => j.lease));
       return;
     }
+    // Each job's W3C trace context, when traces are on: spans its handler makes join the job's trace.
+    const parents = ctx.tracing && jobs.length > 0 ? ctx.tracing.jobs.taken(workerId, jobs) : undefined;
     // The input is spliced in as stored (JSON text): no parse and re-encode per job.
     const items = jobs.map(
       (j) =>
         `{"id":${JSON.stringify(j.id)},"lease":"${j.lease}","function":${JSON.stringify(j.function)},"input":${j.input},` +
-        `"executionTimeoutMs":${j.executionTimeoutMs ?? "null"},"attempt":${j.attempt}}`,
+        `"executionTimeoutMs":${j.executionTimeoutMs ?? "null"},"attempt":${j.attempt}${parents?.has(j.id) ? `,"traceparent":"${parents.get(j.id)}"` : ""}}`,
     );
     sendText(res, `{"jobs":[${items.join(",")}]${acks ? `,"results":${JSON.stringify(acks)}` : ""}}`);
   },
@@ -220,6 +226,7 @@ export const workerRoutes = {
     const { worker, body, errors, invalid } = await workerCall(call);
     const results = doneResults(body, errors);
     if (errors.length) throw invalid();
+    call.ctx.tracing?.jobs.reported(results);
     sendJson(call.res, { results: await call.ctx.engine.done(worker, results) });
   },
 

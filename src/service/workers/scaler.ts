@@ -3,6 +3,7 @@
 // revision (rolling release) and workers that exit unexpectedly (with backoff). The decision is a pure
 // function (planScaling); `Scaler` applies it.
 
+import type { LogFields } from "../logging.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../../drivers/types.js";
 import { placementOf } from "../../drivers/placement.js";
 import type { JobEngine, WorkerEntry } from "../engine/index.js";
@@ -102,7 +103,8 @@ export interface ScalerDeps {
   /** A path on this machine holding the artifact recorded as `path` (another replica may have received it). */
   localArtifact?(path: string): Promise<string>;
   onLog(endpointId: string, workerId: string, line: WorkerLogLine): void;
-  onEvent?(message: string): void;
+  /** An operator message, with the endpoint and worker it is about (logging.ts). */
+  onEvent?(message: string, fields?: LogFields): void;
   /**
    * The GPUs of the host the driver's workers run on (process and Docker drivers): each GPU worker is given whole
    * GPUs no other worker holds, and waits while there are none. Absent (Swarm, Kubernetes: their schedulers
@@ -247,7 +249,7 @@ export class Scaler {
       // its own view (a Pod's or a container's loopback), not one the service reaches.
       this.offerAddresses(m.id, adopted.handle);
       this.watchExit(m);
-      this.deps.onEvent?.(`adopted worker ${m.id} of endpoint ${endpoint?.name ?? m.endpointId}, left running by an earlier run of the service`);
+      this.deps.onEvent?.(`adopted worker ${m.id} of endpoint ${endpoint?.name ?? m.endpointId}, left running by an earlier run of the service`, { endpoint: m.endpointId, worker: m.id });
       // Its endpoint is gone: it drains like any worker of a removed endpoint (reconcile does that).
     }
   }
@@ -277,7 +279,7 @@ export class Scaler {
     this.deps.engine.ensureWorker(id, adopted.endpointId, true);
     this.deps.engine.workerGone(id);
     void this.deps.revokeWorkerKeys(id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${id}: ${(err as Error).message}`));
-    this.deps.onEvent?.(`worker ${id} of endpoint ${endpointName}, started by an earlier run of the service, is gone; the jobs it held are queued again`);
+    this.deps.onEvent?.(`worker ${id} of endpoint ${endpointName}, started by an earlier run of the service, is gone; the jobs it held are queued again`, { endpoint: adopted.endpointId, worker: id });
   }
 
   /** Jobs wait on this endpoint: plan now rather than at the next interval. */
@@ -394,7 +396,7 @@ export class Scaler {
         entry.count++;
         entry.lastError = message;
         this.stopFailures.set(endpointId, entry);
-        this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to stop worker ${workerId} of endpoint ${endpointId}${context}: ${message}`);
+        this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to stop worker ${workerId} of endpoint ${endpointId}${context}: ${message}`, { endpoint: endpointId, worker: workerId });
       },
     );
   }
@@ -555,7 +557,7 @@ export class Scaler {
         this.deps.lb?.registered?.(workerId, endpoint.id, m.handle.address);
         this.registered(endpoint.id);
       }
-      this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`);
+      this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`, { endpoint: endpoint.id, worker: workerId });
     } catch (err) {
       this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "stderr", text: `worker failed to start: ${(err as Error).message}` });
       const wasProbe = m.probe;
@@ -711,7 +713,7 @@ export class Scaler {
     this.managed.set(workerId, m);
     this.deps.engine.ensureWorker(workerId, endpoint.id, true).managed = true;
     this.watchExit(m);
-    this.deps.onEvent?.(`adopted worker ${workerId} of endpoint ${endpoint.name}, started by another replica`);
+    this.deps.onEvent?.(`adopted worker ${workerId} of endpoint ${endpoint.name}, started by another replica`, { endpoint: endpoint.id, worker: workerId });
   }
 
   /** Adopted workers of other replicas that stopped talking to the service: gone (their jobs requeue). */

@@ -1,0 +1,90 @@
+// Traces end to end: a `svc server` sending OTLP/HTTP to a receiver of the test's (test/fakes/otlp-receiver.ts), a
+// real process worker running a user's handler that traces with OpenTelemetry's own SDK to the same receiver. One
+// /runsync gives the request's span, the job's queue wait, dispatch and run, and the handler's span, all under one
+// trace id: the handler's span is a child of the job's run, whose context the take handed the worker.
+
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startServerProcess, type ServerProcess } from "../server-process.js";
+import { copyFixture, deployFixture } from "../fixture-project.js";
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from "../fakes/otlp-receiver.js";
+import { call, manifest, ProtocolWorker, resource, startTestService, until } from "./helpers.js";
+
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const KEY = "traces-admin-key";
+
+let work: string;
+let receiver: OtlpReceiver;
+let server: ServerProcess | undefined;
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "svc-traces-"));
+  receiver = await startOtlpReceiver();
+});
+
+afterAll(async () => {
+  await server?.stop();
+  await receiver.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+it("makes nothing of traces when they are not configured: no traceparent in the take, no OpenTelemetry registered", async () => {
+  const t = await startTestService();
+  try {
+    const [endpoint] = await t.service.deploy({ app: "plain", env: "prod", manifest: manifest({ p: resource() }, "plain"), artifactPath: t.artifact });
+    const w = await ProtocolWorker.mint(t, endpoint!.id);
+    await w.register();
+    const run = await call(`${t.service.url}/v2/${endpoint!.id}/run`, { key: t.key, body: { input: { n: 1 } }, authorization: `Bearer ${t.key}` });
+    expect(run.status).toBe(200);
+    const answer = await w.post<{ jobs: Array<Record<string, unknown>> }>("take", { workerId: w.workerId, max: 1, waitMs: 2000 });
+    expect(answer.body.jobs.map((j) => j.id)).toEqual([run.body.id]);
+    expect(answer.body.jobs[0]).not.toHaveProperty("traceparent");
+    // The SDK registers itself on the API's global when loaded (tracing/otel.ts): never here.
+    expect((globalThis as Record<symbol, unknown>)[Symbol.for("opentelemetry.js.api.1")]).toBeUndefined();
+  } finally {
+    await t.close();
+  }
+});
+
+it("puts the spans of one /runsync and the span its handler made under one trace id", async () => {
+  const project = copyFixture("traced-app", work);
+  // The user's code brings OpenTelemetry (bundled by `svc build`), and sends to the test's receiver.
+  symlinkSync(join(repo, "node_modules", "@opentelemetry"), join(project, "node_modules", "@opentelemetry"), "dir");
+  const source = join(project, "src", "traced.ts");
+  writeFileSync(source, readFileSync(source, "utf8").replace("__OTLP_URL__", receiver.url));
+
+  server = await startServerProcess({
+    dataDir: join(work, "data"),
+    env: { SVC_API_KEY: KEY, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "50" },
+  });
+  expect(server.log()).toContain(`traces: OTLP/HTTP to ${receiver.url}/v1/traces`);
+  await deployFixture(project, server.url, KEY);
+  const endpoint = (await call(`${server.url}/v1/apps/traced-app/environments/prod`, { key: KEY })).body.endpoints[0].id as string;
+
+  const r = await call(`${server.url}/v2/${endpoint}/runsync`, { key: KEY, body: { input: { n: 7 } } });
+  expect(r.status).toBe(200);
+  expect(r.body.status).toBe("COMPLETED");
+  const out = r.body.output as { trace: { traceparent: string; traceId: string; spanId: string; sampled: boolean }; active: { traceId: string; spanId: string } | null; made: { traceId: string } };
+  const traceId = out.trace.traceId;
+  expect(out.trace.traceparent).toBe(`00-${traceId}-${out.trace.spanId}-01`);
+  // The runtime made the job's run span the active one in the handler's OpenTelemetry.
+  expect(out.active).toMatchObject({ traceId, spanId: out.trace.spanId });
+
+  const named = (name: string): ReceivedSpan | undefined => receiver.spans.find((s) => s.traceId === traceId && s.name === name);
+  await until(() => ["POST /v2/:endpoint/runsync", "job queued", "job dispatch", "job run", "handler work"].every((n) => named(n)), 15_000);
+  const request = named("POST /v2/:endpoint/runsync")!;
+  const run = named("job run")!;
+  const handler = named("handler work")!;
+  expect(request).toMatchObject({ service: "svc", kind: 2, parentSpanId: undefined, attributes: { "http.route": "/v2/:endpoint/runsync", "http.response.status_code": 200 } });
+  for (const name of ["job queued", "job dispatch", "job run"]) {
+    expect(named(name)).toMatchObject({ service: "svc", parentSpanId: request.spanId, attributes: { "svc.job.id": r.body.id, "svc.endpoint.id": endpoint } });
+  }
+  expect(run.spanId).toBe(out.trace.spanId);
+  expect(run.status?.code).toBe(1); // OK
+  // The handler's own span: same trace, a child of the job's run, sent by the user's SDK.
+  expect(handler).toMatchObject({ service: "traced-app", traceId, parentSpanId: run.spanId, attributes: { n: 7 } });
+  expect(receiver.refused).toEqual([]);
+}, 180_000);
