@@ -99,3 +99,19 @@ it("a save that breaks the module keeps the last good code serving, says the err
   await until(() => count("redeployed:") === deployedBefore + 1, 60_000);
   expect((await add()).status).toBe("COMPLETED");
 }, 120_000);
+
+it("every rebuild ends in one line, the same broken save as often as it is made: the error with its file and line each time", async () => {
+  const file = join(project, "src", "tally.ts");
+  const good = readFileSync(file, "utf8");
+  const broken = good.replace("// One instance", 'if (!process.env.TALLY_SEED) throw new Error("TALLY_SEED is not set");\n// One instance');
+  const ends = () => count("rebuild failed") + count("redeployed:");
+  for (const [text, outcome] of [[broken, "rebuild failed"], [good, "redeployed:"], [broken, "rebuild failed"], [broken, "rebuild failed"], [good, "redeployed:"]] as const) {
+    const started = count("rebuilding...");
+    const ended = ends();
+    const before = count(outcome);
+    writeFileSync(file, `${text}\n// ${Math.random()}\n`);
+    await until(() => count("rebuilding...") === started + 1 && ends() === ended + 1, 60_000);
+    expect(count(outcome)).toBe(before + 1);
+    if (outcome === "rebuild failed") expect(screen.slice(screen.lastIndexOf("rebuild failed"))).toMatch(/TALLY_SEED is not set[\s\S]*src\/tally\.ts:3:\d+|src\/tally\.ts:3:\d+[\s\S]*TALLY_SEED is not set/);
+  }
+}, 180_000);

@@ -80,13 +80,15 @@ export function register(program: Command): void {
       const userKey = envSetting("SVC_API_KEY");
       const { localEndpoints } = await import("../../deploy/access.js");
       const keyShown = () => (userKey ? "$SVC_API_KEY" : session!.apiKey);
+      const paint = (style: (s: string) => string, text: string) => (out.color ? style(text) : text);
       const onEvent = (event: DevEvent) => {
         switch (event.type) {
           case "rebuilding":
             out.info(`change in ${event.changed.join(", ")}: rebuilding...`);
             break;
           case "rebuild-failed":
-            out.warn(`rebuild failed, the previous build keeps serving:\n${event.error instanceof UserError ? [event.error.message, ...event.error.problems.map((p) => `  - ${p}`)].join("\n") : errorMessage(event.error)}`);
+            // Not out.warn (once per distinct text): the same broken save made again must be answered again.
+            out.info(`${paint(pc.yellow, "warning")}: rebuild failed, the previous build keeps serving:\n${event.error instanceof UserError ? [event.error.message, ...event.error.problems.map((p) => `  - ${p}`)].join("\n") : errorMessage(event.error)}`);
             break;
           case "port-fallback":
             out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
