@@ -49,6 +49,11 @@ export interface DevSessionOptions {
   pool?: number;
   /** Workers' sandbox (default: the settings', else auto: bubblewrap where it works). */
   sandbox?: SandboxSetting;
+  /**
+   * Emit a "request" event per request to the job API and load-balanced routes. The service's LB front (which
+   * answers those without node:http) is then off: one user's session trades its speed for a line per request.
+   */
+  requestLog?: boolean;
 }
 
 export type DevEvent =
@@ -58,7 +63,14 @@ export type DevEvent =
   | { type: "rebuilding"; changed: string[] }
   | { type: "rebuild-failed"; error: unknown }
   | { type: "port-fallback"; requested: number; port: number }
-  | { type: "worker-log"; endpoint: string; workerId: string; line: WorkerLogLine };
+  | { type: "worker-log"; endpoint: string; workerId: string; line: WorkerLogLine }
+  /** A request a caller made (job API, load-balanced route), once answered. */
+  | { type: "request"; method: string; path: string; status: number; ms: number };
+
+/** Requests of callers (the job API, load-balanced routes), not of the console, workers or the management API. Pure. */
+export function isCallerRequest(path: string): boolean {
+  return /^\/(v2|lb)\/[^/]+/.test(path);
+}
 
 export interface DevSessionHandle {
   url: string;
@@ -107,6 +119,14 @@ async function listen(options: DevSessionOptions, dataDir: string, apiKey: strin
     // A module that throws on load throws again: one try says it, the last good code keeps serving.
     releaseAttempts: 1,
     onWorkerLog: (entry: { endpoint: string; workerId: string; line: WorkerLogLine }) => options.onEvent?.({ type: "worker-log", ...entry }),
+    ...(options.requestLog
+      ? {
+          lbFront: false,
+          onRequest: (r: { method: string; path: string; status: number; ms: number }) => {
+            if (isCallerRequest(r.path)) options.onEvent?.({ type: "request", ...r });
+          },
+        }
+      : {}),
   };
   // A port asked for is that port or an error; the default moves to the next free one (8601, 8602...), so the
   // URL stays predictable and a second session of another project sits beside the first.

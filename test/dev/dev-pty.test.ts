@@ -115,3 +115,25 @@ it("every rebuild ends in one line, the same broken save as often as it is made:
     if (outcome === "rebuild failed") expect(screen.slice(screen.lastIndexOf("rebuild failed"))).toMatch(/TALLY_SEED is not set[\s\S]*src\/tally\.ts:3:\d+|src\/tally\.ts:3:\d+[\s\S]*TALLY_SEED is not set/);
   }
 }, 180_000);
+
+it("prints one line per request: method, path, status and time", async () => {
+  const session = JSON.parse(readFileSync(join(project, ".svc", "dev-session.json"), "utf8")) as { apiKey: string; endpoints: Record<string, { id: string; url: string }> };
+  const res = await fetch(`${session.endpoints.tally!.url}/runsync`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${session.apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ input: { n: 1 }, function: "add" }),
+  });
+  expect(res.status).toBe(200);
+  const line = new RegExp(`POST /v2/${session.endpoints.tally!.id}/runsync 200 \\d+ms`);
+  await until(() => line.test(screen), 10_000);
+}, 30_000);
+
+it("Ctrl-C stops quietly: no worker 'exited unexpectedly', none of the runtime's lifecycle notes", async () => {
+  const stopAt = screen.length;
+  dev.stdin!.write("\x03");
+  await until(() => dev.exitCode !== null, 30_000);
+  const tail = screen.slice(stopAt);
+  expect(tail).toContain("stopping...");
+  expect(screen).not.toMatch(/exited unexpectedly/);
+  expect(screen).not.toMatch(/draining \(|drained; exiting/);
+}, 60_000);
