@@ -94,3 +94,21 @@ export async function resolveEndpointRef(target: ServiceTarget, nameOrId: string
     hint: "Run this inside a project with `svc dev` running, or pass --app and --env (or set SVC_APP and SVC_ENV), or give the endpoint id.",
   });
 }
+
+/**
+ * How a printed command gets the key this run used, in the shell it is printed in: `$SVC_API_KEY` when the shell
+ * has exactly that key exported, else a command substitution of `svc whoami --key` (the profile's key, or the
+ * one .env holds), named as this run was (`npx svc` from a project's node_modules, the profile given by flag).
+ * Pure.
+ */
+export function keyForShell(opts: { key: string | undefined; exported: string | undefined; invokedAs: string; cwd: string; profileFlag?: string }): string {
+  if (opts.key === undefined || (opts.exported !== undefined && opts.exported !== "" && opts.exported === opts.key)) return "$SVC_API_KEY";
+  // A project's own svc-cli (<project>/node_modules/..., the project at or above the working directory) is not on
+  // PATH: npx finds it. A global install is.
+  const at = opts.invokedAs.replace(/\\/g, "/").indexOf("/node_modules/");
+  const project = at === -1 ? undefined : opts.invokedAs.slice(0, at);
+  const local = project !== undefined && (opts.cwd === project || opts.cwd.startsWith(`${project}/`) || opts.cwd.startsWith(`${project}\\`));
+  const svc = local ? "npx svc" : "svc";
+  const profile = opts.profileFlag ? ` --profile ${opts.profileFlag}` : "";
+  return `$(${svc}${profile} whoami --key)`;
+}

@@ -16,6 +16,7 @@ import type { WorkerLogLine } from "../drivers/types.js";
 import { DEV_SESSION_FILE, envSetting, type DevSession } from "svc/internal";
 import { serviceOptionsOf, type ServiceSettings } from "../service/config.js";
 import { UserError } from "../errors.js";
+import { DEV_ENV_FILES, DevSecretsMissingError, missingSecretsError, projectEnv, syncDevSecrets } from "./env.js";
 
 export const DEV_ENV = "dev";
 export const DEFAULT_DEV_PORT = 8600;
@@ -49,6 +50,11 @@ export interface DevSessionOptions {
   pool?: number;
   /** Workers' sandbox (default: the settings', else auto: bubblewrap where it works). */
   sandbox?: SandboxSetting;
+  /**
+   * Emit a "request" event per request to the job API and load-balanced routes. The service's LB front (which
+   * answers those without node:http) is then off: one user's session trades its speed for a line per request.
+   */
+  requestLog?: boolean;
 }
 
 export type DevEvent =
@@ -58,7 +64,14 @@ export type DevEvent =
   | { type: "rebuilding"; changed: string[] }
   | { type: "rebuild-failed"; error: unknown }
   | { type: "port-fallback"; requested: number; port: number }
-  | { type: "worker-log"; endpoint: string; workerId: string; line: WorkerLogLine };
+  | { type: "worker-log"; endpoint: string; workerId: string; line: WorkerLogLine }
+  /** A request a caller made (job API, load-balanced route), once answered. */
+  | { type: "request"; method: string; path: string; status: number; ms: number };
+
+/** Requests of callers (the job API, load-balanced routes), not of the console, workers or the management API. Pure. */
+export function isCallerRequest(path: string): boolean {
+  return /^\/(v2|lb)\/[^/]+/.test(path);
+}
 
 export interface DevSessionHandle {
   url: string;
@@ -77,6 +90,8 @@ export interface DevSessionHandle {
 /** Files whose change triggers a rebuild: sources, not outputs, dependencies or what .gitignore names. */
 export function isWatchedChange(root: string, file: string, ignored?: (rel: string) => boolean): boolean {
   const rel = relative(root, join(root, file)).split(sep).join("/");
+  // The project's .env files are what dev reads variables from: watched although .gitignore (rightly) names them.
+  if ((DEV_ENV_FILES as readonly string[]).includes(rel)) return true;
   if (/(^|\/)(node_modules|\.svc|dist|\.git|coverage)(\/|$)/.test(rel)) return false;
   if (ignored?.(rel)) return false;
   return /\.(m|c)?(t|j)sx?$|(^|\/)package\.json$|(^|\/)\.env$/.test(rel);
@@ -107,6 +122,14 @@ async function listen(options: DevSessionOptions, dataDir: string, apiKey: strin
     // A module that throws on load throws again: one try says it, the last good code keeps serving.
     releaseAttempts: 1,
     onWorkerLog: (entry: { endpoint: string; workerId: string; line: WorkerLogLine }) => options.onEvent?.({ type: "worker-log", ...entry }),
+    ...(options.requestLog
+      ? {
+          lbFront: false,
+          onRequest: (r: { method: string; path: string; status: number; ms: number }) => {
+            if (isCallerRequest(r.path)) options.onEvent?.({ type: "request", ...r });
+          },
+        }
+      : {}),
   };
   // A port asked for is that port or an error; the default moves to the next free one (8601, 8602...), so the
   // URL stays predictable and a second session of another project sits beside the first.
@@ -160,6 +183,9 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
     const retries = options.retries ?? 0;
     const manifest = { ...result.manifest, resources: Object.fromEntries(Object.entries(result.manifest.resources).map(([name, r]) => [name, { ...r, retries }])) };
     const before = new Set(deployedNames);
+    // Secrets the endpoints name come from .env or the environment where the dev service has none.
+    const missing = await syncDevSecrets({ url: service.url, apiKey, dataDir, app: result.manifest.app, manifest: result.manifest, values: projectEnv(root) });
+    if (missing.length > 0) throw missingSecretsError(result.manifest.app, missing);
     const endpoints = await service.deploy({ app: result.manifest.app, env: DEV_ENV, manifest, artifactPath: result.artifactPath });
     const now = endpoints.map((e) => e.name);
     const added = first ? [] : now.filter((n) => !before.has(n));
@@ -175,7 +201,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
   try {
     endpoints = await deploy(build);
   } catch (err) {
-    if (!(err instanceof ReleaseFailedError)) {
+    if (!(err instanceof ReleaseFailedError || err instanceof DevSecretsMissingError)) {
       await service.close();
       throw err;
     }
@@ -220,7 +246,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
       atomic: true,
       ignored: (path: string, stats?: { isDirectory(): boolean }) => {
         const rel = relative(root, path).split(sep).join("/");
-        if (rel === "") return false;
+        if (rel === "" || (DEV_ENV_FILES as readonly string[]).includes(rel)) return false;
         // A directory pattern of .gitignore ("build/") matches the directory's own path only with its slash.
         return /(^|\/)(node_modules|\.svc|dist|\.git|coverage)(\/|$)/.test(rel) || ignored(rel) || (stats?.isDirectory() === true && ignored(`${rel}/`));
       },

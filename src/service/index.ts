@@ -134,6 +134,11 @@ export interface ServiceOptions {
    */
   lbFront?: boolean;
   /**
+   * Called once per request node:http answered, when its answer ends (finished or cut off): `svc dev`'s request
+   * log. Requests the LB front serves itself are not seen: a caller that wants every one turns `lbFront` off.
+   */
+  onRequest?: (request: { method: string; path: string; status: number; ms: number }) => void;
+  /**
    * The key that seals secrets at rest (base64 or hex of 32 bytes), and keys values may still be sealed with
    * (after a rotation). Without a current key: the key in `file` (outside the data directory, so its backups do not
    * hold it), else `<dataDir>/secrets-key`; either made on the first start.
@@ -449,6 +454,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     },
   });
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
+    if (options.onRequest) {
+      const started = performance.now();
+      const report = options.onRequest;
+      res.once("close", () => report({ method: req.method ?? "GET", path: (req.url ?? "/").split("?")[0]!, status: res.statusCode, ms: performance.now() - started }));
+    }
     // S3 clients sign their own way and want XML errors: the S3 API answers its whole prefix itself.
     if (isS3Target(req.url)) {
       s3.serve(req, res).catch((err: unknown) => {

@@ -99,3 +99,41 @@ it("a save that breaks the module keeps the last good code serving, says the err
   await until(() => count("redeployed:") === deployedBefore + 1, 60_000);
   expect((await add()).status).toBe("COMPLETED");
 }, 120_000);
+
+it("every rebuild ends in one line, the same broken save as often as it is made: the error with its file and line each time", async () => {
+  const file = join(project, "src", "tally.ts");
+  const good = readFileSync(file, "utf8");
+  const broken = good.replace("// One instance", 'if (!process.env.TALLY_SEED) throw new Error("TALLY_SEED is not set");\n// One instance');
+  const ends = () => count("rebuild failed") + count("redeployed:");
+  for (const [text, outcome] of [[broken, "rebuild failed"], [good, "redeployed:"], [broken, "rebuild failed"], [broken, "rebuild failed"], [good, "redeployed:"]] as const) {
+    const started = count("rebuilding...");
+    const ended = ends();
+    const before = count(outcome);
+    writeFileSync(file, `${text}\n// ${Math.random()}\n`);
+    await until(() => count("rebuilding...") === started + 1 && ends() === ended + 1, 60_000);
+    expect(count(outcome)).toBe(before + 1);
+    if (outcome === "rebuild failed") expect(screen.slice(screen.lastIndexOf("rebuild failed"))).toMatch(/TALLY_SEED is not set[\s\S]*src\/tally\.ts:3:\d+|src\/tally\.ts:3:\d+[\s\S]*TALLY_SEED is not set/);
+  }
+}, 180_000);
+
+it("prints one line per request: method, path, status and time", async () => {
+  const session = JSON.parse(readFileSync(join(project, ".svc", "dev-session.json"), "utf8")) as { apiKey: string; endpoints: Record<string, { id: string; url: string }> };
+  const res = await fetch(`${session.endpoints.tally!.url}/runsync`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${session.apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ input: { n: 1 }, function: "add" }),
+  });
+  expect(res.status).toBe(200);
+  const line = new RegExp(`POST /v2/${session.endpoints.tally!.id}/runsync 200 \\d+ms`);
+  await until(() => line.test(screen), 10_000);
+}, 30_000);
+
+it("Ctrl-C stops quietly: no worker 'exited unexpectedly', none of the runtime's lifecycle notes", async () => {
+  const stopAt = screen.length;
+  dev.stdin!.write("\x03");
+  await until(() => dev.exitCode !== null, 30_000);
+  const tail = screen.slice(stopAt);
+  expect(tail).toContain("stopping...");
+  expect(screen).not.toMatch(/exited unexpectedly/);
+  expect(screen).not.toMatch(/draining \(|drained; exiting/);
+}, 60_000);

@@ -11,6 +11,8 @@ import { UsageError } from "../../errors.js";
 import type { WorkerLogLine } from "../../drivers/types.js";
 import type { PreviewEvent } from "../../preview/session.js";
 import { askOnTty } from "../confirm.js";
+import { keyForShell } from "../target.js";
+import { namedProfile } from "../../profiles.js";
 import { alignRows, createOutput, endpointTable, styles as pc, type Output } from "../output.js";
 
 interface DeployFlags {
@@ -221,8 +223,12 @@ export function register(program: Command): void {
           root,
           address,
           // The curl must work in the shell it is printed in: a dev session's key is no secret and not in the
-          // shell's SVC_API_KEY, so it is shown as it is; a service's key stays in the environment.
-          apiKeyShown: address.source === "dev-session" && envSetting("SVC_API_KEY") !== address.apiKey ? address.apiKey : undefined,
+          // shell's SVC_API_KEY, so it is shown as it is; a service's key is never printed: `$SVC_API_KEY` where the
+          // shell has it, else `$(svc whoami --key)` (after `svc login`, nothing set SVC_API_KEY).
+          apiKeyShown:
+            address.source === "dev-session" && envSetting("SVC_API_KEY") !== address.apiKey
+              ? address.apiKey
+              : keyForShell({ key: address.apiKey, exported: process.env.SVC_API_KEY, invokedAs: process.argv[1] ?? "svc", cwd: process.cwd(), profileFlag: namedProfile() }),
           env: flags.env,
           app: flags.app,
           exclude: flags.exclude,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { UsageError } from "../../errors.js";
-import { devPool, stackBlock, workerLine } from "./dev.js";
+import { devPool, isLifecycleNote, requestLine, stackBlock, workerLine } from "./dev.js";
 
 describe("the dev terminal's worker lines", () => {
   it("tags a line with its endpoint and job, plain without colour, one colour per endpoint with it", () => {
@@ -37,5 +37,20 @@ describe("svc dev's pool size", () => {
     expect(() => devPool("two", undefined)).toThrow(/--pool must be a whole number from 0 to 64, not "two"/);
     expect(() => devPool(undefined, "65")).toThrow(/SVC_WORKER_POOL must be a whole number/);
     expect(() => devPool("", undefined)).toThrow(UsageError);
+  });
+});
+
+describe("what the dev terminal says of requests and workers' lives", () => {
+  it("a request is one line: method, path, status and time", () => {
+    expect(requestLine({ method: "POST", path: "/v2/0123456789abcdef/runsync", status: 200, ms: 12.4 })).toBe("POST /v2/0123456789abcdef/runsync 200 12ms");
+  });
+  it("the runtime's notes about a worker's life are lifecycle lines; notes about jobs and the user's output are not", () => {
+    const note = (text: string, jobId?: string) => ({ ts: 0, stream: "log" as const, text, ...(jobId ? { jobId } : {}) });
+    expect(isLifecycleNote(note("draining (the service asked); 0 job(s) held"))).toBe(true);
+    expect(isLifecycleNote(note("drained; exiting"))).toBe(true);
+    expect(isLifecycleNote(note("serving 2 route(s) and /ping at http://127.0.0.1:1234"))).toBe(true);
+    expect(isLifecycleNote(note("job j1 failed: Error: boom", "j1"))).toBe(false);
+    expect(isLifecycleNote(note("uncaught exception: Error: x"))).toBe(false);
+    expect(isLifecycleNote({ ts: 0, stream: "stderr", text: "draining (my own words)" })).toBe(false);
   });
 });

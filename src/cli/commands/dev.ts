@@ -42,6 +42,21 @@ async function printStack(session: DevSessionHandle, endpoint: string, jobId: st
   }
 }
 
+/**
+ * The runtime's notes about a worker's own life (draining at an idle scale-down, exiting, registering again,
+ * serving its routes): shown under --verbose only. Notes about jobs (a failure, a timeout, a stray exception) are
+ * always shown. Pure.
+ */
+export function isLifecycleNote(line: WorkerLogLine): boolean {
+  if (line.stream !== "log" || line.jobId) return false;
+  return /^(draining \(|drained; exiting|exiting: |handing back \d+ unfinished|the service does not know this worker|registering again|serving \d+ route\(s\)|pre-booted)/.test(line.text);
+}
+
+/** A request as the dev terminal shows it: `POST /v2/<id>/runsync 200 12ms`. Pure. */
+export function requestLine(r: { method: string; path: string; status: number; ms: number }): string {
+  return `${r.method} ${r.path} ${r.status} ${Math.round(r.ms)}ms`;
+}
+
 /** `svc dev`'s pool size: --pool, else SVC_WORKER_POOL, else the dev default; 0 to 64. Pure. */
 export function devPool(flag: string | undefined, fromEnv: string | undefined): number | undefined {
   const [raw, origin] = flag !== undefined ? [flag, "--pool"] : fromEnv !== undefined ? [fromEnv, "SVC_WORKER_POOL"] : [undefined, ""];
@@ -64,8 +79,10 @@ export function register(program: Command): void {
     .option("--retries <n>", "automatic retries of a failed job (default 0 in dev; deployed endpoints use their own)")
     .option("--pool <n>", "pre-booted worker runtimes kept ready for cold starts (default 1, or $SVC_WORKER_POOL; 0: none)")
     .option("--sandbox <mode>", "workers' sandbox: auto (bubblewrap where it works), bwrap (required) or none (or $SVC_SANDBOX; default auto)")
+    .option("--no-request-log", "do not print a line per request to the job API and load-balanced routes")
+    .option("--verbose", "also print the runtime's notes about workers' lives (draining, exiting, registering)")
     .option("--json", "print the session (URL, endpoints) as JSON on stdout once ready")
-    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean; quiet?: boolean; retries?: string; pool?: string; sandbox?: string }) => {
+    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean; quiet?: boolean; retries?: string; pool?: string; sandbox?: string; requestLog: boolean; verbose?: boolean }) => {
       const out = createOutput({ json: opts.json });
       let port: number | undefined;
       if (opts.port !== undefined) {
@@ -80,13 +97,17 @@ export function register(program: Command): void {
       const userKey = envSetting("SVC_API_KEY");
       const { localEndpoints } = await import("../../deploy/access.js");
       const keyShown = () => (userKey ? "$SVC_API_KEY" : session!.apiKey);
+      // Once a stop is asked for (Ctrl-C reaches the workers too), workers ending is what was asked: not news.
+      let stopping = false;
+      const paint = (style: (s: string) => string, text: string) => (out.color ? style(text) : text);
       const onEvent = (event: DevEvent) => {
         switch (event.type) {
           case "rebuilding":
             out.info(`change in ${event.changed.join(", ")}: rebuilding...`);
             break;
           case "rebuild-failed":
-            out.warn(`rebuild failed, the previous build keeps serving:\n${event.error instanceof UserError ? [event.error.message, ...event.error.problems.map((p) => `  - ${p}`)].join("\n") : errorMessage(event.error)}`);
+            // Not out.warn (once per distinct text): the same broken save made again must be answered again.
+            out.info(`${paint(pc.yellow, "warning")}: rebuild failed, the previous build keeps serving:\n${event.error instanceof UserError ? [event.error.message, ...event.error.problems.map((p) => `  - ${p}`)].join("\n") : errorMessage(event.error)}`);
             break;
           case "port-fallback":
             out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
@@ -99,8 +120,13 @@ export function register(program: Command): void {
             if (added.length > 0) out.info(`new endpoint(s):\n${endpointTable(added)}`);
             break;
           }
+          case "request":
+            out.info(requestLine(event));
+            break;
           case "worker-log":
             if (opts.quiet) break;
+            if (!opts.verbose && isLifecycleNote(event.line)) break;
+            if (stopping && !event.line.jobId && /^worker exited unexpectedly /.test(event.line.text)) break;
             // A worker that cannot start is a failed release: said once, with its stack, as a rebuild failure.
             if (/worker failed to start: /.test(event.line.text)) break;
             out.info(workerLine(event.endpoint, event.line, out.color));
@@ -126,6 +152,7 @@ export function register(program: Command): void {
           onEvent,
           settings: parseServiceSettings(settingsEnvironment(envSetting)),
           sandbox: opts.sandbox as "auto" | "bwrap" | "none" | undefined,
+          requestLog: opts.requestLog,
         }),
       );
       const s = session;
@@ -148,6 +175,7 @@ export function register(program: Command): void {
         process.once("SIGINT", done);
         process.once("SIGTERM", done);
       });
+      stopping = true;
       out.info("stopping...");
       await s.close();
     });

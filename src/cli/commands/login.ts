@@ -87,11 +87,17 @@ export function register(program: Command): void {
   program
     .command("whoami")
     .description("Which service this CLI talks to, and the user, key, scopes and rate limits it acts with")
+    .option("--key", "print only the API key this CLI uses (for a command line: curl -H \"Authorization: Bearer $(svc whoami --key)\")")
     .option("--json", "print JSON")
-    .action(async (o: { json?: boolean }) => {
+    .action(async (o: { json?: boolean; key?: boolean }) => {
       const out = createOutput({ json: o.json });
       const target = serviceTarget();
       if (!target.apiKey) throw new UserError(`No API key for ${target.url}`, { hint: "Run `svc login --url <service URL>`, or set SVC_API_KEY." });
+      if (o.key) {
+        // Local, no request: a printed curl calls this in its command substitution.
+        process.stdout.write(`${target.apiKey}\n`);
+        return;
+      }
       const me = await fetchMe(target);
       const result = { url: target.url, via: describeTarget(target), ...me };
       out.result(result, () =>
@@ -107,3 +113,4 @@ export function register(program: Command): void {
       );
     });
 }
+

@@ -7,6 +7,23 @@ import { confirmDestructive } from "../confirm.js";
 import { management, table } from "../management.js";
 import { createOutput } from "../output.js";
 import { readSecret } from "../secret-input.js";
+import { serviceTarget } from "../target.js";
+import { envSetting } from "svc/internal";
+import { UserError } from "../../errors.js";
+
+/**
+ * Nothing names a service (no running `svc dev` here, no profile, no SVC_API_URL): say what to run before asking
+ * for a value that would go nowhere.
+ */
+function requireSomeService(name: string): void {
+  const target = serviceTarget();
+  if (target.source !== "environment" || envSetting("SVC_API_URL") !== undefined) return;
+  throw new UserError(`No service to set ${name} on: no \`svc dev\` runs in this project, and no service is configured`, {
+    hint:
+      `For svc dev: add ${name}=... to .env (svc dev reads it, and reloads when it changes), or start \`svc dev\` in this project and run \`svc secret set ${name}\` again from another terminal. ` +
+      "For a deployed service: `svc login <url>` first (or set SVC_API_URL and SVC_API_KEY).",
+  });
+}
 
 interface SecretInfo {
   name: string;
@@ -40,6 +57,7 @@ export function register(program: Command): void {
     .option("--env <name>", "only for this environment of --app")
     .option("--json", "print JSON")
     .action(async (name: string, o: { app?: string; env?: string; json?: boolean }) => {
+      requireSomeService(name);
       const value = await readSecret(`value for ${name}`, `Value of ${name} (${scopeText(o.app, o.env)}): `);
       const r = await management<SecretInfo & Rolling & { created: boolean }>("PUT", `/v1/secrets/${encodeURIComponent(name)}`, { value, app: o.app, env: o.env });
       createOutput({ json: o.json }).result(r, () => `${r.created ? "Set" : "Changed"} secret ${r.name} for ${scopeText(r.app, r.env)}${rollingText(r)}`);
