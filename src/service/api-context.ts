@@ -26,8 +26,10 @@ import type { StartFailures } from "./releases/start-failures.js";
 import type { HostGpus } from "../gpus/host.js";
 import type { Deployments } from "./deploy/deployments.js";
 import type { IdempotentSubmits } from "./idempotency/index.js";
+import type { MetricsDeps } from "./metrics/routes.js";
+import type { ServiceMetrics } from "./metrics/index.js";
 
-export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps {
+export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps, MetricsDeps {
   engine: JobEngine;
   keyring: KeyRing;
   /** The endpoints served: read here, changed through upsert/remove (endpoints/registry.ts). */
@@ -80,6 +82,8 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   gpus?(): HostGpus | undefined;
   /** Which job each Idempotency-Key made (idempotency/index.ts). */
   idempotency: IdempotentSubmits;
+  /** Prometheus metrics, the recent series behind the charts, usage records (metrics/index.ts). */
+  metrics?: ServiceMetrics;
 }
 
 /** A request to a row that needs the whole service (deploy, state; their features do not declare narrower). */

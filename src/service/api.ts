@@ -33,6 +33,7 @@ import { GPU_ROUTES, WORKER_ROUTES } from "./workers/index.js";
 import { logs } from "./state-routes.js";
 import { MANAGEMENT_ROUTES } from "./management/index.js";
 import { DEPLOY_ROUTES } from "./deploy/routes.js";
+import { METRICS_ROUTES } from "./metrics/routes.js";
 
 export type { ApiContext } from "./api-context.js";
 export { recordJson, jobClientWorkerCounts, recordParts } from "./jobs/routes.js";
@@ -56,6 +57,8 @@ export const ROUTES: readonly Row[] = [
   // A follower's lines arrive on the replica serving jobs; stored lines are read anywhere.
   { ...STATE, methods: ["GET"], pattern: "/v1/endpoints/:endpoint/logs", purpose: "read logs", jobsReplica: followsLogs, handler: logs },
   ...GPU_ROUTES,
+  // Prometheus' /metrics, an endpoint's recent series, usage (metrics/routes.ts).
+  ...METRICS_ROUTES,
 ];
 
 const TABLE = new RouteTable(ROUTES);
@@ -99,7 +102,36 @@ function handedOffHere(ctx: ApiContext, row: object | undefined, match: RouteMat
   return row !== undefined && "handedOff" in row && row.handedOff === true && handsOffHere(ctx, match?.params.endpoint ?? "");
 }
 
+/** The route label a request is counted under in the metrics: its row's pattern, never the raw path. */
+function routeLabel(lb: boolean, match: RouteMatch<RouteHandler> | undefined, row: { pattern?: string } | undefined): string {
+  if (lb) return "/lb/*";
+  return row?.pattern ?? match?.rows[0]?.pattern ?? "unmatched";
+}
+
 export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const metrics = ctx.metrics?.prometheus ? ctx.metrics : undefined;
+  if (!metrics) return dispatch(ctx, req, res);
+  const started = performance.now();
+  const seen: Seen = {};
+  let failed = false;
+  try {
+    await dispatch(ctx, req, res, seen);
+  } catch (err) {
+    // Answered 500 by the caller (index.ts).
+    failed = true;
+    throw err;
+  } finally {
+    if (seen.route !== undefined) metrics.request(req.method ?? "GET", seen.route, failed ? 500 : res.statusCode, started, seen.endpoint);
+  }
+}
+
+/** What the dispatcher learnt of a request, for its metrics: the route label and the endpoint (unset: a public file). */
+interface Seen {
+  route?: string;
+  endpoint?: string;
+}
+
+async function dispatch(ctx: ApiContext, req: IncomingMessage, res: ServerResponse, seen?: Seen): Promise<void> {
   try {
     if (ctx.management?.public(ctx, req, res)) return;
     if (serveConsole(req, res)) return;
@@ -107,6 +139,10 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
     const lb = lbTarget(raw, req.headers.host) ? LB_ROW : undefined;
     const target = lb ? undefined : resolve(raw);
     const match = target && "match" in target ? target.match : undefined;
+    if (seen) {
+      seen.route = routeLabel(lb !== undefined, match, undefined);
+      seen.endpoint = match?.params.endpoint;
+    }
     // A path that names a route but not with this method is 405 only to a caller with a key (below).
     let row: Row | typeof LB_ROW | undefined = lb;
     let wrongMethod: unknown;
@@ -117,6 +153,7 @@ export async function handleRequest(ctx: ApiContext, req: IncomingMessage, res: 
         wrongMethod = err;
       }
     }
+    if (seen && row && "pattern" in row) seen.route = row.pattern;
 
     const credential = credentialFromHeader(req.headers.authorization);
     if (!credential) throw unauthorized("Send an API key in the Authorization header: `Authorization: Bearer <key>`");

@@ -116,6 +116,13 @@ export interface ScalerDeps {
   /** A worker failed to start: exited before it registered, or the driver could not start it. */
   onStartFailure?(endpointId: string, workerId: string, message: string): void;
   /**
+   * A worker's life, for usage records: it runs (the driver started it, or it was adopted), with the host GPUs it
+   * holds; it ended. A worker the driver never started has no life.
+   */
+  onWorkerLife?(event: { type: "started"; workerId: string; endpointId: string; gpus: { typeId: string | null; count: number } } | { type: "stopped"; workerId: string }): void;
+  /** An endpoint's first job taken by a worker started for it from none: the cold start, in ms. */
+  onColdStart?(endpointId: string, ms: number): void;
+  /**
    * Replicas on one database: a worker that registers here though this replica did not start it (another
    * replica did, and died or stepped down) is adopted, so workersMax holds across the cluster. It is stopped by
    * draining it through the protocol, and counted gone once it stays silent `silentMs`.
@@ -243,6 +250,7 @@ export class Scaler {
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
       this.holdAdopted(m.id, adopted.endpointId, adopted.gpus ?? [], endpoint);
+      this.lifeStarted(m);
       // Where the driver says it is reachable, as for a worker it starts: the address it registers again may be
       // its own view (a Pod's or a container's loopback), not one the service reaches.
       this.offerAddresses(m.id, adopted.handle);
@@ -300,6 +308,7 @@ export class Scaler {
     entry.count++;
     entry.lastMs = Date.now() - since;
     this.coldStarts.set(endpointId, entry);
+    this.deps.onColdStart?.(endpointId, entry.lastMs);
   }
 
   reconcile(): void {
@@ -549,6 +558,7 @@ export class Scaler {
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       this.offerAddresses(workerId, m.handle);
+      this.lifeStarted(m);
       if (image && m.handle.address) {
         // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
         this.deps.engine.register(workerId, endpoint.id, 1);
@@ -595,7 +605,14 @@ export class Scaler {
     });
   }
 
+  /** Tell usage that a started worker runs, with the host GPUs it holds (read before they are released). */
+  private lifeStarted(m: ManagedWorker): void {
+    const held = this.deps.gpus?.heldBy(m.id);
+    this.deps.onWorkerLife?.({ type: "started", workerId: m.id, endpointId: m.endpointId, gpus: { typeId: held?.typeId ?? null, count: held?.uuids.length ?? 0 } });
+  }
+
   private exited(m: ManagedWorker, expected: boolean, why?: string): void {
+    if (m.handle) this.deps.onWorkerLife?.({ type: "stopped", workerId: m.id });
     this.managed.delete(m.id);
     this.drainedSince.delete(m.id);
     if (this.deps.gpus && this.deps.gpus.release(m.id).length > 0 && !this.closed) {
