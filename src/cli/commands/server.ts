@@ -190,6 +190,7 @@ export function register(program: Command): void {
           clusterUrl: config.clusterUrl,
           workersDirect: config.workersDirect,
           handOffJobs: config.handOffJobs,
+          metrics: config.metrics,
           log: (message) => out.info(message),
           // Another replica may serve the jobs now: going on would run them twice. A supervisor (systemd, Swarm,
           // Kubernetes) restarts this one, as a follower.
