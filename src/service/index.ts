@@ -160,6 +160,8 @@ export interface ServiceOptions {
   metrics?: boolean;
   /** How often running workers' time is written to usage (default a minute). */
   usageFlushMs?: number;
+  /** How often queue depth and workers are sampled into the recent series (default 5 s; tests make it short). */
+  metricsSampleMs?: number;
 }
 
 export interface DeployedEndpoint {
@@ -220,6 +222,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ownerOf: (endpointId) => endpoints.get(endpointId)?.userId,
     log,
     usageFlushMs: options.usageFlushMs,
+    sampleMs: options.metricsSampleMs,
     sources: {
       endpointIds: () => endpoints.keys(),
       queueDepth: (id) => engine.queuedCount(id),
@@ -375,7 +378,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       probeReady: (workerId) => releases.proven(workerId),
       onProbeExit: (workerId, exit) => releases.exited(workerId, exit),
       onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
-      onWorkerLife: (event) => (event.type === "started" ? metrics.workerStarted(event.workerId, event.endpointId, event.gpus) : metrics.workerStopped(event.workerId)),
+      onWorkerLife: (event) => (event.type === "started" ? metrics.workerStarted(event.workerId, event.endpointId, event.gpus, event.userId) : metrics.workerStopped(event.workerId)),
       onColdStart: (endpointId, ms) => metrics.coldStarted(endpointId, ms),
       lb,
       // A worker keeps an events long poll open while it lives: silent for this long, it is gone.

@@ -31,6 +31,8 @@ export interface ServiceMetricsOptions {
   ownerOf(endpointId: string): string | undefined;
   log(message: string): void;
   usageFlushMs?: number;
+  /** How often queue depth and workers are sampled into the recent series (default 5 s). */
+  sampleMs?: number;
 }
 
 export class ServiceMetrics {
@@ -55,7 +57,7 @@ export class ServiceMetrics {
       for (const id of sources.endpointIds()) this.recent!.sample(id, sources.queueDepth(id), sources.workers(id));
     };
     sample();
-    this.sampler = setInterval(sample, SAMPLE_MS);
+    this.sampler = setInterval(sample, this.options.sampleMs ?? SAMPLE_MS);
     this.sampler.unref();
   }
 
@@ -98,8 +100,8 @@ export class ServiceMetrics {
     if (endpointId !== undefined && SUBMIT_ROUTES.has(route)) this.recent?.request(endpointId);
   }
 
-  workerStarted(workerId: string, endpointId: string, gpus: { typeId: string | null; count: number }): void {
-    const userId = this.options.ownerOf(endpointId);
+  workerStarted(workerId: string, endpointId: string, gpus: { typeId: string | null; count: number }, owner?: string): void {
+    const userId = owner ?? this.options.ownerOf(endpointId);
     if (userId === undefined) return;
     this.usage.started({ workerId, endpointId, userId, gpuType: gpus.typeId, gpus: gpus.count });
   }

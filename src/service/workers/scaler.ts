@@ -119,7 +119,7 @@ export interface ScalerDeps {
    * A worker's life, for usage records: it runs (the driver started it, or it was adopted), with the host GPUs it
    * holds; it ended. A worker the driver never started has no life.
    */
-  onWorkerLife?(event: { type: "started"; workerId: string; endpointId: string; gpus: { typeId: string | null; count: number } } | { type: "stopped"; workerId: string }): void;
+  onWorkerLife?(event: { type: "started"; workerId: string; endpointId: string; userId?: string; gpus: { typeId: string | null; count: number } } | { type: "stopped"; workerId: string }): void;
   /** An endpoint's first job taken by a worker started for it from none: the cold start, in ms. */
   onColdStart?(endpointId: string, ms: number): void;
   /**
@@ -250,7 +250,7 @@ export class Scaler {
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
       this.holdAdopted(m.id, adopted.endpointId, adopted.gpus ?? [], endpoint);
-      this.lifeStarted(m);
+      this.lifeStarted(m, endpoint?.userId);
       // Where the driver says it is reachable, as for a worker it starts: the address it registers again may be
       // its own view (a Pod's or a container's loopback), not one the service reaches.
       this.offerAddresses(m.id, adopted.handle);
@@ -558,7 +558,7 @@ export class Scaler {
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       this.offerAddresses(workerId, m.handle);
-      this.lifeStarted(m);
+      this.lifeStarted(m, endpoint.userId);
       if (image && m.handle.address) {
         // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
         this.deps.engine.register(workerId, endpoint.id, 1);
@@ -605,10 +605,13 @@ export class Scaler {
     });
   }
 
-  /** Tell usage that a started worker runs, with the host GPUs it holds (read before they are released). */
-  private lifeStarted(m: ManagedWorker): void {
+  /**
+   * Tell usage that a started worker runs, with the host GPUs it holds, and whose it is (a release's probe runs
+   * before its endpoint is served).
+   */
+  private lifeStarted(m: ManagedWorker, userId: string | undefined): void {
     const held = this.deps.gpus?.heldBy(m.id);
-    this.deps.onWorkerLife?.({ type: "started", workerId: m.id, endpointId: m.endpointId, gpus: { typeId: held?.typeId ?? null, count: held?.uuids.length ?? 0 } });
+    this.deps.onWorkerLife?.({ type: "started", workerId: m.id, endpointId: m.endpointId, userId, gpus: { typeId: held?.typeId ?? null, count: held?.uuids.length ?? 0 } });
   }
 
   private exited(m: ManagedWorker, expected: boolean, why?: string): void {
