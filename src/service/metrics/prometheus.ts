@@ -5,6 +5,7 @@
 // GPU indexes; never a job id. docs/observability.md lists every metric.
 
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { FastHistogram, type HistogramSeries } from "./fast-histogram.js";
 
 /** What the gauges read when Prometheus scrapes. */
 export interface MetricSources {
@@ -25,26 +26,48 @@ const COMMIT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.0
 
 export type JobFinalStatus = "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
 
+/** An endpoint's series, looked up once: what a job's end adds to (the job API's hot path). */
+interface EndpointChildren {
+  delay: HistogramSeries;
+  execution: HistogramSeries;
+  /** Jobs by final status, counted here and read into svc_jobs_total at scrape time. */
+  jobs: Record<JobFinalStatus, number>;
+}
+
 export class PrometheusMetrics {
   readonly registry = new Registry();
-  private readonly queueDelay: Histogram<"endpoint">;
-  private readonly execution: Histogram<"endpoint">;
+  private readonly queueDelay: FastHistogram<"endpoint">;
+  private readonly execution: FastHistogram<"endpoint">;
   private readonly coldStart: Histogram<"endpoint">;
-  private readonly jobs: Counter<"endpoint" | "status">;
   private readonly retries: Counter<"endpoint">;
   private readonly webhooks: Counter<"outcome">;
-  private readonly http: Histogram<"method" | "route" | "status">;
+  private readonly http: FastHistogram<"method" | "route" | "status">;
   private readonly commit: Histogram<"store">;
+  private readonly byEndpoint = new Map<string, EndpointChildren>();
+  private readonly byRequest = new Map<string, HistogramSeries>();
+  private commitChild?: HistogramSeries;
 
   constructor(sources: MetricSources, private readonly store: "sqlite" | "postgres" = "sqlite") {
     const registers = [this.registry];
-    this.queueDelay = new Histogram({ name: "svc_job_queue_delay_seconds", help: "Time a finished job waited from submission until a worker took it (the job API's delayTime), observed when it ends", labelNames: ["endpoint"], buckets: JOB_BUCKETS, registers });
-    this.execution = new Histogram({ name: "svc_job_execution_seconds", help: "Time a finished job ran, from its take to its final state (the job API's executionTime)", labelNames: ["endpoint"], buckets: JOB_BUCKETS, registers });
+    const byEndpoint = this.byEndpoint;
+    this.queueDelay = new FastHistogram("svc_job_queue_delay_seconds", "Time a finished job waited from submission until a worker took it (the job API's delayTime), observed when it ends", ["endpoint"], JOB_BUCKETS, this.registry);
+    this.execution = new FastHistogram("svc_job_execution_seconds", "Time a finished job ran, from its take to its final state (the job API's executionTime)", ["endpoint"], JOB_BUCKETS, this.registry);
     this.coldStart = new Histogram({ name: "svc_worker_cold_start_seconds", help: "From the first job waiting on an endpoint with no worker to a started worker taking it", labelNames: ["endpoint"], buckets: COLD_START_BUCKETS, registers });
-    this.jobs = new Counter({ name: "svc_jobs_total", help: "Jobs that reached a final state, by that state", labelNames: ["endpoint", "status"], registers });
+    new Counter({
+      name: "svc_jobs_total",
+      help: "Jobs that reached a final state, by that state",
+      labelNames: ["endpoint", "status"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [endpoint, e] of byEndpoint) {
+          for (const [status, n] of Object.entries(e.jobs)) if (n > 0) this.inc({ endpoint, status }, n);
+        }
+      },
+    });
     this.retries = new Counter({ name: "svc_job_retries_total", help: "Failed attempts queued again for an automatic retry", labelNames: ["endpoint"], registers });
     this.webhooks = new Counter({ name: "svc_webhook_deliveries_total", help: "Webhook delivery attempts, by outcome (delivered, retrying, failed: given up)", labelNames: ["outcome"], registers });
-    this.http = new Histogram({ name: "svc_http_request_duration_seconds", help: "Time to answer an API request, by method, route pattern and status", labelNames: ["method", "route", "status"], buckets: HTTP_BUCKETS, registers });
+    this.http = new FastHistogram("svc_http_request_duration_seconds", "Time to answer an API request, by method, route pattern and status", ["method", "route", "status"], HTTP_BUCKETS, this.registry);
     this.commit = new Histogram({ name: "svc_store_commit_seconds", help: "Time one group commit (one transaction of the engine's batched writes) took in the store", labelNames: ["store"], buckets: COMMIT_BUCKETS, registers });
 
     new Gauge({
@@ -103,9 +126,14 @@ export class PrometheusMetrics {
 
   /** A job reached its final state (committed): its status, and its delay and execution when it ran. */
   jobFinal(endpointId: string, status: JobFinalStatus, delaySeconds: number | null, executionSeconds: number | null): void {
-    this.jobs.inc({ endpoint: endpointId, status });
-    if (executionSeconds !== null) this.execution.observe({ endpoint: endpointId }, executionSeconds);
-    if (delaySeconds !== null) this.queueDelay.observe({ endpoint: endpointId }, delaySeconds);
+    let e = this.byEndpoint.get(endpointId);
+    if (!e) {
+      e = { delay: this.queueDelay.series({ endpoint: endpointId }), execution: this.execution.series({ endpoint: endpointId }), jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 } };
+      this.byEndpoint.set(endpointId, e);
+    }
+    e.jobs[status]++;
+    if (executionSeconds !== null) e.execution.observe(executionSeconds);
+    if (delaySeconds !== null) e.delay.observe(delaySeconds);
   }
 
   retry(endpointId: string): void {
@@ -121,17 +149,23 @@ export class PrometheusMetrics {
   }
 
   request(method: string, route: string, status: number, seconds: number): void {
-    this.http.observe({ method, route, status: String(status) }, seconds);
+    // Bounded: methods, the route table's patterns and statuses.
+    const key = `${method} ${status} ${route}`;
+    let child = this.byRequest.get(key);
+    if (!child) this.byRequest.set(key, (child = this.http.series({ method, route, status: String(status) })));
+    child.observe(seconds);
   }
 
   committed(seconds: number): void {
-    this.commit.observe({ store: this.store }, seconds);
+    (this.commitChild ??= this.commit.labels({ store: this.store })).observe(seconds);
   }
 
   /** An endpoint is gone: its series go too (label values stay bounded by the endpoints that exist). */
   forget(endpointId: string): void {
-    for (const m of [this.queueDelay, this.execution, this.coldStart, this.retries]) m.remove({ endpoint: endpointId });
-    for (const status of ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"]) this.jobs.remove({ endpoint: endpointId, status });
+    this.byEndpoint.delete(endpointId);
+    this.queueDelay.remove({ endpoint: endpointId });
+    this.execution.remove({ endpoint: endpointId });
+    for (const m of [this.coldStart, this.retries]) m.remove({ endpoint: endpointId });
   }
 
   /** The text exposition format. */
