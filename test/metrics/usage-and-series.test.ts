@@ -111,6 +111,8 @@ describe("usage", () => {
     expect((await call(`${again.url}/v1/usage?userId=default`, { key: bob.key })).status).toBe(403);
     expect((await call(`${again.url}/v1/usage?userId=default`, { key: KEY })).body.totals.jobs).toBe(2);
     expect((await call(`${again.url}/v1/usage?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z`, { key: KEY })).status).toBe(400);
+    const oneEndpoint = await again.mintKey({ scopes: [`jobs:${endpoint!.id}`] });
+    expect((await call(`${again.url}/v1/usage`, { key: oneEndpoint.key })).status).toBe(403);
   }, 60_000);
 });
 

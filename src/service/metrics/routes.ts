@@ -94,8 +94,13 @@ function usageJson(rows: UsageRow[]) {
   };
 }
 
+/** Keys that may read their user's usage: one scoped to a single endpoint's jobs may not read the whole user's. */
+const USAGE_SCOPES = ["admin", "deploy", "metrics", "management:read", "management:write", "jobs:*"];
+
 async function usage(call: RouteCall<MetricsDeps>): Promise<void> {
-  if (call.principal.worker) throw new HttpProblem(403, "A worker token cannot read usage");
+  if (call.principal.worker || !call.principal.scopes.some((s) => USAGE_SCOPES.includes(s))) {
+    throw new HttpProblem(403, "This API key may not read usage (it needs admin, deploy, metrics, management:read, management:write or jobs:*)");
+  }
   const q = usageQuery(call.url.searchParams, call.principal, Date.now());
   const meter = call.ctx.metrics?.usage;
   if (!meter) return sendJson(call.res, { from: new Date(q.from).toISOString(), to: new Date(q.to).toISOString(), ...usageJson([]) });

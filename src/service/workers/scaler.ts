@@ -730,6 +730,8 @@ export class Scaler {
     const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision, handle, stopping: false, probe: false, adopted: true, remoteGone: gone };
     this.managed.set(workerId, m);
     this.deps.engine.ensureWorker(workerId, endpoint.id, true).managed = true;
+    // Its usage is this replica's from now on (the one that started it accounted it up to its last flush).
+    this.lifeStarted(m, endpoint.userId);
     this.watchExit(m);
     this.deps.onEvent?.(`adopted worker ${workerId} of endpoint ${endpoint.name}, started by another replica`);
   }
