@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { startService, type Service } from "../../src/service/index.js";
 import { readInventory } from "../../src/gpus/inventory.js";
 import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "../../src/drivers/types.js";
-import { call, manifest, ProtocolWorker, resource, until } from "../service/helpers.js";
+import { call, manifest, ProtocolWorker, resource, until, webhookReceiver } from "../service/helpers.js";
 
 const KEY = "usage-admin-key";
 const FAKE_DIR = fileURLToPath(new URL("../fakes/gpu", import.meta.url));
@@ -169,6 +169,36 @@ describe("an endpoint's recent series and the GPU gauges", () => {
     expect(text).toMatch(/svc_store_commit_seconds_count\{store="sqlite"\} [1-9]/);
     expect(text).toMatch(new RegExp(`svc_workers\\{endpoint="${id}",state="idle"\\} ${health.workers.idle}`));
   }, 60_000);
+
+  it("counts retries, webhook deliveries by outcome and HTTP statuses by route pattern", async () => {
+    const { dataDir, artifact } = workDir();
+    const receiver = await webhookReceiver();
+    const service = await startService({ dataDir, apiKeys: [KEY], leaseMs: 2000, heartbeatMs: 300, webhooks: { intervalMs: 50 } });
+    services.push(service);
+    try {
+      const [endpoint] = await service.deploy({ app: "retry", env: "prod", manifest: manifest({ r: resource({ retries: 1 }) }, "retry"), artifactPath: artifact });
+      const id = endpoint!.id;
+      expect((await call(`${endpoint!.url}/run`, { key: KEY, body: { input: {}, webhook: receiver.url } })).status).toBe(200);
+      expect((await call(`${endpoint!.url}/status/nope`, { key: KEY })).status).toBe(404);
+      const w = await ProtocolWorker.mint({ service }, id);
+      await w.register();
+      const [first] = await w.take(1);
+      await w.done([{ jobId: first!.id, lease: first!.lease, status: "FAILED", error: { message: "once" } }]);
+      const again = await until(async () => (await w.take(1, 500))[0]);
+      await w.done([{ jobId: again.id, lease: again.lease, status: "COMPLETED", output: {} }]);
+      await until(() => receiver.received.length === 1);
+      const text = await until(async () => {
+        const t = (await call(`${service.url}/metrics`, { key: KEY })).text;
+        return t.includes('svc_webhook_deliveries_total{outcome="delivered"} 1') ? t : undefined;
+      });
+      expect(text).toContain(`svc_job_retries_total{endpoint="${id}"} 1`);
+      expect(text).toContain(`svc_jobs_total{endpoint="${id}",status="COMPLETED"} 1`);
+      expect(text).toMatch(/svc_http_request_duration_seconds_count\{method="GET",route="\/v2\/:endpoint\/status\/:job",status="404"\} 1/);
+      expect(text).not.toContain("/status/nope");
+    } finally {
+      await receiver.close();
+    }
+  });
 
   it("is off with SVC_METRICS=off: /metrics and the series answer 404, usage is still kept", async () => {
     const { dataDir } = workDir();
