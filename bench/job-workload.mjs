@@ -98,3 +98,51 @@ export async function measureJobApi({ storeUrl } = {}) {
     rmSync(work, { recursive: true, force: true });
   }
 }
+
+/**
+ * What metrics cost on /run throughput: two services on SQLite with process workers, one with metrics on (the
+ * default) and one with them off (SVC_METRICS=off), each measured in rounds taken in turn (on, off, on, ...) by
+ * the same load client, their order turning each round; the medians of each. The /run path with metrics on observes one HTTP histogram sample per
+ * request and, when the job ends, its delay, execution and final-status series.
+ */
+export async function measureMetricsCost({ jobs = 4000, clients = 16, rounds = 5 } = {}) {
+  const work = mkdtempSync(join(tmpdir(), "svc-bench-metrics-"));
+  const project = join(work, "app");
+  cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
+  const build = await buildProject(project, {});
+  const key = "bench-key";
+  const auth = { authorization: `Bearer ${key}` };
+  const services = {};
+  try {
+    for (const [name, metrics] of [["on", true], ["off", false]]) {
+      const service = await startService({ dataDir: join(work, `data-${name}`), driver: createProcessDriver(), apiKeys: [key], metrics });
+      services[name] = { service, rates: [] };
+      const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
+      services[name].base = endpoint.url;
+      for (let i = 0; i < 50; i++) await request(`${endpoint.url}/runsync`, { method: "POST", headers: auth, body: { input: { i } } });
+    }
+    for (let round = 0; round < rounds; round++) {
+      // The order turns each round: the first of a pair meets the machine as the pair before left it.
+      for (const name of round % 2 === 0 ? ["on", "off"] : ["off", "on"]) {
+        const { base, rates } = services[name];
+        const before = JSON.parse((await request(`${base}/health`, { headers: auth })).body).jobs.completed;
+        const plan = { targets: [{ name: "run", url: `${base}/run`, method: "POST", headers: auth, body: { input: { i: "{i}" } } }], total: jobs, concurrency: clients };
+        const measured = JSON.parse((await run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plan)], { maxBuffer: 1 << 20 })).stdout);
+        rates.push(measured.run.rps);
+        // The queue drained before the next round, so no round pays for the one before.
+        for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
+          const health = JSON.parse((await request(`${base}/health`, { headers: auth })).body);
+          if (health.jobs.completed - before >= jobs) break;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    }
+    const on = percentile(services.on.rates, 50);
+    const off = percentile(services.off.rates, 50);
+    const ratios = services.on.rates.map((r, i) => r / services.off.rates[i]);
+    return { on, off, clients, spread: [Math.min(...ratios), Math.max(...ratios)] };
+  } finally {
+    for (const s of Object.values(services)) await s.service.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+}

@@ -30,8 +30,10 @@ import type { StateDeps } from "./state-routes.js";
 import type { WebhookRouteDeps } from "./webhooks/routes.js";
 import type { IdempotentSubmits } from "./idempotency/index.js";
 import type { Tracing } from "./tracing/index.js";
+import type { MetricsDeps } from "./metrics/routes.js";
+import type { ServiceMetrics } from "./metrics/index.js";
 
-export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps, DeployRouteDeps, StateDeps, WebhookRouteDeps {
+export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps, DeployRouteDeps, StateDeps, WebhookRouteDeps, MetricsDeps {
   engine: JobEngine;
   keyring: KeyRing;
   /** The endpoints served: read here, changed through upsert/remove (endpoints/registry.ts). */
@@ -86,6 +88,8 @@ export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, 
   idempotency: IdempotentSubmits;
   /** Spans of requests and jobs, when traces are configured (tracing/index.ts). */
   tracing?: Tracing;
+  /** Prometheus metrics, the recent series behind the charts, usage records (metrics/index.ts). */
+  metrics?: ServiceMetrics;
 }
 
 /** A request to a row that needs the whole service (deploy, state; their features do not declare narrower). */

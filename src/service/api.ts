@@ -7,6 +7,7 @@
 //   /_worker/v1/...               worker protocol (worker tokens only)
 //   /v1/apps/..., /v1/endpoints/{id}/logs   apps, releases, state and logs (user keys)
 //   /v2/network-volumes, /v1/endpoints, /v1/keys, ...   management (management/index.ts)
+//   /metrics, /v1/endpoints/{id}/metrics, /v1/usage      what the service tells of itself (metrics/routes.ts)
 //
 // Two kinds of address sit outside the table: the public files (the OpenAPI document, the web console), which
 // need no key, and load-balanced endpoints (/lb/{id}/... or Host {id}.lb.localhost), whose whole path belongs
@@ -33,6 +34,7 @@ import { GPU_ROUTES, WORKER_ROUTES } from "./workers/index.js";
 import { logs } from "./state-routes.js";
 import { MANAGEMENT_ROUTES } from "./management/index.js";
 import { DEPLOY_ROUTES } from "./deploy/routes.js";
+import { METRICS_ROUTES } from "./metrics/routes.js";
 
 export type { ApiContext } from "./api-context.js";
 export { recordJson, jobClientWorkerCounts, recordParts } from "./jobs/routes.js";
@@ -56,6 +58,8 @@ export const ROUTES: readonly Row[] = [
   // A follower's lines arrive on the replica serving jobs; stored lines are read anywhere.
   { ...STATE, methods: ["GET"], pattern: "/v1/endpoints/:endpoint/logs", purpose: "read logs", jobsReplica: followsLogs, handler: logs },
   ...GPU_ROUTES,
+  // Prometheus' /metrics, an endpoint's recent series, usage (metrics/routes.ts).
+  ...METRICS_ROUTES,
 ];
 
 const TABLE = new RouteTable(ROUTES);
@@ -101,10 +105,40 @@ function handedOffHere(ctx: ApiContext, row: object | undefined, match: RouteMat
 
 export function handleRequest(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
   // Traced only when the operator configured traces (tracing/index.ts); otherwise no span, no context, no cost.
-  return ctx.tracing ? ctx.tracing.request(req, res, () => dispatch(ctx, req, res)) : dispatch(ctx, req, res);
+  return ctx.tracing ? ctx.tracing.request(req, res, () => measured(ctx, req, res)) : measured(ctx, req, res);
 }
 
-async function dispatch(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** The route label a request is counted under in the metrics: its row's pattern, never the raw path. */
+function routeLabel(lb: boolean, match: RouteMatch<RouteHandler> | undefined, row: { pattern?: string } | undefined): string {
+  if (lb) return "/lb/*";
+  return row?.pattern ?? match?.rows[0]?.pattern ?? "unmatched";
+}
+
+/** A request counted in the metrics (when they are on) under its route's pattern, status and duration. */
+async function measured(ctx: ApiContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const metrics = ctx.metrics?.prometheus ? ctx.metrics : undefined;
+  if (!metrics) return dispatch(ctx, req, res);
+  const started = performance.now();
+  const seen: Seen = {};
+  let failed = false;
+  try {
+    await dispatch(ctx, req, res, seen);
+  } catch (err) {
+    // Answered 500 by the caller (index.ts).
+    failed = true;
+    throw err;
+  } finally {
+    if (seen.route !== undefined) metrics.request(req.method ?? "GET", seen.route, failed ? 500 : res.statusCode, started, seen.endpoint);
+  }
+}
+
+/** What the dispatcher learnt of a request, for its metrics: the route label and the endpoint (unset: a public file). */
+interface Seen {
+  route?: string;
+  endpoint?: string;
+}
+
+async function dispatch(ctx: ApiContext, req: IncomingMessage, res: ServerResponse, seen?: Seen): Promise<void> {
   try {
     if (ctx.management?.public(ctx, req, res)) return;
     if (serveConsole(req, res)) return;
@@ -112,6 +146,10 @@ async function dispatch(ctx: ApiContext, req: IncomingMessage, res: ServerRespon
     const lb = lbTarget(raw, req.headers.host) ? LB_ROW : undefined;
     const target = lb ? undefined : resolve(raw);
     const match = target && "match" in target ? target.match : undefined;
+    if (seen) {
+      seen.route = routeLabel(lb !== undefined, match, undefined);
+      seen.endpoint = match?.params.endpoint;
+    }
     // A path that names a route but not with this method is 405 only to a caller with a key (below).
     let row: Row | typeof LB_ROW | undefined = lb;
     let wrongMethod: unknown;
@@ -122,6 +160,7 @@ async function dispatch(ctx: ApiContext, req: IncomingMessage, res: ServerRespon
         wrongMethod = err;
       }
     }
+    if (seen && row && "pattern" in row) seen.route = row.pattern;
 
     const credential = credentialFromHeader(req.headers.authorization);
     if (!credential) throw unauthorized("Send an API key in the Authorization header: `Authorization: Bearer <key>`");

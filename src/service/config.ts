@@ -52,6 +52,8 @@ export interface ServerConfig extends ServiceSettings {
   /** Workers may talk straight to the replica serving jobs once another replica named it. */
   workersDirect: boolean;
   handOffJobs: boolean;
+  /** Prometheus' /metrics and the recent series behind the charts (SVC_METRICS=off turns them off). */
+  metrics: boolean;
   /** Docker workers run the worker images pushed to this registry (host:port), by digest. */
   registry?: string;
   /** Pre-booted worker runtimes kept ready by the process driver (0: none). */
@@ -124,6 +126,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: "clusterUrl", env: "SVC_CLUSTER_URL", kind: { type: "string" }, serverOnly: true, description: "the address in front of all replicas, given to workers (default: this replica's)" },
   { key: "workersDirect", env: "SVC_WORKERS_DIRECT", kind: { type: "onOff" }, default: true, serverOnly: true, description: "tell workers the replica that serves jobs, to reach it without a hop (off: when workers reach replicas only through the cluster address)" },
   { key: "handOffJobs", env: "SVC_HAND_OFF_JOBS", kind: { type: "onOff" }, default: true, serverOnly: true, description: "replicas that do not serve jobs write /run jobs themselves for the one that does to adopt (off: they pass /run to it)" },
+  { key: "metrics", env: "SVC_METRICS", kind: { type: "onOff" }, default: true, serverOnly: true, description: "Prometheus' /metrics and the recent series behind endpoints' charts (off: neither is kept; usage records are)" },
   { key: "workerPool", env: "SVC_WORKER_POOL", kind: { type: "count" }, default: 0, serverOnly: true, description: "pre-booted worker runtimes kept ready (process and Docker workers, per image kind; 0: none)" },
   { key: "k8sNamespace", env: "SVC_K8S_NAMESPACE", kind: { type: "string" }, serverOnly: true, description: "namespace of Kubernetes workers (default: this Pod's, else default)" },
   { key: "k8sImage", env: "SVC_K8S_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Kubernetes workers (default: the registry's svc worker image, by digest)" },

@@ -14,7 +14,8 @@ import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
 import { JobEngine } from "./engine/index.js";
 import { quickRead, quickRun } from "./jobs/routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
-import { problemResponse, sendProblem } from "./http/problems.js";
+import { problemOf, problemResponse, sendProblem } from "./http/problems.js";
+import { ServiceMetrics } from "./metrics/index.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import { Scaler } from "./workers/scaler.js";
@@ -64,7 +65,7 @@ const CLUSTER_ADOPT_SETTLE_MS = 6_000;
 
 export { endpointId, engineEndpoint, planDeploy } from "./endpoints/rows.js";
 import { ReleaseManager } from "./releases/manager.js";
-import { describeStorage, storageCause } from "./store/faults.js";
+import { asRouteFailure, describeStorage, storageCause } from "./store/faults.js";
 import { StartFailures } from "./releases/start-failures.js";
 import { Deployments } from "./deploy/deployments.js";
 import { deployInProcess } from "./deploy/in-process.js";
@@ -167,6 +168,12 @@ export interface ServiceOptions {
    * it and shuts it down after the service closed. Absent: nothing is traced and no tracing code runs.
    */
   tracing?: Tracing;
+  /** Prometheus' /metrics and the recent series behind the charts (default on; SVC_METRICS=off). Usage is always kept. */
+  metrics?: boolean;
+  /** How often running workers' time is written to usage (default a minute). */
+  usageFlushMs?: number;
+  /** How often queue depth and workers are sampled into the recent series (default 5 s; tests make it short). */
+  metricsSampleMs?: number;
 }
 
 export interface DeployedEndpoint {
@@ -189,7 +196,7 @@ export interface Service {
   lbFrontStats(): { served: number; handedOver: number } | undefined;
 }
 
-const SCOPE_PATTERN = /^(admin|jobs:\*|jobs:[a-z0-9]+|worker:[a-z0-9]+)$/;
+const SCOPE_PATTERN = /^(admin|metrics|jobs:\*|jobs:[a-z0-9]+|worker:[a-z0-9]+)$/;
 
 export async function startService(options: ServiceOptions): Promise<Service> {
   const leaseMs = options.leaseMs ?? 30_000;
@@ -219,6 +226,22 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const hostGpus = options.driver && (options.driver.name === "process" || options.driver.name === "docker") ? await readHostGpus(management, options, log) : undefined;
 
   let scaler: Scaler | undefined;
+  // What the service tells of itself (metrics/): fed by the hooks below, read at scrape time from the engine.
+  const metrics = new ServiceMetrics({
+    enabled: options.metrics ?? true,
+    storeKind: storage.kind,
+    usage: storage.usage,
+    ownerOf: (endpointId) => endpoints.get(endpointId)?.userId,
+    log,
+    usageFlushMs: options.usageFlushMs,
+    sampleMs: options.metricsSampleMs,
+    sources: {
+      endpointIds: () => endpoints.keys(),
+      queueDepth: (id) => engine.queuedCount(id),
+      workers: (id) => engine.health(id).workers,
+      gpus: () => hostGpus?.view() ?? [],
+    },
+  });
   const startFailures = new StartFailures();
   const releases = new ReleaseManager({
     write: (ops) => engine.write(ops),
@@ -238,6 +261,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     {
       onDemand: (id) => scaler?.kick(id),
       onTaken: (id) => scaler?.taken(id),
+      onFinal: (row) => {
+        metrics.jobFinal(row);
+        options.tracing?.jobs.final(row);
+      },
+      onRetry: (row) => metrics.retry(row),
+      onCommit: (seconds) => metrics.committed(seconds),
       onStorage: (state) => {
         if (!state.ok) log(`storage refuses writes: ${describeStorage(state.cause!)} (${state.message}); requests that write get 503 until it takes them again`);
         else log("storage takes writes again; the service resumes");
@@ -246,7 +275,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onWebhook: () => webhooks?.outbox.kick(),
       // Followers' hand-offs (engine/handoff.ts sends at most one every few ms; the feed coalesces per tick).
       onHandedOff: () => feed?.publish(HANDOFF_TOPIC, []),
-      ...(options.tracing ? { onFinal: (row: JobRow) => options.tracing!.jobs.final(row) } : {}),
     },
   );
   const endpoints = new EndpointRegistry(engine);
@@ -255,7 +283,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   if (storage.kind !== "postgres") await management.adoptLegacyVolumes(endpoints.values(), log);
   // A removed endpoint's start failures go with it.
   endpoints.onChange((change) => {
-    if (change.type === "remove") startFailures.forget(change.row.id);
+    if (change.type === "remove") {
+      startFailures.forget(change.row.id);
+      metrics.forget(change.row.id);
+    }
   });
   await engine.load([...endpoints.values()]);
   webhooks = new Webhooks({
@@ -269,6 +300,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     retry: options.webhooks?.retry,
     timeoutMs: options.webhooks?.timeoutMs,
     intervalMs: options.webhooks?.intervalMs,
+    onAttempt: (outcome) => metrics.webhookAttempt(outcome),
   });
   await webhooks.settings.refresh();
   const resealedHooks = await webhooks.settings.reseal();
@@ -361,6 +393,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       probeReady: (workerId) => releases.proven(workerId),
       onProbeExit: (workerId, exit) => releases.exited(workerId, exit),
       onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
+      onWorkerLife: (event) => (event.type === "started" ? metrics.workerStarted(event.workerId, event.endpointId, event.gpus, event.userId) : metrics.workerStopped(event.workerId)),
+      onColdStart: (endpointId, ms) => metrics.coldStarted(endpointId, ms),
       lb,
       // A worker keeps an events long poll open while it lives: silent for this long, it is gone.
       adoptRegistered: storage.coordination ? { silentMs: 3 * heartbeatMs + 5_000 } : undefined,
@@ -415,6 +449,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     gpus: () => hostGpus,
     idempotency: new IdempotentSubmits({ store: storage.idempotency, now: Date.now }),
     tracing: options.tracing,
+    metrics,
   };
   // The LB front takes each connection first and serves plain LB requests and job /runs itself (lb/front.ts)
   const frontWanted = options.lbFront ?? true;
@@ -427,8 +462,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       if (!d) return "";
       return d.allowed ? `RateLimit: ${d.rateLimit}\r\nRateLimit-Policy: ${d.policy}\r\n` : undefined;
     },
-    run: (principal, endpointId, body, contentType) => quickRun(context, principal, endpointId, body, contentType),
-    read: (principal, endpointId, jobId) => quickRead(context, principal, endpointId, jobId),
+    run: (principal, endpointId, body, contentType) => timedRun(metrics, endpointId, quickRun(context, principal, endpointId, body, contentType)),
+    read: (principal, endpointId, jobId) => timedRead(metrics, endpointId, jobId, quickRead(context, principal, endpointId, jobId)),
     relayTo: () => context.jobsServedBy?.(),
     keepAliveMs: server.keepAliveTimeout,
     log,
@@ -473,11 +508,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     });
   });
 
+  metrics.start();
   const timers = startTimers({ engine, leaseMs, retentionSweepMs: options.retentionSweepMs ?? 10_000, idempotency: context.idempotency, servesJobs, adoptHandedOff, log });
 
   let closing: Promise<void> | undefined;
   const close = () =>
-    (closing ??= shutdown({ timers, releases, lb, hostGpus, scaler, engine, followers, server, front, webhooks, jobsRole, releaseStorage }));
+    (closing ??= shutdown({ timers, releases, lb, hostGpus, scaler, engine, followers, server, front, webhooks, jobsRole, metrics, releaseStorage }));
 
   return {
     url,
@@ -749,6 +785,7 @@ async function shutdown(s: {
   front?: LbFront;
   webhooks: Pick<Webhooks, "close">;
   jobsRole?: JobsRole;
+  metrics: Pick<ServiceMetrics, "close">;
   releaseStorage(): Promise<void>;
 }): Promise<void> {
   for (const timer of s.timers) clearInterval(timer);
@@ -769,6 +806,8 @@ async function shutdown(s: {
   });
   await s.webhooks.close();
   await s.jobsRole?.stop();
+  // After the workers stopped: their time up to now is written.
+  await s.metrics.close();
   await s.releaseStorage();
 }
 
@@ -776,6 +815,40 @@ async function shutdown(s: {
 function requestFields(req: IncomingMessage): LogFields | undefined {
   const id = req.headers["x-request-id"];
   return typeof id === "string" && id !== "" ? { requestId: id } : undefined;
+}
+
+/**
+ * A `/run` the LB front answers itself (it never reaches the dispatcher), counted in the HTTP metrics as the
+ * dispatcher counts it.
+ */
+function timedRun(metrics: ServiceMetrics, endpointId: string, submit: (() => Promise<string>) | undefined): (() => Promise<string>) | undefined {
+  if (!submit || !metrics.prometheus) return submit;
+  return async () => {
+    const started = performance.now();
+    try {
+      const text = await submit();
+      metrics.request("POST", "/v2/:endpoint/run", 200, started, endpointId);
+      return text;
+    } catch (err) {
+      metrics.request("POST", "/v2/:endpoint/run", problemOf(asRouteFailure(err))?.status ?? 500, started, endpointId);
+      throw err;
+    }
+  };
+}
+
+/** A job API read the LB front answers itself, counted as the dispatcher counts it (one it gives up is counted there). */
+function timedRead(metrics: ServiceMetrics, endpointId: string, jobId: string | undefined, answer: string | Promise<string | undefined> | undefined): string | Promise<string | undefined> | undefined {
+  if (answer === undefined || !metrics.prometheus) return answer;
+  const started = performance.now();
+  const route = jobId === undefined ? "/v2/:endpoint/health" : "/v2/:endpoint/status/:job";
+  if (typeof answer === "string") {
+    metrics.request("GET", route, 200, started, endpointId);
+    return answer;
+  }
+  return answer.then((text) => {
+    if (text !== undefined) metrics.request("GET", route, 200, started, endpointId);
+    return text;
+  });
 }
 
 /** Listen on host:port; a failure (the port taken) leaves the server not listening. */

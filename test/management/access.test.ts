@@ -183,7 +183,7 @@ describe("403: a valid token without access", () => {
     expect(r.status).toBe(403);
     const bad = await call(`${url}/v1/keys`, { key: keys.alice.key, body: { scopes: ["root", "jobs:*"], extra: true } });
     expect(bad.status).toBe(422);
-    expect(bad.body.errors).toEqual(["$.scopes[0]: must match ^(admin|deploy|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$", "$.extra: unknown property"]);
+    expect(bad.body.errors).toEqual(["$.scopes[0]: must match ^(admin|deploy|metrics|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$", "$.extra: unknown property"]);
   });
 });
 

@@ -22,6 +22,7 @@ import { register as jobs } from "./jobs.js";
 import { register as doctor } from "./doctor.js";
 import { register as completion } from "./completion.js";
 import { register as secret } from "./secret.js";
+import { register as usage } from "./usage.js";
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -35,3 +36,4 @@ commands.push(volume, endpoint, template, keys);
 commands.push(deploy, undeploy, rollback, update, app, env);
 commands.push(login, run, jobs);
 commands.push(doctor, completion, secret);
+commands.push(usage);

@@ -14,7 +14,7 @@ const readable = (k: Key) => {
 };
 
 export function register(program: Command): void {
-  const keys = program.command("keys").description("Manage API keys (scopes: admin, deploy, management:read, management:write, jobs:*, jobs:<endpointId>)");
+  const keys = program.command("keys").description("Manage API keys (scopes: admin, deploy, metrics, management:read, management:write, jobs:*, jobs:<endpointId>)");
   keys
     .command("create")
     .description("Create an API key; the secret is printed once")

@@ -205,6 +205,7 @@ export function register(program: Command): void {
           clusterUrl: config.clusterUrl,
           workersDirect: config.workersDirect,
           handOffJobs: config.handOffJobs,
+          metrics: config.metrics,
           log: log.info,
           tracing,
           // Another replica may serve the jobs now: going on would run them twice. A supervisor (systemd, Swarm,

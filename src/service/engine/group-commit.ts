@@ -31,7 +31,7 @@ export class GroupCommit {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
-    private readonly hooks: Pick<EngineHooks, "onStorage">,
+    private readonly hooks: Pick<EngineHooks, "onStorage" | "onCommit">,
   ) {}
 
   /** Append ops to the current batch; resolves when the batch is committed. */
@@ -132,9 +132,11 @@ export class GroupCommit {
     const adopting = this.adoptNext && this.store.applyAndAdopt !== undefined;
     this.adoptNext = false;
     let adopted: JobRow[] | undefined;
+    const started = performance.now();
     try {
       if (adopting) adopted = await this.store.applyAndAdopt!(ops);
       else await this.store.apply(ops);
+      this.hooks.onCommit?.((performance.now() - started) / 1000);
     } catch (err) {
       const cause = storageCause(err);
       if (cause === undefined) {

@@ -344,6 +344,7 @@ export class JobSystem {
       const retryable = isRetryable(error);
       if (row.retried < retries && retryable) {
         countJob(this.$, row.endpointId, "retried");
+        this.$.hooks.onRetry?.(row);
         const retry = row.retried + 1;
         const delay = retryDelayMs(endpoint?.backoff ?? DEFAULT_BACKOFF, retry);
         // Said in the job's logs (`svc logs --job`): why a failed job is queued and when it runs again.

@@ -102,6 +102,10 @@ export interface EngineHooks {
   onProgress?(row: JobRow): void;
   /** A webhook entered the outbox (committed): deliver soon. */
   onWebhook?(): void;
+  /** A failed attempt was queued again for an automatic retry. */
+  onRetry?(row: JobRow): void;
+  /** The store committed one batch of the group commit, taking `seconds`. */
+  onCommit?(seconds: number): void;
   /** A worker took jobs (cold start accounting). */
   onTaken?(endpointId: string, workerId: string): void;
   /** The store began refusing writes, or takes them again (said once each way). */

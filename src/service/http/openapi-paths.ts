@@ -181,6 +181,30 @@ function deployApi(): Record<string, unknown> {
         responses: { ...ok("GPUs", json("GpuList")), ...errors },
       },
     },
+    "/metrics": {
+      get: {
+        tags: ["observability"],
+        summary: "Prometheus metrics in the text format (the operator: an admin key or the metrics scope; 404 with SVC_METRICS=off; docs/observability.md)",
+        responses: { ...ok("Metrics", { "text/plain": { schema: { type: "string" } } }), ...errors },
+      },
+    },
+    "/v1/endpoints/{endpointId}/metrics": {
+      parameters: [path("endpointId")],
+      get: {
+        tags: ["observability"],
+        summary: "An endpoint's recent per-minute series (requests, delay and execution percentiles, cold starts, queue depth, workers), kept in memory since the service started",
+        parameters: [query("window", "1h (by minute, default) or 1d (by 5 minutes)", "string")],
+        responses: { ...ok("Series", { "application/json": { schema: { type: "object" } } }), ...errors },
+      },
+    },
+    "/v1/usage": {
+      get: {
+        tags: ["observability"],
+        summary: "Worker-seconds, GPU-seconds by type and jobs per endpoint per hour (the caller's own; the operator may pass userId)",
+        parameters: [query("from", "ISO 8601 or epoch ms (default: 24 hours before to)", "string"), query("to", "ISO 8601 or epoch ms (default: now)", "string"), query("userId", "another user's (operator only)", "string")],
+        responses: { ...ok("Usage", { "application/json": { schema: { type: "object" } } }), ...errors },
+      },
+    },
     "/lb/{endpoint_id}/{path}": {
       parameters: [path("endpoint_id"), path("path", "Any path of the app's routes (it may hold slashes)")],
       get: { tags: ["load-balanced"], summary: "A load-balanced endpoint's route, proxied to a worker (any method; docs/lb.md)", responses: { "200": { description: "The worker's answer" }, ...errors, "502": problem("Bad Gateway"), "503": problem("No worker ready in time"), "504": problem("The worker did not answer in time") } },

@@ -32,7 +32,7 @@ export const MAX_IDLE_TIMEOUT_S = 3600;
 export const MAX_EXECUTION_TIMEOUT_MS = 24 * 3600_000;
 export { SCALER_TYPES } from "svc/internal";
 import { SCALER_TYPES } from "svc/internal";
-export const KEY_SCOPE_PATTERN = "^(admin|deploy|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$";
+export const KEY_SCOPE_PATTERN = "^(admin|deploy|metrics|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$";
 
 const envMap: Schema = { type: "object", additionalProperties: { type: "string" }, description: "Environment variables of the workers" };
 const volumeType: Schema = { type: "string", enum: VOLUME_TYPES, description: "Storage tier" };

@@ -43,6 +43,8 @@ export interface WebhookOutboxOptions {
   intervalMs?: number;
   /** One attempt's time limit (default 10 s). */
   timeoutMs?: number;
+  /** Each attempt's outcome (metrics). */
+  onAttempt?(outcome: WebhookDeliveryRow["outcome"]): void;
 }
 
 export class WebhookOutbox {
@@ -102,6 +104,7 @@ export class WebhookOutbox {
     const durationMs = Math.round(performance.now() - started);
     const next: StoreOp = error === null ? { op: "deleteWebhook", id: row.id } : afterFailure(row, Date.now(), this.options.retry, this.options.random?.() ?? Math.random());
     const outcome: WebhookDeliveryRow["outcome"] = error === null ? "delivered" : next.op === "retryWebhook" ? "retrying" : "failed";
+    this.options.onAttempt?.(outcome);
     if (outcome === "failed") this.options.log(`webhook ${row.url} of job ${row.jobId} (${row.event}) failed after ${row.attempts + 1} attempts (last: ${error})`, { job: row.jobId, ...(row.endpointId ? { endpoint: row.endpointId } : {}) });
     const delivery: WebhookDeliveryRow = {
       jobId: row.jobId,

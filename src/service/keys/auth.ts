@@ -3,6 +3,7 @@
 //   "admin"               everything the user owns
 //   "jobs:*"              the job API of every endpoint of the user
 //   "jobs:<endpointId>"   the job API of one endpoint
+//   "metrics"             Prometheus' /metrics (a key of the operator's user), endpoints' recent series, usage
 //   "worker:<endpointId>" a worker token: only /_worker/v1 routes, bound to one worker (the key id) and endpoint
 // Rate limits and finer scopes can be added as further scope strings without a schema change.
 

@@ -2,6 +2,7 @@
 // Keys are stored hashed (sha256) and compared in constant time (src/service/keys/auth.ts); the secret is shown
 // once, in the creation answer. Scopes:
 //   admin              everything the user owns, including its keys
+//   metrics            the service's Prometheus metrics (the operator's user), endpoints' recent series, usage
 //   management:read    read volumes, endpoints, templates
 //   management:write   read and change them
 //   jobs:*             the job API (and logs) of all the user's endpoints

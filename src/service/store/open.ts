@@ -9,6 +9,7 @@ import { openSqliteManagementStore, type ManagementStore } from "../management/s
 import { openSqliteSecretStore, type SecretStore } from "../secrets/store.js";
 import { openPostgresVolumeKeyStore, openSqliteVolumeKeyStore, type VolumeKeyStore } from "../volumes/key-store.js";
 import { openPostgresIdempotencyStore, openSqliteIdempotencyStore, type IdempotencyStore } from "../idempotency/store.js";
+import { openPostgresUsageStore, openSqliteUsageStore, type UsageStore } from "../metrics/usage-store.js";
 import { redactStoreUrl } from "./url.js";
 import { storageCause } from "./faults.js";
 import type { JobCommands, Store } from "./types.js";
@@ -25,6 +26,8 @@ export interface ServiceStorage {
   secrets: SecretStore;
   /** Which job each Idempotency-Key made. */
   idempotency: IdempotencyStore;
+  /** Worker-seconds, GPU-seconds and jobs by user, endpoint and hour (metrics/usage.ts). */
+  usage: UsageStore;
   /** Access keys of the S3 API on network volumes (volumes/key-store.ts). */
   volumeKeys: VolumeKeyStore;
   /** The database replicas coordinate through (leases), when they share one. */
@@ -46,6 +49,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
       const secrets = openSqliteSecretStore(file);
       const idempotency = openSqliteIdempotencyStore(file);
       const volumeKeys = openSqliteVolumeKeyStore(file);
+      const usage = openSqliteUsageStore(file);
       return {
         kind: "sqlite",
         store,
@@ -54,10 +58,12 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
         secrets,
         idempotency,
         volumeKeys,
+        usage,
         // One process per data directory: nobody else writes these tables.
         reload: async () => undefined,
         async close() {
           idempotency.close();
+          usage.close();
           volumeKeys.close();
           secrets.close();
           management!.close();
@@ -98,6 +104,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
       secrets,
       idempotency: openPostgresIdempotencyStore(store.db),
       volumeKeys: openPostgresVolumeKeyStore(store.db),
+      usage: openPostgresUsageStore(store.db),
       reload: async () => {
         await Promise.all([management.reload(), secrets.reload()]);
       },

@@ -18,6 +18,7 @@ import { DEPLOY_MIGRATION, RELEASES_MIGRATION, isDeployOp, prepareDeployStatemen
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
 import { SECRETS_MIGRATION } from "../secrets/store.js";
 import { IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";
+import { USAGE_MIGRATION } from "../metrics/usage-schema.js";
 import { WEBHOOKS_MIGRATION } from "../webhooks/schema.js";
 import { VOLUME_KEYS_MIGRATION } from "../volumes/schema.js";
 
@@ -77,6 +78,8 @@ export const MIGRATIONS: string[] = [
    ALTER TABLE jobs ADD COLUMN deadline_at INTEGER;`,
   // access keys of the S3 API on network volumes, their secrets sealed
   VOLUME_KEYS_MIGRATION,
+  // usage by user, endpoint, hour and GPU type (metrics/usage.ts)
+  USAGE_MIGRATION,
 ];
 
 type SqlValue = string | number | null;

@@ -27,6 +27,8 @@ export interface WebhooksOptions {
   timeoutMs?: number;
   /** How often the outbox looks for due messages besides when one is written (default 500 ms). */
   intervalMs?: number;
+  /** Each delivery attempt's outcome (metrics). */
+  onAttempt?(outcome: "delivered" | "retrying" | "failed"): void;
 }
 
 /** What a job's delivery log answers: every attempt, and the messages still to be delivered. */
@@ -53,6 +55,7 @@ export class Webhooks {
       retry: this.retry,
       timeoutMs: options.timeoutMs,
       intervalMs: options.intervalMs,
+      onAttempt: options.onAttempt,
     });
   }
 

@@ -118,6 +118,13 @@ export interface ScalerDeps {
   /** A worker failed to start: exited before it registered, or the driver could not start it. */
   onStartFailure?(endpointId: string, workerId: string, message: string): void;
   /**
+   * A worker's life, for usage records: it runs (the driver started it, or it was adopted), with the host GPUs it
+   * holds; it ended. A worker the driver never started has no life.
+   */
+  onWorkerLife?(event: { type: "started"; workerId: string; endpointId: string; userId?: string; gpus: { typeId: string | null; count: number } } | { type: "stopped"; workerId: string }): void;
+  /** An endpoint's first job taken by a worker started for it from none: the cold start, in ms. */
+  onColdStart?(endpointId: string, ms: number): void;
+  /**
    * Replicas on one database: a worker that registers here though this replica did not start it (another
    * replica did, and died or stepped down) is adopted, so workersMax holds across the cluster. It is stopped by
    * draining it through the protocol, and counted gone once it stays silent `silentMs`.
@@ -245,6 +252,7 @@ export class Scaler {
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
       this.holdAdopted(m.id, adopted.endpointId, adopted.gpus ?? [], endpoint);
+      this.lifeStarted(m, endpoint?.userId);
       // Where the driver says it is reachable, as for a worker it starts: the address it registers again may be
       // its own view (a Pod's or a container's loopback), not one the service reaches.
       this.offerAddresses(m.id, adopted.handle);
@@ -302,6 +310,7 @@ export class Scaler {
     entry.count++;
     entry.lastMs = Date.now() - since;
     this.coldStarts.set(endpointId, entry);
+    this.deps.onColdStart?.(endpointId, entry.lastMs);
   }
 
   reconcile(): void {
@@ -551,6 +560,7 @@ export class Scaler {
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       this.offerAddresses(workerId, m.handle);
+      this.lifeStarted(m, endpoint.userId);
       if (image && m.handle.address) {
         // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
         this.deps.engine.register(workerId, endpoint.id, 1);
@@ -597,7 +607,17 @@ export class Scaler {
     });
   }
 
+  /**
+   * Tell usage that a started worker runs, with the host GPUs it holds, and whose it is (a release's probe runs
+   * before its endpoint is served).
+   */
+  private lifeStarted(m: ManagedWorker, userId: string | undefined): void {
+    const held = this.deps.gpus?.heldBy(m.id);
+    this.deps.onWorkerLife?.({ type: "started", workerId: m.id, endpointId: m.endpointId, userId, gpus: { typeId: held?.typeId ?? null, count: held?.uuids.length ?? 0 } });
+  }
+
   private exited(m: ManagedWorker, expected: boolean, why?: string): void {
+    if (m.handle) this.deps.onWorkerLife?.({ type: "stopped", workerId: m.id });
     this.managed.delete(m.id);
     this.drainedSince.delete(m.id);
     if (this.deps.gpus && this.deps.gpus.release(m.id).length > 0 && !this.closed) {
@@ -712,6 +732,8 @@ export class Scaler {
     const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision, handle, stopping: false, probe: false, adopted: true, remoteGone: gone };
     this.managed.set(workerId, m);
     this.deps.engine.ensureWorker(workerId, endpoint.id, true).managed = true;
+    // Its usage is this replica's from now on (the one that started it accounted it up to its last flush).
+    this.lifeStarted(m, endpoint.userId);
     this.watchExit(m);
     this.deps.onEvent?.(`adopted worker ${workerId} of endpoint ${endpoint.name}, started by another replica`, { endpoint: endpoint.id, worker: workerId });
   }

@@ -7,6 +7,7 @@
 import type pg from "pg";
 import { UserError } from "../../../errors.js";
 import { PG_IDEMPOTENCY_MIGRATION } from "../../idempotency/schema.js";
+import { PG_USAGE_MIGRATION } from "../../metrics/usage-schema.js";
 import { PG_WEBHOOKS_MIGRATION } from "../../webhooks/schema.js";
 import { PG_VOLUME_KEYS_MIGRATION } from "../../volumes/schema.js";
 
@@ -111,6 +112,8 @@ export const PG_MIGRATIONS: string[] = [
   `ALTER TABLE jobs ADD COLUMN progress text, ADD COLUMN not_before bigint, ADD COLUMN deadline_at bigint;`,
   // Access keys of the S3 API on network volumes, their secrets sealed
   PG_VOLUME_KEYS_MIGRATION,
+  // Usage by user, endpoint, hour and GPU type (metrics/usage.ts).
+  PG_USAGE_MIGRATION,
 ];
 
 /** Any constant: the lock only orders svc's own migrations. */

@@ -1,0 +1,49 @@
+// `svc usage`: worker-seconds, GPU-seconds by type and jobs per endpoint and hour (GET /v1/usage): the caller's
+// own; the operator may name a user, or read everyone's.
+import type { Command } from "commander";
+import { management, table } from "../management.js";
+import { createOutput } from "../output.js";
+
+interface UsageHour {
+  hour: string;
+  userId: string;
+  endpointId: string;
+  gpuType: string | null;
+  workerSeconds: number;
+  gpuSeconds: number;
+  jobs: number;
+}
+interface Usage {
+  from: string;
+  to: string;
+  hours: UsageHour[];
+  totals: { workerSeconds: number; gpuSeconds: number; jobs: number; gpuSecondsByType: Record<string, number> };
+}
+
+const seconds = (n: number) => n.toFixed(1);
+
+export function register(program: Command): void {
+  program
+    .command("usage")
+    .description("Worker-seconds, GPU-seconds (by GPU type) and jobs per endpoint per hour")
+    .option("--from <time>", "start (ISO 8601 or epoch ms; default 24 hours before --to)")
+    .option("--to <time>", "end (ISO 8601 or epoch ms; default now)")
+    .option("--user <id>", "another user's usage (operator only; without it the operator reads every user's)")
+    .option("--json", "print JSON")
+    .action(async (o: { from?: string; to?: string; user?: string; json?: boolean }) => {
+      const query = new URLSearchParams();
+      if (o.from) query.set("from", o.from);
+      if (o.to) query.set("to", o.to);
+      if (o.user) query.set("userId", o.user);
+      const usage = await management<Usage>("GET", `/v1/usage${query.size > 0 ? `?${query}` : ""}`);
+      createOutput({ json: o.json }).result(usage, () => {
+        const rows = usage.hours.map((h) => ({ ...h, gpuType: h.gpuType ?? "-", workerSeconds: seconds(h.workerSeconds), gpuSeconds: seconds(h.gpuSeconds) }));
+        const byType = Object.entries(usage.totals.gpuSecondsByType).map(([t, s]) => `${t} ${seconds(s)}`).join(", ");
+        return [
+          `usage from ${usage.from} to ${usage.to}`,
+          table(rows, ["hour", "userId", "endpointId", "gpuType", "workerSeconds", "gpuSeconds", "jobs"]),
+          `total: ${seconds(usage.totals.workerSeconds)} worker-seconds, ${seconds(usage.totals.gpuSeconds)} GPU-seconds${byType ? ` (${byType})` : ""}, ${usage.totals.jobs} jobs`,
+        ].join("\n");
+      });
+    });
+}

@@ -1,0 +1,179 @@
+// The service's Prometheus metrics (prom-client), kept in a registry of their own: what happened is observed from
+// the parts' hooks (a job ended, a worker cold-started, a batch committed, a webhook was tried, a request was
+// answered), and what is — queue depth, workers by state, the GPUs — is read from its owner at scrape time, so no
+// part keeps counts by hand for it. Labels are bounded: endpoint ids, route patterns (never raw paths), statuses,
+// GPU indexes; never a job id. docs/observability.md lists every metric.
+
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { FastHistogram, type HistogramSeries } from "./fast-histogram.js";
+
+/** What the gauges read when Prometheus scrapes. */
+export interface MetricSources {
+  /** The endpoints served (their ids label every per-endpoint metric). */
+  endpointIds(): Iterable<string>;
+  queueDepth(endpointId: string): number;
+  /** Workers by state: initializing, idle, running (draining counted again as its own state). */
+  workers(endpointId: string): Record<string, number>;
+  /** This host's GPUs as last sampled (none when the service hands out no GPUs). */
+  gpus(): ReadonlyArray<{ index: number; uuid: string; name: string; utilizationPercent: number | null; memoryUsedMiB: number | null; memoryTotalMiB: number }>;
+}
+
+/** Seconds, from a few milliseconds (a warm job) to ten minutes (a long queue or a slow model load). */
+const JOB_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+const COLD_START_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
+const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const COMMIT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+
+export type JobFinalStatus = "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
+
+/** An endpoint's series, looked up once: what a job's end adds to (the job API's hot path). */
+interface EndpointChildren {
+  delay: HistogramSeries;
+  execution: HistogramSeries;
+  /** Jobs by final status, counted here and read into svc_jobs_total at scrape time. */
+  jobs: Record<JobFinalStatus, number>;
+}
+
+export class PrometheusMetrics {
+  readonly registry = new Registry();
+  private readonly queueDelay: FastHistogram<"endpoint">;
+  private readonly execution: FastHistogram<"endpoint">;
+  private readonly coldStart: Histogram<"endpoint">;
+  private readonly retries: Counter<"endpoint">;
+  private readonly webhooks: Counter<"outcome">;
+  private readonly http: FastHistogram<"method" | "route" | "status">;
+  private readonly commit: Histogram<"store">;
+  private readonly byEndpoint = new Map<string, EndpointChildren>();
+  private readonly byRequest = new Map<string, HistogramSeries>();
+  private commitChild?: HistogramSeries;
+
+  constructor(sources: MetricSources, private readonly store: "sqlite" | "postgres" = "sqlite") {
+    const registers = [this.registry];
+    const byEndpoint = this.byEndpoint;
+    this.queueDelay = new FastHistogram("svc_job_queue_delay_seconds", "Time a finished job waited from submission until a worker took it (the job API's delayTime), observed when it ends", ["endpoint"], JOB_BUCKETS, this.registry);
+    this.execution = new FastHistogram("svc_job_execution_seconds", "Time a finished job ran, from its take to its final state (the job API's executionTime)", ["endpoint"], JOB_BUCKETS, this.registry);
+    this.coldStart = new Histogram({ name: "svc_worker_cold_start_seconds", help: "From the first job waiting on an endpoint with no worker to a started worker taking it", labelNames: ["endpoint"], buckets: COLD_START_BUCKETS, registers });
+    new Counter({
+      name: "svc_jobs_total",
+      help: "Jobs that reached a final state, by that state",
+      labelNames: ["endpoint", "status"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [endpoint, e] of byEndpoint) {
+          for (const [status, n] of Object.entries(e.jobs)) if (n > 0) this.inc({ endpoint, status }, n);
+        }
+      },
+    });
+    this.retries = new Counter({ name: "svc_job_retries_total", help: "Failed attempts queued again for an automatic retry", labelNames: ["endpoint"], registers });
+    this.webhooks = new Counter({ name: "svc_webhook_deliveries_total", help: "Webhook delivery attempts, by outcome (delivered, retrying, failed: given up)", labelNames: ["outcome"], registers });
+    this.http = new FastHistogram("svc_http_request_duration_seconds", "Time to answer an API request, by method, route pattern and status", ["method", "route", "status"], HTTP_BUCKETS, this.registry);
+    this.commit = new Histogram({ name: "svc_store_commit_seconds", help: "Time one group commit (one transaction of the engine's batched writes) took in the store", labelNames: ["store"], buckets: COMMIT_BUCKETS, registers });
+
+    new Gauge({
+      name: "svc_queue_depth",
+      help: "Jobs waiting in an endpoint's queue",
+      labelNames: ["endpoint"],
+      registers,
+      collect() {
+        this.reset();
+        for (const id of sources.endpointIds()) this.set({ endpoint: id }, sources.queueDepth(id));
+      },
+    });
+    new Gauge({
+      name: "svc_workers",
+      help: "Workers of an endpoint by state (initializing, idle, running; draining ones are also counted as draining)",
+      labelNames: ["endpoint", "state"],
+      registers,
+      collect() {
+        this.reset();
+        for (const id of sources.endpointIds()) {
+          for (const [state, n] of Object.entries(sources.workers(id))) this.set({ endpoint: id, state }, n);
+        }
+      },
+    });
+    new Gauge({
+      name: "svc_gpu_utilization_ratio",
+      help: "A host GPU's utilization as last sampled (0 to 1)",
+      labelNames: ["gpu", "uuid", "name"],
+      registers,
+      collect() {
+        this.reset();
+        for (const g of sources.gpus()) if (g.utilizationPercent !== null) this.set({ gpu: String(g.index), uuid: g.uuid, name: g.name }, g.utilizationPercent / 100);
+      },
+    });
+    new Gauge({
+      name: "svc_gpu_memory_used_bytes",
+      help: "A host GPU's memory in use as last sampled",
+      labelNames: ["gpu", "uuid", "name"],
+      registers,
+      collect() {
+        this.reset();
+        for (const g of sources.gpus()) if (g.memoryUsedMiB !== null) this.set({ gpu: String(g.index), uuid: g.uuid, name: g.name }, g.memoryUsedMiB * 1024 * 1024);
+      },
+    });
+    new Gauge({
+      name: "svc_gpu_memory_total_bytes",
+      help: "A host GPU's memory",
+      labelNames: ["gpu", "uuid", "name"],
+      registers,
+      collect() {
+        this.reset();
+        for (const g of sources.gpus()) this.set({ gpu: String(g.index), uuid: g.uuid, name: g.name }, g.memoryTotalMiB * 1024 * 1024);
+      },
+    });
+  }
+
+  /** A job reached its final state (committed): its status, and its delay and execution when it ran. */
+  jobFinal(endpointId: string, status: JobFinalStatus, delaySeconds: number | null, executionSeconds: number | null): void {
+    let e = this.byEndpoint.get(endpointId);
+    if (!e) {
+      e = { delay: this.queueDelay.series({ endpoint: endpointId }), execution: this.execution.series({ endpoint: endpointId }), jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 } };
+      this.byEndpoint.set(endpointId, e);
+    }
+    e.jobs[status]++;
+    if (executionSeconds !== null) e.execution.observe(executionSeconds);
+    if (delaySeconds !== null) e.delay.observe(delaySeconds);
+  }
+
+  retry(endpointId: string): void {
+    this.retries.inc({ endpoint: endpointId });
+  }
+
+  coldStarted(endpointId: string, seconds: number): void {
+    this.coldStart.observe({ endpoint: endpointId }, seconds);
+  }
+
+  webhookAttempt(outcome: "delivered" | "retrying" | "failed"): void {
+    this.webhooks.inc({ outcome });
+  }
+
+  request(method: string, route: string, status: number, seconds: number): void {
+    // Bounded: methods, the route table's patterns and statuses.
+    const key = `${method} ${status} ${route}`;
+    let child = this.byRequest.get(key);
+    if (!child) this.byRequest.set(key, (child = this.http.series({ method, route, status: String(status) })));
+    child.observe(seconds);
+  }
+
+  committed(seconds: number): void {
+    (this.commitChild ??= this.commit.labels({ store: this.store })).observe(seconds);
+  }
+
+  /** An endpoint is gone: its series go too (label values stay bounded by the endpoints that exist). */
+  forget(endpointId: string): void {
+    this.byEndpoint.delete(endpointId);
+    this.queueDelay.remove({ endpoint: endpointId });
+    this.execution.remove({ endpoint: endpointId });
+    for (const m of [this.coldStart, this.retries]) m.remove({ endpoint: endpointId });
+  }
+
+  /** The text exposition format. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}
