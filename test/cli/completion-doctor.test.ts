@@ -79,4 +79,16 @@ describe("svc doctor", () => {
     expect(down.code).toBe(ExitCode.user);
     expect(down.stdout).toMatch(/^FAIL service\s+http:\/\/127\.0\.0\.1:9 .*cannot be reached/m);
   });
+
+  it("checks what a user needs; what only svc's own tests need (Chromium, PostgreSQL's binaries) only with --dev", async () => {
+    const env = { SVC_API_URL: t.service.url, SVC_API_KEY: t.key };
+    const user = await svc(["doctor", "--json"], env);
+    const checks = (JSON.parse(user.stdout) as { findings: Array<{ check: string }> }).findings.map((f) => f.check);
+    expect(checks).toEqual(expect.arrayContaining(["node", "docker", "service"]));
+    expect(user.stdout).not.toMatch(/chromium|postgresql/i);
+    const dev = await svc(["doctor", "--dev"], env);
+    expect(dev.stdout).toMatch(/^(ok|info) +chromium\s/m);
+    expect(dev.stdout).toMatch(/^(ok|info) +postgresql\s/m);
+    expect(dev.code).toBe(user.code);
+  });
 });
