@@ -8,7 +8,7 @@ import { buildProgram } from "./main.js";
 /** Every runnable command under `cmd`, with its path ("volume create"). */
 function everyCommand(cmd: Command, prefix: string[] = []): Array<{ path: string; cmd: Command }> {
   const here = prefix.length > 0 ? [{ path: prefix.join(" "), cmd }] : [];
-  return [...here, ...cmd.commands.filter((c) => c.name() !== "help").flatMap((c) => everyCommand(c, [...prefix, c.name()]))];
+  return [...here, ...cmd.commands.filter((c) => c.name() !== "help" && !c.name().startsWith("__")).flatMap((c) => everyCommand(c, [...prefix, c.name()]))];
 }
 
 /** What `svc <path> --help` prints, the text added after the flags included. */
