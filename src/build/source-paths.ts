@@ -30,3 +30,28 @@ export function projectSourceMap(mapText: string, mapDir: string, root: string):
 export function projectRelativeStack(stack: string): string {
   return stack.split(PROJECT_SOURCE_SCHEME).join("");
 }
+
+/** Where a stack frame points: its file (a path, a file URL or node:...), without line and column. Pure. */
+function frameFile(line: string): string | undefined {
+  const m = /^\s+at (?:.*\()?(.+?)(?::\d+){0,2}\)?$/.exec(line);
+  if (!m) return undefined;
+  return m[1]!.startsWith("file://") ? decodeURIComponent(m[1]!.slice("file://".length)) : m[1]!;
+}
+
+/**
+ * A job's stack with only the user's frames: svc's own (the worker runtime's and the SDK's files: under one of
+ * `svcRoots`, or a `node_modules/svc` or `node_modules/svc-cli` package) and Node's (`node:...`) left out, the
+ * message lines kept. The user's packages stay. A stack with no frame of the user's (the error came from svc
+ * itself) stays whole: trimming it would leave nothing to go on. Pure.
+ */
+export function userStack(stack: string, svcRoots: readonly string[]): string {
+  const roots = svcRoots.map((r) => (r.endsWith("/") ? r : `${r}/`));
+  const ours = (file: string) => file.startsWith("node:") || roots.some((r) => file.startsWith(r)) || /(^|\/)node_modules\/svc(-cli)?\//.test(file);
+  const lines = stack.split("\n");
+  const kept = lines.filter((line) => {
+    const file = frameFile(line);
+    return file === undefined || !ours(file);
+  });
+  const framesLeft = kept.some((line) => frameFile(line) !== undefined);
+  return framesLeft ? kept.join("\n") : stack;
+}

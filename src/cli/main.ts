@@ -5,11 +5,12 @@ import { Command, CommanderError } from "commander";
 import { colorWanted, styles as pc } from "./output.js";
 import { ApiError, ExitCode, SvcError, UserError } from "../errors.js";
 import { commands } from "./commands/index.js";
+import { addExamples } from "./examples.js";
 import { SVC_VERSION } from "../version.js";
 import { selectProfile } from "../profiles.js";
 
-export async function main(argv: string[]): Promise<number> {
-  const debug = argv.includes("--debug") || process.env.SVC_DEBUG === "1";
+/** The whole command tree, every command registered; nothing parsed or run. */
+export function buildProgram(): Command {
   const program = new Command("svc")
     .description("Build, run and deploy serverless GPU/CPU endpoints written in TypeScript")
     .version(SVC_VERSION)
@@ -19,6 +20,26 @@ export async function main(argv: string[]): Promise<number> {
     .showSuggestionAfterError(true)
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   for (const register of commands) register(program);
+  addExamples(program);
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const debug = argv.includes("--debug") || process.env.SVC_DEBUG === "1";
+  // Words after `--` are the command's own (a job's input), never svc's flags.
+  const own = argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv;
+  const json = own.includes("--json");
+  const program = buildProgram();
+  // Under --json, a usage error commander finds is reported as JSON too: keep its message instead of printing it.
+  let commanderMessage: string | undefined;
+  if (json) {
+    const keep = { outputError: (message: string) => void (commanderMessage = message) };
+    const quiet = (cmd: Command): void => {
+      cmd.configureOutput({ ...cmd.configureOutput(), ...keep });
+      cmd.commands.forEach(quiet);
+    };
+    quiet(program);
+  }
   // The command that ran: a service validation error names the flag the user typed, not the JSON field it filled.
   let flags: ReadonlySet<string> = new Set();
   program.hook("preAction", (_program, action) => {
@@ -31,7 +52,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (err) {
     // `svc` alone shows the help as asked; a group without its subcommand (`svc volume`) is wrong usage.
     const bare = argv.every((a) => a === "--debug");
-    return report(err, debug, bare, flags);
+    return report(err, debug, json, bare, flags, commanderMessage);
   }
 }
 
@@ -58,37 +79,79 @@ export function withFlagName(error: string, flags: ReadonlySet<string>): string 
   return flags.has(flag) ? `${flag} (${m[0]})${error.slice(m[0].length)}` : error;
 }
 
-function report(err: unknown, debug: boolean, bare = false, flags: ReadonlySet<string> = new Set()): number {
+/**
+ * An error as the CLI reports it, the same whether printed for a person or as JSON (`--json`): what went wrong,
+ * the listed faults, what to do, the service's status for an API error, and the exit code.
+ */
+export interface ErrorReport {
+  message: string;
+  problems?: string[];
+  hint?: string;
+  /** The HTTP status of the service's answer (API errors only). */
+  status?: number;
+  exitCode: number;
+  /** A bug in svc, not something the user did. */
+  internal?: boolean;
+  stack?: string;
+}
+
+/** What `err` reports; undefined for an error commander already printed that ends with success (help, version). Pure. */
+export function errorReport(err: unknown, flags: ReadonlySet<string> = new Set(), bare = false, commanderMessage?: string): ErrorReport | undefined {
   if (err instanceof CommanderError) {
-    // Commander already printed its message (unknown option, missing argument, --help, --version).
-    if (err.code === "commander.helpDisplayed" || err.code === "commander.version") return ExitCode.ok;
+    if (err.code === "commander.helpDisplayed" || err.code === "commander.version") return undefined;
     // Help shown instead of running something (`svc volume`, `svc help nosuch`) is an error to commander
     // (exitCode 1); asked-for help (`svc help volume`) is not.
-    if (err.code === "commander.help") return err.exitCode === 0 || bare ? ExitCode.ok : ExitCode.usage;
-    return ExitCode.usage;
+    if (err.code === "commander.help") return err.exitCode === 0 || bare ? undefined : { message: "a subcommand is missing", exitCode: ExitCode.usage };
+    return { message: (commanderMessage ?? err.message).replace(/^error: /, "").trim(), exitCode: ExitCode.usage };
   }
-  const color = colorWanted(process.env, Boolean(process.stderr.isTTY));
-  const red = (s: string) => (color ? pc.red(s) : s);
+  const stack = err instanceof Error ? err.stack : undefined;
   if (err instanceof ApiError) {
-    process.stderr.write(`${red("error")}: the service answered ${err.status} ${err.problem.title}: ${err.problem.detail}\n`);
-    for (const e of err.problem.errors ?? []) process.stderr.write(`  - ${withFlagName(e, flags)}\n`);
-    const hint = apiErrorHint(err.status);
-    if (hint) process.stderr.write(`${hint}\n`);
-    if (debug && err.stack) process.stderr.write(`${err.stack}\n`);
-    return err.exitCode;
+    const problems = (err.problem.errors ?? []).map((e) => withFlagName(e, flags));
+    return {
+      message: `the service answered ${err.status} ${err.problem.title}: ${err.problem.detail}`,
+      ...(problems.length > 0 ? { problems } : {}),
+      ...(apiErrorHint(err.status) ? { hint: apiErrorHint(err.status) } : {}),
+      status: err.status,
+      exitCode: err.exitCode,
+      stack,
+    };
   }
   if (err instanceof UserError) {
-    process.stderr.write(`${red("error")}: ${err.message}\n`);
-    for (const p of err.problems) process.stderr.write(`  - ${p}\n`);
-    if (err.hint) process.stderr.write(`${err.hint}\n`);
-    if (debug && err.stack) process.stderr.write(`${err.stack}\n`);
-    return err.exitCode;
+    return { message: err.message, ...(err.problems.length > 0 ? { problems: [...err.problems] } : {}), ...(err.hint ? { hint: err.hint } : {}), exitCode: err.exitCode, stack };
   }
-  const message = err instanceof Error ? err.message : String(err);
-  process.stderr.write(`${red("internal error")}: ${message}\n`);
-  if (debug && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
-  else process.stderr.write("This is a bug in svc. Run again with --debug for details and report it.\n");
-  return err instanceof SvcError ? err.exitCode : ExitCode.internal;
+  return {
+    message: err instanceof Error ? err.message : String(err),
+    hint: "This is a bug in svc. Run again with --debug for details and report it.",
+    exitCode: err instanceof SvcError ? err.exitCode : ExitCode.internal,
+    internal: true,
+    stack,
+  };
+}
+
+/** The report as `--json` prints it on stderr: one line, `{"error": {...}}`; the stack only under --debug. Pure. */
+export function errorJson(report: ErrorReport, debug: boolean): string {
+  const { stack, ...rest } = report;
+  return `${JSON.stringify({ error: debug && stack ? { ...rest, stack } : rest })}\n`;
+}
+
+/** The report as a person reads it on stderr. Pure. */
+export function errorText(report: ErrorReport, debug: boolean, color: boolean): string {
+  const red = (s: string) => (color ? pc.red(s) : s);
+  const lines = [`${red(report.internal ? "internal error" : "error")}: ${report.message}`, ...(report.problems ?? []).map((p) => `  - ${p}`)];
+  const stack = debug ? report.stack : undefined;
+  // An internal error's hint is to run again with --debug: not said when that is what ran.
+  if (report.hint && !(report.internal && stack)) lines.push(report.hint);
+  if (stack) lines.push(stack);
+  return `${lines.join("\n")}\n`;
+}
+
+function report(err: unknown, debug: boolean, json: boolean, bare: boolean, flags: ReadonlySet<string>, commanderMessage: string | undefined): number {
+  const r = errorReport(err, flags, bare, commanderMessage);
+  if (!r) return ExitCode.ok;
+  if (json) process.stderr.write(errorJson(r, debug));
+  // Commander printed its own message already (unknown option, missing argument, help instead of a command).
+  else if (!(err instanceof CommanderError)) process.stderr.write(errorText(r, debug, colorWanted(process.env, Boolean(process.stderr.isTTY))));
+  return r.exitCode;
 }
 
 /** What to do about the API errors a user can act on; the service's detail says what went wrong. */

@@ -1,7 +1,8 @@
 // `svc doctor`: what this machine has for svc, each finding with a fix. Each check does its own small probe and
 // returns a finding; `verdict` (pure) decides the exit. A check never throws: a probe that fails is a finding.
 
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { createServer } from "node:net";
 import { connectDocker, engineAddress, START_ENGINE_HINT } from "../drivers/docker-engine.js";
 import { errorMessage } from "../errors.js";
@@ -140,6 +141,16 @@ export function chromiumFinding(paths = ["/usr/bin/chromium", "/usr/bin/chromium
   const found = paths.find((p) => existsSync(p));
   if (found) return { check: "chromium", level: "ok", detail: `${found} (the console's browser tests use it)` };
   return { check: "chromium", level: "info", detail: "no Chromium: only the console's browser tests need it", fix: "apt-get install chromium" };
+}
+
+/**
+ * PostgreSQL's server binaries (Debian's /usr/lib/postgresql/<version>/bin/initdb), which svc's own PostgreSQL
+ * test suites start a throwaway server with. A user's service takes a database by URL and needs none of them.
+ */
+export function postgresServerFinding(root = "/usr/lib/postgresql"): Finding {
+  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, "bin", "initdb"))).sort((a, b) => Number(b) - Number(a)) : [];
+  if (versions.length > 0) return { check: "postgresql", level: "ok", detail: `${join(root, versions[0]!, "bin")} (svc's PostgreSQL test suites use it)` };
+  return { check: "postgresql", level: "info", detail: "no PostgreSQL server binaries: only svc's PostgreSQL test suites need them", fix: "apt-get install postgresql" };
 }
 
 /** The reachability of the service the CLI targets, with the key it would use. */

@@ -9,7 +9,8 @@
 
 import { chunkMetrics, progressJson, type InvokeResult, type JobTrace, type LoadedHandler } from "svc/internal";
 import { errorMessage } from "../errors.js";
-import { projectRelativeStack } from "../build/source-paths.js";
+import { fileURLToPath } from "node:url";
+import { projectRelativeStack, userStack } from "../build/source-paths.js";
 import {
   backoffMs,
   isTransient,
@@ -84,12 +85,24 @@ function serialiseResult(result: JobResult): string {
   }
 }
 
-// The project's files as paths relative to it (src/build/source-paths.ts).
+/** svc's own files in a worker: this package (its runtime, and the SDK when a checkout links it). */
+const SVC_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+/**
+ * The stack a job's record carries: the project's files as paths relative to it (src/build/source-paths.ts), and
+ * only the user's frames unless the endpoint's environment sets SVC_FULL_STACKS=1 (read per job: a pooled runtime
+ * gets its environment after it loaded).
+ */
+export function jobStack(stack: string, env: NodeJS.ProcessEnv = process.env): string {
+  const relative = projectRelativeStack(stack);
+  return env.SVC_FULL_STACKS === "1" ? relative : userStack(relative, [SVC_ROOT]);
+}
+
 export function errorOf(err: unknown): NonNullable<JobResult["error"]> {
   if (err instanceof Error) {
     // The SDK's NonRetryableError, or any error so marked: the job fails without an automatic retry.
     const final = (err as { retryable?: unknown }).retryable === false;
-    return { message: err.message, type: err.name, ...(err.stack ? { stack: projectRelativeStack(err.stack) } : {}), ...(final ? { retryable: false } : {}) };
+    return { message: err.message, type: err.name, ...(err.stack ? { stack: jobStack(err.stack) } : {}), ...(final ? { retryable: false } : {}) };
   }
   return { message: typeof err === "string" ? err : safeString(err), type: typeof err };
 }

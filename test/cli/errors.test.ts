@@ -131,3 +131,40 @@ describe("help printed instead of running a command", () => {
     expect((await svc(["help", "volume"])).code).toBe(0);
   });
 });
+
+describe("errors under --json", () => {
+  /** stderr as the one JSON object `--json` promises: {"error": {...}}. */
+  const errorOf = (stderr: string) => (JSON.parse(stderr) as { error: { message: string; exitCode: number; hint?: string; status?: number; problems?: string[] } }).error;
+
+  it("are one JSON object on stderr with the exit code the command gives without --json", async () => {
+    const cases: Array<{ args: string[]; extra?: Record<string, string>; code: number; message: RegExp; status?: number }> = [
+      { args: ["volume", "get", "nosuchvolume"], code: ExitCode.api, message: /answered 404 Not Found/, status: 404 },
+      { args: ["volume", "list"], extra: { SVC_API_KEY: "not-the-key" }, code: ExitCode.api, message: /answered 401/, status: 401 },
+      { args: ["volume", "update", "vol000000000000"], code: ExitCode.usage, message: /Nothing to change/ },
+      { args: ["run"], code: ExitCode.usage, message: /missing required argument 'endpoint'/ },
+      { args: ["volume", "list", "--no-such-flag"], code: ExitCode.usage, message: /unknown option '--no-such-flag'/ },
+      { args: ["volume", "list"], extra: { SVC_API_URL: "http://127.0.0.1:9" }, code: ExitCode.unreachable, message: /127\.0\.0\.1:9/ },
+    ];
+    for (const c of cases) {
+      const plain = await svc(c.args, c.extra);
+      const json = await svc([...c.args, "--json"], c.extra);
+      expect({ args: c.args, code: plain.code }).toEqual({ args: c.args, code: c.code });
+      expect({ args: c.args, code: json.code }).toEqual({ args: c.args, code: c.code });
+      expect(json.stdout).toBe("");
+      const error = errorOf(json.stderr);
+      expect(error.message).toMatch(c.message);
+      expect(error.exitCode).toBe(c.code);
+      if (c.status) expect(error.status).toBe(c.status);
+      // The text a person reads says the same.
+      expect(plain.stderr).toMatch(c.message);
+    }
+  });
+
+  it("carry the hint and the service's listed faults, named by the flag", async () => {
+    const bad = errorOf((await svc(["volume", "create", "--name", "", "--size", "1", "--json"])).stderr);
+    expect([400, 422]).toContain(bad.status);
+    expect(bad.problems?.join("\n")).toMatch(/--size|--name/);
+    const missing = errorOf((await svc(["volume", "get", "nosuchvolume", "--json"])).stderr);
+    expect(missing.hint).toContain("svc volume list");
+  });
+});

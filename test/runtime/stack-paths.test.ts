@@ -1,6 +1,6 @@
 // A failed job's errorStack names the user's real files: a project that links svc (node_modules/svc is a
 // symlink to this checkout's SDK, packages/svc), built by the real `svc build` code and run by real process
-// workers. Its own frames are project-relative paths that exist in the project; svc's frames are files on disk.
+// workers. Its own frames are project-relative paths that exist in the project; svc's own frames are left out.
 
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -38,12 +38,14 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-it("names the project's file and line, relative to the project, and svc's own files as they are on disk", async () => {
+it("names the project's file and line, relative to the project, and leaves svc's own frames out", async () => {
   const record = await new JobsClient(url, "k").runsync<unknown>({ n: 5 }, { wait: 30_000 });
   expect(record).toMatchObject({ status: "FAILED", error: "too big: 5", errorType: "RangeError" });
   const frames = String(record.errorStack).split("\n").slice(1).map((l) => /\((.+):(\d+):(\d+)\)$/.exec(l.trim())?.[1]).filter((f): f is string => f !== undefined);
   expect(String(record.errorStack)).toContain("at deeper (src/boom.ts:5:20)");
   expect(String(record.errorStack)).toContain("at boom (src/boom.ts:10:15)");
+  // Only the user's frames by default (SVC_FULL_STACKS=1 in the endpoint's env keeps svc's own).
+  expect(String(record.errorStack)).not.toMatch(/runtime\/loop\.js|packages\/svc\/|node:internal/);
   for (const file of frames) {
     if (file.startsWith("node:")) continue;
     const path = file.startsWith("file://") ? new URL(file).pathname : file.startsWith("/") ? file : join(project, file);

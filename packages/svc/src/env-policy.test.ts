@@ -17,6 +17,7 @@ describe("reservedEnvName", () => {
   it("lets an endpoint tune the runtime's stop grace and orphan wait, and nothing else of SVC_", () => {
     expect(reservedEnvName("SVC_STOP_GRACE_MS")).toBeUndefined();
     expect(reservedEnvName("SVC_ORPHAN_EXIT_MS")).toBeUndefined();
+    expect(reservedEnvName("SVC_FULL_STACKS")).toBeUndefined();
     expect(reservedEnvName("SVC_ORPHAN_CHECK")).toMatch(/^may not be set/);
     expect(reservedEnvName("svc_stop_grace_ms")).toMatch(/^may not be set/);
   });

@@ -56,7 +56,7 @@ const LOADER_PREFIXES = ["LD_", "DYLD_", "LUA_INIT", "BASH_FUNC_"] as const;
  * The runtime's own knobs an endpoint may tune (docs/worker-protocol.md): numbers the runtime reads after it has
  * loaded, which decide nothing about what code runs or whom the worker talks to.
  */
-const WORKER_TUNABLES = new Set(["SVC_STOP_GRACE_MS", "SVC_ORPHAN_EXIT_MS"]);
+const WORKER_TUNABLES = new Set(["SVC_STOP_GRACE_MS", "SVC_ORPHAN_EXIT_MS", "SVC_FULL_STACKS"]);
 
 /** Why `name` may not be set by configuration ("may not be set: ..."), or undefined when it may. */
 export function reservedEnvName(name: string): string | undefined {

@@ -3,7 +3,7 @@
 
 import type { Command } from "commander";
 import { DEFAULT_SERVER_PORT } from "./server.js";
-import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, sandboxFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, postgresServerFinding, sandboxFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
 import { resolveSandbox } from "../../drivers/sandbox/index.js";
 import { envSetting } from "svc/internal";
 import { colorWanted, createOutput, styles as pc } from "../output.js";
@@ -29,8 +29,9 @@ export function register(program: Command): void {
   program
     .command("doctor")
     .description("Check Node, the Docker engine, GPUs, ports and the service this CLI talks to; a fix for each problem")
+    .option("--dev", "also check what working on svc itself needs (Chromium for the console's tests, PostgreSQL's server binaries)")
     .option("--json", "print the findings as JSON")
-    .action(async (o: { json?: boolean }) => {
+    .action(async (o: { dev?: boolean; json?: boolean }) => {
       const out = createOutput({ json: o.json });
       const target = serviceTarget();
       const findings = (
@@ -41,8 +42,9 @@ export function register(program: Command): void {
           gpuFindings(),
           serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) }).then((f) => [f]),
           portFinding(DEFAULT_SERVER_PORT, "svc server's default port").then((f) => [f]),
-          Promise.resolve([chromiumFinding()]),
           Promise.resolve([sandboxFinding(envSetting("SVC_SANDBOX") ?? "auto", (setting) => resolveSandbox({ setting }))]),
+          // What only svc's own test suites use: a user building endpoints needs none of it.
+          Promise.resolve(o.dev ? [chromiumFinding(), postgresServerFinding()] : []),
         ])
       ).flat();
       const code = verdict(findings);

@@ -3,8 +3,9 @@
 
 import type { Command } from "commander";
 import { UsageError } from "../../errors.js";
-import { fields, intFlag, listFlag, management } from "../management.js";
+import { fields, listFlag, management } from "../management.js";
 import { createOutput } from "../output.js";
+import { durationFlag } from "../duration.js";
 import { WEBHOOK_EVENTS } from "../../service/webhooks/events.js";
 
 interface WebhookSettings {
@@ -59,7 +60,7 @@ export function registerWebhook(endpoint: Command): void {
     .command("rotate-secret")
     .description("Make a new signing secret and print it (the only time it is shown); the one it replaces still signs for --keep-previous")
     .argument("<id>", "endpoint id")
-    .option("--keep-previous <seconds>", "how long the replaced secret still signs too (default 86400; 0: not at all)", intFlag("--keep-previous"))
+    .option("--keep-previous <duration>", "how long the replaced secret still signs too (e.g. 1h; a bare number is seconds; default 1d; 0: not at all)", durationFlag("--keep-previous", "s"))
     .option("--json", "print JSON")
     .action(async (id: string, o: { keepPrevious?: number; json?: boolean }) => {
       const answer = await management<{ secret: string; settings: WebhookSettings }>("POST", path(id, "/rotate-secret"), o.keepPrevious === undefined ? {} : { keepPreviousSeconds: o.keepPrevious });

@@ -32,7 +32,7 @@ export function register(program: Command): void {
   const jobs = program.command("jobs").description("List, inspect, cancel and retry an endpoint's jobs");
   withTarget(jobs.command("list").description("The endpoint's recent jobs, newest first"))
     .argument("<endpoint>", "endpoint name or id")
-    .option("--limit <n>", "how many (1-500, default 20)", intFlag("--limit"), 20)
+    .option("--limit <n>", "how many (1-500)", intFlag("--limit"), 20)
     .action(async (endpoint: string, o: Where & { limit: number }) => {
       const target = serviceTarget(o);
       const ref = await resolveEndpointRef(target, endpoint);

@@ -3,7 +3,7 @@
 // Exit codes: 0 the job COMPLETED; 1 it ended FAILED, CANCELLED or TIMED_OUT (its error on stderr), or did not end
 // within --wait; 3/4 as for every command (the service refused, or could not be reached).
 
-import type { Command } from "commander";
+import { Option, type Command } from "commander";
 import { ExitCode, UserError } from "../../errors.js";
 import { FINAL_STATUSES, JobsClient, type JobRecord } from "svc/internal";
 import { durationFlag } from "../duration.js";
@@ -39,7 +39,7 @@ export function register(program: Command): void {
     .argument("[input]", "the job's input: JSON, @file.json, or - for standard input (default {})")
     .option("--function <name>", "the function to run, for an endpoint that serves several (a class endpoint)")
     .option("--async", "print the job id and return at once")
-    .option("--wait <duration>", "how long to wait for the result (default 1h)", durationFlag("--wait", "ms"), 3_600_000)
+    .addOption(new Option("--wait <duration>", "how long to wait for the result").argParser(durationFlag("--wait", "ms")).default(3_600_000, "1h"))
     .option("--ttl <duration>", "how long the job may live from submission, queued and running (e.g. 10m; default 24h): then it ends TIMED_OUT. Its result is kept 30 min after it ends", durationFlag("--ttl", "ms"))
     .option("--timeout <duration>", "the job's execution timeout (e.g. 5m)", durationFlag("--timeout", "ms"))
     .option("--app <name>", "app (default: the dev session, SVC_APP)")

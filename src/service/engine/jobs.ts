@@ -286,6 +286,20 @@ export class JobSystem {
         answers.push({ jobId: r.jobId, accepted: false, reason });
         continue;
       }
+      // A result that comes after the job's execution timeout does not count, however short the timeout and
+      // whether or not a tick has ended the job yet: the timeout is exact, not rounded up to the tick.
+      const timeout = job.row.executionTimeoutMs;
+      if (timeout && job.row.startedAt !== null && w.lastSeen - job.row.startedAt > timeout) {
+        const late = { ...job.row };
+        pending.push(
+          this.finish(job, { status: "TIMED_OUT" }, true).catch((err: unknown) => {
+            this.restore(job, late);
+            throw err;
+          }),
+        );
+        answers.push({ jobId: r.jobId, accepted: false, reason: "job is TIMED_OUT" });
+        continue;
+      }
       const output = r.status === "COMPLETED" && r.output !== undefined ? JSON.stringify(r.output) : null;
       const before = { ...job.row };
       pending.push(
