@@ -69,6 +69,7 @@ export const EXAMPLES: Readonly<Record<string, readonly Example[]>> = {
   "jobs status": [["svc jobs status hello 3f2a9c1e --json"]],
   "jobs cancel": [["svc jobs cancel hello 3f2a9c1e"]],
   "jobs retry": [["svc jobs retry hello 3f2a9c1e"]],
+  usage: [["svc usage", "the last 24 hours, per endpoint and hour"], ["svc usage --from 2026-11-01 --to 2026-11-02 --json"]],
   doctor: [["svc doctor"], ["svc doctor --dev", "also what working on svc itself needs (Chromium, PostgreSQL)"]],
   completion: [['eval "$(svc completion bash)"', "in ~/.bashrc"], ["svc completion fish > ~/.config/fish/completions/svc.fish"]],
   secret: [["svc secret set HF_TOKEN"], ["svc secret list"]],

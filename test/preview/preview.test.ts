@@ -148,7 +148,10 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
     const mine = await leftovers(ready.session);
     expect(mine.containers).toHaveLength(5);
     expect(mine.networks).toEqual([`svc-session-${ready.session}`]);
-    expect(mine.volumes).toHaveLength(1); // echo's network volume, for this session only
+    // echo's network volume is a directory of the preview's data dir, bind-mounted (docs/volumes.md): no Docker volume.
+    expect(mine.volumes).toHaveLength(0);
+    const [echo] = await docker.listContainers({ filters: { label: [`${LABELS.session}=${ready.session}`, `${LABELS.endpoint}=${endpoint("echo").id}`] } });
+    expect(echo!.Mounts.some((m) => m.Type === "bind" && m.Destination === "/svc-volume")).toBe(true);
     const containers = await docker.listContainers({ filters: { label: [`${LABELS.session}=${ready.session}`] } });
     for (const c of containers) {
       expect(c.Labels).toMatchObject({ "svc.preview": "true", "svc.preview.pid": String(preview.child.pid), [LABELS.env]: "preview" });
@@ -235,7 +238,7 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
     const left = await leftovers(crashed.ready.session);
     expect(left.containers).toHaveLength(5);
     expect(left.networks).toHaveLength(1);
-    expect(left.volumes).toHaveLength(1);
+    expect(left.volumes).toHaveLength(0);
 
     // What the next `svc deploy --preview` runs first.
     const swept = await removeStalePreviews(docker);
