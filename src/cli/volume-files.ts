@@ -112,6 +112,7 @@ export class VolumeFiles {
       const done = await this.s3("POST", volumeId, key, { query: `uploadId=${uploadId}`, body: `<CompleteMultipartUpload>${parts.join("")}</CompleteMultipartUpload>` });
       if (!done.ok) await failure(done, `completing the upload of ${localFile}`);
     } catch (err) {
+      // Best effort: an upload left unaborted only keeps its parts until aborted; the error that matters is rethrown.
       await this.s3("DELETE", volumeId, key, { query: `uploadId=${uploadId}` }).catch(() => undefined);
       throw err;
     }

@@ -220,11 +220,13 @@ export class VolumeFs {
     if (!dir) return false;
     try {
       // Its entries are the API's own files: parts and parts being written (unlink never follows a link).
+      // A part already gone is what was wanted.
       for (const name of await readdir(dir.at("."))) await unlink(dir.at(name)).catch(() => undefined);
     } finally {
       await dir.close();
     }
     // Empty by now: rmdir removes nothing else, wherever the path leads.
+    // Not empty (a part being written meanwhile) or already gone: the upload is aborted either way.
     await rmdir(dir.realPath).catch(() => undefined);
     return true;
   }
@@ -337,6 +339,7 @@ export class VolumeFs {
 }
 
 export async function lstatIn(dir: VolumeDir, name: string) {
+  // Absent (or unreadable) is "no such object" to the caller.
   const st = await lstat(dir.at(name), { bigint: true }).catch(() => undefined);
   return st?.isFile() ? st : undefined;
 }
@@ -380,6 +383,7 @@ export class PendingFile {
       }
       return { size: Number(st.size), mtimeMs: Number(st.mtimeMs), etag: etagOf(st) };
     } catch (err) {
+      // The temporary file may not exist yet; the write's own error is rethrown.
       await unlink(this.dir.at(this.temp)).catch(() => undefined);
       throw err;
     } finally {
@@ -388,6 +392,7 @@ export class PendingFile {
   }
 
   async discard(): Promise<void> {
+    // An aborted write: its handle and temporary file go, whatever state they are in.
     await this.handle.close().catch(() => undefined);
     await unlink(this.dir.at(this.temp)).catch(() => undefined);
     await this.dir.close().catch(() => undefined);
