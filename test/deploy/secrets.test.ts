@@ -75,7 +75,9 @@ it("refuses a release whose secret is not set, gives the worker the value once s
   const refused = svc(["deploy", "--env", "prod", "--json"]);
   expect(refused.status).toBe(3);
   expect(refused.stderr).toContain("422");
-  expect(refused.stderr).toContain('endpoint "vault" needs secret HF_TOKEN, which is not set: `svc secret set HF_TOKEN`');
+  // Under --json the error is one JSON line on stderr (docs/cli.md).
+  const refusal = JSON.parse(refused.stderr.split("\n").find((l) => l.startsWith('{"error"'))!).error as { problems: string[] };
+  expect(refusal.problems.join("\n")).toContain('endpoint "vault" needs secret HF_TOKEN, which is not set: `svc secret set HF_TOKEN`');
   const env = await api("GET", "/v1/apps/secrets-app/environments/prod");
   expect(env.body.endpoints ?? []).toEqual([]);
 

@@ -411,7 +411,8 @@ function judge(c: Case, answer: Answer | { error: string }): string | undefined 
   const { status, headers, text } = answer;
   const ok = c.okAllowed && status >= 200 && status < 300;
   if (!ok && !c.expect.includes(status)) return `status ${status}, expected ${c.expect.length > 10 ? "4xx" : c.expect.join(" or ")}`;
-  const okType = c.op.page ? "text/html" : "application/json";
+  // The console page is HTML, /metrics Prometheus' text exposition format; everything else answers JSON.
+  const okType = c.op.page ? "text/html" : c.op.template === "/metrics" ? "text/plain" : "application/json";
   if (ok) return String(headers["content-type"] ?? "").startsWith(okType) ? undefined : `2xx with content-type ${String(headers["content-type"])}`;
   if (headers["content-type"] !== "application/problem+json") return `content-type ${String(headers["content-type"])}, expected application/problem+json`;
   let body: { title?: unknown; status?: unknown; detail?: unknown };
