@@ -52,7 +52,8 @@ export async function startServerProcess(opts: { dataDir: string; env?: Record<s
     child,
     log: () => stderr,
     async stop() {
-      if (child.exitCode !== null) return;
+      // Exited already (with a code, or killed by a signal: then exitCode stays null and "exit" never comes again).
+      if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((r) => child.once("exit", r));
       child.kill("SIGTERM");
       await exited;
