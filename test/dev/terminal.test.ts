@@ -70,7 +70,8 @@ it("shows the console URL, worker output and failures with their job ids and pro
   await new Promise((r) => setTimeout(r, 500));
   expect(d.stderr().split("\n").filter((l) => l.startsWith(`[noisy ${failed.id}]`) && l.includes("failed: RangeError")).length).toBe(1);
   // Its stack, as a block under it: the project's frame, openable from the project's root.
-  const frame = await until(() => d.stderr().split("\n").find((l) => l.startsWith(`[noisy ${failed.id}]     at talk (src/noisy.ts:`)), 10_000);
+  // A loaded machine (the whole suite at once) has taken over 10 s to relay the block.
+  const frame = await until(() => d.stderr().split("\n").find((l) => l.startsWith(`[noisy ${failed.id}]     at talk (src/noisy.ts:`)), 30_000);
   expect(frame).toMatch(/src\/noisy\.ts:5:\d+\)$/);
   const file = /\((src\/noisy\.ts):\d+:\d+\)/.exec(line)?.[1];
   expect(file, line).toBe("src/noisy.ts");
