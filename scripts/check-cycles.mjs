@@ -6,6 +6,7 @@
 
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
+import { cyclesOf } from "./strongly-connected.mjs";
 
 const root = resolve(process.argv[2] ?? "dist");
 
@@ -28,34 +29,7 @@ for (const file of files(root)) {
   graph.set(file, [...deps].filter((d) => d !== file));
 }
 
-// Tarjan's strongly connected components: every component of more than one module is a cycle.
-let index = 0;
-const stack = [];
-const info = new Map();
-const cycles = [];
-function visit(v) {
-  info.set(v, { index, low: index, onStack: true });
-  index++;
-  stack.push(v);
-  for (const w of graph.get(v) ?? []) {
-    if (!graph.has(w)) continue;
-    if (!info.has(w)) {
-      visit(w);
-      info.get(v).low = Math.min(info.get(v).low, info.get(w).low);
-    } else if (info.get(w).onStack) info.get(v).low = Math.min(info.get(v).low, info.get(w).index);
-  }
-  if (info.get(v).low === info.get(v).index) {
-    const component = [];
-    let w;
-    do {
-      w = stack.pop();
-      info.get(w).onStack = false;
-      component.push(w);
-    } while (w !== v);
-    if (component.length > 1) cycles.push(component);
-  }
-}
-for (const v of graph.keys()) if (!info.has(v)) visit(v);
+const cycles = cyclesOf(graph.keys(), (v) => (graph.get(v) ?? []).filter((w) => graph.has(w)));
 
 const rel = (p) => relative(root, p);
 const serviceRoot = join(root, "service", "index.js");

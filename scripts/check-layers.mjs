@@ -11,6 +11,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
+import { cyclesOf } from "./strongly-connected.mjs";
 
 const SVC = "src/service/";
 /** The service's core: its state and rules, which know nothing of HTTP (the edge maps their Refusals). */
@@ -162,36 +163,10 @@ export function layerViolations(graph, rules = RULES) {
  * of one folder; each cycle as its sorted files. Pure.
  */
 export function importCycles(graph) {
-  let index = 0;
-  const stack = [];
-  const info = new Map();
-  const cycles = [];
   const sameFolder = (a, b) => dirname(a) === dirname(b);
   const edges = (v) =>
     (graph.get(v) ?? []).filter((d) => !d.dynamic && graph.has(d.target) && !(d.typeOnly && sameFolder(v, d.target))).map((d) => d.target);
-  function visit(v) {
-    info.set(v, { index, low: index, onStack: true });
-    index++;
-    stack.push(v);
-    for (const w of edges(v)) {
-      if (!info.has(w)) {
-        visit(w);
-        info.get(v).low = Math.min(info.get(v).low, info.get(w).low);
-      } else if (info.get(w).onStack) info.get(v).low = Math.min(info.get(v).low, info.get(w).index);
-    }
-    if (info.get(v).low === info.get(v).index) {
-      const component = [];
-      let w;
-      do {
-        w = stack.pop();
-        info.get(w).onStack = false;
-        component.push(w);
-      } while (w !== v);
-      if (component.length > 1) cycles.push(component.sort());
-    }
-  }
-  for (const v of graph.keys()) if (!info.has(v)) visit(v);
-  return cycles;
+  return cyclesOf(graph.keys(), edges).map((component) => component.sort());
 }
 
 /** The report for `root`: lines to print and whether the layers hold. */

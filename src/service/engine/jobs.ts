@@ -9,7 +9,7 @@ import { newId } from "../keys/auth.js";
 import type { JobRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
 import type { QueueSystem } from "./queue.js";
-import { adoptJob, changeJob, countJob, findJob, statsOf, writeJob, type EngineResources } from "./resources.js";
+import { adoptJob, changeJob, countJob, findJob, queueWebhook, statsOf, writeJob, type EngineResources } from "./resources.js";
 import { deadlineOf, lifetimeError, lifetimeOver } from "./lifetime.js";
 import { DEFAULT_BACKOFF, isRetryable, retryDelayMs } from "./retry-policy.js";
 import {
@@ -333,7 +333,8 @@ export class JobSystem {
   endLapsed(jobs: LiveJob[]): void {
     for (const job of jobs) {
       if (this.$.live.get(job.row.id) !== job || !lifetimeOver(job.row, this.$.clock.now())) continue;
-      // Refused by the store: the job stays as the store has it, and the next check tries again.
+      // Refused by the store: the job stays as the store has it, the storage state logs the refusal, and the next
+      // check tries again; nothing is lost by dropping the rejection here.
       void this.finish(job, { status: "TIMED_OUT", error: lifetimeError(job.row) }, true).catch(() => undefined);
     }
   }
@@ -402,13 +403,9 @@ export class JobSystem {
     }
     const committed = changeJob(this.$, job, set);
     const hooks = this.$.hooks;
-    const webhook = row.webhook ? hooks.webhookOps?.(job.row, result.status === "COMPLETED" ? "completed" : "failed") : undefined;
-    if (webhook?.length) {
-      // Into the outbox in the same batch (one transaction) as the final state: a webhook is never lost to a
-      // crash between the two, nor sent for a state the store refused. Its failure is the batch's, answered
-      // through `committed`.
-      void this.$.writer.write(webhook, () => hooks.onWebhook?.()).catch(() => undefined);
-    }
+    // Into the outbox in the same batch (one transaction) as the final state: a webhook is never lost to a crash
+    // between the two, nor sent for a state the store refused. Its failure is the batch's, answered through `committed`.
+    queueWebhook(this.$, job.row, result.status === "COMPLETED" ? "completed" : "failed");
     void committed.then(() => hooks.onFinal?.(job.row), () => undefined);
     return committed;
   }

@@ -5,7 +5,7 @@
 import { newToken } from "../keys/auth.js";
 import type { JobRow } from "../store/types.js";
 import type { QueueSystem } from "./queue.js";
-import { changeJob, statsOf, type EngineResources } from "./resources.js";
+import { changeJob, queueWebhook, statsOf, type EngineResources } from "./resources.js";
 import type { LiveJob, WorkerEntry } from "./types.js";
 
 export class LeaseSystem {
@@ -37,8 +37,7 @@ export class LeaseSystem {
     if (job.row.notBefore != null) set.notBefore = null;
     void changeJob(this.$, job, set);
     // A `started` webhook joins the take's batch: it goes out only if the take is committed.
-    const webhook = job.row.webhook ? this.$.hooks.webhookOps?.(job.row, "started") : undefined;
-    if (webhook?.length) void this.$.writer.write(webhook, () => this.$.hooks.onWebhook?.()).catch(() => undefined);
+    queueWebhook(this.$, job.row, "started");
   }
 
   /** What the job was before its take, while that take is not committed. */

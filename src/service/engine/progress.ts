@@ -3,7 +3,7 @@
 // the job is IN_PROGRESS. Only the attempt that holds the current lease may report.
 
 import type { LeaseSystem } from "./leases.js";
-import { changeJob, type EngineResources } from "./resources.js";
+import { changeJob, queueWebhook, type EngineResources } from "./resources.js";
 import type { WorkerEntry } from "./types.js";
 
 /** The largest progress value, as JSON text in UTF-8 (the SDK refuses larger ones before they are sent). */
@@ -26,9 +26,7 @@ export class ProgressSystem {
     await changeJob(this.$, job, { progress: json });
     this.$.hooks.onProgress?.(job.row);
     // A `progress` webhook (only where the job's or its endpoint's filter asks for it) follows the committed value.
-    const webhook = job.row.webhook ? this.$.hooks.webhookOps?.(job.row, "progress", JSON.parse(json)) : undefined;
-    // Its failure is the batch's, which the storage state reports; a lost progress event is superseded by the next.
-    if (webhook?.length) void this.$.writer.write(webhook, () => this.$.hooks.onWebhook?.()).catch(() => undefined);
+    queueWebhook(this.$, job.row, "progress", JSON.parse(json));
     return true;
   }
 }
