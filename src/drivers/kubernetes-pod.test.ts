@@ -158,6 +158,10 @@ describe("workerPod", () => {
     expect(pod.spec!.volumes![0]).toEqual({ name: "network-volume", persistentVolumeClaim: { claimName: "svc-vol-models" } });
     expect(pod.spec!.containers[0]!.volumeMounts![0]).toEqual({ name: "network-volume", mountPath: "/svc-volume" });
     expect(pod.spec!.containers[0]!.env).toContainEqual({ name: "SVC_VOLUME_PATH", value: "/svc-volume" });
+    // A service's volume (its id and size, beside its host directory): the claim of its id.
+    const own = workerPod(launch({ volume: { id: "vol0123456789ab", sizeGb: 10 }, volumePath: "/data/volumes/vol0123456789ab" }), plan);
+    expect(own.spec!.volumes![0]).toEqual({ name: "network-volume", persistentVolumeClaim: { claimName: "svc-vol-vol0123456789ab" } });
+    expect(own.spec!.containers[0]!.env).toContainEqual({ name: "SVC_VOLUME_PATH", value: "/svc-volume" });
   });
 
   it("refuses a launch whose artifact a Pod could not fetch", () => {

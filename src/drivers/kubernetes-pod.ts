@@ -81,7 +81,7 @@ export function workerEnv(launch: WorkerLaunch): { plain: Record<string, string>
   applyProtocolEnv(env, launch, {
     apiUrl: launch.apiUrl,
     artifact: launch.artifactUrl,
-    volumePath: launch.volumeName ? VOLUME_MOUNT : undefined,
+    volumePath: launch.volume || launch.volumeName ? VOLUME_MOUNT : undefined,
     // A load-balanced worker listens on every interface of its Pod; the service reaches it at the Pod's IP.
     http: launch.loadBalanced ? { host: "0.0.0.0", port: LB_POD_PORT } : undefined,
   });
@@ -134,7 +134,7 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
     ...Object.entries(plain).map(([key, value]) => ({ name: key, value })),
     ...Object.keys(secret).map((key) => ({ name: key, valueFrom: { secretKeyRef: { name, key } } })),
   ];
-  const volume = launch.volumeName;
+  const volume = launch.volume?.id ?? launch.volumeName;
   const gpu = launch.computeType === "GPU";
   const { cpu, memory } = podSize(launch.placement, plan);
   const limits: Record<string, string> = { cpu, memory, ...(gpu ? { "nvidia.com/gpu": String(launch.placement?.gpus || 1) } : {}) };

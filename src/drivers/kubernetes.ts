@@ -8,14 +8,15 @@
 // that Kubernetes collects it with the Pod, and deleted by the driver when the worker ends); leftovers whose Pod
 // is gone are deleted at adoption.
 
-import { remoteVolumeRefusal } from "./volume-dir.js";
-import { CoreV1Api, KubeConfig, Watch, type V1Pod, type V1Secret } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, Watch, type V1PersistentVolumeClaim, type V1Pod, type V1Secret } from "@kubernetes/client-node";
+import { claimBelow, clusterVolumeName, clusterVolumeRefusal, dataCenterRefusal, volumeClaim, type KubernetesVolumeConfig, type LaunchVolume } from "./cluster-volumes.js";
 import { UserError } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
 import { imageKindOf, workerImageName } from "./images.js";
+import { DATA_CENTER_LABEL } from "./placement.js";
 import { DEFAULT_CONTAINER_LIMITS } from "./isolation.js";
 import { followPodLog, type LogFollow } from "./kubernetes-logs.js";
-import { apiErrorMessage, dnsLabel, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod, workerSecret } from "./kubernetes-pod.js";
+import { apiErrorMessage, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod, workerSecret } from "./kubernetes-pod.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 export { exitOfPod } from "./kubernetes-pod.js";
@@ -53,6 +54,8 @@ export interface KubernetesDriverOptions {
    * being created by a replica right now). Default 60 s.
    */
   leftoverSecretMs?: number;
+  /** How network volumes reach the nodes: ReadWriteMany claims of a StorageClass; without it a worker with a volume is refused. */
+  volumes?: KubernetesVolumeConfig;
   log?(message: string): void;
 }
 
@@ -242,6 +245,66 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     }
   };
 
+  const claimLabels = () => ({ [POD_LABELS.managed]: "true", [POD_LABELS.session]: podLabels({ endpointId: "x", workerId: "x" }, options.session)[POD_LABELS.session]! });
+
+  /** The volume's claim, made when missing and grown when it asks for less than the volume's size. */
+  const ensureClaim = async (volume: LaunchVolume, endpointName: string) => {
+    const body = volumeClaim(volume, options.volumes!, { ...claimLabels(), "svc.volume": volume.id }) as V1PersistentVolumeClaim;
+    try {
+      await api.createNamespacedPersistentVolumeClaim({ namespace, body });
+      log(`network volume ${volume.id} is PersistentVolumeClaim ${body.metadata!.name} (${options.volumes!.storageClass}, ReadWriteMany, ${volume.sizeGb}Gi)`);
+      return;
+    } catch (err) {
+      if (statusOf(err) !== 409) {
+        throw new UserError(`Kubernetes refused the PersistentVolumeClaim of endpoint ${endpointName}'s network volume: ${apiErrorMessage(err)}`, {
+          hint: "The service needs to create, get, patch and delete PersistentVolumeClaims in its namespace (deploy/kubernetes/rbac.yaml).",
+          cause: err,
+        });
+      }
+    }
+    // It exists (an earlier worker's): the volume may have grown since.
+    await growClaim(volume);
+  };
+
+  const growClaim = async (volume: LaunchVolume) => {
+    const name = clusterVolumeName(volume.id);
+    let claim: V1PersistentVolumeClaim;
+    try {
+      claim = await api.readNamespacedPersistentVolumeClaim({ name, namespace });
+    } catch (err) {
+      // No worker of it ran yet: its claim will be made at the size asked then.
+      if (statusOf(err) === 404) return;
+      throw err;
+    }
+    if (!claimBelow(claim.spec?.resources?.requests?.storage, volume.sizeGb)) return;
+    await api.patchNamespacedPersistentVolumeClaim(
+      { name, namespace, body: { spec: { resources: { requests: { storage: `${volume.sizeGb}Gi` } } } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    log(`PersistentVolumeClaim ${name} grows to ${volume.sizeGb}Gi (the StorageClass must allow volume expansion)`);
+  };
+
+  /** Refused when no schedulable node is in the volume's data center; unchecked when the service may not list nodes. */
+  const checkDataCenter = async (launch: WorkerLaunch) => {
+    const dataCenter = launch.placement?.dataCenter;
+    if (!dataCenter) return;
+    let nodes;
+    try {
+      nodes = await api.listNode({ labelSelector: `${DATA_CENTER_LABEL}=${dataCenter}` });
+    } catch (err) {
+      // Listing nodes needs a ClusterRole (deploy/kubernetes/rbac.yaml); without it the Pod's nodeSelector still holds.
+      log(`could not list nodes to check data center ${dataCenter}: ${apiErrorMessage(err)}`);
+      return;
+    }
+    const refused = dataCenterRefusal(
+      launch.endpointName,
+      dataCenter,
+      nodes.items.map((n) => ({ labels: n.metadata?.labels ?? {}, schedulable: !n.spec?.unschedulable })),
+      "Kubernetes",
+    );
+    if (refused) throw new UserError(refused);
+  };
+
   const imageFor = (launch: WorkerLaunch) => {
     if (launch.image) return Promise.resolve(launch.image);
     if (options.image) return Promise.resolve(options.image);
@@ -269,15 +332,20 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
 
     async start(launch) {
       if (closed) throw new UserError("The Kubernetes driver is closed");
-      const volumeRefused = remoteVolumeRefusal(launch, "Kubernetes");
+      const volumeRefused = clusterVolumeRefusal(launch, "Kubernetes", Boolean(options.volumes));
       if (volumeRefused) throw new UserError(volumeRefused);
+      // Its claim before its Pod: a Pod naming a claim that does not exist yet waits unscheduled.
+      if (launch.volume) {
+        await checkDataCenter(launch);
+        await ensureClaim(launch.volume, launch.endpointName);
+      }
       const pod = workerPod(launch, {
         image: await imageFor(launch),
         session: options.session,
         gpuTypeLabel: options.gpuTypeLabel ?? "svc.gpu-type",
         cpu: options.cpu ?? "1",
         memory: options.memory ?? "1Gi",
-        claimFor: (volume) => `svc-vol-${dnsLabel(volume, 50)}`,
+        claimFor: clusterVolumeName,
         terminationGraceSeconds: Math.ceil(stopGraceMs / 1000),
         runtimeClassName: options.runtimeClass,
         tmpMb: options.tmpMb,
@@ -356,6 +424,22 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         await removeSecret(name);
       }
       return found;
+    },
+
+    async removeVolume(volumeId) {
+      if (!options.volumes) return;
+      const name = clusterVolumeName(volumeId);
+      try {
+        await api.deleteNamespacedPersistentVolumeClaim({ name, namespace });
+        log(`PersistentVolumeClaim ${name} deleted with its network volume`);
+      } catch (err) {
+        // Never made (no worker of it ran): nothing to delete.
+        if (statusOf(err) !== 404) throw new UserError(`Could not delete PersistentVolumeClaim ${name}: ${apiErrorMessage(err)}`, { cause: err });
+      }
+    },
+
+    async resizeVolume(volume) {
+      if (options.volumes) await growClaim(volume);
     },
 
     async close() {

@@ -78,14 +78,25 @@ describe("swarmServiceSpec", () => {
   });
 
   it("reserves a GPU as a generic resource, constrains one GPU type, and mounts the network volume", () => {
-    const spec = swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], volumeName: "vol1" }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 }, volume: "vol1" });
+    const volume = { volume: { id: "vol0123456789ab", sizeGb: 20 }, config: { driver: "local", options: { type: "nfs", o: "addr=10.0.0.5,rw", device: ":/exports/{volume}" } } };
+    const spec = swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], volume: volume.volume }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 }, volume });
     expect(template(spec).Resources).toEqual({ Limits: { Pids: 1024 }, Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 1 } }] } });
     expect(template(swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100", "H100"], placement: { gpus: 1, dataCenter: "us-1" } }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 } })).Placement).toEqual({
       Constraints: ["node.labels.svc.data-center==us-1"],
     });
     expect(template(spec).Placement).toEqual({ Constraints: ["node.labels.svc.gpu-type==A100"] });
     expect(template(spec).ContainerSpec.Mounts).toEqual([
-      { Type: "volume", Source: "vol1", Target: "/svc-volume" },
+      {
+        Type: "volume",
+        Source: "svc-vol-vol0123456789ab",
+        Target: "/svc-volume",
+        // Each node creates the volume with the operator's driver when the task lands there, the id in its options.
+        VolumeOptions: {
+          NoCopy: true,
+          Labels: { "svc.managed": "true", "svc.session": "srv1", "svc.volume": "vol0123456789ab" },
+          DriverConfig: { Name: "local", Options: { type: "nfs", o: "addr=10.0.0.5,rw", device: ":/exports/vol0123456789ab" } },
+        },
+      },
       { Type: "tmpfs", Target: "/tmp", TmpfsOptions: { SizeBytes: 1024 * 1024 ** 2, Mode: 0o1777, Options: [["exec"]] } },
     ]);
     // gpuCount 2: two GPUs of the generic resource (the driver counts them from the placement).

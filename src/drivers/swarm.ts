@@ -15,7 +15,7 @@ import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } fr
 import { applyProtocolEnv } from "./env.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import { ensureWorkerImage, imageKindOf, VOLUME_MOUNT } from "./images.js";
-import { remoteVolumeRefusal } from "./volume-dir.js";
+import { clusterVolumeName, clusterVolumeRefusal, dataCenterRefusal, swarmVolumeMount, type LaunchVolume, type SwarmVolumeConfig } from "./cluster-volumes.js";
 import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import { registryWorkerImage } from "./registry.js";
 import { serviceLogs, type ServiceLogs } from "./swarm-logs.js";
@@ -48,6 +48,11 @@ export interface SwarmDriverOptions {
   logDrainMs?: number;
   /** Processes and /tmp size per worker (memory and CPU come from the endpoint's instance). */
   limits?: Partial<ContainerLimits>;
+  /**
+   * How network volumes reach the node a task lands on (a volume driver and its options); without it a worker with
+   * a volume is refused.
+   */
+  volumes?: SwarmVolumeConfig;
   log?(message: string): void;
 }
 
@@ -57,7 +62,8 @@ export interface SwarmServicePlan {
   network: string;
   /** Generic resources to reserve: GPUs. */
   gpus?: { kind: string; count: number };
-  volume?: string;
+  /** The network volume and the driver every node creates it with. */
+  volume?: { volume: LaunchVolume; config: SwarmVolumeConfig };
   stopGraceMs: number;
   /** Processes and /tmp size (default DEFAULT_CONTAINER_LIMITS). */
   limits?: ContainerLimits;
@@ -86,7 +92,7 @@ export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): 
         Env: Object.entries(env).map(([key, value]) => `${key}=${value}`),
         StopGracePeriod: plan.stopGraceMs * 1_000_000,
         ...swarmConfinement(Boolean(launch.image)),
-        Mounts: [...(plan.volume ? [{ Type: "volume" as const, Source: plan.volume, Target: VOLUME_MOUNT }] : []), swarmTmpMount(limits)],
+        Mounts: [...(plan.volume ? [swarmVolumeMount(plan.volume.volume, plan.volume.config, swarmVolumeLabels(plan.volume.volume.id, plan.session))] : []), swarmTmpMount(limits)],
       },
       // A worker that ends stays ended: the service decides whether and where another one starts.
       RestartPolicy: { Condition: "none", MaxAttempts: 0 },
@@ -96,6 +102,16 @@ export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): 
     },
     Mode: { Replicated: { Replicas: 1 } },
   } as Docker.CreateServiceOptions;
+}
+
+/** The labels of the Docker volume a node creates for a network volume: svc's, and which volume it is. Pure. */
+export function swarmVolumeLabels(volumeId: string, session: string): Record<string, string> {
+  return { [LABELS.managed]: "true", [LABELS.session]: session, [LABELS.volume]: volumeId };
+}
+
+/** Swarm's nodes as the data-center check sees them: labels, and whether tasks may land there. Pure. */
+export function clusterNodesOf(nodes: Array<{ Spec?: { Availability?: string; Labels?: Record<string, string> }; Status?: { State?: string } }>) {
+  return nodes.map((n) => ({ labels: n.Spec?.Labels ?? {}, schedulable: n.Spec?.Availability === "active" && n.Status?.State === "ready" }));
 }
 
 /**
@@ -315,9 +331,13 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
 
     async start(launch) {
       if (closed) throw new UserError("The Swarm driver is closed");
-      const volumeRefused = remoteVolumeRefusal(launch, "Docker Swarm");
+      const volumeRefused = clusterVolumeRefusal(launch, "Docker Swarm", Boolean(options.volumes));
       if (volumeRefused) throw new UserError(volumeRefused);
       const d = await docker();
+      if (launch.volume) {
+        const placeRefused = dataCenterRefusal(launch.endpointName, launch.placement?.dataCenter, clusterNodesOf((await d.listNodes()) as never), "Docker Swarm");
+        if (placeRefused) throw new UserError(placeRefused);
+      }
       let gpus: SwarmServicePlan["gpus"];
       if (launch.computeType === "GPU") {
         if (!(await advertised(d, gpuResource))) {
@@ -327,7 +347,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
         }
         gpus = { kind: gpuResource, count: launch.placement?.gpus || 1 };
       }
-      const spec = swarmServiceSpec(launch, { image: launch.image ?? (await imageFor(launch)), session: options.session, network, gpus, volume: launch.volumeName, stopGraceMs, limits });
+      const spec = swarmServiceSpec(launch, { image: launch.image ?? (await imageFor(launch)), session: options.session, network, gpus, volume: launch.volume && options.volumes ? { volume: launch.volume, config: options.volumes } : undefined, stopGraceMs, limits });
       let created: { id?: string; ID?: string };
       try {
         created = (await d.createService(spec)) as { id?: string; ID?: string };
@@ -362,6 +382,20 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
         found.push({ handle: handleOf(workerId, s.ID, { onLog: onLog && ((line) => onLog(endpointId, workerId, line)), logsSince }), endpointId, revision: labels[REVISION_LABEL] });
       }
       return found;
+    },
+
+    // The manager's own Docker volume of it; the other nodes' copies are theirs to prune (`docker volume prune
+    // --filter label=svc.volume=<id>`): the manager's API reaches no other node's volumes. None holds the data
+    // itself, which lives where the driver's options point (the operator's share), as docs/volumes.md says.
+    async removeVolume(volumeId) {
+      if (!options.volumes) return;
+      const d = await docker();
+      try {
+        await d.getVolume(clusterVolumeName(volumeId)).remove();
+      } catch (err) {
+        // Never created here (no worker of it ran on the manager): nothing to drop.
+        if (dockerStatus(err) !== 404) throw new UserError(`Could not remove the Docker volume of network volume ${volumeId}: ${dockerMessage(err)}`, { cause: err });
+      }
     },
 
     async close() {

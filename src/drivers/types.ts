@@ -1,6 +1,7 @@
 // Where workers run. The service's scaler decides how many workers an endpoint needs; a driver starts and
 // stops them. Drivers: local processes (the embedded default), Docker containers, Swarm services, Kubernetes Pods.
 
+import type { LaunchVolume } from "./cluster-volumes.js";
 import type { Placement } from "./placement.js";
 
 export interface WorkerLogLine {
@@ -48,6 +49,11 @@ export interface WorkerLaunch {
   placement?: Placement;
   /** Host path of the endpoint's network volume, when it has one. */
   volumePath?: string;
+  /**
+   * The endpoint's network volume, when it has one: its id and size, for drivers that make it follow workers to
+   * other nodes (a Swarm volume driver, a Kubernetes claim: cluster-volumes.ts).
+   */
+  volume?: LaunchVolume;
   /** Name of the endpoint's network volume, when it has one (the Docker driver mounts a Docker volume of that name). */
   volumeName?: string;
   /** A load-balanced endpoint: the worker serves HTTP routes, which the service must be able to reach. */
@@ -129,6 +135,13 @@ export interface WorkerDriver {
   hasImage?(name: string): Promise<boolean>;
   /** How its workers are confined, in one line (the service's start line and `svc doctor` say it). */
   isolation?(): Promise<string>;
+  /**
+   * A network volume was deleted: drop what the driver made for it on the cluster (a Kubernetes claim, the Swarm
+   * manager's Docker volume). Drivers whose workers mount the volume's directory have nothing to drop.
+   */
+  removeVolume?(volumeId: string): Promise<void>;
+  /** A network volume grew: the cluster's storage follows where it can (a Kubernetes claim's request). */
+  resizeVolume?(volume: LaunchVolume): Promise<void>;
   /** Stop every worker this driver started. */
   close(): Promise<void>;
 }

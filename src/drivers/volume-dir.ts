@@ -23,14 +23,3 @@ export function prepareVolumeDir(path: string): void {
     }
   }
 }
-
-/**
- * Why a driver that places workers on other machines (Swarm, Kubernetes) refuses a launch with a network volume,
- * or undefined. The volume's files live in the service's data directory; such a driver has no way yet to bring
- * them to the node it picks (no volume driver or ReadWriteMany claim is configured per volume), and a worker
- * started without its volume, or on a node's own empty directory of that name, would lose what it writes. Pure.
- */
-export function remoteVolumeRefusal(launch: { volumePath?: string; volumeName?: string; endpointName: string }, driver: string): string | undefined {
-  if (!launch.volumePath || launch.volumeName) return undefined;
-  return `Endpoint ${launch.endpointName} mounts a network volume, which ${driver} workers cannot reach yet (its files are in the service's data directory, not on the node a worker lands on): run it with process or Docker workers, or detach the volume. docs/volumes.md`;
-}

@@ -15,6 +15,7 @@ import { redactStoreUrl, storeUrlProblem } from "./store/url.js";
 import { DEFAULT_CONTAINER_LIMITS } from "../drivers/isolation.js";
 import { envPatternProblem } from "../drivers/host-env.js";
 import type { SandboxSetting } from "../drivers/sandbox/index.js";
+import { parseVolumeDriverOptions } from "../drivers/cluster-volumes.js";
 
 export type WorkersKind = "process" | "docker" | "swarm" | "kubernetes" | "none";
 
@@ -68,6 +69,14 @@ export interface ServerConfig extends ServiceSettings {
   dockerRuntime?: string;
   /** Kubernetes workers: the RuntimeClass their Pods name (gVisor's, e.g. "gvisor"). */
   k8sRuntimeClass?: string;
+  /** Kubernetes workers: network volumes as ReadWriteMany claims of this StorageClass (unset: such workers are refused). */
+  k8sStorageClass?: string;
+  /**
+   * Swarm workers: network volumes as Docker volumes of this driver (default "local" when options are given) with
+   * these options, `{volume}` and `{size}` expanded per volume (unset, both: such workers are refused).
+   */
+  swarmVolumeDriver?: string;
+  swarmVolumeOptions?: Record<string, string>;
   /** Container workers (Docker, Swarm): processes and threads per worker. */
   workerPidsLimit: number;
   /** Container workers (Docker, Swarm, Kubernetes): size of each worker's /tmp in MiB. */
@@ -100,7 +109,8 @@ type Kind =
   | { type: "onOff" }
   | { type: "list" }
   | { type: "envNames" }
-  | { type: "rateLimits" };
+  | { type: "rateLimits" }
+  | { type: "volumeDriverOptions" };
 
 interface Setting {
   key: string;
@@ -133,6 +143,9 @@ export const SETTINGS: readonly Setting[] = [
   { key: "swarmNetwork", env: "SVC_SWARM_NETWORK", kind: { type: "string" }, serverOnly: true, description: "network Swarm workers join (default: host; svc's own overlay network when svc runs as a stack)" },
   { key: "swarmImage", env: "SVC_SWARM_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Swarm workers (default: svc's worker image, built here or the registry's by digest)" },
   { key: "dockerRuntime", flag: "dockerRuntime", env: "SVC_DOCKER_RUNTIME", kind: { type: "string" }, serverOnly: true, description: "OCI runtime Docker workers run under, registered with dockerd (runsc: gVisor; default the engine's default, runc)" },
+  { key: "k8sStorageClass", env: "SVC_K8S_STORAGE_CLASS", kind: { type: "string" }, serverOnly: true, description: "StorageClass of network volumes' ReadWriteMany claims (svc-vol-<id>, the volume's size); unset: Kubernetes workers with a volume are refused" },
+  { key: "swarmVolumeDriver", env: "SVC_SWARM_VOLUME_DRIVER", kind: { type: "string" }, serverOnly: true, description: "Docker volume driver each Swarm node mounts network volumes with (svc-vol-<id>; default local when options are given); unset: Swarm workers with a volume are refused" },
+  { key: "swarmVolumeOptions", env: "SVC_SWARM_VOLUME_OPTIONS", kind: { type: "volumeDriverOptions" }, serverOnly: true, description: "that driver's options, key=value,... ({volume}: the volume's id, {size}: its GB), e.g. type=nfs,o=addr=10.0.0.5,rw,device=:/exports/{volume}" },
   { key: "k8sRuntimeClass", env: "SVC_K8S_RUNTIME_CLASS", kind: { type: "string" }, serverOnly: true, description: "RuntimeClass of Kubernetes worker Pods (gVisor's, e.g. gvisor; default the cluster's default)" },
   { key: "workerPidsLimit", env: "SVC_WORKER_PIDS_LIMIT", kind: positive, default: DEFAULT_CONTAINER_LIMITS.pidsLimit, serverOnly: true, description: "processes and threads per Docker or Swarm worker container" },
   { key: "workerTmpMb", env: "SVC_WORKER_TMP_MB", kind: positive, default: DEFAULT_CONTAINER_LIMITS.tmpMb, serverOnly: true, description: "size of each container worker's /tmp in MiB (in memory: it counts against the worker's memory)" },
@@ -200,6 +213,10 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
       const problems = items.map(envPatternProblem).filter((p): p is string => p !== undefined);
       if (problems.length > 0) return { problem: `${origin}: ${problems.join("; ")}` };
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
+    }
+    case "volumeDriverOptions": {
+      const { options, problem } = parseVolumeDriverOptions(raw);
+      return problem ? { problem: `${origin} ${problem}` } : { value: options };
     }
     case "rateLimits":
       try {

@@ -381,7 +381,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       localArtifact: (path) => storage.artifacts.local(path),
       dataCenterOf: (endpoint) => management.volumeDataCenter(endpoint),
       // A network volume of the endpoint's owner, by id or name (never another user's, never a bare folder).
-      volumePath: (endpoint) => management.volumePath(endpoint),
+      volume: (endpoint) => management.volumeOf(endpoint),
       onLog: (endpointId, workerId, line) => {
         releases.line(workerId, line.stream, line.text);
         void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: line.jobId ?? null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]);
@@ -433,6 +433,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const followers = new Set<ServerResponse>();
   const context: ApiContext = {
     engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
+    clusterVolumes: () => options.driver,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // apps, environments, builds (deploy/routes.ts)
     store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, jobsReplicaAdopts: () => jobsRole?.servedByAdopter ?? false, workersDirect: options.workersDirect ?? true, handOffAs, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,

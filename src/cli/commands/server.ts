@@ -73,7 +73,10 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
     // As a stack (deploy/swarm/svc-stack.yml) the workers join svc's overlay network and run an image named
     // there: the server's image holds no `ldd` to build worker images with.
-    return createSwarmDriver({ log, session, registry, network: config.swarmNetwork, image: config.swarmImage, limits: { pidsLimit: config.workerPidsLimit, tmpMb: config.workerTmpMb } });
+    // Network volumes reach the task's node through the operator's volume driver (docs/volumes.md).
+    const { swarmVolumeConfigOf } = await import("../../drivers/cluster-volumes.js");
+    const volumes = swarmVolumeConfigOf(config.swarmVolumeDriver, config.swarmVolumeOptions);
+    return createSwarmDriver({ log, session, registry, network: config.swarmNetwork, image: config.swarmImage, volumes, limits: { pidsLimit: config.workerPidsLimit, tmpMb: config.workerTmpMb } });
   }
   if (kind === "kubernetes") {
     // Pods through the official client, in-cluster configuration or ~/.kube/config (docs/cluster.md).
@@ -85,7 +88,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     }
     const { createKubernetesDriver } = await import("../../drivers/kubernetes.js");
     const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
-    return createKubernetesDriver({ namespace: config.k8sNamespace ?? inClusterNamespace() ?? "default", session, registry, image: config.k8sImage, runtimeClass: config.k8sRuntimeClass, tmpMb: config.workerTmpMb, log });
+    return createKubernetesDriver({ namespace: config.k8sNamespace ?? inClusterNamespace() ?? "default", session, registry, image: config.k8sImage, runtimeClass: config.k8sRuntimeClass, tmpMb: config.workerTmpMb, volumes: config.k8sStorageClass ? { storageClass: config.k8sStorageClass } : undefined, log });
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";

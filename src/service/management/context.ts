@@ -10,6 +10,7 @@ import type { StartFailures } from "../releases/start-failures.js";
 import type { Scaler } from "../workers/scaler.js";
 import type { VolumesApi } from "../volumes/index.js";
 import type { HostGpus } from "../../gpus/host.js";
+import type { WorkerDriver } from "../../drivers/types.js";
 import { isPlainObject, parseJson, readBody } from "../http/wire.js";
 import { SMALL_BODY_LIMIT } from "../http/body-limits.js";
 import { HttpProblem } from "../http/problems.js";
@@ -31,6 +32,8 @@ export interface ManagementDeps {
   gpus?(): HostGpus | undefined;
   /** Volume access keys and usage (volumes/index.ts); absent where the S3 API is not served. */
   volumes?: VolumesApi;
+  /** The worker driver's storage of volumes on a cluster (a Kubernetes claim, a Swarm volume): deleted and grown with them. */
+  clusterVolumes?(): Pick<WorkerDriver, "removeVolume" | "resizeVolume"> | undefined;
 }
 
 export interface ManagementContext {

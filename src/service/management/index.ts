@@ -155,16 +155,16 @@ export class Management {
   }
 
   /**
-   * Host directory of an endpoint's network volume: one of its owner's volumes, by id or name. A setting naming
+   * An endpoint's network volume (its id, size and host directory): one of its owner's volumes, by id or name. A setting naming
    * none of them fails the worker's start (deploys create or refuse such names first, so only an endpoint kept
    * from before that rule gets here): running it without its volume, or on a folder others can name, is worse.
    */
-  volumePath(endpoint: EndpointRow): string | undefined {
+  volumeOf(endpoint: EndpointRow): { id: string; sizeGb: number; path: string } | undefined {
     const ref = endpoint.resource.volume;
     if (!ref) return undefined;
     const volume = resolveVolume(this.context.store.allVolumes(), endpoint.userId, ref);
     if (!volume) throw new Error(`its network volume "${ref}" is not one of its owner's volumes: redeploy it to create one of that name`);
-    return volumeDir(this.context.dataDir, volume.id);
+    return { id: volume.id, sizeGb: volume.size, path: volumeDir(this.context.dataDir, volume.id) };
   }
 
   /** What a deploy by `userId` of these endpoints does to the user's volumes (planDeployVolumes). */

@@ -167,6 +167,8 @@ export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: 
         throw new HttpProblem(409, `Network volume ${id} is attached by its name "${current.name}" to endpoint(s) ${byName.map((e) => `${e.name} (${e.id})`).join(", ")}; name it by id (${id}) in their settings first`);
       }
     }
+    // The cluster's storage first (a claim's request): a refusal there leaves the volume as it was.
+    if (plan.volume.size > current.size) await clusterStorage(ctx, `grow network volume ${id}`, (d) => d.resizeVolume?.({ id, sizeGb: plan.volume!.size }));
     await m.store.putVolume(plan.volume);
     return sendJson(res, volumeJson(plan.volume));
   }
@@ -180,6 +182,7 @@ export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: 
       const named = attached.map((e) => `${restNames.get(e.id) ?? e.name} (${e.id})`);
       throw new HttpProblem(400, `Network volume ${id} is mounted by endpoint(s) ${named.join(", ")}; detach or delete them first`);
     }
+    await clusterStorage(ctx, `delete the storage of network volume ${id}`, (d) => d.removeVolume?.(id));
     await m.store.deleteVolume(id);
     await rm(volumeDir(m.dataDir, id), { recursive: true, force: true });
     ctx.volumes?.usage.forget(id);
@@ -188,4 +191,15 @@ export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: 
     return;
   }
   throw new HttpProblem(405, `${method} is not allowed here; use GET, PATCH or DELETE`, { headers: { allow: "GET, PATCH, DELETE" } });
+}
+
+/** What the worker driver keeps of a volume on the cluster, changed with it; its failure is the answer (503). */
+async function clusterStorage(ctx: ManagementDeps, what: string, change: (driver: NonNullable<ReturnType<NonNullable<ManagementDeps["clusterVolumes"]>>>) => Promise<void> | undefined): Promise<void> {
+  const driver = ctx.clusterVolumes?.();
+  if (!driver) return;
+  try {
+    await change(driver);
+  } catch (err) {
+    throw new HttpProblem(503, `Could not ${what} on the workers' cluster: ${(err as Error).message}; try again`);
+  }
 }

@@ -97,7 +97,7 @@ export interface ScalerDeps {
   endpoints(): Iterable<EndpointRow>;
   /** The secrets an endpoint's workers get, and a digest that changes with their values (which rolls them). */
   secrets?(endpoint: EndpointRow): { env: Record<string, string>; digest: string };
-  volumePath?(endpoint: EndpointRow): string | undefined;
+  volume?(endpoint: EndpointRow): { id: string; sizeGb: number; path: string } | undefined;
   /** The data center of the endpoint's network volume (its workers must run there). */
   dataCenterOf?(endpoint: EndpointRow): string | undefined;
   /** A path on this machine holding the artifact recorded as `path` (another replica may have received it). */
@@ -552,7 +552,7 @@ export class Scaler {
         gpuTypeIds: r.gpuTypeIds,
         // Exactly the GPUs it holds; a CPU worker none. Unassigned (no GPU inventory here): the driver's default.
         gpus: r.computeType === "CPU" ? [] : gpus,
-        volumePath: this.deps.volumePath?.(endpoint),
+        ...launchVolume(this.deps.volume?.(endpoint)),
         placement: placementOf(r, this.deps.dataCenterOf?.(endpoint)),
         loadBalanced: endpoint.type === "lb",
         image,
@@ -840,4 +840,9 @@ export class Scaler {
     await Promise.all(handles.map((m) => m.handle && this.stopThroughDriver(m.id, m.endpointId, m.handle, 3000, " (the service stops)")));
     await this.deps.driver.close().catch((err: unknown) => this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to close: ${(err as Error)?.message ?? String(err)}`));
   }
+}
+
+/** A network volume as a launch carries it: the host directory, and its id and size for cluster drivers. Pure. */
+function launchVolume(volume: { id: string; sizeGb: number; path: string } | undefined): { volumePath?: string; volume?: { id: string; sizeGb: number } } {
+  return volume ? { volumePath: volume.path, volume: { id: volume.id, sizeGb: volume.sizeGb } } : {};
 }
