@@ -30,6 +30,14 @@ describe("the service's configuration", () => {
     expect(() => parseServerConfig({}, { SVC_WORKER_PIDS_LIMIT: "none" })).toThrow('SVC_WORKER_PIDS_LIMIT must be a positive whole number, not "none"');
   });
 
+  it("takes how network volumes reach cluster nodes: a Swarm volume driver and its options, a Kubernetes StorageClass", () => {
+    const defaults = parseServerConfig({}, {}).config;
+    expect([defaults.swarmVolumeDriver, defaults.swarmVolumeOptions, defaults.k8sStorageClass]).toEqual([undefined, undefined, undefined]);
+    const parsed = parseServerConfig({}, { SVC_SWARM_VOLUME_DRIVER: "local", SVC_SWARM_VOLUME_OPTIONS: "type=nfs,o=addr=10.0.0.5,rw,device=:/exports/{volume}", SVC_K8S_STORAGE_CLASS: "nfs-rwx" });
+    expect(parsed.config).toMatchObject({ swarmVolumeDriver: "local", swarmVolumeOptions: { type: "nfs", o: "addr=10.0.0.5,rw", device: ":/exports/{volume}" }, k8sStorageClass: "nfs-rwx" });
+    expect(() => parseServerConfig({}, { SVC_SWARM_VOLUME_OPTIONS: "device=/exports/{name}" })).toThrow(/SVC_SWARM_VOLUME_OPTIONS holds \{name\}/);
+  });
+
   it("refuses every bad value at once, naming each", () => {
     let error: unknown;
     try {

@@ -462,3 +462,46 @@ it("close() leaves no log request open, even for a Pod that outlasts the wait fo
   await until(() => fake.openLogStreams() === 0, 2000);
   release();
 }, 20_000);
+
+const volume = { id: "vol0123456789ab", sizeGb: 10 };
+
+it("a worker with a network volume: its ReadWriteMany claim made before its Pod and mounted, grown with the volume, deleted with it", async () => {
+  const d = driver("srv1", { volumes: { storageClass: "nfs-rwx" } });
+  await d.start(launch("w1", { volume, volumePath: "/data/volumes/vol0123456789ab" }));
+  const [claim] = fake.claims();
+  expect(claim!.metadata!.name).toBe("svc-vol-vol0123456789ab");
+  expect(claim!.metadata!.labels).toEqual({ "svc.managed": "true", "svc.session": "srv1", "svc.volume": "vol0123456789ab" });
+  expect(claim!.spec).toEqual({ accessModes: ["ReadWriteMany"], storageClassName: "nfs-rwx", resources: { requests: { storage: "10Gi" } } });
+  const [pod] = fake.pods();
+  expect(fake.created.indexOf("pvc/svc-vol-vol0123456789ab")).toBeLessThan(fake.created.indexOf(`pod/${pod!.metadata!.name}`));
+  expect(pod!.spec!.volumes).toContainEqual({ name: "network-volume", persistentVolumeClaim: { claimName: "svc-vol-vol0123456789ab" } });
+  // A later worker of the volume, grown meanwhile: the one claim, its request grown.
+  await d.start(launch("w2", { volume: { ...volume, sizeGb: 20 }, volumePath: "/data/volumes/vol0123456789ab" }));
+  expect(fake.created.filter((c) => c.startsWith("pvc/"))).toHaveLength(1);
+  expect(fake.claims()[0]!.spec!.resources!.requests!.storage).toBe("20Gi");
+  // Grown through the API (PATCH size), and never shrunk by a start that carries an older size.
+  await d.resizeVolume!({ ...volume, sizeGb: 30 });
+  await d.start(launch("w3", { volume, volumePath: "/data/volumes/vol0123456789ab" }));
+  expect(fake.claims()[0]!.spec!.resources!.requests!.storage).toBe("30Gi");
+  await d.removeVolume!(volume.id);
+  expect(fake.claims()).toEqual([]);
+  // Deleting it again (or a volume no worker ever mounted) is no error.
+  await d.removeVolume!(volume.id);
+  await d.resizeVolume!({ ...volume, sizeGb: 40 });
+  expect(fake.claims()).toEqual([]);
+});
+
+it("refuses a worker with a network volume without a StorageClass, or with no node in its volume's data center", async () => {
+  const withVolume = (workerId: string, dataCenter?: string) => launch(workerId, { volume, volumePath: "/data/volumes/vol0123456789ab", placement: { gpus: 0, ...(dataCenter ? { dataCenter } : {}) } });
+  await expect(driver("srv1").start(withVolume("w1"))).rejects.toThrow(/mounts a network volume.*set SVC_K8S_STORAGE_CLASS/);
+  const d = driver("srv2", { volumes: { storageClass: "nfs-rwx" } });
+  fake.setNodes([
+    { metadata: { name: "n1", labels: { "svc.data-center": "eu-1" } }, spec: {} },
+    { metadata: { name: "n2", labels: { "svc.data-center": "us-1" } }, spec: { unschedulable: true } },
+  ]);
+  await expect(d.start(withVolume("w2", "us-1"))).rejects.toThrow(/data center us-1.*kubectl label node <node> svc.data-center=us-1/);
+  await expect(d.start(withVolume("w3", "ap-1"))).rejects.toThrow(/could never be placed/);
+  expect(fake.created).toEqual([]);
+  await d.start(withVolume("w4", "eu-1"));
+  expect(fake.created.map((c) => c.split("/")[0])).toEqual(["pvc", "secret", "pod"]);
+});

@@ -13,10 +13,13 @@
 // `data` as base64 and dropped; 409 for a name that exists), get, list with an equality label selector, replace
 // (PUT: 409 for a stale resourceVersion) and delete (a Status; 404 for an unknown one). Like a cluster without its
 // garbage collector, the fake deletes no Secret because its owner went: only deletions remove them.
+// PersistentVolumeClaims: create (201; 409 for a name that exists), get, merge-patch (PATCH) and delete. Nodes:
+// listed with an equality label selector once a test sets them (`setNodes`); before that the list is 403, as for a
+// service whose Role grants no nodes. `created` records every Pod, Secret and claim made, in order.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { KubeConfig, type V1Pod, type V1Secret } from "@kubernetes/client-node";
+import { KubeConfig, type V1Node, type V1PersistentVolumeClaim, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 
 export interface FakeKubeApiServer {
   url: string;
@@ -26,6 +29,12 @@ export interface FakeKubeApiServer {
   secrets(namespace?: string): V1Secret[];
   /** Put a Secret in as if made earlier (a leftover), created at `createdAt`. */
   addSecret(secret: V1Secret, opts?: { namespace?: string; createdAt?: Date }): void;
+  /** The PersistentVolumeClaims as stored. */
+  claims(namespace?: string): V1PersistentVolumeClaim[];
+  /** What was created, in order: `pod/<name>`, `secret/<name>`, `pvc/<name>`. */
+  created: string[];
+  /** The cluster's nodes (listing them is 403 until set). */
+  setNodes(nodes: V1Node[]): void;
   /** Every deletion asked for: the Pod and the grace period given. */
   deletions: Array<{ name: string; gracePeriodSeconds: number | undefined }>;
   /** Pod IPs are given when a Pod goes Running (10.244.0.n), unless `podIP` names one; `podIP: null` gives none. */
@@ -99,6 +108,10 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     }
   };
   const podsOf = (ns: string) => store.get(ns) ?? store.set(ns, new Map()).get(ns)!;
+  const createdLog: string[] = [];
+  const claimStore = new Map<string, Map<string, V1PersistentVolumeClaim>>();
+  const claimsOf = (ns: string) => claimStore.get(ns) ?? claimStore.set(ns, new Map()).get(ns)!;
+  let nodes: V1Node[] | undefined;
   const secretStore = new Map<string, Map<string, V1Secret>>();
   const secretsOf = (ns: string) => secretStore.get(ns) ?? secretStore.set(ns, new Map()).get(ns)!;
   /** A Secret as the API server stores it: stringData merged into data (base64), which wins over data's key. */
@@ -127,6 +140,13 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const url = new URL(req.url ?? "/", "http://fake");
       const logRoute = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/log$/.exec(url.pathname);
       if (logRoute && req.method === "GET") return serveLog(res, url, logRoute[1]!, logRoute[2]!);
+      if (url.pathname === "/api/v1/nodes" && req.method === "GET") {
+        if (!nodes) return status(res, 403, "Forbidden", 'nodes is forbidden: User "system:serviceaccount:default:svc" cannot list resource "nodes" in API group "" at the cluster scope');
+        const selector = url.searchParams.get("labelSelector");
+        return send(res, 200, { kind: "NodeList", apiVersion: "v1", metadata: { resourceVersion: String(version) }, items: nodes.filter((n) => matches(n as V1Pod, selector)) });
+      }
+      const claimRoute = /^\/api\/v1\/namespaces\/([^/]+)\/persistentvolumeclaims(?:\/([^/]+))?$/.exec(url.pathname);
+      if (claimRoute) return serveClaims(req, res, body, claimRoute[1]!, claimRoute[2]);
       const secretRoute = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(url.pathname);
       if (secretRoute) return serveSecrets(req, res, url, body, secretRoute[1]!, secretRoute[2]);
       const m = /^\/api\/v1\/namespaces\/([^/]+)\/pods(?:\/([^/]+))?$/.exec(url.pathname);
@@ -144,6 +164,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
           status: { phase: "Pending" },
         };
         pods.set(podName, created);
+        createdLog.push(`pod/${podName}`);
         emit(namespace, "ADDED", created);
         return send(res, 201, created);
       }
@@ -188,6 +209,36 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       return status(res, 405, "MethodNotAllowed", `${req.method} is not supported by the fake`);
     });
   });
+  /** /api/v1/namespaces/{ns}/persistentvolumeclaims[/{name}], as the API server answers it (no binding). */
+  function serveClaims(req: IncomingMessage, res: ServerResponse, body: string, namespace: string, name: string | undefined): void {
+    const claims = claimsOf(namespace);
+    if (req.method === "POST" && !name) {
+      const claim = JSON.parse(body) as V1PersistentVolumeClaim;
+      const claimName = claim.metadata?.name ?? "";
+      if (claims.has(claimName)) return status(res, 409, "AlreadyExists", `persistentvolumeclaims "${claimName}" already exists`);
+      const made = { ...claim, metadata: { ...claim.metadata, namespace, uid: `uid-${++uid}`, resourceVersion: String(++version), creationTimestamp: new Date() }, status: { phase: "Pending" } };
+      claims.set(claimName, made);
+      createdLog.push(`pvc/${claimName}`);
+      return send(res, 201, made);
+    }
+    const claim = name ? claims.get(name) : undefined;
+    if (!claim) return status(res, 404, "NotFound", `persistentvolumeclaims "${name}" not found`);
+    if (req.method === "GET") return send(res, 200, claim);
+    if (req.method === "PATCH") {
+      if (!/merge-patch\+json/.test(req.headers["content-type"] ?? "")) return status(res, 415, "UnsupportedMediaType", `the fake takes merge patches, not ${req.headers["content-type"]}`);
+      const patch = JSON.parse(body) as V1PersistentVolumeClaim;
+      const storage = patch.spec?.resources?.requests?.storage;
+      const patched = { ...claim, metadata: { ...claim.metadata, resourceVersion: String(++version) }, spec: { ...claim.spec, resources: { ...claim.spec?.resources, requests: { ...claim.spec?.resources?.requests, ...(storage ? { storage } : {}) } } } };
+      claims.set(name!, patched);
+      return send(res, 200, patched);
+    }
+    if (req.method === "DELETE") {
+      claims.delete(name!);
+      return send(res, 200, { ...claim, metadata: { ...claim.metadata, deletionTimestamp: new Date() } });
+    }
+    return status(res, 405, "MethodNotAllowed", `${req.method} is not supported by the fake`);
+  }
+
   /** /api/v1/namespaces/{ns}/secrets[/{name}], as the API server answers it. */
   function serveSecrets(req: IncomingMessage, res: ServerResponse, url: URL, body: string, namespace: string, name: string | undefined): void {
     const secrets = secretsOf(namespace);
@@ -198,6 +249,7 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       if (secrets.has(secretName)) return status(res, 409, "AlreadyExists", `secrets "${secretName}" already exists`);
       const created = stored({ ...secret, metadata: { ...secret.metadata, uid: undefined, creationTimestamp: undefined } }, namespace);
       secrets.set(secretName, created);
+      createdLog.push(`secret/${secretName}`);
       return send(res, 201, created);
     }
     if (req.method === "GET" && !name) {
@@ -265,6 +317,11 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     },
     pods: (namespace = "default") => [...podsOf(namespace).values()],
     secrets: (namespace = "default") => [...secretsOf(namespace).values()],
+    claims: (namespace = "default") => [...claimsOf(namespace).values()],
+    created: createdLog,
+    setNodes(list) {
+      nodes = list;
+    },
     addSecret(secret, opts = {}) {
       const namespace = opts.namespace ?? "default";
       secretsOf(namespace).set(secret.metadata!.name!, stored({ ...secret, metadata: { ...secret.metadata, creationTimestamp: opts.createdAt } }, namespace));
