@@ -284,16 +284,19 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     log(`PersistentVolumeClaim ${name} grows to ${volume.sizeGb}Gi (the StorageClass must allow volume expansion)`);
   };
 
+  /** Set once listing nodes was forbidden: asked no more. */
+  let nodesForbidden = false;
   /** Refused when no schedulable node is in the volume's data center; unchecked when the service may not list nodes. */
   const checkDataCenter = async (launch: WorkerLaunch) => {
     const dataCenter = launch.placement?.dataCenter;
-    if (!dataCenter) return;
+    if (!dataCenter || nodesForbidden) return;
     let nodes;
     try {
       nodes = await api.listNode({ labelSelector: `${DATA_CENTER_LABEL}=${dataCenter}` });
     } catch (err) {
       // Listing nodes needs a ClusterRole (deploy/kubernetes/rbac.yaml); without it the Pod's nodeSelector still holds.
-      log(`could not list nodes to check data center ${dataCenter}: ${apiErrorMessage(err)}`);
+      if (statusOf(err) === 403) nodesForbidden = true;
+      log(`could not list nodes to check data center ${dataCenter}${nodesForbidden ? " (not checked again)" : ""}: ${apiErrorMessage(err)}`);
       return;
     }
     const refused = dataCenterRefusal(
