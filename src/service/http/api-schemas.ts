@@ -252,9 +252,10 @@ export const API_SCHEMAS = {
       executionMs: ref("MetricsPercentiles"),
       coldStarts: int(),
       queueDepth: { type: ["integer", "null"], description: "The last sample in the interval (null: none)" },
+      queueDepthMax: { type: ["integer", "null"], description: "The deepest sample in the interval (several endpoints: each one's deepest, added up)" },
       workers: anything("Workers by state at the last sample ({idle, running, initializing, ...}), or null"),
     },
-    required: ["t", "requests", "requestsPerMinute", "jobs", "delayMs", "executionMs", "coldStarts", "queueDepth", "workers"],
+    required: ["t", "requests", "requestsPerMinute", "jobs", "delayMs", "executionMs", "coldStarts", "queueDepth", "queueDepthMax", "workers"],
   },
   MetricsTotals: {
     type: "object",
@@ -266,9 +267,10 @@ export const API_SCHEMAS = {
       delayMs: ref("MetricsPercentiles"),
       executionMs: ref("MetricsPercentiles"),
       queueDepth: { type: ["integer", "null"] },
+      queueDepthMax: { type: ["integer", "null"] },
       workers: anything("Workers by state at the latest sample, or null"),
     },
-    required: ["requests", "jobs", "coldStarts", "delayMs", "executionMs", "queueDepth", "workers"],
+    required: ["requests", "jobs", "coldStarts", "delayMs", "executionMs", "queueDepth", "queueDepthMax", "workers"],
   },
   MetricsJobCounts: {
     type: "object",

@@ -56,6 +56,7 @@ describe("the series added up over endpoints", () => {
     r.jobFinal("a", "COMPLETED", 10, 100);
     r.jobFinal("a", "FAILED", 10, 100);
     r.coldStarted("a");
+    r.sample("a", 7, { idle: 1, running: 0 });
     r.sample("a", 2, { idle: 1, running: 0 });
     now += 60_000;
     r.request("b");
@@ -66,9 +67,9 @@ describe("the series added up over endpoints", () => {
 
     const both = r.series(["a", "b", "unknown"], "1h");
     const [first, last] = both.points.slice(-2);
-    expect(first).toMatchObject({ requests: 3, coldStarts: 1, jobs: { COMPLETED: 1, FAILED: 1 }, queueDepth: 2, workers: { idle: 1, running: 0 } });
-    expect(last).toMatchObject({ requests: 1, requestsPerMinute: 1, queueDepth: 6, workers: { idle: 1, running: 2 } });
-    expect(both.totals).toMatchObject({ requests: 4, coldStarts: 1, jobs: { COMPLETED: 3, FAILED: 1, CANCELLED: 0, TIMED_OUT: 0 }, queueDepth: 6, workers: { idle: 1, running: 2 } });
+    expect(first).toMatchObject({ requests: 3, coldStarts: 1, jobs: { COMPLETED: 1, FAILED: 1 }, queueDepth: 2, queueDepthMax: 7, workers: { idle: 1, running: 0 } });
+    expect(last).toMatchObject({ requests: 1, requestsPerMinute: 1, queueDepth: 6, queueDepthMax: 6, workers: { idle: 1, running: 2 } });
+    expect(both.totals).toMatchObject({ requests: 4, coldStarts: 1, jobs: { COMPLETED: 3, FAILED: 1, CANCELLED: 0, TIMED_OUT: 0 }, queueDepth: 6, queueDepthMax: 12, workers: { idle: 1, running: 2 } });
     expect(both.totals.executionMs.p50! / 100).toBeCloseTo(1, 1);
     expect(both.totals.executionMs.p95! / 5000).toBeCloseTo(1, 1);
     expect(both.totals.delayMs.p95! / 1000).toBeCloseTo(1, 1);
@@ -81,7 +82,7 @@ describe("the series added up over endpoints", () => {
 
     // The day by 5 minutes: the same totals; nothing at all: zeros and nulls.
     expect(r.series(["a", "b"], "1d").totals).toMatchObject({ requests: 4, coldStarts: 1, jobs: { COMPLETED: 3, FAILED: 1 } });
-    expect(r.series([], "1d").totals).toEqual({ requests: 0, coldStarts: 0, jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 }, delayMs: { p50: null, p95: null }, executionMs: { p50: null, p95: null }, queueDepth: null, workers: null });
+    expect(r.series([], "1d").totals).toEqual({ requests: 0, coldStarts: 0, jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 }, delayMs: { p50: null, p95: null }, executionMs: { p50: null, p95: null }, queueDepth: null, queueDepthMax: null, workers: null });
   });
 
   it("reads a user's own endpoints it may use; the operator's admin or metrics key reads all", () => {

@@ -25,6 +25,8 @@ interface Minute {
   delay: Map<number, number>;
   execution: Map<number, number>;
   queueDepth: number | null;
+  /** The deepest sample in the minute: a burst that drained before the minute's last sample still shows. */
+  queueDepthMax: number | null;
   workers: Record<string, number> | null;
 }
 
@@ -49,6 +51,8 @@ export interface SeriesPoint {
   coldStarts: number;
   /** Last sampled in the interval, added up over the endpoints (null: no sample, e.g. before the service started). */
   queueDepth: number | null;
+  /** The deepest sample in the interval (over several endpoints: each one's deepest, added up). */
+  queueDepthMax: number | null;
   workers: Record<string, number> | null;
 }
 
@@ -62,6 +66,8 @@ export interface SeriesTotals {
   executionMs: Percentiles;
   /** The latest sample in the window (null: none yet). */
   queueDepth: number | null;
+  /** The deepest sample in the window (over several endpoints: each one's deepest, added up). */
+  queueDepthMax: number | null;
   workers: Record<string, number> | null;
 }
 
@@ -111,7 +117,7 @@ class EndpointRing {
     const i = minute % SLOTS;
     let s = this.slots[i];
     if (!s || s.minute !== minute) {
-      s = { minute, requests: 0, coldStarts: 0, jobs: noJobs(), delay: new Map(), execution: new Map(), queueDepth: null, workers: null };
+      s = { minute, requests: 0, coldStarts: 0, jobs: noJobs(), delay: new Map(), execution: new Map(), queueDepth: null, queueDepthMax: null, workers: null };
       this.slots[i] = s;
     }
     return s;
@@ -153,6 +159,7 @@ export class RecentSeries {
   sample(endpointId: string, queueDepth: number, workers: Record<string, number>): void {
     const s = this.slot(endpointId);
     s.queueDepth = queueDepth;
+    s.queueDepthMax = Math.max(s.queueDepthMax ?? 0, queueDepth);
     s.workers = { ...workers };
   }
 
@@ -194,18 +201,21 @@ function countJobs(minutes: readonly Minute[]): JobCounts {
   return jobs;
 }
 
-/** Each endpoint's last sample among its minutes, added up (null when none has one). */
-function latestSample(byEndpoint: ReadonlyArray<readonly Minute[]>): { queueDepth: number | null; workers: Record<string, number> | null } {
+/** Each endpoint's last and deepest sample among its minutes, added up (null when none has one). */
+function latestSample(byEndpoint: ReadonlyArray<readonly Minute[]>): { queueDepth: number | null; queueDepthMax: number | null; workers: Record<string, number> | null } {
   let queueDepth: number | null = null;
+  let queueDepthMax: number | null = null;
   let workers: Record<string, number> | null = null;
   for (const minutes of byEndpoint) {
-    const latest = minutes.filter((m) => m.queueDepth !== null).at(-1);
+    const sampled = minutes.filter((m) => m.queueDepth !== null);
+    const latest = sampled.at(-1);
     if (!latest) continue;
     queueDepth = (queueDepth ?? 0) + latest.queueDepth!;
+    queueDepthMax = (queueDepthMax ?? 0) + Math.max(...sampled.map((m) => m.queueDepthMax!));
     workers ??= {};
     for (const [state, n] of Object.entries(latest.workers ?? {})) workers[state] = (workers[state] ?? 0) + n;
   }
-  return { queueDepth, workers };
+  return { queueDepth, queueDepthMax, workers };
 }
 
 function percentiles(minutes: readonly Minute[], of: "delay" | "execution"): Percentiles {
