@@ -161,7 +161,10 @@ describe.skipIf(!haveChromium)("the console's charts in a browser", () => {
     }, 60_000, 100);
     // The workers idle out: every number behind the charts holds still from here on.
     await until(async () => (await none(chartedId)) && (await none(otherId)), 30_000, 100);
-    await until(async () => (await series("/v1/metrics", "1h")).totals.workers?.idle === 0 && (await series("/v1/metrics", "1h")).totals.queueDepth === 0, 10_000, 100);
+    await until(async () => {
+      const { totals } = await series("/v1/metrics", "1h");
+      return totals.queueDepth === 0 && totals.workers !== null && Object.values(totals.workers).every((n) => n === 0);
+    }, 10_000, 100);
 
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"] });
     page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
