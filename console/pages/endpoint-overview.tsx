@@ -1,5 +1,5 @@
 // The top of an endpoint's page: how to call it (its URL and a ready-to-paste curl), its settings, its workers
-// one by one, its environment's recent releases with a rollback, and the place its charts go.
+// one by one, its environment's recent releases with a rollback, and its charts.
 
 import { Fragment, type ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
@@ -8,6 +8,7 @@ import type { EndpointRecord, EndpointSummary, Health } from "../endpoints-data.
 import { API_KEY_PLACEHOLDER, endpointCurl } from "../forms.js";
 import { formatMs, Notice, ProblemMessage, Time, useConfirm } from "../ui.js";
 import { TypeIds } from "./gpus.js";
+import { MetricsCharts } from "../charts.js";
 
 /** Its address and a curl that gets an answer once the key is in the environment. */
 export function EndpointAccess({ endpoint }: { endpoint: EndpointSummary }) {
@@ -299,12 +300,7 @@ export function EndpointReleases({ app, env }: { app: string; env: string }) {
   );
 }
 
-/** Where the endpoint's charts go (requests, latency, workers over time); the metrics API fills it. */
-export function EndpointCharts() {
-  return (
-    <section class="card charts" aria-labelledby="charts-title" data-section="charts">
-      <h2 id="charts-title">Charts</h2>
-      <p class="muted">Charts of jobs, latency and workers over time come with the service's metrics.</p>
-    </section>
-  );
+/** The endpoint's charts: requests, delay and execution, cold starts, queue and workers over the last hour or day. */
+export function EndpointCharts({ endpointId }: { endpointId: string }) {
+  return <MetricsCharts path={`/v1/endpoints/${encodeURIComponent(endpointId)}/metrics`} />;
 }

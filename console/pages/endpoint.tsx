@@ -717,7 +717,7 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
       <EndpointWorkers health={health} record={record} />
       <EndpointGpus endpoint={endpoint} record={record} health={health} />
       {endpoint.source === "app" && endpoint.app && endpoint.env && <EndpointReleases app={endpoint.app} env={endpoint.env} />}
-      <EndpointCharts />
+      <EndpointCharts endpointId={id} />
       {isQueue && (
         <div class="job-layout">
           <div class="try">

@@ -1,9 +1,11 @@
-// All the user's endpoints with live status from /health (every 3 s), and the create form.
+// All the user's endpoints with live status from /health (every 3 s), the create form, and the charts of all of
+// them added up.
 
 import { useState } from "preact/hooks";
 import { loadEndpoints, loadHealth, type EndpointSummary, type Health } from "../endpoints-data.js";
 import { formatMs, Notice, ProblemMessage, usePolling } from "../ui.js";
 import { EndpointForm } from "./endpoint-form.js";
+import { MetricsCharts } from "../charts.js";
 
 interface EndpointGroup {
   key: string;
@@ -145,6 +147,7 @@ export function EndpointsPage() {
           </table>
         </div>
       )}
+      {endpoints !== null && endpoints.length > 0 && <MetricsCharts path="/v1/metrics" title="All endpoints" />}
     </section>
   );
 }

@@ -7,7 +7,7 @@
 //   /_worker/v1/...               worker protocol (worker tokens only)
 //   /v1/apps/..., /v1/endpoints/{id}/logs   apps, releases, state and logs (user keys)
 //   /v2/network-volumes, /v1/endpoints, /v1/keys, ...   management (management/index.ts)
-//   /metrics, /v1/endpoints/{id}/metrics, /v1/usage      what the service tells of itself (metrics/routes.ts)
+//   /metrics, /v1/endpoints/{id}/metrics, /v1/metrics, /v1/usage   what the service tells of itself (metrics/routes.ts)
 //
 // Two kinds of address sit outside the table: the public files (the OpenAPI document, the web console), which
 // need no key, and load-balanced endpoints (/lb/{id}/... or Host {id}.lb.localhost), whose whole path belongs
@@ -58,7 +58,7 @@ export const ROUTES: readonly Row[] = [
   // A follower's lines arrive on the replica serving jobs; stored lines are read anywhere.
   { ...STATE, methods: ["GET"], pattern: "/v1/endpoints/:endpoint/logs", purpose: "read logs", jobsReplica: followsLogs, handler: logs },
   ...GPU_ROUTES,
-  // Prometheus' /metrics, an endpoint's recent series, usage (metrics/routes.ts).
+  // Prometheus' /metrics, an endpoint's and all endpoints' recent series, usage (metrics/routes.ts).
   ...METRICS_ROUTES,
 ];
 

@@ -194,7 +194,15 @@ function deployApi(): Record<string, unknown> {
         tags: ["observability"],
         summary: "An endpoint's recent per-minute series (requests, delay and execution percentiles, cold starts, queue depth, workers), kept in memory since the service started",
         parameters: [query("window", "1h (by minute, default) or 1d (by 5 minutes)", "string")],
-        responses: { ...ok("Series", { "application/json": { schema: { type: "object" } } }), ...errors },
+        responses: { ...ok("Series", json("MetricsSeries")), ...errors },
+      },
+    },
+    "/v1/metrics": {
+      get: {
+        tags: ["observability"],
+        summary: "The same series added up over the caller's endpoints it may read (the console's home page); the operator's admin or metrics key: every user's",
+        parameters: [query("window", "1h (by minute, default) or 1d (by 5 minutes)", "string")],
+        responses: { ...ok("Series", json("MetricsSeries")), ...errors },
       },
     },
     "/v1/usage": {

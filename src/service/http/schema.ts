@@ -22,7 +22,7 @@ export type Schema =
       description?: string;
     }
   | { $ref: string; description?: string }
-  | { type: ["string", "null"] | ["integer", "null"]; description?: string };
+  | { type: ["string", "null"] | ["integer", "null"] | ["number", "null"]; description?: string };
 
 export { VOLUME_TYPES, type VolumeType };
 export const MIN_VOLUME_GB = 10;
@@ -301,7 +301,7 @@ export const REQUEST_SCHEMAS: SchemaName[] = [
 function describeType(s: Schema): string {
   if ("any" in s) return "any value";
   if ("$ref" in s) return describeType(resolveRef(s.$ref));
-  if (Array.isArray(s.type)) return s.type[0] === "integer" ? "an integer or null" : "a string or null";
+  if (Array.isArray(s.type)) return `${s.type[0] === "integer" ? "an integer" : s.type[0] === "number" ? "a number" : "a string"} or null`;
   switch (s.type) {
     case "string":
       return "a string";
@@ -331,7 +331,8 @@ export function validate(schema: Schema, value: unknown, path = "$"): string[] {
   if ("$ref" in schema) return validate(resolveRef(schema.$ref), value, path);
   const errors: string[] = [];
   if (Array.isArray(schema.type)) {
-    const ok = value === null || (schema.type[0] === "integer" ? Number.isInteger(value) : typeof value === "string");
+    const [type] = schema.type;
+    const ok = value === null || (type === "integer" ? Number.isInteger(value) : type === "number" ? typeof value === "number" && Number.isFinite(value) : typeof value === "string");
     if (!ok) errors.push(`${path}: must be ${describeType(schema)}`);
     return errors;
   }

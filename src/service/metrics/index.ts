@@ -11,7 +11,7 @@ import { UsageMeter } from "./usage.js";
 import type { UsageStore } from "./usage-store.js";
 
 export { PrometheusMetrics, type MetricSources } from "./prometheus.js";
-export { RecentSeries, type EndpointSeries, type Window } from "./series.js";
+export { RecentSeries, type EndpointSeries, type SeriesPoint, type SeriesTotals, type Window } from "./series.js";
 export { UsageMeter } from "./usage.js";
 export type { UsageRow, UsageStore } from "./usage-store.js";
 
@@ -71,7 +71,7 @@ export class ServiceMetrics {
     const delayMs = row.startedAt === null ? null : Math.max(0, row.startedAt - row.createdAt);
     const executionMs = row.startedAt === null || row.completedAt === null ? null : Math.max(0, row.completedAt - row.startedAt);
     this.prometheus?.jobFinal(row.endpointId, row.status as JobFinalStatus, delayMs === null ? null : delayMs / 1000, executionMs === null ? null : executionMs / 1000);
-    this.recent?.jobFinal(row.endpointId, delayMs, executionMs);
+    this.recent?.jobFinal(row.endpointId, row.status as JobFinalStatus, delayMs, executionMs);
     const owner = this.options.ownerOf(row.endpointId);
     if (owner !== undefined) this.usage.job(row.endpointId, owner, row.completedAt ?? Date.now());
   }

@@ -2,6 +2,9 @@ import { describe, expect, it } from "vitest";
 import { Registry } from "prom-client";
 import { FastHistogram } from "./fast-histogram.js";
 import { quantile, RecentSeries } from "./series.js";
+import { seriesEndpoints } from "./routes.js";
+import type { EndpointRow } from "../store/types.js";
+import type { Principal } from "../keys/auth.js";
 import { splitHours, UsageMeter } from "./usage.js";
 import type { UsageRow } from "./usage-store.js";
 
@@ -27,7 +30,7 @@ describe("the recent series", () => {
   it("reads percentiles within a bucket's width, and buckets a day by 5 minutes", () => {
     let now = Date.UTC(2026, 0, 1, 12, 0, 30);
     const r = new RecentSeries(() => now);
-    for (let ms = 1; ms <= 100; ms++) r.jobFinal("e", ms * 10, null);
+    for (let ms = 1; ms <= 100; ms++) r.jobFinal("e", "COMPLETED", ms * 10, null);
     r.request("e");
     now += 60_000;
     r.request("e");
@@ -42,6 +45,57 @@ describe("the recent series", () => {
     expect(day.points).toHaveLength(288);
     expect(day.points.at(-1)!.requestsPerMinute).toBeCloseTo(2 / 5);
     expect(quantile([], 0.5)).toBeNull();
+  });
+});
+
+describe("the series added up over endpoints", () => {
+  it("adds counts and latest samples, reads percentiles from the merged buckets, and totals the window", () => {
+    let now = Date.UTC(2026, 0, 1, 12, 0, 30);
+    const r = new RecentSeries(() => now);
+    for (let i = 0; i < 3; i++) r.request("a");
+    r.jobFinal("a", "COMPLETED", 10, 100);
+    r.jobFinal("a", "FAILED", 10, 100);
+    r.coldStarted("a");
+    r.sample("a", 7, { idle: 1, running: 0 });
+    r.sample("a", 2, { idle: 1, running: 0 });
+    now += 60_000;
+    r.request("b");
+    // b's jobs are slow: the merged p95 is b's, the p50 a's (never an average of the endpoints' percentiles).
+    for (let i = 0; i < 2; i++) r.jobFinal("b", "COMPLETED", 1000, 5000);
+    r.sample("b", 5, { running: 2 });
+    r.sample("a", 1, { idle: 1, running: 0 });
+
+    const both = r.series(["a", "b", "unknown"], "1h");
+    const [first, last] = both.points.slice(-2);
+    expect(first).toMatchObject({ requests: 3, coldStarts: 1, jobs: { COMPLETED: 1, FAILED: 1 }, queueDepth: 2, queueDepthMax: 7, workers: { idle: 1, running: 0 } });
+    expect(last).toMatchObject({ requests: 1, requestsPerMinute: 1, queueDepth: 6, queueDepthMax: 6, workers: { idle: 1, running: 2 } });
+    expect(both.totals).toMatchObject({ requests: 4, coldStarts: 1, jobs: { COMPLETED: 3, FAILED: 1, CANCELLED: 0, TIMED_OUT: 0 }, queueDepth: 6, queueDepthMax: 12, workers: { idle: 1, running: 2 } });
+    expect(both.totals.executionMs.p50! / 100).toBeCloseTo(1, 1);
+    expect(both.totals.executionMs.p95! / 5000).toBeCloseTo(1, 1);
+    expect(both.totals.delayMs.p95! / 1000).toBeCloseTo(1, 1);
+
+    // An endpoint not sampled in the last minute still counts with its previous sample in the totals.
+    now += 60_000;
+    r.sample("b", 0, { idle: 2 });
+    expect(r.series(["a", "b"], "1h").totals).toMatchObject({ queueDepth: 1, workers: { idle: 3, running: 0 } });
+    expect(r.series(["a", "b"], "1h").points.at(-1)).toMatchObject({ queueDepth: 0, workers: { idle: 2 } });
+
+    // The day by 5 minutes: the same totals; nothing at all: zeros and nulls.
+    expect(r.series(["a", "b"], "1d").totals).toMatchObject({ requests: 4, coldStarts: 1, jobs: { COMPLETED: 3, FAILED: 1 } });
+    expect(r.series([], "1d").totals).toEqual({ requests: 0, coldStarts: 0, jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 }, delayMs: { p50: null, p95: null }, executionMs: { p50: null, p95: null }, queueDepth: null, queueDepthMax: null, workers: null });
+  });
+
+  it("reads a user's own endpoints it may use; the operator's admin or metrics key reads all", () => {
+    const row = (id: string, userId: string) => ({ id, userId }) as EndpointRow;
+    const rows = [row("e1", "default"), row("e2", "bob"), row("e3", "bob")];
+    const key = (userId: string, scopes: string[]): Principal => ({ userId, scopes, keyId: "k" }) as Principal;
+    expect(seriesEndpoints(key("bob", ["admin"]), rows)).toEqual(["e2", "e3"]);
+    expect(seriesEndpoints(key("bob", ["jobs:e3"]), rows)).toEqual(["e3"]);
+    expect(seriesEndpoints(key("bob", ["metrics"]), rows)).toEqual(["e2", "e3"]);
+    expect(seriesEndpoints(key("bob", ["deploy"]), rows)).toEqual([]);
+    expect(seriesEndpoints(key("default", ["admin"]), rows)).toEqual(["e1", "e2", "e3"]);
+    expect(seriesEndpoints(key("default", ["metrics"]), rows)).toEqual(["e1", "e2", "e3"]);
+    expect(seriesEndpoints(key("default", ["jobs:*"]), rows)).toEqual(["e1"]);
   });
 });
 

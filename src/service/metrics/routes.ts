@@ -1,6 +1,7 @@
 // The routes of what the service tells of itself:
 //   GET /metrics                         Prometheus' text format (the operator: an admin key or the `metrics` scope)
 //   GET /v1/endpoints/{id}/metrics       the recent per-minute series behind an endpoint's charts (?window=1h|1d)
+//   GET /v1/metrics                      the same added up over the caller's endpoints (the console's home page)
 //   GET /v1/usage                        usage records by hour (?from&to; the operator may pass userId)
 // docs/observability.md.
 
@@ -36,16 +37,50 @@ async function prometheusText(call: RouteCall<MetricsDeps>): Promise<void> {
   call.res.end(text);
 }
 
+/** Whether the key may read this endpoint's series: one that may use its jobs, or a `metrics` key. */
+function canReadSeries(p: Principal, endpointId: string): boolean {
+  return canUseJobs(p, endpointId) || (!p.worker && p.scopes.includes("metrics"));
+}
+
+function windowParam(query: URLSearchParams): Window {
+  const window = query.get("window") ?? "1h";
+  if (window !== "1h" && window !== "1d") throw new HttpProblem(400, "window must be 1h or 1d", { errors: ["window: must be 1h or 1d"] });
+  return window;
+}
+
+function recentOf(call: RouteCall<MetricsDeps>) {
+  const recent = call.ctx.metrics?.recent;
+  if (!recent) throw new HttpProblem(404, "Metrics are turned off on this service (SVC_METRICS=off)");
+  return recent;
+}
+
+const SINCE = "the service's start (kept in memory)";
+
 async function endpointSeries(call: RouteCall<MetricsDeps>): Promise<void> {
   const id = call.params.endpoint!;
   const endpoint = call.ctx.endpoints.get(id);
   if (!endpoint || endpoint.userId !== call.principal.userId) throw new HttpProblem(404, `No endpoint ${id}`);
-  if (!canUseJobs(call.principal, id) && !call.principal.scopes.includes("metrics")) throw new HttpProblem(403, `This API key has no access to endpoint ${id}`);
-  const window = call.url.searchParams.get("window") ?? "1h";
-  if (window !== "1h" && window !== "1d") throw new HttpProblem(400, "window must be 1h or 1d", { errors: ["window: must be 1h or 1d"] });
-  const recent = call.ctx.metrics?.recent;
-  if (!recent) throw new HttpProblem(404, "Metrics are turned off on this service (SVC_METRICS=off)");
-  sendJson(call.res, { endpointId: id, ...recent.series(id, window as Window), since: "the service's start (kept in memory)" });
+  if (!canReadSeries(call.principal, id)) throw new HttpProblem(403, `This API key has no access to endpoint ${id}`);
+  const window = windowParam(call.url.searchParams);
+  sendJson(call.res, { endpointId: id, ...recentOf(call).series(id, window), since: SINCE });
+}
+
+/**
+ * The endpoints whose series a key reads added up: its user's that it may read; the operator's (an admin or
+ * `metrics` key of the default user) every user's, as `/metrics` shows them. Pure.
+ */
+export function seriesEndpoints(p: Principal, endpoints: Iterable<EndpointRow>): string[] {
+  const operator = !p.worker && p.userId === DEFAULT_USER && (isAdmin(p) || p.scopes.includes("metrics"));
+  const ids: string[] = [];
+  for (const e of endpoints) if (operator || (e.userId === p.userId && canReadSeries(p, e.id))) ids.push(e.id);
+  return ids.sort();
+}
+
+async function allSeries(call: RouteCall<MetricsDeps>): Promise<void> {
+  const window = windowParam(call.url.searchParams);
+  const recent = recentOf(call);
+  const ids = seriesEndpoints(call.principal, call.ctx.endpoints.values());
+  sendJson(call.res, { endpointIds: ids, ...recent.series(ids, window), since: SINCE });
 }
 
 /** An epoch-ms or ISO time of the query, or the default. */
@@ -116,5 +151,6 @@ export const METRICS_ROUTES: ReadonlyArray<Route<MetricsDeps>> = [
   // Scraped every few seconds: not counted against rate limits. Each replica answers its own.
   { ...READ, rateLimited: false, pattern: "/metrics", purpose: "read metrics", handler: prometheusText },
   { ...READ, rateLimited: true, pattern: "/v1/endpoints/:endpoint/metrics", purpose: "read an endpoint's metrics", handler: endpointSeries },
+  { ...READ, rateLimited: true, pattern: "/v1/metrics", purpose: "read the metrics of every endpoint", handler: allSeries },
   { ...READ, rateLimited: true, pattern: "/v1/usage", purpose: "read usage", handler: usage },
 ];

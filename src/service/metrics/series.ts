@@ -12,29 +12,62 @@ const LOG_GROWTH = Math.log(GROWTH);
 /** The smallest bucket's upper bound, in ms. */
 const FIRST_MS = 1;
 
+/** A job's final status, as the job API and `svc_jobs_total` name it. */
+export type FinalStatus = "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
+export type JobCounts = Record<FinalStatus, number>;
+
 interface Minute {
   /** Epoch minute this slot holds (a slot of another minute is stale). */
   minute: number;
   requests: number;
   coldStarts: number;
+  jobs: JobCounts;
   delay: Map<number, number>;
   execution: Map<number, number>;
   queueDepth: number | null;
+  /** The deepest sample in the minute: a burst that drained before the minute's last sample still shows. */
+  queueDepthMax: number | null;
   workers: Record<string, number> | null;
 }
 
 export type Window = "1h" | "1d";
 
+export interface Percentiles {
+  p50: number | null;
+  p95: number | null;
+}
+
 export interface SeriesPoint {
   /** ISO start of the interval. */
   t: string;
+  /** Job API requests in the interval. */
+  requests: number;
   /** Job API requests per minute, averaged over the interval. */
   requestsPerMinute: number;
-  delayMs: { p50: number | null; p95: number | null };
-  executionMs: { p50: number | null; p95: number | null };
+  /** Jobs that reached a final state in the interval, by status. */
+  jobs: JobCounts;
+  delayMs: Percentiles;
+  executionMs: Percentiles;
   coldStarts: number;
-  /** Last sampled in the interval (null: no sample, e.g. before the service started). */
+  /** Last sampled in the interval, added up over the endpoints (null: no sample, e.g. before the service started). */
   queueDepth: number | null;
+  /** The deepest sample in the interval (over several endpoints: each one's deepest, added up). */
+  queueDepthMax: number | null;
+  workers: Record<string, number> | null;
+}
+
+/** The whole window at once: what a chart's text summary says. */
+export interface SeriesTotals {
+  requests: number;
+  jobs: JobCounts;
+  coldStarts: number;
+  /** Percentiles of every job that ended in the window (not an average of the points'). */
+  delayMs: Percentiles;
+  executionMs: Percentiles;
+  /** The latest sample in the window (null: none yet). */
+  queueDepth: number | null;
+  /** The deepest sample in the window (over several endpoints: each one's deepest, added up). */
+  queueDepthMax: number | null;
   workers: Record<string, number> | null;
 }
 
@@ -42,7 +75,10 @@ export interface EndpointSeries {
   window: Window;
   stepSeconds: number;
   points: SeriesPoint[];
+  totals: SeriesTotals;
 }
+
+const noJobs = (): JobCounts => ({ COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 });
 
 function bucketOf(ms: number): number {
   return ms <= FIRST_MS ? 0 : Math.ceil(Math.log(ms / FIRST_MS) / LOG_GROWTH);
@@ -81,7 +117,7 @@ class EndpointRing {
     const i = minute % SLOTS;
     let s = this.slots[i];
     if (!s || s.minute !== minute) {
-      s = { minute, requests: 0, coldStarts: 0, delay: new Map(), execution: new Map(), queueDepth: null, workers: null };
+      s = { minute, requests: 0, coldStarts: 0, jobs: noJobs(), delay: new Map(), execution: new Map(), queueDepth: null, queueDepthMax: null, workers: null };
       this.slots[i] = s;
     }
     return s;
@@ -108,8 +144,9 @@ export class RecentSeries {
     this.slot(endpointId).requests++;
   }
 
-  jobFinal(endpointId: string, delayMs: number | null, executionMs: number | null): void {
+  jobFinal(endpointId: string, status: FinalStatus, delayMs: number | null, executionMs: number | null): void {
     const s = this.slot(endpointId);
+    if (status in s.jobs) s.jobs[status]++;
     if (delayMs !== null) add(s.delay, bucketOf(delayMs));
     if (executionMs !== null) add(s.execution, bucketOf(executionMs));
   }
@@ -122,6 +159,7 @@ export class RecentSeries {
   sample(endpointId: string, queueDepth: number, workers: Record<string, number>): void {
     const s = this.slot(endpointId);
     s.queueDepth = queueDepth;
+    s.queueDepthMax = Math.max(s.queueDepthMax ?? 0, queueDepth);
     s.workers = { ...workers };
   }
 
@@ -129,35 +167,90 @@ export class RecentSeries {
     this.rings.delete(endpointId);
   }
 
-  /** The last hour by minute, or the last day by 5 minutes, oldest first, ending with the current interval. */
-  series(endpointId: string, window: Window): EndpointSeries {
+  /**
+   * The last hour by minute, or the last day by 5 minutes, oldest first, ending with the current interval: of one
+   * endpoint, or added up over several (the console's home page: all the caller's endpoints).
+   */
+  series(endpointIds: string | readonly string[], window: Window): EndpointSeries {
+    const ids = typeof endpointIds === "string" ? [endpointIds] : endpointIds;
+    const rings = ids.map((id) => this.rings.get(id)).filter((r): r is EndpointRing => r !== undefined);
     const step = window === "1h" ? 1 : 5;
     const count = window === "1h" ? 60 : SLOTS / 5;
-    const ring = this.rings.get(endpointId);
     const nowMinute = Math.floor(this.now() / MINUTE_MS);
     const last = nowMinute - (nowMinute % step);
-    const points: SeriesPoint[] = [];
+    const intervals: Minute[][][] = [];
     for (let i = count - 1; i >= 0; i--) {
       const start = last - i * step;
-      const minutes: Minute[] = [];
-      for (let m = start; m < start + step; m++) {
-        const s = ring?.read(m);
-        if (s) minutes.push(s);
-      }
-      const sampled = minutes.filter((m) => m.queueDepth !== null);
-      const latest = sampled[sampled.length - 1];
-      points.push({
-        t: new Date(start * MINUTE_MS).toISOString(),
-        requestsPerMinute: minutes.reduce((n, m) => n + m.requests, 0) / step,
-        delayMs: { p50: quantile(minutes.map((m) => m.delay), 0.5), p95: quantile(minutes.map((m) => m.delay), 0.95) },
-        executionMs: { p50: quantile(minutes.map((m) => m.execution), 0.5), p95: quantile(minutes.map((m) => m.execution), 0.95) },
-        coldStarts: minutes.reduce((n, m) => n + m.coldStarts, 0),
-        queueDepth: latest?.queueDepth ?? null,
-        workers: latest?.workers ?? null,
-      });
+      // Per endpoint, its minutes of the interval that hold anything.
+      intervals.push(rings.map((ring) => range(start, start + step).map((m) => ring.read(m)).filter((s): s is Minute => s !== undefined)));
     }
-    return { window, stepSeconds: step * 60, points };
+    const points = intervals.map((byEndpoint, i) => point(new Date((last - (count - 1 - i) * step) * MINUTE_MS).toISOString(), byEndpoint, step));
+    return { window, stepSeconds: step * 60, points, totals: totals(intervals, points) };
   }
+}
+
+function range(from: number, to: number): number[] {
+  const out: number[] = [];
+  for (let m = from; m < to; m++) out.push(m);
+  return out;
+}
+
+function countJobs(minutes: readonly Minute[]): JobCounts {
+  const jobs = noJobs();
+  for (const m of minutes) for (const k of Object.keys(jobs) as FinalStatus[]) jobs[k] += m.jobs[k];
+  return jobs;
+}
+
+/** Each endpoint's last and deepest sample among its minutes, added up (null when none has one). */
+function latestSample(byEndpoint: ReadonlyArray<readonly Minute[]>): { queueDepth: number | null; queueDepthMax: number | null; workers: Record<string, number> | null } {
+  let queueDepth: number | null = null;
+  let queueDepthMax: number | null = null;
+  let workers: Record<string, number> | null = null;
+  for (const minutes of byEndpoint) {
+    const sampled = minutes.filter((m) => m.queueDepth !== null);
+    const latest = sampled.at(-1);
+    if (!latest) continue;
+    queueDepth = (queueDepth ?? 0) + latest.queueDepth!;
+    queueDepthMax = (queueDepthMax ?? 0) + Math.max(...sampled.map((m) => m.queueDepthMax!));
+    workers ??= {};
+    for (const [state, n] of Object.entries(latest.workers ?? {})) workers[state] = (workers[state] ?? 0) + n;
+  }
+  return { queueDepth, queueDepthMax, workers };
+}
+
+function percentiles(minutes: readonly Minute[], of: "delay" | "execution"): Percentiles {
+  const h = minutes.map((m) => m[of]);
+  return { p50: quantile(h, 0.5), p95: quantile(h, 0.95) };
+}
+
+function point(t: string, byEndpoint: ReadonlyArray<readonly Minute[]>, step: number): SeriesPoint {
+  const minutes = byEndpoint.flat();
+  const requests = minutes.reduce((n, m) => n + m.requests, 0);
+  return {
+    t,
+    requests,
+    requestsPerMinute: requests / step,
+    jobs: countJobs(minutes),
+    delayMs: percentiles(minutes, "delay"),
+    executionMs: percentiles(minutes, "execution"),
+    coldStarts: minutes.reduce((n, m) => n + m.coldStarts, 0),
+    ...latestSample(byEndpoint),
+  };
+}
+
+function totals(intervals: ReadonlyArray<ReadonlyArray<readonly Minute[]>>, points: readonly SeriesPoint[]): SeriesTotals {
+  const minutes = intervals.flat(2);
+  // The latest sample is each endpoint's last over the whole window, so an endpoint not sampled in the last
+  // interval (a moment after a minute began) still counts with its previous one.
+  const perEndpoint = intervals.length === 0 ? [] : intervals[0]!.map((_, e) => intervals.flatMap((byEndpoint) => byEndpoint[e]!));
+  return {
+    requests: points.reduce((n, p) => n + p.requests, 0),
+    jobs: countJobs(minutes),
+    coldStarts: points.reduce((n, p) => n + p.coldStarts, 0),
+    delayMs: percentiles(minutes, "delay"),
+    executionMs: percentiles(minutes, "execution"),
+    ...latestSample(perEndpoint),
+  };
 }
 
 function add(h: Map<number, number>, bucket: number): void {
