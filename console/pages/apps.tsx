@@ -1,15 +1,17 @@
-// Apps and environments (`/v1/apps`): which build each environment runs, its endpoints, when it was deployed.
-// Read-only: apps change through `svc deploy` / `svc env`.
+// Apps and environments (`/v1/apps`): which build each environment runs, its endpoints, when it was deployed,
+// and its recent releases with a rollback. Otherwise apps change through `svc deploy` / `svc env`.
 
 import { useEffect, useState } from "preact/hooks";
 import { loadAppEnvironments, type AppEnvironment } from "../endpoints-data.js";
+import { Releases } from "../releases.js";
 import { ProblemMessage, Time } from "../ui.js";
 
 export function AppsPage() {
   const [environments, setEnvironments] = useState<AppEnvironment[] | null>(null);
   const [problem, setProblem] = useState<unknown>(null);
+  const load = () => loadAppEnvironments().then(setEnvironments, setProblem);
   useEffect(() => {
-    loadAppEnvironments().then(setEnvironments, setProblem);
+    void load();
   }, []);
   const apps = [...new Set((environments ?? []).map((e) => e.app))];
   return (
@@ -51,6 +53,8 @@ export function AppsPage() {
                     ))}
                   </ul>
                 )}
+                {/* A rollback changes the build and endpoints shown above: reload them when it lands. */}
+                <Releases app={app} env={e.env} level={4} onBuildChange={() => void load()} />
               </div>
             ))}
         </section>

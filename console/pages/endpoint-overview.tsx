@@ -1,12 +1,11 @@
 // The top of an endpoint's page: how to call it (its URL and a ready-to-paste curl), its settings, its workers
-// one by one, its environment's recent releases with a rollback, and its charts.
+// one by one, and its charts (its environment's releases are the shared Releases component).
 
 import { Fragment, type ComponentChildren } from "preact";
-import { useEffect, useState } from "preact/hooks";
-import { api } from "../api.js";
+import { useState } from "preact/hooks";
 import type { EndpointRecord, EndpointSummary, Health } from "../endpoints-data.js";
 import { API_KEY_PLACEHOLDER, endpointCurl } from "../forms.js";
-import { formatMs, Notice, ProblemMessage, Time, useConfirm } from "../ui.js";
+import { formatMs, Notice, Time } from "../ui.js";
 import { TypeIds } from "./gpus.js";
 import { MetricsCharts } from "../charts.js";
 
@@ -158,140 +157,6 @@ export function EndpointWorkers({ health, record }: { health: Health | null | un
                   <td>{gpusOf(w.id)}</td>
                 </tr>
               ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-    </section>
-  );
-}
-
-interface Release {
-  id: string;
-  buildId: string;
-  kind: "deploy" | "rollback";
-  state: string;
-  startedAt: number;
-  finishedAt: number | null;
-  error: { endpoint: string; message: string } | null;
-}
-
-/**
- * The environment's recent releases, newest first. A build that went live and is not the one running can be
- * rolled back to: the same release rule as `svc rollback` (plan, confirm what it removes, activate).
- */
-export function EndpointReleases({ app, env }: { app: string; env: string }) {
-  const base = `/v1/apps/${encodeURIComponent(app)}/environments/${encodeURIComponent(env)}`;
-  const [releases, setReleases] = useState<Release[] | null>(null);
-  const [current, setCurrent] = useState<string | null>(null);
-  const [problem, setProblem] = useState<unknown>(null);
-  const [done, setDone] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
-  const [dialog, confirm] = useConfirm();
-  const load = async () => {
-    try {
-      const [r, e] = await Promise.all([api<{ releases: Release[] }>(`${base}/releases`), api<{ build: string | null }>(base)]);
-      setReleases(r.releases);
-      setCurrent(e.build);
-    } catch (err) {
-      setProblem(err);
-    }
-  };
-  useEffect(() => {
-    void load();
-  }, [base]);
-  // While a release starts, follow it.
-  useEffect(() => {
-    if (!releases?.some((r) => r.state === "starting")) return;
-    const timer = setTimeout(() => void load(), 1000);
-    return () => clearTimeout(timer);
-  }, [releases]);
-  const rollback = async (build: string) => {
-    setProblem(null);
-    setDone(null);
-    try {
-      const plan = await api<{ remove: Array<{ name: string }> }>(`${base}/plan`, { body: { build } });
-      const removes = plan.remove.map((r) => r.name);
-      confirm({
-        title: `Roll ${app}/${env} back to build ${build.slice(0, 12)}?`,
-        body: (
-          <>
-            <p>The endpoints it changes start new workers on that build first and switch once they are up; jobs keep running meanwhile.</p>
-            {removes.length > 0 && <p class="notice warn">It removes {removes.join(", ")}: endpoints that build does not have.</p>}
-          </>
-        ),
-        confirmLabel: "Roll back",
-        action: async () => {
-          setBusy(true);
-          try {
-            const answer = await api<{ release?: Release }>(`${base}/activate`, { body: { build, confirmRemove: removes, rollback: true, wait: false } });
-            setDone(`Rolling back to ${build.slice(0, 12)}: ${answer.release?.state ?? "started"}.`);
-          } catch (err) {
-            setProblem(err);
-          } finally {
-            setBusy(false);
-            void load();
-          }
-        },
-      });
-    } catch (err) {
-      setProblem(err);
-    }
-  };
-  return (
-    <section class="card" aria-labelledby="releases-title">
-      {dialog}
-      <h2 id="releases-title">Releases of {app}/{env}</h2>
-      <ProblemMessage error={problem} />
-      <Notice text={done} />
-      {releases === null ? (
-        !problem && <p>Loading…</p>
-      ) : releases.length === 0 ? (
-        <p class="muted">No releases yet.</p>
-      ) : (
-        <div class="table-wrap">
-          <table class="list" aria-label="Releases">
-            <thead>
-              <tr>
-                <th scope="col">Build</th>
-                <th scope="col">Kind</th>
-                <th scope="col">State</th>
-                <th scope="col">Started</th>
-                <th scope="col">
-                  <span class="sr-only">Action</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {releases.map((r) => {
-                const running = r.buildId === current && r.state === "live";
-                return (
-                  <tr key={r.id} data-release={r.id} data-build={r.buildId}>
-                    <th scope="row">
-                      <span class="mono nowrap">{r.buildId.slice(0, 12)}</span> {running && <span class="badge status-completed">running</span>}
-                    </th>
-                    <td>{r.kind}</td>
-                    <td>
-                      <span class={`badge release-${r.state}`}>{r.state}</span>
-                      {r.error && (
-                        <p class="error-text">
-                          {r.error.endpoint}: {r.error.message.split("\n")[0]}
-                        </p>
-                      )}
-                    </td>
-                    <td>
-                      <Time t={r.startedAt} />
-                    </td>
-                    <td>
-                      {r.state === "live" && r.buildId !== current && (
-                        <button class="secondary small" disabled={busy} onClick={() => void rollback(r.buildId)} aria-label={`Roll back to build ${r.buildId.slice(0, 12)}`}>
-                          Roll back
-                        </button>
-                      )}
-                    </td>
-                  </tr>
-                );
-              })}
             </tbody>
           </table>
         </div>

@@ -9,7 +9,8 @@ import { gpusByWorker } from "../gpus-data.js";
 import { exampleBody, type CallableFunction } from "../forms.js";
 import { Field, formatMs, Json, Notice, ProblemMessage, Time, useConfirm, usePolling } from "../ui.js";
 import { EndpointForm } from "./endpoint-form.js";
-import { EndpointAccess, EndpointCharts, EndpointReleases, EndpointSettings, EndpointWorkers } from "./endpoint-overview.js";
+import { EndpointAccess, EndpointCharts, EndpointSettings, EndpointWorkers } from "./endpoint-overview.js";
+import { Releases } from "../releases.js";
 import { HealthCells } from "./endpoints.js";
 import { GpuUse, TypeIds } from "./gpus.js";
 import { WebhookDeliveries } from "./webhook-deliveries.js";
@@ -716,7 +717,7 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
       </div>
       <EndpointWorkers health={health} record={record} />
       <EndpointGpus endpoint={endpoint} record={record} health={health} />
-      {endpoint.source === "app" && endpoint.app && endpoint.env && <EndpointReleases app={endpoint.app} env={endpoint.env} />}
+      {endpoint.source === "app" && endpoint.app && endpoint.env && <Releases app={endpoint.app} env={endpoint.env} />}
       <EndpointCharts endpointId={id} />
       {isQueue && (
         <div class="job-layout">

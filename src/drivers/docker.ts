@@ -63,8 +63,13 @@ export interface DockerDriverOptions {
   publish?: Array<{ containerPort: number; hostPort?: number }>;
   /** How long close() lets containers stop before they are killed (default 3000 ms). */
   closeGraceMs?: number;
-  /** Operator messages (warnings such as the CPU fallback). */
+  /** Operator messages. */
   log?: (message: string) => void;
+  /**
+   * Warnings for the operator (the CPU fallback), each once per driver however many workers it concerns;
+   * default: the log, as "warning: <message>". Each worker's own log gets the warning too (workerWarningLine).
+   */
+  warn?: (message: string) => void;
   /** Extra labels on everything the driver creates (containers, networks, volumes), e.g. a preview's owner. */
   labels?: Record<string, string>;
   /**
@@ -115,6 +120,11 @@ export interface GpuSupport {
   available: boolean;
   /** Why (not): shown in errors and warnings. */
   reason: string;
+}
+
+/** The line a driver's warning about a worker takes in that worker's own log. Pure. */
+export function workerWarningLine(warning: string): string {
+  return `[svc] warning: ${warning}`;
 }
 
 /** GPU endpoints get device requests when the host has GPUs; otherwise an error, or CPU with a warning. Pure. */
@@ -410,6 +420,12 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   const networkScope = options.networkScope ?? "app-env";
   const volumeLifetime = options.volumeLifetime ?? "persistent";
   const log = options.log ?? (() => undefined);
+  const warned = new Set<string>();
+  const warn = (message: string) => {
+    if (warned.has(message)) return;
+    warned.add(message);
+    (options.warn ?? ((m: string) => log(`warning: ${m}`)))(message);
+  };
   const engines = new Map<string, Promise<Docker>>();
   const images = new Map<string, Promise<string>>();
   const networks = new Map<string, Promise<NetworkState>>();
@@ -513,8 +529,8 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       gpu ??= options.gpuSupport ? Promise.resolve(options.gpuSupport) : detectGpuSupport(docker);
       decision = gpuDecision("GPU", await gpu, options.allowCpuFallback ?? false, launch.endpointName);
       if (decision.warning) {
-        log(`warning: ${decision.warning}`);
-        launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] warning: ${decision.warning}` });
+        warn(decision.warning);
+        launch.onLog({ ts: Date.now(), stream: "stderr", text: workerWarningLine(decision.warning) });
       }
     }
     const image = launch.image ?? (await imageFor(imageKindOf(launch.computeType)));

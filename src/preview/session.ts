@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type Docker from "dockerode";
 import { buildProject, type BuildResult } from "../build/index.js";
 import { connectDocker, labelFilter, LABELS } from "../drivers/docker-engine.js";
-import { cleanupStale, createDockerDriver, detectGpuSupport, type DockerDriver, type StaleCleanup } from "../drivers/docker.js";
+import { cleanupStale, createDockerDriver, detectGpuSupport, workerWarningLine, type DockerDriver, type StaleCleanup } from "../drivers/docker.js";
 import { imageKindOf, type WorkerImageKind } from "../drivers/images.js";
 import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { errorMessage, UserError } from "../errors.js";
@@ -54,6 +54,8 @@ export type PreviewEvent =
   | { type: "port-fallback"; requested: number; port: number }
   | { type: "deployed"; endpoints: LocalEndpoint[] }
   | { type: "not-ready"; endpoints: string[]; waitedMs: number }
+  /** Something the user should know, once (the CPU fallback of a GPU endpoint). */
+  | { type: "warning"; message: string }
   | { type: "service-log"; message: string };
 
 export interface PreviewSessionHandle {
@@ -151,8 +153,11 @@ async function waitUntilReady(url: string, apiKey: string, endpoints: readonly L
   return waiting.map((e) => e.name);
 }
 
-/** Tee every worker's output lines to `onLog`, named by endpoint, while the service keeps them too. */
-function withLogTap(driver: DockerDriver, onLog: (endpointName: string, line: WorkerLogLine) => void): WorkerDriver {
+/**
+ * Tee every worker's output lines to `onLog`, named by endpoint, while the service keeps them too. Lines for which
+ * `shown` is true were already shown (a driver's warning, printed once as a warning) and are only kept.
+ */
+function withLogTap(driver: DockerDriver, onLog: (endpointName: string, line: WorkerLogLine) => void, shown: (line: WorkerLogLine) => boolean): WorkerDriver {
   return {
     name: driver.name,
     start: (launch) =>
@@ -160,6 +165,7 @@ function withLogTap(driver: DockerDriver, onLog: (endpointName: string, line: Wo
         ...launch,
         onLog(line) {
           launch.onLog(line);
+          if (shown(line)) return;
           try {
             onLog(launch.endpointName, line);
           } catch {
@@ -189,6 +195,8 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
   checkpoint();
   const resources = Object.values(build.manifest.resources);
   if (!options.allowCpuFallback && resources.some((r) => r.computeType === "GPU")) {
+    // A step of its own, so that its failure is not shown as the build's last step failing.
+    progress("Checking for GPUs");
     const gpu = await detectGpuSupport(docker);
     if (!gpu.available) {
       const names = Object.entries(build.manifest.resources).filter(([, r]) => r.computeType === "GPU").map(([name]) => name);
@@ -205,7 +213,13 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
     allowCpuFallback: options.allowCpuFallback,
     labels: { [PREVIEW_LABELS.preview]: "true", [PREVIEW_LABELS.pid]: String(process.pid), [PREVIEW_LABELS.host]: hostname() },
     log: (message) => emit({ type: "service-log", message }),
+    // Once as a warning; the same warning in each worker's log is then not printed again (see withLogTap).
+    warn: (message) => {
+      warnings.add(workerWarningLine(message));
+      emit({ type: "warning", message });
+    },
   });
+  const warnings = new Set<string>();
   const kinds = [...new Set(resources.map((r) => imageKindOf(r.computeType)))].sort();
   let service: Service | undefined;
   let closing: Promise<void> | undefined;
@@ -236,7 +250,7 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
     await rm(dataDir, { recursive: true, force: true });
     await mkdir(dataDir, { recursive: true });
     progress("Starting the service");
-    const tapped = options.onLog ? withLogTap(driver, options.onLog) : driver;
+    const tapped = options.onLog ? withLogTap(driver, options.onLog, (line) => line.stream === "stderr" && warnings.has(line.text)) : driver;
     service = await listen(options, { dataDir, host: "127.0.0.1", driver: tapped, apiKeys: [apiKey], log: (message) => emit({ type: "service-log", message }) }, emit);
 
     const manifest = previewManifest(build.manifest);

@@ -120,6 +120,9 @@ async function runPreview(flags: DeployFlags, out: Output): Promise<void> {
       case "port-fallback":
         out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
         break;
+      case "warning":
+        out.warn(event.message);
+        break;
       case "not-ready":
         out.warn(`not answering after ${Math.round(event.waitedMs / 1000)} s: ${event.endpoints.join(", ")} (see their log lines above)`);
         break;

@@ -1,0 +1,141 @@
+// The Apps page in headless Chromium against a real service: an app deployed twice through the public deploy
+// API (fixtures/console-app, process workers) shows each environment's releases with the running one marked,
+// and rolls back to the older build from there. Layout checked at 1440 px and 390 px; screenshots go to
+// test-results/console/.
+
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildProject } from "../../src/build/index.js";
+import { createProcessDriver } from "../../src/drivers/process.js";
+import { startService, type Service } from "../../src/service/index.js";
+import { call, until } from "../service/helpers.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const shots = join(repo, "test-results", "console");
+const ADMIN = "console-apps-admin-key";
+const haveChromium = existsSync(CHROMIUM);
+if (!haveChromium && process.env.CI === "true") throw new Error(`${CHROMIUM} is missing: the console's browser tests must run in CI`);
+
+let dir: string;
+let service: Service;
+let browser: Browser;
+let page: Page;
+const builds: string[] = [];
+const ENV_URL = () => `${service.url}/v1/apps/console-app/environments/prod`;
+
+async function deploy(projectDir: string): Promise<string> {
+  const build = await buildProject(projectDir);
+  const bytes = readFileSync(build.artifactPath);
+  const sha = createHash("sha256").update(bytes).digest("hex");
+  const upload = await fetch(`${service.url}/v1/apps/console-app/builds`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "x-svc-sha256": sha }, body: bytes });
+  if (upload.status >= 300) throw new Error(`upload: ${upload.status} ${await upload.text()}`);
+  await call(ENV_URL(), { key: ADMIN, method: "PUT" });
+  const activated = await call(`${ENV_URL()}/activate`, { key: ADMIN, body: { build: sha, confirmRemove: [] } });
+  if (activated.status !== 200) throw new Error(`activate: ${activated.status} ${activated.text}`);
+  return sha;
+}
+
+/** Whether the page scrolls sideways (what a phone user would have to do to read it). */
+const pageOverflow = () => page.evaluate(() => document.scrollingElement!.scrollWidth - innerWidth);
+
+async function openApps(): Promise<void> {
+  await page.goto(`${service.url}/console/#/apps`);
+  await page.getByRole("heading", { name: "Apps and environments", level: 1 }).waitFor();
+}
+
+describe.skipIf(!haveChromium)("the Apps page's releases in a browser", () => {
+  beforeAll(async () => {
+    execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: repo, stdio: "pipe" });
+    mkdirSync(shots, { recursive: true });
+    dir = mkdtempSync(join(tmpdir(), "svc-console-apps-"));
+    const app = join(dir, "app");
+    cpSync(join(repo, "fixtures", "console-app"), app, { recursive: true });
+    service = await startService({
+      dataDir: join(dir, "data"),
+      apiKeys: [ADMIN],
+      driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
+      leaseMs: 3000,
+      heartbeatMs: 500,
+    });
+    builds.push(await deploy(app));
+    // A second build (a changed greeting), so there is an older release to roll back to.
+    const greeter = join(app, "src", "greeter.ts");
+    writeFileSync(greeter, readFileSync(greeter, "utf8").replace("`hello ${input.name}`", "`hi ${input.name}`"));
+    builds.push(await deploy(app));
+    expect(builds[0]).not.toBe(builds[1]);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"] });
+    page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+    page.setDefaultTimeout(20_000);
+    await page.goto(`${service.url}/console/`);
+    await page.getByLabel("API key").fill(ADMIN);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Endpoints", level: 1 }).waitFor();
+  }, 180_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await service?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  for (const [width, height] of [
+    [1440, 900],
+    [390, 844],
+  ] as const) {
+    it(`at ${width} px: lists an environment's releases, the running one marked, and nothing scrolls sideways`, async () => {
+      await page.setViewportSize({ width, height });
+      try {
+        await openApps();
+        const env = page.locator('[data-environment="console-app/prod"]');
+        const table = env.getByRole("table", { name: "Releases of console-app/prod" });
+        await table.locator(`tr[data-build="${builds[1]}"]`).getByText("running").waitFor();
+        const rows = table.locator("tbody tr");
+        expect(await rows.count()).toBe(2);
+        // Newest first: the second deploy, running; then the first, live once and now a rollback target.
+        expect(await rows.nth(0).getAttribute("data-build")).toBe(builds[1]);
+        expect(await rows.nth(1).getAttribute("data-build")).toBe(builds[0]);
+        expect(await rows.nth(0).textContent()).toContain(builds[1]!.slice(0, 12));
+        expect(await rows.nth(1).locator("time").count()).toBe(1);
+        expect(await rows.nth(1).getByText("running").count()).toBe(0);
+        expect(await rows.nth(1).getByRole("button", { name: `Roll back to build ${builds[0]!.slice(0, 12)}` }).count()).toBe(1);
+        expect(await rows.nth(0).getByRole("button").count()).toBe(0);
+        expect(await pageOverflow(), "the Apps page scrolls sideways").toBeLessThanOrEqual(0);
+        await page.screenshot({ path: join(shots, `apps-releases-${width}.png`), fullPage: true });
+      } finally {
+        await page.setViewportSize({ width: 1440, height: 900 });
+      }
+    }, 60_000);
+  }
+
+  it("rolls the environment back to the older build from the Apps page", async () => {
+    await openApps();
+    const env = page.locator('[data-environment="console-app/prod"]');
+    const table = env.getByRole("table", { name: "Releases of console-app/prod" });
+    await table.locator(`tr[data-build="${builds[1]}"]`).getByText("running").waitFor();
+    await table.getByRole("button", { name: `Roll back to build ${builds[0]!.slice(0, 12)}` }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByText("start new workers on that build first").waitFor();
+    await dialog.getByRole("button", { name: "Roll back" }).click();
+    // The service runs the older build...
+    await until(async () => (await call(ENV_URL(), { key: ADMIN })).body.build === builds[0], 60_000, 200);
+    const releases = (await call(`${ENV_URL()}/releases`, { key: ADMIN })).body.releases as Array<{ buildId: string; kind: string }>;
+    expect(releases[0]).toMatchObject({ buildId: builds[0], kind: "rollback" });
+    // ...and the page says so: a rollback release on top, live and running, and the environment's build follows.
+    const top = table.locator("tbody tr").first();
+    await top.getByText("rollback").waitFor();
+    await top.getByText("live").waitFor({ timeout: 30_000 });
+    await top.getByText("running").waitFor();
+    expect(await top.getAttribute("data-build")).toBe(builds[0]);
+    expect(await table.locator(`tr[data-build="${builds[1]}"]`).getByText("running").count()).toBe(0);
+    await env.locator("dl.facts dd.mono").getByText(builds[0]!.slice(0, 12)).waitFor();
+    expect(await pageOverflow()).toBeLessThanOrEqual(0);
+    await page.screenshot({ path: join(shots, "apps-rolled-back.png"), fullPage: true });
+  }, 120_000);
+});
