@@ -126,12 +126,17 @@ describe.each(["textgen", "starter"])("templates/%s: its README's commands work 
       ran++;
     }
     expect(ran).toBeGreaterThanOrEqual(3);
-    if (template !== "starter") return;
-    // The weights went onto svc dev's volume "models" (its worker, started with svc dev before the upload, keeps
-    // the built-in ones: the README says so).
+    // Each `svc volume cp` run while svc dev ran put its file onto svc dev's volume "models", byte for byte.
     const devVolumes = join(project(), ".svc", "dev-data", "volumes");
-    const uploaded = readdirSync(devVolumes).map((id) => join(devVolumes, id, "embedder", "weights.json")).filter((f) => existsSync(f));
-    expect(uploaded.map((f) => readFileSync(f, "utf8"))).toEqual([readFileSync(join(project(), "weights.json"), "utf8")]);
+    const devUploads = commands.slice(0, commands.findIndex((c) => c.startsWith("cp .env.example"))).flatMap((c) => /^npx svc volume cp (\S+) models:(\S+)$/.exec(c) ?? []);
+    expect(devUploads.length, "the README uploads weights to svc dev's volume").toBeGreaterThan(0);
+    for (let i = 0; i < devUploads.length; i += 3) {
+      const [, local, remote] = devUploads.slice(i, i + 3) as [string, string, string];
+      const copies = readdirSync(devVolumes).map((id) => join(devVolumes, id, remote)).filter((f) => existsSync(f));
+      expect(copies.map((f) => readFileSync(f, "utf8"))).toEqual([readFileSync(join(project(), local), "utf8")]);
+    }
+    if (template !== "starter") return;
+    // Its worker, started with svc dev before the upload, may keep the built-in weights (the README says so).
     expect(outputs.get("npm run call")).toMatch(/^embed: (built-in|volume:embedder\/weights\.json) /m);
     // The deployed embedder's worker loaded them (svc dev stopped: a script calls its session while it runs) from the service's volume (what `svc volume cp` put there).
     const env = { ...shellEnv(target), SVC_APP: `my-${template}`, SVC_ENV: "prod" };
