@@ -25,6 +25,7 @@ import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunc
 import { processAlive } from "svc/internal";
 import { createSnapshotStore } from "./snapshot.js";
 import { removeCgroupDirs } from "./sandbox/cgroups.js";
+import { ownedTempPrefix } from "./owned-temp.js";
 import {
   resolveSandbox,
   runDirSocket,
@@ -354,7 +355,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   // each worker has a directory of its own in it, the only one bound into its sandbox. Made when first needed;
   // gone with the driver.
   let socketDir: string | undefined;
-  const socketRoot = () => (socketDir ??= mkdtempSync(join(tmpdir(), "svc-lb-")));
+  const socketRoot = () => (socketDir ??= mkdtempSync(join(tmpdir(), ownedTempPrefix("svc-lb"))));
   const socketsWanted = (launch: WorkerLaunch) => options.localSockets !== false && launch.loadBalanced === true && !launch.image && process.platform !== "win32";
   /** An unsandboxed worker's socket path, in the driver's directory. */
   const lbSocketFor = (launch: WorkerLaunch): string | undefined => {

@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { join } from "node:path";
 import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
+import { sweepStaleTempDirs } from "../drivers/owned-temp.js";
 import { UserError } from "../errors.js";
 import type { Manifest } from "svc/internal";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
@@ -202,6 +203,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const leaseMs = options.leaseMs ?? 30_000;
   const heartbeatMs = options.heartbeatMs ?? Math.max(50, Math.min(5_000, Math.floor(leaseMs / 3)));
   const log = options.log ?? (() => undefined);
+  // What processes killed before their clean-up left in the temporary directory (each name carries its owner's
+  // pid): removed when the owner is gone. A failure to look costs nothing but the space.
+  try {
+    const swept = sweepStaleTempDirs({ failed: (name, err) => log(`could not remove the stale temporary directory ${name}: ${err.message}`) });
+    if (swept.length > 0) log(`removed ${swept.length} temporary director${swept.length === 1 ? "y" : "ies"} of processes that are gone: ${swept.join(", ")}`);
+  } catch (err) {
+    log(`could not look for stale temporary directories: ${(err as Error).message}`);
+  }
   const state = await openState(options, log);
   const { storage, secrets, box } = state;
   const store: Store = storage.store;

@@ -9,7 +9,7 @@ import { SVC_VERSION } from "../../src/version.js";
 beforeAll(requireCompiled);
 afterAll(cleanupTemps);
 
-const STARTER_FILES = [".env.example", ".gitignore", "README.md", "package.json", "scripts/call.ts", "src/api.ts", "src/embedder.ts", "src/gpu.ts", "src/llm.ts", "tsconfig.json"];
+const STARTER_FILES = [".env.example", ".gitignore", "README.md", "package.json", "scripts/call.ts", "src/api.ts", "src/embedder.ts", "src/gpu.ts", "src/llm.ts", "tsconfig.json", "weights.json"];
 
 describe("svc init", () => {
   let app: string;

@@ -2,20 +2,55 @@
 // first shell block, run through a shell in the new project. `npm install` is what the project's node_modules
 // already are (this svc, svc-cli, tsx, @types/node, linked: no network); `npx svc dev` runs in the background
 // until the commands after it are done, and the first curl it prints is run too. `svc deploy` needs a service
-// and a key: the printed-commands-after-login test (test/cli/login-curl.test.ts) covers it.
+// and a key: the commands after `cp .env.example .env` (the project's own key and service) run against a real
+// service of this test (process driver) with SVC_API_URL and SVC_API_KEY, `svc deploy` included, and what the
+// deploy serves is then called.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createProcessDriver } from "../../src/drivers/process.js";
+import type { WorkerDriver } from "../../src/drivers/types.js";
+import { startService, type Service } from "../../src/service/index.js";
 import { REPO } from "../lb/harness.js";
 import { until } from "../service/helpers.js";
 
+const SERVICE_KEY = "template-readme-key";
 let work: string;
+let driver: WorkerDriver | undefined;
+let service: Service | undefined;
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), "svc-template-readme-"));
 });
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+afterAll(async () => {
+  await service?.close();
+  await driver?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+/** The service the README's deploy-side commands talk to, started when the first of them runs. */
+async function deployService(): Promise<Service> {
+  driver ??= createProcessDriver({ cacheDir: join(work, "cache"), closeGraceMs: 1000 });
+  service ??= await startService({ dataDir: join(work, "data"), driver, apiKeys: [SERVICE_KEY] });
+  return service;
+}
+
+/** A command through a shell, without blocking the event loop (the service of this test answers it). */
+function runShell(command: string, cwd: string, env: NodeJS.ProcessEnv): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn("sh", ["-c", command], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 120_000);
+    child.on("close", (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
 
 /** The commands of a README's first ```sh block, comments dropped. Pure. */
 export function readmeCommands(readme: string): string[] {
@@ -26,9 +61,10 @@ export function readmeCommands(readme: string): string[] {
     .filter((line) => line !== "" && !line.startsWith("#"));
 }
 
-function shellEnv(): NodeJS.ProcessEnv {
+function shellEnv(target?: Service): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1", HOME: work };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k.startsWith("npm_")) delete env[k];
+  if (target) Object.assign(env, { SVC_API_URL: target.url, SVC_API_KEY: SERVICE_KEY });
   return env;
 }
 
@@ -36,16 +72,18 @@ describe.each(["textgen", "starter"])("templates/%s: its README's commands work 
   const project = () => join(work, `my-${template}`);
   let dev: ChildProcess | undefined;
   let devOutput = "";
+  const outputs = new Map<string, string>();
 
-  afterAll(async () => {
-    if (dev?.pid && dev.exitCode === null) {
+  async function stopDev(): Promise<void> {
+    if (dev?.pid && dev.exitCode === null && dev.signalCode === null) {
       const exited = new Promise((resolve) => dev!.once("exit", resolve));
       process.kill(-dev.pid, "SIGINT");
       const timer = setTimeout(() => process.kill(-dev!.pid!, "SIGKILL"), 10_000);
       await exited;
       clearTimeout(timer);
     }
-  });
+  }
+  afterAll(stopDev);
 
   it("init, then each command of the README", async () => {
     const init = spawnSync(process.execPath, [join(REPO, "bin", "svc.js"), "init", project(), "--template", template], { cwd: work, env: shellEnv(), encoding: "utf8" });
@@ -63,9 +101,11 @@ describe.each(["textgen", "starter"])("templates/%s: its README's commands work 
     const commands = readmeCommands(readFileSync(join(project(), "README.md"), "utf8"));
     expect(commands).toContain("npx svc dev");
     let ran = 0;
+    // From `cp .env.example .env` on, commands are for a service: this test's.
+    let target: Service | undefined;
     for (const command of commands) {
       if (command === "npm install") continue;
-      if (/^npx svc deploy\b/.test(command)) continue;
+      if (command.startsWith("cp .env.example .env")) target = await deployService();
       if (command === "npx svc dev") {
         dev = spawn("sh", ["-c", command], { cwd: project(), env: shellEnv(), detached: true, stdio: ["ignore", "pipe", "pipe"] });
         dev.stdout!.on("data", (d) => (devOutput += d));
@@ -79,11 +119,30 @@ describe.each(["textgen", "starter"])("templates/%s: its README's commands work 
         ran++;
         continue;
       }
-      const r = spawnSync("sh", ["-c", command], { cwd: project(), env: shellEnv(), encoding: "utf8", timeout: 90_000 });
+      const r = await runShell(command, project(), shellEnv(target));
       expect(r.status, `${command}\n${r.stdout}\n${r.stderr}`).toBe(0);
       if (/^npm run /.test(command)) expect(r.stdout.trim()).not.toBe("");
+      outputs.set(command, r.stdout);
       ran++;
     }
     expect(ran).toBeGreaterThanOrEqual(3);
-  }, 240_000);
+    // Each `svc volume cp` run while svc dev ran put its file onto svc dev's volume "models", byte for byte.
+    const devVolumes = join(project(), ".svc", "dev-data", "volumes");
+    const devUploads = commands.slice(0, commands.findIndex((c) => c.startsWith("cp .env.example"))).flatMap((c) => /^npx svc volume cp (\S+) models:(\S+)$/.exec(c) ?? []);
+    expect(devUploads.length, "the README uploads weights to svc dev's volume").toBeGreaterThan(0);
+    for (let i = 0; i < devUploads.length; i += 3) {
+      const [, local, remote] = devUploads.slice(i, i + 3) as [string, string, string];
+      const copies = readdirSync(devVolumes).map((id) => join(devVolumes, id, remote)).filter((f) => existsSync(f));
+      expect(copies.map((f) => readFileSync(f, "utf8"))).toEqual([readFileSync(join(project(), local), "utf8")]);
+    }
+    if (template !== "starter") return;
+    // Its worker, started with svc dev before the upload, may keep the built-in weights (the README says so).
+    expect(outputs.get("npm run call")).toMatch(/^embed: (built-in|volume:embedder\/weights\.json) /m);
+    // The deployed embedder's worker loaded them (svc dev stopped: a script calls its session while it runs) from the service's volume (what `svc volume cp` put there).
+    const env = { ...shellEnv(target), SVC_APP: `my-${template}`, SVC_ENV: "prod" };
+    await stopDev();
+    writeFileSync(join(project(), "scripts", "weights-from.ts"), 'import { connect } from "svc";\nimport { Embedder } from "../src/embedder.js";\nconsole.log((await connect(Embedder).embed({})).weights);\n');
+    const deployed = await runShell("npx tsx scripts/weights-from.ts", project(), env);
+    expect(deployed.stdout.trim(), deployed.stderr).toBe("volume:embedder/weights.json");
+  }, 300_000);
 });

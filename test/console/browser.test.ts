@@ -288,9 +288,9 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await form.getByRole("button", { name: "Create volume" }).click();
     await page.getByText("Created volume models (20 GB).").waitFor();
     const row = page.getByRole("table", { name: "Network volumes" }).locator("tr", { hasText: "models" });
-    await row.getByLabel("New size of models (GB)").fill("10");
+    await row.getByLabel("New size of models (GB)").fill("5");
     await row.getByRole("button", { name: "Resize" }).click();
-    await row.getByText(/never shrinks/).waitFor();
+    await row.getByText(/must be at least 10/).waitFor();
     await row.getByLabel("New size of models (GB)").fill("30");
     await row.getByRole("button", { name: "Resize" }).click();
     await page.getByRole("table", { name: "Network volumes" }).getByText("30 GB").waitFor();

@@ -55,7 +55,7 @@ describe("templates/textgen", () => {
     expect(build.code).toBe(0);
     expect(build.stdout).toContain("textgen (queue, gpu ANY, workers 0-1)");
     const manifest = JSON.parse(readFileSync(join(project, ".svc", "svc_manifest.json"), "utf8"));
-    expect(manifest.resources.textgen.functions).toEqual([expect.objectContaining({ name: "chat", kind: "generator", module: "src/textgen.ts" })]);
+    expect(manifest.resources.textgen.functions).toEqual([expect.objectContaining({ name: "chat", kind: "generator-method", class: "TextGen", module: "src/textgen.ts" })]);
   });
 
   it("answers an OpenAI chat job from the artifact, deterministic with a seed", async () => {
@@ -70,6 +70,30 @@ describe("templates/textgen", () => {
     expect(reply.usage.completion_tokens).toBe(last.output_tokens);
     const again = chatCompletionFromOutput(JSON.parse(JSON.stringify(await run(chatJobInput(request)))), request);
     expect(again.choices[0]!.message.content).toBe(reply.choices[0]!.message.content);
+  });
+
+  it("trains, once per worker, on the volume's textgen/corpus.txt when there is one", async () => {
+    const volume = join(temp, "volume");
+    mkdirSync(join(volume, "textgen"), { recursive: true });
+    writeFileSync(join(volume, "textgen", "corpus.txt"), "zebra quartz zebra quartz. quartz zebra quartz zebra. ".repeat(20));
+    const before = process.env.SVC_VOLUME_PATH;
+    process.env.SVC_VOLUME_PATH = volume;
+    try {
+      // A fresh copy of the bundle: a new worker, whose constructor runs now.
+      const url = pathToFileURL(join(temp, "artifact", "endpoints", "textgen", "handler.mjs")).href;
+      const worker = ((await import(`${url}?worker=2`)) as { default: LoadedHandler }).default;
+      await worker.init();
+      const invoked = worker.invoke("chat", { prompt: "tell me", seed: 3, max_tokens: 20 }, { jobId: "job-2", signal: new AbortController().signal });
+      if (invoked.kind !== "stream") throw new Error("expected a streaming function");
+      let text = "";
+      for await (const chunk of invoked.stream) text += (chunk as TextGenerationOutput).text.join("");
+      const words = text.toLowerCase().match(/[a-z]+/g) ?? [];
+      expect(words.length).toBeGreaterThan(0);
+      expect(new Set(words)).toEqual(new Set(words.filter((w) => w === "zebra" || w === "quartz")));
+    } finally {
+      if (before === undefined) delete process.env.SVC_VOLUME_PATH;
+      else process.env.SVC_VOLUME_PATH = before;
+    }
   });
 
   it("answers a plain {prompt} job and stops at a stop string", async () => {

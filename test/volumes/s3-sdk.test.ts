@@ -230,14 +230,41 @@ describe("sizes", () => {
 
     const shown = await call(`${t.service.url}/v2/network-volumes/${smallVolume}`, { key: t.key });
     expect(shown.body).toMatchObject({ id: smallVolume, size: 10, usedBytes: 6 * GB });
-    const shrink = await call(`${t.service.url}/v2/network-volumes/${smallVolume}`, { key: t.key, method: "PATCH", body: { size: 5 } });
-    expect(shrink.status).toBe(422);
 
+    // Grown, a write past the old size goes in.
     const grown = await call(`${t.service.url}/v2/network-volumes/${smallVolume}`, { key: t.key, method: "PATCH", body: { size: 20 } });
     expect(grown.status).toBe(200);
     await s3.send(new PutObjectCommand({ Bucket: smallVolume, Key: "b.bin", Body: six }));
     expect((await call(`${t.service.url}/v2/network-volumes/${smallVolume}`, { key: t.key })).body.usedBytes).toBe(12 * GB);
     await s3.send(new DeleteObjectsCommand({ Bucket: smallVolume, Delete: { Objects: [{ Key: "a.bin" }, { Key: "b.bin" }] } }));
+  });
+
+  it("shrinks while the files fit: a write past the new size is then EntityTooLarge; below the bytes used is 422 and changes nothing", async () => {
+    const s3 = client(keyA);
+    const id = await createVolume(t.key, "shrinking", 20);
+    const url = `${t.service.url}/v2/network-volumes/${id}`;
+    const dir = join(t.dir, "data", "volumes", id);
+    await s3.send(new PutObjectCommand({ Bucket: id, Key: "six.bin", Body: Buffer.alloc(6 * GB, 1) }));
+
+    const shrunk = await call(url, { key: t.key, method: "PATCH", body: { size: 15 } });
+    expect(shrunk.status).toBe(200);
+    expect(shrunk.body).toMatchObject({ id, size: 15 });
+    // 6 + 10 fit in the old 20 GB, not in 15.
+    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: id, Key: "ten.bin", Body: Buffer.alloc(10 * GB, 1) })))).toEqual({ name: "EntityTooLarge", status: 400 });
+    expect(existsSync(join(dir, "ten.bin"))).toBe(false);
+    await s3.send(new PutObjectCommand({ Bucket: id, Key: "eight.bin", Body: Buffer.alloc(8 * GB, 1) }));
+
+    const refused = await call(url, { key: t.key, method: "PATCH", body: { size: 10, name: "smaller" } });
+    expect(refused.status).toBe(422);
+    expect(refused.headers.get("content-type")).toContain("application/problem+json");
+    expect(refused.body.errors).toEqual([`$.size: the volume holds ${14 * GB} bytes, more than 10 GB (${10 * GB} bytes); delete files first or give 14 GB or more`]);
+    // Nothing changed: neither the size (the last GB still goes in) nor the name.
+    expect((await call(url, { key: t.key })).body).toMatchObject({ size: 15, name: "shrinking", usedBytes: 14 * GB });
+    await s3.send(new PutObjectCommand({ Bucket: id, Key: "one.bin", Body: Buffer.alloc(GB, 1) }));
+    expect(readFileSync(join(dir, "six.bin")).length).toBe(6 * GB);
+
+    await s3.send(new DeleteObjectsCommand({ Bucket: id, Delete: { Objects: [{ Key: "six.bin" }, { Key: "eight.bin" }, { Key: "one.bin" }] } }));
+    expect((await call(url, { key: t.key, method: "DELETE" })).status).toBe(204);
   });
 
   it("counts what workers wrote into the directory too", async () => {

@@ -48,10 +48,10 @@ export function register(program: Command): void {
     });
   volume
     .command("update")
-    .description("Rename or grow a network volume (it never shrinks; data center and type are fixed)")
+    .description("Rename or resize a network volume (smaller only while its files fit; data center and type are fixed)")
     .argument("<id>", "volume id")
     .option("--name <name>", "new name")
-    .option("--size <gb>", "new size in GB, not smaller than now", intFlag("--size"))
+    .option("--size <gb>", "new size in GB (smaller only while the files fit)", intFlag("--size"))
     .option("--json", "print JSON")
     .action(async (id: string, o: { name?: string; size?: number; json?: boolean }) => {
       const v = await management<Volume>("PATCH", path(id), changes({ name: o.name, size: o.size }, "svc volume update"));

@@ -12,6 +12,7 @@ import { UserError } from "../../errors.js";
 import { bwrapArgs, encodeArgs, ETC_FILES, identityFiles, SANDBOX_CODE_DIR, SANDBOX_HOME, SANDBOX_RUN_DIR, SANDBOX_VOLUME_DIR, SYSTEM_DIRS, systemMounts, type BindMount, type BwrapSpec } from "./bwrap.js";
 import { detectCgroups, type CgroupLimits, type Cgroups, type WorkerCgroup } from "./cgroups.js";
 import { encodeProgram, seccompArch, seccompProgram } from "./seccomp.js";
+import { ownedTempPrefix } from "../owned-temp.js";
 
 export { SANDBOX_CODE_DIR, SANDBOX_RUN_DIR, SANDBOX_VOLUME_DIR, SANDBOX_HOME } from "./bwrap.js";
 export type { CgroupLimits } from "./cgroups.js";
@@ -249,7 +250,7 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
   let identityDir: string | undefined;
   const identityDirMade = (): string => {
     if (identityDir) return identityDir;
-    const dir = mkdtempSync(join(tmpdir(), "svc-sandbox-"));
+    const dir = mkdtempSync(join(tmpdir(), ownedTempPrefix("svc-sandbox")));
     const identity = identityFiles();
     writeFileSync(join(dir, "passwd"), identity.passwd, { mode: 0o644 });
     writeFileSync(join(dir, "group"), identity.group, { mode: 0o644 });

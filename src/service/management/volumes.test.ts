@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { volumeNameProblem } from "./context.js";
-import { planDeployVolumes } from "./volumes.js";
+import { planDeployVolumes, planUpdateVolume } from "./volumes.js";
 import type { VolumeRecord } from "./store.js";
 
 const volume = (id: string, userId: string, name: string): VolumeRecord => ({ id, userId, name, size: 10, dataCenter: "local", type: "STANDARD", createdAt: 0 });
@@ -35,5 +35,29 @@ describe("planDeployVolumes", () => {
         `endpoint "c": volume "../bobs" is not a volume name (1 to 64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit, without '..')`,
       ],
     });
+  });
+});
+
+describe("planUpdateVolume sizes", () => {
+  const current = { ...volume("vol111111111111", "alice", "models"), size: 20 };
+  const room = (usedBytes: number) => ({ usedBytes, gbBytes: 100 });
+
+  it("grows without measuring", () => {
+    expect(planUpdateVolume(current, { size: 30 })).toEqual({ volume: { ...current, size: 30 }, errors: [] });
+  });
+
+  it("shrinks while the bytes used fit in the new size (exactly full included)", () => {
+    expect(planUpdateVolume(current, { size: 15 }, room(1500))).toEqual({ volume: { ...current, size: 15 }, errors: [] });
+  });
+
+  it("refuses a size below the bytes used, naming them and the least size that holds them", () => {
+    expect(planUpdateVolume(current, { size: 12 }, room(1501))).toEqual({
+      errors: ["$.size: the volume holds 1501 bytes, more than 12 GB (1200 bytes); delete files first or give 16 GB or more"],
+    });
+  });
+
+  it("refuses a shrink when the bytes used are not known, and reports a size the schema refuses only once", () => {
+    expect(planUpdateVolume(current, { size: 10 }).errors).toEqual(["$.size: the bytes the volume holds are not known here, so it cannot shrink (it has 20 GB)"]);
+    expect(planUpdateVolume(current, { size: 5 }, room(0)).errors).toEqual(["$.size: must be at least 10"]);
   });
 });

@@ -98,13 +98,37 @@ export function planDeployVolumes(
   return errors.length > 0 ? { create: [], errors } : { create, errors };
 }
 
-/** The volume after a rename/resize, or the failures (shrinking, changing dataCenter or type). Pure. */
-export function planUpdateVolume(current: VolumeRecord, body: unknown): { volume?: VolumeRecord; errors: string[] } {
+/** What a shrink is checked against: the bytes the volume holds (writes in flight included) and a GB's bytes. */
+export interface VolumeRoom {
+  usedBytes: number;
+  gbBytes: number;
+}
+
+/** Whether the body asks for a smaller size than the volume has (only then are the bytes used needed). Pure. */
+export function isShrink(current: VolumeRecord, body: unknown): boolean {
+  const size = (body as Record<string, unknown> | null)?.size;
+  return typeof size === "number" && Number.isInteger(size) && size < current.size;
+}
+
+/**
+ * The volume after a rename/resize, or the failures (a size below the bytes used, changing dataCenter or type).
+ * A shrink needs `room`; without it a shrink is refused. Pure.
+ */
+export function planUpdateVolume(current: VolumeRecord, body: unknown, room?: VolumeRoom): { volume?: VolumeRecord; errors: string[] } {
   const errors = validate(SCHEMAS.UpdateNetworkVolumeRequest, body);
   const b = body as Record<string, unknown>;
   errors.push(...nameProblems(b.name));
-  if (typeof b.size === "number" && Number.isInteger(b.size) && b.size < current.size) {
-    errors.push(`$.size: a volume never shrinks (it has ${current.size} GB; give ${current.size} or more)`);
+  if (isShrink(current, body) && !errors.some((e) => e.startsWith("$.size:"))) {
+    const size = b.size as number;
+    if (!room) {
+      errors.push(`$.size: the bytes the volume holds are not known here, so it cannot shrink (it has ${current.size} GB)`);
+    } else if (room.usedBytes > size * room.gbBytes) {
+      // The smallest size that still holds them (the schema's own minimum is checked above).
+      const least = Math.max(Math.ceil(room.usedBytes / room.gbBytes), size + 1);
+      errors.push(
+        `$.size: the volume holds ${room.usedBytes} bytes, more than ${size} GB (${size * room.gbBytes} bytes); delete files first or give ${least} GB or more`,
+      );
+    }
   }
   if (typeof b.dataCenter === "string" && b.dataCenter !== current.dataCenter) {
     errors.push(`$.dataCenter: is immutable (the volume is in "${current.dataCenter}")`);
@@ -158,7 +182,10 @@ export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: 
   if (method === "PATCH") {
     const current = ownVolume(m, p, id);
     const body = await readObjectBody(req);
-    const plan = planUpdateVolume(current, body);
+    // A smaller size is taken only while the files fit in it: measured now, with writes in flight counted.
+    const room: VolumeRoom | undefined =
+      isShrink(current, body) && ctx.volumes ? { usedBytes: await ctx.volumes.usage.committed(current.id, volumeDir(m.dataDir, current.id)), gbBytes: ctx.volumes.usage.gbBytes } : undefined;
+    const plan = planUpdateVolume(current, body, room);
     if (!plan.volume) throw new HttpProblem(422, "The network volume update is not valid", { errors: plan.errors });
     if (plan.volume.name !== current.name) {
       // Endpoints that name the volume by its name would lose it (and a later deploy would make a new one).

@@ -69,6 +69,16 @@ export class VolumeUsage {
   }
 
   /**
+   * Bytes the volume holds, measured now rather than taken from the cache, plus the bytes of writes in flight
+   * (they were admitted under the current size and will land): what a shrink must leave room for.
+   */
+  async committed(volumeId: string, dir: string): Promise<number> {
+    if (!this.measured.get(volumeId)?.pending) this.measured.delete(volumeId);
+    const used = await this.used(volumeId, dir);
+    return used + (this.reserved.get(volumeId) ?? 0);
+  }
+
+  /**
    * Reserve `bytes` more for a write that replaces `replacing` bytes (an overwritten object): EntityTooLarge when
    * the volume would hold more than its size. `release(written)` ends the reservation; `written` is the change the
    * write made (0 when it failed).
