@@ -9,14 +9,14 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { CHROMIUM, openBrowser, signIn, horizontalOverflow } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const shots = join(repo, "test-results", "console");
 const ADMIN = "console-apps-admin-key";
@@ -43,7 +43,7 @@ async function deploy(projectDir: string): Promise<string> {
 }
 
 /** Whether the page scrolls sideways (what a phone user would have to do to read it). */
-const pageOverflow = () => page.evaluate(() => document.scrollingElement!.scrollWidth - innerWidth);
+const pageOverflow = () => horizontalOverflow(page);
 
 async function openApps(): Promise<void> {
   await page.goto(`${service.url}/console/#/apps`);
@@ -70,13 +70,8 @@ describe.skipIf(!haveChromium)("the Apps page's releases in a browser", () => {
     writeFileSync(greeter, readFileSync(greeter, "utf8").replace("`hello ${input.name}`", "`hi ${input.name}`"));
     builds.push(await deploy(app));
     expect(builds[0]).not.toBe(builds[1]);
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"] });
-    page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-    page.setDefaultTimeout(20_000);
-    await page.goto(`${service.url}/console/`);
-    await page.getByLabel("API key").fill(ADMIN);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.getByRole("heading", { name: "Endpoints", level: 1 }).waitFor();
+    ({ browser, page } = await openBrowser());
+    await signIn(page, service.url, ADMIN);
   }, 180_000);
 
   afterAll(async () => {

@@ -9,14 +9,14 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { CHROMIUM, openBrowser } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const shots = join(repo, "test-results", "console");
 const ADMIN = "console-admin-key";
@@ -85,12 +85,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     bobKey = (await call(`${service.url}/v1/keys`, { key: ADMIN, body: { name: "bob admin", userId: "bob", scopes: ["admin"] } })).body.key;
     expect((await call(`${service.url}/v2/network-volumes`, { key: bobKey, body: { name: "bobs-private-volume", size: 10, dataCenter: "local" } })).status).toBe(201);
     expect((await call(`${service.url}/v1/templates`, { key: bobKey, body: { name: "bobs-template", imageName: "example/bob:1" } })).status).toBe(201);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
-    });
-    page = await browser.newPage({ viewport: { width: 1366, height: 800 } });
-    page.setDefaultTimeout(20_000);
+    ({ browser, page } = await openBrowser({ width: 1366, height: 800 }));
   }, 120_000);
 
   afterAll(async () => {

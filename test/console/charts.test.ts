@@ -10,14 +10,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execFileSync } from "node:child_process";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { CHROMIUM, openBrowser, signIn, horizontalOverflow } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type Service } from "../../src/service/index.js";
 import type { WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "../../src/drivers/types.js";
 import { chartSpecs, formatDuration, type ChartKey, type MetricsSeries } from "../../console/charts-data.js";
 import { call, manifest, ProtocolWorker, resource, until } from "../service/helpers.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const shots = join(repo, "test-results", "console");
 const ADMIN = "console-charts-admin-key";
@@ -86,7 +86,7 @@ async function shot(name: string): Promise<void> {
 }
 
 /** Whether the page scrolls sideways (what a phone user would have to do to read it). */
-const pageOverflow = () => page.evaluate(() => document.scrollingElement!.scrollWidth - innerWidth);
+const pageOverflow = () => horizontalOverflow(page);
 
 /** Each chart's summary as the page shows it, once the window asked for is loaded. */
 async function summaries(region: string, window: "1h" | "1d"): Promise<Record<string, string>> {
@@ -166,13 +166,8 @@ describe.skipIf(!haveChromium)("the console's charts in a browser", () => {
       return totals.queueDepth === 0 && totals.workers !== null && Object.values(totals.workers).every((n) => n === 0);
     }, 10_000, 100);
 
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"] });
-    page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-    page.setDefaultTimeout(20_000);
-    await page.goto(`${service.url}/console/`);
-    await page.getByLabel("API key").fill(ADMIN);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.getByRole("heading", { name: "Endpoints", level: 1 }).waitFor();
+    ({ browser, page } = await openBrowser());
+    await signIn(page, service.url, ADMIN);
   }, 180_000);
 
   afterAll(async () => {

@@ -10,14 +10,14 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { CHROMIUM, openBrowser, signIn, horizontalOverflow } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const shots = join(repo, "test-results", "console");
 const ADMIN = "console-endpoint-admin-key";
@@ -55,7 +55,7 @@ async function open(hash: string, heading: string): Promise<void> {
 }
 
 /** Whether the page scrolls sideways (what a phone user would have to do to read it). */
-const pageOverflow = () => page.evaluate(() => document.scrollingElement!.scrollWidth - innerWidth);
+const pageOverflow = () => horizontalOverflow(page);
 
 async function submitAndWait(endpointId: string, input: unknown): Promise<string> {
   const id = (await call(`${service.url}/v2/${endpointId}/run`, { key: ADMIN, body: { input } })).body.id as string;
@@ -89,13 +89,8 @@ describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
     const env = (await call(`${service.url}/v1/apps/console-app/environments/prod`, { key: ADMIN })).body;
     const idOf = (name: string) => env.endpoints.find((e: { name: string }) => e.name === name).id as string;
     [echoId, tickerId, greeterId] = [idOf("echo"), idOf("ticker"), idOf("greeter")];
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"] });
-    page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-    page.setDefaultTimeout(20_000);
-    await page.goto(`${service.url}/console/`);
-    await page.getByLabel("API key").fill(ADMIN);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.getByRole("heading", { name: "Endpoints", level: 1 }).waitFor();
+    ({ browser, page } = await openBrowser());
+    await signIn(page, service.url, ADMIN);
   }, 180_000);
 
   afterAll(async () => {

@@ -10,7 +10,8 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { CHROMIUM, openBrowser } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
@@ -18,7 +19,6 @@ import { readInventory } from "../../src/gpus/inventory.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const shots = join(repo, "test-results", "console");
 const FAKE_DIR = join(repo, "test", "fakes", "gpu");
@@ -84,12 +84,7 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
     await call(`${endpoint.only!.url}/run`, { key: KEY, body: { input: { ms: 120_000, pidFile } } });
     holderWorker = (await until(rtxHolder, 30_000, 100)).workerId;
     await until(() => existsSync(pidFile), 30_000, 50);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
-    });
-    page = await browser.newPage({ viewport: { width: 1366, height: 800 } });
-    page.setDefaultTimeout(20_000);
+    ({ browser, page } = await openBrowser({ width: 1366, height: 800 }));
   }, 120_000);
 
   afterAll(async () => {

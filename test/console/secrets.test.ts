@@ -4,12 +4,12 @@
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { CHROMIUM, openBrowser } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type Service } from "../../src/service/index.js";
 import { call } from "../service/helpers.js";
 
-const CHROMIUM = "/usr/bin/chromium";
 const ADMIN = "console-secrets-admin-key";
 const VALUE = "console-typed-secret-value-42";
 const haveChromium = existsSync(CHROMIUM);
@@ -24,9 +24,7 @@ describe.skipIf(!haveChromium)("the console's secrets page", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "svc-console-secrets-"));
     service = await startService({ dataDir: join(dir, "data"), apiKeys: [ADMIN] });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--no-first-run"] });
-    page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
-    page.setDefaultTimeout(20_000);
+    ({ browser, page } = await openBrowser({ width: 1200, height: 800 }));
   }, 60_000);
 
   afterAll(async () => {
