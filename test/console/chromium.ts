@@ -1,5 +1,6 @@
 // The console tests' browser: Debian's Chromium through playwright-core, one page, and the sign-in the page tests
 // start from. Flags keep Chromium from reaching out (no network here) and from needing a GPU or a sandbox.
+import { existsSync } from "node:fs";
 import { chromium, type Browser, type Page } from "playwright-core";
 
 export const CHROMIUM = "/usr/bin/chromium";
@@ -24,3 +25,14 @@ export async function signIn(page: Page, serviceUrl: string, key: string): Promi
 
 /** How far the page scrolls sideways (at most 0 when nothing is cut off). */
 export const horizontalOverflow = (page: Page): Promise<number> => page.evaluate(() => document.scrollingElement!.scrollWidth - innerWidth);
+
+/**
+ * Whether the browser tests can run: without Chromium they are skipped with a notice, except in CI, where its
+ * absence is an error (the console would otherwise go untested without anyone noticing).
+ */
+export function chromiumPresent(): boolean {
+  if (existsSync(CHROMIUM)) return true;
+  if (process.env.CI === "true") throw new Error(`${CHROMIUM} is missing: the console's browser tests must run in CI (apt-get install chromium)`);
+  console.warn(`NOTICE: ${CHROMIUM} is missing; skipping the console's browser tests (apt-get install chromium to run them)`);
+  return false;
+}

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
-import { CHROMIUM, openBrowser } from "./chromium.js";
+import { chromiumPresent, openBrowser } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
@@ -33,11 +33,7 @@ const WAIT_REASON = "waiting for a GPU (ADA_24: 1 of 1 in use)";
 /** The fake first on PATH, as the service runs nvidia-smi. */
 const fakeEnv = (): NodeJS.ProcessEnv => ({ ...process.env, PATH: `${FAKE_DIR}${delimiter}${process.env.PATH ?? ""}`, FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS) });
 
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) {
-  if (process.env.CI === "true") throw new Error(`${CHROMIUM} is missing: the console's browser tests must run in CI (apt-get install chromium)`);
-  console.warn(`NOTICE: ${CHROMIUM} is missing; skipping the console's GPU browser tests (apt-get install chromium to run them)`);
-}
+const haveChromium = chromiumPresent();
 
 let dir: string;
 let service: Service;
