@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Where the service's main thread spends its time under the peer benches' loads: the service runs in a process
 // of its own under `node --cpu-prof`, the same load client as the benches drives it, and the profile's top
-// self-time functions are printed (docs/performance.md holds what they said).
+// self-time functions are printed (docs/performance.md holds what they said), then the CPU time of every process
+// of the load (the service, its workers, the load client): on a machine of few cores the rate is bounded by their
+// sum, and the profile's "busy" time also counts the main thread descheduled inside a syscall.
 //
 //   node bench/profile.mjs lb [--top 25] [--keep DIR]      1 MB answers through the LB front, 16 connections
 //   node bench/profile.mjs lb-small                        small JSON through the LB front, 64 connections
@@ -9,13 +11,15 @@
 //
 // Needs `npm run build` first. --keep DIR keeps the .cpuprofile (open it in Chrome's DevTools).
 import { execFile, spawn } from "node:child_process";
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 const run_ = promisify(execFile);
+/** Linux's USER_HZ: the unit of utime and stime in /proc/<pid>/stat (100 on every common architecture). */
+const CLOCK_TICKS = 100;
 const root = fileURLToPath(new URL("..", import.meta.url));
 const [mode = "lb", ...rest] = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -85,7 +89,15 @@ if (mode === "--child") {
     "lb-small": { targets: [{ name: "svc", url: `${target.url}/items/{i}`, headers: target.headers }], warmup: 200, total: 30000, concurrency: 64 },
     queue: { targets: [{ name: "svc", url: `${target.url}/run`, method: "POST", headers: target.headers, body: { input: { i: "{i}" } } }], warmup: 0, total: 30000, concurrency: 16 },
   };
-  const { stdout } = await run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plans[mode])], { maxBuffer: 1 << 20 });
+  // CPU time of every process of the load (the service, its workers, the load client), read from /proc while it
+  // runs: on a machine of few cores the end-to-end rate is bounded by their sum, not by the service's alone.
+  const cpuBefore = processTree(child.pid);
+  let cpuSeen = new Map(cpuBefore);
+  const loadClient = run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plans[mode])], { maxBuffer: 1 << 20 });
+  const watch = setInterval(() => {
+    cpuSeen = new Map([...cpuSeen, ...processTree(child.pid), ...processTree(loadClient.child.pid)]);
+  }, 100);
+  const { stdout } = await loadClient;
   const measured = JSON.parse(stdout).svc;
   const loadEndedAt = Date.now();
   if (mode === "queue") {
@@ -97,6 +109,8 @@ if (mode === "--child") {
       await new Promise((r) => setTimeout(r, 50));
     }
   }
+  cpuSeen = new Map([...cpuSeen, ...processTree(child.pid)]);
+  clearInterval(watch);
   await new Promise((resolve) => {
     child.once("exit", resolve);
     child.stdin.end();
@@ -112,8 +126,52 @@ if (mode === "--child") {
   console.log("| self % | self ms | function | where |");
   console.log("|---:|---:|---|---|");
   for (const row of top) console.log(`| ${row.percent.toFixed(1)} | ${row.ms.toFixed(0)} | ${row.name} | ${row.where} |`);
+  const requests = plans[mode].targets.length * plans[mode].total;
+  console.log(`\nCPU time of each process over the load (user + system, from /proc; the service's includes the profiler's cost):\n`);
+  console.log("| process | CPU ms | µs a request |");
+  console.log("|---|---:|---:|");
+  let sum = 0;
+  for (const [pid, { name, ticks }] of cpuSeen) {
+    const ms = (ticks - (cpuBefore.get(pid)?.ticks ?? 0)) * (1000 / CLOCK_TICKS);
+    if (ms <= 0) continue;
+    sum += ms;
+    console.log(`| ${pid === child.pid ? "service" : name} | ${ms.toFixed(0)} | ${((ms / requests) * 1000).toFixed(0)} |`);
+  }
+  console.log(`| all | ${sum.toFixed(0)} | ${((sum / requests) * 1000).toFixed(0)} |`);
   if (!flag("--keep")) rmSync(profiles, { recursive: true, force: true });
   else console.log(`\nprofile: ${join(profiles, file)}`);
+}
+
+/** A process and its descendants: pid -> { name (its command line, short), ticks (user + system CPU so far) }. */
+function processTree(rootPid) {
+  const all = new Map();
+  if (!existsSync("/proc/self/stat")) return all; // not Linux: the CPU table stays empty
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      // The command's name (field 2) may hold spaces and parentheses: the fields after it start after the last ")".
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      all.set(Number(entry), { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) });
+    } catch {
+      // the process ended between the listing and the read: it is not part of the load any more
+    }
+  }
+  const tree = new Map();
+  const add = (pid) => {
+    const p = all.get(pid);
+    if (!p) return;
+    let name = String(pid);
+    try {
+      name = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean).map((a) => a.split("/").slice(-2).join("/")).join(" ").slice(0, 60);
+    } catch {
+      // ended meanwhile: its pid names it
+    }
+    tree.set(pid, { name, ticks: p.ticks });
+    for (const [child, c] of all) if (c.ppid === pid) add(child);
+  };
+  add(rootPid);
+  return tree;
 }
 
 /** Self time by function (name and place) of the samples within `[from, to]` (µs), idle excluded from the percentages' base. */
