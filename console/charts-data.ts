@@ -54,6 +54,19 @@ export interface ChartSpec {
   summary: string;
 }
 
+/**
+ * Whether a failed series request means that the service keeps no metrics at all (`svc server` with
+ * SVC_METRICS=off answers the metrics routes 404 with this detail), as opposed to a real error such as an endpoint
+ * that is gone: the charts then say so calmly, with how to turn them on (METRICS_OFF_TEXT).
+ */
+export function metricsTurnedOff(error: unknown): boolean {
+  if (typeof error !== "object" || error === null) return false;
+  const { status, detail } = error as { status?: unknown; detail?: unknown };
+  return status === 404 && typeof detail === "string" && /metrics are turned off/i.test(detail);
+}
+
+export const METRICS_OFF_TEXT = "No charts: this service keeps no metrics (it runs with SVC_METRICS=off). Start `svc server` without that setting (metrics are on by default) to see them here.";
+
 export const WINDOW_TEXT: Record<MetricsWindow, string> = { "1h": "the last hour", "1d": "the last day" };
 
 /** The worker states in the order people read them; any other state the service reports follows. */

@@ -6,7 +6,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { api } from "./api.js";
-import { chartSpecs, formatDuration, isolated, formatNumber, WINDOW_TEXT, type ChartSpec, type MetricsSeries, type MetricsWindow } from "./charts-data.js";
+import { chartSpecs, formatDuration, isolated, formatNumber, METRICS_OFF_TEXT, metricsTurnedOff, WINDOW_TEXT, type ChartSpec, type MetricsSeries, type MetricsWindow } from "./charts-data.js";
 import { ProblemMessage, useId, usePolling } from "./ui.js";
 
 /** Line colours, each at least 4.5:1 on the panel background. */
@@ -115,7 +115,13 @@ export function MetricsCharts({ path, title = "Charts", note }: { path: string; 
         </div>
       </div>
       {note && <p class="muted">{note}</p>}
-      <ProblemMessage error={error} />
+      {metricsTurnedOff(error) ? (
+        <p class="notice" role="status" data-metrics="off">
+          {METRICS_OFF_TEXT}
+        </p>
+      ) : (
+        <ProblemMessage error={error} />
+      )}
       {shown === null ? (
         !error && <p class="muted">Loading {WINDOW_TEXT[span]}…</p>
       ) : (

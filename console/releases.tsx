@@ -3,7 +3,7 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api.js";
-import { Notice, ProblemMessage, Time, useConfirm } from "./ui.js";
+import { ListTable, Notice, ProblemMessage, Time, useConfirm } from "./ui.js";
 
 interface Release {
   id: string;
@@ -98,52 +98,37 @@ export function Releases({ app, env, level = 2, onBuildChange }: { app: string; 
       ) : releases.length === 0 ? (
         <p class="muted">No releases yet.</p>
       ) : (
-        <div class="table-wrap">
-          <table class="list" aria-label={`Releases of ${app}/${env}`}>
-            <thead>
-              <tr>
-                <th scope="col">Build</th>
-                <th scope="col">Kind</th>
-                <th scope="col">State</th>
-                <th scope="col">Started</th>
-                <th scope="col">
-                  <span class="sr-only">Action</span>
+        <ListTable label={`Releases of ${app}/${env}`} columns={["Build", "Kind", "State", "Started"]} action="Action">
+          {releases.map((r) => {
+            const running = r.buildId === current && r.state === "live";
+            return (
+              <tr key={r.id} data-release={r.id} data-build={r.buildId} data-running={running ? "true" : undefined}>
+                <th scope="row">
+                  <span class="mono nowrap">{r.buildId.slice(0, 12)}</span> {running && <span class="badge status-completed">running</span>}
                 </th>
+                <td>{r.kind}</td>
+                <td>
+                  <span class={`badge release-${r.state}`}>{r.state}</span>
+                  {r.error && (
+                    <p class="error-text">
+                      {r.error.endpoint}: {r.error.message.split("\n")[0]}
+                    </p>
+                  )}
+                </td>
+                <td>
+                  <Time t={r.startedAt} />
+                </td>
+                <td>
+                  {r.state === "live" && r.buildId !== current && (
+                    <button class="secondary small" disabled={busy} onClick={() => void rollback(r.buildId)} aria-label={`Roll back to build ${r.buildId.slice(0, 12)}`}>
+                      Roll back
+                    </button>
+                  )}
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {releases.map((r) => {
-                const running = r.buildId === current && r.state === "live";
-                return (
-                  <tr key={r.id} data-release={r.id} data-build={r.buildId} data-running={running ? "true" : undefined}>
-                    <th scope="row">
-                      <span class="mono nowrap">{r.buildId.slice(0, 12)}</span> {running && <span class="badge status-completed">running</span>}
-                    </th>
-                    <td>{r.kind}</td>
-                    <td>
-                      <span class={`badge release-${r.state}`}>{r.state}</span>
-                      {r.error && (
-                        <p class="error-text">
-                          {r.error.endpoint}: {r.error.message.split("\n")[0]}
-                        </p>
-                      )}
-                    </td>
-                    <td>
-                      <Time t={r.startedAt} />
-                    </td>
-                    <td>
-                      {r.state === "live" && r.buildId !== current && (
-                        <button class="secondary small" disabled={busy} onClick={() => void rollback(r.buildId)} aria-label={`Roll back to build ${r.buildId.slice(0, 12)}`}>
-                          Roll back
-                        </button>
-                      )}
-                    </td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
+            );
+          })}
+        </ListTable>
       )}
     </section>
   );

@@ -112,6 +112,35 @@ export function useConfirm(): [ComponentChildren, (opts: { title: string; body: 
   return [dialog, setPending];
 }
 
+/**
+ * A list of records as a table: named for screen readers by `label`, a header row of `columns`, and, with `action`,
+ * a last column of buttons whose header only screen readers read. It scrolls sideways inside its box rather than
+ * widening the page on a narrow screen. The children are its rows.
+ */
+export function ListTable(props: { label: string; columns: string[]; action?: string; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap">
+      <table class="list" aria-label={props.label}>
+        <thead>
+          <tr>
+            {props.columns.map((column) => (
+              <th key={column} scope="col">
+                {column}
+              </th>
+            ))}
+            {props.action && (
+              <th scope="col">
+                <span class="sr-only">{props.action}</span>
+              </th>
+            )}
+          </tr>
+        </thead>
+        <tbody>{props.children}</tbody>
+      </table>
+    </div>
+  );
+}
+
 export function formatMs(ms: number): string {
   if (ms < 1000) return `${ms} ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;

@@ -2,6 +2,8 @@
 // process's SVC_* settings left out), its URL read from stdout, its stderr kept for assertions.
 
 import { spawn, type ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -20,12 +22,40 @@ export interface ServerProcess {
   log(): string;
   /** SIGTERM, then wait for the exit. */
   stop(): Promise<void>;
+  /** SIGKILL, as a crash or an OOM kill ends it (no shutdown: workers it started are left running), and wait for the exit. */
+  kill(): Promise<void>;
 }
 
-export async function startServerProcess(opts: { dataDir: string; env?: Record<string, string>; workers?: string; args?: string[] }): Promise<ServerProcess> {
+/** A TCP port free on 127.0.0.1 now: for a server that must come back on the same port after a restart. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const probe = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** The process workers (runtime/worker.js) of a server on `dataDir`: their environment names it (the artifact is extracted under it). */
+export function processWorkerPids(dataDir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("runtime/worker.js")) continue;
+      if (readFileSync(`/proc/${entry}/environ`, "utf8").includes(dataDir)) pids.push(Number(entry));
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return pids;
+}
+
+/** `port`: a fixed one (see freePort), so that a restarted server answers at the same URL; by default any free one. */
+export async function startServerProcess(opts: { dataDir: string; env?: Record<string, string>; workers?: string; args?: string[]; port?: number }): Promise<ServerProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
-  const child = spawn(process.execPath, [join(REPO, "bin", "svc.js"), "server", "--port", "0", "--data-dir", opts.dataDir, "--workers", opts.workers ?? "process", ...(opts.args ?? [])], {
+  const child = spawn(process.execPath, [join(REPO, "bin", "svc.js"), "server", "--port", String(opts.port ?? 0), "--data-dir", opts.dataDir, "--workers", opts.workers ?? "process", ...(opts.args ?? [])], {
     env: { ...env, ...opts.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -56,6 +86,12 @@ export async function startServerProcess(opts: { dataDir: string; env?: Record<s
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise((r) => child.once("exit", r));
       child.kill("SIGTERM");
+      await exited;
+    },
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGKILL");
       await exited;
     },
   };

@@ -5,7 +5,7 @@ import { Fragment, type ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 import type { EndpointRecord, EndpointSummary, Health } from "../endpoints-data.js";
 import { API_KEY_PLACEHOLDER, endpointCurl } from "../forms.js";
-import { formatMs, Notice, Time } from "../ui.js";
+import { formatMs, ListTable, Notice, Time } from "../ui.js";
 import { TypeIds } from "./gpus.js";
 import { MetricsCharts } from "../charts.js";
 
@@ -131,35 +131,23 @@ export function EndpointWorkers({ health, record }: { health: Health | null | un
           No workers now: one starts when a job comes (or as many as the minimum say).
         </p>
       ) : (
-        <div class="table-wrap">
-          <table class="list" aria-label="Workers">
-            <thead>
-              <tr>
-                <th scope="col">Worker</th>
-                <th scope="col">State</th>
-                <th scope="col">Since</th>
-                <th scope="col">GPU</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((w) => (
-                <tr key={w.id} data-worker={w.id}>
-                  <th scope="row">
-                    <span class="mono nowrap">{w.id}</span>
-                  </th>
-                  <td>
-                    <span class={`badge worker-${w.state}`}>{w.state}</span>
-                    {w.draining && <span class="muted"> (draining)</span>}
-                  </td>
-                  <td>
-                    <Time t={w.since} />
-                  </td>
-                  <td>{gpusOf(w.id)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <ListTable label="Workers" columns={["Worker", "State", "Since", "GPU"]}>
+          {list.map((w) => (
+            <tr key={w.id} data-worker={w.id}>
+              <th scope="row">
+                <span class="mono nowrap">{w.id}</span>
+              </th>
+              <td>
+                <span class={`badge worker-${w.state}`}>{w.state}</span>
+                {w.draining && <span class="muted"> (draining)</span>}
+              </td>
+              <td>
+                <Time t={w.since} />
+              </td>
+              <td>{gpusOf(w.id)}</td>
+            </tr>
+          ))}
+        </ListTable>
       )}
     </section>
   );

@@ -7,7 +7,7 @@ import { api, ApiProblem, FINAL_STATES, readNdjson, request } from "../api.js";
 import { loadEndpoints, loadHealth, loadRecord, type EndpointRecord, type EndpointSummary, type Health } from "../endpoints-data.js";
 import { gpusByWorker } from "../gpus-data.js";
 import { exampleBody, type CallableFunction } from "../forms.js";
-import { Field, formatMs, Json, Notice, ProblemMessage, Time, useConfirm, usePolling } from "../ui.js";
+import { Field, formatMs, Json, ListTable, Notice, ProblemMessage, Time, useConfirm, usePolling } from "../ui.js";
 import { EndpointForm } from "./endpoint-form.js";
 import { EndpointAccess, EndpointCharts, EndpointSettings, EndpointWorkers } from "./endpoint-overview.js";
 import { Releases } from "../releases.js";
@@ -511,38 +511,25 @@ function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpoi
           (or what `/status?ttl=` set); then they are removed with their output.
         </p>
       ) : (
-        <div class="table-wrap">
-<table class="list" aria-label="Recent jobs">
-          <thead>
-            <tr>
-              <th scope="col">Job</th>
-              <th scope="col">State</th>
-              <th scope="col">Submitted</th>
-              <th scope="col">Delay</th>
-              <th scope="col">Execution</th>
+        <ListTable label="Recent jobs" columns={["Job", "State", "Submitted", "Delay", "Execution"]}>
+          {jobs.map((j) => (
+            <tr key={j.id} data-job={j.id} class={j.id === selected ? "selected" : undefined}>
+              <th scope="row">
+                <a class="mono nowrap" href={jobHash(endpointId, j.id)} aria-current={j.id === selected ? "true" : undefined} onClick={() => onSelect(j.id)}>
+                  {j.id}
+                </a>
+              </th>
+              <td>
+                <StatusBadge status={j.status} />
+              </td>
+              <td>
+                <Time t={j.createdAt} />
+              </td>
+              <td>{formatMs(j.delayTime)}</td>
+              <td>{formatMs(j.executionTime)}</td>
             </tr>
-          </thead>
-          <tbody>
-            {jobs.map((j) => (
-              <tr key={j.id} data-job={j.id} class={j.id === selected ? "selected" : undefined}>
-                <th scope="row">
-                  <a class="mono nowrap" href={jobHash(endpointId, j.id)} aria-current={j.id === selected ? "true" : undefined} onClick={() => onSelect(j.id)}>
-                    {j.id}
-                  </a>
-                </th>
-                <td>
-                  <StatusBadge status={j.status} />
-                </td>
-                <td>
-                  <Time t={j.createdAt} />
-                </td>
-                <td>{formatMs(j.delayTime)}</td>
-                <td>{formatMs(j.executionTime)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-</div>
+          ))}
+        </ListTable>
       )}
     </section>
   );
@@ -670,23 +657,11 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
           onCancel={() => setEditing(false)}
         />
       )}
-      <div class="table-wrap">
-<table class="list" aria-label="Status">
-        <thead>
-          <tr>
-            <th scope="col">Workers now</th>
-            <th scope="col">Queued</th>
-            <th scope="col">In progress</th>
-            <th scope="col">Cold starts</th>
-          </tr>
-        </thead>
-        <tbody>
-          <tr>
-            <HealthCells health={health} />
-          </tr>
-        </tbody>
-      </table>
-</div>
+      <ListTable label="Status" columns={["Workers now", "Queued", "In progress", "Cold starts"]}>
+        <tr>
+          <HealthCells health={health} />
+        </tr>
+      </ListTable>
       {health?.storage && !health.storage.ok && (
         <div class="start-error" role="alert">
           <p>

@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiProblem, fieldErrors } from "../api.js";
 import { KEY_EXPIRIES, scopesOf } from "../forms.js";
-import { Field, Notice, ProblemMessage, Time, useConfirm } from "../ui.js";
+import { Field, ListTable, Notice, ProblemMessage, Time, useConfirm } from "../ui.js";
 
 interface KeyInfo {
   id: string;
@@ -134,48 +134,32 @@ export function KeysPage() {
         (keys.length === 0 ? (
           <p>No keys.</p>
         ) : (
-          <div class="table-wrap">
-<table class="list" aria-label="API keys">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Scopes</th>
-                <th scope="col">Created</th>
-                <th scope="col">Expires</th>
-                <th scope="col">State</th>
-                <th scope="col">
-                  <span class="sr-only">Revoke</span>
+          <ListTable label="API keys" columns={["Name", "Scopes", "Created", "Expires", "State"]} action="Revoke">
+            {keys.map((k) => (
+              <tr key={k.id} data-key={k.id} class={k.inUse ? "selected" : undefined}>
+                <th scope="row">
+                  {k.name ?? <span class="muted">(no name)</span>}
+                  {k.inUse && <span class="badge status-in_progress">signed in with this key</span>}
+                  <div class="muted mono">{k.id}</div>
                 </th>
+                <td>{k.scopes.join(", ")}</td>
+                <td>
+                  <Time t={k.createdAt} />
+                </td>
+                <td>
+                  <Time t={k.expiresAt} never="never" />
+                </td>
+                <td>{k.revokedAt !== null ? <Time t={k.revokedAt} prefix="revoked " /> : k.expiresAt !== null && k.expiresAt <= Date.now() ? "expired" : "active"}</td>
+                <td>
+                  {k.revokedAt === null && (
+                    <button class="danger" onClick={() => revoke(k)} aria-label={`Revoke key ${k.name ?? k.id}`}>
+                      Revoke
+                    </button>
+                  )}
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {keys.map((k) => (
-                <tr key={k.id} data-key={k.id} class={k.inUse ? "selected" : undefined}>
-                  <th scope="row">
-                    {k.name ?? <span class="muted">(no name)</span>}
-                    {k.inUse && <span class="badge status-in_progress">signed in with this key</span>}
-                    <div class="muted mono">{k.id}</div>
-                  </th>
-                  <td>{k.scopes.join(", ")}</td>
-                  <td>
-                    <Time t={k.createdAt} />
-                  </td>
-                  <td>
-                    <Time t={k.expiresAt} never="never" />
-                  </td>
-                  <td>{k.revokedAt !== null ? <Time t={k.revokedAt} prefix="revoked " /> : k.expiresAt !== null && k.expiresAt <= Date.now() ? "expired" : "active"}</td>
-                  <td>
-                    {k.revokedAt === null && (
-                      <button class="danger" onClick={() => revoke(k)} aria-label={`Revoke key ${k.name ?? k.id}`}>
-                        Revoke
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-</div>
+            ))}
+          </ListTable>
         ))}
       <form class="card form" onSubmit={create} aria-label="New API key">
         <h2>New API key</h2>

@@ -3,7 +3,7 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiProblem, fieldErrors } from "../api.js";
-import { Field, formatTime, Notice, ProblemMessage, useConfirm } from "../ui.js";
+import { Field, formatTime, ListTable, Notice, ProblemMessage, useConfirm } from "../ui.js";
 
 interface Secret {
   name: string;
@@ -116,34 +116,22 @@ export function SecretsPage() {
       ) : secrets.length === 0 ? (
         <p>No secrets. Values that must not be in your code (tokens, database URLs) belong here.</p>
       ) : (
-        <table class="list" aria-label="Secrets">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">For</th>
-              <th scope="col">Updated</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
+        <ListTable label="Secrets" columns={["Name", "For", "Updated"]} action="Actions">
+          {secrets.map((s) => (
+            <tr key={`${s.name}/${s.app}/${s.env}`} data-secret={s.name}>
+              <th scope="row" class="mono">
+                {s.name}
               </th>
+              <td>{scopeText(s)}</td>
+              <td>{formatTime(s.updatedAt)}</td>
+              <td>
+                <button class="danger" onClick={() => remove(s)} aria-label={`Delete secret ${s.name} (${scopeText(s)})`}>
+                  Delete
+                </button>
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {secrets.map((s) => (
-              <tr key={`${s.name}/${s.app}/${s.env}`} data-secret={s.name}>
-                <th scope="row" class="mono">
-                  {s.name}
-                </th>
-                <td>{scopeText(s)}</td>
-                <td>{formatTime(s.updatedAt)}</td>
-                <td>
-                  <button class="danger" onClick={() => remove(s)} aria-label={`Delete secret ${s.name} (${scopeText(s)})`}>
-                    Delete
-                  </button>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </ListTable>
       )}
       <SetSecret
         onSet={(a) => {

@@ -2,7 +2,7 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.js";
-import { Notice, ProblemMessage } from "../ui.js";
+import { ListTable, Notice, ProblemMessage } from "../ui.js";
 import { TemplateForm, type Template } from "./endpoint-form.js";
 
 export function TemplatesPage() {
@@ -33,27 +33,17 @@ export function TemplatesPage() {
       ) : templates.length === 0 ? (
         <p>No templates yet: create one below.</p>
       ) : (
-        <div class="table-wrap">
-          <table class="list" aria-label="Templates">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Image</th>
-              </tr>
-            </thead>
-            <tbody>
-              {templates.map((t) => (
-                <tr key={t.id} data-template={t.id}>
-                  <th scope="row">
-                    {t.name}
-                    <div class="muted mono">{t.id}</div>
-                  </th>
-                  <td class="mono">{t.imageName}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <ListTable label="Templates" columns={["Name", "Image"]}>
+          {templates.map((t) => (
+            <tr key={t.id} data-template={t.id}>
+              <th scope="row">
+                {t.name}
+                <div class="muted mono">{t.id}</div>
+              </th>
+              <td class="mono">{t.imageName}</td>
+            </tr>
+          ))}
+        </ListTable>
       )}
       <TemplateForm
         onCreated={(name) => {

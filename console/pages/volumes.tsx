@@ -3,7 +3,7 @@
 
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiProblem, fieldErrors } from "../api.js";
-import { Field, Notice, ProblemMessage, useConfirm } from "../ui.js";
+import { Field, ListTable, Notice, ProblemMessage, useConfirm } from "../ui.js";
 
 interface Volume {
   id: string;
@@ -190,27 +190,11 @@ export function VolumesPage() {
       ) : volumes.length === 0 ? (
         <p>No network volumes.</p>
       ) : (
-        <div class="table-wrap">
-<table class="list" aria-label="Network volumes">
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Size</th>
-              <th scope="col">Data center</th>
-              <th scope="col">Type</th>
-              <th scope="col">Resize (grow only)</th>
-              <th scope="col">
-                <span class="sr-only">Delete</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {volumes.map((v) => (
-              <VolumeRow key={`${v.id}-${v.size}`} volume={v} onChanged={() => void load()} onDelete={remove} />
-            ))}
-          </tbody>
-        </table>
-</div>
+        <ListTable label="Network volumes" columns={["Name", "Size", "Data center", "Type", "Resize (grow only)"]} action="Delete">
+          {volumes.map((v) => (
+            <VolumeRow key={`${v.id}-${v.size}`} volume={v} onChanged={() => void load()} onDelete={remove} />
+          ))}
+        </ListTable>
       )}
       <CreateVolume
         dataCenters={dataCenters}

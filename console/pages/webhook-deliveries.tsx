@@ -4,7 +4,7 @@
 
 import { useState } from "preact/hooks";
 import { api } from "../api.js";
-import { formatMs, ProblemMessage, Time, usePolling } from "../ui.js";
+import { formatMs, ListTable, ProblemMessage, Time, usePolling } from "../ui.js";
 
 interface DeliveryLog {
   jobId: string;
@@ -35,34 +35,20 @@ export function WebhookDeliveries({ endpointId, jobId }: { endpointId: string; j
   return (
     <>
       <h3>Webhook deliveries</h3>
-      <div class="table-wrap">
-        <table class="list" aria-label="Webhook deliveries">
-          <thead>
-            <tr>
-              <th scope="col">Time</th>
-              <th scope="col">Event</th>
-              <th scope="col">Attempt</th>
-              <th scope="col">Result</th>
-              <th scope="col">Duration</th>
-              <th scope="col">Outcome</th>
-            </tr>
-          </thead>
-          <tbody>
-            {log.deliveries.map((d) => (
-              <tr key={`${d.messageId}:${d.attempt}`} data-outcome={d.outcome}>
-                <td>
-                  <Time t={d.at} />
-                </td>
-                <td>{d.event}</td>
-                <td>{d.attempt}</td>
-                <td class={d.error ? "error-text" : undefined}>{d.status !== null ? `HTTP ${d.status}` : d.error}</td>
-                <td>{formatMs(d.durationMs)}</td>
-                <td>{d.outcome}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <ListTable label="Webhook deliveries" columns={["Time", "Event", "Attempt", "Result", "Duration", "Outcome"]}>
+        {log.deliveries.map((d) => (
+          <tr key={`${d.messageId}:${d.attempt}`} data-outcome={d.outcome}>
+            <td>
+              <Time t={d.at} />
+            </td>
+            <td>{d.event}</td>
+            <td>{d.attempt}</td>
+            <td class={d.error ? "error-text" : undefined}>{d.status !== null ? `HTTP ${d.status}` : d.error}</td>
+            <td>{formatMs(d.durationMs)}</td>
+            <td>{d.outcome}</td>
+          </tr>
+        ))}
+      </ListTable>
       {log.pending.map((p) => (
         <p key={p.messageId} class="muted">
           {p.event}: {p.attempts === 0 ? "to be sent" : `${p.attempts} attempt(s) failed; next`} <Time t={p.nextAttemptAt} />

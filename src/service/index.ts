@@ -427,7 +427,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     log,
   });
   // The S3 API on network volumes (volumes/s3.ts), and what the management API needs of it.
-  const volumeUsage = new VolumeUsage(options.volumeGbBytes);
+  const volumeUsage = new VolumeUsage(options.volumeGbBytes, undefined, (id) => storage.management.volume(id)?.size);
   const volumes: VolumesApi = { keys: storage.volumeKeys, box, usage: volumeUsage, endpoint: `${url}${S3_PREFIX}`, region: S3_REGION };
   const s3 = new VolumeS3({
     dataDir: options.dataDir,

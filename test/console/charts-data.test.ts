@@ -2,7 +2,8 @@
 // its numbers.
 
 import { expect, it } from "vitest";
-import { chartSpecs, formatDuration, isolated, workerStates, type MetricsPoint, type MetricsSeries } from "../../console/charts-data.js";
+import { ApiProblem } from "../../console/api.js";
+import { chartSpecs, formatDuration, isolated, metricsTurnedOff, workerStates, type MetricsPoint, type MetricsSeries } from "../../console/charts-data.js";
 
 const jobs = (COMPLETED = 0, FAILED = 0) => ({ COMPLETED, FAILED, CANCELLED: 0, TIMED_OUT: 0 });
 const point = (t: string, over: Partial<MetricsPoint> = {}): MetricsPoint => ({
@@ -80,4 +81,13 @@ it("turns a day's answer into per-minute lines, gaps where nothing was measured,
     "Not sampled in the last hour.",
     "Not sampled in the last hour.",
   ]);
+});
+
+it("tells a service that keeps no metrics (its 404) from a real error, which stays an error", () => {
+  expect(metricsTurnedOff(new ApiProblem(404, "Not Found", "Metrics are turned off on this service (SVC_METRICS=off)"))).toBe(true);
+  // An endpoint that is gone is a 404 too, but not this one.
+  expect(metricsTurnedOff(new ApiProblem(404, "Not Found", "No endpoint abc"))).toBe(false);
+  expect(metricsTurnedOff(new ApiProblem(500, "Internal Server Error", "Metrics are turned off"))).toBe(false);
+  expect(metricsTurnedOff(new Error("Metrics are turned off"))).toBe(false);
+  expect(metricsTurnedOff(null)).toBe(false);
 });

@@ -258,3 +258,45 @@ describe.skipIf(!haveChromium)("the console's charts in a browser", () => {
     }
   }, 60_000);
 });
+
+describe.skipIf(!haveChromium)("the console's charts when the service keeps no metrics (SVC_METRICS=off)", () => {
+  let offDir: string;
+  let off: Service;
+  let offBrowser: Browser;
+  let offPage: Page;
+  let endpointId: string;
+
+  beforeAll(async () => {
+    execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: repo, stdio: "pipe" });
+    offDir = mkdtempSync(join(tmpdir(), "svc-console-charts-off-"));
+    writeFileSync(join(offDir, "artifact.tar.gz"), "not really a tarball; the service only hashes it");
+    off = await startService({ dataDir: join(offDir, "data"), apiKeys: [ADMIN], driver: new JobRunningDriver(), metrics: false });
+    const [endpoint] = await off.deploy({ app: "quiet", env: "prod", manifest: manifest({ quiet: resource() }, "quiet"), artifactPath: join(offDir, "artifact.tar.gz") });
+    endpointId = endpoint!.id;
+    ({ browser: offBrowser, page: offPage } = await openBrowser());
+    await signIn(offPage, off.url, ADMIN);
+  }, 60_000);
+
+  afterAll(async () => {
+    await offBrowser?.close();
+    await off?.close();
+    if (offDir) rmSync(offDir, { recursive: true, force: true });
+  });
+
+  it("say so calmly, with how to turn them on, instead of an error, on the home page and on an endpoint's page", async () => {
+    expect((await call(`${off.url}/v1/metrics?window=1h`, { key: ADMIN })).status).toBe(404);
+    for (const [hash, region] of [
+      ["#/endpoints", "All endpoints"],
+      [`#/endpoints/${endpointId}`, "Charts"],
+    ] as const) {
+      await offPage.goto(`${off.url}/console/${hash}`);
+      const charts = offPage.getByRole("region", { name: region, exact: true });
+      const notice = charts.getByRole("status");
+      await notice.waitFor();
+      expect(await notice.textContent()).toContain("SVC_METRICS=off");
+      expect(await notice.textContent()).toContain("metrics are on by default");
+      expect(await charts.getByRole("alert").count()).toBe(0);
+      expect(await charts.locator(".chart-grid").count()).toBe(0);
+    }
+  }, 60_000);
+});

@@ -4,10 +4,11 @@
 // removal, and the error cases with their exit codes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { processWorkerPids } from "../server-process.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const bin = join(repo, "bin", "svc.js");
@@ -96,21 +97,6 @@ async function waitFinal(endpointUrl: string, id: string, timeoutMs = 60_000): P
     if (Date.now() > deadline) throw new Error(`job ${id} still ${body.status}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-}
-
-/** Pids of worker processes whose environment points into `dir` (their artifact lives there). */
-function workersOf(dir: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("runtime/worker.js")) continue;
-      if (readFileSync(`/proc/${entry}/environ`, "utf8").includes(dir)) pids.push(Number(entry));
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return pids;
 }
 
 function runScript(script: string, env: Record<string, string>) {
@@ -367,7 +353,7 @@ describe("svc deploy against a running svc server", () => {
   });
 
   it("undeploy, env delete and app delete remove every endpoint and stop every worker", async () => {
-    expect(workersOf(join(work, "data")).length).toBeGreaterThan(0);
+    expect(processWorkerPids(join(work, "data")).length).toBeGreaterThan(0);
     const one = svc(["undeploy", "worker", "--env", "staging", "--yes", "--json"]);
     expect(one.status).toBe(0);
     expect(JSON.parse(one.stdout).removed.map((r: { name: string }) => r.name)).toEqual(["worker"]);
@@ -384,7 +370,7 @@ describe("svc deploy against a running svc server", () => {
     expect((await api("GET", "/v1/apps")).body.apps).toEqual([]);
     for (const id of everyEndpointId) expect((await api("GET", `/v2/${id}/health`)).status).toBe(404);
     // Success was reported only once the workers had exited.
-    expect(workersOf(join(work, "data"))).toEqual([]);
+    expect(processWorkerPids(join(work, "data"))).toEqual([]);
   });
 });
 

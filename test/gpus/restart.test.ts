@@ -4,16 +4,15 @@
 // workers of fixtures/gpu-app, the binary's deploy.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
-import { createServer } from "node:net";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { UNSANDBOXED } from "../server-process.js";
+import { copyFixture, deployFixture } from "../fixture-project.js";
+import { call } from "../service/helpers.js";
+import { freePort, startServerProcess, UNSANDBOXED, type ServerProcess } from "../server-process.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
-const bin = join(repo, "bin", "svc.js");
 const KEY = "gpu-restart-admin-key";
 const RTX = "GPU-fa4e0000-0000-4000-8000-000000000002";
 const GPUS = [
@@ -26,51 +25,23 @@ let work: string;
 let dataDir: string;
 let url: string;
 let port: number;
-let server: ChildProcess | undefined;
-let serverLog = "";
+let server: ServerProcess | undefined;
 const workerPids: number[] = [];
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => {
-      const { port: p } = probe.address() as { port: number };
-      probe.close(() => resolve(p));
-    });
-  });
-}
-
 async function startServer(): Promise<void> {
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: KEY, PATH: `${join(repo, "test", "fakes", "gpu")}${delimiter}${process.env.PATH ?? ""}`, FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS) };
-  for (const k of Object.keys(env)) if (k.startsWith("SVC_") && k !== "SVC_API_KEY") delete env[k];
+  const env = { SVC_API_KEY: KEY, PATH: `${join(repo, "test", "fakes", "gpu")}${delimiter}${process.env.PATH ?? ""}`, FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS) };
   // The handler writes its pid to a file of this test's and the test signals it: the worker runs unsandboxed.
-  Object.assign(env, UNSANDBOXED);
-  server = spawn(process.execPath, [bin, "server", "--port", String(port), "--data-dir", dataDir, "--workers", "process"], { env, stdio: ["ignore", "pipe", "pipe"] });
-  server.stderr!.on("data", (d) => (serverLog += d));
-  await new Promise<void>((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`svc server did not start:\n${serverLog}`)), 30_000);
-    server!.stdout!.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
+  server = await startServerProcess({ dataDir, port, env: { ...env, ...UNSANDBOXED } });
 }
 
-async function api(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
-}
+const api = (method: string, path: string, body?: unknown) => call(`${url}${path}`, { method, key: KEY, body });
 
 async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${serverLog}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${server?.log() ?? ""}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -82,23 +53,19 @@ let only: string;
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "svc-gpu-restart-"));
   dataDir = join(work, "data");
-  const project = join(work, "gpu-app");
-  cpSync(join(repo, "fixtures", "gpu-app"), project, { recursive: true });
-  mkdirSync(join(project, "node_modules"));
-  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
+  const project = copyFixture("gpu-app", work);
   port = await freePort();
   url = `http://127.0.0.1:${port}`;
   await startServer();
-  const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
-  for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-  const deployed = spawnSync(process.execPath, [bin, "deploy", "--env", "prod", "--json"], { cwd: project, env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY }, encoding: "utf8", timeout: 120_000 });
-  if (deployed.status !== 0) throw new Error(`deploy failed:\n${deployed.stderr}\n${serverLog}`);
+  await deployFixture(project, url, KEY).catch((err: Error) => {
+    throw new Error(`${err.message}\n${server?.log() ?? ""}`);
+  });
   const endpoints = (await api("GET", "/v1/apps/gpu-app/environments/prod")).body.endpoints as Array<{ id: string; name: string }>;
   only = endpoints.find((e) => e.name === "only")!.id;
 }, 180_000);
 
 afterAll(async () => {
-  server?.kill("SIGKILL");
+  await server?.kill();
   for (const pid of workerPids) {
     try {
       process.kill(pid, "SIGKILL");
@@ -119,9 +86,7 @@ describe("svc server restarted while a GPU worker runs", () => {
     workerPids.push(pid);
     const holder = (await holderOf(RTX))!;
 
-    server!.kill("SIGKILL");
-    await new Promise((r) => server!.once("exit", r));
-    serverLog = "";
+    await server!.kill();
     await startServer();
     expect(await holderOf(RTX)).toEqual(expect.objectContaining({ workerId: holder.workerId, endpointId: only }));
 

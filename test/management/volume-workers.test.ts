@@ -4,17 +4,14 @@
 // the REST API (template "svc://<reader>", networkVolumeId). The file outlives the workers.
 
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { buildProject } from "../../src/build/index.js";
-import { createProcessDriver } from "../../src/drivers/process.js";
-import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
+import type { DeployedEndpoint, Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
+import { startVolumeAppService, type VolumeApp } from "../volumes/volume-app.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "volume-admin-key";
+let app: VolumeApp;
 let dir: string;
 let service: Service;
 let writer: DeployedEndpoint;
@@ -22,24 +19,13 @@ let reader: DeployedEndpoint;
 let volume: { id: string; name: string };
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "svc-volume-test-"));
-  cpSync(join(repo, "fixtures", "volume-app"), join(dir, "app"), { recursive: true });
-  service = await startService({
-    dataDir: join(dir, "data"),
-    apiKeys: [KEY],
-    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
-    leaseMs: 2000,
-    heartbeatMs: 300,
-  });
-  volume = (await call(`${service.url}/v2/network-volumes`, { key: KEY, body: { name: "shared-data", size: 10, dataCenter: "local" } })).body;
-  const build = await buildProject(join(dir, "app"));
-  const deployed = await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath });
-  writer = deployed.find((e) => e.name === "writer")!;
-  reader = deployed.find((e) => e.name === "reader")!;
+  app = await startVolumeAppService(KEY);
+  ({ dir, service, volume } = app);
+  writer = app.endpoints.writer!;
+  reader = app.endpoints.reader!;
 });
 afterAll(async () => {
-  await service?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await app?.close();
 });
 
 it("a worker of one endpoint writes a file that a worker of another endpoint on the same volume reads", async () => {

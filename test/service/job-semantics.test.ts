@@ -6,87 +6,39 @@
 // NonRetryableError is not.
 import runpodSdk from "runpod-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { copyFixture, deployFixture } from "../fixture-project.js";
+import { call } from "./helpers.js";
+import { freePort, processWorkerPids, startServerProcess, type ServerProcess } from "../server-process.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const bin = join(repo, "bin", "svc.js");
 const KEY = "job-semantics-admin-key";
 
 let work: string;
 let dataDir: string;
 let url: string;
 let port: number;
-let server: ChildProcess | undefined;
-let serverLog = "";
+let server: ServerProcess | undefined;
 const ids = new Map<string, string>();
 type SdkEndpoint = ReturnType<ReturnType<typeof runpodSdk>["endpoint"]>;
 const sdk = (name: string): SdkEndpoint => runpodSdk(KEY, { baseUrl: `${url}/v2` }).endpoint(ids.get(name)!)!;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => {
-      const { port: p } = probe.address() as { port: number };
-      probe.close(() => resolve(p));
-    });
-  });
-}
-
+/** `svc server` with process workers, unsandboxed (the test reads files its handlers write), on this test's data directory and port. */
 async function startServer(): Promise<void> {
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: KEY };
-  for (const k of Object.keys(env)) if (k.startsWith("SVC_") && k !== "SVC_API_KEY") delete env[k];
-  server = spawn(process.execPath, [bin, "server", "--port", String(port), "--data-dir", dataDir, "--workers", "process", "--sandbox", "none"], { env, stdio: ["ignore", "pipe", "pipe"] });
-  server.stderr!.on("data", (d) => (serverLog += d));
-  await new Promise<void>((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`svc server did not start:\n${serverLog}`)), 30_000);
-    server!.stdout!.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
+  server = await startServerProcess({ dataDir, port, env: { SVC_API_KEY: KEY }, args: ["--sandbox", "none"] });
 }
 
-async function killServer(): Promise<void> {
-  server!.kill("SIGKILL");
-  await new Promise((r) => server!.once("exit", r));
-  serverLog = "";
-}
+const workerPids = () => processWorkerPids(dataDir);
 
-/** Worker processes of this data directory (their artifact is extracted under it). */
-function workerPids(): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("runtime/worker.js")) continue;
-      if (readFileSync(`/proc/${entry}/environ`, "utf8").includes(dataDir)) pids.push(Number(entry));
-    } catch {
-      // ended meanwhile
-    }
-  }
-  return pids;
-}
-
-async function api(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
-}
+const api = (method: string, path: string, body?: unknown) => call(`${url}${path}`, { method, key: KEY, body });
 
 async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${serverLog}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${server?.log() ?? ""}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -100,22 +52,16 @@ const final = (name: string, id: string) => until(`job ${id} to end`, async () =
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "svc-job-semantics-"));
   dataDir = join(work, "data");
-  const project = join(work, "jobs-app");
-  cpSync(join(repo, "fixtures", "jobs-app"), project, { recursive: true });
-  mkdirSync(join(project, "node_modules"));
-  symlinkSync(repo, join(project, "node_modules", "svc"), "dir");
+  const project = copyFixture("jobs-app", work);
   port = await freePort();
   url = `http://127.0.0.1:${port}`;
   await startServer();
-  const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
-  for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-  const deployed = spawnSync(process.execPath, [bin, "deploy", "--env", "prod", "--json"], { cwd: project, env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY }, encoding: "utf8", timeout: 120_000 });
-  if (deployed.status !== 0) throw new Error(`deploy failed:\n${deployed.stderr}`);
+  await deployFixture(project, url, KEY);
   for (const e of (await api("GET", "/v1/apps/jobs-app/environments/prod")).body.endpoints as Array<{ name: string; id: string }>) ids.set(e.name, e.id);
 }, 120_000);
 
 afterAll(async () => {
-  server?.kill("SIGKILL");
+  await server?.kill();
   for (const pid of workerPids()) process.kill(pid, "SIGKILL");
   if (work) rmSync(work, { recursive: true, force: true });
 });
@@ -142,7 +88,7 @@ describe("progress", () => {
 
     // The handler now waits for the gate without reporting more: what the restarted server shows is what it kept.
     await new Promise((r) => setTimeout(r, 500));
-    await killServer();
+    await server!.kill();
     await startServer();
     const after = await sdk("progress").status(job.id);
     expect(after).toMatchObject({ id: job.id, status: "IN_PROGRESS", output: { step: 6, of: 6 } });

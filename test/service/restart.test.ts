@@ -4,71 +4,29 @@
 // ran has its job requeued at the restart, and a re-run's /stream holds one attempt, marked as a re-run. Real
 // processes throughout: the server, the process workers, the binary's deploy.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
-import { createServer } from "node:net";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { copyFixture, deployFixture } from "../fixture-project.js";
+import { call } from "./helpers.js";
+import { freePort, processWorkerPids, startServerProcess, type ServerProcess } from "../server-process.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const bin = join(repo, "bin", "svc.js");
 const KEY = "restart-admin-key";
 
 let work: string;
 let dataDir: string;
 let port: number;
 let url: string;
-let server: ChildProcess | undefined;
-let serverLog = "";
+let server: ServerProcess | undefined;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, "127.0.0.1", () => {
-      const { port: p } = probe.address() as { port: number };
-      probe.close(() => resolve(p));
-    });
-  });
-}
-
+/** `svc server` with process workers on this test's data directory and port (the same after each restart). */
 async function startServer(): Promise<void> {
-  const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: KEY };
-  for (const k of Object.keys(env)) if (k.startsWith("SVC_") && k !== "SVC_API_KEY") delete env[k];
-  server = spawn(process.execPath, [bin, "server", "--port", String(port), "--data-dir", dataDir, "--workers", "process"], { env, stdio: ["ignore", "pipe", "pipe"] });
-  server.stderr!.on("data", (d) => (serverLog += d));
-  await new Promise<void>((resolve, reject) => {
-    let out = "";
-    const timer = setTimeout(() => reject(new Error(`svc server did not start:\n${serverLog}`)), 30_000);
-    server!.stdout!.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
+  server = await startServerProcess({ dataDir, port, env: { SVC_API_KEY: KEY } });
 }
 
-/** Worker processes of this data directory (their artifact is extracted under it). */
-function workerPids(): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("runtime/worker.js")) continue;
-      if (readFileSync(`/proc/${entry}/environ`, "utf8").includes(dataDir)) pids.push(Number(entry));
-    } catch {
-      // ended meanwhile
-    }
-  }
-  return pids;
-}
+const workerPids = () => processWorkerPids(dataDir);
 
-async function api(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
-}
+const api = (method: string, path: string, body?: unknown) => call(`${url}${path}`, { method, key: KEY, body });
 
 interface Chunk {
   output: { i: number; pid: number };
@@ -84,12 +42,6 @@ async function drainStream(endpoint: string, job: string): Promise<Array<Chunk &
     got.push(...(body.stream as Chunk[]).map((c) => ({ ...c, at })));
     if (["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(body.status) && body.stream.length === 0) return got;
   }
-}
-
-async function killServer(): Promise<void> {
-  server!.kill("SIGKILL");
-  await new Promise((r) => server!.once("exit", r));
-  serverLog = "";
 }
 
 async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs: number): Promise<T> {
@@ -111,24 +63,18 @@ let endpoint: string;
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "svc-restart-"));
   dataDir = join(work, "data");
-  const project = join(work, "restart-app");
-  cpSync(join(repo, "fixtures", "restart-app"), project, { recursive: true });
-  mkdirSync(join(project, "node_modules"));
-  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
+  const project = copyFixture("restart-app", work);
   port = await freePort();
   url = `http://127.0.0.1:${port}`;
   await startServer();
   sampler = setInterval(() => (mostWorkers = Math.max(mostWorkers, workerPids().length)), 50);
-  const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
-  for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-  const deployed = spawnSync(process.execPath, [bin, "deploy", "--env", "prod", "--json"], { cwd: project, env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY }, encoding: "utf8", timeout: 120_000 });
-  if (deployed.status !== 0) throw new Error(`deploy failed:\n${deployed.stderr}`);
+  await deployFixture(project, url, KEY);
   endpoint = (await api("GET", "/v1/apps/restart-app/environments/prod")).body.endpoints[0].id as string;
 }, 120_000);
 
 afterAll(async () => {
   clearInterval(sampler);
-  server?.kill("SIGKILL");
+  await server?.kill();
   for (const pid of workerPids()) process.kill(pid, "SIGKILL");
   rmSync(work, { recursive: true, force: true });
 });
@@ -146,7 +92,7 @@ describe("svc server killed and restarted on the same data", () => {
     expect(early.map((c) => c.output.i)).toEqual(Array.from({ length: early.length }, (_, i) => i + 1));
     expect(early.every((c) => c.attempt === undefined)).toBe(true);
 
-    await killServer();
+    await server!.kill();
     await startServer();
     // For several seconds after the restart, the endpoint (at most 1 worker) runs exactly the one it had.
     const seen = new Set<number>();
@@ -158,7 +104,7 @@ describe("svc server killed and restarted on the same data", () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect([...seen]).toEqual([leftover]);
-    expect(serverLog).toMatch(/adopted worker w\w+ of endpoint ticker, left running by an earlier run/);
+    expect(server!.log()).toMatch(/adopted worker w\w+ of endpoint ticker, left running by an earlier run/);
 
     // The leftover dies mid-job: its job is back in the queue within a second or two (the lease is 30 s).
     expect((await api("GET", `/v2/${endpoint}/status/${job}`)).body.status).toBe("IN_PROGRESS");
@@ -196,12 +142,12 @@ describe("svc server killed and restarted on the same data", () => {
     const [worker] = workerPids();
     expect(worker).toBeDefined();
 
-    await killServer();
+    await server!.kill();
     process.kill(worker!, "SIGKILL");
     await until("the worker to be gone", () => (workerPids().length === 0 ? true : undefined), 5000);
     const restartedAt = Date.now();
     await startServer();
-    expect(serverLog).toMatch(/worker w\w+ of endpoint ticker, started by an earlier run of the service, is gone; the jobs it held are queued again/);
+    expect(server!.log()).toMatch(/worker w\w+ of endpoint ticker, started by an earlier run of the service, is gone; the jobs it held are queued again/);
 
     // Run again by a new worker right away, not a lease period (30 s) after the restart: 30 chunks of 200 ms.
     const chunks = await drainStream(endpoint, job);

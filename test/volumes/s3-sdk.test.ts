@@ -4,9 +4,8 @@
 // refused; writes past a volume's size fail; signatures made with a wrong secret, for another time or over
 // another body are refused; keys never leave the volume.
 
-import { createHash, createHmac, randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { createReadStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
@@ -24,22 +23,8 @@ import {
   S3ServiceException,
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
-import { SignatureV4 } from "@smithy/signature-v4";
 import { call, startTestService, type TestService } from "../service/helpers.js";
-
-/** SHA-256 for the signer, from node's crypto. */
-class Sha256 {
-  private readonly h;
-  constructor(secret?: string | Uint8Array) {
-    this.h = secret === undefined ? createHash("sha256") : createHmac("sha256", secret);
-  }
-  update(data: string | Uint8Array) {
-    this.h.update(data);
-  }
-  async digest() {
-    return new Uint8Array(this.h.digest());
-  }
-}
+import { s3Request, s3Signer, sendRaw } from "./s3-signing.js";
 
 /** One "GB" of volume size is 1 MiB here, so a 10 GB volume fills with 10 MiB. */
 const GB = 1024 * 1024;
@@ -278,29 +263,14 @@ describe("sizes", () => {
 
 /** A request signed by hand (SignatureV4, as the SDK signs), sent with node:http so nothing rewrites it. */
 async function signedRequest(opts: { method: string; path: string; body?: Buffer; secret?: string; date?: Date; payloadHash?: string; headers?: Record<string, string> }) {
-  const url = new URL(t.service.url);
-  const signer = new SignatureV4({ service: "s3", region: "us-east-1", credentials: { accessKeyId: keyA.accessKeyId, secretAccessKey: opts.secret ?? keyA.secretAccessKey }, sha256: Sha256, uriEscapePath: false });
+  const signer = s3Signer({ accessKeyId: keyA.accessKeyId, secretAccessKey: opts.secret ?? keyA.secretAccessKey });
   const body = opts.body ?? Buffer.alloc(0);
   const payloadHash = opts.payloadHash ?? createHash("sha256").update(body).digest("hex");
-  const signed = await signer.sign(
-    { method: opts.method, protocol: "http:", hostname: url.hostname, port: Number(url.port), path: opts.path, query: {}, headers: { host: url.host, "x-amz-content-sha256": payloadHash, ...opts.headers } },
-    { signingDate: opts.date ?? new Date() },
-  );
+  const signed = await signer.sign(s3Request(t.service.url, opts.method, opts.path, { "x-amz-content-sha256": payloadHash, ...opts.headers }), { signingDate: opts.date ?? new Date() });
   return send({ method: opts.method, path: opts.path, headers: { ...(signed.headers as Record<string, string>), "content-length": String(body.length) }, body });
 }
 
-function send(opts: { method: string; path: string; headers: Record<string, string>; body?: Buffer }): Promise<{ status: number; text: string }> {
-  const url = new URL(t.service.url);
-  return new Promise((resolve, reject) => {
-    const req = request({ host: url.hostname, port: url.port, method: opts.method, path: opts.path, headers: opts.headers }, (res) => {
-      let text = "";
-      res.on("data", (d) => (text += d));
-      res.on("end", () => resolve({ status: res.statusCode!, text }));
-    });
-    req.on("error", reject);
-    req.end(opts.body);
-  });
-}
+const send = (opts: { method: string; path: string; headers: Record<string, string>; body?: Buffer }) => sendRaw(t.service.url, opts);
 
 describe("signatures", () => {
   it("accepts a correct signature and refuses a wrong secret, a stale date and a tampered body", async () => {
@@ -319,12 +289,11 @@ describe("signatures", () => {
   });
 
   it("serves presigned URLs until they expire", async () => {
-    const url = new URL(t.service.url);
-    const signer = new SignatureV4({ service: "s3", region: "us-east-1", credentials: { accessKeyId: keyA.accessKeyId, secretAccessKey: keyA.secretAccessKey }, sha256: Sha256, uriEscapePath: false });
+    const signer = s3Signer(keyA);
     const presign = async (date: Date, expiresIn: number) => {
       const p = await signer.presign(
         // As @aws-sdk/s3-request-presigner does: the payload is UNSIGNED-PAYLOAD, said in the (signed) query.
-        { method: "GET", protocol: "http:", hostname: url.hostname, port: Number(url.port), path: `/s3/${bigVolume}/signed.txt`, query: {}, headers: { host: url.host, "X-Amz-Content-Sha256": "UNSIGNED-PAYLOAD" } },
+        s3Request(t.service.url, "GET", `/s3/${bigVolume}/signed.txt`, { "X-Amz-Content-Sha256": "UNSIGNED-PAYLOAD" }),
         { signingDate: date, expiresIn },
       );
       const query = Object.entries(p.query!).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join("&");

@@ -8,26 +8,12 @@
 
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
-import { request } from "node:http";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import { SignatureV4 } from "@smithy/signature-v4";
 import { call, startTestService, type TestService } from "../service/helpers.js";
-
-class Sha256 {
-  private readonly h;
-  constructor(secret?: string | Uint8Array) {
-    this.h = secret === undefined ? createHash("sha256") : createHmac("sha256", secret);
-  }
-  update(data: string | Uint8Array) {
-    this.h.update(data);
-  }
-  async digest() {
-    return new Uint8Array(this.h.digest());
-  }
-}
+import { s3Request, s3Signer, sendRaw } from "./s3-signing.js";
 
 const REGION = "us-east-1";
 const STREAMING = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD";
@@ -65,28 +51,17 @@ interface ChunkedUpload {
  * with the seed as signature 0, ending with an empty chunk.
  */
 async function chunkedUpload(path: string, parts: Buffer[], date = new Date()): Promise<ChunkedUpload> {
-  const url = new URL(t.service.url);
   const chunkData = [...parts, Buffer.alloc(0)];
   const framed = (size: number) => size.toString(16).length + ";chunk-signature=".length + 64 + 2 + size + 2;
   const encodedLength = chunkData.reduce((n, c) => n + framed(c.length), 0);
   const decodedLength = parts.reduce((n, c) => n + c.length, 0);
-  const signer = new SignatureV4({ service: "s3", region: REGION, credentials: { accessKeyId: key.accessKeyId, secretAccessKey: key.secretAccessKey }, sha256: Sha256, uriEscapePath: false });
-  const signed = await signer.sign(
-    {
-      method: "PUT",
-      protocol: "http:",
-      hostname: url.hostname,
-      port: Number(url.port),
-      path,
-      query: {},
-      headers: {
-        host: url.host,
-        "x-amz-content-sha256": STREAMING,
-        "content-encoding": "aws-chunked",
-        "x-amz-decoded-content-length": String(decodedLength),
-        "content-length": String(encodedLength),
-      },
-    },
+  const signed = await s3Signer(key, REGION).sign(
+    s3Request(t.service.url, "PUT", path, {
+      "x-amz-content-sha256": STREAMING,
+      "content-encoding": "aws-chunked",
+      "x-amz-decoded-content-length": String(decodedLength),
+      "content-length": String(encodedLength),
+    }),
     { signingDate: date },
   );
   const headers = signed.headers as Record<string, string>;
@@ -108,18 +83,7 @@ function body(upload: ChunkedUpload): Buffer {
   return Buffer.concat(upload.chunks.flatMap((c) => [Buffer.from(`${c.data.length.toString(16)};chunk-signature=${c.signature}\r\n`), c.data, Buffer.from("\r\n")]));
 }
 
-function send(path: string, headers: Record<string, string>, payload: Buffer): Promise<{ status: number; text: string }> {
-  const url = new URL(t.service.url);
-  return new Promise((resolve, reject) => {
-    const req = request({ host: url.hostname, port: url.port, method: "PUT", path, headers }, (res) => {
-      let text = "";
-      res.on("data", (d) => (text += d));
-      res.on("end", () => resolve({ status: res.statusCode!, text }));
-    });
-    req.on("error", reject);
-    req.end(payload);
-  });
-}
+const send = (path: string, headers: Record<string, string>, payload: Buffer) => sendRaw(t.service.url, { method: "PUT", path, headers, body: payload });
 
 /** The volume's entries, the service's hidden upload files included (a refused upload must leave none). */
 const entries = () => readdirSync(volumeDir()).sort();
@@ -199,28 +163,19 @@ describe("@aws-sdk/client-s3 with a stream body", () => {
   });
 
   it("refuses an unsigned-trailer body whose trailer checksum does not match (BadDigest), storing nothing", async () => {
-    const url = new URL(t.service.url);
     const path = `/s3/${volume}/trailer.bin`;
     const data = randomBytes(10_000);
     const upload = async (checksum: string) => {
       const framed = Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from(`\r\n0\r\nx-amz-checksum-sha256:${checksum}\r\n\r\n`)]);
-      const signer = new SignatureV4({ service: "s3", region: REGION, credentials: { accessKeyId: key.accessKeyId, secretAccessKey: key.secretAccessKey }, sha256: Sha256, uriEscapePath: false });
-      const signed = await signer.sign({
-        method: "PUT",
-        protocol: "http:",
-        hostname: url.hostname,
-        port: Number(url.port),
-        path,
-        query: {},
-        headers: {
-          host: url.host,
+      const signed = await s3Signer(key, REGION).sign(
+        s3Request(t.service.url, "PUT", path, {
           "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
           "content-encoding": "aws-chunked",
           "x-amz-decoded-content-length": String(data.length),
           "x-amz-trailer": "x-amz-checksum-sha256",
           "content-length": String(framed.length),
-        },
-      });
+        }),
+      );
       return send(path, signed.headers as Record<string, string>, framed);
     };
     const wrong = await upload(createHash("sha256").update("something else").digest("base64"));

@@ -182,22 +182,29 @@ export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: 
   if (method === "PATCH") {
     const current = ownVolume(m, p, id);
     const body = await readObjectBody(req);
-    // A smaller size is taken only while the files fit in it: measured now, with writes in flight counted.
-    const room: VolumeRoom | undefined =
-      isShrink(current, body) && ctx.volumes ? { usedBytes: await ctx.volumes.usage.committed(current.id, volumeDir(m.dataDir, current.id)), gbBytes: ctx.volumes.usage.gbBytes } : undefined;
-    const plan = planUpdateVolume(current, body, room);
-    if (!plan.volume) throw new HttpProblem(422, "The network volume update is not valid", { errors: plan.errors });
-    if (plan.volume.name !== current.name) {
-      // Endpoints that name the volume by its name would lose it (and a later deploy would make a new one).
-      const byName = endpointsOnVolume(ctx.endpoints.values(), m.store.volumes(p.userId), current).filter((e) => e.resource.volume === current.name);
-      if (byName.length > 0) {
-        throw new HttpProblem(409, `Network volume ${id} is attached by its name "${current.name}" to endpoint(s) ${byName.map((e) => `${e.name} (${e.id})`).join(", ")}; name it by id (${id}) in their settings first`);
+    // A smaller size is taken only while the files fit in it: measured now, with writes in flight counted, and
+    // with writes admitted only under the smaller size until it is stored or refused (one admitted under the old
+    // size after the measurement would land uncounted).
+    const shrink = isShrink(current, body) && ctx.volumes ? ctx.volumes.usage.capAdmissions(current.id, (body as { size: number }).size) : undefined;
+    try {
+      const room: VolumeRoom | undefined =
+        shrink && ctx.volumes ? { usedBytes: await ctx.volumes.usage.committed(current.id, volumeDir(m.dataDir, current.id)), gbBytes: ctx.volumes.usage.gbBytes } : undefined;
+      const plan = planUpdateVolume(current, body, room);
+      if (!plan.volume) throw new HttpProblem(422, "The network volume update is not valid", { errors: plan.errors });
+      if (plan.volume.name !== current.name) {
+        // Endpoints that name the volume by its name would lose it (and a later deploy would make a new one).
+        const byName = endpointsOnVolume(ctx.endpoints.values(), m.store.volumes(p.userId), current).filter((e) => e.resource.volume === current.name);
+        if (byName.length > 0) {
+          throw new HttpProblem(409, `Network volume ${id} is attached by its name "${current.name}" to endpoint(s) ${byName.map((e) => `${e.name} (${e.id})`).join(", ")}; name it by id (${id}) in their settings first`);
+        }
       }
+      // The cluster's storage first (a claim's request): a refusal there leaves the volume as it was.
+      if (plan.volume.size > current.size) await clusterStorage(ctx, `grow network volume ${id}`, (d) => d.resizeVolume?.({ id, sizeGb: plan.volume!.size }));
+      await m.store.putVolume(plan.volume);
+      return sendJson(res, volumeJson(plan.volume));
+    } finally {
+      shrink?.();
     }
-    // The cluster's storage first (a claim's request): a refusal there leaves the volume as it was.
-    if (plan.volume.size > current.size) await clusterStorage(ctx, `grow network volume ${id}`, (d) => d.resizeVolume?.({ id, sizeGb: plan.volume!.size }));
-    await m.store.putVolume(plan.volume);
-    return sendJson(res, volumeJson(plan.volume));
   }
   if (method === "DELETE") {
     req.resume();

@@ -40,11 +40,18 @@ export async function measureBytes(dir: string): Promise<number> {
 export class VolumeUsage {
   private readonly measured = new Map<string, { bytes: number; at: number; pending?: Promise<number> }>();
   private readonly reserved = new Map<string, number>();
+  /** Smaller sizes being decided (a shrink in progress, per volume): writes are admitted only under the least. */
+  private readonly caps = new Map<string, number[]>();
 
   constructor(
     /** Bytes in one GB of `size`. */
     readonly gbBytes: number = GB_BYTES,
     private readonly ttlMs: number = USAGE_TTL_MS,
+    /**
+     * The volume's size as stored now. A write looks its volume up before it reads the request and stats the
+     * object it replaces; a resize stored meanwhile must still hold for it, so the size is read again at the check.
+     */
+    private readonly storedSize: (volumeId: string) => number | undefined = () => undefined,
   ) {}
 
   limitBytes(sizeGb: number): number {
@@ -86,11 +93,12 @@ export class VolumeUsage {
   async reserve(volume: { id: string; size: number }, dir: string, bytes: number, replacing = 0): Promise<(written: number) => void> {
     const used = await this.used(volume.id, dir);
     const inFlight = this.reserved.get(volume.id) ?? 0;
-    const limit = this.limitBytes(volume.size);
+    const size = Math.min(this.storedSize(volume.id) ?? volume.size, ...(this.caps.get(volume.id) ?? []));
+    const limit = this.limitBytes(size);
     if (used + inFlight + bytes - replacing > limit) {
       throw new S3Error(
         "EntityTooLarge",
-        `This write would pass the size of network volume ${volume.id} (${volume.size} GB = ${limit} bytes; ${used + inFlight} bytes used or being written, ${bytes - replacing} more asked): grow the volume (PATCH size) or delete files first`,
+        `This write would pass the size of network volume ${volume.id} (${size} GB = ${limit} bytes; ${used + inFlight} bytes used or being written, ${bytes - replacing} more asked): grow the volume (PATCH size) or delete files first`,
         { fields: { MaxSizeAllowed: String(Math.max(0, limit - used - inFlight + replacing)), ProposedSize: String(bytes) } },
       );
     }
@@ -101,6 +109,25 @@ export class VolumeUsage {
       released = true;
       this.reserved.set(volume.id, (this.reserved.get(volume.id) ?? bytes) - bytes);
       this.adjust(volume.id, written);
+    };
+  }
+
+  /**
+   * While a shrink to `sizeGb` is decided: writes are admitted only under it, from before its bytes are measured
+   * (committed()) until the new size is stored or refused. Otherwise a write admitted under the old size just
+   * after the measurement would land uncounted and pass the new size. The returned function lifts the cap (call
+   * it once the size is stored, or when the shrink is refused: the old size holds again).
+   */
+  capAdmissions(volumeId: string, sizeGb: number): () => void {
+    const caps = this.caps.get(volumeId) ?? [];
+    caps.push(sizeGb);
+    this.caps.set(volumeId, caps);
+    let lifted = false;
+    return () => {
+      if (lifted) return;
+      lifted = true;
+      caps.splice(caps.indexOf(sizeGb), 1);
+      if (caps.length === 0 && this.caps.get(volumeId) === caps) this.caps.delete(volumeId);
     };
   }
 
