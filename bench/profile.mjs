@@ -8,6 +8,7 @@
 //   node bench/profile.mjs lb [--top 25] [--keep DIR]      1 MB answers through the LB front, 16 connections
 //   node bench/profile.mjs lb-small                        small JSON through the LB front, 64 connections
 //   node bench/profile.mjs queue                           /run end to end on SQLite, 16 submitters
+//   node bench/profile.mjs queue --metrics off             the same with SVC_METRICS=off (what metrics cost)
 //
 // Needs `npm run build` first. --keep DIR keeps the .cpuprofile (open it in Chrome's DevTools).
 import { execFile, spawn } from "node:child_process";
@@ -61,7 +62,7 @@ if (mode === "--child") {
     const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
     cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
     const build = await buildProject(project, {});
-    service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key] });
+    service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key], metrics: rest[1] !== "off" });
     const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
     for (let i = 0; i < 50; i++) await request(`${endpoint.url}/runsync`, { method: "POST", headers, body: { input: { i } } });
     process.stdout.write(`${JSON.stringify({ url: endpoint.url, headers, clock: clock() })}\n`);
@@ -75,7 +76,7 @@ if (mode === "--child") {
   });
 } else {
   const profiles = flag("--keep") ?? mkdtempSync(join(tmpdir(), "svc-cpuprof-"));
-  const child = spawn(process.execPath, ["--cpu-prof", "--cpu-prof-dir", profiles, fileURLToPath(import.meta.url), "--child", mode === "queue" ? "queue" : "lb"], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--cpu-prof", "--cpu-prof-dir", profiles, fileURLToPath(import.meta.url), "--child", mode === "queue" ? "queue" : "lb", flag("--metrics", "on")], { stdio: ["pipe", "pipe", "inherit"] });
   const target = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (d) => {

@@ -15,7 +15,7 @@ import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
 import { JobEngine } from "./engine/index.js";
 import { quickRead, quickRun } from "./jobs/routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
-import { problemOf, problemResponse, sendProblem } from "./http/problems.js";
+import { problemResponse, sendProblem } from "./http/problems.js";
 import { ServiceMetrics } from "./metrics/index.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
@@ -66,7 +66,7 @@ const CLUSTER_ADOPT_SETTLE_MS = 6_000;
 
 export { endpointId, engineEndpoint, planDeploy } from "./endpoints/rows.js";
 import { ReleaseManager } from "./releases/manager.js";
-import { asRouteFailure, describeStorage, storageCause } from "./store/faults.js";
+import { describeStorage, storageCause } from "./store/faults.js";
 import { StartFailures } from "./releases/start-failures.js";
 import { Deployments } from "./deploy/deployments.js";
 import { deployInProcess } from "./deploy/in-process.js";
@@ -472,7 +472,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       if (!d) return "";
       return d.allowed ? `RateLimit: ${d.rateLimit}\r\nRateLimit-Policy: ${d.policy}\r\n` : undefined;
     },
-    run: (principal, endpointId, body, contentType) => timedRun(metrics, endpointId, quickRun(context, principal, endpointId, body, contentType)),
+    run: (principal, endpointId, body, contentType) => quickRun(context, principal, endpointId, body, contentType),
+    // Counted in the HTTP metrics as the dispatcher counts a /run it answers.
+    ranRun: metrics.prometheus ? (endpointId, status, startedAt) => metrics.request("POST", "/v2/:endpoint/run", status, startedAt, endpointId) : undefined,
     read: (principal, endpointId, jobId) => timedRead(metrics, endpointId, jobId, quickRead(context, principal, endpointId, jobId)),
     relayTo: () => context.jobsServedBy?.(),
     keepAliveMs: server.keepAliveTimeout,
@@ -825,25 +827,6 @@ async function shutdown(s: {
 function requestFields(req: IncomingMessage): LogFields | undefined {
   const id = req.headers["x-request-id"];
   return typeof id === "string" && id !== "" ? { requestId: id } : undefined;
-}
-
-/**
- * A `/run` the LB front answers itself (it never reaches the dispatcher), counted in the HTTP metrics as the
- * dispatcher counts it.
- */
-function timedRun(metrics: ServiceMetrics, endpointId: string, submit: (() => Promise<string>) | undefined): (() => Promise<string>) | undefined {
-  if (!submit || !metrics.prometheus) return submit;
-  return async () => {
-    const started = performance.now();
-    try {
-      const text = await submit();
-      metrics.request("POST", "/v2/:endpoint/run", 200, started, endpointId);
-      return text;
-    } catch (err) {
-      metrics.request("POST", "/v2/:endpoint/run", problemOf(asRouteFailure(err))?.status ?? 500, started, endpointId);
-      throw err;
-    }
-  };
 }
 
 /** A job API read the LB front answers itself, counted as the dispatcher counts it (one it gives up is counted there). */

@@ -43,6 +43,12 @@ export interface FrontDeps {
    */
   run?(principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined;
   /**
+   * A `/run` the front answered: its status and when its submission began (performance.now()), for the HTTP
+   * metrics (absent when they are off: then no clock is read). Told here, in the callbacks the front has anyway,
+   * rather than by wrapping each submission in a promise of its own.
+   */
+  ranRun?(endpointId: string, status: number, startedAt: number): void;
+  /**
    * A job API read (`GET /v2/{endpoint}/health`, `jobId` undefined, or `GET /v2/{endpoint}/status/{jobId}`) this
    * replica can answer without node:http: the answer's body, now or once read; undefined (or a promise of it) when
    * node:http must serve it (jobs/routes.ts quickRead). Nothing is counted before the front commits to it. Served
@@ -367,12 +373,17 @@ class FrontConnection implements Downstream {
     // Over the rate limit: node:http answers the 429 (a refused request is not counted, so it counts the same).
     if (limits === undefined) return this.giveToNode();
     this.commit(data, head, total);
+    const startedAt = deps.ranRun ? performance.now() : 0;
     submit().then(
-      (text) => this.json(text, limits),
+      (text) => {
+        deps.ranRun?.(endpointId, 200, startedAt);
+        this.json(text, limits);
+      },
       (thrown: unknown) => {
         // As the dispatcher answers a handler's failure (api.ts): a storage fault is a 503 naming its cause.
         const err = asRouteFailure(thrown);
         const problem = problemOf(err);
+        deps.ranRun?.(endpointId, problem?.status ?? 500, startedAt);
         if (problem) return this.problem(problem.status, problem.message, problem.headers ?? {}, limits, false, problem);
         deps.log(`internal error on POST /v2/${endpointId}/run: ${(thrown as Error)?.stack ?? String(thrown)}`);
         this.problem(500, "The service failed to handle this request", {}, limits, false);

@@ -71,9 +71,10 @@ export class ServiceMetrics {
     const delayMs = row.startedAt === null ? null : Math.max(0, row.startedAt - row.createdAt);
     const executionMs = row.startedAt === null || row.completedAt === null ? null : Math.max(0, row.completedAt - row.startedAt);
     this.prometheus?.jobFinal(row.endpointId, row.status as JobFinalStatus, delayMs === null ? null : delayMs / 1000, executionMs === null ? null : executionMs / 1000);
-    this.recent?.jobFinal(row.endpointId, row.status as JobFinalStatus, delayMs, executionMs);
+    const at = row.completedAt ?? Date.now();
+    this.recent?.jobFinal(row.endpointId, row.status as JobFinalStatus, delayMs, executionMs, at);
     const owner = this.options.ownerOf(row.endpointId);
-    if (owner !== undefined) this.usage.job(row.endpointId, owner, row.completedAt ?? Date.now());
+    if (owner !== undefined) this.usage.job(row.endpointId, owner, at);
   }
 
   retry(row: JobRow): void {

@@ -134,18 +134,19 @@ export class RecentSeries {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  private slot(endpointId: string): Minute {
+  private slot(endpointId: string, at = this.now()): Minute {
     let ring = this.rings.get(endpointId);
     if (!ring) this.rings.set(endpointId, (ring = new EndpointRing()));
-    return ring.slot(Math.floor(this.now() / MINUTE_MS));
+    return ring.slot(Math.floor(at / MINUTE_MS));
   }
 
   request(endpointId: string): void {
     this.slot(endpointId).requests++;
   }
 
-  jobFinal(endpointId: string, status: FinalStatus, delayMs: number | null, executionMs: number | null): void {
-    const s = this.slot(endpointId);
+  /** A job ended (`at`: when, epoch ms; its row's completion time, so no clock is read for it; default now). */
+  jobFinal(endpointId: string, status: FinalStatus, delayMs: number | null, executionMs: number | null, at?: number): void {
+    const s = this.slot(endpointId, at);
     if (status in s.jobs) s.jobs[status]++;
     if (delayMs !== null) add(s.delay, bucketOf(delayMs));
     if (executionMs !== null) add(s.execution, bucketOf(executionMs));

@@ -39,6 +39,11 @@ export function splitHours(from: number, to: number): Array<{ hour: number; seco
 export class UsageMeter {
   private readonly live = new Map<string, Live>();
   private pending = new Map<string, UsageRow>();
+  /**
+   * The pending row each endpoint's last job was counted in (of `pending`, cleared with it): a job's end, on the job
+   * API's hot path, adds to it without building the row's key, until the hour or the user changes.
+   */
+  private lastJobRow = new Map<string, UsageRow>();
   private timer?: NodeJS.Timeout;
   private flushing: Promise<void> = Promise.resolve();
 
@@ -73,7 +78,10 @@ export class UsageMeter {
 
   /** A job of the user's endpoint ended (counted in the hour it ended). */
   job(endpointId: string, userId: string, at = this.now()): void {
-    this.entry(userId, endpointId, Math.floor(at / HOUR_MS) * HOUR_MS, "").jobs++;
+    const hour = Math.floor(at / HOUR_MS) * HOUR_MS;
+    let row = this.lastJobRow.get(endpointId);
+    if (!row || row.hour !== hour || row.userId !== userId) this.lastJobRow.set(endpointId, (row = this.entry(userId, endpointId, hour, "")));
+    row.jobs++;
   }
 
   /** Running workers' time up to now, and whatever else is pending, written to the store. */
@@ -82,6 +90,7 @@ export class UsageMeter {
     for (const w of this.live.values()) this.accrue(w, now);
     const rows = [...this.pending.values()];
     this.pending = new Map();
+    this.lastJobRow = new Map();
     if (rows.length === 0) return this.flushing;
     this.flushing = this.flushing.then(() =>
       this.store.add(rows).catch((err: unknown) => {
