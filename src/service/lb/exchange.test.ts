@@ -35,6 +35,7 @@ function recorder(acceptsWhole: boolean) {
   const down: Downstream = {
     gone: false,
     head: (status) => void seen.heads.push(status),
+    flushHead: () => {},
     write: (chunk) => (seen.body.push(Buffer.from(chunk)), true),
     end: (chunk) => {
       if (chunk) seen.body.push(Buffer.from(chunk));
@@ -78,6 +79,7 @@ function longRecorder({ holds, slow = false }: { holds: boolean; slow?: boolean 
   const down: Downstream = {
     gone: false,
     head: (status) => void seen.heads.push(status),
+    flushHead: () => {},
     write: (chunk) => {
       seen.pieces.push(chunk);
       if (!slow || asked) return true;
@@ -249,6 +251,43 @@ describe("a pooled exchange with a worker", () => {
     expect(outcome).toBe("worker-failed");
     expect(seen.failed).toMatch(/The worker w1 failed while handling the request .*it was not retried/);
     expect([seen.wholes, seen.heads, seen.ended]).toEqual([0, [], false]);
+    pool.destroy();
+  });
+});
+
+describe("a streamed answer (no length)", () => {
+  /** A downstream that records the order of the calls it gets. */
+  function calls() {
+    const order: string[] = [];
+    const down: Downstream = {
+      gone: false,
+      head: () => void order.push("head"),
+      flushHead: () => void order.push("flushHead"),
+      write: (chunk) => (order.push(`write ${chunk.toString("latin1")}`), true),
+      end: (chunk) => void order.push(`end ${chunk?.toString("latin1") ?? ""}`),
+      onDrain: () => undefined,
+      onGone: () => undefined,
+      workerFailed: (_id, detail) => void order.push(`failed ${detail}`),
+    };
+    return { down, order };
+  }
+  const chunkedHead = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+
+  it("read whole at once goes down as its head and one end with its body: the caller gets one write, not one for the head", async () => {
+    const pool = new UpstreamPool();
+    const { down, order } = calls();
+    const { outcome } = await longExchange(pool, down, [`${chunkedHead}b\r\n{"ok":true}\r\n0\r\n\r\n`]);
+    expect(outcome).toBe("ok");
+    expect(order).toEqual(["head", 'end {"ok":true}']);
+    pool.destroy();
+  });
+
+  it("whose first piece comes later begins at once: its head is flushed at the end of the read it came in", async () => {
+    const pool = new UpstreamPool();
+    const { down, order } = calls();
+    const { outcome } = await longExchange(pool, down, [chunkedHead, { wait: 50 }, "3\r\nabc\r\n", { wait: 50 }, "0\r\n\r\n"]);
+    expect(outcome).toBe("ok");
+    expect(order).toEqual(["head", "flushHead", "write abc", "end "]);
     pool.destroy();
   });
 });

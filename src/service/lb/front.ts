@@ -480,6 +480,7 @@ class FrontConnection implements Downstream {
         return conn.gone;
       },
       head: (status, headers, framing) => conn.head(status, headers, framing),
+      flushHead: () => conn.flushHead(),
       write: (chunk) => conn.write(chunk),
       end: (chunk) => conn.end(chunk),
       onDrain: (listener) => conn.onDrain(listener),
@@ -585,9 +586,12 @@ class FrontConnection implements Downstream {
     }
     this.chunked = framing === "stream";
     text += `${this.serviceHeaders(this.limits, date)}${this.chunked ? "transfer-encoding: chunked\r\n" : ""}\r\n`;
+    // It goes out with the body's first piece, or on its own (`flushHead`) when none came in the same read.
     this.pendingHead = text;
-    // A streamed answer's head goes out now; a whole one with its body.
-    if (this.chunked) this.send([]);
+  }
+
+  flushHead(): void {
+    this.send([]);
   }
 
   write(chunk: Buffer): boolean {

@@ -582,8 +582,11 @@ export interface Downstream {
    * The status line and headers (connection-scoped ones already removed, x-svc-worker added). `framing`: how
    * the body follows: "length" (the headers carry its content-length), "none" (HEAD, 204, 304) or "stream"
    * (pieces as they come, total unknown: chunked to the caller). Throws for a header that cannot be sent.
+   * Nothing need go out yet: the head goes with the first `write` or `end`, or on `flushHead`.
    */
   head(status: number, headers: string[], framing: "length" | "none" | "stream"): void;
+  /** The head goes out now, without body (a streamed answer whose first piece has not come yet). */
+  flushHead(): void;
   /** A piece of the body; false when the caller should be let to catch up (wait for `onDrain`). */
   write(chunk: Buffer): boolean;
   /** The rest of the body, if any, and the end of the answer. */
@@ -616,11 +619,10 @@ export function responseDownstream(req: IncomingMessage, res: ServerResponse): D
     get gone() {
       return res.destroyed;
     },
-    head(status, headers, framing) {
+    head(status, headers) {
       res.writeHead(status, headers);
-      // Streamed answers: headers go out now, each chunk as it comes.
-      if (framing === "stream") res.flushHeaders();
     },
+    flushHead: () => res.flushHeaders(),
     write: (chunk) => res.write(chunk),
     end: (chunk) => res.end(chunk),
     onDrain: (listener) => res.once("drain", listener),
@@ -673,6 +675,8 @@ class PooledExchange implements Exchange, RawExchange {
   settled = false;
   private requestSent = false;
   private headSent = false;
+  /** A streamed answer's head, given to the downstream in this read and not sent yet (see `afterRead`). */
+  private streamHeadHeld = false;
   private informational = false;
   private keepAlive = false;
   private pending: Buffer[] = [];
@@ -829,6 +833,7 @@ class PooledExchange implements Exchange, RawExchange {
       return 1;
     }
     this.headSent = true;
+    this.streamHeadHeld = framing === "stream";
     return this.isHead ? 1 : 0;
   }
 
@@ -841,7 +846,12 @@ class PooledExchange implements Exchange, RawExchange {
     else this.complete = true;
   }
 
-  /** What the parser gave in one read goes down in one write; the last piece ends the answer. */
+  /**
+   * What the parser gave in one read goes down in one write, the head included when it came in this read (a
+   * small chunked answer is one write, not one for its head and one for its body); the last piece ends the
+   * answer. A head without body yet (a stream's first read) goes out on its own, so a streamed answer begins at
+   * once.
+   */
   afterRead(): void {
     if (this.settled) return;
     if (this.headFailure) {
@@ -857,6 +867,12 @@ class PooledExchange implements Exchange, RawExchange {
       this.down.end(chunks.length === 0 ? undefined : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
       return;
     }
+    if (chunks.length === 0) {
+      if (this.streamHeadHeld) this.down.flushHead();
+      this.streamHeadHeld = false;
+      return;
+    }
+    this.streamHeadHeld = false;
     let more = true;
     for (const chunk of chunks) more = this.down.write(chunk) && more;
     if (!more) this.catchUp();
