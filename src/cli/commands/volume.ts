@@ -88,11 +88,13 @@ function registerKeys(volume: Command): void {
     .command("create")
     .description("Create an access key; its secret is printed once")
     .option("--read-only", "reads only (list, get): every write is refused")
-    .option("--volume <ids>", "only these volumes (ids, comma separated, repeatable; default: all yours)", listFlag)
+    .option("--volume <volumes>", "only these volumes (ids or names, comma separated, repeatable; default: all yours)", listFlag)
     .option("--name <name>", "a name to recognise it by")
     .option("--json", "print JSON (accessKeyId, secretAccessKey, endpoint, region, ...)")
     .action(async (o: { readOnly?: boolean; volume?: string[]; name?: string; json?: boolean }) => {
-      const k = await management<VolumeKey>("POST", "/v1/volume-keys", defined({ readOnly: o.readOnly === true, volumeIds: o.volume, name: o.name }));
+      const files = new VolumeFiles();
+      const volumeIds = o.volume === undefined ? undefined : await Promise.all(o.volume.map((ref) => files.volumeId(ref)));
+      const k = await management<VolumeKey>("POST", "/v1/volume-keys", defined({ readOnly: o.readOnly === true, volumeIds, name: o.name }));
       const out = createOutput({ json: o.json });
       if (!o.json) out.info("Keep the secret now: it is not shown again. Use it as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY with the endpoint below (path-style addressing).");
       out.result(k, () => fields(readable(k)));
