@@ -102,3 +102,15 @@ it("a volume name that two volumes share is refused, naming their ids, rather th
   // By id, each is reached.
   expect((await svc(["volume", "cp", "twin.txt", `${b.id}:twin.txt`])).code).toBe(0);
 });
+
+it("svc volume cp of a file the volume does not have says so (and a folder without -r says to use it)", async () => {
+  await svc(["volume", "create", "--name", "sparse", "--size", "10", "--json"]);
+  writeFileSync(join(cli.cwd, "one.txt"), "1");
+  expect((await svc(["volume", "cp", "one.txt", "sparse:dir/one.txt"])).code).toBe(0);
+  const missing = await svc(["volume", "cp", "sparse:nothere.bin", "back.bin", "--json"]);
+  expect(missing.code).toBe(ExitCode.user);
+  expect(JSON.parse(missing.stderr).error).toEqual({ message: "No file nothere.bin in volume sparse", hint: "See what it holds with `svc volume ls sparse`.", exitCode: ExitCode.user });
+  const folder = await svc(["volume", "cp", "sparse:dir", "back-dir", "--json"]);
+  expect(folder.code).toBe(ExitCode.user);
+  expect(JSON.parse(folder.stderr).error).toMatchObject({ message: "sparse:dir is a folder", hint: "Copy it with --recursive." });
+});

@@ -163,6 +163,11 @@ function registerFiles(volume: Command): void {
         if (plan.remote.path === "" || plan.remote.path.endsWith("/")) throw new UserError(`${plan.remote.volume}:${plan.remote.path} is a folder`, { hint: "Copy it with --recursive." });
         const intoFolder = to.endsWith("/") || (existsSync(plan.local) && statSync(plan.local).isDirectory());
         const local = intoFolder ? join(plan.local, basename(plan.remote.path)) : plan.local;
+        if (!(await files.exists(volumeId, plan.remote.path))) {
+          const under = await files.list(volumeId, `${plan.remote.path}/`, "/");
+          if (under.objects.length > 0 || under.folders.length > 0) throw new UserError(`${plan.remote.volume}:${plan.remote.path} is a folder`, { hint: "Copy it with --recursive." });
+          throw new UserError(`No file ${plan.remote.path} in volume ${plan.remote.volume}`, { hint: `See what it holds with \`svc volume ls ${plan.remote.volume}\`.` });
+        }
         copied.push({ from: `${plan.remote.volume}:${plan.remote.path}`, to: local, bytes: await files.download(volumeId, plan.remote.path, local) });
       }
       out.result({ copied }, () => copied.map((c) => `${c.from} -> ${c.to} (${c.bytes} bytes)`).join("\n"));
@@ -203,7 +208,7 @@ function registerFiles(volume: Command): void {
         if (keys.length === 0) throw new UserError(`Nothing under ${where.volume}:${prefix}`);
         await confirmDestructive(out, o.yes, `deletes ${keys.length} file(s) under ${where.volume}:${prefix}`);
       } else {
-        if (!(await files.exists(volumeId, where.path))) throw new UserError(`No file ${where.path} in volume ${where.volume}`, { hint: "See what it holds with `svc volume ls`." });
+        if (!(await files.exists(volumeId, where.path))) throw new UserError(`No file ${where.path} in volume ${where.volume}`, { hint: `See what it holds with \`svc volume ls ${where.volume}\`.` });
         keys = [where.path];
       }
       for (const key of keys) await files.remove(volumeId, key);
