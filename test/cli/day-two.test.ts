@@ -82,6 +82,11 @@ describe("profiles", () => {
     expect(bad.code).toBe(ExitCode.user);
     expect(bad.stderr).toContain("did not accept the key: nothing was stored");
     expect(existsSync(join(config, "profiles.json"))).toBe(false);
+    // Nothing answering is not a refused key: said as what it is, with the exit code of an unreachable service.
+    const nobody = await svc(["login", "--url", "http://127.0.0.1:1", "--json"], {}, `${KEY}\n`);
+    expect(nobody.code).toBe(ExitCode.unreachable);
+    expect(JSON.parse(nobody.stderr).error.message).toBe("Cannot reach the svc service at http://127.0.0.1:1");
+    expect(existsSync(join(config, "profiles.json"))).toBe(false);
 
     const login = await svc(["login", "--url", service.url], {}, `${KEY}\n`);
     expect(login.code).toBe(0);
