@@ -33,10 +33,10 @@ export function durationFlag(name: string, bareUnit: "ms" | "s") {
 }
 
 /**
- * A point in time for `--since`: a duration back from `now` ("10m"), an ISO date/time ("2026-11-24T10:00Z"), or
+ * A point in time for `--since` (or `flag`): a duration back from `now` ("10m"), an ISO date/time ("2026-11-24T10:00Z"), or
  * epoch milliseconds (what the flag took before). Epoch milliseconds out.
  */
-export function parseSince(value: string, now: number = Date.now()): number {
+export function parseSince(value: string, now: number = Date.now(), flag = "--since"): number {
   const v = value.trim();
   if (/^\d{10,}$/.test(v)) return Number(v);
   const ms = parseDuration(v);
@@ -45,5 +45,5 @@ export function parseSince(value: string, now: number = Date.now()): number {
     const t = Date.parse(v);
     if (!Number.isNaN(t)) return t;
   }
-  throw new UsageError(`--since must be a duration back from now (10m, 2h, 1d), an ISO time or epoch milliseconds, not "${value}"`);
+  throw new UsageError(`${flag} must be a duration back from now (10m, 2h, 1d), an ISO time or epoch milliseconds, not "${value}"`);
 }

@@ -12,7 +12,7 @@ export const EXAMPLES: Readonly<Record<string, readonly Example[]>> = {
   logs: [["svc logs hello --follow"], ["svc logs hello --since 10m --job 3f2a9c1e"]],
   build: [["svc build", "bundle the project into .svc/ and print what it serves"], ["svc build --json --exclude sharp"]],
   init: [["svc init my-app", "the starter template"], ["svc init my-llm --template textgen"]],
-  server: [["svc server", "a service on 127.0.0.1:8700 with process workers"], ["svc server --workers docker --data-dir /var/lib/svc --host 0.0.0.0"]],
+  server: [["svc server", "a service on 127.0.0.1:8600 with process workers"], ["svc server --workers docker --data-dir /var/lib/svc --host 0.0.0.0"]],
   images: [["svc images build --gpu"], ["svc images list"]],
   "images build": [["svc images build", "both worker images"], ["svc images build --server --registry registry.local:5000"]],
   "images list": [["svc images list --json"]],

@@ -3,6 +3,7 @@
 
 import type { Command } from "commander";
 import { describe, expect, it } from "vitest";
+import { DEFAULT_SERVER_PORT } from "./commands/server.js";
 import { buildProgram } from "./main.js";
 
 /** Every runnable command under `cmd`, with its path ("volume create"). */
@@ -22,6 +23,12 @@ function helpOf(cmd: Command): string {
 const commands = everyCommand(buildProgram());
 
 describe("svc <command> --help", () => {
+  it("svc server's example says the port it listens on by default", () => {
+    const server = commands.find((c) => c.path === "server")!.cmd;
+    const example = helpOf(server).split("\n").find((l) => l.startsWith("  $ svc server ") && /127\.0\.0\.1:\d+/.test(l));
+    expect(example).toContain(`127.0.0.1:${DEFAULT_SERVER_PORT} `);
+  });
+
   it("covers the whole tree", () => {
     expect(commands.map((c) => c.path)).toEqual(expect.arrayContaining(["run", "deploy", "volume create", "jobs list", "endpoint webhook set", "doctor"]));
   });

@@ -70,7 +70,12 @@ export class VolumeFiles {
     const response = await apiFetch(this.target, "/v2/network-volumes");
     if (!response.ok) await failure(response, "listing your network volumes");
     const volumes = (await response.json()) as Array<{ id: string; name: string }>;
-    const found = volumes.find((v) => v.id === ref) ?? volumes.find((v) => v.name === ref);
+    const named = volumes.filter((v) => v.name === ref);
+    // Names need not be unique: picking one of several would copy to (or delete from) a volume the user did not mean.
+    if (!volumes.some((v) => v.id === ref) && named.length > 1) {
+      throw new UserError(`${named.length} network volumes are named "${ref}" (${named.map((v) => v.id).join(", ")})`, { hint: "Name the volume by id, or rename one (`svc volume update <id> --name <new name>`)." });
+    }
+    const found = volumes.find((v) => v.id === ref) ?? named[0];
     if (!found) throw new UserError(`No network volume "${ref}" among yours`, { hint: "List them with `svc volume list`; name one by id or name." });
     this.ids.set(ref, found.id);
     return found.id;

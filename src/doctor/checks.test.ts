@@ -1,5 +1,23 @@
 import { describe, expect, it } from "vitest";
-import { containerIsolationFinding } from "./checks.js";
+import { createServer } from "node:net";
+import { containerIsolationFinding, portFinding } from "./checks.js";
+
+describe("portFinding", () => {
+  it("a port held by the service the CLI reached on this machine is fine; held by something else, a warning", async () => {
+    const holder = createServer();
+    await new Promise<void>((r) => holder.listen(0, "127.0.0.1", r));
+    const port = (holder.address() as { port: number }).port;
+    try {
+      expect(await portFinding(port, "svc server's default port", `http://127.0.0.1:${port}`)).toEqual({ check: `port ${port}`, level: "ok", detail: `in use by the service above (http://127.0.0.1:${port})` });
+      expect(await portFinding(port, "svc server's default port", `http://localhost:${port}/`)).toMatchObject({ level: "ok" });
+      // Reached elsewhere, or not reached: what holds the port here is unknown.
+      expect(await portFinding(port, "svc server's default port", `https://svc.example.com:${port}`)).toMatchObject({ level: "warn" });
+      expect(await portFinding(port, "svc server's default port")).toMatchObject({ level: "warn", fix: expect.stringContaining("ss -ltnp") });
+    } finally {
+      holder.close();
+    }
+  });
+});
 
 describe("containerIsolationFinding", () => {
   const runc = { DefaultRuntime: "runc", Runtimes: { runc: {}, "io.containerd.runc.v2": {} } };

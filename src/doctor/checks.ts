@@ -132,9 +132,26 @@ export function portFree(port: number): Promise<boolean> {
   });
 }
 
-export async function portFinding(port: number, use: string): Promise<Finding> {
+/**
+ * `heldBy`: the address of the svc service the CLI reached, when it listens on this machine at `port`: then the
+ * port is in use by that service, which is no problem to fix.
+ */
+export async function portFinding(port: number, use: string, heldBy?: string): Promise<Finding> {
   if (await portFree(port)) return { check: `port ${port}`, level: "ok", detail: `free (${use})` };
+  if (heldBy !== undefined && listensHereOn(heldBy, port)) return { check: `port ${port}`, level: "ok", detail: `in use by the service above (${heldBy})` };
   return { check: `port ${port}`, level: "warn", detail: `in use (${use} would move to the next free port or fail)`, fix: `Find what holds it: \`ss -ltnp 'sport = :${port}'\`; or pass --port.` };
+}
+
+/** Whether `url` is an address of this machine on `port`. Pure. */
+export function listensHereOn(url: string, port: number): boolean {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return false;
+  }
+  const here = ["127.0.0.1", "localhost", "[::1]", "0.0.0.0", "[::]"].includes(u.hostname);
+  return here && Number(u.port || (u.protocol === "https:" ? 443 : 80)) === port;
 }
 
 export function chromiumFinding(paths = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]): Finding {

@@ -55,6 +55,9 @@ describe("svc init", () => {
     const forced = await svc(["init", app, "--force"]);
     expect(forced.code).toBe(0);
     expect(forced.stdout).toContain("Created a svc project in");
+    // A plain `npm install` fails today (no svc-cli on the npm registry; its `svc` is another package): the next
+    // steps say where the two packages come from.
+    expect(forced.stdout).toContain("svc and svc-cli are not on the npm registry yet: npm install the two tarballs that `npm pack -w svc && npm pack` makes in svc's checkout (its README, Quick start)");
     expect(readFileSync(join(app, "src/gpu.ts"), "utf8")).toContain("Endpoint(");
   });
 

@@ -3,8 +3,8 @@
 // already are (this svc, svc-cli, tsx, @types/node, linked: no network); `npx svc dev` runs in the background
 // until the commands after it are done, and the first curl it prints is run too. `svc deploy` needs a service
 // and a key: the commands after `cp .env.example .env` (the project's own key and service) run against a real
-// service of this test (process driver) with SVC_API_URL and SVC_API_KEY, `svc deploy` included, and what the
-// deploy serves is then called.
+// service of this test (process driver), its address and key written into the copied .env as the README says,
+// `svc deploy` included, and what the deploy serves is then called.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -68,6 +68,13 @@ function shellEnv(target?: Service): NodeJS.ProcessEnv {
   return env;
 }
 
+/** What a user writes into the copied .env: each empty setting the service's (its address, a key). */
+function fillEnvFile(file: string, target: Service): void {
+  const values: Record<string, string> = { SVC_API_URL: target.url, SVC_API_KEY: SERVICE_KEY };
+  const filled = readFileSync(file, "utf8").replace(/^([A-Z_]+)=$/gm, (line, name: string) => (values[name] !== undefined ? `${name}=${values[name]}` : line));
+  writeFileSync(file, filled);
+}
+
 describe.each(["textgen", "starter"])("templates/%s: its README's commands work as written", (template) => {
   const project = () => join(work, `my-${template}`);
   let dev: ChildProcess | undefined;
@@ -119,8 +126,11 @@ describe.each(["textgen", "starter"])("templates/%s: its README's commands work 
         ran++;
         continue;
       }
-      const r = await runShell(command, project(), shellEnv(target));
+      // Settings come from the project's .env as the README says to fill it in, not from this test's environment:
+      // svc dev keeps running meanwhile, and a command that reached it instead of the service would pass unseen.
+      const r = await runShell(command, project(), shellEnv());
       expect(r.status, `${command}\n${r.stdout}\n${r.stderr}`).toBe(0);
+      if (command.startsWith("cp .env.example .env")) fillEnvFile(join(project(), ".env"), target!);
       if (/^npm run /.test(command)) expect(r.stdout.trim()).not.toBe("");
       outputs.set(command, r.stdout);
       ran++;

@@ -2,7 +2,7 @@
 // as (`svc whoami`), profiles (`svc login/logout`, --profile, SVC_PROFILE, the environment winning), and calling
 // endpoints from the terminal (`svc run`, `svc jobs`).
 
-import { mkdtempSync, rmSync, statSync, readFileSync, existsSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, readFileSync, existsSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -82,6 +82,11 @@ describe("profiles", () => {
     expect(bad.code).toBe(ExitCode.user);
     expect(bad.stderr).toContain("did not accept the key: nothing was stored");
     expect(existsSync(join(config, "profiles.json"))).toBe(false);
+    // Nothing answering is not a refused key: said as what it is, with the exit code of an unreachable service.
+    const nobody = await svc(["login", "--url", "http://127.0.0.1:1", "--json"], {}, `${KEY}\n`);
+    expect(nobody.code).toBe(ExitCode.unreachable);
+    expect(JSON.parse(nobody.stderr).error.message).toBe("Cannot reach the svc service at http://127.0.0.1:1");
+    expect(existsSync(join(config, "profiles.json"))).toBe(false);
 
     const login = await svc(["login", "--url", service.url], {}, `${KEY}\n`);
     expect(login.code).toBe(0);
@@ -98,6 +103,13 @@ describe("profiles", () => {
     // No environment: the current profile; --profile or SVC_PROFILE: the named one.
     const who = async (args: string[], extra: Record<string, string> = {}) => JSON.parse((await svc([...args, "whoami", "--json"], extra)).stdout) as { url: string; via: string };
     expect(await who([])).toMatchObject({ url: service.url, via: 'profile "default"' });
+    // A .env copied from a template's .env.example and not filled in yet: an empty setting is no setting.
+    writeFileSync(join(work, ".env"), "SVC_API_URL=\nSVC_API_KEY=\n");
+    try {
+      expect(await who([])).toMatchObject({ url: service.url, via: 'profile "default"' });
+    } finally {
+      rmSync(join(work, ".env"));
+    }
     expect(await who(["--profile", "staging"])).toMatchObject({ url: other.url, via: 'profile "staging"' });
     expect(await who([], { SVC_PROFILE: "staging" })).toMatchObject({ url: other.url });
     // The environment wins, for CI.

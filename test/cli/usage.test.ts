@@ -1,4 +1,4 @@
-// `svc usage` against a real service: the jobs a run made, as JSON and as a table; a bad time is refused.
+// `svc usage` against a real service: the jobs a run made, as JSON and as a table; a duration back from now is a time (--from 2h), a bad one is refused.
 import { describe, expect, it } from "vitest";
 import { cliAgainstTestService } from "../cli-output.js";
 import { call, manifest, ProtocolWorker, resource } from "../service/helpers.js";
@@ -26,8 +26,14 @@ describe("svc usage", () => {
     expect(text.stdout).toContain(endpoint!.id);
     expect(text.stdout).toMatch(/total: 0\.0 worker-seconds, 0\.0 GPU-seconds, 2 jobs/);
 
+    // A duration back from now, as --since takes it: the last two hours hold the jobs.
+    const recent = await cli.svc(["usage", "--from", "2h", "--json"]);
+    expect(recent.code, recent.stderr).toBe(0);
+    expect(JSON.parse(recent.stdout).totals.jobs).toBe(2);
+
+    // A value that is no time is the user's mistake, said before asking the service (exit 2).
     const bad = await cli.svc(["usage", "--from", "yesterday"]);
-    expect(bad.code).not.toBe(0);
-    expect(bad.stderr).toContain("from must be a time");
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--from must be a duration back from now (10m, 2h, 1d), an ISO time or epoch milliseconds, not "yesterday"');
   }, 60_000);
 });

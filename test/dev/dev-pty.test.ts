@@ -3,7 +3,7 @@
 // original) alternating, are five rebuilds; a new endpoint's URL and curl are printed, and its removal is said.
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -138,4 +138,25 @@ it("Ctrl-C stops quietly: no worker 'exited unexpectedly', none of the runtime's
   expect(tail).toContain("stopping...");
   expect(screen).not.toMatch(/exited unexpectedly/);
   expect(screen).not.toMatch(/draining \(|drained; exiting/);
+  // Nothing of the session keeps running: a terminal's Ctrl-C reaches the sandbox wrappers too (the foreground
+  // process group), and a worker whose wrapper died that way used to outlive the session, saying "401" for ~30 s.
+  const url = /svc dev: (http:\/\/\S+)/.exec(screen)![1]!;
+  await new Promise((r) => setTimeout(r, 1000));
+  expect(workersOf(url)).toEqual([]);
+  expect(screen.slice(stopAt)).not.toMatch(/401 Unauthorized/);
 }, 60_000);
+
+/** Pids of the worker processes on this machine whose service is `url` (read from their environment). */
+function workersOf(url: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const environ = readFileSync(`/proc/${entry}/environ`, "utf8").split("\0");
+      if (environ.includes(`SVC_API_URL=${url}`)) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return pids;
+}

@@ -79,3 +79,38 @@ it("another user's volume is refused (403 AccessDenied) even by id", async () =>
   expect(response.status).toBe(403);
   expect(response.text).toContain("<Code>AccessDenied</Code>");
 });
+
+it("svc volume keys create --volume takes a volume's name, as cp, ls and rm do", async () => {
+  const volume = JSON.parse((await svc(["volume", "create", "--name", "named-for-key", "--size", "10", "--json"])).stdout);
+  const created = await svc(["volume", "keys", "create", "--volume", "named-for-key", "--json"]);
+  expect(created.code, created.stderr).toBe(0);
+  expect(JSON.parse(created.stdout).volumeIds).toEqual([volume.id]);
+  const missing = await svc(["volume", "keys", "create", "--volume", "no-such-volume", "--json"]);
+  expect(missing.code).toBe(ExitCode.user);
+  expect(JSON.parse(missing.stderr).error.message).toBe('No network volume "no-such-volume" among yours');
+});
+
+it("a volume name that two volumes share is refused, naming their ids, rather than one of them picked", async () => {
+  const a = JSON.parse((await svc(["volume", "create", "--name", "twin", "--size", "10", "--json"])).stdout);
+  const b = JSON.parse((await svc(["volume", "create", "--name", "twin", "--size", "10", "--json"])).stdout);
+  writeFileSync(join(cli.cwd, "twin.txt"), "x");
+  const up = await svc(["volume", "cp", "twin.txt", "twin:twin.txt", "--json"]);
+  expect(up.code).toBe(ExitCode.user);
+  const error = JSON.parse(up.stderr).error;
+  expect(error.message).toBe(`2 network volumes are named "twin" (${a.id}, ${b.id})`);
+  expect(error.hint).toContain("by id");
+  // By id, each is reached.
+  expect((await svc(["volume", "cp", "twin.txt", `${b.id}:twin.txt`])).code).toBe(0);
+});
+
+it("svc volume cp of a file the volume does not have says so (and a folder without -r says to use it)", async () => {
+  await svc(["volume", "create", "--name", "sparse", "--size", "10", "--json"]);
+  writeFileSync(join(cli.cwd, "one.txt"), "1");
+  expect((await svc(["volume", "cp", "one.txt", "sparse:dir/one.txt"])).code).toBe(0);
+  const missing = await svc(["volume", "cp", "sparse:nothere.bin", "back.bin", "--json"]);
+  expect(missing.code).toBe(ExitCode.user);
+  expect(JSON.parse(missing.stderr).error).toEqual({ message: "No file nothere.bin in volume sparse", hint: "See what it holds with `svc volume ls sparse`.", exitCode: ExitCode.user });
+  const folder = await svc(["volume", "cp", "sparse:dir", "back-dir", "--json"]);
+  expect(folder.code).toBe(ExitCode.user);
+  expect(JSON.parse(folder.stderr).error).toMatchObject({ message: "sparse:dir is a folder", hint: "Copy it with --recursive." });
+});

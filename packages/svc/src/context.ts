@@ -85,11 +85,16 @@ export function findDevSession(from = process.cwd()): DevSession | undefined {
   return undefined;
 }
 
-/** Read SVC_* settings from the environment, falling back to a .env file in the working directory. */
+/**
+ * Read SVC_* settings from the environment, falling back to a .env file in the working directory. An empty value
+ * is no setting, in either place: a .env copied from a template's .env.example (`SVC_API_URL=`) and not filled
+ * in yet must not point svc at an empty address.
+ */
 export function envSetting(name: string): string | undefined {
   const value = process.env[name];
   if (value !== undefined && value !== "") return value;
-  return readDotEnv(process.cwd())[name];
+  const fromFile = readDotEnv(process.cwd())[name];
+  return fromFile === "" ? undefined : fromFile;
 }
 
 const dotEnvCache = new Map<string, Record<string, string>>();

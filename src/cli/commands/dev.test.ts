@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { UsageError } from "../../errors.js";
+import { noteMark, readMarkedLine } from "../../runtime/output-marks.js";
 import { devPool, isLifecycleNote, requestLine, stackBlock, workerLine } from "./dev.js";
 
 describe("the dev terminal's worker lines", () => {
@@ -52,5 +53,12 @@ describe("what the dev terminal says of requests and workers' lives", () => {
     expect(isLifecycleNote(note("job j1 failed: Error: boom", "j1"))).toBe(false);
     expect(isLifecycleNote(note("uncaught exception: Error: x"))).toBe(false);
     expect(isLifecycleNote({ ts: 0, stream: "stderr", text: "draining (my own words)" })).toBe(false);
+  });
+  it("a note the driver captured from a worker's output (tagged [svc-runtime]) is a lifecycle line too", () => {
+    for (const text of ["draining (the service asked); 0 job(s) held", "drained; exiting", "pre-booted: waiting for a claim"]) {
+      const line = readMarkedLine("stderr", `${noteMark()}[svc-runtime] ${text}`);
+      expect(isLifecycleNote({ ts: 0, ...line })).toBe(true);
+    }
+    expect(isLifecycleNote({ ts: 0, ...readMarkedLine("stderr", `${noteMark("j1")}[svc-runtime] job j1 failed: Error: boom`) })).toBe(false);
   });
 });

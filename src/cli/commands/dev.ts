@@ -49,7 +49,8 @@ async function printStack(session: DevSessionHandle, endpoint: string, jobId: st
  */
 export function isLifecycleNote(line: WorkerLogLine): boolean {
   if (line.stream !== "log" || line.jobId) return false;
-  return /^(draining \(|drained; exiting|exiting: |handing back \d+ unfinished|the service does not know this worker|registering again|serving \d+ route\(s\)|pre-booted)/.test(line.text);
+  // A driver-captured note keeps the runtime's "[svc-runtime] " tag; one shipped over the protocol has none.
+  return /^(\[svc-runtime\] )?(draining \(|drained; exiting|exiting: |handing back \d+ unfinished|the service does not know this worker|registering again|serving \d+ route\(s\)|pre-booted)/.test(line.text);
 }
 
 /** A request as the dev terminal shows it: `POST /v2/<id>/runsync 200 12ms`. Pure. */

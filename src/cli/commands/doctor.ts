@@ -34,14 +34,16 @@ export function register(program: Command): void {
     .action(async (o: { dev?: boolean; json?: boolean }) => {
       const out = createOutput({ json: o.json });
       const target = serviceTarget();
+      const service = serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) });
       const findings = (
         await Promise.all([
           Promise.resolve([nodeFinding(process.version)]),
           dockerFinding().then((f) => [f]),
           containerIsolationProbe(envSetting("SVC_DOCKER_RUNTIME")).then((f) => [f]),
           gpuFindings(),
-          serviceFinding({ url: target.url, apiKey: target.apiKey, via: describeTarget(target) }).then((f) => [f]),
-          portFinding(DEFAULT_SERVER_PORT, "svc server's default port").then((f) => [f]),
+          service.then((f) => [f]),
+          // The service just reached may be what holds the port: not a problem to fix.
+          service.then((f) => portFinding(DEFAULT_SERVER_PORT, "svc server's default port", f.level === "ok" ? target.url : undefined)).then((f) => [f]),
           Promise.resolve([sandboxFinding(envSetting("SVC_SANDBOX") ?? "auto", (setting) => resolveSandbox({ setting }))]),
           // What only svc's own test suites use: a user building endpoints needs none of it.
           Promise.resolve(o.dev ? [chromiumFinding(), postgresServerFinding()] : []),

@@ -127,7 +127,9 @@ export function register(program: Command): void {
           "",
           "Next:",
           ...(shown === "." ? [] : [`  cd ${shown}`]),
-          "  npm install",
+          // Until both packages are published, `npm install` alone finds no svc-cli (and an unrelated `svc`).
+          `  npm install <svc checkout>/svc-${SVC_VERSION}.tgz <svc checkout>/svc-cli-${SVC_VERSION}.tgz`,
+          "    (svc and svc-cli are not on the npm registry yet: npm install the two tarballs that `npm pack -w svc && npm pack` makes in svc's checkout (its README, Quick start))",
           "  npx svc build",
         ].join("\n"),
       );

@@ -3,7 +3,7 @@
 // then stored (src/profiles.ts: mode 0600 in the user's config directory).
 
 import type { Command } from "commander";
-import { UsageError, UserError } from "../../errors.js";
+import { ApiError, UsageError, UserError } from "../../errors.js";
 import { DEFAULT_API_URL, envSetting, readJson } from "svc/internal";
 import {
   DEFAULT_PROFILE,
@@ -53,6 +53,8 @@ export function register(program: Command): void {
       if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be an http(s) address, not "${url}"`);
       const apiKey = await readSecret("API key", `API key for ${url}: `);
       const me = await fetchMe({ url, apiKey, source: "profile", profile: name }).catch((err: unknown) => {
+        // Only a refusal is about the key; nothing answering (or not an svc service) says so itself.
+        if (!(err instanceof ApiError && (err.status === 401 || err.status === 403))) throw err;
         throw new UserError(`${url} did not accept the key: nothing was stored`, {
           hint: "Check the key (`svc keys list` on a machine that has a working one) and the URL.",
           cause: err,

@@ -1,6 +1,7 @@
 // `svc usage`: worker-seconds, GPU-seconds by type and jobs per endpoint and hour (GET /v1/usage): the caller's
 // own; the operator may name a user, or read everyone's.
 import type { Command } from "commander";
+import { parseSince } from "../duration.js";
 import { management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
@@ -26,8 +27,8 @@ export function register(program: Command): void {
   program
     .command("usage")
     .description("Worker-seconds, GPU-seconds (by GPU type) and jobs per endpoint per hour")
-    .option("--from <time>", "start (ISO 8601 or epoch ms; default 24 hours before --to)")
-    .option("--to <time>", "end (ISO 8601 or epoch ms; default now)")
+    .option("--from <time>", "start: a duration back from now (2h, 1d), an ISO time or epoch ms (default: 24 hours before --to)", (v: string) => String(parseSince(v, Date.now(), "--from")))
+    .option("--to <time>", "end: a duration back from now, an ISO time or epoch ms (default: now)", (v: string) => String(parseSince(v, Date.now(), "--to")))
     .option("--user <id>", "another user's usage (operator only; without it the operator reads every user's)")
     .option("--json", "print JSON")
     .action(async (o: { from?: string; to?: string; user?: string; json?: boolean }) => {

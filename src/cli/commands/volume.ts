@@ -88,11 +88,13 @@ function registerKeys(volume: Command): void {
     .command("create")
     .description("Create an access key; its secret is printed once")
     .option("--read-only", "reads only (list, get): every write is refused")
-    .option("--volume <ids>", "only these volumes (ids, comma separated, repeatable; default: all yours)", listFlag)
+    .option("--volume <volumes>", "only these volumes (ids or names, comma separated, repeatable; default: all yours)", listFlag)
     .option("--name <name>", "a name to recognise it by")
     .option("--json", "print JSON (accessKeyId, secretAccessKey, endpoint, region, ...)")
     .action(async (o: { readOnly?: boolean; volume?: string[]; name?: string; json?: boolean }) => {
-      const k = await management<VolumeKey>("POST", "/v1/volume-keys", defined({ readOnly: o.readOnly === true, volumeIds: o.volume, name: o.name }));
+      const files = new VolumeFiles();
+      const volumeIds = o.volume === undefined ? undefined : await Promise.all(o.volume.map((ref) => files.volumeId(ref)));
+      const k = await management<VolumeKey>("POST", "/v1/volume-keys", defined({ readOnly: o.readOnly === true, volumeIds, name: o.name }));
       const out = createOutput({ json: o.json });
       if (!o.json) out.info("Keep the secret now: it is not shown again. Use it as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY with the endpoint below (path-style addressing).");
       out.result(k, () => fields(readable(k)));
@@ -161,6 +163,11 @@ function registerFiles(volume: Command): void {
         if (plan.remote.path === "" || plan.remote.path.endsWith("/")) throw new UserError(`${plan.remote.volume}:${plan.remote.path} is a folder`, { hint: "Copy it with --recursive." });
         const intoFolder = to.endsWith("/") || (existsSync(plan.local) && statSync(plan.local).isDirectory());
         const local = intoFolder ? join(plan.local, basename(plan.remote.path)) : plan.local;
+        if (!(await files.exists(volumeId, plan.remote.path))) {
+          const under = await files.list(volumeId, `${plan.remote.path}/`, "/");
+          if (under.objects.length > 0 || under.folders.length > 0) throw new UserError(`${plan.remote.volume}:${plan.remote.path} is a folder`, { hint: "Copy it with --recursive." });
+          throw new UserError(`No file ${plan.remote.path} in volume ${plan.remote.volume}`, { hint: `See what it holds with \`svc volume ls ${plan.remote.volume}\`.` });
+        }
         copied.push({ from: `${plan.remote.volume}:${plan.remote.path}`, to: local, bytes: await files.download(volumeId, plan.remote.path, local) });
       }
       out.result({ copied }, () => copied.map((c) => `${c.from} -> ${c.to} (${c.bytes} bytes)`).join("\n"));
@@ -201,7 +208,7 @@ function registerFiles(volume: Command): void {
         if (keys.length === 0) throw new UserError(`Nothing under ${where.volume}:${prefix}`);
         await confirmDestructive(out, o.yes, `deletes ${keys.length} file(s) under ${where.volume}:${prefix}`);
       } else {
-        if (!(await files.exists(volumeId, where.path))) throw new UserError(`No file ${where.path} in volume ${where.volume}`, { hint: "See what it holds with `svc volume ls`." });
+        if (!(await files.exists(volumeId, where.path))) throw new UserError(`No file ${where.path} in volume ${where.volume}`, { hint: `See what it holds with \`svc volume ls ${where.volume}\`.` });
         keys = [where.path];
       }
       for (const key of keys) await files.remove(volumeId, key);

@@ -296,11 +296,15 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
       const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "pipe", seccomp ? "pipe" : "ignore", ...(launch.ipc ? (["ipc"] as const) : [])];
       const command = [bwrap, "--args", String(FD_ARGS), ...devArgs, "--", node.binary, realpathSync(launch.entry)];
       let child: ChildProcess;
+      // A process group of its own: a terminal's Ctrl-C (SIGINT to the foreground group, as under `svc dev`) would
+      // kill the wrapper but not the worker (its own session inside), which then outlived the service. The
+      // service stops its workers itself, through their pids.
+      const options = { stdio, env: {}, cwd: "/", detached: true };
       try {
         cgroup?.limit(launch.limits);
         child = cgroup
-          ? spawn("/bin/sh", ["-c", JOIN_CGROUP, "sh", ...cgroup.dirs, "--", ...command], { stdio, env: {}, cwd: "/" })
-          : spawn(command[0]!, command.slice(1), { stdio, env: {}, cwd: "/" });
+          ? spawn("/bin/sh", ["-c", JOIN_CGROUP, "sh", ...cgroup.dirs, "--", ...command], options)
+          : spawn(command[0]!, command.slice(1), options);
       } catch (err) {
         void cgroup?.remove();
         throw err;
