@@ -19,6 +19,12 @@ function axisValue(unit: ChartSpec["unit"], v: number): string {
   return unit === "ms" ? formatDuration(v) : formatNumber(v);
 }
 
+/** A tick of the time axis (seconds since the epoch) as the viewer's "HH:MM". */
+function clockTime(seconds: number): string {
+  const d = new Date(seconds * 1000);
+  return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
+}
+
 function options(spec: ChartSpec, width: number): uPlot.Options {
   const format = (v: number | null | undefined) => (v === null || v === undefined ? "—" : axisValue(spec.unit, v));
   return {
@@ -38,10 +44,15 @@ function options(spec: ChartSpec, width: number): uPlot.Options {
       })),
     ],
     scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(max ?? 0, spec.unit === "ms" ? 10 : 1) * 1.1] } },
+    // Counts (cold starts, workers, jobs queued) are whole: a tick at 0.5 would only mislead, so it has no label.
     axes: [
-      { stroke: "#57606a", grid: { stroke: "#d8dee4", width: 1 }, ticks: { stroke: "#d8dee4", width: 1 } },
-      { stroke: "#57606a", size: 64, grid: { stroke: "#d8dee4", width: 1 }, ticks: { stroke: "#d8dee4", width: 1 }, values: (_u, vals) => vals.map((v) => axisValue(spec.unit, v)) },
+      // Times as "13:05" (a day fits in a 24-hour clock, so no date), with room for each: uPlot's default labels
+      // ("12:10pm" and a date line) ran into each other at desktop widths.
+      { stroke: "#57606a", space: 72, grid: { stroke: "#d8dee4", width: 1 }, ticks: { stroke: "#d8dee4", width: 1 }, values: (_u, vals) => vals.map(clockTime) },
+      { stroke: "#57606a", size: 64, grid: { stroke: "#d8dee4", width: 1 }, ticks: { stroke: "#d8dee4", width: 1 }, values: (_u, vals) => vals.map((v) => (spec.unit === "count" && !Number.isInteger(v) ? "" : axisValue(spec.unit, v))) },
     ],
+    // Room on the right for the last time label, which is centred on its tick.
+    padding: [8, 24, 0, 0],
     legend: { live: true },
     cursor: { drag: { x: false, y: false } },
   };
