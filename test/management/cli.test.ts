@@ -20,6 +20,8 @@ it("creates, lists, gets, updates and deletes volumes", async () => {
   expect(list.stdout).toMatch(/^ID\s+NAME\s+SIZE\s+DATACENTER\s+TYPE$/m);
   expect(list.stdout).toContain(volume.id);
   expect(JSON.parse((await svc(["volume", "get", volume.id, "--json"])).stdout)).toEqual({ ...volume, usedBytes: 0 });
+  // By name too, as cp, ls, rm and keys take it.
+  expect(JSON.parse((await svc(["volume", "get", "models", "--json"])).stdout)).toEqual({ ...volume, usedBytes: 0 });
   const grown = JSON.parse((await svc(["volume", "update", volume.id, "--size", "80", "--name", "big", "--json"])).stdout);
   expect(grown).toMatchObject({ id: volume.id, size: 80, name: "big" });
 
@@ -36,6 +38,14 @@ it("creates, lists, gets, updates and deletes volumes", async () => {
   expect(bad.stderr).toContain("- --size ($.size): must be at least 10");
   expect(bad.stderr).toContain('- --data-center ($.dataCenter): unknown data center "moon" (known: local)');
   expect((await svc(["volume", "create", "--name", "x", "--size", "ten"])).code).toBe(ExitCode.usage);
+
+  // A name two volumes share is refused, not guessed.
+  const twin = JSON.parse((await svc(["volume", "create", "--name", "big", "--size", "10", "--json"])).stdout);
+  const ambiguous = await svc(["volume", "delete", "big", "--yes"]);
+  expect(ambiguous.code).toBe(ExitCode.user);
+  expect(ambiguous.stderr).toContain(`2 network volumes are named "big" (${volume.id}, ${twin.id})`);
+  expect(JSON.parse((await svc(["volume", "delete", twin.id, "--yes", "--json"])).stdout)).toEqual({ id: twin.id, deleted: true });
+  expect(JSON.parse((await svc(["volume", "update", "big", "--size", "30", "--json"])).stdout)).toMatchObject({ id: volume.id, size: 30 });
 
   expect(JSON.parse((await svc(["volume", "delete", volume.id, "--yes", "--json"])).stdout)).toEqual({ id: volume.id, deleted: true });
   const missing = await svc(["volume", "get", volume.id]);

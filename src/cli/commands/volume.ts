@@ -15,6 +15,21 @@ type VolumeKey = { id: string; accessKeyId: string; name: string | null; readOnl
 const COLUMNS = ["id", "name", "size", "dataCenter", "type"];
 const path = (id?: string) => `/v2/network-volumes${id ? `/${encodeURIComponent(id)}` : ""}`;
 
+/**
+ * The id of the volume `ref` names: an id as it is, or the name of exactly one of the caller's volumes (as `cp`,
+ * `ls`, `rm` and `keys` take them). A name two volumes share is refused rather than guessed; a ref that is neither
+ * goes to the service as given, whose 404 then says what to list.
+ */
+async function volumeIdOf(ref: string): Promise<string> {
+  const volumes = await management<Volume[]>("GET", path());
+  if (volumes.some((v) => v.id === ref)) return ref;
+  const named = volumes.filter((v) => v.name === ref);
+  if (named.length > 1) {
+    throw new UserError(`${named.length} network volumes are named "${ref}" (${named.map((v) => v.id).join(", ")})`, { hint: "Name the volume by id, or rename one (`svc volume update <id> --name <new name>`)." });
+  }
+  return named[0]?.id ?? ref;
+}
+
 export function register(program: Command): void {
   const volume = program.command("volume").description("Manage network volumes (persistent storage mounted into workers)");
   volume
@@ -40,32 +55,34 @@ export function register(program: Command): void {
   volume
     .command("get")
     .description("Show one network volume")
-    .argument("<id>", "volume id")
+    .argument("<volume>", "volume id or name")
     .option("--json", "print JSON")
-    .action(async (id: string, o: { json?: boolean }) => {
-      const v = await management<Volume>("GET", path(id));
+    .action(async (ref: string, o: { json?: boolean }) => {
+      const v = await management<Volume>("GET", path(await volumeIdOf(ref)));
       createOutput({ json: o.json }).result(v, () => fields(v));
     });
   volume
     .command("update")
     .description("Rename or resize a network volume (smaller only while its files fit; data center and type are fixed)")
-    .argument("<id>", "volume id")
+    .argument("<volume>", "volume id or name")
     .option("--name <name>", "new name")
     .option("--size <gb>", "new size in GB (smaller only while the files fit)", intFlag("--size"))
     .option("--json", "print JSON")
-    .action(async (id: string, o: { name?: string; size?: number; json?: boolean }) => {
-      const v = await management<Volume>("PATCH", path(id), changes({ name: o.name, size: o.size }, "svc volume update"));
+    .action(async (ref: string, o: { name?: string; size?: number; json?: boolean }) => {
+      const body = changes({ name: o.name, size: o.size }, "svc volume update");
+      const v = await management<Volume>("PATCH", path(await volumeIdOf(ref)), body);
       createOutput({ json: o.json }).result(v, () => fields(v));
     });
   volume
     .command("delete")
     .description("Delete a network volume and everything on it")
-    .argument("<id>", "volume id")
+    .argument("<volume>", "volume id or name")
     .option("--yes", "do not ask for confirmation (required without a terminal)")
     .option("--json", "print JSON")
-    .action(async (id: string, o: { yes?: boolean; json?: boolean }) => {
+    .action(async (ref: string, o: { yes?: boolean; json?: boolean }) => {
       const out = createOutput({ json: o.json });
       // Fetched first: the question names what goes, and a wrong id fails before anything is asked.
+      const id = await volumeIdOf(ref);
       const v = await management<Volume>("GET", path(id));
       await confirmDestructive(out, o.yes, `deletes network volume "${v.name}" (${id}, ${v.size} GB) and everything on it`);
       await management("DELETE", path(id));
