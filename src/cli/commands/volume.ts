@@ -99,7 +99,7 @@ function registerKeys(volume: Command): void {
     ...k,
     volumeIds: k.volumeIds ?? "all",
     createdAt: new Date(k.createdAt).toISOString(),
-    revokedAt: k.revokedAt === null ? null : new Date(k.revokedAt).toISOString(),
+    revokedAt: k.revokedAt === null ? "-" : new Date(k.revokedAt).toISOString(),
   });
   keys
     .command("create")
