@@ -19,6 +19,8 @@ let dir: string | undefined;
 afterAll(async () => {
   await cleanupStale({ [LABELS.session]: session }, { docker }).catch(() => undefined);
   if (dir) rmSync(dir, { recursive: true, force: true });
+  // The killed child staged its worker's artifact there and never reached its own clean-up.
+  rmSync(join(tmpdir(), `svc-worker-artifacts-${session}`), { recursive: true, force: true });
 });
 
 const CHILD = `
