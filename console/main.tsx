@@ -1,5 +1,5 @@
 // The svc web console: a single page served by the service under /console/. Routes live in the URL hash
-// (#/endpoints, #/endpoints/{id}, #/endpoints/{id}/jobs/{jobId}, #/gpus, #/templates, #/volumes, #/keys, #/apps, #/secrets) so the service serves one file.
+// (#/endpoints, #/endpoints/{id}, #/endpoints/{id}/jobs/{jobId}, #/gpus, #/templates, #/volumes, #/keys, #/apps, #/secrets, #/usage) so the service serves one file.
 
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
@@ -14,6 +14,7 @@ import { AppsPage } from "./pages/apps.js";
 import { SecretsPage } from "./pages/secrets.js";
 import { TemplatesPage } from "./pages/templates.js";
 import { GpusPage } from "./pages/gpus.js";
+import { UsagePage } from "./pages/usage.js";
 
 function useHashRoute(): string[] {
   const parse = () => location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -90,6 +91,7 @@ const NAV = [
   { path: "volumes", label: "Network volumes" },
   { path: "keys", label: "API keys" },
   { path: "secrets", label: "Secrets" },
+  { path: "usage", label: "Usage" },
 ];
 
 function App() {
@@ -123,6 +125,7 @@ function App() {
   else if (section === "apps") page = <AppsPage />;
   else if (section === "secrets") page = <SecretsPage />;
   else if (section === "templates") page = <TemplatesPage />;
+  else if (section === "usage") page = <UsagePage />;
   else page = <EndpointsPage />;
   return (
     <>
