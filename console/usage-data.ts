@@ -65,7 +65,8 @@ export function hoursNewestFirst(hours: readonly UsageHour[]): UsageHour[] {
 
 /** Seconds as a person reads them: "0 s", "12.3 s", "4 min 05 s", "2 h 03 min". Pure. */
 export function formatSeconds(seconds: number): string {
-  if (seconds < 60) return `${Math.round(seconds * 10) / 10} s`;
+  const tenths = Math.round(seconds * 10) / 10;
+  if (tenths < 60) return `${tenths} s`;
   const whole = Math.round(seconds);
   if (whole < 3600) return `${Math.floor(whole / 60)} min ${String(whole % 60).padStart(2, "0")} s`;
   const minutes = Math.round(whole / 60);
