@@ -461,6 +461,15 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     for (const entry of pool?.waiting() ?? []) if (entry.container) ids.push(entry.container.id);
     // Best effort at exit: no CLI, or an engine that does not answer, leaves them to cleanupStale.
     if (ids.length > 0) execaSync("docker", ["rm", "-f", ...ids], { stdio: "ignore", timeout: 10_000, reject: false });
+    // Its staged artifacts go too when no later process can adopt them: a random session is never used again.
+    if (ownBindArtifacts && !options.artifactCacheDir && options.session === undefined) {
+      try {
+        chmodSync(ownBindArtifacts.dir, 0o700);
+        rmSync(ownBindArtifacts.dir, { recursive: true, force: true });
+      } catch {
+        // At exit nothing can be reported to anyone; a dir left behind holds only copies of artifacts.
+      }
+    }
   };
   process.on("exit", removeAllSync);
 
