@@ -3,6 +3,7 @@
 // held goes back to the queue at once, to be run by a new container, not when its lease lapses (30 s).
 import { afterAll, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
 import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -24,7 +25,13 @@ let serverLog = "";
 afterAll(async () => {
   server?.kill("SIGKILL");
   if (engineUp) await cleanupStale({ [LABELS.app]: app }, { docker }).catch(() => undefined);
-  if (work) rmSync(work, { recursive: true, force: true });
+  if (work) {
+    // The server's artifacts staged for its containers (svc server's session is derived from its data directory,
+    // so that a restart adopts them): killed, it never removed them.
+    const session = `srv${createHash("sha256").update(join(work, "data")).digest("hex").slice(0, 12)}`;
+    rmSync(join(tmpdir(), `svc-worker-artifacts-${session}`), { recursive: true, force: true });
+    rmSync(work, { recursive: true, force: true });
+  }
 });
 
 function freePort(): Promise<number> {
