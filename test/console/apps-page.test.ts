@@ -4,15 +4,14 @@
 // test-results/console/.
 
 import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
+import { deployOverHttp } from "./deploy-over-http.js";
 import { chromiumPresent, openBrowser, signIn, horizontalOverflow } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
@@ -28,18 +27,6 @@ let browser: Browser;
 let page: Page;
 const builds: string[] = [];
 const ENV_URL = () => `${service.url}/v1/apps/console-app/environments/prod`;
-
-async function deploy(projectDir: string): Promise<string> {
-  const build = await buildProject(projectDir);
-  const bytes = readFileSync(build.artifactPath);
-  const sha = createHash("sha256").update(bytes).digest("hex");
-  const upload = await fetch(`${service.url}/v1/apps/console-app/builds`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "x-svc-sha256": sha }, body: bytes });
-  if (upload.status >= 300) throw new Error(`upload: ${upload.status} ${await upload.text()}`);
-  await call(ENV_URL(), { key: ADMIN, method: "PUT" });
-  const activated = await call(`${ENV_URL()}/activate`, { key: ADMIN, body: { build: sha, confirmRemove: [] } });
-  if (activated.status !== 200) throw new Error(`activate: ${activated.status} ${activated.text}`);
-  return sha;
-}
 
 /** Whether the page scrolls sideways (what a phone user would have to do to read it). */
 const pageOverflow = () => horizontalOverflow(page);
@@ -63,11 +50,11 @@ describe.skipIf(!haveChromium)("the Apps page's releases in a browser", () => {
       leaseMs: 3000,
       heartbeatMs: 500,
     });
-    builds.push(await deploy(app));
+    builds.push(await deployOverHttp(service.url, ADMIN, app, "prod"));
     // A second build (a changed greeting), so there is an older release to roll back to.
     const greeter = join(app, "src", "greeter.ts");
     writeFileSync(greeter, readFileSync(greeter, "utf8").replace("`hello ${input.name}`", "`hi ${input.name}`"));
-    builds.push(await deploy(app));
+    builds.push(await deployOverHttp(service.url, ADMIN, app, "prod"));
     expect(builds[0]).not.toBe(builds[1]);
     ({ browser, page } = await openBrowser());
     await signIn(page, service.url, ADMIN);

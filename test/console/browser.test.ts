@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
+import { deployOverHttp } from "./deploy-over-http.js";
 import { chromiumPresent, openBrowser } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
@@ -29,18 +30,6 @@ let page: Page;
 let echoId: string;
 let tickerId: string;
 let bobKey: string;
-
-async function deployOverHttp(url: string, key: string, projectDir: string, env: string): Promise<void> {
-  const build = await buildProject(projectDir);
-  const bytes = readFileSync(build.artifactPath);
-  const sha = createHash("sha256").update(bytes).digest("hex");
-  const app = build.manifest.app;
-  const upload = await fetch(`${url}/v1/apps/${app}/builds`, { method: "POST", headers: { authorization: `Bearer ${key}`, "x-svc-sha256": sha }, body: bytes });
-  if (upload.status >= 300) throw new Error(`upload: ${upload.status} ${await upload.text()}`);
-  expect((await call(`${url}/v1/apps/${app}/environments/${env}`, { key, method: "PUT" })).status).toBeLessThan(300);
-  const activated = await call(`${url}/v1/apps/${app}/environments/${env}/activate`, { key, body: { build: sha, confirmRemove: [] } });
-  if (activated.status !== 200) throw new Error(`activate: ${activated.status} ${activated.text}`);
-}
 
 /** The endpoints made through the REST API (the list has the deployed ones too, marked source "deploy"). */
 async function restEndpoints(): Promise<Array<{ id: string; source: string; [k: string]: unknown }>> {

@@ -5,15 +5,14 @@
 
 import { execFile, execFileSync } from "node:child_process";
 import { promisify } from "node:util";
-import { createHash } from "node:crypto";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
+import { deployOverHttp } from "./deploy-over-http.js";
 import { chromiumPresent, openBrowser, signIn, horizontalOverflow } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
@@ -31,18 +30,6 @@ let echoId: string;
 let tickerId: string;
 let greeterId: string;
 const builds: string[] = [];
-
-async function deploy(projectDir: string): Promise<string> {
-  const build = await buildProject(projectDir);
-  const bytes = readFileSync(build.artifactPath);
-  const sha = createHash("sha256").update(bytes).digest("hex");
-  const upload = await fetch(`${service.url}/v1/apps/console-app/builds`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "x-svc-sha256": sha }, body: bytes });
-  if (upload.status >= 300) throw new Error(`upload: ${upload.status} ${await upload.text()}`);
-  await call(`${service.url}/v1/apps/console-app/environments/prod`, { key: ADMIN, method: "PUT" });
-  const activated = await call(`${service.url}/v1/apps/console-app/environments/prod/activate`, { key: ADMIN, body: { build: sha, confirmRemove: [] } });
-  if (activated.status !== 200) throw new Error(`activate: ${activated.status} ${activated.text}`);
-  return sha;
-}
 
 async function shot(name: string): Promise<void> {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
@@ -80,11 +67,11 @@ describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
       heartbeatMs: 500,
     });
     expect((await call(`${service.url}/v1/secrets/ECHO_TOKEN`, { key: ADMIN, method: "PUT", body: { value: "s3cret-value" } })).status).toBeLessThan(300);
-    builds.push(await deploy(app));
+    builds.push(await deployOverHttp(service.url, ADMIN, app, "prod"));
     // A second build (a changed greeting): the environment has a release to roll back from.
     const greeter = join(app, "src", "greeter.ts");
     writeFileSync(greeter, readFileSync(greeter, "utf8").replace("`hello ${input.name}`", "`hi ${input.name}`"));
-    builds.push(await deploy(app));
+    builds.push(await deployOverHttp(service.url, ADMIN, app, "prod"));
     const env = (await call(`${service.url}/v1/apps/console-app/environments/prod`, { key: ADMIN })).body;
     const idOf = (name: string) => env.endpoints.find((e: { name: string }) => e.name === name).id as string;
     [echoId, tickerId, greeterId] = [idOf("echo"), idOf("ticker"), idOf("greeter")];

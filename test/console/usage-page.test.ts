@@ -5,15 +5,14 @@
 // sideways scrolling. Screenshots go to test-results/console/usage-*.png.
 
 import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { deployOverHttp } from "./deploy-over-http.js";
 import { chromiumPresent, horizontalOverflow, openBrowser, signIn } from "./chromium.js";
-import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { formatSeconds, totalsByEndpoint, type Usage } from "../../console/usage-data.js";
@@ -33,17 +32,6 @@ let echoId: string;
 let endpointIds: string[];
 
 const ENV_URL = () => `${service.url}/v1/apps/console-app/environments/prod`;
-
-async function deploy(projectDir: string): Promise<void> {
-  const build = await buildProject(projectDir);
-  const bytes = readFileSync(build.artifactPath);
-  const sha = createHash("sha256").update(bytes).digest("hex");
-  const upload = await fetch(`${service.url}/v1/apps/console-app/builds`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "x-svc-sha256": sha }, body: bytes });
-  if (upload.status >= 300) throw new Error(`upload: ${upload.status} ${await upload.text()}`);
-  await call(ENV_URL(), { key: ADMIN, method: "PUT" });
-  const activated = await call(`${ENV_URL()}/activate`, { key: ADMIN, body: { build: sha, confirmRemove: [] } });
-  if (activated.status !== 200) throw new Error(`activate: ${activated.status} ${activated.text}`);
-}
 
 /** Whether no endpoint of the app has a worker (all of them idled out, or never started). */
 async function noWorkers(): Promise<boolean> {
@@ -107,7 +95,7 @@ describe.skipIf(!haveChromium)("the console's Usage page in a browser", () => {
       leaseMs: 3000,
       heartbeatMs: 500,
     });
-    await deploy(app);
+    await deployOverHttp(service.url, ADMIN, app, "prod");
     const env = (await call(ENV_URL(), { key: ADMIN })).body as { endpoints: Array<{ id: string; name: string }> };
     endpointIds = env.endpoints.map((e) => e.id);
     echoId = env.endpoints.find((e) => e.name === "echo")!.id;

@@ -63,8 +63,9 @@ async function within<T>(request: Promise<T>, ms: number): Promise<T | undefined
     return await Promise.race([request, late]);
   } finally {
     clearTimeout(timer);
-    // Past the deadline nobody reads its answer; its failure (the service went away) must not crash the CLI.
-    request.catch(() => undefined);
+    // Past the deadline nobody reads its answer; its failure (the service went away) must not crash the CLI, and
+    // the caller has already said what it does about the missing answer.
+    request.catch(() => undefined /* the deadline's outcome is the one reported */);
   }
 }
 
@@ -76,7 +77,9 @@ async function cancelAfterTimeout(client: JobsClient, id: string, again: string)
     return { line: answer.status === "CANCELLED" ? "cancelled on the service" : `the service reports it ${answer.status}`, cancel: { status: answer.status } };
   } catch (err) {
     // Refused because the service ended the job meanwhile (its own timeout, once it ran again): say so.
-    const record = await within(client.status(id), TIMEOUT_CANCEL_WAIT_MS).catch(() => undefined);
+    // Read only to tell a refusal because the job already ended from any other; when this read fails too, the
+    // line below reports the cancel's own error, which is what the user acts on.
+    const record = await within(client.status(id), TIMEOUT_CANCEL_WAIT_MS).catch(() => undefined /* the cancel's error is reported */);
     if (record && FINAL_STATUSES.includes(record.status)) return { line: `the service has ended it: ${record.status}`, cancel: { status: record.status } };
     return { line: `could not cancel it: ${errorMessage(err)}; ${again}`, cancel: { error: errorMessage(err) } };
   }

@@ -135,10 +135,6 @@ export function changeJob($: EngineResources, job: LiveJob, set: Partial<JobRow>
 }
 
 /**
- * Write ops about a live job, preceded by the job's insert while the store does not have it (see
- * EngineResources.unwritten). A refused batch leaves the job unwritten again: the store still does not have it.
- */
-/**
  * A job's webhook message telling `event`, into the next batch, when the job has a webhook whose filter wants the
  * event. Dropping the write's own rejection loses nothing unsaid: a refused batch is reported through the storage
  * state (the onStorage hook logs it), and the job change the message goes with is answered to its own caller.
@@ -146,9 +142,13 @@ export function changeJob($: EngineResources, job: LiveJob, set: Partial<JobRow>
 export function queueWebhook($: EngineResources, row: JobRow, event: "started" | "progress" | "completed" | "failed", output?: unknown): void {
   const ops = row.webhook ? $.hooks.webhookOps?.(row, event, output) : undefined;
   if (!ops?.length) return;
-  void $.writer.write(ops, () => $.hooks.onWebhook?.()).catch(() => undefined);
+  void $.writer.write(ops, () => $.hooks.onWebhook?.()).catch(() => undefined /* reported as the storage state: see above */);
 }
 
+/**
+ * Write ops about a live job, preceded by the job's insert while the store does not have it (see
+ * EngineResources.unwritten). A refused batch leaves the job unwritten again: the store still does not have it.
+ */
 export function writeJob($: EngineResources, job: LiveJob, ops: StoreOp[], after?: () => void): Promise<void> {
   if (!$.unwritten.delete(job)) return $.writer.write(ops, after);
   const committed = $.writer.write([{ op: "insertJob", job: { ...job.row } }, ...ops], after);
