@@ -1,6 +1,6 @@
 // The submitting side of the queue comparison (bench/peer-queue.mjs), a process of its own as real clients are,
 // the same for every queue: `concurrency` loops submit `total` trivial jobs ({ input: { i } }) with the queue's
-// own client (svc: its HTTP job API, POST /run; BullMQ: Queue.add; graphile-worker: WorkerUtils.addJob;
+// own client (svc: the SDK's JobsClient over its HTTP job API, POST /run; BullMQ: Queue.add; graphile-worker: WorkerUtils.addJob;
 // pg-boss: send), or, in "runsync" mode, one job at a time waiting for each result (svc: POST /runsync; BullMQ:
 // Queue.add then Job.waitUntilFinished).
 //
@@ -9,22 +9,24 @@
 // json: { peer: "svc" | "bullmq" | "graphile-worker" | "pg-boss", mode: "submit" | "runsync", total, concurrency,
 //         url (svc: the endpoint's URL; PostgreSQL peers: the database's), key (svc), redis ({ host, port }),
 //         queue (the queue's or task's name) }
-import { percentile, pool, request } from "./http.mjs";
+import { percentile, pool } from "./http.mjs";
 
 const o = JSON.parse(process.argv[2]);
 
 /** `{ submit(i), runsync(i)?, close() }` for the peer named. */
 async function clientOf(peer) {
   if (peer === "svc") {
-    const headers = { authorization: `Bearer ${o.key}` };
+    // svc's own client, as BullMQ's is its Queue: the SDK's JobsClient (keep-alive sockets of its own).
+    const { JobsClient } = await import("svc");
+    const jobs = new JobsClient(o.url, o.key);
     return {
       async submit(i) {
-        const res = await request(`${o.url}/run`, { method: "POST", headers, body: { input: { i } } });
-        if (res.status !== 200) throw new Error(`/run: ${res.status} ${res.body.slice(0, 200)}`);
+        const job = await jobs.run({ i });
+        if (!job.id) throw new Error(`/run answered ${JSON.stringify(job)}`);
       },
       async runsync(i) {
-        const res = await request(`${o.url}/runsync`, { method: "POST", headers, body: { input: { i } } });
-        if (res.status !== 200 || !res.body.includes("COMPLETED")) throw new Error(`/runsync: ${res.status} ${res.body.slice(0, 200)}`);
+        const record = await jobs.runsync({ i });
+        if (record.status !== "COMPLETED" || record.output?.i !== i) throw new Error(`/runsync answered ${JSON.stringify(record).slice(0, 200)}`);
       },
       close: async () => undefined,
     };

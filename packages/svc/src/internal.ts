@@ -31,6 +31,7 @@ export {
   type DevSession,
   type RuntimeContext,
 } from "./context.js";
+export { HttpConnectionError, KeepAliveClient, type HttpAnswer, type HttpCall } from "./keep-alive-client.js";
 export { FINAL_STATUSES, JobsClient, parseServiceJson, problemOf, readJson, type JobRecord, type JobStatus } from "./jobs-client.js";
 
 // Language-model endpoints: the service's OpenAI route and the worker's textGeneration() read the same shapes.

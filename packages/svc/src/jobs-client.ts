@@ -2,6 +2,7 @@
 // Used by the SDK's remote calls, the CLI, the tests and the benchmarks.
 
 import { ApiError, ExitCode, UnreachableError, UserError, type Problem } from "./errors.js";
+import { KeepAliveClient } from "./keep-alive-client.js";
 
 export type JobStatus = "IN_QUEUE" | "IN_PROGRESS" | "COMPLETED" | "FAILED" | "CANCELLED" | "TIMED_OUT";
 export const FINAL_STATUSES: readonly JobStatus[] = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
@@ -41,14 +42,38 @@ export interface SubmitOptions {
   policy?: { executionTimeout?: number; ttl?: number; lowPriority?: boolean };
 }
 
+/** One pool of keep-alive connections per origin, shared by every JobsClient of this process. */
+const connections = new Map<string, KeepAliveClient>();
+
+function connectionsTo(url: URL): KeepAliveClient {
+  let client = connections.get(url.origin);
+  if (!client) connections.set(url.origin, (client = new KeepAliveClient(url.origin)));
+  return client;
+}
+
 export class JobsClient {
   readonly base: string;
   private readonly headers: Record<string, string>;
+  private readonly http: KeepAliveClient;
+  /** The base's path (`/v2/{endpoint_id}`), which every call's path follows. */
+  private readonly basePath: string;
 
   /** `base` is the endpoint's job API address, `{queue_base_url}/v2/{endpoint_id}`. */
   constructor(base: string, apiKey?: string) {
     this.base = base.replace(/\/+$/, "");
-    this.headers = { "content-type": "application/json" };
+    let url: URL;
+    try {
+      url = new URL(this.base);
+      if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError(url.protocol);
+    } catch (err) {
+      throw new UserError(`Not an http(s) address for the job API: ${base}`, {
+        hint: "Pass the endpoint's job API address, such as http://127.0.0.1:8600/v2/<endpoint id>.",
+        cause: err,
+      });
+    }
+    this.http = connectionsTo(url);
+    this.basePath = url.pathname.replace(/\/+$/, "");
+    this.headers = { "content-type": "application/json", accept: "application/json" };
     if (apiKey) this.headers.authorization = `Bearer ${apiKey}`;
   }
 
@@ -101,26 +126,32 @@ export class JobsClient {
 
   private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     const url = this.base + path;
-    let response: Response;
+    let answer;
     try {
-      response = await fetch(url, {
+      answer = await this.http.request({
         method,
+        path: this.basePath + path,
         headers: this.headers,
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (err) {
       throw new UnreachableError(url, err);
     }
-    return readJson<T>(response);
+    const text = answer.body.toString("utf8");
+    return jsonOf<T>(text, { url, status: answer.status, statusText: answer.statusText, contentType: answer.headers["content-type"] ?? null });
   }
 }
 
 /** Parse a JSON response; turn a problem (or any non-2xx) into an ApiError. */
 export async function readJson<T>(response: Response): Promise<T> {
   const text = await response.text();
-  const answer = { url: response.url, status: response.status, contentType: response.headers.get("content-type") };
-  if (!response.ok) {
-    throw new ApiError(problemOf(parseServiceJson(text, answer), { status: response.status, statusText: response.statusText, text }));
+  return jsonOf<T>(text, { url: response.url, status: response.status, statusText: response.statusText, contentType: response.headers.get("content-type") });
+}
+
+/** An answer's JSON body, or the ApiError its status (not 2xx) and problem make. */
+function jsonOf<T>(text: string, answer: { url: string; status: number; statusText: string; contentType: string | null }): T {
+  if (answer.status < 200 || answer.status > 299) {
+    throw new ApiError(problemOf(parseServiceJson(text, answer), { status: answer.status, statusText: answer.statusText, text }));
   }
   return parseServiceJson(text, answer) as T;
 }
