@@ -9,6 +9,7 @@
 //   node bench/profile.mjs lb-small                        small JSON through the LB front, 64 connections
 //   node bench/profile.mjs queue                           /run end to end on SQLite, 16 submitters
 //   node bench/profile.mjs queue --metrics off             the same with SVC_METRICS=off (what metrics cost)
+//   node bench/profile.mjs queue-pg                        /run end to end on a throwaway PostgreSQL (fsync on)
 //
 // Needs `npm run build` first. --keep DIR keeps the .cpuprofile (open it in Chrome's DevTools).
 import { execFile, spawn } from "node:child_process";
@@ -46,6 +47,8 @@ if (mode === "--child") {
   const headers = { authorization: `Bearer ${key}` };
   let service;
   let upstream;
+  let postgres;
+  let postgresPid;
   if (kind === "lb") {
     const { startPlainServerProcess } = await import("./http.mjs");
     const { createOutsideServerDriver } = await import("./outside-server-driver.mjs");
@@ -62,21 +65,29 @@ if (mode === "--child") {
     const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
     cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
     const build = await buildProject(project, {});
-    service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key], metrics: rest[1] !== "off" });
+    let storeUrl;
+    if (kind === "queue-pg") {
+      const { startPostgres } = await import("../scripts/throwaway-postgres.mjs");
+      postgres = await startPostgres({ durable: true });
+      storeUrl = await postgres.createDatabase("svc_profile");
+      postgresPid = Number(readFileSync(join(postgres.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
+    }
+    service = await startService({ dataDir: join(work, "data"), storeUrl, driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key], metrics: rest[1] !== "off" });
     const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
     for (let i = 0; i < 50; i++) await request(`${endpoint.url}/runsync`, { method: "POST", headers, body: { input: { i } } });
-    process.stdout.write(`${JSON.stringify({ url: endpoint.url, headers, clock: clock() })}\n`);
+    process.stdout.write(`${JSON.stringify({ url: endpoint.url, headers, clock: clock(), postgresPid })}\n`);
   }
   process.stdin.resume();
   process.stdin.on("end", async () => {
     await service.close();
     await upstream?.close();
+    await postgres?.stop();
     rmSync(work, { recursive: true, force: true });
     process.exit(0);
   });
 } else {
   const profiles = flag("--keep") ?? mkdtempSync(join(tmpdir(), "svc-cpuprof-"));
-  const child = spawn(process.execPath, ["--cpu-prof", "--cpu-prof-dir", profiles, fileURLToPath(import.meta.url), "--child", mode === "queue" ? "queue" : "lb", flag("--metrics", "on")], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--cpu-prof", "--cpu-prof-dir", profiles, fileURLToPath(import.meta.url), "--child", mode.startsWith("queue") ? mode : "lb", flag("--metrics", "on")], { stdio: ["pipe", "pipe", "inherit"] });
   const target = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (d) => {
@@ -90,18 +101,21 @@ if (mode === "--child") {
     "lb-small": { targets: [{ name: "svc", url: `${target.url}/items/{i}`, headers: target.headers }], warmup: 200, total: 30000, concurrency: 64 },
     queue: { targets: [{ name: "svc", url: `${target.url}/run`, method: "POST", headers: target.headers, body: { input: { i: "{i}" } } }], warmup: 0, total: 30000, concurrency: 16 },
   };
+  plans["queue-pg"] = { ...plans.queue, total: 20000 };
   // CPU time of every process of the load (the service, its workers, the load client), read from /proc while it
   // runs: on a machine of few cores the end-to-end rate is bounded by their sum, not by the service's alone.
-  const cpuBefore = processTree(child.pid);
+  // The PostgreSQL server (queue-pg) is not the service's child: its own tree, named as one row.
+  const trees = () => [...processTree(child.pid), ...(target.postgresPid ? [...processTree(target.postgresPid)].map(([pid, p]) => [pid, { ...p, name: "postgres" }]) : [])];
+  const cpuBefore = new Map(trees());
   let cpuSeen = new Map(cpuBefore);
   const loadClient = run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plans[mode])], { maxBuffer: 1 << 20 });
   const watch = setInterval(() => {
-    cpuSeen = new Map([...cpuSeen, ...processTree(child.pid), ...processTree(loadClient.child.pid)]);
+    cpuSeen = new Map([...cpuSeen, ...trees(), ...processTree(loadClient.child.pid)]);
   }, 100);
   const { stdout } = await loadClient;
   const measured = JSON.parse(stdout).svc;
   const loadEndedAt = Date.now();
-  if (mode === "queue") {
+  if (mode.startsWith("queue")) {
     // The workers drain what was queued before the profile ends.
     for (;;) {
       const { request } = await import("./http.mjs");
@@ -110,7 +124,7 @@ if (mode === "--child") {
       await new Promise((r) => setTimeout(r, 50));
     }
   }
-  cpuSeen = new Map([...cpuSeen, ...processTree(child.pid)]);
+  cpuSeen = new Map([...cpuSeen, ...trees()]);
   clearInterval(watch);
   await new Promise((resolve) => {
     child.once("exit", resolve);
@@ -132,12 +146,16 @@ if (mode === "--child") {
   console.log("| process | CPU ms | µs a request |");
   console.log("|---|---:|---:|");
   let sum = 0;
+  const rows = new Map();
   for (const [pid, { name, ticks }] of cpuSeen) {
     const ms = (ticks - (cpuBefore.get(pid)?.ticks ?? 0)) * (1000 / CLOCK_TICKS);
     if (ms <= 0) continue;
     sum += ms;
-    console.log(`| ${pid === child.pid ? "service" : name} | ${ms.toFixed(0)} | ${((ms / requests) * 1000).toFixed(0)} |`);
+    // PostgreSQL's processes (a backend a connection, the writers) as one row; every other process its own.
+    const label = pid === child.pid ? "service" : name === "postgres" ? "postgres (all its processes)" : `${name} (${pid})`;
+    rows.set(label, (rows.get(label) ?? 0) + ms);
   }
+  for (const [label, ms] of rows) console.log(`| ${label} | ${ms.toFixed(0)} | ${((ms / requests) * 1000).toFixed(0)} |`);
   console.log(`| all | ${sum.toFixed(0)} | ${((sum / requests) * 1000).toFixed(0)} |`);
   if (!flag("--keep")) rmSync(profiles, { recursive: true, force: true });
   else console.log(`\nprofile: ${join(profiles, file)}`);

@@ -70,6 +70,8 @@ ${result.stderr}`);
   const created = [];
   return {
     adminUrl,
+    /** The server's data directory (its postmaster.pid names the server's process). */
+    dataDir: data,
     async createDatabase(name) {
       const db = name ?? `svc_test_${process.pid}_${++databaseCounter}`;
       const client = new pg.Client({ connectionString: adminUrl });
