@@ -23,7 +23,7 @@ export const LB_TARGET = 1.1;
 const MB = 1 << 20;
 
 /** The loads measured: small JSON one request at a time (p50) and at 64 connections, 1 MB answers at 16 and 64. */
-export function lbScenarios({ smallTotal = 4000, largeTotal = 600, latencyN = 600 } = {}) {
+export function lbScenarios({ smallTotal = 20000, largeTotal = 600, latencyN = 600 } = {}) {
   return [
     { key: "small-c1", label: "small JSON, p50 at 1 connection", path: "/items/{i}", latencyN, unit: "ms", warmup: 200 },
     { key: "small-c64", label: "small JSON, req/s at 64 connections", path: "/items/{i}", total: smallTotal, concurrency: 64, unit: "req/s", warmup: 200 },
