@@ -155,6 +155,22 @@ describe("KeepAliveClient", () => {
     expect(accepted()).toBe(3);
   });
 
+  it("sends a read again on a new connection when a kept one closes unanswered; never a write", async () => {
+    // Each connection answers its first request and hangs up on the second, as a server closing an idle
+    // connection just as the client writes to it.
+    const { url, accepted } = await rawServer((socket) => {
+      let n = 0;
+      onRequests(socket, (_h, s) => (++n === 1 ? s.write("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok") : s.destroy()));
+    });
+    const http = client(url);
+    await http.request({ method: "GET", path: "/" });
+    const again = await http.request({ method: "GET", path: "/status" });
+    expect([again.status, again.body.toString(), accepted()]).toEqual([200, "ok", 2]);
+    const write = await http.request({ method: "POST", path: "/run", body: "{}" }).catch((e: unknown) => e);
+    expect(write).toBeInstanceOf(HttpConnectionError);
+    expect(accepted()).toBe(2); // not sent again
+  });
+
   it("does not reuse an idle connection past the keep-alive timeout the server announced", async () => {
     const { url, connections } = await httpServer((_req, res) => res.writeHead(200, { "keep-alive": "timeout=1", "content-length": 0 }).end());
     const http = client(url);

@@ -61,6 +61,8 @@ const HEAD_END = Buffer.from("\r\n\r\n");
 const CRLF = Buffer.from("\r\n");
 const HEADER_VALUE_OK = /^[^\r\n\0]*$/;
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** Methods a server may see twice without harm (RFC 9110, 9.2.2): sent again when a kept connection failed. */
+const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]);
 
 export class KeepAliveClient {
   readonly origin: URL;
@@ -92,9 +94,20 @@ export class KeepAliveClient {
     if (this.closed) throw new HttpConnectionError(`the client for ${this.origin.origin} is closed`);
     const head = this.headOf(call);
     call.signal?.throwIfAborted();
-    const conn = await this.connection(call);
+    const conn = await this.connection(call, false);
     try {
       return await conn.exchange(head, call);
+    } catch (err) {
+      // A kept connection the server closed as this call was written (its keep-alive timeout): a read is sent
+      // again on a new one, as browsers and undici do. A write is not: the server may have acted on it.
+      if (!conn.wasReused || conn.answerBegan || !IDEMPOTENT.has(call.method) || !(err instanceof HttpConnectionError) || err.code === "ETIMEDOUT" || call.signal?.aborted) throw err;
+      this.release(conn);
+      const fresh = await this.connection(call, true);
+      try {
+        return await fresh.exchange(head, call);
+      } finally {
+        this.release(fresh);
+      }
     } finally {
       this.release(conn);
     }
@@ -129,10 +142,11 @@ export class KeepAliveClient {
     return `${head}\r\n`;
   }
 
-  private async connection(call: HttpCall): Promise<Connection> {
+  /** An idle connection (unless `fresh`) or a new one, once fewer than maxSockets are open. */
+  private async connection(call: HttpCall, fresh: boolean): Promise<Connection> {
     for (;;) {
       const now = Date.now();
-      while (this.idle.length > 0) {
+      while (!fresh && this.idle.length > 0) {
         const conn = this.idle.pop()!;
         if (conn.usable(now)) return conn;
         conn.destroy();
@@ -169,6 +183,8 @@ export class KeepAliveClient {
   }
 
   private release(conn: Connection): void {
+    if (conn.released) return;
+    conn.released = true;
     if (conn.reusable && !this.closed) {
       conn.idleUntil = Date.now() + (conn.serverKeepAliveMs !== undefined ? Math.max(0, conn.serverKeepAliveMs - 1000) : this.idleMs);
       conn.park();
@@ -194,6 +210,13 @@ type BodyMode = "none" | "length" | "chunked" | "close";
 class Connection {
   reusable = false;
   idleUntil = 0;
+  /** Given back to the client after its call (once per call). */
+  released = false;
+  /** It served a call before this one. */
+  wasReused = false;
+  /** Bytes of this call's answer came. */
+  answerBegan = false;
+  private calls = 0;
   serverKeepAliveMs?: number;
   private ended = false;
   private connected = false;
@@ -245,6 +268,9 @@ class Connection {
   exchange(head: string, call: HttpCall): Promise<HttpAnswer> {
     this.socket.ref();
     this.reusable = false;
+    this.released = false;
+    this.wasReused = this.calls++ > 0;
+    this.answerBegan = false;
     this.answer = new ReadAnswer(call.method === "HEAD");
     this.socket.setTimeout(call.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     return new Promise<HttpAnswer>((resolve, reject) => {
@@ -284,6 +310,7 @@ class Connection {
       this.socket.destroy();
       return;
     }
+    this.answerBegan = true;
     let done: boolean;
     try {
       done = answer.feed(chunk);
