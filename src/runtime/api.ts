@@ -77,12 +77,32 @@ interface DirectAddress {
   base: string;
   url: URL;
   routePaths: Map<string, string>;
-  connections: KeepAliveClient;
+  connections: Connections;
+}
+
+/**
+ * The connections to one address: takes on their own, so that the service's LB front keeps answering them (it
+ * hands a connection to node:http for good at the first call it does not answer itself: register, heartbeat, ...).
+ */
+class Connections {
+  readonly takes: KeepAliveClient;
+  readonly others: KeepAliveClient;
+  constructor(url: URL) {
+    this.takes = new KeepAliveClient(url, { maxSockets: 4 });
+    this.others = new KeepAliveClient(url, { maxSockets: 32 });
+  }
+  for(route: string): KeepAliveClient {
+    return route === "take" ? this.takes : this.others;
+  }
+  close(): void {
+    this.takes.close();
+    this.others.close();
+  }
 }
 
 export class WorkerApi {
   readonly baseUrl: URL;
-  private readonly connections: KeepAliveClient;
+  private readonly connections: Connections;
   private readonly headers: Record<string, string>;
   private readonly routePaths = new Map<string, string>();
   /** The jobs replica's own address, once a replica named it; undefined: the configured address. */
@@ -91,7 +111,7 @@ export class WorkerApi {
 
   constructor(apiUrl: string, token: string) {
     this.baseUrl = new URL(apiUrl.endsWith("/") ? apiUrl : `${apiUrl}/`);
-    this.connections = new KeepAliveClient(this.baseUrl, { maxSockets: 32 });
+    this.connections = new Connections(this.baseUrl);
     this.headers = { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json" };
   }
 
@@ -101,7 +121,7 @@ export class WorkerApi {
     const direct = this.direct;
     let answer: HttpAnswer;
     try {
-      answer = await (direct?.connections ?? this.connections).request({
+      answer = await (direct?.connections ?? this.connections).for(route).request({
         method: "POST",
         path: this.routePath(route, direct),
         headers: this.headers,
@@ -149,7 +169,7 @@ export class WorkerApi {
     }
     if (base.protocol !== this.baseUrl.protocol) return;
     this.direct?.connections.close();
-    this.direct = { base: value, url: base, routePaths: new Map(), connections: new KeepAliveClient(base, { maxSockets: 32 }) };
+    this.direct = { base: value, url: base, routePaths: new Map(), connections: new Connections(base) };
   }
 
   /** Made once per route: a worker posts thousands of times a second under load. */

@@ -56,6 +56,16 @@ export interface FrontDeps {
    */
   read?(principal: Principal, endpointId: string, jobId: string | undefined): string | Promise<string | undefined> | undefined;
   /**
+   * A worker's take (`POST /_worker/v1/take`) this replica can answer without node:http: what to run once the
+   * front commits to it (given the signal of the worker hanging up, and whether it has), resolving with the
+   * answer's body (undefined: the worker went away); undefined when node:http must serve it (workers/routes.ts
+   * quickTake). Nothing is changed before the front commits. A worker's takes and results then cost the service
+   * no node:http request each; its other calls (register, heartbeat, ...) go to node:http on the same connection.
+   */
+  take?(principal: Principal, body: Buffer, contentType: string | undefined): ((hangUp: AbortSignal, gone: () => boolean) => Promise<string | undefined>) | undefined;
+  /** A take the front answered: its status and when it began (performance.now()), for the HTTP metrics (absent when they are off). */
+  tookTake?(status: number, startedAt: number): void;
+  /**
    * The replica serving jobs, when this one passes job traffic on to it (a follower): the job reads above then go
    * there by their bytes, and their answers come back as it gave them, as node:http's path (cluster/forward.ts)
    * would pass them, so that the caller's connection stays on the front. Null: another replica serves jobs at an
@@ -108,6 +118,8 @@ export function mayBeLb(data: Buffer, headEnd: number): boolean {
 }
 
 const POST_V2 = Buffer.from("POST /v2/", "latin1");
+const POST_TAKE = Buffer.from("POST /_worker/v1/take ", "latin1");
+const TAKE_PATH = "/_worker/v1/take";
 const GET_V2 = Buffer.from("GET /v2/", "latin1");
 const RUN_PATH = /^\/v2\/([A-Za-z0-9_-]+)\/run$/;
 const READ_PATH = /^\/v2\/([A-Za-z0-9_-]+)\/(?:health|status\/([A-Za-z0-9_-]+))$/;
@@ -119,6 +131,11 @@ export function mayBeRun(data: Buffer): boolean {
   return startsWith(data, POST_V2);
 }
 
+/** Whether the request that starts `data` might be a worker's take. Pure. */
+export function mayBeTake(data: Buffer): boolean {
+  return startsWith(data, POST_TAKE);
+}
+
 /** Whether the request that starts `data` might be a job API read (a GET under /v2/). Pure. */
 export function mayBeRead(data: Buffer): boolean {
   return startsWith(data, GET_V2);
@@ -127,8 +144,8 @@ export function mayBeRead(data: Buffer): boolean {
 export class LbFront {
   readonly connections = new Set<FrontConnection>();
   closing = false;
-  /** Requests the front served, and connections it handed to node:http (tests and diagnostics). */
-  readonly stats = { served: 0, handedOver: 0 };
+  /** Requests the front served (workers' takes apart), and connections it handed to node:http (tests and diagnostics). */
+  readonly stats = { served: 0, takes: 0, handedOver: 0 };
   /** The Connection header lines of an answer on a kept connection (the same for every answer). */
   readonly keepAliveHeaders: string;
   /**
@@ -191,6 +208,8 @@ class FrontConnection implements Downstream {
   private closeAfter = false;
   /** Called if the caller leaves while its request waits or is served. */
   private goneListener: (() => void) | undefined;
+  /** A worker's take is waiting for its answer. */
+  private takeWaiting = false;
   // The answer in progress (see Downstream, below).
   private limits = "";
   /** The answer in progress is another replica's (relay): its RateLimit lines pass, no x-svc-worker is added. */
@@ -232,6 +251,8 @@ class FrontConnection implements Downstream {
   };
 
   private readonly onEnd = () => {
+    // A worker whose take waits does not half-close: it has gone, and the job the take would get goes to another.
+    if (this.takeWaiting) return this.socket.destroy();
     // The caller will send nothing more: answer what is in progress, then close. Not busy, anything buffered is
     // a request cut short (whole ones are decided at once), which no one can answer.
     if (this.busy) this.closeAfter = true;
@@ -283,7 +304,8 @@ class FrontConnection implements Downstream {
     if (headEnd < 0 || headEnd + 4 > MAX_HEAD_BYTES) return this.giveToNode();
     const maybeRun = deps.run !== undefined && mayBeRun(data);
     const maybeRead = !maybeRun && deps.read !== undefined && mayBeRead(data);
-    if (!maybeRun && !maybeRead && !mayBeLb(data, headEnd)) return this.giveToNode();
+    const maybeTake = !maybeRun && !maybeRead && deps.take !== undefined && mayBeTake(data);
+    if (!maybeRun && !maybeRead && !maybeTake && !mayBeLb(data, headEnd)) return this.giveToNode();
     const head = scanRequestHead(data, headEnd, SMALL_BODY_BYTES);
     if (!head) return this.giveToNode();
     const total = headEnd + 4 + head.contentLength;
@@ -293,14 +315,15 @@ class FrontConnection implements Downstream {
     }
     const runOf = maybeRun ? RUN_PATH.exec(head.url)?.[1] : undefined;
     const readOf = maybeRead && head.contentLength === 0 ? READ_PATH.exec(head.url) ?? undefined : undefined;
-    const target = runOf === undefined && readOf === undefined ? lbTarget(head.url, head.host) : undefined;
+    const takes = maybeTake && head.url === TAKE_PATH;
+    const target = runOf === undefined && readOf === undefined && !takes ? lbTarget(head.url, head.host) : undefined;
     // (A connection's requests carry the same Authorization as a rule: its key is read once.)
     if (head.authorization !== this.authorization) {
       this.authorization = head.authorization;
       this.key = credentialFromHeader(head.authorization)?.key;
     }
     const key = this.key;
-    if ((!target && runOf === undefined && readOf === undefined) || key === undefined) return this.giveToNode();
+    if ((!target && runOf === undefined && readOf === undefined && !takes) || key === undefined) return this.giveToNode();
     const principal = deps.principal(key);
     if (!principal) {
       // A key not seen yet (the first request of a client, often): look it up once, then decide again, so the
@@ -315,6 +338,7 @@ class FrontConnection implements Downstream {
       return;
     }
     if (runOf !== undefined) return this.run(principal, runOf, data, head, total);
+    if (takes) return this.take(principal, data, head, total);
     if (readOf !== undefined) return this.read(principal, readOf[1]!, readOf[2], data, head, total);
     if (!target) return this.giveToNode();
     this.lookedUp = undefined;
@@ -354,11 +378,11 @@ class FrontConnection implements Downstream {
   }
 
   /** Committed: this request (`data` up to `total`) is the front's to answer; what follows it waits its turn. */
-  private commit(data: Buffer, head: ScannedRequest, total: number): void {
+  private commit(data: Buffer, head: ScannedRequest, total: number, counted: "served" | "takes" = "served"): void {
     this.buffer = data.length === total ? undefined : data.subarray(total);
     this.busy = true;
     if (!head.keepAlive || this.front.closing) this.closeAfter = true;
-    this.front.stats.served++;
+    this.front.stats[counted]++;
   }
 
   /** A job `/run`, answered here when jobs/routes.ts says it can be; node:http's otherwise. */
@@ -387,6 +411,40 @@ class FrontConnection implements Downstream {
         if (problem) return this.problem(problem.status, problem.message, problem.headers ?? {}, limits, false, problem);
         deps.log(`internal error on POST /v2/${endpointId}/run: ${(thrown as Error)?.stack ?? String(thrown)}`);
         this.problem(500, "The service failed to handle this request", {}, limits, false);
+      },
+    );
+  }
+
+  /** A worker's take, answered here when workers/routes.ts says it can be; node:http's otherwise. */
+  private take(principal: Principal, data: Buffer, head: ScannedRequest, total: number): void {
+    this.lookedUp = undefined;
+    const deps = this.front.deps;
+    const start = deps.take!(principal, data.subarray(total - head.contentLength, total), head.contentType);
+    if (!start) return this.giveToNode();
+    // Workers are not rate limited: no RateLimit lines.
+    this.commit(data, head, total, "takes");
+    const startedAt = deps.tookTake ? performance.now() : 0;
+    const hangUp = new AbortController();
+    this.goneListener = () => hangUp.abort();
+    this.takeWaiting = true;
+    start(hangUp.signal, () => this.socket.destroyed).then(
+      (text) => {
+        this.goneListener = undefined;
+        this.takeWaiting = false;
+        // (Undefined: the worker hung up; its jobs went back to the queue.)
+        if (text === undefined) return;
+        deps.tookTake?.(200, startedAt);
+        this.json(text, "");
+      },
+      (thrown: unknown) => {
+        this.goneListener = undefined;
+        this.takeWaiting = false;
+        const err = asRouteFailure(thrown);
+        const problem = problemOf(err);
+        deps.tookTake?.(problem?.status ?? 500, startedAt);
+        if (problem) return this.problem(problem.status, problem.message, problem.headers ?? {}, "", false, problem);
+        deps.log(`internal error on POST ${TAKE_PATH}: ${(thrown as Error)?.stack ?? String(thrown)}`);
+        this.problem(500, "The service failed to handle this request", {}, "", false);
       },
     );
   }

@@ -2,12 +2,13 @@
 // take, stream, progress, done, heartbeat, events, log, release. Their rows (workers/index.ts) declare them: POST only, worker
 // tokens only, bodies up to WORKER_BODY_LIMIT.
 
-import { credentialFromHeader, isPlainObject, sendJson, sendText } from "../http/wire.js";
+import { credentialFromHeader, isPlainObject, jsonContentType, parseJson, sendJson, sendText } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { lbCredentialOfToken } from "../../lb-credential.js";
 import { MAX_PROGRESS_BYTES, MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "../engine/index.js";
 import { addressProblem } from "../lb/index.js";
 import type { EndpointRow, LogRow } from "../store/types.js";
+import type { Principal } from "../keys/auth.js";
 import type { RouteCall } from "../http/router.js";
 import type { JobEngine } from "../engine/index.js";
 import type { LbRouter } from "../lb/index.js";
@@ -50,8 +51,7 @@ interface WorkerCall {
 async function workerCall(call: WorkerRouteCall): Promise<WorkerCall> {
   const { ctx, principal } = call;
   const { workerId, endpointId } = principal.worker!;
-  // A release's probe runs the endpoint as the new build makes it (a new endpoint is not in the service yet).
-  const endpoint = ctx.releases?.endpointFor(workerId) ?? ctx.endpoints.get(endpointId);
+  const endpoint = workerEndpoint(ctx, workerId, endpointId);
   if (!endpoint) throw new HttpProblem(404, `Endpoint ${endpointId} no longer exists`);
   // No body is an empty one; `null` (like any other non-object) is not an object.
   const parsed = await call.json();
@@ -61,8 +61,7 @@ async function workerCall(call: WorkerRouteCall): Promise<WorkerCall> {
     throw new HttpProblem(403, `This token belongs to worker ${workerId}, not ${String(body.workerId)}`);
   }
   const errors: string[] = [];
-  const worker = ctx.engine.ensureWorker(workerId, endpointId);
-  if (!worker.managed) ctx.scaler()?.noticed(endpointId, workerId, typeof body.revision === "string" ? body.revision : undefined);
+  const worker = workerEntry(ctx, workerId, endpointId, body);
   const route = call.url.pathname.slice(call.url.pathname.lastIndexOf("/") + 1);
   return {
     call,
@@ -74,6 +73,18 @@ async function workerCall(call: WorkerRouteCall): Promise<WorkerCall> {
     errors,
     invalid: () => new HttpProblem(422, `The ${route} body is not valid`, { errors }),
   };
+}
+
+/** The endpoint a worker's token is for. A release's probe runs it as the new build makes it (a new endpoint is not in the service yet). */
+function workerEndpoint(ctx: WorkerDeps, workerId: string, endpointId: string): EndpointRow | undefined {
+  return ctx.releases?.endpointFor(workerId) ?? ctx.endpoints.get(endpointId);
+}
+
+/** The engine's entry of a worker that called (a worker the service did not start is noticed by the scaler). */
+function workerEntry(ctx: WorkerDeps, workerId: string, endpointId: string, body: Record<string, unknown>): WorkerEntry {
+  const worker = ctx.engine.ensureWorker(workerId, endpointId);
+  if (!worker.managed) ctx.scaler()?.noticed(endpointId, workerId, typeof body.revision === "string" ? body.revision : undefined);
+  return worker;
 }
 
 function optionalInt(body: Record<string, unknown>, key: string, min: number, max: number, fallback: number, errors: string[]): number {
@@ -112,6 +123,88 @@ function doneResults(body: Record<string, unknown>, errors: string[]): DoneResul
     return undefined;
   });
   return results as DoneResult[];
+}
+
+/** What a take asks: how many jobs at most, how long to wait for one, and the results it carries. */
+interface TakeRequest {
+  max: number;
+  waitMs: number;
+  results?: DoneResult[];
+}
+
+/** A take's request read from its body; problems go to `errors`. Pure. */
+function takeOf(body: Record<string, unknown>, errors: string[]): TakeRequest {
+  const max = optionalInt(body, "max", 1, 1000, 1, errors);
+  const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
+  const results = body.results === undefined ? undefined : doneResults(body, errors);
+  return { max, waitMs, results };
+}
+
+/**
+ * A take's answer (its body's JSON text): the results it carries recorded, then the jobs it is given, waited for
+ * up to its waitMs. Undefined when the worker went away meanwhile (`gone`): its jobs went straight back to the
+ * queue. Shared by the route and the LB front (quickTake).
+ */
+async function answerTake(
+  ctx: WorkerDeps,
+  who: { workerId: string; endpointId: string; worker: WorkerEntry },
+  take: TakeRequest,
+  hangUp: AbortSignal,
+  gone: () => boolean,
+): Promise<string | undefined> {
+  const { engine } = ctx;
+  const { workerId, worker } = who;
+  if (!worker.registered) engine.register(workerId, who.endpointId, worker.concurrency);
+  // Results the take carries are recorded before it waits (not awaited here: jobs taken now share their batch).
+  const recorded = take.results && engine.done(worker, take.results);
+  if (take.results) ctx.tracing?.jobs.reported(take.results);
+  recorded?.catch(() => undefined); // a failed commit is answered below, not an unhandled rejection meanwhile
+  const jobs = await engine.take(worker, take.max, take.waitMs, hangUp);
+  const acks = recorded && (await recorded);
+  if (gone()) {
+    // The worker went away while we answered: hand its jobs straight back to the queue.
+    engine.release(worker, jobs.map((j) => j.lease));
+    return undefined;
+  }
+  // Each job's W3C trace context, when traces are on: spans its handler makes join the job's trace.
+  const parents = ctx.tracing && jobs.length > 0 ? ctx.tracing.jobs.taken(workerId, jobs) : undefined;
+  // The input is spliced in as stored (JSON text): no parse and re-encode per job.
+  const items = jobs.map(
+    (j) =>
+      `{"id":${JSON.stringify(j.id)},"lease":"${j.lease}","function":${JSON.stringify(j.function)},"input":${j.input},` +
+      `"executionTimeoutMs":${j.executionTimeoutMs ?? "null"},"attempt":${j.attempt}${parents?.has(j.id) ? `,"traceparent":"${parents.get(j.id)}"` : ""}}`,
+  );
+  return `{"jobs":[${items.join(",")}]${acks ? `,"results":${JSON.stringify(acks)}` : ""}}`;
+}
+
+/**
+ * A take (`POST /_worker/v1/take`) answered without node:http (the LB front, lb/front.ts), when nothing in it
+ * needs more than the common case: a worker's token, its endpoint known, a JSON object body that is a valid take,
+ * and this replica serving jobs (another one's workers' calls are passed on by api.ts). What to run once the
+ * front commits to it (given the signal of the worker hanging up and whether it has), or undefined when
+ * node:http must serve it (and answer whatever problem there is). Nothing is changed before the front commits.
+ */
+export function quickTake(
+  ctx: WorkerDeps & { jobsServedBy?: () => string | null | undefined },
+  principal: Principal,
+  body: Buffer,
+  contentType: string | undefined,
+): ((hangUp: AbortSignal, gone: () => boolean) => Promise<string | undefined>) | undefined {
+  if (!principal.worker || !jsonContentType(contentType) || ctx.jobsServedBy?.() !== undefined) return undefined;
+  const { workerId, endpointId } = principal.worker;
+  if (!workerEndpoint(ctx, workerId, endpointId)) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = parseJson(body);
+  } catch {
+    return undefined;
+  }
+  const fields = parsed === undefined ? {} : parsed;
+  if (!isPlainObject(fields) || (fields.workerId !== undefined && fields.workerId !== workerId)) return undefined;
+  const errors: string[] = [];
+  const take = takeOf(fields, errors);
+  if (errors.length) return undefined;
+  return async (hangUp, gone) => answerTake(ctx, { workerId, endpointId, worker: workerEntry(ctx, workerId, endpointId, fields) }, take, hangUp, gone);
 }
 
 export const workerRoutes = {
@@ -166,38 +259,19 @@ export const workerRoutes = {
   },
 
   async take(call: WorkerRouteCall): Promise<void> {
-    const { ctx, res } = call;
-    const { engine } = ctx;
+    const { res } = call;
     const { workerId, endpointId, worker, body, errors, invalid } = await workerCall(call);
-    const max = optionalInt(body, "max", 1, 1000, 1, errors);
-    const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
-    const results = body.results === undefined ? undefined : doneResults(body, errors);
+    const take = takeOf(body, errors);
     if (errors.length) throw invalid();
-    if (!worker.registered) engine.register(workerId, endpointId, worker.concurrency);
-    // Results the take carries are recorded before it waits (not awaited here: jobs taken now share their batch).
-    const recorded = results && engine.done(worker, results);
-    if (results) ctx.tracing?.jobs.reported(results);
-    recorded?.catch(() => undefined); // a failed commit is answered below, not an unhandled rejection meanwhile
     const hangUp = new AbortController();
     const onClose = () => hangUp.abort();
     res.once("close", onClose);
-    const jobs = await engine.take(worker, max, waitMs, hangUp.signal);
-    res.off("close", onClose);
-    const acks = recorded && (await recorded);
-    if (res.destroyed) {
-      // The worker went away while we answered: hand its jobs straight back to the queue.
-      engine.release(worker, jobs.map((j) => j.lease));
-      return;
+    try {
+      const text = await answerTake(call.ctx, { workerId, endpointId, worker }, take, hangUp.signal, () => res.destroyed);
+      if (text !== undefined) sendText(res, text);
+    } finally {
+      res.off("close", onClose);
     }
-    // Each job's W3C trace context, when traces are on: spans its handler makes join the job's trace.
-    const parents = ctx.tracing && jobs.length > 0 ? ctx.tracing.jobs.taken(workerId, jobs) : undefined;
-    // The input is spliced in as stored (JSON text): no parse and re-encode per job.
-    const items = jobs.map(
-      (j) =>
-        `{"id":${JSON.stringify(j.id)},"lease":"${j.lease}","function":${JSON.stringify(j.function)},"input":${j.input},` +
-        `"executionTimeoutMs":${j.executionTimeoutMs ?? "null"},"attempt":${j.attempt}${parents?.has(j.id) ? `,"traceparent":"${parents.get(j.id)}"` : ""}}`,
-    );
-    sendText(res, `{"jobs":[${items.join(",")}]${acks ? `,"results":${JSON.stringify(acks)}` : ""}}`);
   },
 
   async stream(call: WorkerRouteCall): Promise<void> {
