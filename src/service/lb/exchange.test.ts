@@ -226,6 +226,20 @@ describe("a pooled exchange with a worker", () => {
     pool.destroy();
   });
 
+  it("hands a small chunked answer whole in one read on as its bytes, its chunks as they came, and reuses the connection", async () => {
+    const pool = new UpstreamPool();
+    const body = '5\r\n{"ok"\r\n6\r\n:true}\r\n0\r\n\r\n';
+    const first = await exchange(pool, true, [`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n${body}`]);
+    expect(first.seen).toMatchObject({ wholes: 1, heads: [200], lines: ["content-type: application/json", "transfer-encoding: chunked"], ended: true });
+    expect(Buffer.concat(first.seen.body).toString()).toBe(body);
+    const second = await exchange(pool, true, [ok("next")]);
+    expect(second.socket).toBe(first.socket);
+    // With a trailer, the parser reads it (and the caller gets the body re-chunked by it).
+    const trailer = await exchange(pool, true, ["HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\nx-sum: 1\r\n\r\n"]);
+    expect([trailer.outcome, trailer.seen.wholes, Buffer.concat(trailer.seen.body).toString()]).toEqual(["ok", 0, "hi"]);
+    pool.destroy();
+  });
+
   it("passes large, streamed and closing answers through the parser, bytes intact", async () => {
     const pool = new UpstreamPool();
     const big = Buffer.alloc(200_000, 7);

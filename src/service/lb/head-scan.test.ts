@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { hasHeaderLine, IDEMPOTENCY_KEY, relayRequestBytes, scanRequestHead, scanResponseHead, upstreamRequestBytes } from "./head-scan.js";
+import { hasHeaderLine, IDEMPOTENCY_KEY, relayRequestBytes, plainChunkedEnd, scanRequestHead, scanResponseHead, upstreamRequestBytes } from "./head-scan.js";
 import { llhttp, requestHead } from "./proxy.js";
 
 const HEAD_END = Buffer.from("\r\n\r\n");
@@ -196,9 +196,21 @@ describe("scanResponseHead", () => {
     expect(scanResponse("HTTP/1.1 500\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")).toMatchObject({ status: 500, keepAlive: false, date: false });
   });
 
+  it("reads a chunked answer's head, its Transfer-Encoding line passed down as it is", () => {
+    const text = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: Chunked\r\nConnection: keep-alive\r\n\r\n";
+    const data = Buffer.from(text, "latin1");
+    const answer = scanResponseHead(data, data.indexOf(HEAD_END))!;
+    expect(answer).toMatchObject({ status: 200, contentLength: -1, chunked: true, keepAlive: true });
+    let kept = "";
+    for (let i = 0; i < answer.lines.length; i += 2) kept += data.toString("latin1", answer.lines[i], answer.lines[i + 1]);
+    expect(kept).toBe("Content-Type: application/json\r\nTransfer-Encoding: Chunked\r\n");
+  });
+
   it("leaves streamed, informational, bodiless and unusual answers to the parser", () => {
     for (const text of [
-      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n",
       "HTTP/1.1 100 Continue\r\n\r\n",
       "HTTP/1.1 103 Early Hints\r\nContent-Length: 0\r\n\r\n",
@@ -238,10 +250,45 @@ describe("scanResponseHead", () => {
       const head = theirs as Exclude<typeof theirs, Error | undefined>;
       expect([head.status, head.keepAlive, head.http11], JSON.stringify(text)).toEqual([mine.status, mine.keepAlive, true]);
       const lengths = [];
-      for (let i = 0; i < head.headers.length; i += 2) if (head.headers[i]!.toLowerCase() === "content-length") lengths.push(Number(head.headers[i + 1]));
-      expect(lengths, JSON.stringify(text)).toEqual([mine.contentLength]);
+      const codings = [];
+      for (let i = 0; i < head.headers.length; i += 2) {
+        if (head.headers[i]!.toLowerCase() === "content-length") lengths.push(Number(head.headers[i + 1]));
+        if (head.headers[i]!.toLowerCase() === "transfer-encoding") codings.push(head.headers[i + 1]!.toLowerCase());
+      }
+      if (mine.chunked) expect([lengths, codings], JSON.stringify(text)).toEqual([[], ["chunked"]]);
+      else expect([lengths, codings], JSON.stringify(text)).toEqual([[mine.contentLength], []]);
     }
     expect(accepted).toBeGreaterThan(300);
+  });
+});
+
+describe("plainChunkedEnd", () => {
+  const end = (body: string, limit = 1024) => plainChunkedEnd(Buffer.from(`HEAD${body}`, "latin1"), 4, limit);
+  it("finds the end of a small chunked body whole in the buffer, written plainly", () => {
+    expect(end("b\r\n{\"ok\":true}\r\n0\r\n\r\n")).toBe(4 + 21);
+    expect(end("3\r\nabc\r\nA\r\n0123456789\r\n0\r\n\r\n")).toBe(4 + 28);
+    expect(end("0\r\n\r\n")).toBe(4 + 5);
+    // What follows the body is not part of it (the caller decides what to make of it).
+    expect(end("1\r\na\r\n0\r\n\r\nHTTP/1.1")).toBe(4 + 11);
+  });
+  it("says -1 for a body still coming, larger than the limit, or with extensions, trailers or bad framing", () => {
+    for (const body of [
+      "b\r\n{\"ok\":true}\r\n",
+      "b\r\n{\"ok\":true}\r\n0\r\n",
+      "b\r\n{\"ok\":",
+      "3;name=x\r\nabc\r\n0\r\n\r\n",
+      "3\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n",
+      "3\r\nabcd\r\n0\r\n\r\n",
+      "3 \r\nabc\r\n0\r\n\r\n",
+      "\r\nabc\r\n0\r\n\r\n",
+      "-3\r\nabc\r\n0\r\n\r\n",
+      "1000000\r\n",
+      "3\nabc\r\n0\r\n\r\n",
+    ]) {
+      expect(end(body), JSON.stringify(body)).toBe(-1);
+    }
+    expect(end("3\r\nabc\r\n0\r\n\r\n", 10)).toBe(-1);
+    expect(end("3\r\nabc\r\n0\r\n\r\n", 13)).toBe(4 + 13);
   });
 });
 

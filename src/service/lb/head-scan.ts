@@ -345,7 +345,10 @@ const HTTP11_STATUS = Buffer.from("HTTP/1.1 ", "latin1");
 /** The front's reading of a worker's answer head (one with a known length, sent whole). */
 export interface ScannedResponse {
   status: number;
+  /** -1 for a chunked answer (then `chunked`). */
   contentLength: number;
+  /** `Transfer-Encoding: chunked` (its line is passed down as it is, with the chunks as they came). */
+  chunked?: boolean;
   /** False when the worker sent `Connection: close`: its connection is not reused. */
   keepAlive: boolean;
   /** Whether the worker sent a Date header (else the proxy adds one). */
@@ -415,11 +418,48 @@ export function scanResponseHead(data: Buffer, headEnd: number): ScannedResponse
         pass = false;
         break;
       case Kind.TransferEncoding:
-        return undefined;
+        // Only `chunked` alone, once; any other coding is llhttp's to read.
+        if (scanned.chunked || ve - v !== 7 || !nameIs(data, v, "chunked")) return undefined;
+        scanned.chunked = true;
+        break;
     }
     if (pass) keepLine(scanned.lines, pos, next);
     pos = next;
   }
-  if (pos !== end || scanned.contentLength < 0) return undefined;
+  if (pos !== end) return undefined;
+  // Exactly one of a length and chunked (both: llhttp's to judge).
+  if (scanned.chunked ? scanned.contentLength >= 0 : scanned.contentLength < 0) return undefined;
   return scanned;
+}
+
+/**
+ * Where a chunked body that starts at `data[start]` ends (after its last chunk's CRLF), when it is whole in `data`,
+ * at most `limit` bytes long and written plainly: sizes in hex digits only (no extensions), no trailers. -1
+ * otherwise (incomplete, larger, or anything else): llhttp reads it then. Pure.
+ */
+export function plainChunkedEnd(data: Buffer, start: number, limit: number): number {
+  let pos = start;
+  const stop = Math.min(data.length, start + limit);
+  for (;;) {
+    let size = 0;
+    let digits = 0;
+    for (;;) {
+      const c = data[pos];
+      const d = c === undefined ? -1 : c >= 48 && c <= 57 ? c - 48 : (c | 0x20) >= 97 && (c | 0x20) <= 102 ? (c | 0x20) - 87 : -1;
+      if (d < 0) break;
+      if (++digits > 6) return -1;
+      size = size * 16 + d;
+      pos++;
+    }
+    if (digits === 0 || data[pos] !== CR || data[pos + 1] !== LF) return -1;
+    pos += 2;
+    if (size === 0) {
+      // The last chunk: no trailers, its empty line right away.
+      if (data[pos] !== CR || data[pos + 1] !== LF || pos + 2 > stop) return -1;
+      return pos + 2;
+    }
+    pos += size;
+    if (pos + 2 > stop || data[pos] !== CR || data[pos + 1] !== LF) return -1;
+    pos += 2;
+  }
 }

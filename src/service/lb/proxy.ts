@@ -6,7 +6,7 @@ import { request as httpRequest, Agent, type IncomingHttpHeaders, type IncomingM
 import { createRequire } from "node:module";
 import { connect, type Socket } from "node:net";
 import { sendProblem } from "../http/problems.js";
-import { forwardedLines, FORWARDED, HOP_BY_HOP, scanResponseHead, type ScannedResponse } from "./head-scan.js";
+import { forwardedLines, FORWARDED, HOP_BY_HOP, plainChunkedEnd, scanResponseHead, type ScannedResponse } from "./head-scan.js";
 import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
 
 function connectionListed(headers: IncomingHttpHeaders): Set<string> {
@@ -460,6 +460,19 @@ class UpstreamConnection {
     }
     const answer = scanResponseHead(bytes, headEnd);
     const bodyStart = headEnd + 4;
+    if (answer?.chunked) {
+      // A small chunked answer whole in this read goes down as its bytes; one still coming (a stream: its first
+      // chunk must go at once) or written in any other way is llhttp's.
+      const end = plainChunkedEnd(bytes, bodyStart, SMALL_BODY_BYTES);
+      if (end !== bytes.length) {
+        this.toParser();
+        return "parser";
+      }
+      this.scanning = false;
+      answer.contentLength = end - bodyStart;
+      this.exchange!.onWhole(answer, bytes, bodyStart);
+      return "whole";
+    }
     if (answer !== undefined && answer.contentLength > SMALL_BODY_BYTES && bytes.length <= bodyStart + answer.contentLength && this.exchange!.passesLong) {
       // A long answer of known length: its head passed on as it is, its body by reference as it comes (`pass`).
       this.scanning = false;
