@@ -3,7 +3,8 @@
 // update, so each batch slowed in step with the number of jobs kept.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openPostgresStore, type PostgresStore } from "../../src/service/store/postgres/index.js";
+import pg from "pg";
+import { batchStatements, openPostgresStore, PLANNED_ONCE_SETTINGS, type PostgresStore } from "../../src/service/store/postgres/index.js";
 import type { JobRow } from "../../src/service/store/types.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
@@ -22,10 +23,12 @@ function job(id: string): JobRow {
 describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
   let server: TestPostgres;
   let store: PostgresStore;
+  let databaseUrl: string;
   beforeAll(async () => {
     server = await startPostgres();
+    databaseUrl = await server.createDatabase();
     // One connection: every statement below is prepared and planned on the same one, as a busy replica's are.
-    store = await openPostgresStore(await server.createDatabase(), { maxConnections: 1 });
+    store = await openPostgresStore(databaseUrl, { maxConnections: 1 });
   });
   afterAll(async () => {
     await store?.close();
@@ -58,6 +61,33 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
     const { rows } = await store.pool.query<{ status: string; n: string }>("SELECT status, count(*) AS n FROM jobs WHERE id LIKE 'kept-%' GROUP BY status ORDER BY status");
     expect(rows.map((r) => [r.status, Number(r.n)])).toEqual([["COMPLETED", 10], ["IN_QUEUE", kept - 10]]);
   }, 60_000);
+  it("keeps a batch of takes and results on the id index with a plan made while the table was nearly empty", async () => {
+    // The statement a batch of job updates becomes, prepared on a connection set as the store's planned-once ones
+    // are, and planned once (generic) while the table holds a few jobs, as a service's first batches are.
+    const [update] = batchStatements(["p1", "p2"].map((id) => ({ op: "updateJob" as const, id, set: { status: "IN_PROGRESS" as const, lease: `lease-${id}`, workerId: "w", startedAt: 1 } })));
+    expect(update!.planOnce).toBe(true);
+    const client = new pg.Client({ connectionString: databaseUrl, options: PLANNED_ONCE_SETTINGS });
+    await client.connect();
+    try {
+      await store.apply(["p1", "p2", "p3"].map((id) => ({ op: "insertJob" as const, job: job(id) })));
+      await client.query("SET plan_cache_mode = force_generic_plan");
+      await client.query(`PREPARE batch AS ${update!.text}`);
+      // The batch's arrays as literals (EXECUTE takes no bound parameters).
+      const args = update!.values.map((v) => client.escapeLiteral(`{${(v as unknown[]).map((x) => (x === null ? "NULL" : `"${String(x)}"`)).join(",")}}`));
+      await client.query(`EXECUTE batch(${args.join(", ")})`);
+      // The table grows: the plan kept is the one made above.
+      for (let start = 0; start < 20_000; start += 2000) {
+        await store.apply(Array.from({ length: 2000 }, (_, i) => ({ op: "insertJob" as const, job: job(`grown-${start + i}`) })));
+      }
+      const { rows } = await client.query<{ "QUERY PLAN": unknown }>(`EXPLAIN (FORMAT JSON) EXECUTE batch(${args.join(", ")})`);
+      const plan = JSON.stringify(rows[0]!["QUERY PLAN"]);
+      expect(plan).not.toContain('"Node Type":"Seq Scan"');
+      expect(plan).toMatch(/"Node Type":"(Index Scan|Bitmap Index Scan)"/);
+    } finally {
+      await client.end();
+    }
+  }, 60_000);
+
   it("finds the jobs whose retention ran out through the expiry index, not by reading every kept job", async () => {
     const now = Date.now();
     // Large enough for the planner, which has no statistics yet, to prefer reading the table to the index.

@@ -23,8 +23,9 @@ describe("batchStatements", () => {
     const statements = batchStatements(foldJobOps(ops));
     expect(statements).toHaveLength(1);
     const [only] = statements;
-    // It updates a job by id: planned at every run, with its parameters (a kept plan could scan the whole table).
-    expect(only!.planOnce).toBe(false);
+    // It updates a job by `id = ANY(...)`: planned once, on connections where a kept plan cannot read the table whole.
+    expect(only!.planOnce).toBe(true);
+    expect(only!.text).toMatch(/UPDATE jobs AS j SET .* WHERE j\.id = ANY\(\$\d+::text\[\]\)/s);
     // Inserts and counters alone (a /runsync's final commit) read no table that a kept plan could go wrong on.
     expect(batchStatements([{ op: "insertJob", job: job("c") }, { op: "addCounters", endpointId: "ep", completed: 1, failed: 0, retried: 0 }])[0]!.planOnce).toBe(true);
     expect(only!.text.startsWith("WITH w0 AS (INSERT INTO jobs")).toBe(true);

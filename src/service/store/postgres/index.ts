@@ -69,6 +69,12 @@ const TYPES = {
 /** The change feed's topic (cluster/change-feed.ts, channel svc_changes) of a handed-off job's commit. */
 export const HANDOFF_TOPIC = "handoff";
 
+/**
+ * The settings of the connections that keep their plans (`plannedOnce` in openPostgresStore): no sequential scans,
+ * so that a plan made while a table was small still reads it by index once it is large.
+ */
+export const PLANNED_ONCE_SETTINGS = "-c enable_seqscan=off";
+
 export interface PostgresStoreOptions {
   /** Connections this replica keeps at most (default 10), and two more for statements planned once. */
   maxConnections?: number;
@@ -184,12 +190,15 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
     return p;
   };
   const pool = newPool(options.maxConnections ?? 10, "-c plan_cache_mode=force_custom_plan");
-  // Statements that read no table whose growth could make a kept plan wrong (inserts: a follower's hand-offs, a
-  // batch of new and finished /runsync jobs and counters) keep PostgreSQL's default planning on connections of
-  // their own, which plans a statement once instead of at every run: planning was a third of the database's time
-  // on a follower's inserts of a few jobs each, and ~0.2 ms of a /runsync's final commit. Opened on first use.
+  // Statements whose kept plan cannot go wrong as tables grow keep PostgreSQL's default planning on connections of
+  // their own, which plans a statement once instead of at every run: inserts (a follower's hand-offs, new jobs),
+  // counters, and the batch updates of jobs, which find their rows by `id = ANY(...)`. Sequential scans are off
+  // there, so a plan made while a table was nearly empty (when reading it whole is cheapest) still goes through
+  // the index once it is large; these statements never need to read a table whole. Planning was a third of the
+  // database's time on a follower's inserts of a few jobs each, ~0.2 ms of a /runsync's final commit, and 18 µs a
+  // job of every batch of takes and results (docs/performance.md). Opened on first use.
   let plannedOncePool: pg.Pool | undefined;
-  const plannedOnce = () => safe((plannedOncePool ??= newPool(2, "")));
+  const plannedOnce = () => safe((plannedOncePool ??= newPool(2, PLANNED_ONCE_SETTINGS)));
   const first = await pool.connect();
   try {
     await migrate(first);
@@ -605,12 +614,16 @@ function segmentParts(s: Segment): Statement[] {
   for (const [signature, list] of s.updates) {
     const keys = signature.split(",") as Array<keyof JobRow>;
     // A job whose lease the engine ends has no lease expiry either (the conditional commands read it).
-    const leaseExpiry = keys.includes("lease") ? ", lease_expires_at = CASE WHEN v.lease IS NULL THEN NULL ELSE j.lease_expires_at END" : "";
+    // Each job's values by its place in the list of ids: the rows are found by `id = ANY(...)`, which the id index
+    // answers, with no join for a kept plan to get wrong (see plannedOnce in openPostgresStore).
+    const valueOf = (k: keyof JobRow, i: number) => `($${i + 2}::${JOB_PG_TYPES[k]}[])[array_position($1::text[], j.id)]`;
+    const leaseAt = keys.indexOf("lease" as keyof JobRow);
+    const leaseExpiry = leaseAt >= 0 ? `, lease_expires_at = CASE WHEN ${valueOf("lease" as keyof JobRow, leaseAt)} IS NULL THEN NULL ELSE j.lease_expires_at END` : "";
     parts.push({
-      text: `UPDATE jobs AS j SET ${keys.map((k) => `${JOB_COLUMNS[k]} = v.${JOB_COLUMNS[k]}`).join(", ")}${leaseExpiry}
-       FROM unnest($1::text[], ${keys.map((k, i) => `$${i + 2}::${JOB_PG_TYPES[k]}[]`).join(", ")}) AS v(id, ${keys.map((k) => JOB_COLUMNS[k]).join(", ")})
-       WHERE j.id = v.id`,
+      text: `UPDATE jobs AS j SET ${keys.map((k, i) => `${JOB_COLUMNS[k]} = ${valueOf(k, i)}`).join(", ")}${leaseExpiry}
+       WHERE j.id = ANY($1::text[])`,
       values: [list.map((u) => u.id), ...keys.map((k) => list.map((u) => sqlValue((u.set as Record<string, unknown>)[k])))],
+      planOnce: true,
     });
   }
   if (s.chunks.size > 0) {
