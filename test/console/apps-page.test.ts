@@ -3,25 +3,20 @@
 // and rolls back to the older build from there. Layout checked at 1440 px and 390 px; screenshots go to
 // test-results/console/.
 
-import { execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
 import { deployOverHttp } from "./deploy-over-http.js";
+import { shots, startConsoleService, type ConsoleService } from "./console-service.js";
 import { chromiumPresent, openBrowser, signIn, horizontalOverflow } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createProcessDriver } from "../../src/drivers/process.js";
-import { startService, type Service } from "../../src/service/index.js";
+import type { Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const shots = join(repo, "test-results", "console");
 const ADMIN = "console-apps-admin-key";
 const haveChromium = chromiumPresent();
 
-let dir: string;
+let consoleService: ConsoleService;
 let service: Service;
 let browser: Browser;
 let page: Page;
@@ -38,18 +33,9 @@ async function openApps(): Promise<void> {
 
 describe.skipIf(!haveChromium)("the Apps page's releases in a browser", () => {
   beforeAll(async () => {
-    execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: repo, stdio: "pipe" });
-    mkdirSync(shots, { recursive: true });
-    dir = mkdtempSync(join(tmpdir(), "svc-console-apps-"));
-    const app = join(dir, "app");
-    cpSync(join(repo, "fixtures", "console-app"), app, { recursive: true });
-    service = await startService({
-      dataDir: join(dir, "data"),
-      apiKeys: [ADMIN],
-      driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
-      leaseMs: 3000,
-      heartbeatMs: 500,
-    });
+    consoleService = await startConsoleService({ key: ADMIN });
+    service = consoleService.service;
+    const app = consoleService.app;
     builds.push(await deployOverHttp(service.url, ADMIN, app, "prod"));
     // A second build (a changed greeting), so there is an older release to roll back to.
     const greeter = join(app, "src", "greeter.ts");
@@ -62,8 +48,7 @@ describe.skipIf(!haveChromium)("the Apps page's releases in a browser", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await service?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await consoleService?.close();
   });
 
   for (const [width, height] of [

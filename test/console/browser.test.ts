@@ -3,27 +3,22 @@
 // Screenshots of the main pages go to test-results/console/. Without /usr/bin/chromium the tests are skipped
 // with a notice, except in CI (CI=true) where that is a failure.
 
-import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
 import { deployOverHttp } from "./deploy-over-http.js";
+import { repo, shots, startConsoleService, type ConsoleService } from "./console-service.js";
 import { chromiumPresent, openBrowser } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
-import { createProcessDriver } from "../../src/drivers/process.js";
-import { startService, type Service } from "../../src/service/index.js";
+import type { Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const shots = join(repo, "test-results", "console");
 const ADMIN = "console-admin-key";
 const haveChromium = chromiumPresent();
 
-let dir: string;
+let consoleService: ConsoleService;
 let service: Service;
 let browser: Browser;
 let page: Page;
@@ -51,18 +46,9 @@ async function signIn(key: string): Promise<void> {
 
 describe.skipIf(!haveChromium)("the web console in a browser", () => {
   beforeAll(async () => {
-    execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: repo, stdio: "pipe" });
-    mkdirSync(shots, { recursive: true });
-    dir = mkdtempSync(join(tmpdir(), "svc-console-test-"));
-    cpSync(join(repo, "fixtures", "console-app"), join(dir, "app"), { recursive: true });
-    service = await startService({
-      dataDir: join(dir, "data"),
-      apiKeys: [ADMIN],
-      driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
-      leaseMs: 3000,
-      heartbeatMs: 500,
-    });
-    await deployOverHttp(service.url, ADMIN, join(dir, "app"), "test");
+    consoleService = await startConsoleService({ key: ADMIN });
+    service = consoleService.service;
+    await deployOverHttp(service.url, ADMIN, consoleService.app, "test");
     const env = (await call(`${service.url}/v1/apps/console-app/environments/test`, { key: ADMIN })).body;
     echoId = env.endpoints.find((e: { name: string }) => e.name === "echo").id;
     tickerId = env.endpoints.find((e: { name: string }) => e.name === "ticker").id;
@@ -75,8 +61,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await service?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await consoleService?.close();
   });
 
   it("refuses a wrong key, signs in with a good one and lists the endpoints with their status", async () => {
@@ -405,7 +390,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
   }, 60_000);
 
   it("shows in red why an endpoint's new workers fail to start, while the previous build keeps serving", async () => {
-    const app = join(dir, "crashy");
+    const app = join(consoleService.dir, "crashy");
     cpSync(join(repo, "fixtures", "console-app"), app, { recursive: true });
     await deployOverHttp(service.url, ADMIN, app, "crashy");
     const env = (await call(`${service.url}/v1/apps/console-app/environments/crashy`, { key: ADMIN })).body;

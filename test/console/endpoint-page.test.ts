@@ -3,26 +3,22 @@
 // its releases with a rollback, a job's own page, "Try it" from a sensible example, a finished stream's chunks,
 // and the layout at 1440 px and 390 px. Screenshots go to test-results/console/.
 
-import { execFile, execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
 import { deployOverHttp } from "./deploy-over-http.js";
+import { shots, startConsoleService, type ConsoleService } from "./console-service.js";
 import { chromiumPresent, openBrowser, signIn, horizontalOverflow } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createProcessDriver } from "../../src/drivers/process.js";
-import { startService, type Service } from "../../src/service/index.js";
+import type { Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const shots = join(repo, "test-results", "console");
 const ADMIN = "console-endpoint-admin-key";
 const haveChromium = chromiumPresent();
 
-let dir: string;
+let consoleService: ConsoleService;
 let service: Service;
 let browser: Browser;
 let page: Page;
@@ -51,21 +47,12 @@ async function submitAndWait(endpointId: string, input: unknown): Promise<string
 
 describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
   beforeAll(async () => {
-    execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: repo, stdio: "pipe" });
-    mkdirSync(shots, { recursive: true });
-    dir = mkdtempSync(join(tmpdir(), "svc-console-endpoint-"));
-    const app = join(dir, "app");
-    cpSync(join(repo, "fixtures", "console-app"), app, { recursive: true });
+    consoleService = await startConsoleService({ key: ADMIN });
+    service = consoleService.service;
+    const app = consoleService.app;
     // echo names a secret (set first: a release naming an unset secret is refused) and a scaling policy.
     const source = join(app, "src", "app.mjs");
     writeFileSync(source, readFileSync(source, "utf8").replace('Endpoint({ name: "echo", workers: [0, 1], idleTimeout: 5 })', 'Endpoint({ name: "echo", workers: [0, 1], idleTimeout: 5, secrets: ["ECHO_TOKEN"], scaler: { type: "QUEUE_DELAY", value: 2 } })'));
-    service = await startService({
-      dataDir: join(dir, "data"),
-      apiKeys: [ADMIN],
-      driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
-      leaseMs: 3000,
-      heartbeatMs: 500,
-    });
     expect((await call(`${service.url}/v1/secrets/ECHO_TOKEN`, { key: ADMIN, method: "PUT", body: { value: "s3cret-value" } })).status).toBeLessThan(300);
     builds.push(await deployOverHttp(service.url, ADMIN, app, "prod"));
     // A second build (a changed greeting): the environment has a release to roll back from.
@@ -81,8 +68,7 @@ describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await service?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await consoleService?.close();
   });
 
   it("shows the endpoint's URL and a curl that answers as pasted, with the CLI's key variable", async () => {

@@ -5,22 +5,17 @@
 // the GPUs its workers hold, and the waiting reason as the service gives it. Screenshots go to
 // test-results/console/ (gpu-*.png, narrow-gpu-*.png). Without /usr/bin/chromium: skipped with a notice, except in CI.
 
-import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
+import { repo, shots, startConsoleService, type ConsoleService } from "./console-service.js";
 import { chromiumPresent, openBrowser } from "./chromium.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
-import { createProcessDriver } from "../../src/drivers/process.js";
 import { readInventory } from "../../src/gpus/inventory.js";
-import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
+import type { DeployedEndpoint, Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const shots = join(repo, "test-results", "console");
 const FAKE_DIR = join(repo, "test", "fakes", "gpu");
 const KEY = "console-gpu-admin-key";
 const GPUS = [
@@ -35,7 +30,7 @@ const fakeEnv = (): NodeJS.ProcessEnv => ({ ...process.env, PATH: `${FAKE_DIR}${
 
 const haveChromium = chromiumPresent();
 
-let dir: string;
+let consoleService: ConsoleService;
 let service: Service;
 let browser: Browser;
 let page: Page;
@@ -54,19 +49,9 @@ const rtxHolder = async () => (await gpuList()).find((g) => g.uuid === RTX)!.hol
 
 describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
   beforeAll(async () => {
-    execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: repo, stdio: "pipe" });
-    mkdirSync(shots, { recursive: true });
-    dir = mkdtempSync(join(tmpdir(), "svc-console-gpus-"));
-    cpSync(join(repo, "fixtures", "gpu-app"), join(dir, "app"), { recursive: true });
-    const build = await buildProject(join(dir, "app"));
-    service = await startService({
-      dataDir: join(dir, "data"),
-      apiKeys: [KEY],
-      driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
-      leaseMs: 3000,
-      heartbeatMs: 500,
-      gpus: { read: () => readInventory({ env: fakeEnv() }), sampleMs: 200 },
-    });
+    consoleService = await startConsoleService({ key: KEY, fixture: "gpu-app", service: { gpus: { read: () => readInventory({ env: fakeEnv() }), sampleMs: 200 } } });
+    service = consoleService.service;
+    const build = await buildProject(consoleService.app);
     for (const e of await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath })) endpoint[e.name] = e;
     // A REST endpoint running `only`'s code on the same one 4090.
     const template = (await call(`${service.url}/v1/templates`, { key: KEY, body: { name: "only code", imageName: `svc://${endpoint.only!.id}` } })).body;
@@ -76,7 +61,7 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
     // `only` holds the 4090 with a long job (its worker writes its pid, so the test can kill it later).
     // The deploy's probe workers have let their GPUs go.
     await until(async () => (await gpuList()).every((g) => g.holder === null), 30_000, 100);
-    pidFile = join(dir, "only-pid");
+    pidFile = join(consoleService.dir, "only-pid");
     await call(`${endpoint.only!.url}/run`, { key: KEY, body: { input: { ms: 120_000, pidFile } } });
     holderWorker = (await until(rtxHolder, 30_000, 100)).workerId;
     await until(() => existsSync(pidFile), 30_000, 50);
@@ -85,8 +70,7 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await service?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await consoleService?.close();
   });
 
   it("lists the host's GPUs from the navigation: types, use, and who holds each", async () => {

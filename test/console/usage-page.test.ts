@@ -4,27 +4,21 @@
 // per endpoint) equal the route's numbers, for the last 24 hours and the last 7 days, at 1440 and 390 px with no
 // sideways scrolling. Screenshots go to test-results/console/usage-*.png.
 
-import { execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deployOverHttp } from "./deploy-over-http.js";
+import { shots, startConsoleService, type ConsoleService } from "./console-service.js";
 import { chromiumPresent, horizontalOverflow, openBrowser, signIn } from "./chromium.js";
-import { createProcessDriver } from "../../src/drivers/process.js";
-import { startService, type Service } from "../../src/service/index.js";
+import type { Service } from "../../src/service/index.js";
 import { formatSeconds, totalsByEndpoint, type Usage } from "../../console/usage-data.js";
 import { call, until } from "../service/helpers.js";
 
-const repo = fileURLToPath(new URL("../..", import.meta.url));
-const shots = join(repo, "test-results", "console");
 const ADMIN = "console-usage-admin-key";
 const JOBS = 3;
 const haveChromium = chromiumPresent();
 
-let dir: string;
+let consoleService: ConsoleService;
 let service: Service;
 let browser: Browser;
 let page: Page;
@@ -83,18 +77,9 @@ function expectSame(page: Awaited<ReturnType<typeof shown>>, route: Usage): void
 
 describe.skipIf(!haveChromium)("the console's Usage page in a browser", () => {
   beforeAll(async () => {
-    execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: repo, stdio: "pipe" });
-    mkdirSync(shots, { recursive: true });
-    dir = mkdtempSync(join(tmpdir(), "svc-console-usage-"));
-    const app = join(dir, "app");
-    cpSync(join(repo, "fixtures", "console-app"), app, { recursive: true });
-    service = await startService({
-      dataDir: join(dir, "data"),
-      apiKeys: [ADMIN],
-      driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
-      leaseMs: 3000,
-      heartbeatMs: 500,
-    });
+    consoleService = await startConsoleService({ key: ADMIN });
+    service = consoleService.service;
+    const app = consoleService.app;
     await deployOverHttp(service.url, ADMIN, app, "prod");
     const env = (await call(ENV_URL(), { key: ADMIN })).body as { endpoints: Array<{ id: string; name: string }> };
     endpointIds = env.endpoints.map((e) => e.id);
@@ -115,8 +100,7 @@ describe.skipIf(!haveChromium)("the console's Usage page in a browser", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await service?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await consoleService?.close();
   });
 
   it("the route counts the known load: JOBS jobs on the endpoint, and its worker's time", async () => {

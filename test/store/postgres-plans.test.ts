@@ -23,23 +23,38 @@ function job(id: string): JobRow {
 describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
   let server: TestPostgres;
   let store: PostgresStore;
-  let databaseUrl: string;
   beforeAll(async () => {
     server = await startPostgres();
-    databaseUrl = await server.createDatabase();
     // One connection: every statement below is prepared and planned on the same one, as a busy replica's are.
-    store = await openPostgresStore(databaseUrl, { maxConnections: 1 });
+    store = await openPostgresStore(await server.createDatabase(), { maxConnections: 1 });
   });
   afterAll(async () => {
     await store?.close();
     await server?.stop();
   });
 
-  /** Rows of the jobs table read by sequential scans so far (this connection's counts flushed first). */
-  async function tuplesScanned(): Promise<number> {
+  /** Rows of the jobs table read by sequential scans and rows updated so far (this connection's counts flushed first). */
+  async function tableCounts(): Promise<{ scanned: number; updated: number }> {
     await store.pool.query("SELECT pg_stat_force_next_flush()");
-    const { rows } = await store.pool.query<{ n: string }>("SELECT seq_tup_read AS n FROM pg_stat_user_tables WHERE relname = 'jobs'");
-    return Number(rows[0]!.n);
+    const { rows } = await store.pool.query<{ scanned: string; updated: string }>("SELECT seq_tup_read AS scanned, n_tup_upd AS updated FROM pg_stat_user_tables WHERE relname = 'jobs'");
+    return { scanned: Number(rows[0]!.scanned), updated: Number(rows[0]!.updated) };
+  }
+
+  async function tuplesScanned(): Promise<number> {
+    return (await tableCounts()).scanned;
+  }
+
+  /**
+   * The rows sequential scans read once `updates` more rows were updated: the batches run on the store's other
+   * connections, whose counts reach the statistics when those connections flush them (within about 10 s idle).
+   */
+  async function scannedOnceUpdated(before: { updated: number }, updates: number): Promise<number> {
+    for (const deadline = Date.now() + 20_000; ; ) {
+      const now = await tableCounts();
+      if (now.updated >= before.updated + updates) return now.scanned;
+      if (Date.now() > deadline) throw new Error(`the statistics never counted ${updates} updates`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
   }
 
   const finish = (ids: string[]) => store.apply(ids.map((id) => ({ op: "updateJob" as const, id, set: { status: "COMPLETED" as const, output: "1", completedAt: Date.now() } })));
@@ -53,9 +68,9 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
     for (let start = 0; start < kept; start += 1000) {
       await store.apply(Array.from({ length: 1000 }, (_, i) => ({ op: "insertJob" as const, job: job(`kept-${start + i}`) })));
     }
-    const before = await tuplesScanned();
+    const before = await tableCounts();
     for (let i = 0; i < 5; i++) await finish([`kept-${i * 2}`, `kept-${i * 2 + 1}`]);
-    const scanned = (await tuplesScanned()) - before;
+    const scanned = (await scannedOnceUpdated(before, 10)) - before.scanned;
     // By index: a handful of rows per batch. A sequential scan reads all 20 004 jobs each time.
     expect(scanned).toBeLessThan(kept);
     const { rows } = await store.pool.query<{ status: string; n: string }>("SELECT status, count(*) AS n FROM jobs WHERE id LIKE 'kept-%' GROUP BY status ORDER BY status");
@@ -66,10 +81,13 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
     // are, and planned once (generic) while the table holds a few jobs, as a service's first batches are.
     const [update] = batchStatements(["p1", "p2"].map((id) => ({ op: "updateJob" as const, id, set: { status: "IN_PROGRESS" as const, lease: `lease-${id}`, workerId: "w", startedAt: 1 } })));
     expect(update!.planOnce).toBe(true);
-    const client = new pg.Client({ connectionString: databaseUrl, options: PLANNED_ONCE_SETTINGS });
+    // A database of its own: its jobs table starts empty whatever the tests before it left.
+    const url = await server.createDatabase();
+    const own = await openPostgresStore(url, { maxConnections: 1 });
+    const client = new pg.Client({ connectionString: url, options: PLANNED_ONCE_SETTINGS });
     await client.connect();
     try {
-      await store.apply(["p1", "p2", "p3"].map((id) => ({ op: "insertJob" as const, job: job(id) })));
+      await own.apply(["p1", "p2", "p3"].map((id) => ({ op: "insertJob" as const, job: job(id) })));
       await client.query("SET plan_cache_mode = force_generic_plan");
       await client.query(`PREPARE batch AS ${update!.text}`);
       // The batch's arrays as literals (EXECUTE takes no bound parameters).
@@ -77,7 +95,7 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
       await client.query(`EXECUTE batch(${args.join(", ")})`);
       // The table grows: the plan kept is the one made above.
       for (let start = 0; start < 20_000; start += 2000) {
-        await store.apply(Array.from({ length: 2000 }, (_, i) => ({ op: "insertJob" as const, job: job(`grown-${start + i}`) })));
+        await own.apply(Array.from({ length: 2000 }, (_, i) => ({ op: "insertJob" as const, job: job(`grown-${start + i}`) })));
       }
       const { rows } = await client.query<{ "QUERY PLAN": unknown }>(`EXPLAIN (FORMAT JSON) EXECUTE batch(${args.join(", ")})`);
       const plan = JSON.stringify(rows[0]!["QUERY PLAN"]);
@@ -85,6 +103,7 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
       expect(plan).toMatch(/"Node Type":"(Index Scan|Bitmap Index Scan)"/);
     } finally {
       await client.end();
+      await own.close();
     }
   }, 60_000);
 

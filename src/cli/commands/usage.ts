@@ -4,22 +4,8 @@ import type { Command } from "commander";
 import { parseSince } from "../duration.js";
 import { management, table } from "../management.js";
 import { createOutput } from "../output.js";
+import type { UsageAnswer } from "../../service/metrics/routes.js";
 
-interface UsageHour {
-  hour: string;
-  userId: string;
-  endpointId: string;
-  gpuType: string | null;
-  workerSeconds: number;
-  gpuSeconds: number;
-  jobs: number;
-}
-interface Usage {
-  from: string;
-  to: string;
-  hours: UsageHour[];
-  totals: { workerSeconds: number; gpuSeconds: number; jobs: number; gpuSecondsByType: Record<string, number> };
-}
 
 const seconds = (n: number) => n.toFixed(1);
 
@@ -36,7 +22,7 @@ export function register(program: Command): void {
       if (o.from) query.set("from", o.from);
       if (o.to) query.set("to", o.to);
       if (o.user) query.set("userId", o.user);
-      const usage = await management<Usage>("GET", `/v1/usage${query.size > 0 ? `?${query}` : ""}`);
+      const usage = await management<UsageAnswer>("GET", `/v1/usage${query.size > 0 ? `?${query}` : ""}`);
       createOutput({ json: o.json }).result(usage, () => {
         const rows = usage.hours.map((h) => ({ ...h, gpuType: h.gpuType ?? "-", workerSeconds: seconds(h.workerSeconds), gpuSeconds: seconds(h.gpuSeconds) }));
         const byType = Object.entries(usage.totals.gpuSecondsByType).map(([t, s]) => `${t} ${seconds(s)}`).join(", ");

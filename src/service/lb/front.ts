@@ -404,13 +404,8 @@ class FrontConnection implements Downstream {
         this.json(text, limits);
       },
       (thrown: unknown) => {
-        // As the dispatcher answers a handler's failure (api.ts): a storage fault is a 503 naming its cause.
-        const err = asRouteFailure(thrown);
-        const problem = problemOf(err);
-        deps.ranRun?.(endpointId, problem?.status ?? 500, startedAt);
-        if (problem) return this.problem(problem.status, problem.message, problem.headers ?? {}, limits, false, problem);
-        deps.log(`internal error on POST /v2/${endpointId}/run: ${(thrown as Error)?.stack ?? String(thrown)}`);
-        this.problem(500, "The service failed to handle this request", {}, limits, false);
+        const status = this.failed(thrown, `POST /v2/${endpointId}/run`, limits);
+        deps.ranRun?.(endpointId, status, startedAt);
       },
     );
   }
@@ -439,14 +434,25 @@ class FrontConnection implements Downstream {
       (thrown: unknown) => {
         this.goneListener = undefined;
         this.takeWaiting = false;
-        const err = asRouteFailure(thrown);
-        const problem = problemOf(err);
-        deps.tookTake?.(problem?.status ?? 500, startedAt);
-        if (problem) return this.problem(problem.status, problem.message, problem.headers ?? {}, "", false, problem);
-        deps.log(`internal error on POST ${TAKE_PATH}: ${(thrown as Error)?.stack ?? String(thrown)}`);
-        this.problem(500, "The service failed to handle this request", {}, "", false);
+        const status = this.failed(thrown, `POST ${TAKE_PATH}`, "");
+        deps.tookTake?.(status, startedAt);
       },
     );
+  }
+
+  /**
+   * A submission or take that failed, answered as the dispatcher answers a handler's failure (api.ts): a problem
+   * with its status (a storage fault is a 503 naming its cause), anything else a 500, logged. The status answered.
+   */
+  private failed(thrown: unknown, request: string, limits: string): number {
+    const problem = problemOf(asRouteFailure(thrown));
+    if (problem) {
+      this.problem(problem.status, problem.message, problem.headers ?? {}, limits, false, problem);
+      return problem.status;
+    }
+    this.front.deps.log(`internal error on ${request}: ${(thrown as Error)?.stack ?? String(thrown)}`);
+    this.problem(500, "The service failed to handle this request", {}, limits, false);
+    return 500;
   }
 
   /**

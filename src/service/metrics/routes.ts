@@ -107,7 +107,10 @@ export function usageQuery(query: URLSearchParams, p: Principal, now: number): {
   return { userId, from: Math.floor(from / HOUR_MS) * HOUR_MS, to };
 }
 
-function usageJson(rows: UsageRow[]) {
+/** `GET /v1/usage`'s answer: the span asked (whole hours) and its rows, with their totals. */
+export type UsageAnswer = ReturnType<typeof usageAnswer>;
+
+function usageAnswer(q: { from: number; to: number }, rows: UsageRow[]) {
   const totals = { workerSeconds: 0, gpuSeconds: 0, jobs: 0, gpuSecondsByType: {} as Record<string, number> };
   for (const r of rows) {
     totals.workerSeconds += r.workerSeconds;
@@ -116,6 +119,8 @@ function usageJson(rows: UsageRow[]) {
     if (r.gpuType !== "" && r.gpuSeconds > 0) totals.gpuSecondsByType[r.gpuType] = (totals.gpuSecondsByType[r.gpuType] ?? 0) + r.gpuSeconds;
   }
   return {
+    from: new Date(q.from).toISOString(),
+    to: new Date(q.to).toISOString(),
     hours: rows.map((r) => ({
       hour: new Date(r.hour).toISOString(),
       userId: r.userId,
@@ -138,11 +143,10 @@ async function usage(call: RouteCall<MetricsDeps>): Promise<void> {
   }
   const q = usageQuery(call.url.searchParams, call.principal, Date.now());
   const meter = call.ctx.metrics?.usage;
-  if (!meter) return sendJson(call.res, { from: new Date(q.from).toISOString(), to: new Date(q.to).toISOString(), ...usageJson([]) });
+  if (!meter) return sendJson(call.res, usageAnswer(q, []));
   // Running workers' time up to now first: a read right after a run sees all of it.
   await meter.flush();
-  const rows = await meter.read(q);
-  sendJson(call.res, { from: new Date(q.from).toISOString(), to: new Date(q.to).toISOString(), ...usageJson(rows) });
+  sendJson(call.res, usageAnswer(q, await meter.read(q)));
 }
 
 const READ = { auth: "user", body: "none", methods: ["GET"] } as const;

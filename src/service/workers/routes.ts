@@ -53,13 +53,8 @@ async function workerCall(call: WorkerRouteCall): Promise<WorkerCall> {
   const { workerId, endpointId } = principal.worker!;
   const endpoint = workerEndpoint(ctx, workerId, endpointId);
   if (!endpoint) throw new HttpProblem(404, `Endpoint ${endpointId} no longer exists`);
-  // No body is an empty one; `null` (like any other non-object) is not an object.
-  const parsed = await call.json();
-  const body = parsed === undefined ? {} : parsed;
-  if (!isPlainObject(body)) throw new HttpProblem(422, "The body must be a JSON object", { errors: ["$: must be an object"] });
-  if (body.workerId !== undefined && body.workerId !== workerId) {
-    throw new HttpProblem(403, `This token belongs to worker ${workerId}, not ${String(body.workerId)}`);
-  }
+  const body = workerBody(await call.json(), workerId);
+  if (body instanceof HttpProblem) throw body;
   const errors: string[] = [];
   const worker = workerEntry(ctx, workerId, endpointId, body);
   const route = call.url.pathname.slice(call.url.pathname.lastIndexOf("/") + 1);
@@ -73,6 +68,15 @@ async function workerCall(call: WorkerRouteCall): Promise<WorkerCall> {
     errors,
     invalid: () => new HttpProblem(422, `The ${route} body is not valid`, { errors }),
   };
+}
+
+/** A worker call's body as an object, or the problem it is (not an object; another worker's id in it). */
+function workerBody(parsed: unknown, workerId: string): Record<string, unknown> | HttpProblem {
+  // No body is an empty one; `null` (like any other non-object) is not an object.
+  const body = parsed === undefined ? {} : parsed;
+  if (!isPlainObject(body)) return new HttpProblem(422, "The body must be a JSON object", { errors: ["$: must be an object"] });
+  if (body.workerId !== undefined && body.workerId !== workerId) return new HttpProblem(403, `This token belongs to worker ${workerId}, not ${String(body.workerId)}`);
+  return body;
 }
 
 /** The endpoint a worker's token is for. A release's probe runs it as the new build makes it (a new endpoint is not in the service yet). */
@@ -199,8 +203,8 @@ export function quickTake(
   } catch {
     return undefined;
   }
-  const fields = parsed === undefined ? {} : parsed;
-  if (!isPlainObject(fields) || (fields.workerId !== undefined && fields.workerId !== workerId)) return undefined;
+  const fields = workerBody(parsed, workerId);
+  if (fields instanceof HttpProblem) return undefined;
   const errors: string[] = [];
   const take = takeOf(fields, errors);
   if (errors.length) return undefined;

@@ -616,11 +616,11 @@ function segmentParts(s: Segment): Statement[] {
     // A job whose lease the engine ends has no lease expiry either (the conditional commands read it).
     // Each job's values by its place in the list of ids: the rows are found by `id = ANY(...)`, which the id index
     // answers, with no join for a kept plan to get wrong (see plannedOnce in openPostgresStore).
-    const valueOf = (k: keyof JobRow, i: number) => `($${i + 2}::${JOB_PG_TYPES[k]}[])[array_position($1::text[], j.id)]`;
+    const valueAt = (k: keyof JobRow, i: number) => `($${i + 2}::${JOB_PG_TYPES[k]}[])[array_position($1::text[], j.id)]`;
     const leaseAt = keys.indexOf("lease" as keyof JobRow);
-    const leaseExpiry = leaseAt >= 0 ? `, lease_expires_at = CASE WHEN ${valueOf("lease" as keyof JobRow, leaseAt)} IS NULL THEN NULL ELSE j.lease_expires_at END` : "";
+    const leaseExpiry = leaseAt >= 0 ? `, lease_expires_at = CASE WHEN ${valueAt("lease" as keyof JobRow, leaseAt)} IS NULL THEN NULL ELSE j.lease_expires_at END` : "";
     parts.push({
-      text: `UPDATE jobs AS j SET ${keys.map((k, i) => `${JOB_COLUMNS[k]} = ${valueOf(k, i)}`).join(", ")}${leaseExpiry}
+      text: `UPDATE jobs AS j SET ${keys.map((k, i) => `${JOB_COLUMNS[k]} = ${valueAt(k, i)}`).join(", ")}${leaseExpiry}
        WHERE j.id = ANY($1::text[])`,
       values: [list.map((u) => u.id), ...keys.map((k) => list.map((u) => sqlValue((u.set as Record<string, unknown>)[k])))],
       planOnce: true,
