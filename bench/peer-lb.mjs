@@ -26,9 +26,9 @@ const MB = 1 << 20;
 export function lbScenarios({ smallTotal = 20000, largeTotal = 600, latencyN = 600 } = {}) {
   return [
     { key: "small-c1", label: "small JSON, p50 at 1 connection", path: "/items/{i}", latencyN, unit: "ms", warmup: 200 },
-    { key: "small-c64", label: "small JSON, req/s at 64 connections", path: "/items/{i}", total: smallTotal, concurrency: 64, unit: "req/s", warmup: 200 },
-    { key: "1mb-c16", label: "1 MB answers, req/s at 16 connections", path: `/bytes/${MB}`, bytes: MB, total: largeTotal, concurrency: 16, unit: "req/s", warmup: 20 },
-    { key: "1mb-c64", label: "1 MB answers, req/s at 64 connections", path: `/bytes/${MB}`, bytes: MB, total: largeTotal, concurrency: 64, unit: "req/s", warmup: 20 },
+    { key: "small-c64", label: "small JSON, req/s at 64 connections", path: "/items/{i}", total: smallTotal, concurrency: 64, unit: "req/s", warmup: 200, concurrentWarmup: Math.ceil(smallTotal / 4) },
+    { key: "1mb-c16", label: "1 MB answers, req/s at 16 connections", path: `/bytes/${MB}`, bytes: MB, total: largeTotal, concurrency: 16, unit: "req/s", warmup: 20, concurrentWarmup: Math.ceil(largeTotal / 6) },
+    { key: "1mb-c64", label: "1 MB answers, req/s at 64 connections", path: `/bytes/${MB}`, bytes: MB, total: largeTotal, concurrency: 64, unit: "req/s", warmup: 20, concurrentWarmup: Math.ceil(largeTotal / 6) },
   ];
 }
 
@@ -88,6 +88,7 @@ export async function measureLbPeers({ rounds = 5, scenarios = lbScenarios(), pe
           latencyN: s.latencyN ?? 0,
           total: s.total ?? 0,
           concurrency: s.concurrency ?? 1,
+          concurrentWarmup: s.concurrentWarmup ?? 0,
         };
         const { stdout } = await run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plan)], { maxBuffer: 1 << 20 });
         const measured = JSON.parse(stdout);

@@ -2,28 +2,35 @@
 
 export interface BalancedWorker {
   id: string;
-  ready: boolean;
+  /** Whether it may take a request now (read by the default `isReady`). */
+  ready?: boolean;
   inFlight: number;
 }
 
 /**
  * Least outstanding requests among ready workers; ties go to the worker after `lastPicked` in list order, so
- * equal workers take turns. undefined: no ready worker.
+ * equal workers take turns. undefined: no ready worker. One pass over `workers` (the pool's own records, as they
+ * are: `isReady` says which may take a request), no arrays: this runs on every proxied request.
  */
-export function pickWorker(workers: readonly BalancedWorker[], lastPicked?: string): BalancedWorker | undefined {
-  // Two passes, no arrays: this runs on every proxied request.
+export function pickWorker<W extends BalancedWorker>(workers: Iterable<W>, lastPicked?: string, isReady: (w: W) => boolean = (w) => w.ready === true): W | undefined {
   let least = Infinity;
-  for (const w of workers) if (w.ready && w.inFlight < least) least = w.inFlight;
-  if (least === Infinity) return undefined;
-  let first: BalancedWorker | undefined;
-  let afterLast = false;
+  let first: W | undefined;
+  let afterLast: W | undefined;
+  // Whether `lastPicked` is among the least loaded seen so far (ties rotate only among the least loaded).
+  let lastSeen = false;
   for (const w of workers) {
-    if (!w.ready || w.inFlight !== least) continue;
-    if (afterLast) return w;
-    first ??= w;
-    if (w.id === lastPicked) afterLast = true;
+    if (w.inFlight > least || !isReady(w)) continue;
+    if (w.inFlight < least) {
+      least = w.inFlight;
+      first = w;
+      afterLast = undefined;
+      lastSeen = w.id === lastPicked;
+      continue;
+    }
+    if (lastSeen) afterLast ??= w;
+    else if (w.id === lastPicked) lastSeen = true;
   }
-  return first;
+  return afterLast ?? first;
 }
 
 /**

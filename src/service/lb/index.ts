@@ -358,20 +358,16 @@ export class LbRouter {
 
   // ------------------------------------------------------------------ requests
 
-  private candidates(endpointId: string) {
-    const list = [];
-    for (const w of this.workers.values()) {
-      if (w.endpointId !== endpointId) continue;
-      const entry = this.deps.engine.workers.get(w.id);
-      list.push({ id: w.id, ready: w.state === "ready" && entry !== undefined && !entry.draining && !entry.standby, inFlight: w.inFlight });
-    }
-    return list;
+  /** Whether `w` may take a request now: /ping said ready, and the engine neither drains nor holds it in standby. */
+  private takesTraffic(w: PoolWorker): boolean {
+    if (w.state !== "ready") return false;
+    const entry = this.deps.engine.workers.get(w.id);
+    return entry !== undefined && !entry.draining && !entry.standby;
   }
 
   private take(endpointId: string): PoolWorker | undefined {
-    const picked = pickWorker(this.candidates(endpointId), this.lastPicked.get(endpointId));
-    if (!picked) return undefined;
-    const w = this.workers.get(picked.id)!;
+    const w = pickWorker(this.workers.values(), this.lastPicked.get(endpointId), (c) => c.endpointId === endpointId && this.takesTraffic(c));
+    if (!w) return undefined;
     this.lastPicked.set(endpointId, w.id);
     w.inFlight++;
     return w;

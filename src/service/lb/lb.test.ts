@@ -3,6 +3,7 @@ import { lbDemand, pickWorker } from "./balance.js";
 import { addressProblem, lbEndpointUrl, lbTarget, noWorkersRefusal } from "./index.js";
 import { problemOf } from "../http/problems.js";
 import { classifyPing, pingVerdict } from "./ping.js";
+import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake } from "./front.js";
 import { downstreamHeaders, downstreamRawHeaders, requestHead, upstreamHeaders } from "./proxy.js";
 
 describe("pickWorker", () => {
@@ -20,8 +21,53 @@ describe("pickWorker", () => {
     expect(pickWorker(list, "c")?.id).toBe("a");
     expect(pickWorker(list, "gone")?.id).toBe("a");
   });
+  it("turns only among the least loaded, whatever their order", () => {
+    // The last picked carries more now: the first of the least loaded.
+    expect(pickWorker([w("a", 2), w("b", 1), w("c", 1)], "a")?.id).toBe("b");
+    // A less loaded worker after the last picked one starts the count again.
+    expect(pickWorker([w("a", 1), w("b", 1), w("c", 0), w("d", 0)], "a")?.id).toBe("c");
+    expect(pickWorker([w("a", 1), w("c", 0), w("d", 0)], "c")?.id).toBe("d");
+    expect(pickWorker([w("c", 0), w("a", 1), w("d", 0)], "d")?.id).toBe("c");
+    expect(pickWorker([w("c", 0), w("x", 0, false), w("d", 0)], "c")?.id).toBe("d");
+  });
+  it("asks the caller's predicate which workers are ready", () => {
+    const pool = new Map([["a", { id: "a", inFlight: 0, endpoint: "e1" }], ["b", { id: "b", inFlight: 0, endpoint: "e2" }]]);
+    expect(pickWorker(pool.values(), undefined, (x) => x.endpoint === "e2")?.id).toBe("b");
+    expect(pickWorker(pool.values(), undefined, (x) => x.endpoint === "e3")).toBeUndefined();
+  });
   it("reports demand as queued (waiting) and in progress (in flight)", () => {
     expect(lbDemand(2, 5)).toEqual({ queued: 2, inProgress: 5 });
+  });
+});
+
+describe("the front's first look at a request's bytes", () => {
+  const b = (text: string) => Buffer.from(text, "latin1");
+  it("tells an LB path by the bytes after the method", () => {
+    expect(lbByPath(b("GET /lb/abc/items HTTP/1.1\r\n"))).toBe(true);
+    expect(lbByPath(b("OPTIONS /lb/abc HTTP/1.1\r\n"))).toBe(true);
+    expect(lbByPath(b("DELETE /lb/"))).toBe(true);
+    expect(lbByPath(b("GET /lbx/abc HTTP/1.1\r\n"))).toBe(false);
+    expect(lbByPath(b("GET /v2/abc/run HTTP/1.1\r\n"))).toBe(false);
+    expect(lbByPath(b("GET  /lb/abc HTTP/1.1\r\n"))).toBe(false);
+    // No space where a method ends, or too little to tell.
+    expect(lbByPath(b("GETTINGLONG /lb/abc HTTP/1.1\r\n"))).toBe(false);
+    expect(lbByPath(b("GET /lb"))).toBe(false);
+    expect(lbByPath(b(""))).toBe(false);
+  });
+  it("tells an LB host within the head only", () => {
+    const head = "GET / HTTP/1.1\r\nhost: abc.lb.localhost:8080\r\n\r\n";
+    expect(lbByHost(b(head), head.indexOf("\r\n\r\n"))).toBe(true);
+    const elsewhere = "GET / HTTP/1.1\r\nhost: example.com\r\n\r\nabc.lb.localhost";
+    expect(lbByHost(b(elsewhere), elsewhere.indexOf("\r\n\r\n"))).toBe(false);
+  });
+  it("tells the job API's /run, reads and a worker's take by their first bytes", () => {
+    expect(mayBeRun(b("POST /v2/abc/run HTTP/1.1"))).toBe(true);
+    expect(mayBeRun(b("POST /v2"))).toBe(false);
+    expect(mayBeRun(b("GET /v2/abc/run HTTP/1.1"))).toBe(false);
+    expect(mayBeRead(b("GET /v2/abc/health HTTP/1.1"))).toBe(true);
+    expect(mayBeRead(b("get /v2/abc/health HTTP/1.1"))).toBe(false);
+    expect(mayBeTake(b("POST /_worker/v1/take HTTP/1.1"))).toBe(true);
+    expect(mayBeTake(b("POST /_worker/v1/takes HTTP/1.1"))).toBe(false);
   });
 });
 
