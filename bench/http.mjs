@@ -60,11 +60,11 @@ export async function startPlainServer() {
 }
 
 /**
- * A bench helper in a process of its own (`script`, next to this file) that prints its URL on its first line:
- * `{ child, url }`; its stdin stays open for it to read.
+ * A bench helper in a process of its own (`script`, next to this file, given `args`) that prints its URL on its
+ * first line: `{ child, url }`; its stdin stays open for it to read.
  */
-export async function startChildServer(script) {
-  const child = spawn(process.execPath, [fileURLToPath(new URL(script, import.meta.url))], { stdio: ["pipe", "pipe", "inherit"] });
+export async function startChildServer(script, args = []) {
+  const child = spawn(process.execPath, [fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ["pipe", "pipe", "inherit"] });
   const url = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (d) => {

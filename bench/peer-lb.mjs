@@ -3,17 +3,14 @@
 // (load-client.mjs, a process of its own) in alternating rounds. Used by bench/peers-lb.bench.mjs (full size)
 // and test/bench/peers.test.ts (one tiny round, so the harness cannot rot).
 //
-// svc's side is a real service with its LB front on: the caller's key is checked, the request is rate-limited,
-// balanced and proxied to the endpoint's one worker, which is the plain server itself (outside-server-driver.mjs
-// registers it as the worker), so the proxies differ and nothing else does.
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+// svc's side is a real service in a process of its own (svc-lb-child.mjs) with its LB front on: the caller's key is
+// checked, the request is rate-limited, balanced and proxied to the endpoint's one worker, which is the plain
+// server itself (outside-server-driver.mjs registers it as the worker), so the proxies differ and nothing else does.
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { median, request, startPlainServerProcess } from "./http.mjs";
-import { createOutsideServerDriver } from "./outside-server-driver.mjs";
+import { median, startChildServer, startPlainServerProcess } from "./http.mjs";
 import { startHaproxy, startNginx } from "./peer-servers.mjs";
 
 const run_ = promisify(execFile);
@@ -32,43 +29,35 @@ export function lbScenarios({ smallTotal = 20000, largeTotal = 600, latencyN = 6
   ];
 }
 
-/** Starts svc's service with the plain server as its LB endpoint's worker: `{ url, headers, close() }`. */
-async function startSvcProxy(upstream, work) {
-  const { buildProject } = await import(`${root}dist/build/index.js`);
-  const { startService } = await import(`${root}dist/service/index.js`);
-  const project = join(work, "app");
-  cpSync(join(root, "fixtures", "lb-app"), project, { recursive: true });
-  const build = await buildProject(project, {});
-  Object.assign(build.manifest.resources.api, { workersMin: 1, workersMax: 1, maxConcurrency: 1000 });
-  const key = "bench-key";
-  const service = await startService({ dataDir: join(work, "data"), driver: createOutsideServerDriver(upstream), apiKeys: [key] });
-  try {
-    const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
-    const url = `${service.url}/lb/${endpoint.id}`;
-    const headers = { authorization: `Bearer ${key}` };
-    const first = await request(`${url}/items/warm`, { headers });
-    if (first.status !== 200) throw new Error(`svc's proxy answered ${first.status}: ${first.body}`);
-    return { name: "svc", url, headers, settings: "LB front on, key checked, one worker (the plain server) over TCP", close: () => service.close() };
-  } catch (err) {
-    await service.close();
-    throw err;
-  }
+/**
+ * Starts svc's service, in a process of its own (svc-lb-child.mjs) as nginx and HAProxy are, with the plain server
+ * as its LB endpoint's worker: `{ url, headers, close() }`.
+ */
+async function startSvcProxy(upstream) {
+  const { child, url } = await startChildServer("./svc-lb-child.mjs", [upstream]);
+  const close = () =>
+    new Promise((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      child.once("exit", () => resolve());
+      child.stdin.end();
+    });
+  return { name: "svc", url, headers: { authorization: "Bearer bench-key" }, settings: "a process of its own, LB front on, key checked, one worker (the plain server) over TCP", close };
 }
 
 /**
- * Runs `rounds` rounds; in each, every scenario once, every proxy in it (their order turning each round).
+ * Runs `warmupRounds` rounds not counted, then `rounds` rounds; in each, every scenario once, every proxy in it
+ * (their order turning each round).
  * `peerStarters`: [name, start(upstreamUrl)] for each peer (nginx and HAProxy unless told otherwise); one whose
  * start fails gets rows saying why instead of figures.
  * Returns `{ proxies, rows }`: rows in bench/run.mjs's format, one per scenario and peer, ratios being svc's cost
  * over the peer's (time per request), medians of the per-round ratios with their spread.
  */
-export async function measureLbPeers({ rounds = 5, scenarios = lbScenarios(), peerStarters = [["nginx", startNginx], ["HAProxy", startHaproxy]], onProgress = () => {} } = {}) {
-  const work = mkdtempSync(join(tmpdir(), "svc-bench-peers-lb-"));
+export async function measureLbPeers({ rounds = 5, warmupRounds = 1, scenarios = lbScenarios(), peerStarters = [["nginx", startNginx], ["HAProxy", startHaproxy]], onProgress = () => {} } = {}) {
   const upstream = await startPlainServerProcess();
   const peers = [];
   let svc;
   try {
-    svc = await startSvcProxy(upstream.url, work);
+    svc = await startSvcProxy(upstream.url);
     for (const [name, start] of peerStarters) {
       try {
         peers.push({ ...(await start(upstream.url)), name });
@@ -79,9 +68,12 @@ export async function measureLbPeers({ rounds = 5, scenarios = lbScenarios(), pe
     const live = [svc, ...peers.filter((p) => !p.error)];
     // figures[scenario][proxy] = one figure a round.
     const figures = Object.fromEntries(scenarios.map((s) => [s.key, Object.fromEntries(live.map((p) => [p.name, []]))]));
-    for (let round = 0; round < rounds; round++) {
+    // `warmupRounds` first, not counted: svc's service is a new process, whose code V8 compiles and recompiles over
+    // its first several thousand requests (the first round's p50 was up to 1.4x the next ones'); nginx's and
+    // HAProxy's is compiled ahead.
+    for (let round = -warmupRounds; round < rounds; round++) {
       for (const s of scenarios) {
-        const order = live.map((_, i) => live[(i + round) % live.length]);
+        const order = live.map((_, i) => live[(i + round + warmupRounds) % live.length]);
         const plan = {
           targets: order.map((p) => ({ name: p.name, url: `${p.url}${s.path}`, headers: p.headers ?? {}, latencyOnly: s.latencyN !== undefined, discard: s.bytes !== undefined, expectBytes: s.bytes })),
           warmup: s.warmup,
@@ -92,8 +84,14 @@ export async function measureLbPeers({ rounds = 5, scenarios = lbScenarios(), pe
         };
         const { stdout } = await run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plan)], { maxBuffer: 1 << 20 });
         const measured = JSON.parse(stdout);
-        for (const p of live) figures[s.key][p.name].push(s.latencyN !== undefined ? measured[p.name].p50 : measured[p.name].rps);
-        onProgress(`round ${round + 1}/${rounds}, ${s.label}: ${live.map((p) => `${p.name} ${figures[s.key][p.name].at(-1).toFixed(2)}`).join(", ")}`);
+        const figure = (p) => (s.latencyN !== undefined ? measured[p.name].p50 : measured[p.name].rps);
+        const seen = live.map((p) => `${p.name} ${figure(p).toFixed(2)}`).join(", ");
+        if (round < 0) {
+          onProgress(`warm-up round (not counted), ${s.label}: ${seen}`);
+          continue;
+        }
+        for (const p of live) figures[s.key][p.name].push(figure(p));
+        onProgress(`round ${round + 1}/${rounds}, ${s.label}: ${seen}`);
       }
     }
     // The target is nginx's; HAProxy's rows are there for comparison.
@@ -121,7 +119,7 @@ export async function measureLbPeers({ rounds = 5, scenarios = lbScenarios(), pe
           spread: [Math.min(...ratios), Math.max(...ratios)],
           ...targetOf(peer),
           met: peer.name === "nginx" ? ratio <= LB_TARGET : undefined,
-          note: `${peer.name}: ${peer.settings}; svc: ${svc.settings}; ${rounds} rounds, ratio = svc's time per request over the peer's, median of the rounds'`,
+          note: `${peer.name}: ${peer.settings}; svc: ${svc.settings}; ${rounds} rounds after ${warmupRounds} not counted, ratio = svc's time per request over the peer's, median of the rounds'`,
         });
       }
     }
@@ -130,6 +128,5 @@ export async function measureLbPeers({ rounds = 5, scenarios = lbScenarios(), pe
     for (const peer of peers) await peer.stop?.();
     await svc?.close();
     await upstream.close();
-    rmSync(work, { recursive: true, force: true });
   }
 }

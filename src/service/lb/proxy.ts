@@ -782,10 +782,13 @@ class PooledExchange implements Exchange, RawExchange {
     if (this.settled) return;
     // The caller's answer goes out first: the bookkeeping after it (the deadline, the pool, the worker's
     // counters) is then not part of the caller's wait. Nothing can read the connection before this returns.
-    this.down.whole!(answer, data, bodyStart, this.workerId);
-    this.answerBegun();
-    this.conn.end(answer.keepAlive && this.requestSent);
-    this.settle("ok");
+    try {
+      this.down.whole!(answer, data, bodyStart, this.workerId);
+    } finally {
+      this.answerBegun();
+      this.conn.end(answer.keepAlive && this.requestSent);
+      this.settle("ok");
+    }
   }
 
   onLongHead(answer: ScannedResponse, data: Buffer, bodyStart: number, bodyEnd: number, last: boolean): void {
