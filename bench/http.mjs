@@ -77,18 +77,25 @@ export async function startChildServer(script, args = []) {
   return { child, url };
 }
 
+/** Ends a child of startChildServer (its stdin) and waits for it to exit. */
+function closeChild(child) {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve();
+    child.once("exit", () => resolve());
+    child.stdin.end();
+  });
+}
+
 /** The same plain server in a child process (plain-server-child.mjs): `{ url, close() }`. */
 export async function startPlainServerProcess() {
   const { child, url } = await startChildServer("./plain-server-child.mjs");
-  return {
-    url,
-    close: () =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.once("exit", () => resolve());
-        child.stdin.end();
-      }),
-  };
+  return { url, close: () => closeChild(child) };
+}
+
+/** svc's service in a child process (svc-child.mjs `kind` `arg`): `{ url, close() }`, `url` its endpoint's. */
+export async function startSvcChild(kind, arg) {
+  const { child, url } = await startChildServer("./svc-child.mjs", arg === undefined ? [kind] : [kind, arg]);
+  return { url, close: () => closeChild(child) };
 }
 
 /** The middle value (the mean of the two middle ones for an even count). */

@@ -3,14 +3,15 @@
 // (load-client.mjs, a process of its own) in alternating rounds. Used by bench/peers-lb.bench.mjs (full size)
 // and test/bench/peers.test.ts (one tiny round, so the harness cannot rot).
 //
-// svc's side is a real service in a process of its own (svc-lb-child.mjs) with its LB front on: the caller's key is
+// svc's side is a real service in a process of its own (svc-child.mjs) with its LB front on: the caller's key is
 // checked, the request is rate-limited, balanced and proxied to the endpoint's one worker, which is the plain
 // server itself (outside-server-driver.mjs registers it as the worker), so the proxies differ and nothing else does.
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { median, startChildServer, startPlainServerProcess } from "./http.mjs";
+import { median, startPlainServerProcess, startSvcChild } from "./http.mjs";
+import { BENCH_KEY } from "./svc-service.mjs";
 import { startHaproxy, startNginx } from "./peer-servers.mjs";
 
 const run_ = promisify(execFile);
@@ -30,18 +31,12 @@ export function lbScenarios({ smallTotal = 20000, largeTotal = 600, latencyN = 6
 }
 
 /**
- * Starts svc's service, in a process of its own (svc-lb-child.mjs) as nginx and HAProxy are, with the plain server
+ * Starts svc's service, in a process of its own (svc-child.mjs) as nginx and HAProxy are, with the plain server
  * as its LB endpoint's worker: `{ url, headers, close() }`.
  */
 async function startSvcProxy(upstream) {
-  const { child, url } = await startChildServer("./svc-lb-child.mjs", [upstream]);
-  const close = () =>
-    new Promise((resolve) => {
-      if (child.exitCode !== null) return resolve();
-      child.once("exit", () => resolve());
-      child.stdin.end();
-    });
-  return { name: "svc", url, headers: { authorization: "Bearer bench-key" }, settings: "a process of its own, LB front on, key checked, one worker (the plain server) over TCP", close };
+  const { url, close } = await startSvcChild("lb", upstream);
+  return { name: "svc", url, headers: { authorization: `Bearer ${BENCH_KEY}` }, settings: "a process of its own, LB front on, key checked, one worker (the plain server) over TCP", close };
 }
 
 /**

@@ -9,14 +9,13 @@
 // flight each, answer each job with its input (svc: the bench-trivial endpoint, workers [2, 2] with
 // maxConcurrency 16; the libraries: queue-worker-child.mjs). A round's rate is jobs completed over the time
 // from the first submission to the poll (every 20 ms, for all alike) that saw the last one completed.
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execFile, fork } from "node:child_process";
 import { promisify } from "node:util";
 import pg from "pg";
-import { median, request } from "./http.mjs";
+import { median, request, startSvcChild } from "./http.mjs";
+import { BENCH_KEY } from "./svc-service.mjs";
 import { startRedis } from "./peer-servers.mjs";
 import { postgresUnavailable, startPostgres } from "../scripts/throwaway-postgres.mjs";
 
@@ -44,37 +43,20 @@ export const PEER_SETTINGS = {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** svc's service with the bench-trivial endpoint deployed (process workers): a contender. */
-async function startSvc(work, { name, storeUrl }) {
-  const { buildProject } = await import(`${root}dist/build/index.js`);
-  const { startService } = await import(`${root}dist/service/index.js`);
-  const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
-  const dir = mkdtempSync(join(work, "svc-"));
-  const project = join(dir, "app");
-  cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
-  const build = await buildProject(project, {});
-  const key = "bench-key";
-  const service = await startService({ dataDir: join(dir, "data"), storeUrl, driver: createProcessDriver({ cacheDir: join(dir, "cache") }), apiKeys: [key] });
-  try {
-    const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
-    const auth = { authorization: `Bearer ${key}` };
-    // Warm: both workers started and registered, connections open.
-    for (let i = 0; i < 50; i++) {
-      const res = await request(`${endpoint.url}/runsync`, { method: "POST", headers: auth, body: { input: { i } } });
-      if (res.status !== 200 || !res.body.includes("COMPLETED")) throw new Error(`svc's /runsync answered ${res.status}: ${res.body.slice(0, 200)}`);
-    }
-    return {
-      name,
-      client: { peer: "svc", url: endpoint.url, key },
-      async completed() {
-        return JSON.parse((await request(`${endpoint.url}/health`, { headers: auth })).body).jobs.completed;
-      },
-      close: () => service.close(),
-    };
-  } catch (err) {
-    await service.close();
-    throw err;
-  }
+/**
+ * svc's service with the bench-trivial endpoint deployed (process workers), in a process of its own
+ * (svc-child.mjs) as redis-server and PostgreSQL are: a contender.
+ */
+async function startSvc({ name, storeUrl }) {
+  const { url, close } = await startSvcChild("queue", storeUrl);
+  return {
+    name,
+    client: { peer: "svc", url, key: BENCH_KEY },
+    async completed() {
+      return JSON.parse((await request(`${url}/health`, { headers: { authorization: `Bearer ${BENCH_KEY}` } })).body).jobs.completed;
+    },
+    close,
+  };
 }
 
 /** Two worker processes of a library queue (queue-worker-child.mjs); `completed()` sums what they report. */
@@ -197,14 +179,14 @@ async function attempt(name, start) {
 }
 
 /**
- * Runs `rounds` rounds; in each, every contender once (their order turning each round), then /runsync. Returns
+ * Runs `warmupRounds` rounds not counted, then `rounds` rounds; in each, every contender once (their order turning
+ * each round), then /runsync. Returns
  * rows in bench/run.mjs's format: medians of the per-round ratios, with their spread.
  */
-export async function measureQueuePeers({ rounds = 5, jobs = 5000, submitters = 16, concurrency = 16, runsyncN = 300, onProgress = () => {} } = {}) {
-  const work = mkdtempSync(join(tmpdir(), "svc-bench-peers-queue-"));
+export async function measureQueuePeers({ rounds = 5, warmupRounds = 1, jobs = 5000, submitters = 16, concurrency = 16, runsyncN = 300, onProgress = () => {} } = {}) {
   const closers = [];
   try {
-    const svcSqlite = await startSvc(work, { name: "svc (SQLite)" });
+    const svcSqlite = await startSvc({ name: "svc (SQLite)" });
     closers.push(() => svcSqlite.close());
     const redis = await attempt("Redis", () => startRedis());
     if (!redis.error) closers.push(() => redis.stop());
@@ -219,7 +201,7 @@ export async function measureQueuePeers({ rounds = 5, jobs = 5000, submitters = 
     }
     const pgError = why ?? postgres?.error;
     const onPostgres = (name, start) => (pgError ? { name, error: `no PostgreSQL: ${pgError}` } : attempt(name, start));
-    const svcPostgres = await onPostgres("svc (PostgreSQL)", async () => startSvc(work, { name: "svc (PostgreSQL)", storeUrl: await postgres.createDatabase("svc_bench") }));
+    const svcPostgres = await onPostgres("svc (PostgreSQL)", async () => startSvc({ name: "svc (PostgreSQL)", storeUrl: await postgres.createDatabase("svc_bench") }));
     const graphile = await onPostgres("graphile-worker", async () => startGraphile(await postgres.createDatabase("graphile_bench"), concurrency));
     const pgBoss = await onPostgres("pg-boss", async () => startPgBoss(await postgres.createDatabase("pgboss_bench"), concurrency));
     for (const c of [svcPostgres, graphile, pgBoss]) if (!c.error) closers.push(() => c.close());
@@ -227,6 +209,11 @@ export async function measureQueuePeers({ rounds = 5, jobs = 5000, submitters = 
     const contenders = [svcSqlite, bullmq, svcPostgres, graphile, pgBoss].filter((c) => !c.error);
     const rates = new Map(contenders.map((c) => [c.name, []]));
     const p50s = { svc: [], bullmq: [] };
+    // `warmupRounds` first, not counted: every contender's processes are new, and V8 compiles svc's service over
+    // its first several thousand requests.
+    for (let round = 0; round < warmupRounds; round++) {
+      for (const c of contenders) onProgress(`warm-up round (not counted): ${c.name} ${(await endToEnd(c, { jobs, submitters })).toFixed(0)} jobs/s`);
+    }
     for (let round = 0; round < rounds; round++) {
       for (let k = 0; k < contenders.length; k++) {
         const c = contenders[(k + round) % contenders.length];
@@ -254,7 +241,7 @@ export async function measureQueuePeers({ rounds = 5, jobs = 5000, submitters = 
       const theirs = rates.get(peer.name);
       const ratios = mine.map((v, i) => v / theirs[i]);
       const ratio = median(ratios);
-      rows.push({ name, value: median(mine), unit: "jobs/s", baselineName: peer.name, baseline: median(theirs), ratio, spread: [Math.min(...ratios), Math.max(...ratios)], target: targetText, met: ratio >= target, note: `${settingsNote}; ${rounds} rounds, ratio = svc's rate over the peer's, median of the rounds'` });
+      rows.push({ name, value: median(mine), unit: "jobs/s", baselineName: peer.name, baseline: median(theirs), ratio, spread: [Math.min(...ratios), Math.max(...ratios)], target: targetText, met: ratio >= target, note: `${settingsNote}; ${rounds} rounds after ${warmupRounds} not counted, ratio = svc's rate over the peer's, median of the rounds'` });
     };
     compare(svcSqlite, bullmq, QUEUE_TARGETS.bullmq, PEER_SETTINGS.bullmq.note);
     compare(svcPostgres, graphile, QUEUE_TARGETS.postgres, PEER_SETTINGS["graphile-worker"].note);
@@ -266,11 +253,10 @@ export async function measureQueuePeers({ rounds = 5, jobs = 5000, submitters = 
     } else {
       const ratios = p50s.svc.map((v, i) => v / p50s.bullmq[i]);
       const ratio = median(ratios);
-      rows.push({ name: runsyncName, value: median(p50s.svc), unit: "ms", baselineName: "BullMQ", baseline: median(p50s.bullmq), ratio, spread: [Math.min(...ratios), Math.max(...ratios)], target: `<= ${QUEUE_TARGETS.runsync}x`, met: ratio <= QUEUE_TARGETS.runsync, note: `${runsyncN} jobs one at a time a round, each waited for (svc over HTTP, BullMQ with a QueueEvents listener); ${rounds} rounds, ratio = svc's p50 over BullMQ's, median of the rounds'` });
+      rows.push({ name: runsyncName, value: median(p50s.svc), unit: "ms", baselineName: "BullMQ", baseline: median(p50s.bullmq), ratio, spread: [Math.min(...ratios), Math.max(...ratios)], target: `<= ${QUEUE_TARGETS.runsync}x`, met: ratio <= QUEUE_TARGETS.runsync, note: `${runsyncN} jobs one at a time a round, each waited for (svc over HTTP, BullMQ with a QueueEvents listener); ${rounds} rounds after ${warmupRounds} not counted, ratio = svc's p50 over BullMQ's, median of the rounds'` });
     }
     return rows;
   } finally {
     for (const close of closers.reverse()) await close().catch((err) => process.stderr.write(`peer-queue: closing: ${err.message}\n`));
-    rmSync(work, { recursive: true, force: true });
   }
 }

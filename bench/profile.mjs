@@ -13,7 +13,7 @@
 //
 // Needs `npm run build` first. --keep DIR keeps the .cpuprofile (open it in Chrome's DevTools).
 import { execFile, spawn } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -38,33 +38,20 @@ if (mode === "--child") {
   // The service's process: starts it (and, for the LB, the plain server as its worker), prints where to send
   // load as one JSON line, and exits when its stdin ends (so --cpu-prof writes the profile).
   const kind = rest[0];
-  const { request } = await import("./http.mjs");
-  const { buildProject } = await import(`${root}dist/build/index.js`);
-  const { startService } = await import(`${root}dist/service/index.js`);
+  const { BENCH_KEY, startSvcLb, startSvcQueue } = await import("./svc-service.mjs");
   const work = mkdtempSync(join(tmpdir(), "svc-profile-"));
-  const project = join(work, "app");
-  const key = "bench-key";
-  const headers = { authorization: `Bearer ${key}` };
+  const headers = { authorization: `Bearer ${BENCH_KEY}` };
   let service;
   let upstream;
   let postgres;
   let postgresPid;
   if (kind === "lb") {
     const { startPlainServerProcess } = await import("./http.mjs");
-    const { createOutsideServerDriver } = await import("./outside-server-driver.mjs");
     upstream = await startPlainServerProcess();
-    cpSync(join(root, "fixtures", "lb-app"), project, { recursive: true });
-    const build = await buildProject(project, {});
-    Object.assign(build.manifest.resources.api, { workersMin: 1, workersMax: 1, maxConcurrency: 1000 });
-    service = await startService({ dataDir: join(work, "data"), driver: createOutsideServerDriver(upstream.url), apiKeys: [key] });
-    const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
-    const url = `${service.url}/lb/${endpoint.id}`;
-    await request(`${url}/items/warm`, { headers });
-    process.stdout.write(`${JSON.stringify({ url, headers, clock: clock() })}\n`);
+    const started = await startSvcLb(upstream.url, work);
+    service = started.service;
+    process.stdout.write(`${JSON.stringify({ url: started.url, headers, clock: clock() })}\n`);
   } else {
-    const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
-    cpSync(join(root, "fixtures", "bench-trivial"), project, { recursive: true });
-    const build = await buildProject(project, {});
     let storeUrl;
     if (kind === "queue-pg") {
       const { startPostgres } = await import("../scripts/throwaway-postgres.mjs");
@@ -72,10 +59,9 @@ if (mode === "--child") {
       storeUrl = await postgres.createDatabase("svc_profile");
       postgresPid = Number(readFileSync(join(postgres.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
     }
-    service = await startService({ dataDir: join(work, "data"), storeUrl, driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key], metrics: rest[1] !== "off" });
-    const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
-    for (let i = 0; i < 50; i++) await request(`${endpoint.url}/runsync`, { method: "POST", headers, body: { input: { i } } });
-    process.stdout.write(`${JSON.stringify({ url: endpoint.url, headers, clock: clock(), postgresPid })}\n`);
+    const started = await startSvcQueue(work, { storeUrl, metrics: rest[1] !== "off" });
+    service = started.service;
+    process.stdout.write(`${JSON.stringify({ url: started.url, headers, clock: clock(), postgresPid })}\n`);
   }
   process.stdin.resume();
   process.stdin.on("end", async () => {
