@@ -67,11 +67,16 @@ export async function startChildServer(script, args = []) {
   const child = spawn(process.execPath, [fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ["pipe", "pipe", "inherit"] });
   const url = await new Promise((resolve, reject) => {
     let out = "";
-    child.stdout.on("data", (d) => {
+    const onData = (d) => {
       out += d;
       const m = /^(http:\/\/\S+)\n/.exec(out);
-      if (m) resolve(m[1]);
-    });
+      if (!m) return;
+      // Anything it prints afterwards is read and dropped (a long-lived child must not fill the pipe).
+      child.stdout.removeListener("data", onData);
+      child.stdout.resume();
+      resolve(m[1]);
+    };
+    child.stdout.on("data", onData);
     child.once("exit", (code) => reject(new Error(`${script} exited ${code}`)));
   });
   return { child, url };
