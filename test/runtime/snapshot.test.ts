@@ -2,7 +2,7 @@
 // endpoint whose constructor takes ~2 s answers from workers restored from a checkpoint taken after it ran once;
 // two restored workers are different workers (identity, tokens, random numbers); a deploy of new code takes a new
 // snapshot and removes the old one; where CRIU cannot run, workers start as usual and a notice says why.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -206,9 +206,20 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
 });
 
 describe("where snapshots cannot be taken", () => {
+  // Each test's snapshot directory, removed after it.
+  const scratchDirs: string[] = [];
+  const scratch = (prefix: string) => {
+    const dir = mkdtempSync(join(tmpdir(), prefix));
+    scratchDirs.push(dir);
+    return dir;
+  };
+  afterEach(() => {
+    for (const dir of scratchDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+
   it("starts workers without one and says why, once", async () => {
     const notices: string[] = [];
-    const store = createSnapshotStore({ dir: mkdtempSync(join(tmpdir(), "svc-snapshot-none-")), runtimeEntry: "unused", nodePath: process.execPath, criu: "/nonexistent/criu", notice: (t) => notices.push(t) });
+    const store = createSnapshotStore({ dir: scratch("svc-snapshot-none-"), runtimeEntry: "unused", nodePath: process.execPath, criu: "/nonexistent/criu", notice: (t) => notices.push(t) });
     const launch = { workerId: "w1", endpointId: "e1", endpointName: "model", computeType: "CPU", onLog: () => undefined } as never;
     expect(await store.restore(launch, {}, tmpdir())).toBeUndefined();
     expect(await store.restore({ ...(launch as object), workerId: "w2" } as never, {}, tmpdir())).toBeUndefined();
@@ -218,7 +229,7 @@ describe("where snapshots cannot be taken", () => {
 
   it("never checkpoints a GPU endpoint's worker", async () => {
     const notices: string[] = [];
-    const store = createSnapshotStore({ dir: mkdtempSync(join(tmpdir(), "svc-snapshot-gpu-")), runtimeEntry: "unused", nodePath: process.execPath, notice: (t) => notices.push(t) });
+    const store = createSnapshotStore({ dir: scratch("svc-snapshot-gpu-"), runtimeEntry: "unused", nodePath: process.execPath, notice: (t) => notices.push(t) });
     const launch = { workerId: "w1", endpointId: "e1", endpointName: "llm", computeType: "GPU", onLog: () => undefined } as never;
     expect(await store.restore(launch, {}, tmpdir())).toBeUndefined();
     expect(notices.join("\n")).toMatch(/snapshots are off for endpoint llm: GPU memory cannot be checkpointed by CRIU/);
