@@ -36,16 +36,15 @@ async function deployChecked(service, build, check) {
  */
 export async function startSvcLb(upstream, work) {
   const { startService } = await import(`${root}dist/service/index.js`);
+  const { lbEndpointUrl } = await import(`${root}dist/service/lb/index.js`);
   const build = await buildFixture(work, "lb-app");
   Object.assign(build.manifest.resources.api, { workersMin: 1, workersMax: 1, maxConcurrency: 1000 });
   const service = await startService({ dataDir: join(work, "data"), driver: createOutsideServerDriver(upstream), apiKeys: [BENCH_KEY] });
-  let url;
-  await deployChecked(service, build, async (endpoint) => {
-    url = `${service.url}/lb/${endpoint.id}`;
-    const first = await request(`${url}/items/warm`, { headers });
+  const endpoint = await deployChecked(service, build, async ({ id }) => {
+    const first = await request(`${lbEndpointUrl(service.url, id)}/items/warm`, { headers });
     if (first.status !== 200) throw new Error(`svc's proxy answered ${first.status}: ${first.body}`);
   });
-  return { service, url };
+  return { service, url: lbEndpointUrl(service.url, endpoint.id) };
 }
 
 /**
