@@ -352,9 +352,26 @@ export interface StaleCleanup {
   volumes: number;
 }
 
+/** Where a driver of `session` stages the artifacts its containers bind-mount, unless given artifactCacheDir. */
+export function stagedArtifactsDir(session: string): string {
+  return join(tmpdir(), `svc-worker-artifacts-${dockerNamePart(session, 40)}`);
+}
+
+/** The node artifact cache pool containers of `session` read from, unless given artifactCacheDir. */
+export function poolArtifactsDir(session: string): string {
+  return join(tmpdir(), `svc-pool-artifacts-${dockerNamePart(session, 40)}`);
+}
+
+/** Remove a directory of staged artifacts (kept 0311 while in use: its owner's again first); absent is fine. */
+async function removeArtifactsDir(dir: string): Promise<void> {
+  await chmod(dir, 0o700).catch(() => undefined /* absent: nothing to remove */);
+  await rm(dir, { recursive: true, force: true });
+}
+
 /**
  * Remove what svc left behind (a crashed session): containers, networks and (unless `volumes: false`) volumes
- * carrying all of `labels` and svc.managed=true. Returns how many of each went.
+ * carrying all of `labels` and svc.managed=true. Returns how many of each went. Given a session, the artifacts
+ * its driver staged in the temporary directory go too, once no container of it is left to read them.
  */
 export async function cleanupStale(labels: Record<string, string>, options: { docker?: Docker; volumes?: boolean } = {}): Promise<StaleCleanup> {
   const docker = options.docker ?? (await connectDocker());
@@ -368,6 +385,11 @@ export async function cleanupStale(labels: Record<string, string>, options: { do
       .catch((err: unknown) => {
         if (dockerStatus(err) !== 404) throw err;
       });
+  }
+  const session = labels[LABELS.session];
+  if (session !== undefined) {
+    // Only copies of artifacts the service keeps elsewhere: one that cannot be removed (another user's) is left.
+    await Promise.all([stagedArtifactsDir(session), poolArtifactsDir(session)].map((dir) => removeArtifactsDir(dir).catch(() => undefined)));
   }
   for (const n of await docker.listNetworks({ filters })) {
     await docker
@@ -712,7 +734,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   let ownBindArtifacts: ArtifactCache | undefined;
   /** Where bind-mounted artifacts are staged: the pool's cache when there is one, else a cache of the same kind. */
   const bindArtifacts = () =>
-    pool?.artifacts ?? (ownBindArtifacts ??= new ArtifactCache(options.artifactCacheDir ?? join(tmpdir(), `svc-worker-artifacts-${dockerNamePart(session, 40)}`), randomBytes(32)));
+    pool?.artifacts ?? (ownBindArtifacts ??= new ArtifactCache(options.artifactCacheDir ?? stagedArtifactsDir(session), randomBytes(32)));
 
   function createPool() {
     const wanted = options.pool;
@@ -722,7 +744,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       log(`no pre-booted worker containers under runtime ${runtime}: it cannot change a running container's limits, which a claim sets`);
       return undefined;
     }
-    const artifactCacheDir = options.artifactCacheDir ?? join(tmpdir(), `svc-pool-artifacts-${dockerNamePart(session, 40)}`);
+    const artifactCacheDir = options.artifactCacheDir ?? poolArtifactsDir(session);
     const artifacts = new ArtifactCache(artifactCacheDir, randomBytes(32));
     const ready: Record<WorkerImageKind, PooledContainer[]> = { cpu: [], gpu: [] };
     /** Names of the pool's containers, from before they exist: adopt() leaves them alone. */

@@ -6,12 +6,12 @@
 // The error cases need no engine (wrong flags, no engine) or a taken port.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { cleanupStale, detectGpuSupport } from "../../src/drivers/docker.js";
+import { cleanupStale, detectGpuSupport, stagedArtifactsDir } from "../../src/drivers/docker.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { removeStalePreviews } from "../../src/preview/session.js";
 import { PREVIEW_LABELS } from "../../src/preview/render.js";
@@ -239,12 +239,16 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
     expect(left.containers).toHaveLength(5);
     expect(left.networks).toHaveLength(1);
     expect(left.volumes).toHaveLength(0);
+    // The copies of the build its containers bind-mount, left in the temporary directory.
+    const staged = stagedArtifactsDir(crashed.ready.session);
+    expect(existsSync(staged)).toBe(true);
 
     // What the next `svc deploy --preview` runs first.
     const swept = await removeStalePreviews(docker);
     expect(swept.sessions).toContain(crashed.ready.session);
     expect(swept.removed.containers).toBeGreaterThanOrEqual(5);
     expect(await leftovers(crashed.ready.session)).toEqual({ containers: [], networks: [], volumes: [] });
+    expect(existsSync(staged)).toBe(false);
   }, 150_000);
 
   it("an explicit --port in use is an error naming it (exit 1)", async () => {
