@@ -132,6 +132,21 @@ for (const backend of backends) {
       expect(await store.getJob("nope")).toBeUndefined();
     });
 
+    it("keeps the text a worker's failure carried, a NUL or a lone surrogate as U+FFFD where it cannot be held", async () => {
+      const { store } = await backend.fresh();
+      const text = "nul\u0000 lone\ud800 pair\ud83d\ude00 back\\u0000slash ünï";
+      // A /runsync's job is written once, when it ends: inserted with its final state, beside another job.
+      const failed = job({ status: "FAILED", error: text, errorType: "Error", errorStack: `Error: ${text}`, completedAt: 9 });
+      const other = job();
+      await store.apply([{ op: "insertJob", job: failed }, { op: "insertJob", job: other }]);
+      const row = await store.getJob(failed.id);
+      // (SQLite keeps a NUL, and writes a lone surrogate's three bytes, each read back as a U+FFFD.)
+      const held = (s: string | null | undefined) => s?.replaceAll("\u0000", "\uFFFD").replace(/\uFFFD+/g, "\uFFFD");
+      expect(held(row?.error)).toBe("nul\uFFFD lone\uFFFD pair\ud83d\ude00 back\\u0000slash ünï");
+      expect(held(row?.errorStack)).toBe(`Error: ${held(row?.error)}`);
+      expect((await store.getJob(other.id))?.input).toBe(other.input);
+    });
+
     it("applies a batch all or nothing", async () => {
       const { store } = await backend.fresh();
       const a = job();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { batchStatements, pgParams } from "./index.js";
+import { batchStatements, jobsJson, pgParams } from "./index.js";
 import { foldJobOps } from "../sqlite.js";
 import type { JobRow, StoreOp } from "../types.js";
 
@@ -33,8 +33,8 @@ describe("batchStatements", () => {
     const placeholders = new Set([...only!.text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
     expect(Math.max(...placeholders)).toBe(only!.values.length);
     expect(placeholders.size).toBe(only!.values.length);
-    // Two rows inserted by one INSERT; the counters summed.
-    expect((only!.values[0] as string[])).toEqual(["a", "b"]);
+    // Two rows inserted by one INSERT (their JSON); the counters summed.
+    expect((JSON.parse(only!.values[0] as string) as JobRow[]).map((j) => j.id)).toEqual(["a", "b"]);
     expect(only!.values.slice(-3)).toEqual([[2], [0], [0]]);
   });
 
@@ -66,6 +66,16 @@ describe("batchStatements", () => {
 });
 
 describe("pgParams", () => {
+  it("inserts jobs as the JSON of their rows, with U+FFFD for what PostgreSQL's json cannot give back as text", () => {
+    const text = "nul\u0000 lone\ud800 pair\ud83d\ude00 back\\u0000slash back-nul\\\u0000 é";
+    const rows = JSON.parse(jobsJson([{ ...job("a"), error: text, errorStack: null }])) as JobRow[];
+    expect(rows[0]!.error).toBe("nul\uFFFD lone\uFFFD pair\ud83d\ude00 back\\u0000slash back-nul\\\uFFFD é");
+    expect(rows[0]).toEqual({ ...job("a"), error: rows[0]!.error, errorStack: null });
+    // Nothing to replace: the JSON as JSON.stringify wrote it.
+    const plain = [job("b"), { ...job("c"), input: '{"q":"\\u0000 as text"}' }];
+    expect(jobsJson(plain)).toBe(JSON.stringify(plain));
+  });
+
   it("puts U+FFFD where PostgreSQL refuses a NUL, and leaves other values as they are", () => {
     const values = ["a\u0000b", ["x", "y\u0000"], 3, null];
     expect(pgParams(values)).toEqual(["a\uFFFDb", ["x", "y\uFFFD"], 3, null]);
