@@ -65,7 +65,7 @@ describe("batchStatements", () => {
   });
 });
 
-describe("pgParams", () => {
+describe("jobsJson", () => {
   it("inserts jobs as the JSON of their rows, with U+FFFD for what PostgreSQL's json cannot give back as text", () => {
     const text = "nul\u0000 lone\ud800 pair\ud83d\ude00 back\\u0000slash back-nul\\\u0000 é";
     const rows = JSON.parse(jobsJson([{ ...job("a"), error: text, errorStack: null }])) as JobRow[];
@@ -75,7 +75,9 @@ describe("pgParams", () => {
     const plain = [job("b"), { ...job("c"), input: '{"q":"\\u0000 as text"}' }];
     expect(jobsJson(plain)).toBe(JSON.stringify(plain));
   });
+});
 
+describe("pgParams", () => {
   it("puts U+FFFD where PostgreSQL refuses a NUL, and leaves other values as they are", () => {
     const values = ["a\u0000b", ["x", "y\u0000"], 3, null];
     expect(pgParams(values)).toEqual(["a\uFFFDb", ["x", "y\uFFFD"], 3, null]);

@@ -601,8 +601,8 @@ const sqlValue = (v: unknown) => (v === undefined ? null : v);
 
 /**
  * Jobs inserted whole, as one statement with one parameter: the rows as JSON, read by json_to_recordset. One
- * JSON.stringify a batch instead of an array literal a column, each of its values escaped by node-postgres: about
- * 5-8 µs less CPU a job in the service, and less in PostgreSQL too (docs/performance.md, session 23).
+ * JSON.stringify a batch, where an array a column had node-postgres escape every value into an array literal:
+ * less CPU a job in the service and in PostgreSQL, a few per cent more jobs a second (docs/performance.md).
  */
 function jobInsert(jobs: JobRow[]): Statement {
   return { text: JOB_INSERT, values: [jobsJson(jobs)], planOnce: true };
