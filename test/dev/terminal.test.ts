@@ -69,8 +69,8 @@ it("shows the console URL, worker output and failures with their job ids and pro
   expect(failed.status).toBe("FAILED");
   await new Promise((r) => setTimeout(r, 500));
   expect(d.stderr().split("\n").filter((l) => l.startsWith(`[noisy ${failed.id}]`) && l.includes("failed: RangeError")).length).toBe(1);
-  // Its stack, as a block under it: the project's frame, openable from the project's root.
-  // A loaded machine (the whole suite at once) has taken over 10 s to relay the block.
+  // Its stack, as a block under it: the project's frame, openable from the project's root. It is printed once
+  // the job's record is final, after the worker's result reached the service (test/dev/failure-stack.test.ts).
   const frame = await until(() => d.stderr().split("\n").find((l) => l.startsWith(`[noisy ${failed.id}]     at talk (src/noisy.ts:`)), 30_000);
   expect(frame).toMatch(/src\/noisy\.ts:5:\d+\)$/);
   const file = /\((src\/noisy\.ts):\d+:\d+\)/.exec(line)?.[1];

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { UsageError } from "../../errors.js";
 import { noteMark, readMarkedLine } from "../../runtime/output-marks.js";
-import { devPool, isLifecycleNote, requestLine, stackBlock, workerLine } from "./dev.js";
+import { stackBlock } from "../../dev/failure-stack.js";
+import { devPool, isLifecycleNote, requestLine, workerLine } from "./dev.js";
 
 describe("the dev terminal's worker lines", () => {
   it("tags a line with its endpoint and job, plain without colour, one colour per endpoint with it", () => {

@@ -4,7 +4,8 @@ import { resolve } from "node:path";
 import type { DevEvent, DevSessionHandle } from "../../dev/session.js";
 import type { WorkerLogLine } from "../../drivers/types.js";
 import { createOutput, endpointTable, styles as pc } from "../output.js";
-import { envSetting } from "svc/internal";
+import { envSetting, JobsClient } from "svc/internal";
+import { failedJobStack } from "../../dev/failure-stack.js";
 import { errorMessage, UsageError, UserError } from "../../errors.js";
 
 const PALETTE = [pc.cyan, pc.magenta, pc.yellow, pc.green, pc.blue];
@@ -19,26 +20,20 @@ export function workerLine(endpoint: string, line: WorkerLogLine, color: boolean
   return `${paint(tag)} ${line.stream === "stderr" ? pc.red(line.text) : line.stream === "log" ? pc.dim(line.text) : line.text}`;
 }
 
-/** The frames of a job's stack worth reading in a terminal: the user's code and svc's SDK, not the runtime's loop or node's internals. Pure. */
-export function stackBlock(stack: string, max = 8): string[] {
-  return stack
-    .split("\n")
-    .slice(1)
-    .map((l) => l.trim())
-    .filter((l) => l.startsWith("at ") && !/node:internal|\/dist\/runtime\/|\(node:/.test(l))
-    .slice(0, max)
-    .map((l) => `    ${l}`);
-}
-
-async function printStack(session: DevSessionHandle, endpoint: string, jobId: string): Promise<void> {
+/**
+ * A failed job's stack under its line, once the job is final (src/dev/failure-stack.ts); printed once for a job
+ * however many of its attempts failed (`waiting` holds the jobs whose record is awaited).
+ */
+async function printStack(session: DevSessionHandle, endpoint: string, jobId: string, waiting: Set<string>): Promise<void> {
   const id = session.endpoints.find((e) => e.name === endpoint)?.id;
-  if (!id) return;
+  if (!id || waiting.has(jobId)) return;
+  waiting.add(jobId);
   try {
-    const res = await fetch(`${session.url}/v2/${id}/status/${encodeURIComponent(jobId)}`, { headers: { authorization: `Bearer ${session.apiKey}` } });
-    const record = (await res.json()) as { errorStack?: string };
-    if (record.errorStack) for (const line of stackBlock(record.errorStack)) process.stderr.write(`[${endpoint} ${jobId}] ${line}\n`);
+    for (const line of await failedJobStack(new JobsClient(`${session.url}/v2/${id}`, session.apiKey), jobId)) process.stderr.write(`[${endpoint} ${jobId}] ${line}\n`);
   } catch {
     // The session is stopping, or the job is gone: the failure line above is what there is.
+  } finally {
+    waiting.delete(jobId);
   }
 }
 
@@ -101,6 +96,7 @@ export function register(program: Command): void {
       // Once a stop is asked for (Ctrl-C reaches the workers too), workers ending is what was asked: not news.
       let stopping = false;
       const paint = (style: (s: string) => string, text: string) => (out.color ? style(text) : text);
+      const stacksAwaited = new Set<string>();
       const onEvent = (event: DevEvent) => {
         switch (event.type) {
           case "rebuilding":
@@ -132,7 +128,7 @@ export function register(program: Command): void {
             if (/worker failed to start: /.test(event.line.text)) break;
             out.info(workerLine(event.endpoint, event.line, out.color));
             // A failed job: its stack below the line, the project's frames first-class (they are what to open).
-            if (session && event.line.jobId && /\bjob \S+ failed: /.test(event.line.text)) void printStack(session, event.endpoint, event.line.jobId);
+            if (session && event.line.jobId && /\bjob \S+ failed: /.test(event.line.text)) void printStack(session, event.endpoint, event.line.jobId, stacksAwaited);
             break;
         }
       };
