@@ -5,7 +5,7 @@
 // driver (docker.ts) keeps the pool and does the engine calls.
 
 import { createHash, createHmac } from "node:crypto";
-import { copyFile, chmod, link, mkdir, rename, stat } from "node:fs/promises";
+import { copyFile, chmod, link, mkdir, rename, rm, stat } from "node:fs/promises";
 import { createReadStream } from "node:fs";
 import { basename, join } from "node:path";
 import type Docker from "dockerode";
@@ -120,6 +120,12 @@ export function claimEnvironment(launch: WorkerLaunch, apiUrl: string, artifactI
  * mounted read-only into pool containers. The directory is not listable (mode 0311) and names cannot be derived
  * from the content without the driver's key: a claimed container reads its own artifact, and cannot find another.
  */
+/** Remove a directory of staged artifacts (an ArtifactCache's, 0311: made its owner's again first); absent is fine. */
+export async function removeArtifactsDir(dir: string): Promise<void> {
+  await chmod(dir, 0o700).catch(() => undefined /* never made: nothing to remove */);
+  await rm(dir, { recursive: true, force: true });
+}
+
 export class ArtifactCache {
   private readonly staged = new Map<string, Promise<string>>();
   private made: Promise<void> | undefined;

@@ -8,7 +8,6 @@
 
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, rmSync } from "node:fs";
-import { chmod, rm } from "node:fs/promises";
 import { execFile, spawnSync } from "node:child_process";
 import { execaSync } from "execa";
 import { basename, join } from "node:path";
@@ -24,7 +23,7 @@ import { applyProtocolEnv } from "./env.js";
 import { readMarkedLine } from "../runtime/output-marks.js";
 import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
-import { ArtifactCache, claimedName, claimEnvironment, parseClaimedName, poolContainerOptions, poolLabels, poolRefusal, poolSizes } from "./docker-pool.js";
+import { ArtifactCache, claimedName, removeArtifactsDir, claimEnvironment, parseClaimedName, poolContainerOptions, poolLabels, poolRefusal, poolSizes } from "./docker-pool.js";
 import { prepareVolumeDir } from "./volume-dir.js";
 import { DEFAULT_CONTAINER_LIMITS, describeRuntime, dockerConfinement, dockerResources, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import { POOL_READY_LINE } from "../runtime/claim.js";
@@ -362,18 +361,13 @@ export function poolArtifactsDir(session: string): string {
   return join(tmpdir(), `svc-pool-artifacts-${dockerNamePart(session, 40)}`);
 }
 
-/** Remove a directory of staged artifacts (kept 0311 while in use: its owner's again first); absent is fine. */
-async function removeArtifactsDir(dir: string): Promise<void> {
-  await chmod(dir, 0o700).catch(() => undefined /* absent: nothing to remove */);
-  await rm(dir, { recursive: true, force: true });
-}
-
 /**
  * Remove what svc left behind (a crashed session): containers, networks and (unless `volumes: false`) volumes
  * carrying all of `labels` and svc.managed=true. Returns how many of each went. Given a session, the artifacts
- * its driver staged in the temporary directory go too, once no container of it is left to read them.
+ * its driver staged in the temporary directory go too, once no container of it is left to read them; one that
+ * cannot be removed is said through `log` and left (copies of artifacts the service keeps: nothing is lost).
  */
-export async function cleanupStale(labels: Record<string, string>, options: { docker?: Docker; volumes?: boolean } = {}): Promise<StaleCleanup> {
+export async function cleanupStale(labels: Record<string, string>, options: { docker?: Docker; volumes?: boolean; log?: (message: string) => void } = {}): Promise<StaleCleanup> {
   const docker = options.docker ?? (await connectDocker());
   const filters = labelFilter({ [LABELS.managed]: "true", ...labels });
   const result: StaleCleanup = { containers: 0, networks: 0, volumes: 0 };
@@ -388,8 +382,11 @@ export async function cleanupStale(labels: Record<string, string>, options: { do
   }
   const session = labels[LABELS.session];
   if (session !== undefined) {
-    // Only copies of artifacts the service keeps elsewhere: one that cannot be removed (another user's) is left.
-    await Promise.all([stagedArtifactsDir(session), poolArtifactsDir(session)].map((dir) => removeArtifactsDir(dir).catch(() => undefined)));
+    await Promise.all(
+      [stagedArtifactsDir(session), poolArtifactsDir(session)].map((dir) =>
+        removeArtifactsDir(dir).catch((err: unknown) => options.log?.(`left ${dir} (artifacts staged by session ${session}): ${errorMessage(err)}`)),
+      ),
+    );
   }
   for (const n of await docker.listNetworks({ filters })) {
     await docker
@@ -875,15 +872,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
             });
           }),
         );
-        if (!options.artifactCacheDir) {
-          // 0311 lets nobody list it: given back to its owner to be removed.
-          try {
-            chmodSync(artifacts.dir, 0o700);
-          } catch {
-            // never made (no claim, no pool container started)
-          }
-          rmSync(artifacts.dir, { recursive: true, force: true });
-        }
+        if (!options.artifactCacheDir) await removeArtifactsDir(artifacts.dir);
       },
     };
   }
@@ -974,11 +963,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       await Promise.all([...workers.values()].map((handle) => handle.stop(grace)));
       await Promise.all([...forwarders.values()].map((f) => f.then((fw) => fw.close()).catch(() => undefined /* a forwarder that never started has nothing to close */)));
       forwarders.clear();
-      if (ownBindArtifacts && !options.artifactCacheDir) {
-        // 0311 lets nobody list it: given back to its owner to be removed.
-        await chmod(ownBindArtifacts.dir, 0o700).catch(() => undefined /* never made: no container started */);
-        await rm(ownBindArtifacts.dir, { recursive: true, force: true });
-      }
+      if (ownBindArtifacts && !options.artifactCacheDir) await removeArtifactsDir(ownBindArtifacts.dir);
       if (engines.size === 0) return;
       const docker = await engine().catch(() => undefined /* no engine to reach: nothing of it to clean up */);
       if (!docker) return;
@@ -996,7 +981,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       }
       networks.clear();
       // Anything of this session a failed start left behind; session volumes too.
-      await cleanupStale({ [LABELS.session]: session }, { docker, volumes: volumeLifetime === "session" }).catch((err: unknown) =>
+      await cleanupStale({ [LABELS.session]: session }, { docker, volumes: volumeLifetime === "session", log }).catch((err: unknown) =>
         log(`cleanup of session ${session} failed: ${errorMessage(err)}`),
       );
     },

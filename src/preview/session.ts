@@ -75,11 +75,13 @@ export interface PreviewSessionHandle {
 
 /**
  * Remove what previews whose process is gone left in the engine (containers, networks, volumes), found by the
- * preview labels. Returns the sessions and how many objects went.
+ * preview labels, and the artifacts they staged. Returns the sessions and how many objects went; `log` hears of a
+ * staged directory that could not be removed.
  */
 export async function removeStalePreviews(
   docker: Docker,
   self: { hostname: string; isAlive(pid: number): boolean } = { hostname: hostname(), isAlive: processAlive },
+  log?: (message: string) => void,
 ): Promise<{ sessions: string[]; removed: StaleCleanup }> {
   const filters = labelFilter({ [LABELS.managed]: "true", [PREVIEW_LABELS.preview]: "true" });
   const [containers, networks, volumes] = await Promise.all([
@@ -95,7 +97,7 @@ export async function removeStalePreviews(
   const sessions = staleSessions(objects, self);
   const removed: StaleCleanup = { containers: 0, networks: 0, volumes: 0 };
   for (const session of sessions) {
-    const r = await cleanupStale({ [LABELS.session]: session }, { docker });
+    const r = await cleanupStale({ [LABELS.session]: session }, { docker, log });
     removed.containers += r.containers;
     removed.networks += r.networks;
     removed.volumes += r.volumes;
@@ -186,7 +188,7 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
   };
   // The engine first: without one nothing else is worth doing (the error names DOCKER_HOST and how to start one).
   const docker = await connectDocker({ docker: options.docker });
-  const stale = await removeStalePreviews(docker);
+  const stale = await removeStalePreviews(docker, undefined, (message) => emit({ type: "service-log", message }));
   if (stale.sessions.length > 0) emit({ type: "stale-removed", ...stale });
 
   checkpoint();
@@ -229,7 +231,7 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
       if (service) await service.close();
       else await driver.close();
       // Once more by label: a removal the engine was still busy with (409) must not leave a volume behind.
-      await cleanupStale({ [LABELS.session]: driver.session }, { docker }).catch((err: unknown) =>
+      await cleanupStale({ [LABELS.session]: driver.session }, { docker, log: (message) => emit({ type: "service-log", message }) }).catch((err: unknown) =>
         emit({ type: "service-log", message: `cleanup of preview session ${driver.session} failed: ${errorMessage(err)}` }),
       );
     })());
