@@ -164,6 +164,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
     cacheDir: join(dataDir, "artifact-cache"),
     stateDir: join(dataDir, "workers"),
     snapshotDir: join(dataDir, "snapshots"),
+    probeSnapshots: true,
     pool: options.pool ?? DEFAULT_DEV_POOL,
     sandbox: options.sandbox ?? options.settings?.sandbox ?? "auto",
     envAllow: options.settings?.workerEnvAllow,

@@ -211,6 +211,24 @@ export function sandboxFinding(setting: string, resolve: (setting: "auto" | "bwr
   };
 }
 
+/**
+ * Whether `snapshot: true` endpoints restore their workers from a checkpoint here (`problem` from the CRIU dry run,
+ * drivers/criu.ts). Never a failure: without checkpoints such workers start as usual, only slower. Pure.
+ */
+export function snapshotFinding(problem: string | undefined): Finding {
+  const check = "snapshots";
+  if (problem === undefined) return { check, level: "ok", detail: "CRIU checkpoints and restores here: snapshot: true endpoints' workers start from a snapshot" };
+  const installed = !/not installed|Linux only|needs root/.test(problem);
+  return {
+    check,
+    level: installed ? "warn" : "info",
+    detail: `snapshot: true endpoints start their workers without a snapshot here: ${problem}`,
+    fix: installed
+      ? "Run the service as root with CAP_SYS_RESOURCE (or a hard RLIMIT_NOFILE of at least fs.nr_open) and a CRIU that knows this kernel (docs/cold-start.md)."
+      : "Install CRIU 4.1 or newer and run the service as root on Linux to take snapshots (docs/cold-start.md).",
+  };
+}
+
 /** The exit of `svc doctor`: 1 when anything failed, else 0. Pure. */
 export function verdict(findings: Finding[]): 0 | 1 {
   return findings.some((f) => f.level === "fail") ? 1 : 0;

@@ -79,6 +79,11 @@ export interface ProcessDriverOptions {
   /** The CRIU binary snapshots use (default: `criu` on PATH). */
   criuPath?: string;
   /**
+   * Decide at once, in the background, whether this host can checkpoint (a dry run of a few seconds at most), so the
+   * first `snapshot: true` worker never waits for it (`svc server` and `svc dev`; default: on that first worker).
+   */
+  probeSnapshots?: boolean;
+  /**
    * Whether workers run sandboxed (default "none" for embedders; `svc server` and `svc dev` pass their setting,
    * "auto" unless the operator says otherwise): "auto" sandboxes where bubblewrap works here, "bwrap" insists,
    * "none" never. A sandbox already resolved may be passed (tests).
@@ -288,6 +293,8 @@ export interface ProcessDriver extends WorkerDriver {
   pooledPids(): number[];
   /** The snapshot images kept for an endpoint (one at most: its current revision's). */
   snapshotImages(endpointId: string): string[];
+  /** Why `snapshot: true` endpoints start without a snapshot here (undefined: they restore from one). */
+  snapshotProblem(): Promise<string | undefined>;
   /** The isolation workers run under, in words (`svc doctor`, the server's start line), and whether sandboxed. */
   readonly sandboxing: { sandboxed: boolean; description: string };
 }
@@ -331,6 +338,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     nodePath,
     criu: options.criuPath,
   });
+  // Its result is kept by the store; a host that cannot checkpoint is said once, by the first snapshot worker.
+  if (options.probeSnapshots && !sandbox) void snapshots.hostProblem();
   /** Send `name` to a running worker: its own pid where the driver's child is a wrapper (bwrap, criu). */
   const signalRunning = (running: Pick<Running, "child" | "innerPid">, name: NodeJS.Signals) => {
     if (running.innerPid === undefined) return running.child.kill(name);
@@ -559,6 +568,9 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     },
     snapshotImages(endpointId) {
       return snapshots.imageDirs(endpointId);
+    },
+    snapshotProblem() {
+      return sandbox ? Promise.resolve("its workers run sandboxed, and svc does not restore a sandboxed process tree") : snapshots.hostProblem();
     },
     pooledPids() {
       return pool.map((p) => (p.sandboxed ? p.sandboxed.innerPid : p.child.pid)).filter((pid): pid is number => pid !== undefined);

@@ -6,11 +6,11 @@
 // descriptor CRIU hands it at restore. Anything that fails falls back to a fresh start, with a notice.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { execa, execaSync } from "execa";
 import { createHash } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { SNAPSHOT_FD_ENV, SNAPSHOT_IDENTITY_KEYS, SNAPSHOT_READY, SNAPSHOT_READY_FD_ENV, type SnapshotIdentity } from "../runtime/snapshot.js";
+import { checkpointProblem, criuLogReason, CRIU_STALL_MS, progressSize, runCriu } from "./criu.js";
 import type { WorkerLaunch } from "./types.js";
 
 export interface SnapshotOptions {
@@ -28,6 +28,10 @@ export interface SnapshotOptions {
   templateTimeoutMs?: number;
   /** Where notices go (default: process.emitWarning). */
   notice?: (text: string) => void;
+  /** How long a dump or restore may make no progress before it is abandoned (default CRIU_STALL_MS). */
+  stallMs?: number;
+  /** Whether this host can checkpoint (default: checkpointProblem's dry run); tests replace it. */
+  hostProbe?: () => Promise<string | undefined>;
 }
 
 /** A worker restored from an image: `child` is its `criu restore` (which exits with it), `pid` the worker's. */
@@ -79,6 +83,8 @@ export interface SnapshotStore {
   imageDirs(endpointId: string): string[];
   /** Kill the templates still initialising (the driver is closing, or its process exits). */
   killTemplates(): void;
+  /** Why this host cannot checkpoint (undefined: it can), from its dry run (started by the first call). */
+  hostProblem(): Promise<string | undefined>;
 }
 
 export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
@@ -90,20 +96,9 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     said.add(key);
     notice(text);
   };
-  let hostChecked: string | undefined | null = null;
-  /** Why this host cannot checkpoint (undefined: it can), checked once. */
-  const hostProblem = (): string | undefined => {
-    if (hostChecked !== null) return hostChecked;
-    if (process.platform !== "linux") hostChecked = "CRIU runs on Linux only";
-    else if (typeof process.getuid === "function" && process.getuid() !== 0) hostChecked = "CRIU needs root here";
-    else {
-      const check = execaSync(criu, ["check"], { timeout: 20_000, reject: false, stdin: "ignore" });
-      if (check.exitCode === undefined && !check.timedOut) hostChecked = `${criu} is not installed (${check.code ?? check.shortMessage})`;
-      else if (check.exitCode !== 0) hostChecked = `\`${criu} check\` fails on this host: ${check.timedOut ? "timed out" : lastLine(String(check.stderr || check.stdout))}`;
-      else hostChecked = undefined;
-    }
-    return hostChecked;
-  };
+  let hostChecked: Promise<string | undefined> | undefined;
+  /** Why this host cannot checkpoint (undefined: it can): a real dry run, once per store. */
+  const hostProblem = (): Promise<string | undefined> => (hostChecked ??= options.hostProbe ? options.hostProbe() : checkpointProblem({ criu }));
   const making = new Map<string, Promise<boolean>>();
   const templates = new Set<ChildProcess>();
   // An image holds the runtime's code as it was: a rebuilt or upgraded runtime (same path) needs a new one.
@@ -165,12 +160,20 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     // Everything the initialisation wrote is in the files now (the runtime waits for its identity).
     relay();
     // Awaited, not run synchronously: a dump may take minutes, and the service answers meanwhile.
-    const dump = await execa(criu, ["dump", "--tree", String(runtimePid), "--images-dir", imageDir, "--log-file", "dump.log", "-v2"], { timeout: 300_000, reject: false, stdin: "ignore" });
+    // Verbose (-v4): the log's growth is how a dump that makes no progress is told from a long one.
+    const dump = await runCriu(criu, ["dump", "--tree", String(runtimePid), "--images-dir", imageDir, "--log-file", "dump.log", "-v4"], {
+      progress: [imageDir],
+      stallMs: options.stallMs,
+      timeoutMs: 300_000,
+    });
     template.kill("SIGKILL");
     // The pages hold the initialised worker's memory (its secrets among it): the service's alone, whatever
     // modes CRIU wrote them with.
     privateTree(imageDir);
-    if (dump.exitCode !== 0) throw new Error(`criu dump failed (${dump.timedOut ? "timed out after 300 s" : lastLine(readIfExists(join(imageDir, "dump.log")) || (dump.shortMessage ?? ""))})`);
+    if (dump.exitCode !== 0) {
+      const why = dump.startError ?? criuLogReason(readIfExists(join(imageDir, "dump.log")));
+      throw new Error(dump.abandoned ? `criu dump ${dump.abandoned} (${why}); abandoned` : `criu dump failed (${why})`);
+    }
     writeFileSync(join(imageDir, "ready"), JSON.stringify({ endpointId: launch.endpointId, revision: launch.revision, initMs }), { mode: 0o600 });
     launch.onLog({ ts: Date.now(), stream: "log", text: `[svc] snapshot taken after initialisation (${initMs} ms): workers of this revision start from it` });
     return true;
@@ -188,6 +191,7 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
         "--images-dir", imageDir,
         "--work-dir", work,
         "--log-file", "restore.log",
+        "-v4",
         "--pidfile", pidFile,
         // The template's output files and identity FIFO become this restore's pipes.
         "--inherit-fd", `fd[1]:${inheritName(join(imageDir, "init.out"))}`,
@@ -207,19 +211,34 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     channel.end(`${JSON.stringify(identity)}\n`);
     // The restored worker's PID (on this host): what stop() and kill() signal. Killing `criu restore` alone would
     // leave it running.
+    // A restore that makes no progress (its verbose log stops growing) before the worker exists is abandoned.
+    const stallMs = options.stallMs ?? CRIU_STALL_MS;
+    let progress = -1;
+    let progressAt = Date.now();
     const pid = await new Promise<number>((resolve, reject) => {
       const timer = setInterval(() => {
         const text = readIfExists(pidFile).trim();
         if (text) {
           clearInterval(timer);
           resolve(Number(text));
+          return;
+        }
+        const size = progressSize([work]);
+        if (size !== progress) {
+          progress = size;
+          progressAt = Date.now();
+        } else if (Date.now() - progressAt >= stallMs) {
+          clearInterval(timer);
+          const why = criuLogReason(readIfExists(join(work, "restore.log")));
+          child.kill("SIGKILL");
+          reject(new Error(`criu restore made no progress for ${Math.round(stallMs / 1000)} s (${why}); abandoned`));
         }
       }, 5);
       child.once("exit", (code) => {
         clearInterval(timer);
         const text = readIfExists(pidFile).trim();
         if (text) resolve(Number(text));
-        else reject(new Error(`criu restore failed (code ${code}: ${lastLine(readIfExists(join(work, "restore.log")))})`));
+        else reject(new Error(`criu restore failed (code ${code}: ${criuLogReason(readIfExists(join(work, "restore.log")))})`));
       });
       child.once("error", (err) => {
         clearInterval(timer);
@@ -237,9 +256,15 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
 
   return {
     async restore(launch, env, cwd) {
-      const refusal = snapshotRefusal(launch, hostProblem());
+      const launchRefusal = snapshotRefusal(launch, undefined);
+      const refusal = launchRefusal ?? (await hostProblem());
       if (refusal) {
-        sayOnce(refusal === hostProblem() ? "host" : `${launch.endpointId}:${refusal}`, `svc: snapshots are off for endpoint ${launch.endpointName}: ${refusal}; its workers start without one`);
+        sayOnce(launchRefusal ? `${launch.endpointId}:${refusal}` : "host", `svc: snapshots are off for endpoint ${launch.endpointName}: ${refusal}; its workers start without one`);
+        // Once per endpoint where its owner looks too: the endpoint's logs.
+        if (!said.has(`log:${launch.endpointId}`)) {
+          said.add(`log:${launch.endpointId}`);
+          launch.onLog({ ts: Date.now(), stream: "log", text: `[svc] snapshots are off: ${refusal}; workers start without one` });
+        }
         return undefined;
       }
       const key = snapshotKey(launch, templateEnvironment(env), runtime);
@@ -280,6 +305,7 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     killTemplates() {
       for (const template of templates) template.kill("SIGKILL");
     },
+    hostProblem,
     imageDirs(endpointId) {
       const endpointDir = join(options.dir, endpointId);
       if (!existsSync(endpointDir)) return [];
@@ -325,10 +351,4 @@ function readIfExists(file: string): string {
   } catch {
     return "";
   }
-}
-
-function lastLine(text: string): string {
-  const lines = text.split("\n").map((l) => l.trim()).filter(Boolean);
-  const error = lines.filter((l) => /Error/.test(l)).pop();
-  return (error ?? lines.pop() ?? "no output").slice(0, 300);
 }

@@ -4,29 +4,23 @@
 // snapshot and removes the old one; where CRIU cannot run, workers start as usual and a notice says why.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver, type ProcessDriver } from "../../src/drivers/process.js";
-import { createSnapshotStore } from "../../src/drivers/snapshot.js";
+import { checkpointProblem } from "../../src/drivers/criu.js";
+import { createSnapshotStore, snapshotKey, templateEnvironment } from "../../src/drivers/snapshot.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "snapshot-admin-key";
 
-/** Why real checkpoints cannot be taken here (undefined: they can). */
-function criuUnavailable(): string | undefined {
-  if (process.platform !== "linux") return "CRIU runs on Linux only";
-  if (process.getuid?.() !== 0) return "CRIU needs root";
-  const check = spawnSync("criu", ["check"], { encoding: "utf8" });
-  if (check.error) return "criu is not installed";
-  if (check.status !== 0) return `\`criu check\` fails on this host: ${(check.stderr || check.stdout).trim().split("\n")[0]}`;
-  return undefined;
-}
-const unavailable = criuUnavailable();
+// Whether real checkpoints can be taken here: the service's own dry run (a tiny process dumped and restored), not
+// `criu check` alone, which passes on hosts where a dump then never ends.
+const unavailable = await checkpointProblem();
 if (unavailable) console.warn(`test/runtime/snapshot.test.ts: checkpoint tests skipped: ${unavailable}`);
 
 describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
@@ -234,4 +228,89 @@ describe("where snapshots cannot be taken", () => {
     expect(await store.restore(launch, {}, tmpdir())).toBeUndefined();
     expect(notices.join("\n")).toMatch(/snapshots are off for endpoint llm: GPU memory cannot be checkpointed by CRIU/);
   });
+});
+
+describe.skipIf(process.platform !== "linux" || process.getuid?.() !== 0)("where a checkpoint makes no progress", () => {
+  // A fake CRIU (named so) whose `check` passes and whose dump and restore write a line and then hang, as CRIU does
+  // on a host without CAP_SYS_RESOURCE.
+  const hangingCriu = join(repo, "test", "fakes", "criu", "hanging-criu");
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "svc-snapshot-hang-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const launch = (logs: string[], endpointName: string) =>
+    ({ workerId: "w1", endpointId: `e-${endpointName}`, endpointName, computeType: "CPU", revision: "r1", onLog: (l: { text: string }) => logs.push(l.text) }) as never;
+  const pgrep = (pattern: string) => spawnSync("pgrep", ["-f", pattern], { encoding: "utf8" }).stdout.trim();
+
+  it("answers the first job promptly from a fresh worker and says why in the endpoint's logs", async () => {
+    const app = join(dir, "app");
+    cpSync(join(repo, "fixtures", "snapshot-app"), app, { recursive: true });
+    mkdirSync(join(app, "node_modules"));
+    symlinkSync(join(repo, "packages", "svc"), join(app, "node_modules", "svc"), "dir");
+    const driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "snapshots"), criuPath: hangingCriu, probeSnapshots: true });
+    const service = await startService({ dataDir: join(dir, "data"), apiKeys: [KEY], driver });
+    try {
+      const b = await buildProject(app);
+      const [endpoint] = await service.deploy({ app: b.manifest.app, env: "test", manifest: b.manifest, artifactPath: b.artifactPath });
+      const started = Date.now();
+      const r = await call(`${endpoint!.url}/runsync`, { key: KEY, body: { input: {} } });
+      const tookMs = Date.now() - started;
+      expect(r.body.status).toBe("COMPLETED");
+      // A fresh worker (not PID 1 of a restored namespace) that ran the ~2 s constructor itself, within seconds of
+      // the dry run's bound rather than the dump's old five minutes.
+      expect(r.body.output.pid).not.toBe(1);
+      expect(tookMs).toBeLessThan(20_000);
+      expect(await driver.snapshotProblem()).toMatch(/dry-run `criu dump` made no progress for 3 s/);
+      const logs = (await call(`${service.url}/v1/endpoints/${endpoint!.id}/logs`, { key: KEY })).body.lines.map((l: { text: string }) => l.text);
+      expect(logs.filter((t: string) => t.includes("[svc] snapshots are off: a dry-run `criu dump` made no progress"))).toHaveLength(1);
+    } finally {
+      await service.close();
+    }
+  }, 120_000);
+
+  it("abandons a dump that makes no progress within its bound and stops the template", async () => {
+    const logs: string[] = [];
+    const notices: string[] = [];
+    const runtime = join(dir, "ready-runtime.mjs");
+    // A template that initialises at once and waits to be checkpointed, as the runtime does.
+    writeFileSync(runtime, 'import { writeSync } from "node:fs";\nwriteSync(Number(process.env.SVC_SNAPSHOT_READY_FD), "ready\\n");\nsetInterval(() => undefined, 1000);\n');
+    const store = createSnapshotStore({
+      dir: join(dir, "dump-snapshots"),
+      runtimeEntry: runtime,
+      nodePath: process.execPath,
+      criu: hangingCriu,
+      stallMs: 1_000,
+      // The fake host passes its dry run, so the dump itself is what hangs.
+      hostProbe: async () => undefined,
+      notice: (t) => notices.push(t),
+    });
+    const started = Date.now();
+    expect(await store.restore(launch(logs, "dumped"), {}, dir)).toBeUndefined();
+    expect(Date.now() - started).toBeLessThan(6_000);
+    expect(notices.join("\n")).toMatch(/snapshot of endpoint dumped not used \(criu dump made no progress for 1 s \(.*RLIMIT_NOFILE.*\); abandoned\)/);
+    expect(logs.join("\n")).toMatch(/\[svc\] snapshot not used: criu dump made no progress/);
+    await until(async () => (pgrep(runtime) === "" && pgrep("hanging-criu") === "" ? true : undefined), 5_000);
+  }, 60_000);
+
+  it("abandons a restore that makes no progress within its bound, drops the image and starts fresh", async () => {
+    const logs: string[] = [];
+    const notices: string[] = [];
+    const runtime = join(dir, "restore-runtime.mjs");
+    writeFileSync(runtime, "setInterval(() => undefined, 1000);\n");
+    const snapshots = join(dir, "restore-snapshots");
+    // An image that exists (as one a working dump left), restored by a CRIU that hangs.
+    const options = { dir: snapshots, runtimeEntry: runtime, nodePath: process.execPath, criu: hangingCriu, stallMs: 1_000, hostProbe: async () => undefined, notice: (t: string) => notices.push(t) };
+    const imageDir = join(snapshots, "e-restored", snapshotKey({ endpointId: "e-restored", revision: "r1" }, templateEnvironment({}), { entry: runtime, node: process.execPath, nodeVersion: process.version, entryModified: statSync(runtime).mtimeMs }));
+    mkdirSync(imageDir, { recursive: true });
+    writeFileSync(join(imageDir, "ready"), "{}");
+    const store = createSnapshotStore(options);
+    expect(store.imageDirs("e-restored")).toEqual([imageDir]);
+    const started = Date.now();
+    expect(await store.restore(launch(logs, "restored"), {}, dir)).toBeUndefined();
+    expect(Date.now() - started).toBeLessThan(6_000);
+    expect(notices.join("\n")).toMatch(/snapshot of endpoint restored not used \(criu restore made no progress for 1 s .*; abandoned\)/);
+    expect(existsSync(imageDir)).toBe(false);
+    await until(async () => (pgrep("hanging-criu") === "" ? true : undefined), 5_000);
+  }, 60_000);
 });

@@ -3,8 +3,9 @@
 
 import type { Command } from "commander";
 import { DEFAULT_SERVER_PORT } from "./server.js";
-import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, postgresServerFinding, sandboxFinding, serviceFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, postgresServerFinding, sandboxFinding, serviceFinding, snapshotFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
 import { resolveSandbox } from "../../drivers/sandbox/index.js";
+import { checkpointProblem } from "../../drivers/criu.js";
 import { envSetting } from "svc/internal";
 import { colorWanted, createOutput, styles as pc } from "../output.js";
 import { serviceTarget } from "../target.js";
@@ -45,6 +46,7 @@ export function register(program: Command): void {
           // The service just reached may be what holds the port: not a problem to fix.
           service.then((f) => portFinding(DEFAULT_SERVER_PORT, "svc server's default port", f.level === "ok" ? target.url : undefined)).then((f) => [f]),
           Promise.resolve([sandboxFinding(envSetting("SVC_SANDBOX") ?? "auto", (setting) => resolveSandbox({ setting }))]),
+          checkpointProblem().then((problem) => [snapshotFinding(problem)]),
           // What only svc's own test suites use: a user building endpoints needs none of it.
           Promise.resolve(o.dev ? [chromiumFinding(), postgresServerFinding()] : []),
         ])

@@ -93,7 +93,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
   let mod: {
-    createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string; snapshotDir?: string; pool?: number; sandbox?: ServerConfig["sandbox"]; envAllow?: string[] }) => WorkerDriver & { sandboxing?: Isolation };
+    createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string; snapshotDir?: string; probeSnapshots?: boolean; pool?: number; sandbox?: ServerConfig["sandbox"]; envAllow?: string[] }) => WorkerDriver & { sandboxing?: Isolation };
   };
   try {
     mod = (await import(modulePath)) as typeof mod;
@@ -111,6 +111,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     cacheDir: join(dataDir, "artifact-cache"),
     stateDir: join(dataDir, "workers"),
     snapshotDir: join(dataDir, "snapshots"),
+    probeSnapshots: true,
     pool,
     sandbox: config.sandbox,
     envAllow: config.workerEnvAllow,
