@@ -2,7 +2,6 @@
 // large table for ~2 s): a job submitted at zero workers until its result, when the worker is restored from a
 // snapshot taken after the constructor (process driver, CRIU) beside the same endpoint without a snapshot, whose
 // fresh worker runs the constructor. Same build, same machine, samples interleaved.
-import { spawnSync } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,15 +14,6 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const SAMPLES = 5;
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function criuProblem() {
-  if (process.platform !== "linux") return "CRIU runs on Linux only";
-  if (process.getuid?.() !== 0) return "CRIU needs root";
-  const check = spawnSync("criu", ["check"], { encoding: "utf8" });
-  if (check.error) return "criu is not installed";
-  if (check.status !== 0) return `criu check fails: ${(check.stderr || check.stdout).trim().split("\n")[0]}`;
-  return undefined;
-}
 
 async function endpointOf(work, name, manifest, build) {
   const { startService } = await import(`${root}dist/service/index.js`);
@@ -52,7 +42,9 @@ async function endpointOf(work, name, manifest, build) {
 }
 
 export async function run() {
-  const problem = criuProblem();
+  // The service's own dry run: where it says no, the service starts fresh workers, and there is nothing to compare.
+  const { checkpointProblem } = await import(`${root}dist/drivers/criu.js`);
+  const problem = await checkpointProblem();
   if (problem) {
     return [{ name: "restored vs fresh first result", value: "-", unit: "", baselineName: `not measured: ${problem}`, baseline: "-", ratio: "-", target: "<= 0.3x", met: undefined }];
   }
