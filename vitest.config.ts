@@ -19,7 +19,7 @@ export default defineConfig({
     ],
   },
   test: {
-    include: alone ? ALONE : ["src/**/*.test.ts", "packages/*/src/**/*.test.ts", "test/**/*.test.ts"],
+    include: alone ? ALONE : ["src/**/*.test.ts", "packages/*/src/**/*.test.ts", "console/**/*.test.ts", "test/**/*.test.ts"],
     exclude: alone ? [] : ["**/node_modules/**", ...ALONE],
     testTimeout: 60_000,
     hookTimeout: 120_000,

@@ -3,7 +3,7 @@
 
 import { api, ApiProblem } from "./api.js";
 import type { CallableFunction } from "./forms.js";
-import type { Gpu } from "./gpus-data.js";
+import type { HealthAnswer } from "../src/service/http/answers.js";
 
 export interface RestEndpoint {
   id: string;
@@ -50,21 +50,8 @@ export interface EndpointSummary {
   build?: string | null;
 }
 
-export interface Health {
-  jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
-  workers: { idle: number; running: number; initializing?: number; draining?: number; unhealthy?: number; throttled?: number };
-  /** Each worker: state, and since when (idle: since its last job ended; else since it started). */
-  workerList?: Array<{ id: string; state: "initializing" | "idle" | "running"; since: number; draining: boolean }>;
-  /** Why workers are held back: "waiting for a GPU (HOPPER_141: 2 of 2 in use)"; absent when none waits. */
-  throttledReason?: string;
-  /** The host's GPUs this endpoint's workers hold (absent where the service assigns no GPUs). */
-  gpus?: Gpu[];
-  coldStarts: { count: number; lastMs: number | null };
-  /** The last error of a worker that failed to start (absent: none since the service started). */
-  lastStartError?: { message: string; at: number };
-  /** Whether the service can write its store (ok false: submissions answer 503 until it clears). */
-  storage?: { ok: boolean; cause?: string; message?: string; since?: number };
-}
+/** An endpoint's `/health`, as the service defines it. */
+export type Health = HealthAnswer;
 
 export interface AppEnvironment {
   app: string;
@@ -109,37 +96,47 @@ export async function loadAppEnvironments(): Promise<AppEnvironment[]> {
   return all;
 }
 
-/** Both sources; a source the key may not read (403) is reported, not fatal. */
-export async function loadEndpoints(): Promise<{ endpoints: EndpointSummary[]; notes: string[] }> {
-  const notes: string[] = [];
+/**
+ * One list of both sources: REST endpoints as they are, deployed ones (which `GET /v1/endpoints` names too, with
+ * their status) from their apps, with app, environment and status. Pure.
+ */
+export function endpointSummaries(rest: RestEndpoint[], environments: AppEnvironment[]): EndpointSummary[] {
   const endpoints: EndpointSummary[] = [];
   // Deployed endpoints' status (WAITING for a GPU, and why), by id.
   const deployed = new Map<string, { status: string; statusReason: string | null }>();
-  try {
-    const rest = await api<RestEndpoint[]>("/v1/endpoints");
-    for (const e of rest) {
-      // The list names deployed endpoints too; they come below, from their apps, with app and environment.
-      if ((e as { source?: string }).source === "deploy") {
-        deployed.set(e.id, { status: e.status, statusReason: e.statusReason });
-        continue;
-      }
-      endpoints.push({ id: e.id, name: e.name, type: "queue", source: "rest", workersMin: e.workersMin, workersMax: e.workersMax, status: e.status, statusReason: e.statusReason, gpuTypeIds: e.gpuTypeIds, rest: e, url: e.url });
+  for (const e of rest) {
+    if ((e as { source?: string }).source === "deploy") {
+      deployed.set(e.id, { status: e.status, statusReason: e.statusReason });
+      continue;
     }
+    endpoints.push({ id: e.id, name: e.name, type: "queue", source: "rest", workersMin: e.workersMin, workersMax: e.workersMax, status: e.status, statusReason: e.statusReason, gpuTypeIds: e.gpuTypeIds, rest: e, url: e.url });
+  }
+  for (const env of environments) {
+    for (const e of env.endpoints) {
+      endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax, gpuTypeIds: e.gpuTypeIds, functions: e.functions, url: e.url, deployed: e, build: env.build, ...deployed.get(e.id) });
+    }
+  }
+  return endpoints;
+}
+
+/** Both sources; a source the key may not read (403) is reported, not fatal. */
+export async function loadEndpoints(): Promise<{ endpoints: EndpointSummary[]; notes: string[] }> {
+  const notes: string[] = [];
+  let rest: RestEndpoint[] = [];
+  let environments: AppEnvironment[] = [];
+  try {
+    rest = await api<RestEndpoint[]>("/v1/endpoints");
   } catch (err) {
     if (!(err instanceof ApiProblem && err.status === 403)) throw err;
     notes.push(`Endpoints created in the console are hidden: ${err.detail}`);
   }
   try {
-    for (const env of await loadAppEnvironments()) {
-      for (const e of env.endpoints) {
-        endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax, gpuTypeIds: e.gpuTypeIds, functions: e.functions, url: e.url, deployed: e, build: env.build, ...deployed.get(e.id) });
-      }
-    }
+    environments = await loadAppEnvironments();
   } catch (err) {
     if (!(err instanceof ApiProblem && err.status === 403)) throw err;
     notes.push(`Some app endpoints are hidden: ${err.detail}`);
   }
-  return { endpoints, notes };
+  return { endpoints: endpointSummaries(rest, environments), notes };
 }
 
 export async function loadHealth(id: string): Promise<Health | null> {

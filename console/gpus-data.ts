@@ -1,39 +1,13 @@
 // The host's GPUs as the service reports them (`GET /v1/gpus`, and an endpoint's `/health` `gpus`), and the pure
 // helpers the GPU views share: who holds a GPU, how much of it is in use, which GPUs each worker holds.
 
+import type { GpuAnswer, GpuHolderAnswer, GpuListAnswer } from "../src/service/http/answers.js";
 import { api } from "./api.js";
 
-/** The worker a GPU is given to, as its owner (or the operator) sees it. */
-export interface GpuHolder {
-  workerId: string;
-  endpointId: string;
-  /** The type of the endpoint's list it was allocated as (null: rebuilt after a restart without it). */
-  typeId: string | null;
-}
-
-/** One GPU of the service's host (docs/gpus.md, "Seeing the GPUs"). */
-export interface Gpu {
-  index: number;
-  uuid: string;
-  name: string;
-  typeIds: string[];
-  memoryTotalMiB: number;
-  memoryUsedMiB: number | null;
-  utilizationPercent: number | null;
-  migMode: string | null;
-  /** null: free; `{held: true}`: another user's worker holds it. */
-  holder: GpuHolder | { held: true } | null;
-}
-
-export interface GpuList {
-  gpus: Gpu[];
-  driverVersion: string | null;
-  cudaVersion: string | null;
-  /** Whether workers get GPUs of their own (the host has GPUs and the service's workers run on it). */
-  assigning: boolean;
-  /** Why the last read of nvidia-smi failed (the GPUs shown are those last read). */
-  error?: string;
-}
+/** The GPUs as the service defines its answers (`GET /v1/gpus`, `/health`'s `gpus`). */
+export type GpuHolder = GpuHolderAnswer;
+export type Gpu = GpuAnswer;
+export type GpuList = GpuListAnswer;
 
 /** `refresh`: the service reads nvidia-smi again first, instead of answering with its last sample. */
 export function loadGpus(refresh = false): Promise<GpuList> {

@@ -1,24 +1,12 @@
 // The Usage page's numbers (`GET /v1/usage`): the route's hourly rows added up per endpoint, and seconds in units a
 // person reads. Pure, apart from `loadUsage`.
 
+import type { UsageAnswer, UsageHourAnswer } from "../src/service/http/answers.js";
 import { api } from "./api.js";
 
-export interface UsageHour {
-  hour: string;
-  userId: string;
-  endpointId: string;
-  gpuType: string | null;
-  workerSeconds: number;
-  gpuSeconds: number;
-  jobs: number;
-}
-
-export interface Usage {
-  from: string;
-  to: string;
-  hours: UsageHour[];
-  totals: { workerSeconds: number; gpuSeconds: number; jobs: number; gpuSecondsByType: Record<string, number> };
-}
+/** `GET /v1/usage`'s answer, as the service defines it. */
+export type UsageHour = UsageHourAnswer;
+export type Usage = UsageAnswer;
 
 export type UsageWindow = "24h" | "7d";
 

@@ -4,7 +4,7 @@ import type { Command } from "commander";
 import { parseSince } from "../duration.js";
 import { management, table } from "../management.js";
 import { createOutput } from "../output.js";
-import type { UsageAnswer } from "../../service/metrics/routes.js";
+import type { UsageAnswer } from "../../service/http/answers.js";
 
 
 const seconds = (n: number) => n.toFixed(1);

@@ -24,6 +24,7 @@ import type { StartFailures } from "../releases/start-failures.js";
 import type { LbRouter } from "../lb/index.js";
 import type { HostGpus } from "../../gpus/host.js";
 import type { Store } from "../store/types.js";
+import type { HealthAnswer } from "../http/answers.js";
 
 /** What the job API needs of the service: its jobs, its endpoints, and what /health reports beside them. */
 export interface JobDeps {
@@ -306,7 +307,7 @@ function healthJson(ctx: JobDeps, endpoint: EndpointRow): string {
   const gpuWait = ctx.scaler()?.gpuWait(endpoint.id);
   if (gpuWait) workers.throttled += gpuWait.workers;
   const hostGpus = ctx.gpus?.();
-  return JSON.stringify({
+  const answer: HealthAnswer = {
     ...health,
     workers,
     // Each worker: its state and since when (idle: since its last job ended; else since it started).
@@ -320,7 +321,8 @@ function healthJson(ctx: JobDeps, endpoint: EndpointRow): string {
     ...(stopFailures ? { stopFailures } : {}),
     // Whether the service can write (a full disk makes every write 503 until it clears).
     storage: ctx.engine.storageState(),
-  });
+  };
+  return JSON.stringify(answer);
 }
 
 async function status(call: JobCall, sync: boolean): Promise<void> {

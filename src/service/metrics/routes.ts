@@ -12,6 +12,7 @@ import { HttpProblem } from "../http/problems.js";
 import { sendJson } from "../http/wire.js";
 import type { ServiceMetrics, Window } from "./index.js";
 import type { UsageRow } from "./usage-store.js";
+import type { UsageAnswer } from "../http/answers.js";
 
 export interface MetricsDeps {
   metrics?: ServiceMetrics;
@@ -108,9 +109,7 @@ export function usageQuery(query: URLSearchParams, p: Principal, now: number): {
 }
 
 /** `GET /v1/usage`'s answer: the span asked (whole hours) and its rows, with their totals. */
-export type UsageAnswer = ReturnType<typeof usageAnswer>;
-
-function usageAnswer(q: { from: number; to: number }, rows: UsageRow[]) {
+function usageAnswer(q: { from: number; to: number }, rows: UsageRow[]): UsageAnswer {
   const totals = { workerSeconds: 0, gpuSeconds: 0, jobs: 0, gpuSecondsByType: {} as Record<string, number> };
   for (const r of rows) {
     totals.workerSeconds += r.workerSeconds;

@@ -8,6 +8,7 @@ import { DEFAULT_USER, isAdmin, type Principal } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
 import { requireAccess } from "../management/context.js";
 import type { GpuView, HostGpus } from "../../gpus/host.js";
+import type { GpuListAnswer } from "../http/answers.js";
 
 /** What the GPU list needs: this host's GPUs, and whose endpoint a holding worker serves. */
 export interface GpuDeps {
@@ -25,17 +26,18 @@ export function visibleHolder(view: GpuView, principal: Principal, ownerOf: (end
 export async function gpuList(call: RouteCall<GpuDeps>): Promise<void> {
   requireAccess(call.principal, "gpus", false);
   const gpus = call.ctx.gpus?.();
-  if (!gpus) return sendJson(call.res, { gpus: [], driverVersion: null, cudaVersion: null, assigning: false });
+  if (!gpus) return sendJson(call.res, { gpus: [], driverVersion: null, cudaVersion: null, assigning: false } satisfies GpuListAnswer);
   if (["1", "true"].includes(call.url.searchParams.get("refresh") ?? "")) await gpus.refresh();
   const owner = (endpointId: string) => call.ctx.endpoints.get(endpointId)?.userId;
   const inventory = gpus.inventory;
-  sendJson(call.res, {
+  const answer: GpuListAnswer = {
     gpus: gpus.view().map((g) => ({ ...g, holder: visibleHolder(g, call.principal, owner) })),
     driverVersion: inventory.driverVersion,
     cudaVersion: inventory.cudaVersion,
     assigning: gpus.assigning,
     ...(gpus.readError ? { error: gpus.readError } : {}),
-  });
+  };
+  sendJson(call.res, answer);
 }
 
 export const GPU_ROUTES: ReadonlyArray<Route<GpuDeps>> = [

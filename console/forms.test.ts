@@ -1,8 +1,8 @@
 // The console's pure form helpers: the API's `$.field: message` errors by field, env lines, key scopes.
 
 import { expect, it } from "vitest";
-import { fieldErrors } from "../../console/api.js";
-import { endpointCurl, envText, exampleBody, parseEnv, scopesOf, sensibleExample } from "../../console/forms.js";
+import { fieldErrors } from "./api.js";
+import { endpointCurl, envText, exampleBody, parseEnv, scopesOf, sensibleExample } from "./forms.js";
 
 it("groups the API's 422 errors by top-level field, keeping the rest apart", () => {
   expect(
@@ -21,7 +21,7 @@ it("adds a jobs:<id> scope per endpoint id typed", () => {
 });
 
 it("says how long ago or until a time is, in words", async () => {
-  const { relativeTime } = await import("../../console/forms.js");
+  const { relativeTime } = await import("./forms.js");
   const now = 1_000_000_000_000;
   expect(relativeTime(now - 10_000, now)).toBe("just now");
   expect(relativeTime(now - 5 * 60_000, now)).toBe("5 min ago");
@@ -31,7 +31,7 @@ it("says how long ago or until a time is, in words", async () => {
 });
 
 it("starts Try it from the function's example input, naming the function when there are several", async () => {
-  const { exampleBody } = await import("../../console/forms.js");
+  const { exampleBody } = await import("./forms.js");
   const prompt = { prompt: "Hello! Say something nice in one sentence." };
   expect(JSON.parse(exampleBody([], undefined))).toEqual({ input: prompt });
   expect(JSON.parse(exampleBody([{ name: "echo", kind: "function" }], undefined))).toEqual({ input: prompt });

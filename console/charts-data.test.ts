@@ -2,8 +2,8 @@
 // its numbers.
 
 import { expect, it } from "vitest";
-import { ApiProblem } from "../../console/api.js";
-import { chartSpecs, formatDuration, isolated, metricsTurnedOff, workerStates, type MetricsPoint, type MetricsSeries } from "../../console/charts-data.js";
+import { ApiProblem } from "./api.js";
+import { chartSpecs, formatDuration, isolated, metricsTurnedOff, workerStates, type MetricsPoint, type MetricsSeries } from "./charts-data.js";
 
 const jobs = (COMPLETED = 0, FAILED = 0) => ({ COMPLETED, FAILED, CANCELLED: 0, TIMED_OUT: 0 });
 const point = (t: string, over: Partial<MetricsPoint> = {}): MetricsPoint => ({

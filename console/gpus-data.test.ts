@@ -1,7 +1,7 @@
 // The console's pure GPU helpers: who holds a GPU, memory as people read it, and the GPUs per worker.
 
 import { expect, it } from "vitest";
-import { formatMiB, gpusByWorker, holdingOf, memoryText, type Gpu } from "../../console/gpus-data.js";
+import { formatMiB, gpusByWorker, holdingOf, memoryText, type Gpu } from "./gpus-data.js";
 
 const gpu = (index: number, holder: Gpu["holder"]): Gpu => ({
   index,

@@ -1,0 +1,74 @@
+// The shapes of the service's read answers that other programs read: the console (bundled for the browser), the
+// CLI's rendering, and the service's own routes, which build them against these types so that a change on one side
+// is a compile error on the other. Types only, importing nothing: the console type-checks this file under its own
+// DOM configuration, without Node's types.
+
+/** The worker a GPU is given to, as its owner (or the operator) sees it. */
+export interface GpuHolderAnswer {
+  workerId: string;
+  endpointId: string;
+  /** The type of the endpoint's list it was allocated as (null: rebuilt after a restart without it). */
+  typeId: string | null;
+}
+
+/** One GPU of the service's host (docs/gpus.md, "Seeing the GPUs"). */
+export interface GpuAnswer {
+  index: number;
+  uuid: string;
+  name: string;
+  typeIds: string[];
+  memoryTotalMiB: number;
+  memoryUsedMiB: number | null;
+  utilizationPercent: number | null;
+  migMode: string | null;
+  /** null: free; `{held: true}`: another user's worker holds it. */
+  holder: GpuHolderAnswer | { held: true } | null;
+}
+
+/** `GET /v1/gpus`. */
+export interface GpuListAnswer {
+  gpus: GpuAnswer[];
+  driverVersion: string | null;
+  cudaVersion: string | null;
+  /** Whether workers get GPUs of their own (the host has GPUs and the service's workers run on it). */
+  assigning: boolean;
+  /** Why the last read of nvidia-smi failed (the GPUs shown are those last read). */
+  error?: string;
+}
+
+/** One hour of one endpoint's use (`GET /v1/usage`'s `hours`). */
+export interface UsageHourAnswer {
+  /** The hour's start, ISO 8601. */
+  hour: string;
+  userId: string;
+  endpointId: string;
+  gpuType: string | null;
+  workerSeconds: number;
+  gpuSeconds: number;
+  jobs: number;
+}
+
+/** `GET /v1/usage`: the span asked (whole hours) and its rows, with their totals. */
+export interface UsageAnswer {
+  from: string;
+  to: string;
+  hours: UsageHourAnswer[];
+  totals: { workerSeconds: number; gpuSeconds: number; jobs: number; gpuSecondsByType: Record<string, number> };
+}
+
+/** `GET /v2/{endpoint}/health`: the interface's fields and what svc adds to them. */
+export interface HealthAnswer {
+  jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
+  workers: { idle: number; running: number; initializing?: number; draining?: number; unhealthy?: number; throttled?: number };
+  /** Each worker: state, and since when (idle: since its last job ended; else since it started). */
+  workerList?: Array<{ id: string; state: "initializing" | "idle" | "running"; since: number; draining: boolean }>;
+  /** Why workers are held back: "waiting for a GPU (HOPPER_141: 2 of 2 in use)"; absent when none waits. */
+  throttledReason?: string;
+  /** The host's GPUs this endpoint's workers hold (absent where the service assigns no GPUs). */
+  gpus?: GpuAnswer[];
+  coldStarts: { count: number; lastMs: number | null };
+  /** The last error of a worker that failed to start (absent: none since the service started). */
+  lastStartError?: { message: string; at: number };
+  /** Whether the service can write its store (ok false: submissions answer 503 until it clears). */
+  storage?: { ok: boolean; cause?: string; message?: string; since?: number; droppedLogLines?: number };
+}
