@@ -24,7 +24,7 @@ export const title = "replicas on PostgreSQL: 3 vs 1, /runsync through a followe
 /**
  * Rounds counted per measure, after one that is not: an even number, so that each side of a pair goes first as often.
  * Ten, not six: on this shared 2-core host one pair of rounds can differ by a third, and six rounds' medians of the
- * same code ranged 0.81-0.96x over nine runs in one evening (docs/scale-out.md).
+ * same code ranged 0.81-0.96x over nine runs (docs/design/0014-bench-method.md).
  */
 const COUNTED_ROUNDS = 10;
 

@@ -93,7 +93,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await templateForm.getByRole("button", { name: "Create template" }).click();
     await page.getByText("Created template echo code.").waitFor();
     await page.getByRole("table", { name: "Templates" }).getByRole("rowheader", { name: /echo code/ }).waitFor();
-    // The endpoints page no longer carries the template form.
+    // The endpoints page carries no template form.
     await page.getByRole("link", { name: "Endpoints" }).click();
     await page.getByRole("heading", { name: "Endpoints", level: 1 }).waitFor();
     expect(await page.getByRole("form", { name: "New template" }).count()).toBe(0);

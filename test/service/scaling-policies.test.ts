@@ -90,7 +90,7 @@ it("REQUEST_COUNT: the workers are ceil((queued + in progress) / value), never m
   const from = Date.now();
   const ids: string[] = [];
   for (let i = 0; i < 5; i++) ids.push(await submit("counted", { input: { ms: 2500 } }));
-  // 5 jobs, value 2: 3 workers (the old rule, one per job up to workersMax 4, would start 4).
+  // 5 jobs, value 2: 3 workers (one per job up to workersMax 4 would start 4).
   const seen = await sample("counted", 4000, from);
   const most = Math.max(...seen.map((s) => s.workers));
   expect(most, JSON.stringify({ start, seen })).toBe(3);

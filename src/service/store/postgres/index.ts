@@ -196,7 +196,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   // there, so a plan made while a table was nearly empty (when reading it whole is cheapest) still goes through
   // the index once it is large; these statements never need to read a table whole. Planning was a third of the
   // database's time on a follower's inserts of a few jobs each, ~0.2 ms of a /runsync's final commit, and 18 µs a
-  // job of every batch of takes and results (docs/performance.md). Opened on first use.
+  // job of every batch of takes and results (docs/design/0004-postgres-plans.md). Opened on first use.
   let plannedOncePool: pg.Pool | undefined;
   const plannedOnce = () => safe((plannedOncePool ??= newPool(2, PLANNED_ONCE_SETTINGS)));
   const first = await pool.connect();
@@ -602,7 +602,7 @@ const sqlValue = (v: unknown) => (v === undefined ? null : v);
 /**
  * Jobs inserted whole, as one statement with one parameter: the rows as JSON, read by json_to_recordset. One
  * JSON.stringify a batch, where an array a column had node-postgres escape every value into an array literal:
- * less CPU a job in the service and in PostgreSQL, a few per cent more jobs a second (docs/performance.md).
+ * less CPU a job in the service and in PostgreSQL, a few per cent more jobs a second (docs/design/0005-postgres-one-statement-batches.md).
  */
 function jobInsert(jobs: JobRow[]): Statement {
   return { text: JOB_INSERT, values: [jobsJson(jobs)], planOnce: true };
