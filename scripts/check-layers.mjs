@@ -83,6 +83,12 @@ export const RULES = [
     to: (target, file) => !target.startsWith(`packages/${PACKAGE.exec(file)[1]}/`),
   },
   {
+    name: "wire-is-a-leaf",
+    why: "the worker protocols are defined once in src/wire/ for both sides: the runtime and the service import them, they import neither",
+    from: (file) => file.startsWith("src/wire/"),
+    to: (target) => target.startsWith("src/") && !target.startsWith("src/wire/") && target !== "src/errors.ts",
+  },
+  {
     name: "drivers-below-service",
     why: "drivers start and stop workers for the service; they do not reach into it",
     from: (file) => file.startsWith("src/drivers/"),

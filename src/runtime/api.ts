@@ -5,40 +5,9 @@
 import { KeepAliveClient, type HttpAnswer } from "svc/internal";
 import { ApiError, type Problem } from "../errors.js";
 
-export interface TakenJob {
-  id: string;
-  lease: string;
-  function?: string;
-  input: unknown;
-  executionTimeoutMs?: number;
-  attempt?: number;
-  /** The W3C trace context of the job's run, when the service traces (docs/worker-protocol.md). */
-  traceparent?: string;
-}
-
-export interface RegisterResponse {
-  endpoint: { id: string; name: string; executionTimeoutMs?: number; maxConcurrency?: number };
-  leaseMs: number;
-  heartbeatMs: number;
-  /** The service records results a `take` carries (older services ignore them: send none then). */
-  takeResults?: boolean;
-}
-
-export interface JobResult {
-  jobId: string;
-  lease: string;
-  status: "COMPLETED" | "FAILED";
-  output?: unknown;
-  /** `retryable: false`: fail the job without an automatic retry (the handler threw a NonRetryableError). */
-  error?: { message: string; type?: string; stack?: string; retryable?: boolean };
-}
-
-export interface LogLine {
-  ts: number;
-  stream: "stdout" | "stderr" | "log";
-  jobId?: string;
-  text: string;
-}
+// The messages, defined once with the service's side (src/wire/worker.ts).
+export type { JobResult, LogLine, TakenJob } from "../wire/worker.js";
+export type { RegisterAnswer as RegisterResponse } from "../wire/worker.js";
 
 export interface RequestOptions {
   signal?: AbortSignal;
@@ -48,13 +17,6 @@ export interface RequestOptions {
 
 /** Thrown for a response that is not JSON 2xx; carries the problem body. */
 export class WorkerApiError extends ApiError {}
-
-/** The service forgot this worker (it restarted without it, or reaped it): register again. */
-export function isUnknownWorker(err: unknown): boolean {
-  if (!(err instanceof ApiError)) return false;
-  if (err.status !== 404 && err.status !== 410) return false;
-  return /unknown worker|worker .*not (found|known|registered)/i.test(`${err.problem.title} ${err.problem.detail}`);
-}
 
 /** Worth retrying: the network failed, the service is overloaded or restarting. Other 4xx are our bugs. */
 export function isTransient(err: unknown): boolean {

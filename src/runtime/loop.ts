@@ -14,7 +14,6 @@ import { projectRelativeStack, userStack } from "../build/source-paths.js";
 import {
   backoffMs,
   isTransient,
-  isUnknownWorker,
   sleep,
   type JobResult,
   type RegisterResponse,
@@ -24,6 +23,7 @@ import {
 import { jobScope } from "./logs.js";
 import { parseTraceparent, runInTrace } from "./trace.js";
 import { ProgressSender } from "./progress.js";
+import { recordedAlready, type ResultAnswer } from "../wire/worker.js";
 
 export interface WorkerLoopOptions {
   api: Pick<WorkerApi, "post">;
@@ -54,8 +54,6 @@ interface PendingResult {
   resent?: boolean;
 }
 
-/** A refusal saying the result was recorded already (by an earlier attempt of the same request). */
-const alreadyRecorded = (reason: string | undefined) => reason === "job is COMPLETED" || reason === "job is FAILED";
 
 interface RunningJob {
   job: TakenJob;
@@ -110,7 +108,8 @@ export function errorOf(err: unknown): NonNullable<JobResult["error"]> {
 /** "TypeError: message (at file:line:col)": the error and where it was thrown, on one line. Pure. */
 export function failureLine(error: NonNullable<JobResult["error"]>): string {
   const where = error.stack?.split("\n").find((line) => /^\s+at /.test(line))?.trim().replace(/^at /, "");
-  const head = error.type && error.type !== "string" ? `${error.type}: ${error.message}` : error.message;
+  const message = error.message ?? "";
+  const head = error.type && error.type !== "string" ? `${error.type}: ${message}` : message;
   return where ? `${head} (at ${where})` : head;
 }
 
@@ -236,7 +235,7 @@ export class WorkerLoop {
         } catch (err) {
           // Told to stop while the service is away: nothing is held yet, so there is nothing to wait for.
           if (this.draining && !this.registered) return;
-          if (!isTransient(err) && !isUnknownWorker(err)) throw err;
+          if (!isTransient(err)) throw err;
           if (this.checkOrphaned()) return;
           await sleep(backoffMs(attempt), this.draining ? this.backgroundAbort.signal : this.takeAbort.signal);
           if (this.backgroundAbort.signal.aborted || (this.draining && !this.registered)) return;
@@ -246,15 +245,6 @@ export class WorkerLoop {
       this.registering = undefined;
     });
     return this.registering;
-  }
-
-  private async reRegister(): Promise<void> {
-    this.options.note("the service does not know this worker (restarted?); registering again");
-    try {
-      await this.register();
-    } catch (err) {
-      this.options.note(`registering again failed: ${errorMessage(err)}`);
-    }
   }
 
   private checkOrphaned(): boolean {
@@ -273,7 +263,7 @@ export class WorkerLoop {
   }
 
   /**
-   * POST with retries for transient failures; re-registers when the service forgot this worker. Gives up
+   * POST with retries for transient failures. Gives up
    * (throws) on other 4xx answers, after `attempts`, or once the worker is finished.
    */
   private async call<T>(route: string, body: unknown, opts: { attempts?: number; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<T> {
@@ -284,13 +274,7 @@ export class WorkerLoop {
         return result;
       } catch (err) {
         if (opts.signal?.aborted || this.orphaned) throw err;
-        if (isUnknownWorker(err)) {
-          await this.reRegister();
-        } else if (!isTransient(err)) {
-          throw err;
-        } else if (this.checkOrphaned()) {
-          throw err;
-        }
+        if (!isTransient(err) || this.checkOrphaned()) throw err;
         if (opts.attempts !== undefined && attempt + 1 >= opts.attempts) throw err;
         await sleep(backoffMs(attempt), opts.signal);
       }
@@ -324,7 +308,7 @@ export class WorkerLoop {
       try {
         const head = `{"workerId":${JSON.stringify(this.options.workerId)},"max":${free},"waitMs":${this.takeWaitMs}`;
         const body = carried.length > 0 ? `${head},"results":[${carried.map((c) => c.json).join(",")}]}` : `${head}}`;
-        const response = await this.call<{ jobs?: TakenJob[]; results?: Array<{ jobId: string; accepted: boolean; reason?: string }> }>("take", body, {
+        const response = await this.call<{ jobs?: TakenJob[]; results?: ResultAnswer[] }>("take", body, {
           signal: this.takeAbort.signal,
           timeoutMs: this.takeWaitMs + 15_000,
         });
@@ -366,11 +350,11 @@ export class WorkerLoop {
   }
 
   /** The service answered for `sent`: note refusals worth noting and stop renewing those leases. */
-  private resultsAnswered(sent: PendingResult[], answers: Array<{ jobId: string; accepted: boolean; reason?: string }> | undefined, mayBeRetry = false): void {
+  private resultsAnswered(sent: PendingResult[], answers: ResultAnswer[] | undefined, mayBeRetry = false): void {
     if (sent.length === 0) return;
     const resent = new Set(sent.filter((s) => s.resent || mayBeRetry).map((s) => s.jobId));
     for (const r of answers ?? []) {
-      if (r.accepted || (resent.has(r.jobId) && alreadyRecorded(r.reason))) continue;
+      if (r.accepted || (resent.has(r.jobId) && recordedAlready(r))) continue;
       this.options.note(`result of job ${r.jobId} not recorded: ${r.reason ?? "refused"}`);
     }
     for (const { lease } of sent) this.heldLeases.delete(lease);
@@ -552,7 +536,7 @@ export class WorkerLoop {
   private async sendDone(batch: PendingResult[]): Promise<void> {
     const body = `{"results":[${batch.map((b) => b.json).join(",")}]}`;
     try {
-      const response = await this.call<{ results?: Array<{ jobId: string; accepted: boolean; reason?: string }> }>("done", body);
+      const response = await this.call<{ results?: ResultAnswer[] }>("done", body);
       this.resultsAnswered(batch, response.results);
     } catch (err) {
       if (!this.orphaned) this.options.note(`results of ${batch.length} job(s) could not be delivered: ${errorMessage(err)}`);

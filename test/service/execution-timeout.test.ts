@@ -26,7 +26,7 @@ it("a result that comes 10 ms into a 1 ms execution timeout ends the job TIMED_O
   expect(job!.id).toBe(body.id);
   await new Promise((r) => setTimeout(r, 10));
   const [answer] = await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: "too late" }]);
-  expect(answer).toMatchObject({ accepted: false, reason: "job is TIMED_OUT" });
+  expect(answer).toMatchObject({ accepted: false, code: "job-final", status: "TIMED_OUT" });
   const record = (await call(`${url}/status/${body.id}`, { key: t.key })).body;
   expect(record.status).toBe("TIMED_OUT");
   expect(record.output).toBeUndefined();

@@ -309,7 +309,7 @@ describe("progress", () => {
     expect(big.status).toBe(422);
     expect(big.body.errors).toEqual(["$.progress: must be at most 65536 bytes of JSON"]);
     expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease })).status).toBe(422);
-    expect((await worker.post("progress", { jobId: job!.id, lease: "stale", progress: 3 })).body).toEqual({ ok: false, reason: "lease lost" });
+    expect((await worker.post("progress", { jobId: job!.id, lease: "stale", progress: 3 })).body).toEqual({ ok: false, code: "lease-lost", reason: "lease lost" });
     // Once it ends, its output is its result.
     await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: "finished" }]);
     expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).toMatchObject({ status: "COMPLETED", output: "finished" });

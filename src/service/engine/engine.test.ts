@@ -190,7 +190,7 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(store.counters.get("e1")).toEqual({ completed: 1, failed: 0, retried: 0 });
     // The same result sent again is told why it is refused.
     expect(await engine.done(w1, [{ jobId: job.id, lease, status: "COMPLETED", output: 1 }])).toEqual([
-      { jobId: job.id, accepted: false, reason: "job is COMPLETED" },
+      { jobId: job.id, accepted: false, code: "job-final", status: "COMPLETED", reason: "job is COMPLETED" },
     ]);
   });
 
@@ -242,7 +242,7 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(lease2).not.toBe(lease1);
     expect(engine.heartbeat(w1, [lease1])).toEqual([lease1]);
     expect(await engine.done(w1, [{ jobId: job.id, lease: lease1, status: "COMPLETED", output: "from w1" }])).toEqual([
-      { jobId: job.id, accepted: false, reason: "lease lost" },
+      { jobId: job.id, accepted: false, code: "lease-lost", reason: "lease lost" },
     ]);
     expect(await engine.done(w2, [{ jobId: job.id, lease: lease2, status: "COMPLETED", output: "from w2" }])).toEqual([
       { jobId: job.id, accepted: true },
@@ -287,7 +287,7 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(cancelled).toMatchObject({ status: "CANCELLED" });
     expect(await events).toEqual({ cancel: [job.id], drain: false });
     expect(await engine.done(w1, [{ jobId: job.id, lease, status: "COMPLETED" }])).toEqual([
-      { jobId: job.id, accepted: false, reason: "job is CANCELLED" },
+      { jobId: job.id, accepted: false, code: "job-final", status: "CANCELLED", reason: "job is CANCELLED" },
     ]);
     await expect(engine.cancel("e1", job.id)).rejects.toMatchObject({ kind: "invalid" });
   });

@@ -21,6 +21,7 @@ import { createResources, statsOf, type EngineResources } from "./resources.js";
 import { StreamsAndLogs } from "./streams-logs.js";
 import { workerState, type DoneResult, type EngineEndpoint, type EngineHooks, type EngineOptions, type SubmitInput, type WorkerEntry, type WorkerState } from "./types.js";
 import { WorkerRegistry } from "./workers.js";
+import type { ResultAnswer } from "../../wire/worker.js";
 
 export {
   isFinal,
@@ -269,7 +270,7 @@ export class JobEngine {
     return this.leases.release(w, leases);
   }
 
-  done(w: WorkerEntry, results: DoneResult[]): Promise<Array<{ jobId: string; accepted: boolean; reason?: string }>> {
+  done(w: WorkerEntry, results: DoneResult[]): Promise<ResultAnswer[]> {
     return this.jobs.done(w, results);
   }
 

@@ -24,6 +24,7 @@ import {
   type SubmitInput,
   type WorkerEntry,
 } from "./types.js";
+import { refusedResult, type ResultAnswer } from "../../wire/worker.js";
 
 /** How often running and queued jobs are checked for a ttl that ran out (a queued one is also checked when taken). */
 const LIFETIME_CHECK_MS = 250;
@@ -272,9 +273,9 @@ export class JobSystem {
   }
 
   /** Results of a worker's jobs; a result under a lease that is no longer current is refused. */
-  async done(w: WorkerEntry, results: DoneResult[]): Promise<Array<{ jobId: string; accepted: boolean; reason?: string }>> {
+  async done(w: WorkerEntry, results: DoneResult[]): Promise<ResultAnswer[]> {
     w.lastSeen = this.$.clock.now();
-    const answers: Array<{ jobId: string; accepted: boolean; reason?: string }> = [];
+    const answers: ResultAnswer[] = [];
     const pending: Promise<void>[] = [];
     for (const r of results) {
       const job = this.leases.byLease(r.lease);
@@ -282,8 +283,7 @@ export class JobSystem {
         // A final job leaves memory once committed: ask the store, so a result sent twice (a retried request)
         // is told the job is COMPLETED rather than that its lease was lost.
         const current = this.$.live.get(r.jobId)?.row ?? (typeof r.jobId === "string" ? await this.$.store.getJob(r.jobId) : undefined);
-        const reason = current && current.endpointId === w.endpointId && isFinal(current.status) ? `job is ${current.status}` : "lease lost";
-        answers.push({ jobId: r.jobId, accepted: false, reason });
+        answers.push(refusedResult(r.jobId, current && current.endpointId === w.endpointId && isFinal(current.status) ? current.status : undefined));
         continue;
       }
       // A result that comes after the job's execution timeout does not count, however short the timeout and
@@ -297,7 +297,7 @@ export class JobSystem {
             throw err;
           }),
         );
-        answers.push({ jobId: r.jobId, accepted: false, reason: "job is TIMED_OUT" });
+        answers.push(refusedResult(r.jobId, "TIMED_OUT"));
         continue;
       }
       const output = r.status === "COMPLETED" && r.output !== undefined ? JSON.stringify(r.output) : null;

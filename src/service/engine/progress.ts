@@ -7,7 +7,7 @@ import { changeJob, queueWebhook, type EngineResources } from "./resources.js";
 import type { WorkerEntry } from "./types.js";
 
 /** The largest progress value, as JSON text in UTF-8 (the SDK refuses larger ones before they are sent). */
-export const MAX_PROGRESS_BYTES = 64 * 1024;
+export { MAX_PROGRESS_BYTES } from "../../wire/worker.js";
 
 export class ProgressSystem {
   constructor(

@@ -6,13 +6,14 @@ import type { JobRow, StoreOp } from "../store/types.js";
 import type { WebhookEvent } from "../webhooks/events.js";
 import type { StorageState } from "../store/faults.js";
 import type { BackoffPolicy } from "./retry-policy.js";
+import type { JobResult } from "../../wire/worker.js";
+export { MAX_TAKE_WAIT_MS } from "../../wire/worker.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;
 export const RUNSYNC_WAIT_RETENTION_MAX_MS = 5 * 60_000;
 /** The spec's single stream chunk limit. */
 export const MAX_CHUNK_BYTES = 1024 * 1024;
-export const MAX_TAKE_WAIT_MS = 30_000;
 /** How long /stream waits for a new chunk before answering with none. */
 export const STREAM_WAIT_MS = 1500;
 
@@ -78,14 +79,8 @@ export interface EndpointStats {
 
 export type CounterKey = "completed" | "failed" | "retried";
 
-export interface DoneResult {
-  jobId: string;
-  lease: string;
-  status: "COMPLETED" | "FAILED";
-  output?: unknown;
-  /** `retryable: false`: the handler said this failure is final (the SDK's NonRetryableError): no retry. */
-  error?: { message?: string; type?: string; stack?: string; retryable?: boolean };
-}
+/** A worker's result for one of its jobs, as the worker protocol defines it. */
+export type DoneResult = JobResult;
 
 export interface EngineHooks {
   /** Jobs are waiting on this endpoint (the scaler may start workers). */

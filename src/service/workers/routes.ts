@@ -5,7 +5,8 @@
 import { credentialFromHeader, isPlainObject, jsonContentType, parseJson, sendJson, sendText } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { lbCredentialOfToken } from "../../lb-credential.js";
-import { MAX_PROGRESS_BYTES, MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "../engine/index.js";
+import type { WorkerEntry } from "../engine/index.js";
+import { LEASE_LOST, MAX_TAKE_JOBS, MAX_TAKE_WAIT_MS, readInt, readProgress, readResults, readStream, readStrings, readTake, type TakeRequest } from "../../wire/worker.js";
 import { addressProblem } from "../lb/index.js";
 import type { EndpointRow, LogRow } from "../store/types.js";
 import type { Principal } from "../keys/auth.js";
@@ -91,59 +92,6 @@ function workerEntry(ctx: WorkerDeps, workerId: string, endpointId: string, body
   return worker;
 }
 
-function optionalInt(body: Record<string, unknown>, key: string, min: number, max: number, fallback: number, errors: string[]): number {
-  const v = body[key];
-  if (v === undefined) return fallback;
-  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
-    errors.push(`$.${key}: must be an integer from ${min} to ${max}`);
-    return fallback;
-  }
-  return v;
-}
-
-function stringList(body: Record<string, unknown>, key: string, errors: string[]): string[] {
-  const v = body[key];
-  if (v === undefined) return [];
-  if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) {
-    errors.push(`$.${key}: must be a list of strings`);
-    return [];
-  }
-  return v as string[];
-}
-
-/** The `results` list of a done (or of a take that carries results); problems go to `errors`. */
-function doneResults(body: Record<string, unknown>, errors: string[]): DoneResult[] {
-  if (!Array.isArray(body.results)) errors.push("$.results: must be a list");
-  const results = (Array.isArray(body.results) ? body.results : []) as unknown[];
-  results.forEach((r, i) => {
-    if (!isPlainObject(r)) return errors.push(`$.results[${i}]: must be an object`);
-    if (typeof r.jobId !== "string") errors.push(`$.results[${i}].jobId: is required`);
-    if (typeof r.lease !== "string") errors.push(`$.results[${i}].lease: is required`);
-    if (r.status !== "COMPLETED" && r.status !== "FAILED") errors.push(`$.results[${i}].status: must be COMPLETED or FAILED`);
-    if (r.error !== undefined && !isPlainObject(r.error)) errors.push(`$.results[${i}].error: must be an object {message, type?, stack?, retryable?}`);
-    else if (isPlainObject(r.error) && r.error.retryable !== undefined && typeof r.error.retryable !== "boolean") {
-      errors.push(`$.results[${i}].error.retryable: must be a boolean (false: the job fails without a retry)`);
-    }
-    return undefined;
-  });
-  return results as DoneResult[];
-}
-
-/** What a take asks: how many jobs at most, how long to wait for one, and the results it carries. */
-interface TakeRequest {
-  max: number;
-  waitMs: number;
-  results?: DoneResult[];
-}
-
-/** A take's request read from its body; problems go to `errors`. Pure. */
-function takeOf(body: Record<string, unknown>, errors: string[]): TakeRequest {
-  const max = optionalInt(body, "max", 1, 1000, 1, errors);
-  const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
-  const results = body.results === undefined ? undefined : doneResults(body, errors);
-  return { max, waitMs, results };
-}
-
 /**
  * A take's answer (its body's JSON text): the results it carries recorded, then the jobs it is given, waited for
  * up to its waitMs. Undefined when the worker went away meanwhile (`gone`): its jobs went straight back to the
@@ -206,7 +154,7 @@ export function quickTake(
   const fields = workerBody(parsed, workerId);
   if (fields instanceof HttpProblem) return undefined;
   const errors: string[] = [];
-  const take = takeOf(fields, errors);
+  const take = readTake(fields, errors);
   if (errors.length) return undefined;
   return async (hangUp, gone) => answerTake(ctx, { workerId, endpointId, worker: workerEntry(ctx, workerId, endpointId, fields) }, take, hangUp, gone);
 }
@@ -215,7 +163,7 @@ export const workerRoutes = {
   async register(call: WorkerRouteCall): Promise<void> {
     const { ctx } = call;
     const { workerId, endpointId, endpoint, body, errors, invalid } = await workerCall(call);
-    const concurrency = optionalInt(body, "concurrency", 1, 1000, endpoint.resource.maxConcurrency, errors);
+    const concurrency = readInt(body, "concurrency", 1, MAX_TAKE_JOBS, endpoint.resource.maxConcurrency, errors);
     // A load-balanced worker says where its HTTP server listens...
     const lbAddress = endpoint.type === "lb" && body.address !== undefined ? body.address : undefined;
     if (lbAddress !== undefined) {
@@ -265,7 +213,7 @@ export const workerRoutes = {
   async take(call: WorkerRouteCall): Promise<void> {
     const { res } = call;
     const { workerId, endpointId, worker, body, errors, invalid } = await workerCall(call);
-    const take = takeOf(body, errors);
+    const take = readTake(body, errors);
     if (errors.length) throw invalid();
     const hangUp = new AbortController();
     const onClose = () => hangUp.abort();
@@ -280,29 +228,23 @@ export const workerRoutes = {
 
   async stream(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
-    if (typeof body.jobId !== "string") errors.push("$.jobId: is required");
-    if (typeof body.lease !== "string") errors.push("$.lease: is required");
-    if (!Array.isArray(body.chunks)) errors.push("$.chunks: must be a list");
+    const { jobId, lease, chunks } = readStream(body, errors);
     if (errors.length) throw invalid();
-    const ok = await call.ctx.engine.appendStream(worker, body.jobId as string, body.lease, body.chunks as unknown[]);
-    sendJson(call.res, ok ? { ok: true } : { ok: false, reason: "lease lost" });
+    const ok = await call.ctx.engine.appendStream(worker, jobId, lease, chunks);
+    sendJson(call.res, ok ? { ok: true } : LEASE_LOST);
   },
 
   async progress(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
-    if (typeof body.jobId !== "string") errors.push("$.jobId: is required");
-    if (typeof body.lease !== "string") errors.push("$.lease: is required");
-    if (!Object.hasOwn(body, "progress") || body.progress === undefined) errors.push("$.progress: is required (any JSON value)");
-    const json = JSON.stringify(body.progress ?? null);
-    if (Buffer.byteLength(json) > MAX_PROGRESS_BYTES) errors.push(`$.progress: must be at most ${MAX_PROGRESS_BYTES} bytes of JSON`);
+    const { jobId, lease, json } = readProgress(body, errors);
     if (errors.length) throw invalid();
-    const ok = await call.ctx.engine.progress(worker, body.jobId, body.lease, json);
-    sendJson(call.res, ok ? { ok: true } : { ok: false, reason: "lease lost" });
+    const ok = await call.ctx.engine.progress(worker, jobId, lease, json);
+    sendJson(call.res, ok ? { ok: true } : LEASE_LOST);
   },
 
   async done(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
-    const results = doneResults(body, errors);
+    const results = readResults(body, errors);
     if (errors.length) throw invalid();
     call.ctx.tracing?.jobs.reported(results);
     sendJson(call.res, { results: await call.ctx.engine.done(worker, results) });
@@ -310,14 +252,14 @@ export const workerRoutes = {
 
   async heartbeat(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
-    const leases = stringList(body, "leases", errors);
+    const leases = readStrings(body, "leases", errors);
     if (errors.length) throw invalid();
     sendJson(call.res, { lost: call.ctx.engine.heartbeat(worker, leases) });
   },
 
   async events(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
-    const waitMs = optionalInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
+    const waitMs = readInt(body, "waitMs", 0, MAX_TAKE_WAIT_MS, 0, errors);
     if (errors.length) throw invalid();
     const events = await call.ctx.engine.events(worker, waitMs);
     if (call.res.destroyed) {
@@ -352,7 +294,7 @@ export const workerRoutes = {
 
   async release(call: WorkerRouteCall): Promise<void> {
     const { worker, body, errors, invalid } = await workerCall(call);
-    const leases = stringList(body, "leases", errors);
+    const leases = readStrings(body, "leases", errors);
     if (errors.length) throw invalid();
     sendJson(call.res, { released: call.ctx.engine.release(worker, leases) });
   },
