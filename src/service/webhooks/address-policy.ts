@@ -18,7 +18,7 @@ import { lookup as systemLookup } from "node:dns/promises";
 import type { LookupAddress, LookupOptions } from "node:dns";
 import { isIP, type LookupFunction } from "node:net";
 import { networkInterfaces } from "node:os";
-import { Refusal } from "../../errors.js";
+import { Refusal, UsageError } from "../../errors.js";
 
 /** The ranges refused by the address's class. */
 export type AddressRule = "loopback" | "private" | "link-local" | "unique-local" | "unspecified" | "multicast" | "broadcast" | "reserved";
@@ -269,7 +269,7 @@ export class WebhookAddressPolicy {
   constructor(private readonly options: WebhookAddressOptions = {}) {
     const { allow, problems } = parseWebhookAllow(options.allow ?? []);
     // The setting was checked where it was read (config.ts); an embedder passing a bad entry learns it here.
-    if (problems.length > 0) throw new Refusal("invalid", `The webhook allow-list is not valid: ${problems.join("; ")}`);
+    if (problems.length > 0) throw new UsageError(`The webhook allow-list is not valid: ${problems.join("; ")}`);
     this.allow = allow;
     this.resolve = options.lookup ?? systemResolver;
   }
