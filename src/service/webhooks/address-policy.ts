@@ -25,8 +25,6 @@ export type AddressRule = "loopback" | "private" | "link-local" | "unique-local"
 /** Every rule a webhook URL can be refused by. */
 export type WebhookRule = AddressRule | "scheme" | "this-host" | "service";
 
-export const WEBHOOK_RULES: readonly WebhookRule[] = ["scheme", "loopback", "private", "link-local", "unique-local", "unspecified", "multicast", "broadcast", "reserved", "this-host", "service"];
-
 const WHAT: Record<WebhookRule, string> = {
   scheme: "not an http(s) URL",
   loopback: "a loopback address",
@@ -160,7 +158,7 @@ export function classifyAddress(address: string): AddressRule | undefined {
 }
 
 /** Whether `text` is an IP literal (IPv6 possibly in brackets). Pure. */
-export function isIpLiteral(text: string): boolean {
+function isIpLiteral(text: string): boolean {
   return ipv4Bytes(text) !== undefined || ipv6Bytes(text) !== undefined;
 }
 
