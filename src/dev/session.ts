@@ -9,6 +9,7 @@ import { join, relative, sep } from "node:path";
 import { watch as watchFiles, type FSWatcher } from "chokidar";
 import ignore from "ignore";
 import { buildProject, type BuildResult } from "../build/index.js";
+import { LOOPBACK_WEBHOOK_ALLOW } from "../service/webhooks/address-policy.js";
 import { ReleaseFailedError, startService, type Service, type DeployedEndpoint } from "../service/index.js";
 import { createProcessDriver, type ProcessDriver } from "../drivers/process.js";
 import type { SandboxSetting } from "../drivers/sandbox/index.js";
@@ -115,6 +116,8 @@ async function listen(options: DevSessionOptions, dataDir: string, apiKey: strin
   const requested = options.port ?? options.defaultPort ?? DEFAULT_DEV_PORT;
   const base = {
     ...(options.settings ? serviceOptionsOf(options.settings) : {}),
+    // One user on their own machine: webhooks may reach its loopback receivers (never the service itself).
+    webhooks: { allow: [...LOOPBACK_WEBHOOK_ALLOW, ...(options.settings?.webhookAllow ?? [])] },
     dataDir,
     host: options.host ?? "127.0.0.1",
     driver,

@@ -17,6 +17,7 @@ import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { errorMessage, UserError } from "../errors.js";
 import { envSetting, processAlive } from "svc/internal";
 import { startService, type Service } from "../service/index.js";
+import { LOOPBACK_WEBHOOK_ALLOW } from "../service/webhooks/address-policy.js";
 import { localEndpoints, type LocalEndpoint } from "../deploy/access.js";
 import { PREVIEW_LABELS, previewManifest, staleSessions } from "./render.js";
 
@@ -253,7 +254,8 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
     await mkdir(dataDir, { recursive: true });
     progress("Starting the service");
     const tapped = options.onLog ? withLogTap(driver, options.onLog, (line) => line.stream === "stderr" && warnings.has(line.text)) : driver;
-    service = await listen(options, { dataDir, host: "127.0.0.1", driver: tapped, apiKeys: [apiKey], log: (message) => emit({ type: "service-log", message }) }, emit);
+    // One user on their own machine, as `svc dev`: webhooks may reach its loopback receivers.
+    service = await listen(options, { dataDir, host: "127.0.0.1", driver: tapped, apiKeys: [apiKey], webhooks: { allow: LOOPBACK_WEBHOOK_ALLOW }, log: (message) => emit({ type: "service-log", message }) }, emit);
 
     const manifest = previewManifest(build.manifest);
     const app = options.app ?? manifest.app;

@@ -38,6 +38,17 @@ describe("the service's configuration", () => {
     expect(() => parseServerConfig({}, { SVC_SWARM_VOLUME_OPTIONS: "device=/exports/{name}" })).toThrow(/SVC_SWARM_VOLUME_OPTIONS holds \{name\}/);
   });
 
+  it("takes where webhooks may go besides public addresses (flag or variable, svc dev too), refusing what is no address, range or name", () => {
+    expect(parseServerConfig({}, {}).config.webhookAllow).toBeUndefined();
+    expect(serviceOptionsOf(parseServerConfig({}, {}).config).webhooks).toBeUndefined();
+    const parsed = parseServerConfig({ webhookAllow: "10.0.0.0/8, hooks.internal,*.corp.example" }, { SVC_WEBHOOK_ALLOW: "192.168.0.0/16" });
+    expect(parsed.config.webhookAllow).toEqual(["10.0.0.0/8", "hooks.internal", "*.corp.example"]);
+    expect(parsed.sources.webhookAllow).toBe("flag");
+    expect(serviceOptionsOf(parsed.config).webhooks).toEqual({ allow: ["10.0.0.0/8", "hooks.internal", "*.corp.example"] });
+    expect(parseServiceSettings({ SVC_WEBHOOK_ALLOW: "fd00::/8" }).webhookAllow).toEqual(["fd00::/8"]);
+    expect(() => parseServerConfig({}, { SVC_WEBHOOK_ALLOW: "10.0.0.0/33,bad host" })).toThrow('SVC_WEBHOOK_ALLOW: "10.0.0.0/33" has no valid prefix length (0-32); "bad host" is not an address, an address range or a host name');
+  });
+
   it("refuses every bad value at once, naming each", () => {
     let error: unknown;
     try {

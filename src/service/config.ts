@@ -16,6 +16,7 @@ import { DEFAULT_CONTAINER_LIMITS } from "../drivers/isolation.js";
 import { envPatternProblem } from "../drivers/host-env.js";
 import type { SandboxSetting } from "../drivers/sandbox/index.js";
 import { parseVolumeDriverOptions } from "../drivers/cluster-volumes.js";
+import { parseWebhookAllow } from "./webhooks/address-policy.js";
 
 export type WorkersKind = "process" | "docker" | "swarm" | "kubernetes" | "none";
 
@@ -36,6 +37,8 @@ export interface ServiceSettings {
   sandbox: SandboxSetting;
   /** Host variables process workers get beyond the default allow-list (drivers/host-env.ts). */
   workerEnvAllow?: string[];
+  /** Where webhooks may go besides public addresses: CIDRs, addresses, host names (webhooks/address-policy.ts). */
+  webhookAllow?: string[];
 }
 
 /** `svc server`'s configuration: the settings and where it listens, keeps its data and runs workers. */
@@ -109,6 +112,7 @@ type Kind =
   | { type: "onOff" }
   | { type: "list" }
   | { type: "envNames" }
+  | { type: "webhookAllow" }
   | { type: "rateLimits" }
   | { type: "volumeDriverOptions" };
 
@@ -169,6 +173,7 @@ export const SETTINGS: readonly Setting[] = [
   { key: "secretsKeys.previous", env: "SVC_SECRETS_KEY_PREVIOUS", kind: { type: "list" }, description: "keys secrets may still be sealed with (rotation)" },
   { key: "sandbox", flag: "sandbox", env: "SVC_SANDBOX", kind: { type: "enum", values: ["auto", "bwrap", "none"] }, default: "auto", description: "process workers' sandbox: auto (bubblewrap where it works), bwrap (required), none" },
   { key: "workerEnvAllow", env: "SVC_WORKER_ENV_ALLOW", kind: { type: "envNames" }, description: "host variables process workers get beyond PATH, locale, TZ, proxies and TLS roots (names, or prefixes ending in *)" },
+  { key: "webhookAllow", flag: "webhookAllow", env: "SVC_WEBHOOK_ALLOW", kind: { type: "webhookAllow" }, description: "where webhooks may go besides public addresses: CIDRs, addresses, host names, *.domain (e.g. 10.0.0.0/8,hooks.internal); loopback, private, link-local and the service itself are refused otherwise" },
   { key: "singleTenant", flag: "singleTenant", env: "SVC_SINGLE_TENANT", kind: { type: "onOff" }, default: false, serverOnly: true, description: "serve several users with unsandboxed process workers (they are one tenant)" },
   { key: "traces", env: "SVC_TRACES", kind: { type: "enum", values: ["otlp", "off"] }, serverOnly: true, description: "traces over OTLP/HTTP: otlp (to the endpoint below, else localhost:4318) or off (default: on when an OTLP endpoint is set)" },
   { key: "otlpEndpoint", flag: "otlpEndpoint", env: "OTEL_EXPORTER_OTLP_ENDPOINT", kind: { type: "string" }, serverOnly: true, description: "OpenTelemetry collector (OTLP/HTTP) base address: traces go to its /v1/traces" },
@@ -211,6 +216,12 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
     case "envNames": {
       const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
       const problems = items.map(envPatternProblem).filter((p): p is string => p !== undefined);
+      if (problems.length > 0) return { problem: `${origin}: ${problems.join("; ")}` };
+      return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
+    }
+    case "webhookAllow": {
+      const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+      const { problems } = parseWebhookAllow(items);
       if (problems.length > 0) return { problem: `${origin}: ${problems.join("; ")}` };
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
     }
@@ -309,6 +320,7 @@ export function serviceOptionsOf(settings: ServiceSettings): Partial<ServiceOpti
     clientLimits: settings.clientLimits,
     secretsKeys: settings.secretsKeys,
     ...(settings.rateLimits ? { rateLimits: settings.rateLimits } : {}),
+    ...(settings.webhookAllow ? { webhooks: { allow: settings.webhookAllow } } : {}),
     ...(settings.gpuTypes ? { dataCenters: [{ ...LOCAL_DATA_CENTER, gpuTypes: settings.gpuTypes }] } : {}),
   };
 }

@@ -27,6 +27,7 @@ import { startConfigSync } from "./cluster/config-sync.js";
 import { createChangeFeed } from "./cluster/change-feed.js";
 import { Webhooks } from "./webhooks/index.js";
 import type { RetryPolicy } from "./webhooks/schedule.js";
+import type { ServiceListener, WebhookLookup } from "./webhooks/address-policy.js";
 import { JobsRole } from "./cluster/jobs-role.js";
 import { HANDOFF_TOPIC } from "./store/postgres/index.js";
 
@@ -158,8 +159,12 @@ export interface ServiceOptions {
    * `nvidia-smi` on PATH) and how often utilization and memory are sampled (default 5 s). docs/gpus.md.
    */
   gpus?: { read?: () => Promise<GpuInventory>; sampleMs?: number };
-  /** Webhook delivery: the retry schedule (default 5 attempts over a few minutes), an attempt's time limit, how often the outbox is read. */
-  webhooks?: { retry?: Partial<RetryPolicy>; timeoutMs?: number; intervalMs?: number };
+  /**
+   * Webhook delivery: the retry schedule (default 5 attempts over a few minutes), an attempt's time limit, how often
+   * the outbox is read; where webhooks may go besides public addresses (`allow`: CIDRs, addresses, host names,
+   * `*.domain`; default none), and the resolver that names are looked up with at connect time (default the system's).
+   */
+  webhooks?: { retry?: Partial<RetryPolicy>; timeoutMs?: number; intervalMs?: number; allow?: readonly string[]; lookup?: WebhookLookup };
   /**
    * Tests only: the bytes one "GB" of a network volume's `size` stands for (default 1 GiB), so a test can fill a
    * volume quickly. `svc server` reads it from SVC_TEST_VOLUME_GB_BYTES. docs/volumes.md.
@@ -261,8 +266,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     startTimeoutMs: options.releaseStartTimeoutMs ?? 5 * 60_000,
     onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
   });
-  // Webhooks: written with each job's change they tell of, delivered from there (webhooks/index.ts).
+  // Webhooks: written with each job's change they tell of, delivered from there (webhooks/index.ts), never to the
+  // service's own listener (known once it listens, below).
   let webhooks: Webhooks | undefined;
+  let listener: ServiceListener | undefined;
   // Nothing is delivered before the service knows whether it serves jobs.
   let wired = false;
   const engine = new JobEngine(
@@ -311,6 +318,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     timeoutMs: options.webhooks?.timeoutMs,
     intervalMs: options.webhooks?.intervalMs,
     onAttempt: (outcome) => metrics.webhookAttempt(outcome),
+    addresses: { allow: options.webhooks?.allow, lookup: options.webhooks?.lookup, self: () => listener },
+    onRefused: (rule, stage) => metrics.webhookRefused(rule, stage),
   });
   await webhooks.settings.refresh();
   const resealedHooks = await webhooks.settings.reseal();
@@ -344,6 +353,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const localHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
   const localUrl = `http://${localHost}:${port}`;
   const url = (options.publicUrl ?? localUrl).replace(/\/+$/, "");
+  listener = { host, port, urls: [localUrl, url, ...(options.replicaUrl ? [options.replicaUrl] : []), ...(options.clusterUrl ? [options.clusterUrl] : [])] };
 
   // Replicas on one database: one serves jobs, the others pass job traffic to it (cluster/jobs-role.ts).
   const replicaName = `${hostname()}:${process.pid}:${newId(6)}`;

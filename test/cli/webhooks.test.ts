@@ -24,7 +24,8 @@ function svc(args: string[]) {
 
 beforeAll(async () => {
   config = mkdtempSync(join(tmpdir(), "svc-cli-webhooks-"));
-  t = await startTestService({ webhooks: { retry: { baseMs: 50, factor: 2, maxDelayMs: 500 }, intervalMs: 50 } });
+  // The receiver listens on 127.0.0.1, which webhooks reach only when the operator allows it.
+  t = await startTestService({ webhooks: { retry: { baseMs: 50, factor: 2, maxDelayMs: 500 }, intervalMs: 50, allow: ["127.0.0.1/32"] } });
   receiver = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));

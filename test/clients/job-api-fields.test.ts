@@ -10,7 +10,8 @@ let echo: { id: string; url: string };
 let worker: ProtocolWorker;
 
 beforeAll(async () => {
-  t = await startTestService();
+  // The webhook receiver listens on 127.0.0.1, which webhooks reach only when the operator allows it.
+  t = await startTestService({ webhooks: { allow: ["127.0.0.1/32"] } });
   [echo] = (await t.service.deploy({ app: "clients", env: "test", artifactPath: t.artifact, manifest: manifest({ echo: resource({ workersMax: 1 }) }) })) as Array<{ id: string; url: string }>;
   worker = await ProtocolWorker.mint(t, echo.id);
   await worker.register();

@@ -11,7 +11,8 @@ let hello: ReturnType<ReturnType<typeof runpodSdk>["endpoint"]>;
 let countdown: typeof hello;
 
 beforeAll(async () => {
-  app = await startApp("examples/hello");
+  // The webhook receiver listens on 127.0.0.1, which webhooks reach only when the operator allows it.
+  app = await startApp("examples/hello", { service: { webhooks: { allow: ["127.0.0.1/32"] } } });
   const sdk = runpodSdk(app.key, { baseUrl: `${app.service.url}/v2` });
   hello = sdk.endpoint(app.endpoints.find((e) => e.name === "hello")!.id);
   countdown = sdk.endpoint(app.endpoints.find((e) => e.name === "countdown")!.id);

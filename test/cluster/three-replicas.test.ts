@@ -53,7 +53,7 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
   const alive = new Set<number>();
   let endpoint: string;
 
-  const startReplica = (i: number) => startServerProcess({ dataDir: join(work, `r${i}`), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url, ...UNSANDBOXED } });
+  const startReplica = (i: number) => startServerProcess({ dataDir: join(work, `r${i}`), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url, SVC_WEBHOOK_ALLOW: "127.0.0.1", ...UNSANDBOXED } });
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "svc-three-"));

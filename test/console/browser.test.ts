@@ -46,7 +46,8 @@ async function signIn(key: string): Promise<void> {
 
 describe.skipIf(!haveChromium)("the web console in a browser", () => {
   beforeAll(async () => {
-    consoleService = await startConsoleService({ key: ADMIN });
+    // The webhook receiver listens on 127.0.0.1, which webhooks reach only when the operator allows it.
+    consoleService = await startConsoleService({ key: ADMIN, service: { webhooks: { allow: ["127.0.0.1/32"] } } });
     service = consoleService.service;
     await deployOverHttp(service.url, ADMIN, consoleService.app, "test");
     const env = (await call(`${service.url}/v1/apps/console-app/environments/test`, { key: ADMIN })).body;

@@ -173,7 +173,7 @@ describe("an endpoint's recent series and the GPU gauges", () => {
   it("counts retries, webhook deliveries by outcome and HTTP statuses by route pattern", async () => {
     const { dataDir, artifact } = workDir();
     const receiver = await webhookReceiver();
-    const service = await startService({ dataDir, apiKeys: [KEY], leaseMs: 2000, heartbeatMs: 300, webhooks: { intervalMs: 50 } });
+    const service = await startService({ dataDir, apiKeys: [KEY], leaseMs: 2000, heartbeatMs: 300, webhooks: { intervalMs: 50, allow: ["127.0.0.1/32"] } });
     services.push(service);
     try {
       const [endpoint] = await service.deploy({ app: "retry", env: "prod", manifest: manifest({ r: resource({ retries: 1 }) }, "retry"), artifactPath: artifact });

@@ -15,7 +15,8 @@ let other: DeployedEndpoint;
 let worker: ProtocolWorker;
 
 beforeAll(async () => {
-  t = await startTestService();
+  // The webhook receiver below listens on 127.0.0.1, which webhooks reach only when the operator allows it.
+  t = await startTestService({ webhooks: { allow: ["127.0.0.1/32"] } });
   [echo, other] = await t.service.deploy({
     app: "demo",
     env: "prod",

@@ -50,7 +50,7 @@ describe("a webhook and a kill -9", () => {
     const minted = await setup.mintKey({ scopes: [`worker:${endpoint!.id}`] });
     await setup.close();
 
-    svc = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY }, workers: "none" });
+    svc = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY, SVC_WEBHOOK_ALLOW: "127.0.0.1" }, workers: "none" });
     const run = await call(`${svc.url}/v2/${endpoint!.id}/run`, { key: KEY, body: { input: { n: 1 }, webhook: receiverUrl } });
     expect(run.status).toBe(200);
     const w = new ProtocolWorker(svc.url, minted.id, minted.key);
@@ -64,7 +64,7 @@ describe("a webhook and a kill -9", () => {
     expect(received.map((r) => r.status)).toEqual([503]);
 
     accept = true;
-    svc = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY }, workers: "none" });
+    svc = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY, SVC_WEBHOOK_ALLOW: "127.0.0.1" }, workers: "none" });
     for (const until = Date.now() + 15_000; !received.some((r) => r.status === 200) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50));
     const delivered = received.filter((r) => r.status === 200);
     expect(delivered).toHaveLength(1);

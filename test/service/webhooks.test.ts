@@ -55,8 +55,8 @@ describe("signed webhooks", () => {
   let receiver: Awaited<ReturnType<typeof verifyingReceiver>>;
 
   beforeAll(async () => {
-    // Retries within a second, so that the test sees a whole schedule.
-    t = await startTestService({ webhooks: { retry: { attempts: 5, baseMs: 100, factor: 2, maxDelayMs: 1_000 }, intervalMs: 50 } });
+    // Retries within a second, so that the test sees a whole schedule; the receiver on 127.0.0.1 is allowed.
+    t = await startTestService({ webhooks: { retry: { attempts: 5, baseMs: 100, factor: 2, maxDelayMs: 1_000 }, intervalMs: 50, allow: ["127.0.0.1/32"] } });
     const [endpoint] = await t.service.deploy({ app: "hooks", env: "prod", manifest: manifest({ h: resource({ retries: 0 }) }, "hooks"), artifactPath: t.artifact });
     endpointId = endpoint!.id;
     worker = await ProtocolWorker.mint(t, endpointId);

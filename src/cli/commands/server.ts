@@ -157,16 +157,17 @@ export function register(program: Command): void {
     .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
     .option("--docker-runtime <name>", "with --workers docker: the OCI runtime workers run under, e.g. runsc for gVisor (or $SVC_DOCKER_RUNTIME)")
     .option("--sandbox <mode>", "process workers' sandbox: auto (bubblewrap where it works), bwrap (required) or none (or $SVC_SANDBOX; default auto)")
+    .option("--webhook-allow <list>", "where webhooks may go besides public addresses: CIDRs, addresses, host names, *.domain, comma separated (or $SVC_WEBHOOK_ALLOW; docs/security.md)")
     .option("--single-tenant", "serve several users with process workers that run without a sandbox: they are one tenant (or $SVC_SINGLE_TENANT=on)")
     .option("--log-format <format>", "operator messages on stderr: human (default) or json, one object a line (or $SVC_LOG_FORMAT)")
     .option("--otlp-endpoint <url>", "send traces to this OpenTelemetry collector (OTLP/HTTP base address, or $OTEL_EXPORTER_OTLP_ENDPOINT; docs/observability.md)")
     .option("--print-config", "print the configuration (flags, environment, defaults; secrets not shown) and exit")
     .option("--json", "with --print-config: as JSON")
-    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; dockerRuntime?: string; sandbox?: string; singleTenant?: boolean; logFormat?: string; otlpEndpoint?: string; printConfig?: boolean; json?: boolean }) => {
+    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; dockerRuntime?: string; sandbox?: string; webhookAllow?: string; singleTenant?: boolean; logFormat?: string; otlpEndpoint?: string; printConfig?: boolean; json?: boolean }) => {
       const out = createOutput({ json: opts.json });
       // Every setting parsed once, here: the service's modules get typed values and read no environment.
       const parsed = parseServerConfig(
-        { host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl, dockerRuntime: opts.dockerRuntime, sandbox: opts.sandbox, singleTenant: opts.singleTenant ? "on" : undefined, logFormat: opts.logFormat, otlpEndpoint: opts.otlpEndpoint },
+        { host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl, dockerRuntime: opts.dockerRuntime, sandbox: opts.sandbox, webhookAllow: opts.webhookAllow, singleTenant: opts.singleTenant ? "on" : undefined, logFormat: opts.logFormat, otlpEndpoint: opts.otlpEndpoint },
         settingsEnvironment(envSetting),
       );
       if (opts.printConfig) {
@@ -234,6 +235,8 @@ export function register(program: Command): void {
         throw listenError(err, config.host, port);
       }
       log.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${isolation.line})`);
+      // Where tenants' webhooks may go (docs/security.md, "Webhooks stay outside").
+      log.info(`webhooks go to public addresses${config.webhookAllow ? ` and ${config.webhookAllow.join(", ")}` : " only (--webhook-allow admits internal receivers)"}`);
       // What confines one tenant's workers from another's and from the host (docs/security.md).
       if (driver?.isolation) {
         try {

@@ -25,6 +25,7 @@ import type { LbRouter } from "../lb/index.js";
 import type { HostGpus } from "../../gpus/host.js";
 import type { Store } from "../store/types.js";
 import type { HealthAnswer } from "../http/answers.js";
+import type { Webhooks } from "../webhooks/index.js";
 
 /** What the job API needs of the service: its jobs, its endpoints, and what /health reports beside them. */
 export interface JobDeps {
@@ -48,6 +49,8 @@ export interface JobDeps {
   idempotency: IdempotentSubmits;
   /** Jobs' spans, when traces are configured (tracing/index.ts). */
   tracing?: { jobs: Pick<JobTracing, "submitted"> };
+  /** Where a job's webhook may go (webhooks/address-policy.ts): a URL refused from its text alone is a 422. */
+  webhooks?: Pick<Webhooks, "addresses" | "refusedAtSubmit">;
 }
 
 export type JobCall = RouteCall<JobDeps>;
@@ -142,6 +145,11 @@ export function handsOffHere(ctx: JobDeps, endpointId: string): boolean {
   return ctx.handOffAs !== undefined && ctx.jobsReplicaAdopts?.() === true && ctx.endpoints.has(endpointId);
 }
 
+/** The address rules' verdict on a webhook URL's text (none without webhooks: nothing is delivered then). */
+function webhookRefusal(ctx: JobDeps): (url: string) => ReturnType<Webhooks["addresses"]["literal"]> {
+  return (url) => ctx.webhooks?.addresses.literal(url);
+}
+
 function noJob(call: JobCall): HttpProblem {
   return new HttpProblem(404, `No job ${call.params.job} on endpoint ${call.params.endpoint} (unknown, or its result expired)`);
 }
@@ -150,8 +158,11 @@ async function submit(call: JobCall, sync: boolean): Promise<void> {
   const { ctx, url, res } = call;
   const endpoint = queueEndpoint(call);
   const wait = sync ? intParam(url, "wait", 1000, 300_000) : undefined;
-  const { value, errors } = validateSubmission(await call.json(), endpoint.resource.functions.map((f) => f.name));
-  if (!value) throw new HttpProblem(422, "The job submission is not valid", { errors });
+  const { value, errors, webhookRule } = validateSubmission(await call.json(), endpoint.resource.functions.map((f) => f.name), webhookRefusal(ctx));
+  if (!value) {
+    if (webhookRule) ctx.webhooks?.refusedAtSubmit(webhookRule);
+    throw new HttpProblem(422, "The job submission is not valid", { errors, members: webhookRule ? { webhookRule } : undefined });
+  }
   const idempotencyKey = call.req.headers["idempotency-key"];
   if (idempotencyKey !== undefined) return submitIdempotent(call, endpoint, value, idempotencyKey, sync, wait);
   // A /runsync's caller learns the job's id only from this answer: the job reaches the store when it ends or
@@ -258,7 +269,7 @@ export function quickRun(ctx: JobDeps, principal: Principal, endpointId: string,
     // Not the caller's queue endpoint, or not JSON: node:http's path answers the problem with its reason.
     return undefined;
   }
-  const { value } = validateSubmission(parsed, endpoint.resource.functions.map((f) => f.name));
+  const { value } = validateSubmission(parsed, endpoint.resource.functions.map((f) => f.name), webhookRefusal(ctx));
   if (!value) return undefined;
   return async () => runAnswer(handOffAs !== undefined ? await ctx.engine.handOff(endpoint.id, { ...value, sync: false }, handOffAs) : await ctx.engine.submit(endpoint.id, { ...value, sync: false, deferWrite: false }));
 }

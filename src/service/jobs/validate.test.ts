@@ -49,6 +49,19 @@ describe("validateSubmission: webhook events", () => {
   });
 });
 
+describe("validateSubmission: where the webhook goes", () => {
+  it("refuses a webhook (or webhookV2) the address rules refuse from its URL, naming the rule; accepts the rest", () => {
+    const rules = (url: string) => (new URL(url).hostname === "127.0.0.1" ? { rule: "loopback" as const, message: "refused by the webhook rule \"loopback\": 127.0.0.1 is a loopback address" } : undefined);
+    expect(validateSubmission({ input: {}, webhook: "http://2130706433/h" }, [], rules)).toEqual({
+      errors: ['$.webhook: refused by the webhook rule "loopback": 127.0.0.1 is a loopback address'],
+      webhookRule: "loopback",
+    });
+    expect(validateSubmission({ input: {}, webhookV2: "http://127.0.0.1/h" }, [], rules).webhookRule).toBe("loopback");
+    expect(validateSubmission({ input: {}, webhook: "gopher://x" }, [], rules)).toEqual({ errors: ["$.webhook: must be an http(s) URL"], webhookRule: "scheme" });
+    expect(validateSubmission({ input: {}, webhook: "https://hooks.example.com/h" }, [], rules).value?.webhook).toBe("https://hooks.example.com/h");
+  });
+});
+
 describe("validateSubmission: nulls and functions", () => {
   it("takes null optional members as absent, and refuses a null input", () => {
     const r = validateSubmission({ input: { a: 1 }, function: null, webhook: null, policy: { ttl: null, executionTimeout: null, lowPriority: null } }, ["a"]);

@@ -5,6 +5,7 @@ import { isPlainObject } from "../http/wire.js";
 import { SCHEMAS, validate } from "../http/schema.js";
 import type { Submission } from "../engine/types.js";
 import type { WebhookEvent } from "../webhooks/events.js";
+import type { WebhookRefusal, WebhookRule } from "../webhooks/address-policy.js";
 
 export { MAX_EXECUTION_TIMEOUT_MS, MAX_TTL_MS };
 
@@ -20,9 +21,14 @@ function withoutNulls(body: Record<string, unknown>): Record<string, unknown> {
 
 /**
  * The submission, or every failure: the structure by the RunRequest schema that /openapi.json publishes (members,
- * types, ranges), then what a schema cannot say (the endpoint's functions, URL schemes, one webhook).
+ * types, ranges), then what a schema cannot say (the endpoint's functions, URL schemes, one webhook, and where the
+ * webhook may go as far as its URL tells: `webhookRefusal`, the address rules; `webhookRule` names the one that refused).
  */
-export function validateSubmission(raw: unknown, functions: readonly string[]): { value?: Submission; errors: string[] } {
+export function validateSubmission(
+  raw: unknown,
+  functions: readonly string[],
+  webhookRefusal: (url: string) => WebhookRefusal | undefined = () => undefined,
+): { value?: Submission; errors: string[]; webhookRule?: WebhookRule } {
   if (!isPlainObject(raw)) return { errors: ["$: must be a JSON object like {\"input\": {...}}"] };
   const body = withoutNulls(raw);
   const errors = validate(SCHEMAS.RunRequest, body);
@@ -37,6 +43,7 @@ export function validateSubmission(raw: unknown, functions: readonly string[]): 
   }
   // webhookV2 is the job client's newer name for the same thing: the job record is POSTed there when the job
   // ends. Either may be sent; both only when they name the same URL.
+  let webhookRule: WebhookRule | undefined;
   for (const key of ["webhook", "webhookV2"] as const) {
     const v = body[key];
     if (typeof v !== "string") continue;
@@ -46,8 +53,14 @@ export function validateSubmission(raw: unknown, functions: readonly string[]): 
     } catch {
       ok = false;
     }
-    if (!ok) errors.push(`$.${key}: must be an http(s) URL`);
-    else if (value.webhook !== undefined && value.webhook !== v) errors.push("$.webhookV2: names another URL than webhook; send one of them");
+    const refused = ok ? webhookRefusal(v) : undefined;
+    if (!ok) {
+      errors.push(`$.${key}: must be an http(s) URL`);
+      webhookRule = "scheme";
+    } else if (refused) {
+      errors.push(`$.${key}: ${refused.message}`);
+      webhookRule = refused.rule;
+    } else if (value.webhook !== undefined && value.webhook !== v) errors.push("$.webhookV2: names another URL than webhook; send one of them");
     else value.webhook = v;
   }
   if (Array.isArray(body.webhookEvents) && body.webhookEvents.every((e) => typeof e === "string")) {
@@ -60,5 +73,6 @@ export function validateSubmission(raw: unknown, functions: readonly string[]): 
     if (typeof p.ttl === "number") value.lifetimeMs = p.ttl;
     if (typeof p.lowPriority === "boolean") value.lowPriority = p.lowPriority;
   }
-  return errors.length > 0 ? { errors } : { value, errors };
+  if (errors.length > 0) return webhookRule ? { errors, webhookRule } : { errors };
+  return { value, errors };
 }

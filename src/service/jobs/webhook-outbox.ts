@@ -5,12 +5,15 @@
 // (webhooks/schedule.ts) until its last attempt, after which it is given up and logged. Every attempt is written
 // to the job's delivery log in the same batch as the row's change. A row whose delivery a crash interrupted is
 // sent again after a restart, with the same `webhook-id`: receivers may see a message twice (at least once),
-// never not at all, and can drop the repeat by its id.
+// never not at all, and can drop the repeat by its id. A delivery the address rules refuse (webhooks/address-policy.ts)
+// is given up at its first attempt, the rule named in the log: trying again would only probe the same address.
 
 import type { LogFields } from "../logging.js";
 import type { StoreOp, WebhookDeliveryRow, WebhookRow } from "../store/types.js";
 import { DEFAULT_RETRY_POLICY, retryDelay, type RetryPolicy } from "../webhooks/schedule.js";
 import { signedHeaders } from "../webhooks/signing.js";
+import { WebhookRefused, type WebhookRule } from "../webhooks/address-policy.js";
+import type { WebhookPost } from "../webhooks/deliver.js";
 
 /** The header naming the event a delivery tells of (an svc addition beside the specification's three). */
 export const EVENT_HEADER = "svc-webhook-event";
@@ -35,6 +38,8 @@ export interface WebhookOutboxOptions {
   log(message: string, fields?: LogFields): void;
   /** Whether this process delivers (replicas: the one serving jobs). */
   active(): boolean;
+  /** One attempt: the receiver's status, or a throw (WebhookRefused when the address rules refuse it). */
+  send(post: WebhookPost): Promise<number>;
   /** The secrets that sign an endpoint's deliveries now, the current one first (none: unsigned). */
   secrets?(endpointId: string): Promise<string[]>;
   retry?: RetryPolicy;
@@ -45,6 +50,8 @@ export interface WebhookOutboxOptions {
   timeoutMs?: number;
   /** Each attempt's outcome (metrics). */
   onAttempt?(outcome: WebhookDeliveryRow["outcome"]): void;
+  /** A delivery the address rules refused, by rule (metrics). */
+  onRefused?(rule: WebhookRule): void;
 }
 
 export class WebhookOutbox {
@@ -87,25 +94,27 @@ export class WebhookOutbox {
     const started = performance.now();
     let status: number | null = null;
     let error: string | null = null;
+    let refused: WebhookRefused | undefined;
     try {
       const secrets = row.endpointId && this.options.secrets ? await this.options.secrets(row.endpointId) : [];
-      const response = await fetch(row.url, {
-        method: "POST",
+      status = await this.options.send({
+        url: row.url,
         headers: { "content-type": "application/json", [EVENT_HEADER]: row.event, ...signedHeaders(secrets, messageId(row), Date.now(), row.body) },
         body: row.body,
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? 10_000),
+        timeoutMs: this.options.timeoutMs ?? 10_000,
       });
-      await response.arrayBuffer().catch(() => undefined /* the status is what counts; the body is not read */);
-      status = response.status;
-      if (!response.ok) error = `answered ${response.status}`;
+      if (status >= 300 && status < 400) error = `answered ${status} (redirects are not followed)`;
+      else if (status < 200 || status >= 300) error = `answered ${status}`;
     } catch (err) {
+      if (err instanceof WebhookRefused) refused = err;
       error = (err as Error).message;
     }
     const durationMs = Math.round(performance.now() - started);
-    const next: StoreOp = error === null ? { op: "deleteWebhook", id: row.id } : afterFailure(row, Date.now(), this.options.retry, this.options.random?.() ?? Math.random());
+    const next: StoreOp = error === null || refused ? { op: "deleteWebhook", id: row.id } : afterFailure(row, Date.now(), this.options.retry, this.options.random?.() ?? Math.random());
     const outcome: WebhookDeliveryRow["outcome"] = error === null ? "delivered" : next.op === "retryWebhook" ? "retrying" : "failed";
     this.options.onAttempt?.(outcome);
-    if (outcome === "failed") this.options.log(`webhook ${row.url} of job ${row.jobId} (${row.event}) failed after ${row.attempts + 1} attempts (last: ${error})`, { job: row.jobId, ...(row.endpointId ? { endpoint: row.endpointId } : {}) });
+    if (refused) this.options.onRefused?.(refused.rule);
+    if (outcome === "failed") this.options.log(`webhook ${row.url} of job ${row.jobId} (${row.event}) failed after ${row.attempts + 1} attempt${row.attempts === 0 ? "" : "s"} (last: ${error})`, { job: row.jobId, ...(row.endpointId ? { endpoint: row.endpointId } : {}) });
     const delivery: WebhookDeliveryRow = {
       jobId: row.jobId,
       endpointId: row.endpointId,

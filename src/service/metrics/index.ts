@@ -94,6 +94,11 @@ export class ServiceMetrics {
     this.prometheus?.webhookAttempt(outcome);
   }
 
+  /** A webhook URL the address rules refused (webhooks/address-policy.ts): at submit, or at its delivery. */
+  webhookRefused(rule: string, stage: "submit" | "delivery"): void {
+    this.prometheus?.webhookRefused(rule, stage);
+  }
+
   /** An API request was answered: `route` is its route table pattern, never the raw path. */
   request(method: string, route: string, status: number, startedAt: number, endpointId?: string): void {
     if (!this.prometheus) return;

@@ -41,6 +41,7 @@ export class PrometheusMetrics {
   private readonly coldStart: Histogram<"endpoint">;
   private readonly retries: Counter<"endpoint">;
   private readonly webhooks: Counter<"outcome">;
+  private readonly webhookRefusals: Counter<"rule" | "stage">;
   private readonly http: FastHistogram<"method" | "route" | "status">;
   private readonly commit: HistogramSeries;
   private readonly byEndpoint = new Map<string, EndpointChildren>();
@@ -70,6 +71,7 @@ export class PrometheusMetrics {
     });
     this.retries = new Counter({ name: "svc_job_retries_total", help: "Failed attempts queued again for an automatic retry", labelNames: ["endpoint"], registers });
     this.webhooks = new Counter({ name: "svc_webhook_deliveries_total", help: "Webhook delivery attempts, by outcome (delivered, retrying, failed: given up)", labelNames: ["outcome"], registers });
+    this.webhookRefusals = new Counter({ name: "svc_webhook_refusals_total", help: "Webhook URLs the address rules refused, by rule (loopback, private, service, ...) and stage (submit: a 422; delivery: a failed delivery)", labelNames: ["rule", "stage"], registers });
     this.http = new FastHistogram("svc_http_request_duration_seconds", "Time to answer an API request, by method, route pattern and status", ["method", "route", "status"], HTTP_BUCKETS, this.registry);
     // Observed on every group commit (thousands a second under load): svc's histogram, its one series kept.
     this.commit = new FastHistogram("svc_store_commit_seconds", "Time one group commit (one transaction of the engine's batched writes) took in the store", ["store"], COMMIT_BUCKETS, this.registry).series({ store });
@@ -150,6 +152,10 @@ export class PrometheusMetrics {
 
   webhookAttempt(outcome: "delivered" | "retrying" | "failed"): void {
     this.webhooks.inc({ outcome });
+  }
+
+  webhookRefused(rule: string, stage: "submit" | "delivery"): void {
+    this.webhookRefusals.inc({ rule, stage });
   }
 
   request(method: string, route: string, status: number, seconds: number): void {

@@ -1,6 +1,7 @@
 // A job's webhook, end to end: which events it gets (events.ts), the message written to the outbox with the job's
 // change it tells of, delivery signed and retried (../webhook-outbox.ts), each endpoint's filter and signing
-// secrets (settings.ts), and each job's delivery log. docs/webhooks.md is the user's side of it.
+// secrets (settings.ts), each job's delivery log, and where a webhook may go at all (address-policy.ts, applied at
+// submit and at every connection: deliver.ts). docs/webhooks.md is the user's side of it.
 
 import { newId } from "../keys/auth.js";
 import type { SecretBox } from "../secrets/box.js";
@@ -9,6 +10,8 @@ import { WebhookOutbox } from "../jobs/webhook-outbox.js";
 import { wants, type WebhookEvent } from "./events.js";
 import { retryPolicy, type RetryPolicy } from "./schedule.js";
 import { WebhookSettings } from "./settings.js";
+import { WebhookAddressPolicy, type WebhookAddressOptions, type WebhookRule } from "./address-policy.js";
+import { postWebhook } from "./deliver.js";
 
 export { WEBHOOK_EVENTS, type WebhookEvent } from "./events.js";
 
@@ -29,6 +32,10 @@ export interface WebhooksOptions {
   intervalMs?: number;
   /** Each delivery attempt's outcome (metrics). */
   onAttempt?(outcome: "delivered" | "retrying" | "failed"): void;
+  /** Where webhooks may go: the operator's allow-list, the resolver, the service's own listener. */
+  addresses?: WebhookAddressOptions;
+  /** A webhook URL the address rules refused, at submit (422) or at delivery (metrics). */
+  onRefused?(rule: WebhookRule, stage: "submit" | "delivery"): void;
 }
 
 /** What a job's delivery log answers: every attempt, and the messages still to be delivered. */
@@ -42,15 +49,19 @@ export class Webhooks {
   readonly settings: WebhookSettings;
   readonly outbox: WebhookOutbox;
   readonly retry: RetryPolicy;
+  readonly addresses: WebhookAddressPolicy;
 
   constructor(private readonly options: WebhooksOptions) {
     this.retry = retryPolicy(options.retry);
+    this.addresses = new WebhookAddressPolicy(options.addresses);
     this.settings = new WebhookSettings(options.store, options.box, options.write, options.log);
     this.outbox = new WebhookOutbox({
       due: (now, limit) => options.store.dueWebhooks(now, limit),
       write: options.write,
       log: options.log,
       active: options.active,
+      send: (post) => postWebhook(post, this.addresses),
+      onRefused: (rule) => options.onRefused?.(rule, "delivery"),
       secrets: (endpointId) => this.settings.signingSecrets(endpointId),
       retry: this.retry,
       timeoutMs: options.timeoutMs,
@@ -68,6 +79,11 @@ export class Webhooks {
     if (!row.webhook || !wants(event, row.webhookEvents, this.settings.eventsOf(row.endpointId))) return undefined;
     const shown = output === undefined ? row : { ...row, output: JSON.stringify(output) };
     return { id: newId(12), jobId: row.id, endpointId: row.endpointId, event, url: row.webhook, body: this.options.recordJson(shown, now), attempts: 0, nextAt: now, createdAt: now };
+  }
+
+  /** Count a webhook URL refused at submit (the route answers 422). */
+  refusedAtSubmit(rule: WebhookRule): void {
+    this.options.onRefused?.(rule, "submit");
   }
 
   /** `message` as the ops to write. */
