@@ -308,6 +308,35 @@ describe("signatures", () => {
   });
 });
 
+describe("headers a signature does not cover", () => {
+  it("refuses an x-amz-copy-source added to a presigned upload: the upload does not become a copy", async () => {
+    const secret = `/s3/${bigVolume}/secret.txt`;
+    expect((await signedRequest({ method: "PUT", path: secret, body: Buffer.from("the issuer's secret") })).status).toBe(200);
+    // An upload link for drop.txt, as @aws-sdk/s3-request-presigner makes one (only host signed).
+    const p = await s3Signer(keyA).presign(s3Request(t.service.url, "PUT", `/s3/${bigVolume}/drop.txt`, { "X-Amz-Content-Sha256": "UNSIGNED-PAYLOAD" }), { expiresIn: 300 });
+    const query = Object.entries(p.query!).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join("&");
+    const host = new URL(t.service.url).host;
+    const hijacked = await send({ method: "PUT", path: `${p.path}?${query}`, headers: { host, "x-amz-copy-source": `/${bigVolume}/secret.txt`, "content-length": "0" } });
+    expect(hijacked.status).toBe(403);
+    expect(hijacked.text).toContain("<Code>AccessDenied</Code>");
+    expect(hijacked.text).toContain("<HeadersNotSigned>x-amz-copy-source</HeadersNotSigned>");
+    expect(existsSync(join(t.dir, "data", "volumes", bigVolume, "drop.txt"))).toBe(false);
+    // The link as issued still uploads.
+    const upload = await send({ method: "PUT", path: `${p.path}?${query}`, headers: { host, "content-length": "4" }, body: Buffer.from("mine") });
+    expect(upload.status).toBe(200);
+    expect(readFileSync(join(t.dir, "data", "volumes", bigVolume, "drop.txt"), "utf8")).toBe("mine");
+  });
+
+  it("refuses an x-amz-* header added to a header-signed request", async () => {
+    const signer = s3Signer(keyA);
+    const path = `/s3/${bigVolume}/replayed.txt`;
+    const signed = await signer.sign(s3Request(t.service.url, "PUT", path, { "x-amz-content-sha256": createHash("sha256").update("").digest("hex") }), { signingDate: new Date() });
+    const added = await send({ method: "PUT", path, headers: { ...(signed.headers as Record<string, string>), "x-amz-copy-source": `/${bigVolume}/secret.txt`, "content-length": "0" } });
+    expect(added).toMatchObject({ status: 403, text: expect.stringContaining("<HeadersNotSigned>x-amz-copy-source</HeadersNotSigned>") });
+    expect(existsSync(join(t.dir, "data", "volumes", bigVolume, "replayed.txt"))).toBe(false);
+  });
+});
+
 describe("confinement", () => {
   it("refuses keys with '..' and never follows a link out of the volume", async () => {
     const bearer = { authorization: `Bearer ${t.key}` };

@@ -224,6 +224,10 @@ function signedHeaderValues(req: RequestParts, names: string[]): Record<string, 
  */
 export async function verifySignature(req: RequestParts, query: Record<string, string | string[]>, claim: SignatureClaim, secretAccessKey: string): Promise<Uint8Array> {
   if (claim.service !== "s3") throw new S3Error("AuthorizationHeaderMalformed", `The credential's service must be s3, not "${claim.service}"`);
+  const unsigned = unsignedAmzHeaders(req.headers, claim);
+  if (unsigned.length > 0) {
+    throw new S3Error("AccessDenied", "There were headers present in the request which were not signed", { fields: { HeadersNotSigned: unsigned.join(", ") } });
+  }
   const credentials = { accessKeyId: claim.accessKeyId, secretAccessKey };
   // S3 paths are signed as sent: encoded once, never normalised.
   const signer = new SignatureV4({ service: "s3", region: claim.region, credentials, sha256: Sha256, uriEscapePath: false });
@@ -260,6 +264,20 @@ export async function verifySignature(req: RequestParts, query: Record<string, s
     });
   }
   return getSigningKey(Sha256, credentials, claim.longDate.slice(0, 8), claim.region, "s3");
+}
+
+/**
+ * The `x-amz-*` headers of a request that its signature does not cover, as S3 refuses them: whoever holds a
+ * presigned URL (or replays a signed request) cannot add one that changes what the request does (an
+ * `x-amz-copy-source` turning an upload into a copy of another object). A presigned request's payload hash is the
+ * one exception: it is never part of its signature (UNSIGNED-PAYLOAD). Pure.
+ */
+export function unsignedAmzHeaders(headers: IncomingHttpHeaders, claim: Pick<SignatureClaim, "form" | "signedHeaders">): string[] {
+  const signed = new Set(claim.signedHeaders.map((h) => h.toLowerCase()));
+  return Object.keys(headers)
+    .map((name) => name.toLowerCase())
+    .filter((name) => name.startsWith("x-amz-") && !signed.has(name) && !(claim.form === "query" && name === "x-amz-content-sha256"))
+    .sort();
 }
 
 /** The signature of one chunk of a STREAMING-AWS4-HMAC-SHA256-PAYLOAD body. Pure. */
