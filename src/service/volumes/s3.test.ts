@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { S3Error } from "./s3-errors.js";
 import { parseCompleteParts, parseDelete, xmlDecode } from "./s3-xml.js";
-import { copySource, listedKey, parseRange } from "./s3.js";
+import { copySource, listedKey, objectHeaders, parseRange } from "./s3.js";
 import { checkTime, parseAmzDate, parseQuery, readSignature } from "./sigv4.js";
 import { inside, keySegments } from "./volume-fs.js";
 import { planVolumeKey } from "./keys.js";
@@ -101,5 +101,27 @@ describe("access keys and sizes", () => {
     expect(testVolumeGbBytes({ SVC_TEST_VOLUME_GB_BYTES: "1048576" })).toBe(1048576);
     expect(testVolumeGbBytes({})).toBeUndefined();
     expect(() => testVolumeGbBytes({ SVC_TEST_VOLUME_GB_BYTES: "1GB" })).toThrow(/positive whole number/);
+  });
+});
+
+describe("an object's answer in a browser", () => {
+  const stat = { size: 5, mtimeMs: 0, etag: '"e"' };
+  it("never serves active content inline, whatever the query asks", () => {
+    for (const type of ["text/html", "image/svg+xml", "application/xhtml+xml", "text/javascript", "application/pdf", "text/html; charset=utf-8"]) {
+      const h = objectHeaders(stat, { "response-content-type": type, "response-content-disposition": 'inline; filename="x.html"' });
+      expect(h["content-type"]).toBe(type);
+      expect(h["content-disposition"]).toBe('attachment; filename="x.html"');
+    }
+    expect(objectHeaders(stat, { "response-content-type": "text/html" })["content-disposition"]).toBe("attachment");
+  });
+
+  it("shows images and plain text inline when asked, and keeps everything inert and unsniffed", () => {
+    const png = objectHeaders(stat, { "response-content-type": "image/png" });
+    expect(png["content-disposition"]).toBeUndefined();
+    expect(objectHeaders(stat, { "response-content-type": "text/plain", "response-content-disposition": "inline" })["content-disposition"]).toBe("inline");
+    for (const h of [png, objectHeaders(stat, {})]) {
+      expect(h["x-content-type-options"]).toBe("nosniff");
+      expect(h["content-security-policy"]).toMatch(/^sandbox; default-src 'none'/);
+    }
   });
 });

@@ -296,15 +296,36 @@ export function parseRange(header: string | undefined, size: number): { start: n
   return { start, end };
 }
 
-function objectHeaders(stat: { size: number; mtimeMs: number; etag: string }, query: Record<string, string | string[]>): Record<string, string> {
+/**
+ * Types a browser shows without running anything of the object's: served inline when asked. Everything else (HTML,
+ * SVG, XML, scripts, PDF) goes out as an attachment whatever `response-content-type` or
+ * `response-content-disposition` asks, so a tenant's object never becomes a page on the service's origin.
+ */
+const INLINE_SAFE = /^(image\/(png|jpeg|gif|webp|avif|bmp)|text\/plain|text\/csv|application\/json|application\/octet-stream|audio\/[\w.+-]+|video\/[\w.+-]+)(\s*;.*)?$/i;
+
+/** The headers of an object's answer: what the query asks, within what keeps the object inert in a browser. Pure. */
+export function objectHeaders(stat: { size: number; mtimeMs: number; etag: string }, query: Record<string, string | string[]>): Record<string, string> {
+  const type = q1(query, "response-content-type") ?? "application/octet-stream";
+  const disposition = q1(query, "response-content-disposition");
+  const inline = INLINE_SAFE.test(type.trim());
   return {
-    "content-type": q1(query, "response-content-type") ?? "application/octet-stream",
-    ...(q1(query, "response-content-disposition") ? { "content-disposition": q1(query, "response-content-disposition")! } : {}),
+    "content-type": type,
+    ...(inline ? (disposition ? { "content-disposition": disposition } : {}) : { "content-disposition": asAttachment(disposition) }),
     ...(q1(query, "response-cache-control") ? { "cache-control": q1(query, "response-cache-control")! } : {}),
+    // Whatever it is served as: never sniffed into something active, never scripted, framed or loading anything.
+    "x-content-type-options": "nosniff",
+    "content-security-policy": "sandbox; default-src 'none'; frame-ancestors 'none'",
     etag: stat.etag,
     "last-modified": new Date(stat.mtimeMs).toUTCString(),
     "accept-ranges": "bytes",
   };
+}
+
+/** A Content-Disposition that downloads: the asked one's parameters (its filename) kept, `inline` replaced. Pure. */
+function asAttachment(disposition: string | undefined): string {
+  if (!disposition) return "attachment";
+  const params = disposition.split(";").slice(1).map((p) => p.trim()).filter(Boolean);
+  return ["attachment", ...params].join("; ");
 }
 
 async function getObject(call: S3Call, head: boolean): Promise<void> {
