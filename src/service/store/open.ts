@@ -15,7 +15,7 @@ import { storageCause } from "./faults.js";
 import type { JobCommands, Store } from "./types.js";
 import type { RateLimiting, RateWindow } from "../keys/ratelimit.js";
 import { localArtifacts, postgresArtifacts, type ArtifactStore } from "../artifacts/store.js";
-import type { Queryable } from "./postgres/index.js";
+import type { Queryable } from "./queryable.js";
 
 export interface ServiceStorage {
   kind: "sqlite" | "postgres";

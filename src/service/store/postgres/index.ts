@@ -25,6 +25,9 @@ import {
 import type { EndpointRow, JobCommands, JobRow, LogRow, Store, StoreOp, StreamChunkRow } from "../types.js";
 import type { DeployStoreOp, ReleaseRow } from "../../deploy/types.js";
 import { migrate } from "./schema.js";
+import type { Queryable } from "../queryable.js";
+
+export type { Queryable };
 
 /** PostgreSQL's type of each job column in `unnest` arrays. */
 const JOB_PG_TYPES: Record<keyof JobRow, string> = {
@@ -120,11 +123,6 @@ function cleanArray(values: unknown[]): unknown[] {
     if (typeof v === "string" && v.includes("\u0000")) (out ??= [...values])[i] = pgText(v);
   }
   return out ?? values;
-}
-
-/** What the store's modules query through: a pool or a transaction's client, with parameters made acceptable. */
-export interface Queryable {
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
 }
 
 /**
