@@ -23,7 +23,7 @@ import {
   rowToWebhookSettings,
 } from "../rows.js";
 import type { EndpointRow, JobCommands, JobRow, LogRow, Store, StoreOp, StreamChunkRow } from "../types.js";
-import type { DeployStoreOp, ReleaseRow } from "../../deploy/types.js";
+import type { DeployStoreOp, ReleaseRow } from "../deploy-rows.js";
 import { migrate } from "./schema.js";
 import type { Queryable } from "../queryable.js";
 
