@@ -1,6 +1,6 @@
 // Durable state of the management API: network volumes, templates, REST-created endpoints' settings, and API
 // key listing/creation/revocation. Its tables live in the service's SQLite file (created by the numbered
-// migration below, applied by src/service/store/sqlite.ts); this module reads and writes them through its own
+// migration below, listed in src/service/schema/sqlite.ts); this module reads and writes them through its own
 // connection (WAL allows several), so the job engine's batched store stays untouched. A server-grade store
 // implements `ManagementStore` the same way it implements `Store`.
 
@@ -11,7 +11,7 @@ import { openDatabase } from "../store/driver.js";
 export const VOLUME_TYPES = ["STANDARD", "HIGH_PERFORMANCE"] as const;
 export type VolumeType = (typeof VOLUME_TYPES)[number];
 
-/** Appended to MIGRATIONS: network volumes, templates, REST endpoints, key names and expiry. */
+/** Appended to SQLITE_MIGRATIONS: network volumes, templates, REST endpoints, key names and expiry. */
 export const MANAGEMENT_MIGRATION = `
   CREATE TABLE network_volumes (
     id TEXT PRIMARY KEY, user_id TEXT NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,
@@ -25,7 +25,7 @@ export const MANAGEMENT_MIGRATION = `
   ALTER TABLE api_keys ADD COLUMN name TEXT;
   ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;`;
 
-/** Appended to MIGRATIONS after MANAGEMENT_MIGRATION: restart counters of REST endpoints. */
+/** Appended to SQLITE_MIGRATIONS after MANAGEMENT_MIGRATION: restart counters of REST endpoints. */
 export const MANAGEMENT_MIGRATION_2 = `ALTER TABLE rest_endpoints ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;`;
 
 export interface VolumeRecord {

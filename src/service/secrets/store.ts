@@ -1,10 +1,10 @@
 // Durable secrets: one row per (user, app, environment, name), the value sealed (box.ts). Its table lives in the
-// service's SQLite file (the numbered migration below, applied by src/service/store/sqlite.ts); this module uses
+// service's SQLite file (the numbered migration below, listed in src/service/schema/sqlite.ts); this module uses
 // its own connection, as the management store does. A server-grade store implements `SecretStore` the same way.
 
 import { openDatabase } from "../store/driver.js";
 
-/** Appended to MIGRATIONS. `app` and `env` are "" for a secret of every app (or every environment of one). */
+/** Appended to SQLITE_MIGRATIONS. `app` and `env` are "" for a secret of every app (or every environment of one). */
 export const SECRETS_MIGRATION = `
   CREATE TABLE secrets (
     user_id TEXT NOT NULL, app TEXT NOT NULL, env TEXT NOT NULL, name TEXT NOT NULL,

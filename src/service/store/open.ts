@@ -5,6 +5,8 @@
 import { join } from "node:path";
 import { UserError } from "../../errors.js";
 import { openSqliteStore } from "./sqlite.js";
+import { SQLITE_MIGRATIONS } from "../schema/sqlite.js";
+import { PG_MIGRATIONS } from "../schema/postgres.js";
 import { openSqliteManagementStore, type ManagementStore } from "../management/store.js";
 import { openSqliteSecretStore, type SecretStore } from "../secrets/store.js";
 import { openPostgresVolumeKeyStore, openSqliteVolumeKeyStore, type VolumeKeyStore } from "../volumes/key-store.js";
@@ -42,7 +44,7 @@ export interface ServiceStorage {
 export async function openServiceStorage(options: { dataDir: string; storeUrl?: string }): Promise<ServiceStorage> {
   if (!options.storeUrl) {
     const file = join(options.dataDir, "svc.sqlite");
-    const store = openSqliteStore(file);
+    const store = openSqliteStore(file, SQLITE_MIGRATIONS);
     let management: ManagementStore | undefined;
     try {
       management = openSqliteManagementStore(file);
@@ -82,7 +84,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
   const { SharedRateLimiter } = await import("../cluster/shared-rate-limiter.js");
   let store: Awaited<ReturnType<typeof openPostgresStore>>;
   try {
-    store = await openPostgresStore(options.storeUrl);
+    store = await openPostgresStore(options.storeUrl, PG_MIGRATIONS);
   } catch (err) {
     const cause = storageCause(err);
     throw new UserError(`The service cannot open its database ${redactStoreUrl(options.storeUrl)}: ${(err as Error).message}`, {
