@@ -7,8 +7,8 @@ import { UserError } from "../../errors.js";
 import { openSqliteStore } from "./sqlite.js";
 import { SQLITE_MIGRATIONS } from "../schema/sqlite.js";
 import { PG_MIGRATIONS } from "../schema/postgres.js";
-import { openSqliteManagementStore, type ManagementStore } from "../management/store.js";
-import { openSqliteSecretStore, type SecretStore } from "../secrets/store.js";
+import { openPostgresManagementStore, openSqliteManagementStore, type ManagementStore } from "../management/store.js";
+import { openPostgresSecretStore, openSqliteSecretStore, type SecretStore } from "../secrets/store.js";
 import { openPostgresVolumeKeyStore, openSqliteVolumeKeyStore, type VolumeKeyStore } from "../volumes/key-store.js";
 import { openPostgresIdempotencyStore, openSqliteIdempotencyStore, type IdempotencyStore } from "../idempotency/store.js";
 import { openPostgresUsageStore, openSqliteUsageStore, type UsageStore } from "../metrics/usage-store.js";
@@ -80,7 +80,6 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
   }
   // Loaded only when asked for: the embedded default (and `svc dev`) never pay for the PostgreSQL client.
   const { openPostgresStore } = await import("./postgres/index.js");
-  const { openPostgresManagementStore, openPostgresSecretStore } = await import("./postgres/config-stores.js");
   const { SharedRateLimiter } = await import("../cluster/shared-rate-limiter.js");
   let store: Awaited<ReturnType<typeof openPostgresStore>>;
   try {
