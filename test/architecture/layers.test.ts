@@ -129,8 +129,8 @@ describe("the layer rules", () => {
         "src/service/management/keys.ts": [{ target: "src/service/api.ts", typeOnly: true }],
         "src/service/http/schema.ts": ["src/service/http/api-schemas.ts"],
         "src/service/http/api-schemas.ts": [{ target: "src/service/http/schema.ts", typeOnly: true }],
-        "src/service/store/open.ts": [{ target: "src/service/cluster/leader.ts", dynamic: true }],
-        "src/service/cluster/leader.ts": ["src/service/store/open.ts"],
+        "src/service/stores.ts": [{ target: "src/service/cluster/leader.ts", dynamic: true }],
+        "src/service/cluster/leader.ts": ["src/service/stores.ts"],
       }),
     );
     expect(cycles).toEqual([["src/service/api.ts", "src/service/management/index.ts", "src/service/management/keys.ts"]]);
