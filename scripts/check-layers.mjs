@@ -3,7 +3,12 @@
 // meaning to another's). Each rule names the modules it constrains and the modules they may not import, and why.
 // Beside the rules: no import cycle among the sources, type imports included (scripts/check-cycles.mjs checks
 // the compiled modules, whose cycles change load order), except type imports between two files of one folder
-// (one concern in two files). Tests (*.test.ts) may import across layers to observe.
+// (one concern in two files); and no two folders of src/service importing each other, even through different
+// files (two features that need each other are one feature, or share something that belongs below both), but for
+// the pairs named in FOLDER_PAIRS_ALLOWED with their reason. Tests (*.test.ts) may import across layers to observe.
+//
+// It also counts, for the service, the imports that point up its tiers (the floor, store/; the core; the rest)
+// and the folder pairs that import each other, and prints both.
 //
 // Usage: node scripts/check-layers.mjs [repo root]   Exit 1 with one line per broken rule: the importing file, the
 // imported file and the rule's name and reason.
@@ -14,6 +19,7 @@ import { fileURLToPath } from "node:url";
 import { cyclesOf } from "./strongly-connected.mjs";
 
 const SVC = "src/service/";
+const STORE = `${SVC}store/`;
 /** The service's core: its state and rules, which know nothing of HTTP (the edge maps their Refusals). */
 const CORE = [
   `${SVC}engine/`,
@@ -46,6 +52,12 @@ const PACKAGE = /^packages\/([^/]+)\//;
  * importing one and whether the import is of types only), `why`.
  */
 export const RULES = [
+  {
+    name: "store-is-the-floor",
+    why: "store/ is the floor of the service: it imports only store/ and src/errors.ts (and svc/internal); the features' migrations are passed to it and their stores are built on it",
+    from: (file) => file.startsWith(STORE),
+    to: (target) => !target.startsWith(STORE) && target !== "src/errors.ts",
+  },
   {
     name: "core-below-http",
     why: "the service's core (engine, store, endpoints, cluster, keys, secrets, management's store, the LB balancer) does not speak HTTP: it throws Refusal and the edge answers",
@@ -175,25 +187,105 @@ export function importCycles(graph) {
   return cyclesOf(graph.keys(), edges).map((component) => component.sort());
 }
 
+/**
+ * Folders of src/service that import each other although each is its own concern; each pair (sorted) with why it
+ * is allowed. A pair listed here that no longer imports both ways fails the check too: the list only shrinks.
+ */
+export const FOLDER_PAIRS_ALLOWED = [
+  {
+    folders: ["engine", "webhooks"],
+    why: "a job's record carries the webhook events it asked for (engine/types.ts names webhooks/events.ts's types) and the webhook routes read jobs through the engine; the event types belong below both",
+  },
+  {
+    folders: ["http", "management"],
+    why: "the management API's schemas (http/schema.ts) publish the volume types management's store defines, and management's routes are HTTP code",
+  },
+  {
+    folders: ["http", "webhooks"],
+    why: "http/'s body schemas and OpenAPI document include the webhooks' events and settings, and the webhook routes are HTTP code; those schemas belong with the webhooks",
+  },
+  {
+    folders: ["jobs", "webhooks"],
+    why: "the outbox that delivers webhooks (jobs/webhook-outbox.ts) uses webhooks/' schedule and signing, and webhooks/ starts it; the outbox belongs in webhooks/",
+  },
+  {
+    folders: ["management", "volumes"],
+    why: "the volumes' S3 API and access keys read management's volume records and route context, and management's rows include the volume key routes: one feature in two folders",
+  },
+];
+
+/** The folder of src/service a module belongs to ("jobs" for src/service/jobs/routes.ts); undefined outside one. */
+function serviceFolder(file) {
+  if (!file.startsWith(SVC)) return undefined;
+  const rest = file.slice(SVC.length);
+  const slash = rest.indexOf("/");
+  return slash < 0 ? undefined : rest.slice(0, slash);
+}
+
+/**
+ * Pairs of folders of src/service that import each other (type imports and import() included, tests not): each
+ * as { folders: [a, b] sorted, imports: one import each way as "file -> target" }. Pure.
+ */
+export function folderCycles(graph) {
+  const between = new Map();
+  for (const [file, deps] of graph) {
+    const from = serviceFolder(file);
+    if (from === undefined || /\.test\.tsx?$/.test(file)) continue;
+    for (const { target } of deps) {
+      const to = serviceFolder(target);
+      if (to !== undefined && to !== from && !between.has(`${from} ${to}`)) between.set(`${from} ${to}`, `${file} -> ${target}`);
+    }
+  }
+  const pairs = [];
+  for (const [key, example] of between) {
+    const [a, b] = key.split(" ");
+    if (a < b && between.has(`${b} ${a}`)) pairs.push({ folders: [a, b], imports: [example, between.get(`${b} ${a}`)] });
+  }
+  return pairs.sort((x, y) => x.folders.join(" ").localeCompare(y.folders.join(" ")));
+}
+
+/** The service's tiers, bottom up: the floor (store/), the core, the rest. */
+const tierOf = (file) => (file.startsWith(STORE) ? 0 : under(CORE)(file) ? 1 : 2);
+
+/** Imports in src/service (tests not) from a module to one of a higher tier, as "file -> target". Pure. */
+export function upwardImports(graph) {
+  const out = new Set();
+  for (const [file, deps] of graph) {
+    if (!inService(file) || /\.test\.tsx?$/.test(file)) continue;
+    for (const { target } of deps) if (inService(target) && tierOf(target) > tierOf(file)) out.add(`${file} -> ${target}`);
+  }
+  return [...out].sort();
+}
+
 /** The report for `root`: lines to print and whether the layers hold. */
-export function checkLayers(root) {
+export function checkLayers(root, allowedPairs = FOLDER_PAIRS_ALLOWED) {
   const graph = importGraph(root);
   const violations = layerViolations(graph);
   const cycles = importCycles(graph);
+  const folderPairs = folderCycles(graph);
+  const allowed = new Map(allowedPairs.map((p) => [[...p.folders].sort().join(" "), p.why]));
+  const found = new Set(folderPairs.map((p) => p.folders.join(" ")));
   const lines = [
     ...violations.map((v) => `${v.file} imports ${v.target}: breaks "${v.rule}" (${v.why})`),
     ...cycles.map((c) => `import cycle among ${c.length} modules (type imports included):\n${c.map((f) => `  ${f}`).join("\n")}`),
+    ...folderPairs
+      .filter((p) => !allowed.has(p.folders.join(" ")))
+      .map((p) => `folders ${SVC}${p.folders[0]}/ and ${SVC}${p.folders[1]}/ import each other:\n${p.imports.map((i) => `  ${i}`).join("\n")}`),
+    ...[...allowed.keys()]
+      .filter((key) => !found.has(key))
+      .map((key) => `folders ${key.split(" ").map((f) => `${SVC}${f}/`).join(" and ")} no longer import each other: take the pair off FOLDER_PAIRS_ALLOWED`),
   ];
-  return { ok: lines.length === 0, lines, modules: graph.size };
+  return { ok: lines.length === 0, lines, modules: graph.size, upward: upwardImports(graph).length, folderPairs: folderPairs.length, allowedPairs: allowed.size };
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const root = resolve(process.argv[2] ?? ".");
-  const { ok, lines, modules } = checkLayers(root);
+  const { ok, lines, modules, upward, folderPairs, allowedPairs } = checkLayers(root);
+  const counts = `src/service: ${upward} upward imports, ${folderPairs} folder pairs importing each other (${allowedPairs} allowed)`;
   if (ok) {
-    process.stdout.write(`check-layers: ${modules} modules, every layer rule holds, no import cycle\n`);
+    process.stdout.write(`check-layers: ${modules} modules, every layer rule holds, no import cycle; ${counts}\n`);
   } else {
-    process.stderr.write(`${lines.join("\n")}\n`);
+    process.stderr.write(`${lines.join("\n")}\n${counts}\n`);
     process.exit(1);
   }
 }

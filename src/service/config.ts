@@ -47,7 +47,7 @@ export interface ServerConfig extends ServiceSettings {
   port: number;
   dataDir: string;
   workers: WorkersKind;
-  /** A PostgreSQL URL: the state goes there (store/open.ts); else the data dir's SQLite file. */
+  /** A PostgreSQL URL: the state goes there (stores.ts); else the data dir's SQLite file. */
   store?: string;
   /** Where the other replicas on the same database reach this one. */
   replicaUrl?: string;

@@ -21,7 +21,7 @@ import { ServiceMetrics } from "./metrics/index.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import { Scaler } from "./workers/scaler.js";
-import { openServiceStorage, type ServiceStorage } from "./store/open.js";
+import { openServiceStorage, type ServiceStorage } from "./stores.js";
 import { redactStoreUrl } from "./store/url.js";
 import { startConfigSync } from "./cluster/config-sync.js";
 import { createChangeFeed } from "./cluster/change-feed.js";

@@ -1,15 +1,16 @@
 // The layer check (scripts/check-layers.mjs, run by `npm test`): the tree as it is passes, and an import that
-// points up the layers, planted in a copy of the sources, fails the check with a line naming the file, what it
-// imports and the rule it breaks. The rules one by one on small import graphs.
+// points up the layers (or makes two folders of the service import each other), planted in a copy of the sources,
+// fails the check with a line naming the file, what it imports and the rule it breaks. The rules one by one on
+// small import graphs.
 
 import { spawnSync } from "node:child_process";
-import { appendFileSync, cpSync, mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 // @ts-expect-error: a plain script, without type declarations
-import { importCycles, layerViolations } from "../../scripts/check-layers.mjs";
+import { folderCycles, importCycles, layerViolations, upwardImports } from "../../scripts/check-layers.mjs";
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const SCRIPT = join(REPO, "scripts/check-layers.mjs");
@@ -40,7 +41,26 @@ describe("the layer check on the sources", () => {
     const { status, out, err } = check(REPO);
     expect(err).toBe("");
     expect(status).toBe(0);
-    expect(out).toMatch(/every layer rule holds, no import cycle/);
+    expect(out).toMatch(/every layer rule holds, no import cycle; src\/service: \d+ upward imports, \d+ folder pairs importing each other \(\d+ allowed\)/);
+  });
+
+  it("fails when the store imports a feature, naming the file, the import and the rule", () => {
+    const root = copyOfSources();
+    appendFileSync(join(root, "src/service/store/sqlite.ts"), '\nimport { IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";\nexport const planted = IDEMPOTENCY_MIGRATION;\n');
+    const { status, err } = check(root);
+    expect(status).toBe(1);
+    expect(err).toContain('src/service/store/sqlite.ts imports src/service/idempotency/schema.ts: breaks "store-is-the-floor"');
+  });
+
+  it("fails when two folders of the service import each other, even through files that form no cycle", () => {
+    const root = copyOfSources();
+    // volumes/ imports keys/ (keys/auth.ts); a new module of keys/ importing a type of volumes/ back, which nothing
+    // imports, makes no cycle of files, but one of folders.
+    writeFileSync(join(root, "src/service/keys/planted.ts"), 'import type { VolumesApi } from "../volumes/index.js";\nexport type Planted = VolumesApi;\n');
+    const { status, err } = check(root);
+    expect(status).toBe(1);
+    expect(err).toMatch(/folders src\/service\/keys\/ and src\/service\/volumes\/ import each other:\n {2}src\/service\/keys\/planted\.ts -> src\/service\/volumes\/index\.ts\n {2}src\/service\/volumes\/\S+ -> src\/service\/keys\/auth\.ts/);
+    expect(err).not.toMatch(/import cycle among/);
   });
 
   it("fails when the engine imports the HTTP layer, naming the file, the import and the rule", () => {
@@ -75,6 +95,7 @@ describe("the layer rules", () => {
         "src/service/lb/front.ts": ["src/service/http/problems.ts"],
       }),
     ).toEqual([
+      "src/service/store/faults.ts -> src/service/http/problems.ts: store-is-the-floor",
       "src/service/store/faults.ts -> src/service/http/problems.ts: core-below-http",
       "src/service/engine/jobs.ts -> src/service/jobs/validate.ts: core-below-http",
       "src/service/lb/index.ts -> src/service/workers/routes.ts: core-below-http",
@@ -129,10 +150,53 @@ describe("the layer rules", () => {
         "src/service/management/keys.ts": [{ target: "src/service/api.ts", typeOnly: true }],
         "src/service/http/schema.ts": ["src/service/http/api-schemas.ts"],
         "src/service/http/api-schemas.ts": [{ target: "src/service/http/schema.ts", typeOnly: true }],
-        "src/service/store/open.ts": [{ target: "src/service/cluster/leader.ts", dynamic: true }],
-        "src/service/cluster/leader.ts": ["src/service/store/open.ts"],
+        "src/service/stores.ts": [{ target: "src/service/cluster/leader.ts", dynamic: true }],
+        "src/service/cluster/leader.ts": ["src/service/stores.ts"],
       }),
     );
     expect(cycles).toEqual([["src/service/api.ts", "src/service/management/index.ts", "src/service/management/keys.ts"]]);
+  });
+});
+
+describe("the folder-cycle check and the counts", () => {
+  it("finds folders of the service that import each other, type imports included, but not tests or files outside a folder", () => {
+    expect(
+      folderCycles(
+        graphOf({
+          "src/service/jobs/routes.ts": ["src/service/webhooks/events.ts"],
+          "src/service/webhooks/routes.ts": [{ target: "src/service/jobs/validate.ts", typeOnly: true }],
+          "src/service/engine/index.ts": ["src/service/store/types.ts"],
+          "src/service/store/types.test.ts": ["src/service/engine/index.ts"],
+          "src/service/stores.ts": ["src/service/store/sqlite.ts"],
+          "src/service/store/sqlite.ts": ["src/service/stores.ts"],
+        }),
+      ),
+    ).toEqual([{ folders: ["jobs", "webhooks"], imports: ["src/service/jobs/routes.ts -> src/service/webhooks/events.ts", "src/service/webhooks/routes.ts -> src/service/jobs/validate.ts"] }]);
+  });
+
+  it("count an import up the service's tiers (store/, the core, the rest) once per pair of files", () => {
+    expect(
+      upwardImports(
+        graphOf({
+          "src/service/store/sqlite.ts": ["src/service/idempotency/schema.ts", "src/service/idempotency/schema.ts", "src/service/store/rows.ts"],
+          "src/service/engine/types.ts": [{ target: "src/service/webhooks/events.ts", typeOnly: true }, "src/service/store/types.ts"],
+          "src/service/jobs/routes.ts": ["src/service/engine/index.ts", "src/service/http/wire.ts"],
+        }),
+      ),
+    ).toEqual(["src/service/engine/types.ts -> src/service/webhooks/events.ts", "src/service/store/sqlite.ts -> src/service/idempotency/schema.ts"]);
+  });
+
+  it("keep the store at the floor: it imports only store/ and src/errors.ts", () => {
+    expect(
+      broken({
+        "src/service/store/open.ts": ["src/service/management/store.ts", "src/service/store/sqlite.ts", "src/errors.ts"],
+        "src/service/store/postgres/index.ts": [{ target: "src/service/deploy/types.ts", typeOnly: true }],
+        "src/service/store/sqlite.test.ts": ["src/service/schema/sqlite.ts"],
+        "src/service/stores.ts": ["src/service/management/store.ts", "src/service/store/sqlite.ts"],
+      }),
+    ).toEqual([
+      "src/service/store/open.ts -> src/service/management/store.ts: store-is-the-floor",
+      "src/service/store/postgres/index.ts -> src/service/deploy/types.ts: store-is-the-floor",
+    ]);
   });
 });

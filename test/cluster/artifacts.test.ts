@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgresStore, type PostgresStore } from "../../src/service/store/postgres/index.js";
+import { PG_MIGRATIONS } from "../../src/service/schema/postgres.js";
 import { postgresArtifacts } from "../../src/service/artifacts/store.js";
 import { startService } from "../../src/service/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
@@ -30,7 +31,7 @@ describe.skipIf(unavailable !== undefined)("artifacts shared through PostgreSQL"
   });
 
   it("a replica fetches, by its sha256, an artifact another replica published, and refuses altered bytes", async () => {
-    const store: PostgresStore = await openPostgresStore(await server.createDatabase());
+    const store: PostgresStore = await openPostgresStore(await server.createDatabase(), PG_MIGRATIONS);
     try {
       const bytes = randomBytes(2_500_000);
       const sha = createHash("sha256").update(bytes).digest("hex");

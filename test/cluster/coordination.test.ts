@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import { openPostgresStore, type PostgresStore, type Queryable } from "../../src/service/store/postgres/index.js";
+import { PG_MIGRATIONS } from "../../src/service/schema/postgres.js";
 import { createLeaderLease, leaseHolder, type LeaderLease } from "../../src/service/cluster/leader.js";
 import { createChangeFeed, noticePayloads, parseNotice } from "../../src/service/cluster/change-feed.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
@@ -32,7 +33,7 @@ describe.skipIf(unavailable !== undefined)("coordination on PostgreSQL", () => {
   beforeAll(async () => {
     server = await startPostgres();
     url = await server.createDatabase();
-    store = await openPostgresStore(url);
+    store = await openPostgresStore(url, PG_MIGRATIONS);
   });
   afterAll(async () => {
     await store?.close();
@@ -109,7 +110,7 @@ describe.skipIf(unavailable !== undefined)("coordination on PostgreSQL", () => {
   });
 
   it("wakes other replicas' subscribers, coalesces a tick's changes, and resyncs after the listener's connection drops", async () => {
-    const other = await openPostgresStore(url);
+    const other = await openPostgresStore(url, PG_MIGRATIONS);
     const here = createChangeFeed({ url, db: store.db });
     const there = createChangeFeed({ url, db: other.db });
     try {
@@ -180,7 +181,7 @@ describe.skipIf(unavailable !== undefined)("a rate limit shared by replicas", ()
   beforeAll(async () => {
     server = await startPostgres();
     const url = await server.createDatabase();
-    stores = [await openPostgresStore(url), await openPostgresStore(url)];
+    stores = [await openPostgresStore(url, PG_MIGRATIONS), await openPostgresStore(url, PG_MIGRATIONS)];
   });
   afterAll(async () => {
     for (const s of stores ?? []) await s.close();

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type Service } from "../../src/service/index.js";
 import { openPostgresStore, type PostgresStore } from "../../src/service/store/postgres/index.js";
+import { PG_MIGRATIONS } from "../../src/service/schema/postgres.js";
 import type { EndpointRow, JobRow } from "../../src/service/store/types.js";
 import { call, manifest, ProtocolWorker, resource } from "../service/helpers.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
@@ -44,7 +45,7 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
     let store: PostgresStore;
     beforeAll(async () => {
       url = await server.createDatabase();
-      store = await openPostgresStore(url);
+      store = await openPostgresStore(url, PG_MIGRATIONS);
     });
     afterAll(async () => {
       await store?.close();
@@ -133,7 +134,7 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
     it("vacuums the marks' table itself as it adopts, without waiting for PostgreSQL's autovacuum", async () => {
       const [endpoint] = await a.deploy({ app: "vacuumed", env: "prod", manifest: manifest({ work: resource() }, "vacuumed"), artifactPath: join(work, "artifact.tar.gz") });
       await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
-      const db = await openPostgresStore(url);
+      const db = await openPostgresStore(url, PG_MIGRATIONS);
       try {
         const vacuums = async () =>
           Number((await db.pool.query<{ n: string }>("SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'job_handoffs'")).rows[0]!.n);

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startService, type Service } from "../../src/service/index.js";
 import { openPostgresStore } from "../../src/service/store/postgres/index.js";
+import { PG_MIGRATIONS } from "../../src/service/schema/postgres.js";
 import { call, manifest, resource } from "../service/helpers.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
@@ -48,7 +49,7 @@ describe.skipIf(unavailable !== undefined)("Idempotency-Key across replicas", ()
     const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => send(i % 2 === 0 ? a.url : b.url)));
     expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
     expect(new Set(answers.map((r) => r.body.id)).size).toBe(1);
-    const db = await openPostgresStore(url);
+    const db = await openPostgresStore(url, PG_MIGRATIONS);
     try {
       const { rows } = await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE endpoint_id = $1", [endpoint!.id]);
       expect(Number(rows[0]!.n)).toBe(1);

@@ -8,6 +8,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../../src/service/store/sqlite.js";
 import { openPostgresStore } from "../../src/service/store/postgres/index.js";
+import { SQLITE_MIGRATIONS } from "../../src/service/schema/sqlite.js";
+import { PG_MIGRATIONS } from "../../src/service/schema/postgres.js";
 import type { EndpointRow, JobCommands, JobRow, Store } from "../../src/service/store/types.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
@@ -33,7 +35,7 @@ const backends: Backend[] = [
     available: () => undefined,
     async fresh() {
       const file = join(work, `store-${++files}.sqlite`);
-      return { store: track(openSqliteStore(file)), open: async () => track(openSqliteStore(file)) };
+      return { store: track(openSqliteStore(file, SQLITE_MIGRATIONS)), open: async () => track(openSqliteStore(file, SQLITE_MIGRATIONS)) };
     },
   },
   {
@@ -41,7 +43,7 @@ const backends: Backend[] = [
     available: postgresUnavailable,
     async fresh() {
       const url = await server!.createDatabase();
-      return { store: track(await openPostgresStore(url)), open: async () => track(await openPostgresStore(url)) };
+      return { store: track(await openPostgresStore(url, PG_MIGRATIONS)), open: async () => track(await openPostgresStore(url, PG_MIGRATIONS)) };
     },
   },
 ];

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import { batchStatements, openPostgresStore, PLANNED_ONCE_SETTINGS, type PostgresStore } from "../../src/service/store/postgres/index.js";
+import { PG_MIGRATIONS } from "../../src/service/schema/postgres.js";
 import type { JobRow } from "../../src/service/store/types.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
@@ -26,7 +27,7 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
   beforeAll(async () => {
     server = await startPostgres();
     // One connection: every statement below is prepared and planned on the same one, as a busy replica's are.
-    store = await openPostgresStore(await server.createDatabase(), { maxConnections: 1 });
+    store = await openPostgresStore(await server.createDatabase(), PG_MIGRATIONS, { maxConnections: 1 });
   });
   afterAll(async () => {
     await store?.close();
@@ -83,7 +84,7 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
     expect(update!.planOnce).toBe(true);
     // A database of its own: its jobs table starts empty whatever the tests before it left.
     const url = await server.createDatabase();
-    const own = await openPostgresStore(url, { maxConnections: 1 });
+    const own = await openPostgresStore(url, PG_MIGRATIONS, { maxConnections: 1 });
     const client = new pg.Client({ connectionString: url, options: PLANNED_ONCE_SETTINGS });
     await client.connect();
     try {

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { handleRequest, type ApiContext } from "../api.js";
 import { postgresArtifacts } from "./store.js";
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 
 const bytes = Buffer.from("an artifact");
 const sha = createHash("sha256").update(bytes).digest("hex");

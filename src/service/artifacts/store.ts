@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { createReadStream, existsSync } from "node:fs";
 import { mkdir, open, rename, rm, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from "../store/private-files.js";
 
 export interface ArtifactStore {

@@ -6,7 +6,7 @@
 // (re)connection subscribers are told to re-read all they wait on (`onResync`).
 
 import pg from "pg";
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 
 export const CHANGE_CHANNEL = "svc_changes";
 /** NOTIFY's payload limit is 8000 bytes; ids are listed up to about this, then the notice says "all". */

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { JobsRole } from "./jobs-role.js";
 import { handleRequest, type ApiContext } from "../api.js";
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 
 /** A database that answers nothing: every query fails as a refused connection does. */
 const unreachable: Queryable = {

@@ -7,7 +7,7 @@
 // lease while the database is down, and a single replica must survive an outage. Only when it learns that another
 // replica holds the lease (a partition cut off this one alone) does it stop, since going on would run jobs twice.
 
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 import { createLeaderLease, leaseHolder, type LeaderLease, type LeaseHolder } from "./leader.js";
 
 export interface JobsRoleOptions {

@@ -7,7 +7,7 @@
 // renewed for `ttlMs - renewMs` of its own time (measured from when the last successful renewal was SENT, so a
 // slow answer only makes it step down earlier), it stops leading even if the database cannot be reached to say so.
 
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 
 export interface LeaderLeaseOptions {
   db: Queryable;

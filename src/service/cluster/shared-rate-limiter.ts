@@ -9,7 +9,7 @@
 // syncMs); a replica cut off from the database keeps deciding on what it last knew, so requests are neither
 // refused nor admitted without limit because the database is slow.
 
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 import { rateHeaders, type RateDecision, type RateLimiting, type RateWindow } from "../keys/ratelimit.js";
 
 interface WindowCount {

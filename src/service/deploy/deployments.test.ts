@@ -18,6 +18,7 @@ import { SecretBox, loadSecretKeys } from "../secrets/box.js";
 import { Secrets } from "../secrets/index.js";
 import { openSqliteSecretStore } from "../secrets/store.js";
 import { openSqliteStore } from "../store/sqlite.js";
+import { SQLITE_MIGRATIONS } from "../schema/sqlite.js";
 import { DeployError, Deployments, ReleaseFailedError, keepArtifactFile, type EnvironmentRef } from "./deployments.js";
 
 function resource(overrides: Partial<ManifestResource> = {}): ManifestResource {
@@ -84,7 +85,7 @@ async function setup(options: { driver?: boolean } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "svc-deployments-"));
   dirs.push(dir);
   const file = join(dir, "svc.sqlite");
-  const store = openSqliteStore(file);
+  const store = openSqliteStore(file, SQLITE_MIGRATIONS);
   const managementStore = openSqliteManagementStore(file);
   const secretStore = openSqliteSecretStore(file);
   const engine = new JobEngine(store, { leaseMs: 30_000, heartbeatMs: 5_000 });

@@ -37,7 +37,7 @@ import type { Secrets } from "../secrets/index.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan, type ConfigChange } from "./plan.js";
 import { reservedEnvInResources, scalerProblemsInResources } from "./resource-rules.js";
-import type { BuildRow, DeployStoreReads, EnvironmentRow, ReleaseRow } from "./types.js";
+import type { BuildRow, DeployStoreReads, EnvironmentRow, ReleaseRow } from "../store/deploy-rows.js";
 
 /** Removing endpoints finishes only once their workers have exited, or fails after this long. */
 export const WORKERS_GONE_TIMEOUT_MS = 30_000;

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Manifest, ManifestResource } from "svc/internal";
 import type { EndpointRow } from "../store/types.js";
 import { planActivation, planConfigUpdate } from "./plan.js";
-import type { BuildRow } from "./types.js";
+import type { BuildRow } from "../store/deploy-rows.js";
 
 function resource(overrides: Partial<ManifestResource> = {}): ManifestResource {
   return {

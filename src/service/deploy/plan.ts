@@ -5,7 +5,7 @@ import { gpuCountOf } from "../../gpus/allocate.js";
 import type { Manifest, ManifestResource } from "svc/internal";
 import { planDeploy } from "../endpoints/rows.js";
 import type { EndpointRow } from "../store/types.js";
-import type { BuildRow } from "./types.js";
+import type { BuildRow } from "../store/deploy-rows.js";
 
 export type EndpointAction = "create" | "update" | "unchanged";
 

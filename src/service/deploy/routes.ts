@@ -33,7 +33,7 @@ import type { EndpointRow } from "../store/types.js";
 import type { ActivationPlan } from "./plan.js";
 import type { EnvironmentRef } from "./deployments.js";
 import { DeployError, ReleaseFailedError } from "./deployments.js";
-import type { EnvironmentRow, ReleaseRow } from "./types.js";
+import type { EnvironmentRow, ReleaseRow } from "../store/deploy-rows.js";
 import { receiveArtifact } from "./upload.js";
 import { lbEndpointUrl } from "../lb/index.js";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { JobEngine } from "./index.js";
 import { StorageUnavailable } from "../store/faults.js";
 import { openSqliteStore } from "../store/sqlite.js";
+import { SQLITE_MIGRATIONS } from "../schema/sqlite.js";
 import type { Store, StoreOp } from "../store/types.js";
 
 /** Test double: the real store, except that `apply` fails with SQLite's disk-full error while `full` is set. */
@@ -28,7 +29,7 @@ afterEach(() => {
 async function setup() {
   const dir = mkdtempSync(join(tmpdir(), "svc-engine-storage-"));
   dirs.push(dir);
-  const base = openSqliteStore(join(dir, "svc.sqlite"));
+  const base = openSqliteStore(join(dir, "svc.sqlite"), SQLITE_MIGRATIONS);
   const store = refusingStore(base);
   const states: boolean[] = [];
   const engine = new JobEngine(store, { leaseMs: 30_000, heartbeatMs: 5_000 }, { onStorage: (s) => states.push(s.ok) });

@@ -9,5 +9,5 @@ export const RUNSYNC_BODY_LIMIT = 20 * 1024 * 1024;
 export const OPENAI_BODY_LIMIT = 20 * 1024 * 1024;
 /** Bodies of the worker protocol (a `done` carries whole outputs). */
 export const WORKER_BODY_LIMIT = 64 * 1024 * 1024;
-/** A management request's JSON body (management/context.ts readObjectBody). */
+/** A management request's JSON body (http/management-request.ts readObjectBody). */
 export const SMALL_BODY_LIMIT = 1024 * 1024;

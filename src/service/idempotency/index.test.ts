@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openSqliteStore } from "../store/sqlite.js";
+import { SQLITE_MIGRATIONS } from "../schema/sqlite.js";
 import type { JobRow, Store } from "../store/types.js";
 import { IdempotentSubmits, invalidIdempotencyKey, requestHash, SWEEP_AFTER_MS } from "./index.js";
 import { openSqliteIdempotencyStore, type IdempotencyStore } from "./store.js";
@@ -31,7 +32,7 @@ describe("IdempotentSubmits", () => {
 
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), "svc-idem-unit-"));
-    store = openSqliteStore(join(dir, "svc.sqlite"));
+    store = openSqliteStore(join(dir, "svc.sqlite"), SQLITE_MIGRATIONS);
     keys = openSqliteIdempotencyStore(join(dir, "svc.sqlite"));
     now = 1_000_000;
     jobs = new Map();

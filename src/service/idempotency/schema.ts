@@ -1,7 +1,7 @@
-// The idempotency keys' table, for both stores: appended to their migrations (store/sqlite.ts,
-// store/postgres/schema.ts). Imports nothing, so the stores' schemas never import the store code that uses it.
+// The idempotency keys' table, for both stores: appended to their migrations (schema/sqlite.ts,
+// schema/postgres.ts). Imports nothing, so the stores' schemas never import the store code that uses it.
 
-/** Appended to the SQLite MIGRATIONS. */
+/** Appended to SQLITE_MIGRATIONS (schema/sqlite.ts). */
 export const IDEMPOTENCY_MIGRATION = `
   CREATE TABLE idempotency_keys (
     user_id TEXT NOT NULL, endpoint_id TEXT NOT NULL, key TEXT NOT NULL, request_hash TEXT NOT NULL,

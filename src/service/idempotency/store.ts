@@ -2,7 +2,7 @@
 // table lives beside the jobs (the SQLite file, or the PostgreSQL database every replica shares), so that two
 // replicas racing on one key meet at its primary key, and a key outlives a crash of the process that wrote it.
 
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 import { openDatabase } from "../store/driver.js";
 
 export interface IdempotencyRow {

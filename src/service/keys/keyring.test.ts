@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { hashKey, KeyRing } from "./auth.js";
 import { openSqliteStore } from "../store/sqlite.js";
+import { SQLITE_MIGRATIONS } from "../schema/sqlite.js";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -14,7 +15,7 @@ afterEach(() => {
 async function ringWithKey(key: string, recheckMs: number) {
   const dir = mkdtempSync(join(tmpdir(), "svc-keyring-"));
   dirs.push(dir);
-  const store = openSqliteStore(join(dir, "svc.sqlite"));
+  const store = openSqliteStore(join(dir, "svc.sqlite"), SQLITE_MIGRATIONS);
   await store.apply([{ op: "insertKey", key: { id: "k1", hash: hashKey(key), userId: "u1", scopes: ["admin"], createdAt: 0, revokedAt: null } }]);
   return { ring: new KeyRing(store, recheckMs), store };
 }

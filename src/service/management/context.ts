@@ -1,7 +1,6 @@
 // What the management routes share: their store, the data-center configuration, the rate limiter, and the
 // access rules of management scopes.
 
-import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
 import type { KeyRing, Principal } from "../keys/auth.js";
 import type { EngineEndpoint, JobEngine } from "../engine/index.js";
@@ -11,13 +10,14 @@ import type { Scaler } from "../workers/scaler.js";
 import type { VolumesApi } from "../volumes/index.js";
 import type { HostGpus } from "../../gpus/host.js";
 import type { WorkerDriver } from "../../drivers/types.js";
-import { isPlainObject, parseJson, readBody } from "../http/wire.js";
-import { SMALL_BODY_LIMIT } from "../http/body-limits.js";
 import { HttpProblem } from "../http/problems.js";
 import type { RateLimiting } from "../keys/ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
 import type { DataCenterConfig } from "./datacenters.js";
 import type { ManagementStore, VolumeRecord } from "./store.js";
+
+// The management API's access check and body reader sit in the HTTP layer, where the features' routes share them.
+export { readObjectBody, requireAccess, type ManagementFamily } from "../http/management-request.js";
 
 /** What the management routes need of the rest of the service (beyond their own parts, ManagementContext). */
 export interface ManagementDeps {
@@ -49,23 +49,6 @@ export interface ManagementContext {
    * user are refused (409).
    */
   singleUser?: string;
-}
-
-export type ManagementFamily = "volumes" | "endpoints" | "templates" | "keys" | "secrets" | "gpus";
-
-/**
- * 403 unless the key may do this. Management reads need `management:read`, `management:write`, `deploy` or
- * `admin`; writes need `management:write`, `deploy` or `admin`; keys need `admin`. Worker tokens and job-only
- * keys get nothing. What decides which code workers run needs more: requireDeploy.
- */
-export function requireAccess(p: Principal, family: ManagementFamily, write: boolean): void {
-  if (p.worker) throw new HttpProblem(403, "A worker token cannot call the management API");
-  const s = p.scopes;
-  if (s.includes("admin")) return;
-  if (family === "keys") throw new HttpProblem(403, "Managing API keys needs a key with the admin scope");
-  const writes = s.includes("management:write") || s.includes("deploy");
-  if (write ? writes : writes || s.includes("management:read")) return;
-  throw new HttpProblem(403, `This API key may not ${write ? "change" : "read"} ${family} (it needs the ${write ? "management:write" : "management:read"} scope)`);
 }
 
 /** Whether the key may decide what code workers run (an image, a template, a worker's environment). */
@@ -104,12 +87,4 @@ export function volumeNameProblem(name: string): string | undefined {
 export function resolveVolume(volumes: VolumeRecord[], userId: string, ref: string): VolumeRecord | undefined {
   const mine = volumes.filter((v) => v.userId === userId);
   return mine.find((v) => v.id === ref) ?? mine.find((v) => v.name === ref);
-}
-
-/** A management request body: JSON object required (400 otherwise). */
-export async function readObjectBody(req: IncomingMessage): Promise<Record<string, unknown>> {
-  const body = parseJson(await readBody(req, SMALL_BODY_LIMIT));
-  if (body === undefined) throw new HttpProblem(400, "This request needs a JSON object body");
-  if (!isPlainObject(body)) throw new HttpProblem(400, "The request body must be a JSON object");
-  return body;
 }

@@ -46,7 +46,7 @@ type ManagementCall = RouteCall<ManagementApiDeps>;
 
 export interface ManagementOptions {
   dataDir: string;
-  /** Its records (store/open.ts opens them beside the main store). */
+  /** Its records (stores.ts opens them beside the main store). */
   store: ManagementStore;
   dataCenters?: DataCenter[];
   hostDataCenter?: string;

@@ -1,8 +1,8 @@
-// The usage table, for both stores: appended to their migrations (store/sqlite.ts, store/postgres/schema.ts).
+// The usage table, for both stores: appended to their migrations (schema/sqlite.ts, schema/postgres.ts).
 // Imports nothing, so the stores' schemas never import the code that uses it. One row per user, endpoint, hour
 // (epoch ms of its start) and GPU type ('' for a worker without GPUs); each write adds to it.
 
-/** Appended to the SQLite MIGRATIONS. */
+/** Appended to SQLITE_MIGRATIONS (schema/sqlite.ts). */
 export const USAGE_MIGRATION = `
   CREATE TABLE usage_hours (
     user_id TEXT NOT NULL, endpoint_id TEXT NOT NULL, hour INTEGER NOT NULL, gpu_type TEXT NOT NULL,

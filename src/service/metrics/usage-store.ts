@@ -1,7 +1,7 @@
 // Where usage lives: hourly rows beside the jobs (the SQLite file, or the PostgreSQL database every replica
 // shares). Writes add to a row (several replicas may account the same hour), so they never overwrite each other.
 
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 import { openDatabase } from "../store/driver.js";
 
 export interface UsageRow {

@@ -6,7 +6,7 @@
 // The transitions are pure (state.ts); this class does the I/O around them.
 
 import type { WorkerExit } from "../../drivers/types.js";
-import type { ReleaseRow } from "../deploy/types.js";
+import type { ReleaseRow } from "../store/deploy-rows.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
 import { newRelease, probeFailed, probeReady, probeStarted, released, superseded, switchFailed } from "./state.js";
 

@@ -6,7 +6,7 @@
 // them switch at once. One endpoint that cannot start after its attempts fails the whole release: no endpoint of
 // the environment switches, the previous build keeps serving.
 
-import type { ReleaseEndpoint, ReleaseRow } from "../deploy/types.js";
+import type { ReleaseEndpoint, ReleaseRow } from "../store/deploy-rows.js";
 
 /** Lines of a worker's error kept in the release record (the head of a stack says where it failed). */
 export const ERROR_LINES = 12;

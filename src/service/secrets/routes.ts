@@ -13,7 +13,7 @@ import type { Principal } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { SCHEMAS, validate } from "../http/schema.js";
-import { readObjectBody, requireAccess } from "../management/context.js";
+import { readObjectBody, requireAccess } from "../http/management-request.js";
 import type { EndpointRow } from "../store/types.js";
 import type { Secrets, SecretScope } from "./index.js";
 

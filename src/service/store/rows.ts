@@ -2,7 +2,7 @@
 // SQLite gives booleans as 0/1, PostgreSQL as booleans; both give epoch-ms times as numbers.
 
 import type { EndpointRow, JobRow, KeyRow, LogRow, WebhookDeliveryRow, WebhookRow, WebhookSettingsRow } from "./types.js";
-import type { AppRow, BuildRow, EnvironmentRow } from "../deploy/types.js";
+import type { AppRow, BuildRow, EnvironmentRow } from "./deploy-rows.js";
 
 export const JOB_COLUMNS: Record<keyof JobRow, string> = {
   id: "id",

@@ -3,7 +3,8 @@ import { openDatabase } from "./driver.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { foldJobOps, MIGRATIONS, openSqliteStore } from "./sqlite.js";
+import { foldJobOps, openSqliteStore } from "./sqlite.js";
+import { SQLITE_MIGRATIONS as MIGRATIONS } from "../schema/sqlite.js";
 import type { JobRow } from "./types.js";
 import { WEBHOOKS_MIGRATION } from "../webhooks/schema.js";
 
@@ -26,20 +27,20 @@ const job = (id: string): JobRow => ({
 describe("sqlite store", () => {
   it("migrates to the latest schema version, in WAL mode, and reopens with the data", async () => {
     const file = tempFile();
-    const store = openSqliteStore(file);
+    const store = openSqliteStore(file, MIGRATIONS);
     await store.apply([{ op: "insertJob", job: job("j1") }, { op: "updateJob", id: "j1", set: { status: "IN_PROGRESS", lease: "L", attempt: 1 } }]);
     await store.close();
     const db = openDatabase(file);
     expect(db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.length);
     expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
     db.close();
-    const reopened = openSqliteStore(file);
+    const reopened = openSqliteStore(file, MIGRATIONS);
     expect(await reopened.activeJobs()).toEqual([{ ...job("j1"), status: "IN_PROGRESS", lease: "L", attempt: 1 }]);
     await reopened.close();
   });
 
   it("applies a batch all or nothing", async () => {
-    const store = openSqliteStore(tempFile());
+    const store = openSqliteStore(tempFile(), MIGRATIONS);
     await store.apply([{ op: "insertJob", job: job("j1") }]);
     await expect(store.apply([{ op: "insertJob", job: job("j2") }, { op: "insertJob", job: job("j1") }])).rejects.toThrow(/UNIQUE/);
     expect(await store.getJob("j2")).toBeUndefined();
@@ -49,7 +50,7 @@ describe("sqlite store", () => {
 
   it("commits a batch before apply resolves: another connection reads it at once", async () => {
     const file = tempFile();
-    const store = openSqliteStore(file);
+    const store = openSqliteStore(file, MIGRATIONS);
     await store.apply([{ op: "insertJob", job: job("j1") }, { op: "insertLog", line: { ts: 1, endpointId: "e1", workerId: "w", jobId: "j1", stream: "log", text: "hi" } }]);
     const reader = openDatabase(file, { readonly: true });
     expect(reader.prepare("SELECT id, status FROM jobs").all()).toEqual([{ id: "j1", status: "IN_QUEUE" }]);
@@ -74,7 +75,7 @@ describe("sqlite store", () => {
     hook.run("w2", "bad", 2);
     hook.run("w3", "gone", 3);
     db.close();
-    const store = openSqliteStore(file);
+    const store = openSqliteStore(file, MIGRATIONS);
     expect((await store.dueWebhooks(10, 10)).map((w) => [w.id, w.endpointId, w.event])).toEqual([
       ["w1", "e1", "completed"],
       ["w2", "e1", "failed"],
@@ -88,7 +89,7 @@ describe("sqlite store", () => {
     const db = openDatabase(file);
     db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
     db.close();
-    expect(() => openSqliteStore(file)).toThrow(/newer svc/);
+    expect(() => openSqliteStore(file, MIGRATIONS)).toThrow(/newer svc/);
   });
 });
 

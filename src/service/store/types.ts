@@ -2,7 +2,7 @@
 // reads through the async methods, so a server-grade store (PostgreSQL) can implement the same interface.
 
 import type { JobStatus, ManifestResource } from "svc/internal";
-import type { DeployStoreOp, DeployStoreReads } from "../deploy/types.js";
+import type { DeployStoreOp, DeployStoreReads } from "./deploy-rows.js";
 
 export interface JobRow {
   id: string;

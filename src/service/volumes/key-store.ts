@@ -4,7 +4,7 @@
 // lives beside the others (schema.ts: appended to both stores' migrations).
 
 import { openDatabase } from "../store/driver.js";
-import type { Queryable } from "../store/postgres/index.js";
+import type { Queryable } from "../store/queryable.js";
 
 export interface VolumeKeyRecord {
   /** The access key id (what clients send as AWS_ACCESS_KEY_ID). */

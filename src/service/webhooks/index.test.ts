@@ -8,6 +8,7 @@ import { Webhook } from "standardwebhooks";
 import { recordJson } from "../jobs/routes.js";
 import { SecretBox } from "../secrets/box.js";
 import { openSqliteStore } from "../store/sqlite.js";
+import { SQLITE_MIGRATIONS } from "../schema/sqlite.js";
 import type { JobCommands, JobRow, Store } from "../store/types.js";
 import { Webhooks } from "./index.js";
 import { signedHeaders } from "./signing.js";
@@ -25,7 +26,7 @@ const job = (over: Partial<JobRow> = {}): JobRow => ({
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), "svc-webhooks-"));
-  store = openSqliteStore(join(dir, "svc.sqlite"));
+  store = openSqliteStore(join(dir, "svc.sqlite"), SQLITE_MIGRATIONS);
   // Never active: nothing is delivered, the outbox rows stay to be read.
   webhooks = new Webhooks({ store, box, write: (ops) => store.apply(ops), log: () => undefined, active: () => false, recordJson });
 });

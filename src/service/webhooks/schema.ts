@@ -1,5 +1,5 @@
-// The webhook tables, as migrations of both stores (appended to store/sqlite.ts's MIGRATIONS and
-// store/postgres/schema.ts's PG_MIGRATIONS):
+// The webhook tables, as migrations of both stores (appended to SQLITE_MIGRATIONS in schema/sqlite.ts and
+// PG_MIGRATIONS in schema/postgres.ts):
 //   - jobs.webhook_events: a job's own event filter;
 //   - webhook_outbox gains the endpoint (whose secret signs) and the event of each message; rows an older svc
 //     wrote get them from their job;

@@ -6,7 +6,7 @@ import type { Route, RouteCall } from "../http/router.js";
 import type { EndpointRow } from "../store/types.js";
 import { DEFAULT_USER, isAdmin, type Principal } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
-import { requireAccess } from "../management/context.js";
+import { requireAccess } from "../http/management-request.js";
 import type { GpuView, HostGpus } from "../../gpus/host.js";
 import type { GpuListAnswer } from "../http/answers.js";
 

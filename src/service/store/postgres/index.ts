@@ -23,8 +23,11 @@ import {
   rowToWebhookSettings,
 } from "../rows.js";
 import type { EndpointRow, JobCommands, JobRow, LogRow, Store, StoreOp, StreamChunkRow } from "../types.js";
-import type { DeployStoreOp, ReleaseRow } from "../../deploy/types.js";
-import { migrate } from "./schema.js";
+import type { DeployStoreOp, ReleaseRow } from "../deploy-rows.js";
+import { migrate } from "./migrate.js";
+import type { Queryable } from "../queryable.js";
+
+export type { Queryable };
 
 /** PostgreSQL's type of each job column in `unnest` arrays. */
 const JOB_PG_TYPES: Record<keyof JobRow, string> = {
@@ -122,11 +125,6 @@ function cleanArray(values: unknown[]): unknown[] {
   return out ?? values;
 }
 
-/** What the store's modules query through: a pool or a transaction's client, with parameters made acceptable. */
-export interface Queryable {
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
-}
-
 /**
  * Statements are prepared once per connection (named by their text): svc sends a bounded set of texts, and a
  * prepared one skips parsing and planning, which was half of a small batch's time.
@@ -167,7 +165,8 @@ function connectionOptions(url: string): string | undefined {
   }
 }
 
-export async function openPostgresStore(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+/** The store on the database at `url`, brought to the schema of `migrations` (src/service/schema/postgres.ts). */
+export async function openPostgresStore(url: string, migrations: readonly string[], options: PostgresStoreOptions = {}): Promise<PostgresStore> {
   // Statements are prepared once per connection, and after five runs PostgreSQL may keep one generic plan for a
   // prepared statement, chosen with the table's size at that moment: planned while the jobs table was nearly empty,
   // the batch update (`UPDATE jobs ... FROM unnest(...)`) kept scanning the whole table, and every batch slowed in
@@ -201,7 +200,7 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
   const plannedOnce = () => safe((plannedOncePool ??= newPool(2, PLANNED_ONCE_SETTINGS)));
   const first = await pool.connect();
   try {
-    await migrate(first);
+    await migrate(first, migrations);
   } finally {
     first.release();
   }

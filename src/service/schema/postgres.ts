@@ -1,18 +1,16 @@
-// The PostgreSQL schema: numbered migrations, applied once by whichever replica starts first. Every replica runs
-// `migrate` at start; a transaction-scoped advisory lock makes the others wait, then find nothing left to do.
+// The PostgreSQL schema: numbered migrations, applied once by whichever replica starts first (the store's
+// `migrate`, store/postgres/migrate.ts). Each feature's tables come from its own schema module, in order here.
 //
 // Times are epoch milliseconds (bigint) as in the SQLite store, so rows read the same from both. Lease expiry is
 // compared with the database's clock (svc_now_ms), never a replica's: replicas' clocks may disagree.
 
-import type pg from "pg";
-import { UserError } from "../../../errors.js";
-import { PG_IDEMPOTENCY_MIGRATION } from "../../idempotency/schema.js";
-import { PG_USAGE_MIGRATION } from "../../metrics/usage-schema.js";
-import { PG_WEBHOOKS_MIGRATION } from "../../webhooks/schema.js";
-import { PG_VOLUME_KEYS_MIGRATION } from "../../volumes/schema.js";
+import { PG_IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";
+import { PG_USAGE_MIGRATION } from "../metrics/usage-schema.js";
+import { PG_WEBHOOKS_MIGRATION } from "../webhooks/schema.js";
+import { PG_VOLUME_KEYS_MIGRATION } from "../volumes/schema.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
-export const PG_MIGRATIONS: string[] = [
+export const PG_MIGRATIONS: readonly string[] = [
   `CREATE FUNCTION svc_now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS
      $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
    CREATE TABLE endpoints (
@@ -115,30 +113,3 @@ export const PG_MIGRATIONS: string[] = [
   // Usage by user, endpoint, hour and GPU type (metrics/usage.ts).
   PG_USAGE_MIGRATION,
 ];
-
-/** Any constant: the lock only orders svc's own migrations. */
-const MIGRATION_LOCK = 0x5356_4301;
-
-/** Bring the database to the schema this svc knows; refuse one written by a newer svc. */
-export async function migrate(client: pg.ClientBase): Promise<void> {
-  await client.query("BEGIN");
-  try {
-    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
-    await client.query("CREATE TABLE IF NOT EXISTS svc_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())");
-    const { rows } = await client.query<{ version: number | null }>("SELECT max(version) AS version FROM svc_schema");
-    const current = rows[0]?.version ?? 0;
-    if (current > PG_MIGRATIONS.length) {
-      throw new UserError(`The database was written by a newer svc (schema ${current}, this svc knows ${PG_MIGRATIONS.length})`, {
-        hint: "Upgrade svc on every replica, or point --store at another database.",
-      });
-    }
-    for (let version = current; version < PG_MIGRATIONS.length; version++) {
-      await client.query(PG_MIGRATIONS[version]!);
-      await client.query("INSERT INTO svc_schema (version) VALUES ($1)", [version + 1]);
-    }
-    await client.query("COMMIT");
-  } catch (err) {
-    await client.query("ROLLBACK").catch(() => undefined /* the connection itself failed: the error below says why */);
-    throw err;
-  }
-}

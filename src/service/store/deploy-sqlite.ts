@@ -1,9 +1,9 @@
-// SQLite side of apps, environments and builds, kept out of store/sqlite.ts so that file only gains a
-// migration entry and two delegating lines.
+// SQLite side of apps, environments, builds and releases (the store's tables the deploy module reads and writes
+// through Store), kept out of store/sqlite.ts so that file only gains a migration entry and two delegating lines.
 
 import type Database from "better-sqlite3";
-import type { DeployStoreOp, DeployStoreReads, ReleaseRow } from "./types.js";
-import { rowToApp, rowToBuild, rowToEnvironment } from "../store/rows.js";
+import type { DeployStoreOp, DeployStoreReads, ReleaseRow } from "./deploy-rows.js";
+import { rowToApp, rowToBuild, rowToEnvironment } from "./rows.js";
 
 export const DEPLOY_MIGRATION = `
   CREATE TABLE apps (user_id TEXT NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (user_id, name));

@@ -3,19 +3,21 @@
 // service gets the same three stores: the job engine's batched one, the management records, sealed secrets.
 
 import { join } from "node:path";
-import { UserError } from "../../errors.js";
-import { openSqliteStore } from "./sqlite.js";
-import { openSqliteManagementStore, type ManagementStore } from "../management/store.js";
-import { openSqliteSecretStore, type SecretStore } from "../secrets/store.js";
-import { openPostgresVolumeKeyStore, openSqliteVolumeKeyStore, type VolumeKeyStore } from "../volumes/key-store.js";
-import { openPostgresIdempotencyStore, openSqliteIdempotencyStore, type IdempotencyStore } from "../idempotency/store.js";
-import { openPostgresUsageStore, openSqliteUsageStore, type UsageStore } from "../metrics/usage-store.js";
-import { redactStoreUrl } from "./url.js";
-import { storageCause } from "./faults.js";
-import type { JobCommands, Store } from "./types.js";
-import type { RateLimiting, RateWindow } from "../keys/ratelimit.js";
-import { localArtifacts, postgresArtifacts, type ArtifactStore } from "../artifacts/store.js";
-import type { Queryable } from "./postgres/index.js";
+import { UserError } from "../errors.js";
+import { openSqliteStore } from "./store/sqlite.js";
+import { SQLITE_MIGRATIONS } from "./schema/sqlite.js";
+import { PG_MIGRATIONS } from "./schema/postgres.js";
+import { openPostgresManagementStore, openSqliteManagementStore, type ManagementStore } from "./management/store.js";
+import { openPostgresSecretStore, openSqliteSecretStore, type SecretStore } from "./secrets/store.js";
+import { openPostgresVolumeKeyStore, openSqliteVolumeKeyStore, type VolumeKeyStore } from "./volumes/key-store.js";
+import { openPostgresIdempotencyStore, openSqliteIdempotencyStore, type IdempotencyStore } from "./idempotency/store.js";
+import { openPostgresUsageStore, openSqliteUsageStore, type UsageStore } from "./metrics/usage-store.js";
+import { redactStoreUrl } from "./store/url.js";
+import { storageCause } from "./store/faults.js";
+import type { JobCommands, Store } from "./store/types.js";
+import type { RateLimiting, RateWindow } from "./keys/ratelimit.js";
+import { localArtifacts, postgresArtifacts, type ArtifactStore } from "./artifacts/store.js";
+import type { Queryable } from "./store/queryable.js";
 
 export interface ServiceStorage {
   kind: "sqlite" | "postgres";
@@ -42,7 +44,7 @@ export interface ServiceStorage {
 export async function openServiceStorage(options: { dataDir: string; storeUrl?: string }): Promise<ServiceStorage> {
   if (!options.storeUrl) {
     const file = join(options.dataDir, "svc.sqlite");
-    const store = openSqliteStore(file);
+    const store = openSqliteStore(file, SQLITE_MIGRATIONS);
     let management: ManagementStore | undefined;
     try {
       management = openSqliteManagementStore(file);
@@ -77,12 +79,11 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
     }
   }
   // Loaded only when asked for: the embedded default (and `svc dev`) never pay for the PostgreSQL client.
-  const { openPostgresStore } = await import("./postgres/index.js");
-  const { openPostgresManagementStore, openPostgresSecretStore } = await import("./postgres/config-stores.js");
-  const { SharedRateLimiter } = await import("../cluster/shared-rate-limiter.js");
+  const { openPostgresStore } = await import("./store/postgres/index.js");
+  const { SharedRateLimiter } = await import("./cluster/shared-rate-limiter.js");
   let store: Awaited<ReturnType<typeof openPostgresStore>>;
   try {
-    store = await openPostgresStore(options.storeUrl);
+    store = await openPostgresStore(options.storeUrl, PG_MIGRATIONS);
   } catch (err) {
     const cause = storageCause(err);
     throw new UserError(`The service cannot open its database ${redactStoreUrl(options.storeUrl)}: ${(err as Error).message}`, {

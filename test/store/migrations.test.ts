@@ -1,0 +1,100 @@
+// The schema's migrations are the databases' history: an existing SQLite file or PostgreSQL database has run the
+// first N of them, and opens unchanged only if they stay the same statements, in the same order, numbered the
+// same. Pinned here by their count and a sha256 of the ordered texts. Appending a migration changes both values:
+// update them then, with the appended list; a change to any earlier entry is what this test exists to refuse.
+//
+// Then a database made by running the statements as the stores do (what an svc of this schema left behind) opens
+// with the service's storage, every row kept, no migration left to run.
+
+import { createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../../src/service/store/driver.js";
+import { SQLITE_MIGRATIONS } from "../../src/service/schema/sqlite.js";
+import { PG_MIGRATIONS } from "../../src/service/schema/postgres.js";
+import { openServiceStorage, type ServiceStorage } from "../../src/service/stores.js";
+import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
+
+const sha256 = (migrations: readonly string[]) => createHash("sha256").update(JSON.stringify(migrations)).digest("hex");
+
+const SQLITE_PIN = { count: 14, sha256: "6c7c5345a3c05dc857890d143485e4c9d54be3c66d4e832d3dc9edaeb6fe6539" };
+const PG_PIN = { count: 13, sha256: "d27437516bb632b050bca8824c9b8832a831375d43827d4d5d840310c355295c" };
+
+const work = mkdtempSync(join(tmpdir(), "svc-migrations-"));
+const opened: ServiceStorage[] = [];
+let server: TestPostgres | undefined;
+afterAll(async () => {
+  for (const s of opened) await s.close();
+  await server?.stop();
+  rmSync(work, { recursive: true, force: true });
+});
+
+/** Rows an older svc wrote: one job, one API key, one network volume. */
+const JOB = `INSERT INTO jobs (id, endpoint_id, status, input, sync, low_priority, created_at, attempt, retried, ttl_ms)
+  VALUES ('job-kept', 'e1', 'IN_QUEUE', '{"a":1}', false, false, 1, 0, 0, 60000)`;
+const KEY = `INSERT INTO api_keys (id, hash, user_id, scopes, created_at) VALUES ('key-kept', 'h', 'u1', '["admin"]', 1)`;
+const VOLUME = `INSERT INTO network_volumes (id, user_id, name, size, data_center, type, created_at)
+  VALUES ('vol000000000001', 'u1', 'kept', 10, 'dc1', 'STANDARD', 1)`;
+
+async function expectRowsKept(storage: ServiceStorage) {
+  expect(await storage.store.getJob("job-kept")).toMatchObject({ id: "job-kept", status: "IN_QUEUE", input: '{"a":1}' });
+  expect(await storage.management.key("key-kept")).toMatchObject({ id: "key-kept", userId: "u1", scopes: ["admin"] });
+  expect(storage.management.volumes("u1")).toEqual([expect.objectContaining({ id: "vol000000000001", name: "kept", type: "STANDARD" })]);
+}
+
+describe("the migrations", () => {
+  it("are the same statements, in the same order, for SQLite", () => {
+    expect({ count: SQLITE_MIGRATIONS.length, sha256: sha256(SQLITE_MIGRATIONS) }).toEqual(SQLITE_PIN);
+  });
+
+  it("are the same statements, in the same order, for PostgreSQL", () => {
+    expect({ count: PG_MIGRATIONS.length, sha256: sha256(PG_MIGRATIONS) }).toEqual(PG_PIN);
+  });
+
+  it("open a SQLite file an svc of this schema wrote, keeping its rows and its schema version", async () => {
+    const dataDir = join(work, "sqlite");
+    const file = join(dataDir, "svc.sqlite");
+    mkdirSync(dataDir, { recursive: true });
+    const db = openDatabase(file);
+    // What the SQLite store does at open: each migration and its number in one transaction.
+    SQLITE_MIGRATIONS.forEach((m, version) => db.transaction(() => {
+      db.exec(m);
+      db.pragma(`user_version = ${version + 1}`);
+    })());
+    for (const row of [JOB, KEY, VOLUME]) db.exec(row.replace(/\bfalse\b/g, "0"));
+    db.close();
+
+    const storage = await openServiceStorage({ dataDir });
+    opened.push(storage);
+    await expectRowsKept(storage);
+    const check = openDatabase(file, { readonly: true });
+    expect(check.pragma("user_version", { simple: true })).toBe(SQLITE_PIN.count);
+    check.close();
+  });
+
+  const noPostgres = postgresUnavailable();
+  if (noPostgres) console.warn(`migrations on postgres skipped: ${noPostgres}`);
+  it.skipIf(noPostgres !== undefined)("open a PostgreSQL database an svc of this schema wrote, keeping its rows and its schema version", async () => {
+    server = await startPostgres();
+    const url = await server.createDatabase();
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    // What the PostgreSQL store does at open: the version table, then each migration and its number.
+    await client.query("CREATE TABLE svc_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const [version, m] of PG_MIGRATIONS.entries()) {
+      await client.query(m);
+      await client.query("INSERT INTO svc_schema (version) VALUES ($1)", [version + 1]);
+    }
+    for (const row of [JOB, KEY, VOLUME]) await client.query(row);
+
+    const storage = await openServiceStorage({ dataDir: join(work, "postgres"), storeUrl: url });
+    opened.push(storage);
+    await expectRowsKept(storage);
+    const { rows } = await client.query<{ version: number }>("SELECT max(version) AS version FROM svc_schema");
+    expect(rows[0]!.version).toBe(PG_PIN.count);
+    await client.end();
+  });
+});
