@@ -5,7 +5,7 @@
 // another body are refused; keys never leave the volume.
 
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { createReadStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
@@ -338,6 +338,22 @@ describe("headers a signature does not cover", () => {
 });
 
 describe("confinement", () => {
+  it("answers 400, not 500, when a worker put a link where multipart uploads are kept", async () => {
+    const dir = join(t.dir, "data", "volumes", otherVolume);
+    const outside = join(scratch, "multipart-target");
+    mkdirSync(outside, { recursive: true });
+    symlinkSync(outside, join(dir, ".svc-multipart"));
+    try {
+      const theirs = await volumeKey(otherKey, { name: "theirs-key" });
+      const s3 = client(theirs);
+      const failed = await s3Error(new Upload({ client: s3, params: { Bucket: otherVolume, Key: "big.bin", Body: Buffer.alloc(6 * 1024 * 1024) }, partSize: 5 * 1024 * 1024 }).done());
+      expect(failed).toEqual({ name: "InvalidRequest", status: 400 });
+      expect(readdirSync(outside)).toEqual([]);
+    } finally {
+      rmSync(join(dir, ".svc-multipart"));
+    }
+  });
+
   it("refuses keys with '..' and never follows a link out of the volume", async () => {
     const bearer = { authorization: `Bearer ${t.key}` };
     const dotdot = await send({ method: "PUT", path: `/s3/${bigVolume}/a/%2E%2E/%2E%2E/escaped.txt`, headers: { ...bearer, "content-length": "1" }, body: Buffer.from("x") });

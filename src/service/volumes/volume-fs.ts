@@ -207,6 +207,11 @@ export class VolumeFs {
         current = next;
       } catch (err) {
         await current.close();
+        const code = (err as NodeJS.ErrnoException).code;
+        // A link or a file in its place, written there by a worker: the request's fault to name, not the service's.
+        if (code === "ELOOP" || (code === "ENOTDIR" && create)) {
+          throw new S3Error("InvalidRequest", `The volume's "${RESERVED_PREFIX}multipart" is not a folder of the service's (a link or file was written there): remove it to upload in parts`);
+        }
         if (isMissing(err) && !create) return undefined;
         throw err;
       }
