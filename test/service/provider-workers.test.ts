@@ -50,13 +50,14 @@ interface RunningWorker {
 }
 
 /** A provider worker as a driver starts one: a token of its own, the provider's variables, the process. */
-async function startWorker(endpoint: DeployedEndpoint, settings: { concurrency?: number; ping?: boolean } = {}): Promise<RunningWorker> {
+async function startWorker(endpoint: DeployedEndpoint, settings: { concurrency?: number; ping?: boolean; startDelayS?: number } = {}): Promise<RunningWorker> {
   const keys = await ProtocolWorker.mint(t, endpoint.id);
   const env = {
     PATH: process.env.PATH,
     ...providerWorkerEnv({ apiUrl: t.service.url, workerId: keys.workerId, endpointId: endpoint.id, workerToken: keys.token, pingIntervalMs: PING_MS }),
     PROVIDER_WORKER_CONCURRENCY: String(settings.concurrency ?? 1),
     PROVIDER_WORKER_PING: settings.ping === false ? "0" : "1",
+    PROVIDER_WORKER_START_DELAY: String(settings.startDelayS ?? 0),
   };
   const child = spawn("python3", [FIXTURE], { env, stdio: ["ignore", "pipe", "pipe"] });
   children.push(child);
@@ -156,7 +157,7 @@ it("progress_update shows on /status while the job runs, as svc's own progress d
   expect(await final(endpoint, id)).toMatchObject({ status: "COMPLETED", output: "finished" });
 });
 
-it("refresh_worker: the result counts, the replacement is recorded, the worker takes nothing more and exits", async () => {
+it("refresh_worker: the result counts, the replacement is recorded, and the worker is given no more jobs", async () => {
   const endpoint = await newEndpoint();
   const worker = await startWorker(endpoint);
   const id = await run(endpoint, { mode: "refresh", value: 1 });
@@ -167,12 +168,11 @@ it("refresh_worker: the result counts, the replacement is recorded, the worker t
     return text.includes("refresh_worker") ? text : undefined;
   });
   expect(logs).toContain(`worker ${worker.id} asked to be replaced after job ${id}`);
-  expect(await worker.exited).toBe(0);
-  // The worker is drained: its token gets no job from a take.
-  const take = await fetch(`${t.service.url}/_worker/provider/v2/${endpoint.id}/job-take/${worker.id}?protocol=provider&job_in_progress=0`, {
-    headers: { authorization: worker.token },
-  });
-  expect(take.status).toBe(429);
+  // The SDK goes on asking for jobs (its driver stops it): it is told to back off (429) and gets none.
+  await worker.line("backoff 429");
+  const next = await run(endpoint, { mode: "echo", value: 2 });
+  await new Promise((r) => setTimeout(r, 1500));
+  expect((await status(endpoint, next)).status).toBe("IN_QUEUE");
 });
 
 it("cancelling a running job reaches the worker through the stop poll; the job ends CANCELLED", async () => {
@@ -188,6 +188,18 @@ it("cancelling a running job reaches the worker through the stop poll; the job e
   // The worker goes on to the next job.
   const next = await run(endpoint, { mode: "echo", value: "after" });
   expect(await final(endpoint, next)).toMatchObject({ status: "COMPLETED", output: { value: "after" } });
+});
+
+it("a stop that came before the job's task started is sent again when a ping still names the job", async () => {
+  const endpoint = await newEndpoint();
+  const worker = await startWorker(endpoint, { startDelayS: 1.5 });
+  const id = await run(endpoint, { mode: "sleep", seconds: 30 });
+  await worker.line(`taken ${id}`);
+  await call(`${endpoint.url}/cancel/${id}`, { key: t.key, method: "POST" });
+  await worker.line(`no-task ${id}`, 5000);
+  await worker.line(`stopping ${id}`, 5000);
+  await worker.line(`stopped ${id}`, 5000);
+  expect((await status(endpoint, id)).status).toBe("CANCELLED");
 });
 
 it("a worker of concurrency 3 takes a batch and runs three jobs at once", async () => {

@@ -219,6 +219,13 @@ export const providerWorkerRoutes = {
     registerOnFirstCall(ctx, w, 1);
     const { leases, lost } = leasesOf(ctx, w.worker, providerPingJobIds(call.url.searchParams));
     ctx.engine.heartbeat(w.worker, leases);
+    // Jobs it still runs that are no longer its own (cancelled, timed out, or lost to another worker): told again
+    // on the stop channel. A stop that reached the SDK before it started the job's task found nothing to stop.
+    const unheard = lost.filter((id) => !w.worker.cancel.includes(id));
+    if (unheard.length > 0) {
+      w.worker.cancel.push(...unheard);
+      w.worker.wakeEvents?.();
+    }
     // svc's addition: the jobs named that this worker no longer holds (the SDK reads nothing here).
     sendText(call.res, JSON.stringify({ lost }));
   },
