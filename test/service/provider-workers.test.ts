@@ -248,3 +248,33 @@ it("pings naming a job renew its lease: a job longer than the lease runs once", 
   expect(record).toMatchObject({ status: "COMPLETED", output: { value: "kept", worker: worker.id }, attempts: 1 });
   expect(worker.lines.filter((l) => l.startsWith("taken "))).toEqual([`taken ${id}`]);
 });
+
+it("a take saying job_in_progress=0 hands back the jobs the worker was given but never heard of; paths are the token's own", async () => {
+  const endpoint = await newEndpoint();
+  const keys = await ProtocolWorker.mint(t, endpoint.id);
+  const other = await ProtocolWorker.mint(t, endpoint.id);
+  const env = providerWorkerEnv({ apiUrl: t.service.url, workerId: keys.workerId, endpointId: endpoint.id, workerToken: keys.token, pingIntervalMs: PING_MS });
+  const takeUrl = env.RUNPOD_WEBHOOK_GET_JOB!.replace("$ID", keys.workerId);
+  const take = (flag: string, token = keys.token, url = takeUrl) => fetch(`${url}&job_in_progress=${flag}`, { headers: { authorization: token }, signal: AbortSignal.timeout(5000) });
+  const id = await run(endpoint, { mode: "echo", value: "lost" });
+  const first = await take("0");
+  expect(first.status).toBe(200);
+  expect(await first.json()).toEqual({ id, input: { mode: "echo", value: "lost" } });
+  // Its answer never reached the worker: its next take says it runs nothing, and gets the job again at once.
+  const again = await take("0");
+  expect(await again.json()).toMatchObject({ id });
+  expect(await status(endpoint, id)).toMatchObject({ status: "IN_PROGRESS", attempts: 2 });
+  // Another worker's token on this worker's path, or a token on another endpoint's path: 403.
+  expect((await take("1", other.token)).status).toBe(403);
+  expect((await take("1", keys.token, takeUrl.replace(`/${endpoint.id}/`, "/otherendpoint/"))).status).toBe(403);
+  // svc's own protocol routes still want the bearer form.
+  const bare = await fetch(`${t.service.url}/_worker/v1/heartbeat`, { method: "POST", headers: { authorization: keys.token, "content-type": "application/json" }, body: "{}" });
+  expect(bare.status).toBe(401);
+  const done = await fetch(`${env.RUNPOD_WEBHOOK_POST_OUTPUT!.replace("$RUNPOD_POD_ID", keys.workerId).replace("$ID", id)}&isStream=false`, {
+    method: "POST",
+    headers: { authorization: keys.token, "content-type": "application/x-www-form-urlencoded" },
+    body: JSON.stringify({ output: "by hand" }),
+  });
+  expect(done.status).toBe(200);
+  expect(await final(endpoint, id)).toMatchObject({ status: "COMPLETED", output: "by hand" });
+});
