@@ -260,9 +260,12 @@ it("a take saying job_in_progress=0 hands back the jobs the worker was given but
   const first = await take("0");
   expect(first.status).toBe(200);
   expect(await first.json()).toEqual({ id, input: { mode: "echo", value: "lost" } });
-  // Its answer never reached the worker: its next take says it runs nothing, and gets the job again at once.
+  // Its answer never reached the worker: its next take says it runs nothing, and gets the job again at once
+  // (well before the lease would have lapsed).
+  const asked = Date.now();
   const again = await take("0");
   expect(await again.json()).toMatchObject({ id });
+  expect(Date.now() - asked).toBeLessThan(LEASE_MS / 2);
   expect(await status(endpoint, id)).toMatchObject({ status: "IN_PROGRESS", attempts: 2 });
   // Another worker's token on this worker's path, or a token on another endpoint's path: 403.
   expect((await take("1", other.token)).status).toBe(403);
