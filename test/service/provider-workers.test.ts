@@ -28,12 +28,12 @@ afterAll(async () => {
 });
 
 /** An endpoint of its own per test, so that one test's workers never take another's jobs. */
-async function newEndpoint(): Promise<DeployedEndpoint> {
+async function newEndpoint(settings: { executionTimeoutMs?: number } = {}): Promise<DeployedEndpoint> {
   const [endpoint] = await t.service.deploy({
     app: `provider${++endpoints}`,
     env: "test",
     artifactPath: t.artifact,
-    manifest: manifest({ work: resource({ retries: 0, maxConcurrency: 3 }) }),
+    manifest: manifest({ work: resource({ retries: 0, maxConcurrency: 3, ...settings }) }),
   });
   return endpoint!;
 }
@@ -188,6 +188,16 @@ it("cancelling a running job reaches the worker through the stop poll; the job e
   // The worker goes on to the next job.
   const next = await run(endpoint, { mode: "echo", value: "after" });
   expect(await final(endpoint, next)).toMatchObject({ status: "COMPLETED", output: { value: "after" } });
+});
+
+it("a job past its execution timeout ends TIMED_OUT and the worker is told to stop it", async () => {
+  const endpoint = await newEndpoint({ executionTimeoutMs: 1500 });
+  const worker = await startWorker(endpoint);
+  const id = await run(endpoint, { mode: "sleep", seconds: 30 });
+  await worker.line(`taken ${id}`);
+  expect(await final(endpoint, id, 10_000)).toMatchObject({ status: "TIMED_OUT", errorType: "TimeoutError" });
+  await worker.line(`stopping ${id}`, 5000);
+  await worker.line(`stopped ${id}`, 5000);
 });
 
 it("a stop that came before the job's task started is sent again when a ping still names the job", async () => {
