@@ -2,6 +2,7 @@
 // where the service, the artifact and the volume are as the worker sees them.
 
 import { OUTPUT_CAPTURED_ENV } from "../runtime/output-marks.js";
+import { providerWorkerEnv } from "./provider-env.js";
 import type { WorkerLaunch } from "./types.js";
 
 export interface WorkerPlacement {
@@ -26,7 +27,7 @@ export interface WorkerPlacement {
  * protocol variable with no value is removed, so user env cannot fake one.
  */
 export function applyProtocolEnv(env: Record<string, string | undefined>, launch: WorkerLaunch, placement: WorkerPlacement): void {
-  const protocol: Record<string, string | undefined> = {
+  const protocol: Record<string, string | undefined> = launch.protocol === "provider" ? providerProtocolEnv(launch, placement) : {
     SVC_API_URL: placement.apiUrl,
     SVC_WORKER_ID: launch.workerId,
     // What it runs, told back at registration: a replica taking over the cluster adopts it as of that revision.
@@ -51,6 +52,8 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
     if (value !== undefined && value !== "") env[key] = value;
     else delete env[key];
   }
+  // The provider's SDK reads none of svc's variables: a provider worker is told none (nor any a user set).
+  if (launch.protocol === "provider") for (const key of Object.keys(env)) if (key.startsWith("SVC_")) delete env[key];
   // The GPUs it holds and no others (CUDA's and the NVIDIA container runtime's names for them); a CPU worker
   // none ("void": the container runtime adds no GPU). User env cannot widen it.
   if (launch.gpus !== undefined) {
@@ -63,3 +66,17 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
     env.SVC_HTTP_PORT = String(placement.http.port);
   }
 }
+
+/** What a worker speaking the provider's protocol gets in place of svc's variables (provider-env.ts). */
+function providerProtocolEnv(launch: WorkerLaunch, placement: WorkerPlacement): Record<string, string | undefined> {
+  return providerWorkerEnv({
+    apiUrl: placement.apiUrl,
+    workerId: launch.workerId,
+    endpointId: launch.endpointId,
+    workerToken: launch.workerToken,
+    pingIntervalMs: launch.heartbeatMs ?? DEFAULT_PROVIDER_PING_MS,
+  });
+}
+
+/** The provider SDK's own default ping period. */
+const DEFAULT_PROVIDER_PING_MS = 10_000;

@@ -13,6 +13,8 @@ export interface WorkerLogLine {
   jobId?: string;
 }
 
+export type WorkerProtocol = "svc" | "provider";
+
 export interface WorkerLaunch {
   workerId: string;
   endpointId: string;
@@ -29,6 +31,13 @@ export interface WorkerLaunch {
   /** Service base URL as seen from the host; drivers translate it for their workers when needed. */
   apiUrl: string;
   workerToken: string;
+  /**
+   * The protocol the worker speaks: svc's own (the svc runtime; the default) or the provider's (an image whose
+   * entry point is the provider's worker SDK), which gets the provider's variables instead (provider-env.ts).
+   */
+  protocol?: WorkerProtocol;
+  /** How often a provider worker pings, in ms (the service's heartbeat period); its default otherwise. */
+  heartbeatMs?: number;
   /** The owner's key, for cross-endpoint calls from inside the worker. */
   apiKey?: string;
   /** The endpoint's configured environment variables. */

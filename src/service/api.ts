@@ -245,9 +245,9 @@ export function goesToJobsReplica(method: string | undefined, target: string, ho
 
 /**
  * Whether a request may send its key bare, without "Bearer". The spec's job API examples send it so: an endpoint's
- * job routes (/v2/{endpoint_id}/run, ...), its OpenAI route and load-balanced addresses take both forms. Every
- * other route (management, app state, logs, the worker protocol) uses bearer authentication only. Read from the
- * route table. Pure.
+ * job routes (/v2/{endpoint_id}/run, ...), its OpenAI route and load-balanced addresses take both forms, and so
+ * do the provider's worker routes (its SDK sends the worker's key bare). Every other route (management, app
+ * state, logs, svc's worker protocol) uses bearer authentication only. Read from the route table. Pure.
  */
 export function acceptsBareKey(rawUrl: string, host: string | undefined): boolean {
   if (lbTarget(rawUrl, host)) return true;

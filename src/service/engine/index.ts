@@ -265,6 +265,14 @@ export class JobEngine {
     return this.leases.heartbeat(w, leases);
   }
 
+  /**
+   * The current lease of a job this worker runs, or undefined (it runs elsewhere, was requeued, or ended). For
+   * workers that never see their leases (the provider's protocol): the service keeps the lease per (worker, job).
+   */
+  leaseOf(w: WorkerEntry, jobId: string): string | undefined {
+    return this.leases.leaseOf(w, jobId);
+  }
+
   /** Let leases go (a stopping worker hands its jobs back). */
   release(w: WorkerEntry, leases: unknown[]): number {
     return this.leases.release(w, leases);

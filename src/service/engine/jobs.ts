@@ -300,7 +300,8 @@ export class JobSystem {
         answers.push(refusedResult(r.jobId, "TIMED_OUT"));
         continue;
       }
-      const output = r.status === "COMPLETED" && r.output !== undefined ? JSON.stringify(r.output) : null;
+      // A failure may carry output too (the provider's handlers return a dict with `error` beside their output).
+      const output = r.output !== undefined ? JSON.stringify(r.output) : null;
       const before = { ...job.row };
       pending.push(
         this.finish(job, { status: r.status, output, error: r.error }, false).catch((err: unknown) => {
@@ -392,6 +393,7 @@ export class JobSystem {
     // Progress was the running job's; the record shows its output or error from now on.
     if (row.progress != null) set.progress = null;
     if (result.status === "COMPLETED") set.output = result.output ?? null;
+    if (result.status === "FAILED" && result.output != null) set.output = result.output;
     if (result.status === "FAILED") {
       set.error = typeof error?.message === "string" ? error.message : "The handler failed";
       set.errorType = typeof error?.type === "string" ? error.type : null;

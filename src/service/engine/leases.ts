@@ -101,6 +101,12 @@ export class LeaseSystem {
     return job && job.row.status === "IN_PROGRESS" && job.row.lease === lease ? job : undefined;
   }
 
+  /** The current lease of a running job held by `w` (its row names the worker: a restart keeps it). */
+  leaseOf(w: WorkerEntry, jobId: string): string | undefined {
+    const row = this.$.live.get(jobId)?.row;
+    return row && row.status === "IN_PROGRESS" && row.workerId === w.id && row.endpointId === w.endpointId && row.lease ? row.lease : undefined;
+  }
+
   /** Ids of the running jobs whose row names this worker (including those loaded at start). */
   runningOn(workerId: string): string[] {
     return [...this.running].filter((id) => this.$.live.get(id)?.row.workerId === workerId);

@@ -81,12 +81,12 @@ function workerBody(parsed: unknown, workerId: string): Record<string, unknown> 
 }
 
 /** The endpoint a worker's token is for. A release's probe runs it as the new build makes it (a new endpoint is not in the service yet). */
-function workerEndpoint(ctx: WorkerDeps, workerId: string, endpointId: string): EndpointRow | undefined {
+export function workerEndpoint(ctx: WorkerDeps, workerId: string, endpointId: string): EndpointRow | undefined {
   return ctx.releases?.endpointFor(workerId) ?? ctx.endpoints.get(endpointId);
 }
 
 /** The engine's entry of a worker that called (a worker the service did not start is noticed by the scaler). */
-function workerEntry(ctx: WorkerDeps, workerId: string, endpointId: string, body: Record<string, unknown>): WorkerEntry {
+export function workerEntry(ctx: WorkerDeps, workerId: string, endpointId: string, body: Record<string, unknown>): WorkerEntry {
   const worker = ctx.engine.ensureWorker(workerId, endpointId);
   if (!worker.managed) ctx.scaler()?.noticed(endpointId, workerId, typeof body.revision === "string" ? body.revision : undefined);
   return worker;

@@ -142,6 +142,38 @@ describe("Scaler stopping workers", () => {
   });
 });
 
+describe("Scaler replacing a worker on request", () => {
+  it("drains a worker it runs that asked to be replaced (refresh_worker), and knows no other", async () => {
+    const handle: WorkerHandle = { workerId: "wrefresh", exited: new Promise(() => undefined), stop: async () => ({ code: 0, signal: null }), kill: () => undefined };
+    const driver: WorkerDriver = {
+      name: "docker",
+      start: () => Promise.reject(new Error("this test starts no worker")),
+      adopt: async () => [{ handle, endpointId: "ep1", revision: "r1" }],
+      close: async () => undefined,
+    };
+    const drained: string[] = [];
+    const engine = { ensureWorker: () => ({}), workerGone: () => undefined, drain: (id: string) => drained.push(id), workers: new Map(), queuedCount: () => 0, runningCount: () => 0 } as unknown as JobEngine;
+    const scaler = new Scaler(
+      {
+        engine,
+        driver,
+        apiUrl: "http://svc.test:8600",
+        mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
+        revokeWorkerKeys: async () => undefined,
+        endpoints: () => [],
+        onLog: () => undefined,
+      },
+      60_000,
+    );
+    await scaler.start();
+    expect(scaler.replace("wrefresh")).toBe(true);
+    expect(drained).toEqual(["wrefresh"]);
+    expect(scaler.replace("wunknown")).toBe(false);
+    expect(drained).toEqual(["wrefresh"]);
+    await scaler.close();
+  });
+});
+
 describe("snapshotNotice", () => {
   const endpoint = (snapshot?: boolean) => ({ name: "model", resource: { snapshot } }) as unknown as Parameters<typeof snapshotNotice>[1];
   it("says once that a driver cannot restore snapshots, and why, when the endpoint asks for them", () => {

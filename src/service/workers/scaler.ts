@@ -410,6 +410,17 @@ export class Scaler {
     );
   }
 
+  /**
+   * A worker asked to be replaced once its job is done (the provider's `refresh_worker`): it takes no more jobs,
+   * its exit is expected (no backoff), and the scaler starts another in its place. False: not a worker it started.
+   */
+  replace(workerId: string): boolean {
+    if (!this.managed.has(workerId)) return false;
+    this.drain(workerId);
+    this.reconcile();
+    return true;
+  }
+
   /** Draining workers that hold nothing are stopped through the driver after a grace period. */
   private stopDrainedWorkers(now: number): void {
     for (const [id, since] of this.drainedSince) {
