@@ -2,7 +2,7 @@
 // Python worker SDK reads at start, pointing it at svc. The counterpart of env.ts (svc's own protocol) for
 // workers started with `protocol: "provider"`.
 
-import { providerUrlTemplates } from "../provider-wire.js";
+import { providerUrlTemplates } from "../wire/provider-worker.js";
 
 export interface ProviderWorkerIdentity {
   /** The service as the worker reaches it. */

@@ -28,7 +28,7 @@ async function freePort(): Promise<number> {
 
 async function startService(port: number) {
   const child = spawn(process.execPath, [service], {
-    env: { ...process.env, DATA_DIR: join(dir, "data"), ARTIFACT: join(dir, "artifact.tar.gz"), ADMIN_KEY, LEASE_MS: "3000", HEARTBEAT_MS: "1000", PORT: String(port) },
+    env: { ...process.env, DATA_DIR: join(dir, "data"), ARTIFACT: join(dir, "artifact.tar.gz"), ADMIN_KEY, LEASE_MS: "10000", HEARTBEAT_MS: "1000", PORT: String(port) },
     stdio: ["ignore", "pipe", "inherit"],
   });
   children.add(child);
@@ -49,6 +49,7 @@ afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+// The lease (10 s) outlives the restart even on a loaded machine: the worker's pings renew it on the new process.
 it("a provider worker's job survives kill -9 of the service: its result after the restart is recorded, once", async () => {
   const port = await freePort();
   const first = await startService(port);
@@ -60,7 +61,7 @@ it("a provider worker's job survives kill -9 of the service: its result after th
   });
   children.add(child);
   createInterface({ input: child.stdout! }).on("line", (l) => lines.push(l));
-  const submitted = await call(`${first.info.endpointUrl}/run`, { key: ADMIN_KEY, body: { input: { mode: "sleep", seconds: 7, value: "survived" } } });
+  const submitted = await call(`${first.info.endpointUrl}/run`, { key: ADMIN_KEY, body: { input: { mode: "sleep", seconds: 6, value: "survived" } } });
   const id = submitted.body.id as string;
   await until(() => lines.includes(`taken ${id}`), 15_000);
 
@@ -72,7 +73,7 @@ it("a provider worker's job survives kill -9 of the service: its result after th
   const record = await until(async () => {
     const r = await call(`${second.info.endpointUrl}/status/${id}`, { key: ADMIN_KEY });
     return r.body?.status === "COMPLETED" ? r.body : undefined;
-  }, 20_000);
+  }, 30_000);
   expect(record).toMatchObject({ output: { value: "survived", worker: keys.id }, attempts: 1 });
   expect(lines).toContain(`posted ${id} 200`);
   expect(lines.filter((l) => l.startsWith("taken "))).toEqual([`taken ${id}`]);

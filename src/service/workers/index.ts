@@ -7,7 +7,7 @@ import { WORKER_BODY_LIMIT } from "../http/body-limits.js";
 import type { Route } from "../http/router.js";
 import { workerRoutes, type WorkerDeps } from "./routes.js";
 import { providerWorkerRoutes, type ProviderWorkerDeps } from "./provider-routes.js";
-import { PROVIDER_ROUTES } from "../../provider-wire.js";
+import { PROVIDER_ROUTES } from "../../wire/provider-worker.js";
 
 export type { WorkerDeps } from "./routes.js";
 export { GPU_ROUTES, type GpuDeps } from "./gpu-routes.js";

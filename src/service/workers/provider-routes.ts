@@ -1,4 +1,4 @@
-// The provider's worker protocol (provider-wire.ts, docs/provider-workers.md), served on the same engine calls
+// The provider's worker protocol (wire/provider-worker.ts, docs/provider-workers.md), served on the same engine calls
 // as svc's own worker routes (routes.ts): a take is the engine's take, a result its done, a ping its heartbeat,
 // the stop poll its events. The provider's workers never see a lease: the service keeps it per (worker, job)
 // (engine.leaseOf), so every guarantee of svc's own protocol holds: a lapsed lease requeues the job, a late
@@ -16,7 +16,7 @@ import {
   providerTakeAnswer,
   providerTakeQuery,
   type ProviderResult,
-} from "../../provider-wire.js";
+} from "../../wire/provider-worker.js";
 import type { EndpointRow } from "../store/types.js";
 import type { Scaler } from "./scaler.js";
 import { workerEndpoint, workerEntry, type WorkerDeps, type WorkerRouteCall } from "./routes.js";

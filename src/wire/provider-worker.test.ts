@@ -10,10 +10,10 @@ import {
   providerTakeAnswer,
   providerTakeQuery,
   providerUrlTemplates,
-} from "./provider-wire.js";
-import { applyProtocolEnv } from "./drivers/env.js";
-import { providerWorkerEnv } from "./drivers/provider-env.js";
-import type { WorkerLaunch } from "./drivers/types.js";
+} from "./provider-worker.js";
+import { applyProtocolEnv } from "../drivers/env.js";
+import { providerWorkerEnv } from "../drivers/provider-env.js";
+import type { WorkerLaunch } from "../drivers/types.js";
 
 /** What the SDK does to the templates it is given (rp_job.py, rp_http.py, rp_ping.py). */
 function asTheSdkDoes(env: Record<string, string>, jobId: string) {
