@@ -103,3 +103,13 @@ export class InternalError extends SvcError {
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/** A thrown value's stack for a log (its message where it has none; any value thrown, not only Errors). */
+export function errorStack(err: unknown): string {
+  return err instanceof Error ? (err.stack ?? err.message) : String(err);
+}
+
+/** A thrown value as an Error (streams' destroy() and callbacks take one): an Error as it is, anything else wrapped. */
+export function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
+}
