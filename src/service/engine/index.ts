@@ -68,7 +68,7 @@ export class JobEngine {
     this.leases = new LeaseSystem($, this.queue);
     this.jobs = new JobSystem($, this.queue, this.leases);
     this.dispatch = new DispatchSystem($, this.queue, this.leases, this.jobs);
-    this.registry = new WorkerRegistry($, this.dispatch, this.leases);
+    this.registry = new WorkerRegistry($, this.dispatch, this.leases, (job, died) => this.jobs.lost(job, died));
     this.streams = new StreamsAndLogs($, this.leases);
     this.handoff = new HandoffSystem($, this.queue);
     this.progressReports = new ProgressSystem($, this.leases);
@@ -242,9 +242,9 @@ export class JobEngine {
     return this.registry.register(workerId, endpointId, concurrency);
   }
 
-  /** A worker is gone (exited): its jobs go back to the queue at once. */
-  workerGone(workerId: string): void {
-    this.registry.workerGone(workerId);
+  /** A worker is gone (exited): its jobs go back to the queue at once; `died`, how it ended unasked (WorkerRegistry). */
+  workerGone(workerId: string, died?: string): void {
+    this.registry.workerGone(workerId, died);
   }
 
   /** A release switched: its probe may take jobs now. */

@@ -316,6 +316,28 @@ export class JobSystem {
     return answers;
   }
 
+  /**
+   * A running job whose worker died under it (it exited unasked: killed for memory, crashed). The death counts as a
+   * failed attempt: the job runs again while its retries last, at once and ahead of the queue (the death was the
+   * worker's, not necessarily the job's), and fails after that, naming the deaths. Without this a job that kills
+   * its worker every time would be run again forever.
+   */
+  lost(job: LiveJob, died: string): void {
+    const row = job.row;
+    const retries = row.maxRetries ?? this.$.endpoints.get(row.endpointId)?.retries ?? DEFAULTS.retries;
+    if (row.retried < retries) {
+      countJob(this.$, row.endpointId, "retried");
+      this.$.hooks.onRetry?.(row);
+      this.note(row, `attempt ${row.attempt} lost: its worker died (${died}); retry ${row.retried + 1} of ${retries}`);
+      this.leases.requeue(job, { retried: row.retried + 1 });
+      return;
+    }
+    const message = `The job's worker died while running it, on attempt ${row.attempt} of ${retries + 1} (${died}); no retries left`;
+    this.note(row, message);
+    // Refused by the store: the job stays running as the store has it, and its lease lapsing requeues it.
+    void this.finish(job, { status: "FAILED", error: { message, type: "WorkerDied", retryable: false } }, false).catch(() => undefined);
+  }
+
   /** Jobs past their execution timeout or their ttl end TIMED_OUT; lapsed leases go back to the queue. */
   tick(now: number): void {
     for (const job of this.leases.expire(now)) {

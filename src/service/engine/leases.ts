@@ -138,15 +138,15 @@ export class LeaseSystem {
     return released;
   }
 
-  /** A running job goes back to the front of its queue. */
-  requeue(job: LiveJob): void {
+  /** A running job goes back to the front of its queue (`set`: more of its row to change with it). */
+  requeue(job: LiveJob, set: Partial<JobRow> = {}): void {
     const row = job.row;
     this.letGo(job);
     // The attempt that ended does not count: its chunks nobody has read go, so /stream shows the attempt that
     // does (a reader that already had some of them keeps its place; the next attempt's chunks follow, marked
     // with their attempt so that reader can tell: engine/chunk-attempt.ts).
     if (job.lastSeq > row.streamCursor) void this.$.writer.write([{ op: "deleteChunksAfter", jobId: row.id, seq: row.streamCursor }]);
-    void changeJob(this.$, job, { status: "IN_QUEUE", lease: null, workerId: null });
+    void changeJob(this.$, job, { ...set, status: "IN_QUEUE", lease: null, workerId: null });
     this.queue.enqueue(job, true);
   }
 

@@ -5,13 +5,15 @@
 import type { DispatchSystem } from "./dispatch.js";
 import type { LeaseSystem } from "./leases.js";
 import type { EngineResources } from "./resources.js";
-import type { WorkerEntry } from "./types.js";
+import type { LiveJob, WorkerEntry } from "./types.js";
 
 export class WorkerRegistry {
   constructor(
     private readonly $: EngineResources,
     private readonly dispatch: DispatchSystem,
     private readonly leases: LeaseSystem,
+    /** A running job whose worker died under it (JobSystem.lost: counted as an attempt). */
+    private readonly lost: (job: LiveJob, died: string) => void,
   ) {}
 
   /** Known to the service (started by the scaler, or first seen with a valid token). */
@@ -47,8 +49,11 @@ export class WorkerRegistry {
     return w;
   }
 
-  /** A worker is gone (exited): its jobs go back to the queue at once. */
-  workerGone(workerId: string): void {
+  /**
+   * A worker is gone (exited): its jobs go back to the queue at once. `died`: it ended without being asked (how, in
+   * words): each job it ran counts that as an attempt, so a job that kills its worker every time ends.
+   */
+  workerGone(workerId: string, died?: string): void {
     const w = this.$.workers.get(workerId);
     if (!w) return;
     this.$.workers.delete(workerId);
@@ -59,7 +64,9 @@ export class WorkerRegistry {
     const jobs = new Set([...w.held, ...this.leases.runningOn(workerId)]);
     for (const id of jobs) {
       const job = this.$.live.get(id);
-      if (job && job.row.status === "IN_PROGRESS" && job.row.workerId === workerId) this.leases.requeue(job);
+      if (!job || job.row.status !== "IN_PROGRESS" || job.row.workerId !== workerId) continue;
+      if (died === undefined) this.leases.requeue(job);
+      else this.lost(job, died);
     }
     w.wakeEvents?.();
   }

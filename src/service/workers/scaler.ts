@@ -162,6 +162,14 @@ export function snapshotNotice(driver: Pick<WorkerDriver, "name" | "restoresSnap
   return `endpoint ${endpoint.name} has snapshot: true, but the ${driver.name} driver cannot restore snapshots (${why}): its workers start without one, running their initialisation (docs/cold-start.md)`;
 }
 
+/** How a worker that ended unasked ended, in words a job's error can carry. Pure. */
+export function deathOf(exit: WorkerExit, silent: boolean): string {
+  if (silent) return "it stopped talking to the service";
+  if (exit.signal === "SIGKILL" || exit.code === 137) return "killed (SIGKILL: out of memory, or killed from outside)";
+  if (exit.signal) return `killed by ${exit.signal}`;
+  return `exited with code ${exit.code}`;
+}
+
 /** The prebuilt image a load-balanced endpoint runs instead of svc code (REST endpoints from a template). Pure. */
 export function prebuiltImageOf(endpoint: EndpointRow): string | undefined {
   return endpoint.type === "lb" && endpoint.artifactPath === "" && endpoint.resource.imageName ? endpoint.resource.imageName : undefined;
@@ -614,7 +622,7 @@ export class Scaler {
           text: m.remoteGone ? "worker stopped talking to the service (started by another replica)" : `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
         });
       }
-      this.exited(m, expected);
+      this.exited(m, expected, undefined, expected ? undefined : deathOf(exit, m.remoteGone !== undefined));
     });
   }
 
@@ -627,7 +635,8 @@ export class Scaler {
     this.deps.onWorkerLife?.({ type: "started", workerId: m.id, endpointId: m.endpointId, userId, gpus: { typeId: held?.typeId ?? null, count: held?.uuids.length ?? 0 } });
   }
 
-  private exited(m: ManagedWorker, expected: boolean, why?: string): void {
+  /** `died`: how a worker that ended unasked ended, for the jobs it was running (each counts it as an attempt). */
+  private exited(m: ManagedWorker, expected: boolean, why?: string, died?: string): void {
     if (m.handle) this.deps.onWorkerLife?.({ type: "stopped", workerId: m.id });
     this.managed.delete(m.id);
     this.drainedSince.delete(m.id);
@@ -638,7 +647,7 @@ export class Scaler {
     }
     const entry = this.deps.engine.workers.get(m.id);
     const registered = entry?.registered ?? false;
-    this.deps.engine.workerGone(m.id);
+    this.deps.engine.workerGone(m.id, died);
     this.deps.lb?.workerAddress?.(m.id, undefined);
     this.deps.lb?.workerSocket?.(m.id, undefined);
     this.deps.lb?.workerDirectAddress?.(m.id, undefined);
