@@ -193,6 +193,31 @@ for (const backend of backends) {
       expect((await store.logs({ endpointId: "ep1", afterId: all[0]!.seq, limit: 1 })).map((l) => l.text)).toEqual(["two"]);
     });
 
+    it("prunes an endpoint's oldest log lines by age, then by size, never another endpoint's, at most `limit` at once", async () => {
+      const { store } = await backend.fresh();
+      const line = (ts: number, text: string, endpointId = "ep1") => ({ op: "insertLog" as const, line: { ts, endpointId, workerId: "w1", jobId: null, stream: "stdout", text } });
+      // Sizes with an overhead of 10 bytes a line: "aaaa" counts 14, "é" (2 bytes) 12.
+      await store.apply([line(10, "aaaa"), line(20, "bbbb"), line(5, "late"), line(30, "cccc"), line(40, "é"), line(10, "old", "ep2")]);
+      expect(await store.logBytes!("ep1", 10)).toBe(14 * 4 + 12);
+      // Nothing older than 5: nothing goes.
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 5, dropBytes: 0, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 0, removedBytes: 0 });
+      // Before 25, from the oldest line on up to the first newer one: aaaa, bbbb, late (ts 5, after them).
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 25, dropBytes: 0, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 3, removedBySize: 0, removedBytes: 42 });
+      expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["cccc", "é"]);
+      // By size: 1 byte to drop takes the oldest whole line.
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 0, dropBytes: 1, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 1, removedBytes: 14 });
+      expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["é"]);
+      // More to drop than there is: all of it.
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 0, dropBytes: 1000, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 1, removedBytes: 12 });
+      expect(await store.logBytes!("ep1", 10)).toBe(0);
+      expect((await store.logs({ endpointId: "ep2", limit: 10 })).map((l) => l.text)).toEqual(["old"]);
+      // `limit` lines at most, age and size together.
+      await store.apply([line(1, "a"), line(2, "b"), line(3, "c"), line(100, "d"), line(101, "e")]);
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 50, dropBytes: 1000, lineOverheadBytes: 0, limit: 2 })).toEqual({ removedByAge: 2, removedBySize: 0, removedBytes: 2 });
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 50, dropBytes: 1000, lineOverheadBytes: 0, limit: 2 })).toEqual({ removedByAge: 1, removedBySize: 1, removedBytes: 2 });
+      expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["e"]);
+    });
+
     it("keeps endpoints with their counters; deleting one deletes its jobs, chunks and logs", async () => {
       const { store } = await backend.fresh();
       await store.apply([{ op: "upsertEndpoint", endpoint: endpoint("ep1") }, { op: "upsertEndpoint", endpoint: endpoint("ep2") }]);

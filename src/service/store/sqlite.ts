@@ -12,7 +12,7 @@ import { Worker } from "node:worker_threads";
 import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
-import type { JobCommands, JobRow, Store, StoreOp, StreamChunkRow } from "./types.js";
+import type { JobCommands, JobRow, LogPruning, Store, StoreOp, StreamChunkRow } from "./types.js";
 import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, rowToWebhook, rowToWebhookDelivery, rowToWebhookSettings } from "./rows.js";
 import { DEPLOY_MIGRATION, RELEASES_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
@@ -245,6 +245,7 @@ export function openSqliteStore(file: string): Store & JobCommands {
   const keyByHash = db.prepare("SELECT * FROM api_keys WHERE hash = ?");
   const deployState = prepareDeployStatements(db);
   const commands = prepareJobCommands(db);
+  const pruneLogs = prepareLogPruning(db);
 
   const applyOne = (o: StoreOp) => {
     switch (o.op) {
@@ -400,11 +401,65 @@ export function openSqliteStore(file: string): Store & JobCommands {
         .all(params) as Array<Record<string, unknown>>;
       return rows.map(rowToLog);
     },
+    async logBytes(endpointId, lineOverheadBytes) {
+      return pruneLogs.bytes(endpointId, lineOverheadBytes);
+    },
+    async pruneLogs(q) {
+      return pruneLogs.prune(q);
+    },
     async close() {
       await checkpointer?.stop();
       // The last connection to close checkpoints what is left and removes the WAL.
       if (db.open) db.close();
     },
+  };
+}
+
+/**
+ * Log retention over SQLite. Every statement walks the logs_endpoint index (endpoint_id, seq) from the endpoint's
+ * oldest line and stops where the range ends: its cost is the lines it removes, not the lines kept. octet_length
+ * reads a text's size from the record header (a long line's overflow pages are not read).
+ */
+function prepareLogPruning(db: Database.Database): {
+  bytes(endpointId: string, overhead: number): number;
+  prune(q: { endpointId: string; before: number; dropBytes: number; lineOverheadBytes: number; limit: number }): LogPruning;
+} {
+  const total = db.prepare("SELECT COALESCE(SUM(octet_length(text) + ?), 0) AS bytes FROM logs WHERE endpoint_id = ?");
+  const firstRecent = db.prepare("SELECT seq FROM logs WHERE endpoint_id = ? AND ts >= ? ORDER BY seq LIMIT 1");
+  const oldest = db.prepare(
+    `SELECT MAX(seq) AS last, COUNT(*) AS n, COALESCE(SUM(octet_length(text) + ?), 0) AS bytes
+     FROM (SELECT seq, text FROM logs WHERE endpoint_id = ? AND seq < ? ORDER BY seq LIMIT ?)`,
+  );
+  // The oldest lines whose running size reaches `dropBytes` (or `limit` lines): where that range ends.
+  const sizeBoundary = db.prepare(
+    `SELECT seq AS last, rn AS n, total AS bytes FROM (
+       SELECT seq, SUM(octet_length(text) + ?) OVER w AS total, ROW_NUMBER() OVER w AS rn
+       FROM logs WHERE endpoint_id = ? WINDOW w AS (ORDER BY seq ROWS UNBOUNDED PRECEDING))
+     WHERE total >= ? OR rn >= ? LIMIT 1`,
+  );
+  const removeThrough = db.prepare("DELETE FROM logs WHERE endpoint_id = ? AND seq <= ?");
+  const prune = db.transaction((q: { endpointId: string; before: number; dropBytes: number; lineOverheadBytes: number; limit: number }): LogPruning => {
+    const { endpointId, lineOverheadBytes: overhead } = q;
+    const recent = firstRecent.get(endpointId, q.before) as { seq: number } | undefined;
+    const aged = oldest.get(overhead, endpointId, recent?.seq ?? Number.MAX_SAFE_INTEGER, q.limit) as { last: number | null; n: number; bytes: number };
+    if (aged.last !== null) removeThrough.run(endpointId, aged.last);
+    let removedBySize = 0;
+    let removedBytes = aged.bytes;
+    const left = q.limit - aged.n;
+    if (q.dropBytes > removedBytes && left > 0) {
+      const sized = (sizeBoundary.get(overhead, endpointId, q.dropBytes - removedBytes, left) ??
+        oldest.get(overhead, endpointId, Number.MAX_SAFE_INTEGER, left)) as { last: number | null; n: number; bytes: number };
+      if (sized.last !== null) {
+        removeThrough.run(endpointId, sized.last);
+        removedBySize = sized.n;
+        removedBytes += sized.bytes;
+      }
+    }
+    return { removedByAge: aged.n, removedBySize, removedBytes };
+  });
+  return {
+    bytes: (endpointId, overhead) => (total.get(overhead, endpointId) as { bytes: number }).bytes,
+    prune: (q) => prune.immediate(q),
   };
 }
 

@@ -90,6 +90,14 @@ export interface LogRow {
   text: string;
 }
 
+/** What one pruneLogs removed, and what is left. */
+export interface LogPruning {
+  removedByAge: number;
+  removedBySize: number;
+  /** What the removed lines counted (as logBytes counts). */
+  removedBytes: number;
+}
+
 export interface StreamChunkRow {
   jobId: string;
   seq: number;
@@ -209,6 +217,14 @@ export interface Store extends DeployStoreReads {
   /** Endpoints' webhook settings: one endpoint's, or all. */
   webhookSettings?(endpointId?: string): Promise<WebhookSettingsRow[]>;
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
+  /** What an endpoint's log lines count: their texts' UTF-8 bytes and `lineOverheadBytes` a line (log retention). */
+  logBytes?(endpointId: string, lineOverheadBytes: number): Promise<number>;
+  /**
+   * Delete at most `limit` of an endpoint's oldest log lines, in one transaction: first those written before `before`
+   * (by `ts`, from the oldest line on, up to the first newer one), then the oldest lines that count `dropBytes` (as
+   * logBytes counts them) less what the first step removed.
+   */
+  pruneLogs?(query: { endpointId: string; before: number; dropBytes: number; lineOverheadBytes: number; limit: number }): Promise<LogPruning>;
   /**
    * Replicas on one database (PostgreSQL): a replica that does not serve jobs inserts `/run` jobs itself, marked as
    * handed off by `from`; the caller then tells the replica that serves jobs (the change feed's "handoff" notice).

@@ -133,6 +133,8 @@ export interface Queryable {
  */
 const statementNames = new Map<string, string>();
 const MAX_PREPARED = 500;
+/** Beyond every seq: the end of a range with no upper bound. */
+const PG_MAX_BIGINT = "9223372036854775807";
 
 function statementName(text: string): string | undefined {
   let name = statementNames.get(text);
@@ -368,6 +370,38 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       const limit = `$${values.push(q.limit)}`;
       const { rows } = await query(`SELECT * FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ${limit}`, values);
       return rows.map(rowToLog);
+    },
+    async logBytes(endpointId, lineOverheadBytes) {
+      const { rows } = await query<{ bytes: string }>("SELECT COALESCE(SUM(octet_length(text) + $2), 0) AS bytes FROM logs WHERE endpoint_id = $1", [endpointId, lineOverheadBytes]);
+      return Number(rows[0]!.bytes);
+    },
+    async pruneLogs(q) {
+      return transaction(async (client) => {
+        const run = (text: string, values: unknown[]) => queryOn<{ n: number; bytes: string }>(client, text, values).then((r) => ({ n: r.rows[0]!.n, bytes: Number(r.rows[0]!.bytes) }));
+        // A data-modifying CTE runs to completion whether or not the query reads it.
+        const aged = await run(
+          `WITH recent AS (SELECT seq FROM logs WHERE endpoint_id = $1 AND ts >= $2 ORDER BY seq LIMIT 1),
+             range AS (SELECT seq, octet_length(text) + $3 AS size FROM logs
+                       WHERE endpoint_id = $1 AND seq < COALESCE((SELECT seq FROM recent), ${PG_MAX_BIGINT}) ORDER BY seq LIMIT $4),
+             gone AS (DELETE FROM logs WHERE endpoint_id = $1 AND seq <= (SELECT max(seq) FROM range))
+           SELECT count(*)::int AS n, COALESCE(sum(size), 0) AS bytes FROM range`,
+          [q.endpointId, q.before, q.lineOverheadBytes, q.limit],
+        );
+        const left = q.limit - aged.n;
+        if (q.dropBytes <= aged.bytes || left <= 0) return { removedByAge: aged.n, removedBySize: 0, removedBytes: aged.bytes };
+        // The oldest lines whose running size reaches what is still to drop (or `left` lines); the window is read
+        // oldest first and stops there.
+        const sized = await run(
+          `WITH running AS (SELECT seq, sum(octet_length(text) + $2) OVER w AS total, row_number() OVER w AS rn
+                            FROM logs WHERE endpoint_id = $1 WINDOW w AS (ORDER BY seq ROWS UNBOUNDED PRECEDING)),
+             boundary AS (SELECT seq, total, rn FROM running WHERE total >= $3 OR rn >= $4 LIMIT 1),
+             last AS (SELECT COALESCE((SELECT seq FROM boundary), (SELECT max(seq) FROM logs WHERE endpoint_id = $1)) AS seq),
+             gone AS (DELETE FROM logs WHERE endpoint_id = $1 AND seq <= (SELECT seq FROM last) RETURNING octet_length(text) + $2 AS size)
+           SELECT count(*)::int AS n, COALESCE(sum(size), 0) AS bytes FROM gone`,
+          [q.endpointId, q.lineOverheadBytes, q.dropBytes - aged.bytes, left],
+        );
+        return { removedByAge: aged.n, removedBySize: sized.n, removedBytes: aged.bytes + sized.bytes };
+      });
     },
     async apps(userId) {
       const { rows } = await query("SELECT * FROM apps WHERE user_id = $1 ORDER BY name", [userId]);
