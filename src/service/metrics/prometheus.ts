@@ -41,6 +41,8 @@ export class PrometheusMetrics {
   private readonly coldStart: Histogram<"endpoint">;
   private readonly retries: Counter<"endpoint">;
   private readonly webhooks: Counter<"outcome">;
+  private readonly logsDroppedTotal: Counter<"reason">;
+  private readonly logsRemovedTotal: Counter<"reason">;
   private readonly http: FastHistogram<"method" | "route" | "status">;
   private readonly commit: HistogramSeries;
   private readonly byEndpoint = new Map<string, EndpointChildren>();
@@ -70,6 +72,9 @@ export class PrometheusMetrics {
     });
     this.retries = new Counter({ name: "svc_job_retries_total", help: "Failed attempts queued again for an automatic retry", labelNames: ["endpoint"], registers });
     this.webhooks = new Counter({ name: "svc_webhook_deliveries_total", help: "Webhook delivery attempts, by outcome (delivered, retrying, failed: given up)", labelNames: ["outcome"], registers });
+    // By reason only: a bounded label (log-quota.ts's DropReason, and storage), never the endpoint or worker.
+    this.logsDroppedTotal = new Counter({ name: "svc_log_lines_dropped_total", help: "Worker log lines not kept, by reason: over a quota (worker_lines, worker_bytes, endpoint_lines, endpoint_bytes) or refused by the store (storage)", labelNames: ["reason"], registers });
+    this.logsRemovedTotal = new Counter({ name: "svc_log_lines_removed_total", help: "Log lines the retention sweep removed, by reason: past the retention age (age) or beyond the endpoint's size (size)", labelNames: ["reason"], registers });
     this.http = new FastHistogram("svc_http_request_duration_seconds", "Time to answer an API request, by method, route pattern and status", ["method", "route", "status"], HTTP_BUCKETS, this.registry);
     // Observed on every group commit (thousands a second under load): svc's histogram, its one series kept.
     this.commit = new FastHistogram("svc_store_commit_seconds", "Time one group commit (one transaction of the engine's batched writes) took in the store", ["store"], COMMIT_BUCKETS, this.registry).series({ store });
@@ -150,6 +155,14 @@ export class PrometheusMetrics {
 
   webhookAttempt(outcome: "delivered" | "retrying" | "failed"): void {
     this.webhooks.inc({ outcome });
+  }
+
+  logsDropped(reason: string, count: number): void {
+    this.logsDroppedTotal.inc({ reason }, count);
+  }
+
+  logsRemoved(reason: string, count: number): void {
+    this.logsRemovedTotal.inc({ reason }, count);
   }
 
   request(method: string, route: string, status: number, seconds: number): void {
