@@ -17,7 +17,7 @@ import { droppedCount } from "./engine/index.js";
 export interface StateDeps {
   url: string;
   endpoints: ReadonlyMap<string, EndpointRow>;
-  engine: Pick<JobEngine, "queryLogs" | "followLogs">;
+  engine: Pick<JobEngine, "queryLogs" | "followLogs" | "droppedLogLines">;
   clients: ClientGuards;
   /** Open log follows, ended when the service closes. */
   followers: Set<ServerResponse>;
@@ -61,8 +61,8 @@ export async function logs(call: RouteCall): Promise<void> {
     const rows = await ctx.engine.queryLogs({ endpointId, jobId, since, limit: LOG_LINES_MAX });
     const pieces: string[] = ['{"lines":['];
     rows.forEach((row, i) => pieces.push(i === 0 ? logJson(row) : `,${logJson(row)}`));
-    // Lines the quotas dropped among those this answer covers (the sum of its notices' counts).
-    const dropped = rows.reduce((sum, row) => sum + (droppedCount(row) ?? 0), 0);
+    // Lines the quotas dropped among all the lines asked for (also beyond this answer's first LOG_LINES_MAX).
+    const dropped = await ctx.engine.droppedLogLines({ endpointId, jobId, since });
     pieces.push(`],"dropped":${dropped}}`);
     return sendPieces(res, pieces, ctx.clients.limits.sendStallMs);
   }

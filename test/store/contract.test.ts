@@ -193,6 +193,20 @@ for (const backend of backends) {
       expect((await store.logs({ endpointId: "ep1", afterId: all[0]!.seq, limit: 1 })).map((l) => l.text)).toEqual(["two"]);
     });
 
+    it("finds an endpoint's notices of dropped lines by job and time, without the other lines", async () => {
+      const { store } = await backend.fresh();
+      const line = (over: object) => ({ op: "insertLog" as const, line: { ts: 10, endpointId: "ep1", workerId: "w1", jobId: null, stream: "stdout", text: "x", ...over } });
+      await store.apply([
+        line({ text: "[svc] 5 log lines dropped: a", stream: "dropped", jobId: "j1" }),
+        line({ text: "[svc] 7 log lines dropped: b", stream: "dropped", ts: 20 }),
+        line({ text: "[svc] 9 log lines dropped: printed by the worker" }),
+        line({ text: "[svc] 1 log line dropped: other endpoint", stream: "dropped", endpointId: "ep2" }),
+      ]);
+      expect(await store.droppedLogNotices!({ endpointId: "ep1", limit: 10 })).toEqual(["[svc] 5 log lines dropped: a", "[svc] 7 log lines dropped: b"]);
+      expect(await store.droppedLogNotices!({ endpointId: "ep1", jobId: "j1", limit: 10 })).toEqual(["[svc] 5 log lines dropped: a"]);
+      expect(await store.droppedLogNotices!({ endpointId: "ep1", since: 15, limit: 10 })).toEqual(["[svc] 7 log lines dropped: b"]);
+    });
+
     it("prunes an endpoint's oldest log lines by age, then by size, never another endpoint's, at most `limit` at once", async () => {
       const { store } = await backend.fresh();
       const line = (ts: number, text: string, endpointId = "ep1") => ({ op: "insertLog" as const, line: { ts, endpointId, workerId: "w1", jobId: null, stream: "stdout", text } });

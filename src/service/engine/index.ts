@@ -307,6 +307,11 @@ export class JobEngine {
     return this.streams.followLogs(endpointId, fn);
   }
 
+  /** Lines the log quotas dropped among those `q` selects (the notices' counts added up). */
+  droppedLogLines(q: { endpointId: string; jobId?: string; since?: number }): Promise<number> {
+    return this.streams.droppedLines(q);
+  }
+
   // ---------------------------------------------------------------- periodic work
 
   /** Lapsed leases go back to the queue; jobs past their execution timeout end TIMED_OUT. */

@@ -8,7 +8,7 @@
 // Pure but for the clock the caller passes in; memory is bounded by the workers and endpoints logging right now
 // (a bucket that has refilled is forgotten: a new one starts full, which is the same).
 
-import type { LogRow } from "../store/types.js";
+import { DROPPED_LOG_STREAM, type LogRow } from "../store/types.js";
 
 export interface LogLimits {
   /** Longest line kept, in UTF-8 bytes; a longer one is cut and says so. */
@@ -52,7 +52,7 @@ export const DEFAULT_LOG_LIMITS: LogLimits = {
 export const LOG_LINE_OVERHEAD_BYTES = 100;
 
 /** The stream of the service's notice that lines were dropped (never a worker's own: stdout, stderr, log). */
-export const DROPPED_STREAM = "dropped";
+export const DROPPED_STREAM = DROPPED_LOG_STREAM;
 
 /** Lines written by the service itself under this worker id pass no quota: they are the service's, bounded by events. */
 export const SERVICE_WORKER_ID = "svc";

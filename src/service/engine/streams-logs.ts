@@ -5,7 +5,10 @@ import type { JobStatus } from "svc/internal";
 import { ATTEMPT_MARK_BYTES, markAttempt } from "./chunk-attempt.js";
 import type { LogRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
-import { DEFAULT_LOG_LIMITS, LogQuota, logLineBytes, SERVICE_WORKER_ID } from "./log-quota.js";
+import { DEFAULT_LOG_LIMITS, droppedCount, DROPPED_STREAM, LogQuota, logLineBytes, SERVICE_WORKER_ID } from "./log-quota.js";
+
+/** Notices a logs answer adds up at most: a notice a worker every 10 s of a week-long flood is 60,480. */
+const MAX_NOTICES_COUNTED = 100_000;
 import { LogRetention } from "./log-retention.js";
 import { adoptJob, changeJob, findJob, writeJob, type EngineResources } from "./resources.js";
 import { isFinal, MAX_CHUNK_BYTES, STREAM_WAIT_MS, type WorkerEntry } from "./types.js";
@@ -114,6 +117,12 @@ export class StreamsAndLogs {
 
   queryLogs(q: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }) {
     return this.$.store.logs(q);
+  }
+
+  /** Lines the quotas dropped, as the notices among the lines `q` selects tell (all of them, not a page). */
+  async droppedLines(q: { endpointId: string; jobId?: string; since?: number }): Promise<number> {
+    const texts = (await this.$.store.droppedLogNotices?.({ ...q, limit: MAX_NOTICES_COUNTED })) ?? [];
+    return texts.reduce((sum, text) => sum + (droppedCount({ stream: DROPPED_STREAM, text }) ?? 0), 0);
   }
 
   followLogs(endpointId: string, fn: (lines: LogRow[]) => void): () => void {

@@ -165,7 +165,7 @@ export const API_SCHEMAS = {
           required: ["ts", "workerId", "stream", "text"],
         },
       },
-      dropped: int("Lines the log quotas dropped among those this answer covers (the sum of its notices' counts)"),
+      dropped: int("Lines the log quotas dropped among all the lines asked for (the notices' counts added up, also beyond this answer's first 10,000 lines)"),
     },
     required: ["lines"],
   },

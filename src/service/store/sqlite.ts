@@ -12,7 +12,7 @@ import { Worker } from "node:worker_threads";
 import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
-import type { JobCommands, JobRow, LogPruning, Store, StoreOp, StreamChunkRow } from "./types.js";
+import { DROPPED_LOG_STREAM, type JobCommands, type JobRow, type LogPruning, type Store, type StoreOp, type StreamChunkRow } from "./types.js";
 import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, rowToWebhook, rowToWebhookDelivery, rowToWebhookSettings } from "./rows.js";
 import { DEPLOY_MIGRATION, RELEASES_MIGRATION, isDeployOp, prepareDeployStatements } from "../deploy/sqlite.js";
 import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2 } from "../management/store.js";
@@ -80,6 +80,8 @@ export const MIGRATIONS: string[] = [
   VOLUME_KEYS_MIGRATION,
   // usage by user, endpoint, hour and GPU type (metrics/usage.ts)
   USAGE_MIGRATION,
+  // the service's notices of log lines dropped over the quotas, found without reading the lines (droppedLogNotices)
+  `CREATE INDEX logs_dropped ON logs (endpoint_id, seq) WHERE stream = '${DROPPED_LOG_STREAM}';`,
 ];
 
 type SqlValue = string | number | null;
@@ -400,6 +402,22 @@ export function openSqliteStore(file: string): Store & JobCommands {
         .prepare(`SELECT * FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?`)
         .all(params) as Array<Record<string, unknown>>;
       return rows.map(rowToLog);
+    },
+    async droppedLogNotices(q) {
+      // The stream is written into the statement: only then may SQLite use the partial index logs_dropped.
+      const where = ["endpoint_id = ?", `stream = '${DROPPED_LOG_STREAM}'`];
+      const params: SqlValue[] = [q.endpointId];
+      if (q.jobId) {
+        where.push("job_id = ?");
+        params.push(q.jobId);
+      }
+      if (q.since !== undefined) {
+        where.push("ts >= ?");
+        params.push(q.since);
+      }
+      params.push(q.limit);
+      const rows = db.prepare(`SELECT text FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?`).all(params) as Array<{ text: string }>;
+      return rows.map((r) => r.text);
     },
     async logBytes(endpointId, lineOverheadBytes) {
       return pruneLogs.bytes(endpointId, lineOverheadBytes);

@@ -81,6 +81,12 @@ export interface KeyRow {
   expiresAt?: number | null;
 }
 
+/**
+ * The stream of the service's notice that a worker's lines over the log quotas were dropped (engine/log-quota.ts);
+ * never a worker's own (stdout, stderr, log).
+ */
+export const DROPPED_LOG_STREAM = "dropped";
+
 export interface LogRow {
   ts: number;
   endpointId: string;
@@ -217,6 +223,8 @@ export interface Store extends DeployStoreReads {
   /** Endpoints' webhook settings: one endpoint's, or all. */
   webhookSettings?(endpointId?: string): Promise<WebhookSettingsRow[]>;
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
+  /** Texts of an endpoint's notices of dropped lines (DROPPED_LOG_STREAM), oldest first, filtered as `logs` filters. */
+  droppedLogNotices?(query: { endpointId: string; jobId?: string; since?: number; limit: number }): Promise<string[]>;
   /** What an endpoint's log lines count: their texts' UTF-8 bytes and `lineOverheadBytes` a line (log retention). */
   logBytes?(endpointId: string, lineOverheadBytes: number): Promise<number>;
   /**

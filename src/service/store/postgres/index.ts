@@ -22,7 +22,7 @@ import {
   rowToWebhookDelivery,
   rowToWebhookSettings,
 } from "../rows.js";
-import type { EndpointRow, JobCommands, JobRow, LogRow, Store, StoreOp, StreamChunkRow } from "../types.js";
+import { DROPPED_LOG_STREAM, type EndpointRow, type JobCommands, type JobRow, type LogRow, type Store, type StoreOp, type StreamChunkRow } from "../types.js";
 import type { DeployStoreOp, ReleaseRow } from "../../deploy/types.js";
 import { migrate } from "./schema.js";
 
@@ -370,6 +370,16 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       const limit = `$${values.push(q.limit)}`;
       const { rows } = await query(`SELECT * FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ${limit}`, values);
       return rows.map(rowToLog);
+    },
+    async droppedLogNotices(q) {
+      // The stream is written into the statement: only then may the planner use the partial index logs_dropped.
+      const where = ["endpoint_id = $1", `stream = '${DROPPED_LOG_STREAM}'`];
+      const values: unknown[] = [q.endpointId];
+      if (q.jobId) where.push(`job_id = $${values.push(q.jobId)}`);
+      if (q.since !== undefined) where.push(`ts >= $${values.push(q.since)}`);
+      const limit = `$${values.push(q.limit)}`;
+      const { rows } = await query<{ text: string }>(`SELECT text FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ${limit}`, values);
+      return rows.map((r) => r.text);
     },
     async logBytes(endpointId, lineOverheadBytes) {
       const { rows } = await query<{ bytes: string }>("SELECT COALESCE(SUM(octet_length(text) + $2), 0) AS bytes FROM logs WHERE endpoint_id = $1", [endpointId, lineOverheadBytes]);
