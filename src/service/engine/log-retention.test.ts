@@ -43,6 +43,7 @@ describe("worker logs in the engine", () => {
     await engine.settled();
     const stored = await engine.queryLogs({ endpointId: "e1", limit: 10_000 });
     expect(stored.at(-1)).toMatchObject({ stream: DROPPED_STREAM, workerId: "w1", text: "[svc] 4900 log lines dropped: over the worker's 100 lines/s (SVC_LOG_WORKER_LINES_PER_S)" });
+    expect(await engine.droppedLogLines({ endpointId: "e1" })).toBe(4_900);
   });
 
   it("never stores a worker's line in the future (it would outlive the retention age)", async () => {
