@@ -128,7 +128,9 @@ describe("a handler flooding its stdout on a shared svc server", () => {
   it("goes on answering the other tenant's jobs promptly meanwhile", () => {
     expect(latencies.length).toBeGreaterThanOrEqual(3);
     const sorted = [...latencies].sort((x, y) => x - y);
-    expect(sorted[Math.floor(sorted.length / 2)]).toBeLessThan(500);
+    // With the quota the median stays near an idle service's (70-80 ms here on 2 shared cores); without it the
+    // service spends itself writing the flood and the median triples (about 230 ms).
+    expect(sorted[Math.floor(sorted.length / 2)]).toBeLessThan(150);
     expect(sorted.at(-1)).toBeLessThan(3_000);
   });
 
