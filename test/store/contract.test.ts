@@ -212,7 +212,11 @@ for (const backend of backends) {
       const line = (ts: number, text: string, endpointId = "ep1") => ({ op: "insertLog" as const, line: { ts, endpointId, workerId: "w1", jobId: null, stream: "stdout", text } });
       // Sizes with an overhead of 10 bytes a line: "aaaa" counts 14, "é" (2 bytes) 12.
       await store.apply([line(10, "aaaa"), line(20, "bbbb"), line(5, "late"), line(30, "cccc"), line(40, "é"), line(10, "old", "ep2")]);
-      expect(await store.logBytes!("ep1", 10)).toBe(14 * 4 + 12);
+      expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: 0, limit: 100 })).toMatchObject({ bytes: 14 * 4 + 12, lines: 5 });
+      // A part at a time: the first two lines, then the rest after the last one counted.
+      const part = await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: 0, limit: 2 });
+      expect(part).toMatchObject({ bytes: 28, lines: 2 });
+      expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: part.lastSeq!, limit: 100 })).toMatchObject({ bytes: 14 * 2 + 12, lines: 3 });
       // Nothing older than 5: nothing goes.
       expect(await store.pruneLogs!({ endpointId: "ep1", before: 5, dropBytes: 0, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 0, removedBytes: 0 });
       // Before 25, from the oldest line on up to the first newer one: aaaa, bbbb, late (ts 5, after them).
@@ -223,7 +227,7 @@ for (const backend of backends) {
       expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["é"]);
       // More to drop than there is: all of it.
       expect(await store.pruneLogs!({ endpointId: "ep1", before: 0, dropBytes: 1000, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 1, removedBytes: 12 });
-      expect(await store.logBytes!("ep1", 10)).toBe(0);
+      expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: 0, limit: 100 })).toEqual({ bytes: 0, lines: 0, lastSeq: null });
       expect((await store.logs({ endpointId: "ep2", limit: 10 })).map((l) => l.text)).toEqual(["old"]);
       // `limit` lines at most, age and size together.
       await store.apply([line(1, "a"), line(2, "b"), line(3, "c"), line(100, "d"), line(101, "e")]);

@@ -68,6 +68,15 @@ describe("worker logs in the engine", () => {
     expect(await texts()).toEqual([]);
   });
 
+  it("removes more lines than one step takes in one sweep, a step at a time", async () => {
+    const { engine, lines, texts, advance } = setup({ retentionMs: 1_000, workerLinesPerS: 100_000 });
+    await engine.appendLogs(lines(12_000, { text: "old" }));
+    advance(2_000);
+    await engine.appendLogs(lines(1, { text: "new" }));
+    expect(await engine.sweepLogs()).toBe(12_000);
+    expect(await texts()).toEqual(["new"]);
+  });
+
   it("keeps each endpoint to its size: the oldest lines beyond it go, measured once and followed after", async () => {
     // 10 lines of 100 text bytes each count 200 with the overhead: a 1000-byte endpoint keeps the newest 5.
     const text = (i: number) => `${String(i).padStart(3, "0")}${"x".repeat(97)}`;
@@ -80,7 +89,7 @@ describe("worker logs in the engine", () => {
     // Followed from what was appended (no new measure): two more lines, the two oldest go.
     await engine.appendLogs([row(10), row(11)]);
     await engine.settled();
-    expect(await store.logBytes!("e1", LOG_LINE_OVERHEAD_BYTES)).toBe(7 * 200);
+    expect((await store.logBytes!({ endpointId: "e1", lineOverheadBytes: LOG_LINE_OVERHEAD_BYTES, afterSeq: 0, limit: 100 })).bytes).toBe(7 * 200);
     expect(await engine.sweepLogs()).toBe(2);
     expect((await texts()).map((t) => t.slice(0, 3))).toEqual(["007", "008", "009", "010", "011"]);
     expect(await engine.sweepLogs()).toBe(0);

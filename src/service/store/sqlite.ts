@@ -419,8 +419,8 @@ export function openSqliteStore(file: string): Store & JobCommands {
       const rows = db.prepare(`SELECT text FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?`).all(params) as Array<{ text: string }>;
       return rows.map((r) => r.text);
     },
-    async logBytes(endpointId, lineOverheadBytes) {
-      return pruneLogs.bytes(endpointId, lineOverheadBytes);
+    async logBytes(q) {
+      return pruneLogs.bytes(q);
     },
     async pruneLogs(q) {
       return pruneLogs.prune(q);
@@ -439,11 +439,15 @@ export function openSqliteStore(file: string): Store & JobCommands {
  * reads a text's size from the record header (a long line's overflow pages are not read).
  */
 function prepareLogPruning(db: Database.Database): {
-  bytes(endpointId: string, overhead: number): number;
+  bytes(q: { endpointId: string; lineOverheadBytes: number; afterSeq: number; limit: number }): { bytes: number; lines: number; lastSeq: number | null };
   prune(q: { endpointId: string; before: number; dropBytes: number; lineOverheadBytes: number; limit: number }): LogPruning;
 } {
-  const total = db.prepare("SELECT COALESCE(SUM(octet_length(text) + ?), 0) AS bytes FROM logs WHERE endpoint_id = ?");
-  const firstRecent = db.prepare("SELECT seq FROM logs WHERE endpoint_id = ? AND ts >= ? ORDER BY seq LIMIT 1");
+  const total = db.prepare(
+    `SELECT COALESCE(SUM(octet_length(text) + ?), 0) AS bytes, COUNT(*) AS lines, MAX(seq) AS lastSeq
+     FROM (SELECT seq, text FROM logs WHERE endpoint_id = ? AND seq > ? ORDER BY seq LIMIT ?)`,
+  );
+  // Among the oldest `limit` lines only: the range never reads further than what one call may remove.
+  const firstRecent = db.prepare("SELECT seq FROM (SELECT seq, ts FROM logs WHERE endpoint_id = ? ORDER BY seq LIMIT ?) WHERE ts >= ? ORDER BY seq LIMIT 1");
   const oldest = db.prepare(
     `SELECT MAX(seq) AS last, COUNT(*) AS n, COALESCE(SUM(octet_length(text) + ?), 0) AS bytes
      FROM (SELECT seq, text FROM logs WHERE endpoint_id = ? AND seq < ? ORDER BY seq LIMIT ?)`,
@@ -458,7 +462,7 @@ function prepareLogPruning(db: Database.Database): {
   const removeThrough = db.prepare("DELETE FROM logs WHERE endpoint_id = ? AND seq <= ?");
   const prune = db.transaction((q: { endpointId: string; before: number; dropBytes: number; lineOverheadBytes: number; limit: number }): LogPruning => {
     const { endpointId, lineOverheadBytes: overhead } = q;
-    const recent = firstRecent.get(endpointId, q.before) as { seq: number } | undefined;
+    const recent = firstRecent.get(endpointId, q.limit, q.before) as { seq: number } | undefined;
     const aged = oldest.get(overhead, endpointId, recent?.seq ?? Number.MAX_SAFE_INTEGER, q.limit) as { last: number | null; n: number; bytes: number };
     if (aged.last !== null) removeThrough.run(endpointId, aged.last);
     let removedBySize = 0;
@@ -476,7 +480,7 @@ function prepareLogPruning(db: Database.Database): {
     return { removedByAge: aged.n, removedBySize, removedBytes };
   });
   return {
-    bytes: (endpointId, overhead) => (total.get(overhead, endpointId) as { bytes: number }).bytes,
+    bytes: (q) => total.get(q.lineOverheadBytes, q.endpointId, q.afterSeq, q.limit) as { bytes: number; lines: number; lastSeq: number | null },
     prune: (q) => prune.immediate(q),
   };
 }

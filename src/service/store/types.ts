@@ -225,8 +225,12 @@ export interface Store extends DeployStoreReads {
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
   /** Texts of an endpoint's notices of dropped lines (DROPPED_LOG_STREAM), oldest first, filtered as `logs` filters. */
   droppedLogNotices?(query: { endpointId: string; jobId?: string; since?: number; limit: number }): Promise<string[]>;
-  /** What an endpoint's log lines count: their texts' UTF-8 bytes and `lineOverheadBytes` a line (log retention). */
-  logBytes?(endpointId: string, lineOverheadBytes: number): Promise<number>;
+  /**
+   * What an endpoint's log lines after `afterSeq` count, the first `limit` of them: their texts' UTF-8 bytes and
+   * `lineOverheadBytes` a line (log retention measures an endpoint a part at a time); `lastSeq`: the last line
+   * counted, null when there was none.
+   */
+  logBytes?(query: { endpointId: string; lineOverheadBytes: number; afterSeq: number; limit: number }): Promise<{ bytes: number; lines: number; lastSeq: number | null }>;
   /**
    * Delete at most `limit` of an endpoint's oldest log lines, in one transaction: first those written before `before`
    * (by `ts`, from the oldest line on, up to the first newer one), then the oldest lines that count `dropBytes` (as

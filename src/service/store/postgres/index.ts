@@ -381,16 +381,21 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       const { rows } = await query<{ text: string }>(`SELECT text FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ${limit}`, values);
       return rows.map((r) => r.text);
     },
-    async logBytes(endpointId, lineOverheadBytes) {
-      const { rows } = await query<{ bytes: string }>("SELECT COALESCE(SUM(octet_length(text) + $2), 0) AS bytes FROM logs WHERE endpoint_id = $1", [endpointId, lineOverheadBytes]);
-      return Number(rows[0]!.bytes);
+    async logBytes(q) {
+      const { rows } = await query<{ bytes: string; lines: number; last_seq: string | null }>(
+        `SELECT COALESCE(SUM(octet_length(text) + $2), 0) AS bytes, count(*)::int AS lines, max(seq) AS last_seq
+         FROM (SELECT seq, text FROM logs WHERE endpoint_id = $1 AND seq > $3 ORDER BY seq LIMIT $4) part`,
+        [q.endpointId, q.lineOverheadBytes, q.afterSeq, q.limit],
+      );
+      const r = rows[0]!;
+      return { bytes: Number(r.bytes), lines: r.lines, lastSeq: r.last_seq === null ? null : Number(r.last_seq) };
     },
     async pruneLogs(q) {
       return transaction(async (client) => {
         const run = (text: string, values: unknown[]) => queryOn<{ n: number; bytes: string }>(client, text, values).then((r) => ({ n: r.rows[0]!.n, bytes: Number(r.rows[0]!.bytes) }));
         // A data-modifying CTE runs to completion whether or not the query reads it.
         const aged = await run(
-          `WITH recent AS (SELECT seq FROM logs WHERE endpoint_id = $1 AND ts >= $2 ORDER BY seq LIMIT 1),
+          `WITH recent AS (SELECT seq FROM (SELECT seq, ts FROM logs WHERE endpoint_id = $1 ORDER BY seq LIMIT $4) oldest WHERE ts >= $2 ORDER BY seq LIMIT 1),
              range AS (SELECT seq, octet_length(text) + $3 AS size FROM logs
                        WHERE endpoint_id = $1 AND seq < COALESCE((SELECT seq FROM recent), ${PG_MAX_BIGINT}) ORDER BY seq LIMIT $4),
              gone AS (DELETE FROM logs WHERE endpoint_id = $1 AND seq <= (SELECT max(seq) FROM range))
