@@ -6,12 +6,12 @@ import { ATTEMPT_MARK_BYTES, markAttempt } from "./chunk-attempt.js";
 import type { LogRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
 import { DEFAULT_LOG_LIMITS, droppedCount, DROPPED_STREAM, LogQuota, logLineBytes, SERVICE_WORKER_ID } from "./log-quota.js";
-
-/** Notices a logs answer adds up at most: a notice a worker every 10 s of a week-long flood is 60,480. */
-const MAX_NOTICES_COUNTED = 100_000;
 import { LogRetention } from "./log-retention.js";
 import { adoptJob, changeJob, findJob, writeJob, type EngineResources } from "./resources.js";
 import { isFinal, MAX_CHUNK_BYTES, STREAM_WAIT_MS, type WorkerEntry } from "./types.js";
+
+/** Notices a logs answer adds up at most: a notice a worker every 10 s of a week-long flood is 60,480. */
+const MAX_NOTICES_COUNTED = 100_000;
 
 export class StreamsAndLogs {
   private readonly logFollowers = new Map<string, Set<(lines: LogRow[]) => void>>();
