@@ -133,6 +133,13 @@ export interface Queryable {
  */
 const statementNames = new Map<string, string>();
 const MAX_PREPARED = 500;
+/**
+ * Log retention reads an endpoint's lines from its oldest, a bounded part at a time, through logs_endpoint in seq
+ * order, and stops. Planned without statistics (a table just filled) PostgreSQL estimated a handful of rows and read
+ * all of the endpoint's lines through a bitmap scan to sort them (200,000 lines read for a part of 5,000): in these
+ * transactions only ordered index scans are allowed.
+ */
+const ORDERED_INDEX_SCANS_ONLY = "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)";
 /** Beyond every seq: the end of a range with no upper bound. */
 const PG_MAX_BIGINT = "9223372036854775807";
 
@@ -382,16 +389,21 @@ export async function openPostgresStore(url: string, options: PostgresStoreOptio
       return rows.map((r) => r.text);
     },
     async logBytes(q) {
-      const { rows } = await query<{ bytes: string; lines: number; last_seq: string | null }>(
-        `SELECT COALESCE(SUM(octet_length(text) + $2), 0) AS bytes, count(*)::int AS lines, max(seq) AS last_seq
-         FROM (SELECT seq, text FROM logs WHERE endpoint_id = $1 AND seq > $3 ORDER BY seq LIMIT $4) part`,
-        [q.endpointId, q.lineOverheadBytes, q.afterSeq, q.limit],
-      );
-      const r = rows[0]!;
-      return { bytes: Number(r.bytes), lines: r.lines, lastSeq: r.last_seq === null ? null : Number(r.last_seq) };
+      return transaction(async (client) => {
+        await queryOn(client, ORDERED_INDEX_SCANS_ONLY);
+        const { rows } = await queryOn<{ bytes: string; lines: number; last_seq: string | null }>(
+          client,
+          `SELECT COALESCE(SUM(octet_length(text) + $2), 0) AS bytes, count(*)::int AS lines, max(seq) AS last_seq
+           FROM (SELECT seq, text FROM logs WHERE endpoint_id = $1 AND seq > $3 ORDER BY seq LIMIT $4) part`,
+          [q.endpointId, q.lineOverheadBytes, q.afterSeq, q.limit],
+        );
+        const r = rows[0]!;
+        return { bytes: Number(r.bytes), lines: r.lines, lastSeq: r.last_seq === null ? null : Number(r.last_seq) };
+      });
     },
     async pruneLogs(q) {
       return transaction(async (client) => {
+        await queryOn(client, ORDERED_INDEX_SCANS_ONLY);
         const run = (text: string, values: unknown[]) => queryOn<{ n: number; bytes: string }>(client, text, values).then((r) => ({ n: r.rows[0]!.n, bytes: Number(r.rows[0]!.bytes) }));
         // A data-modifying CTE runs to completion whether or not the query reads it.
         const aged = await run(
