@@ -49,8 +49,10 @@ interface LogLine {
   ts: number;
   workerId: string;
   jobId: string | null;
+  /** stdout, stderr, log; "dropped": the service's notice of lines over the log quotas, with their count. */
   stream: string;
   text: string;
+  dropped?: number;
 }
 
 /** How often the recent jobs list reloads by itself. */
@@ -236,6 +238,7 @@ function LogView({ endpointId, jobId, title }: { endpointId: string; jobId?: str
     const box = boxRef.current;
     if (box && follow) box.scrollTop = box.scrollHeight;
   }, [lines.length]);
+  const dropped = lines.reduce((sum, l) => sum + (l.dropped ?? 0), 0);
   return (
     <section class="card" aria-label={title}>
       <div class="page-head">
@@ -245,10 +248,24 @@ function LogView({ endpointId, jobId, title }: { endpointId: string; jobId?: str
         </label>
       </div>
       <ProblemMessage error={problem} />
+      {dropped > 0 && (
+        <p class="notice warn log-dropped-count" role="status">
+          {dropped} log line{dropped === 1 ? " was" : "s were"} dropped by the service's log quotas; the marked lines say where and which limit.
+        </p>
+      )}
       <pre class="logs" ref={boxRef} tabIndex={0} aria-label={`${title} output`} aria-live="off">
         {lines.length === 0
           ? "No log lines yet."
-          : lines.map((l) => `${new Date(l.ts).toLocaleTimeString()} ${l.workerId}${l.jobId ? ` ${l.jobId}` : ""} [${l.stream}] ${l.text}`).join("\n")}
+          : lines.map((l, i) => {
+              const text = `${new Date(l.ts).toLocaleTimeString()} ${l.workerId}${l.jobId ? ` ${l.jobId}` : ""} [${l.stream}] ${l.text}${i < lines.length - 1 ? "\n" : ""}`;
+              return l.stream === "dropped" ? (
+                <mark key={i} class="log-dropped">
+                  {text}
+                </mark>
+              ) : (
+                text
+              );
+            })}
       </pre>
     </section>
   );

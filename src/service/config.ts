@@ -7,6 +7,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { UsageError } from "../errors.js";
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./http/slow-clients.js";
+import { DEFAULT_LOG_LIMITS, type LogLimits } from "./engine/log-quota.js";
 import { MAX_ARTIFACT_BYTES } from "./deploy/upload.js";
 import { parseRateLimits, type RateWindow } from "./keys/ratelimit.js";
 import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
@@ -29,6 +30,8 @@ export interface ServiceSettings {
   releaseAttempts: number;
   releaseStartTimeoutMs: number;
   clientLimits: ClientLimits;
+  /** Quotas and retention of worker logs (engine/log-quota.ts). */
+  logLimits: LogLimits;
   /** This machine's GPU types (the local data center), when set. */
   gpuTypes?: string[];
   rateLimits?: RateWindow[];
@@ -166,6 +169,14 @@ export const SETTINGS: readonly Setting[] = [
   { key: "clientLimits.followersTotal", env: "SVC_MAX_FOLLOWERS", kind: positive, default: DEFAULT_CLIENT_LIMITS.followersTotal, description: "log followers in total" },
   { key: "clientLimits.followerQueueBytes", env: "SVC_FOLLOWER_QUEUE_BYTES", kind: positive, default: DEFAULT_CLIENT_LIMITS.followerQueueBytes, description: "unread bytes a follower may queue" },
   { key: "clientLimits.pinnedOutputBytes", env: "SVC_MAX_PINNED_OUTPUT_BYTES", kind: positive, default: DEFAULT_CLIENT_LIMITS.pinnedOutputBytes, description: "bytes of large outputs held for answers" },
+  { key: "logLimits.maxLineBytes", env: "SVC_LOG_LINE_MAX_BYTES", kind: positive, default: DEFAULT_LOG_LIMITS.maxLineBytes, description: "longest worker log line kept, in bytes (a longer one is cut and says so)" },
+  { key: "logLimits.workerLinesPerS", env: "SVC_LOG_WORKER_LINES_PER_S", kind: positive, default: DEFAULT_LOG_LIMITS.workerLinesPerS, description: "log lines a second each worker may write (more are dropped, and a line says how many)" },
+  { key: "logLimits.workerBytesPerS", env: "SVC_LOG_WORKER_BYTES_PER_S", kind: positive, default: DEFAULT_LOG_LIMITS.workerBytesPerS, description: "log bytes a second each worker may write (a line counts its text and 100 bytes)" },
+  { key: "logLimits.endpointLinesPerS", env: "SVC_LOG_ENDPOINT_LINES_PER_S", kind: positive, default: DEFAULT_LOG_LIMITS.endpointLinesPerS, description: "log lines a second all workers of an endpoint may write together" },
+  { key: "logLimits.endpointBytesPerS", env: "SVC_LOG_ENDPOINT_BYTES_PER_S", kind: positive, default: DEFAULT_LOG_LIMITS.endpointBytesPerS, description: "log bytes a second all workers of an endpoint may write together" },
+  { key: "logLimits.burstS", env: "SVC_LOG_BURST_S", kind: positive, default: DEFAULT_LOG_LIMITS.burstS, description: "seconds of those rates a worker or endpoint may write at once (the burst)" },
+  { key: "logLimits.retentionMs", env: "SVC_LOG_RETENTION_MS", kind: positive, default: DEFAULT_LOG_LIMITS.retentionMs, description: "log lines written more than this many ms ago are deleted (default 7 days)" },
+  { key: "logLimits.endpointMaxBytes", env: "SVC_LOG_ENDPOINT_MAX_BYTES", kind: positive, default: DEFAULT_LOG_LIMITS.endpointMaxBytes, description: "an endpoint's log lines beyond its newest this many bytes are deleted, first written first" },
   { key: "gpuTypes", env: "SVC_GPU_TYPES", kind: { type: "list" }, description: "this machine's GPU types, comma separated" },
   { key: "rateLimits", env: "SVC_RATE_LIMITS", kind: { type: "rateLimits" }, description: "per-user rate-limit windows (minute=600,hour=20000/3600s, ...)" },
   { key: "secretsKeys.current", env: "SVC_SECRETS_KEY", kind: { type: "secret" }, description: "the key sealing secrets (else <data dir>/secrets-key)" },
@@ -318,6 +329,7 @@ export function serviceOptionsOf(settings: ServiceSettings): Partial<ServiceOpti
     releaseAttempts: settings.releaseAttempts,
     releaseStartTimeoutMs: settings.releaseStartTimeoutMs,
     clientLimits: settings.clientLimits,
+    logLimits: settings.logLimits,
     secretsKeys: settings.secretsKeys,
     ...(settings.rateLimits ? { rateLimits: settings.rateLimits } : {}),
     ...(settings.webhookAllow ? { webhooks: { allow: settings.webhookAllow } } : {}),

@@ -12,7 +12,7 @@ import { sweepStaleTempDirs } from "../drivers/owned-temp.js";
 import { UserError } from "../errors.js";
 import type { Manifest } from "svc/internal";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
-import { JobEngine } from "./engine/index.js";
+import { JobEngine, type LogLimits } from "./engine/index.js";
 import { quickRead, quickRun } from "./jobs/routes.js";
 import { quickTake } from "./workers/routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
@@ -113,8 +113,10 @@ export interface ServiceOptions {
   leaseMs?: number;
   /** Workers heartbeat this often (default 5 s). */
   heartbeatMs?: number;
-  /** Expired results are deleted this often (default 10 s). */
+  /** Expired results, and logs past their retention, are deleted this often (default 10 s). */
   retentionSweepMs?: number;
+  /** Quotas and retention of worker logs (default DEFAULT_LOG_LIMITS in engine/log-quota.ts; svc server: config.ts). */
+  logLimits?: Partial<LogLimits>;
   /** Operator messages (worker starts, internal errors), with what they are about; the CLI sends them to stderr (logging.ts). */
   log?: Log;
   /** Every line a worker writes, as it comes (`svc dev` prints them in its terminal); the store keeps them too. */
@@ -274,7 +276,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   let wired = false;
   const engine = new JobEngine(
     store,
-    { leaseMs, heartbeatMs },
+    { leaseMs, heartbeatMs, logLimits: options.logLimits },
     {
       onDemand: (id) => scaler?.kick(id),
       onTaken: (id) => scaler?.taken(id),
@@ -284,6 +286,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       },
       onRetry: (row) => metrics.retry(row),
       onCommit: (seconds) => metrics.committed(seconds),
+      onLogsDropped: (reason, count) => metrics.logsDropped(reason, count),
+      onLogsRemoved: (reason, count) => metrics.logsRemoved(reason, count),
       onStorage: (state) => {
         if (!state.ok) log(`storage refuses writes: ${describeStorage(state.cause!)} (${state.message}); requests that write get 503 until it takes them again`);
         else log("storage takes writes again; the service resumes");
@@ -404,7 +408,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       volume: (endpoint) => management.volumeOf(endpoint),
       onLog: (endpointId, workerId, line) => {
         releases.line(workerId, line.stream, line.text);
-        void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: line.jobId ?? null, stream: line.stream, text: line.text.slice(0, 64 * 1024) }]);
+        void engine.appendLogs([{ ts: line.ts, endpointId, workerId, jobId: line.jobId ?? null, stream: line.stream, text: line.text }]);
         const endpoint = endpoints.get(endpointId);
         if (endpoint) options.onWorkerLog?.({ endpoint: endpoint.name, endpointId, workerId, line });
       },
@@ -787,6 +791,7 @@ function startTimers(t: {
     // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
     if (!t.servesJobs()) return;
     engine.sweep().catch((err: unknown) => t.log(`retention sweep failed: ${(err as Error).message}`));
+    engine.sweepLogs().catch((err: unknown) => t.log(`log retention sweep failed: ${(err as Error).message}`));
     t.idempotency.sweep().catch((err: unknown) => t.log(`idempotency key sweep failed: ${(err as Error).message}`));
   }, t.retentionSweepMs);
   const timers = [ticker, handoffRescan, sweeper];

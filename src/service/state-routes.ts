@@ -11,12 +11,13 @@ import type { EndpointRow } from "./store/types.js";
 import type { JobEngine } from "./engine/index.js";
 import type { ClientGuards } from "./http/slow-clients.js";
 import { userEndpoint } from "./jobs/routes.js";
+import { droppedCount } from "./engine/index.js";
 
 /** What the state routes read: the endpoints served, their logs, and the limits on slow followers. */
 export interface StateDeps {
   url: string;
   endpoints: ReadonlyMap<string, EndpointRow>;
-  engine: Pick<JobEngine, "queryLogs" | "followLogs">;
+  engine: Pick<JobEngine, "queryLogs" | "followLogs" | "droppedLogLines">;
   clients: ClientGuards;
   /** Open log follows, ended when the service closes. */
   followers: Set<ServerResponse>;
@@ -41,8 +42,12 @@ export function appEnvironment(call: RouteCall): void {
   });
 }
 
+/** A line as the logs API gives it; the service's notice of dropped lines (engine/log-quota.ts) also has their count. */
 function logJson(l: LogRow): string {
-  return JSON.stringify({ ts: l.ts, workerId: l.workerId, jobId: l.jobId, stream: l.stream, text: l.text });
+  const dropped = droppedCount(l);
+  return JSON.stringify(
+    dropped === undefined ? { ts: l.ts, workerId: l.workerId, jobId: l.jobId, stream: l.stream, text: l.text } : { ts: l.ts, workerId: l.workerId, jobId: l.jobId, stream: l.stream, text: l.text, dropped },
+  );
 }
 
 /** GET /v1/endpoints/{id}/logs: stored lines, or with `follow` the backlog and then new lines as NDJSON. */
@@ -56,7 +61,9 @@ export async function logs(call: RouteCall): Promise<void> {
     const rows = await ctx.engine.queryLogs({ endpointId, jobId, since, limit: LOG_LINES_MAX });
     const pieces: string[] = ['{"lines":['];
     rows.forEach((row, i) => pieces.push(i === 0 ? logJson(row) : `,${logJson(row)}`));
-    pieces.push("]}");
+    // Lines the quotas dropped among all the lines asked for (also beyond this answer's first LOG_LINES_MAX).
+    const dropped = await ctx.engine.droppedLogLines({ endpointId, jobId, since });
+    pieces.push(`],"dropped":${dropped}}`);
     return sendPieces(res, pieces, ctx.clients.limits.sendStallMs);
   }
   const release = ctx.clients.followers.admit(principal.userId);

@@ -195,6 +195,49 @@ for (const backend of backends) {
       expect((await store.logs({ endpointId: "ep1", afterId: all[0]!.seq, limit: 1 })).map((l) => l.text)).toEqual(["two"]);
     });
 
+    it("finds an endpoint's notices of dropped lines by job and time, without the other lines", async () => {
+      const { store } = await backend.fresh();
+      const line = (over: object) => ({ op: "insertLog" as const, line: { ts: 10, endpointId: "ep1", workerId: "w1", jobId: null, stream: "stdout", text: "x", ...over } });
+      await store.apply([
+        line({ text: "[svc] 5 log lines dropped: a", stream: "dropped", jobId: "j1" }),
+        line({ text: "[svc] 7 log lines dropped: b", stream: "dropped", ts: 20 }),
+        line({ text: "[svc] 9 log lines dropped: printed by the worker" }),
+        line({ text: "[svc] 1 log line dropped: other endpoint", stream: "dropped", endpointId: "ep2" }),
+      ]);
+      expect(await store.droppedLogNotices!({ endpointId: "ep1", limit: 10 })).toEqual(["[svc] 5 log lines dropped: a", "[svc] 7 log lines dropped: b"]);
+      expect(await store.droppedLogNotices!({ endpointId: "ep1", jobId: "j1", limit: 10 })).toEqual(["[svc] 5 log lines dropped: a"]);
+      expect(await store.droppedLogNotices!({ endpointId: "ep1", since: 15, limit: 10 })).toEqual(["[svc] 7 log lines dropped: b"]);
+    });
+
+    it("prunes an endpoint's oldest log lines by age, then by size, never another endpoint's, at most `limit` at once", async () => {
+      const { store } = await backend.fresh();
+      const line = (ts: number, text: string, endpointId = "ep1") => ({ op: "insertLog" as const, line: { ts, endpointId, workerId: "w1", jobId: null, stream: "stdout", text } });
+      // Sizes with an overhead of 10 bytes a line: "aaaa" counts 14, "é" (2 bytes) 12.
+      await store.apply([line(10, "aaaa"), line(20, "bbbb"), line(5, "late"), line(30, "cccc"), line(40, "é"), line(10, "old", "ep2")]);
+      expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: 0, limit: 100 })).toMatchObject({ bytes: 14 * 4 + 12, lines: 5 });
+      // A part at a time: the first two lines, then the rest after the last one counted.
+      const part = await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: 0, limit: 2 });
+      expect(part).toMatchObject({ bytes: 28, lines: 2 });
+      expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: part.lastSeq!, limit: 100 })).toMatchObject({ bytes: 14 * 2 + 12, lines: 3 });
+      // Nothing older than 5: nothing goes.
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 5, dropBytes: 0, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 0, removedBytes: 0 });
+      // Before 25, from the oldest line on up to the first newer one: aaaa, bbbb, late (ts 5, after them).
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 25, dropBytes: 0, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 3, removedBySize: 0, removedBytes: 42 });
+      expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["cccc", "é"]);
+      // By size: 1 byte to drop takes the oldest whole line.
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 0, dropBytes: 1, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 1, removedBytes: 14 });
+      expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["é"]);
+      // More to drop than there is: all of it.
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 0, dropBytes: 1000, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 1, removedBytes: 12 });
+      expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: 0, limit: 100 })).toEqual({ bytes: 0, lines: 0, lastSeq: null });
+      expect((await store.logs({ endpointId: "ep2", limit: 10 })).map((l) => l.text)).toEqual(["old"]);
+      // `limit` lines at most, age and size together.
+      await store.apply([line(1, "a"), line(2, "b"), line(3, "c"), line(100, "d"), line(101, "e")]);
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 50, dropBytes: 1000, lineOverheadBytes: 0, limit: 2 })).toEqual({ removedByAge: 2, removedBySize: 0, removedBytes: 2 });
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 50, dropBytes: 1000, lineOverheadBytes: 0, limit: 2 })).toEqual({ removedByAge: 1, removedBySize: 1, removedBytes: 2 });
+      expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["e"]);
+    });
+
     it("keeps endpoints with their counters; deleting one deletes its jobs, chunks and logs", async () => {
       const { store } = await backend.fresh();
       await store.apply([{ op: "upsertEndpoint", endpoint: endpoint("ep1") }, { op: "upsertEndpoint", endpoint: endpoint("ep2") }]);

@@ -11,11 +11,15 @@ export interface LogLine {
   jobId?: string | null;
   stream: string;
   text: string;
+  /** On the service's notice of lines the log quotas dropped (stream "dropped"): how many. */
+  dropped?: number;
 }
 
+/** stderr lines are marked `!`, the service's notice of dropped lines `!!` (it stands for lines that are not there). */
 export function formatLogLine(line: LogLine): string {
   const job = line.jobId ? ` ${line.jobId}` : "";
-  return `${new Date(line.ts).toISOString()} ${line.workerId}${job} ${line.stream === "stderr" ? "! " : ""}${line.text}`;
+  const mark = line.stream === "dropped" ? "!! " : line.stream === "stderr" ? "! " : "";
+  return `${new Date(line.ts).toISOString()} ${line.workerId}${job} ${mark}${line.text}`;
 }
 
 export function register(program: Command): void {
@@ -38,9 +42,10 @@ export function register(program: Command): void {
       if (opts.since) query.set("since", opts.since);
       const print = (line: LogLine) => process.stdout.write(`${opts.json ? JSON.stringify(line) : formatLogLine(line)}\n`);
       if (!opts.follow) {
-        const body = await readJson<{ lines: LogLine[] }>(await apiFetch(target, `/v1/endpoints/${ref.id}/logs?${query}`));
+        const body = await readJson<{ lines: LogLine[]; dropped?: number }>(await apiFetch(target, `/v1/endpoints/${ref.id}/logs?${query}`));
         for (const line of body.lines) print(line);
         if (body.lines.length === 0 && !out.json) out.info(`no log lines for ${ref.name}${opts.job ? ` job ${opts.job}` : ""}`);
+        if (body.dropped && !out.json) out.warn(`${body.dropped} log line${body.dropped === 1 ? " was" : "s were"} dropped by the service's log quotas (the lines marked !! say where and which limit)`);
         return;
       }
       query.set("follow", "1");

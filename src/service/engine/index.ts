@@ -41,6 +41,7 @@ export {
   type WorkerState,
 } from "./types.js";
 export { splitChunk } from "./streams-logs.js";
+export { DEFAULT_LOG_LIMITS, DROPPED_STREAM, droppedCount, type DropReason, type LogLimits } from "./log-quota.js";
 export { MAX_PROGRESS_BYTES } from "./progress.js";
 export { systemClock, type Clock } from "./clock.js";
 
@@ -315,12 +316,18 @@ export class JobEngine {
     return this.streams.followLogs(endpointId, fn);
   }
 
+  /** Lines the log quotas dropped among those `q` selects (the notices' counts added up). */
+  droppedLogLines(q: { endpointId: string; jobId?: string; since?: number }): Promise<number> {
+    return this.streams.droppedLines(q);
+  }
+
   // ---------------------------------------------------------------- periodic work
 
   /** Lapsed leases go back to the queue; jobs past their execution timeout end TIMED_OUT. */
   tick(now = this.$.clock.now()): void {
     this.$.writer.checkRecovered(now);
     this.jobs.tick(now);
+    this.streams.flushDropNotices(now);
   }
 
   /** Delete jobs whose retention ran out. Goes through the batch so it orders with a concurrent ttl change. */
@@ -328,8 +335,14 @@ export class JobEngine {
     return this.jobs.sweep(now);
   }
 
+  /** Delete log lines past the retention age or beyond their endpoint's size (log-retention.ts); lines removed. */
+  sweepLogs(now = this.$.clock.now()): Promise<number> {
+    return this.streams.sweepLogs(now);
+  }
+
   /** Forget an endpoint's jobs and workers (the endpoint was deleted). */
   dropEndpoint(endpointId: string): Promise<void> {
+    this.streams.forgetEndpoint(endpointId);
     this.jobs.dropEndpoint(endpointId);
     this.dispatch.dropEndpoint(endpointId);
     this.queue.drop(endpointId);

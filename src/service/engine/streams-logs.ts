@@ -1,22 +1,33 @@
-// What a running job streams (chunks, read once each by /stream) and what workers log (kept unless the store
-// refuses them, followed live by the console).
+// What a running job streams (chunks, read once each by /stream) and what workers log (kept within their quotas
+// unless the store refuses them, followed live by the console, removed by the retention sweep).
 
 import type { JobStatus } from "svc/internal";
 import { ATTEMPT_MARK_BYTES, markAttempt } from "./chunk-attempt.js";
 import type { LogRow, StoreOp } from "../store/types.js";
 import type { LeaseSystem } from "./leases.js";
+import { DEFAULT_LOG_LIMITS, droppedCount, DROPPED_STREAM, LogQuota, logLineBytes, SERVICE_WORKER_ID } from "./log-quota.js";
+import { LogRetention } from "./log-retention.js";
 import { adoptJob, changeJob, findJob, writeJob, type EngineResources } from "./resources.js";
 import { isFinal, MAX_CHUNK_BYTES, STREAM_WAIT_MS, type WorkerEntry } from "./types.js";
+
+/** Notices a logs answer adds up at most: a notice a worker every 10 s of a week-long flood is 60,480. */
+const MAX_NOTICES_COUNTED = 100_000;
 
 export class StreamsAndLogs {
   private readonly logFollowers = new Map<string, Set<(lines: LogRow[]) => void>>();
   /** Worker log lines the store refused since the start (appendLogs). */
   droppedLogLines = 0;
+  private readonly quota: LogQuota;
+  private readonly retention: LogRetention;
 
   constructor(
     private readonly $: EngineResources,
     private readonly leases: LeaseSystem,
-  ) {}
+  ) {
+    const limits = { ...DEFAULT_LOG_LIMITS, ...$.options.logLimits };
+    this.quota = new LogQuota(limits, (reason, n) => $.hooks.onLogsDropped?.(reason, n));
+    this.retention = new LogRetention($.store, limits, (reason, n) => $.hooks.onLogsRemoved?.(reason, n));
+  }
 
   /** Append stream chunks of a running job; chunks over 1 MB are split. */
   async appendStream(w: WorkerEntry, jobId: string, lease: unknown, chunks: unknown[]): Promise<boolean> {
@@ -57,11 +68,34 @@ export class StreamsAndLogs {
   }
 
   /**
-   * Keep worker log lines. Never rejects: lines the store refuses are dropped (a log is not worth holding a
-   * worker back for), counted, and the count is reported with the storage state (/health).
+   * Keep worker log lines, within their quotas (log-quota.ts: lines beyond them are dropped, and a notice says so).
+   * Never rejects: lines the store refuses are dropped too (a log is not worth holding a worker back for),
+   * counted, and the count is reported with the storage state (/health).
    */
   appendLogs(lines: LogRow[]): Promise<void> {
     if (lines.length === 0) return Promise.resolve();
+    const now = this.$.clock.now();
+    return this.keep(this.quota.admit(lines.map((l) => (l.ts > now && l.workerId !== SERVICE_WORKER_ID ? { ...l, ts: now } : l)), now));
+  }
+
+  /** Notices of bursts of dropped lines that ended (the engine's tick). */
+  flushDropNotices(now: number): void {
+    const notices = this.quota.flush(now);
+    if (notices.length > 0) void this.keep(notices);
+  }
+
+  /** Remove lines past the retention age or beyond their endpoint's size (the retention timer); lines removed. */
+  sweepLogs(now: number): Promise<number> {
+    return this.retention.sweep(this.$.endpoints.keys(), now);
+  }
+
+  forgetEndpoint(endpointId: string): void {
+    this.retention.forget(endpointId);
+  }
+
+  private keep(lines: LogRow[]): Promise<void> {
+    if (lines.length === 0) return Promise.resolve();
+    for (const l of lines) this.retention.appended(l.endpointId, logLineBytes(l.text));
     const written = this.$.writer.write(
       lines.map((line) => ({ op: "insertLog", line }) as StoreOp),
       () => {
@@ -77,11 +111,18 @@ export class StreamsAndLogs {
     );
     return written.catch(() => {
       this.droppedLogLines += lines.length;
+      this.$.hooks.onLogsDropped?.("storage", lines.length);
     });
   }
 
   queryLogs(q: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }) {
     return this.$.store.logs(q);
+  }
+
+  /** Lines the quotas dropped, as the notices among the lines `q` selects tell (all of them, not a page). */
+  async droppedLines(q: { endpointId: string; jobId?: string; since?: number }): Promise<number> {
+    const texts = (await this.$.store.droppedLogNotices?.({ ...q, limit: MAX_NOTICES_COUNTED })) ?? [];
+    return texts.reduce((sum, text) => sum + (droppedCount({ stream: DROPPED_STREAM, text }) ?? 0), 0);
   }
 
   followLogs(endpointId: string, fn: (lines: LogRow[]) => void): () => void {

@@ -8,6 +8,7 @@ import type { StorageState } from "../store/faults.js";
 import type { BackoffPolicy } from "./retry-policy.js";
 import type { JobResult } from "../../wire/worker.js";
 export { MAX_TAKE_WAIT_MS } from "../../wire/worker.js";
+import type { DropReason, LogLimits } from "./log-quota.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;
@@ -107,11 +108,17 @@ export interface EngineHooks {
   onStorage?(state: StorageState): void;
   /** Jobs were handed off to the replica serving jobs (committed): tell it (engine/handoff.ts). */
   onHandedOff?(): void;
+  /** Worker log lines dropped: over a quota (engine/log-quota.ts), or refused by the store. */
+  onLogsDropped?(reason: DropReason | "storage", count: number): void;
+  /** Log lines the retention sweep removed, past their age or beyond their endpoint's size. */
+  onLogsRemoved?(reason: "age" | "size", count: number): void;
 }
 
 export interface EngineOptions {
   leaseMs: number;
   heartbeatMs: number;
+  /** Quotas and retention of worker logs (default DEFAULT_LOG_LIMITS). */
+  logLimits?: Partial<LogLimits>;
 }
 
 /** What a job submission asks for, once validated (jobs/validate.ts checks a body against the RunRequest schema). */

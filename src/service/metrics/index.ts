@@ -99,6 +99,16 @@ export class ServiceMetrics {
     this.prometheus?.webhookRefused(rule, stage);
   }
 
+  /** Worker log lines dropped: over a quota (its reason), or refused by the store ("storage"). */
+  logsDropped(reason: string, count: number): void {
+    this.prometheus?.logsDropped(reason, count);
+  }
+
+  /** Log lines the retention sweep removed ("age" or "size"). */
+  logsRemoved(reason: string, count: number): void {
+    this.prometheus?.logsRemoved(reason, count);
+  }
+
   /** An API request was answered: `route` is its route table pattern, never the raw path. */
   request(method: string, route: string, status: number, startedAt: number, endpointId?: string): void {
     if (!this.prometheus) return;

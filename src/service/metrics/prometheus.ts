@@ -42,6 +42,8 @@ export class PrometheusMetrics {
   private readonly retries: Counter<"endpoint">;
   private readonly webhooks: Counter<"outcome">;
   private readonly webhookRefusals: Counter<"rule" | "stage">;
+  private readonly logsDroppedTotal: Counter<"reason">;
+  private readonly logsRemovedTotal: Counter<"reason">;
   private readonly http: FastHistogram<"method" | "route" | "status">;
   private readonly commit: HistogramSeries;
   private readonly byEndpoint = new Map<string, EndpointChildren>();
@@ -72,6 +74,9 @@ export class PrometheusMetrics {
     this.retries = new Counter({ name: "svc_job_retries_total", help: "Failed attempts queued again for an automatic retry", labelNames: ["endpoint"], registers });
     this.webhooks = new Counter({ name: "svc_webhook_deliveries_total", help: "Webhook delivery attempts, by outcome (delivered, retrying, failed: given up)", labelNames: ["outcome"], registers });
     this.webhookRefusals = new Counter({ name: "svc_webhook_refusals_total", help: "Webhook URLs the address rules refused, by rule (loopback, private, service, ...) and stage (submit: a 422; delivery: a failed delivery)", labelNames: ["rule", "stage"], registers });
+    // By reason only: a bounded label (log-quota.ts's DropReason, and storage), never the endpoint or worker.
+    this.logsDroppedTotal = new Counter({ name: "svc_log_lines_dropped_total", help: "Worker log lines not kept, by reason: over a quota (worker_lines, worker_bytes, endpoint_lines, endpoint_bytes) or refused by the store (storage)", labelNames: ["reason"], registers });
+    this.logsRemovedTotal = new Counter({ name: "svc_log_lines_removed_total", help: "Log lines the retention sweep removed, by reason: past the retention age (age) or beyond the endpoint's size (size)", labelNames: ["reason"], registers });
     this.http = new FastHistogram("svc_http_request_duration_seconds", "Time to answer an API request, by method, route pattern and status", ["method", "route", "status"], HTTP_BUCKETS, this.registry);
     // Observed on every group commit (thousands a second under load): svc's histogram, its one series kept.
     this.commit = new FastHistogram("svc_store_commit_seconds", "Time one group commit (one transaction of the engine's batched writes) took in the store", ["store"], COMMIT_BUCKETS, this.registry).series({ store });
@@ -156,6 +161,14 @@ export class PrometheusMetrics {
 
   webhookRefused(rule: string, stage: "submit" | "delivery"): void {
     this.webhookRefusals.inc({ rule, stage });
+  }
+
+  logsDropped(reason: string, count: number): void {
+    this.logsDroppedTotal.inc({ reason }, count);
+  }
+
+  logsRemoved(reason: string, count: number): void {
+    this.logsRemovedTotal.inc({ reason }, count);
   }
 
   request(method: string, route: string, status: number, seconds: number): void {

@@ -8,6 +8,7 @@ import { PG_IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";
 import { PG_USAGE_MIGRATION } from "../metrics/usage-schema.js";
 import { PG_WEBHOOKS_MIGRATION } from "../webhooks/schema.js";
 import { PG_VOLUME_KEYS_MIGRATION } from "../volumes/schema.js";
+import { DROPPED_LOG_STREAM } from "../store/types.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const PG_MIGRATIONS: readonly string[] = [
@@ -112,4 +113,6 @@ export const PG_MIGRATIONS: readonly string[] = [
   PG_VOLUME_KEYS_MIGRATION,
   // Usage by user, endpoint, hour and GPU type (metrics/usage.ts).
   PG_USAGE_MIGRATION,
+  // The service's notices of log lines dropped over the quotas, found without reading the lines (droppedLogNotices).
+  `CREATE INDEX logs_dropped ON logs (endpoint_id, seq) WHERE stream = '${DROPPED_LOG_STREAM}';`,
 ];

@@ -8,6 +8,7 @@ import { IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";
 import { USAGE_MIGRATION } from "../metrics/usage-schema.js";
 import { WEBHOOKS_MIGRATION } from "../webhooks/schema.js";
 import { VOLUME_KEYS_MIGRATION } from "../volumes/schema.js";
+import { DROPPED_LOG_STREAM } from "../store/types.js";
 
 /** Migration N brings the schema from version N to N+1. Append only. */
 export const SQLITE_MIGRATIONS: readonly string[] = [
@@ -67,4 +68,6 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   VOLUME_KEYS_MIGRATION,
   // usage by user, endpoint, hour and GPU type (metrics/usage.ts)
   USAGE_MIGRATION,
+  // the service's notices of log lines dropped over the quotas, found without reading the lines (droppedLogNotices)
+  `CREATE INDEX logs_dropped ON logs (endpoint_id, seq) WHERE stream = '${DROPPED_LOG_STREAM}';`,
 ];

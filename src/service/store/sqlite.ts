@@ -12,7 +12,7 @@ import { Worker } from "node:worker_threads";
 import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
 import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
-import type { JobCommands, JobRow, Store, StoreOp, StreamChunkRow } from "./types.js";
+import { DROPPED_LOG_STREAM, type JobCommands, type JobRow, type LogPruning, type Store, type StoreOp, type StreamChunkRow } from "./types.js";
 import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, rowToWebhook, rowToWebhookDelivery, rowToWebhookSettings } from "./rows.js";
 import { isDeployOp, prepareDeployStatements } from "./deploy-sqlite.js";
 
@@ -180,6 +180,7 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
   const keyByHash = db.prepare("SELECT * FROM api_keys WHERE hash = ?");
   const deployState = prepareDeployStatements(db);
   const commands = prepareJobCommands(db);
+  const pruneLogs = prepareLogPruning(db);
 
   const applyOne = (o: StoreOp) => {
     switch (o.op) {
@@ -335,11 +336,85 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
         .all(params) as Array<Record<string, unknown>>;
       return rows.map(rowToLog);
     },
+    async droppedLogNotices(q) {
+      // The stream is written into the statement: only then may SQLite use the partial index logs_dropped.
+      const where = ["endpoint_id = ?", `stream = '${DROPPED_LOG_STREAM}'`];
+      const params: SqlValue[] = [q.endpointId];
+      if (q.jobId) {
+        where.push("job_id = ?");
+        params.push(q.jobId);
+      }
+      if (q.since !== undefined) {
+        where.push("ts >= ?");
+        params.push(q.since);
+      }
+      params.push(q.limit);
+      const rows = db.prepare(`SELECT text FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?`).all(params) as Array<{ text: string }>;
+      return rows.map((r) => r.text);
+    },
+    async logBytes(q) {
+      return pruneLogs.bytes(q);
+    },
+    async pruneLogs(q) {
+      return pruneLogs.prune(q);
+    },
     async close() {
       await checkpointer?.stop();
       // The last connection to close checkpoints what is left and removes the WAL.
       if (db.open) db.close();
     },
+  };
+}
+
+/**
+ * Log retention over SQLite. Every statement walks the logs_endpoint index (endpoint_id, seq) from the endpoint's
+ * oldest line and stops where the range ends: its cost is the lines it removes, not the lines kept. octet_length
+ * reads a text's size from the record header (a long line's overflow pages are not read).
+ */
+function prepareLogPruning(db: Database.Database): {
+  bytes(q: { endpointId: string; lineOverheadBytes: number; afterSeq: number; limit: number }): { bytes: number; lines: number; lastSeq: number | null };
+  prune(q: { endpointId: string; before: number; dropBytes: number; lineOverheadBytes: number; limit: number }): LogPruning;
+} {
+  const total = db.prepare(
+    `SELECT COALESCE(SUM(octet_length(text) + ?), 0) AS bytes, COUNT(*) AS lines, MAX(seq) AS lastSeq
+     FROM (SELECT seq, text FROM logs WHERE endpoint_id = ? AND seq > ? ORDER BY seq LIMIT ?)`,
+  );
+  // Among the oldest `limit` lines only: the range never reads further than what one call may remove.
+  const firstRecent = db.prepare("SELECT seq FROM (SELECT seq, ts FROM logs WHERE endpoint_id = ? ORDER BY seq LIMIT ?) WHERE ts >= ? ORDER BY seq LIMIT 1");
+  const oldest = db.prepare(
+    `SELECT MAX(seq) AS last, COUNT(*) AS n, COALESCE(SUM(octet_length(text) + ?), 0) AS bytes
+     FROM (SELECT seq, text FROM logs WHERE endpoint_id = ? AND seq < ? ORDER BY seq LIMIT ?)`,
+  );
+  // The oldest lines whose running size reaches `dropBytes` (or `limit` lines): where that range ends.
+  const sizeBoundary = db.prepare(
+    `SELECT seq AS last, rn AS n, total AS bytes FROM (
+       SELECT seq, SUM(octet_length(text) + ?) OVER w AS total, ROW_NUMBER() OVER w AS rn
+       FROM logs WHERE endpoint_id = ? WINDOW w AS (ORDER BY seq ROWS UNBOUNDED PRECEDING))
+     WHERE total >= ? OR rn >= ? LIMIT 1`,
+  );
+  const removeThrough = db.prepare("DELETE FROM logs WHERE endpoint_id = ? AND seq <= ?");
+  const prune = db.transaction((q: { endpointId: string; before: number; dropBytes: number; lineOverheadBytes: number; limit: number }): LogPruning => {
+    const { endpointId, lineOverheadBytes: overhead } = q;
+    const recent = firstRecent.get(endpointId, q.limit, q.before) as { seq: number } | undefined;
+    const aged = oldest.get(overhead, endpointId, recent?.seq ?? Number.MAX_SAFE_INTEGER, q.limit) as { last: number | null; n: number; bytes: number };
+    if (aged.last !== null) removeThrough.run(endpointId, aged.last);
+    let removedBySize = 0;
+    let removedBytes = aged.bytes;
+    const left = q.limit - aged.n;
+    if (q.dropBytes > removedBytes && left > 0) {
+      const sized = (sizeBoundary.get(overhead, endpointId, q.dropBytes - removedBytes, left) ??
+        oldest.get(overhead, endpointId, Number.MAX_SAFE_INTEGER, left)) as { last: number | null; n: number; bytes: number };
+      if (sized.last !== null) {
+        removeThrough.run(endpointId, sized.last);
+        removedBySize = sized.n;
+        removedBytes += sized.bytes;
+      }
+    }
+    return { removedByAge: aged.n, removedBySize, removedBytes };
+  });
+  return {
+    bytes: (q) => total.get(q.lineOverheadBytes, q.endpointId, q.afterSeq, q.limit) as { bytes: number; lines: number; lastSeq: number | null },
+    prune: (q) => prune.immediate(q),
   };
 }
 

@@ -81,6 +81,12 @@ export interface KeyRow {
   expiresAt?: number | null;
 }
 
+/**
+ * The stream of the service's notice that a worker's lines over the log quotas were dropped (engine/log-quota.ts);
+ * never a worker's own (stdout, stderr, log).
+ */
+export const DROPPED_LOG_STREAM = "dropped";
+
 export interface LogRow {
   ts: number;
   endpointId: string;
@@ -88,6 +94,14 @@ export interface LogRow {
   jobId: string | null;
   stream: string;
   text: string;
+}
+
+/** What one pruneLogs removed, and what is left. */
+export interface LogPruning {
+  removedByAge: number;
+  removedBySize: number;
+  /** What the removed lines counted (as logBytes counts). */
+  removedBytes: number;
 }
 
 export interface StreamChunkRow {
@@ -209,6 +223,20 @@ export interface Store extends DeployStoreReads {
   /** Endpoints' webhook settings: one endpoint's, or all. */
   webhookSettings?(endpointId?: string): Promise<WebhookSettingsRow[]>;
   logs(query: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }): Promise<Array<LogRow & { seq: number }>>;
+  /** Texts of an endpoint's notices of dropped lines (DROPPED_LOG_STREAM), oldest first, filtered as `logs` filters. */
+  droppedLogNotices?(query: { endpointId: string; jobId?: string; since?: number; limit: number }): Promise<string[]>;
+  /**
+   * What an endpoint's log lines after `afterSeq` count, the first `limit` of them: their texts' UTF-8 bytes and
+   * `lineOverheadBytes` a line (log retention measures an endpoint a part at a time); `lastSeq`: the last line
+   * counted, null when there was none.
+   */
+  logBytes?(query: { endpointId: string; lineOverheadBytes: number; afterSeq: number; limit: number }): Promise<{ bytes: number; lines: number; lastSeq: number | null }>;
+  /**
+   * Delete at most `limit` of an endpoint's oldest log lines, in one transaction: first those written before `before`
+   * (by `ts`, from the oldest line on, up to the first newer one), then the oldest lines that count `dropBytes` (as
+   * logBytes counts them) less what the first step removed.
+   */
+  pruneLogs?(query: { endpointId: string; before: number; dropBytes: number; lineOverheadBytes: number; limit: number }): Promise<LogPruning>;
   /**
    * Replicas on one database (PostgreSQL): a replica that does not serve jobs inserts `/run` jobs itself, marked as
    * handed off by `from`; the caller then tells the replica that serves jobs (the change feed's "handoff" notice).

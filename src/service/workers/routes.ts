@@ -283,7 +283,7 @@ export const workerRoutes = {
         workerId,
         jobId: typeof l.jobId === "string" ? l.jobId : null,
         stream: l.stream === "stdout" || l.stream === "stderr" ? l.stream : "log",
-        text: l.text.slice(0, 64 * 1024),
+        text: l.text,
       });
       return undefined;
     });
