@@ -26,7 +26,8 @@ import { problemOf, problemResponse, type HttpProblem } from "../http/problems.j
 import { asRouteFailure } from "../store/faults.js";
 import { lbTarget, type LbRouter, type LbWorker } from "./index.js";
 import { hasHeaderLine, IDEMPOTENCY_KEY, relayRequestBytes, scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
-import { llhttp, parseAddress, SMALL_BODY_BYTES, UpstreamPool, type Downstream, type UpstreamAddress } from "./proxy.js";
+import type { Downstream } from "./exchange.js";
+import { llhttp, parseAddress, SMALL_BODY_BYTES, UpstreamPool, type UpstreamAddress } from "./upstream.js";
 
 export interface FrontDeps {
   lb: LbRouter;

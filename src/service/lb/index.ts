@@ -15,9 +15,12 @@ import type { EndpointRow } from "../store/types.js";
 import { lbDemand, pickWorker } from "./balance.js";
 import { pingVerdict, probePing, type PingState } from "./ping.js";
 import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
-import { forward, forwardRaw, openExchange, parseAddress, proxyAgent, UpstreamPool, type Downstream, type ProxyOutcome, type RawExchange, type UpstreamAddress } from "./proxy.js";
+import { forwardRaw, openExchange, type Downstream, type RawExchange } from "./exchange.js";
+import { forward, proxyAgent, type ProxyOutcome } from "./proxy.js";
+import { parseAddress, UpstreamPool, type UpstreamAddress } from "./upstream.js";
 
-export type { Downstream, ProxyOutcome } from "./proxy.js";
+export type { Downstream } from "./exchange.js";
+export type { ProxyOutcome } from "./proxy.js";
 export { checkPingPath, classifyPing, pingVerdict, probePing, type PingCheck, type PingState } from "./ping.js";
 
 /** How long a request waits for a ready worker (cold start included) before a 503 problem. */

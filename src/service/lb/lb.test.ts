@@ -4,7 +4,8 @@ import { addressProblem, lbEndpointUrl, lbTarget, noWorkersRefusal } from "./ind
 import { problemOf } from "../http/problems.js";
 import { classifyPing, pingVerdict } from "./ping.js";
 import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake } from "./front.js";
-import { downstreamHeaders, downstreamRawHeaders, requestHead, upstreamHeaders } from "./proxy.js";
+import { downstreamRawHeaders, requestHead } from "./exchange.js";
+import { downstreamHeaders, upstreamHeaders } from "./proxy.js";
 
 describe("pickWorker", () => {
   const w = (id: string, inFlight: number, ready = true) => ({ id, inFlight, ready });
