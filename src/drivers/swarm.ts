@@ -10,7 +10,7 @@
 
 import type Docker from "dockerode";
 import { UserError } from "../errors.js";
-import { containerLabels } from "./docker.js";
+import { containerLabels } from "./docker-spec.js";
 import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } from "./docker-engine.js";
 import { applyProtocolEnv } from "./env.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";

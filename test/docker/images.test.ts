@@ -12,7 +12,7 @@ import {
   listWorkerImages,
   planWorkerImage,
 } from "../../src/drivers/images.js";
-import { cleanupStale } from "../../src/drivers/docker.js";
+import { cleanupStale } from "../../src/drivers/docker-host.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { SVC_VERSION } from "../../src/version.js";
 import { describeDocker, docker, leftovers, runOnce } from "./engine.js";
