@@ -12,7 +12,7 @@ import { poolArtifactsDir } from "./docker-host.js";
 import { pipeLogs } from "./docker-logs.js";
 import { ArtifactCache, poolContainerOptions, poolLabels, poolSizes, removeArtifactsDir } from "./docker-pool.js";
 import type { GpuSupport } from "./docker-spec.js";
-import type { WorkerImageKind } from "./images.js";
+import type { WorkerImageKind } from "./image-names.js";
 import type { ContainerLimits } from "./isolation.js";
 import { POOL_READY_LINE } from "../runtime/claim.js";
 import type { WorkerLogLine } from "./types.js";

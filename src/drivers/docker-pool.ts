@@ -12,7 +12,7 @@ import type Docker from "dockerode";
 import { POOL_CHANNEL_ENV } from "../runtime/claim.js";
 import { applyProtocolEnv } from "./env.js";
 import { LABELS } from "./docker-engine.js";
-import type { WorkerImageKind } from "./images.js";
+import type { WorkerImageKind } from "./image-names.js";
 import { DEFAULT_CONTAINER_LIMITS, dockerConfinement, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import type { WorkerLaunch } from "./types.js";
 

@@ -8,7 +8,7 @@ import type Docker from "dockerode";
 import { errorMessage, UserError } from "../errors.js";
 import { dockerMessage, dockerNamePart, dockerStatus, LABELS, START_ENGINE_HINT } from "./docker-engine.js";
 import { applyProtocolEnv } from "./env.js";
-import { ARTIFACT_MOUNT, VOLUME_MOUNT } from "./images.js";
+import { ARTIFACT_MOUNT, VOLUME_MOUNT } from "./image-names.js";
 import { DEFAULT_CONTAINER_LIMITS, dockerConfinement, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import type { WorkerExit, WorkerLaunch } from "./types.js";
 

@@ -33,7 +33,8 @@ import {
   type ContainerPlan,
   type GpuSupport,
 } from "./docker-spec.js";
-import { ensureWorkerImage, imageKindOf, type WorkerImageKind } from "./images.js";
+import { imageKindOf, type WorkerImageKind } from "./image-names.js";
+import { ensureWorkerImage } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
 import { prepareVolumeDir } from "./volume-dir.js";
 import { DEFAULT_CONTAINER_LIMITS, describeRuntime, dockerResources, WORKER_UID, type ContainerLimits } from "./isolation.js";

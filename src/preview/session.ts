@@ -14,7 +14,7 @@ import { connectDocker, labelFilter, LABELS } from "../drivers/docker-engine.js"
 import { createDockerDriver, type DockerDriver } from "../drivers/docker.js";
 import { cleanupStale, detectGpuSupport, type StaleCleanup } from "../drivers/docker-host.js";
 import { workerWarningLine } from "../drivers/docker-spec.js";
-import { imageKindOf, type WorkerImageKind } from "../drivers/images.js";
+import { imageKindOf, type WorkerImageKind } from "../drivers/image-names.js";
 import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { errorMessage, UserError } from "../errors.js";
 import { envSetting, processAlive } from "svc/internal";
