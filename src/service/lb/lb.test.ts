@@ -3,7 +3,7 @@ import { lbDemand, pickWorker } from "./balance.js";
 import { addressProblem, lbEndpointUrl, lbTarget, noWorkersRefusal } from "./index.js";
 import { problemOf } from "../http/problems.js";
 import { classifyPing, pingVerdict } from "./ping.js";
-import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake } from "./front.js";
+import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake } from "./front-sniff.js";
 import { downstreamRawHeaders, requestHead } from "./exchange.js";
 import { downstreamHeaders, upstreamHeaders } from "./proxy.js";
 
