@@ -15,7 +15,7 @@ import { createDockerDriver, type DockerDriver } from "../../src/drivers/docker.
 import { cleanupStale } from "../../src/drivers/docker-host.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { UserError } from "../../src/errors.js";
-import { lbEndpointUrl } from "../../src/service/lb/index.js";
+import { lbEndpointUrl } from "../../src/service/lb/address.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { startServerProcess } from "../server-process.js";
 import { describeDocker, docker, engineUp, leftovers } from "./engine.js";

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { lbDemand, pickWorker } from "./balance.js";
-import { addressProblem, lbEndpointUrl, lbTarget, noWorkersRefusal } from "./index.js";
+import { noWorkersRefusal } from "./index.js";
+import { addressProblem, lbEndpointUrl, lbTarget } from "./address.js";
 import { problemOf } from "../http/problems.js";
 import { classifyPing, pingVerdict } from "./ping.js";
 import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake } from "./front-sniff.js";

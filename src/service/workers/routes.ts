@@ -6,7 +6,7 @@ import { credentialFromHeader, isPlainObject, jsonContentType, parseJson, sendJs
 import { HttpProblem } from "../http/problems.js";
 import { lbCredentialOfToken } from "../../lb-credential.js";
 import { MAX_PROGRESS_BYTES, MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "../engine/index.js";
-import { addressProblem } from "../lb/index.js";
+import { addressProblem } from "../lb/address.js";
 import type { EndpointRow, LogRow } from "../store/types.js";
 import type { Principal } from "../keys/auth.js";
 import type { RouteCall } from "../http/router.js";
