@@ -6,7 +6,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import ts from "typescript";
 import { UserError } from "../errors.js";
 import { StaticEvaluator, type StaticIssue } from "./discover-static.js";
-import { discover, pathSlug, type DiscoveredEndpoint, type DiscoveryResult } from "./discover.js";
+import { discover } from "./discover.js";
+import { pathSlug } from "./discover-endpoints.js";
+import type { DiscoveredEndpoint, DiscoveryResult } from "./discover-records.js";
 
 const fixture = (name: string) => fileURLToPath(new URL(`../../fixtures/discovery/${name}`, import.meta.url));
 

@@ -8,62 +8,15 @@
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import ts from "typescript";
-import { UserError, type SourceLocation } from "../errors.js";
-import {
-  configProblems,
-  type EndpointConfig,
-  type FunctionKind,
-  type HttpMethod,
-  normalizeConfig,
-  type NormalizedConfig,
-  RESERVED_ROUTE_PATHS,
-} from "svc/internal";
+import { UserError } from "../errors.js";
+import type { HttpMethod } from "svc/internal";
 import { BUILTIN_IGNORES, findSourceFiles, SOURCE_PATTERN } from "./discover-files.js";
+import { configSite, describeArg } from "./discover-config.js";
+import { EndpointGrouping } from "./discover-endpoints.js";
 import { exampleOf } from "./example-input.js";
 import { commonJsExportName, hasModifier, scriptKind, summarize, type ModuleInfo } from "./discover-module.js";
-import { propertyKey, StaticEvaluator, unwrapExpression, type StaticIssue } from "./discover-static.js";
-
-export interface DiscoveredFunction {
-  name: string;
-  exportName: string;
-  module: string;
-  kind: FunctionKind;
-  className?: string;
-  loc: SourceLocation;
-  anonymous: boolean;
-  /** An input built from the first parameter's TypeScript type (src/build/example-input.ts); absent without one. */
-  exampleInput?: unknown;
-}
-export interface DiscoveredRoute {
-  method: HttpMethod;
-  path: string;
-  name: string;
-  loc: SourceLocation;
-}
-export interface DiscoveredEndpoint {
-  name: string;
-  type: "queue" | "lb";
-  rawConfig: EndpointConfig;
-  config: NormalizedConfig;
-  /** Queue endpoints (sorted by name). */
-  functions: DiscoveredFunction[];
-  /** LB endpoints (sorted by "METHOD /path"). Routes may be added in other modules than `lbExport.module`: see loc.file. */
-  routes: DiscoveredRoute[];
-  /** LB endpoints: where the Endpoint(...) object is exported. */
-  lbExport?: { module: string; exportName: string };
-  /** The Endpoint({...}) config site. */
-  definedAt: SourceLocation;
-}
-export interface DiscoveryResult {
-  root: string;
-  files: string[];
-  endpoints: DiscoveredEndpoint[];
-  warnings: string[];
-}
-export interface DiscoverOptions {
-  /** Extra gitignore-style patterns, relative to the root. */
-  ignore?: string[];
-}
+import { compareMessages, locOf, problem, type DefInstance, type DiscoveredEndpoint, type DiscoverOptions, type DiscoveryResult, type Site } from "./discover-records.js";
+import { propertyKey, unwrapExpression } from "./discover-static.js";
 
 const ROUTE_METHODS = new Map<string, HttpMethod>([
   ["get", "GET"],
@@ -83,43 +36,6 @@ type Value =
   | { t: "def"; def: DefInstance }
   | { t: "function"; name?: string; generator: boolean }
   | null;
-
-interface Site {
-  key: string;
-  loc: SourceLocation;
-  raw?: EndpointConfig;
-  valid: boolean;
-  defs: DefInstance[];
-}
-
-interface FunctionUse extends DiscoveredFunction {
-  exported: boolean;
-}
-interface RouteUse {
-  method: HttpMethod;
-  path: string;
-  handlerName?: string;
-  loc: SourceLocation;
-}
-interface DefInstance {
-  module: ModuleInfo;
-  node: ts.CallExpression;
-  loc: SourceLocation;
-  site: Site | null;
-  functions: FunctionUse[];
-  routes: RouteUse[];
-  /** Applied to a function or class, or given a route (even an invalid one). */
-  used: boolean;
-  appliedAt?: SourceLocation;
-}
-
-function at(loc: SourceLocation): string {
-  return `${loc.file}:${loc.line}`;
-}
-
-function problem(loc: SourceLocation, what: string, fix: string): string {
-  return `${at(loc)}: ${what}. Fix: ${fix}`;
-}
 
 // A file can only matter if it imports svc, re-exports everything from somewhere, or mentions a name another
 // relevant file exports (imports and namespace accesses must spell the name). Others are never parsed.
@@ -189,10 +105,6 @@ class Analyzer {
     return info;
   }
 
-  private loc(module: ModuleInfo, node: ts.Node): SourceLocation {
-    const { line, character } = module.source.getLineAndCharacterOfPosition(node.getStart(module.source));
-    return { file: module.file, line: line + 1, column: character + 1 };
-  }
 
   // ---- module resolution -------------------------------------------------------------------------------
 
@@ -305,86 +217,16 @@ class Analyzer {
     const def: DefInstance = {
       module: info,
       node: call,
-      loc: this.loc(info, call),
+      loc: locOf(info, call),
       site: null,
       functions: [],
       routes: [],
       used: false,
     };
     this.defs.set(call, def);
-    def.site = this.site(info, call, def.loc);
+    def.site = configSite(info, call, def.loc, this.sites, this.problems);
     def.site?.defs.push(def);
     return def;
-  }
-
-  private site(info: ModuleInfo, call: ts.CallExpression, callLoc: SourceLocation): Site | null {
-    const arg = call.arguments[0];
-    const fixStatic =
-      "pass an object literal, e.g. Endpoint({ name: \"my-endpoint\", gpu: \"ANY\" }), or a const declared in this file";
-    if (!arg) {
-      this.problems.push(problem(callLoc, "Endpoint() is called without a configuration", fixStatic));
-      return null;
-    }
-    const inner = unwrapExpression(arg);
-    let key: string;
-    let loc: SourceLocation;
-    let objectNode: ts.Expression;
-    const constInit = ts.isIdentifier(inner) ? info.consts.get(inner.text) : undefined;
-    if (ts.isObjectLiteralExpression(inner)) {
-      key = `${info.file}@${call.getStart(info.source)}`;
-      loc = callLoc;
-      objectNode = inner;
-    } else if (constInit && ts.isObjectLiteralExpression(unwrapExpression(constInit))) {
-      // Several Endpoint(config) calls sharing one const are one configuration site.
-      key = `${info.file}#${(inner as ts.Identifier).text}`;
-      loc = this.loc(info, info.vars.get((inner as ts.Identifier).text)!);
-      objectNode = constInit;
-    } else {
-      this.problems.push(
-        problem(
-          this.loc(info, arg),
-          `the configuration passed to Endpoint(...) must be statically known, but it is ${describeArg(arg, info.source, ", which is not a const with an object literal in this file")}`,
-          fixStatic,
-        ),
-      );
-      return null;
-    }
-    const cached = this.sites.get(key);
-    if (cached) return cached;
-
-    const issues: StaticIssue[] = [];
-    const evaluator = new StaticEvaluator(info.source, (name) => info.consts.get(name));
-    const raw = evaluator.evaluate(objectNode, "", issues);
-    for (const issue of issues) {
-      const what = issue.keyPath ? `configuration value "${issue.keyPath}"` : "endpoint configuration";
-      this.problems.push(
-        problem(
-          this.loc(info, issue.node),
-          `the ${what} must be statically known (a literal or a const of this file), but it is ${issue.found}`,
-          "write the value as a literal (or a const with a literal value in this file); read dynamic values at run time inside the function",
-        ),
-      );
-    }
-    let valid = issues.length === 0;
-    if (valid) {
-      for (const message of configProblems(raw)) {
-        valid = false;
-        this.problems.push(
-          problem(this.configKeyLoc(info, unwrapExpression(objectNode), message) ?? loc, `invalid endpoint configuration: ${message}`, configFix(message)),
-        );
-      }
-    }
-    const site: Site = { key, loc, raw: valid ? (raw as unknown as EndpointConfig) : undefined, valid, defs: [] };
-    this.sites.set(key, site);
-    return site;
-  }
-
-  /** The line of the property a configProblems() message is about (its first quoted word). */
-  private configKeyLoc(info: ModuleInfo, object: ts.Expression, message: string): SourceLocation | undefined {
-    const key = /"([^"]+)"/.exec(message)?.[1]?.split(".")[0];
-    if (!key || !ts.isObjectLiteralExpression(object)) return undefined;
-    const property = object.properties.find((p) => p.name !== undefined && propertyKey(p.name) === key);
-    return property ? this.loc(info, property) : undefined;
   }
 
   // ---- uses: applications, class decorators, routes ----------------------------------------------------
@@ -483,7 +325,7 @@ class Analyzer {
       knownFunction = value?.t === "function";
     }
     const name = ownName ?? exportName ?? localName ?? "default";
-    const loc = this.loc(info, arg);
+    const loc = locOf(info, arg);
     const endpoint = def.site?.raw?.name;
     def.appliedAt ??= loc;
     def.functions.push({
@@ -556,7 +398,7 @@ class Analyzer {
   ): void {
     def.used = true;
     const label = cls.name?.text ?? exportName ?? "default";
-    const classLoc = this.loc(info, appliedAt ?? cls.name ?? cls);
+    const classLoc = locOf(info, appliedAt ?? cls.name ?? cls);
     const endpoint = def.site?.raw?.name;
     def.appliedAt ??= classLoc;
     if (exportName === undefined && endpoint !== undefined) {
@@ -588,7 +430,7 @@ class Analyzer {
         module: info.file,
         kind: member.asteriskToken ? "generator-method" : "method",
         className: label,
-        loc: this.loc(info, member.name),
+        loc: locOf(info, member.name),
         anonymous: false,
         exported: exportName !== undefined,
         ...exampleOf(member, info.source),
@@ -608,7 +450,7 @@ class Analyzer {
   private onRoute(info: ModuleInfo, def: DefInstance, call: ts.CallExpression, callee: ts.PropertyAccessExpression): void {
     def.used = true;
     const method = ROUTE_METHODS.get(callee.name.text)!;
-    const loc = this.loc(info, callee.name);
+    const loc = locOf(info, callee.name);
     const pathArg = call.arguments[0] ? unwrapExpression(call.arguments[0]) : undefined;
     if (!pathArg || !(ts.isStringLiteral(pathArg) || ts.isNoSubstitutionTemplateLiteral(pathArg))) {
       this.problems.push(
@@ -632,202 +474,10 @@ class Analyzer {
     else if (ts.isIdentifier(handler)) handlerName = handler.text;
     def.routes.push({ method, path: pathArg.text, handlerName, loc });
   }
-
-  // ---- grouping and validation -------------------------------------------------------------------------
+  // ---- grouping and validation (discover-endpoints.ts) ---------------------------------------------------
 
   endpoints(): DiscoveredEndpoint[] {
-    const byName = new Map<string, Site[]>();
-    for (const site of this.sites.values()) {
-      if (!site.valid || !site.raw) continue;
-      const list = byName.get(site.raw.name) ?? [];
-      list.push(site);
-      byName.set(site.raw.name, list);
-    }
-    for (const def of this.defs.values()) {
-      if (!def.used && def.site?.valid) {
-        this.problems.push(
-          problem(
-            def.loc,
-            `Endpoint({ name: "${def.site.raw!.name}" }) is never applied to a function or class and has no routes`,
-            `apply it with a second call, e.g. \`export const fn = Endpoint({...})(async function fn(input) {...})\`, decorate a class with it, or add routes with .get/.post(...)`,
-          ),
-        );
-      }
-    }
-    const result: DiscoveredEndpoint[] = [];
-    for (const name of [...byName.keys()].sort()) {
-      const sites = byName.get(name)!.sort((a, b) => compareLoc(a.loc, b.loc));
-      const endpoint = this.endpoint(name, sites);
-      if (endpoint) result.push(endpoint);
-    }
-    return result;
-  }
-
-  private endpoint(name: string, sites: Site[]): DiscoveredEndpoint | undefined {
-    const kindOf = (site: Site) => {
-      const defs = site.defs;
-      const routes = defs.some((d) => d.routes.length > 0);
-      const applied = defs.some((d) => d.appliedAt !== undefined);
-      return routes && !applied ? "lb" : applied && !routes ? "queue" : undefined;
-    };
-    if (sites.length > 1) {
-      const first = sites[0]!;
-      for (const other of sites.slice(1)) {
-        const kinds = [kindOf(first), kindOf(other)];
-        if (kinds.includes("lb") && kinds.includes("queue")) {
-          this.problems.push(
-            problem(
-              other.loc,
-              `endpoint name "${name}" is used for both a load-balanced endpoint and a queue endpoint (${kinds[0] === "lb" ? "load-balanced" : "queue"} one at ${at(first.loc)})`,
-              "give the load-balanced endpoint and the queue endpoint different names",
-            ),
-          );
-        } else {
-          this.problems.push(
-            problem(
-              other.loc,
-              `the configuration of endpoint "${name}" is defined in more than one place (also at ${at(first.loc)})`,
-              `define it once, e.g. \`export const gpu = Endpoint({ name: "${name}", ... })\`, and apply it to each function (\`export const a = gpu(fnA)\`)`,
-            ),
-          );
-        }
-      }
-      return undefined;
-    }
-    const site = sites[0]!;
-    const defs = site.defs;
-    const functions = defs.flatMap((d) => d.functions).sort(compareFunctions);
-    const routeDefs = defs.filter((d) => d.routes.length > 0);
-    const applied = defs.filter((d) => d.appliedAt !== undefined);
-    if (routeDefs.length > 0 && applied.length > 0) {
-      const routeLoc = routeDefs[0]!.routes[0]!.loc;
-      this.problems.push(
-        problem(
-          applied[0]!.appliedAt!,
-          `endpoint "${name}" is used both as a queue endpoint (applied to a function or class here) and as a load-balanced endpoint (route at ${at(routeLoc)})`,
-          "use separate endpoints: one name for the queue functions, another for the HTTP routes",
-        ),
-      );
-      return undefined;
-    }
-    if (routeDefs.length === 0 && applied.length === 0) return undefined; // reported as never applied
-    const rawConfig = site.raw!;
-    const config = normalizeConfig(rawConfig);
-    if (applied.length > 0) return this.queueEndpoint(name, site, rawConfig, config, functions);
-    return this.lbEndpoint(name, site, rawConfig, config, routeDefs);
-  }
-
-  private queueEndpoint(
-    name: string,
-    site: Site,
-    rawConfig: EndpointConfig,
-    config: NormalizedConfig,
-    uses: FunctionUse[],
-  ): DiscoveredEndpoint | undefined {
-    let ok = true;
-    const seen = new Map<string, FunctionUse>();
-    for (const use of uses) {
-      if (!use.exported) ok = false; // reported where it was applied
-      const previous = seen.get(use.name);
-      if (previous) {
-        ok = false;
-        const [first, second] = compareLoc(previous.loc, use.loc) <= 0 ? [previous, use] : [use, previous];
-        this.problems.push(
-          problem(
-            second.loc,
-            `endpoint "${name}" has two functions named "${use.name}" (the other at ${at(first.loc)}); each function of a queue endpoint needs a unique name`,
-            "rename one of the functions (its own name, or its export name for arrow functions)",
-          ),
-        );
-      } else {
-        seen.set(use.name, use);
-      }
-    }
-    if (uses.length > 1) {
-      for (const use of uses.filter((u) => u.anonymous)) {
-        this.warnings.push(
-          `${at(use.loc)}: endpoint "${name}" has ${uses.length} functions and "${use.name}" is an anonymous function, so scripts cannot name it when calling. Fix: use a named function, e.g. \`async function ${use.name}(input) {...}\``,
-        );
-      }
-    }
-    if (!ok) return undefined;
-    const functions = uses.map(({ exported: _exported, ...fn }) => fn);
-    return { name, type: "queue", rawConfig, config, functions, routes: [], definedAt: site.loc };
-  }
-
-  private lbEndpoint(
-    name: string,
-    site: Site,
-    rawConfig: EndpointConfig,
-    config: NormalizedConfig,
-    routeDefs: DefInstance[],
-  ): DiscoveredEndpoint | undefined {
-    let ok = true;
-    if (routeDefs.length > 1) {
-      this.problems.push(
-        problem(
-          routeDefs[1]!.loc,
-          `load-balanced endpoint "${name}" gets routes on two different Endpoint(...) objects (the other created at ${at(routeDefs[0]!.loc)}); only one can be served`,
-          `create it once, \`export const api = Endpoint({ name: "${name}", ... })\`, and add every route to that object`,
-        ),
-      );
-      return undefined;
-    }
-    const def = routeDefs[0]!;
-    const lbExport = this.exportOfDefinition(def);
-    if (!lbExport) {
-      ok = false;
-      this.problems.push(
-        problem(
-          def.loc,
-          `load-balanced endpoint "${name}" is not exported; the generated handler must import it`,
-          `export the object: \`export const api = Endpoint({ name: "${name}", ... })\``,
-        ),
-      );
-    }
-    const routes = [...def.routes].sort((a, b) => compareStrings(routeKey(a), routeKey(b)) || compareLoc(a.loc, b.loc));
-    const byKey = new Map<string, RouteUse>();
-    for (const route of routes) {
-      const key = routeKey(route);
-      if (!route.path.startsWith("/")) {
-        ok = false;
-        this.problems.push(
-          problem(route.loc, `route path "${route.path}" must start with "/"`, `write it as "/${route.path}"`),
-        );
-      } else if ((RESERVED_ROUTE_PATHS as readonly string[]).includes(route.path)) {
-        ok = false;
-        this.problems.push(
-          problem(
-            route.loc,
-            `route ${key} uses the reserved path ${route.path} (svc serves it for health checks)`,
-            "choose another path, e.g. /health or /status",
-          ),
-        );
-      }
-      const previous = byKey.get(key);
-      if (previous) {
-        ok = false;
-        this.problems.push(
-          problem(
-            route.loc,
-            `route ${key} is defined twice on endpoint "${name}" (the other at ${at(previous.loc)})`,
-            "keep one handler per method and path",
-          ),
-        );
-      } else {
-        byKey.set(key, route);
-      }
-    }
-    if (!ok) return undefined;
-    const used = new Set<string>();
-    const discovered = routes.map((route) => {
-      const base = route.handlerName ?? `${route.method.toLowerCase()}_${pathSlug(route.path)}`;
-      let routeName = base;
-      for (let n = 2; used.has(routeName); n++) routeName = `${base}_${n}`;
-      used.add(routeName);
-      return { method: route.method, path: route.path, name: routeName, loc: route.loc };
-    });
-    return { name, type: "lb", rawConfig, config, functions: [], routes: discovered, lbExport, definedAt: site.loc };
+    return new EndpointGrouping(this.problems, this.warnings, (def) => this.exportOfDefinition(def)).endpoints(this.sites.values(), this.defs.values());
   }
 
   /** Where a definition object is exported: its own module first, then any module re-exporting it. */
@@ -842,58 +492,6 @@ class Analyzer {
     }
     return undefined;
   }
-}
-
-function describeArg(node: ts.Expression, source: ts.SourceFile, identifierNote = ""): string {
-  const expr = unwrapExpression(node);
-  const text = expr.getText(source).replace(/\s+/g, " ");
-  const short = text.length > 40 ? `${text.slice(0, 37)}...` : text;
-  if (ts.isCallExpression(expr)) return `a call (${short})`;
-  if (ts.isIdentifier(expr)) return `the variable "${short}"${identifierNote}`;
-  if (ts.isTemplateExpression(expr)) return `a template literal with substitutions (${short})`;
-  return `"${short}"`;
-}
-
-function configFix(message: string): string {
-  if (message.startsWith("unknown configuration key")) return "remove the key or correct its spelling";
-  if (message.includes("mutually exclusive")) return "keep either \"gpu\" or \"cpu\", not both";
-  if (message.includes("unknown GPU type")) return "write a GPU pool id, an exact card name or \"ANY\" (docs/gpus.md lists them)";
-  if (message.startsWith("\"name\"")) return "use a name like \"gpu-worker\" (lowercase letters, digits, dashes)";
-  return "correct the value as the message describes (see docs/endpoint-definitions.md)";
-}
-
-function routeKey(route: { method: HttpMethod; path: string }): string {
-  return `${route.method} ${route.path}`;
-}
-
-/** "/items/:id" -> "items_id"; "/" -> "root". */
-export function pathSlug(routePath: string): string {
-  const slug = routePath
-    .split("/")
-    .map((segment) => segment.replace(/[^A-Za-z0-9]+/g, "_").replace(/^_+|_+$/g, ""))
-    .filter((segment) => segment.length > 0)
-    .join("_");
-  return slug.length > 0 ? slug : "root";
-}
-
-function compareStrings(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
-function compareLoc(a: SourceLocation, b: SourceLocation): number {
-  return compareStrings(a.file, b.file) || a.line - b.line || (a.column ?? 0) - (b.column ?? 0);
-}
-
-function compareFunctions(a: DiscoveredFunction, b: DiscoveredFunction): number {
-  return compareStrings(a.name, b.name) || compareLoc(a.loc, b.loc);
-}
-
-/** Sort "file:line: ..." messages by file, then line (numerically), then text. */
-function compareMessages(a: string, b: string): number {
-  const pa = /^(.*?):(\d+): /.exec(a);
-  const pb = /^(.*?):(\d+): /.exec(b);
-  if (pa && pb) return compareStrings(pa[1]!, pb[1]!) || Number(pa[2]) - Number(pb[2]) || compareStrings(a, b);
-  return compareStrings(a, b);
 }
 
 /**

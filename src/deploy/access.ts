@@ -2,7 +2,7 @@
 // `svc dev`, `svc deploy --preview` and `svc deploy` print these; all pure.
 
 import type { Manifest } from "svc/internal";
-import { lbEndpointUrl } from "../service/lb/index.js";
+import { lbEndpointUrl } from "../service/lb/address.js";
 
 export interface EndpointAccess {
   type: "queue" | "lb";

@@ -5,7 +5,7 @@
 // svc creates before the Pod. Without that configuration a worker with a volume is refused, naming the setting;
 // one whose volume's data center has no node it could run on is refused too, rather than left pending. Pure.
 
-import { VOLUME_MOUNT } from "./images.js";
+import { VOLUME_MOUNT } from "./image-names.js";
 import { DATA_CENTER_LABEL } from "./placement.js";
 
 /** The endpoint's network volume, as a cluster driver needs it: its id (names, placeholders) and size in GB. */

@@ -1,8 +1,8 @@
 // Pre-booted worker containers for the Docker driver (docs/cold-start.md): containers started from the worker
 // image with the runtime loaded and no endpoint, waiting for a claim on their stdin (src/runtime/claim.ts). This
 // module holds the pure parts (what a pool container is, which launches may claim one, the claim's environment,
-// the names that say who claimed a container) and the node's artifact cache they read artifacts from; the
-// driver (docker.ts) keeps the pool and does the engine calls.
+// the names that say who claimed a container) and the node's artifact cache they read artifacts from; the pool
+// itself and its engine calls are docker-pool-engine.ts's, the claim the driver's (docker.ts).
 
 import { createHash, createHmac } from "node:crypto";
 import { copyFile, chmod, link, mkdir, rename, rm, stat } from "node:fs/promises";
@@ -12,7 +12,7 @@ import type Docker from "dockerode";
 import { POOL_CHANNEL_ENV } from "../runtime/claim.js";
 import { applyProtocolEnv } from "./env.js";
 import { LABELS } from "./docker-engine.js";
-import type { WorkerImageKind } from "./images.js";
+import type { WorkerImageKind } from "./image-names.js";
 import { DEFAULT_CONTAINER_LIMITS, dockerConfinement, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import type { WorkerLaunch } from "./types.js";
 

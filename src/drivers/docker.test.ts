@@ -4,11 +4,11 @@ import { join } from "node:path";
 import Docker from "dockerode";
 import { describe, expect, it } from "vitest";
 import { UserError } from "../errors.js";
+import { createDockerDriver } from "./docker.js";
 import {
   containerCreateOptions,
   containerEnv,
   containerLabels,
-  createDockerDriver,
   exitFromStatus,
   gpuDecision,
   isLoopbackUrl,
@@ -18,7 +18,7 @@ import {
   startError,
   volumeFor,
   type ContainerPlan,
-} from "./docker.js";
+} from "./docker-spec.js";
 import type { WorkerLaunch } from "./types.js";
 
 function launch(over: Partial<WorkerLaunch> = {}): WorkerLaunch {

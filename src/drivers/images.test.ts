@@ -6,18 +6,13 @@ import { describe, expect, it } from "vitest";
 import { UserError } from "../errors.js";
 import {
   collectImageInputs,
-  importChanges,
   parseLdd,
-  planImageAction,
-  planPrune,
-  planServerImage,
-  planWorkerImage,
   productionPackages,
   runtimeClosure,
-  supersededImages,
   type ImageInputs,
-  type WorkerImageInfo,
-} from "./images.js";
+} from "./image-inputs.js";
+import { importChanges, planImageAction, planServerImage, planWorkerImage } from "./image-plan.js";
+import { planPrune, supersededImages, type WorkerImageInfo } from "./images.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 

@@ -13,7 +13,7 @@
 import type { V1Container, V1EnvVar, V1Pod, V1PodSpec, V1Secret, V1SecurityContext } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
-import { VOLUME_MOUNT } from "./images.js";
+import { VOLUME_MOUNT } from "./image-names.js";
 import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID } from "./isolation.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import type { WorkerExit, WorkerLaunch } from "./types.js";

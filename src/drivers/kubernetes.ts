@@ -12,7 +12,7 @@ import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, Watch, type V1P
 import { claimBelow, clusterVolumeName, clusterVolumeRefusal, dataCenterRefusal, volumeClaim, type KubernetesVolumeConfig, type LaunchVolume } from "./cluster-volumes.js";
 import { UserError } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
-import { imageKindOf, workerImageName } from "./images.js";
+import { imageKindOf, workerImageName } from "./image-names.js";
 import { DATA_CENTER_LABEL } from "./placement.js";
 import { DEFAULT_CONTAINER_LIMITS } from "./isolation.js";
 import { followPodLog, type LogFollow } from "./kubernetes-logs.js";

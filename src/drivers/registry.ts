@@ -7,7 +7,8 @@ import type Docker from "dockerode";
 import { UserError } from "../errors.js";
 import { SVC_VERSION } from "../version.js";
 import { dockerMessage } from "./docker-engine.js";
-import { imageRepo, type EnsuredImage, type ImageKind, type WorkerImageKind } from "./images.js";
+import { imageRepo, type ImageKind, type WorkerImageKind } from "./image-names.js";
+import type { EnsuredImage } from "./images.js";
 
 export interface PushedImage {
   kind: ImageKind;

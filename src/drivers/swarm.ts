@@ -10,11 +10,12 @@
 
 import type Docker from "dockerode";
 import { UserError } from "../errors.js";
-import { containerLabels } from "./docker.js";
+import { containerLabels } from "./docker-spec.js";
 import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } from "./docker-engine.js";
 import { applyProtocolEnv } from "./env.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
-import { ensureWorkerImage, imageKindOf, VOLUME_MOUNT } from "./images.js";
+import { imageKindOf, VOLUME_MOUNT } from "./image-names.js";
+import { ensureWorkerImage } from "./images.js";
 import { clusterVolumeName, clusterVolumeRefusal, dataCenterRefusal, swarmVolumeMount, type LaunchVolume, type SwarmVolumeConfig } from "./cluster-volumes.js";
 import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import { registryWorkerImage } from "./registry.js";

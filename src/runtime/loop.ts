@@ -7,10 +7,8 @@
 // job, in order, a few ms after they are yielded. The service being unreachable is never fatal: requests are
 // retried with backoff, and a service that forgot this worker gets it registered again.
 
-import { chunkMetrics, progressJson, type InvokeResult, type JobTrace, type LoadedHandler } from "svc/internal";
+import { progressJson, type InvokeResult, type JobTrace, type LoadedHandler } from "svc/internal";
 import { errorMessage } from "../errors.js";
-import { fileURLToPath } from "node:url";
-import { projectRelativeStack, userStack } from "../build/source-paths.js";
 import {
   backoffMs,
   isTransient,
@@ -20,6 +18,8 @@ import {
   type TakenJob,
   type WorkerApi,
 } from "./api.js";
+import { ChunkSender, MAX_BATCH_BYTES } from "./chunk-sender.js";
+import { errorOf, failureLine, serialiseResult } from "./job-result.js";
 import { jobScope } from "./logs.js";
 import { parseTraceparent, runInTrace } from "./trace.js";
 import { ProgressSender } from "./progress.js";
@@ -68,60 +68,6 @@ interface RunningJob {
   /** Made at the job's first ctx.progress. */
   progress?: ProgressSender;
 }
-
-/** One result's JSON, serialised as the job ends so a bad output fails that job alone. */
-function serialiseResult(result: JobResult): string {
-  try {
-    return JSON.stringify(result);
-  } catch (err) {
-    return JSON.stringify({
-      jobId: result.jobId,
-      lease: result.lease,
-      status: "FAILED",
-      error: { message: `The job's output is not JSON-serialisable: ${errorMessage(err)}`, type: "TypeError" },
-    } satisfies JobResult);
-  }
-}
-
-/** svc's own files in a worker: this package (its runtime, and the SDK when a checkout links it). */
-const SVC_ROOT = fileURLToPath(new URL("../..", import.meta.url));
-
-/**
- * The stack a job's record carries: the project's files as paths relative to it (src/build/source-paths.ts), and
- * only the user's frames unless the endpoint's environment sets SVC_FULL_STACKS=1 (read per job: a pooled runtime
- * gets its environment after it loaded).
- */
-export function jobStack(stack: string, env: NodeJS.ProcessEnv = process.env): string {
-  const relative = projectRelativeStack(stack);
-  return env.SVC_FULL_STACKS === "1" ? relative : userStack(relative, [SVC_ROOT]);
-}
-
-export function errorOf(err: unknown): NonNullable<JobResult["error"]> {
-  if (err instanceof Error) {
-    // The SDK's NonRetryableError, or any error so marked: the job fails without an automatic retry.
-    const final = (err as { retryable?: unknown }).retryable === false;
-    return { message: err.message, type: err.name, ...(err.stack ? { stack: jobStack(err.stack) } : {}), ...(final ? { retryable: false } : {}) };
-  }
-  return { message: typeof err === "string" ? err : safeString(err), type: typeof err };
-}
-
-/** "TypeError: message (at file:line:col)": the error and where it was thrown, on one line. Pure. */
-export function failureLine(error: NonNullable<JobResult["error"]>): string {
-  const where = error.stack?.split("\n").find((line) => /^\s+at /.test(line))?.trim().replace(/^at /, "");
-  const message = error.message ?? "";
-  const head = error.type && error.type !== "string" ? `${error.type}: ${message}` : message;
-  return where ? `${head} (at ${where})` : head;
-}
-
-function safeString(value: unknown): string {
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
-
-const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 const MAX_DONE_IN_FLIGHT = 2;
 /** Consecutive refused takes (about one a second) before the worker gives up. */
 const MAX_REFUSALS = 10;
@@ -599,95 +545,5 @@ export class WorkerLoop {
         // the next beat tries again; the call already retried and noted re-registration
       }
     }
-  }
-}
-
-/** Posts one job's chunks in order: a batch per request, sent a few ms after the first chunk waits. */
-class ChunkSender {
-  private parts: string[] = [];
-  private bytes = 0;
-  private timer?: NodeJS.Timeout;
-  private sending?: Promise<void>;
-  private discarded = false;
-  private readonly idleWaiters: Array<() => void> = [];
-
-  constructor(
-    private readonly job: TakenJob,
-    private readonly batchMs: number,
-    private readonly post: (body: string) => Promise<unknown>,
-    private readonly onRefused: (err: unknown) => void,
-  ) {}
-
-  /** So much waits that the generator should pause until it is sent. */
-  get backlogged(): boolean {
-    return this.bytes > 8 * MAX_BATCH_BYTES;
-  }
-
-  push(value: unknown): void {
-    if (this.discarded) return;
-    let json: string;
-    try {
-      // A yielded value marked with metrics (textGeneration) becomes {output, metrics}.
-      const metrics = chunkMetrics(value);
-      json = JSON.stringify(metrics ? { output: value ?? null, metrics } : { output: value === undefined ? null : value });
-    } catch (err) {
-      json = JSON.stringify({ output: null, metrics: { error: `chunk is not JSON-serialisable: ${errorMessage(err)}` } });
-    }
-    this.parts.push(json);
-    this.bytes += json.length;
-    if (this.bytes >= MAX_BATCH_BYTES) this.kick();
-    else this.timer ??= setTimeout(() => this.kick(), this.batchMs);
-  }
-
-  private kick(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.sending || this.discarded) return;
-    this.sending = this.sendAll().finally(() => {
-      this.sending = undefined;
-      for (const wake of this.idleWaiters.splice(0)) wake();
-    });
-  }
-
-  private async sendAll(): Promise<void> {
-    while (this.parts.length > 0 && !this.discarded) {
-      const batch: string[] = [];
-      let bytes = 0;
-      while (this.parts.length > 0 && (batch.length === 0 || bytes + this.parts[0]!.length < MAX_BATCH_BYTES)) {
-        const part = this.parts.shift()!;
-        bytes += part.length;
-        batch.push(part);
-      }
-      this.bytes -= bytes;
-      const body = `{"jobId":${JSON.stringify(this.job.id)},"lease":${JSON.stringify(this.job.lease)},"chunks":[${batch.join(",")}]}`;
-      try {
-        const answer = (await this.post(body)) as { ok?: boolean; reason?: string } | undefined;
-        if (answer?.ok === false) throw new Error(answer.reason ?? "stream refused");
-      } catch (err) {
-        this.discard();
-        this.onRefused(err);
-        return;
-      }
-    }
-  }
-
-  idle(): Promise<void> {
-    if (!this.sending) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
-  }
-
-  /** Send everything still waiting, then resolve. */
-  async drain(): Promise<void> {
-    while (!this.discarded && (this.parts.length > 0 || this.sending)) {
-      this.kick();
-      await this.idle();
-    }
-  }
-
-  discard(): void {
-    this.discarded = true;
-    this.parts = [];
-    this.bytes = 0;
-    if (this.timer) clearTimeout(this.timer);
   }
 }

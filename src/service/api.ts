@@ -17,7 +17,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Principal } from "./keys/auth.js";
 import { credentialFromHeader, parseJson, readBody, requestTarget, type RequestTarget } from "./http/wire.js";
 import { HttpProblem, problemOf, sendProblem } from "./http/problems.js";
-import { lbTarget } from "./lb/index.js";
+import { lbTarget } from "./lb/address.js";
 import { isOpenAiPath } from "./jobs/openai-route.js";
 import { sendOpenAiProblem } from "../openai/route.js";
 import { openAiProblem } from "../openai/format.js";

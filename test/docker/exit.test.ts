@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
-import { cleanupStale } from "../../src/drivers/docker.js";
+import { cleanupStale } from "../../src/drivers/docker-host.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { describeDocker, docker, leftovers } from "./engine.js";
 

@@ -5,14 +5,10 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, expect, it } from "vitest";
-import {
-  applyImagePlan,
-  collectImageInputs,
-  ensureWorkerImage,
-  listWorkerImages,
-  planWorkerImage,
-} from "../../src/drivers/images.js";
-import { cleanupStale } from "../../src/drivers/docker.js";
+import { collectImageInputs } from "../../src/drivers/image-inputs.js";
+import { planWorkerImage } from "../../src/drivers/image-plan.js";
+import { applyImagePlan, ensureWorkerImage, listWorkerImages } from "../../src/drivers/images.js";
+import { cleanupStale } from "../../src/drivers/docker-host.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { SVC_VERSION } from "../../src/version.js";
 import { describeDocker, docker, leftovers, runOnce } from "./engine.js";

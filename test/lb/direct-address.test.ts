@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerDriver } from "../../src/drivers/types.js";
-import { lbEndpointUrl } from "../../src/service/lb/index.js";
+import { lbEndpointUrl } from "../../src/service/lb/address.js";
 import { startApp, until, type LiveApp } from "./harness.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { afterAll, beforeAll } from "vitest";
-import { lbEndpointUrl } from "../../src/service/lb/index.js";
+import { lbEndpointUrl } from "../../src/service/lb/address.js";
 import { startService, type DeployedEndpoint, type Service, type ServiceOptions } from "../../src/service/index.js";
 import type { ManifestResource } from "svc/internal";
 

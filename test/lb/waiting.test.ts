@@ -4,7 +4,8 @@
 import { createServer, type Server } from "node:http";
 import { createServer as createNetServer, type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkPingPath, lbEndpointUrl } from "../../src/service/lb/index.js";
+import { checkPingPath } from "../../src/service/lb/index.js";
+import { lbEndpointUrl } from "../../src/service/lb/address.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call, manifest, resource } from "../service/helpers.js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

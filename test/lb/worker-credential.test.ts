@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerDriver } from "../../src/drivers/types.js";
 import { lbCredentialOfToken } from "../../src/lb-credential.js";
-import { lbEndpointUrl } from "../../src/service/lb/index.js";
+import { lbEndpointUrl } from "../../src/service/lb/address.js";
 import { ARTIFACT_FILE } from "../../src/build/index.js";
 import { MANIFEST_FILE, type Manifest } from "svc/internal";
 import { startApp, until, useLbApp, type LiveApp } from "./harness.js";

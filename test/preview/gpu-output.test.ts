@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { cleanupStale } from "../../src/drivers/docker.js";
+import { cleanupStale } from "../../src/drivers/docker-host.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { describeDocker, docker, engineUp, leftovers } from "../docker/engine.js";
 import { firstJsonOnStdout } from "../cli-output.js";

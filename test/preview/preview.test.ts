@@ -11,7 +11,7 @@ import { createServer, type Server, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { cleanupStale, detectGpuSupport, stagedArtifactsDir } from "../../src/drivers/docker.js";
+import { cleanupStale, detectGpuSupport, stagedArtifactsDir } from "../../src/drivers/docker-host.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { removeStalePreviews } from "../../src/preview/session.js";
 import { PREVIEW_LABELS } from "../../src/preview/render.js";

@@ -10,11 +10,10 @@ import {
   ensureWorkerImages,
   listWorkerImages,
   pruneWorkerImages,
-  WORKER_IMAGE_KINDS,
   type EnsuredImage,
-  type ImageKind,
   type WorkerImageInfo,
 } from "../../drivers/images.js";
+import { WORKER_IMAGE_KINDS, type ImageKind } from "../../drivers/image-names.js";
 import { alignRows, alignTable, createOutput, formatDuration } from "../output.js";
 import { pushWorkerImage, registryProblem, type PushedImage } from "../../drivers/registry.js";
 import { UsageError } from "../../errors.js";

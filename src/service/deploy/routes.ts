@@ -35,7 +35,7 @@ import type { EnvironmentRef } from "./deployments.js";
 import { DeployError, ReleaseFailedError } from "./deployments.js";
 import type { EnvironmentRow, ReleaseRow } from "../store/deploy-rows.js";
 import { receiveArtifact } from "./upload.js";
-import { lbEndpointUrl } from "../lb/index.js";
+import { lbEndpointUrl } from "../lb/address.js";
 import { DEPLOY_NAME_RULE, isDeployName } from "../../deploy/names.js";
 
 /** What the deploy routes need: the Deployments module that does the work, and what they read to answer. */

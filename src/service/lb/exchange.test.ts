@@ -3,7 +3,9 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScannedResponse } from "./head-scan.js";
-import { openExchange, parseAddress, UpstreamPool, type Downstream, type ProxyOutcome } from "./proxy.js";
+import { openExchange, type Downstream } from "./exchange.js";
+import type { ProxyOutcome } from "./proxy.js";
+import { parseAddress, UpstreamPool } from "./upstream.js";
 
 type Piece = string | Buffer | { wait: number } | "close";
 let script: Piece[][] = [];

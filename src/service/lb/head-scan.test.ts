@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { hasHeaderLine, IDEMPOTENCY_KEY, relayRequestBytes, plainChunkedEnd, scanRequestHead, scanResponseHead, upstreamRequestBytes } from "./head-scan.js";
-import { llhttp, requestHead } from "./proxy.js";
+import { requestHead } from "./exchange.js";
+import { llhttp } from "./upstream.js";
 
 const HEAD_END = Buffer.from("\r\n\r\n");
 const scan = (text: string, maxBody = 65_536) => {

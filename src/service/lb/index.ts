@@ -1,6 +1,7 @@
 // Load-balanced endpoints: the per-endpoint address, a pool of each endpoint's workers kept by their /ping
 // answers, least-outstanding-requests balancing, waiting (and scaling from zero) when no worker is ready, cold
-// start accounting, and the proxy itself (proxy.ts). docs/lb.md describes the behaviour.
+// start accounting, and the proxy itself (exchange.ts over upstream.ts; proxy.ts for https workers). The
+// endpoint's address is read in address.ts. docs/lb.md describes the behaviour.
 //
 //   {service}/lb/{endpoint_id}/<route path>          the endpoint's address
 //   Host: {endpoint_id}.lb.localhost[:port]           the same, by host name (any path)
@@ -15,9 +16,13 @@ import type { EndpointRow } from "../store/types.js";
 import { lbDemand, pickWorker } from "./balance.js";
 import { pingVerdict, probePing, type PingState } from "./ping.js";
 import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
-import { forward, forwardRaw, openExchange, parseAddress, proxyAgent, UpstreamPool, type Downstream, type ProxyOutcome, type RawExchange, type UpstreamAddress } from "./proxy.js";
+import { lbTarget } from "./address.js";
+import { forwardRaw, openExchange, type Downstream, type RawExchange } from "./exchange.js";
+import { forward, proxyAgent, type ProxyOutcome } from "./proxy.js";
+import { parseAddress, UpstreamPool, type UpstreamAddress } from "./upstream.js";
 
-export type { Downstream, ProxyOutcome } from "./proxy.js";
+export type { Downstream } from "./exchange.js";
+export type { ProxyOutcome } from "./proxy.js";
 export { checkPingPath, classifyPing, pingVerdict, probePing, type PingCheck, type PingState } from "./ping.js";
 
 /** How long a request waits for a ready worker (cold start included) before a 503 problem. */
@@ -27,47 +32,6 @@ const STARTING_PING_MS = 100;
 const READY_PING_MS = 1000;
 /** A ready worker leaves the pool after this many /ping failures in a row. */
 const PING_FAILURES_OUT = 2;
-
-export function lbEndpointUrl(serviceUrl: string, endpointId: string): string {
-  return `${serviceUrl.replace(/\/+$/, "")}/lb/${endpointId}`;
-}
-
-/** Which LB endpoint and path a request addresses, from its path or Host header. Pure. */
-export function lbTarget(rawUrl: string, host: string | undefined): { endpointId: string; path: string } | undefined {
-  // Cheap first tests, no regular expression: every authenticated request (the job API's included) asks this.
-  if (rawUrl.startsWith("/lb/")) {
-    // /lb/{id}[/path][?query], id of [a-z0-9]
-    let end = 4;
-    for (; end < rawUrl.length; end++) {
-      const c = rawUrl.charCodeAt(end);
-      if (!((c >= 97 && c <= 122) || (c >= 48 && c <= 57))) break;
-    }
-    const after = rawUrl.charCodeAt(end);
-    if (end > 4 && (end === rawUrl.length || after === 0x2f || after === 0x3f)) {
-      const rest = rawUrl.slice(end);
-      return { endpointId: rawUrl.slice(4, end), path: after === 0x2f ? rest : `/${rest}` };
-    }
-  }
-  if (host === undefined || host.length < 14) return undefined;
-  const byHost = /^([a-z0-9]+)\.lb\.localhost(:\d+)?$/i.exec(host);
-  if (byHost) return { endpointId: byHost[1]!.toLowerCase(), path: rawUrl || "/" };
-  return undefined;
-}
-
-/** A registered worker's address: http(s), no credentials, no path. Pure; returns a problem or undefined. */
-export function addressProblem(address: unknown): string | undefined {
-  if (typeof address !== "string") return "$.address: must be a string like http://127.0.0.1:8080";
-  try {
-    const url = new URL(address);
-    if (url.protocol !== "http:" && url.protocol !== "https:") return "$.address: must be an http(s) URL";
-    if (url.username || url.password || (url.pathname !== "/" && url.pathname !== "") || url.search) {
-      return "$.address: must be scheme://host:port only";
-    }
-  } catch {
-    return "$.address: must be an http(s) URL";
-  }
-  return undefined;
-}
 
 /** A worker of the pool, as the LB front sees it. */
 export interface LbWorker {

@@ -1,10 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { lbDemand, pickWorker } from "./balance.js";
-import { addressProblem, lbEndpointUrl, lbTarget, noWorkersRefusal } from "./index.js";
+import { noWorkersRefusal } from "./index.js";
+import { addressProblem, lbEndpointUrl, lbTarget } from "./address.js";
 import { problemOf } from "../http/problems.js";
 import { classifyPing, pingVerdict } from "./ping.js";
-import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake } from "./front.js";
-import { downstreamHeaders, downstreamRawHeaders, requestHead, upstreamHeaders } from "./proxy.js";
+import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake } from "./front-sniff.js";
+import { downstreamRawHeaders, requestHead } from "./exchange.js";
+import { downstreamHeaders, upstreamHeaders } from "./proxy.js";
 
 describe("pickWorker", () => {
   const w = (id: string, inFlight: number, ready = true) => ({ id, inFlight, ready });

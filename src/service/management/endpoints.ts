@@ -26,7 +26,7 @@ import { readObjectBody, requireAccess, requireDeploy, type ManagementContext, t
 import { reservedEnvProblems } from "svc/internal";
 import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
 import type { PingCheck } from "../lb/ping.js";
-import { lbEndpointUrl } from "../lb/index.js";
+import { lbEndpointUrl } from "../lb/address.js";
 import { gpuTypeIdProblems } from "svc/internal";
 import type { GpuRequest } from "../../gpus/allocate.js";
 import { gpuWaitMessage } from "../../gpus/host.js";

@@ -7,7 +7,7 @@ import { HttpProblem } from "../http/problems.js";
 import { lbCredentialOfToken } from "../../lb-credential.js";
 import type { WorkerEntry } from "../engine/index.js";
 import { LEASE_LOST, MAX_TAKE_JOBS, MAX_TAKE_WAIT_MS, readInt, readProgress, readResults, readStream, readStrings, readTake, type TakeRequest } from "../../wire/worker.js";
-import { addressProblem } from "../lb/index.js";
+import { addressProblem } from "../lb/address.js";
 import type { EndpointRow, LogRow } from "../store/types.js";
 import type { Principal } from "../keys/auth.js";
 import type { RouteCall } from "../http/router.js";
