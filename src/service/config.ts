@@ -9,6 +9,7 @@ import { UsageError } from "../errors.js";
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./http/slow-clients.js";
 import { MAX_ARTIFACT_BYTES } from "./deploy/upload.js";
 import { parseRateLimits, type RateWindow } from "./keys/ratelimit.js";
+import { DEFAULT_QUEUE_QUOTAS, parseUserQuotas, type QueueQuotas, type QueueUsage } from "./engine/quotas.js";
 import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
 import { redactStoreUrl, storeUrlProblem } from "./store/url.js";
@@ -31,6 +32,8 @@ export interface ServiceSettings {
   /** This machine's GPU types (the local data center), when set. */
   gpuTypes?: string[];
   rateLimits?: RateWindow[];
+  /** Queued jobs and input bytes per user and per endpoint (engine/quotas.ts), and per-user overrides. */
+  queueQuotas: { userJobs: number; userBytes: number; endpointJobs: number; endpointBytes: number; users?: Record<string, Partial<QueueUsage>> };
   secretsKeys: { current?: string; previous?: string[]; file?: string };
   /** Process workers' sandbox: bubblewrap where it works (auto), required (bwrap), or none. */
   sandbox: SandboxSetting;
@@ -110,6 +113,7 @@ type Kind =
   | { type: "list" }
   | { type: "envNames" }
   | { type: "rateLimits" }
+  | { type: "userQuotas" }
   | { type: "volumeDriverOptions" };
 
 interface Setting {
@@ -164,6 +168,11 @@ export const SETTINGS: readonly Setting[] = [
   { key: "clientLimits.pinnedOutputBytes", env: "SVC_MAX_PINNED_OUTPUT_BYTES", kind: positive, default: DEFAULT_CLIENT_LIMITS.pinnedOutputBytes, description: "bytes of large outputs held for answers" },
   { key: "gpuTypes", env: "SVC_GPU_TYPES", kind: { type: "list" }, description: "this machine's GPU types, comma separated" },
   { key: "rateLimits", env: "SVC_RATE_LIMITS", kind: { type: "rateLimits" }, description: "per-user rate-limit windows (minute=600,hour=20000/3600s, ...)" },
+  { key: "queueQuotas.userJobs", env: "SVC_QUEUE_QUOTA_USER_JOBS", kind: positive, default: DEFAULT_QUEUE_QUOTAS.user.jobs, description: "jobs one user may have queued (over all endpoints); more get 429" },
+  { key: "queueQuotas.userBytes", env: "SVC_QUEUE_QUOTA_USER_BYTES", kind: positive, default: DEFAULT_QUEUE_QUOTAS.user.bytes, description: "bytes of input one user may have queued; more get 429" },
+  { key: "queueQuotas.endpointJobs", env: "SVC_QUEUE_QUOTA_ENDPOINT_JOBS", kind: positive, default: DEFAULT_QUEUE_QUOTAS.endpoint.jobs, description: "jobs one endpoint may have queued; more get 429" },
+  { key: "queueQuotas.endpointBytes", env: "SVC_QUEUE_QUOTA_ENDPOINT_BYTES", kind: positive, default: DEFAULT_QUEUE_QUOTAS.endpoint.bytes, description: "bytes of input one endpoint may have queued; more get 429" },
+  { key: "queueQuotas.users", env: "SVC_QUEUE_QUOTA_USERS", kind: { type: "userQuotas" }, description: "per-user queue quotas instead of the above (alice=jobs:50000/bytes:4294967296;bob=jobs:100)" },
   { key: "secretsKeys.current", env: "SVC_SECRETS_KEY", kind: { type: "secret" }, description: "the key sealing secrets (else <data dir>/secrets-key)" },
   { key: "secretsKeys.file", env: "SVC_SECRETS_KEY_FILE", kind: { type: "string" }, description: "file with the key sealing secrets, kept outside the data directory so that its backups never carry the key (made on the first start)" },
   { key: "secretsKeys.previous", env: "SVC_SECRETS_KEY_PREVIOUS", kind: { type: "list" }, description: "keys secrets may still be sealed with (rotation)" },
@@ -218,6 +227,12 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
       const { options, problem } = parseVolumeDriverOptions(raw);
       return problem ? { problem: `${origin} ${problem}` } : { value: options };
     }
+    case "userQuotas":
+      try {
+        return { value: parseUserQuotas(raw) };
+      } catch (err) {
+        return { problem: `${origin}: ${(err as Error).message}` };
+      }
     case "rateLimits":
       try {
         return { value: parseRateLimits(raw) };
@@ -309,8 +324,14 @@ export function serviceOptionsOf(settings: ServiceSettings): Partial<ServiceOpti
     clientLimits: settings.clientLimits,
     secretsKeys: settings.secretsKeys,
     ...(settings.rateLimits ? { rateLimits: settings.rateLimits } : {}),
+    queueQuotas: queueQuotasOf(settings.queueQuotas),
     ...(settings.gpuTypes ? { dataCenters: [{ ...LOCAL_DATA_CENTER, gpuTypes: settings.gpuTypes }] } : {}),
   };
+}
+
+/** The queue quotas as the engine takes them. Pure. */
+export function queueQuotasOf(q: ServiceSettings["queueQuotas"]): QueueQuotas {
+  return { user: { jobs: q.userJobs, bytes: q.userBytes }, endpoint: { jobs: q.endpointJobs, bytes: q.endpointBytes }, ...(q.users ? { users: q.users } : {}) };
 }
 
 /** The variables the settings read, each looked up with `get` (the process's environment, a .env file...). */

@@ -23,6 +23,7 @@ import { workerState, type DoneResult, type EngineEndpoint, type EngineHooks, ty
 import { WorkerRegistry } from "./workers.js";
 
 export {
+  INPUT_IN_STORE,
   isFinal,
   MAX_CHUNK_BYTES,
   MAX_TAKE_WAIT_MS,
@@ -42,6 +43,7 @@ export {
 export { splitChunk } from "./streams-logs.js";
 export { MAX_PROGRESS_BYTES } from "./progress.js";
 export { systemClock, type Clock } from "./clock.js";
+export { DEFAULT_QUEUE_QUOTAS, parseUserQuotas, type QueueQuotas, type QueueUsage } from "./quotas.js";
 
 export class JobEngine {
   readonly endpoints: Map<string, EngineEndpoint>;
@@ -215,6 +217,11 @@ export class JobEngine {
       jobs: { completed: s.completed, failed: s.failed, inProgress: s.inProgress, inQueue: s.inQueue, retried: s.retried },
       workers,
     };
+  }
+
+  /** What a user has queued across their endpoints: jobs and input bytes (the per-user queue quota's usage). */
+  queueUsage(userId: string): { jobs: number; bytes: number } {
+    return this.queue.usageOf(userId);
   }
 
   queuedCount(endpointId: string): number {

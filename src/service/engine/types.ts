@@ -6,6 +6,7 @@ import type { JobRow, StoreOp } from "../store/types.js";
 import type { WebhookEvent } from "../webhooks/events.js";
 import type { StorageState } from "../store/faults.js";
 import type { BackoffPolicy } from "./retry-policy.js";
+import type { QueueQuotas, QuotaLimit } from "./quotas.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;
@@ -16,8 +17,19 @@ export const MAX_TAKE_WAIT_MS = 30_000;
 /** How long /stream waits for a new chunk before answering with none. */
 export const STREAM_WAIT_MS = 1500;
 
+/**
+ * A queued job's input longer than this (JSON text) is kept in the store only once its insert is in a batch, and
+ * read back when a worker takes the job: memory stays bounded whatever is queued, while small jobs (the hot path)
+ * keep theirs and take without a read. The jobs list shows inputs up to the same size.
+ */
+export const INPUT_HELD_MAX = 64 * 1024;
+/** A live job's `row.input` while its input is kept in the store only (never valid JSON, so a slip shows). */
+export const INPUT_IN_STORE = "";
+
 export interface EngineEndpoint {
   id: string;
+  /** Its owner, whose queue quota its jobs count against (queue.ts). */
+  userId?: string;
   type: "queue" | "lb";
   retries: number;
   /** How long a failed job waits before its retry (absent: DEFAULT_BACKOFF). */
@@ -66,6 +78,10 @@ export interface LiveJob {
   version: number;
   /** The commit of its insert, for a job first kept out of the store (a caller about to learn its id waits on it). */
   inserted?: Promise<void>;
+  /** UTF-8 bytes of its input, counted against the queue quotas while it waits. */
+  inputBytes?: number;
+  /** While queued: whose per-user quota it counts against (its endpoint's owner when it was queued). */
+  queuedFor?: string;
 }
 
 export interface EndpointStats {
@@ -73,6 +89,8 @@ export interface EndpointStats {
   failed: number;
   retried: number;
   inQueue: number;
+  /** UTF-8 bytes of the queued jobs' inputs (the queue quotas). */
+  inQueueBytes: number;
   inProgress: number;
 }
 
@@ -112,11 +130,15 @@ export interface EngineHooks {
   onStorage?(state: StorageState): void;
   /** Jobs were handed off to the replica serving jobs (committed): tell it (engine/handoff.ts). */
   onHandedOff?(): void;
+  /** A submission was refused: its queue quota was used up (engine/quotas.ts). */
+  onQuotaRefused?(endpointId: string, limit: QuotaLimit): void;
 }
 
 export interface EngineOptions {
   leaseMs: number;
   heartbeatMs: number;
+  /** Queued jobs and input bytes per user and endpoint (default DEFAULT_QUEUE_QUOTAS). */
+  queueQuotas?: QueueQuotas;
 }
 
 /** What a job submission asks for, once validated (jobs/validate.ts checks a body against the RunRequest schema). */
