@@ -254,13 +254,23 @@ export class JobSystem {
     if (found.row.status !== "FAILED" && found.row.status !== "TIMED_OUT") {
       throw new Refusal("invalid", `Job ${id} is ${found.row.status}; only FAILED and TIMED_OUT jobs can be retried`);
     }
+    // Queued again by hand, it counts against the queue quotas as a new job does: refused before it is brought into
+    // memory (with its input, read from the store), and checked again just before it is queued.
+    const inputBytes = found.inputBytes ?? Buffer.byteLength(found.row.input);
+    this.queue.admit(endpointId, inputBytes);
+    const adopting = !this.$.live.has(id);
     const job = adoptJob(this.$, found);
+    job.inputBytes ??= inputBytes;
     // New chunks of the next attempt must come after every chunk already stored (and returned).
     job.lastSeq = Math.max(job.lastSeq, await this.$.store.lastChunkSeq(id), job.row.streamCursor);
     if (job.row.status !== "FAILED" && job.row.status !== "TIMED_OUT") return job.row;
-    // Queued again by hand: it counts against the queue quotas as a new job does.
-    job.inputBytes ??= Buffer.byteLength(job.row.input);
-    this.queue.admit(endpointId, job.inputBytes);
+    try {
+      this.queue.admit(endpointId, job.inputBytes);
+    } catch (err) {
+      // Filled up meanwhile: the final job this retry brought into memory leaves it again.
+      if (adopting && this.$.live.get(id) === job && isFinal(job.row.status)) this.$.live.delete(id);
+      throw err;
+    }
     const row = job.row;
     const committed = changeJob(this.$, job, {
       status: "IN_QUEUE",

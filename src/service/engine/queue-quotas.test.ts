@@ -75,6 +75,20 @@ describe("queue quotas in the engine", () => {
     expect(engine.queueUsage("alice")).toEqual({ jobs: 1, bytes: Buffer.byteLength(JSON.stringify({ i: 2 })) });
   });
 
+  it("counts a retry by hand as a new job: refused while the queue is full, accepted once it is not", async () => {
+    const { engine } = await setup({ user: { jobs: 10, bytes: 1e9 }, endpoint: { jobs: 1, bytes: 1e9 } });
+    const failed = await engine.submit("a1", run({ n: 1 }));
+    const worker = engine.register("w1", "a1", 1);
+    const [taken] = await engine.take(worker, 1, 0);
+    await engine.done(worker, [{ jobId: taken!.id, lease: taken!.lease!, status: "FAILED", error: { message: "no", retryable: false } }]);
+    expect((await engine.record("a1", failed.id))?.status).toBe("FAILED");
+    await engine.submit("a1", run({ n: 2 }));
+    expect((await refusal(engine.retry("a1", failed.id))).message).toMatch(/endpoint_jobs/);
+    expect((await engine.record("a1", failed.id))?.status).toBe("FAILED");
+    await engine.purge("a1");
+    expect((await engine.retry("a1", failed.id))?.status).toBe("IN_QUEUE");
+  });
+
   it("counts the bytes of queued inputs against the endpoint and the user", async () => {
     const { engine } = await setup({ user: { jobs: 100, bytes: 3000 }, endpoint: { jobs: 100, bytes: 2000 } });
     const kb = { text: "x".repeat(980) };
