@@ -16,12 +16,12 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-async function setup(queueQuotas: QueueQuotas) {
+async function setup(queueQuotas: QueueQuotas, heldInputsMax?: number) {
   const dir = mkdtempSync(join(tmpdir(), "svc-engine-quotas-"));
   dirs.push(dir);
   const store = openSqliteStore(join(dir, "svc.sqlite"));
   const refused: string[] = [];
-  const engine = new JobEngine(store, { leaseMs: 30_000, heartbeatMs: 5_000, queueQuotas }, { onQuotaRefused: (id, limit) => refused.push(`${id}:${limit}`) });
+  const engine = new JobEngine(store, { leaseMs: 30_000, heartbeatMs: 5_000, queueQuotas, heldInputsMax }, { onQuotaRefused: (id, limit) => refused.push(`${id}:${limit}`) });
   const owners = { a1: "alice", a2: "alice", b1: "bob" };
   for (const [id, userId] of Object.entries(owners)) engine.endpoints.set(id, { id, userId, type: "queue", retries: 0, executionTimeoutMs: 60_000, maxConcurrency: 1, functions: [] });
   await engine.load(Object.keys(owners).map((id) => ({ id, completed: 0, failed: 0, retried: 0 })));
@@ -118,6 +118,18 @@ describe("large queued inputs", () => {
     expect(taken.map((j) => JSON.parse(j.input))).toEqual([large, { n: 1 }]);
     // The running job still holds no copy of it.
     expect((await engine.recordHead("a1", big.id))?.row.input).toBe(INPUT_IN_STORE);
+  });
+
+  it("past the budget of inputs held in memory, small queued inputs are kept in the store only too, and the budget comes back", async () => {
+    const { engine } = await setup({ user: { jobs: 100, bytes: 1e9 }, endpoint: { jobs: 100, bytes: 1e9 } }, 25);
+    const first = await engine.submit("a1", run({ n: "0123456789" }));
+    const second = await engine.submit("a1", run({ n: "0123456789" }));
+    expect((await engine.recordHead("a1", first.id))?.row.input).toBe('{"n":"0123456789"}');
+    expect((await engine.recordHead("a1", second.id))?.row.input).toBe(INPUT_IN_STORE);
+    const worker = engine.register("w1", "a1", 2);
+    expect((await engine.take(worker, 2, 0)).map((j) => JSON.parse(j.input))).toEqual([{ n: "0123456789" }, { n: "0123456789" }]);
+    const third = await engine.submit("a1", run({ n: 3 }));
+    expect((await engine.recordHead("a1", third.id))?.row.input).toBe('{"n":3}');
   });
 
   it("a large /runsync input is written at once rather than held until the job ends", async () => {

@@ -13,7 +13,7 @@ import type { TimerHandle } from "./clock.js";
 import { lifetimeOver } from "./lifetime.js";
 import { statsOf, type EngineResources } from "./resources.js";
 import { DEFAULT_QUEUE_QUOTAS, exceededQuota, QUOTA_RETRY_AFTER_S, quotaDetail, type QueueUsage } from "./quotas.js";
-import { INPUT_HELD_MAX, INPUT_IN_STORE, type LiveJob } from "./types.js";
+import { HELD_INPUTS_MAX, INPUT_HELD_MAX, INPUT_IN_STORE, type LiveJob } from "./types.js";
 
 export class QueueSystem {
   private readonly queues = new Map<string, { normal: IdQueue; low: IdQueue }>();
@@ -25,6 +25,8 @@ export class QueueSystem {
   private lapsed: LiveJob[] = [];
   /** Queued jobs and input bytes per user (each endpoint's own are in its stats). */
   private readonly users = new Map<string, QueueUsage>();
+  /** Characters of the queued inputs held in memory, service-wide (at most HELD_INPUTS_MAX). */
+  private held = 0;
 
   constructor(private readonly $: EngineResources) {}
 
@@ -55,6 +57,13 @@ export class QueueSystem {
     const bytes = sign * (job.inputBytes ?? 0);
     stats.inQueue += sign;
     stats.inQueueBytes += bytes;
+    if (sign > 0) {
+      job.heldChars = job.row.input === INPUT_IN_STORE ? 0 : job.row.input.length;
+      this.held += job.heldChars;
+    } else {
+      this.held -= job.heldChars ?? 0;
+      job.heldChars = undefined;
+    }
     const owner = sign > 0 ? this.$.endpoints.get(job.row.endpointId)?.userId : job.queuedFor;
     job.queuedFor = sign > 0 ? owner : undefined;
     if (owner !== undefined) this.addToUser(owner, sign, bytes);
@@ -74,7 +83,8 @@ export class QueueSystem {
   }
 
   /**
-   * While queued, a large input is the store's alone: the job's insert is in a batch already (or committed), and a
+   * While queued, a large input is the store's alone, and so is every input once the queued ones held in memory
+   * come to HELD_INPUTS_MAX (a flood of small jobs): the job's insert is in a batch already (or committed), and a
    * take reads the input back (dispatch.ts). A job the store does not have yet (a /runsync's, see
    * EngineResources.unwritten) keeps its input; large ones are never kept out of the store (jobs.ts submit).
    */
@@ -82,7 +92,8 @@ export class QueueSystem {
     const row = job.row;
     if (row.input === INPUT_IN_STORE) return;
     job.inputBytes ??= Buffer.byteLength(row.input);
-    if (row.input.length > INPUT_HELD_MAX && !this.$.unwritten.has(job)) row.input = INPUT_IN_STORE;
+    if (this.$.unwritten.has(job)) return;
+    if (row.input.length > INPUT_HELD_MAX || this.held + row.input.length > (this.$.options.heldInputsMax ?? HELD_INPUTS_MAX)) row.input = INPUT_IN_STORE;
   }
 
   /** Queue a job (at the front: a job whose attempt was lost keeps its place). */
@@ -133,6 +144,7 @@ export class QueueSystem {
     this.stopTimers();
     this.lapsed = [];
     this.users.clear();
+    this.held = 0;
   }
 
   /** No backoff ends any more (the engine closes; or the jobs are loaded again). */

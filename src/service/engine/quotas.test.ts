@@ -27,7 +27,7 @@ describe("queue quotas", () => {
   });
 
   it("keeps the defaults out of a normal user's way and per endpoint below per user", () => {
-    expect(DEFAULT_QUEUE_QUOTAS.user).toEqual({ jobs: 10_000, bytes: 1024 ** 3 });
+    expect(DEFAULT_QUEUE_QUOTAS.user).toEqual({ jobs: 20_000, bytes: 1024 ** 3 });
     expect(DEFAULT_QUEUE_QUOTAS.endpoint.jobs).toBeLessThan(DEFAULT_QUEUE_QUOTAS.user.jobs);
     expect(DEFAULT_QUEUE_QUOTAS.endpoint.bytes).toBeLessThan(DEFAULT_QUEUE_QUOTAS.user.bytes);
   });

@@ -20,14 +20,15 @@ export interface QueueQuotas {
 const GIB = 1024 ** 3;
 
 /**
- * A normal user's queue stays far below these: a burst of ten thousand jobs ahead of the workers is a large batch
- * run, and 1 GiB is a hundred of the largest `/run` bodies (10 MB). A flood (a loop submitting 9 MB jobs, a
- * runaway retry loop) meets them within seconds. Per endpoint they are half, so one runaway endpoint still leaves
- * its owner room on the others. Bytes bound the store's growth: large inputs are not held in memory (queue.ts).
+ * A normal user's queue stays far below these: the job benchmark queues 6,000 jobs ahead of its workers as fast as
+ * 16 clients can send them, and 1 GiB is a hundred of the largest `/run` bodies (10 MB). A flood (a loop submitting
+ * 9 MB jobs, a runaway loop of small ones) meets them within seconds. Per endpoint they are half, so one runaway
+ * endpoint still leaves its owner room on the others. Bytes bound the store's growth: queued inputs are not held in
+ * memory beyond a small budget (queue.ts).
  */
 export const DEFAULT_QUEUE_QUOTAS: QueueQuotas = {
-  user: { jobs: 10_000, bytes: GIB },
-  endpoint: { jobs: 5_000, bytes: GIB / 2 },
+  user: { jobs: 20_000, bytes: GIB },
+  endpoint: { jobs: 10_000, bytes: GIB / 2 },
 };
 
 /** Seconds a refused client is told to wait: the queue drains at its workers' pace, so soon is the honest guess. */

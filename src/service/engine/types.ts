@@ -23,6 +23,11 @@ export const STREAM_WAIT_MS = 1500;
  * keep theirs and take without a read. The jobs list shows inputs up to the same size.
  */
 export const INPUT_HELD_MAX = 64 * 1024;
+/**
+ * Characters of queued inputs held in memory, service-wide: past this the small ones are kept in the store only too,
+ * so what the queue holds stays bounded whatever is queued, by however many users (a normal load stays far below).
+ */
+export const HELD_INPUTS_MAX = 128 * 1024 * 1024;
 /** A live job's `row.input` while its input is kept in the store only (never valid JSON, so a slip shows). */
 export const INPUT_IN_STORE = "";
 
@@ -82,6 +87,8 @@ export interface LiveJob {
   inputBytes?: number;
   /** While queued: whose per-user quota it counts against (its endpoint's owner when it was queued). */
   queuedFor?: string;
+  /** While queued: the characters of its input it holds in memory (0: kept in the store only). */
+  heldChars?: number;
 }
 
 export interface EndpointStats {
@@ -139,6 +146,8 @@ export interface EngineOptions {
   heartbeatMs: number;
   /** Queued jobs and input bytes per user and endpoint (default DEFAULT_QUEUE_QUOTAS). */
   queueQuotas?: QueueQuotas;
+  /** Characters of queued inputs held in memory before small ones are kept in the store only too (default HELD_INPUTS_MAX). */
+  heldInputsMax?: number;
 }
 
 /** What a job submission asks for, once validated (jobs/validate.ts checks a body against the RunRequest schema). */
