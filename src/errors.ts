@@ -26,10 +26,11 @@ export {
 
 /**
  * Why the service's core refuses what it was asked, in its own terms. Each kind is one answer at the HTTP edge:
- * invalid 400, forbidden 403, not-found 404, conflict 409, unprocessable 422, unavailable 503. The core (engine,
+ * invalid 400, forbidden 403, not-found 404, conflict 409, unprocessable 422, over-quota 429 (a tenant's quota is
+ * used up: it clears as its work drains), unavailable 503. The core (engine,
  * store, balancer, cluster) throws these and never speaks HTTP; http/problems.ts maps them.
  */
-export type RefusalKind = "invalid" | "forbidden" | "not-found" | "conflict" | "unprocessable" | "unavailable";
+export type RefusalKind = "invalid" | "forbidden" | "not-found" | "conflict" | "unprocessable" | "over-quota" | "unavailable";
 
 export class Refusal extends Error {
   readonly kind: RefusalKind;

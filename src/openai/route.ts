@@ -65,6 +65,12 @@ function statusOf(err: unknown): number {
   return typeof status === "number" && status >= 400 && status <= 599 ? status : 500;
 }
 
+/** The headers an error asks its answer to carry (a refusal's Retry-After), when it has any. */
+function headersOf(err: unknown): Record<string, string> | undefined {
+  const headers = (err as { headers?: unknown } | null)?.headers;
+  return headers && typeof headers === "object" ? (headers as Record<string, string>) : undefined;
+}
+
 export function sendOpenAiProblem(res: ServerResponse, problem: OpenAiProblem, headers: Record<string, string> = {}): void {
   if (res.headersSent) {
     res.destroy();
@@ -122,7 +128,7 @@ async function answerWithJob(
   try {
     jobId = await submit();
   } catch (err) {
-    return sendOpenAiProblem(res, openAiProblem(statusOf(err), `The job could not be queued: ${(err as Error).message}`));
+    return sendOpenAiProblem(res, openAiProblem(statusOf(err), `The job could not be queued: ${(err as Error).message}`), headersOf(err));
   }
   const { reply, frames } = shape(jobId);
   let finished = false;

@@ -49,6 +49,13 @@ describe("the service's configuration", () => {
     expect(() => parseServerConfig({}, { SVC_WEBHOOK_ALLOW: "10.0.0.0/33,bad host" })).toThrow('SVC_WEBHOOK_ALLOW: "10.0.0.0/33" has no valid prefix length (0-32); "bad host" is not an address, an address range or a host name');
   });
 
+  it("takes the queue quotas, per user and per endpoint, with per-user overrides; defaults where unset", () => {
+    expect(serviceOptionsOf(parseServiceSettings({})).queueQuotas).toEqual({ user: { jobs: 20_000, bytes: 1024 ** 3 }, endpoint: { jobs: 10_000, bytes: 1024 ** 3 / 2 } });
+    const settings = parseServiceSettings({ SVC_QUEUE_QUOTA_USER_JOBS: "20", SVC_QUEUE_QUOTA_ENDPOINT_BYTES: "1000", SVC_QUEUE_QUOTA_USERS: "ci=jobs:500/bytes:2000" });
+    expect(serviceOptionsOf(settings).queueQuotas).toEqual({ user: { jobs: 20, bytes: 1024 ** 3 }, endpoint: { jobs: 10_000, bytes: 1000 }, users: { ci: { jobs: 500, bytes: 2000 } } });
+    expect(() => parseServiceSettings({ SVC_QUEUE_QUOTA_USERS: "ci=jobs:lots", SVC_QUEUE_QUOTA_USER_BYTES: "0" })).toThrow(/SVC_QUEUE_QUOTA_USER_BYTES must be a positive[\s\S]*SVC_QUEUE_QUOTA_USERS: "jobs:lots"/);
+  });
+
   it("refuses every bad value at once, naming each", () => {
     let error: unknown;
     try {

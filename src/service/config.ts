@@ -10,6 +10,7 @@ import { DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./http/slow-clients.js
 import { DEFAULT_LOG_LIMITS, type LogLimits } from "./engine/log-quota.js";
 import { MAX_ARTIFACT_BYTES } from "./deploy/upload.js";
 import { parseRateLimits, type RateWindow } from "./keys/ratelimit.js";
+import { DEFAULT_QUEUE_QUOTAS, parseUserQuotas, type QueueQuotas, type QueueUsage } from "./engine/quotas.js";
 import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
 import { redactStoreUrl, storeUrlProblem } from "./store/url.js";
@@ -35,6 +36,8 @@ export interface ServiceSettings {
   /** This machine's GPU types (the local data center), when set. */
   gpuTypes?: string[];
   rateLimits?: RateWindow[];
+  /** Queued jobs and input bytes per user and per endpoint (engine/quotas.ts), and per-user overrides. */
+  queueQuotas: { userJobs: number; userBytes: number; endpointJobs: number; endpointBytes: number; users?: Record<string, Partial<QueueUsage>> };
   secretsKeys: { current?: string; previous?: string[]; file?: string };
   /** Process workers' sandbox: bubblewrap where it works (auto), required (bwrap), or none. */
   sandbox: SandboxSetting;
@@ -117,6 +120,7 @@ type Kind =
   | { type: "envNames" }
   | { type: "webhookAllow" }
   | { type: "rateLimits" }
+  | { type: "userQuotas" }
   | { type: "volumeDriverOptions" };
 
 interface Setting {
@@ -179,6 +183,11 @@ export const SETTINGS: readonly Setting[] = [
   { key: "logLimits.endpointMaxBytes", env: "SVC_LOG_ENDPOINT_MAX_BYTES", kind: positive, default: DEFAULT_LOG_LIMITS.endpointMaxBytes, description: "an endpoint's log lines beyond its newest this many bytes are deleted, first written first" },
   { key: "gpuTypes", env: "SVC_GPU_TYPES", kind: { type: "list" }, description: "this machine's GPU types, comma separated" },
   { key: "rateLimits", env: "SVC_RATE_LIMITS", kind: { type: "rateLimits" }, description: "per-user rate-limit windows (minute=600,hour=20000/3600s, ...)" },
+  { key: "queueQuotas.userJobs", env: "SVC_QUEUE_QUOTA_USER_JOBS", kind: positive, default: DEFAULT_QUEUE_QUOTAS.user.jobs, description: "jobs one user may have queued (over all endpoints); more get 429" },
+  { key: "queueQuotas.userBytes", env: "SVC_QUEUE_QUOTA_USER_BYTES", kind: positive, default: DEFAULT_QUEUE_QUOTAS.user.bytes, description: "bytes of input one user may have queued; more get 429" },
+  { key: "queueQuotas.endpointJobs", env: "SVC_QUEUE_QUOTA_ENDPOINT_JOBS", kind: positive, default: DEFAULT_QUEUE_QUOTAS.endpoint.jobs, description: "jobs one endpoint may have queued; more get 429" },
+  { key: "queueQuotas.endpointBytes", env: "SVC_QUEUE_QUOTA_ENDPOINT_BYTES", kind: positive, default: DEFAULT_QUEUE_QUOTAS.endpoint.bytes, description: "bytes of input one endpoint may have queued; more get 429" },
+  { key: "queueQuotas.users", env: "SVC_QUEUE_QUOTA_USERS", kind: { type: "userQuotas" }, description: "per-user queue quotas instead of the above (alice=jobs:50000/bytes:4294967296;bob=jobs:100)" },
   { key: "secretsKeys.current", env: "SVC_SECRETS_KEY", kind: { type: "secret" }, description: "the key sealing secrets (else <data dir>/secrets-key)" },
   { key: "secretsKeys.file", env: "SVC_SECRETS_KEY_FILE", kind: { type: "string" }, description: "file with the key sealing secrets, kept outside the data directory so that its backups never carry the key (made on the first start)" },
   { key: "secretsKeys.previous", env: "SVC_SECRETS_KEY_PREVIOUS", kind: { type: "list" }, description: "keys secrets may still be sealed with (rotation)" },
@@ -240,6 +249,12 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
       const { options, problem } = parseVolumeDriverOptions(raw);
       return problem ? { problem: `${origin} ${problem}` } : { value: options };
     }
+    case "userQuotas":
+      try {
+        return { value: parseUserQuotas(raw) };
+      } catch (err) {
+        return { problem: `${origin}: ${(err as Error).message}` };
+      }
     case "rateLimits":
       try {
         return { value: parseRateLimits(raw) };
@@ -333,8 +348,14 @@ export function serviceOptionsOf(settings: ServiceSettings): Partial<ServiceOpti
     secretsKeys: settings.secretsKeys,
     ...(settings.rateLimits ? { rateLimits: settings.rateLimits } : {}),
     ...(settings.webhookAllow ? { webhooks: { allow: settings.webhookAllow } } : {}),
+    queueQuotas: queueQuotasOf(settings.queueQuotas),
     ...(settings.gpuTypes ? { dataCenters: [{ ...LOCAL_DATA_CENTER, gpuTypes: settings.gpuTypes }] } : {}),
   };
+}
+
+/** The queue quotas as the engine takes them. Pure. */
+export function queueQuotasOf(q: ServiceSettings["queueQuotas"]): QueueQuotas {
+  return { user: { jobs: q.userJobs, bytes: q.userBytes }, endpoint: { jobs: q.endpointJobs, bytes: q.endpointBytes }, ...(q.users ? { users: q.users } : {}) };
 }
 
 /** The variables the settings read, each looked up with `get` (the process's environment, a .env file...). */

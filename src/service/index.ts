@@ -12,7 +12,7 @@ import { sweepStaleTempDirs } from "../drivers/owned-temp.js";
 import { UserError } from "../errors.js";
 import type { Manifest } from "svc/internal";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
-import { JobEngine, type LogLimits } from "./engine/index.js";
+import { JobEngine, type LogLimits, type QueueQuotas } from "./engine/index.js";
 import { quickRead, quickRun } from "./jobs/routes.js";
 import { quickTake } from "./workers/routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
@@ -132,6 +132,8 @@ export interface ServiceOptions {
   hostDataCenter?: string;
   /** Per-user rate-limit windows (default DEFAULT_RATE_WINDOWS in src/service/ratelimit.ts). */
   rateLimits?: RateWindow[];
+  /** Queued jobs and input bytes per user and endpoint (default DEFAULT_QUEUE_QUOTAS, engine/quotas.ts). */
+  queueQuotas?: QueueQuotas;
   /** How long a request to a load-balanced endpoint waits for a ready worker (default 60 s). */
   lbWaitMs?: number;
   /**
@@ -276,7 +278,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   let wired = false;
   const engine = new JobEngine(
     store,
-    { leaseMs, heartbeatMs, logLimits: options.logLimits },
+    { leaseMs, heartbeatMs, logLimits: options.logLimits, queueQuotas: options.queueQuotas },
     {
       onDemand: (id) => scaler?.kick(id),
       onTaken: (id) => scaler?.taken(id),
@@ -285,6 +287,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         options.tracing?.jobs.final(row);
       },
       onRetry: (row) => metrics.retry(row),
+      onQuotaRefused: (endpointId, limit) => metrics.quotaRefused(endpointId, limit),
       onCommit: (seconds) => metrics.committed(seconds),
       onLogsDropped: (reason, count) => metrics.logsDropped(reason, count),
       onLogsRemoved: (reason, count) => metrics.logsRemoved(reason, count),

@@ -127,6 +127,9 @@ for (const backend of backends) {
       const head = await store.getJobHead!(b.id);
       expect(head).toMatchObject({ id: b.id, status: "COMPLETED", output: null, outputBytes: Buffer.byteLength('{"ok":"é"}') });
       expect((await store.jobOutput!(b.id))!.toString("utf8")).toBe('{"ok":"é"}');
+      // The engine reads a large queued input back from here when a worker takes its job.
+      expect(await store.jobInput(a.id)).toBe(a.input);
+      expect(await store.jobInput("nope")).toBeUndefined();
       expect((await store.activeJobs()).map((j) => j.id)).toEqual([a.id]);
       expect(await store.expiredJobIds(100, 10)).toEqual([b.id]);
       expect(await store.expiredJobIds(98, 10)).toEqual([]);

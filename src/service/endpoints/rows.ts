@@ -16,6 +16,7 @@ export function engineEndpoint(row: EndpointRow): EngineEndpoint {
   const r = row.resource;
   return {
     id: row.id,
+    userId: row.userId,
     type: row.type,
     retries: r.retries,
     ...(r.retryBackoff ? { backoff: { ...r.retryBackoff } } : {}),

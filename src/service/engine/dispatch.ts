@@ -8,7 +8,7 @@ import type { JobSystem } from "./jobs.js";
 import type { LeaseSystem } from "./leases.js";
 import type { QueueSystem } from "./queue.js";
 import { statsOf, type EngineResources } from "./resources.js";
-import type { WorkerEntry } from "./types.js";
+import { INPUT_IN_STORE, type WorkerEntry } from "./types.js";
 
 interface Taker {
   workerId: string;
@@ -100,8 +100,33 @@ export class DispatchSystem {
       }
       for (const row of rows) this.leases.settleTake(row.id);
       this.$.hooks.onTaken?.(w.endpointId, w.id);
+      if (rows.some((row) => row.input === INPUT_IN_STORE)) rows = await this.withStoredInputs(w, rows);
     }
     return rows;
+  }
+
+  /**
+   * The taken rows with the inputs kept in the store only read back (copies: the live job keeps none, so memory
+   * stays bounded while it runs). A job whose row is gone meanwhile (its endpoint deleted) is left out; when the
+   * store cannot be read, the jobs go back to the queue and the take fails as a refused one does.
+   */
+  private async withStoredInputs(w: WorkerEntry, rows: JobRow[]): Promise<JobRow[]> {
+    let read: Array<string | undefined>;
+    try {
+      read = await Promise.all(rows.map((row) => (row.input === INPUT_IN_STORE ? this.$.store.jobInput(row.id) : row.input)));
+    } catch (err) {
+      for (const row of rows) {
+        const job = this.$.live.get(row.id);
+        if (job && job.row.status === "IN_PROGRESS" && job.row.workerId === w.id) this.leases.requeue(job);
+      }
+      throw err;
+    }
+    const taken: JobRow[] = [];
+    rows.forEach((row, i) => {
+      const input = read[i];
+      if (input !== undefined) taken.push(input === row.input ? row : { ...row, input });
+    });
+    return taken;
   }
 
   private standbyWait(w: WorkerEntry, waitMs: number, signal?: AbortSignal): Promise<void> {

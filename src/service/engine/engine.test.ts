@@ -68,6 +68,9 @@ class MemoryJobStore implements Store {
     const row = this.jobs.get(id);
     return row && { ...row };
   }
+  async jobInput(id: string) {
+    return this.jobs.get(id)?.input;
+  }
   async activeJobs() {
     return [...this.jobs.values()].filter((j) => j.status === "IN_QUEUE" || j.status === "IN_PROGRESS").map((j) => ({ ...j }));
   }

@@ -24,6 +24,7 @@ import { WorkerRegistry } from "./workers.js";
 import type { ResultAnswer } from "../../wire/worker.js";
 
 export {
+  INPUT_IN_STORE,
   isFinal,
   MAX_CHUNK_BYTES,
   MAX_TAKE_WAIT_MS,
@@ -44,6 +45,7 @@ export { splitChunk } from "./streams-logs.js";
 export { DEFAULT_LOG_LIMITS, DROPPED_STREAM, droppedCount, type DropReason, type LogLimits } from "./log-quota.js";
 export { MAX_PROGRESS_BYTES } from "./progress.js";
 export { systemClock, type Clock } from "./clock.js";
+export { DEFAULT_QUEUE_QUOTAS, parseUserQuotas, type QueueQuotas, type QueueUsage } from "./quotas.js";
 
 export class JobEngine {
   readonly endpoints: Map<string, EngineEndpoint>;
@@ -217,6 +219,11 @@ export class JobEngine {
       jobs: { completed: s.completed, failed: s.failed, inProgress: s.inProgress, inQueue: s.inQueue, retried: s.retried },
       workers,
     };
+  }
+
+  /** What a user has queued across their endpoints: jobs and input bytes (the per-user queue quota's usage). */
+  queueUsage(userId: string): { jobs: number; bytes: number } {
+    return this.queue.usageOf(userId);
   }
 
   queuedCount(endpointId: string): number {

@@ -13,6 +13,8 @@ import { adoptJob, changeJob, countJob, findJob, queueWebhook, statsOf, writeJob
 import { deadlineOf, lifetimeError, lifetimeOver } from "./lifetime.js";
 import { DEFAULT_BACKOFF, isRetryable, retryDelayMs } from "./retry-policy.js";
 import {
+  INPUT_HELD_MAX,
+  INPUT_IN_STORE,
   isFinal,
   RUN_RETENTION_MS,
   RUNSYNC_RETENTION_MS,
@@ -50,7 +52,7 @@ export class JobSystem {
     this.queue.clear();
     this.leases.clear();
     for (const e of endpointCounters) {
-      this.$.stats.set(e.id, { completed: e.completed, failed: e.failed, retried: e.retried, inQueue: 0, inProgress: 0 });
+      this.$.stats.set(e.id, { completed: e.completed, failed: e.failed, retried: e.retried, inQueue: 0, inQueueBytes: 0, inProgress: 0 });
     }
     const now = this.$.clock.now();
     for (const row of await this.$.store.activeJobs()) {
@@ -63,11 +65,16 @@ export class JobSystem {
 
   async submit(endpointId: string, s: SubmitInput): Promise<JobRow> {
     if (this.$.closed) throw new Refusal("unavailable", "The service is shutting down");
-    const row = newJobRow(this.$.endpoints.get(endpointId), endpointId, s, this.$.clock.now());
-    const job: LiveJob = { row, leaseExpiresAt: 0, lastSeq: 0, version: 0 };
+    const input = JSON.stringify(s.input);
+    const inputBytes = Buffer.byteLength(input);
+    // Past a queue quota nothing of the job is made (quotas.ts).
+    this.queue.admit(endpointId, inputBytes);
+    const row = newJobRow(this.$.endpoints.get(endpointId), endpointId, s, this.$.clock.now(), input);
+    const job: LiveJob = { row, leaseExpiresAt: 0, lastSeq: 0, version: 0, inputBytes };
     this.$.live.set(row.id, job);
-    // While the store refuses writes, a /runsync is refused at once, as a /run is, rather than after it ran.
-    if (s.deferWrite && this.$.writer.state().ok) {
+    // While the store refuses writes, a /runsync is refused at once, as a /run is, rather than after it ran. A large
+    // input is written at once: held back, it would stay in memory as long as the job waits.
+    if (s.deferWrite && this.$.writer.state().ok && input.length <= INPUT_HELD_MAX) {
       this.$.unwritten.add(job);
       this.queue.enqueue(job, false);
       return row;
@@ -146,9 +153,12 @@ export class JobSystem {
     this.reindex(job);
   }
 
-  /** The record as the job API shows it. */
+  /** The record as the job API shows it, its input included (read back from the store when kept there only). */
   async record(endpointId: string, id: string): Promise<JobRow | undefined> {
-    return (await findJob(this.$, endpointId, id))?.row;
+    const row = (await findJob(this.$, endpointId, id))?.row;
+    if (row?.input !== INPUT_IN_STORE) return row;
+    const input = await this.$.store.jobInput(id);
+    return input === undefined ? undefined : { ...row, input };
   }
 
   /**
@@ -245,10 +255,23 @@ export class JobSystem {
     if (found.row.status !== "FAILED" && found.row.status !== "TIMED_OUT") {
       throw new Refusal("invalid", `Job ${id} is ${found.row.status}; only FAILED and TIMED_OUT jobs can be retried`);
     }
+    // Queued again by hand, it counts against the queue quotas as a new job does: refused before it is brought into
+    // memory (with its input, read from the store), and checked again just before it is queued.
+    const inputBytes = found.inputBytes ?? Buffer.byteLength(found.row.input);
+    this.queue.admit(endpointId, inputBytes);
+    const adopting = !this.$.live.has(id);
     const job = adoptJob(this.$, found);
+    job.inputBytes ??= inputBytes;
     // New chunks of the next attempt must come after every chunk already stored (and returned).
     job.lastSeq = Math.max(job.lastSeq, await this.$.store.lastChunkSeq(id), job.row.streamCursor);
     if (job.row.status !== "FAILED" && job.row.status !== "TIMED_OUT") return job.row;
+    try {
+      this.queue.admit(endpointId, job.inputBytes);
+    } catch (err) {
+      // Filled up meanwhile: the final job this retry brought into memory leaves it again.
+      if (adopting && this.$.live.get(id) === job && isFinal(job.row.status)) this.$.live.delete(id);
+      throw err;
+    }
     const row = job.row;
     const committed = changeJob(this.$, job, {
       status: "IN_QUEUE",
@@ -471,7 +494,7 @@ export function newJobId(now: number): string {
  * A new job as submitted: queued, its deadline (`policy.ttl` from now), retention and execution timeout resolved.
  * Retention after the end is the interface's (30 min for /run, 1 min for /runsync), whatever the job's ttl. Pure.
  */
-export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: string, s: SubmitInput, now: number): JobRow {
+export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: string, s: SubmitInput, now: number, input = JSON.stringify(s.input)): JobRow {
   const ttlMs =
     (s.sync
       ? s.waitMs !== undefined
@@ -484,7 +507,7 @@ export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: stri
     id: s.id ?? newJobId(now),
     endpointId,
     status: "IN_QUEUE",
-    input: JSON.stringify(s.input),
+    input,
     function: s.function ?? null,
     webhook: s.webhook ?? null,
     ...(s.webhookEvents ? { webhookEvents: s.webhookEvents.join(",") } : {}),

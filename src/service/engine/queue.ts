@@ -3,13 +3,17 @@
 // the endpoint's inQueue count is exact. Endpoints that got jobs this tick are marked for dispatch at flush.
 // A job queued again after a failure waits out its backoff (JobRow.notBefore) outside the FIFOs: queued, counted,
 // but not taken and not counted as waiting by the scaler, until a timer puts it at the back of its queue.
+// Queued jobs and their input bytes are counted per endpoint and per owner, for the queue quotas (quotas.ts); a
+// queued job's large input is kept in the store only (INPUT_HELD_MAX), read back when a worker takes it.
 
+import { Refusal } from "../../errors.js";
 import type { StoreOp } from "../store/types.js";
 import { IdQueue } from "./id-queue.js";
 import type { TimerHandle } from "./clock.js";
 import { lifetimeOver } from "./lifetime.js";
 import { statsOf, type EngineResources } from "./resources.js";
-import type { LiveJob } from "./types.js";
+import { DEFAULT_QUEUE_QUOTAS, exceededQuota, QUOTA_RETRY_AFTER_S, quotaDetail, type QueueUsage } from "./quotas.js";
+import { HELD_INPUTS_MAX, INPUT_HELD_MAX, INPUT_IN_STORE, type LiveJob } from "./types.js";
 
 export class QueueSystem {
   private readonly queues = new Map<string, { normal: IdQueue; low: IdQueue }>();
@@ -19,6 +23,10 @@ export class QueueSystem {
   private readonly delayed = new Map<string, { endpointId: string; timer: TimerHandle }>();
   /** Queued jobs shift() found past their ttl: ended by the caller (JobSystem.endLapsed), never started. */
   private lapsed: LiveJob[] = [];
+  /** Queued jobs and input bytes per user (each endpoint's own are in its stats). */
+  private readonly users = new Map<string, QueueUsage>();
+  /** Characters of the queued inputs held in memory, service-wide (at most HELD_INPUTS_MAX). */
+  private held = 0;
 
   constructor(private readonly $: EngineResources) {}
 
@@ -28,9 +36,70 @@ export class QueueSystem {
     return q;
   }
 
+  /**
+   * Refuse a new job of `bytes` input on an endpoint when it would take its owner or the endpoint past a queue
+   * quota (a Refusal answered 429). Called before anything of the job is made; the job counts once enqueued.
+   */
+  admit(endpointId: string, bytes: number): void {
+    const userId = this.$.endpoints.get(endpointId)?.userId;
+    const stats = statsOf(this.$, endpointId);
+    const quotas = this.$.options.queueQuotas ?? DEFAULT_QUEUE_QUOTAS;
+    const user = userId === undefined ? undefined : (this.users.get(userId) ?? { jobs: 0, bytes: 0 });
+    const over = exceededQuota(quotas, { user, endpoint: { jobs: stats.inQueue, bytes: stats.inQueueBytes } }, userId, bytes);
+    if (!over) return;
+    this.$.hooks.onQuotaRefused?.(endpointId, over.limit);
+    throw new Refusal("over-quota", quotaDetail(over.limit, over.quota, endpointId), { retryAfterS: QUOTA_RETRY_AFTER_S });
+  }
+
+  /** Count a job into (+1) or out of (-1) the queue: its endpoint's and its owner's jobs and input bytes. */
+  private count(job: LiveJob, sign: 1 | -1): void {
+    const stats = statsOf(this.$, job.row.endpointId);
+    const bytes = sign * (job.inputBytes ?? 0);
+    stats.inQueue += sign;
+    stats.inQueueBytes += bytes;
+    if (sign > 0) {
+      job.heldChars = job.row.input === INPUT_IN_STORE ? 0 : job.row.input.length;
+      this.held += job.heldChars;
+    } else {
+      this.held -= job.heldChars ?? 0;
+      job.heldChars = undefined;
+    }
+    const owner = sign > 0 ? this.$.endpoints.get(job.row.endpointId)?.userId : job.queuedFor;
+    job.queuedFor = sign > 0 ? owner : undefined;
+    if (owner !== undefined) this.addToUser(owner, sign, bytes);
+  }
+
+  private addToUser(userId: string, jobs: number, bytes: number): void {
+    let usage = this.users.get(userId);
+    if (!usage) this.users.set(userId, (usage = { jobs: 0, bytes: 0 }));
+    usage.jobs += jobs;
+    usage.bytes += bytes;
+    if (usage.jobs <= 0) this.users.delete(userId);
+  }
+
+  /** What a user has queued (every endpoint of theirs). */
+  usageOf(userId: string): QueueUsage {
+    return { ...(this.users.get(userId) ?? { jobs: 0, bytes: 0 }) };
+  }
+
+  /**
+   * While queued, a large input is the store's alone, and so is every input once the queued ones held in memory
+   * come to HELD_INPUTS_MAX (a flood of small jobs): the job's insert is in a batch already (or committed), and a
+   * take reads the input back (dispatch.ts). A job the store does not have yet (a /runsync's, see
+   * EngineResources.unwritten) keeps its input; large ones are never kept out of the store (jobs.ts submit).
+   */
+  private keepInputInStore(job: LiveJob): void {
+    const row = job.row;
+    if (row.input === INPUT_IN_STORE) return;
+    job.inputBytes ??= Buffer.byteLength(row.input);
+    if (this.$.unwritten.has(job)) return;
+    if (row.input.length > INPUT_HELD_MAX || this.held + row.input.length > (this.$.options.heldInputsMax ?? HELD_INPUTS_MAX)) row.input = INPUT_IN_STORE;
+  }
+
   /** Queue a job (at the front: a job whose attempt was lost keeps its place). */
   enqueue(job: LiveJob, front: boolean): void {
-    statsOf(this.$, job.row.endpointId).inQueue++;
+    this.keepInputInStore(job);
+    this.count(job, 1);
     const notBefore = job.row.notBefore ?? 0;
     if (notBefore > this.$.clock.now()) return this.delay(job, notBefore);
     this.line(job, front);
@@ -74,6 +143,8 @@ export class QueueSystem {
     this.dispatchDue.clear();
     this.stopTimers();
     this.lapsed = [];
+    this.users.clear();
+    this.held = 0;
   }
 
   /** No backoff ends any more (the engine closes; or the jobs are loaded again). */
@@ -84,7 +155,8 @@ export class QueueSystem {
 
   /** A queued job as loaded from the store at start (nobody waits for it yet). */
   restore(job: LiveJob): void {
-    statsOf(this.$, job.row.endpointId).inQueue++;
+    this.keepInputInStore(job);
+    this.count(job, 1);
     const notBefore = job.row.notBefore ?? 0;
     if (notBefore > this.$.clock.now()) return this.delay(job, notBefore);
     this.queueOf(job.row.endpointId)[job.row.lowPriority ? "low" : "normal"].push(job.row.id);
@@ -92,7 +164,7 @@ export class QueueSystem {
 
   /** A queued job leaves the queue some other way than being taken (its id is skipped when popped). */
   remove(job: LiveJob): void {
-    statsOf(this.$, job.row.endpointId).inQueue--;
+    this.count(job, -1);
     this.undelay(job.row.id);
   }
 
@@ -119,7 +191,7 @@ export class QueueSystem {
         this.lapsed.push(job);
         continue;
       }
-      statsOf(this.$, endpointId).inQueue--;
+      this.count(job, -1);
       return job;
     }
   }
@@ -165,12 +237,13 @@ export class QueueSystem {
     const q = this.queues.get(endpointId);
     if (!q) return 0;
     const ops: StoreOp[] = [];
-    const ids: string[] = [];
+    // A set: an id can be in a FIFO twice (a job that left it lazily and was queued again).
+    const ids = new Set<string>();
     for (const queue of [q.normal, q.low]) {
       for (const id of queue) {
         const job = this.$.live.get(id);
-        if (job && job.row.status === "IN_QUEUE") {
-          ids.push(id);
+        if (job && job.row.status === "IN_QUEUE" && !ids.has(id)) {
+          ids.add(id);
           ops.push({ op: "deleteJob", id });
         }
       }
@@ -178,19 +251,28 @@ export class QueueSystem {
     }
     for (const [id, entry] of this.delayed) {
       const job = this.$.live.get(id);
-      if (entry.endpointId !== endpointId || !job || job.row.status !== "IN_QUEUE") continue;
-      ids.push(id);
+      if (entry.endpointId !== endpointId || !job || job.row.status !== "IN_QUEUE" || ids.has(id)) continue;
+      ids.add(id);
       ops.push({ op: "deleteJob", id });
       this.undelay(id);
     }
-    for (const id of ids) this.$.live.delete(id);
-    statsOf(this.$, endpointId).inQueue = 0;
+    for (const id of ids) {
+      this.count(this.$.live.get(id)!, -1);
+      this.$.live.delete(id);
+    }
+    const stats = statsOf(this.$, endpointId);
+    stats.inQueue = 0;
+    stats.inQueueBytes = 0;
     await this.$.writer.write(ops, () => ids.forEach((id) => this.$.waiters.notify(id)));
-    return ids.length;
+    return ids.size;
   }
 
   /** The endpoint is gone. */
   drop(endpointId: string): void {
+    // Its jobs left memory already (JobSystem.dropEndpoint): what they counted against its owner goes too.
+    const stats = this.$.stats.get(endpointId);
+    const owner = this.$.endpoints.get(endpointId)?.userId;
+    if (stats && owner !== undefined) this.addToUser(owner, -stats.inQueue, -stats.inQueueBytes);
     this.queues.delete(endpointId);
     for (const [id, entry] of this.delayed) if (entry.endpointId === endpointId) this.undelay(id);
   }

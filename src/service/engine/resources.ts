@@ -106,7 +106,7 @@ export function createResources(store: Store, options: EngineOptions, hooks: Eng
 
 export function statsOf($: EngineResources, endpointId: string): EndpointStats {
   let s = $.stats.get(endpointId);
-  if (!s) $.stats.set(endpointId, (s = { completed: 0, failed: 0, retried: 0, inQueue: 0, inProgress: 0 }));
+  if (!s) $.stats.set(endpointId, (s = { completed: 0, failed: 0, retried: 0, inQueue: 0, inQueueBytes: 0, inProgress: 0 }));
   return s;
 }
 

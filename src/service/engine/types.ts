@@ -9,6 +9,7 @@ import type { BackoffPolicy } from "./retry-policy.js";
 import type { JobResult } from "../../wire/worker.js";
 export { MAX_TAKE_WAIT_MS } from "../../wire/worker.js";
 import type { DropReason, LogLimits } from "./log-quota.js";
+import type { QueueQuotas, QuotaLimit } from "./quotas.js";
 
 export const RUN_RETENTION_MS = 30 * 60_000;
 export const RUNSYNC_RETENTION_MS = 60_000;
@@ -18,8 +19,24 @@ export const MAX_CHUNK_BYTES = 1024 * 1024;
 /** How long /stream waits for a new chunk before answering with none. */
 export const STREAM_WAIT_MS = 1500;
 
+/**
+ * A queued job's input longer than this (JSON text) is kept in the store only once its insert is in a batch, and
+ * read back when a worker takes the job: memory stays bounded whatever is queued, while small jobs (the hot path)
+ * keep theirs and take without a read. The jobs list shows inputs up to the same size.
+ */
+export const INPUT_HELD_MAX = 64 * 1024;
+/**
+ * Characters of queued inputs held in memory, service-wide: past this the small ones are kept in the store only too,
+ * so what the queue holds stays bounded whatever is queued, by however many users (a normal load stays far below).
+ */
+export const HELD_INPUTS_MAX = 128 * 1024 * 1024;
+/** A live job's `row.input` while its input is kept in the store only (never valid JSON, so a slip shows). */
+export const INPUT_IN_STORE = "";
+
 export interface EngineEndpoint {
   id: string;
+  /** Its owner, whose queue quota its jobs count against (queue.ts). */
+  userId?: string;
   type: "queue" | "lb";
   retries: number;
   /** How long a failed job waits before its retry (absent: DEFAULT_BACKOFF). */
@@ -68,6 +85,12 @@ export interface LiveJob {
   version: number;
   /** The commit of its insert, for a job first kept out of the store (a caller about to learn its id waits on it). */
   inserted?: Promise<void>;
+  /** UTF-8 bytes of its input, counted against the queue quotas while it waits. */
+  inputBytes?: number;
+  /** While queued: whose per-user quota it counts against (its endpoint's owner when it was queued). */
+  queuedFor?: string;
+  /** While queued: the characters of its input it holds in memory (0: kept in the store only). */
+  heldChars?: number;
 }
 
 export interface EndpointStats {
@@ -75,6 +98,8 @@ export interface EndpointStats {
   failed: number;
   retried: number;
   inQueue: number;
+  /** UTF-8 bytes of the queued jobs' inputs (the queue quotas). */
+  inQueueBytes: number;
   inProgress: number;
 }
 
@@ -112,6 +137,8 @@ export interface EngineHooks {
   onLogsDropped?(reason: DropReason | "storage", count: number): void;
   /** Log lines the retention sweep removed, past their age or beyond their endpoint's size. */
   onLogsRemoved?(reason: "age" | "size", count: number): void;
+  /** A submission was refused: its queue quota was used up (engine/quotas.ts). */
+  onQuotaRefused?(endpointId: string, limit: QuotaLimit): void;
 }
 
 export interface EngineOptions {
@@ -119,6 +146,10 @@ export interface EngineOptions {
   heartbeatMs: number;
   /** Quotas and retention of worker logs (default DEFAULT_LOG_LIMITS). */
   logLimits?: Partial<LogLimits>;
+  /** Queued jobs and input bytes per user and endpoint (default DEFAULT_QUEUE_QUOTAS). */
+  queueQuotas?: QueueQuotas;
+  /** Characters of queued inputs held in memory before small ones are kept in the store only too (default HELD_INPUTS_MAX). */
+  heldInputsMax?: number;
 }
 
 /** What a job submission asks for, once validated (jobs/validate.ts checks a body against the RunRequest schema). */

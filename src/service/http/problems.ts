@@ -30,6 +30,7 @@ export const REFUSAL_STATUS: Record<RefusalKind, number> = {
   "not-found": 404,
   conflict: 409,
   unprocessable: 422,
+  "over-quota": 429,
   unavailable: 503,
 };
 

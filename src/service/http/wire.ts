@@ -110,7 +110,12 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       chunks.push(chunk);
     });
     req.on("end", () => {
-      if (!failed) resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      if (failed) return;
+      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      // The listeners stay on the request, which lives on while a /runsync waits and while its keep-alive
+      // connection is idle: the chunks must not live on with them (megabytes a request).
+      chunks.length = 0;
+      resolve(body);
     });
     req.on("error", (err) => {
       if (!failed) reject(err);

@@ -4,7 +4,7 @@
 
 import type { JobCall } from "./routes.js";
 import { canUseJobs } from "../keys/auth.js";
-import { isFinal } from "../engine/index.js";
+import { INPUT_IN_STORE, isFinal } from "../engine/index.js";
 import { intParam, sendJson } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import type { JobRow } from "../store/types.js";
@@ -48,7 +48,8 @@ export function jobSummary(row: JobRow, now: number): JobSummary {
     workerId: row.workerId,
     attempts: row.attempt,
   };
-  if (row.input.length <= INPUT_SHOWN_MAX) summary.input = JSON.parse(row.input);
+  // A queued job's large input is in the store only (engine/queue.ts): omitted, as any large input is.
+  if (row.input !== INPUT_IN_STORE && row.input.length <= INPUT_SHOWN_MAX) summary.input = JSON.parse(row.input);
   else summary.inputOmitted = true;
   if (row.error !== null) summary.error = row.error;
   if (row.retried > 0) summary.retries = row.retried;

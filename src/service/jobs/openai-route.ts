@@ -10,7 +10,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { serveModels, serveParsedChatCompletion, serveResponse, serveStoredResponse, type ChatJobs } from "../../openai/route.js";
 import { isFinal, type JobEngine } from "../engine/index.js";
 import { parseJson, readBody } from "../http/wire.js";
-import { HttpProblem } from "../http/problems.js";
+import { HttpProblem, problemOf } from "../http/problems.js";
 import { OPENAI_BODY_LIMIT } from "../http/body-limits.js";
 import type { EndpointRow } from "../store/types.js";
 
@@ -42,8 +42,13 @@ export function engineChatJobs(engine: JobEngine, endpointId: string): ChatJobs 
       // (the Responses API's store) is kept as long as any job's result. A streamed reply cannot use a retry
       // (the first attempt's text went out already): no automatic retries for it.
       const maxRetries = input.openai.input.stream ? 0 : undefined;
-      const row = await engine.submit(endpointId, { input, function: functionName, sync: !options.keep, maxRetries });
-      return row.id;
+      try {
+        const row = await engine.submit(endpointId, { input, function: functionName, sync: !options.keep, maxRetries });
+        return row.id;
+      } catch (err) {
+        // A refusal of the engine (a queue quota: 429 with Retry-After; a full disk: 503) keeps its status here.
+        throw problemOf(err) ?? err;
+      }
     },
     async record(jobId) {
       const row = await engine.record(endpointId, jobId);

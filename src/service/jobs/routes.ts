@@ -158,6 +158,24 @@ async function submit(call: JobCall, sync: boolean): Promise<void> {
   const { ctx, url, res } = call;
   const endpoint = queueEndpoint(call);
   const wait = sync ? intParam(url, "wait", 1000, 300_000) : undefined;
+  // Made in a function of its own: the parsed submission (an input of up to 20 MB) is garbage once the job is
+  // queued, instead of staying alive with this frame for the whole wait of a /runsync.
+  const { row, replayed } = await submitted(call, endpoint, sync, wait);
+  if (replayed !== undefined) {
+    if (replayed) res.setHeader("idempotent-replayed", "true");
+    if (!sync) return sendText(res, replayed ? JSON.stringify({ id: row.id, status: row.status }) : runAnswer(row));
+  } else if (!sync) return sendText(res, runAnswer(row));
+  const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
+  await ctx.engine.persist(row.id);
+  return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
+}
+
+/**
+ * Read, validate and submit the job of a `/run` or `/runsync`; its row once submitted (`replayed`: whether an
+ * Idempotency-Key's earlier job answers instead, undefined without a key).
+ */
+async function submitted(call: JobCall, endpoint: EndpointRow, sync: boolean, wait: number | undefined): Promise<{ row: JobRow; replayed?: boolean }> {
+  const { ctx } = call;
   const { value, errors, webhookRule } = validateSubmission(await call.json(), endpoint.resource.functions.map((f) => f.name), webhookRefusal(ctx));
   if (!value) {
     if (webhookRule) ctx.webhooks?.refusedAtSubmit(webhookRule);
@@ -176,10 +194,7 @@ async function submit(call: JobCall, sync: boolean): Promise<void> {
     call.handOffAs !== undefined
       ? await ctx.engine.handOff(endpoint.id, { ...value, sync, id }, call.handOffAs)
       : await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync, id });
-  if (!sync) return sendText(res, runAnswer(row));
-  const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
-  await ctx.engine.persist(row.id);
-  return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
+  return { row };
 }
 
 /**
@@ -188,8 +203,8 @@ async function submit(call: JobCall, sync: boolean): Promise<void> {
  * `Idempotent-Replayed: true`. Keyed jobs are written before they are answered, /runsync ones too, so that a repeat
  * after a crash finds them.
  */
-async function submitIdempotent(call: JobCall, endpoint: EndpointRow, value: Submission, header: string | string[], sync: boolean, wait: number | undefined): Promise<void> {
-  const { ctx, res } = call;
+async function submitIdempotent(call: JobCall, endpoint: EndpointRow, value: Submission, header: string | string[], sync: boolean, wait: number | undefined): Promise<{ row: JobRow; replayed: boolean }> {
+  const { ctx } = call;
   const key = Array.isArray(header) ? undefined : header;
   const invalid = key === undefined ? "must be sent once" : invalidIdempotencyKey(key);
   if (invalid !== undefined || key === undefined) throw new HttpProblem(400, `The Idempotency-Key header ${invalid}`);
@@ -216,11 +231,7 @@ async function submitIdempotent(call: JobCall, endpoint: EndpointRow, value: Sub
       errors: ["$.header.Idempotency-Key: reused with a different request body"],
     });
   }
-  const row = outcome.row;
-  if (outcome.kind === "replayed") res.setHeader("idempotent-replayed", "true");
-  if (!sync) return sendText(res, outcome.kind === "created" ? runAnswer(row) : JSON.stringify({ id: row.id, status: row.status }));
-  const final = await ctx.engine.waitFinalHead(endpoint.id, row.id, wait ?? RUNSYNC_WAIT_DEFAULT_MS);
-  return final ? sendRecord(ctx, res, final.row, Date.now(), final.outputBytes) : sendRecord(ctx, res, row, Date.now());
+  return { row: outcome.row, replayed: outcome.kind === "replayed" };
 }
 
 function workerList(engine: JobEngine, endpointId: string): Array<{ id: string; state: WorkerState; since: number; draining: boolean }> {

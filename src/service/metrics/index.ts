@@ -81,6 +81,11 @@ export class ServiceMetrics {
     this.prometheus?.retry(row.endpointId);
   }
 
+  /** A submission was refused: a queue quota (engine/quotas.ts) was used up. */
+  quotaRefused(endpointId: string, limit: string): void {
+    this.prometheus?.quotaRefused(endpointId, limit);
+  }
+
   coldStarted(endpointId: string, ms: number): void {
     this.prometheus?.coldStarted(endpointId, ms / 1000);
     this.recent?.coldStarted(endpointId);

@@ -40,6 +40,7 @@ export class PrometheusMetrics {
   private readonly execution: FastHistogram<"endpoint">;
   private readonly coldStart: Histogram<"endpoint">;
   private readonly retries: Counter<"endpoint">;
+  private readonly quotaRefusals: Counter<"endpoint" | "limit">;
   private readonly webhooks: Counter<"outcome">;
   private readonly webhookRefusals: Counter<"rule" | "stage">;
   private readonly logsDroppedTotal: Counter<"reason">;
@@ -72,6 +73,7 @@ export class PrometheusMetrics {
       },
     });
     this.retries = new Counter({ name: "svc_job_retries_total", help: "Failed attempts queued again for an automatic retry", labelNames: ["endpoint"], registers });
+    this.quotaRefusals = new Counter({ name: "svc_queue_quota_refusals_total", help: "Submissions refused with 429 because a queue quota (queued jobs or input bytes, per user or endpoint) was used up", labelNames: ["endpoint", "limit"], registers });
     this.webhooks = new Counter({ name: "svc_webhook_deliveries_total", help: "Webhook delivery attempts, by outcome (delivered, retrying, failed: given up)", labelNames: ["outcome"], registers });
     this.webhookRefusals = new Counter({ name: "svc_webhook_refusals_total", help: "Webhook URLs the address rules refused, by rule (loopback, private, service, ...) and stage (submit: a 422; delivery: a failed delivery)", labelNames: ["rule", "stage"], registers });
     // By reason only: a bounded label (log-quota.ts's DropReason, and storage), never the endpoint or worker.
@@ -151,6 +153,10 @@ export class PrometheusMetrics {
     this.retries.inc({ endpoint: endpointId });
   }
 
+  quotaRefused(endpointId: string, limit: string): void {
+    this.quotaRefusals.inc({ endpoint: endpointId, limit });
+  }
+
   coldStarted(endpointId: string, seconds: number): void {
     this.coldStart.observe({ endpoint: endpointId }, seconds);
   }
@@ -192,6 +198,7 @@ export class PrometheusMetrics {
     this.queueDelay.remove({ endpoint: endpointId });
     this.execution.remove({ endpoint: endpointId });
     for (const m of [this.coldStart, this.retries]) m.remove({ endpoint: endpointId });
+    for (const limit of ["user_jobs", "user_bytes", "endpoint_jobs", "endpoint_bytes"]) this.quotaRefusals.remove({ endpoint: endpointId, limit });
   }
 
   /** The text exposition format. */

@@ -170,6 +170,7 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
     `SELECT ${JOB_KEYS.filter((k) => k !== "output").map((k) => JOB_COLUMNS[k]).join(", ")}, octet_length(output) AS output_bytes FROM jobs WHERE id = ?`,
   );
   const getJobOutput = db.prepare("SELECT CAST(output AS BLOB) AS output FROM jobs WHERE id = ?");
+  const getJobInput = db.prepare("SELECT input FROM jobs WHERE id = ?").pluck();
   const activeJobs = db.prepare("SELECT * FROM jobs WHERE status IN ('IN_QUEUE', 'IN_PROGRESS') ORDER BY seq");
   const chunksAfter = db.prepare("SELECT job_id, seq, data FROM stream_chunks WHERE job_id = ? AND seq > ? ORDER BY seq");
   const lastChunk = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM stream_chunks WHERE job_id = ?");
@@ -275,6 +276,9 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
     async jobOutput(id) {
       const r = getJobOutput.get(id) as { output: Uint8Array | null } | undefined;
       return r?.output ? Buffer.from(r.output.buffer, r.output.byteOffset, r.output.byteLength) : undefined;
+    },
+    async jobInput(id) {
+      return (getJobInput.get(id) as string | undefined) ?? undefined;
     },
     async activeJobs() {
       return (activeJobs.all() as Record<string, unknown>[]).map(rowToJob);

@@ -204,6 +204,8 @@ export interface Store extends DeployStoreReads {
   getJobHead?(id: string): Promise<(JobRow & { outputBytes: number | null }) | undefined>;
   /** The stored output's JSON text as UTF-8 bytes. */
   jobOutput?(id: string): Promise<Buffer | undefined>;
+  /** The job's input (JSON text): the engine keeps large queued inputs here only and reads them back at a take. */
+  jobInput(id: string): Promise<string | undefined>;
   /** Jobs that are not final (the queue and running jobs), oldest first: the engine's index is rebuilt from them. */
   activeJobs(): Promise<JobRow[]>;
   chunksAfter(jobId: string, seq: number): Promise<StreamChunkRow[]>;

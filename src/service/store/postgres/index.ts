@@ -317,6 +317,10 @@ export async function openPostgresStore(url: string, migrations: readonly string
       const output = rows[0]?.output;
       return output === null || output === undefined ? undefined : Buffer.from(output, "utf8");
     },
+    async jobInput(id) {
+      const { rows } = await query<{ input: string }>("SELECT input FROM jobs WHERE id = $1", [id]);
+      return rows[0]?.input;
+    },
     async activeJobs() {
       const { rows } = await query("SELECT * FROM jobs WHERE status IN ('IN_QUEUE', 'IN_PROGRESS') ORDER BY seq");
       return jobRows(rows);
