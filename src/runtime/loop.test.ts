@@ -235,22 +235,6 @@ describe("WorkerLoop", () => {
     expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(95);
   });
 
-  it("registers again when the service says it does not know this worker", async () => {
-    const service = new FakeService();
-    // The first take is refused as from a service that restarted without this worker; the next are answered.
-    service.override.take = () => {
-      service.override.take = undefined;
-      throw new ApiError({ title: "Not Found", status: 404, detail: "unknown worker w1" });
-    };
-    const { loop, done, notes } = loopOver(service, { handler: value(() => "ok") });
-    service.add("after");
-    await service.resultsOf(1);
-    loop.stop("test");
-    await done;
-    expect(service.count("register")).toBe(2);
-    expect(notes.some((n) => n.includes("does not know this worker"))).toBe(true);
-  });
-
   it("gives up after the service keeps refusing takes", async () => {
     const service = new FakeService();
     service.override.take = () => {
