@@ -28,6 +28,9 @@ import {
 } from "./types.js";
 import { refusedResult, type ResultAnswer } from "../../wire/worker.js";
 
+/** The fewest re-runs a job gets when its worker dies under it (its endpoint's retries, when more). */
+export const WORKER_DEATH_RETRIES = 2;
+
 /** How often running and queued jobs are checked for a ttl that ran out (a queued one is also checked when taken). */
 const LIFETIME_CHECK_MS = 250;
 
@@ -341,13 +344,15 @@ export class JobSystem {
 
   /**
    * A running job whose worker died under it (it exited unasked: killed for memory, crashed). The death counts as a
-   * failed attempt: the job runs again while its retries last, at once and ahead of the queue (the death was the
-   * worker's, not necessarily the job's), and fails after that, naming the deaths. Without this a job that kills
-   * its worker every time would be run again forever.
+   * failed attempt: the job runs again while its retries last (at least WORKER_DEATH_RETRIES), at once and ahead of
+   * the queue (the death was the worker's, not necessarily the job's), and fails after that, naming the deaths.
+   * Without this a job that kills its worker every time would be run again forever.
    */
   lost(job: LiveJob, died: string): void {
     const row = job.row;
-    const retries = row.maxRetries ?? this.$.endpoints.get(row.endpointId)?.retries ?? DEFAULTS.retries;
+    // At least WORKER_DEATH_RETRIES, whatever the endpoint's retries: a worker lost to the machine (a crash, a node
+    // going away) re-runs the job even where failures are not retried; only repeated deaths end it.
+    const retries = Math.max(WORKER_DEATH_RETRIES, row.maxRetries ?? this.$.endpoints.get(row.endpointId)?.retries ?? DEFAULTS.retries);
     if (row.retried < retries) {
       countJob(this.$, row.endpointId, "retried");
       this.$.hooks.onRetry?.(row);
