@@ -396,6 +396,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       apiUrl: options.clusterUrl ?? localUrl,
       endpoints: () => endpoints.values(),
       secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
+      heartbeatMs,
       mintWorkerKeys: workerKeys.mint,
       revokeWorkerKeys: workerKeys.revoke,
       localArtifact: (path) => storage.artifacts.local(path),

@@ -8,8 +8,9 @@
 //     holds the image (there is no registry: build or `docker load` it first). One worker of it is started at
 //     once and its /ping checked before the endpoint gets traffic; the create or update answer says what the
 //     check found (`ping`), and an image without /ping gets no workers until an update checks again;
-//   - a queue endpoint of any other image: provisioned (its job API accepts and queues jobs) but WAITING with
-//     the reason; it gets no workers.
+//   - a queue endpoint of any other image: a worker built for the provider, started with the provider's
+//     protocol (docs/provider-workers.md) when the service's driver runs images and the engine holds the image;
+//     otherwise provisioned (its job API accepts and queues jobs) but WAITING with the reason, and no workers.
 // GPU types are allocated in priority order from the host data center's GPU types; none available: WAITING.
 // REST endpoints are stored in the endpoints table with app "" and env "" (never part of an app) plus their
 // settings as given in `rest_endpoints`.
@@ -69,6 +70,8 @@ export const IMAGE_PING_WAIT_MS = 30_000;
 /** What the service knows of prebuilt images: whether its driver runs them, and which ones the engine holds. */
 export interface ImageSupport {
   runsImages: boolean;
+  /** The service's worker driver ("process", "docker", ...), named where it cannot run an image. */
+  driver?: string;
   /** Images found in the engine (checked when an endpoint is created or updated). */
   present(name: string): boolean;
 }
@@ -170,10 +173,15 @@ export function planEndpointRow(input: {
   const prebuilt = spec.type === "lb";
   if (!template) reasons.push(`template ${spec.templateId} no longer exists`);
   else if (!prebuilt && !template.imageName.startsWith(CODE_IMAGE_PREFIX)) {
-    reasons.push(
-      `image "${template.imageName}" cannot be run by this service as a queue endpoint: a queue endpoint runs svc code (imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"); ` +
-        `an image serving HTTP runs as a load-balanced endpoint (create it with type "lb")`,
-    );
+    // A worker image built for the provider: it speaks the provider's protocol, on a driver that runs images.
+    if (!input.images.runsImages) {
+      reasons.push(
+        `image "${template.imageName}" is a worker image, and ${input.images.driver ? `the ${input.images.driver} driver runs no images` : "this service starts no workers"}: only the Docker driver runs them ` +
+          `(start the service with \`svc server --workers docker\`); or run svc code with imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"`,
+      );
+    } else if (!input.images.present(template.imageName)) {
+      reasons.push(`image "${template.imageName}" is not in the Docker engine; there is no registry to pull from: build it or \`docker load\` it, then update the endpoint`);
+    }
   } else if (prebuilt && !input.images.runsImages) {
     reasons.push(
       `image "${template.imageName}" is a prebuilt image, which only the Docker driver runs (start the service with \`svc server --workers docker\`); ` +
@@ -254,13 +262,14 @@ export class RestEndpoints {
   }
 
   private images(): ImageSupport {
-    const runsImages = this.ctx().scaler()?.runsImages ?? false;
-    return { runsImages, present: (name) => this.presentImages.has(name) };
+    const scaler = this.ctx().scaler();
+    return { runsImages: scaler?.runsImages ?? false, driver: scaler?.driverName, present: (name) => this.presentImages.has(name) };
   }
 
   private prebuiltImage(entry: { userId: string; spec: RestEndpointSpec }): string | undefined {
     const template = this.m.store.template(entry.spec.templateId);
-    return entry.spec.type === "lb" && template && template.userId === entry.userId ? template.imageName : undefined;
+    // A load-balanced endpoint's server, or a queue endpoint's worker built for the provider: not svc code.
+    return template && template.userId === entry.userId && !template.imageName.startsWith(CODE_IMAGE_PREFIX) ? template.imageName : undefined;
   }
 
   /** Ask the engine whether it holds the endpoint's prebuilt image (I/O; the plan reads the answer). */
