@@ -20,6 +20,7 @@ import { errorMessage, UserError } from "../errors.js";
 import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, labelFilter, LABELS, START_ENGINE_HINT } from "./docker-engine.js";
 import { startForwarder, type Forwarder } from "./docker-forwarder.js";
 import { applyProtocolEnv } from "./env.js";
+import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { readMarkedLine } from "../runtime/output-marks.js";
 import { ARTIFACT_MOUNT, ensureWorkerImage, imageKindOf, VOLUME_MOUNT, type WorkerImageKind } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
@@ -183,7 +184,8 @@ export interface ContainerPlan {
 
 /** Worker environment (docs/worker-protocol.md): the endpoint's variables, then protocol ones that win. Pure. */
 export function containerEnv(launch: WorkerLaunch, apiUrl: string, hasVolume: boolean, httpPort?: number): string[] {
-  const env: Record<string, string> = { HOME: WORKER_HOME, ...launch.environment };
+  // An image (a provider worker) keeps its own user's home.
+  const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
   // A server on the container's loopback is unreachable from the host: LB workers listen on every interface.
   const http = httpPort === undefined ? undefined : { host: "0.0.0.0", port: httpPort };
   applyProtocolEnv(env, launch, { apiUrl, artifact: ARTIFACT_MOUNT, volumePath: hasVolume ? VOLUME_MOUNT : undefined, http });
@@ -243,13 +245,16 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
   if (plan.serviceHostIp) hostConfig.ExtraHosts = [`${SERVICE_HOST_ALIAS}:${plan.serviceHostIp}`];
   if (plan.volumeHostPath) hostConfig.Mounts = [{ Type: "bind", Source: plan.volumeHostPath, Target: VOLUME_MOUNT, ReadOnly: false }];
   else if (plan.volume) hostConfig.Mounts = [{ Type: "volume", Source: plan.volume, Target: VOLUME_MOUNT, ReadOnly: false }];
+  // A provider worker finds the volume where the provider mounts it, as well as at svc's own path.
+  if (hostConfig.Mounts && launch.protocol === "provider") hostConfig.Mounts.push({ ...hostConfig.Mounts[0]!, Target: PROVIDER_VOLUME_MOUNT });
   if (plan.requestGpus) hostConfig.DeviceRequests = [gpuDeviceRequest(launch.gpus)];
   return {
     name: plan.name,
     Image: plan.image,
     // svc's images already run as this user; said here too so that another image given as a worker image does.
     ...(launch.image ? {} : { User: `${WORKER_UID}:${WORKER_GID}` }),
-    Env: launch.image ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT) : containerEnv(launch, plan.apiUrl, Boolean(plan.volume || plan.volumeHostPath), plan.httpPort),
+    // A provider worker speaks a protocol (the provider's variables, its own token); a load-balanced image none.
+    Env: launch.image && launch.protocol !== "provider" ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT) : containerEnv(launch, plan.apiUrl, Boolean(plan.volume || plan.volumeHostPath), plan.httpPort),
     Labels: plan.labels,
     ExposedPorts: exposed,
     HostConfig: hostConfig,
@@ -907,7 +912,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       try {
         return await pending;
       } catch (err) {
-        throw startError(err, { image: options.images?.[imageKindOf(launch.computeType)] ?? imageKindOf(launch.computeType), endpointName: launch.endpointName });
+        throw startError(err, { image: launch.image ?? options.images?.[imageKindOf(launch.computeType)] ?? imageKindOf(launch.computeType), endpointName: launch.endpointName });
       } finally {
         starting.delete(pending);
       }
