@@ -194,6 +194,9 @@ describe("containerCreateOptions", () => {
     expect(options.HostConfig).toMatchObject({ SecurityOpt: ["no-new-privileges"], CapDrop: ["ALL"], ReadonlyRootfs: false });
     expect(options.Env).toEqual(expect.arrayContaining(["MODEL=m", "RUNPOD_AI_API_KEY=tok", "RUNPOD_PING_INTERVAL=2000", "CUDA_VISIBLE_DEVICES=GPU-aaaa"]));
     expect(options.Env!.filter((e) => e.startsWith("SVC_") || e.startsWith("PORT=") || e.startsWith("HOME="))).toEqual([]);
+    expect(options.HostConfig?.ShmSize).toBeUndefined();
+    // A bigger /dev/shm only where its template allows one.
+    expect(containerCreateOptions(launch({ image: "acme/worker:1", protocol: "provider", shmSizeMb: 512 }), plan()).HostConfig?.ShmSize).toBe(512 * 1024 * 1024);
   });
 
   it("gives a GPU worker exactly the GPUs it holds, by UUID, and says so in its environment", () => {

@@ -248,6 +248,8 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
   // A provider worker finds the volume where the provider mounts it, as well as at svc's own path.
   if (hostConfig.Mounts && launch.protocol === "provider") hostConfig.Mounts.push({ ...hostConfig.Mounts[0]!, Target: PROVIDER_VOLUME_MOUNT });
   if (plan.requestGpus) hostConfig.DeviceRequests = [gpuDeviceRequest(launch.gpus)];
+  // Allowed per template, beyond the sandbox's default (docs/provider-workers.md).
+  if (launch.shmSizeMb) hostConfig.ShmSize = launch.shmSizeMb * 1024 * 1024;
   return {
     name: plan.name,
     Image: plan.image,

@@ -73,6 +73,11 @@ export interface WorkerLaunch {
    */
   image?: string;
   /**
+   * The size of /dev/shm in an image's container, in MiB (its template allows it: model servers share tensors
+   * through it); unset: the engine's default. Drivers that run images.
+   */
+  shmSizeMb?: number;
+  /**
    * Start it from a checkpoint of an initialised worker of the same revision where the driver can (the endpoint's
    * `snapshot: true`); drivers that cannot start it as usual. docs/cold-start.md, "Snapshots".
    */

@@ -33,8 +33,8 @@ interface Endpoint {
   statusReason: string | null;
 }
 
-async function imageEndpoint(s: Service, name: string, image: string, settings: Record<string, unknown> = {}): Promise<Endpoint> {
-  const template = await call(`${s.url}/v1/templates`, { key: KEY, body: { name, imageName: image } });
+async function imageEndpoint(s: Service, name: string, image: string, settings: Record<string, unknown> = {}, allowances: Record<string, unknown> = {}): Promise<Endpoint> {
+  const template = await call(`${s.url}/v1/templates`, { key: KEY, body: { name, imageName: image, ...allowances } });
   expect(template.status).toBe(201);
   const created = await call(`${s.url}/v1/endpoints`, { key: KEY, body: { name, templateId: template.body.id, workersMax: 1, idleTimeout: 60, ...settings } });
   expect(created.status).toBe(201);
@@ -93,7 +93,8 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
   it("a template naming the image and an endpoint of it: READY, /runsync and /run complete on a container of the image, its output in the endpoint's logs", async () => {
     const volume = await call(`${service.url}/v2/network-volumes`, { key: KEY, body: { name: "models", size: 10, dataCenter: "local" } });
     expect(volume.status).toBe(201);
-    const e = await imageEndpoint(service, "echo", imageTag, { networkVolumeId: volume.body.id, env: { GREETING: "hi" } });
+    // Its template allows a bigger /dev/shm than the engine's default.
+    const e = await imageEndpoint(service, "echo", imageTag, { networkVolumeId: volume.body.id, env: { GREETING: "hi" } }, { shmSizeMb: 256 });
     expect([e.status, e.statusReason]).toEqual(["READY", null]);
     const sync = await call(`${e.url}/runsync`, { key: KEY, body: { input: { mode: "echo", value: "hello" } } });
     expect(sync.body).toMatchObject({ status: "COMPLETED", output: { value: "hello" } });
@@ -115,6 +116,7 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
     expect(inspected.Mounts.map((m) => m.Destination).sort()).toEqual(["/runpod-volume", "/svc-volume"]);
     expect(inspected.HostConfig.CapDrop).toEqual(["ALL"]);
     expect(inspected.HostConfig.SecurityOpt).toEqual(["no-new-privileges"]);
+    expect(inspected.HostConfig.ShmSize).toBe(256 * 1024 * 1024);
 
     // The worker registered through its takes: /health counts it.
     const health = await call(`${e.url}/health`, { key: KEY });

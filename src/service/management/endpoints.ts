@@ -77,7 +77,7 @@ export interface ImageSupport {
 }
 
 export function templateJson(t: TemplateRecord) {
-  return { id: t.id, name: t.name, imageName: t.imageName, env: t.env, containerDiskInGb: t.containerDiskInGb, createdAt: t.createdAt };
+  return { id: t.id, name: t.name, imageName: t.imageName, env: t.env, containerDiskInGb: t.containerDiskInGb, shmSizeMb: t.shmSizeMb ?? null, createdAt: t.createdAt };
 }
 
 /** Resolve the settings of a create or update body: defaults, template and volume ownership, consistency. Pure. */
@@ -352,6 +352,17 @@ export class RestEndpoints {
     return (entry && this.plan(id, entry).statusReason) ?? undefined;
   }
 
+  /**
+   * What a REST endpoint's image is allowed in its containers beyond the sandbox's defaults, from its template
+   * (docs/provider-workers.md, "What the container gets"); empty for svc code and for other endpoints.
+   */
+  containerAllowances(id: string): { shmSizeMb?: number } {
+    const entry = this.specs.get(id);
+    const image = entry && this.prebuiltImage(entry);
+    const template = image ? this.m.store.template(entry.spec.templateId) : undefined;
+    return template?.shmSizeMb ? { shmSizeMb: template.shmSizeMb } : {};
+  }
+
   forgetPing(id: string): void {
     this.pings.delete(id);
   }
@@ -411,6 +422,7 @@ export async function templateRoute(m: ManagementContext, p: Principal, req: Inc
       imageName: body.imageName as string,
       env: (body.env as Record<string, string> | undefined) ?? {},
       containerDiskInGb: (body.containerDiskInGb as number | undefined) ?? 10,
+      shmSizeMb: (body.shmSizeMb as number | undefined) ?? null,
       createdAt: Date.now(),
     };
     await m.store.putTemplate(t);

@@ -112,4 +112,6 @@ export const PG_MIGRATIONS: readonly string[] = [
   PG_VOLUME_KEYS_MIGRATION,
   // Usage by user, endpoint, hour and GPU type (metrics/usage.ts).
   PG_USAGE_MIGRATION,
+  // The /dev/shm size a template's image is allowed (null: the engine's default).
+  `ALTER TABLE templates ADD COLUMN shm_size_mb integer;`,
 ];

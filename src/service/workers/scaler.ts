@@ -92,6 +92,8 @@ export interface ScalerDeps {
   driver: WorkerDriver;
   apiUrl: string;
   /** Mint the worker's token and a key for cross-endpoint calls (revoked when the worker ends). */
+  /** What an endpoint's image is allowed beyond the sandbox's defaults (its template's /dev/shm size). */
+  containerAllowances?(endpoint: EndpointRow): { shmSizeMb?: number };
   /** The heartbeat period workers are told (a provider worker's ping period). */
   heartbeatMs?: number;
   mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string }>;
@@ -581,6 +583,7 @@ export class Scaler {
         loadBalanced: endpoint.type === "lb",
         image,
         ...(providerImage ? { protocol: "provider" as const, heartbeatMs: this.deps.heartbeatMs } : {}),
+        ...(image ? this.deps.containerAllowances?.(endpoint) : {}),
         ...(r.snapshot ? { snapshot: true } : {}),
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
