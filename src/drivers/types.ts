@@ -145,6 +145,11 @@ export interface WorkerDriver {
    * does, from when they are adopted (drivers that read a worker's output from outside it: Kubernetes).
    */
   adopt?(onLog?: (endpointId: string, workerId: string, line: WorkerLogLine) => void): Promise<AdoptedWorker[]>;
+  /**
+   * Its cluster pulls a launch's image itself (Kubernetes: the kubelet): a queue endpoint's worker image built for
+   * the provider runs there without the service looking for it first.
+   */
+  readonly pullsImages?: boolean;
   /** Present when the driver runs prebuilt images (`launch.image`): whether its engine holds this one. */
   hasImage?(name: string): Promise<boolean>;
   /** How its workers are confined, in one line (the service's start line and `svc doctor` say it). */

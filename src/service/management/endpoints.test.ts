@@ -75,7 +75,7 @@ describe("REST endpoint planning", () => {
     expect(ready.row).toMatchObject({ type: "queue", artifactPath: "", resource: { is_load_balanced: false, imageName: "acme/worker:1", workersMax: 3 } });
     const onProcess = plan({ runsImages: false, driver: "process", present: () => false });
     expect(onProcess.status).toBe("WAITING");
-    expect(onProcess.statusReason).toContain('image "acme/worker:1" is a worker image, and the process driver runs no images: only the Docker driver runs them');
+    expect(onProcess.statusReason).toContain('image "acme/worker:1" is a worker image, and the process driver runs no images: only the Docker and Kubernetes drivers run them');
     expect(onProcess.row.resource.workersMax).toBe(0);
     expect(plan({ runsImages: true, driver: "docker", present: () => false }).statusReason).toContain('image "acme/worker:1" is not in the Docker engine');
   });

@@ -70,6 +70,8 @@ export const IMAGE_PING_WAIT_MS = 30_000;
 /** What the service knows of prebuilt images: whether its driver runs them, and which ones the engine holds. */
 export interface ImageSupport {
   runsImages: boolean;
+  /** The driver's cluster pulls images itself (Kubernetes): a provider worker image needs no look-up. */
+  pulls?: boolean;
   /** The service's worker driver ("process", "docker", ...), named where it cannot run an image. */
   driver?: string;
   /** Images found in the engine (checked when an endpoint is created or updated). */
@@ -174,12 +176,12 @@ export function planEndpointRow(input: {
   if (!template) reasons.push(`template ${spec.templateId} no longer exists`);
   else if (!prebuilt && !template.imageName.startsWith(CODE_IMAGE_PREFIX)) {
     // A worker image built for the provider: it speaks the provider's protocol, on a driver that runs images.
-    if (!input.images.runsImages) {
+    if (!input.images.runsImages && !input.images.pulls) {
       reasons.push(
-        `image "${template.imageName}" is a worker image, and ${input.images.driver ? `the ${input.images.driver} driver runs no images` : "this service starts no workers"}: only the Docker driver runs them ` +
+        `image "${template.imageName}" is a worker image, and ${input.images.driver ? `the ${input.images.driver} driver runs no images` : "this service starts no workers"}: only the Docker and Kubernetes drivers run them ` +
           `(start the service with \`svc server --workers docker\`); or run svc code with imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"`,
       );
-    } else if (!input.images.present(template.imageName)) {
+    } else if (!input.images.pulls && !input.images.present(template.imageName)) {
       reasons.push(`image "${template.imageName}" is not in the Docker engine; there is no registry to pull from: build it or \`docker load\` it, then update the endpoint`);
     }
   } else if (prebuilt && !input.images.runsImages) {
@@ -263,7 +265,7 @@ export class RestEndpoints {
 
   private images(): ImageSupport {
     const scaler = this.ctx().scaler();
-    return { runsImages: scaler?.runsImages ?? false, driver: scaler?.driverName, present: (name) => this.presentImages.has(name) };
+    return { runsImages: scaler?.runsImages ?? false, pulls: scaler?.pullsImages ?? false, driver: scaler?.driverName, present: (name) => this.presentImages.has(name) };
   }
 
   private prebuiltImage(entry: { userId: string; spec: RestEndpointSpec }): string | undefined {

@@ -805,6 +805,11 @@ export class Scaler {
     return typeof this.deps.driver.hasImage === "function";
   }
 
+  /** Whether the driver's cluster pulls images itself (provider worker images run without a look-up). */
+  get pullsImages(): boolean {
+    return this.deps.driver.pullsImages === true;
+  }
+
   /** The driver's name, for what the service says about what it can run. */
   get driverName(): WorkerDriver["name"] {
     return this.deps.driver.name;
