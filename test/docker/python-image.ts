@@ -42,9 +42,9 @@ interface Entry {
   gid?: number;
 }
 
+/** The shared libraries a binary or extension module links, as `ldd` lists them. */
 function libraries(binary: string): string[] {
-  const found = parseLdd(execFileSync("ldd", [binary], { encoding: "utf8" }));
-  return found;
+  return parseLdd(execFileSync("ldd", [binary], { encoding: "utf8" }));
 }
 
 /** Every file of the image: the interpreter, its libraries, the standard library, /etc, the worker. */
