@@ -65,6 +65,7 @@ const FIELD_FLAGS: Record<string, string> = {
   templateId: "--template",
   imageName: "--image",
   containerDiskInGb: "--disk",
+  shmSizeMb: "--shm",
 };
 
 /**

@@ -8,6 +8,7 @@ import type Docker from "dockerode";
 import { errorMessage, UserError } from "../errors.js";
 import { dockerMessage, dockerNamePart, dockerStatus, LABELS, START_ENGINE_HINT } from "./docker-engine.js";
 import { applyProtocolEnv } from "./env.js";
+import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { ARTIFACT_MOUNT, VOLUME_MOUNT } from "./image-names.js";
 import { DEFAULT_CONTAINER_LIMITS, dockerConfinement, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import type { WorkerExit, WorkerLaunch } from "./types.js";
@@ -89,7 +90,8 @@ export interface ContainerPlan {
 
 /** Worker environment (docs/worker-protocol.md): the endpoint's variables, then protocol ones that win. Pure. */
 export function containerEnv(launch: WorkerLaunch, apiUrl: string, hasVolume: boolean, httpPort?: number): string[] {
-  const env: Record<string, string> = { HOME: WORKER_HOME, ...launch.environment };
+  // An image (a provider worker) keeps its own user's home.
+  const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
   // A server on the container's loopback is unreachable from the host: LB workers listen on every interface.
   const http = httpPort === undefined ? undefined : { host: "0.0.0.0", port: httpPort };
   applyProtocolEnv(env, launch, { apiUrl, artifact: ARTIFACT_MOUNT, volumePath: hasVolume ? VOLUME_MOUNT : undefined, http });
@@ -149,13 +151,18 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
   if (plan.serviceHostIp) hostConfig.ExtraHosts = [`${SERVICE_HOST_ALIAS}:${plan.serviceHostIp}`];
   if (plan.volumeHostPath) hostConfig.Mounts = [{ Type: "bind", Source: plan.volumeHostPath, Target: VOLUME_MOUNT, ReadOnly: false }];
   else if (plan.volume) hostConfig.Mounts = [{ Type: "volume", Source: plan.volume, Target: VOLUME_MOUNT, ReadOnly: false }];
+  // A provider worker finds the volume where the provider mounts it, as well as at svc's own path.
+  if (hostConfig.Mounts && launch.protocol === "provider") hostConfig.Mounts.push({ ...hostConfig.Mounts[0]!, Target: PROVIDER_VOLUME_MOUNT });
   if (plan.requestGpus) hostConfig.DeviceRequests = [gpuDeviceRequest(launch.gpus)];
+  // Allowed per template, beyond the sandbox's default (docs/provider-workers.md).
+  if (launch.shmSizeMb) hostConfig.ShmSize = launch.shmSizeMb * 1024 * 1024;
   return {
     name: plan.name,
     Image: plan.image,
     // svc's images already run as this user; said here too so that another image given as a worker image does.
     ...(launch.image ? {} : { User: `${WORKER_UID}:${WORKER_GID}` }),
-    Env: launch.image ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT) : containerEnv(launch, plan.apiUrl, Boolean(plan.volume || plan.volumeHostPath), plan.httpPort),
+    // A provider worker speaks a protocol (the provider's variables, its own token); a load-balanced image none.
+    Env: launch.image && launch.protocol !== "provider" ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT) : containerEnv(launch, plan.apiUrl, Boolean(plan.volume || plan.volumeHostPath), plan.httpPort),
     Labels: plan.labels,
     ExposedPorts: exposed,
     HostConfig: hostConfig,

@@ -179,6 +179,26 @@ describe("containerCreateOptions", () => {
     expect(options.Env!.some((e) => e.startsWith("HOME="))).toBe(false);
   });
 
+  it("a provider worker image: the provider's variables and its token, the volume at /runpod-volume too, GPUs by UUID, confined the same", () => {
+    const options = containerCreateOptions(
+      launch({ image: "acme/worker:1", protocol: "provider", heartbeatMs: 2000, workerToken: "tok", computeType: "GPU", gpus: ["GPU-aaaa"], environment: { MODEL: "m", SVC_API_URL: "x" } }),
+      plan({ volumeHostPath: "/data/volumes/vol0123456789ab", requestGpus: true }),
+    );
+    expect(options.User).toBeUndefined();
+    expect(options.HostConfig?.Binds).toEqual([]);
+    expect(options.HostConfig?.Mounts?.map((m) => [m.Source, m.Target])).toEqual([
+      ["/data/volumes/vol0123456789ab", "/svc-volume"],
+      ["/data/volumes/vol0123456789ab", "/runpod-volume"],
+    ]);
+    expect(options.HostConfig?.DeviceRequests).toEqual([{ Driver: "nvidia", DeviceIDs: ["GPU-aaaa"], Capabilities: [["gpu"]] }]);
+    expect(options.HostConfig).toMatchObject({ SecurityOpt: ["no-new-privileges"], CapDrop: ["ALL"], ReadonlyRootfs: false });
+    expect(options.Env).toEqual(expect.arrayContaining(["MODEL=m", "RUNPOD_AI_API_KEY=tok", "RUNPOD_PING_INTERVAL=2000", "CUDA_VISIBLE_DEVICES=GPU-aaaa"]));
+    expect(options.Env!.filter((e) => e.startsWith("SVC_") || e.startsWith("PORT=") || e.startsWith("HOME="))).toEqual([]);
+    expect(options.HostConfig?.ShmSize).toBeUndefined();
+    // A bigger /dev/shm only where its template allows one.
+    expect(containerCreateOptions(launch({ image: "acme/worker:1", protocol: "provider", shmSizeMb: 512 }), plan()).HostConfig?.ShmSize).toBe(512 * 1024 * 1024);
+  });
+
   it("gives a GPU worker exactly the GPUs it holds, by UUID, and says so in its environment", () => {
     const gpus = ["GPU-aaaa", "GPU-bbbb"];
     const options = containerCreateOptions(launch({ computeType: "GPU", gpus }), plan({ requestGpus: true }));

@@ -477,7 +477,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       try {
         return await pending;
       } catch (err) {
-        throw startError(err, { image: options.images?.[imageKindOf(launch.computeType)] ?? imageKindOf(launch.computeType), endpointName: launch.endpointName });
+        throw startError(err, { image: launch.image ?? options.images?.[imageKindOf(launch.computeType)] ?? imageKindOf(launch.computeType), endpointName: launch.endpointName });
       } finally {
         starting.delete(pending);
       }

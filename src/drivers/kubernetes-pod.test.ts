@@ -25,6 +25,25 @@ const launch = (extra: Partial<WorkerLaunch> = {}): WorkerLaunch => ({
 const plan: PodPlan = { image: "reg:5000/svc-worker-cpu@sha256:aa", session: "srv1", gpuTypeLabel: "svc.gpu-type", cpu: "2", memory: "4Gi", claimFor: (v) => `svc-vol-${v}`, terminationGraceSeconds: 10 };
 
 describe("workerPod", () => {
+  it("a provider worker image: no artifact needed, its token in the Secret, the volume at /runpod-volume too, no shm unless allowed", () => {
+    const provider = launch({ image: "acme/worker:1", protocol: "provider", heartbeatMs: 2000, artifactUrl: undefined, volume: { id: "vol1", sizeGb: 10 } });
+    const pod = workerPod(provider, { ...plan, image: "acme/worker:1" });
+    const container = pod.spec!.containers[0]!;
+    expect(container.volumeMounts!.map((m) => [m.name, m.mountPath])).toEqual([
+      ["network-volume", "/svc-volume"],
+      ["network-volume", "/runpod-volume"],
+      ["tmp", "/tmp"],
+    ]);
+    expect(container.env!.find((e) => e.name === "RUNPOD_AI_API_KEY")?.valueFrom?.secretKeyRef).toEqual({ name: pod.metadata!.name, key: "RUNPOD_AI_API_KEY" });
+    expect(container.env!.filter((e) => e.name.startsWith("SVC_"))).toEqual([]);
+    expect(workerSecret(provider, "srv1").stringData).toEqual({ RUNPOD_AI_API_KEY: "svcw_token" });
+    const shm = workerPod({ ...provider, shmSizeMb: 2048 }, plan);
+    expect(shm.spec!.volumes).toContainEqual({ name: "shm", emptyDir: { medium: "Memory", sizeLimit: "2048Mi" } });
+    // svc's own runtime still needs its artifact's URL.
+    expect(() => workerPod(launch({ artifactUrl: undefined }), plan)).toThrow(/no URL a Pod could fetch/);
+  });
+
+
   it("sizes the Pod by the endpoint's CPU instance, asks for its GPUs, and selects nodes of its volume's data center", () => {
     const cpuPod = workerPod(launch({ placement: { cpus: 1, memoryMb: 2048, gpus: 0, dataCenter: "eu-ro-1" } }), plan);
     expect(cpuPod.spec!.containers[0]!.resources).toEqual({ requests: { cpu: "1", memory: "2048Mi" }, limits: { cpu: "1", memory: "2048Mi" } });

@@ -13,6 +13,7 @@
 import type { V1Container, V1EnvVar, V1Pod, V1PodSpec, V1Secret, V1SecurityContext } from "@kubernetes/client-node";
 import { UserError } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
+import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { VOLUME_MOUNT } from "./image-names.js";
 import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID } from "./isolation.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
@@ -71,16 +72,17 @@ export function podLabels(launch: Pick<WorkerLaunch, "endpointId" | "workerId">,
 }
 
 /** The protocol variables that are credentials: in the worker's Secret, never on its Pod. */
-const SECRET_PROTOCOL_VARIABLES = ["SVC_WORKER_TOKEN", "SVC_API_KEY"];
+const SECRET_PROTOCOL_VARIABLES = ["SVC_WORKER_TOKEN", "SVC_API_KEY", "RUNPOD_AI_API_KEY"];
 
 /** The worker's variables, split into those that may show on its Pod and those kept in its Secret. Pure. */
 export function workerEnv(launch: WorkerLaunch): { plain: Record<string, string>; secret: Record<string, string> } {
-  if (!launch.artifactUrl) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Pod could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
+  // An image brings its own code: only svc's runtime fetches an artifact.
+  if (!launch.artifactUrl && !launch.image) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Pod could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
   // HOME in the writable /tmp (svc's image has a read-only root filesystem), unless the endpoint names its own.
   const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
   applyProtocolEnv(env, launch, {
     apiUrl: launch.apiUrl,
-    artifact: launch.artifactUrl,
+    artifact: launch.artifactUrl ?? "",
     volumePath: launch.volume || launch.volumeName ? VOLUME_MOUNT : undefined,
     // A load-balanced worker listens on every interface of its Pod; the service reaches it at the Pod's IP.
     http: launch.loadBalanced ? { host: "0.0.0.0", port: LB_POD_PORT } : undefined,
@@ -160,13 +162,21 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
           resources: { requests: { cpu, memory }, limits },
           securityContext: workerSecurityContext(Boolean(launch.image)),
           ...(launch.loadBalanced ? { ports: [{ name: "http", containerPort: LB_POD_PORT }] } : {}),
-          volumeMounts: [...(volume ? [{ name: "network-volume", mountPath: VOLUME_MOUNT }] : []), { name: "tmp", mountPath: WORKER_TMP }],
+          volumeMounts: [
+            ...(volume ? [{ name: "network-volume", mountPath: VOLUME_MOUNT }] : []),
+            // A provider worker finds the volume where the provider mounts it too.
+            ...(volume && launch.protocol === "provider" ? [{ name: "network-volume", mountPath: PROVIDER_VOLUME_MOUNT }] : []),
+            { name: "tmp", mountPath: WORKER_TMP },
+            ...(launch.shmSizeMb ? [{ name: "shm", mountPath: "/dev/shm" }] : []),
+          ],
         } satisfies V1Container,
       ],
       volumes: [
         ...(volume ? [{ name: "network-volume", persistentVolumeClaim: { claimName: plan.claimFor(volume) } }] : []),
         // The worker's private /tmp, in memory (it counts against the container's memory limit), bounded.
         { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: `${plan.tmpMb ?? DEFAULT_CONTAINER_LIMITS.tmpMb}Mi` } },
+        // The bigger /dev/shm its template allows (a Pod has no shm size of its own: memory mounted there).
+        ...(launch.shmSizeMb ? [{ name: "shm", emptyDir: { medium: "Memory", sizeLimit: `${launch.shmSizeMb}Mi` } }] : []),
       ],
       ...(gpu ? gpuAffinity(launch.gpuTypeIds, plan.gpuTypeLabel) : {}),
       // Where its volume is: the workers of an endpoint with a network volume run in that volume's data center.

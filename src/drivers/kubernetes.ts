@@ -329,6 +329,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
 
   return {
     name: "kubernetes",
+    pullsImages: true,
     async isolation() {
       return `RuntimeClass ${options.runtimeClass ?? "(the cluster's default)"}; uid 1000, no capabilities, no privilege escalation, RuntimeDefault seccomp, read-only root, /tmp ${options.tmpMb ?? DEFAULT_CONTAINER_LIMITS.tmpMb} MiB in memory, the instance's memory and CPU; processes: the kubelet's podPidsLimit`;
     },

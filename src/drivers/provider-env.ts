@@ -4,6 +4,9 @@
 
 import { providerUrlTemplates } from "../wire/provider-worker.js";
 
+/** Where the provider mounts an endpoint's network volume in its workers: images built for it look there. */
+export const PROVIDER_VOLUME_MOUNT = "/runpod-volume";
+
 export interface ProviderWorkerIdentity {
   /** The service as the worker reaches it. */
   apiUrl: string;

@@ -29,6 +29,25 @@ const launch = (extra: Partial<WorkerLaunch> = {}): WorkerLaunch => ({
 const plan = { image: "svc-worker-cpu:0.1.0", session: "srv1", network: "host", stopGraceMs: 10_000 };
 
 describe("swarmServiceSpec", () => {
+  it("a provider worker image: no artifact needed, the provider's variables, the volume at /runpod-volume too, a /dev/shm tmpfs only where allowed", () => {
+    const volume = { volume: { id: "vol0123456789ab", sizeGb: 20 }, config: { driver: "local", options: {} } };
+    const provider = launch({ image: "acme/worker:1", protocol: "provider", artifactUrl: undefined, volume: volume.volume });
+    const spec = swarmServiceSpec(provider, { ...plan, image: "acme/worker:1", volume });
+    const container = template(spec).ContainerSpec!;
+    expect(container.Image).toBe("acme/worker:1");
+    expect(container.User).toBeUndefined();
+    expect(container.Mounts!.map((m) => [m.Type, m.Target])).toEqual([
+      ["volume", "/svc-volume"],
+      ["volume", "/runpod-volume"],
+      ["tmpfs", "/tmp"],
+    ]);
+    expect(container.Env).toEqual(expect.arrayContaining([`RUNPOD_POD_ID=${provider.workerId}`, `RUNPOD_AI_API_KEY=${provider.workerToken}`]));
+    expect(container.Env!.filter((e) => e.startsWith("SVC_"))).toEqual([]);
+    const shm = template(swarmServiceSpec({ ...provider, shmSizeMb: 512 }, { ...plan, image: "acme/worker:1" })).ContainerSpec!.Mounts!;
+    expect(shm).toContainEqual({ Type: "tmpfs", Target: "/dev/shm", TmpfsOptions: { SizeBytes: 512 * 1024 * 1024 } });
+  });
+
+
   it("one labelled replica without restart policy, the artifact by URL and the protocol variables winning", () => {
     const spec = swarmServiceSpec(launch(), plan);
     expect(spec.Mode).toEqual({ Replicated: { Replicas: 1 } });

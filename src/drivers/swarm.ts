@@ -13,6 +13,7 @@ import { UserError } from "../errors.js";
 import { containerLabels } from "./docker-spec.js";
 import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS } from "./docker-engine.js";
 import { applyProtocolEnv } from "./env.js";
+import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import { imageKindOf, VOLUME_MOUNT } from "./image-names.js";
 import { ensureWorkerImage } from "./images.js";
@@ -77,12 +78,17 @@ export function swarmLabels(launch: WorkerLaunch, session: string): Record<strin
 
 /** The worker's Swarm service: what `docker service create` would be given. Pure. */
 export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): Docker.CreateServiceOptions {
-  if (!launch.artifactUrl) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Swarm worker could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
+  // An image brings its own code: only svc's runtime fetches an artifact.
+  if (!launch.artifactUrl && !launch.image) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Swarm worker could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
   const limits = plan.limits ?? DEFAULT_CONTAINER_LIMITS;
   // HOME in the writable /tmp (the root filesystem is read-only), unless the endpoint names its own.
   const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
-  applyProtocolEnv(env, launch, { apiUrl: launch.apiUrl, artifact: launch.artifactUrl, volumePath: plan.volume ? VOLUME_MOUNT : undefined });
+  applyProtocolEnv(env, launch, { apiUrl: launch.apiUrl, artifact: launch.artifactUrl ?? "", volumePath: plan.volume ? VOLUME_MOUNT : undefined });
   const labels = swarmLabels(launch, plan.session);
+  const volume = plan.volume ? swarmVolumeMount(plan.volume.volume, plan.volume.config, swarmVolumeLabels(plan.volume.volume.id, plan.session)) : undefined;
+  const volumes = volume ? [volume, ...(launch.protocol === "provider" ? [{ ...volume, Target: PROVIDER_VOLUME_MOUNT }] : [])] : [];
+  // The bigger /dev/shm a template allows: a tmpfs of that size there (a service has no shm size of its own).
+  const shm = launch.shmSizeMb ? [{ Type: "tmpfs" as const, Target: "/dev/shm", TmpfsOptions: { SizeBytes: launch.shmSizeMb * 1024 * 1024 } }] : [];
   return {
     Name: `svc-${dockerNamePart(launch.endpointName, 20)}-${dockerNamePart(launch.workerId, 30)}`,
     Labels: labels,
@@ -93,7 +99,8 @@ export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): 
         Env: Object.entries(env).map(([key, value]) => `${key}=${value}`),
         StopGracePeriod: plan.stopGraceMs * 1_000_000,
         ...swarmConfinement(Boolean(launch.image)),
-        Mounts: [...(plan.volume ? [swarmVolumeMount(plan.volume.volume, plan.volume.config, swarmVolumeLabels(plan.volume.volume.id, plan.session))] : []), swarmTmpMount(limits)],
+        // A provider worker finds its volume where the provider mounts it too.
+        Mounts: [...volumes, swarmTmpMount(limits), ...shm],
       },
       // A worker that ends stays ended: the service decides whether and where another one starts.
       RestartPolicy: { Condition: "none", MaxAttempts: 0 },

@@ -73,6 +73,11 @@ export interface WorkerLaunch {
    */
   image?: string;
   /**
+   * The size of /dev/shm in an image's container, in MiB (its template allows it: model servers share tensors
+   * through it); unset: the engine's default. Drivers that run images.
+   */
+  shmSizeMb?: number;
+  /**
    * Start it from a checkpoint of an initialised worker of the same revision where the driver can (the endpoint's
    * `snapshot: true`); drivers that cannot start it as usual. docs/cold-start.md, "Snapshots".
    */
@@ -140,6 +145,11 @@ export interface WorkerDriver {
    * does, from when they are adopted (drivers that read a worker's output from outside it: Kubernetes).
    */
   adopt?(onLog?: (endpointId: string, workerId: string, line: WorkerLogLine) => void): Promise<AdoptedWorker[]>;
+  /**
+   * Its cluster pulls a launch's image itself (Kubernetes: the kubelet): a queue endpoint's worker image built for
+   * the provider runs there without the service looking for it first.
+   */
+  readonly pullsImages?: boolean;
   /** Present when the driver runs prebuilt images (`launch.image`): whether its engine holds this one. */
   hasImage?(name: string): Promise<boolean>;
   /** How its workers are confined, in one line (the service's start line and `svc doctor` say it). */

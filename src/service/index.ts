@@ -403,6 +403,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       apiUrl: options.clusterUrl ?? localUrl,
       endpoints: () => endpoints.values(),
       secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
+      heartbeatMs,
+      containerAllowances: (endpoint) => management.containerAllowances(endpoint.id),
       mintWorkerKeys: workerKeys.mint,
       revokeWorkerKeys: workerKeys.revoke,
       localArtifact: (path) => storage.artifacts.local(path),

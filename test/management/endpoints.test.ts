@@ -31,6 +31,14 @@ it("creates, lists and validates templates", async () => {
   const bad = await call(`${url}/v1/templates`, { key: t.key, body: { name: "", env: { A: 1 }, ports: "80" } });
   expect(bad.status).toBe(422);
   expect(bad.body.errors).toEqual(["$.imageName: is required", "$.name: must not be empty", "$.env.A: must be a string", "$.ports: unknown property"]);
+  // A bigger /dev/shm for the image's containers is a template's to allow; the engine's default unless it does.
+  expect(template).toMatchObject({ shmSizeMb: null });
+  const shm = await call(`${url}/v1/templates`, { key: t.key, body: { name: "shm", imageName: "acme/worker:1", shmSizeMb: 2048 } });
+  expect([shm.status, shm.body.shmSizeMb]).toEqual([201, 2048]);
+  expect((await call(`${url}/v1/templates/${shm.body.id}`, { key: t.key })).body.shmSizeMb).toBe(2048);
+  const tiny = await call(`${url}/v1/templates`, { key: t.key, body: { name: "tiny", imageName: "acme/worker:1", shmSizeMb: 1 } });
+  expect(tiny.status).toBe(422);
+  await call(`${url}/v1/templates/${shm.body.id}`, { key: t.key, method: "DELETE" });
 });
 
 it("creates an endpoint from the spec's body and allocates the first available GPU type in priority order", async () => {
@@ -57,9 +65,10 @@ it("creates an endpoint from the spec's body and allocates the first available G
     scalerValue: 4,
     type: "queue",
     url: `${url}/v2/${r.body.id}`,
-    // the template's image is not svc code: provisioned, no workers, and it says so
+    // a worker image built for the provider, on a service whose driver runs no images: provisioned, no workers,
+    // and it says so
     status: "WAITING",
-    statusReason: expect.stringContaining('image "vllm/vllm-openai:latest" cannot be run by this service'),
+    statusReason: expect.stringContaining('image "vllm/vllm-openai:latest" is a worker image, and '),
     // No worker failed to start (docs/deploy.md, Releases: health)
     unhealthyWorkers: 0,
     lastStartError: null,

@@ -25,10 +25,13 @@ const SQLITE_PINS = [
   { count: 14, sha256: "6c7c5345a3c05dc857890d143485e4c9d54be3c66d4e832d3dc9edaeb6fe6539" },
   // The index of the notices of dropped log lines.
   { count: 15, sha256: "851b433f21bb1b27e491a7501bfa1cb5b2fa61a0ed3a2dc33bacaef47db46db6" },
+  // A template's /dev/shm size.
+  { count: 16, sha256: "2fd105fa59959242d59ad1984f0dc325c5ceb8446c8f341a9c66e43f813d0aa8" },
 ];
 const PG_PINS = [
   { count: 13, sha256: "d27437516bb632b050bca8824c9b8832a831375d43827d4d5d840310c355295c" },
   { count: 14, sha256: "aa0a5c4a4e7bd53b248a902da2febdbd691b2827dafb88201da92a0eef617a2b" },
+  { count: 15, sha256: "b9f8a2ca0c8fcda4c7b6161eee6544eab4922c6a07b87004ddabd4a4cc8e68c9" },
 ];
 const SQLITE_PIN = SQLITE_PINS.at(-1)!;
 const PG_PIN = PG_PINS.at(-1)!;

@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { defined, envFlag, fields, intFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
-type Template = { id: string; name: string; imageName: string; env: Record<string, string>; containerDiskInGb: number };
+type Template = { id: string; name: string; imageName: string; env: Record<string, string>; containerDiskInGb: number; shmSizeMb: number | null };
 
 export function register(program: Command): void {
   const template = program.command("template").description("Manage endpoint templates (worker image and defaults)");
@@ -14,9 +14,10 @@ export function register(program: Command): void {
     .requiredOption("--image <image>", "worker image")
     .option("--env <KEY=VALUE>", "default environment variable (repeatable)", envFlag)
     .option("--disk <gb>", "container disk in GB", intFlag("--disk"))
+    .option("--shm <mb>", "size of /dev/shm in the image's containers, MiB (default: the engine's)", intFlag("--shm"))
     .option("--json", "print JSON")
-    .action(async (o: { name: string; image: string; env?: Record<string, string>; disk?: number; json?: boolean }) => {
-      const t = await management<Template>("POST", "/v1/templates", defined({ name: o.name, imageName: o.image, env: o.env, containerDiskInGb: o.disk }));
+    .action(async (o: { name: string; image: string; env?: Record<string, string>; disk?: number; shm?: number; json?: boolean }) => {
+      const t = await management<Template>("POST", "/v1/templates", defined({ name: o.name, imageName: o.image, env: o.env, containerDiskInGb: o.disk, shmSizeMb: o.shm }));
       createOutput({ json: o.json }).result(t, () => fields(t));
     });
   template

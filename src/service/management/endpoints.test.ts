@@ -64,10 +64,20 @@ describe("REST endpoint planning", () => {
     const blind = plan({ runsImages: true, present: () => true }, { ok: false, state: "missing", message: "it has no /ping path" });
     expect(blind).toMatchObject({ status: "WAITING", statusReason: "it has no /ping path" });
     expect(blind.row.resource.workersMax).toBe(0);
-    // The same image as a queue endpoint: it waits, saying how to run it instead.
-    const queued = planEndpointRow({ id: "e3", userId: "u", spec: { ...lb, type: "queue" }, template: image, code: undefined, hostGpuTypes: [], images: { runsImages: true, present: () => true }, before: undefined, generation: 0, now: 1 });
-    expect(queued.row.type).toBe("queue");
-    expect(queued.statusReason).toContain('create it with type "lb"');
+  });
+
+  it("an image as a queue endpoint is a provider worker: READY on a driver that runs images and holds it, else WAITING saying why", () => {
+    const image: TemplateRecord = { ...template, id: "tpl2", imageName: "acme/worker:1" };
+    const plan = (images: { runsImages: boolean; driver?: string; present: (name: string) => boolean }) =>
+      planEndpointRow({ id: "e3", userId: "u", spec: { ...spec(), templateId: "tpl2" }, template: image, code: undefined, hostGpuTypes: [], images, before: undefined, generation: 0, now: 1 });
+    const ready = plan({ runsImages: true, driver: "docker", present: (name) => name === "acme/worker:1" });
+    expect(ready).toMatchObject({ status: "READY", statusReason: null });
+    expect(ready.row).toMatchObject({ type: "queue", artifactPath: "", resource: { is_load_balanced: false, imageName: "acme/worker:1", workersMax: 3 } });
+    const onProcess = plan({ runsImages: false, driver: "process", present: () => false });
+    expect(onProcess.status).toBe("WAITING");
+    expect(onProcess.statusReason).toContain('image "acme/worker:1" is a worker image, and the process driver runs no images: only the Docker and Kubernetes drivers run them');
+    expect(onProcess.row.resource.workersMax).toBe(0);
+    expect(plan({ runsImages: true, driver: "docker", present: () => false }).statusReason).toContain('image "acme/worker:1" is not in the Docker engine');
   });
 
   it("refuses a load-balanced endpoint over a svc:// template (422 errors)", () => {

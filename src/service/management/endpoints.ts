@@ -8,8 +8,9 @@
 //     holds the image (there is no registry: build or `docker load` it first). One worker of it is started at
 //     once and its /ping checked before the endpoint gets traffic; the create or update answer says what the
 //     check found (`ping`), and an image without /ping gets no workers until an update checks again;
-//   - a queue endpoint of any other image: provisioned (its job API accepts and queues jobs) but WAITING with
-//     the reason; it gets no workers.
+//   - a queue endpoint of any other image: a worker built for the provider, started with the provider's
+//     protocol (docs/provider-workers.md) when the service's driver runs images and the engine holds the image;
+//     otherwise provisioned (its job API accepts and queues jobs) but WAITING with the reason, and no workers.
 // GPU types are allocated in priority order from the host data center's GPU types; none available: WAITING.
 // REST endpoints are stored in the endpoints table with app "" and env "" (never part of an app) plus their
 // settings as given in `rest_endpoints`.
@@ -69,12 +70,16 @@ export const IMAGE_PING_WAIT_MS = 30_000;
 /** What the service knows of prebuilt images: whether its driver runs them, and which ones the engine holds. */
 export interface ImageSupport {
   runsImages: boolean;
+  /** The driver's cluster pulls images itself (Kubernetes): a provider worker image needs no look-up. */
+  pulls?: boolean;
+  /** The service's worker driver ("process", "docker", ...), named where it cannot run an image. */
+  driver?: string;
   /** Images found in the engine (checked when an endpoint is created or updated). */
   present(name: string): boolean;
 }
 
 export function templateJson(t: TemplateRecord) {
-  return { id: t.id, name: t.name, imageName: t.imageName, env: t.env, containerDiskInGb: t.containerDiskInGb, createdAt: t.createdAt };
+  return { id: t.id, name: t.name, imageName: t.imageName, env: t.env, containerDiskInGb: t.containerDiskInGb, shmSizeMb: t.shmSizeMb ?? null, createdAt: t.createdAt };
 }
 
 /** Resolve the settings of a create or update body: defaults, template and volume ownership, consistency. Pure. */
@@ -170,10 +175,15 @@ export function planEndpointRow(input: {
   const prebuilt = spec.type === "lb";
   if (!template) reasons.push(`template ${spec.templateId} no longer exists`);
   else if (!prebuilt && !template.imageName.startsWith(CODE_IMAGE_PREFIX)) {
-    reasons.push(
-      `image "${template.imageName}" cannot be run by this service as a queue endpoint: a queue endpoint runs svc code (imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"); ` +
-        `an image serving HTTP runs as a load-balanced endpoint (create it with type "lb")`,
-    );
+    // A worker image built for the provider: it speaks the provider's protocol, on a driver that runs images.
+    if (!input.images.runsImages && !input.images.pulls) {
+      reasons.push(
+        `image "${template.imageName}" is a worker image, and ${input.images.driver ? `the ${input.images.driver} driver runs no images` : "this service starts no workers"}: only the Docker and Kubernetes drivers run them ` +
+          `(start the service with \`svc server --workers docker\`); or run svc code with imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"`,
+      );
+    } else if (!input.images.pulls && !input.images.present(template.imageName)) {
+      reasons.push(`image "${template.imageName}" is not in the Docker engine; there is no registry to pull from: build it or \`docker load\` it, then update the endpoint`);
+    }
   } else if (prebuilt && !input.images.runsImages) {
     reasons.push(
       `image "${template.imageName}" is a prebuilt image, which only the Docker driver runs (start the service with \`svc server --workers docker\`); ` +
@@ -254,13 +264,14 @@ export class RestEndpoints {
   }
 
   private images(): ImageSupport {
-    const runsImages = this.ctx().scaler()?.runsImages ?? false;
-    return { runsImages, present: (name) => this.presentImages.has(name) };
+    const scaler = this.ctx().scaler();
+    return { runsImages: scaler?.runsImages ?? false, pulls: scaler?.pullsImages ?? false, driver: scaler?.driverName, present: (name) => this.presentImages.has(name) };
   }
 
   private prebuiltImage(entry: { userId: string; spec: RestEndpointSpec }): string | undefined {
     const template = this.m.store.template(entry.spec.templateId);
-    return entry.spec.type === "lb" && template && template.userId === entry.userId ? template.imageName : undefined;
+    // A load-balanced endpoint's server, or a queue endpoint's worker built for the provider: not svc code.
+    return template && template.userId === entry.userId && !template.imageName.startsWith(CODE_IMAGE_PREFIX) ? template.imageName : undefined;
   }
 
   /** Ask the engine whether it holds the endpoint's prebuilt image (I/O; the plan reads the answer). */
@@ -343,6 +354,17 @@ export class RestEndpoints {
     return (entry && this.plan(id, entry).statusReason) ?? undefined;
   }
 
+  /**
+   * What a REST endpoint's image is allowed in its containers beyond the sandbox's defaults, from its template
+   * (docs/provider-workers.md, "What the container gets"); empty for svc code and for other endpoints.
+   */
+  containerAllowances(id: string): { shmSizeMb?: number } {
+    const entry = this.specs.get(id);
+    const image = entry && this.prebuiltImage(entry);
+    const template = image ? this.m.store.template(entry.spec.templateId) : undefined;
+    return template?.shmSizeMb ? { shmSizeMb: template.shmSizeMb } : {};
+  }
+
   forgetPing(id: string): void {
     this.pings.delete(id);
   }
@@ -402,6 +424,7 @@ export async function templateRoute(m: ManagementContext, p: Principal, req: Inc
       imageName: body.imageName as string,
       env: (body.env as Record<string, string> | undefined) ?? {},
       containerDiskInGb: (body.containerDiskInGb as number | undefined) ?? 10,
+      shmSizeMb: (body.shmSizeMb as number | undefined) ?? null,
       createdAt: Date.now(),
     };
     await m.store.putTemplate(t);

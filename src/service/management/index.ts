@@ -149,6 +149,11 @@ export class Management {
     return this.rest;
   }
 
+  /** What a REST endpoint's image is allowed beyond the sandbox's defaults (its template's /dev/shm size). */
+  containerAllowances(endpointId: string): { shmSizeMb?: number } {
+    return this.rest?.containerAllowances(endpointId) ?? {};
+  }
+
   /** Why a REST endpoint gets no workers (its statusReason), for answers that must say so. */
   statusReason(endpointId: string): string | undefined {
     return this.rest?.statusReason(endpointId);

@@ -26,6 +26,9 @@ export const MANAGEMENT_MIGRATION = `
   ALTER TABLE api_keys ADD COLUMN name TEXT;
   ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;`;
 
+/** Appended to SQLITE_MIGRATIONS: the shared-memory size a template's image is allowed (null: the engine's default). */
+export const TEMPLATE_SHM_MIGRATION = `ALTER TABLE templates ADD COLUMN shm_size_mb INTEGER;`;
+
 /** Appended to SQLITE_MIGRATIONS after MANAGEMENT_MIGRATION: restart counters of REST endpoints. */
 export const MANAGEMENT_MIGRATION_2 = `ALTER TABLE rest_endpoints ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;`;
 
@@ -46,6 +49,11 @@ export interface TemplateRecord {
   imageName: string;
   env: Record<string, string>;
   containerDiskInGb: number;
+  /**
+   * The size of /dev/shm its image's containers get, in MiB (images of model servers share tensors through it);
+   * null: the engine's default (Docker: 64 MiB).
+   */
+  shmSizeMb?: number | null;
   createdAt: number;
 }
 
@@ -121,6 +129,7 @@ export const templateOf = (r: Record<string, unknown>): TemplateRecord => ({
   imageName: r.image_name as string,
   env: JSON.parse(r.env as string) as Record<string, string>,
   containerDiskInGb: r.container_disk_gb as number,
+  shmSizeMb: (r.shm_size_mb as number | null | undefined) ?? null,
   createdAt: r.created_at as number,
 });
 
@@ -157,8 +166,8 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     templates: db.prepare("SELECT * FROM templates WHERE user_id = ? ORDER BY created_at, id"),
     template: db.prepare("SELECT * FROM templates WHERE id = ?"),
     putTemplate: db.prepare(
-      `INSERT OR REPLACE INTO templates (id, user_id, name, image_name, env, container_disk_gb, created_at)
-       VALUES (@id, @userId, @name, @imageName, @env, @containerDiskInGb, @createdAt)`,
+      `INSERT OR REPLACE INTO templates (id, user_id, name, image_name, env, container_disk_gb, shm_size_mb, created_at)
+       VALUES (@id, @userId, @name, @imageName, @env, @containerDiskInGb, @shmSizeMb, @createdAt)`,
     ),
     deleteTemplate: db.prepare("DELETE FROM templates WHERE id = ?"),
     restEndpoints: db.prepare("SELECT * FROM rest_endpoints"),
@@ -264,10 +273,10 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
     template: (id) => templates.get(id),
     putTemplate: (t) =>
       write(
-        `INSERT INTO templates (id, user_id, name, image_name, env, container_disk_gb, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
+        `INSERT INTO templates (id, user_id, name, image_name, env, container_disk_gb, shm_size_mb, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, name = excluded.name, image_name = excluded.image_name,
-           env = excluded.env, container_disk_gb = excluded.container_disk_gb, created_at = excluded.created_at`,
-        [t.id, t.userId, t.name, t.imageName, JSON.stringify(t.env), t.containerDiskInGb, t.createdAt],
+           env = excluded.env, container_disk_gb = excluded.container_disk_gb, shm_size_mb = excluded.shm_size_mb, created_at = excluded.created_at`,
+        [t.id, t.userId, t.name, t.imageName, JSON.stringify(t.env), t.containerDiskInGb, t.shmSizeMb, t.createdAt],
         () => templates.set(t.id, t),
       ),
     deleteTemplate: (id) => write("DELETE FROM templates WHERE id = $1", [id], () => templates.delete(id)),

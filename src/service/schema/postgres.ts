@@ -115,4 +115,6 @@ export const PG_MIGRATIONS: readonly string[] = [
   PG_USAGE_MIGRATION,
   // The service's notices of log lines dropped over the quotas, found without reading the lines (droppedLogNotices).
   `CREATE INDEX logs_dropped ON logs (endpoint_id, seq) WHERE stream = '${DROPPED_LOG_STREAM}';`,
+  // The /dev/shm size a template's image is allowed (null: the engine's default).
+  `ALTER TABLE templates ADD COLUMN shm_size_mb integer;`,
 ];

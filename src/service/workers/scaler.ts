@@ -92,6 +92,10 @@ export interface ScalerDeps {
   driver: WorkerDriver;
   apiUrl: string;
   /** Mint the worker's token and a key for cross-endpoint calls (revoked when the worker ends). */
+  /** What an endpoint's image is allowed beyond the sandbox's defaults (its template's /dev/shm size). */
+  containerAllowances?(endpoint: EndpointRow): { shmSizeMb?: number };
+  /** The heartbeat period workers are told (a provider worker's ping period). */
+  heartbeatMs?: number;
   mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string }>;
   revokeWorkerKeys(workerId: string): Promise<void>;
   endpoints(): Iterable<EndpointRow>;
@@ -173,6 +177,15 @@ export function deathOf(exit: WorkerExit, silent: boolean): string {
 /** The prebuilt image a load-balanced endpoint runs instead of svc code (REST endpoints from a template). Pure. */
 export function prebuiltImageOf(endpoint: EndpointRow): string | undefined {
   return endpoint.type === "lb" && endpoint.artifactPath === "" && endpoint.resource.imageName ? endpoint.resource.imageName : undefined;
+}
+
+/**
+ * The image a queue endpoint runs instead of svc code (REST endpoints from a template whose image is not
+ * `svc://`): a worker built for the provider, which speaks the provider's protocol (docs/provider-workers.md). Pure.
+ */
+export function providerImageOf(endpoint: EndpointRow): string | undefined {
+  const image = endpoint.resource.imageName;
+  return endpoint.type === "queue" && endpoint.artifactPath === "" && image && !image.startsWith("svc://") ? image : undefined;
 }
 
 interface ManagedWorker {
@@ -538,7 +551,8 @@ export class Scaler {
     const entry: WorkerEntry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
     entry.managed = true;
     entry.standby = probe;
-    const image = prebuiltImageOf(endpoint);
+    const providerImage = providerImageOf(endpoint);
+    const image = prebuiltImageOf(endpoint) ?? providerImage;
     const notice = this.snapshotNoticed.has(endpoint.id) ? undefined : snapshotNotice(this.deps.driver, endpoint);
     if (notice) {
       // Once per endpoint, where its owner looks (the endpoint's logs) and in the service's log.
@@ -547,8 +561,9 @@ export class Scaler {
       this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "log", text: notice });
     }
     try {
-      // A prebuilt image does not speak the worker protocol: it gets no credentials of the service.
-      const keys = image ? { workerToken: "", apiKey: undefined } : await this.deps.mintWorkerKeys(endpoint, workerId);
+      // A load-balanced prebuilt image does not speak a worker protocol: it gets no credentials of the service. A
+      // provider image does: its token is minted (and revoked) as for svc's own workers.
+      const keys = image && !providerImage ? { workerToken: "", apiKey: undefined } : await this.deps.mintWorkerKeys(endpoint, workerId);
       const r = endpoint.resource;
       const artifactPath = image || !this.deps.localArtifact ? endpoint.artifactPath : await this.deps.localArtifact(endpoint.artifactPath);
       m.handle = await this.deps.driver.start({
@@ -575,12 +590,14 @@ export class Scaler {
         placement: placementOf(r, this.deps.dataCenterOf?.(endpoint)),
         loadBalanced: endpoint.type === "lb",
         image,
+        ...(providerImage ? { protocol: "provider" as const, heartbeatMs: this.deps.heartbeatMs } : {}),
+        ...(image ? this.deps.containerAllowances?.(endpoint) : {}),
         ...(r.snapshot ? { snapshot: true } : {}),
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       this.offerAddresses(workerId, m.handle);
       this.lifeStarted(m, endpoint.userId);
-      if (image && m.handle.address) {
+      if (image && !providerImage && m.handle.address) {
         // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
         this.deps.engine.register(workerId, endpoint.id, 1);
         this.deps.lb?.registered?.(workerId, endpoint.id, m.handle.address);
@@ -795,6 +812,16 @@ export class Scaler {
   /** Whether the driver runs prebuilt images (the Docker driver does). */
   get runsImages(): boolean {
     return typeof this.deps.driver.hasImage === "function";
+  }
+
+  /** Whether the driver's cluster pulls images itself (provider worker images run without a look-up). */
+  get pullsImages(): boolean {
+    return this.deps.driver.pullsImages === true;
+  }
+
+  /** The driver's name, for what the service says about what it can run. */
+  get driverName(): WorkerDriver["name"] {
+    return this.deps.driver.name;
   }
 
   hasImage(name: string): Promise<boolean> {
