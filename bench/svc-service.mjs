@@ -1,7 +1,7 @@
 // svc's service as the benches that compare it with other servers run it: one function a kind of contender, used
 // in the service's own process (svc-child.mjs for the peers benches, profile.mjs --child). Callers send
 // `authorization: Bearer bench-key` (BENCH_KEY).
-import { cpSync, mkdtempSync } from "node:fs";
+import { cpSync, } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { request } from "./http.mjs";

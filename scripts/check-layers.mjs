@@ -14,7 +14,7 @@
 // imported file and the rule's name and reason.
 
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, join, relative, resolve, sep } from "node:path";
+import { dirname, join, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { cyclesOf } from "./strongly-connected.mjs";
 

@@ -86,7 +86,7 @@ function TryIt({ endpointId, functions, onJob }: { endpointId: string; functions
     try {
       body = JSON.parse(input);
     } catch (err) {
-      setInputError([`not valid JSON: ${(err as Error).message}`]);
+      setInputError([`not valid JSON: ${err instanceof Error ? err.message : String(err)}`]);
       return;
     }
     setInputError(undefined);

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import tarStream from "tar-stream";
-import { UserError } from "../errors.js";
+import { UserError, errorMessage } from "../errors.js";
 import { entryPath, extractArtifact, extractArtifactCached, safeMode, UnsafeArtifactError } from "./extract.js";
 
 interface Entry {
@@ -102,7 +102,7 @@ describe("extractArtifact", () => {
       const failure = await extractArtifact(src, dest).catch((e: unknown) => e);
       expect(failure).toBeInstanceOf(UnsafeArtifactError);
       expect(failure).toBeInstanceOf(UserError);
-      expect((failure as Error).message).toMatch(message);
+      expect(errorMessage(failure)).toMatch(message);
       await expect(stat(dest)).rejects.toThrow();
       expect(await leftovers()).toEqual([]);
     });
@@ -112,7 +112,7 @@ describe("extractArtifact", () => {
     const src = await writeArtifact("bomb", [{ name: "zeros.bin", body: Buffer.alloc(64 * 1024 * 1024) }]);
     expect((await stat(src)).size).toBeLessThan(200_000);
     const failure = await extractArtifact(src, join(work, "bomb-out")).catch((e: unknown) => e);
-    expect((failure as Error).message).toMatch(/compression ratio above 200:1/);
+    expect(errorMessage(failure)).toMatch(/compression ratio above 200:1/);
     expect(await leftovers()).toEqual([]);
   });
 

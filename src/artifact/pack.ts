@@ -11,7 +11,7 @@ import { promisify } from "node:util";
 import { createGzip, gzip, gzipSync } from "node:zlib";
 import { Transform } from "node:stream";
 import tar from "tar-stream";
-import { UserError } from "../errors.js";
+import { UserError, asError } from "../errors.js";
 
 /** Every entry gets this mtime (2000-01-01T00:00:00Z): fixed, and not 0, which some tools flag as suspicious. */
 export const FIXED_MTIME = new Date(Date.UTC(2000, 0, 1));
@@ -225,7 +225,7 @@ export async function packEntries(
     } else {
       const writing = pipeline(pack, coalesce(COALESCE_BYTES), createGzip({ level: GZIP_LEVEL, chunkSize: 256 * 1024 }), createWriteStream(outFile));
       await Promise.all([writeEntries(pack, entries).catch((err: unknown) => {
-        pack.destroy(err as Error);
+        pack.destroy(asError(err));
         throw err;
       }), writing]);
     }

@@ -1,7 +1,7 @@
 // The input of `svc run`: JSON text, `@file` (a JSON file) or `-` (JSON on standard input); none is `{}`.
 
 import { readFile } from "node:fs/promises";
-import { UsageError } from "../errors.js";
+import { UsageError, errorMessage } from "../errors.js";
 
 export async function readJobInput(arg: string | undefined, readStdin: () => Promise<string>): Promise<unknown> {
   if (arg === undefined) return {};
@@ -15,7 +15,7 @@ export async function readJobInput(arg: string | undefined, readStdin: () => Pro
     try {
       text = await readFile(file, "utf8");
     } catch (err) {
-      throw new UsageError(`Cannot read the input file ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new UsageError(`Cannot read the input file ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`);
     }
     from = file;
   } else {
@@ -25,7 +25,7 @@ export async function readJobInput(arg: string | undefined, readStdin: () => Pro
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new UsageError(`The input in ${from} is not JSON: ${(err as Error).message}`, `Quote it for the shell: svc run <endpoint> '{"prompt": "hi"}', or pass @input.json or - (stdin).`);
+    throw new UsageError(`The input in ${from} is not JSON: ${errorMessage(err)}`, `Quote it for the shell: svc run <endpoint> '{"prompt": "hi"}', or pass @input.json or - (stdin).`);
   }
 }
 

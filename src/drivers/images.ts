@@ -21,7 +21,7 @@ import { createReadStream } from "node:fs";
 import { pipeline } from "node:stream/promises";
 import type Docker from "dockerode";
 import tarStream from "tar-stream";
-import { UserError } from "../errors.js";
+import { UserError, asError } from "../errors.js";
 import { SVC_VERSION } from "../version.js";
 import { dockerMessage, LABELS } from "./docker-engine.js";
 import { FIXED_MTIME, type ImageKind, type WorkerImageKind } from "./image-names.js";
@@ -52,7 +52,7 @@ export function rootfsTar(plan: ImagePlan): NodeJS.ReadableStream {
       await pipeline(createReadStream(file.source!), sink);
     }
     pack.finalize();
-  })().catch((err: unknown) => pack.destroy(err as Error));
+  })().catch((err: unknown) => pack.destroy(asError(err)));
   // A streamx Readable: pipe() is all dockerode uses.
   return pack as unknown as NodeJS.ReadableStream;
 }

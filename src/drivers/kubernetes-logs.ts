@@ -12,6 +12,7 @@ import { Log, type CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { readMarkedLine } from "../runtime/output-marks.js";
 import { apiErrorMessage, exitOfPod, statusOf } from "./kubernetes-pod.js";
 import type { WorkerLogLine } from "./types.js";
+import { errorMessage } from "../errors.js";
 
 export interface TimedLine {
   /** Second, then nanoseconds (fixed width): compares as text. */
@@ -112,7 +113,7 @@ export function followPodLog(options: FollowOptions): LogFollow {
       options.onLog({ ts: timed?.ms ?? Date.now(), ...readMarkedLine("stdout", timed?.text ?? raw) });
     } catch (err) {
       // A failing log sink must not end the follow: the next lines may well be stored.
-      options.log(`could not hand on a line of Pod ${pod}'s log: ${(err as Error).message}`);
+      options.log(`could not hand on a line of Pod ${pod}'s log: ${errorMessage(err)}`);
     }
   };
 

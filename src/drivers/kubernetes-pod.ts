@@ -11,7 +11,7 @@
 // and labels), which the Pod's variables reference (`secretKeyRef`).
 
 import type { V1Container, V1EnvVar, V1Pod, V1PodSpec, V1Secret, V1SecurityContext } from "@kubernetes/client-node";
-import { UserError } from "../errors.js";
+import { UserError, errorMessage } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
 import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { VOLUME_MOUNT } from "./image-names.js";
@@ -258,7 +258,7 @@ export function apiErrorMessage(err: unknown): string {
     }
   }
   if (typeof message === "string" && message) return code === undefined ? message : `${message} (HTTP ${code})`;
-  const first = String((err as Error)?.message ?? err).split("\n");
+  const first = String(errorMessage(err) ?? err).split("\n");
   const fromClient = /^HTTP-Code: (\d+)$/.exec(first[0] ?? "");
   const said = /^Message: (.*)$/.exec(first[1] ?? "");
   return fromClient && said ? `${said[1]} (HTTP ${fromClient[1]})` : first[0] ?? "";

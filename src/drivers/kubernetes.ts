@@ -10,7 +10,7 @@
 
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, Watch, type V1PersistentVolumeClaim, type V1Pod, type V1Secret } from "@kubernetes/client-node";
 import { claimBelow, clusterVolumeName, clusterVolumeRefusal, dataCenterRefusal, volumeClaim, type KubernetesVolumeConfig, type LaunchVolume } from "./cluster-volumes.js";
-import { UserError } from "../errors.js";
+import { UserError, errorMessage } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
 import { imageKindOf, workerImageName } from "./image-names.js";
 import { DATA_CENTER_LABEL } from "./placement.js";
@@ -236,7 +236,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     } catch (err) {
       await remove(w.name, 0);
       w.settle({ code: null, signal: null });
-      throw new UserError(`The Pod ${w.name} of load-balanced endpoint ${endpointName} cannot be reached: ${(err as Error).message}`, {
+      throw new UserError(`The Pod ${w.name} of load-balanced endpoint ${endpointName} cannot be reached: ${errorMessage(err)}`, {
         hint: `See why with \`kubectl describe pod\` on such a Pod (no node with the resources or GPU type it asks for, an image that cannot be pulled); the service starts another one.`,
         cause: err,
       });

@@ -11,6 +11,7 @@
 import { lstatSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { asError } from "../errors.js";
 
 /** The kinds of directory, each a name prefix. */
 export const OWNED_TEMP_KINDS = ["svc-sandbox", "svc-lb"] as const;
@@ -99,7 +100,7 @@ export function sweepStaleTempDirs(opts: { dir?: string; alive?: (pid: number) =
       rmSync(path, { recursive: true, force: true });
       removed.push(name);
     } catch (err) {
-      opts.failed?.(name, err as Error);
+      opts.failed?.(name, asError(err));
     }
   }
   return removed;

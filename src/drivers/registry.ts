@@ -4,7 +4,7 @@
 // moved later changes nothing that is running.
 
 import type Docker from "dockerode";
-import { UserError } from "../errors.js";
+import { UserError, errorMessage } from "../errors.js";
 import { SVC_VERSION } from "../version.js";
 import { dockerMessage } from "./docker-engine.js";
 import { imageRepo, type ImageKind, type WorkerImageKind } from "./image-names.js";
@@ -86,7 +86,7 @@ export async function registryWorkerImage(docker: Docker, registry: string, kind
   try {
     digest = await registryDigest(registry, repo, tag);
   } catch (err) {
-    throw new UserError(`Could not ask the registry at ${registry} for ${repo}:${tag}: ${(err as Error).message}`, { hint: "Check that the registry runs at that address.", cause: err });
+    throw new UserError(`Could not ask the registry at ${registry} for ${repo}:${tag}: ${errorMessage(err)}`, { hint: "Check that the registry runs at that address.", cause: err });
   }
   if (!digest) throw new UserError(`The registry at ${registry} has no ${repo}:${tag}`, { hint: `Push the worker images first: svc images build --registry ${registry}` });
   const reference = `${repo}@${digest}`;

@@ -12,6 +12,7 @@ import { dirname, join } from "node:path";
 import { SNAPSHOT_FD_ENV, SNAPSHOT_IDENTITY_KEYS, SNAPSHOT_READY, SNAPSHOT_READY_FD_ENV, type SnapshotIdentity } from "../runtime/snapshot.js";
 import { checkpointProblem, criuLogReason, CRIU_STALL_MS, progressSize, runCriu } from "./criu.js";
 import type { WorkerLaunch } from "./types.js";
+import { errorMessage } from "../errors.js";
 
 export interface SnapshotOptions {
   /** Where images are kept: <dir>/<endpoint id>/<key>/ (default given by the process driver). */
@@ -297,8 +298,8 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
           throw err;
         }
       } catch (err) {
-        sayOnce(`${imageDir}:failed`, `svc: snapshot of endpoint ${launch.endpointName} not used (${(err as Error).message}); its workers start without one`);
-        launch.onLog({ ts: Date.now(), stream: "log", text: `[svc] snapshot not used: ${(err as Error).message}; starting without it` });
+        sayOnce(`${imageDir}:failed`, `svc: snapshot of endpoint ${launch.endpointName} not used (${errorMessage(err)}); its workers start without one`);
+        launch.onLog({ ts: Date.now(), stream: "log", text: `[svc] snapshot not used: ${errorMessage(err)}; starting without it` });
         return undefined;
       }
     },

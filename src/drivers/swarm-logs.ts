@@ -14,6 +14,7 @@ import { readMarkedLine } from "../runtime/output-marks.js";
 import { dockerMessage } from "./docker-engine.js";
 import { LineDeduper, splitTimestamp, timeKey } from "./kubernetes-logs.js";
 import type { WorkerLogLine } from "./types.js";
+import { errorMessage } from "../errors.js";
 
 type Stream = "stdout" | "stderr";
 
@@ -124,7 +125,7 @@ export function serviceLogs(options: ServiceLogOptions): ServiceLogs {
       options.onLog(line);
     } catch (err) {
       // A failing log sink must not end the follow: the next lines may well be stored.
-      options.log(`could not hand on a line of Swarm service ${serviceId}'s log: ${(err as Error).message}`);
+      options.log(`could not hand on a line of Swarm service ${serviceId}'s log: ${errorMessage(err)}`);
     }
   };
   const streams = { stdout: new StreamLines("stdout", floor, deliver), stderr: new StreamLines("stderr", floor, deliver) };

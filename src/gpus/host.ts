@@ -7,6 +7,7 @@
 import { allocateGpus, gpuRequestOf, pickWaiting, type Allocation, type GpuRequest, type WaitingEndpoint } from "./allocate.js";
 import { hostGpuTypeIds, type GpuDevice, type GpuInventory } from "./inventory.js";
 import { cardMatches } from "svc/internal";
+import { errorMessage } from "../errors.js";
 
 export const NO_GPUS: GpuInventory = { gpus: [], driverVersion: null, cudaVersion: null, source: "none" };
 
@@ -111,7 +112,7 @@ export class HostGpus {
           return inventory;
         },
         (err: unknown) => {
-          const message = (err as Error).message;
+          const message = errorMessage(err);
           if (this.lastError !== message) this.options.log?.(`could not read this host's GPUs: ${message}`);
           this.lastError = message;
           return this.current;

@@ -29,6 +29,7 @@ import {
   type ResponseObject,
 } from "./responses.js";
 import { isOpenAiJobInput } from "./format.js";
+import { errorMessage } from "../errors.js";
 
 /** A job as the Responses API reads it back (GET .../responses/{id}, previous_response_id, item references). */
 export interface ChatJobRecord {
@@ -128,7 +129,7 @@ async function answerWithJob(
   try {
     jobId = await submit();
   } catch (err) {
-    return sendOpenAiProblem(res, openAiProblem(statusOf(err), `The job could not be queued: ${(err as Error).message}`), headersOf(err));
+    return sendOpenAiProblem(res, openAiProblem(statusOf(err), `The job could not be queued: ${errorMessage(err)}`), headersOf(err));
   }
   const { reply, frames } = shape(jobId);
   let finished = false;
@@ -145,7 +146,7 @@ async function answerWithJob(
       sendJson(res, reply(output));
     } catch (err) {
       finished = true;
-      sendOpenAiProblem(res, openAiProblem(statusOf(err), `The generation failed: ${(err as Error).message}`));
+      sendOpenAiProblem(res, openAiProblem(statusOf(err), `The generation failed: ${errorMessage(err)}`));
     }
     return;
   }

@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { UsageError } from "../errors.js";
+import { UsageError, errorMessage } from "../errors.js";
 import { parseServerConfig, parseServiceSettings, printableConfig, serviceOptionsOf } from "./config.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
@@ -64,7 +64,7 @@ describe("the service's configuration", () => {
       error = err;
     }
     expect(error).toBeInstanceOf(UsageError);
-    const message = (error as Error).message;
+    const message = errorMessage(error);
     expect(message).toContain('--port must be 0..65535, not "70000"');
     expect(message).toContain('SVC_RELEASE_ATTEMPTS must be a positive whole number, not "0"');
     expect(message).toContain('SVC_LB_FRONT must be "on" or "off", not "maybe"');

@@ -5,7 +5,7 @@
 
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
-import { UsageError } from "../errors.js";
+import { UsageError, errorMessage } from "../errors.js";
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./http/slow-clients.js";
 import { DEFAULT_LOG_LIMITS, type LogLimits } from "./engine/log-quota.js";
 import { MAX_ARTIFACT_BYTES } from "./deploy/upload.js";
@@ -253,13 +253,13 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
       try {
         return { value: parseUserQuotas(raw) };
       } catch (err) {
-        return { problem: `${origin}: ${(err as Error).message}` };
+        return { problem: `${origin}: ${errorMessage(err)}` };
       }
     case "rateLimits":
       try {
         return { value: parseRateLimits(raw) };
       } catch (err) {
-        return { problem: `${origin}: ${(err as Error).message}` };
+        return { problem: `${origin}: ${errorMessage(err)}` };
       }
   }
 }

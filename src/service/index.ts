@@ -9,7 +9,7 @@ import type { Duplex } from "node:stream";
 import { join } from "node:path";
 import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { sweepStaleTempDirs } from "../drivers/owned-temp.js";
-import { UserError } from "../errors.js";
+import { UserError, errorMessage, errorStack } from "../errors.js";
 import type { Manifest } from "svc/internal";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
 import { JobEngine, type LogLimits, type QueueQuotas } from "./engine/index.js";
@@ -43,7 +43,7 @@ import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
 import { VolumeUsage } from "./volumes/usage.js";
 import type { VolumesApi } from "./volumes/index.js";
-import type { EndpointRow, JobRow, Store, StoreOp } from "./store/types.js";
+import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import type { Tracing } from "./tracing/index.js";
 import type { Log, LogFields } from "./logging.js";
 import { Management } from "./management/index.js";
@@ -219,14 +219,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     const swept = sweepStaleTempDirs({ failed: (name, err) => log(`could not remove the stale temporary directory ${name}: ${err.message}`) });
     if (swept.length > 0) log(`removed ${swept.length} temporary director${swept.length === 1 ? "y" : "ies"} of processes that are gone: ${swept.join(", ")}`);
   } catch (err) {
-    log(`could not look for stale temporary directories: ${(err as Error).message}`);
+    log(`could not look for stale temporary directories: ${errorMessage(err)}`);
   }
   const state = await openState(options, log);
   const { storage, secrets, box } = state;
   const store: Store = storage.store;
   // Replicas on one database: another replica's revocation is seen at the next recheck (cluster/config-sync.ts).
   const keyring = new KeyRing(store, storage.kind === "postgres" ? KEY_RECHECK_MS : Infinity);
-  const sharedLimiter = storage.sharedLimiter?.(options.rateLimits ?? DEFAULT_RATE_WINDOWS, (err) => log(`rate-limit counts could not be shared: ${(err as Error).message}`));
+  const sharedLimiter = storage.sharedLimiter?.(options.rateLimits ?? DEFAULT_RATE_WINDOWS, (err) => log(`rate-limit counts could not be shared: ${errorMessage(err)}`));
   // The management API's state (its own connection to the same, already migrated, file).
   const management = new Management({
     dataDir: options.dataDir,
@@ -518,7 +518,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     },
     start: async () => {
       // REST endpoints are re-planned by the replica serving jobs; a failure there must not keep its workers down.
-      await management.appChanged().catch((err: unknown) => log(`could not refresh REST endpoints: ${(err as Error).message}`));
+      await management.appChanged().catch((err: unknown) => log(`could not refresh REST endpoints: ${errorMessage(err)}`));
       await scaler?.start(CLUSTER_ADOPT_SETTLE_MS);
       webhooks?.outbox.kick();
     },
@@ -532,13 +532,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     // S3 clients sign their own way and want XML errors: the S3 API answers its whole prefix itself.
     if (isS3Target(req.url)) {
       s3.serve(req, res).catch((err: unknown) => {
-        log(`internal error on S3 ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
+        log(`internal error on S3 ${req.method} ${req.url}: ${errorStack(err)}`);
         res.destroy();
       });
       return;
     }
     handleRequest(context, req, res).catch((err: unknown) => {
-      log(`internal error on ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`, requestFields(req));
+      log(`internal error on ${req.method} ${req.url}: ${errorStack(err)}`, requestFields(req));
       sendProblem(res, 500, "The service failed to handle this request");
     });
   });
@@ -586,7 +586,7 @@ async function readHostGpus(management: Management, options: ServiceOptions, log
       if (!started) return;
       offer(gpus);
       // REST endpoints waiting for a type this host now has (or no longer has) are planned again.
-      void management.appChanged().catch((err: unknown) => log(`could not refresh REST endpoints after the GPUs changed: ${(err as Error).message}`));
+      void management.appChanged().catch((err: unknown) => log(`could not refresh REST endpoints after the GPUs changed: ${errorMessage(err)}`));
     },
   });
   let started = false;
@@ -621,7 +621,7 @@ function unwritableError(dataDir: string, err: unknown): unknown {
   if (err instanceof UserError) return err;
   const cause = storageCause(err) ?? ((err as { code?: string }).code === "EACCES" ? "read-only" : undefined);
   if (cause === undefined) return err;
-  return new UserError(`The service cannot write its data directory ${dataDir}: ${describeStorage(cause).replace("The service's storage", "it")} (${(err as Error).message})`, {
+  return new UserError(`The service cannot write its data directory ${dataDir}: ${describeStorage(cause).replace("The service's storage", "it")} (${errorMessage(err)})`, {
     hint: cause === "full" ? "Free space on that filesystem, or pass another --data-dir." : "Make it writable by this user, or pass another --data-dir (SVC_DATA_DIR).",
     cause: err,
   });
@@ -795,9 +795,9 @@ function startTimers(t: {
   const sweeper = setInterval(() => {
     // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
     if (!t.servesJobs()) return;
-    engine.sweep().catch((err: unknown) => t.log(`retention sweep failed: ${(err as Error).message}`));
-    engine.sweepLogs().catch((err: unknown) => t.log(`log retention sweep failed: ${(err as Error).message}`));
-    t.idempotency.sweep().catch((err: unknown) => t.log(`idempotency key sweep failed: ${(err as Error).message}`));
+    engine.sweep().catch((err: unknown) => t.log(`retention sweep failed: ${errorMessage(err)}`));
+    engine.sweepLogs().catch((err: unknown) => t.log(`log retention sweep failed: ${errorMessage(err)}`));
+    t.idempotency.sweep().catch((err: unknown) => t.log(`idempotency key sweep failed: ${errorMessage(err)}`));
   }, t.retentionSweepMs);
   const timers = [ticker, handoffRescan, sweeper];
   for (const timer of timers) timer.unref();
@@ -908,7 +908,7 @@ function followReplicas(r: {
             secrets.refresh();
             await webhooks.settings.refresh();
           },
-          onError: (err) => log(`could not read what other replicas changed: ${(err as Error).message}`),
+          onError: (err) => log(`could not read what other replicas changed: ${errorMessage(err)}`),
           // The change feed below says when; this only covers notices lost while its listener reconnected.
           intervalMs: CONFIG_POLL_MS,
         })
@@ -922,7 +922,7 @@ function followReplicas(r: {
           db: storage.coordination,
           onError: (err) => {
             // Said once per outage: the listener retries every 2 s at most, and polling covers it meanwhile.
-            if (!feedFailing) log(`not hearing of other replicas' changes at once (${(err as Error).message}); reading them every ${CONFIG_POLL_MS / 1000} s until the database answers`);
+            if (!feedFailing) log(`not hearing of other replicas' changes at once (${errorMessage(err)}); reading them every ${CONFIG_POLL_MS / 1000} s until the database answers`);
             feedFailing = true;
           },
         })
@@ -937,7 +937,7 @@ function followReplicas(r: {
       () => (adoptFailing = false),
       (err: unknown) => {
         // Said once per outage: the jobs stay in the database, marked, and the next notice or rescan adopts them.
-        if (!adoptFailing) log(`could not take the jobs other replicas handed off: ${(err as Error).message}`);
+        if (!adoptFailing) log(`could not take the jobs other replicas handed off: ${errorMessage(err)}`);
         adoptFailing = true;
       },
     );

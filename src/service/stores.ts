@@ -3,7 +3,7 @@
 // service gets the same three stores: the job engine's batched one, the management records, sealed secrets.
 
 import { join } from "node:path";
-import { UserError } from "../errors.js";
+import { UserError, errorMessage } from "../errors.js";
 import { openSqliteStore } from "./store/sqlite.js";
 import { SQLITE_MIGRATIONS } from "./schema/sqlite.js";
 import { PG_MIGRATIONS } from "./schema/postgres.js";
@@ -86,7 +86,7 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
     store = await openPostgresStore(options.storeUrl, PG_MIGRATIONS);
   } catch (err) {
     const cause = storageCause(err);
-    throw new UserError(`The service cannot open its database ${redactStoreUrl(options.storeUrl)}: ${(err as Error).message}`, {
+    throw new UserError(`The service cannot open its database ${redactStoreUrl(options.storeUrl)}: ${errorMessage(err)}`, {
       hint: cause === "unavailable" || (err as { code?: string }).code === "ENOTFOUND"
         ? "Check that PostgreSQL runs and answers at that address (host, port, database, user), then start again."
         : "Check the URL's database, user and password, and that this user may create tables in it.",

@@ -13,7 +13,7 @@ import { buildProject, type BuildResult } from "../../src/build/index.js";
 import { createDockerDriver, type DockerDriver } from "../../src/drivers/docker.js";
 import { cleanupStale, detectGpuSupport } from "../../src/drivers/docker-host.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
-import { UserError } from "../../src/errors.js";
+import { UserError, errorMessage } from "../../src/errors.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { describeDocker, docker, engineUp, leftovers } from "./engine.js";
 
@@ -170,7 +170,7 @@ describeDocker("Docker driver with the real service", () => {
         })
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(UserError);
-      expect((err as Error).message).toMatch(/GPU endpoint "llm": this host has no NVIDIA GPU/);
+      expect(errorMessage(err)).toMatch(/GPU endpoint "llm": this host has no NVIDIA GPU/);
     } finally {
       await strict.close();
     }
@@ -201,7 +201,7 @@ describeDocker("Docker driver with the real service", () => {
         })
         .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(UserError);
-      expect((err as Error).message).toMatch(/published port is in use/);
+      expect(errorMessage(err)).toMatch(/published port is in use/);
     } finally {
       await publishing.close();
       await new Promise<void>((resolve) => holder.close(() => resolve()));

@@ -13,6 +13,7 @@ import type Docker from "dockerode";
 import tarStream from "tar-stream";
 import { LABELS } from "../../src/drivers/docker-engine.js";
 import { parseLdd } from "../../src/drivers/images.js";
+import { asError } from "../../src/errors.js";
 
 export const PROVIDER_WORKER_SCRIPT = fileURLToPath(new URL("../../fixtures/provider-worker/provider-worker.py", import.meta.url));
 /** The image's user: not root, and the uid svc's own workers run as (a network volume's directory is theirs). */
@@ -100,7 +101,7 @@ function tarOf(entries: Entry[]): NodeJS.ReadableStream {
       else await pipeline(createReadStream(e.source!), pack.entry({ ...header, type: "file", size: statSync(e.source!).size }));
     }
     pack.finalize();
-  })().catch((err: unknown) => pack.destroy(err as Error));
+  })().catch((err: unknown) => pack.destroy(asError(err)));
   return pack as unknown as NodeJS.ReadableStream;
 }
 

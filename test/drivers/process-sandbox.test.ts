@@ -16,6 +16,7 @@ import tarStream from "tar-stream";
 import type { WorkerLaunch, WorkerLogLine } from "../../src/drivers/types.js";
 import { createProcessDriver, type ProcessDriver } from "../../src/drivers/process.js";
 import { resolveSandbox, type Sandbox } from "../../src/drivers/sandbox/index.js";
+import { errorMessage } from "../../src/errors.js";
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const PROBE = join(REPO, "fixtures/runtime-sandbox-probe/probe.mjs");
@@ -29,7 +30,7 @@ const probe = (() => {
     const s = resolveSandbox({ setting: "bwrap" });
     return s.kind === "bwrap" ? { sandbox: s as Sandbox } : { skip: "no sandbox" };
   } catch (err) {
-    return { skip: (err as Error).message };
+    return { skip: errorMessage(err) };
   }
 })();
 const usable = "sandbox" in probe;

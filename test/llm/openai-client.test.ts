@@ -9,6 +9,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { countTokens, MarkovTextBackend, type TextBackend, textGeneration } from "svc/internal";
 import { openAiProblem, sendOpenAiProblem, serveChatCompletion, serveModels, type ChatJobs } from "../../src/openai/index.js";
+import { errorMessage } from "../../src/errors.js";
 
 const corpus = readFileSync(new URL("../../templates/textgen/src/corpus.txt", import.meta.url), "utf8");
 const markov = MarkovTextBackend.fromText(corpus);
@@ -172,7 +173,7 @@ describe("the openai client", () => {
     );
     expect(received.join("")).toBe("Once");
     expect(failure).toBeInstanceOf(OpenAI.APIError);
-    expect((failure as Error).message).toContain("the GPU fell over");
+    expect(errorMessage(failure)).toContain("the GPU fell over");
   });
 
   it("lists the models", async () => {

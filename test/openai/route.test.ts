@@ -5,6 +5,7 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startApp, type LiveApp } from "../lb/harness.js";
+import { errorMessage } from "../../src/errors.js";
 
 let app: LiveApp;
 let client: OpenAI;
@@ -119,7 +120,7 @@ describe("a generation that fails midway, on an endpoint with retries", () => {
       (e: unknown) => e,
     );
     expect(failure).toBeInstanceOf(OpenAI.APIError);
-    expect((failure as Error).message).toMatch(/asked to fail/);
+    expect(errorMessage(failure)).toMatch(/asked to fail/);
     expect(received.join("")).toBe("You said:");
     // The job failed once, with no retry.
     const health = (await (await fetch(`${retrying.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${retrying.key}` } })).json()) as {
@@ -280,7 +281,7 @@ describe("the OpenAI route of an endpoint that is not a language model", () => {
     const err = await helloClient.chat.completions.create({ model: "hello", messages }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
-    expect((err as Error).message).toContain("The endpoint's output is not a chat reply: expected text (a string, or an object with `text` or `tool_calls`), got an object with keys greeting");
+    expect(errorMessage(err)).toContain("The endpoint's output is not a chat reply: expected text (a string, or an object with `text` or `tool_calls`), got an object with keys greeting");
   }, 60_000);
 
   it("fails a streamed request visibly (the client raises), never with an empty successful stream", async () => {
@@ -292,7 +293,7 @@ describe("the OpenAI route of an endpoint that is not a language model", () => {
       for await (const chunk of stream) deltas.push(chunk.choices[0]?.delta.content ?? "");
     })().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
-    expect((err as Error).message).toContain("The endpoint's output is not a chat reply");
+    expect(errorMessage(err)).toContain("The endpoint's output is not a chat reply");
     expect(deltas.join("")).toBe("");
   }, 60_000);
 
@@ -304,7 +305,7 @@ describe("the OpenAI route of an endpoint that is not a language model", () => {
       for await (const _ of stream) void _;
     })().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
-    expect((err as Error).message).toContain("The endpoint's output is not a chat reply");
+    expect(errorMessage(err)).toContain("The endpoint's output is not a chat reply");
   }, 60_000);
 
   it("names the status of its errors in their title, as the job API does", async () => {

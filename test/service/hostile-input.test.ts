@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { openDatabase } from "../../src/service/store/driver.js";
 import { call, manifest, ProtocolWorker, resource, startTestService, type TestService } from "./helpers.js";
 import { startService, type DeployedEndpoint } from "../../src/service/index.js";
-import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT, SMALL_BODY_LIMIT, WORKER_BODY_LIMIT } from "../../src/service/api.js";
+import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT, WORKER_BODY_LIMIT } from "../../src/service/api.js";
 import { OPENAI_BODY_LIMIT } from "../../src/service/http/body-limits.js";
 
 const ANSWER_TIMEOUT_MS = 5000;

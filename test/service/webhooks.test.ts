@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "./helpers.js";
 import { newSigningSecret, signedHeaders } from "../../src/service/webhooks/signing.js";
+import { errorMessage } from "../../src/errors.js";
 
 interface Received {
   path: string;
@@ -31,7 +32,7 @@ async function verifyingReceiver(secret: () => string, failFirst: number) {
       try {
         verified = { ok: true, payload: new Webhook(secret()).verify(body, req.headers as Record<string, string>) };
       } catch (err) {
-        verified = { ok: false, error: (err as Error).message };
+        verified = { ok: false, error: errorMessage(err) };
       }
       let answered = verified.ok ? 200 : 401;
       if (verified.ok && req.url!.startsWith("/flaky") && flakyFailures < failFirst) {

@@ -20,6 +20,7 @@ import { startService, type DeployedEndpoint, type Service } from "../../src/ser
 import { call } from "../service/helpers.js";
 import { describeDocker, docker, engineUp } from "../docker/engine.js";
 import { joinSwarm, leaveSwarm } from "./swarm-mode.js";
+import { errorMessage } from "../../src/errors.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "swarm-volume-admin-key";
@@ -96,7 +97,7 @@ describeDocker("network volumes on Swarm workers", () => {
         await driver!.removeVolume!(volume);
         return true;
       } catch (err) {
-        if (/in use/.test((err as Error).message)) return undefined;
+        if (/in use/.test(errorMessage(err))) return undefined;
         throw err;
       }
     }, 60_000);

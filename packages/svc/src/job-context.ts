@@ -1,3 +1,4 @@
+import { errorMessage } from "./errors.js";
 // What a queue function's handler gets besides its input (the second argument): its job's id, the signal that
 // stops it, and `progress(value)`; and the error that fails a job for good. Bundled into every worker's handler:
 // nothing here does I/O.
@@ -63,7 +64,7 @@ export function progressJson(value: unknown): string {
   try {
     json = JSON.stringify(value);
   } catch (err) {
-    throw new ProgressError(`ctx.progress needs a JSON value: ${(err as Error).message}`);
+    throw new ProgressError(`ctx.progress needs a JSON value: ${errorMessage(err)}`);
   }
   if (json === undefined) throw new ProgressError(`ctx.progress needs a JSON value, not ${typeof value}`);
   const bytes = Buffer.byteLength(json);

@@ -6,7 +6,7 @@ import { createServer as createNetServer, type Server as NetServer, type Socket 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { UnreachableError } from "./errors.js";
+import { UnreachableError, errorMessage } from "./errors.js";
 import { JobsClient } from "./jobs-client.js";
 import { HttpConnectionError, KeepAliveClient } from "./keep-alive-client.js";
 
@@ -196,7 +196,7 @@ describe("KeepAliveClient", () => {
     expect((err as HttpConnectionError).code).toBe("ECONNREFUSED");
     const jobsErr = await new JobsClient(`${url}/v2/e1`, "k").run({ a: 1 }).catch((e: unknown) => e);
     expect(jobsErr).toBeInstanceOf(UnreachableError);
-    expect((jobsErr as Error).message).toContain(`${url}/v2/e1/run`);
+    expect(errorMessage(jobsErr)).toContain(`${url}/v2/e1/run`);
   });
 
   it("fails a call whose server goes silent (timeoutMs), and one aborted by its signal; neither connection is reused", async () => {

@@ -12,6 +12,7 @@
 
 import { connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect, type ConnectionOptions } from "node:tls";
+import { asError } from "./errors.js";
 
 export interface HttpCall {
   method: string;
@@ -315,7 +316,7 @@ class Connection {
     try {
       done = answer.feed(chunk);
     } catch (err) {
-      this.fail(err as Error);
+      this.fail(asError(err));
       return;
     }
     if (done) this.finish(answer, false);

@@ -1,7 +1,7 @@
 // `svc keys create|list|revoke`: API keys of users, with scopes (needs an admin key).
 import type { Command } from "commander";
 import { confirmDestructive } from "../confirm.js";
-import { defined, fields, intFlag, listFlag, management, table } from "../management.js";
+import { defined, fields, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 import { durationFlag } from "../duration.js";
 

@@ -5,8 +5,8 @@ import type { Command } from "commander";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { join, resolve } from "node:path";
-import { UsageError, UserError } from "../../errors.js";
+import { join, } from "node:path";
+import { UserError, errorMessage } from "../../errors.js";
 import { envSetting } from "svc/internal";
 import type { WorkerDriver } from "../../drivers/types.js";
 import { startService } from "../../service/index.js";
@@ -222,8 +222,8 @@ export function register(program: Command): void {
           },
         });
       } catch (err) {
-        await driver?.close().catch((closeErr: unknown) => log.warn(`the workers' driver did not close cleanly: ${(closeErr as Error).message}`));
-        await tracing?.shutdown().catch((shutErr: unknown) => log.warn(`the last traces could not be sent: ${(shutErr as Error).message}`));
+        await driver?.close().catch((closeErr: unknown) => log.warn(`the workers' driver did not close cleanly: ${errorMessage(closeErr)}`));
+        await tracing?.shutdown().catch((shutErr: unknown) => log.warn(`the last traces could not be sent: ${errorMessage(shutErr)}`));
         if (fresh) {
           try {
             rmSync(dataDir, { recursive: true, force: true });
@@ -242,7 +242,7 @@ export function register(program: Command): void {
         try {
           log.info(`worker isolation: ${await driver.isolation()}`);
         } catch (err) {
-          log.warn(`worker isolation: could not be read (${(err as Error).message})`);
+          log.warn(`worker isolation: could not be read (${errorMessage(err)})`);
         }
       }
       if (admin.source === "generated") log.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
@@ -259,10 +259,10 @@ export function register(program: Command): void {
           log.info(`${signal}: stopping`);
           service!
             .close()
-            .catch((err: unknown) => log.warn(`stopping failed: ${(err as Error).message}`))
+            .catch((err: unknown) => log.warn(`stopping failed: ${errorMessage(err)}`))
             // The spans still buffered go out before the process ends.
             .then(() => tracing?.shutdown())
-            .catch((err: unknown) => log.warn(`the last traces could not be sent: ${(err as Error).message}`))
+            .catch((err: unknown) => log.warn(`the last traces could not be sent: ${errorMessage(err)}`))
             .finally(done);
         };
         process.on("SIGINT", stop);

@@ -12,6 +12,7 @@ import type { EndpointRow } from "../store/types.js";
 import { ArtifactMissing, type ArtifactStore } from "./store.js";
 import { HttpProblem } from "../http/problems.js";
 import { storageCause } from "../store/faults.js";
+import { errorMessage } from "../../errors.js";
 
 export const ARTIFACT_ROUTE = "/_worker/v1/artifacts/";
 
@@ -53,8 +54,8 @@ export async function serveArtifact(call: RouteCall<ArtifactDeps>): Promise<void
   } catch (err) {
     if (err instanceof ArtifactMissing) throw notHere(sha);
     if (storageCause(err)) throw err;
-    ctx.log(`could not read artifact ${sha} for worker ${workerId}: ${(err as Error).message}`);
-    throw new HttpProblem(500, `Artifact ${sha} could not be read: ${(err as Error).message}`);
+    ctx.log(`could not read artifact ${sha} for worker ${workerId}: ${errorMessage(err)}`);
+    throw new HttpProblem(500, `Artifact ${sha} could not be read: ${errorMessage(err)}`);
   }
   const info = await stat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === "ENOENT") return undefined;

@@ -9,6 +9,7 @@
 
 import type { Queryable } from "../store/queryable.js";
 import { createLeaderLease, leaseHolder, type LeaderLease, type LeaseHolder } from "./leader.js";
+import { errorMessage, errorStack } from "../../errors.js";
 
 export interface JobsRoleOptions {
   db: Queryable;
@@ -54,7 +55,7 @@ export class JobsRole {
       onChange: (leading) => this.changed(leading),
       onHolder: (holder) => this.heldBy(holder),
       onError: (err) => {
-        if (!this.failing) options.log(`could not renew this replica's lease to serve jobs: ${(err as Error).message}`);
+        if (!this.failing) options.log(`could not renew this replica's lease to serve jobs: ${errorMessage(err)}`);
         this.failing = true;
       },
     });
@@ -88,7 +89,7 @@ export class JobsRole {
       // Not serving jobs and not knowing who does: job traffic is refused as the database being unreachable
       // (never sent to a made-up address) until a later lease attempt reads the holder (heldBy).
       this.served = null;
-      this.options.log(`could not read which replica serves jobs (${(err as Error).message}); job traffic that reaches this one is refused until the database answers`);
+      this.options.log(`could not read which replica serves jobs (${errorMessage(err)}); job traffic that reaches this one is refused until the database answers`);
       return;
     }
     this.served = holder?.address ?? null;
@@ -129,7 +130,7 @@ export class JobsRole {
       this.served = undefined;
       this.options.log("this replica now serves the jobs of this database (the replica that did is gone)");
       await takeOver.start();
-    })().catch((err: unknown) => this.options.log(`could not take over serving jobs: ${(err as Error).stack ?? String(err)}`));
+    })().catch((err: unknown) => this.options.log(`could not take over serving jobs: ${errorStack(err)}`));
   }
 
   private heldBy(holder: LeaseHolder | undefined): void {

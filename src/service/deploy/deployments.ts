@@ -22,7 +22,7 @@ import { createHash } from "node:crypto";
 import { createReadStream, existsSync } from "node:fs";
 import { chmod, copyFile, mkdir, rename, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { UserError } from "../../errors.js";
+import { UserError, errorMessage } from "../../errors.js";
 import { gpuShortfalls, type HostGpus } from "../../gpus/host.js";
 import type { Manifest, ManifestResource } from "svc/internal";
 import type { ArtifactStore } from "../artifacts/store.js";
@@ -394,7 +394,7 @@ export class Deployments {
     // The caller may not wait (an HTTP activation with wait: false): a failure after the switch is still said.
     // A release that did not switch was said by the release manager already.
     done.catch((err: unknown) => {
-      if (!(err instanceof ReleaseFailedError)) this.deps.log(`release ${release.id} of ${environment.app}/${environment.name}: ${(err as Error).message}`);
+      if (!(err instanceof ReleaseFailedError)) this.deps.log(`release ${release.id} of ${environment.app}/${environment.name}: ${errorMessage(err)}`);
     });
     return { release, done };
   }

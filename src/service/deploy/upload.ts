@@ -13,6 +13,7 @@ import { ArchiveInspector, ArchiveRefused, DEFAULT_MANIFEST_LIMIT, type InspectL
 import { MANIFEST_FILE, type Manifest } from "svc/internal";
 import { OVERSIZE_DRAIN_BYTES } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
+import { errorMessage } from "../../errors.js";
 
 /** The spec's deployment artifact limit: 1.5 GB. */
 export const MAX_ARTIFACT_BYTES = 1_500_000_000;
@@ -160,7 +161,7 @@ export async function receiveArtifact(req: IncomingMessage, dataDir: string, exp
         : err instanceof ArchiveRefused
           ? new HttpProblem(err.status, err.message, { errors: err.entries, headers: { connection: "close" } })
           : // The client went away mid-upload (it will retry): nothing was accepted.
-            new HttpProblem(400, `The upload did not complete: ${(err as Error).message}`);
+            new HttpProblem(400, `The upload did not complete: ${errorMessage(err)}`);
     // Let a client that writes its whole body before reading get the answer (one that stalled sends no more).
     if (refusal.status !== 400 && refusal.status !== 408) await drainRest(req);
     throw refusal;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { LogRow } from "../store/types.js";
-import { capLine, DEFAULT_LOG_LIMITS, droppedCount, DROPPED_STREAM, LOG_LINE_OVERHEAD_BYTES, LogQuota, TokenBucket, type DropReason, type LogLimits } from "./log-quota.js";
+import { capLine, DEFAULT_LOG_LIMITS, droppedCount, DROPPED_STREAM, LogQuota, TokenBucket, type DropReason, type LogLimits } from "./log-quota.js";
 
 const line = (text: string, over: Partial<LogRow> = {}): LogRow => ({ ts: 0, endpointId: "e1", workerId: "w1", jobId: "j1", stream: "stdout", text, ...over });
 const limits = (over: Partial<LogLimits>): LogLimits => ({ ...DEFAULT_LOG_LIMITS, ...over });

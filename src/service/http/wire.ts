@@ -4,6 +4,7 @@
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpProblem } from "./problems.js";
+import { errorMessage } from "../../errors.js";
 
 /** A 200 answer of JSON text already serialized (a job record cut from stored pieces). */
 export function sendText(res: ServerResponse, text: string): void {
@@ -189,7 +190,7 @@ export function parseJson(body: Buffer): unknown {
   try {
     value = JSON.parse(body.toString("utf8"));
   } catch (err) {
-    throw new HttpProblem(400, `The request body is not valid JSON: ${(err as Error).message}`);
+    throw new HttpProblem(400, `The request body is not valid JSON: ${errorMessage(err)}`);
   }
   // Only a body longer than the limit can nest that deep: small bodies (most job submissions) skip the scan.
   if (body.length > MAX_JSON_DEPTH && nestedDeeper(body, MAX_JSON_DEPTH)) {

@@ -14,6 +14,7 @@ import { DEFAULT_RETRY_POLICY, retryDelay, type RetryPolicy } from "../webhooks/
 import { signedHeaders } from "../webhooks/signing.js";
 import { WebhookRefused, type WebhookRule } from "../webhooks/address-policy.js";
 import type { WebhookPost } from "../webhooks/deliver.js";
+import { errorMessage } from "../../errors.js";
 
 /** The header naming the event a delivery tells of (an svc addition beside the specification's three). */
 export const EVENT_HEADER = "svc-webhook-event";
@@ -71,7 +72,7 @@ export class WebhookOutbox {
     if (this.scanning || this.closed || !this.options.active()) return;
     this.scanning = true;
     void this.scan()
-      .catch((err: unknown) => this.options.log(`could not read the webhook outbox: ${(err as Error).message}`))
+      .catch((err: unknown) => this.options.log(`could not read the webhook outbox: ${errorMessage(err)}`))
       .finally(() => (this.scanning = false));
   }
 
@@ -107,7 +108,7 @@ export class WebhookOutbox {
       else if (status < 200 || status >= 300) error = `answered ${status}`;
     } catch (err) {
       if (err instanceof WebhookRefused) refused = err;
-      error = (err as Error).message;
+      error = errorMessage(err);
     }
     const durationMs = Math.round(performance.now() - started);
     const next: StoreOp = error === null || refused ? { op: "deleteWebhook", id: row.id } : afterFailure(row, Date.now(), this.options.retry, this.options.random?.() ?? Math.random());
@@ -128,7 +129,7 @@ export class WebhookOutbox {
       outcome,
     };
     // Refused by the store: the row stays as it was and is tried again at the next scan (sent twice at worst).
-    await this.options.write([next, { op: "insertWebhookDelivery", delivery }]).catch((err: unknown) => this.options.log(`could not record a webhook attempt: ${(err as Error).message}`));
+    await this.options.write([next, { op: "insertWebhookDelivery", delivery }]).catch((err: unknown) => this.options.log(`could not record a webhook attempt: ${errorMessage(err)}`));
   }
 
   /** Stop scanning; wait up to `ms` for deliveries under way (what is left is sent after the next start). */

@@ -29,7 +29,7 @@ describe("KeyRing", () => {
     let t = 1_499;
     now.mockImplementation(() => t++);
     expect(await ring.authenticate("svc_key_one")).toMatchObject({ keyId: "k1" });
-    store.close();
+    await store.close();
   });
 
   it("asks the store again once the answer is older than recheckMs, and refuses a key revoked meanwhile", async () => {
@@ -41,6 +41,6 @@ describe("KeyRing", () => {
     expect(await ring.authenticate("svc_key_two")).toMatchObject({ keyId: "k1" });
     now.mockReturnValue(1_500);
     expect(await ring.authenticate("svc_key_two")).toBeUndefined();
-    store.close();
+    await store.close();
   });
 });

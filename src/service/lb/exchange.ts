@@ -11,6 +11,7 @@ import { forwardedLines, FORWARDED, HOP_BY_HOP, type ScannedResponse } from "./h
 import type { ProxyOutcome } from "./proxy.js";
 import { SMALL_BODY_BYTES, SWEEP_MS, type Exchange, type UpstreamAddress, type UpstreamConnection, type UpstreamPool } from "./upstream.js";
 import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
+import { asError } from "../../errors.js";
 
 const CRLF = Buffer.from("\r\n", "latin1");
 
@@ -334,7 +335,7 @@ class PooledExchange implements Exchange, RawExchange {
       this.down.head(status, downstreamRawHeaders(headers, this.workerId), framing);
     } catch (err) {
       // A header node will not send (invalid characters): the answer cannot be passed on.
-      this.headFailure = err as Error;
+      this.headFailure = asError(err);
       return 1;
     }
     this.headSent = true;

@@ -17,6 +17,7 @@ import type { Downstream } from "./exchange.js";
 import { parseAddress, SMALL_BODY_BYTES, UpstreamPool, type UpstreamAddress } from "./upstream.js";
 import type { LbFront } from "./front.js";
 import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake, READ_PATH, RUN_PATH, TAKE_PATH } from "./front-sniff.js";
+import { errorStack } from "../../errors.js";
 
 /** node's parser limit for a request head (its default --max-http-header-size). */
 const MAX_HEAD_BYTES = 16 * 1024;
@@ -137,7 +138,7 @@ export class FrontConnection implements Downstream {
     try {
       this.serveOrHandOver(data);
     } catch (err) {
-      this.front.deps.log(`lb front: internal error: ${(err as Error).stack ?? String(err)}`);
+      this.front.deps.log(`lb front: internal error: ${errorStack(err)}`);
       this.socket.destroy();
     }
   }
@@ -297,7 +298,7 @@ export class FrontConnection implements Downstream {
       this.problem(problem.status, problem.message, problem.headers ?? {}, limits, false, problem);
       return problem.status;
     }
-    this.front.deps.log(`internal error on ${request}: ${(thrown as Error)?.stack ?? String(thrown)}`);
+    this.front.deps.log(`internal error on ${request}: ${errorStack(thrown)}`);
     this.problem(500, "The service failed to handle this request", {}, limits, false);
     return 500;
   }

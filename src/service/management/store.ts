@@ -4,7 +4,6 @@
 // connection (WAL allows several), so the job engine's batched store stays untouched. A server-grade store
 // implements `ManagementStore` the same way it implements `Store`.
 
-import type Database from "better-sqlite3";
 import { openDatabase } from "../store/driver.js";
 import type { Queryable } from "../store/queryable.js";
 

@@ -4,7 +4,7 @@
 // Planning (what a request changes) is pure; the handlers do the I/O.
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { mkdir, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import type { Principal } from "../keys/auth.js";
 import { newId } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
@@ -15,6 +15,7 @@ import type { EndpointRow } from "../store/types.js";
 import { readObjectBody, requireAccess, resolveVolume, volumeDir, volumeNameProblem, VOLUME_ID_PATTERN, type ManagementContext, type ManagementDeps } from "./context.js";
 import type { DataCenterConfig } from "./datacenters.js";
 import type { VolumeRecord } from "./store.js";
+import { errorMessage } from "../../errors.js";
 
 export interface NetworkVolume {
   id: string;
@@ -234,6 +235,6 @@ async function clusterStorage(ctx: ManagementDeps, what: string, change: (driver
   try {
     await change(driver);
   } catch (err) {
-    throw new HttpProblem(503, `Could not ${what} on the workers' cluster: ${(err as Error).message}; try again`);
+    throw new HttpProblem(503, `Could not ${what} on the workers' cluster: ${errorMessage(err)}; try again`);
   }
 }

@@ -5,6 +5,7 @@
 // additions to hourly rows (usage-store.ts).
 
 import type { UsageRow, UsageStore } from "./usage-store.js";
+import { errorMessage } from "../../errors.js";
 
 const HOUR_MS = 3_600_000;
 export const USAGE_FLUSH_MS = 60_000;
@@ -101,7 +102,7 @@ export class UsageMeter {
           e.gpuSeconds += r.gpuSeconds;
           e.jobs += r.jobs;
         }
-        this.options.log?.(`could not write usage records (kept for the next try): ${(err as Error).message}`);
+        this.options.log?.(`could not write usage records (kept for the next try): ${errorMessage(err)}`);
       }),
     );
     return this.flushing;

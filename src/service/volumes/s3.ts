@@ -31,6 +31,7 @@ import { requestPayload } from "./payload.js";
 import { keySegments } from "./volume-fs.js";
 import { abortUpload, completeUpload, createUpload, uploadPart } from "./s3-multipart.js";
 import { bucketVolume, sendXml, sizedPayload, volumeFs, writePayload, xmlBody, type S3Call, type S3Caller, type S3Deps } from "./s3-call.js";
+import { asError, errorMessage, errorStack } from "../../errors.js";
 
 export type { S3Deps } from "./s3-call.js";
 
@@ -89,7 +90,7 @@ export class VolumeS3 {
       // A body the answer did not read is drained, so the client sees the error rather than a reset.
       if (!req.readableEnded) req.resume();
       if (res.headersSent) {
-        res.destroy(err as Error);
+        res.destroy(asError(err));
         return;
       }
       const s3 = err instanceof S3Error ? err : internal(err, this.deps, req);
@@ -125,7 +126,7 @@ export class VolumeS3 {
 function internal(err: unknown, deps: S3Deps, req: IncomingMessage): S3Error {
   const code = (err as NodeJS.ErrnoException).code;
   if (code === "ENOSPC" || code === "EDQUOT") return new S3Error("EntityTooLarge", "The volume's filesystem is full (its quota is reached)");
-  deps.log(`internal error on S3 ${req.method} ${req.url}: ${(err as Error).stack ?? String(err)}`);
+  deps.log(`internal error on S3 ${req.method} ${req.url}: ${errorStack(err)}`);
   return new S3Error("InternalError", "We encountered an internal error. Please try again.");
 }
 
@@ -461,7 +462,7 @@ async function deleteObjects(call: S3Call): Promise<void> {
       call.deps.usage.adjust(volume.id, -bytes);
       if (!quiet) results.push(`<Deleted>${xmlFields([["Key", key]])}</Deleted>`);
     } catch (err) {
-      const s3 = err instanceof S3Error ? err : new S3Error("InternalError", (err as Error).message);
+      const s3 = err instanceof S3Error ? err : new S3Error("InternalError", errorMessage(err));
       results.push(`<Error>${xmlFields([["Key", key], ["Code", s3.code], ["Message", s3.message]])}</Error>`);
     }
   }

@@ -15,6 +15,7 @@ import { allocateGpus, gpuRequestOf } from "../../gpus/allocate.js";
 import type { GpuWait, GpuWant, HostGpus } from "../../gpus/host.js";
 import { cardMatches } from "svc/internal";
 import { defaultPolicy, desiredWorkers, type ScalingPolicy } from "./scaling-policy.js";
+import { errorMessage } from "../../errors.js";
 
 export interface ScalingInput {
   workersMin: number;
@@ -260,7 +261,7 @@ export class Scaler {
     try {
       found = (await this.deps.driver.adopt?.((endpointId, workerId, line) => this.deps.onLog(endpointId, workerId, line))) ?? [];
     } catch (err) {
-      this.deps.onEvent?.(`could not look for workers an earlier run left: ${(err as Error).message}`);
+      this.deps.onEvent?.(`could not look for workers an earlier run left: ${errorMessage(err)}`);
     }
     const endpoints = new Map([...this.deps.endpoints()].map((e) => [e.id, e]));
     for (const adopted of found) {
@@ -294,7 +295,7 @@ export class Scaler {
     try {
       gpus.hold(workerId, endpointId, uuids, typeId);
     } catch (err) {
-      this.deps.onEvent?.(`adopted worker ${workerId} says it holds GPUs another adopted worker holds: ${(err as Error).message}`);
+      this.deps.onEvent?.(`adopted worker ${workerId} says it holds GPUs another adopted worker holds: ${errorMessage(err)}`);
     }
   }
 
@@ -307,7 +308,7 @@ export class Scaler {
     const id = adopted.handle.workerId;
     this.deps.engine.ensureWorker(id, adopted.endpointId, true);
     this.deps.engine.workerGone(id);
-    void this.deps.revokeWorkerKeys(id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${id}: ${(err as Error).message}`));
+    void this.deps.revokeWorkerKeys(id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${id}: ${errorMessage(err)}`));
     this.deps.onEvent?.(`worker ${id} of endpoint ${endpointName}, started by an earlier run of the service, is gone; the jobs it held are queued again`, { endpoint: adopted.endpointId, worker: id });
   }
 
@@ -421,7 +422,7 @@ export class Scaler {
     return handle.stop(graceMs).then(
       () => undefined,
       (err: unknown) => {
-        const message = (err as Error)?.message ?? String(err);
+        const message = errorMessage(err) ?? String(err);
         const entry = this.stopFailures.get(endpointId) ?? { count: 0, lastError: "" };
         entry.count++;
         entry.lastError = message;
@@ -605,10 +606,10 @@ export class Scaler {
       }
       this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`, { endpoint: endpoint.id, worker: workerId });
     } catch (err) {
-      this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "stderr", text: `worker failed to start: ${(err as Error).message}` });
+      this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "stderr", text: `worker failed to start: ${errorMessage(err)}` });
       const wasProbe = m.probe;
-      this.exited(m, wasProbe, `the worker could not be started: ${(err as Error).message}`);
-      if (wasProbe) this.deps.onProbeExit?.(workerId, { error: `the worker could not be started: ${(err as Error).message}` });
+      this.exited(m, wasProbe, `the worker could not be started: ${errorMessage(err)}`);
+      if (wasProbe) this.deps.onProbeExit?.(workerId, { error: `the worker could not be started: ${errorMessage(err)}` });
       return;
     }
     // Stopped while the driver was starting it (a probe whose release ended meanwhile).
@@ -669,7 +670,7 @@ export class Scaler {
     this.deps.lb?.workerSocket?.(m.id, undefined);
     this.deps.lb?.workerDirectAddress?.(m.id, undefined);
     // A key left valid would let a gone worker's token in: say so (the next start of the service does not retry it).
-    void this.deps.revokeWorkerKeys(m.id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${m.id}: ${(err as Error).message}`));
+    void this.deps.revokeWorkerKeys(m.id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${m.id}: ${errorMessage(err)}`));
     if (expected) return;
     // A worker adopted after a restart may end before it re-registers: that is no failure to start.
     if (!registered && !m.adopted) this.deps.onStartFailure?.(m.endpointId, m.id, why ?? "the worker exited before it registered");
@@ -865,7 +866,7 @@ export class Scaler {
       if (!handle.address) throw new Error("the driver gave no address for the image's HTTP server");
       return await checkPingPath(handle.address, { waitMs });
     } catch (err) {
-      return { ok: false, state: "unreachable", message: `could not start image "${image}" to check its /ping: ${(err as Error).message}` };
+      return { ok: false, state: "unreachable", message: `could not start image "${image}" to check its /ping: ${errorMessage(err)}` };
     } finally {
       if (handle) await this.stopThroughDriver(workerId, endpoint.id, handle, 2000, " (its image's /ping check)");
       if (this.deps.gpus?.release(workerId).length) this.kick(endpoint.id);
@@ -885,7 +886,7 @@ export class Scaler {
       this.deps.engine.drain(m.id);
     }
     await Promise.all(handles.map((m) => m.handle && this.stopThroughDriver(m.id, m.endpointId, m.handle, 3000, " (the service stops)")));
-    await this.deps.driver.close().catch((err: unknown) => this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to close: ${(err as Error)?.message ?? String(err)}`));
+    await this.deps.driver.close().catch((err: unknown) => this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to close: ${errorMessage(err) ?? String(err)}`));
   }
 }
 

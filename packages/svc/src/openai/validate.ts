@@ -5,6 +5,7 @@
 // array of parts, or null on an assistant message that carries tool_calls; tool messages with tool_call_id.
 
 import type { ChatMessage, ChatRole } from "../llm/backend.js";
+import { errorMessage } from "../errors.js";
 
 export const CHAT_ROLES: readonly ChatRole[] = ["system", "user", "assistant", "tool", "developer", "function"];
 
@@ -291,7 +292,7 @@ export function parseChatRequest(text: string): ChatRequestVerdict {
   try {
     body = JSON.parse(text);
   } catch (err) {
-    return { ok: false, status: 400, detail: `The request body is not valid JSON: ${(err as Error).message}`, errors: [] };
+    return { ok: false, status: 400, detail: `The request body is not valid JSON: ${errorMessage(err)}`, errors: [] };
   }
   return checkChatRequest(body);
 }
