@@ -62,7 +62,11 @@ function cleanEnv() {
 }
 
 async function deploy(project, url) {
-  await execFileAsync(process.execPath, [join(root, "bin", "svc.js"), "deploy", "--env", "bench"], { cwd: project, env: { ...cleanEnv(), CI: "true", SVC_API_URL: url, SVC_API_KEY: KEY }, timeout: 180_000 });
+  await execFileAsync(process.execPath, [join(root, "bin", "svc.js"), "deploy", "--env", "bench"], {
+    cwd: project,
+    env: { ...cleanEnv(), CI: "true", SVC_API_URL: url, SVC_API_KEY: KEY },
+    timeout: 180_000,
+  });
   for (const until = Date.now() + 10_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
     const res = await request(`${url}/v1/apps/bench-trivial/environments/bench`, { headers: { authorization: `Bearer ${KEY}` } });
     const id = res.status === 200 ? JSON.parse(res.body).endpoints?.[0]?.id : undefined;
@@ -141,7 +145,11 @@ export async function run() {
     const three = [];
     proxy = await startProxy();
     for (let i = 0; i < 3; i++) {
-      const s = await startServer(join(work, `three${i}`), { SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url, ...(process.env.BENCH_HAND_OFF ? { SVC_HAND_OFF_JOBS: process.env.BENCH_HAND_OFF } : {}) });
+      const s = await startServer(join(work, `three${i}`), {
+        SVC_STORE_URL: storeUrl,
+        SVC_CLUSTER_URL: proxy.url,
+        ...(process.env.BENCH_HAND_OFF ? { SVC_HAND_OFF_JOBS: process.env.BENCH_HAND_OFF } : {}),
+      });
       servers.push(s);
       three.push(s);
     }
@@ -165,7 +173,16 @@ export async function run() {
       await inTurn(
         round,
         async () => record(rounds.one, await throughput(one.url, oneEndpoint, JOBS, 16)),
-        async () => record(rounds.spread, await throughput(three.map((s) => s.url), threeEndpoint, JOBS, 16)),
+        async () =>
+          record(
+            rounds.spread,
+            await throughput(
+              three.map((s) => s.url),
+              threeEndpoint,
+              JOBS,
+              16,
+            ),
+          ),
       );
       await inTurn(
         round,
@@ -222,13 +239,68 @@ export async function run() {
     const b50 = percentile(baseline, 50);
     const here50 = percentile(baselineHere, 50);
     return [
-      { name: "/run completed, 3 replicas, clients spread (DNS round robin)", value: spreadRate, unit: "jobs/s", baselineName: `1 replica, same database server (medians of ${COUNTED_ROUNDS} alternating rounds after one not counted)`, baseline: oneRate, ratio: spreadRate / oneRate, target: ">= 0.9x", met: spreadRate / oneRate >= 0.9 },
-      { name: "/run completed, 3 replicas behind a round-robin proxy", value: threeRate, unit: "jobs/s", baselineName: `1 replica behind the same kind of proxy (medians of ${COUNTED_ROUNDS} alternating rounds after one not counted)`, baseline: oneProxiedRate, ratio: threeRate / oneProxiedRate, target: ">= 0.9x", met: threeRate / oneProxiedRate >= 0.9 },
-      { name: "/run completed, 5 clients sending to a follower (its hand-off: what coordinating costs)", value: viaFollowerRate, unit: "jobs/s", baselineName: "the same 5 clients sending to the replica serving jobs (medians of 4 alternating rounds)", baseline: directRate, ratio: viaFollowerRate / directRate },
-      { name: "/run completed, 3 replicas behind the proxy, vs 1 replica reached directly (the relay's cost included)", value: threeRate, unit: "jobs/s", baselineName: "1 replica, same database server", baseline: oneRate, ratio: threeRate / oneRate },
-      { name: "/runsync p50 through a follower", value: p50, unit: "ms", baselineName: "3 plain loopback round trips p50 (server in a process of its own)", baseline: b50, ratio: p50 / b50, target: "<= 4x", met: p50 / b50 <= 4 },
-      { name: "/runsync p50 through a follower, vs round trips within one process", value: p50, unit: "ms", baselineName: "3 plain round trips p50, server in the client's process", baseline: here50, ratio: p50 / here50 },
-      { name: "/runsync p50 on the jobs replica (what the follower's hop adds to)", value: jobs50, unit: "ms", baselineName: "3 plain loopback round trips p50 (server in a process of its own)", baseline: b50, ratio: jobs50 / b50 },
+      {
+        name: "/run completed, 3 replicas, clients spread (DNS round robin)",
+        value: spreadRate,
+        unit: "jobs/s",
+        baselineName: `1 replica, same database server (medians of ${COUNTED_ROUNDS} alternating rounds after one not counted)`,
+        baseline: oneRate,
+        ratio: spreadRate / oneRate,
+        target: ">= 0.9x",
+        met: spreadRate / oneRate >= 0.9,
+      },
+      {
+        name: "/run completed, 3 replicas behind a round-robin proxy",
+        value: threeRate,
+        unit: "jobs/s",
+        baselineName: `1 replica behind the same kind of proxy (medians of ${COUNTED_ROUNDS} alternating rounds after one not counted)`,
+        baseline: oneProxiedRate,
+        ratio: threeRate / oneProxiedRate,
+        target: ">= 0.9x",
+        met: threeRate / oneProxiedRate >= 0.9,
+      },
+      {
+        name: "/run completed, 5 clients sending to a follower (its hand-off: what coordinating costs)",
+        value: viaFollowerRate,
+        unit: "jobs/s",
+        baselineName: "the same 5 clients sending to the replica serving jobs (medians of 4 alternating rounds)",
+        baseline: directRate,
+        ratio: viaFollowerRate / directRate,
+      },
+      {
+        name: "/run completed, 3 replicas behind the proxy, vs 1 replica reached directly (the relay's cost included)",
+        value: threeRate,
+        unit: "jobs/s",
+        baselineName: "1 replica, same database server",
+        baseline: oneRate,
+        ratio: threeRate / oneRate,
+      },
+      {
+        name: "/runsync p50 through a follower",
+        value: p50,
+        unit: "ms",
+        baselineName: "3 plain loopback round trips p50 (server in a process of its own)",
+        baseline: b50,
+        ratio: p50 / b50,
+        target: "<= 4x",
+        met: p50 / b50 <= 4,
+      },
+      {
+        name: "/runsync p50 through a follower, vs round trips within one process",
+        value: p50,
+        unit: "ms",
+        baselineName: "3 plain round trips p50, server in the client's process",
+        baseline: here50,
+        ratio: p50 / here50,
+      },
+      {
+        name: "/runsync p50 on the jobs replica (what the follower's hop adds to)",
+        value: jobs50,
+        unit: "ms",
+        baselineName: "3 plain loopback round trips p50 (server in a process of its own)",
+        baseline: b50,
+        ratio: jobs50 / b50,
+      },
     ];
   } finally {
     for (const s of servers) await stop(s);

@@ -80,7 +80,18 @@ export async function run() {
   const { default: Docker } = await import("dockerode");
   const docker = new Docker();
   if (!(await dockerAvailable(docker))) {
-    return [{ name: "cold start (docker)", value: "skipped", unit: "", baselineName: "no Docker engine (scripts/ensure-docker.sh)", baseline: "-", ratio: "-", target: "<= 2x", met: undefined }];
+    return [
+      {
+        name: "cold start (docker)",
+        value: "skipped",
+        unit: "",
+        baselineName: "no Docker engine (scripts/ensure-docker.sh)",
+        baseline: "-",
+        ratio: "-",
+        target: "<= 2x",
+        met: undefined,
+      },
+    ];
   }
   const { buildProject } = await import(`${root}dist/build/index.js`);
   const { createDockerDriver, cleanupStale } = await import(`${root}dist/drivers/docker.js`);
@@ -113,9 +124,33 @@ export async function run() {
     const moved = await coldStarts(moving, 1, build, work, docker, image, SAMPLES);
     const baselineName = "docker run --rm node -e (same image), between the samples";
     return [
-      { name: `cold start, job to result (median of ${SAMPLES})`, ...unpooled, unit: "ms", baselineName, ratio: unpooled.value / unpooled.baseline, target: "<= 2x", met: unpooled.value / unpooled.baseline <= 2 },
-      { name: `cold start from a pre-booted container (median of ${SAMPLES})`, ...pooled, unit: "ms", baselineName, ratio: pooled.value / pooled.baseline, target: "<= 0.5x", met: pooled.value / pooled.baseline <= 0.5 },
-      { name: `the same, moved to its app/env network at the claim (median of ${SAMPLES})`, ...moved, unit: "ms", baselineName, ratio: moved.value / moved.baseline, target: "<= 0.5x", met: moved.value / moved.baseline <= 0.5 },
+      {
+        name: `cold start, job to result (median of ${SAMPLES})`,
+        ...unpooled,
+        unit: "ms",
+        baselineName,
+        ratio: unpooled.value / unpooled.baseline,
+        target: "<= 2x",
+        met: unpooled.value / unpooled.baseline <= 2,
+      },
+      {
+        name: `cold start from a pre-booted container (median of ${SAMPLES})`,
+        ...pooled,
+        unit: "ms",
+        baselineName,
+        ratio: pooled.value / pooled.baseline,
+        target: "<= 0.5x",
+        met: pooled.value / pooled.baseline <= 0.5,
+      },
+      {
+        name: `the same, moved to its app/env network at the claim (median of ${SAMPLES})`,
+        ...moved,
+        unit: "ms",
+        baselineName,
+        ratio: moved.value / moved.baseline,
+        target: "<= 0.5x",
+        met: moved.value / moved.baseline <= 0.5,
+      },
     ];
   } finally {
     for (const driver of drivers) {

@@ -13,19 +13,23 @@ export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 export function request(url, { method = "GET", headers = {}, body, discard = false } = {}) {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
-    const req = http.request(url, { method, agent, headers: { "content-type": "application/json", ...(data ? { "content-length": Buffer.byteLength(data) } : {}), ...headers } }, (res) => {
-      if (discard) {
-        let bytes = 0;
-        res.on("data", (c) => (bytes += c.length));
-        res.on("end", () => resolve({ status: res.statusCode, body: bytes }));
+    const req = http.request(
+      url,
+      { method, agent, headers: { "content-type": "application/json", ...(data ? { "content-length": Buffer.byteLength(data) } : {}), ...headers } },
+      (res) => {
+        if (discard) {
+          let bytes = 0;
+          res.on("data", (c) => (bytes += c.length));
+          res.on("end", () => resolve({ status: res.statusCode, body: bytes }));
+          res.on("error", reject);
+          return;
+        }
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString("utf8") }));
         res.on("error", reject);
-        return;
-      }
-      const chunks = [];
-      res.on("data", (c) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
-    });
+      },
+    );
     req.on("error", reject);
     if (data) req.write(data);
     req.end();
@@ -56,7 +60,14 @@ export async function startPlainServer() {
   });
   server.keepAliveTimeout = 30_000;
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }) };
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  };
 }
 
 /**

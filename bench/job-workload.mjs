@@ -114,7 +114,10 @@ export async function measureMetricsCost({ jobs = 4000, clients = 16, rounds = 7
   const auth = { authorization: `Bearer ${key}` };
   const services = {};
   try {
-    for (const [name, metrics] of [["on", true], ["off", false]]) {
+    for (const [name, metrics] of [
+      ["on", true],
+      ["off", false],
+    ]) {
       const service = await startService({ dataDir: join(work, `data-${name}`), driver: createProcessDriver(), apiKeys: [key], metrics });
       services[name] = { service, rates: [] };
       const [endpoint] = await service.deploy({ app: build.manifest.app, env: "bench", manifest: build.manifest, artifactPath: build.artifactPath });
@@ -126,8 +129,14 @@ export async function measureMetricsCost({ jobs = 4000, clients = 16, rounds = 7
       for (const name of round % 2 === 0 ? ["on", "off"] : ["off", "on"]) {
         const { base, rates } = services[name];
         const before = JSON.parse((await request(`${base}/health`, { headers: auth })).body).jobs.completed;
-        const plan = { targets: [{ name: "run", url: `${base}/run`, method: "POST", headers: auth, body: { input: { i: "{i}" } } }], total: jobs, concurrency: clients };
-        const measured = JSON.parse((await run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plan)], { maxBuffer: 1 << 20 })).stdout);
+        const plan = {
+          targets: [{ name: "run", url: `${base}/run`, method: "POST", headers: auth, body: { input: { i: "{i}" } } }],
+          total: jobs,
+          concurrency: clients,
+        };
+        const measured = JSON.parse(
+          (await run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plan)], { maxBuffer: 1 << 20 })).stdout,
+        );
         rates.push(measured.run.rps);
         // The queue drained before the next round, so no round pays for the one before.
         for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {

@@ -35,10 +35,19 @@ export async function run() {
   const key = "bench-key";
   const service = await startService({ dataDir: join(work, "data"), driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [key] });
   // The same app on a second service without the LB front (SVC_LB_FRONT=off): the node:http path, for comparison.
-  const plain = await startService({ dataDir: join(work, "data-plain"), driver: createProcessDriver({ cacheDir: join(work, "cache-plain") }), apiKeys: [key], lbFront: false });
+  const plain = await startService({
+    dataDir: join(work, "data-plain"),
+    driver: createProcessDriver({ cacheDir: join(work, "cache-plain") }),
+    apiKeys: [key],
+    lbFront: false,
+  });
   // And on a third, the proxy reaching its worker over TCP instead of the local socket the process driver gives
   // (how Docker workers are reached): what the socket is worth.
-  const tcp = await startService({ dataDir: join(work, "data-tcp"), driver: createProcessDriver({ cacheDir: join(work, "cache-tcp"), localSockets: false }), apiKeys: [key] });
+  const tcp = await startService({
+    dataDir: join(work, "data-tcp"),
+    driver: createProcessDriver({ cacheDir: join(work, "cache-tcp"), localSockets: false }),
+    apiKeys: [key],
+  });
   const auth = { authorization: `Bearer ${key}` };
   const relays = [];
   try {

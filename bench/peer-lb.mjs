@@ -24,9 +24,38 @@ const MB = 1 << 20;
 export function lbScenarios({ smallTotal = 20000, largeTotal = 600, latencyN = 600 } = {}) {
   return [
     { key: "small-c1", label: "small JSON, p50 at 1 connection", path: "/items/{i}", latencyN, unit: "ms", warmup: 200 },
-    { key: "small-c64", label: "small JSON, req/s at 64 connections", path: "/items/{i}", total: smallTotal, concurrency: 64, unit: "req/s", warmup: 200, concurrentWarmup: Math.ceil(smallTotal / 4) },
-    { key: "1mb-c16", label: "1 MB answers, req/s at 16 connections", path: `/bytes/${MB}`, bytes: MB, total: largeTotal, concurrency: 16, unit: "req/s", warmup: 20, concurrentWarmup: Math.ceil(largeTotal / 6) },
-    { key: "1mb-c64", label: "1 MB answers, req/s at 64 connections", path: `/bytes/${MB}`, bytes: MB, total: largeTotal, concurrency: 64, unit: "req/s", warmup: 20, concurrentWarmup: Math.ceil(largeTotal / 6) },
+    {
+      key: "small-c64",
+      label: "small JSON, req/s at 64 connections",
+      path: "/items/{i}",
+      total: smallTotal,
+      concurrency: 64,
+      unit: "req/s",
+      warmup: 200,
+      concurrentWarmup: Math.ceil(smallTotal / 4),
+    },
+    {
+      key: "1mb-c16",
+      label: "1 MB answers, req/s at 16 connections",
+      path: `/bytes/${MB}`,
+      bytes: MB,
+      total: largeTotal,
+      concurrency: 16,
+      unit: "req/s",
+      warmup: 20,
+      concurrentWarmup: Math.ceil(largeTotal / 6),
+    },
+    {
+      key: "1mb-c64",
+      label: "1 MB answers, req/s at 64 connections",
+      path: `/bytes/${MB}`,
+      bytes: MB,
+      total: largeTotal,
+      concurrency: 64,
+      unit: "req/s",
+      warmup: 20,
+      concurrentWarmup: Math.ceil(largeTotal / 6),
+    },
   ];
 }
 
@@ -36,7 +65,13 @@ export function lbScenarios({ smallTotal = 20000, largeTotal = 600, latencyN = 6
  */
 async function startSvcProxy(upstream) {
   const { url, close } = await startSvcChild("lb", upstream);
-  return { name: "svc", url, headers: { authorization: `Bearer ${BENCH_KEY}` }, settings: "a process of its own, LB front on, key checked, one worker (the plain server) over TCP", close };
+  return {
+    name: "svc",
+    url,
+    headers: { authorization: `Bearer ${BENCH_KEY}` },
+    settings: "a process of its own, LB front on, key checked, one worker (the plain server) over TCP",
+    close,
+  };
 }
 
 /**
@@ -47,7 +82,16 @@ async function startSvcProxy(upstream) {
  * Returns `{ proxies, rows }`: rows in bench/run.mjs's format, one per scenario and peer, ratios being svc's cost
  * over the peer's (time per request), medians of the per-round ratios with their spread.
  */
-export async function measureLbPeers({ rounds = 5, warmupRounds = 1, scenarios = lbScenarios(), peerStarters = [["nginx", startNginx], ["HAProxy", startHaproxy]], onProgress = () => {} } = {}) {
+export async function measureLbPeers({
+  rounds = 5,
+  warmupRounds = 1,
+  scenarios = lbScenarios(),
+  peerStarters = [
+    ["nginx", startNginx],
+    ["HAProxy", startHaproxy],
+  ],
+  onProgress = () => {},
+} = {}) {
   const upstream = await startPlainServerProcess();
   const peers = [];
   let svc;
@@ -70,7 +114,14 @@ export async function measureLbPeers({ rounds = 5, warmupRounds = 1, scenarios =
       for (const s of scenarios) {
         const order = live.map((_, i) => live[(i + round + warmupRounds) % live.length]);
         const plan = {
-          targets: order.map((p) => ({ name: p.name, url: `${p.url}${s.path}`, headers: p.headers ?? {}, latencyOnly: s.latencyN !== undefined, discard: s.bytes !== undefined, expectBytes: s.bytes })),
+          targets: order.map((p) => ({
+            name: p.name,
+            url: `${p.url}${s.path}`,
+            headers: p.headers ?? {},
+            latencyOnly: s.latencyN !== undefined,
+            discard: s.bytes !== undefined,
+            expectBytes: s.bytes,
+          })),
           warmup: s.warmup,
           latencyN: s.latencyN ?? 0,
           total: s.total ?? 0,
@@ -97,7 +148,17 @@ export async function measureLbPeers({ rounds = 5, warmupRounds = 1, scenarios =
       for (const peer of peers) {
         const name = `svc vs ${peer.name}: ${s.label}`;
         if (peer.error) {
-          rows.push({ name, value: median(svcFigures), unit: s.unit, baselineName: `${peer.name}: could not start`, baseline: "-", ratio: "-", ...targetOf(peer), met: peer.name === "nginx" ? false : undefined, note: `${peer.name} could not start: ${peer.error}` });
+          rows.push({
+            name,
+            value: median(svcFigures),
+            unit: s.unit,
+            baselineName: `${peer.name}: could not start`,
+            baseline: "-",
+            ratio: "-",
+            ...targetOf(peer),
+            met: peer.name === "nginx" ? false : undefined,
+            note: `${peer.name} could not start: ${peer.error}`,
+          });
           continue;
         }
         const peerFigures = figures[s.key][peer.name];

@@ -31,8 +31,13 @@ export const QUEUE_TARGETS = { bullmq: 1, postgres: 2, runsync: 1 };
  * throughput. Each row's note says them.
  */
 export const PEER_SETTINGS = {
-  bullmq: { note: "BullMQ Worker, concurrency 16 in each of 2 processes, removeOnComplete {count: 1000} (its production advice), ioredis with maxRetriesPerRequest null; Redis with Debian's default persistence (RDB, no AOF)" },
-  "graphile-worker": { settings: {}, note: "graphile-worker run(), concurrency 16 in each of 2 processes, its defaults otherwise (LISTEN/NOTIFY for new jobs, pollInterval 2 s, prepared statements); jobs added with WorkerUtils.addJob" },
+  bullmq: {
+    note: "BullMQ Worker, concurrency 16 in each of 2 processes, removeOnComplete {count: 1000} (its production advice), ioredis with maxRetriesPerRequest null; Redis with Debian's default persistence (RDB, no AOF)",
+  },
+  "graphile-worker": {
+    settings: {},
+    note: "graphile-worker run(), concurrency 16 in each of 2 processes, its defaults otherwise (LISTEN/NOTIFY for new jobs, pollInterval 2 s, prepared statements); jobs added with WorkerUtils.addJob",
+  },
   "pg-boss": {
     // v10 fetches a batch a poll and waits out the polling interval between polls (unless notified, which
     // only a send() in the same process does); its documentation's lever for throughput is the batch size.
@@ -78,7 +83,10 @@ async function startWorkerProcesses(peer, options, count = 2) {
   };
   try {
     for (let i = 0; i < count; i++) {
-      const child = fork(bench("queue-worker-child.mjs"), [JSON.stringify({ peer, ...options })], { stdio: ["ignore", "inherit", "pipe", "ipc"], execArgv: [] });
+      const child = fork(bench("queue-worker-child.mjs"), [JSON.stringify({ peer, ...options })], {
+        stdio: ["ignore", "inherit", "pipe", "ipc"],
+        execArgv: [],
+      });
       let stderr = "";
       child.stderr.on("data", (d) => {
         stderr = (stderr + d).slice(-2000);
@@ -91,7 +99,9 @@ async function startWorkerProcesses(peer, options, count = 2) {
           if (m.ready) resolve();
           if (typeof m.completed === "number") counts[i] = m.completed;
         });
-        child.once("exit", (code) => reject(new Error(`${peer} worker exited (${code}) before it was ready: ${stderr.trim().split("\n").slice(-3).join(" / ")}`)));
+        child.once("exit", (code) =>
+          reject(new Error(`${peer} worker exited (${code}) before it was ready: ${stderr.trim().split("\n").slice(-3).join(" / ")}`)),
+        );
       });
     }
   } catch (err) {
@@ -147,7 +157,11 @@ async function startPgBoss(url, concurrency) {
 /** One round of one contender: its end-to-end rate in jobs/s. */
 async function endToEnd(contender, { jobs, submitters }) {
   const before = await contender.completed();
-  const client = run_(process.execPath, [bench("queue-client.mjs"), JSON.stringify({ ...contender.client, mode: "submit", total: jobs, concurrency: submitters })], { maxBuffer: 1 << 20 });
+  const client = run_(
+    process.execPath,
+    [bench("queue-client.mjs"), JSON.stringify({ ...contender.client, mode: "submit", total: jobs, concurrency: submitters })],
+    { maxBuffer: 1 << 20 },
+  );
   let failed;
   client.catch((err) => (failed = err));
   let done = 0;
@@ -165,7 +179,9 @@ async function endToEnd(contender, { jobs, submitters }) {
 }
 
 async function runsyncP50(contender, n) {
-  const { stdout } = await run_(process.execPath, [bench("queue-client.mjs"), JSON.stringify({ ...contender.client, mode: "runsync", total: n, warmup: 20 })], { maxBuffer: 1 << 20 });
+  const { stdout } = await run_(process.execPath, [bench("queue-client.mjs"), JSON.stringify({ ...contender.client, mode: "runsync", total: n, warmup: 20 })], {
+    maxBuffer: 1 << 20,
+  });
   return JSON.parse(stdout).p50;
 }
 
@@ -183,14 +199,24 @@ async function attempt(name, start) {
  * each round), then /runsync. Returns
  * rows in bench/run.mjs's format: medians of the per-round ratios, with their spread.
  */
-export async function measureQueuePeers({ rounds = 5, warmupRounds = 1, jobs = 5000, submitters = 16, concurrency = 16, runsyncN = 300, onProgress = () => {} } = {}) {
+export async function measureQueuePeers({
+  rounds = 5,
+  warmupRounds = 1,
+  jobs = 5000,
+  submitters = 16,
+  concurrency = 16,
+  runsyncN = 300,
+  onProgress = () => {},
+} = {}) {
   const closers = [];
   try {
     const svcSqlite = await startSvc({ name: "svc (SQLite)" });
     closers.push(() => svcSqlite.close());
     const redis = await attempt("Redis", () => startRedis());
     if (!redis.error) closers.push(() => redis.stop());
-    const bullmq = redis.error ? { name: "BullMQ", error: `redis-server could not start: ${redis.error}` } : await attempt("BullMQ", () => startBullmq(redis, concurrency));
+    const bullmq = redis.error
+      ? { name: "BullMQ", error: `redis-server could not start: ${redis.error}` }
+      : await attempt("BullMQ", () => startBullmq(redis, concurrency));
     if (!bullmq.error) closers.push(() => bullmq.close());
 
     const why = postgresUnavailable();
@@ -201,7 +227,9 @@ export async function measureQueuePeers({ rounds = 5, warmupRounds = 1, jobs = 5
     }
     const pgError = why ?? postgres?.error;
     const onPostgres = (name, start) => (pgError ? { name, error: `no PostgreSQL: ${pgError}` } : attempt(name, start));
-    const svcPostgres = await onPostgres("svc (PostgreSQL)", async () => startSvc({ name: "svc (PostgreSQL)", storeUrl: await postgres.createDatabase("svc_bench") }));
+    const svcPostgres = await onPostgres("svc (PostgreSQL)", async () =>
+      startSvc({ name: "svc (PostgreSQL)", storeUrl: await postgres.createDatabase("svc_bench") }),
+    );
     const graphile = await onPostgres("graphile-worker", async () => startGraphile(await postgres.createDatabase("graphile_bench"), concurrency));
     const pgBoss = await onPostgres("pg-boss", async () => startPgBoss(await postgres.createDatabase("pgboss_bench"), concurrency));
     for (const c of [svcPostgres, graphile, pgBoss]) if (!c.error) closers.push(() => c.close());
@@ -221,7 +249,16 @@ export async function measureQueuePeers({ rounds = 5, warmupRounds = 1, jobs = 5
         onProgress(`round ${round + 1}/${rounds}: ${c.name} ${rates.get(c.name).at(-1).toFixed(0)} jobs/s`);
       }
       if (!bullmq.error) {
-        const pair = round % 2 ? [[bullmq, "bullmq"], [svcSqlite, "svc"]] : [[svcSqlite, "svc"], [bullmq, "bullmq"]];
+        const pair =
+          round % 2
+            ? [
+                [bullmq, "bullmq"],
+                [svcSqlite, "svc"],
+              ]
+            : [
+                [svcSqlite, "svc"],
+                [bullmq, "bullmq"],
+              ];
         for (const [c, key] of pair) p50s[key].push(await runsyncP50(c, runsyncN));
         onProgress(`round ${round + 1}/${rounds}: runsync p50 svc ${p50s.svc.at(-1).toFixed(3)} ms, BullMQ ${p50s.bullmq.at(-1).toFixed(3)} ms`);
       }
@@ -235,13 +272,34 @@ export async function measureQueuePeers({ rounds = 5, warmupRounds = 1, jobs = 5
       if (failed) {
         const who = svcSide.error ? svcSide.name : peer.name;
         const value = svcSide.error ? "-" : median(rates.get(svcSide.name));
-        return rows.push({ name, value, unit: "jobs/s", baselineName: `${peer.name}: could not start`, baseline: "-", ratio: "-", target: targetText, met: false, note: `${who} could not start: ${failed}` });
+        return rows.push({
+          name,
+          value,
+          unit: "jobs/s",
+          baselineName: `${peer.name}: could not start`,
+          baseline: "-",
+          ratio: "-",
+          target: targetText,
+          met: false,
+          note: `${who} could not start: ${failed}`,
+        });
       }
       const mine = rates.get(svcSide.name);
       const theirs = rates.get(peer.name);
       const ratios = mine.map((v, i) => v / theirs[i]);
       const ratio = median(ratios);
-      rows.push({ name, value: median(mine), unit: "jobs/s", baselineName: peer.name, baseline: median(theirs), ratio, spread: [Math.min(...ratios), Math.max(...ratios)], target: targetText, met: ratio >= target, note: `${settingsNote}; ${rounds} rounds after ${warmupRounds} not counted, ratio = svc's rate over the peer's, median of the rounds'` });
+      rows.push({
+        name,
+        value: median(mine),
+        unit: "jobs/s",
+        baselineName: peer.name,
+        baseline: median(theirs),
+        ratio,
+        spread: [Math.min(...ratios), Math.max(...ratios)],
+        target: targetText,
+        met: ratio >= target,
+        note: `${settingsNote}; ${rounds} rounds after ${warmupRounds} not counted, ratio = svc's rate over the peer's, median of the rounds'`,
+      });
     };
     compare(svcSqlite, bullmq, QUEUE_TARGETS.bullmq, PEER_SETTINGS.bullmq.note);
     compare(svcPostgres, graphile, QUEUE_TARGETS.postgres, PEER_SETTINGS["graphile-worker"].note);
@@ -249,11 +307,32 @@ export async function measureQueuePeers({ rounds = 5, warmupRounds = 1, jobs = 5
 
     const runsyncName = "svc (SQLite) /runsync vs BullMQ add + waitUntilFinished: p50 at concurrency 1";
     if (bullmq.error) {
-      rows.push({ name: runsyncName, value: "-", unit: "ms", baselineName: "BullMQ: could not start", baseline: "-", ratio: "-", target: `<= ${QUEUE_TARGETS.runsync}x`, met: false, note: `BullMQ could not start: ${bullmq.error}` });
+      rows.push({
+        name: runsyncName,
+        value: "-",
+        unit: "ms",
+        baselineName: "BullMQ: could not start",
+        baseline: "-",
+        ratio: "-",
+        target: `<= ${QUEUE_TARGETS.runsync}x`,
+        met: false,
+        note: `BullMQ could not start: ${bullmq.error}`,
+      });
     } else {
       const ratios = p50s.svc.map((v, i) => v / p50s.bullmq[i]);
       const ratio = median(ratios);
-      rows.push({ name: runsyncName, value: median(p50s.svc), unit: "ms", baselineName: "BullMQ", baseline: median(p50s.bullmq), ratio, spread: [Math.min(...ratios), Math.max(...ratios)], target: `<= ${QUEUE_TARGETS.runsync}x`, met: ratio <= QUEUE_TARGETS.runsync, note: `${runsyncN} jobs one at a time a round, each waited for (svc over HTTP, BullMQ with a QueueEvents listener); ${rounds} rounds after ${warmupRounds} not counted, ratio = svc's p50 over BullMQ's, median of the rounds'` });
+      rows.push({
+        name: runsyncName,
+        value: median(p50s.svc),
+        unit: "ms",
+        baselineName: "BullMQ",
+        baseline: median(p50s.bullmq),
+        ratio,
+        spread: [Math.min(...ratios), Math.max(...ratios)],
+        target: `<= ${QUEUE_TARGETS.runsync}x`,
+        met: ratio <= QUEUE_TARGETS.runsync,
+        note: `${runsyncN} jobs one at a time a round, each waited for (svc over HTTP, BullMQ with a QueueEvents listener); ${rounds} rounds after ${warmupRounds} not counted, ratio = svc's p50 over BullMQ's, median of the rounds'`,
+      });
     }
     return rows;
   } finally {

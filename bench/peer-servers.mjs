@@ -35,7 +35,8 @@ export async function freePort() {
 async function listening(port, child, name, logFile, timeoutMs = 15_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}): ${tail(logFile, child)}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}): ${tail(logFile, child)}`);
     const open = await new Promise((resolve) => {
       const socket = connect(port, "127.0.0.1");
       socket.once("connect", () => (socket.destroy(), resolve(true)));
@@ -127,8 +128,20 @@ http {
   const confFile = join(dir, "nginx.conf");
   writeFileSync(confFile, conf);
   // -e: where it logs before it reads its own error_log (Debian's default is /var/log/nginx, maybe absent).
-  const { stop } = await supervise({ name: "nginx", binary, args: ["-c", confFile, "-p", dir, "-e", join(dir, "error.log")], port, dir, logFile: join(dir, "error.log") });
-  return { name: "nginx", url: `http://127.0.0.1:${port}`, settings: `worker_processes ${workers}, upstream keepalive ${keepalive}, proxy_http_version 1.1, buffering on`, stop };
+  const { stop } = await supervise({
+    name: "nginx",
+    binary,
+    args: ["-c", confFile, "-p", dir, "-e", join(dir, "error.log")],
+    port,
+    dir,
+    logFile: join(dir, "error.log"),
+  });
+  return {
+    name: "nginx",
+    url: `http://127.0.0.1:${port}`,
+    settings: `worker_processes ${workers}, upstream keepalive ${keepalive}, proxy_http_version 1.1, buffering on`,
+    stop,
+  };
 }
 
 /**
@@ -174,7 +187,22 @@ export async function startRedis({ binary = REDIS } = {}) {
   if (why) throw new Error(why);
   const dir = mkdtempSync(join(tmpdir(), "svc-bench-redis-"));
   const port = await freePort();
-  const args = ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--daemonize", "no", "--maxmemory-policy", "noeviction", "--protected-mode", "yes", "--logfile", ""];
+  const args = [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--dir",
+    dir,
+    "--daemonize",
+    "no",
+    "--maxmemory-policy",
+    "noeviction",
+    "--protected-mode",
+    "yes",
+    "--logfile",
+    "",
+  ];
   const { stop } = await supervise({ name: "redis-server", binary, args, port, dir });
   return { name: "Redis", port, url: `redis://127.0.0.1:${port}`, settings: "RDB snapshots (default), no AOF, maxmemory-policy noeviction", stop };
 }

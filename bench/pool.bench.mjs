@@ -76,8 +76,24 @@ export async function run() {
     const unpooled = await coldStarts(0, build, work);
     const baselineName = "node -e console.log(1) to its output (between the samples)";
     return [
-      { name: `cold start with the pool, job to result (median of ${SAMPLES})`, ...pooled, unit: "ms", baselineName, ratio: pooled.value / pooled.baseline, target: "<= 0.5x", met: pooled.value / pooled.baseline <= 0.5 },
-      { name: `cold start without the pool (median of ${SAMPLES})`, ...unpooled, unit: "ms", baselineName, ratio: unpooled.value / unpooled.baseline, target: "", met: undefined },
+      {
+        name: `cold start with the pool, job to result (median of ${SAMPLES})`,
+        ...pooled,
+        unit: "ms",
+        baselineName,
+        ratio: pooled.value / pooled.baseline,
+        target: "<= 0.5x",
+        met: pooled.value / pooled.baseline <= 0.5,
+      },
+      {
+        name: `cold start without the pool (median of ${SAMPLES})`,
+        ...unpooled,
+        unit: "ms",
+        baselineName,
+        ratio: unpooled.value / unpooled.baseline,
+        target: "",
+        met: undefined,
+      },
     ];
   } finally {
     rmSync(work, { recursive: true, force: true });

@@ -73,7 +73,11 @@ if (mode === "--child") {
   });
 } else {
   const profiles = flag("--keep") ?? mkdtempSync(join(tmpdir(), "svc-cpuprof-"));
-  const child = spawn(process.execPath, ["--cpu-prof", "--cpu-prof-dir", profiles, fileURLToPath(import.meta.url), "--child", mode.startsWith("queue") ? mode : "lb", flag("--metrics", "on")], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(
+    process.execPath,
+    ["--cpu-prof", "--cpu-prof-dir", profiles, fileURLToPath(import.meta.url), "--child", mode.startsWith("queue") ? mode : "lb", flag("--metrics", "on")],
+    { stdio: ["pipe", "pipe", "inherit"] },
+  );
   const target = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (d) => {
@@ -83,15 +87,28 @@ if (mode === "--child") {
     child.once("exit", (code) => reject(new Error(`the service's process exited (${code})`)));
   });
   const plans = {
-    lb: { targets: [{ name: "svc", url: `${target.url}/bytes/${1 << 20}`, headers: target.headers, discard: true, expectBytes: 1 << 20 }], warmup: 50, total: 3000, concurrency: 16 },
+    lb: {
+      targets: [{ name: "svc", url: `${target.url}/bytes/${1 << 20}`, headers: target.headers, discard: true, expectBytes: 1 << 20 }],
+      warmup: 50,
+      total: 3000,
+      concurrency: 16,
+    },
     "lb-small": { targets: [{ name: "svc", url: `${target.url}/items/{i}`, headers: target.headers }], warmup: 200, total: 30000, concurrency: 64 },
-    queue: { targets: [{ name: "svc", url: `${target.url}/run`, method: "POST", headers: target.headers, body: { input: { i: "{i}" } } }], warmup: 0, total: 30000, concurrency: 16 },
+    queue: {
+      targets: [{ name: "svc", url: `${target.url}/run`, method: "POST", headers: target.headers, body: { input: { i: "{i}" } } }],
+      warmup: 0,
+      total: 30000,
+      concurrency: 16,
+    },
   };
   plans["queue-pg"] = { ...plans.queue, total: 20000 };
   // CPU time of every process of the load (the service, its workers, the load client), read from /proc while it
   // runs: on a machine of few cores the end-to-end rate is bounded by their sum, not by the service's alone.
   // The PostgreSQL server (queue-pg) is not the service's child: its own tree, named as one row.
-  const trees = () => [...processTree(child.pid), ...(target.postgresPid ? [...processTree(target.postgresPid)].map(([pid, p]) => [pid, { ...p, name: "postgres" }]) : [])];
+  const trees = () => [
+    ...processTree(child.pid),
+    ...(target.postgresPid ? [...processTree(target.postgresPid)].map(([pid, p]) => [pid, { ...p, name: "postgres" }]) : []),
+  ];
   const cpuBefore = new Map(trees());
   let cpuSeen = new Map(cpuBefore);
   const loadClient = run_(process.execPath, [join(root, "bench", "load-client.mjs"), JSON.stringify(plans[mode])], { maxBuffer: 1 << 20 });
@@ -123,7 +140,9 @@ if (mode === "--child") {
   const window = [toProfileUs(measured.startedAt), toProfileUs(loadEndedAt)];
   const { top, busyMs, windowMs } = summarize(JSON.parse(readFileSync(join(profiles, file), "utf8")), Number(flag("--top", 25)), window);
   const perRequest = (busyMs / plans[mode].targets.length / plans[mode].total) * 1000;
-  console.log(`${mode}: ${measured.rps.toFixed(0)} req/s under the profiler; main thread busy ${busyMs.toFixed(0)} ms of ${windowMs.toFixed(0)} ms under load (${perRequest.toFixed(0)} µs a request); self time, top functions:\n`);
+  console.log(
+    `${mode}: ${measured.rps.toFixed(0)} req/s under the profiler; main thread busy ${busyMs.toFixed(0)} ms of ${windowMs.toFixed(0)} ms under load (${perRequest.toFixed(0)} µs a request); self time, top functions:\n`,
+  );
   console.log("| self % | self ms | function | where |");
   console.log("|---:|---:|---|---|");
   for (const row of top) console.log(`| ${row.percent.toFixed(1)} | ${row.ms.toFixed(0)} | ${row.name} | ${row.where} |`);
@@ -168,7 +187,12 @@ function processTree(rootPid) {
     if (!p) return;
     let name = String(pid);
     try {
-      name = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean).map((a) => a.split("/").slice(-2).join("/")).join(" ").slice(0, 60);
+      name = readFileSync(`/proc/${pid}/cmdline`, "utf8")
+        .split("\0")
+        .filter(Boolean)
+        .map((a) => a.split("/").slice(-2).join("/"))
+        .join(" ")
+        .slice(0, 60);
     } catch {
       // ended meanwhile: its pid names it
     }

@@ -25,7 +25,12 @@ if (o.peer === "bullmq") {
   stop = () => worker.close();
 } else if (o.peer === "graphile-worker") {
   const { run } = await import("graphile-worker");
-  const quiet = { debug() {}, info() {}, warn: (m) => process.stderr.write(`graphile-worker: ${m}\n`), error: (m) => process.stderr.write(`graphile-worker: ${m}\n`) };
+  const quiet = {
+    debug() {},
+    info() {},
+    warn: (m) => process.stderr.write(`graphile-worker: ${m}\n`),
+    error: (m) => process.stderr.write(`graphile-worker: ${m}\n`),
+  };
   const { Logger } = await import("graphile-worker");
   const runner = await run({
     connectionString: o.url,

@@ -29,7 +29,17 @@ for (const file of files) {
   } catch (err) {
     failures++;
     process.stderr.write(`bench ${file} failed: ${err?.stack ?? err}\n`);
-    rows.push({ bench: file.replace(".bench.mjs", ""), name: "(failed)", value: "-", unit: "", baselineName: String(err?.message ?? err).slice(0, 60), baseline: "-", ratio: "-", target: "", met: false });
+    rows.push({
+      bench: file.replace(".bench.mjs", ""),
+      name: "(failed)",
+      value: "-",
+      unit: "",
+      baselineName: String(err?.message ?? err).slice(0, 60),
+      baseline: "-",
+      ratio: "-",
+      target: "",
+      met: false,
+    });
   }
 }
 

@@ -75,7 +75,18 @@ export async function run() {
   try {
     sandbox = resolveSandbox({ setting: "bwrap" });
   } catch (err) {
-    return [{ name: "(skipped: no sandbox here)", value: "-", unit: "", baselineName: String(err.message).slice(0, 80), baseline: "-", ratio: "-", target: "", met: undefined }];
+    return [
+      {
+        name: "(skipped: no sandbox here)",
+        value: "-",
+        unit: "",
+        baselineName: String(err.message).slice(0, 80),
+        baseline: "-",
+        ratio: "-",
+        target: "",
+        met: undefined,
+      },
+    ];
   }
   sandbox.dispose();
   const { buildProject } = await import(`${root}dist/build/index.js`);
@@ -98,12 +109,39 @@ export async function run() {
       const ratio = value / baseline;
       rows.push(
         pool
-          ? { name: `cold start from the pool, sandboxed, job to result (median of ${SAMPLES})`, value, baseline, unit: "ms", baselineName, ratio, target: "<= 1.25x", met: ratio <= 1.25 }
-          : { name: `cold start without the pool, sandboxed (median of ${SAMPLES})`, value, baseline, unit: "ms", baselineName, ratio, target: "", met: undefined },
+          ? {
+              name: `cold start from the pool, sandboxed, job to result (median of ${SAMPLES})`,
+              value,
+              baseline,
+              unit: "ms",
+              baselineName,
+              ratio,
+              target: "<= 1.25x",
+              met: ratio <= 1.25,
+            }
+          : {
+              name: `cold start without the pool, sandboxed (median of ${SAMPLES})`,
+              value,
+              baseline,
+              unit: "ms",
+              baselineName,
+              ratio,
+              target: "",
+              met: undefined,
+            },
       );
       if (pool) {
         const [w, wBase] = await warm(boxed, plain);
-        rows.push({ name: `/runsync p50 on a warm worker, sandboxed (${WARM_SAMPLES} calls)`, value: w, baseline: wBase, unit: "ms", baselineName, ratio: w / wBase, target: "", met: undefined });
+        rows.push({
+          name: `/runsync p50 on a warm worker, sandboxed (${WARM_SAMPLES} calls)`,
+          value: w,
+          baseline: wBase,
+          unit: "ms",
+          baselineName,
+          ratio: w / wBase,
+          target: "",
+          met: undefined,
+        });
       }
       for (const one of started.splice(0)) await one.service.close();
     }

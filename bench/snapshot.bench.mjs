@@ -46,7 +46,18 @@ export async function run() {
   const { checkpointProblem } = await import(`${root}dist/drivers/criu.js`);
   const problem = await checkpointProblem();
   if (problem) {
-    return [{ name: "restored vs fresh first result", value: "-", unit: "", baselineName: `not measured: ${problem}`, baseline: "-", ratio: "-", target: "<= 0.3x", met: undefined }];
+    return [
+      {
+        name: "restored vs fresh first result",
+        value: "-",
+        unit: "",
+        baselineName: `not measured: ${problem}`,
+        baseline: "-",
+        ratio: "-",
+        target: "<= 0.3x",
+        met: undefined,
+      },
+    ];
   }
   const { buildProject } = await import(`${root}dist/build/index.js`);
   const work = mkdtempSync(join(tmpdir(), "svc-bench-snapshot-"));

@@ -1,7 +1,7 @@
 // svc's service as the benches that compare it with other servers run it: one function a kind of contender, used
 // in the service's own process (svc-child.mjs for the peers benches, profile.mjs --child). Callers send
 // `authorization: Bearer bench-key` (BENCH_KEY).
-import { cpSync, } from "node:fs";
+import { cpSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { request } from "./http.mjs";
@@ -56,7 +56,13 @@ export async function startSvcQueue(work, { storeUrl, metrics } = {}) {
   const { startService } = await import(`${root}dist/service/index.js`);
   const { createProcessDriver } = await import(`${root}dist/drivers/process.js`);
   const build = await buildFixture(work, "bench-trivial");
-  const service = await startService({ dataDir: join(work, "data"), storeUrl, driver: createProcessDriver({ cacheDir: join(work, "cache") }), apiKeys: [BENCH_KEY], metrics });
+  const service = await startService({
+    dataDir: join(work, "data"),
+    storeUrl,
+    driver: createProcessDriver({ cacheDir: join(work, "cache") }),
+    apiKeys: [BENCH_KEY],
+    metrics,
+  });
   const endpoint = await deployChecked(service, build, async (endpoint) => {
     for (let i = 0; i < 50; i++) {
       const res = await request(`${endpoint.url}/runsync`, { method: "POST", headers, body: { input: { i } } });

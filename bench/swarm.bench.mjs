@@ -47,13 +47,25 @@ async function plainService(docker, image, session) {
     Name: `svc-bench-plain-${port}`,
     Labels: { "svc.managed": "true", "svc.session": session },
     TaskTemplate: {
-      ContainerSpec: { Image: image, Command: ["node", "-e", `require("http").createServer((q, s) => s.end("1")).listen(${port}, "127.0.0.1")`], Labels: { "svc.session": session } },
+      ContainerSpec: {
+        Image: image,
+        Command: ["node", "-e", `require("http").createServer((q, s) => s.end("1")).listen(${port}, "127.0.0.1")`],
+        Labels: { "svc.session": session },
+      },
       RestartPolicy: { Condition: "none" },
       Networks: [{ Target: "host" }],
     },
     Mode: { Replicated: { Replicas: 1 } },
   });
-  await until("the plain service's answer", () => fetch(`http://127.0.0.1:${port}/`).then((r) => r.ok, () => false), 60_000);
+  await until(
+    "the plain service's answer",
+    () =>
+      fetch(`http://127.0.0.1:${port}/`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    60_000,
+  );
   const ms = performance.now() - started;
   await docker.getService(created.id ?? created.ID).remove();
   return ms;
@@ -64,7 +76,18 @@ export async function run() {
   const { default: Docker } = await import("dockerode");
   const docker = new Docker();
   if (!(await dockerAvailable(docker))) {
-    return [{ name: "cold start (swarm)", value: "skipped", unit: "", baselineName: "no Docker engine (scripts/ensure-docker.sh)", baseline: "-", ratio: "-", target: "<= 1.5x", met: undefined }];
+    return [
+      {
+        name: "cold start (swarm)",
+        value: "skipped",
+        unit: "",
+        baselineName: "no Docker engine (scripts/ensure-docker.sh)",
+        baseline: "-",
+        ratio: "-",
+        target: "<= 1.5x",
+        met: undefined,
+      },
+    ];
   }
   const { buildProject } = await import(`${root}dist/build/index.js`);
   const { startService } = await import(`${root}dist/service/index.js`);
@@ -133,7 +156,11 @@ export async function run() {
   } finally {
     await service?.close();
     await driver.close();
-    for (const s of await docker.listServices({ filters: { label: [`svc.session=${session}`] } }).catch(() => [])) await docker.getService(s.ID).remove().catch(() => undefined);
+    for (const s of await docker.listServices({ filters: { label: [`svc.session=${session}`] } }).catch(() => []))
+      await docker
+        .getService(s.ID)
+        .remove()
+        .catch(() => undefined);
     if (madeSwarm) spawnSync("docker", ["swarm", "leave", "--force"], { stdio: "ignore" });
     rmSync(work, { recursive: true, force: true });
   }

@@ -71,7 +71,10 @@ export async function api<T = unknown>(path: string, init: { method?: string; bo
   return (await apiWithHeaders<T>(path, init)).body;
 }
 
-export async function apiWithHeaders<T = unknown>(path: string, init: { method?: string; body?: unknown; signal?: AbortSignal; key?: string } = {}): Promise<ApiResult<T>> {
+export async function apiWithHeaders<T = unknown>(
+  path: string,
+  init: { method?: string; body?: unknown; signal?: AbortSignal; key?: string } = {},
+): Promise<ApiResult<T>> {
   const response = await request(path, init);
   const text = await response.text();
   return { body: (text ? JSON.parse(text) : undefined) as T, headers: response.headers };

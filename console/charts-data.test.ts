@@ -34,7 +34,11 @@ it("finds the values a line cannot draw: none on either side", () => {
 });
 
 it("draws known worker states first, others after, only those sampled", () => {
-  expect(workerStates([point("2026-01-01T00:00:00Z", { workers: { zombie: 1, idle: 2, running: 0 } }), point("2026-01-01T00:01:00Z")])).toEqual(["running", "idle", "zombie"]);
+  expect(workerStates([point("2026-01-01T00:00:00Z", { workers: { zombie: 1, idle: 2, running: 0 } }), point("2026-01-01T00:01:00Z")])).toEqual([
+    "running",
+    "idle",
+    "zombie",
+  ]);
 });
 
 it("turns a day's answer into per-minute lines, gaps where nothing was measured, and summaries of its totals", () => {
@@ -55,24 +59,57 @@ it("turns a day's answer into per-minute lines, gaps where nothing was measured,
         workers: { idle: 1, running: 0, initializing: 0, draining: 0 },
       }),
     ],
-    totals: { requests: 10, jobs: jobs(8, 2), coldStarts: 1, delayMs: { p50: 12, p95: 1500 }, executionMs: { p50: 100, p95: 200 }, queueDepth: 0, queueDepthMax: 6, workers: { idle: 1, running: 0, initializing: 0, draining: 0 } },
+    totals: {
+      requests: 10,
+      jobs: jobs(8, 2),
+      coldStarts: 1,
+      delayMs: { p50: 12, p95: 1500 },
+      executionMs: { p50: 100, p95: 200 },
+      queueDepth: 0,
+      queueDepthMax: 6,
+      workers: { idle: 1, running: 0, initializing: 0, draining: 0 },
+    },
   };
   const charts = Object.fromEntries(chartSpecs(series).map((c) => [c.key, c]));
   expect(Object.keys(charts)).toEqual(["requests", "delay", "execution", "cold-starts", "queue", "workers"]);
   expect(charts.requests!.x).toEqual([Date.UTC(2026, 0, 1) / 1000, Date.UTC(2026, 0, 1, 0, 5) / 1000]);
   // Failed jobs per minute over a 5-minute step.
-  expect(charts.requests!.ys).toEqual([[0, 2], [0, 0.4]]);
+  expect(charts.requests!.ys).toEqual([
+    [0, 2],
+    [0, 0.4],
+  ]);
   expect(charts.requests!.summary).toBe("10 requests in the last day; 8 completed, 2 failed.");
-  expect(charts.delay!.ys).toEqual([[null, 12], [null, 1500]]);
+  expect(charts.delay!.ys).toEqual([
+    [null, 12],
+    [null, 1500],
+  ]);
   expect(charts.delay!.summary).toBe("Delay: p50 12 ms, p95 1.5 s over the last day.");
   expect(charts["cold-starts"]!.summary).toBe("1 cold start in the last day.");
-  expect(charts.queue!.ys).toEqual([[null, 6], [null, 0]]);
+  expect(charts.queue!.ys).toEqual([
+    [null, 6],
+    [null, 0],
+  ]);
   expect(charts.queue!.summary).toBe("0 jobs queued now; at most 6 in the last day.");
   expect(charts.workers!.labels).toEqual(["running", "idle", "initializing", "draining"]);
   expect(charts.workers!.ys[1]).toEqual([null, 1]);
   expect(charts.workers!.summary).toBe("Now: 0 running, 1 idle, 0 initializing, 0 draining.");
 
-  const empty = chartSpecs({ ...series, window: "1h", stepSeconds: 60, points: [point("2026-01-01T00:00:00Z")], totals: { ...series.totals, requests: 1, jobs: jobs(), coldStarts: 0, delayMs: { p50: null, p95: null }, queueDepth: null, queueDepthMax: null, workers: null } });
+  const empty = chartSpecs({
+    ...series,
+    window: "1h",
+    stepSeconds: 60,
+    points: [point("2026-01-01T00:00:00Z")],
+    totals: {
+      ...series.totals,
+      requests: 1,
+      jobs: jobs(),
+      coldStarts: 0,
+      delayMs: { p50: null, p95: null },
+      queueDepth: null,
+      queueDepthMax: null,
+      workers: null,
+    },
+  });
   expect(empty.map((c) => c.summary)).toEqual([
     "1 request in the last hour; 0 completed, 0 failed.",
     "No job ended in the last hour.",

@@ -65,7 +65,8 @@ export function metricsTurnedOff(error: unknown): boolean {
   return status === 404 && typeof detail === "string" && /metrics are turned off/i.test(detail);
 }
 
-export const METRICS_OFF_TEXT = "No charts: this service keeps no metrics (it runs with SVC_METRICS=off). Start `svc server` without that setting (metrics are on by default) to see them here.";
+export const METRICS_OFF_TEXT =
+  "No charts: this service keeps no metrics (it runs with SVC_METRICS=off). Start `svc server` without that setting (metrics are on by default) to see them here.";
 
 export const WINDOW_TEXT: Record<MetricsWindow, string> = { "1h": "the last hour", "1d": "the last day" };
 
@@ -168,7 +169,10 @@ export function chartSpecs(series: MetricsSeries): ChartSpec[] {
       labels: ["deepest", "last"],
       x,
       ys: [points.map((p) => p.queueDepthMax), points.map((p) => p.queueDepth)],
-      summary: totals.queueDepth === null ? `Not sampled in ${within}.` : `${plural(totals.queueDepth, "job")} queued now; at most ${totals.queueDepthMax} in ${within}.`,
+      summary:
+        totals.queueDepth === null
+          ? `Not sampled in ${within}.`
+          : `${plural(totals.queueDepth, "job")} queued now; at most ${totals.queueDepthMax} in ${within}.`,
     },
     {
       key: "workers",

@@ -6,7 +6,18 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { api } from "./api.js";
-import { chartSpecs, formatDuration, isolated, formatNumber, METRICS_OFF_TEXT, metricsTurnedOff, WINDOW_TEXT, type ChartSpec, type MetricsSeries, type MetricsWindow } from "./charts-data.js";
+import {
+  chartSpecs,
+  formatDuration,
+  isolated,
+  formatNumber,
+  METRICS_OFF_TEXT,
+  metricsTurnedOff,
+  WINDOW_TEXT,
+  type ChartSpec,
+  type MetricsSeries,
+  type MetricsWindow,
+} from "./charts-data.js";
 import { ProblemMessage, useId, usePolling } from "./ui.js";
 
 /** Line colours, each at least 4.5:1 on the panel background. */
@@ -48,8 +59,20 @@ function options(spec: ChartSpec, width: number): uPlot.Options {
     axes: [
       // Times as "13:05" (a day fits in a 24-hour clock, so no date), with room for each: uPlot's default labels
       // ("12:10pm" and a date line) ran into each other at desktop widths.
-      { stroke: "#57606a", space: 72, grid: { stroke: "#d8dee4", width: 1 }, ticks: { stroke: "#d8dee4", width: 1 }, values: (_u, vals) => vals.map(clockTime) },
-      { stroke: "#57606a", size: 64, grid: { stroke: "#d8dee4", width: 1 }, ticks: { stroke: "#d8dee4", width: 1 }, values: (_u, vals) => vals.map((v) => (spec.unit === "count" && !Number.isInteger(v) ? "" : axisValue(spec.unit, v))) },
+      {
+        stroke: "#57606a",
+        space: 72,
+        grid: { stroke: "#d8dee4", width: 1 },
+        ticks: { stroke: "#d8dee4", width: 1 },
+        values: (_u, vals) => vals.map(clockTime),
+      },
+      {
+        stroke: "#57606a",
+        size: 64,
+        grid: { stroke: "#d8dee4", width: 1 },
+        ticks: { stroke: "#d8dee4", width: 1 },
+        values: (_u, vals) => vals.map((v) => (spec.unit === "count" && !Number.isInteger(v) ? "" : axisValue(spec.unit, v))),
+      },
     ],
     // Room on the right for the last time label, which is centred on its tick.
     padding: [8, 24, 0, 0],

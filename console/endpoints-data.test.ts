@@ -23,12 +23,33 @@ const rest = (over: Partial<RestEndpoint> & { source?: string }): RestEndpoint =
     ...over,
   }) as RestEndpoint;
 
-const environment = (endpoints: AppEnvironment["endpoints"]): AppEnvironment => ({ app: "shop", env: "prod", createdAt: 1, activatedAt: 2, build: "b7", fingerprint: null, endpoints });
-const appEndpoint = (id: string, name: string): AppEnvironment["endpoints"][number] => ({ id, name, url: `http://svc/v2/${id}`, type: "queue", routes: [], workersMin: 1, workersMax: 3, gpuTypeIds: ["ADA_24"], idleTimeout: 5 });
+const environment = (endpoints: AppEnvironment["endpoints"]): AppEnvironment => ({
+  app: "shop",
+  env: "prod",
+  createdAt: 1,
+  activatedAt: 2,
+  build: "b7",
+  fingerprint: null,
+  endpoints,
+});
+const appEndpoint = (id: string, name: string): AppEnvironment["endpoints"][number] => ({
+  id,
+  name,
+  url: `http://svc/v2/${id}`,
+  type: "queue",
+  routes: [],
+  workersMin: 1,
+  workersMax: 3,
+  gpuTypeIds: ["ADA_24"],
+  idleTimeout: 5,
+});
 
 it("lists REST endpoints as they are and deployed ones once, from their app, with the status the REST list gives", () => {
   const list = endpointSummaries(
-    [rest({ id: "r1", name: "console-made" }), rest({ id: "d1", name: "llm", source: "deploy", status: "WAITING", statusReason: "waiting for a GPU (ADA_24: 1 of 1 in use)" })],
+    [
+      rest({ id: "r1", name: "console-made" }),
+      rest({ id: "d1", name: "llm", source: "deploy", status: "WAITING", statusReason: "waiting for a GPU (ADA_24: 1 of 1 in use)" }),
+    ],
     [environment([appEndpoint("d1", "llm"), appEndpoint("d2", "embed")])],
   );
   expect(list.map((e) => [e.id, e.source, e.app ?? null, e.status ?? null])).toEqual([

@@ -109,11 +109,38 @@ export function endpointSummaries(rest: RestEndpoint[], environments: AppEnviron
       deployed.set(e.id, { status: e.status, statusReason: e.statusReason });
       continue;
     }
-    endpoints.push({ id: e.id, name: e.name, type: "queue", source: "rest", workersMin: e.workersMin, workersMax: e.workersMax, status: e.status, statusReason: e.statusReason, gpuTypeIds: e.gpuTypeIds, rest: e, url: e.url });
+    endpoints.push({
+      id: e.id,
+      name: e.name,
+      type: "queue",
+      source: "rest",
+      workersMin: e.workersMin,
+      workersMax: e.workersMax,
+      status: e.status,
+      statusReason: e.statusReason,
+      gpuTypeIds: e.gpuTypeIds,
+      rest: e,
+      url: e.url,
+    });
   }
   for (const env of environments) {
     for (const e of env.endpoints) {
-      endpoints.push({ id: e.id, name: e.name, type: e.type, source: "app", app: env.app, env: env.env, workersMin: e.workersMin, workersMax: e.workersMax, gpuTypeIds: e.gpuTypeIds, functions: e.functions, url: e.url, deployed: e, build: env.build, ...deployed.get(e.id) });
+      endpoints.push({
+        id: e.id,
+        name: e.name,
+        type: e.type,
+        source: "app",
+        app: env.app,
+        env: env.env,
+        workersMin: e.workersMin,
+        workersMax: e.workersMax,
+        gpuTypeIds: e.gpuTypeIds,
+        functions: e.functions,
+        url: e.url,
+        deployed: e,
+        build: env.build,
+        ...deployed.get(e.id),
+      });
     }
   }
   return endpoints;

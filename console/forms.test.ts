@@ -44,18 +44,34 @@ it("starts Try it from the function's example input, naming the function when th
 });
 
 it("starts Try it from an example with something in it: never an empty prompt", () => {
-  expect(sensibleExample({ prompt: "", maxTokens: 0, stream: false, tags: [""] })).toEqual({ prompt: "Hello! Say something nice in one sentence.", maxTokens: 1, stream: false, tags: ["example"] });
+  expect(sensibleExample({ prompt: "", maxTokens: 0, stream: false, tags: [""] })).toEqual({
+    prompt: "Hello! Say something nice in one sentence.",
+    maxTokens: 1,
+    stream: false,
+    tags: ["example"],
+  });
   expect(sensibleExample({ name: "", formal: false })).toEqual({ name: "Ada", formal: false });
   // No type to start from (an untyped handler, a REST endpoint): a prompt, not {}.
   expect(JSON.parse(exampleBody([], undefined))).toEqual({ input: { prompt: "Hello! Say something nice in one sentence." } });
-  expect(JSON.parse(exampleBody([{ name: "f", kind: "function", exampleInput: {} }], "f")).input).toEqual({ prompt: "Hello! Say something nice in one sentence." });
-  const two = [{ name: "a", kind: "method", exampleInput: { text: "" } }, { name: "b", kind: "method" }];
+  expect(JSON.parse(exampleBody([{ name: "f", kind: "function", exampleInput: {} }], "f")).input).toEqual({
+    prompt: "Hello! Say something nice in one sentence.",
+  });
+  const two = [
+    { name: "a", kind: "method", exampleInput: { text: "" } },
+    { name: "b", kind: "method" },
+  ];
   expect(JSON.parse(exampleBody(two, "a"))).toEqual({ input: { text: "Hello from the svc console" }, function: "a" });
 });
 
 it("prints a curl with the CLI's key placeholder and the example body, quoted for the shell", () => {
   const curl = endpointCurl({ type: "queue", url: "http://h/v2/e1", functions: [{ name: "f", kind: "function", exampleInput: { name: "" } }] });
-  expect(curl).toBe(`curl -s -X POST http://h/v2/e1/runsync -H "Authorization: Bearer $SVC_API_KEY" -H "Content-Type: application/json" -d '{"input":{"name":"Ada"}}'`);
-  expect(endpointCurl({ type: "queue", url: "http://h/v2/e1", functions: [{ name: "f", kind: "function", exampleInput: { text: "it's" } }] })).toContain(`-d '{"input":{"text":"it'\\''s"}}'`);
-  expect(endpointCurl({ type: "lb", url: "http://h/lb/e2", routes: ["POST /chat", "GET /items/:id"] })).toBe('curl -s -X GET http://h/lb/e2/items/1 -H "Authorization: Bearer $SVC_API_KEY"');
+  expect(curl).toBe(
+    `curl -s -X POST http://h/v2/e1/runsync -H "Authorization: Bearer $SVC_API_KEY" -H "Content-Type: application/json" -d '{"input":{"name":"Ada"}}'`,
+  );
+  expect(endpointCurl({ type: "queue", url: "http://h/v2/e1", functions: [{ name: "f", kind: "function", exampleInput: { text: "it's" } }] })).toContain(
+    `-d '{"input":{"text":"it'\\''s"}}'`,
+  );
+  expect(endpointCurl({ type: "lb", url: "http://h/lb/e2", routes: ["POST /chat", "GET /items/:id"] })).toBe(
+    'curl -s -X GET http://h/lb/e2/items/1 -H "Authorization: Bearer $SVC_API_KEY"',
+  );
 });

@@ -18,7 +18,12 @@ const gpu = (index: number, holder: Gpu["holder"]): Gpu => ({
 it("tells a free GPU, another user's and one of the caller's workers apart", () => {
   expect(holdingOf(gpu(0, null))).toEqual({ kind: "free" });
   expect(holdingOf(gpu(0, { held: true }))).toEqual({ kind: "other" });
-  expect(holdingOf(gpu(0, { workerId: "w1", endpointId: "e1", typeId: "ADA_80_PRO" }))).toEqual({ kind: "worker", workerId: "w1", endpointId: "e1", typeId: "ADA_80_PRO" });
+  expect(holdingOf(gpu(0, { workerId: "w1", endpointId: "e1", typeId: "ADA_80_PRO" }))).toEqual({
+    kind: "worker",
+    workerId: "w1",
+    endpointId: "e1",
+    typeId: "ADA_80_PRO",
+  });
 });
 
 it("shows memory in GiB with one decimal, small amounts in MiB, and a dash when not sampled", () => {

@@ -53,7 +53,15 @@ function SignIn({ onSignedIn, reason }: { onSignedIn(): void; reason?: string })
         {reason && <p class="notice">{reason}</p>}
         <Field label="API key">
           {({ id, describedBy }) => (
-            <input id={id} aria-describedby={describedBy} type="password" autocomplete="off" required value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+            <input
+              id={id}
+              aria-describedby={describedBy}
+              type="password"
+              autocomplete="off"
+              required
+              value={key}
+              onInput={(e) => setKey(e.currentTarget.value)}
+            />
           )}
         </Field>
         <p id="signin-note" class="hint">

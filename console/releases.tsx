@@ -120,7 +120,12 @@ export function Releases({ app, env, level = 2, onBuildChange }: { app: string; 
                 </td>
                 <td>
                   {r.state === "live" && r.buildId !== current && (
-                    <button class="secondary small" disabled={busy} onClick={() => void rollback(r.buildId)} aria-label={`Roll back to build ${r.buildId.slice(0, 12)}`}>
+                    <button
+                      class="secondary small"
+                      disabled={busy}
+                      onClick={() => void rollback(r.buildId)}
+                      aria-label={`Roll back to build ${r.buildId.slice(0, 12)}`}
+                    >
                       Roll back
                     </button>
                   )}

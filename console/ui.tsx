@@ -13,7 +13,12 @@ export function useId(prefix: string): string {
   return ref.current;
 }
 
-export function Field(props: { label: string; errors?: string[]; hint?: string; children: (ids: { id: string; describedBy?: string; invalid: boolean }) => ComponentChildren }) {
+export function Field(props: {
+  label: string;
+  errors?: string[];
+  hint?: string;
+  children: (ids: { id: string; describedBy?: string; invalid: boolean }) => ComponentChildren;
+}) {
   const id = useId("field");
   const errorId = `${id}-error`;
   const hintId = `${id}-hint`;

@@ -4,7 +4,16 @@
 import { expect, it } from "vitest";
 import { formatByType, formatSeconds, hoursNewestFirst, totalsByEndpoint, type UsageHour } from "./usage-data.js";
 
-const row = (over: Partial<UsageHour>): UsageHour => ({ hour: "2026-11-27T12:00:00.000Z", userId: "default", endpointId: "e1", gpuType: null, workerSeconds: 0, gpuSeconds: 0, jobs: 0, ...over });
+const row = (over: Partial<UsageHour>): UsageHour => ({
+  hour: "2026-11-27T12:00:00.000Z",
+  userId: "default",
+  endpointId: "e1",
+  gpuType: null,
+  workerSeconds: 0,
+  gpuSeconds: 0,
+  jobs: 0,
+  ...over,
+});
 
 it("adds the hours up per user and endpoint, GPU time kept apart by type, most worker time first", () => {
   const hours = [

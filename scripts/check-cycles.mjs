@@ -26,7 +26,10 @@ for (const file of files(root)) {
   const text = readFileSync(file, "utf8");
   const deps = new Set();
   for (const m of text.matchAll(IMPORT)) deps.add(resolve(dirname(file), m[1] ?? m[2]));
-  graph.set(file, [...deps].filter((d) => d !== file));
+  graph.set(
+    file,
+    [...deps].filter((d) => d !== file),
+  );
 }
 
 const cycles = cyclesOf(graph.keys(), (v) => (graph.get(v) ?? []).filter((w) => graph.has(w)));
@@ -39,6 +42,13 @@ if (cycles.length === 0 && importers.length === 0) {
   process.stdout.write(`check-cycles: ${graph.size} modules, no import cycle\n`);
   process.exit(0);
 }
-for (const c of cycles) process.stderr.write(`import cycle among ${c.length} modules:\n${c.map((f) => `  ${rel(f)}`).sort().join("\n")}\n`);
-if (importers.length > 0) process.stderr.write(`service/index.js is the composition root; these service modules import it:\n${importers.map((f) => `  ${f}`).join("\n")}\n`);
+for (const c of cycles)
+  process.stderr.write(
+    `import cycle among ${c.length} modules:\n${c
+      .map((f) => `  ${rel(f)}`)
+      .sort()
+      .join("\n")}\n`,
+  );
+if (importers.length > 0)
+  process.stderr.write(`service/index.js is the composition root; these service modules import it:\n${importers.map((f) => `  ${f}`).join("\n")}\n`);
 process.exit(1);

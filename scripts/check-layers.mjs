@@ -116,14 +116,18 @@ export const RULES = [
 ];
 
 // Static imports and re-exports (type-only included), side-effect imports and dynamic import() of relative paths.
-const IMPORT = /(?:^|[\s;])((?:import|export)\s[^;]*?)\sfrom\s*["'](\.{1,2}\/[^"']+)["']|(?:^|[\s;])import\s*["'](\.{1,2}\/[^"']+)["']|\bimport\(\s*["'](\.{1,2}\/[^"']+)["']\s*\)/g;
+const IMPORT =
+  /(?:^|[\s;])((?:import|export)\s[^;]*?)\sfrom\s*["'](\.{1,2}\/[^"']+)["']|(?:^|[\s;])import\s*["'](\.{1,2}\/[^"']+)["']|\bimport\(\s*["'](\.{1,2}\/[^"']+)["']\s*\)/g;
 
 /** Whether an import or export clause brings types only (`import type {...}`, or every name marked `type`). */
 function typeOnlyClause(clause) {
   if (/^(import|export)\s+type\s/.test(clause)) return true;
   const names = /\{([^}]*)\}/.exec(clause)?.[1];
   if (names === undefined || /^(import|export)\s+[\w$]+\s*,/.test(clause) || /\*/.test(clause)) return false;
-  const list = names.split(",").map((n) => n.trim()).filter(Boolean);
+  const list = names
+    .split(",")
+    .map((n) => n.trim())
+    .filter(Boolean);
   return list.length > 0 && list.every((n) => n.startsWith("type "));
 }
 
@@ -150,7 +154,10 @@ function resolveSpecifier(root, file, spec) {
 
 /** The import graph of the repository's sources: file -> [{ target, dynamic, typeOnly }]. */
 export function importGraph(root) {
-  const files = [...sourceFiles(root, "src"), ...(existsSync(join(root, "packages")) ? readdirSync(join(root, "packages")).flatMap((p) => sourceFiles(root, `packages/${p}/src`)) : [])];
+  const files = [
+    ...sourceFiles(root, "src"),
+    ...(existsSync(join(root, "packages")) ? readdirSync(join(root, "packages")).flatMap((p) => sourceFiles(root, `packages/${p}/src`)) : []),
+  ];
   const graph = new Map();
   for (const file of files) {
     const text = readFileSync(join(root, file), "utf8").replace(/\/\*[\s\S]*?\*\/|(^|[^:"'`])\/\/.*$/gm, "$1");
@@ -183,8 +190,7 @@ export function layerViolations(graph, rules = RULES) {
  */
 export function importCycles(graph) {
   const sameFolder = (a, b) => dirname(a) === dirname(b);
-  const edges = (v) =>
-    (graph.get(v) ?? []).filter((d) => !d.dynamic && graph.has(d.target) && !(d.typeOnly && sameFolder(v, d.target))).map((d) => d.target);
+  const edges = (v) => (graph.get(v) ?? []).filter((d) => !d.dynamic && graph.has(d.target) && !(d.typeOnly && sameFolder(v, d.target))).map((d) => d.target);
   return cyclesOf(graph.keys(), edges).map((component) => component.sort());
 }
 
@@ -274,9 +280,22 @@ export function checkLayers(root, allowedPairs = FOLDER_PAIRS_ALLOWED) {
       .map((p) => `folders ${SVC}${p.folders[0]}/ and ${SVC}${p.folders[1]}/ import each other:\n${p.imports.map((i) => `  ${i}`).join("\n")}`),
     ...[...allowed.keys()]
       .filter((key) => !found.has(key))
-      .map((key) => `folders ${key.split(" ").map((f) => `${SVC}${f}/`).join(" and ")} no longer import each other: take the pair off FOLDER_PAIRS_ALLOWED`),
+      .map(
+        (key) =>
+          `folders ${key
+            .split(" ")
+            .map((f) => `${SVC}${f}/`)
+            .join(" and ")} no longer import each other: take the pair off FOLDER_PAIRS_ALLOWED`,
+      ),
   ];
-  return { ok: lines.length === 0, lines, modules: graph.size, upward: upwardImports(graph).length, folderPairs: folderPairs.length, allowedPairs: allowed.size };
+  return {
+    ok: lines.length === 0,
+    lines,
+    modules: graph.size,
+    upward: upwardImports(graph).length,
+    folderPairs: folderPairs.length,
+    allowedPairs: allowed.size,
+  };
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -15,5 +15,8 @@ if (why) {
   process.exit(0);
 }
 const suites = ["test/service", "test/management", "test/deploy"];
-const result = spawnSync(process.execPath, ["node_modules/vitest/vitest.mjs", "run", ...suites, ...process.argv.slice(2)], { stdio: "inherit", env: { ...process.env, SVC_TEST_STORE: "postgres" } });
+const result = spawnSync(process.execPath, ["node_modules/vitest/vitest.mjs", "run", ...suites, ...process.argv.slice(2)], {
+  stdio: "inherit",
+  env: { ...process.env, SVC_TEST_STORE: "postgres" },
+});
 process.exit(result.status ?? 1);

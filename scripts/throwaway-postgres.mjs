@@ -15,7 +15,9 @@ import pg from "pg";
 function binDir() {
   const root = "/usr/lib/postgresql";
   if (!existsSync(root)) return void 0;
-  const versions = readdirSync(root).filter((v) => existsSync(join(root, v, "bin", "initdb"))).sort((a, b) => Number(b) - Number(a));
+  const versions = readdirSync(root)
+    .filter((v) => existsSync(join(root, v, "bin", "initdb")))
+    .sort((a, b) => Number(b) - Number(a));
   return versions[0] === void 0 ? void 0 : join(root, versions[0], "bin");
 }
 /** Why no server can be started here, or undefined when one can. */
@@ -45,7 +47,7 @@ async function startPostgres({ durable = false } = {}) {
   const asRoot = process.getuid?.() === 0;
   const dir = mkdtempSync(join(tmpdir(), "svc-pg-"));
   const data = join(dir, "data");
-  const user = asRoot ? "postgres" : process.env.USER ?? "postgres";
+  const user = asRoot ? "postgres" : (process.env.USER ?? "postgres");
   if (asRoot) {
     const uid = Number(execFileSync("id", ["-u", "postgres"]).toString());
     const gid = Number(execFileSync("id", ["-g", "postgres"]).toString());
@@ -55,7 +57,8 @@ async function startPostgres({ durable = false } = {}) {
   const run = (cmd, args) => {
     const argv = asRoot ? ["runuser", "-u", "postgres", "--", join(bin, cmd), ...args] : [join(bin, cmd), ...args];
     const result = spawnSync(argv[0], argv.slice(1), { encoding: "utf8", cwd: dir });
-    if (result.status !== 0) throw new Error(`${cmd} failed (${result.status}):
+    if (result.status !== 0)
+      throw new Error(`${cmd} failed (${result.status}):
 ${result.stdout}
 ${result.stderr}`);
   };
@@ -63,7 +66,9 @@ ${result.stderr}`);
   const port = await freePort();
   // Small and fast: the tests' durability is not what is measured (fsync off), a few connections per service.
   // `durable: true` (the benches) keeps PostgreSQL's defaults.
-  const options = durable ? `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c max_connections=200` : `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c shared_buffers=32MB`;
+  const options = durable
+    ? `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c max_connections=200`
+    : `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c shared_buffers=32MB`;
   const start = () => run("pg_ctl", ["-D", data, "-l", join(dir, "server.log"), "-w", "-t", "60", "-o", options, "start"]);
   start();
   const adminUrl = `postgres://${user}@127.0.0.1:${port}/postgres`;
@@ -95,7 +100,7 @@ ${result.stderr}`);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
-    }
+    },
   };
 }
 function outsideServer(adminUrl) {
@@ -122,14 +127,10 @@ function outsideServer(adminUrl) {
     kill() {
       throw new Error("an outside PostgreSQL server (SVC_TEST_POSTGRES_URL) cannot be killed by the tests");
     },
-    start() {
-    },
+    start() {},
     async stop() {
       for (const db of created) await admin(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
-    }
+    },
   };
 }
-export {
-  postgresUnavailable,
-  startPostgres
-};
+export { postgresUnavailable, startPostgres };

@@ -87,6 +87,7 @@ export function cliAgainstTestService(cwdPrefix: string) {
     env,
     /** Run `file` (node bin/svc.js by default is `svc`) with the CLI's environment, in the scratch directory. */
     run: (file: string, args: string[], extra: Record<string, string> = {}, input?: string) => runProgram(file, args, { cwd: dir!, env: env(extra), input }),
-    svc: (args: string[], extra: Record<string, string> = {}, input?: string) => runProgram(process.execPath, [SVC_BIN, ...args], { cwd: dir!, env: env(extra), input }),
+    svc: (args: string[], extra: Record<string, string> = {}, input?: string) =>
+      runProgram(process.execPath, [SVC_BIN, ...args], { cwd: dir!, env: env(extra), input }),
   };
 }

@@ -27,7 +27,11 @@ export async function deployFixture(project: string, url: string, key: string, e
   const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
   for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
   try {
-    return await run(process.execPath, [join(repo, "bin", "svc.js"), "deploy", "--env", env], { cwd: project, env: { ...base, SVC_API_URL: url, SVC_API_KEY: key }, timeout: 120_000 });
+    return await run(process.execPath, [join(repo, "bin", "svc.js"), "deploy", "--env", env], {
+      cwd: project,
+      env: { ...base, SVC_API_URL: url, SVC_API_KEY: key },
+      timeout: 120_000,
+    });
   } catch (err) {
     const { stdout, stderr } = err as { stdout?: string; stderr?: string };
     throw new Error(`svc deploy failed:\n${stdout ?? ""}\n${stderr ?? ""}`);

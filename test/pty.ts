@@ -57,9 +57,17 @@ export interface PtyStep {
 }
 
 /** `columns`: the terminal's width (24 rows), as a narrow window would report it; default the pty's own. */
-export function runInPty(argv: string[], env: NodeJS.ProcessEnv, steps: PtyStep[] = [], timeoutMs = 30_000, columns?: number): Promise<{ code: number | null; output: string }> {
+export function runInPty(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  steps: PtyStep[] = [],
+  timeoutMs = 30_000,
+  columns?: number,
+): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn("python3", ["-c", DRIVER, JSON.stringify({ argv, env, steps, timeout: timeoutMs / 1000, columns })], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("python3", ["-c", DRIVER, JSON.stringify({ argv, env, steps, timeout: timeoutMs / 1000, columns })], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));

@@ -52,13 +52,33 @@ export function processWorkerPids(dataDir: string): number[] {
 }
 
 /** `port`: a fixed one (see freePort), so that a restarted server answers at the same URL; by default any free one. */
-export async function startServerProcess(opts: { dataDir: string; env?: Record<string, string>; workers?: string; args?: string[]; port?: number }): Promise<ServerProcess> {
+export async function startServerProcess(opts: {
+  dataDir: string;
+  env?: Record<string, string>;
+  workers?: string;
+  args?: string[];
+  port?: number;
+}): Promise<ServerProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
-  const child = spawn(process.execPath, [join(REPO, "bin", "svc.js"), "server", "--port", String(opts.port ?? 0), "--data-dir", opts.dataDir, "--workers", opts.workers ?? "process", ...(opts.args ?? [])], {
-    env: { ...env, ...opts.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      join(REPO, "bin", "svc.js"),
+      "server",
+      "--port",
+      String(opts.port ?? 0),
+      "--data-dir",
+      opts.dataDir,
+      "--workers",
+      opts.workers ?? "process",
+      ...(opts.args ?? []),
+    ],
+    {
+      env: { ...env, ...opts.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let stderr = "";
   child.stderr!.on("data", (d) => (stderr += d));
   const url = await new Promise<string>((resolve, reject) => {

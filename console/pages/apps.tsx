@@ -48,7 +48,10 @@ export function AppsPage() {
                   <ul>
                     {e.endpoints.map((ep) => (
                       <li key={ep.id}>
-                        <a href={`#/endpoints/${encodeURIComponent(ep.id)}`}>{ep.name}</a> <span class="muted">({ep.type === "lb" ? "load-balanced" : "queue"}, workers {ep.workersMin}–{ep.workersMax})</span>
+                        <a href={`#/endpoints/${encodeURIComponent(ep.id)}`}>{ep.name}</a>{" "}
+                        <span class="muted">
+                          ({ep.type === "lb" ? "load-balanced" : "queue"}, workers {ep.workersMin}–{ep.workersMax})
+                        </span>
                       </li>
                     ))}
                   </ul>

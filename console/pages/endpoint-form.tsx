@@ -93,7 +93,15 @@ function GpuOrder({ value, onChange, known, describedBy }: { value: string[]; on
   );
 }
 
-export function EndpointForm({ existing, onSaved, onCancel }: { existing?: RestEndpoint; onSaved(e: RestEndpoint, restarted: boolean): void; onCancel(): void }) {
+export function EndpointForm({
+  existing,
+  onSaved,
+  onCancel,
+}: {
+  existing?: RestEndpoint;
+  onSaved(e: RestEndpoint, restarted: boolean): void;
+  onCancel(): void;
+}) {
   const [templates, setTemplates] = useState<Template[]>([]);
   const [gpuTypes, setGpuTypes] = useState<string[]>([]);
   const [name, setName] = useState(existing?.name ?? "");
@@ -166,7 +174,15 @@ export function EndpointForm({ existing, onSaved, onCancel }: { existing?: RestE
   const num = (label: string, field: string, value: string, set: (v: string) => void, hint?: string) => (
     <Field label={label} errors={errors[field]} hint={hint}>
       {({ id, describedBy, invalid }) => (
-        <input id={id} type="number" inputMode="numeric" aria-describedby={describedBy} aria-invalid={invalid} value={value} onInput={(e) => set(e.currentTarget.value)} />
+        <input
+          id={id}
+          type="number"
+          inputMode="numeric"
+          aria-describedby={describedBy}
+          aria-invalid={invalid}
+          value={value}
+          onInput={(e) => set(e.currentTarget.value)}
+        />
       )}
     </Field>
   );
@@ -175,9 +191,19 @@ export function EndpointForm({ existing, onSaved, onCancel }: { existing?: RestE
     <form class="card form" onSubmit={submit} aria-label={existing ? `Edit endpoint ${existing.name}` : "New endpoint"}>
       <h2>{existing ? `Edit ${existing.name}` : "New endpoint"}</h2>
       <Field label="Name" errors={errors.name}>
-        {({ id, describedBy, invalid }) => <input id={id} aria-describedby={describedBy} aria-invalid={invalid} required value={name} onInput={(e) => setName(e.currentTarget.value)} />}
+        {({ id, describedBy, invalid }) => (
+          <input id={id} aria-describedby={describedBy} aria-invalid={invalid} required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        )}
       </Field>
-      <Field label="Template" errors={errors.templateId} hint={templates.length === 0 ? "No templates yet: create one on the Templates page." : "What the workers run (svc://<endpoint id> runs a deployed endpoint's code)."}>
+      <Field
+        label="Template"
+        errors={errors.templateId}
+        hint={
+          templates.length === 0
+            ? "No templates yet: create one on the Templates page."
+            : "What the workers run (svc://<endpoint id> runs a deployed endpoint's code)."
+        }
+      >
         {({ id, describedBy, invalid }) => (
           <select id={id} aria-describedby={describedBy} aria-invalid={invalid} value={templateId} onChange={(e) => setTemplateId(e.currentTarget.value)}>
             {templates.map((t) => (
@@ -190,7 +216,13 @@ export function EndpointForm({ existing, onSaved, onCancel }: { existing?: RestE
       </Field>
       <Field label="Compute" errors={errors.computeType} hint={existing ? "Fixed once the endpoint exists." : undefined}>
         {({ id, describedBy }) => (
-          <select id={id} aria-describedby={describedBy} disabled={existing !== undefined} value={computeType} onChange={(e) => setComputeType(e.currentTarget.value as "CPU" | "GPU")}>
+          <select
+            id={id}
+            aria-describedby={describedBy}
+            disabled={existing !== undefined}
+            value={computeType}
+            onChange={(e) => setComputeType(e.currentTarget.value as "CPU" | "GPU")}
+          >
             <option value="CPU">CPU</option>
             <option value="GPU">GPU</option>
           </select>
@@ -213,7 +245,9 @@ export function EndpointForm({ existing, onSaved, onCancel }: { existing?: RestE
         {num("Idle timeout (s)", "idleTimeout", idleTimeout, setIdleTimeout)}
       </div>
       <Field label="Environment variables (KEY=value, one a line)" errors={errors.env}>
-        {({ id, describedBy, invalid }) => <textarea id={id} rows={3} aria-describedby={describedBy} aria-invalid={invalid} value={env} onInput={(e) => setEnv(e.currentTarget.value)} />}
+        {({ id, describedBy, invalid }) => (
+          <textarea id={id} rows={3} aria-describedby={describedBy} aria-invalid={invalid} value={env} onInput={(e) => setEnv(e.currentTarget.value)} />
+        )}
       </Field>
       {existing && (
         <p class={restartChanges.length > 0 ? "notice warn" : "notice"} role="status">
@@ -265,10 +299,14 @@ export function TemplateForm({ onCreated }: { onCreated(name: string): void }) {
       <h2>New template</h2>
       <div class="row">
         <Field label="Template name" errors={errors.name}>
-          {({ id, describedBy, invalid }) => <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={name} onInput={(e) => setName(e.currentTarget.value)} />}
+          {({ id, describedBy, invalid }) => (
+            <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          )}
         </Field>
         <Field label="Image" errors={errors.imageName} hint="svc://<endpoint id> runs that deployed endpoint's code">
-          {({ id, describedBy, invalid }) => <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={imageName} onInput={(e) => setImageName(e.currentTarget.value)} />}
+          {({ id, describedBy, invalid }) => (
+            <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={imageName} onInput={(e) => setImageName(e.currentTarget.value)} />
+          )}
         </Field>
       </div>
       <ProblemMessage error={problem} />

@@ -53,7 +53,9 @@ export function EndpointAccess({ endpoint }: { endpoint: EndpointSummary }) {
 
 function scalingText(scaler: { type: string; value: number } | null | undefined, maxConcurrency: number | undefined): string {
   if (!scaler) return `default: a worker per ${maxConcurrency ?? 1} job(s) queued or running`;
-  return scaler.type === "QUEUE_DELAY" ? `QUEUE_DELAY ${scaler.value}: add a worker when a job waited ${scaler.value} s` : `${scaler.type} ${scaler.value}: ${scaler.value} job(s) per worker`;
+  return scaler.type === "QUEUE_DELAY"
+    ? `QUEUE_DELAY ${scaler.value}: add a worker when a job waited ${scaler.value} s`
+    : `${scaler.type} ${scaler.value}: ${scaler.value} job(s) per worker`;
 }
 
 /** What it was deployed (or created) with: the app's manifest or the REST record. */
@@ -67,7 +69,17 @@ export function EndpointSettings({ endpoint, record }: { endpoint: EndpointSumma
   const secrets = d?.secrets;
   const rows: Array<[string, ComponentChildren, string]> = [
     ["Compute", computeType === "GPU" ? `GPU, ${gpuCount ?? 1} per worker` : "CPU", "compute"],
-    ["GPU types", computeType !== "GPU" ? "—" : endpoint.gpuTypeIds.length > 0 ? <TypeIds ids={endpoint.gpuTypeIds} ordered label="GPU types of its settings" /> : "any GPU of the host", "gpu-types"],
+    [
+      "GPU types",
+      computeType !== "GPU" ? (
+        "—"
+      ) : endpoint.gpuTypeIds.length > 0 ? (
+        <TypeIds ids={endpoint.gpuTypeIds} ordered label="GPU types of its settings" />
+      ) : (
+        "any GPU of the host"
+      ),
+      "gpu-types",
+    ],
     ["Workers", `min ${endpoint.workersMin}, max ${endpoint.workersMax}`, "workers"],
     ["Idle timeout", `${d?.idleTimeout ?? r?.idleTimeout ?? "—"} s`, "idle-timeout"],
     ["Execution timeout", executionTimeoutMs === undefined ? "—" : executionTimeoutMs === 0 ? "none" : formatMs(executionTimeoutMs), "execution-timeout"],

@@ -128,7 +128,15 @@ function TryIt({ endpointId, functions, onJob }: { endpointId: string; functions
       )}
       <Field label="Request body (JSON: {input, policy?, webhook?})" errors={inputError}>
         {({ id, describedBy, invalid }) => (
-          <textarea id={id} class="mono" rows={5} aria-describedby={describedBy} aria-invalid={invalid} value={input} onInput={(e) => setInput(e.currentTarget.value)} />
+          <textarea
+            id={id}
+            class="mono"
+            rows={5}
+            aria-describedby={describedBy}
+            aria-invalid={invalid}
+            value={input}
+            onInput={(e) => setInput(e.currentTarget.value)}
+          />
         )}
       </Field>
       <fieldset class="inline">
@@ -159,7 +167,15 @@ function TryIt({ endpointId, functions, onJob }: { endpointId: string; functions
 }
 
 /** A GPU endpoint's GPU settings and the host's GPUs each of its workers holds (from its /health). */
-function EndpointGpus({ endpoint, record, health }: { endpoint: EndpointSummary; record: EndpointRecord | null | undefined; health: Health | null | undefined }) {
+function EndpointGpus({
+  endpoint,
+  record,
+  health,
+}: {
+  endpoint: EndpointSummary;
+  record: EndpointRecord | null | undefined;
+  health: Health | null | undefined;
+}) {
   const computeType = record?.computeType ?? endpoint.rest?.computeType ?? (endpoint.gpuTypeIds.length > 0 ? "GPU" : "CPU");
   if (computeType !== "GPU") return null;
   const types = record?.gpuTypeIds ?? endpoint.gpuTypeIds;
@@ -271,7 +287,19 @@ function LogView({ endpointId, jobId, title }: { endpointId: string; jobId?: str
   );
 }
 
-function JobView({ endpointId, jobId, summary, streams, onChanged }: { endpointId: string; jobId: string; summary?: JobSummary; streams: boolean; onChanged(): void }) {
+function JobView({
+  endpointId,
+  jobId,
+  summary,
+  streams,
+  onChanged,
+}: {
+  endpointId: string;
+  jobId: string;
+  summary?: JobSummary;
+  streams: boolean;
+  onChanged(): void;
+}) {
   const sectionRef = useRef<HTMLElement>(null);
   // Opened by a click far down the list (or a link): brought into view, unless it already is (beside the list).
   // It is checked again as its record, output and logs arrive and it grows: beside a list scrolled to its end,
@@ -407,10 +435,20 @@ function JobView({ endpointId, jobId, summary, streams, onChanged }: { endpointI
         </dl>
       )}
       <div class="actions">
-        <button class="secondary" disabled={!canCancel} onClick={() => void act("cancel")} title={canCancel ? undefined : "Only a queued or running job can be cancelled"}>
+        <button
+          class="secondary"
+          disabled={!canCancel}
+          onClick={() => void act("cancel")}
+          title={canCancel ? undefined : "Only a queued or running job can be cancelled"}
+        >
           Cancel job
         </button>
-        <button class="secondary" disabled={!canRetry} onClick={() => void act("retry")} title={canRetry ? undefined : "Only a FAILED or TIMED_OUT job can be retried"}>
+        <button
+          class="secondary"
+          disabled={!canRetry}
+          onClick={() => void act("retry")}
+          title={canRetry ? undefined : "Only a FAILED or TIMED_OUT job can be retried"}
+        >
           Retry job
         </button>
       </div>
@@ -421,7 +459,13 @@ function JobView({ endpointId, jobId, summary, streams, onChanged }: { endpointI
       )}
       <ProblemMessage error={problem} />
       <h3>Input</h3>
-      {summary?.inputOmitted ? <p class="muted">The input is too large to show here.</p> : summary ? <Json label="Job input" value={summary.input} /> : <p class="muted">…</p>}
+      {summary?.inputOmitted ? (
+        <p class="muted">The input is too large to show here.</p>
+      ) : summary ? (
+        <Json label="Job input" value={summary.input} />
+      ) : (
+        <p class="muted">…</p>
+      )}
       {record?.output !== undefined &&
         (record.status === "IN_PROGRESS" ? (
           // While it runs, the record's output is the latest progress its handler reported (ctx.progress).
@@ -470,7 +514,19 @@ function JobView({ endpointId, jobId, summary, streams, onChanged }: { endpointI
   );
 }
 
-function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpointId: string; selected: string | null; onSelect(id: string): void; onJobs(jobs: JobSummary[]): void; version: number }) {
+function JobsTable({
+  endpointId,
+  selected,
+  onSelect,
+  onJobs,
+  version,
+}: {
+  endpointId: string;
+  selected: string | null;
+  onSelect(id: string): void;
+  onJobs(jobs: JobSummary[]): void;
+  version: number;
+}) {
   const [jobs, setJobs] = useState<JobSummary[] | null>(null);
   const [problem, setProblem] = useState<unknown>(null);
   const [purged, setPurged] = useState<string | null>(null);
@@ -524,8 +580,8 @@ function JobsTable({ endpointId, selected, onSelect, onJobs, version }: { endpoi
         <p>Loading…</p>
       ) : jobs.length === 0 ? (
         <p class="muted" data-empty="jobs">
-          No jobs to show. Finished jobs are listed until their results expire: 30 minutes after the end for `/run`, 1 minute for `/runsync`
-          (or what `/status?ttl=` set); then they are removed with their output.
+          No jobs to show. Finished jobs are listed until their results expire: 30 minutes after the end for `/run`, 1 minute for `/runsync` (or what
+          `/status?ttl=` set); then they are removed with their output.
         </p>
       ) : (
         <ListTable label="Recent jobs" columns={["Job", "State", "Submitted", "Delay", "Execution"]}>
@@ -600,11 +656,7 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
   const remove = () =>
     confirm({
       title: `Delete endpoint ${endpoint?.name}?`,
-      body: (
-        <p>
-          The endpoint's configuration, its logs and its job history are deleted, queued jobs are dropped and its workers stop. This cannot be undone.
-        </p>
-      ),
+      body: <p>The endpoint's configuration, its logs and its job history are deleted, queued jobs are dropped and its workers stop. This cannot be undone.</p>,
       confirmLabel: "Delete endpoint",
       action: async () => {
         try {
@@ -653,7 +705,8 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
         )}
       </div>
       <p class="muted">
-        <span class="mono">{endpoint.id}</span> · {endpoint.source === "app" ? `app ${endpoint.app}, environment ${endpoint.env} (changed by svc deploy)` : "created in the console / REST API"}
+        <span class="mono">{endpoint.id}</span> ·{" "}
+        {endpoint.source === "app" ? `app ${endpoint.app}, environment ${endpoint.env} (changed by svc deploy)` : "created in the console / REST API"}
         {endpoint.type === "lb" && " · load-balanced (no job API)"}
       </p>
       {waitReason && (
@@ -682,18 +735,16 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
       {health?.storage && !health.storage.ok && (
         <div class="start-error" role="alert">
           <p>
-            <strong>The service cannot write its storage ({health.storage.cause})</strong> since {new Date(health.storage.since ?? Date.now()).toLocaleTimeString()}: new jobs are refused
-            (503) and results wait until it clears.
+            <strong>The service cannot write its storage ({health.storage.cause})</strong> since{" "}
+            {new Date(health.storage.since ?? Date.now()).toLocaleTimeString()}: new jobs are refused (503) and results wait until it clears.
           </p>
         </div>
       )}
       {health?.lastStartError && (health.workers.unhealthy ?? 0) > 0 && (
         <div class="start-error" role="alert">
           <p>
-            <strong>
-              {health.workers.unhealthy} worker(s) failed to start in the last 5 minutes
-            </strong>{" "}
-            (last at {new Date(health.lastStartError.at).toLocaleTimeString()}):
+            <strong>{health.workers.unhealthy} worker(s) failed to start in the last 5 minutes</strong> (last at{" "}
+            {new Date(health.lastStartError.at).toLocaleTimeString()}):
           </p>
           <pre>{health.lastStartError.message}</pre>
         </div>
@@ -730,7 +781,10 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
                 endpointId={id}
                 jobId={selectedJob}
                 summary={jobs.find((j) => j.id === selectedJob)}
-                streams={streams(endpoint, jobs.find((j) => j.id === selectedJob))}
+                streams={streams(
+                  endpoint,
+                  jobs.find((j) => j.id === selectedJob),
+                )}
                 onChanged={() => setJobsVersion((v) => v + 1)}
               />
             ) : (

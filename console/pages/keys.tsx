@@ -90,7 +90,9 @@ export function KeysPage() {
     setProblem(null);
     setMessage(null);
     try {
-      const created = await api<KeyInfo & { key: string }>("/v1/keys", { body: { ...(name.trim() ? { name: name.trim() } : {}), scopes: scopesOf(ticked, endpointIds), ...(expiry === "" ? {} : { expiresInSeconds: expiry }) } });
+      const created = await api<KeyInfo & { key: string }>("/v1/keys", {
+        body: { ...(name.trim() ? { name: name.trim() } : {}), scopes: scopesOf(ticked, endpointIds), ...(expiry === "" ? {} : { expiresInSeconds: expiry }) },
+      });
       setSecret(created);
       setName("");
       setEndpointIds("");
@@ -149,7 +151,9 @@ export function KeysPage() {
                 <td>
                   <Time t={k.expiresAt} never="never" />
                 </td>
-                <td>{k.revokedAt !== null ? <Time t={k.revokedAt} prefix="revoked " /> : k.expiresAt !== null && k.expiresAt <= Date.now() ? "expired" : "active"}</td>
+                <td>
+                  {k.revokedAt !== null ? <Time t={k.revokedAt} prefix="revoked " /> : k.expiresAt !== null && k.expiresAt <= Date.now() ? "expired" : "active"}
+                </td>
                 <td>
                   {k.revokedAt === null && (
                     <button class="danger" onClick={() => revoke(k)} aria-label={`Revoke key ${k.name ?? k.id}`}>
@@ -164,7 +168,9 @@ export function KeysPage() {
       <form class="card form" onSubmit={create} aria-label="New API key">
         <h2>New API key</h2>
         <Field label="Key name" errors={errors.name}>
-          {({ id, describedBy, invalid }) => <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={name} onInput={(e) => setName(e.currentTarget.value)} />}
+          {({ id, describedBy, invalid }) => (
+            <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          )}
         </Field>
         <fieldset class={errors.scopes ? "invalid" : undefined} aria-describedby={errors.scopes ? "scope-errors" : undefined}>
           <legend>Scopes</legend>
@@ -179,7 +185,9 @@ export function KeysPage() {
             </label>
           ))}
           <Field label="Job API of these endpoints only (ids, comma-separated)" hint="Each becomes a jobs:<endpoint id> scope.">
-            {({ id, describedBy }) => <input id={id} aria-describedby={describedBy} value={endpointIds} onInput={(e) => setEndpointIds(e.currentTarget.value)} />}
+            {({ id, describedBy }) => (
+              <input id={id} aria-describedby={describedBy} value={endpointIds} onInput={(e) => setEndpointIds(e.currentTarget.value)} />
+            )}
           </Field>
           {errors.scopes && (
             <small id="scope-errors" class="field-error" role="alert">
@@ -189,7 +197,13 @@ export function KeysPage() {
         </fieldset>
         <Field label="Expires" errors={errors.expiresInSeconds} hint="After this, the service refuses the key (401).">
           {({ id, describedBy, invalid }) => (
-            <select id={id} aria-describedby={describedBy} aria-invalid={invalid} value={String(expiry)} onChange={(e) => setExpiry(e.currentTarget.value === "" ? "" : Number(e.currentTarget.value))}>
+            <select
+              id={id}
+              aria-describedby={describedBy}
+              aria-invalid={invalid}
+              value={String(expiry)}
+              onChange={(e) => setExpiry(e.currentTarget.value === "" ? "" : Number(e.currentTarget.value))}
+            >
               {KEY_EXPIRIES.map((x) => (
                 <option key={x.label} value={String(x.seconds)}>
                   {x.label}

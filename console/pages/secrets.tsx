@@ -48,22 +48,40 @@ function SetSecret({ onSet }: { onSet(answer: SetAnswer): void }) {
       <h2>Set a secret</h2>
       <div class="row">
         <Field label="Name" hint="An environment variable name, e.g. HF_TOKEN">
-          {({ id, describedBy }) => <input id={id} aria-describedby={describedBy} autocomplete="off" value={name} onInput={(e) => setName(e.currentTarget.value)} />}
+          {({ id, describedBy }) => (
+            <input id={id} aria-describedby={describedBy} autocomplete="off" value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          )}
         </Field>
         <Field label="Value" errors={errors.value}>
           {({ id, describedBy, invalid }) => (
-            <input id={id} type="password" autocomplete="new-password" aria-describedby={describedBy} aria-invalid={invalid} value={value} onInput={(e) => setValue(e.currentTarget.value)} />
+            <input
+              id={id}
+              type="password"
+              autocomplete="new-password"
+              aria-describedby={describedBy}
+              aria-invalid={invalid}
+              value={value}
+              onInput={(e) => setValue(e.currentTarget.value)}
+            />
           )}
         </Field>
         <Field label="App (optional)" errors={errors.app} hint="Only for this app; empty: every app">
-          {({ id, describedBy, invalid }) => <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={app} onInput={(e) => setApp(e.currentTarget.value)} />}
+          {({ id, describedBy, invalid }) => (
+            <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={app} onInput={(e) => setApp(e.currentTarget.value)} />
+          )}
         </Field>
         <Field label="Environment (optional)" errors={errors.env} hint="Only for this environment of the app">
-          {({ id, describedBy, invalid }) => <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={env} onInput={(e) => setEnv(e.currentTarget.value)} />}
+          {({ id, describedBy, invalid }) => (
+            <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={env} onInput={(e) => setEnv(e.currentTarget.value)} />
+          )}
         </Field>
       </div>
-      <p class="hint">The value is sent once and never shown again. Endpoints that list the name get it as an environment variable; their workers restart with a new value.</p>
-      {problem && !(problem instanceof ApiProblem && problem.status === 422 && (errors.value || errors.app || errors.env)) && <ProblemMessage error={problem} />}
+      <p class="hint">
+        The value is sent once and never shown again. Endpoints that list the name get it as an environment variable; their workers restart with a new value.
+      </p>
+      {problem && !(problem instanceof ApiProblem && problem.status === 422 && (errors.value || errors.app || errors.env)) && (
+        <ProblemMessage error={problem} />
+      )}
       <div class="actions">
         <button type="submit">Set secret</button>
       </div>
@@ -135,7 +153,9 @@ export function SecretsPage() {
       )}
       <SetSecret
         onSet={(a) => {
-          setMessage(`${a.created ? "Set" : "Changed"} secret ${a.name} for ${scopeText(a)}.${a.rolling.length > 0 ? ` Workers restart on ${a.rolling.map((e) => `${e.app}/${e.env}/${e.name}`).join(", ")}.` : ""}`);
+          setMessage(
+            `${a.created ? "Set" : "Changed"} secret ${a.name} for ${scopeText(a)}.${a.rolling.length > 0 ? ` Workers restart on ${a.rolling.map((e) => `${e.app}/${e.env}/${e.name}`).join(", ")}.` : ""}`,
+          );
           void load();
         }}
       />

@@ -21,11 +21,7 @@ function Seconds({ value, field }: { value: number; field: string }) {
 
 function EndpointName({ id, names }: { id: string; names: Record<string, string> }) {
   const name = names[id];
-  return name ? (
-    <a href={`#/endpoints/${encodeURIComponent(id)}`}>{name}</a>
-  ) : (
-    <span class="mono">{id}</span>
-  );
+  return name ? <a href={`#/endpoints/${encodeURIComponent(id)}`}>{name}</a> : <span class="mono">{id}</span>;
 }
 
 export function UsagePage() {
@@ -74,10 +70,14 @@ export function UsagePage() {
         </div>
       </div>
       <p class="muted">
-        Worker time (a worker's life from start to end, whatever it did), GPU time by GPU type (worker time times the GPUs it held) and jobs that
-        ended, per endpoint and hour: what an operator bills or budgets on. Whole hours: the first hour may start before the window.
+        Worker time (a worker's life from start to end, whatever it did), GPU time by GPU type (worker time times the GPUs it held) and jobs that ended, per
+        endpoint and hour: what an operator bills or budgets on. Whole hours: the first hour may start before the window.
       </p>
-      {forbidden ? <p class="notice">This key may not read usage (it needs admin, deploy, metrics, management:read, management:write or jobs:*).</p> : <ProblemMessage error={problem} />}
+      {forbidden ? (
+        <p class="notice">This key may not read usage (it needs admin, deploy, metrics, management:read, management:write or jobs:*).</p>
+      ) : (
+        <ProblemMessage error={problem} />
+      )}
       {shown && usage && (
         <div data-loaded={usage.window}>
           <p data-summary="usage">

@@ -51,11 +51,21 @@ function CreateVolume({ dataCenters, onCreated }: { dataCenters: DataCenter[]; o
       <h2>New network volume</h2>
       <div class="row">
         <Field label="Volume name" errors={errors.name}>
-          {({ id, describedBy, invalid }) => <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={name} onInput={(e) => setName(e.currentTarget.value)} />}
+          {({ id, describedBy, invalid }) => (
+            <input id={id} aria-describedby={describedBy} aria-invalid={invalid} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          )}
         </Field>
         <Field label="Size (GB)" errors={errors.size}>
           {({ id, describedBy, invalid }) => (
-            <input id={id} type="number" inputMode="numeric" aria-describedby={describedBy} aria-invalid={invalid} value={size} onInput={(e) => setSize(e.currentTarget.value)} />
+            <input
+              id={id}
+              type="number"
+              inputMode="numeric"
+              aria-describedby={describedBy}
+              aria-invalid={invalid}
+              value={size}
+              onInput={(e) => setSize(e.currentTarget.value)}
+            />
           )}
         </Field>
         <Field label="Data center" errors={errors.dataCenter}>
@@ -121,7 +131,15 @@ function VolumeRow({ volume, onChanged, onDelete }: { volume: Volume; onChanged(
         <form class="inline" onSubmit={resize} aria-label={`Resize ${volume.name}`}>
           <Field label={`New size of ${volume.name} (GB)`} errors={error}>
             {({ id, describedBy, invalid }) => (
-              <input id={id} class="narrow" type="number" aria-describedby={describedBy} aria-invalid={invalid} value={size} onInput={(e) => setSize(e.currentTarget.value)} />
+              <input
+                id={id}
+                class="narrow"
+                type="number"
+                aria-describedby={describedBy}
+                aria-invalid={invalid}
+                value={size}
+                onInput={(e) => setSize(e.currentTarget.value)}
+              />
             )}
           </Field>
           <button type="submit" class="secondary">

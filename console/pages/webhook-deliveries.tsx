@@ -8,7 +8,16 @@ import { formatMs, ListTable, ProblemMessage, Time, usePolling } from "../ui.js"
 
 interface DeliveryLog {
   jobId: string;
-  deliveries: Array<{ messageId: string; event: string; attempt: number; at: number; durationMs: number; status: number | null; error: string | null; outcome: string }>;
+  deliveries: Array<{
+    messageId: string;
+    event: string;
+    attempt: number;
+    at: number;
+    durationMs: number;
+    status: number | null;
+    error: string | null;
+    outcome: string;
+  }>;
   pending: Array<{ messageId: string; event: string; attempts: number; nextAttemptAt: number }>;
 }
 

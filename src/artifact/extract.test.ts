@@ -26,10 +26,8 @@ async function tarGz(entries: Entry[]): Promise<Buffer> {
   for (const e of entries) {
     const body = e.body === undefined ? undefined : Buffer.isBuffer(e.body) ? e.body : Buffer.from(e.body);
     await new Promise<void>((resolve, reject) =>
-      pack.entry(
-        { name: e.name, type: e.type ?? "file", mode: e.mode, linkname: e.linkname, size: body?.length ?? 0 },
-        body ?? Buffer.alloc(0),
-        (err) => (err ? reject(err) : resolve()),
+      pack.entry({ name: e.name, type: e.type ?? "file", mode: e.mode, linkname: e.linkname, size: body?.length ?? 0 }, body ?? Buffer.alloc(0), (err) =>
+        err ? reject(err) : resolve(),
       ),
     );
   }
@@ -87,13 +85,41 @@ describe("extractArtifact", () => {
   });
 
   const hostile: Array<[string, Entry[], RegExp]> = [
-    ["symlink", [{ name: "a.txt", body: "x" }, { name: "evil", type: "symlink", linkname: "/etc/passwd" }], /symlink/],
-    ["hardlink", [{ name: "a.txt", body: "x" }, { name: "evil", type: "link", linkname: "a.txt" }], /is a link/],
+    [
+      "symlink",
+      [
+        { name: "a.txt", body: "x" },
+        { name: "evil", type: "symlink", linkname: "/etc/passwd" },
+      ],
+      /symlink/,
+    ],
+    [
+      "hardlink",
+      [
+        { name: "a.txt", body: "x" },
+        { name: "evil", type: "link", linkname: "a.txt" },
+      ],
+      /is a link/,
+    ],
     ["device", [{ name: "dev", type: "character-device" }], /character-device/],
     ["fifo", [{ name: "pipe", type: "fifo" }], /fifo/],
     ["absolute path", [{ name: "/tmp/svc-evil.txt", body: "x" }], /absolute path/],
-    ["dot-dot", [{ name: "ok.txt", body: "x" }, { name: "a/../../evil.txt", body: "x" }], /"\.\." segment/],
-    ["duplicate", [{ name: "a.txt", body: "x" }, { name: "a.txt", body: "y" }], /duplicate/],
+    [
+      "dot-dot",
+      [
+        { name: "ok.txt", body: "x" },
+        { name: "a/../../evil.txt", body: "x" },
+      ],
+      /"\.\." segment/,
+    ],
+    [
+      "duplicate",
+      [
+        { name: "a.txt", body: "x" },
+        { name: "a.txt", body: "y" },
+      ],
+      /duplicate/,
+    ],
   ];
   for (const [label, entries, message] of hostile) {
     it(`refuses a ${label} and leaves nothing behind`, async () => {
@@ -189,7 +215,9 @@ describe("extractArtifactCached and http sources", () => {
     expect((await stat(cache)).mode & 0o777).toBe(0o700);
     const changed = join(work, "changed.tar.gz");
     await writeFile(changed, await tarGz([{ name: "endpoints/w/handler.mjs", body: "export default 'not what was deployed';" }]));
-    await expect(extractArtifactCached(changed, join(work, "cache-changed"), { sha256: digest })).rejects.toThrow(/its sha256 is [0-9a-f]{64}, not the [0-9a-f]{64} it was deployed with/);
+    await expect(extractArtifactCached(changed, join(work, "cache-changed"), { sha256: digest })).rejects.toThrow(
+      /its sha256 is [0-9a-f]{64}, not the [0-9a-f]{64} it was deployed with/,
+    );
     expect(await readdir(join(work, "cache-changed"))).toEqual([]);
   });
 

@@ -80,7 +80,11 @@ const ALLOWED_TYPES = new Set(["file", "contiguous-file", "directory"]);
  * A tar entry as a worker takes it: its safe relative path (null for the root itself), or why it is refused (a
  * link, a device or fifo, an absolute or escaping path). The one rule for unpacking and for checking an upload. Pure.
  */
-export function checkEntry(header: { name: string; type?: string | null; linkname?: string | null }): { path: string | null; type: "file" | "directory" } | { refused: string } {
+export function checkEntry(header: {
+  name: string;
+  type?: string | null;
+  linkname?: string | null;
+}): { path: string | null; type: "file" | "directory" } | { refused: string } {
   const type = header.type ?? "file";
   if (!ALLOWED_TYPES.has(type)) return { refused: `a ${type}${header.linkname ? ` (to "${header.linkname}")` : ""}; only files and directories are allowed` };
   const checked = entryPath(header.name);
@@ -91,7 +95,8 @@ export function checkEntry(header: { name: string; type?: string | null; linknam
 /** Why unpacking must stop after `bytes` uncompressed from `compressed` bytes, or undefined. Pure. */
 export function expansionRefusal(bytes: number, compressed: number, limits: ExtractLimits): { status: 413 | 422; reason: string } | undefined {
   if (bytes > limits.maxBytes) return { status: 413, reason: `more than ${limits.maxBytes} bytes uncompressed` };
-  if (bytes >= limits.ratioMinBytes && bytes / Math.max(compressed, 1) > limits.maxRatio) return { status: 422, reason: `compression ratio above ${limits.maxRatio}:1 (a zip bomb?)` };
+  if (bytes >= limits.ratioMinBytes && bytes / Math.max(compressed, 1) > limits.maxRatio)
+    return { status: 422, reason: `compression ratio above ${limits.maxRatio}:1 (a zip bomb?)` };
   return undefined;
 }
 
@@ -262,7 +267,8 @@ export async function extractArtifactCached(source: string, cacheDir: string, op
   try {
     const digest = await sha256File(local);
     // The service names an artifact by the sha256 it was deployed with: a file changed since is not that code.
-    if (options.sha256 !== undefined && digest !== options.sha256.toLowerCase()) throw new UnsafeArtifactError(source, `its sha256 is ${digest}, not the ${options.sha256} it was deployed with`);
+    if (options.sha256 !== undefined && digest !== options.sha256.toLowerCase())
+      throw new UnsafeArtifactError(source, `its sha256 is ${digest}, not the ${options.sha256} it was deployed with`);
     const dir = join(cacheDir, digest);
     if (await exists(dir)) return dir;
     try {

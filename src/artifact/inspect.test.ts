@@ -24,19 +24,41 @@ async function inspect(bytes: Buffer, limits = {}) {
 
 describe("ArchiveInspector", () => {
   it("reads the manifest and counts entries and bytes of a good archive", async () => {
-    const r = await inspect(gzipSync(await tarOf([{ name: "./svc_manifest.json", body: '{"a":1}' }, { name: "dir/", type: "directory" }, { name: "dir/f.js", body: "abc" }])));
+    const r = await inspect(
+      gzipSync(
+        await tarOf([
+          { name: "./svc_manifest.json", body: '{"a":1}' },
+          { name: "dir/", type: "directory" },
+          { name: "dir/f.js", body: "abc" },
+        ]),
+      ),
+    );
     expect(r).toEqual({ manifest: '{"a":1}', entries: 3, bytes: 10 });
   });
 
   it("names every offending entry, and refuses each limit with its status", async () => {
-    const unsafe = gzipSync(await tarOf([{ name: "a/../../x", body: "1" }, { name: "s", type: "symlink", linkname: "/" }, { name: "ok", body: "1" }]));
-    await expect(inspect(unsafe)).rejects.toMatchObject({ status: 422, entries: ['a/../../x: path "a/../../x" has a ".." segment', 's: a symlink (to "/"); only files and directories are allowed'] });
+    const unsafe = gzipSync(
+      await tarOf([
+        { name: "a/../../x", body: "1" },
+        { name: "s", type: "symlink", linkname: "/" },
+        { name: "ok", body: "1" },
+      ]),
+    );
+    await expect(inspect(unsafe)).rejects.toMatchObject({
+      status: 422,
+      entries: ['a/../../x: path "a/../../x" has a ".." segment', 's: a symlink (to "/"); only files and directories are allowed'],
+    });
     const three = gzipSync(await tarOf([{ name: "a" }, { name: "b" }, { name: "c" }]));
     await expect(inspect(three, { maxEntries: 2 })).rejects.toMatchObject({ status: 413, message: "The artifact has more than 2 entries" });
     await expect(inspect(gzipSync(await tarOf([{ name: "big", body: "x".repeat(5000) }])), { maxBytes: 4096 })).rejects.toMatchObject({ status: 413 });
-    await expect(inspect(gzipSync(await tarOf([{ name: "svc_manifest.json", body: "{}".padEnd(100) }])), { maxManifestBytes: 10 })).rejects.toMatchObject({ status: 413 });
+    await expect(inspect(gzipSync(await tarOf([{ name: "svc_manifest.json", body: "{}".padEnd(100) }])), { maxManifestBytes: 10 })).rejects.toMatchObject({
+      status: 413,
+    });
     const bomb = gzipSync(await tarOf([{ name: "zeros", body: "\0".repeat(300_000) }]));
-    await expect(inspect(bomb, { ratioMinBytes: 100_000, maxRatio: 50 })).rejects.toMatchObject({ status: 422, message: expect.stringContaining("compression bomb") });
+    await expect(inspect(bomb, { ratioMinBytes: 100_000, maxRatio: 50 })).rejects.toMatchObject({
+      status: 422,
+      message: expect.stringContaining("compression bomb"),
+    });
   });
 
   it("refuses a cut-short or non-gzip stream with a 422, never an unhandled error", async () => {

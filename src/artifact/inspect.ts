@@ -74,7 +74,9 @@ export class ArchiveInspector {
   private readonly finished: Promise<void>;
 
   constructor(private readonly limits: InspectLimits) {
-    this.gunzip.on("error", (err: NodeJS.ErrnoException) => this.fail(new ArchiveRefused(422, `The artifact is not a gzip tar archive (the gzip stream is cut short or corrupt: ${err.code ?? err.message})`)));
+    this.gunzip.on("error", (err: NodeJS.ErrnoException) =>
+      this.fail(new ArchiveRefused(422, `The artifact is not a gzip tar archive (the gzip stream is cut short or corrupt: ${err.code ?? err.message})`)),
+    );
     this.tar.on("error", (err: Error) => this.fail(new ArchiveRefused(422, `The artifact is not a gzip tar archive (${err.message})`)));
     this.tar.on("entry", (header, stream, next) => this.entry(header, stream as unknown as Readable, next));
     this.gunzip.pipe(this.tar);
@@ -100,7 +102,8 @@ export class ArchiveInspector {
       if (this.seen.has(checked.path)) this.offend(`${header.name}: a second entry for ${checked.path}; a worker never overwrites a file`);
       this.seen.add(checked.path);
       // Its announced size alone may cross the limit: no need to read it to know.
-      if (this.bytes + (header.size ?? 0) > this.limits.maxBytes) return this.fail(new ArchiveRefused(413, `The artifact expands to more than ${this.limits.maxBytes} bytes`));
+      if (this.bytes + (header.size ?? 0) > this.limits.maxBytes)
+        return this.fail(new ArchiveRefused(413, `The artifact expands to more than ${this.limits.maxBytes} bytes`));
       if (checked.path === MANIFEST_FILE) {
         isManifest = true;
         if ((header.size ?? 0) > this.limits.maxManifestBytes) {
@@ -147,7 +150,11 @@ export class ArchiveInspector {
     await this.finished;
     if (this.failure) throw this.failure;
     if (this.offending.length > 0) {
-      throw new ArchiveRefused(422, `The artifact holds entries no worker would unpack (${this.offending.length}${this.offending.length === MAX_NAMED ? " or more" : ""})`, this.offending);
+      throw new ArchiveRefused(
+        422,
+        `The artifact holds entries no worker would unpack (${this.offending.length}${this.offending.length === MAX_NAMED ? " or more" : ""})`,
+        this.offending,
+      );
     }
     return { manifest: this.manifest, entries: this.entries, bytes: this.bytes };
   }

@@ -140,8 +140,15 @@ describe("packDirectory", () => {
     ]);
     const entries = mergeEntries(await planEntries(disk), memoryEntries(memory));
     expect(entries.map((e) => e.name)).toEqual([
-      "endpoints/", "endpoints/a/", "endpoints/a/handler.mjs", "endpoints/a/node_modules/", "endpoints/a/node_modules/x/",
-      "endpoints/a/node_modules/x/index.js", "endpoints/b/", "endpoints/b/handler.mjs", "svc_manifest.json",
+      "endpoints/",
+      "endpoints/a/",
+      "endpoints/a/handler.mjs",
+      "endpoints/a/node_modules/",
+      "endpoints/a/node_modules/x/",
+      "endpoints/a/node_modules/x/index.js",
+      "endpoints/b/",
+      "endpoints/b/handler.mjs",
+      "svc_manifest.json",
     ]);
     const out = tempDir();
     await packEntries(entries, join(out, "mixed.tar.gz"));

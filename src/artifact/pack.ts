@@ -157,9 +157,7 @@ async function writeEntries(pack: tar.Pack, entries: readonly PackEntry[]): Prom
     if (entry.data || entry.size <= SMALL_FILE_BYTES) {
       // One read beats a stream per file: artifacts hold thousands of small files.
       const data = entry.data ?? (await readFile(entry.source!));
-      await new Promise<void>((resolve, reject) =>
-        pack.entry({ ...header, size: data.length }, data, (err) => (err ? reject(err) : resolve())),
-      );
+      await new Promise<void>((resolve, reject) => pack.entry({ ...header, size: data.length }, data, (err) => (err ? reject(err) : resolve())));
       continue;
     }
     await new Promise<void>((resolve, reject) => {
@@ -198,11 +196,7 @@ export function mergeEntries(...lists: ReadonlyArray<readonly PackEntry[]>): Pac
 }
 
 /** Pack entries into `outFile` (.tar.gz), in the order given. Returns the archive's size in bytes. */
-export async function packEntries(
-  entries: readonly PackEntry[],
-  outFile: string,
-  options: { inMemoryBytes?: number } = {},
-): Promise<number> {
+export async function packEntries(entries: readonly PackEntry[], outFile: string, options: { inMemoryBytes?: number } = {}): Promise<number> {
   const total = entries.reduce((sum, e) => sum + e.size, 0);
   const pack = tar.pack();
   try {
@@ -224,10 +218,13 @@ export async function packEntries(
       await writeFile(outFile, await gzipInParts(Buffer.concat(chunks)));
     } else {
       const writing = pipeline(pack, coalesce(COALESCE_BYTES), createGzip({ level: GZIP_LEVEL, chunkSize: 256 * 1024 }), createWriteStream(outFile));
-      await Promise.all([writeEntries(pack, entries).catch((err: unknown) => {
-        pack.destroy(asError(err));
-        throw err;
-      }), writing]);
+      await Promise.all([
+        writeEntries(pack, entries).catch((err: unknown) => {
+          pack.destroy(asError(err));
+          throw err;
+        }),
+        writing,
+      ]);
     }
   } catch (err) {
     pack.destroy();
@@ -238,11 +235,7 @@ export async function packEntries(
 }
 
 /** Pack the directory `root` into `outFile` (.tar.gz). Returns the archive's size in bytes and its entries. */
-export async function packDirectory(
-  root: string,
-  outFile: string,
-  options: { inMemoryBytes?: number } = {},
-): Promise<{ bytes: number; entries: PackEntry[] }> {
+export async function packDirectory(root: string, outFile: string, options: { inMemoryBytes?: number } = {}): Promise<{ bytes: number; entries: PackEntry[] }> {
   const entries = mergeEntries(await planEntries(root));
   return { bytes: await packEntries(entries, outFile, options), entries };
 }

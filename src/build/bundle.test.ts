@@ -19,19 +19,25 @@ write("node_modules/plainpkg/package.json", JSON.stringify({ name: "plainpkg", v
 write("node_modules/plainpkg/index.js", "exports.shout = (s) => s.toUpperCase() + require('node:os').EOL.trim();");
 write("node_modules/nativepkg/package.json", JSON.stringify({ name: "nativepkg", version: "4.5.6", main: "index.js", gypfile: true }));
 write("node_modules/nativepkg/index.js", "exports.native = () => 'from nativepkg';");
-write("src/fn.ts", `
+write(
+  "src/fn.ts",
+  `
 import { Endpoint } from "svc";
 import { shout } from "plainpkg";
 import { native } from "nativepkg";
 export const hello = Endpoint({ name: "hello" })(async function hello(input: { who: string }) {
   return { text: shout("hi " + input.who), native: native() };
 });
-`);
-write("entry.ts", `
+`,
+);
+write(
+  "entry.ts",
+  `
 import * as m0 from "./src/fn.ts";
 import { __defineHandler } from "svc";
 export default __defineHandler({ endpoint: "hello", kind: "queue", functions: [{ name: "hello", kind: "function", ref: m0["hello"] }] });
-`);
+`,
+);
 
 describe("bundleEndpoint", () => {
   it("bundles plain packages and the SDK, keeps natives and declared dependencies external", async () => {
@@ -48,12 +54,20 @@ describe("bundleEndpoint", () => {
     expect(readFileSync(`${outfile}.map`, "utf8")).toContain("src/fn.ts");
 
     // The bundle runs in a plain node process; nativepkg resolves from the project's node_modules.
-    const output = execFileSync(process.execPath, ["--input-type=module", "-e", `
+    const output = execFileSync(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `
       const { default: handler } = await import(${JSON.stringify(outfile)});
       await handler.init();
       const r = handler.invoke("hello", { who: "bob" }, { jobId: "j", signal: new AbortController().signal });
       console.log(JSON.stringify(await r.value));
-    `], { encoding: "utf8" });
+    `,
+      ],
+      { encoding: "utf8" },
+    );
     expect(JSON.parse(output)).toEqual({ text: "HI BOB", native: "from nativepkg" });
   });
 
@@ -81,7 +95,9 @@ describe("bundleEndpoint", () => {
   it("reports unresolvable imports with file:line", async () => {
     write("src/broken.ts", 'import { x } from "no-such-package-anywhere";\nexport const y = x;\n');
     write("broken-entry.ts", 'import * as m0 from "./src/broken.ts";\nexport default m0;\n');
-    const error = await bundleEndpoint(root, { endpoint: "b", entry: join(root, "broken-entry.ts"), outfile: join(root, "out/b.mjs"), external: [] }).catch((e: unknown) => e);
+    const error = await bundleEndpoint(root, { endpoint: "b", entry: join(root, "broken-entry.ts"), outfile: join(root, "out/b.mjs"), external: [] }).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(UserError);
     expect((error as UserError).problems.join("\n")).toMatch(/src\/broken\.ts:1:\d+: Could not resolve "no-such-package-anywhere"/);
   });
@@ -89,7 +105,9 @@ describe("bundleEndpoint", () => {
   it("refuses binaries imported from the project's own files", async () => {
     write("src/bin.ts", 'import x from "./addon.node";\nexport default x;\n');
     write("src/addon.node", "");
-    const error = await bundleEndpoint(root, { endpoint: "n", entry: join(root, "src/bin.ts"), outfile: join(root, "out/n.mjs"), external: [] }).catch((e: unknown) => e);
+    const error = await bundleEndpoint(root, { endpoint: "n", entry: join(root, "src/bin.ts"), outfile: join(root, "out/n.mjs"), external: [] }).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(UserError);
     expect((error as UserError).problems.join("\n")).toMatch(/imports the binary \.\/addon\.node/);
   });
@@ -113,7 +131,7 @@ describe("bundleEndpoint", () => {
     expect(bundleHint([{ text: 'Expected "}"' }, { text: 'Could not resolve "x"' }])).toMatch(/code .* imports/);
   });
 
-  it("hints only at what svc lets the user do (no \"mark as external\")", () => {
+  it('hints only at what svc lets the user do (no "mark as external")', () => {
     const hint = bundleHint([{ text: 'Could not resolve "x"' }]);
     expect(hint).toContain("npm install <package>");
     expect(hint).toContain("`dependencies`");
@@ -130,19 +148,26 @@ describe("bundleEndpoint", () => {
     expect(codeFrame({ line: 1, column: 0, length: 0, lineText: "" })).toEqual([]);
   });
 
-  it("renders a problem with its place, its code frame, and without esbuild's \"mark as external\" note", () => {
+  it('renders a problem with its place, its code frame, and without esbuild\'s "mark as external" note', () => {
     const message = {
       text: 'Could not resolve "not-here"',
       location: { file: `${root}/src/fn.ts`, line: 2, column: 14, length: 10, lineText: 'import x from "not-here";', namespace: "", suggestion: "" },
-      notes: [{ text: 'You can mark the path "not-here" as external to exclude it from the bundle, which will remove this error and leave the unresolved path in the bundle.', location: null }],
+      notes: [
+        {
+          text: 'You can mark the path "not-here" as external to exclude it from the bundle, which will remove this error and leave the unresolved path in the bundle.',
+          location: null,
+        },
+      ],
     };
-    expect(problemOf(message, root)).toBe(['src/fn.ts:2:15: Could not resolve "not-here"', '    2 | import x from "not-here";', "      |               ^^^^^^^^^^"].join("\n"));
+    expect(problemOf(message, root)).toBe(
+      ['src/fn.ts:2:15: Could not resolve "not-here"', '    2 | import x from "not-here";', "      |               ^^^^^^^^^^"].join("\n"),
+    );
     const other = { ...message, notes: [{ text: "Did you mean ./b.ts?", location: null }] };
     expect(problemOf(other, root).split("\n")[0]).toBe('src/fn.ts:2:15: Could not resolve "not-here" (Did you mean ./b.ts?)');
   });
 });
 
-describe("the SDK \"svc\" in bundles", () => {
+describe('the SDK "svc" in bundles', () => {
   const cliSdk = realpathSync(join(fileURLToPath(new URL("../..", import.meta.url)), "packages", "svc", "dist", "index.js"));
 
   it("is svc-cli's own dependency when the project has none installed", () => {
@@ -161,7 +186,10 @@ describe("the SDK \"svc\" in bundles", () => {
         mkdirSync(join(project, path, ".."), { recursive: true });
         writeFileSync(join(project, path), contents);
       };
-      file("node_modules/svc/package.json", JSON.stringify({ name: "svc", version: "9.9.9", type: "module", exports: { ".": { types: "./lib/main.d.ts", default: "./lib/main.js" } } }));
+      file(
+        "node_modules/svc/package.json",
+        JSON.stringify({ name: "svc", version: "9.9.9", type: "module", exports: { ".": { types: "./lib/main.d.ts", default: "./lib/main.js" } } }),
+      );
       file("node_modules/svc/lib/main.js", 'export const sdkVersion = "project-sdk-9.9.9";\n');
       file("entry.ts", 'import { sdkVersion } from "svc";\nexport default sdkVersion;\n');
       expect(svcSdkEntry(project)).toBe(join(project, "node_modules/svc/lib/main.js"));

@@ -41,7 +41,7 @@ function packageEntry(dir: string): string | undefined {
     const conditions = target as Record<string, unknown>;
     target = conditions.import ?? conditions.node ?? conditions.default;
   }
-  const file = typeof target === "string" ? target : pkg.main ?? "index.js";
+  const file = typeof target === "string" ? target : (pkg.main ?? "index.js");
   return join(dir, file);
 }
 
@@ -55,8 +55,7 @@ function cliSdkEntry(): string {
 }
 
 // Bundled CommonJS calls `require` for builtins; ESM has none, so give the bundle one.
-export const REQUIRE_BANNER =
-  'import { createRequire as __svcCreateRequire } from "node:module";\nconst require = __svcCreateRequire(import.meta.url);';
+export const REQUIRE_BANNER = 'import { createRequire as __svcCreateRequire } from "node:module";\nconst require = __svcCreateRequire(import.meta.url);';
 
 export interface NativePackage {
   name: string;
@@ -134,7 +133,11 @@ export function problemOf(message: Pick<esbuild.Message, "text" | "location" | "
  * The endpoints a failed bundle is about: those defined in the files the errors are in, when every error is in
  * such a file; otherwise (a shared module, a generated entry) all of them, since any may import it. Pure.
  */
-export function blamedEndpoints<T extends Pick<BundleRequest, "endpoint" | "definedIn">>(requests: readonly T[], errors: readonly esbuild.Message[], root: string): T[] {
+export function blamedEndpoints<T extends Pick<BundleRequest, "endpoint" | "definedIn">>(
+  requests: readonly T[],
+  errors: readonly esbuild.Message[],
+  root: string,
+): T[] {
   const files = errors.map((m) => (m.location ? toPosix(m.location.file).replace(`${toPosix(root)}/`, "") : undefined));
   if (files.some((f) => f === undefined)) return [...requests];
   const owners = requests.filter((r) => r.definedIn?.some((file) => files.includes(file)));
@@ -186,11 +189,13 @@ function externalsPlugin(root: string, externalNames: ReadonlySet<string>, nativ
           const target = args.path.startsWith("/") ? args.path : join(args.resolveDir, args.path);
           const owner = owningPackage(target);
           return {
-            errors: [{
-              text: owner
-                ? `${toPosix(relative(root, args.importer))} loads the binary ${args.path} of package "${owner.name}"; add "${owner.name}" to the endpoint's dependencies`
-                : `${toPosix(relative(root, args.importer))} imports the binary ${args.path}, which cannot be bundled; publish it as a package and list it in the endpoint's dependencies`,
-            }],
+            errors: [
+              {
+                text: owner
+                  ? `${toPosix(relative(root, args.importer))} loads the binary ${args.path} of package "${owner.name}"; add "${owner.name}" to the endpoint's dependencies`
+                  : `${toPosix(relative(root, args.importer))} imports the binary ${args.path}, which cannot be bundled; publish it as a package and list it in the endpoint's dependencies`,
+              },
+            ],
           };
         }
         if (isBuiltin(args.path)) return undefined;
@@ -280,16 +285,17 @@ async function runEsbuild(root: string, requests: readonly BundleRequest[], exte
     const own = (result.outputFiles ?? []).filter((f) => f.path === request.outfile || f.path === `${request.outfile}.map`);
     files.set(
       request.endpoint,
-      own.map((f) => ({ path: f.path, contents: f.path.endsWith(".map") ? Buffer.from(projectSourceMap(Buffer.from(f.contents).toString("utf8"), dirname(f.path), root)) : f.contents })),
+      own.map((f) => ({
+        path: f.path,
+        contents: f.path.endsWith(".map") ? Buffer.from(projectSourceMap(Buffer.from(f.contents).toString("utf8"), dirname(f.path), root)) : f.contents,
+      })),
     );
     if (write) {
       const map = `${request.outfile}.map`;
       if (existsSync(map)) await writeFile(map, projectSourceMap(await readFile(map, "utf8"), dirname(map), root));
     }
   }
-  const warnings = result.warnings
-    .filter((w) => !w.location || !w.location.file.includes("node_modules"))
-    .map((w) => problemOf(w, root));
+  const warnings = result.warnings.filter((w) => !w.location || !w.location.file.includes("node_modules")).map((w) => problemOf(w, root));
   return { natives, imports, warnings, files };
 }
 
@@ -318,7 +324,10 @@ export async function bundleEndpoints(root: string, requests: readonly BundleReq
     const { natives, imports, files } = results.get(request.endpoint)!;
     return {
       endpoint: request.endpoint,
-      natives: [...imports.external].filter((name) => natives.has(name)).sort().map((name) => natives.get(name)!),
+      natives: [...imports.external]
+        .filter((name) => natives.has(name))
+        .sort()
+        .map((name) => natives.get(name)!),
       importedPackages: [...new Set([...imports.external, ...imports.bundled])].sort(),
       // esbuild warnings are not tied to one entry: report them once.
       warnings: index === 0 ? warnings : [],

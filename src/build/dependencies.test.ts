@@ -70,7 +70,9 @@ describe("native package detection", () => {
     expect(nativeReason(pkg("gypflag", { gypfile: true }))).toMatch(/binding.gyp/);
     expect(nativeReason(pkg("loader", { dependencies: { "node-gyp-build": "^4" } }))).toMatch(/node-gyp-build/);
     expect(nativeReason(pkg("prebuilt", { dependencies: { "prebuild-install": "^7" } }))).toMatch(/prebuild-install/);
-    expect(nativeReason(pkg("@scope/napi", { optionalDependencies: { "@scope/napi-linux-x64-gnu": "1", "@scope/napi-darwin-arm64": "1" } }))).toMatch(/per-platform/);
+    expect(nativeReason(pkg("@scope/napi", { optionalDependencies: { "@scope/napi-linux-x64-gnu": "1", "@scope/napi-darwin-arm64": "1" } }))).toMatch(
+      /per-platform/,
+    );
     expect(nativeReason(pkg("binary", {}, { "prebuilds/linux-x64/x.node": "" }))).toMatch(/\.node/);
     expect(nativeReason(pkg("wasm", {}, { "dist/x.wasm": "" }))).toMatch(/wasm/);
   });

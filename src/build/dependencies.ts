@@ -139,8 +139,7 @@ export interface NpmInstallPlan {
 
 /** The npm invocation that installs `specs` into `dir` for Linux x86_64 (pure). */
 export function planNpmInstall(dir: string, endpoint: string, specs: readonly string[], runScripts: boolean): NpmInstallPlan {
-  const args = ["install", "--os=linux", "--cpu=x64", "--libc=glibc", "--omit=dev", "--no-audit", "--no-fund",
-    "--no-package-lock", "--loglevel=error"];
+  const args = ["install", "--os=linux", "--cpu=x64", "--libc=glibc", "--omit=dev", "--no-audit", "--no-fund", "--no-package-lock", "--loglevel=error"];
   if (!runScripts) args.push("--ignore-scripts");
   return { dir, packageJson: endpointPackageJson(endpoint, specs), args };
 }
@@ -173,10 +172,13 @@ export async function runNpmInstall(plan: NpmInstallPlan, endpoint: string, opti
   });
   const lastLines = () => (result.all ?? "").trim().split("\n").filter(Boolean).slice(-12);
   if (result.timedOut) {
-    throw new UserError(`npm did not finish installing the dependencies of endpoint "${endpoint}" within ${timeoutMs < 1000 ? `${timeoutMs} ms` : `${Math.round(timeoutMs / 1000)} s`}; it was stopped`, {
-      problems: lastLines(),
-      hint: "Check that the npm registry is reachable from here (`npm ping`; behind a proxy set HTTPS_PROXY), then build again. A native build that needs longer: set SVC_NPM_INSTALL_TIMEOUT_MS (milliseconds).",
-    });
+    throw new UserError(
+      `npm did not finish installing the dependencies of endpoint "${endpoint}" within ${timeoutMs < 1000 ? `${timeoutMs} ms` : `${Math.round(timeoutMs / 1000)} s`}; it was stopped`,
+      {
+        problems: lastLines(),
+        hint: "Check that the npm registry is reachable from here (`npm ping`; behind a proxy set HTTPS_PROXY), then build again. A native build that needs longer: set SVC_NPM_INSTALL_TIMEOUT_MS (milliseconds).",
+      },
+    );
   }
   if (result.exitCode === undefined) {
     throw new UserError(`Could not run npm to install the dependencies of endpoint "${endpoint}"`, {

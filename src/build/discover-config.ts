@@ -15,8 +15,7 @@ import { propertyKey, StaticEvaluator, unwrapExpression, type StaticIssue } from
  */
 export function configSite(info: ModuleInfo, call: ts.CallExpression, callLoc: SourceLocation, sites: Map<string, Site>, problems: string[]): Site | null {
   const arg = call.arguments[0];
-  const fixStatic =
-    "pass an object literal, e.g. Endpoint({ name: \"my-endpoint\", gpu: \"ANY\" }), or a const declared in this file";
+  const fixStatic = 'pass an object literal, e.g. Endpoint({ name: "my-endpoint", gpu: "ANY" }), or a const declared in this file';
   if (!arg) {
     problems.push(problem(callLoc, "Endpoint() is called without a configuration", fixStatic));
     return null;
@@ -96,8 +95,8 @@ export function describeArg(node: ts.Expression, source: ts.SourceFile, identifi
 
 function configFix(message: string): string {
   if (message.startsWith("unknown configuration key")) return "remove the key or correct its spelling";
-  if (message.includes("mutually exclusive")) return "keep either \"gpu\" or \"cpu\", not both";
-  if (message.includes("unknown GPU type")) return "write a GPU pool id, an exact card name or \"ANY\" (docs/gpus.md lists them)";
-  if (message.startsWith("\"name\"")) return "use a name like \"gpu-worker\" (lowercase letters, digits, dashes)";
+  if (message.includes("mutually exclusive")) return 'keep either "gpu" or "cpu", not both';
+  if (message.includes("unknown GPU type")) return 'write a GPU pool id, an exact card name or "ANY" (docs/gpus.md lists them)';
+  if (message.startsWith('"name"')) return 'use a name like "gpu-worker" (lowercase letters, digits, dashes)';
   return "correct the value as the message describes (see docs/endpoint-definitions.md)";
 }

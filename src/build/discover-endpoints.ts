@@ -4,7 +4,18 @@
 // analyzer collected, never the sources.
 
 import { normalizeConfig, type EndpointConfig, type HttpMethod, type NormalizedConfig, RESERVED_ROUTE_PATHS } from "svc/internal";
-import { at, compareLoc, compareStrings, problem, type DefInstance, type DiscoveredEndpoint, type DiscoveredFunction, type FunctionUse, type RouteUse, type Site } from "./discover-records.js";
+import {
+  at,
+  compareLoc,
+  compareStrings,
+  problem,
+  type DefInstance,
+  type DiscoveredEndpoint,
+  type DiscoveredFunction,
+  type FunctionUse,
+  type RouteUse,
+  type Site,
+} from "./discover-records.js";
 
 /** The endpoints of the collected sites and definitions; problems and warnings go to the arrays given. */
 export class EndpointGrouping {
@@ -97,13 +108,7 @@ export class EndpointGrouping {
     return this.lbEndpoint(name, site, rawConfig, config, routeDefs);
   }
 
-  private queueEndpoint(
-    name: string,
-    site: Site,
-    rawConfig: EndpointConfig,
-    config: NormalizedConfig,
-    uses: FunctionUse[],
-  ): DiscoveredEndpoint | undefined {
+  private queueEndpoint(name: string, site: Site, rawConfig: EndpointConfig, config: NormalizedConfig, uses: FunctionUse[]): DiscoveredEndpoint | undefined {
     let ok = true;
     const seen = new Map<string, FunctionUse>();
     for (const use of uses) {
@@ -135,13 +140,7 @@ export class EndpointGrouping {
     return { name, type: "queue", rawConfig, config, functions, routes: [], definedAt: site.loc };
   }
 
-  private lbEndpoint(
-    name: string,
-    site: Site,
-    rawConfig: EndpointConfig,
-    config: NormalizedConfig,
-    routeDefs: DefInstance[],
-  ): DiscoveredEndpoint | undefined {
+  private lbEndpoint(name: string, site: Site, rawConfig: EndpointConfig, config: NormalizedConfig, routeDefs: DefInstance[]): DiscoveredEndpoint | undefined {
     let ok = true;
     if (routeDefs.length > 1) {
       this.problems.push(
@@ -171,9 +170,7 @@ export class EndpointGrouping {
       const key = routeKey(route);
       if (!route.path.startsWith("/")) {
         ok = false;
-        this.problems.push(
-          problem(route.loc, `route path "${route.path}" must start with "/"`, `write it as "/${route.path}"`),
-        );
+        this.problems.push(problem(route.loc, `route path "${route.path}" must start with "/"`, `write it as "/${route.path}"`));
       } else if ((RESERVED_ROUTE_PATHS as readonly string[]).includes(route.path)) {
         ok = false;
         this.problems.push(
@@ -188,11 +185,7 @@ export class EndpointGrouping {
       if (previous) {
         ok = false;
         this.problems.push(
-          problem(
-            route.loc,
-            `route ${key} is defined twice on endpoint "${name}" (the other at ${at(previous.loc)})`,
-            "keep one handler per method and path",
-          ),
+          problem(route.loc, `route ${key} is defined twice on endpoint "${name}" (the other at ${at(previous.loc)})`, "keep one handler per method and path"),
         );
       } else {
         byKey.set(key, route);
@@ -209,7 +202,6 @@ export class EndpointGrouping {
     });
     return { name, type: "lb", rawConfig, config, functions: [], routes: discovered, lbExport, definedAt: site.loc };
   }
-
 }
 
 function routeKey(route: { method: HttpMethod; path: string }): string {

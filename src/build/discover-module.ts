@@ -4,10 +4,7 @@
 import ts from "typescript";
 import { propertyKey, unwrapExpression } from "./discover-static.js";
 
-export type ExportEntry =
-  | { kind: "local"; local: string }
-  | { kind: "reexport"; spec: string; imported: string }
-  | { kind: "expression"; expr: ts.Expression };
+export type ExportEntry = { kind: "local"; local: string } | { kind: "reexport"; spec: string; imported: string } | { kind: "expression"; expr: ts.Expression };
 
 export interface ModuleInfo {
   file: string;
@@ -89,10 +86,7 @@ export function summarize(file: string, source: ts.SourceFile): ModuleInfo {
       }
     } else if (ts.isExportDeclaration(statement)) {
       if (statement.isTypeOnly) continue;
-      const spec =
-        statement.moduleSpecifier && ts.isStringLiteral(statement.moduleSpecifier)
-          ? statement.moduleSpecifier.text
-          : undefined;
+      const spec = statement.moduleSpecifier && ts.isStringLiteral(statement.moduleSpecifier) ? statement.moduleSpecifier.text : undefined;
       const clause = statement.exportClause;
       if (spec !== undefined && !clause) info.starExports.push(spec);
       else if (spec !== undefined && clause && ts.isNamespaceExport(clause)) {
@@ -160,10 +154,6 @@ export function commonJsExportName(left: ts.Expression): string | undefined {
   const target = left.expression;
   const isExports = ts.isIdentifier(target) && target.text === "exports";
   const isModuleExports =
-    ts.isPropertyAccessExpression(target) &&
-    ts.isIdentifier(target.expression) &&
-    target.expression.text === "module" &&
-    target.name.text === "exports";
+    ts.isPropertyAccessExpression(target) && ts.isIdentifier(target.expression) && target.expression.text === "module" && target.name.text === "exports";
   return isExports || isModuleExports ? left.name.text : undefined;
 }
-

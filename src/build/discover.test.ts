@@ -15,8 +15,7 @@ const fixture = (name: string) => fileURLToPath(new URL(`../../fixtures/discover
 /** One line per function: "name kind module#export:line" (+ class). */
 function functionLines(endpoint: DiscoveredEndpoint): string[] {
   return endpoint.functions.map(
-    (f) =>
-      `${f.name} ${f.kind} ${f.module}#${f.exportName}:${f.loc.line}${f.className ? ` class=${f.className}` : ""}${f.anonymous ? " anonymous" : ""}`,
+    (f) => `${f.name} ${f.kind} ${f.module}#${f.exportName}:${f.loc.line}${f.className ? ` class=${f.className}` : ""}${f.anonymous ? " anonymous" : ""}`,
   );
 }
 
@@ -101,9 +100,7 @@ describe("discover: definition forms (fixtures/discovery/forms)", async () => {
     // the function's own name wins over the export name; function* -> generator
     expect(functionLines(byName(result, "counter"))).toEqual(["countUp generator src/counter.ts#counter:7"]);
     expect(byName(result, "counter").config).toMatchObject({ workersMin: 0, workersMax: 2 });
-    expect(functionLines(byName(result, "default-fn"))).toEqual([
-      "default function src/default-export.ts#default:3 anonymous",
-    ]);
+    expect(functionLines(byName(result, "default-fn"))).toEqual(["default function src/default-export.ts#default:3 anonymous"]);
   });
 
   it("a reusable decorator applied to functions and a class; warns about the anonymous one", () => {
@@ -125,21 +122,14 @@ describe("discover: definition forms (fixtures/discovery/forms)", async () => {
       "embed method src/embedder.ts#Embedder:8 class=Embedder",
       "streamEmbed generator-method src/embedder.ts#Embedder:11 class=Embedder",
     ]);
-    expect(functionLines(byName(result, "export-first"))).toEqual([
-      "run method src/export-first.ts#Late:4 class=Late",
-    ]);
+    expect(functionLines(byName(result, "export-first"))).toEqual(["run method src/export-first.ts#Late:4 class=Late"]);
     // `@Endpoint(...) class Worker {}` + `export { Worker as PublicWorker }`
-    expect(functionLines(byName(result, "later-export"))).toEqual([
-      "work method src/later-export.ts#PublicWorker:5 class=Worker",
-    ]);
+    expect(functionLines(byName(result, "later-export"))).toEqual(["work method src/later-export.ts#PublicWorker:5 class=Worker"]);
   });
 
   it("a const config object shared by several Endpoint calls is one site", () => {
     const endpoint = byName(result, "const-config");
-    expect(functionLines(endpoint)).toEqual([
-      "first function src/const-config.ts#first:13",
-      "second function src/const-config.ts#second:16",
-    ]);
+    expect(functionLines(endpoint)).toEqual(["first function src/const-config.ts#first:13", "second function src/const-config.ts#second:16"]);
     expect(endpoint.definedAt).toMatchObject({ file: "src/const-config.ts", line: 5 });
     expect(endpoint.rawConfig).toEqual({
       name: "const-config",
@@ -259,10 +249,7 @@ describe("discover: ignores", () => {
     const root = await mkdtemp(path.join(tmpdir(), "svc-discovery-all-ignored-"));
     tempDirs.push(root);
     await mkdir(path.join(root, "tests"), { recursive: true });
-    await writeFile(
-      path.join(root, "tests", "fn.ts"),
-      'import { Endpoint } from "svc";\nexport const f = Endpoint({ name: "f" })(async function f() {});\n',
-    );
+    await writeFile(path.join(root, "tests", "fn.ts"), 'import { Endpoint } from "svc";\nexport const f = Endpoint({ name: "f" })(async function f() {});\n');
     const err = await discoveryError(root);
     expect(err.message).toMatch(/^No endpoint functions found in /);
     expect(err.message).toContain("scanned 0 files");
@@ -291,10 +278,16 @@ describe("discover: every violation is reported (fixtures/discovery/errors)", as
   const expected: Array<[string, string]> = [
     // statically unknown configuration, at the property's line
     ["src/dynamic-config.ts:9", 'configuration value "gpu" must be statically known (a literal or a const of this file), but it is "process.env.GPU"'],
-    ["src/dynamic-config.ts:10", 'configuration value "workers[1]" must be statically known (a literal or a const of this file), but it is a call (Number("3"))'],
+    [
+      "src/dynamic-config.ts:10",
+      'configuration value "workers[1]" must be statically known (a literal or a const of this file), but it is a call (Number("3"))',
+    ],
     ["src/dynamic-config.ts:11", 'configuration value "env.KEY" must be statically known'],
     ["src/dynamic-config.ts:12", "endpoint configuration must be statically known (a literal or a const of this file), but it is a spread (...base)"],
-    ["src/dynamic-config.ts:13", 'configuration value "volume" must be statically known (a literal or a const of this file), but it is a template literal with substitutions'],
+    [
+      "src/dynamic-config.ts:13",
+      'configuration value "volume" must be statically known (a literal or a const of this file), but it is a template literal with substitutions',
+    ],
     ["src/dynamic-config.ts:14", 'configuration value "idleTimeout" must be statically known'],
     ["src/config-not-literal.ts:4", 'the configuration passed to Endpoint(...) must be statically known, but it is the variable "importedConfig"'],
     ["src/config-not-literal.ts:5", "the configuration passed to Endpoint(...) must be statically known, but it is a call (makeConfig())"],
@@ -307,8 +300,14 @@ describe("discover: every violation is reported (fixtures/discovery/errors)", as
     // structure
     ["src/twice-b.ts:3", 'the configuration of endpoint "twice" is defined in more than one place (also at src/twice-a.ts:3). Fix: define it once'],
     ["src/dup-functions.ts:6", 'endpoint "dup-fns" has two functions named "same" (the other at src/dup-functions.ts:5)'],
-    ["src/mixed-use.ts:4", 'endpoint "mixed-use" is used both as a queue endpoint (applied to a function or class here) and as a load-balanced endpoint (route at src/mixed-use.ts:5)'],
-    ["src/name-queue.ts:3", 'endpoint name "shared-name" is used for both a load-balanced endpoint and a queue endpoint (load-balanced one at src/name-lb.ts:3)'],
+    [
+      "src/mixed-use.ts:4",
+      'endpoint "mixed-use" is used both as a queue endpoint (applied to a function or class here) and as a load-balanced endpoint (route at src/mixed-use.ts:5)',
+    ],
+    [
+      "src/name-queue.ts:3",
+      'endpoint name "shared-name" is used for both a load-balanced endpoint and a queue endpoint (load-balanced one at src/name-lb.ts:3)',
+    ],
     ["src/bad-routes.ts:6", "route GET /ping uses the reserved path /ping"],
     ["src/bad-routes.ts:7", 'route path "relative" must start with "/"'],
     ["src/bad-routes.ts:9", 'route GET /dup is defined twice on endpoint "bad-routes" (the other at src/bad-routes.ts:8)'],
@@ -317,7 +316,10 @@ describe("discover: every violation is reported (fixtures/discovery/errors)", as
     ["src/not-exported.ts:6", 'endpoint class "Hidden" (endpoint "hidden-class") is not exported'],
     ["src/not-exported.ts:10", 'load-balanced endpoint "hidden-lb" is not exported'],
     ["src/more-errors.ts:4", 'endpoint class "Empty" (endpoint "no-methods") has no public methods to serve'],
-    ["src/more-errors.ts:12", 'load-balanced endpoint "split-lb" gets routes on two different Endpoint(...) objects (the other created at src/more-errors.ts:10)'],
+    [
+      "src/more-errors.ts:12",
+      'load-balanced endpoint "split-lb" gets routes on two different Endpoint(...) objects (the other created at src/more-errors.ts:10)',
+    ],
     ["src/more-errors.ts:16", "route DELETE /items/:id has no handler"],
     ["src/more-errors.ts:19", 'endpoint "wrapped" is applied to a call (wrap(async function inner() {})), which is not a function the build can see'],
     ["src/more-errors.ts:21", "Endpoint() is called without a configuration"],
@@ -375,7 +377,9 @@ describe("StaticEvaluator", () => {
 
   it("knows literals, negative numbers, templates without substitutions, wrappers and same-file consts", () => {
     expect(
-      evaluate(`const N = 4; const L = ["a", "b"] as const; const v = { a: -1, b: +2, c: \`t\`, d: [true, false, null], e: L, f: N, g: ("x" satisfies string), "h-i": { j: N } };`),
+      evaluate(
+        `const N = 4; const L = ["a", "b"] as const; const v = { a: -1, b: +2, c: \`t\`, d: [true, false, null], e: L, f: N, g: ("x" satisfies string), "h-i": { j: N } };`,
+      ),
     ).toEqual({
       value: { a: -1, b: 2, c: "t", d: [true, false, null], e: ["a", "b"], f: 4, g: "x", "h-i": { j: 4 } },
       issues: [],

@@ -15,7 +15,16 @@ import { configSite, describeArg } from "./discover-config.js";
 import { EndpointGrouping } from "./discover-endpoints.js";
 import { exampleOf } from "./example-input.js";
 import { commonJsExportName, hasModifier, scriptKind, summarize, type ModuleInfo } from "./discover-module.js";
-import { compareMessages, locOf, problem, type DefInstance, type DiscoveredEndpoint, type DiscoverOptions, type DiscoveryResult, type Site } from "./discover-records.js";
+import {
+  compareMessages,
+  locOf,
+  problem,
+  type DefInstance,
+  type DiscoveredEndpoint,
+  type DiscoverOptions,
+  type DiscoveryResult,
+  type Site,
+} from "./discover-records.js";
 import { propertyKey, unwrapExpression } from "./discover-static.js";
 
 const ROUTE_METHODS = new Map<string, HttpMethod>([
@@ -78,12 +87,7 @@ class Analyzer {
       const added = this.files.filter((file) => {
         if (selected.has(file)) return false;
         const text = this.texts.get(file)!;
-        return (
-          SVC_SPECIFIER.test(text) ||
-          STAR_EXPORT.test(text) ||
-          (pattern !== null && pattern.test(text)) ||
-          (wantsDefault && DEFAULT_IMPORT.test(text))
-        );
+        return SVC_SPECIFIER.test(text) || STAR_EXPORT.test(text) || (pattern !== null && pattern.test(text)) || (wantsDefault && DEFAULT_IMPORT.test(text));
       });
       if (added.length === 0) break;
       for (const file of added) {
@@ -104,7 +108,6 @@ class Analyzer {
     }
     return info;
   }
-
 
   // ---- module resolution -------------------------------------------------------------------------------
 
@@ -276,12 +279,7 @@ class Analyzer {
       const localName = parent.name.text;
       return { exportNames: this.preferred(info.localExportNames.get(localName) ?? [], localName), localName };
     }
-    if (
-      ts.isBinaryExpression(parent) &&
-      parent.right === current &&
-      ts.isExpressionStatement(parent.parent) &&
-      ts.isSourceFile(parent.parent.parent)
-    ) {
+    if (ts.isBinaryExpression(parent) && parent.right === current && ts.isExpressionStatement(parent.parent) && ts.isSourceFile(parent.parent.parent)) {
       const name = commonJsExportName(parent.left);
       if (name !== undefined) return { exportNames: [name] };
     }
@@ -299,11 +297,7 @@ class Analyzer {
     const target = unwrapExpression(arg);
     const { exportNames, localName } = this.exportNamesOf(info, call);
     const exportName = exportNames[0];
-    const cls = ts.isClassExpression(target)
-      ? target
-      : ts.isIdentifier(target)
-        ? info.classes.get(target.text)
-        : undefined;
+    const cls = ts.isClassExpression(target) ? target : ts.isIdentifier(target) ? info.classes.get(target.text) : undefined;
     if (cls) {
       // `export const E = gpu(Embedder)`: the handler imports the decorated result, E.
       this.addClass(info, def, cls, exportName, arg);
@@ -465,7 +459,11 @@ class Analyzer {
     const handler = call.arguments[1] ? unwrapExpression(call.arguments[1]) : undefined;
     if (!handler) {
       this.problems.push(
-        problem(loc, `route ${method} ${pathArg.text} has no handler`, `pass a handler: .${callee.name.text}("${pathArg.text}", async (body) => ({ ok: true }))`),
+        problem(
+          loc,
+          `route ${method} ${pathArg.text} has no handler`,
+          `pass a handler: .${callee.name.text}("${pathArg.text}", async (body) => ({ ok: true }))`,
+        ),
       );
       return;
     }
@@ -513,13 +511,10 @@ export async function discover(root: string, options: DiscoverOptions = {}): Pro
   const endpoints = analyzer.endpoints();
   const problems = [...new Set(analyzer.problems)].sort(compareMessages);
   if (problems.length > 0) {
-    throw new UserError(
-      `Found ${problems.length} problem${problems.length === 1 ? "" : "s"} in endpoint definitions`,
-      {
-        problems,
-        hint: "Fix each problem at the file:line shown; docs/endpoint-definitions.md lists the supported forms and rules.",
-      },
-    );
+    throw new UserError(`Found ${problems.length} problem${problems.length === 1 ? "" : "s"} in endpoint definitions`, {
+      problems,
+      hint: "Fix each problem at the file:line shown; docs/endpoint-definitions.md lists the supported forms and rules.",
+    });
   }
   if (endpoints.length === 0) {
     const ignores = [...BUILTIN_IGNORES, ".gitignore rules", ...extraIgnores].join(", ");
@@ -528,8 +523,8 @@ export async function discover(root: string, options: DiscoverOptions = {}): Pro
       {
         hint:
           "Two common causes: (1) decorator syntax: Endpoint({...}) returns a decorator, so apply it with a second call, " +
-          "e.g. `export const fn = Endpoint({ name: \"my-endpoint\" })(async function fn(input) {...})`, and import Endpoint " +
-          "from \"svc\"; (2) ignore patterns: .gitignore or the built-in ignores (node_modules, dist, build, test folders, " +
+          'e.g. `export const fn = Endpoint({ name: "my-endpoint" })(async function fn(input) {...})`, and import Endpoint ' +
+          'from "svc"; (2) ignore patterns: .gitignore or the built-in ignores (node_modules, dist, build, test folders, ' +
           "*.test.*, *.spec.*) may exclude the files that define your endpoints.",
       },
     );

@@ -16,7 +16,9 @@ function example(code: string): unknown {
 
 describe("exampleInputOf", () => {
   it("builds an object from an inline object type: keywords, literals, arrays, optional members", () => {
-    expect(example(`async function f(input: { url: string; factor?: number; sharp: boolean; mode: "fast" | "slow"; tags: string[]; size: [number, number] }) {}`)).toEqual({
+    expect(
+      example(`async function f(input: { url: string; factor?: number; sharp: boolean; mode: "fast" | "slow"; tags: string[]; size: [number, number] }) {}`),
+    ).toEqual({
       url: "",
       factor: 0,
       sharp: false,
@@ -35,7 +37,12 @@ describe("exampleInputOf", () => {
   });
 
   it("takes the first value of a union, merges intersections, and gives null for what the syntax does not tell", () => {
-    expect(example(`function f(input: { a: undefined | string; b: null | number; c: { x: 1 } & { y: true }; d: Imported }) {}`)).toEqual({ a: "", b: 0, c: { x: 1, y: true }, d: null });
+    expect(example(`function f(input: { a: undefined | string; b: null | number; c: { x: 1 } & { y: true }; d: Imported }) {}`)).toEqual({
+      a: "",
+      b: 0,
+      c: { x: 1, y: true },
+      d: null,
+    });
   });
 
   it("gives nothing for a parameter without a type, or no parameter", () => {

@@ -15,11 +15,7 @@ describe("exclusions", () => {
   });
 
   it("never installs user-excluded packages, and warns about declared ones", () => {
-    const plan = planExclusions(
-      { gpu: ["sharp@^0.34", "lodash"], cpu: ["left-pad@1"] },
-      ["lodash", "nothing-here"],
-      new Set(["sharp", "lodash"]),
-    );
+    const plan = planExclusions({ gpu: ["sharp@^0.34", "lodash"], cpu: ["left-pad@1"] }, ["lodash", "nothing-here"], new Set(["sharp", "lodash"]));
     expect(plan.install).toEqual({ cpu: ["left-pad@1"], gpu: ["sharp@^0.34"] });
     expect(plan.excluded).toEqual(["lodash", "nothing-here"]);
     expect(plan.warnings).toEqual([

@@ -6,10 +6,28 @@ import { fingerprintOf, fingerprintProject } from "./fingerprint.js";
 
 describe("fingerprint", () => {
   it("ignores order and changes with any path or content", () => {
-    const a = fingerprintOf([{ path: "a.ts", contents: "1" }, { path: "b.ts", contents: "2" }]);
-    expect(fingerprintOf([{ path: "b.ts", contents: "2" }, { path: "a.ts", contents: "1" }])).toBe(a);
-    expect(fingerprintOf([{ path: "a.ts", contents: "1" }, { path: "b.ts", contents: "3" }])).not.toBe(a);
-    expect(fingerprintOf([{ path: "a.ts", contents: "1" }, { path: "c.ts", contents: "2" }])).not.toBe(a);
+    const a = fingerprintOf([
+      { path: "a.ts", contents: "1" },
+      { path: "b.ts", contents: "2" },
+    ]);
+    expect(
+      fingerprintOf([
+        { path: "b.ts", contents: "2" },
+        { path: "a.ts", contents: "1" },
+      ]),
+    ).toBe(a);
+    expect(
+      fingerprintOf([
+        { path: "a.ts", contents: "1" },
+        { path: "b.ts", contents: "3" },
+      ]),
+    ).not.toBe(a);
+    expect(
+      fingerprintOf([
+        { path: "a.ts", contents: "1" },
+        { path: "c.ts", contents: "2" },
+      ]),
+    ).not.toBe(a);
     // Moving bytes between path and contents must not collide.
     expect(fingerprintOf([{ path: "a", contents: "b" }])).not.toBe(fingerprintOf([{ path: "ab", contents: "" }]));
     expect(a).toMatch(/^sha256:[0-9a-f]{64}$/);

@@ -26,8 +26,6 @@ export function fingerprintOf(files: ReadonlyArray<{ path: string; contents: Buf
 export async function fingerprintProject(root: string, sourceFiles: readonly string[]): Promise<string> {
   const paths = new Set(sourceFiles);
   for (const extra of FINGERPRINT_EXTRA_FILES) if (existsSync(join(root, extra))) paths.add(extra);
-  const files = await Promise.all(
-    [...paths].map(async (path) => ({ path, contents: await readFile(join(root, path)) })),
-  );
+  const files = await Promise.all([...paths].map(async (path) => ({ path, contents: await readFile(join(root, path)) })));
   return fingerprintOf(files);
 }

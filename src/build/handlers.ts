@@ -27,9 +27,7 @@ export function moduleSpecifier(module: string, fromDir = HANDLERS_DIR): string 
 
 /** The source of `.svc/.build/handlers/<name>.ts` for one endpoint. */
 export function generateHandlerSource(endpoint: HandlerEndpoint, fromDir = HANDLERS_DIR): string {
-  const modules = [
-    ...new Set([...endpoint.functions.map((f) => f.module), ...(endpoint.lbExport ? [endpoint.lbExport.module] : [])]),
-  ].sort();
+  const modules = [...new Set([...endpoint.functions.map((f) => f.module), ...(endpoint.lbExport ? [endpoint.lbExport.module] : [])])].sort();
   const alias = new Map(modules.map((m, i) => [m, `m${i}`]));
   const ref = (module: string, exportName: string) => `${alias.get(module)}[${JSON.stringify(exportName)}]`;
 

@@ -110,8 +110,9 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
   if (discovery.endpoints.length === 0) {
     throw new UserError("No endpoint functions found", {
       problems: discovery.warnings,
-      hint: `Searched ${discovery.files.length} source file(s) under ${root}. Check the Endpoint(...) syntax ` +
-        "(e.g. `export const f = Endpoint({ name: \"x\" })(async function f(input) {...})`) and the ignore patterns.",
+      hint:
+        `Searched ${discovery.files.length} source file(s) under ${root}. Check the Endpoint(...) syntax ` +
+        '(e.g. `export const f = Endpoint({ name: "x" })(async function f(input) {...})`) and the ignore patterns.',
     });
   }
   const warnings = [...discovery.warnings];
@@ -163,11 +164,7 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
       }
     }
 
-    const exclusions = planExclusions(
-      Object.fromEntries(endpoints.map((e) => [e.name, e.config.dependencies])),
-      userExcludes,
-      imported,
-    );
+    const exclusions = planExclusions(Object.fromEntries(endpoints.map((e) => [e.name, e.config.dependencies])), userExcludes, imported);
     warnings.push(...exclusions.warnings);
     const dependencies: Record<string, string[]> = {};
     for (const bundle of bundles) {
@@ -277,5 +274,8 @@ export function largestItems(entries: readonly PackEntry[], count: number): Arra
     }
     if (label) sizes.set(label, (sizes.get(label) ?? 0) + entry.size);
   }
-  return [...sizes].map(([label, bytes]) => ({ label, bytes })).sort((a, b) => b.bytes - a.bytes).slice(0, count);
+  return [...sizes]
+    .map(([label, bytes]) => ({ label, bytes }))
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, count);
 }

@@ -64,9 +64,23 @@ describe("buildManifest", () => {
       handler: "endpoints/gpu-worker/handler.mjs",
     });
     expect(Object.keys(manifest.resources["gpu-worker"]!).slice(0, 7)).toEqual([
-      "is_load_balanced", "imageName", "workersMin", "workersMax", "gpuIds", "env", "functions",
+      "is_load_balanced",
+      "imageName",
+      "workersMin",
+      "workersMax",
+      "gpuIds",
+      "env",
+      "functions",
     ]);
-    expect(manifest.resources.api).toMatchObject({ is_load_balanced: true, imageName: "svc-worker-cpu:9.9.9", gpuIds: "", workersMin: 0, workersMax: 2, instanceIds: ["cpu5c-2-4"], gpuCount: 0 });
+    expect(manifest.resources.api).toMatchObject({
+      is_load_balanced: true,
+      imageName: "svc-worker-cpu:9.9.9",
+      gpuIds: "",
+      workersMin: 0,
+      workersMax: 2,
+      instanceIds: ["cpu5c-2-4"],
+      gpuCount: 0,
+    });
   });
 
   it("routes load-balanced endpoints only, keyed by METHOD /path", () => {
@@ -112,7 +126,14 @@ describe("buildManifest", () => {
 
 describe("snapshot (docs/cold-start.md)", () => {
   const manifestOf = (config: Parameters<typeof normalizeConfig>[0]) =>
-    buildManifest({ app: "demo", fingerprint: "sha256:abc", endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }], dependencies: {}, excluded: [], svcVersion: "9.9.9" });
+    buildManifest({
+      app: "demo",
+      fingerprint: "sha256:abc",
+      endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }],
+      dependencies: {},
+      excluded: [],
+      svcVersion: "9.9.9",
+    });
 
   it("is in the manifest only when an endpoint asks for it", () => {
     expect(manifestOf({ name: "model", snapshot: true }).resources.model!.snapshot).toBe(true);
@@ -128,8 +149,14 @@ describe("snapshot (docs/cold-start.md)", () => {
 
 describe("gpuCount (docs/gpus.md)", () => {
   const resourceOf = (config: Parameters<typeof normalizeConfig>[0]) =>
-    buildManifest({ app: "demo", fingerprint: "sha256:abc", endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }], dependencies: {}, excluded: [], svcVersion: "9.9.9" })
-      .resources[config.name]!;
+    buildManifest({
+      app: "demo",
+      fingerprint: "sha256:abc",
+      endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }],
+      dependencies: {},
+      excluded: [],
+      svcVersion: "9.9.9",
+    }).resources[config.name]!;
 
   it("is the GPUs each worker gets: as written, 1 by default, 0 for a CPU endpoint", () => {
     expect(resourceOf({ name: "big", gpu: "HOPPER_141", gpuCount: 2 })).toMatchObject({ gpuTypeIds: ["HOPPER_141"], gpuCount: 2 });
@@ -139,7 +166,8 @@ describe("gpuCount (docs/gpus.md)", () => {
 
   it("is a whole number from 1 to 8, on a GPU endpoint only", () => {
     expect(configProblems({ name: "m", gpu: "ANY", gpuCount: 8 })).toEqual([]);
-    for (const bad of [0, 9, 1.5, "2"]) expect(configProblems({ name: "m", gpu: "ANY", gpuCount: bad })).toEqual(['"gpuCount" must be an integer from 1 to 8 (whole GPUs per worker)']);
+    for (const bad of [0, 9, 1.5, "2"])
+      expect(configProblems({ name: "m", gpu: "ANY", gpuCount: bad })).toEqual(['"gpuCount" must be an integer from 1 to 8 (whole GPUs per worker)']);
     expect(configProblems({ name: "m", gpuCount: 2 })).toEqual(['"gpuCount" needs "gpu": it is the number of GPUs of a GPU endpoint\'s workers']);
     expect(configProblems({ name: "m", cpu: "cpu3c-1-2", gpuCount: 2 })).toHaveLength(1);
   });
@@ -147,8 +175,14 @@ describe("gpuCount (docs/gpus.md)", () => {
 
 describe("scaler (docs/service.md, Scaling policies)", () => {
   const resourceOf = (config: Parameters<typeof normalizeConfig>[0]) =>
-    buildManifest({ app: "demo", fingerprint: "sha256:abc", endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }], dependencies: {}, excluded: [], svcVersion: "9.9.9" })
-      .resources[config.name]!;
+    buildManifest({
+      app: "demo",
+      fingerprint: "sha256:abc",
+      endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }],
+      dependencies: {},
+      excluded: [],
+      svcVersion: "9.9.9",
+    }).resources[config.name]!;
 
   it("is carried into the manifest as written, and absent (the default rule) when not", () => {
     expect(resourceOf({ name: "model", scaler: { type: "QUEUE_DELAY", value: 4 } }).scaler).toEqual({ type: "QUEUE_DELAY", value: 4 });
@@ -163,17 +197,29 @@ describe("scaler (docs/service.md, Scaling policies)", () => {
       '"scaler.value" must be an integer from 1 to 3600 (QUEUE_DELAY: seconds a job waits; REQUEST_COUNT: jobs per worker)',
     ]);
     expect(configProblems({ name: "m", scaler: "QUEUE_DELAY" })).toEqual(['"scaler" must be { type: "QUEUE_DELAY" | "REQUEST_COUNT", value: <integer> }']);
-    expect(configProblems({ name: "m", scaler: { type: "REQUEST_COUNT", value: 2, every: 1 } })).toEqual(['"scaler" has an unknown key "every" (known keys: type, value)']);
+    expect(configProblems({ name: "m", scaler: { type: "REQUEST_COUNT", value: 2, every: 1 } })).toEqual([
+      '"scaler" has an unknown key "every" (known keys: type, value)',
+    ]);
   });
 });
 
 describe("retryBackoff (docs/job-api.md, Retries)", () => {
   const resourceOf = (config: Parameters<typeof normalizeConfig>[0]) =>
-    buildManifest({ app: "demo", fingerprint: "sha256:abc", endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }], dependencies: {}, excluded: [], svcVersion: "9.9.9" })
-      .resources[config.name]!;
+    buildManifest({
+      app: "demo",
+      fingerprint: "sha256:abc",
+      endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }],
+      dependencies: {},
+      excluded: [],
+      svcVersion: "9.9.9",
+    }).resources[config.name]!;
 
   it("is carried into the manifest in ms, defaults filled in, and absent (1 s doubling to 60 s) when not set", () => {
-    expect(resourceOf({ name: "m", retries: 3, retryBackoff: { base: 0.5, factor: 3, max: 20 } }).retryBackoff).toEqual({ baseMs: 500, factor: 3, maxMs: 20_000 });
+    expect(resourceOf({ name: "m", retries: 3, retryBackoff: { base: 0.5, factor: 3, max: 20 } }).retryBackoff).toEqual({
+      baseMs: 500,
+      factor: 3,
+      maxMs: 20_000,
+    });
     expect(resourceOf({ name: "m", retryBackoff: { base: 2 } }).retryBackoff).toEqual({ baseMs: 2_000, factor: 2, maxMs: 60_000 });
     expect(resourceOf({ name: "m", retryBackoff: { base: 120 } }).retryBackoff).toEqual({ baseMs: 120_000, factor: 2, maxMs: 120_000 });
     expect(Object.keys(resourceOf({ name: "m" }))).not.toContain("retryBackoff");
@@ -187,7 +233,9 @@ describe("retryBackoff (docs/job-api.md, Retries)", () => {
       '"retryBackoff.max" must be a number from 0 to 3600 (seconds any retry waits at most)',
     ]);
     expect(configProblems({ name: "m", retryBackoff: { base: 10, max: 5 } })).toEqual(['"retryBackoff.max" (5) must be at least its base (10)']);
-    expect(configProblems({ name: "m", retryBackoff: { jitter: false } })).toEqual(['"retryBackoff" has an unknown key "jitter" (known keys: base, factor, max)']);
+    expect(configProblems({ name: "m", retryBackoff: { jitter: false } })).toEqual([
+      '"retryBackoff" has an unknown key "jitter" (known keys: base, factor, max)',
+    ]);
     expect(configProblems({ name: "m", retryBackoff: 5 })).toEqual(['"retryBackoff" must be { base?, factor?, max? } (seconds)']);
   });
 });

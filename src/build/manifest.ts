@@ -3,14 +3,7 @@
 
 import { existsSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import {
-  type FunctionKind,
-  type Manifest,
-  MANIFEST_VERSION,
-  type ManifestFunction,
-  type ManifestResource,
-  type NormalizedConfig,
-} from "svc/internal";
+import { type FunctionKind, type Manifest, MANIFEST_VERSION, type ManifestFunction, type ManifestResource, type NormalizedConfig } from "svc/internal";
 import { SVC_VERSION } from "../version.js";
 
 /** What the manifest needs from a discovered endpoint (a structural subset of DiscoveredEndpoint). */
@@ -76,7 +69,12 @@ function manifestFunction(f: ManifestEndpoint["functions"][number]): ManifestFun
 function servedFunctions(endpoint: ManifestEndpoint): ManifestFunction[] {
   if (endpoint.type !== "lb") return endpoint.functions.map(manifestFunction);
   return endpoint.routes
-    .map((r) => ({ name: r.name, module: r.loc?.file ?? endpoint.lbExport?.module ?? "", export: endpoint.lbExport?.exportName ?? "", kind: "function" as const }))
+    .map((r) => ({
+      name: r.name,
+      module: r.loc?.file ?? endpoint.lbExport?.module ?? "",
+      export: endpoint.lbExport?.exportName ?? "",
+      kind: "function" as const,
+    }))
     .sort((a, b) => byString(a.name, b.name));
 }
 

@@ -33,12 +33,18 @@ describe("a job's stack trimmed to the user's frames", () => {
 
   it("keeps the message, the project's frames and its packages'; leaves out svc's runtime, its SDK and Node's", () => {
     expect(userStack(stack, ["/home/ada/svc"])).toBe(
-      ["RangeError: too big: 5", "    at deeper (src/boom.ts:5:20)", "    at boom (src/boom.ts:10:15)", "    at parse (node_modules/zod/lib/index.js:7:3)"].join("\n"),
+      [
+        "RangeError: too big: 5",
+        "    at deeper (src/boom.ts:5:20)",
+        "    at boom (src/boom.ts:10:15)",
+        "    at parse (node_modules/zod/lib/index.js:7:3)",
+      ].join("\n"),
     );
   });
 
   it("knows the SDK as a package of the project, and an installed CLI, without their roots", () => {
-    const installed = "Error: x\n    at f (src/a.ts:1:1)\n    at invoke (node_modules/svc/dist/handler.js:9:9)\n    at run (/usr/lib/node_modules/svc-cli/dist/runtime/loop.js:1:1)";
+    const installed =
+      "Error: x\n    at f (src/a.ts:1:1)\n    at invoke (node_modules/svc/dist/handler.js:9:9)\n    at run (/usr/lib/node_modules/svc-cli/dist/runtime/loop.js:1:1)";
     expect(userStack(installed, [])).toBe("Error: x\n    at f (src/a.ts:1:1)");
   });
 

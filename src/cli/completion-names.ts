@@ -38,7 +38,11 @@ async function lookup(kind: NameKind, target: ServiceTarget, cwd: string, signal
   const envs = target.env ? [target.env] : await environmentsOf(target, app, signal);
   const lists = await Promise.all(
     envs.map(async (env) => {
-      const body = await getJson<{ endpoints: Array<{ name: string }> }>(target, `/v1/apps/${encodeURIComponent(app)}/environments/${encodeURIComponent(env)}`, signal);
+      const body = await getJson<{ endpoints: Array<{ name: string }> }>(
+        target,
+        `/v1/apps/${encodeURIComponent(app)}/environments/${encodeURIComponent(env)}`,
+        signal,
+      );
       return (body?.endpoints ?? []).map((e) => e.name);
     }),
   );

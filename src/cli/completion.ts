@@ -82,7 +82,7 @@ function fishScript(root: CommandNode): string {
     if (p.words.length > 0) lines.push(`complete -c svc -n "${seen}" -a "${p.words.join(" ")}"`);
     if (p.names) lines.push(`complete -c svc -n "${seen}" -a "(svc __complete ${p.names} 2>/dev/null)"`);
     for (const option of p.options.filter((o) => o.startsWith("--"))) {
-      const value = option === "--app" ? " -xa \"(svc __complete app 2>/dev/null)\"" : option === "--env" ? " -xa \"(svc __complete env 2>/dev/null)\"" : "";
+      const value = option === "--app" ? ' -xa "(svc __complete app 2>/dev/null)"' : option === "--env" ? ' -xa "(svc __complete env 2>/dev/null)"' : "";
       lines.push(`complete -c svc -n "${seen}" -l ${option.slice(2)}${value}`);
     }
   }

@@ -26,7 +26,9 @@ export function durationFlag(name: string, bareUnit: "ms" | "s") {
     if (/^\d+$/.test(value.trim())) return Number(value);
     const ms = parseDuration(value);
     if (ms === undefined) {
-      throw new UsageError(`${name} must be a duration like 90s, 10m, 1h30m or 2d (a bare number is ${bareUnit === "s" ? "seconds" : "milliseconds"}), not "${value}"`);
+      throw new UsageError(
+        `${name} must be a duration like 90s, 10m, 1h30m or 2d (a bare number is ${bareUnit === "s" ? "seconds" : "milliseconds"}), not "${value}"`,
+      );
     }
     return bareUnit === "s" ? Math.round(ms / 1000) : ms;
   };

@@ -25,7 +25,9 @@ const commands = everyCommand(buildProgram());
 describe("svc <command> --help", () => {
   it("svc server's example says the port it listens on by default", () => {
     const server = commands.find((c) => c.path === "server")!.cmd;
-    const example = helpOf(server).split("\n").find((l) => l.startsWith("  $ svc server ") && /127\.0\.0\.1:\d+/.test(l));
+    const example = helpOf(server)
+      .split("\n")
+      .find((l) => l.startsWith("  $ svc server ") && /127\.0\.0\.1:\d+/.test(l));
     expect(example).toContain(`127.0.0.1:${DEFAULT_SERVER_PORT} `);
   });
 
@@ -36,7 +38,10 @@ describe("svc <command> --help", () => {
   it.each(commands.map((c) => [c.path, c.cmd] as const))("svc %s --help shows examples that run svc", (path, cmd) => {
     const help = helpOf(cmd);
     expect(help).toMatch(/\nExamples:\n/);
-    const examples = help.slice(help.indexOf("\nExamples:\n")).split("\n").filter((l) => l.startsWith("  $ "));
+    const examples = help
+      .slice(help.indexOf("\nExamples:\n"))
+      .split("\n")
+      .filter((l) => l.startsWith("  $ "));
     expect(examples.length).toBeGreaterThan(0);
     // Each example runs this command (a group's examples run one of its subcommands).
     for (const line of examples) expect(line).toContain(`svc ${path}`);

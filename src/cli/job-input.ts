@@ -25,7 +25,10 @@ export async function readJobInput(arg: string | undefined, readStdin: () => Pro
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new UsageError(`The input in ${from} is not JSON: ${errorMessage(err)}`, `Quote it for the shell: svc run <endpoint> '{"prompt": "hi"}', or pass @input.json or - (stdin).`);
+    throw new UsageError(
+      `The input in ${from} is not JSON: ${errorMessage(err)}`,
+      `Quote it for the shell: svc run <endpoint> '{"prompt": "hi"}', or pass @input.json or - (stdin).`,
+    );
   }
 }
 

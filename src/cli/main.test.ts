@@ -9,7 +9,9 @@ describe("service validation errors in CLI terms", () => {
     expect(withFlagName("$.name: must not be empty", flags)).toBe("--name ($.name): must not be empty");
     // Fields whose flag has another name, and paths into a field.
     expect(withFlagName('$.gpuTypeIds[1]: unknown GPU type "X"', flags)).toBe('--gpu ($.gpuTypeIds[1]): unknown GPU type "X"');
-    expect(withFlagName("$.executionTimeoutMs: must be a positive integer", flags)).toBe("--execution-timeout ($.executionTimeoutMs): must be a positive integer");
+    expect(withFlagName("$.executionTimeoutMs: must be a positive integer", flags)).toBe(
+      "--execution-timeout ($.executionTimeoutMs): must be a positive integer",
+    );
   });
 
   it("leaves errors alone when the command has no such flag, or the error names no field", () => {

@@ -118,7 +118,13 @@ export function errorReport(err: unknown, flags: ReadonlySet<string> = new Set()
     };
   }
   if (err instanceof UserError) {
-    return { message: err.message, ...(err.problems.length > 0 ? { problems: [...err.problems] } : {}), ...(err.hint ? { hint: err.hint } : {}), exitCode: err.exitCode, stack };
+    return {
+      message: err.message,
+      ...(err.problems.length > 0 ? { problems: [...err.problems] } : {}),
+      ...(err.hint ? { hint: err.hint } : {}),
+      exitCode: err.exitCode,
+      stack,
+    };
   }
   return {
     message: err instanceof Error ? err.message : String(err),

@@ -31,7 +31,13 @@ export function envFlag(value: string, previous: Record<string, string> = {}): R
 }
 
 export function listFlag(value: string, previous: string[] = []): string[] {
-  return [...previous, ...value.split(",").map((s) => s.trim()).filter(Boolean)];
+  return [
+    ...previous,
+    ...value
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
+  ];
 }
 
 /** Only the flags the user gave (undefined ones are left out of a request body). */
@@ -42,19 +48,26 @@ export function defined(values: Record<string, unknown>): Record<string, unknown
 /** An update's body: the flags given; none at all is wrong usage (not a no-op that succeeds). */
 export function changes(values: Record<string, unknown>, command: string): Record<string, unknown> {
   const given = defined(values);
-  if (Object.keys(given).length === 0) throw new UsageError("Nothing to change: no setting flag was given", `See \`${command} --help\` for the settings it changes.`);
+  if (Object.keys(given).length === 0)
+    throw new UsageError("Nothing to change: no setting flag was given", `See \`${command} --help\` for the settings it changes.`);
   return given;
 }
 
 export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
   if (rows.length === 0) return "(none)";
   const cell = (v: unknown) => (v === null || v === undefined ? "-" : Array.isArray(v) ? v.join(",") : String(v));
-  return alignTable(columns, rows.map((r) => columns.map((c) => cell(r[c]))));
+  return alignTable(
+    columns,
+    rows.map((r) => columns.map((c) => cell(r[c]))),
+  );
 }
 
 export function fields(record: Record<string, unknown>): string {
   const width = Math.max(...Object.keys(record).map((k) => k.length));
   return Object.entries(record)
-    .map(([k, v]) => `${k.padEnd(width)}  ${v !== null && typeof v === "object" && !Array.isArray(v) ? JSON.stringify(v) : Array.isArray(v) ? v.join(", ") : String(v)}`)
+    .map(
+      ([k, v]) =>
+        `${k.padEnd(width)}  ${v !== null && typeof v === "object" && !Array.isArray(v) ? JSON.stringify(v) : Array.isArray(v) ? v.join(", ") : String(v)}`,
+    )
     .join("\n");
 }

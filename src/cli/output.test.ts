@@ -3,15 +3,25 @@ import { alignRows, alignTable, colorWanted, createOutput, formatDuration } from
 
 describe("alignRows", () => {
   it("pads every column but the last to its widest cell, two spaces apart, no trailing spaces", () => {
-    expect(alignRows([["+", "worker", "queue", "created"], ["~", "api-long-name", "load-balanced", ""], ["-", "old", "", "removed"]])).toEqual([
-      "+  worker         queue          created",
-      "~  api-long-name  load-balanced",
-      "-  old                           removed",
-    ]);
+    expect(
+      alignRows([
+        ["+", "worker", "queue", "created"],
+        ["~", "api-long-name", "load-balanced", ""],
+        ["-", "old", "", "removed"],
+      ]),
+    ).toEqual(["+  worker         queue          created", "~  api-long-name  load-balanced", "-  old                           removed"]);
   });
 
   it("puts an upper-case header over a table", () => {
-    expect(alignTable(["kind", "id"], [["cpu", "abc"], ["gpu", "d"]])).toBe("KIND  ID\ncpu   abc\ngpu   d");
+    expect(
+      alignTable(
+        ["kind", "id"],
+        [
+          ["cpu", "abc"],
+          ["gpu", "d"],
+        ],
+      ),
+    ).toBe("KIND  ID\ncpu   abc\ngpu   d");
   });
 });
 

@@ -74,7 +74,12 @@ export function formatDuration(ms: number): string {
 export function alignRows(rows: readonly (readonly string[])[]): string[] {
   const widths: number[] = [];
   for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd());
+  return rows.map((row) =>
+    row
+      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd(),
+  );
 }
 
 /** A table with an upper-case header row. Pure. */
@@ -87,7 +92,12 @@ export function alignTable(header: readonly string[], rows: readonly (readonly s
  * what it serves), followed by its curl. Pure.
  */
 export function endpointTable(endpoints: readonly LocalEndpoint[]): string {
-  const rows = endpoints.map((e) => [e.name, e.type === "lb" ? "load-balanced" : "queue", e.url, e.type === "lb" ? e.routes.join(", ") : e.functions.join(", ")]);
+  const rows = endpoints.map((e) => [
+    e.name,
+    e.type === "lb" ? "load-balanced" : "queue",
+    e.url,
+    e.type === "lb" ? e.routes.join(", ") : e.functions.join(", "),
+  ]);
   const [head, ...lines] = alignRows([["ENDPOINT", "TYPE", "URL", "SERVES"], ...rows]);
   return [head!, ...lines.flatMap((line, i) => [line, `  ${endpoints[i]!.curl}`])].join("\n");
 }

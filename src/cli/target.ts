@@ -87,7 +87,12 @@ export async function resolveEndpointRef(target: ServiceTarget, nameOrId: string
   const listed = await apiFetch(target, `/v1/apps/${encodeURIComponent(app)}/environments`);
   if (listed.status !== 404) {
     const { environments } = await readJson<{ environments: Array<{ env: string }> }>(listed);
-    const env = chooseEnvironment(target.env, environments.map((e) => e.env), app, "svc logs");
+    const env = chooseEnvironment(
+      target.env,
+      environments.map((e) => e.env),
+      app,
+      "svc logs",
+    );
     if (environments.some((e) => e.env === env)) return resolveEndpointRef({ ...target, app, env }, nameOrId);
   }
   throw new UserError(`Cannot tell which app "${nameOrId}" belongs to`, {

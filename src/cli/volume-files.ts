@@ -39,7 +39,11 @@ export function planCopy(from: string, to: string): CopyPlan {
   const source = parseVolumePath(from);
   const target = parseVolumePath(to);
   if (source && target) throw new UsageError("Both sides name a volume: copy between a local path and <volume>:<path>");
-  if (!source && !target) throw new UsageError("Neither side names a volume: write one as <volume>:<path> (a volume id or name)", "Example: svc volume cp ./weights.bin models:llama/weights.bin");
+  if (!source && !target)
+    throw new UsageError(
+      "Neither side names a volume: write one as <volume>:<path> (a volume id or name)",
+      "Example: svc volume cp ./weights.bin models:llama/weights.bin",
+    );
   return source ? { direction: "down", remote: source, local: to } : { direction: "up", local: from, remote: target! };
 }
 
@@ -53,7 +57,11 @@ async function failure(response: Response, what: string): Promise<never> {
   const text = await response.text();
   const code = elementText(text, "Code");
   const message = elementText(text, "Message");
-  throw new ApiError({ title: code ?? response.statusText, status: response.status, detail: `${what}: ${message ?? (text.slice(0, 300) || response.statusText)}` });
+  throw new ApiError({
+    title: code ?? response.statusText,
+    status: response.status,
+    detail: `${what}: ${message ?? (text.slice(0, 300) || response.statusText)}`,
+  });
 }
 
 const encodeKey = (key: string) => key.split("/").map(encodeURIComponent).join("/");
@@ -73,7 +81,9 @@ export class VolumeFiles {
     const named = volumes.filter((v) => v.name === ref);
     // Names need not be unique: picking one of several would copy to (or delete from) a volume the user did not mean.
     if (!volumes.some((v) => v.id === ref) && named.length > 1) {
-      throw new UserError(`${named.length} network volumes are named "${ref}" (${named.map((v) => v.id).join(", ")})`, { hint: "Name the volume by id, or rename one (`svc volume update <id> --name <new name>`)." });
+      throw new UserError(`${named.length} network volumes are named "${ref}" (${named.map((v) => v.id).join(", ")})`, {
+        hint: "Name the volume by id, or rename one (`svc volume update <id> --name <new name>`).",
+      });
     }
     const found = volumes.find((v) => v.id === ref) ?? named[0];
     if (!found) throw new UserError(`No network volume "${ref}" among yours`, { hint: "List them with `svc volume list`; name one by id or name." });
@@ -114,7 +124,10 @@ export class VolumeFiles {
         if (!response.ok) await failure(response, `uploading part ${n} of ${localFile}`);
         parts.push(`<Part><PartNumber>${n}</PartNumber><ETag>${response.headers.get("etag")!.replace(/&/g, "&amp;").replace(/</g, "&lt;")}</ETag></Part>`);
       }
-      const done = await this.s3("POST", volumeId, key, { query: `uploadId=${uploadId}`, body: `<CompleteMultipartUpload>${parts.join("")}</CompleteMultipartUpload>` });
+      const done = await this.s3("POST", volumeId, key, {
+        query: `uploadId=${uploadId}`,
+        body: `<CompleteMultipartUpload>${parts.join("")}</CompleteMultipartUpload>`,
+      });
       if (!done.ok) await failure(done, `completing the upload of ${localFile}`);
     } catch (err) {
       // Best effort: an upload left unaborted only keeps its parts until aborted; the error that matters is rethrown.
@@ -145,7 +158,11 @@ export class VolumeFiles {
   }
 
   /** Files (and, with `delimiter`, folders) under a prefix, every page. */
-  async list(volumeId: string, prefix: string, delimiter?: string): Promise<{ objects: Array<{ key: string; size: number; lastModified: string }>; folders: string[] }> {
+  async list(
+    volumeId: string,
+    prefix: string,
+    delimiter?: string,
+  ): Promise<{ objects: Array<{ key: string; size: number; lastModified: string }>; folders: string[] }> {
     const objects: Array<{ key: string; size: number; lastModified: string }> = [];
     const folders: string[] = [];
     let token: string | undefined;
@@ -154,7 +171,8 @@ export class VolumeFiles {
       const response = await this.s3("GET", volumeId, "", { query: query.toString().replace(/\+/g, "%20") });
       if (!response.ok) await failure(response, "listing the volume");
       const xml = await response.text();
-      for (const c of elements(xml, "Contents")) objects.push({ key: elementText(c, "Key")!, size: Number(elementText(c, "Size")), lastModified: elementText(c, "LastModified")! });
+      for (const c of elements(xml, "Contents"))
+        objects.push({ key: elementText(c, "Key")!, size: Number(elementText(c, "Size")), lastModified: elementText(c, "LastModified")! });
       for (const p of elements(xml, "CommonPrefixes")) folders.push(elementText(p, "Prefix")!);
       token = elementText(xml, "IsTruncated") === "true" ? elementText(xml, "NextContinuationToken") : undefined;
     } while (token);
@@ -180,4 +198,3 @@ export async function localFiles(root: string): Promise<string[]> {
   await walk(root);
   return out.sort();
 }
-

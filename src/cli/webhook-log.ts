@@ -4,7 +4,16 @@ import { table } from "./management.js";
 
 export interface DeliveryLog {
   jobId: string;
-  deliveries: Array<{ messageId: string; event: string; attempt: number; at: number; durationMs: number; status: number | null; error: string | null; outcome: string }>;
+  deliveries: Array<{
+    messageId: string;
+    event: string;
+    attempt: number;
+    at: number;
+    durationMs: number;
+    status: number | null;
+    error: string | null;
+    outcome: string;
+  }>;
   pending: Array<{ messageId: string; event: string; attempts: number; nextAttemptAt: number }>;
 }
 
@@ -23,7 +32,9 @@ export function renderDeliveryLog(log: DeliveryLog): string {
   const lines = ["Webhook deliveries:"];
   if (rows.length > 0) lines.push(table(rows, ["time", "event", "attempt", "result", "duration", "outcome", "message"]));
   for (const p of log.pending) {
-    lines.push(`${p.event} (${p.messageId}): ${p.attempts === 0 ? "to be sent" : `${p.attempts} attempt(s) failed, next`} at ${new Date(p.nextAttemptAt).toISOString()}`);
+    lines.push(
+      `${p.event} (${p.messageId}): ${p.attempts === 0 ? "to be sent" : `${p.attempts} attempt(s) failed, next`} at ${new Date(p.nextAttemptAt).toISOString()}`,
+    );
   }
   return lines.join("\n");
 }

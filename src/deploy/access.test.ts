@@ -12,7 +12,9 @@ describe("curls users paste", () => {
   });
 
   it("load-balanced endpoints: a GET route first, with its path parameters filled in", () => {
-    expect(lbCurl("http://h/lb/x", ["POST /echo", "GET /items/:id/tags/:tag"], "k")).toBe(`curl -s -X GET http://h/lb/x/items/1/tags/1 -H "Authorization: Bearer k"`);
+    expect(lbCurl("http://h/lb/x", ["POST /echo", "GET /items/:id/tags/:tag"], "k")).toBe(
+      `curl -s -X GET http://h/lb/x/items/1/tags/1 -H "Authorization: Bearer k"`,
+    );
     expect(examplePath("/items/:id")).toBe("/items/1");
     expect(examplePath("/a:b/c")).toBe("/a:b/c");
     expect(lbCurl("http://h/lb/x", [], "k")).toBe(`curl -s -X GET http://h/lb/x/ping -H "Authorization: Bearer k"`);
@@ -32,7 +34,12 @@ describe("curls users paste", () => {
       "http://s",
       "KEY",
     );
-    expect(api).toMatchObject({ url: "http://s/lb/aa", routes: ["GET /items/:id", "POST /echo"], functions: [], curl: `curl -s -X GET http://s/lb/aa/items/1 -H "Authorization: Bearer KEY"` });
+    expect(api).toMatchObject({
+      url: "http://s/lb/aa",
+      routes: ["GET /items/:id", "POST /echo"],
+      functions: [],
+      curl: `curl -s -X GET http://s/lb/aa/items/1 -H "Authorization: Bearer KEY"`,
+    });
     expect(jobs).toMatchObject({ url: "http://s/v2/bb", functions: ["a", "b"], routes: [] });
     expect(jobs!.curl).toContain(`-d '{"input":{},"function":"a"}'`);
   });

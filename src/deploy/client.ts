@@ -5,16 +5,7 @@ import { createReadStream } from "node:fs";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { ApiError, UnreachableError, UserError } from "../errors.js";
-import {
-  DEFAULT_API_URL,
-  envSetting,
-  findDevSession,
-  type Manifest,
-  parseServiceJson,
-  problemOf,
-  readDotEnv,
-  readJson,
-} from "svc/internal";
+import { DEFAULT_API_URL, envSetting, findDevSession, type Manifest, parseServiceJson, problemOf, readDotEnv, readJson } from "svc/internal";
 import { activeProfile, namedProfile } from "../profiles.js";
 
 export interface ServiceAddress {
@@ -87,7 +78,15 @@ export interface ReleaseInfo {
   state: "starting" | "live" | "failed" | "superseded";
   startedAt: number;
   finishedAt: number | null;
-  endpoints: Array<{ name: string; id: string; action: "create" | "update"; state: "starting" | "ready" | "failed"; attempts: number; failures: number; error: string | null }>;
+  endpoints: Array<{
+    name: string;
+    id: string;
+    action: "create" | "update";
+    state: "starting" | "ready" | "failed";
+    attempts: number;
+    failures: number;
+    error: string | null;
+  }>;
   error: { endpoint: string; message: string } | null;
 }
 
@@ -187,12 +186,16 @@ export class DeployClient {
    * older than releases) says whether it is live already or still starting its new workers.
    */
   activate(app: string, env: string, build: string, confirmRemove: string[], options: { rollback?: boolean } = {}) {
-    return this.request<PlanInfo & { build: string; fingerprint: string; release?: ReleaseInfo }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/activate`, {
-      build,
-      confirmRemove,
-      wait: false,
-      ...(options.rollback ? { rollback: true } : {}),
-    });
+    return this.request<PlanInfo & { build: string; fingerprint: string; release?: ReleaseInfo }>(
+      "POST",
+      `/v1/apps/${seg(app)}/environments/${seg(env)}/activate`,
+      {
+        build,
+        confirmRemove,
+        wait: false,
+        ...(options.rollback ? { rollback: true } : {}),
+      },
+    );
   }
   /** The environment's recent releases, newest first. */
   async releases(app: string, env: string): Promise<ReleaseInfo[]> {
@@ -202,7 +205,11 @@ export class DeployClient {
     return this.request<{ app: string; env: string; removed: RemovedEndpoint[] }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/undeploy`, what);
   }
   config(app: string, env: string, resources: Manifest["resources"], dryRun: boolean) {
-    return this.request<{ app: string; env: string; dryRun: boolean; changes: ConfigChange[] }>("POST", `/v1/apps/${seg(app)}/environments/${seg(env)}/config`, { resources, dryRun });
+    return this.request<{ app: string; env: string; dryRun: boolean; changes: ConfigChange[] }>(
+      "POST",
+      `/v1/apps/${seg(app)}/environments/${seg(env)}/config`,
+      { resources, dryRun },
+    );
   }
 
   /**
@@ -229,7 +236,11 @@ export class DeployClient {
     throw lastError;
   }
 
-  private uploadOnce(app: string, file: { path: string; size: number; sha256: string }, onProgress?: (sent: number, total: number) => void): Promise<BuildInfo> {
+  private uploadOnce(
+    app: string,
+    file: { path: string; size: number; sha256: string },
+    onProgress?: (sent: number, total: number) => void,
+  ): Promise<BuildInfo> {
     const target = new URL(`${this.address.url}/v1/apps/${seg(app)}/builds`);
     const send = target.protocol === "https:" ? httpsRequest : httpRequest;
     return new Promise<BuildInfo>((resolve, reject) => {

@@ -31,7 +31,16 @@ describe("curlFor", () => {
 });
 
 it("describeRemoval names every endpoint", () => {
-  expect(describeRemoval({ remove: [{ name: "a", id: "1" }, { name: "b", id: "2" }] }, "shop", "prod")).toBe(
-    'removes 2 endpoint(s) from app "shop", environment "prod": a, b',
-  );
+  expect(
+    describeRemoval(
+      {
+        remove: [
+          { name: "a", id: "1" },
+          { name: "b", id: "2" },
+        ],
+      },
+      "shop",
+      "prod",
+    ),
+  ).toBe('removes 2 endpoint(s) from app "shop", environment "prod": a, b');
 });

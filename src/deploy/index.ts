@@ -12,14 +12,22 @@ import { UsageError, UserError } from "../errors.js";
 import { envSetting } from "svc/internal";
 import { curlFor } from "./access.js";
 import { chooseEnvironment, DEPLOY_NAME_RULE, isDeployName } from "./names.js";
-import { DeployClient, serviceAddress, type ConfigChange, type EnvironmentInfo, type PlanInfo, type PlannedEndpoint, type ReleaseInfo, type ServiceAddress } from "./client.js";
+import {
+  DeployClient,
+  serviceAddress,
+  type ConfigChange,
+  type EnvironmentInfo,
+  type PlanInfo,
+  type PlannedEndpoint,
+  type ReleaseInfo,
+  type ServiceAddress,
+} from "./client.js";
 import { followRelease, releaseFailure } from "./release.js";
 
 /** Endpoints a plan removes, as the confirmation question and the non-interactive error name them. */
 export function describeRemoval(plan: Pick<PlanInfo, "remove">, app: string, env: string): string {
   return `removes ${plan.remove.length} endpoint(s) from app "${app}", environment "${env}": ${plan.remove.map((r) => r.name).join(", ")}`;
 }
-
 
 /** The service's naming rule, checked here so a bad name fails before the build (not after the upload). */
 export function checkDeployName(kind: "app" | "environment", name: string): void {
@@ -85,7 +93,11 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
   const app = options.app ?? envSetting("SVC_APP") ?? appNameOf(options.root);
   checkDeployName("app", app);
   const environments = await client.environments(app);
-  const env = chooseEnvironment(options.env ?? envSetting("SVC_ENV"), (environments ?? []).map((e) => e.env), app);
+  const env = chooseEnvironment(
+    options.env ?? envSetting("SVC_ENV"),
+    (environments ?? []).map((e) => e.env),
+    app,
+  );
   checkDeployName("environment", env);
   const exists = environments?.some((e) => e.env === env) ?? false;
   const build: BuildResult = await buildProject(options.root, { exclude: options.exclude, onProgress: progress });
@@ -142,7 +154,12 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
       if (!(await options.confirm(`This deploy ${what}. Continue?`))) throw new UserError("Deploy cancelled; nothing was changed");
     }
     progress(`Provisioning ${plan.endpoints.length} endpoint(s) in ${app}/${env}`);
-    const activated = await client.activate(app, env, sha256, plan.remove.map((r) => r.name));
+    const activated = await client.activate(
+      app,
+      env,
+      sha256,
+      plan.remove.map((r) => r.name),
+    );
     plan = activated;
     release = activated.release;
     if (release?.state === "starting" && !options.detach) release = await followRelease(client, release, options.onRelease);
@@ -177,7 +194,12 @@ export async function resolveExistingEnvironment(client: DeployClient, app: stri
   if (environments === null) throw new UserError(`No app "${app}" on ${client.address.url}`, { hint: "Deploy it with `svc deploy`, or pass --app." });
   const wanted = flag ?? envSetting("SVC_ENV");
   if (!wanted && environments.length === 0) throw new UserError(`App "${app}" has no environments`, { hint: "Create one with `svc deploy --env <name>`." });
-  const name = chooseEnvironment(wanted, environments.map((e) => e.env), app, command);
+  const name = chooseEnvironment(
+    wanted,
+    environments.map((e) => e.env),
+    app,
+    command,
+  );
   const found = environments.find((e) => e.env === name);
   if (!found) {
     throw new UserError(`App "${app}" has no environment "${name}"`, { hint: `It has: ${environments.map((e) => e.env).join(", ") || "none"}.` });

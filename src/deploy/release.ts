@@ -9,7 +9,12 @@ import type { DeployClient, ReleaseInfo } from "./client.js";
 export const RELEASE_POLL_MS = 300;
 
 /** Wait until the release is live, failed or superseded; `onChange` hears each new state. */
-export async function followRelease(client: DeployClient, started: ReleaseInfo, onChange?: (release: ReleaseInfo) => void, pollMs = RELEASE_POLL_MS): Promise<ReleaseInfo> {
+export async function followRelease(
+  client: DeployClient,
+  started: ReleaseInfo,
+  onChange?: (release: ReleaseInfo) => void,
+  pollMs = RELEASE_POLL_MS,
+): Promise<ReleaseInfo> {
   let current = started;
   let seen = JSON.stringify(current);
   onChange?.(current);
@@ -30,17 +35,24 @@ export async function followRelease(client: DeployClient, started: ReleaseInfo, 
 /** The error of a release that did not switch: the endpoint, the worker's error (its first lines), what serves. */
 export function releaseFailure(release: ReleaseInfo): UserError {
   const where = `${release.app}/${release.env}`;
-  const serving = release.previousBuildId ? `the previous build (${release.previousBuildId.slice(0, 12)}) is still serving` : "nothing was deployed (the environment had no build before)";
+  const serving = release.previousBuildId
+    ? `the previous build (${release.previousBuildId.slice(0, 12)}) is still serving`
+    : "nothing was deployed (the environment had no build before)";
   if (release.state === "superseded") {
-    return new UserError(`Another deploy of ${where} began before this one switched; this one was dropped`, { hint: "See which build runs with `svc env get`." });
+    return new UserError(`Another deploy of ${where} began before this one switched; this one was dropped`, {
+      hint: "See which build runs with `svc env get`.",
+    });
   }
   const endpoint = release.error?.endpoint;
   const message = release.error?.message ?? "unknown error";
-  return new UserError(endpoint ? `The release failed: endpoint "${endpoint}" could not start its new workers; ${serving}` : `The release failed: ${message}; ${serving}`, {
-    // One problem: the worker's error with its stack lines indented under it.
-    problems: endpoint ? [message.split("\n").join("\n    ")] : [],
-    hint: endpoint
-      ? `Fix the error and deploy again. The endpoint's logs: svc logs ${endpoint} --app ${release.app} --env ${release.env}`
-      : "Deploy again; `svc env get` shows the environment's releases.",
-  });
+  return new UserError(
+    endpoint ? `The release failed: endpoint "${endpoint}" could not start its new workers; ${serving}` : `The release failed: ${message}; ${serving}`,
+    {
+      // One problem: the worker's error with its stack lines indented under it.
+      problems: endpoint ? [message.split("\n").join("\n    ")] : [],
+      hint: endpoint
+        ? `Fix the error and deploy again. The endpoint's logs: svc logs ${endpoint} --app ${release.app} --env ${release.env}`
+        : "Deploy again; `svc env get` shows the environment's releases.",
+    },
+  );
 }

@@ -18,11 +18,16 @@ export function chooseRollbackTarget(releases: ReleaseInfo[], current: string | 
     if (FULL_SHA.test(wanted)) return wanted;
     const matches = [...new Set(releases.map((r) => r.buildId).filter((id) => id.startsWith(wanted)))];
     if (matches.length === 1) return matches[0]!;
-    if (matches.length > 1) throw new UsageError(`--to ${to} matches ${matches.length} builds: ${matches.map((m) => m.slice(0, 12)).join(", ")}`, "Give more of the build id.");
-    throw new UsageError(`No build starting with "${to}" was released in this environment`, "`svc env get` lists its releases; give a full build id to roll back to any uploaded build.");
+    if (matches.length > 1)
+      throw new UsageError(`--to ${to} matches ${matches.length} builds: ${matches.map((m) => m.slice(0, 12)).join(", ")}`, "Give more of the build id.");
+    throw new UsageError(
+      `No build starting with "${to}" was released in this environment`,
+      "`svc env get` lists its releases; give a full build id to roll back to any uploaded build.",
+    );
   }
   const previous = releases.find((r) => r.state === "live" && r.buildId !== current);
-  if (!previous) throw new UserError("This environment has no earlier build that went live", { hint: "`svc env get` lists its releases; pass --to <build> to pick one." });
+  if (!previous)
+    throw new UserError("This environment has no earlier build that went live", { hint: "`svc env get` lists its releases; pass --to <build> to pick one." });
   return previous.buildId;
 }
 
@@ -61,7 +66,13 @@ export async function rollback(options: RollbackOptions): Promise<RollbackResult
     if (!options.interactive || !options.confirm) throw new UsageError(`This rollback ${what}; nothing was changed`, "Pass --yes to confirm removing them.");
     if (!(await options.confirm(`This rollback ${what}. Continue?`))) throw new UserError("Rollback cancelled; nothing was changed");
   }
-  const activated = await client.activate(app, env, target, plan.remove.map((r) => r.name), { rollback: true });
+  const activated = await client.activate(
+    app,
+    env,
+    target,
+    plan.remove.map((r) => r.name),
+    { rollback: true },
+  );
   let release = activated.release;
   if (release?.state === "starting" && !options.detach) release = await followRelease(client, release, options.onRelease);
   if (release && release.state !== "live" && release.state !== "starting") throw releaseFailure(release);

@@ -48,7 +48,12 @@ export interface DevSecretPlan {
  * What to change on the dev service. `setByHand`: names the service has from `svc secret set` (any scope);
  * `ours`: what dev set before (name -> fingerprint). Pure.
  */
-export function planDevSecrets(named: readonly string[], values: Record<string, string>, setByHand: ReadonlySet<string>, ours: Record<string, string>): DevSecretPlan {
+export function planDevSecrets(
+  named: readonly string[],
+  values: Record<string, string>,
+  setByHand: ReadonlySet<string>,
+  ours: Record<string, string>,
+): DevSecretPlan {
   const plan: DevSecretPlan = { set: [], remove: [], missing: [], ours: {} };
   for (const name of named) {
     if (setByHand.has(name)) {
@@ -77,7 +82,8 @@ export class DevSecretsMissingError extends UserError {}
 export function missingSecretsError(app: string, missing: readonly string[]): DevSecretsMissingError {
   return new DevSecretsMissingError(`The project's endpoints name secrets that are not set: ${missing.join(", ")}`, {
     problems: missing.map(
-      (name) => `${name}: add \`${name}=...\` to .env (svc dev reloads it), export it before \`svc dev\`, or run \`svc secret set ${name} --app ${app} --env dev\` in this project while svc dev runs`,
+      (name) =>
+        `${name}: add \`${name}=...\` to .env (svc dev reloads it), export it before \`svc dev\`, or run \`svc secret set ${name} --app ${app} --env dev\` in this project while svc dev runs`,
     ),
   });
 }
@@ -102,7 +108,14 @@ async function readOurs(dataDir: string): Promise<Record<string, string>> {
  * Carry the plan out against the dev service's management API (`url`, `apiKey`): the names it lacks are taken
  * from `values`. Returns the named secrets still set nowhere.
  */
-export async function syncDevSecrets(opts: { url: string; apiKey: string; dataDir: string; app: string; manifest: Pick<Manifest, "resources">; values: Record<string, string> }): Promise<string[]> {
+export async function syncDevSecrets(opts: {
+  url: string;
+  apiKey: string;
+  dataDir: string;
+  app: string;
+  manifest: Pick<Manifest, "resources">;
+  values: Record<string, string>;
+}): Promise<string[]> {
   const named = namedSecrets(opts.manifest);
   const ours = await readOurs(opts.dataDir);
   if (named.length === 0 && Object.keys(ours).length === 0) return [];
@@ -117,7 +130,16 @@ export async function syncDevSecrets(opts: { url: string; apiKey: string; dataDi
   };
   const rows = (await (await call("GET", "/v1/secrets")).json()) as SecretRow[];
   // A row at app/env "dev" that dev set is dev's; any other row that applies to this app was set by hand.
-  const byHand = new Set(rows.filter((r) => (r.app === null || r.app === opts.app) && (r.env === null || r.env === "dev") && !(r.app === opts.app && r.env === "dev" && ours[r.name] !== undefined)).map((r) => r.name));
+  const byHand = new Set(
+    rows
+      .filter(
+        (r) =>
+          (r.app === null || r.app === opts.app) &&
+          (r.env === null || r.env === "dev") &&
+          !(r.app === opts.app && r.env === "dev" && ours[r.name] !== undefined),
+      )
+      .map((r) => r.name),
+  );
   const plan = planDevSecrets(named, opts.values, byHand, ours);
   const scope = `?app=${encodeURIComponent(opts.app)}&env=dev`;
   for (const { name, value } of plan.set) await call("PUT", `/v1/secrets/${encodeURIComponent(name)}`, { value, app: opts.app, env: "dev" });

@@ -185,7 +185,10 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
   const deploy = async (result: BuildResult) => {
     // The service keeps its own copy of the artifact (by checksum), so the next build may overwrite this one.
     const retries = options.retries ?? 0;
-    const manifest = { ...result.manifest, resources: Object.fromEntries(Object.entries(result.manifest.resources).map(([name, r]) => [name, { ...r, retries }])) };
+    const manifest = {
+      ...result.manifest,
+      resources: Object.fromEntries(Object.entries(result.manifest.resources).map(([name, r]) => [name, { ...r, retries }])),
+    };
     const before = new Set(deployedNames);
     // Secrets the endpoints name come from .env or the environment where the dev service has none.
     const missing = await syncDevSecrets({ url: service.url, apiKey, dataDir, app: result.manifest.app, manifest: result.manifest, values: projectEnv(root) });
@@ -196,7 +199,14 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
     const removed = first ? [] : [...before].filter((n) => !now.includes(n));
     deployedNames = now;
     first = false;
-    await writeSessionFile(root, { pid: process.pid, url: service.url, apiKey, app: result.manifest.app, env: DEV_ENV, endpoints: Object.fromEntries(endpoints.map((e) => [e.name, { id: e.id, url: e.url }])) });
+    await writeSessionFile(root, {
+      pid: process.pid,
+      url: service.url,
+      apiKey,
+      app: result.manifest.app,
+      env: DEV_ENV,
+      endpoints: Object.fromEntries(endpoints.map((e) => [e.name, { id: e.id, url: e.url }])),
+    });
     emit({ type: "deployed", endpoints, added, removed });
     return endpoints;
   };
@@ -317,5 +327,3 @@ async function writeSessionFile(root: string, session: DevSession): Promise<void
   await writeFile(temp, `${JSON.stringify(session, null, 2)}\n`, { mode: 0o600 });
   await rename(temp, file);
 }
-
-

@@ -8,7 +8,11 @@ describe("portFinding", () => {
     await new Promise<void>((r) => holder.listen(0, "127.0.0.1", r));
     const port = (holder.address() as { port: number }).port;
     try {
-      expect(await portFinding(port, "svc server's default port", `http://127.0.0.1:${port}`)).toEqual({ check: `port ${port}`, level: "ok", detail: `in use by the service above (http://127.0.0.1:${port})` });
+      expect(await portFinding(port, "svc server's default port", `http://127.0.0.1:${port}`)).toEqual({
+        check: `port ${port}`,
+        level: "ok",
+        detail: `in use by the service above (http://127.0.0.1:${port})`,
+      });
       expect(await portFinding(port, "svc server's default port", `http://localhost:${port}/`)).toMatchObject({ level: "ok" });
       // Reached elsewhere, or not reached: what holds the port here is unknown.
       expect(await portFinding(port, "svc server's default port", `https://svc.example.com:${port}`)).toMatchObject({ level: "warn" });
@@ -26,20 +30,30 @@ describe("containerIsolationFinding", () => {
   it("says Docker workers share the host's kernel under runc, and how to give each its own", () => {
     const finding = containerIsolationFinding(runc, undefined);
     expect(finding).toMatchObject({ check: "containers", level: "info" });
-    expect(finding.detail).toBe("Docker workers run under runc: uid 1000, no capabilities, no-new-privileges, read-only root, bounded /tmp, process/memory/CPU limits; the host's kernel is shared with every worker");
+    expect(finding.detail).toBe(
+      "Docker workers run under runc: uid 1000, no capabilities, no-new-privileges, read-only root, bounded /tmp, process/memory/CPU limits; the host's kernel is shared with every worker",
+    );
     expect(finding.fix).toMatch(/apt-get install runsc, scripts\/ensure-docker\.sh .*--docker-runtime runsc/);
     // gVisor registered but not chosen: the fix names it.
-    expect(containerIsolationFinding(withGvisor, undefined).fix).toMatch(/^gVisor is registered as "runsc": svc server --workers docker --docker-runtime runsc/);
+    expect(containerIsolationFinding(withGvisor, undefined).fix).toMatch(
+      /^gVisor is registered as "runsc": svc server --workers docker --docker-runtime runsc/,
+    );
   });
 
   it("is ok under gVisor, chosen by SVC_DOCKER_RUNTIME or as the engine's default", () => {
-    expect(containerIsolationFinding(withGvisor, "runsc")).toMatchObject({ level: "ok", detail: expect.stringMatching(/^Docker workers run under runsc \(gVisor: a kernel of its own per container\)/) });
+    expect(containerIsolationFinding(withGvisor, "runsc")).toMatchObject({
+      level: "ok",
+      detail: expect.stringMatching(/^Docker workers run under runsc \(gVisor: a kernel of its own per container\)/),
+    });
     expect(containerIsolationFinding({ DefaultRuntime: "runsc", Runtimes: { runsc: {} } }, undefined).level).toBe("ok");
   });
 
   it("warns when SVC_DOCKER_RUNTIME names a runtime the engine lacks: workers would not start", () => {
     const finding = containerIsolationFinding(runc, "runsc");
-    expect(finding).toMatchObject({ level: "warn", detail: expect.stringMatching(/^SVC_DOCKER_RUNTIME=runsc, but the engine has no such runtime \(it has: runc, io\.containerd\.runc\.v2\)/) });
+    expect(finding).toMatchObject({
+      level: "warn",
+      detail: expect.stringMatching(/^SVC_DOCKER_RUNTIME=runsc, but the engine has no such runtime \(it has: runc, io\.containerd\.runc\.v2\)/),
+    });
     expect(finding.fix).toMatch(/ensure-docker\.sh/);
     expect(containerIsolationFinding(undefined, "runsc").level).toBe("info");
   });

@@ -26,7 +26,8 @@ export function nodeFinding(version: string): Finding {
   if (major < MIN_NODE[0] || (major === MIN_NODE[0] && minor < MIN_NODE[1])) {
     return { check: "node", level: "fail", detail: `Node ${version} is older than svc needs (20.18)`, fix: "Install Node 22 or 24 LTS (or 20.18+)." };
   }
-  if (major === 20) return { check: "node", level: "warn", detail: `Node ${version} works but is past its end of life`, fix: "Move to Node 22 or 24 LTS when you can." };
+  if (major === 20)
+    return { check: "node", level: "warn", detail: `Node ${version} works but is past its end of life`, fix: "Move to Node 22 or 24 LTS when you can." };
   return { check: "node", level: "ok", detail: `Node ${version}` };
 }
 
@@ -51,7 +52,10 @@ export async function dockerFinding(timeoutMs = 3000): Promise<Finding> {
  * the engine's default) and whether gVisor is there to choose. Pure; `info` is the engine's `docker info`
  * (undefined: no engine answers, which the docker check reports).
  */
-export function containerIsolationFinding(info: { DefaultRuntime?: string; Runtimes?: Record<string, unknown> } | undefined, wanted: string | undefined): Finding {
+export function containerIsolationFinding(
+  info: { DefaultRuntime?: string; Runtimes?: Record<string, unknown> } | undefined,
+  wanted: string | undefined,
+): Finding {
   const check = "containers";
   if (!info) return { check, level: "info", detail: "no Docker engine answers: Docker workers' isolation cannot be read" };
   const runtimes = Object.keys(info.Runtimes ?? {});
@@ -66,7 +70,8 @@ export function containerIsolationFinding(info: { DefaultRuntime?: string; Runti
     };
   }
   const runtime = wanted ?? info.DefaultRuntime ?? "runc";
-  if (/runsc/.test(runtime)) return { check, level: "ok", detail: `Docker workers run under ${runtime} (gVisor: a kernel of its own per container); ${confinement}` };
+  if (/runsc/.test(runtime))
+    return { check, level: "ok", detail: `Docker workers run under ${runtime} (gVisor: a kernel of its own per container); ${confinement}` };
   return {
     check,
     level: "info",
@@ -95,9 +100,17 @@ export async function containerIsolationProbe(wanted: string | undefined, timeou
 export function gpuInventoryFindings(inventory: GpuInventory): Finding[] {
   if (inventory.gpus.length === 0) {
     // No nvidia-smi, or one that lists nothing: normal on a laptop.
-    return [{ check: "gpu", level: "info", detail: "no NVIDIA GPU found (nvidia-smi): GPU endpoints run on the CPU locally; a deployed service places them on GPU machines" }];
+    return [
+      {
+        check: "gpu",
+        level: "info",
+        detail: "no NVIDIA GPU found (nvidia-smi): GPU endpoints run on the CPU locally; a deployed service places them on GPU machines",
+      },
+    ];
   }
-  const versions = [inventory.driverVersion && `driver ${inventory.driverVersion}`, inventory.cudaVersion && `CUDA ${inventory.cudaVersion}`].filter(Boolean).join(", ");
+  const versions = [inventory.driverVersion && `driver ${inventory.driverVersion}`, inventory.cudaVersion && `CUDA ${inventory.cudaVersion}`]
+    .filter(Boolean)
+    .join(", ");
   return [
     { check: "gpu", level: "ok", detail: `${inventory.gpus.length} GPU${inventory.gpus.length === 1 ? "" : "s"}${versions ? ` (${versions})` : ""}` },
     ...inventory.gpus.map((g): Finding => {
@@ -139,7 +152,12 @@ export function portFree(port: number): Promise<boolean> {
 export async function portFinding(port: number, use: string, heldBy?: string): Promise<Finding> {
   if (await portFree(port)) return { check: `port ${port}`, level: "ok", detail: `free (${use})` };
   if (heldBy !== undefined && listensHereOn(heldBy, port)) return { check: `port ${port}`, level: "ok", detail: `in use by the service above (${heldBy})` };
-  return { check: `port ${port}`, level: "warn", detail: `in use (${use} would move to the next free port or fail)`, fix: `Find what holds it: \`ss -ltnp 'sport = :${port}'\`; or pass --port.` };
+  return {
+    check: `port ${port}`,
+    level: "warn",
+    detail: `in use (${use} would move to the next free port or fail)`,
+    fix: `Find what holds it: \`ss -ltnp 'sport = :${port}'\`; or pass --port.`,
+  };
 }
 
 /** Whether `url` is an address of this machine on `port`. Pure. */
@@ -165,25 +183,59 @@ export function chromiumFinding(paths = ["/usr/bin/chromium", "/usr/bin/chromium
  * test suites start a throwaway server with. A user's service takes a database by URL and needs none of them.
  */
 export function postgresServerFinding(root = "/usr/lib/postgresql"): Finding {
-  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, "bin", "initdb"))).sort((a, b) => Number(b) - Number(a)) : [];
+  const versions = existsSync(root)
+    ? readdirSync(root)
+        .filter((v) => existsSync(join(root, v, "bin", "initdb")))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
   if (versions.length > 0) return { check: "postgresql", level: "ok", detail: `${join(root, versions[0]!, "bin")} (svc's PostgreSQL test suites use it)` };
-  return { check: "postgresql", level: "info", detail: "no PostgreSQL server binaries: only svc's PostgreSQL test suites need them", fix: "apt-get install postgresql" };
+  return {
+    check: "postgresql",
+    level: "info",
+    detail: "no PostgreSQL server binaries: only svc's PostgreSQL test suites need them",
+    fix: "apt-get install postgresql",
+  };
 }
 
 /** The reachability of the service the CLI targets, with the key it would use. */
 export async function serviceFinding(target: { url: string; apiKey?: string; via: string }): Promise<Finding> {
   const check = "service";
   if (!target.apiKey) {
-    return { check, level: "warn", detail: `no API key for ${target.url} (${target.via})`, fix: "Run `svc login --url <service URL>`, or set SVC_API_KEY (svc server prints where its admin key is)." };
+    return {
+      check,
+      level: "warn",
+      detail: `no API key for ${target.url} (${target.via})`,
+      fix: "Run `svc login --url <service URL>`, or set SVC_API_KEY (svc server prints where its admin key is).",
+    };
   }
   let response: Response;
   try {
-    response = await fetch(`${target.url.replace(/\/+$/, "")}/v1/me`, { headers: { authorization: `Bearer ${target.apiKey}` }, signal: AbortSignal.timeout(5000) });
+    response = await fetch(`${target.url.replace(/\/+$/, "")}/v1/me`, {
+      headers: { authorization: `Bearer ${target.apiKey}` },
+      signal: AbortSignal.timeout(5000),
+    });
   } catch (err) {
-    return { check, level: "fail", detail: `${target.url} (${target.via}) cannot be reached: ${errorMessage(err)}`, fix: "Start it (`svc server`, or `svc dev` in the project), or point SVC_API_URL / `svc login --url` at the right address." };
+    return {
+      check,
+      level: "fail",
+      detail: `${target.url} (${target.via}) cannot be reached: ${errorMessage(err)}`,
+      fix: "Start it (`svc server`, or `svc dev` in the project), or point SVC_API_URL / `svc login --url` at the right address.",
+    };
   }
-  if (response.status === 401) return { check, level: "fail", detail: `${target.url} (${target.via}) refuses the key (401)`, fix: "Check the key: `svc login` again, or fix SVC_API_KEY." };
-  if (!response.ok) return { check, level: "fail", detail: `${target.url} (${target.via}) answered ${response.status} to GET /v1/me`, fix: "Is this an svc service of this version? Check the URL." };
+  if (response.status === 401)
+    return {
+      check,
+      level: "fail",
+      detail: `${target.url} (${target.via}) refuses the key (401)`,
+      fix: "Check the key: `svc login` again, or fix SVC_API_KEY.",
+    };
+  if (!response.ok)
+    return {
+      check,
+      level: "fail",
+      detail: `${target.url} (${target.via}) answered ${response.status} to GET /v1/me`,
+      fix: "Is this an svc service of this version? Check the URL.",
+    };
   const me = (await response.json()) as { userId: string; scopes: string[] };
   return { check, level: "ok", detail: `${target.url} (${target.via}) as user ${me.userId}, scopes ${me.scopes.join(", ")}` };
 }
@@ -192,14 +244,22 @@ export async function serviceFinding(target: { url: string; apiKey?: string; via
  * The isolation process workers get here (SVC_SANDBOX, default auto): sandboxed in bubblewrap, or not (then `svc
  * server` with process workers serves one user only). `resolve` is the sandbox module's resolveSandbox.
  */
-export function sandboxFinding(setting: string, resolve: (setting: "auto" | "bwrap" | "none") => { kind: "bwrap" | "none"; description: string; dispose?(): void }): Finding {
+export function sandboxFinding(
+  setting: string,
+  resolve: (setting: "auto" | "bwrap" | "none") => { kind: "bwrap" | "none"; description: string; dispose?(): void },
+): Finding {
   const check = "sandbox";
   const wanted = setting === "bwrap" || setting === "none" ? setting : "auto";
   let sandbox: ReturnType<typeof resolve>;
   try {
     sandbox = resolve(wanted);
   } catch (err) {
-    return { check, level: "fail", detail: `SVC_SANDBOX=bwrap, but ${errorMessage(err)}`, fix: "apt-get install bubblewrap, on a kernel with unprivileged user namespaces; or SVC_SANDBOX=auto." };
+    return {
+      check,
+      level: "fail",
+      detail: `SVC_SANDBOX=bwrap, but ${errorMessage(err)}`,
+      fix: "apt-get install bubblewrap, on a kernel with unprivileged user namespaces; or SVC_SANDBOX=auto.",
+    };
   }
   sandbox.dispose?.();
   if (sandbox.kind === "bwrap") return { check, level: "ok", detail: `process workers: ${sandbox.description}` };
@@ -217,7 +277,8 @@ export function sandboxFinding(setting: string, resolve: (setting: "auto" | "bwr
  */
 export function snapshotFinding(problem: string | undefined): Finding {
   const check = "snapshots";
-  if (problem === undefined) return { check, level: "ok", detail: "CRIU checkpoints and restores here: snapshot: true endpoints' workers start from a snapshot" };
+  if (problem === undefined)
+    return { check, level: "ok", detail: "CRIU checkpoints and restores here: snapshot: true endpoints' workers start from a snapshot" };
   const installed = !/not installed|Linux only|needs root/.test(problem);
   return {
     check,

@@ -16,9 +16,15 @@ const volume = { id: "vol0123456789ab", sizeGb: 50 };
 
 describe("driver options", () => {
   it("reads docker's key=value list, a bare piece continuing the value before it, quoted values whole", () => {
-    expect(parseVolumeDriverOptions("type=nfs,o=addr=10.0.0.5,rw,device=:/exports/{volume}")).toEqual({ options: { type: "nfs", o: "addr=10.0.0.5,rw", device: ":/exports/{volume}" } });
-    expect(parseVolumeDriverOptions('type=nfs,"o=addr=10.0.0.5,nfsvers=4,rw",device=:/exports/{volume}')).toEqual({ options: { type: "nfs", o: "addr=10.0.0.5,nfsvers=4,rw", device: ":/exports/{volume}" } });
-    expect(parseVolumeDriverOptions("type=none,o=bind,device=/srv/svc/volumes/{volume}")).toEqual({ options: { type: "none", o: "bind", device: "/srv/svc/volumes/{volume}" } });
+    expect(parseVolumeDriverOptions("type=nfs,o=addr=10.0.0.5,rw,device=:/exports/{volume}")).toEqual({
+      options: { type: "nfs", o: "addr=10.0.0.5,rw", device: ":/exports/{volume}" },
+    });
+    expect(parseVolumeDriverOptions('type=nfs,"o=addr=10.0.0.5,nfsvers=4,rw",device=:/exports/{volume}')).toEqual({
+      options: { type: "nfs", o: "addr=10.0.0.5,nfsvers=4,rw", device: ":/exports/{volume}" },
+    });
+    expect(parseVolumeDriverOptions("type=none,o=bind,device=/srv/svc/volumes/{volume}")).toEqual({
+      options: { type: "none", o: "bind", device: "/srv/svc/volumes/{volume}" },
+    });
   });
 
   it("refuses what is no option list, and placeholders it does not know", () => {
@@ -29,7 +35,11 @@ describe("driver options", () => {
   });
 
   it("expands {volume} to the volume's id and {size} to its GB in every option", () => {
-    expect(expandVolumeOptions({ device: ":/exports/{volume}", size: "{size}G", o: "addr=x" }, volume)).toEqual({ device: ":/exports/vol0123456789ab", size: "50G", o: "addr=x" });
+    expect(expandVolumeOptions({ device: ":/exports/{volume}", size: "{size}G", o: "addr=x" }, volume)).toEqual({
+      device: ":/exports/vol0123456789ab",
+      size: "50G",
+      o: "addr=x",
+    });
   });
 
   it("turns volumes on for Swarm with a driver, options, or both (local by default)", () => {
@@ -65,12 +75,20 @@ describe("refusals", () => {
 
 describe("what each node mounts", () => {
   it("Swarm: a Docker volume svc-vol-<id> of the operator's driver, its options expanded for the volume", () => {
-    const mount = swarmVolumeMount(volume, { driver: "local", options: { type: "none", o: "bind", device: "/srv/svc/volumes/{volume}" } }, { "svc.volume": volume.id });
+    const mount = swarmVolumeMount(
+      volume,
+      { driver: "local", options: { type: "none", o: "bind", device: "/srv/svc/volumes/{volume}" } },
+      { "svc.volume": volume.id },
+    );
     expect(mount).toEqual({
       Type: "volume",
       Source: "svc-vol-vol0123456789ab",
       Target: "/svc-volume",
-      VolumeOptions: { NoCopy: true, Labels: { "svc.volume": volume.id }, DriverConfig: { Name: "local", Options: { type: "none", o: "bind", device: "/srv/svc/volumes/vol0123456789ab" } } },
+      VolumeOptions: {
+        NoCopy: true,
+        Labels: { "svc.volume": volume.id },
+        DriverConfig: { Name: "local", Options: { type: "none", o: "bind", device: "/srv/svc/volumes/vol0123456789ab" } },
+      },
     });
   });
 

@@ -40,7 +40,11 @@ const PLACEHOLDERS = new Set(["volume", "size"]);
 
 /** The Docker volume (Swarm) and PersistentVolumeClaim (Kubernetes) of a network volume. */
 export function clusterVolumeName(volumeId: string): string {
-  return `svc-vol-${volumeId.toLowerCase().replace(/[^a-z0-9-]+/g, "-").slice(0, 50).replace(/-+$/, "")}`;
+  return `svc-vol-${volumeId
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, "-")
+    .slice(0, 50)
+    .replace(/-+$/, "")}`;
 }
 
 /**
@@ -116,10 +120,18 @@ export interface ClusterNode {
  * Why a worker whose volume lives in `dataCenter` cannot be placed, or undefined: no schedulable node carries the
  * data center's label, so the task or Pod would wait forever. Pure.
  */
-export function dataCenterRefusal(endpointName: string, dataCenter: string | undefined, nodes: readonly ClusterNode[], driver: "Docker Swarm" | "Kubernetes"): string | undefined {
+export function dataCenterRefusal(
+  endpointName: string,
+  dataCenter: string | undefined,
+  nodes: readonly ClusterNode[],
+  driver: "Docker Swarm" | "Kubernetes",
+): string | undefined {
   if (!dataCenter) return undefined;
   if (nodes.some((n) => n.schedulable && n.labels[DATA_CENTER_LABEL] === dataCenter)) return undefined;
-  const how = driver === "Kubernetes" ? `kubectl label node <node> ${DATA_CENTER_LABEL}=${dataCenter}` : `docker node update --label-add ${DATA_CENTER_LABEL}=${dataCenter} <node>`;
+  const how =
+    driver === "Kubernetes"
+      ? `kubectl label node <node> ${DATA_CENTER_LABEL}=${dataCenter}`
+      : `docker node update --label-add ${DATA_CENTER_LABEL}=${dataCenter} <node>`;
   return `Endpoint ${endpointName}'s network volume lives in data center ${dataCenter}, and no ${driver} node that takes work is labelled ${DATA_CENTER_LABEL}=${dataCenter}, so its worker could never be placed: label the nodes that reach the volume's storage (${how})`;
 }
 
@@ -161,6 +173,20 @@ export function claimBelow(requested: string | undefined, sizeGb: number): boole
   const m = /^(\d+(?:\.\d+)?)([KMGTPE]i?)?$/.exec(requested);
   if (!m) return false;
   const unit = m[2] ?? "";
-  const powers: Record<string, number> = { "": 1, K: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+  const powers: Record<string, number> = {
+    "": 1,
+    K: 1e3,
+    M: 1e6,
+    G: 1e9,
+    T: 1e12,
+    P: 1e15,
+    E: 1e18,
+    Ki: 2 ** 10,
+    Mi: 2 ** 20,
+    Gi: 2 ** 30,
+    Ti: 2 ** 40,
+    Pi: 2 ** 50,
+    Ei: 2 ** 60,
+  };
   return Number(m[1]) * powers[unit]! < sizeGb * 2 ** 30;
 }

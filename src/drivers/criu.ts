@@ -74,20 +74,24 @@ export function watchCriu(child: ChildProcess, options: WatchOptions): Promise<W
     let lastChange = Date.now();
     const started = Date.now();
     let abandoned: string | undefined;
-    const timer = setInterval(() => {
-      const size = progressSize(options.progress);
-      const now = Date.now();
-      if (size !== last) {
-        last = size;
-        lastChange = now;
-      }
-      if (now - lastChange >= stallMs) abandoned = `made no progress for ${Math.round(stallMs / 1000)} s`;
-      else if (options.timeoutMs !== undefined && now - started >= options.timeoutMs) abandoned = `did not finish in ${Math.round(options.timeoutMs / 1000)} s`;
-      if (abandoned) {
-        clearInterval(timer);
-        child.kill("SIGKILL");
-      }
-    }, Math.min(250, Math.max(20, stallMs / 10)));
+    const timer = setInterval(
+      () => {
+        const size = progressSize(options.progress);
+        const now = Date.now();
+        if (size !== last) {
+          last = size;
+          lastChange = now;
+        }
+        if (now - lastChange >= stallMs) abandoned = `made no progress for ${Math.round(stallMs / 1000)} s`;
+        else if (options.timeoutMs !== undefined && now - started >= options.timeoutMs)
+          abandoned = `did not finish in ${Math.round(options.timeoutMs / 1000)} s`;
+        if (abandoned) {
+          clearInterval(timer);
+          child.kill("SIGKILL");
+        }
+      },
+      Math.min(250, Math.max(20, stallMs / 10)),
+    );
     child.once("error", (err) => {
       clearInterval(timer);
       resolve({ startError: err.message });
@@ -142,7 +146,8 @@ export async function checkpointProblem(options: ProbeOptions = {}): Promise<str
   const left = () => Math.max(1, deadline - Date.now());
   const check = await execa(criu, ["check"], { timeout: left(), reject: false, stdin: "ignore" });
   if (check.exitCode === undefined && !check.timedOut) return `${criu} is not installed (${check.code ?? check.shortMessage})`;
-  if (check.exitCode !== 0) return `\`${criu} check\` fails on this host: ${check.timedOut ? "timed out" : criuLogReason(String(check.stderr || check.stdout))}`;
+  if (check.exitCode !== 0)
+    return `\`${criu} check\` fails on this host: ${check.timedOut ? "timed out" : criuLogReason(String(check.stderr || check.stdout))}`;
 
   const dir = mkdtempSync(join(tmpdir(), "svc-checkpoint-probe-"));
   const subject = spawn("unshare", ["--pid", "--fork", "--kill-child", "setsid", "sleep", "600"], { stdio: "ignore", detached: true });
@@ -167,7 +172,8 @@ export async function checkpointProblem(options: ProbeOptions = {}): Promise<str
     const restoredText = readIfExists(pidFile).trim();
     if (restoredText) restoredPid = Number(restoredText);
     if (restore.abandoned) return `a dry-run \`criu restore\` ${restore.abandoned} (${criuLogReason(readIfExists(join(dir, "restore.log")))})`;
-    if (restore.exitCode !== 0 || restoredPid === undefined) return `a dry-run \`criu restore\` failed (${criuLogReason(readIfExists(join(dir, "restore.log")))})`;
+    if (restore.exitCode !== 0 || restoredPid === undefined)
+      return `a dry-run \`criu restore\` failed (${criuLogReason(readIfExists(join(dir, "restore.log")))})`;
     return undefined;
   } finally {
     // The dump leaves the subject running (or kills it); the restore's copy runs detached: both go.

@@ -58,6 +58,8 @@ describe("startForwarder (real TCP on 127.0.0.1)", () => {
   });
 
   it("says why it cannot listen on an address this host does not have", async () => {
-    await expect(startForwarder({ listenHost: "192.0.2.123", subnet: "192.0.2.0/24", targetHost: "127.0.0.1", targetPort: 1 })).rejects.toThrow(/gateway 192\.0\.2\.123/);
+    await expect(startForwarder({ listenHost: "192.0.2.123", subnet: "192.0.2.0/24", targetHost: "127.0.0.1", targetPort: 1 })).rejects.toThrow(
+      /gateway 192\.0\.2\.123/,
+    );
   });
 });

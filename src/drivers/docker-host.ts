@@ -56,7 +56,10 @@ export function poolArtifactsDir(session: string): string {
  * its driver staged in the temporary directory go too, once no container of it is left to read them; one that
  * cannot be removed is said through `log` and left (copies of artifacts the service keeps: nothing is lost).
  */
-export async function cleanupStale(labels: Record<string, string>, options: { docker?: Docker; volumes?: boolean; log?: (message: string) => void } = {}): Promise<StaleCleanup> {
+export async function cleanupStale(
+  labels: Record<string, string>,
+  options: { docker?: Docker; volumes?: boolean; log?: (message: string) => void } = {},
+): Promise<StaleCleanup> {
   const docker = options.docker ?? (await connectDocker());
   const filters = labelFilter({ [LABELS.managed]: "true", ...labels });
   const result: StaleCleanup = { containers: 0, networks: 0, volumes: 0 };

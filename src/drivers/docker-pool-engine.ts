@@ -88,7 +88,17 @@ export function createContainerPool(deps: ContainerPoolDeps) {
       const docker = await engine();
       const [image, network] = await Promise.all([imageFor(kind), networkFor(poolNetworkName, undefined), artifacts.ensureDir()]);
       const container = await docker.createContainer(
-        poolContainerOptions({ name, image, network: network.name, kind, labels: poolLabels(session, kind, options.labels), artifactCache: artifacts.dir, requestGpus: kind === "gpu", serviceHostIp: network.gateway, limits }),
+        poolContainerOptions({
+          name,
+          image,
+          network: network.name,
+          kind,
+          labels: poolLabels(session, kind, options.labels),
+          artifactCache: artifacts.dir,
+          requestGpus: kind === "gpu",
+          serviceHostIp: network.gateway,
+          limits,
+        }),
       );
       entry.container = container;
       const ok = new Promise<boolean>((resolve) => (readyLine = resolve));
@@ -141,7 +151,10 @@ export function createContainerPool(deps: ContainerPoolDeps) {
   // never started (another live service's may be just about to start).
   const reap = async () => {
     const docker = await engine();
-    const stopped = await docker.listContainers({ all: true, filters: { label: [`${LABELS.managed}=true`, `${LABELS.pool}=true`], status: ["created", "exited", "dead"] } });
+    const stopped = await docker.listContainers({
+      all: true,
+      filters: { label: [`${LABELS.managed}=true`, `${LABELS.pool}=true`], status: ["created", "exited", "dead"] },
+    });
     for (const info of stopped.filter((c) => c.State !== "created" || c.Labels[LABELS.session] === session)) {
       await docker
         .getContainer(info.Id)

@@ -2,7 +2,17 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ArtifactCache, claimedName, claimEnvironment, parseClaimedName, poolContainerOptions, poolLabels, poolRefusal, poolSizes, POOL_ARTIFACTS_MOUNT } from "./docker-pool.js";
+import {
+  ArtifactCache,
+  claimedName,
+  claimEnvironment,
+  parseClaimedName,
+  poolContainerOptions,
+  poolLabels,
+  poolRefusal,
+  poolSizes,
+  POOL_ARTIFACTS_MOUNT,
+} from "./docker-pool.js";
 import type { WorkerLaunch } from "./types.js";
 
 const launch: WorkerLaunch = {
@@ -82,17 +92,33 @@ describe("the claim and the pool container", () => {
   it("a pool container: no endpoint in its environment or labels, stdin open for the claim, the cache read-only, removed on exit", () => {
     const labels = poolLabels("s1", "cpu", { owner: "me" });
     expect(labels).toEqual({ owner: "me", "svc.managed": "true", "svc.session": "s1", "svc.pool": "true", "svc.image.kind": "cpu" });
-    const options = poolContainerOptions({ name: "svc-pool-s1-cpu-1", image: "svc-worker-cpu:1", network: "net", kind: "cpu", labels, artifactCache: "/tmp/cache", requestGpus: false });
+    const options = poolContainerOptions({
+      name: "svc-pool-s1-cpu-1",
+      image: "svc-worker-cpu:1",
+      network: "net",
+      kind: "cpu",
+      labels,
+      artifactCache: "/tmp/cache",
+      requestGpus: false,
+    });
     expect(options.Env).toEqual(["HOME=/tmp", "SVC_POOLED=1", "SVC_POOL_CHANNEL=stdin"]);
     expect(options).toMatchObject({ OpenStdin: true, StdinOnce: true, AttachStdin: true });
     expect(options.HostConfig).toMatchObject({ NetworkMode: "net", Binds: ["/tmp/cache:/svc/artifacts:ro"], AutoRemove: true, Init: true });
     expect(options.HostConfig?.DeviceRequests).toBeUndefined();
     // Confined as a fresh worker's container; the endpoint's memory and CPU come with the claim.
     expect(options.User).toBe("1000:1000");
-    expect(options.HostConfig).toMatchObject({ SecurityOpt: ["no-new-privileges"], CapDrop: ["ALL"], ReadonlyRootfs: true, Tmpfs: { "/tmp": "rw,exec,nosuid,nodev,size=1024m,mode=1777" }, PidsLimit: 1024 });
+    expect(options.HostConfig).toMatchObject({
+      SecurityOpt: ["no-new-privileges"],
+      CapDrop: ["ALL"],
+      ReadonlyRootfs: true,
+      Tmpfs: { "/tmp": "rw,exec,nosuid,nodev,size=1024m,mode=1777" },
+      PidsLimit: 1024,
+    });
     expect(options.HostConfig?.Memory).toBeUndefined();
     expect(options.HostConfig?.Runtime).toBeUndefined();
-    expect(poolContainerOptions({ name: "g", image: "i", network: "n", kind: "gpu", labels, artifactCache: "/c", requestGpus: true }).HostConfig?.DeviceRequests).toHaveLength(1);
+    expect(
+      poolContainerOptions({ name: "g", image: "i", network: "n", kind: "gpu", labels, artifactCache: "/c", requestGpus: true }).HostConfig?.DeviceRequests,
+    ).toHaveLength(1);
   });
 });
 

@@ -172,7 +172,12 @@ export class ArtifactCache {
       const temp = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}`;
       // A hard link costs nothing, but shares the file's mode: only a file others may read already is linked.
       const readable = ((await stat(artifactPath)).mode & 0o004) !== 0;
-      const linked = readable && (await link(artifactPath, temp).then(() => true, () => false /* across file systems: a copy */));
+      const linked =
+        readable &&
+        (await link(artifactPath, temp).then(
+          () => true,
+          () => false /* across file systems: a copy */,
+        ));
       if (!linked) {
         await copyFile(artifactPath, temp);
         await chmod(temp, 0o444);

@@ -34,7 +34,12 @@ export function workerWarningLine(warning: string): string {
 }
 
 /** GPU endpoints get device requests when the host has GPUs; otherwise an error, or CPU with a warning. Pure. */
-export function gpuDecision(computeType: "GPU" | "CPU", support: GpuSupport, allowCpuFallback: boolean, endpointName: string): { requestGpus: boolean; warning?: string } {
+export function gpuDecision(
+  computeType: "GPU" | "CPU",
+  support: GpuSupport,
+  allowCpuFallback: boolean,
+  endpointName: string,
+): { requestGpus: boolean; warning?: string } {
   if (computeType !== "GPU") return { requestGpus: false };
   if (support.available) return { requestGpus: true };
   if (allowCpuFallback) return { requestGpus: false, warning: `endpoint "${endpointName}" asks for a GPU but ${support.reason}; running it on CPU` };
@@ -51,7 +56,11 @@ export function networkNameFor(scope: "app-env" | "session", launch: Pick<Worker
  * The Docker volume of a launch that names one (`volumeName`) and carries no host directory; undefined otherwise
  * (a launch with `volumePath` bind-mounts that directory: the volume's one home, docs/volumes.md). Pure.
  */
-export function volumeFor(launch: Pick<WorkerLaunch, "volumeName" | "volumePath">, lifetime: "persistent" | "session", session: string): { name: string; key: string } | undefined {
+export function volumeFor(
+  launch: Pick<WorkerLaunch, "volumeName" | "volumePath">,
+  lifetime: "persistent" | "session",
+  session: string,
+): { name: string; key: string } | undefined {
   if (launch.volumePath) return undefined;
   const key = launch.volumeName;
   if (!key) return undefined;
@@ -162,7 +171,10 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
     // svc's images already run as this user; said here too so that another image given as a worker image does.
     ...(launch.image ? {} : { User: `${WORKER_UID}:${WORKER_GID}` }),
     // A provider worker speaks a protocol (the provider's variables, its own token); a load-balanced image none.
-    Env: launch.image && launch.protocol !== "provider" ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT) : containerEnv(launch, plan.apiUrl, Boolean(plan.volume || plan.volumeHostPath), plan.httpPort),
+    Env:
+      launch.image && launch.protocol !== "provider"
+        ? prebuiltImageEnv(launch, plan.httpPort ?? LB_CONTAINER_PORT)
+        : containerEnv(launch, plan.apiUrl, Boolean(plan.volume || plan.volumeHostPath), plan.httpPort),
     Labels: plan.labels,
     ExposedPorts: exposed,
     HostConfig: hostConfig,
@@ -221,16 +233,25 @@ export function runtimeProblem(message: string): { what: string; hint: string } 
 export function startError(err: unknown, context: { image: string; endpointName: string }): Error {
   if (err instanceof UserError) return err;
   const code = (err as NodeJS.ErrnoException | null)?.code;
-  if (code === "ECONNREFUSED" || code === "ENOENT") return new UserError(`No Docker engine answers (${errorMessage(err)})`, { hint: START_ENGINE_HINT, cause: err });
-  if (code === "EACCES") return new UserError(`Permission denied on the Docker socket (${errorMessage(err)})`, { hint: "Run as root, or add your user to the docker group.", cause: err });
+  if (code === "ECONNREFUSED" || code === "ENOENT")
+    return new UserError(`No Docker engine answers (${errorMessage(err)})`, { hint: START_ENGINE_HINT, cause: err });
+  if (code === "EACCES")
+    return new UserError(`Permission denied on the Docker socket (${errorMessage(err)})`, {
+      hint: "Run as root, or add your user to the docker group.",
+      cause: err,
+    });
   const message = dockerMessage(err);
   if (/port is already allocated|address already in use/i.test(message)) {
-    return new UserError(`Cannot start a worker for "${context.endpointName}": a published port is in use (${message})`, { hint: "Free the port, or publish on any free port (hostPort 0).", cause: err });
+    return new UserError(`Cannot start a worker for "${context.endpointName}": a published port is in use (${message})`, {
+      hint: "Free the port, or publish on any free port (hostPort 0).",
+      cause: err,
+    });
   }
   if (dockerStatus(err) === 404 && /no such image/i.test(message)) {
     return new UserError(`The worker image ${context.image} does not exist in this engine`, { hint: "Build it with `svc images build`.", cause: err });
   }
   const runtime = runtimeProblem(message);
-  if (runtime) return new UserError(`Docker could not start a worker for "${context.endpointName}": ${runtime.what} (${message})`, { hint: runtime.hint, cause: err });
+  if (runtime)
+    return new UserError(`Docker could not start a worker for "${context.endpointName}": ${runtime.what} (${message})`, { hint: runtime.hint, cause: err });
   return new UserError(`Docker could not start a worker for "${context.endpointName}": ${message}`, { cause: err });
 }

@@ -113,13 +113,26 @@ describe("containerCreateOptions", () => {
   });
 
   it("labels, mounts the artifact read-only, maps svc-api to the gateway and publishes only on 127.0.0.1", () => {
-    const options = containerCreateOptions(launch(), plan({ volume: "svc-vol-models", publish: [{ containerPort: 8080 }, { containerPort: 9000, hostPort: 19000 }] }));
-    expect(options.Labels).toEqual({ "svc.managed": "true", "svc.app": "shop", "svc.env": "prod", "svc.endpoint": "ep1", "svc.session": "sess1", "svc.worker": "w123" });
+    const options = containerCreateOptions(
+      launch(),
+      plan({ volume: "svc-vol-models", publish: [{ containerPort: 8080 }, { containerPort: 9000, hostPort: 19000 }] }),
+    );
+    expect(options.Labels).toEqual({
+      "svc.managed": "true",
+      "svc.app": "shop",
+      "svc.env": "prod",
+      "svc.endpoint": "ep1",
+      "svc.session": "sess1",
+      "svc.worker": "w123",
+    });
     expect(options.HostConfig?.Binds).toEqual(["/data/artifacts/abc.tar.gz:/svc/artifact.tar.gz:ro"]);
     expect(options.HostConfig?.ExtraHosts).toEqual(["svc-api:172.18.0.1"]);
     expect(options.HostConfig?.NetworkMode).toBe("svc-shop-prod");
     expect(options.HostConfig?.Mounts).toEqual([{ Type: "volume", Source: "svc-vol-models", Target: "/svc-volume", ReadOnly: false }]);
-    expect(options.HostConfig?.PortBindings).toEqual({ "8080/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }], "9000/tcp": [{ HostIp: "127.0.0.1", HostPort: "19000" }] });
+    expect(options.HostConfig?.PortBindings).toEqual({
+      "8080/tcp": [{ HostIp: "127.0.0.1", HostPort: "" }],
+      "9000/tcp": [{ HostIp: "127.0.0.1", HostPort: "19000" }],
+    });
     expect(options.HostConfig?.DeviceRequests).toBeUndefined();
     expect(containerCreateOptions(launch(), plan()).HostConfig?.PortBindings).toEqual({});
   });
@@ -166,22 +179,42 @@ describe("containerCreateOptions", () => {
     expect(options.Env).toContain("HOME=/tmp");
     expect(containerEnv(launch({ environment: { HOME: "/svc-volume/home" } }), "http://x", true)).toContain("HOME=/svc-volume/home");
     // The driver's limits and runtime; no instance shape (GPU endpoints): no memory or CPU limit.
-    const gvisor = containerCreateOptions(launch({ computeType: "GPU", placement: { gpus: 1 } }), plan({ limits: { pidsLimit: 64, tmpMb: 256 }, runtime: "runsc" }));
+    const gvisor = containerCreateOptions(
+      launch({ computeType: "GPU", placement: { gpus: 1 } }),
+      plan({ limits: { pidsLimit: 64, tmpMb: 256 }, runtime: "runsc" }),
+    );
     expect(gvisor.HostConfig).toMatchObject({ Runtime: "runsc", PidsLimit: 64, Tmpfs: { "/tmp": "rw,exec,nosuid,nodev,size=256m,mode=1777" } });
     expect(gvisor.HostConfig?.Memory).toBeUndefined();
     expect(gvisor.HostConfig?.NanoCpus).toBeUndefined();
   });
 
   it("a prebuilt image: confined the same, but under its own user and with its writable layer", () => {
-    const options = containerCreateOptions(launch({ image: "nginx:1", loadBalanced: true, placement: { cpus: 1, memoryMb: 2048, gpus: 0 } }), plan({ httpPort: 8080 }));
+    const options = containerCreateOptions(
+      launch({ image: "nginx:1", loadBalanced: true, placement: { cpus: 1, memoryMb: 2048, gpus: 0 } }),
+      plan({ httpPort: 8080 }),
+    );
     expect(options.User).toBeUndefined();
-    expect(options.HostConfig).toMatchObject({ SecurityOpt: ["no-new-privileges"], CapDrop: ["ALL"], ReadonlyRootfs: false, PidsLimit: 1024, Memory: 2048 * 1024 ** 2 });
+    expect(options.HostConfig).toMatchObject({
+      SecurityOpt: ["no-new-privileges"],
+      CapDrop: ["ALL"],
+      ReadonlyRootfs: false,
+      PidsLimit: 1024,
+      Memory: 2048 * 1024 ** 2,
+    });
     expect(options.Env!.some((e) => e.startsWith("HOME="))).toBe(false);
   });
 
   it("a provider worker image: the provider's variables and its token, the volume at /runpod-volume too, GPUs by UUID, confined the same", () => {
     const options = containerCreateOptions(
-      launch({ image: "acme/worker:1", protocol: "provider", heartbeatMs: 2000, workerToken: "tok", computeType: "GPU", gpus: ["GPU-aaaa"], environment: { MODEL: "m", SVC_API_URL: "x" } }),
+      launch({
+        image: "acme/worker:1",
+        protocol: "provider",
+        heartbeatMs: 2000,
+        workerToken: "tok",
+        computeType: "GPU",
+        gpus: ["GPU-aaaa"],
+        environment: { MODEL: "m", SVC_API_URL: "x" },
+      }),
       plan({ volumeHostPath: "/data/volumes/vol0123456789ab", requestGpus: true }),
     );
     expect(options.User).toBeUndefined();
@@ -196,7 +229,9 @@ describe("containerCreateOptions", () => {
     expect(options.Env!.filter((e) => e.startsWith("SVC_") || e.startsWith("PORT=") || e.startsWith("HOME="))).toEqual([]);
     expect(options.HostConfig?.ShmSize).toBeUndefined();
     // A bigger /dev/shm only where its template allows one.
-    expect(containerCreateOptions(launch({ image: "acme/worker:1", protocol: "provider", shmSizeMb: 512 }), plan()).HostConfig?.ShmSize).toBe(512 * 1024 * 1024);
+    expect(containerCreateOptions(launch({ image: "acme/worker:1", protocol: "provider", shmSizeMb: 512 }), plan()).HostConfig?.ShmSize).toBe(
+      512 * 1024 * 1024,
+    );
   });
 
   it("gives a GPU worker exactly the GPUs it holds, by UUID, and says so in its environment", () => {
@@ -227,7 +262,10 @@ describe("exits and errors", () => {
   });
   it("turns engine failures into user errors", () => {
     const context = { image: "svc-worker-cpu:1", endpointName: "api" };
-    const portTaken = Object.assign(new Error("(HTTP code 500) server error - x"), { statusCode: 500, json: { message: "Bind for 127.0.0.1:8080 failed: port is already allocated" } });
+    const portTaken = Object.assign(new Error("(HTTP code 500) server error - x"), {
+      statusCode: 500,
+      json: { message: "Bind for 127.0.0.1:8080 failed: port is already allocated" },
+    });
     expect(startError(portTaken, context)).toBeInstanceOf(UserError);
     expect(startError(portTaken, context).message).toMatch(/published port is in use/);
     const noImage = Object.assign(new Error("x"), { statusCode: 404, json: { message: "No such image: svc-worker-cpu:1" } });
@@ -235,7 +273,13 @@ describe("exits and errors", () => {
     const noRuntime = Object.assign(new Error("x"), { statusCode: 400, json: { message: "Unknown runtime specified runsc" } });
     expect(startError(noRuntime, context).message).toMatch(/the engine has no such runtime/);
     expect((startError(noRuntime, context) as UserError).hint).toMatch(/apt-get install runsc.*ensure-docker\.sh/);
-    const oldRunsc = Object.assign(new Error("x"), { statusCode: 500, json: { message: 'OCI runtime start failed: starting container: setting up network: creating interfaces from net namespace "/proc/1/ns/net": cannot run with network enabled in root network namespace: unknown' } });
+    const oldRunsc = Object.assign(new Error("x"), {
+      statusCode: 500,
+      json: {
+        message:
+          'OCI runtime start failed: starting container: setting up network: creating interfaces from net namespace "/proc/1/ns/net": cannot run with network enabled in root network namespace: unknown',
+      },
+    });
     expect(startError(oldRunsc, context).message).toMatch(/runsc is too old for this kernel/);
     expect((startError(oldRunsc, context) as UserError).hint).toMatch(/--network=host/);
     const refused = Object.assign(new Error("connect ECONNREFUSED /var/run/docker.sock"), { code: "ECONNREFUSED" });

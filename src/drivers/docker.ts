@@ -168,7 +168,9 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
         const info = (await docker.info()) as { Runtimes?: Record<string, unknown> };
         if (!info.Runtimes || !(runtime in info.Runtimes)) {
           const known = Object.keys(info.Runtimes ?? {}).join(", ") || "none";
-          throw new UserError(`The Docker engine has no runtime "${runtime}" to run workers under (it has: ${known})`, { hint: runtimeProblem("unknown runtime specified")!.hint });
+          throw new UserError(`The Docker engine has no runtime "${runtime}" to run workers under (it has: ${known})`, {
+            hint: runtimeProblem("unknown runtime specified")!.hint,
+          });
         }
       }
       return docker;
@@ -203,7 +205,10 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       try {
         await docker.getImage(explicit).inspect();
       } catch (err) {
-        throw new UserError(`The worker image ${explicit} does not exist in this engine (${dockerMessage(err)})`, { hint: "Build it with `svc images build`.", cause: err });
+        throw new UserError(`The worker image ${explicit} does not exist in this engine (${dockerMessage(err)})`, {
+          hint: "Build it with `svc images build`.",
+          cause: err,
+        });
       }
       return explicit;
     });
@@ -238,14 +243,25 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));
     const targetHost = target.hostname.replace(/^\[|\]$/g, "");
     return memo(forwarders, `${network.name}|${targetHost}|${port}`, () =>
-      startForwarder({ listenHost: network.gateway, subnet: network.subnet, targetHost: targetHost === "localhost" ? "127.0.0.1" : targetHost, targetPort: port }),
+      startForwarder({
+        listenHost: network.gateway,
+        subnet: network.subnet,
+        targetHost: targetHost === "localhost" ? "127.0.0.1" : targetHost,
+        targetPort: port,
+      }),
     );
   };
 
   const volumeNamed = (volume: { name: string; key: string }, launch: WorkerLaunch) =>
     memo(volumes, volume.name, async () => {
       const docker = await engine();
-      const labels: Record<string, string> = { ...options.labels, [LABELS.managed]: "true", [LABELS.volume]: volume.key, [LABELS.app]: launch.app, [LABELS.env]: launch.env };
+      const labels: Record<string, string> = {
+        ...options.labels,
+        [LABELS.managed]: "true",
+        [LABELS.volume]: volume.key,
+        [LABELS.app]: launch.app,
+        [LABELS.env]: launch.env,
+      };
       if (volumeLifetime === "session") labels[LABELS.session] = session;
       // Creating an existing volume returns it unchanged: its data stays.
       await docker.createVolume({ Name: volume.name, Labels: labels });
@@ -375,20 +391,23 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       containerName: started.name,
       ports,
       address: launch.loadBalanced && ports[LB_CONTAINER_PORT] ? `http://127.0.0.1:${ports[LB_CONTAINER_PORT]}` : undefined,
-      directAddress: launch.loadBalanced && containerIp ? `http://${containerIp.includes(":") ? `[${containerIp}]` : containerIp}:${LB_CONTAINER_PORT}` : undefined,
+      directAddress:
+        launch.loadBalanced && containerIp ? `http://${containerIp.includes(":") ? `[${containerIp}]` : containerIp}:${LB_CONTAINER_PORT}` : undefined,
       exited,
       stop(graceMs) {
         // docker stop: SIGTERM (forwarded by docker-init to the runtime, which drains), SIGKILL after t seconds.
         void container.stop({ t: Math.max(1, Math.ceil(graceMs / 1000)) }).catch((err: unknown) => {
           // Already stopped (304) or gone (404): its exit is all there is to wait for.
-          if (dockerStatus(err) !== 304 && dockerStatus(err) !== 404) log(`could not stop container ${started.name} of worker ${launch.workerId}: ${dockerMessage(err)}`);
+          if (dockerStatus(err) !== 304 && dockerStatus(err) !== 404)
+            log(`could not stop container ${started.name} of worker ${launch.workerId}: ${dockerMessage(err)}`);
         });
         return exited;
       },
       kill() {
         void container.kill().catch((err: unknown) => {
           // Not running (409) or gone (404): nothing left to kill.
-          if (dockerStatus(err) !== 409 && dockerStatus(err) !== 404) log(`could not kill container ${started.name} of worker ${launch.workerId}: ${dockerMessage(err)}`);
+          if (dockerStatus(err) !== 409 && dockerStatus(err) !== 404)
+            log(`could not kill container ${started.name} of worker ${launch.workerId}: ${dockerMessage(err)}`);
         });
       },
     };
@@ -413,7 +432,9 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     const resources = dockerResources(launch.placement, limits);
     const [artifact] = await Promise.all([
       pool!.artifacts.stage(launch.artifactPath),
-      moving ? docker.getNetwork(network.id).connect({ Container: container.id, EndpointConfig: { Aliases: [dockerNamePart(launch.endpointName)] } }) : undefined,
+      moving
+        ? docker.getNetwork(network.id).connect({ Container: container.id, EndpointConfig: { Aliases: [dockerNamePart(launch.endpointName)] } })
+        : undefined,
       resources.Memory || resources.NanoCpus ? container.update(resources) : undefined,
     ]);
     taken.sink.onLog = launch.onLog;
@@ -451,7 +472,12 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     name: "docker",
     session,
     pooledContainers() {
-      return pool?.waiting().filter((entry) => entry.isReady).map((entry) => entry.name) ?? [];
+      return (
+        pool
+          ?.waiting()
+          .filter((entry) => entry.isReady)
+          .map((entry) => entry.name) ?? []
+      );
     },
     async isolation() {
       const info = (await (await engine()).info()) as { DefaultRuntime?: string };
@@ -477,7 +503,10 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       try {
         return await pending;
       } catch (err) {
-        throw startError(err, { image: launch.image ?? options.images?.[imageKindOf(launch.computeType)] ?? imageKindOf(launch.computeType), endpointName: launch.endpointName });
+        throw startError(err, {
+          image: launch.image ?? options.images?.[imageKindOf(launch.computeType)] ?? imageKindOf(launch.computeType),
+          endpointName: launch.endpointName,
+        });
       } finally {
         starting.delete(pending);
       }
@@ -503,9 +532,12 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
           // create). One it never claimed is just removed.
           const claimed = parseClaimedName(name);
           if (!claimed) {
-            await docker.getContainer(info.Id).remove({ force: true }).catch((err: unknown) => {
-              if (dockerStatus(err) !== 404) throw err;
-            });
+            await docker
+              .getContainer(info.Id)
+              .remove({ force: true })
+              .catch((err: unknown) => {
+                if (dockerStatus(err) !== 404) throw err;
+              });
             log(`removed pre-booted container ${name} left by an earlier run of the service`);
             continue;
           }
@@ -531,7 +563,9 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       await pool?.close();
       const grace = options.closeGraceMs ?? 3000;
       await Promise.all([...workers.values()].map((handle) => handle.stop(grace)));
-      await Promise.all([...forwarders.values()].map((f) => f.then((fw) => fw.close()).catch(() => undefined /* a forwarder that never started has nothing to close */)));
+      await Promise.all(
+        [...forwarders.values()].map((f) => f.then((fw) => fw.close()).catch(() => undefined /* a forwarder that never started has nothing to close */)),
+      );
       forwarders.clear();
       if (ownBindArtifacts && !options.artifactCacheDir) await removeArtifactsDir(ownBindArtifacts.dir);
       if (engines.size === 0) return;

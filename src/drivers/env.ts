@@ -27,27 +27,30 @@ export interface WorkerPlacement {
  * protocol variable with no value is removed, so user env cannot fake one.
  */
 export function applyProtocolEnv(env: Record<string, string | undefined>, launch: WorkerLaunch, placement: WorkerPlacement): void {
-  const protocol: Record<string, string | undefined> = launch.protocol === "provider" ? providerProtocolEnv(launch, placement) : {
-    SVC_API_URL: placement.apiUrl,
-    SVC_WORKER_ID: launch.workerId,
-    // What it runs, told back at registration: a replica taking over the cluster adopts it as of that revision.
-    SVC_WORKER_REVISION: launch.revision,
-    SVC_WORKER_TOKEN: launch.workerToken,
-    SVC_ENDPOINT_ID: launch.endpointId,
-    SVC_ENDPOINT_NAME: launch.endpointName,
-    SVC_APP: launch.app,
-    SVC_ENV: launch.env,
-    SVC_API_KEY: launch.apiKey,
-    SVC_ARTIFACT: placement.artifact,
-    SVC_ARTIFACT_DIR: placement.artifactDir,
-    SVC_MAX_CONCURRENCY: String(launch.maxConcurrency),
-    SVC_VOLUME_PATH: placement.volumePath,
-    SVC_PARENT_PID: placement.parentPid === undefined ? undefined : String(placement.parentPid),
-    SVC_LB_SOCKET: placement.lbSocket,
-    SVC_ORPHAN_CHECK: placement.orphanWhenUnreachable ? "unreachable" : undefined,
-    // Both drivers read the worker's stdout/stderr, so the runtime marks job lines instead of shipping them.
-    [OUTPUT_CAPTURED_ENV]: "1",
-  };
+  const protocol: Record<string, string | undefined> =
+    launch.protocol === "provider"
+      ? providerProtocolEnv(launch, placement)
+      : {
+          SVC_API_URL: placement.apiUrl,
+          SVC_WORKER_ID: launch.workerId,
+          // What it runs, told back at registration: a replica taking over the cluster adopts it as of that revision.
+          SVC_WORKER_REVISION: launch.revision,
+          SVC_WORKER_TOKEN: launch.workerToken,
+          SVC_ENDPOINT_ID: launch.endpointId,
+          SVC_ENDPOINT_NAME: launch.endpointName,
+          SVC_APP: launch.app,
+          SVC_ENV: launch.env,
+          SVC_API_KEY: launch.apiKey,
+          SVC_ARTIFACT: placement.artifact,
+          SVC_ARTIFACT_DIR: placement.artifactDir,
+          SVC_MAX_CONCURRENCY: String(launch.maxConcurrency),
+          SVC_VOLUME_PATH: placement.volumePath,
+          SVC_PARENT_PID: placement.parentPid === undefined ? undefined : String(placement.parentPid),
+          SVC_LB_SOCKET: placement.lbSocket,
+          SVC_ORPHAN_CHECK: placement.orphanWhenUnreachable ? "unreachable" : undefined,
+          // Both drivers read the worker's stdout/stderr, so the runtime marks job lines instead of shipping them.
+          [OUTPUT_CAPTURED_ENV]: "1",
+        };
   for (const [key, value] of Object.entries(protocol)) {
     if (value !== undefined && value !== "") env[key] = value;
     else delete env[key];

@@ -19,7 +19,15 @@ describe("allowedHostEnv", () => {
   };
 
   it("passes locale, time zone, proxies and TLS roots, nothing else of the service's", () => {
-    expect(allowedHostEnv(service)).toEqual({ PATH: "/usr/bin", LANG: "C.UTF-8", LC_ALL: "C", TZ: "UTC", https_proxy: "http://proxy:3128", NO_PROXY: "localhost", SSL_CERT_FILE: "/etc/ssl/certs/ca.pem" });
+    expect(allowedHostEnv(service)).toEqual({
+      PATH: "/usr/bin",
+      LANG: "C.UTF-8",
+      LC_ALL: "C",
+      TZ: "UTC",
+      https_proxy: "http://proxy:3128",
+      NO_PROXY: "localhost",
+      SSL_CERT_FILE: "/etc/ssl/certs/ca.pem",
+    });
   });
 
   it("takes the operator's extra names and prefixes, never svc's own settings", () => {

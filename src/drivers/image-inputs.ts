@@ -63,7 +63,9 @@ export function parseLdd(output: string): string[] {
     if (direct) paths.push(direct[1]!);
   }
   if (missing.length > 0) {
-    throw new UserError(`Cannot build the worker image: Node's shared libraries are missing on this machine`, { problems: missing.map((m) => `${m} => not found`) });
+    throw new UserError(`Cannot build the worker image: Node's shared libraries are missing on this machine`, {
+      problems: missing.map((m) => `${m} => not found`),
+    });
   }
   return [...new Set(paths)];
 }
@@ -94,7 +96,13 @@ async function hostFile(imagePath: string, hostPath: string): Promise<ImageFile>
 
 async function bufferFile(imagePath: string, hostPath: string): Promise<ImageFile> {
   const [content, info] = await Promise.all([readFile(hostPath), stat(hostPath)]);
-  return { path: imagePath, content, size: content.length, sha256: createHash("sha256").update(content).digest("hex"), mode: info.mode & 0o111 ? 0o755 : 0o644 };
+  return {
+    path: imagePath,
+    content,
+    size: content.length,
+    sha256: createHash("sha256").update(content).digest("hex"),
+    mode: info.mode & 0o111 ? 0o755 : 0o644,
+  };
 }
 
 async function lddLibraries(binary: string): Promise<string[]> {
@@ -104,7 +112,11 @@ async function lddLibraries(binary: string): Promise<string[]> {
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stdout?: string };
     // ldd exits non-zero for static binaries ("not a dynamic executable"): nothing to copy then.
-    if (e.code === "ENOENT") throw new UserError("Cannot build the worker image: `ldd` is not installed", { hint: "Install the libc tools (Debian: apt-get install libc-bin).", cause: err });
+    if (e.code === "ENOENT")
+      throw new UserError("Cannot build the worker image: `ldd` is not installed", {
+        hint: "Install the libc tools (Debian: apt-get install libc-bin).",
+        cause: err,
+      });
     if (typeof e.stdout === "string" && /not a dynamic executable/.test(`${e.stdout}${(e as { stderr?: string }).stderr ?? ""}`)) return [];
     throw new UserError(`Cannot build the worker image: ldd ${binary} failed (${errorMessage(err)})`, { cause: err });
   }
@@ -146,9 +158,14 @@ function linkedPackages(bases: readonly string[]): Map<string, string> {
   for (const base of new Set(bases)) {
     if (!existsSync(base)) continue;
     for (const entry of readdirSync(base, { withFileTypes: true })) {
-      const names = entry.name.startsWith("@") && entry.isDirectory()
-        ? readdirSync(join(base, entry.name), { withFileTypes: true }).filter((e) => e.isSymbolicLink()).map((e) => `${entry.name}/${e.name}`)
-        : entry.isSymbolicLink() ? [entry.name] : [];
+      const names =
+        entry.name.startsWith("@") && entry.isDirectory()
+          ? readdirSync(join(base, entry.name), { withFileTypes: true })
+              .filter((e) => e.isSymbolicLink())
+              .map((e) => `${entry.name}/${e.name}`)
+          : entry.isSymbolicLink()
+            ? [entry.name]
+            : [];
       for (const name of names) linked.set(realpathSync(join(base, name)), name);
     }
   }
@@ -169,7 +186,9 @@ export interface ClosurePackage {
 export async function runtimeClosure(packageRoot: string): Promise<{ distFiles: string[]; packages: ClosurePackage[] }> {
   const entry = join(packageRoot, "dist", "runtime", "worker.js");
   if (!existsSync(entry)) {
-    throw new UserError(`Cannot build the worker image: the worker runtime is not compiled (${entry} is missing)`, { hint: "Compile svc first: npm run build." });
+    throw new UserError(`Cannot build the worker image: the worker runtime is not compiled (${entry} is missing)`, {
+      hint: "Compile svc first: npm run build.",
+    });
   }
   let metafile: esbuild.Metafile;
   try {
@@ -236,7 +255,7 @@ export async function collectImageInputs(options: CollectOptions = {}): Promise<
   const runtime: ImageFile[] = [];
   for (const file of closure.distFiles) runtime.push(await bufferFile(`${RUNTIME_ROOT}/${relative(packageRoot, file).split(sep).join("/")}`, file));
   for (const pkg of closure.packages) {
-    const files = pkg.files ?? await fg("**", { cwd: pkg.dir, dot: true, onlyFiles: true, followSymbolicLinks: false, ignore: ["**/.bin/**"] });
+    const files = pkg.files ?? (await fg("**", { cwd: pkg.dir, dot: true, onlyFiles: true, followSymbolicLinks: false, ignore: ["**/.bin/**"] }));
     for (const rel of [...files].sort()) runtime.push(await bufferFile(`${RUNTIME_ROOT}/node_modules/${pkg.name}/${rel}`, join(pkg.dir, rel)));
   }
   return { system, runtime, hasCaBundle };
@@ -265,16 +284,24 @@ interface PackageJson {
  */
 export async function productionPackages(packageRoot: string): Promise<Array<{ dir: string; imageDir: string; linked?: boolean }>> {
   const root = realpathSync(packageRoot);
-  const bases = moduleBases(packageRoot).filter((b) => existsSync(b)).map((b) => realpathSync(b));
+  const bases = moduleBases(packageRoot)
+    .filter((b) => existsSync(b))
+    .map((b) => realpathSync(b));
   const linked = linkedPackages(bases);
   const found = new Map<string, string>();
   const visit = async (from: string, pkg: PackageJson) => {
-    const required = new Set([...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {}).filter((p) => !pkg.peerDependenciesMeta?.[p]?.optional)]);
+    const required = new Set([
+      ...Object.keys(pkg.dependencies ?? {}),
+      ...Object.keys(pkg.peerDependencies ?? {}).filter((p) => !pkg.peerDependenciesMeta?.[p]?.optional),
+    ]);
     const names = [...required, ...Object.keys(pkg.optionalDependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {})];
     for (const name of [...new Set(names)].sort()) {
       const dir = resolvePackage(from, name);
       if (!dir) {
-        if (required.has(name) && !pkg.optionalDependencies?.[name]) throw new UserError(`Cannot build the server image: package ${name} (needed by ${from}) is not installed`, { hint: "Install svc's dependencies first: npm ci --omit=dev." });
+        if (required.has(name) && !pkg.optionalDependencies?.[name])
+          throw new UserError(`Cannot build the server image: package ${name} (needed by ${from}) is not installed`, {
+            hint: "Install svc's dependencies first: npm ci --omit=dev.",
+          });
         continue;
       }
       if (found.has(dir)) continue;
@@ -318,7 +345,9 @@ export interface ServerImageInputs {
 export async function collectServerInputs(options: CollectOptions = {}): Promise<ServerImageInputs> {
   const packageRoot = resolve(options.packageRoot ?? SVC_PACKAGE_ROOT);
   if (!existsSync(join(packageRoot, "dist", "cli", "main.js"))) {
-    throw new UserError(`Cannot build the server image: svc is not compiled (${join(packageRoot, "dist", "cli", "main.js")} is missing)`, { hint: "Compile svc first: npm run build." });
+    throw new UserError(`Cannot build the server image: svc is not compiled (${join(packageRoot, "dist", "cli", "main.js")} is missing)`, {
+      hint: "Compile svc first: npm run build.",
+    });
   }
   const { system, hasCaBundle } = await collectSystemFiles(options.nodePath ?? process.execPath);
   const app: ImageFile[] = [];

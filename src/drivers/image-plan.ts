@@ -6,7 +6,21 @@ import { createHash } from "node:crypto";
 import { dirname } from "node:path";
 import { SVC_VERSION } from "../version.js";
 import { LABELS } from "./docker-engine.js";
-import { ARTIFACT_MOUNT, CA_BUNDLE, IMAGE_LAYOUT_VERSION, imageRepo, NODE_IN_IMAGE, RUNTIME_ENTRY_IN_IMAGE, RUNTIME_ROOT, SERVER_DATA_DIR, SERVER_PORT, VOLUME_MOUNT, WORKER_USER, type ImageKind, type WorkerImageKind } from "./image-names.js";
+import {
+  ARTIFACT_MOUNT,
+  CA_BUNDLE,
+  IMAGE_LAYOUT_VERSION,
+  imageRepo,
+  NODE_IN_IMAGE,
+  RUNTIME_ENTRY_IN_IMAGE,
+  RUNTIME_ROOT,
+  SERVER_DATA_DIR,
+  SERVER_PORT,
+  VOLUME_MOUNT,
+  WORKER_USER,
+  type ImageKind,
+  type WorkerImageKind,
+} from "./image-names.js";
 import type { ImageFile, ImageInputs, ServerImageInputs } from "./image-inputs.js";
 
 export interface ImageEntry {
@@ -111,7 +125,12 @@ export function planWorkerImage(kind: WorkerImageKind, inputs: ImageInputs, vers
   const directory = (path: string, mode = 0o755, owner = 0): ImageEntry => ({ path, type: "directory", mode, uid: owner, gid: owner });
   // Writable places: /tmp for everyone (artifact extraction), the worker's home and the volume mount point
   // (Docker copies a mount point's owner into a fresh named volume, so the worker can write to it).
-  const directories = [directory("/tmp", 0o1777), directory(WORKER_USER.home, 0o755, uid), directory(VOLUME_MOUNT, 0o755, uid), directory(dirname(ARTIFACT_MOUNT))];
+  const directories = [
+    directory("/tmp", 0o1777),
+    directory(WORKER_USER.home, 0o755, uid),
+    directory(VOLUME_MOUNT, 0o755, uid),
+    directory(dirname(ARTIFACT_MOUNT)),
+  ];
   return planOf(kind, layout(directories, files), imageConfig(kind, inputs.hasCaBundle), version);
 }
 
@@ -149,7 +168,12 @@ export function planServerImage(inputs: ServerImageInputs, version = SVC_VERSION
     textFile("/etc/nsswitch.conf", NSSWITCH),
   ];
   const directory = (path: string, mode = 0o755): ImageEntry => ({ path, type: "directory", mode, uid: 0, gid: 0 });
-  return planOf("server", layout([directory("/tmp", 0o1777), directory("/root", 0o700), directory(SERVER_DATA_DIR, 0o700)], files), serverImageConfig(inputs.hasCaBundle), version);
+  return planOf(
+    "server",
+    layout([directory("/tmp", 0o1777), directory("/root", 0o700), directory(SERVER_DATA_DIR, 0o700)], files),
+    serverImageConfig(inputs.hasCaBundle),
+    version,
+  );
 }
 
 /** `docker import` changes (Dockerfile instructions) for the config. */

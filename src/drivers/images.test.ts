@@ -4,13 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { UserError } from "../errors.js";
-import {
-  collectImageInputs,
-  parseLdd,
-  productionPackages,
-  runtimeClosure,
-  type ImageInputs,
-} from "./image-inputs.js";
+import { collectImageInputs, parseLdd, productionPackages, runtimeClosure, type ImageInputs } from "./image-inputs.js";
 import { importChanges, planImageAction, planServerImage, planWorkerImage } from "./image-plan.js";
 import { planPrune, supersededImages, type WorkerImageInfo } from "./images.js";
 
@@ -92,14 +86,23 @@ describe("planWorkerImage", () => {
 describe("planServerImage", () => {
   const server = () => {
     const base = inputs();
-    return { system: base.system, app: [...base.runtime, { path: "/opt/svc/bin/svc.js", mode: 0o755, size: 3, sha256: "sha-bin", content: Buffer.from("bin") }], hasCaBundle: true };
+    return {
+      system: base.system,
+      app: [...base.runtime, { path: "/opt/svc/bin/svc.js", mode: 0o755, size: 3, sha256: "sha-bin", content: Buffer.from("bin") }],
+      hasCaBundle: true,
+    };
   };
 
   it("runs `svc server` on all interfaces as root, with its data directory, named svc-server", () => {
     const plan = planServerImage(server(), "1.2.3");
     expect(plan.versionTag).toBe("svc-server:1.2.3");
     expect(plan.hashTag).toBe(`svc-server:${plan.hash.slice(0, 20)}`);
-    expect(plan.config).toMatchObject({ entrypoint: ["/usr/local/bin/node", "/opt/svc/bin/svc.js"], cmd: ["server", "--host", "0.0.0.0", "--port", "8600"], user: "0:0", workingDir: "/var/lib/svc" });
+    expect(plan.config).toMatchObject({
+      entrypoint: ["/usr/local/bin/node", "/opt/svc/bin/svc.js"],
+      cmd: ["server", "--host", "0.0.0.0", "--port", "8600"],
+      user: "0:0",
+      workingDir: "/var/lib/svc",
+    });
     expect(plan.config.env).toMatchObject({ SVC_DATA_DIR: "/var/lib/svc", NODE_ENV: "production", NODE_EXTRA_CA_CERTS: "/etc/ssl/certs/ca-certificates.crt" });
     expect(plan.config.labels).toMatchObject({ "svc.managed": "true", "svc.image.kind": "server", "svc.image.hash": plan.hash, "svc.version": "1.2.3" });
     const changes = importChanges(plan.config);
@@ -126,7 +129,8 @@ describe("productionPackages (this package's real node_modules)", () => {
   it("holds every run-time dependency, transitively and with the native better-sqlite3, and no dev dependency", async () => {
     const packages = await productionPackages(repo);
     const dirs = packages.map((p) => p.imageDir);
-    for (const name of ["better-sqlite3", "bindings", "pg", "dockerode", "commander", "@kubernetes/client-node", "tar-stream", "esbuild"]) expect(dirs).toContain(`/opt/svc/node_modules/${name}`);
+    for (const name of ["better-sqlite3", "bindings", "pg", "dockerode", "commander", "@kubernetes/client-node", "tar-stream", "esbuild"])
+      expect(dirs).toContain(`/opt/svc/node_modules/${name}`);
     for (const dev of ["vitest", "playwright-core", "openai", "zod"]) expect(dirs).not.toContain(`/opt/svc/node_modules/${dev}`);
     expect(new Set(dirs).size).toBe(dirs.length);
   });
@@ -150,12 +154,24 @@ describe("supersededImages", () => {
   it("names the other images of the same kind and version, not other versions or kinds", () => {
     const plan = planWorkerImage("cpu", inputs(), "1.0.0");
     const info = (Id: string, kind: string, version: string) => ({ Id, Labels: { "svc.image.kind": kind, "svc.version": version } }) as never;
-    expect(supersededImages(plan, "new", [info("new", "cpu", "1.0.0"), info("old", "cpu", "1.0.0"), info("gpu", "gpu", "1.0.0"), info("v0", "cpu", "0.9.0")])).toEqual(["old"]);
+    expect(
+      supersededImages(plan, "new", [info("new", "cpu", "1.0.0"), info("old", "cpu", "1.0.0"), info("gpu", "gpu", "1.0.0"), info("v0", "cpu", "0.9.0")]),
+    ).toEqual(["old"]);
   });
 });
 
 describe("planPrune", () => {
-  const image = (over: Partial<WorkerImageInfo>): WorkerImageInfo => ({ kind: "cpu", id: "x", tags: [], hash: "", version: "", createdAt: "", sizeBytes: 0, containers: 0, ...over });
+  const image = (over: Partial<WorkerImageInfo>): WorkerImageInfo => ({
+    kind: "cpu",
+    id: "x",
+    tags: [],
+    hash: "",
+    version: "",
+    createdAt: "",
+    sizeBytes: 0,
+    containers: 0,
+    ...over,
+  });
   it("removes unused images, keeping the current version's unless all", () => {
     const current = image({ id: "cur", tags: ["svc-worker-cpu:2.0.0", "svc-worker-cpu:aaa"] });
     const old = image({ id: "old", tags: ["svc-worker-cpu:bbb"] });

@@ -64,7 +64,9 @@ async function importTar(docker: Docker, plan: ImagePlan): Promise<string> {
   let messages: Array<{ status?: string; error?: string; errorDetail?: { message?: string } }>;
   try {
     const progress = await docker.importImage(rootfsTar(plan), { repo, tag, changes: importChanges(plan.config), message: `svc ${imageTitle(plan.kind)}` });
-    messages = await new Promise((resolve, reject) => docker.modem.followProgress(progress, (err, output) => (err ? reject(err) : resolve(output as typeof messages))));
+    messages = await new Promise((resolve, reject) =>
+      docker.modem.followProgress(progress, (err, output) => (err ? reject(err) : resolve(output as typeof messages))),
+    );
   } catch (err) {
     throw new UserError(`Docker could not import the ${imageTitle(plan.kind)}: ${dockerMessage(err)}`, { cause: err });
   }
@@ -96,20 +98,28 @@ export interface EnsuredImage {
  */
 export function supersededImages(plan: ImagePlan, currentId: string, images: readonly Docker.ImageInfo[]): string[] {
   return images
-    .filter((i) => i.Id !== currentId && i.Labels?.[LABELS.imageKind] === plan.kind && i.Labels?.[LABELS.version] === plan.versionTag.slice(plan.repo.length + 1))
+    .filter(
+      (i) => i.Id !== currentId && i.Labels?.[LABELS.imageKind] === plan.kind && i.Labels?.[LABELS.version] === plan.versionTag.slice(plan.repo.length + 1),
+    )
     .map((i) => i.Id);
 }
 
 export async function applyImagePlan(docker: Docker, plan: ImagePlan): Promise<{ id: string; cached: boolean }> {
   const images = await existingWorkerImages(docker, plan.kind);
-  const action = planImageAction(plan, images.map((i) => ({ id: i.Id, tags: i.RepoTags ?? [] })));
+  const action = planImageAction(
+    plan,
+    images.map((i) => ({ id: i.Id, tags: i.RepoTags ?? [] })),
+  );
   const id = action.action === "build" ? await importTar(docker, plan) : action.id;
   if (action.action !== "cached") {
     const { repo, tag } = splitTag(plan.versionTag);
     await docker.getImage(id).tag({ repo, tag });
     for (const old of supersededImages(plan, id, images)) {
       // Not forced: the engine keeps an image a container (even a stopped one) still uses.
-      await docker.getImage(old).remove().catch(() => undefined /* still in use (or gone): kept until a later build */);
+      await docker
+        .getImage(old)
+        .remove()
+        .catch(() => undefined /* still in use (or gone): kept until a later build */);
     }
   }
   return { id, cached: action.action !== "build" };

@@ -38,7 +38,10 @@ export function tmpfsOptions(tmpMb: number): string {
 }
 
 /** Memory (no swap beyond it), CPU and process limits of a worker's Docker container. Pure. */
-export function dockerResources(placement: Placement | undefined, limits: ContainerLimits): { Memory?: number; MemorySwap?: number; NanoCpus?: number; PidsLimit: number } {
+export function dockerResources(
+  placement: Placement | undefined,
+  limits: ContainerLimits,
+): { Memory?: number; MemorySwap?: number; NanoCpus?: number; PidsLimit: number } {
   const memory = placement?.memoryMb ? placement.memoryMb * 1024 * 1024 : undefined;
   return {
     ...(memory ? { Memory: memory, MemorySwap: memory } : {}),

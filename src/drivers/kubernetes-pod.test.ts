@@ -22,7 +22,15 @@ const launch = (extra: Partial<WorkerLaunch> = {}): WorkerLaunch => ({
   onLog: () => undefined,
   ...extra,
 });
-const plan: PodPlan = { image: "reg:5000/svc-worker-cpu@sha256:aa", session: "srv1", gpuTypeLabel: "svc.gpu-type", cpu: "2", memory: "4Gi", claimFor: (v) => `svc-vol-${v}`, terminationGraceSeconds: 10 };
+const plan: PodPlan = {
+  image: "reg:5000/svc-worker-cpu@sha256:aa",
+  session: "srv1",
+  gpuTypeLabel: "svc.gpu-type",
+  cpu: "2",
+  memory: "4Gi",
+  claimFor: (v) => `svc-vol-${v}`,
+  terminationGraceSeconds: 10,
+};
 
 describe("workerPod", () => {
   it("a provider worker image: no artifact needed, its token in the Secret, the volume at /runpod-volume too, no shm unless allowed", () => {
@@ -43,7 +51,6 @@ describe("workerPod", () => {
     expect(() => workerPod(launch({ artifactUrl: undefined }), plan)).toThrow(/no URL a Pod could fetch/);
   });
 
-
   it("sizes the Pod by the endpoint's CPU instance, asks for its GPUs, and selects nodes of its volume's data center", () => {
     const cpuPod = workerPod(launch({ placement: { cpus: 1, memoryMb: 2048, gpus: 0, dataCenter: "eu-ro-1" } }), plan);
     expect(cpuPod.spec!.containers[0]!.resources).toEqual({ requests: { cpu: "1", memory: "2048Mi" }, limits: { cpu: "1", memory: "2048Mi" } });
@@ -52,7 +59,10 @@ describe("workerPod", () => {
     expect(gpuPod.spec!.containers[0]!.resources!.limits).toEqual({ cpu: "2", memory: "4Gi", "nvidia.com/gpu": "1" });
     expect(gpuPod.spec!.nodeSelector).toBeUndefined();
     // gpuCount 2: two GPUs for the device plugin to give the container.
-    const pair = workerPod(launch({ computeType: "GPU", gpuTypeIds: ["ADA_80_PRO"], placement: placementOf({ computeType: "GPU", instanceIds: [], gpuCount: 2 }) }), plan);
+    const pair = workerPod(
+      launch({ computeType: "GPU", gpuTypeIds: ["ADA_80_PRO"], placement: placementOf({ computeType: "GPU", instanceIds: [], gpuCount: 2 }) }),
+      plan,
+    );
     expect(pair.spec!.containers[0]!.resources!.limits).toEqual({ cpu: "2", memory: "4Gi", "nvidia.com/gpu": "2" });
   });
 
@@ -70,7 +80,12 @@ describe("workerPod", () => {
     expect(container!.image).toBe("reg:5000/svc-worker-cpu@sha256:aa");
     expect(container!.resources).toEqual({ requests: { cpu: "2", memory: "4Gi" }, limits: { cpu: "2", memory: "4Gi" } });
     const env = Object.fromEntries(container!.env!.map((e) => [e.name, e.value]));
-    expect(env).toMatchObject({ USER_FLAG: "on", SVC_ARTIFACT: "http://svc.svc:8600/_worker/v1/artifacts/abc", SVC_API_URL: "http://svc.svc:8600", SVC_WORKER_REVISION: "rev-1" });
+    expect(env).toMatchObject({
+      USER_FLAG: "on",
+      SVC_ARTIFACT: "http://svc.svc:8600/_worker/v1/artifacts/abc",
+      SVC_API_URL: "http://svc.svc:8600",
+      SVC_WORKER_REVISION: "rev-1",
+    });
     expect(Object.values(env).some((v) => String(v).includes("/data/artifacts"))).toBe(false);
     // The token is the service's, not the user's variable of that name; it is in the worker's Secret.
     expect(workerSecret(launch(), "srv1").stringData).toEqual({ SVC_WORKER_TOKEN: "svcw_token", SVC_API_KEY: "svc_key" });
@@ -101,7 +116,12 @@ describe("workerPod", () => {
     expect(workerPod(launch(), { ...plan, runtimeClassName: "gvisor" }).spec!.runtimeClassName).toBe("gvisor");
     // A prebuilt image keeps its own user and writable root; escalation, capabilities and seccomp as for any worker.
     const prebuilt = workerPod(launch({ image: "nginx:1", loadBalanced: true }), plan).spec!.containers[0]!;
-    expect(prebuilt.securityContext).toEqual({ readOnlyRootFilesystem: false, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } });
+    expect(prebuilt.securityContext).toEqual({
+      readOnlyRootFilesystem: false,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
     expect(prebuilt.env!.some((e) => e.name === "HOME")).toBe(false);
   });
 
@@ -109,7 +129,11 @@ describe("workerPod", () => {
     const pod = workerPod(launch({ computeType: "GPU", gpuTypeIds: ["A100"] }), plan);
     expect(pod.spec!.containers[0]!.resources!.limits).toEqual({ cpu: "2", memory: "4Gi", "nvidia.com/gpu": "1" });
     expect(pod.spec!.affinity).toEqual({
-      nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["A100"] }] }] } },
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["A100"] }] }],
+        },
+      },
     });
   });
 
@@ -117,7 +141,9 @@ describe("workerPod", () => {
     const pod = workerPod(launch({ computeType: "GPU", gpuTypeIds: ["H100", "A100", "L4"] }), plan);
     expect(pod.spec!.affinity).toEqual({
       nodeAffinity: {
-        requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["H100", "A100", "L4"] }] }] },
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["H100", "A100", "L4"] }] }],
+        },
         preferredDuringSchedulingIgnoredDuringExecution: [
           { weight: 100, preference: { matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["H100"] }] } },
           { weight: 67, preference: { matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["A100"] }] } },
@@ -135,7 +161,11 @@ describe("workerPod", () => {
   it("a GPU worker of any GPU: the device plugin's resource alone; ANY beside named types prefers them, requires none", () => {
     expect(workerPod(launch({ computeType: "GPU", gpuTypeIds: ["ANY"] }), plan).spec!.affinity).toBeUndefined();
     expect(workerPod(launch({ computeType: "GPU", gpuTypeIds: ["A100", "ANY"] }), plan).spec!.affinity).toEqual({
-      nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, preference: { matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["A100"] }] } }] },
+      nodeAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          { weight: 100, preference: { matchExpressions: [{ key: "svc.gpu-type", operator: "In", values: ["A100"] }] } },
+        ],
+      },
     });
     // A CPU endpoint's leftover GPU types do not place it.
     expect(workerPod(launch({ computeType: "CPU", gpuTypeIds: ["A100"] }), plan).spec!.affinity).toBeUndefined();
@@ -144,7 +174,12 @@ describe("workerPod", () => {
   it("a load-balanced worker: its HTTP server on every interface of the Pod, at the port the Pod declares", () => {
     const container = workerPod(launch({ loadBalanced: true }), plan).spec!.containers[0]!;
     expect(container.ports).toEqual([{ name: "http", containerPort: 8080 }]);
-    expect(container.env).toEqual(expect.arrayContaining([{ name: "SVC_HTTP_HOST", value: "0.0.0.0" }, { name: "SVC_HTTP_PORT", value: "8080" }]));
+    expect(container.env).toEqual(
+      expect.arrayContaining([
+        { name: "SVC_HTTP_HOST", value: "0.0.0.0" },
+        { name: "SVC_HTTP_PORT", value: "8080" },
+      ]),
+    );
     expect(workerPod(launch(), plan).spec!.containers[0]!.ports).toBeUndefined();
   });
 
@@ -166,7 +201,8 @@ describe("workerPod", () => {
     for (const value of ["svcw_token", "svc_key", "hunter2"]) expect(text).not.toContain(value);
     const env = pod.spec!.containers[0]!.env!;
     expect(env).toContainEqual({ name: "USER_FLAG", value: "on" });
-    for (const key of ["SVC_WORKER_TOKEN", "SVC_API_KEY", "DB_PASSWORD"]) expect(env).toContainEqual({ name: key, valueFrom: { secretKeyRef: { name: "svc-text-embedder-w1abc", key } } });
+    for (const key of ["SVC_WORKER_TOKEN", "SVC_API_KEY", "DB_PASSWORD"])
+      expect(env).toContainEqual({ name: key, valueFrom: { secretKeyRef: { name: "svc-text-embedder-w1abc", key } } });
     expect(workerSecret(secretLaunch, "srv1")).toMatchSnapshot();
     // No API key (a prebuilt image's worker gets none): no key for it.
     expect(Object.keys(workerSecret(launch({ apiKey: undefined }), "srv1").stringData!)).toEqual(["SVC_WORKER_TOKEN"]);

@@ -49,13 +49,21 @@ export interface PodPlan {
 
 /** A DNS-1123 label from any text: lower case, [a-z0-9-], at most `max` characters. Pure. */
 export function dnsLabel(text: string, max = 63): string {
-  const cleaned = text.toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "");
+  const cleaned = text
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, "-")
+    .replace(/^-+|-+$/g, "");
   return cleaned.slice(0, max).replace(/-+$/, "") || "x";
 }
 
 /** Label values: at most 63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric. Pure. */
 function labelValue(text: string): string {
-  return text.replace(/[^A-Za-z0-9_.-]+/g, "-").slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, "") || "x";
+  return (
+    text
+      .replace(/[^A-Za-z0-9_.-]+/g, "-")
+      .slice(0, 63)
+      .replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, "") || "x"
+  );
 }
 
 export function podName(launch: Pick<WorkerLaunch, "endpointName" | "workerId">): string {
@@ -77,7 +85,10 @@ const SECRET_PROTOCOL_VARIABLES = ["SVC_WORKER_TOKEN", "SVC_API_KEY", "RUNPOD_AI
 /** The worker's variables, split into those that may show on its Pod and those kept in its Secret. Pure. */
 export function workerEnv(launch: WorkerLaunch): { plain: Record<string, string>; secret: Record<string, string> } {
   // An image brings its own code: only svc's runtime fetches an artifact.
-  if (!launch.artifactUrl && !launch.image) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Pod could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
+  if (!launch.artifactUrl && !launch.image)
+    throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Pod could fetch`, {
+      hint: "Deploy it again: artifacts are named by their sha256.",
+    });
   // HOME in the writable /tmp (svc's image has a read-only root filesystem), unless the endpoint names its own.
   const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
   applyProtocolEnv(env, launch, {
@@ -198,7 +209,9 @@ export function gpuAffinity(gpuTypeIds: readonly string[], label: string): Pick<
   return {
     affinity: {
       nodeAffinity: {
-        ...(any ? {} : { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: label, operator: "In", values: named }] }] } }),
+        ...(any
+          ? {}
+          : { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: label, operator: "In", values: named }] }] } }),
         ...(prefer
           ? {
               preferredDuringSchedulingIgnoredDuringExecution: named.map((type, i) => ({
@@ -217,7 +230,10 @@ export function exitOfPod(pod: V1Pod): WorkerExit | undefined {
   const phase = pod.status?.phase;
   if (phase !== "Succeeded" && phase !== "Failed") return undefined;
   const terminated = pod.status?.containerStatuses?.[0]?.state?.terminated;
-  return { code: typeof terminated?.exitCode === "number" ? terminated.exitCode : phase === "Succeeded" ? 0 : null, signal: terminated?.signal === undefined ? null : String(terminated.signal) };
+  return {
+    code: typeof terminated?.exitCode === "number" ? terminated.exitCode : phase === "Succeeded" ? 0 : null,
+    signal: terminated?.signal === undefined ? null : String(terminated.signal),
+  };
 }
 
 /**
@@ -261,6 +277,5 @@ export function apiErrorMessage(err: unknown): string {
   const first = String(errorMessage(err) ?? err).split("\n");
   const fromClient = /^HTTP-Code: (\d+)$/.exec(first[0] ?? "");
   const said = /^Message: (.*)$/.exec(first[1] ?? "");
-  return fromClient && said ? `${said[1]} (HTTP ${fromClient[1]})` : first[0] ?? "";
+  return fromClient && said ? `${said[1]} (HTTP ${fromClient[1]})` : (first[0] ?? "");
 }
-

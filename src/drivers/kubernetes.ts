@@ -8,15 +8,44 @@
 // that Kubernetes collects it with the Pod, and deleted by the driver when the worker ends); leftovers whose Pod
 // is gone are deleted at adoption.
 
-import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, Watch, type V1PersistentVolumeClaim, type V1Pod, type V1Secret } from "@kubernetes/client-node";
-import { claimBelow, clusterVolumeName, clusterVolumeRefusal, dataCenterRefusal, volumeClaim, type KubernetesVolumeConfig, type LaunchVolume } from "./cluster-volumes.js";
+import {
+  CoreV1Api,
+  KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  Watch,
+  type V1PersistentVolumeClaim,
+  type V1Pod,
+  type V1Secret,
+} from "@kubernetes/client-node";
+import {
+  claimBelow,
+  clusterVolumeName,
+  clusterVolumeRefusal,
+  dataCenterRefusal,
+  volumeClaim,
+  type KubernetesVolumeConfig,
+  type LaunchVolume,
+} from "./cluster-volumes.js";
 import { UserError, errorMessage } from "../errors.js";
 import { registryDigest, registryTag } from "./registry.js";
 import { imageKindOf, workerImageName } from "./image-names.js";
 import { DATA_CENTER_LABEL } from "./placement.js";
 import { DEFAULT_CONTAINER_LIMITS } from "./isolation.js";
 import { followPodLog, type LogFollow } from "./kubernetes-logs.js";
-import { apiErrorMessage, exitOfPod, isLoadBalancedPod, lbAddressOf, podLabels, POD_LABELS, REVISION_ANNOTATION, statusOf, WORKER_CONTAINER, workerPod, workerSecret } from "./kubernetes-pod.js";
+import {
+  apiErrorMessage,
+  exitOfPod,
+  isLoadBalancedPod,
+  lbAddressOf,
+  podLabels,
+  POD_LABELS,
+  REVISION_ANNOTATION,
+  statusOf,
+  WORKER_CONTAINER,
+  workerPod,
+  workerSecret,
+} from "./kubernetes-pod.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 export { exitOfPod } from "./kubernetes-pod.js";
@@ -128,7 +157,17 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     if (address) w.setAddress(address);
     // Its container runs (or ran): its output can be read now. A Pending Pod's log answers 400.
     if (w.onLog && !w.follow && pod.status?.phase && pod.status.phase !== "Pending") {
-      w.follow = followPodLog({ kc, api, namespace, pod: w.name, container: WORKER_CONTAINER, onLog: w.onLog, sinceTime: w.logsSince, retryMs: options.logRetryMs, log });
+      w.follow = followPodLog({
+        kc,
+        api,
+        namespace,
+        pod: w.name,
+        container: WORKER_CONTAINER,
+        onLog: w.onLog,
+        sinceTime: w.logsSince,
+        retryMs: options.logRetryMs,
+        log,
+      });
     }
     const exit = exitOfPod(pod);
     if (!exit || w.ending) return;
@@ -228,7 +267,10 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
   const addressOf = async (w: Watched, endpointName: string): Promise<string> => {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`it got no IP within ${podAddressTimeoutMs / 1000} s (not scheduled, or its network not set up)`)), podAddressTimeoutMs);
+      timer = setTimeout(
+        () => reject(new Error(`it got no IP within ${podAddressTimeoutMs / 1000} s (not scheduled, or its network not set up)`)),
+        podAddressTimeoutMs,
+      );
       timer.unref();
     });
     try {
@@ -245,7 +287,10 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     }
   };
 
-  const claimLabels = () => ({ [POD_LABELS.managed]: "true", [POD_LABELS.session]: podLabels({ endpointId: "x", workerId: "x" }, options.session)[POD_LABELS.session]! });
+  const claimLabels = () => ({
+    [POD_LABELS.managed]: "true",
+    [POD_LABELS.session]: podLabels({ endpointId: "x", workerId: "x" }, options.session)[POD_LABELS.session]!,
+  });
 
   /** The volume's claim, made when missing and grown when it asks for less than the volume's size. */
   const ensureClaim = async (volume: LaunchVolume, endpointName: string) => {
@@ -318,7 +363,10 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         if (!options.registry) return workerImageName(kind);
         const { repo, tag } = registryTag(options.registry, kind);
         const digest = await registryDigest(options.registry, repo, tag);
-        if (!digest) throw new UserError(`The registry at ${options.registry} has no ${repo}:${tag}`, { hint: `Push the worker images first: svc images build --registry ${options.registry}` });
+        if (!digest)
+          throw new UserError(`The registry at ${options.registry} has no ${repo}:${tag}`, {
+            hint: `Push the worker images first: svc images build --registry ${options.registry}`,
+          });
         return `${repo}@${digest}`;
       })();
       image.catch(() => images.delete(kind));
@@ -377,7 +425,11 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
       // Owned by its Pod: Kubernetes deletes it with the Pod even when this service is not there to.
       try {
         const owner = { apiVersion: "v1", kind: "Pod", name: made.metadata!.name!, uid: made.metadata!.uid! };
-        await api.replaceNamespacedSecret({ name: secret.metadata!.name!, namespace, body: { ...madeSecret, metadata: { ...madeSecret.metadata, ownerReferences: [owner] } } });
+        await api.replaceNamespacedSecret({
+          name: secret.metadata!.name!,
+          namespace,
+          body: { ...madeSecret, metadata: { ...madeSecret.metadata, ownerReferences: [owner] } },
+        });
       } catch (err) {
         // Still deleted by this driver when the worker ends, and by an adoption after a restart: worth a note.
         // Gone already (the worker ended at once, and the driver deleted it): nothing to own.
@@ -409,7 +461,12 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
           await remove(name, 0);
           await removeSecret(name);
           const ended = exit;
-          found.push({ handle: { workerId, exited: Promise.resolve(ended), stop: async () => ended, kill: () => undefined }, endpointId, revision, ended: true });
+          found.push({
+            handle: { workerId, exited: Promise.resolve(ended), stop: async () => ended, kill: () => undefined },
+            endpointId,
+            revision,
+            ended: true,
+          });
           continue;
         }
         const w = handleOf(workerId, name, { onLog: onLog && ((line) => onLog(endpointId, workerId, line)), logsSince });

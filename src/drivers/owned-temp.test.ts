@@ -11,13 +11,31 @@ describe("svc's temporary directories", () => {
     expect(tempDirOwner("svc-sandbox-pid7-x")).toBe(7);
     // Docker's staged artifacts belong to a session that a restarted service adopts, not to a pid.
     expect(tempDirOwner("svc-worker-artifacts-pid99-session")).toBeUndefined();
-    for (const other of ["svc-lb-Ab12Cd", "svc-lb-wait-pid12-", "svc-sandbox-probe-12", "svc-lbx-pid12-a", "my-svc-lb-pid12-a", "svc-lb-pid0-a", "svc-lb-pid12", "svc-build-pid12-a"]) {
+    for (const other of [
+      "svc-lb-Ab12Cd",
+      "svc-lb-wait-pid12-",
+      "svc-sandbox-probe-12",
+      "svc-lbx-pid12-a",
+      "my-svc-lb-pid12-a",
+      "svc-lb-pid0-a",
+      "svc-lb-pid12",
+      "svc-build-pid12-a",
+    ]) {
       expect(tempDirOwner(other)).toBeUndefined();
     }
   });
 
   it("are stale when their owner is dead, never when it lives, is this process, or the name is not svc's", () => {
-    const names = ["svc-lb-pid100-a", "svc-sandbox-pid200-b", "svc-sandbox-pid300-s", "svc-lb-pid400-c", "svc-lb-abcdef", "other-pid100-x", "svc-sandbox-pid500-d", "svc-worker-artifacts-smwyxrihbezthh6"];
+    const names = [
+      "svc-lb-pid100-a",
+      "svc-sandbox-pid200-b",
+      "svc-sandbox-pid300-s",
+      "svc-lb-pid400-c",
+      "svc-lb-abcdef",
+      "other-pid100-x",
+      "svc-sandbox-pid500-d",
+      "svc-worker-artifacts-smwyxrihbezthh6",
+    ];
     const alive = (pid: number) => pid === 200 || pid === 400;
     expect(staleTempDirs(names, alive, 500)).toEqual(["svc-lb-pid100-a", "svc-sandbox-pid300-s"]);
     // A dead owner's directory that a live process still uses (an adopted worker's socket) stays.

@@ -35,7 +35,12 @@ export function tempDirOwner(name: string): number | undefined {
  * and is not `self`. Names of another form, earlier svc versions' without a pid included, are never stale: their
  * owner cannot be told. Pure.
  */
-export function staleTempDirs(names: readonly string[], alive: (pid: number) => boolean, self: number = process.pid, inUse: (name: string) => boolean = () => false): string[] {
+export function staleTempDirs(
+  names: readonly string[],
+  alive: (pid: number) => boolean,
+  self: number = process.pid,
+  inUse: (name: string) => boolean = () => false,
+): string[] {
   return names.filter((name) => {
     const pid = tempDirOwner(name);
     return pid !== undefined && pid !== self && !alive(pid) && !inUse(name);

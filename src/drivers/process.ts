@@ -195,7 +195,11 @@ function defaultRuntimeEntry(): string {
  * the service's whole environment), then the endpoint's configured variables, then the protocol variables (which
  * user env cannot override). Pure.
  */
-export function workerEnvironment(launch: WorkerLaunch, hostEnv: Readonly<Record<string, string>>, placement: Omit<WorkerPlacement, "apiUrl" | "artifact">): Record<string, string> {
+export function workerEnvironment(
+  launch: WorkerLaunch,
+  hostEnv: Readonly<Record<string, string>>,
+  placement: Omit<WorkerPlacement, "apiUrl" | "artifact">,
+): Record<string, string> {
   const env: Record<string, string | undefined> = { ...hostEnv };
   Object.assign(env, launch.environment);
   applyProtocolEnv(env, launch, { apiUrl: launch.apiUrl, artifact: launch.artifactPath, ...placement });
@@ -215,7 +219,25 @@ export function sandboxExit(code: number | null, signal: NodeJS.Signals | null):
   }
   return { code, signal };
 }
-const SIGNAL_NUMBERS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGILL: 4, SIGTRAP: 5, SIGABRT: 6, SIGBUS: 7, SIGFPE: 8, SIGKILL: 9, SIGUSR1: 10, SIGSEGV: 11, SIGUSR2: 12, SIGPIPE: 13, SIGALRM: 14, SIGTERM: 15, SIGXCPU: 24, SIGXFSZ: 25 };
+const SIGNAL_NUMBERS: Record<string, number> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGQUIT: 3,
+  SIGILL: 4,
+  SIGTRAP: 5,
+  SIGABRT: 6,
+  SIGBUS: 7,
+  SIGFPE: 8,
+  SIGKILL: 9,
+  SIGUSR1: 10,
+  SIGSEGV: 11,
+  SIGUSR2: 12,
+  SIGPIPE: 13,
+  SIGALRM: 14,
+  SIGTERM: 15,
+  SIGXCPU: 24,
+  SIGXFSZ: 25,
+};
 
 /** A worker's limits: its endpoint's instance (CPU endpoints name vCPUs and memory), else the sandbox's defaults. */
 export function workerLimits(launch: Pick<WorkerLaunch, "placement">, defaults: SandboxDefaults): { limits: CgroupLimits; tmpBytes: number } {
@@ -318,7 +340,8 @@ interface Pooled {
 export function createProcessDriver(options: ProcessDriverOptions = {}): ProcessDriver {
   const entry = options.runtimeEntry ?? defaultRuntimeEntry();
   const nodePath = options.nodePath ?? process.execPath;
-  const resolved = typeof options.sandbox === "object" ? options.sandbox : resolveSandbox({ setting: options.sandbox ?? "none", defaults: options.sandboxDefaults });
+  const resolved =
+    typeof options.sandbox === "object" ? options.sandbox : resolveSandbox({ setting: options.sandbox ?? "none", defaults: options.sandboxDefaults });
   const sandbox = resolved.kind === "bwrap" ? resolved : undefined;
   const hostEnv = () => allowedHostEnv(options.baseEnv ?? process.env, options.envAllow);
   // The cache is made on first use: a driver is created before the service checks its data directory.
@@ -365,7 +388,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   // gone with the driver.
   let socketDir: string | undefined;
   const socketRoot = () => (socketDir ??= mkdtempSync(join(tmpdir(), ownedTempPrefix("svc-lb"))));
-  const socketsWanted = (launch: WorkerLaunch) => options.localSockets !== false && launch.loadBalanced === true && !launch.image && process.platform !== "win32";
+  const socketsWanted = (launch: WorkerLaunch) =>
+    options.localSockets !== false && launch.loadBalanced === true && !launch.image && process.platform !== "win32";
   /** An unsandboxed worker's socket path, in the driver's directory. */
   const lbSocketFor = (launch: WorkerLaunch): string | undefined => {
     if (!socketsWanted(launch)) return undefined;
@@ -502,7 +526,13 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       if (sandbox) return startSandboxed(launch, dir, http, address);
 
       const localSocket = lbSocketFor(launch);
-      const env = workerEnvironment(launch, hostEnv(), { artifactDir: dir, volumePath: launch.volumePath, parentPid: process.pid, lbSocket: localSocket, http });
+      const env = workerEnvironment(launch, hostEnv(), {
+        artifactDir: dir,
+        volumePath: launch.volumePath,
+        parentPid: process.pid,
+        lbSocket: localSocket,
+        http,
+      });
       const restored = launch.snapshot ? await snapshots.restore(launch, env, dir) : undefined;
       const pooled = launch.image || restored ? undefined : await takePooled();
       let child: ChildProcess;
@@ -522,8 +552,25 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       if (child.pid !== undefined) {
         writeRecord(
           restored
-            ? { pid: restored.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(restored.pid), address, localSocket, ...(launch.gpus?.length ? { gpus: launch.gpus } : {}) }
-            : { pid: child.pid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, address, localSocket, ...(launch.gpus?.length ? { gpus: launch.gpus } : {}) },
+            ? {
+                pid: restored.pid,
+                workerId: launch.workerId,
+                endpointId: launch.endpointId,
+                revision: launch.revision,
+                startTime: processStartTime(restored.pid),
+                address,
+                localSocket,
+                ...(launch.gpus?.length ? { gpus: launch.gpus } : {}),
+              }
+            : {
+                pid: child.pid,
+                workerId: launch.workerId,
+                endpointId: launch.endpointId,
+                revision: launch.revision,
+                address,
+                localSocket,
+                ...(launch.gpus?.length ? { gpus: launch.gpus } : {}),
+              },
         );
       }
       return track(launch, running, { address, localSocket, cleanup: () => localSocket && rmSync(localSocket, { force: true }) });
@@ -553,7 +600,12 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           forget(workerId);
           tidy(record);
           const exited = Promise.resolve<WorkerExit>({ code: null, signal: null });
-          found.push({ handle: { workerId, exited, stop: () => exited, kill: () => undefined }, endpointId: record.endpointId, revision: record.revision, ended: true });
+          found.push({
+            handle: { workerId, exited, stop: () => exited, kill: () => undefined },
+            endpointId: record.endpointId,
+            revision: record.revision,
+            ended: true,
+          });
           continue;
         }
         const handle = adoptedHandle(record, () => {
@@ -582,7 +634,9 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       // A pooled runtime holds nothing to drain. Sandboxed, it is PID 1 of its namespace and has no SIGTERM
       // handler yet (which PID 1 ignores): SIGKILL.
       for (const p of booted) signalRunning({ child: p.child, innerPid: p.sandboxed?.innerPid }, p.sandboxed ? "SIGKILL" : "SIGTERM");
-      await Promise.all(booted.map(({ child }) => (child.exitCode === null && child.signalCode === null ? new Promise((r) => child.once("exit", r)) : undefined)));
+      await Promise.all(
+        booted.map(({ child }) => (child.exitCode === null && child.signalCode === null ? new Promise((r) => child.once("exit", r)) : undefined)),
+      );
       for (const p of booted) if (p.sandboxed) tidy({ dirs: [p.sandboxed.codeDir, p.sandboxed.runDir] });
       const grace = options.closeGraceMs ?? 3000;
       await Promise.all([...children.values(), ...[...adopted.values()].map((handle) => ({ handle }))].map(({ handle }) => handle.stop(grace)));
@@ -639,7 +693,18 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       if (runDir) dirs.push(runDir);
       let spawned: SandboxedProcess;
       try {
-        spawned = s.spawn({ nodePath, entry, codeDir: dir, volumeDir: launch.volumePath, runDir, env, name: launch.workerId, limits, tmpBytes, gpu: launch.computeType === "GPU" });
+        spawned = s.spawn({
+          nodePath,
+          entry,
+          codeDir: dir,
+          volumeDir: launch.volumePath,
+          runDir,
+          env,
+          name: launch.workerId,
+          limits,
+          tmpBytes,
+          gpu: launch.computeType === "GPU",
+        });
       } catch (err) {
         tidy({ dirs });
         throw err;
@@ -650,13 +715,27 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       cgroups = spawned.cgroup?.dirs ?? [];
     }
     if (innerPid !== undefined) {
-      writeRecord({ pid: innerPid, workerId: launch.workerId, endpointId: launch.endpointId, revision: launch.revision, startTime: processStartTime(innerPid), address, localSocket, cgroups, dirs });
+      writeRecord({
+        pid: innerPid,
+        workerId: launch.workerId,
+        endpointId: launch.endpointId,
+        revision: launch.revision,
+        startTime: processStartTime(innerPid),
+        address,
+        localSocket,
+        cgroups,
+        dirs,
+      });
     }
     return track(launch, { child, handle: undefined!, innerPid }, { address, localSocket, cleanup: () => tidy({ dirs }), sandboxed: true });
   }
 
   /** Watch a started worker: its exit (record and leftovers removed), and its handle. */
-  function track(launch: WorkerLaunch, running: Running, extra: { address?: string; localSocket?: string; cleanup: () => unknown; sandboxed?: boolean }): WorkerHandle {
+  function track(
+    launch: WorkerLaunch,
+    running: Running,
+    extra: { address?: string; localSocket?: string; cleanup: () => unknown; sandboxed?: boolean },
+  ): WorkerHandle {
     const { child } = running;
     const exited = new Promise<WorkerExit>((resolve) => {
       child.once("exit", (code, signal) => {

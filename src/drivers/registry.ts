@@ -86,9 +86,13 @@ export async function registryWorkerImage(docker: Docker, registry: string, kind
   try {
     digest = await registryDigest(registry, repo, tag);
   } catch (err) {
-    throw new UserError(`Could not ask the registry at ${registry} for ${repo}:${tag}: ${errorMessage(err)}`, { hint: "Check that the registry runs at that address.", cause: err });
+    throw new UserError(`Could not ask the registry at ${registry} for ${repo}:${tag}: ${errorMessage(err)}`, {
+      hint: "Check that the registry runs at that address.",
+      cause: err,
+    });
   }
-  if (!digest) throw new UserError(`The registry at ${registry} has no ${repo}:${tag}`, { hint: `Push the worker images first: svc images build --registry ${registry}` });
+  if (!digest)
+    throw new UserError(`The registry at ${registry} has no ${repo}:${tag}`, { hint: `Push the worker images first: svc images build --registry ${registry}` });
   const reference = `${repo}@${digest}`;
   const present = await docker
     .getImage(reference)

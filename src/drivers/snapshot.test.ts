@@ -6,12 +6,23 @@ import { privateTree, snapshotKey, snapshotRefusal, templateEnvironment } from "
 
 describe("snapshot images' keys", () => {
   const runtime = { entry: "/svc/dist/runtime/worker.js", node: "/usr/bin/node", nodeVersion: "v20.0.0", entryModified: 1 };
-  const env = { SVC_ENDPOINT_NAME: "model", SVC_WORKER_REVISION: "r1", MODEL: "small", SVC_WORKER_ID: "w1", SVC_WORKER_TOKEN: "t1", SVC_API_KEY: "k1", SVC_API_URL: "http://127.0.0.1:1", SVC_PARENT_PID: "10" };
-  const key = (launch: { endpointId: string; revision?: string }, e: NodeJS.ProcessEnv, r: Record<string, unknown> = runtime) => snapshotKey(launch, templateEnvironment(e), r);
+  const env = {
+    SVC_ENDPOINT_NAME: "model",
+    SVC_WORKER_REVISION: "r1",
+    MODEL: "small",
+    SVC_WORKER_ID: "w1",
+    SVC_WORKER_TOKEN: "t1",
+    SVC_API_KEY: "k1",
+    SVC_API_URL: "http://127.0.0.1:1",
+    SVC_PARENT_PID: "10",
+  };
+  const key = (launch: { endpointId: string; revision?: string }, e: NodeJS.ProcessEnv, r: Record<string, unknown> = runtime) =>
+    snapshotKey(launch, templateEnvironment(e), r);
 
   it("leaves the worker's identity out of the template's environment and the key", () => {
     const template = templateEnvironment(env);
-    for (const name of ["SVC_WORKER_ID", "SVC_WORKER_TOKEN", "SVC_API_KEY", "SVC_API_URL", "SVC_PARENT_PID", "SVC_LB_SOCKET"]) expect(template).not.toHaveProperty(name);
+    for (const name of ["SVC_WORKER_ID", "SVC_WORKER_TOKEN", "SVC_API_KEY", "SVC_API_URL", "SVC_PARENT_PID", "SVC_LB_SOCKET"])
+      expect(template).not.toHaveProperty(name);
     expect(template).toMatchObject({ SVC_ENDPOINT_NAME: "model", MODEL: "small", UV_USE_IO_URING: "0" });
     const other = { ...env, SVC_WORKER_ID: "w2", SVC_WORKER_TOKEN: "t2", SVC_API_KEY: "k2", SVC_API_URL: "http://127.0.0.1:2", SVC_PARENT_PID: "11" };
     expect(key({ endpointId: "e", revision: "r1" }, other)).toBe(key({ endpointId: "e", revision: "r1" }, env));

@@ -145,7 +145,10 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     });
     // The init's output is this first worker's.
     const relay = () => {
-      for (const [file, stream] of [["init.out", "stdout"], ["init.err", "stderr"]] as const) {
+      for (const [file, stream] of [
+        ["init.out", "stdout"],
+        ["init.err", "stderr"],
+      ] as const) {
         const text = readFileSync(join(imageDir, file), "utf8");
         for (const line of text.split("\n").filter((l) => l.length > 0)) launch.onLog({ ts: Date.now(), stream, text: line });
       }
@@ -153,7 +156,9 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     if (!ready) {
       relay();
       template.kill("SIGKILL");
-      throw new Error(`the template did not finish its initialisation (${template.exitCode === null && template.signalCode === null ? "timed out" : `exited with code ${template.exitCode}`})`);
+      throw new Error(
+        `the template did not finish its initialisation (${template.exitCode === null && template.signalCode === null ? "timed out" : `exited with code ${template.exitCode}`})`,
+      );
     }
     const initMs = Date.now() - started;
     // The runtime is the forked child of `unshare`: PID 1 of the namespace.
@@ -189,15 +194,22 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
       criu,
       [
         "restore",
-        "--images-dir", imageDir,
-        "--work-dir", work,
-        "--log-file", "restore.log",
+        "--images-dir",
+        imageDir,
+        "--work-dir",
+        work,
+        "--log-file",
+        "restore.log",
         "-v4",
-        "--pidfile", pidFile,
+        "--pidfile",
+        pidFile,
         // The template's output files and identity FIFO become this restore's pipes.
-        "--inherit-fd", `fd[1]:${inheritName(join(imageDir, "init.out"))}`,
-        "--inherit-fd", `fd[2]:${inheritName(join(imageDir, "init.err"))}`,
-        "--inherit-fd", `fd[3]:${inheritName(join(imageDir, "identity.fifo"))}`,
+        "--inherit-fd",
+        `fd[1]:${inheritName(join(imageDir, "init.out"))}`,
+        "--inherit-fd",
+        `fd[2]:${inheritName(join(imageDir, "init.err"))}`,
+        "--inherit-fd",
+        `fd[3]:${inheritName(join(imageDir, "identity.fifo"))}`,
       ],
       { stdio: ["ignore", "pipe", "pipe", "pipe"] },
     );
@@ -260,7 +272,10 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
       const launchRefusal = snapshotRefusal(launch, undefined);
       const refusal = launchRefusal ?? (await hostProblem());
       if (refusal) {
-        sayOnce(launchRefusal ? `${launch.endpointId}:${refusal}` : "host", `svc: snapshots are off for endpoint ${launch.endpointName}: ${refusal}; its workers start without one`);
+        sayOnce(
+          launchRefusal ? `${launch.endpointId}:${refusal}` : "host",
+          `svc: snapshots are off for endpoint ${launch.endpointName}: ${refusal}; its workers start without one`,
+        );
         // Once per endpoint where its owner looks too: the endpoint's logs.
         if (!said.has(`log:${launch.endpointId}`)) {
           said.add(`log:${launch.endpointId}`);
@@ -276,7 +291,8 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
           let pending = making.get(imageDir);
           if (!pending) {
             // A new revision's image replaces the endpoint's older ones: none of them is restored again.
-            if (existsSync(endpointDir)) for (const old of readdirSync(endpointDir)) if (old !== key) rmSync(join(endpointDir, old), { recursive: true, force: true });
+            if (existsSync(endpointDir))
+              for (const old of readdirSync(endpointDir)) if (old !== key) rmSync(join(endpointDir, old), { recursive: true, force: true });
             pending = makeImage(launch, env, cwd, imageDir);
             making.set(imageDir, pending);
             // A failed template stays recorded: this revision's workers start fresh instead of trying again each time.
@@ -310,7 +326,9 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     imageDirs(endpointId) {
       const endpointDir = join(options.dir, endpointId);
       if (!existsSync(endpointDir)) return [];
-      return readdirSync(endpointDir).filter((k) => existsSync(join(endpointDir, k, "ready"))).map((k) => join(endpointDir, k));
+      return readdirSync(endpointDir)
+        .filter((k) => existsSync(join(endpointDir, k, "ready")))
+        .map((k) => join(endpointDir, k));
     },
   };
 }

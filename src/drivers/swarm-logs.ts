@@ -154,7 +154,14 @@ export function serviceLogs(options: ServiceLogOptions): ServiceLogs {
       const since = resumeAt();
       void (async () => {
         const d = await options.docker();
-        const body = (await d.getService(serviceId).logs({ follow: true, stdout: true, stderr: true, timestamps: true, abortSignal: controller.signal, ...(since ? { since: unixSeconds(since) } : {}) } as Docker.ContainerLogsOptions & { follow: true })) as NodeJS.ReadableStream;
+        const body = (await d.getService(serviceId).logs({
+          follow: true,
+          stdout: true,
+          stderr: true,
+          timestamps: true,
+          abortSignal: controller.signal,
+          ...(since ? { since: unixSeconds(since) } : {}),
+        } as Docker.ContainerLogsOptions & { follow: true })) as NodeJS.ReadableStream;
         if (controller.signal.aborted) {
           (body as unknown as { destroy?: () => void }).destroy?.();
           return;
@@ -182,7 +189,14 @@ export function serviceLogs(options: ServiceLogOptions): ServiceLogs {
       timer.unref();
       try {
         const d = await options.docker();
-        const all = (await d.getService(serviceId).logs({ follow: false, stdout: true, stderr: true, timestamps: true, abortSignal: controller.signal, ...(since ? { since: unixSeconds(since) } : {}) } as Docker.ContainerLogsOptions)) as unknown as Buffer;
+        const all = (await d.getService(serviceId).logs({
+          follow: false,
+          stdout: true,
+          stderr: true,
+          timestamps: true,
+          abortSignal: controller.signal,
+          ...(since ? { since: unixSeconds(since) } : {}),
+        } as Docker.ContainerLogsOptions)) as unknown as Buffer;
         take(new FrameReader(), all);
         for (const s of Object.values(streams)) s.flush();
       } catch (err) {

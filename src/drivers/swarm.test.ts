@@ -47,16 +47,29 @@ describe("swarmServiceSpec", () => {
     expect(shm).toContainEqual({ Type: "tmpfs", Target: "/dev/shm", TmpfsOptions: { SizeBytes: 512 * 1024 * 1024 } });
   });
 
-
   it("one labelled replica without restart policy, the artifact by URL and the protocol variables winning", () => {
     const spec = swarmServiceSpec(launch(), plan);
     expect(spec.Mode).toEqual({ Replicated: { Replicas: 1 } });
     expect(template(spec).RestartPolicy).toEqual({ Condition: "none", MaxAttempts: 0 });
-    expect(spec.Labels).toEqual({ "svc.managed": "true", "svc.app": "app", "svc.env": "prod", "svc.endpoint": "ep1", "svc.session": "srv1", "svc.worker": "w1abc", "svc.revision": "rev-1" });
+    expect(spec.Labels).toEqual({
+      "svc.managed": "true",
+      "svc.app": "app",
+      "svc.env": "prod",
+      "svc.endpoint": "ep1",
+      "svc.session": "srv1",
+      "svc.worker": "w1abc",
+      "svc.revision": "rev-1",
+    });
     const container = template(spec).ContainerSpec;
     expect(container.Labels).toEqual(spec.Labels);
     expect(container.Env).toEqual(
-      expect.arrayContaining(["USER_FLAG=on", "SVC_WORKER_TOKEN=svcw_token", "SVC_ARTIFACT=http://10.0.0.5:8600/_worker/v1/artifacts/abc", "SVC_API_URL=http://10.0.0.5:8600", "SVC_WORKER_REVISION=rev-1"]),
+      expect.arrayContaining([
+        "USER_FLAG=on",
+        "SVC_WORKER_TOKEN=svcw_token",
+        "SVC_ARTIFACT=http://10.0.0.5:8600/_worker/v1/artifacts/abc",
+        "SVC_API_URL=http://10.0.0.5:8600",
+        "SVC_WORKER_REVISION=rev-1",
+      ]),
     );
     expect(container.Env!.some((e: string) => e.includes("/data/artifacts"))).toBe(false);
     expect(container.StopGracePeriod).toBe(10_000_000_000);
@@ -74,7 +87,10 @@ describe("swarmServiceSpec", () => {
     expect(container.Mounts).toEqual([{ Type: "tmpfs", Target: "/tmp", TmpfsOptions: { SizeBytes: 256 * 1024 ** 2, Mode: 0o1777, Options: [["exec"]] } }]);
     expect(container.Env).toContain("HOME=/tmp");
     // The instance's vCPUs and memory, as limits as well as reservations, and the process limit.
-    expect(template(spec).Resources).toEqual({ Limits: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3, Pids: 200 }, Reservations: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3 } });
+    expect(template(spec).Resources).toEqual({
+      Limits: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3, Pids: 200 },
+      Reservations: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3 },
+    });
     // A prebuilt image keeps its own user and writable layer; capabilities and privileges stay dropped.
     const prebuilt = template(swarmServiceSpec(launch({ image: "nginx:1" }), plan)).ContainerSpec as Docker.ContainerSpec & { Privileges?: unknown };
     expect(prebuilt.User).toBeUndefined();
@@ -92,15 +108,35 @@ describe("swarmServiceSpec", () => {
 
   it("reserves the vCPUs and memory of the endpoint's CPU instance and constrains workers to their volume's data center", () => {
     const spec = swarmServiceSpec(launch({ placement: { cpus: 2, memoryMb: 4096, gpus: 0, dataCenter: "eu-ro-1" } }), plan);
-    expect(template(spec).Resources).toEqual({ Limits: { NanoCPUs: 2_000_000_000, MemoryBytes: 4 * 1024 ** 3, Pids: 1024 }, Reservations: { NanoCPUs: 2_000_000_000, MemoryBytes: 4 * 1024 ** 3 } });
+    expect(template(spec).Resources).toEqual({
+      Limits: { NanoCPUs: 2_000_000_000, MemoryBytes: 4 * 1024 ** 3, Pids: 1024 },
+      Reservations: { NanoCPUs: 2_000_000_000, MemoryBytes: 4 * 1024 ** 3 },
+    });
     expect(template(spec).Placement).toEqual({ Constraints: ["node.labels.svc.data-center==eu-ro-1"] });
   });
 
   it("reserves a GPU as a generic resource, constrains one GPU type, and mounts the network volume", () => {
-    const volume = { volume: { id: "vol0123456789ab", sizeGb: 20 }, config: { driver: "local", options: { type: "nfs", o: "addr=10.0.0.5,rw", device: ":/exports/{volume}" } } };
-    const spec = swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], volume: volume.volume }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 }, volume });
-    expect(template(spec).Resources).toEqual({ Limits: { Pids: 1024 }, Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 1 } }] } });
-    expect(template(swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100", "H100"], placement: { gpus: 1, dataCenter: "us-1" } }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: 1 } })).Placement).toEqual({
+    const volume = {
+      volume: { id: "vol0123456789ab", sizeGb: 20 },
+      config: { driver: "local", options: { type: "nfs", o: "addr=10.0.0.5,rw", device: ":/exports/{volume}" } },
+    };
+    const spec = swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], volume: volume.volume }), {
+      ...plan,
+      gpus: { kind: "NVIDIA-GPU", count: 1 },
+      volume,
+    });
+    expect(template(spec).Resources).toEqual({
+      Limits: { Pids: 1024 },
+      Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 1 } }] },
+    });
+    expect(
+      template(
+        swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100", "H100"], placement: { gpus: 1, dataCenter: "us-1" } }), {
+          ...plan,
+          gpus: { kind: "NVIDIA-GPU", count: 1 },
+        }),
+      ).Placement,
+    ).toEqual({
       Constraints: ["node.labels.svc.data-center==us-1"],
     });
     expect(template(spec).Placement).toEqual({ Constraints: ["node.labels.svc.gpu-type==A100"] });
@@ -120,7 +156,11 @@ describe("swarmServiceSpec", () => {
     ]);
     // gpuCount 2: two GPUs of the generic resource (the driver counts them from the placement).
     const pair = placementOf({ computeType: "GPU", instanceIds: [], gpuCount: 2 });
-    expect(template(swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], placement: pair }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: pair.gpus } })).Resources).toMatchObject({
+    expect(
+      template(
+        swarmServiceSpec(launch({ computeType: "GPU", gpuTypeIds: ["A100"], placement: pair }), { ...plan, gpus: { kind: "NVIDIA-GPU", count: pair.gpus } }),
+      ).Resources,
+    ).toMatchObject({
       Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: "NVIDIA-GPU", Value: 2 } }] },
     });
     expect(template(spec).ContainerSpec.Env).toContain("SVC_VOLUME_PATH=/svc-volume");

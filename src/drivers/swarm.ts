@@ -79,7 +79,10 @@ export function swarmLabels(launch: WorkerLaunch, session: string): Record<strin
 /** The worker's Swarm service: what `docker service create` would be given. Pure. */
 export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): Docker.CreateServiceOptions {
   // An image brings its own code: only svc's runtime fetches an artifact.
-  if (!launch.artifactUrl && !launch.image) throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Swarm worker could fetch`, { hint: "Deploy it again: artifacts are named by their sha256." });
+  if (!launch.artifactUrl && !launch.image)
+    throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Swarm worker could fetch`, {
+      hint: "Deploy it again: artifacts are named by their sha256.",
+    });
   const limits = plan.limits ?? DEFAULT_CONTAINER_LIMITS;
   // HOME in the writable /tmp (the root filesystem is read-only), unless the endpoint names its own.
   const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
@@ -153,8 +156,12 @@ function apiVersionBelow(version: string, major: number, minor: number): boolean
  */
 export function swarmConfinementGaps(apiVersion: string): string[] {
   const gaps: string[] = [];
-  if (apiVersionBelow(apiVersion, 1, 44)) gaps.push(`this engine (API ${apiVersion}) ignores no-new-privileges for Swarm services (Docker 25, API 1.44, applies it)`);
-  if (apiVersionBelow(apiVersion, 1, 46)) gaps.push(`this engine (API ${apiVersion}) mounts the workers' /tmp noexec: native addons in an artifact fail to load (Docker 27, API 1.46, mounts it exec)`);
+  if (apiVersionBelow(apiVersion, 1, 44))
+    gaps.push(`this engine (API ${apiVersion}) ignores no-new-privileges for Swarm services (Docker 25, API 1.44, applies it)`);
+  if (apiVersionBelow(apiVersion, 1, 46))
+    gaps.push(
+      `this engine (API ${apiVersion}) mounts the workers' /tmp noexec: native addons in an artifact fail to load (Docker 27, API 1.46, mounts it exec)`,
+    );
   return gaps;
 }
 
@@ -198,8 +205,12 @@ export function exitOfTask(task: { Status?: { State?: string; ContainerStatus?: 
 
 /** Whether some node of the swarm advertises `kind` as a generic resource. */
 async function advertised(docker: Docker, kind: string): Promise<boolean> {
-  const nodes = (await docker.listNodes()) as Array<{ Description?: { Resources?: { GenericResources?: Array<{ DiscreteResourceSpec?: { Kind?: string; Value?: number } }> } } }>;
-  return nodes.some((n) => (n.Description?.Resources?.GenericResources ?? []).some((r) => r.DiscreteResourceSpec?.Kind === kind && (r.DiscreteResourceSpec.Value ?? 0) > 0));
+  const nodes = (await docker.listNodes()) as Array<{
+    Description?: { Resources?: { GenericResources?: Array<{ DiscreteResourceSpec?: { Kind?: string; Value?: number } }> } };
+  }>;
+  return nodes.some((n) =>
+    (n.Description?.Resources?.GenericResources ?? []).some((r) => r.DiscreteResourceSpec?.Kind === kind && (r.DiscreteResourceSpec.Value ?? 0) > 0),
+  );
 }
 
 interface Watched {
@@ -217,15 +228,18 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
   const logDrainMs = options.logDrainMs ?? 5000;
   const limits: ContainerLimits = { ...DEFAULT_CONTAINER_LIMITS, ...options.limits };
   let engine: Promise<Docker> | undefined;
-  const docker = () => (engine ??= connectDocker({ docker: options.docker }).then(async (d) => {
-    const info = (await d.info()) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
-    if (info.Swarm?.LocalNodeState !== "active" || !info.Swarm.ControlAvailable) {
-      throw new UserError("This Docker engine is not a manager of a swarm", { hint: "Run `svc server --workers swarm` against a swarm manager (`docker swarm init`), or use --workers docker." });
-    }
-    const { ApiVersion } = (await d.version()) as { ApiVersion?: string };
-    for (const gap of swarmConfinementGaps(ApiVersion ?? "0")) log(`warning: ${gap}`);
-    return d;
-  }));
+  const docker = () =>
+    (engine ??= connectDocker({ docker: options.docker }).then(async (d) => {
+      const info = (await d.info()) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
+      if (info.Swarm?.LocalNodeState !== "active" || !info.Swarm.ControlAvailable) {
+        throw new UserError("This Docker engine is not a manager of a swarm", {
+          hint: "Run `svc server --workers swarm` against a swarm manager (`docker swarm init`), or use --workers docker.",
+        });
+      }
+      const { ApiVersion } = (await d.version()) as { ApiVersion?: string };
+      for (const gap of swarmConfinementGaps(ApiVersion ?? "0")) log(`warning: ${gap}`);
+      return d;
+    }));
   const images = new Map<string, Promise<string>>();
   const watched = new Map<string, Watched>();
   const handles = new Map<string, WorkerHandle>();
@@ -343,19 +357,35 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       if (volumeRefused) throw new UserError(volumeRefused);
       const d = await docker();
       if (launch.volume) {
-        const placeRefused = dataCenterRefusal(launch.endpointName, launch.placement?.dataCenter, clusterNodesOf((await d.listNodes()) as never), "Docker Swarm");
+        const placeRefused = dataCenterRefusal(
+          launch.endpointName,
+          launch.placement?.dataCenter,
+          clusterNodesOf((await d.listNodes()) as never),
+          "Docker Swarm",
+        );
         if (placeRefused) throw new UserError(placeRefused);
       }
       let gpus: SwarmServicePlan["gpus"];
       if (launch.computeType === "GPU") {
         if (!(await advertised(d, gpuResource))) {
-          throw new UserError(`No node of this swarm advertises the generic resource ${gpuResource}, so endpoint ${launch.endpointName} (a GPU endpoint) cannot be placed`, {
-            hint: `Advertise GPUs on the GPU nodes (dockerd \`node-generic-resources\`: ["${gpuResource}=GPU-<uuid>"]) or make the endpoint a CPU endpoint.`,
-          });
+          throw new UserError(
+            `No node of this swarm advertises the generic resource ${gpuResource}, so endpoint ${launch.endpointName} (a GPU endpoint) cannot be placed`,
+            {
+              hint: `Advertise GPUs on the GPU nodes (dockerd \`node-generic-resources\`: ["${gpuResource}=GPU-<uuid>"]) or make the endpoint a CPU endpoint.`,
+            },
+          );
         }
         gpus = { kind: gpuResource, count: launch.placement?.gpus || 1 };
       }
-      const spec = swarmServiceSpec(launch, { image: launch.image ?? (await imageFor(launch)), session: options.session, network, gpus, volume: launch.volume && options.volumes ? { volume: launch.volume, config: options.volumes } : undefined, stopGraceMs, limits });
+      const spec = swarmServiceSpec(launch, {
+        image: launch.image ?? (await imageFor(launch)),
+        session: options.session,
+        network,
+        gpus,
+        volume: launch.volume && options.volumes ? { volume: launch.volume, config: options.volumes } : undefined,
+        stopGraceMs,
+        limits,
+      });
       let created: { id?: string; ID?: string };
       try {
         created = (await d.createService(spec)) as { id?: string; ID?: string };
@@ -372,8 +402,15 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       const d = await docker();
       // Its output from now on: what it wrote before, the earlier service read.
       const logsSince = new Date().toISOString();
-      const services = (await d.listServices({ filters: { label: [`${LABELS.managed}=true`, `${LABELS.session}=${options.session}`] } })) as Array<{ ID: string; Spec?: { Labels?: Record<string, string> } }>;
-      const tasks = (await d.listTasks()) as Array<{ ServiceID?: string; CreatedAt?: string; Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }>;
+      const services = (await d.listServices({ filters: { label: [`${LABELS.managed}=true`, `${LABELS.session}=${options.session}`] } })) as Array<{
+        ID: string;
+        Spec?: { Labels?: Record<string, string> };
+      }>;
+      const tasks = (await d.listTasks()) as Array<{
+        ServiceID?: string;
+        CreatedAt?: string;
+        Status?: { State?: string; ContainerStatus?: { ExitCode?: number } };
+      }>;
       const found: AdoptedWorker[] = [];
       for (const s of services) {
         const labels = s.Spec?.Labels ?? {};
@@ -384,10 +421,19 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
         const exit = latest ? exitOfTask(latest) : undefined;
         if (exit) {
           await removeService(s.ID);
-          found.push({ handle: { workerId, exited: Promise.resolve(exit), stop: async () => exit, kill: () => undefined }, endpointId, revision: labels[REVISION_LABEL], ended: true });
+          found.push({
+            handle: { workerId, exited: Promise.resolve(exit), stop: async () => exit, kill: () => undefined },
+            endpointId,
+            revision: labels[REVISION_LABEL],
+            ended: true,
+          });
           continue;
         }
-        found.push({ handle: handleOf(workerId, s.ID, { onLog: onLog && ((line) => onLog(endpointId, workerId, line)), logsSince }), endpointId, revision: labels[REVISION_LABEL] });
+        found.push({
+          handle: handleOf(workerId, s.ID, { onLog: onLog && ((line) => onLog(endpointId, workerId, line)), logsSince }),
+          endpointId,
+          revision: labels[REVISION_LABEL],
+        });
       }
       return found;
     },
@@ -402,7 +448,8 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
         await d.getVolume(clusterVolumeName(volumeId)).remove();
       } catch (err) {
         // Never created here (no worker of it ran on the manager): nothing to drop.
-        if (dockerStatus(err) !== 404) throw new UserError(`Could not remove the Docker volume of network volume ${volumeId}: ${dockerMessage(err)}`, { cause: err });
+        if (dockerStatus(err) !== 404)
+          throw new UserError(`Could not remove the Docker volume of network volume ${volumeId}: ${dockerMessage(err)}`, { cause: err });
       }
     },
 

@@ -20,13 +20,23 @@ function fakeClock(start = 1_000_000) {
 
 describe("allocateGpus", () => {
   it("gives the first type with enough free GPUs, lowest index first", () => {
-    expect(allocateGpus(GPUS, holds(), { typeIds: ["ADA_80_PRO", "ADA_24"], count: 1 })).toEqual({ kind: "allocated", typeId: "ADA_80_PRO", uuids: ["GPU-a"], indexes: [0] });
+    expect(allocateGpus(GPUS, holds(), { typeIds: ["ADA_80_PRO", "ADA_24"], count: 1 })).toEqual({
+      kind: "allocated",
+      typeId: "ADA_80_PRO",
+      uuids: ["GPU-a"],
+      indexes: [0],
+    });
     expect(allocateGpus(GPUS, holds({ "GPU-a": "w1" }), { typeIds: ["ADA_80_PRO"], count: 1 })).toMatchObject({ uuids: ["GPU-b"] });
   });
 
   it("falls back to the next type when the first is full", () => {
     const full = holds({ "GPU-a": "w1", "GPU-b": "w2" });
-    expect(allocateGpus(GPUS, full, { typeIds: ["ADA_80_PRO", "ADA_24"], count: 1 })).toEqual({ kind: "allocated", typeId: "ADA_24", uuids: ["GPU-c"], indexes: [2] });
+    expect(allocateGpus(GPUS, full, { typeIds: ["ADA_80_PRO", "ADA_24"], count: 1 })).toEqual({
+      kind: "allocated",
+      typeId: "ADA_24",
+      uuids: ["GPU-c"],
+      indexes: [2],
+    });
   });
 
   it("gpuCount: that many GPUs of one type, never a mix", () => {
@@ -58,7 +68,11 @@ describe("allocateGpus", () => {
 
   it("a GPU with MIG enabled is not given whole", () => {
     const mig = [{ index: 0, uuid: "GPU-m", name: "NVIDIA H200", migMode: "Enabled" }];
-    expect(allocateGpus(mig, holds(), { typeIds: ["HOPPER_141"], count: 1 })).toMatchObject({ kind: "waiting", reason: "HOPPER_141: none on this host", satisfiable: false });
+    expect(allocateGpus(mig, holds(), { typeIds: ["HOPPER_141"], count: 1 })).toMatchObject({
+      kind: "waiting",
+      reason: "HOPPER_141: none on this host",
+      satisfiable: false,
+    });
   });
 });
 
@@ -81,7 +95,10 @@ describe("pickWaiting", () => {
     waiting.push({ endpointId: "later", request: one(["ADA_80_PRO"]), since: clock.advance(5000), belowMin: false });
     waiting.unshift({ endpointId: "latest", request: one(["ADA_80_PRO"]), since: clock.advance(5000), belowMin: false });
     // GPU-b was freed; GPU-a is still held.
-    expect(pickWaiting(waiting, GPUS, holds({ "GPU-a": "w1" }))).toEqual({ endpointId: "late", allocation: { kind: "allocated", typeId: "ADA_80_PRO", uuids: ["GPU-b"], indexes: [1] } });
+    expect(pickWaiting(waiting, GPUS, holds({ "GPU-a": "w1" }))).toEqual({
+      endpointId: "late",
+      allocation: { kind: "allocated", typeId: "ADA_80_PRO", uuids: ["GPU-b"], indexes: [1] },
+    });
   });
 
   it("an endpoint below workersMin goes before one that has waited longer for more", () => {

@@ -90,7 +90,7 @@ export function allocateGpus(gpus: readonly Gpu[], holds: GpuHolds, request: Gpu
 
 /** Whole GPUs per worker of an endpoint's resource: 0 for CPU; a manifest built before gpuCount existed means 1. */
 export function gpuCountOf(resource: { computeType: "GPU" | "CPU"; gpuCount?: number }): number {
-  return resource.computeType === "GPU" ? resource.gpuCount ?? 1 : 0;
+  return resource.computeType === "GPU" ? (resource.gpuCount ?? 1) : 0;
 }
 
 /** What an endpoint's resource asks of each worker; undefined for a CPU endpoint (its workers get no GPU). */
@@ -111,7 +111,9 @@ export interface WaitingEndpoint {
 
 /** The order waiting endpoints are served in: below workersMin first, then longest waiting, then by id. Pure. */
 export function waitingOrder(waiting: readonly WaitingEndpoint[]): WaitingEndpoint[] {
-  return [...waiting].sort((a, b) => Number(b.belowMin) - Number(a.belowMin) || a.since - b.since || (a.endpointId < b.endpointId ? -1 : a.endpointId > b.endpointId ? 1 : 0));
+  return [...waiting].sort(
+    (a, b) => Number(b.belowMin) - Number(a.belowMin) || a.since - b.since || (a.endpointId < b.endpointId ? -1 : a.endpointId > b.endpointId ? 1 : 0),
+  );
 }
 
 /**

@@ -15,7 +15,12 @@ const gpu = (index: number, name: string) => ({
 });
 const H100 = "NVIDIA H100 80GB HBM3";
 const RTX = "NVIDIA GeForce RTX 4090";
-const inventory = (...names: string[]): GpuInventory => ({ gpus: names.map((n, i) => gpu(i, n)), driverVersion: "580", cudaVersion: "13.0", source: "nvidia-smi" });
+const inventory = (...names: string[]): GpuInventory => ({
+  gpus: names.map((n, i) => gpu(i, n)),
+  driverVersion: "580",
+  cudaVersion: "13.0",
+  source: "nvidia-smi",
+});
 
 async function host(inv: GpuInventory, override?: string[]): Promise<HostGpus> {
   const h = new HostGpus({ read: async () => inv, override, sampleMs: 0 });
@@ -24,7 +29,12 @@ async function host(inv: GpuInventory, override?: string[]): Promise<HostGpus> {
 }
 let n = 0;
 const ids = () => `w${++n}`;
-const want = (endpointId: string, typeIds: string[], workers = 1, belowMin = false, count = 1) => ({ endpointId, request: { typeIds, count }, workers, belowMin });
+const want = (endpointId: string, typeIds: string[], workers = 1, belowMin = false, count = 1) => ({
+  endpointId,
+  request: { typeIds, count },
+  workers,
+  belowMin,
+});
 
 describe("HostGpus", () => {
   it("gives each worker GPUs no other holds, and says why the rest wait", async () => {

@@ -266,12 +266,17 @@ export function gpuWaitMessage(wait: Pick<GpuWait, "reason" | "satisfiable">): s
  * The endpoints of a build whose workers this host can never give their GPUs (more than it has of every listed
  * type, or none of them), each with what the host has; none where the service does not assign GPUs here.
  */
-export function gpuShortfalls(gpus: HostGpus | undefined, resources: Record<string, { computeType: "GPU" | "CPU"; gpuTypeIds: readonly string[]; gpuCount?: number }>): string[] {
+export function gpuShortfalls(
+  gpus: HostGpus | undefined,
+  resources: Record<string, { computeType: "GPU" | "CPU"; gpuTypeIds: readonly string[]; gpuCount?: number }>,
+): string[] {
   if (!gpus?.assigning) return [];
   return Object.entries(resources).flatMap(([name, r]) => {
     const request = gpuRequestOf(r);
     if (!request) return [];
     const c = gpus.capacity(request);
-    return c.satisfiable ? [] : [`endpoint "${name}" asks for ${request.count} GPU(s) of ${request.typeIds.join(", ")} per worker, more than this host has (${c.reason})`];
+    return c.satisfiable
+      ? []
+      : [`endpoint "${name}" asks for ${request.count} GPU(s) of ${request.typeIds.join(", ")} per worker, more than this host has (${c.reason})`];
   });
 }

@@ -46,13 +46,17 @@ describe("parseGpuQuery", () => {
 describe("parseCudaVersion", () => {
   it("reads plain nvidia-smi's header and nvidia-smi -q", () => {
     expect(parseCudaVersion("| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |")).toBe("13.0");
-    expect(parseCudaVersion("Driver Version                                         : 580.159.04\nCUDA Version                                           : 13.0\n")).toBe("13.0");
+    expect(
+      parseCudaVersion("Driver Version                                         : 580.159.04\nCUDA Version                                           : 13.0\n"),
+    ).toBe("13.0");
     expect(parseCudaVersion("| NVIDIA-SMI 470.57.02    Driver Version: 470.57.02    CUDA Version: N/A      |")).toBeNull();
   });
 });
 
 describe("hostGpuTypeIds", () => {
-  const gpus = parseGpuQuery(`${H200}1, GPU-2, NVIDIA GeForce RTX 4090, 24564, 0, 0, Disabled, 580.159.04\n2, GPU-3, NVIDIA H200, 143771, 0, 0, Disabled, 580.159.04\n`).gpus;
+  const gpus = parseGpuQuery(
+    `${H200}1, GPU-2, NVIDIA GeForce RTX 4090, 24564, 0, 0, Disabled, 580.159.04\n2, GPU-3, NVIDIA H200, 143771, 0, 0, Disabled, 580.159.04\n`,
+  ).gpus;
 
   it("is every id the host's GPUs satisfy, each once, in GPU order", () => {
     expect(hostGpuTypeIds({ gpus })).toEqual(["HOPPER_141", "NVIDIA H200", "ADA_24", "NVIDIA GeForce RTX 4090"]);

@@ -56,7 +56,10 @@ function numberOrNull(value: string): number | null {
 export function parseGpuQuery(csv: string): { gpus: GpuDevice[]; driverVersion: string | null } {
   const gpus: GpuDevice[] = [];
   let driverVersion: string | null = null;
-  const lines = csv.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
+  const lines = csv
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0);
   for (const line of lines) {
     const cells = line.split(",").map((c) => c.trim());
     const fixedBefore = 2;

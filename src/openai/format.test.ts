@@ -52,7 +52,12 @@ describe("chatCompletionFromOutput", () => {
     const reply = chatCompletionFromOutput(["Fine", ",", " thanks"], request);
     expect(reply.id).toMatch(/^chatcmpl-[0-9a-f]{24}$/);
     expect(Math.abs(reply.created - Date.now() / 1000)).toBeLessThan(5);
-    expect(reply.choices[0]).toEqual({ index: 0, message: { role: "assistant", content: "Fine, thanks", refusal: null }, finish_reason: "stop", logprobs: null });
+    expect(reply.choices[0]).toEqual({
+      index: 0,
+      message: { role: "assistant", content: "Fine, thanks", refusal: null },
+      finish_reason: "stop",
+      logprobs: null,
+    });
     // "<", "|", "user", "|", ">", "\nHello", " there", "\n<", "|", "assistant", "|", ">", "\n"
     expect(reply.usage).toEqual({ prompt_tokens: 13, completion_tokens: 3, total_tokens: 16 });
   });
@@ -64,7 +69,12 @@ describe("chatCompletionFromOutput", () => {
 
 describe("modelList", () => {
   it("has the OpenAI list shape", () => {
-    expect(modelList([{ id: "textgen", created: 1700000000 }, { id: "other", owned_by: "me" }])).toEqual({
+    expect(
+      modelList([
+        { id: "textgen", created: 1700000000 },
+        { id: "other", owned_by: "me" },
+      ]),
+    ).toEqual({
       object: "list",
       data: [
         { id: "textgen", object: "model", created: 1700000000, owned_by: "svc" },

@@ -75,8 +75,7 @@ export function readToolCalls(value: unknown): ToolCallDelta[] | undefined {
   return out;
 }
 
-const count = (value: unknown): number | undefined =>
-  typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : undefined;
+const count = (value: unknown): number | undefined => (typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : undefined);
 
 /**
  * Read a chunk output: the text-generation shape `{text: string[], input_tokens, output_tokens,
@@ -87,11 +86,7 @@ export function readChunkOutput(output: unknown): ChunkText {
   if (typeof output === "string") return { text: output };
   if (typeof output !== "object" || output === null || Array.isArray(output)) return { text: "" };
   const o = output as Record<string, unknown>;
-  const text = Array.isArray(o.text)
-    ? o.text.filter((t): t is string => typeof t === "string").join("")
-    : typeof o.text === "string"
-      ? o.text
-      : "";
+  const text = Array.isArray(o.text) ? o.text.filter((t): t is string => typeof t === "string").join("") : typeof o.text === "string" ? o.text : "";
   const result: ChunkText = { text };
   const toolCalls = readToolCalls(o.tool_calls);
   if (toolCalls && toolCalls.length > 0) result.tool_calls = toolCalls;
@@ -99,7 +94,8 @@ export function readChunkOutput(output: unknown): ChunkText {
   const outputTokens = count(o.output_tokens);
   if (input !== undefined) result.input_tokens = input;
   if (outputTokens !== undefined) result.output_tokens = outputTokens;
-  if (typeof o.finish_reason === "string" && (FINISH_REASONS as readonly string[]).includes(o.finish_reason)) result.finish_reason = o.finish_reason as FinishReason;
+  if (typeof o.finish_reason === "string" && (FINISH_REASONS as readonly string[]).includes(o.finish_reason))
+    result.finish_reason = o.finish_reason as FinishReason;
   return result;
 }
 
@@ -191,7 +187,12 @@ export interface ChatCompletion {
   object: "chat.completion";
   created: number;
   model: string;
-  choices: Array<{ index: number; message: { role: "assistant"; content: string | null; refusal: null; tool_calls?: ToolCall[] }; finish_reason: FinishReason; logprobs: null }>;
+  choices: Array<{
+    index: number;
+    message: { role: "assistant"; content: string | null; refusal: null; tool_calls?: ToolCall[] };
+    finish_reason: FinishReason;
+    logprobs: null;
+  }>;
   usage: Usage;
 }
 
@@ -219,12 +220,20 @@ export function notChatOutput(output: unknown): string | undefined {
  * The non-streaming reply from a job's output: a streaming job's output is the array of its chunk outputs;
  * a plain function's output is taken as one chunk.
  */
-export function chatCompletionFromOutput(output: unknown, request: Pick<ChatCompletionRequest, "model" | "messages">, identity: ReplyIdentity = {}): ChatCompletion {
+export function chatCompletionFromOutput(
+  output: unknown,
+  request: Pick<ChatCompletionRequest, "model" | "messages">,
+  identity: ReplyIdentity = {},
+): ChatCompletion {
   const id = identity.id ?? completionId();
   const accumulator = new CompletionAccumulator(request, toolCallIdPrefix(id));
   for (const chunk of Array.isArray(output) ? output : [output]) accumulator.add(chunk);
   const toolCalls = accumulator.toolCalls;
-  const message: ChatCompletion["choices"][number]["message"] = { role: "assistant", content: toolCalls.length > 0 && accumulator.text === "" ? null : accumulator.text, refusal: null };
+  const message: ChatCompletion["choices"][number]["message"] = {
+    role: "assistant",
+    content: toolCalls.length > 0 && accumulator.text === "" ? null : accumulator.text,
+    refusal: null,
+  };
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   return {
     id,
@@ -261,7 +270,13 @@ export function chatCompletionChunk(
   delta: ChunkDelta,
   finishReason: FinishReason | null = null,
 ): ChatCompletionChunk {
-  return { id: base.id, object: "chat.completion.chunk", created: base.created, model: base.model, choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }] };
+  return {
+    id: base.id,
+    object: "chat.completion.chunk",
+    created: base.created,
+    model: base.model,
+    choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }],
+  };
 }
 
 export interface ModelInfo {
@@ -295,7 +310,6 @@ const ERROR_TYPES: Record<number, string> = {
   404: "not_found_error",
   429: "rate_limit_error",
 };
-
 
 /**
  * A problem+json body with an extra `error` member in OpenAI's shape. Without it, the `openai` client finds no

@@ -66,7 +66,9 @@ function contentOf(content: unknown, at: string, errors: string[]): string | Con
     }
     if (part.type === "input_image") {
       const url = typeof part.image_url === "string" ? part.image_url : undefined;
-      return url ? { type: "image_url", image_url: { url, ...(typeof part.detail === "string" ? { detail: part.detail } : {}) } } : ({ ...part } as ContentPart);
+      return url
+        ? { type: "image_url", image_url: { url, ...(typeof part.detail === "string" ? { detail: part.detail } : {}) } }
+        : ({ ...part } as ContentPart);
     }
     if (part.type === "refusal") return { type: "refusal", refusal: String(part.refusal ?? "") };
     // Files and newer part types go to the worker as they came.
@@ -84,7 +86,8 @@ function inputErrors(input: unknown): string[] {
     if (!isObject(item)) return void errors.push(`${at}: must be an object`);
     const type = item.type ?? "message";
     if (type === "message") {
-      if (!["user", "assistant", "system", "developer"].includes(item.role as string)) errors.push(`${at}.role: must be one of user, assistant, system, developer`);
+      if (!["user", "assistant", "system", "developer"].includes(item.role as string))
+        errors.push(`${at}.role: must be one of user, assistant, system, developer`);
       contentOf(item.content, `${at}.content`, errors);
     } else if (type === "function_call") {
       if (typeof item.call_id !== "string") errors.push(`${at}.call_id: must be a string`);
@@ -96,7 +99,9 @@ function inputErrors(input: unknown): string[] {
     } else if (type === "item_reference") {
       if (typeof item.id !== "string") errors.push(`${at}.id: must be a string`);
     } else if (type !== "reasoning") {
-      errors.push(`${at}.type: ${JSON.stringify(type)} is not an input item this endpoint takes (message, function_call, function_call_output, item_reference)`);
+      errors.push(
+        `${at}.type: ${JSON.stringify(type)} is not an input item this endpoint takes (message, function_call, function_call_output, item_reference)`,
+      );
     }
   });
   return errors;
@@ -116,9 +121,18 @@ export function checkResponsesRequest(body: unknown): ResponsesVerdict {
     if (!Array.isArray(body.tools)) errors.push("$.tools: must be an array");
     else
       body.tools.forEach((t, i) => {
-        if (!isObject(t) || t.type !== "function") return void errors.push(`$.tools[${i}].type: only "function" tools are served here (the worker runs them through its caller)`);
+        if (!isObject(t) || t.type !== "function")
+          return void errors.push(`$.tools[${i}].type: only "function" tools are served here (the worker runs them through its caller)`);
         if (typeof t.name !== "string" || t.name === "") return void errors.push(`$.tools[${i}].name: must be a non-empty string`);
-        tools.push({ type: "function", function: { name: t.name, ...(typeof t.description === "string" ? { description: t.description } : {}), ...(isObject(t.parameters) ? { parameters: t.parameters } : {}), ...(typeof t.strict === "boolean" ? { strict: t.strict } : {}) } });
+        tools.push({
+          type: "function",
+          function: {
+            name: t.name,
+            ...(typeof t.description === "string" ? { description: t.description } : {}),
+            ...(isObject(t.parameters) ? { parameters: t.parameters } : {}),
+            ...(typeof t.strict === "boolean" ? { strict: t.strict } : {}),
+          },
+        });
       });
   }
   let toolChoice: ToolChoice | undefined;
@@ -134,7 +148,8 @@ export function checkResponsesRequest(body: unknown): ResponsesVerdict {
   for (const key of ["temperature", "top_p", "stream", "parallel_tool_calls"]) if (present(body, key)) sampling[key] = body[key];
   if (present(body, "max_output_tokens")) sampling.max_tokens = body.max_output_tokens;
   errors.push(...chatRequestErrors(sampling).map((e) => e.replace("$.max_tokens", "$.max_output_tokens")));
-  if (errors.length > 0) return { ok: false, status: 422, detail: `The response request is invalid (${errors.length} problem${errors.length > 1 ? "s" : ""})`, errors };
+  if (errors.length > 0)
+    return { ok: false, status: 422, detail: `The response request is invalid (${errors.length} problem${errors.length > 1 ? "s" : ""})`, errors };
 
   const num = (k: string) => (typeof body[k] === "number" ? (body[k] as number) : null);
   const chat: Omit<ChatCompletionRequest, "messages"> = { model: body.model as string, stream: body.stream === true };
@@ -145,7 +160,8 @@ export function checkResponsesRequest(body: unknown): ResponsesVerdict {
   if (toolChoice !== undefined) chat.tool_choice = toolChoice;
   if (typeof body.parallel_tool_calls === "boolean") chat.parallel_tool_calls = body.parallel_tool_calls;
   if (format.type === "json_object") chat.response_format = { type: "json_object" };
-  else if (format.type === "json_schema") chat.response_format = { type: "json_schema", json_schema: { name: format.name, schema: format.schema, strict: format.strict } };
+  else if (format.type === "json_schema")
+    chat.response_format = { type: "json_schema", json_schema: { name: format.name, schema: format.schema, strict: format.strict } };
   return {
     ok: true,
     request: {
@@ -198,7 +214,11 @@ export async function toChatRequest(r: ResponsesRequest, resolve: ResolveEarlier
       if (last?.role === "assistant" && last.tool_calls && (last.content === null || last.content === "")) last.tool_calls.push(call);
       else messages.push({ role: "assistant", content: null, tool_calls: [call] });
     } else if (type === "function_call_output") {
-      messages.push({ role: "tool", tool_call_id: item.call_id as string, content: typeof item.output === "string" ? item.output : contentOf(item.output, "", []) });
+      messages.push({
+        role: "tool",
+        tool_call_id: item.call_id as string,
+        content: typeof item.output === "string" ? item.output : contentOf(item.output, "", []),
+      });
     } else if (type === "item_reference") {
       const found = await resolve({ item: item.id as string });
       if (!found) throw new UnknownReferenceError(`No stored item ${String(item.id)} (unknown, not stored, or expired)`);
@@ -218,7 +238,13 @@ export interface ResponseMeta {
 }
 
 export type OutputItem =
-  | { id: string; type: "message"; status: "completed" | "in_progress"; role: "assistant"; content: Array<{ type: "output_text"; text: string; annotations: unknown[]; logprobs: unknown[] }> }
+  | {
+      id: string;
+      type: "message";
+      status: "completed" | "in_progress";
+      role: "assistant";
+      content: Array<{ type: "output_text"; text: string; annotations: unknown[]; logprobs: unknown[] }>;
+    }
   | { id: string; type: "function_call"; status: "completed" | "in_progress"; call_id: string; name: string; arguments: string };
 
 export interface ResponseUsage {
@@ -262,15 +288,29 @@ export function parseResponseRef(id: string): { jobId: string; item?: { kind: "m
 
 function usageOf(acc: CompletionAccumulator): ResponseUsage {
   const u = acc.usage;
-  return { input_tokens: u.prompt_tokens, input_tokens_details: { cached_tokens: 0 }, output_tokens: u.completion_tokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: u.total_tokens };
+  return {
+    input_tokens: u.prompt_tokens,
+    input_tokens_details: { cached_tokens: 0 },
+    output_tokens: u.completion_tokens,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: u.total_tokens,
+  };
 }
 
 function itemsOf(acc: CompletionAccumulator, jobId: string): OutputItem[] {
   const items: OutputItem[] = [];
   if (acc.text !== "" || acc.toolCalls.length === 0) {
-    items.push({ id: messageItemId(jobId), type: "message", status: "completed", role: "assistant", content: [{ type: "output_text", text: acc.text, annotations: [], logprobs: [] }] });
+    items.push({
+      id: messageItemId(jobId),
+      type: "message",
+      status: "completed",
+      role: "assistant",
+      content: [{ type: "output_text", text: acc.text, annotations: [], logprobs: [] }],
+    });
   }
-  acc.toolCalls.forEach((c, i) => items.push({ id: callItemId(jobId, i), type: "function_call", status: "completed", call_id: c.id, name: c.function.name, arguments: c.function.arguments }));
+  acc.toolCalls.forEach((c, i) =>
+    items.push({ id: callItemId(jobId, i), type: "function_call", status: "completed", call_id: c.id, name: c.function.name, arguments: c.function.arguments }),
+  );
   return items;
 }
 
@@ -333,7 +373,11 @@ function event(type: string, seq: number, data: Record<string, unknown>): string
  * .done events and .output_item.done; then response.completed (or .incomplete). A failed job, or output that is
  * not a chat reply, ends with an `error` event (which the official clients raise) and response.failed.
  */
-export async function* responseEvents(outputs: AsyncIterable<unknown>, chat: Pick<ChatCompletionRequest, "messages">, meta: ResponseMeta): AsyncGenerator<string, void, undefined> {
+export async function* responseEvents(
+  outputs: AsyncIterable<unknown>,
+  chat: Pick<ChatCompletionRequest, "messages">,
+  meta: ResponseMeta,
+): AsyncGenerator<string, void, undefined> {
   let seq = 0;
   const acc = new CompletionAccumulator(chat, toolCallIdPrefix(responseId(meta.jobId)));
   const base = shell(meta);
@@ -368,8 +412,16 @@ export async function* responseEvents(outputs: AsyncIterable<unknown>, chat: Pic
       if (text) {
         if (!message) {
           message = { index: done.length + calls.size, text: "" };
-          yield event("response.output_item.added", seq++, { output_index: message.index, item: { id: messageId, type: "message", status: "in_progress", role: "assistant", content: [] } });
-          yield event("response.content_part.added", seq++, { item_id: messageId, output_index: message.index, content_index: 0, part: { type: "output_text", text: "", annotations: [], logprobs: [] } });
+          yield event("response.output_item.added", seq++, {
+            output_index: message.index,
+            item: { id: messageId, type: "message", status: "in_progress", role: "assistant", content: [] },
+          });
+          yield event("response.content_part.added", seq++, {
+            item_id: messageId,
+            output_index: message.index,
+            content_index: 0,
+            part: { type: "output_text", text: "", annotations: [], logprobs: [] },
+          });
         }
         message.text += text;
         yield event("response.output_text.delta", seq++, { item_id: messageId, output_index: message.index, content_index: 0, delta: text, logprobs: [] });
@@ -378,9 +430,18 @@ export async function* responseEvents(outputs: AsyncIterable<unknown>, chat: Pic
         let call = calls.get(d.index);
         if (!call) {
           yield* closeMessage();
-          call = { outputIndex: done.filter(Boolean).length + calls.size, id: callItemId(meta.jobId, d.index), callId: d.id ?? "", name: d.function.name ?? "", arguments: "" };
+          call = {
+            outputIndex: done.filter(Boolean).length + calls.size,
+            id: callItemId(meta.jobId, d.index),
+            callId: d.id ?? "",
+            name: d.function.name ?? "",
+            arguments: "",
+          };
           calls.set(d.index, call);
-          yield event("response.output_item.added", seq++, { output_index: call.outputIndex, item: { id: call.id, type: "function_call", status: "in_progress", call_id: call.callId, name: call.name, arguments: "" } });
+          yield event("response.output_item.added", seq++, {
+            output_index: call.outputIndex,
+            item: { id: call.id, type: "function_call", status: "in_progress", call_id: call.callId, name: call.name, arguments: "" },
+          });
         }
         if (d.function.arguments) {
           call.arguments += d.function.arguments;
@@ -396,7 +457,12 @@ export async function* responseEvents(outputs: AsyncIterable<unknown>, chat: Pic
   for (const call of calls.values()) {
     const item: OutputItem = { id: call.id, type: "function_call", status: "completed", call_id: call.callId, name: call.name, arguments: call.arguments };
     done[call.outputIndex] = item;
-    yield event("response.function_call_arguments.done", seq++, { item_id: call.id, output_index: call.outputIndex, name: call.name, arguments: call.arguments });
+    yield event("response.function_call_arguments.done", seq++, {
+      item_id: call.id,
+      output_index: call.outputIndex,
+      name: call.name,
+      arguments: call.arguments,
+    });
     yield event("response.output_item.done", seq++, { output_index: call.outputIndex, item });
   }
   const final = { ...base, ...statusOf(acc.finishReason), output: done.filter(Boolean), usage: usageOf(acc) };

@@ -104,13 +104,19 @@ async function serveChatVerdict(verdict: ChatRequestVerdict, endpoint: ChatEndpo
   const target = chatFunctionFor(endpoint.functions, request.model);
   if (!("function" in target)) return sendOpenAiProblem(res, openAiProblem(target.status, target.detail, target.errors));
 
-  await answerWithJob(jobs, res, () => jobs.submit(target.function, chatJobInput(request)), request.stream, (jobId) => {
-    const identity = { id: completionId(jobId), created: Math.floor(Date.now() / 1000) };
-    return {
-      reply: (output) => chatCompletionFromOutput(output, request, identity),
-      frames: (outputs) => chatCompletionFrames(outputs, request, identity),
-    };
-  });
+  await answerWithJob(
+    jobs,
+    res,
+    () => jobs.submit(target.function, chatJobInput(request)),
+    request.stream,
+    (jobId) => {
+      const identity = { id: completionId(jobId), created: Math.floor(Date.now() / 1000) };
+      return {
+        reply: (output) => chatCompletionFromOutput(output, request, identity),
+        frames: (outputs) => chatCompletionFrames(outputs, request, identity),
+      };
+    },
+  );
 }
 
 /**
@@ -177,7 +183,14 @@ async function storedResponse(jobs: ChatJobs, id: string): Promise<ResponseObjec
   if (row.status !== "COMPLETED") {
     const inProgress = row.status === "IN_QUEUE" || row.status === "IN_PROGRESS";
     const response = responseFromOutput(null, input, meta);
-    return { ...response, status: inProgress ? "in_progress" : "failed", output: [], output_text: "", usage: null, error: inProgress ? null : { code: "server_error", message: `the job ended ${row.status}` } };
+    return {
+      ...response,
+      status: inProgress ? "in_progress" : "failed",
+      output: [],
+      output_text: "",
+      usage: null,
+      error: inProgress ? null : { code: "server_error", message: `the job ended ${row.status}` },
+    };
   }
   return responseFromOutput(row.output, input, meta);
 }
@@ -214,10 +227,16 @@ export async function serveResponse(body: unknown, endpoint: ChatEndpoint, jobs:
     if (err instanceof UnknownReferenceError) return sendOpenAiProblem(res, openAiProblem(404, err.message));
     throw err;
   }
-  await answerWithJob(jobs, res, () => jobs.submit(target.function, chatJobInput(chat, { model: request.model, echo: request.echo }), { keep: request.echo.store }), request.stream, (jobId) => {
-    const meta = { jobId, created: Math.floor(Date.now() / 1000), model: request.model, echo: request.echo };
-    return { reply: (output) => responseFromOutput(output, chat, meta), frames: (outputs) => responseEvents(outputs, chat, meta) };
-  });
+  await answerWithJob(
+    jobs,
+    res,
+    () => jobs.submit(target.function, chatJobInput(chat, { model: request.model, echo: request.echo }), { keep: request.echo.store }),
+    request.stream,
+    (jobId) => {
+      const meta = { jobId, created: Math.floor(Date.now() / 1000), model: request.model, echo: request.echo };
+      return { reply: (output) => responseFromOutput(output, chat, meta), frames: (outputs) => responseEvents(outputs, chat, meta) };
+    },
+  );
 }
 
 /** GET .../openai/v1/responses/{id}: a stored response, while its job's result is kept. */

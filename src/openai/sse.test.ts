@@ -91,8 +91,13 @@ describe("streamed tool calls and non-chat outputs", () => {
   }
 
   it("streams tool calls as OpenAI does: id, type and name first, then argument fragments, then finish_reason tool_calls", async () => {
-    const got = (await frames([{ tool_calls: [{ index: 0, id: "call_x", name: "weather", arguments: '{"city":' }] }, { tool_calls: [{ index: 0, arguments: '"Paris"}' }] }])) as any[];
-    expect(got[1].choices[0].delta).toEqual({ tool_calls: [{ index: 0, id: "call_x", type: "function", function: { name: "weather", arguments: '{"city":' } }] });
+    const got = (await frames([
+      { tool_calls: [{ index: 0, id: "call_x", name: "weather", arguments: '{"city":' }] },
+      { tool_calls: [{ index: 0, arguments: '"Paris"}' }] },
+    ])) as any[];
+    expect(got[1].choices[0].delta).toEqual({
+      tool_calls: [{ index: 0, id: "call_x", type: "function", function: { name: "weather", arguments: '{"city":' } }],
+    });
     expect(got[2].choices[0].delta).toEqual({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] });
     expect(got[3].choices[0].finish_reason).toBe("tool_calls");
     expect(got[4]).toBe("[DONE]");

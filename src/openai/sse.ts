@@ -3,7 +3,15 @@
 // `data: [DONE]\n\n`. A job that fails mid-stream ends with an error frame, which OpenAI clients raise.
 
 import type { ChatCompletionRequest } from "svc/internal";
-import { chatCompletionChunk, completionId, CompletionAccumulator, notChatOutput, toolCallIdPrefix, type OpenAiErrorObject, type ReplyIdentity } from "./format.js";
+import {
+  chatCompletionChunk,
+  completionId,
+  CompletionAccumulator,
+  notChatOutput,
+  toolCallIdPrefix,
+  type OpenAiErrorObject,
+  type ReplyIdentity,
+} from "./format.js";
 
 export const SSE_HEADERS: Readonly<Record<string, string>> = {
   "content-type": "text/event-stream; charset=utf-8",

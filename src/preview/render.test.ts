@@ -73,11 +73,15 @@ describe("addresses, curls and the table", () => {
     });
     expect(echo!.url).toBe("http://127.0.0.1:8700/v2/bb22");
     expect(echo!.functions).toEqual(["echo"]);
-    expect(echo!.curl).toBe(`curl -s -X POST http://127.0.0.1:8700/v2/bb22/runsync -H "Authorization: Bearer KEY" -H "Content-Type: application/json" -d '{"input":{}}'`);
+    expect(echo!.curl).toBe(
+      `curl -s -X POST http://127.0.0.1:8700/v2/bb22/runsync -H "Authorization: Bearer KEY" -H "Content-Type: application/json" -d '{"input":{}}'`,
+    );
   });
 
   it("sends a JSON body when the only route takes one", () => {
-    expect(lbCurl("http://h/lb/x", ["POST /echo"], "$SVC_API_KEY")).toBe(`curl -s -X POST http://h/lb/x/echo -H "Authorization: Bearer $SVC_API_KEY" -H "Content-Type: application/json" -d '{}'`);
+    expect(lbCurl("http://h/lb/x", ["POST /echo"], "$SVC_API_KEY")).toBe(
+      `curl -s -X POST http://h/lb/x/echo -H "Authorization: Bearer $SVC_API_KEY" -H "Content-Type: application/json" -d '{}'`,
+    );
   });
 
   it("prints one aligned row per endpoint, each followed by its curl", () => {
@@ -96,7 +100,9 @@ describe("addresses, curls and the table", () => {
 });
 
 describe("staleSessions", () => {
-  const labels = (session: string, pid: number | string, host = "box") => ({ labels: { "svc.managed": "true", "svc.session": session, "svc.preview": "true", "svc.preview.pid": String(pid), "svc.preview.host": host } });
+  const labels = (session: string, pid: number | string, host = "box") => ({
+    labels: { "svc.managed": "true", "svc.session": session, "svc.preview": "true", "svc.preview.pid": String(pid), "svc.preview.host": host },
+  });
   const self = { hostname: "box", isAlive: (pid: number) => pid === 100 };
 
   it("selects sessions whose owner process on this host is gone, once each", () => {
@@ -106,7 +112,9 @@ describe("staleSessions", () => {
   it("never selects another host's previews, objects without an owner pid, or objects that are not previews", () => {
     expect(staleSessions([labels("s-remote", 200, "elsewhere")], self)).toEqual([]);
     expect(staleSessions([labels("s-nopid", "")], self)).toEqual([]);
-    expect(staleSessions([{ labels: { "svc.managed": "true", "svc.session": "s-test", "svc.preview.pid": "200", "svc.preview.host": "box" } }], self)).toEqual([]);
+    expect(staleSessions([{ labels: { "svc.managed": "true", "svc.session": "s-test", "svc.preview.pid": "200", "svc.preview.host": "box" } }], self)).toEqual(
+      [],
+    );
     expect(staleSessions([{ labels: undefined }], self)).toEqual([]);
   });
 });

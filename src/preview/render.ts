@@ -4,7 +4,6 @@
 import type { Manifest } from "svc/internal";
 import { LABELS } from "../drivers/docker-engine.js";
 
-
 /**
  * The manifest a preview deploys: every endpoint keeps one container from the start (workersMin at least 1), so
  * every printed URL answers without a cold start; scaling up to workersMax still works. Pure.
@@ -18,7 +17,6 @@ export function previewManifest(manifest: Manifest): Manifest {
   );
   return { ...manifest, resources };
 }
-
 
 /** Streamed worker output: `<endpoint name padded to width> | <text>`. Pure. */
 export function prefixLine(endpointName: string, width: number, text: string): string {

@@ -75,7 +75,6 @@ export interface PreviewSessionHandle {
   close(): Promise<void>;
 }
 
-
 /**
  * Remove what previews whose process is gone left in the engine (containers, networks, volumes), found by the
  * preview labels, and the artifacts they staged. Returns the sessions and how many objects went; `log` hears of a
@@ -111,7 +110,10 @@ export async function removeStalePreviews(
 /** A generated key kept beside the preview's data, so pasted curl commands keep working across previews. */
 async function previewKey(root: string): Promise<string> {
   const file = join(root, ".svc", "preview-key");
-  const existing = await readFile(file, "utf8").then((s) => s.trim(), () => "");
+  const existing = await readFile(file, "utf8").then(
+    (s) => s.trim(),
+    () => "",
+  );
   if (existing) return existing;
   const key = `svc_preview_${randomBytes(18).toString("base64url")}`;
   await mkdir(join(root, ".svc"), { recursive: true });
@@ -125,7 +127,8 @@ async function listen(options: PreviewSessionOptions, base: Parameters<typeof st
     return await startService({ ...base, port: requested });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE") throw err;
-    if (options.port !== undefined) throw new UserError(`Port ${requested} is already in use`, { hint: "Pass another one with --port <n> (0 for any free port)." });
+    if (options.port !== undefined)
+      throw new UserError(`Port ${requested} is already in use`, { hint: "Pass another one with --port <n> (0 for any free port)." });
     const service = await startService({ ...base, port: 0 });
     emit({ type: "port-fallback", requested, port: service.port });
     return service;
@@ -136,7 +139,10 @@ async function listen(options: PreviewSessionOptions, base: Parameters<typeof st
 async function endpointReady(url: string, apiKey: string, endpoint: LocalEndpoint): Promise<boolean> {
   try {
     const serviceUrl = url.replace(/\/+$/, "");
-    const response = await fetch(`${serviceUrl}/v2/${endpoint.id}/health`, { headers: { authorization: `Bearer ${apiKey}` }, signal: AbortSignal.timeout(5000) });
+    const response = await fetch(`${serviceUrl}/v2/${endpoint.id}/health`, {
+      headers: { authorization: `Bearer ${apiKey}` },
+      signal: AbortSignal.timeout(5000),
+    });
     if (!response.ok) return false;
     const health = (await response.json()) as { workers?: { idle?: number; running?: number }; pool?: { ready?: number } };
     if (endpoint.type === "lb") return (health.pool?.ready ?? 0) > 0;
@@ -204,8 +210,12 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
     progress("Checking for GPUs");
     const gpu = await detectGpuSupport(docker);
     if (!gpu.available) {
-      const names = Object.entries(build.manifest.resources).filter(([, r]) => r.computeType === "GPU").map(([name]) => name);
-      throw new UserError(`Endpoint(s) ${names.join(", ")} need a GPU, but ${gpu.reason}`, { hint: "Preview them on CPU with --allow-cpu-fallback, or run on a host with an NVIDIA GPU and the NVIDIA container toolkit." });
+      const names = Object.entries(build.manifest.resources)
+        .filter(([, r]) => r.computeType === "GPU")
+        .map(([name]) => name);
+      throw new UserError(`Endpoint(s) ${names.join(", ")} need a GPU, but ${gpu.reason}`, {
+        hint: "Preview them on CPU with --allow-cpu-fallback, or run on a host with an NVIDIA GPU and the NVIDIA container toolkit.",
+      });
     }
   }
 
@@ -245,7 +255,11 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
       await driver.prepare(kinds);
     } catch (err) {
       const why = errorMessage(err).replace(/^Cannot build the worker image:\s*/, "");
-      throw new UserError(`Could not build the worker image: ${why}`, { hint: err instanceof UserError ? err.hint : undefined, problems: err instanceof UserError ? err.problems : [], cause: err });
+      throw new UserError(`Could not build the worker image: ${why}`, {
+        hint: err instanceof UserError ? err.hint : undefined,
+        problems: err instanceof UserError ? err.problems : [],
+        cause: err,
+      });
     }
     emit({ type: "images-ready", kinds });
     checkpoint();
@@ -257,7 +271,18 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
     progress("Starting the service");
     const tapped = options.onLog ? withLogTap(driver, options.onLog, (line) => line.stream === "stderr" && warnings.has(line.text)) : driver;
     // One user on their own machine, as `svc dev`: webhooks may reach its loopback receivers.
-    service = await listen(options, { dataDir, host: "127.0.0.1", driver: tapped, apiKeys: [apiKey], webhooks: { allow: LOOPBACK_WEBHOOK_ALLOW }, log: (message) => emit({ type: "service-log", message }) }, emit);
+    service = await listen(
+      options,
+      {
+        dataDir,
+        host: "127.0.0.1",
+        driver: tapped,
+        apiKeys: [apiKey],
+        webhooks: { allow: LOOPBACK_WEBHOOK_ALLOW },
+        log: (message) => emit({ type: "service-log", message }),
+      },
+      emit,
+    );
 
     const manifest = previewManifest(build.manifest);
     const app = options.app ?? manifest.app;

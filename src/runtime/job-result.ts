@@ -45,7 +45,11 @@ export function errorOf(err: unknown): NonNullable<JobResult["error"]> {
 
 /** "TypeError: message (at file:line:col)": the error and where it was thrown, on one line. Pure. */
 export function failureLine(error: NonNullable<JobResult["error"]>): string {
-  const where = error.stack?.split("\n").find((line) => /^\s+at /.test(line))?.trim().replace(/^at /, "");
+  const where = error.stack
+    ?.split("\n")
+    .find((line) => /^\s+at /.test(line))
+    ?.trim()
+    .replace(/^at /, "");
   const message = error.message ?? "";
   const head = error.type && error.type !== "string" ? `${error.type}: ${message}` : message;
   return where ? `${head} (at ${where})` : head;

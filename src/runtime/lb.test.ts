@@ -14,7 +14,13 @@ const routes: RouteDefinition[] = [
   { method: "GET", path: "/text", handler: () => "plain" },
   { method: "DELETE", path: "/items/:id", handler: () => undefined },
   { method: "GET", path: "/custom", handler: () => new Response("teapot", { status: 418, headers: { "x-kind": "tea" } }) },
-  { method: "GET", path: "/boom", handler: () => { throw new Error("kaput"); } },
+  {
+    method: "GET",
+    path: "/boom",
+    handler: () => {
+      throw new Error("kaput");
+    },
+  },
 ];
 
 describe("matchRoute / parseBody / toResponse", () => {

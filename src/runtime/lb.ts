@@ -163,7 +163,11 @@ export function refuseWithoutCredential(req: IncomingMessage, expected: Buffer |
     return undefined;
   }
   return presented === undefined
-    ? problem(401, "Unauthorized", `This worker answers only the svc service's proxy: the request has no ${LB_CREDENTIAL_HEADER} header. Call the endpoint through the service ({service}/lb/{endpoint_id}/...).`)
+    ? problem(
+        401,
+        "Unauthorized",
+        `This worker answers only the svc service's proxy: the request has no ${LB_CREDENTIAL_HEADER} header. Call the endpoint through the service ({service}/lb/{endpoint_id}/...).`,
+      )
     : problem(403, "Forbidden", `The ${LB_CREDENTIAL_HEADER} header is not this worker's credential`);
 }
 
@@ -184,10 +188,11 @@ async function writeStream(res: ServerResponse, stream: AsyncIterable<Uint8Array
   try {
     for await (const chunk of stream) {
       if (res.destroyed) break;
-      if (!res.write(chunk)) await new Promise<void>((resolve) => {
-        res.once("drain", resolve);
-        res.once("close", resolve);
-      });
+      if (!res.write(chunk))
+        await new Promise<void>((resolve) => {
+          res.once("drain", resolve);
+          res.once("close", resolve);
+        });
     }
     res.end();
   } catch {

@@ -63,7 +63,11 @@ describe("log capture", () => {
       process.stdout.write = realWrite;
     }
     expect(posted).toEqual([]);
-    const lines = raw.join("").split("\n").filter(Boolean).map((line) => readMarkedLine("stdout", line));
+    const lines = raw
+      .join("")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => readMarkedLine("stdout", line));
     expect(lines).toEqual([
       { stream: "stdout", text: "one", jobId: "job-7" },
       { stream: "stdout", text: "two", jobId: "job-7" },

@@ -132,7 +132,8 @@ class FakeService {
 function handler(run: (input: unknown, ctx: InvokeContext) => InvokeResult): LoadedHandler {
   return { endpoint: "ep", kind: "queue", functionNames: ["fn"], routes: [], init: async () => undefined, invoke: (_name, input, ctx) => run(input, ctx) };
 }
-const value = (fn: (input: unknown, ctx: InvokeContext) => unknown): LoadedHandler => handler((input, ctx) => ({ kind: "value", value: Promise.resolve().then(() => fn(input, ctx)) }));
+const value = (fn: (input: unknown, ctx: InvokeContext) => unknown): LoadedHandler =>
+  handler((input, ctx) => ({ kind: "value", value: Promise.resolve().then(() => fn(input, ctx)) }));
 
 function loopOver(service: FakeService, over: Partial<WorkerLoopOptions> & Pick<WorkerLoopOptions, "handler">) {
   const notes: string[] = [];

@@ -9,15 +9,7 @@
 
 import { progressJson, type InvokeResult, type JobTrace, type LoadedHandler } from "svc/internal";
 import { errorMessage } from "../errors.js";
-import {
-  backoffMs,
-  isTransient,
-  sleep,
-  type JobResult,
-  type RegisterResponse,
-  type TakenJob,
-  type WorkerApi,
-} from "./api.js";
+import { backoffMs, isTransient, sleep, type JobResult, type RegisterResponse, type TakenJob, type WorkerApi } from "./api.js";
 import { ChunkSender, MAX_BATCH_BYTES } from "./chunk-sender.js";
 import { errorOf, failureLine, serialiseResult } from "./job-result.js";
 import { jobScope } from "./logs.js";
@@ -53,7 +45,6 @@ interface PendingResult {
   /** Sent before in a request whose answer never came: the service may have recorded it already. */
   resent?: boolean;
 }
-
 
 interface RunningJob {
   job: TakenJob;
@@ -160,7 +151,9 @@ export class WorkerLoop {
     const leases = jobs.map((j) => j.job.lease);
     for (const entry of jobs) this.abandon(entry, "handed back");
     this.options.note(`handing back ${leases.length} unfinished job(s)`);
-    await this.call("release", { workerId: this.options.workerId, leases }, { attempts: 3 }).catch(() => undefined /* unreleased leases lapse on the service, which requeues their jobs then */);
+    await this.call("release", { workerId: this.options.workerId, leases }, { attempts: 3 }).catch(
+      () => undefined /* unreleased leases lapse on the service, which requeues their jobs then */,
+    );
   }
 
   // ---- registration -------------------------------------------------------------------------------------
@@ -169,13 +162,17 @@ export class WorkerLoop {
     this.registering ??= (async () => {
       for (let attempt = 0; ; attempt++) {
         try {
-          this.registered = await this.options.api.post<RegisterResponse>("register", {
-            workerId: this.options.workerId,
-            pid: process.pid,
-            concurrency: this.options.concurrency,
-            ...this.options.registerExtra,
-            // A first registration that hangs (a service that accepts and never answers) must not hold a stop.
-          }, { signal: this.registered ? undefined : this.takeAbort.signal });
+          this.registered = await this.options.api.post<RegisterResponse>(
+            "register",
+            {
+              workerId: this.options.workerId,
+              pid: process.pid,
+              concurrency: this.options.concurrency,
+              ...this.options.registerExtra,
+              // A first registration that hangs (a service that accepts and never answers) must not hold a stop.
+            },
+            { signal: this.registered ? undefined : this.takeAbort.signal },
+          );
           this.lastContact = Date.now();
           return;
         } catch (err) {
@@ -329,10 +326,12 @@ export class WorkerLoop {
       entry.timer = setTimeout(() => this.timeOut(entry, timeoutMs), timeoutMs);
     }
     // The job's span is the active one for the user's OpenTelemetry while it runs, its stream's reads included.
-    void jobScope.run(job.id, () => runInTrace(entry.trace, () => this.execute(entry))).catch((err: unknown) => {
-      this.options.note(`job ${job.id}: ${errorMessage(err)}`);
-      this.abandon(entry, "crashed");
-    });
+    void jobScope
+      .run(job.id, () => runInTrace(entry.trace, () => this.execute(entry)))
+      .catch((err: unknown) => {
+        this.options.note(`job ${job.id}: ${errorMessage(err)}`);
+        this.abandon(entry, "crashed");
+      });
   }
 
   private async execute(entry: RunningJob): Promise<void> {
@@ -368,9 +367,13 @@ export class WorkerLoop {
   private progress(entry: RunningJob, value: unknown): void {
     const json = progressJson(value);
     if (entry.abandoned) return;
-    entry.progress ??= new ProgressSender(entry.job, (body) => this.call("progress", body), (reason) => {
-      this.options.note(`job ${entry.job.id}: progress not recorded (${reason}); later reports of it are dropped`);
-    });
+    entry.progress ??= new ProgressSender(
+      entry.job,
+      (body) => this.call("progress", body),
+      (reason) => {
+        this.options.note(`job ${entry.job.id}: progress not recorded (${reason}); later reports of it are dropped`);
+      },
+    );
     entry.progress.push(json);
   }
 
@@ -383,10 +386,15 @@ export class WorkerLoop {
   private async consumeStream(entry: RunningJob, stream: AsyncIterable<unknown>): Promise<unknown[]> {
     const iterator = stream[Symbol.asyncIterator]();
     entry.iterator = iterator;
-    const sender = new ChunkSender(entry.job, this.streamBatchMs, (body) => this.call("stream", body), (err) => {
-      this.options.note(`job ${entry.job.id}: stream chunks refused (${errorMessage(err)}); stopping it`);
-      this.abandon(entry, "stream refused");
-    });
+    const sender = new ChunkSender(
+      entry.job,
+      this.streamBatchMs,
+      (body) => this.call("stream", body),
+      (err) => {
+        this.options.note(`job ${entry.job.id}: stream chunks refused (${errorMessage(err)}); stopping it`);
+        this.abandon(entry, "stream refused");
+      },
+    );
     entry.stream = sender;
     const outputs: unknown[] = [];
     for (;;) {
@@ -527,11 +535,7 @@ export class WorkerLoop {
       const leases = [...this.heldLeases.keys()];
       const state = this.draining ? "draining" : this.running.size > 0 ? "busy" : "idle";
       try {
-        const response = await this.call<{ lost?: string[] }>(
-          "heartbeat",
-          { workerId: this.options.workerId, leases, state },
-          { signal, attempts: 1 },
-        );
+        const response = await this.call<{ lost?: string[] }>("heartbeat", { workerId: this.options.workerId, leases, state }, { signal, attempts: 1 });
         for (const lease of response.lost ?? []) {
           const jobId = this.heldLeases.get(lease);
           this.heldLeases.delete(lease);

@@ -19,7 +19,16 @@ export const SNAPSHOT_READY = "ready\n";
  * The variables that make a worker this worker: never in an image (the template runs without them), handed to each
  * restored worker. Everything else of the environment is the endpoint's and part of the image's key.
  */
-export const SNAPSHOT_IDENTITY_KEYS = ["SVC_API_URL", "SVC_WORKER_ID", "SVC_WORKER_TOKEN", "SVC_API_KEY", "SVC_PARENT_PID", "SVC_LB_SOCKET", "SVC_HTTP_HOST", "SVC_HTTP_PORT"] as const;
+export const SNAPSHOT_IDENTITY_KEYS = [
+  "SVC_API_URL",
+  "SVC_WORKER_ID",
+  "SVC_WORKER_TOKEN",
+  "SVC_API_KEY",
+  "SVC_PARENT_PID",
+  "SVC_LB_SOCKET",
+  "SVC_HTTP_HOST",
+  "SVC_HTTP_PORT",
+] as const;
 
 /** What a driver writes, as one JSON line, to a restored worker. */
 export interface SnapshotIdentity {
@@ -140,7 +149,10 @@ export function reseedRandomness(): void {
   };
   const getRandomValues = <T extends ArrayBufferView | null>(array: T): T => {
     if (array && array.byteLength > 65536) {
-      throw new DOMException(`The ArrayBufferView's byte length (${array.byteLength}) exceeds the number of bytes of entropy available via this API (65536)`, "QuotaExceededError");
+      throw new DOMException(
+        `The ArrayBufferView's byte length (${array.byteLength}) exceeds the number of bytes of entropy available via this API (65536)`,
+        "QuotaExceededError",
+      );
     }
     if (array) fill(bytesOf(array as NodeJS.ArrayBufferView));
     return array;

@@ -14,7 +14,14 @@ describe("parseTraceparent", () => {
   });
 
   it("refuses what is not one", () => {
-    for (const bad of [undefined, "", "01-" + TRACEPARENT.slice(3), `00-${"0".repeat(32)}-${SPAN_ID}-01`, `00-${TRACE_ID}-${"0".repeat(16)}-01`, `00-${TRACE_ID.toUpperCase()}-${SPAN_ID}-01`]) {
+    for (const bad of [
+      undefined,
+      "",
+      "01-" + TRACEPARENT.slice(3),
+      `00-${"0".repeat(32)}-${SPAN_ID}-01`,
+      `00-${TRACE_ID}-${"0".repeat(16)}-01`,
+      `00-${TRACE_ID.toUpperCase()}-${SPAN_ID}-01`,
+    ]) {
       expect(parseTraceparent(bad)).toBeUndefined();
     }
   });

@@ -105,11 +105,18 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
     // service sees /ping answer 204 while it initializes and 200 once it is ready.
     // Every request must carry the credential the service derives from this worker's token (docs/lb.md): any
     // other process that can reach the port (another tenant's worker) is refused.
-    const routeOptions = { host: settings.httpHost, port: settings.httpPort, socketPath: settings.lbSocket, credential: lbCredentialOfToken(settings.workerToken) };
+    const routeOptions = {
+      host: settings.httpHost,
+      port: settings.httpPort,
+      socketPath: settings.lbSocket,
+      credential: lbCredentialOfToken(settings.workerToken),
+    };
     if (!preloaded && (await isLoadBalancedEndpoint(dir, settings.endpointName))) {
       routeServer = await serveRoutes(null, routeOptions);
       const early = { workerId: settings.workerId, concurrency: settings.maxConcurrency, ...routeAddress(routeServer) };
-      await api.post("register", early, { timeoutMs: 5000 }).catch(() => undefined /* early only to show /ping 204 sooner: the loop registers once the handler is loaded */);
+      await api
+        .post("register", early, { timeoutMs: 5000 })
+        .catch(() => undefined /* early only to show /ping 204 sooner: the loop registers once the handler is loaded */);
     }
     let loaded = preloaded;
     if (!loaded) {
@@ -120,13 +127,18 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
       routeServer ??= await serveRoutes(null, routeOptions);
       routeServer.ready(loaded.routes);
       // In a container (listening on every interface) the address inside it is not where anyone reaches it.
-      const where = settings.httpHost === "0.0.0.0" || settings.httpHost === "::" ? `on port ${new URL(routeServer.address).port} of this container` : `at ${routeServer.address}`;
+      const where =
+        settings.httpHost === "0.0.0.0" || settings.httpHost === "::"
+          ? `on port ${new URL(routeServer.address).port} of this container`
+          : `at ${routeServer.address}`;
       note(`serving ${loaded.routes.length} route(s) and /ping ${where}`);
     }
     handler = loaded;
   } catch (err) {
     note(`worker failed to start: ${errorMessage(err)}`);
-    await api.post("fail-start", { workerId: settings.workerId, error: startFailureDetail(err) }, { timeoutMs: 5000 }).catch(() => undefined /* exiting either way: the service also learns it from the exit */);
+    await api
+      .post("fail-start", { workerId: settings.workerId, error: startFailureDetail(err) }, { timeoutMs: 5000 })
+      .catch(() => undefined /* exiting either way: the service also learns it from the exit */);
     await routeServer?.close();
     await shipper.flush();
     restoreOutput();
@@ -187,7 +199,6 @@ export interface PoolClaim {
   cwd: string;
 }
 
-
 /**
  * A pre-booted runtime (SVC_POOLED=1, started by a driver with an IPC channel): Node and this runtime are loaded
  * already; it says so, waits for a driver to hand it a worker's environment and directory, and becomes that
@@ -213,8 +224,8 @@ async function claimed(): Promise<boolean> {
   });
 }
 
-claimed().then(
-  async (claim) => {
+claimed()
+  .then(async (claim) => {
     if (!claim) return 0;
     let preloaded: LoadedHandler | undefined;
     try {
@@ -225,11 +236,11 @@ claimed().then(
       return 1;
     }
     return main(preloaded);
-  },
-).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    writeStderr(`[svc-runtime] internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(70);
-  },
-);
+  })
+  .then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      writeStderr(`[svc-runtime] internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(70);
+    },
+  );

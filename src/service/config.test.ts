@@ -9,8 +9,19 @@ const repo = fileURLToPath(new URL("../..", import.meta.url));
 
 describe("the service's configuration", () => {
   it("takes flags over the environment over defaults, typed, and says where each value came from", () => {
-    const parsed = parseServerConfig({ port: "9100", workers: "docker" }, { SVC_SEND_STALL_MS: "5000", SVC_LB_FRONT: "off", SVC_DATA_DIR: "/tmp/d", SVC_GPU_TYPES: "A100, H100" });
-    expect(parsed.config).toMatchObject({ port: 9100, workers: "docker", host: "127.0.0.1", dataDir: "/tmp/d", lbFront: false, releaseAttempts: 3, gpuTypes: ["A100", "H100"] });
+    const parsed = parseServerConfig(
+      { port: "9100", workers: "docker" },
+      { SVC_SEND_STALL_MS: "5000", SVC_LB_FRONT: "off", SVC_DATA_DIR: "/tmp/d", SVC_GPU_TYPES: "A100, H100" },
+    );
+    expect(parsed.config).toMatchObject({
+      port: 9100,
+      workers: "docker",
+      host: "127.0.0.1",
+      dataDir: "/tmp/d",
+      lbFront: false,
+      releaseAttempts: 3,
+      gpuTypes: ["A100", "H100"],
+    });
     expect(parsed.config.clientLimits).toMatchObject({ sendStallMs: 5000, followersPerUser: 10 });
     expect(parsed.sources).toMatchObject({ port: "flag", dataDir: "environment", host: "default", "clientLimits.sendStallMs": "environment" });
     const options = serviceOptionsOf(parsed.config);
@@ -23,7 +34,10 @@ describe("the service's configuration", () => {
     expect(defaults).toMatchObject({ workerPidsLimit: 1024, workerTmpMb: 1024 });
     expect(defaults.dockerRuntime).toBeUndefined();
     expect(defaults.k8sRuntimeClass).toBeUndefined();
-    const parsed = parseServerConfig({ dockerRuntime: "runsc" }, { SVC_DOCKER_RUNTIME: "runc", SVC_K8S_RUNTIME_CLASS: "gvisor", SVC_WORKER_PIDS_LIMIT: "256", SVC_WORKER_TMP_MB: "512" });
+    const parsed = parseServerConfig(
+      { dockerRuntime: "runsc" },
+      { SVC_DOCKER_RUNTIME: "runc", SVC_K8S_RUNTIME_CLASS: "gvisor", SVC_WORKER_PIDS_LIMIT: "256", SVC_WORKER_TMP_MB: "512" },
+    );
     expect(parsed.config).toMatchObject({ dockerRuntime: "runsc", k8sRuntimeClass: "gvisor", workerPidsLimit: 256, workerTmpMb: 512 });
     expect(parsed.sources).toMatchObject({ dockerRuntime: "flag", workerTmpMb: "environment" });
     expect(parseServerConfig({}, { SVC_DOCKER_RUNTIME: "runsc" }).config.dockerRuntime).toBe("runsc");
@@ -33,8 +47,15 @@ describe("the service's configuration", () => {
   it("takes how network volumes reach cluster nodes: a Swarm volume driver and its options, a Kubernetes StorageClass", () => {
     const defaults = parseServerConfig({}, {}).config;
     expect([defaults.swarmVolumeDriver, defaults.swarmVolumeOptions, defaults.k8sStorageClass]).toEqual([undefined, undefined, undefined]);
-    const parsed = parseServerConfig({}, { SVC_SWARM_VOLUME_DRIVER: "local", SVC_SWARM_VOLUME_OPTIONS: "type=nfs,o=addr=10.0.0.5,rw,device=:/exports/{volume}", SVC_K8S_STORAGE_CLASS: "nfs-rwx" });
-    expect(parsed.config).toMatchObject({ swarmVolumeDriver: "local", swarmVolumeOptions: { type: "nfs", o: "addr=10.0.0.5,rw", device: ":/exports/{volume}" }, k8sStorageClass: "nfs-rwx" });
+    const parsed = parseServerConfig(
+      {},
+      { SVC_SWARM_VOLUME_DRIVER: "local", SVC_SWARM_VOLUME_OPTIONS: "type=nfs,o=addr=10.0.0.5,rw,device=:/exports/{volume}", SVC_K8S_STORAGE_CLASS: "nfs-rwx" },
+    );
+    expect(parsed.config).toMatchObject({
+      swarmVolumeDriver: "local",
+      swarmVolumeOptions: { type: "nfs", o: "addr=10.0.0.5,rw", device: ":/exports/{volume}" },
+      k8sStorageClass: "nfs-rwx",
+    });
     expect(() => parseServerConfig({}, { SVC_SWARM_VOLUME_OPTIONS: "device=/exports/{name}" })).toThrow(/SVC_SWARM_VOLUME_OPTIONS holds \{name\}/);
   });
 
@@ -46,14 +67,29 @@ describe("the service's configuration", () => {
     expect(parsed.sources.webhookAllow).toBe("flag");
     expect(serviceOptionsOf(parsed.config).webhooks).toEqual({ allow: ["10.0.0.0/8", "hooks.internal", "*.corp.example"] });
     expect(parseServiceSettings({ SVC_WEBHOOK_ALLOW: "fd00::/8" }).webhookAllow).toEqual(["fd00::/8"]);
-    expect(() => parseServerConfig({}, { SVC_WEBHOOK_ALLOW: "10.0.0.0/33,bad host" })).toThrow('SVC_WEBHOOK_ALLOW: "10.0.0.0/33" has no valid prefix length (0-32); "bad host" is not an address, an address range or a host name');
+    expect(() => parseServerConfig({}, { SVC_WEBHOOK_ALLOW: "10.0.0.0/33,bad host" })).toThrow(
+      'SVC_WEBHOOK_ALLOW: "10.0.0.0/33" has no valid prefix length (0-32); "bad host" is not an address, an address range or a host name',
+    );
   });
 
   it("takes the queue quotas, per user and per endpoint, with per-user overrides; defaults where unset", () => {
-    expect(serviceOptionsOf(parseServiceSettings({})).queueQuotas).toEqual({ user: { jobs: 20_000, bytes: 1024 ** 3 }, endpoint: { jobs: 10_000, bytes: 1024 ** 3 / 2 } });
-    const settings = parseServiceSettings({ SVC_QUEUE_QUOTA_USER_JOBS: "20", SVC_QUEUE_QUOTA_ENDPOINT_BYTES: "1000", SVC_QUEUE_QUOTA_USERS: "ci=jobs:500/bytes:2000" });
-    expect(serviceOptionsOf(settings).queueQuotas).toEqual({ user: { jobs: 20, bytes: 1024 ** 3 }, endpoint: { jobs: 10_000, bytes: 1000 }, users: { ci: { jobs: 500, bytes: 2000 } } });
-    expect(() => parseServiceSettings({ SVC_QUEUE_QUOTA_USERS: "ci=jobs:lots", SVC_QUEUE_QUOTA_USER_BYTES: "0" })).toThrow(/SVC_QUEUE_QUOTA_USER_BYTES must be a positive[\s\S]*SVC_QUEUE_QUOTA_USERS: "jobs:lots"/);
+    expect(serviceOptionsOf(parseServiceSettings({})).queueQuotas).toEqual({
+      user: { jobs: 20_000, bytes: 1024 ** 3 },
+      endpoint: { jobs: 10_000, bytes: 1024 ** 3 / 2 },
+    });
+    const settings = parseServiceSettings({
+      SVC_QUEUE_QUOTA_USER_JOBS: "20",
+      SVC_QUEUE_QUOTA_ENDPOINT_BYTES: "1000",
+      SVC_QUEUE_QUOTA_USERS: "ci=jobs:500/bytes:2000",
+    });
+    expect(serviceOptionsOf(settings).queueQuotas).toEqual({
+      user: { jobs: 20, bytes: 1024 ** 3 },
+      endpoint: { jobs: 10_000, bytes: 1000 },
+      users: { ci: { jobs: 500, bytes: 2000 } },
+    });
+    expect(() => parseServiceSettings({ SVC_QUEUE_QUOTA_USERS: "ci=jobs:lots", SVC_QUEUE_QUOTA_USER_BYTES: "0" })).toThrow(
+      /SVC_QUEUE_QUOTA_USER_BYTES must be a positive[\s\S]*SVC_QUEUE_QUOTA_USERS: "jobs:lots"/,
+    );
   });
 
   it("refuses every bad value at once, naming each", () => {
@@ -86,7 +122,10 @@ describe("the service's configuration", () => {
     const rows = JSON.parse(ok.stdout).settings as Array<{ setting: string; value: unknown; source: string }>;
     expect(rows.find((r) => r.setting === "clientLimits.sendStallMs")).toMatchObject({ value: 4000, source: "environment" });
     expect(ok.stdout).not.toContain("svc_secret_key");
-    const bad = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "server", "--port", "0"], { env: { ...env, SVC_MAX_FOLLOWERS: "lots" }, encoding: "utf8" });
+    const bad = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "server", "--port", "0"], {
+      env: { ...env, SVC_MAX_FOLLOWERS: "lots" },
+      encoding: "utf8",
+    });
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain('SVC_MAX_FOLLOWERS must be a positive whole number, not "lots"');
   });
@@ -104,7 +143,11 @@ describe("the service's configuration", () => {
   it("svc server with a database that does not answer fails at start, naming it (without its password) and what to check", () => {
     const env = { ...process.env, SVC_API_KEY: "svc_secret_key" };
     const dataDir = join(repo, "node_modules", ".cache", `svc-store-test-${process.pid}`);
-    const r = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "server", "--port", "0", "--data-dir", dataDir, "--store", "postgres://svc:hunter2@127.0.0.1:1/svc"], { env, encoding: "utf8", timeout: 30_000 });
+    const r = spawnSync(
+      process.execPath,
+      [join(repo, "bin", "svc.js"), "server", "--port", "0", "--data-dir", dataDir, "--store", "postgres://svc:hunter2@127.0.0.1:1/svc"],
+      { env, encoding: "utf8", timeout: 30_000 },
+    );
     expect(r.status).toBe(1);
     expect(r.stderr).toContain("The service cannot open its database postgres://svc:***@127.0.0.1:1/svc");
     expect(r.stderr).toContain("Check that PostgreSQL runs and answers at that address");

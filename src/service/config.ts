@@ -140,65 +140,380 @@ const positive: Kind = { type: "positive" };
 export const SETTINGS: readonly Setting[] = [
   { key: "host", flag: "host", kind: { type: "string" }, default: "127.0.0.1", serverOnly: true, description: "address to listen on" },
   { key: "port", flag: "port", kind: { type: "port" }, default: 8600, serverOnly: true, description: "port to listen on (0: any free port)" },
-  { key: "dataDir", flag: "dataDir", env: "SVC_DATA_DIR", kind: { type: "string" }, serverOnly: true, description: "the SQLite file, artifacts and the admin key" },
-  { key: "workers", flag: "workers", kind: { type: "enum", values: ["process", "docker", "swarm", "kubernetes", "none"] }, default: "process", serverOnly: true, description: "where workers run" },
-  { key: "store", flag: "store", env: "SVC_STORE_URL", kind: { type: "storeUrl" }, serverOnly: true, description: "PostgreSQL URL keeping the state (else the data dir's SQLite file)" },
-  { key: "replicaUrl", env: "SVC_REPLICA_URL", kind: { type: "string" }, serverOnly: true, description: "where the other replicas on the same database reach this one (default: the listening address)" },
-  { key: "clusterUrl", env: "SVC_CLUSTER_URL", kind: { type: "string" }, serverOnly: true, description: "the address in front of all replicas, given to workers (default: this replica's)" },
-  { key: "workersDirect", env: "SVC_WORKERS_DIRECT", kind: { type: "onOff" }, default: true, serverOnly: true, description: "tell workers the replica that serves jobs, to reach it without a hop (off: when workers reach replicas only through the cluster address)" },
-  { key: "handOffJobs", env: "SVC_HAND_OFF_JOBS", kind: { type: "onOff" }, default: true, serverOnly: true, description: "replicas that do not serve jobs write /run jobs themselves for the one that does to adopt (off: they pass /run to it)" },
-  { key: "metrics", env: "SVC_METRICS", kind: { type: "onOff" }, default: true, serverOnly: true, description: "Prometheus' /metrics and the recent series behind endpoints' charts (off: neither is kept; usage records are)" },
-  { key: "workerPool", env: "SVC_WORKER_POOL", kind: { type: "count" }, default: 0, serverOnly: true, description: "pre-booted worker runtimes kept ready (process and Docker workers, per image kind; 0: none)" },
-  { key: "k8sNamespace", env: "SVC_K8S_NAMESPACE", kind: { type: "string" }, serverOnly: true, description: "namespace of Kubernetes workers (default: this Pod's, else default)" },
-  { key: "k8sImage", env: "SVC_K8S_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Kubernetes workers (default: the registry's svc worker image, by digest)" },
-  { key: "swarmNetwork", env: "SVC_SWARM_NETWORK", kind: { type: "string" }, serverOnly: true, description: "network Swarm workers join (default: host; svc's own overlay network when svc runs as a stack)" },
-  { key: "swarmImage", env: "SVC_SWARM_IMAGE", kind: { type: "string" }, serverOnly: true, description: "image of Swarm workers (default: svc's worker image, built here or the registry's by digest)" },
-  { key: "dockerRuntime", flag: "dockerRuntime", env: "SVC_DOCKER_RUNTIME", kind: { type: "string" }, serverOnly: true, description: "OCI runtime Docker workers run under, registered with dockerd (runsc: gVisor; default the engine's default, runc)" },
-  { key: "k8sStorageClass", env: "SVC_K8S_STORAGE_CLASS", kind: { type: "string" }, serverOnly: true, description: "StorageClass of network volumes' ReadWriteMany claims (svc-vol-<id>, the volume's size); unset: Kubernetes workers with a volume are refused" },
-  { key: "swarmVolumeDriver", env: "SVC_SWARM_VOLUME_DRIVER", kind: { type: "string" }, serverOnly: true, description: "Docker volume driver each Swarm node mounts network volumes with (svc-vol-<id>; default local when options are given); unset: Swarm workers with a volume are refused" },
-  { key: "swarmVolumeOptions", env: "SVC_SWARM_VOLUME_OPTIONS", kind: { type: "volumeDriverOptions" }, serverOnly: true, description: "that driver's options, key=value,... ({volume}: the volume's id, {size}: its GB), e.g. type=nfs,o=addr=10.0.0.5,rw,device=:/exports/{volume}" },
-  { key: "k8sRuntimeClass", env: "SVC_K8S_RUNTIME_CLASS", kind: { type: "string" }, serverOnly: true, description: "RuntimeClass of Kubernetes worker Pods (gVisor's, e.g. gvisor; default the cluster's default)" },
-  { key: "workerPidsLimit", env: "SVC_WORKER_PIDS_LIMIT", kind: positive, default: DEFAULT_CONTAINER_LIMITS.pidsLimit, serverOnly: true, description: "processes and threads per Docker or Swarm worker container" },
-  { key: "workerTmpMb", env: "SVC_WORKER_TMP_MB", kind: positive, default: DEFAULT_CONTAINER_LIMITS.tmpMb, serverOnly: true, description: "size of each container worker's /tmp in MiB (in memory: it counts against the worker's memory)" },
-  { key: "registry", env: "SVC_WORKER_REGISTRY", kind: { type: "string" }, serverOnly: true, description: "registry (host:port) Docker workers' images are pulled from, by digest" },
+  {
+    key: "dataDir",
+    flag: "dataDir",
+    env: "SVC_DATA_DIR",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "the SQLite file, artifacts and the admin key",
+  },
+  {
+    key: "workers",
+    flag: "workers",
+    kind: { type: "enum", values: ["process", "docker", "swarm", "kubernetes", "none"] },
+    default: "process",
+    serverOnly: true,
+    description: "where workers run",
+  },
+  {
+    key: "store",
+    flag: "store",
+    env: "SVC_STORE_URL",
+    kind: { type: "storeUrl" },
+    serverOnly: true,
+    description: "PostgreSQL URL keeping the state (else the data dir's SQLite file)",
+  },
+  {
+    key: "replicaUrl",
+    env: "SVC_REPLICA_URL",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "where the other replicas on the same database reach this one (default: the listening address)",
+  },
+  {
+    key: "clusterUrl",
+    env: "SVC_CLUSTER_URL",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "the address in front of all replicas, given to workers (default: this replica's)",
+  },
+  {
+    key: "workersDirect",
+    env: "SVC_WORKERS_DIRECT",
+    kind: { type: "onOff" },
+    default: true,
+    serverOnly: true,
+    description: "tell workers the replica that serves jobs, to reach it without a hop (off: when workers reach replicas only through the cluster address)",
+  },
+  {
+    key: "handOffJobs",
+    env: "SVC_HAND_OFF_JOBS",
+    kind: { type: "onOff" },
+    default: true,
+    serverOnly: true,
+    description: "replicas that do not serve jobs write /run jobs themselves for the one that does to adopt (off: they pass /run to it)",
+  },
+  {
+    key: "metrics",
+    env: "SVC_METRICS",
+    kind: { type: "onOff" },
+    default: true,
+    serverOnly: true,
+    description: "Prometheus' /metrics and the recent series behind endpoints' charts (off: neither is kept; usage records are)",
+  },
+  {
+    key: "workerPool",
+    env: "SVC_WORKER_POOL",
+    kind: { type: "count" },
+    default: 0,
+    serverOnly: true,
+    description: "pre-booted worker runtimes kept ready (process and Docker workers, per image kind; 0: none)",
+  },
+  {
+    key: "k8sNamespace",
+    env: "SVC_K8S_NAMESPACE",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "namespace of Kubernetes workers (default: this Pod's, else default)",
+  },
+  {
+    key: "k8sImage",
+    env: "SVC_K8S_IMAGE",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "image of Kubernetes workers (default: the registry's svc worker image, by digest)",
+  },
+  {
+    key: "swarmNetwork",
+    env: "SVC_SWARM_NETWORK",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "network Swarm workers join (default: host; svc's own overlay network when svc runs as a stack)",
+  },
+  {
+    key: "swarmImage",
+    env: "SVC_SWARM_IMAGE",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "image of Swarm workers (default: svc's worker image, built here or the registry's by digest)",
+  },
+  {
+    key: "dockerRuntime",
+    flag: "dockerRuntime",
+    env: "SVC_DOCKER_RUNTIME",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "OCI runtime Docker workers run under, registered with dockerd (runsc: gVisor; default the engine's default, runc)",
+  },
+  {
+    key: "k8sStorageClass",
+    env: "SVC_K8S_STORAGE_CLASS",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "StorageClass of network volumes' ReadWriteMany claims (svc-vol-<id>, the volume's size); unset: Kubernetes workers with a volume are refused",
+  },
+  {
+    key: "swarmVolumeDriver",
+    env: "SVC_SWARM_VOLUME_DRIVER",
+    kind: { type: "string" },
+    serverOnly: true,
+    description:
+      "Docker volume driver each Swarm node mounts network volumes with (svc-vol-<id>; default local when options are given); unset: Swarm workers with a volume are refused",
+  },
+  {
+    key: "swarmVolumeOptions",
+    env: "SVC_SWARM_VOLUME_OPTIONS",
+    kind: { type: "volumeDriverOptions" },
+    serverOnly: true,
+    description: "that driver's options, key=value,... ({volume}: the volume's id, {size}: its GB), e.g. type=nfs,o=addr=10.0.0.5,rw,device=:/exports/{volume}",
+  },
+  {
+    key: "k8sRuntimeClass",
+    env: "SVC_K8S_RUNTIME_CLASS",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "RuntimeClass of Kubernetes worker Pods (gVisor's, e.g. gvisor; default the cluster's default)",
+  },
+  {
+    key: "workerPidsLimit",
+    env: "SVC_WORKER_PIDS_LIMIT",
+    kind: positive,
+    default: DEFAULT_CONTAINER_LIMITS.pidsLimit,
+    serverOnly: true,
+    description: "processes and threads per Docker or Swarm worker container",
+  },
+  {
+    key: "workerTmpMb",
+    env: "SVC_WORKER_TMP_MB",
+    kind: positive,
+    default: DEFAULT_CONTAINER_LIMITS.tmpMb,
+    serverOnly: true,
+    description: "size of each container worker's /tmp in MiB (in memory: it counts against the worker's memory)",
+  },
+  {
+    key: "registry",
+    env: "SVC_WORKER_REGISTRY",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "registry (host:port) Docker workers' images are pulled from, by digest",
+  },
   { key: "publicUrl", flag: "publicUrl", env: "SVC_PUBLIC_URL", kind: { type: "string" }, serverOnly: true, description: "the address clients use" },
   { key: "apiKey", env: "SVC_API_KEY", kind: { type: "secret" }, serverOnly: true, description: "the admin API key (else <data dir>/admin-key)" },
   { key: "maxArtifactBytes", env: "SVC_MAX_ARTIFACT_BYTES", kind: positive, default: MAX_ARTIFACT_BYTES, description: "largest build artifact accepted" },
   { key: "uploadIdleMs", env: "SVC_UPLOAD_IDLE_MS", kind: positive, default: 60_000, description: "an upload sending nothing this long gets 408" },
-  { key: "lbFront", env: "SVC_LB_FRONT", kind: { type: "onOff" }, default: true, description: "serve plain load-balanced requests and job /runs on the LB front, not node:http" },
+  {
+    key: "lbFront",
+    env: "SVC_LB_FRONT",
+    kind: { type: "onOff" },
+    default: true,
+    description: "serve plain load-balanced requests and job /runs on the LB front, not node:http",
+  },
   { key: "releaseAttempts", env: "SVC_RELEASE_ATTEMPTS", kind: positive, default: 3, description: "new workers tried per endpoint before a release fails" },
-  { key: "releaseStartTimeoutMs", env: "SVC_RELEASE_START_TIMEOUT_MS", kind: positive, default: 5 * 60_000, description: "how long a release's new worker may take to come up" },
-  { key: "clientLimits.sendStallMs", env: "SVC_SEND_STALL_MS", kind: positive, default: DEFAULT_CLIENT_LIMITS.sendStallMs, description: "an answer nobody reads this long is dropped" },
-  { key: "clientLimits.followersPerUser", env: "SVC_MAX_FOLLOWERS_PER_USER", kind: positive, default: DEFAULT_CLIENT_LIMITS.followersPerUser, description: "log followers per user" },
-  { key: "clientLimits.followersTotal", env: "SVC_MAX_FOLLOWERS", kind: positive, default: DEFAULT_CLIENT_LIMITS.followersTotal, description: "log followers in total" },
-  { key: "clientLimits.followerQueueBytes", env: "SVC_FOLLOWER_QUEUE_BYTES", kind: positive, default: DEFAULT_CLIENT_LIMITS.followerQueueBytes, description: "unread bytes a follower may queue" },
-  { key: "clientLimits.pinnedOutputBytes", env: "SVC_MAX_PINNED_OUTPUT_BYTES", kind: positive, default: DEFAULT_CLIENT_LIMITS.pinnedOutputBytes, description: "bytes of large outputs held for answers" },
-  { key: "logLimits.maxLineBytes", env: "SVC_LOG_LINE_MAX_BYTES", kind: positive, default: DEFAULT_LOG_LIMITS.maxLineBytes, description: "longest worker log line kept, in bytes (a longer one is cut and says so)" },
-  { key: "logLimits.workerLinesPerS", env: "SVC_LOG_WORKER_LINES_PER_S", kind: positive, default: DEFAULT_LOG_LIMITS.workerLinesPerS, description: "log lines a second each worker may write (more are dropped, and a line says how many)" },
-  { key: "logLimits.workerBytesPerS", env: "SVC_LOG_WORKER_BYTES_PER_S", kind: positive, default: DEFAULT_LOG_LIMITS.workerBytesPerS, description: "log bytes a second each worker may write (a line counts its text and 100 bytes)" },
-  { key: "logLimits.endpointLinesPerS", env: "SVC_LOG_ENDPOINT_LINES_PER_S", kind: positive, default: DEFAULT_LOG_LIMITS.endpointLinesPerS, description: "log lines a second all workers of an endpoint may write together" },
-  { key: "logLimits.endpointBytesPerS", env: "SVC_LOG_ENDPOINT_BYTES_PER_S", kind: positive, default: DEFAULT_LOG_LIMITS.endpointBytesPerS, description: "log bytes a second all workers of an endpoint may write together" },
-  { key: "logLimits.burstS", env: "SVC_LOG_BURST_S", kind: positive, default: DEFAULT_LOG_LIMITS.burstS, description: "seconds of those rates a worker or endpoint may write at once (the burst)" },
-  { key: "logLimits.retentionMs", env: "SVC_LOG_RETENTION_MS", kind: positive, default: DEFAULT_LOG_LIMITS.retentionMs, description: "log lines written more than this many ms ago are deleted (default 7 days)" },
-  { key: "logLimits.endpointMaxBytes", env: "SVC_LOG_ENDPOINT_MAX_BYTES", kind: positive, default: DEFAULT_LOG_LIMITS.endpointMaxBytes, description: "an endpoint's log lines beyond its newest this many bytes are deleted, first written first" },
+  {
+    key: "releaseStartTimeoutMs",
+    env: "SVC_RELEASE_START_TIMEOUT_MS",
+    kind: positive,
+    default: 5 * 60_000,
+    description: "how long a release's new worker may take to come up",
+  },
+  {
+    key: "clientLimits.sendStallMs",
+    env: "SVC_SEND_STALL_MS",
+    kind: positive,
+    default: DEFAULT_CLIENT_LIMITS.sendStallMs,
+    description: "an answer nobody reads this long is dropped",
+  },
+  {
+    key: "clientLimits.followersPerUser",
+    env: "SVC_MAX_FOLLOWERS_PER_USER",
+    kind: positive,
+    default: DEFAULT_CLIENT_LIMITS.followersPerUser,
+    description: "log followers per user",
+  },
+  {
+    key: "clientLimits.followersTotal",
+    env: "SVC_MAX_FOLLOWERS",
+    kind: positive,
+    default: DEFAULT_CLIENT_LIMITS.followersTotal,
+    description: "log followers in total",
+  },
+  {
+    key: "clientLimits.followerQueueBytes",
+    env: "SVC_FOLLOWER_QUEUE_BYTES",
+    kind: positive,
+    default: DEFAULT_CLIENT_LIMITS.followerQueueBytes,
+    description: "unread bytes a follower may queue",
+  },
+  {
+    key: "clientLimits.pinnedOutputBytes",
+    env: "SVC_MAX_PINNED_OUTPUT_BYTES",
+    kind: positive,
+    default: DEFAULT_CLIENT_LIMITS.pinnedOutputBytes,
+    description: "bytes of large outputs held for answers",
+  },
+  {
+    key: "logLimits.maxLineBytes",
+    env: "SVC_LOG_LINE_MAX_BYTES",
+    kind: positive,
+    default: DEFAULT_LOG_LIMITS.maxLineBytes,
+    description: "longest worker log line kept, in bytes (a longer one is cut and says so)",
+  },
+  {
+    key: "logLimits.workerLinesPerS",
+    env: "SVC_LOG_WORKER_LINES_PER_S",
+    kind: positive,
+    default: DEFAULT_LOG_LIMITS.workerLinesPerS,
+    description: "log lines a second each worker may write (more are dropped, and a line says how many)",
+  },
+  {
+    key: "logLimits.workerBytesPerS",
+    env: "SVC_LOG_WORKER_BYTES_PER_S",
+    kind: positive,
+    default: DEFAULT_LOG_LIMITS.workerBytesPerS,
+    description: "log bytes a second each worker may write (a line counts its text and 100 bytes)",
+  },
+  {
+    key: "logLimits.endpointLinesPerS",
+    env: "SVC_LOG_ENDPOINT_LINES_PER_S",
+    kind: positive,
+    default: DEFAULT_LOG_LIMITS.endpointLinesPerS,
+    description: "log lines a second all workers of an endpoint may write together",
+  },
+  {
+    key: "logLimits.endpointBytesPerS",
+    env: "SVC_LOG_ENDPOINT_BYTES_PER_S",
+    kind: positive,
+    default: DEFAULT_LOG_LIMITS.endpointBytesPerS,
+    description: "log bytes a second all workers of an endpoint may write together",
+  },
+  {
+    key: "logLimits.burstS",
+    env: "SVC_LOG_BURST_S",
+    kind: positive,
+    default: DEFAULT_LOG_LIMITS.burstS,
+    description: "seconds of those rates a worker or endpoint may write at once (the burst)",
+  },
+  {
+    key: "logLimits.retentionMs",
+    env: "SVC_LOG_RETENTION_MS",
+    kind: positive,
+    default: DEFAULT_LOG_LIMITS.retentionMs,
+    description: "log lines written more than this many ms ago are deleted (default 7 days)",
+  },
+  {
+    key: "logLimits.endpointMaxBytes",
+    env: "SVC_LOG_ENDPOINT_MAX_BYTES",
+    kind: positive,
+    default: DEFAULT_LOG_LIMITS.endpointMaxBytes,
+    description: "an endpoint's log lines beyond its newest this many bytes are deleted, first written first",
+  },
   { key: "gpuTypes", env: "SVC_GPU_TYPES", kind: { type: "list" }, description: "this machine's GPU types, comma separated" },
   { key: "rateLimits", env: "SVC_RATE_LIMITS", kind: { type: "rateLimits" }, description: "per-user rate-limit windows (minute=600,hour=20000/3600s, ...)" },
-  { key: "queueQuotas.userJobs", env: "SVC_QUEUE_QUOTA_USER_JOBS", kind: positive, default: DEFAULT_QUEUE_QUOTAS.user.jobs, description: "jobs one user may have queued (over all endpoints); more get 429" },
-  { key: "queueQuotas.userBytes", env: "SVC_QUEUE_QUOTA_USER_BYTES", kind: positive, default: DEFAULT_QUEUE_QUOTAS.user.bytes, description: "bytes of input one user may have queued; more get 429" },
-  { key: "queueQuotas.endpointJobs", env: "SVC_QUEUE_QUOTA_ENDPOINT_JOBS", kind: positive, default: DEFAULT_QUEUE_QUOTAS.endpoint.jobs, description: "jobs one endpoint may have queued; more get 429" },
-  { key: "queueQuotas.endpointBytes", env: "SVC_QUEUE_QUOTA_ENDPOINT_BYTES", kind: positive, default: DEFAULT_QUEUE_QUOTAS.endpoint.bytes, description: "bytes of input one endpoint may have queued; more get 429" },
-  { key: "queueQuotas.users", env: "SVC_QUEUE_QUOTA_USERS", kind: { type: "userQuotas" }, description: "per-user queue quotas instead of the above (alice=jobs:50000/bytes:4294967296;bob=jobs:100)" },
+  {
+    key: "queueQuotas.userJobs",
+    env: "SVC_QUEUE_QUOTA_USER_JOBS",
+    kind: positive,
+    default: DEFAULT_QUEUE_QUOTAS.user.jobs,
+    description: "jobs one user may have queued (over all endpoints); more get 429",
+  },
+  {
+    key: "queueQuotas.userBytes",
+    env: "SVC_QUEUE_QUOTA_USER_BYTES",
+    kind: positive,
+    default: DEFAULT_QUEUE_QUOTAS.user.bytes,
+    description: "bytes of input one user may have queued; more get 429",
+  },
+  {
+    key: "queueQuotas.endpointJobs",
+    env: "SVC_QUEUE_QUOTA_ENDPOINT_JOBS",
+    kind: positive,
+    default: DEFAULT_QUEUE_QUOTAS.endpoint.jobs,
+    description: "jobs one endpoint may have queued; more get 429",
+  },
+  {
+    key: "queueQuotas.endpointBytes",
+    env: "SVC_QUEUE_QUOTA_ENDPOINT_BYTES",
+    kind: positive,
+    default: DEFAULT_QUEUE_QUOTAS.endpoint.bytes,
+    description: "bytes of input one endpoint may have queued; more get 429",
+  },
+  {
+    key: "queueQuotas.users",
+    env: "SVC_QUEUE_QUOTA_USERS",
+    kind: { type: "userQuotas" },
+    description: "per-user queue quotas instead of the above (alice=jobs:50000/bytes:4294967296;bob=jobs:100)",
+  },
   { key: "secretsKeys.current", env: "SVC_SECRETS_KEY", kind: { type: "secret" }, description: "the key sealing secrets (else <data dir>/secrets-key)" },
-  { key: "secretsKeys.file", env: "SVC_SECRETS_KEY_FILE", kind: { type: "string" }, description: "file with the key sealing secrets, kept outside the data directory so that its backups never carry the key (made on the first start)" },
+  {
+    key: "secretsKeys.file",
+    env: "SVC_SECRETS_KEY_FILE",
+    kind: { type: "string" },
+    description: "file with the key sealing secrets, kept outside the data directory so that its backups never carry the key (made on the first start)",
+  },
   { key: "secretsKeys.previous", env: "SVC_SECRETS_KEY_PREVIOUS", kind: { type: "list" }, description: "keys secrets may still be sealed with (rotation)" },
-  { key: "sandbox", flag: "sandbox", env: "SVC_SANDBOX", kind: { type: "enum", values: ["auto", "bwrap", "none"] }, default: "auto", description: "process workers' sandbox: auto (bubblewrap where it works), bwrap (required), none" },
-  { key: "workerEnvAllow", env: "SVC_WORKER_ENV_ALLOW", kind: { type: "envNames" }, description: "host variables process workers get beyond PATH, locale, TZ, proxies and TLS roots (names, or prefixes ending in *)" },
-  { key: "webhookAllow", flag: "webhookAllow", env: "SVC_WEBHOOK_ALLOW", kind: { type: "webhookAllow" }, description: "where webhooks may go besides public addresses: CIDRs, addresses, host names, *.domain (e.g. 10.0.0.0/8,hooks.internal); loopback, private, link-local and the service itself are refused otherwise" },
-  { key: "singleTenant", flag: "singleTenant", env: "SVC_SINGLE_TENANT", kind: { type: "onOff" }, default: false, serverOnly: true, description: "serve several users with unsandboxed process workers (they are one tenant)" },
-  { key: "traces", env: "SVC_TRACES", kind: { type: "enum", values: ["otlp", "off"] }, serverOnly: true, description: "traces over OTLP/HTTP: otlp (to the endpoint below, else localhost:4318) or off (default: on when an OTLP endpoint is set)" },
-  { key: "otlpEndpoint", flag: "otlpEndpoint", env: "OTEL_EXPORTER_OTLP_ENDPOINT", kind: { type: "string" }, serverOnly: true, description: "OpenTelemetry collector (OTLP/HTTP) base address: traces go to its /v1/traces" },
-  { key: "otlpTracesEndpoint", env: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", kind: { type: "string" }, serverOnly: true, description: "OTLP/HTTP traces address, used as it is" },
-  { key: "logFormat", flag: "logFormat", env: "SVC_LOG_FORMAT", kind: { type: "enum", values: ["human", "json"] }, default: "human", serverOnly: true, description: "operator messages on stderr: human lines or json (one object a line)" },
+  {
+    key: "sandbox",
+    flag: "sandbox",
+    env: "SVC_SANDBOX",
+    kind: { type: "enum", values: ["auto", "bwrap", "none"] },
+    default: "auto",
+    description: "process workers' sandbox: auto (bubblewrap where it works), bwrap (required), none",
+  },
+  {
+    key: "workerEnvAllow",
+    env: "SVC_WORKER_ENV_ALLOW",
+    kind: { type: "envNames" },
+    description: "host variables process workers get beyond PATH, locale, TZ, proxies and TLS roots (names, or prefixes ending in *)",
+  },
+  {
+    key: "webhookAllow",
+    flag: "webhookAllow",
+    env: "SVC_WEBHOOK_ALLOW",
+    kind: { type: "webhookAllow" },
+    description:
+      "where webhooks may go besides public addresses: CIDRs, addresses, host names, *.domain (e.g. 10.0.0.0/8,hooks.internal); loopback, private, link-local and the service itself are refused otherwise",
+  },
+  {
+    key: "singleTenant",
+    flag: "singleTenant",
+    env: "SVC_SINGLE_TENANT",
+    kind: { type: "onOff" },
+    default: false,
+    serverOnly: true,
+    description: "serve several users with unsandboxed process workers (they are one tenant)",
+  },
+  {
+    key: "traces",
+    env: "SVC_TRACES",
+    kind: { type: "enum", values: ["otlp", "off"] },
+    serverOnly: true,
+    description: "traces over OTLP/HTTP: otlp (to the endpoint below, else localhost:4318) or off (default: on when an OTLP endpoint is set)",
+  },
+  {
+    key: "otlpEndpoint",
+    flag: "otlpEndpoint",
+    env: "OTEL_EXPORTER_OTLP_ENDPOINT",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "OpenTelemetry collector (OTLP/HTTP) base address: traces go to its /v1/traces",
+  },
+  {
+    key: "otlpTracesEndpoint",
+    env: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "OTLP/HTTP traces address, used as it is",
+  },
+  {
+    key: "logFormat",
+    flag: "logFormat",
+    env: "SVC_LOG_FORMAT",
+    kind: { type: "enum", values: ["human", "json"] },
+    default: "human",
+    serverOnly: true,
+    description: "operator messages on stderr: human lines or json (one object a line)",
+  },
 ];
 
 function parseValue(setting: Setting, raw: string, origin: string): { value?: unknown; problem?: string } {
@@ -230,17 +545,26 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
       if (["off", "0", "false"].includes(raw)) return { value: false };
       return { problem: `${origin} must be "on" or "off", not "${raw}"` };
     case "list": {
-      const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+      const items = raw
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
     }
     case "envNames": {
-      const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+      const items = raw
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
       const problems = items.map(envPatternProblem).filter((p): p is string => p !== undefined);
       if (problems.length > 0) return { problem: `${origin}: ${problems.join("; ")}` };
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
     }
     case "webhookAllow": {
-      const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+      const items = raw
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
       const { problems } = parseWebhookAllow(items);
       if (problems.length > 0) return { problem: `${origin}: ${problems.join("; ")}` };
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
@@ -302,7 +626,11 @@ function parseSettings(
     else assign(values, setting.key, parsed.value);
     sources[setting.key] = fromFlag !== undefined ? "flag" : "environment";
   }
-  if (problems.length > 0) throw new UsageError(`The service's configuration is not valid:\n  - ${problems.join("\n  - ")}`, "Fix these flags or environment variables (`svc server --print-config` shows every setting).");
+  if (problems.length > 0)
+    throw new UsageError(
+      `The service's configuration is not valid:\n  - ${problems.join("\n  - ")}`,
+      "Fix these flags or environment variables (`svc server --print-config` shows every setting).",
+    );
   return { values, sources };
 }
 
@@ -315,11 +643,17 @@ export function parseServerConfig(flags: Record<string, string | undefined>, env
 
 /** `svc dev` (and any embedder): the settings the environment may change, without the server's own. */
 export function parseServiceSettings(env: Readonly<Record<string, string | undefined>>): ServiceSettings {
-  return parseSettings(SETTINGS.filter((s) => !s.serverOnly), {}, env).values as unknown as ServiceSettings;
+  return parseSettings(
+    SETTINGS.filter((s) => !s.serverOnly),
+    {},
+    env,
+  ).values as unknown as ServiceSettings;
 }
 
 /** The configuration as `--print-config` shows it: each setting's value (secrets redacted) and source. Pure. */
-export function printableConfig(parsed: ParsedConfig<ServerConfig>): Array<{ setting: string; value: unknown; source: Source; from: string; description: string }> {
+export function printableConfig(
+  parsed: ParsedConfig<ServerConfig>,
+): Array<{ setting: string; value: unknown; source: Source; from: string; description: string }> {
   return SETTINGS.map((s) => {
     const [head, tail] = s.key.split(".") as [string, string | undefined];
     const holder = parsed.config as unknown as Record<string, unknown>;

@@ -226,7 +226,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const store: Store = storage.store;
   // Replicas on one database: another replica's revocation is seen at the next recheck (cluster/config-sync.ts).
   const keyring = new KeyRing(store, storage.kind === "postgres" ? KEY_RECHECK_MS : Infinity);
-  const sharedLimiter = storage.sharedLimiter?.(options.rateLimits ?? DEFAULT_RATE_WINDOWS, (err) => log(`rate-limit counts could not be shared: ${errorMessage(err)}`));
+  const sharedLimiter = storage.sharedLimiter?.(options.rateLimits ?? DEFAULT_RATE_WINDOWS, (err) =>
+    log(`rate-limit counts could not be shared: ${errorMessage(err)}`),
+  );
   // The management API's state (its own connection to the same, already migrated, file).
   const management = new Management({
     dataDir: options.dataDir,
@@ -242,7 +244,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 
   // The host's GPUs, where the workers run on this host: each GPU worker gets GPUs of its own (docs/gpus.md).
   // Swarm and Kubernetes place workers on other machines; their schedulers hand out GPUs.
-  const hostGpus = options.driver && (options.driver.name === "process" || options.driver.name === "docker") ? await readHostGpus(management, options, log) : undefined;
+  const hostGpus =
+    options.driver && (options.driver.name === "process" || options.driver.name === "docker") ? await readHostGpus(management, options, log) : undefined;
 
   let scaler: Scaler | undefined;
   // What the service tells of itself (metrics/): fed by the hooks below, read at scrape time from the engine.
@@ -292,7 +295,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onLogsDropped: (reason, count) => metrics.logsDropped(reason, count),
       onLogsRemoved: (reason, count) => metrics.logsRemoved(reason, count),
       onStorage: (state) => {
-        if (!state.ok) log(`storage refuses writes: ${describeStorage(state.cause!)} (${state.message}); requests that write get 503 until it takes them again`);
+        if (!state.ok)
+          log(`storage refuses writes: ${describeStorage(state.cause!)} (${state.message}); requests that write get 503 until it takes them again`);
         else log("storage takes writes again; the service resumes");
       },
       webhookOps: (row, event, output) => webhooks?.ops(row, event, Date.now(), output) ?? [],
@@ -422,7 +426,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       probeReady: (workerId) => releases.proven(workerId),
       onProbeExit: (workerId, exit) => releases.exited(workerId, exit),
       onStartFailure: (endpointId, workerId, message) => startFailures.record(endpointId, workerId, message),
-      onWorkerLife: (event) => (event.type === "started" ? metrics.workerStarted(event.workerId, event.endpointId, event.gpus, event.userId) : metrics.workerStopped(event.workerId)),
+      onWorkerLife: (event) =>
+        event.type === "started" ? metrics.workerStarted(event.workerId, event.endpointId, event.gpus, event.userId) : metrics.workerStopped(event.workerId),
       onColdStart: (endpointId, ms) => metrics.coldStarted(endpointId, ms),
       lb,
       // A worker keeps an events long poll open while it lives: silent for this long, it is gone.
@@ -461,11 +466,28 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 
   const followers = new Set<ServerResponse>();
   const context: ApiContext = {
-    engine, keyring, endpoints, url, scaler: () => scaler, followers, log, leaseMs, heartbeatMs,
+    engine,
+    keyring,
+    endpoints,
+    url,
+    scaler: () => scaler,
+    followers,
+    log,
+    leaseMs,
+    heartbeatMs,
     clusterVolumes: () => options.driver,
     clients: clientGuards({ ...DEFAULT_CLIENT_LIMITS, ...options.clientLimits }),
     // apps, environments, builds (deploy/routes.ts)
-    store, dataDir: options.dataDir, artifacts: storage.artifacts, jobsServedBy: () => jobsRole?.servedBy, jobsReplicaAdopts: () => jobsRole?.servedByAdopter ?? false, workersDirect: options.workersDirect ?? true, handOffAs, maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES, uploadInspectLimits: options.uploadInspectLimits, uploadIdleMs: options.uploadIdleMs,
+    store,
+    dataDir: options.dataDir,
+    artifacts: storage.artifacts,
+    jobsServedBy: () => jobsRole?.servedBy,
+    jobsReplicaAdopts: () => jobsRole?.servedByAdopter ?? false,
+    workersDirect: options.workersDirect ?? true,
+    handOffAs,
+    maxArtifactBytes: options.maxArtifactBytes ?? MAX_ARTIFACT_BYTES,
+    uploadInspectLimits: options.uploadInspectLimits,
+    uploadIdleMs: options.uploadIdleMs,
     // network volumes, templates, REST endpoints, keys (management/)
     management,
     secrets,
@@ -483,26 +505,28 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   };
   // The LB front takes each connection first and serves plain LB requests and job /runs itself (lb/front.ts)
   const frontWanted = options.lbFront ?? true;
-  const front = !frontWanted ? undefined : LbFront.install(server, {
-    lb,
-    principal: (key) => keyring.known(key),
-    authenticate: (key) => keyring.authenticate(key),
-    rateLimit: (principal) => {
-      const d = management.rateDecision(principal);
-      if (!d) return "";
-      return d.allowed ? `RateLimit: ${d.rateLimit}\r\nRateLimit-Policy: ${d.policy}\r\n` : undefined;
-    },
-    run: (principal, endpointId, body, contentType) => quickRun(context, principal, endpointId, body, contentType),
-    // Counted in the HTTP metrics as the dispatcher counts a /run it answers.
-    ranRun: metrics.prometheus ? (endpointId, status, startedAt) => metrics.request("POST", "/v2/:endpoint/run", status, startedAt, endpointId) : undefined,
-    read: (principal, endpointId, jobId) => timedRead(metrics, endpointId, jobId, quickRead(context, principal, endpointId, jobId)),
-    // With traces on, takes keep node:http's path, whose request spans the traces show.
-    take: options.tracing ? undefined : (principal, body, contentType) => quickTake(context, principal, body, contentType),
-    tookTake: metrics.prometheus ? (status, startedAt) => metrics.request("POST", "/_worker/v1/take", status, startedAt, undefined) : undefined,
-    relayTo: () => context.jobsServedBy?.(),
-    keepAliveMs: server.keepAliveTimeout,
-    log,
-  });
+  const front = !frontWanted
+    ? undefined
+    : LbFront.install(server, {
+        lb,
+        principal: (key) => keyring.known(key),
+        authenticate: (key) => keyring.authenticate(key),
+        rateLimit: (principal) => {
+          const d = management.rateDecision(principal);
+          if (!d) return "";
+          return d.allowed ? `RateLimit: ${d.rateLimit}\r\nRateLimit-Policy: ${d.policy}\r\n` : undefined;
+        },
+        run: (principal, endpointId, body, contentType) => quickRun(context, principal, endpointId, body, contentType),
+        // Counted in the HTTP metrics as the dispatcher counts a /run it answers.
+        ranRun: metrics.prometheus ? (endpointId, status, startedAt) => metrics.request("POST", "/v2/:endpoint/run", status, startedAt, endpointId) : undefined,
+        read: (principal, endpointId, jobId) => timedRead(metrics, endpointId, jobId, quickRead(context, principal, endpointId, jobId)),
+        // With traces on, takes keep node:http's path, whose request spans the traces show.
+        take: options.tracing ? undefined : (principal, body, contentType) => quickTake(context, principal, body, contentType),
+        tookTake: metrics.prometheus ? (status, startedAt) => metrics.request("POST", "/_worker/v1/take", status, startedAt, undefined) : undefined,
+        relayTo: () => context.jobsServedBy?.(),
+        keepAliveMs: server.keepAliveTimeout,
+        log,
+      });
   await management.attach(context, servesJobs());
   answerUnparsedRequests(server);
   wired = true;
@@ -527,7 +551,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     if (options.onRequest) {
       const started = performance.now();
       const report = options.onRequest;
-      res.once("close", () => report({ method: req.method ?? "GET", path: (req.url ?? "/").split("?")[0]!, status: res.statusCode, ms: performance.now() - started }));
+      res.once("close", () =>
+        report({ method: req.method ?? "GET", path: (req.url ?? "/").split("?")[0]!, status: res.statusCode, ms: performance.now() - started }),
+      );
     }
     // S3 clients sign their own way and want XML errors: the S3 API answers its whole prefix itself.
     if (isS3Target(req.url)) {
@@ -544,7 +570,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   });
 
   metrics.start();
-  const timers = startTimers({ engine, leaseMs, retentionSweepMs: options.retentionSweepMs ?? 10_000, idempotency: context.idempotency, servesJobs, adoptHandedOff, log });
+  const timers = startTimers({
+    engine,
+    leaseMs,
+    retentionSweepMs: options.retentionSweepMs ?? 10_000,
+    idempotency: context.idempotency,
+    servesJobs,
+    adoptHandedOff,
+    log,
+  });
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -621,12 +655,17 @@ function unwritableError(dataDir: string, err: unknown): unknown {
   if (err instanceof UserError) return err;
   const cause = storageCause(err) ?? ((err as { code?: string }).code === "EACCES" ? "read-only" : undefined);
   if (cause === undefined) return err;
-  return new UserError(`The service cannot write its data directory ${dataDir}: ${describeStorage(cause).replace("The service's storage", "it")} (${errorMessage(err)})`, {
-    hint: cause === "full" ? "Free space on that filesystem, or pass another --data-dir." : "Make it writable by this user, or pass another --data-dir (SVC_DATA_DIR).",
-    cause: err,
-  });
+  return new UserError(
+    `The service cannot write its data directory ${dataDir}: ${describeStorage(cause).replace("The service's storage", "it")} (${errorMessage(err)})`,
+    {
+      hint:
+        cause === "full"
+          ? "Free space on that filesystem, or pass another --data-dir."
+          : "Make it writable by this user, or pass another --data-dir (SVC_DATA_DIR).",
+      cause: err,
+    },
+  );
 }
-
 
 /** What the service keeps, opened: the storage, and the secrets readable with the current key. */
 interface OpenedState {
@@ -657,16 +696,21 @@ async function openState(options: ServiceOptions, log: (message: string) => void
     const box = new SecretBox(loadSecretKeys(options.dataDir, options.secretsKeys));
     const secrets = new Secrets(storage.secrets, box, log);
     if (options.secretsKeys?.file && existsSync(join(options.dataDir, SECRETS_KEY_FILE))) {
-      log(`the secrets key is read from ${options.secretsKeys.file}, but ${join(options.dataDir, SECRETS_KEY_FILE)} is still there: once it is no longer needed (its key is the file's, or SVC_SECRETS_KEY_PREVIOUS), remove it so copies of the data directory do not hold a key`);
+      log(
+        `the secrets key is read from ${options.secretsKeys.file}, but ${join(options.dataDir, SECRETS_KEY_FILE)} is still there: once it is no longer needed (its key is the file's, or SVC_SECRETS_KEY_PREVIOUS), remove it so copies of the data directory do not hold a key`,
+      );
     }
     const resealed = await secrets.rotate();
     if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
     if (options.singleUser) {
       const users = (await storage.management.keyUsers?.()) ?? [];
       if (users.length > 1) {
-        throw new UserError(`This service holds keys of ${users.length} users (${users.join(", ")}), and ${options.singleUser}: one tenant's worker could read another's data`, {
-          hint: "Install bubblewrap (apt-get install bubblewrap) so that process workers run sandboxed (SVC_SANDBOX=auto), run Docker workers (--workers docker), or pass --single-tenant if every user here is the same tenant.",
-        });
+        throw new UserError(
+          `This service holds keys of ${users.length} users (${users.join(", ")}), and ${options.singleUser}: one tenant's worker could read another's data`,
+          {
+            hint: "Install bubblewrap (apt-get install bubblewrap) so that process workers run sandboxed (SVC_SANDBOX=auto), run Docker workers (--workers docker), or pass --single-tenant if every user here is the same tenant.",
+          },
+        );
       }
     }
     const opened = storage;
@@ -693,7 +737,10 @@ async function seedOperatorKeys(engine: JobEngine, apiKeys: readonly string[]): 
   await engine.write(
     apiKeys.map((key) => {
       const hash = hashKey(key);
-      return { op: "insertKey", key: { id: `k${hash.slice(0, 15)}`, hash, userId: DEFAULT_USER, scopes: ["admin"], createdAt: now, revokedAt: null } } as StoreOp;
+      return {
+        op: "insertKey",
+        key: { id: `k${hash.slice(0, 15)}`, hash, userId: DEFAULT_USER, scopes: ["admin"], createdAt: now, revokedAt: null },
+      } as StoreOp;
     }),
   );
 }
@@ -703,12 +750,17 @@ function keyMinter(engine: JobEngine, keyring: KeyRing) {
   return async (opts: { scopes: string[]; userId?: string }): Promise<{ id: string; key: string }> => {
     const bad = opts.scopes.filter((s) => !SCOPE_PATTERN.test(s));
     if (opts.scopes.length === 0 || bad.length > 0) {
-      throw new UserError("Invalid key scopes", { problems: bad.map((s) => `unknown scope "${s}"`), hint: "Scopes: admin, jobs:*, jobs:<endpointId>, worker:<endpointId>." });
+      throw new UserError("Invalid key scopes", {
+        problems: bad.map((s) => `unknown scope "${s}"`),
+        hint: "Scopes: admin, jobs:*, jobs:<endpointId>, worker:<endpointId>.",
+      });
     }
     const worker = opts.scopes.some((s) => s.startsWith("worker:"));
     const id = newId(8);
     const key = newKey(worker ? "svcw" : "svc");
-    await engine.write([{ op: "insertKey", key: { id, hash: hashKey(key), userId: opts.userId ?? DEFAULT_USER, scopes: opts.scopes, createdAt: Date.now(), revokedAt: null } }]);
+    await engine.write([
+      { op: "insertKey", key: { id, hash: hashKey(key), userId: opts.userId ?? DEFAULT_USER, scopes: opts.scopes, createdAt: Date.now(), revokedAt: null } },
+    ]);
     keyring.forget();
     return { id, key };
   };
@@ -728,7 +780,10 @@ function workerKeyMinter(engine: JobEngine, keyring: KeyRing) {
       const apiKeyId = `${workerId}-api`;
       const now = Date.now();
       await engine.write([
-        { op: "insertKey", key: { id: workerId, hash: hashKey(token), userId: endpoint.userId, scopes: [`worker:${endpoint.id}`], createdAt: now, revokedAt: null } },
+        {
+          op: "insertKey",
+          key: { id: workerId, hash: hashKey(token), userId: endpoint.userId, scopes: [`worker:${endpoint.id}`], createdAt: now, revokedAt: null },
+        },
         { op: "insertKey", key: { id: apiKeyId, hash: hashKey(apiKey), userId: endpoint.userId, scopes: ["jobs:*"], createdAt: now, revokedAt: null } },
       ]);
       minted.set(workerId, [workerId, apiKeyId]);
@@ -758,14 +813,24 @@ function answerUnparsedRequests(server: Server): void {
     }
     const status = err.code === "HPE_HEADER_OVERFLOW" ? 431 : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
     const detail =
-      status === 431 ? "The request's headers are larger than the limit of 16 KiB" : status === 408 ? "The request's headers did not arrive in time" : `The request is not valid HTTP (${err.code ?? err.message})`;
+      status === 431
+        ? "The request's headers are larger than the limit of 16 KiB"
+        : status === 408
+          ? "The request's headers did not arrive in time"
+          : `The request is not valid HTTP (${err.code ?? err.message})`;
     socket.end(problemResponse(status, detail, "connection: close\r\n"));
   });
   // This service is no proxy. Node hands CONNECT only to a 'connect' listener and, without one, closes the
   // socket with no answer.
   server.on("connect", (_req: IncomingMessage, socket: Duplex) => {
     socket.on("error", () => socket.destroy()); // the client went away: nothing to answer
-    socket.end(problemResponse(405, "CONNECT is not supported: this service is not a proxy", "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\nconnection: close\r\n"));
+    socket.end(
+      problemResponse(
+        405,
+        "CONNECT is not supported: this service is not a proxy",
+        "allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\nconnection: close\r\n",
+      ),
+    );
   });
 }
 
@@ -780,14 +845,17 @@ function startTimers(t: {
   log(message: string): void;
 }): NodeJS.Timeout[] {
   const { engine, leaseMs } = t;
-  const ticker = setInterval(() => {
-    engine.tick();
-    // Outside workers that stopped talking to us no longer count in /health.
-    const now = Date.now();
-    for (const w of engine.workers.values()) {
-      if (!w.managed && w.polling === 0 && w.held.size === 0 && now - w.lastSeen > Math.max(3 * leaseMs, 60_000)) engine.workerGone(w.id);
-    }
-  }, Math.max(20, Math.min(250, Math.floor(leaseMs / 4))));
+  const ticker = setInterval(
+    () => {
+      engine.tick();
+      // Outside workers that stopped talking to us no longer count in /health.
+      const now = Date.now();
+      for (const w of engine.workers.values()) {
+        if (!w.managed && w.polling === 0 && w.held.size === 0 && now - w.lastSeen > Math.max(3 * leaseMs, 60_000)) engine.workerGone(w.id);
+      }
+    },
+    Math.max(20, Math.min(250, Math.floor(leaseMs / 4))),
+  );
   // A notice is a hint (lost while the listener reconnects, or sent before this replica listened): rescan.
   const handoffRescan = setInterval(() => {
     if (t.servesJobs()) t.adoptHandedOff();
@@ -854,7 +922,12 @@ function requestFields(req: IncomingMessage): LogFields | undefined {
 }
 
 /** A job API read the LB front answers itself, counted as the dispatcher counts it (one it gives up is counted there). */
-function timedRead(metrics: ServiceMetrics, endpointId: string, jobId: string | undefined, answer: string | Promise<string | undefined> | undefined): string | Promise<string | undefined> | undefined {
+function timedRead(
+  metrics: ServiceMetrics,
+  endpointId: string,
+  jobId: string | undefined,
+  answer: string | Promise<string | undefined> | undefined,
+): string | Promise<string | undefined> | undefined {
   if (answer === undefined || !metrics.prometheus) return answer;
   const started = performance.now();
   const route = jobId === undefined ? "/v2/:endpoint/health" : "/v2/:endpoint/status/:job";
@@ -922,7 +995,10 @@ function followReplicas(r: {
           db: storage.coordination,
           onError: (err) => {
             // Said once per outage: the listener retries every 2 s at most, and polling covers it meanwhile.
-            if (!feedFailing) log(`not hearing of other replicas' changes at once (${errorMessage(err)}); reading them every ${CONFIG_POLL_MS / 1000} s until the database answers`);
+            if (!feedFailing)
+              log(
+                `not hearing of other replicas' changes at once (${errorMessage(err)}); reading them every ${CONFIG_POLL_MS / 1000} s until the database answers`,
+              );
             feedFailing = true;
           },
         })

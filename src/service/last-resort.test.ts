@@ -13,7 +13,10 @@ describe("the last resort", () => {
   it("logs an error once with its stack, then counts repeats at most once a minute", () => {
     const lines: string[] = [];
     let t = 0;
-    const lr = strayErrorReporter((m) => lines.push(m), () => t);
+    const lr = strayErrorReporter(
+      (m) => lines.push(m),
+      () => t,
+    );
     {
       for (let i = 0; i < 5; i++) lr.report("uncaught exception", new Error("boom"));
       expect(lines).toHaveLength(1);

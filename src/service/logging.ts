@@ -37,6 +37,9 @@ export async function jsonLog(fd = 2): Promise<OperatorLog> {
     },
     pino.destination({ fd, sync: true }),
   );
-  const at = (level: "info" | "warn" | "error"): Log => (message, fields) => logger[level](fields ?? {}, message);
+  const at =
+    (level: "info" | "warn" | "error"): Log =>
+    (message, fields) =>
+      logger[level](fields ?? {}, message);
   return { info: at("info"), warn: at("warn"), error: at("error") };
 }

@@ -36,9 +36,7 @@ export function appEnvironment(call: RouteCall): void {
   sendJson(res, {
     app,
     env,
-    endpoints: visible
-      .sort((a, b) => a.name.localeCompare(b.name))
-      .map((e) => ({ name: e.name, id: e.id, url: `${ctx.url}/v2/${e.id}`, type: e.type })),
+    endpoints: visible.sort((a, b) => a.name.localeCompare(b.name)).map((e) => ({ name: e.name, id: e.id, url: `${ctx.url}/v2/${e.id}`, type: e.type })),
   });
 }
 
@@ -46,7 +44,9 @@ export function appEnvironment(call: RouteCall): void {
 function logJson(l: LogRow): string {
   const dropped = droppedCount(l);
   return JSON.stringify(
-    dropped === undefined ? { ts: l.ts, workerId: l.workerId, jobId: l.jobId, stream: l.stream, text: l.text } : { ts: l.ts, workerId: l.workerId, jobId: l.jobId, stream: l.stream, text: l.text, dropped },
+    dropped === undefined
+      ? { ts: l.ts, workerId: l.workerId, jobId: l.jobId, stream: l.stream, text: l.text }
+      : { ts: l.ts, workerId: l.workerId, jobId: l.jobId, stream: l.stream, text: l.text, dropped },
   );
 }
 

@@ -87,9 +87,10 @@ export async function openServiceStorage(options: { dataDir: string; storeUrl?: 
   } catch (err) {
     const cause = storageCause(err);
     throw new UserError(`The service cannot open its database ${redactStoreUrl(options.storeUrl)}: ${errorMessage(err)}`, {
-      hint: cause === "unavailable" || (err as { code?: string }).code === "ENOTFOUND"
-        ? "Check that PostgreSQL runs and answers at that address (host, port, database, user), then start again."
-        : "Check the URL's database, user and password, and that this user may create tables in it.",
+      hint:
+        cause === "unavailable" || (err as { code?: string }).code === "ENOTFOUND"
+          ? "Check that PostgreSQL runs and answers at that address (host, port, database, user), then start again."
+          : "Check the URL's database, user and password, and that this user may create tables in it.",
       cause: err,
     });
   }

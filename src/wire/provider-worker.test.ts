@@ -38,7 +38,8 @@ function routeOf(url: string): { route: string; params: Record<string, string> }
     const parts = pattern.split("/").filter(Boolean);
     if (parts.length !== segments.length) continue;
     const params: Record<string, string> = {};
-    if (parts.every((p, i) => (p.startsWith(":") ? ((params[p.slice(1)] = decodeURIComponent(segments[i]!)), true) : p === segments[i]))) return { route, params };
+    if (parts.every((p, i) => (p.startsWith(":") ? ((params[p.slice(1)] = decodeURIComponent(segments[i]!)), true) : p === segments[i])))
+      return { route, params };
   }
   return undefined;
 }
@@ -112,7 +113,17 @@ describe("the take query", () => {
 
   it("answers one job as an object on job-take and a list on job-take-batch, the input spliced as stored", () => {
     expect(JSON.parse(providerTakeAnswer([{ id: "j1", input: '{"a":1}' }], false))).toEqual({ id: "j1", input: { a: 1 } });
-    expect(JSON.parse(providerTakeAnswer([{ id: "j1", input: "1" }, { id: "j2", input: '"x"' }], true))).toEqual([
+    expect(
+      JSON.parse(
+        providerTakeAnswer(
+          [
+            { id: "j1", input: "1" },
+            { id: "j2", input: '"x"' },
+          ],
+          true,
+        ),
+      ),
+    ).toEqual([
       { id: "j1", input: 1 },
       { id: "j2", input: "x" },
     ]);
@@ -135,10 +146,26 @@ describe("job-done bodies", () => {
   });
 
   it("the SDK's error report fails the job, kept as sent, with its type and traceback read", () => {
-    const report = JSON.stringify({ error_type: "<class 'ValueError'>", error_message: "bad", error_traceback: "Traceback ...", hostname: "h", worker_id: "w", runpod_version: "1" });
-    expect(read({ error: report }).result).toEqual({ kind: "failed", error: { message: report, type: "<class 'ValueError'>", stack: "Traceback ..." }, stopPod: false });
+    const report = JSON.stringify({
+      error_type: "<class 'ValueError'>",
+      error_message: "bad",
+      error_traceback: "Traceback ...",
+      hostname: "h",
+      worker_id: "w",
+      runpod_version: "1",
+    });
+    expect(read({ error: report }).result).toEqual({
+      kind: "failed",
+      error: { message: report, type: "<class 'ValueError'>", stack: "Traceback ..." },
+      stopPod: false,
+    });
     // A handler dict's error keeps its output; an error that is not text is recorded as JSON.
-    expect(read({ output: { partial: 1 }, error: "half done" }).result).toEqual({ kind: "failed", error: { message: "half done" }, output: { partial: 1 }, stopPod: false });
+    expect(read({ output: { partial: 1 }, error: "half done" }).result).toEqual({
+      kind: "failed",
+      error: { message: "half done" },
+      output: { partial: 1 },
+      stopPod: false,
+    });
     expect(providerError({ code: 3 })).toEqual({ message: '{"code":3}' });
     expect(providerError("[1]")).toEqual({ message: "[1]" });
     // As the SDK, a falsy error is none.

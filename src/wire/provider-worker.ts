@@ -32,7 +32,10 @@ const TEMPLATE_QUERY = "?protocol=provider";
  * `_handle_result`); in ping `$RUNPOD_POD_ID` is the worker's id (rp_ping.py). `apiUrl`: the service as the
  * worker reaches it. Pure.
  */
-export function providerUrlTemplates(apiUrl: string, endpointId: string): {
+export function providerUrlTemplates(
+  apiUrl: string,
+  endpointId: string,
+): {
   getJob: string;
   postOutput: string;
   postStream: string;

@@ -48,7 +48,7 @@ describe("the history check on a repository", () => {
   it("passes a clean repository", () => {
     const root = repoWith({
       "docs/guide.md": "# Guide\n\nRun `svc dev`: the session's endpoints answer at once. Three round trips take 0.7 ms.\n",
-      "src/a.ts": "// Upstream bug: nodejs/node#65446, worked around below.\nexport const colour = \"#155724\";\n",
+      "src/a.ts": '// Upstream bug: nodejs/node#65446, worked around below.\nexport const colour = "#155724";\n',
       "console/style.css": ":root { --ok-fg: #155724; --bg: #fff; }\n",
     });
     const { status, err } = check(root);
@@ -99,7 +99,7 @@ describe("the history patterns", () => {
           "rounds 2-4 of 10; the rounds' medians",
           "three round trips; the first round is not counted",
           "an issue with the driver",
-          "color: #155724; fill: \"#222\"",
+          'color: #155724; fill: "#222"',
           "see [the section](#limits) and nodejs/node#65446",
           "&#41; and #!/usr/bin/env node",
           "http://host/page#12",

@@ -17,7 +17,12 @@ const SCRIPT = join(REPO, "scripts/check-layers.mjs");
 
 type Dep = { target: string; dynamic?: boolean; typeOnly?: boolean };
 const graphOf = (edges: Record<string, Array<string | Dep>>) =>
-  new Map(Object.entries(edges).map(([file, deps]) => [file, deps.map((d) => (typeof d === "string" ? { target: d, dynamic: false, typeOnly: false } : { dynamic: false, typeOnly: false, ...d }))]));
+  new Map(
+    Object.entries(edges).map(([file, deps]) => [
+      file,
+      deps.map((d) => (typeof d === "string" ? { target: d, dynamic: false, typeOnly: false } : { dynamic: false, typeOnly: false, ...d })),
+    ]),
+  );
 const broken = (edges: Record<string, Array<string | Dep>>) =>
   (layerViolations(graphOf(edges)) as Array<{ file: string; target: string; rule: string }>).map((v) => `${v.file} -> ${v.target}: ${v.rule}`);
 
@@ -46,7 +51,10 @@ describe("the layer check on the sources", () => {
 
   it("fails when the store imports a feature, naming the file, the import and the rule", () => {
     const root = copyOfSources();
-    appendFileSync(join(root, "src/service/store/sqlite.ts"), '\nimport { IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";\nexport const planted = IDEMPOTENCY_MIGRATION;\n');
+    appendFileSync(
+      join(root, "src/service/store/sqlite.ts"),
+      '\nimport { IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";\nexport const planted = IDEMPOTENCY_MIGRATION;\n',
+    );
     const { status, err } = check(root);
     expect(status).toBe(1);
     expect(err).toContain('src/service/store/sqlite.ts imports src/service/idempotency/schema.ts: breaks "store-is-the-floor"');
@@ -59,7 +67,9 @@ describe("the layer check on the sources", () => {
     writeFileSync(join(root, "src/service/keys/planted.ts"), 'import type { VolumesApi } from "../volumes/index.js";\nexport type Planted = VolumesApi;\n');
     const { status, err } = check(root);
     expect(status).toBe(1);
-    expect(err).toMatch(/folders src\/service\/keys\/ and src\/service\/volumes\/ import each other:\n {2}src\/service\/keys\/planted\.ts -> src\/service\/volumes\/index\.ts\n {2}src\/service\/volumes\/\S+ -> src\/service\/keys\/auth\.ts/);
+    expect(err).toMatch(
+      /folders src\/service\/keys\/ and src\/service\/volumes\/ import each other:\n {2}src\/service\/keys\/planted\.ts -> src\/service\/volumes\/index\.ts\n {2}src\/service\/volumes\/\S+ -> src\/service\/keys\/auth\.ts/,
+    );
     expect(err).not.toMatch(/import cycle among/);
   });
 
@@ -171,7 +181,12 @@ describe("the folder-cycle check and the counts", () => {
           "src/service/store/sqlite.ts": ["src/service/stores.ts"],
         }),
       ),
-    ).toEqual([{ folders: ["jobs", "webhooks"], imports: ["src/service/jobs/routes.ts -> src/service/webhooks/events.ts", "src/service/webhooks/routes.ts -> src/service/jobs/validate.ts"] }]);
+    ).toEqual([
+      {
+        folders: ["jobs", "webhooks"],
+        imports: ["src/service/jobs/routes.ts -> src/service/webhooks/events.ts", "src/service/webhooks/routes.ts -> src/service/jobs/validate.ts"],
+      },
+    ]);
   });
 
   it("count an import up the service's tiers (store/, the core, the rest) once per pair of files", () => {

@@ -55,8 +55,14 @@ describe("peer harnesses (one tiny round each)", () => {
       ],
     })) as { rows: Row[] };
     for (const s of scenarios) {
-      expectRow(rows.find((r) => r.name === `svc vs nginx: ${s.label}`), missing(NGINX, "nginx-light"));
-      expectRow(rows.find((r) => r.name === `svc vs HAProxy: ${s.label}`), missing(HAPROXY, "haproxy"));
+      expectRow(
+        rows.find((r) => r.name === `svc vs nginx: ${s.label}`),
+        missing(NGINX, "nginx-light"),
+      );
+      expectRow(
+        rows.find((r) => r.name === `svc vs HAProxy: ${s.label}`),
+        missing(HAPROXY, "haproxy"),
+      );
       const absent = rows.find((r) => r.name === `svc vs absent proxy: ${s.label}`);
       expect(absent?.note).toBe("absent proxy could not start: /nonexistent/nginx is not installed (Debian: apt-get install nginx-light)");
       expect(typeof absent?.value).toBe("number");
@@ -68,10 +74,22 @@ describe("peer harnesses (one tiny round each)", () => {
     const rows = (await measureQueuePeers({ rounds: 1, jobs: 50, runsyncN: 5 })) as Row[];
     const noRedis = missing(REDIS, "redis-server");
     const noPostgres = postgresUnavailable();
-    expectRow(rows.find((r) => r.name.startsWith("svc (SQLite) vs BullMQ: jobs/s end to end")), noRedis);
-    expectRow(rows.find((r) => r.name.startsWith("svc (PostgreSQL) vs graphile-worker: jobs/s end to end")), noPostgres);
-    expectRow(rows.find((r) => r.name.startsWith("svc (PostgreSQL) vs pg-boss: jobs/s end to end")), noPostgres);
-    expectRow(rows.find((r) => r.name.startsWith("svc (SQLite) /runsync vs BullMQ")), noRedis);
+    expectRow(
+      rows.find((r) => r.name.startsWith("svc (SQLite) vs BullMQ: jobs/s end to end")),
+      noRedis,
+    );
+    expectRow(
+      rows.find((r) => r.name.startsWith("svc (PostgreSQL) vs graphile-worker: jobs/s end to end")),
+      noPostgres,
+    );
+    expectRow(
+      rows.find((r) => r.name.startsWith("svc (PostgreSQL) vs pg-boss: jobs/s end to end")),
+      noPostgres,
+    );
+    expectRow(
+      rows.find((r) => r.name.startsWith("svc (SQLite) /runsync vs BullMQ")),
+      noRedis,
+    );
     expect(rows.map((r) => r.target)).toEqual([">= 1x", ">= 2x", ">= 2x", "<= 1x"]);
   });
 });

@@ -87,10 +87,17 @@ describe("svc build on a project with every endpoint form", () => {
 
   it("removes .svc/.build and packs one handler per endpoint", () => {
     const listing = tarListing(join(project, ".svc/artifact.tar.gz"));
-    expect(listing).toEqual(expect.arrayContaining([
-      "endpoints/", "endpoints/api/handler.mjs", "endpoints/api/handler.mjs.map", "endpoints/embedder/handler.mjs",
-      "endpoints/gpu-worker/handler.mjs", "endpoints/llm/handler.mjs", "svc_manifest.json",
-    ]));
+    expect(listing).toEqual(
+      expect.arrayContaining([
+        "endpoints/",
+        "endpoints/api/handler.mjs",
+        "endpoints/api/handler.mjs.map",
+        "endpoints/embedder/handler.mjs",
+        "endpoints/gpu-worker/handler.mjs",
+        "endpoints/llm/handler.mjs",
+        "svc_manifest.json",
+      ]),
+    );
     expect(listing.filter((name) => name.includes("node_modules"))).toEqual([]);
     expect(() => readFileSync(join(project, ".svc/.build/handlers/api.ts"))).toThrow();
   });
@@ -206,8 +213,14 @@ describe("svc build errors", () => {
 
   it("blames a syntax error on the endpoint whose file has it, not on every endpoint, and says what to fix", async () => {
     const project = copyFixture("build-empty");
-    writeFileSync(join(project, "src/good.ts"), 'import { Endpoint } from "svc";\nexport const good = Endpoint({ name: "good" })(async function good() {\n  return 1;\n});\n');
-    writeFileSync(join(project, "src/bad.ts"), 'import { Endpoint } from "svc";\nexport const bad = Endpoint({ name: "bad" })(async function bad() {\n  return { a: 1 ;\n});\n');
+    writeFileSync(
+      join(project, "src/good.ts"),
+      'import { Endpoint } from "svc";\nexport const good = Endpoint({ name: "good" })(async function good() {\n  return 1;\n});\n',
+    );
+    writeFileSync(
+      join(project, "src/bad.ts"),
+      'import { Endpoint } from "svc";\nexport const bad = Endpoint({ name: "bad" })(async function bad() {\n  return { a: 1 ;\n});\n',
+    );
     const result = await svc(["build", "-C", project]);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('error: Could not bundle endpoint "bad"\n');
@@ -220,11 +233,15 @@ describe("svc build errors", () => {
   it("rejects an unknown GPU type with file:line and the nearest known ids; gpuCount reaches the manifest", async () => {
     const project = copyFixture("build-empty");
     const source = (gpu: string) =>
-      'import { Endpoint } from "svc";\nexport const big = Endpoint({\n  name: "big",\n  gpu: ' + gpu + ',\n  gpuCount: 2,\n})(async function big() {\n  return 1;\n});\n';
+      'import { Endpoint } from "svc";\nexport const big = Endpoint({\n  name: "big",\n  gpu: ' +
+      gpu +
+      ",\n  gpuCount: 2,\n})(async function big() {\n  return 1;\n});\n";
     writeFileSync(join(project, "src/big.ts"), source('["HOPPER_141", "H100_80"]'));
     const bad = await svc(["build", "-C", project]);
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/ {2}- src\/big\.ts:4: invalid endpoint configuration: "gpu" names an unknown GPU type "H100_80": did you mean "ADA_80_PRO", "NVIDIA H100 80GB HBM3"\?/);
+    expect(bad.stderr).toMatch(
+      / {2}- src\/big\.ts:4: invalid endpoint configuration: "gpu" names an unknown GPU type "H100_80": did you mean "ADA_80_PRO", "NVIDIA H100 80GB HBM3"\?/,
+    );
     expect(bad.stderr).toContain("docs/gpus.md");
     expect(bad.stderr).not.toMatch(/\n\s+at /);
 
@@ -232,7 +249,11 @@ describe("svc build errors", () => {
     const good = await svc(["build", "-C", project]);
     expect(good.code, good.stderr).toBe(0);
     const manifest = JSON.parse(readFileSync(join(project, ".svc", "svc_manifest.json"), "utf8"));
-    expect(manifest.resources.big).toMatchObject({ gpuIds: "HOPPER_141,NVIDIA H100 80GB HBM3,ANY", gpuTypeIds: ["HOPPER_141", "NVIDIA H100 80GB HBM3", "ANY"], gpuCount: 2 });
+    expect(manifest.resources.big).toMatchObject({
+      gpuIds: "HOPPER_141,NVIDIA H100 80GB HBM3,ANY",
+      gpuTypeIds: ["HOPPER_141", "NVIDIA H100 80GB HBM3", "ANY"],
+      gpuCount: 2,
+    });
   });
 
   it("says when there are no endpoint functions", async () => {

@@ -59,7 +59,9 @@ export function extract(artifact: string): string {
 }
 
 export function tarListing(artifact: string): string[] {
-  return execFileSync("tar", ["-tzf", artifact], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }).trim().split("\n");
+  return execFileSync("tar", ["-tzf", artifact], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 })
+    .trim()
+    .split("\n");
 }
 
 /** Run an ES module script in a plain node process (cwd: `dir`) and return its stdout. */

@@ -9,7 +9,19 @@ import { SVC_VERSION } from "../../src/version.js";
 beforeAll(requireCompiled);
 afterAll(cleanupTemps);
 
-const STARTER_FILES = [".env.example", ".gitignore", "README.md", "package.json", "scripts/call.ts", "src/api.ts", "src/embedder.ts", "src/gpu.ts", "src/llm.ts", "tsconfig.json", "weights.json"];
+const STARTER_FILES = [
+  ".env.example",
+  ".gitignore",
+  "README.md",
+  "package.json",
+  "scripts/call.ts",
+  "src/api.ts",
+  "src/embedder.ts",
+  "src/gpu.ts",
+  "src/llm.ts",
+  "tsconfig.json",
+  "weights.json",
+];
 
 describe("svc init", () => {
   let app: string;
@@ -57,7 +69,9 @@ describe("svc init", () => {
     expect(forced.stdout).toContain("Created a svc project in");
     // A plain `npm install` fails today (no svc-cli on the npm registry; its `svc` is another package): the next
     // steps say where the two packages come from.
-    expect(forced.stdout).toContain("svc and svc-cli are not on the npm registry yet: npm install the two tarballs that `npm pack -w svc && npm pack` makes in svc's checkout (its README, Quick start)");
+    expect(forced.stdout).toContain(
+      "svc and svc-cli are not on the npm registry yet: npm install the two tarballs that `npm pack -w svc && npm pack` makes in svc's checkout (its README, Quick start)",
+    );
     expect(readFileSync(join(app, "src/gpu.ts"), "utf8")).toContain("Endpoint(");
   });
 
@@ -75,10 +89,15 @@ describe("svc init", () => {
     expect(result.code).toBe(0);
     const summary = JSON.parse(result.stdout);
     expect(summary.endpoints.map((e: { name: string; type: string }) => `${e.name}:${e.type}`)).toEqual([
-      "api:lb", "embedder:queue", "gpu-worker:queue", "llm:queue",
+      "api:lb",
+      "embedder:queue",
+      "gpu-worker:queue",
+      "llm:queue",
     ]);
     const root = extract(summary.artifactPath);
-    const output = runNode(root, `
+    const output = runNode(
+      root,
+      `
       const ctx = { jobId: "j", signal: new AbortController().signal };
       const load = async (n) => { const h = (await import("./endpoints/" + n + "/handler.mjs")).default; await h.init(); return h; };
       const chunks = [];
@@ -88,7 +107,8 @@ describe("svc init", () => {
         upscale: await (await load("gpu-worker")).invoke("upscale", { url: "u" }, ctx).value,
         chunks, dims: embed.vector.length,
         routes: (await load("api")).routes.map((r) => r.method + " " + r.path),
-      }));`);
+      }));`,
+    );
     expect(JSON.parse(output)).toEqual({
       upscale: { url: "u", factor: 2, width: 1024, height: 1024 },
       chunks: [{ text: "HI" }, { text: "THERE" }],

@@ -76,7 +76,10 @@ describe("an undeclared native package the code imports (bufferutil)", () => {
     const script = `${CALL("masker", "mask", { text: "abcd" })}
       // bufferutil falls back to plain JS when its addon fails to load: prove the addon is what ran.
       console.log(JSON.stringify(process.report.getReport().sharedObjects.filter((f) => f.endsWith(".node"))));`;
-    const [answer, loaded] = runNode(root, script).trim().split("\n").map((line) => JSON.parse(line));
+    const [answer, loaded] = runNode(root, script)
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line));
     // "abcd" (61 62 63 64) XOR 01 02 03 04
     expect(answer).toEqual({ masked: "60606060" });
     expect(loaded).toEqual([expect.stringMatching(/endpoints\/masker\/node_modules\/bufferutil\/prebuilds\/linux-x64\/.+\.node$/)]);

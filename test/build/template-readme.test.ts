@@ -93,7 +93,11 @@ describe.each(["textgen", "starter"])("templates/%s: its README's commands work 
   afterAll(stopDev);
 
   it("init, then each command of the README", async () => {
-    const init = spawnSync(process.execPath, [join(REPO, "bin", "svc.js"), "init", project(), "--template", template], { cwd: work, env: shellEnv(), encoding: "utf8" });
+    const init = spawnSync(process.execPath, [join(REPO, "bin", "svc.js"), "init", project(), "--template", template], {
+      cwd: work,
+      env: shellEnv(),
+      encoding: "utf8",
+    });
     expect(init.status, init.stderr).toBe(0);
     const modules = join(project(), "node_modules");
     mkdirSync(join(modules, ".bin"), { recursive: true });
@@ -121,7 +125,12 @@ describe.each(["textgen", "starter"])("templates/%s: its README's commands work 
         expect(devOutput).toContain("Watching for changes");
         // The first curl it prints, pasted.
         const curl = /^\s*(curl .*)$/m.exec(devOutput)![1]!;
-        const pasted = spawnSync("sh", ["-c", `${curl} -o /dev/null -w '%{http_code}'`], { cwd: project(), env: shellEnv(), encoding: "utf8", timeout: 60_000 });
+        const pasted = spawnSync("sh", ["-c", `${curl} -o /dev/null -w '%{http_code}'`], {
+          cwd: project(),
+          env: shellEnv(),
+          encoding: "utf8",
+          timeout: 60_000,
+        });
         expect(pasted.stdout, `${curl}\n${pasted.stderr}`).toBe("200");
         ran++;
         continue;
@@ -138,11 +147,18 @@ describe.each(["textgen", "starter"])("templates/%s: its README's commands work 
     expect(ran).toBeGreaterThanOrEqual(3);
     // Each `svc volume cp` run while svc dev ran put its file onto svc dev's volume "models", byte for byte.
     const devVolumes = join(project(), ".svc", "dev-data", "volumes");
-    const devUploads = commands.slice(0, commands.findIndex((c) => c.startsWith("cp .env.example"))).flatMap((c) => /^npx svc volume cp (\S+) models:(\S+)$/.exec(c) ?? []);
+    const devUploads = commands
+      .slice(
+        0,
+        commands.findIndex((c) => c.startsWith("cp .env.example")),
+      )
+      .flatMap((c) => /^npx svc volume cp (\S+) models:(\S+)$/.exec(c) ?? []);
     expect(devUploads.length, "the README uploads weights to svc dev's volume").toBeGreaterThan(0);
     for (let i = 0; i < devUploads.length; i += 3) {
       const [, local, remote] = devUploads.slice(i, i + 3) as [string, string, string];
-      const copies = readdirSync(devVolumes).map((id) => join(devVolumes, id, remote)).filter((f) => existsSync(f));
+      const copies = readdirSync(devVolumes)
+        .map((id) => join(devVolumes, id, remote))
+        .filter((f) => existsSync(f));
       expect(copies.map((f) => readFileSync(f, "utf8"))).toEqual([readFileSync(join(project(), local), "utf8")]);
     }
     if (template !== "starter") return;
@@ -151,7 +167,10 @@ describe.each(["textgen", "starter"])("templates/%s: its README's commands work 
     // The deployed embedder's worker loaded them (svc dev stopped: a script calls its session while it runs) from the service's volume (what `svc volume cp` put there).
     const env = { ...shellEnv(target), SVC_APP: `my-${template}`, SVC_ENV: "prod" };
     await stopDev();
-    writeFileSync(join(project(), "scripts", "weights-from.ts"), 'import { connect } from "svc";\nimport { Embedder } from "../src/embedder.js";\nconsole.log((await connect(Embedder).embed({})).weights);\n');
+    writeFileSync(
+      join(project(), "scripts", "weights-from.ts"),
+      'import { connect } from "svc";\nimport { Embedder } from "../src/embedder.js";\nconsole.log((await connect(Embedder).embed({})).weights);\n',
+    );
     const deployed = await runShell("npx tsx scripts/weights-from.ts", project(), env);
     expect(deployed.stdout.trim(), deployed.stderr).toBe("volume:embedder/weights.json");
   }, 300_000);

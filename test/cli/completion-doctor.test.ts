@@ -44,7 +44,9 @@ printf '%s\\n' "\${COMPREPLY[@]}"`;
 }
 
 function bashComplete(script: string, words: string[]): string[] {
-  return execFileSync("bash", ["--norc", "-c", completionProbe(script, words)], { encoding: "utf8" }).split("\n").filter(Boolean);
+  return execFileSync("bash", ["--norc", "-c", completionProbe(script, words)], { encoding: "utf8" })
+    .split("\n")
+    .filter(Boolean);
 }
 
 /** The same, without blocking this process: the service the script's svc asks runs in it. */
@@ -78,7 +80,13 @@ describe("svc completion", () => {
 });
 
 describe("completion of names from the context", () => {
-  const target = (over: Record<string, string | undefined> = {}) => ({ url: t.service.url, apiKey: t.key, app: "shop", source: "environment" as const, ...over });
+  const target = (over: Record<string, string | undefined> = {}) => ({
+    url: t.service.url,
+    apiKey: t.key,
+    app: "shop",
+    source: "environment" as const,
+    ...over,
+  });
 
   it("endpoints of the environment named, or of every environment of the app; apps; the app's environments", async () => {
     expect(await completionNames("endpoint", target({ env: "prod" }), { cwd: config })).toEqual(["chat", "embed"]);

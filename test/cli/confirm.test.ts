@@ -74,7 +74,9 @@ describe("svc volume delete", () => {
 describe("svc endpoint delete", () => {
   it("refuses without --yes and keeps the endpoint; deletes with it", async () => {
     const template = (await call(`${cli.t.service.url}/v1/templates`, { key: cli.t.key, body: { name: "img", imageName: "ubuntu:24.04" } })).body;
-    const endpoint = (await call(`${cli.t.service.url}/v1/endpoints`, { key: cli.t.key, body: { name: "api", templateId: template.id, gpuTypeIds: ["ADA_24"], workersMax: 1 } })).body;
+    const endpoint = (
+      await call(`${cli.t.service.url}/v1/endpoints`, { key: cli.t.key, body: { name: "api", templateId: template.id, gpuTypeIds: ["ADA_24"], workersMax: 1 } })
+    ).body;
     expect(endpoint.id).toEqual(expect.any(String));
     const refused = await svc(["endpoint", "delete", endpoint.id], { CI: "true" });
     expect(refused.code).toBe(ExitCode.usage);

@@ -31,13 +31,23 @@ function svc(args: string[], extra: Record<string, string> = {}, input?: string)
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI") delete env[k];
   return runProgram(process.execPath, [SVC_BIN, ...args], { cwd: work, env: { ...env, SVC_CONFIG_DIR: config, ...extra }, input });
 }
-const asAdmin = { get SVC_API_URL() { return service.url; }, SVC_API_KEY: KEY };
+const asAdmin = {
+  get SVC_API_URL() {
+    return service.url;
+  },
+  SVC_API_KEY: KEY,
+};
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "svc-daytwo-"));
   config = mkdtempSync(join(tmpdir(), "svc-daytwo-config-"));
   const fnsDef = FIXTURE_ENDPOINTS.find((e) => e.name === "fns")!;
-  const artifact = await buildTestArtifact(join(work, "artifact.tar.gz"), { fns: { workersMin: 1, workersMax: 1, functions: fnsDef.functions.map((f) => ({ name: f.name, module: f.module, export: f.exportName, kind: f.kind })) } }, undefined, [fnsDef]);
+  const artifact = await buildTestArtifact(
+    join(work, "artifact.tar.gz"),
+    { fns: { workersMin: 1, workersMax: 1, functions: fnsDef.functions.map((f) => ({ name: f.name, module: f.module, export: f.exportName, kind: f.kind })) } },
+    undefined,
+    [fnsDef],
+  );
   driver = createProcessDriver({ cacheDir: join(work, "cache"), closeGraceMs: 1000 });
   service = await startService({ dataDir: join(work, "data"), driver, apiKeys: [KEY], leaseMs: 2000 });
   other = await startService({ dataDir: join(work, "other"), apiKeys: [OTHER_KEY] });
@@ -56,7 +66,13 @@ describe("svc whoami", () => {
   it("names the service, the user, the key and its scopes", async () => {
     const admin = await svc(["whoami", "--json"], { SVC_API_URL: service.url, SVC_API_KEY: KEY });
     expect(admin.code).toBe(0);
-    expect(JSON.parse(admin.stdout)).toMatchObject({ url: service.url, via: "SVC_API_URL / SVC_API_KEY", userId: "default", scopes: ["admin"], key: { inUse: true, scopes: ["admin"] } });
+    expect(JSON.parse(admin.stdout)).toMatchObject({
+      url: service.url,
+      via: "SVC_API_URL / SVC_API_KEY",
+      userId: "default",
+      scopes: ["admin"],
+      key: { inUse: true, scopes: ["admin"] },
+    });
 
     const created = JSON.parse((await svc(["keys", "create", "--scope", "jobs:*", "--name", "runner", "--expires-in", "30d", "--json"], asAdmin)).stdout);
     const jobsOnly = await svc(["whoami"], { SVC_API_URL: service.url, SVC_API_KEY: created.key });
@@ -101,7 +117,8 @@ describe("profiles", () => {
     expect(JSON.parse(staging.stdout)).toMatchObject({ profile: "staging", current: false, url: other.url });
 
     // No environment: the current profile; --profile or SVC_PROFILE: the named one.
-    const who = async (args: string[], extra: Record<string, string> = {}) => JSON.parse((await svc([...args, "whoami", "--json"], extra)).stdout) as { url: string; via: string };
+    const who = async (args: string[], extra: Record<string, string> = {}) =>
+      JSON.parse((await svc([...args, "whoami", "--json"], extra)).stdout) as { url: string; via: string };
     expect(await who([])).toMatchObject({ url: service.url, via: 'profile "default"' });
     // A .env copied from a template's .env.example and not filled in yet: an empty setting is no setting.
     writeFileSync(join(work, ".env"), "SVC_API_URL=\nSVC_API_KEY=\n");
@@ -113,7 +130,10 @@ describe("profiles", () => {
     expect(await who(["--profile", "staging"])).toMatchObject({ url: other.url, via: 'profile "staging"' });
     expect(await who([], { SVC_PROFILE: "staging" })).toMatchObject({ url: other.url });
     // The environment wins, for CI.
-    expect(await who(["--profile", "staging"], { SVC_API_URL: service.url, SVC_API_KEY: KEY })).toMatchObject({ url: service.url, via: "SVC_API_URL / SVC_API_KEY" });
+    expect(await who(["--profile", "staging"], { SVC_API_URL: service.url, SVC_API_KEY: KEY })).toMatchObject({
+      url: service.url,
+      via: "SVC_API_URL / SVC_API_KEY",
+    });
     // A command through a profile: the management API of the staging service.
     const volumes = await svc(["--profile", "staging", "volume", "list", "--json"]);
     expect(volumes.code).toBe(0);
@@ -150,7 +170,10 @@ describe("svc run and svc jobs", () => {
 
     const streamed = await svc(["run", fns.id, '{"count": 3, "delayMs": 50}', "--function", "count"], target());
     expect(streamed.code).toBe(0);
-    const lines = streamed.stdout.trim().split("\n").map((l) => JSON.parse(l) as { i: number });
+    const lines = streamed.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { i: number });
     expect(lines.map((l) => l.i)).toEqual([0, 1, 2]);
 
     const failed = await svc(["run", fns.id, '{"message": "out of range"}', "--function", "fail"], target());
@@ -224,13 +247,17 @@ describe("secrets typed at a terminal", () => {
     expect(login.output).toContain("Logged in to");
     expect(login.output).not.toContain(KEY);
 
-    const set = await runInPty([process.execPath, SVC_BIN, "secret", "set", "PTY_TOKEN"], env, [{ expect: "Value of PTY_TOKEN .*: ", send: "typed-secret-value\r" }]);
+    const set = await runInPty([process.execPath, SVC_BIN, "secret", "set", "PTY_TOKEN"], env, [
+      { expect: "Value of PTY_TOKEN .*: ", send: "typed-secret-value\r" },
+    ]);
     expect(set.code).toBe(0);
     expect(set.output).toContain("Set secret PTY_TOKEN for all apps");
     expect(set.output).not.toContain("typed-secret-value");
 
     // Ctrl-C at the prompt cancels: nothing is stored.
-    const cancelled = await runInPty([process.execPath, SVC_BIN, "secret", "set", "NEVER_SET"], env, [{ expect: "Value of NEVER_SET .*: ", send: "abc\u0003" }]);
+    const cancelled = await runInPty([process.execPath, SVC_BIN, "secret", "set", "NEVER_SET"], env, [
+      { expect: "Value of NEVER_SET .*: ", send: "abc\u0003" },
+    ]);
     expect(cancelled.code).toBe(ExitCode.usage);
     expect(cancelled.output).toContain("Cancelled; nothing was changed");
     const listed = await svc(["secret", "list", "--json"], { SVC_API_URL: service.url, SVC_API_KEY: KEY });

@@ -134,7 +134,8 @@ describe("help printed instead of running a command", () => {
 
 describe("errors under --json", () => {
   /** stderr as the one JSON object `--json` promises: {"error": {...}}. */
-  const errorOf = (stderr: string) => (JSON.parse(stderr) as { error: { message: string; exitCode: number; hint?: string; status?: number; problems?: string[] } }).error;
+  const errorOf = (stderr: string) =>
+    (JSON.parse(stderr) as { error: { message: string; exitCode: number; hint?: string; status?: number; problems?: string[] } }).error;
 
   it("are one JSON object on stderr with the exit code the command gives without --json", async () => {
     const cases: Array<{ args: string[]; extra?: Record<string, string>; code: number; message: RegExp; status?: number }> = [

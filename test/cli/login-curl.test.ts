@@ -37,7 +37,10 @@ beforeAll(async () => {
   mkdirSync(join(project, "node_modules"));
   symlinkSync(join(REPO, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   writeFileSync(join(project, "package.json"), JSON.stringify({ name: "hello", type: "module", private: true }));
-  writeFileSync(join(project, "src", "hello.mjs"), 'import { Endpoint } from "svc";\nexport const hello = Endpoint({ name: "hello", workers: [0, 1] })(async function hello() { return "hi"; });\n');
+  writeFileSync(
+    join(project, "src", "hello.mjs"),
+    'import { Endpoint } from "svc";\nexport const hello = Endpoint({ name: "hello", workers: [0, 1] })(async function hello() { return "hi"; });\n',
+  );
   driver = createProcessDriver({ cacheDir: join(work, "cache"), closeGraceMs: 1000 });
   service = await startService({ dataDir: join(work, "data"), driver, apiKeys: [KEY] });
 }, 60_000);

@@ -93,10 +93,14 @@ describe("svc run --timeout when the service does not end the job", () => {
     const exit = new Promise<number | null>((resolve) => cli.on("exit", (code) => resolve(code)));
 
     // The worker takes it and never answers.
-    const [job] = await until(async () => {
-      const jobs = await worker.take(1, 1000);
-      return jobs.length > 0 ? jobs : undefined;
-    }, 20_000, 0);
+    const [job] = await until(
+      async () => {
+        const jobs = await worker.take(1, 1000);
+        return jobs.length > 0 ? jobs : undefined;
+      },
+      20_000,
+      0,
+    );
     const takenAt = Date.now();
     expect(job!.executionTimeoutMs).toBe(timeoutMs);
     // Long enough for the CLI's /stream long-poll (1.5 s at most) to have seen it running, well before the service
@@ -123,10 +127,14 @@ describe("svc run --timeout when the service does not end the job", () => {
     expect(Date.now() - takenAt).toBeGreaterThanOrEqual(timeoutMs + TIMEOUT_GRACE_MS - 50);
     expect(took, stderr).toBeLessThan(timeoutMs + TIMEOUT_GRACE_MS + 6_000);
     // It does not run on unseen: the service ended it (the cancel, or its own timeout once it ran again).
-    const final = await until(async () => {
-      const s = (await call(`${url}/v2/${endpointId}/status/${job!.id}`, { key: KEY })).body;
-      return ["CANCELLED", "TIMED_OUT"].includes(s.status) ? s : undefined;
-    }, 10_000, 100);
+    const final = await until(
+      async () => {
+        const s = (await call(`${url}/v2/${endpointId}/status/${job!.id}`, { key: KEY })).body;
+        return ["CANCELLED", "TIMED_OUT"].includes(s.status) ? s : undefined;
+      },
+      10_000,
+      100,
+    );
     expect(["CANCELLED", "TIMED_OUT"]).toContain(final.status);
   }, 90_000);
 });

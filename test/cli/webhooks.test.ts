@@ -19,7 +19,10 @@ const bodies: Array<{ body: string; headers: Record<string, string> }> = [];
 function svc(args: string[]) {
   const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI") delete env[k];
-  return runProgram(process.execPath, [SVC_BIN, ...args], { cwd: config, env: { ...env, SVC_CONFIG_DIR: config, SVC_API_URL: t.service.url, SVC_API_KEY: t.key } });
+  return runProgram(process.execPath, [SVC_BIN, ...args], {
+    cwd: config,
+    env: { ...env, SVC_CONFIG_DIR: config, SVC_API_URL: t.service.url, SVC_API_KEY: t.key },
+  });
 }
 
 beforeAll(async () => {

@@ -12,7 +12,12 @@ let worker: ProtocolWorker;
 beforeAll(async () => {
   // The webhook receiver listens on 127.0.0.1, which webhooks reach only when the operator allows it.
   t = await startTestService({ webhooks: { allow: ["127.0.0.1/32"] } });
-  [echo] = (await t.service.deploy({ app: "clients", env: "test", artifactPath: t.artifact, manifest: manifest({ echo: resource({ workersMax: 1 }) }) })) as Array<{ id: string; url: string }>;
+  [echo] = (await t.service.deploy({
+    app: "clients",
+    env: "test",
+    artifactPath: t.artifact,
+    manifest: manifest({ echo: resource({ workersMax: 1 }) }),
+  })) as Array<{ id: string; url: string }>;
   worker = await ProtocolWorker.mint(t, echo.id);
   await worker.register();
 });
@@ -39,7 +44,9 @@ it("delivers the job record to webhookV2, accepts s3Config, and refuses an unkno
     const two = await call(`${echo.url}/run`, { key: t.key, body: { input: {}, webhook: "http://127.0.0.1:1/a", webhookV2: "http://127.0.0.1:1/b" } });
     expect(two.status).toBe(422);
     expect(two.body.errors).toEqual(["$.webhookV2: names another URL than webhook; send one of them"]);
-    expect((await call(`${echo.url}/run`, { key: t.key, body: { input: {}, webhookV2: "ftp://x" } })).body.errors).toEqual(["$.webhookV2: must be an http(s) URL"]);
+    expect((await call(`${echo.url}/run`, { key: t.key, body: { input: {}, webhookV2: "ftp://x" } })).body.errors).toEqual([
+      "$.webhookV2: must be an http(s) URL",
+    ]);
   } finally {
     await hook.close();
   }
@@ -59,5 +66,17 @@ it("/health has workers.ready and workers.throttled beside idle, running and ini
 it("GET /v1/endpoints lists the endpoints svc deploy made, with app, environment and type", async () => {
   const { status, body } = await call(`${t.service.url}/v1/endpoints`, { key: t.key });
   expect(status).toBe(200);
-  expect(body).toContainEqual(expect.objectContaining({ id: echo.id, name: "echo", source: "deploy", app: "clients", environment: "test", type: "queue", url: echo.url, workersMax: 1, status: "READY" }));
+  expect(body).toContainEqual(
+    expect.objectContaining({
+      id: echo.id,
+      name: "echo",
+      source: "deploy",
+      app: "clients",
+      environment: "test",
+      type: "queue",
+      url: echo.url,
+      workersMax: 1,
+      status: "READY",
+    }),
+  );
 });

@@ -10,7 +10,12 @@ import { startApp, type LiveApp } from "../lb/harness.js";
 
 let app: LiveApp;
 const chat = (name: string) =>
-  new ChatOpenAI({ model: name, apiKey: app.key, maxRetries: 0, configuration: { baseURL: `${app.service.url}/v2/${app.endpoints.find((e) => e.name === name)!.id}/openai/v1` } });
+  new ChatOpenAI({
+    model: name,
+    apiKey: app.key,
+    maxRetries: 0,
+    configuration: { baseURL: `${app.service.url}/v2/${app.endpoints.find((e) => e.name === name)!.id}/openai/v1` },
+  });
 
 beforeAll(async () => {
   app = await startApp("fixtures/llm-echo", { resources: { "llm-echo": { retries: 0 }, "llm-tools": { retries: 0 } } });

@@ -21,7 +21,9 @@ let work: string;
 
 beforeAll(async () => {
   t = await startTestService();
-  [{ id: endpointId }] = (await t.service.deploy({ app: "gen", env: "test", artifactPath: t.artifact, manifest: manifest({ echo: resource() }) })) as Array<{ id: string }>;
+  [{ id: endpointId }] = (await t.service.deploy({ app: "gen", env: "test", artifactPath: t.artifact, manifest: manifest({ echo: resource() }) })) as Array<{
+    id: string;
+  }>;
   doc = (await call(`${t.service.url}/openapi.json`)).body;
   work = mkdtempSync(join(tmpdir(), "svc-openapi-client-"));
 });
@@ -76,7 +78,13 @@ const bad = await client.POST("/v2/{endpoint_id}/run", { params: { path: { endpo
 console.log(JSON.stringify({ id, status: status.data?.status, ready, badStatus: bad.response.status, badErrors: (bad.error as { errors?: string[] } | undefined)?.errors }));
 `,
   );
-  writeFileSync(join(work, "tsconfig.json"), JSON.stringify({ compilerOptions: { strict: true, module: "nodenext", moduleResolution: "nodenext", target: "es2022", noEmit: true, skipLibCheck: true }, include: ["client.ts", "api.d.ts"] }));
+  writeFileSync(
+    join(work, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: { strict: true, module: "nodenext", moduleResolution: "nodenext", target: "es2022", noEmit: true, skipLibCheck: true },
+      include: ["client.ts", "api.d.ts"],
+    }),
+  );
   writeFileSync(join(work, "package.json"), JSON.stringify({ type: "module" }));
   symlinkSync(join(REPO, "node_modules"), join(work, "node_modules"), "dir");
   execFileSync(process.execPath, [join(REPO, "node_modules", "typescript", "bin", "tsc"), "-p", work], { encoding: "utf8" });

@@ -29,23 +29,31 @@ let t: TestService;
 let endpointId: string;
 beforeAll(async () => {
   t = await startTestService();
-  [{ id: endpointId }] = (await t.service.deploy({ app: "py", env: "test", artifactPath: t.artifact, manifest: manifest({ w: resource() }) })) as Array<{ id: string }>;
+  [{ id: endpointId }] = (await t.service.deploy({ app: "py", env: "test", artifactPath: t.artifact, manifest: manifest({ w: resource() }) })) as Array<{
+    id: string;
+  }>;
 });
 afterAll(async () => {
   await t?.close();
 });
 
 async function python(size: number, mode: "length" | "chunked") {
-  const { stdout } = await promisify(execFile)("python3", ["-c", PY, String(t.service.port), `/v2/${endpointId}/run`, t.key, String(size), mode], { maxBuffer: 1 << 20 });
+  const { stdout } = await promisify(execFile)("python3", ["-c", PY, String(t.service.port), `/v2/${endpointId}/run`, t.key, String(size), mode], {
+    maxBuffer: 1 << 20,
+  });
   return JSON.parse(stdout) as { status?: number; type?: string; body?: { status: number; detail: string }; error?: string };
 }
 
-it.each(["length", "chunked"] as const)("answers 413 problem+json to a body over the limit sent whole before reading (%s)", async (mode) => {
-  const r = await python(RUN_BODY_LIMIT + 5_000_000, mode);
-  expect(r.error).toBeUndefined();
-  expect(r.status).toBe(413);
-  expect(r.type).toBe("application/problem+json");
-  expect(r.body).toMatchObject({ status: 413, detail: `The request body is larger than the limit of ${RUN_BODY_LIMIT} bytes for this route` });
-  // And the service still takes an ordinary job.
-  expect((await python(10, "length")).status).toBe(200);
-}, 60_000);
+it.each(["length", "chunked"] as const)(
+  "answers 413 problem+json to a body over the limit sent whole before reading (%s)",
+  async (mode) => {
+    const r = await python(RUN_BODY_LIMIT + 5_000_000, mode);
+    expect(r.error).toBeUndefined();
+    expect(r.status).toBe(413);
+    expect(r.type).toBe("application/problem+json");
+    expect(r.body).toMatchObject({ status: 413, detail: `The request body is larger than the limit of ${RUN_BODY_LIMIT} bytes for this route` });
+    // And the service still takes an ordinary job.
+    expect((await python(10, "length")).status).toBe(200);
+  },
+  60_000,
+);

@@ -44,7 +44,10 @@ describe.skipIf(unavailable !== undefined)("artifacts shared through PostgreSQL"
       await a.publish(published); // twice: nothing changes
 
       const b = postgresArtifacts({ dataDir: join(work, "b"), db: store.db, transaction: store.transaction });
-      const [first, second] = await Promise.all([b.local(published.replace(join(work, "a"), join(work, "elsewhere"))), b.local(published.replace(join(work, "a"), join(work, "elsewhere")))]);
+      const [first, second] = await Promise.all([
+        b.local(published.replace(join(work, "a"), join(work, "elsewhere"))),
+        b.local(published.replace(join(work, "a"), join(work, "elsewhere"))),
+      ]);
       expect(first).toBe(join(work, "b", "artifacts", `${sha}.tar.gz`));
       expect(second).toBe(first);
       expect(readFileSync(first).equals(bytes)).toBe(true);
@@ -66,7 +69,12 @@ describe.skipIf(unavailable !== undefined)("artifacts shared through PostgreSQL"
   it("a job runs on a replica that never saw the upload", async () => {
     const url = await server.createDatabase();
     const key = "svc_test_artifacts_key_0123456789";
-    const artifact = await buildTestArtifact(join(work, "artifact.tar.gz"), {}, undefined, FIXTURE_ENDPOINTS.filter((e) => e.name === "single"));
+    const artifact = await buildTestArtifact(
+      join(work, "artifact.tar.gz"),
+      {},
+      undefined,
+      FIXTURE_ENDPOINTS.filter((e) => e.name === "single"),
+    );
     // The first replica receives the deploy, then goes away with its data directory.
     const first = await startService({ dataDir: join(work, "first"), storeUrl: url, apiKeys: [key] });
     const [single] = await first.deploy({ app: "shared", env: "test", manifest: artifact.manifest, artifactPath: artifact.path });

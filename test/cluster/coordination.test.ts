@@ -67,7 +67,14 @@ describe.skipIf(unavailable !== undefined)("coordination on PostgreSQL", () => {
   it("tells followers whether the holder adopts hand-offs, by its own name: an older svc taking over leaves a name not its own", async () => {
     const seen: boolean[] = [];
     const adopter = createLeaderLease({ db: store.db, name: "jobs-adopting", holder: "new", adoptsHandoffs: true, ttlMs: 900, renewMs: 150 });
-    const follower = createLeaderLease({ db: store.db, name: "jobs-adopting", holder: "follower", ttlMs: 900, renewMs: 150, onHolder: (h) => h && seen.push(h.adoptsHandoffs) });
+    const follower = createLeaderLease({
+      db: store.db,
+      name: "jobs-adopting",
+      holder: "follower",
+      ttlMs: 900,
+      renewMs: 150,
+      onHolder: (h) => h && seen.push(h.adoptsHandoffs),
+    });
     await adopter.start();
     await follower.start();
     expect(await leaseHolder(store.db, "jobs-adopting")).toMatchObject({ holder: "new", adoptsHandoffs: true });
@@ -76,7 +83,9 @@ describe.skipIf(unavailable !== undefined)("coordination on PostgreSQL", () => {
     await follower.stop();
     // The adopter dies (its lease lapses) and an older svc takes the lease with the upsert it knows.
     await adopter.stop();
-    await store.db.query("INSERT INTO svc_leases (name, holder, acquired_at, expires_at, address, adopting) VALUES ('jobs-adopting', 'new', 0, 0, NULL, 'new')");
+    await store.db.query(
+      "INSERT INTO svc_leases (name, holder, acquired_at, expires_at, address, adopting) VALUES ('jobs-adopting', 'new', 0, 0, NULL, 'new')",
+    );
     await store.db.query(
       `INSERT INTO svc_leases (name, holder, acquired_at, expires_at, address) VALUES ('jobs-adopting', 'old', svc_now_ms(), svc_now_ms() + 60000, 'http://old')
        ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at, address = excluded.address`,
@@ -154,8 +163,17 @@ describe.skipIf(unavailable !== undefined)("coordination on PostgreSQL", () => {
       feed.subscribe("config", () => heard.push("config"));
       feed.subscribe("keys", () => heard.push("keys"));
       const endpoint = {
-        id: "ep1", userId: "u1", app: "shop", env: "prod", name: "api", type: "queue" as const, resource: { name: "api" } as never,
-        artifactPath: "/a", revision: "r1", createdAt: 1, updatedAt: 1,
+        id: "ep1",
+        userId: "u1",
+        app: "shop",
+        env: "prod",
+        name: "api",
+        type: "queue" as const,
+        resource: { name: "api" } as never,
+        artifactPath: "/a",
+        revision: "r1",
+        createdAt: 1,
+        updatedAt: 1,
       };
       await store.apply([{ op: "upsertEndpoint", endpoint }]);
       const until = Date.now() + 5_000;

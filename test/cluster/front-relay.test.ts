@@ -32,7 +32,12 @@ describe.skipIf(unavailable !== undefined)("job reads through a follower's LB fr
     const url = await server.createDatabase();
     jobs = await startService({ dataDir: join(work, "jobs"), storeUrl: url, apiKeys: [key] });
     follower = await startService({ dataDir: join(work, "follower"), storeUrl: url, apiKeys: [key] });
-    const [endpoint] = await jobs.deploy({ app: "relay", env: "prod", manifest: manifest({ work: resource() }, "relay"), artifactPath: join(work, "artifact.tar.gz") });
+    const [endpoint] = await jobs.deploy({
+      app: "relay",
+      env: "prod",
+      manifest: manifest({ work: resource() }, "relay"),
+      artifactPath: join(work, "artifact.tar.gz"),
+    });
     endpointId = endpoint!.id;
     // The follower hears of the deploy within a second (the change feed).
     await until(async () => (await call(`${follower.url}/v1/endpoints/${endpointId}`, { key })).status === 200, 5_000, 50);
@@ -107,7 +112,12 @@ describe.skipIf(unavailable !== undefined)("job reads through a follower's LB fr
     const lost = await startService({ dataDir: join(work, "lost"), storeUrl, apiKeys: [key], replicaUrl: "http://127.0.0.1:9" });
     const reader = await startService({ dataDir: join(work, "reader"), storeUrl, apiKeys: [key] });
     try {
-      const [endpoint] = await lost.deploy({ app: "lost", env: "prod", manifest: manifest({ work: resource() }, "lost"), artifactPath: join(work, "artifact.tar.gz") });
+      const [endpoint] = await lost.deploy({
+        app: "lost",
+        env: "prod",
+        manifest: manifest({ work: resource() }, "lost"),
+        artifactPath: join(work, "artifact.tar.gz"),
+      });
       await expect.poll(async () => (await call(`${reader.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
       const conn = new Raw(Number(new URL(reader.url).port));
       const before = reader.lbFrontStats()!.served;

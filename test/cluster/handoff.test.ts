@@ -19,10 +19,30 @@ if (unavailable) console.warn(`handoff tests skipped: ${unavailable}`);
 
 function job(id: string, createdAt = Date.now()): JobRow {
   return {
-    id, endpointId: "e1", status: "IN_QUEUE", input: `{"n":"${id}"}`, function: null, webhook: null, sync: false, lowPriority: false,
-    createdAt, startedAt: null, completedAt: null, output: null, error: null, errorType: null, errorStack: null,
-    attempt: 0, retried: 0, executionTimeoutMs: 60_000, ttlMs: 60_000, expiresAt: null, lease: null, workerId: null,
-    streamCursor: 0, maxRetries: null,
+    id,
+    endpointId: "e1",
+    status: "IN_QUEUE",
+    input: `{"n":"${id}"}`,
+    function: null,
+    webhook: null,
+    sync: false,
+    lowPriority: false,
+    createdAt,
+    startedAt: null,
+    completedAt: null,
+    output: null,
+    error: null,
+    errorType: null,
+    errorStack: null,
+    attempt: 0,
+    retried: 0,
+    executionTimeoutMs: 60_000,
+    ttlMs: 60_000,
+    expiresAt: null,
+    lease: null,
+    workerId: null,
+    streamCursor: 0,
+    maxRetries: null,
   };
 }
 
@@ -52,7 +72,22 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
     });
 
     it("gives each handed-off job that is still queued to one adoption, oldest first", async () => {
-      const endpoint = { id: "e1", userId: "u", app: "a", env: "e", name: "e1", type: "queue", resource: { functions: [] }, artifactPath: "", revision: "r1", createdAt: 1, updatedAt: 1, completed: 0, failed: 0, retried: 0 } as unknown as EndpointRow;
+      const endpoint = {
+        id: "e1",
+        userId: "u",
+        app: "a",
+        env: "e",
+        name: "e1",
+        type: "queue",
+        resource: { functions: [] },
+        artifactPath: "",
+        revision: "r1",
+        createdAt: 1,
+        updatedAt: 1,
+        completed: 0,
+        failed: 0,
+        retried: 0,
+      } as unknown as EndpointRow;
       await store.apply([{ op: "upsertEndpoint", endpoint }]);
       await store.handOffJobs!([job("h1", 1), job("h2", 2)], "follower-1");
       // Handed off by a follower that had not heard its endpoint was deleted: goes as the endpoint's jobs went.
@@ -95,7 +130,12 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
     });
 
     it("acknowledges a /run through a follower without reaching the jobs replica, and the job completes there, once", async () => {
-      const [endpoint] = await a.deploy({ app: "handoff", env: "prod", manifest: manifest({ work: resource() }, "handoff"), artifactPath: join(work, "artifact.tar.gz") });
+      const [endpoint] = await a.deploy({
+        app: "handoff",
+        env: "prod",
+        manifest: manifest({ work: resource() }, "handoff"),
+        artifactPath: join(work, "artifact.tar.gz"),
+      });
       await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
 
       const runs = await Promise.all(Array.from({ length: 200 }, (_, i) => call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { i } } })));
@@ -111,7 +151,8 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
       while (seen.size < ids.size && Date.now() < deadline) {
         const jobs = await worker.take(50, 1_000);
         for (const j of jobs) seen.set(j.id, (seen.get(j.id) ?? 0) + 1);
-        if (jobs.length > 0) await worker.done(jobs.map((j) => ({ jobId: j.id, lease: j.lease, status: "COMPLETED" as const, output: { echo: (j.input as { i: number }).i } })));
+        if (jobs.length > 0)
+          await worker.done(jobs.map((j) => ({ jobId: j.id, lease: j.lease, status: "COMPLETED" as const, output: { echo: (j.input as { i: number }).i } })));
       }
       expect([...seen.keys()].sort()).toEqual([...ids].sort());
       expect([...seen.values()].every((n) => n === 1)).toBe(true);
@@ -132,7 +173,12 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
     }, 60_000);
 
     it("vacuums the marks' table itself as it adopts, without waiting for PostgreSQL's autovacuum", async () => {
-      const [endpoint] = await a.deploy({ app: "vacuumed", env: "prod", manifest: manifest({ work: resource() }, "vacuumed"), artifactPath: join(work, "artifact.tar.gz") });
+      const [endpoint] = await a.deploy({
+        app: "vacuumed",
+        env: "prod",
+        manifest: manifest({ work: resource() }, "vacuumed"),
+        artifactPath: join(work, "artifact.tar.gz"),
+      });
       await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
       const db = await openPostgresStore(url, PG_MIGRATIONS);
       try {
@@ -145,14 +191,21 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
         }
         // (vacuum_count counts the VACUUMs run by a client, not autovacuum's.)
         await expect.poll(vacuums, { timeout: 10_000 }).toBeGreaterThan(before);
-        await expect.poll(async () => Number((await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM job_handoffs")).rows[0]!.n), { timeout: 10_000 }).toBe(0);
+        await expect
+          .poll(async () => Number((await db.pool.query<{ n: string }>("SELECT count(*) AS n FROM job_handoffs")).rows[0]!.n), { timeout: 10_000 })
+          .toBe(0);
       } finally {
         await db.close();
       }
     }, 60_000);
 
     it("passes /run on to the jobs replica when handing off is turned off (SVC_HAND_OFF_JOBS=off)", async () => {
-      const [endpoint] = await a.deploy({ app: "passed", env: "prod", manifest: manifest({ work: resource() }, "passed"), artifactPath: join(work, "artifact.tar.gz") });
+      const [endpoint] = await a.deploy({
+        app: "passed",
+        env: "prod",
+        manifest: manifest({ work: resource() }, "passed"),
+        artifactPath: join(work, "artifact.tar.gz"),
+      });
       const off = await startService({ dataDir: join(work, "off"), storeUrl: url, apiKeys: [key], handOffJobs: false });
       try {
         await expect.poll(async () => (await call(`${off.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
@@ -166,7 +219,12 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
     });
 
     it("purges with the queue the jobs handed off just before, adopted or not", async () => {
-      const [endpoint] = await a.deploy({ app: "purge", env: "prod", manifest: manifest({ work: resource() }, "purge"), artifactPath: join(work, "artifact.tar.gz") });
+      const [endpoint] = await a.deploy({
+        app: "purge",
+        env: "prod",
+        manifest: manifest({ work: resource() }, "purge"),
+        artifactPath: join(work, "artifact.tar.gz"),
+      });
       await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
       const runs = await Promise.all([1, 2, 3].map((i) => call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { i } } })));
       expect(runs.map((r) => r.status)).toEqual([200, 200, 200]);
@@ -179,7 +237,12 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
     });
 
     it("queues a handed-off job cancelled before the jobs replica adopted it nowhere", async () => {
-      const [endpoint] = await a.deploy({ app: "cancel", env: "prod", manifest: manifest({ work: resource() }, "cancel"), artifactPath: join(work, "artifact.tar.gz") });
+      const [endpoint] = await a.deploy({
+        app: "cancel",
+        env: "prod",
+        manifest: manifest({ work: resource() }, "cancel"),
+        artifactPath: join(work, "artifact.tar.gz"),
+      });
       await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
       const run = await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: {} } });
       expect(run.status).toBe(200);
@@ -198,7 +261,12 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
     const a = await startService({ dataDir: join(work, "takeover-a"), storeUrl: url, apiKeys: [key] });
     let b: Service | undefined;
     try {
-      const [endpoint] = await a.deploy({ app: "takeover", env: "prod", manifest: manifest({ work: resource() }, "takeover"), artifactPath: join(work, "artifact.tar.gz") });
+      const [endpoint] = await a.deploy({
+        app: "takeover",
+        env: "prod",
+        manifest: manifest({ work: resource() }, "takeover"),
+        artifactPath: join(work, "artifact.tar.gz"),
+      });
       const queued = await call(`${a.url}/v2/${endpoint!.id}/run`, { key, body: { input: { once: true } } });
       expect(queued.status).toBe(200);
       // `b` starts while the job is queued, then the job runs and completes at `a`.
@@ -212,7 +280,9 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
 
       // `b` takes over; a worker there is given no job (the one it saw queued at its start is done).
       const atB = new ProtocolWorker(b.url, atA.workerId, atA.token);
-      await expect.poll(async () => (await atB.post("register", { workerId: atB.workerId, pid: process.pid, concurrency: 1 })).status, { timeout: 15_000, interval: 200 }).toBe(200);
+      await expect
+        .poll(async () => (await atB.post("register", { workerId: atB.workerId, pid: process.pid, concurrency: 1 })).status, { timeout: 15_000, interval: 200 })
+        .toBe(200);
       expect(await atB.take(1, 1_000)).toEqual([]);
       // It does serve jobs: a new one comes.
       const next = await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: {} } });
@@ -235,13 +305,22 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
       const a = await startService({ dataDir: join(work, "outage-a"), storeUrl: url, apiKeys: [key], replicaUrl: "http://127.0.0.1:9" });
       const b = await startService({ dataDir: join(work, "outage-b"), storeUrl: url, apiKeys: [key] });
       try {
-        const [endpoint] = await a.deploy({ app: "outage", env: "prod", manifest: manifest({ work: resource() }, "outage"), artifactPath: join(work, "artifact.tar.gz") });
+        const [endpoint] = await a.deploy({
+          app: "outage",
+          env: "prod",
+          manifest: manifest({ work: resource() }, "outage"),
+          artifactPath: join(work, "artifact.tar.gz"),
+        });
         await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
         const before = await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { tag: "before" } } });
         expect(before.status).toBe(200);
 
         own.kill();
-        const during = await fetch(`${b.url}/v2/${endpoint!.id}/run`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ input: { tag: "during" } }) });
+        const during = await fetch(`${b.url}/v2/${endpoint!.id}/run`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ input: { tag: "during" } }),
+        });
         expect(during.status).toBe(503);
         expect(during.headers.get("content-type")).toBe("application/problem+json");
         expect(((await during.json()) as { detail: string }).detail).toContain("The service's storage is unavailable");
@@ -249,7 +328,10 @@ describe.skipIf(unavailable !== undefined)("handing /run jobs off between replic
         own.start();
         // Back: a /run through the follower is acknowledged again (retried while its connections come back).
         await expect
-          .poll(async () => (await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { tag: "after" } } })).status, { timeout: 20_000, interval: 500 })
+          .poll(async () => (await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { tag: "after" } } })).status, {
+            timeout: 20_000,
+            interval: 500,
+          })
           .toBe(200);
         const worker = await ProtocolWorker.mint({ service: a }, endpoint!.id);
         await worker.register();

@@ -38,7 +38,12 @@ describe.skipIf(unavailable !== undefined)("Idempotency-Key across replicas", ()
   });
 
   it("makes one job for 50 concurrent repeats spread over two replicas", async () => {
-    const [endpoint] = await a.deploy({ app: "idem", env: "prod", manifest: manifest({ work: resource({ workersMax: 0 }) }, "idem"), artifactPath: join(work, "artifact.tar.gz") });
+    const [endpoint] = await a.deploy({
+      app: "idem",
+      env: "prod",
+      manifest: manifest({ work: resource({ workersMax: 0 }) }, "idem"),
+      artifactPath: join(work, "artifact.tar.gz"),
+    });
     await expect.poll(async () => (await call(`${b.url}/v1/endpoints/${endpoint!.id}`, { key })).status, { timeout: 5_000 }).toBe(200);
     const send = (base: string) =>
       fetch(`${base}/v2/${endpoint!.id}/run`, {

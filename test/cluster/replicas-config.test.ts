@@ -61,7 +61,9 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
   it("lists on one replica the template and secret created through the other", async () => {
     const template = await call(`${a.url}/v1/templates`, { key, body: { name: "t1", imageName: "busybox:latest" } });
     expect(template.status).toBe(201);
-    await within(IN_FORCE_MS, async () => ((await call(`${b.url}/v1/templates`, { key })).body as Array<{ id: string }>).some((t) => t.id === template.body.id));
+    await within(IN_FORCE_MS, async () =>
+      ((await call(`${b.url}/v1/templates`, { key })).body as Array<{ id: string }>).some((t) => t.id === template.body.id),
+    );
     expect((await call(`${a.url}/v1/secrets/API_TOKEN`, { key, method: "PUT", body: { value: "s3cret" } })).status).toBeLessThan(300);
     await within(IN_FORCE_MS, async () => JSON.stringify((await call(`${b.url}/v1/secrets`, { key })).body).includes("API_TOKEN"));
   });
@@ -107,7 +109,12 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
   });
 
   it("names the replica serving jobs to a worker whose call it passes on, and to nobody else", async () => {
-    const [endpoint] = await a.deploy({ app: "direct", env: "prod", manifest: manifest({ work: resource() }, "direct"), artifactPath: join(work, "artifact.tar.gz") });
+    const [endpoint] = await a.deploy({
+      app: "direct",
+      env: "prod",
+      manifest: manifest({ work: resource() }, "direct"),
+      artifactPath: join(work, "artifact.tar.gz"),
+    });
     const worker = await ProtocolWorker.mint({ service: b }, endpoint!.id);
     const registered = await worker.post("register", { workerId: worker.workerId, pid: process.pid, concurrency: 1 });
     expect(registered.status).toBe(200);
@@ -138,7 +145,12 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
     // `a` serves jobs; `e` waits as a follower too. A job is acknowledged through `b` and waits in the queue.
     const e = await startService({ dataDir: join(work, "e"), storeUrl: url, apiKeys: [key] });
     try {
-      const [endpoint] = await a.deploy({ app: "failover", env: "prod", manifest: manifest({ work: resource() }, "failover"), artifactPath: join(work, "artifact.tar.gz") });
+      const [endpoint] = await a.deploy({
+        app: "failover",
+        env: "prod",
+        manifest: manifest({ work: resource() }, "failover"),
+        artifactPath: join(work, "artifact.tar.gz"),
+      });
       const queued = await call(`${b.url}/v2/${endpoint!.id}/run`, { key, body: { input: { before: true } } });
       expect(queued.status).toBe(200);
       await a.close();
@@ -152,7 +164,10 @@ describe.skipIf(unavailable !== undefined)("replicas on one database", () => {
       });
       expect(taken.value[0].id).toBe(queued.body.id);
       await worker.done([{ jobId: taken.value[0].id, lease: taken.value[0].lease, status: "COMPLETED", output: { after: true } }]);
-      expect((await call(`${b.url}/v2/${endpoint!.id}/status/${queued.body.id}`, { key })).body).toMatchObject({ status: "COMPLETED", output: { after: true } });
+      expect((await call(`${b.url}/v2/${endpoint!.id}/status/${queued.body.id}`, { key })).body).toMatchObject({
+        status: "COMPLETED",
+        output: { after: true },
+      });
     } finally {
       await e.close();
     }

@@ -53,7 +53,11 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
   const alive = new Set<number>();
   let endpoint: string;
 
-  const startReplica = (i: number) => startServerProcess({ dataDir: join(work, `r${i}`), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url, SVC_WEBHOOK_ALLOW: "127.0.0.1", ...UNSANDBOXED } });
+  const startReplica = (i: number) =>
+    startServerProcess({
+      dataDir: join(work, `r${i}`),
+      env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url, SVC_WEBHOOK_ALLOW: "127.0.0.1", ...UNSANDBOXED },
+    });
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "svc-three-"));
@@ -109,7 +113,11 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
   });
 
   async function api(method: string, path: string, body?: unknown) {
-    const res = await fetch(`${proxy.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetch(`${proxy.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     const text = await res.text();
     return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
   }
@@ -119,7 +127,9 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
     const db = new pg.Client({ connectionString: storeUrl });
     await db.connect();
     try {
-      const { rows } = await db.query<{ address: string }>("SELECT address FROM svc_leases WHERE expires_at > (extract(epoch from clock_timestamp()) * 1000)::bigint");
+      const { rows } = await db.query<{ address: string }>(
+        "SELECT address FROM svc_leases WHERE expires_at > (extract(epoch from clock_timestamp()) * 1000)::bigint",
+      );
       const i = replicas.findIndex((r, n) => alive.has(n) && rows.some((row) => row.address === r.url));
       if (i < 0) throw new Error(`no live replica holds the lease to serve jobs (${JSON.stringify(rows)})`);
       return i;
@@ -213,7 +223,8 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
     expect(syncAnswers.length).toBeGreaterThan(sync * 0.9);
 
     // Every webhook arrives (from whichever replica serves jobs when the job ends).
-    for (const until = Date.now() + 60_000; [...withHook].some((id) => !delivered.has(id)) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 200));
+    for (const until = Date.now() + 60_000; [...withHook].some((id) => !delivered.has(id)) && Date.now() < until; )
+      await new Promise((r) => setTimeout(r, 200));
     expect([...withHook].filter((id) => !delivered.has(id))).toEqual([]);
     sampling = false;
     await sampler;

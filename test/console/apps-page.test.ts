@@ -70,7 +70,12 @@ describe.skipIf(!haveChromium)("the Apps page's releases in a browser", () => {
         expect(await rows.nth(0).textContent()).toContain(builds[1]!.slice(0, 12));
         expect(await rows.nth(1).locator("time").count()).toBe(1);
         expect(await rows.nth(1).getByText("running").count()).toBe(0);
-        expect(await rows.nth(1).getByRole("button", { name: `Roll back to build ${builds[0]!.slice(0, 12)}` }).count()).toBe(1);
+        expect(
+          await rows
+            .nth(1)
+            .getByRole("button", { name: `Roll back to build ${builds[0]!.slice(0, 12)}` })
+            .count(),
+        ).toBe(1);
         expect(await rows.nth(0).getByRole("button").count()).toBe(0);
         expect(await pageOverflow(), "the Apps page scrolls sideways").toBeLessThanOrEqual(0);
         await page.screenshot({ path: join(shots, `apps-releases-${width}.png`), fullPage: true });

@@ -55,7 +55,9 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     tickerId = env.endpoints.find((e: { name: string }) => e.name === "ticker").id;
     // A second user with resources of their own (the operator's key may create keys for other users).
     bobKey = (await call(`${service.url}/v1/keys`, { key: ADMIN, body: { name: "bob admin", userId: "bob", scopes: ["admin"] } })).body.key;
-    expect((await call(`${service.url}/v2/network-volumes`, { key: bobKey, body: { name: "bobs-private-volume", size: 10, dataCenter: "local" } })).status).toBe(201);
+    expect(
+      (await call(`${service.url}/v2/network-volumes`, { key: bobKey, body: { name: "bobs-private-volume", size: 10, dataCenter: "local" } })).status,
+    ).toBe(201);
     expect((await call(`${service.url}/v1/templates`, { key: bobKey, body: { name: "bobs-template", imageName: "example/bob:1" } })).status).toBe(201);
     ({ browser, page } = await openBrowser({ width: 1366, height: 800 }));
   }, 120_000);
@@ -77,7 +79,10 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     const rows = page.getByRole("table", { name: "Endpoints" });
     await rows.getByRole("link", { name: "echo" }).waitFor();
     await rows.getByRole("link", { name: "ticker" }).waitFor();
-    await page.locator(`tr[data-endpoint="${echoId}"]`).getByText(/running, \d+ idle, \d+ initializing/).waitFor();
+    await page
+      .locator(`tr[data-endpoint="${echoId}"]`)
+      .getByText(/running, \d+ idle, \d+ initializing/)
+      .waitFor();
     // Grouped by app and environment, under a heading row naming both.
     const group = page.locator('tbody[data-group="console-app/test"]');
     await group.getByRole("rowheader", { name: "App console-app · environment test" }).waitFor();
@@ -93,7 +98,10 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await templateForm.getByLabel("Image").fill(`svc://${echoId}`);
     await templateForm.getByRole("button", { name: "Create template" }).click();
     await page.getByText("Created template echo code.").waitFor();
-    await page.getByRole("table", { name: "Templates" }).getByRole("rowheader", { name: /echo code/ }).waitFor();
+    await page
+      .getByRole("table", { name: "Templates" })
+      .getByRole("rowheader", { name: /echo code/ })
+      .waitFor();
     // The endpoints page carries no template form.
     await page.getByRole("link", { name: "Endpoints" }).click();
     await page.getByRole("heading", { name: "Endpoints", level: 1 }).waitFor();
@@ -122,7 +130,10 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await page.getByRole("table", { name: "Endpoints" }).getByRole("link", { name: "rest-echo" }).click();
     await page.getByRole("heading", { name: "rest-echo", level: 1 }).waitFor();
     // No jobs yet: the list says that finished jobs are only kept until their results expire, and for how long.
-    await page.getByRole("region", { name: "Recent jobs" }).getByText(/until their results expire: 30 minutes after the end for `\/run`, 1 minute for `\/runsync`/).waitFor();
+    await page
+      .getByRole("region", { name: "Recent jobs" })
+      .getByText(/until their results expire: 30 minutes after the end for `\/run`, 1 minute for `\/runsync`/)
+      .waitFor();
     await page.getByRole("button", { name: "Edit" }).click();
     const form = page.getByRole("form", { name: "Edit endpoint rest-echo" });
     await form.getByText("apply without restarting workers").waitFor();
@@ -397,11 +408,18 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     const env = (await call(`${service.url}/v1/apps/console-app/environments/crashy`, { key: ADMIN })).body;
     const greeterId = env.endpoints.find((e: { name: string }) => e.name === "greeter").id;
     const file = join(app, "src", "greeter.ts");
-    writeFileSync(file, readFileSync(file, "utf8").replace("interface Person", 'if (!process.env.GREETER_TOKEN) throw new Error("GREETER_TOKEN is not set");\ninterface Person'));
+    writeFileSync(
+      file,
+      readFileSync(file, "utf8").replace("interface Person", 'if (!process.env.GREETER_TOKEN) throw new Error("GREETER_TOKEN is not set");\ninterface Person'),
+    );
     const build = await buildProject(app);
     const bytes = readFileSync(build.artifactPath);
     const sha = createHash("sha256").update(bytes).digest("hex");
-    await fetch(`${service.url}/v1/apps/console-app/builds`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}`, "x-svc-sha256": sha }, body: bytes });
+    await fetch(`${service.url}/v1/apps/console-app/builds`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}`, "x-svc-sha256": sha },
+      body: bytes,
+    });
     const activated = await call(`${service.url}/v1/apps/console-app/environments/crashy/activate`, { key: ADMIN, body: { build: sha, confirmRemove: [] } });
     expect(activated.status).toBe(422);
     expect(activated.body.release).toMatchObject({ state: "failed", error: { endpoint: "greeter" } });

@@ -49,7 +49,11 @@ class JobRunningDriver implements WorkerDriver {
         const jobs = await worker.take(1, 300);
         for (const job of jobs) {
           await new Promise((r) => setTimeout(r, RUN_MS));
-          await worker.done([job.input?.fail ? { jobId: job.id, lease: job.lease, status: "FAILED", error: { message: "asked to fail" } } : { jobId: job.id, lease: job.lease, status: "COMPLETED", output: { ok: true } }]);
+          await worker.done([
+            job.input?.fail
+              ? { jobId: job.id, lease: job.lease, status: "FAILED", error: { message: "asked to fail" } }
+              : { jobId: job.id, lease: job.lease, status: "COMPLETED", output: { ok: true } },
+          ]);
         }
       }
     })().catch(() => undefined);
@@ -130,12 +134,22 @@ describe.skipIf(!haveChromium)("the console's charts in a browser", () => {
     dir = mkdtempSync(join(tmpdir(), "svc-console-charts-"));
     const artifact = join(dir, "artifact.tar.gz");
     writeFileSync(artifact, "not really a tarball; the service only hashes it");
-    service = await startService({ dataDir: join(dir, "data"), apiKeys: [ADMIN], driver: new JobRunningDriver(), leaseMs: 3000, heartbeatMs: 500, metricsSampleMs: 100 });
+    service = await startService({
+      dataDir: join(dir, "data"),
+      apiKeys: [ADMIN],
+      driver: new JobRunningDriver(),
+      leaseMs: 3000,
+      heartbeatMs: 500,
+      metricsSampleMs: 100,
+    });
     // No retries: a failed job is final. A short idle timeout: the release's probe goes, so the load cold-starts.
     const endpoints = await service.deploy({
       app: "charts",
       env: "prod",
-      manifest: manifest({ charted: resource({ workersMax: 1, retries: 0, idleTimeout: 1 }), other: resource({ workersMax: 1, retries: 0, idleTimeout: 1 }) }, "charts"),
+      manifest: manifest(
+        { charted: resource({ workersMax: 1, retries: 0, idleTimeout: 1 }), other: resource({ workersMax: 1, retries: 0, idleTimeout: 1 }) },
+        "charts",
+      ),
       artifactPath: join(dir, "artifact.tar.gz"),
     });
     [chartedId, otherId] = [endpoints.find((e) => e.name === "charted")!.id, endpoints.find((e) => e.name === "other")!.id];
@@ -154,16 +168,25 @@ describe.skipIf(!haveChromium)("the console's charts in a browser", () => {
       ids.push([chartedId, r.body.id]);
     }
     for (let i = 0; i < OTHER; i++) ids.push([otherId, (await call(`${service.url}/v2/${otherId}/run`, { key: ADMIN, body: { input: { i } } })).body.id]);
-    await until(async () => {
-      for (const [e, id] of ids) if (!["COMPLETED", "FAILED"].includes((await call(`${service.url}/v2/${e}/status/${id}`, { key: ADMIN })).body.status)) return false;
-      return true;
-    }, 60_000, 100);
+    await until(
+      async () => {
+        for (const [e, id] of ids)
+          if (!["COMPLETED", "FAILED"].includes((await call(`${service.url}/v2/${e}/status/${id}`, { key: ADMIN })).body.status)) return false;
+        return true;
+      },
+      60_000,
+      100,
+    );
     // The workers idle out: every number behind the charts holds still from here on.
     await until(async () => (await none(chartedId)) && (await none(otherId)), 30_000, 100);
-    await until(async () => {
-      const { totals } = await series("/v1/metrics", "1h");
-      return totals.queueDepth === 0 && totals.workers !== null && Object.values(totals.workers).every((n) => n === 0);
-    }, 10_000, 100);
+    await until(
+      async () => {
+        const { totals } = await series("/v1/metrics", "1h");
+        return totals.queueDepth === 0 && totals.workers !== null && Object.values(totals.workers).every((n) => n === 0);
+      },
+      10_000,
+      100,
+    );
 
     ({ browser, page } = await openBrowser());
     await signIn(page, service.url, ADMIN);
@@ -271,7 +294,12 @@ describe.skipIf(!haveChromium)("the console's charts when the service keeps no m
     offDir = mkdtempSync(join(tmpdir(), "svc-console-charts-off-"));
     writeFileSync(join(offDir, "artifact.tar.gz"), "not really a tarball; the service only hashes it");
     off = await startService({ dataDir: join(offDir, "data"), apiKeys: [ADMIN], driver: new JobRunningDriver(), metrics: false });
-    const [endpoint] = await off.deploy({ app: "quiet", env: "prod", manifest: manifest({ quiet: resource() }, "quiet"), artifactPath: join(offDir, "artifact.tar.gz") });
+    const [endpoint] = await off.deploy({
+      app: "quiet",
+      env: "prod",
+      manifest: manifest({ quiet: resource() }, "quiet"),
+      artifactPath: join(offDir, "artifact.tar.gz"),
+    });
     endpointId = endpoint!.id;
     ({ browser: offBrowser, page: offPage } = await openBrowser());
     await signIn(offPage, off.url, ADMIN);

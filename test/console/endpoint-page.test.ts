@@ -52,7 +52,13 @@ describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
     const app = consoleService.app;
     // echo names a secret (set first: a release naming an unset secret is refused) and a scaling policy.
     const source = join(app, "src", "app.mjs");
-    writeFileSync(source, readFileSync(source, "utf8").replace('Endpoint({ name: "echo", workers: [0, 1], idleTimeout: 5 })', 'Endpoint({ name: "echo", workers: [0, 1], idleTimeout: 5, secrets: ["ECHO_TOKEN"], scaler: { type: "QUEUE_DELAY", value: 2 } })'));
+    writeFileSync(
+      source,
+      readFileSync(source, "utf8").replace(
+        'Endpoint({ name: "echo", workers: [0, 1], idleTimeout: 5 })',
+        'Endpoint({ name: "echo", workers: [0, 1], idleTimeout: 5, secrets: ["ECHO_TOKEN"], scaler: { type: "QUEUE_DELAY", value: 2 } })',
+      ),
+    );
     expect((await call(`${service.url}/v1/secrets/ECHO_TOKEN`, { key: ADMIN, method: "PUT", body: { value: "s3cret-value" } })).status).toBeLessThan(300);
     builds.push(await deployOverHttp(service.url, ADMIN, app, "prod"));
     // A second build (a changed greeting): the environment has a release to roll back from.
@@ -131,7 +137,10 @@ describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
     const jobId = await submitAndWait(echoId, { hello: "job page" });
     await open(`#/endpoints/${echoId}/jobs/${jobId}`, "echo");
     const job = page.locator(`[data-job-detail="${jobId}"]`);
-    await job.getByRole("heading", { name: new RegExp(`Job ${jobId}`) }).getByText("COMPLETED").waitFor();
+    await job
+      .getByRole("heading", { name: new RegExp(`Job ${jobId}`) })
+      .getByText("COMPLETED")
+      .waitFor();
     await job.getByLabel("Job input").getByText('"job page"').waitFor();
     await job.getByLabel("Job output").getByText('"echoed"').waitFor();
     const timeline = job.getByLabel("Timeline");
@@ -163,10 +172,14 @@ describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
   it("shows a finished streaming job's chunks even when its stream was read elsewhere", async () => {
     const jobId = (await call(`${service.url}/v2/${tickerId}/run`, { key: ADMIN, body: { input: { count: 3, delayMs: 50 } } })).body.id as string;
     // Another client reads the stream to its end first (/stream hands each chunk out once).
-    await until(async () => {
-      const s = (await call(`${service.url}/v2/${tickerId}/stream/${jobId}`, { key: ADMIN })).body;
-      return s.status === "COMPLETED" && s.stream.length === 0;
-    }, 60_000, 50);
+    await until(
+      async () => {
+        const s = (await call(`${service.url}/v2/${tickerId}/stream/${jobId}`, { key: ADMIN })).body;
+        return s.status === "COMPLETED" && s.stream.length === 0;
+      },
+      60_000,
+      50,
+    );
     await open(`#/endpoints/${tickerId}/jobs/${jobId}`, "ticker");
     const chunks = page.getByRole("list", { name: "Stream chunks" });
     await chunks.getByText('{"tick":3}').waitFor();

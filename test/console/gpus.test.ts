@@ -26,7 +26,11 @@ const GPUS = [
 const RTX = "GPU-fa4e0000-0000-4000-8000-000000000002";
 const WAIT_REASON = "waiting for a GPU (ADA_24: 1 of 1 in use)";
 /** The fake first on PATH, as the service runs nvidia-smi. */
-const fakeEnv = (): NodeJS.ProcessEnv => ({ ...process.env, PATH: `${FAKE_DIR}${delimiter}${process.env.PATH ?? ""}`, FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS) });
+const fakeEnv = (): NodeJS.ProcessEnv => ({
+  ...process.env,
+  PATH: `${FAKE_DIR}${delimiter}${process.env.PATH ?? ""}`,
+  FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS),
+});
 
 const haveChromium = chromiumPresent();
 
@@ -44,18 +48,27 @@ async function shot(name: string): Promise<void> {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 }
 
-const gpuList = async (): Promise<Array<{ uuid: string; holder: { workerId: string; endpointId: string } | null }>> => (await call(`${service.url}/v1/gpus`, { key: KEY })).body.gpus;
+const gpuList = async (): Promise<Array<{ uuid: string; holder: { workerId: string; endpointId: string } | null }>> =>
+  (await call(`${service.url}/v1/gpus`, { key: KEY })).body.gpus;
 const rtxHolder = async () => (await gpuList()).find((g) => g.uuid === RTX)!.holder;
 
 describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
   beforeAll(async () => {
-    consoleService = await startConsoleService({ key: KEY, fixture: "gpu-app", service: { gpus: { read: () => readInventory({ env: fakeEnv() }), sampleMs: 200 } } });
+    consoleService = await startConsoleService({
+      key: KEY,
+      fixture: "gpu-app",
+      service: { gpus: { read: () => readInventory({ env: fakeEnv() }), sampleMs: 200 } },
+    });
     service = consoleService.service;
     const build = await buildProject(consoleService.app);
-    for (const e of await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath })) endpoint[e.name] = e;
+    for (const e of await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath }))
+      endpoint[e.name] = e;
     // A REST endpoint running `only`'s code on the same one 4090.
     const template = (await call(`${service.url}/v1/templates`, { key: KEY, body: { name: "only code", imageName: `svc://${endpoint.only!.id}` } })).body;
-    const waiter = await call(`${service.url}/v1/endpoints`, { key: KEY, body: { name: "rest-4090", templateId: template.id, gpuTypeIds: ["ADA_24"], workersMax: 1 } });
+    const waiter = await call(`${service.url}/v1/endpoints`, {
+      key: KEY,
+      body: { name: "rest-4090", templateId: template.id, gpuTypeIds: ["ADA_24"], workersMax: 1 },
+    });
     expect(waiter.status).toBe(201);
     waiterId = waiter.body.id;
     // `only` holds the 4090 with a long job (its worker writes its pid, so the test can kill it later).
@@ -124,7 +137,10 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
     // A CPU endpoint has no GPU section.
     await page.goto(`${service.url}/console/#/endpoints/${endpoint.plain!.id}`);
     await page.getByRole("heading", { name: "plain", level: 1 }).waitFor();
-    await page.getByRole("table", { name: "Status" }).getByText(/running, \d+ idle/).waitFor();
+    await page
+      .getByRole("table", { name: "Status" })
+      .getByText(/running, \d+ idle/)
+      .waitFor();
     expect(await page.getByRole("region", { name: "GPUs", exact: true }).count()).toBe(0);
   }, 60_000);
 
@@ -143,10 +159,14 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
 
     // The holder dies (kill -9): the waiting endpoint's worker gets the 4090, and the page shows it without a reload.
     process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL");
-    const next = await until(async () => {
-      const h = await rtxHolder();
-      return h?.endpointId === waiterId && h;
-    }, 30_000, 100);
+    const next = await until(
+      async () => {
+        const h = await rtxHolder();
+        return h?.endpointId === waiterId && h;
+      },
+      30_000,
+      100,
+    );
     await gpus.locator(`[data-worker="${next.workerId}"] [data-gpu="2"]`).waitFor();
     await page.locator('[data-status="waiting"]').waitFor({ state: "detached" });
     expect((await call(`${service.url}/v2/${waiterId}/status-sync/${job}?wait=60000`, { key: KEY })).body.status).toBe("COMPLETED");
@@ -163,7 +183,12 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
       ] as const) {
         await page.goto(`${service.url}/console/${hash}`);
         await page.getByRole("heading", { name: heading, level: 1 }).waitFor();
-        if (name === "gpu-list") await page.getByRole("article", { name: /^GPU 2 / }).locator('[data-field="holder"]').getByText(/^worker /).waitFor();
+        if (name === "gpu-list")
+          await page
+            .getByRole("article", { name: /^GPU 2 / })
+            .locator('[data-field="holder"]')
+            .getByText(/^worker /)
+            .waitFor();
         else await page.getByRole("region", { name: "GPUs", exact: true }).locator("[data-worker]").first().waitFor({ timeout: 30_000 });
         await shot(`narrow-${name}`);
         const width = await page.evaluate(() => document.documentElement.scrollWidth);
@@ -174,7 +199,9 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
             const r = el.getBoundingClientRect();
             const text = el.textContent ?? "";
             const lines = Math.max(1, Math.round(r.height / parseFloat(getComputedStyle(el).lineHeight)));
-            return (el.classList.contains("chip") && lines > 1) || (lines > 1 && text.length / lines < 12) ? [`${text}: ${lines} lines in ${Math.round(r.width)} px`] : [];
+            return (el.classList.contains("chip") && lines > 1) || (lines > 1 && text.length / lines < 12)
+              ? [`${text}: ${lines} lines in ${Math.round(r.width)} px`]
+              : [];
           }),
         );
         expect(cramped, `${name}: cramped ids`).toEqual([]);

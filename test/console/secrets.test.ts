@@ -41,7 +41,10 @@ describe.skipIf(!haveChromium)("the console's secrets page", () => {
     await page.getByLabel("API key").fill(ADMIN);
     await page.getByRole("button", { name: "Sign in" }).click();
     // The header says who the key acts as (GET /v1/me).
-    await page.locator(".whoami").getByText(/^default · key /).waitFor();
+    await page
+      .locator(".whoami")
+      .getByText(/^default · key /)
+      .waitFor();
     await page.getByRole("link", { name: "Secrets" }).click();
     await page.getByRole("heading", { name: "Secrets", level: 1 }).waitFor();
     await page.getByText("No secrets.").waitFor();

@@ -35,7 +35,10 @@ const everyEndpointId = new Set<string>();
 async function startServer(dataDir: string, extraEnv: Record<string, string> = {}, workers = "process"): Promise<string> {
   const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: KEY, ...extraEnv };
   delete env.SVC_API_URL;
-  const child = spawn(process.execPath, [bin, "server", "--port", "0", "--data-dir", dataDir, "--workers", workers], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [bin, "server", "--port", "0", "--data-dir", dataDir, "--workers", workers], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   servers.push(child);
   let stderr = "";
   child.stderr!.on("data", (d) => (stderr += d.toString()));
@@ -145,7 +148,9 @@ describe("svc deploy against a running svc server", () => {
     for (const dryRun of [["--dry-run"], []]) {
       const app = svc(["deploy", "--app", "Bad Name!", "--env", "x", ...dryRun]);
       expect(app.status).toBe(2);
-      expect(app.stderr).toContain('Invalid app name "Bad Name!": app names are 1-63 characters: lowercase letters, digits, ".", "_", "-", starting with a letter or digit');
+      expect(app.stderr).toContain(
+        'Invalid app name "Bad Name!": app names are 1-63 characters: lowercase letters, digits, ".", "_", "-", starting with a letter or digit',
+      );
       expect(app.stderr).toContain("--app");
       expect(app.stderr).not.toContain("Discovering endpoints");
       const env = svc(["deploy", "--env", "Prod", ...dryRun]);
@@ -219,7 +224,13 @@ describe("svc deploy against a running svc server", () => {
     const r = svc(["logs", "embedder", "--json"]);
     expect(r.stderr).not.toContain("No endpoint");
     expect(r.status).toBe(0);
-    const ids = new Set(r.stdout.trim().split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { endpointId?: string }).endpointId));
+    const ids = new Set(
+      r.stdout
+        .trim()
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as { endpointId?: string }).endpointId),
+    );
     for (const id of ids) expect(id).toBe(endpointOf(production, "embedder").id);
   });
 
@@ -254,7 +265,10 @@ describe("svc deploy against a running svc server", () => {
   it("lifecycle calls from the SDK throw a usage error naming the svc command", () => {
     const r = runScript("scripts/lifecycle.mjs", {});
     expect(r.status).toBe(0);
-    const [deployCall, deleteCall] = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const [deployCall, deleteCall] = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(deployCall).toMatchObject({ name: "UsageError", exitCode: 2 });
     expect(deployCall.hint).toContain("svc deploy --env");
     expect(deleteCall.hint).toContain("svc env delete");

@@ -101,7 +101,11 @@ function workerOf(app: string, env: string, name: string): string {
 async function upload(app: string, fingerprint: string, resources: Record<string, ManifestResource>): Promise<string> {
   const bytes = await tarGz({ "svc_manifest.json": JSON.stringify({ ...manifest(resources, app), fingerprint }), "endpoints/echo/handler.mjs": "export {}" });
   const sha = createHash("sha256").update(bytes).digest("hex");
-  const res = await fetch(`${service.url}/v1/apps/${app}/builds`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": sha, "content-type": "application/gzip" }, body: bytes });
+  const res = await fetch(`${service.url}/v1/apps/${app}/builds`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": sha, "content-type": "application/gzip" },
+    body: bytes,
+  });
   expect(res.status).toBe(201);
   return sha;
 }

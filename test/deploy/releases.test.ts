@@ -55,8 +55,8 @@ async function api(method: string, path: string, body?: unknown) {
 function setSource(file: string, version: string, broken: "" | "throw" | "hang" = "") {
   const path = join(project, "src", file);
   let text = readFileSync(join(repo, "fixtures", "release-app", "src", file), "utf8").replace('const VERSION = "v1";', `const VERSION = "${version}";`);
-  if (broken === "throw") text = text.replace('const VERSION', 'if (!process.env.GREETING_KEY) throw new Error("GREETING_KEY is not set");\nconst VERSION');
-  if (broken === "hang") text = text.replace('const VERSION', "await new Promise(() => undefined);\nconst VERSION");
+  if (broken === "throw") text = text.replace("const VERSION", 'if (!process.env.GREETING_KEY) throw new Error("GREETING_KEY is not set");\nconst VERSION');
+  if (broken === "hang") text = text.replace("const VERSION", "await new Promise(() => undefined);\nconst VERSION");
   writeFileSync(path, text);
 }
 

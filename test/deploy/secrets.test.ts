@@ -40,7 +40,13 @@ async function stopServer(): Promise<void> {
 function svc(args: string[], input?: string) {
   const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
   for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-  const r = spawnSync(process.execPath, [bin, ...args], { cwd: project, env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY }, input, encoding: "utf8", timeout: 120_000 });
+  const r = spawnSync(process.execPath, [bin, ...args], {
+    cwd: project,
+    env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY },
+    input,
+    encoding: "utf8",
+    timeout: 120_000,
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 

@@ -32,11 +32,15 @@ async function stopServer(): Promise<void> {
 /** POST the bytes as a build, reading the answer whenever it comes. */
 function upload(body: Buffer, sha = createHash("sha256").update(body).digest("hex")): Promise<{ status: number; body: any }> {
   return new Promise((resolve, reject) => {
-    const req = request(`${url}/v1/apps/up/builds`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": sha, "content-type": "application/gzip", "content-length": body.length } }, (res) => {
-      let text = "";
-      res.on("data", (d) => (text += d));
-      res.on("end", () => resolve({ status: res.statusCode!, body: text ? JSON.parse(text) : undefined }));
-    });
+    const req = request(
+      `${url}/v1/apps/up/builds`,
+      { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": sha, "content-type": "application/gzip", "content-length": body.length } },
+      (res) => {
+        let text = "";
+        res.on("data", (d) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode!, body: text ? JSON.parse(text) : undefined }));
+      },
+    );
     req.on("error", reject);
     req.end(body);
   });
@@ -75,7 +79,10 @@ async function archive(entries: Entry[]): Promise<Buffer> {
       await new Promise<void>((r) => stream.end(r));
     } else {
       // Queued, not awaited one by one: packing 200 000 small entries stays quick.
-      pack.entry({ name: e.name, type: e.type ?? "file", linkname: e.linkname, ...(e.type === "character-device" ? { devmajor: 1, devminor: 3 } : {}) }, e.body ?? "");
+      pack.entry(
+        { name: e.name, type: e.type ?? "file", linkname: e.linkname, ...(e.type === "character-device" ? { devmajor: 1, devminor: 3 } : {}) },
+        e.body ?? "",
+      );
     }
   }
   pack.finalize();
@@ -117,7 +124,10 @@ describe("hostile uploads", () => {
   it("a gzip stream cut short: 422, and the process lives", async () => {
     // Cut inside the manifest's own bytes: where the reader of the entry meets the gzip error.
     const padded = JSON.stringify({ ...JSON.parse(MANIFEST), padding: Array.from({ length: 40_000 }, (_, i) => i.toString(36)).join(" ") });
-    const whole = await archive([{ name: "svc_manifest.json", body: padded }, { name: "endpoints/a/handler.mjs", body: "x".repeat(100_000) }]);
+    const whole = await archive([
+      { name: "svc_manifest.json", body: padded },
+      { name: "endpoints/a/handler.mjs", body: "x".repeat(100_000) },
+    ]);
     const cut = whole.subarray(0, Math.floor(whole.length / 10));
     const r = await upload(cut);
     expect(r.status).toBe(422);
@@ -129,7 +139,15 @@ describe("hostile uploads", () => {
   it("a manifest that expands to 600 MB: 413 at its header, memory untouched", async () => {
     const size = 600 * 1024 * 1024;
     const chunk = Buffer.alloc(1024 * 1024, 0x20);
-    const body = await archive([{ name: "svc_manifest.json", size, fill: (w) => { for (let i = 0; i < 600; i++) w(chunk); } }]);
+    const body = await archive([
+      {
+        name: "svc_manifest.json",
+        size,
+        fill: (w) => {
+          for (let i = 0; i < 600; i++) w(chunk);
+        },
+      },
+    ]);
     expect(body.length).toBeLessThan(2_000_000);
     const r = await upload(body);
     expect(r.status).toBe(413);
@@ -140,7 +158,16 @@ describe("hostile uploads", () => {
 
   it("a compression bomb: 422 once the ratio gives it away, without reading it all", async () => {
     const zeros = Buffer.alloc(1024 * 1024);
-    const body = await archive([{ name: "svc_manifest.json", body: MANIFEST }, { name: "weights.bin", size: 1024 * 1024 * 1024, fill: (w) => { for (let i = 0; i < 1024; i++) w(zeros); } }]);
+    const body = await archive([
+      { name: "svc_manifest.json", body: MANIFEST },
+      {
+        name: "weights.bin",
+        size: 1024 * 1024 * 1024,
+        fill: (w) => {
+          for (let i = 0; i < 1024; i++) w(zeros);
+        },
+      },
+    ]);
     const started = Date.now();
     const r = await upload(body);
     expect(r.status).toBe(422);
@@ -201,7 +228,11 @@ describe("hostile uploads", () => {
     const r = await upload(huge);
     expect(r.status).toBe(413);
     expect(r.body.detail).toBe(`The artifact expands to more than ${4 * 1024 ** 3} bytes`);
-    const twice = await archive([{ name: "svc_manifest.json", body: MANIFEST }, { name: "a.js", body: "1" }, { name: "./a.js", body: "2" }]);
+    const twice = await archive([
+      { name: "svc_manifest.json", body: MANIFEST },
+      { name: "a.js", body: "1" },
+      { name: "./a.js", body: "2" },
+    ]);
     const dup = await upload(twice);
     expect(dup.status).toBe(422);
     expect(dup.body.errors).toEqual(["./a.js: a second entry for a.js; a worker never overwrites a file"]);
@@ -210,13 +241,20 @@ describe("hostile uploads", () => {
   });
 
   it("an upload that stalls is cut off with 408 and leaves nothing", async () => {
-    const body = await archive([{ name: "svc_manifest.json", body: MANIFEST }, { name: "x.bin", body: "z".repeat(200_000) }]);
+    const body = await archive([
+      { name: "svc_manifest.json", body: MANIFEST },
+      { name: "x.bin", body: "z".repeat(200_000) },
+    ]);
     const answer = await new Promise<{ status: number; body: any }>((resolve, reject) => {
-      const req = request(`${url}/v1/apps/up/builds`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": "0".repeat(64), "content-length": body.length } }, (res) => {
-        let text = "";
-        res.on("data", (d) => (text += d));
-        res.on("end", () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
-      });
+      const req = request(
+        `${url}/v1/apps/up/builds`,
+        { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": "0".repeat(64), "content-length": body.length } },
+        (res) => {
+          let text = "";
+          res.on("data", (d) => (text += d));
+          res.on("end", () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+        },
+      );
       req.on("error", reject);
       // Half of it, then nothing more.
       req.write(body.subarray(0, body.length >> 1));
@@ -228,17 +266,26 @@ describe("hostile uploads", () => {
   });
 
   it("still takes a good build after all that", async () => {
-    const body = await archive([{ name: "svc_manifest.json", body: MANIFEST }, { name: "endpoints/a/handler.mjs", body: "export default 1" }]);
+    const body = await archive([
+      { name: "svc_manifest.json", body: MANIFEST },
+      { name: "endpoints/a/handler.mjs", body: "export default 1" },
+    ]);
     const r = await upload(body);
     expect(r.status).toBe(201);
     expect(r.body).toMatchObject({ id: createHash("sha256").update(body).digest("hex") });
   });
 
   it("an upload the client abandons midway leaves no temporary file", async () => {
-    const body = await archive([{ name: "svc_manifest.json", body: MANIFEST }, { name: "big.bin", body: "y".repeat(2_000_000) }]);
+    const body = await archive([
+      { name: "svc_manifest.json", body: MANIFEST },
+      { name: "big.bin", body: "y".repeat(2_000_000) },
+    ]);
     const before = readdirSync(join(dataDir, "artifacts")).sort();
     await new Promise<void>((resolve) => {
-      const req = request(`${url}/v1/apps/up/builds`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": "0".repeat(64), "content-length": body.length } });
+      const req = request(`${url}/v1/apps/up/builds`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": "0".repeat(64), "content-length": body.length },
+      });
       req.on("error", () => undefined);
       req.on("close", () => resolve());
       req.write(body.subarray(0, 100_000), () => setTimeout(() => req.destroy(), 100));

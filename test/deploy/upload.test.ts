@@ -36,7 +36,10 @@ function file(name: string, data: Buffer) {
 }
 
 async function expectProblem(promise: Promise<unknown>, status: number, detail: string) {
-  const err = await promise.then(() => undefined, (e: unknown) => e);
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(ApiError);
   expect((err as ApiError).status).toBe(status);
   expect((err as ApiError).problem.detail).toContain(detail);
@@ -90,10 +93,14 @@ describe("build upload", () => {
     await expectProblem(client.upload("up", file("big.bin", big)), 413, "limit is 4096 bytes");
     // Chunked: the service counts as it reads and stops at the limit.
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request(`${service.url}/v1/apps/up/builds`, { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": sha(big) } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
+      const req = request(
+        `${service.url}/v1/apps/up/builds`,
+        { method: "POST", headers: { authorization: `Bearer ${KEY}`, "x-svc-sha256": sha(big) } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       req.on("error", reject);
       for (let i = 0; i < 10; i++) req.write(big.subarray(i * 1000, (i + 1) * 1000));
       req.end();

@@ -42,7 +42,11 @@ const deploys = () => events.filter((e) => e.type === "deployed").length;
 
 async function runsync(): Promise<{ status: number; output?: { token: string | null; local: string | null } }> {
   const e = session.endpoints.find((x) => x.name === "token")!;
-  const res = await fetch(`${e.url}/runsync`, { method: "POST", headers: { authorization: `Bearer ${session.apiKey}`, "content-type": "application/json" }, body: JSON.stringify({ input: {} }) });
+  const res = await fetch(`${e.url}/runsync`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${session.apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ input: {} }),
+  });
   const body = (await res.json()) as { output?: { token: string | null; local: string | null } };
   return { status: res.status, output: body.output };
 }
@@ -70,7 +74,12 @@ it("`svc secret set` without --url sets it on the running dev session, and that 
   const env = { ...process.env, HOME: work };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
   // Not spawnSync: the dev service runs in this process and must answer meanwhile.
-  const run = promisify(execFile)(process.execPath, [join(REPO, "bin", "svc.js"), "secret", "set", "DEV_ENV_TOKEN"], { cwd: project, env, encoding: "utf8", timeout: 30_000 });
+  const run = promisify(execFile)(process.execPath, [join(REPO, "bin", "svc.js"), "secret", "set", "DEV_ENV_TOKEN"], {
+    cwd: project,
+    env,
+    encoding: "utf8",
+    timeout: 30_000,
+  });
   run.child.stdin!.end("by-hand\n");
   const r = await run;
   expect(r.stderr + r.stdout).toMatch(/Set secret DEV_ENV_TOKEN/);

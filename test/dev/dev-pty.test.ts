@@ -24,7 +24,12 @@ beforeAll(async () => {
   const env: NodeJS.ProcessEnv = { ...process.env, TERM: "xterm" };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI" || k === "NO_COLOR") delete env[k];
   // `script` gives the command a terminal of its own; its output is the screen.
-  dev = spawn("script", ["-q", "-f", "-e", "-c", `${process.execPath} ${join(REPO, "bin", "svc.js")} dev --port 0`, "/dev/null"], { cwd: project, env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+  dev = spawn("script", ["-q", "-f", "-e", "-c", `${process.execPath} ${join(REPO, "bin", "svc.js")} dev --port 0`, "/dev/null"], {
+    cwd: project,
+    env,
+    detached: true,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
   dev.stdout!.on("data", (d) => (screen += d));
   await until(() => screen.includes("Watching for changes"), 90_000);
 }, 120_000);
@@ -75,7 +80,11 @@ it("prints a new endpoint's URL and curl, and says when it is gone", async () =>
 it("a save that breaks the module keeps the last good code serving, says the error once with its file and line, and recovers on the next save", async () => {
   const file = join(project, "src", "tally.ts");
   const good = readFileSync(file, "utf8");
-  const session = JSON.parse(readFileSync(join(project, ".svc", "dev-session.json"), "utf8")) as { url: string; apiKey: string; endpoints: Record<string, { url: string }> };
+  const session = JSON.parse(readFileSync(join(project, ".svc", "dev-session.json"), "utf8")) as {
+    url: string;
+    apiKey: string;
+    endpoints: Record<string, { url: string }>;
+  };
   const add = async () => {
     const res = await fetch(`${session.endpoints.tally!.url}/runsync`, {
       method: "POST",
@@ -105,7 +114,13 @@ it("every rebuild ends in one line, the same broken save as often as it is made:
   const good = readFileSync(file, "utf8");
   const broken = good.replace("// One instance", 'if (!process.env.TALLY_SEED) throw new Error("TALLY_SEED is not set");\n// One instance');
   const ends = () => count("rebuild failed") + count("redeployed:");
-  for (const [text, outcome] of [[broken, "rebuild failed"], [good, "redeployed:"], [broken, "rebuild failed"], [broken, "rebuild failed"], [good, "redeployed:"]] as const) {
+  for (const [text, outcome] of [
+    [broken, "rebuild failed"],
+    [good, "redeployed:"],
+    [broken, "rebuild failed"],
+    [broken, "rebuild failed"],
+    [good, "redeployed:"],
+  ] as const) {
     const started = count("rebuilding...");
     const ended = ends();
     const before = count(outcome);
@@ -119,7 +134,10 @@ it("every rebuild ends in one line, the same broken save as often as it is made:
 }, 180_000);
 
 it("prints one line per request: method, path, status and time", async () => {
-  const session = JSON.parse(readFileSync(join(project, ".svc", "dev-session.json"), "utf8")) as { apiKey: string; endpoints: Record<string, { id: string; url: string }> };
+  const session = JSON.parse(readFileSync(join(project, ".svc", "dev-session.json"), "utf8")) as {
+    apiKey: string;
+    endpoints: Record<string, { id: string; url: string }>;
+  };
   const res = await fetch(`${session.endpoints.tally!.url}/runsync`, {
     method: "POST",
     headers: { authorization: `Bearer ${session.apiKey}`, "content-type": "application/json" },

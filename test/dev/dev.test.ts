@@ -120,7 +120,10 @@ describe("svc dev", () => {
     const elsewhere = join(work, "elsewhere");
     mkdirSync(join(elsewhere, "node_modules"), { recursive: true });
     symlinkSync(join(repo, "packages", "svc"), join(elsewhere, "node_modules", "svc"), "dir");
-    writeFileSync(join(elsewhere, "call.mjs"), `import { Endpoint } from "svc";\nconst f = Endpoint({ name: "greeter" })(async function greet() {});\ntry { await f({}); } catch (e) { console.error(e.message + "\\n" + e.hint); process.exitCode = 3; }\n`);
+    writeFileSync(
+      join(elsewhere, "call.mjs"),
+      `import { Endpoint } from "svc";\nconst f = Endpoint({ name: "greeter" })(async function greet() {});\ntry { await f({}); } catch (e) { console.error(e.message + "\\n" + e.hint); process.exitCode = 3; }\n`,
+    );
     const result = spawnSync(process.execPath, ["call.mjs"], { cwd: elsewhere, encoding: "utf8", env: { PATH: process.env.PATH ?? "" } });
     expect(result.status).toBe(3);
     expect(result.stderr).toContain('Cannot call endpoint "greeter"');
@@ -171,7 +174,10 @@ describe("svc dev", () => {
     const deployed = runNode([bin, "deploy", "--env", "prod", "--yes"], { CI: "true", SVC_API_KEY: "" });
     expect(deployed.status, deployed.stderr).toBe(0);
     expect(deployed.stderr).toContain(`deploying into the local dev session at ${ready.url}, not a service; set SVC_API_URL or use a profile`);
-    const curl = deployed.stdout.split("\n").find((l) => l.trim().startsWith("curl "))!.trim();
+    const curl = deployed.stdout
+      .split("\n")
+      .find((l) => l.trim().startsWith("curl "))!
+      .trim();
     expect(curl).not.toContain("$SVC_API_KEY");
     // The shell it was printed in has no SVC_API_KEY: the command must work as it is.
     const env = { ...process.env };

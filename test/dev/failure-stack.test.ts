@@ -19,7 +19,12 @@ afterAll(async () => {
   await t?.close();
 });
 
-const STACK = ["RangeError: nope", "    at talk (src/noisy.ts:5:25)", "    at WorkerLoop.execute (file:///app/node_modules/svc-cli/dist/runtime/loop.js:346:50)", "    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)"].join("\n");
+const STACK = [
+  "RangeError: nope",
+  "    at talk (src/noisy.ts:5:25)",
+  "    at WorkerLoop.execute (file:///app/node_modules/svc-cli/dist/runtime/loop.js:346:50)",
+  "    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
+].join("\n");
 
 it("shows a failed job's stack once its result arrives, though the stack was asked for while the job still ran", async () => {
   const worker = await ProtocolWorker.mint(t, endpoint.id);
@@ -32,7 +37,9 @@ it("shows a failed job's stack once its result arrives, though the stack was ask
   // Asked as the terminal prints the worker's line, before the worker has reported the failure.
   const stack = failedJobStack(new JobsClient(endpoint.url, t.key), job!.id, 10_000);
   await new Promise((r) => setTimeout(r, 300));
-  const results = await worker.done([{ jobId: job!.id, lease: job!.lease, status: "FAILED", error: { message: "nope", type: "RangeError", stack: STACK, retryable: false } }]);
+  const results = await worker.done([
+    { jobId: job!.id, lease: job!.lease, status: "FAILED", error: { message: "nope", type: "RangeError", stack: STACK, retryable: false } },
+  ]);
   expect(results).toEqual([{ jobId: job!.id, accepted: true }]);
   expect(await stack).toEqual(["    at talk (src/noisy.ts:5:25)"]);
 });

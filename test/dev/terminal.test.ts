@@ -49,33 +49,60 @@ async function dev(args: string[]) {
   child.stderr.on("data", (d) => (stderr += d));
   const url = await until(() => /^svc dev: (http:\/\/\S+)/m.exec(stdout)?.[1], 90_000);
   const key = /^API key for this session: (\S+)/m.exec(stdout)![1]!;
-  const session = JSON.parse((await import("node:fs")).readFileSync(join(project, ".svc", "dev-session.json"), "utf8")) as { endpoints: Record<string, { url: string }> };
+  const session = JSON.parse((await import("node:fs")).readFileSync(join(project, ".svc", "dev-session.json"), "utf8")) as {
+    endpoints: Record<string, { url: string }>;
+  };
   const run = async (input: unknown) =>
-    (await (await fetch(`${session.endpoints.noisy!.url}/runsync`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ input }) })).json()) as { id: string; status: string };
+    (await (
+      await fetch(`${session.endpoints.noisy!.url}/runsync`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ input }),
+      })
+    ).json()) as { id: string; status: string };
   return { child, url, stdout: () => stdout, stderr: () => stderr, run };
 }
 
 it("shows the console URL, worker output and failures with their job ids and project files", async () => {
   const d = await dev([]);
   try {
-  expect(d.stdout()).toContain(`web console: ${d.url}/console/`);
-  const ok = await d.run({});
-  expect(ok.status).toBe("COMPLETED");
-  await until(() => d.stderr().includes(`[noisy ${ok.id}] hello from noisy`), 10_000);
-  const failed = await d.run({ fail: true });
-  expect(failed.status).not.toBe("COMPLETED");
-  const line = await until(() => d.stderr().split("\n").find((l) => l.startsWith(`[noisy ${failed.id}]`) && l.includes("failed: RangeError: nope")), 10_000);
-  // Not retried in dev (a deterministic failure would only print twice): one failure line, FAILED at once.
-  expect(failed.status).toBe("FAILED");
-  await new Promise((r) => setTimeout(r, 500));
-  expect(d.stderr().split("\n").filter((l) => l.startsWith(`[noisy ${failed.id}]`) && l.includes("failed: RangeError")).length).toBe(1);
-  // Its stack, as a block under it: the project's frame, openable from the project's root. It is printed once
-  // the job's record is final, after the worker's result reached the service (test/dev/failure-stack.test.ts).
-  const frame = await until(() => d.stderr().split("\n").find((l) => l.startsWith(`[noisy ${failed.id}]     at talk (src/noisy.ts:`)), 30_000);
-  expect(frame).toMatch(/src\/noisy\.ts:5:\d+\)$/);
-  const file = /\((src\/noisy\.ts):\d+:\d+\)/.exec(line)?.[1];
-  expect(file, line).toBe("src/noisy.ts");
-  expect(existsSync(join(project, file!))).toBe(true);
+    expect(d.stdout()).toContain(`web console: ${d.url}/console/`);
+    const ok = await d.run({});
+    expect(ok.status).toBe("COMPLETED");
+    await until(() => d.stderr().includes(`[noisy ${ok.id}] hello from noisy`), 10_000);
+    const failed = await d.run({ fail: true });
+    expect(failed.status).not.toBe("COMPLETED");
+    const line = await until(
+      () =>
+        d
+          .stderr()
+          .split("\n")
+          .find((l) => l.startsWith(`[noisy ${failed.id}]`) && l.includes("failed: RangeError: nope")),
+      10_000,
+    );
+    // Not retried in dev (a deterministic failure would only print twice): one failure line, FAILED at once.
+    expect(failed.status).toBe("FAILED");
+    await new Promise((r) => setTimeout(r, 500));
+    expect(
+      d
+        .stderr()
+        .split("\n")
+        .filter((l) => l.startsWith(`[noisy ${failed.id}]`) && l.includes("failed: RangeError")).length,
+    ).toBe(1);
+    // Its stack, as a block under it: the project's frame, openable from the project's root. It is printed once
+    // the job's record is final, after the worker's result reached the service (test/dev/failure-stack.test.ts).
+    const frame = await until(
+      () =>
+        d
+          .stderr()
+          .split("\n")
+          .find((l) => l.startsWith(`[noisy ${failed.id}]     at talk (src/noisy.ts:`)),
+      30_000,
+    );
+    expect(frame).toMatch(/src\/noisy\.ts:5:\d+\)$/);
+    const file = /\((src\/noisy\.ts):\d+:\d+\)/.exec(line)?.[1];
+    expect(file, line).toBe("src/noisy.ts");
+    expect(existsSync(join(project, file!))).toBe(true);
   } finally {
     // Stopped here, not only after all tests: the next session of this project waits for its data directory.
     d.child.kill("SIGINT");

@@ -124,7 +124,11 @@ function workerPids(endpoint: string): number[] {
 
 it("replaces only the endpoints whose code changed, and says which endpoints came and went", async () => {
   const greeter = session.endpoints.find((e) => e.name === "greeter")!;
-  const run = await fetch(`${greeter.url}/runsync`, { method: "POST", headers: { authorization: `Bearer ${session.apiKey}`, "content-type": "application/json" }, body: JSON.stringify({ input: { who: "warm" } }) });
+  const run = await fetch(`${greeter.url}/runsync`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${session.apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ input: { who: "warm" } }),
+  });
   expect(((await run.json()) as { status: string }).status).toBe("COMPLETED");
   const warm = workerPids("greeter");
   expect(warm.length).toBeGreaterThan(0);
@@ -138,7 +142,10 @@ it("replaces only the endpoints whose code changed, and says which endpoints cam
   expect(workerPids("greeter")).toEqual(warm);
 
   // A new endpoint, then the same file removed.
-  writeFileSync(join(project, "src", "newbie.mjs"), 'import { Endpoint } from "svc";\nexport const hi = Endpoint({ name: "newbie", workers: [0, 1] })(async function hi() { return 1; });\n');
+  writeFileSync(
+    join(project, "src", "newbie.mjs"),
+    'import { Endpoint } from "svc";\nexport const hi = Endpoint({ name: "newbie", workers: [0, 1] })(async function hi() { return 1; });\n',
+  );
   count = await settled(count + 1);
   const added = events.filter((e) => e.type === "deployed").at(-1) as Extract<DevEvent, { type: "deployed" }>;
   expect(added.added).toEqual(["newbie"]);

@@ -73,24 +73,40 @@ describeDocker("Docker driver with the real service", () => {
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ status: "COMPLETED", output: { message: "hello ada", uid: 1000, node: process.version, app: "docker-app" } });
 
-    const [container] = await docker.listContainers({ filters: { label: [`${LABELS.session}=${driver.session}`, `${LABELS.endpoint}=${endpoints["docker-echo"]!.id}`] } });
+    const [container] = await docker.listContainers({
+      filters: { label: [`${LABELS.session}=${driver.session}`, `${LABELS.endpoint}=${endpoints["docker-echo"]!.id}`] },
+    });
     expect(container).toBeDefined();
     expect(r.body.output.host).toBe(container!.Id.slice(0, 12));
-    expect(container!.Labels).toMatchObject({ [LABELS.managed]: "true", [LABELS.app]: "docker-app", [LABELS.env]: "test", [LABELS.endpoint]: endpoints["docker-echo"]!.id });
+    expect(container!.Labels).toMatchObject({
+      [LABELS.managed]: "true",
+      [LABELS.app]: "docker-app",
+      [LABELS.env]: "test",
+      [LABELS.endpoint]: endpoints["docker-echo"]!.id,
+    });
     expect(container!.Labels[LABELS.worker]).toMatch(/^w/);
     const inspected = await docker.getContainer(container!.Id).inspect();
     expect(inspected.HostConfig.NetworkMode).toBe(`svc-session-${driver.session}`);
     expect(inspected.HostConfig.ExtraHosts?.[0]).toMatch(/^svc-api:\d+\.\d+\.\d+\.\d+$/);
-    expect(inspected.Config.Env).toEqual(expect.arrayContaining([expect.stringMatching(/^SVC_API_URL=http:\/\/svc-api:\d+$/), "SVC_ARTIFACT=/svc/artifact.tar.gz", "GREETING=hello"]));
+    expect(inspected.Config.Env).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^SVC_API_URL=http:\/\/svc-api:\d+$/), "SVC_ARTIFACT=/svc/artifact.tar.gz", "GREETING=hello"]),
+    );
     expect(inspected.Mounts.find((m) => m.Destination === "/svc/artifact.tar.gz")).toMatchObject({ RW: false });
     // Nothing published: the workers pull from the service.
     expect(Object.keys(inspected.HostConfig.PortBindings ?? {})).toEqual([]);
     // The container's raw stdout and stderr, demultiplexed line by line, kept under its worker id; the lines the
     // job wrote carry its id (read from the runtime's output marks), each stored once.
     const raw = await until(async () => {
-      const lines = (await call(`${service!.url}/v1/endpoints/${endpoints["docker-echo"]!.id}/logs`)).body.lines as Array<{ stream: string; text: string; jobId?: string | null; workerId: string }>;
+      const lines = (await call(`${service!.url}/v1/endpoints/${endpoints["docker-echo"]!.id}/logs`)).body.lines as Array<{
+        stream: string;
+        text: string;
+        jobId?: string | null;
+        workerId: string;
+      }>;
       const mine = lines.filter((l) => l.workerId === container!.Labels[LABELS.worker]);
-      return mine.some((l) => l.stream === "stdout" && l.text === "whoami ada") && mine.some((l) => l.stream === "stderr" && l.text === "whoami-stderr ada") && mine;
+      return (
+        mine.some((l) => l.stream === "stdout" && l.text === "whoami ada") && mine.some((l) => l.stream === "stderr" && l.text === "whoami-stderr ada") && mine
+      );
     }, 10_000);
     expect(raw.filter((l) => l.text === "whoami ada").map((l) => [l.stream, l.jobId])).toEqual([["stdout", r.body.id]]);
     expect(raw.filter((l) => l.text === "whoami-stderr ada").map((l) => [l.stream, l.jobId])).toEqual([["stderr", r.body.id]]);
@@ -107,10 +123,14 @@ describeDocker("Docker driver with the real service", () => {
     expect(running.length).toBeGreaterThan(0);
     const killed = running.map((c) => c.Id.slice(0, 12));
     await Promise.all(running.map((c) => docker.getContainer(c.Id).kill()));
-    const done = await until(async () => {
-      const status = (await call(`${echo.url}/status/${submitted.body.id}`)).body;
-      return ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(status.status) && status;
-    }, 60_000, 200);
+    const done = await until(
+      async () => {
+        const status = (await call(`${echo.url}/status/${submitted.body.id}`)).body;
+        return ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(status.status) && status;
+      },
+      60_000,
+      200,
+    );
     expect(done).toMatchObject({ status: "COMPLETED", output: { message: "hello survivor" } });
     expect(killed).not.toContain(done.output.host);
     // The killed containers are gone (removed after they exited), not left stopped.

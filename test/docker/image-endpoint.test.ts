@@ -49,11 +49,16 @@ process.on("SIGTERM", () => process.exit(0));
 
 async function buildTestImage(tag: string, session: string): Promise<void> {
   const pack = tarStream.pack();
-  pack.entry({ name: "Dockerfile" }, `FROM ${workerImageName("cpu")}\nCOPY server.js /home/svc/server.js\nCMD ["/usr/local/bin/node", "/home/svc/server.js"]\n`);
+  pack.entry(
+    { name: "Dockerfile" },
+    `FROM ${workerImageName("cpu")}\nCOPY server.js /home/svc/server.js\nCMD ["/usr/local/bin/node", "/home/svc/server.js"]\n`,
+  );
   pack.entry({ name: "server.js" }, SERVER);
   pack.finalize();
   const stream = await docker.buildImage(pack as unknown as NodeJS.ReadableStream, { t: tag, labels: { [LABELS.managed]: "true", [LABELS.session]: session } });
-  const events = await new Promise<Array<{ error?: string }>>((resolve, reject) => docker.modem.followProgress(stream, (err, out) => (err ? reject(err) : resolve(out))));
+  const events = await new Promise<Array<{ error?: string }>>((resolve, reject) =>
+    docker.modem.followProgress(stream, (err, out) => (err ? reject(err) : resolve(out))),
+  );
   const failed = events.find((e) => e.error);
   if (failed) throw new Error(`test image build failed: ${failed.error}`);
 }
@@ -88,7 +93,11 @@ describeDocker("load-balanced endpoints from a prebuilt image", () => {
     await service?.close();
     await driver?.close();
     if (driver) await cleanupStale({ [LABELS.session]: driver.session }, { docker }).catch(() => undefined);
-    if (imageTag) await docker.getImage(imageTag).remove({ force: true }).catch(() => undefined);
+    if (imageTag)
+      await docker
+        .getImage(imageTag)
+        .remove({ force: true })
+        .catch(() => undefined);
     if (dir) rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
@@ -114,8 +123,11 @@ describeDocker("load-balanced endpoints from a prebuilt image", () => {
     // On this (local) engine the proxy moves from the published port to the container's own address once that
     // answers /ping (skipping the engine's port forwarding), and the routes keep answering there.
     const ip = Object.values((await docker.getContainer(running[0]!.Id).inspect()).NetworkSettings.Networks)[0]!.IPAddress;
-    const logs = async () => ((await call(`${service.url}/v1/endpoints/${created.body.id}/logs`, { key: KEY })).body.lines as Array<{ text: string }>).map((l) => l.text);
-    const moved = await until("the proxy to use the container's address", async () => (await logs()).find((t) => t.includes(`answers at http://${ip}:8080: the proxy uses it instead of http://127.0.0.1:`)));
+    const logs = async () =>
+      ((await call(`${service.url}/v1/endpoints/${created.body.id}/logs`, { key: KEY })).body.lines as Array<{ text: string }>).map((l) => l.text);
+    const moved = await until("the proxy to use the container's address", async () =>
+      (await logs()).find((t) => t.includes(`answers at http://${ip}:8080: the proxy uses it instead of http://127.0.0.1:`)),
+    );
     expect(moved).toMatch(/^lb: worker w\w+ answers at/);
     const again = await call(`${created.body.lbUrl}/hello/bo`, { key: KEY });
     expect([again.status, again.body]).toEqual([200, { hello: "bo", port: "8080", endpoint: "web" }]);

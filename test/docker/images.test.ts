@@ -19,7 +19,10 @@ const scratchVersions: string[] = [];
 
 const svc = async (...args: string[]) => {
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [`${repo}bin/svc.js`, ...args], { encoding: "utf8", env: { ...process.env, NO_COLOR: "1" } });
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [`${repo}bin/svc.js`, ...args], {
+      encoding: "utf8",
+      env: { ...process.env, NO_COLOR: "1" },
+    });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -30,7 +33,11 @@ const svc = async (...args: string[]) => {
 afterAll(async () => {
   // Images of throwaway versions made here; the real ones stay (other tests and users use them).
   for (const image of await listWorkerImages(docker).catch(() => [])) {
-    if (scratchVersions.includes(image.version)) await docker.getImage(image.id).remove({ force: true }).catch(() => undefined);
+    if (scratchVersions.includes(image.version))
+      await docker
+        .getImage(image.id)
+        .remove({ force: true })
+        .catch(() => undefined);
   }
   await cleanupStale({ [LABELS.session]: session }, { docker }).catch(() => undefined);
 });
@@ -66,7 +73,11 @@ describeDocker("worker images (real Docker engine)", () => {
     const { name } = await ensureWorkerImage(docker, "cpu");
     const result = await runOnce(
       name,
-      ["node", "-e", "const fs = require('fs'); console.log(JSON.stringify({ svc: JSON.parse(fs.readFileSync('/opt/svc/package.json', 'utf8')).version, node: process.version, uid: process.getuid(), runtime: fs.existsSync('/opt/svc/dist/runtime/worker.js') }))"],
+      [
+        "node",
+        "-e",
+        "const fs = require('fs'); console.log(JSON.stringify({ svc: JSON.parse(fs.readFileSync('/opt/svc/package.json', 'utf8')).version, node: process.version, uid: process.getuid(), runtime: fs.existsSync('/opt/svc/dist/runtime/worker.js') }))",
+      ],
       session,
     );
     expect(result.code).toBe(0);
@@ -85,7 +96,15 @@ describeDocker("worker images (real Docker engine)", () => {
 
   it("the GPU image is the same runtime with the NVIDIA environment, and names no GPUs of its own (each worker is given its own)", async () => {
     const { name } = await ensureWorkerImage(docker, "gpu");
-    const result = await runOnce(name, ["node", "-e", "console.log(process.env.NVIDIA_VISIBLE_DEVICES, process.env.NVIDIA_DRIVER_CAPABILITIES, require('fs').existsSync('/opt/svc/dist/runtime/worker.js'))"], session);
+    const result = await runOnce(
+      name,
+      [
+        "node",
+        "-e",
+        "console.log(process.env.NVIDIA_VISIBLE_DEVICES, process.env.NVIDIA_DRIVER_CAPABILITIES, require('fs').existsSync('/opt/svc/dist/runtime/worker.js'))",
+      ],
+      session,
+    );
     expect(result.stdout.trim()).toBe("undefined compute,utility true");
   }, 60_000);
 
@@ -122,7 +141,9 @@ describeDocker("worker images (real Docker engine)", () => {
     const { name } = await ensureWorkerImage(docker, "cpu");
     await docker.createNetwork({ Name: `svc-test-${crashed}`, Labels: labels });
     await docker.createVolume({ Name: `svc-vol-test-${crashed}`, Labels: labels });
-    await docker.createContainer({ Image: name, Cmd: ["node", "-e", "setTimeout(() => {}, 60000)"], Labels: labels, HostConfig: { NetworkMode: `svc-test-${crashed}` } }).then((c) => c.start());
+    await docker
+      .createContainer({ Image: name, Cmd: ["node", "-e", "setTimeout(() => {}, 60000)"], Labels: labels, HostConfig: { NetworkMode: `svc-test-${crashed}` } })
+      .then((c) => c.start());
     expect((await leftovers(crashed)).containers).toHaveLength(1);
     const removed = await cleanupStale({ [LABELS.session]: crashed }, { docker });
     expect(removed).toEqual({ containers: 1, networks: 1, volumes: 1 });

@@ -150,35 +150,49 @@ describeDocker("worker containers are confined (runc)", () => {
   });
 
   it("says how its containers are confined", async () => {
-    expect(await driver.isolation()).toMatch(/^runtime runc \(the host's kernel, shared\); uid 1000, no capabilities, no-new-privileges, read-only root, \/tmp 64 MiB, at most 64 processes/);
+    expect(await driver.isolation()).toMatch(
+      /^runtime runc \(the host's kernel, shared\); uid 1000, no capabilities, no-new-privileges, read-only root, \/tmp 64 MiB, at most 64 processes/,
+    );
   });
 
   it.each([
     ["a claimed pre-booted container", "probe", true],
     ["a fresh container", "probe-volume", false],
-  ])("%s: non-root, no capabilities, no-new-privileges, read-only root, bounded /tmp, processes and memory limited, nothing of the host", async (_, name, pooled) => {
-    const probe = await probeJob(endpoints[name]!, { tmpMb: TMP_MB, spawnUpTo: 40 });
-    const inspected = await containerOf(probe);
-    // A pre-booted container keeps the pool's label (labels are fixed when a container is created).
-    expect(inspected.Config.Labels[LABELS.pool] === "true").toBe(pooled);
-    expectConfined(probe);
-    expect(probe.noNewPrivs).toBe("1");
-    // /tmp: a tmpfs of the driver's size, where unpacked native code may run (exec), nothing setuid, no devices.
-    expect(probe.tmpBytes).toBe(TMP_MB * 1024 * 1024);
-    expect(probe.tmpMount).toMatch(/^tmpfs \/tmp tmpfs rw,nosuid,nodev,/);
-    expect(probe.tmpMount).not.toMatch(/noexec/);
-    expect(probe.overfillTmp).toBe("ENOSPC");
-    // The process limit holds: children are refused well before 40 (each node child holds several threads).
-    expect(probe.pidsMax).toBe(String(PIDS));
-    expect(probe.spawned!.refusal).toBe("EAGAIN");
-    expect(probe.spawned!.started).toBeLessThan(PIDS);
-    // cpu3c-1-2: 1 vCPU and 2 GiB, without swap beyond it.
-    expect(probe.memoryMax).toBe(String(2 * 1024 ** 3));
-    expect(inspected.HostConfig).toMatchObject({ Memory: 2 * 1024 ** 3, MemorySwap: 2 * 1024 ** 3, NanoCpus: 1e9, PidsLimit: PIDS, ReadonlyRootfs: true, CapDrop: ["ALL"], SecurityOpt: ["no-new-privileges"] });
-    expect(inspected.HostConfig.Privileged).toBe(false);
-    expect(inspected.Config.User).toBe("1000:1000");
-    expect(inspected.Mounts.some((m) => /docker\.sock/.test(m.Source ?? ""))).toBe(false);
-  }, 120_000);
+  ])(
+    "%s: non-root, no capabilities, no-new-privileges, read-only root, bounded /tmp, processes and memory limited, nothing of the host",
+    async (_, name, pooled) => {
+      const probe = await probeJob(endpoints[name]!, { tmpMb: TMP_MB, spawnUpTo: 40 });
+      const inspected = await containerOf(probe);
+      // A pre-booted container keeps the pool's label (labels are fixed when a container is created).
+      expect(inspected.Config.Labels[LABELS.pool] === "true").toBe(pooled);
+      expectConfined(probe);
+      expect(probe.noNewPrivs).toBe("1");
+      // /tmp: a tmpfs of the driver's size, where unpacked native code may run (exec), nothing setuid, no devices.
+      expect(probe.tmpBytes).toBe(TMP_MB * 1024 * 1024);
+      expect(probe.tmpMount).toMatch(/^tmpfs \/tmp tmpfs rw,nosuid,nodev,/);
+      expect(probe.tmpMount).not.toMatch(/noexec/);
+      expect(probe.overfillTmp).toBe("ENOSPC");
+      // The process limit holds: children are refused well before 40 (each node child holds several threads).
+      expect(probe.pidsMax).toBe(String(PIDS));
+      expect(probe.spawned!.refusal).toBe("EAGAIN");
+      expect(probe.spawned!.started).toBeLessThan(PIDS);
+      // cpu3c-1-2: 1 vCPU and 2 GiB, without swap beyond it.
+      expect(probe.memoryMax).toBe(String(2 * 1024 ** 3));
+      expect(inspected.HostConfig).toMatchObject({
+        Memory: 2 * 1024 ** 3,
+        MemorySwap: 2 * 1024 ** 3,
+        NanoCpus: 1e9,
+        PidsLimit: PIDS,
+        ReadonlyRootfs: true,
+        CapDrop: ["ALL"],
+        SecurityOpt: ["no-new-privileges"],
+      });
+      expect(inspected.HostConfig.Privileged).toBe(false);
+      expect(inspected.Config.User).toBe("1000:1000");
+      expect(inspected.Mounts.some((m) => /docker\.sock/.test(m.Source ?? ""))).toBe(false);
+    },
+    120_000,
+  );
 
   it("a load-balanced worker under the same confinement is reached through the service", async () => {
     const endpoint = endpoints["probe-lb"]!;
@@ -193,9 +207,15 @@ describeDocker("worker containers are confined (runc)", () => {
   }, 120_000);
 
   it("svc server says which isolation is in force when it starts, and warns when the runtime it was given is missing", async () => {
-    const runc = await startServerProcess({ dataDir: join(dir, "server-runc"), workers: "docker", env: { SVC_DOCKER_RUNTIME: "runc", SVC_WORKER_TMP_MB: "128" } });
+    const runc = await startServerProcess({
+      dataDir: join(dir, "server-runc"),
+      workers: "docker",
+      env: { SVC_DOCKER_RUNTIME: "runc", SVC_WORKER_TMP_MB: "128" },
+    });
     try {
-      expect(runc.log()).toMatch(/worker isolation: runtime runc \(the host's kernel, shared\); uid 1000, no capabilities, no-new-privileges, read-only root, \/tmp 128 MiB, at most 1024 processes/);
+      expect(runc.log()).toMatch(
+        /worker isolation: runtime runc \(the host's kernel, shared\); uid 1000, no capabilities, no-new-privileges, read-only root, \/tmp 128 MiB, at most 1024 processes/,
+      );
     } finally {
       await runc.stop();
     }
@@ -242,7 +262,10 @@ describeDocker("worker containers are confined (runc)", () => {
 // gVisor needs its runtime registered with the engine (scripts/ensure-docker.sh does, where runsc is installed).
 const engineRuntimes = engineUp ? Object.keys(((await docker.info()) as { Runtimes?: Record<string, unknown> }).Runtimes ?? {}) : [];
 const hasRunsc = engineRuntimes.includes("runsc");
-if (engineUp && !hasRunsc) process.stderr.write(`[svc tests] skipping the gVisor isolation test: the Docker engine has no "runsc" runtime (it has ${engineRuntimes.join(", ")}); apt-get install runsc, then scripts/ensure-docker.sh registers it\n`);
+if (engineUp && !hasRunsc)
+  process.stderr.write(
+    `[svc tests] skipping the gVisor isolation test: the Docker engine has no "runsc" runtime (it has ${engineRuntimes.join(", ")}); apt-get install runsc, then scripts/ensure-docker.sh registers it\n`,
+  );
 
 (hasRunsc ? describe : describe.skip)("worker containers under gVisor (runsc)", () => {
   let driver: DockerDriver;
@@ -254,7 +277,14 @@ if (engineUp && !hasRunsc) process.stderr.write(`[svc tests] skipping the gVisor
     const log: string[] = [];
     // gVisor's own threads (and, on its ptrace platform, a host task per thread of the worker) count against the
     // container's process limit: 64 does not start a node worker there; 128 does.
-    driver = createDockerDriver({ networkScope: "session", volumeLifetime: "session", runtime: "runsc", pool: 1, limits: { pidsLimit: GVISOR_PIDS, tmpMb: TMP_MB }, log: (m) => log.push(m) });
+    driver = createDockerDriver({
+      networkScope: "session",
+      volumeLifetime: "session",
+      runtime: "runsc",
+      pool: 1,
+      limits: { pidsLimit: GVISOR_PIDS, tmpMb: TMP_MB },
+      log: (m) => log.push(m),
+    });
     expect(log).toEqual([expect.stringMatching(/^no pre-booted worker containers under runtime runsc/)]);
     await driver.prepare(["cpu"]);
     ({ service, endpoints } = await serve(driver, "runsc"));
@@ -275,6 +305,14 @@ if (engineUp && !hasRunsc) process.stderr.write(`[svc tests] skipping the gVisor
     expect(probe.overfillTmp).toBe("ENOSPC");
     const inspected = await containerOf(probe);
     // gVisor's /proc/self/status has no NoNewPrivs line: the engine says it was asked.
-    expect(inspected.HostConfig).toMatchObject({ Runtime: "runsc", SecurityOpt: ["no-new-privileges"], CapDrop: ["ALL"], ReadonlyRootfs: true, PidsLimit: GVISOR_PIDS, Memory: 2 * 1024 ** 3, NanoCpus: 1e9 });
+    expect(inspected.HostConfig).toMatchObject({
+      Runtime: "runsc",
+      SecurityOpt: ["no-new-privileges"],
+      CapDrop: ["ALL"],
+      ReadonlyRootfs: true,
+      PidsLimit: GVISOR_PIDS,
+      Memory: 2 * 1024 ** 3,
+      NanoCpus: 1e9,
+    });
   }, 120_000);
 });

@@ -62,7 +62,8 @@ const pooledIds = (n: number) =>
     if (names.length !== n) return undefined;
     return Promise.all(names.map(async (name) => (await docker.getContainer(name).inspect()).Id.slice(0, 12)));
   }, 60_000);
-const poolContainers = async (session: string) => docker.listContainers({ all: true, filters: { label: [`${LABELS.session}=${session}`, `${LABELS.pool}=true`] } });
+const poolContainers = async (session: string) =>
+  docker.listContainers({ all: true, filters: { label: [`${LABELS.session}=${session}`, `${LABELS.pool}=true`] } });
 
 beforeAll(async () => {
   if (!engineUp) return;
@@ -176,7 +177,13 @@ describeDocker("pre-booted worker containers", () => {
     expect(deployed.status, deployed.stderr).toBe(0);
     const first = (JSON.parse(deployed.stdout) as { endpoints: Array<{ id: string; name: string }> }).endpoints.find((e) => e.name === "pool-first")!;
     const serverPool = () => poolContainers(session);
-    await until(async () => (await call(`${server!.url}/v2/${first.id}/health`)).body.workers.idle === 0 && (await serverPool()).length === 1 && (await serverPool())[0]!.State === "running", 60_000);
+    await until(
+      async () =>
+        (await call(`${server!.url}/v2/${first.id}/health`)).body.workers.idle === 0 &&
+        (await serverPool()).length === 1 &&
+        (await serverPool())[0]!.State === "running",
+      60_000,
+    );
     const waiting = (await serverPool())[0]!;
     // A cold start on svc server (its endpoints have their own network: the pool container moves to it).
     const r = await call(`${server.url}/v2/${first.id}/runsync?wait=60000`, { input: {} });

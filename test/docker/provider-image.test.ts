@@ -33,7 +33,13 @@ interface Endpoint {
   statusReason: string | null;
 }
 
-async function imageEndpoint(s: Service, name: string, image: string, settings: Record<string, unknown> = {}, allowances: Record<string, unknown> = {}): Promise<Endpoint> {
+async function imageEndpoint(
+  s: Service,
+  name: string,
+  image: string,
+  settings: Record<string, unknown> = {},
+  allowances: Record<string, unknown> = {},
+): Promise<Endpoint> {
   const template = await call(`${s.url}/v1/templates`, { key: KEY, body: { name, imageName: image, ...allowances } });
   expect(template.status).toBe(201);
   const created = await call(`${s.url}/v1/endpoints`, { key: KEY, body: { name, templateId: template.body.id, workersMax: 1, idleTimeout: 60, ...settings } });
@@ -53,10 +59,14 @@ async function status(e: Endpoint, id: string) {
 
 async function final(e: Endpoint, id: string, timeoutMs = 60_000) {
   let record: Record<string, any> = {};
-  await until(`job ${id} to end`, async () => {
-    record = await status(e, id);
-    return ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(record.status) ? record : undefined;
-  }, timeoutMs);
+  await until(
+    `job ${id} to end`,
+    async () => {
+      record = await status(e, id);
+      return ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(record.status) ? record : undefined;
+    },
+    timeoutMs,
+  );
   return record;
 }
 
@@ -86,7 +96,11 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
     await service?.close();
     await driver?.close();
     if (driver) await cleanupStale({ [LABELS.session]: driver.session }, { docker }).catch(() => undefined);
-    if (imageTag) await docker.getImage(imageTag).remove({ force: true }).catch(() => undefined);
+    if (imageTag)
+      await docker
+        .getImage(imageTag)
+        .remove({ force: true })
+        .catch(() => undefined);
     if (dir) rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
@@ -136,11 +150,15 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
     const chunks = ["a", { n: 2 }, "c"];
     const id = await run(e, { mode: "stream", chunks, aggregate: true, pause: 0.1 });
     const seen: unknown[] = [];
-    await until("the stream to end", async () => {
-      const r = await call(`${e.url}/stream/${id}`, { key: KEY });
-      seen.push(...(r.body.stream as Array<{ output: unknown }>).map((c) => c.output));
-      return ["COMPLETED", "FAILED"].includes(r.body.status) && seen.length >= chunks.length;
-    }, 30_000);
+    await until(
+      "the stream to end",
+      async () => {
+        const r = await call(`${e.url}/stream/${id}`, { key: KEY });
+        seen.push(...(r.body.stream as Array<{ output: unknown }>).map((c) => c.output));
+        return ["COMPLETED", "FAILED"].includes(r.body.status) && seen.length >= chunks.length;
+      },
+      30_000,
+    );
     expect(seen).toEqual(chunks);
     expect(await final(e, id)).toMatchObject({ status: "COMPLETED", output: chunks });
   }, 120_000);
@@ -172,11 +190,17 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
 describe("the process driver and a worker image", () => {
   it("says in the endpoint's status that it runs no images, and starts no worker", async () => {
     const processDir = mkdtempSync(join(tmpdir(), "svc-provider-image-process-"));
-    const s = await startService({ dataDir: join(processDir, "data"), apiKeys: [KEY], driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(processDir, "cache") }) });
+    const s = await startService({
+      dataDir: join(processDir, "data"),
+      apiKeys: [KEY],
+      driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(processDir, "cache") }),
+    });
     try {
       const e = await imageEndpoint(s, "elsewhere", "example/provider-worker:1");
       expect(e.status).toBe("WAITING");
-      expect(e.statusReason).toContain(`image "example/provider-worker:1" is a worker image, and the process driver runs no images: only the Docker and Kubernetes drivers run them`);
+      expect(e.statusReason).toContain(
+        `image "example/provider-worker:1" is a worker image, and the process driver runs no images: only the Docker and Kubernetes drivers run them`,
+      );
       expect((await call(`${s.url}/v1/endpoints/${e.id}`, { key: KEY })).body.statusReason).toBe(e.statusReason);
       const id = await run(e, { mode: "echo", value: 1 });
       await new Promise((resolve) => setTimeout(resolve, 500));

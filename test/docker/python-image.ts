@@ -19,7 +19,19 @@ export const PROVIDER_WORKER_SCRIPT = fileURLToPath(new URL("../../fixtures/prov
 /** The image's user: not root, and the uid svc's own workers run as (a network volume's directory is theirs). */
 const USER = { name: "worker", uid: 1000, gid: 1000, home: "/home/worker" };
 /** Parts of the standard library the worker never imports: left out to keep the image small. */
-const SKIPPED_STDLIB = new Set(["test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "__pycache__", "distutils", "site-packages", "dist-packages"]);
+const SKIPPED_STDLIB = new Set([
+  "test",
+  "idlelib",
+  "tkinter",
+  "turtledemo",
+  "ensurepip",
+  "lib2to3",
+  "pydoc_data",
+  "__pycache__",
+  "distutils",
+  "site-packages",
+  "dist-packages",
+]);
 
 /** The host's system Python (a real binary, not a shim) and its standard library directory. */
 function hostPython(): { binary: string; stdlib: string } {
@@ -75,7 +87,9 @@ function imageEntries(): Entry[] {
   walk(stdlib);
   // Name resolution (the service's host alias in /etc/hosts) loads these with dlopen: ldd does not list them.
   const libc = [...libs].find((p) => p.endsWith("/libc.so.6"));
-  if (libc) for (const extra of ["libnss_files.so.2", "libnss_dns.so.2", "libresolv.so.2"]) if (existsSync(join(dirname(libc), extra))) libs.add(join(dirname(libc), extra));
+  if (libc)
+    for (const extra of ["libnss_files.so.2", "libnss_dns.so.2", "libresolv.so.2"])
+      if (existsSync(join(dirname(libc), extra))) libs.add(join(dirname(libc), extra));
   for (const lib of libs) addFile(lib, lib);
   const text = (path: string, content: string, mode = 0o644) => entries.set(path, { path, content, mode, type: "file" });
   text("/etc/passwd", `root:x:0:0:root:/root:/sbin/nologin\n${USER.name}:x:${USER.uid}:${USER.gid}::${USER.home}:/sbin/nologin\n`);
@@ -122,7 +136,9 @@ export async function buildProviderWorkerImage(docker: Docker, tag: string, sess
     `LABEL ${LABELS.session}=${session}`,
   ];
   const progress = await docker.importImage(tarOf(imageEntries()), { repo: tag.slice(0, at), tag: tag.slice(at + 1), changes });
-  const messages = await new Promise<Array<{ error?: string }>>((resolve, reject) => docker.modem.followProgress(progress, (err, out) => (err ? reject(err) : resolve(out))));
+  const messages = await new Promise<Array<{ error?: string }>>((resolve, reject) =>
+    docker.modem.followProgress(progress, (err, out) => (err ? reject(err) : resolve(out))),
+  );
   const failed = messages.find((m) => m.error);
   if (failed) throw new Error(`the provider worker's test image could not be imported: ${failed.error}`);
 }

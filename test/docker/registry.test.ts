@@ -46,10 +46,16 @@ describeDocker("worker images through a registry", () => {
     const port = await freePort();
     registry = `127.0.0.1:${port}`;
     const config = join(work, "config.yml");
-    writeFileSync(config, `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${join(work, "data")}\n  delete:\n    enabled: true\nhttp:\n  addr: ${registry}\n`);
+    writeFileSync(
+      config,
+      `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${join(work, "data")}\n  delete:\n    enabled: true\nhttp:\n  addr: ${registry}\n`,
+    );
     server = spawn(REGISTRY_BIN, ["serve", config], { stdio: "ignore" });
     for (const deadline = Date.now() + 20_000; ; ) {
-      const up = await fetch(`http://${registry}/v2/`).then((r) => r.ok, () => false);
+      const up = await fetch(`http://${registry}/v2/`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (up) break;
       if (Date.now() > deadline) throw new Error("the registry did not start");
       await new Promise((r) => setTimeout(r, 100));
@@ -60,36 +66,56 @@ describeDocker("worker images through a registry", () => {
     // The tags this test gave the local images in the registry's name (the images themselves stay).
     if (registry) {
       for (const image of await docker.listImages()) {
-        for (const tag of image.RepoTags ?? []) if (tag.startsWith(`${registry}/`)) await docker.getImage(tag).remove().catch(() => undefined);
-        for (const digest of image.RepoDigests ?? []) if (digest.startsWith(`${registry}/`)) await docker.getImage(digest).remove().catch(() => undefined);
+        for (const tag of image.RepoTags ?? [])
+          if (tag.startsWith(`${registry}/`))
+            await docker
+              .getImage(tag)
+              .remove()
+              .catch(() => undefined);
+        for (const digest of image.RepoDigests ?? [])
+          if (digest.startsWith(`${registry}/`))
+            await docker
+              .getImage(digest)
+              .remove()
+              .catch(() => undefined);
       }
     }
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it.skipIf(!existsSync(REGISTRY_BIN))("pushes the worker image and a driver runs it by digest, pulled where missing", async () => {
-    const built = svc(["images", "build", "--cpu", "--registry", registry, "--json"]);
-    expect(built.status, built.stderr).toBe(0);
-    const [image] = JSON.parse(built.stdout) as Array<{ kind: string; id: string; pushed: { tag: string; reference: string; digest: string } }>;
-    expect(image!.kind).toBe("cpu");
-    expect(image!.pushed.reference).toBe(`${registry}/svc-worker-cpu@${image!.pushed.digest}`);
-    expect(image!.pushed.digest).toMatch(/^sha256:[a-f0-9]{64}$/);
-    // The registry holds it, under the digest printed.
-    const catalog = (await (await fetch(`http://${registry}/v2/_catalog`)).json()) as { repositories: string[] };
-    expect(catalog.repositories).toContain("svc-worker-cpu");
-    const [, tag] = image!.pushed.tag.split(/:(?=[^:]+$)/);
-    const head = await fetch(`http://${registry}/v2/svc-worker-cpu/manifests/${tag}`, { method: "HEAD", headers: { accept: "application/vnd.docker.distribution.manifest.v2+json" } });
-    expect(head.headers.get("docker-content-digest")).toBe(image!.pushed.digest);
+  it.skipIf(!existsSync(REGISTRY_BIN))(
+    "pushes the worker image and a driver runs it by digest, pulled where missing",
+    async () => {
+      const built = svc(["images", "build", "--cpu", "--registry", registry, "--json"]);
+      expect(built.status, built.stderr).toBe(0);
+      const [image] = JSON.parse(built.stdout) as Array<{ kind: string; id: string; pushed: { tag: string; reference: string; digest: string } }>;
+      expect(image!.kind).toBe("cpu");
+      expect(image!.pushed.reference).toBe(`${registry}/svc-worker-cpu@${image!.pushed.digest}`);
+      expect(image!.pushed.digest).toMatch(/^sha256:[a-f0-9]{64}$/);
+      // The registry holds it, under the digest printed.
+      const catalog = (await (await fetch(`http://${registry}/v2/_catalog`)).json()) as { repositories: string[] };
+      expect(catalog.repositories).toContain("svc-worker-cpu");
+      const [, tag] = image!.pushed.tag.split(/:(?=[^:]+$)/);
+      const head = await fetch(`http://${registry}/v2/svc-worker-cpu/manifests/${tag}`, {
+        method: "HEAD",
+        headers: { accept: "application/vnd.docker.distribution.manifest.v2+json" },
+      });
+      expect(head.headers.get("docker-content-digest")).toBe(image!.pushed.digest);
 
-    // This engine forgets the registry's names for the image: the driver must pull by digest.
-    await docker.getImage(image!.pushed.tag).remove();
-    await docker.getImage(image!.pushed.reference).remove().catch(() => undefined);
-    await expect(docker.getImage(image!.pushed.reference).inspect()).rejects.toThrow();
-    const reference = await registryWorkerImage(docker, registry, "cpu");
-    expect(reference).toBe(image!.pushed.reference);
-    const pulled = await docker.getImage(reference).inspect();
-    expect(pulled.Id).toBe(image!.id);
-  }, 300_000);
+      // This engine forgets the registry's names for the image: the driver must pull by digest.
+      await docker.getImage(image!.pushed.tag).remove();
+      await docker
+        .getImage(image!.pushed.reference)
+        .remove()
+        .catch(() => undefined);
+      await expect(docker.getImage(image!.pushed.reference).inspect()).rejects.toThrow();
+      const reference = await registryWorkerImage(docker, registry, "cpu");
+      expect(reference).toBe(image!.pushed.reference);
+      const pulled = await docker.getImage(reference).inspect();
+      expect(pulled.Id).toBe(image!.id);
+    },
+    300_000,
+  );
 
   it("says clearly when the registry does not answer", async () => {
     const port = await freePort();

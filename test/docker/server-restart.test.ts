@@ -46,7 +46,10 @@ function freePort(): Promise<number> {
 async function startServer(port: number, dataDir: string): Promise<void> {
   const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: KEY };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") && k !== "SVC_API_KEY") delete env[k];
-  server = spawn(process.execPath, [bin, "server", "--port", String(port), "--data-dir", dataDir, "--workers", "docker"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  server = spawn(process.execPath, [bin, "server", "--port", String(port), "--data-dir", dataDir, "--workers", "docker"], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   server.stderr!.on("data", (d) => (serverLog += d));
   await new Promise<void>((resolve, reject) => {
     let out = "";
@@ -78,11 +81,22 @@ describeDocker("svc server --workers docker after a SIGKILL", () => {
     await startServer(port, dataDir);
     const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
     for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-    const deployed = spawnSync(process.execPath, [bin, "deploy", "--env", "prod", "--json"], { cwd: project, env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY }, encoding: "utf8", timeout: 180_000 });
+    const deployed = spawnSync(process.execPath, [bin, "deploy", "--env", "prod", "--json"], {
+      cwd: project,
+      env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY },
+      encoding: "utf8",
+      timeout: 180_000,
+    });
     expect(deployed.status, deployed.stderr).toBe(0);
     const endpoint = (JSON.parse(deployed.stdout) as { endpoints: Array<{ id: string }> }).endpoints[0]!.id;
     const call = async (method: string, path: string, body?: unknown) =>
-      (await (await fetch(`${url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) })).json()) as any;
+      (await (
+        await fetch(`${url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        })
+      ).json()) as any;
 
     const job = (await call("POST", `/v2/${endpoint}/run`, { input: { n: 50, ms: 200 } })).id as string;
     for (let i = 0; (await call("GET", `/v2/${endpoint}/status/${job}`)).status !== "IN_PROGRESS"; i++) {

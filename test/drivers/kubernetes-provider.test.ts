@@ -38,7 +38,12 @@ function playPods(f: FakeKubeApiServer) {
         const data = f.secrets().find((x) => x.metadata!.name === ref.name)?.data?.[ref.key];
         return data === undefined ? "" : Buffer.from(data, "base64").toString("utf8");
       };
-      const env = Object.fromEntries(pod.spec!.containers[0]!.env!.map((e) => [e.name, e.valueFrom?.secretKeyRef ? secretValue(e.valueFrom.secretKeyRef as { name: string; key: string }) : e.value!]));
+      const env = Object.fromEntries(
+        pod.spec!.containers[0]!.env!.map((e) => [
+          e.name,
+          e.valueFrom?.secretKeyRef ? secretValue(e.valueFrom.secretKeyRef as { name: string; key: string }) : e.value!,
+        ]),
+      );
       pods.push(pod);
       envs.push(env);
       f.setPhase(name, "Running");
@@ -52,11 +57,22 @@ function playPods(f: FakeKubeApiServer) {
 
 it("a REST endpoint of a provider image runs as a Pod of the image: its job completes, its token only in the Secret, its lines in the logs", async () => {
   fake = await startFakeKubeApiServer();
-  const driver = createKubernetesDriver({ kubeConfig: fake.kubeConfig(), namespace: "default", session: "svc-provider", image: "svc-worker-cpu:test", rewatchMs: 100, logRetryMs: 100, stopGraceMs: 1000 });
+  const driver = createKubernetesDriver({
+    kubeConfig: fake.kubeConfig(),
+    namespace: "default",
+    session: "svc-provider",
+    image: "svc-worker-cpu:test",
+    rewatchMs: 100,
+    logRetryMs: 100,
+    stopGraceMs: 1000,
+  });
   t = await startTestService({ driver, leaseMs: 3000, heartbeatMs: 1000 });
   const containers = playPods(fake);
   try {
-    const template = await call(`${t.service.url}/v1/templates`, { key: t.key, body: { name: "echo", imageName: "registry.example/provider-worker:1", shmSizeMb: 1024 } });
+    const template = await call(`${t.service.url}/v1/templates`, {
+      key: t.key,
+      body: { name: "echo", imageName: "registry.example/provider-worker:1", shmSizeMb: 1024 },
+    });
     const created = await call(`${t.service.url}/v1/endpoints`, { key: t.key, body: { name: "echo", templateId: template.body.id, workersMax: 1 } });
     expect(created.body).toMatchObject({ type: "queue", status: "READY", statusReason: null });
     const url = created.body.url as string;
@@ -77,7 +93,9 @@ it("a REST endpoint of a provider image runs as a Pod of the image: its job comp
     expect(pod.spec!.volumes).toContainEqual({ name: "shm", emptyDir: { medium: "Memory", sizeLimit: "1024Mi" } });
 
     const lines = await until(async () => {
-      const all = ((await call(`${t!.service.url}/v1/endpoints/${created.body.id}/logs`, { key: t!.key })).body.lines as Array<{ text: string }>).map((l) => l.text);
+      const all = ((await call(`${t!.service.url}/v1/endpoints/${created.body.id}/logs`, { key: t!.key })).body.lines as Array<{ text: string }>).map(
+        (l) => l.text,
+      );
       return all.some((l) => l.startsWith(`posted ${sync.body.id}`)) && all;
     }, 10_000);
     expect(lines).toContain(`taken ${sync.body.id}`);

@@ -49,7 +49,12 @@ function playPods(f: FakeKubeApiServer, api: string) {
         const data = f.secrets().find((x) => x.metadata!.name === ref.name)?.data?.[ref.key];
         return data === undefined ? "" : Buffer.from(data, "base64").toString("utf8");
       };
-      const env = Object.fromEntries(pod.spec!.containers[0]!.env!.map((e) => [e.name, e.valueFrom?.secretKeyRef ? secretValue(e.valueFrom.secretKeyRef as { name: string; key: string }) : e.value!]));
+      const env = Object.fromEntries(
+        pod.spec!.containers[0]!.env!.map((e) => [
+          e.name,
+          e.valueFrom?.secretKeyRef ? secretValue(e.valueFrom.secretKeyRef as { name: string; key: string }) : e.value!,
+        ]),
+      );
       envs.push(env);
       pods.push(pod);
       void play(name, env).catch(() => undefined);
@@ -67,13 +72,26 @@ function playPods(f: FakeKubeApiServer, api: string) {
 
 it("a job's output, printed in its worker Pod, reaches the job's logs through the Kubernetes driver", async () => {
   fake = await startFakeKubeApiServer();
-  const driver = createKubernetesDriver({ kubeConfig: fake.kubeConfig(), namespace: "default", session: "svc-it", image: "svc-worker-cpu:test", rewatchMs: 100, logRetryMs: 100, stopGraceMs: 1000 });
+  const driver = createKubernetesDriver({
+    kubeConfig: fake.kubeConfig(),
+    namespace: "default",
+    session: "svc-it",
+    image: "svc-worker-cpu:test",
+    rewatchMs: 100,
+    logRetryMs: 100,
+    stopGraceMs: 1000,
+  });
   t = await startTestService({ driver });
   const containers = playPods(fake, t.service.url);
   try {
     const set = await call(`${t.service.url}/v1/secrets/DB_PASSWORD`, { method: "PUT", key: t.key, body: { value: "hunter2-k8s" } });
     expect(set.status).toBe(201);
-    const [endpoint] = await t.service.deploy({ app: "k8s", env: "test", artifactPath: t.artifact, manifest: manifest({ work: resource({ env: { PLAIN_FLAG: "on" }, secrets: ["DB_PASSWORD"], instanceIds: ["cpu3c-2-4"] }) }) });
+    const [endpoint] = await t.service.deploy({
+      app: "k8s",
+      env: "test",
+      artifactPath: t.artifact,
+      manifest: manifest({ work: resource({ env: { PLAIN_FLAG: "on" }, secrets: ["DB_PASSWORD"], instanceIds: ["cpu3c-2-4"] }) }),
+    });
     const { body: submitted } = await call(`${endpoint!.url}/runsync`, { key: t.key, body: { input: { who: "pod" } } });
     expect(submitted).toMatchObject({ status: "COMPLETED", output: { ok: true } });
     expect(containers.envs[0]!.SVC_OUTPUT_CAPTURED).toBe("1");
@@ -86,7 +104,9 @@ it("a job's output, printed in its worker Pod, reaches the job's logs through th
     // Sized by the endpoint's CPU instance (2 vCPUs, 4 GB), not the driver's defaults.
     expect(containers.pods[0]!.spec!.containers[0]!.resources).toEqual({ requests: { cpu: "2", memory: "4096Mi" }, limits: { cpu: "2", memory: "4096Mi" } });
     const lines = await until(async () => {
-      const body = (await call(`${t!.service.url}/v1/endpoints/${endpoint!.id}/logs?job=${submitted.id}`, { key: t!.key })).body as { lines: Array<{ text: string; jobId: string | null }> };
+      const body = (await call(`${t!.service.url}/v1/endpoints/${endpoint!.id}/logs?job=${submitted.id}`, { key: t!.key })).body as {
+        lines: Array<{ text: string; jobId: string | null }>;
+      };
       return body.lines.length >= 2 && body.lines;
     }, 10_000);
     expect(lines.map((l) => [l.text, l.jobId])).toEqual([

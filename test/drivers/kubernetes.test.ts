@@ -28,7 +28,16 @@ afterEach(async () => {
 });
 
 const driver = (session = "srv1", extra: Partial<KubernetesDriverOptions> = {}) => {
-  const d = createKubernetesDriver({ kubeConfig: fake.kubeConfig(), namespace: "default", session, image: "svc-worker-cpu:test", rewatchMs: 100, stopGraceMs: 2000, logRetryMs: 100, ...extra });
+  const d = createKubernetesDriver({
+    kubeConfig: fake.kubeConfig(),
+    namespace: "default",
+    session,
+    image: "svc-worker-cpu:test",
+    rewatchMs: 100,
+    stopGraceMs: 2000,
+    logRetryMs: 100,
+    ...extra,
+  });
   drivers.push(d);
   return d;
 };
@@ -66,7 +75,12 @@ it("creates a labelled Pod with the launch's environment and reads its exit from
   const [pod] = fake.pods();
   expect(pod!.metadata!.labels).toEqual({ "svc.managed": "true", "svc.session": "srv1", "svc.endpoint": "ep1", "svc.worker": "w1" });
   const env = Object.fromEntries(pod!.spec!.containers[0]!.env!.map((e) => [e.name, e.value]));
-  expect(env).toMatchObject({ USER_FLAG: "on", SVC_WORKER_ID: "w1", SVC_ARTIFACT: "http://svc.svc.cluster.local:8600/_worker/v1/artifacts/abc", SVC_API_URL: "http://svc.svc.cluster.local:8600" });
+  expect(env).toMatchObject({
+    USER_FLAG: "on",
+    SVC_WORKER_ID: "w1",
+    SVC_ARTIFACT: "http://svc.svc.cluster.local:8600/_worker/v1/artifacts/abc",
+    SVC_API_URL: "http://svc.svc.cluster.local:8600",
+  });
   fake.setPhase(pod!.metadata!.name!, "Running");
   fake.setPhase(pod!.metadata!.name!, "Succeeded", { exitCode: 0 });
   expect(await handle.exited).toEqual({ code: 0, signal: null });
@@ -144,10 +158,13 @@ it("close() deletes the Pods it started, and their Secrets", async () => {
   expect(fake.secrets()).toHaveLength(0);
 });
 
-const decoded = (data: Record<string, string> | undefined) => Object.fromEntries(Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString("utf8")]));
+const decoded = (data: Record<string, string> | undefined) =>
+  Object.fromEntries(Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString("utf8")]));
 
 it("keeps the worker's credentials and secret values off its Pod: in a Secret of its own, owned by the Pod, deleted when the worker ends", async () => {
-  const handle = await driver().start(launch("sec1", { apiKey: "svc_owner_key", environment: { USER_FLAG: "on", DB_PASSWORD: "hunter2" }, secretNames: ["DB_PASSWORD"] }));
+  const handle = await driver().start(
+    launch("sec1", { apiKey: "svc_owner_key", environment: { USER_FLAG: "on", DB_PASSWORD: "hunter2" }, secretNames: ["DB_PASSWORD"] }),
+  );
   const [pod] = fake.pods();
   const name = pod!.metadata!.name!;
   // Nothing secret on the Pod, which anyone who may read Pods reads.
@@ -155,7 +172,8 @@ it("keeps the worker's credentials and secret values off its Pod: in a Secret of
   for (const value of ["svcw_token", "svc_owner_key", "hunter2"]) expect(podText).not.toContain(value);
   const env = pod!.spec!.containers[0]!.env!;
   expect(env.find((e) => e.name === "USER_FLAG")).toEqual({ name: "USER_FLAG", value: "on" });
-  for (const key of ["SVC_WORKER_TOKEN", "SVC_API_KEY", "DB_PASSWORD"]) expect(env.find((e) => e.name === key)).toEqual({ name: key, valueFrom: { secretKeyRef: { name, key } } });
+  for (const key of ["SVC_WORKER_TOKEN", "SVC_API_KEY", "DB_PASSWORD"])
+    expect(env.find((e) => e.name === key)).toEqual({ name: key, valueFrom: { secretKeyRef: { name, key } } });
   // The Secret holds them, labelled as its Pod and owned by it (Kubernetes collects it with the Pod).
   const [secret] = fake.secrets();
   expect(secret!.metadata!.name).toBe(name);
@@ -179,13 +197,24 @@ it("adoption deletes the Secrets of ended and vanished workers, keeps those of r
   fake.setPhase(podOf("ended"), "Succeeded", { exitCode: 0 });
   // Left by a service killed between the Secret and its Pod, long ago; and one whose Pod a replica is making now.
   const leftover = (workerId: string, minutesAgo: number, session = "srv7") =>
-    fake.addSecret({ metadata: { name: `svc-ticker-${workerId}`, labels: podLabels({ endpointId: "ep1", workerId }, session) }, stringData: { SVC_WORKER_TOKEN: "old" } }, { createdAt: new Date(Date.now() - minutesAgo * 60_000) });
+    fake.addSecret(
+      { metadata: { name: `svc-ticker-${workerId}`, labels: podLabels({ endpointId: "ep1", workerId }, session) }, stringData: { SVC_WORKER_TOKEN: "old" } },
+      { createdAt: new Date(Date.now() - minutesAgo * 60_000) },
+    );
   leftover("vanished", 10);
   leftover("being-made", 0);
   leftover("strangers", 10, "srv-other");
   const found = await driver("srv7").adopt!();
-  expect(found.map((f) => [f.handle.workerId, f.ended ?? false]).sort()).toEqual([["ended", true], ["kept", false]]);
-  expect(fake.secrets().map((x) => x.metadata!.name).sort()).toEqual(["svc-ticker-being-made", kept, "svc-ticker-strangers"].sort());
+  expect(found.map((f) => [f.handle.workerId, f.ended ?? false]).sort()).toEqual([
+    ["ended", true],
+    ["kept", false],
+  ]);
+  expect(
+    fake
+      .secrets()
+      .map((x) => x.metadata!.name)
+      .sort(),
+  ).toEqual(["svc-ticker-being-made", kept, "svc-ticker-strangers"].sort());
 });
 
 it("svc server --workers kubernetes says what it needs: the cluster address, then an image every node can pull", async () => {
@@ -197,7 +226,11 @@ it("svc server --workers kubernetes says what it needs: the cluster address, the
   const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: "k8s-cli-key" };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") && k !== "SVC_API_KEY") delete env[k];
   const run = (extra: Record<string, string>) =>
-    spawnSync(process.execPath, [join(process.cwd(), "bin", "svc.js"), "server", "--workers", "kubernetes", "--port", "0", "--data-dir", dataDir], { env: { ...env, ...extra }, encoding: "utf8", timeout: 30_000 });
+    spawnSync(process.execPath, [join(process.cwd(), "bin", "svc.js"), "server", "--workers", "kubernetes", "--port", "0", "--data-dir", dataDir], {
+      env: { ...env, ...extra },
+      encoding: "utf8",
+      timeout: 30_000,
+    });
   try {
     const noAddress = run({});
     expect(noAddress.status).toBe(1);
@@ -281,7 +314,16 @@ it("a follow stopped mid-stream is aborted without an error and leaves no reques
   const notes: string[] = [];
   const lines: WorkerLogLine[] = [];
   // Still Pending: the API answers 400 ("waiting to start") until it runs; the follow waits and reads it then.
-  const follow = followPodLog({ kc, api, namespace: "default", pod: name, container: "worker", onLog: (line) => lines.push(line), retryMs: 50, log: (m) => notes.push(m) });
+  const follow = followPodLog({
+    kc,
+    api,
+    namespace: "default",
+    pod: name,
+    container: "worker",
+    onLog: (line) => lines.push(line),
+    retryMs: 50,
+    log: (m) => notes.push(m),
+  });
   await new Promise((r) => setTimeout(r, 200));
   fake.setPhase(name, "Running");
   fake.writeLog(name, "first");
@@ -295,7 +337,16 @@ it("a follow stopped mid-stream is aborted without an error and leaves no reques
   // 400s while Pending are expected, not worth a note.
   expect(notes).toEqual([]);
   // An unknown Pod: 404, nothing to follow.
-  const gone = followPodLog({ kc, api, namespace: "default", pod: "no-such-pod", container: "worker", onLog: () => undefined, retryMs: 50, log: (m) => notes.push(m) });
+  const gone = followPodLog({
+    kc,
+    api,
+    namespace: "default",
+    pod: "no-such-pod",
+    container: "worker",
+    onLog: () => undefined,
+    retryMs: 50,
+    log: (m) => notes.push(m),
+  });
   await gone.done;
   expect(notes).toEqual([]);
 });
@@ -306,7 +357,11 @@ it("the fake's log endpoint answers as the API server does: plain text, 404 for 
   const get = (pod: string, query = "") => fetch(`${fake.url}/api/v1/namespaces/default/pods/${pod}/log?container=worker${query}`);
   const pending = await get(name);
   expect(pending.status).toBe(400);
-  expect(await pending.json()).toMatchObject({ kind: "Status", reason: "BadRequest", message: `container "worker" in pod "${name}" is waiting to start: ContainerCreating` });
+  expect(await pending.json()).toMatchObject({
+    kind: "Status",
+    reason: "BadRequest",
+    message: `container "worker" in pod "${name}" is waiting to start: ContainerCreating`,
+  });
   expect((await get("nope")).status).toBe(404);
   expect((await fetch(`${fake.url}/api/v1/namespaces/default/pods/${name}/log?container=other`)).status).toBe(400);
   fake.setPhase(name, "Running");
@@ -329,7 +384,9 @@ it("an adopted Pod's output is followed from its adoption on", async () => {
   await new Promise((r) => setTimeout(r, 20));
   const second = driver("srv-logs");
   const got: Array<{ endpointId: string; workerId: string; text: string; jobId?: string }> = [];
-  const [adopted] = await second.adopt!((endpointId, workerId, line) => got.push({ endpointId, workerId, text: line.text, ...(line.jobId ? { jobId: line.jobId } : {}) }));
+  const [adopted] = await second.adopt!((endpointId, workerId, line) =>
+    got.push({ endpointId, workerId, text: line.text, ...(line.jobId ? { jobId: line.jobId } : {}) }),
+  );
   expect(adopted!.handle.workerId).toBe("kept");
   fake.writeLog(name, `${jobMark("job-9")}after the adoption`);
   await until(() => got.length === 1);
@@ -362,7 +419,9 @@ it("a load-balanced worker is started and addressed at its Pod's IP, on the port
 
 it("a load-balanced Pod that gets no IP in time, or ends without one, fails its start clearly and is deleted", async () => {
   const d = driver("srv1", { podAddressTimeoutMs: 300 });
-  await expect(d.start(launch("lb-slow", { loadBalanced: true }))).rejects.toThrow(/Pod svc-ticker-lb-slow of load-balanced endpoint ticker cannot be reached: it got no IP within 0.3 s \(not scheduled, or its network not set up\)$/);
+  await expect(d.start(launch("lb-slow", { loadBalanced: true }))).rejects.toThrow(
+    /Pod svc-ticker-lb-slow of load-balanced endpoint ticker cannot be reached: it got no IP within 0.3 s \(not scheduled, or its network not set up\)$/,
+  );
   await until(() => fake.pods().length === 0);
   const dying = d.start(launch("lb-dead", { loadBalanced: true }));
   await until(() => fake.pods().length === 1);
@@ -402,9 +461,23 @@ it("a log the API server fails to give is noted once, and asked for again less a
   try {
     const kc = fake.kubeConfig();
     const server = `http://127.0.0.1:${(failing.address() as { port: number }).port}`;
-    kc.loadFromOptions({ clusters: [{ name: "failing", server, skipTLSVerify: true }], users: [{ name: "u", token: "t" }], contexts: [{ name: "failing", cluster: "failing", user: "u" }], currentContext: "failing" });
+    kc.loadFromOptions({
+      clusters: [{ name: "failing", server, skipTLSVerify: true }],
+      users: [{ name: "u", token: "t" }],
+      contexts: [{ name: "failing", cluster: "failing", user: "u" }],
+      currentContext: "failing",
+    });
     const notes: string[] = [];
-    const follow = followPodLog({ kc, api: kc.makeApiClient(CoreV1Api), namespace: "default", pod: "p", container: "worker", onLog: () => undefined, retryMs: 20, log: (m) => notes.push(m) });
+    const follow = followPodLog({
+      kc,
+      api: kc.makeApiClient(CoreV1Api),
+      namespace: "default",
+      pod: "p",
+      container: "worker",
+      onLog: () => undefined,
+      retryMs: 20,
+      log: (m) => notes.push(m),
+    });
     await new Promise((r) => setTimeout(r, 700));
     follow.stop();
     await follow.done;
@@ -421,11 +494,18 @@ it("a log the API server fails to give is noted once, and asked for again less a
 it("a Pod or Secret Kubernetes refuses fails the start with the API's own message, in one line; a refused Pod's Secret is deleted", async () => {
   const d = driver();
   await d.start(launch("twice"));
-  await expect(d.start(launch("twice"))).rejects.toThrow(/^Kubernetes refused the Secret of endpoint ticker's worker: secrets "svc-ticker-twice" already exists \(HTTP 409\)$/);
+  await expect(d.start(launch("twice"))).rejects.toThrow(
+    /^Kubernetes refused the Secret of endpoint ticker's worker: secrets "svc-ticker-twice" already exists \(HTTP 409\)$/,
+  );
   // A Pod of that name made by someone else: the Secret is made, the Pod refused, the Secret deleted again.
   const api = fake.kubeConfig().makeApiClient(CoreV1Api);
-  await api.createNamespacedPod({ namespace: "default", body: { metadata: { name: "svc-ticker-taken" }, spec: { containers: [{ name: "worker", image: "x" }] } } });
-  await expect(d.start(launch("taken"))).rejects.toThrow(/^Kubernetes refused the Pod of endpoint ticker: pods "svc-ticker-taken" already exists \(HTTP 409\)$/);
+  await api.createNamespacedPod({
+    namespace: "default",
+    body: { metadata: { name: "svc-ticker-taken" }, spec: { containers: [{ name: "worker", image: "x" }] } },
+  });
+  await expect(d.start(launch("taken"))).rejects.toThrow(
+    /^Kubernetes refused the Pod of endpoint ticker: pods "svc-ticker-taken" already exists \(HTTP 409\)$/,
+  );
   expect(fake.secrets().map((x) => x.metadata!.name)).toEqual(["svc-ticker-twice"]);
 });
 
@@ -443,7 +523,12 @@ it("a Pod started while the driver lists its Pods again (after a dropped watch) 
   release();
   await new Promise((r) => setTimeout(r, 300));
   expect(ended).toBe(false);
-  expect(fake.pods().map((p) => p.metadata!.labels!["svc.worker"]).sort()).toEqual(["before", "during"]);
+  expect(
+    fake
+      .pods()
+      .map((p) => p.metadata!.labels!["svc.worker"])
+      .sort(),
+  ).toEqual(["before", "during"]);
   // And it is still watched: its end is seen.
   fake.setPhase(podOf("during"), "Succeeded", { exitCode: 0 });
   expect(await later.exited).toEqual({ code: 0, signal: null });
@@ -492,7 +577,8 @@ it("a worker with a network volume: its ReadWriteMany claim made before its Pod 
 });
 
 it("refuses a worker with a network volume without a StorageClass, or with no node in its volume's data center", async () => {
-  const withVolume = (workerId: string, dataCenter?: string) => launch(workerId, { volume, volumePath: "/data/volumes/vol0123456789ab", placement: { gpus: 0, ...(dataCenter ? { dataCenter } : {}) } });
+  const withVolume = (workerId: string, dataCenter?: string) =>
+    launch(workerId, { volume, volumePath: "/data/volumes/vol0123456789ab", placement: { gpus: 0, ...(dataCenter ? { dataCenter } : {}) } });
   await expect(driver("srv1").start(withVolume("w1"))).rejects.toThrow(/mounts a network volume.*set SVC_K8S_STORAGE_CLASS/);
   const d = driver("srv2", { volumes: { storageClass: "nfs-rwx" } });
   fake.setNodes([

@@ -128,7 +128,13 @@ async function probePair(driver: ProcessDriver, cacheDir: string, volume: string
   return { ra, rb, ha, hb, a };
 }
 
-const SERVICE_ENV = { PATH: "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8", OPERATOR_CLOUD_SECRET: "aws-secret", SVC_API_KEY: "svc_admin_secret", NODE_OPTIONS: "--no-warnings" };
+const SERVICE_ENV = {
+  PATH: "/usr/local/bin:/usr/bin:/bin",
+  LANG: "C.UTF-8",
+  OPERATOR_CLOUD_SECRET: "aws-secret",
+  SVC_API_KEY: "svc_admin_secret",
+  NODE_OPTIONS: "--no-warnings",
+};
 
 describe.skipIf(!usable)("a sandboxed process worker", () => {
   let driver: ProcessDriver;
@@ -137,7 +143,15 @@ describe.skipIf(!usable)("a sandboxed process worker", () => {
   const volume = () => join(work, "volumes", "va");
 
   beforeAll(async () => {
-    driver = createProcessDriver({ runtimeEntry: PROBE, cacheDir: cacheDir(), stateDir: join(dataDir, "workers"), sandbox: "bwrap", baseEnv: SERVICE_ENV, sandboxDefaults: { pids: 64 }, closeGraceMs: 300 });
+    driver = createProcessDriver({
+      runtimeEntry: PROBE,
+      cacheDir: cacheDir(),
+      stateDir: join(dataDir, "workers"),
+      sandbox: "bwrap",
+      baseEnv: SERVICE_ENV,
+      sandboxDefaults: { pids: 64 },
+      closeGraceMs: 300,
+    });
     result = await probePair(driver, cacheDir(), volume());
   }, 60_000);
   afterAll(async () => {
@@ -199,7 +213,14 @@ describe.skipIf(!usable)("a sandboxed process worker", () => {
 describe.skipIf(!usable)("the same probe without the sandbox (each check above would fail)", () => {
   it("reads the data dir and the cache, sees and signals other processes, writes its code, keeps no limits", async () => {
     const cacheDir = join(work, "cache-plain");
-    const driver = createProcessDriver({ runtimeEntry: PROBE, cacheDir, stateDir: join(dataDir, "workers"), sandbox: "none", baseEnv: SERVICE_ENV, closeGraceMs: 300 });
+    const driver = createProcessDriver({
+      runtimeEntry: PROBE,
+      cacheDir,
+      stateDir: join(dataDir, "workers"),
+      sandbox: "none",
+      baseEnv: SERVICE_ENV,
+      closeGraceMs: 300,
+    });
     expect(driver.sandboxing.sandboxed).toBe(false);
     const { ra } = await probePair(driver, cacheDir, join(work, "volumes", "vplain"));
     expect(ra.readDataDir.ok).toBe(true);

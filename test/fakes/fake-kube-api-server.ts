@@ -119,7 +119,18 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     const data: Record<string, string> = { ...(secret.data ?? {}) };
     for (const [key, value] of Object.entries(secret.stringData ?? {})) data[key] = Buffer.from(value, "utf8").toString("base64");
     const { stringData: _merged, ...rest } = secret;
-    return { ...rest, type: secret.type ?? "Opaque", data, metadata: { ...secret.metadata, namespace, uid: secret.metadata?.uid ?? `uid-${++uid}`, resourceVersion: String(++version), creationTimestamp: secret.metadata?.creationTimestamp ?? createdAt } };
+    return {
+      ...rest,
+      type: secret.type ?? "Opaque",
+      data,
+      metadata: {
+        ...secret.metadata,
+        namespace,
+        uid: secret.metadata?.uid ?? `uid-${++uid}`,
+        resourceVersion: String(++version),
+        creationTimestamp: secret.metadata?.creationTimestamp ?? createdAt,
+      },
+    };
   };
   /** Every event, so that a watch from a resourceVersion first gets what happened since, as the API server does. */
   const events: Array<{ version: number; namespace: string; type: string; pod: V1Pod }> = [];
@@ -131,7 +142,8 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     res.writeHead(status, { "content-type": "application/json" });
     res.end(JSON.stringify(body));
   };
-  const status = (res: ServerResponse, code: number, reason: string, message: string) => send(res, code, { kind: "Status", apiVersion: "v1", status: "Failure", reason, message, code });
+  const status = (res: ServerResponse, code: number, reason: string, message: string) =>
+    send(res, code, { kind: "Status", apiVersion: "v1", status: "Failure", reason, message, code });
 
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = "";
@@ -141,9 +153,20 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const logRoute = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/log$/.exec(url.pathname);
       if (logRoute && req.method === "GET") return serveLog(res, url, logRoute[1]!, logRoute[2]!);
       if (url.pathname === "/api/v1/nodes" && req.method === "GET") {
-        if (!nodes) return status(res, 403, "Forbidden", 'nodes is forbidden: User "system:serviceaccount:default:svc" cannot list resource "nodes" in API group "" at the cluster scope');
+        if (!nodes)
+          return status(
+            res,
+            403,
+            "Forbidden",
+            'nodes is forbidden: User "system:serviceaccount:default:svc" cannot list resource "nodes" in API group "" at the cluster scope',
+          );
         const selector = url.searchParams.get("labelSelector");
-        return send(res, 200, { kind: "NodeList", apiVersion: "v1", metadata: { resourceVersion: String(version) }, items: nodes.filter((n) => matches(n as V1Pod, selector)) });
+        return send(res, 200, {
+          kind: "NodeList",
+          apiVersion: "v1",
+          metadata: { resourceVersion: String(version) },
+          items: nodes.filter((n) => matches(n as V1Pod, selector)),
+        });
       }
       const claimRoute = /^\/api\/v1\/namespaces\/([^/]+)\/persistentvolumeclaims(?:\/([^/]+))?$/.exec(url.pathname);
       if (claimRoute) return serveClaims(req, res, body, claimRoute[1]!, claimRoute[2]);
@@ -174,7 +197,9 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         const w = { namespace, selector: url.searchParams.get("labelSelector"), res };
         const from = url.searchParams.get("resourceVersion");
         if (from !== null) {
-          for (const e of events) if (e.namespace === namespace && e.version > Number(from) && matches(e.pod, w.selector)) res.write(`${JSON.stringify({ type: e.type, object: e.pod })}\n`);
+          for (const e of events)
+            if (e.namespace === namespace && e.version > Number(from) && matches(e.pod, w.selector))
+              res.write(`${JSON.stringify({ type: e.type, object: e.pod })}\n`);
         }
         watchers.add(w);
         res.on("close", () => watchers.delete(w));
@@ -182,7 +207,12 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       }
       if (req.method === "GET" && !name) {
         const selector = url.searchParams.get("labelSelector");
-        const list = { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: String(version) }, items: [...pods.values()].filter((p) => matches(p, selector)) };
+        const list = {
+          kind: "PodList",
+          apiVersion: "v1",
+          metadata: { resourceVersion: String(version) },
+          items: [...pods.values()].filter((p) => matches(p, selector)),
+        };
         if (heldLists) return void heldLists.push(() => send(res, 200, list));
         return send(res, 200, list);
       }
@@ -193,7 +223,15 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
         const grace = url.searchParams.get("gracePeriodSeconds");
         deletions.push({ name: name!, gracePeriodSeconds: grace === null ? undefined : Number(grace) });
         if (heldDeletions) {
-          const marked = { ...pod, metadata: { ...pod.metadata, resourceVersion: String(++version), deletionTimestamp: new Date(), deletionGracePeriodSeconds: grace === null ? 30 : Number(grace) } };
+          const marked = {
+            ...pod,
+            metadata: {
+              ...pod.metadata,
+              resourceVersion: String(++version),
+              deletionTimestamp: new Date(),
+              deletionGracePeriodSeconds: grace === null ? 30 : Number(grace),
+            },
+          };
           pods.set(name!, marked);
           heldDeletions.push({ namespace, name: name! });
           emit(namespace, "MODIFIED", marked);
@@ -216,7 +254,11 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const claim = JSON.parse(body) as V1PersistentVolumeClaim;
       const claimName = claim.metadata?.name ?? "";
       if (claims.has(claimName)) return status(res, 409, "AlreadyExists", `persistentvolumeclaims "${claimName}" already exists`);
-      const made = { ...claim, metadata: { ...claim.metadata, namespace, uid: `uid-${++uid}`, resourceVersion: String(++version), creationTimestamp: new Date() }, status: { phase: "Pending" } };
+      const made = {
+        ...claim,
+        metadata: { ...claim.metadata, namespace, uid: `uid-${++uid}`, resourceVersion: String(++version), creationTimestamp: new Date() },
+        status: { phase: "Pending" },
+      };
       claims.set(claimName, made);
       createdLog.push(`pvc/${claimName}`);
       return send(res, 201, made);
@@ -225,10 +267,15 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     if (!claim) return status(res, 404, "NotFound", `persistentvolumeclaims "${name}" not found`);
     if (req.method === "GET") return send(res, 200, claim);
     if (req.method === "PATCH") {
-      if (!/merge-patch\+json/.test(req.headers["content-type"] ?? "")) return status(res, 415, "UnsupportedMediaType", `the fake takes merge patches, not ${req.headers["content-type"]}`);
+      if (!/merge-patch\+json/.test(req.headers["content-type"] ?? ""))
+        return status(res, 415, "UnsupportedMediaType", `the fake takes merge patches, not ${req.headers["content-type"]}`);
       const patch = JSON.parse(body) as V1PersistentVolumeClaim;
       const storage = patch.spec?.resources?.requests?.storage;
-      const patched = { ...claim, metadata: { ...claim.metadata, resourceVersion: String(++version) }, spec: { ...claim.spec, resources: { ...claim.spec?.resources, requests: { ...claim.spec?.resources?.requests, ...(storage ? { storage } : {}) } } } };
+      const patched = {
+        ...claim,
+        metadata: { ...claim.metadata, resourceVersion: String(++version) },
+        spec: { ...claim.spec, resources: { ...claim.spec?.resources, requests: { ...claim.spec?.resources?.requests, ...(storage ? { storage } : {}) } } },
+      };
       claims.set(name!, patched);
       return send(res, 200, patched);
     }
@@ -264,14 +311,29 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const next = JSON.parse(body) as V1Secret;
       if (next.metadata?.name !== name) return status(res, 400, "BadRequest", "the name of the object does not match the name on the URL");
       const given = next.metadata?.resourceVersion;
-      if (given && given !== secret.metadata?.resourceVersion) return status(res, 409, "Conflict", `Operation cannot be fulfilled on secrets "${name}": the object has been modified; please apply your changes to the latest version and try again`);
-      const replaced = stored({ ...next, metadata: { ...next.metadata, uid: secret.metadata?.uid, creationTimestamp: secret.metadata?.creationTimestamp } }, namespace);
+      if (given && given !== secret.metadata?.resourceVersion)
+        return status(
+          res,
+          409,
+          "Conflict",
+          `Operation cannot be fulfilled on secrets "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+        );
+      const replaced = stored(
+        { ...next, metadata: { ...next.metadata, uid: secret.metadata?.uid, creationTimestamp: secret.metadata?.creationTimestamp } },
+        namespace,
+      );
       secrets.set(name!, replaced);
       return send(res, 200, replaced);
     }
     if (req.method === "DELETE") {
       secrets.delete(name!);
-      return send(res, 200, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", details: { name, kind: "secrets", uid: secret.metadata?.uid } });
+      return send(res, 200, {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Success",
+        details: { name, kind: "secrets", uid: secret.metadata?.uid },
+      });
     }
     return status(res, 405, "MethodNotAllowed", `${req.method} is not supported by the fake`);
   }
@@ -283,9 +345,17 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
     const containers = (pod.spec?.containers ?? []).map((c) => c.name);
     const container = url.searchParams.get("container") ?? (containers.length === 1 ? containers[0]! : "");
     if (!containers.includes(container)) {
-      return status(res, 400, "BadRequest", container ? `container ${container} is not valid for pod ${name}` : `a container name must be specified for pod ${name}, choose one of: [${containers.join(" ")}]`);
+      return status(
+        res,
+        400,
+        "BadRequest",
+        container
+          ? `container ${container} is not valid for pod ${name}`
+          : `a container name must be specified for pod ${name}, choose one of: [${containers.join(" ")}]`,
+      );
     }
-    if (pod.status?.phase === "Pending") return status(res, 400, "BadRequest", `container "${container}" in pod "${name}" is waiting to start: ContainerCreating`);
+    if (pod.status?.phase === "Pending")
+      return status(res, 400, "BadRequest", `container "${container}" in pod "${name}" is waiting to start: ContainerCreating`);
     const timestamps = url.searchParams.get("timestamps") === "true";
     const since = url.searchParams.get("sinceTime");
     // metav1.Time crosses from the API server to the kubelet as RFC3339 in whole seconds.
@@ -330,7 +400,8 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       const namespace = opts.namespace ?? "default";
       const pod = podsOf(namespace).get(name);
       if (!pod) throw new Error(`the fake has no Pod ${name}`);
-      const terminated = phase === "Running" ? undefined : { exitCode: opts.exitCode ?? (phase === "Succeeded" ? 0 : 1), reason: phase === "Failed" ? "Error" : "Completed" };
+      const terminated =
+        phase === "Running" ? undefined : { exitCode: opts.exitCode ?? (phase === "Succeeded" ? 0 : 1), reason: phase === "Failed" ? "Error" : "Completed" };
       // The Pod's network is set up before its container starts; its IP stays once it ends.
       const podIP = opts.podIP === null ? undefined : (opts.podIP ?? pod.status?.podIP ?? (phase === "Running" ? `10.244.0.${++ips}` : undefined));
       const next: V1Pod = {
@@ -340,7 +411,16 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
           phase,
           ...(podIP ? { podIP, podIPs: [{ ip: podIP }] } : {}),
           ...(phase === "Failed" ? { reason: "Error", message: `the worker exited ${terminated!.exitCode}` } : {}),
-          containerStatuses: [{ name: "worker", image: "", imageID: "", ready: phase === "Running", restartCount: 0, state: terminated ? { terminated } : { running: { startedAt: new Date() } } }],
+          containerStatuses: [
+            {
+              name: "worker",
+              image: "",
+              imageID: "",
+              ready: phase === "Running",
+              restartCount: 0,
+              state: terminated ? { terminated } : { running: { startedAt: new Date() } },
+            },
+          ],
         },
       };
       podsOf(namespace).set(name, next);

@@ -26,7 +26,11 @@ const uuid = (i: number) => `GPU-fa4e0000-0000-4000-8000-${String(i).padStart(12
 const H100 = [uuid(0), uuid(1)];
 const RTX = uuid(2);
 /** The fake first on PATH, as the service runs nvidia-smi. */
-const fakeEnv = (): NodeJS.ProcessEnv => ({ ...process.env, PATH: `${FAKE_DIR}${delimiter}${process.env.PATH ?? ""}`, FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS) });
+const fakeEnv = (): NodeJS.ProcessEnv => ({
+  ...process.env,
+  PATH: `${FAKE_DIR}${delimiter}${process.env.PATH ?? ""}`,
+  FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS),
+});
 
 let dir: string;
 let service: Service;
@@ -45,7 +49,8 @@ beforeAll(async () => {
     heartbeatMs: 300,
     gpus: { read: () => readInventory({ env: fakeEnv() }), sampleMs: 200 },
   });
-  for (const e of await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath })) endpoint[e.name] = e;
+  for (const e of await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath }))
+    endpoint[e.name] = e;
 }, 120_000);
 afterAll(async () => {
   await service?.close();
@@ -101,10 +106,14 @@ describe("GPU workers get GPUs of their own", () => {
     await until(allFree, 20_000, 100);
     const ids = await Promise.all([0, 1, 2].map(() => run("first", { ms: 2500 })));
     // While they run, the endpoint's health names the GPUs its workers hold.
-    const held = await until(async () => {
-      const h = await health("first");
-      return h.gpus?.length === 3 && h.gpus;
-    }, 30_000, 100);
+    const held = await until(
+      async () => {
+        const h = await health("first");
+        return h.gpus?.length === 3 && h.gpus;
+      },
+      30_000,
+      100,
+    );
     expect(held.map((g: GpuRow) => g.uuid).sort()).toEqual([...H100, RTX].sort());
     const outs = await Promise.all(ids.map((id) => result("first", id)));
     expect(new Set(outs.map((o) => o.worker)).size).toBe(3);
@@ -115,10 +124,14 @@ describe("GPU workers get GPUs of their own", () => {
   it("the endpoint record shows what each worker got", async () => {
     await until(allFree, 20_000, 100);
     const id = await run("first", { ms: 3000 });
-    const record = await until(async () => {
-      const r = (await call(`${service.url}/v1/endpoints/${endpoint.first!.id}`, { key: KEY })).body;
-      return r.workers?.length === 1 && r;
-    }, 30_000, 100);
+    const record = await until(
+      async () => {
+        const r = (await call(`${service.url}/v1/endpoints/${endpoint.first!.id}`, { key: KEY })).body;
+        return r.workers?.length === 1 && r;
+      },
+      30_000,
+      100,
+    );
     expect(record).toMatchObject({ allocatedGpuType: "ADA_80_PRO", workers: [{ gpuType: "ADA_80_PRO", gpus: [H100[0]] }] });
     await result("first", id);
   }, 60_000);
@@ -135,10 +148,14 @@ describe("GPU workers get GPUs of their own", () => {
     const pidFile = join(dir, "only-pid");
     const a = await run("only", { ms: 6000, pidFile });
     const b = await run("only", { ms: 100 });
-    const waiting = await until(async () => {
-      const h = await health("only");
-      return h.throttledReason && h;
-    }, 30_000, 100);
+    const waiting = await until(
+      async () => {
+        const h = await health("only");
+        return h.throttledReason && h;
+      },
+      30_000,
+      100,
+    );
     expect(waiting.throttledReason).toBe("waiting for a GPU (ADA_24: 1 of 1 in use)");
     expect(waiting.workers.throttled).toBe(1);
     const record = (await call(`${service.url}/v1/endpoints/${endpoint.only!.id}`, { key: KEY })).body;
@@ -148,10 +165,14 @@ describe("GPU workers get GPUs of their own", () => {
     // The holder dies without a word: its GPU is free, the waiting worker gets it.
     await until(() => existsSync(pidFile), 30_000, 50);
     process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL");
-    const next = await until(async () => {
-      const h = (await gpuList()).find((g) => g.uuid === RTX)!.holder;
-      return h && h.workerId !== holder.workerId && h;
-    }, 30_000, 50);
+    const next = await until(
+      async () => {
+        const h = (await gpuList()).find((g) => g.uuid === RTX)!.holder;
+        return h && h.workerId !== holder.workerId && h;
+      },
+      30_000,
+      50,
+    );
     expect(next.endpointId).toBe(endpoint.only!.id);
     const [outA, outB] = [await result("only", a), await result("only", b)];
     expect(outA.cuda).toBe(RTX);
@@ -167,7 +188,10 @@ describe("GPUs this host does not have", () => {
     const typo = await call(`${service.url}/v1/endpoints`, { key: KEY, body: { name: "typo", templateId: template.id, gpuTypeIds: ["ADA_24", "H100_80"] } });
     expect(typo.status).toBe(422);
     expect(typo.body.errors).toEqual([expect.stringMatching(/^\$\.gpuTypeIds\[1\]: unknown GPU type "H100_80": did you mean .*"ADA_80_PRO"/)]);
-    const three = await call(`${service.url}/v1/endpoints`, { key: KEY, body: { name: "three", templateId: template.id, gpuTypeIds: ["ADA_80_PRO"], gpuCount: 3 } });
+    const three = await call(`${service.url}/v1/endpoints`, {
+      key: KEY,
+      body: { name: "three", templateId: template.id, gpuTypeIds: ["ADA_80_PRO"], gpuCount: 3 },
+    });
     expect(three.status).toBe(422);
     expect(three.body.errors).toEqual(["$.gpuCount: 3 GPU(s) of ADA_80_PRO per worker, more than this host has (ADA_80_PRO: 2 on this host, 3 needed)"]);
     const fits = await call(`${service.url}/v1/endpoints`, { key: KEY, body: { name: "fits", templateId: template.id, gpuTypeIds: ["HOPPER_141", "ADA_24"] } });
@@ -177,8 +201,8 @@ describe("GPUs this host does not have", () => {
 
   it("a deploy asking for more GPUs than the host has is refused, nothing deployed", async () => {
     const resources = { ...build.manifest.resources, pair: { ...build.manifest.resources.pair!, gpuCount: 3 } };
-    await expect(service.deploy({ app: build.manifest.app, env: "big", manifest: { ...build.manifest, resources }, artifactPath: build.artifactPath })).rejects.toThrow(
-      /asks for GPUs this host does not have/,
-    );
+    await expect(
+      service.deploy({ app: build.manifest.app, env: "big", manifest: { ...build.manifest, resources }, artifactPath: build.artifactPath }),
+    ).rejects.toThrow(/asks for GPUs this host does not have/);
   }, 30_000);
 });

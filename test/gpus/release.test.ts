@@ -74,9 +74,13 @@ it("a new release on a full host replaces the worker holding the GPU in place; a
   // Version 3 cannot start: the release fails, and version 2 gets its GPU back.
   writeApp(`const VERSION = 3;\nthrow new Error("version 3 does not start");`);
   await expect(deploy()).rejects.toThrow(/could not start/);
-  const back = await until(async () => {
-    const r = await ask(v2!.url);
-    return r.status === "COMPLETED" && r;
-  }, 30_000, 200);
+  const back = await until(
+    async () => {
+      const r = await ask(v2!.url);
+      return r.status === "COMPLETED" && r;
+    },
+    30_000,
+    200,
+  );
   expect(back.output).toEqual({ version: 2, cuda: RTX });
 }, 120_000);

@@ -29,7 +29,11 @@ let server: ServerProcess | undefined;
 const workerPids: number[] = [];
 
 async function startServer(): Promise<void> {
-  const env = { SVC_API_KEY: KEY, PATH: `${join(repo, "test", "fakes", "gpu")}${delimiter}${process.env.PATH ?? ""}`, FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS) };
+  const env = {
+    SVC_API_KEY: KEY,
+    PATH: `${join(repo, "test", "fakes", "gpu")}${delimiter}${process.env.PATH ?? ""}`,
+    FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS),
+  };
   // The handler writes its pid to a file of this test's and the test signals it: the worker runs unsandboxed.
   server = await startServerProcess({ dataDir, port, env: { ...env, ...UNSANDBOXED } });
 }
@@ -46,7 +50,8 @@ async function until<T>(what: string, check: () => Promise<T | undefined | false
   }
 }
 
-const holderOf = async (uuid: string) => ((await api("GET", "/v1/gpus")).body.gpus as Array<{ uuid: string; holder: { workerId: string } | null }>).find((g) => g.uuid === uuid)!.holder;
+const holderOf = async (uuid: string) =>
+  ((await api("GET", "/v1/gpus")).body.gpus as Array<{ uuid: string; holder: { workerId: string } | null }>).find((g) => g.uuid === uuid)!.holder;
 
 let only: string;
 

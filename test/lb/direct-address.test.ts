@@ -24,7 +24,14 @@ beforeAll(async () => {
     close: () => real.close(),
     async start(launch) {
       const handle = await real.start(launch);
-      return { workerId: handle.workerId, exited: handle.exited, stop: (ms) => handle.stop(ms), kill: () => handle.kill(), localSocket: handle.localSocket, directAddress: NOWHERE };
+      return {
+        workerId: handle.workerId,
+        exited: handle.exited,
+        stop: (ms) => handle.stop(ms),
+        kill: () => handle.kill(),
+        localSocket: handle.localSocket,
+        directAddress: NOWHERE,
+      };
     },
   };
   app = await startApp("fixtures/lb-app", { resources: { api: { workersMin: 1, workersMax: 1 } }, service: { driver } });
@@ -42,9 +49,13 @@ describe("a direct address that does not answer", () => {
     const first = await fetch(`${lbEndpointUrl(app.service.url, api.id)}/items/1`, { headers: auth });
     expect(first.status).toBe(200);
     const logs = async () =>
-      ((await (await fetch(`${app.service.url}/v1/endpoints/${api.id}/logs`, { headers: auth })).json()) as { lines: Array<{ text: string }> }).lines.map((l) => l.text);
+      ((await (await fetch(`${app.service.url}/v1/endpoints/${api.id}/logs`, { headers: auth })).json()) as { lines: Array<{ text: string }> }).lines.map(
+        (l) => l.text,
+      );
     const line = await until("the direct address to be tried", async () => (await logs()).find((t) => t.includes(`does not answer at ${NOWHERE}`)));
-    expect(line).toMatch(new RegExp(`^lb: worker w\\w+ does not answer at ${NOWHERE.replace(/[.:/]/g, "\\$&")} from the service: the proxy keeps http://127\\.0\\.0\\.1:\\d+$`));
+    expect(line).toMatch(
+      new RegExp(`^lb: worker w\\w+ does not answer at ${NOWHERE.replace(/[.:/]/g, "\\$&")} from the service: the proxy keeps http://127\\.0\\.0\\.1:\\d+$`),
+    );
     expect((await logs()).some((t) => t.includes("the proxy uses it instead of"))).toBe(false);
     const again = await fetch(`${lbEndpointUrl(app.service.url, api.id)}/items/2`, { headers: auth });
     expect([again.status, ((await again.json()) as { id: string }).id]).toEqual([200, "2"]);

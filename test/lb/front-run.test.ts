@@ -34,11 +34,15 @@ const get = (path: string) => Buffer.from(`GET ${path} HTTP/1.1\r\nhost: 127.0.0
 const stats = () => app.service.lbFrontStats()!;
 
 async function completed(jobId: string): Promise<Record<string, unknown>> {
-  return until(`job ${jobId} completed`, async () => {
-    const r = await fetch(`${app.service.url}/v2/${endpointId}/status/${jobId}`, { headers: { authorization: `Bearer ${app.key}` } });
-    const job = (await r.json()) as Record<string, unknown>;
-    return job.status === "COMPLETED" ? job : undefined;
-  }, 30_000);
+  return until(
+    `job ${jobId} completed`,
+    async () => {
+      const r = await fetch(`${app.service.url}/v2/${endpointId}/status/${jobId}`, { headers: { authorization: `Bearer ${app.key}` } });
+      const job = (await r.json()) as Record<string, unknown>;
+      return job.status === "COMPLETED" ? job : undefined;
+    },
+    30_000,
+  );
 }
 
 describe("job /run on the LB front", () => {
@@ -74,7 +78,10 @@ describe("job /run on the LB front", () => {
   it("keeps the connection for the next /runs, pipelined or not", async () => {
     const conn = new Raw(app.service.port);
     const before = stats();
-    const first = await exchange(conn, Buffer.concat([post(`/v2/${endpointId}/run`, '{"input":{"who":"a"}}'), post(`/v2/${endpointId}/run`, '{"input":{"who":"b"}}')]));
+    const first = await exchange(
+      conn,
+      Buffer.concat([post(`/v2/${endpointId}/run`, '{"input":{"who":"a"}}'), post(`/v2/${endpointId}/run`, '{"input":{"who":"b"}}')]),
+    );
     const second = await exchange(conn);
     const third = await exchange(conn, post(`/v2/${endpointId}/run`, '{"input":{"who":"c"}}'));
     expect([first.status, second.status, third.status]).toEqual([200, 200, 200]);

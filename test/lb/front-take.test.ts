@@ -64,7 +64,12 @@ describe("workers' takes on the LB front", () => {
     const second = await submit({ n: 2 });
     const next = await exchange(
       conn,
-      takeBytes(worker, { workerId: worker.workerId, max: 4, waitMs: 2000, results: [{ jobId: id, lease: taken.body.jobs[0].lease, status: "COMPLETED", output: { doubled: 2 } }] }),
+      takeBytes(worker, {
+        workerId: worker.workerId,
+        max: 4,
+        waitMs: 2000,
+        results: [{ jobId: id, lease: taken.body.jobs[0].lease, status: "COMPLETED", output: { doubled: 2 } }],
+      }),
     );
     expect(stats().takes).toBe(before.takes + 2);
     expect(next.body.results).toEqual([{ jobId: id, accepted: true }]);
@@ -77,7 +82,11 @@ describe("workers' takes on the LB front", () => {
     const handedOver = stats().handedOver;
     const viaNode = await exchange(
       conn,
-      takeBytes(worker, { workerId: worker.workerId, max: 4, waitMs: 2000, results: [{ jobId: second, lease: next.body.jobs[0].lease, status: "COMPLETED", output: 4 }] }, "/_worker/v1/take?via=node"),
+      takeBytes(
+        worker,
+        { workerId: worker.workerId, max: 4, waitMs: 2000, results: [{ jobId: second, lease: next.body.jobs[0].lease, status: "COMPLETED", output: 4 }] },
+        "/_worker/v1/take?via=node",
+      ),
     );
     expect(stats().handedOver).toBe(handedOver + 1);
     expect(viaNode.status).toBe(200);
@@ -111,7 +120,9 @@ describe("workers' takes on the LB front", () => {
     // An API key is not a worker's token.
     const user = new Raw(port);
     const text = JSON.stringify({ max: 1 });
-    user.send(`POST /_worker/v1/take HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${t.key}\r\ncontent-type: application/json\r\ncontent-length: ${text.length}\r\n\r\n${text}`);
+    user.send(
+      `POST /_worker/v1/take HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${t.key}\r\ncontent-type: application/json\r\ncontent-length: ${text.length}\r\n\r\n${text}`,
+    );
     expect((await user.answer()).status).toBe(403);
     expect(stats().takes).toBe(before.takes);
     user.close();

@@ -16,10 +16,14 @@ beforeAll(async () => {
   endpointId = app.endpoints.find((e) => e.name === "api")!.id;
   port = app.service.port;
   // The one worker is up and ready (its /ping answered 200) before the tests start.
-  await until("a ready worker", async () => {
-    const r = await fetch(`${app.service.url}/lb/${endpointId}/items/warm`, { headers: { authorization: `Bearer ${app.key}` } });
-    return r.status === 200 ? true : undefined;
-  }, 30_000);
+  await until(
+    "a ready worker",
+    async () => {
+      const r = await fetch(`${app.service.url}/lb/${endpointId}/items/warm`, { headers: { authorization: `Bearer ${app.key}` } });
+      return r.status === 200 ? true : undefined;
+    },
+    30_000,
+  );
 });
 
 afterAll(async () => {
@@ -29,7 +33,10 @@ afterAll(async () => {
 const get = (path: string, extra = "") => `GET ${path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nauthorization: Bearer ${app.key}\r\n${extra}\r\n`;
 const post = (path: string, body: string | Buffer, type = "application/json") =>
   Buffer.concat([
-    Buffer.from(`POST ${path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nauthorization: Bearer ${app.key}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`, "latin1"),
+    Buffer.from(
+      `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nauthorization: Bearer ${app.key}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n`,
+      "latin1",
+    ),
     Buffer.isBuffer(body) ? body : Buffer.from(body),
   ]);
 const json = (a: Answer) => JSON.parse(a.body.toString("utf8"));
@@ -82,7 +89,12 @@ describe("the LB front", () => {
   it("answers pipelined requests in order, the LB ones and a non-LB one behind them", async () => {
     const raw = new Raw(port);
     const before = stats();
-    raw.send(get(`/lb/${endpointId}/slow?ms=150`) + get(`/lb/${endpointId}/items/b`) + get(`/openapi.json`, "accept: application/json\r\n") + get(`/lb/${endpointId}/items/d`));
+    raw.send(
+      get(`/lb/${endpointId}/slow?ms=150`) +
+        get(`/lb/${endpointId}/items/b`) +
+        get(`/openapi.json`, "accept: application/json\r\n") +
+        get(`/lb/${endpointId}/items/d`),
+    );
     const a = await raw.answer();
     const b = await raw.answer();
     const c = await raw.answer();
@@ -226,7 +238,10 @@ describe("the LB front under mixed traffic", () => {
       const plan: Array<{ text: string; split: number | undefined; pause: number }> = [];
       for (let i = 0; i < requests.length; ) {
         const group = 1 + Math.floor(random() * 3);
-        const text = requests.slice(i, i + group).map((r) => r.text).join("");
+        const text = requests
+          .slice(i, i + group)
+          .map((r) => r.text)
+          .join("");
         plan.push({ text, split: random() < 0.3 ? Math.floor(random() * text.length) : undefined, pause: random() < 0.5 ? Math.floor(random() * 15) : 0 });
         i += group;
       }
@@ -261,10 +276,18 @@ describe("the LB front on a cold endpoint", () => {
     const cold = await startApp("fixtures/lb-app", { resources: { api: { workersMin: 0, workersMax: 1, maxConcurrency: 4, idleTimeout: 1 } } });
     try {
       const id = cold.endpoints.find((e) => e.name === "api")!.id;
-      await until("the deploy's worker to idle out", async () => {
-        const w = ((await (await fetch(`${cold.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${cold.key}` } })).json()) as { workers: Record<string, number> }).workers;
-        return w.idle! + w.running! + w.initializing! === 0 ? true : undefined;
-      }, 20_000);
+      await until(
+        "the deploy's worker to idle out",
+        async () => {
+          const w = (
+            (await (await fetch(`${cold.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${cold.key}` } })).json()) as {
+              workers: Record<string, number>;
+            }
+          ).workers;
+          return w.idle! + w.running! + w.initializing! === 0 ? true : undefined;
+        },
+        20_000,
+      );
       const before = cold.service.lbFrontStats()!;
       const socket = connect(cold.service.port, "127.0.0.1");
       const raw = new Raw(socket);
@@ -274,7 +297,11 @@ describe("the LB front on a cold endpoint", () => {
       expect([first.status, JSON.parse(first.body.toString()).id]).toEqual([200, "first"]);
       raw.send(ask(`/lb/${"0".repeat(16)}/items/1`));
       const missing = await raw.answer();
-      expect([missing.status, missing.headers["content-type"], JSON.parse(missing.body.toString()).detail]).toEqual([404, "application/problem+json", `No endpoint ${"0".repeat(16)}`]);
+      expect([missing.status, missing.headers["content-type"], JSON.parse(missing.body.toString()).detail]).toEqual([
+        404,
+        "application/problem+json",
+        `No endpoint ${"0".repeat(16)}`,
+      ]);
       expect(missing.headers["ratelimit"]).toBeTruthy();
       // HEAD: the same headers, no body (the next answer on the connection parses right after them).
       raw.send(`HEAD /lb/${"0".repeat(16)}/items/1 HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${cold.key}\r\n\r\n`);
@@ -286,7 +313,9 @@ describe("the LB front on a cold endpoint", () => {
       // All four answered by the front on this one connection (the worker's own calls to the service are
       // other connections, handed to node:http).
       expect(after.served - before.served).toBe(4);
-      const health = (await (await fetch(`${cold.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${cold.key}` } })).json()) as { coldStarts: { count: number } };
+      const health = (await (await fetch(`${cold.service.url}/v2/${id}/health`, { headers: { authorization: `Bearer ${cold.key}` } })).json()) as {
+        coldStarts: { count: number };
+      };
       expect(health.coldStarts.count).toBe(1);
       raw.close();
     } finally {

@@ -89,7 +89,12 @@ export function useLbApp(resources: Partial<ManifestResource>, service: Partial<
       endpointId: api.id,
       base: lbEndpointUrl(app.service.url, api.id),
       auth,
-      logLines: async () => ((await (await fetch(`${app.service.url}/v1/endpoints/${api.id}/logs`, { headers: auth })).json()) as { lines: Array<{ text: string; workerId: string }> }).lines,
+      logLines: async () =>
+        (
+          (await (await fetch(`${app.service.url}/v1/endpoints/${api.id}/logs`, { headers: auth })).json()) as {
+            lines: Array<{ text: string; workerId: string }>;
+          }
+        ).lines,
       health: async () => (await fetch(`${app.service.url}/v2/${api.id}/health`, { headers: auth })).json(),
     });
   });

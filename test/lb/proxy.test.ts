@@ -33,7 +33,11 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
       expect(manifest.resources.api.functions.length).toBeGreaterThan(1);
       for (const path of ["run", "runsync"]) {
         const run = await fetch(`${lb.app.service.url}/v2/${lb.endpointId}/${path}`, { method: "POST", headers: lb.auth, body: '{"input":{}}' });
-        expect([path, run.status, ((await run.json()) as { detail: string }).detail]).toEqual([path, 400, `Endpoint ${lb.endpointId} is load-balanced; it has no job API`]);
+        expect([path, run.status, ((await run.json()) as { detail: string }).detail]).toEqual([
+          path,
+          400,
+          `Endpoint ${lb.endpointId} is load-balanced; it has no job API`,
+        ]);
       }
       const chat = await fetch(`${lb.app.service.url}/v2/${lb.endpointId}/openai/v1/models`, { headers: lb.auth });
       expect(chat.status).toBe(400);
@@ -41,10 +45,14 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
     });
 
     it("scales from zero on the first request, which waits through the cold start (/ping 204, then 200)", async () => {
-      await until("the deploy's worker to idle out", async () => {
-        const w = (await lb.health()).workers;
-        return w.idle + w.running + w.initializing === 0 ? true : undefined;
-      }, 20_000);
+      await until(
+        "the deploy's worker to idle out",
+        async () => {
+          const w = (await lb.health()).workers;
+          return w.idle + w.running + w.initializing === 0 ? true : undefined;
+        },
+        20_000,
+      );
       const started = Date.now();
       const response = await fetch(`${lb.base}/items/abc?q=z`, { headers: lb.auth });
       expect(response.status).toBe(200);
@@ -103,7 +111,16 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
     it("holds the worker's stream back while the caller does not read, then delivers every byte (backpressure end to end)", async () => {
       const marker = join(lb.app.dir, `big-${String(lbFront)}.txt`);
       const pieces = 256; // 64 KiB each: 16 MiB, far more than the sockets on the way can hold
-      const made = () => Number((() => { try { return readFileSync(marker, "utf8"); } catch { return "0"; } })());
+      const made = () =>
+        Number(
+          (() => {
+            try {
+              return readFileSync(marker, "utf8");
+            } catch {
+              return "0";
+            }
+          })(),
+        );
       const received: Buffer[] = [];
       const done = new Promise<number>((resolve, reject) => {
         const req = request(`${lb.base}/big?pieces=${pieces}&marker=${encodeURIComponent(marker)}`, { headers: lb.auth, agent: false }, (res) => {
@@ -111,13 +128,17 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
           void (async () => {
             // Production stalls while nobody reads: the count stops moving, short of the whole.
             let last = -1;
-            await until("the producer to stall", async () => {
-              await new Promise((r) => setTimeout(r, 400));
-              const now = made();
-              const stalled = now > 0 && now === last;
-              last = now;
-              return stalled || undefined;
-            }, 20_000);
+            await until(
+              "the producer to stall",
+              async () => {
+                await new Promise((r) => setTimeout(r, 400));
+                const now = made();
+                const stalled = now > 0 && now === last;
+                last = now;
+                return stalled || undefined;
+              },
+              20_000,
+            );
             expect(made()).toBeLessThan(pieces);
             res.on("data", (chunk: Buffer) => received.push(chunk));
             res.on("end", () => resolve(res.statusCode ?? 0));

@@ -123,7 +123,9 @@ describe("the /ping check of an image that was not built by svc", () => {
     });
     expect(register.status).toBe(200);
     const logs = async () =>
-      ((await (await fetch(`${service.url}/v1/endpoints/${id}/logs`, { headers: auth })).json()) as { lines: Array<{ text: string }> }).lines.map((l) => l.text);
+      ((await (await fetch(`${service.url}/v1/endpoints/${id}/logs`, { headers: auth })).json()) as { lines: Array<{ text: string }> }).lines.map(
+        (l) => l.text,
+      );
     const line = await until("the missing /ping log line", async () => (await logs()).find((t) => t.includes("has no /ping path")));
     expect(line).toContain(noPingAddress);
     expect(pings).toBeGreaterThan(0);
@@ -152,7 +154,7 @@ describe("a worker that claims a local socket", () => {
     let overSocket = 0;
     let overTcp = 0;
     const app = createServer((req, res) => {
-      if (req.url !== "/ping") (req.socket.remoteAddress === undefined ? overSocket++ : overTcp++);
+      if (req.url !== "/ping") req.socket.remoteAddress === undefined ? overSocket++ : overTcp++;
       res.writeHead(200, { "content-type": "text/plain" });
       res.end("ok");
     });
@@ -179,7 +181,9 @@ describe("a worker that claims a local socket", () => {
       });
       expect(await response.text()).toBe("ok");
       expect([overTcp, overSocket]).toEqual([1, 0]);
-      const logs = ((await (await fetch(`${service.url}/v1/endpoints/${id}/logs`, { headers: auth })).json()) as { lines: Array<{ text: string }> }).lines.map((l) => l.text);
+      const logs = ((await (await fetch(`${service.url}/v1/endpoints/${id}/logs`, { headers: auth })).json()) as { lines: Array<{ text: string }> }).lines.map(
+        (l) => l.text,
+      );
       expect(logs.some((t) => t.startsWith(`lb: worker ${worker.id} registered at ${address}; checking /ping`))).toBe(true);
     } finally {
       local.close();
@@ -227,4 +231,3 @@ describe("a worker whose /ping stops answering 200", () => {
     }
   });
 });
-

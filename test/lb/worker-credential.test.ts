@@ -50,7 +50,9 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
     const deployed = await service.deploy({ app: name, env: "test", manifest: built, artifactPath: join(project, ARTIFACT_FILE) });
     const id = deployed.find((e) => e.name === "api")!.id;
     await until(`${name}'s deploy probe to be gone`, async () => {
-      const { workers } = (await (await fetch(`${service.url}/v2/${id}/health`, { headers: lb.auth })).json()) as { workers: { idle: number; running: number } };
+      const { workers } = (await (await fetch(`${service.url}/v2/${id}/health`, { headers: lb.auth })).json()) as {
+        workers: { idle: number; running: number };
+      };
       return workers.idle + workers.running === 0;
     });
     const worker = await service.mintKey({ scopes: [`worker:${id}`] });
@@ -72,7 +74,9 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
     });
     expect(await first.json()).toEqual({ secret: SECRET });
     // Where it listens, from the service's log of its registration.
-    const registered = (await lb.logLines()).map((l) => /registered at (http:\/\/[^\s;]+)(?: \(the proxy uses its local socket (\S+)\))?/.exec(l.text)).find(Boolean)!;
+    const registered = (await lb.logLines())
+      .map((l) => /registered at (http:\/\/[^\s;]+)(?: \(the proxy uses its local socket (\S+)\))?/.exec(l.text))
+      .find(Boolean)!;
     tcpAddress = registered[1]!;
     socketPath = registered[2]!;
   }, 60_000);
@@ -153,7 +157,9 @@ describe.each([true, false])("lbFront: %s", (lbFront) => {
     const health = (await (await fetch(`${service.url}/v2/${a.id}/health`, { headers: lb.auth })).json()) as { pool: { ready: number; notReady: number } };
     expect(health.pool).toEqual({ ready: 0, notReady: 1 });
     // A's endpoint log says why.
-    const logs = ((await (await fetch(`${service.url}/v1/endpoints/${a.id}/logs`, { headers: lb.auth })).json()) as { lines: Array<{ text: string }> }).lines.map((l) => l.text);
+    const logs = (
+      (await (await fetch(`${service.url}/v1/endpoints/${a.id}/logs`, { headers: lb.auth })).json()) as { lines: Array<{ text: string }> }
+    ).lines.map((l) => l.text);
     expect(logs.filter((t) => t.includes("refused worker"))).toEqual([
       `lb: ${tcpAddress} refused worker ${a.worker.id}'s credential (/ping answered 403): the server there is not that worker; it gets no traffic`,
     ]);

@@ -145,7 +145,10 @@ describe("the openai client", () => {
   it("surfaces a 422 for an invalid request, with a useful message", async () => {
     const bad = client.chat.completions.create({
       model: "textgen",
-      messages: [{ role: "user", content: "Hi" }, { role: "user", content: 42 as unknown as string }],
+      messages: [
+        { role: "user", content: "Hi" },
+        { role: "user", content: 42 as unknown as string },
+      ],
       temperature: 3,
     });
     const err = await bad.then(

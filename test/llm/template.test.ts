@@ -28,7 +28,11 @@ beforeAll(async () => {
   const init = await svc(["init", project, "--template", "textgen", "--json"]);
   if (init.code !== 0) throw new Error(`svc init --template textgen failed: ${init.stderr}`);
   expect(JSON.parse(init.stdout)).toMatchObject({ template: "textgen" });
-  expect(JSON.parse(readFileSync(join(project, "package.json"), "utf8"))).toMatchObject({ name: "my-textgen", dependencies: { svc: `^${SVC_VERSION}` }, devDependencies: { "svc-cli": `^${SVC_VERSION}` } });
+  expect(JSON.parse(readFileSync(join(project, "package.json"), "utf8"))).toMatchObject({
+    name: "my-textgen",
+    dependencies: { svc: `^${SVC_VERSION}` },
+    devDependencies: { "svc-cli": `^${SVC_VERSION}` },
+  });
   build = await svc(["build", "-C", project]);
   if (build.code === 0) {
     const unpacked = join(temp, "artifact");
@@ -55,11 +59,19 @@ describe("templates/textgen", () => {
     expect(build.code).toBe(0);
     expect(build.stdout).toContain("textgen (queue, gpu ANY, workers 0-1)");
     const manifest = JSON.parse(readFileSync(join(project, ".svc", "svc_manifest.json"), "utf8"));
-    expect(manifest.resources.textgen.functions).toEqual([expect.objectContaining({ name: "chat", kind: "generator-method", class: "TextGen", module: "src/textgen.ts" })]);
+    expect(manifest.resources.textgen.functions).toEqual([
+      expect.objectContaining({ name: "chat", kind: "generator-method", class: "TextGen", module: "src/textgen.ts" }),
+    ]);
   });
 
   it("answers an OpenAI chat job from the artifact, deterministic with a seed", async () => {
-    const request = { model: "textgen", messages: [{ role: "user" as const, content: "Tell me about the lighthouse keeper" }], stream: false, seed: 4, max_tokens: 40 };
+    const request = {
+      model: "textgen",
+      messages: [{ role: "user" as const, content: "Tell me about the lighthouse keeper" }],
+      stream: false,
+      seed: 4,
+      max_tokens: 40,
+    };
     const chunks = await run(chatJobInput(request));
     const last = chunks.at(-1)!;
     expect(["stop", "length"]).toContain(last.finish_reason);

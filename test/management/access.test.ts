@@ -94,7 +94,7 @@ describe("401: missing, malformed, invalid, revoked or expired token", () => {
   });
 });
 
-describe("the bare key (without \"Bearer\")", () => {
+describe('the bare key (without "Bearer")', () => {
   const bareOk = new Set(["job API run", "job API status", "job API health"]);
   it("is 401 on management, state, logs and worker routes, saying to send the bearer form", async () => {
     for (const [family, method, path, body] of families()) {
@@ -183,7 +183,10 @@ describe("403: a valid token without access", () => {
     expect(r.status).toBe(403);
     const bad = await call(`${url}/v1/keys`, { key: keys.alice.key, body: { scopes: ["root", "jobs:*"], extra: true } });
     expect(bad.status).toBe(422);
-    expect(bad.body.errors).toEqual(["$.scopes[0]: must match ^(admin|deploy|metrics|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$", "$.extra: unknown property"]);
+    expect(bad.body.errors).toEqual([
+      "$.scopes[0]: must match ^(admin|deploy|metrics|management:read|management:write|jobs:\\*|jobs:[a-z0-9]+)$",
+      "$.extra: unknown property",
+    ]);
   });
 });
 

@@ -61,7 +61,13 @@ it("creates templates and endpoints, shows why an endpoint waits, updates and de
   const created = await svc(["endpoint", "create", "--name", "api", "--template", template.id, "--gpu", "ADA_24,AMPERE_48", "--workers-max", "2", "--json"]);
   expect(created.code).toBe(0);
   const endpoint = JSON.parse(created.stdout);
-  expect(endpoint).toMatchObject({ name: "api", gpuTypeIds: ["ADA_24", "AMPERE_48"], workersMax: 2, status: "WAITING", url: `${cli.t.service.url}/v2/${endpoint.id}` });
+  expect(endpoint).toMatchObject({
+    name: "api",
+    gpuTypeIds: ["ADA_24", "AMPERE_48"],
+    workersMax: 2,
+    status: "WAITING",
+    url: `${cli.t.service.url}/v2/${endpoint.id}`,
+  });
   expect(created.stderr).toContain("none of the GPU types ADA_24, AMPERE_48 is available on this host");
   expect((await svc(["endpoint", "list"])).stdout).toMatch(new RegExp(`${endpoint.id}\\s+api\\s+WAITING`));
   const updated = JSON.parse((await svc(["endpoint", "update", endpoint.id, "--idle-timeout", "30", "--json"])).stdout);

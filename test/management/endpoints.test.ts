@@ -8,9 +8,7 @@ import { startService } from "../../src/service/index.js";
 import type { DataCenter } from "../../src/service/management/datacenters.js";
 import { call, startTestService, type TestService } from "../service/helpers.js";
 
-const dataCenters: DataCenter[] = [
-  { id: "local", name: "box", primaryVolumeType: "STANDARD", volumeTypes: ["STANDARD"], gpuTypes: ["AMPERE_48", "ADA_24"] },
-];
+const dataCenters: DataCenter[] = [{ id: "local", name: "box", primaryVolumeType: "STANDARD", volumeTypes: ["STANDARD"], gpuTypes: ["AMPERE_48", "ADA_24"] }];
 let t: TestService;
 let url: string;
 let template: { id: string };
@@ -18,14 +16,22 @@ let template: { id: string };
 beforeAll(async () => {
   t = await startTestService({ dataCenters });
   url = t.service.url;
-  template = (await call(`${url}/v1/templates`, { key: t.key, body: { name: "vllm", imageName: "vllm/vllm-openai:latest", env: { MODEL: "m" }, containerDiskInGb: 20 } })).body;
+  template = (
+    await call(`${url}/v1/templates`, { key: t.key, body: { name: "vllm", imageName: "vllm/vllm-openai:latest", env: { MODEL: "m" }, containerDiskInGb: 20 } })
+  ).body;
 });
 afterAll(async () => {
   await t?.close();
 });
 
 it("creates, lists and validates templates", async () => {
-  expect(template).toMatchObject({ id: expect.stringMatching(/^tpl/), name: "vllm", imageName: "vllm/vllm-openai:latest", env: { MODEL: "m" }, containerDiskInGb: 20 });
+  expect(template).toMatchObject({
+    id: expect.stringMatching(/^tpl/),
+    name: "vllm",
+    imageName: "vllm/vllm-openai:latest",
+    env: { MODEL: "m" },
+    containerDiskInGb: 20,
+  });
   const list = await call(`${url}/v1/templates`, { key: t.key });
   expect(list.body).toEqual([template]);
   const bad = await call(`${url}/v1/templates`, { key: t.key, body: { name: "", env: { A: 1 }, ports: "80" } });
@@ -103,7 +109,10 @@ it("refuses inconsistent settings with every failure listed", async () => {
     "$.workersMin: must not exceed workersMax (1)",
     "$.gpuTypeIds: must be empty for a CPU endpoint",
   ]);
-  const types = await call(`${url}/v1/endpoints`, { key: t.key, body: { templateId: template.id, workersMax: 101, idleTimeout: 0, gpuTypeIds: "ADA_24", scalerType: "X" } });
+  const types = await call(`${url}/v1/endpoints`, {
+    key: t.key,
+    body: { templateId: template.id, workersMax: 101, idleTimeout: 0, gpuTypeIds: "ADA_24", scalerType: "X" },
+  });
   expect(types.body.errors).toEqual([
     "$.name: is required",
     "$.gpuTypeIds: must be an array",

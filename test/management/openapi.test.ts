@@ -49,7 +49,9 @@ it("is OpenAPI 3.1 with the management API's version 2.0.0", () => {
   expect(doc.openapi).toBe("3.1.0");
   expect(doc.info.version).toBe("2.0.0");
   expect(doc.components.securitySchemes.bearer).toEqual({ type: "http", scheme: "bearer" });
-  expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/v2/network-volumes", "/v2/network-volumes/{networkVolumeId}", "/v1/endpoints", "/v1/templates", "/v1/keys"]));
+  expect(Object.keys(doc.paths)).toEqual(
+    expect.arrayContaining(["/v2/network-volumes", "/v2/network-volumes/{networkVolumeId}", "/v1/endpoints", "/v1/templates", "/v1/keys"]),
+  );
 });
 
 it("contains every schema that validates requests, exactly as validation uses it, and uses each for a request body", () => {
@@ -75,7 +77,11 @@ it("accepts bodies generated from the document, and refuses a property it does n
   // Ids of other resources (and the immutable data center) must name real ones: the document cannot know them.
   const volume = await call(`${url}/v2/network-volumes`, { key, body: volumeBody });
   expect(volume.status).toBe(201);
-  const update = await call(`${url}/v2/network-volumes/${volume.body.id}`, { key, method: "PATCH", body: { ...sample(requestSchemaOf("/v2/network-volumes/{networkVolumeId}", "patch")), dataCenter: volume.body.dataCenter } });
+  const update = await call(`${url}/v2/network-volumes/${volume.body.id}`, {
+    key,
+    method: "PATCH",
+    body: { ...sample(requestSchemaOf("/v2/network-volumes/{networkVolumeId}", "patch")), dataCenter: volume.body.dataCenter },
+  });
   expect(update.status).toBe(200);
 
   const template = await call(`${url}/v1/templates`, { key, body: sample(requestSchemaOf("/v1/templates", "post")) });

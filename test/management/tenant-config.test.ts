@@ -47,10 +47,16 @@ async function tarGz(files: Record<string, string>): Promise<Buffer> {
 
 /** `svc deploy` over HTTP: the environment, the build upload (made of `resources`, or a real build), then the activation's answer. */
 async function deployOverHttp(key: string, app: string, resources: Manifest["resources"] | Buffer) {
-  const body = Buffer.isBuffer(resources) ? resources : await tarGz({ "svc_manifest.json": JSON.stringify(manifest(resources, app)), "endpoints/echo/handler.mjs": "export {}" });
+  const body = Buffer.isBuffer(resources)
+    ? resources
+    : await tarGz({ "svc_manifest.json": JSON.stringify(manifest(resources, app)), "endpoints/echo/handler.mjs": "export {}" });
   const sha = createHash("sha256").update(body).digest("hex");
   expect((await call(`${url}/v1/apps/${app}/environments/prod`, { key, method: "PUT" })).status).toBeLessThan(300);
-  const upload = await fetch(`${url}/v1/apps/${app}/builds`, { method: "POST", headers: { authorization: `Bearer ${key}`, "x-svc-sha256": sha, "content-type": "application/gzip" }, body });
+  const upload = await fetch(`${url}/v1/apps/${app}/builds`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "x-svc-sha256": sha, "content-type": "application/gzip" },
+    body,
+  });
   expect(upload.status, await upload.clone().text()).toBeLessThan(300);
   return call(`${url}/v1/apps/${app}/environments/prod/activate`, { key, body: { build: sha } });
 }
@@ -102,7 +108,9 @@ describe("volumes belong to users", () => {
     // Alice's own volume, by its name, is what her workers get.
     const mine = await call(`${alice.writer.url}/runsync`, { key: keys.alice, body: { input: { file: "note.txt", text: "alice's note" } } });
     expect(mine.body).toMatchObject({ status: "COMPLETED", output: { volume: join(dir, "data", "volumes", aliceVolumes[0]!.id) } });
-    expect((await call(`${alice.reader.url}/runsync`, { key: keys.alice, body: { input: { file: "note.txt" } } })).body).toMatchObject({ output: { text: "alice's note" } });
+    expect((await call(`${alice.reader.url}/runsync`, { key: keys.alice, body: { input: { file: "note.txt" } } })).body).toMatchObject({
+      output: { text: "alice's note" },
+    });
     // Bob's volume holds Bob's file only.
     expect(readdirSync(join(dir, "data", "volumes", bobVolume.id))).toEqual(["card.txt"]);
   }, 120_000);
@@ -114,7 +122,9 @@ describe("volumes belong to users", () => {
     // The same words for an id nobody has: nothing is learnt of Bob's volumes.
     const unknown = await deployOverHttp(keys.alice!, "borrow", { echo: resource({ volume: "vol000000000000" }) });
     expect(unknown.body.errors).toEqual(['endpoint "echo": volume "vol000000000000" is not one of your network volumes (name one of yours by id or name)']);
-    await expect(deployVolumeApp(keys.alice!, "borrow-too", bobVolume.id)).rejects.toMatchObject({ problems: expect.arrayContaining([expect.stringContaining(`volume "${bobVolume.id}" is not one of your network volumes`)]) });
+    await expect(deployVolumeApp(keys.alice!, "borrow-too", bobVolume.id)).rejects.toMatchObject({
+      problems: expect.arrayContaining([expect.stringContaining(`volume "${bobVolume.id}" is not one of your network volumes`)]),
+    });
 
     const template = (await call(`${url}/v1/templates`, { key: keys.alice, body: { name: "t", imageName: "svc://none" } })).body;
     const rest = await call(`${url}/v1/endpoints`, { key: keys.alice, body: { name: "e", templateId: template.id, networkVolumeId: bobVolume.id } });
@@ -132,16 +142,23 @@ describe("volumes belong to users", () => {
     expect(renamed.status).toBe(422);
     const refused = await deployOverHttp(keys.alice!, "dots", { echo: resource({ volume: `../volumes/${bobVolume.id}` }) });
     expect(refused.status).toBe(422);
-    expect(refused.body.errors).toEqual([`endpoint "echo": volume "../volumes/${bobVolume.id}" is not a volume name (1 to 64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit, without '..')`]);
+    expect(refused.body.errors).toEqual([
+      `endpoint "echo": volume "../volumes/${bobVolume.id}" is not a volume name (1 to 64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit, without '..')`,
+    ]);
     expect(readdirSync(join(dir, "data", "volumes")).filter((n) => !n.startsWith("vol"))).toEqual([]);
   });
 });
 
 describe("configuration cannot smuggle code", () => {
   it("refuses loader variables and SVC_ names in templates, endpoints and secrets, naming the variable", async () => {
-    const template = await call(`${url}/v1/templates`, { key: keys.alice, body: { name: "t", imageName: "svc://x", env: { NODE_OPTIONS: "--import=data:text/javascript,1", OK: "1" } } });
+    const template = await call(`${url}/v1/templates`, {
+      key: keys.alice,
+      body: { name: "t", imageName: "svc://x", env: { NODE_OPTIONS: "--import=data:text/javascript,1", OK: "1" } },
+    });
     expect(template.status).toBe(422);
-    expect(template.body.errors).toEqual(["$.env.NODE_OPTIONS: may not be set: it is a loader variable, which makes a program load code other than the deployed build"]);
+    expect(template.body.errors).toEqual([
+      "$.env.NODE_OPTIONS: may not be set: it is a loader variable, which makes a program load code other than the deployed build",
+    ]);
     const good = (await call(`${url}/v1/templates`, { key: keys.alice, body: { name: "t", imageName: "svc://x", env: { OK: "1" } } })).body;
     for (const name of ["LD_PRELOAD", "LD_LIBRARY_PATH", "ld_audit", "NODE_PATH", "DYLD_INSERT_LIBRARIES", "PYTHONPATH", "BASH_ENV", "SVC_WORKER_TOKEN"]) {
       const created = await call(`${url}/v1/endpoints`, { key: keys.alice, body: { name: "e", templateId: good.id, env: { [name]: "/tmp/x" } } });
@@ -151,7 +168,9 @@ describe("configuration cannot smuggle code", () => {
     const endpoint = (await call(`${url}/v1/endpoints`, { key: keys.alice, body: { name: "e", templateId: good.id, env: { HF_HOME: "/data" } } })).body;
     const patched = await call(`${url}/v1/endpoints/${endpoint.id}`, { key: keys.alice, method: "PATCH", body: { env: { LD_PRELOAD: "/tmp/x.so" } } });
     expect(patched.status).toBe(422);
-    expect(patched.body.errors).toEqual(["$.env.LD_PRELOAD: may not be set: it is a loader variable, which makes a program load code other than the deployed build"]);
+    expect(patched.body.errors).toEqual([
+      "$.env.LD_PRELOAD: may not be set: it is a loader variable, which makes a program load code other than the deployed build",
+    ]);
     for (const name of ["NODE_OPTIONS", "LD_PRELOAD"]) {
       const secret = await call(`${url}/v1/secrets/${name}`, { key: keys.alice, method: "PUT", body: { value: "--require /tmp/x.js" } });
       expect([name, secret.status]).toEqual([name, 422]);
@@ -168,11 +187,22 @@ describe("configuration cannot smuggle code", () => {
       'endpoint "echo": secret LD_PRELOAD: may not be set: it is a loader variable, which makes a program load code other than the deployed build',
     ]);
     expect((await call(`${url}/v1/apps/smuggle/environments/prod`, { key: keys.alice })).body.endpoints ?? []).toEqual([]);
-    const config = await call(`${url}/v1/apps/smuggle/environments/prod/config`, { key: keys.alice, body: { resources: { echo: resource({ env: { LD_PRELOAD: "/x.so" } }) } } });
+    const config = await call(`${url}/v1/apps/smuggle/environments/prod/config`, {
+      key: keys.alice,
+      body: { resources: { echo: resource({ env: { LD_PRELOAD: "/x.so" } }) } },
+    });
     expect(config.status).toBe(422);
-    expect(config.body.errors).toEqual(['endpoint "echo": env LD_PRELOAD: may not be set: it is a loader variable, which makes a program load code other than the deployed build']);
+    expect(config.body.errors).toEqual([
+      'endpoint "echo": env LD_PRELOAD: may not be set: it is a loader variable, which makes a program load code other than the deployed build',
+    ]);
     await expect(
-      service.deploy({ app: "smuggle", env: "dev", manifest: manifest({ echo: resource({ env: { NODE_OPTIONS: "-r x" } }) }, "smuggle"), artifactPath: built.artifactPath, ownerKey: keys.alice }),
+      service.deploy({
+        app: "smuggle",
+        env: "dev",
+        manifest: manifest({ echo: resource({ env: { NODE_OPTIONS: "-r x" } }) }, "smuggle"),
+        artifactPath: built.artifactPath,
+        ownerKey: keys.alice,
+      }),
     ).rejects.toMatchObject({ problems: [expect.stringContaining('endpoint "echo": env NODE_OPTIONS: may not be set')] });
   });
 });
@@ -195,7 +225,9 @@ describe("running code needs the deploy scope", () => {
     expect(env.status).toBe(403);
     expect(env.body.detail).toBe("Changing an endpoint's env decides what code workers run: it needs a key with the deploy (or admin) scope");
     expect((await call(`${url}/v1/endpoints/${endpoint.body.id}`, { key: write, method: "PATCH", body: { templateId: byDeploy.body.id } })).status).toBe(403);
-    expect((await call(`${url}/v1/endpoints/${endpoint.body.id}`, { key: keys.aliceDeploy, method: "PATCH", body: { env: { GREETING: "changed" } } })).status).toBe(200);
+    expect(
+      (await call(`${url}/v1/endpoints/${endpoint.body.id}`, { key: keys.aliceDeploy, method: "PATCH", body: { env: { GREETING: "changed" } } })).status,
+    ).toBe(200);
     // Apps: a build and its activation need the deploy scope too.
     const put = await call(`${url}/v1/apps/${built.manifest.app}/environments/prod`, { key: write, method: "PUT" });
     expect(put.status).toBe(403);
@@ -203,6 +235,9 @@ describe("running code needs the deploy scope", () => {
     const carol = await mint(OPERATOR, { userId: "carol", scopes: ["deploy"] });
     const deployed = await deployOverHttp(carol, built.manifest.app, readFileSync(built.artifactPath));
     expect(deployed.status).toBe(200);
-    expect(deployed.body.endpoints).toEqual([expect.objectContaining({ name: "reader", action: "create" }), expect.objectContaining({ name: "writer", action: "create" })]);
+    expect(deployed.body.endpoints).toEqual([
+      expect.objectContaining({ name: "reader", action: "create" }),
+      expect.objectContaining({ name: "writer", action: "create" }),
+    ]);
   });
 });

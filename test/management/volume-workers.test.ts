@@ -57,10 +57,14 @@ it("a worker of one endpoint writes a file that a worker of another endpoint on 
 
 it("keeps the files when every worker is gone, for the next worker", async () => {
   // idleTimeout is 1 s: all workers stop
-  await until(async () => {
-    const h = (await call(`${reader.url}/health`, { key: KEY })).body;
-    return h.workers.idle + h.workers.running + (h.workers.initializing ?? 0) === 0;
-  }, 20_000, 200);
+  await until(
+    async () => {
+      const h = (await call(`${reader.url}/health`, { key: KEY })).body;
+      return h.workers.idle + h.workers.running + (h.workers.initializing ?? 0) === 0;
+    },
+    20_000,
+    200,
+  );
   const read = await call(`${reader.url}/runsync`, { key: KEY, body: { input: { file: "note.txt" } } });
   expect(read.body).toMatchObject({ status: "COMPLETED", output: { text: "written by the writer" } });
   expect(existsSync(join(dir, "data", "volumes", volume.id, "note.txt"))).toBe(true);

@@ -58,9 +58,19 @@ const INVALID: Array<[string, unknown, string[]]> = [
   [
     "several faults at once",
     { name: "", size: 5000, dataCenter: 3, type: "X", color: "red" },
-    ["$.name: must not be empty", "$.size: must be at most 4096", "$.dataCenter: must be a string", "$.type: must be one of STANDARD, HIGH_PERFORMANCE", "$.color: unknown property"],
+    [
+      "$.name: must not be empty",
+      "$.size: must be at most 4096",
+      "$.dataCenter: must be a string",
+      "$.type: must be one of STANDARD, HIGH_PERFORMANCE",
+      "$.color: unknown property",
+    ],
   ],
-  ["missing plus wrong plus extra", { size: "big", extra: 1 }, ["$.name: is required", "$.dataCenter: is required", "$.size: must be an integer", "$.extra: unknown property"]],
+  [
+    "missing plus wrong plus extra",
+    { size: "big", extra: 1 },
+    ["$.name: is required", "$.dataCenter: is required", "$.size: must be an integer", "$.extra: unknown property"],
+  ],
 ];
 
 const BAD_REQUEST: Array<[string, string]> = [

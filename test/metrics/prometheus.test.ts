@@ -86,7 +86,9 @@ describe.skipIf(!existsSync(PROMETHEUS))("Prometheus scraping svc server", () =>
         "",
       ].join("\n"),
     );
-    prometheus = spawn(PROMETHEUS, [`--config.file=${config}`, `--storage.tsdb.path=${join(work, "tsdb")}`, `--web.listen-address=127.0.0.1:${port}`], { stdio: ["ignore", "ignore", "pipe"] });
+    prometheus = spawn(PROMETHEUS, [`--config.file=${config}`, `--storage.tsdb.path=${join(work, "tsdb")}`, `--web.listen-address=127.0.0.1:${port}`], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     prometheus.stderr!.on("data", (d) => (prometheusLog += d));
     const prometheusUrl = `http://127.0.0.1:${port}`;
 

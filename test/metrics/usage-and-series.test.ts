@@ -19,7 +19,8 @@ const GPUS = [
   { name: "NVIDIA H100 80GB HBM3", memoryMiB: 81559, usedMiB: 1200, utilization: 37 },
   { name: "NVIDIA GeForce RTX 4090", memoryMiB: 24564 },
 ];
-const fakeGpus = () => readInventory({ env: { ...process.env, PATH: `${FAKE_DIR}${delimiter}${process.env.PATH ?? ""}`, FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS) } });
+const fakeGpus = () =>
+  readInventory({ env: { ...process.env, PATH: `${FAKE_DIR}${delimiter}${process.env.PATH ?? ""}`, FAKE_NVIDIA_SMI_GPUS: JSON.stringify(GPUS) } });
 
 /** Workers that register over the worker protocol as soon as they start; their lifetimes as the driver saw them. */
 class LifetimeDriver implements WorkerDriver {
@@ -66,11 +67,22 @@ describe("usage", () => {
   it("equals the workers' lifetimes within a second, GPU-seconds by type included, and survives a restart", async () => {
     const { dataDir, artifact } = workDir();
     const driver = new LifetimeDriver();
-    const service = await startService({ dataDir, apiKeys: [KEY], driver, leaseMs: 2000, heartbeatMs: 300, usageFlushMs: 200, gpus: { read: fakeGpus, sampleMs: 0 } });
+    const service = await startService({
+      dataDir,
+      apiKeys: [KEY],
+      driver,
+      leaseMs: 2000,
+      heartbeatMs: 300,
+      usageFlushMs: 200,
+      gpus: { read: fakeGpus, sampleMs: 0 },
+    });
     const [endpoint] = await service.deploy({
       app: "usage",
       env: "prod",
-      manifest: manifest({ g: resource({ workersMin: 1, workersMax: 1, computeType: "GPU", gpuTypeIds: ["ADA_80_PRO"], gpuCount: 1, instanceIds: [] }) }, "usage"),
+      manifest: manifest(
+        { g: resource({ workersMin: 1, workersMax: 1, computeType: "GPU", gpuTypeIds: ["ADA_80_PRO"], gpuCount: 1, instanceIds: [] }) },
+        "usage",
+      ),
       artifactPath: artifact,
     });
     const life = await until(() => [...driver.lives.values()].find((l) => l.end === undefined));
@@ -119,9 +131,22 @@ describe("usage", () => {
 describe("an endpoint's recent series and the GPU gauges", () => {
   it("counts a known run per minute: requests, delay and execution percentiles, queue depth and workers", async () => {
     const { dataDir, artifact } = workDir();
-    const service = await startService({ dataDir, apiKeys: [KEY], leaseMs: 2000, heartbeatMs: 300, metricsSampleMs: 50, gpus: { read: fakeGpus, sampleMs: 0 }, driver: new LifetimeDriver() });
+    const service = await startService({
+      dataDir,
+      apiKeys: [KEY],
+      leaseMs: 2000,
+      heartbeatMs: 300,
+      metricsSampleMs: 50,
+      gpus: { read: fakeGpus, sampleMs: 0 },
+      driver: new LifetimeDriver(),
+    });
     services.push(service);
-    const [endpoint] = await service.deploy({ app: "charts", env: "prod", manifest: manifest({ c: resource({ workersMax: 0 }) }, "charts"), artifactPath: artifact });
+    const [endpoint] = await service.deploy({
+      app: "charts",
+      env: "prod",
+      manifest: manifest({ c: resource({ workersMax: 0 }) }, "charts"),
+      artifactPath: artifact,
+    });
     const id = endpoint!.id;
     const series = async (window = "1h") => call(`${service.url}/v1/endpoints/${id}/metrics?window=${window}`, { key: KEY });
     const last = async () => (await series()).body.points.at(-1);
@@ -143,7 +168,12 @@ describe("an endpoint's recent series and the GPU gauges", () => {
     expect(hour.status).toBe(200);
     expect(hour.body).toMatchObject({ endpointId: id, window: "1h", stepSeconds: 60 });
     expect(hour.body.points).toHaveLength(60);
-    const points = hour.body.points as Array<{ requestsPerMinute: number; delayMs: { p50: number | null; p95: number | null }; executionMs: { p50: number | null }; workers: Record<string, number> | null }>;
+    const points = hour.body.points as Array<{
+      requestsPerMinute: number;
+      delayMs: { p50: number | null; p95: number | null };
+      executionMs: { p50: number | null };
+      workers: Record<string, number> | null;
+    }>;
     expect(points.reduce((n, p) => n + p.requestsPerMinute, 0)).toBe(3);
     const now = points.at(-1)!;
     // Delays were at least the 100 ms before the take; executions at least the 200 ms before done (5% buckets).
@@ -176,7 +206,12 @@ describe("an endpoint's recent series and the GPU gauges", () => {
     const service = await startService({ dataDir, apiKeys: [KEY], leaseMs: 2000, heartbeatMs: 300, webhooks: { intervalMs: 50, allow: ["127.0.0.1/32"] } });
     services.push(service);
     try {
-      const [endpoint] = await service.deploy({ app: "retry", env: "prod", manifest: manifest({ r: resource({ retries: 1 }) }, "retry"), artifactPath: artifact });
+      const [endpoint] = await service.deploy({
+        app: "retry",
+        env: "prod",
+        manifest: manifest({ r: resource({ retries: 1 }) }, "retry"),
+        artifactPath: artifact,
+      });
       const id = endpoint!.id;
       expect((await call(`${endpoint!.url}/run`, { key: KEY, body: { input: {}, webhook: receiver.url } })).status).toBe(200);
       expect((await call(`${endpoint!.url}/status/nope`, { key: KEY })).status).toBe(404);

@@ -13,7 +13,9 @@ let baseURL: string;
 let endpointId: string;
 
 beforeAll(async () => {
-  app = await startApp("fixtures/llm-echo", { resources: { "llm-echo": { workersMin: 0, workersMax: 1, retries: 0 }, "llm-tools": { workersMin: 0, workersMax: 1, retries: 0 } } });
+  app = await startApp("fixtures/llm-echo", {
+    resources: { "llm-echo": { workersMin: 0, workersMax: 1, retries: 0 }, "llm-tools": { workersMin: 0, workersMax: 1, retries: 0 } },
+  });
   endpointId = app.endpoints.find((e) => e.name === "llm-echo")!.id;
   baseURL = `${app.service.url}/v2/${endpointId}/openai/v1`;
   client = new OpenAI({ baseURL, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
@@ -143,21 +145,40 @@ describe("a generation that fails midway, on an endpoint with retries", () => {
 });
 
 describe("tool calls and the current message shapes through the service", () => {
-  const weather = { type: "function" as const, function: { name: "weather", description: "The weather in a city", parameters: { type: "object", properties: { query: { type: "string" } } } } };
-  const toolsClient = () => new OpenAI({ baseURL: `${app.service.url}/v2/${app.endpoints.find((e) => e.name === "llm-tools")!.id}/openai/v1`, apiKey: app.key, maxRetries: 0, timeout: 30_000 });
+  const weather = {
+    type: "function" as const,
+    function: { name: "weather", description: "The weather in a city", parameters: { type: "object", properties: { query: { type: "string" } } } },
+  };
+  const toolsClient = () =>
+    new OpenAI({
+      baseURL: `${app.service.url}/v2/${app.endpoints.find((e) => e.name === "llm-tools")!.id}/openai/v1`,
+      apiKey: app.key,
+      maxRetries: 0,
+      timeout: 30_000,
+    });
 
   it("runs a two-step tool loop: the reply calls the tool, the tool's result is sent back, the reply uses it", async () => {
     const client2 = toolsClient();
     const first = await client2.chat.completions.create({
       model: "llm-tools",
-      messages: [{ role: "user", content: [{ type: "text", text: "Paris" }, { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }] }],
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Paris" },
+            { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } },
+          ],
+        },
+      ],
       tools: [weather],
       tool_choice: "auto",
     });
     expect(first.choices[0]!.finish_reason).toBe("tool_calls");
     const message = first.choices[0]!.message;
     expect(message.content).toBeNull();
-    expect(message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: "function", function: { name: "weather", arguments: '{"query":"Paris"}' } }]);
+    expect(message.tool_calls).toEqual([
+      { id: expect.stringMatching(/^call_/), type: "function", function: { name: "weather", arguments: '{"query":"Paris"}' } },
+    ]);
     const call = message.tool_calls![0]!;
     const second = await client2.chat.completions.create({
       model: "llm-tools",
@@ -174,7 +195,12 @@ describe("tool calls and the current message shapes through the service", () => 
   }, 60_000);
 
   it("streams tool calls as deltas the client assembles, parallel calls included", async () => {
-    const stream = await toolsClient().chat.completions.create({ model: "llm-tools", messages: [{ role: "user", content: "both cities" }], tools: [weather], stream: true });
+    const stream = await toolsClient().chat.completions.create({
+      model: "llm-tools",
+      messages: [{ role: "user", content: "both cities" }],
+      tools: [weather],
+      stream: true,
+    });
     const calls: Array<{ id?: string; name: string; arguments: string }> = [];
     let finish: string | null = null;
     for await (const chunk of stream) {
@@ -196,7 +222,13 @@ describe("tool calls and the current message shapes through the service", () => 
 });
 
 describe("the Responses API on the same workers", () => {
-  const weather = { type: "function" as const, name: "weather", description: "The weather in a city", parameters: { type: "object", properties: { query: { type: "string" } } }, strict: false };
+  const weather = {
+    type: "function" as const,
+    name: "weather",
+    description: "The weather in a city",
+    parameters: { type: "object", properties: { query: { type: "string" } } },
+    strict: false,
+  };
 
   it("answers a plain response with instructions and input as a string, and stores it for GET", async () => {
     const response = await client.responses.create({ model: "llm-echo", instructions: "Repeat after me.", input: "the tide comes in", max_output_tokens: 50 });
@@ -204,18 +236,29 @@ describe("the Responses API on the same workers", () => {
     expect(response.id).toMatch(/^resp_/);
     expect(response.status).toBe("completed");
     expect(response.output_text).toBe("You said: the tide comes in");
-    expect(response.output[0]).toMatchObject({ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "You said: the tide comes in" }] });
+    expect(response.output[0]).toMatchObject({
+      type: "message",
+      role: "assistant",
+      status: "completed",
+      content: [{ type: "output_text", text: "You said: the tide comes in" }],
+    });
     expect(response.usage).toMatchObject({ input_tokens: expect.any(Number), output_tokens: expect.any(Number) });
     expect(response.instructions).toBe("Repeat after me.");
     const again = await client.responses.retrieve(response.id);
-    expect(again.output_text ?? again.output.map((o) => ("content" in o ? o.content.map((c) => ("text" in c ? c.text : "")).join("") : "")).join("")).toBe("You said: the tide comes in");
+    expect(again.output_text ?? again.output.map((o) => ("content" in o ? o.content.map((c) => ("text" in c ? c.text : "")).join("") : "")).join("")).toBe(
+      "You said: the tide comes in",
+    );
     const notStored = await client.responses.create({ model: "llm-echo", input: "forget me", store: false });
     const missing = await client.responses.retrieve(notStored.id).catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
     expect((missing as InstanceType<typeof OpenAI.APIError>).status).toBe(404);
   }, 60_000);
 
   it("streams typed events the client reads, ending with response.completed", async () => {
-    const stream = await client.responses.create({ model: "llm-echo", input: [{ role: "user", content: [{ type: "input_text", text: "waves on stones" }] }], stream: true });
+    const stream = await client.responses.create({
+      model: "llm-echo",
+      input: [{ role: "user", content: [{ type: "input_text", text: "waves on stones" }] }],
+      stream: true,
+    });
     const types: string[] = [];
     let text = "";
     let completed: { status: string; output_text?: string } | undefined;
@@ -245,9 +288,16 @@ describe("the Responses API on the same workers", () => {
     });
     expect(byItems.output_text).toBe("Tool said: rain, 12C");
     // Or by reference to the stored first response.
-    const byPrevious = await c.responses.create({ model: "llm-tools", tools: [weather], previous_response_id: first.id, input: [{ type: "function_call_output", call_id: callId, output: "fog" }] });
+    const byPrevious = await c.responses.create({
+      model: "llm-tools",
+      tools: [weather],
+      previous_response_id: first.id,
+      input: [{ type: "function_call_output", call_id: callId, output: "fog" }],
+    });
     expect(byPrevious.output_text).toBe("Tool said: fog");
-    const unknown = await c.responses.create({ model: "llm-tools", previous_response_id: "resp_nope", input: "x" }).catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+    const unknown = await c.responses
+      .create({ model: "llm-tools", previous_response_id: "resp_nope", input: "x" })
+      .catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
     expect((unknown as InstanceType<typeof OpenAI.APIError>).status).toBe(404);
   }, 60_000);
 
@@ -281,7 +331,9 @@ describe("the OpenAI route of an endpoint that is not a language model", () => {
     const err = await helloClient.chat.completions.create({ model: "hello", messages }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
-    expect(errorMessage(err)).toContain("The endpoint's output is not a chat reply: expected text (a string, or an object with `text` or `tool_calls`), got an object with keys greeting");
+    expect(errorMessage(err)).toContain(
+      "The endpoint's output is not a chat reply: expected text (a string, or an object with `text` or `tool_calls`), got an object with keys greeting",
+    );
   }, 60_000);
 
   it("fails a streamed request visibly (the client raises), never with an empty successful stream", async () => {

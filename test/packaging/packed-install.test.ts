@@ -97,7 +97,10 @@ const children: ChildProcessWithoutNullStreams[] = [];
 const measured: Record<string, string> = {};
 
 function writeProject(dependencies: Record<string, string>, devDependencies: Record<string, string> = {}) {
-  writeFileSync(join(project, "package.json"), JSON.stringify({ name: "packed-app", version: "1.0.0", private: true, type: "module", dependencies, devDependencies }, null, 2));
+  writeFileSync(
+    join(project, "package.json"),
+    JSON.stringify({ name: "packed-app", version: "1.0.0", private: true, type: "module", dependencies, devDependencies }, null, 2),
+  );
 }
 
 beforeAll(() => {
@@ -233,7 +236,9 @@ describe("with the CLI (svc-cli) as a dev dependency", () => {
         });
         server.once("exit", (code) => reject(new Error(`svc server exited ${code}:\n${stderr}`)));
       });
-      const deployed = JSON.parse(run(process.execPath, [bin, "deploy", "--env", "prod", "--json"], project, cleanEnv({ SVC_API_URL: url, SVC_API_KEY: KEY }))) as {
+      const deployed = JSON.parse(
+        run(process.execPath, [bin, "deploy", "--env", "prod", "--json"], project, cleanEnv({ SVC_API_URL: url, SVC_API_KEY: KEY })),
+      ) as {
         endpoints: Array<{ name: string; url: string }>;
       };
       const hello = deployed.endpoints.find((e) => e.name === "hello")!;

@@ -63,8 +63,16 @@ async function startPreview(args: string[] = []): Promise<Preview> {
 /** Every Docker object of any preview (by the label all of them carry). */
 async function previewObjects() {
   const filters = { label: [PREVIEW_LABELS.preview] };
-  const [containers, networks, volumes] = await Promise.all([docker.listContainers({ all: true, filters }), docker.listNetworks({ filters }), docker.listVolumes({ filters })]);
-  return { containers: containers.map((c) => c.Id).sort(), networks: networks.map((n) => n.Id).sort(), volumes: (volumes.Volumes ?? []).map((v) => v.Name).sort() };
+  const [containers, networks, volumes] = await Promise.all([
+    docker.listContainers({ all: true, filters }),
+    docker.listNetworks({ filters }),
+    docker.listVolumes({ filters }),
+  ]);
+  return {
+    containers: containers.map((c) => c.Id).sort(),
+    networks: networks.map((n) => n.Id).sort(),
+    volumes: (volumes.Volumes ?? []).map((v) => v.Name).sort(),
+  };
 }
 
 async function until<T>(probe: () => T | false | undefined | Promise<T | false | undefined>, timeoutMs = 30_000): Promise<T> {
@@ -98,7 +106,11 @@ describe("svc deploy --preview: errors before anything starts", () => {
   });
 
   it("no Docker engine: exit 1, naming where it looked and how to start one", () => {
-    const result = spawnSync(process.execPath, [bin, "deploy", "--preview", "-C", project], { env: cliEnv({ DOCKER_HOST: `unix://${join(work, "no-engine.sock")}` }), encoding: "utf8", timeout: 30_000 });
+    const result = spawnSync(process.execPath, [bin, "deploy", "--preview", "-C", project], {
+      env: cliEnv({ DOCKER_HOST: `unix://${join(work, "no-engine.sock")}` }),
+      encoding: "utf8",
+      timeout: 30_000,
+    });
     expect(result.status).toBe(1);
     expect(result.stderr).toContain(`No Docker engine answers at unix://${join(work, "no-engine.sock")}`);
     expect(result.stderr).toContain("DOCKER_HOST");
@@ -165,7 +177,9 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
     const r = await call(`${endpoint("echo").url}/runsync`, { body: { input: { text: "preview-1" } } });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ status: "COMPLETED", output: { echo: "preview-1", said: 1 } });
-    const containers = await docker.listContainers({ filters: { label: [`${LABELS.session}=${preview.ready.session}`, `${LABELS.endpoint}=${endpoint("echo").id}`] } });
+    const containers = await docker.listContainers({
+      filters: { label: [`${LABELS.session}=${preview.ready.session}`, `${LABELS.endpoint}=${endpoint("echo").id}`] },
+    });
     expect(r.body.output.host).toBe(containers[0]!.Id.slice(0, 12));
     // One prefix width for all endpoints: the longest name is "counter".
     await until(() => /^echo {4}\| echo says preview-1$/m.test(preview.stderr()));
@@ -194,7 +208,9 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
     const get = await call(`${endpoint("api").url}/items/42?q=x`);
     expect(get.status).toBe(200);
     expect(get.body).toMatchObject({ id: "42", q: "x" });
-    const [container] = await docker.listContainers({ filters: { label: [`${LABELS.session}=${preview.ready.session}`, `${LABELS.endpoint}=${endpoint("api").id}`] } });
+    const [container] = await docker.listContainers({
+      filters: { label: [`${LABELS.session}=${preview.ready.session}`, `${LABELS.endpoint}=${endpoint("api").id}`] },
+    });
     expect(get.body.host).toBe(container!.Id.slice(0, 12));
     expect(get.headers.get("x-svc-worker")).toBe(container!.Labels[LABELS.worker]);
 
@@ -285,7 +301,11 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
     mkdirSync(bare, { recursive: true });
     symlinkSync(process.execPath, join(bare, "node"));
     const before = await previewObjects();
-    const result = spawnSync(join(bare, "node"), [bin, "deploy", "--preview", "--port", "0", "-C", project], { env: cliEnv({ PATH: bare }), encoding: "utf8", timeout: 60_000 });
+    const result = spawnSync(join(bare, "node"), [bin, "deploy", "--preview", "--port", "0", "-C", project], {
+      env: cliEnv({ PATH: bare }),
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     expect(result.status).toBe(1);
     expect(result.stderr).toContain("Could not build the worker image: `ldd` is not installed");
     expect(result.stderr).toContain("apt-get install libc-bin");
@@ -302,7 +322,11 @@ describeDocker("svc deploy --preview with a real Docker engine", () => {
       join(gpuProject, "src", "upscale.ts"),
       'import { Endpoint } from "svc";\nconst gpu = Endpoint({ name: "upscaler", gpu: ["ADA_24"] });\nexport const upscale = gpu(async function upscale(input: { n: number }) { return input.n * 2; });\n',
     );
-    const result = spawnSync(process.execPath, [bin, "deploy", "--preview", "--port", "0", "-C", gpuProject], { env: cliEnv(), encoding: "utf8", timeout: 60_000 });
+    const result = spawnSync(process.execPath, [bin, "deploy", "--preview", "--port", "0", "-C", gpuProject], {
+      env: cliEnv(),
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     expect(result.status).toBe(1);
     expect(result.stderr).toContain("Endpoint(s) upscaler need a GPU, but");
     expect(result.stderr).toContain("--allow-cpu-fallback");

@@ -28,7 +28,11 @@ let cliEnv: NodeJS.ProcessEnv = {};
 
 const appObjects = async () => {
   const filters = { label: [`${LABELS.app}=${app}`] };
-  const [containers, networks, volumes] = await Promise.all([docker.listContainers({ all: true, filters }), docker.listNetworks({ filters }), docker.listVolumes({ filters })]);
+  const [containers, networks, volumes] = await Promise.all([
+    docker.listContainers({ all: true, filters }),
+    docker.listNetworks({ filters }),
+    docker.listVolumes({ filters }),
+  ]);
   return { containers: containers.map((c) => c.Id), networks: networks.map((n) => n.Name), volumes: (volumes.Volumes ?? []).map((v) => v.Name) };
 };
 

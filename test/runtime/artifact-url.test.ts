@@ -23,7 +23,12 @@ let url: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), "svc-artifact-url-"));
-  const artifact = await buildTestArtifact(join(work, "artifact.tar.gz"), {}, undefined, FIXTURE_ENDPOINTS.filter((e) => e.name === "single" || e.name === "counter"));
+  const artifact = await buildTestArtifact(
+    join(work, "artifact.tar.gz"),
+    {},
+    undefined,
+    FIXTURE_ENDPOINTS.filter((e) => e.name === "single" || e.name === "counter"),
+  );
   service = await startService({ dataDir: join(work, "data"), apiKeys: [KEY] });
   const deployed = await service.deploy({ app: "remote", env: "test", manifest: artifact.manifest, artifactPath: artifact.path });
   single = deployed.find((e) => e.name === "single")!;
@@ -69,7 +74,12 @@ it("serves a worker only its own endpoint's artifact, to worker tokens only, wit
   expect((await fetch(url, { headers: { authorization: `Bearer ${sibling.key}` } })).status).toBe(200);
   expect((await call(url.replace(/[a-f0-9]{64}$/, "0".repeat(64)), { key: own.key })).status).toBe(404);
   // Another app's worker (another build) gets nothing of this one.
-  const otherBuild = await buildTestArtifact(join(work, "other.tar.gz"), { single: { workersMax: 2 } }, undefined, FIXTURE_ENDPOINTS.filter((e) => e.name === "single"));
+  const otherBuild = await buildTestArtifact(
+    join(work, "other.tar.gz"),
+    { single: { workersMax: 2 } },
+    undefined,
+    FIXTURE_ENDPOINTS.filter((e) => e.name === "single"),
+  );
   const [stranger] = await service.deploy({ app: "stranger", env: "test", manifest: otherBuild.manifest, artifactPath: otherBuild.path });
   const strangerKey = await service.mintKey({ scopes: [`worker:${stranger!.id}`] });
   expect((await call(url, { key: strangerKey.key })).status).toBe(404);

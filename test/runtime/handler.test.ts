@@ -23,7 +23,11 @@ const ctx = () => ({ jobId: "j1", signal: new AbortController().signal });
 
 async function load(name: string): Promise<LoadedHandler> {
   let handler: LoadedHandler | undefined;
-  installRuntimeContext({ endpointName: name, endpointId: `ep-${name}`, apiUrl: "http://127.0.0.1:1" }, () => handler, () => undefined);
+  installRuntimeContext(
+    { endpointName: name, endpointId: `ep-${name}`, apiUrl: "http://127.0.0.1:1" },
+    () => handler,
+    () => undefined,
+  );
   handler = await importHandler(await handlerPath(dir, name));
   await handler.init();
   return handler;

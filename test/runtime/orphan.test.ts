@@ -36,13 +36,21 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function startOrphanable(endpointName: string) {
   const artifact = await buildTestArtifact(join(work, `${endpointName}.tar.gz`));
-  const parent = spawn(process.execPath, [join(REPO, "fixtures/runtime-stubborn/parent.mjs"), artifact.path, join(work, `cache-${endpointName}`), endpointName], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const parent = spawn(
+    process.execPath,
+    [join(REPO, "fixtures/runtime-stubborn/parent.mjs"), artifact.path, join(work, `cache-${endpointName}`), endpointName],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   started.push(parent.pid!);
   const lines = createInterface({ input: parent.stdout! });
   await new Promise<void>((resolve) => lines.on("line", (l) => l.includes('"ready"') && resolve()));
-  const workerPid = Number(execFileSync("ps", ["-o", "pid=", "--ppid", String(parent.pid)], { encoding: "utf8" }).trim().split(/\s+/)[0]);
+  const workerPid = Number(
+    execFileSync("ps", ["-o", "pid=", "--ppid", String(parent.pid)], { encoding: "utf8" })
+      .trim()
+      .split(/\s+/)[0],
+  );
   started.push(workerPid);
   expect(workerPid).toBeGreaterThan(0);
   return { parent, workerPid };

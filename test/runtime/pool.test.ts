@@ -30,7 +30,9 @@ beforeAll(async () => {
   build = await buildProject(join(dir, "app"));
   driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), pool: 2 });
   service = await startService({ dataDir: join(dir, "data"), apiKeys: [KEY], driver });
-  [first, second] = (await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath })).sort((a, b) => a.name.localeCompare(b.name));
+  [first, second] = (await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath })).sort((a, b) =>
+    a.name.localeCompare(b.name),
+  );
 }, 120_000);
 afterAll(async () => {
   await service?.close();

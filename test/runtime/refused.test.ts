@@ -25,7 +25,9 @@ afterAll(async () => {
 
 it("exits 1 when the service refuses its token", async () => {
   const artifact = await buildTestArtifact(join(work, "a.tar.gz"), { single: { workersMin: 0, workersMax: 0 } });
-  const [single] = (await service.deploy({ app: "rf", env: "test", manifest: artifact.manifest, artifactPath: artifact.path })).filter((e) => e.name === "single");
+  const [single] = (await service.deploy({ app: "rf", env: "test", manifest: artifact.manifest, artifactPath: artifact.path })).filter(
+    (e) => e.name === "single",
+  );
   const lines: WorkerLogLine[] = [];
   const handle = await driver.start({
     workerId: "w-bogus",

@@ -56,7 +56,12 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
     cpSync(join(repo, "fixtures", "snapshot-app"), join(dir, "app"), { recursive: true });
     mkdirSync(join(dir, "app", "node_modules"));
     symlinkSync(join(repo, "packages", "svc"), join(dir, "app", "node_modules", "svc"), "dir");
-    driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "snapshots"), envAllow: ["SNAPSHOT_COUNTER"] });
+    driver = createProcessDriver({
+      runtimeEntry: join(repo, "dist", "runtime", "worker.js"),
+      cacheDir: join(dir, "cache"),
+      snapshotDir: join(dir, "snapshots"),
+      envAllow: ["SNAPSHOT_COUNTER"],
+    });
     service = await startService({ dataDir: join(dir, "data"), apiKeys: [KEY], driver });
     endpoint = await build();
   }, 120_000);
@@ -133,10 +138,22 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
   it("starts workers without a snapshot when the template does not initialise, or not in time", async () => {
     const notices: string[] = [];
     const logs: string[] = [];
-    const launch = { workerId: "w1", endpointId: "e-broken", endpointName: "broken", computeType: "CPU", revision: "r1", onLog: (l: { text: string }) => logs.push(l.text) } as never;
+    const launch = {
+      workerId: "w1",
+      endpointId: "e-broken",
+      endpointName: "broken",
+      computeType: "CPU",
+      revision: "r1",
+      onLog: (l: { text: string }) => logs.push(l.text),
+    } as never;
     const failing = join(dir, "failing-runtime.mjs");
     writeFileSync(failing, 'console.error("model file missing"); process.exit(3);\n');
-    const broken = createSnapshotStore({ dir: join(dir, "broken-snapshots"), runtimeEntry: failing, nodePath: process.execPath, notice: (t) => notices.push(t) });
+    const broken = createSnapshotStore({
+      dir: join(dir, "broken-snapshots"),
+      runtimeEntry: failing,
+      nodePath: process.execPath,
+      notice: (t) => notices.push(t),
+    });
     expect(await broken.restore(launch, {}, dir)).toBeUndefined();
     expect(notices.join("\n")).toMatch(/snapshot of endpoint broken not used \(the template did not finish its initialisation \(exited with code 3\)\)/);
     // What the template said is in the worker's log.
@@ -147,7 +164,13 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
 
     const hanging = join(dir, "hanging-runtime.mjs");
     writeFileSync(hanging, "setInterval(() => undefined, 1000);\n");
-    const slow = createSnapshotStore({ dir: join(dir, "slow-snapshots"), runtimeEntry: hanging, nodePath: process.execPath, templateTimeoutMs: 500, notice: (t) => notices.push(t) });
+    const slow = createSnapshotStore({
+      dir: join(dir, "slow-snapshots"),
+      runtimeEntry: hanging,
+      nodePath: process.execPath,
+      templateTimeoutMs: 500,
+      notice: (t) => notices.push(t),
+    });
     const started = Date.now();
     try {
       expect(await slow.restore({ ...(launch as object), endpointName: "slow" } as never, {}, dir)).toBeUndefined();
@@ -160,7 +183,12 @@ describe.skipIf(unavailable !== undefined)("snapshots with CRIU", () => {
 
   it("lets a restarted service adopt a restored worker (found by pid and start time, not its image's environment)", async () => {
     const stateDir = join(dir, "adopt-state");
-    const options = { runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "adopt-snapshots"), stateDir };
+    const options = {
+      runtimeEntry: join(repo, "dist", "runtime", "worker.js"),
+      cacheDir: join(dir, "cache"),
+      snapshotDir: join(dir, "adopt-snapshots"),
+      stateDir,
+    };
     const first = createProcessDriver(options);
     const launch = {
       workerId: "adopted-worker",
@@ -213,7 +241,13 @@ describe("where snapshots cannot be taken", () => {
 
   it("starts workers without one and says why, once", async () => {
     const notices: string[] = [];
-    const store = createSnapshotStore({ dir: scratch("svc-snapshot-none-"), runtimeEntry: "unused", nodePath: process.execPath, criu: "/nonexistent/criu", notice: (t) => notices.push(t) });
+    const store = createSnapshotStore({
+      dir: scratch("svc-snapshot-none-"),
+      runtimeEntry: "unused",
+      nodePath: process.execPath,
+      criu: "/nonexistent/criu",
+      notice: (t) => notices.push(t),
+    });
     const launch = { workerId: "w1", endpointId: "e1", endpointName: "model", computeType: "CPU", onLog: () => undefined } as never;
     expect(await store.restore(launch, {}, tmpdir())).toBeUndefined();
     expect(await store.restore({ ...(launch as object), workerId: "w2" } as never, {}, tmpdir())).toBeUndefined();
@@ -223,7 +257,12 @@ describe("where snapshots cannot be taken", () => {
 
   it("never checkpoints a GPU endpoint's worker", async () => {
     const notices: string[] = [];
-    const store = createSnapshotStore({ dir: scratch("svc-snapshot-gpu-"), runtimeEntry: "unused", nodePath: process.execPath, notice: (t) => notices.push(t) });
+    const store = createSnapshotStore({
+      dir: scratch("svc-snapshot-gpu-"),
+      runtimeEntry: "unused",
+      nodePath: process.execPath,
+      notice: (t) => notices.push(t),
+    });
     const launch = { workerId: "w1", endpointId: "e1", endpointName: "llm", computeType: "GPU", onLog: () => undefined } as never;
     expect(await store.restore(launch, {}, tmpdir())).toBeUndefined();
     expect(notices.join("\n")).toMatch(/snapshots are off for endpoint llm: GPU memory cannot be checkpointed by CRIU/);
@@ -240,7 +279,14 @@ describe.skipIf(process.platform !== "linux" || process.getuid?.() !== 0)("where
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   const launch = (logs: string[], endpointName: string) =>
-    ({ workerId: "w1", endpointId: `e-${endpointName}`, endpointName, computeType: "CPU", revision: "r1", onLog: (l: { text: string }) => logs.push(l.text) }) as never;
+    ({
+      workerId: "w1",
+      endpointId: `e-${endpointName}`,
+      endpointName,
+      computeType: "CPU",
+      revision: "r1",
+      onLog: (l: { text: string }) => logs.push(l.text),
+    }) as never;
   const pgrep = (pattern: string) => spawnSync("pgrep", ["-f", pattern], { encoding: "utf8" }).stdout.trim();
 
   it("answers the first job promptly from a fresh worker and says why in the endpoint's logs", async () => {
@@ -248,7 +294,13 @@ describe.skipIf(process.platform !== "linux" || process.getuid?.() !== 0)("where
     cpSync(join(repo, "fixtures", "snapshot-app"), app, { recursive: true });
     mkdirSync(join(app, "node_modules"));
     symlinkSync(join(repo, "packages", "svc"), join(app, "node_modules", "svc"), "dir");
-    const driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache"), snapshotDir: join(dir, "snapshots"), criuPath: hangingCriu, probeSnapshots: true });
+    const driver = createProcessDriver({
+      runtimeEntry: join(repo, "dist", "runtime", "worker.js"),
+      cacheDir: join(dir, "cache"),
+      snapshotDir: join(dir, "snapshots"),
+      criuPath: hangingCriu,
+      probeSnapshots: true,
+    });
     const service = await startService({ dataDir: join(dir, "data"), apiKeys: [KEY], driver });
     try {
       const b = await buildProject(app);
@@ -274,7 +326,10 @@ describe.skipIf(process.platform !== "linux" || process.getuid?.() !== 0)("where
     const notices: string[] = [];
     const runtime = join(dir, "ready-runtime.mjs");
     // A template that initialises at once and waits to be checkpointed, as the runtime does.
-    writeFileSync(runtime, 'import { writeSync } from "node:fs";\nwriteSync(Number(process.env.SVC_SNAPSHOT_READY_FD), "ready\\n");\nsetInterval(() => undefined, 1000);\n');
+    writeFileSync(
+      runtime,
+      'import { writeSync } from "node:fs";\nwriteSync(Number(process.env.SVC_SNAPSHOT_READY_FD), "ready\\n");\nsetInterval(() => undefined, 1000);\n',
+    );
     const store = createSnapshotStore({
       dir: join(dir, "dump-snapshots"),
       runtimeEntry: runtime,
@@ -300,8 +355,25 @@ describe.skipIf(process.platform !== "linux" || process.getuid?.() !== 0)("where
     writeFileSync(runtime, "setInterval(() => undefined, 1000);\n");
     const snapshots = join(dir, "restore-snapshots");
     // An image that exists (as one a working dump left), restored by a CRIU that hangs.
-    const options = { dir: snapshots, runtimeEntry: runtime, nodePath: process.execPath, criu: hangingCriu, stallMs: 1_000, hostProbe: async () => undefined, notice: (t: string) => notices.push(t) };
-    const imageDir = join(snapshots, "e-restored", snapshotKey({ endpointId: "e-restored", revision: "r1" }, templateEnvironment({}), { entry: runtime, node: process.execPath, nodeVersion: process.version, entryModified: statSync(runtime).mtimeMs }));
+    const options = {
+      dir: snapshots,
+      runtimeEntry: runtime,
+      nodePath: process.execPath,
+      criu: hangingCriu,
+      stallMs: 1_000,
+      hostProbe: async () => undefined,
+      notice: (t: string) => notices.push(t),
+    };
+    const imageDir = join(
+      snapshots,
+      "e-restored",
+      snapshotKey({ endpointId: "e-restored", revision: "r1" }, templateEnvironment({}), {
+        entry: runtime,
+        node: process.execPath,
+        nodeVersion: process.version,
+        entryModified: statSync(runtime).mtimeMs,
+      }),
+    );
     mkdirSync(imageDir, { recursive: true });
     writeFileSync(join(imageDir, "ready"), "{}");
     const store = createSnapshotStore(options);

@@ -41,7 +41,11 @@ afterAll(async () => {
 it("names the project's file and line, relative to the project, and leaves svc's own frames out", async () => {
   const record = await new JobsClient(url, "k").runsync<unknown>({ n: 5 }, { wait: 30_000 });
   expect(record).toMatchObject({ status: "FAILED", error: "too big: 5", errorType: "RangeError" });
-  const frames = String(record.errorStack).split("\n").slice(1).map((l) => /\((.+):(\d+):(\d+)\)$/.exec(l.trim())?.[1]).filter((f): f is string => f !== undefined);
+  const frames = String(record.errorStack)
+    .split("\n")
+    .slice(1)
+    .map((l) => /\((.+):(\d+):(\d+)\)$/.exec(l.trim())?.[1])
+    .filter((f): f is string => f !== undefined);
   expect(String(record.errorStack)).toContain("at deeper (src/boom.ts:5:20)");
   expect(String(record.errorStack)).toContain("at boom (src/boom.ts:10:15)");
   // Only the user's frames by default (SVC_FULL_STACKS=1 in the endpoint's env keeps svc's own).

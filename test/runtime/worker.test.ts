@@ -61,7 +61,10 @@ beforeAll(async () => {
       workersMax: 2,
       maxConcurrency: 3,
       // A function the manifest lists but the bundled handler lacks (a stale or mismatched artifact).
-      functions: [...fns.functions.map((f) => ({ name: f.name, module: f.module, export: f.exportName, kind: f.kind })), { name: "ghostfn", module: "src/work.ts", export: "ghostfn", kind: "function" }],
+      functions: [
+        ...fns.functions.map((f) => ({ name: f.name, module: f.module, export: f.exportName, kind: f.kind })),
+        { name: "ghostfn", module: "src/work.ts", export: "ghostfn", kind: "function" },
+      ],
     },
     single: { workersMin: 1, workersMax: 1 },
     counter: { workersMin: 1, workersMax: 1 },

@@ -22,7 +22,6 @@ const B_FILE = "B's volume file: model weights";
 const OPERATOR_ENV = { OPERATOR_CLOUD_TOKEN: "operator-cloud-token-value" };
 
 function tenantSuite(workers: "process" | "docker") {
-
   /** TCP ports a victim endpoint's worker processes listen on, read from the host's /proc (fd -> socket inode). */
   function victimListeningPorts(endpointName: string): number[] {
     const inodes = new Set<string>();
@@ -75,7 +74,13 @@ function tenantSuite(workers: "process" | "docker") {
   function svc(cwd: string, key: string, args: string[], input?: string) {
     const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
     for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-    const r = spawnSync(process.execPath, [bin, ...args], { cwd, env: { ...base, SVC_API_URL: url, SVC_API_KEY: key }, input, encoding: "utf8", timeout: 180_000 });
+    const r = spawnSync(process.execPath, [bin, ...args], {
+      cwd,
+      env: { ...base, SVC_API_URL: url, SVC_API_KEY: key },
+      input,
+      encoding: "utf8",
+      timeout: 180_000,
+    });
     return { status: r.status, stdout: r.stdout, stderr: r.stderr };
   }
 
@@ -187,7 +192,9 @@ function tenantSuite(workers: "process" | "docker") {
       const victimPids = pidsOfApp("tenant-victim");
       expect(victimPids.length).toBeGreaterThan(0);
       const peers = await victimContainerAddresses();
-      const r = await api(keys.a, "POST", `${endpoints.probe!.url}/runsync?wait=90000`, { input: { dataDir, servicePid: server.child.pid, victimPids, needle: B_SECRET, peers } });
+      const r = await api(keys.a, "POST", `${endpoints.probe!.url}/runsync?wait=90000`, {
+        input: { dataDir, servicePid: server.child.pid, victimPids, needle: B_SECRET, peers },
+      });
       expect(r.body?.status, r.text).toBe("COMPLETED");
       report = r.body.output;
     }, 120_000);
@@ -289,7 +296,12 @@ function tenantSuite(workers: "process" | "docker") {
     }, 180_000);
 
     it("refuses another user's volume on the REST API", async () => {
-      const created = await api(keys.a, "POST", "/v1/endpoints", { name: "rest-thief", templateId: `svc://${endpoints.probe!.id}`, networkVolumeId: bVolumeId, computeType: "CPU" });
+      const created = await api(keys.a, "POST", "/v1/endpoints", {
+        name: "rest-thief",
+        templateId: `svc://${endpoints.probe!.id}`,
+        networkVolumeId: bVolumeId,
+        computeType: "CPU",
+      });
       expect(created.status).toBeGreaterThanOrEqual(400);
       expect(created.status).toBeLessThan(500);
       expect(created.headers.get("content-type")).toContain("problem+json");

@@ -50,7 +50,9 @@ it("fails a job that kills its worker on every attempt, naming the deaths, and k
   await new Promise((r) => setTimeout(r, 1500));
   expect(runs(mark)).toHaveLength(3);
   // Each death was said in the job's log.
-  const logs = (await call(`${service.url}/v1/endpoints/${endpoint.id}/logs?job=${id}`, { key: KEY })).body.lines.map((l: { text: string }) => l.text).join("\n");
+  const logs = (await call(`${service.url}/v1/endpoints/${endpoint.id}/logs?job=${id}`, { key: KEY })).body.lines
+    .map((l: { text: string }) => l.text)
+    .join("\n");
   expect(logs).toMatch(/attempt 1 lost: its worker died/);
 
   const fine = await call(`${endpoint.url}/runsync`, { key: KEY, body: { input: { mark: join(dir, "fine.txt") } } });

@@ -98,17 +98,22 @@ it("keeps every acknowledged job through kill -9 and records each result exactly
   const loops = workers.map(async (w) => {
     while (!stop) {
       const jobs = await w.take(4, 200);
-      if (jobs.length > 0) countAccepted(await w.done(jobs.map((j) => ({ jobId: j.id, lease: j.lease, status: "COMPLETED" as const, output: { i: j.input.i } }))));
+      if (jobs.length > 0)
+        countAccepted(await w.done(jobs.map((j) => ({ jobId: j.id, lease: j.lease, status: "COMPLETED" as const, output: { i: j.input.i } }))));
     }
   });
   try {
-    await until(async () => {
-      for (const id of inputOf.keys()) {
-        const r = await call(`${second.info.endpointUrl}/status/${id}`, { key: ADMIN_KEY });
-        if (r.body.status !== "COMPLETED") return false;
-      }
-      return true;
-    }, 30_000, 100);
+    await until(
+      async () => {
+        for (const id of inputOf.keys()) {
+          const r = await call(`${second.info.endpointUrl}/status/${id}`, { key: ADMIN_KEY });
+          if (r.body.status !== "COMPLETED") return false;
+        }
+        return true;
+      },
+      30_000,
+      100,
+    );
   } finally {
     stop = true;
     await Promise.all(loops);

@@ -24,7 +24,11 @@ let svc: ServerProcess;
 let endpoint: string;
 
 async function api(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${svc.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: (text ? JSON.parse(text) : undefined) as any };
 }
@@ -136,7 +140,10 @@ describe.skipIf(unavailable !== undefined)("svc server on PostgreSQL when the da
       await admin.end();
     }
     expect(acknowledged.length).toBeGreaterThan(0);
-    await untilCompleted(acknowledged.map((a) => a.id), statuses);
+    await untilCompleted(
+      acknowledged.map((a) => a.id),
+      statuses,
+    );
     const runs = readFileSync(marks, "utf8").trim().split("\n");
     for (const { tag } of acknowledged) expect(runs.filter((t) => t === tag)).toHaveLength(1);
     expect(statuses.filter((s) => s >= 500 && s !== 503)).toEqual([]);

@@ -51,13 +51,18 @@ describe("svc server's data directory", () => {
     // An upload, and a secret (the database is written, its WAL in use).
     const body = await tarGz({ "svc_manifest.json": JSON.stringify(manifest({ echo: resource() }, "files")), "endpoints/echo/handler.mjs": "export {}" });
     const sha = createHash("sha256").update(body).digest("hex");
-    const upload = await fetch(`${server.url}/v1/apps/files/builds`, { method: "POST", headers: { authorization: `Bearer ${key}`, "x-svc-sha256": sha }, body });
+    const upload = await fetch(`${server.url}/v1/apps/files/builds`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "x-svc-sha256": sha },
+      body,
+    });
     expect(upload.status).toBe(201);
     expect((await call(`${server.url}/v1/secrets/HF_TOKEN`, { key, method: "PUT", body: { value: "hf_x" } })).status).toBe(201);
 
     expect(mode(dataDir)).toBe("700");
     expect(mode(join(dataDir, "svc.sqlite"))).toBe("600");
-    for (const side of ["svc.sqlite-wal", "svc.sqlite-shm"]) expect([side, existsSync(join(dataDir, side)) ? mode(join(dataDir, side)) : "absent"]).toEqual([side, "600"]);
+    for (const side of ["svc.sqlite-wal", "svc.sqlite-shm"])
+      expect([side, existsSync(join(dataDir, side)) ? mode(join(dataDir, side)) : "absent"]).toEqual([side, "600"]);
     expect(mode(join(dataDir, "admin-key"))).toBe("600");
     expect(mode(join(dataDir, "secrets-key"))).toBe("600");
     expect(mode(join(dataDir, "artifacts"))).toBe("700");

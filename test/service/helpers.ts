@@ -88,7 +88,10 @@ export interface HttpResult<T = any> {
   text: string;
 }
 
-export async function call<T = any>(url: string, opts: { method?: string; key?: string | null; body?: unknown; raw?: string; authorization?: string } = {}): Promise<HttpResult<T>> {
+export async function call<T = any>(
+  url: string,
+  opts: { method?: string; key?: string | null; body?: unknown; raw?: string; authorization?: string } = {},
+): Promise<HttpResult<T>> {
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (opts.authorization !== undefined) headers.authorization = opts.authorization;
   else if (opts.key) headers.authorization = `Bearer ${opts.key}`;
@@ -118,7 +121,11 @@ export interface TakenJob {
 
 /** A worker speaking docs/worker-protocol.md over HTTP. */
 export class ProtocolWorker {
-  constructor(readonly api: string, readonly workerId: string, readonly token: string) {}
+  constructor(
+    readonly api: string,
+    readonly workerId: string,
+    readonly token: string,
+  ) {}
 
   static async mint(t: { service: Service }, endpointId: string): Promise<ProtocolWorker> {
     const { id, key } = await t.service.mintKey({ scopes: [`worker:${endpointId}`] });
@@ -199,7 +206,10 @@ export async function storedCount(t: TestService, sql: string, params: unknown[]
     const client = new pg.Client({ connectionString: t.storeUrl });
     await client.connect();
     try {
-      const { rows } = await client.query(sql.replace(/\?/g, () => `$${++i}`), params);
+      const { rows } = await client.query(
+        sql.replace(/\?/g, () => `$${++i}`),
+        params,
+      );
       return Number(rows[0].n);
     } finally {
       await client.end();

@@ -148,7 +148,14 @@ function tableOperations(): Operation[] {
     auth: "worker",
     source: "table",
   });
-  const deploy = (method: string, template: string, extra: Partial<Operation> = {}): Operation => ({ method, template, body: "none", auth: "admin", source: "table", ...extra });
+  const deploy = (method: string, template: string, extra: Partial<Operation> = {}): Operation => ({
+    method,
+    template,
+    body: "none",
+    auth: "admin",
+    source: "table",
+    ...extra,
+  });
   const deployJson = (action: string, valid: unknown): Operation =>
     deploy("POST", `/v1/apps/{app}/environments/{env}/${action}`, { body: "json-required", valid, limit: DEPLOY_BODY_LIMIT });
   const sha0 = "0".repeat(64);
@@ -336,7 +343,8 @@ function casesFor(op: Operation): Case[] {
       raw("wrong content-type (valid body as XML)", validBody, [415], "application/xml");
       const [before, after] = JSON.stringify(op.valid).replaceAll("{spareWorker}", spareWorker.workerId).split(MARK) as [string, string | undefined];
       // Only where the valid body has a free-text field (MARK in it); enums and numbers have no string to break.
-      if (after !== undefined) raw("invalid UTF-8 inside a string", Buffer.concat([Buffer.from(before), Buffer.from([0xc3, 0x28, 0xff]), Buffer.from(after)]), [400]);
+      if (after !== undefined)
+        raw("invalid UTF-8 inside a string", Buffer.concat([Buffer.from(before), Buffer.from([0xc3, 0x28, 0xff]), Buffer.from(after)]), [400]);
       if (after !== undefined) raw("100k nested arrays inside a field", bodyOf(op, { value: DEEP }), NOT_OBJECT);
       if (op.limit) add("body over the limit", { method: op.method, path, headers: json, body: oversize(bodyOf(op), op.limit) }, [413]);
     }
@@ -368,7 +376,8 @@ function casesFor(op: Operation): Case[] {
     const query = known ? `${known}&${junk}` : junk;
     const h = validBody ? json : headers;
     if (op.intParams) add("bad values of its query parameters", { method: op.method, path: `${path}?${query}`, headers: h, body: validBody }, [422]);
-    else if (op.body !== "passthrough") add("unknown query parameters", { method: op.method, path: `${path}?${query}`, headers: h, body: validBody }, ANY_4XX, { okAllowed: true });
+    else if (op.body !== "passthrough")
+      add("unknown query parameters", { method: op.method, path: `${path}?${query}`, headers: h, body: validBody }, ANY_4XX, { okAllowed: true });
   }
 
   // no key (the console's files need none)
@@ -421,7 +430,8 @@ function judge(c: Case, answer: Answer | { error: string }): string | undefined 
   } catch {
     return "the body is not JSON";
   }
-  if (typeof body.title !== "string" || body.status !== status || typeof body.detail !== "string") return "the body lacks title/status/detail (or status differs)";
+  if (typeof body.title !== "string" || body.status !== status || typeof body.detail !== "string")
+    return "the body lacks title/status/detail (or status differs)";
   if (c.allow) {
     const got = String(headers.allow ?? "")
       .split(",")
@@ -602,7 +612,14 @@ describe("hostile input on every operation", () => {
 
   it("keeps the same state after a restart on the same data dir", async () => {
     await t.service.close();
-    t.service = await startService({ dataDir: join(t.dir, "data"), storeUrl: t.storeUrl, apiKeys: [t.key], leaseMs: 600, heartbeatMs: 150, maxArtifactBytes: MAX_ARTIFACT_BYTES });
+    t.service = await startService({
+      dataDir: join(t.dir, "data"),
+      storeUrl: t.storeUrl,
+      apiKeys: [t.key],
+      leaseMs: 600,
+      heartbeatMs: 150,
+      maxArtifactBytes: MAX_ARTIFACT_BYTES,
+    });
     expect(await snapshot()).toEqual(before);
     expect(integrity()).toBe("ok");
   });

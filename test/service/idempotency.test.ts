@@ -10,7 +10,12 @@ import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { manifest, ProtocolWorker, resource, startTestService, storedCount, type TestService } from "./helpers.js";
 
-async function submit(url: string, key: string, idempotencyKey: string | undefined, body: unknown): Promise<{ status: number; body: any; replayed: string | null }> {
+async function submit(
+  url: string,
+  key: string,
+  idempotencyKey: string | undefined,
+  body: unknown,
+): Promise<{ status: number; body: any; replayed: string | null }> {
   const headers: Record<string, string> = { "content-type": "application/json", authorization: `Bearer ${key}` };
   if (idempotencyKey !== undefined) headers["idempotency-key"] = idempotencyKey;
   const response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body) });
@@ -24,7 +29,12 @@ describe("Idempotency-Key on the job API", () => {
   let base: string;
   beforeAll(async () => {
     t = await startTestService();
-    const [endpoint] = await t.service.deploy({ app: "idem", env: "test", manifest: manifest({ work: resource({ workersMax: 0 }) }, "idem"), artifactPath: t.artifact });
+    const [endpoint] = await t.service.deploy({
+      app: "idem",
+      env: "test",
+      manifest: manifest({ work: resource({ workersMax: 0 }) }, "idem"),
+      artifactPath: t.artifact,
+    });
     endpointId = endpoint!.id;
     base = `${t.service.url}/v2/${endpointId}`;
   });
@@ -65,7 +75,12 @@ describe("Idempotency-Key on the job API", () => {
 
   it("answers a repeated /runsync with the first job's result", async () => {
     // An endpoint of its own: the other tests leave jobs queued.
-    const [endpoint] = await t.service.deploy({ app: "idem-sync", env: "test", manifest: manifest({ work: resource({ workersMax: 0 }) }, "idem-sync"), artifactPath: t.artifact });
+    const [endpoint] = await t.service.deploy({
+      app: "idem-sync",
+      env: "test",
+      manifest: manifest({ work: resource({ workersMax: 0 }) }, "idem-sync"),
+      artifactPath: t.artifact,
+    });
     const base = `${t.service.url}/v2/${endpoint!.id}`;
     const worker = await ProtocolWorker.mint(t, endpoint!.id);
     await worker.register();
@@ -82,7 +97,13 @@ describe("Idempotency-Key on the job API", () => {
 
   it("keeps a key apart per user: another user's same key is another job", async () => {
     const { key: otherKey } = await t.service.mintKey({ scopes: ["admin"], userId: "someone-else" });
-    const [endpoint] = await t.service.deploy({ app: "idem2", env: "test", manifest: manifest({ work: resource({ workersMax: 0 }) }, "idem2"), artifactPath: t.artifact, ownerKey: otherKey });
+    const [endpoint] = await t.service.deploy({
+      app: "idem2",
+      env: "test",
+      manifest: manifest({ work: resource({ workersMax: 0 }) }, "idem2"),
+      artifactPath: t.artifact,
+      ownerKey: otherKey,
+    });
     const mine = await submit(`${base}/run`, t.key, "shared-name", { input: 1 });
     const theirs = await submit(`${t.service.url}/v2/${endpoint!.id}/run`, otherKey, "shared-name", { input: 1 });
     expect(mine.status).toBe(200);
@@ -97,7 +118,8 @@ describe("Idempotency-Key across a kill -9", () => {
   const ADMIN_KEY = "idem-crash-admin-key";
   let dir: string;
   const children = new Set<ChildProcess>();
-  const exited = (child: ChildProcess) => (child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => child.once("exit", () => r())));
+  const exited = (child: ChildProcess) =>
+    child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => child.once("exit", () => r()));
 
   async function startChild(): Promise<{ child: ChildProcess; endpointUrl: string }> {
     const child = spawn(process.execPath, [fixture], {
@@ -125,19 +147,27 @@ describe("Idempotency-Key across a kill -9", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it.skipIf(process.env.SVC_TEST_STORE === "postgres")("finds the acknowledged job after the service is killed and started again", async () => {
-    const first = await startChild();
-    const answers = await Promise.all(Array.from({ length: 20 }, () => submit(`${first.endpointUrl}/run`, ADMIN_KEY, "nightly-render-42", { input: { frame: 42 } })));
-    const ids = new Set(answers.map((a) => a.body.id));
-    expect(ids.size).toBe(1);
-    first.child.kill("SIGKILL");
-    await exited(first.child);
+  it.skipIf(process.env.SVC_TEST_STORE === "postgres")(
+    "finds the acknowledged job after the service is killed and started again",
+    async () => {
+      const first = await startChild();
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () => submit(`${first.endpointUrl}/run`, ADMIN_KEY, "nightly-render-42", { input: { frame: 42 } })),
+      );
+      const ids = new Set(answers.map((a) => a.body.id));
+      expect(ids.size).toBe(1);
+      first.child.kill("SIGKILL");
+      await exited(first.child);
 
-    const second = await startChild();
-    const again = await Promise.all(Array.from({ length: 20 }, () => submit(`${second.endpointUrl}/run`, ADMIN_KEY, "nightly-render-42", { input: { frame: 42 } })));
-    expect(new Set(again.map((a) => a.body.id))).toEqual(ids);
-    expect(again.every((a) => a.status === 200 && a.replayed === "true")).toBe(true);
-    second.child.kill("SIGTERM");
-    await exited(second.child);
-  }, 30_000);
+      const second = await startChild();
+      const again = await Promise.all(
+        Array.from({ length: 20 }, () => submit(`${second.endpointUrl}/run`, ADMIN_KEY, "nightly-render-42", { input: { frame: 42 } })),
+      );
+      expect(new Set(again.map((a) => a.body.id))).toEqual(ids);
+      expect(again.every((a) => a.status === 200 && a.replayed === "true")).toBe(true);
+      second.child.kill("SIGTERM");
+      await exited(second.child);
+    },
+    30_000,
+  );
 });

@@ -78,7 +78,7 @@ describe("authentication and errors", () => {
     const wrong = await call(`${echo.url}/run`, { method: "GET", key: t.key });
     expect(wrong.status).toBe(405);
     expect(wrong.headers.get("allow")).toBe("POST");
-    const bad = await call(`${echo.url}/run`, { key: t.key, raw: "{\"input\": " });
+    const bad = await call(`${echo.url}/run`, { key: t.key, raw: '{"input": ' });
     expect(bad.status).toBe(400);
     expect(bad.body.title).toBe("Bad Request");
     const missing = await call(`${echo.url}/run`, { key: t.key, body: { inptu: 1 } });
@@ -96,11 +96,19 @@ describe("authentication and errors", () => {
 
   it("parses a JSON body sent without its content type (fetch's text/plain, curl -d's form), and refuses multipart (415)", async () => {
     for (const type of ["text/plain;charset=UTF-8", "application/x-www-form-urlencoded"]) {
-      const r = await fetch(`${echo.url}/run`, { method: "POST", headers: { authorization: `Bearer ${t.key}`, "content-type": type }, body: JSON.stringify({ input: { via: type } }) });
+      const r = await fetch(`${echo.url}/run`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${t.key}`, "content-type": type },
+        body: JSON.stringify({ input: { via: type } }),
+      });
       expect(r.status).toBe(200);
       expect(((await r.json()) as { status: string }).status).toBe("IN_QUEUE");
     }
-    const multipart = await fetch(`${echo.url}/run`, { method: "POST", headers: { authorization: `Bearer ${t.key}`, "content-type": "multipart/form-data; boundary=x" }, body: '{"input":{}}' });
+    const multipart = await fetch(`${echo.url}/run`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.key}`, "content-type": "multipart/form-data; boundary=x" },
+      body: '{"input":{}}',
+    });
     expect(multipart.status).toBe(415);
     expect(multipart.headers.get("content-type")).toContain("application/problem+json");
     expect(((await multipart.json()) as { detail: string }).detail).toContain("Content-Type: application/json");
@@ -200,7 +208,14 @@ describe("job lifecycle", () => {
     expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body.status).toBe("IN_QUEUE");
     const [second] = await worker.take(1);
     expect(second).toMatchObject({ id: body.id, attempt: 2 });
-    await worker.done([{ jobId: second!.id, lease: second!.lease, status: "FAILED", error: { message: "boom 2", type: "RangeError", stack: "RangeError: boom 2\n    at handler" } }]);
+    await worker.done([
+      {
+        jobId: second!.id,
+        lease: second!.lease,
+        status: "FAILED",
+        error: { message: "boom 2", type: "RangeError", stack: "RangeError: boom 2\n    at handler" },
+      },
+    ]);
     const failed = await call(`${echo.url}/status/${body.id}`, { key: t.key });
     expect(failed.body).toMatchObject({ status: "FAILED", error: "boom 2", errorType: "RangeError" });
     expect(failed.body.errorStack).toMatch(/at handler/);
@@ -305,12 +320,20 @@ describe("progress", () => {
     expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).not.toHaveProperty("output");
     expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease, progress: { step: 1 } })).body).toEqual({ ok: true });
     expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease, progress: { step: 2, note: "halfway" } })).body).toEqual({ ok: true });
-    expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).toMatchObject({ status: "IN_PROGRESS", output: { step: 2, note: "halfway" }, attempts: 1 });
+    expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).toMatchObject({
+      status: "IN_PROGRESS",
+      output: { step: 2, note: "halfway" },
+      attempts: 1,
+    });
     const big = await worker.post("progress", { jobId: job!.id, lease: job!.lease, progress: "x".repeat(64 * 1024) });
     expect(big.status).toBe(422);
     expect(big.body.errors).toEqual(["$.progress: must be at most 65536 bytes of JSON"]);
     expect((await worker.post("progress", { jobId: job!.id, lease: job!.lease })).status).toBe(422);
-    expect((await worker.post("progress", { jobId: job!.id, lease: "stale", progress: 3 })).body).toEqual({ ok: false, code: "lease-lost", reason: "lease lost" });
+    expect((await worker.post("progress", { jobId: job!.id, lease: "stale", progress: 3 })).body).toEqual({
+      ok: false,
+      code: "lease-lost",
+      reason: "lease lost",
+    });
     // Once it ends, its output is its result.
     await worker.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: "finished" }]);
     expect((await call(`${echo.url}/status/${body.id}`, { key: t.key })).body).toMatchObject({ status: "COMPLETED", output: "finished" });
@@ -390,10 +413,13 @@ describe("stream, health, webhook, logs, state", () => {
     const follow = await fetch(`${t.service.url}/v1/endpoints/${echo.id}/logs?follow=1&job=${job!.id}`, { headers: { authorization: `Bearer ${t.key}` } });
     expect(follow.headers.get("content-type")).toBe("application/x-ndjson");
     const reader = follow.body!.getReader();
-    await worker.post("log", { workerId: worker.workerId, lines: [
-      { ts: Date.now(), stream: "stdout", jobId: job!.id, text: "hello from the job" },
-      { ts: Date.now(), stream: "stderr", text: "worker noise" },
-    ] });
+    await worker.post("log", {
+      workerId: worker.workerId,
+      lines: [
+        { ts: Date.now(), stream: "stdout", jobId: job!.id, text: "hello from the job" },
+        { ts: Date.now(), stream: "stderr", text: "worker noise" },
+      ],
+    });
     const { value } = await reader.read();
     const line = JSON.parse(new TextDecoder().decode(value).trim().split("\n")[0]!);
     expect(line).toMatchObject({ workerId: worker.workerId, jobId: job!.id, stream: "stdout", text: "hello from the job" });

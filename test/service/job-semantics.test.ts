@@ -44,10 +44,15 @@ async function until<T>(what: string, check: () => Promise<T | undefined | false
 }
 
 const FINAL = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
-const final = (name: string, id: string) => until(`job ${id} to end`, async () => {
-  const record = await sdk(name).status(id);
-  return FINAL.includes(record.status) ? record : undefined;
-}, 60_000);
+const final = (name: string, id: string) =>
+  until(
+    `job ${id} to end`,
+    async () => {
+      const record = await sdk(name).status(id);
+      return FINAL.includes(record.status) ? record : undefined;
+    },
+    60_000,
+  );
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "svc-job-semantics-"));
@@ -72,16 +77,20 @@ describe("progress", () => {
     const job = await sdk("progress").run({ input: { steps: 6, stepMs: 400, gate } });
     // Read as the client reads it: the record's output while IN_PROGRESS, the latest step each time.
     const seen: number[] = [];
-    await until("the last step", async () => {
-      const record = await sdk("progress").status(job.id);
-      expect(record.status === "IN_QUEUE" || record.status === "IN_PROGRESS").toBe(true);
-      const step = (record.output as { step?: number } | undefined)?.step;
-      if (record.status === "IN_PROGRESS" && step !== undefined) {
-        expect(record.output).toEqual({ step, of: 6 });
-        if (seen.at(-1) !== step) seen.push(step);
-      }
-      return step === 6;
-    }, 60_000);
+    await until(
+      "the last step",
+      async () => {
+        const record = await sdk("progress").status(job.id);
+        expect(record.status === "IN_QUEUE" || record.status === "IN_PROGRESS").toBe(true);
+        const step = (record.output as { step?: number } | undefined)?.step;
+        if (record.status === "IN_PROGRESS" && step !== undefined) {
+          expect(record.output).toEqual({ step, of: 6 });
+          if (seen.at(-1) !== step) seen.push(step);
+        }
+        return step === 6;
+      },
+      60_000,
+    );
     // Several values as they came, never going back.
     expect(seen.length).toBeGreaterThanOrEqual(3);
     expect([...seen].sort((a, b) => a - b)).toEqual(seen);
@@ -154,7 +163,10 @@ describe("retries", () => {
     expect(starts).toHaveLength(3);
     // "attempt 1 failed; retry 1 of 2 in 517 ms": the delay each retry drew (full jitter under 0.8 s, then 1.2 s).
     const lines = (await api("GET", `/v1/endpoints/${ids.get("flaky")}/logs?job=${job.id}`)).body.lines as Array<{ text: string }>;
-    const delays = lines.map((l) => /^attempt (\d) failed; retry (\d) of 2 in (\d+) ms$/.exec(l.text)).filter((m) => m !== null).map((m) => Number(m![3]));
+    const delays = lines
+      .map((l) => /^attempt (\d) failed; retry (\d) of 2 in (\d+) ms$/.exec(l.text))
+      .filter((m) => m !== null)
+      .map((m) => Number(m![3]));
     expect(delays).toHaveLength(2);
     expect(delays[0]).toBeLessThanOrEqual(800);
     expect(delays[1]).toBeLessThanOrEqual(1200);

@@ -40,7 +40,7 @@ it("renews leases on heartbeat; a silent worker's job is retried to completion b
   expect(await a.heartbeat([job!.lease])).toEqual([job!.lease]);
   const [stale] = await a.done([{ jobId: job!.id, lease: job!.lease, status: "COMPLETED", output: "from a" }]);
   expect(stale).toEqual({ jobId: body.id, accepted: false, code: "lease-lost", reason: "lease lost" });
-  expect((await a.stream(job!.id, job!.lease, [{ output: "x" }]))).toMatchObject({ ok: false });
+  expect(await a.stream(job!.id, job!.lease, [{ output: "x" }])).toMatchObject({ ok: false });
   await b.done([{ jobId: retried!.id, lease: retried!.lease, status: "COMPLETED", output: "from b" }]);
   const record = await call(`${endpoint.url}/status/${body.id}`, { key: t.key });
   expect(record.body).toMatchObject({ status: "COMPLETED", output: "from b" });
@@ -107,8 +107,19 @@ it("a take may carry results: they are recorded (stale ones refused) and answere
   expect((await call(`${endpoint.url}/status/${first.id}`, { key: t.key })).body).toMatchObject({ status: "COMPLETED", output: "done first" });
   // The same results again (a retried request): refused as recorded; a malformed list is a 422 and takes nothing.
   const next = answer.body.jobs[0];
-  const again = await a.post("take", { workerId: a.workerId, max: 1, waitMs: 0, results: [result, { jobId: next.id, lease: next.lease, status: "COMPLETED", output: 2 }] });
-  expect(again.body).toEqual({ jobs: [], results: [{ jobId: first.id, accepted: false, code: "job-final", status: "COMPLETED", reason: "job is COMPLETED" }, { jobId: second.id, accepted: true }] });
+  const again = await a.post("take", {
+    workerId: a.workerId,
+    max: 1,
+    waitMs: 0,
+    results: [result, { jobId: next.id, lease: next.lease, status: "COMPLETED", output: 2 }],
+  });
+  expect(again.body).toEqual({
+    jobs: [],
+    results: [
+      { jobId: first.id, accepted: false, code: "job-final", status: "COMPLETED", reason: "job is COMPLETED" },
+      { jobId: second.id, accepted: true },
+    ],
+  });
   const bad = await a.post("take", { workerId: a.workerId, max: 1, results: [{ jobId: 1 }] });
   expect(bad.status).toBe(422);
   expect(bad.body.errors).toContain("$.results[0].jobId: is required");

@@ -25,7 +25,11 @@ const projects = { a: "", b: "" };
 const ids = { aFlood: "", bEcho: "", bFlood: "" };
 
 async function api(key: string, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   return { status: res.status, text, body: (text && res.headers.get("content-type")?.includes("json") ? JSON.parse(text) : text) as any };
 }
@@ -64,7 +68,8 @@ beforeAll(async () => {
     projects[user] = copyFixture("log-flood", join(work, user));
     await deployFixture(projects[user], server.url, keys[user]);
   }
-  const endpointsOf = async (key: string) => (await api(key, "GET", "/v1/apps/log-flood/environments/prod")).body.endpoints as Array<{ name: string; id: string }>;
+  const endpointsOf = async (key: string) =>
+    (await api(key, "GET", "/v1/apps/log-flood/environments/prod")).body.endpoints as Array<{ name: string; id: string }>;
   ids.aFlood = (await endpointsOf(keys.a)).find((e) => e.name === "flood")!.id;
   const b = await endpointsOf(keys.b);
   ids.bEcho = b.find((e) => e.name === "echo")!.id;
@@ -146,7 +151,12 @@ describe("a handler flooding its stdout on a shared svc server", () => {
 
     const cli = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "logs", "flood", "--app", "log-flood", "--env", "prod", "--job", floodJob], {
       cwd: projects.a,
-      env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVC_"))), SVC_API_URL: server.url, SVC_API_KEY: keys.a, CI: "true" },
+      env: {
+        ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVC_"))),
+        SVC_API_URL: server.url,
+        SVC_API_KEY: keys.a,
+        CI: "true",
+      },
       encoding: "utf8",
       maxBuffer: 64 * 1024 * 1024,
       timeout: 60_000,
@@ -155,13 +165,22 @@ describe("a handler flooding its stdout on a shared svc server", () => {
     expect(cli.stderr).toContain(`${dropped} log lines were dropped by the service's log quotas`);
     // The API's first 10,000 lines are the burst the quota let through; the notices follow, so ask for the end.
     const since = stored("SELECT MIN(ts) AS n FROM logs WHERE job_id = ? AND stream = 'dropped'", [floodJob]);
-    const tail = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "logs", "flood", "--app", "log-flood", "--env", "prod", "--job", floodJob, "--since", String(since)], {
-      cwd: projects.a,
-      env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVC_"))), SVC_API_URL: server.url, SVC_API_KEY: keys.a, CI: "true" },
-      encoding: "utf8",
-      maxBuffer: 64 * 1024 * 1024,
-      timeout: 60_000,
-    });
+    const tail = spawnSync(
+      process.execPath,
+      [join(repo, "bin", "svc.js"), "logs", "flood", "--app", "log-flood", "--env", "prod", "--job", floodJob, "--since", String(since)],
+      {
+        cwd: projects.a,
+        env: {
+          ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("SVC_"))),
+          SVC_API_URL: server.url,
+          SVC_API_KEY: keys.a,
+          CI: "true",
+        },
+        encoding: "utf8",
+        maxBuffer: 64 * 1024 * 1024,
+        timeout: 60_000,
+      },
+    );
     expect(tail.stdout).toMatch(/ !! \[svc\] \d+ log lines dropped: over the worker's 1000 lines\/s \(SVC_LOG_WORKER_LINES_PER_S\)/);
 
     const metrics = await api(ADMIN, "GET", "/metrics");

@@ -85,7 +85,16 @@ function rawStatus(request: string): Promise<string> {
 
 describe("every method on every route family", () => {
   it("answers CONNECT, TRACE, PROPFIND and an unknown method with a 4xx status line, and an Upgrade request as a plain one", async () => {
-    const families = ["/v1/apps", `/v2/${ids.endpoint}/run`, `/v2/${ids.endpoint}/openai/v1/models`, "/v1/keys", "/_worker/v1/take", `/lb/${ids.endpoint}/items`, "/openapi.json", "/console/"];
+    const families = [
+      "/v1/apps",
+      `/v2/${ids.endpoint}/run`,
+      `/v2/${ids.endpoint}/openai/v1/models`,
+      "/v1/keys",
+      "/_worker/v1/take",
+      `/lb/${ids.endpoint}/items`,
+      "/openapi.json",
+      "/console/",
+    ];
     const auth = `Authorization: Bearer ${KEY}\r\n`;
     for (const path of families) {
       for (const request of [
@@ -97,7 +106,10 @@ describe("every method on every route family", () => {
       ]) {
         const line = await rawStatus(request);
         const upgrade = request.includes("Upgrade: websocket");
-        expect({ request: request.split("\r\n")[0], line }).toEqual({ request: request.split("\r\n")[0], line: expect.stringMatching(upgrade ? /^HTTP\/1\.1 [1-5]\d\d / : /^HTTP\/1\.1 4\d\d /) });
+        expect({ request: request.split("\r\n")[0], line }).toEqual({
+          request: request.split("\r\n")[0],
+          line: expect.stringMatching(upgrade ? /^HTTP\/1\.1 [1-5]\d\d / : /^HTTP\/1\.1 4\d\d /),
+        });
       }
     }
     const connect = await rawStatus("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");

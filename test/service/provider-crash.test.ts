@@ -28,7 +28,15 @@ async function freePort(): Promise<number> {
 
 async function startService(port: number) {
   const child = spawn(process.execPath, [service], {
-    env: { ...process.env, DATA_DIR: join(dir, "data"), ARTIFACT: join(dir, "artifact.tar.gz"), ADMIN_KEY, LEASE_MS: "10000", HEARTBEAT_MS: "1000", PORT: String(port) },
+    env: {
+      ...process.env,
+      DATA_DIR: join(dir, "data"),
+      ARTIFACT: join(dir, "artifact.tar.gz"),
+      ADMIN_KEY,
+      LEASE_MS: "10000",
+      HEARTBEAT_MS: "1000",
+      PORT: String(port),
+    },
     stdio: ["ignore", "pipe", "inherit"],
   });
   children.add(child);
@@ -56,7 +64,10 @@ it("a provider worker's job survives kill -9 of the service: its result after th
   const keys = first.info.workers[0]!;
   const lines: string[] = [];
   const child = spawn("python3", [worker], {
-    env: { PATH: process.env.PATH, ...providerWorkerEnv({ apiUrl: first.info.url, workerId: keys.id, endpointId: first.info.endpointId, workerToken: keys.key, pingIntervalMs: 1000 }) },
+    env: {
+      PATH: process.env.PATH,
+      ...providerWorkerEnv({ apiUrl: first.info.url, workerId: keys.id, endpointId: first.info.endpointId, workerToken: keys.key, pingIntervalMs: 1000 }),
+    },
     stdio: ["ignore", "pipe", "inherit"],
   });
   children.add(child);

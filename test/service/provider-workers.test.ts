@@ -214,7 +214,11 @@ it("a stop that came before the job's task started is sent again when a ping sti
 
 it("a worker of concurrency 3 takes a batch and runs three jobs at once", async () => {
   const endpoint = await newEndpoint();
-  const ids = [await run(endpoint, { mode: "sleep", seconds: 2, value: 1 }), await run(endpoint, { mode: "sleep", seconds: 2, value: 2 }), await run(endpoint, { mode: "sleep", seconds: 2, value: 3 })];
+  const ids = [
+    await run(endpoint, { mode: "sleep", seconds: 2, value: 1 }),
+    await run(endpoint, { mode: "sleep", seconds: 2, value: 2 }),
+    await run(endpoint, { mode: "sleep", seconds: 2, value: 3 }),
+  ];
   const worker = await startWorker(endpoint, { concurrency: 3 });
   await until(async () => (await Promise.all(ids.map((id) => status(endpoint, id)))).every((r) => r.status === "IN_PROGRESS"), 10_000);
   const taken = await worker.line("taken ");
@@ -265,7 +269,8 @@ it("a take saying job_in_progress=0 hands back the jobs the worker was given but
   const other = await ProtocolWorker.mint(t, endpoint.id);
   const env = providerWorkerEnv({ apiUrl: t.service.url, workerId: keys.workerId, endpointId: endpoint.id, workerToken: keys.token, pingIntervalMs: PING_MS });
   const takeUrl = env.RUNPOD_WEBHOOK_GET_JOB!.replace("$ID", keys.workerId);
-  const take = (flag: string, token = keys.token, url = takeUrl) => fetch(`${url}&job_in_progress=${flag}`, { headers: { authorization: token }, signal: AbortSignal.timeout(5000) });
+  const take = (flag: string, token = keys.token, url = takeUrl) =>
+    fetch(`${url}&job_in_progress=${flag}`, { headers: { authorization: token }, signal: AbortSignal.timeout(5000) });
   const id = await run(endpoint, { mode: "echo", value: "lost" });
   const first = await take("0");
   expect(first.status).toBe(200);
@@ -281,7 +286,11 @@ it("a take saying job_in_progress=0 hands back the jobs the worker was given but
   expect((await take("1", other.token)).status).toBe(403);
   expect((await take("1", keys.token, takeUrl.replace(`/${endpoint.id}/`, "/otherendpoint/"))).status).toBe(403);
   // svc's own protocol routes still want the bearer form.
-  const bare = await fetch(`${t.service.url}/_worker/v1/heartbeat`, { method: "POST", headers: { authorization: keys.token, "content-type": "application/json" }, body: "{}" });
+  const bare = await fetch(`${t.service.url}/_worker/v1/heartbeat`, {
+    method: "POST",
+    headers: { authorization: keys.token, "content-type": "application/json" },
+    body: "{}",
+  });
   expect(bare.status).toBe(401);
   const done = await fetch(`${env.RUNPOD_WEBHOOK_POST_OUTPUT!.replace("$RUNPOD_POD_ID", keys.workerId).replace("$ID", id)}&isStream=false`, {
     method: "POST",

@@ -17,8 +17,20 @@ beforeAll(async () => {
   const functions = [{ name: "echo", module: "src/index.ts", export: "echo", kind: "function" as const }];
   // No workers: every job stays queued (a busy or absent worker).
   const res = () => resource({ workersMax: 0, functions });
-  [{ id: ep.m1 = "" } = { id: "" }, { id: ep.m2 = "" } = { id: "" }] = await t.service.deploy({ app: "flood", env: "prod", manifest: manifest({ m1: res(), m2: res() }, "flood"), artifactPath: t.artifact, ownerKey: keys.mallory });
-  [{ id: ep.alice = "" } = { id: "" }] = await t.service.deploy({ app: "shop", env: "prod", manifest: manifest({ a: res() }, "shop"), artifactPath: t.artifact, ownerKey: keys.alice });
+  [{ id: ep.m1 = "" } = { id: "" }, { id: ep.m2 = "" } = { id: "" }] = await t.service.deploy({
+    app: "flood",
+    env: "prod",
+    manifest: manifest({ m1: res(), m2: res() }, "flood"),
+    artifactPath: t.artifact,
+    ownerKey: keys.mallory,
+  });
+  [{ id: ep.alice = "" } = { id: "" }] = await t.service.deploy({
+    app: "shop",
+    env: "prod",
+    manifest: manifest({ a: res() }, "shop"),
+    artifactPath: t.artifact,
+    ownerKey: keys.alice,
+  });
 });
 afterAll(async () => {
   await t?.close();
@@ -43,7 +55,10 @@ describe("queue quotas", () => {
     expectQuotaProblem(await run(ep.m2, keys.mallory, { i: 2 }), "user_jobs");
     // Every way in is refused: /runsync, and the OpenAI route (its own problem shape, the same status and header).
     expectQuotaProblem(await call(`${t.service.url}/v2/${ep.m2}/runsync?wait=1000`, { key: keys.mallory, body: { input: {} } }), "user_jobs");
-    const chat = await call(`${t.service.url}/v2/${ep.m2}/openai/v1/chat/completions`, { key: keys.mallory, body: { model: "echo", messages: [{ role: "user", content: "hi" }] } });
+    const chat = await call(`${t.service.url}/v2/${ep.m2}/openai/v1/chat/completions`, {
+      key: keys.mallory,
+      body: { model: "echo", messages: [{ role: "user", content: "hi" }] },
+    });
     expect(chat.status).toBe(429);
     expect(chat.headers.get("content-type")).toMatch(/^application\/problem\+json/);
     expect(chat.headers.get("retry-after")).toMatch(/^[1-9]\d*$/);

@@ -74,7 +74,10 @@ it("replaces a worker that dies mid-job and runs the job again", async () => {
 it("a redeploy with a changed artifact replaces the workers and keeps the queued jobs", async () => {
   const first = await call(`${greeter.url}/runsync`, { key: KEY, body: { input: { who: "old" } } });
   const oldPid = first.body.output.pid as number;
-  writeFileSync(join(dir, "app", "src", "app.mjs"), (await import("node:fs")).readFileSync(join(dir, "app", "src", "app.mjs"), "utf8").replace("hello ${input.who}", "hi ${input.who}"));
+  writeFileSync(
+    join(dir, "app", "src", "app.mjs"),
+    (await import("node:fs")).readFileSync(join(dir, "app", "src", "app.mjs"), "utf8").replace("hello ${input.who}", "hi ${input.who}"),
+  );
   const ids: string[] = [];
   for (let i = 0; i < 5; i++) ids.push((await call(`${greeter.url}/run`, { key: KEY, body: { input: { who: `q${i}` } } })).body.id);
   const rebuilt = await buildProject(join(dir, "app"));

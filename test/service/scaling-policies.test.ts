@@ -64,17 +64,24 @@ async function sample(name: string, ms: number, from: number): Promise<Array<{ a
 
 it("QUEUE_DELAY: no worker is added while the waiting job is younger than the delay, one is after", async () => {
   // workersMin 1: one worker, idle, before the load.
-  await until(async () => {
-    const h = await health("delayed");
-    return live(h) === 1 && h.workers.idle === 1;
-  }, 30_000, 100);
+  await until(
+    async () => {
+      const h = await health("delayed");
+      return live(h) === 1 && h.workers.idle === 1;
+    },
+    30_000,
+    100,
+  );
   const busy = await submit("delayed", { input: { ms: 12_000 } });
   await until(async () => (await health("delayed")).workers.running === 1, 10_000, 50);
   const queuedAt = Date.now();
   const waiting = await submit("delayed", { input: { ms: 0 } });
   // The delay is 3 s: up to 2.5 s after the job was queued the endpoint keeps its one (busy) worker.
   const before = await sample("delayed", 2500, queuedAt);
-  expect(before.filter((s) => s.workers !== 1), JSON.stringify(before)).toEqual([]);
+  expect(
+    before.filter((s) => s.workers !== 1),
+    JSON.stringify(before),
+  ).toEqual([]);
   // Past the delay a second worker starts, and runs the waiting job long before the busy one is done.
   await until(async () => live(await health("delayed")) >= 2, 6000, 100);
   const done = await finished("delayed", waiting);
@@ -111,7 +118,10 @@ it("low-priority jobs start no worker; they run on the workers a normal job star
   const low: string[] = [];
   for (let i = 0; i < 3; i++) low.push(await submit("background", { input: { ms: 0 }, policy: { lowPriority: true } }));
   const seen = await sample("background", 3000, from);
-  expect(seen.filter((s) => s.workers !== 0), JSON.stringify(seen)).toEqual([]);
+  expect(
+    seen.filter((s) => s.workers !== 0),
+    JSON.stringify(seen),
+  ).toEqual([]);
   const waiting = await health("background");
   expect(waiting.jobs.inQueue).toBe(3);
   expect(waiting.workers.throttled).toBe(0);

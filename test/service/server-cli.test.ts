@@ -109,7 +109,11 @@ it("a start that cannot listen says why and what to do, and leaves no data direc
     new Promise<{ code: number | null; stderr: string }>((resolve) => {
       const env = { ...process.env };
       delete env.SVC_API_KEY;
-      const child = spawn(process.execPath, [join(repo, "bin", "svc.js"), "server", "--data-dir", dataDir, "--workers", "none", ...args], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawn(process.execPath, [join(repo, "bin", "svc.js"), "server", "--data-dir", dataDir, "--workers", "none", ...args], {
+        cwd: dir,
+        env,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       let stderr = "";
       child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
       child.once("exit", (code) => resolve({ code, stderr }));

@@ -59,7 +59,9 @@ describe("process workers without a sandbox", () => {
     } finally {
       await trusted.stop();
     }
-    await expect(startServerProcess({ dataDir, env: { SVC_API_KEY: KEY, SVC_SANDBOX: "none" } })).rejects.toThrow(/holds keys of 2 users \(bob, default\), and process workers run without a sandbox/);
+    await expect(startServerProcess({ dataDir, env: { SVC_API_KEY: KEY, SVC_SANDBOX: "none" } })).rejects.toThrow(
+      /holds keys of 2 users \(bob, default\), and process workers run without a sandbox/,
+    );
     // Nothing of the data directory was lost by the refusal.
     expect(readFileSync(join(dataDir, "svc.sqlite")).length).toBeGreaterThan(0);
   }, 60_000);

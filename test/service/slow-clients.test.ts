@@ -93,7 +93,12 @@ beforeAll(async () => {
   url = await startServer(join(work, "data"));
   const base: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
   for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
-  const deploy = spawnSync(process.execPath, [bin, "deploy", "--json"], { cwd: project, env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY }, encoding: "utf8", timeout: 120_000 });
+  const deploy = spawnSync(process.execPath, [bin, "deploy", "--json"], {
+    cwd: project,
+    env: { ...base, SVC_API_URL: url, SVC_API_KEY: KEY },
+    encoding: "utf8",
+    timeout: 120_000,
+  });
   if (deploy.status !== 0) throw new Error(`svc deploy exited ${deploy.status}:\n${deploy.stderr}`);
   const endpoint = (JSON.parse(deploy.stdout) as { endpoints: Array<{ id: string; url: string }> }).endpoints[0]!;
   endpointUrl = endpoint.url;
@@ -109,7 +114,10 @@ beforeAll(async () => {
   const chatter = await api(`${endpointUrl}/runsync?wait=120000`, { function: "chatter", input: { count: 3000, size: 2000 } });
   expect(JSON.parse(chatter.text).status).toBe("COMPLETED");
   const deadline = Date.now() + 30_000;
-  while ((JSON.parse((await api(`/v1/endpoints/${endpointId}/logs`)).text) as { lines: Array<{ text: string }> }).lines.filter((l) => l.text.startsWith("chatter")).length < 3000) {
+  while (
+    (JSON.parse((await api(`/v1/endpoints/${endpointId}/logs`)).text) as { lines: Array<{ text: string }> }).lines.filter((l) => l.text.startsWith("chatter"))
+      .length < 3000
+  ) {
     if (Date.now() > deadline) throw new Error("the chatter never reached the logs");
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -171,30 +179,36 @@ describe("slow clients against svc server", () => {
 
     expect(JSON.parse((await more).text).status).toBe("COMPLETED");
     peak = Math.max(peak, rss());
-    console.log(`slow clients: baseline RSS ${(baseline / 1048576).toFixed(0)} MB, peak ${(peak / 1048576).toFixed(0)} MB, slowest /health ${slowest} ms (${latencies.join(" ")})`);
+    console.log(
+      `slow clients: baseline RSS ${(baseline / 1048576).toFixed(0)} MB, peak ${(peak / 1048576).toFixed(0)} MB, slowest /health ${slowest} ms (${latencies.join(" ")})`,
+    );
     expect(peak - baseline).toBeLessThan(RSS_GROWTH_MAX);
     expect(slowest).toBeLessThan(HEALTH_MAX_MS);
   }, 60_000);
 
-  it("drops every client that does not read after the stall timeout (its socket is closed)", async () => {
-    // A paused socket sees nothing, not even its end: wait past the timeout, then read what the kernel kept. A
-    // dropped connection then ends, short of the whole answer; one still open would get it all and stay open.
-    // The stall clock starts when the service's write first blocks, which is after the connection opened by as
-    // long as the service took to fill the kernel's buffers for all 60 (seconds on a loaded machine): 6 s margin.
-    const last = Math.max(...sockets.map((s) => s.openedAt));
-    await new Promise((r) => setTimeout(r, Math.max(0, last + STALL_MS + 6_000 - Date.now())));
-    for (const { socket } of sockets) socket.resume();
-    const deadline = Date.now() + 10_000;
-    while (sockets.some((s) => s.closedAt === undefined) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-    const open = sockets.filter((s) => s.closedAt === undefined);
-    expect(open.map((s) => s.kind)).toEqual([]);
-    for (const s of sockets.filter((x) => x.kind === "status")) expect(s.received).toBeLessThan(OUTPUT_BYTES);
-    // Their follower slots are free again.
-    const controller = new AbortController();
-    const res = await fetch(`${url}/v1/endpoints/${endpointId}/logs?follow=1`, { headers: { authorization: `Bearer ${KEY}` }, signal: controller.signal });
-    expect(res.status).toBe(200);
-    controller.abort();
-  }, STALL_MS + 30_000);
+  it(
+    "drops every client that does not read after the stall timeout (its socket is closed)",
+    async () => {
+      // A paused socket sees nothing, not even its end: wait past the timeout, then read what the kernel kept. A
+      // dropped connection then ends, short of the whole answer; one still open would get it all and stay open.
+      // The stall clock starts when the service's write first blocks, which is after the connection opened by as
+      // long as the service took to fill the kernel's buffers for all 60 (seconds on a loaded machine): 6 s margin.
+      const last = Math.max(...sockets.map((s) => s.openedAt));
+      await new Promise((r) => setTimeout(r, Math.max(0, last + STALL_MS + 6_000 - Date.now())));
+      for (const { socket } of sockets) socket.resume();
+      const deadline = Date.now() + 10_000;
+      while (sockets.some((s) => s.closedAt === undefined) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+      const open = sockets.filter((s) => s.closedAt === undefined);
+      expect(open.map((s) => s.kind)).toEqual([]);
+      for (const s of sockets.filter((x) => x.kind === "status")) expect(s.received).toBeLessThan(OUTPUT_BYTES);
+      // Their follower slots are free again.
+      const controller = new AbortController();
+      const res = await fetch(`${url}/v1/endpoints/${endpointId}/logs?follow=1`, { headers: { authorization: `Bearer ${KEY}` }, signal: controller.signal });
+      expect(res.status).toBe(200);
+      controller.abort();
+    },
+    STALL_MS + 30_000,
+  );
 
   it("gives the memory back once the slow clients are gone", async () => {
     // Shared outputs linger 5 s after their last reader; the heap shrinks at its next collections.

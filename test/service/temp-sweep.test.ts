@@ -40,7 +40,10 @@ it("removes a dead process's directories at start, keeps a live process's, one a
   const deadSandbox = dir(`${ownedTempPrefix("svc-sandbox", dead)}${suffix}`);
   // A worker the dead service left running (to be adopted by its restart) still listens in this one.
   const stillUsed = dir(`${ownedTempPrefix("svc-lb", dead)}used${suffix}`);
-  const live = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60000)"], { stdio: "ignore", env: { ...process.env, SVC_LB_SOCKET: join(stillUsed, "left.sock") } });
+  const live = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60000)"], {
+    stdio: "ignore",
+    env: { ...process.env, SVC_LB_SOCKET: join(stillUsed, "left.sock") },
+  });
   try {
     const liveLb = dir(`${ownedTempPrefix("svc-lb", live.pid!)}${suffix}`);
     const unnamed = dir(`svc-lb-${suffix}`);

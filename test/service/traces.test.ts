@@ -67,7 +67,11 @@ it("puts the spans of one /runsync and the span its handler made under one trace
   const r = await call(`${server.url}/v2/${endpoint}/runsync`, { key: KEY, body: { input: { n: 7 } } });
   expect(r.status).toBe(200);
   expect(r.body.status).toBe("COMPLETED");
-  const out = r.body.output as { trace: { traceparent: string; traceId: string; spanId: string; sampled: boolean }; active: { traceId: string; spanId: string } | null; made: { traceId: string } };
+  const out = r.body.output as {
+    trace: { traceparent: string; traceId: string; spanId: string; sampled: boolean };
+    active: { traceId: string; spanId: string } | null;
+    made: { traceId: string };
+  };
   const traceId = out.trace.traceId;
   expect(out.trace.traceparent).toBe(`00-${traceId}-${out.trace.spanId}-01`);
   // The runtime made the job's run span the active one in the handler's OpenTelemetry.
@@ -78,7 +82,12 @@ it("puts the spans of one /runsync and the span its handler made under one trace
   const request = named("POST /v2/:endpoint/runsync")!;
   const run = named("job run")!;
   const handler = named("handler work")!;
-  expect(request).toMatchObject({ service: "svc", kind: 2, parentSpanId: undefined, attributes: { "http.route": "/v2/:endpoint/runsync", "http.response.status_code": 200 } });
+  expect(request).toMatchObject({
+    service: "svc",
+    kind: 2,
+    parentSpanId: undefined,
+    attributes: { "http.route": "/v2/:endpoint/runsync", "http.response.status_code": 200 },
+  });
   for (const name of ["job queued", "job dispatch", "job run"]) {
     expect(named(name)).toMatchObject({ service: "svc", parentSpanId: request.spanId, attributes: { "svc.job.id": r.body.id, "svc.endpoint.id": endpoint } });
   }

@@ -119,7 +119,9 @@ for (const lbFront of [true, false]) {
     it("a websocket Upgrade request is answered as a plain request (no protocol switch)", async () => {
       const answer = await new Promise<string>((resolve, reject) => {
         const socket = connect(port, "127.0.0.1", () => {
-          socket.write(`GET /v2/network-volumes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.key}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+          socket.write(
+            `GET /v2/network-volumes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.key}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+          );
         });
         let data = "";
         socket.on("data", (chunk) => {
@@ -134,7 +136,21 @@ for (const lbFront of [true, false]) {
     });
 
     describe("every method gets an answer", () => {
-      const PATHS = ["/health", "/v2/some-endpoint/health", "/openapi.json", "/console", "/v2/network-volumes", "/v1/endpoints", "/v1/templates", "/v1/keys", "/v1/apps", "/_worker/v1/job-take", "/v2/some-endpoint/run", "/lb/some-endpoint/x", "/openai/some-endpoint/v1/chat/completions"];
+      const PATHS = [
+        "/health",
+        "/v2/some-endpoint/health",
+        "/openapi.json",
+        "/console",
+        "/v2/network-volumes",
+        "/v1/endpoints",
+        "/v1/templates",
+        "/v1/keys",
+        "/v1/apps",
+        "/_worker/v1/job-take",
+        "/v2/some-endpoint/run",
+        "/lb/some-endpoint/x",
+        "/openai/some-endpoint/v1/chat/completions",
+      ];
       const METHODS = ["CONNECT", "TRACE", "FOO", "PROPFIND", "DELETE", "PUT"];
       const CASES = PATHS.flatMap((path) => METHODS.map((method) => [method, path] as const));
       it.each(CASES)("%s %s: a status, problem+json, and the service still answers afterwards", async (method, path) => {

@@ -50,9 +50,18 @@ describe("webhooks cannot reach inside", () => {
 
   beforeAll(async () => {
     inside = await listener("::", () => ({ status: 200 }));
-    allowed = await listener("127.0.0.2", (path) => (path.startsWith("/redirect") ? { status: 302, headers: { location: `http://127.0.0.1:${inside.port}/stolen` } } : { status: 200 }));
-    t = await startTestService({ webhooks: { allow: ["127.0.0.2/32"], lookup: fakeLookup, retry: { attempts: 2, baseMs: 50, factor: 2, maxDelayMs: 200 }, intervalMs: 50 } });
-    const [endpoint] = await t.service.deploy({ app: "hooks", env: "prod", manifest: manifest({ h: resource({ retries: 0 }) }, "hooks"), artifactPath: t.artifact });
+    allowed = await listener("127.0.0.2", (path) =>
+      path.startsWith("/redirect") ? { status: 302, headers: { location: `http://127.0.0.1:${inside.port}/stolen` } } : { status: 200 },
+    );
+    t = await startTestService({
+      webhooks: { allow: ["127.0.0.2/32"], lookup: fakeLookup, retry: { attempts: 2, baseMs: 50, factor: 2, maxDelayMs: 200 }, intervalMs: 50 },
+    });
+    const [endpoint] = await t.service.deploy({
+      app: "hooks",
+      env: "prod",
+      manifest: manifest({ h: resource({ retries: 0 }) }, "hooks"),
+      artifactPath: t.artifact,
+    });
     endpointId = endpoint!.id;
     worker = await ProtocolWorker.mint(t, endpointId);
     await worker.register();
@@ -86,13 +95,24 @@ describe("webhooks cannot reach inside", () => {
 
   it("refuses every loopback spelling at submit with a 422 naming the rule", async () => {
     const p = inside.port;
-    const spellings = [`http://127.0.0.1:${p}/a`, `http://[::1]:${p}/a`, `http://[::ffff:127.0.0.1]:${p}/a`, `http://2130706433:${p}/a`, `http://127.1:${p}/a`, `http://0x7f000001:${p}/a`];
+    const spellings = [
+      `http://127.0.0.1:${p}/a`,
+      `http://[::1]:${p}/a`,
+      `http://[::ffff:127.0.0.1]:${p}/a`,
+      `http://2130706433:${p}/a`,
+      `http://127.1:${p}/a`,
+      `http://0x7f000001:${p}/a`,
+    ];
     for (const webhook of spellings) {
       const r = await submit({ webhook });
       expect(r.status, webhook).toBe(422);
       expect(r.headers.get("content-type")).toContain("application/problem+json");
       expect(r.body.webhookRule, webhook).toBe("loopback");
-      expect(r.body.errors, webhook).toEqual([expect.stringMatching(/^\$\.webhook: refused by the webhook rule "loopback": .* is a loopback address; webhooks go to public addresses unless the operator allows others \(--webhook-allow\)$/)]);
+      expect(r.body.errors, webhook).toEqual([
+        expect.stringMatching(
+          /^\$\.webhook: refused by the webhook rule "loopback": .* is a loopback address; webhooks go to public addresses unless the operator allows others \(--webhook-allow\)$/,
+        ),
+      ]);
     }
     const v2 = await submit({ webhookV2: `http://2130706433:${p}/b` });
     expect(v2.status).toBe(422);
@@ -142,7 +162,10 @@ describe("webhooks cannot reach inside", () => {
     for (const host of ["127.0.0.2", "hooks.internal"]) {
       const id = await runJob(`http://${host}:${allowed.port}/ok-${host}`);
       const log = await settledLog(id);
-      expect(log.deliveries.map((d: { status: number; outcome: string }) => [d.status, d.outcome]), host).toEqual([[200, "delivered"]]);
+      expect(
+        log.deliveries.map((d: { status: number; outcome: string }) => [d.status, d.outcome]),
+        host,
+      ).toEqual([[200, "delivered"]]);
     }
     expect(allowed.hits.filter((h) => h.url.startsWith("/ok-"))).toEqual([
       { method: "POST", url: "/ok-127.0.0.2" },

@@ -58,7 +58,12 @@ describe("signed webhooks", () => {
   beforeAll(async () => {
     // Retries within a second, so that the test sees a whole schedule; the receiver on 127.0.0.1 is allowed.
     t = await startTestService({ webhooks: { retry: { attempts: 5, baseMs: 100, factor: 2, maxDelayMs: 1_000 }, intervalMs: 50, allow: ["127.0.0.1/32"] } });
-    const [endpoint] = await t.service.deploy({ app: "hooks", env: "prod", manifest: manifest({ h: resource({ retries: 0 }) }, "hooks"), artifactPath: t.artifact });
+    const [endpoint] = await t.service.deploy({
+      app: "hooks",
+      env: "prod",
+      manifest: manifest({ h: resource({ retries: 0 }) }, "hooks"),
+      artifactPath: t.artifact,
+    });
     endpointId = endpoint!.id;
     worker = await ProtocolWorker.mint(t, endpointId);
     await worker.register();
@@ -75,7 +80,9 @@ describe("signed webhooks", () => {
     expect(run.status).toBe(200);
     const [job] = await worker.take(1);
     expect(job!.id).toBe(run.body.id);
-    await worker.done([{ jobId: job!.id, lease: job!.lease, status, ...(status === "COMPLETED" ? { output: { ok: true } } : { error: { message: "bad input" } }) }]);
+    await worker.done([
+      { jobId: job!.id, lease: job!.lease, status, ...(status === "COMPLETED" ? { output: { ok: true } } : { error: { message: "bad input" } }) },
+    ]);
     return run.body.id;
   }
 
@@ -88,7 +95,12 @@ describe("signed webhooks", () => {
     secret = rotated.body.secret;
     expect(secret).toMatch(/^whsec_/);
     const settings = await call(`${t.service.url}/v1/endpoints/${endpointId}/webhook`, { key: t.key });
-    expect(settings.body).toEqual({ endpointId, events: ["completed", "failed"], eventsDefault: true, signingSecret: { createdAt: expect.any(Number), previousExpiresAt: null } });
+    expect(settings.body).toEqual({
+      endpointId,
+      events: ["completed", "failed"],
+      eventsDefault: true,
+      signingSecret: { createdAt: expect.any(Number), previousExpiresAt: null },
+    });
     expect(settings.text).not.toContain(secret.slice(6));
 
     const id = await runJob("/default", {});
@@ -131,7 +143,11 @@ describe("signed webhooks", () => {
     expect(at("/failed-only-2").map((r) => [r.headers["svc-webhook-event"], r.verified.ok && r.verified.payload])).toEqual([
       ["failed", expect.objectContaining({ id: failed, status: "FAILED", error: "bad input" })],
     ]);
-    expect((await call(`${t.service.url}/v2/${endpointId}/webhook-deliveries/${none}`, { key: t.key })).body).toEqual({ jobId: none, deliveries: [], pending: [] });
+    expect((await call(`${t.service.url}/v2/${endpointId}/webhook-deliveries/${none}`, { key: t.key })).body).toEqual({
+      jobId: none,
+      deliveries: [],
+      pending: [],
+    });
   });
 
   it("follows the endpoint's filter when the job names none", async () => {

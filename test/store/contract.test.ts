@@ -143,7 +143,10 @@ for (const backend of backends) {
       // A /runsync's job is written once, when it ends: inserted with its final state, beside another job.
       const failed = job({ status: "FAILED", error: text, errorType: "Error", errorStack: `Error: ${text}`, completedAt: 9 });
       const other = job();
-      await store.apply([{ op: "insertJob", job: failed }, { op: "insertJob", job: other }]);
+      await store.apply([
+        { op: "insertJob", job: failed },
+        { op: "insertJob", job: other },
+      ]);
       const row = await store.getJob(failed.id);
       // (SQLite keeps a NUL, and writes a lone surrogate's three bytes, each read back as a U+FFFD.)
       const held = (s: string | null | undefined) => s?.replaceAll("\u0000", "\uFFFD").replace(/\uFFFD+/g, "\uFFFD");
@@ -158,7 +161,13 @@ for (const backend of backends) {
       await store.apply([{ op: "insertJob", job: a }]);
       const b = job();
       // The second insert of `a` breaks the batch: `b` must not be kept either.
-      await expect(store.apply([{ op: "insertJob", job: b }, { op: "deleteChunksAfter", jobId: "x", seq: 0 }, { op: "insertJob", job: a }])).rejects.toThrow();
+      await expect(
+        store.apply([
+          { op: "insertJob", job: b },
+          { op: "deleteChunksAfter", jobId: "x", seq: 0 },
+          { op: "insertJob", job: a },
+        ]),
+      ).rejects.toThrow();
       expect(await store.getJob(b.id)).toBeUndefined();
       // And the store still takes the next batch.
       await store.apply([{ op: "insertJob", job: b }]);
@@ -200,7 +209,10 @@ for (const backend of backends) {
 
     it("finds an endpoint's notices of dropped lines by job and time, without the other lines", async () => {
       const { store } = await backend.fresh();
-      const line = (over: object) => ({ op: "insertLog" as const, line: { ts: 10, endpointId: "ep1", workerId: "w1", jobId: null, stream: "stdout", text: "x", ...over } });
+      const line = (over: object) => ({
+        op: "insertLog" as const,
+        line: { ts: 10, endpointId: "ep1", workerId: "w1", jobId: null, stream: "stdout", text: "x", ...over },
+      });
       await store.apply([
         line({ text: "[svc] 5 log lines dropped: a", stream: "dropped", jobId: "j1" }),
         line({ text: "[svc] 7 log lines dropped: b", stream: "dropped", ts: 20 }),
@@ -214,36 +226,69 @@ for (const backend of backends) {
 
     it("prunes an endpoint's oldest log lines by age, then by size, never another endpoint's, at most `limit` at once", async () => {
       const { store } = await backend.fresh();
-      const line = (ts: number, text: string, endpointId = "ep1") => ({ op: "insertLog" as const, line: { ts, endpointId, workerId: "w1", jobId: null, stream: "stdout", text } });
+      const line = (ts: number, text: string, endpointId = "ep1") => ({
+        op: "insertLog" as const,
+        line: { ts, endpointId, workerId: "w1", jobId: null, stream: "stdout", text },
+      });
       // Sizes with an overhead of 10 bytes a line: "aaaa" counts 14, "é" (2 bytes) 12.
       await store.apply([line(10, "aaaa"), line(20, "bbbb"), line(5, "late"), line(30, "cccc"), line(40, "é"), line(10, "old", "ep2")]);
       expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: 0, limit: 100 })).toMatchObject({ bytes: 14 * 4 + 12, lines: 5 });
       // A part at a time: the first two lines, then the rest after the last one counted.
       const part = await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: 0, limit: 2 });
       expect(part).toMatchObject({ bytes: 28, lines: 2 });
-      expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: part.lastSeq!, limit: 100 })).toMatchObject({ bytes: 14 * 2 + 12, lines: 3 });
+      expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: part.lastSeq!, limit: 100 })).toMatchObject({
+        bytes: 14 * 2 + 12,
+        lines: 3,
+      });
       // Nothing older than 5: nothing goes.
-      expect(await store.pruneLogs!({ endpointId: "ep1", before: 5, dropBytes: 0, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 0, removedBytes: 0 });
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 5, dropBytes: 0, lineOverheadBytes: 10, limit: 100 })).toEqual({
+        removedByAge: 0,
+        removedBySize: 0,
+        removedBytes: 0,
+      });
       // Before 25, from the oldest line on up to the first newer one: aaaa, bbbb, late (ts 5, after them).
-      expect(await store.pruneLogs!({ endpointId: "ep1", before: 25, dropBytes: 0, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 3, removedBySize: 0, removedBytes: 42 });
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 25, dropBytes: 0, lineOverheadBytes: 10, limit: 100 })).toEqual({
+        removedByAge: 3,
+        removedBySize: 0,
+        removedBytes: 42,
+      });
       expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["cccc", "é"]);
       // By size: 1 byte to drop takes the oldest whole line.
-      expect(await store.pruneLogs!({ endpointId: "ep1", before: 0, dropBytes: 1, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 1, removedBytes: 14 });
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 0, dropBytes: 1, lineOverheadBytes: 10, limit: 100 })).toEqual({
+        removedByAge: 0,
+        removedBySize: 1,
+        removedBytes: 14,
+      });
       expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["é"]);
       // More to drop than there is: all of it.
-      expect(await store.pruneLogs!({ endpointId: "ep1", before: 0, dropBytes: 1000, lineOverheadBytes: 10, limit: 100 })).toEqual({ removedByAge: 0, removedBySize: 1, removedBytes: 12 });
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 0, dropBytes: 1000, lineOverheadBytes: 10, limit: 100 })).toEqual({
+        removedByAge: 0,
+        removedBySize: 1,
+        removedBytes: 12,
+      });
       expect(await store.logBytes!({ endpointId: "ep1", lineOverheadBytes: 10, afterSeq: 0, limit: 100 })).toEqual({ bytes: 0, lines: 0, lastSeq: null });
       expect((await store.logs({ endpointId: "ep2", limit: 10 })).map((l) => l.text)).toEqual(["old"]);
       // `limit` lines at most, age and size together.
       await store.apply([line(1, "a"), line(2, "b"), line(3, "c"), line(100, "d"), line(101, "e")]);
-      expect(await store.pruneLogs!({ endpointId: "ep1", before: 50, dropBytes: 1000, lineOverheadBytes: 0, limit: 2 })).toEqual({ removedByAge: 2, removedBySize: 0, removedBytes: 2 });
-      expect(await store.pruneLogs!({ endpointId: "ep1", before: 50, dropBytes: 1000, lineOverheadBytes: 0, limit: 2 })).toEqual({ removedByAge: 1, removedBySize: 1, removedBytes: 2 });
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 50, dropBytes: 1000, lineOverheadBytes: 0, limit: 2 })).toEqual({
+        removedByAge: 2,
+        removedBySize: 0,
+        removedBytes: 2,
+      });
+      expect(await store.pruneLogs!({ endpointId: "ep1", before: 50, dropBytes: 1000, lineOverheadBytes: 0, limit: 2 })).toEqual({
+        removedByAge: 1,
+        removedBySize: 1,
+        removedBytes: 2,
+      });
       expect((await store.logs({ endpointId: "ep1", limit: 10 })).map((l) => l.text)).toEqual(["e"]);
     });
 
     it("keeps endpoints with their counters; deleting one deletes its jobs, chunks and logs", async () => {
       const { store } = await backend.fresh();
-      await store.apply([{ op: "upsertEndpoint", endpoint: endpoint("ep1") }, { op: "upsertEndpoint", endpoint: endpoint("ep2") }]);
+      await store.apply([
+        { op: "upsertEndpoint", endpoint: endpoint("ep1") },
+        { op: "upsertEndpoint", endpoint: endpoint("ep2") },
+      ]);
       await store.apply([
         { op: "addCounters", endpointId: "ep1", completed: 2, failed: 1, retried: 0 },
         { op: "addCounters", endpointId: "ep1", completed: 1, failed: 0, retried: 3 },
@@ -253,7 +298,11 @@ for (const backend of backends) {
       expect(ep1).toMatchObject({ id: "ep1", revision: "r2", updatedAt: 5, createdAt: 1, completed: 3, failed: 1, retried: 3 });
       expect(ep1!.resource).toEqual({ kind: "endpoint", name: "ep1" });
       const a = job({ endpointId: "ep1" });
-      await store.apply([{ op: "insertJob", job: a }, { op: "insertChunk", chunk: { jobId: a.id, seq: 1, data: "{}" } }, { op: "insertLog", line: { ts: 1, endpointId: "ep1", workerId: "w", jobId: a.id, stream: "stdout", text: "t" } }]);
+      await store.apply([
+        { op: "insertJob", job: a },
+        { op: "insertChunk", chunk: { jobId: a.id, seq: 1, data: "{}" } },
+        { op: "insertLog", line: { ts: 1, endpointId: "ep1", workerId: "w", jobId: a.id, stream: "stdout", text: "t" } },
+      ]);
       await store.apply([{ op: "deleteEndpoint", id: "ep1" }]);
       expect((await store.endpoints()).map((e) => e.id)).toEqual(["ep2"]);
       expect(await store.getJob(a.id)).toBeUndefined();
@@ -276,8 +325,18 @@ for (const backend of backends) {
       const { store } = await backend.fresh();
       const build = { id: "b1", userId: "u1", app: "app", size: 10, fingerprint: "f", manifest: { version: 1 } as never, path: "/p", createdAt: 1 };
       const release = (id: string, startedAt: number) => ({
-        id, userId: "u1", app: "app", env: "prod", buildId: "b1", previousBuildId: null, kind: "deploy" as const, state: "live" as const,
-        startedAt, finishedAt: null, endpoints: [], error: null,
+        id,
+        userId: "u1",
+        app: "app",
+        env: "prod",
+        buildId: "b1",
+        previousBuildId: null,
+        kind: "deploy" as const,
+        state: "live" as const,
+        startedAt,
+        finishedAt: null,
+        endpoints: [],
+        error: null,
       });
       await store.apply([
         { op: "upsertApp", app: { userId: "u1", name: "app", createdAt: 1 } },
@@ -291,7 +350,10 @@ for (const backend of backends) {
       expect(await store.apps("u1")).toEqual([{ userId: "u1", name: "app", createdAt: 1 }]);
       expect(await store.build("u1", "b1")).toEqual(build);
       expect((await store.environments("u1", "app"))[0]).toMatchObject({ buildId: "b1", activatedAt: 2 });
-      expect((await store.releases("u1", "app", "prod", 10)).map((r) => [r.id, r.state])).toEqual([["r2", "live"], ["r1", "superseded"]]);
+      expect((await store.releases("u1", "app", "prod", 10)).map((r) => [r.id, r.state])).toEqual([
+        ["r2", "live"],
+        ["r1", "superseded"],
+      ]);
       await store.apply([{ op: "deleteApp", userId: "u1", name: "app" }]);
       expect(await store.apps("u1")).toEqual([]);
       expect(await store.build("u1", "b1")).toBeUndefined();
@@ -300,10 +362,27 @@ for (const backend of backends) {
 
     it("keeps webhooks to deliver until they are deleted, due by their time", async () => {
       const { store } = await backend.fresh();
-      const hook = (id: string, nextAt: number) => ({ id, jobId: `j-${id}`, endpointId: "ep1", event: "completed", url: "http://x/y", body: '{"id":"j"}', attempts: 0, nextAt, createdAt: nextAt });
-      await store.apply([{ op: "insertWebhook", webhook: hook("w1", 100) }, { op: "insertWebhook", webhook: hook("w2", 50) }, { op: "insertWebhook", webhook: hook("w3", 500) }]);
+      const hook = (id: string, nextAt: number) => ({
+        id,
+        jobId: `j-${id}`,
+        endpointId: "ep1",
+        event: "completed",
+        url: "http://x/y",
+        body: '{"id":"j"}',
+        attempts: 0,
+        nextAt,
+        createdAt: nextAt,
+      });
+      await store.apply([
+        { op: "insertWebhook", webhook: hook("w1", 100) },
+        { op: "insertWebhook", webhook: hook("w2", 50) },
+        { op: "insertWebhook", webhook: hook("w3", 500) },
+      ]);
       expect((await store.dueWebhooks(200, 10)).map((w) => w.id)).toEqual(["w2", "w1"]);
-      await store.apply([{ op: "retryWebhook", id: "w2", attempts: 1, nextAt: 300 }, { op: "deleteWebhook", id: "w1" }]);
+      await store.apply([
+        { op: "retryWebhook", id: "w2", attempts: 1, nextAt: 300 },
+        { op: "deleteWebhook", id: "w1" },
+      ]);
       expect(await store.dueWebhooks(200, 10)).toEqual([]);
       expect(await store.dueWebhooks(1_000, 10)).toEqual([{ ...hook("w2", 50), attempts: 1, nextAt: 300 }, hook("w3", 500)]);
     });
@@ -337,7 +416,10 @@ for (const backend of backends) {
       await store.apply([
         { op: "upsertEndpoint", endpoint: endpoint("ep1") },
         { op: "insertJob", job: withFilter },
-        { op: "insertWebhook", webhook: { id: "w1", jobId: withFilter.id, endpointId: "ep1", event: "started", url: "http://x/y", body: "{}", attempts: 0, nextAt: 1, createdAt: 1 } },
+        {
+          op: "insertWebhook",
+          webhook: { id: "w1", jobId: withFilter.id, endpointId: "ep1", event: "started", url: "http://x/y", body: "{}", attempts: 0, nextAt: 1, createdAt: 1 },
+        },
         { op: "insertWebhookDelivery", delivery: attempt(withFilter.id, 1, 100) },
         { op: "insertWebhookDelivery", delivery: attempt(withFilter.id, 2, 200) },
         { op: "insertWebhookDelivery", delivery: attempt("gone", 1, 100) },
@@ -347,8 +429,12 @@ for (const backend of backends) {
       expect((await store.pendingWebhooks!(withFilter.id)).map((w) => [w.id, w.event])).toEqual([["w1", "started"]]);
       expect(await store.webhookDeliveries!(withFilter.id)).toEqual([attempt(withFilter.id, 1, 100), attempt(withFilter.id, 2, 200)]);
       expect(await store.webhookSettings!()).toEqual([settings]);
-      await store.apply([{ op: "putWebhookSettings", settings: { ...settings, events: null, previousSecret: "b2xk", previousKeyId: "k1", previousExpiresAt: 9, updatedAt: 6 } }]);
-      expect(await store.webhookSettings!("ep1")).toEqual([{ ...settings, events: null, previousSecret: "b2xk", previousKeyId: "k1", previousExpiresAt: 9, updatedAt: 6 }]);
+      await store.apply([
+        { op: "putWebhookSettings", settings: { ...settings, events: null, previousSecret: "b2xk", previousKeyId: "k1", previousExpiresAt: 9, updatedAt: 6 } },
+      ]);
+      expect(await store.webhookSettings!("ep1")).toEqual([
+        { ...settings, events: null, previousSecret: "b2xk", previousKeyId: "k1", previousExpiresAt: 9, updatedAt: 6 },
+      ]);
       // Only the log of a job no longer stored, older than the cut, goes.
       await store.apply([{ op: "pruneWebhookDeliveries", before: 150 }]);
       expect(await store.webhookDeliveries!("gone")).toEqual([]);
@@ -424,7 +510,10 @@ for (const backend of backends) {
       const { store } = await backend.fresh();
       const a = job();
       const b = job();
-      await store.apply([{ op: "insertJob", job: a }, { op: "insertJob", job: b }]);
+      await store.apply([
+        { op: "insertJob", job: a },
+        { op: "insertJob", job: b },
+      ]);
       const claimed = await store.claim({ endpointId: "ep1", workerId: "w1", max: 2, leaseMs: 300 });
       const [la, lb] = claimed.map((c) => c.lease!);
       expect(await store.extendLeases([la!, "gone"], 60_000)).toEqual({ extended: [la], lost: ["gone"] });
@@ -443,7 +532,10 @@ for (const backend of backends) {
       const { store } = await backend.fresh();
       const a = job();
       const b = job();
-      await store.apply([{ op: "insertJob", job: a }, { op: "insertJob", job: b }]);
+      await store.apply([
+        { op: "insertJob", job: a },
+        { op: "insertJob", job: b },
+      ]);
       const [claimed] = await store.claim({ endpointId: "ep1", workerId: "w1", max: 1, leaseMs: 30_000 });
       expect(await store.releaseLease(a.id, "wrong")).toBe(false);
       expect(await store.releaseLease(a.id, claimed!.lease!)).toBe(true);

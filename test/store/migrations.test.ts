@@ -75,10 +75,12 @@ describe("the migrations", () => {
     mkdirSync(dataDir, { recursive: true });
     const db = openDatabase(file);
     // What the SQLite store does at open: each migration and its number in one transaction.
-    SQLITE_MIGRATIONS.forEach((m, version) => db.transaction(() => {
-      db.exec(m);
-      db.pragma(`user_version = ${version + 1}`);
-    })());
+    SQLITE_MIGRATIONS.forEach((m, version) =>
+      db.transaction(() => {
+        db.exec(m);
+        db.pragma(`user_version = ${version + 1}`);
+      })(),
+    );
     for (const row of [JOB, KEY, VOLUME]) db.exec(row.replace(/\bfalse\b/g, "0"));
     db.close();
 

@@ -14,10 +14,30 @@ if (unavailable) console.warn(`PostgreSQL plan tests skipped: ${unavailable}`);
 
 function job(id: string): JobRow {
   return {
-    id, endpointId: "e1", status: "IN_QUEUE", input: "{}", function: null, webhook: null, sync: false, lowPriority: false,
-    createdAt: Date.now(), startedAt: null, completedAt: null, output: null, error: null, errorType: null, errorStack: null,
-    attempt: 0, retried: 0, executionTimeoutMs: 60_000, ttlMs: 60_000, expiresAt: null, lease: null, workerId: null,
-    streamCursor: 0, maxRetries: null,
+    id,
+    endpointId: "e1",
+    status: "IN_QUEUE",
+    input: "{}",
+    function: null,
+    webhook: null,
+    sync: false,
+    lowPriority: false,
+    createdAt: Date.now(),
+    startedAt: null,
+    completedAt: null,
+    output: null,
+    error: null,
+    errorType: null,
+    errorStack: null,
+    attempt: 0,
+    retried: 0,
+    executionTimeoutMs: 60_000,
+    ttlMs: 60_000,
+    expiresAt: null,
+    lease: null,
+    workerId: null,
+    streamCursor: 0,
+    maxRetries: null,
   };
 }
 
@@ -37,7 +57,9 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
   /** Rows of the jobs table read by sequential scans and rows updated so far (this connection's counts flushed first). */
   async function tableCounts(): Promise<{ scanned: number; updated: number }> {
     await store.pool.query("SELECT pg_stat_force_next_flush()");
-    const { rows } = await store.pool.query<{ scanned: string; updated: string }>("SELECT seq_tup_read AS scanned, n_tup_upd AS updated FROM pg_stat_user_tables WHERE relname = 'jobs'");
+    const { rows } = await store.pool.query<{ scanned: string; updated: string }>(
+      "SELECT seq_tup_read AS scanned, n_tup_upd AS updated FROM pg_stat_user_tables WHERE relname = 'jobs'",
+    );
     return { scanned: Number(rows[0]!.scanned), updated: Number(rows[0]!.updated) };
   }
 
@@ -58,7 +80,8 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
     }
   }
 
-  const finish = (ids: string[]) => store.apply(ids.map((id) => ({ op: "updateJob" as const, id, set: { status: "COMPLETED" as const, output: "1", completedAt: Date.now() } })));
+  const finish = (ids: string[]) =>
+    store.apply(ids.map((id) => ({ op: "updateJob" as const, id, set: { status: "COMPLETED" as const, output: "1", completedAt: Date.now() } })));
 
   it("updates a batch of jobs through the id index after the table grew from nearly empty", async () => {
     // While the table is nearly empty, the batch update runs often enough for PostgreSQL to settle on one plan.
@@ -74,13 +97,20 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
     const scanned = (await scannedOnceUpdated(before, 10)) - before.scanned;
     // By index: a handful of rows per batch. A sequential scan reads all 20 004 jobs each time.
     expect(scanned).toBeLessThan(kept);
-    const { rows } = await store.pool.query<{ status: string; n: string }>("SELECT status, count(*) AS n FROM jobs WHERE id LIKE 'kept-%' GROUP BY status ORDER BY status");
-    expect(rows.map((r) => [r.status, Number(r.n)])).toEqual([["COMPLETED", 10], ["IN_QUEUE", kept - 10]]);
+    const { rows } = await store.pool.query<{ status: string; n: string }>(
+      "SELECT status, count(*) AS n FROM jobs WHERE id LIKE 'kept-%' GROUP BY status ORDER BY status",
+    );
+    expect(rows.map((r) => [r.status, Number(r.n)])).toEqual([
+      ["COMPLETED", 10],
+      ["IN_QUEUE", kept - 10],
+    ]);
   }, 60_000);
   it("keeps a batch of takes and results on the id index with a plan made while the table was nearly empty", async () => {
     // The statement a batch of job updates becomes, prepared on a connection set as the store's planned-once ones
     // are, and planned once (generic) while the table holds a few jobs, as a service's first batches are.
-    const [update] = batchStatements(["p1", "p2"].map((id) => ({ op: "updateJob" as const, id, set: { status: "IN_PROGRESS" as const, lease: `lease-${id}`, workerId: "w", startedAt: 1 } })));
+    const [update] = batchStatements(
+      ["p1", "p2"].map((id) => ({ op: "updateJob" as const, id, set: { status: "IN_PROGRESS" as const, lease: `lease-${id}`, workerId: "w", startedAt: 1 } })),
+    );
     expect(update!.planOnce).toBe(true);
     // A database of its own: its jobs table starts empty whatever the tests before it left.
     const url = await server.createDatabase();
@@ -113,7 +143,12 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
     // Large enough for the planner, which has no statistics yet, to prefer reading the table to the index.
     const kept = 250_000;
     for (let start = 0; start < kept; start += 5000) {
-      await store.apply(Array.from({ length: 5000 }, (_, i) => ({ op: "insertJob" as const, job: { ...job(`later-${start + i}`), status: "COMPLETED" as const, expiresAt: now + 3_600_000 } })));
+      await store.apply(
+        Array.from({ length: 5000 }, (_, i) => ({
+          op: "insertJob" as const,
+          job: { ...job(`later-${start + i}`), status: "COMPLETED" as const, expiresAt: now + 3_600_000 },
+        })),
+      );
     }
     await store.apply([{ op: "insertJob", job: { ...job("gone"), status: "COMPLETED", expiresAt: now - 1 } }]);
     const before = await tuplesScanned();
@@ -126,20 +161,34 @@ describe.skipIf(unavailable !== undefined)("PostgreSQL store plans", () => {
     // Rows read, by sequential scans and through indexes.
     const logsScanned = async () => {
       await store.pool.query("SELECT pg_stat_force_next_flush()");
-      const { rows } = await store.pool.query<{ scanned: string }>("SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) AS scanned FROM pg_stat_user_tables WHERE relname = 'logs'");
+      const { rows } = await store.pool.query<{ scanned: string }>(
+        "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) AS scanned FROM pg_stat_user_tables WHERE relname = 'logs'",
+      );
       return Number(rows[0]!.scanned);
     };
     const kept = 200_000;
     const now = Date.now();
     for (let start = 0; start < kept; start += 5000) {
-      await store.apply(Array.from({ length: 5000 }, (_, i) => ({ op: "insertLog" as const, line: { ts: now, endpointId: "e1", workerId: "w1", jobId: null, stream: "stdout", text: `line ${start + i}` } })));
+      await store.apply(
+        Array.from({ length: 5000 }, (_, i) => ({
+          op: "insertLog" as const,
+          line: { ts: now, endpointId: "e1", workerId: "w1", jobId: null, stream: "stdout", text: `line ${start + i}` },
+        })),
+      );
     }
-    await store.apply([{ op: "insertLog", line: { ts: now, endpointId: "e1", workerId: "w1", jobId: null, stream: "dropped", text: "[svc] 5 log lines dropped: x" } }]);
+    await store.apply([
+      { op: "insertLog", line: { ts: now, endpointId: "e1", workerId: "w1", jobId: null, stream: "dropped", text: "[svc] 5 log lines dropped: x" } },
+    ]);
     const before = await logsScanned();
     expect(await store.droppedLogNotices!({ endpointId: "e1", limit: 100 })).toEqual(["[svc] 5 log lines dropped: x"]);
     // Nothing past the age: one look at the oldest line. Then a small size excess: the oldest line goes.
-    expect(await store.pruneLogs!({ endpointId: "e1", before: now - 1, dropBytes: 0, lineOverheadBytes: 100, limit: 5000 })).toMatchObject({ removedByAge: 0, removedBySize: 0 });
-    expect(await store.pruneLogs!({ endpointId: "e1", before: now - 1, dropBytes: 1, lineOverheadBytes: 100, limit: 5000 })).toMatchObject({ removedBySize: 1 });
+    expect(await store.pruneLogs!({ endpointId: "e1", before: now - 1, dropBytes: 0, lineOverheadBytes: 100, limit: 5000 })).toMatchObject({
+      removedByAge: 0,
+      removedBySize: 0,
+    });
+    expect(await store.pruneLogs!({ endpointId: "e1", before: now - 1, dropBytes: 1, lineOverheadBytes: 100, limit: 5000 })).toMatchObject({
+      removedBySize: 1,
+    });
     expect((await store.logBytes!({ endpointId: "e1", lineOverheadBytes: 100, afterSeq: 0, limit: 5000 })).lines).toBe(5000);
     // About the 5,000 lines measured; the notice, the age's and the size's ends are a few rows each.
     expect((await logsScanned()) - before).toBeLessThan(10_000);

@@ -36,7 +36,11 @@ let registry: string | undefined;
 const app = `swarm-${Date.now().toString(36)}`;
 let work: string | undefined;
 let server: ServerProcess | undefined;
-const appServices = async () => (await docker.listServices({ filters: { label: [`${LABELS.app}=${app}`] } })) as Array<{ ID: string; Spec?: { Labels?: Record<string, string>; TaskTemplate?: { RestartPolicy?: { Condition?: string } } } }>;
+const appServices = async () =>
+  (await docker.listServices({ filters: { label: [`${LABELS.app}=${app}`] } })) as Array<{
+    ID: string;
+    Spec?: { Labels?: Record<string, string>; TaskTemplate?: { RestartPolicy?: { Condition?: string } } };
+  }>;
 const appContainers = async (all = false) => docker.listContainers({ all, filters: { label: [`${LABELS.app}=${app}`] } });
 
 beforeAll(() => {
@@ -55,18 +59,35 @@ afterAll(async () => {
     // The names this test gave images in the registry's name (the images themselves stay).
     if (registry) {
       for (const image of await docker.listImages()) {
-        for (const ref of [...(image.RepoTags ?? []), ...(image.RepoDigests ?? [])]) if (ref.startsWith(`${registry}/`)) await docker.getImage(ref).remove().catch(() => undefined);
+        for (const ref of [...(image.RepoTags ?? []), ...(image.RepoDigests ?? [])])
+          if (ref.startsWith(`${registry}/`))
+            await docker
+              .getImage(ref)
+              .remove()
+              .catch(() => undefined);
       }
     }
-    for (const s of await appServices().catch(() => [])) await docker.getService(s.ID).remove().catch(() => undefined);
-    for (const c of await appContainers(true).catch(() => [])) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+    for (const s of await appServices().catch(() => []))
+      await docker
+        .getService(s.ID)
+        .remove()
+        .catch(() => undefined);
+    for (const c of await appContainers(true).catch(() => []))
+      await docker
+        .getContainer(c.Id)
+        .remove({ force: true })
+        .catch(() => undefined);
     leaveSwarm();
   }
   if (work) rmSync(work, { recursive: true, force: true });
 }, 120_000);
 
 async function api(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${server!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${server!.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
 }
@@ -108,33 +129,49 @@ describeDocker("svc server --workers swarm", () => {
       Reservations: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3 },
       Limits: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3, Pids: 1024 },
     });
-    const done = await until("the first job", async () => {
-      const r = await api("GET", `/v2/${endpoint}/status/${first.body.id}`);
-      return r.body.status === "COMPLETED" ? r.body : undefined;
-    }, 120_000);
+    const done = await until(
+      "the first job",
+      async () => {
+        const r = await api("GET", `/v2/${endpoint}/status/${first.body.id}`);
+        return r.body.status === "COMPLETED" ? r.body : undefined;
+      },
+      120_000,
+    );
     expect(done.output.map((c: { i: number }) => c.i)).toEqual([1, 2, 3]);
     // What the job's code wrote, read from the worker service's log, is the job's log, in order, once each.
     type Line = { jobId?: string; stream: string; text: string; workerId?: string };
-    const jobLines = await until("the first job's log lines", async () => {
-      const r = await api("GET", `/v1/endpoints/${endpoint}/logs?job=${first.body.id}`);
-      const lines = (r.body.lines as Line[]).filter((l) => l.text.startsWith("tick "));
-      return lines.length >= 3 ? lines : undefined;
-    }, 30_000);
+    const jobLines = await until(
+      "the first job's log lines",
+      async () => {
+        const r = await api("GET", `/v1/endpoints/${endpoint}/logs?job=${first.body.id}`);
+        const lines = (r.body.lines as Line[]).filter((l) => l.text.startsWith("tick "));
+        return lines.length >= 3 ? lines : undefined;
+      },
+      30_000,
+    );
     expect(jobLines.map((l) => [l.text, l.stream, l.jobId])).toEqual([1, 2, 3].map((i) => [`tick ${i} of 3`, "stdout", first.body.id]));
 
     // A task killed mid-job: the job runs again on another worker and completes.
     const long = await api("POST", `/v2/${endpoint}/run`, { input: { n: 30, ms: 200 } });
-    const workerBefore = await until("the long job's first chunk", async () => {
-      const r = await api("GET", `/v2/${endpoint}/stream/${long.body.id}`);
-      return r.body.stream?.[0]?.output?.worker as string | undefined;
-    }, 120_000);
+    const workerBefore = await until(
+      "the long job's first chunk",
+      async () => {
+        const r = await api("GET", `/v2/${endpoint}/stream/${long.body.id}`);
+        return r.body.stream?.[0]?.output?.worker as string | undefined;
+      },
+      120_000,
+    );
     const running = await appContainers();
     expect(running.length).toBe(1);
     await docker.getContainer(running[0]!.Id).kill();
-    const finished = await until("the long job after the kill", async () => {
-      const r = await api("GET", `/v2/${endpoint}/status/${long.body.id}`);
-      return r.body.status === "COMPLETED" || r.body.status === "FAILED" ? r.body : undefined;
-    }, 180_000);
+    const finished = await until(
+      "the long job after the kill",
+      async () => {
+        const r = await api("GET", `/v2/${endpoint}/status/${long.body.id}`);
+        return r.body.status === "COMPLETED" || r.body.status === "FAILED" ? r.body : undefined;
+      },
+      180_000,
+    );
     expect(finished.status).toBe("COMPLETED");
     // Its last chunks come from the worker that replaced the killed one.
     const chunks = finished.output as Array<{ i: number; worker: string }>;
@@ -145,45 +182,68 @@ describeDocker("svc server --workers swarm", () => {
     // A release while a worker is mid-job: the old revision's worker finishes that job (drained, not killed),
     // then its service goes; new jobs run the new code, and only the new revision's services are left.
     const draining = await api("POST", `/v2/${endpoint}/run`, { input: { n: 20, ms: 200 } });
-    const oldWorker = await until("the draining job's first chunk", async () => {
-      const r = await api("GET", `/v2/${endpoint}/stream/${draining.body.id}`);
-      return r.body.stream?.[0]?.output?.worker as string | undefined;
-    }, 120_000);
+    const oldWorker = await until(
+      "the draining job's first chunk",
+      async () => {
+        const r = await api("GET", `/v2/${endpoint}/stream/${draining.body.id}`);
+        return r.body.stream?.[0]?.output?.worker as string | undefined;
+      },
+      120_000,
+    );
     const oldRevision = (await appServices())[0]!.Spec?.Labels?.["svc.revision"];
     expect(oldRevision).toBeTruthy();
     const source = join(project, "src", readdirSync(join(project, "src"))[0]!);
-    writeFileSync(source, readFileSync(source, "utf8").replace("yield { i, worker: process.env.SVC_WORKER_ID }", "yield { i, worker: process.env.SVC_WORKER_ID, release: 2 }"));
+    writeFileSync(
+      source,
+      readFileSync(source, "utf8").replace("yield { i, worker: process.env.SVC_WORKER_ID }", "yield { i, worker: process.env.SVC_WORKER_ID, release: 2 }"),
+    );
     await deployFixture(project, server.url, KEY).catch((err: Error) => {
       throw new Error(`${err.message}\n--- server log\n${server!.log()}`);
     });
-    const drained = await until("the job that was running during the release", async () => {
-      const r = await api("GET", `/v2/${endpoint}/status/${draining.body.id}`);
-      return r.body.status === "COMPLETED" || r.body.status === "FAILED" ? r.body : undefined;
-    }, 180_000);
+    const drained = await until(
+      "the job that was running during the release",
+      async () => {
+        const r = await api("GET", `/v2/${endpoint}/status/${draining.body.id}`);
+        return r.body.status === "COMPLETED" || r.body.status === "FAILED" ? r.body : undefined;
+      },
+      180_000,
+    );
     expect(drained.status).toBe("COMPLETED");
     const drainedChunks = drained.output as Array<{ i: number; worker: string; release?: number }>;
     expect(drainedChunks.map((c) => c.i)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
     expect(new Set(drainedChunks.map((c) => c.worker))).toEqual(new Set([oldWorker]));
     expect(drainedChunks.some((c) => c.release !== undefined)).toBe(false);
     const after = await api("POST", `/v2/${endpoint}/run`, { input: { n: 1, ms: 10 } });
-    const afterDone = await until("a job after the release", async () => {
-      const r = await api("GET", `/v2/${endpoint}/status/${after.body.id}`);
-      return r.body.status === "COMPLETED" ? r.body : undefined;
-    }, 120_000);
+    const afterDone = await until(
+      "a job after the release",
+      async () => {
+        const r = await api("GET", `/v2/${endpoint}/status/${after.body.id}`);
+        return r.body.status === "COMPLETED" ? r.body : undefined;
+      },
+      120_000,
+    );
     expect(afterDone.output[0].release).toBe(2);
-    await until("only the new revision's services", async () => {
-      const left = await appServices();
-      return left.every((s) => s.Spec?.Labels?.["svc.revision"] !== oldRevision) ? true : undefined;
-    }, 60_000);
+    await until(
+      "only the new revision's services",
+      async () => {
+        const left = await appServices();
+        return left.every((s) => s.Spec?.Labels?.["svc.revision"] !== oldRevision) ? true : undefined;
+      },
+      60_000,
+    );
 
     // A worker that crashes (writes its last words to stderr and exits): they reach the endpoint's log, read
     // before its service is removed.
     const lastWords = `ticker crashed on purpose ${Date.now()}`;
     const crashing = await api("POST", `/v2/${endpoint}/run`, { input: { n: 1, ms: 10, crash: lastWords } });
-    await until("the crashed worker's last line in the endpoint's log", async () => {
-      const r = await api("GET", `/v1/endpoints/${endpoint}/logs`);
-      return (r.body.lines as Line[]).some((l) => l.text === lastWords) ? true : undefined;
-    }, 120_000);
+    await until(
+      "the crashed worker's last line in the endpoint's log",
+      async () => {
+        const r = await api("GET", `/v1/endpoints/${endpoint}/logs`);
+        return (r.body.lines as Line[]).some((l) => l.text === lastWords) ? true : undefined;
+      },
+      120_000,
+    );
     // The job goes back to the queue each time its worker dies: cancelled, it crashes no more workers. The crashed
     // workers' services are removed once their last lines are read.
     expect((await api("POST", `/v2/${endpoint}/cancel/${crashing.body.id}`)).status).toBe(200);
@@ -196,100 +256,159 @@ describeDocker("svc server --workers swarm", () => {
     // Deleting the app stops its workers and removes their services: nothing of it is left in the swarm.
     const deleted = await api("DELETE", `/v1/apps/${app}`);
     expect(deleted.status).toBe(200);
-    await until("no service or container of the app", async () => ((await appServices()).length === 0 && (await appContainers(true)).length === 0 ? true : undefined), 60_000);
+    await until(
+      "no service or container of the app",
+      async () => ((await appServices()).length === 0 && (await appContainers(true)).length === 0 ? true : undefined),
+      60_000,
+    );
   }, 600_000);
 
-  it.skipIf(!existsSync(REGISTRY_BIN))("runs workers from the registry's image, referenced by digest and pulled from the registry", async () => {
-    work ??= mkdtempSync(join(tmpdir(), "svc-swarm-"));
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, "127.0.0.1", () => {
-        const { port: p } = probe.address() as { port: number };
-        probe.close(() => resolve(p));
+  it.skipIf(!existsSync(REGISTRY_BIN))(
+    "runs workers from the registry's image, referenced by digest and pulled from the registry",
+    async () => {
+      work ??= mkdtempSync(join(tmpdir(), "svc-swarm-"));
+      const port = await new Promise<number>((resolve) => {
+        const probe = createServer().listen(0, "127.0.0.1", () => {
+          const { port: p } = probe.address() as { port: number };
+          probe.close(() => resolve(p));
+        });
       });
-    });
-    registry = `127.0.0.1:${port}`;
-    const config = join(work, "registry.yml");
-    writeFileSync(config, `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${join(work, "registry")}\nhttp:\n  addr: ${registry}\n`);
-    registryProcess = spawn(REGISTRY_BIN, ["serve", config], { stdio: "ignore" });
-    await until("the registry", async () => ((await fetch(`http://${registry}/v2/`).then((r) => r.ok, () => false)) ? true : undefined), 20_000);
-    const env: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
-    for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
-    const built = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "images", "build", "--cpu", "--registry", registry, "--json"], { env, encoding: "utf8", timeout: 300_000 });
-    expect(built.status, built.stderr).toBe(0);
-    const pushed = (JSON.parse(built.stdout) as Array<{ pushed: { reference: string } }>)[0]!.pushed.reference;
-    // The engine keeps no name of the registry's: the swarm resolves the digest there.
-    for (const image of await docker.listImages()) {
-      for (const ref of [...(image.RepoTags ?? []), ...(image.RepoDigests ?? [])]) if (ref.startsWith(`${registry}/`)) await docker.getImage(ref).remove().catch(() => undefined);
-    }
-    expect((await docker.listImages()).flatMap((i) => [...(i.RepoTags ?? []), ...(i.RepoDigests ?? [])]).filter((r) => r.startsWith(`${registry}/`))).toEqual([]);
+      registry = `127.0.0.1:${port}`;
+      const config = join(work, "registry.yml");
+      writeFileSync(config, `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${join(work, "registry")}\nhttp:\n  addr: ${registry}\n`);
+      registryProcess = spawn(REGISTRY_BIN, ["serve", config], { stdio: "ignore" });
+      await until(
+        "the registry",
+        async () =>
+          (await fetch(`http://${registry}/v2/`).then(
+            (r) => r.ok,
+            () => false,
+          ))
+            ? true
+            : undefined,
+        20_000,
+      );
+      const env: NodeJS.ProcessEnv = { ...process.env, CI: "true" };
+      for (const k of Object.keys(env)) if (k.startsWith("SVC_")) delete env[k];
+      const built = spawnSync(process.execPath, [join(repo, "bin", "svc.js"), "images", "build", "--cpu", "--registry", registry, "--json"], {
+        env,
+        encoding: "utf8",
+        timeout: 300_000,
+      });
+      expect(built.status, built.stderr).toBe(0);
+      const pushed = (JSON.parse(built.stdout) as Array<{ pushed: { reference: string } }>)[0]!.pushed.reference;
+      // The engine keeps no name of the registry's: the swarm resolves the digest there.
+      for (const image of await docker.listImages()) {
+        for (const ref of [...(image.RepoTags ?? []), ...(image.RepoDigests ?? [])])
+          if (ref.startsWith(`${registry}/`))
+            await docker
+              .getImage(ref)
+              .remove()
+              .catch(() => undefined);
+      }
+      expect((await docker.listImages()).flatMap((i) => [...(i.RepoTags ?? []), ...(i.RepoDigests ?? [])]).filter((r) => r.startsWith(`${registry}/`))).toEqual(
+        [],
+      );
 
-    server?.child.kill("SIGKILL");
-    server = await startServerProcess({ dataDir: join(work, "data-registry"), env: { SVC_API_KEY: KEY, SVC_WORKER_REGISTRY: registry }, workers: "swarm" });
-    const project = copyFixture("swarm-app", join(work, "registry-app"));
-    writeFileSync(join(project, "package.json"), JSON.stringify({ name: app, private: true, type: "module" }));
-    await deployFixture(project, server.url, KEY).catch((err: Error) => {
-      throw new Error(`${err.message}\n--- server log\n${server!.log()}`);
-    });
-    const endpoint: string = (await api("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
-    const job = await api("POST", `/v2/${endpoint}/run`, { input: { n: 2, ms: 50 } });
-    const service = await until("a worker service", async () => (await appServices())[0] as { Spec?: { TaskTemplate?: { ContainerSpec?: { Image?: string } } } } | undefined, 60_000);
-    expect(service.Spec?.TaskTemplate?.ContainerSpec?.Image).toBe(pushed);
-    await until("the job", async () => ((await api("GET", `/v2/${endpoint}/status/${job.body.id}`)).body.status === "COMPLETED" ? true : undefined), 120_000);
-    expect((await api("DELETE", `/v1/apps/${app}`)).status).toBe(200);
-    await until("no service of the app", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
-  }, 600_000);
+      server?.child.kill("SIGKILL");
+      server = await startServerProcess({ dataDir: join(work, "data-registry"), env: { SVC_API_KEY: KEY, SVC_WORKER_REGISTRY: registry }, workers: "swarm" });
+      const project = copyFixture("swarm-app", join(work, "registry-app"));
+      writeFileSync(join(project, "package.json"), JSON.stringify({ name: app, private: true, type: "module" }));
+      await deployFixture(project, server.url, KEY).catch((err: Error) => {
+        throw new Error(`${err.message}\n--- server log\n${server!.log()}`);
+      });
+      const endpoint: string = (await api("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
+      const job = await api("POST", `/v2/${endpoint}/run`, { input: { n: 2, ms: 50 } });
+      const service = await until(
+        "a worker service",
+        async () => (await appServices())[0] as { Spec?: { TaskTemplate?: { ContainerSpec?: { Image?: string } } } } | undefined,
+        60_000,
+      );
+      expect(service.Spec?.TaskTemplate?.ContainerSpec?.Image).toBe(pushed);
+      await until("the job", async () => ((await api("GET", `/v2/${endpoint}/status/${job.body.id}`)).body.status === "COMPLETED" ? true : undefined), 120_000);
+      expect((await api("DELETE", `/v1/apps/${app}`)).status).toBe(200);
+      await until("no service of the app", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
+    },
+    600_000,
+  );
 
-  it.skipIf(postgresUnavailable() !== undefined)("a replica that takes over adopts the Swarm workers of the one that died, without starting more", async () => {
-    work ??= mkdtempSync(join(tmpdir(), "svc-swarm-"));
-    server?.child.kill("SIGKILL");
-    database = await startPostgres();
-    const storeUrl = await database.createDatabase();
-    const alive = new Set<number>();
-    proxy = await roundRobin(() => replicas.filter((_, i) => alive.has(i)).map((r) => Number(new URL(r.url).port)));
-    for (let i = 0; i < 2; i++) {
-      replicas.push(await startServerProcess({ dataDir: join(work, `replica${i}`), env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url }, workers: "swarm" }));
-      alive.add(i);
-    }
-    const via = async (method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${proxy!.url}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-      const text = await res.text();
-      return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
-    };
-    const project = copyFixture("swarm-app", join(work, "replicas-app"));
-    writeFileSync(join(project, "package.json"), JSON.stringify({ name: app, private: true, type: "module" }));
-    await deployFixture(project, proxy.url, KEY).catch((err: Error) => {
-      throw new Error(`${err.message}\n${replicas.map((r, i) => `--- replica ${i}\n${r.log()}`).join("\n")}`);
-    });
-    const endpoint: string = (await via("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
-    // Long enough to outlast the takeover: its last lines are written after the adoption.
-    const job = await via("POST", `/v2/${endpoint}/run`, { input: { n: 150, ms: 200 } });
-    expect(job.status).toBe(200);
-    await until("the job running", async () => ((await via("GET", `/v2/${endpoint}/status/${job.body.id}`)).body.status === "IN_PROGRESS" ? true : undefined), 120_000);
-    const [before] = await appServices();
-    expect(before).toBeDefined();
+  it.skipIf(postgresUnavailable() !== undefined)(
+    "a replica that takes over adopts the Swarm workers of the one that died, without starting more",
+    async () => {
+      work ??= mkdtempSync(join(tmpdir(), "svc-swarm-"));
+      server?.child.kill("SIGKILL");
+      database = await startPostgres();
+      const storeUrl = await database.createDatabase();
+      const alive = new Set<number>();
+      proxy = await roundRobin(() => replicas.filter((_, i) => alive.has(i)).map((r) => Number(new URL(r.url).port)));
+      for (let i = 0; i < 2; i++) {
+        replicas.push(
+          await startServerProcess({
+            dataDir: join(work, `replica${i}`),
+            env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url },
+            workers: "swarm",
+          }),
+        );
+        alive.add(i);
+      }
+      const via = async (method: string, path: string, body?: unknown) => {
+        const res = await fetch(`${proxy!.url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        const text = await res.text();
+        return { status: res.status, body: (text ? JSON.parse(text) : undefined) as any };
+      };
+      const project = copyFixture("swarm-app", join(work, "replicas-app"));
+      writeFileSync(join(project, "package.json"), JSON.stringify({ name: app, private: true, type: "module" }));
+      await deployFixture(project, proxy.url, KEY).catch((err: Error) => {
+        throw new Error(`${err.message}\n${replicas.map((r, i) => `--- replica ${i}\n${r.log()}`).join("\n")}`);
+      });
+      const endpoint: string = (await via("GET", `/v1/apps/${app}/environments/prod`)).body.endpoints[0].id;
+      // Long enough to outlast the takeover: its last lines are written after the adoption.
+      const job = await via("POST", `/v2/${endpoint}/run`, { input: { n: 150, ms: 200 } });
+      expect(job.status).toBe(200);
+      await until(
+        "the job running",
+        async () => ((await via("GET", `/v2/${endpoint}/status/${job.body.id}`)).body.status === "IN_PROGRESS" ? true : undefined),
+        120_000,
+      );
+      const [before] = await appServices();
+      expect(before).toBeDefined();
 
-    // The replica serving jobs (the first one started) dies; its worker goes on through the proxy.
-    alive.delete(0);
-    replicas[0]!.child.kill("SIGKILL");
-    let most = 0;
-    const done = await until("the job after the takeover", async () => {
-      most = Math.max(most, (await appServices()).length);
-      const r = await via("GET", `/v2/${endpoint}/status/${job.body.id}`).catch(() => undefined);
-      return r?.body?.status === "COMPLETED" || r?.body?.status === "FAILED" ? r.body : undefined;
-    }, 180_000);
-    expect(done.status).toBe("COMPLETED");
-    expect(most).toBe(1);
-    expect((await appServices()).map((x) => x.ID)).toEqual([before!.ID]);
-    expect(replicas[1]!.log()).toMatch(/now serves the jobs of this database/);
-    // The adopted worker's output is followed from its adoption: the job's last line, written after the takeover,
-    // is in the job's log, once.
-    const lastLines = await until("the job's last line after the takeover", async () => {
-      const r = await via("GET", `/v1/endpoints/${endpoint}/logs?job=${job.body.id}`);
-      const found = (r.body.lines as Array<{ text: string }>).filter((l) => l.text === "tick 150 of 150");
-      return found.length > 0 ? found : undefined;
-    }, 30_000);
-    expect(lastLines).toHaveLength(1);
-    // Idle, the adopted worker is drained and its service removed by the replica that took over.
-    await until("no service of the app", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
-  }, 600_000);
+      // The replica serving jobs (the first one started) dies; its worker goes on through the proxy.
+      alive.delete(0);
+      replicas[0]!.child.kill("SIGKILL");
+      let most = 0;
+      const done = await until(
+        "the job after the takeover",
+        async () => {
+          most = Math.max(most, (await appServices()).length);
+          const r = await via("GET", `/v2/${endpoint}/status/${job.body.id}`).catch(() => undefined);
+          return r?.body?.status === "COMPLETED" || r?.body?.status === "FAILED" ? r.body : undefined;
+        },
+        180_000,
+      );
+      expect(done.status).toBe("COMPLETED");
+      expect(most).toBe(1);
+      expect((await appServices()).map((x) => x.ID)).toEqual([before!.ID]);
+      expect(replicas[1]!.log()).toMatch(/now serves the jobs of this database/);
+      // The adopted worker's output is followed from its adoption: the job's last line, written after the takeover,
+      // is in the job's log, once.
+      const lastLines = await until(
+        "the job's last line after the takeover",
+        async () => {
+          const r = await via("GET", `/v1/endpoints/${endpoint}/logs?job=${job.body.id}`);
+          const found = (r.body.lines as Array<{ text: string }>).filter((l) => l.text === "tick 150 of 150");
+          return found.length > 0 ? found : undefined;
+        },
+        30_000,
+      );
+      expect(lastLines).toHaveLength(1);
+      // Idle, the adopted worker is drained and its service removed by the replica that took over.
+      await until("no service of the app", async () => ((await appServices()).length === 0 ? true : undefined), 60_000);
+    },
+    600_000,
+  );
 });

@@ -30,7 +30,13 @@ let service: Service | undefined;
 let driver: WorkerDriver | undefined;
 
 const sessionServices = async () => (await docker.listServices({ filters: { label: [`${LABELS.session}=${session}`] } })) as Array<{ ID: string }>;
-const sessionVolumes = async () => ((await docker.listVolumes({ filters: { label: [`${LABELS.session}=${session}`] } })).Volumes ?? []) as Array<{ Name: string; Driver: string; Labels?: Record<string, string>; Options?: Record<string, string> }>;
+const sessionVolumes = async () =>
+  ((await docker.listVolumes({ filters: { label: [`${LABELS.session}=${session}`] } })).Volumes ?? []) as Array<{
+    Name: string;
+    Driver: string;
+    Labels?: Record<string, string>;
+    Options?: Record<string, string>;
+  }>;
 
 beforeAll(() => {
   if (engineUp) joinSwarm();
@@ -39,10 +45,18 @@ beforeAll(() => {
 afterAll(async () => {
   await service?.close();
   if (engineUp) {
-    for (const s of await sessionServices().catch(() => [])) await docker.getService(s.ID).remove().catch(() => undefined);
+    for (const s of await sessionServices().catch(() => []))
+      await docker
+        .getService(s.ID)
+        .remove()
+        .catch(() => undefined);
     // A volume is in use until its task's container is gone: wait a little for Swarm to remove them.
     for (let i = 0; i < 40 && (await sessionVolumes().catch(() => [])).length > 0; i++) {
-      for (const v of await sessionVolumes().catch(() => [])) await docker.getVolume(v.Name).remove().catch(() => undefined);
+      for (const v of await sessionVolumes().catch(() => []))
+        await docker
+          .getVolume(v.Name)
+          .remove()
+          .catch(() => undefined);
       await new Promise((r) => setTimeout(r, 250));
     }
     leaveSwarm();
@@ -69,17 +83,29 @@ describeDocker("network volumes on Swarm workers", () => {
     writeFileSync(join(dir, "app", "package.json"), JSON.stringify({ name: `swarmvol-${Date.now().toString(36)}`, private: true, type: "module" }));
     driver = createSwarmDriver({ session, volumes: { driver: "local", options: { type: "none", o: "bind", device: `${dataDir}/volumes/{volume}` } } });
     service = await startService({ dataDir, apiKeys: [KEY], driver, leaseMs: 5000, heartbeatMs: 500 });
-    const volume: string = (await call(`${service.url}/v2/network-volumes`, { key: KEY, body: { name: "shared-data", size: 10, dataCenter: "local" } })).body.id;
+    const volume: string = (await call(`${service.url}/v2/network-volumes`, { key: KEY, body: { name: "shared-data", size: 10, dataCenter: "local" } })).body
+      .id;
     const build = await buildProject(join(dir, "app"));
-    const endpoints: Record<string, DeployedEndpoint> = Object.fromEntries((await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath })).map((e) => [e.name, e]));
+    const endpoints: Record<string, DeployedEndpoint> = Object.fromEntries(
+      (await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath })).map((e) => [e.name, e]),
+    );
     const k = (await call(`${service.url}/v1/volume-keys`, { key: KEY, body: {} })).body;
-    const s3 = new S3Client({ endpoint: k.endpoint, region: k.region, forcePathStyle: true, credentials: { accessKeyId: k.accessKeyId, secretAccessKey: k.secretAccessKey }, maxAttempts: 1 });
+    const s3 = new S3Client({
+      endpoint: k.endpoint,
+      region: k.region,
+      forcePathStyle: true,
+      credentials: { accessKeyId: k.accessKeyId, secretAccessKey: k.secretAccessKey },
+      maxAttempts: 1,
+    });
 
     await s3.send(new PutObjectCommand({ Bucket: volume, Key: "weights.txt", Body: "weights uploaded with the AWS SDK" }));
     const read = await call(`${endpoints.reader!.url}/runsync?wait=120000`, { key: KEY, body: { input: { file: "weights.txt" } } });
     expect(read.body).toMatchObject({ status: "COMPLETED", output: { text: "weights uploaded with the AWS SDK", volume: "/svc-volume" } });
 
-    const wrote = await call(`${endpoints.writer!.url}/runsync?wait=120000`, { key: KEY, body: { input: { file: "result.txt", text: "written by a Swarm worker" } } });
+    const wrote = await call(`${endpoints.writer!.url}/runsync?wait=120000`, {
+      key: KEY,
+      body: { input: { file: "result.txt", text: "written by a Swarm worker" } },
+    });
     expect(wrote.body).toMatchObject({ status: "COMPLETED", output: { volume: "/svc-volume" } });
     expect(readFileSync(join(dataDir, "volumes", volume, "result.txt"), "utf8")).toBe("written by a Swarm worker");
     const got = await s3.send(new GetObjectCommand({ Bucket: volume, Key: "result.txt" }));
@@ -92,15 +118,19 @@ describeDocker("network volumes on Swarm workers", () => {
 
     // Both workers idle out (1 s), then the volume's Docker volume is removed with it; its files are the service's.
     await until("the workers' services gone", async () => ((await sessionServices()).length === 0 ? true : undefined), 60_000);
-    await until("the volume free of containers", async () => {
-      try {
-        await driver!.removeVolume!(volume);
-        return true;
-      } catch (err) {
-        if (/in use/.test(errorMessage(err))) return undefined;
-        throw err;
-      }
-    }, 60_000);
+    await until(
+      "the volume free of containers",
+      async () => {
+        try {
+          await driver!.removeVolume!(volume);
+          return true;
+        } catch (err) {
+          if (/in use/.test(errorMessage(err))) return undefined;
+          throw err;
+        }
+      },
+      60_000,
+    );
     expect(await sessionVolumes()).toEqual([]);
     expect(existsSync(join(dataDir, "volumes", volume, "result.txt"))).toBe(true);
   }, 300_000);

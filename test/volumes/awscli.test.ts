@@ -46,72 +46,81 @@ afterAll(async () => {
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
-it.skipIf(!hasAws)("aws s3 cp up and down, ls, sync of a folder both ways, rm", async () => {
-  writeFileSync(join(scratch, "config.json"), '{"layers": 2}');
-  const up = await aws(["s3", "cp", "config.json", `s3://${volume}/models/tiny/config.json`]);
-  expect(up.stderr).toBe("");
-  expect(up.code).toBe(0);
-  const volumeDir = join(t.dir, "data", "volumes", volume);
-  expect(readFileSync(join(volumeDir, "models", "tiny", "config.json"), "utf8")).toBe('{"layers": 2}');
+it.skipIf(!hasAws)(
+  "aws s3 cp up and down, ls, sync of a folder both ways, rm",
+  async () => {
+    writeFileSync(join(scratch, "config.json"), '{"layers": 2}');
+    const up = await aws(["s3", "cp", "config.json", `s3://${volume}/models/tiny/config.json`]);
+    expect(up.stderr).toBe("");
+    expect(up.code).toBe(0);
+    const volumeDir = join(t.dir, "data", "volumes", volume);
+    expect(readFileSync(join(volumeDir, "models", "tiny", "config.json"), "utf8")).toBe('{"layers": 2}');
 
-  mkdirSync(join(scratch, "local", "nested"), { recursive: true });
-  writeFileSync(join(scratch, "local", "a.txt"), "a");
-  writeFileSync(join(scratch, "local", "nested", "b with space.txt"), "b".repeat(10_000));
-  const synced = await aws(["s3", "sync", "local", `s3://${volume}/synced`]);
-  expect(synced.code).toBe(0);
-  expect(readFileSync(join(volumeDir, "synced", "nested", "b with space.txt"), "utf8")).toBe("b".repeat(10_000));
-  // Nothing changed: a second sync uploads nothing.
-  const again = await aws(["s3", "sync", "local", `s3://${volume}/synced`]);
-  expect(again).toMatchObject({ code: 0, stdout: "" });
+    mkdirSync(join(scratch, "local", "nested"), { recursive: true });
+    writeFileSync(join(scratch, "local", "a.txt"), "a");
+    writeFileSync(join(scratch, "local", "nested", "b with space.txt"), "b".repeat(10_000));
+    const synced = await aws(["s3", "sync", "local", `s3://${volume}/synced`]);
+    expect(synced.code).toBe(0);
+    expect(readFileSync(join(volumeDir, "synced", "nested", "b with space.txt"), "utf8")).toBe("b".repeat(10_000));
+    // Nothing changed: a second sync uploads nothing.
+    const again = await aws(["s3", "sync", "local", `s3://${volume}/synced`]);
+    expect(again).toMatchObject({ code: 0, stdout: "" });
 
-  const top = await aws(["s3", "ls", `s3://${volume}/`]);
-  expect(top.code).toBe(0);
-  expect(top.stdout).toMatch(/PRE models\/\n/);
-  expect(top.stdout).toMatch(/PRE synced\/\n/);
-  const recursive = await aws(["s3", "ls", "--recursive", `s3://${volume}/`]);
-  expect(recursive.stdout.trim().split("\n").map((l) => l.split(/\s+/).slice(2).join(" "))).toEqual([
-    "13 models/tiny/config.json",
-    "1 synced/a.txt",
-    "10000 synced/nested/b with space.txt",
-  ]);
-  const buckets = await aws(["s3", "ls"]);
-  expect(buckets.stdout).toContain(volume);
+    const top = await aws(["s3", "ls", `s3://${volume}/`]);
+    expect(top.code).toBe(0);
+    expect(top.stdout).toMatch(/PRE models\/\n/);
+    expect(top.stdout).toMatch(/PRE synced\/\n/);
+    const recursive = await aws(["s3", "ls", "--recursive", `s3://${volume}/`]);
+    expect(
+      recursive.stdout
+        .trim()
+        .split("\n")
+        .map((l) => l.split(/\s+/).slice(2).join(" ")),
+    ).toEqual(["13 models/tiny/config.json", "1 synced/a.txt", "10000 synced/nested/b with space.txt"]);
+    const buckets = await aws(["s3", "ls"]);
+    expect(buckets.stdout).toContain(volume);
 
-  const down = await aws(["s3", "sync", `s3://${volume}/synced`, "copy"]);
-  expect(down.code).toBe(0);
-  expect(readFileSync(join(scratch, "copy", "nested", "b with space.txt"), "utf8")).toBe("b".repeat(10_000));
-  const one = await aws(["s3", "cp", `s3://${volume}/models/tiny/config.json`, "back.json"]);
-  expect(one.code).toBe(0);
-  expect(readFileSync(join(scratch, "back.json"), "utf8")).toBe('{"layers": 2}');
+    const down = await aws(["s3", "sync", `s3://${volume}/synced`, "copy"]);
+    expect(down.code).toBe(0);
+    expect(readFileSync(join(scratch, "copy", "nested", "b with space.txt"), "utf8")).toBe("b".repeat(10_000));
+    const one = await aws(["s3", "cp", `s3://${volume}/models/tiny/config.json`, "back.json"]);
+    expect(one.code).toBe(0);
+    expect(readFileSync(join(scratch, "back.json"), "utf8")).toBe('{"layers": 2}');
 
-  // AWS CLI v1 presigns with Signature Version 2 unless told s3v4, which this service requires.
-  writeFileSync(join(scratch, "aws-config"), "[default]\ns3 =\n    signature_version = s3v4\n");
-  const presigned = await aws(["s3", "presign", `s3://${volume}/models/tiny/config.json`, "--expires-in", "300"]);
-  expect(presigned.code).toBe(0);
-  const fetched = await fetch(presigned.stdout.trim());
-  expect(fetched.status).toBe(200);
-  expect(await fetched.text()).toBe('{"layers": 2}');
+    // AWS CLI v1 presigns with Signature Version 2 unless told s3v4, which this service requires.
+    writeFileSync(join(scratch, "aws-config"), "[default]\ns3 =\n    signature_version = s3v4\n");
+    const presigned = await aws(["s3", "presign", `s3://${volume}/models/tiny/config.json`, "--expires-in", "300"]);
+    expect(presigned.code).toBe(0);
+    const fetched = await fetch(presigned.stdout.trim());
+    expect(fetched.status).toBe(200);
+    expect(await fetched.text()).toBe('{"layers": 2}');
 
-  const removed = await aws(["s3", "rm", "--recursive", `s3://${volume}/synced`]);
-  expect(removed.code).toBe(0);
-  expect(existsSync(join(volumeDir, "synced", "a.txt"))).toBe(false);
-}, 120_000);
+    const removed = await aws(["s3", "rm", "--recursive", `s3://${volume}/synced`]);
+    expect(removed.code).toBe(0);
+    expect(existsSync(join(volumeDir, "synced", "a.txt"))).toBe(false);
+  },
+  120_000,
+);
 
-it.skipIf(!hasAws)("refuses a wrong secret and a write past the volume's size", async () => {
-  const wrong = await aws(["s3", "ls", `s3://${volume}/`], { accessKeyId: key.accessKeyId, secretAccessKey: "x".repeat(40) });
-  expect(wrong.code).not.toBe(0);
-  expect(wrong.stderr).toContain("SignatureDoesNotMatch");
-  // As a worker would, fill the volume's directory to 5 bytes short of its 10 GB (a sparse file: nothing is
-  // written to disk); the service sees it once it measures again (within a few seconds).
-  const volumeDir = join(t.dir, "data", "volumes", volume);
-  const filler = join(volumeDir, "filler.bin");
-  closeSync(openSync(filler, "w"));
-  truncateSync(filler, 10 * 1024 ** 3 - 13 - 5);
-  await new Promise((r) => setTimeout(r, 3100));
-  writeFileSync(join(scratch, "ten.bin"), "0123456789abcdefghij");
-  const refused = await aws(["s3", "cp", "ten.bin", `s3://${volume}/ten.bin`]);
-  expect(refused.code).not.toBe(0);
-  expect(refused.stderr).toContain("EntityTooLarge");
-  expect(existsSync(join(volumeDir, "ten.bin"))).toBe(false);
-  rmSync(filler);
-}, 60_000);
+it.skipIf(!hasAws)(
+  "refuses a wrong secret and a write past the volume's size",
+  async () => {
+    const wrong = await aws(["s3", "ls", `s3://${volume}/`], { accessKeyId: key.accessKeyId, secretAccessKey: "x".repeat(40) });
+    expect(wrong.code).not.toBe(0);
+    expect(wrong.stderr).toContain("SignatureDoesNotMatch");
+    // As a worker would, fill the volume's directory to 5 bytes short of its 10 GB (a sparse file: nothing is
+    // written to disk); the service sees it once it measures again (within a few seconds).
+    const volumeDir = join(t.dir, "data", "volumes", volume);
+    const filler = join(volumeDir, "filler.bin");
+    closeSync(openSync(filler, "w"));
+    truncateSync(filler, 10 * 1024 ** 3 - 13 - 5);
+    await new Promise((r) => setTimeout(r, 3100));
+    writeFileSync(join(scratch, "ten.bin"), "0123456789abcdefghij");
+    const refused = await aws(["s3", "cp", "ten.bin", `s3://${volume}/ten.bin`]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("EntityTooLarge");
+    expect(existsSync(join(volumeDir, "ten.bin"))).toBe(false);
+    rmSync(filler);
+  },
+  60_000,
+);

@@ -109,7 +109,11 @@ it("svc volume cp of a file the volume does not have says so (and a folder witho
   expect((await svc(["volume", "cp", "one.txt", "sparse:dir/one.txt"])).code).toBe(0);
   const missing = await svc(["volume", "cp", "sparse:nothere.bin", "back.bin", "--json"]);
   expect(missing.code).toBe(ExitCode.user);
-  expect(JSON.parse(missing.stderr).error).toEqual({ message: "No file nothere.bin in volume sparse", hint: "See what it holds with `svc volume ls sparse`.", exitCode: ExitCode.user });
+  expect(JSON.parse(missing.stderr).error).toEqual({
+    message: "No file nothere.bin in volume sparse",
+    hint: "See what it holds with `svc volume ls sparse`.",
+    exitCode: ExitCode.user,
+  });
   const folder = await svc(["volume", "cp", "sparse:dir", "back-dir", "--json"]);
   expect(folder.code).toBe(ExitCode.user);
   expect(JSON.parse(folder.stderr).error).toMatchObject({ message: "sparse:dir is a folder", hint: "Copy it with --recursive." });

@@ -37,7 +37,14 @@ let otherKey: string;
 let keyA: { accessKeyId: string; secretAccessKey: string; endpoint: string; region: string };
 
 const client = (k: { accessKeyId: string; secretAccessKey: string }, extra: Record<string, unknown> = {}) =>
-  new S3Client({ endpoint: keyA.endpoint, region: keyA.region, forcePathStyle: true, credentials: { accessKeyId: k.accessKeyId, secretAccessKey: k.secretAccessKey }, maxAttempts: 1, ...extra });
+  new S3Client({
+    endpoint: keyA.endpoint,
+    region: keyA.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: k.accessKeyId, secretAccessKey: k.secretAccessKey },
+    maxAttempts: 1,
+    ...extra,
+  });
 
 async function s3Error(p: Promise<unknown>): Promise<{ name: string; status: number | undefined }> {
   try {
@@ -81,7 +88,13 @@ afterAll(async () => {
 
 describe("objects with @aws-sdk/client-s3", () => {
   it("creates a key that prints what S3 clients need, and lists the user's volumes as buckets", async () => {
-    expect(keyA).toMatchObject({ accessKeyId: expect.stringMatching(/^[A-Z0-9]{20}$/), secretAccessKey: expect.any(String), endpoint: `${t.service.url}/s3`, region: "us-east-1", readOnly: false });
+    expect(keyA).toMatchObject({
+      accessKeyId: expect.stringMatching(/^[A-Z0-9]{20}$/),
+      secretAccessKey: expect.any(String),
+      endpoint: `${t.service.url}/s3`,
+      region: "us-east-1",
+      readOnly: false,
+    });
     const buckets = await client(keyA).send(new ListBucketsCommand({}));
     expect(buckets.Buckets!.map((b) => b.Name).sort()).toEqual([bigVolume, smallVolume].sort());
     const listed = await call(`${t.service.url}/v1/volume-keys`, { key: t.key });
@@ -110,7 +123,9 @@ describe("objects with @aws-sdk/client-s3", () => {
     expect(paged).toMatchObject({ IsTruncated: true, KeyCount: 2 });
     const rest = await s3.send(new ListObjectsV2Command({ Bucket: bigVolume, ContinuationToken: paged.NextContinuationToken }));
     expect(rest.Contents!.map((o) => o.Key)).toEqual(["readme with spaces+plus.txt"]);
-    expect((await s3.send(new ListObjectsV2Command({ Bucket: bigVolume, Prefix: "models/tiny/w" }))).Contents!.map((o) => o.Key)).toEqual(["models/tiny/weights.bin"]);
+    expect((await s3.send(new ListObjectsV2Command({ Bucket: bigVolume, Prefix: "models/tiny/w" }))).Contents!.map((o) => o.Key)).toEqual([
+      "models/tiny/weights.bin",
+    ]);
 
     const head = await s3.send(new HeadObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin" }));
     expect(head.ContentLength).toBe(16);
@@ -118,7 +133,10 @@ describe("objects with @aws-sdk/client-s3", () => {
     expect(ranged.ContentRange).toBe("bytes 4-7/16");
     expect(await text(ranged.Body)).toBe("4567");
     expect(await text((await s3.send(new GetObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin", Range: "bytes=-3" }))).Body)).toBe("def");
-    expect(await s3Error(s3.send(new GetObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin", Range: "bytes=99-" })))).toEqual({ name: "InvalidRange", status: 416 });
+    expect(await s3Error(s3.send(new GetObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin", Range: "bytes=99-" })))).toEqual({
+      name: "InvalidRange",
+      status: 416,
+    });
     expect(await text((await s3.send(new GetObjectCommand({ Bucket: bigVolume, Key: "readme with spaces+plus.txt" }))).Body)).toBe("hello");
 
     await s3.send(new CopyObjectCommand({ Bucket: bigVolume, Key: "backup/config.json", CopySource: `${bigVolume}/models/tiny/config.json` }));
@@ -126,7 +144,9 @@ describe("objects with @aws-sdk/client-s3", () => {
 
     await s3.send(new DeleteObjectCommand({ Bucket: bigVolume, Key: "backup/config.json" }));
     expect(existsSync(join(dir, "backup", "config.json"))).toBe(false);
-    const deleted = await s3.send(new DeleteObjectsCommand({ Bucket: bigVolume, Delete: { Objects: [{ Key: "readme with spaces+plus.txt" }, { Key: "models/tiny/config.json" }] } }));
+    const deleted = await s3.send(
+      new DeleteObjectsCommand({ Bucket: bigVolume, Delete: { Objects: [{ Key: "readme with spaces+plus.txt" }, { Key: "models/tiny/config.json" }] } }),
+    );
     expect(deleted.Deleted!.map((d) => d.Key).sort()).toEqual(["models/tiny/config.json", "readme with spaces+plus.txt"]);
     expect((await s3.send(new ListObjectsV2Command({ Bucket: bigVolume }))).Contents!.map((o) => o.Key)).toEqual(["models/tiny/weights.bin"]);
     expect(await s3Error(s3.send(new GetObjectCommand({ Bucket: bigVolume, Key: "readme with spaces+plus.txt" })))).toEqual({ name: "NoSuchKey", status: 404 });
@@ -142,7 +162,12 @@ describe("objects with @aws-sdk/client-s3", () => {
     writeFileSync(file, whole);
     const digest = createHash("sha256").update(whole).digest("hex");
     try {
-      const upload = new Upload({ client: client(keyA), params: { Bucket: bigVolume, Key: "models/big/weights.safetensors", Body: createReadStream(file) }, partSize: 16 * 1024 * 1024, queueSize: 3 });
+      const upload = new Upload({
+        client: client(keyA),
+        params: { Bucket: bigVolume, Key: "models/big/weights.safetensors", Body: createReadStream(file) },
+        partSize: 16 * 1024 * 1024,
+        queueSize: 3,
+      });
       let parts = 0;
       upload.on("httpUploadProgress", (p) => (parts = Math.max(parts, p.part ?? 0)));
       await upload.done();
@@ -169,7 +194,10 @@ describe("who may do what", () => {
     expect(await s3Error(s3.send(new ListObjectsV2Command({ Bucket: otherVolume })))).toEqual({ name: "AccessDenied", status: 403 });
     expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: otherVolume, Key: "x.txt", Body: "x" })))).toEqual({ name: "AccessDenied", status: 403 });
     const theirs = client(await volumeKey(otherKey));
-    expect(await s3Error(theirs.send(new GetObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin" })))).toEqual({ name: "AccessDenied", status: 403 });
+    expect(await s3Error(theirs.send(new GetObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin" })))).toEqual({
+      name: "AccessDenied",
+      status: 403,
+    });
     expect((await theirs.send(new ListBucketsCommand({}))).Buckets!.map((b) => b.Name)).toEqual([otherVolume]);
     expect(await s3Error(s3.send(new ListObjectsV2Command({ Bucket: "vol000000000000" })))).toEqual({ name: "NoSuchBucket", status: 404 });
     // Their key is not mine to see or revoke.
@@ -180,13 +208,22 @@ describe("who may do what", () => {
   it("a read-only key reads but never writes; a key for some volumes reaches only those", async () => {
     const readOnly = client(await volumeKey(t.key, { readOnly: true }));
     expect(await text((await readOnly.send(new GetObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin" }))).Body)).toBe("0123456789abcdef");
-    expect(await s3Error(readOnly.send(new PutObjectCommand({ Bucket: bigVolume, Key: "nope.txt", Body: "x" })))).toEqual({ name: "AccessDenied", status: 403 });
-    expect(await s3Error(readOnly.send(new DeleteObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin" })))).toEqual({ name: "AccessDenied", status: 403 });
+    expect(await s3Error(readOnly.send(new PutObjectCommand({ Bucket: bigVolume, Key: "nope.txt", Body: "x" })))).toEqual({
+      name: "AccessDenied",
+      status: 403,
+    });
+    expect(await s3Error(readOnly.send(new DeleteObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin" })))).toEqual({
+      name: "AccessDenied",
+      status: 403,
+    });
     expect(existsSync(join(t.dir, "data", "volumes", bigVolume, "nope.txt"))).toBe(false);
 
     const scoped = client(await volumeKey(t.key, { volumeIds: [smallVolume] }));
     await scoped.send(new PutObjectCommand({ Bucket: smallVolume, Key: "ok.txt", Body: "ok" }));
-    expect(await s3Error(scoped.send(new GetObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin" })))).toEqual({ name: "AccessDenied", status: 403 });
+    expect(await s3Error(scoped.send(new GetObjectCommand({ Bucket: bigVolume, Key: "models/tiny/weights.bin" })))).toEqual({
+      name: "AccessDenied",
+      status: 403,
+    });
     await scoped.send(new DeleteObjectCommand({ Bucket: smallVolume, Key: "ok.txt" }));
     const refused = await call(`${t.service.url}/v1/volume-keys`, { key: t.key, body: { volumeIds: [otherVolume] } });
     expect(refused.status).toBe(422);
@@ -211,7 +248,10 @@ describe("sizes", () => {
     await s3.send(new PutObjectCommand({ Bucket: smallVolume, Key: "a.bin", Body: six }));
     expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: smallVolume, Key: "b.bin", Body: six })))).toEqual({ name: "EntityTooLarge", status: 400 });
     expect(existsSync(join(t.dir, "data", "volumes", smallVolume, "b.bin"))).toBe(false);
-    expect(await s3Error(s3.send(new CopyObjectCommand({ Bucket: smallVolume, Key: "c.bin", CopySource: `${smallVolume}/a.bin` })))).toEqual({ name: "EntityTooLarge", status: 400 });
+    expect(await s3Error(s3.send(new CopyObjectCommand({ Bucket: smallVolume, Key: "c.bin", CopySource: `${smallVolume}/a.bin` })))).toEqual({
+      name: "EntityTooLarge",
+      status: 400,
+    });
 
     const shown = await call(`${t.service.url}/v2/network-volumes/${smallVolume}`, { key: t.key });
     expect(shown.body).toMatchObject({ id: smallVolume, size: 10, usedBytes: 6 * GB });
@@ -235,14 +275,19 @@ describe("sizes", () => {
     expect(shrunk.status).toBe(200);
     expect(shrunk.body).toMatchObject({ id, size: 15 });
     // 6 + 10 fit in the old 20 GB, not in 15.
-    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: id, Key: "ten.bin", Body: Buffer.alloc(10 * GB, 1) })))).toEqual({ name: "EntityTooLarge", status: 400 });
+    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: id, Key: "ten.bin", Body: Buffer.alloc(10 * GB, 1) })))).toEqual({
+      name: "EntityTooLarge",
+      status: 400,
+    });
     expect(existsSync(join(dir, "ten.bin"))).toBe(false);
     await s3.send(new PutObjectCommand({ Bucket: id, Key: "eight.bin", Body: Buffer.alloc(8 * GB, 1) }));
 
     const refused = await call(url, { key: t.key, method: "PATCH", body: { size: 10, name: "smaller" } });
     expect(refused.status).toBe(422);
     expect(refused.headers.get("content-type")).toContain("application/problem+json");
-    expect(refused.body.errors).toEqual([`$.size: the volume holds ${14 * GB} bytes, more than 10 GB (${10 * GB} bytes); delete files first or give 14 GB or more`]);
+    expect(refused.body.errors).toEqual([
+      `$.size: the volume holds ${14 * GB} bytes, more than 10 GB (${10 * GB} bytes); delete files first or give 14 GB or more`,
+    ]);
     // Nothing changed: neither the size (the last GB still goes in) nor the name.
     expect((await call(url, { key: t.key })).body).toMatchObject({ size: 15, name: "shrinking", usedBytes: 14 * GB });
     await s3.send(new PutObjectCommand({ Bucket: id, Key: "one.bin", Body: Buffer.alloc(GB, 1) }));
@@ -256,18 +301,36 @@ describe("sizes", () => {
     writeFileSync(join(t.dir, "data", "volumes", smallVolume, "from-a-worker.bin"), Buffer.alloc(19 * GB));
     // Measured again after a few seconds at most.
     await new Promise((r) => setTimeout(r, 3100));
-    expect(await s3Error(client(keyA).send(new PutObjectCommand({ Bucket: smallVolume, Key: "more.bin", Body: Buffer.alloc(2 * GB) })))).toEqual({ name: "EntityTooLarge", status: 400 });
+    expect(await s3Error(client(keyA).send(new PutObjectCommand({ Bucket: smallVolume, Key: "more.bin", Body: Buffer.alloc(2 * GB) })))).toEqual({
+      name: "EntityTooLarge",
+      status: 400,
+    });
     rmSync(join(t.dir, "data", "volumes", smallVolume, "from-a-worker.bin"));
   });
 });
 
 /** A request signed by hand (SignatureV4, as the SDK signs), sent with node:http so nothing rewrites it. */
-async function signedRequest(opts: { method: string; path: string; body?: Buffer; secret?: string; date?: Date; payloadHash?: string; headers?: Record<string, string> }) {
+async function signedRequest(opts: {
+  method: string;
+  path: string;
+  body?: Buffer;
+  secret?: string;
+  date?: Date;
+  payloadHash?: string;
+  headers?: Record<string, string>;
+}) {
   const signer = s3Signer({ accessKeyId: keyA.accessKeyId, secretAccessKey: opts.secret ?? keyA.secretAccessKey });
   const body = opts.body ?? Buffer.alloc(0);
   const payloadHash = opts.payloadHash ?? createHash("sha256").update(body).digest("hex");
-  const signed = await signer.sign(s3Request(t.service.url, opts.method, opts.path, { "x-amz-content-sha256": payloadHash, ...opts.headers }), { signingDate: opts.date ?? new Date() });
-  return send({ method: opts.method, path: opts.path, headers: { ...(signed.headers as Record<string, string>), "content-length": String(body.length) }, body });
+  const signed = await signer.sign(s3Request(t.service.url, opts.method, opts.path, { "x-amz-content-sha256": payloadHash, ...opts.headers }), {
+    signingDate: opts.date ?? new Date(),
+  });
+  return send({
+    method: opts.method,
+    path: opts.path,
+    headers: { ...(signed.headers as Record<string, string>), "content-length": String(body.length) },
+    body,
+  });
 }
 
 const send = (opts: { method: string; path: string; headers: Record<string, string>; body?: Buffer }) => sendRaw(t.service.url, opts);
@@ -281,7 +344,12 @@ describe("signatures", () => {
     const stale = await signedRequest({ method: "GET", path, date: new Date(Date.now() - 60 * 60 * 1000) });
     expect(stale).toMatchObject({ status: 403, text: expect.stringContaining("<Code>RequestTimeTooSkewed</Code>") });
     // Signed for one body, sent with another: the payload hash the signature covers does not match.
-    const tampered = await signedRequest({ method: "PUT", path, body: Buffer.from("tampered"), payloadHash: createHash("sha256").update("original").digest("hex") });
+    const tampered = await signedRequest({
+      method: "PUT",
+      path,
+      body: Buffer.from("tampered"),
+      payloadHash: createHash("sha256").update("original").digest("hex"),
+    });
     expect(tampered).toMatchObject({ status: 400, text: expect.stringContaining("<Code>XAmzContentSHA256Mismatch</Code>") });
     expect(readFileSync(join(t.dir, "data", "volumes", bigVolume, "signed.txt"), "utf8")).toBe("signed");
     const anonymous = await send({ method: "GET", path, headers: {} });
@@ -296,7 +364,9 @@ describe("signatures", () => {
         s3Request(t.service.url, "GET", `/s3/${bigVolume}/signed.txt`, { "X-Amz-Content-Sha256": "UNSIGNED-PAYLOAD" }),
         { signingDate: date, expiresIn },
       );
-      const query = Object.entries(p.query!).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join("&");
+      const query = Object.entries(p.query!)
+        .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+        .join("&");
       return fetch(`${t.service.url}${p.path}?${query}`);
     };
     const fresh = await presign(new Date(), 300);
@@ -313,10 +383,18 @@ describe("headers a signature does not cover", () => {
     const secret = `/s3/${bigVolume}/secret.txt`;
     expect((await signedRequest({ method: "PUT", path: secret, body: Buffer.from("the issuer's secret") })).status).toBe(200);
     // An upload link for drop.txt, as @aws-sdk/s3-request-presigner makes one (only host signed).
-    const p = await s3Signer(keyA).presign(s3Request(t.service.url, "PUT", `/s3/${bigVolume}/drop.txt`, { "X-Amz-Content-Sha256": "UNSIGNED-PAYLOAD" }), { expiresIn: 300 });
-    const query = Object.entries(p.query!).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join("&");
+    const p = await s3Signer(keyA).presign(s3Request(t.service.url, "PUT", `/s3/${bigVolume}/drop.txt`, { "X-Amz-Content-Sha256": "UNSIGNED-PAYLOAD" }), {
+      expiresIn: 300,
+    });
+    const query = Object.entries(p.query!)
+      .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+      .join("&");
     const host = new URL(t.service.url).host;
-    const hijacked = await send({ method: "PUT", path: `${p.path}?${query}`, headers: { host, "x-amz-copy-source": `/${bigVolume}/secret.txt`, "content-length": "0" } });
+    const hijacked = await send({
+      method: "PUT",
+      path: `${p.path}?${query}`,
+      headers: { host, "x-amz-copy-source": `/${bigVolume}/secret.txt`, "content-length": "0" },
+    });
     expect(hijacked.status).toBe(403);
     expect(hijacked.text).toContain("<Code>AccessDenied</Code>");
     expect(hijacked.text).toContain("<HeadersNotSigned>x-amz-copy-source</HeadersNotSigned>");
@@ -330,8 +408,14 @@ describe("headers a signature does not cover", () => {
   it("refuses an x-amz-* header added to a header-signed request", async () => {
     const signer = s3Signer(keyA);
     const path = `/s3/${bigVolume}/replayed.txt`;
-    const signed = await signer.sign(s3Request(t.service.url, "PUT", path, { "x-amz-content-sha256": createHash("sha256").update("").digest("hex") }), { signingDate: new Date() });
-    const added = await send({ method: "PUT", path, headers: { ...(signed.headers as Record<string, string>), "x-amz-copy-source": `/${bigVolume}/secret.txt`, "content-length": "0" } });
+    const signed = await signer.sign(s3Request(t.service.url, "PUT", path, { "x-amz-content-sha256": createHash("sha256").update("").digest("hex") }), {
+      signingDate: new Date(),
+    });
+    const added = await send({
+      method: "PUT",
+      path,
+      headers: { ...(signed.headers as Record<string, string>), "x-amz-copy-source": `/${bigVolume}/secret.txt`, "content-length": "0" },
+    });
     expect(added).toMatchObject({ status: 403, text: expect.stringContaining("<HeadersNotSigned>x-amz-copy-source</HeadersNotSigned>") });
     expect(existsSync(join(t.dir, "data", "volumes", bigVolume, "replayed.txt"))).toBe(false);
   });
@@ -346,7 +430,9 @@ describe("confinement", () => {
     try {
       const theirs = await volumeKey(otherKey, { name: "theirs-key" });
       const s3 = client(theirs);
-      const failed = await s3Error(new Upload({ client: s3, params: { Bucket: otherVolume, Key: "big.bin", Body: Buffer.alloc(6 * 1024 * 1024) }, partSize: 5 * 1024 * 1024 }).done());
+      const failed = await s3Error(
+        new Upload({ client: s3, params: { Bucket: otherVolume, Key: "big.bin", Body: Buffer.alloc(6 * 1024 * 1024) }, partSize: 5 * 1024 * 1024 }).done(),
+      );
       expect(failed).toEqual({ name: "InvalidRequest", status: 400 });
       expect(readdirSync(outside)).toEqual([]);
     } finally {
@@ -356,7 +442,12 @@ describe("confinement", () => {
 
   it("refuses keys with '..' and never follows a link out of the volume", async () => {
     const bearer = { authorization: `Bearer ${t.key}` };
-    const dotdot = await send({ method: "PUT", path: `/s3/${bigVolume}/a/%2E%2E/%2E%2E/escaped.txt`, headers: { ...bearer, "content-length": "1" }, body: Buffer.from("x") });
+    const dotdot = await send({
+      method: "PUT",
+      path: `/s3/${bigVolume}/a/%2E%2E/%2E%2E/escaped.txt`,
+      headers: { ...bearer, "content-length": "1" },
+      body: Buffer.from("x"),
+    });
     expect(dotdot).toMatchObject({ status: 400, text: expect.stringContaining("<Code>InvalidArgument</Code>") });
 
     const outside = join(scratch, "outside");
@@ -368,7 +459,10 @@ describe("confinement", () => {
     const s3 = client(keyA);
     expect(await s3Error(s3.send(new GetObjectCommand({ Bucket: bigVolume, Key: "escape/secret.txt" })))).toEqual({ name: "AccessDenied", status: 403 });
     expect(await s3Error(s3.send(new GetObjectCommand({ Bucket: bigVolume, Key: "secret-link.txt" })))).toEqual({ name: "AccessDenied", status: 403 });
-    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: bigVolume, Key: "escape/planted.txt", Body: "x" })))).toEqual({ name: "AccessDenied", status: 403 });
+    expect(await s3Error(s3.send(new PutObjectCommand({ Bucket: bigVolume, Key: "escape/planted.txt", Body: "x" })))).toEqual({
+      name: "AccessDenied",
+      status: 403,
+    });
     expect(existsSync(join(outside, "planted.txt"))).toBe(false);
     // Listings do not follow links either.
     const listed = await s3.send(new ListObjectsV2Command({ Bucket: bigVolume }));

@@ -22,7 +22,13 @@ class Sha256 {
 
 /** A SigV4 signer for the S3 service, as the SDK configures it for path-style requests. */
 export function s3Signer(credentials: { accessKeyId: string; secretAccessKey: string }, region = "us-east-1"): SignatureV4 {
-  return new SignatureV4({ service: "s3", region, credentials: { accessKeyId: credentials.accessKeyId, secretAccessKey: credentials.secretAccessKey }, sha256: Sha256, uriEscapePath: false });
+  return new SignatureV4({
+    service: "s3",
+    region,
+    credentials: { accessKeyId: credentials.accessKeyId, secretAccessKey: credentials.secretAccessKey },
+    sha256: Sha256,
+    uriEscapePath: false,
+  });
 }
 
 /** The request to sign: `method` of `path` at the service at `serviceUrl`, with its host header and `headers`. */
@@ -32,7 +38,10 @@ export function s3Request(serviceUrl: string, method: string, path: string, head
 }
 
 /** Sends the request exactly as given (headers and body untouched); its status and body. */
-export function sendRaw(serviceUrl: string, opts: { method: string; path: string; headers: Record<string, string>; body?: Buffer }): Promise<{ status: number; text: string }> {
+export function sendRaw(
+  serviceUrl: string,
+  opts: { method: string; path: string; headers: Record<string, string>; body?: Buffer },
+): Promise<{ status: number; text: string }> {
   const url = new URL(serviceUrl);
   return new Promise((resolve, reject) => {
     const req = request({ host: url.hostname, port: url.port, method: opts.method, path: opts.path, headers: opts.headers }, (res) => {

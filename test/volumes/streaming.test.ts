@@ -80,7 +80,9 @@ async function chunkedUpload(path: string, parts: Buffer[], date = new Date()): 
 }
 
 function body(upload: ChunkedUpload): Buffer {
-  return Buffer.concat(upload.chunks.flatMap((c) => [Buffer.from(`${c.data.length.toString(16)};chunk-signature=${c.signature}\r\n`), c.data, Buffer.from("\r\n")]));
+  return Buffer.concat(
+    upload.chunks.flatMap((c) => [Buffer.from(`${c.data.length.toString(16)};chunk-signature=${c.signature}\r\n`), c.data, Buffer.from("\r\n")]),
+  );
 }
 
 const send = (path: string, headers: Record<string, string>, payload: Buffer) => sendRaw(t.service.url, { method: "PUT", path, headers, body: payload });
@@ -141,7 +143,13 @@ describe("STREAMING-AWS4-HMAC-SHA256-PAYLOAD", () => {
 describe("@aws-sdk/client-s3 with a stream body", () => {
   it("sends an aws-chunked body with a checksum trailer, stored byte for byte", async () => {
     const sent: Array<Record<string, string>> = [];
-    const s3 = new S3Client({ endpoint: key.endpoint, region: key.region, forcePathStyle: true, credentials: { accessKeyId: key.accessKeyId, secretAccessKey: key.secretAccessKey }, maxAttempts: 1 });
+    const s3 = new S3Client({
+      endpoint: key.endpoint,
+      region: key.region,
+      forcePathStyle: true,
+      credentials: { accessKeyId: key.accessKeyId, secretAccessKey: key.secretAccessKey },
+      maxAttempts: 1,
+    });
     s3.middlewareStack.add(
       (next) => async (args) => {
         sent.push({ ...((args.request as { headers: Record<string, string> }).headers ?? {}) });
@@ -152,11 +160,17 @@ describe("@aws-sdk/client-s3 with a stream body", () => {
     const data = randomBytes(300 * 1024 + 7);
     // A stream with its length given: the client frames it as aws-chunked with a CRC32 trailer. (Without a
     // length this client refuses a PutObject itself, before sending: lib-storage's Upload is its way for those.)
-    const stream = Readable.from((function* () {
-      for (let at = 0; at < data.length; at += 64 * 1024) yield data.subarray(at, at + 64 * 1024);
-    })());
+    const stream = Readable.from(
+      (function* () {
+        for (let at = 0; at < data.length; at += 64 * 1024) yield data.subarray(at, at + 64 * 1024);
+      })(),
+    );
     await s3.send(new PutObjectCommand({ Bucket: volume, Key: "streamed.bin", Body: stream, ContentLength: data.length }));
-    expect(sent[0]).toMatchObject({ "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER", "content-encoding": expect.stringContaining("aws-chunked"), "x-amz-trailer": "x-amz-checksum-crc32" });
+    expect(sent[0]).toMatchObject({
+      "x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+      "content-encoding": expect.stringContaining("aws-chunked"),
+      "x-amz-trailer": "x-amz-checksum-crc32",
+    });
     expect(readFileSync(join(volumeDir(), "streamed.bin")).equals(data)).toBe(true);
     const got = await s3.send(new GetObjectCommand({ Bucket: volume, Key: "streamed.bin" }));
     expect(Buffer.from(await got.Body!.transformToByteArray()).equals(data)).toBe(true);

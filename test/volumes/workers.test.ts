@@ -19,7 +19,13 @@ beforeAll(async () => {
   endpoints = app.endpoints;
   volume = app.volume.id;
   const k = (await call(`${app.service.url}/v1/volume-keys`, { key: KEY, body: {} })).body;
-  s3 = new S3Client({ endpoint: k.endpoint, region: k.region, forcePathStyle: true, credentials: { accessKeyId: k.accessKeyId, secretAccessKey: k.secretAccessKey }, maxAttempts: 1 });
+  s3 = new S3Client({
+    endpoint: k.endpoint,
+    region: k.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: k.accessKeyId, secretAccessKey: k.secretAccessKey },
+    maxAttempts: 1,
+  });
 }, 60_000);
 afterAll(async () => {
   await app?.close();

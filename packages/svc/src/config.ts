@@ -181,10 +181,12 @@ export function retryBackoffProblems(value: unknown, key = "retryBackoff"): stri
   if (typeof value !== "object" || value === null || Array.isArray(value)) return [`"${key}" must be { base?, factor?, max? } (seconds)`];
   const v = value as Record<string, unknown>;
   const problems: string[] = [];
-  for (const k of Object.keys(v)) if (!["base", "factor", "max"].includes(k)) problems.push(`"${key}" has an unknown key "${k}" (known keys: base, factor, max)`);
+  for (const k of Object.keys(v))
+    if (!["base", "factor", "max"].includes(k)) problems.push(`"${key}" has an unknown key "${k}" (known keys: base, factor, max)`);
   const number = (k: string, min: number, max: number, what: string) => {
     const n = v[k];
-    if (n !== undefined && (typeof n !== "number" || !Number.isFinite(n) || n < min || n > max)) problems.push(`"${key}.${k}" must be a number from ${min} to ${max} (${what})`);
+    if (n !== undefined && (typeof n !== "number" || !Number.isFinite(n) || n < min || n > max))
+      problems.push(`"${key}.${k}" must be a number from ${min} to ${max} (${what})`);
   };
   number("base", 0, LIMITS.retryBackoffMax, "seconds the first retry waits at most");
   number("factor", 1, LIMITS.retryBackoffFactorMax, "how much longer each next retry may wait");
@@ -197,7 +199,11 @@ export function retryBackoffProblems(value: unknown, key = "retryBackoff"): stri
 /** A valid retry backoff in the manifest's form (ms). Pure. */
 export function normalizeBackoff(value: RetryBackoff): NormalizedBackoff {
   const d = DEFAULTS.retryBackoff;
-  return { baseMs: Math.round((value.base ?? d.base) * 1000), factor: value.factor ?? d.factor, maxMs: Math.round((value.max ?? Math.max(d.max, value.base ?? 0)) * 1000) };
+  return {
+    baseMs: Math.round((value.base ?? d.base) * 1000),
+    factor: value.factor ?? d.factor,
+    maxMs: Math.round((value.max ?? Math.max(d.max, value.base ?? 0)) * 1000),
+  };
 }
 
 /**
@@ -207,7 +213,7 @@ export function normalizeBackoff(value: RetryBackoff): NormalizedBackoff {
 export function configProblems(config: unknown): string[] {
   const problems: string[] = [];
   if (typeof config !== "object" || config === null || Array.isArray(config)) {
-    return ["the endpoint configuration must be an object like { name: \"my-endpoint\" }"];
+    return ['the endpoint configuration must be an object like { name: "my-endpoint" }'];
   }
   const c = config as Record<string, unknown>;
   for (const key of Object.keys(c)) {
@@ -216,21 +222,19 @@ export function configProblems(config: unknown): string[] {
     }
   }
   if (typeof c.name !== "string" || c.name.length === 0) {
-    problems.push("\"name\" is required and must be a non-empty string");
+    problems.push('"name" is required and must be a non-empty string');
   } else if (!ENDPOINT_NAME_PATTERN.test(c.name)) {
-    problems.push(
-      `"name" "${c.name}" must be 1-63 lowercase letters, digits or dashes, starting and ending with a letter or digit`,
-    );
+    problems.push(`"name" "${c.name}" must be 1-63 lowercase letters, digits or dashes, starting and ending with a letter or digit`);
   }
   if (c.gpu !== undefined && c.cpu !== undefined) {
-    problems.push("\"gpu\" and \"cpu\" are mutually exclusive: an endpoint is either GPU-based or CPU-based");
+    problems.push('"gpu" and "cpu" are mutually exclusive: an endpoint is either GPU-based or CPU-based');
   }
   if (c.gpu !== undefined) {
     const list = Array.isArray(c.gpu) ? c.gpu : [c.gpu];
     if (list.length === 0 || !list.every((g) => typeof g === "string" && g.length > 0)) {
-      problems.push("\"gpu\" must be a GPU type (string) or a non-empty list of GPU types in priority order");
+      problems.push('"gpu" must be a GPU type (string) or a non-empty list of GPU types in priority order');
     } else if (new Set(list).size !== list.length) {
-      problems.push("\"gpu\" lists a GPU type twice");
+      problems.push('"gpu" lists a GPU type twice');
     } else {
       for (const id of list as string[]) {
         const unknown = unknownGpuIdMessage(id);
@@ -242,11 +246,11 @@ export function configProblems(config: unknown): string[] {
     if (typeof c.gpuCount !== "number" || !Number.isInteger(c.gpuCount) || c.gpuCount < 1 || c.gpuCount > LIMITS.gpuCountMax) {
       problems.push(`"gpuCount" must be an integer from 1 to ${LIMITS.gpuCountMax} (whole GPUs per worker)`);
     } else if (c.gpu === undefined) {
-      problems.push("\"gpuCount\" needs \"gpu\": it is the number of GPUs of a GPU endpoint's workers");
+      problems.push('"gpuCount" needs "gpu": it is the number of GPUs of a GPU endpoint\'s workers');
     }
   }
   if (c.cpu !== undefined && (typeof c.cpu !== "string" || c.cpu.length === 0)) {
-    problems.push("\"cpu\" must be a CPU instance id such as \"cpu3c-1-2\"");
+    problems.push('"cpu" must be a CPU instance id such as "cpu3c-1-2"');
   }
   if (c.workers !== undefined) {
     const w = c.workers;
@@ -260,17 +264,17 @@ export function configProblems(config: unknown): string[] {
         problems.push(`"workers" [min, max] needs 0 <= min <= max, 1 <= max <= ${LIMITS.workersMax}`);
       }
     } else {
-      problems.push("\"workers\" must be [min, max] (two integers) or a maximum (one integer)");
+      problems.push('"workers" must be [min, max] (two integers) or a maximum (one integer)');
     }
   }
   if (c.dependencies !== undefined) {
     if (!Array.isArray(c.dependencies) || !c.dependencies.every((d) => typeof d === "string" && d.length > 0)) {
-      problems.push("\"dependencies\" must be a list of npm package specs such as [\"sharp@^0.34\"]");
+      problems.push('"dependencies" must be a list of npm package specs such as ["sharp@^0.34"]');
     }
   }
   if (c.env !== undefined) {
     if (typeof c.env !== "object" || c.env === null || Array.isArray(c.env)) {
-      problems.push("\"env\" must be an object of string values");
+      problems.push('"env" must be an object of string values');
     } else {
       for (const [k, v] of Object.entries(c.env)) {
         if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) problems.push(`"env" key "${k}" is not a valid variable name`);
@@ -281,16 +285,17 @@ export function configProblems(config: unknown): string[] {
   }
   if (c.secrets !== undefined) {
     if (!Array.isArray(c.secrets) || !c.secrets.every((n) => typeof n === "string")) {
-      problems.push("\"secrets\" must be a list of secret names such as [\"HF_TOKEN\"]");
+      problems.push('"secrets" must be a list of secret names such as ["HF_TOKEN"]');
     } else {
       for (const name of c.secrets as string[]) {
-        if (!SECRET_NAME_PATTERN.test(name)) problems.push(`"secrets" name "${name}" is not a valid variable name (letters, digits, _; not starting with a digit or SVC_)`);
+        if (!SECRET_NAME_PATTERN.test(name))
+          problems.push(`"secrets" name "${name}" is not a valid variable name (letters, digits, _; not starting with a digit or SVC_)`);
         else if (reservedEnvName(name)) problems.push(`"secrets" name "${name}" ${reservedEnvName(name)}`);
       }
     }
   }
   if (c.volume !== undefined && (typeof c.volume !== "string" || c.volume.length === 0)) {
-    problems.push("\"volume\" must be a network volume id");
+    problems.push('"volume" must be a network volume id');
   }
   const intRange = (key: string, min: number, max: number) => {
     const v = c[key];
@@ -303,7 +308,7 @@ export function configProblems(config: unknown): string[] {
   intRange("maxConcurrency", 1, LIMITS.maxConcurrencyMax);
   intRange("retries", 0, LIMITS.retriesMax);
   if (c.retryBackoff !== undefined) problems.push(...retryBackoffProblems(c.retryBackoff));
-  if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push("\"snapshot\" must be true or false");
+  if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push('"snapshot" must be true or false');
   if (c.scaler !== undefined) problems.push(...scalingPolicyProblems(c.scaler));
   return problems;
 }
@@ -325,7 +330,7 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     name: config.name,
     computeType: isGpu ? "GPU" : "CPU",
     gpuTypeIds: gpu,
-    gpuCount: isGpu ? config.gpuCount ?? 1 : 0,
+    gpuCount: isGpu ? (config.gpuCount ?? 1) : 0,
     instanceIds: isGpu ? [] : [config.cpu ?? DEFAULTS.cpu],
     workersMin,
     workersMax,

@@ -27,7 +27,7 @@ describe(".env as svc reads it", () => {
   });
 
   it("unquotes single, double and backtick quotes; only double quotes turn \\n into a line break", () => {
-    expect(dotEnv("S='one\\ntwo'\nD=\"one\\ntwo\"\nT=`it's \"quoted\"`\n")).toEqual({ S: "one\\ntwo", D: "one\ntwo", T: `it's "quoted"` });
+    expect(dotEnv('S=\'one\\ntwo\'\nD="one\\ntwo"\nT=`it\'s "quoted"`\n')).toEqual({ S: "one\\ntwo", D: "one\ntwo", T: `it's "quoted"` });
   });
 
   it("reads a double-quoted value over several lines", () => {
@@ -39,11 +39,11 @@ describe(".env as svc reads it", () => {
   });
 
   it("reads empty values as empty strings", () => {
-    expect(dotEnv("EMPTY=\nQUOTED=\"\"\n")).toEqual({ EMPTY: "", QUOTED: "" });
+    expect(dotEnv('EMPTY=\nQUOTED=""\n')).toEqual({ EMPTY: "", QUOTED: "" });
   });
 
   it("reads CRLF line ends without a carriage return in the values", () => {
-    expect(dotEnv("A=1\r\nB=two words\r\nC=\"q\"\r\n")).toEqual({ A: "1", B: "two words", C: "q" });
+    expect(dotEnv('A=1\r\nB=two words\r\nC="q"\r\n')).toEqual({ A: "1", B: "two words", C: "q" });
   });
 
   it("lets the last of a repeated key win", () => {

@@ -57,12 +57,10 @@ export class NoContextError extends UserError {
   constructor(endpointName: string) {
     super(`Cannot call endpoint "${endpointName}": there is no svc context to run it in`, {
       hint:
-        "Start `svc dev` in this project and run the script again, or set SVC_APP and SVC_ENV " +
-        "(with SVC_API_URL and SVC_API_KEY) to call a deployed app.",
+        "Start `svc dev` in this project and run the script again, or set SVC_APP and SVC_ENV " + "(with SVC_API_URL and SVC_API_KEY) to call a deployed app.",
     });
   }
 }
-
 
 /** The live dev session of the project containing `from`, if any. */
 export function findDevSession(from = process.cwd()): DevSession | undefined {
@@ -143,10 +141,9 @@ async function lookupDeployed(app: string, env: string, endpointName: string, ap
   const cached = peerCache.get(key);
   if (cached && cached.expires > Date.now()) return cached.target;
   try {
-    const response = await fetch(
-      `${apiUrl.replace(/\/+$/, "")}/v1/apps/${encodeURIComponent(app)}/environments/${encodeURIComponent(env)}`,
-      { headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {} },
-    );
+    const response = await fetch(`${apiUrl.replace(/\/+$/, "")}/v1/apps/${encodeURIComponent(app)}/environments/${encodeURIComponent(env)}`, {
+      headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+    });
     const environment = await readJson<{ endpoints: Array<{ name: string; id: string; url: string }> }>(response);
     const found = environment.endpoints.find((e) => e.name === endpointName);
     if (!found) {

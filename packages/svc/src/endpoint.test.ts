@@ -14,9 +14,7 @@ afterEach(() => setRuntime(undefined));
 
 describe("Endpoint()", () => {
   it("rejects invalid configuration with every problem named", () => {
-    expect(() => Endpoint({ name: "Bad Name", gpu: "ANY", cpu: "cpu3c-1-2" })).toThrow(
-      /"name" "Bad Name" must be.*mutually exclusive/s,
-    );
+    expect(() => Endpoint({ name: "Bad Name", gpu: "ANY", cpu: "cpu3c-1-2" })).toThrow(/"name" "Bad Name" must be.*mutually exclusive/s);
     expect(() => Endpoint({ name: "ok", workers: [3, 1] })).toThrow(/"workers" \[min, max\]/);
   });
 
@@ -77,7 +75,14 @@ describe("Endpoint()", () => {
     const dir = mkdtempSync(join(tmpdir(), "svc-devsession-"));
     mkdirSync(join(dir, ".svc"));
     mkdirSync(join(dir, "scripts", "deep"), { recursive: true });
-    const session = { pid: process.pid, url: "http://127.0.0.1:9", apiKey: "k", app: "a", env: "dev", endpoints: { echo: { id: "abc", url: "http://127.0.0.1:9/v2/abc" } } };
+    const session = {
+      pid: process.pid,
+      url: "http://127.0.0.1:9",
+      apiKey: "k",
+      app: "a",
+      env: "dev",
+      endpoints: { echo: { id: "abc", url: "http://127.0.0.1:9/v2/abc" } },
+    };
     writeFileSync(join(dir, ".svc", "dev-session.json"), JSON.stringify(session));
     expect(findDevSession(join(dir, "scripts", "deep"))?.endpoints.echo?.id).toBe("abc");
     const cwd = process.cwd();

@@ -3,9 +3,26 @@ import { reservedEnvName, reservedEnvProblems } from "./env-policy.js";
 
 describe("reservedEnvName", () => {
   it.each([
-    "NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_ANYTHING", "DYLD_INSERT_LIBRARIES",
-    "PYTHONPATH", "PYTHONSTARTUP", "PERL5LIB", "PERL5OPT", "RUBYOPT", "BASH_ENV", "ENV", "JAVA_TOOL_OPTIONS", "GCONV_PATH", "OPENSSL_CONF",
-    "node_options", "Ld_Preload",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "NODE_REPL_EXTERNAL_MODULE",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
+    "LD_ANYTHING",
+    "DYLD_INSERT_LIBRARIES",
+    "PYTHONPATH",
+    "PYTHONSTARTUP",
+    "PERL5LIB",
+    "PERL5OPT",
+    "RUBYOPT",
+    "BASH_ENV",
+    "ENV",
+    "JAVA_TOOL_OPTIONS",
+    "GCONV_PATH",
+    "OPENSSL_CONF",
+    "node_options",
+    "Ld_Preload",
   ])("refuses the loader variable %s", (name) => {
     expect(reservedEnvName(name)).toMatch(/^may not be set: it is a loader variable/);
   });
@@ -22,9 +39,12 @@ describe("reservedEnvName", () => {
     expect(reservedEnvName("svc_stop_grace_ms")).toMatch(/^may not be set/);
   });
 
-  it.each(["HF_TOKEN", "NODE_ENV", "NODE_EXTRA_CA_CERTS", "PYTHONUNBUFFERED", "PATH", "HOME", "OLD_PRELOAD", "ENVIRONMENT", "MY_LD_PRELOAD"])("lets %s be set", (name) => {
-    expect(reservedEnvName(name)).toBeUndefined();
-  });
+  it.each(["HF_TOKEN", "NODE_ENV", "NODE_EXTRA_CA_CERTS", "PYTHONUNBUFFERED", "PATH", "HOME", "OLD_PRELOAD", "ENVIRONMENT", "MY_LD_PRELOAD"])(
+    "lets %s be set",
+    (name) => {
+      expect(reservedEnvName(name)).toBeUndefined();
+    },
+  );
 
   it("names each refused variable where it was given", () => {
     expect(reservedEnvProblems(["OK", "LD_PRELOAD", "SVC_X"], "$.env.")).toEqual([

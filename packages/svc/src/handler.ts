@@ -37,9 +37,7 @@ export interface HandlerSpec {
 /** What the runtime hands a job's function: its JobContext (job-context.ts). */
 export type InvokeContext = JobContext;
 
-export type InvokeResult =
-  | { kind: "value"; value: Promise<unknown> }
-  | { kind: "stream"; stream: AsyncIterable<unknown> };
+export type InvokeResult = { kind: "value"; value: Promise<unknown> } | { kind: "stream"; stream: AsyncIterable<unknown> };
 
 export interface LoadedHandler {
   readonly endpoint: string;
@@ -68,12 +66,7 @@ function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
   return typeof value === "object" && value !== null && Symbol.asyncIterator in value;
 }
 function isSyncIterator(value: unknown): value is Generator<unknown> {
-  return (
-    typeof value === "object" &&
-    value !== null &&
-    typeof (value as Generator).next === "function" &&
-    Symbol.iterator in value
-  );
+  return typeof value === "object" && value !== null && typeof (value as Generator).next === "function" && Symbol.iterator in value;
 }
 
 export function __defineHandler(spec: HandlerSpec): LoadedHandler {
@@ -120,7 +113,12 @@ export function __defineHandler(spec: HandlerSpec): LoadedHandler {
     init,
     invoke(name, input, ctx) {
       const f = name === undefined ? (specs.length === 1 ? specs[0] : undefined) : byName.get(name);
-      if (!f) throw new UnknownFunctionError(spec.endpoint, name, specs.map((s) => s.name));
+      if (!f)
+        throw new UnknownFunctionError(
+          spec.endpoint,
+          name,
+          specs.map((s) => s.name),
+        );
       const result = target(f)(input, ctx);
       if (isAsyncIterable(result)) return { kind: "stream", stream: result };
       if (isSyncIterator(result)) {

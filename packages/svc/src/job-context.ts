@@ -69,7 +69,9 @@ export function progressJson(value: unknown): string {
   if (json === undefined) throw new ProgressError(`ctx.progress needs a JSON value, not ${typeof value}`);
   const bytes = Buffer.byteLength(json);
   if (bytes > MAX_PROGRESS_BYTES) {
-    throw new ProgressError(`ctx.progress got ${bytes} bytes of JSON; at most ${MAX_PROGRESS_BYTES} are kept (report a summary: a step, a percentage, a short message)`);
+    throw new ProgressError(
+      `ctx.progress got ${bytes} bytes of JSON; at most ${MAX_PROGRESS_BYTES} are kept (report a summary: a step, a percentage, a short message)`,
+    );
   }
   return json;
 }

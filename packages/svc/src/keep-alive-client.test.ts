@@ -26,7 +26,9 @@ async function httpServer(handler: Parameters<typeof createHttpServer>[1]): Prom
 }
 
 /** A TCP server answering each connection with `onSocket` (raw bytes, for framings node:http never writes). */
-async function rawServer(onSocket: (socket: Socket) => void): Promise<{ url: string; server: NetServer; open: () => number; peak: () => number; accepted: () => number }> {
+async function rawServer(
+  onSocket: (socket: Socket) => void,
+): Promise<{ url: string; server: NetServer; open: () => number; peak: () => number; accepted: () => number }> {
   let open = 0;
   let accepted = 0;
   let peak = 0;
@@ -79,7 +81,12 @@ describe("KeepAliveClient", () => {
     });
     const http = client(url);
     for (let i = 0; i < 3; i++) {
-      const answer = await http.request({ method: "POST", path: `/v2/e/run?i=${i}`, headers: { authorization: "Bearer k" }, body: JSON.stringify({ input: { i } }) });
+      const answer = await http.request({
+        method: "POST",
+        path: `/v2/e/run?i=${i}`,
+        headers: { authorization: "Bearer k" },
+        body: JSON.stringify({ input: { i } }),
+      });
       expect(answer.status).toBe(201);
       expect(answer.statusText).toBe("Created");
       expect(answer.headers["content-type"]).toBe("application/json");
@@ -141,7 +148,8 @@ describe("KeepAliveClient", () => {
       onRequests(socket, (_h, s) => {
         n++;
         if (n === 1) s.write("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 1\r\n\r\na");
-        else if (n === 2) s.end("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nb"); // then hangs up while idle
+        else if (n === 2)
+          s.end("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nb"); // then hangs up while idle
         else s.write("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nc");
       }),
     );
@@ -181,7 +189,9 @@ describe("KeepAliveClient", () => {
   });
 
   it("opens at most maxSockets connections; the calls beyond wait and are all answered", async () => {
-    const { url, peak } = await rawServer((socket) => onRequests(socket, (_h, s) => setTimeout(() => s.write("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"), 30)));
+    const { url, peak } = await rawServer((socket) =>
+      onRequests(socket, (_h, s) => setTimeout(() => s.write("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"), 30)),
+    );
     const http = client(url, { maxSockets: 2 });
     const answers = await Promise.all(Array.from({ length: 7 }, () => http.request({ method: "GET", path: "/" })));
     expect(answers.map((a) => a.body.toString())).toEqual(Array(7).fill("ok"));
@@ -191,7 +201,9 @@ describe("KeepAliveClient", () => {
   it("fails with the system's code when nothing listens, and the job client says it cannot reach the service", async () => {
     const { url, server } = await rawServer(() => undefined);
     await new Promise((r) => server.close(r));
-    const err = await client(url).request({ method: "GET", path: "/" }).catch((e: unknown) => e);
+    const err = await client(url)
+      .request({ method: "GET", path: "/" })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HttpConnectionError);
     expect((err as HttpConnectionError).code).toBe("ECONNREFUSED");
     const jobsErr = await new JobsClient(`${url}/v2/e1`, "k").run({ a: 1 }).catch((e: unknown) => e);
@@ -200,7 +212,9 @@ describe("KeepAliveClient", () => {
   });
 
   it("fails a call whose server goes silent (timeoutMs), and one aborted by its signal; neither connection is reused", async () => {
-    const { url, peak } = await rawServer((socket) => onRequests(socket, (head, s) => head.includes("/answer") && s.write("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\ny")));
+    const { url, peak } = await rawServer((socket) =>
+      onRequests(socket, (head, s) => head.includes("/answer") && s.write("HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\ny")),
+    );
     const http = client(url, { maxSockets: 1 });
     const silent = await http.request({ method: "GET", path: "/silent", timeoutMs: 150 }).catch((e: unknown) => e);
     expect(silent).toBeInstanceOf(HttpConnectionError);
@@ -229,9 +243,31 @@ describe("KeepAliveClient", () => {
   it("speaks https through node:tls", async () => {
     const dir = mkdtempSync(join(tmpdir(), "svc-tls-"));
     closers.push(() => rmSync(dir, { recursive: true, force: true }));
-    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem")], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=DNS:localhost",
+        "-keyout",
+        join(dir, "key.pem"),
+        "-out",
+        join(dir, "cert.pem"),
+      ],
+      { stdio: "ignore" },
+    );
     const cert = readFileSync(join(dir, "cert.pem"));
-    const server = createHttpsServer({ key: readFileSync(join(dir, "key.pem")), cert }, (req, res) => res.writeHead(200, { "content-length": 5 }).end(req.headers.host === `localhost:${port}` ? "hello" : "wrong"));
+    const server = createHttpsServer({ key: readFileSync(join(dir, "key.pem")), cert }, (req, res) =>
+      res.writeHead(200, { "content-length": 5 }).end(req.headers.host === `localhost:${port}` ? "hello" : "wrong"),
+    );
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     closers.push(() => new Promise((r) => (server.closeAllConnections(), server.close(r))));
     const port = (server.address() as { port: number }).port;

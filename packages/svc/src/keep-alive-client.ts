@@ -101,7 +101,15 @@ export class KeepAliveClient {
     } catch (err) {
       // A kept connection the server closed as this call was written (its keep-alive timeout): a read is sent
       // again on a new one, as browsers and undici do. A write is not: the server may have acted on it.
-      if (!conn.wasReused || conn.answerBegan || !IDEMPOTENT.has(call.method) || !(err instanceof HttpConnectionError) || err.code === "ETIMEDOUT" || call.signal?.aborted) throw err;
+      if (
+        !conn.wasReused ||
+        conn.answerBegan ||
+        !IDEMPOTENT.has(call.method) ||
+        !(err instanceof HttpConnectionError) ||
+        err.code === "ETIMEDOUT" ||
+        call.signal?.aborted
+      )
+        throw err;
       this.release(conn);
       const fresh = await this.connection(call, true);
       try {
@@ -236,7 +244,10 @@ class Connection {
   ) {
     let connectTimer: NodeJS.Timeout | undefined;
     if (connectTimeoutMs !== undefined) {
-      connectTimer = setTimeout(() => this.fail(new HttpConnectionError(`${owner.origin.host}: no connection within ${connectTimeoutMs} ms`, { code: "ETIMEDOUT" })), connectTimeoutMs);
+      connectTimer = setTimeout(
+        () => this.fail(new HttpConnectionError(`${owner.origin.host}: no connection within ${connectTimeoutMs} ms`, { code: "ETIMEDOUT" })),
+        connectTimeoutMs,
+      );
     }
     socket.once(secure ? "secureConnect" : "connect", () => {
       this.connected = true;
@@ -244,7 +255,9 @@ class Connection {
     });
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("timeout", () => this.fail(new HttpConnectionError(`${owner.origin.host}: no answer within ${socket.timeout} ms`, { code: "ETIMEDOUT" })));
-    socket.on("error", (err: NodeJS.ErrnoException) => this.fail(new HttpConnectionError(`${owner.origin.host}: ${err.message}`, { cause: err, code: err.code })));
+    socket.on("error", (err: NodeJS.ErrnoException) =>
+      this.fail(new HttpConnectionError(`${owner.origin.host}: ${err.message}`, { cause: err, code: err.code })),
+    );
     socket.on("end", () => this.onEnd());
     socket.on("close", () => {
       clearTimeout(connectTimer);

@@ -57,7 +57,14 @@ describe("textGeneration", () => {
     ]);
     expect(metrics.map((m) => m.stream_index)).toEqual([0, 1, 2]);
     expect(metrics.map((m) => m.output_tokens)).toEqual([1, 2, 2]);
-    expect(metrics[0]).toMatchObject({ scenario: "messages", input_tokens: countTokens(renderChatPrompt([{ role: "user", content: "Hi" }])), running: 1, pending: 0, swapped: 0, gpu_kv_cache_usage: 0 });
+    expect(metrics[0]).toMatchObject({
+      scenario: "messages",
+      input_tokens: countTokens(renderChatPrompt([{ role: "user", content: "Hi" }])),
+      running: 1,
+      pending: 0,
+      swapped: 0,
+      gpu_kv_cache_usage: 0,
+    });
     expect(metrics[0]!.avg_prompt_throughput).toBeGreaterThan(0);
     expect(JSON.stringify(chunks[0])).not.toContain("stream_index");
   });
@@ -122,7 +129,17 @@ describe("textGeneration", () => {
         yield "ok";
       }),
     );
-    expect(seen).toMatchObject({ messages, prompt: renderChatPrompt(messages), max_tokens: 7, temperature: 0.5, top_p: 0.9, seed: 3, stop: ["."], model: "textgen", scenario: "openai-chat" });
+    expect(seen).toMatchObject({
+      messages,
+      prompt: renderChatPrompt(messages),
+      max_tokens: 7,
+      temperature: 0.5,
+      top_p: 0.9,
+      seed: 3,
+      stop: ["."],
+      model: "textgen",
+      scenario: "openai-chat",
+    });
     expect(chunks[0]!.input_tokens).toBe(countTokens(renderChatPrompt(messages)));
     expect(chunkMetrics(chunks[0])!.scenario).toBe("openai-chat");
   });
@@ -149,7 +166,13 @@ describe("textGeneration", () => {
   });
 
   it("refuses a generator that yields something other than strings", async () => {
-    await expect(collect(textGeneration({ prompt: "p" }, (async function* () { yield 5; }) as never))).rejects.toThrow(/must yield strings or toolCall\(...\) pieces, not number/);
+    await expect(
+      collect(
+        textGeneration({ prompt: "p" }, async function* () {
+          yield 5;
+        } as never),
+      ),
+    ).rejects.toThrow(/must yield strings or toolCall\(...\) pieces, not number/);
   });
 });
 
@@ -179,9 +202,7 @@ describe("parseTextGenerationInput", () => {
     expect(fault({})).toEqual(["$: needs prompt (a string) or messages (an array of {role, content})"]);
     expect(fault({ prompt: 3, temperature: 5 })).toEqual(["$.prompt: must be a string", "$.temperature: must be a number from 0 to 2"]);
     expect(fault({ messages: [{ role: "user", content: 1 }] })).toEqual(["$.messages[0].content: must be a string or an array of content parts"]);
-    expect(fault({ openai: { route: "/v1/chat/completions", input: { model: "m", messages: [] } } })).toEqual([
-      "$.messages: must hold at least one message",
-    ]);
+    expect(fault({ openai: { route: "/v1/chat/completions", input: { model: "m", messages: [] } } })).toEqual(["$.messages: must hold at least one message"]);
   });
 });
 

@@ -150,8 +150,7 @@ export class TextGenerationInputError extends UserError {
   }
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
 /** Normalise any accepted input into a request (throws TextGenerationInputError). */
 export function parseTextGenerationInput(input: unknown, defaultMaxTokens = DEFAULT_MAX_TOKENS): Omit<TextGenerationRequest, "signal"> {
@@ -301,7 +300,8 @@ export async function* textGeneration(
         yield out;
         continue;
       }
-      if (typeof piece !== "string") throw new TypeError(`a text generator must yield strings or toolCall(...) pieces, not ${piece === null ? "null" : typeof piece}`);
+      if (typeof piece !== "string")
+        throw new TypeError(`a text generator must yield strings or toolCall(...) pieces, not ${piece === null ? "null" : typeof piece}`);
       if (phase === "pending") {
         load.pending--;
         load.running++;

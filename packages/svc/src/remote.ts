@@ -27,10 +27,7 @@ export class JobFailedError extends Error {
   readonly status: JobStatus;
   readonly endpointName: string;
   constructor(endpointName: string, record: JobRecord) {
-    super(
-      `Job ${record.id} on endpoint "${endpointName}" ended ${record.status}` +
-        (record.error ? `: ${record.error}` : ""),
-    );
+    super(`Job ${record.id} on endpoint "${endpointName}" ended ${record.status}` + (record.error ? `: ${record.error}` : ""));
     this.name = "JobFailedError";
     this.jobId = record.id;
     this.status = record.status;

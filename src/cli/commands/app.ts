@@ -14,7 +14,9 @@ export function renderEnvironment(e: EnvironmentInfo): string[] {
     lines.push(`    ${p.name}  ${p.type === "lb" ? "load-balanced" : "queue"}  ${p.url}`);
     if (p.routes.length > 0) lines.push(`      routes: ${p.routes.join(", ")}`);
     if (p.unhealthyWorkers && p.lastStartError) {
-      lines.push(`      ${p.unhealthyWorkers} worker(s) failed to start recently; last error (${new Date(p.lastStartError.at).toISOString()}): ${p.lastStartError.message.split("\n")[0]}`);
+      lines.push(
+        `      ${p.unhealthyWorkers} worker(s) failed to start recently; last error (${new Date(p.lastStartError.at).toISOString()}): ${p.lastStartError.message.split("\n")[0]}`,
+      );
     }
   }
   if (e.releases && e.releases.length > 0) {
@@ -42,7 +44,9 @@ export function register(program: Command): void {
     .action(async (flags: { json?: boolean }) => {
       const out = createOutput({ json: flags.json });
       const { apps } = await client().apps();
-      out.result({ apps }, () => (apps.length === 0 ? "No apps" : apps.map((a) => `${a.name}  environments: ${a.environments.join(", ") || "none"}`).join("\n")));
+      out.result({ apps }, () =>
+        apps.length === 0 ? "No apps" : apps.map((a) => `${a.name}  environments: ${a.environments.join(", ") || "none"}`).join("\n"),
+      );
     });
 
   app
@@ -67,8 +71,6 @@ export function register(program: Command): void {
       const count = found.environments.reduce((n, e) => n + e.endpoints.length, 0);
       await confirmDestructive(out, flags.yes, `deletes app "${name}" with ${found.environments.length} environment(s) and ${count} endpoint(s)`);
       const answer = await c.deleteApp(name);
-      out.result(answer, () =>
-        [`Deleted app ${name} (workers stopped)`, ...answer.removed.map((r) => `  - ${r.env}/${r.name} (${r.id})`)].join("\n"),
-      );
+      out.result(answer, () => [`Deleted app ${name} (workers stopped)`, ...answer.removed.map((r) => `  - ${r.env}/${r.name} (${r.id})`)].join("\n"));
     });
 }

@@ -26,7 +26,9 @@ export function renderBuild(result: BuildResult, cwd: string, color: boolean): s
   for (const endpoint of result.endpoints) {
     const resource = result.manifest.resources[endpoint.name]!;
     const where = resource.computeType === "GPU" ? `gpu ${resource.gpuIds}` : `cpu ${resource.instanceIds.join(",")}`;
-    lines.push(`  ${c.green(endpoint.name)} ${c.dim(`(${endpoint.type === "lb" ? "load-balanced" : "queue"}, ${where}, workers ${resource.workersMin}-${resource.workersMax})`)}`);
+    lines.push(
+      `  ${c.green(endpoint.name)} ${c.dim(`(${endpoint.type === "lb" ? "load-balanced" : "queue"}, ${where}, workers ${resource.workersMin}-${resource.workersMax})`)}`,
+    );
     if (endpoint.functions.length > 0) lines.push(`    functions: ${endpoint.functions.join(", ")}`);
     if (endpoint.routes.length > 0) lines.push(`    routes: ${endpoint.routes.join(", ")}`);
     if (endpoint.dependencies.length > 0) lines.push(`    dependencies: ${endpoint.dependencies.join(", ")}`);
@@ -43,7 +45,10 @@ export function register(program: Command): void {
   program
     .command("build")
     .description("Discover endpoints, bundle handlers, install Linux x86_64 dependencies and pack .svc/artifact.tar.gz")
-    .option("--exclude <packages>", "leave more packages out of the artifact (comma-separated, repeatable)", (value: string, previous: string[] = []) => [...previous, value])
+    .option("--exclude <packages>", "leave more packages out of the artifact (comma-separated, repeatable)", (value: string, previous: string[] = []) => [
+      ...previous,
+      value,
+    ])
     .option("--keep-build", "keep .svc/.build/ (generated handlers, staging tree)")
     .option("--json", "print the build summary as JSON")
     .option("-C, --dir <path>", "project directory (default: the current directory)")

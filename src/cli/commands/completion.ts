@@ -23,7 +23,7 @@ function tree(cmd: Command, path: string[] = []): CommandNode {
 export function register(program: Command): void {
   program
     .command("completion")
-    .description("Print the shell completion script (bash, zsh or fish): eval \"$(svc completion bash)\"")
+    .description('Print the shell completion script (bash, zsh or fish): eval "$(svc completion bash)"')
     .argument("<shell>", SHELLS.join(" | "))
     .action((shell: string) => {
       if (!SHELLS.includes(shell as Shell)) throw new UsageError(`No completion for "${shell}"`, `Pick one of: ${SHELLS.join(", ")}.`);

@@ -41,7 +41,8 @@ export function renderDeploy(result: DeployResult): string {
   const lines: string[] = [];
   const head = result.dryRun ? `Plan for ${result.app}/${result.env} (dry run, nothing changed)` : `Deployed ${result.app} to ${result.env}`;
   lines.push(`${head} on ${result.url}  build ${result.build.id.slice(0, 12)} (${buildState(result)})`);
-  const state = (action: string) => (result.dryRun ? `would be ${action === "update" ? "updated" : action === "create" ? "created" : "unchanged"}` : VERB[action]!);
+  const state = (action: string) =>
+    result.dryRun ? `would be ${action === "update" ? "updated" : action === "create" ? "created" : "unchanged"}` : VERB[action]!;
   const rows = [
     ...result.endpoints.map((e) => [`${MARK[e.action]!} ${e.name}`, e.type === "lb" ? "load-balanced" : "queue", state(e.action)]),
     ...result.removed.map((r) => [`- ${r.name}`, "", result.dryRun ? "would be removed" : "removed"]),
@@ -75,11 +76,16 @@ export function releaseEndpointState(e: ReleaseInfo["endpoints"][number]): strin
 /** Flags that make no sense with --preview, or only with it. */
 export function checkPreviewFlags(flags: DeployFlags): void {
   if (!flags.preview) {
-    if (flags.port !== undefined) throw new UsageError("--port goes with --preview", "A deploy goes to the service at SVC_API_URL; `svc deploy --preview --port <n>` runs one here.");
+    if (flags.port !== undefined)
+      throw new UsageError("--port goes with --preview", "A deploy goes to the service at SVC_API_URL; `svc deploy --preview --port <n>` runs one here.");
     if (flags.allowCpuFallback) throw new UsageError("--allow-cpu-fallback goes with --preview");
     return;
   }
-  if (flags.env !== undefined) throw new UsageError("--preview runs its own environment (\"preview\"); leave out --env", "Deploy to an environment with `svc deploy --env <name>`, or preview locally with `svc deploy --preview`.");
+  if (flags.env !== undefined)
+    throw new UsageError(
+      '--preview runs its own environment ("preview"); leave out --env',
+      "Deploy to an environment with `svc deploy --env <name>`, or preview locally with `svc deploy --preview`.",
+    );
   if (flags.dryRun) throw new UsageError("--preview and --dry-run do not go together");
   if (flags.detach) throw new UsageError("--detach goes with a deploy to a service; --preview runs until Ctrl-C");
 }
@@ -111,7 +117,9 @@ async function runPreview(flags: DeployFlags, out: Output): Promise<void> {
   const onEvent = (event: PreviewEvent) => {
     switch (event.type) {
       case "stale-removed":
-        out.info(`removed what ${event.sessions.length} crashed preview(s) left: ${event.removed.containers} container(s), ${event.removed.networks} network(s), ${event.removed.volumes} volume(s)`);
+        out.info(
+          `removed what ${event.sessions.length} crashed preview(s) left: ${event.removed.containers} container(s), ${event.removed.networks} network(s), ${event.removed.volumes} volume(s)`,
+        );
         break;
       case "built":
         width = Math.max(...Object.keys(event.build.manifest.resources).map((n) => n.length));
@@ -155,7 +163,17 @@ async function runPreview(flags: DeployFlags, out: Output): Promise<void> {
     // Worker output streams while the preview starts: each line is written above the running step's spinner.
     const steps = out.steps();
     try {
-      session = await startPreviewSession({ root, port, app: flags.app, exclude: flags.exclude, allowCpuFallback: flags.allowCpuFallback, signal: abort.signal, onEvent, onLog, onProgress: steps.onProgress });
+      session = await startPreviewSession({
+        root,
+        port,
+        app: flags.app,
+        exclude: flags.exclude,
+        allowCpuFallback: flags.allowCpuFallback,
+        signal: abort.signal,
+        onEvent,
+        onLog,
+        onProgress: steps.onProgress,
+      });
       steps.done();
     } catch (err) {
       steps.done(err);
@@ -169,7 +187,12 @@ async function runPreview(flags: DeployFlags, out: Output): Promise<void> {
     const s = session;
     const keyShown = s.endpoints[0]?.curl.includes("$SVC_API_KEY") ? undefined : s.apiKey;
     out.result({ url: s.url, app: s.app, env: s.env, session: s.session, apiKey: keyShown, endpoints: s.endpoints }, () =>
-      [`svc preview: ${s.url}  (app ${s.app}, environment ${s.env}, Docker session ${s.session})`, ...(keyShown ? [`API key: ${keyShown}`] : []), "", endpointTable(s.endpoints)].join("\n"),
+      [
+        `svc preview: ${s.url}  (app ${s.app}, environment ${s.env}, Docker session ${s.session})`,
+        ...(keyShown ? [`API key: ${keyShown}`] : []),
+        "",
+        endpointTable(s.endpoints),
+      ].join("\n"),
     );
     out.info("Streaming worker output. Press Ctrl-C to stop and remove the containers.");
     await stop;
@@ -187,7 +210,10 @@ export function register(program: Command): void {
     .description("Build, upload and provision the app's endpoints in an environment (rolling release when sources changed)")
     .option("--env <name>", "target environment (created with the app when absent)")
     .option("--app <name>", "app name (default: SVC_APP, else the project's package.json name)")
-    .option("--exclude <packages>", "leave more packages out of the artifact (comma-separated, repeatable)", (value: string, previous: string[] = []) => [...previous, value])
+    .option("--exclude <packages>", "leave more packages out of the artifact (comma-separated, repeatable)", (value: string, previous: string[] = []) => [
+      ...previous,
+      value,
+    ])
     .option("--dry-run", "print the plan (endpoints to create, update, remove) and change nothing")
     .option("--yes", "confirm destructive steps (removing endpoints) without asking")
     .option("--json", "print the result as JSON")
@@ -205,7 +231,9 @@ export function register(program: Command): void {
       const address = serviceAddress(root);
       // Said before anything happens: a deploy meant for a service must not land silently in a throwaway session.
       if (address.source === "dev-session") {
-        out.warn(`deploying into the local dev session at ${address.url}, not a service; set SVC_API_URL or use a profile (svc login --url <service URL>) to deploy to a service`);
+        out.warn(
+          `deploying into the local dev session at ${address.url}, not a service; set SVC_API_URL or use a profile (svc login --url <service URL>) to deploy to a service`,
+        );
       }
       const steps = out.steps();
       const said = new Map<string, string>();
@@ -231,7 +259,13 @@ export function register(program: Command): void {
           apiKeyShown:
             address.source === "dev-session" && envSetting("SVC_API_KEY") !== address.apiKey
               ? address.apiKey
-              : keyForShell({ key: address.apiKey, exported: process.env.SVC_API_KEY, invokedAs: process.argv[1] ?? "svc", cwd: process.cwd(), profileFlag: namedProfile() }),
+              : keyForShell({
+                  key: address.apiKey,
+                  exported: process.env.SVC_API_KEY,
+                  invokedAs: process.argv[1] ?? "svc",
+                  cwd: process.cwd(),
+                  profileFlag: namedProfile(),
+                }),
           env: flags.env,
           app: flags.app,
           exclude: flags.exclude,

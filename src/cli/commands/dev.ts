@@ -29,7 +29,8 @@ async function printStack(session: DevSessionHandle, endpoint: string, jobId: st
   if (!id || waiting.has(jobId)) return;
   waiting.add(jobId);
   try {
-    for (const line of await failedJobStack(new JobsClient(`${session.url}/v2/${id}`, session.apiKey), jobId)) process.stderr.write(`[${endpoint} ${jobId}] ${line}\n`);
+    for (const line of await failedJobStack(new JobsClient(`${session.url}/v2/${id}`, session.apiKey), jobId))
+      process.stderr.write(`[${endpoint} ${jobId}] ${line}\n`);
   } catch {
     // The session is stopping, or the job is gone: the failure line above is what there is.
   } finally {
@@ -45,7 +46,9 @@ async function printStack(session: DevSessionHandle, endpoint: string, jobId: st
 export function isLifecycleNote(line: WorkerLogLine): boolean {
   if (line.stream !== "log" || line.jobId) return false;
   // A driver-captured note keeps the runtime's "[svc-runtime] " tag; one shipped over the protocol has none.
-  return /^(\[svc-runtime\] )?(draining \(|drained; exiting|exiting: |handing back \d+ unfinished|the service does not know this worker|registering again|serving \d+ route\(s\)|pre-booted)/.test(line.text);
+  return /^(\[svc-runtime\] )?(draining \(|drained; exiting|exiting: |handing back \d+ unfinished|the service does not know this worker|registering again|serving \d+ route\(s\)|pre-booted)/.test(
+    line.text,
+  );
 }
 
 /** A request as the dev terminal shows it: `POST /v2/<id>/runsync 200 12ms`. Pure. */
@@ -78,86 +81,111 @@ export function register(program: Command): void {
     .option("--no-request-log", "do not print a line per request to the job API and load-balanced routes")
     .option("--verbose", "also print the runtime's notes about workers' lives (draining, exiting, registering)")
     .option("--json", "print the session (URL, endpoints) as JSON on stdout once ready")
-    .action(async (opts: { dir: string; port?: string; host: string; exclude?: string; watch: boolean; json?: boolean; quiet?: boolean; retries?: string; pool?: string; sandbox?: string; requestLog: boolean; verbose?: boolean }) => {
-      const out = createOutput({ json: opts.json });
-      let port: number | undefined;
-      if (opts.port !== undefined) {
-        port = Number(opts.port);
-        if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, not "${opts.port}"`);
-      }
-      const root = resolve(opts.dir);
-      const retries = opts.retries === undefined ? undefined : Number(opts.retries);
-      if (retries !== undefined && !(Number.isInteger(retries) && retries >= 0 && retries <= 10)) throw new UsageError(`--retries must be 0 to 10, not "${opts.retries}"`);
-      const pool = devPool(opts.pool, envSetting("SVC_WORKER_POOL"));
-      if (opts.sandbox !== undefined && !["auto", "bwrap", "none"].includes(opts.sandbox)) throw new UsageError(`--sandbox must be auto, bwrap or none, not "${opts.sandbox}"`);
-      const userKey = envSetting("SVC_API_KEY");
-      const { localEndpoints } = await import("../../deploy/access.js");
-      const keyShown = () => (userKey ? "$SVC_API_KEY" : session!.apiKey);
-      // Once a stop is asked for (Ctrl-C reaches the workers too), workers ending is what was asked: not news.
-      let stopping = false;
-      const paint = (style: (s: string) => string, text: string) => (out.color ? style(text) : text);
-      const stacksAwaited = new Set<string>();
-      const onEvent = (event: DevEvent) => {
-        switch (event.type) {
-          case "rebuilding":
-            out.info(`change in ${event.changed.join(", ")}: rebuilding...`);
-            break;
-          case "rebuild-failed":
-            // Not out.warn (once per distinct text): the same broken save made again must be answered again.
-            out.info(`${paint(pc.yellow, "warning")}: rebuild failed, the previous build keeps serving:\n${event.error instanceof UserError ? [event.error.message, ...event.error.problems.map((p) => `  - ${p}`)].join("\n") : errorMessage(event.error)}`);
-            break;
-          case "port-fallback":
-            out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
-            break;
-          case "deployed": {
-            if (!session) break;
-            out.info("redeployed: endpoints whose code or configuration changed get new workers; the others keep theirs, and queued jobs are kept");
-            for (const name of event.removed) out.info(`endpoint ${name} is gone from the project: removed`);
-            const added = localEndpoints(event.endpoints.filter((e) => event.added.includes(e.name)), session.build.manifest, session.url, keyShown());
-            if (added.length > 0) out.info(`new endpoint(s):\n${endpointTable(added)}`);
-            break;
-          }
-          case "request":
-            out.info(requestLine(event));
-            break;
-          case "worker-log":
-            if (opts.quiet) break;
-            if (!opts.verbose && isLifecycleNote(event.line)) break;
-            if (stopping && !event.line.jobId && /^worker exited unexpectedly /.test(event.line.text)) break;
-            // A worker that cannot start is a failed release: said once, with its stack, as a rebuild failure.
-            if (/worker failed to start: /.test(event.line.text)) break;
-            out.info(workerLine(event.endpoint, event.line, out.color));
-            // A failed job: its stack below the line, the project's frames first-class (they are what to open).
-            if (session && event.line.jobId && /\bjob \S+ failed: /.test(event.line.text)) void printStack(session, event.endpoint, event.line.jobId, stacksAwaited);
-            break;
+    .action(
+      async (opts: {
+        dir: string;
+        port?: string;
+        host: string;
+        exclude?: string;
+        watch: boolean;
+        json?: boolean;
+        quiet?: boolean;
+        retries?: string;
+        pool?: string;
+        sandbox?: string;
+        requestLog: boolean;
+        verbose?: boolean;
+      }) => {
+        const out = createOutput({ json: opts.json });
+        let port: number | undefined;
+        if (opts.port !== undefined) {
+          port = Number(opts.port);
+          if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, not "${opts.port}"`);
         }
-      };
-      // Loaded lazily: the service and the build stay out of the start-up of other commands.
-      const { startDevSession } = await import("../../dev/session.js");
-      const { parseServiceSettings, settingsEnvironment } = await import("../../service/config.js");
+        const root = resolve(opts.dir);
+        const retries = opts.retries === undefined ? undefined : Number(opts.retries);
+        if (retries !== undefined && !(Number.isInteger(retries) && retries >= 0 && retries <= 10))
+          throw new UsageError(`--retries must be 0 to 10, not "${opts.retries}"`);
+        const pool = devPool(opts.pool, envSetting("SVC_WORKER_POOL"));
+        if (opts.sandbox !== undefined && !["auto", "bwrap", "none"].includes(opts.sandbox))
+          throw new UsageError(`--sandbox must be auto, bwrap or none, not "${opts.sandbox}"`);
+        const userKey = envSetting("SVC_API_KEY");
+        const { localEndpoints } = await import("../../deploy/access.js");
+        const keyShown = () => (userKey ? "$SVC_API_KEY" : session!.apiKey);
+        // Once a stop is asked for (Ctrl-C reaches the workers too), workers ending is what was asked: not news.
+        let stopping = false;
+        const paint = (style: (s: string) => string, text: string) => (out.color ? style(text) : text);
+        const stacksAwaited = new Set<string>();
+        const onEvent = (event: DevEvent) => {
+          switch (event.type) {
+            case "rebuilding":
+              out.info(`change in ${event.changed.join(", ")}: rebuilding...`);
+              break;
+            case "rebuild-failed":
+              // Not out.warn (once per distinct text): the same broken save made again must be answered again.
+              out.info(
+                `${paint(pc.yellow, "warning")}: rebuild failed, the previous build keeps serving:\n${event.error instanceof UserError ? [event.error.message, ...event.error.problems.map((p) => `  - ${p}`)].join("\n") : errorMessage(event.error)}`,
+              );
+              break;
+            case "port-fallback":
+              out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
+              break;
+            case "deployed": {
+              if (!session) break;
+              out.info("redeployed: endpoints whose code or configuration changed get new workers; the others keep theirs, and queued jobs are kept");
+              for (const name of event.removed) out.info(`endpoint ${name} is gone from the project: removed`);
+              const added = localEndpoints(
+                event.endpoints.filter((e) => event.added.includes(e.name)),
+                session.build.manifest,
+                session.url,
+                keyShown(),
+              );
+              if (added.length > 0) out.info(`new endpoint(s):\n${endpointTable(added)}`);
+              break;
+            }
+            case "request":
+              out.info(requestLine(event));
+              break;
+            case "worker-log":
+              if (opts.quiet) break;
+              if (!opts.verbose && isLifecycleNote(event.line)) break;
+              if (stopping && !event.line.jobId && /^worker exited unexpectedly /.test(event.line.text)) break;
+              // A worker that cannot start is a failed release: said once, with its stack, as a rebuild failure.
+              if (/worker failed to start: /.test(event.line.text)) break;
+              out.info(workerLine(event.endpoint, event.line, out.color));
+              // A failed job: its stack below the line, the project's frames first-class (they are what to open).
+              if (session && event.line.jobId && /\bjob \S+ failed: /.test(event.line.text))
+                void printStack(session, event.endpoint, event.line.jobId, stacksAwaited);
+              break;
+          }
+        };
+        // Loaded lazily: the service and the build stay out of the start-up of other commands.
+        const { startDevSession } = await import("../../dev/session.js");
+        const { parseServiceSettings, settingsEnvironment } = await import("../../service/config.js");
 
-      let session: DevSessionHandle | undefined;
-      session = await out.step("Building and starting the local service", () =>
-        startDevSession({
-          root,
-          port,
-          retries,
-          pool,
-          host: opts.host,
-          watch: opts.watch,
-          exclude: opts.exclude?.split(",").map((s) => s.trim()).filter(Boolean),
-          onEvent,
-          settings: parseServiceSettings(settingsEnvironment(envSetting)),
-          sandbox: opts.sandbox as "auto" | "bwrap" | "none" | undefined,
-          requestLog: opts.requestLog,
-        }),
-      );
-      const s = session;
-      // Load-balanced endpoints are reached at their own address ({service}/lb/{id}), not the job API's.
-      const endpoints = localEndpoints(s.endpoints, s.build.manifest, s.url, keyShown());
-      out.result(
-        { url: s.url, console: `${s.url}/console/`, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints },
-        () =>
+        let session: DevSessionHandle | undefined;
+        session = await out.step("Building and starting the local service", () =>
+          startDevSession({
+            root,
+            port,
+            retries,
+            pool,
+            host: opts.host,
+            watch: opts.watch,
+            exclude: opts.exclude
+              ?.split(",")
+              .map((s) => s.trim())
+              .filter(Boolean),
+            onEvent,
+            settings: parseServiceSettings(settingsEnvironment(envSetting)),
+            sandbox: opts.sandbox as "auto" | "bwrap" | "none" | undefined,
+            requestLog: opts.requestLog,
+          }),
+        );
+        const s = session;
+        // Load-balanced endpoints are reached at their own address ({service}/lb/{id}), not the job API's.
+        const endpoints = localEndpoints(s.endpoints, s.build.manifest, s.url, keyShown());
+        out.result({ url: s.url, console: `${s.url}/console/`, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints }, () =>
           [
             `svc dev: ${s.url}  (app ${s.app}, environment dev)`,
             `web console: ${s.url}/console/`,
@@ -166,14 +194,15 @@ export function register(program: Command): void {
             "",
             endpointTable(endpoints),
           ].join("\n"),
-      );
-      out.info(opts.watch ? "Watching for changes. Press Ctrl-C to stop." : "Press Ctrl-C to stop.");
-      await new Promise<void>((done) => {
-        process.once("SIGINT", done);
-        process.once("SIGTERM", done);
-      });
-      stopping = true;
-      out.info("stopping...");
-      await s.close();
-    });
+        );
+        out.info(opts.watch ? "Watching for changes. Press Ctrl-C to stop." : "Press Ctrl-C to stop.");
+        await new Promise<void>((done) => {
+          process.once("SIGINT", done);
+          process.once("SIGTERM", done);
+        });
+        stopping = true;
+        out.info("stopping...");
+        await s.close();
+      },
+    );
 }

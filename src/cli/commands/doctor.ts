@@ -3,7 +3,21 @@
 
 import type { Command } from "commander";
 import { DEFAULT_SERVER_PORT } from "./server.js";
-import { chromiumFinding, containerIsolationProbe, dockerFinding, gpuFindings, nodeFinding, portFinding, postgresServerFinding, sandboxFinding, serviceFinding, snapshotFinding, verdict, type Finding, type Level } from "../../doctor/checks.js";
+import {
+  chromiumFinding,
+  containerIsolationProbe,
+  dockerFinding,
+  gpuFindings,
+  nodeFinding,
+  portFinding,
+  postgresServerFinding,
+  sandboxFinding,
+  serviceFinding,
+  snapshotFinding,
+  verdict,
+  type Finding,
+  type Level,
+} from "../../doctor/checks.js";
 import { resolveSandbox } from "../../drivers/sandbox/index.js";
 import { checkpointProblem } from "../../drivers/criu.js";
 import { envSetting } from "svc/internal";
@@ -22,7 +36,10 @@ const MARK: Record<Level, (tty: boolean) => string> = {
 export function renderFindings(findings: Finding[], tty: boolean): string {
   const width = Math.max(...findings.map((f) => f.check.length));
   return findings
-    .map((f) => `${MARK[f.level](tty)} ${f.check.padEnd(width)}  ${f.detail}${f.fix && f.level !== "ok" ? `\n${" ".repeat((tty ? 2 : 5) + width + 2)}fix: ${f.fix}` : ""}`)
+    .map(
+      (f) =>
+        `${MARK[f.level](tty)} ${f.check.padEnd(width)}  ${f.detail}${f.fix && f.level !== "ok" ? `\n${" ".repeat((tty ? 2 : 5) + width + 2)}fix: ${f.fix}` : ""}`,
+    )
     .join("\n");
 }
 

@@ -60,10 +60,18 @@ export function registerWebhook(endpoint: Command): void {
     .command("rotate-secret")
     .description("Make a new signing secret and print it (the only time it is shown); the one it replaces still signs for --keep-previous")
     .argument("<id>", "endpoint id")
-    .option("--keep-previous <duration>", "how long the replaced secret still signs too (e.g. 1h; a bare number is seconds; default 1d; 0: not at all)", durationFlag("--keep-previous", "s"))
+    .option(
+      "--keep-previous <duration>",
+      "how long the replaced secret still signs too (e.g. 1h; a bare number is seconds; default 1d; 0: not at all)",
+      durationFlag("--keep-previous", "s"),
+    )
     .option("--json", "print JSON")
     .action(async (id: string, o: { keepPrevious?: number; json?: boolean }) => {
-      const answer = await management<{ secret: string; settings: WebhookSettings }>("POST", path(id, "/rotate-secret"), o.keepPrevious === undefined ? {} : { keepPreviousSeconds: o.keepPrevious });
+      const answer = await management<{ secret: string; settings: WebhookSettings }>(
+        "POST",
+        path(id, "/rotate-secret"),
+        o.keepPrevious === undefined ? {} : { keepPreviousSeconds: o.keepPrevious },
+      );
       const out = createOutput({ json: o.json });
       out.warn("the signing secret is shown this once: store it where your webhook receiver reads it");
       out.result(answer, () => answer.secret);

@@ -10,7 +10,14 @@ import { durationFlag } from "../duration.js";
 import { SCALER_TYPES } from "svc/internal";
 import { registerWebhook } from "./endpoint-webhook.js";
 
-type EndpointRecord = Record<string, unknown> & { id: string; name: string; status: string; statusReason: string | null; url: string; ping?: { ok: boolean; message: string } };
+type EndpointRecord = Record<string, unknown> & {
+  id: string;
+  name: string;
+  status: string;
+  statusReason: string | null;
+  url: string;
+  ping?: { ok: boolean; message: string };
+};
 const path = (id?: string) => `/v1/endpoints${id ? `/${encodeURIComponent(id)}` : ""}`;
 
 interface SettingFlags {
@@ -43,7 +50,10 @@ function withSettingFlags(command: Command): Command {
     .option("--env <KEY=VALUE>", "environment variable (repeatable)", envFlag)
     .option("--volume <id>", "network volume id to mount")
     .option("--execution-timeout <duration>", "job execution timeout (10m, 1h; a bare number is ms)", durationFlag("--execution-timeout", "ms"))
-    .option("--scaler-type <type>", "when workers are added: QUEUE_DELAY (a job waited --scaler-value seconds) or REQUEST_COUNT (one worker per --scaler-value jobs)")
+    .option(
+      "--scaler-type <type>",
+      "when workers are added: QUEUE_DELAY (a job waited --scaler-value seconds) or REQUEST_COUNT (one worker per --scaler-value jobs)",
+    )
     .option("--scaler-value <n>", "QUEUE_DELAY: seconds a job may wait; REQUEST_COUNT: jobs per worker (1-3600)", intFlag("--scaler-value"))
     .option("--json", "print JSON");
 }
@@ -98,7 +108,9 @@ export function register(program: Command): void {
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean }) => {
       const list = await management<EndpointRecord[]>("GET", path());
-      createOutput({ json: o.json }).result(list, () => table(list, ["id", "name", "status", "computeType", "allocatedGpuType", "workersMin", "workersMax", "scalerType", "scalerValue", "url"]));
+      createOutput({ json: o.json }).result(list, () =>
+        table(list, ["id", "name", "status", "computeType", "allocatedGpuType", "workersMin", "workersMax", "scalerType", "scalerValue", "url"]),
+      );
     });
   endpoint
     .command("get")
@@ -109,14 +121,14 @@ export function register(program: Command): void {
       const e = await management<EndpointRecord>("GET", path(id));
       createOutput({ json: o.json }).result(e, () => human(e));
     });
-  withSettingFlags(endpoint.command("update").description("Change an endpoint (GPU types or worker counts restart its workers)").argument("<id>", "endpoint id")).action(
-    async (id: string, o: SettingFlags) => {
-      const e = await management<EndpointRecord>("PATCH", path(id), changes(body(o), "svc endpoint update"));
-      const out = createOutput({ json: o.json });
-      reportStatus(out, e);
-      out.result(e, () => human(e));
-    },
-  );
+  withSettingFlags(
+    endpoint.command("update").description("Change an endpoint (GPU types or worker counts restart its workers)").argument("<id>", "endpoint id"),
+  ).action(async (id: string, o: SettingFlags) => {
+    const e = await management<EndpointRecord>("PATCH", path(id), changes(body(o), "svc endpoint update"));
+    const out = createOutput({ json: o.json });
+    reportStatus(out, e);
+    out.result(e, () => human(e));
+  });
   registerWebhook(endpoint);
   endpoint
     .command("delete")

@@ -28,7 +28,9 @@ export function register(program: Command): void {
       const { client, app } = setup(flags.app);
       const environments = await client.environments(app);
       if (environments === null) throw new UserError(`No app "${app}" on ${client.address.url}`, { hint: "Deploy it with `svc deploy`, or pass --app." });
-      out.result({ app, environments }, () => (environments.length === 0 ? `App ${app} has no environments` : [`App ${app}`, ...environments.flatMap(renderEnvironment)].join("\n")));
+      out.result({ app, environments }, () =>
+        environments.length === 0 ? `App ${app} has no environments` : [`App ${app}`, ...environments.flatMap(renderEnvironment)].join("\n"),
+      );
     });
 
   env
@@ -68,6 +70,8 @@ export function register(program: Command): void {
       const found = await client.environment(app, name);
       await confirmDestructive(out, flags.yes, `deletes environment "${name}" of app "${app}" with ${found.endpoints.length} endpoint(s)`);
       const answer = await client.deleteEnvironment(app, name);
-      out.result(answer, () => [`Deleted environment ${name} of app ${app} (workers stopped)`, ...answer.removed.map((r) => `  - ${r.name} (${r.id})`)].join("\n"));
+      out.result(answer, () =>
+        [`Deleted environment ${name} of app ${app} (workers stopped)`, ...answer.removed.map((r) => `  - ${r.name} (${r.id})`)].join("\n"),
+      );
     });
 }

@@ -5,14 +5,7 @@
 
 import type { Command } from "commander";
 import { connectDocker } from "../../drivers/docker-engine.js";
-import {
-  ensureServerImage,
-  ensureWorkerImages,
-  listWorkerImages,
-  pruneWorkerImages,
-  type EnsuredImage,
-  type WorkerImageInfo,
-} from "../../drivers/images.js";
+import { ensureServerImage, ensureWorkerImages, listWorkerImages, pruneWorkerImages, type EnsuredImage, type WorkerImageInfo } from "../../drivers/images.js";
 import { WORKER_IMAGE_KINDS, type ImageKind } from "../../drivers/image-names.js";
 import { alignRows, alignTable, createOutput, formatDuration } from "../output.js";
 import { pushWorkerImage, registryProblem, type PushedImage } from "../../drivers/registry.js";
@@ -37,17 +30,33 @@ export function kindsFromFlags(flags: BuildFlags): ImageKind[] {
 const megabytes = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
 export function renderBuilt(images: readonly EnsuredImage[]): string {
-  return alignRows(images.map((i) => [i.name, i.hashTag.split(":")[1]!, i.id.replace(/^sha256:/, "").slice(0, 12), i.cached ? "cached" : `built in ${formatDuration(i.durationMs)}`])).join("\n");
+  return alignRows(
+    images.map((i) => [
+      i.name,
+      i.hashTag.split(":")[1]!,
+      i.id.replace(/^sha256:/, "").slice(0, 12),
+      i.cached ? "cached" : `built in ${formatDuration(i.durationMs)}`,
+    ]),
+  ).join("\n");
 }
 
 export function renderList(images: readonly WorkerImageInfo[]): string {
   if (images.length === 0) return "No svc worker images. Build them with `svc images build`.";
-  const rows = images.map((i) => [i.kind, i.tags.join(", ") || "<untagged>", i.id.replace(/^sha256:/, "").slice(0, 12), megabytes(i.sizeBytes), i.createdAt, String(i.containers)]);
+  const rows = images.map((i) => [
+    i.kind,
+    i.tags.join(", ") || "<untagged>",
+    i.id.replace(/^sha256:/, "").slice(0, 12),
+    megabytes(i.sizeBytes),
+    i.createdAt,
+    String(i.containers),
+  ]);
   return alignTable(["KIND", "TAGS", "ID", "SIZE", "CREATED", "CONTAINERS"], rows);
 }
 
 export function register(program: Command): void {
-  const images = program.command("images").description("Build, list and prune the worker images and the server image (built locally; pushed to a registry with --registry)");
+  const images = program
+    .command("images")
+    .description("Build, list and prune the worker images and the server image (built locally; pushed to a registry with --registry)");
 
   images
     .command("build")
@@ -65,7 +74,12 @@ export function register(program: Command): void {
       const docker = await connectDocker();
       const kinds = kindsFromFlags(flags);
       const workerKinds = kinds.filter((kind) => kind !== "server");
-      const built = workerKinds.length === 0 ? [] : await out.step(`Building worker image${workerKinds.length > 1 ? "s" : ""} (${workerKinds.join(", ")})`, () => ensureWorkerImages(docker, workerKinds));
+      const built =
+        workerKinds.length === 0
+          ? []
+          : await out.step(`Building worker image${workerKinds.length > 1 ? "s" : ""} (${workerKinds.join(", ")})`, () =>
+              ensureWorkerImages(docker, workerKinds),
+            );
       if (kinds.includes("server")) built.push(await out.step("Building the server image", () => ensureServerImage(docker)));
       if (!flags.registry) return out.result(built, () => renderBuilt(built));
       const registry = flags.registry;

@@ -77,7 +77,10 @@ async function readTemplates(dir: string, prefix = ""): Promise<StarterFile[]> {
   return files;
 }
 
-export async function initProject(targetDir: string, options: { force?: boolean; template?: string } = {}): Promise<{ dir: string; template: string; files: string[] }> {
+export async function initProject(
+  targetDir: string,
+  options: { force?: boolean; template?: string } = {},
+): Promise<{ dir: string; template: string; files: string[] }> {
   const template = options.template ?? "starter";
   if (!Object.hasOwn(TEMPLATES, template)) {
     throw new UsageError(`There is no template "${template}"`, `Pick one of: ${Object.keys(TEMPLATES).join(", ")}.`);
@@ -113,7 +116,13 @@ export function register(program: Command): void {
     .command("init")
     .description("Create a project from a template (default: starter, with GPU, streaming, class and load-balanced endpoints)")
     .argument("[dir]", "directory to create it in", ".")
-    .option("--template <name>", `template: ${Object.entries(TEMPLATES).map(([name, what]) => `${name} (${what})`).join("; ")}`, "starter")
+    .option(
+      "--template <name>",
+      `template: ${Object.entries(TEMPLATES)
+        .map(([name, what]) => `${name} (${what})`)
+        .join("; ")}`,
+      "starter",
+    )
     .option("--force", "overwrite files that already exist")
     .option("--json", "print the created files as JSON")
     .action(async (target: string, flags: { force?: boolean; json?: boolean; template: string }) => {

@@ -39,7 +39,13 @@ export function register(program: Command): void {
       const body = await readJson<{ jobs: JobSummary[] }>(await apiFetch(target, `/v2/${ref.id}/jobs?limit=${o.limit}`));
       createOutput(o).result(body.jobs, () =>
         table(
-          body.jobs.map((j) => ({ ...j, createdAt: new Date(j.createdAt).toISOString(), delay: `${j.delayTime} ms`, execution: `${j.executionTime} ms`, error: j.error ?? "" })),
+          body.jobs.map((j) => ({
+            ...j,
+            createdAt: new Date(j.createdAt).toISOString(),
+            delay: `${j.delayTime} ms`,
+            execution: `${j.executionTime} ms`,
+            error: j.error ?? "",
+          })),
           ["id", "status", "function", "createdAt", "delay", "execution", "error"],
         ),
       );

@@ -5,7 +5,17 @@ import { defined, fields, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 import { durationFlag } from "../duration.js";
 
-type Key = { id: string; name: string | null; userId: string; scopes: string[]; createdAt: number; expiresAt: number | null; revokedAt: number | null; inUse?: boolean; key?: string };
+type Key = {
+  id: string;
+  name: string | null;
+  userId: string;
+  scopes: string[];
+  createdAt: number;
+  expiresAt: number | null;
+  revokedAt: number | null;
+  inUse?: boolean;
+  key?: string;
+};
 
 /** The API's times are epoch milliseconds (--json keeps them); people read ISO times. */
 const readable = (k: Key) => {
@@ -14,7 +24,9 @@ const readable = (k: Key) => {
 };
 
 export function register(program: Command): void {
-  const keys = program.command("keys").description("Manage API keys (scopes: admin, deploy, metrics, management:read, management:write, jobs:*, jobs:<endpointId>)");
+  const keys = program
+    .command("keys")
+    .description("Manage API keys (scopes: admin, deploy, metrics, management:read, management:write, jobs:*, jobs:<endpointId>)");
   keys
     .command("create")
     .description("Create an API key; the secret is printed once")

@@ -5,16 +5,7 @@
 import type { Command } from "commander";
 import { ApiError, UsageError, UserError } from "../../errors.js";
 import { DEFAULT_API_URL, envSetting, readJson } from "svc/internal";
-import {
-  DEFAULT_PROFILE,
-  checkProfileName,
-  namedProfile,
-  profilesPath,
-  readProfiles,
-  withoutProfile,
-  withProfile,
-  writeProfiles,
-} from "../../profiles.js";
+import { DEFAULT_PROFILE, checkProfileName, namedProfile, profilesPath, readProfiles, withoutProfile, withProfile, writeProfiles } from "../../profiles.js";
 import { fields } from "../management.js";
 import { createOutput } from "../output.js";
 import { readSecret } from "../secret-input.js";
@@ -61,12 +52,19 @@ export function register(program: Command): void {
         });
       });
       // The first profile, or one named explicitly by its login, becomes the one commands use by default.
-      const next = withProfile(data, name, { url, apiKey, userId: me.userId, keyId: me.keyId, savedAt: Date.now() }, namedProfile() === undefined || !data.current);
+      const next = withProfile(
+        data,
+        name,
+        { url, apiKey, userId: me.userId, keyId: me.keyId, savedAt: Date.now() },
+        namedProfile() === undefined || !data.current,
+      );
       writeProfiles(next);
       const result = { profile: name, current: next.current === name, url, userId: me.userId, keyId: me.keyId, scopes: me.scopes, file: profilesPath() };
-      out.result(result, () =>
-        `Logged in to ${url} as user ${me.userId} (key ${me.keyId}, scopes ${me.scopes.join(", ")}): profile "${name}"` +
-        (result.current ? "" : ` (use it with --profile ${name} or SVC_PROFILE=${name})`),
+      out.result(
+        result,
+        () =>
+          `Logged in to ${url} as user ${me.userId} (key ${me.keyId}, scopes ${me.scopes.join(", ")}): profile "${name}"` +
+          (result.current ? "" : ` (use it with --profile ${name} or SVC_PROFILE=${name})`),
       );
     });
 
@@ -78,18 +76,23 @@ export function register(program: Command): void {
       const out = createOutput({ json: o.json });
       const data = readProfiles();
       const name = namedProfile() ?? data.current;
-      if (!name || !data.profiles[name]) throw new UserError(name ? `No profile "${name}"` : "Not logged in: there is no current profile", { hint: "`svc login --url <service URL>` stores one." });
+      if (!name || !data.profiles[name])
+        throw new UserError(name ? `No profile "${name}"` : "Not logged in: there is no current profile", {
+          hint: "`svc login --url <service URL>` stores one.",
+        });
       const next = withoutProfile(data, name);
       writeProfiles(next);
-      out.result({ removed: name, current: next.current ?? null }, () =>
-        `Removed profile "${name}"${next.current ? `; commands now use profile "${next.current}"` : ""}. The key is still valid on the service: \`svc keys revoke ${data.profiles[name]!.keyId ?? "<id>"}\` revokes it.`,
+      out.result(
+        { removed: name, current: next.current ?? null },
+        () =>
+          `Removed profile "${name}"${next.current ? `; commands now use profile "${next.current}"` : ""}. The key is still valid on the service: \`svc keys revoke ${data.profiles[name]!.keyId ?? "<id>"}\` revokes it.`,
       );
     });
 
   program
     .command("whoami")
     .description("Which service this CLI talks to, and the user, key, scopes and rate limits it acts with")
-    .option("--key", "print only the API key this CLI uses (for a command line: curl -H \"Authorization: Bearer $(svc whoami --key)\")")
+    .option("--key", 'print only the API key this CLI uses (for a command line: curl -H "Authorization: Bearer $(svc whoami --key)")')
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean; key?: boolean }) => {
       const out = createOutput({ json: o.json });
@@ -115,4 +118,3 @@ export function register(program: Command): void {
       );
     });
 }
-

@@ -45,7 +45,10 @@ export function register(program: Command): void {
         const body = await readJson<{ lines: LogLine[]; dropped?: number }>(await apiFetch(target, `/v1/endpoints/${ref.id}/logs?${query}`));
         for (const line of body.lines) print(line);
         if (body.lines.length === 0 && !out.json) out.info(`no log lines for ${ref.name}${opts.job ? ` job ${opts.job}` : ""}`);
-        if (body.dropped && !out.json) out.warn(`${body.dropped} log line${body.dropped === 1 ? " was" : "s were"} dropped by the service's log quotas (the lines marked !! say where and which limit)`);
+        if (body.dropped && !out.json)
+          out.warn(
+            `${body.dropped} log line${body.dropped === 1 ? " was" : "s were"} dropped by the service's log quotas (the lines marked !! say where and which limit)`,
+          );
         return;
       }
       query.set("follow", "1");

@@ -7,7 +7,10 @@ describe("waitDeadline: when `svc run` stops waiting", () => {
   });
 
   it("once the job was seen running, stops at its timeout plus the grace from then", () => {
-    expect(waitDeadline({ submittedAt: 1000, waitMs: 60_000, timeoutMs: 5_000, seenRunningAt: 9_000 })).toEqual({ at: 9_000 + 5_000 + TIMEOUT_GRACE_MS, reason: "timeout" });
+    expect(waitDeadline({ submittedAt: 1000, waitMs: 60_000, timeoutMs: 5_000, seenRunningAt: 9_000 })).toEqual({
+      at: 9_000 + 5_000 + TIMEOUT_GRACE_MS,
+      reason: "timeout",
+    });
   });
 
   it("keeps --wait when it comes first, and without --timeout", () => {

@@ -48,7 +48,10 @@ export const TIMEOUT_CANCEL_WAIT_MS = 5_000;
  * in the queue is the ttl's). `seenRunningAt` is the CLI's own clock, so no clock skew with the service matters;
  * it is at or after the real start, so the CLI never gives up before the service would. Pure.
  */
-export function waitDeadline(o: { submittedAt: number; waitMs: number; timeoutMs?: number; seenRunningAt?: number }): { at: number; reason: "wait" | "timeout" } {
+export function waitDeadline(o: { submittedAt: number; waitMs: number; timeoutMs?: number; seenRunningAt?: number }): {
+  at: number;
+  reason: "wait" | "timeout";
+} {
   const wait = o.submittedAt + o.waitMs;
   if (o.timeoutMs === undefined || o.seenRunningAt === undefined) return { at: wait, reason: "wait" };
   const timeout = o.seenRunningAt + o.timeoutMs + TIMEOUT_GRACE_MS;
@@ -100,8 +103,16 @@ export function register(program: Command): void {
     .option("--function <name>", "the function to run, for an endpoint that serves several (a class endpoint)")
     .option("--async", "print the job id and return at once")
     .addOption(new Option("--wait <duration>", "how long to wait for the result").argParser(durationFlag("--wait", "ms")).default(3_600_000, "1h"))
-    .option("--ttl <duration>", "how long the job may live from submission, queued and running (e.g. 10m; default 24h): then it ends TIMED_OUT. Its result is kept 30 min after it ends", durationFlag("--ttl", "ms"))
-    .option("--timeout <duration>", "the job's execution timeout, from its start (e.g. 5m); the CLI also stops waiting 2 s after it, reports the job TIMED_OUT and cancels it", durationFlag("--timeout", "ms"))
+    .option(
+      "--ttl <duration>",
+      "how long the job may live from submission, queued and running (e.g. 10m; default 24h): then it ends TIMED_OUT. Its result is kept 30 min after it ends",
+      durationFlag("--ttl", "ms"),
+    )
+    .option(
+      "--timeout <duration>",
+      "the job's execution timeout, from its start (e.g. 5m); the CLI also stops waiting 2 s after it, reports the job TIMED_OUT and cancels it",
+      durationFlag("--timeout", "ms"),
+    )
     .option("--app <name>", "app (default: the dev session, SVC_APP)")
     .option("--env <name>", "environment (default: the dev session, SVC_ENV)")
     .option("--json", "print the final job record (or {id, status} with --async) as JSON")

@@ -59,7 +59,11 @@ export function register(program: Command): void {
     .action(async (name: string, o: { app?: string; env?: string; json?: boolean }) => {
       requireSomeService(name);
       const value = await readSecret(`value for ${name}`, `Value of ${name} (${scopeText(o.app, o.env)}): `);
-      const r = await management<SecretInfo & Rolling & { created: boolean }>("PUT", `/v1/secrets/${encodeURIComponent(name)}`, { value, app: o.app, env: o.env });
+      const r = await management<SecretInfo & Rolling & { created: boolean }>("PUT", `/v1/secrets/${encodeURIComponent(name)}`, {
+        value,
+        app: o.app,
+        env: o.env,
+      });
       createOutput({ json: o.json }).result(r, () => `${r.created ? "Set" : "Changed"} secret ${r.name} for ${scopeText(r.app, r.env)}${rollingText(r)}`);
     });
   secret
@@ -70,7 +74,10 @@ export function register(program: Command): void {
       const list = await management<SecretInfo[]>("GET", "/v1/secrets");
       const iso = (t: number) => new Date(t).toISOString();
       createOutput({ json: o.json }).result(list, () =>
-        table(list.map((s) => ({ ...s, app: s.app ?? "(all)", env: s.env ?? (s.app ? "(all)" : ""), createdAt: iso(s.createdAt), updatedAt: iso(s.updatedAt) })), ["name", "app", "env", "createdAt", "updatedAt"]),
+        table(
+          list.map((s) => ({ ...s, app: s.app ?? "(all)", env: s.env ?? (s.app ? "(all)" : ""), createdAt: iso(s.createdAt), updatedAt: iso(s.updatedAt) })),
+          ["name", "app", "env", "createdAt", "updatedAt"],
+        ),
       );
     });
   secret
@@ -84,7 +91,10 @@ export function register(program: Command): void {
     .action(async (name: string, o: { app?: string; env?: string; yes?: boolean; json?: boolean }) => {
       const out = createOutput({ json: o.json });
       await confirmDestructive(out, o.yes, `deletes secret ${name} for ${scopeText(o.app, o.env)}`);
-      const r = await management<{ deleted: string; app: string | null; env: string | null } & Rolling>("DELETE", `/v1/secrets/${encodeURIComponent(name)}${query(o)}`);
+      const r = await management<{ deleted: string; app: string | null; env: string | null } & Rolling>(
+        "DELETE",
+        `/v1/secrets/${encodeURIComponent(name)}${query(o)}`,
+      );
       out.result(r, () => `Deleted secret ${r.deleted} for ${scopeText(r.app, r.env)}${rollingText(r)}`);
     });
 }

@@ -5,7 +5,7 @@ import type { Command } from "commander";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
-import { join, } from "node:path";
+import { join } from "node:path";
 import { UserError, errorMessage } from "../../errors.js";
 import { envSetting } from "svc/internal";
 import type { WorkerDriver } from "../../drivers/types.js";
@@ -20,7 +20,6 @@ import { loadTracing, tracesUrlOf } from "../../service/tracing/index.js";
 
 export const DEFAULT_SERVER_PORT = 8600;
 export const ADMIN_KEY_FILE = "admin-key";
-
 
 export function defaultDataDir(): string {
   return envSetting("SVC_DATA_DIR") ?? join(homedir(), ".svc", "data");
@@ -63,37 +62,80 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     // One session per data directory: a restart after a crash finds the containers the killed run left.
     const session = `srv${createHash("sha256").update(dataDir).digest("hex").slice(0, 12)}`;
     // Pre-booted containers (SVC_WORKER_POOL per image kind) take leftovers of a killed run's pool with them.
-    return createDockerDriver({ log, session, stableSession: true, registry, pool, runtime: config.dockerRuntime, limits: { pidsLimit: config.workerPidsLimit, tmpMb: config.workerTmpMb } });
+    return createDockerDriver({
+      log,
+      session,
+      stableSession: true,
+      registry,
+      pool,
+      runtime: config.dockerRuntime,
+      limits: { pidsLimit: config.workerPidsLimit, tmpMb: config.workerTmpMb },
+    });
   }
   if (kind === "swarm") {
     // Workers as Swarm services, placed by the swarm; their images from the registry when one is given (docs/cluster.md).
     const { createSwarmDriver } = await import("../../drivers/swarm.js");
     // Replicas on one database share one session: the replica that takes over adopts the services of the one
     // that died (their labels), as a restart on the same data directory would.
-    const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
+    const session = `srv${createHash("sha256")
+      .update(storeUrl ?? dataDir)
+      .digest("hex")
+      .slice(0, 12)}`;
     // As a stack (deploy/swarm/svc-stack.yml) the workers join svc's overlay network and run an image named
     // there: the server's image holds no `ldd` to build worker images with.
     // Network volumes reach the task's node through the operator's volume driver (docs/volumes.md).
     const { swarmVolumeConfigOf } = await import("../../drivers/cluster-volumes.js");
     const volumes = swarmVolumeConfigOf(config.swarmVolumeDriver, config.swarmVolumeOptions);
-    return createSwarmDriver({ log, session, registry, network: config.swarmNetwork, image: config.swarmImage, volumes, limits: { pidsLimit: config.workerPidsLimit, tmpMb: config.workerTmpMb } });
+    return createSwarmDriver({
+      log,
+      session,
+      registry,
+      network: config.swarmNetwork,
+      image: config.swarmImage,
+      volumes,
+      limits: { pidsLimit: config.workerPidsLimit, tmpMb: config.workerTmpMb },
+    });
   }
   if (kind === "kubernetes") {
     // Pods through the official client, in-cluster configuration or ~/.kube/config (docs/cluster.md).
     if (!config.clusterUrl) {
-      throw new UserError("Kubernetes workers need the address they reach the service at", { hint: "Set SVC_CLUSTER_URL to the service's address inside the cluster (its Service's DNS name)." });
+      throw new UserError("Kubernetes workers need the address they reach the service at", {
+        hint: "Set SVC_CLUSTER_URL to the service's address inside the cluster (its Service's DNS name).",
+      });
     }
     if (!config.k8sImage && !registry) {
-      throw new UserError("Kubernetes workers need an image every node can pull", { hint: "Set SVC_WORKER_REGISTRY=host:port (after `svc images build --registry host:port`) or SVC_K8S_IMAGE." });
+      throw new UserError("Kubernetes workers need an image every node can pull", {
+        hint: "Set SVC_WORKER_REGISTRY=host:port (after `svc images build --registry host:port`) or SVC_K8S_IMAGE.",
+      });
     }
     const { createKubernetesDriver } = await import("../../drivers/kubernetes.js");
-    const session = `srv${createHash("sha256").update(storeUrl ?? dataDir).digest("hex").slice(0, 12)}`;
-    return createKubernetesDriver({ namespace: config.k8sNamespace ?? inClusterNamespace() ?? "default", session, registry, image: config.k8sImage, runtimeClass: config.k8sRuntimeClass, tmpMb: config.workerTmpMb, volumes: config.k8sStorageClass ? { storageClass: config.k8sStorageClass } : undefined, log });
+    const session = `srv${createHash("sha256")
+      .update(storeUrl ?? dataDir)
+      .digest("hex")
+      .slice(0, 12)}`;
+    return createKubernetesDriver({
+      namespace: config.k8sNamespace ?? inClusterNamespace() ?? "default",
+      session,
+      registry,
+      image: config.k8sImage,
+      runtimeClass: config.k8sRuntimeClass,
+      tmpMb: config.workerTmpMb,
+      volumes: config.k8sStorageClass ? { storageClass: config.k8sStorageClass } : undefined,
+      log,
+    });
   }
   // Imported by path at run time so this command compiles and runs before the process driver exists.
   const modulePath = "../../drivers/process.js";
   let mod: {
-    createProcessDriver?: (options?: { cacheDir?: string; stateDir?: string; snapshotDir?: string; probeSnapshots?: boolean; pool?: number; sandbox?: ServerConfig["sandbox"]; envAllow?: string[] }) => WorkerDriver & { sandboxing?: Isolation };
+    createProcessDriver?: (options?: {
+      cacheDir?: string;
+      stateDir?: string;
+      snapshotDir?: string;
+      probeSnapshots?: boolean;
+      pool?: number;
+      sandbox?: ServerConfig["sandbox"];
+      envAllow?: string[];
+    }) => WorkerDriver & { sandboxing?: Isolation };
   };
   try {
     mod = (await import(modulePath)) as typeof mod;
@@ -139,7 +181,9 @@ export function listenError(err: unknown, host: string, port: number): unknown {
       return new UserError(`Not allowed to listen on port ${port}`, { hint: "Ports below 1024 need privileges: pass --port 1024 or above (default 8600)." });
     case "EADDRNOTAVAIL":
     case "ENOTFOUND":
-      return new UserError(`Cannot listen on ${host}: no such address on this machine`, { hint: "Pass --host 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)." });
+      return new UserError(`Cannot listen on ${host}: no such address on this machine`, {
+        hint: "Pass --host 127.0.0.1 (this machine only) or 0.0.0.0 (every interface).",
+      });
     default:
       return err;
   }
@@ -153,120 +197,161 @@ export function register(program: Command): void {
     .option("--port <port>", `port to listen on (0: any free port; default ${DEFAULT_SERVER_PORT})`)
     .option("--data-dir <dir>", "where the SQLite file, artifacts and the admin key live (default ~/.svc/data or $SVC_DATA_DIR)")
     .option("--workers <driver>", "where workers run: process, docker, swarm, kubernetes or none (default process)")
-    .option("--store <url>", "keep the state in PostgreSQL (postgres://user:password@host:port/database) instead of the data dir's SQLite file (or $SVC_STORE_URL)")
+    .option(
+      "--store <url>",
+      "keep the state in PostgreSQL (postgres://user:password@host:port/database) instead of the data dir's SQLite file (or $SVC_STORE_URL)",
+    )
     .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
     .option("--docker-runtime <name>", "with --workers docker: the OCI runtime workers run under, e.g. runsc for gVisor (or $SVC_DOCKER_RUNTIME)")
     .option("--sandbox <mode>", "process workers' sandbox: auto (bubblewrap where it works), bwrap (required) or none (or $SVC_SANDBOX; default auto)")
-    .option("--webhook-allow <list>", "where webhooks may go besides public addresses: CIDRs, addresses, host names, *.domain, comma separated (or $SVC_WEBHOOK_ALLOW; docs/security.md)")
+    .option(
+      "--webhook-allow <list>",
+      "where webhooks may go besides public addresses: CIDRs, addresses, host names, *.domain, comma separated (or $SVC_WEBHOOK_ALLOW; docs/security.md)",
+    )
     .option("--single-tenant", "serve several users with process workers that run without a sandbox: they are one tenant (or $SVC_SINGLE_TENANT=on)")
     .option("--log-format <format>", "operator messages on stderr: human (default) or json, one object a line (or $SVC_LOG_FORMAT)")
-    .option("--otlp-endpoint <url>", "send traces to this OpenTelemetry collector (OTLP/HTTP base address, or $OTEL_EXPORTER_OTLP_ENDPOINT; docs/observability.md)")
+    .option(
+      "--otlp-endpoint <url>",
+      "send traces to this OpenTelemetry collector (OTLP/HTTP base address, or $OTEL_EXPORTER_OTLP_ENDPOINT; docs/observability.md)",
+    )
     .option("--print-config", "print the configuration (flags, environment, defaults; secrets not shown) and exit")
     .option("--json", "with --print-config: as JSON")
-    .action(async (opts: { host?: string; port?: string; dataDir?: string; workers?: string; store?: string; publicUrl?: string; dockerRuntime?: string; sandbox?: string; webhookAllow?: string; singleTenant?: boolean; logFormat?: string; otlpEndpoint?: string; printConfig?: boolean; json?: boolean }) => {
-      const out = createOutput({ json: opts.json });
-      // Every setting parsed once, here: the service's modules get typed values and read no environment.
-      const parsed = parseServerConfig(
-        { host: opts.host, port: opts.port, dataDir: opts.dataDir, workers: opts.workers, store: opts.store, publicUrl: opts.publicUrl, dockerRuntime: opts.dockerRuntime, sandbox: opts.sandbox, webhookAllow: opts.webhookAllow, singleTenant: opts.singleTenant ? "on" : undefined, logFormat: opts.logFormat, otlpEndpoint: opts.otlpEndpoint },
-        settingsEnvironment(envSetting),
-      );
-      if (opts.printConfig) {
-        const rows = printableConfig(parsed);
-        out.result({ settings: rows }, () => alignRows(rows.map((r) => [r.setting, JSON.stringify(r.value), r.source, r.from])).join("\n"));
-        return;
-      }
-      const config = parsed.config;
-      // Every operator message from here on goes through this one logger (human lines, or JSON ones).
-      const log = await operatorLog(config.logFormat, out);
-      // Traces only when configured: otherwise the OpenTelemetry SDK is never loaded.
-      const tracesUrl = tracesUrlOf(config);
-      const tracing = tracesUrl ? await loadTracing({ tracesUrl, serviceName: "svc" }) : undefined;
-      const port = config.port;
-      const dataDir = config.dataDir;
-      // A data dir this start creates is removed again if the start fails: no admin key or empty database is
-      // left behind by a typo in --port or --host.
-      const fresh = !existsSync(dataDir) || readdirSync(dataDir).length === 0;
-      // The service's alone from the start (the service tightens an older, looser one: store/private-files.ts).
-      mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-      const admin = resolveAdminKey(dataDir, config.apiKey);
-      // One tenant's request must never end the process that serves every tenant.
-      installLastResort((message) => log.warn(message));
-      const driver = await loadDriver(config, dataDir, (message) => log.info(message));
-      const isolation = isolationOf(config.workers, (driver as { sandboxing?: Isolation } | undefined)?.sandboxing, config.singleTenant);
-      let service: Awaited<ReturnType<typeof startService>> | undefined;
-      try {
-        service = await startService({
-          ...serviceOptionsOf(config),
-          dataDir,
-          storeUrl: config.store,
-          host: config.host,
-          port,
-          driver,
-          singleUser: isolation.singleUser,
-          apiKeys: [admin.key],
-          volumeGbBytes: testVolumeGbBytes(process.env),
-          publicUrl: config.publicUrl,
-          replicaUrl: config.replicaUrl,
-          clusterUrl: config.clusterUrl,
-          workersDirect: config.workersDirect,
-          handOffJobs: config.handOffJobs,
-          metrics: config.metrics,
-          log: log.info,
-          tracing,
-          // Another replica may serve the jobs now: going on would run them twice. A supervisor (systemd, Swarm,
-          // Kubernetes) restarts this one, as a follower.
-          onJobsLeaseLost: () => {
-            log.warn("stopping: this replica lost the lease to serve jobs; restart it to rejoin as a follower");
-            process.exitCode = 1;
-            void service?.close().finally(() => process.exit(1));
+    .action(
+      async (opts: {
+        host?: string;
+        port?: string;
+        dataDir?: string;
+        workers?: string;
+        store?: string;
+        publicUrl?: string;
+        dockerRuntime?: string;
+        sandbox?: string;
+        webhookAllow?: string;
+        singleTenant?: boolean;
+        logFormat?: string;
+        otlpEndpoint?: string;
+        printConfig?: boolean;
+        json?: boolean;
+      }) => {
+        const out = createOutput({ json: opts.json });
+        // Every setting parsed once, here: the service's modules get typed values and read no environment.
+        const parsed = parseServerConfig(
+          {
+            host: opts.host,
+            port: opts.port,
+            dataDir: opts.dataDir,
+            workers: opts.workers,
+            store: opts.store,
+            publicUrl: opts.publicUrl,
+            dockerRuntime: opts.dockerRuntime,
+            sandbox: opts.sandbox,
+            webhookAllow: opts.webhookAllow,
+            singleTenant: opts.singleTenant ? "on" : undefined,
+            logFormat: opts.logFormat,
+            otlpEndpoint: opts.otlpEndpoint,
           },
-        });
-      } catch (err) {
-        await driver?.close().catch((closeErr: unknown) => log.warn(`the workers' driver did not close cleanly: ${errorMessage(closeErr)}`));
-        await tracing?.shutdown().catch((shutErr: unknown) => log.warn(`the last traces could not be sent: ${errorMessage(shutErr)}`));
-        if (fresh) {
+          settingsEnvironment(envSetting),
+        );
+        if (opts.printConfig) {
+          const rows = printableConfig(parsed);
+          out.result({ settings: rows }, () => alignRows(rows.map((r) => [r.setting, JSON.stringify(r.value), r.source, r.from])).join("\n"));
+          return;
+        }
+        const config = parsed.config;
+        // Every operator message from here on goes through this one logger (human lines, or JSON ones).
+        const log = await operatorLog(config.logFormat, out);
+        // Traces only when configured: otherwise the OpenTelemetry SDK is never loaded.
+        const tracesUrl = tracesUrlOf(config);
+        const tracing = tracesUrl ? await loadTracing({ tracesUrl, serviceName: "svc" }) : undefined;
+        const port = config.port;
+        const dataDir = config.dataDir;
+        // A data dir this start creates is removed again if the start fails: no admin key or empty database is
+        // left behind by a typo in --port or --host.
+        const fresh = !existsSync(dataDir) || readdirSync(dataDir).length === 0;
+        // The service's alone from the start (the service tightens an older, looser one: store/private-files.ts).
+        mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+        const admin = resolveAdminKey(dataDir, config.apiKey);
+        // One tenant's request must never end the process that serves every tenant.
+        installLastResort((message) => log.warn(message));
+        const driver = await loadDriver(config, dataDir, (message) => log.info(message));
+        const isolation = isolationOf(config.workers, (driver as { sandboxing?: Isolation } | undefined)?.sandboxing, config.singleTenant);
+        let service: Awaited<ReturnType<typeof startService>> | undefined;
+        try {
+          service = await startService({
+            ...serviceOptionsOf(config),
+            dataDir,
+            storeUrl: config.store,
+            host: config.host,
+            port,
+            driver,
+            singleUser: isolation.singleUser,
+            apiKeys: [admin.key],
+            volumeGbBytes: testVolumeGbBytes(process.env),
+            publicUrl: config.publicUrl,
+            replicaUrl: config.replicaUrl,
+            clusterUrl: config.clusterUrl,
+            workersDirect: config.workersDirect,
+            handOffJobs: config.handOffJobs,
+            metrics: config.metrics,
+            log: log.info,
+            tracing,
+            // Another replica may serve the jobs now: going on would run them twice. A supervisor (systemd, Swarm,
+            // Kubernetes) restarts this one, as a follower.
+            onJobsLeaseLost: () => {
+              log.warn("stopping: this replica lost the lease to serve jobs; restart it to rejoin as a follower");
+              process.exitCode = 1;
+              void service?.close().finally(() => process.exit(1));
+            },
+          });
+        } catch (err) {
+          await driver?.close().catch((closeErr: unknown) => log.warn(`the workers' driver did not close cleanly: ${errorMessage(closeErr)}`));
+          await tracing?.shutdown().catch((shutErr: unknown) => log.warn(`the last traces could not be sent: ${errorMessage(shutErr)}`));
+          if (fresh) {
+            try {
+              rmSync(dataDir, { recursive: true, force: true });
+            } catch {
+              // Tidying what this start made is a courtesy (a mount point cannot go): the start's own error is what
+              // the user needs, and it follows.
+            }
+          }
+          throw listenError(err, config.host, port);
+        }
+        log.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${isolation.line})`);
+        // Where tenants' webhooks may go (docs/security.md, "Webhooks stay outside").
+        log.info(
+          `webhooks go to public addresses${config.webhookAllow ? ` and ${config.webhookAllow.join(", ")}` : " only (--webhook-allow admits internal receivers)"}`,
+        );
+        // What confines one tenant's workers from another's and from the host (docs/security.md).
+        if (driver?.isolation) {
           try {
-            rmSync(dataDir, { recursive: true, force: true });
-          } catch {
-            // Tidying what this start made is a courtesy (a mount point cannot go): the start's own error is what
-            // the user needs, and it follows.
+            log.info(`worker isolation: ${await driver.isolation()}`);
+          } catch (err) {
+            log.warn(`worker isolation: could not be read (${errorMessage(err)})`);
           }
         }
-        throw listenError(err, config.host, port);
-      }
-      log.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${isolation.line})`);
-      // Where tenants' webhooks may go (docs/security.md, "Webhooks stay outside").
-      log.info(`webhooks go to public addresses${config.webhookAllow ? ` and ${config.webhookAllow.join(", ")}` : " only (--webhook-allow admits internal receivers)"}`);
-      // What confines one tenant's workers from another's and from the host (docs/security.md).
-      if (driver?.isolation) {
-        try {
-          log.info(`worker isolation: ${await driver.isolation()}`);
-        } catch (err) {
-          log.warn(`worker isolation: could not be read (${errorMessage(err)})`);
-        }
-      }
-      if (admin.source === "generated") log.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
-      else if (admin.source === "file") log.info(`admin API key: ${admin.file}`);
-      else log.info("admin API key: SVC_API_KEY");
-      log.info(`web console: ${service.url}/console/`);
-      if (tracesUrl) log.info(`traces: OTLP/HTTP to ${tracesUrl}`);
-      process.stdout.write(`${service.url}\n`);
+        if (admin.source === "generated") log.info(`generated an admin API key: it is in ${admin.file} (readable by you only)`);
+        else if (admin.source === "file") log.info(`admin API key: ${admin.file}`);
+        else log.info("admin API key: SVC_API_KEY");
+        log.info(`web console: ${service.url}/console/`);
+        if (tracesUrl) log.info(`traces: OTLP/HTTP to ${tracesUrl}`);
+        process.stdout.write(`${service.url}\n`);
 
-      await new Promise<void>((done) => {
-        const stop = (signal: NodeJS.Signals) => {
-          process.off("SIGINT", stop);
-          process.off("SIGTERM", stop);
-          log.info(`${signal}: stopping`);
-          service!
-            .close()
-            .catch((err: unknown) => log.warn(`stopping failed: ${errorMessage(err)}`))
-            // The spans still buffered go out before the process ends.
-            .then(() => tracing?.shutdown())
-            .catch((err: unknown) => log.warn(`the last traces could not be sent: ${errorMessage(err)}`))
-            .finally(done);
-        };
-        process.on("SIGINT", stop);
-        process.on("SIGTERM", stop);
-      });
-    });
+        await new Promise<void>((done) => {
+          const stop = (signal: NodeJS.Signals) => {
+            process.off("SIGINT", stop);
+            process.off("SIGTERM", stop);
+            log.info(`${signal}: stopping`);
+            service!
+              .close()
+              .catch((err: unknown) => log.warn(`stopping failed: ${errorMessage(err)}`))
+              // The spans still buffered go out before the process ends.
+              .then(() => tracing?.shutdown())
+              .catch((err: unknown) => log.warn(`the last traces could not be sent: ${errorMessage(err)}`))
+              .finally(done);
+          };
+          process.on("SIGINT", stop);
+          process.on("SIGTERM", stop);
+        });
+      },
+    );
 }

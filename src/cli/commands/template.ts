@@ -9,7 +9,7 @@ export function register(program: Command): void {
   const template = program.command("template").description("Manage endpoint templates (worker image and defaults)");
   template
     .command("create")
-    .description('Create a template; --image svc://<app endpoint id> runs that endpoint\'s code')
+    .description("Create a template; --image svc://<app endpoint id> runs that endpoint's code")
     .requiredOption("--name <name>", "template name")
     .requiredOption("--image <image>", "worker image")
     .option("--env <KEY=VALUE>", "default environment variable (repeatable)", envFlag)
@@ -17,7 +17,11 @@ export function register(program: Command): void {
     .option("--shm <mb>", "size of /dev/shm in the image's containers, MiB (default: the engine's)", intFlag("--shm"))
     .option("--json", "print JSON")
     .action(async (o: { name: string; image: string; env?: Record<string, string>; disk?: number; shm?: number; json?: boolean }) => {
-      const t = await management<Template>("POST", "/v1/templates", defined({ name: o.name, imageName: o.image, env: o.env, containerDiskInGb: o.disk, shmSizeMb: o.shm }));
+      const t = await management<Template>(
+        "POST",
+        "/v1/templates",
+        defined({ name: o.name, imageName: o.image, env: o.env, containerDiskInGb: o.disk, shmSizeMb: o.shm }),
+      );
       createOutput({ json: o.json }).result(t, () => fields(t));
     });
   template

@@ -6,14 +6,15 @@ import { management, table } from "../management.js";
 import { createOutput } from "../output.js";
 import type { UsageAnswer } from "../../service/http/answers.js";
 
-
 const seconds = (n: number) => n.toFixed(1);
 
 export function register(program: Command): void {
   program
     .command("usage")
     .description("Worker-seconds, GPU-seconds (by GPU type) and jobs per endpoint per hour")
-    .option("--from <time>", "start: a duration back from now (2h, 1d), an ISO time or epoch ms (default: 24 hours before --to)", (v: string) => String(parseSince(v, Date.now(), "--from")))
+    .option("--from <time>", "start: a duration back from now (2h, 1d), an ISO time or epoch ms (default: 24 hours before --to)", (v: string) =>
+      String(parseSince(v, Date.now(), "--from")),
+    )
     .option("--to <time>", "end: a duration back from now, an ISO time or epoch ms (default: now)", (v: string) => String(parseSince(v, Date.now(), "--to")))
     .option("--user <id>", "another user's usage (operator only; without it the operator reads every user's)")
     .option("--json", "print JSON")
@@ -25,7 +26,9 @@ export function register(program: Command): void {
       const usage = await management<UsageAnswer>("GET", `/v1/usage${query.size > 0 ? `?${query}` : ""}`);
       createOutput({ json: o.json }).result(usage, () => {
         const rows = usage.hours.map((h) => ({ ...h, gpuType: h.gpuType ?? "-", workerSeconds: seconds(h.workerSeconds), gpuSeconds: seconds(h.gpuSeconds) }));
-        const byType = Object.entries(usage.totals.gpuSecondsByType).map(([t, s]) => `${t} ${seconds(s)}`).join(", ");
+        const byType = Object.entries(usage.totals.gpuSecondsByType)
+          .map(([t, s]) => `${t} ${seconds(s)}`)
+          .join(", ");
         return [
           `usage from ${usage.from} to ${usage.to}`,
           table(rows, ["hour", "userId", "endpointId", "gpuType", "workerSeconds", "gpuSeconds", "jobs"]),

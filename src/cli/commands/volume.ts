@@ -11,7 +11,18 @@ import { changes, defined, fields, intFlag, listFlag, management, table } from "
 import { createOutput } from "../output.js";
 
 type Volume = { id: string; name: string; size: number; dataCenter: string; type: string; usedBytes?: number };
-type VolumeKey = { id: string; accessKeyId: string; name: string | null; readOnly: boolean; volumeIds: string[] | null; endpoint: string; region: string; createdAt: number; revokedAt: number | null; secretAccessKey?: string };
+type VolumeKey = {
+  id: string;
+  accessKeyId: string;
+  name: string | null;
+  readOnly: boolean;
+  volumeIds: string[] | null;
+  endpoint: string;
+  region: string;
+  createdAt: number;
+  revokedAt: number | null;
+  secretAccessKey?: string;
+};
 const COLUMNS = ["id", "name", "size", "dataCenter", "type"];
 const path = (id?: string) => `/v2/network-volumes${id ? `/${encodeURIComponent(id)}` : ""}`;
 
@@ -25,7 +36,9 @@ async function volumeIdOf(ref: string): Promise<string> {
   if (volumes.some((v) => v.id === ref)) return ref;
   const named = volumes.filter((v) => v.name === ref);
   if (named.length > 1) {
-    throw new UserError(`${named.length} network volumes are named "${ref}" (${named.map((v) => v.id).join(", ")})`, { hint: "Name the volume by id, or rename one (`svc volume update <id> --name <new name>`)." });
+    throw new UserError(`${named.length} network volumes are named "${ref}" (${named.map((v) => v.id).join(", ")})`, {
+      hint: "Name the volume by id, or rename one (`svc volume update <id> --name <new name>`).",
+    });
   }
   return named[0]?.id ?? ref;
 }
@@ -113,7 +126,10 @@ function registerKeys(volume: Command): void {
       const volumeIds = o.volume === undefined ? undefined : await Promise.all(o.volume.map((ref) => files.volumeId(ref)));
       const k = await management<VolumeKey>("POST", "/v1/volume-keys", defined({ readOnly: o.readOnly === true, volumeIds, name: o.name }));
       const out = createOutput({ json: o.json });
-      if (!o.json) out.info("Keep the secret now: it is not shown again. Use it as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY with the endpoint below (path-style addressing).");
+      if (!o.json)
+        out.info(
+          "Keep the secret now: it is not shown again. Use it as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY with the endpoint below (path-style addressing).",
+        );
       out.result(k, () => fields(readable(k)));
     });
   keys
@@ -177,13 +193,17 @@ function registerFiles(volume: Command): void {
           if (!o.json) out.info(`downloaded ${plan.remote.volume}:${obj.key} -> ${local}`);
         }
       } else {
-        if (plan.remote.path === "" || plan.remote.path.endsWith("/")) throw new UserError(`${plan.remote.volume}:${plan.remote.path} is a folder`, { hint: "Copy it with --recursive." });
+        if (plan.remote.path === "" || plan.remote.path.endsWith("/"))
+          throw new UserError(`${plan.remote.volume}:${plan.remote.path} is a folder`, { hint: "Copy it with --recursive." });
         const intoFolder = to.endsWith("/") || (existsSync(plan.local) && statSync(plan.local).isDirectory());
         const local = intoFolder ? join(plan.local, basename(plan.remote.path)) : plan.local;
         if (!(await files.exists(volumeId, plan.remote.path))) {
           const under = await files.list(volumeId, `${plan.remote.path}/`, "/");
-          if (under.objects.length > 0 || under.folders.length > 0) throw new UserError(`${plan.remote.volume}:${plan.remote.path} is a folder`, { hint: "Copy it with --recursive." });
-          throw new UserError(`No file ${plan.remote.path} in volume ${plan.remote.volume}`, { hint: `See what it holds with \`svc volume ls ${plan.remote.volume}\`.` });
+          if (under.objects.length > 0 || under.folders.length > 0)
+            throw new UserError(`${plan.remote.volume}:${plan.remote.path} is a folder`, { hint: "Copy it with --recursive." });
+          throw new UserError(`No file ${plan.remote.path} in volume ${plan.remote.volume}`, {
+            hint: `See what it holds with \`svc volume ls ${plan.remote.volume}\`.`,
+          });
         }
         copied.push({ from: `${plan.remote.volume}:${plan.remote.path}`, to: local, bytes: await files.download(volumeId, plan.remote.path, local) });
       }
@@ -202,7 +222,10 @@ function registerFiles(volume: Command): void {
       createOutput({ json: o.json }).result(listing, () =>
         listing.objects.length + listing.folders.length === 0
           ? "(none)"
-          : [...listing.folders.map((f) => `${"".padEnd(24)} ${"PRE".padStart(12)} ${f}`), ...listing.objects.map((f) => `${f.lastModified.padEnd(24)} ${String(f.size).padStart(12)} ${f.key}`)].join("\n"),
+          : [
+              ...listing.folders.map((f) => `${"".padEnd(24)} ${"PRE".padStart(12)} ${f}`),
+              ...listing.objects.map((f) => `${f.lastModified.padEnd(24)} ${String(f.size).padStart(12)} ${f.key}`),
+            ].join("\n"),
       );
     });
   volume
@@ -225,7 +248,8 @@ function registerFiles(volume: Command): void {
         if (keys.length === 0) throw new UserError(`Nothing under ${where.volume}:${prefix}`);
         await confirmDestructive(out, o.yes, `deletes ${keys.length} file(s) under ${where.volume}:${prefix}`);
       } else {
-        if (!(await files.exists(volumeId, where.path))) throw new UserError(`No file ${where.path} in volume ${where.volume}`, { hint: `See what it holds with \`svc volume ls ${where.volume}\`.` });
+        if (!(await files.exists(volumeId, where.path)))
+          throw new UserError(`No file ${where.path} in volume ${where.volume}`, { hint: `See what it holds with \`svc volume ls ${where.volume}\`.` });
         keys = [where.path];
       }
       for (const key of keys) await files.remove(volumeId, key);

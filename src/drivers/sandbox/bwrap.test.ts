@@ -1,7 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { bwrapArgs, encodeArgs, ETC_FILES, systemMounts, type BwrapSpec } from "./bwrap.js";
 
-const merged = systemMounts({ dirs: { bin: { link: "usr/bin" }, sbin: { link: "usr/sbin" }, lib: { link: "usr/lib" }, lib64: { link: "usr/lib64" }, lib32: "missing", libx32: "missing" }, etcFiles: ["resolv.conf", "hosts", "ssl/certs"] });
+const merged = systemMounts({
+  dirs: { bin: { link: "usr/bin" }, sbin: { link: "usr/sbin" }, lib: { link: "usr/lib" }, lib64: { link: "usr/lib64" }, lib32: "missing", libx32: "missing" },
+  etcFiles: ["resolv.conf", "hosts", "ssl/certs"],
+});
 
 function spec(extra: Partial<BwrapSpec> = {}): BwrapSpec {
   return {
@@ -23,7 +26,8 @@ describe("bwrapArgs", () => {
   const args = bwrapArgs(spec());
 
   it("gives the worker its own user (not root), mount, pid, IPC and UTS namespaces, the host's network", () => {
-    for (const flag of ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--disable-userns", "--new-session", "--as-pid-1"]) expect(args).toContain(flag);
+    for (const flag of ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--disable-userns", "--new-session", "--as-pid-1"])
+      expect(args).toContain(flag);
     expect(after(args, "--uid")).toEqual(["1000"]);
     expect(after(args, "--gid")).toEqual(["1000"]);
     expect(args).not.toContain("--unshare-net");

@@ -104,7 +104,10 @@ export const SYSTEM_DIRS: readonly string[] = ["bin", "sbin", "lib", "lib32", "l
  * The system part of the mount view, from what the host has: /usr read-only, each of SYSTEM_DIRS as the link it
  * is or a read-only directory, and the /etc files that exist. Pure.
  */
-export function systemMounts(host: { dirs: Record<string, { link: string } | "dir" | "missing">; etcFiles: readonly string[] }): Pick<BwrapSpec, "readOnly" | "symlinks"> {
+export function systemMounts(host: {
+  dirs: Record<string, { link: string } | "dir" | "missing">;
+  etcFiles: readonly string[];
+}): Pick<BwrapSpec, "readOnly" | "symlinks"> {
   const readOnly: BindMount[] = [{ source: "/usr", dest: "/usr" }];
   const symlinks: BwrapSpec["symlinks"] = [];
   for (const name of SYSTEM_DIRS) {

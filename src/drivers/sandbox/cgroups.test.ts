@@ -36,7 +36,12 @@ describe("limitWrites", () => {
   });
 
   it("v1: memory and memory+swap limits, pids.max, CFS quota; nothing for what is not limited", () => {
-    expect(limitWrites(1, { memoryBytes: 512, cpus: 2 }).map((w) => `${w.file}=${w.value}`)).toEqual(["memory.limit_in_bytes=512", "memory.memsw.limit_in_bytes=512", "cpu.cfs_period_us=100000", "cpu.cfs_quota_us=200000"]);
+    expect(limitWrites(1, { memoryBytes: 512, cpus: 2 }).map((w) => `${w.file}=${w.value}`)).toEqual([
+      "memory.limit_in_bytes=512",
+      "memory.memsw.limit_in_bytes=512",
+      "cpu.cfs_period_us=100000",
+      "cpu.cfs_quota_us=200000",
+    ]);
     expect(limitWrites(1, {})).toEqual([]);
   });
 });

@@ -9,7 +9,20 @@ import { tmpdir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { UserError } from "../../errors.js";
-import { bwrapArgs, encodeArgs, ETC_FILES, identityFiles, SANDBOX_CODE_DIR, SANDBOX_HOME, SANDBOX_RUN_DIR, SANDBOX_VOLUME_DIR, SYSTEM_DIRS, systemMounts, type BindMount, type BwrapSpec } from "./bwrap.js";
+import {
+  bwrapArgs,
+  encodeArgs,
+  ETC_FILES,
+  identityFiles,
+  SANDBOX_CODE_DIR,
+  SANDBOX_HOME,
+  SANDBOX_RUN_DIR,
+  SANDBOX_VOLUME_DIR,
+  SYSTEM_DIRS,
+  systemMounts,
+  type BindMount,
+  type BwrapSpec,
+} from "./bwrap.js";
 import { detectCgroups, type CgroupLimits, type Cgroups, type WorkerCgroup } from "./cgroups.js";
 import { encodeProgram, seccompArch, seccompProgram } from "./seccomp.js";
 import { ownedTempPrefix } from "../owned-temp.js";
@@ -158,10 +171,7 @@ export function runtimeMounts(entry: string): BindMount[] {
     const modules = root.slice(0, enclosing + "/node_modules".length);
     mounts.push({ source: modules, dest: modules }, ...linkedPackageMounts(modules));
   }
-  mounts.push(
-    { source: `${root}/dist`, dest: `${root}/dist` },
-    { source: `${root}/package.json`, dest: `${root}/package.json`, optional: true },
-  );
+  mounts.push({ source: `${root}/dist`, dest: `${root}/dist` }, { source: `${root}/package.json`, dest: `${root}/package.json`, optional: true });
   if (existsSync(`${root}/node_modules`)) {
     mounts.push({ source: realpathSync(`${root}/node_modules`), dest: `${root}/node_modules` });
     mounts.push(...linkedPackageMounts(`${root}/node_modules`));
@@ -177,9 +187,14 @@ function linkedPackageMounts(modules: string): BindMount[] {
   const mounts: BindMount[] = [];
   const entries = (dir: string) => readdirSync(dir, { withFileTypes: true });
   for (const entry of entries(modules)) {
-    const links = entry.name.startsWith("@") && entry.isDirectory()
-      ? entries(join(modules, entry.name)).filter((e) => e.isSymbolicLink()).map((e) => join(modules, entry.name, e.name))
-      : entry.isSymbolicLink() ? [join(modules, entry.name)] : [];
+    const links =
+      entry.name.startsWith("@") && entry.isDirectory()
+        ? entries(join(modules, entry.name))
+            .filter((e) => e.isSymbolicLink())
+            .map((e) => join(modules, entry.name, e.name))
+        : entry.isSymbolicLink()
+          ? [join(modules, entry.name)]
+          : [];
     for (const link of links) {
       if (!existsSync(link)) continue; // a dangling link: nothing to mount, and Node fails on it as on the host
       const dest = resolve(dirname(link), readlinkSync(link));
@@ -226,7 +241,10 @@ export function describeSandbox(parts: { seccomp: boolean; cgroups?: { version: 
 export function resolveSandbox(options: SandboxOptions): Sandbox | NoSandbox {
   if (options.setting === "none") return { kind: "none", reason: "sandbox: none", description: "no sandbox (sandbox: none)" };
   const unavailable = (why: string): NoSandbox => {
-    if (options.setting === "bwrap") throw new UserError(`The sandbox for process workers is not available: ${why}`, { hint: "Install bubblewrap (apt-get install bubblewrap) on a kernel with user namespaces, or set SVC_SANDBOX=none (one user only)." });
+    if (options.setting === "bwrap")
+      throw new UserError(`The sandbox for process workers is not available: ${why}`, {
+        hint: "Install bubblewrap (apt-get install bubblewrap) on a kernel with user namespaces, or set SVC_SANDBOX=none (one user only).",
+      });
     return { kind: "none", reason: why, description: `no sandbox (${why})` };
   };
   if (process.platform !== "linux") return unavailable(`bubblewrap needs Linux (this is ${process.platform})`);
@@ -257,7 +275,11 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
     return (identityDir = dir);
   };
   const devices = gpuDevices();
-  const description = describeSandbox({ seccomp: seccomp !== undefined, cgroups, cgroupsUnavailable: "unavailable" in detected ? detected.unavailable : undefined });
+  const description = describeSandbox({
+    seccomp: seccomp !== undefined,
+    cgroups,
+    cgroupsUnavailable: "unavailable" in detected ? detected.unavailable : undefined,
+  });
 
   return {
     kind: "bwrap",
@@ -302,9 +324,7 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
       const options = { stdio, env: {}, cwd: "/", detached: true };
       try {
         cgroup?.limit(launch.limits);
-        child = cgroup
-          ? spawn("/bin/sh", ["-c", JOIN_CGROUP, "sh", ...cgroup.dirs, "--", ...command], options)
-          : spawn(command[0]!, command.slice(1), options);
+        child = cgroup ? spawn("/bin/sh", ["-c", JOIN_CGROUP, "sh", ...cgroup.dirs, "--", ...command], options) : spawn(command[0]!, command.slice(1), options);
       } catch (err) {
         void cgroup?.remove();
         throw err;

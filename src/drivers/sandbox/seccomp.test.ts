@@ -1,5 +1,17 @@
 import { describe, expect, it } from "vitest";
-import { auditArch, CLONE_NAMESPACE_FLAGS, deniedNumber, encodeProgram, ENOSYS, EPERM, evaluate, SECCOMP_RET_ALLOW, seccompArch, seccompProgram, type SeccompArch } from "./seccomp.js";
+import {
+  auditArch,
+  CLONE_NAMESPACE_FLAGS,
+  deniedNumber,
+  encodeProgram,
+  ENOSYS,
+  EPERM,
+  evaluate,
+  SECCOMP_RET_ALLOW,
+  seccompArch,
+  seccompProgram,
+  type SeccompArch,
+} from "./seccomp.js";
 
 const ERRNO = (e: number) => 0x00050000 | e;
 const CLONE_THREAD_FLAGS = 0x003d0f00; // what glibc's pthread_create passes: no namespace flag
@@ -10,7 +22,23 @@ describe("seccompProgram", () => {
     const run = (nr: number, args?: number[], a = auditArch(arch)) => evaluate(program, { nr, arch: a, args });
 
     it(`${arch}: denies the dangerous calls with EPERM and allows the rest`, () => {
-      for (const name of ["ptrace", "process_vm_readv", "process_vm_writev", "kexec_load", "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "mount", "umount2", "pivot_root", "unshare", "setns"]) {
+      for (const name of [
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "kexec_load",
+        "keyctl",
+        "add_key",
+        "request_key",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "unshare",
+        "setns",
+      ]) {
         expect(run(deniedNumber(name, arch)!), name).toBe(ERRNO(EPERM));
       }
       // read, write, openat, mmap, futex, epoll_wait...: what Node does all day

@@ -62,7 +62,12 @@ export async function serveArtifact(call: RouteCall<ArtifactDeps>): Promise<void
     throw err;
   });
   if (!info) throw notHere(sha);
-  res.writeHead(200, { "content-type": "application/gzip", "content-length": info.size, etag: `"${sha}"`, "cache-control": "private, max-age=31536000, immutable" });
+  res.writeHead(200, {
+    "content-type": "application/gzip",
+    "content-length": info.size,
+    etag: `"${sha}"`,
+    "cache-control": "private, max-age=31536000, immutable",
+  });
   if (req.method === "HEAD") return void res.end();
   // A reader that goes away mid-file ends the pipeline; nothing to clean up, nothing to answer.
   await pipeline(createReadStream(path), res).catch(() => undefined);

@@ -34,7 +34,11 @@ export const localArtifacts: ArtifactStore = {
   local: async (path) => path,
 };
 
-export function postgresArtifacts(options: { dataDir: string; db: Queryable; transaction<T>(body: (client: Queryable) => Promise<T>): Promise<T> }): ArtifactStore {
+export function postgresArtifacts(options: {
+  dataDir: string;
+  db: Queryable;
+  transaction<T>(body: (client: Queryable) => Promise<T>): Promise<T>;
+}): ArtifactStore {
   const fetching = new Map<string, Promise<string>>();
   const ownPath = (sha: string) => join(options.dataDir, "artifacts", `${sha}.tar.gz`);
 
@@ -89,7 +93,12 @@ export function postgresArtifacts(options: { dataDir: string; db: Queryable; tra
         }
         if (pending.length > 0 || part === 0) await flush(pending);
         // Two replicas publishing the same build: the first row wins, the parts are the same bytes.
-        await client.query("INSERT INTO svc_artifacts (sha256, size, parts, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [sha, size, part, Date.now()]);
+        await client.query("INSERT INTO svc_artifacts (sha256, size, parts, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [
+          sha,
+          size,
+          part,
+          Date.now(),
+        ]);
       });
     },
     async local(path) {

@@ -4,7 +4,23 @@ import { EndpointRegistry } from "../endpoints/registry.js";
 import type { EndpointRow } from "../store/types.js";
 
 const row = (id: string, over: Partial<EndpointRow> = {}): EndpointRow =>
-  ({ id, userId: "u", app: "a", env: "e", name: id, type: "queue", resource: { functions: [] }, artifactPath: "", revision: "r1", createdAt: 1, updatedAt: 1, completed: 0, failed: 0, retried: 0, ...over }) as EndpointRow;
+  ({
+    id,
+    userId: "u",
+    app: "a",
+    env: "e",
+    name: id,
+    type: "queue",
+    resource: { functions: [] },
+    artifactPath: "",
+    revision: "r1",
+    createdAt: 1,
+    updatedAt: 1,
+    completed: 0,
+    failed: 0,
+    retried: 0,
+    ...over,
+  }) as EndpointRow;
 
 describe("planEndpointSync", () => {
   it("upserts new and changed rows, removes rows the store no longer has, and leaves the rest", () => {

@@ -61,7 +61,13 @@ export function forwardRequest(target: string, req: IncomingMessage, res: Server
         resolve();
         return;
       }
-      reject(new Refusal("unavailable", `The replica serving jobs at ${target} does not answer (${(err as NodeJS.ErrnoException).code ?? err.message}); retry in a few seconds`, { retryAfterS: 5 }));
+      reject(
+        new Refusal(
+          "unavailable",
+          `The replica serving jobs at ${target} does not answer (${(err as NodeJS.ErrnoException).code ?? err.message}); retry in a few seconds`,
+          { retryAfterS: 5 },
+        ),
+      );
     });
     // A client that goes away stops the forwarded request too (a /runsync wait, a follow).
     res.once("close", () => {

@@ -89,12 +89,16 @@ export class JobsRole {
       // Not serving jobs and not knowing who does: job traffic is refused as the database being unreachable
       // (never sent to a made-up address) until a later lease attempt reads the holder (heldBy).
       this.served = null;
-      this.options.log(`could not read which replica serves jobs (${errorMessage(err)}); job traffic that reaches this one is refused until the database answers`);
+      this.options.log(
+        `could not read which replica serves jobs (${errorMessage(err)}); job traffic that reaches this one is refused until the database answers`,
+      );
       return;
     }
     this.served = holder?.address ?? null;
     this.holderAdopts = holder?.adoptsHandoffs ?? false;
-    this.options.log(`jobs of this database are served by the replica at ${this.served ?? "an address the database does not name"}; job traffic that reaches this one goes there, and this one takes over if it goes away`);
+    this.options.log(
+      `jobs of this database are served by the replica at ${this.served ?? "an address the database does not name"}; job traffic that reaches this one goes there, and this one takes over if it goes away`,
+    );
   }
 
   /** What taking over means (the service wired): a takeover that came before runs now. */
@@ -110,7 +114,10 @@ export class JobsRole {
   private changed(leading: boolean): void {
     if (!this.decided) return;
     if (!leading) {
-      if (this.served === undefined) this.options.log("this replica could not renew its lease to serve jobs (the database does not answer); it goes on serving them unless another replica took over");
+      if (this.served === undefined)
+        this.options.log(
+          "this replica could not renew its lease to serve jobs (the database does not answer); it goes on serving them unless another replica took over",
+        );
       return;
     }
     this.failing = false;

@@ -23,10 +23,24 @@ import { DeployError, Deployments, ReleaseFailedError, keepArtifactFile, type En
 
 function resource(overrides: Partial<ManifestResource> = {}): ManifestResource {
   return {
-    is_load_balanced: false, imageName: "svc-worker:cpu", workersMin: 0, workersMax: 2, gpuIds: "", env: {},
-    functions: [{ name: "echo", module: "src/index.ts", export: "echo", kind: "function" }], computeType: "CPU", gpuTypeIds: [],
-    instanceIds: ["cpu3c-1-2"], dependencies: [], idleTimeout: 60, executionTimeoutMs: 600_000, maxConcurrency: 1,
-    retries: 1, volume: null, handler: "endpoints/echo/handler.mjs", ...overrides,
+    is_load_balanced: false,
+    imageName: "svc-worker:cpu",
+    workersMin: 0,
+    workersMax: 2,
+    gpuIds: "",
+    env: {},
+    functions: [{ name: "echo", module: "src/index.ts", export: "echo", kind: "function" }],
+    computeType: "CPU",
+    gpuTypeIds: [],
+    instanceIds: ["cpu3c-1-2"],
+    dependencies: [],
+    idleTimeout: 60,
+    executionTimeoutMs: 600_000,
+    maxConcurrency: 1,
+    retries: 1,
+    volume: null,
+    handler: "endpoints/echo/handler.mjs",
+    ...overrides,
   };
 }
 
@@ -210,7 +224,11 @@ describe("Deployments.plan", () => {
     const t = await setup();
     const build = await t.upload({ api: resource() });
     const noEnv = await failure(t.deployments.plan(ref, { build: build.id }));
-    expect(noEnv).toMatchObject({ failure: "not-found", message: 'No app "shop" with environment "prod"', problems: ["create it with `svc env create prod --app shop` or `svc deploy --env prod`"] });
+    expect(noEnv).toMatchObject({
+      failure: "not-found",
+      message: 'No app "shop" with environment "prod"',
+      problems: ["create it with `svc env create prod --app shop` or `svc deploy --env prod`"],
+    });
     await t.deployments.createEnvironment(ref);
     const noBuild = await failure(t.deployments.plan(ref, { build: "b".repeat(64) }));
     expect(noBuild).toMatchObject({ failure: "not-found", message: `No build ${"b".repeat(64)} of app "shop"` });
@@ -319,7 +337,10 @@ describe("Deployments.undeploy", () => {
       problems: ["deployed: api"],
     });
     expect(await failure(t.deployments.undeploy({ ...ref, env: "staging" }, { endpoints: ["api"], all: false }))).toMatchObject({ failure: "not-found" });
-    expect(await failure(t.deployments.undeploy(ref, { endpoints: [], all: false }))).toMatchObject({ failure: "invalid", message: "Say which endpoints to remove" });
+    expect(await failure(t.deployments.undeploy(ref, { endpoints: [], all: false }))).toMatchObject({
+      failure: "invalid",
+      message: "Say which endpoints to remove",
+    });
     expect(t.names()).toEqual(["api"]);
   });
 
@@ -349,9 +370,17 @@ describe("Deployments.configure", () => {
   it("refuses a bad value, a reserved variable, a scaling policy it cannot follow and a change that needs a build", async () => {
     const t = await setup();
     await t.deployed({ api: resource() });
-    expect(await failure(t.deployments.configure(ref, { resources: ["api"], dryRun: false }))).toMatchObject({ failure: "invalid", message: "Send {resources} with each endpoint's configuration" });
-    expect(await failure(t.deployments.configure(ref, { resources: { api: resource({ env: { SVC_API_KEY: "x" } }) }, dryRun: false }))).toMatchObject({ failure: "invalid", check: "reserved-env" });
-    expect(await failure(t.deployments.configure(ref, { resources: { api: resource({ scaler: { type: "nonsense", value: 1 } as never }) }, dryRun: false }))).toMatchObject({ failure: "invalid", check: "scaler" });
+    expect(await failure(t.deployments.configure(ref, { resources: ["api"], dryRun: false }))).toMatchObject({
+      failure: "invalid",
+      message: "Send {resources} with each endpoint's configuration",
+    });
+    expect(await failure(t.deployments.configure(ref, { resources: { api: resource({ env: { SVC_API_KEY: "x" } }) }, dryRun: false }))).toMatchObject({
+      failure: "invalid",
+      check: "reserved-env",
+    });
+    expect(
+      await failure(t.deployments.configure(ref, { resources: { api: resource({ scaler: { type: "nonsense", value: 1 } as never }) }, dryRun: false })),
+    ).toMatchObject({ failure: "invalid", check: "scaler" });
     const needsBuild = await failure(t.deployments.configure(ref, { resources: { api: resource(), web: resource() }, dryRun: false }));
     expect(needsBuild).toMatchObject({ failure: "conflict", problems: ['endpoint "web" is in the code but not deployed'] });
     expect(t.deployments.endpointsOf("alice", "shop", "prod")[0]!.resource).toEqual(resource());
@@ -363,7 +392,10 @@ describe("Deployments.deployFile (svc dev)", () => {
     const t = await setup();
     const source = join(t.dir, "dev.tar.gz");
     writeFileSync(source, "first");
-    const rows = await t.deployments.deployFile(ref, { manifest: manifest({ api: resource(), old: resource({ workersMin: 1 }) }, "dev1"), artifactPath: source });
+    const rows = await t.deployments.deployFile(ref, {
+      manifest: manifest({ api: resource(), old: resource({ workersMin: 1 }) }, "dev1"),
+      artifactPath: source,
+    });
     expect(rows.map((r) => r.name)).toEqual(["api", "old"]);
     const first = await t.environment();
     expect(first!.buildId).toMatch(/^[0-9a-f]{64}$/);
@@ -408,7 +440,10 @@ describe("Deployments: environments and apps", () => {
     const t = await setup();
     expect((await t.deployments.createEnvironment(ref)).created).toBe(true);
     expect((await t.deployments.createEnvironment(ref)).created).toBe(false);
-    expect(await failure(t.deployments.deleteEnvironment({ ...ref, env: "nope" }))).toMatchObject({ failure: "not-found", message: 'No app "shop" with environment "nope"' });
+    expect(await failure(t.deployments.deleteEnvironment({ ...ref, env: "nope" }))).toMatchObject({
+      failure: "not-found",
+      message: 'No app "shop" with environment "nope"',
+    });
     expect(await failure(t.deployments.deleteApp("alice", "nope"))).toMatchObject({ failure: "not-found", message: 'No app "nope"' });
     const build = await t.upload({ api: resource() });
     await (await t.deployments.activate(ref, { build: build.id, confirmRemove: [] })).done;

@@ -192,7 +192,16 @@ export class Deployments {
   async upload(userId: string, app: string, artifact: ArtifactFile): Promise<BuildRow> {
     await this.deps.artifacts.publish(artifact.path);
     const now = Date.now();
-    const build: BuildRow = { id: artifact.sha256, userId, app, size: artifact.size, fingerprint: artifact.manifest.fingerprint, manifest: artifact.manifest, path: artifact.path, createdAt: now };
+    const build: BuildRow = {
+      id: artifact.sha256,
+      userId,
+      app,
+      size: artifact.size,
+      fingerprint: artifact.manifest.fingerprint,
+      manifest: artifact.manifest,
+      path: artifact.path,
+      createdAt: now,
+    };
     await this.deps.write([
       { op: "upsertApp", app: { userId, name: app, createdAt: now } },
       { op: "insertBuild", build },
@@ -208,7 +217,16 @@ export class Deployments {
     if (!build && SHA.test(request.build) && isObject(request.manifest) && isObject(request.manifest.resources)) {
       const manifest = request.manifest as unknown as Manifest;
       manifest.routes ??= {};
-      build = { id: request.build, userId: ref.userId, app: ref.app, size: 0, fingerprint: String(manifest.fingerprint), manifest, path: "", createdAt: Date.now() };
+      build = {
+        id: request.build,
+        userId: ref.userId,
+        app: ref.app,
+        size: 0,
+        fingerprint: String(manifest.fingerprint),
+        manifest,
+        path: "",
+        createdAt: Date.now(),
+      };
     }
     const checked = this.checkBuild(ref, build, request.build);
     return { build: checked.build, plan: await this.planFor(ref, environment, checked.build) };
@@ -227,7 +245,11 @@ export class Deployments {
     const confirmed = new Set(request.confirmRemove);
     const unconfirmed = plan.remove.filter((r) => !confirmed.has(r.name));
     if (unconfirmed.length > 0) {
-      throw new DeployError("conflict", "Activating this build removes endpoints that were not confirmed", unconfirmed.map((r) => `would remove endpoint "${r.name}" (${r.id})`));
+      throw new DeployError(
+        "conflict",
+        "Activating this build removes endpoints that were not confirmed",
+        unconfirmed.map((r) => `would remove endpoint "${r.name}" (${r.id})`),
+      );
     }
     // Volumes its endpoints name that the user does not have yet: theirs from now on, kept like any volume.
     await this.deps.management?.createVolumes(volumes);
@@ -252,7 +274,14 @@ export class Deployments {
     const kept = await keepArtifactFile(this.deps.dataDir, input.artifactPath);
     // The manifest given is the one deployed, even where the same bytes were recorded before with another.
     const build = { ...(await this.upload(ref.userId, ref.app, { ...kept, manifest: input.manifest })), manifest: input.manifest };
-    const environment = (await this.environment(ref)) ?? { userId: ref.userId, app: ref.app, name: ref.env, buildId: null, createdAt: Date.now(), activatedAt: null };
+    const environment = (await this.environment(ref)) ?? {
+      userId: ref.userId,
+      app: ref.app,
+      name: ref.env,
+      buildId: null,
+      createdAt: Date.now(),
+      activatedAt: null,
+    };
     const plan = planDeploy([...this.deps.endpoints.values()], { ...ref, resources, artifactPath: build.path, artifactHash: build.id }, Date.now());
     await this.deps.management?.createVolumes(volumes);
     const { done } = await this.release(environment, build, "deploy", {
@@ -292,9 +321,16 @@ export class Deployments {
     if (!isObject(request.resources)) throw new DeployError("invalid", "Send {resources} with each endpoint's configuration");
     const resources = request.resources as Record<string, ManifestResource>;
     const reserved = reservedEnvInResources(resources);
-    if (reserved.length > 0) throw new DeployError("invalid", "The configuration sets environment variables that configuration may not set; nothing was changed", reserved, "reserved-env");
+    if (reserved.length > 0)
+      throw new DeployError(
+        "invalid",
+        "The configuration sets environment variables that configuration may not set; nothing was changed",
+        reserved,
+        "reserved-env",
+      );
     const policies = scalerProblemsInResources(resources);
-    if (policies.length > 0) throw new DeployError("invalid", "The configuration names a scaling policy the service cannot follow; nothing was changed", policies, "scaler");
+    if (policies.length > 0)
+      throw new DeployError("invalid", "The configuration names a scaling policy the service cannot follow; nothing was changed", policies, "scaler");
     const plan = planConfigUpdate(existing, resources, Date.now());
     if (plan.problems.length > 0) throw new DeployError("conflict", "These changes need a new build: run `svc deploy`", plan.problems);
     if (!request.dryRun && plan.rows.length > 0) {
@@ -339,25 +375,31 @@ export class Deployments {
   async requireEnvironment(ref: EnvironmentRef): Promise<EnvironmentRow> {
     const environment = await this.environment(ref);
     if (!environment) {
-      throw new DeployError("not-found", `No app "${ref.app}" with environment "${ref.env}"`, [`create it with \`svc env create ${ref.env} --app ${ref.app}\` or \`svc deploy --env ${ref.env}\``]);
+      throw new DeployError("not-found", `No app "${ref.app}" with environment "${ref.env}"`, [
+        `create it with \`svc env create ${ref.env} --app ${ref.app}\` or \`svc deploy --env ${ref.env}\``,
+      ]);
     }
     return environment;
   }
 
   /** The build asked for, of this app, whose endpoints may be planned; the volumes it would create. */
   private checkBuild(ref: EnvironmentRef, build: BuildRow | undefined, asked: string): { build: BuildRow; volumes: VolumeRecord[] } {
-    if (!build || build.app !== ref.app) throw new DeployError("not-found", `No build ${asked || "(missing)"} of app "${ref.app}"`, ["upload it first: POST /v1/apps/{app}/builds"]);
+    if (!build || build.app !== ref.app)
+      throw new DeployError("not-found", `No build ${asked || "(missing)"} of app "${ref.app}"`, ["upload it first: POST /v1/apps/{app}/builds"]);
     return { build, volumes: this.checkResources(ref.userId, build.manifest.resources) };
   }
 
   /** What no endpoint of a release may ask for, known from its manifest alone; the volumes it would create. */
   private checkResources(userId: string, resources: Record<string, ManifestResource>): VolumeRecord[] {
     const reserved = reservedEnvInResources(resources);
-    if (reserved.length > 0) throw new DeployError("invalid", "The build sets environment variables that configuration may not set; nothing was activated", reserved, "reserved-env");
+    if (reserved.length > 0)
+      throw new DeployError("invalid", "The build sets environment variables that configuration may not set; nothing was activated", reserved, "reserved-env");
     const policies = scalerProblemsInResources(resources);
-    if (policies.length > 0) throw new DeployError("invalid", "The build names a scaling policy the service cannot follow; nothing was activated", policies, "scaler");
+    if (policies.length > 0)
+      throw new DeployError("invalid", "The build names a scaling policy the service cannot follow; nothing was activated", policies, "scaler");
     const volumes = this.deps.management?.deployVolumes(userId, resources) ?? { create: [], errors: [] };
-    if (volumes.errors.length > 0) throw new DeployError("invalid", "The build names network volumes it cannot use; nothing was activated", volumes.errors, "volumes");
+    if (volumes.errors.length > 0)
+      throw new DeployError("invalid", "The build names network volumes it cannot use; nothing was activated", volumes.errors, "volumes");
     return volumes.create;
   }
 
@@ -375,7 +417,12 @@ export class Deployments {
   }
 
   /** Steps 3 to 5 above: begin the release; `done` follows it to the end. */
-  private async release(environment: EnvironmentRow, build: BuildRow, kind: ReleaseRow["kind"], change: Switch): Promise<{ release: ReleaseRow; done: Promise<ReleaseRow> }> {
+  private async release(
+    environment: EnvironmentRow,
+    build: BuildRow,
+    kind: ReleaseRow["kind"],
+    change: Switch,
+  ): Promise<{ release: ReleaseRow; done: Promise<ReleaseRow> }> {
     const { release, settled } = await this.deps.releases.begin({
       userId: environment.userId,
       app: environment.app,
@@ -435,7 +482,8 @@ export class Deployments {
     const scaler = this.deps.scaler();
     if (!scaler || ids.length === 0) return;
     const gone = await scaler.stopWorkersOf(new Set(ids), this.deps.workersGoneTimeoutMs ?? WORKERS_GONE_TIMEOUT_MS);
-    if (!gone) throw new DeployError("workers-running", "The endpoints were removed but some of their workers are still running", ["check again with `svc env get`"]);
+    if (!gone)
+      throw new DeployError("workers-running", "The endpoints were removed but some of their workers are still running", ["check again with `svc env get`"]);
   }
 }
 

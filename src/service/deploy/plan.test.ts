@@ -6,10 +6,24 @@ import type { BuildRow } from "../store/deploy-rows.js";
 
 function resource(overrides: Partial<ManifestResource> = {}): ManifestResource {
   return {
-    is_load_balanced: false, imageName: "svc-worker-cpu:0.1.0", workersMin: 0, workersMax: 2, gpuIds: "", env: {},
-    functions: [{ name: "f", module: "src/a.ts", export: "f", kind: "function" }], computeType: "CPU", gpuTypeIds: [],
-    instanceIds: ["cpu3c-1-2"], dependencies: [], idleTimeout: 5, executionTimeoutMs: 600_000, maxConcurrency: 1,
-    retries: 1, volume: null, handler: "endpoints/a/handler.mjs", ...overrides,
+    is_load_balanced: false,
+    imageName: "svc-worker-cpu:0.1.0",
+    workersMin: 0,
+    workersMax: 2,
+    gpuIds: "",
+    env: {},
+    functions: [{ name: "f", module: "src/a.ts", export: "f", kind: "function" }],
+    computeType: "CPU",
+    gpuTypeIds: [],
+    instanceIds: ["cpu3c-1-2"],
+    dependencies: [],
+    idleTimeout: 5,
+    executionTimeoutMs: 600_000,
+    maxConcurrency: 1,
+    retries: 1,
+    volume: null,
+    handler: "endpoints/a/handler.mjs",
+    ...overrides,
   };
 }
 
@@ -60,7 +74,10 @@ describe("planActivation", () => {
     const first = build("a", "fp1", { a: resource(), b: resource() });
     const rows = activate([], first).upsert;
     const plan = activate(rows, build("b", "fp1", { a: resource({ workersMax: 5 }), b: resource() }), first);
-    expect(plan.endpoints.map((e) => [e.name, e.action])).toEqual([["a", "update"], ["b", "unchanged"]]);
+    expect(plan.endpoints.map((e) => [e.name, e.action])).toEqual([
+      ["a", "update"],
+      ["b", "unchanged"],
+    ]);
   });
 
   it("another environment's endpoints are never touched", () => {
@@ -87,7 +104,8 @@ describe("planConfigUpdate", () => {
   });
 
   it("gpuCount is a restart change; a deployed manifest without it reads as one GPU, not a change", () => {
-    const gpu = (o: Partial<ManifestResource> = {}) => resource({ computeType: "GPU", gpuTypeIds: ["HOPPER_141"], gpuIds: "HOPPER_141", instanceIds: [], ...o });
+    const gpu = (o: Partial<ManifestResource> = {}) =>
+      resource({ computeType: "GPU", gpuTypeIds: ["HOPPER_141"], gpuIds: "HOPPER_141", instanceIds: [], ...o });
     const deployed = activate([], build("g", "fp1", { a: gpu() })).upsert;
     expect(planConfigUpdate(deployed, { a: gpu({ gpuCount: 1 }) }, 2000).changes).toEqual([]);
     const plan = planConfigUpdate(deployed, { a: gpu({ gpuCount: 2 }) }, 2000);
@@ -100,7 +118,11 @@ describe("planConfigUpdate", () => {
   });
 
   it("code changes beyond configuration are problems (they need svc deploy)", () => {
-    const plan = planConfigUpdate(rows, { a: resource({ functions: [{ name: "g", module: "src/a.ts", export: "g", kind: "function" }] }), c: resource() }, 2000);
+    const plan = planConfigUpdate(
+      rows,
+      { a: resource({ functions: [{ name: "g", module: "src/a.ts", export: "g", kind: "function" }] }), c: resource() },
+      2000,
+    );
     expect(plan.problems).toEqual([
       'endpoint "a" serves other functions in the code than deployed',
       'endpoint "c" is in the code but not deployed',

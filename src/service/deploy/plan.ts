@@ -36,14 +36,18 @@ export function planActivation(
   now: number,
 ): ActivationPlan {
   const { build, current } = input;
-  const base = planDeploy(existing, {
-    userId: input.userId,
-    app: input.app,
-    env: input.env,
-    resources: build.manifest.resources,
-    artifactPath: input.artifactPath,
-    artifactHash: build.id,
-  }, now);
+  const base = planDeploy(
+    existing,
+    {
+      userId: input.userId,
+      app: input.app,
+      env: input.env,
+      resources: build.manifest.resources,
+      artifactPath: input.artifactPath,
+      artifactHash: build.id,
+    },
+    now,
+  );
   // Same sources built by the same svc: the running workers already serve this code.
   const sameSources = current !== undefined && current.fingerprint === build.fingerprint && current.manifest.svcVersion === build.manifest.svcVersion;
   const endpoints: PlannedEndpoint[] = [];
@@ -69,7 +73,20 @@ export function planActivation(
 }
 
 /** Configuration `svc update` may change without a new build. */
-export const CONFIG_FIELDS = ["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "gpuCount", "computeType", "instanceIds", "env", "idleTimeout", "scaler", "retries", "retryBackoff"] as const;
+export const CONFIG_FIELDS = [
+  "workersMin",
+  "workersMax",
+  "gpuIds",
+  "gpuTypeIds",
+  "gpuCount",
+  "computeType",
+  "instanceIds",
+  "env",
+  "idleTimeout",
+  "scaler",
+  "retries",
+  "retryBackoff",
+] as const;
 /** Of those, the ones whose change restarts workers (the spec: editing GPU types or worker counts). */
 export const RESTART_FIELDS: ReadonlySet<string> = new Set(["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "gpuCount", "computeType", "instanceIds"]);
 

@@ -107,14 +107,19 @@ function endpointJson(ctx: DeployRouteDeps, e: EndpointRow, routes: Record<strin
     type: e.type,
     routes: Object.keys((Object.hasOwn(routes, e.name) ? routes[e.name] : undefined) ?? {}).sort(),
     // What the console's "Try it" offers: each function, with the example input the build derived from its type.
-    functions: e.resource.functions.map((f) => ({ name: f.name, kind: f.kind, ...(f.class === undefined ? {} : { class: f.class }), ...(f.exampleInput === undefined ? {} : { exampleInput: f.exampleInput }) })),
+    functions: e.resource.functions.map((f) => ({
+      name: f.name,
+      kind: f.kind,
+      ...(f.class === undefined ? {} : { class: f.class }),
+      ...(f.exampleInput === undefined ? {} : { exampleInput: f.exampleInput }),
+    })),
     workersMin: e.resource.workersMin,
     workersMax: e.resource.workersMax,
     gpuTypeIds: e.resource.gpuTypeIds,
     idleTimeout: e.resource.idleTimeout,
     // The rest of its settings, for the console's endpoint page (secret names only: values never leave the service).
     computeType: e.resource.computeType,
-    gpuCount: e.resource.computeType === "GPU" ? e.resource.gpuCount ?? 1 : 0,
+    gpuCount: e.resource.computeType === "GPU" ? (e.resource.gpuCount ?? 1) : 0,
     executionTimeoutMs: e.resource.executionTimeoutMs,
     maxConcurrency: e.resource.maxConcurrency,
     retries: e.resource.retries,
@@ -297,7 +302,12 @@ async function activateAction(call: RouteCall): Promise<void> {
     confirmRemove: Array.isArray(body.confirmRemove) ? body.confirmRemove.map(String) : [],
     rollback: body.rollback === true,
   });
-  const answer = (r: ReleaseRow) => ({ ...planJson(call.ctx, plan, build.manifest.routes, r.state === "live"), build: build.id, fingerprint: build.fingerprint, release: r });
+  const answer = (r: ReleaseRow) => ({
+    ...planJson(call.ctx, plan, build.manifest.routes, r.state === "live"),
+    build: build.id,
+    fingerprint: build.fingerprint,
+    release: r,
+  });
   // `wait: false`: answer now (202 while new workers come up); the outcome is in GET .../releases.
   if (body.wait === false && release.state === "starting") return sendJson(call.res, answer(release), 202);
   sendJson(call.res, answer(await done));
@@ -306,7 +316,10 @@ async function activateAction(call: RouteCall): Promise<void> {
 /** POST .../undeploy {endpoints: [name] | all: true}: remove endpoints, once their workers exited. */
 async function undeployAction(call: RouteCall): Promise<void> {
   const { ref, body } = await actionCall(call, "undeploy");
-  const removed = await call.ctx.deployments.undeploy(ref, { endpoints: Array.isArray(body.endpoints) ? body.endpoints.map(String) : [], all: body.all === true });
+  const removed = await call.ctx.deployments.undeploy(ref, {
+    endpoints: Array.isArray(body.endpoints) ? body.endpoints.map(String) : [],
+    all: body.all === true,
+  });
   sendJson(call.res, { app: ref.app, env: ref.env, removed });
 }
 
@@ -351,13 +364,18 @@ const RELEASES_LISTED = 10;
 
 /** The answer to an activation whose release did not switch: which endpoint, the worker's error, what serves. */
 function releaseProblem(release: ReleaseRow): HttpProblem {
-  if (release.state === "superseded") return new HttpProblem(409, "A newer activation of this environment took over before this one switched", { members: { release } });
+  if (release.state === "superseded")
+    return new HttpProblem(409, "A newer activation of this environment took over before this one switched", { members: { release } });
   const why = release.error;
   const serving = release.previousBuildId ? `build ${release.previousBuildId.slice(0, 12)} keeps serving` : "nothing was deployed";
-  return new HttpProblem(422, `The release failed: ${why?.endpoint ? `endpoint ${why.endpoint}'s new workers could not start` : "it could not switch"}; ${serving}`, {
-    errors: why ? [why.message] : [],
-    members: { release },
-  });
+  return new HttpProblem(
+    422,
+    `The release failed: ${why?.endpoint ? `endpoint ${why.endpoint}'s new workers could not start` : "it could not switch"}; ${serving}`,
+    {
+      errors: why ? [why.message] : [],
+      members: { release },
+    },
+  );
 }
 
 function buildJson(b: { id: string; app: string; size: number; fingerprint: string; createdAt: number }) {
@@ -367,7 +385,11 @@ function buildJson(b: { id: string; app: string; size: number; fingerprint: stri
 function planJson(ctx: DeployRouteDeps, plan: ActivationPlan, routes: Record<string, Record<string, string>>, applied: boolean) {
   return {
     applied,
-    endpoints: plan.endpoints.map((e) => ({ ...e, url: endpointUrl(ctx.url, e.id, e.type), routes: Object.keys((Object.hasOwn(routes, e.name) ? routes[e.name] : undefined) ?? {}).sort() })),
+    endpoints: plan.endpoints.map((e) => ({
+      ...e,
+      url: endpointUrl(ctx.url, e.id, e.type),
+      routes: Object.keys((Object.hasOwn(routes, e.name) ? routes[e.name] : undefined) ?? {}).sort(),
+    })),
     remove: plan.remove,
   };
 }

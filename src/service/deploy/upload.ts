@@ -100,7 +100,10 @@ export async function receiveArtifact(req: IncomingMessage, dataDir: string, exp
   const stalled = new Promise<never>((_, reject) => {
     const arm = () => {
       clearTimeout(idle);
-      idle = setTimeout(() => reject(new HttpProblem(408, `The upload sent nothing for ${Math.round(idleMs / 1000)} s; it was cut off`, { headers: { connection: "close" } })), idleMs);
+      idle = setTimeout(
+        () => reject(new HttpProblem(408, `The upload sent nothing for ${Math.round(idleMs / 1000)} s; it was cut off`, { headers: { connection: "close" } })),
+        idleMs,
+      );
     };
     arm();
     req.on("data", arm);
@@ -179,7 +182,13 @@ export function parseManifest(text: string | undefined): Manifest {
   } catch {
     throw new HttpProblem(422, `The artifact's ${MANIFEST_FILE} is not valid JSON`);
   }
-  if (!manifest || typeof manifest !== "object" || typeof manifest.resources !== "object" || manifest.resources === null || typeof manifest.fingerprint !== "string") {
+  if (
+    !manifest ||
+    typeof manifest !== "object" ||
+    typeof manifest.resources !== "object" ||
+    manifest.resources === null ||
+    typeof manifest.fingerprint !== "string"
+  ) {
     throw new HttpProblem(422, `The artifact's ${MANIFEST_FILE} is not a svc manifest`, { errors: ["resources and fingerprint are required"] });
   }
   manifest.routes ??= {};

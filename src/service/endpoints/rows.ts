@@ -39,7 +39,11 @@ export function planDeploy(
     const id = endpointId(input.userId, input.app, input.env, name);
     // The endpoint's own code hash (and configuration) decides when its workers are replaced; an artifact without
     // one (an older build) replaces them on any change of the artifact.
-    const revision = createHash("sha256").update(JSON.stringify(resource)).update(resource.codeHash ? "" : input.artifactHash).digest("hex").slice(0, 16);
+    const revision = createHash("sha256")
+      .update(JSON.stringify(resource))
+      .update(resource.codeHash ? "" : input.artifactHash)
+      .digest("hex")
+      .slice(0, 16);
     const before = mine.find((e) => e.id === id);
     if (before && before.revision !== revision) changed.push(id);
     upsert.push({
@@ -63,4 +67,3 @@ export function planDeploy(
   const remove = mine.filter((e) => !names.has(e.name));
   return { upsert, remove, changed };
 }
-

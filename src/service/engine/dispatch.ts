@@ -58,7 +58,11 @@ export class DispatchSystem {
             },
             timer: clock.setTimeout(() => {
               const list = this.takers.get(w.endpointId);
-              if (list) this.takers.set(w.endpointId, list.filter((t) => t !== taker));
+              if (list)
+                this.takers.set(
+                  w.endpointId,
+                  list.filter((t) => t !== taker),
+                );
               resolve([]);
             }, waitMs),
           };
@@ -71,7 +75,10 @@ export class DispatchSystem {
             () => {
               const current = this.takers.get(w.endpointId);
               if (!current?.includes(taker)) return;
-              this.takers.set(w.endpointId, current.filter((t) => t !== taker));
+              this.takers.set(
+                w.endpointId,
+                current.filter((t) => t !== taker),
+              );
               clock.clearTimeout(taker.timer);
               resolve([]);
             },
@@ -201,7 +208,10 @@ export class DispatchSystem {
         t.resolve([]);
       }
     }
-    this.takers.set(w.endpointId, (this.takers.get(w.endpointId) ?? []).filter((t) => t.workerId !== w.id));
+    this.takers.set(
+      w.endpointId,
+      (this.takers.get(w.endpointId) ?? []).filter((t) => t.workerId !== w.id),
+    );
   }
 
   /** The endpoint is gone: its waiting takes answer with no job. */
@@ -215,10 +225,11 @@ export class DispatchSystem {
 
   /** Shutting down: every waiting take answers with no job. */
   close(): void {
-    for (const list of this.takers.values()) for (const t of list) {
-      this.$.clock.clearTimeout(t.timer);
-      t.resolve([]);
-    }
+    for (const list of this.takers.values())
+      for (const t of list) {
+        this.$.clock.clearTimeout(t.timer);
+        t.resolve([]);
+      }
     this.takers.clear();
   }
 }

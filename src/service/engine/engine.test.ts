@@ -42,7 +42,10 @@ class MemoryJobStore implements Store {
           break;
         }
         case "deleteChunksAfter":
-          this.chunks.set(o.jobId, (this.chunks.get(o.jobId) ?? []).filter((c) => c.seq <= o.seq));
+          this.chunks.set(
+            o.jobId,
+            (this.chunks.get(o.jobId) ?? []).filter((c) => c.seq <= o.seq),
+          );
           break;
         case "insertLog":
           this.logLines.push({ ...o.line, seq: this.logLines.length + 1 });
@@ -81,7 +84,10 @@ class MemoryJobStore implements Store {
     return Math.max(0, ...(this.chunks.get(jobId) ?? []).map((c) => c.seq));
   }
   async expiredJobIds(now: number, limit: number) {
-    return [...this.jobs.values()].filter((j) => j.expiresAt !== null && j.expiresAt <= now).slice(0, limit).map((j) => j.id);
+    return [...this.jobs.values()]
+      .filter((j) => j.expiresAt !== null && j.expiresAt <= now)
+      .slice(0, limit)
+      .map((j) => j.id);
   }
   async logs(q: { endpointId: string; jobId?: string; since?: number; afterId?: number; limit: number }) {
     return this.logLines
@@ -123,7 +129,10 @@ class MemoryJobStore implements Store {
     await this.apply(ops);
     const ids = [...this.handedOff];
     this.handedOff.clear();
-    return ids.map((id) => this.jobs.get(id)).filter((j): j is JobRow => j?.status === "IN_QUEUE").map((j) => ({ ...j }));
+    return ids
+      .map((id) => this.jobs.get(id))
+      .filter((j): j is JobRow => j?.status === "IN_QUEUE")
+      .map((j) => ({ ...j }));
   }
 }
 
@@ -247,9 +256,7 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(await engine.done(w1, [{ jobId: job.id, lease: lease1, status: "COMPLETED", output: "from w1" }])).toEqual([
       { jobId: job.id, accepted: false, code: "lease-lost", reason: "lease lost" },
     ]);
-    expect(await engine.done(w2, [{ jobId: job.id, lease: lease2, status: "COMPLETED", output: "from w2" }])).toEqual([
-      { jobId: job.id, accepted: true },
-    ]);
+    expect(await engine.done(w2, [{ jobId: job.id, lease: lease2, status: "COMPLETED", output: "from w2" }])).toEqual([{ jobId: job.id, accepted: true }]);
     expect((await engine.record("e1", job.id))!.output).toBe(JSON.stringify("from w2"));
   });
 
@@ -317,7 +324,11 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     expect(taken).toMatchObject({ executionTimeoutMs: 2_000 });
     clock.advance(2_001);
     engine.tick();
-    expect(await engine.record("e1", job.id)).toMatchObject({ status: "TIMED_OUT", errorType: "TimeoutError", error: "The job ran longer than its execution timeout of 2000 ms" });
+    expect(await engine.record("e1", job.id)).toMatchObject({
+      status: "TIMED_OUT",
+      errorType: "TimeoutError",
+      error: "The job ran longer than its execution timeout of 2000 ms",
+    });
   });
 
   it("a failed job with retries left is queued again; out of retries it ends FAILED, counted once each way", async () => {
@@ -353,7 +364,12 @@ describe("the job engine over an in-memory store and a fake clock", () => {
       await engine.write([]);
       expect(store.jobs.get(job.id)).toMatchObject({ status: "IN_QUEUE", notBefore });
       // The job's logs say why it waits and for how long.
-      expect(store.logLines.at(-1)).toMatchObject({ jobId: job.id, workerId: "svc", stream: "log", text: `attempt ${retry} failed; retry ${retry} of 3 in ${notBefore - failedAt} ms` });
+      expect(store.logLines.at(-1)).toMatchObject({
+        jobId: job.id,
+        workerId: "svc",
+        stream: "log",
+        text: `attempt ${retry} failed; retry ${retry} of 3 in ${notBefore - failedAt} ms`,
+      });
       if (notBefore > clock.now()) {
         clock.advance(notBefore - clock.now() - 1);
         expect(await engine.take(w1, 1, 0)).toEqual([]);
@@ -388,7 +404,9 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     const { engine, w1 } = setup({ endpoint: { retries: 5 } });
     const job = await engine.submit("e1", { input: 1, sync: false });
     const [a] = await engine.take(w1, 1, 0);
-    await engine.done(w1, [{ jobId: job.id, lease: a!.lease!, status: "FAILED", error: { message: "bad input", type: "NonRetryableError", retryable: false } }]);
+    await engine.done(w1, [
+      { jobId: job.id, lease: a!.lease!, status: "FAILED", error: { message: "bad input", type: "NonRetryableError", retryable: false } },
+    ]);
     expect(await engine.record("e1", job.id)).toMatchObject({ status: "FAILED", retried: 0, attempt: 1, error: "bad input", errorType: "NonRetryableError" });
     expect(engine.health("e1").jobs).toMatchObject({ failed: 1, retried: 0, inQueue: 0 });
   });
@@ -416,7 +434,11 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     await engine.take(w1, 1, 0);
     clock.advance(5_000);
     engine.tick();
-    expect(await engine.record("e1", running.id)).toMatchObject({ status: "TIMED_OUT", errorType: "TtlExpired", error: expect.stringMatching(/ran out while it ran; it was stopped/) });
+    expect(await engine.record("e1", running.id)).toMatchObject({
+      status: "TIMED_OUT",
+      errorType: "TtlExpired",
+      error: expect.stringMatching(/ran out while it ran; it was stopped/),
+    });
     expect(await engine.events(w1, 0)).toEqual({ cancel: [running.id], drain: false });
     await engine.write([]);
     expect(store.jobs.get(running.id)).toMatchObject({ status: "TIMED_OUT" });
@@ -439,7 +461,10 @@ describe("the job engine over an in-memory store and a fake clock", () => {
 
   it("progress a running job reports is kept on its row, only from the current lease, and cleared by the next attempt", async () => {
     const reported: Array<string | null | undefined> = [];
-    const { engine, store, clock, w1 } = setup({ endpoint: { retries: 1, backoff: { baseMs: 0, factor: 2, maxMs: 0 } }, hooks: { onProgress: (row) => reported.push(row.progress) } });
+    const { engine, store, clock, w1 } = setup({
+      endpoint: { retries: 1, backoff: { baseMs: 0, factor: 2, maxMs: 0 } },
+      hooks: { onProgress: (row) => reported.push(row.progress) },
+    });
     const job = await engine.submit("e1", { input: 1, sync: false });
     const [a] = await engine.take(w1, 1, 0);
     const firstLease = a!.lease!;
@@ -465,7 +490,9 @@ describe("the job engine over an in-memory store and a fake clock", () => {
       hooks: {
         webhookOps: (row, event, output) => {
           asked.push([row.id, event, output]);
-          return event === "progress" ? [{ op: "insertLog", line: { ts: 0, endpointId: "e1", workerId: "w", jobId: row.id, stream: "webhook", text: JSON.stringify(output) } }] : [];
+          return event === "progress"
+            ? [{ op: "insertLog", line: { ts: 0, endpointId: "e1", workerId: "w", jobId: row.id, stream: "webhook", text: JSON.stringify(output) } }]
+            : [];
         },
       },
     });
@@ -517,10 +544,10 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     clock.advance(LEASE_MS - 1);
     restarted.heartbeat(w4, []);
     restarted.tick();
-    expect((await restarted.record("e1", a.id))).toMatchObject({ status: "IN_PROGRESS", lease });
+    expect(await restarted.record("e1", a.id)).toMatchObject({ status: "IN_PROGRESS", lease });
     clock.advance(1);
     restarted.tick();
-    expect((await restarted.record("e1", a.id))).toMatchObject({ status: "IN_QUEUE", lease: null });
+    expect(await restarted.record("e1", a.id)).toMatchObject({ status: "IN_QUEUE", lease: null });
   });
 
   it("a store that refuses writes fails the submission with 503 and says so in the storage state, until writes go through again for a while", async () => {
@@ -550,7 +577,10 @@ describe("the job engine over an in-memory store and a fake clock", () => {
     const [taken] = await engine.take(w1, 1, 0);
     expect(await engine.appendStream(w1, job.id, taken!.lease, [{ output: "a" }, "b"])).toBe(true);
     expect(await engine.appendStream(w1, job.id, "not-a-lease", ["c"])).toBe(false);
-    expect(await engine.readStream("e1", job.id)).toEqual({ status: "IN_PROGRESS", chunks: [JSON.stringify({ output: "a" }), JSON.stringify({ output: "b" })] });
+    expect(await engine.readStream("e1", job.id)).toEqual({
+      status: "IN_PROGRESS",
+      chunks: [JSON.stringify({ output: "a" }), JSON.stringify({ output: "b" })],
+    });
 
     const followed: string[] = [];
     const stop = engine.followLogs("e1", (lines) => followed.push(...lines.map((l) => l.text)));

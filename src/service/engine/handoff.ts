@@ -141,7 +141,10 @@ export class HandoffSystem {
         const batch = this.pending;
         this.pending = [];
         try {
-          await this.$.store.handOffJobs!(batch.map((p) => p.row), from);
+          await this.$.store.handOffJobs!(
+            batch.map((p) => p.row),
+            from,
+          );
           void this.announcements.ask();
           for (const p of batch) p.resolve(p.row);
         } catch (err) {

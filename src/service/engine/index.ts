@@ -19,7 +19,16 @@ import { ProgressSystem } from "./progress.js";
 import { QueueSystem } from "./queue.js";
 import { createResources, statsOf, type EngineResources } from "./resources.js";
 import { StreamsAndLogs } from "./streams-logs.js";
-import { workerState, type DoneResult, type EngineEndpoint, type EngineHooks, type EngineOptions, type SubmitInput, type WorkerEntry, type WorkerState } from "./types.js";
+import {
+  workerState,
+  type DoneResult,
+  type EngineEndpoint,
+  type EngineHooks,
+  type EngineOptions,
+  type SubmitInput,
+  type WorkerEntry,
+  type WorkerState,
+} from "./types.js";
 import { WorkerRegistry } from "./workers.js";
 import type { ResultAnswer } from "../../wire/worker.js";
 

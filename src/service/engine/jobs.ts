@@ -185,7 +185,14 @@ export class JobSystem {
 
   /** waitFinal, answering as recordHead does (a stored output is not read). */
   waitFinalHead(endpointId: string, id: string, ms: number): Promise<{ row: JobRow; outputBytes: number | null } | undefined> {
-    return this.untilFinal(endpointId, id, ms, () => this.recordHead(endpointId, id), (head) => head.row, (row) => ({ row, outputBytes: null }));
+    return this.untilFinal(
+      endpointId,
+      id,
+      ms,
+      () => this.recordHead(endpointId, id),
+      (head) => head.row,
+      (row) => ({ row, outputBytes: null }),
+    );
   }
 
   /** A final job's stored output as UTF-8 JSON bytes (see recordHead). */
@@ -195,7 +202,14 @@ export class JobSystem {
 
   /** Wait until the job is final (or `ms` passed); returns the current record. */
   waitFinal(endpointId: string, id: string, ms: number): Promise<JobRow | undefined> {
-    return this.untilFinal(endpointId, id, ms, async () => (await findJob(this.$, endpointId, id))?.row, (row) => row, (row) => row);
+    return this.untilFinal(
+      endpointId,
+      id,
+      ms,
+      async () => (await findJob(this.$, endpointId, id))?.row,
+      (row) => row,
+      (row) => row,
+    );
   }
 
   /**
@@ -458,7 +472,10 @@ export class JobSystem {
     // Into the outbox in the same batch (one transaction) as the final state: a webhook is never lost to a crash
     // between the two, nor sent for a state the store refused. Its failure is the batch's, answered through `committed`.
     queueWebhook(this.$, job.row, result.status === "COMPLETED" ? "completed" : "failed");
-    void committed.then(() => hooks.onFinal?.(job.row), () => undefined);
+    void committed.then(
+      () => hooks.onFinal?.(job.row),
+      () => undefined,
+    );
     return committed;
   }
 
@@ -500,12 +517,11 @@ export function newJobId(now: number): string {
  * Retention after the end is the interface's (30 min for /run, 1 min for /runsync), whatever the job's ttl. Pure.
  */
 export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: string, s: SubmitInput, now: number, input = JSON.stringify(s.input)): JobRow {
-  const ttlMs =
-    (s.sync
-      ? s.waitMs !== undefined
-        ? Math.min(RUNSYNC_WAIT_RETENTION_MAX_MS, Math.max(RUNSYNC_RETENTION_MS, s.waitMs))
-        : RUNSYNC_RETENTION_MS
-      : RUN_RETENTION_MS);
+  const ttlMs = s.sync
+    ? s.waitMs !== undefined
+      ? Math.min(RUNSYNC_WAIT_RETENTION_MAX_MS, Math.max(RUNSYNC_RETENTION_MS, s.waitMs))
+      : RUNSYNC_RETENTION_MS
+    : RUN_RETENTION_MS;
   return {
     // Time first: ids of one period share a prefix, so SQLite's id index grows at its end (one page per
     // batch) instead of touching a random page per job; the 64 random bits keep ids unguessable.

@@ -28,6 +28,8 @@ describe("a job's ttl", () => {
       message: "The job's ttl of 1500 ms (policy.ttl, counted from submission) ran out while it waited in the queue; it never started",
       type: "TtlExpired",
     });
-    expect(lifetimeError({ status: "IN_PROGRESS", createdAt: at, deadlineAt: at + 60_000 }).message).toMatch(/ttl of 60000 ms .* ran out while it ran; it was stopped/);
+    expect(lifetimeError({ status: "IN_PROGRESS", createdAt: at, deadlineAt: at + 60_000 }).message).toMatch(
+      /ttl of 60000 ms .* ran out while it ran; it was stopped/,
+    );
   });
 });

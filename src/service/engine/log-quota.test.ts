@@ -60,7 +60,11 @@ describe("LogQuota", () => {
     q.admit([line("a"), line("b"), line("c")], 0);
     expect(q.flush(999)).toEqual([]);
     const [notice] = q.flush(1000);
-    expect(notice).toMatchObject({ stream: DROPPED_STREAM, text: "[svc] 2 log lines dropped: over the worker's 1 lines/s (SVC_LOG_WORKER_LINES_PER_S)", ts: 1000 });
+    expect(notice).toMatchObject({
+      stream: DROPPED_STREAM,
+      text: "[svc] 2 log lines dropped: over the worker's 1 lines/s (SVC_LOG_WORKER_LINES_PER_S)",
+      ts: 1000,
+    });
   });
 
   it("tells of a flood that never stops every ten seconds, each notice counting its own part", () => {
@@ -68,7 +72,10 @@ describe("LogQuota", () => {
     let total = 0;
     const notices: LogRow[] = [];
     for (let t = 0; t <= 25_000; t += 100) {
-      const kept = q.admit(Array.from({ length: 100 }, () => line("flood")), t);
+      const kept = q.admit(
+        Array.from({ length: 100 }, () => line("flood")),
+        t,
+      );
       notices.push(...kept.filter((l) => l.stream === DROPPED_STREAM), ...q.flush(t));
       total += 100;
     }
@@ -93,8 +100,14 @@ describe("LogQuota", () => {
 
   it("holds an endpoint's workers together to the endpoint's limit, and names each limit a burst went over", () => {
     const q = new LogQuota(limits({ workerLinesPerS: 10, endpointLinesPerS: 15, burstS: 1 }));
-    const kept1 = q.admit(Array.from({ length: 12 }, () => line("a", { workerId: "w1" })), 0);
-    const kept2 = q.admit(Array.from({ length: 12 }, () => line("b", { workerId: "w2" })), 0);
+    const kept1 = q.admit(
+      Array.from({ length: 12 }, () => line("a", { workerId: "w1" })),
+      0,
+    );
+    const kept2 = q.admit(
+      Array.from({ length: 12 }, () => line("b", { workerId: "w2" })),
+      0,
+    );
     expect([kept1.length, kept2.length]).toEqual([10, 5]);
     const notices = q.flush(1000);
     expect(notices.map((n) => [n.workerId, n.text])).toEqual([

@@ -172,7 +172,9 @@ export function dropNotice(p: PendingDrops, limits: LogLimits, now: number): Log
   const entries = Object.entries(p.counts) as Array<[DropReason, number]>;
   const total = entries.reduce((sum, [, n]) => sum + n, 0);
   const which =
-    entries.length === 1 ? `over ${describeLimit(entries[0]![0], limits)}` : entries.map(([reason, n]) => `${n} over ${describeLimit(reason, limits)}`).join(", ");
+    entries.length === 1
+      ? `over ${describeLimit(entries[0]![0], limits)}`
+      : entries.map(([reason, n]) => `${n} over ${describeLimit(reason, limits)}`).join(", ");
   return {
     ts: now,
     endpointId: p.endpointId,
@@ -222,7 +224,14 @@ export class LogQuota {
       dropped ??= {};
       dropped[reason] = (dropped[reason] ?? 0) + 1;
       if (!pending) {
-        this.pending.set(line.workerId, { endpointId: line.endpointId, workerId: line.workerId, jobId: line.jobId, counts: { [reason]: 1 }, first: now, last: now });
+        this.pending.set(line.workerId, {
+          endpointId: line.endpointId,
+          workerId: line.workerId,
+          jobId: line.jobId,
+          counts: { [reason]: 1 },
+          first: now,
+          last: now,
+        });
       } else {
         pending.counts[reason] = (pending.counts[reason] ?? 0) + 1;
         pending.last = now;

@@ -24,9 +24,18 @@ function setup(logLimits: Partial<LogLimits>) {
   const clock: Clock = { now: () => t, setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout) };
   const removed: Array<[string, number]> = [];
   const dropped: Array<[string, number]> = [];
-  const engine = new JobEngine(store, { leaseMs: 30_000, heartbeatMs: 5_000, logLimits }, { onLogsRemoved: (r, n) => removed.push([r, n]), onLogsDropped: (r, n) => dropped.push([r, n]) }, clock);
+  const engine = new JobEngine(
+    store,
+    { leaseMs: 30_000, heartbeatMs: 5_000, logLimits },
+    { onLogsRemoved: (r, n) => removed.push([r, n]), onLogsDropped: (r, n) => dropped.push([r, n]) },
+    clock,
+  );
   for (const id of ["e1", "e2"]) engine.endpoints.set(id, { id, type: "queue", retries: 0, executionTimeoutMs: 60_000, maxConcurrency: 1, functions: [] });
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }), () => store.close(), () => engine.close());
+  cleanups.push(
+    () => rmSync(dir, { recursive: true, force: true }),
+    () => store.close(),
+    () => engine.close(),
+  );
   const lines = (n: number, over: Partial<LogRow> = {}): LogRow[] =>
     Array.from({ length: n }, (_, i) => ({ ts: t, endpointId: "e1", workerId: "w1", jobId: null, stream: "stdout", text: `line ${i}`, ...over }));
   const texts = async (endpointId = "e1") => (await engine.queryLogs({ endpointId, limit: 100_000 })).map((l) => l.text);
@@ -43,7 +52,11 @@ describe("worker logs in the engine", () => {
     engine.tick();
     await engine.settled();
     const stored = await engine.queryLogs({ endpointId: "e1", limit: 10_000 });
-    expect(stored.at(-1)).toMatchObject({ stream: DROPPED_STREAM, workerId: "w1", text: "[svc] 4900 log lines dropped: over the worker's 100 lines/s (SVC_LOG_WORKER_LINES_PER_S)" });
+    expect(stored.at(-1)).toMatchObject({
+      stream: DROPPED_STREAM,
+      workerId: "w1",
+      text: "[svc] 4900 log lines dropped: over the worker's 100 lines/s (SVC_LOG_WORKER_LINES_PER_S)",
+    });
     expect(await engine.droppedLogLines({ endpointId: "e1" })).toBe(4_900);
   });
 

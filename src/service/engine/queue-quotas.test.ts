@@ -22,9 +22,14 @@ async function setup(queueQuotas: QueueQuotas, heldInputsMax?: number) {
   dirs.push(dir);
   const store = openSqliteStore(join(dir, "svc.sqlite"), SQLITE_MIGRATIONS);
   const refused: string[] = [];
-  const engine = new JobEngine(store, { leaseMs: 30_000, heartbeatMs: 5_000, queueQuotas, heldInputsMax }, { onQuotaRefused: (id, limit) => refused.push(`${id}:${limit}`) });
+  const engine = new JobEngine(
+    store,
+    { leaseMs: 30_000, heartbeatMs: 5_000, queueQuotas, heldInputsMax },
+    { onQuotaRefused: (id, limit) => refused.push(`${id}:${limit}`) },
+  );
   const owners = { a1: "alice", a2: "alice", b1: "bob" };
-  for (const [id, userId] of Object.entries(owners)) engine.endpoints.set(id, { id, userId, type: "queue", retries: 0, executionTimeoutMs: 60_000, maxConcurrency: 1, functions: [] });
+  for (const [id, userId] of Object.entries(owners))
+    engine.endpoints.set(id, { id, userId, type: "queue", retries: 0, executionTimeoutMs: 60_000, maxConcurrency: 1, functions: [] });
   await engine.load(Object.keys(owners).map((id) => ({ id, completed: 0, failed: 0, retried: 0 })));
   return { engine, store, refused };
 }

@@ -120,13 +120,16 @@ export class QueueSystem {
   private delay(job: LiveJob, at: number): void {
     const id = job.row.id;
     this.undelay(id);
-    const timer = this.$.clock.setTimeout(() => {
-      this.delayed.delete(id);
-      const current = this.$.live.get(id);
-      // Cancelled, expired or retried by hand meanwhile: that change decided where it is.
-      if (current !== job || job.row.status !== "IN_QUEUE" || (job.row.notBefore ?? 0) !== at) return;
-      this.line(job, false);
-    }, Math.max(0, at - this.$.clock.now()));
+    const timer = this.$.clock.setTimeout(
+      () => {
+        this.delayed.delete(id);
+        const current = this.$.live.get(id);
+        // Cancelled, expired or retried by hand meanwhile: that change decided where it is.
+        if (current !== job || job.row.status !== "IN_QUEUE" || (job.row.notBefore ?? 0) !== at) return;
+        this.line(job, false);
+      },
+      Math.max(0, at - this.$.clock.now()),
+    );
     this.delayed.set(id, { endpointId: job.row.endpointId, timer });
   }
 

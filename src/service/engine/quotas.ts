@@ -76,7 +76,10 @@ export function quotaDetail(limit: QuotaLimit, quota: number, endpointId: string
  */
 export function parseUserQuotas(text: string): Record<string, Partial<QueueUsage>> {
   const users: Record<string, Partial<QueueUsage>> = {};
-  for (const entry of text.split(";").map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of text
+    .split(";")
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const m = /^([^=\s]+)=(.+)$/.exec(entry);
     if (!m) throw new Error(`"${entry}" is not <user>=jobs:<n>/bytes:<n>`);
     const own: Partial<QueueUsage> = {};

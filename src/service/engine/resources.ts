@@ -9,7 +9,16 @@
 import type { JobRow, LogRow, Store, StoreOp } from "../store/types.js";
 import { systemClock, type Clock } from "./clock.js";
 import { GroupCommit } from "./group-commit.js";
-import { isFinal, type CounterKey, type EndpointStats, type EngineEndpoint, type EngineHooks, type EngineOptions, type LiveJob, type WorkerEntry } from "./types.js";
+import {
+  isFinal,
+  type CounterKey,
+  type EndpointStats,
+  type EngineEndpoint,
+  type EngineHooks,
+  type EngineOptions,
+  type LiveJob,
+  type WorkerEntry,
+} from "./types.js";
 
 /** Callers waiting for a job to change (a final state, a stream chunk): woken after the change committed. */
 export class JobWaiters {

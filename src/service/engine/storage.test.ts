@@ -74,11 +74,15 @@ describe("the engine when the store refuses writes", () => {
     const job = await engine.submit("e1", { input: {}, sync: false });
     const [taken] = await engine.take(worker, 1, 0);
     store.full = true;
-    await expect(engine.done(worker, [{ jobId: job.id, lease: taken!.lease!, status: "COMPLETED", output: { n: 1 } }])).rejects.toBeInstanceOf(StorageUnavailable);
+    await expect(engine.done(worker, [{ jobId: job.id, lease: taken!.lease!, status: "COMPLETED", output: { n: 1 } }])).rejects.toBeInstanceOf(
+      StorageUnavailable,
+    );
     expect(engine.health("e1").jobs).toMatchObject({ completed: 0, inProgress: 1 });
     expect((await engine.record("e1", job.id))!.status).toBe("IN_PROGRESS");
     store.full = false;
-    expect(await engine.done(worker, [{ jobId: job.id, lease: taken!.lease!, status: "COMPLETED", output: { n: 1 } }])).toEqual([{ jobId: job.id, accepted: true }]);
+    expect(await engine.done(worker, [{ jobId: job.id, lease: taken!.lease!, status: "COMPLETED", output: { n: 1 } }])).toEqual([
+      { jobId: job.id, accepted: true },
+    ]);
     expect(engine.health("e1").jobs).toMatchObject({ completed: 1, inProgress: 0 });
     expect((await base.getJob(job.id))!.status).toBe("COMPLETED");
     await engine.close();

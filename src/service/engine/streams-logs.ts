@@ -75,7 +75,12 @@ export class StreamsAndLogs {
   appendLogs(lines: LogRow[]): Promise<void> {
     if (lines.length === 0) return Promise.resolve();
     const now = this.$.clock.now();
-    return this.keep(this.quota.admit(lines.map((l) => (l.ts > now && l.workerId !== SERVICE_WORKER_ID ? { ...l, ts: now } : l)), now));
+    return this.keep(
+      this.quota.admit(
+        lines.map((l) => (l.ts > now && l.workerId !== SERVICE_WORKER_ID ? { ...l, ts: now } : l)),
+        now,
+      ),
+    );
   }
 
   /** Notices of bursts of dropped lines that ended (the engine's tick). */

@@ -60,7 +60,9 @@ export const API_SCHEMAS = {
       status: ref("JobStatus"),
       delayTime: int("ms from submission to start"),
       executionTime: int("ms the job ran"),
-      output: anything("The function's output (COMPLETED), or a streaming function's chunk outputs; while IN_PROGRESS, the latest progress its handler reported (ctx.progress), when it reported any"),
+      output: anything(
+        "The function's output (COMPLETED), or a streaming function's chunk outputs; while IN_PROGRESS, the latest progress its handler reported (ctx.progress), when it reported any",
+      ),
       error: str("Why it FAILED or TIMED_OUT"),
       errorType: str(),
       errorStack: str("The stack, source-mapped to the user's files"),
@@ -73,7 +75,20 @@ export const API_SCHEMAS = {
     type: "object",
     properties: {
       status: ref("JobStatus"),
-      stream: { type: "array", items: { type: "object", properties: { output: anything("One chunk's output"), metrics: anything("Worker metrics"), attempt: int("On chunks of a re-run only (2, 3, ...): the attempt of the job that streamed it; a reader that already had chunks of an attempt that did not count sees where the one that counts begins") }, required: ["output"] } },
+      stream: {
+        type: "array",
+        items: {
+          type: "object",
+          properties: {
+            output: anything("One chunk's output"),
+            metrics: anything("Worker metrics"),
+            attempt: int(
+              "On chunks of a re-run only (2, 3, ...): the attempt of the job that streamed it; a reader that already had chunks of an attempt that did not count sees where the one that counts begins",
+            ),
+          },
+          required: ["output"],
+        },
+      },
     },
     required: ["status", "stream"],
   },
@@ -100,18 +115,35 @@ export const API_SCHEMAS = {
       },
       coldStarts: { type: "object", properties: { count: int(), lastMs: { type: ["integer", "null"] } } },
       lastStartError: ref("StartError"),
-      stopFailures: { type: "object", description: "Workers the driver failed to stop since the service started (they may still run); absent when none", properties: { count: int(), lastError: str() } },
+      stopFailures: {
+        type: "object",
+        description: "Workers the driver failed to stop since the service started (they may still run); absent when none",
+        properties: { count: int(), lastError: str() },
+      },
       throttledReason: str('Why workers are held back: "waiting for a GPU (HOPPER_141: 2 of 2 in use)"; absent when none waits'),
       workerList: {
         type: "array",
         description: "Each worker: its state and since when (idle: since its last job ended; else since it started)",
-        items: { type: "object", properties: { id: str(), state: { type: "string", enum: ["initializing", "idle", "running"] }, since: int(), draining: { type: "boolean" } }, required: ["id", "state", "since", "draining"] },
+        items: {
+          type: "object",
+          properties: { id: str(), state: { type: "string", enum: ["initializing", "idle", "running"] }, since: int(), draining: { type: "boolean" } },
+          required: ["id", "state", "since", "draining"],
+        },
       },
-      gpus: { type: "array", items: ref("Gpu"), description: "The host's GPUs this endpoint's workers hold (only where the service assigns GPUs: docs/gpus.md)" },
+      gpus: {
+        type: "array",
+        items: ref("Gpu"),
+        description: "The host's GPUs this endpoint's workers hold (only where the service assigns GPUs: docs/gpus.md)",
+      },
       storage: {
         type: "object",
         description: "Whether the service can write its store (ok false: writes answer 503 until it clears)",
-        properties: { ok: { type: "boolean" }, cause: { type: "string", enum: ["full", "read-only", "io", "busy", "unavailable"] }, message: str(), since: int() },
+        properties: {
+          ok: { type: "boolean" },
+          cause: { type: "string", enum: ["full", "read-only", "io", "busy", "unavailable"] },
+          message: str(),
+          since: int(),
+        },
         required: ["ok"],
       },
     },
@@ -181,7 +213,9 @@ export const API_SCHEMAS = {
       memoryUsedMiB: { type: ["integer", "null"] },
       utilizationPercent: { type: ["integer", "null"] },
       migMode: { type: ["string", "null"] },
-      holder: anything('The worker it is given to: {workerId, endpointId, typeId (the type of the endpoint\'s list it was allocated as)}; null: free; {held: true}: another user\'s worker'),
+      holder: anything(
+        "The worker it is given to: {workerId, endpointId, typeId (the type of the endpoint's list it was allocated as)}; null: free; {held: true}: another user's worker",
+      ),
     },
     required: ["index", "uuid", "name", "typeIds", "memoryTotalMiB", "holder"],
   },

@@ -21,7 +21,10 @@ export function requireAccess(p: Principal, family: ManagementFamily, write: boo
   if (family === "keys") throw new HttpProblem(403, "Managing API keys needs a key with the admin scope");
   const writes = s.includes("management:write") || s.includes("deploy");
   if (write ? writes : writes || s.includes("management:read")) return;
-  throw new HttpProblem(403, `This API key may not ${write ? "change" : "read"} ${family} (it needs the ${write ? "management:write" : "management:read"} scope)`);
+  throw new HttpProblem(
+    403,
+    `This API key may not ${write ? "change" : "read"} ${family} (it needs the ${write ? "management:write" : "management:read"} scope)`,
+  );
 }
 
 /** A management request body: JSON object required (400 otherwise). */

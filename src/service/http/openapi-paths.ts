@@ -19,8 +19,20 @@ const errors = {
 const invalid = { "422": problem("Unprocessable Entity: `errors` lists every failure as `$.path: message`") };
 const tooLarge = { "413": problem("Content Too Large: the body is over the route's limit") };
 const ok = (description: string, content?: object) => ({ "200": { description, ...(content ? { content } : {}) } });
-const path = (name: string, description?: string) => ({ name, in: "path", required: true, schema: { type: "string" }, ...(description ? { description } : {}) });
-const query = (name: string, description: string, type: "integer" | "string" | "boolean" = "integer") => ({ name, in: "query", required: false, schema: { type }, description });
+const path = (name: string, description?: string) => ({
+  name,
+  in: "path",
+  required: true,
+  schema: { type: "string" },
+  ...(description ? { description } : {}),
+});
+const query = (name: string, description: string, type: "integer" | "string" | "boolean" = "integer") => ({
+  name,
+  in: "query",
+  required: false,
+  schema: { type },
+  description,
+});
 const DEPLOY_BODY_LIMIT = 8 * 1024 * 1024;
 const idempotencyKey = {
   name: "Idempotency-Key",
@@ -30,7 +42,9 @@ const idempotencyKey = {
   description:
     "svc addition: one job per key (per user and endpoint) while that job's result is kept; a repeat answers with the first job (header `Idempotent-Replayed: true`), a repeat with another body is 422",
 };
-const keyedErrors = { "422": problem("Unprocessable Entity: `errors` lists every failure as `$.path: message`; also an Idempotency-Key reused with another body") };
+const keyedErrors = {
+  "422": problem("Unprocessable Entity: `errors` lists every failure as `$.path: message`; also an Idempotency-Key reused with another body"),
+};
 
 /** The job API (`{queue_base_url}/v2/{endpoint_id}`, keys with admin, jobs:* or jobs:<endpoint_id>) and the OpenAI route. */
 function jobApi(): Record<string, unknown> {
@@ -65,15 +79,29 @@ function jobApi(): Record<string, unknown> {
       },
     },
     "/v2/{endpoint_id}/status/{job_id}": withJob("A job's record", "get", "JobRecord", [query("ttl", "ms the result is kept from now")]),
-    "/v2/{endpoint_id}/status-sync/{job_id}": withJob("A job's record once final (or after `wait` ms)", "get", "JobRecord", [query("wait", "ms to wait"), query("ttl", "ms the result is kept from now")]),
+    "/v2/{endpoint_id}/status-sync/{job_id}": withJob("A job's record once final (or after `wait` ms)", "get", "JobRecord", [
+      query("wait", "ms to wait"),
+      query("ttl", "ms the result is kept from now"),
+    ]),
     "/v2/{endpoint_id}/stream/{job_id}": withJob("The stream chunks since the last read (waits briefly for new ones)", "get", "StreamResult"),
     "/v2/{endpoint_id}/cancel/{job_id}": withJob("Cancel a queued or running job", "post", "JobAccepted"),
     "/v2/{endpoint_id}/retry/{job_id}": withJob("Run a FAILED or TIMED_OUT job again, same id", "post", "JobAccepted"),
-    "/v2/{endpoint_id}/purge-queue": { parameters: [endpoint], post: { tags, summary: "Remove every queued job", responses: { ...ok("Removed", json("PurgeResult")), ...errors } } },
-    "/v2/{endpoint_id}/health": { parameters: [endpoint], get: { tags, summary: "Job and worker counts", responses: { ...ok("Counts", json("Health")), ...errors } } },
+    "/v2/{endpoint_id}/purge-queue": {
+      parameters: [endpoint],
+      post: { tags, summary: "Remove every queued job", responses: { ...ok("Removed", json("PurgeResult")), ...errors } },
+    },
+    "/v2/{endpoint_id}/health": {
+      parameters: [endpoint],
+      get: { tags, summary: "Job and worker counts", responses: { ...ok("Counts", json("Health")), ...errors } },
+    },
     "/v2/{endpoint_id}/jobs": {
       parameters: [endpoint],
-      get: { tags, summary: "The endpoint's recent jobs, newest first", parameters: [query("limit", "1..500 (default 50)")], responses: { ...ok("Jobs", json("JobList")), ...errors } },
+      get: {
+        tags,
+        summary: "The endpoint's recent jobs, newest first",
+        parameters: [query("limit", "1..500 (default 50)")],
+        responses: { ...ok("Jobs", json("JobList")), ...errors },
+      },
     },
     "/v2/{endpoint_id}/openai/v1/chat/completions": {
       parameters: [endpoint],
@@ -97,7 +125,11 @@ function jobApi(): Record<string, unknown> {
     },
     "/v2/{endpoint_id}/openai/v1/responses/{response_id}": {
       parameters: [endpoint, path("response_id")],
-      get: { tags: ["OpenAI-compatible"], summary: "A stored response, while its job's result is kept", responses: { ...ok("response", json("OpenAiObject")), ...errors } },
+      get: {
+        tags: ["OpenAI-compatible"],
+        summary: "A stored response, while its job's result is kept",
+        responses: { ...ok("response", json("OpenAiObject")), ...errors },
+      },
     },
     "/v2/{endpoint_id}/openai/v1/models": {
       parameters: [endpoint],
@@ -118,11 +150,25 @@ function deployApi(): Record<string, unknown> {
       summary,
       requestBody: { required: true, content: body === "object" ? { "application/json": { schema: { type: "object" } } } : json(body) },
       "x-svc-body-limit": DEPLOY_BODY_LIMIT,
-      responses: { ...ok(summary, answer ? json(answer) : { "application/json": { schema: { type: "object" } } }), ...errors, ...invalid, "409": problem("Conflict") },
+      responses: {
+        ...ok(summary, answer ? json(answer) : { "application/json": { schema: { type: "object" } } }),
+        ...errors,
+        ...invalid,
+        "409": problem("Conflict"),
+      },
     },
   });
   return {
-    "/v1/apps": { get: { tags, summary: "The user's apps", responses: { ...ok("Apps", { "application/json": { schema: { type: "object", properties: { apps: { type: "array", items: ref("AppSummary") } } } } }), ...errors } } },
+    "/v1/apps": {
+      get: {
+        tags,
+        summary: "The user's apps",
+        responses: {
+          ...ok("Apps", { "application/json": { schema: { type: "object", properties: { apps: { type: "array", items: ref("AppSummary") } } } } }),
+          ...errors,
+        },
+      },
+    },
     "/v1/apps/{app}": {
       parameters: [app],
       get: { tags, summary: "An app and its environments", responses: { ...ok("The app", { "application/json": { schema: { type: "object" } } }), ...errors } },
@@ -130,7 +176,16 @@ function deployApi(): Record<string, unknown> {
     },
     "/v1/apps/{app}/environments": {
       parameters: [app],
-      get: { tags, summary: "The app's environments", responses: { ...ok("Environments", { "application/json": { schema: { type: "object", properties: { environments: { type: "array", items: ref("Environment") } } } } }), ...errors } },
+      get: {
+        tags,
+        summary: "The app's environments",
+        responses: {
+          ...ok("Environments", {
+            "application/json": { schema: { type: "object", properties: { environments: { type: "array", items: ref("Environment") } } } },
+          }),
+          ...errors,
+        },
+      },
     },
     "/v1/apps/{app}/environments/{env}": {
       parameters: [app, env],
@@ -148,21 +203,41 @@ function deployApi(): Record<string, unknown> {
         responses: { ...ok("Already there", json("Build")), "201": { description: "Stored", content: json("Build") }, ...errors, ...invalid, ...tooLarge },
       },
     },
-    "/v1/apps/{app}/builds/{build}": { parameters: [app, path("build", "sha256")], get: { tags, summary: "A build already uploaded", responses: { ...ok("The build", json("Build")), ...errors } } },
+    "/v1/apps/{app}/builds/{build}": {
+      parameters: [app, path("build", "sha256")],
+      get: { tags, summary: "A build already uploaded", responses: { ...ok("The build", json("Build")), ...errors } },
+    },
     "/v1/apps/{app}/environments/{env}/plan": action("What activating a build would change", undefined, "ActivateRequest"),
     "/v1/apps/{app}/environments/{env}/activate": (() => {
-      const route = action("Make a build the environment's (admin): its new workers must start before it switches (docs/deploy.md, Releases)", undefined, "ActivateRequest");
+      const route = action(
+        "Make a build the environment's (admin): its new workers must start before it switches (docs/deploy.md, Releases)",
+        undefined,
+        "ActivateRequest",
+      );
       Object.assign(route.post.responses, {
-        "202": { description: "With wait: false, the release began; its outcome is in GET .../releases", content: { "application/json": { schema: { type: "object" } } } },
-        "422": problem("The release failed: its new workers could not start (the `release` member says which endpoint and why); the previous build keeps serving"),
+        "202": {
+          description: "With wait: false, the release began; its outcome is in GET .../releases",
+          content: { "application/json": { schema: { type: "object" } } },
+        },
+        "422": problem(
+          "The release failed: its new workers could not start (the `release` member says which endpoint and why); the previous build keeps serving",
+        ),
       });
       return route;
     })(),
     "/v1/apps/{app}/environments/{env}/releases": {
       parameters: [app, env],
-      get: { tags, summary: "The environment's recent releases with their outcome, newest first", responses: { ...ok("Releases", json("Releases")), ...errors } },
+      get: {
+        tags,
+        summary: "The environment's recent releases with their outcome, newest first",
+        responses: { ...ok("Releases", json("Releases")), ...errors },
+      },
     },
-    "/v1/apps/{app}/environments/{env}/undeploy": action("Remove endpoints of the environment (admin): {endpoints: [name]} or {all: true}", undefined, "object"),
+    "/v1/apps/{app}/environments/{env}/undeploy": action(
+      "Remove endpoints of the environment (admin): {endpoints: [name]} or {all: true}",
+      undefined,
+      "object",
+    ),
     "/v1/apps/{app}/environments/{env}/config": action("Configuration-only update (admin): {resources, dryRun}", undefined, "object"),
     "/v1/endpoints/{endpointId}/logs": {
       parameters: [path("endpointId")],
@@ -192,7 +267,8 @@ function deployApi(): Record<string, unknown> {
       parameters: [path("endpointId")],
       get: {
         tags: ["observability"],
-        summary: "An endpoint's recent per-minute series (requests, delay and execution percentiles, cold starts, queue depth, workers), kept in memory since the service started",
+        summary:
+          "An endpoint's recent per-minute series (requests, delay and execution percentiles, cold starts, queue depth, workers), kept in memory since the service started",
         parameters: [query("window", "1h (by minute, default) or 1d (by 5 minutes)", "string")],
         responses: { ...ok("Series", json("MetricsSeries")), ...errors },
       },
@@ -200,7 +276,8 @@ function deployApi(): Record<string, unknown> {
     "/v1/metrics": {
       get: {
         tags: ["observability"],
-        summary: "The same series added up over the caller's endpoints it may read (the console's home page); the operator's admin or metrics key: every user's",
+        summary:
+          "The same series added up over the caller's endpoints it may read (the console's home page); the operator's admin or metrics key: every user's",
         parameters: [query("window", "1h (by minute, default) or 1d (by 5 minutes)", "string")],
         responses: { ...ok("Series", json("MetricsSeries")), ...errors },
       },
@@ -209,13 +286,27 @@ function deployApi(): Record<string, unknown> {
       get: {
         tags: ["observability"],
         summary: "Worker-seconds, GPU-seconds by type and jobs per endpoint per hour (the caller's own; the operator may pass userId)",
-        parameters: [query("from", "ISO 8601 or epoch ms (default: 24 hours before to)", "string"), query("to", "ISO 8601 or epoch ms (default: now)", "string"), query("userId", "another user's (operator only)", "string")],
+        parameters: [
+          query("from", "ISO 8601 or epoch ms (default: 24 hours before to)", "string"),
+          query("to", "ISO 8601 or epoch ms (default: now)", "string"),
+          query("userId", "another user's (operator only)", "string"),
+        ],
         responses: { ...ok("Usage", { "application/json": { schema: { type: "object" } } }), ...errors },
       },
     },
     "/lb/{endpoint_id}/{path}": {
       parameters: [path("endpoint_id"), path("path", "Any path of the app's routes (it may hold slashes)")],
-      get: { tags: ["load-balanced"], summary: "A load-balanced endpoint's route, proxied to a worker (any method; docs/lb.md)", responses: { "200": { description: "The worker's answer" }, ...errors, "502": problem("Bad Gateway"), "503": problem("No worker ready in time"), "504": problem("The worker did not answer in time") } },
+      get: {
+        tags: ["load-balanced"],
+        summary: "A load-balanced endpoint's route, proxied to a worker (any method; docs/lb.md)",
+        responses: {
+          "200": { description: "The worker's answer" },
+          ...errors,
+          "502": problem("Bad Gateway"),
+          "503": problem("No worker ready in time"),
+          "504": problem("The worker did not answer in time"),
+        },
+      },
     },
   };
 }

@@ -78,7 +78,11 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       "/v2/network-volumes": volumes.collection,
       "/v2/network-volumes/{networkVolumeId}": volumes.one,
       "/v2/data-centers": {
-        get: { tags: ["data centers"], summary: "List the configured data centers (any management read scope)", responses: { ...ok("The data centers", list("DataCenter")), ...errors } },
+        get: {
+          tags: ["data centers"],
+          summary: "List the configured data centers (any management read scope)",
+          responses: { ...ok("The data centers", list("DataCenter")), ...errors },
+        },
       },
       "/v1/endpoints": endpoints.collection,
       "/v1/endpoints/{endpointId}": endpoints.one,
@@ -87,7 +91,11 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       "/v1/keys": keys.collection,
       "/v1/keys/{keyId}": keys.one,
       "/v1/secrets": {
-        get: { tags: ["secrets"], summary: "The user's secrets: names, scopes and dates, never values (management:read)", responses: { ...ok("The secrets", list("Secret")), ...errors } },
+        get: {
+          tags: ["secrets"],
+          summary: "The user's secrets: names, scopes and dates, never values (management:read)",
+          responses: { ...ok("The secrets", list("Secret")), ...errors },
+        },
       },
       "/v1/secrets/{name}": {
         parameters: idParam("name"),
@@ -109,7 +117,11 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       },
       ...servicePaths(),
       "/v1/me": {
-        get: { tags: ["keys"], summary: "Who the request's key acts as: user, key, scopes, rate limits (any user key)", responses: { ...ok("The caller", json("Me")), ...errors } },
+        get: {
+          tags: ["keys"],
+          summary: "Who the request's key acts as: user, key, scopes, rate limits (any user key)",
+          responses: { ...ok("The caller", json("Me")), ...errors },
+        },
       },
     },
     components: {

@@ -22,7 +22,11 @@ describe("problemOf: the core's refusals as HTTP answers", () => {
   it("tells a refusal that clears by itself when to retry, a storage fault included", () => {
     expect(problemOf(new Refusal("unavailable", "busy", { retryAfterS: 7 }))!.headers).toEqual({ "retry-after": "7" });
     const storage = problemOf(new StorageUnavailable("full", new Error("SQLITE_FULL")))!;
-    expect([storage.status, storage.headers, storage.message]).toEqual([503, { "retry-after": "5" }, "The service's storage is full: nothing of this request was kept; retry in a few seconds"]);
+    expect([storage.status, storage.headers, storage.message]).toEqual([
+      503,
+      { "retry-after": "5" },
+      "The service's storage is full: nothing of this request was kept; retry in a few seconds",
+    ]);
   });
 
   it("passes an HttpProblem through and leaves any other error (a bug) to the caller", () => {

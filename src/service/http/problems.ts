@@ -51,7 +51,12 @@ export function problemBody(status: number, detail: string, errors?: string[], m
   return body;
 }
 
-export function sendProblem(res: ServerResponse, status: number, detail: string, opts: { errors?: string[]; headers?: Record<string, string>; members?: Record<string, unknown> } = {}): void {
+export function sendProblem(
+  res: ServerResponse,
+  status: number,
+  detail: string,
+  opts: { errors?: string[]; headers?: Record<string, string>; members?: Record<string, unknown> } = {},
+): void {
   if (res.headersSent) {
     res.destroy();
     return;
@@ -70,7 +75,13 @@ export function sendProblem(res: ServerResponse, status: number, detail: string,
  * LB front). `headerLines`: more header lines, each ending in CRLF. Without `body` (an answer to HEAD), the
  * headers announce the body but it is not sent. Pure.
  */
-export function problemResponse(status: number, detail: string, headerLines: string, body = true, extra: { errors?: string[]; members?: Record<string, unknown> } = {}): string {
+export function problemResponse(
+  status: number,
+  detail: string,
+  headerLines: string,
+  body = true,
+  extra: { errors?: string[]; members?: Record<string, unknown> } = {},
+): string {
   const text = JSON.stringify(problemBody(status, detail, extra.errors, extra.members));
   return (
     `HTTP/1.1 ${status} ${TITLES[status] ?? "Error"}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n` +

@@ -3,7 +3,14 @@ import { RouteTable, rowFor, type RouteRow } from "./router.js";
 import { HttpProblem } from "./problems.js";
 import { acceptsBareKey, goesToJobsReplica, ROUTES } from "../api.js";
 
-const row = (methods: string[], pattern: string): RouteRow<string> => ({ methods, pattern, auth: "user", body: "none", rateLimited: true, handler: `${methods.join(",")} ${pattern}` });
+const row = (methods: string[], pattern: string): RouteRow<string> => ({
+  methods,
+  pattern,
+  auth: "user",
+  body: "none",
+  rateLimited: true,
+  handler: `${methods.join(",")} ${pattern}`,
+});
 
 describe("RouteTable", () => {
   const table = new RouteTable([

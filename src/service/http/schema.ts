@@ -131,12 +131,18 @@ export const SCHEMAS = {
       env: envMap,
       networkVolumeId: { type: "string", minLength: 1 },
       executionTimeoutMs: { type: "integer", minimum: 1000, maximum: MAX_EXECUTION_TIMEOUT_MS },
-      scalerType: { type: "string", enum: SCALER_TYPES, description: "When workers are added: QUEUE_DELAY (a queued job waited longer than scalerValue seconds) or REQUEST_COUNT (ceil((queued + in progress) / scalerValue) workers). Default QUEUE_DELAY" },
+      scalerType: {
+        type: "string",
+        enum: SCALER_TYPES,
+        description:
+          "When workers are added: QUEUE_DELAY (a queued job waited longer than scalerValue seconds) or REQUEST_COUNT (ceil((queued + in progress) / scalerValue) workers). Default QUEUE_DELAY",
+      },
       scalerValue: { type: "integer", minimum: 1, maximum: 3600, description: "QUEUE_DELAY: seconds; REQUEST_COUNT: jobs per worker. Default 4" },
       type: {
         type: "string",
         enum: ["queue", "lb"],
-        description: "queue (default): a job API over svc code (imageName svc://<app endpoint id>); lb: a load-balanced endpoint running the template's prebuilt image (an HTTP server on $PORT with /ping; Docker driver). Set at creation only.",
+        description:
+          "queue (default): a job API over svc code (imageName svc://<app endpoint id>); lb: a load-balanced endpoint running the template's prebuilt image (an HTTP server on $PORT with /ping; Docker driver). Set at creation only.",
       },
     },
     required: ["name", "templateId"],
@@ -156,7 +162,12 @@ export const SCHEMAS = {
       env: envMap,
       networkVolumeId: { type: ["string", "null"] },
       executionTimeoutMs: { type: "integer", minimum: 1000, maximum: MAX_EXECUTION_TIMEOUT_MS },
-      scalerType: { type: "string", enum: SCALER_TYPES, description: "When workers are added: QUEUE_DELAY (a queued job waited longer than scalerValue seconds) or REQUEST_COUNT (ceil((queued + in progress) / scalerValue) workers); applies to the running workers" },
+      scalerType: {
+        type: "string",
+        enum: SCALER_TYPES,
+        description:
+          "When workers are added: QUEUE_DELAY (a queued job waited longer than scalerValue seconds) or REQUEST_COUNT (ceil((queued + in progress) / scalerValue) workers); applies to the running workers",
+      },
       scalerValue: { type: "integer", minimum: 1, maximum: 3600, description: "QUEUE_DELAY: seconds; REQUEST_COUNT: jobs per worker" },
     },
     additionalProperties: false,
@@ -187,7 +198,12 @@ export const SCHEMAS = {
       ping: {
         type: "object",
         description: "A prebuilt image's /ping check, run on one worker when the endpoint is created or updated",
-        properties: { ok: { type: "boolean" }, state: { type: "string", enum: ["ready", "initializing", "missing", "unhealthy", "unreachable"] }, status: { type: "integer" }, message: { type: "string" } },
+        properties: {
+          ok: { type: "boolean" },
+          state: { type: "string", enum: ["ready", "initializing", "missing", "unhealthy", "unreachable"] },
+          status: { type: "integer" },
+          message: { type: "string" },
+        },
       },
       createdAt: { type: "integer" },
       updatedAt: { type: "integer" },
@@ -249,12 +265,19 @@ export const SCHEMAS = {
     properties: {
       userId: { type: "string" },
       keyId: { type: "string" },
-      key: { $ref: "#/components/schemas/ApiKey", description: "The key's record; null for a key given to the service at start (the operator's bootstrap key)" },
+      key: {
+        $ref: "#/components/schemas/ApiKey",
+        description: "The key's record; null for a key given to the service at start (the operator's bootstrap key)",
+      },
       scopes: { type: "array", items: { type: "string" } },
       worker: { type: "object", properties: { endpointId: { type: "string" } }, description: "Only for a worker token" },
       rateLimits: {
         type: "array",
-        items: { type: "object", properties: { name: { type: "string" }, quota: { type: "integer" }, seconds: { type: "integer" } }, required: ["name", "quota", "seconds"] },
+        items: {
+          type: "object",
+          properties: { name: { type: "string" }, quota: { type: "integer" }, seconds: { type: "integer" } },
+          required: ["name", "quota", "seconds"],
+        },
       },
     },
     required: ["userId", "keyId", "key", "scopes", "rateLimits"],
@@ -334,7 +357,9 @@ export function validate(schema: Schema, value: unknown, path = "$"): string[] {
   const errors: string[] = [];
   if (Array.isArray(schema.type)) {
     const [type] = schema.type;
-    const ok = value === null || (type === "integer" ? Number.isInteger(value) : type === "number" ? typeof value === "number" && Number.isFinite(value) : typeof value === "string");
+    const ok =
+      value === null ||
+      (type === "integer" ? Number.isInteger(value) : type === "number" ? typeof value === "number" && Number.isFinite(value) : typeof value === "string");
     if (!ok) errors.push(`${path}: must be ${describeType(schema)}`);
     return errors;
   }

@@ -40,7 +40,9 @@ export class FollowerGate {
     const mine = this.perUser.get(userId) ?? 0;
     const retry = { "retry-after": String(FOLLOWER_RETRY_S) };
     if (mine >= this.limits.followersPerUser) {
-      throw new HttpProblem(429, `This user already follows ${mine} log streams (at most ${this.limits.followersPerUser} at once); close one or retry later`, { headers: retry });
+      throw new HttpProblem(429, `This user already follows ${mine} log streams (at most ${this.limits.followersPerUser} at once); close one or retry later`, {
+        headers: retry,
+      });
     }
     if (this.total >= this.limits.followersTotal) {
       throw new HttpProblem(503, `The service already serves ${this.total} log followers (its limit); retry later`, { headers: retry });
@@ -96,7 +98,9 @@ export class SharedOutputs {
     let entry = this.entries.get(key);
     if (!entry) {
       if (this.bytes + size > this.limits.pinnedOutputBytes) {
-        throw new HttpProblem(503, "The service is sending too many large job outputs to slow clients right now; retry later", { headers: { "retry-after": "5" } });
+        throw new HttpProblem(503, "The service is sending too many large job outputs to slow clients right now; retry later", {
+          headers: { "retry-after": "5" },
+        });
       }
       entry = { bytes: load().then((b) => b ?? Buffer.alloc(0)), size, readers: 0 };
       this.entries.set(key, entry);

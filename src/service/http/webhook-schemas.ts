@@ -9,7 +9,11 @@ const int = (description: string): Schema => ({ type: "integer", description });
 const nullableInt = (description: string): Schema => ({ type: ["integer", "null"], description });
 
 export const WEBHOOK_SCHEMAS = {
-  WebhookEvent: { ...event, description: "started: a worker took the job; progress: its handler reported progress; completed: it ended COMPLETED; failed: it ended FAILED, TIMED_OUT or CANCELLED" },
+  WebhookEvent: {
+    ...event,
+    description:
+      "started: a worker took the job; progress: its handler reported progress; completed: it ended COMPLETED; failed: it ended FAILED, TIMED_OUT or CANCELLED",
+  },
   WebhookSettings: {
     type: "object",
     properties: {
@@ -26,14 +30,21 @@ export const WEBHOOK_SCHEMAS = {
   },
   UpdateWebhookSettingsRequest: {
     type: "object",
-    properties: { events: { type: "array", items: event, maxItems: WEBHOOK_EVENTS.length, description: "The events; null goes back to the default (completed, failed)" } },
+    properties: {
+      events: { type: "array", items: event, maxItems: WEBHOOK_EVENTS.length, description: "The events; null goes back to the default (completed, failed)" },
+    },
     required: ["events"],
     additionalProperties: false,
   },
   RotateWebhookSecretRequest: {
     type: "object",
     properties: {
-      keepPreviousSeconds: { type: "integer", minimum: 0, maximum: MAX_PREVIOUS_SECRET_MS / 1000, description: "How long the replaced secret still signs too (default 86400; 0: it stops at once)" },
+      keepPreviousSeconds: {
+        type: "integer",
+        minimum: 0,
+        maximum: MAX_PREVIOUS_SECRET_MS / 1000,
+        description: "How long the replaced secret still signs too (default 86400; 0: it stops at once)",
+      },
     },
     additionalProperties: false,
   },

@@ -51,7 +51,12 @@ export function writable(res: ServerResponse, stallMs: number, event: "drain" | 
  * memory per answer stays small whatever the client does, and one that stops reading is dropped after `stallMs`.
  * Resolves when the answer was sent or dropped.
  */
-export async function sendPieces(res: ServerResponse, pieces: ReadonlyArray<string | Buffer>, stallMs: number, contentType = "application/json"): Promise<void> {
+export async function sendPieces(
+  res: ServerResponse,
+  pieces: ReadonlyArray<string | Buffer>,
+  stallMs: number,
+  contentType = "application/json",
+): Promise<void> {
   let length = 0;
   for (const piece of pieces) length += typeof piece === "string" ? Buffer.byteLength(piece) : piece.length;
   res.writeHead(200, { "content-type": contentType, "content-length": length });
@@ -81,7 +86,13 @@ export async function sendPieces(res: ServerResponse, pieces: ReadonlyArray<stri
 export function jsonContentType(header: string | undefined): boolean {
   if (header === undefined) return true;
   const type = header.split(";")[0]!.trim().toLowerCase();
-  return type === "" || type === "application/json" || type === "text/plain" || type === "application/x-www-form-urlencoded" || (type.startsWith("application/") && type.endsWith("+json"));
+  return (
+    type === "" ||
+    type === "application/json" ||
+    type === "text/plain" ||
+    type === "application/x-www-form-urlencoded" ||
+    (type.startsWith("application/") && type.endsWith("+json"))
+  );
 }
 
 /**
@@ -91,7 +102,9 @@ export function jsonContentType(header: string | undefined): boolean {
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   if (!jsonContentType(req.headers["content-type"])) {
     req.resume();
-    return Promise.reject(new HttpProblem(415, `The request body must be JSON: send it with \`Content-Type: application/json\`, not ${req.headers["content-type"]}`));
+    return Promise.reject(
+      new HttpProblem(415, `The request body must be JSON: send it with \`Content-Type: application/json\`, not ${req.headers["content-type"]}`),
+    );
   }
   const declared = Number(req.headers["content-length"]);
   if (Number.isFinite(declared) && declared > limit) return refuseAfterDrain(req, limit);
@@ -220,7 +233,7 @@ export function requestTarget(raw: string): RequestTarget {
   const pathname = q < 0 ? raw : raw.slice(0, q);
   if (raw.charCodeAt(0) !== 47 /* "/" */ || pathname.includes(".") || pathname.includes("\\")) {
     // A URL would resolve "." and ".." segments: `DELETE /v1/apps/a/environments/..` would delete app "a".
-    if (/(^|[/\\])(\.|%2e){1,2}([/\\]|$)/i.test(pathname)) throw new HttpProblem(400, "The request path has a \".\" or \"..\" segment");
+    if (/(^|[/\\])(\.|%2e){1,2}([/\\]|$)/i.test(pathname)) throw new HttpProblem(400, 'The request path has a "." or ".." segment');
     try {
       return new URL(raw, "http://svc.invalid");
     } catch {

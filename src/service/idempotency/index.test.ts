@@ -9,9 +9,29 @@ import { IdempotentSubmits, invalidIdempotencyKey, requestHash, SWEEP_AFTER_MS }
 import { openSqliteIdempotencyStore, type IdempotencyStore } from "./store.js";
 
 const row = (id: string): JobRow => ({
-  id, endpointId: "e1", status: "IN_QUEUE", input: "{}", function: null, webhook: null, sync: false, lowPriority: false, createdAt: 1,
-  startedAt: null, completedAt: null, output: null, error: null, errorType: null, errorStack: null, attempt: 0, retried: 0,
-  executionTimeoutMs: null, ttlMs: 60_000, expiresAt: null, lease: null, workerId: null, streamCursor: 0,
+  id,
+  endpointId: "e1",
+  status: "IN_QUEUE",
+  input: "{}",
+  function: null,
+  webhook: null,
+  sync: false,
+  lowPriority: false,
+  createdAt: 1,
+  startedAt: null,
+  completedAt: null,
+  output: null,
+  error: null,
+  errorType: null,
+  errorStack: null,
+  attempt: 0,
+  retried: 0,
+  executionTimeoutMs: null,
+  ttlMs: 60_000,
+  expiresAt: null,
+  lease: null,
+  workerId: null,
+  streamCursor: 0,
 });
 
 describe("IdempotentSubmits", () => {

@@ -81,7 +81,12 @@ export class IdempotentSubmits {
    * The job for this key: made by `create` under `jobId` when the key is new (or free again), else the one the
    * first request made, found by `find` (which answers only jobs that are written: see the job routes).
    */
-  async submit(request: IdempotentRequest, jobId: string, create: (jobId: string) => Promise<JobRow>, find: (jobId: string) => Promise<JobRow | undefined>): Promise<IdempotentOutcome> {
+  async submit(
+    request: IdempotentRequest,
+    jobId: string,
+    create: (jobId: string) => Promise<JobRow>,
+    find: (jobId: string) => Promise<JobRow | undefined>,
+  ): Promise<IdempotentOutcome> {
     const mine: IdempotencyRow = { ...request, jobId, createdAt: this.deps.now() };
     let current = await this.deps.store.claim(mine);
     for (;;) {

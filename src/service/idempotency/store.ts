@@ -75,7 +75,11 @@ export function openPostgresIdempotencyStore(pool: Queryable): IdempotencyStore 
       );
       // The earlier row, committed by a transaction this statement's snapshot did not see: read it again.
       if (rows.length === 0) {
-        const again = await pool.query("SELECT * FROM idempotency_keys WHERE user_id = $1 AND endpoint_id = $2 AND key = $3", [row.userId, row.endpointId, row.key]);
+        const again = await pool.query("SELECT * FROM idempotency_keys WHERE user_id = $1 AND endpoint_id = $2 AND key = $3", [
+          row.userId,
+          row.endpointId,
+          row.key,
+        ]);
         if (again.rows.length === 0) return this.claim(row);
         return rowOf(again.rows[0]);
       }

@@ -34,7 +34,7 @@ export interface JobSummary {
 
 /** One line of the list: the times are computed as the job record computes them. Pure. */
 export function jobSummary(row: JobRow, now: number): JobSummary {
-  const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? row.completedAt ?? now : now)) - row.createdAt));
+  const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? (row.completedAt ?? now) : now)) - row.createdAt));
   const executionTime = row.startedAt === null ? 0 : Math.max(0, Math.round((row.completedAt ?? now) - row.startedAt));
   const summary: JobSummary = {
     id: row.id,

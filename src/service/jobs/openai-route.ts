@@ -22,7 +22,10 @@ export function isOpenAiPath(rawUrl: string | undefined): boolean {
 }
 
 class JobProblem extends Error {
-  constructor(message: string, readonly status: number) {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
     super(message);
   }
 }
@@ -53,7 +56,12 @@ export function engineChatJobs(engine: JobEngine, endpointId: string): ChatJobs 
     async record(jobId) {
       const row = await engine.record(endpointId, jobId);
       if (!row) return undefined;
-      return { input: JSON.parse(row.input) as unknown, status: row.status, output: row.output === null ? null : (JSON.parse(row.output) as unknown), createdAt: row.createdAt };
+      return {
+        input: JSON.parse(row.input) as unknown,
+        status: row.status,
+        output: row.output === null ? null : (JSON.parse(row.output) as unknown),
+        createdAt: row.createdAt,
+      };
     },
     async *outputs(jobId) {
       let streamed = 0;

@@ -74,7 +74,7 @@ export function recordJson(stored: JobRow, now: number): string {
 
 /** The job record's JSON around its output: `head + output + tail` (or `head + tail` without output) is recordJson. Pure. */
 export function recordParts(row: JobRow, now: number): { head: string; tail: string } {
-  const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? row.completedAt ?? now : now)) - row.createdAt));
+  const delayTime = Math.max(0, Math.round((row.startedAt ?? (isFinal(row.status) ? (row.completedAt ?? now) : now)) - row.createdAt));
   const executionTime = row.startedAt === null ? 0 : Math.max(0, Math.round((row.completedAt ?? now) - row.startedAt));
   let text = `{"id":${JSON.stringify(row.id)},"status":"${row.status}","delayTime":${delayTime},"executionTime":${executionTime}`;
   if (row.output !== null) text += `,"output":`;
@@ -176,7 +176,11 @@ async function submit(call: JobCall, sync: boolean): Promise<void> {
  */
 async function submitted(call: JobCall, endpoint: EndpointRow, sync: boolean, wait: number | undefined): Promise<{ row: JobRow; replayed?: boolean }> {
   const { ctx } = call;
-  const { value, errors, webhookRule } = validateSubmission(await call.json(), endpoint.resource.functions.map((f) => f.name), webhookRefusal(ctx));
+  const { value, errors, webhookRule } = validateSubmission(
+    await call.json(),
+    endpoint.resource.functions.map((f) => f.name),
+    webhookRefusal(ctx),
+  );
   if (!value) {
     if (webhookRule) ctx.webhooks?.refusedAtSubmit(webhookRule);
     throw new HttpProblem(422, "The job submission is not valid", { errors, members: webhookRule ? { webhookRule } : undefined });
@@ -203,7 +207,14 @@ async function submitted(call: JobCall, endpoint: EndpointRow, sync: boolean, wa
  * `Idempotent-Replayed: true`. Keyed jobs are written before they are answered, /runsync ones too, so that a repeat
  * after a crash finds them.
  */
-async function submitIdempotent(call: JobCall, endpoint: EndpointRow, value: Submission, header: string | string[], sync: boolean, wait: number | undefined): Promise<{ row: JobRow; replayed: boolean }> {
+async function submitIdempotent(
+  call: JobCall,
+  endpoint: EndpointRow,
+  value: Submission,
+  header: string | string[],
+  sync: boolean,
+  wait: number | undefined,
+): Promise<{ row: JobRow; replayed: boolean }> {
   const { ctx } = call;
   const key = Array.isArray(header) ? undefined : header;
   const invalid = key === undefined ? "must be sent once" : invalidIdempotencyKey(key);
@@ -266,7 +277,13 @@ function runAnswer(row: JobRow): string {
  * submission to make, resolving with the answer's body (its failures are the route's: HttpProblem, or a storage
  * error the dispatcher turns into a 503).
  */
-export function quickRun(ctx: JobDeps, principal: Principal, endpointId: string, body: Buffer, contentType: string | undefined): (() => Promise<string>) | undefined {
+export function quickRun(
+  ctx: JobDeps,
+  principal: Principal,
+  endpointId: string,
+  body: Buffer,
+  contentType: string | undefined,
+): (() => Promise<string>) | undefined {
   if (principal.worker || !jsonContentType(contentType)) return undefined;
   // On a replica that does not serve jobs, only a hand-off is answered here (as api.ts decides); the rest goes on.
   const handOffAs = ctx.jobsServedBy?.() === undefined ? undefined : handsOffHere(ctx, endpointId) ? ctx.handOffAs : null;
@@ -280,9 +297,18 @@ export function quickRun(ctx: JobDeps, principal: Principal, endpointId: string,
     // Not the caller's queue endpoint, or not JSON: node:http's path answers the problem with its reason.
     return undefined;
   }
-  const { value } = validateSubmission(parsed, endpoint.resource.functions.map((f) => f.name), webhookRefusal(ctx));
+  const { value } = validateSubmission(
+    parsed,
+    endpoint.resource.functions.map((f) => f.name),
+    webhookRefusal(ctx),
+  );
   if (!value) return undefined;
-  return async () => runAnswer(handOffAs !== undefined ? await ctx.engine.handOff(endpoint.id, { ...value, sync: false }, handOffAs) : await ctx.engine.submit(endpoint.id, { ...value, sync: false, deferWrite: false }));
+  return async () =>
+    runAnswer(
+      handOffAs !== undefined
+        ? await ctx.engine.handOff(endpoint.id, { ...value, sync: false }, handOffAs)
+        : await ctx.engine.submit(endpoint.id, { ...value, sync: false, deferWrite: false }),
+    );
 }
 
 /**
@@ -311,7 +337,8 @@ async function smallRecord(ctx: JobDeps, endpointId: string, jobId: string): Pro
   const head = await ctx.engine.recordHead(endpointId, jobId);
   if (!head) return undefined;
   const { row, outputBytes } = head;
-  if (outputBytes === null) return row.output === null || row.output.length < SHARED_OUTPUT_MIN || !isFinal(row.status) ? recordJson(row, Date.now()) : undefined;
+  if (outputBytes === null)
+    return row.output === null || row.output.length < SHARED_OUTPUT_MIN || !isFinal(row.status) ? recordJson(row, Date.now()) : undefined;
   if (outputBytes >= SHARED_OUTPUT_MIN) return undefined;
   const output = await ctx.engine.storedOutput(row.id);
   return output === undefined ? undefined : recordJson({ ...row, output: output.toString("utf8") }, Date.now());
@@ -353,7 +380,7 @@ async function status(call: JobCall, sync: boolean): Promise<void> {
   const endpointId = queueEndpoint(call).id;
   const jobId = call.params.job!;
   const ttl = intParam(url, "ttl", 1, MAX_TTL_MS);
-  const wait = sync ? intParam(url, "wait", 1000, 300_000) ?? RUNSYNC_WAIT_DEFAULT_MS : 0;
+  const wait = sync ? (intParam(url, "wait", 1000, 300_000) ?? RUNSYNC_WAIT_DEFAULT_MS) : 0;
   if (ttl === undefined) {
     // Without its output: a large one is read once for all concurrent readers (sendRecord).
     const head = sync ? await engine.waitFinalHead(endpointId, jobId, wait) : await engine.recordHead(endpointId, jobId);

@@ -18,7 +18,7 @@ describe("validateSubmission", () => {
   });
 
   it("lists every problem as `$.path: message`", () => {
-    expect(validateSubmission([], []).errors).toEqual(["$: must be a JSON object like {\"input\": {...}}"]);
+    expect(validateSubmission([], []).errors).toEqual(['$: must be a JSON object like {"input": {...}}']);
     const { value, errors } = validateSubmission({ extra: 1, function: "zz", webhook: "ftp://x", policy: { ttl: -1, lowPriority: "yes", other: 1 } }, ["a"]);
     expect(value).toBeUndefined();
     // The RunRequest schema's findings first (required, then members in its order, then unknown ones), then the
@@ -29,7 +29,7 @@ describe("validateSubmission", () => {
       "$.policy.lowPriority: must be a boolean",
       "$.policy.other: unknown property",
       "$.extra: unknown property",
-      "$.function: the endpoint has no function \"zz\" (it serves: a)",
+      '$.function: the endpoint has no function "zz" (it serves: a)',
       "$.webhook: must be an http(s) URL",
     ]);
   });
@@ -43,7 +43,7 @@ describe("validateSubmission: webhook events", () => {
       webhookEvents: ["started", "completed"],
     });
     expect(validateSubmission({ input: {}, webhook: "https://x.test/h", webhookEvents: ["finished"] }, []).errors).toEqual([
-      '$.webhookEvents[0]: must be one of started, progress, completed, failed',
+      "$.webhookEvents[0]: must be one of started, progress, completed, failed",
     ]);
     expect(validateSubmission({ input: {}, webhookEvents: ["failed"] }, []).errors).toEqual(["$.webhookEvents: names events of a webhook; send webhook too"]);
   });
@@ -51,13 +51,19 @@ describe("validateSubmission: webhook events", () => {
 
 describe("validateSubmission: where the webhook goes", () => {
   it("refuses a webhook (or webhookV2) the address rules refuse from its URL, naming the rule; accepts the rest", () => {
-    const rules = (url: string) => (new URL(url).hostname === "127.0.0.1" ? { rule: "loopback" as const, message: "refused by the webhook rule \"loopback\": 127.0.0.1 is a loopback address" } : undefined);
+    const rules = (url: string) =>
+      new URL(url).hostname === "127.0.0.1"
+        ? { rule: "loopback" as const, message: 'refused by the webhook rule "loopback": 127.0.0.1 is a loopback address' }
+        : undefined;
     expect(validateSubmission({ input: {}, webhook: "http://2130706433/h" }, [], rules)).toEqual({
       errors: ['$.webhook: refused by the webhook rule "loopback": 127.0.0.1 is a loopback address'],
       webhookRule: "loopback",
     });
     expect(validateSubmission({ input: {}, webhookV2: "http://127.0.0.1/h" }, [], rules).webhookRule).toBe("loopback");
-    expect(validateSubmission({ input: {}, webhook: "gopher://x" }, [], rules)).toEqual({ errors: ["$.webhook: must be an http(s) URL"], webhookRule: "scheme" });
+    expect(validateSubmission({ input: {}, webhook: "gopher://x" }, [], rules)).toEqual({
+      errors: ["$.webhook: must be an http(s) URL"],
+      webhookRule: "scheme",
+    });
     expect(validateSubmission({ input: {}, webhook: "https://hooks.example.com/h" }, [], rules).value?.webhook).toBe("https://hooks.example.com/h");
   });
 });
@@ -71,7 +77,9 @@ describe("validateSubmission: nulls and functions", () => {
   });
 
   it("asks for a function by name when the endpoint serves several", () => {
-    expect(validateSubmission({ input: {} }, ["embed", "rank"]).errors).toEqual(["$.function: is required: this endpoint serves several functions (embed, rank)"]);
+    expect(validateSubmission({ input: {} }, ["embed", "rank"]).errors).toEqual([
+      "$.function: is required: this endpoint serves several functions (embed, rank)",
+    ]);
     expect(validateSubmission({ input: {} }, ["embed"]).errors).toEqual([]);
   });
 });
@@ -102,7 +110,9 @@ describe("splitChunk", () => {
     const items = Array.from({ length: 2000 }, (_, i) => i);
     const arrays = splitChunk({ output: items }, limit).map((p) => JSON.parse(p) as { output: number[] });
     expect(arrays.flatMap((p) => p.output)).toEqual(items);
-    const objects = splitChunk({ output: { text: ["x".repeat(3000), "y".repeat(3000)], tokens: 2 } }, limit).map((p) => JSON.parse(p) as { output: { text: string[]; tokens?: number } });
+    const objects = splitChunk({ output: { text: ["x".repeat(3000), "y".repeat(3000)], tokens: 2 } }, limit).map(
+      (p) => JSON.parse(p) as { output: { text: string[]; tokens?: number } },
+    );
     expect(objects[0]!.output.tokens).toBe(2);
     expect(objects.flatMap((o) => o.output.text)).toEqual(["x".repeat(3000), "y".repeat(3000)]);
     for (const p of splitChunk({ output: text }, limit)) expect(Buffer.byteLength(p)).toBeLessThanOrEqual(limit);

@@ -29,7 +29,7 @@ export function validateSubmission(
   functions: readonly string[],
   webhookRefusal: (url: string) => WebhookRefusal | undefined = () => undefined,
 ): { value?: Submission; errors: string[]; webhookRule?: WebhookRule } {
-  if (!isPlainObject(raw)) return { errors: ["$: must be a JSON object like {\"input\": {...}}"] };
+  if (!isPlainObject(raw)) return { errors: ['$: must be a JSON object like {"input": {...}}'] };
   const body = withoutNulls(raw);
   const errors = validate(SCHEMAS.RunRequest, body);
   const value: Submission = { input: body.input };

@@ -111,11 +111,18 @@ export class WebhookOutbox {
       error = errorMessage(err);
     }
     const durationMs = Math.round(performance.now() - started);
-    const next: StoreOp = error === null || refused ? { op: "deleteWebhook", id: row.id } : afterFailure(row, Date.now(), this.options.retry, this.options.random?.() ?? Math.random());
+    const next: StoreOp =
+      error === null || refused
+        ? { op: "deleteWebhook", id: row.id }
+        : afterFailure(row, Date.now(), this.options.retry, this.options.random?.() ?? Math.random());
     const outcome: WebhookDeliveryRow["outcome"] = error === null ? "delivered" : next.op === "retryWebhook" ? "retrying" : "failed";
     this.options.onAttempt?.(outcome);
     if (refused) this.options.onRefused?.(refused.rule);
-    if (outcome === "failed") this.options.log(`webhook ${row.url} of job ${row.jobId} (${row.event}) failed after ${row.attempts + 1} attempt${row.attempts === 0 ? "" : "s"} (last: ${error})`, { job: row.jobId, ...(row.endpointId ? { endpoint: row.endpointId } : {}) });
+    if (outcome === "failed")
+      this.options.log(
+        `webhook ${row.url} of job ${row.jobId} (${row.event}) failed after ${row.attempts + 1} attempt${row.attempts === 0 ? "" : "s"} (last: ${error})`,
+        { job: row.jobId, ...(row.endpointId ? { endpoint: row.endpointId } : {}) },
+      );
     const delivery: WebhookDeliveryRow = {
       jobId: row.jobId,
       endpointId: row.endpointId,
@@ -129,7 +136,9 @@ export class WebhookOutbox {
       outcome,
     };
     // Refused by the store: the row stays as it was and is tried again at the next scan (sent twice at worst).
-    await this.options.write([next, { op: "insertWebhookDelivery", delivery }]).catch((err: unknown) => this.options.log(`could not record a webhook attempt: ${errorMessage(err)}`));
+    await this.options
+      .write([next, { op: "insertWebhookDelivery", delivery }])
+      .catch((err: unknown) => this.options.log(`could not record a webhook attempt: ${errorMessage(err)}`));
   }
 
   /** Stop scanning; wait up to `ms` for deliveries under way (what is left is sent after the next start). */

@@ -18,7 +18,18 @@ describe("credentialFromHeader", () => {
 describe("acceptsBareKey", () => {
   const id = "3f2a9c0d1e2b4a5c";
   it("accepts it on an endpoint's job routes, job list and OpenAI route", () => {
-    for (const action of ["run", "runsync", `status/j1`, `status-sync/j1?wait=2000`, "stream/j1", "cancel/j1", "retry/j1", "purge-queue", "health", "jobs?limit=5"]) {
+    for (const action of [
+      "run",
+      "runsync",
+      `status/j1`,
+      `status-sync/j1?wait=2000`,
+      "stream/j1",
+      "cancel/j1",
+      "retry/j1",
+      "purge-queue",
+      "health",
+      "jobs?limit=5",
+    ]) {
       expect([action, acceptsBareKey(`/v2/${id}/${action}`, "127.0.0.1:8600")]).toEqual([action, true]);
     }
     expect(acceptsBareKey(`/v2/${id}/openai/v1/chat/completions`, undefined)).toBe(true);

@@ -47,7 +47,10 @@ const policies = new WeakMap<RateWindow[], { policy: string; prefixes: string[] 
 export function rateHeaders(windows: RateWindow[], counts: readonly number[], resets: readonly number[], now: number): RateDecision {
   let texts = policies.get(windows);
   if (!texts) {
-    texts = { policy: windows.map((w) => `${sfString(w.name)};q=${w.quota};w=${w.seconds}`).join(", "), prefixes: windows.map((w, i) => `${i > 0 ? ", " : ""}${sfString(w.name)};r=`) };
+    texts = {
+      policy: windows.map((w) => `${sfString(w.name)};q=${w.quota};w=${w.seconds}`).join(", "),
+      prefixes: windows.map((w, i) => `${i > 0 ? ", " : ""}${sfString(w.name)};r=`),
+    };
     policies.set(windows, texts);
   }
   let exceeded: number | undefined;
@@ -92,7 +95,12 @@ export class RateLimiter implements RateLimiting {
         throw new Error(`invalid rate window ${JSON.stringify(w)}`);
       }
     }
-    this.policy = rateHeaders(windows, windows.map(() => 0), windows.map(() => 0), 0).policy;
+    this.policy = rateHeaders(
+      windows,
+      windows.map(() => 0),
+      windows.map(() => 0),
+      0,
+    ).policy;
   }
 
   /** Count one request of `userId` (unless refused) and say whether it may proceed. */
@@ -118,7 +126,10 @@ export class RateLimiter implements RateLimiting {
 /** Parse a `name=quota,name=quota` list (e.g. "minute=60,hour=1000") over the default windows. */
 export function parseRateLimits(text: string): RateWindow[] {
   const windows = DEFAULT_RATE_WINDOWS.map((w) => ({ ...w }));
-  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const m = /^([a-z]+)=(\d+)(?:\/(\d+)s)?$/.exec(part);
     const w = m && windows.find((x) => x.name === m[1]);
     if (!m || !w) throw new Error(`"${part}" is not <minute|hour|day>=<quota>[/<seconds>s]`);

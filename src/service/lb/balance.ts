@@ -12,7 +12,11 @@ export interface BalancedWorker {
  * equal workers take turns. undefined: no ready worker. One pass over `workers` (the pool's own records, as they
  * are: `isReady` says which may take a request), no arrays: this runs on every proxied request.
  */
-export function pickWorker<W extends BalancedWorker>(workers: Iterable<W>, lastPicked?: string, isReady: (w: W) => boolean = (w) => w.ready === true): W | undefined {
+export function pickWorker<W extends BalancedWorker>(
+  workers: Iterable<W>,
+  lastPicked?: string,
+  isReady: (w: W) => boolean = (w) => w.ready === true,
+): W | undefined {
   let least = Infinity;
   let first: W | undefined;
   let afterLast: W | undefined;

@@ -51,7 +51,13 @@ function recorder(acceptsWhole: boolean) {
     down.whole = (answer: ScannedResponse, data: Buffer, bodyStart: number) => {
       seen.wholes++;
       seen.heads.push(answer.status);
-      for (let i = 0; i < answer.lines.length; i += 2) seen.lines.push(...data.toString("latin1", answer.lines[i], answer.lines[i + 1]).split("\r\n").filter(Boolean));
+      for (let i = 0; i < answer.lines.length; i += 2)
+        seen.lines.push(
+          ...data
+            .toString("latin1", answer.lines[i], answer.lines[i + 1])
+            .split("\r\n")
+            .filter(Boolean),
+        );
       seen.body.push(Buffer.from(data.subarray(bodyStart, bodyStart + answer.contentLength)));
       seen.ended = true;
     };
@@ -59,7 +65,11 @@ function recorder(acceptsWhole: boolean) {
   return { down, seen };
 }
 
-async function exchange(pool: UpstreamPool, acceptsWhole: boolean, pieces: Piece[]): Promise<{ outcome: ProxyOutcome; seen: ReturnType<typeof recorder>["seen"]; socket: Socket }> {
+async function exchange(
+  pool: UpstreamPool,
+  acceptsWhole: boolean,
+  pieces: Piece[],
+): Promise<{ outcome: ProxyOutcome; seen: ReturnType<typeof recorder>["seen"]; socket: Socket }> {
   script.push(pieces);
   const { down, seen } = recorder(acceptsWhole);
   const ex = openExchange(pool, down, { upstream: address, workerId: "w1" }, false);
@@ -76,7 +86,17 @@ const ok = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: text/
  * (the caller's socket has not written the pieces out yet); `slow`: `write` asks the worker to wait once.
  */
 function longRecorder({ holds, slow = false }: { holds: boolean; slow?: boolean }) {
-  const seen = { longs: 0, wholes: 0, heads: [] as number[], lines: [] as string[], first: Buffer.alloc(0), pieces: [] as Buffer[], ended: false, failed: undefined as string | undefined, drain: undefined as (() => void) | undefined };
+  const seen = {
+    longs: 0,
+    wholes: 0,
+    heads: [] as number[],
+    lines: [] as string[],
+    first: Buffer.alloc(0),
+    pieces: [] as Buffer[],
+    ended: false,
+    failed: undefined as string | undefined,
+    drain: undefined as (() => void) | undefined,
+  };
   let asked = false;
   const down: Downstream = {
     gone: false,
@@ -99,7 +119,13 @@ function longRecorder({ holds, slow = false }: { holds: boolean; slow?: boolean 
     long: (answer, data, bodyStart, bodyEnd) => {
       seen.longs++;
       seen.heads.push(answer.status);
-      for (let i = 0; i < answer.lines.length; i += 2) seen.lines.push(...data.toString("latin1", answer.lines[i], answer.lines[i + 1]).split("\r\n").filter(Boolean));
+      for (let i = 0; i < answer.lines.length; i += 2)
+        seen.lines.push(
+          ...data
+            .toString("latin1", answer.lines[i], answer.lines[i + 1])
+            .split("\r\n")
+            .filter(Boolean),
+        );
       seen.first = Buffer.from(data.subarray(bodyStart, bodyEnd));
       return true;
     },
@@ -138,7 +164,13 @@ describe("a long answer of known length, passed on by its bytes", () => {
     const { down, seen } = longRecorder({ holds: false });
     const { outcome, socket } = await longExchange(pool, down, [longHead(body.length, "Connection: keep-alive\r\nx-app: a\r\n"), ...inPieces(body, 48 * 1024)]);
     expect(outcome).toBe("ok");
-    expect([seen.longs, seen.wholes, seen.heads, seen.lines, seen.ended]).toEqual([1, 0, [200], ["content-type: application/octet-stream", `content-length: ${body.length}`, "x-app: a"], true]);
+    expect([seen.longs, seen.wholes, seen.heads, seen.lines, seen.ended]).toEqual([
+      1,
+      0,
+      [200],
+      ["content-type: application/octet-stream", `content-length: ${body.length}`, "x-app: a"],
+      true,
+    ]);
     expect(seen.pieces.length).toBeGreaterThan(4);
     // No copy and no new buffer a read: every piece is a view of the same memory, read into again and again.
     expect(new Set(seen.pieces.map((p) => p.buffer)).size).toBe(1);
@@ -179,7 +211,12 @@ describe("a long answer of known length, passed on by its bytes", () => {
     const pool = new UpstreamPool();
     const small = counted(100_000);
     const { down, seen } = longRecorder({ holds: false });
-    const { outcome, socket } = await longExchange(pool, down, [longHead(small.length), small.subarray(0, 60_000), { wait: 20 }, Buffer.concat([small.subarray(60_000), Buffer.from("HTTP/1.1 200 OK\r\n")])]);
+    const { outcome, socket } = await longExchange(pool, down, [
+      longHead(small.length),
+      small.subarray(0, 60_000),
+      { wait: 20 },
+      Buffer.concat([small.subarray(60_000), Buffer.from("HTTP/1.1 200 OK\r\n")]),
+    ]);
     expect(outcome).toBe("ok");
     expect(Buffer.concat([seen.first, ...seen.pieces.map((p) => Buffer.from(p))]).length).toBe(small.length);
     const after = await longExchange(pool, longRecorder({ holds: false }).down, [ok("fresh")]);
@@ -222,7 +259,15 @@ describe("a pooled exchange with a worker", () => {
   it("waits for an answer that comes in pieces (the head split too) and hands it on whole", async () => {
     const pool = new UpstreamPool();
     const text = ok("x".repeat(3000));
-    const { outcome, seen } = await exchange(pool, true, [text.slice(0, 20), { wait: 30 }, text.slice(20, 90), { wait: 30 }, text.slice(90, 2000), { wait: 30 }, text.slice(2000)]);
+    const { outcome, seen } = await exchange(pool, true, [
+      text.slice(0, 20),
+      { wait: 30 },
+      text.slice(20, 90),
+      { wait: 30 },
+      text.slice(90, 2000),
+      { wait: 30 },
+      text.slice(2000),
+    ]);
     expect([outcome, seen.wholes, seen.heads]).toEqual(["ok", 1, [200]]);
     expect(Buffer.concat(seen.body).toString()).toBe("x".repeat(3000));
     pool.destroy();
@@ -231,7 +276,9 @@ describe("a pooled exchange with a worker", () => {
   it("hands a small chunked answer whole in one read on as its bytes, its chunks as they came, and reuses the connection", async () => {
     const pool = new UpstreamPool();
     const body = '5\r\n{"ok"\r\n6\r\n:true}\r\n0\r\n\r\n';
-    const first = await exchange(pool, true, [`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n${body}`]);
+    const first = await exchange(pool, true, [
+      `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n${body}`,
+    ]);
     expect(first.seen).toMatchObject({ wholes: 1, heads: [200], lines: ["content-type: application/json", "transfer-encoding: chunked"], ended: true });
     expect(Buffer.concat(first.seen.body).toString()).toBe(body);
     const second = await exchange(pool, true, [ok("next")]);

@@ -239,7 +239,11 @@ class PooledExchange implements Exchange, RawExchange {
     if (this.settled) return;
     this.conn.end(false);
     if (this.down.gone) return this.settle("client-gone");
-    this.down.workerFailed(this.workerId, `The worker ${this.workerId} did not answer within ${this.timeoutMs} ms (the endpoint's executionTimeout); it was not retried`, 504);
+    this.down.workerFailed(
+      this.workerId,
+      `The worker ${this.workerId} did not answer within ${this.timeoutMs} ms (the endpoint's executionTimeout); it was not retried`,
+      504,
+    );
     this.settle("timed-out");
   }
 
@@ -262,7 +266,12 @@ class PooledExchange implements Exchange, RawExchange {
   onFailure(err: Error): void {
     if (this.settled) return;
     if (this.down.gone) return this.settle("client-gone");
-    this.down.workerFailed(this.workerId, `The worker ${this.workerId} failed while handling the request (${err.message}); it was not retried`, 502, err.message);
+    this.down.workerFailed(
+      this.workerId,
+      `The worker ${this.workerId} failed while handling the request (${err.message}); it was not retried`,
+      502,
+      err.message,
+    );
     this.settle("worker-failed");
   }
 

@@ -12,7 +12,16 @@ import { problemOf, problemResponse, type HttpProblem } from "../http/problems.j
 import { asRouteFailure } from "../store/faults.js";
 import { type LbWorker } from "./index.js";
 import { lbTarget } from "./address.js";
-import { hasHeaderLine, IDEMPOTENCY_KEY, relayRequestBytes, scanRequestHead, spliceHead, upstreamRequestBytes, type ScannedRequest, type ScannedResponse } from "./head-scan.js";
+import {
+  hasHeaderLine,
+  IDEMPOTENCY_KEY,
+  relayRequestBytes,
+  scanRequestHead,
+  spliceHead,
+  upstreamRequestBytes,
+  type ScannedRequest,
+  type ScannedResponse,
+} from "./head-scan.js";
 import type { Downstream } from "./exchange.js";
 import { parseAddress, SMALL_BODY_BYTES, UpstreamPool, type UpstreamAddress } from "./upstream.js";
 import type { LbFront } from "./front.js";
@@ -162,7 +171,7 @@ export class FrontConnection implements Downstream {
       return;
     }
     const runOf = maybeRun ? RUN_PATH.exec(head.url)?.[1] : undefined;
-    const readOf = maybeRead && head.contentLength === 0 ? READ_PATH.exec(head.url) ?? undefined : undefined;
+    const readOf = maybeRead && head.contentLength === 0 ? (READ_PATH.exec(head.url) ?? undefined) : undefined;
     const takes = maybeTake && head.url === TAKE_PATH;
     const target = runOf === undefined && readOf === undefined && !takes ? lbTarget(head.url, head.host) : undefined;
     // (A connection's requests carry the same Authorization as a rule: its key is read once.)
@@ -212,7 +221,13 @@ export class FrontConnection implements Downstream {
         if (this.socket.destroyed) return lb.release(admitted);
         if (!lb.canExchange(admitted)) {
           lb.release(admitted);
-          return this.problem(502, `The worker ${admitted.id} speaks https, which the LB front does not forward; set SVC_LB_FRONT=off`, {}, limits, head.method === "HEAD");
+          return this.problem(
+            502,
+            `The worker ${admitted.id} speaks https, which the LB front does not forward; set SVC_LB_FRONT=off`,
+            {},
+            limits,
+            head.method === "HEAD",
+          );
         }
         this.forward(admitted, data, head, target.path, limits, body);
       },
@@ -343,7 +358,9 @@ export class FrontConnection implements Downstream {
   /** A 200 answer with a JSON body, as node:http's sendText writes it. */
   private json(text: string, limits: string): void {
     if (this.socket.destroyed) return;
-    this.socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${this.serviceHeaders(limits, false)}\r\n${text}`);
+    this.socket.write(
+      `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${this.serviceHeaders(limits, false)}\r\n${text}`,
+    );
     this.answered();
   }
 
@@ -353,7 +370,9 @@ export class FrontConnection implements Downstream {
     let lines = "";
     for (const [name, value] of Object.entries(headers)) lines += `${name}: ${value}\r\n`;
     // (An answer to HEAD has the headers of the answer to GET, and no body.)
-    this.socket.write(problemResponse(status, detail, `${lines}${this.serviceHeaders(limits, false)}`, !isHead, { errors: extra?.errors, members: extra?.members }));
+    this.socket.write(
+      problemResponse(status, detail, `${lines}${this.serviceHeaders(limits, false)}`, !isHead, { errors: extra?.errors, members: extra?.members }),
+    );
     this.answered();
   }
 
@@ -404,7 +423,13 @@ export class FrontConnection implements Downstream {
   /** As cluster/forward.ts answers a replica serving jobs that does not answer: 503, retry in a few seconds. */
   private relayFailed(cause: string): void {
     if (this.headWritten) return void this.socket.destroy();
-    this.problem(503, `The replica serving jobs at ${this.relaying?.protocol ?? "http:"}//${this.relaying?.host ?? "?"} does not answer (${cause}); retry in a few seconds`, { "retry-after": "5" }, "", false);
+    this.problem(
+      503,
+      `The replica serving jobs at ${this.relaying?.protocol ?? "http:"}//${this.relaying?.host ?? "?"} does not answer (${cause}); retry in a few seconds`,
+      { "retry-after": "5" },
+      "",
+      false,
+    );
   }
 
   /** The state of an answer passed down from a worker (or, `relaying`, from another replica), before it begins. */

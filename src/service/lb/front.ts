@@ -59,7 +59,11 @@ export interface FrontDeps {
    * quickTake). Nothing is changed before the front commits. A worker's takes and results then cost the service
    * no node:http request each; its other calls (register, heartbeat, ...) go to node:http on the same connection.
    */
-  take?(principal: Principal, body: Buffer, contentType: string | undefined): ((hangUp: AbortSignal, gone: () => boolean) => Promise<string | undefined>) | undefined;
+  take?(
+    principal: Principal,
+    body: Buffer,
+    contentType: string | undefined,
+  ): ((hangUp: AbortSignal, gone: () => boolean) => Promise<string | undefined>) | undefined;
   /** A take the front answered: its status and when it began (performance.now()), for the HTTP metrics (absent when they are off). */
   tookTake?(status: number, startedAt: number): void;
   /**

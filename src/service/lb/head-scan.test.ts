@@ -16,7 +16,17 @@ function parse(kind: "request" | "response", data: Buffer) {
   let head: { method?: string; url: string; status: number; headers: string[]; keepAlive: boolean; upgrade: boolean; http11: boolean } | undefined;
   const partial: string[] = [];
   parser[P.kOnHeaders] = ((h: string[]) => partial.push(...h)) as never;
-  parser[P.kOnHeadersComplete] = ((major: number, minor: number, headers: string[] | undefined, method: number, url: string, status: number, _m: unknown, upgrade: boolean, keepAlive: boolean) => {
+  parser[P.kOnHeadersComplete] = ((
+    major: number,
+    minor: number,
+    headers: string[] | undefined,
+    method: number,
+    url: string,
+    status: number,
+    _m: unknown,
+    upgrade: boolean,
+    keepAlive: boolean,
+  ) => {
     head = { method: llhttp!.methods[method], url, status, headers: headers ?? partial, keepAlive, upgrade, http11: major === 1 && minor === 1 };
     return 1;
   }) as never;
@@ -27,7 +37,7 @@ function parse(kind: "request" | "response", data: Buffer) {
 
 /** A seeded generator of random heads: header lines from `names` and `values`, then a few stray bytes anywhere. */
 function randomHeads(seed: number, names: readonly string[], values: readonly string[], noise: readonly string[]) {
-  const random = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const random = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32;
   const pick = <T>(list: readonly T[]) => list[Math.floor(random() * list.length)]!;
   return {
     random,
@@ -58,7 +68,15 @@ describe("scanRequestHead", () => {
       "X-Forwarded-For: 10.0.0.1\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Forwarded-Proto: https\r\nTE: trailers\r\n\r\n{}";
     const data = Buffer.from(text, "latin1");
     const head = scanRequestHead(data, data.indexOf(HEAD_END), 100)!;
-    expect(head).toMatchObject({ method: "POST", url: "/lb/abc/items/1?q=2", host: "svc:1", authorization: "Bearer k", contentLength: 2, keepAlive: true, forwardedFor: "10.0.0.1" });
+    expect(head).toMatchObject({
+      method: "POST",
+      url: "/lb/abc/items/1?q=2",
+      host: "svc:1",
+      authorization: "Bearer k",
+      contentLength: 2,
+      keepAlive: true,
+      forwardedFor: "10.0.0.1",
+    });
     let kept = "";
     for (let i = 0; i < head.lines.length; i += 2) kept += data.toString("latin1", head.lines[i], head.lines[i + 1]);
     expect(kept).toBe("Accept: a\r\nContent-Length: 2\r\n");
@@ -73,7 +91,22 @@ describe("scanRequestHead", () => {
     const data = Buffer.from(text, "latin1");
     const headEnd = data.indexOf(HEAD_END);
     const head = scanRequestHead(data, headEnd, 100)!;
-    const raw = ["host", "svc:1", "authorization", "Bearer k", "Accept", "a", "Accept", "b", "x-forwarded-for", "10.0.0.1", "X-Forwarded-Host", "evil", "content-length", "3"];
+    const raw = [
+      "host",
+      "svc:1",
+      "authorization",
+      "Bearer k",
+      "Accept",
+      "a",
+      "Accept",
+      "b",
+      "x-forwarded-for",
+      "10.0.0.1",
+      "X-Forwarded-Host",
+      "evil",
+      "content-length",
+      "3",
+    ];
     const expected = requestHead("PUT", "/x", "127.0.0.1:9000", raw, { host: "svc:1", remote: "127.0.0.2" }, false) + "abc";
     const body = data.subarray(headEnd + 4);
     expect(upstreamRequestBytes(data, head, "/x", "127.0.0.1:9000", "127.0.0.2", body, "").toString("latin1")).toBe(expected);
@@ -91,7 +124,20 @@ describe("scanRequestHead", () => {
     expect(sent).not.toContain("forged");
     expect(sent.startsWith(`POST /x HTTP/1.1\r\nhost: 127.0.0.1:9000\r\n${line}Accept: a\r\ncontent-length: 2\r\n`)).toBe(true);
     // The node:http path writes the same head.
-    const raw = ["host", "svc:1", "X-SVC-LB-Credential", "forged-by-caller", "authorization", "Bearer k", "Accept", "a", "x-svc-lb-credential", "forged-again", "content-length", "2"];
+    const raw = [
+      "host",
+      "svc:1",
+      "X-SVC-LB-Credential",
+      "forged-by-caller",
+      "authorization",
+      "Bearer k",
+      "Accept",
+      "a",
+      "x-svc-lb-credential",
+      "forged-again",
+      "content-length",
+      "2",
+    ];
     expect(requestHead("POST", "/x", "127.0.0.1:9000", raw, { host: "svc:1", remote: "127.0.0.2" }, false, line) + "{}").toBe(sent);
     // What the worker's parser reads: exactly one credential, the worker's.
     const parsed = parse("request", Buffer.from(sent.slice(0, sent.indexOf("\r\n\r\n") + 4), "latin1"));
@@ -103,7 +149,8 @@ describe("scanRequestHead", () => {
   });
 
   it("passes a request on to another replica as it came: its target, Host and key kept, hop-by-hop lines dropped", () => {
-    const text = "GET /v2/e1/status/j1 HTTP/1.1\r\nHost: svc:1\r\nAuthorization: Bearer k\r\nAccept: a\r\nConnection: keep-alive\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n";
+    const text =
+      "GET /v2/e1/status/j1 HTTP/1.1\r\nHost: svc:1\r\nAuthorization: Bearer k\r\nAccept: a\r\nConnection: keep-alive\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n";
     const data = Buffer.from(text, "latin1");
     const head = scan(text)!;
     const relayed = relayRequestBytes(data, head, "127.0.0.2");
@@ -145,12 +192,29 @@ describe("scanRequestHead", () => {
   });
 
   it("never accepts a head node's parser refuses, and reads the same one it reads (seeded random heads)", () => {
-    const names = ["Host", "host", "Authorization", "Content-Length", "content-length", "Accept", "X-Forwarded-For", "Connection", "Keep-Alive", "Transfer-Encoding", "Expect", "Upgrade", "TE", "X-A"];
+    const names = [
+      "Host",
+      "host",
+      "Authorization",
+      "Content-Length",
+      "content-length",
+      "Accept",
+      "X-Forwarded-For",
+      "Connection",
+      "Keep-Alive",
+      "Transfer-Encoding",
+      "Expect",
+      "Upgrade",
+      "TE",
+      "X-A",
+    ];
     const values = ["a", "svc:1", "Bearer k", "0", "12", "keep-alive", "close", "chunked", " spaced ", "a\tb", "ümlaut", "x, y", ""];
     const gen = randomHeads(7, names, values, ["\r", "\n", " ", "\t", ":", "\x00", "\x7f", "(", "é", "\r\n"]);
     let accepted = 0;
     for (let round = 0; round < 4000; round++) {
-      const text = gen.head(`${gen.pick(["GET", "POST", "HEAD", "DELETE", "PATCH", "OPTIONS", "PUT"])} ${gen.pick(["/", "/lb/abc/x?y=1", "/a%20b", "/#f"])} HTTP/1.1\r\n`);
+      const text = gen.head(
+        `${gen.pick(["GET", "POST", "HEAD", "DELETE", "PATCH", "OPTIONS", "PUT"])} ${gen.pick(["/", "/lb/abc/x?y=1", "/a%20b", "/#f"])} HTTP/1.1\r\n`,
+      );
       const data = Buffer.from(text, "latin1");
       const headEnd = data.indexOf(HEAD_END);
       if (headEnd < 0) continue;
@@ -160,7 +224,13 @@ describe("scanRequestHead", () => {
       const theirs = parse("request", data.subarray(0, headEnd + 4));
       expect(theirs, JSON.stringify(text)).not.toBeInstanceOf(Error);
       const head = theirs as Exclude<typeof theirs, Error | undefined>;
-      expect([head.method, head.url, head.keepAlive, head.upgrade, head.http11], JSON.stringify(text)).toEqual([mine.method, mine.url, mine.keepAlive, false, true]);
+      expect([head.method, head.url, head.keepAlive, head.upgrade, head.http11], JSON.stringify(text)).toEqual([
+        mine.method,
+        mine.url,
+        mine.keepAlive,
+        false,
+        true,
+      ]);
       const value = (name: string) => {
         const found: string[] = [];
         for (let i = 0; i < head.headers.length; i += 2) if (head.headers[i]!.toLowerCase() === name) found.push(head.headers[i + 1]!);
@@ -239,7 +309,9 @@ describe("scanResponseHead", () => {
       const where = gen.random();
       const length = Math.floor(gen.random() * 200);
       const status = gen.pick(["200 OK", "201 Created", "404 Not Found", "500", "302 Found", "204 No Content", "101 Switching"]);
-      const text = gen.head(`HTTP/1.1 ${status}\r\n`, (i, count) => (withLength && i === Math.floor(where * (count + 1)) ? `Content-Length: ${length}\r\n` : ""));
+      const text = gen.head(`HTTP/1.1 ${status}\r\n`, (i, count) =>
+        withLength && i === Math.floor(where * (count + 1)) ? `Content-Length: ${length}\r\n` : "",
+      );
       const data = Buffer.from(text, "latin1");
       const headEnd = data.indexOf(HEAD_END);
       if (headEnd < 0) continue;
@@ -266,7 +338,7 @@ describe("scanResponseHead", () => {
 describe("plainChunkedEnd", () => {
   const end = (body: string, limit = 1024) => plainChunkedEnd(Buffer.from(`HEAD${body}`, "latin1"), 4, limit);
   it("finds the end of a small chunked body whole in the buffer, written plainly", () => {
-    expect(end("b\r\n{\"ok\":true}\r\n0\r\n\r\n")).toBe(4 + 21);
+    expect(end('b\r\n{"ok":true}\r\n0\r\n\r\n')).toBe(4 + 21);
     expect(end("3\r\nabc\r\nA\r\n0123456789\r\n0\r\n\r\n")).toBe(4 + 28);
     expect(end("0\r\n\r\n")).toBe(4 + 5);
     // What follows the body is not part of it (the caller decides what to make of it).
@@ -274,9 +346,9 @@ describe("plainChunkedEnd", () => {
   });
   it("says -1 for a body still coming, larger than the limit, or with extensions, trailers or bad framing", () => {
     for (const body of [
-      "b\r\n{\"ok\":true}\r\n",
-      "b\r\n{\"ok\":true}\r\n0\r\n",
-      "b\r\n{\"ok\":",
+      'b\r\n{"ok":true}\r\n',
+      'b\r\n{"ok":true}\r\n0\r\n',
+      'b\r\n{"ok":',
       "3;name=x\r\nabc\r\n0\r\n\r\n",
       "3\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n",
       "3\r\nabcd\r\n0\r\n\r\n",

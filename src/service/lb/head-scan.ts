@@ -95,7 +95,17 @@ const enum Kind {
 }
 
 /** Connection-scoped headers (RFC 9110 7.6.1): never passed on, either way (proxy.ts uses the same list). */
-export const HOP_BY_HOP: ReadonlySet<string> = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host"]);
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "host",
+]);
 /** Set by the proxy itself: the caller's values are replaced (X-Forwarded-For is appended to). */
 export const FORWARDED: ReadonlySet<string> = new Set(["x-forwarded-host", "x-forwarded-for", "x-forwarded-proto"]);
 
@@ -220,7 +230,17 @@ export function scanRequestHead(data: Buffer, headEnd: number, maxBody: number):
   for (let k = 0; k < HTTP11.length; k++) if (data[i + k] !== HTTP11[k]) return undefined;
   let pos = i + HTTP11.length;
 
-  const scanned: ScannedRequest = { method, url, host: undefined, authorization: undefined, contentType: undefined, contentLength: 0, keepAlive: true, forwardedFor: undefined, lines: [] };
+  const scanned: ScannedRequest = {
+    method,
+    url,
+    host: undefined,
+    authorization: undefined,
+    contentType: undefined,
+    contentLength: 0,
+    keepAlive: true,
+    forwardedFor: undefined,
+    lines: [],
+  };
   let lengthSeen = false;
   const end = headEnd + 2;
   while (pos < end) {

@@ -294,7 +294,11 @@ export class LbRouter {
       w.state = "ready";
       if (before !== "ready") {
         const standby = this.deps.engine.workers.get(w.id)?.standby === true;
-        this.note(w.endpointId, w.id, `lb: worker ${w.id} answered /ping 200: ready, ${standby ? "taking traffic once its release switches" : "taking traffic"}`);
+        this.note(
+          w.endpointId,
+          w.id,
+          `lb: worker ${w.id} answered /ping 200: ready, ${standby ? "taking traffic once its release switches" : "taking traffic"}`,
+        );
         this.deps.onReady?.(w.id);
         this.dispatch(w.endpointId);
       }
@@ -303,7 +307,8 @@ export class LbRouter {
     if (state === "initializing" || state === "missing") {
       w.state = state;
       if (before !== state) {
-        const text = state === "initializing" ? `lb: worker ${w.id} answered /ping 204: initializing` : `lb: ${pingVerdict(w.address, { state, status }).message}`;
+        const text =
+          state === "initializing" ? `lb: worker ${w.id} answered /ping 204: initializing` : `lb: ${pingVerdict(w.address, { state, status }).message}`;
         this.note(w.endpointId, w.id, text);
       }
       return;
@@ -316,7 +321,11 @@ export class LbRouter {
     else if ((status === 401 || status === 403) && w.refusedSeen !== status) {
       // Said once: the worker listening there is another (this one registered an address not its own).
       w.refusedSeen = status;
-      this.note(w.endpointId, w.id, `lb: ${w.address} refused worker ${w.id}'s credential (/ping answered ${status}): the server there is not that worker; it gets no traffic`);
+      this.note(
+        w.endpointId,
+        w.id,
+        `lb: ${w.address} refused worker ${w.id}'s credential (/ping answered ${status}): the server there is not that worker; it gets no traffic`,
+      );
     }
   }
 
@@ -503,7 +512,9 @@ export class LbRouter {
     const w = worker as PoolWorker;
     this.started(w);
     try {
-      return openExchange(this.pool, down, { upstream: w.upstream, workerId: w.id, timeoutMs: this.answerTimeout(w.endpointId) }, isHead, (outcome) => this.finished(w, outcome));
+      return openExchange(this.pool, down, { upstream: w.upstream, workerId: w.id, timeoutMs: this.answerTimeout(w.endpointId) }, isHead, (outcome) =>
+        this.finished(w, outcome),
+      );
     } catch (err) {
       this.finished(w, "client-gone");
       throw err;
@@ -544,7 +555,11 @@ export class LbRouter {
     if (outcome === "timed-out") {
       // Slow is not dead: it stays in the pool (its /ping decides that).
       counters.failed++;
-      this.note(endpointId, w.id, `lb: worker ${w.id} did not answer a request within ${this.answerTimeout(endpointId) ?? "?"} ms (executionTimeout): 504, not retried`);
+      this.note(
+        endpointId,
+        w.id,
+        `lb: worker ${w.id} did not answer a request within ${this.answerTimeout(endpointId) ?? "?"} ms (executionTimeout): 504, not retried`,
+      );
     }
     if (outcome === "worker-failed") {
       counters.failed++;

@@ -33,7 +33,10 @@ describe("pickWorker", () => {
     expect(pickWorker([w("c", 0), w("x", 0, false), w("d", 0)], "c")?.id).toBe("d");
   });
   it("asks the caller's predicate which workers are ready", () => {
-    const pool = new Map([["a", { id: "a", inFlight: 0, endpoint: "e1" }], ["b", { id: "b", inFlight: 0, endpoint: "e2" }]]);
+    const pool = new Map([
+      ["a", { id: "a", inFlight: 0, endpoint: "e1" }],
+      ["b", { id: "b", inFlight: 0, endpoint: "e2" }],
+    ]);
     expect(pickWorker(pool.values(), undefined, (x) => x.endpoint === "e2")?.id).toBe("b");
     expect(pickWorker(pool.values(), undefined, (x) => x.endpoint === "e3")).toBeUndefined();
   });
@@ -130,7 +133,11 @@ describe("proxy headers", () => {
   });
   it("sends the worker's credential up in place of any the caller sent", () => {
     const incoming = { host: "svc:1", "x-svc-lb-credential": "forged", "x-app": "y" };
-    expect(upstreamHeaders(incoming, { endpointId: "e1", credential: "own" })).toEqual({ "x-app": "y", "x-svc-lb-credential": "own", "x-forwarded-proto": "http" });
+    expect(upstreamHeaders(incoming, { endpointId: "e1", credential: "own" })).toEqual({
+      "x-app": "y",
+      "x-svc-lb-credential": "own",
+      "x-forwarded-proto": "http",
+    });
     // A worker that asks none (a prebuilt image's): the caller's copy is still not passed on.
     expect(upstreamHeaders(incoming, { endpointId: "e1" })).toEqual({ "x-app": "y", "x-forwarded-proto": "http" });
   });
@@ -142,7 +149,24 @@ describe("proxy headers", () => {
 
 describe("raw forwarding heads", () => {
   it("writes the request head: Host of the worker, no hop-by-hop headers nor API key, X-Forwarded-*, duplicates kept", () => {
-    const raw = ["Host", "svc:1", "Authorization", "Bearer k", "Connection", "keep-alive, x-private", "X-Private", "p", "Accept", "a", "Accept", "b", "X-Forwarded-For", "10.0.0.1", "Content-Length", "2"];
+    const raw = [
+      "Host",
+      "svc:1",
+      "Authorization",
+      "Bearer k",
+      "Connection",
+      "keep-alive, x-private",
+      "X-Private",
+      "p",
+      "Accept",
+      "a",
+      "Accept",
+      "b",
+      "X-Forwarded-For",
+      "10.0.0.1",
+      "Content-Length",
+      "2",
+    ];
     expect(requestHead("POST", "/items/1?q=2", "127.0.0.1:9000", raw, { host: "svc:1", remote: "127.0.0.1" }, false)).toBe(
       "POST /items/1?q=2 HTTP/1.1\r\nhost: 127.0.0.1:9000\r\nAccept: a\r\nAccept: b\r\nContent-Length: 2\r\n" +
         "x-forwarded-host: svc:1\r\nx-forwarded-for: 10.0.0.1, 127.0.0.1\r\nx-forwarded-proto: http\r\n\r\n",
@@ -161,7 +185,20 @@ describe("raw forwarding heads", () => {
   });
 
   it("keeps the worker's headers on the way down (set-cookie twice too) and names the worker", () => {
-    const raw = ["Content-Type", "text/plain", "Set-Cookie", "a=1", "Set-Cookie", "b=2", "Connection", "keep-alive", "Keep-Alive", "timeout=65", "Transfer-Encoding", "chunked"];
+    const raw = [
+      "Content-Type",
+      "text/plain",
+      "Set-Cookie",
+      "a=1",
+      "Set-Cookie",
+      "b=2",
+      "Connection",
+      "keep-alive",
+      "Keep-Alive",
+      "timeout=65",
+      "Transfer-Encoding",
+      "chunked",
+    ];
     expect(downstreamRawHeaders(raw, "w1")).toEqual(["Content-Type", "text/plain", "Set-Cookie", "a=1", "Set-Cookie", "b=2", "x-svc-worker", "w1"]);
   });
 });
@@ -176,6 +213,8 @@ describe("noWorkersRefusal", () => {
     expect(noWorkersRefusal({ id: "e1", app: "" }, undefined).message).toBe(
       "Endpoint e1 has no workers and will get none: its workersMax is 0; update the endpoint with a workersMax above 0 (PATCH /v1/endpoints/e1 or `svc endpoint update e1 --workers-max <n>`)",
     );
-    expect(noWorkersRefusal({ id: "e2", app: "shop" }, undefined).message).toMatch(/its workersMax is 0; raise the maximum of its `workers` setting and deploy again/);
+    expect(noWorkersRefusal({ id: "e2", app: "shop" }, undefined).message).toMatch(
+      /its workersMax is 0; raise the maximum of its `workers` setting and deploy again/,
+    );
   });
 });

@@ -12,14 +12,22 @@ import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
 
 function connectionListed(headers: IncomingHttpHeaders): Set<string> {
   const listed = headers.connection;
-  return new Set((typeof listed === "string" ? listed : "").split(",").map((s) => s.trim().toLowerCase()).filter(Boolean));
+  return new Set(
+    (typeof listed === "string" ? listed : "")
+      .split(",")
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 /**
  * The headers sent up to the worker: the caller's, less the connection-scoped ones, the key and any worker
  * credential of its own; the worker's `credential` (undefined: it asks none) and X-Forwarded-*. Pure.
  */
-export function upstreamHeaders(incoming: IncomingHttpHeaders, info: { host?: string; remote?: string; endpointId: string; credential?: string }): OutgoingHttpHeaders {
+export function upstreamHeaders(
+  incoming: IncomingHttpHeaders,
+  info: { host?: string; remote?: string; endpointId: string; credential?: string },
+): OutgoingHttpHeaders {
   const drop = connectionListed(incoming);
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(incoming)) {
@@ -80,7 +88,12 @@ export function forward(
         method: req.method,
         path: target.path,
         agent,
-        headers: upstreamHeaders(req.headers, { host: req.headers.host, remote: req.socket.remoteAddress, endpointId: target.endpointId, credential: target.credential }),
+        headers: upstreamHeaders(req.headers, {
+          host: req.headers.host,
+          remote: req.socket.remoteAddress,
+          endpointId: target.endpointId,
+          credential: target.credential,
+        }),
       },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, downstreamHeaders(answer.headers, target.workerId));

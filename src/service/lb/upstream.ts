@@ -162,7 +162,8 @@ export class UpstreamConnection {
       },
     };
     const host = upstream.hostname.startsWith("[") ? upstream.hostname.slice(1, -1) : upstream.hostname;
-    const socket = upstream.socketPath !== undefined ? connect({ path: upstream.socketPath, onread }) : connect({ host, port: Number(upstream.port) || 80, onread });
+    const socket =
+      upstream.socketPath !== undefined ? connect({ path: upstream.socketPath, onread }) : connect({ host, port: Number(upstream.port) || 80, onread });
     this.socket = socket;
     const P = Llhttp!;
     this.parser = new P();
@@ -170,7 +171,17 @@ export class UpstreamConnection {
     this.parser[P.kOnHeaders] = ((headers: string[]) => {
       this.partialHeaders.push(...headers);
     }) as never;
-    this.parser[P.kOnHeadersComplete] = ((_major: number, _minor: number, headers: string[] | undefined, _method: unknown, _url: unknown, status: number, _message: unknown, _upgrade: boolean, keepAlive: boolean) => {
+    this.parser[P.kOnHeadersComplete] = ((
+      _major: number,
+      _minor: number,
+      headers: string[] | undefined,
+      _method: unknown,
+      _url: unknown,
+      status: number,
+      _message: unknown,
+      _upgrade: boolean,
+      keepAlive: boolean,
+    ) => {
       const all = headers ?? this.partialHeaders;
       this.partialHeaders = [];
       return this.exchange?.onHead(status, all, keepAlive) ?? 0;

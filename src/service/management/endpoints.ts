@@ -79,7 +79,15 @@ export interface ImageSupport {
 }
 
 export function templateJson(t: TemplateRecord) {
-  return { id: t.id, name: t.name, imageName: t.imageName, env: t.env, containerDiskInGb: t.containerDiskInGb, shmSizeMb: t.shmSizeMb ?? null, createdAt: t.createdAt };
+  return {
+    id: t.id,
+    name: t.name,
+    imageName: t.imageName,
+    env: t.env,
+    containerDiskInGb: t.containerDiskInGb,
+    shmSizeMb: t.shmSizeMb ?? null,
+    createdAt: t.createdAt,
+  };
 }
 
 /** Resolve the settings of a create or update body: defaults, template and volume ownership, consistency. Pure. */
@@ -102,7 +110,7 @@ export function planEndpointSpec(
     workersMax: b.workersMax ?? before?.workersMax ?? ENDPOINT_DEFAULTS.workersMax,
     idleTimeout: b.idleTimeout ?? before?.idleTimeout ?? ENDPOINT_DEFAULTS.idleTimeout,
     env: b.env ?? before?.env ?? {},
-    networkVolumeId: b.networkVolumeId === undefined ? before?.networkVolumeId ?? null : b.networkVolumeId,
+    networkVolumeId: b.networkVolumeId === undefined ? (before?.networkVolumeId ?? null) : b.networkVolumeId,
     executionTimeoutMs: b.executionTimeoutMs ?? before?.executionTimeoutMs ?? ENDPOINT_DEFAULTS.executionTimeoutMs,
     scalerType: b.scalerType ?? before?.scalerType ?? ENDPOINT_DEFAULTS.scalerType,
     scalerValue: b.scalerValue ?? before?.scalerValue ?? ENDPOINT_DEFAULTS.scalerValue,
@@ -111,7 +119,9 @@ export function planEndpointSpec(
   const template = lookup.template(spec.templateId);
   if (!template) errors.push(`$.templateId: no template "${spec.templateId}"`);
   else if (spec.type === "lb" && template.imageName.startsWith(CODE_IMAGE_PREFIX)) {
-    errors.push(`$.type: a load-balanced endpoint runs a prebuilt image; template ${template.id} runs svc code (${template.imageName}), which \`svc deploy\` serves`);
+    errors.push(
+      `$.type: a load-balanced endpoint runs a prebuilt image; template ${template.id} runs svc code (${template.imageName}), which \`svc deploy\` serves`,
+    );
   }
   if (b.env !== undefined) errors.push(...reservedEnvProblems(Object.keys(b.env), "$.env."));
   if (spec.networkVolumeId !== null && !lookup.volume(spec.networkVolumeId)) errors.push(`$.networkVolumeId: no network volume "${spec.networkVolumeId}"`);
@@ -123,8 +133,7 @@ export function planEndpointSpec(
 
 /** Whether an update must restart the endpoint's active workers (what they run or how many changed). Pure. */
 export function needsRestart(before: RestEndpointSpec, after: RestEndpointSpec): boolean {
-  const key = (s: RestEndpointSpec) =>
-    JSON.stringify([s.gpuTypeIds, s.gpuCount, s.workersMin, s.workersMax, s.computeType, s.templateId, s.networkVolumeId]);
+  const key = (s: RestEndpointSpec) => JSON.stringify([s.gpuTypeIds, s.gpuCount, s.workersMin, s.workersMax, s.computeType, s.templateId, s.networkVolumeId]);
   return key(before) !== key(after);
 }
 
@@ -182,7 +191,9 @@ export function planEndpointRow(input: {
           `(start the service with \`svc server --workers docker\`); or run svc code with imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"`,
       );
     } else if (!input.images.pulls && !input.images.present(template.imageName)) {
-      reasons.push(`image "${template.imageName}" is not in the Docker engine; there is no registry to pull from: build it or \`docker load\` it, then update the endpoint`);
+      reasons.push(
+        `image "${template.imageName}" is not in the Docker engine; there is no registry to pull from: build it or \`docker load\` it, then update the endpoint`,
+      );
     }
   } else if (prebuilt && !input.images.runsImages) {
     reasons.push(
@@ -190,7 +201,9 @@ export function planEndpointRow(input: {
         `or run svc code with imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"`,
     );
   } else if (prebuilt && !input.images.present(template.imageName)) {
-    reasons.push(`image "${template.imageName}" is not in the Docker engine; there is no registry to pull from: build it or \`docker load\` it, then update the endpoint`);
+    reasons.push(
+      `image "${template.imageName}" is not in the Docker engine; there is no registry to pull from: build it or \`docker load\` it, then update the endpoint`,
+    );
   } else if (prebuilt && input.pingFailed) reasons.push(input.pingFailed.message);
   else if (!prebuilt && !code) reasons.push(`template image "${template.imageName}" names no queue endpoint of yours`);
   const runnable = reasons.length === 0;
@@ -253,7 +266,10 @@ export class RestEndpoints {
   /** The last /ping check of each prebuilt-image endpoint. */
   private readonly pings = new Map<string, PingCheck>();
 
-  constructor(private readonly ctx: () => ManagementDeps, private readonly m: ManagementContext) {
+  constructor(
+    private readonly ctx: () => ManagementDeps,
+    private readonly m: ManagementContext,
+  ) {
     for (const r of m.store.restEndpoints()) this.specs.set(r.id, { userId: r.userId, spec: r.spec, generation: r.generation });
   }
 
@@ -265,7 +281,12 @@ export class RestEndpoints {
 
   private images(): ImageSupport {
     const scaler = this.ctx().scaler();
-    return { runsImages: scaler?.runsImages ?? false, pulls: scaler?.pullsImages ?? false, driver: scaler?.driverName, present: (name) => this.presentImages.has(name) };
+    return {
+      runsImages: scaler?.runsImages ?? false,
+      pulls: scaler?.pullsImages ?? false,
+      driver: scaler?.driverName,
+      present: (name) => this.presentImages.has(name),
+    };
   }
 
   private prebuiltImage(entry: { userId: string; spec: RestEndpointSpec }): string | undefined {
@@ -461,7 +482,7 @@ export function deployedEndpointRecord(row: EndpointRow, serviceUrl: string) {
     computeType: r.computeType,
     gpuTypeIds: r.gpuTypeIds,
     // A manifest built before gpuCount existed means one GPU per worker.
-    gpuCount: r.computeType === "GPU" ? r.gpuCount ?? 1 : 0,
+    gpuCount: r.computeType === "GPU" ? (r.gpuCount ?? 1) : 0,
     workersMin: r.workersMin,
     workersMax: r.workersMax,
     idleTimeout: r.idleTimeout,
@@ -485,7 +506,9 @@ function refuseBeyondHost(rest: RestEndpoints, spec: RestEndpointSpec): void {
   const c = capacity({ typeIds: spec.gpuTypeIds.length > 0 ? spec.gpuTypeIds : ["ANY"], count: spec.gpuCount });
   if (!c.satisfiable) {
     throw new HttpProblem(422, "This host does not have the GPUs the endpoint asks for", {
-      errors: [`$.${spec.gpuCount > 1 ? "gpuCount" : "gpuTypeIds"}: ${spec.gpuCount} GPU(s) of ${spec.gpuTypeIds.join(", ") || "any type"} per worker, more than this host has (${c.reason})`],
+      errors: [
+        `$.${spec.gpuCount > 1 ? "gpuCount" : "gpuTypeIds"}: ${spec.gpuCount} GPU(s) of ${spec.gpuTypeIds.join(", ") || "any type"} per worker, more than this host has (${c.reason})`,
+      ],
     });
   }
 }
@@ -509,7 +532,15 @@ function startHealth(ctx: ManagementDeps, id: string): { unhealthyWorkers: numbe
   return { unhealthyWorkers: ctx.startFailures.unhealthy(id), lastStartError: ctx.startFailures.last(id) };
 }
 
-export async function endpointRoute(ctx: ManagementDeps, m: ManagementContext, rest: RestEndpoints, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+export async function endpointRoute(
+  ctx: ManagementDeps,
+  m: ManagementContext,
+  rest: RestEndpoints,
+  p: Principal,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string | undefined,
+): Promise<void> {
   const method = req.method ?? "GET";
   requireAccess(p, "endpoints", method !== "GET");
   const lookup = { template: (t: string) => ownTemplate(m, p, t), volume: (v: string) => ownVolume(m, p, v) };
@@ -523,10 +554,17 @@ export async function endpointRoute(ctx: ManagementDeps, m: ManagementContext, r
       req.resume();
       // One list of all the user's endpoints, as users of the hosted service expect: REST-created ones and those
       // `svc deploy` made (with their app and environment).
-      const created = [...rest.specs.entries()].filter(([, e]) => e.userId === p.userId).map(([eid]) => ({ ...rest.record(eid), ...startHealth(ctx, eid), source: "rest" as const }));
-      const deployed = [...ctx.endpoints.values()].filter((e) => e.userId === p.userId && !rest.specs.has(e.id)).map((e) => ({ ...deployedEndpointRecord(e, ctx.url), ...deployedGpuState(ctx, e.id), ...startHealth(ctx, e.id) }));
+      const created = [...rest.specs.entries()]
+        .filter(([, e]) => e.userId === p.userId)
+        .map(([eid]) => ({ ...rest.record(eid), ...startHealth(ctx, eid), source: "rest" as const }));
+      const deployed = [...ctx.endpoints.values()]
+        .filter((e) => e.userId === p.userId && !rest.specs.has(e.id))
+        .map((e) => ({ ...deployedEndpointRecord(e, ctx.url), ...deployedGpuState(ctx, e.id), ...startHealth(ctx, e.id) }));
       const all: Array<{ createdAt: number; id: string }> = [...created, ...deployed];
-      return sendJson(res, all.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)));
+      return sendJson(
+        res,
+        all.sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id)),
+      );
     }
     if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
     requireDeploy(p, "Creating an endpoint");
@@ -546,7 +584,8 @@ export async function endpointRoute(ctx: ManagementDeps, m: ManagementContext, r
     req.resume();
     // An endpoint `svc deploy` made is read here too (changed through its app's deploys, not PATCH).
     const deployed = rest.specs.has(id) ? undefined : ctx.endpoints.get(id);
-    if (deployed && deployed.userId === p.userId) return sendJson(res, { ...deployedEndpointRecord(deployed, ctx.url), ...deployedGpuState(ctx, id), ...startHealth(ctx, id) });
+    if (deployed && deployed.userId === p.userId)
+      return sendJson(res, { ...deployedEndpointRecord(deployed, ctx.url), ...deployedGpuState(ctx, id), ...startHealth(ctx, id) });
     own(id);
     return sendJson(res, { ...rest.record(id), ...startHealth(ctx, id) });
   }

@@ -220,10 +220,14 @@ export class Management {
         const sharedBy = usersOfName.get(v.name)!;
         // No such folder (the usual case) means nothing to adopt: the new volume starts empty.
         if (sharedBy.size === 1 && (await lstat(legacy).catch(() => undefined))?.isDirectory()) adopt.set(v.id, legacy);
-        else if (sharedBy.size > 1 && existsSync(legacy)) log(`the folder ${legacy} was named by several users' endpoints; each now has its own empty volume "${v.name}" and the folder is left for the operator`);
+        else if (sharedBy.size > 1 && existsSync(legacy))
+          log(
+            `the folder ${legacy} was named by several users' endpoints; each now has its own empty volume "${v.name}" and the folder is left for the operator`,
+          );
       }
       await this.createVolumes(plan.create, adopt);
-      for (const v of plan.create) log(`endpoint volume "${v.name}" of user ${userId} is now network volume ${v.id}${adopt.has(v.id) ? " (its files kept)" : ""}`);
+      for (const v of plan.create)
+        log(`endpoint volume "${v.name}" of user ${userId} is now network volume ${v.id}${adopt.has(v.id) ? " (its files kept)" : ""}`);
     }
   }
 
@@ -251,8 +255,18 @@ const MANAGE = { auth: "user", body: "handler", rateLimited: true, purpose: "cal
 
 /** The management API's routes (api.ts mounts them first: their paths are never an endpoint's). */
 export const MANAGEMENT_ROUTES: ReadonlyArray<Route<ManagementApiDeps>> = [
-  { ...MANAGE, methods: ["GET", "POST"], pattern: "/v2/network-volumes", handler: (c) => volumeRoute(c.ctx, management(c).context, c.principal, c.req, c.res, undefined) },
-  { ...MANAGE, methods: ["GET", "PATCH", "DELETE"], pattern: "/v2/network-volumes/:id", handler: (c) => volumeRoute(c.ctx, management(c).context, c.principal, c.req, c.res, c.params.id) },
+  {
+    ...MANAGE,
+    methods: ["GET", "POST"],
+    pattern: "/v2/network-volumes",
+    handler: (c) => volumeRoute(c.ctx, management(c).context, c.principal, c.req, c.res, undefined),
+  },
+  {
+    ...MANAGE,
+    methods: ["GET", "PATCH", "DELETE"],
+    pattern: "/v2/network-volumes/:id",
+    handler: (c) => volumeRoute(c.ctx, management(c).context, c.principal, c.req, c.res, c.params.id),
+  },
   {
     ...MANAGE,
     body: "none",
@@ -263,16 +277,51 @@ export const MANAGEMENT_ROUTES: ReadonlyArray<Route<ManagementApiDeps>> = [
       sendJson(c.res, management(c).context.dataCenters.dataCenters);
     },
   },
-  { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/endpoints", handler: (c) => endpointRoute(c.ctx, management(c).context, management(c).restEndpoints(), c.principal, c.req, c.res, undefined) },
-  { ...MANAGE, methods: ["GET", "PATCH", "DELETE"], pattern: "/v1/endpoints/:id", handler: (c) => endpointRoute(c.ctx, management(c).context, management(c).restEndpoints(), c.principal, c.req, c.res, c.params.id) },
+  {
+    ...MANAGE,
+    methods: ["GET", "POST"],
+    pattern: "/v1/endpoints",
+    handler: (c) => endpointRoute(c.ctx, management(c).context, management(c).restEndpoints(), c.principal, c.req, c.res, undefined),
+  },
+  {
+    ...MANAGE,
+    methods: ["GET", "PATCH", "DELETE"],
+    pattern: "/v1/endpoints/:id",
+    handler: (c) => endpointRoute(c.ctx, management(c).context, management(c).restEndpoints(), c.principal, c.req, c.res, c.params.id),
+  },
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/templates", handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, undefined) },
-  { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/templates/:id", handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, c.params.id) },
+  {
+    ...MANAGE,
+    methods: ["GET", "DELETE"],
+    pattern: "/v1/templates/:id",
+    handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, c.params.id),
+  },
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/volume-keys", handler: (c) => volumeKeyRoute(volumeKeysOf(c), c.principal, c.req, c.res, undefined) },
-  { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/volume-keys/:id", handler: (c) => volumeKeyRoute(volumeKeysOf(c), c.principal, c.req, c.res, c.params.id) },
+  {
+    ...MANAGE,
+    methods: ["GET", "DELETE"],
+    pattern: "/v1/volume-keys/:id",
+    handler: (c) => volumeKeyRoute(volumeKeysOf(c), c.principal, c.req, c.res, c.params.id),
+  },
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/keys", handler: (c) => keyRoute(c.ctx, management(c).context, c.principal, c.req, c.res, undefined) },
-  { ...MANAGE, methods: ["GET", "DELETE"], pattern: "/v1/keys/:id", handler: (c) => keyRoute(c.ctx, management(c).context, c.principal, c.req, c.res, c.params.id) },
-  { ...MANAGE, methods: ["GET"], pattern: "/v1/secrets", handler: (c) => secretRoute(secretsOf(c), c.ctx.endpoints.values(), c.principal, c.req, c.res, undefined) },
-  { ...MANAGE, methods: ["PUT", "DELETE"], pattern: "/v1/secrets/:name", handler: (c) => secretRoute(secretsOf(c), c.ctx.endpoints.values(), c.principal, c.req, c.res, c.params.name) },
+  {
+    ...MANAGE,
+    methods: ["GET", "DELETE"],
+    pattern: "/v1/keys/:id",
+    handler: (c) => keyRoute(c.ctx, management(c).context, c.principal, c.req, c.res, c.params.id),
+  },
+  {
+    ...MANAGE,
+    methods: ["GET"],
+    pattern: "/v1/secrets",
+    handler: (c) => secretRoute(secretsOf(c), c.ctx.endpoints.values(), c.principal, c.req, c.res, undefined),
+  },
+  {
+    ...MANAGE,
+    methods: ["PUT", "DELETE"],
+    pattern: "/v1/secrets/:name",
+    handler: (c) => secretRoute(secretsOf(c), c.ctx.endpoints.values(), c.principal, c.req, c.res, c.params.name),
+  },
   {
     // Who the key is: worker tokens may ask too (they learn their endpoint).
     auth: "any",
@@ -293,7 +342,6 @@ function volumeKeysOf(call: ManagementCall): VolumeKeysDeps {
   if (!volumes) throw new HttpProblem(404, `No route ${call.url.pathname}`);
   return { keys: volumes.keys, box: volumes.box, volumes: management(call).context.store, endpoint: volumes.endpoint, region: volumes.region };
 }
-
 
 function secretsOf(call: ManagementCall) {
   if (!call.ctx.secrets) throw new HttpProblem(404, `No route ${call.url.pathname}`);

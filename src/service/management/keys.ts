@@ -24,7 +24,16 @@ import type { KeyRecord } from "./store.js";
  * is the key of the request being answered.
  */
 export function keyJson(k: KeyRecord, callerKeyId?: string) {
-  return { id: k.id, name: k.name, userId: k.userId, scopes: k.scopes, createdAt: k.createdAt, expiresAt: k.expiresAt, revokedAt: k.revokedAt, inUse: k.id === callerKeyId };
+  return {
+    id: k.id,
+    name: k.name,
+    userId: k.userId,
+    scopes: k.scopes,
+    createdAt: k.createdAt,
+    expiresAt: k.expiresAt,
+    revokedAt: k.revokedAt,
+    inUse: k.id === callerKeyId,
+  };
 }
 
 /** Keys the service makes for its own workers are not the user's to manage. */
@@ -56,7 +65,14 @@ export function planCreateKey(
   };
 }
 
-export async function keyRoute(ctx: ManagementDeps, m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+export async function keyRoute(
+  ctx: ManagementDeps,
+  m: ManagementContext,
+  p: Principal,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string | undefined,
+): Promise<void> {
   const method = req.method ?? "GET";
   requireAccess(p, "keys", method !== "GET");
   const operator = p.userId === m.operatorUser;
@@ -71,7 +87,10 @@ export async function keyRoute(ctx: ManagementDeps, m: ManagementContext, p: Pri
       const url = new URL(req.url ?? "/", "http://svc.invalid");
       const userId = url.searchParams.get("userId") ?? p.userId;
       if (userId !== p.userId && !operator) throw new HttpProblem(403, "Only the operator's admin key may list other users' keys");
-      return sendJson(res, (await m.store.keys(userId)).filter(listed).map((k) => keyJson(k, p.keyId)));
+      return sendJson(
+        res,
+        (await m.store.keys(userId)).filter(listed).map((k) => keyJson(k, p.keyId)),
+      );
     }
     if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
     const body = await readObjectBody(req);

@@ -175,9 +175,7 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     keys: db.prepare("SELECT * FROM api_keys WHERE user_id = ? ORDER BY created_at, id"),
     keyUsers: db.prepare("SELECT DISTINCT user_id FROM api_keys WHERE revoked_at IS NULL ORDER BY user_id"),
     key: db.prepare("SELECT * FROM api_keys WHERE id = ?"),
-    insertKey: db.prepare(
-      "INSERT INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at, name, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    ),
+    insertKey: db.prepare("INSERT INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at, name, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
     revokeKey: db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
   };
   return {
@@ -303,10 +301,16 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
       return rows[0] ? keyOf(rows[0]) : undefined;
     },
     async insertKey(k) {
-      await pool.query(
-        "INSERT INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at, name, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        [k.id, k.hash, k.userId, JSON.stringify(k.scopes), k.createdAt, k.revokedAt, k.name, k.expiresAt],
-      );
+      await pool.query("INSERT INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at, name, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)", [
+        k.id,
+        k.hash,
+        k.userId,
+        JSON.stringify(k.scopes),
+        k.createdAt,
+        k.revokedAt,
+        k.name,
+        k.expiresAt,
+      ]);
     },
     async revokeKey(id, at) {
       await pool.query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL", [at, id]);

@@ -3,7 +3,15 @@ import { volumeNameProblem } from "./context.js";
 import { planDeployVolumes, planUpdateVolume } from "./volumes.js";
 import type { VolumeRecord } from "./store.js";
 
-const volume = (id: string, userId: string, name: string): VolumeRecord => ({ id, userId, name, size: 10, dataCenter: "local", type: "STANDARD", createdAt: 0 });
+const volume = (id: string, userId: string, name: string): VolumeRecord => ({
+  id,
+  userId,
+  name,
+  size: 10,
+  dataCenter: "local",
+  type: "STANDARD",
+  createdAt: 0,
+});
 const made = (name: string) => volume(`vol${"f".repeat(12)}`, "alice", name);
 
 describe("volume names", () => {
@@ -17,7 +25,12 @@ describe("planDeployVolumes", () => {
   const volumes = [volume("vol111111111111", "alice", "models"), volume("vol222222222222", "bob", "bobs"), volume("vol333333333333", "bob", "models")];
 
   it("resolves the user's own volumes by id or name, and creates one per unknown name (once)", () => {
-    const plan = planDeployVolumes(volumes, "alice", { a: { volume: "vol111111111111" }, b: { volume: "models" }, c: { volume: "cache" }, d: { volume: "cache" }, e: { volume: null }, f: {} }, made);
+    const plan = planDeployVolumes(
+      volumes,
+      "alice",
+      { a: { volume: "vol111111111111" }, b: { volume: "models" }, c: { volume: "cache" }, d: { volume: "cache" }, e: { volume: null }, f: {} },
+      made,
+    );
     expect(plan).toEqual({ create: [made("cache")], errors: [] });
   });
 
@@ -26,7 +39,12 @@ describe("planDeployVolumes", () => {
   });
 
   it("refuses another user's id, an unknown id and a name with / or .., in the same words for both ids, and creates nothing then", () => {
-    const plan = planDeployVolumes(volumes, "alice", { a: { volume: "vol222222222222" }, b: { volume: "vol999999999999" }, c: { volume: "../bobs" }, d: { volume: "fresh" } }, made);
+    const plan = planDeployVolumes(
+      volumes,
+      "alice",
+      { a: { volume: "vol222222222222" }, b: { volume: "vol999999999999" }, c: { volume: "../bobs" }, d: { volume: "fresh" } },
+      made,
+    );
     expect(plan).toEqual({
       create: [],
       errors: [
@@ -57,7 +75,9 @@ describe("planUpdateVolume sizes", () => {
   });
 
   it("refuses a shrink when the bytes used are not known, and reports a size the schema refuses only once", () => {
-    expect(planUpdateVolume(current, { size: 10 }).errors).toEqual(["$.size: the bytes the volume holds are not known here, so it cannot shrink (it has 20 GB)"]);
+    expect(planUpdateVolume(current, { size: 10 }).errors).toEqual([
+      "$.size: the bytes the volume holds are not known here, so it cannot shrink (it has 20 GB)",
+    ]);
     expect(planUpdateVolume(current, { size: 5 }, room(0)).errors).toEqual(["$.size: must be at least 10"]);
   });
 });

@@ -12,7 +12,16 @@ import { HttpProblem } from "../http/problems.js";
 import { SCHEMAS, validate, type VolumeType } from "../http/schema.js";
 import { prepareVolumeDir } from "../../drivers/volume-dir.js";
 import type { EndpointRow } from "../store/types.js";
-import { readObjectBody, requireAccess, resolveVolume, volumeDir, volumeNameProblem, VOLUME_ID_PATTERN, type ManagementContext, type ManagementDeps } from "./context.js";
+import {
+  readObjectBody,
+  requireAccess,
+  resolveVolume,
+  volumeDir,
+  volumeNameProblem,
+  VOLUME_ID_PATTERN,
+  type ManagementContext,
+  type ManagementDeps,
+} from "./context.js";
 import type { DataCenterConfig } from "./datacenters.js";
 import type { VolumeRecord } from "./store.js";
 import { errorMessage } from "../../errors.js";
@@ -93,7 +102,8 @@ export function planDeployVolumes(
     const problem = typeof ref === "string" ? volumeNameProblem(ref) : `${JSON.stringify(ref)} is not a volume id or name`;
     if (problem || typeof ref !== "string") errors.push(`endpoint "${endpoint}": volume ${problem}`);
     else if (resolveVolume([...volumes, ...create], userId, ref)) continue;
-    else if (VOLUME_ID_PATTERN.test(ref)) errors.push(`endpoint "${endpoint}": volume "${ref}" is not one of your network volumes (name one of yours by id or name)`);
+    else if (VOLUME_ID_PATTERN.test(ref))
+      errors.push(`endpoint "${endpoint}": volume "${ref}" is not one of your network volumes (name one of yours by id or name)`);
     else create.push(newVolume(ref));
   }
   return errors.length > 0 ? { create: [], errors } : { create, errors };
@@ -156,7 +166,14 @@ export function endpointsOnVolume(endpoints: Iterable<EndpointRow>, volumes: Vol
   return attached;
 }
 
-export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+export async function volumeRoute(
+  ctx: ManagementDeps,
+  m: ManagementContext,
+  p: Principal,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string | undefined,
+): Promise<void> {
   const method = req.method ?? "GET";
   const write = method !== "GET" && method !== "HEAD";
   requireAccess(p, "volumes", write);
@@ -189,14 +206,19 @@ export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: 
     const shrink = isShrink(current, body) && ctx.volumes ? ctx.volumes.usage.capAdmissions(current.id, (body as { size: number }).size) : undefined;
     try {
       const room: VolumeRoom | undefined =
-        shrink && ctx.volumes ? { usedBytes: await ctx.volumes.usage.committed(current.id, volumeDir(m.dataDir, current.id)), gbBytes: ctx.volumes.usage.gbBytes } : undefined;
+        shrink && ctx.volumes
+          ? { usedBytes: await ctx.volumes.usage.committed(current.id, volumeDir(m.dataDir, current.id)), gbBytes: ctx.volumes.usage.gbBytes }
+          : undefined;
       const plan = planUpdateVolume(current, body, room);
       if (!plan.volume) throw new HttpProblem(422, "The network volume update is not valid", { errors: plan.errors });
       if (plan.volume.name !== current.name) {
         // Endpoints that name the volume by its name would lose it (and a later deploy would make a new one).
         const byName = endpointsOnVolume(ctx.endpoints.values(), m.store.volumes(p.userId), current).filter((e) => e.resource.volume === current.name);
         if (byName.length > 0) {
-          throw new HttpProblem(409, `Network volume ${id} is attached by its name "${current.name}" to endpoint(s) ${byName.map((e) => `${e.name} (${e.id})`).join(", ")}; name it by id (${id}) in their settings first`);
+          throw new HttpProblem(
+            409,
+            `Network volume ${id} is attached by its name "${current.name}" to endpoint(s) ${byName.map((e) => `${e.name} (${e.id})`).join(", ")}; name it by id (${id}) in their settings first`,
+          );
         }
       }
       // The cluster's storage first (a claim's request): a refusal there leaves the volume as it was.
@@ -229,7 +251,11 @@ export async function volumeRoute(ctx: ManagementDeps, m: ManagementContext, p: 
 }
 
 /** What the worker driver keeps of a volume on the cluster, changed with it; its failure is the answer (503). */
-async function clusterStorage(ctx: ManagementDeps, what: string, change: (driver: NonNullable<ReturnType<NonNullable<ManagementDeps["clusterVolumes"]>>>) => Promise<void> | undefined): Promise<void> {
+async function clusterStorage(
+  ctx: ManagementDeps,
+  what: string,
+  change: (driver: NonNullable<ReturnType<NonNullable<ManagementDeps["clusterVolumes"]>>>) => Promise<void> | undefined,
+): Promise<void> {
   const driver = ctx.clusterVolumes?.();
   if (!driver) return;
   try {

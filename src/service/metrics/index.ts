@@ -70,7 +70,12 @@ export class ServiceMetrics {
   jobFinal(row: JobRow): void {
     const delayMs = row.startedAt === null ? null : Math.max(0, row.startedAt - row.createdAt);
     const executionMs = row.startedAt === null || row.completedAt === null ? null : Math.max(0, row.completedAt - row.startedAt);
-    this.prometheus?.jobFinal(row.endpointId, row.status as JobFinalStatus, delayMs === null ? null : delayMs / 1000, executionMs === null ? null : executionMs / 1000);
+    this.prometheus?.jobFinal(
+      row.endpointId,
+      row.status as JobFinalStatus,
+      delayMs === null ? null : delayMs / 1000,
+      executionMs === null ? null : executionMs / 1000,
+    );
     const at = row.completedAt ?? Date.now();
     this.recent?.jobFinal(row.endpointId, row.status as JobFinalStatus, delayMs, executionMs, at);
     const owner = this.options.ownerOf(row.endpointId);

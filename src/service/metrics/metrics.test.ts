@@ -67,9 +67,23 @@ describe("the series added up over endpoints", () => {
 
     const both = r.series(["a", "b", "unknown"], "1h");
     const [first, last] = both.points.slice(-2);
-    expect(first).toMatchObject({ requests: 3, coldStarts: 1, jobs: { COMPLETED: 1, FAILED: 1 }, queueDepth: 2, queueDepthMax: 7, workers: { idle: 1, running: 0 } });
+    expect(first).toMatchObject({
+      requests: 3,
+      coldStarts: 1,
+      jobs: { COMPLETED: 1, FAILED: 1 },
+      queueDepth: 2,
+      queueDepthMax: 7,
+      workers: { idle: 1, running: 0 },
+    });
     expect(last).toMatchObject({ requests: 1, requestsPerMinute: 1, queueDepth: 6, queueDepthMax: 6, workers: { idle: 1, running: 2 } });
-    expect(both.totals).toMatchObject({ requests: 4, coldStarts: 1, jobs: { COMPLETED: 3, FAILED: 1, CANCELLED: 0, TIMED_OUT: 0 }, queueDepth: 6, queueDepthMax: 12, workers: { idle: 1, running: 2 } });
+    expect(both.totals).toMatchObject({
+      requests: 4,
+      coldStarts: 1,
+      jobs: { COMPLETED: 3, FAILED: 1, CANCELLED: 0, TIMED_OUT: 0 },
+      queueDepth: 6,
+      queueDepthMax: 12,
+      workers: { idle: 1, running: 2 },
+    });
     expect(both.totals.executionMs.p50! / 100).toBeCloseTo(1, 1);
     expect(both.totals.executionMs.p95! / 5000).toBeCloseTo(1, 1);
     expect(both.totals.delayMs.p95! / 1000).toBeCloseTo(1, 1);
@@ -82,7 +96,16 @@ describe("the series added up over endpoints", () => {
 
     // The day by 5 minutes: the same totals; nothing at all: zeros and nulls.
     expect(r.series(["a", "b"], "1d").totals).toMatchObject({ requests: 4, coldStarts: 1, jobs: { COMPLETED: 3, FAILED: 1 } });
-    expect(r.series([], "1d").totals).toEqual({ requests: 0, coldStarts: 0, jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 }, delayMs: { p50: null, p95: null }, executionMs: { p50: null, p95: null }, queueDepth: null, queueDepthMax: null, workers: null });
+    expect(r.series([], "1d").totals).toEqual({
+      requests: 0,
+      coldStarts: 0,
+      jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 },
+      delayMs: { p50: null, p95: null },
+      executionMs: { p50: null, p95: null },
+      queueDepth: null,
+      queueDepthMax: null,
+      workers: null,
+    });
   });
 
   it("reads a user's own endpoints it may use; the operator's admin or metrics key reads all", () => {
@@ -126,7 +149,14 @@ describe("usage", () => {
     let fail = true;
     const written: UsageRow[] = [];
     const meter = new UsageMeter(
-      { add: async (rows) => { if (fail) throw new Error("disk full"); written.push(...rows); }, read: async () => [], close: () => undefined },
+      {
+        add: async (rows) => {
+          if (fail) throw new Error("disk full");
+          written.push(...rows);
+        },
+        read: async () => [],
+        close: () => undefined,
+      },
       { now: () => 0, log: () => undefined },
     );
     meter.job("e", "u");

@@ -57,9 +57,27 @@ export class PrometheusMetrics {
   constructor(sources: MetricSources, store: "sqlite" | "postgres" = "sqlite") {
     const registers = [this.registry];
     const byEndpoint = this.byEndpoint;
-    this.queueDelay = new FastHistogram("svc_job_queue_delay_seconds", "Time a finished job waited from submission until a worker took it (the job API's delayTime), observed when it ends", ["endpoint"], JOB_BUCKETS, this.registry);
-    this.execution = new FastHistogram("svc_job_execution_seconds", "Time a finished job ran, from its take to its final state (the job API's executionTime)", ["endpoint"], JOB_BUCKETS, this.registry);
-    this.coldStart = new Histogram({ name: "svc_worker_cold_start_seconds", help: "From the first job waiting on an endpoint with no worker to a started worker taking it", labelNames: ["endpoint"], buckets: COLD_START_BUCKETS, registers });
+    this.queueDelay = new FastHistogram(
+      "svc_job_queue_delay_seconds",
+      "Time a finished job waited from submission until a worker took it (the job API's delayTime), observed when it ends",
+      ["endpoint"],
+      JOB_BUCKETS,
+      this.registry,
+    );
+    this.execution = new FastHistogram(
+      "svc_job_execution_seconds",
+      "Time a finished job ran, from its take to its final state (the job API's executionTime)",
+      ["endpoint"],
+      JOB_BUCKETS,
+      this.registry,
+    );
+    this.coldStart = new Histogram({
+      name: "svc_worker_cold_start_seconds",
+      help: "From the first job waiting on an endpoint with no worker to a started worker taking it",
+      labelNames: ["endpoint"],
+      buckets: COLD_START_BUCKETS,
+      registers,
+    });
     new Counter({
       name: "svc_jobs_total",
       help: "Jobs that reached a final state, by that state",
@@ -72,16 +90,58 @@ export class PrometheusMetrics {
         }
       },
     });
-    this.retries = new Counter({ name: "svc_job_retries_total", help: "Failed attempts queued again for an automatic retry", labelNames: ["endpoint"], registers });
-    this.quotaRefusals = new Counter({ name: "svc_queue_quota_refusals_total", help: "Submissions refused with 429 because a queue quota (queued jobs or input bytes, per user or endpoint) was used up", labelNames: ["endpoint", "limit"], registers });
-    this.webhooks = new Counter({ name: "svc_webhook_deliveries_total", help: "Webhook delivery attempts, by outcome (delivered, retrying, failed: given up)", labelNames: ["outcome"], registers });
-    this.webhookRefusals = new Counter({ name: "svc_webhook_refusals_total", help: "Webhook URLs the address rules refused, by rule (loopback, private, service, ...) and stage (submit: a 422; delivery: a failed delivery)", labelNames: ["rule", "stage"], registers });
+    this.retries = new Counter({
+      name: "svc_job_retries_total",
+      help: "Failed attempts queued again for an automatic retry",
+      labelNames: ["endpoint"],
+      registers,
+    });
+    this.quotaRefusals = new Counter({
+      name: "svc_queue_quota_refusals_total",
+      help: "Submissions refused with 429 because a queue quota (queued jobs or input bytes, per user or endpoint) was used up",
+      labelNames: ["endpoint", "limit"],
+      registers,
+    });
+    this.webhooks = new Counter({
+      name: "svc_webhook_deliveries_total",
+      help: "Webhook delivery attempts, by outcome (delivered, retrying, failed: given up)",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.webhookRefusals = new Counter({
+      name: "svc_webhook_refusals_total",
+      help: "Webhook URLs the address rules refused, by rule (loopback, private, service, ...) and stage (submit: a 422; delivery: a failed delivery)",
+      labelNames: ["rule", "stage"],
+      registers,
+    });
     // By reason only: a bounded label (log-quota.ts's DropReason, and storage), never the endpoint or worker.
-    this.logsDroppedTotal = new Counter({ name: "svc_log_lines_dropped_total", help: "Worker log lines not kept, by reason: over a quota (worker_lines, worker_bytes, endpoint_lines, endpoint_bytes) or refused by the store (storage)", labelNames: ["reason"], registers });
-    this.logsRemovedTotal = new Counter({ name: "svc_log_lines_removed_total", help: "Log lines the retention sweep removed, by reason: past the retention age (age) or beyond the endpoint's size (size)", labelNames: ["reason"], registers });
-    this.http = new FastHistogram("svc_http_request_duration_seconds", "Time to answer an API request, by method, route pattern and status", ["method", "route", "status"], HTTP_BUCKETS, this.registry);
+    this.logsDroppedTotal = new Counter({
+      name: "svc_log_lines_dropped_total",
+      help: "Worker log lines not kept, by reason: over a quota (worker_lines, worker_bytes, endpoint_lines, endpoint_bytes) or refused by the store (storage)",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.logsRemovedTotal = new Counter({
+      name: "svc_log_lines_removed_total",
+      help: "Log lines the retention sweep removed, by reason: past the retention age (age) or beyond the endpoint's size (size)",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.http = new FastHistogram(
+      "svc_http_request_duration_seconds",
+      "Time to answer an API request, by method, route pattern and status",
+      ["method", "route", "status"],
+      HTTP_BUCKETS,
+      this.registry,
+    );
     // Observed on every group commit (thousands a second under load): svc's histogram, its one series kept.
-    this.commit = new FastHistogram("svc_store_commit_seconds", "Time one group commit (one transaction of the engine's batched writes) took in the store", ["store"], COMMIT_BUCKETS, this.registry).series({ store });
+    this.commit = new FastHistogram(
+      "svc_store_commit_seconds",
+      "Time one group commit (one transaction of the engine's batched writes) took in the store",
+      ["store"],
+      COMMIT_BUCKETS,
+      this.registry,
+    ).series({ store });
 
     new Gauge({
       name: "svc_queue_depth",
@@ -112,7 +172,8 @@ export class PrometheusMetrics {
       registers,
       collect() {
         this.reset();
-        for (const g of sources.gpus()) if (g.utilizationPercent !== null) this.set({ gpu: String(g.index), uuid: g.uuid, name: g.name }, g.utilizationPercent / 100);
+        for (const g of sources.gpus())
+          if (g.utilizationPercent !== null) this.set({ gpu: String(g.index), uuid: g.uuid, name: g.name }, g.utilizationPercent / 100);
       },
     });
     new Gauge({
@@ -122,7 +183,8 @@ export class PrometheusMetrics {
       registers,
       collect() {
         this.reset();
-        for (const g of sources.gpus()) if (g.memoryUsedMiB !== null) this.set({ gpu: String(g.index), uuid: g.uuid, name: g.name }, g.memoryUsedMiB * 1024 * 1024);
+        for (const g of sources.gpus())
+          if (g.memoryUsedMiB !== null) this.set({ gpu: String(g.index), uuid: g.uuid, name: g.name }, g.memoryUsedMiB * 1024 * 1024);
       },
     });
     new Gauge({
@@ -141,7 +203,11 @@ export class PrometheusMetrics {
   jobFinal(endpointId: string, status: JobFinalStatus, delaySeconds: number | null, executionSeconds: number | null): void {
     let e = this.byEndpoint.get(endpointId);
     if (!e) {
-      e = { delay: this.queueDelay.series({ endpoint: endpointId }), execution: this.execution.series({ endpoint: endpointId }), jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 } };
+      e = {
+        delay: this.queueDelay.series({ endpoint: endpointId }),
+        execution: this.execution.series({ endpoint: endpointId }),
+        jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 },
+      };
       this.byEndpoint.set(endpointId, e);
     }
     e.jobs[status]++;

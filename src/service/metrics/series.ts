@@ -183,7 +183,13 @@ export class RecentSeries {
     for (let i = count - 1; i >= 0; i--) {
       const start = last - i * step;
       // Per endpoint, its minutes of the interval that hold anything.
-      intervals.push(rings.map((ring) => range(start, start + step).map((m) => ring.read(m)).filter((s): s is Minute => s !== undefined)));
+      intervals.push(
+        rings.map((ring) =>
+          range(start, start + step)
+            .map((m) => ring.read(m))
+            .filter((s): s is Minute => s !== undefined),
+        ),
+      );
     }
     const points = intervals.map((byEndpoint, i) => point(new Date((last - (count - 1 - i) * step) * MINUTE_MS).toISOString(), byEndpoint, step));
     return { window, stepSeconds: step * 60, points, totals: totals(intervals, points) };
@@ -203,7 +209,11 @@ function countJobs(minutes: readonly Minute[]): JobCounts {
 }
 
 /** Each endpoint's last and deepest sample among its minutes, added up (null when none has one). */
-function latestSample(byEndpoint: ReadonlyArray<readonly Minute[]>): { queueDepth: number | null; queueDepthMax: number | null; workers: Record<string, number> | null } {
+function latestSample(byEndpoint: ReadonlyArray<readonly Minute[]>): {
+  queueDepth: number | null;
+  queueDepthMax: number | null;
+  workers: Record<string, number> | null;
+} {
   let queueDepth: number | null = null;
   let queueDepthMax: number | null = null;
   let workers: Record<string, number> | null = null;

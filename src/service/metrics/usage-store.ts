@@ -64,13 +64,26 @@ export function openPostgresUsageStore(pool: Queryable): UsageStore {
       // One statement: the rows as parallel arrays (a transaction of its own).
       await pool.query(
         `${ADD} SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::float8[], $6::float8[], $7::bigint[]) ${ON_CONFLICT}`,
-        [rows.map((r) => r.userId), rows.map((r) => r.endpointId), rows.map((r) => r.hour), rows.map((r) => r.gpuType), rows.map((r) => r.workerSeconds), rows.map((r) => r.gpuSeconds), rows.map((r) => r.jobs)],
+        [
+          rows.map((r) => r.userId),
+          rows.map((r) => r.endpointId),
+          rows.map((r) => r.hour),
+          rows.map((r) => r.gpuType),
+          rows.map((r) => r.workerSeconds),
+          rows.map((r) => r.gpuSeconds),
+          rows.map((r) => r.jobs),
+        ],
       );
     },
     async read({ userId, from, to }) {
-      const { rows } = userId === undefined
-        ? await pool.query("SELECT * FROM usage_hours WHERE hour >= $1 AND hour < $2 ORDER BY hour, user_id, endpoint_id, gpu_type", [from, to])
-        : await pool.query("SELECT * FROM usage_hours WHERE user_id = $1 AND hour >= $2 AND hour < $3 ORDER BY hour, endpoint_id, gpu_type", [userId, from, to]);
+      const { rows } =
+        userId === undefined
+          ? await pool.query("SELECT * FROM usage_hours WHERE hour >= $1 AND hour < $2 ORDER BY hour, user_id, endpoint_id, gpu_type", [from, to])
+          : await pool.query("SELECT * FROM usage_hours WHERE user_id = $1 AND hour >= $2 AND hour < $3 ORDER BY hour, endpoint_id, gpu_type", [
+              userId,
+              from,
+              to,
+            ]);
       return rows.map(rowOf);
     },
     close() {

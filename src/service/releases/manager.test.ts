@@ -21,7 +21,22 @@ class RecordingRunner implements ProbeRunner {
 }
 
 const row = (id: string, name: string): EndpointRow =>
-  ({ id, name, userId: "u", app: "a", env: "prod", type: "queue", revision: `${id}-new`, artifactPath: "", createdAt: 0, updatedAt: 0, completed: 0, failed: 0, retried: 0, resource: {} }) as unknown as EndpointRow;
+  ({
+    id,
+    name,
+    userId: "u",
+    app: "a",
+    env: "prod",
+    type: "queue",
+    revision: `${id}-new`,
+    artifactPath: "",
+    createdAt: 0,
+    updatedAt: 0,
+    completed: 0,
+    failed: 0,
+    retried: 0,
+    resource: {},
+  }) as unknown as EndpointRow;
 
 function setup(attempts = 2, startTimeoutMs = 5000) {
   const runner = new RecordingRunner();

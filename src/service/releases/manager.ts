@@ -113,7 +113,14 @@ export class ReleaseManager {
     await this.options.write([{ op: "upsertRelease", release }]);
     let settle!: (r: ReleaseRow) => void;
     const settled = new Promise<ReleaseRow>((resolve) => (settle = resolve));
-    const active: Active = { release, rows: new Map(request.probe.map((p) => [p.row.id, p.row])), probes: new Map(), commit: request.commit, settle, switching: false };
+    const active: Active = {
+      release,
+      rows: new Map(request.probe.map((p) => [p.row.id, p.row])),
+      probes: new Map(),
+      commit: request.commit,
+      settle,
+      switching: false,
+    };
     this.active.set(key, active);
     for (const p of request.probe) this.startProbe(active, p.row.id);
     this.options.log(`release ${release.id} of ${request.app}/${request.env}: starting new workers of ${request.probe.map((p) => p.row.name).join(", ")}`);
@@ -179,12 +186,15 @@ export class ReleaseManager {
       const delay = RETRY_BASE_MS * 2 ** (release.endpoints.find((e) => e.id === probe.endpointId)!.failures - 1);
       void this.record(release);
       setTimeout(() => {
-        if (!this.closed && this.active.get(envKey(release.userId, release.app, release.env)) === owner && owner.release.state === "starting") this.startProbe(owner, probe.endpointId);
+        if (!this.closed && this.active.get(envKey(release.userId, release.app, release.env)) === owner && owner.release.state === "starting")
+          this.startProbe(owner, probe.endpointId);
       }, delay).unref();
       return;
     }
     const failedEndpoint = release.error?.endpoint ?? "";
-    this.options.log(`release ${release.id} of ${release.app}/${release.env} failed: endpoint ${failedEndpoint} could not start; the previous build keeps serving`);
+    this.options.log(
+      `release ${release.id} of ${release.app}/${release.env} failed: endpoint ${failedEndpoint} could not start; the previous build keeps serving`,
+    );
     void this.finish(owner, release);
   }
 

@@ -17,7 +17,9 @@ export function errorHead(message: string, lines = ERROR_LINES): string {
   return all.length <= lines ? message : [...all.slice(0, lines), `... (${all.length - lines} more lines in the endpoint's logs)`].join("\n");
 }
 
-export function newRelease(input: Omit<ReleaseRow, "state" | "finishedAt" | "error" | "endpoints"> & { endpoints: Array<Pick<ReleaseEndpoint, "name" | "id" | "action">> }): ReleaseRow {
+export function newRelease(
+  input: Omit<ReleaseRow, "state" | "finishedAt" | "error" | "endpoints"> & { endpoints: Array<Pick<ReleaseEndpoint, "name" | "id" | "action">> },
+): ReleaseRow {
   return {
     ...input,
     state: "starting",
@@ -47,7 +49,13 @@ export function probeReady(release: ReleaseRow, endpointId: string): { release: 
  * A probe failed to start. `retry`: start another one for this endpoint; otherwise, when the endpoint is out of
  * attempts, the whole release failed (its record says which endpoint and why).
  */
-export function probeFailed(release: ReleaseRow, endpointId: string, message: string, maxAttempts: number, now: number): { release: ReleaseRow; retry: boolean } {
+export function probeFailed(
+  release: ReleaseRow,
+  endpointId: string,
+  message: string,
+  maxAttempts: number,
+  now: number,
+): { release: ReleaseRow; retry: boolean } {
   if (release.state !== "starting") return { release, retry: false };
   const endpoint = release.endpoints.find((e) => e.id === endpointId);
   if (!endpoint || endpoint.state === "ready") return { release, retry: false };

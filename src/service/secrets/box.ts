@@ -44,7 +44,9 @@ export function parseKey(text: string, from: string): Buffer {
 export function loadSecretKeys(dataDir: string, configured?: { current?: string; previous?: string[]; file?: string }): SecretKeys {
   const previous = (configured?.previous ?? []).filter(Boolean).map((k, i) => parseKey(k, `previous secrets key #${i + 1}`));
   if (configured?.current && configured.file) {
-    throw new UserError("The secrets key is given twice: SVC_SECRETS_KEY and SVC_SECRETS_KEY_FILE", { hint: "Give the key itself or the file holding it, not both." });
+    throw new UserError("The secrets key is given twice: SVC_SECRETS_KEY and SVC_SECRETS_KEY_FILE", {
+      hint: "Give the key itself or the file holding it, not both.",
+    });
   }
   if (configured?.current) return { current: parseKey(configured.current, "the secrets key"), previous };
   const file = configured?.file ? resolve(configured.file) : join(dataDir, SECRETS_KEY_FILE);

@@ -12,7 +12,9 @@ export function missingSecrets(secrets: Secrets | undefined, userId: string, app
     if (wanted.length === 0) continue;
     const missing = secrets ? secrets.resolve(userId, app, env, wanted).missing : wanted;
     for (const secret of missing) {
-      problems.push(`endpoint "${name}" needs secret ${secret}, which is not set: \`svc secret set ${secret}\` (all apps) or \`svc secret set ${secret} --app ${app} --env ${env}\``);
+      problems.push(
+        `endpoint "${name}" needs secret ${secret}, which is not set: \`svc secret set ${secret}\` (all apps) or \`svc secret set ${secret} --app ${app} --env ${env}\``,
+      );
     }
   }
   return problems;

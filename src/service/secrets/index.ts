@@ -42,7 +42,11 @@ export function infoOf(r: SecretRow): SecretInfo {
 export class Secrets {
   private rows = new Map<string, SecretRow>();
 
-  constructor(private readonly store: SecretStore, private readonly box: SecretBox, private readonly log: (message: string) => void = () => undefined) {
+  constructor(
+    private readonly store: SecretStore,
+    private readonly box: SecretBox,
+    private readonly log: (message: string) => void = () => undefined,
+  ) {
     this.refresh();
   }
 
@@ -60,7 +64,9 @@ export class Secrets {
       if (r.keyId === this.box.currentId) continue;
       const value = this.box.open(r.sealed, r.keyId, binding(r));
       if (value === undefined) {
-        this.log(`secret ${r.name} of user ${r.userId} cannot be opened: the key it was sealed with (id ${r.keyId}) is not configured; set it again or configure that key as a previous secrets key`);
+        this.log(
+          `secret ${r.name} of user ${r.userId} cannot be opened: the key it was sealed with (id ${r.keyId}) is not configured; set it again or configure that key as a previous secrets key`,
+        );
         continue;
       }
       const { sealed, keyId } = this.box.seal(value, binding(r));
@@ -96,7 +102,11 @@ export class Secrets {
 
   /** The most specific row of `name` for an endpoint of `app`/`env`: the environment's, the app's, the user's. */
   private pick(userId: string, app: string, env: string, name: string): SecretRow | undefined {
-    return this.rows.get(binding({ userId, app, env, name })) ?? this.rows.get(binding({ userId, app, env: "", name })) ?? this.rows.get(binding({ userId, app: "", env: "", name }));
+    return (
+      this.rows.get(binding({ userId, app, env, name })) ??
+      this.rows.get(binding({ userId, app, env: "", name })) ??
+      this.rows.get(binding({ userId, app: "", env: "", name }))
+    );
   }
 
   /** What the workers of an endpoint (user, app, environment) listing `names` get. */

@@ -23,7 +23,10 @@ export const MAX_SECRET_BYTES = 64 * 1024;
 export function scopeOf(app: unknown, env: unknown, at: string): { scope: SecretScope; errors: string[] } {
   const errors: string[] = [];
   const scope: SecretScope = {};
-  for (const [key, v] of [["app", app], ["env", env]] as const) {
+  for (const [key, v] of [
+    ["app", app],
+    ["env", env],
+  ] as const) {
     if (v === undefined || v === null || v === "") continue;
     if (typeof v !== "string" || !isDeployName(v)) errors.push(`${at}${key}: must be a name of ${DEPLOY_NAME_RULE}`);
     else scope[key] = v;
@@ -45,13 +48,19 @@ export function planSetSecret(body: Record<string, unknown>): { value?: string; 
 /** The user's endpoints that get this secret (by name, in its scope). Pure. */
 export function endpointsUsing(endpoints: Iterable<EndpointRow>, userId: string, name: string, scope: SecretScope): EndpointRow[] {
   return [...endpoints].filter(
-    (e) => e.userId === userId && (e.resource.secrets ?? []).includes(name) && (scope.app === undefined || e.app === scope.app) && (scope.env === undefined || e.env === scope.env),
+    (e) =>
+      e.userId === userId &&
+      (e.resource.secrets ?? []).includes(name) &&
+      (scope.app === undefined || e.app === scope.app) &&
+      (scope.env === undefined || e.env === scope.env),
   );
 }
 
 function checkName(name: string): void {
   if (!SECRET_NAME_PATTERN.test(name)) {
-    throw new HttpProblem(422, `"${name}" is not a secret name`, { errors: ["secret names are environment variable names: letters, digits and _, not starting with a digit, and not SVC_..."] });
+    throw new HttpProblem(422, `"${name}" is not a secret name`, {
+      errors: ["secret names are environment variable names: letters, digits and _, not starting with a digit, and not SVC_..."],
+    });
   }
   // A secret reaches workers as the variable of its name: a loader variable would make them run its value.
   const reserved = reservedEnvProblems([name], "");

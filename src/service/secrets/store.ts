@@ -71,7 +71,8 @@ export type ReloadingSecretStore = SecretStore & { reload(): Promise<void> };
 export async function openPostgresSecretStore(pool: Queryable): Promise<ReloadingSecretStore> {
   let rows: SecretRow[] = [];
   let writes = 0;
-  const same = (a: SecretRow, userId: string, app: string, env: string, name: string) => a.userId === userId && a.app === app && a.env === env && a.name === name;
+  const same = (a: SecretRow, userId: string, app: string, env: string, name: string) =>
+    a.userId === userId && a.app === app && a.env === env && a.name === name;
   const reload = async () => {
     const before = writes;
     const result = await pool.query("SELECT * FROM secrets");

@@ -36,7 +36,6 @@ export const JOB_COLUMNS: Record<keyof JobRow, string> = {
 };
 export const JOB_KEYS = Object.keys(JOB_COLUMNS) as Array<keyof JobRow>;
 
-
 export function rowToJob(r: Record<string, unknown>): JobRow {
   const job = {} as Record<string, unknown>;
   for (const key of JOB_KEYS) job[key] = r[JOB_COLUMNS[key]];
@@ -44,7 +43,8 @@ export function rowToJob(r: Record<string, unknown>): JobRow {
   job.lowPriority = r.low_priority === 1 || r.low_priority === true;
   // Optional; absent rather than null when the job has no limit of its own
   // Optional like it: absent rather than null (rows stored before these columns existed read the same).
-  for (const key of ["maxRetries", "webhookEvents", "progress", "notBefore", "deadlineAt"] as const) if (job[key] === null || job[key] === undefined) delete job[key];
+  for (const key of ["maxRetries", "webhookEvents", "progress", "notBefore", "deadlineAt"] as const)
+    if (job[key] === null || job[key] === undefined) delete job[key];
   return job as unknown as JobRow;
 }
 

@@ -19,16 +19,39 @@ afterEach(() => {
 });
 
 const job = (id: string): JobRow => ({
-  id, endpointId: "e1", status: "IN_QUEUE", input: "{\"a\":1}", function: null, webhook: null, sync: false, lowPriority: false,
-  createdAt: 1, startedAt: null, completedAt: null, output: null, error: null, errorType: null, errorStack: null, attempt: 0,
-  retried: 0, executionTimeoutMs: 1000, ttlMs: 5000, expiresAt: null, lease: null, workerId: null, streamCursor: 0,
+  id,
+  endpointId: "e1",
+  status: "IN_QUEUE",
+  input: '{"a":1}',
+  function: null,
+  webhook: null,
+  sync: false,
+  lowPriority: false,
+  createdAt: 1,
+  startedAt: null,
+  completedAt: null,
+  output: null,
+  error: null,
+  errorType: null,
+  errorStack: null,
+  attempt: 0,
+  retried: 0,
+  executionTimeoutMs: 1000,
+  ttlMs: 5000,
+  expiresAt: null,
+  lease: null,
+  workerId: null,
+  streamCursor: 0,
 });
 
 describe("sqlite store", () => {
   it("migrates to the latest schema version, in WAL mode, and reopens with the data", async () => {
     const file = tempFile();
     const store = openSqliteStore(file, MIGRATIONS);
-    await store.apply([{ op: "insertJob", job: job("j1") }, { op: "updateJob", id: "j1", set: { status: "IN_PROGRESS", lease: "L", attempt: 1 } }]);
+    await store.apply([
+      { op: "insertJob", job: job("j1") },
+      { op: "updateJob", id: "j1", set: { status: "IN_PROGRESS", lease: "L", attempt: 1 } },
+    ]);
     await store.close();
     const db = openDatabase(file);
     expect(db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.length);
@@ -42,7 +65,12 @@ describe("sqlite store", () => {
   it("applies a batch all or nothing", async () => {
     const store = openSqliteStore(tempFile(), MIGRATIONS);
     await store.apply([{ op: "insertJob", job: job("j1") }]);
-    await expect(store.apply([{ op: "insertJob", job: job("j2") }, { op: "insertJob", job: job("j1") }])).rejects.toThrow(/UNIQUE/);
+    await expect(
+      store.apply([
+        { op: "insertJob", job: job("j2") },
+        { op: "insertJob", job: job("j1") },
+      ]),
+    ).rejects.toThrow(/UNIQUE/);
     expect(await store.getJob("j2")).toBeUndefined();
     expect((await store.activeJobs()).map((j) => j.id)).toEqual(["j1"]);
     await store.close();
@@ -51,7 +79,10 @@ describe("sqlite store", () => {
   it("commits a batch before apply resolves: another connection reads it at once", async () => {
     const file = tempFile();
     const store = openSqliteStore(file, MIGRATIONS);
-    await store.apply([{ op: "insertJob", job: job("j1") }, { op: "insertLog", line: { ts: 1, endpointId: "e1", workerId: "w", jobId: "j1", stream: "log", text: "hi" } }]);
+    await store.apply([
+      { op: "insertJob", job: job("j1") },
+      { op: "insertLog", line: { ts: 1, endpointId: "e1", workerId: "w", jobId: "j1", stream: "log", text: "hi" } },
+    ]);
     const reader = openDatabase(file, { readonly: true });
     expect(reader.prepare("SELECT id, status FROM jobs").all()).toEqual([{ id: "j1", status: "IN_QUEUE" }]);
     expect(reader.prepare("SELECT text FROM logs").all()).toEqual([{ text: "hi" }]);

@@ -17,7 +17,7 @@ import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, row
 import { isDeployOp, prepareDeployStatements } from "./deploy-sqlite.js";
 
 type SqlValue = string | number | null;
-const toSql = (v: unknown): SqlValue => (typeof v === "boolean" ? (v ? 1 : 0) : (v as SqlValue) ?? null);
+const toSql = (v: unknown): SqlValue => (typeof v === "boolean" ? (v ? 1 : 0) : ((v as SqlValue) ?? null));
 
 /** How often the checkpoint thread copies the WAL into the database file (a no-op when nothing changed). */
 const CHECKPOINT_EVERY_MS = 200;
@@ -101,9 +101,7 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
   }
   const checkpointer = startCheckpointer(db, file);
 
-  const insertJob = db.prepare(
-    `INSERT INTO jobs (${JOB_KEYS.map((k) => JOB_COLUMNS[k]).join(", ")}) VALUES (${JOB_KEYS.map(() => "?").join(", ")})`,
-  );
+  const insertJob = db.prepare(`INSERT INTO jobs (${JOB_KEYS.map((k) => JOB_COLUMNS[k]).join(", ")}) VALUES (${JOB_KEYS.map(() => "?").join(", ")})`);
   const updateStatements = new Map<string, Database.Statement>();
   const updateFor = (keys: string[]) => {
     const signature = keys.join(",");
@@ -128,16 +126,10 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
   );
   const deleteEndpoint = db.prepare("DELETE FROM endpoints WHERE id = ?");
   const deleteEndpointJobs = db.prepare("DELETE FROM jobs WHERE endpoint_id = ?");
-  const deleteEndpointChunks = db.prepare(
-    "DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = ?)",
-  );
+  const deleteEndpointChunks = db.prepare("DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = ?)");
   const deleteEndpointLogs = db.prepare("DELETE FROM logs WHERE endpoint_id = ?");
-  const addCounters = db.prepare(
-    "UPDATE endpoints SET completed = completed + ?, failed = failed + ?, retried = retried + ? WHERE id = ?",
-  );
-  const insertKey = db.prepare(
-    "INSERT OR REPLACE INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)",
-  );
+  const addCounters = db.prepare("UPDATE endpoints SET completed = completed + ?, failed = failed + ?, retried = retried + ? WHERE id = ?");
+  const insertKey = db.prepare("INSERT OR REPLACE INTO api_keys (id, hash, user_id, scopes, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)");
   const revokeKey = db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?");
   const deleteKey = db.prepare("DELETE FROM api_keys WHERE id = ?");
   const insertWebhook = db.prepare(
@@ -167,7 +159,9 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
   const getJob = db.prepare("SELECT * FROM jobs WHERE id = ?");
   // octet_length reads the size from the record header: the output itself is not loaded (length(CAST ...) would).
   const getJobHead = db.prepare(
-    `SELECT ${JOB_KEYS.filter((k) => k !== "output").map((k) => JOB_COLUMNS[k]).join(", ")}, octet_length(output) AS output_bytes FROM jobs WHERE id = ?`,
+    `SELECT ${JOB_KEYS.filter((k) => k !== "output")
+      .map((k) => JOB_COLUMNS[k])
+      .join(", ")}, octet_length(output) AS output_bytes FROM jobs WHERE id = ?`,
   );
   const getJobOutput = db.prepare("SELECT CAST(output AS BLOB) AS output FROM jobs WHERE id = ?");
   const getJobInput = db.prepare("SELECT input FROM jobs WHERE id = ?").pluck();
@@ -335,9 +329,7 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
         params.push(q.afterId);
       }
       params.push(q.limit);
-      const rows = db
-        .prepare(`SELECT * FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?`)
-        .all(params) as Array<Record<string, unknown>>;
+      const rows = db.prepare(`SELECT * FROM logs WHERE ${where.join(" AND ")} ORDER BY seq LIMIT ?`).all(params) as Array<Record<string, unknown>>;
       return rows.map(rowToLog);
     },
     async droppedLogNotices(q) {

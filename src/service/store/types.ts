@@ -232,7 +232,12 @@ export interface Store extends DeployStoreReads {
    * `lineOverheadBytes` a line (log retention measures an endpoint a part at a time); `lastSeq`: the last line
    * counted, null when there was none.
    */
-  logBytes?(query: { endpointId: string; lineOverheadBytes: number; afterSeq: number; limit: number }): Promise<{ bytes: number; lines: number; lastSeq: number | null }>;
+  logBytes?(query: {
+    endpointId: string;
+    lineOverheadBytes: number;
+    afterSeq: number;
+    limit: number;
+  }): Promise<{ bytes: number; lines: number; lastSeq: number | null }>;
   /**
    * Delete at most `limit` of an endpoint's oldest log lines, in one transaction: first those written before `before`
    * (by `ts`, from the oldest line on, up to the first newer one), then the oldest lines that count `dropBytes` (as

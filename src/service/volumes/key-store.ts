@@ -43,7 +43,8 @@ const recordOf = (r: Record<string, unknown>): VolumeKeyRecord => ({
   revokedAt: r.revoked_at === null || r.revoked_at === undefined ? null : Number(r.revoked_at),
 });
 
-const row = (k: VolumeKeyRecord) => [k.id, k.userId, k.name, k.volumeIds === null ? null : JSON.stringify(k.volumeIds), k.sealed, k.keyId, k.createdAt, k.revokedAt] as const;
+const row = (k: VolumeKeyRecord) =>
+  [k.id, k.userId, k.name, k.volumeIds === null ? null : JSON.stringify(k.volumeIds), k.sealed, k.keyId, k.createdAt, k.revokedAt] as const;
 
 export function openSqliteVolumeKeyStore(file: string): VolumeKeyStore {
   const db = openDatabase(file);

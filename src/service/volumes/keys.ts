@@ -43,15 +43,30 @@ export interface VolumeKeysDeps {
 
 /** A key as the API shows it: never its secret (except in the creation answer). */
 export function volumeKeyJson(k: VolumeKeyRecord, deps: Pick<VolumeKeysDeps, "endpoint" | "region">) {
-  return { id: k.id, accessKeyId: k.id, name: k.name, userId: k.userId, readOnly: k.readOnly, volumeIds: k.volumeIds, endpoint: deps.endpoint, region: deps.region, createdAt: k.createdAt, revokedAt: k.revokedAt };
+  return {
+    id: k.id,
+    accessKeyId: k.id,
+    name: k.name,
+    userId: k.userId,
+    readOnly: k.readOnly,
+    volumeIds: k.volumeIds,
+    endpoint: deps.endpoint,
+    region: deps.region,
+    createdAt: k.createdAt,
+    revokedAt: k.revokedAt,
+  };
 }
 
 /** The key a create body asks for, or the `$.path: message` failures. Pure. */
-export function planVolumeKey(body: Record<string, unknown>, ownVolumeIds: string[]): { key?: { name: string | null; readOnly: boolean; volumeIds: string[] | null }; errors: string[] } {
+export function planVolumeKey(
+  body: Record<string, unknown>,
+  ownVolumeIds: string[],
+): { key?: { name: string | null; readOnly: boolean; volumeIds: string[] | null }; errors: string[] } {
   const errors: string[] = [];
   const known = new Set(["name", "readOnly", "volumeIds"]);
   for (const k of Object.keys(body)) if (!known.has(k)) errors.push(`$.${k}: is not a volume key setting (name, readOnly, volumeIds)`);
-  if (body.name !== undefined && body.name !== null && (typeof body.name !== "string" || body.name.length === 0 || body.name.length > 100)) errors.push("$.name: must be a string of 1 to 100 characters");
+  if (body.name !== undefined && body.name !== null && (typeof body.name !== "string" || body.name.length === 0 || body.name.length > 100))
+    errors.push("$.name: must be a string of 1 to 100 characters");
   if (body.readOnly !== undefined && typeof body.readOnly !== "boolean") errors.push("$.readOnly: must be true or false");
   let volumeIds: string[] | null = null;
   if (body.volumeIds !== undefined && body.volumeIds !== null) {
@@ -77,11 +92,17 @@ export async function volumeKeyRoute(deps: VolumeKeysDeps, p: Principal, req: In
   if (id === undefined) {
     if (method === "GET") {
       req.resume();
-      return sendJson(res, (await deps.keys.keys(p.userId)).map((k) => volumeKeyJson(k, deps)));
+      return sendJson(
+        res,
+        (await deps.keys.keys(p.userId)).map((k) => volumeKeyJson(k, deps)),
+      );
     }
     if (method !== "POST") throw new HttpProblem(405, `${method} is not allowed here; use GET or POST`, { headers: { allow: "GET, POST" } });
     const body = await readObjectBody(req);
-    const plan = planVolumeKey(body, deps.volumes.volumes(p.userId).map((v) => v.id));
+    const plan = planVolumeKey(
+      body,
+      deps.volumes.volumes(p.userId).map((v) => v.id),
+    );
     if (!plan.key) throw new HttpProblem(422, "The volume access key request is not valid", { errors: plan.errors });
     const secret = newSecretAccessKey();
     const base = { id: newAccessKeyId(), userId: p.userId, ...plan.key, createdAt: Date.now(), revokedAt: null };

@@ -93,7 +93,8 @@ export function requestPayload(req: IncomingMessage, claim: SignatureClaim | und
   } else {
     length = declared !== undefined && /^\d+$/.test(declared) ? Number(declared) : undefined;
     if (mode !== UNSIGNED_PAYLOAD) {
-      if (!/^[0-9a-f]{64}$/.test(mode)) throw new S3Error("InvalidArgument", "x-amz-content-sha256 must be a hex SHA-256, UNSIGNED-PAYLOAD or a STREAMING-* value");
+      if (!/^[0-9a-f]{64}$/.test(mode))
+        throw new S3Error("InvalidArgument", "x-amz-content-sha256 must be a hex SHA-256, UNSIGNED-PAYLOAD or a STREAMING-* value");
       checks.push(hashChecksum("x-amz-content-sha256", "sha256", "hex", mode));
     }
     chunks = req;
@@ -180,7 +181,8 @@ async function* decodeAwsChunked(
     if (signed) {
       const data = Buffer.concat(held);
       const expected = chunkSignature(signed.signingKey, signed.claim, previous, data);
-      if (!sameSignature(expected, claimed!)) throw new S3Error("SignatureDoesNotMatch", "A chunk's signature does not match: the body was changed or signed with another key");
+      if (!sameSignature(expected, claimed!))
+        throw new S3Error("SignatureDoesNotMatch", "A chunk's signature does not match: the body was changed or signed with another key");
       previous = expected;
       if (data.length > 0) yield data;
     }

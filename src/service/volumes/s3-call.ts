@@ -93,7 +93,9 @@ export function sizedPayload(call: S3Call, max: number): { payload: Payload; len
   const payload = requestPayload(call.req, call.caller.claim, call.caller.signingKey);
   if (payload.length === undefined) throw new S3Error("MissingContentLength", "You must provide the Content-Length HTTP header.");
   if (payload.length > max) {
-    throw new S3Error("EntityTooLarge", `Your proposed upload exceeds the maximum allowed size (${max} bytes)`, { fields: { ProposedSize: String(payload.length), MaxSizeAllowed: String(max) } });
+    throw new S3Error("EntityTooLarge", `Your proposed upload exceeds the maximum allowed size (${max} bytes)`, {
+      fields: { ProposedSize: String(payload.length), MaxSizeAllowed: String(max) },
+    });
   }
   return { payload, length: payload.length };
 }
@@ -111,4 +113,3 @@ export async function xmlBody(call: S3Call): Promise<string> {
   payload.verify();
   return Buffer.concat(parts).toString("utf8");
 }
-

@@ -51,6 +51,8 @@ export function xmlText(value: string): string {
 
 /** An S3 error document. Pure. */
 export function errorXml(err: S3Error, resource: string, requestId: string): string {
-  const fields = Object.entries(err.extra.fields ?? {}).map(([k, v]) => `<${k}>${xmlText(v)}</${k}>`).join("");
+  const fields = Object.entries(err.extra.fields ?? {})
+    .map(([k, v]) => `<${k}>${xmlText(v)}</${k}>`)
+    .join("");
   return `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${err.code}</Code><Message>${xmlText(err.message)}</Message>${fields}<Resource>${xmlText(resource)}</Resource><RequestId>${requestId}</RequestId></Error>`;
 }

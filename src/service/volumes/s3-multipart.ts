@@ -24,7 +24,12 @@ async function uploadFor(call: S3Call, uploadId: string): Promise<{ dir: VolumeD
   const volume = bucketVolume(call, call.bucket, true);
   const fs = await volumeFs(call, volume);
   const dir = await fs.uploadDir(uploadId);
-  const noSuch = () => new S3Error("NoSuchUpload", "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.", { fields: { UploadId: uploadId } });
+  const noSuch = () =>
+    new S3Error(
+      "NoSuchUpload",
+      "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.",
+      { fields: { UploadId: uploadId } },
+    );
   if (!dir) throw noSuch();
   const key = await readFile(dir.at(KEY_FILE), "utf8").catch(() => undefined);
   if (key !== call.key) {
@@ -46,7 +51,18 @@ export async function createUpload(call: S3Call): Promise<void> {
   } finally {
     await dir.close();
   }
-  sendXml(call.res, 200, xmlDocument("InitiateMultipartUploadResult", xmlFields([["Bucket", volume.id], ["Key", call.key], ["UploadId", uploadId]])));
+  sendXml(
+    call.res,
+    200,
+    xmlDocument(
+      "InitiateMultipartUploadResult",
+      xmlFields([
+        ["Bucket", volume.id],
+        ["Key", call.key],
+        ["UploadId", uploadId],
+      ]),
+    ),
+  );
 }
 
 export async function uploadPart(call: S3Call, uploadId: string, partText: string): Promise<void> {
@@ -81,18 +97,27 @@ export async function completeUpload(call: S3Call, uploadId: string): Promise<vo
   try {
     let previous = 0;
     for (const [i, p] of parts.entries()) {
-      if (p.partNumber <= previous) throw new S3Error("InvalidPartOrder", "The list of parts was not in ascending order. The parts list must be specified in order by part number.");
+      if (p.partNumber <= previous)
+        throw new S3Error("InvalidPartOrder", "The list of parts was not in ascending order. The parts list must be specified in order by part number.");
       previous = p.partNumber;
       const st = await lstatIn(dir, partName(p.partNumber));
       if (!st || etagOf(st) !== (p.etag.startsWith('"') ? p.etag : `"${p.etag}"`)) {
-        throw new S3Error("InvalidPart", "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.", {
-          fields: { PartNumber: String(p.partNumber), ETag: p.etag },
-        });
+        throw new S3Error(
+          "InvalidPart",
+          "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
+          {
+            fields: { PartNumber: String(p.partNumber), ETag: p.etag },
+          },
+        );
       }
       if (i < parts.length - 1 && Number(st.size) < MIN_PART_BYTES) {
-        throw new S3Error("EntityTooSmall", `Your proposed upload is smaller than the minimum allowed object size: every part but the last must be at least ${MIN_PART_BYTES} bytes`, {
-          fields: { PartNumber: String(p.partNumber) },
-        });
+        throw new S3Error(
+          "EntityTooSmall",
+          `Your proposed upload is smaller than the minimum allowed object size: every part but the last must be at least ${MIN_PART_BYTES} bytes`,
+          {
+            fields: { PartNumber: String(p.partNumber) },
+          },
+        );
       }
       chosen.push({ name: partName(p.partNumber), size: Number(st.size) });
     }
@@ -134,7 +159,15 @@ export async function completeUpload(call: S3Call, uploadId: string): Promise<vo
   sendXml(
     call.res,
     200,
-    xmlDocument("CompleteMultipartUploadResult", xmlFields([["Location", `/s3/${volume.id}/${encodeURIComponent(call.key).replace(/%2F/g, "/")}`], ["Bucket", volume.id], ["Key", call.key], ["ETag", stat.etag]])),
+    xmlDocument(
+      "CompleteMultipartUploadResult",
+      xmlFields([
+        ["Location", `/s3/${volume.id}/${encodeURIComponent(call.key).replace(/%2F/g, "/")}`],
+        ["Bucket", volume.id],
+        ["Key", call.key],
+        ["ETag", stat.etag],
+      ]),
+    ),
   );
 }
 

@@ -20,7 +20,8 @@ describe("keys as paths", () => {
   it("keeps keys inside the volume", () => {
     expect(keySegments("models/llama/w.bin")).toEqual({ segments: ["models", "llama", "w.bin"], folder: false });
     expect(keySegments("models/")).toEqual({ segments: ["models"], folder: true });
-    for (const bad of ["../x", "a/../../x", "a//b", "/abs", "a/./b", "..", "", ".svc-multipart/x", "a/.svc-upload-1", "a\0b"]) expect(code(() => keySegments(bad))).toBe("InvalidArgument");
+    for (const bad of ["../x", "a/../../x", "a//b", "/abs", "a/./b", "..", "", ".svc-multipart/x", "a/.svc-upload-1", "a\0b"])
+      expect(code(() => keySegments(bad))).toBe("InvalidArgument");
     expect(inside("/data/v", "/data/v")).toBe(true);
     expect(inside("/data/v", "/data/v/a")).toBe(true);
     expect(inside("/data/v", "/data/v2/a")).toBe(false);
@@ -42,8 +43,16 @@ describe("ranges", () => {
 
 describe("request documents", () => {
   it("reads DeleteObjects and CompleteMultipartUpload bodies", () => {
-    expect(parseDelete('<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet><Object><Key>a &amp; b</Key></Object><Object><Key>c&#x2F;d</Key></Object></Delete>')).toEqual({ keys: ["a & b", "c/d"], quiet: true });
-    expect(parseCompleteParts('<CompleteMultipartUpload><Part><ETag>"x-1"</ETag><PartNumber>1</PartNumber></Part><Part><PartNumber>2</PartNumber><ETag>&quot;y-1&quot;</ETag></Part></CompleteMultipartUpload>')).toEqual([
+    expect(
+      parseDelete(
+        '<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet><Object><Key>a &amp; b</Key></Object><Object><Key>c&#x2F;d</Key></Object></Delete>',
+      ),
+    ).toEqual({ keys: ["a & b", "c/d"], quiet: true });
+    expect(
+      parseCompleteParts(
+        '<CompleteMultipartUpload><Part><ETag>"x-1"</ETag><PartNumber>1</PartNumber></Part><Part><PartNumber>2</PartNumber><ETag>&quot;y-1&quot;</ETag></Part></CompleteMultipartUpload>',
+      ),
+    ).toEqual([
       { partNumber: 1, etag: '"x-1"' },
       { partNumber: 2, etag: '"y-1"' },
     ]);
@@ -59,20 +68,48 @@ describe("request documents", () => {
 });
 
 describe("signatures", () => {
-  const headers = { authorization: "AWS4-HMAC-SHA256 Credential=SVCAAAAAAAAAAAAAAAAA/20250102/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=abc", "x-amz-date": "20250102T030405Z", "x-amz-content-sha256": "UNSIGNED-PAYLOAD", host: "h" };
+  const headers = {
+    authorization:
+      "AWS4-HMAC-SHA256 Credential=SVCAAAAAAAAAAAAAAAAA/20250102/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=abc",
+    "x-amz-date": "20250102T030405Z",
+    "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+    host: "h",
+  };
   it("reads the header form and the presigned form", () => {
     const claim = readSignature({ method: "GET", rawPath: "/s3/x", rawQuery: "", headers }, {})!;
-    expect(claim).toMatchObject({ form: "header", accessKeyId: "SVCAAAAAAAAAAAAAAAAA", region: "us-east-1", service: "s3", signedHeaders: ["host", "x-amz-content-sha256", "x-amz-date"], signature: "abc", payloadHash: "UNSIGNED-PAYLOAD" });
+    expect(claim).toMatchObject({
+      form: "header",
+      accessKeyId: "SVCAAAAAAAAAAAAAAAAA",
+      region: "us-east-1",
+      service: "s3",
+      signedHeaders: ["host", "x-amz-content-sha256", "x-amz-date"],
+      signature: "abc",
+      payloadHash: "UNSIGNED-PAYLOAD",
+    });
     expect(claim.date.toISOString()).toBe("2025-01-02T03:04:05.000Z");
-    const query = parseQuery("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=K%2F20250102%2Feu%2Fs3%2Faws4_request&X-Amz-Date=20250102T030405Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=def");
-    expect(readSignature({ method: "GET", rawPath: "/s3/x", rawQuery: "", headers: {} }, query)).toMatchObject({ form: "query", accessKeyId: "K", region: "eu", expiresSeconds: 60, payloadHash: "UNSIGNED-PAYLOAD" });
+    const query = parseQuery(
+      "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=K%2F20250102%2Feu%2Fs3%2Faws4_request&X-Amz-Date=20250102T030405Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=def",
+    );
+    expect(readSignature({ method: "GET", rawPath: "/s3/x", rawQuery: "", headers: {} }, query)).toMatchObject({
+      form: "query",
+      accessKeyId: "K",
+      region: "eu",
+      expiresSeconds: 60,
+      payloadHash: "UNSIGNED-PAYLOAD",
+    });
     expect(readSignature({ method: "GET", rawPath: "/s3/x", rawQuery: "", headers: {} }, {})).toBeUndefined();
   });
   it("refuses malformed claims, other times and Signature Version 2", () => {
-    expect(code(() => readSignature({ method: "GET", rawPath: "/", rawQuery: "", headers: { ...headers, "x-amz-date": "20250103T000000Z" } }, {}))).toBe("AuthorizationHeaderMalformed");
-    expect(code(() => readSignature({ method: "GET", rawPath: "/", rawQuery: "", headers: { ...headers, "x-amz-content-sha256": undefined } }, {}))).toBe("InvalidRequest");
+    expect(code(() => readSignature({ method: "GET", rawPath: "/", rawQuery: "", headers: { ...headers, "x-amz-date": "20250103T000000Z" } }, {}))).toBe(
+      "AuthorizationHeaderMalformed",
+    );
+    expect(code(() => readSignature({ method: "GET", rawPath: "/", rawQuery: "", headers: { ...headers, "x-amz-content-sha256": undefined } }, {}))).toBe(
+      "InvalidRequest",
+    );
     expect(code(() => readSignature({ method: "GET", rawPath: "/", rawQuery: "", headers: { authorization: "AWS K:sig" } }, {}))).toBe("InvalidRequest");
-    expect(code(() => readSignature({ method: "GET", rawPath: "/", rawQuery: "", headers: {} }, parseQuery("AWSAccessKeyId=K&Signature=s&Expires=1")))).toBe("InvalidRequest");
+    expect(code(() => readSignature({ method: "GET", rawPath: "/", rawQuery: "", headers: {} }, parseQuery("AWSAccessKeyId=K&Signature=s&Expires=1")))).toBe(
+      "InvalidRequest",
+    );
     const claim = readSignature({ method: "GET", rawPath: "/s3/x", rawQuery: "", headers }, {})!;
     expect(code(() => checkTime(claim, claim.date.getTime() + 16 * 60 * 1000))).toBe("RequestTimeTooSkewed");
     expect(code(() => checkTime(claim, claim.date.getTime() + 14 * 60 * 1000))).toBeUndefined();

@@ -111,11 +111,16 @@ export class VolumeS3 {
     const claim = readSignature(parts, query);
     if (!claim) throw new S3Error("AccessDenied", "Anonymous requests are not served: sign with a volume access key (svc volume keys create)");
     const record = await this.deps.keys.key(claim.accessKeyId);
-    if (!record || record.revokedAt !== null) throw new S3Error("InvalidAccessKeyId", "The access key ID you provided does not exist in our records.", { fields: { AWSAccessKeyId: claim.accessKeyId } });
+    if (!record || record.revokedAt !== null)
+      throw new S3Error("InvalidAccessKeyId", "The access key ID you provided does not exist in our records.", {
+        fields: { AWSAccessKeyId: claim.accessKeyId },
+      });
     checkTime(claim, this.deps.now?.() ?? Date.now());
     const secret = this.deps.box.open(record.sealed, record.keyId, keyBinding(record));
     if (secret === undefined) {
-      this.deps.log(`volume access key ${record.id} of user ${record.userId} cannot be opened: the secrets key it was sealed with (id ${record.keyId}) is not configured`);
+      this.deps.log(
+        `volume access key ${record.id} of user ${record.userId} cannot be opened: the secrets key it was sealed with (id ${record.keyId}) is not configured`,
+      );
       throw new S3Error("InvalidAccessKeyId", "This access key cannot be used on this service any more: create another");
     }
     const signingKey = await verifySignature(parts, query, claim, secret);
@@ -140,7 +145,8 @@ async function route(call: S3Call): Promise<void> {
   if (key === "") {
     if (method === "HEAD") return headBucket(call);
     if (method === "GET" && has("location")) return getLocation(call);
-    if (method === "GET" && (has("uploads") || has("versions") || has("policy") || has("acl"))) throw new S3Error("NotImplemented", "This bucket operation is not supported");
+    if (method === "GET" && (has("uploads") || has("versions") || has("policy") || has("acl")))
+      throw new S3Error("NotImplemented", "This bucket operation is not supported");
     if (method === "GET") return listObjects(call);
     if (method === "POST" && has("delete")) return deleteObjects(call);
     if (method === "PUT") {
@@ -179,8 +185,26 @@ const iso = (ms: number) => new Date(ms).toISOString();
 async function listBuckets(call: S3Call): Promise<void> {
   call.req.resume();
   const mine = call.deps.volumes.volumes(call.caller.userId).filter((v) => call.caller.volumeIds === null || call.caller.volumeIds.includes(v.id));
-  const buckets = mine.map((v) => `<Bucket>${xmlFields([["Name", v.id], ["CreationDate", iso(v.createdAt)]])}</Bucket>`).join("");
-  sendXml(call.res, 200, xmlDocument("ListAllMyBucketsResult", `<Owner>${xmlFields([["ID", call.caller.userId], ["DisplayName", call.caller.userId]])}</Owner><Buckets>${buckets}</Buckets>`));
+  const buckets = mine
+    .map(
+      (v) =>
+        `<Bucket>${xmlFields([
+          ["Name", v.id],
+          ["CreationDate", iso(v.createdAt)],
+        ])}</Bucket>`,
+    )
+    .join("");
+  sendXml(
+    call.res,
+    200,
+    xmlDocument(
+      "ListAllMyBucketsResult",
+      `<Owner>${xmlFields([
+        ["ID", call.caller.userId],
+        ["DisplayName", call.caller.userId],
+      ])}</Owner><Buckets>${buckets}</Buckets>`,
+    ),
+  );
 }
 
 async function headBucket(call: S3Call): Promise<void> {
@@ -251,7 +275,13 @@ async function listObjects(call: S3Call): Promise<void> {
         last = { a: common, p: common };
       } else {
         contents.push(
-          `<Contents>${xmlFields([["Key", listedKey(o.key, encoded)], ["LastModified", iso(o.mtimeMs)], ["ETag", o.etag], ["Size", o.size], ["StorageClass", "STANDARD"]])}</Contents>`,
+          `<Contents>${xmlFields([
+            ["Key", listedKey(o.key, encoded)],
+            ["LastModified", iso(o.mtimeMs)],
+            ["ETag", o.etag],
+            ["Size", o.size],
+            ["StorageClass", "STANDARD"],
+          ])}</Contents>`,
         );
         last = { a: o.key };
       }
@@ -284,7 +314,11 @@ export function parseRange(header: string | undefined, size: number): { start: n
   const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
   // Several ranges, or another unit: S3 answers with the whole object.
   if (!m || (m[1] === "" && m[2] === "")) return undefined;
-  const unsatisfiable = () => new S3Error("InvalidRange", "The requested range is not satisfiable", { fields: { ActualObjectSize: String(size), RangeRequested: header }, headers: { "content-range": `bytes */${size}` } });
+  const unsatisfiable = () =>
+    new S3Error("InvalidRange", "The requested range is not satisfiable", {
+      fields: { ActualObjectSize: String(size), RangeRequested: header },
+      headers: { "content-range": `bytes */${size}` },
+    });
   if (m[1] === "") {
     const suffix = Number(m[2]);
     if (suffix === 0 || size === 0) throw unsatisfiable();
@@ -302,7 +336,8 @@ export function parseRange(header: string | undefined, size: number): { start: n
  * SVG, XML, scripts, PDF) goes out as an attachment whatever `response-content-type` or
  * `response-content-disposition` asks, so a tenant's object never becomes a page on the service's origin.
  */
-const INLINE_SAFE = /^(image\/(png|jpeg|gif|webp|avif|bmp)|text\/plain|text\/csv|application\/json|application\/octet-stream|audio\/[\w.+-]+|video\/[\w.+-]+)(\s*;.*)?$/i;
+const INLINE_SAFE =
+  /^(image\/(png|jpeg|gif|webp|avif|bmp)|text\/plain|text\/csv|application\/json|application\/octet-stream|audio\/[\w.+-]+|video\/[\w.+-]+)(\s*;.*)?$/i;
 
 /** The headers of an object's answer: what the query asks, within what keeps the object inert in a browser. Pure. */
 export function objectHeaders(stat: { size: number; mtimeMs: number; etag: string }, query: Record<string, string | string[]>): Record<string, string> {
@@ -325,7 +360,11 @@ export function objectHeaders(stat: { size: number; mtimeMs: number; etag: strin
 /** A Content-Disposition that downloads: the asked one's parameters (its filename) kept, `inline` replaced. Pure. */
 function asAttachment(disposition: string | undefined): string {
   if (!disposition) return "attachment";
-  const params = disposition.split(";").slice(1).map((p) => p.trim()).filter(Boolean);
+  const params = disposition
+    .split(";")
+    .slice(1)
+    .map((p) => p.trim())
+    .filter(Boolean);
   return ["attachment", ...params].join("; ");
 }
 
@@ -345,7 +384,11 @@ async function getObject(call: S3Call, head: boolean): Promise<void> {
       return;
     }
     if (range) {
-      call.res.writeHead(206, { ...headers, "content-length": String(range.end - range.start + 1), "content-range": `bytes ${range.start}-${range.end}/${stat.size}` });
+      call.res.writeHead(206, {
+        ...headers,
+        "content-length": String(range.end - range.start + 1),
+        "content-range": `bytes ${range.start}-${range.end}/${stat.size}`,
+      });
     } else call.res.writeHead(200, { ...headers, "content-length": String(stat.size) });
     if (head || stat.size === 0) {
       call.res.end();
@@ -438,7 +481,17 @@ async function copyObject(call: S3Call): Promise<void> {
   } finally {
     await opened.handle.close();
   }
-  sendXml(call.res, 200, xmlDocument("CopyObjectResult", xmlFields([["LastModified", iso(stat.mtimeMs)], ["ETag", stat.etag]])));
+  sendXml(
+    call.res,
+    200,
+    xmlDocument(
+      "CopyObjectResult",
+      xmlFields([
+        ["LastModified", iso(stat.mtimeMs)],
+        ["ETag", stat.etag],
+      ]),
+    ),
+  );
 }
 
 async function deleteObject(call: S3Call): Promise<void> {
@@ -463,7 +516,13 @@ async function deleteObjects(call: S3Call): Promise<void> {
       if (!quiet) results.push(`<Deleted>${xmlFields([["Key", key]])}</Deleted>`);
     } catch (err) {
       const s3 = err instanceof S3Error ? err : new S3Error("InternalError", errorMessage(err));
-      results.push(`<Error>${xmlFields([["Key", key], ["Code", s3.code], ["Message", s3.message]])}</Error>`);
+      results.push(
+        `<Error>${xmlFields([
+          ["Key", key],
+          ["Code", s3.code],
+          ["Message", s3.message],
+        ])}</Error>`,
+      );
     }
   }
   sendXml(call.res, 200, xmlDocument("DeleteResult", results.join("")));

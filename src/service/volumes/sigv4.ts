@@ -147,7 +147,8 @@ export function readSignature(req: RequestParts, query: Record<string, string | 
       payloadHash,
     };
   }
-  if (auth !== undefined && /^AWS /.test(auth)) throw new S3Error("InvalidRequest", "Signature Version 2 is not supported: sign requests with AWS Signature Version 4");
+  if (auth !== undefined && /^AWS /.test(auth))
+    throw new S3Error("InvalidRequest", "Signature Version 2 is not supported: sign requests with AWS Signature Version 4");
   if (q("X-Amz-Algorithm") === undefined) {
     if (q("AWSAccessKeyId") !== undefined && q("Signature") !== undefined) {
       throw new S3Error("InvalidRequest", "Signature Version 2 is not supported: presign with AWS Signature Version 4 (AWS CLI v1: signature_version = s3v4)");
@@ -161,7 +162,10 @@ export function readSignature(req: RequestParts, query: Record<string, string | 
   const signedHeaders = q("X-Amz-SignedHeaders");
   const signature = q("X-Amz-Signature");
   if (!credentialText || !longDate || !expires || !signedHeaders || !signature) {
-    throw new S3Error("AuthorizationHeaderMalformed", "A presigned URL needs X-Amz-Credential, X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders and X-Amz-Signature");
+    throw new S3Error(
+      "AuthorizationHeaderMalformed",
+      "A presigned URL needs X-Amz-Credential, X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders and X-Amz-Signature",
+    );
   }
   const credential = credentialParts(credentialText, "X-Amz-Credential");
   const date = parseAmzDate(longDate);
@@ -190,7 +194,9 @@ export function checkTime(claim: SignatureClaim, now: number): void {
   if (claim.form === "query") {
     if (claim.date.getTime() - now > MAX_SKEW_MS) throw new S3Error("AccessDenied", "Request is not valid yet");
     if (now > claim.date.getTime() + claim.expiresSeconds! * 1000) {
-      throw new S3Error("AccessDenied", "Request has expired", { fields: { Expires: new Date(claim.date.getTime() + claim.expiresSeconds! * 1000).toISOString(), ServerTime: new Date(now).toISOString() } });
+      throw new S3Error("AccessDenied", "Request has expired", {
+        fields: { Expires: new Date(claim.date.getTime() + claim.expiresSeconds! * 1000).toISOString(), ServerTime: new Date(now).toISOString() },
+      });
     }
     return;
   }
@@ -222,7 +228,12 @@ function signedHeaderValues(req: RequestParts, names: string[]): Record<string, 
  * Check the claimed signature against the one the secret gives for this request: the S3 error when it differs.
  * The signing key is returned (streaming uploads verify their chunks with it).
  */
-export async function verifySignature(req: RequestParts, query: Record<string, string | string[]>, claim: SignatureClaim, secretAccessKey: string): Promise<Uint8Array> {
+export async function verifySignature(
+  req: RequestParts,
+  query: Record<string, string | string[]>,
+  claim: SignatureClaim,
+  secretAccessKey: string,
+): Promise<Uint8Array> {
   if (claim.service !== "s3") throw new S3Error("AuthorizationHeaderMalformed", `The credential's service must be s3, not "${claim.service}"`);
   const unsigned = unsignedAmzHeaders(req.headers, claim);
   if (unsigned.length > 0) {
@@ -246,7 +257,14 @@ export async function verifySignature(req: RequestParts, query: Record<string, s
     // The payload of a presigned request is never signed: UNSIGNED-PAYLOAD in its canonical request.
     const withPayload = { ...headers, "x-amz-content-sha256": UNSIGNED_PAYLOAD };
     const presigned = await signer.presign(
-      { method: req.method, protocol: "http:", hostname: "", path: req.rawPath, query: rest, headers: signable.has("x-amz-content-sha256") ? headers : withPayload },
+      {
+        method: req.method,
+        protocol: "http:",
+        hostname: "",
+        path: req.rawPath,
+        query: rest,
+        headers: signable.has("x-amz-content-sha256") ? headers : withPayload,
+      },
       {
         signingDate: claim.date,
         expiresIn: claim.expiresSeconds,
@@ -259,9 +277,13 @@ export async function verifySignature(req: RequestParts, query: Record<string, s
     expected = presigned.query?.["X-Amz-Signature"] as string | undefined;
   }
   if (expected === undefined || !sameSignature(expected, claim.signature)) {
-    throw new S3Error("SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your key and signing method.", {
-      fields: { AWSAccessKeyId: claim.accessKeyId },
-    });
+    throw new S3Error(
+      "SignatureDoesNotMatch",
+      "The request signature we calculated does not match the signature you provided. Check your key and signing method.",
+      {
+        fields: { AWSAccessKeyId: claim.accessKeyId },
+      },
+    );
   }
   return getSigningKey(Sha256, credentials, claim.longDate.slice(0, 8), claim.region, "s3");
 }

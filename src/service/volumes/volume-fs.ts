@@ -81,7 +81,9 @@ export interface ObjectStat {
  * multipart ETags do (clients then never compare it with one). Pure.
  */
 export function etagOf(st: { ino: bigint | number; size: bigint | number; mtimeNs?: bigint; mtimeMs: bigint | number }): string {
-  const hash = createHash("md5").update(`${st.ino}:${st.size}:${st.mtimeNs ?? st.mtimeMs}`).digest("hex");
+  const hash = createHash("md5")
+    .update(`${st.ino}:${st.size}:${st.mtimeNs ?? st.mtimeMs}`)
+    .digest("hex");
   return `"${hash}-1"`;
 }
 
@@ -199,9 +201,10 @@ export class VolumeFs {
     let current = await this.openDir(this.root);
     for (const name of [`${RESERVED_PREFIX}multipart`, uploadId]) {
       try {
-        if (create) await mkdir(current.at(name)).catch((err: NodeJS.ErrnoException) => {
-          if (err.code !== "EEXIST") throw err;
-        });
+        if (create)
+          await mkdir(current.at(name)).catch((err: NodeJS.ErrnoException) => {
+            if (err.code !== "EEXIST") throw err;
+          });
         const next = await this.openChild(current, name);
         await current.close();
         current = next;
@@ -210,7 +213,10 @@ export class VolumeFs {
         const code = (err as NodeJS.ErrnoException).code;
         // A link or a file in its place, written there by a worker: the request's fault to name, not the service's.
         if (code === "ELOOP" || (code === "ENOTDIR" && create)) {
-          throw new S3Error("InvalidRequest", `The volume's "${RESERVED_PREFIX}multipart" is not a folder of the service's (a link or file was written there): remove it to upload in parts`);
+          throw new S3Error(
+            "InvalidRequest",
+            `The volume's "${RESERVED_PREFIX}multipart" is not a folder of the service's (a link or file was written there): remove it to upload in parts`,
+          );
         }
         if (isMissing(err) && !create) return undefined;
         throw err;
@@ -288,7 +294,13 @@ export class VolumeFs {
     yield* this.walk(dir, base, prefix, after, skip);
   }
 
-  private async *walk(dir: VolumeDir, base: string, prefix: string, after: string, skip: () => string | undefined): AsyncGenerator<{ key: string } & ObjectStat> {
+  private async *walk(
+    dir: VolumeDir,
+    base: string,
+    prefix: string,
+    after: string,
+    skip: () => string | undefined,
+  ): AsyncGenerator<{ key: string } & ObjectStat> {
     try {
       let entries: Dirent[];
       try {

@@ -77,7 +77,12 @@ describe("WebhookAddressPolicy.literal (at submit)", () => {
     "http://0177.0.0.1:9/hook",
     "https://127.0.0.1./hook",
   ])("refuses %s as loopback, whatever its spelling", (url) => {
-    expect(policy.literal(url)).toEqual({ rule: "loopback", message: expect.stringMatching(/^refused by the webhook rule "loopback": 127\.0\.0\.1 is a loopback address|^refused by the webhook rule "loopback": ::(ffff:7f00:)?1 is a loopback address/) });
+    expect(policy.literal(url)).toEqual({
+      rule: "loopback",
+      message: expect.stringMatching(
+        /^refused by the webhook rule "loopback": 127\.0\.0\.1 is a loopback address|^refused by the webhook rule "loopback": ::(ffff:7f00:)?1 is a loopback address/,
+      ),
+    });
   });
 
   it("refuses other schemes, private and link-local literals; names pass (checked at connect time)", () => {
@@ -125,7 +130,11 @@ describe("the allow-list", () => {
   });
 
   it("admits what it lists, and nothing admits the service's own listener", () => {
-    const policy = new WebhookAddressPolicy({ allow: ["127.0.0.0/8", "hooks.internal"], self: () => ({ host: "127.0.0.1", port: 8600, urls: ["http://127.0.0.1:8600"] }), hostAddresses: () => [] });
+    const policy = new WebhookAddressPolicy({
+      allow: ["127.0.0.0/8", "hooks.internal"],
+      self: () => ({ host: "127.0.0.1", port: 8600, urls: ["http://127.0.0.1:8600"] }),
+      hostAddresses: () => [],
+    });
     expect(policy.literal("http://127.0.0.1:9000/hook")).toBeUndefined();
     expect(policy.literal("http://127.0.0.1:8600/v2/x/run")?.rule).toBe("service");
     expect(policy.literal("http://[::ffff:127.0.0.1]:8600/")?.rule).toBe("service");
@@ -136,7 +145,10 @@ describe("the allow-list", () => {
   });
 
   it("refuses this host's own addresses, and every one of them on the service's port when it listens on all", () => {
-    const policy = new WebhookAddressPolicy({ self: () => ({ host: "0.0.0.0", port: 8600, urls: [] }), hostAddresses: () => ["127.0.0.1", "203.0.113.7", "8.8.4.4"] });
+    const policy = new WebhookAddressPolicy({
+      self: () => ({ host: "0.0.0.0", port: 8600, urls: [] }),
+      hostAddresses: () => ["127.0.0.1", "203.0.113.7", "8.8.4.4"],
+    });
     expect(policy.address("8.8.4.4", "8.8.4.4", 443)?.rule).toBe("this-host");
     expect(policy.address("8.8.4.4", "8.8.4.4", 8600)?.rule).toBe("service");
     expect(policy.address("8.8.8.8", "8.8.8.8", 8600)).toBeUndefined();
@@ -148,9 +160,15 @@ describe("the allow-list", () => {
 
 describe("lookupFor (at connect time)", () => {
   const answers: Record<string, LookupAddress[]> = {
-    "public.test": [{ address: "8.8.8.8", family: 4 }, { address: "2606:4700::1111", family: 6 }],
-    "localtest": [{ address: "127.0.0.1", family: 4 }],
-    "mixed.test": [{ address: "8.8.8.8", family: 4 }, { address: "::ffff:169.254.169.254", family: 6 }],
+    "public.test": [
+      { address: "8.8.8.8", family: 4 },
+      { address: "2606:4700::1111", family: 6 },
+    ],
+    localtest: [{ address: "127.0.0.1", family: 4 }],
+    "mixed.test": [
+      { address: "8.8.8.8", family: 4 },
+      { address: "::ffff:169.254.169.254", family: 6 },
+    ],
   };
   // A fake resolver: these names have no DNS records anywhere.
   const fakeLookup = async (name: string) => answers[name] ?? Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${name}`), { code: "ENOTFOUND" }));
@@ -169,7 +187,11 @@ describe("lookupFor (at connect time)", () => {
   it("refuses a name resolving to a refused address, naming the rule, and one with any refused address among others", async () => {
     const local = await look("localtest", { all: true });
     expect(local.err).toBeInstanceOf(WebhookRefused);
-    expect(local.err).toMatchObject({ rule: "loopback", message: 'refused by the webhook rule "loopback": localtest resolves to 127.0.0.1, a loopback address; webhooks go to public addresses unless the operator allows others (--webhook-allow)' });
+    expect(local.err).toMatchObject({
+      rule: "loopback",
+      message:
+        'refused by the webhook rule "loopback": localtest resolves to 127.0.0.1, a loopback address; webhooks go to public addresses unless the operator allows others (--webhook-allow)',
+    });
     expect((await look("mixed.test", {})).err).toMatchObject({ rule: "link-local" });
     expect((await look("nowhere.test", {})).err).toMatchObject({ code: "ENOTFOUND" });
   });

@@ -199,7 +199,8 @@ export function parseWebhookAllow(entries: readonly string[]): { allow: WebhookA
       // An IPv4 range written in IPv6 (::ffff:10.0.0.0/104) is that IPv4 range.
       const v4InV6 = bytes.length === 4 && !ipv4Bytes(address);
       const bits = slash < 0 ? max : Number(entry.slice(slash + 1)) - (v4InV6 ? 96 : 0);
-      if (!/^\d{1,3}$/.test(slash < 0 ? "0" : entry.slice(slash + 1)) || !Number.isInteger(bits) || bits < 0 || bits > max) problems.push(`"${raw}" has no valid prefix length (0-${max})`);
+      if (!/^\d{1,3}$/.test(slash < 0 ? "0" : entry.slice(slash + 1)) || !Number.isInteger(bits) || bits < 0 || bits > max)
+        problems.push(`"${raw}" has no valid prefix length (0-${max})`);
       else allow.cidrs.push({ bytes, bits });
     } else if (slash >= 0) problems.push(`"${raw}" is not an address range (like 10.0.0.0/8 or fd00::/8)`);
     else if (entry.startsWith("*.") && HOST_NAME.test(entry.slice(2))) allow.domains.push(entry.slice(2));
@@ -212,7 +213,7 @@ export function parseWebhookAllow(entries: readonly string[]): { allow: WebhookA
 function inCidr(bytes: number[], cidr: Cidr): boolean {
   if (bytes.length !== cidr.bytes.length) return false;
   for (let bit = 0; bit < cidr.bits; bit++) {
-    const mask = 0x80 >> bit % 8;
+    const mask = 0x80 >> (bit % 8);
     if ((bytes[bit >> 3]! & mask) !== (cidr.bytes[bit >> 3]! & mask)) return false;
   }
   return true;
@@ -311,7 +312,11 @@ export class WebhookAddressPolicy {
    */
   lookupFor(url: URL): LookupFunction {
     const port = defaultPort(url);
-    return (hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+    return (
+      hostname: string,
+      options: LookupOptions,
+      callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+    ) => {
       this.resolve(hostname).then(
         (found) => {
           for (const a of found) {
@@ -353,6 +358,7 @@ function sameOrigin(a: string, b: URL): boolean {
 
 function refusal(rule: WebhookRule, host: string, address: string): WebhookRefusal {
   const what = host === address || host === `[${address}]` ? `${address} is ${WHAT[rule]}` : `${host} resolves to ${address}, ${WHAT[rule]}`;
-  const admitted = rule === "service" ? "webhooks never go to the service itself" : "webhooks go to public addresses unless the operator allows others (--webhook-allow)";
+  const admitted =
+    rule === "service" ? "webhooks never go to the service itself" : "webhooks go to public addresses unless the operator allows others (--webhook-allow)";
   return { rule, message: `refused by the webhook rule "${rule}": ${what}; ${admitted}` };
 }

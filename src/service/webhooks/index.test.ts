@@ -19,9 +19,30 @@ let webhooks: Webhooks;
 const box = new SecretBox({ current: randomBytes(32), previous: [] });
 
 const job = (over: Partial<JobRow> = {}): JobRow => ({
-  id: "job-1", endpointId: "ep1", status: "IN_PROGRESS", input: "{}", function: null, webhook: "http://127.0.0.1:9/hook", sync: false, lowPriority: false,
-  createdAt: 1_000, startedAt: 2_000, completedAt: null, output: null, error: null, errorType: null, errorStack: null, attempt: 1, retried: 0,
-  executionTimeoutMs: 60_000, ttlMs: 60_000, expiresAt: null, lease: "l", workerId: "w", streamCursor: 0, ...over,
+  id: "job-1",
+  endpointId: "ep1",
+  status: "IN_PROGRESS",
+  input: "{}",
+  function: null,
+  webhook: "http://127.0.0.1:9/hook",
+  sync: false,
+  lowPriority: false,
+  createdAt: 1_000,
+  startedAt: 2_000,
+  completedAt: null,
+  output: null,
+  error: null,
+  errorType: null,
+  errorStack: null,
+  attempt: 1,
+  retried: 0,
+  executionTimeoutMs: 60_000,
+  ttlMs: 60_000,
+  expiresAt: null,
+  lease: "l",
+  workerId: "w",
+  streamCursor: 0,
+  ...over,
 });
 
 beforeEach(() => {
@@ -82,7 +103,14 @@ describe("signing secrets", () => {
     expect(await webhooks.settings.signingSecrets("ep1", now + 60_001)).toEqual([second.secret]);
 
     // Another service key cannot open them (the seal is bound to the key and the endpoint).
-    const other = new Webhooks({ store, box: new SecretBox({ current: randomBytes(32), previous: [] }), write: (ops) => store.apply(ops), log: () => undefined, active: () => false, recordJson });
+    const other = new Webhooks({
+      store,
+      box: new SecretBox({ current: randomBytes(32), previous: [] }),
+      write: (ops) => store.apply(ops),
+      log: () => undefined,
+      active: () => false,
+      recordJson,
+    });
     expect(await other.settings.signingSecrets("ep1", now + 60_001)).toEqual([]);
     await other.close(0);
 

@@ -78,7 +78,17 @@ export class Webhooks {
   message(row: JobRow, event: WebhookEvent, now: number, output?: unknown): WebhookRow | undefined {
     if (!row.webhook || !wants(event, row.webhookEvents, this.settings.eventsOf(row.endpointId))) return undefined;
     const shown = output === undefined ? row : { ...row, output: JSON.stringify(output) };
-    return { id: newId(12), jobId: row.id, endpointId: row.endpointId, event, url: row.webhook, body: this.options.recordJson(shown, now), attempts: 0, nextAt: now, createdAt: now };
+    return {
+      id: newId(12),
+      jobId: row.id,
+      endpointId: row.endpointId,
+      event,
+      url: row.webhook,
+      body: this.options.recordJson(shown, now),
+      attempts: 0,
+      nextAt: now,
+      createdAt: now,
+    };
   }
 
   /** Count a webhook URL refused at submit (the route answers 422). */

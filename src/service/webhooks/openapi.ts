@@ -19,7 +19,11 @@ export function webhookPaths(): Record<string, unknown> {
   return {
     "/v1/endpoints/{endpointId}/webhook": {
       parameters: [path("endpointId")],
-      get: { tags, summary: "The endpoint's webhook event filter and signing secret's dates, never its value (management:read)", responses: { "200": { description: "The settings", content: json("WebhookSettings") }, ...errors } },
+      get: {
+        tags,
+        summary: "The endpoint's webhook event filter and signing secret's dates, never its value (management:read)",
+        responses: { "200": { description: "The settings", content: json("WebhookSettings") }, ...errors },
+      },
       patch: {
         tags,
         summary: "Set the events the endpoint's job webhooks get unless a job names its own (management:write)",
@@ -31,14 +35,19 @@ export function webhookPaths(): Record<string, unknown> {
       parameters: [path("endpointId")],
       post: {
         tags,
-        summary: "Make a new signing secret (the endpoint's first, or one replacing the current, which still signs for keepPreviousSeconds); its value is answered this once (management:write)",
+        summary:
+          "Make a new signing secret (the endpoint's first, or one replacing the current, which still signs for keepPreviousSeconds); its value is answered this once (management:write)",
         requestBody: { required: false, content: json("RotateWebhookSecretRequest") },
         responses: { "200": { description: "The new secret", content: json("WebhookSecret") }, ...errors, ...invalid },
       },
     },
     "/v2/{endpoint_id}/webhook-deliveries/{job_id}": {
       parameters: [path("endpoint_id"), path("job_id")],
-      get: { tags: ["job API"], summary: "svc addition: the job's webhook delivery attempts and the messages still to deliver (docs/webhooks.md)", responses: { "200": { description: "The delivery log", content: json("WebhookDeliveryLog") }, ...errors } },
+      get: {
+        tags: ["job API"],
+        summary: "svc addition: the job's webhook delivery attempts and the messages still to deliver (docs/webhooks.md)",
+        responses: { "200": { description: "The delivery log", content: json("WebhookDeliveryLog") }, ...errors },
+      },
     },
   };
 }

@@ -136,7 +136,10 @@ export class WebhookSettings {
     }
     const out: string[] = [];
     const current = this.box.open(Buffer.from(row.secret!, "base64"), row.secretKeyId ?? "", binding(endpointId));
-    if (current === undefined) this.log(`the webhook signing secret of endpoint ${endpointId} cannot be opened (its secrets key id ${row.secretKeyId} is not configured): its webhooks go out unsigned until it is rotated`);
+    if (current === undefined)
+      this.log(
+        `the webhook signing secret of endpoint ${endpointId} cannot be opened (its secrets key id ${row.secretKeyId} is not configured): its webhooks go out unsigned until it is rotated`,
+      );
     else out.push(current);
     if (row.previousSecret && row.previousExpiresAt !== null && row.previousExpiresAt > now) {
       const previous = this.box.open(Buffer.from(row.previousSecret, "base64"), row.previousKeyId ?? "", binding(endpointId));
@@ -150,7 +153,10 @@ export class WebhookSettings {
     let changed = 0;
     for (const row of this.rows.values()) {
       const next = { ...row };
-      for (const [value, key] of [["secret", "secretKeyId"], ["previousSecret", "previousKeyId"]] as const) {
+      for (const [value, key] of [
+        ["secret", "secretKeyId"],
+        ["previousSecret", "previousKeyId"],
+      ] as const) {
         const sealed = row[value];
         const keyId = row[key];
         if (!sealed || keyId === this.box.currentId) continue;

@@ -66,7 +66,8 @@ function registerOnFirstCall(ctx: ProviderWorkerDeps, w: ProviderWorker, concurr
 
 function refuseDraining(w: ProviderWorker): void {
   // The SDK has no drain signal: a 429 makes it wait and ask again, while its driver stops it (SIGTERM).
-  if (w.worker.draining) throw new HttpProblem(429, "This worker is being stopped: it takes no more jobs", { headers: { "retry-after": String(DRAINING_RETRY_AFTER_S) } });
+  if (w.worker.draining)
+    throw new HttpProblem(429, "This worker is being stopped: it takes no more jobs", { headers: { "retry-after": String(DRAINING_RETRY_AFTER_S) } });
 }
 
 /** The leases of the jobs the worker names that it still holds (the others it lost, or never had). */
@@ -107,7 +108,10 @@ async function take(call: ProviderCall, batch: boolean): Promise<void> {
     const jobs = await ctx.engine.take(w.worker, query.max, MAX_TAKE_WAIT_MS, hangUp.signal);
     if (res.destroyed) {
       // The worker went away while we answered: its jobs go straight back to the queue.
-      ctx.engine.release(w.worker, jobs.map((j) => j.lease));
+      ctx.engine.release(
+        w.worker,
+        jobs.map((j) => j.lease),
+      );
       return;
     }
     if (jobs.length === 0) {
@@ -127,7 +131,8 @@ async function recordResult(call: ProviderCall, w: ProviderWorker, jobId: string
   const lease = ctx.engine.leaseOf(w.worker, jobId);
   if (result.kind === "progress") {
     const json = JSON.stringify(result.progress ?? null);
-    if (Buffer.byteLength(json) > MAX_PROGRESS_BYTES) throw invalid("job-done", [`$.output: a progress update must be at most ${MAX_PROGRESS_BYTES} bytes of JSON`]);
+    if (Buffer.byteLength(json) > MAX_PROGRESS_BYTES)
+      throw invalid("job-done", [`$.output: a progress update must be at most ${MAX_PROGRESS_BYTES} bytes of JSON`]);
     const ok = lease !== undefined && (await ctx.engine.progress(w.worker, jobId, lease, json));
     if (!ok) throw leaseLost(jobId, "lease lost");
     sendText(res, "{}");

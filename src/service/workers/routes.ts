@@ -6,7 +6,18 @@ import { credentialFromHeader, isPlainObject, jsonContentType, parseJson, sendJs
 import { HttpProblem } from "../http/problems.js";
 import { lbCredentialOfToken } from "../../lb-credential.js";
 import type { WorkerEntry } from "../engine/index.js";
-import { LEASE_LOST, MAX_TAKE_JOBS, MAX_TAKE_WAIT_MS, readInt, readProgress, readResults, readStream, readStrings, readTake, type TakeRequest } from "../../wire/worker.js";
+import {
+  LEASE_LOST,
+  MAX_TAKE_JOBS,
+  MAX_TAKE_WAIT_MS,
+  readInt,
+  readProgress,
+  readResults,
+  readStream,
+  readStrings,
+  readTake,
+  type TakeRequest,
+} from "../../wire/worker.js";
 import { addressProblem } from "../lb/address.js";
 import type { EndpointRow, LogRow } from "../store/types.js";
 import type { Principal } from "../keys/auth.js";
@@ -76,7 +87,8 @@ function workerBody(parsed: unknown, workerId: string): Record<string, unknown> 
   // No body is an empty one; `null` (like any other non-object) is not an object.
   const body = parsed === undefined ? {} : parsed;
   if (!isPlainObject(body)) return new HttpProblem(422, "The body must be a JSON object", { errors: ["$: must be an object"] });
-  if (body.workerId !== undefined && body.workerId !== workerId) return new HttpProblem(403, `This token belongs to worker ${workerId}, not ${String(body.workerId)}`);
+  if (body.workerId !== undefined && body.workerId !== workerId)
+    return new HttpProblem(403, `This token belongs to worker ${workerId}, not ${String(body.workerId)}`);
   return body;
 }
 
@@ -115,7 +127,10 @@ async function answerTake(
   const acks = recorded && (await recorded);
   if (gone()) {
     // The worker went away while we answered: hand its jobs straight back to the queue.
-    engine.release(worker, jobs.map((j) => j.lease));
+    engine.release(
+      worker,
+      jobs.map((j) => j.lease),
+    );
     return undefined;
   }
   // Each job's W3C trace context, when traces are on: spans its handler makes join the job's trace.
@@ -191,7 +206,12 @@ export const workerRoutes = {
     // A queue worker registers once its handler loaded (a load-balanced one early: its /ping decides).
     if (endpoint.type === "queue") ctx.releases?.ready(workerId);
     sendJson(call.res, {
-      endpoint: { id: endpoint.id, name: endpoint.name, executionTimeoutMs: endpoint.resource.executionTimeoutMs, maxConcurrency: endpoint.resource.maxConcurrency },
+      endpoint: {
+        id: endpoint.id,
+        name: endpoint.name,
+        executionTimeoutMs: endpoint.resource.executionTimeoutMs,
+        maxConcurrency: endpoint.resource.maxConcurrency,
+      },
       leaseMs: ctx.leaseMs,
       heartbeatMs: ctx.heartbeatMs,
       // `take` may carry results (a worker that knows this sends one request per batch instead of two)

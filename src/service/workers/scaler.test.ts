@@ -71,7 +71,14 @@ describe("Scaler adoption", () => {
       close: async () => undefined,
     };
     // The engine as far as adoption uses it: a worker entry per id, nothing queued.
-    const engine = { ensureWorker: () => ({}), workerGone: () => undefined, drain: () => undefined, workers: new Map(), queuedCount: () => 0, runningCount: () => 0 } as unknown as JobEngine;
+    const engine = {
+      ensureWorker: () => ({}),
+      workerGone: () => undefined,
+      drain: () => undefined,
+      workers: new Map(),
+      queuedCount: () => 0,
+      runningCount: () => 0,
+    } as unknown as JobEngine;
     const told: Array<[string, string, string | undefined]> = [];
     const logs: Array<[string, string, string, string | undefined]> = [];
     const scaler = new Scaler(
@@ -118,7 +125,14 @@ describe("Scaler stopping workers", () => {
       adopt: async () => [{ handle, endpointId: "ep1", revision: "r1" }],
       close: async () => undefined,
     };
-    const engine = { ensureWorker: () => ({}), workerGone: () => undefined, drain: () => undefined, workers: new Map(), queuedCount: () => 0, runningCount: () => 0 } as unknown as JobEngine;
+    const engine = {
+      ensureWorker: () => ({}),
+      workerGone: () => undefined,
+      drain: () => undefined,
+      workers: new Map(),
+      queuedCount: () => 0,
+      runningCount: () => 0,
+    } as unknown as JobEngine;
     const events: string[] = [];
     const scaler = new Scaler(
       {
@@ -144,7 +158,12 @@ describe("Scaler stopping workers", () => {
 
 describe("Scaler replacing a worker on request", () => {
   it("drains a worker it runs that asked to be replaced (refresh_worker), and knows no other", async () => {
-    const handle: WorkerHandle = { workerId: "wrefresh", exited: new Promise(() => undefined), stop: async () => ({ code: 0, signal: null }), kill: () => undefined };
+    const handle: WorkerHandle = {
+      workerId: "wrefresh",
+      exited: new Promise(() => undefined),
+      stop: async () => ({ code: 0, signal: null }),
+      kill: () => undefined,
+    };
     const driver: WorkerDriver = {
       name: "docker",
       start: () => Promise.reject(new Error("this test starts no worker")),
@@ -152,7 +171,14 @@ describe("Scaler replacing a worker on request", () => {
       close: async () => undefined,
     };
     const drained: string[] = [];
-    const engine = { ensureWorker: () => ({}), workerGone: () => undefined, drain: (id: string) => drained.push(id), workers: new Map(), queuedCount: () => 0, runningCount: () => 0 } as unknown as JobEngine;
+    const engine = {
+      ensureWorker: () => ({}),
+      workerGone: () => undefined,
+      drain: (id: string) => drained.push(id),
+      workers: new Map(),
+      queuedCount: () => 0,
+      runningCount: () => 0,
+    } as unknown as JobEngine;
     const scaler = new Scaler(
       {
         engine,

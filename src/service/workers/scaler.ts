@@ -69,9 +69,7 @@ export function planScaling(s: ScalingInput): ScalingPlan {
   // decides it, whatever the policy.
   if (s.queued === 0 && (s.lowQueued ?? 0) === 0) {
     let surplus = current.length - Math.max(s.workersMin, Math.ceil(s.inProgress / Math.max(1, s.maxConcurrency)));
-    const idle = current
-      .filter((w) => w.state === "idle" && s.now - w.idleSince >= s.idleTimeoutMs)
-      .sort((a, b) => a.idleSince - b.idleSince);
+    const idle = current.filter((w) => w.state === "idle" && s.now - w.idleSince >= s.idleTimeoutMs).sort((a, b) => a.idleSince - b.idleSince);
     for (const w of idle) {
       if (surplus <= 0) break;
       drain.push(w.id);
@@ -126,7 +124,11 @@ export interface ScalerDeps {
    * A worker's life, for usage records: it runs (the driver started it, or it was adopted), with the host GPUs it
    * holds; it ended. A worker the driver never started has no life.
    */
-  onWorkerLife?(event: { type: "started"; workerId: string; endpointId: string; userId?: string; gpus: { typeId: string | null; count: number } } | { type: "stopped"; workerId: string }): void;
+  onWorkerLife?(
+    event:
+      | { type: "started"; workerId: string; endpointId: string; userId?: string; gpus: { typeId: string | null; count: number } }
+      | { type: "stopped"; workerId: string },
+  ): void;
   /** An endpoint's first job taken by a worker started for it from none: the cold start, in ms. */
   onColdStart?(endpointId: string, ms: number): void;
   /**
@@ -235,7 +237,10 @@ export class Scaler {
   private adopting = true;
   private kickPending = false;
 
-  constructor(private readonly deps: ScalerDeps, private readonly intervalMs = 250) {}
+  constructor(
+    private readonly deps: ScalerDeps,
+    private readonly intervalMs = 250,
+  ) {}
 
   /**
    * Adopt the workers an earlier process of the service left running (the driver finds them), then plan every
@@ -270,7 +275,15 @@ export class Scaler {
         this.goneWhileDown(adopted, endpoint?.name ?? adopted.endpointId);
         continue;
       }
-      const m: ManagedWorker = { id: adopted.handle.workerId, endpointId: adopted.endpointId, revision: adopted.revision ?? "", handle: adopted.handle, stopping: false, probe: false, adopted: true };
+      const m: ManagedWorker = {
+        id: adopted.handle.workerId,
+        endpointId: adopted.endpointId,
+        revision: adopted.revision ?? "",
+        handle: adopted.handle,
+        stopping: false,
+        probe: false,
+        adopted: true,
+      };
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
       this.holdAdopted(m.id, adopted.endpointId, adopted.gpus ?? [], endpoint);
@@ -279,7 +292,10 @@ export class Scaler {
       // its own view (a Pod's or a container's loopback), not one the service reaches.
       this.offerAddresses(m.id, adopted.handle);
       this.watchExit(m);
-      this.deps.onEvent?.(`adopted worker ${m.id} of endpoint ${endpoint?.name ?? m.endpointId}, left running by an earlier run of the service`, { endpoint: m.endpointId, worker: m.id });
+      this.deps.onEvent?.(`adopted worker ${m.id} of endpoint ${endpoint?.name ?? m.endpointId}, left running by an earlier run of the service`, {
+        endpoint: m.endpointId,
+        worker: m.id,
+      });
       // Its endpoint is gone: it drains like any worker of a removed endpoint (reconcile does that).
     }
   }
@@ -309,7 +325,10 @@ export class Scaler {
     this.deps.engine.ensureWorker(id, adopted.endpointId, true);
     this.deps.engine.workerGone(id);
     void this.deps.revokeWorkerKeys(id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${id}: ${errorMessage(err)}`));
-    this.deps.onEvent?.(`worker ${id} of endpoint ${endpointName}, started by an earlier run of the service, is gone; the jobs it held are queued again`, { endpoint: adopted.endpointId, worker: id });
+    this.deps.onEvent?.(`worker ${id} of endpoint ${endpointName}, started by an earlier run of the service, is gone; the jobs it held are queued again`, {
+      endpoint: adopted.endpointId,
+      worker: id,
+    });
   }
 
   /** Jobs wait on this endpoint: plan now rather than at the next interval. */
@@ -383,13 +402,15 @@ export class Scaler {
         }
         const request = assigning ? gpuRequestOf(endpoint.resource) : undefined;
         // A GPU worker starts once GPUs are given to it (below, all endpoints together, in turn).
-        if (request && plan.start > 0) gpuWants.push({ endpointId: endpoint.id, endpoint, request, workers: plan.start, belowMin: workers.length < endpoint.resource.workersMin });
+        if (request && plan.start > 0)
+          gpuWants.push({ endpointId: endpoint.id, endpoint, request, workers: plan.start, belowMin: workers.length < endpoint.resource.workersMin });
         else for (let i = 0; i < plan.start; i++) void this.launch(endpoint);
         for (const id of plan.drain) this.drain(id);
       }
       if (this.deps.gpus) {
         const byId = new Map(gpuWants.map((w) => [w.endpointId, w.endpoint]));
-        for (const grant of this.deps.gpus.assign(gpuWants, now, newWorkerId)) void this.launch(byId.get(grant.endpointId)!, grant.workerId, false, grant.uuids);
+        for (const grant of this.deps.gpus.assign(gpuWants, now, newWorkerId))
+          void this.launch(byId.get(grant.endpointId)!, grant.workerId, false, grant.uuids);
       }
       // Workers of deleted endpoints.
       for (const m of this.managed.values()) if (!m.probe && !liveEndpoints.has(m.endpointId)) this.drain(m.id);
@@ -427,7 +448,10 @@ export class Scaler {
         entry.count++;
         entry.lastError = message;
         this.stopFailures.set(endpointId, entry);
-        this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to stop worker ${workerId} of endpoint ${endpointId}${context}: ${message}`, { endpoint: endpointId, worker: workerId });
+        this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to stop worker ${workerId} of endpoint ${endpointId}${context}: ${message}`, {
+          endpoint: endpointId,
+          worker: workerId,
+        });
       },
     );
   }
@@ -506,7 +530,12 @@ export class Scaler {
     const claimed = new Set([...this.managed.values()].map((w) => w.awaitingGpu?.victimId).filter(Boolean));
     const candidates = [...this.managed.values()]
       .filter((w) => w.endpointId === endpoint.id && !w.probe && !claimed.has(w.id) && gpus.heldBy(w.id).uuids.length > 0)
-      .sort((a, b) => Number(a.revision === revision) - Number(b.revision === revision) || Number(a.stopping) - Number(b.stopping) || this.busyness(a.id) - this.busyness(b.id));
+      .sort(
+        (a, b) =>
+          Number(a.revision === revision) - Number(b.revision === revision) ||
+          Number(a.stopping) - Number(b.stopping) ||
+          this.busyness(a.id) - this.busyness(b.id),
+      );
     for (const w of candidates) {
       const holds = gpus.holds();
       for (const uuid of gpus.heldBy(w.id).uuids) holds.delete(uuid);
@@ -637,7 +666,9 @@ export class Scaler {
         this.deps.onLog(m.endpointId, m.id, {
           ts: Date.now(),
           stream: "stderr",
-          text: m.remoteGone ? "worker stopped talking to the service (started by another replica)" : `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
+          text: m.remoteGone
+            ? "worker stopped talking to the service (started by another replica)"
+            : `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
         });
       }
       this.exited(m, expected, undefined, expected ? undefined : deathOf(exit, m.remoteGone !== undefined));
@@ -650,7 +681,13 @@ export class Scaler {
    */
   private lifeStarted(m: ManagedWorker, userId: string | undefined): void {
     const held = this.deps.gpus?.heldBy(m.id);
-    this.deps.onWorkerLife?.({ type: "started", workerId: m.id, endpointId: m.endpointId, userId, gpus: { typeId: held?.typeId ?? null, count: held?.uuids.length ?? 0 } });
+    this.deps.onWorkerLife?.({
+      type: "started",
+      workerId: m.id,
+      endpointId: m.endpointId,
+      userId,
+      gpus: { typeId: held?.typeId ?? null, count: held?.uuids.length ?? 0 },
+    });
   }
 
   /** `died`: how a worker that ended unasked ended, for the jobs it was running (each counts it as an attempt). */
@@ -886,7 +923,9 @@ export class Scaler {
       this.deps.engine.drain(m.id);
     }
     await Promise.all(handles.map((m) => m.handle && this.stopThroughDriver(m.id, m.endpointId, m.handle, 3000, " (the service stops)")));
-    await this.deps.driver.close().catch((err: unknown) => this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to close: ${errorMessage(err) ?? String(err)}`));
+    await this.deps.driver
+      .close()
+      .catch((err: unknown) => this.deps.onEvent?.(`the ${this.deps.driver.name} driver failed to close: ${errorMessage(err) ?? String(err)}`));
   }
 }
 

@@ -82,7 +82,18 @@ describe("low-priority jobs", () => {
 });
 
 describe("planScaling with a policy", () => {
-  const base: ScalingInput = { workersMin: 0, workersMax: 5, maxConcurrency: 1, idleTimeoutMs: 1000, queued: 0, inProgress: 0, revision: "r", workers: [], now: NOW, backoffUntil: 0 };
+  const base: ScalingInput = {
+    workersMin: 0,
+    workersMax: 5,
+    maxConcurrency: 1,
+    idleTimeoutMs: 1000,
+    queued: 0,
+    inProgress: 0,
+    revision: "r",
+    workers: [],
+    now: NOW,
+    backoffUntil: 0,
+  };
   const running = { id: "a", revision: "r", state: "running" as const, idleSince: NOW };
 
   it("starts what the policy wants beyond the live workers", () => {

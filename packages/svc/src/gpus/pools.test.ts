@@ -1,5 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { ANY_GPU, cardMatches, checkGpuId, GPU_POOLS, gpuTypeIdProblems, KNOWN_CARDS, nearestGpuIds, poolsOfCard, typeIdsOfCard, unknownGpuIdMessage } from "./pools.js";
+import {
+  ANY_GPU,
+  cardMatches,
+  checkGpuId,
+  GPU_POOLS,
+  gpuTypeIdProblems,
+  KNOWN_CARDS,
+  nearestGpuIds,
+  poolsOfCard,
+  typeIdsOfCard,
+  unknownGpuIdMessage,
+} from "./pools.js";
 
 // Written out by hand from RunPod's pool table (docs/gpus.md), not derived from GPU_POOLS: a card moved to the
 // wrong pool, or a pool lost, fails here.
@@ -12,7 +23,14 @@ const EXPECTED: Array<[string, string[]]> = [
   ["ADA_48_PRO", ["NVIDIA RTX 6000 Ada Generation", "NVIDIA L40", "NVIDIA L40S"]],
   ["AMPERE_80", ["NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-80GB"]],
   ["ADA_80_PRO", ["NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL"]],
-  ["BLACKWELL_96", ["NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"]],
+  [
+    "BLACKWELL_96",
+    [
+      "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+      "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+      "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    ],
+  ],
   ["HOPPER_141", ["NVIDIA H200"]],
   ["BLACKWELL_180", ["NVIDIA B200"]],
 ];
@@ -73,7 +91,9 @@ describe("written GPU ids", () => {
   it("nothing near: no proposal, but the message still says what to write", () => {
     expect(nearestGpuIds("TPU-v5")).toEqual([]);
     const message = unknownGpuIdMessage("TPU-v5")!;
-    expect(message).toMatch(/^unknown GPU type "TPU-v5": write a pool id \(AMPERE_16, .*HOPPER_141.*\), an exact card name as nvidia-smi prints it \(e\.g\. "NVIDIA H200"\), or "ANY"/);
+    expect(message).toMatch(
+      /^unknown GPU type "TPU-v5": write a pool id \(AMPERE_16, .*HOPPER_141.*\), an exact card name as nvidia-smi prints it \(e\.g\. "NVIDIA H200"\), or "ANY"/,
+    );
     expect(unknownGpuIdMessage("HOPER_141")).toMatch(/^unknown GPU type "HOPER_141": did you mean "HOPPER_141"\? /);
     expect(unknownGpuIdMessage("HOPPER_141")).toBeUndefined();
   });

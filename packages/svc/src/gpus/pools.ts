@@ -31,7 +31,11 @@ export const GPU_POOLS: readonly GpuPool[] = [
   {
     id: "BLACKWELL_96",
     memoryGb: 96,
-    cards: ["NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"],
+    cards: [
+      "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+      "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+      "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+    ],
   },
   { id: "HOPPER_141", memoryGb: 141, cards: ["NVIDIA H200"] },
   { id: "BLACKWELL_180", memoryGb: 180, cards: ["NVIDIA B200"] },

@@ -27,7 +27,9 @@ const SENTENCE_END = /^\s*[.!?]$/;
 const CONTEXT_SEPARATOR = "\u0000";
 // Words too common to say what a message is about.
 const COMMON_WORDS = new Set(
-  "about after again also because been before being could does doing from have having here into just like more most much only other over please said same should some such tell than that their them then there these they this those through very want what when where which while will with would write your".split(" "),
+  "about after again also because been before being could does doing from have having here into just like more most much only other over please said same should some such tell than that their them then there these they this those through very want what when where which while will with would write your".split(
+    " ",
+  ),
 );
 
 /** The words of a text that say what it is about, crudely singular ("bridges" -> "bridge"). */
@@ -144,7 +146,10 @@ export class MarkovTextBackend implements TextBackend {
       for (const sentence of this.sentencesWith.get(word) ?? []) shared.set(sentence, (shared.get(sentence) ?? 0) + 1);
     }
     const most = Math.max(0, ...shared.values());
-    const best = [...shared].filter(([, n]) => n === most).map(([sentence]) => sentence).sort((a, b) => a - b);
+    const best = [...shared]
+      .filter(([, n]) => n === most)
+      .map(([sentence]) => sentence)
+      .sort((a, b) => a - b);
     const pool = best.length > 0 ? best : this.sentenceStarts.map((_, i) => i);
     const sentence = temperature <= 0 ? pool[0]! : pool[Math.floor(random() * pool.length)]!;
     return this.sentenceStarts[sentence]!;

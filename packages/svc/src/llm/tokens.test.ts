@@ -15,9 +15,12 @@ describe("tokenize", () => {
   });
 
   it("renders a chat prompt with role markers", () => {
-    expect(renderChatPrompt([{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }])).toBe(
-      "<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\n",
-    );
+    expect(
+      renderChatPrompt([
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Hi" },
+      ]),
+    ).toBe("<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\n");
   });
 });
 

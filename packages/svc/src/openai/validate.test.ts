@@ -70,9 +70,15 @@ describe("checkChatRequest", () => {
     expect(errorsOf({ model: "llm", messages: {} })).toEqual(["$.messages: must be an array"]);
     expect(errorsOf({ model: "llm", messages: [] })).toEqual(["$.messages: must hold at least one message"]);
     expect(errorsOf({ model: "llm", messages: ["hi"] })).toEqual(["$.messages[0]: must be an object with role and content"]);
-    expect(errorsOf({ model: "llm", messages: [{ role: "user", content: "a" }, { role: "user", content: 5 }] })).toEqual([
-      "$.messages[1].content: must be a string or an array of content parts",
-    ]);
+    expect(
+      errorsOf({
+        model: "llm",
+        messages: [
+          { role: "user", content: "a" },
+          { role: "user", content: 5 },
+        ],
+      }),
+    ).toEqual(["$.messages[1].content: must be a string or an array of content parts"]);
     expect(errorsOf({ model: "llm", messages: [{ content: "a" }] })).toEqual(["$.messages[0].role: is required"]);
     expect(errorsOf({ model: "llm", messages: [{ role: "robot", content: "a" }] })).toEqual([
       "$.messages[0].role: must be one of system, user, assistant, tool, developer, function",
@@ -112,7 +118,14 @@ describe("the current Chat Completions message shapes", () => {
     model: "llm",
     messages: [
       { role: "developer", content: "Be brief." },
-      { role: "user", name: "ada", content: [{ type: "text", text: "Weather in Paris?" }, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] },
+      {
+        role: "user",
+        name: "ada",
+        content: [
+          { type: "text", text: "Weather in Paris?" },
+          { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } },
+        ],
+      },
       { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "weather", arguments: '{"city":"Paris"}' } }] },
       { role: "tool", tool_call_id: "call_1", content: [{ type: "text", text: "18C" }] },
     ],
@@ -135,9 +148,13 @@ describe("the current Chat Completions message shapes", () => {
   });
 
   it("names what is wrong in tool calls, tool messages, parts and tools", () => {
-    expect(errorsOf({ model: "m", messages: [{ role: "tool", content: "x" }] })).toEqual(["$.messages[0].tool_call_id: is required on a tool message (a string)"]);
+    expect(errorsOf({ model: "m", messages: [{ role: "tool", content: "x" }] })).toEqual([
+      "$.messages[0].tool_call_id: is required on a tool message (a string)",
+    ]);
     expect(errorsOf({ model: "m", messages: [{ role: "assistant", content: null }] })).toEqual(["$.messages[0].content: is required (or tool_calls)"]);
-    expect(errorsOf({ model: "m", messages: [{ role: "user", content: "x", tool_calls: [] }] })).toEqual(["$.messages[0].tool_calls: only assistant messages call tools"]);
+    expect(errorsOf({ model: "m", messages: [{ role: "user", content: "x", tool_calls: [] }] })).toEqual([
+      "$.messages[0].tool_calls: only assistant messages call tools",
+    ]);
     expect(errorsOf({ model: "m", messages: [{ role: "assistant", tool_calls: [{ id: "c", function: { name: "f", arguments: {} } }] }] })).toEqual([
       "$.messages[0].tool_calls[0].function.arguments: must be a string (JSON text)",
     ]);
@@ -147,7 +164,9 @@ describe("the current Chat Completions message shapes", () => {
       "$.messages[0].content[2]: must be an object with a type",
     ]);
     expect(errorsOf({ ...valid, tools: [{ type: "function", function: {} }] })).toEqual(["$.tools[0].function.name: must be a non-empty string"]);
-    expect(errorsOf({ ...valid, tool_choice: "sometimes" })).toEqual(['$.tool_choice: must be "none", "auto", "required" or {type: "function", function: {name}}']);
+    expect(errorsOf({ ...valid, tool_choice: "sometimes" })).toEqual([
+      '$.tool_choice: must be "none", "auto", "required" or {type: "function", function: {name}}',
+    ]);
     expect(errorsOf({ ...valid, logprobs: true })).toEqual(["$.logprobs: not supported by this endpoint (send false or leave it out)"]);
     expect(errorsOf({ ...valid, response_format: { type: "yaml" } })).toEqual(['$.response_format.type: must be "text", "json_object" or "json_schema"']);
   });

@@ -51,12 +51,9 @@ export interface ChatCompletionRequest {
   response_format?: { type: string; [key: string]: unknown };
 }
 
-export type ChatRequestVerdict =
-  | { ok: true; request: ChatCompletionRequest }
-  | { ok: false; status: 400 | 422; detail: string; errors: string[] };
+export type ChatRequestVerdict = { ok: true; request: ChatCompletionRequest } | { ok: false; status: 400 | 422; detail: string; errors: string[] };
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 const isInteger = (value: unknown): value is number => typeof value === "number" && Number.isInteger(value);
 const present = (body: Record<string, unknown>, key: string) => Object.hasOwn(body, key) && body[key] !== undefined && body[key] !== null;
 
@@ -124,7 +121,9 @@ function partErrors(part: unknown, at: string, role: unknown): string[] {
     case "text":
       return typeof part.text === "string" ? [] : [`${at}.text: must be a string`];
     case "refusal":
-      return role === "assistant" && typeof part.refusal === "string" ? [] : [`${at}: a refusal part belongs to an assistant message, with refusal as a string`];
+      return role === "assistant" && typeof part.refusal === "string"
+        ? []
+        : [`${at}: a refusal part belongs to an assistant message, with refusal as a string`];
     case "image_url":
       return isObject(part.image_url) && typeof part.image_url.url === "string" ? [] : [`${at}.image_url.url: must be a string`];
     case "input_audio":
@@ -198,18 +197,21 @@ function toolsErrors(body: Record<string, unknown>): string[] {
         if (!isObject(tool.function) || typeof tool.function.name !== "string" || tool.function.name === "") {
           return void errors.push(`${at}.function.name: must be a non-empty string`);
         }
-        if (tool.function.parameters !== undefined && !isObject(tool.function.parameters)) errors.push(`${at}.function.parameters: must be a JSON Schema object`);
+        if (tool.function.parameters !== undefined && !isObject(tool.function.parameters))
+          errors.push(`${at}.function.parameters: must be a JSON Schema object`);
       });
   }
   if (present(body, "tool_choice")) {
     const c = body.tool_choice;
     const named = isObject(c) && c.type === "function" && isObject(c.function) && typeof c.function.name === "string";
-    if (!(c === "none" || c === "auto" || c === "required" || named)) errors.push('$.tool_choice: must be "none", "auto", "required" or {type: "function", function: {name}}');
+    if (!(c === "none" || c === "auto" || c === "required" || named))
+      errors.push('$.tool_choice: must be "none", "auto", "required" or {type: "function", function: {name}}');
   }
   if (present(body, "parallel_tool_calls") && typeof body.parallel_tool_calls !== "boolean") errors.push("$.parallel_tool_calls: must be a boolean");
   if (present(body, "response_format")) {
     const f = body.response_format;
-    if (!isObject(f) || !["text", "json_object", "json_schema"].includes(f.type as string)) errors.push('$.response_format.type: must be "text", "json_object" or "json_schema"');
+    if (!isObject(f) || !["text", "json_object", "json_schema"].includes(f.type as string))
+      errors.push('$.response_format.type: must be "text", "json_object" or "json_schema"');
     else if (f.type === "json_schema" && !isObject(f.json_schema)) errors.push("$.response_format.json_schema: must be an object");
   }
   return errors;
@@ -255,7 +257,11 @@ function normaliseMessage(m: Record<string, unknown>): ChatRequestMessage {
   const out: ChatRequestMessage = { role: m.role as ChatRole, content: (m.content ?? null) as ChatRequestMessage["content"] };
   if (typeof m.name === "string") out.name = m.name;
   if (Array.isArray(m.tool_calls) && m.tool_calls.length > 0) {
-    out.tool_calls = (m.tool_calls as ToolCall[]).map((c) => ({ id: c.id, type: "function", function: { name: c.function.name, arguments: c.function.arguments } }));
+    out.tool_calls = (m.tool_calls as ToolCall[]).map((c) => ({
+      id: c.id,
+      type: "function",
+      function: { name: c.function.name, arguments: c.function.arguments },
+    }));
   }
   if (typeof m.tool_call_id === "string") out.tool_call_id = m.tool_call_id;
   return out;

@@ -4,9 +4,29 @@ import { foldJobOps } from "../sqlite.js";
 import type { JobRow, StoreOp } from "../types.js";
 
 const job = (id: string): JobRow => ({
-  id, endpointId: "ep", status: "IN_QUEUE", input: "{}", function: null, webhook: null, sync: false, lowPriority: false, createdAt: 1,
-  startedAt: null, completedAt: null, output: null, error: null, errorType: null, errorStack: null, attempt: 0, retried: 0,
-  executionTimeoutMs: null, ttlMs: 1000, expiresAt: null, lease: null, workerId: null, streamCursor: 0,
+  id,
+  endpointId: "ep",
+  status: "IN_QUEUE",
+  input: "{}",
+  function: null,
+  webhook: null,
+  sync: false,
+  lowPriority: false,
+  createdAt: 1,
+  startedAt: null,
+  completedAt: null,
+  output: null,
+  error: null,
+  errorType: null,
+  errorStack: null,
+  attempt: 0,
+  retried: 0,
+  executionTimeoutMs: null,
+  ttlMs: 1000,
+  expiresAt: null,
+  lease: null,
+  workerId: null,
+  streamCursor: 0,
 });
 
 describe("batchStatements", () => {
@@ -27,7 +47,12 @@ describe("batchStatements", () => {
     expect(only!.planOnce).toBe(true);
     expect(only!.text).toMatch(/UPDATE jobs AS j SET .* WHERE j\.id = ANY\(\$\d+::text\[\]\)/s);
     // Inserts and counters alone (a /runsync's final commit) read no table that a kept plan could go wrong on.
-    expect(batchStatements([{ op: "insertJob", job: job("c") }, { op: "addCounters", endpointId: "ep", completed: 1, failed: 0, retried: 0 }])[0]!.planOnce).toBe(true);
+    expect(
+      batchStatements([
+        { op: "insertJob", job: job("c") },
+        { op: "addCounters", endpointId: "ep", completed: 1, failed: 0, retried: 0 },
+      ])[0]!.planOnce,
+    ).toBe(true);
     expect(only!.text.startsWith("WITH w0 AS (INSERT INTO jobs")).toBe(true);
     // Every placeholder has its value, renumbered across the parts.
     const placeholders = new Set([...only!.text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
@@ -55,7 +80,9 @@ describe("batchStatements", () => {
     ];
     const [only, ...rest] = batchStatements(ops, { adopt: true });
     expect(rest).toEqual([]);
-    expect(only!.text).toMatch(/^WITH w0 AS \(INSERT INTO jobs.*w2 AS \(DELETE FROM job_handoffs .*ARRAY\(SELECT job_id FROM w2\).*\) SELECT \* FROM w4 ORDER BY seq$/s);
+    expect(only!.text).toMatch(
+      /^WITH w0 AS \(INSERT INTO jobs.*w2 AS \(DELETE FROM job_handoffs .*ARRAY\(SELECT job_id FROM w2\).*\) SELECT \* FROM w4 ORDER BY seq$/s,
+    );
     expect(only!.values.at(-1)).toEqual(["b"]);
     // After an op that keeps its place, the adoption is a statement of its own, last (in the same transaction).
     const texts = batchStatements([{ op: "deleteJob", id: "z" }], { adopt: true }).map((st) => st.text.split(/\s+/).slice(0, 3).join(" "));

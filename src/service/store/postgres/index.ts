@@ -85,12 +85,13 @@ export interface PostgresStoreOptions {
   connectTimeoutMs?: number;
 }
 
-export type PostgresStore = Store & JobCommands & {
-  pool: pg.Pool;
-  db: Queryable;
-  /** Run `body` in one transaction on one connection. */
-  transaction<T>(body: (client: Queryable) => Promise<T>): Promise<T>;
-};
+export type PostgresStore = Store &
+  JobCommands & {
+    pool: pg.Pool;
+    db: Queryable;
+    /** Run `body` in one transaction on one connection. */
+    transaction<T>(body: (client: Queryable) => Promise<T>): Promise<T>;
+  };
 
 /**
  * Text PostgreSQL can hold: it refuses NUL characters in text, which a worker's log line may carry. JSON texts
@@ -248,7 +249,6 @@ export async function openPostgresStore(url: string, migrations: readonly string
     }
   };
 
-
   const jobRows = (rows: Record<string, unknown>[]) => rows.map(rowToJob);
 
   /** A batch's statements, atomically: one alone (on the planned-once connections if it may), else a transaction. The last one's rows. */
@@ -341,7 +341,10 @@ export async function openPostgresStore(url: string, migrations: readonly string
       return rows[0]!.seq;
     },
     async expiredJobIds(now, limit) {
-      const { rows } = await query<{ id: string }>("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at LIMIT $2", [now, limit]);
+      const { rows } = await query<{ id: string }>("SELECT id FROM jobs WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at LIMIT $2", [
+        now,
+        limit,
+      ]);
       return rows.map((r) => r.id);
     },
     async endpoints() {
@@ -407,7 +410,8 @@ export async function openPostgresStore(url: string, migrations: readonly string
     async pruneLogs(q) {
       return transaction(async (client) => {
         await queryOn(client, ORDERED_INDEX_SCANS_ONLY);
-        const run = (text: string, values: unknown[]) => queryOn<{ n: number; bytes: string }>(client, text, values).then((r) => ({ n: r.rows[0]!.n, bytes: Number(r.rows[0]!.bytes) }));
+        const run = (text: string, values: unknown[]) =>
+          queryOn<{ n: number; bytes: string }>(client, text, values).then((r) => ({ n: r.rows[0]!.n, bytes: Number(r.rows[0]!.bytes) }));
         // A data-modifying CTE runs to completion whether or not the query reads it.
         const aged = await run(
           `WITH recent AS (SELECT seq FROM (SELECT seq, ts FROM logs WHERE endpoint_id = $1 ORDER BY seq LIMIT $4) oldest WHERE ts >= $2 ORDER BY seq LIMIT 1),
@@ -474,10 +478,7 @@ export async function openPostgresStore(url: string, migrations: readonly string
       const values: unknown[] = [jobId, lease];
       const sets = keys.map((k) => `${JOB_COLUMNS[k]} = $${values.push((set as Record<string, unknown>)[k] ?? null)}`);
       sets.push("lease = NULL", "lease_expires_at = NULL");
-      const { rowCount } = await query(
-        `UPDATE jobs SET ${sets.join(", ")} WHERE id = $1 AND lease = $2 AND status = 'IN_PROGRESS'`,
-        values,
-      );
+      const { rowCount } = await query(`UPDATE jobs SET ${sets.join(", ")} WHERE id = $1 AND lease = $2 AND status = 'IN_PROGRESS'`, values);
       return rowCount === 1;
     },
     async extendLeases(leases, leaseMs) {
@@ -542,7 +543,13 @@ export interface Statement {
   planOnce?: boolean;
 }
 
-type Segment = { inserts: JobRow[]; updates: Map<string, Array<{ id: string; set: Partial<JobRow> }>>; chunks: Map<string, StreamChunkRow>; logs: LogRow[]; counters: Map<string, { completed: number; failed: number; retried: number }> };
+type Segment = {
+  inserts: JobRow[];
+  updates: Map<string, Array<{ id: string; set: Partial<JobRow> }>>;
+  chunks: Map<string, StreamChunkRow>;
+  logs: LogRow[];
+  counters: Map<string, { completed: number; failed: number; retried: number }>;
+};
 
 const emptySegment = (): Segment => ({ inserts: [], updates: new Map(), chunks: new Map(), logs: [], counters: new Map() });
 
@@ -698,7 +705,8 @@ function segmentParts(s: Segment): Statement[] {
     // answers, with no join for a kept plan to get wrong (see plannedOnce in openPostgresStore).
     const valueAt = (k: keyof JobRow, i: number) => `($${i + 2}::${JOB_PG_TYPES[k]}[])[array_position($1::text[], j.id)]`;
     const leaseAt = keys.indexOf("lease" as keyof JobRow);
-    const leaseExpiry = leaseAt >= 0 ? `, lease_expires_at = CASE WHEN ${valueAt("lease" as keyof JobRow, leaseAt)} IS NULL THEN NULL ELSE j.lease_expires_at END` : "";
+    const leaseExpiry =
+      leaseAt >= 0 ? `, lease_expires_at = CASE WHEN ${valueAt("lease" as keyof JobRow, leaseAt)} IS NULL THEN NULL ELSE j.lease_expires_at END` : "";
     parts.push({
       text: `UPDATE jobs AS j SET ${keys.map((k, i) => `${JOB_COLUMNS[k]} = ${valueAt(k, i)}`).join(", ")}${leaseExpiry}
        WHERE j.id = ANY($1::text[])`,
@@ -720,7 +728,14 @@ function segmentParts(s: Segment): Statement[] {
     parts.push({
       text: `INSERT INTO logs (endpoint_id, worker_id, job_id, ts, stream, text)
        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[])`,
-      values: [l.map((x) => x.endpointId), l.map((x) => x.workerId), l.map((x) => x.jobId), l.map((x) => x.ts), l.map((x) => pgText(x.stream)), l.map((x) => pgText(x.text))],
+      values: [
+        l.map((x) => x.endpointId),
+        l.map((x) => x.workerId),
+        l.map((x) => x.jobId),
+        l.map((x) => x.ts),
+        l.map((x) => pgText(x.stream)),
+        l.map((x) => pgText(x.text)),
+      ],
       planOnce: true,
     });
   }
@@ -830,7 +845,10 @@ function deployStatements(o: DeployStoreOp): Statement[] {
     }
     case "deleteApp":
       return [
-        ...["releases", "environments", "builds"].map((table) => ({ text: `DELETE FROM ${table} WHERE user_id = $1 AND app = $2`, values: [o.userId, o.name] })),
+        ...["releases", "environments", "builds"].map((table) => ({
+          text: `DELETE FROM ${table} WHERE user_id = $1 AND app = $2`,
+          values: [o.userId, o.name],
+        })),
         { text: "DELETE FROM apps WHERE user_id = $1 AND name = $2", values: [o.userId, o.name] },
       ];
     case "upsertEnvironment": {
