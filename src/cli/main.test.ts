@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { withFlagName } from "./main.js";
+import { buildProgram, withFlagName } from "./main.js";
 
 describe("service validation errors in CLI terms", () => {
   const flags = new Set(["--name", "--workers-min", "--gpu", "--execution-timeout", "--json"]);
@@ -17,5 +17,22 @@ describe("service validation errors in CLI terms", () => {
   it("leaves errors alone when the command has no such flag, or the error names no field", () => {
     expect(withFlagName("$.size: must be at least 10", flags)).toBe("$.size: must be at least 10");
     expect(withFlagName("the body must be a JSON object", flags)).toBe("the body must be a JSON object");
+  });
+});
+
+describe("svc --help", () => {
+  it("lists the commands in groups, in the order a user meets them, each command once", () => {
+    const program = buildProgram();
+    const help = program.helpInformation();
+    const headings = ["Start:", "Build and deploy:", "Operate:", "Manage:", "Help:"].map((h) => help.indexOf(`\n${h}\n`));
+    expect(headings.every((at) => at > 0)).toBe(true);
+    expect([...headings].sort((a, b) => a - b)).toEqual(headings);
+    const groupOf = (name: string) => program.commands.find((c) => c.name() === name)?.helpGroup();
+    expect(groupOf("init")).toBe("Start:");
+    expect(groupOf("deploy")).toBe("Build and deploy:");
+    expect(groupOf("run")).toBe("Operate:");
+    expect(groupOf("volume")).toBe("Manage:");
+    const names = program.commands.map((c) => c.name());
+    expect(new Set(names).size).toBe(names.length);
   });
 });

@@ -4,7 +4,7 @@
 import { Command, CommanderError } from "commander";
 import { colorWanted, styles as pc } from "./output.js";
 import { ApiError, ExitCode, SvcError, UserError } from "../errors.js";
-import { commands } from "./commands/index.js";
+import { commandGroups } from "./commands/index.js";
 import { addExamples } from "./examples.js";
 import { SVC_VERSION } from "../version.js";
 import { selectProfile } from "../profiles.js";
@@ -19,7 +19,12 @@ export function buildProgram(): Command {
     .exitOverride()
     .showSuggestionAfterError(true)
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
-  for (const register of commands) register(program);
+  for (const group of commandGroups) {
+    program.commandsGroup(group.heading);
+    for (const register of group.commands) register(program);
+  }
+  // `svc help` last, under a heading of its own rather than in the last group.
+  program.commandsGroup("Help:").helpCommand(true);
   addExamples(program);
   return program;
 }

@@ -7,7 +7,8 @@ import { DEFAULT_API_URL, envSetting, findDevSession, readJson } from "svc/inter
 import { activeProfile, namedProfile } from "../profiles.js";
 import { UnreachableError, UserError } from "../errors.js";
 import { appNameOf } from "../build/manifest.js";
-import { chooseEnvironment } from "../deploy/names.js";
+import { chooseEnvironment, unknownEnvironment } from "../deploy/names.js";
+import { didYouMean } from "./suggest.js";
 
 /** Endpoint ids are 16 lowercase hex digits (a hash of owner, app, environment and name, or random). */
 const ENDPOINT_ID = /^[0-9a-f]{16}$/;
@@ -71,14 +72,29 @@ export async function resolveEndpointRef(target: ServiceTarget, nameOrId: string
   const fromSession = session?.endpoints[nameOrId];
   if (fromSession) return { id: fromSession.id, name: nameOrId, url: fromSession.url };
   if (target.app && target.env) {
-    const env = await readJson<{ endpoints: Array<{ id: string; name: string; url: string }> }>(
-      await apiFetch(target, `/v1/apps/${encodeURIComponent(target.app)}/environments/${encodeURIComponent(target.env)}`),
-    );
+    const response = await apiFetch(target, `/v1/apps/${encodeURIComponent(target.app)}/environments/${encodeURIComponent(target.env)}`);
+    if (response.status === 404) {
+      // A mistyped --env: the environments the app has say which was meant (an unknown app stays the 404 it is).
+      const listed = await apiFetch(target, `/v1/apps/${encodeURIComponent(target.app)}/environments`);
+      if (listed.ok)
+        throw unknownEnvironment(
+          target.app,
+          target.env,
+          (await readJson<{ environments: Array<{ env: string }> }>(listed)).environments.map((e) => e.env),
+        );
+    }
+    const env = await readJson<{ endpoints: Array<{ id: string; name: string; url: string }> }>(response);
     const found = env.endpoints.find((e) => e.name === nameOrId || e.id === nameOrId);
     if (found) return found;
-    throw new UserError(`No endpoint "${nameOrId}" in app "${target.app}", environment "${target.env}"`, {
-      hint: `It has: ${env.endpoints.map((e) => e.name).join(", ") || "no endpoints"}.`,
-    });
+    throw new UserError(
+      `No endpoint "${nameOrId}" in app "${target.app}", environment "${target.env}"${didYouMean(
+        nameOrId,
+        env.endpoints.map((e) => e.name),
+      )}`,
+      {
+        hint: `It has: ${env.endpoints.map((e) => e.name).join(", ") || "no endpoints"}.`,
+      },
+    );
   }
   if (ENDPOINT_ID.test(nameOrId)) return { id: nameOrId, name: nameOrId, url: `${target.url}/v2/${nameOrId}` };
   // A name of this project's endpoint, as `svc update` and `svc undeploy` take it: the app of package.json,
@@ -94,6 +110,11 @@ export async function resolveEndpointRef(target: ServiceTarget, nameOrId: string
       "svc logs",
     );
     if (environments.some((e) => e.env === env)) return resolveEndpointRef({ ...target, app, env }, nameOrId);
+    throw unknownEnvironment(
+      app,
+      env,
+      environments.map((e) => e.env),
+    );
   }
   throw new UserError(`Cannot tell which app "${nameOrId}" belongs to`, {
     hint: "Run this inside a project with `svc dev` running, or pass --app and --env (or set SVC_APP and SVC_ENV), or give the endpoint id.",

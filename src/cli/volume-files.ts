@@ -7,9 +7,10 @@ import { mkdir, readdir, stat } from "node:fs/promises";
 import { dirname, join, relative, sep } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { ApiError, UsageError, UserError } from "../errors.js";
+import { ApiError, UsageError } from "../errors.js";
 import { elements, elementText } from "../service/volumes/s3-xml.js";
 import { apiFetch, serviceTarget, type ServiceTarget } from "./target.js";
+import { findVolume, noSuchVolume } from "./volume-names.js";
 
 /** Files larger than this go up in parts (S3 refuses a single upload over 5 GiB). */
 export const MULTIPART_THRESHOLD = 100 * 1024 * 1024;
@@ -78,15 +79,9 @@ export class VolumeFiles {
     const response = await apiFetch(this.target, "/v2/network-volumes");
     if (!response.ok) await failure(response, "listing your network volumes");
     const volumes = (await response.json()) as Array<{ id: string; name: string }>;
-    const named = volumes.filter((v) => v.name === ref);
     // Names need not be unique: picking one of several would copy to (or delete from) a volume the user did not mean.
-    if (!volumes.some((v) => v.id === ref) && named.length > 1) {
-      throw new UserError(`${named.length} network volumes are named "${ref}" (${named.map((v) => v.id).join(", ")})`, {
-        hint: "Name the volume by id, or rename one (`svc volume update <id> --name <new name>`).",
-      });
-    }
-    const found = volumes.find((v) => v.id === ref) ?? named[0];
-    if (!found) throw new UserError(`No network volume "${ref}" among yours`, { hint: "List them with `svc volume list`; name one by id or name." });
+    const found = findVolume(volumes, ref);
+    if (!found) throw noSuchVolume(volumes, ref);
     this.ids.set(ref, found.id);
     return found.id;
   }

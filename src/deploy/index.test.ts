@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { UsageError } from "../errors.js";
 import { curlFor } from "./access.js";
 import { describeRemoval } from "./index.js";
-import { chooseEnvironment } from "./names.js";
+import { chooseEnvironment, unknownEnvironment } from "./names.js";
 
 describe("chooseEnvironment", () => {
   it("the flag wins; else the only environment; else production", () => {
@@ -43,4 +43,13 @@ it("describeRemoval names every endpoint", () => {
       "prod",
     ),
   ).toBe('removes 2 endpoint(s) from app "shop", environment "prod": a, b');
+});
+
+describe("unknownEnvironment", () => {
+  it("lists the environments the app has", () => {
+    const err = unknownEnvironment("my-app", "prd", ["prod", "staging"]);
+    expect(err.message).toBe('No environment "prd" in my-app (it has: prod, staging)');
+    expect(err.hint).toContain("--env");
+    expect(unknownEnvironment("my-app", "prd", []).message).toBe('No environment "prd" in my-app (it has: none)');
+  });
 });

@@ -11,7 +11,7 @@ import { appNameOf, buildManifest } from "../build/manifest.js";
 import { UsageError, UserError } from "../errors.js";
 import { envSetting } from "svc/internal";
 import { curlFor } from "./access.js";
-import { chooseEnvironment, DEPLOY_NAME_RULE, isDeployName } from "./names.js";
+import { chooseEnvironment, DEPLOY_NAME_RULE, isDeployName, unknownEnvironment } from "./names.js";
 import {
   DeployClient,
   serviceAddress,
@@ -202,7 +202,11 @@ export async function resolveExistingEnvironment(client: DeployClient, app: stri
   );
   const found = environments.find((e) => e.env === name);
   if (!found) {
-    throw new UserError(`App "${app}" has no environment "${name}"`, { hint: `It has: ${environments.map((e) => e.env).join(", ") || "none"}.` });
+    throw unknownEnvironment(
+      app,
+      name,
+      environments.map((e) => e.env),
+    );
   }
   return found;
 }

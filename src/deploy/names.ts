@@ -2,7 +2,7 @@
 // src/service/deploy/routes.ts), dependency-free so the CLI checks a name before a long build and the service
 // can share it. And which environment a command means when none is named.
 
-import { UsageError } from "../errors.js";
+import { UsageError, UserError } from "../errors.js";
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
@@ -27,4 +27,17 @@ export function chooseEnvironment(flag: string | undefined, existing: readonly s
     `App "${app}" has ${existing.length} environments (${existing.join(", ")}); say which one with --env`,
     `For example: \`${command} --env ${existing[0]}\`.`,
   );
+}
+
+/**
+ * An environment the app does not have, named by --env or SVC_ENV: the ones it has, and how to make a new one.
+ * Pure.
+ */
+export function unknownEnvironment(app: string, env: string, existing: readonly string[]): UserError {
+  return new UserError(`No environment "${env}" in ${app} (it has: ${existing.join(", ") || "none"})`, {
+    hint:
+      existing.length > 0
+        ? `Name one of them with --env (or SVC_ENV); \`svc deploy --env ${env}\` creates "${env}".`
+        : `\`svc deploy --env ${env}\` creates it.`,
+  });
 }

@@ -69,9 +69,12 @@ describe("svc init", () => {
     expect(forced.stdout).toContain("Created a svc project in");
     // A plain `npm install` fails today (no svc-cli on the npm registry; its `svc` is another package): the next
     // steps say where the two packages come from.
+    // By the real paths of the checkout this svc runs from, not a placeholder to fill in.
+    expect(forced.stdout).toContain(`npm install ${join(REPO, `svc-${SVC_VERSION}.tgz`)} ${join(REPO, `svc-cli-${SVC_VERSION}.tgz`)}`);
     expect(forced.stdout).toContain(
-      "svc and svc-cli are not on the npm registry yet: npm install the two tarballs that `npm pack -w svc && npm pack` makes in svc's checkout (its README, Quick start)",
+      `svc and svc-cli are not on the npm registry yet: make the two tarballs first with \`cd ${REPO} && npm pack -w svc && npm pack\``,
     );
+    expect(forced.stdout).not.toContain("<svc checkout>");
     expect(readFileSync(join(app, "src/gpu.ts"), "utf8")).toContain("Endpoint(");
   });
 

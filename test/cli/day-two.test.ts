@@ -2,7 +2,7 @@
 // as (`svc whoami`), profiles (`svc login/logout`, --profile, SVC_PROFILE, the environment winning), and calling
 // endpoints from the terminal (`svc run`, `svc jobs`).
 
-import { mkdtempSync, rmSync, statSync, readFileSync, existsSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, statSync, readFileSync, existsSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -207,6 +207,38 @@ describe("svc run and svc jobs", () => {
     const missing = await svc(["jobs", "status", fns.id, "nope"], target());
     expect(missing.code).toBe(ExitCode.api);
     expect(missing.stderr).toContain("404 Not Found");
+  });
+});
+
+describe("mistaken names", () => {
+  const target = () => ({ SVC_API_URL: service.url, SVC_API_KEY: KEY });
+
+  it("an unknown environment lists the app's environments; a mistyped endpoint or option gets the one meant", async () => {
+    const wrongEnv = await svc(["run", "fns", "{}", "--function", "add", "--app", "daytwo", "--env", "tset"], target());
+    expect(wrongEnv.code).toBe(ExitCode.user);
+    expect(wrongEnv.stderr).toContain('No environment "tset" in daytwo (it has: test)');
+
+    // Inside the project (the app from package.json), as `svc logs <endpoint> --env <name>` is run there.
+    const project = join(work, "project-daytwo");
+    mkdirSync(project, { recursive: true });
+    writeFileSync(join(project, "package.json"), JSON.stringify({ name: "daytwo" }));
+    const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
+    for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI") delete env[k];
+    const inProject = await runProgram(process.execPath, [SVC_BIN, "logs", "fns", "--env", "prd"], {
+      cwd: project,
+      env: { ...env, SVC_CONFIG_DIR: config, ...target() },
+    });
+    expect(inProject.code).toBe(ExitCode.user);
+    expect(inProject.stderr).toContain('No environment "prd" in daytwo (it has: test)');
+    expect(inProject.stderr).not.toContain("Cannot tell which app");
+
+    const typo = await svc(["run", "fsn", "{}", "--app", "daytwo", "--env", "test"], target());
+    expect(typo.code).toBe(ExitCode.user);
+    expect(typo.stderr).toContain('No endpoint "fsn" in app "daytwo", environment "test"; did you mean "fns"?');
+
+    const option = await svc(["volume", "list", "--jsno"], target());
+    expect(option.code).toBe(ExitCode.usage);
+    expect(option.stderr).toContain("(Did you mean --json?)");
   });
 });
 

@@ -92,7 +92,8 @@ it("svc volume keys create --volume takes a volume's name, as cp, ls and rm do",
 
 it("a volume name that two volumes share is refused, naming their ids, rather than one of them picked", async () => {
   const a = JSON.parse((await svc(["volume", "create", "--name", "twin", "--size", "10", "--json"])).stdout);
-  const b = JSON.parse((await svc(["volume", "create", "--name", "twin", "--size", "10", "--json"])).stdout);
+  // The CLI refuses a second volume of one name; the REST API, as the provider's, does not (a script, the console).
+  const b = (await call(`${cli.t.service.url}/v2/network-volumes`, { key: cli.t.key, body: { name: "twin", size: 10, dataCenter: "local" } })).body;
   writeFileSync(join(cli.cwd, "twin.txt"), "x");
   const up = await svc(["volume", "cp", "twin.txt", "twin:twin.txt", "--json"]);
   expect(up.code).toBe(ExitCode.user);
@@ -117,4 +118,37 @@ it("svc volume cp of a file the volume does not have says so (and a folder witho
   const folder = await svc(["volume", "cp", "sparse:dir", "back-dir", "--json"]);
   expect(folder.code).toBe(ExitCode.user);
   expect(JSON.parse(folder.stderr).error).toMatchObject({ message: "sparse:dir is a folder", hint: "Copy it with --recursive." });
+});
+
+it("svc volume create refuses a name the user already has (a deploy's volume too), or reuses it with --reuse; --size defaults to a deploy's 10 GB", async () => {
+  // Without --size: the size a deploy gives the volumes it creates.
+  const first = await svc(["volume", "create", "--name", "weights", "--json"]);
+  expect(first.code, first.stderr).toBe(0);
+  const volume = JSON.parse(first.stdout);
+  expect(volume).toMatchObject({ name: "weights", size: 10 });
+
+  const again = await svc(["volume", "create", "--name", "weights", "--size", "10"]);
+  expect(again.code).toBe(ExitCode.user);
+  expect(again.stdout).toBe("");
+  expect(again.stderr).toContain(`You already have a network volume named "weights" (${volume.id}, 10 GB); nothing was created`);
+  expect(again.stderr).toContain("--reuse");
+
+  const reused = await svc(["volume", "create", "--name", "weights", "--reuse", "--json"]);
+  expect(reused.code, reused.stderr).toBe(0);
+  expect(JSON.parse(reused.stdout)).toMatchObject({ id: volume.id, name: "weights" });
+  const named = JSON.parse((await svc(["volume", "list", "--json"])).stdout).filter((v: { name: string }) => v.name === "weights");
+  expect(named).toHaveLength(1);
+  // Still one volume of that name: cp and ls take it.
+  writeFileSync(join(cli.cwd, "w.txt"), "w");
+  expect((await svc(["volume", "cp", "w.txt", "weights:w.txt"])).code).toBe(0);
+});
+
+it("a mistyped volume name is refused with the name meant", async () => {
+  await svc(["volume", "create", "--name", "checkpoints", "--json"]);
+  const ls = await svc(["volume", "ls", "chekpoints"]);
+  expect(ls.code).toBe(ExitCode.user);
+  expect(ls.stderr).toContain('No network volume "chekpoints" among yours; did you mean "checkpoints"?');
+  const get = await svc(["volume", "get", "checkpoint"]);
+  expect(get.code).toBe(ExitCode.user);
+  expect(get.stderr).toContain('did you mean "checkpoints"?');
 });

@@ -73,6 +73,28 @@ export function releaseEndpointState(e: ReleaseInfo["endpoints"][number]): strin
   return e.failures > 0 ? `starting (attempt ${e.attempts}, ${e.failures} failed: ${e.error?.split("\n")[0] ?? "no reason"})` : "starting";
 }
 
+/** The app and environment a progress line says a deploy is provisioning (the release begins then), if it is that line. Pure. */
+export function provisioningTarget(progressText: string): { app: string; env: string } | undefined {
+  const m = /^Provisioning \d+ endpoint\(s\) in ([^/\s]+)\/(\S+)$/.exec(progressText);
+  return m ? { app: m[1]!, env: m[2]! } : undefined;
+}
+
+/**
+ * What Ctrl-C during `svc deploy` leaves, as said before exiting 130: once the release began, it goes on on the
+ * service (stopping the CLI does not stop it), so how to follow it and how to undo it; before, nothing changed.
+ * Pure.
+ */
+export function interruptedDeployText(signal: string, releasing: { app: string; env: string } | undefined): string {
+  if (!releasing)
+    return `${signal}: deploy stopped before its release began; no endpoint changed (a build already uploaded stays on the service for the next deploy)`;
+  const where = `--app ${releasing.app} --env ${releasing.env}`;
+  return [
+    `${signal}: svc stopped waiting, but the release of ${releasing.app}/${releasing.env} goes on on the service: its new workers start and it goes live when they are ready`,
+    `  follow it:     svc env get ${where}`,
+    `  roll it back:  svc rollback ${where}`,
+  ].join("\n");
+}
+
 /** Flags that make no sense with --preview, or only with it. */
 export function checkPreviewFlags(flags: DeployFlags): void {
   if (!flags.preview) {
@@ -248,6 +270,19 @@ export function register(program: Command): void {
           if (!out.tty) out.info(`  ${e.name}: ${e.text}`);
         }
       };
+      // Ctrl-C: said what it leaves (the release goes on once begun), then the usual 130.
+      let releasing: { app: string; env: string } | undefined;
+      const onProgress = (text: string) => {
+        releasing ??= provisioningTarget(text);
+        steps.onProgress(text);
+      };
+      const onSignal = (signal: NodeJS.Signals) => {
+        steps.done();
+        process.stderr.write(`${interruptedDeployText(signal, releasing)}\n`);
+        process.exit(130);
+      };
+      process.on("SIGINT", onSignal);
+      process.on("SIGTERM", onSignal);
       let result: DeployResult;
       try {
         result = await deploy({
@@ -276,7 +311,7 @@ export function register(program: Command): void {
             steps.done();
             return askOnTty(question);
           },
-          onProgress: steps.onProgress,
+          onProgress,
           detach: flags.detach,
           onRelease,
           onUpload: (sent, total) => {
@@ -293,6 +328,9 @@ export function register(program: Command): void {
       } catch (err) {
         steps.done(err);
         throw err;
+      } finally {
+        process.off("SIGINT", onSignal);
+        process.off("SIGTERM", onSignal);
       }
       for (const warning of result.warnings) out.warn(warning);
       out.result(result, () => renderDeploy(result));

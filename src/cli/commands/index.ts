@@ -26,14 +26,15 @@ import { register as usage } from "./usage.js";
 
 export type RegisterCommand = (program: Command) => void;
 
-export const commands: RegisterCommand[] = [];
-commands.push(dev, logs);
-commands.push(build);
-commands.push(init);
-commands.push(server);
-commands.push(images);
-commands.push(volume, endpoint, template, keys);
-commands.push(deploy, undeploy, rollback, update, app, env);
-commands.push(login, run, jobs);
-commands.push(doctor, completion, secret);
-commands.push(usage);
+/**
+ * The commands as `svc --help` lists them: in the order a user meets them, from a new project to its
+ * deployment, operating it, and managing the service's resources.
+ */
+export const commandGroups: Array<{ heading: string; commands: RegisterCommand[] }> = [
+  { heading: "Start:", commands: [init, dev, login, doctor] },
+  { heading: "Build and deploy:", commands: [build, deploy, update, rollback, undeploy, images] },
+  { heading: "Operate:", commands: [run, jobs, logs, app, env, usage] },
+  { heading: "Manage:", commands: [endpoint, volume, secret, template, keys, server, completion] },
+];
+
+export const commands: RegisterCommand[] = commandGroups.flatMap((g) => g.commands);

@@ -111,6 +111,24 @@ export async function initProject(
   return { dir, template, files: files.map((f) => f.path) };
 }
 
+/** The svc checkout this CLI runs from (where `npm pack` makes its tarballs), or undefined for an installed CLI. */
+export function svcCheckout(packageRoot: string): string | undefined {
+  return existsSync(join(packageRoot, "packages", "svc", "package.json")) ? resolve(packageRoot) : undefined;
+}
+
+/**
+ * How the new project gets svc and svc-cli: until both packages are published, `npm install` alone finds no
+ * svc-cli (and an unrelated `svc`), so the two tarballs of the checkout this CLI runs from, by their real paths.
+ * Pure.
+ */
+export function installSteps(checkout: string | undefined, version: string): string[] {
+  const at = checkout ?? "<svc checkout>";
+  return [
+    `  npm install ${join(at, `svc-${version}.tgz`)} ${join(at, `svc-cli-${version}.tgz`)}`,
+    `    (svc and svc-cli are not on the npm registry yet: make the two tarballs first with \`cd ${at} && npm pack -w svc && npm pack\` (svc's README, Quick start))`,
+  ];
+}
+
 export function register(program: Command): void {
   program
     .command("init")
@@ -136,9 +154,7 @@ export function register(program: Command): void {
           "",
           "Next:",
           ...(shown === "." ? [] : [`  cd ${shown}`]),
-          // Until both packages are published, `npm install` alone finds no svc-cli (and an unrelated `svc`).
-          `  npm install <svc checkout>/svc-${SVC_VERSION}.tgz <svc checkout>/svc-cli-${SVC_VERSION}.tgz`,
-          "    (svc and svc-cli are not on the npm registry yet: npm install the two tarballs that `npm pack -w svc && npm pack` makes in svc's checkout (its README, Quick start))",
+          ...installSteps(svcCheckout(SVC_PACKAGE_ROOT), SVC_VERSION),
           "  npx svc build",
         ].join("\n"),
       );

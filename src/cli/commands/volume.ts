@@ -9,6 +9,9 @@ import { localFiles, planCopy, parseVolumePath, uploadKey, VolumeFiles } from ".
 import { confirmDestructive } from "../confirm.js";
 import { changes, defined, fields, intFlag, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
+import { closestName } from "../suggest.js";
+import { findVolume, noSuchVolume, volumeToReuse } from "../volume-names.js";
+import { MIN_VOLUME_GB } from "../../service/http/schema.js";
 
 type Volume = { id: string; name: string; size: number; dataCenter: string; type: string; usedBytes?: number };
 type VolumeKey = {
@@ -28,19 +31,21 @@ const path = (id?: string) => `/v2/network-volumes${id ? `/${encodeURIComponent(
 
 /**
  * The id of the volume `ref` names: an id as it is, or the name of exactly one of the caller's volumes (as `cp`,
- * `ls`, `rm` and `keys` take them). A name two volumes share is refused rather than guessed; a ref that is neither
- * goes to the service as given, whose 404 then says what to list.
+ * `ls`, `rm` and `keys` take them). A name two volumes share is refused rather than guessed; a typo of a name is
+ * refused with the name meant; any other ref goes to the service as given, whose 404 then says what to list.
  */
 async function volumeIdOf(ref: string): Promise<string> {
   const volumes = await management<Volume[]>("GET", path());
-  if (volumes.some((v) => v.id === ref)) return ref;
-  const named = volumes.filter((v) => v.name === ref);
-  if (named.length > 1) {
-    throw new UserError(`${named.length} network volumes are named "${ref}" (${named.map((v) => v.id).join(", ")})`, {
-      hint: "Name the volume by id, or rename one (`svc volume update <id> --name <new name>`).",
-    });
-  }
-  return named[0]?.id ?? ref;
+  const found = findVolume(volumes, ref);
+  if (found) return found.id;
+  if (
+    closestName(
+      ref,
+      volumes.map((v) => v.name),
+    ) !== undefined
+  )
+    throw noSuchVolume(volumes, ref);
+  return ref;
 }
 
 export function register(program: Command): void {
@@ -49,13 +54,21 @@ export function register(program: Command): void {
     .command("create")
     .description("Create a network volume")
     .requiredOption("--name <name>", "volume name")
-    .requiredOption("--size <gb>", "size in GB (10 to 4096)", intFlag("--size"))
+    .option("--size <gb>", `size in GB (${MIN_VOLUME_GB} to 4096; default ${MIN_VOLUME_GB}, as a deploy creates them)`, intFlag("--size"), MIN_VOLUME_GB)
     .option("--data-center <id>", "data center", "local")
     .option("--type <type>", "STANDARD or HIGH_PERFORMANCE (default: the data center's primary tier)")
+    .option("--reuse", "when you already have a volume of this name, print it instead of refusing (nothing is created or changed)")
     .option("--json", "print the volume as JSON")
-    .action(async (o: { name: string; size: number; dataCenter: string; type?: string; json?: boolean }) => {
+    .action(async (o: { name: string; size: number; dataCenter: string; type?: string; reuse?: boolean; json?: boolean }) => {
+      const out = createOutput({ json: o.json });
+      // The REST API allows two volumes of one name; the CLI does not, since cp, ls, rm and deploys name volumes.
+      const existing = volumeToReuse(await management<Volume[]>("GET", path()), o.name, o.reuse === true);
+      if (existing) {
+        if (!o.json) out.info(`You already have network volume "${o.name}" (${existing.id}); reusing it, nothing was created`);
+        return out.result(existing, () => fields(existing));
+      }
       const v = await management<Volume>("POST", path(), defined({ name: o.name, size: o.size, dataCenter: o.dataCenter, type: o.type }));
-      createOutput({ json: o.json }).result(v, () => fields(v));
+      out.result(v, () => fields(v));
     });
   volume
     .command("list")

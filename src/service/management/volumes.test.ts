@@ -54,6 +54,15 @@ describe("planDeployVolumes", () => {
       ],
     });
   });
+
+  it("refuses a name two of the user's volumes share (the REST API allows it) rather than mounting the first", () => {
+    const twins = [...volumes, volume("vol444444444444", "alice", "models")];
+    expect(planDeployVolumes(twins, "alice", { a: { volume: "models" } }, made)).toEqual({
+      create: [],
+      errors: ['endpoint "a": 2 of your network volumes are named "models" (vol111111111111, vol444444444444): name one by id, or rename the other'],
+    });
+    expect(planDeployVolumes(twins, "alice", { a: { volume: "vol444444444444" } }, made)).toEqual({ create: [], errors: [] });
+  });
 });
 
 describe("planUpdateVolume sizes", () => {

@@ -100,7 +100,13 @@ export function planDeployVolumes(
     const ref: unknown = resource?.volume;
     if (ref === undefined || ref === null) continue;
     const problem = typeof ref === "string" ? volumeNameProblem(ref) : `${JSON.stringify(ref)} is not a volume id or name`;
+    const sharing = typeof ref === "string" && !problem ? volumes.filter((v) => v.userId === userId && v.name === ref && v.id !== ref) : [];
     if (problem || typeof ref !== "string") errors.push(`endpoint "${endpoint}": volume ${problem}`);
+    // The REST API lets two volumes share a name; a deploy naming that name would mount whichever came first.
+    else if (sharing.length > 1)
+      errors.push(
+        `endpoint "${endpoint}": ${sharing.length} of your network volumes are named "${ref}" (${sharing.map((v) => v.id).join(", ")}): name one by id, or rename the other`,
+      );
     else if (resolveVolume([...volumes, ...create], userId, ref)) continue;
     else if (VOLUME_ID_PATTERN.test(ref))
       errors.push(`endpoint "${endpoint}": volume "${ref}" is not one of your network volumes (name one of yours by id or name)`);
