@@ -67,7 +67,8 @@ it("svc volume cp up and back (a file, a folder), ls (one level, --recursive, --
   expect(again.stderr).toContain("No file llama/weights.bin in volume models");
   expect((await svc(["volume", "rm", "-r", "models:llama/tokenizer", "--yes"])).code).toBe(0);
   expect(JSON.parse((await svc(["volume", "ls", "models", "--recursive", "--json"])).stdout).objects).toEqual([]);
-});
+  // Thirteen runs of the svc binary, each a Node start: minutes on a loaded 2-core machine.
+}, 180_000);
 
 it("another user's volume is refused (403 AccessDenied) even by id", async () => {
   const mine = JSON.parse((await svc(["volume", "create", "--name", "private", "--size", "10", "--json"])).stdout);
