@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -58,6 +58,32 @@ describe("the host's checkpoint dry run", () => {
     const problem = await checkpointProblem({ criu: hangingCriu, stallMs: 1_000 });
     expect(problem).toMatch(/^a dry-run `criu dump` made no progress for 1 s \(.*RLIMIT_NOFILE/);
     expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it.skipIf(!root)("leaves nothing running when the process exits while it waits on a hung dump", async () => {
+    const scratch = mkdtempSync(join(tmpdir(), "svc-criu-exit-"));
+    try {
+      // A CRIU of a name of its own, so that its processes are told from any other test's.
+      const criu = join(scratch, `criu-${process.pid}`);
+      copyFileSync(hangingCriu, criu);
+      const probeTmp = join(scratch, "tmp");
+      mkdirSync(probeTmp);
+      const script = `import { checkpointProblem } from ${JSON.stringify(new URL("./criu.ts", import.meta.url).href)};
+void checkpointProblem({ criu: ${JSON.stringify(criu)}, stallMs: 60_000, timeoutMs: 60_000 });
+setTimeout(() => process.exit(0), 1500);`;
+      const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+        env: { ...process.env, TMPDIR: probeTmp },
+        encoding: "utf8",
+        timeout: 30_000,
+      });
+      expect(child.status).toBe(0);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(spawnSync("pgrep", ["-f", `criu-${process.pid}-sleeping`], { encoding: "utf8" }).stdout.trim()).toBe("");
+      // Its scratch directory (images, logs) went with it.
+      expect(readdirSync(probeTmp).filter((name) => name.startsWith("svc-checkpoint-probe-"))).toEqual([]);
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
   });
 
   it("says CRIU is missing", async () => {

@@ -103,10 +103,43 @@ export function watchCriu(child: ChildProcess, options: WatchOptions): Promise<W
   });
 }
 
-/** Run `criu <args>` to its end under the progress watch. */
-export function runCriu(criu: string, args: string[], options: WatchOptions & { cwd?: string }): Promise<WatchedRun> {
+/**
+ * What a CRIU run leaves running until it ends: its own process, the dry run's subject (by process group) and
+ * scratch directory. Ended when this process exits, however soon: a `criu dump` that hangs outlives its parent
+ * otherwise, holding its subject stopped for good.
+ */
+const inFlight = { pids: new Set<number>(), groups: new Set<number>(), dirs: new Set<string>() };
+let exitHookSet = false;
+
+function holdUntilExit(what: { pid?: number; group?: number; dir?: string }): () => void {
+  if (!exitHookSet) {
+    exitHookSet = true;
+    // "exit" handlers run synchronously: kill and remove, nothing asynchronous.
+    process.once("exit", () => {
+      for (const pid of inFlight.pids) killQuietly(pid);
+      for (const group of inFlight.groups) killQuietly(-group);
+      for (const dir of inFlight.dirs) rmSync(dir, { recursive: true, force: true });
+    });
+  }
+  if (what.pid !== undefined) inFlight.pids.add(what.pid);
+  if (what.group !== undefined) inFlight.groups.add(what.group);
+  if (what.dir !== undefined) inFlight.dirs.add(what.dir);
+  return () => {
+    if (what.pid !== undefined) inFlight.pids.delete(what.pid);
+    if (what.group !== undefined) inFlight.groups.delete(what.group);
+    if (what.dir !== undefined) inFlight.dirs.delete(what.dir);
+  };
+}
+
+/** Run `criu <args>` to its end under the progress watch (and never past this process's own end). */
+export async function runCriu(criu: string, args: string[], options: WatchOptions & { cwd?: string }): Promise<WatchedRun> {
   const child = spawn(criu, args, { stdio: "ignore", cwd: options.cwd });
-  return watchCriu(child, options);
+  const release = holdUntilExit({ pid: child.pid });
+  try {
+    return await watchCriu(child, options);
+  } finally {
+    release();
+  }
 }
 
 /** The line of a CRIU log that says what went wrong (its last error), else its last line. Pure. */
@@ -151,6 +184,7 @@ export async function checkpointProblem(options: ProbeOptions = {}): Promise<str
 
   const dir = mkdtempSync(join(tmpdir(), "svc-checkpoint-probe-"));
   const subject = spawn("unshare", ["--pid", "--fork", "--kill-child", "setsid", "sleep", "600"], { stdio: "ignore", detached: true });
+  const release = holdUntilExit({ group: subject.pid, dir });
   let restoredPid: number | undefined;
   try {
     const pid = await childOf(subject, Math.min(2_000, left()));
@@ -176,6 +210,7 @@ export async function checkpointProblem(options: ProbeOptions = {}): Promise<str
       return `a dry-run \`criu restore\` failed (${criuLogReason(readIfExists(join(dir, "restore.log")))})`;
     return undefined;
   } finally {
+    release();
     // The dump leaves the subject running (or kills it); the restore's copy runs detached: both go.
     if (restoredPid !== undefined) killQuietly(restoredPid);
     if (subject.pid !== undefined) killQuietly(-subject.pid);
