@@ -94,8 +94,9 @@ export async function run() {
     ];
   }
   const { buildProject } = await import(`${root}dist/build/index.js`);
-  const { createDockerDriver, cleanupStale } = await import(`${root}dist/drivers/docker.js`);
-  const { workerImageName } = await import(`${root}dist/drivers/images.js`);
+  const { createDockerDriver } = await import(`${root}dist/drivers/docker.js`);
+  const { cleanupStale } = await import(`${root}dist/drivers/docker-host.js`);
+  const { workerImageName } = await import(`${root}dist/drivers/image-names.js`);
 
   const work = mkdtempSync(join(tmpdir(), "svc-bench-coldstart-"));
   const drivers = [];

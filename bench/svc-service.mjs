@@ -36,7 +36,7 @@ async function deployChecked(service, build, check) {
  */
 export async function startSvcLb(upstream, work) {
   const { startService } = await import(`${root}dist/service/index.js`);
-  const { lbEndpointUrl } = await import(`${root}dist/service/lb/index.js`);
+  const { lbEndpointUrl } = await import(`${root}dist/service/lb/address.js`);
   const build = await buildFixture(work, "lb-app");
   Object.assign(build.manifest.resources.api, { workersMin: 1, workersMax: 1, maxConcurrency: 1000 });
   const service = await startService({ dataDir: join(work, "data"), driver: createOutsideServerDriver(upstream), apiKeys: [BENCH_KEY] });
