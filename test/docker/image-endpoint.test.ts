@@ -14,7 +14,7 @@ import tarStream from "tar-stream";
 import { createDockerDriver, type DockerDriver } from "../../src/drivers/docker.js";
 import { cleanupStale } from "../../src/drivers/docker-host.js";
 import { LABELS } from "../../src/drivers/docker-engine.js";
-import { workerImageName } from "../../src/drivers/images.js";
+import { workerImageName } from "../../src/drivers/image-names.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call } from "../service/helpers.js";
 import { until } from "../lb/harness.js";

@@ -12,7 +12,7 @@ import { pipeline } from "node:stream/promises";
 import type Docker from "dockerode";
 import tarStream from "tar-stream";
 import { LABELS } from "../../src/drivers/docker-engine.js";
-import { parseLdd } from "../../src/drivers/images.js";
+import { parseLdd } from "../../src/drivers/image-inputs.js";
 import { asError } from "../../src/errors.js";
 
 export const PROVIDER_WORKER_SCRIPT = fileURLToPath(new URL("../../fixtures/provider-worker/provider-worker.py", import.meta.url));
