@@ -86,6 +86,7 @@ it("a provider worker's job survives kill -9 of the service: its result after th
     return r.body?.status === "COMPLETED" ? r.body : undefined;
   }, 30_000);
   expect(record).toMatchObject({ output: { value: "survived", worker: keys.id }, attempts: 1 });
-  expect(lines).toContain(`posted ${id} 200`);
+  // The worker prints its line once its post is answered, which may come after the record reads COMPLETED.
+  await until(() => lines.includes(`posted ${id} 200`), 10_000);
   expect(lines.filter((l) => l.startsWith("taken "))).toEqual([`taken ${id}`]);
 }, 60_000);
