@@ -56,7 +56,17 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
   const startReplica = (i: number) =>
     startServerProcess({
       dataDir: join(work, `r${i}`),
-      env: { SVC_API_KEY: KEY, SVC_STORE_URL: storeUrl, SVC_CLUSTER_URL: proxy.url, SVC_WEBHOOK_ALLOW: "127.0.0.1", ...UNSANDBOXED },
+      env: {
+        SVC_API_KEY: KEY,
+        SVC_STORE_URL: storeUrl,
+        SVC_CLUSTER_URL: proxy.url,
+        SVC_WEBHOOK_ALLOW: "127.0.0.1",
+        // The leader wave queues 20,000 jobs on one endpoint at once: above the default queue quotas, which this
+        // test is not about.
+        SVC_QUEUE_QUOTA_ENDPOINT_JOBS: "100000",
+        SVC_QUEUE_QUOTA_USER_JOBS: "100000",
+        ...UNSANDBOXED,
+      },
     });
 
   beforeAll(async () => {

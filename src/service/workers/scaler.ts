@@ -170,8 +170,7 @@ export function snapshotNotice(driver: Pick<WorkerDriver, "name" | "restoresSnap
 }
 
 /** How a worker that ended unasked ended, in words a job's error can carry. Pure. */
-export function deathOf(exit: WorkerExit, silent: boolean): string {
-  if (silent) return "it stopped talking to the service";
+export function deathOf(exit: WorkerExit): string {
   if (exit.signal === "SIGKILL" || exit.code === 137) return "killed (SIGKILL: out of memory, or killed from outside)";
   if (exit.signal) return `killed by ${exit.signal}`;
   return `exited with code ${exit.code}`;
@@ -671,7 +670,9 @@ export class Scaler {
             : `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
         });
       }
-      this.exited(m, expected, undefined, expected ? undefined : deathOf(exit, m.remoteGone !== undefined));
+      // A worker of another replica that fell silent went with its replica, or stopped answering: like a lapsed
+      // lease, not the job's doing, so its jobs go back without an attempt counted.
+      this.exited(m, expected, undefined, expected || m.remoteGone ? undefined : deathOf(exit));
     });
   }
 
