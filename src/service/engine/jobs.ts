@@ -377,7 +377,9 @@ export class JobSystem {
     const message = `The job's worker died while running it, on attempt ${row.attempt} of ${retries + 1} (${died}); no retries left`;
     this.note(row, message);
     // Refused by the store: the job stays running as the store has it, and its lease lapsing requeues it.
-    void this.finish(job, { status: "FAILED", error: { message, type: "WorkerDied", retryable: false } }, false).catch(() => undefined);
+    void this.finish(job, { status: "FAILED", error: { message, type: "WorkerDied", retryable: false } }, false).catch(
+      () => undefined /* the job stays running as the store has it; its lapsing lease requeues it */,
+    );
   }
 
   /** Jobs past their execution timeout or their ttl end TIMED_OUT; lapsed leases go back to the queue. */
