@@ -64,25 +64,39 @@ export function progressSize(paths: string[]): number {
 }
 
 /**
+ * Whether what CRIU writes under `paths` has stopped growing for `stallMs`: call `stalled()` as often as wanted; the
+ * first call starts the clock.
+ */
+export function stallWatch(paths: string[], stallMs: number): { stalled(): boolean } {
+  let last = -1;
+  let lastChange = Date.now();
+  return {
+    stalled() {
+      const size = progressSize(paths);
+      const now = Date.now();
+      if (size !== last) {
+        last = size;
+        lastChange = now;
+      }
+      return now - lastChange >= stallMs;
+    },
+  };
+}
+
+/**
  * Watch a running CRIU `child` until it exits or makes no progress for `stallMs` (then it is killed). Resolves,
  * never rejects.
  */
 export function watchCriu(child: ChildProcess, options: WatchOptions): Promise<WatchedRun> {
   const stallMs = options.stallMs ?? CRIU_STALL_MS;
   return new Promise((resolve) => {
-    let last = -1;
-    let lastChange = Date.now();
+    const watch = stallWatch(options.progress, stallMs);
     const started = Date.now();
     let abandoned: string | undefined;
     const timer = setInterval(
       () => {
-        const size = progressSize(options.progress);
         const now = Date.now();
-        if (size !== last) {
-          last = size;
-          lastChange = now;
-        }
-        if (now - lastChange >= stallMs) abandoned = `made no progress for ${Math.round(stallMs / 1000)} s`;
+        if (watch.stalled()) abandoned = `made no progress for ${Math.round(stallMs / 1000)} s`;
         else if (options.timeoutMs !== undefined && now - started >= options.timeoutMs)
           abandoned = `did not finish in ${Math.round(options.timeoutMs / 1000)} s`;
         if (abandoned) {

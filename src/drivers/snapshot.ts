@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { SNAPSHOT_FD_ENV, SNAPSHOT_IDENTITY_KEYS, SNAPSHOT_READY, SNAPSHOT_READY_FD_ENV, type SnapshotIdentity } from "../runtime/snapshot.js";
-import { checkpointProblem, criuLogReason, CRIU_STALL_MS, progressSize, runCriu } from "./criu.js";
+import { checkpointProblem, criuLogReason, CRIU_STALL_MS, runCriu, stallWatch } from "./criu.js";
 import type { WorkerLaunch } from "./types.js";
 import { errorMessage } from "../errors.js";
 
@@ -226,8 +226,7 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
     // leave it running.
     // A restore that makes no progress (its verbose log stops growing) before the worker exists is abandoned.
     const stallMs = options.stallMs ?? CRIU_STALL_MS;
-    let progress = -1;
-    let progressAt = Date.now();
+    const watch = stallWatch([work], stallMs);
     const pid = await new Promise<number>((resolve, reject) => {
       const timer = setInterval(() => {
         const text = readIfExists(pidFile).trim();
@@ -236,11 +235,7 @@ export function createSnapshotStore(options: SnapshotOptions): SnapshotStore {
           resolve(Number(text));
           return;
         }
-        const size = progressSize([work]);
-        if (size !== progress) {
-          progress = size;
-          progressAt = Date.now();
-        } else if (Date.now() - progressAt >= stallMs) {
+        if (watch.stalled()) {
           clearInterval(timer);
           const why = criuLogReason(readIfExists(join(work, "restore.log")));
           child.kill("SIGKILL");
