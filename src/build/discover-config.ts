@@ -2,7 +2,7 @@
 // same file holding one) and valid (configProblems); each such object is one configuration site, however many
 // Endpoint calls share it. Apart from the analyzer (discover.ts), which finds the calls and what they refer to.
 
-import ts from "typescript";
+import { ts, type TS } from "./typescript.js";
 import type { SourceLocation } from "../errors.js";
 import { configProblems, type EndpointConfig } from "svc/internal";
 import type { ModuleInfo } from "./discover-module.js";
@@ -13,7 +13,7 @@ import { propertyKey, StaticEvaluator, unwrapExpression, type StaticIssue } from
  * The configuration site of `call` (memoized in `sites` by its object), or null when its configuration is not
  * statically known; every problem found goes to `problems`.
  */
-export function configSite(info: ModuleInfo, call: ts.CallExpression, callLoc: SourceLocation, sites: Map<string, Site>, problems: string[]): Site | null {
+export function configSite(info: ModuleInfo, call: TS.CallExpression, callLoc: SourceLocation, sites: Map<string, Site>, problems: string[]): Site | null {
   const arg = call.arguments[0];
   const fixStatic = 'pass an object literal, e.g. Endpoint({ name: "my-endpoint", gpu: "ANY" }), or a const declared in this file';
   if (!arg) {
@@ -23,7 +23,7 @@ export function configSite(info: ModuleInfo, call: ts.CallExpression, callLoc: S
   const inner = unwrapExpression(arg);
   let key: string;
   let loc: SourceLocation;
-  let objectNode: ts.Expression;
+  let objectNode: TS.Expression;
   const constInit = ts.isIdentifier(inner) ? info.consts.get(inner.text) : undefined;
   if (ts.isObjectLiteralExpression(inner)) {
     key = `${info.file}@${call.getStart(info.source)}`;
@@ -31,8 +31,8 @@ export function configSite(info: ModuleInfo, call: ts.CallExpression, callLoc: S
     objectNode = inner;
   } else if (constInit && ts.isObjectLiteralExpression(unwrapExpression(constInit))) {
     // Several Endpoint(config) calls sharing one const are one configuration site.
-    key = `${info.file}#${(inner as ts.Identifier).text}`;
-    loc = locOf(info, info.vars.get((inner as ts.Identifier).text)!);
+    key = `${info.file}#${(inner as TS.Identifier).text}`;
+    loc = locOf(info, info.vars.get((inner as TS.Identifier).text)!);
     objectNode = constInit;
   } else {
     problems.push(
@@ -75,7 +75,7 @@ export function configSite(info: ModuleInfo, call: ts.CallExpression, callLoc: S
 }
 
 /** The line of the property a configProblems() message is about (its first quoted word). */
-function configKeyLoc(info: ModuleInfo, object: ts.Expression, message: string): SourceLocation | undefined {
+function configKeyLoc(info: ModuleInfo, object: TS.Expression, message: string): SourceLocation | undefined {
   const key = /"([^"]+)"/.exec(message)?.[1]?.split(".")[0];
   if (!key || !ts.isObjectLiteralExpression(object)) return undefined;
   const property = object.properties.find((p) => p.name !== undefined && propertyKey(p.name) === key);
@@ -83,7 +83,7 @@ function configKeyLoc(info: ModuleInfo, object: ts.Expression, message: string):
 }
 
 /** How a non-static argument reads in a problem: "a call (...)", "the variable ...". */
-export function describeArg(node: ts.Expression, source: ts.SourceFile, identifierNote = ""): string {
+export function describeArg(node: TS.Expression, source: TS.SourceFile, identifierNote = ""): string {
   const expr = unwrapExpression(node);
   const text = expr.getText(source).replace(/\s+/g, " ");
   const short = text.length > 40 ? `${text.slice(0, 37)}...` : text;

@@ -1,14 +1,14 @@
 // Per-file module summaries for static discovery: what a file imports, exports and declares at top level.
 // Syntax only; src/build/discover.ts resolves what the names refer to.
 
-import ts from "typescript";
+import { ts, type TS } from "./typescript.js";
 import { propertyKey, unwrapExpression } from "./discover-static.js";
 
-export type ExportEntry = { kind: "local"; local: string } | { kind: "reexport"; spec: string; imported: string } | { kind: "expression"; expr: ts.Expression };
+export type ExportEntry = { kind: "local"; local: string } | { kind: "reexport"; spec: string; imported: string } | { kind: "expression"; expr: TS.Expression };
 
 export interface ModuleInfo {
   file: string;
-  source: ts.SourceFile;
+  source: TS.SourceFile;
   /** Local binding -> where it comes from; `imported` is a name, "default" or "*". */
   imports: Map<string, { spec: string; imported: string }>;
   exports: Map<string, ExportEntry>;
@@ -16,17 +16,17 @@ export interface ModuleInfo {
   /** Local binding -> the names it is exported under (`export { a as b }`, `export default a`, `export const a`). */
   localExportNames: Map<string, string[]>;
   /** Top-level variable initializers (`const` only in `consts`, any kind in `vars`). */
-  consts: Map<string, ts.Expression>;
-  vars: Map<string, ts.VariableDeclaration>;
-  functions: Map<string, ts.FunctionDeclaration>;
-  classes: Map<string, ts.ClassDeclaration>;
+  consts: Map<string, TS.Expression>;
+  vars: Map<string, TS.VariableDeclaration>;
+  functions: Map<string, TS.FunctionDeclaration>;
+  classes: Map<string, TS.ClassDeclaration>;
 }
 
-export function hasModifier(node: ts.Node, kind: ts.SyntaxKind): boolean {
+export function hasModifier(node: TS.Node, kind: TS.SyntaxKind): boolean {
   return ts.canHaveModifiers(node) && (ts.getModifiers(node)?.some((m) => m.kind === kind) ?? false);
 }
 
-export function scriptKind(file: string): ts.ScriptKind {
+export function scriptKind(file: string): TS.ScriptKind {
   if (file.endsWith(".tsx")) return ts.ScriptKind.TSX;
   if (file.endsWith(".jsx")) return ts.ScriptKind.JSX;
   if (/\.[mc]?js$/.test(file)) return ts.ScriptKind.JS;
@@ -34,7 +34,7 @@ export function scriptKind(file: string): ts.ScriptKind {
 }
 
 /** Collect a file's imports, exports and top-level bindings (syntax only). */
-export function summarize(file: string, source: ts.SourceFile): ModuleInfo {
+export function summarize(file: string, source: TS.SourceFile): ModuleInfo {
   const info: ModuleInfo = {
     file,
     source,
@@ -53,7 +53,7 @@ export function summarize(file: string, source: ts.SourceFile): ModuleInfo {
     names.push(exported);
     info.localExportNames.set(local, names);
   };
-  const requireSpec = (expr: ts.Expression | undefined): string | undefined => {
+  const requireSpec = (expr: TS.Expression | undefined): string | undefined => {
     if (!expr) return undefined;
     const call = unwrapExpression(expr);
     if (
@@ -63,7 +63,7 @@ export function summarize(file: string, source: ts.SourceFile): ModuleInfo {
       call.arguments.length === 1 &&
       ts.isStringLiteral(call.arguments[0]!)
     ) {
-      return (call.arguments[0] as ts.StringLiteral).text;
+      return (call.arguments[0] as TS.StringLiteral).text;
     }
     return undefined;
   };
@@ -149,7 +149,7 @@ export function summarize(file: string, source: ts.SourceFile): ModuleInfo {
   return info;
 }
 
-export function commonJsExportName(left: ts.Expression): string | undefined {
+export function commonJsExportName(left: TS.Expression): string | undefined {
   if (!ts.isPropertyAccessExpression(left) || !ts.isIdentifier(left.name)) return undefined;
   const target = left.expression;
   const isExports = ts.isIdentifier(target) && target.text === "exports";

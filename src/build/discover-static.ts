@@ -1,19 +1,19 @@
 // Static evaluation of endpoint configuration: only values the build can know without running user code
 // (literals, arrays/objects of them, and same-file constants holding such values).
 
-import ts from "typescript";
+import { ts, type TS } from "./typescript.js";
 
 export type StaticValue = string | number | boolean | null | undefined | StaticValue[] | { [key: string]: StaticValue };
 
 export interface StaticIssue {
-  node: ts.Node;
+  node: TS.Node;
   /** Dotted path of the offending property, e.g. "env.TOKEN" ("" for the whole config). */
   keyPath: string;
   found: string;
 }
 
 /** Strip wrappers that do not change the value: parentheses, `as const`, `satisfies`, `!`, `<T>x`. */
-export function unwrapExpression(node: ts.Expression): ts.Expression {
+export function unwrapExpression(node: TS.Expression): TS.Expression {
   let current = node;
   for (;;) {
     if (
@@ -31,7 +31,7 @@ export function unwrapExpression(node: ts.Expression): ts.Expression {
 }
 
 /** Describe an expression briefly for error messages ("a function call", "process.env.X"...). */
-export function describeExpression(node: ts.Expression, source: ts.SourceFile): string {
+export function describeExpression(node: TS.Expression, source: TS.SourceFile): string {
   const text = node.getText(source).replace(/\s+/g, " ");
   const short = text.length > 40 ? `${text.slice(0, 37)}...` : text;
   if (ts.isCallExpression(node) || ts.isNewExpression(node)) return `a call (${short})`;
@@ -45,11 +45,11 @@ export class StaticEvaluator {
 
   /** `lookupConst(name)` returns the initializer of a top-level `const name = ...` of the same file. */
   constructor(
-    private readonly source: ts.SourceFile,
-    private readonly lookupConst: (name: string) => ts.Expression | undefined,
+    private readonly source: TS.SourceFile,
+    private readonly lookupConst: (name: string) => TS.Expression | undefined,
   ) {}
 
-  evaluate(node: ts.Expression, keyPath: string, issues: StaticIssue[]): StaticValue {
+  evaluate(node: TS.Expression, keyPath: string, issues: StaticIssue[]): StaticValue {
     const expr = unwrapExpression(node);
     if (ts.isStringLiteral(expr) || ts.isNoSubstitutionTemplateLiteral(expr)) return expr.text;
     if (ts.isNumericLiteral(expr)) return Number(expr.text);
@@ -61,7 +61,7 @@ export class StaticEvaluator {
       (expr.operator === ts.SyntaxKind.MinusToken || expr.operator === ts.SyntaxKind.PlusToken) &&
       ts.isNumericLiteral(unwrapExpression(expr.operand))
     ) {
-      const value = Number((unwrapExpression(expr.operand) as ts.NumericLiteral).text);
+      const value = Number((unwrapExpression(expr.operand) as TS.NumericLiteral).text);
       return expr.operator === ts.SyntaxKind.MinusToken ? -value : value;
     }
     if (ts.isIdentifier(expr)) {
@@ -114,7 +114,7 @@ export class StaticEvaluator {
 }
 
 /** The static text of a property name, or undefined for computed names. */
-export function propertyKey(name: ts.PropertyName): string | undefined {
+export function propertyKey(name: TS.PropertyName): string | undefined {
   if (ts.isIdentifier(name) || ts.isStringLiteral(name) || ts.isNumericLiteral(name) || ts.isPrivateIdentifier(name)) {
     return name.text;
   }

@@ -7,7 +7,7 @@
 
 import { readFile } from "node:fs/promises";
 import path from "node:path";
-import ts from "typescript";
+import { ts, type TS } from "./typescript.js";
 import { UserError } from "../errors.js";
 import type { HttpMethod } from "svc/internal";
 import { BUILTIN_IGNORES, findSourceFiles, SOURCE_PATTERN } from "./discover-files.js";
@@ -64,7 +64,7 @@ class Analyzer {
   private readonly bindingValues = new Map<string, Value>();
   private readonly exportValues = new Map<string, Value>();
   private readonly inProgress = new Set<string>();
-  private readonly defs = new Map<ts.Node, DefInstance>();
+  private readonly defs = new Map<TS.Node, DefInstance>();
   private readonly sites = new Map<string, Site>();
   private readonly fileSet: Set<string>;
   /** Files that passed the text pre-check: the only ones walked for Endpoint uses. */
@@ -181,7 +181,7 @@ class Analyzer {
     return value;
   }
 
-  private evaluate(info: ModuleInfo, node: ts.Expression): Value {
+  private evaluate(info: ModuleInfo, node: TS.Expression): Value {
     const expr = unwrapExpression(node);
     if (ts.isIdentifier(expr)) return this.bindingValue(info, expr.text);
     if (ts.isPropertyAccessExpression(expr)) {
@@ -214,7 +214,7 @@ class Analyzer {
 
   // ---- Endpoint(...) calls and their configuration -----------------------------------------------------
 
-  private definition(info: ModuleInfo, call: ts.CallExpression): DefInstance {
+  private definition(info: ModuleInfo, call: TS.CallExpression): DefInstance {
     const existing = this.defs.get(call);
     if (existing) return existing;
     const def: DefInstance = {
@@ -235,7 +235,7 @@ class Analyzer {
   // ---- uses: applications, class decorators, routes ----------------------------------------------------
 
   private walk(info: ModuleInfo): void {
-    const visit = (node: ts.Node): void => {
+    const visit = (node: TS.Node): void => {
       if (ts.isCallExpression(node)) this.onCall(info, node);
       if (ts.isClassDeclaration(node) || ts.isClassExpression(node)) this.onClass(info, node);
       ts.forEachChild(node, visit);
@@ -243,7 +243,7 @@ class Analyzer {
     visit(info.source);
   }
 
-  private onCall(info: ModuleInfo, call: ts.CallExpression): void {
+  private onCall(info: ModuleInfo, call: TS.CallExpression): void {
     const callee = unwrapExpression(call.expression);
     const calleeValue = this.evaluate(info, callee);
     if (calleeValue?.t === "endpointFn") {
@@ -257,8 +257,8 @@ class Analyzer {
   }
 
   /** The names a top-level value is exported under: `export const x = <node>`, `export default <node>`... */
-  private exportNamesOf(info: ModuleInfo, node: ts.Node): { exportNames: string[]; localName?: string } {
-    let current: ts.Node = node;
+  private exportNamesOf(info: ModuleInfo, node: TS.Node): { exportNames: string[]; localName?: string } {
+    let current: TS.Node = node;
     while (
       ts.isParenthesizedExpression(current.parent) ||
       ts.isAsExpression(current.parent) ||
@@ -290,7 +290,7 @@ class Analyzer {
     return [...names].sort((a, b) => (a === own ? -1 : b === own ? 1 : a < b ? -1 : a > b ? 1 : 0));
   }
 
-  private onApply(info: ModuleInfo, def: DefInstance, call: ts.CallExpression): void {
+  private onApply(info: ModuleInfo, def: DefInstance, call: TS.CallExpression): void {
     def.used = true;
     const arg = call.arguments[0];
     if (!arg) return;
@@ -354,7 +354,7 @@ class Analyzer {
   }
 
   /** The function an endpoint is applied to, when this file declares it (for its parameter's type). */
-  private functionNode(info: ModuleInfo, target: ts.Expression): ts.SignatureDeclarationBase | undefined {
+  private functionNode(info: ModuleInfo, target: TS.Expression): TS.SignatureDeclarationBase | undefined {
     if (ts.isFunctionExpression(target) || ts.isArrowFunction(target)) return target;
     if (!ts.isIdentifier(target)) return undefined;
     const declared = info.functions.get(target.text);
@@ -364,7 +364,7 @@ class Analyzer {
     return value && (ts.isFunctionExpression(value) || ts.isArrowFunction(value)) ? value : undefined;
   }
 
-  private onClass(info: ModuleInfo, cls: ts.ClassDeclaration | ts.ClassExpression): void {
+  private onClass(info: ModuleInfo, cls: TS.ClassDeclaration | TS.ClassExpression): void {
     const decorators = ts.canHaveDecorators(cls) ? (ts.getDecorators(cls) ?? []) : [];
     for (const decorator of decorators) {
       const value = this.evaluate(info, decorator.expression);
@@ -386,9 +386,9 @@ class Analyzer {
   private addClass(
     info: ModuleInfo,
     def: DefInstance,
-    cls: ts.ClassDeclaration | ts.ClassExpression,
+    cls: TS.ClassDeclaration | TS.ClassExpression,
     exportName: string | undefined,
-    appliedAt?: ts.Node,
+    appliedAt?: TS.Node,
   ): void {
     def.used = true;
     const label = cls.name?.text ?? exportName ?? "default";
@@ -441,7 +441,7 @@ class Analyzer {
     }
   }
 
-  private onRoute(info: ModuleInfo, def: DefInstance, call: ts.CallExpression, callee: ts.PropertyAccessExpression): void {
+  private onRoute(info: ModuleInfo, def: DefInstance, call: TS.CallExpression, callee: TS.PropertyAccessExpression): void {
     def.used = true;
     const method = ROUTE_METHODS.get(callee.name.text)!;
     const loc = locOf(info, callee.name);

@@ -3,13 +3,13 @@
 // from it. Types declared in the same file (interfaces, type aliases) are followed; anything the syntax does not
 // tell (an imported type, a generic) becomes null, and a parameter without a type gives no example at all.
 
-import ts from "typescript";
+import { ts, type TS } from "./typescript.js";
 
 const MAX_DEPTH = 8;
 
 /** Top-level interfaces and type aliases of a file, by name. */
-function typeScope(source: ts.SourceFile): Map<string, ts.InterfaceDeclaration | ts.TypeAliasDeclaration> {
-  const scope = new Map<string, ts.InterfaceDeclaration | ts.TypeAliasDeclaration>();
+function typeScope(source: TS.SourceFile): Map<string, TS.InterfaceDeclaration | TS.TypeAliasDeclaration> {
+  const scope = new Map<string, TS.InterfaceDeclaration | TS.TypeAliasDeclaration>();
   for (const statement of source.statements) {
     if ((ts.isInterfaceDeclaration(statement) || ts.isTypeAliasDeclaration(statement)) && !scope.has(statement.name.text)) {
       scope.set(statement.name.text, statement);
@@ -18,7 +18,7 @@ function typeScope(source: ts.SourceFile): Map<string, ts.InterfaceDeclaration |
   return scope;
 }
 
-function memberName(name: ts.PropertyName): string | undefined {
+function memberName(name: TS.PropertyName): string | undefined {
   if (ts.isIdentifier(name) || ts.isStringLiteral(name) || ts.isNumericLiteral(name)) return name.text;
   return undefined;
 }
@@ -27,14 +27,14 @@ const ABSENT = Symbol("absent");
 type Example = unknown | typeof ABSENT;
 
 class Examples {
-  private readonly scope: Map<string, ts.InterfaceDeclaration | ts.TypeAliasDeclaration>;
+  private readonly scope: Map<string, TS.InterfaceDeclaration | TS.TypeAliasDeclaration>;
   private readonly following = new Set<string>();
 
-  constructor(source: ts.SourceFile) {
+  constructor(source: TS.SourceFile) {
     this.scope = typeScope(source);
   }
 
-  members(members: ts.NodeArray<ts.TypeElement>, depth: number): Record<string, unknown> {
+  members(members: TS.NodeArray<TS.TypeElement>, depth: number): Record<string, unknown> {
     const out: Record<string, unknown> = {};
     for (const member of members) {
       if (!ts.isPropertySignature(member) || !member.type) continue;
@@ -46,7 +46,7 @@ class Examples {
     return out;
   }
 
-  of(node: ts.TypeNode, depth: number): Example {
+  of(node: TS.TypeNode, depth: number): Example {
     if (depth > MAX_DEPTH) return null;
     switch (node.kind) {
       case ts.SyntaxKind.StringKeyword:
@@ -97,15 +97,15 @@ class Examples {
     return null;
   }
 
-  private list(element: ts.TypeNode | undefined, depth: number): unknown[] {
+  private list(element: TS.TypeNode | undefined, depth: number): unknown[] {
     if (!element) return [];
     const value = this.of(element, depth + 1);
     return value === ABSENT ? [] : [value];
   }
 
-  private reference(node: ts.TypeReferenceNode, depth: number): Example {
+  private reference(node: TS.TypeReferenceNode, depth: number): Example {
     const name = ts.isIdentifier(node.typeName) ? node.typeName.text : undefined;
-    const args = node.typeArguments ?? ts.factory.createNodeArray<ts.TypeNode>();
+    const args = node.typeArguments ?? ts.factory.createNodeArray<TS.TypeNode>();
     switch (name) {
       case "Array":
       case "ReadonlyArray":
@@ -138,7 +138,7 @@ class Examples {
  * The example input for a function or method: built from its first parameter's type annotation. `undefined`
  * when the parameter has no type (or there is none). Pure.
  */
-export function exampleInputOf(fn: ts.SignatureDeclarationBase | undefined, source: ts.SourceFile): unknown {
+export function exampleInputOf(fn: TS.SignatureDeclarationBase | undefined, source: TS.SourceFile): unknown {
   const type = fn?.parameters[0]?.type;
   if (!type) return undefined;
   const value = new Examples(source).of(type, 0);
@@ -146,7 +146,7 @@ export function exampleInputOf(fn: ts.SignatureDeclarationBase | undefined, sour
 }
 
 /** `{ exampleInput }` when there is one, else nothing: for spreading into a record. Pure. */
-export function exampleOf(fn: ts.SignatureDeclarationBase | undefined, source: ts.SourceFile): { exampleInput?: unknown } {
+export function exampleOf(fn: TS.SignatureDeclarationBase | undefined, source: TS.SourceFile): { exampleInput?: unknown } {
   const exampleInput = exampleInputOf(fn, source);
   return exampleInput === undefined ? {} : { exampleInput };
 }

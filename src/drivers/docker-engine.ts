@@ -1,6 +1,6 @@
 // Connecting to the Docker engine (dockerode), and turning its failures into errors a user can act on.
 
-import Docker from "dockerode";
+import type Docker from "dockerode";
 import { errorMessage, UserError } from "../errors.js";
 
 /** Labels every Docker object svc creates carries; `cleanupStale` and `svc images prune` select by them. */
@@ -30,7 +30,8 @@ export function engineAddress(env: NodeJS.ProcessEnv = process.env): string {
 
 /** The engine named by DOCKER_HOST (or the local socket), checked to answer within `timeoutMs`. */
 export async function connectDocker(options: { docker?: Docker; timeoutMs?: number } = {}): Promise<Docker> {
-  const docker = options.docker ?? new Docker();
+  // dockerode (and the SSH client under it) loads on first use, not with every command that might talk to Docker.
+  const docker = options.docker ?? new (await import("dockerode")).default();
   const timeoutMs = options.timeoutMs ?? 5000;
   let timer: NodeJS.Timeout | undefined;
   try {

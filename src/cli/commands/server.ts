@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { UserError, errorMessage } from "../../errors.js";
 import { envSetting } from "svc/internal";
 import type { WorkerDriver } from "../../drivers/types.js";
-import { startService } from "../../service/index.js";
+import type { startService } from "../../service/index.js";
 import { redactStoreUrl } from "../../service/store/url.js";
 import { parseServerConfig, printableConfig, serviceOptionsOf, settingsEnvironment, type ServerConfig } from "../../service/config.js";
 import { installLastResort } from "../../service/last-resort.js";
@@ -277,6 +277,8 @@ export function register(program: Command): void {
         const isolation = isolationOf(config.workers, (driver as { sandboxing?: Isolation } | undefined)?.sandboxing, config.singleTenant);
         let service: Awaited<ReturnType<typeof startService>> | undefined;
         try {
+          // The service's modules load here, not with every `svc` command.
+          const { startService } = await import("../../service/index.js");
           service = await startService({
             ...serviceOptionsOf(config),
             dataDir,
