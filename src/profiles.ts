@@ -5,61 +5,22 @@
 // Which profile a command uses: --profile, else SVC_PROFILE, else the current one (the first login's, or the last
 // `svc login` that named none). SVC_API_URL / SVC_API_KEY still win over any profile, for CI.
 
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
-import { dirname, join } from "node:path";
+import { chmodSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { profilesPath, storedProfiles, type NamedProfile, type Profile, type ProfilesFile } from "svc/internal";
 import { UserError } from "./errors.js";
+
+// The file's format and its reading are the SDK's (svc/internal), which scripts use to find the service too.
+export { configDir, profilesPath, readProfiles, type Profile, type ProfilesFile } from "svc/internal";
 
 export const DEFAULT_PROFILE = "default";
 const PROFILE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-
-export interface Profile {
-  url: string;
-  apiKey: string;
-  /** Who the key was when it was stored (from GET /v1/me), for `svc login` with no argument to show. */
-  userId?: string;
-  keyId?: string;
-  savedAt: number;
-}
-
-export interface ProfilesFile {
-  current?: string;
-  profiles: Record<string, Profile>;
-}
-
-/** `$SVC_CONFIG_DIR`, else `$XDG_CONFIG_HOME/svc`, else `~/.config/svc`. */
-export function configDir(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.SVC_CONFIG_DIR) return env.SVC_CONFIG_DIR;
-  return join(env.XDG_CONFIG_HOME || join(homedir(), ".config"), "svc");
-}
-
-export function profilesPath(env: NodeJS.ProcessEnv = process.env): string {
-  return join(configDir(env), "profiles.json");
-}
 
 export function checkProfileName(name: string): string {
   if (!PROFILE_NAME.test(name)) {
     throw new UserError(`"${name}" is not a profile name`, { hint: "Use letters, digits, '.', '_' and '-' (up to 64), starting with a letter or digit." });
   }
   return name;
-}
-
-export function readProfiles(file = profilesPath()): ProfilesFile {
-  if (!existsSync(file)) return { profiles: {} };
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(readFileSync(file, "utf8"));
-  } catch (err) {
-    throw new UserError(`The profiles file ${file} is not valid JSON`, { hint: "Fix or delete it, then run `svc login` again.", cause: err });
-  }
-  const value = parsed as Partial<ProfilesFile> | null;
-  const profiles: Record<string, Profile> = Object.create(null) as Record<string, Profile>;
-  if (value && typeof value.profiles === "object" && value.profiles !== null) {
-    for (const [name, p] of Object.entries(value.profiles)) {
-      if (p && typeof p.url === "string" && typeof p.apiKey === "string") profiles[name] = p;
-    }
-  }
-  return { current: typeof value?.current === "string" ? value.current : undefined, profiles };
 }
 
 export function writeProfiles(data: ProfilesFile, file = profilesPath()): void {
@@ -102,19 +63,7 @@ export function namedProfile(env: NodeJS.ProcessEnv = process.env): string | und
  * The profile this run uses: the named one (an error when it does not exist: a typo must not send a production
  * command elsewhere), else the current one, else none.
  */
-export function activeProfile(env: NodeJS.ProcessEnv = process.env): { name: string; profile: Profile } | undefined {
-  const named = namedProfile(env);
-  const data = readProfiles(profilesPath(env));
-  if (named !== undefined) {
-    const profile = data.profiles[named];
-    if (!profile) {
-      const known = Object.keys(data.profiles).sort();
-      throw new UserError(`No profile "${named}"`, {
-        hint: `Create it with \`svc login --profile ${named} --url <service URL>\`${known.length > 0 ? `; known profiles: ${known.join(", ")}` : ""}.`,
-      });
-    }
-    return { name: named, profile };
-  }
-  if (data.current && data.profiles[data.current]) return { name: data.current, profile: data.profiles[data.current]! };
-  return undefined;
+export function activeProfile(env: NodeJS.ProcessEnv = process.env): NamedProfile | undefined {
+  const { named, current } = storedProfiles(namedProfile(env), env);
+  return named ?? current;
 }

@@ -1,10 +1,9 @@
-// Which service and endpoint a CLI command talks to (docs/cli.md, "Which service"): SVC_API_URL / SVC_API_KEY
-// (environment or .env) when SVC_API_URL is set; else the profile named by --profile / SVC_PROFILE; else a running
-// `svc dev` session of this project; else the current profile; else the local service. SVC_APP / SVC_ENV (or
-// --app / --env) name the app and environment.
+// Which service and endpoint a CLI command talks to, by the rule scripts follow too (svc/internal's target.ts;
+// docs/cli.md, "Which service a command talks to"). SVC_APP / SVC_ENV (or --app / --env) name the app and
+// environment. Every command says once on stderr which service it talks to.
 
-import { DEFAULT_API_URL, envSetting, findDevSession, readJson } from "svc/internal";
-import { activeProfile, namedProfile } from "../profiles.js";
+import { chooseTarget, describeChoice, envSetting, findDevSession, readJson, storedProfiles, type TargetChoice } from "svc/internal";
+import { namedProfile } from "../profiles.js";
 import { UnreachableError, UserError } from "../errors.js";
 import { appNameOf } from "../build/manifest.js";
 import { chooseEnvironment, unknownEnvironment } from "../deploy/names.js";
@@ -18,34 +17,39 @@ export interface ServiceTarget {
   apiKey?: string;
   app?: string;
   env?: string;
-  source: "dev-session" | "environment" | "profile";
+  source: TargetChoice["source"];
   /** The profile's name, when source is "profile". */
   profile?: string;
 }
 
-export function serviceTarget(opts: { app?: string; env?: string } = {}): ServiceTarget {
-  const fromEnvironment = envSetting("SVC_API_URL") !== undefined;
-  if (!fromEnvironment && namedProfile() === undefined) {
-    const session = findDevSession();
-    if (session) return { url: session.url, apiKey: session.apiKey, app: opts.app ?? session.app, env: opts.env ?? session.env, source: "dev-session" };
-  }
-  const profile = fromEnvironment ? undefined : activeProfile();
-  if (profile) {
-    return {
-      url: profile.profile.url,
-      apiKey: profile.profile.apiKey,
-      app: opts.app ?? envSetting("SVC_APP"),
-      env: opts.env ?? envSetting("SVC_ENV"),
-      source: "profile",
-      profile: profile.name,
-    };
+/** The rule's choice for this run: SVC_API_URL/SVC_API_KEY from `settings` (default: environment, then .env). */
+export function chooseServiceTarget(env: string | undefined, settings: (name: string) => string | undefined = envSetting, from?: string): TargetChoice {
+  const session = findDevSession(from);
+  return chooseTarget({ apiUrl: settings("SVC_API_URL"), apiKey: settings("SVC_API_KEY"), ...storedProfiles(namedProfile()), session, env });
+}
+
+let announced = false;
+/** Says once a run, on stderr, which service this command talks to and why (never on stdout: results go there). */
+export function announceTarget(choice: { url: string; source?: TargetChoice["source"]; profile?: string }): void {
+  if (announced || choice.source === undefined || process.env.SVC_QUIET_TARGET === "1") return;
+  announced = true;
+  process.stderr.write(`service: ${choice.url} (${describeChoice({ ...choice, source: choice.source })})\n`);
+}
+
+export function serviceTarget(opts: { app?: string; env?: string; quiet?: boolean } = {}): ServiceTarget {
+  const choice = chooseServiceTarget(opts.env ?? envSetting("SVC_ENV"));
+  if (!opts.quiet) announceTarget(choice);
+  if (choice.source === "dev-session") {
+    const session = findDevSession()!;
+    return { url: choice.url, apiKey: choice.apiKey, app: opts.app ?? session.app, env: opts.env ?? session.env, source: "dev-session" };
   }
   return {
-    url: envSetting("SVC_API_URL") ?? DEFAULT_API_URL,
-    apiKey: envSetting("SVC_API_KEY"),
+    url: choice.url,
+    apiKey: choice.apiKey,
     app: opts.app ?? envSetting("SVC_APP"),
     env: opts.env ?? envSetting("SVC_ENV"),
-    source: "environment",
+    source: choice.source,
+    ...(choice.profile !== undefined ? { profile: choice.profile } : {}),
   };
 }
 

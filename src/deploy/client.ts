@@ -5,40 +5,51 @@ import { createReadStream } from "node:fs";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { ApiError, UnreachableError, UserError } from "../errors.js";
-import { DEFAULT_API_URL, envSetting, findDevSession, type Manifest, parseServiceJson, problemOf, readDotEnv, readJson } from "svc/internal";
-import { activeProfile, namedProfile } from "../profiles.js";
+import {
+  chooseTarget,
+  envSetting,
+  findDevSession,
+  type Manifest,
+  parseServiceJson,
+  problemOf,
+  readDotEnv,
+  readJson,
+  storedProfiles,
+  type TargetChoice,
+} from "svc/internal";
+import { namedProfile } from "../profiles.js";
 
 export interface ServiceAddress {
   url: string;
   apiKey: string;
-  /** Where the address came from: the environment (or .env), a stored profile, or a running `svc dev` session. */
-  source?: "environment" | "profile" | "dev-session";
+  /** Where the address came from (svc/internal's target.ts): SVC_API_URL, a profile, a `svc dev` session, or the local default. */
+  source?: TargetChoice["source"];
   profile?: string;
 }
 
 /**
- * SVC_API_URL (default the local service) and SVC_API_KEY, from the environment or `.env` (cwd, then project).
- * Without SVC_API_URL, a running `svc dev` session of the project is the service, as for every other command
- * (src/cli/target.ts).
+ * The service a deploy (or an app, environment or release command) goes to, by the rule every command follows
+ * (svc/internal's target.ts), with SVC_API_URL / SVC_API_KEY also read from the project's `.env`. `env` is the
+ * environment the command names: a deploy to any environment but the dev session's never lands in the session.
  */
-export function serviceAddress(projectDir?: string): ServiceAddress {
+export function serviceAddress(projectDir?: string, env?: string): ServiceAddress {
   const fromProject = projectDir ? readDotEnv(projectDir) : {};
-  const setting = (name: string) => envSetting(name) ?? fromProject[name];
-  if (!setting("SVC_API_URL")) {
-    if (namedProfile() === undefined) {
-      const session = findDevSession(projectDir ?? process.cwd());
-      if (session) return { url: session.url.replace(/\/+$/, ""), apiKey: session.apiKey, source: "dev-session" };
-    }
-    const profile = activeProfile();
-    if (profile) return { url: profile.profile.url.replace(/\/+$/, ""), apiKey: profile.profile.apiKey, source: "profile", profile: profile.name };
+  const setting = (name: string) => envSetting(name) ?? (fromProject[name] || undefined);
+  const session = findDevSession(projectDir ?? process.cwd());
+  const choice = chooseTarget({ apiUrl: setting("SVC_API_URL"), apiKey: setting("SVC_API_KEY"), ...storedProfiles(namedProfile()), session, env });
+  if (choice.apiKey)
+    return { url: choice.url, apiKey: choice.apiKey, source: choice.source, ...(choice.profile !== undefined ? { profile: choice.profile } : {}) };
+  if (choice.passedOverSession) {
+    throw new UserError(
+      `No service to use for environment "${env}": none is configured, and the running svc dev session only takes --env ${choice.passedOverSession.env}`,
+      {
+        hint: `Run \`svc login --url <service URL>\` (or set SVC_API_URL and SVC_API_KEY) to use a service, or pass --env ${choice.passedOverSession.env} to use the dev session at ${choice.passedOverSession.url}.`,
+      },
+    );
   }
-  const apiKey = setting("SVC_API_KEY");
-  if (!apiKey) {
-    throw new UserError("No API key: SVC_API_KEY is not set", {
-      hint: "Run `svc login --url <service URL>`, or set SVC_API_KEY in the environment or in a .env file (`svc server` prints where its admin key is).",
-    });
-  }
-  return { url: (setting("SVC_API_URL") ?? DEFAULT_API_URL).replace(/\/+$/, ""), apiKey, source: "environment" };
+  throw new UserError("No API key: SVC_API_KEY is not set", {
+    hint: "Run `svc login --url <service URL>`, or set SVC_API_KEY in the environment or in a .env file (`svc server` prints where its admin key is).",
+  });
 }
 
 export interface EndpointInfo {

@@ -85,7 +85,7 @@ function sha256File(path: string): Promise<string> {
 }
 
 export async function deploy(options: DeployOptions): Promise<DeployResult> {
-  const address = options.address ?? serviceAddress(options.root);
+  const address = options.address ?? serviceAddress(options.root, options.env);
   const client = new DeployClient(address);
   const progress = options.onProgress ?? (() => undefined);
   // Ask the service first: a wrong URL or key fails before a long build.
@@ -220,7 +220,7 @@ export interface UpdateResult {
 
 /** `svc update`: the configuration in the code (discovered statically, no build) applied to a deployed environment. */
 export async function updateConfig(options: { root: string; app?: string; env?: string; dryRun?: boolean; address?: ServiceAddress }): Promise<UpdateResult> {
-  const client = new DeployClient(options.address ?? serviceAddress(options.root));
+  const client = new DeployClient(options.address ?? serviceAddress(options.root, options.env));
   const app = resolveApp(options.app, options.root);
   const environment = await resolveExistingEnvironment(client, app, options.env, "svc update");
   const discovery = await discover(options.root);

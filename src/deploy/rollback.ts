@@ -54,7 +54,7 @@ export interface RollbackResult {
 }
 
 export async function rollback(options: RollbackOptions): Promise<RollbackResult> {
-  const client = new DeployClient(options.address ?? serviceAddress(options.root));
+  const client = new DeployClient(options.address ?? serviceAddress(options.root, options.env));
   const app = resolveApp(options.app, options.root);
   const environment = await resolveExistingEnvironment(client, app, options.env, "svc rollback");
   const env = environment.env;

@@ -3,10 +3,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { firstJsonOnStdout } from "../cli-output.js";
+import { call as callService, startTestService } from "../service/helpers.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const bin = join(repo, "bin", "svc.js");
@@ -55,12 +57,29 @@ function workersOf(dir: string): number[] {
   return pids;
 }
 
-function runNode(args: string[], env: Record<string, string> = {}) {
-  const envs = { ...process.env, ...env };
+function runEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  // No stored profile unless a test writes one: the rule for which service a command talks to reads them.
+  const envs: NodeJS.ProcessEnv = { ...process.env, SVC_CONFIG_DIR: join(work, "no-profiles") };
   delete envs.SVC_APP;
   delete envs.SVC_ENV;
   delete envs.SVC_API_URL;
-  return spawnSync(process.execPath, args, { cwd: project, env: envs, encoding: "utf8", timeout: 60_000 });
+  return { ...envs, ...env };
+}
+
+function runNode(args: string[], env: Record<string, string> = {}) {
+  return spawnSync(process.execPath, args, { cwd: project, env: runEnv(env), encoding: "utf8", timeout: 60_000 });
+}
+
+/** runNode without blocking this process: for commands talking to a service this process runs. */
+function runNodeAsync(args: string[], env: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { cwd: project, env: runEnv(env), timeout: 150_000 });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+  });
 }
 
 beforeAll(async () => {
@@ -165,26 +184,60 @@ describe("svc dev", () => {
     expect(env.env).toBe("dev");
     expect(env.build).toMatch(/^[0-9a-f]{64}$/);
     expect(env.endpoints.map((e) => e.name)).toContain("greeter");
-    const plan = runNode([bin, "deploy", "--env", "staging", "--dry-run", "--json"]);
-    expect(plan.status).toBe(0);
-    expect(JSON.parse(plan.stdout)).toMatchObject({ env: "staging", dryRun: true });
+    const plan = runNode([bin, "deploy", "--env", "dev", "--dry-run", "--json"]);
+    expect(plan.status, plan.stderr).toBe(0);
+    expect(JSON.parse(plan.stdout)).toMatchObject({ env: "dev", dryRun: true });
+    expect(plan.stderr).toContain(`service: ${ready.url} (the svc dev session of this project)`);
   });
 
-  it("svc deploy with no service named says it deploys into the dev session, and its curl answers as pasted", () => {
-    const deployed = runNode([bin, "deploy", "--env", "prod", "--yes"], { CI: "true", SVC_API_KEY: "" });
-    expect(deployed.status, deployed.stderr).toBe(0);
-    expect(deployed.stderr).toContain(`deploying into the local dev session at ${ready.url}, not a service; set SVC_API_URL or use a profile`);
-    const curl = deployed.stdout
-      .split("\n")
-      .find((l) => l.trim().startsWith("curl "))!
-      .trim();
-    expect(curl).not.toContain("$SVC_API_KEY");
-    // The shell it was printed in has no SVC_API_KEY: the command must work as it is.
-    const env = { ...process.env };
-    delete env.SVC_API_KEY;
-    const answer = spawnSync("bash", ["-c", curl], { env, encoding: "utf8", timeout: 60_000 });
-    expect(JSON.parse(answer.stdout)).toMatchObject({ status: "COMPLETED" });
+  it("svc deploy to another environment never lands in the dev session: with nothing configured it refuses, naming --env dev", () => {
+    const refused = runNode([bin, "deploy", "--env", "prod", "--yes"], { CI: "true", SVC_API_KEY: "" });
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain('No service to use for environment "prod"');
+    expect(refused.stderr).toContain("pass --env dev to use the dev session");
+    const apps = JSON.parse(runNode([bin, "app", "list", "--json"]).stdout) as { apps: Array<{ environments: string[] }> };
+    expect(apps.apps[0]!.environments).toEqual(["dev"]);
   });
+
+  it("with a stored profile, svc deploy --env prod goes to the profile's service, and scripts call through it", async () => {
+    const other = await startTestService();
+    try {
+      const config = join(work, "profiles");
+      mkdirSync(config, { recursive: true });
+      writeFileSync(
+        join(config, "profiles.json"),
+        JSON.stringify({ current: "default", profiles: { default: { url: other.service.url, apiKey: other.key, savedAt: Date.now() } } }),
+      );
+      const deployed = await runNodeAsync([bin, "deploy", "--env", "prod", "--yes", "--detach"], { CI: "true", SVC_API_KEY: "", SVC_CONFIG_DIR: config });
+      expect(deployed.status, deployed.stderr).toBe(0);
+      expect(deployed.stderr).toContain(`service: ${other.service.url} (profile "default")`);
+      const app = (await callService(`${other.service.url}/v1/apps`, { key: other.key })).body as { apps: Array<{ environments: string[] }> };
+      expect(app.apps.map((a) => a.environments)).toEqual([["prod"]]);
+      // The dev session was left alone.
+      const session = JSON.parse(runNode([bin, "app", "list", "--json"]).stdout) as { apps: Array<{ environments: string[] }> };
+      expect(session.apps[0]!.environments).toEqual(["dev"]);
+      // A script reads the stored profile too: one pointing at a closed port is where it goes (and says so in a
+      // line with its hint), unless SVC_ENV names the session's environment.
+      const closed = await new Promise<number>((resolve) => {
+        const probe = createServer().listen(0, "127.0.0.1", () => {
+          const { port } = probe.address() as AddressInfo;
+          probe.close(() => resolve(port));
+        });
+      });
+      writeFileSync(
+        join(config, "profiles.json"),
+        JSON.stringify({ current: "default", profiles: { default: { url: `http://127.0.0.1:${closed}`, apiKey: other.key, savedAt: Date.now() } } }),
+      );
+      const viaProfile = runNode(["scripts/call.mjs", "profile"], { SVC_CONFIG_DIR: config, SVC_API_KEY: "" });
+      expect(viaProfile.status).toBe(1);
+      expect(viaProfile.stderr).toContain(`Cannot reach the svc service at http://127.0.0.1:${closed}`);
+      const viaSession = runNode(["scripts/call.mjs", "session"], { SVC_CONFIG_DIR: config, SVC_ENV: "dev", SVC_API_KEY: "" });
+      expect(viaSession.status, viaSession.stderr).toBe(0);
+      expect(JSON.parse(viaSession.stdout).result).toEqual({ message: "hello session" });
+    } finally {
+      await other.close();
+    }
+  }, 240_000);
 
   it("rebuilds on a source change and replaces workers without losing queued jobs", async () => {
     const slowUrl = endpoint("slowpoke").url;
@@ -205,6 +258,22 @@ describe("svc dev", () => {
       expect(rec.body.output).toEqual({ slept: 150 });
     }
   }, 60_000);
+
+  it("svc deploy --env dev deploys into the dev session, and its curl answers as pasted", () => {
+    const deployed = runNode([bin, "deploy", "--env", "dev", "--yes"], { CI: "true", SVC_API_KEY: "" });
+    expect(deployed.status, deployed.stderr).toBe(0);
+    expect(deployed.stderr).toContain(`service: ${ready.url} (the svc dev session of this project)`);
+    const curl = deployed.stdout
+      .split("\n")
+      .find((l) => l.trim().startsWith("curl "))!
+      .trim();
+    expect(curl).not.toContain("$SVC_API_KEY");
+    // The shell it was printed in has no SVC_API_KEY: the command must work as it is.
+    const env = { ...process.env };
+    delete env.SVC_API_KEY;
+    const answer = spawnSync("bash", ["-c", curl], { env, encoding: "utf8", timeout: 60_000 });
+    expect(JSON.parse(answer.stdout)).toMatchObject({ status: "COMPLETED" });
+  });
 
   it("stops on SIGINT, removing its session file and its workers", async () => {
     const sessionFile = join(project, ".svc", "dev-session.json");

@@ -1,19 +1,20 @@
-// Where does a call to an endpoint function go? In order:
-//   1. inside a worker (the runtime registered itself): its own endpoint in-process, peers through the service;
-//   2. a running `svc dev` session of this project (.svc/dev-session.json, found from the working directory up);
-//   3. a deployed app and environment named by SVC_APP / SVC_ENV, on the service at SVC_API_URL.
+// Where does a call to an endpoint function go? Inside a worker (the runtime registered itself): its own endpoint
+// in-process, peers through the service. Elsewhere (a script), the service the CLI's rule picks (target.ts): SVC_API_URL,
+// a profile, or a running `svc dev` session of this project (.svc/dev-session.json, found from the working directory
+// up), and there the app (SVC_APP, else package.json's name) in SVC_ENV (else the app's only environment).
 // Nothing of these: a clear error that says how to get a context.
 
 import { existsSync, readFileSync } from "node:fs";
 import { parse as parseDotEnv } from "dotenv";
 import { dirname, join } from "node:path";
-import { UserError } from "./errors.js";
+import { UnreachableError, UserError } from "./errors.js";
 import { readJson } from "./jobs-client.js";
 import { processAlive } from "./process-alive.js";
+import { chooseTarget, DEFAULT_API_URL, storedProfiles, type TargetChoice } from "./target.js";
 
 export const RUNTIME_KEY = Symbol.for("svc.runtime");
 export const DEV_SESSION_FILE = join(".svc", "dev-session.json");
-export const DEFAULT_API_URL = "http://127.0.0.1:8600";
+export { DEFAULT_API_URL };
 /** The spec's peer endpoint address cache. */
 export const PEER_CACHE_MS = 300_000;
 
@@ -57,7 +58,8 @@ export class NoContextError extends UserError {
   constructor(endpointName: string) {
     super(`Cannot call endpoint "${endpointName}": there is no svc context to run it in`, {
       hint:
-        "Start `svc dev` in this project and run the script again, or set SVC_APP and SVC_ENV " + "(with SVC_API_URL and SVC_API_KEY) to call a deployed app.",
+        "Start `svc dev` in this project and run the script again, or set SVC_APP and SVC_ENV " +
+        "(after `svc login`, or with SVC_API_URL and SVC_API_KEY) to call a deployed app.",
     });
   }
 }
@@ -143,6 +145,8 @@ async function lookupDeployed(app: string, env: string, endpointName: string, ap
   try {
     const response = await fetch(`${apiUrl.replace(/\/+$/, "")}/v1/apps/${encodeURIComponent(app)}/environments/${encodeURIComponent(env)}`, {
       headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+    }).catch((err: unknown) => {
+      throw new UnreachableError(apiUrl, err);
     });
     const environment = await readJson<{ endpoints: Array<{ name: string; id: string; url: string }> }>(response);
     const found = environment.endpoints.find((e) => e.name === endpointName);
@@ -185,7 +189,15 @@ export async function resolveEndpoint(endpointName: string): Promise<EndpointTar
     if (app && env) return lookupDeployed(app, env, endpointName, runtime.apiUrl, runtime.apiKey ?? apiKey);
   }
   const session = findDevSession();
-  if (session) {
+  const env = envSetting("SVC_ENV");
+  const choice = chooseTarget({
+    apiUrl: envSetting("SVC_API_URL"),
+    apiKey,
+    ...storedProfiles(process.env.SVC_PROFILE || undefined),
+    session,
+    env,
+  });
+  if (choice.source === "dev-session" && session) {
     const found = session.endpoints[endpointName];
     if (!found) {
       throw new UserError(`Endpoint "${endpointName}" is not part of the running svc dev session (${session.app})`, {
@@ -194,10 +206,25 @@ export async function resolveEndpoint(endpointName: string): Promise<EndpointTar
     }
     return { url: found.url, apiKey: session.apiKey };
   }
-  const app = envSetting("SVC_APP");
-  const env = envSetting("SVC_ENV");
-  if (env && (app ?? appFromProject())) {
-    return lookupDeployed(app ?? appFromProject()!, env, endpointName, envSetting("SVC_API_URL") ?? DEFAULT_API_URL, apiKey);
-  }
-  throw new NoContextError(endpointName);
+  const app = envSetting("SVC_APP") ?? appFromProject();
+  // Nothing configured at all (no address, no profile, no environment named): no context, rather than a guess.
+  if (app === undefined || (choice.source === "default" && env === undefined)) throw new NoContextError(endpointName);
+  return lookupDeployed(app, env ?? (await onlyEnvironment(app, choice)), endpointName, choice.url, choice.apiKey);
+}
+
+/** The app's one environment on the chosen service, when SVC_ENV names none; several are an error naming them. */
+async function onlyEnvironment(app: string, choice: TargetChoice): Promise<string> {
+  const response = await fetch(`${choice.url}/v1/apps/${encodeURIComponent(app)}/environments`, {
+    headers: choice.apiKey ? { authorization: `Bearer ${choice.apiKey}` } : {},
+  }).catch((err: unknown) => {
+    throw new UnreachableError(choice.url, err);
+  });
+  const { environments } = await readJson<{ environments: Array<{ env: string }> }>(response);
+  if (environments.length === 1) return environments[0]!.env;
+  throw new UserError(`Cannot tell which environment of app "${app}" to call`, {
+    hint:
+      environments.length === 0
+        ? `App "${app}" has no environment on ${choice.url}: deploy it with \`svc deploy --env <name>\`.`
+        : `Set SVC_ENV to one of: ${environments.map((e) => e.env).join(", ")}.`,
+  });
 }

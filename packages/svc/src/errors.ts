@@ -35,22 +35,33 @@ export const ExitCode = {
 } as const;
 
 export class SvcError extends Error {
-  readonly exitCode: number;
+  declare readonly exitCode: number;
   constructor(message: string, exitCode: number, options?: { cause?: unknown }) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : options);
     this.name = new.target.name;
-    this.exitCode = exitCode;
+    // Fields, not printed: an error nothing catches in a script prints as its stack and its enumerable fields.
+    hidden(this, "exitCode", exitCode);
   }
+}
+
+function hidden(target: object, key: string, value: unknown): void {
+  Object.defineProperty(target, key, { value, enumerable: false, writable: false, configurable: true });
 }
 
 /** Something the user can fix. `hint` says what to do; `problems` lists individual faults (file:line ...). */
 export class UserError extends SvcError {
-  readonly hint?: string;
-  readonly problems: string[];
+  declare readonly hint?: string;
+  declare readonly problems: string[];
   constructor(message: string, opts: { hint?: string; problems?: string[]; exitCode?: number; cause?: unknown } = {}) {
     super(message, opts.exitCode ?? ExitCode.user, { cause: opts.cause });
-    this.hint = opts.hint;
-    this.problems = opts.problems ?? [];
+    hidden(this, "hint", opts.hint);
+    hidden(this, "problems", opts.problems ?? []);
+    // Uncaught in a script (a call with no service to go to), Node prints the stack: let it be what went wrong
+    // and what to do, not frames with the hint buried below them. SVC_DEBUG=1 keeps the frames.
+    if (process.env.SVC_DEBUG !== "1") {
+      const lines = [`${this.name}: ${message}`, ...this.problems.map((p) => `  ${p}`), ...(opts.hint ? [`hint: ${opts.hint}`] : [])];
+      Object.defineProperty(this, "stack", { value: lines.join("\n"), enumerable: false, writable: true, configurable: true });
+    }
   }
 }
 

@@ -18,7 +18,6 @@ export * from "./gpus/pools.js";
 
 // Where a call goes (worker, dev session, deployed app) and the job API client.
 export {
-  DEFAULT_API_URL,
   DEV_SESSION_FILE,
   PEER_CACHE_MS,
   clearPeerCache,
@@ -31,6 +30,7 @@ export {
   type DevSession,
   type RuntimeContext,
 } from "./context.js";
+export * from "./target.js";
 export { HttpConnectionError, KeepAliveClient, type HttpAnswer, type HttpCall } from "./keep-alive-client.js";
 export { FINAL_STATUSES, JobsClient, parseServiceJson, problemOf, readJson, type JobRecord, type JobStatus } from "./jobs-client.js";
 

@@ -6,6 +6,7 @@ import type { Command } from "commander";
 import { DeployClient, serviceAddress, type EnvironmentInfo, type ReleaseInfo } from "../../deploy/client.js";
 import { resolveApp } from "../../deploy/index.js";
 import { createOutput } from "../output.js";
+import { announceTarget } from "../target.js";
 import { confirmDestructive } from "../confirm.js";
 
 export function renderEnvironment(e: EnvironmentInfo): string[] {
@@ -35,7 +36,11 @@ export function releaseLine(r: ReleaseInfo): string {
 
 export function register(program: Command): void {
   const app = program.command("app").description("Apps on the service: list, get, delete");
-  const client = () => new DeployClient(serviceAddress(process.cwd()));
+  const client = () => {
+    const address = serviceAddress(process.cwd());
+    announceTarget(address);
+    return new DeployClient(address);
+  };
 
   app
     .command("list")

@@ -37,7 +37,7 @@ export function register(program: Command): void {
     .option("--env <name>")
     .action(async (kind: string, o: { app?: string; env?: string }) => {
       if (!NAME_KINDS.includes(kind as NameKind)) return;
-      const names = await completionNames(kind as NameKind, serviceTarget(o));
+      const names = await completionNames(kind as NameKind, serviceTarget({ ...o, quiet: true }));
       if (names.length > 0) process.stdout.write(`${names.join("\n")}\n`);
     });
 }

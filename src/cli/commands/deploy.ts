@@ -11,7 +11,7 @@ import { UsageError } from "../../errors.js";
 import type { WorkerLogLine } from "../../drivers/types.js";
 import type { PreviewEvent } from "../../preview/session.js";
 import { askOnTty } from "../confirm.js";
-import { keyForShell } from "../target.js";
+import { announceTarget, keyForShell } from "../target.js";
 import { namedProfile } from "../../profiles.js";
 import { alignRows, createOutput, endpointTable, styles as pc, type Output } from "../output.js";
 
@@ -250,13 +250,9 @@ export function register(program: Command): void {
       if (flags.preview) return runPreview(flags, out);
       let lastPercent = -1;
       const root = resolve(flags.dir ?? process.cwd());
-      const address = serviceAddress(root);
-      // Said before anything happens: a deploy meant for a service must not land silently in a throwaway session.
-      if (address.source === "dev-session") {
-        out.warn(
-          `deploying into the local dev session at ${address.url}, not a service; set SVC_API_URL or use a profile (svc login --url <service URL>) to deploy to a service`,
-        );
-      }
+      // Said before anything happens, so that a deploy never lands unnoticed somewhere the user did not mean.
+      const address = serviceAddress(root, flags.env);
+      announceTarget(address);
       const steps = out.steps();
       const said = new Map<string, string>();
       // Each endpoint's new workers as they come up: a spinner's detail on a TTY, a line per change otherwise.

@@ -7,15 +7,18 @@ import { DeployClient, serviceAddress } from "../../deploy/client.js";
 import { resolveApp } from "../../deploy/index.js";
 import { UserError } from "../../errors.js";
 import { createOutput } from "../output.js";
+import { announceTarget } from "../target.js";
 import { renderEnvironment } from "./app.js";
 import { confirmDestructive } from "../confirm.js";
 
 export function register(program: Command): void {
   const env = program.command("env").description("Environments of an app: list, get, create, delete");
   const appOption = "app name (default: SVC_APP, else the project's package.json name)";
-  const setup = (flagApp: string | undefined) => {
+  const setup = (flagApp: string | undefined, env?: string) => {
     const root = resolve(process.cwd());
-    return { client: new DeployClient(serviceAddress(root)), app: resolveApp(flagApp, root) };
+    const address = serviceAddress(root, env);
+    announceTarget(address);
+    return { client: new DeployClient(address), app: resolveApp(flagApp, root) };
   };
 
   env
@@ -40,7 +43,7 @@ export function register(program: Command): void {
     .option("--json", "print as JSON")
     .action(async (name: string, flags: { app?: string; json?: boolean }) => {
       const out = createOutput({ json: flags.json });
-      const { client, app } = setup(flags.app);
+      const { client, app } = setup(flags.app, name);
       const found = await client.environment(app, name);
       out.result(found, () => [`App ${app}`, ...renderEnvironment(found)].join("\n"));
     });
@@ -52,7 +55,7 @@ export function register(program: Command): void {
     .option("--json", "print as JSON")
     .action(async (name: string, flags: { app?: string; json?: boolean }) => {
       const out = createOutput({ json: flags.json });
-      const { client, app } = setup(flags.app);
+      const { client, app } = setup(flags.app, name);
       const created = await client.ensureEnvironment(app, name);
       if (!created.created) throw new UserError(`App "${app}" already has an environment "${name}"`);
       out.result(created, () => `Created environment ${name} of app ${app}; deploy to it with \`svc deploy --env ${name}\``);
@@ -66,7 +69,7 @@ export function register(program: Command): void {
     .option("--json", "print what was removed as JSON")
     .action(async (name: string, flags: { app?: string; yes?: boolean; json?: boolean }) => {
       const out = createOutput({ json: flags.json });
-      const { client, app } = setup(flags.app);
+      const { client, app } = setup(flags.app, name);
       const found = await client.environment(app, name);
       await confirmDestructive(out, flags.yes, `deletes environment "${name}" of app "${app}" with ${found.endpoints.length} endpoint(s)`);
       const answer = await client.deleteEnvironment(app, name);

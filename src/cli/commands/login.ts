@@ -96,7 +96,8 @@ export function register(program: Command): void {
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean; key?: boolean }) => {
       const out = createOutput({ json: o.json });
-      const target = serviceTarget();
+      // whoami prints the target itself (and `--key` runs inside printed curls): no line of its own.
+      const target = serviceTarget({ quiet: true });
       if (!target.apiKey) throw new UserError(`No API key for ${target.url}`, { hint: "Run `svc login --url <service URL>`, or set SVC_API_KEY." });
       if (o.key) {
         // Local, no request: a printed curl calls this in its command substitution.

@@ -2,6 +2,8 @@
 // the same release rule as a deploy. The work is rollback() in src/deploy/rollback.ts.
 
 import { resolve } from "node:path";
+import { serviceAddress } from "../../deploy/client.js";
+import { announceTarget } from "../target.js";
 import type { Command } from "commander";
 import { rollback } from "../../deploy/rollback.js";
 import type { ReleaseInfo } from "../../deploy/client.js";
@@ -36,8 +38,12 @@ export function register(program: Command): void {
       };
       let result;
       try {
+        const root = resolve(flags.dir ?? process.cwd());
+        const address = serviceAddress(root, flags.env);
+        announceTarget(address);
         result = await rollback({
-          root: resolve(flags.dir ?? process.cwd()),
+          address,
+          root,
           app: flags.app,
           env: flags.env,
           to: flags.to,

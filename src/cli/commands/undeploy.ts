@@ -7,6 +7,7 @@ import { DeployClient, serviceAddress } from "../../deploy/client.js";
 import { resolveApp, resolveExistingEnvironment } from "../../deploy/index.js";
 import { UsageError } from "../../errors.js";
 import { createOutput } from "../output.js";
+import { announceTarget } from "../target.js";
 import { confirmDestructive } from "../confirm.js";
 
 export function register(program: Command): void {
@@ -24,7 +25,9 @@ export function register(program: Command): void {
       if (endpoint && flags.all) throw new UsageError("Give an endpoint name or --all, not both");
       const out = createOutput({ json: flags.json });
       const root = resolve(flags.dir ?? process.cwd());
-      const client = new DeployClient(serviceAddress(root));
+      const address = serviceAddress(root, flags.env);
+      announceTarget(address);
+      const client = new DeployClient(address);
       const app = resolveApp(flags.app, root);
       const environment = await resolveExistingEnvironment(client, app, flags.env, "svc undeploy");
       const names = flags.all ? environment.endpoints.map((e) => e.name) : [endpoint!];

@@ -2,6 +2,8 @@
 // deployed environment without a new build. GPU or worker-count changes restart the workers.
 
 import { resolve } from "node:path";
+import { serviceAddress } from "../../deploy/client.js";
+import { announceTarget } from "../target.js";
 import type { Command } from "commander";
 import { updateConfig } from "../../deploy/index.js";
 import { createOutput } from "../output.js";
@@ -17,7 +19,10 @@ export function register(program: Command): void {
     .option("-C, --dir <path>", "project directory (default: the current directory)")
     .action(async (flags: { env?: string; app?: string; dryRun?: boolean; json?: boolean; dir?: string }) => {
       const out = createOutput({ json: flags.json });
-      const result = await updateConfig({ root: resolve(flags.dir ?? process.cwd()), app: flags.app, env: flags.env, dryRun: flags.dryRun });
+      const root = resolve(flags.dir ?? process.cwd());
+      const address = serviceAddress(root, flags.env);
+      announceTarget(address);
+      const result = await updateConfig({ root, app: flags.app, env: flags.env, dryRun: flags.dryRun, address });
       out.result(result, () => {
         if (result.changes.length === 0) return `No configuration changes for ${result.app}/${result.env}`;
         const lines = [`${result.dryRun ? "Would update" : "Updated"} ${result.app}/${result.env}:`];
