@@ -240,6 +240,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     operatorUser: DEFAULT_USER,
     engineEndpoint,
     singleUser: options.singleUser,
+    box,
   });
 
   // The host's GPUs, where the workers run on this host: each GPU worker gets GPUs of its own (docs/gpus.md).
@@ -409,6 +410,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
       heartbeatMs,
       containerAllowances: (endpoint) => management.containerAllowances(endpoint.id),
+      registryAuth: (endpoint) => management.registryCredentials(endpoint.id),
       mintWorkerKeys: workerKeys.mint,
       revokeWorkerKeys: workerKeys.revoke,
       localArtifact: (path) => storage.artifacts.local(path),
