@@ -1,8 +1,9 @@
 // Container registry credentials through the REST API, against a real service: the provider's shape
 // (`{name, username, password}` -> `{id, name}`), the password never answered nor stored in the clear, each user
 // seeing only their own, templates naming one (only their own), a delete refused while a template uses it, and
-// everything kept over a restart.
+// everything kept over a restart and sealed again under a new secrets key.
 
+import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -109,6 +110,32 @@ it("templates name one of the user's registry auths; it cannot be deleted while 
   for (const file of readdirSync(join(t.dir, "data"), { recursive: true, withFileTypes: true })) {
     if (file.isFile()) expect(readFileSync(join(file.parentPath, file.name)).includes(PASSWORD), file.name).toBe(false);
   }
+
+  // A new secrets key (the old one kept as a previous key): every registry auth is sealed again under it, and a
+  // start with the new key alone opens them all.
+  const oldKey = readFileSync(join(t.dir, "data", "secrets-key"), "utf8").trim();
+  const newKey = randomBytes(32).toString("base64");
+  const lines: string[] = [];
+  await t.service.close();
+  t.service = await startService({
+    dataDir: join(t.dir, "data"),
+    storeUrl: t.storeUrl,
+    apiKeys: [t.key],
+    secretsKeys: { current: newKey, previous: [oldKey] },
+    log: (m) => lines.push(m),
+  });
+  expect(lines).toContain("sealed 3 registry auth(s) again under the current secrets key");
+  await t.service.close();
+  lines.length = 0;
+  t.service = await startService({
+    dataDir: join(t.dir, "data"),
+    storeUrl: t.storeUrl,
+    apiKeys: [t.key],
+    secretsKeys: { current: newKey },
+    log: (m) => lines.push(m),
+  });
+  expect(lines.filter((l) => l.includes("registry auth"))).toEqual([]);
+  url = t.service.url;
 
   const unset = await call(`${url}/v1/templates/${template.body.id}`, { key: keys.alice, method: "PATCH", body: { containerRegistryAuthId: null } });
   expect(unset.body.containerRegistryAuthId).toBeNull();

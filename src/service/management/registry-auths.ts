@@ -17,7 +17,7 @@ import { SCHEMAS, validate } from "../http/schema.js";
 import { sendJson } from "../http/wire.js";
 import type { SecretBox } from "../secrets/box.js";
 import { readObjectBody, requireAccess, type ManagementContext } from "./context.js";
-import type { RegistryAuthRecord } from "./store.js";
+import type { ManagementStore, RegistryAuthRecord } from "./store.js";
 
 /** What a sealed record is bound to: a sealed value copied to another record does not open. Pure. */
 const binding = (r: { userId: string; id: string }) => `registry-auth\u0000${r.userId}\u0000${r.id}`;
@@ -61,6 +61,28 @@ export function openRegistryAuth(box: SecretBox, r: RegistryAuthRecord): Registr
   }
   const { username, password } = JSON.parse(text) as { username: string; password: string };
   return { name: r.name, username, password };
+}
+
+/**
+ * Seal again, under the current key, every registry auth sealed with a previous one (at start, as secrets are):
+ * how many were. One that does not open is named in the log and left as it is.
+ */
+export async function resealRegistryAuths(store: ManagementStore, box: SecretBox, log: (message: string) => void): Promise<number> {
+  let resealed = 0;
+  for (const r of store.registryAuths()) {
+    if (r.keyId === box.currentId) continue;
+    const text = box.open(r.sealed, r.keyId, binding(r));
+    if (text === undefined) {
+      log(
+        `registry auth "${r.name}" (${r.id}) of user ${r.userId} cannot be opened: the key it was sealed with (id ${r.keyId}) is not configured; create it again or configure that key as a previous secrets key`,
+      );
+      continue;
+    }
+    const { sealed, keyId } = box.seal(text, binding(r));
+    await store.putRegistryAuth({ ...r, sealed, keyId });
+    resealed++;
+  }
+  return resealed;
 }
 
 /** One of the user's registry auths, or undefined (another user's is none of theirs). */

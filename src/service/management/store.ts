@@ -123,7 +123,8 @@ export interface ManagementStore {
   template(id: string): TemplateRecord | undefined;
   putTemplate(t: TemplateRecord): void | Promise<void>;
   deleteTemplate(id: string): void | Promise<void>;
-  registryAuths(userId: string): RegistryAuthRecord[];
+  /** A user's registry auths; without a user, every user's (to seal them again under a new key). */
+  registryAuths(userId?: string): RegistryAuthRecord[];
   registryAuth(id: string): RegistryAuthRecord | undefined;
   putRegistryAuth(r: RegistryAuthRecord): void | Promise<void>;
   deleteRegistryAuth(id: string): void | Promise<void>;
@@ -210,6 +211,7 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     ),
     deleteTemplate: db.prepare("DELETE FROM templates WHERE id = ?"),
     registryAuths: db.prepare("SELECT * FROM registry_auths WHERE user_id = ? ORDER BY created_at, id"),
+    allRegistryAuths: db.prepare("SELECT * FROM registry_auths ORDER BY created_at, id"),
     registryAuth: db.prepare("SELECT * FROM registry_auths WHERE id = ?"),
     putRegistryAuth: db.prepare(
       `INSERT OR REPLACE INTO registry_auths (id, user_id, name, sealed, key_id, created_at) VALUES (@id, @userId, @name, @sealed, @keyId, @createdAt)`,
@@ -241,7 +243,8 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     putTemplate: (t) =>
       void q.putTemplate.run({ ...t, env: JSON.stringify(t.env), shmSizeMb: t.shmSizeMb ?? null, containerRegistryAuthId: t.containerRegistryAuthId ?? null }),
     deleteTemplate: (id) => void q.deleteTemplate.run(id),
-    registryAuths: (userId) => (q.registryAuths.all(userId) as Record<string, unknown>[]).map(registryAuthOf),
+    registryAuths: (userId) =>
+      ((userId === undefined ? q.allRegistryAuths.all() : q.registryAuths.all(userId)) as Record<string, unknown>[]).map(registryAuthOf),
     registryAuth: (id) => {
       const r = q.registryAuth.get(id) as Record<string, unknown> | undefined;
       return r && registryAuthOf(r);
@@ -336,7 +339,7 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
         () => templates.set(t.id, t),
       ),
     deleteTemplate: (id) => write("DELETE FROM templates WHERE id = $1", [id], () => templates.delete(id)),
-    registryAuths: (userId) => [...auths.values()].filter((a) => a.userId === userId).sort(byCreation),
+    registryAuths: (userId) => [...auths.values()].filter((a) => userId === undefined || a.userId === userId).sort(byCreation),
     registryAuth: (id) => auths.get(id),
     putRegistryAuth: (a) =>
       write(
