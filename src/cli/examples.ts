@@ -82,6 +82,13 @@ export const EXAMPLES: Readonly<Record<string, readonly Example[]>> = {
   "secret set": [["svc secret set HF_TOKEN", "asks for the value"], ['printf %s "$TOKEN" | svc secret set HF_TOKEN --env prod']],
   "secret list": [["svc secret list --json"]],
   "secret delete": [["svc secret delete HF_TOKEN --yes"]],
+  "registry-auth": [["svc registry-auth create --name ghcr --username acme"], ["svc registry-auth list"]],
+  "registry-auth create": [
+    ["svc registry-auth create --name ghcr --username acme", "asks for the password"],
+    ['printf %s "$GHCR_TOKEN" | svc registry-auth create --name ghcr --username acme --json'],
+  ],
+  "registry-auth list": [["svc registry-auth list --json"]],
+  "registry-auth delete": [["svc registry-auth delete cra1a2b3c4d5e6f --yes"]],
 };
 
 /** The "Examples:" block of a command's help. Pure. */

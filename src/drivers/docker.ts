@@ -36,6 +36,7 @@ import {
 import { imageKindOf, type WorkerImageKind } from "./image-names.js";
 import { ensureWorkerImage } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
+import { pullImage } from "./registry-auth.js";
 import { prepareVolumeDir } from "./volume-dir.js";
 import { DEFAULT_CONTAINER_LIMITS, describeRuntime, dockerResources, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
@@ -280,6 +281,8 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       }
     }
     const image = launch.image ?? (await imageFor(imageKindOf(launch.computeType)));
+    // An image the engine lacks is pulled first, with the template's credentials (a failed pull says why).
+    if (launch.image && !(await hasImage(docker, launch.image))) await pullImage(docker, launch.image, launch.registryAuth);
     const networkName = networkNameFor(networkScope, launch, session);
     let network = await networkFor(networkName, launch);
     let apiUrl = launch.apiUrl;
@@ -483,14 +486,9 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       const info = (await (await engine()).info()) as { DefaultRuntime?: string };
       return `runtime ${describeRuntime(runtime, info.DefaultRuntime)}; uid ${WORKER_UID}, no capabilities, no-new-privileges, read-only root, /tmp ${limits.tmpMb} MiB, at most ${limits.pidsLimit} processes, the instance's memory and CPU`;
     },
+    pullsImages: true,
     async hasImage(name) {
-      try {
-        await (await engine()).getImage(name).inspect();
-        return true;
-      } catch (err) {
-        if (dockerStatus(err) === 404) return false;
-        throw err;
-      }
+      return hasImage(await engine(), name);
     },
     async prepare(kinds = ["cpu"]) {
       await engine();
@@ -590,4 +588,15 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       );
     },
   };
+}
+
+/** Whether the engine holds the image (a 404 says it does not; any other error is thrown). */
+async function hasImage(docker: Docker, name: string): Promise<boolean> {
+  try {
+    await docker.getImage(name).inspect();
+    return true;
+  } catch (err) {
+    if (dockerStatus(err) === 404) return false;
+    throw err;
+  }
 }

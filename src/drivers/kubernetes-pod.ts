@@ -10,6 +10,7 @@
 // Pod, which anyone who may read Pods reads: it is in a Secret of the worker's own (workerSecret, the Pod's name
 // and labels), which the Pod's variables reference (`secretKeyRef`).
 
+import { dockerConfigJson } from "./registry-auth.js";
 import type { V1Container, V1EnvVar, V1Pod, V1PodSpec, V1Secret, V1SecurityContext } from "@kubernetes/client-node";
 import { UserError, errorMessage } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
@@ -107,17 +108,23 @@ export function workerEnv(launch: WorkerLaunch): { plain: Record<string, string>
 
 /**
  * The worker's Secret: the values its Pod must not show, one key per variable, named and labelled as its Pod (so
- * that the service finds and removes it with the Pod, and a leftover by its labels). Pure.
+ * that the service finds and removes it with the Pod, and a leftover by its labels). An image pulled with registry
+ * credentials: the same Secret is also the Pod's image pull secret (type dockerconfigjson, its `.dockerconfigjson`
+ * key beside the variables), so it lives and goes with the worker. Pure.
  */
 export function workerSecret(launch: WorkerLaunch, session: string): V1Secret {
+  const pull = launch.image && launch.registryAuth ? dockerConfigJson(launch.registryAuth, launch.image) : undefined;
   return {
     apiVersion: "v1",
     kind: "Secret",
     metadata: { name: podName(launch), labels: podLabels(launch, session) },
-    type: "Opaque",
-    stringData: workerEnv(launch).secret,
+    type: pull ? "kubernetes.io/dockerconfigjson" : "Opaque",
+    stringData: { ...workerEnv(launch).secret, ...(pull ? { [DOCKER_CONFIG_JSON_KEY]: pull } : {}) },
   };
 }
+
+/** The key of a dockerconfigjson Secret that holds the registry credentials (Kubernetes names it). */
+export const DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson";
 
 /** CPU and memory a worker's Pod requests (and is limited to): its CPU instance's, else the driver's defaults. Pure. */
 export function podSize(placement: Placement | undefined, plan: Pick<PodPlan, "cpu" | "memory">): { cpu: string; memory: string } {
@@ -164,6 +171,8 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
       restartPolicy: "Never",
       terminationGracePeriodSeconds: plan.terminationGraceSeconds,
       automountServiceAccountToken: false,
+      // The kubelet pulls the image with the worker Secret's registry credentials (workerSecret).
+      ...(launch.image && launch.registryAuth ? { imagePullSecrets: [{ name }] } : {}),
       ...(plan.runtimeClassName ? { runtimeClassName: plan.runtimeClassName } : {}),
       containers: [
         {

@@ -17,6 +17,7 @@ import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import { imageKindOf, VOLUME_MOUNT } from "./image-names.js";
 import { ensureWorkerImage } from "./images.js";
+import { dockerAuthConfig } from "./registry-auth.js";
 import { clusterVolumeName, clusterVolumeRefusal, dataCenterRefusal, swarmVolumeMount, type LaunchVolume, type SwarmVolumeConfig } from "./cluster-volumes.js";
 import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import { registryWorkerImage } from "./registry.js";
@@ -351,6 +352,9 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       return `each node's default runtime (set default-runtime in its daemon.json for gVisor); uid ${WORKER_UID}, no capabilities, no-new-privileges, read-only root, /tmp ${limits.tmpMb} MiB, at most ${limits.pidsLimit} processes, the instance's memory and CPU${gaps.length > 0 ? ` (but ${gaps.join("; ")})` : ""}`;
     },
 
+    // Each node pulls a launch's image where it lacks it, with the launch's registry credentials.
+    pullsImages: true,
+
     async start(launch) {
       if (closed) throw new UserError("The Swarm driver is closed");
       const volumeRefused = clusterVolumeRefusal(launch, "Docker Swarm", Boolean(options.volumes));
@@ -388,7 +392,10 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       });
       let created: { id?: string; ID?: string };
       try {
-        created = (await d.createService(spec)) as { id?: string; ID?: string };
+        // A launch's credentials go with the create (X-Registry-Auth): the manager passes them to the node that pulls.
+        created = (
+          launch.image && launch.registryAuth ? await d.createService(dockerAuthConfig(launch.registryAuth, launch.image), spec) : await d.createService(spec)
+        ) as { id?: string; ID?: string };
       } catch (err) {
         throw new UserError(`Swarm refused the worker service of endpoint ${launch.endpointName}: ${dockerMessage(err)}`, { cause: err });
       }

@@ -3,6 +3,7 @@
 
 import type { LaunchVolume } from "./cluster-volumes.js";
 import type { Placement } from "./placement.js";
+import type { RegistryCredentials } from "./registry-auth.js";
 
 export interface WorkerLogLine {
   ts: number;
@@ -72,6 +73,11 @@ export interface WorkerLaunch {
    * any image): an HTTP server listening on $PORT that does not speak the worker protocol. Drivers with `hasImage`.
    */
   image?: string;
+  /**
+   * The credentials `image` is pulled with (its template's registry auth): drivers that pull hand them to their
+   * engine (Docker's X-Registry-Auth, a Kubernetes image pull Secret), never to the container.
+   */
+  registryAuth?: RegistryCredentials;
   /**
    * The size of /dev/shm in an image's container, in MiB (its template allows it: model servers share tensors
    * through it); unset: the engine's default. Drivers that run images.
@@ -146,8 +152,10 @@ export interface WorkerDriver {
    */
   adopt?(onLog?: (endpointId: string, workerId: string, line: WorkerLogLine) => void): Promise<AdoptedWorker[]>;
   /**
-   * Its cluster pulls a launch's image itself (Kubernetes: the kubelet): a queue endpoint's worker image built for
-   * the provider runs there without the service looking for it first.
+   * It pulls a launch's image where missing (Docker: the driver, before the container; Swarm: each node; Kubernetes:
+   * the kubelet), with the launch's registry credentials: a queue endpoint's worker image built for the provider
+   * runs there without the service looking for it first, and a pull that fails fails the start (ImagePullError
+   * where the driver sees it).
    */
   readonly pullsImages?: boolean;
   /** Present when the driver runs prebuilt images (`launch.image`): whether its engine holds this one. */

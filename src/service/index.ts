@@ -38,6 +38,7 @@ const CONFIG_POLL_MS = 5_000;
 /** The replica serving jobs looks for handed-off jobs this often besides when the change feed tells it. */
 const HANDOFF_RESCAN_MS = 2_000;
 import { Secrets } from "./secrets/index.js";
+import { resealRegistryAuths } from "./management/registry-auths.js";
 import { IdempotentSubmits } from "./idempotency/index.js";
 import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
@@ -240,6 +241,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     operatorUser: DEFAULT_USER,
     engineEndpoint,
     singleUser: options.singleUser,
+    box,
   });
 
   // The host's GPUs, where the workers run on this host: each GPU worker gets GPUs of its own (docs/gpus.md).
@@ -409,6 +411,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
       heartbeatMs,
       containerAllowances: (endpoint) => management.containerAllowances(endpoint.id),
+      registryAuth: (endpoint) => management.registryCredentials(endpoint.id),
       mintWorkerKeys: workerKeys.mint,
       revokeWorkerKeys: workerKeys.revoke,
       localArtifact: (path) => storage.artifacts.local(path),
@@ -702,6 +705,8 @@ async function openState(options: ServiceOptions, log: (message: string) => void
     }
     const resealed = await secrets.rotate();
     if (resealed > 0) log(`sealed ${resealed} secret(s) again under the current secrets key`);
+    const resealedAuths = await resealRegistryAuths(storage.management, box, log);
+    if (resealedAuths > 0) log(`sealed ${resealedAuths} registry auth(s) again under the current secrets key`);
     if (options.singleUser) {
       const users = (await storage.management.keyUsers?.()) ?? [];
       if (users.length > 1) {

@@ -200,7 +200,7 @@ describe("the process driver and a worker image", () => {
       const e = await imageEndpoint(s, "elsewhere", "example/provider-worker:1");
       expect(e.status).toBe("WAITING");
       expect(e.statusReason).toContain(
-        `image "example/provider-worker:1" is a worker image, and the process driver runs no images: only the Docker and Kubernetes drivers run them`,
+        `image "example/provider-worker:1" is a worker image, and the process driver runs no images: only the Docker, Swarm and Kubernetes drivers run them`,
       );
       expect((await call(`${s.url}/v1/endpoints/${e.id}`, { key: KEY })).body.statusReason).toBe(e.statusReason);
       const id = await run(e, { mode: "echo", value: 1 });

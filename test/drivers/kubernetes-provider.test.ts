@@ -103,3 +103,50 @@ it("a REST endpoint of a provider image runs as a Pod of the image: its job comp
     containers.stop();
   }
 }, 60_000);
+
+it("an image whose template names a registry auth is pulled with it: the worker's Secret is the Pod's image pull secret", async () => {
+  fake = await startFakeKubeApiServer();
+  const driver = createKubernetesDriver({
+    kubeConfig: fake.kubeConfig(),
+    namespace: "default",
+    session: "svc-provider-auth",
+    image: "svc-worker-cpu:test",
+    rewatchMs: 100,
+    logRetryMs: 100,
+    stopGraceMs: 1000,
+  });
+  t = await startTestService({ driver, leaseMs: 3000, heartbeatMs: 1000 });
+  const containers = playPods(fake);
+  try {
+    const auth = await call(`${t.service.url}/v1/containerregistryauth`, {
+      key: t.key,
+      body: { name: "private", username: "puller", password: "s3cret-pass" },
+    });
+    expect(auth.status).toBe(201);
+    const template = await call(`${t.service.url}/v1/templates`, {
+      key: t.key,
+      body: { name: "echo", imageName: "registry.example:5000/team/provider-worker:1", containerRegistryAuthId: auth.body.id },
+    });
+    expect(template.body.containerRegistryAuthId).toBe(auth.body.id);
+    const created = await call(`${t.service.url}/v1/endpoints`, { key: t.key, body: { name: "echo", templateId: template.body.id, workersMax: 1 } });
+    const sync = await call(`${created.body.url}/runsync`, { key: t.key, body: { input: { mode: "echo", value: "pulled" } } });
+    expect(sync.body).toMatchObject({ status: "COMPLETED", output: { value: "pulled" } });
+
+    const pod = containers.pods[0]!;
+    const name = pod.metadata!.name!;
+    expect(pod.spec!.imagePullSecrets).toEqual([{ name }]);
+    expect(JSON.stringify(pod)).not.toContain("s3cret-pass");
+    const secret = fake.secrets().find((s) => s.metadata!.name === name)!;
+    expect(secret.type).toBe("kubernetes.io/dockerconfigjson");
+    const config = JSON.parse(Buffer.from(secret.data![".dockerconfigjson"]!, "base64").toString("utf8"));
+    expect(config).toEqual({
+      auths: {
+        "registry.example:5000": { username: "puller", password: "s3cret-pass", auth: Buffer.from("puller:s3cret-pass").toString("base64") },
+      },
+    });
+    // The container's variables carry no registry credential.
+    expect(JSON.stringify(containers.envs[0])).not.toContain("s3cret-pass");
+  } finally {
+    containers.stop();
+  }
+}, 60_000);

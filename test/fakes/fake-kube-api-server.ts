@@ -295,6 +295,22 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       if (!secretName) return status(res, 422, "Invalid", "metadata.name is required");
       if (secrets.has(secretName)) return status(res, 409, "AlreadyExists", `secrets "${secretName}" already exists`);
       const created = stored({ ...secret, metadata: { ...secret.metadata, uid: undefined, creationTimestamp: undefined } }, namespace);
+      // As the API server validates one: a dockerconfigjson Secret holds `.dockerconfigjson`, a JSON object.
+      if (created.type === "kubernetes.io/dockerconfigjson") {
+        const config = created.data?.[".dockerconfigjson"];
+        const parsed =
+          config === undefined
+            ? undefined
+            : (() => {
+                try {
+                  return JSON.parse(Buffer.from(config, "base64").toString("utf8")) as unknown;
+                } catch {
+                  return undefined;
+                }
+              })();
+        if (typeof parsed !== "object" || parsed === null)
+          return status(res, 422, "Invalid", `Secret "${secretName}" is invalid: data[.dockerconfigjson]: Required value`);
+      }
       secrets.set(secretName, created);
       createdLog.push(`secret/${secretName}`);
       return send(res, 201, created);

@@ -111,3 +111,23 @@ it("keeps the API's epoch-millisecond key times under --json and prints them as 
   const list = await svc(["keys", "list"]);
   expect(list.stdout).toMatch(new RegExp(`${created.id}\\s+timed\\s+default\\s+jobs:\\*\\s+${new Date(created.expiresAt).toISOString()}\\s+-`));
 }, 60_000);
+
+it("stores registry credentials (the password from standard input), names them in a template, refuses to delete them while it does", async () => {
+  const created = await cli.svc(["registry-auth", "create", "--name", "hub", "--username", "me", "--json"], {}, "pa55word\n");
+  expect(created.code).toBe(0);
+  const auth = JSON.parse(created.stdout);
+  expect(auth).toEqual({ id: expect.stringMatching(/^cra/), name: "hub" });
+  const list = await svc(["registry-auth", "list"]);
+  expect(list.stdout).toMatch(new RegExp(`^${auth.id}\\s+hub$`, "m"));
+  expect(list.stdout + created.stdout + created.stderr).not.toContain("pa55word");
+  const template = JSON.parse(
+    (await svc(["template", "create", "--name", "private", "--image", "127.0.0.1:5000/w:1", "--registry-auth", auth.id, "--json"])).stdout,
+  );
+  expect(template.containerRegistryAuthId).toBe(auth.id);
+  const refused = await svc(["registry-auth", "delete", auth.id, "--yes"]);
+  expect(refused.code).toBe(ExitCode.api);
+  expect(refused.stderr).toContain(`409 Conflict: Container registry auth ${auth.id} is used by template(s) ${template.id}`);
+  const empty = await cli.svc(["registry-auth", "create", "--name", "x", "--username", "me"], {}, "");
+  expect(empty.code).toBe(ExitCode.usage);
+  expect(empty.stderr).toContain("The password is empty; nothing was changed");
+}, 180_000);

@@ -112,7 +112,7 @@ let fresh: DeployedEndpoint;
 let spareWorker: ProtocolWorker;
 let openapiPaths: Record<string, Record<string, { requestBody?: { required?: boolean } }>>;
 const ids: Record<string, string> = {};
-const state = { jobs: [] as string[], volume: "", template: "", restEndpoint: "", keyId: "", keySecret: "" };
+const state = { jobs: [] as string[], volume: "", template: "", restEndpoint: "", keyId: "", keySecret: "", registryAuth: "" };
 
 /** Valid bodies of the operations /openapi.json describes, by "METHOD path". A new route needs one here. */
 function openapiValidBodies(): Record<string, unknown> {
@@ -122,6 +122,8 @@ function openapiValidBodies(): Record<string, unknown> {
     "POST /v1/endpoints": { name: `e${MARK}`, templateId: state.template },
     "PATCH /v1/endpoints/{endpointId}": { name: `renamed${MARK}` },
     "POST /v1/templates": { name: `t${MARK}`, imageName: "python:3.12" },
+    "PATCH /v1/templates/{templateId}": { name: `t${MARK}` },
+    "POST /v1/containerregistryauth": { name: `r${MARK}`, username: "u", password: "p" },
     "POST /v1/keys": { scopes: ["jobs:*"], name: `k${MARK}` },
     "PUT /v1/secrets/{name}": { value: `v${MARK}` },
     "PATCH /v1/endpoints/{endpointId}/webhook": { events: ["completed"] },
@@ -468,12 +470,14 @@ async function snapshot() {
     counts: { completed: health.jobs.completed, failed: health.jobs.failed, inQueue: health.jobs.inQueue },
     volume: await read(`/v2/network-volumes/${state.volume}`),
     template: await read(`/v1/templates/${state.template}`),
+    registryAuth: await read(`/v1/containerregistryauth/${state.registryAuth}`),
     restEndpoint: await read(`/v1/endpoints/${state.restEndpoint}`),
     key: await read(`/v1/keys/${state.keyId}`),
     keyWorks: (await call(`${t.service.url}/v2/${echo.id}/health`, { key: state.keySecret })).status,
     lists: {
       volumes: await ids("/v2/network-volumes"),
       templates: await ids("/v1/templates"),
+      registryAuths: await ids("/v1/containerregistryauth"),
       endpoints: await ids("/v1/endpoints"),
       keys: await ids("/v1/keys"),
     },
@@ -524,6 +528,7 @@ beforeAll(async () => {
   state.volume = (await api("POST", "/v2/network-volumes", { name: "data", size: 20, dataCenter: "local" })).body.id;
   state.template = (await api("POST", "/v1/templates", { name: "tpl", imageName: "python:3.12", env: { A: "1" } })).body.id;
   state.restEndpoint = (await api("POST", "/v1/endpoints", { name: "rest", templateId: state.template, networkVolumeId: state.volume })).body.id;
+  state.registryAuth = (await api("POST", "/v1/containerregistryauth", { name: "kept", username: "u", password: "p" })).body.id;
   // An app and environment made through /v1/apps (a resolved `..` would reach them: DELETE .../environments/..).
   if ((await api("PUT", "/v1/apps/shop/environments/prod")).status !== 201) throw new Error("setup: no environment shop/prod");
   const key = (await api("POST", "/v1/keys", { scopes: ["jobs:*"], name: "kept" })).body;
@@ -537,6 +542,7 @@ beforeAll(async () => {
     networkVolumeId: state.volume,
     endpointId: state.restEndpoint,
     templateId: state.template,
+    containerRegistryAuthId: state.registryAuth,
     keyId: state.keyId,
     endpoint: echo.id,
     job: state.jobs[0]!,

@@ -27,11 +27,15 @@ const SQLITE_PINS = [
   { count: 15, sha256: "851b433f21bb1b27e491a7501bfa1cb5b2fa61a0ed3a2dc33bacaef47db46db6" },
   // A template's /dev/shm size.
   { count: 16, sha256: "2fd105fa59959242d59ad1984f0dc325c5ceb8446c8f341a9c66e43f813d0aa8" },
+  // Users' container registry credentials, and the one a template's image is pulled with.
+  { count: 17, sha256: "d0c09e624cfaa0e3bbd81b64477d94bd931a445b0e36d5283b92fb9262b581de" },
 ];
 const PG_PINS = [
   { count: 13, sha256: "d27437516bb632b050bca8824c9b8832a831375d43827d4d5d840310c355295c" },
   { count: 14, sha256: "aa0a5c4a4e7bd53b248a902da2febdbd691b2827dafb88201da92a0eef617a2b" },
   { count: 15, sha256: "b9f8a2ca0c8fcda4c7b6161eee6544eab4922c6a07b87004ddabd4a4cc8e68c9" },
+  // Users' container registry credentials, and the one a template's image is pulled with.
+  { count: 16, sha256: "1553e5e8b21ca5b8590bd25ff4d6f3a4805a89fb8051e8d5fe0c22c0b941403a" },
 ];
 const SQLITE_PIN = SQLITE_PINS.at(-1)!;
 const PG_PIN = PG_PINS.at(-1)!;

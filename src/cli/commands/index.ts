@@ -23,6 +23,7 @@ import { register as doctor } from "./doctor.js";
 import { register as completion } from "./completion.js";
 import { register as secret } from "./secret.js";
 import { register as usage } from "./usage.js";
+import { register as registryAuth } from "./registry-auth.js";
 
 export type RegisterCommand = (program: Command) => void;
 
@@ -34,7 +35,7 @@ export const commandGroups: Array<{ heading: string; commands: RegisterCommand[]
   { heading: "Start:", commands: [init, dev, login, doctor] },
   { heading: "Build and deploy:", commands: [build, deploy, update, rollback, undeploy, images] },
   { heading: "Operate:", commands: [run, jobs, logs, app, env, usage] },
-  { heading: "Manage:", commands: [endpoint, volume, secret, template, keys, server, completion] },
+  { heading: "Manage:", commands: [endpoint, volume, secret, template, registryAuth, keys, server, completion] },
 ];
 
 export const commands: RegisterCommand[] = commandGroups.flatMap((g) => g.commands);

@@ -3,7 +3,15 @@ import type { Command } from "commander";
 import { defined, envFlag, fields, intFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
 
-type Template = { id: string; name: string; imageName: string; env: Record<string, string>; containerDiskInGb: number; shmSizeMb: number | null };
+type Template = {
+  id: string;
+  name: string;
+  imageName: string;
+  env: Record<string, string>;
+  containerDiskInGb: number;
+  shmSizeMb: number | null;
+  containerRegistryAuthId: string | null;
+};
 
 export function register(program: Command): void {
   const template = program.command("template").description("Manage endpoint templates (worker image and defaults)");
@@ -15,12 +23,13 @@ export function register(program: Command): void {
     .option("--env <KEY=VALUE>", "default environment variable (repeatable)", envFlag)
     .option("--disk <gb>", "container disk in GB", intFlag("--disk"))
     .option("--shm <mb>", "size of /dev/shm in the image's containers, MiB (default: the engine's)", intFlag("--shm"))
+    .option("--registry-auth <id>", "pull the image with this registry auth (svc registry-auth create)")
     .option("--json", "print JSON")
-    .action(async (o: { name: string; image: string; env?: Record<string, string>; disk?: number; shm?: number; json?: boolean }) => {
+    .action(async (o: { name: string; image: string; env?: Record<string, string>; disk?: number; shm?: number; registryAuth?: string; json?: boolean }) => {
       const t = await management<Template>(
         "POST",
         "/v1/templates",
-        defined({ name: o.name, imageName: o.image, env: o.env, containerDiskInGb: o.disk, shmSizeMb: o.shm }),
+        defined({ name: o.name, imageName: o.image, env: o.env, containerDiskInGb: o.disk, shmSizeMb: o.shm, containerRegistryAuthId: o.registryAuth }),
       );
       createOutput({ json: o.json }).result(t, () => fields(t));
     });

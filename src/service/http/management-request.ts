@@ -7,7 +7,7 @@ import { isPlainObject, parseJson, readBody } from "./wire.js";
 import { SMALL_BODY_LIMIT } from "./body-limits.js";
 import { HttpProblem } from "./problems.js";
 
-export type ManagementFamily = "volumes" | "endpoints" | "templates" | "keys" | "secrets" | "gpus";
+export type ManagementFamily = "volumes" | "endpoints" | "templates" | "keys" | "secrets" | "gpus" | "registries";
 
 /**
  * 403 unless the key may do this. Management reads need `management:read`, `management:write`, `deploy` or

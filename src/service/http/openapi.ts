@@ -59,7 +59,8 @@ function crud(tag: string, item: SchemaName, create: SchemaName, update: SchemaN
 export function openApiDocument(serverUrl: string): Record<string, unknown> {
   const volumes = crud("network volumes", "NetworkVolume", "CreateNetworkVolumeRequest", "UpdateNetworkVolumeRequest", "networkVolumeId");
   const endpoints = crud("endpoints", "Endpoint", "CreateEndpointRequest", "UpdateEndpointRequest", "endpointId");
-  const templates = crud("templates", "Template", "CreateTemplateRequest", undefined, "templateId");
+  const templates = crud("templates", "Template", "CreateTemplateRequest", "UpdateTemplateRequest", "templateId");
+  const registryAuths = crud("container registry auths", "ContainerRegistryAuth", "CreateContainerRegistryAuthRequest", undefined, "containerRegistryAuthId");
   const keys = crud("keys", "ApiKey", "CreateKeyRequest", undefined, "keyId");
   (keys.one.delete as { summary: string; responses: object }).summary = "Revoke (the key answers 401 from then on)";
   (keys.one.delete as { summary: string; responses: object }).responses = { ...ok("Revoked", json("ApiKey")), ...errors, ...notFound };
@@ -88,6 +89,8 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       "/v1/endpoints/{endpointId}": endpoints.one,
       "/v1/templates": templates.collection,
       "/v1/templates/{templateId}": templates.one,
+      "/v1/containerregistryauth": registryAuths.collection,
+      "/v1/containerregistryauth/{containerRegistryAuthId}": registryAuths.one,
       "/v1/keys": keys.collection,
       "/v1/keys/{keyId}": keys.one,
       "/v1/secrets": {

@@ -36,6 +36,10 @@ export const KEY_SCOPE_PATTERN = "^(admin|deploy|metrics|management:read|managem
 
 const envMap: Schema = { type: "object", additionalProperties: { type: "string" }, description: "Environment variables of the workers" };
 const volumeType: Schema = { type: "string", enum: VOLUME_TYPES, description: "Storage tier" };
+const registryAuthId: Schema = {
+  type: ["string", "null"],
+  description: "A registry auth of yours (POST /v1/containerregistryauth) the image is pulled with; null: none",
+};
 const gpuTypeIds: Schema = {
   type: "array",
   items: { type: "string", minLength: 1, examples: ["HOPPER_141", "ADA_24", "NVIDIA H200", "ANY"] },
@@ -100,9 +104,39 @@ export const SCHEMAS = {
       env: envMap,
       containerDiskInGb: { type: "integer", minimum: 1, maximum: 1024 },
       shmSizeMb: { type: "integer", minimum: 64, maximum: 262144, description: "Size of /dev/shm in the image's containers, MiB (default: the engine's, 64)" },
+      containerRegistryAuthId: registryAuthId,
     },
     required: ["name", "imageName"],
     additionalProperties: false,
+  },
+  UpdateTemplateRequest: {
+    type: "object",
+    description: "The fields to change; endpoints of the template follow (a worker started afterwards runs the new image).",
+    properties: {
+      name: { type: "string", minLength: 1, maxLength: 100 },
+      imageName: { type: "string", minLength: 1, description: "Worker image" },
+      env: envMap,
+      containerDiskInGb: { type: "integer", minimum: 1, maximum: 1024 },
+      shmSizeMb: { type: ["integer", "null"], description: "Size of /dev/shm in the image's containers, MiB (64 to 262144); null: the engine's" },
+      containerRegistryAuthId: registryAuthId,
+    },
+    additionalProperties: false,
+  },
+  CreateContainerRegistryAuthRequest: {
+    type: "object",
+    properties: {
+      name: { type: "string", minLength: 1, maxLength: 100, description: "Unique among the user's registry auths" },
+      username: { type: "string", minLength: 1, maxLength: 1024 },
+      password: { type: "string", minLength: 1, maxLength: 16384, description: "A password or access token; sealed at rest, never answered back" },
+    },
+    required: ["name", "username", "password"],
+    additionalProperties: false,
+  },
+  ContainerRegistryAuth: {
+    type: "object",
+    description: "Credentials a template's image is pulled with; the username and password are never answered",
+    properties: { id: { type: "string" }, name: { type: "string" } },
+    required: ["id", "name"],
   },
   Template: {
     type: "object",
@@ -113,6 +147,7 @@ export const SCHEMAS = {
       env: envMap,
       containerDiskInGb: { type: "integer" },
       shmSizeMb: { type: ["integer", "null"] },
+      containerRegistryAuthId: { type: ["string", "null"], description: "The registry auth its image is pulled with" },
       createdAt: { type: "integer" },
     },
     required: ["id", "name", "imageName", "env", "containerDiskInGb", "createdAt"],
@@ -315,6 +350,8 @@ export const REQUEST_SCHEMAS: SchemaName[] = [
   "CreateNetworkVolumeRequest",
   "UpdateNetworkVolumeRequest",
   "CreateTemplateRequest",
+  "UpdateTemplateRequest",
+  "CreateContainerRegistryAuthRequest",
   "CreateEndpointRequest",
   "UpdateEndpointRequest",
   "CreateKeyRequest",

@@ -11,6 +11,7 @@ import type { VolumesApi } from "../volumes/index.js";
 import type { HostGpus } from "../../gpus/host.js";
 import type { WorkerDriver } from "../../drivers/types.js";
 import { HttpProblem } from "../http/problems.js";
+import type { SecretBox } from "../secrets/box.js";
 import type { RateLimiting } from "../keys/ratelimit.js";
 import type { EndpointRow } from "../store/types.js";
 import type { DataCenterConfig } from "./datacenters.js";
@@ -25,7 +26,9 @@ export interface ManagementDeps {
   engine: Pick<JobEngine, "write" | "appendLogs" | "dropEndpoint">;
   /** The endpoints served: REST endpoints are written here, deployed ones read. */
   endpoints: Pick<EndpointRegistry, "get" | "values" | "upsert" | "remove">;
-  scaler(): Pick<Scaler, "runsImages" | "pullsImages" | "driverName" | "hasImage" | "checkImage" | "workerGpus" | "gpuWait" | "reconcile"> | undefined;
+  scaler():
+    | Pick<Scaler, "runsImages" | "pullsImages" | "driverName" | "hasImage" | "checkImage" | "workerGpus" | "gpuWait" | "pullFailure" | "reconcile">
+    | undefined;
   startFailures: Pick<StartFailures, "unhealthy" | "last">;
   /** A revoked key is forgotten at once, not when its cached principal expires. */
   keyring: Pick<KeyRing, "forget">;
@@ -49,6 +52,8 @@ export interface ManagementContext {
    * user are refused (409).
    */
   singleUser?: string;
+  /** What seals users' registry credentials at rest (the secrets key); absent: they cannot be created. */
+  box?: SecretBox;
 }
 
 /** Whether the key may decide what code workers run (an image, a template, a worker's environment). */

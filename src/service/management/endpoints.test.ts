@@ -158,7 +158,7 @@ describe("REST endpoint planning", () => {
     const onProcess = plan({ runsImages: false, driver: "process", present: () => false });
     expect(onProcess.status).toBe("WAITING");
     expect(onProcess.statusReason).toContain(
-      'image "acme/worker:1" is a worker image, and the process driver runs no images: only the Docker and Kubernetes drivers run them',
+      'image "acme/worker:1" is a worker image, and the process driver runs no images: only the Docker, Swarm and Kubernetes drivers run them',
     );
     expect(onProcess.row.resource.workersMax).toBe(0);
     expect(plan({ runsImages: true, driver: "docker", present: () => false }).statusReason).toContain('image "acme/worker:1" is not in the Docker engine');

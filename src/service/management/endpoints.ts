@@ -25,7 +25,8 @@ import { SCHEMAS, validate } from "../http/schema.js";
 import type { EndpointRow } from "../store/types.js";
 import { readObjectBody, requireAccess, requireDeploy, type ManagementContext, type ManagementDeps } from "./context.js";
 import { reservedEnvProblems } from "svc/internal";
-import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
+import type { RegistryAuthRecord, RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
+import { ownRegistryAuth } from "./registry-auths.js";
 import type { PingCheck } from "../lb/ping.js";
 import { lbEndpointUrl } from "../lb/address.js";
 import { gpuTypeIdProblems } from "svc/internal";
@@ -86,6 +87,7 @@ export function templateJson(t: TemplateRecord) {
     env: t.env,
     containerDiskInGb: t.containerDiskInGb,
     shmSizeMb: t.shmSizeMb ?? null,
+    containerRegistryAuthId: t.containerRegistryAuthId ?? null,
     createdAt: t.createdAt,
   };
 }
@@ -187,7 +189,7 @@ export function planEndpointRow(input: {
     // A worker image built for the provider: it speaks the provider's protocol, on a driver that runs images.
     if (!input.images.runsImages && !input.images.pulls) {
       reasons.push(
-        `image "${template.imageName}" is a worker image, and ${input.images.driver ? `the ${input.images.driver} driver runs no images` : "this service starts no workers"}: only the Docker and Kubernetes drivers run them ` +
+        `image "${template.imageName}" is a worker image, and ${input.images.driver ? `the ${input.images.driver} driver runs no images` : "this service starts no workers"}: only the Docker, Swarm and Kubernetes drivers run them ` +
           `(start the service with \`svc server --workers docker\`); or run svc code with imageName "${CODE_IMAGE_PREFIX}<app endpoint id>"`,
       );
     } else if (!input.images.pulls && !input.images.present(template.imageName)) {
@@ -351,6 +353,8 @@ export class RestEndpoints {
     const scaler = this.ctx().scaler();
     const workers = scaler?.workerGpus(id) ?? [];
     const wait = planned.status === "READY" ? scaler?.gpuWait(id) : undefined;
+    // Its image could not be pulled at the last worker's start: it waits (its jobs stay queued), and says why.
+    const pull = planned.status === "READY" && !wait ? scaler?.pullFailure(id) : undefined;
     return {
       id,
       ...entry.spec,
@@ -361,8 +365,8 @@ export class RestEndpoints {
       allocatedGpuType: workers.find((w) => w.gpuType)?.gpuType ?? planned.allocatedGpuType,
       ...(workers.length > 0 ? { workers } : {}),
       // Workers that wait for a free GPU: the endpoint waits, and says for what.
-      status: wait ? "WAITING" : planned.status,
-      statusReason: wait ? gpuWaitMessage(wait) : planned.statusReason,
+      status: wait || pull ? "WAITING" : planned.status,
+      statusReason: wait ? gpuWaitMessage(wait) : (pull ?? planned.statusReason),
       ...(ping ? { ping } : {}),
       createdAt: row?.createdAt ?? planned.row.createdAt,
       updatedAt: row?.updatedAt ?? planned.row.updatedAt,
@@ -384,6 +388,14 @@ export class RestEndpoints {
     const image = entry && this.prebuiltImage(entry);
     const template = image ? this.m.store.template(entry.spec.templateId) : undefined;
     return template?.shmSizeMb ? { shmSizeMb: template.shmSizeMb } : {};
+  }
+
+  /** The registry auth a REST endpoint's image is pulled with (its template's), when it names one of its owner's. */
+  registryAuthOf(id: string): RegistryAuthRecord | undefined {
+    const entry = this.specs.get(id);
+    const image = entry && this.prebuiltImage(entry);
+    const authId = image ? this.m.store.template(entry.spec.templateId)?.containerRegistryAuthId : undefined;
+    return authId ? ownRegistryAuth(this.m, entry!.userId, authId) : undefined;
   }
 
   forgetPing(id: string): void {
@@ -422,7 +434,45 @@ function ownVolume(m: ManagementContext, p: Principal, id: string): VolumeRecord
   return v && v.userId === p.userId ? v : undefined;
 }
 
-export async function templateRoute(m: ManagementContext, p: Principal, req: IncomingMessage, res: ServerResponse, id: string | undefined): Promise<void> {
+/**
+ * A template as a create or update body makes it (`before`: the template updated): every failure, the registry
+ * auth it names among them when it is not one of the user's. Pure.
+ */
+export function planTemplate(
+  body: Record<string, unknown>,
+  before: TemplateRecord | undefined,
+  ownsRegistryAuth: (id: string) => boolean,
+): { template?: Omit<TemplateRecord, "id" | "userId" | "createdAt">; errors: string[] } {
+  const errors = validate(before ? SCHEMAS.UpdateTemplateRequest : SCHEMAS.CreateTemplateRequest, body);
+  if (errors.length > 0) return { errors };
+  if (body.env !== undefined) errors.push(...reservedEnvProblems(Object.keys(body.env as object), "$.env."));
+  const shm = body.shmSizeMb as number | null | undefined;
+  if (typeof shm === "number" && (shm < 64 || shm > 262144)) errors.push("$.shmSizeMb: must be 64 to 262144 (MiB), or null");
+  const auth = body.containerRegistryAuthId as string | null | undefined;
+  if (typeof auth === "string" && !ownsRegistryAuth(auth)) errors.push(`$.containerRegistryAuthId: no container registry auth "${auth}" of yours`);
+  if (errors.length > 0) return { errors };
+  return {
+    template: {
+      name: (body.name as string | undefined) ?? before!.name,
+      imageName: (body.imageName as string | undefined) ?? before!.imageName,
+      env: (body.env as Record<string, string> | undefined) ?? before?.env ?? {},
+      containerDiskInGb: (body.containerDiskInGb as number | undefined) ?? before?.containerDiskInGb ?? 10,
+      shmSizeMb: shm === undefined ? (before?.shmSizeMb ?? null) : shm,
+      containerRegistryAuthId: auth === undefined ? (before?.containerRegistryAuthId ?? null) : auth,
+    },
+    errors,
+  };
+}
+
+export async function templateRoute(
+  m: ManagementContext,
+  p: Principal,
+  req: IncomingMessage,
+  res: ServerResponse,
+  id: string | undefined,
+  /** A template changed: the endpoints made from it are planned again. */
+  changed: () => Promise<void> = async () => undefined,
+): Promise<void> {
   const method = req.method ?? "GET";
   requireAccess(p, "templates", method !== "GET");
   if (method === "GET") {
@@ -435,21 +485,26 @@ export async function templateRoute(m: ManagementContext, p: Principal, req: Inc
   if (method === "POST" && id === undefined) {
     requireDeploy(p, "Creating a template");
     const body = await readObjectBody(req);
-    const errors = validate(SCHEMAS.CreateTemplateRequest, body);
-    if (errors.length === 0 && body.env !== undefined) errors.push(...reservedEnvProblems(Object.keys(body.env as object), "$.env."));
-    if (errors.length > 0) throw new HttpProblem(422, "The template is not valid", { errors });
-    const t: TemplateRecord = {
-      id: `tpl${newId(6)}`,
-      userId: p.userId,
-      name: body.name as string,
-      imageName: body.imageName as string,
-      env: (body.env as Record<string, string> | undefined) ?? {},
-      containerDiskInGb: (body.containerDiskInGb as number | undefined) ?? 10,
-      shmSizeMb: (body.shmSizeMb as number | undefined) ?? null,
-      createdAt: Date.now(),
-    };
+    const plan = planTemplate(body, undefined, (auth) => ownRegistryAuth(m, p.userId, auth) !== undefined);
+    if (!plan.template) throw new HttpProblem(422, "The template is not valid", { errors: plan.errors });
+    const t: TemplateRecord = { id: `tpl${newId(6)}`, userId: p.userId, ...plan.template, createdAt: Date.now() };
     await m.store.putTemplate(t);
     return sendJson(res, templateJson(t), 201);
+  }
+  if (method === "PATCH" && id !== undefined) {
+    const before = ownTemplate(m, p, id);
+    if (!before) {
+      req.resume();
+      throw new HttpProblem(404, `No template ${id}`);
+    }
+    requireDeploy(p, "Changing a template");
+    const body = await readObjectBody(req);
+    const plan = planTemplate(body, before, (auth) => ownRegistryAuth(m, p.userId, auth) !== undefined);
+    if (!plan.template) throw new HttpProblem(422, "The template update is not valid", { errors: plan.errors });
+    const t: TemplateRecord = { ...before, ...plan.template };
+    await m.store.putTemplate(t);
+    await changed();
+    return sendJson(res, templateJson(t));
   }
   if (method === "DELETE" && id !== undefined) {
     req.resume();
@@ -459,7 +514,8 @@ export async function templateRoute(m: ManagementContext, p: Principal, req: Inc
     res.end();
     return;
   }
-  throw new HttpProblem(405, `${method} is not allowed here`, { headers: { allow: id === undefined ? "GET, POST" : "GET, DELETE" } });
+  req.resume();
+  throw new HttpProblem(405, `${method} is not allowed here`, { headers: { allow: id === undefined ? "GET, POST" : "GET, PATCH, DELETE" } });
 }
 
 /**

@@ -29,6 +29,9 @@ import { requireAccess, resolveVolume, volumeDir, type ManagementContext, type M
 import { dataCenterConfig, type DataCenter } from "./datacenters.js";
 import { endpointRoute, RestEndpoints, templateRoute } from "./endpoints.js";
 import { keyJson, keyRoute } from "./keys.js";
+import { openRegistryAuth, registryAuthRoute } from "./registry-auths.js";
+import type { RegistryCredentials } from "../../drivers/registry-auth.js";
+import type { SecretBox } from "../secrets/box.js";
 import { secretRoute } from "../secrets/routes.js";
 import { volumeKeyRoute, type VolumeKeysDeps } from "../volumes/keys.js";
 import type { KeyRecord, ManagementStore, VolumeRecord } from "./store.js";
@@ -57,6 +60,8 @@ export interface ManagementOptions {
   engineEndpoint(row: EndpointRow): EngineEndpoint;
   /** Why the service serves one user only, when it does (ManagementContext.singleUser). */
   singleUser?: string;
+  /** What seals users' registry credentials (the secrets key). */
+  box?: SecretBox;
 }
 
 /**
@@ -88,6 +93,7 @@ export class Management {
       operatorUser: options.operatorUser,
       engineEndpoint: options.engineEndpoint,
       ...(options.singleUser ? { singleUser: options.singleUser } : {}),
+      ...(options.box ? { box: options.box } : {}),
     };
   }
 
@@ -152,6 +158,18 @@ export class Management {
   /** What a REST endpoint's image is allowed beyond the sandbox's defaults (its template's /dev/shm size). */
   containerAllowances(endpointId: string): { shmSizeMb?: number } {
     return this.rest?.containerAllowances(endpointId) ?? {};
+  }
+
+  /**
+   * The registry credentials a REST endpoint's image is pulled with (its template's registry auth), opened for a
+   * worker's start; undefined when its template names none. Throws when they cannot be opened (the start fails
+   * saying so).
+   */
+  registryCredentials(endpointId: string): RegistryCredentials | undefined {
+    const record = this.rest?.registryAuthOf(endpointId);
+    if (!record) return undefined;
+    if (!this.context.box) throw new Error(`registry auth "${record.name}" cannot be opened: this service has no secrets key`);
+    return openRegistryAuth(this.context.box, record);
   }
 
   /** Why a REST endpoint gets no workers (its statusReason), for answers that must say so. */
@@ -292,9 +310,21 @@ export const MANAGEMENT_ROUTES: ReadonlyArray<Route<ManagementApiDeps>> = [
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/templates", handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, undefined) },
   {
     ...MANAGE,
-    methods: ["GET", "DELETE"],
+    methods: ["GET", "PATCH", "DELETE"],
     pattern: "/v1/templates/:id",
-    handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, c.params.id),
+    handler: (c) => templateRoute(management(c).context, c.principal, c.req, c.res, c.params.id, () => management(c).restEndpoints().refreshAll()),
+  },
+  {
+    ...MANAGE,
+    methods: ["GET", "POST"],
+    pattern: "/v1/containerregistryauth",
+    handler: (c) => registryAuthRoute(management(c).context, c.principal, c.req, c.res, undefined),
+  },
+  {
+    ...MANAGE,
+    methods: ["GET", "DELETE"],
+    pattern: "/v1/containerregistryauth/:id",
+    handler: (c) => registryAuthRoute(management(c).context, c.principal, c.req, c.res, c.params.id),
   },
   { ...MANAGE, methods: ["GET", "POST"], pattern: "/v1/volume-keys", handler: (c) => volumeKeyRoute(volumeKeysOf(c), c.principal, c.req, c.res, undefined) },
   {

@@ -28,6 +28,17 @@ export const MANAGEMENT_MIGRATION = `
 /** Appended to SQLITE_MIGRATIONS: the shared-memory size a template's image is allowed (null: the engine's default). */
 export const TEMPLATE_SHM_MIGRATION = `ALTER TABLE templates ADD COLUMN shm_size_mb INTEGER;`;
 
+/**
+ * Appended to SQLITE_MIGRATIONS: users' container registry credentials (username and password sealed together,
+ * as secrets are), and the one a template's image is pulled with.
+ */
+export const REGISTRY_AUTH_MIGRATION = `
+  CREATE TABLE registry_auths (
+    id TEXT PRIMARY KEY, user_id TEXT NOT NULL, name TEXT NOT NULL, sealed BLOB NOT NULL, key_id TEXT NOT NULL,
+    created_at INTEGER NOT NULL);
+  CREATE UNIQUE INDEX registry_auths_user_name ON registry_auths (user_id, name);
+  ALTER TABLE templates ADD COLUMN container_registry_auth_id TEXT;`;
+
 /** Appended to SQLITE_MIGRATIONS after MANAGEMENT_MIGRATION: restart counters of REST endpoints. */
 export const MANAGEMENT_MIGRATION_2 = `ALTER TABLE rest_endpoints ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;`;
 
@@ -53,6 +64,21 @@ export interface TemplateRecord {
    * null: the engine's default (Docker: 64 MiB).
    */
   shmSizeMb?: number | null;
+  /** The user's registry credentials its image is pulled with (a RegistryAuthRecord's id); null: none. */
+  containerRegistryAuthId?: string | null;
+  createdAt: number;
+}
+
+/**
+ * A user's credentials for container registries: `sealed` holds `{"username", "password"}` as JSON, sealed with
+ * the service's secrets key (secrets/box.ts) and bound to the record's user and id.
+ */
+export interface RegistryAuthRecord {
+  id: string;
+  userId: string;
+  name: string;
+  sealed: Buffer;
+  keyId: string;
   createdAt: number;
 }
 
@@ -97,6 +123,11 @@ export interface ManagementStore {
   template(id: string): TemplateRecord | undefined;
   putTemplate(t: TemplateRecord): void | Promise<void>;
   deleteTemplate(id: string): void | Promise<void>;
+  /** A user's registry auths; without a user, every user's (to seal them again under a new key). */
+  registryAuths(userId?: string): RegistryAuthRecord[];
+  registryAuth(id: string): RegistryAuthRecord | undefined;
+  putRegistryAuth(r: RegistryAuthRecord): void | Promise<void>;
+  deleteRegistryAuth(id: string): void | Promise<void>;
   /** `generation` counts the updates that restarted the workers (part of the endpoint's revision). */
   restEndpoints(): Array<{ id: string; userId: string; spec: RestEndpointSpec; generation: number }>;
   putRestEndpoint(id: string, userId: string, spec: RestEndpointSpec, generation: number): void | Promise<void>;
@@ -129,7 +160,17 @@ export const templateOf = (r: Record<string, unknown>): TemplateRecord => ({
   env: JSON.parse(r.env as string) as Record<string, string>,
   containerDiskInGb: r.container_disk_gb as number,
   shmSizeMb: (r.shm_size_mb as number | null | undefined) ?? null,
+  containerRegistryAuthId: (r.container_registry_auth_id as string | null | undefined) ?? null,
   createdAt: r.created_at as number,
+});
+
+export const registryAuthOf = (r: Record<string, unknown>): RegistryAuthRecord => ({
+  id: r.id as string,
+  userId: r.user_id as string,
+  name: r.name as string,
+  sealed: Buffer.from(r.sealed as Uint8Array),
+  keyId: r.key_id as string,
+  createdAt: Number(r.created_at),
 });
 
 export const keyOf = (r: Record<string, unknown>): KeyRecord => ({
@@ -165,10 +206,17 @@ export function openSqliteManagementStore(file: string): ManagementStore {
     templates: db.prepare("SELECT * FROM templates WHERE user_id = ? ORDER BY created_at, id"),
     template: db.prepare("SELECT * FROM templates WHERE id = ?"),
     putTemplate: db.prepare(
-      `INSERT OR REPLACE INTO templates (id, user_id, name, image_name, env, container_disk_gb, shm_size_mb, created_at)
-       VALUES (@id, @userId, @name, @imageName, @env, @containerDiskInGb, @shmSizeMb, @createdAt)`,
+      `INSERT OR REPLACE INTO templates (id, user_id, name, image_name, env, container_disk_gb, shm_size_mb, container_registry_auth_id, created_at)
+       VALUES (@id, @userId, @name, @imageName, @env, @containerDiskInGb, @shmSizeMb, @containerRegistryAuthId, @createdAt)`,
     ),
     deleteTemplate: db.prepare("DELETE FROM templates WHERE id = ?"),
+    registryAuths: db.prepare("SELECT * FROM registry_auths WHERE user_id = ? ORDER BY created_at, id"),
+    allRegistryAuths: db.prepare("SELECT * FROM registry_auths ORDER BY created_at, id"),
+    registryAuth: db.prepare("SELECT * FROM registry_auths WHERE id = ?"),
+    putRegistryAuth: db.prepare(
+      `INSERT OR REPLACE INTO registry_auths (id, user_id, name, sealed, key_id, created_at) VALUES (@id, @userId, @name, @sealed, @keyId, @createdAt)`,
+    ),
+    deleteRegistryAuth: db.prepare("DELETE FROM registry_auths WHERE id = ?"),
     restEndpoints: db.prepare("SELECT * FROM rest_endpoints"),
     putRestEndpoint: db.prepare("INSERT OR REPLACE INTO rest_endpoints (id, user_id, spec, generation) VALUES (?, ?, ?, ?)"),
     deleteRestEndpoint: db.prepare("DELETE FROM rest_endpoints WHERE id = ?"),
@@ -192,8 +240,17 @@ export function openSqliteManagementStore(file: string): ManagementStore {
       const r = q.template.get(id) as Record<string, unknown> | undefined;
       return r && templateOf(r);
     },
-    putTemplate: (t) => void q.putTemplate.run({ ...t, env: JSON.stringify(t.env) }),
+    putTemplate: (t) =>
+      void q.putTemplate.run({ ...t, env: JSON.stringify(t.env), shmSizeMb: t.shmSizeMb ?? null, containerRegistryAuthId: t.containerRegistryAuthId ?? null }),
     deleteTemplate: (id) => void q.deleteTemplate.run(id),
+    registryAuths: (userId) =>
+      ((userId === undefined ? q.allRegistryAuths.all() : q.registryAuths.all(userId)) as Record<string, unknown>[]).map(registryAuthOf),
+    registryAuth: (id) => {
+      const r = q.registryAuth.get(id) as Record<string, unknown> | undefined;
+      return r && registryAuthOf(r);
+    },
+    putRegistryAuth: (r) => void q.putRegistryAuth.run(r),
+    deleteRegistryAuth: (id) => void q.deleteRegistryAuth.run(id),
     restEndpoints: () => (q.restEndpoints.all() as Record<string, unknown>[]).map(restEndpointOf),
     putRestEndpoint: (id, userId, spec, generation) => void q.putRestEndpoint.run(id, userId, JSON.stringify(spec), generation),
     deleteRestEndpoint: (id) => void q.deleteRestEndpoint.run(id),
@@ -226,6 +283,7 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
   let volumes = new Map<string, VolumeRecord>();
   let templates = new Map<string, TemplateRecord>();
   let rest = new Map<string, { id: string; userId: string; spec: RestEndpointSpec; generation: number }>();
+  let auths = new Map<string, RegistryAuthRecord>();
   // A reload whose reads began before a write of this replica's may miss it: such a reload keeps the memory.
   let writes = 0;
   /** Commit, then change the memory; counted on both sides so that a reload overlapping it keeps the memory. */
@@ -238,15 +296,17 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
 
   const reload = async () => {
     const before = writes;
-    const [v, t, r] = await Promise.all([
+    const [v, t, r, a] = await Promise.all([
       pool.query("SELECT * FROM network_volumes"),
       pool.query("SELECT * FROM templates"),
       pool.query("SELECT * FROM rest_endpoints"),
+      pool.query("SELECT * FROM registry_auths"),
     ]);
     if (writes !== before) return;
     volumes = new Map(v.rows.map((x) => [x.id, volumeOf(x)]));
     templates = new Map(t.rows.map((x) => [x.id, templateOf(x)]));
     rest = new Map(r.rows.map((x) => [x.id, restEndpointOf(x)]));
+    auths = new Map(a.rows.map((x) => [x.id, registryAuthOf(x)]));
   };
   await reload();
 
@@ -270,13 +330,25 @@ export async function openPostgresManagementStore(pool: Queryable): Promise<Relo
     template: (id) => templates.get(id),
     putTemplate: (t) =>
       write(
-        `INSERT INTO templates (id, user_id, name, image_name, env, container_disk_gb, shm_size_mb, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        `INSERT INTO templates (id, user_id, name, image_name, env, container_disk_gb, shm_size_mb, container_registry_auth_id, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          ON CONFLICT (id) DO UPDATE SET user_id = excluded.user_id, name = excluded.name, image_name = excluded.image_name,
-           env = excluded.env, container_disk_gb = excluded.container_disk_gb, shm_size_mb = excluded.shm_size_mb, created_at = excluded.created_at`,
-        [t.id, t.userId, t.name, t.imageName, JSON.stringify(t.env), t.containerDiskInGb, t.shmSizeMb, t.createdAt],
+           env = excluded.env, container_disk_gb = excluded.container_disk_gb, shm_size_mb = excluded.shm_size_mb,
+           container_registry_auth_id = excluded.container_registry_auth_id, created_at = excluded.created_at`,
+        [t.id, t.userId, t.name, t.imageName, JSON.stringify(t.env), t.containerDiskInGb, t.shmSizeMb ?? null, t.containerRegistryAuthId ?? null, t.createdAt],
         () => templates.set(t.id, t),
       ),
     deleteTemplate: (id) => write("DELETE FROM templates WHERE id = $1", [id], () => templates.delete(id)),
+    registryAuths: (userId) => [...auths.values()].filter((a) => userId === undefined || a.userId === userId).sort(byCreation),
+    registryAuth: (id) => auths.get(id),
+    putRegistryAuth: (a) =>
+      write(
+        `INSERT INTO registry_auths (id, user_id, name, sealed, key_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (id) DO UPDATE SET name = excluded.name, sealed = excluded.sealed, key_id = excluded.key_id`,
+        [a.id, a.userId, a.name, a.sealed, a.keyId, a.createdAt],
+        () => auths.set(a.id, a),
+      ),
+    deleteRegistryAuth: (id) => write("DELETE FROM registry_auths WHERE id = $1", [id], () => auths.delete(id)),
     restEndpoints: () => [...rest.values()],
     putRestEndpoint: (id, userId, spec, generation) =>
       write(

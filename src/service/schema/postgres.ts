@@ -117,4 +117,12 @@ export const PG_MIGRATIONS: readonly string[] = [
   `CREATE INDEX logs_dropped ON logs (endpoint_id, seq) WHERE stream = '${DROPPED_LOG_STREAM}';`,
   // The /dev/shm size a template's image is allowed (null: the engine's default).
   `ALTER TABLE templates ADD COLUMN shm_size_mb integer;`,
+  // Users' container registry credentials, sealed, and the one a template's image is pulled with; every replica
+  // hears of a change as of the other configuration tables.
+  `CREATE TABLE registry_auths (
+     id text PRIMARY KEY, user_id text NOT NULL, name text NOT NULL, sealed bytea NOT NULL, key_id text NOT NULL,
+     created_at bigint NOT NULL);
+   CREATE UNIQUE INDEX registry_auths_user_name ON registry_auths (user_id, name);
+   ALTER TABLE templates ADD COLUMN container_registry_auth_id text;
+   CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON registry_auths FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');`,
 ];

@@ -2,7 +2,7 @@
 // (store/sqlite.ts). Each feature's tables come from its own schema module, in order here.
 
 import { DEPLOY_MIGRATION, RELEASES_MIGRATION } from "../store/deploy-sqlite.js";
-import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2, TEMPLATE_SHM_MIGRATION } from "../management/store.js";
+import { MANAGEMENT_MIGRATION, MANAGEMENT_MIGRATION_2, REGISTRY_AUTH_MIGRATION, TEMPLATE_SHM_MIGRATION } from "../management/store.js";
 import { SECRETS_MIGRATION } from "../secrets/store.js";
 import { IDEMPOTENCY_MIGRATION } from "../idempotency/schema.js";
 import { USAGE_MIGRATION } from "../metrics/usage-schema.js";
@@ -72,4 +72,6 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   `CREATE INDEX logs_dropped ON logs (endpoint_id, seq) WHERE stream = '${DROPPED_LOG_STREAM}';`,
   // the /dev/shm size a template's image is allowed
   TEMPLATE_SHM_MIGRATION,
+  // users' container registry credentials, sealed, and the one a template's image is pulled with
+  REGISTRY_AUTH_MIGRATION,
 ];

@@ -6,6 +6,7 @@
 import type { LogFields } from "../logging.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../../drivers/types.js";
 import { placementOf } from "../../drivers/placement.js";
+import { isImagePullError, type RegistryCredentials } from "../../drivers/registry-auth.js";
 import type { JobEngine, WorkerEntry } from "../engine/index.js";
 import { workerState } from "../engine/index.js";
 import type { EndpointRow } from "../store/types.js";
@@ -93,6 +94,8 @@ export interface ScalerDeps {
   /** Mint the worker's token and a key for cross-endpoint calls (revoked when the worker ends). */
   /** What an endpoint's image is allowed beyond the sandbox's defaults (its template's /dev/shm size). */
   containerAllowances?(endpoint: EndpointRow): { shmSizeMb?: number };
+  /** The registry credentials an endpoint's image is pulled with (its template's registry auth), opened. */
+  registryAuth?(endpoint: EndpointRow): RegistryCredentials | undefined;
   /** The heartbeat period workers are told (a provider worker's ping period). */
   heartbeatMs?: number;
   mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string }>;
@@ -226,6 +229,8 @@ const DRAIN_GRACE_MS = 5_000;
 export class Scaler {
   private readonly managed = new Map<string, ManagedWorker>();
   private readonly failures = new Map<string, { count: number; until: number }>();
+  /** Why the last start of an endpoint's worker could not pull its image, until a start does (pullFailure). */
+  private readonly pullFailures = new Map<string, string>();
   private readonly coldStartPending = new Map<string, number>();
   readonly coldStarts = new Map<string, { count: number; lastMs: number | null }>();
   /** Workers the driver failed to stop, per endpoint (each also said through onEvent): they may still run. */
@@ -621,9 +626,11 @@ export class Scaler {
         image,
         ...(providerImage ? { protocol: "provider" as const, heartbeatMs: this.deps.heartbeatMs } : {}),
         ...(image ? this.deps.containerAllowances?.(endpoint) : {}),
+        ...(image ? { registryAuth: this.deps.registryAuth?.(endpoint) } : {}),
         ...(r.snapshot ? { snapshot: true } : {}),
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
+      this.pullFailures.delete(endpoint.id);
       this.offerAddresses(workerId, m.handle);
       this.lifeStarted(m, endpoint.userId);
       if (image && !providerImage && m.handle.address) {
@@ -634,6 +641,8 @@ export class Scaler {
       }
       this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`, { endpoint: endpoint.id, worker: workerId });
     } catch (err) {
+      // Its jobs stay queued; the endpoint says why it waits until a start pulls the image (after the backoff).
+      if (isImagePullError(err)) this.pullFailures.set(endpoint.id, err.message);
       this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "stderr", text: `worker failed to start: ${errorMessage(err)}` });
       const wasProbe = m.probe;
       this.exited(m, wasProbe, `the worker could not be started: ${errorMessage(err)}`);
@@ -759,6 +768,11 @@ export class Scaler {
   }
 
   /** Why an endpoint's workers wait for a GPU, and how many; undefined when none waits. */
+  /** Why the endpoint's image could not be pulled at its last worker's start; undefined once one started. */
+  pullFailure(endpointId: string): string | undefined {
+    return this.pullFailures.get(endpointId);
+  }
+
   gpuWait(endpointId: string): GpuWait | undefined {
     return this.deps.gpus?.waiting(endpointId);
   }
