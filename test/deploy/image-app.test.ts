@@ -89,8 +89,17 @@ async function containersOf(endpointId: string) {
 }
 
 async function stop(p: { child: ChildProcessWithoutNullStreams; exit: Promise<number | null> }) {
-  p.child.kill("SIGINT");
+  if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGINT");
   return p.exit;
+}
+
+/** Run `body` with a long-running command started; stopped (SIGINT, its own clean-up) whatever happens. */
+async function withCommand<T>(p: ReturnType<typeof start>, body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } finally {
+    await stop(p);
+  }
 }
 
 beforeAll(async () => {
@@ -137,6 +146,8 @@ describeDocker("an app with an image endpoint, through the svc binary", () => {
       containerDiskInGb: 5,
     });
     expect(manifest.resources.greeter).toMatchObject({ handler: "endpoints/greeter/handler.mjs", functions: [{ name: "greet" }] });
+    const text = svc(["build"]);
+    expect(text.stdout).toContain(`image: ${IMAGE} (its container runs the jobs; no code bundled)`);
     const listing = spawnSync("tar", ["tzf", join(project, ".svc", "artifact.tar.gz")], { encoding: "utf8" })
       .stdout.split("\n")
       .filter(Boolean);
@@ -158,97 +169,109 @@ describeDocker("an app with an image endpoint, through the svc binary", () => {
         }
       });
     });
+    const source = join(project, "src", "echo-image.ts");
+    const original = readFileSync(source, "utf8");
     const deploy = () => {
       const r = svc(["deploy", "--json"], { SVC_API_URL: url, SVC_API_KEY: KEY });
       expect(r.status, r.stderr).toBe(0);
-      return JSON.parse(r.stdout) as { endpoints: Listed[] };
+      return JSON.parse(r.stdout) as { env: string; endpoints: Listed[] };
     };
     const first = deploy();
     expect(first.endpoints.map((e) => [e.name, e.type, e.action])).toEqual([
       ["echo-image", "queue", "create"],
       ["greeter", "queue", "create"],
     ]);
-    const worker = await bothAnswer(first.endpoints, KEY);
-    const echoId = named(first.endpoints, "echo-image").id;
-    const [container] = await containersOf(echoId);
-    expect(container!.Image).toBe(IMAGE);
-    const inspected = await docker.getContainer(container!.Id).inspect();
-    expect(inspected.HostConfig.ShmSize).toBe(128 * 1024 * 1024);
-    expect(inspected.Config.Env).toContain("GREETING=hi");
-    expect(inspected.Config.Env).toContain(`RUNPOD_POD_ID=${worker}`);
+    try {
+      const worker = await bothAnswer(first.endpoints, KEY);
+      const echoId = named(first.endpoints, "echo-image").id;
+      const [container] = await containersOf(echoId);
+      expect(container!.Image).toBe(IMAGE);
+      const inspected = await docker.getContainer(container!.Id).inspect();
+      expect(inspected.HostConfig.ShmSize).toBe(128 * 1024 * 1024);
+      expect(inspected.Config.Env).toContain("GREETING=hi");
+      expect(inspected.Config.Env).toContain(`RUNPOD_POD_ID=${worker}`);
 
-    // The same sources again: nothing changes, the image's worker keeps serving.
-    expect(deploy().endpoints.map((e) => e.action)).toEqual(["unchanged", "unchanged"]);
+      // The same sources again: nothing changes, the image's worker keeps serving.
+      expect(deploy().endpoints.map((e) => e.action)).toEqual(["unchanged", "unchanged"]);
 
-    // A new tag of the image: a new release of the image endpoint; the TypeScript endpoint is left as it is.
-    const source = join(project, "src", "app.ts");
-    writeFileSync(source, readFileSync(source, "utf8").replace(IMAGE, IMAGE_2));
-    const second = deploy();
-    expect(second.endpoints.map((e) => [e.name, e.action])).toEqual([
-      ["echo-image", "update"],
-      ["greeter", "unchanged"],
-    ]);
-    const again = await post(`${named(second.endpoints, "echo-image").url}/runsync`, KEY, { input: { mode: "echo", value: 2 } });
-    expect(again.body).toMatchObject({ status: "COMPLETED", output: { value: 2 } });
-    expect(again.body.output.worker).not.toBe(worker);
-    const images = (await containersOf(echoId)).map((c) => c.Image);
-    expect(images).toContain(IMAGE_2);
-    const env = (await get(`${url}/v1/apps/${app}/environments/prod`, KEY)).body;
-    expect(env.releases.map((r: { state: string }) => r.state).slice(0, 3)).toEqual(["live", "live", "live"]);
-    expect(env.releases[0].endpoints.map((e: { name: string }) => e.name)).toEqual(["echo-image"]);
+      // A new tag of the image: a new release of the image endpoint; the TypeScript endpoint is left as it is.
+      writeFileSync(source, readFileSync(source, "utf8").replace(IMAGE, IMAGE_2));
+      const second = deploy();
+      expect(second.endpoints.map((e) => [e.name, e.action])).toEqual([
+        ["echo-image", "update"],
+        ["greeter", "unchanged"],
+      ]);
+      const again = await post(`${named(second.endpoints, "echo-image").url}/runsync`, KEY, { input: { mode: "echo", value: 2 } });
+      expect(again.body).toMatchObject({ status: "COMPLETED", output: { value: 2 } });
+      expect(again.body.output.worker).not.toBe(worker);
+      const images = (await containersOf(echoId)).map((c) => c.Image);
+      expect(images).toContain(IMAGE_2);
+      const env = (await get(`${url}/v1/apps/${app}/environments/${second.env}/releases`, KEY)).body;
+      expect(env.releases.map((r: { state: string }) => r.state).slice(0, 3)).toEqual(["live", "live", "live"]);
+      expect(env.releases[0].endpoints.map((e: { name: string }) => e.name)).toEqual(["echo-image"]);
 
-    // An image the engine does not hold: refused before anything is activated, saying what to do.
-    writeFileSync(source, readFileSync(source, "utf8").replace(IMAGE_2, "svc-test-provider-worker:absent"));
-    const refused = svc(["deploy"], { SVC_API_URL: url, SVC_API_KEY: KEY });
-    expect(refused.status).not.toBe(0);
-    expect(refused.stderr).toContain('endpoint "echo-image": image "svc-test-provider-worker:absent" is not in the Docker engine');
-    expect(refused.stderr).toContain("docker load");
-    writeFileSync(source, readFileSync(source, "utf8").replace("svc-test-provider-worker:absent", IMAGE));
-
-    expect(await stop(server)).toBe(0);
+      // An image the engine does not hold: refused before anything is activated, saying what to do.
+      writeFileSync(source, readFileSync(source, "utf8").replace(IMAGE_2, "svc-test-provider-worker:absent"));
+      const refused = svc(["deploy"], { SVC_API_URL: url, SVC_API_KEY: KEY });
+      expect(refused.status).not.toBe(0);
+      expect(refused.stderr).toContain('endpoint "echo-image": image "svc-test-provider-worker:absent" is not in the Docker engine');
+      expect(refused.stderr).toContain("docker load");
+    } finally {
+      writeFileSync(source, original);
+      await stop(server);
+    }
+    expect(await server.exit).toBe(0);
   }, 400_000);
 
   it("svc deploy --preview runs both, one container each, and leaves nothing behind", async () => {
     const preview = start(["deploy", "--preview", "--json", "--port", "0"]);
-    const ready = await firstJsonOnStdout<{ apiKey: string; session: string; endpoints: Listed[] }>(
-      preview.child,
-      "svc deploy --preview",
-      240_000,
-      preview.stderr,
-    );
-    await bothAnswer(ready.endpoints, ready.apiKey);
-    const [container] = await containersOf(named(ready.endpoints, "echo-image").id);
-    expect(container!.Image).toBe(IMAGE);
-    expect(container!.Labels[LABELS.session]).toBe(ready.session);
-    expect(await stop(preview)).toBe(0);
+    const ready = await withCommand(preview, async () => {
+      const ready = await firstJsonOnStdout<{ apiKey: string; session: string; endpoints: Listed[] }>(
+        preview.child,
+        "svc deploy --preview",
+        240_000,
+        preview.stderr,
+      );
+      await bothAnswer(ready.endpoints, ready.apiKey);
+      const [container] = await containersOf(named(ready.endpoints, "echo-image").id);
+      expect(container!.Image).toBe(IMAGE);
+      expect(container!.Labels[LABELS.session]).toBe(ready.session);
+      return ready;
+    });
+    expect(await preview.exit).toBe(0);
     expect(await docker.listContainers({ all: true, filters: { label: [`${LABELS.session}=${ready.session}`] } })).toEqual([]);
   }, 300_000);
 
   it("svc dev runs the TypeScript endpoint as a process and the image endpoint in Docker", async () => {
     const dev = start(["dev", "--port", "0", "--json", "--no-watch"]);
-    const ready = await firstJsonOnStdout<{ apiKey: string; endpoints: Listed[] }>(dev.child, "svc dev", 120_000, dev.stderr);
-    await bothAnswer(ready.endpoints, ready.apiKey);
-    const echoId = named(ready.endpoints, "echo-image").id;
-    expect((await containersOf(echoId)).map((c) => c.Image)).toEqual([IMAGE]);
-    // The TypeScript endpoint has no container: it runs as a local process.
-    expect(await containersOf(named(ready.endpoints, "greeter").id)).toEqual([]);
-    expect(await stop(dev)).toBe(0);
+    const echoId = await withCommand(dev, async () => {
+      const ready = await firstJsonOnStdout<{ apiKey: string; endpoints: Listed[] }>(dev.child, "svc dev", 120_000, dev.stderr);
+      await bothAnswer(ready.endpoints, ready.apiKey);
+      const echoId = named(ready.endpoints, "echo-image").id;
+      expect((await containersOf(echoId)).map((c) => c.Image)).toEqual([IMAGE]);
+      // The TypeScript endpoint has no container: it runs as a local process.
+      expect(await containersOf(named(ready.endpoints, "greeter").id)).toEqual([]);
+      return echoId;
+    });
+    expect(await dev.exit).toBe(0);
     expect(await docker.listContainers({ all: true, filters: { label: [`${LABELS.endpoint}=${echoId}`] } })).toEqual([]);
   }, 180_000);
 
   it("svc dev without a Docker engine serves the TypeScript endpoint and says what the image endpoint needs", async () => {
     const dev = start(["dev", "--port", "0", "--json", "--no-watch"], { DOCKER_HOST: `unix://${join(work, "no-docker.sock")}` });
-    const ready = await firstJsonOnStdout<{ apiKey: string; endpoints: Listed[] }>(dev.child, "svc dev", 120_000, dev.stderr);
-    const greeted = await post(`${named(ready.endpoints, "greeter").url}/runsync`, ready.apiKey, { input: { name: "bo" } });
-    expect(greeted.body).toMatchObject({ status: "COMPLETED", output: { hello: "bo" } });
-    expect(dev.stderr()).toContain(`Endpoint "echo-image" runs the image "${IMAGE}" in Docker, and no Docker engine answers at`);
-    expect(dev.stderr()).toContain("Start a Docker engine (or set DOCKER_HOST) and restart `svc dev`");
-    // Its jobs are accepted and wait in the queue.
-    const echoUrl = named(ready.endpoints, "echo-image").url;
-    const queued = await post(`${echoUrl}/run`, ready.apiKey, { input: { mode: "echo", value: 1 } });
-    expect(queued.status).toBe(200);
-    await new Promise((r) => setTimeout(r, 1500));
-    expect((await get(`${echoUrl}/status/${queued.body.id}`, ready.apiKey)).body.status).toBe("IN_QUEUE");
-    expect(await stop(dev)).toBe(0);
+    await withCommand(dev, async () => {
+      const ready = await firstJsonOnStdout<{ apiKey: string; endpoints: Listed[] }>(dev.child, "svc dev", 120_000, dev.stderr);
+      const greeted = await post(`${named(ready.endpoints, "greeter").url}/runsync`, ready.apiKey, { input: { name: "bo" } });
+      expect(greeted.body).toMatchObject({ status: "COMPLETED", output: { hello: "bo" } });
+      expect(dev.stderr()).toContain(`Endpoint "echo-image" runs the image "${IMAGE}" in Docker, and no Docker engine answers at`);
+      expect(dev.stderr()).toContain("Start a Docker engine (or set DOCKER_HOST) and restart `svc dev`");
+      // Its jobs are accepted and wait in the queue.
+      const echoUrl = named(ready.endpoints, "echo-image").url;
+      const queued = await post(`${echoUrl}/run`, ready.apiKey, { input: { mode: "echo", value: 1 } });
+      expect(queued.status).toBe(200);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect((await get(`${echoUrl}/status/${queued.body.id}`, ready.apiKey)).body.status).toBe("IN_QUEUE");
+    });
+    expect(await dev.exit).toBe(0);
   }, 180_000);
 });

@@ -231,6 +231,8 @@ describe("image endpoints of an app (Endpoint({ name, image }))", () => {
       'endpoint llm runs the image "my/worker:1.2", and the process driver runs no images: its jobs wait in the queue. Run it where Docker runs workers (`svc server --workers docker`, `svc deploy --preview`, or `svc dev` with a Docker engine answering)',
     );
     expect(imageNotice({ name: "docker", hasImage: async () => true }, app)).toBeUndefined();
+    expect(imageNotice({ name: "kubernetes", pullsImages: true }, app)).toBeUndefined();
+    expect(imageNotice({ name: "swarm" }, app)).toMatch(/the swarm driver runs no images/);
     expect(imageNotice({ name: "process" }, endpoint({ imageName: "svc-worker-cpu:0.1.0" }))).toBeUndefined();
   });
 });

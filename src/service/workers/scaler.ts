@@ -173,9 +173,13 @@ export function snapshotNotice(driver: Pick<WorkerDriver, "name" | "restoresSnap
  * Why the driver cannot start workers of an app's image endpoint (it runs no images), or undefined when it can or
  * the endpoint is another kind (a REST endpoint's row says so itself: its workersMax is 0). Pure.
  */
-export function imageNotice(driver: Pick<WorkerDriver, "name" | "hasImage">, endpoint: Pick<EndpointRow, "name" | "type" | "resource">): string | undefined {
+export function imageNotice(
+  driver: Pick<WorkerDriver, "name" | "hasImage" | "pullsImages">,
+  endpoint: Pick<EndpointRow, "name" | "type" | "resource">,
+): string | undefined {
   const image = endpoint.type === "queue" ? endpointImageOf(endpoint.resource) : undefined;
-  if (!image || typeof driver.hasImage === "function") return undefined;
+  // Docker runs the images its engine holds; a Kubernetes cluster pulls them.
+  if (!image || typeof driver.hasImage === "function" || driver.pullsImages === true) return undefined;
   return `endpoint ${endpoint.name} runs the image "${image}", and the ${driver.name} driver runs no images: its jobs wait in the queue. Run it where Docker runs workers (\`svc server --workers docker\`, \`svc deploy --preview\`, or \`svc dev\` with a Docker engine answering)`;
 }
 
