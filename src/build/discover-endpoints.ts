@@ -35,12 +35,13 @@ export class EndpointGrouping {
       byName.set(site.raw.name, list);
     }
     for (const def of defs) {
-      if (!def.used && def.site?.valid) {
+      // An image endpoint is whole without a handler: its image runs the jobs.
+      if (!def.used && def.site?.valid && def.site.raw!.image === undefined) {
         this.problems.push(
           problem(
             def.loc,
-            `Endpoint({ name: "${def.site.raw!.name}" }) is never applied to a function or class and has no routes`,
-            `apply it with a second call, e.g. \`export const fn = Endpoint({...})(async function fn(input) {...})\`, decorate a class with it, or add routes with .get/.post(...)`,
+            `Endpoint({ name: "${def.site.raw!.name}" }) is never applied to a function or class, has no routes and names no image`,
+            `apply it with a second call, e.g. \`export const fn = Endpoint({...})(async function fn(input) {...})\`, decorate a class with it, add routes with .get/.post(...), or give it the container image that runs its jobs: \`Endpoint({ name: "${def.site.raw!.name}", image: "my/worker:1.0" })\``,
           ),
         );
       }
@@ -101,11 +102,28 @@ export class EndpointGrouping {
       );
       return undefined;
     }
-    if (routeDefs.length === 0 && applied.length === 0) return undefined; // reported as never applied
     const rawConfig = site.raw!;
+    if (rawConfig.image !== undefined) return this.imageEndpoint(name, site, rawConfig, applied, routeDefs);
+    if (routeDefs.length === 0 && applied.length === 0) return undefined; // reported as never applied
     const config = normalizeConfig(rawConfig);
     if (applied.length > 0) return this.queueEndpoint(name, site, rawConfig, config, functions);
     return this.lbEndpoint(name, site, rawConfig, config, routeDefs);
+  }
+
+  /** `Endpoint({ name, image })`: a queue endpoint whose image runs its jobs; it takes no function, class or route. */
+  private imageEndpoint(name: string, site: Site, rawConfig: EndpointConfig, applied: DefInstance[], routeDefs: DefInstance[]): DiscoveredEndpoint | undefined {
+    const handlerAt = applied[0]?.appliedAt ?? routeDefs[0]?.routes[0]?.loc;
+    if (handlerAt) {
+      this.problems.push(
+        problem(
+          handlerAt,
+          `endpoint "${name}" names an image ("${rawConfig.image}") and is also given ${applied.length > 0 ? "a function or class" : "a route"} here: an image endpoint's container runs its jobs, so it takes no handler`,
+          `either remove "image" to run this code, or keep the image and remove the handler (\`export const ${name.replace(/-./g, (m) => m[1]!.toUpperCase())} = Endpoint({ name: "${name}", image: "${rawConfig.image}" })\`)`,
+        ),
+      );
+      return undefined;
+    }
+    return { name, type: "queue", rawConfig, config: normalizeConfig(rawConfig), functions: [], routes: [], definedAt: site.loc };
   }
 
   private queueEndpoint(name: string, site: Site, rawConfig: EndpointConfig, config: NormalizedConfig, uses: FunctionUse[]): DiscoveredEndpoint | undefined {

@@ -323,7 +323,7 @@ describe("discover: every violation is reported (fixtures/discovery/errors)", as
     ["src/more-errors.ts:16", "route DELETE /items/:id has no handler"],
     ["src/more-errors.ts:19", 'endpoint "wrapped" is applied to a call (wrap(async function inner() {})), which is not a function the build can see'],
     ["src/more-errors.ts:21", "Endpoint() is called without a configuration"],
-    ["src/never-applied.ts:3", 'Endpoint({ name: "never-applied" }) is never applied to a function or class and has no routes'],
+    ["src/never-applied.ts:3", 'Endpoint({ name: "never-applied" }) is never applied to a function or class, has no routes and names no image'],
   ];
 
   it("throws one UserError listing all problems, each 'file:line: what. Fix: how'", () => {

@@ -38,6 +38,8 @@ export interface BuildOptions {
 export interface BuiltEndpoint {
   name: string;
   type: "queue" | "lb";
+  /** An image endpoint's image (`Endpoint({ name, image })`): its container runs the jobs, no code is bundled. */
+  image?: string;
   /** Function names. */
   functions: string[];
   /** "METHOD /path" of a load-balanced endpoint. */
@@ -130,19 +132,21 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
   try {
     progress("Generating handlers");
     const endpoints = [...discovery.endpoints].sort((a, b) => (a.name < b.name ? -1 : 1));
+    // An image endpoint's container brings its own code: nothing is generated, bundled or installed for it.
+    const coded = endpoints.filter((e) => e.config.image === undefined);
     const entryOf = (name: string) => join(root, HANDLERS_DIR, `${name}.ts`);
-    const entrySources = new Map(endpoints.map((e) => [e.name, generateHandlerSource(e)]));
+    const entrySources = new Map(coded.map((e) => [e.name, generateHandlerSource(e)]));
     // Entries and bundles live in memory; .svc/.build/ only gets them with --keep-build (and npm installs).
     // The directory must exist all the same: esbuild resolves the entries' relative imports from it.
     await mkdir(join(root, HANDLERS_DIR), { recursive: true });
     if (options.keepBuild) {
-      await Promise.all(endpoints.map((e) => writeFile(entryOf(e.name), entrySources.get(e.name)!)));
+      await Promise.all(coded.map((e) => writeFile(entryOf(e.name), entrySources.get(e.name)!)));
     }
 
-    progress(`Bundling ${endpoints.length} endpoint(s)`);
+    progress(`Bundling ${coded.length} endpoint(s)`);
     const bundles = await bundleEndpoints(
       root,
-      endpoints.map((endpoint) => ({
+      coded.map((endpoint) => ({
         endpoint: endpoint.name,
         entry: entryOf(endpoint.name),
         source: entrySources.get(endpoint.name)!,
@@ -164,9 +168,9 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
       }
     }
 
-    const exclusions = planExclusions(Object.fromEntries(endpoints.map((e) => [e.name, e.config.dependencies])), userExcludes, imported);
+    const exclusions = planExclusions(Object.fromEntries(coded.map((e) => [e.name, e.config.dependencies])), userExcludes, imported);
     warnings.push(...exclusions.warnings);
-    const dependencies: Record<string, string[]> = {};
+    const dependencies: Record<string, string[]> = Object.fromEntries(endpoints.map((e) => [e.name, []]));
     for (const bundle of bundles) {
       dependencies[bundle.endpoint] = mergeDependencies(exclusions.install[bundle.endpoint] ?? [], bundle.natives, excludedNames);
     }
@@ -233,6 +237,7 @@ export async function buildProject(rootDir: string, options: BuildOptions = {}):
       endpoints: endpoints.map((e) => ({
         name: e.name,
         type: e.type,
+        ...(e.config.image !== undefined ? { image: e.config.image } : {}),
         functions: e.functions.map((f) => f.name),
         routes: e.routes.map((r) => `${r.method} ${r.path}`),
         dependencies: dependencies[e.name]!,

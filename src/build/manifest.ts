@@ -82,9 +82,10 @@ function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[],
   const c = endpoint.config;
   const env: Record<string, string> = {};
   for (const key of Object.keys(c.env).sort(byString)) env[key] = c.env[key]!;
+  const image = c.image;
   return {
     is_load_balanced: endpoint.type === "lb",
-    imageName: imageNameFor(c.computeType, version),
+    imageName: image ?? imageNameFor(c.computeType, version),
     workersMin: c.workersMin,
     workersMax: c.workersMax,
     gpuIds: c.gpuTypeIds.join(","),
@@ -105,7 +106,11 @@ function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[],
     ...(codeHash ? { codeHash } : {}),
     ...(c.snapshot ? { snapshot: true } : {}),
     ...(c.scaler ? { scaler: { type: c.scaler.type, value: c.scaler.value } } : {}),
-    handler: handlerPath(endpoint.name),
+    // An image endpoint: its container runs the jobs with the provider's protocol; no code of the app is its.
+    ...(image !== undefined ? { protocol: "provider" as const } : {}),
+    ...(c.shmSizeMb !== undefined ? { shmSizeMb: c.shmSizeMb } : {}),
+    ...(c.containerDiskInGb !== undefined ? { containerDiskInGb: c.containerDiskInGb } : {}),
+    handler: image !== undefined ? "" : handlerPath(endpoint.name),
   };
 }
 

@@ -18,6 +18,7 @@ import { DEV_SESSION_FILE, envSetting, type DevSession } from "svc/internal";
 import { serviceOptionsOf, type ServiceSettings } from "../service/config.js";
 import { UserError } from "../errors.js";
 import { DEV_ENV_FILES, DevSecretsMissingError, missingSecretsError, projectEnv, syncDevSecrets } from "./env.js";
+import { dockerForImages, imageEndpointsOf, imageEndpointUnavailable, withImageWorkers } from "./image-workers.js";
 
 export const DEV_ENV = "dev";
 export const DEFAULT_DEV_PORT = 8600;
@@ -51,6 +52,8 @@ export interface DevSessionOptions {
   pool?: number;
   /** Workers' sandbox (default: the settings', else auto: bubblewrap where it works). */
   sandbox?: SandboxSetting;
+  /** How long to wait for a Docker engine to answer, when the project has image endpoints (default 3 s). */
+  dockerTimeoutMs?: number;
   /**
    * Emit a "request" event per request to the job API and load-balanced routes. The service's LB front (which
    * answers those without node:http) is then off: one user's session trades its speed for a line per request.
@@ -65,6 +68,8 @@ export type DevEvent =
   | { type: "rebuilding"; changed: string[] }
   | { type: "rebuild-failed"; error: unknown }
   | { type: "port-fallback"; requested: number; port: number }
+  /** An image endpoint (`Endpoint({ name, image })`) that cannot run: no Docker engine. Said once per endpoint. */
+  | { type: "image-unavailable"; endpoint: string; image: string; error: UserError }
   | { type: "worker-log"; endpoint: string; workerId: string; line: WorkerLogLine }
   /** A request a caller made (job API, load-balanced route), once answered. */
   | { type: "request"; method: string; path: string; status: number; ms: number };
@@ -163,7 +168,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
   await mkdir(dataDir, { recursive: true });
   // Sandboxed where bubblewrap works, as `svc server`'s workers: the same code behaves the same in both. Without
   // one, dev serves its one user as before.
-  const driver = createProcessDriver({
+  const processes = createProcessDriver({
     cacheDir: join(dataDir, "artifact-cache"),
     stateDir: join(dataDir, "workers"),
     snapshotDir: join(dataDir, "snapshots"),
@@ -172,6 +177,20 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
     sandbox: options.sandbox ?? options.settings?.sandbox ?? "auto",
     envAllow: options.settings?.workerEnvAllow,
   });
+  // Image endpoints run in Docker: an engine is looked for when the project has one, and its absence is said per
+  // endpoint (the others are served all the same).
+  const docker = imageEndpointsOf(build.manifest).length > 0 ? await dockerForImages({ timeoutMs: options.dockerTimeoutMs }) : undefined;
+  const dockerReason = docker && "reason" in docker ? docker.reason : "svc dev looked for no Docker engine (the project had no image endpoint when it started)";
+  const driver = withImageWorkers(processes, docker && "driver" in docker ? docker.driver : undefined);
+  const unavailableSaid = new Set<string>();
+  const sayUnavailable = (manifest: BuildResult["manifest"]) => {
+    if (driver.hasImage) return;
+    for (const [name, image] of imageEndpointsOf(manifest)) {
+      if (unavailableSaid.has(`${name}\0${image}`)) continue;
+      unavailableSaid.add(`${name}\0${image}`);
+      emit({ type: "image-unavailable", endpoint: name, image, error: imageEndpointUnavailable(name, image, dockerReason) });
+    }
+  };
   let service: Service;
   try {
     service = await listen(options, dataDir, apiKey, driver);
@@ -190,6 +209,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
       resources: Object.fromEntries(Object.entries(result.manifest.resources).map(([name, r]) => [name, { ...r, retries }])),
     };
     const before = new Set(deployedNames);
+    sayUnavailable(result.manifest);
     // Secrets the endpoints name come from .env or the environment where the dev service has none.
     const missing = await syncDevSecrets({ url: service.url, apiKey, dataDir, app: result.manifest.app, manifest: result.manifest, values: projectEnv(root) });
     if (missing.length > 0) throw missingSecretsError(result.manifest.app, missing);

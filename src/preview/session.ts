@@ -17,7 +17,7 @@ import { workerWarningLine } from "../drivers/docker-spec.js";
 import { imageKindOf, type WorkerImageKind } from "../drivers/image-names.js";
 import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { errorMessage, UserError } from "../errors.js";
-import { envSetting, processAlive } from "svc/internal";
+import { endpointImageOf, envSetting, processAlive } from "svc/internal";
 import { startService, type Service } from "../service/index.js";
 import { LOOPBACK_WEBHOOK_ALLOW } from "../service/webhooks/address-policy.js";
 import { localEndpoints, type LocalEndpoint } from "../deploy/access.js";
@@ -184,6 +184,8 @@ function withLogTap(driver: DockerDriver, onLog: (endpointName: string, line: Wo
           }
         },
       }),
+    // It runs images as the driver does: an image endpoint's workers start here too.
+    hasImage: (name) => driver.hasImage?.(name) ?? Promise.resolve(false),
     close: () => driver.close(),
   };
 }
@@ -235,7 +237,8 @@ export async function startPreviewSession(options: PreviewSessionOptions): Promi
     },
   });
   const warnings = new Set<string>();
-  const kinds = [...new Set(resources.map((r) => imageKindOf(r.computeType)))].sort();
+  // An image endpoint brings its own image (it must be in the engine: the deploy checks); svc's are built here.
+  const kinds = [...new Set(resources.filter((r) => !endpointImageOf(r)).map((r) => imageKindOf(r.computeType)))].sort();
   let service: Service | undefined;
   let closing: Promise<void> | undefined;
   const close = () =>

@@ -410,7 +410,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       endpoints: () => endpoints.values(),
       secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
       heartbeatMs,
-      containerAllowances: (endpoint) => management.containerAllowances(endpoint.id),
+      // An app's image endpoint says its own /dev/shm; a REST endpoint's template does.
+      containerAllowances: (endpoint) =>
+        endpoint.resource.shmSizeMb !== undefined ? { shmSizeMb: endpoint.resource.shmSizeMb } : management.containerAllowances(endpoint.id),
       registryAuth: (endpoint) => management.registryCredentials(endpoint.id),
       mintWorkerKeys: workerKeys.mint,
       revokeWorkerKeys: workerKeys.revoke,

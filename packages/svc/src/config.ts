@@ -52,7 +52,20 @@ export interface EndpointConfig {
    * running. Absent: one worker per `maxConcurrency` jobs (REQUEST_COUNT with value maxConcurrency).
    */
   scaler?: ScalingPolicy;
+  /**
+   * A container image to run as the endpoint's workers instead of a function of this app: an image written for the
+   * provider's Python worker SDK (docs/provider-workers.md). Such an endpoint has no handler: `Endpoint({ name,
+   * image })` declares it whole. Never with `dependencies` or `snapshot`.
+   */
+  image?: string;
+  /** An image endpoint's /dev/shm in MiB (model servers share tensors through it); default: the engine's 64 MiB. */
+  shmSizeMb?: number;
+  /** An image endpoint's container disk in GB, as the provider's templates record it (not a quota under Docker). */
+  containerDiskInGb?: number;
 }
+
+/** The configuration of an image endpoint: `image` set, no handler. */
+export type ImageEndpointConfig = EndpointConfig & { image: string; dependencies?: never; snapshot?: never };
 
 /** A retry backoff as users write it (seconds; fractions allowed); what is left out takes its default. */
 export interface RetryBackoff {
@@ -95,6 +108,9 @@ export const CONFIG_KEYS = [
   "retryBackoff",
   "snapshot",
   "scaler",
+  "image",
+  "shmSizeMb",
+  "containerDiskInGb",
 ] as const;
 
 export const DEFAULTS = {
@@ -123,6 +139,10 @@ export const LIMITS = {
   /** The provider's bounds of scalerValue (the REST API's schema too). */
   scalerValueMin: 1,
   scalerValueMax: 3600,
+  /** The REST API's bounds of a template's shmSizeMb and containerDiskInGb. */
+  shmSizeMbMin: 64,
+  shmSizeMbMax: 262144,
+  containerDiskInGbMax: 1024,
 } as const;
 
 /** Paths an app may not define on a load-balanced endpoint. */
@@ -158,6 +178,20 @@ export interface NormalizedConfig {
   snapshot: boolean;
   /** Absent: the default (one worker per maxConcurrency jobs). */
   scaler?: ScalingPolicy;
+  /** An image endpoint's image (absent: the endpoint runs this app's code). */
+  image?: string;
+  shmSizeMb?: number;
+  containerDiskInGb?: number;
+}
+
+/** Problems with an image name as a user wrote it (a Docker reference, not svc's own `svc://` form); empty when valid. Pure. */
+export function imageNameProblems(value: unknown, key = "image"): string[] {
+  if (typeof value !== "string" || value.length === 0) return [`"${key}" must be a container image such as "my/worker:1.2"`];
+  if (value.startsWith("svc://")) return [`"${key}" names svc code ("${value}"); an image endpoint runs a container image such as "my/worker:1.2"`];
+  if (!/^[A-Za-z0-9][A-Za-z0-9._/:@-]*$/.test(value) || value.length > 255) {
+    return [`"${key}" "${value}" is not a container image reference (letters, digits, and . _ / : @ -, e.g. "my/worker:1.2")`];
+  }
+  return [];
 }
 
 /** Problems with a scaling policy as a user wrote it; empty when valid. Pure. */
@@ -310,6 +344,15 @@ export function configProblems(config: unknown): string[] {
   if (c.retryBackoff !== undefined) problems.push(...retryBackoffProblems(c.retryBackoff));
   if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push('"snapshot" must be true or false');
   if (c.scaler !== undefined) problems.push(...scalingPolicyProblems(c.scaler));
+  if (c.image !== undefined) {
+    problems.push(...imageNameProblems(c.image));
+    for (const key of ["dependencies", "snapshot"])
+      if (c[key] !== undefined) problems.push(`"${key}" does not apply to an image endpoint: "image" runs a container image, not this app's code`);
+  }
+  intRange("shmSizeMb", LIMITS.shmSizeMbMin, LIMITS.shmSizeMbMax);
+  intRange("containerDiskInGb", 1, LIMITS.containerDiskInGbMax);
+  for (const key of ["shmSizeMb", "containerDiskInGb"])
+    if (c[key] !== undefined && c.image === undefined) problems.push(`"${key}" needs "image": it sizes an image endpoint's container`);
   return problems;
 }
 
@@ -345,5 +388,8 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     ...(config.retryBackoff ? { retryBackoff: normalizeBackoff(config.retryBackoff) } : {}),
     snapshot: config.snapshot === true,
     ...(config.scaler ? { scaler: { type: config.scaler.type, value: config.scaler.value } } : {}),
+    ...(config.image !== undefined ? { image: config.image } : {}),
+    ...(config.shmSizeMb !== undefined ? { shmSizeMb: config.shmSizeMb } : {}),
+    ...(config.containerDiskInGb !== undefined ? { containerDiskInGb: config.containerDiskInGb } : {}),
   };
 }

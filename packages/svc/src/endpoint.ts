@@ -3,11 +3,12 @@
 //   Endpoint(config)(fn)        -> a queue-based endpoint function (async generators stream)
 //   @Endpoint(config) class X   -> a class endpoint: one instance per worker, each public method a function
 //   Endpoint(config).post(...)  -> a load-balanced endpoint with HTTP routes
+//   Endpoint({ name, image })   -> an image endpoint: a container image (a provider worker) runs its jobs; no handler
 //
 // The build finds these forms statically; at run time this module only marks what it wraps, and routes calls
 // either in-process (inside the endpoint's own worker) or through the job API (anywhere else).
 
-import { configProblems, HTTP_METHODS, type EndpointConfig, type HttpMethod } from "./config.js";
+import { configProblems, HTTP_METHODS, type EndpointConfig, type HttpMethod, type ImageEndpointConfig } from "./config.js";
 import { callRemote, submitRemote, streamRemote, type JobHandle, type RunOptions } from "./remote.js";
 import { currentRuntime } from "./context.js";
 
@@ -30,7 +31,11 @@ export interface LoadBalancedMeta {
   config: EndpointConfig;
   routes: RouteDefinition[];
 }
-export type EndpointMeta = FunctionMeta | ClassMeta | LoadBalancedMeta;
+export interface ImageMeta {
+  kind: "image";
+  config: ImageEndpointConfig;
+}
+export type EndpointMeta = FunctionMeta | ClassMeta | LoadBalancedMeta | ImageMeta;
 
 /** What a route handler receives besides the parsed body. */
 export interface RouteContext {
@@ -83,6 +88,20 @@ export interface EndpointDefinition {
   readonly routes: readonly RouteDefinition[];
 }
 
+/**
+ * What `Endpoint({ name, image })` returns: the endpoint, whose jobs a container image runs. It takes no handler
+ * (it is not a decorator); call it from code as any endpoint, through the job API.
+ */
+export interface ImageEndpoint<I = unknown, O = unknown> {
+  /** Run a job and wait for its output. */
+  call(input: I): Promise<O>;
+  /** Submit a job; its handle waits for the result. */
+  run(input: I, options?: RunOptions): Promise<JobHandle<O, never>>;
+  readonly endpointName: string;
+  readonly image: string;
+  readonly config: ImageEndpointConfig;
+}
+
 function isClass(value: unknown): value is AnyClass {
   return typeof value === "function" && /^class[\s{]/.test(Function.prototype.toString.call(value));
 }
@@ -99,11 +118,14 @@ export function getMeta(value: unknown): EndpointMeta | undefined {
   return undefined;
 }
 
-export function Endpoint(config: EndpointConfig): EndpointDefinition {
+export function Endpoint<I = unknown, O = unknown>(config: ImageEndpointConfig): ImageEndpoint<I, O>;
+export function Endpoint(config: EndpointConfig): EndpointDefinition;
+export function Endpoint(config: EndpointConfig): EndpointDefinition | ImageEndpoint {
   const problems = configProblems(config);
   if (problems.length > 0) {
     throw new TypeError(`Invalid endpoint configuration: ${problems.join("; ")}`);
   }
+  if (config.image !== undefined) return imageEndpoint(config as ImageEndpointConfig);
   const routes: RouteDefinition[] = [];
 
   const decorate = (target: unknown): unknown => {
@@ -128,6 +150,18 @@ export function Endpoint(config: EndpointConfig): EndpointDefinition {
     };
   }
   return definition;
+}
+
+function imageEndpoint(config: ImageEndpointConfig): ImageEndpoint {
+  const endpoint: ImageEndpoint = {
+    call: (input) => callRemote(config.name, undefined, input),
+    run: (input, options) => submitRemote(config.name, undefined, input, options) as Promise<JobHandle<unknown, never>>,
+    endpointName: config.name,
+    image: config.image,
+    config,
+  };
+  Object.defineProperty(endpoint, ENDPOINT_META, { value: { kind: "image", config } satisfies ImageMeta });
+  return endpoint;
 }
 
 function wrapFunction(fn: AnyFunction, config: EndpointConfig): unknown {

@@ -5,13 +5,14 @@ export { Endpoint, connect, getMeta, ENDPOINT_META } from "./endpoint.js";
 export type {
   EndpointDefinition,
   EndpointFunction,
+  ImageEndpoint,
   QueueFunction,
   StreamingFunction,
   RouteHandler,
   RouteContext,
   RouteDefinition,
 } from "./endpoint.js";
-export type { EndpointConfig, HttpMethod } from "./config.js";
+export type { EndpointConfig, HttpMethod, ImageEndpointConfig } from "./config.js";
 export { JobsClient } from "./jobs-client.js";
 export type { JobRecord, JobStatus, StreamChunk, StreamResult, HealthResult, SubmitOptions } from "./jobs-client.js";
 export { JobFailedError } from "./remote.js";

@@ -61,8 +61,23 @@ export interface ManifestResource {
    * per maxConcurrency jobs queued or running (REQUEST_COUNT with value maxConcurrency).
    */
   scaler?: ScalingPolicy;
-  /** Path of the bundled handler inside the artifact, e.g. "endpoints/gpu-worker/handler.mjs". */
+  /**
+   * The worker protocol of an image endpoint (`Endpoint({ name, image })`): "provider", the provider's worker SDK
+   * (docs/provider-workers.md). Then `imageName` is the image its workers run, `functions` is empty and `handler`
+   * is "": no code of the app is bundled for it. Absent: the endpoint runs the app's code.
+   */
+  protocol?: "provider";
+  /** An image endpoint's /dev/shm in MiB (absent: the engine's default). */
+  shmSizeMb?: number;
+  /** An image endpoint's container disk in GB, recorded as the provider's templates do (not a quota under Docker). */
+  containerDiskInGb?: number;
+  /** Path of the bundled handler inside the artifact, e.g. "endpoints/gpu-worker/handler.mjs"; "" for an image endpoint. */
   handler: string;
+}
+
+/** The image an image endpoint's workers run, or undefined when the endpoint runs the app's code. Pure. */
+export function endpointImageOf(resource: Pick<ManifestResource, "protocol" | "imageName">): string | undefined {
+  return resource.protocol === "provider" && typeof resource.imageName === "string" && resource.imageName !== "" ? resource.imageName : undefined;
 }
 
 export type RouteKey = `${HttpMethod} /${string}`;

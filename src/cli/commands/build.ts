@@ -29,6 +29,7 @@ export function renderBuild(result: BuildResult, cwd: string, color: boolean): s
     lines.push(
       `  ${c.green(endpoint.name)} ${c.dim(`(${endpoint.type === "lb" ? "load-balanced" : "queue"}, ${where}, workers ${resource.workersMin}-${resource.workersMax})`)}`,
     );
+    if (endpoint.image !== undefined) lines.push(`    image: ${endpoint.image} (its container runs the jobs; no code bundled)`);
     if (endpoint.functions.length > 0) lines.push(`    functions: ${endpoint.functions.join(", ")}`);
     if (endpoint.routes.length > 0) lines.push(`    routes: ${endpoint.routes.join(", ")}`);
     if (endpoint.dependencies.length > 0) lines.push(`    dependencies: ${endpoint.dependencies.join(", ")}`);

@@ -130,6 +130,9 @@ export function register(program: Command): void {
             case "port-fallback":
               out.info(`port ${event.requested} is in use; listening on ${event.port} instead`);
               break;
+            case "image-unavailable":
+              out.info(`${paint(pc.yellow, "warning")}: ${event.error.message}\n  ${event.error.hint ?? ""}`);
+              break;
             case "deployed": {
               if (!session) break;
               out.info("redeployed: endpoints whose code or configuration changed get new workers; the others keep theirs, and queued jobs are kept");

@@ -24,7 +24,7 @@ import { chmod, copyFile, mkdir, rename, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { UserError, errorMessage } from "../../errors.js";
 import { gpuShortfalls, type HostGpus } from "../../gpus/host.js";
-import type { Manifest, ManifestResource } from "svc/internal";
+import { endpointImageOf, type Manifest, type ManifestResource } from "svc/internal";
 import type { ArtifactStore } from "../artifacts/store.js";
 import type { EndpointRegistry } from "../endpoints/registry.js";
 import { planDeploy } from "../endpoints/rows.js";
@@ -36,7 +36,7 @@ import { missingSecrets } from "../secrets/check.js";
 import type { Secrets } from "../secrets/index.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan, type ConfigChange } from "./plan.js";
-import { reservedEnvInResources, scalerProblemsInResources } from "./resource-rules.js";
+import { imageProblemsInResources, reservedEnvInResources, scalerProblemsInResources } from "./resource-rules.js";
 import type { BuildRow, DeployStoreReads, EnvironmentRow, ReleaseRow } from "../store/deploy-rows.js";
 
 /** Removing endpoints finishes only once their workers have exited, or fails after this long. */
@@ -58,7 +58,7 @@ export interface DeploymentsDeps {
   /** Surge, then switch (releases/manager.ts). */
   releases: Pick<ReleaseManager, "begin">;
   /** The scaler, where this service runs workers (none: workers come from outside, nothing to wait for). */
-  scaler(): Pick<Scaler, "reconcile" | "stopWorkersOf"> | undefined;
+  scaler(): (Pick<Scaler, "reconcile" | "stopWorkersOf"> & Partial<Pick<Scaler, "runsImages" | "pullsImages" | "hasImage">>) | undefined;
   /** Network volumes and REST endpoints (the management API), where the service has it. */
   management?: DeployManagement;
   /** Users' secrets: a release whose endpoints name unset ones is refused. */
@@ -87,7 +87,7 @@ export interface EnvironmentRef {
 }
 
 /** Which check refused a release (the edges word it for their callers). */
-export type ReleaseCheck = "reserved-env" | "scaler" | "volumes" | "secrets" | "gpus";
+export type ReleaseCheck = "reserved-env" | "scaler" | "volumes" | "secrets" | "gpus" | "images";
 
 /**
  * A deploy operation refused (nothing changed), or, for "workers-running", one that changed what it should but
@@ -251,6 +251,7 @@ export class Deployments {
         unconfirmed.map((r) => `would remove endpoint "${r.name}" (${r.id})`),
       );
     }
+    await this.checkImages(build.manifest.resources);
     // Volumes its endpoints name that the user does not have yet: theirs from now on, kept like any volume.
     await this.deps.management?.createVolumes(volumes);
     const { release, done } = await this.release(environment, build, request.rollback === true ? "rollback" : "deploy", {
@@ -271,6 +272,7 @@ export class Deployments {
     const resources = input.manifest.resources;
     const volumes = this.checkResources(ref.userId, resources);
     this.checkRelease(ref, resources);
+    await this.checkImages(resources);
     const kept = await keepArtifactFile(this.deps.dataDir, input.artifactPath);
     // The manifest given is the one deployed, even where the same bytes were recorded before with another.
     const build = { ...(await this.upload(ref.userId, ref.app, { ...kept, manifest: input.manifest })), manifest: input.manifest };
@@ -328,6 +330,9 @@ export class Deployments {
         reserved,
         "reserved-env",
       );
+    const images = imageProblemsInResources(resources);
+    if (images.length > 0)
+      throw new DeployError("invalid", "The build names images the service cannot run as written; nothing was activated", images, "images");
     const policies = scalerProblemsInResources(resources);
     if (policies.length > 0)
       throw new DeployError("invalid", "The configuration names a scaling policy the service cannot follow; nothing was changed", policies, "scaler");
@@ -394,6 +399,9 @@ export class Deployments {
     const reserved = reservedEnvInResources(resources);
     if (reserved.length > 0)
       throw new DeployError("invalid", "The build sets environment variables that configuration may not set; nothing was activated", reserved, "reserved-env");
+    const images = imageProblemsInResources(resources);
+    if (images.length > 0)
+      throw new DeployError("invalid", "The build names images the service cannot run as written; nothing was activated", images, "images");
     const policies = scalerProblemsInResources(resources);
     if (policies.length > 0)
       throw new DeployError("invalid", "The build names a scaling policy the service cannot follow; nothing was activated", policies, "scaler");
@@ -409,6 +417,26 @@ export class Deployments {
     if (unset.length > 0) throw new DeployError("invalid", "The release names secrets that are not set; nothing was activated", unset, "secrets");
     const beyond = gpuShortfalls(this.deps.gpus(), resources);
     if (beyond.length > 0) throw new DeployError("invalid", "The release asks for GPUs this host does not have; nothing was activated", beyond, "gpus");
+  }
+
+  /**
+   * Image endpoints' images must be in the Docker engine that runs them (there is no registry to pull from). A
+   * driver that runs no images is not asked: such an endpoint waits, saying why (the scaler), and a cluster that
+   * pulls its images (Kubernetes) finds them itself.
+   */
+  private async checkImages(resources: Record<string, ManifestResource>): Promise<void> {
+    const scaler = this.deps.scaler();
+    if (!scaler?.runsImages || scaler.pullsImages || !scaler.hasImage) return;
+    const missing: string[] = [];
+    for (const [name, resource] of Object.entries(resources).sort(([a], [b]) => (a < b ? -1 : 1))) {
+      const image = endpointImageOf(resource);
+      if (image && !(await scaler.hasImage(image)))
+        missing.push(
+          `endpoint "${name}": image "${image}" is not in the Docker engine; there is no registry to pull from: build it or \`docker load\` it, then deploy again`,
+        );
+    }
+    if (missing.length > 0)
+      throw new DeployError("invalid", "The release names images the Docker engine does not hold; nothing was activated", missing, "images");
   }
 
   private async planFor(ref: EnvironmentRef, environment: EnvironmentRow, build: BuildRow): Promise<ActivationPlan> {

@@ -24,6 +24,7 @@ const REFUSED: Record<ReleaseCheck, string> = {
   scaler: "The app names a scaling policy the service cannot follow; nothing was deployed",
   volumes: "The app names network volumes it cannot use; nothing was deployed",
   gpus: "The app asks for GPUs this host does not have; nothing was deployed",
+  images: "The app names images the Docker engine cannot run; nothing was deployed",
 };
 
 /** Deploy and return the endpoints the environment serves once the release is live (ReleaseFailedError if it is not). */

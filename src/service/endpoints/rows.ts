@@ -3,7 +3,7 @@
 // nothing else imports.
 
 import { createHash } from "node:crypto";
-import type { ManifestResource } from "svc/internal";
+import { endpointImageOf, type ManifestResource } from "svc/internal";
 import type { EngineEndpoint } from "../engine/index.js";
 import type { EndpointRow } from "../store/types.js";
 
@@ -41,7 +41,8 @@ export function planDeploy(
     // one (an older build) replaces them on any change of the artifact.
     const revision = createHash("sha256")
       .update(JSON.stringify(resource))
-      .update(resource.codeHash ? "" : input.artifactHash)
+      // An image endpoint runs no code of the artifact: its image and settings alone are what it runs.
+      .update(resource.codeHash || endpointImageOf(resource) ? "" : input.artifactHash)
       .digest("hex")
       .slice(0, 16);
     const before = mine.find((e) => e.id === id);

@@ -7,6 +7,7 @@ class RecordingRunner implements ProbeRunner {
   started: Array<{ id: string; endpoint: string }> = [];
   stopped: string[] = [];
   promoted: string[] = [];
+  runs?: (row: EndpointRow) => boolean;
   startProbe(row: EndpointRow): string {
     const id = `w${this.started.length + 1}`;
     this.started.push({ id, endpoint: row.id });
@@ -57,6 +58,24 @@ function setup(attempts = 2, startTimeoutMs = 5000) {
 }
 
 describe("ReleaseManager", () => {
+  it("does not probe an endpoint its runner cannot start (an image endpoint without an image driver): the others decide the switch", async () => {
+    const { runner, manager, commits, request } = setup();
+    runner.runs = (r: EndpointRow) => r.id !== "e2";
+    const { release, settled } = await manager.begin(request([row("e1", "api"), row("e2", "llm")]));
+    expect(runner.started.map((s) => s.endpoint)).toEqual(["e1"]);
+    expect(release.endpoints.map((e) => [e.name, e.state])).toEqual([
+      ["api", "starting"],
+      ["llm", "ready"],
+    ]);
+    manager.ready("w1");
+    expect((await settled).state).toBe("live");
+    expect(commits).toHaveLength(1);
+    // Nothing it can start: switched at once.
+    const alone = await manager.begin(request([row("e2", "llm")]));
+    expect(alone.release.state).toBe("live");
+    expect(runner.started).toHaveLength(1);
+  });
+
   it("commits and promotes once every probe is up; the probes' endpoint rows are the new ones meanwhile", async () => {
     const { runner, manager, commits, request } = setup();
     const { release, settled } = await manager.begin(request([row("e1", "api"), row("e2", "jobs")]));

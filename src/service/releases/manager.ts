@@ -18,6 +18,11 @@ export interface ProbeRunner {
   stopProbe(workerId: string): void;
   /** The probes become workers of their endpoints (after the switch). */
   promote(workerIds: string[]): void;
+  /**
+   * Whether it can start workers of `row` at all (an image endpoint needs a driver that runs images). One it cannot
+   * is not probed: it switches with the others and waits, saying why, as it would without any driver.
+   */
+  runs?(row: EndpointRow): boolean;
 }
 
 export interface ReleaseRequest {
@@ -102,6 +107,11 @@ export class ReleaseManager {
       startedAt: now,
       endpoints: request.probe.map((p) => ({ name: p.row.name, id: p.row.id, action: p.action })),
     });
+    const unrunnable = new Set(request.probe.filter((p) => runner?.runs && !runner.runs(p.row)).map((p) => p.row.id));
+    if (unrunnable.size > 0) {
+      release = { ...release, endpoints: release.endpoints.map((e) => (unrunnable.has(e.id) ? { ...e, state: "ready" } : e)) };
+      request = { ...request, probe: request.probe.filter((p) => !unrunnable.has(p.row.id)) };
+    }
     const earlier = this.active.get(key);
     if (earlier) await this.finish(earlier, superseded(earlier.release, now));
     if (!runner || request.probe.length === 0) {

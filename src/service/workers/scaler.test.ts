@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { WorkerDriver, WorkerHandle } from "../../drivers/types.js";
 import type { JobEngine } from "../engine/index.js";
-import { planScaling, Scaler, snapshotNotice, type ScalingInput } from "./scaler.js";
+import { imageNotice, planScaling, providerImageOf, Scaler, snapshotNotice, type ScalingInput } from "./scaler.js";
 
 const base: ScalingInput = {
   workersMin: 0,
@@ -212,5 +212,27 @@ describe("snapshotNotice", () => {
     expect(snapshotNotice({ name: "process", restoresSnapshots: true }, endpoint(true))).toBeUndefined();
     expect(snapshotNotice({ name: "docker" }, endpoint(false))).toBeUndefined();
     expect(snapshotNotice({ name: "swarm" }, endpoint(undefined))).toBeUndefined();
+  });
+});
+
+describe("image endpoints of an app (Endpoint({ name, image }))", () => {
+  const endpoint = (resource: Record<string, unknown>, type = "queue", artifactPath = "/a/artifact.tar.gz") =>
+    ({ name: "llm", type, artifactPath, resource }) as unknown as Parameters<typeof providerImageOf>[0];
+  const app = endpoint({ protocol: "provider", imageName: "my/worker:1.2" });
+
+  it("run their image as a provider worker, as a REST endpoint of a worker image does", () => {
+    expect(providerImageOf(app)).toBe("my/worker:1.2");
+    expect(providerImageOf(endpoint({ imageName: "svc-worker-cpu:0.1.0" }))).toBeUndefined();
+    expect(providerImageOf(endpoint({ imageName: "my/worker:1.2" }, "queue", ""))).toBe("my/worker:1.2");
+  });
+
+  it("wait, saying why and what to do, where the driver runs no images", () => {
+    expect(imageNotice({ name: "process" }, app)).toBe(
+      'endpoint llm runs the image "my/worker:1.2", and the process driver runs no images: its jobs wait in the queue. Run it where Docker runs workers (`svc server --workers docker`, `svc deploy --preview`, or `svc dev` with a Docker engine answering)',
+    );
+    expect(imageNotice({ name: "docker", hasImage: async () => true }, app)).toBeUndefined();
+    expect(imageNotice({ name: "kubernetes", pullsImages: true }, app)).toBeUndefined();
+    expect(imageNotice({ name: "swarm" }, app)).toMatch(/the swarm driver runs no images/);
+    expect(imageNotice({ name: "process" }, endpoint({ imageName: "svc-worker-cpu:0.1.0" }))).toBeUndefined();
   });
 });

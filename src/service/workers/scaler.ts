@@ -14,7 +14,7 @@ import { checkPingPath, type PingCheck } from "../lb/ping.js";
 import { artifactUrl } from "../artifacts/route.js";
 import { allocateGpus, gpuRequestOf } from "../../gpus/allocate.js";
 import type { GpuWait, GpuWant, HostGpus } from "../../gpus/host.js";
-import { cardMatches } from "svc/internal";
+import { cardMatches, endpointImageOf } from "svc/internal";
 import { defaultPolicy, desiredWorkers, type ScalingPolicy } from "./scaling-policy.js";
 import { errorMessage } from "../../errors.js";
 
@@ -172,6 +172,20 @@ export function snapshotNotice(driver: Pick<WorkerDriver, "name" | "restoresSnap
   return `endpoint ${endpoint.name} has snapshot: true, but the ${driver.name} driver cannot restore snapshots (${why}): its workers start without one, running their initialisation (docs/cold-start.md)`;
 }
 
+/**
+ * Why the driver cannot start workers of an app's image endpoint (it runs no images), or undefined when it can or
+ * the endpoint is another kind (a REST endpoint's row says so itself: its workersMax is 0). Pure.
+ */
+export function imageNotice(
+  driver: Pick<WorkerDriver, "name" | "hasImage" | "pullsImages">,
+  endpoint: Pick<EndpointRow, "name" | "type" | "resource">,
+): string | undefined {
+  const image = endpoint.type === "queue" ? endpointImageOf(endpoint.resource) : undefined;
+  // Docker runs the images its engine holds; a Kubernetes cluster pulls them.
+  if (!image || typeof driver.hasImage === "function" || driver.pullsImages === true) return undefined;
+  return `endpoint ${endpoint.name} runs the image "${image}", and the ${driver.name} driver runs no images: its jobs wait in the queue. Run it where Docker runs workers (\`svc server --workers docker\`, \`svc deploy --preview\`, or \`svc dev\` with a Docker engine answering)`;
+}
+
 /** How a worker that ended unasked ended, in words a job's error can carry. Pure. */
 export function deathOf(exit: WorkerExit): string {
   if (exit.signal === "SIGKILL" || exit.code === 137) return "killed (SIGKILL: out of memory, or killed from outside)";
@@ -186,11 +200,15 @@ export function prebuiltImageOf(endpoint: EndpointRow): string | undefined {
 
 /**
  * The image a queue endpoint runs instead of svc code (REST endpoints from a template whose image is not
- * `svc://`): a worker built for the provider, which speaks the provider's protocol (docs/provider-workers.md). Pure.
+ * `svc://`, and an app's image endpoints, `Endpoint({ name, image })`): a worker built for the provider, which
+ * speaks the provider's protocol (docs/provider-workers.md). Pure.
  */
 export function providerImageOf(endpoint: EndpointRow): string | undefined {
+  if (endpoint.type !== "queue") return undefined;
+  const fromApp = endpointImageOf(endpoint.resource);
+  if (fromApp) return fromApp;
   const image = endpoint.resource.imageName;
-  return endpoint.type === "queue" && endpoint.artifactPath === "" && image && !image.startsWith("svc://") ? image : undefined;
+  return endpoint.artifactPath === "" && image && !image.startsWith("svc://") ? image : undefined;
 }
 
 interface ManagedWorker {
@@ -371,6 +389,16 @@ export class Scaler {
       for (const endpoint of this.deps.endpoints()) {
         liveEndpoints.add(endpoint.id);
         if (endpoint.type !== "queue" && !this.deps.lb) continue;
+        const cannot = imageNotice(this.deps.driver, endpoint);
+        if (cannot) {
+          // Its jobs wait in the queue; said once, where its owner looks (the endpoint's logs) and in the service's log.
+          if (!this.imageNoticed.has(endpoint.id)) {
+            this.imageNoticed.add(endpoint.id);
+            this.deps.onEvent?.(cannot, { endpoint: endpoint.id });
+            this.deps.onLog(endpoint.id, "svc", { ts: now, stream: "log", text: cannot });
+          }
+          continue;
+        }
         const lbLoad = endpoint.type === "lb" ? this.deps.lb!.load(endpoint.id) : undefined;
         const workers = [...this.managed.values()].filter((m) => m.endpointId === endpoint.id && !m.stopping && !m.probe);
         const r = endpoint.resource;
@@ -428,6 +456,8 @@ export class Scaler {
   private drainedSince = new Map<string, number>();
   /** Endpoints told their driver cannot restore snapshots. */
   private readonly snapshotNoticed = new Set<string>();
+  /** Image endpoints told their driver runs no images. */
+  private readonly imageNoticed = new Set<string>();
 
   private drain(workerId: string): void {
     const m = this.managed.get(workerId);
@@ -491,6 +521,11 @@ export class Scaler {
   /** What a worker runs: the endpoint's code and configuration, and the values of its secrets. */
   private revisionOf(endpoint: EndpointRow, secrets = this.deps.secrets?.(endpoint)): string {
     return secrets?.digest ? `${endpoint.revision}+${secrets.digest}` : endpoint.revision;
+  }
+
+  /** Whether its driver can start workers of `endpoint`: one that runs no images cannot start an image endpoint's. */
+  runs(endpoint: EndpointRow): boolean {
+    return imageNotice(this.deps.driver, endpoint) === undefined;
   }
 
   /** A release's probe of `endpoint` (its row in the new build): started now, kept out of the plan until promoted. */
