@@ -3,6 +3,8 @@
 //                                                        its stream chunks (streaming) or its output
 //   POST /v2/{endpoint_id}/openai/v1/responses             the Responses API on the same workers (plain and typed events)
 //   GET  /v2/{endpoint_id}/openai/v1/responses/{id}        a stored response, while its job's result is kept
+//   POST /v2/{endpoint_id}/openai/v1/completions           a prompt becomes a job for a text endpoint (textGeneration)
+//   POST /v2/{endpoint_id}/openai/v1/embeddings            texts become a job for an embeddings endpoint (embeddings())
 //   GET  /v2/{endpoint_id}/openai/v1/models
 //   any method and path under /v2/{endpoint_id}/openai/v1/ of an endpoint that passes OpenAI's routes through
 //                                                        (an image's, or one declaring openaiPassthrough): a job
@@ -11,7 +13,16 @@
 // the ChatJobs and PassthroughJobs adapter.
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { serveModels, serveParsedChatCompletion, serveResponse, serveStoredResponse, type ChatJobs } from "../../openai/route.js";
+import {
+  serveCompletion,
+  serveEmbeddings,
+  serveModels,
+  serveParsedChatCompletion,
+  serveResponse,
+  serveStoredResponse,
+  type ChatJobs,
+} from "../../openai/route.js";
+import { isOpenAiJobInput } from "../../openai/format.js";
 import { isFinal, type JobEngine } from "../engine/index.js";
 import { parseJson, readBody } from "../http/wire.js";
 import { HttpProblem, problemOf } from "../http/problems.js";
@@ -51,7 +62,8 @@ export function engineChatJobs(engine: JobEngine, endpointId: string): ChatJobs 
       // sync: the reply is read at once, so the job needs only the short /runsync retention; a stored response
       // (the Responses API's store) is kept as long as any job's result. A streamed reply cannot use a retry
       // (the first attempt's text went out already): no automatic retries for it.
-      const maxRetries = input.openai.input.stream ? 0 : undefined;
+      const stream = options.stream ?? (isOpenAiJobInput(input) && input.openai.input.stream);
+      const maxRetries = stream ? 0 : undefined;
       try {
         const row = await engine.submit(endpointId, { input, function: functionName, sync: !options.keep, maxRetries });
         return row.id;
@@ -165,6 +177,12 @@ export async function openAiRoute(
     // The shared parser refuses what every JSON route refuses (not UTF-8, nested too deeply): 400 problems.
     const body = parseJson(await readBody(req, OPENAI_BODY_LIMIT));
     return serveParsedChatCompletion(body, chat, engineChatJobs(ctx.engine, endpoint.id), res);
+  }
+  if (rest === "v1/completions" || rest === "v1/embeddings") {
+    if (req.method !== "POST") throw new HttpProblem(405, `${req.method} is not allowed here; use POST`, { headers: { allow: "POST" } });
+    const body = parseJson(await readBody(req, OPENAI_BODY_LIMIT));
+    const serve = rest === "v1/completions" ? serveCompletion : serveEmbeddings;
+    return serve(body, chat, engineChatJobs(ctx.engine, endpoint.id), res);
   }
   if (rest === "v1/responses") {
     if (req.method !== "POST") throw new HttpProblem(405, `${req.method} is not allowed here; use POST`, { headers: { allow: "POST" } });
