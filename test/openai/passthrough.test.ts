@@ -131,6 +131,27 @@ describe("the OpenAI pass-through, with the official JS client", () => {
   });
 });
 
+describe("the OpenAI pass-through of an endpoint made from a worker image", () => {
+  it("passes through without declaring it: the image's worker answers", async () => {
+    const template = await call(`${t.service.url}/v1/templates`, { key: t.key, body: { name: "vllm", imageName: "example/vllm-worker:1" } });
+    expect(template.status).toBe(201);
+    const created = await call(`${t.service.url}/v1/endpoints`, { key: t.key, body: { name: "vllm", templateId: template.body.id } });
+    expect(created.status).toBe(201);
+    // This service runs no images: the worker a driver would start from the image is started here by hand.
+    const imageWorker = await startProviderWorker(t, created.body.id, { env: { OPENAI_MODEL: "from-image" } });
+    try {
+      const images = new OpenAI({ baseURL: `${t.service.url}/v2/${created.body.id}/openai/v1`, apiKey: t.key, maxRetries: 0, timeout: 30_000 });
+      expect((await images.models.list()).data.map((m) => m.id)).toEqual(["from-image"]);
+      const stream = await images.chat.completions.create({ model: "from-image", messages, stream: true });
+      let text = "";
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+      expect(text).toBe("echo: hello there");
+    } finally {
+      imageWorker.kill();
+    }
+  });
+});
+
 describe("the OpenAI pass-through, with the official Python client", () => {
   const python = pythonWithOpenAi();
   it.skipIf("missing" in python)(
