@@ -133,21 +133,6 @@ function jobApi(): Record<string, unknown> {
         responses: { ...ok("list of embeddings", json("OpenAiObject")), ...errors, ...invalid },
       },
     },
-    "/v2/{endpoint_id}/openai/v1/{route}": {
-      parameters: [endpoint, path("route")],
-      get: {
-        tags: ["OpenAI-compatible"],
-        summary: "Pass-through (image endpoints and endpoints declaring openaiPassthrough): a job {openai_route, openai_input: <query>} whose handler answers",
-        responses: { ...ok("the handler's answer", json("OpenAiObject")), ...errors },
-      },
-      post: {
-        tags: ["OpenAI-compatible"],
-        summary: "Pass-through: a job {openai_route, openai_input: <body>} whose handler's output (or streamed SSE chunks) is the answer (docs/llm.md)",
-        requestBody: { required: true, content: json("OpenAiObject") },
-        "x-svc-body-limit": OPENAI_BODY_LIMIT,
-        responses: { ...ok("the handler's answer (or text/event-stream)", json("OpenAiObject")), ...errors },
-      },
-    },
     "/v2/{endpoint_id}/openai/v1/responses": {
       parameters: [endpoint],
       post: {
