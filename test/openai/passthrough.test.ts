@@ -43,7 +43,7 @@ async function status(id: string) {
 }
 
 describe("the OpenAI pass-through, with the official JS client", () => {
-  it("answers a chat with the handler's own reply; the job carried openai_route and openai_input", async () => {
+  it("answers a chat with the handler's own reply (the job's output, with its id in x-svc-job-id)", async () => {
     const { data: completion, response } = await client.chat.completions.create({ model: "echo-model", messages, max_tokens: 10 }).withResponse();
     expect(completion).toMatchObject({ object: "chat.completion", model: "echo-model" });
     expect(completion.choices[0]!.message.content).toBe("echo: hello there echo: hello there echo: hello there echo:");
@@ -55,7 +55,7 @@ describe("the OpenAI pass-through, with the official JS client", () => {
     expect(record).toMatchObject({ status: "COMPLETED", output: [{ id: completion.id, object: "chat.completion" }] });
   });
 
-  it("streams a chat: the handler's SSE lines reach the client as they come, then [DONE]", async () => {
+  it("streams a chat: the handler's SSE lines reach the client, then [DONE]", async () => {
     const stream = await client.chat.completions.create({ model: "echo-model", messages, stream: true, stream_options: { include_usage: true } });
     const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
     for await (const chunk of stream) chunks.push(chunk);
