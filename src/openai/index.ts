@@ -1,4 +1,4 @@
-// The OpenAI-compatible chat route's wire format (validation, job mapping, replies, SSE), for the service.
+// The OpenAI-compatible routes' wire format (validation, job mapping, replies, SSE), for the service.
 // The request checks live in the SDK (the worker's textGeneration() applies the same ones).
 export {
   CHAT_ROLES,
@@ -21,3 +21,7 @@ export {
 export * from "./format.js";
 export * from "./sse.js";
 export * from "./route.js";
+export * from "./completions.js";
+export * from "./embeddings.js";
+export * from "./passthrough.js";
+export * from "./passthrough-route.js";

@@ -30,6 +30,16 @@ import {
 } from "./responses.js";
 import { isOpenAiJobInput } from "./format.js";
 import { errorMessage } from "../errors.js";
+import {
+  checkCompletionRequest,
+  completionJobInput,
+  textCompletionFrames,
+  textCompletionFromOutput,
+  textCompletionId,
+  type CompletionJobInput,
+} from "./completions.js";
+import { embeddingsFromOutput, notEmbeddingsOutput } from "./embeddings.js";
+import { checkEmbeddingsRequest, countTokens, embeddingsJobInput, type EmbeddingsJobInput } from "svc/internal";
 
 /** A job as the Responses API reads it back (GET .../responses/{id}, previous_response_id, item references). */
 export interface ChatJobRecord {
@@ -44,7 +54,11 @@ export interface ChatJobRecord {
 export interface ChatJobs {
   /** Queue the job for `functionName` of the endpoint; resolves to the job id once it is accepted. `keep`: the
    * result must stay readable for the normal retention (a stored response), not only the short one of a sync job. */
-  submit(functionName: string, input: OpenAiJobInput, options?: { keep?: boolean }): Promise<string>;
+  submit(
+    functionName: string,
+    input: OpenAiJobInput | CompletionJobInput | EmbeddingsJobInput,
+    options?: { keep?: boolean; stream?: boolean },
+  ): Promise<string>;
   /** A job of this endpoint, or undefined when unknown or expired. */
   record?(jobId: string): Promise<ChatJobRecord | undefined>;
   /** The job's chunk outputs as they arrive, ending when it completes; throws when it fails, is cancelled or times out. */
@@ -129,7 +143,12 @@ async function answerWithJob(
   res: ServerResponse,
   submit: () => Promise<string>,
   stream: boolean,
-  shape: (jobId: string) => { reply(output: unknown): unknown; frames(outputs: AsyncIterable<unknown>): AsyncIterable<string> },
+  shape: (jobId: string) => {
+    reply(output: unknown): unknown;
+    frames(outputs: AsyncIterable<unknown>): AsyncIterable<string>;
+    /** Why an output is not a reply of this route (default: not a chat reply), and what it should have been. */
+    wrong?(output: unknown): { what: string; why: string } | undefined;
+  },
 ): Promise<void> {
   let jobId: string;
   try {
@@ -137,7 +156,7 @@ async function answerWithJob(
   } catch (err) {
     return sendOpenAiProblem(res, openAiProblem(statusOf(err), `The job could not be queued: ${errorMessage(err)}`), headersOf(err));
   }
-  const { reply, frames } = shape(jobId);
+  const { reply, frames, wrong = (output: unknown) => whyNot("a chat reply", notChatOutput(output)) } = shape(jobId);
   let finished = false;
   res.on("close", () => {
     if (!finished) void Promise.resolve(jobs.cancel?.(jobId)).catch(() => undefined /* the caller left: a job that cannot be cancelled runs out its timeout */);
@@ -147,8 +166,8 @@ async function answerWithJob(
     try {
       const output = await jobs.result(jobId);
       finished = true;
-      const notChat = notChatOutput(output);
-      if (notChat) return sendOpenAiProblem(res, openAiProblem(502, `The endpoint's output is not a chat reply: ${notChat}`));
+      const notReply = wrong(output);
+      if (notReply) return sendOpenAiProblem(res, openAiProblem(502, `The endpoint's output is not ${notReply.what}: ${notReply.why}`));
       sendJson(res, reply(output));
     } catch (err) {
       finished = true;
@@ -165,6 +184,53 @@ async function answerWithJob(
   }
   finished = true;
   res.end();
+}
+
+const whyNot = (what: string, why: string | undefined) => (why === undefined ? undefined : { what, why });
+
+/** POST .../openai/v1/completions with the body parsed: textGeneration()'s `prompt` input, answered as `text_completion`. */
+export async function serveCompletion(body: unknown, endpoint: ChatEndpoint, jobs: ChatJobs, res: ServerResponse): Promise<void> {
+  const verdict = checkCompletionRequest(body);
+  if (!verdict.ok) return sendOpenAiProblem(res, openAiProblem(verdict.status, verdict.detail, verdict.errors));
+  const request = verdict.request;
+  const target = chatFunctionFor(endpoint.functions, request.model);
+  if (!("function" in target)) return sendOpenAiProblem(res, openAiProblem(target.status, target.detail, target.errors));
+  await answerWithJob(
+    jobs,
+    res,
+    () => jobs.submit(target.function, completionJobInput(request), { stream: request.stream }),
+    request.stream,
+    (jobId) => {
+      const identity = { id: textCompletionId(jobId), created: Math.floor(Date.now() / 1000) };
+      return {
+        reply: (output) => textCompletionFromOutput(output, request, identity),
+        frames: (outputs) => textCompletionFrames(outputs, request, identity),
+        wrong: (output) => whyNot("text", notChatOutput(output)),
+      };
+    },
+  );
+}
+
+/** POST .../openai/v1/embeddings with the body parsed: a job for the function embeddings() serves. */
+export async function serveEmbeddings(body: unknown, endpoint: ChatEndpoint, jobs: ChatJobs, res: ServerResponse): Promise<void> {
+  const verdict = checkEmbeddingsRequest(body);
+  if (!verdict.ok) return sendOpenAiProblem(res, openAiProblem(verdict.status, verdict.detail, verdict.errors));
+  const request = verdict.request;
+  const target = chatFunctionFor(endpoint.functions, request.model);
+  if (!("function" in target)) return sendOpenAiProblem(res, openAiProblem(target.status, target.detail, target.errors));
+  await answerWithJob(
+    jobs,
+    res,
+    () => jobs.submit(target.function, embeddingsJobInput(request)),
+    false,
+    () => ({
+      reply: (output) => embeddingsFromOutput(output as { embeddings: number[][] }, request, countTokens),
+      frames: () => {
+        throw new Error("an embeddings answer is never streamed");
+      },
+      wrong: (output) => whyNot("an embeddings reply", notEmbeddingsOutput(output, request.input.length)),
+    }),
+  );
 }
 
 /** GET .../openai/v1/models */

@@ -182,6 +182,8 @@ function tableOperations(): Operation[] {
       valid: { model: "echo", messages: [{ role: "user", content: "hi" }], user: MARK },
       limit: OPENAI_BODY_LIMIT,
     }),
+    job("POST", "openai/v1/completions", { body: "json-required", valid: { model: "echo", prompt: "hi", user: MARK }, limit: OPENAI_BODY_LIMIT }),
+    job("POST", "openai/v1/embeddings", { body: "json-required", valid: { model: "echo", input: "hi", user: MARK }, limit: OPENAI_BODY_LIMIT }),
     job("GET", "openai/v1/models"),
     job("POST", "openai/v1/responses", { body: "json-required", valid: { model: "echo", input: "hi", user: MARK }, limit: OPENAI_BODY_LIMIT }),
     // worker protocol (a worker token of `spare`: a valid take must not touch the state's queue)

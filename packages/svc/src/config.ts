@@ -47,6 +47,12 @@ export interface EndpointConfig {
    */
   snapshot?: boolean;
   /**
+   * The handler answers OpenAI's routes itself, as the provider's vLLM workers do: the service turns every request
+   * under `/openai/v1/` into a job `{openai_route, openai_input}` and relays what the handler returns or yields
+   * (docs/llm.md, "Pass-through"). Off by default: svc's own OpenAI route serves chat and completions requests.
+   */
+  openaiPassthrough?: boolean;
+  /**
    * When workers are added (docs/service.md, "Scaling policies"): `{ type: "QUEUE_DELAY", value: 4 }` adds one
    * once a job has waited more than 4 s; `{ type: "REQUEST_COUNT", value: 4 }` keeps one per 4 jobs queued or
    * running. Absent: one worker per `maxConcurrency` jobs (REQUEST_COUNT with value maxConcurrency).
@@ -107,6 +113,7 @@ export const CONFIG_KEYS = [
   "retries",
   "retryBackoff",
   "snapshot",
+  "openaiPassthrough",
   "scaler",
   "image",
   "shmSizeMb",
@@ -176,6 +183,7 @@ export interface NormalizedConfig {
   /** Absent: the default backoff (DEFAULTS.retryBackoff). */
   retryBackoff?: NormalizedBackoff;
   snapshot: boolean;
+  openaiPassthrough: boolean;
   /** Absent: the default (one worker per maxConcurrency jobs). */
   scaler?: ScalingPolicy;
   /** An image endpoint's image (absent: the endpoint runs this app's code). */
@@ -343,6 +351,7 @@ export function configProblems(config: unknown): string[] {
   intRange("retries", 0, LIMITS.retriesMax);
   if (c.retryBackoff !== undefined) problems.push(...retryBackoffProblems(c.retryBackoff));
   if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push('"snapshot" must be true or false');
+  if (c.openaiPassthrough !== undefined && typeof c.openaiPassthrough !== "boolean") problems.push('"openaiPassthrough" must be true or false');
   if (c.scaler !== undefined) problems.push(...scalingPolicyProblems(c.scaler));
   if (c.image !== undefined) {
     problems.push(...imageNameProblems(c.image));
@@ -387,6 +396,7 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     retries: config.retries ?? DEFAULTS.retries,
     ...(config.retryBackoff ? { retryBackoff: normalizeBackoff(config.retryBackoff) } : {}),
     snapshot: config.snapshot === true,
+    openaiPassthrough: config.openaiPassthrough === true,
     ...(config.scaler ? { scaler: { type: config.scaler.type, value: config.scaler.value } } : {}),
     ...(config.image !== undefined ? { image: config.image } : {}),
     ...(config.shmSizeMb !== undefined ? { shmSizeMb: config.shmSizeMb } : {}),

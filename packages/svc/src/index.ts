@@ -23,6 +23,7 @@ export { NoContextError, clearPeerCache } from "./context.js";
 export { deploy, undeploy, update, createApp, deleteApp, createEnvironment, deleteEnvironment } from "./lifecycle.js";
 export { UsageError, UserError, ApiError } from "./errors.js";
 export * from "./llm.js";
+export * from "./embeddings.js";
 // Used by generated handlers only.
 export { __defineHandler } from "./handler.js";
 export type { LoadedHandler, InvokeContext, InvokeResult, HandlerSpec } from "./handler.js";

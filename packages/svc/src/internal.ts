@@ -41,3 +41,4 @@ export * from "./llm/tokens.js";
 export { MarkovTextBackend } from "./llm/markov.js";
 export * from "./openai/validate.js";
 export * from "./openai/job-input.js";
+export * from "./openai/embeddings.js";

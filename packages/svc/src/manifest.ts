@@ -57,6 +57,11 @@ export interface ManifestResource {
   /** Workers start from a checkpoint taken after initialisation (`snapshot: true`); absent when off. */
   snapshot?: boolean;
   /**
+   * The endpoint's handler answers OpenAI's routes itself (`{openai_route, openai_input}` jobs, as the provider's
+   * vLLM workers): the service passes `/openai/v1/*` through to it (docs/llm.md). Absent when off.
+   */
+  openaiPassthrough?: boolean;
+  /**
    * When workers are added (QUEUE_DELAY: seconds a job waits; REQUEST_COUNT: jobs per worker). Absent: one worker
    * per maxConcurrency jobs queued or running (REQUEST_COUNT with value maxConcurrency).
    */

@@ -86,6 +86,7 @@ export const CONFIG_FIELDS = [
   "scaler",
   "retries",
   "retryBackoff",
+  "openaiPassthrough",
 ] as const;
 /** Of those, the ones whose change restarts workers (the spec: editing GPU types or worker counts). */
 export const RESTART_FIELDS: ReadonlySet<string> = new Set(["workersMin", "workersMax", "gpuIds", "gpuTypeIds", "gpuCount", "computeType", "instanceIds"]);

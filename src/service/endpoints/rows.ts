@@ -26,6 +26,21 @@ export function engineEndpoint(row: EndpointRow): EngineEndpoint {
   };
 }
 
+/** Templates whose image is svc code: `svc://<app endpoint id>` (management/endpoints.ts). */
+const CODE_IMAGE = "svc://";
+
+/**
+ * Whether the endpoint's OpenAI routes are passed through to its workers (docs/llm.md, "Pass-through"): a queue
+ * endpoint running an image (a REST endpoint whose template image is not `svc://`), whose workers answer OpenAI's
+ * routes themselves as the provider's vLLM workers do, or one whose code declares `openaiPassthrough: true`.
+ */
+export function passesOpenAiThrough(row: EndpointRow): boolean {
+  if (row.type !== "queue") return false;
+  if (row.resource.openaiPassthrough === true) return true;
+  const image = row.resource.imageName;
+  return row.artifactPath === "" && image !== "" && !image.startsWith(CODE_IMAGE);
+}
+
 /** Which endpoints a deploy creates, updates, keeps and removes. Pure. */
 export function planDeploy(
   existing: EndpointRow[],

@@ -113,6 +113,26 @@ function jobApi(): Record<string, unknown> {
         responses: { ...ok("chat.completion (or text/event-stream of chat.completion.chunk)", json("OpenAiObject")), ...errors, ...invalid },
       },
     },
+    "/v2/{endpoint_id}/openai/v1/completions": {
+      parameters: [endpoint],
+      post: {
+        tags: ["OpenAI-compatible"],
+        summary: "OpenAI completions of a prompt on the endpoint's text workers (docs/llm.md); `stream: true` answers server-sent events",
+        requestBody: { required: true, content: json("OpenAiObject") },
+        "x-svc-body-limit": OPENAI_BODY_LIMIT,
+        responses: { ...ok("text_completion (or text/event-stream of text_completion)", json("OpenAiObject")), ...errors, ...invalid },
+      },
+    },
+    "/v2/{endpoint_id}/openai/v1/embeddings": {
+      parameters: [endpoint],
+      post: {
+        tags: ["OpenAI-compatible"],
+        summary: "OpenAI embeddings of texts on a function that uses the SDK's embeddings() (docs/llm.md)",
+        requestBody: { required: true, content: json("OpenAiObject") },
+        "x-svc-body-limit": OPENAI_BODY_LIMIT,
+        responses: { ...ok("list of embeddings", json("OpenAiObject")), ...errors, ...invalid },
+      },
+    },
     "/v2/{endpoint_id}/openai/v1/responses": {
       parameters: [endpoint],
       post: {

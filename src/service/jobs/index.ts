@@ -28,12 +28,15 @@ export const JOB_ROUTES: ReadonlyArray<Route<JobDeps>> = [
   { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/openai/v1/responses", body: "handler", handler: openAi },
   { ...JOB, methods: ["GET"], pattern: "/v2/:endpoint/openai/v1/responses/:response", body: "none", handler: openAi },
   { ...JOB, methods: ["GET"], pattern: "/v2/:endpoint/openai/v1/models", body: "none", handler: openAi },
-  // Any other path there: a 404 that names the OpenAI base.
-  { ...JOB, methods: ["GET", "POST", "PUT", "PATCH", "DELETE"], pattern: "/v2/:endpoint/openai/*rest", body: "none", handler: openAi },
+  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/openai/v1/completions", body: "handler", handler: openAi },
+  { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/openai/v1/embeddings", body: "handler", handler: openAi },
+  // Any other path there: passed through to the workers of an endpoint that passes OpenAI's routes through,
+  // else a 404 that names the OpenAI base.
+  { ...JOB, methods: ["GET", "POST", "PUT", "PATCH", "DELETE"], pattern: "/v2/:endpoint/openai/*rest", body: "handler", handler: openAi },
 ];
 
 function openAi(call: JobCall): Promise<void> {
   const endpoint = userEndpoint(call.ctx, call.principal, call.params.endpoint!);
   const rest = call.url.pathname.split("/").filter(Boolean).slice(3).map(decodeURIComponent);
-  return openAiRoute(call.ctx, call.req, call.res, ["v2", endpoint.id, "openai", ...rest], endpoint);
+  return openAiRoute(call.ctx, call.req, call.res, ["v2", endpoint.id, "openai", ...rest], endpoint, call.url.searchParams);
 }

@@ -242,6 +242,7 @@ export function planEndpointRow(input: {
       maxConcurrency: source?.maxConcurrency ?? 1,
       retries: source?.retries ?? 1,
       ...(source?.retryBackoff ? { retryBackoff: source.retryBackoff } : {}),
+      ...(source?.openaiPassthrough ? { openaiPassthrough: true } : {}),
       volume: spec.networkVolumeId,
       // The policy the endpoint shows is the one its workers scale by (load-balanced ones: docs/lb.md).
       scaler: { type: spec.scalerType, value: spec.scalerValue },

@@ -19,7 +19,14 @@ export type { UsageRow, UsageStore } from "./usage-store.js";
 const SAMPLE_MS = 5_000;
 
 /** The routes whose requests count as an endpoint's requests in the charts: job submissions. */
-const SUBMIT_ROUTES = new Set(["/v2/:endpoint/run", "/v2/:endpoint/runsync", "/v2/:endpoint/openai/v1/chat/completions", "/v2/:endpoint/openai/v1/responses"]);
+const SUBMIT_ROUTES = new Set([
+  "/v2/:endpoint/run",
+  "/v2/:endpoint/runsync",
+  "/v2/:endpoint/openai/v1/chat/completions",
+  "/v2/:endpoint/openai/v1/completions",
+  "/v2/:endpoint/openai/v1/embeddings",
+  "/v2/:endpoint/openai/v1/responses",
+]);
 
 export interface ServiceMetricsOptions {
   /** Prometheus and the recent series (false: SVC_METRICS=off). */
