@@ -6,7 +6,7 @@ import runpodSdk from "runpod-sdk";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import type { DeployedEndpoint } from "../../src/service/index.js";
 import { manifest, resource, startTestService, until, type TestService } from "../service/helpers.js";
-import { startProviderWorker, type ProviderWorkerProcess } from "../service/provider-process.js";
+import { startProviderWorker, type ProviderWorkerProcess } from "../service/provider-worker-process.js";
 
 let t: TestService;
 let endpoint: DeployedEndpoint;
@@ -22,7 +22,7 @@ beforeAll(async () => {
     manifest: manifest({ work: resource({ retries: 0, maxConcurrency: 2 }) }),
   })) as [DeployedEndpoint];
   client = runpodSdk(t.key, { baseUrl: `${t.service.url}/v2` }).endpoint(endpoint.id)!;
-  workers.push(await startProviderWorker(t, endpoint, { concurrency: 2 }));
+  workers.push(await startProviderWorker(t, endpoint.id, { concurrency: 2 }));
 });
 afterEach(() => {
   for (const worker of workers.splice(1)) worker.kill();
