@@ -43,6 +43,7 @@ import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
 import { VolumeUsage } from "./volumes/usage.js";
 import type { VolumesApi } from "./volumes/index.js";
+import { LargeOutputs } from "./volumes/large-outputs.js";
 import { mintWorkerBucket, revokeWorkerBucket, type WorkerBucketDeps } from "./volumes/worker-bucket.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import type { Tracing } from "./tracing/index.js";
@@ -499,6 +500,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     webhooks,
     volumes,
     ownVolumeIds: (userId) => storage.management.volumes(userId).map((v) => v.id),
+    largeOutputs: new LargeOutputs({
+      dataDir: options.dataDir,
+      s3Endpoint: `${url}${S3_PREFIX}`,
+      keys: storage.volumeKeys,
+      box,
+      endpoint: (id) => endpoints.get(id),
+      volumeOf: (endpoint) => management.volumeOf(endpoint),
+      log,
+    }),
     // load-balanced endpoints (lb/)
     lb,
     releases,

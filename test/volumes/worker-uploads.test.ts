@@ -1,3 +1,6 @@
+// Large outputs too: an endpoint with largeOutputBytes has an output over it written to its volume, the job's
+// output a presigned link to it.
+//
 // Uploads from workers to svc's own S3 API: a worker of an endpoint with a network volume gets BUCKET_* for a key
 // of its own on that volume, and boto3 used as the provider worker SDK's upload helper uses it
 // (fixtures/provider-worker/upload.py) lands the file on the volume and answers a presigned URL that downloads it
@@ -37,6 +40,8 @@ let publicUrl: string;
 /** Where the service listens, the address its workers are given. */
 let listenUrl: string;
 let uploader: DeployedEndpoint;
+let big: DeployedEndpoint;
+let build: Awaited<ReturnType<typeof buildProject>>;
 let volume: string;
 let elsewhere: string;
 
@@ -62,15 +67,18 @@ beforeAll(async () => {
     port,
     publicUrl,
     driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
-    leaseMs: 2000,
-    heartbeatMs: 300,
+    // A 30 MB result takes its worker a while to send on a busy machine: a lease of several seconds.
+    leaseMs: 15_000,
+    heartbeatMs: 1000,
   });
   const create = async (name: string) =>
     (await call(`${service.url}/v2/network-volumes`, { key: KEY, body: { name, size: 10, dataCenter: "local" } })).body.id as string;
   volume = await create("uploads");
   elsewhere = await create("elsewhere");
-  const build = await buildProject(join(dir, "app"));
-  [uploader] = await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath });
+  build = await buildProject(join(dir, "app"));
+  const deployed = await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath });
+  uploader = deployed.find((e) => e.name === "uploader")!;
+  big = deployed.find((e) => e.name === "big")!;
 }, 120_000);
 afterAll(async () => {
   await service?.close();
@@ -201,3 +209,62 @@ it.skipIf(!hasBoto3)(
   },
   60_000,
 );
+
+/** What the big endpoint answers for `seed` and `bytes`, as JSON text. */
+function bigOutput(seed: string, bytes: number): string {
+  const unit = `${seed}-0123456789abcdefghijklmnopqrstuvwxyz|`;
+  return JSON.stringify({ seed, data: unit.repeat(Math.ceil(bytes / unit.length)).slice(0, bytes) });
+}
+
+it.skipIf(!hasBoto3)(
+  "a 30 MB output goes to the volume: the job's output is a presigned link, and it downloads whole",
+  async () => {
+    const bytes = 30 * 1024 * 1024;
+    const run = await call(`${big.url}/run`, { key: KEY, body: { input: { seed: "s30", bytes } } });
+    expect(run.status).toBe(200);
+    const record = await until(
+      async () => {
+        const r = (await call(`${big.url}/status/${run.body.id}`, { key: KEY })).body;
+        return ["COMPLETED", "FAILED"].includes(r.status) ? r : undefined;
+      },
+      90_000,
+      250,
+    );
+    expect(record.status).toBe("COMPLETED");
+    const expected = Buffer.from(bigOutput("s30", bytes));
+    const link = record.output.largeOutput;
+    expect(link).toMatchObject({
+      bytes: expected.length,
+      sha256: sha256(expected),
+      contentType: "application/json",
+      volumeId: volume,
+      key: `outputs/${run.body.id}.json`,
+    });
+    expect(Object.keys(record.output)).toEqual(["largeOutput"]);
+    expect(link.url.startsWith(`${publicUrl}/s3/${volume}/outputs/${run.body.id}.json?X-Amz-Algorithm=AWS4-HMAC-SHA256&`)).toBe(true);
+    expect(Date.parse(link.expiresAt) - Date.now()).toBeGreaterThan(6.9 * 24 * 3600 * 1000);
+    const got = await fetch(link.url);
+    expect(got.status).toBe(200);
+    expect(sha256(new Uint8Array(await got.arrayBuffer()))).toBe(sha256(expected));
+    // The link is for that file only.
+    expect((await fetch(link.url.replace(`/outputs/${run.body.id}.json`, "/outputs/other.json"))).status).toBe(403);
+  },
+  120_000,
+);
+
+it.skipIf(!hasBoto3)(
+  "an output at most largeOutputBytes stays the job's output",
+  async () => {
+    const r = await call(`${big.url}/runsync`, { key: KEY, body: { input: { seed: "small", bytes: 1000 } } });
+    expect(r.body.status).toBe("COMPLETED");
+    expect(JSON.stringify(r.body.output)).toBe(bigOutput("small", 1000));
+  },
+  60_000,
+);
+
+it.skipIf(!hasBoto3)("largeOutputBytes without a network volume is refused at deploy", async () => {
+  const resources = { ...build.manifest.resources, big: { ...build.manifest.resources.big!, volume: null } };
+  await expect(
+    service.deploy({ app: build.manifest.app, env: "novolume", manifest: { ...build.manifest, resources }, artifactPath: build.artifactPath }),
+  ).rejects.toThrow(/large outputs/);
+});

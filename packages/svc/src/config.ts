@@ -47,6 +47,12 @@ export interface EndpointConfig {
    */
   snapshot?: boolean;
   /**
+   * Outputs larger than this many bytes (as JSON) are written to the endpoint's network volume and the job's output
+   * is a presigned link to them instead (docs/volumes.md, "Large outputs"). Needs `volume`. Absent: outputs stay in
+   * the service's store whatever their size.
+   */
+  largeOutputBytes?: number;
+  /**
    * When workers are added (docs/service.md, "Scaling policies"): `{ type: "QUEUE_DELAY", value: 4 }` adds one
    * once a job has waited more than 4 s; `{ type: "REQUEST_COUNT", value: 4 }` keeps one per 4 jobs queued or
    * running. Absent: one worker per `maxConcurrency` jobs (REQUEST_COUNT with value maxConcurrency).
@@ -94,6 +100,7 @@ export const CONFIG_KEYS = [
   "retries",
   "retryBackoff",
   "snapshot",
+  "largeOutputBytes",
   "scaler",
 ] as const;
 
@@ -156,8 +163,22 @@ export interface NormalizedConfig {
   /** Absent: the default backoff (DEFAULTS.retryBackoff). */
   retryBackoff?: NormalizedBackoff;
   snapshot: boolean;
+  /** Absent: outputs of any size stay in the service's store. */
+  largeOutputBytes?: number;
   /** Absent: the default (one worker per maxConcurrency jobs). */
   scaler?: ScalingPolicy;
+}
+
+/** The largest `largeOutputBytes`: outputs over it could not reach the service in one result anyway. */
+export const MAX_LARGE_OUTPUT_BYTES = 64 * 1024 * 1024;
+
+/** Problems with an endpoint's `largeOutputBytes` (a positive integer, with a volume); empty when valid. Pure. */
+export function largeOutputProblems(value: unknown, volume: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > MAX_LARGE_OUTPUT_BYTES)
+    return [`"largeOutputBytes" must be an integer from 1 to ${MAX_LARGE_OUTPUT_BYTES} (bytes of output JSON)`];
+  if (typeof volume !== "string" || volume.length === 0) return ['"largeOutputBytes" needs a network volume ("volume"): large outputs are written there'];
+  return [];
 }
 
 /** Problems with a scaling policy as a user wrote it; empty when valid. Pure. */
@@ -309,6 +330,7 @@ export function configProblems(config: unknown): string[] {
   intRange("retries", 0, LIMITS.retriesMax);
   if (c.retryBackoff !== undefined) problems.push(...retryBackoffProblems(c.retryBackoff));
   if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push('"snapshot" must be true or false');
+  problems.push(...largeOutputProblems(c.largeOutputBytes, c.volume));
   if (c.scaler !== undefined) problems.push(...scalingPolicyProblems(c.scaler));
   return problems;
 }
@@ -344,6 +366,7 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     retries: config.retries ?? DEFAULTS.retries,
     ...(config.retryBackoff ? { retryBackoff: normalizeBackoff(config.retryBackoff) } : {}),
     snapshot: config.snapshot === true,
+    ...(config.largeOutputBytes !== undefined ? { largeOutputBytes: config.largeOutputBytes } : {}),
     ...(config.scaler ? { scaler: { type: config.scaler.type, value: config.scaler.value } } : {}),
   };
 }

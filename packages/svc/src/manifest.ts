@@ -56,6 +56,8 @@ export interface ManifestResource {
   codeHash?: string;
   /** Workers start from a checkpoint taken after initialisation (`snapshot: true`); absent when off. */
   snapshot?: boolean;
+  /** Outputs over this many bytes of JSON go to the endpoint's volume, the output a link to them; absent: off. */
+  largeOutputBytes?: number;
   /**
    * When workers are added (QUEUE_DELAY: seconds a job waits; REQUEST_COUNT: jobs per worker). Absent: one worker
    * per maxConcurrency jobs queued or running (REQUEST_COUNT with value maxConcurrency).
