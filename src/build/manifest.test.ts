@@ -173,6 +173,30 @@ describe("gpuCount (docs/gpus.md)", () => {
   });
 });
 
+describe("largeOutputBytes (docs/volumes.md, Large outputs)", () => {
+  it("is a size in bytes of an endpoint with a network volume, carried into the manifest", () => {
+    expect(configProblems({ name: "m", volume: "renders", largeOutputBytes: 1_000_000 })).toEqual([]);
+    for (const bad of [0, 1.5, "1000", 64 * 1024 * 1024 + 1])
+      expect(configProblems({ name: "m", volume: "renders", largeOutputBytes: bad })).toEqual([
+        '"largeOutputBytes" must be an integer from 1 to 67108864 (bytes of output JSON)',
+      ]);
+    expect(configProblems({ name: "m", largeOutputBytes: 1000 })).toEqual([
+      '"largeOutputBytes" needs a network volume ("volume"): large outputs are written there',
+    ]);
+    const resourceOf = (config: Parameters<typeof normalizeConfig>[0]) =>
+      buildManifest({
+        app: "demo",
+        fingerprint: "sha256:abc",
+        endpoints: [{ name: config.name, type: "queue", config: normalizeConfig(config), functions: [], routes: [] }],
+        dependencies: {},
+        excluded: [],
+        svcVersion: "9.9.9",
+      }).resources[config.name]!;
+    expect(resourceOf({ name: "m", volume: "renders", largeOutputBytes: 2048 })).toMatchObject({ volume: "renders", largeOutputBytes: 2048 });
+    expect(resourceOf({ name: "m" })).not.toHaveProperty("largeOutputBytes");
+  });
+});
+
 describe("scaler (docs/service.md, Scaling policies)", () => {
   const resourceOf = (config: Parameters<typeof normalizeConfig>[0]) =>
     buildManifest({

@@ -39,3 +39,25 @@ describe("applyProtocolEnv: the GPUs a worker sees", () => {
     expect(env.NVIDIA_VISIBLE_DEVICES).toBeUndefined();
   });
 });
+
+describe("applyProtocolEnv: BUCKET_* for the upload helper", () => {
+  const bucket = { endpointUrl: "https://svc.test/s3/vol1", accessKeyId: "SVCWABCDEFGHIJKLMNOP", secretAccessKey: "s" };
+
+  it("svc's and provider workers alike get the worker's key on its endpoint's volume", () => {
+    for (const protocol of ["svc", "provider"] as const) {
+      const env: Record<string, string | undefined> = {};
+      applyProtocolEnv(env, launch({ bucket, protocol }), { apiUrl: "http://x", artifact: "/a" });
+      expect(env).toMatchObject({ BUCKET_ENDPOINT_URL: bucket.endpointUrl, BUCKET_ACCESS_KEY_ID: bucket.accessKeyId, BUCKET_SECRET_ACCESS_KEY: "s" });
+    }
+  });
+
+  it("an endpoint that names its own bucket endpoint keeps all three of its own", () => {
+    const env: Record<string, string | undefined> = {
+      BUCKET_ENDPOINT_URL: "https://s3.example.com",
+      BUCKET_ACCESS_KEY_ID: "AKIA",
+      BUCKET_SECRET_ACCESS_KEY: "mine",
+    };
+    applyProtocolEnv(env, launch({ bucket }), { apiUrl: "http://x", artifact: "/a" });
+    expect(env).toMatchObject({ BUCKET_ENDPOINT_URL: "https://s3.example.com", BUCKET_ACCESS_KEY_ID: "AKIA", BUCKET_SECRET_ACCESS_KEY: "mine" });
+  });
+});

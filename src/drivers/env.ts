@@ -3,7 +3,7 @@
 
 import { OUTPUT_CAPTURED_ENV } from "../runtime/output-marks.js";
 import { providerWorkerEnv } from "./provider-env.js";
-import type { WorkerLaunch } from "./types.js";
+import type { WorkerBucket, WorkerLaunch } from "./types.js";
 
 export interface WorkerPlacement {
   apiUrl: string;
@@ -55,6 +55,7 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
     if (value !== undefined && value !== "") env[key] = value;
     else delete env[key];
   }
+  applyBucketEnv(env, launch.bucket);
   // The provider's SDK reads none of svc's variables: a provider worker is told none (nor any a user set).
   if (launch.protocol === "provider") for (const key of Object.keys(env)) if (key.startsWith("SVC_")) delete env[key];
   // The GPUs it holds and no others (CUDA's and the NVIDIA container runtime's names for them); a CPU worker
@@ -68,6 +69,19 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
     env.SVC_HTTP_HOST = placement.http.host;
     env.SVC_HTTP_PORT = String(placement.http.port);
   }
+}
+
+/**
+ * Point the provider SDK's upload helper (it reads BUCKET_ENDPOINT_URL, BUCKET_ACCESS_KEY_ID and
+ * BUCKET_SECRET_ACCESS_KEY) at the endpoint's volume, for svc's workers and provider workers alike. An endpoint whose
+ * own variables already name a bucket endpoint keeps all three of its own: a user's bucket elsewhere is theirs to
+ * choose, and half of one set mixed with half of another would sign with the wrong key.
+ */
+export function applyBucketEnv(env: Record<string, string | undefined>, bucket: WorkerBucket | undefined): void {
+  if (!bucket || env.BUCKET_ENDPOINT_URL) return;
+  env.BUCKET_ENDPOINT_URL = bucket.endpointUrl;
+  env.BUCKET_ACCESS_KEY_ID = bucket.accessKeyId;
+  env.BUCKET_SECRET_ACCESS_KEY = bucket.secretAccessKey;
 }
 
 /** What a worker speaking the provider's protocol gets in place of svc's variables (provider-env.ts). */

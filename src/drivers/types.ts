@@ -16,6 +16,14 @@ export interface WorkerLogLine {
 
 export type WorkerProtocol = "svc" | "provider";
 
+/** The S3 endpoint and key a worker uploads to its endpoint's network volume with. */
+export interface WorkerBucket {
+  /** `<service public url>/s3/<volumeId>`: every bucket a client names becomes a top-level folder of the volume. */
+  endpointUrl: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+}
+
 export interface WorkerLaunch {
   workerId: string;
   endpointId: string;
@@ -66,6 +74,11 @@ export interface WorkerLaunch {
   volume?: LaunchVolume;
   /** Name of the endpoint's network volume, when it has one (the Docker driver mounts a Docker volume of that name). */
   volumeName?: string;
+  /**
+   * Credentials for the S3 API on the endpoint's network volume, minted for this worker alone (revoked when it
+   * ends): what the provider SDK's upload helper reads as BUCKET_* (env.ts, docs/volumes.md "Uploads from workers").
+   */
+  bucket?: WorkerBucket;
   /** A load-balanced endpoint: the worker serves HTTP routes, which the service must be able to reach. */
   loadBalanced?: boolean;
   /**

@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { join } from "node:path";
-import type { WorkerDriver, WorkerLogLine } from "../drivers/types.js";
+import type { WorkerBucket, WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { sweepStaleTempDirs } from "../drivers/owned-temp.js";
 import { UserError, errorMessage, errorStack } from "../errors.js";
 import type { Manifest } from "svc/internal";
@@ -44,6 +44,8 @@ import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
 import { VolumeUsage } from "./volumes/usage.js";
 import type { VolumesApi } from "./volumes/index.js";
+import { LargeOutputs } from "./volumes/large-outputs.js";
+import { mintWorkerBucket, revokeWorkerBucket, type WorkerBucketDeps } from "./volumes/worker-bucket.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import type { Tracing } from "./tracing/index.js";
 import type { Log, LogFields } from "./logging.js";
@@ -400,7 +402,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     onReady: (workerId) => releases.ready(workerId),
   });
   if (options.driver) {
-    const workerKeys = workerKeyMinter(engine, keyring);
+    // Workers of endpoints with a network volume get an S3 key of their own on it (BUCKET_*), on the public address.
+    const workerKeys = workerKeyMinter(engine, keyring, {
+      bucket: { keys: storage.volumeKeys, box, s3Endpoint: `${url}${S3_PREFIX}` },
+      volumeOf: (endpoint) => management.volumeOf(endpoint),
+    });
     scaler = new Scaler({
       engine,
       driver: options.driver,
@@ -498,6 +504,16 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     secrets,
     webhooks,
     volumes,
+    ownVolumeIds: (userId) => storage.management.volumes(userId).map((v) => v.id),
+    largeOutputs: new LargeOutputs({
+      dataDir: options.dataDir,
+      s3Endpoint: `${url}${S3_PREFIX}`,
+      keys: storage.volumeKeys,
+      box,
+      endpoint: (id) => endpoints.get(id),
+      volumeOf: (endpoint) => management.volumeOf(endpoint),
+      log,
+    }),
     // load-balanced endpoints (lb/)
     lb,
     releases,
@@ -774,14 +790,20 @@ function keyMinter(engine: JobEngine, keyring: KeyRing) {
 }
 
 /**
- * The keys a started worker gets, and their revocation when it ends: its worker token (its endpoint's protocol)
- * and a jobs key of its owner (for calls to other endpoints). Kept under the worker's id, so that they can be
- * revoked when the worker ends, even one adopted after a restart.
+ * The keys a started worker gets, and their revocation when it ends: its worker token (its endpoint's protocol),
+ * a jobs key of its owner (for calls to other endpoints), and an S3 key on its endpoint's network volume when it
+ * has one (volumes/worker-bucket.ts). Kept under the worker's id, so that they can be revoked when the worker
+ * ends, even one adopted after a restart.
  */
-function workerKeyMinter(engine: JobEngine, keyring: KeyRing) {
+function workerKeyMinter(
+  engine: JobEngine,
+  keyring: KeyRing,
+  volumes: { bucket: WorkerBucketDeps; volumeOf(endpoint: EndpointRow): { id: string } | undefined },
+) {
   const minted = new Map<string, string[]>();
   return {
-    async mint(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string }> {
+    async mint(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string; bucket?: WorkerBucket }> {
+      const volume = volumes.volumeOf(endpoint);
       const token = newKey("svcw");
       const apiKey = newKey("svc");
       const apiKeyId = `${workerId}-api`;
@@ -795,7 +817,10 @@ function workerKeyMinter(engine: JobEngine, keyring: KeyRing) {
       ]);
       minted.set(workerId, [workerId, apiKeyId]);
       keyring.forget();
-      return { workerToken: token, apiKey };
+      const bucket = volume
+        ? await mintWorkerBucket(volumes.bucket, { userId: endpoint.userId, workerId, endpointName: endpoint.name, volumeId: volume.id })
+        : undefined;
+      return { workerToken: token, apiKey, ...(bucket ? { bucket } : {}) };
     },
     async revoke(workerId: string): Promise<void> {
       // A worker adopted after a restart has its keys under the same ids, minted by the earlier run.
@@ -803,6 +828,7 @@ function workerKeyMinter(engine: JobEngine, keyring: KeyRing) {
       minted.delete(workerId);
       await engine.write(ids.map((id) => ({ op: "deleteKey", id }) as StoreOp));
       keyring.forget();
+      await revokeWorkerBucket(volumes.bucket, workerId);
     },
   };
 }

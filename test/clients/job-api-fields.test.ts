@@ -1,5 +1,6 @@
 // What the job API's official clients send and read, against a real service with a protocol worker: webhookV2
-// (delivered like webhook), s3Config (accepted), an unknown member (422), the health fields their types name
+// (delivered like webhook), s3Config (accepted when its bucket is one of the owner's volumes, 422 otherwise), an
+// unknown member (422), the health fields their types name
 // (workers.ready and workers.throttled beside svc's own), and one endpoint list holding deployed endpoints too.
 
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -25,12 +26,16 @@ afterAll(async () => {
   await t?.close();
 });
 
-it("delivers the job record to webhookV2, accepts s3Config, and refuses an unknown member or two different webhooks", async () => {
+it("delivers the job record to webhookV2, accepts an s3Config on one's own volume, and refuses an unknown member or two different webhooks", async () => {
   const hook = await webhookReceiver();
   const received = hook.received;
   try {
     const webhookV2 = hook.url;
-    const s3Config = { accessId: "a", accessSecret: "s", bucketName: "b", endpointUrl: "http://127.0.0.1:9" };
+    const volume = (await call(`${t.service.url}/v2/network-volumes`, { key: t.key, body: { name: "outputs", size: 10, dataCenter: "local" } })).body;
+    const s3Config = { accessId: "a", accessSecret: "s", bucketName: volume.id, endpointUrl: `${t.service.url}/s3` };
+    const elsewhere = await call(`${echo.url}/run`, { key: t.key, body: { input: {}, s3Config: { ...s3Config, bucketName: "my-aws-bucket" } } });
+    expect(elsewhere.status).toBe(422);
+    expect(elsewhere.body.errors[0]).toMatch(/^\$\.s3Config\.bucketName: "my-aws-bucket" is not one of your network volumes/);
     const { status, body } = await call(`${echo.url}/run`, { key: t.key, body: { input: { n: 1 }, webhookV2, s3Config, policy: { ttl: 60_000 } } });
     expect(status).toBe(200);
     const [job] = await worker.take(1);

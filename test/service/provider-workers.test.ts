@@ -2,7 +2,9 @@
 // written with Python's standard library that does what the provider's SDK does (fixtures/provider-worker),
 // given the variables the drivers give such workers (drivers/provider-env.ts), against the real service.
 
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "./helpers.js";
@@ -12,6 +14,15 @@ import type { DeployedEndpoint } from "../../src/service/index.js";
 const FIXTURE = join(import.meta.dirname, "../../fixtures/provider-worker/provider-worker.py");
 const LEASE_MS = 2500;
 const PING_MS = 1000;
+
+const hasBoto3 = (() => {
+  try {
+    execFileSync("python3", ["-c", "import boto3"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+})();
 
 let t: TestService;
 let endpoints = 0;
@@ -50,7 +61,10 @@ interface RunningWorker {
 }
 
 /** A provider worker as a driver starts one: a token of its own, the provider's variables, the process. */
-async function startWorker(endpoint: DeployedEndpoint, settings: { concurrency?: number; ping?: boolean; startDelayS?: number } = {}): Promise<RunningWorker> {
+async function startWorker(
+  endpoint: DeployedEndpoint,
+  settings: { concurrency?: number; ping?: boolean; startDelayS?: number; env?: Record<string, string> } = {},
+): Promise<RunningWorker> {
   const keys = await ProtocolWorker.mint(t, endpoint.id);
   const env = {
     PATH: process.env.PATH,
@@ -58,6 +72,7 @@ async function startWorker(endpoint: DeployedEndpoint, settings: { concurrency?:
     PROVIDER_WORKER_CONCURRENCY: String(settings.concurrency ?? 1),
     PROVIDER_WORKER_PING: settings.ping === false ? "0" : "1",
     PROVIDER_WORKER_START_DELAY: String(settings.startDelayS ?? 0),
+    ...settings.env,
   };
   const child = spawn("python3", [FIXTURE], { env, stdio: ["ignore", "pipe", "pipe"] });
   children.push(child);
@@ -110,6 +125,27 @@ it("runs a job to completion: /runsync answers the handler's output", async () =
   // /run and /status too, for a handler's plain value.
   const id = await run(endpoint, 42);
   expect(await final(endpoint, id)).toMatchObject({ status: "COMPLETED", output: { value: 42 } });
+});
+
+it.skipIf(!hasBoto3)("the upload mode hands a file over with boto3 as the SDK's helper does: it lands on the volume, its link downloads it", async () => {
+  const endpoint = await newEndpoint();
+  const volume = (await call(`${t.service.url}/v2/network-volumes`, { key: t.key, body: { name: "provider-uploads", size: 10, dataCenter: "local" } })).body;
+  const key = (await call(`${t.service.url}/v1/volume-keys`, { key: t.key, body: { volumeIds: [volume.id] } })).body;
+  await startWorker(endpoint, {
+    env: { BUCKET_ENDPOINT_URL: `${key.endpoint}/${volume.id}`, BUCKET_ACCESS_KEY_ID: key.accessKeyId, BUCKET_SECRET_ACCESS_KEY: key.secretAccessKey },
+  });
+  const r = await call(`${endpoint.url}/runsync`, { key: t.key, body: { input: { mode: "upload", how: "image", bytes: 5000 } } });
+  expect(r.body.status).toBe("COMPLETED");
+  const { url, bucket, key: path, sha256 } = r.body.output;
+  expect(path).toMatch(new RegExp(`^${r.body.id}/[0-9a-f]{8}\\.png$`));
+  expect(existsSync(join(t.dir, "data", "volumes", volume.id, bucket, path))).toBe(true);
+  const got = await fetch(url);
+  expect(got.status).toBe(200);
+  expect(
+    createHash("sha256")
+      .update(new Uint8Array(await got.arrayBuffer()))
+      .digest("hex"),
+  ).toBe(sha256);
 });
 
 it("a handler's exception fails the job; /status shows the SDK's error report as the provider does", async () => {

@@ -53,6 +53,12 @@ export interface EndpointConfig {
    */
   openaiPassthrough?: boolean;
   /**
+   * Outputs larger than this many bytes (as JSON) are written to the endpoint's network volume and the job's output
+   * is a presigned link to them instead (docs/volumes.md, "Large outputs"). Needs `volume`. Absent: outputs stay in
+   * the service's store whatever their size.
+   */
+  largeOutputBytes?: number;
+  /**
    * When workers are added (docs/service.md, "Scaling policies"): `{ type: "QUEUE_DELAY", value: 4 }` adds one
    * once a job has waited more than 4 s; `{ type: "REQUEST_COUNT", value: 4 }` keeps one per 4 jobs queued or
    * running. Absent: one worker per `maxConcurrency` jobs (REQUEST_COUNT with value maxConcurrency).
@@ -114,6 +120,7 @@ export const CONFIG_KEYS = [
   "retryBackoff",
   "snapshot",
   "openaiPassthrough",
+  "largeOutputBytes",
   "scaler",
   "image",
   "shmSizeMb",
@@ -184,6 +191,8 @@ export interface NormalizedConfig {
   retryBackoff?: NormalizedBackoff;
   snapshot: boolean;
   openaiPassthrough: boolean;
+  /** Absent: outputs of any size stay in the service's store. */
+  largeOutputBytes?: number;
   /** Absent: the default (one worker per maxConcurrency jobs). */
   scaler?: ScalingPolicy;
   /** An image endpoint's image (absent: the endpoint runs this app's code). */
@@ -199,6 +208,18 @@ export function imageNameProblems(value: unknown, key = "image"): string[] {
   if (!/^[A-Za-z0-9][A-Za-z0-9._/:@-]*$/.test(value) || value.length > 255) {
     return [`"${key}" "${value}" is not a container image reference (letters, digits, and . _ / : @ -, e.g. "my/worker:1.2")`];
   }
+  return [];
+}
+
+/** The largest `largeOutputBytes`: outputs over it could not reach the service in one result anyway. */
+export const MAX_LARGE_OUTPUT_BYTES = 64 * 1024 * 1024;
+
+/** Problems with an endpoint's `largeOutputBytes` (a positive integer, with a volume); empty when valid. Pure. */
+export function largeOutputProblems(value: unknown, volume: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > MAX_LARGE_OUTPUT_BYTES)
+    return [`"largeOutputBytes" must be an integer from 1 to ${MAX_LARGE_OUTPUT_BYTES} (bytes of output JSON)`];
+  if (typeof volume !== "string" || volume.length === 0) return ['"largeOutputBytes" needs a network volume ("volume"): large outputs are written there'];
   return [];
 }
 
@@ -352,6 +373,7 @@ export function configProblems(config: unknown): string[] {
   if (c.retryBackoff !== undefined) problems.push(...retryBackoffProblems(c.retryBackoff));
   if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push('"snapshot" must be true or false');
   if (c.openaiPassthrough !== undefined && typeof c.openaiPassthrough !== "boolean") problems.push('"openaiPassthrough" must be true or false');
+  problems.push(...largeOutputProblems(c.largeOutputBytes, c.volume));
   if (c.scaler !== undefined) problems.push(...scalingPolicyProblems(c.scaler));
   if (c.image !== undefined) {
     problems.push(...imageNameProblems(c.image));
@@ -397,6 +419,7 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     ...(config.retryBackoff ? { retryBackoff: normalizeBackoff(config.retryBackoff) } : {}),
     snapshot: config.snapshot === true,
     openaiPassthrough: config.openaiPassthrough === true,
+    ...(config.largeOutputBytes !== undefined ? { largeOutputBytes: config.largeOutputBytes } : {}),
     ...(config.scaler ? { scaler: { type: config.scaler.type, value: config.scaler.value } } : {}),
     ...(config.image !== undefined ? { image: config.image } : {}),
     ...(config.shmSizeMb !== undefined ? { shmSizeMb: config.shmSizeMb } : {}),

@@ -56,6 +56,8 @@ export interface ManifestResource {
   codeHash?: string;
   /** Workers start from a checkpoint taken after initialisation (`snapshot: true`); absent when off. */
   snapshot?: boolean;
+  /** Outputs over this many bytes of JSON go to the endpoint's volume, the output a link to them; absent: off. */
+  largeOutputBytes?: number;
   /**
    * The endpoint's handler answers OpenAI's routes itself (`{openai_route, openai_input}` jobs, as the provider's
    * vLLM workers): the service passes `/openai/v1/*` through to it (docs/llm.md). Absent when off.

@@ -36,7 +36,7 @@ import { missingSecrets } from "../secrets/check.js";
 import type { Secrets } from "../secrets/index.js";
 import type { EndpointRow, StoreOp } from "../store/types.js";
 import { planActivation, planConfigUpdate, type ActivationPlan, type ConfigChange } from "./plan.js";
-import { imageProblemsInResources, reservedEnvInResources, scalerProblemsInResources } from "./resource-rules.js";
+import { imageProblemsInResources, largeOutputProblemsInResources, reservedEnvInResources, scalerProblemsInResources } from "./resource-rules.js";
 import type { BuildRow, DeployStoreReads, EnvironmentRow, ReleaseRow } from "../store/deploy-rows.js";
 
 /** Removing endpoints finishes only once their workers have exited, or fails after this long. */
@@ -87,7 +87,7 @@ export interface EnvironmentRef {
 }
 
 /** Which check refused a release (the edges word it for their callers). */
-export type ReleaseCheck = "reserved-env" | "scaler" | "volumes" | "secrets" | "gpus" | "images";
+export type ReleaseCheck = "reserved-env" | "scaler" | "large-outputs" | "volumes" | "secrets" | "gpus" | "images";
 
 /**
  * A deploy operation refused (nothing changed), or, for "workers-running", one that changed what it should but
@@ -405,6 +405,9 @@ export class Deployments {
     const policies = scalerProblemsInResources(resources);
     if (policies.length > 0)
       throw new DeployError("invalid", "The build names a scaling policy the service cannot follow; nothing was activated", policies, "scaler");
+    const largeOutputs = largeOutputProblemsInResources(resources);
+    if (largeOutputs.length > 0)
+      throw new DeployError("invalid", "The build asks for large outputs it cannot have; nothing was activated", largeOutputs, "large-outputs");
     const volumes = this.deps.management?.deployVolumes(userId, resources) ?? { create: [], errors: [] };
     if (volumes.errors.length > 0)
       throw new DeployError("invalid", "The build names network volumes it cannot use; nothing was activated", volumes.errors, "volumes");

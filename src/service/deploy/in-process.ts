@@ -22,6 +22,7 @@ const REFUSED: Record<ReleaseCheck, string> = {
   secrets: "The app names secrets that are not set; nothing was deployed",
   "reserved-env": "The app sets environment variables that configuration may not set; nothing was deployed",
   scaler: "The app names a scaling policy the service cannot follow; nothing was deployed",
+  "large-outputs": "The app asks for large outputs it cannot have; nothing was deployed",
   volumes: "The app names network volumes it cannot use; nothing was deployed",
   gpus: "The app asks for GPUs this host does not have; nothing was deployed",
   images: "The app names images the Docker engine cannot run; nothing was deployed",

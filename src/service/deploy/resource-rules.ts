@@ -2,7 +2,7 @@
 // activated (and before `svc update` applies configuration): no loader variables, no SVC_ names, in `env` or
 // as a secret's name. Pure.
 
-import { imageNameProblems, LIMITS, type ManifestResource, reservedEnvProblems, scalingPolicyProblems } from "svc/internal";
+import { imageNameProblems, largeOutputProblems, LIMITS, type ManifestResource, reservedEnvProblems, scalingPolicyProblems } from "svc/internal";
 
 /** One line per endpoint and refused variable; empty when every endpoint's environment may be set. */
 export function reservedEnvInResources(resources: Record<string, ManifestResource>): string[] {
@@ -53,5 +53,13 @@ export function imageProblemsInResources(resources: Record<string, ManifestResou
     bounded("shmSizeMb", LIMITS.shmSizeMbMin, LIMITS.shmSizeMbMax);
     bounded("containerDiskInGb", 1, LIMITS.containerDiskInGbMax);
   }
+  return problems;
+}
+
+/** One line per endpoint whose `largeOutputBytes` is not a size in bytes, or has no network volume to write to. */
+export function largeOutputProblemsInResources(resources: Record<string, ManifestResource>): string[] {
+  const problems: string[] = [];
+  for (const [name, resource] of Object.entries(resources).sort(([a], [b]) => (a < b ? -1 : 1)))
+    problems.push(...largeOutputProblems(resource?.largeOutputBytes, resource?.volume).map((p) => `endpoint "${name}": ${p}`));
   return problems;
 }

@@ -32,7 +32,7 @@ export const API_SCHEMAS = {
         maxItems: WEBHOOK_EVENTS.length,
         description: "svc addition: which events the webhook gets (default: the endpoint's filter, else completed and failed); docs/webhooks.md",
       },
-      s3Config: anything("Accepted and ignored: svc keeps outputs in its own store"),
+      s3Config: anything("Where the worker may upload files: bucketName must be the id of one of your network volumes (docs/volumes.md)"),
       policy: {
         type: "object",
         properties: {

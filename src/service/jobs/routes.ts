@@ -49,6 +49,8 @@ export interface JobDeps {
   idempotency: IdempotentSubmits;
   /** Jobs' spans, when traces are configured (tracing/index.ts). */
   tracing?: { jobs: Pick<JobTracing, "submitted"> };
+  /** The ids of a user's network volumes: a job's `s3Config` must name one of its endpoint owner's. */
+  ownVolumeIds?(userId: string): readonly string[];
   /** Where a job's webhook may go (webhooks/address-policy.ts): a URL refused from its text alone is a 422. */
   webhooks?: Pick<Webhooks, "addresses" | "refusedAtSubmit">;
 }
@@ -180,6 +182,7 @@ async function submitted(call: JobCall, endpoint: EndpointRow, sync: boolean, wa
     await call.json(),
     endpoint.resource.functions.map((f) => f.name),
     webhookRefusal(ctx),
+    ctx.ownVolumeIds?.(endpoint.userId),
   );
   if (!value) {
     if (webhookRule) ctx.webhooks?.refusedAtSubmit(webhookRule);
@@ -301,6 +304,7 @@ export function quickRun(
     parsed,
     endpoint.resource.functions.map((f) => f.name),
     webhookRefusal(ctx),
+    ctx.ownVolumeIds?.(endpoint.userId),
   );
   if (!value) return undefined;
   return async () =>

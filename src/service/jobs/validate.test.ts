@@ -10,8 +10,16 @@ describe("validateSubmission", () => {
   it("accepts input of any JSON type with optional function, webhook and policy", () => {
     expect(validateSubmission({ input: "text" }, [])).toEqual({ value: { input: "text" }, errors: [] });
     const full = validateSubmission(
-      { input: {}, function: "a", webhook: "https://x.test/h", policy: { executionTimeout: 5000, ttl: 60000, lowPriority: true }, s3Config: {} },
+      {
+        input: {},
+        function: "a",
+        webhook: "https://x.test/h",
+        policy: { executionTimeout: 5000, ttl: 60000, lowPriority: true },
+        s3Config: { bucketName: "vol1" },
+      },
       ["a", "b"],
+      undefined,
+      ["vol1"],
     );
     expect(full.errors).toEqual([]);
     expect(full.value).toEqual({ input: {}, function: "a", webhook: "https://x.test/h", executionTimeoutMs: 5000, lifetimeMs: 60000, lowPriority: true });
@@ -31,6 +39,23 @@ describe("validateSubmission", () => {
       "$.extra: unknown property",
       '$.function: the endpoint has no function "zz" (it serves: a)',
       "$.webhook: must be an http(s) URL",
+    ]);
+  });
+});
+
+describe("validateSubmission: s3Config", () => {
+  it("takes an s3Config whose bucket is one of the owner's volumes, and refuses any other bucket or shape", () => {
+    const ok = { accessId: "SVCA", accessSecret: "s", bucketName: "vol1", endpointUrl: "https://svc.test/s3" };
+    expect(validateSubmission({ input: {}, s3Config: ok }, [], undefined, ["vol1"]).errors).toEqual([]);
+    expect(validateSubmission({ input: {}, s3Config: { ...ok, bucketName: "vol2" } }, [], undefined, ["vol1"]).errors).toEqual([
+      "$.s3Config.bucketName: \"vol2\" is not one of your network volumes: name one by its id (svc volume list); svc's workers upload to svc's own S3 API only",
+    ]);
+    expect(validateSubmission({ input: {}, s3Config: { accessId: 1 } }, [], undefined, ["vol1"]).errors).toEqual([
+      "$.s3Config.accessId: must be a string",
+      "$.s3Config.bucketName: is required: the id of one of your network volumes (svc volume list), the bucket of svc's S3 API",
+    ]);
+    expect(validateSubmission({ input: {}, s3Config: "x" }, []).errors).toEqual([
+      "$.s3Config: must be an object {accessId, accessSecret, bucketName, endpointUrl}",
     ]);
   });
 });

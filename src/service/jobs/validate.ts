@@ -28,6 +28,7 @@ export function validateSubmission(
   raw: unknown,
   functions: readonly string[],
   webhookRefusal: (url: string) => WebhookRefusal | undefined = () => undefined,
+  ownVolumeIds: readonly string[] = [],
 ): { value?: Submission; errors: string[]; webhookRule?: WebhookRule } {
   if (!isPlainObject(raw)) return { errors: ['$: must be a JSON object like {"input": {...}}'] };
   const body = withoutNulls(raw);
@@ -67,6 +68,7 @@ export function validateSubmission(
     if (value.webhook === undefined) errors.push("$.webhookEvents: names events of a webhook; send webhook too");
     else value.webhookEvents = [...new Set(body.webhookEvents as WebhookEvent[])];
   }
+  if (body.s3Config !== undefined) errors.push(...s3ConfigErrors(body.s3Config, ownVolumeIds));
   if (isPlainObject(body.policy)) {
     const p = body.policy;
     if (typeof p.executionTimeout === "number") value.executionTimeoutMs = p.executionTimeout;
@@ -75,4 +77,24 @@ export function validateSubmission(
   }
   if (errors.length > 0) return webhookRule ? { errors, webhookRule } : { errors };
   return { value, errors };
+}
+
+/**
+ * What is wrong with a job's `s3Config`: its bucket must be one of the endpoint owner's network volumes, by id
+ * (the bucket of svc's S3 API), and its other members strings. A bucket anywhere else is refused rather than
+ * carried: svc's workers upload to svc's own S3 API only. Pure.
+ */
+export function s3ConfigErrors(s3Config: unknown, ownVolumeIds: readonly string[]): string[] {
+  if (!isPlainObject(s3Config)) return ["$.s3Config: must be an object {accessId, accessSecret, bucketName, endpointUrl}"];
+  const errors: string[] = [];
+  for (const k of ["accessId", "accessSecret", "endpointUrl"])
+    if (s3Config[k] !== undefined && typeof s3Config[k] !== "string") errors.push(`$.s3Config.${k}: must be a string`);
+  const bucket = s3Config.bucketName;
+  if (typeof bucket !== "string" || bucket.length === 0)
+    errors.push("$.s3Config.bucketName: is required: the id of one of your network volumes (svc volume list), the bucket of svc's S3 API");
+  else if (!ownVolumeIds.includes(bucket))
+    errors.push(
+      `$.s3Config.bucketName: "${bucket}" is not one of your network volumes: name one by its id (svc volume list); svc's workers upload to svc's own S3 API only`,
+    );
+  return errors;
 }

@@ -24,6 +24,7 @@ import { pipeline } from "node:stream/promises";
 import type { Principal } from "../keys/auth.js";
 import { volumeDir } from "../management/context.js";
 import { keyBinding } from "./keys.js";
+import { presignedReadOutlivesRevocation } from "./worker-bucket.js";
 import { errorXml, S3Error } from "./s3-errors.js";
 import { parseDelete, xmlDocument, xmlFields } from "./s3-xml.js";
 import { checkTime, parseQuery, readSignature, verifySignature } from "./sigv4.js";
@@ -111,7 +112,9 @@ export class VolumeS3 {
     const claim = readSignature(parts, query);
     if (!claim) throw new S3Error("AccessDenied", "Anonymous requests are not served: sign with a volume access key (svc volume keys create)");
     const record = await this.deps.keys.key(claim.accessKeyId);
-    if (!record || record.revokedAt !== null)
+    // A worker's key keeps serving the links it presigned while it ran (worker-bucket.ts); nothing else.
+    const outlives = record !== undefined && presignedReadOutlivesRevocation(record, claim, parts.method);
+    if (!record || (record.revokedAt !== null && !outlives))
       throw new S3Error("InvalidAccessKeyId", "The access key ID you provided does not exist in our records.", {
         fields: { AWSAccessKeyId: claim.accessKeyId },
       });
@@ -124,7 +127,7 @@ export class VolumeS3 {
       throw new S3Error("InvalidAccessKeyId", "This access key cannot be used on this service any more: create another");
     }
     const signingKey = await verifySignature(parts, query, claim, secret);
-    return { userId: record.userId, readOnly: record.readOnly, volumeIds: record.volumeIds, claim, signingKey };
+    return { userId: record.userId, readOnly: record.readOnly || outlives, volumeIds: record.volumeIds, claim, signingKey };
   }
 }
 

@@ -308,3 +308,33 @@ export function chunkSignature(signingKey: Uint8Array, claim: Pick<SignatureClai
   const stringToSign = ["AWS4-HMAC-SHA256-PAYLOAD", claim.longDate, scope, previous, EMPTY_SHA256, createHash("sha256").update(chunk).digest("hex")].join("\n");
   return createHmac("sha256", signingKey).update(stringToSign).digest("hex");
 }
+
+/**
+ * A GET URL for `url` presigned with this key (Signature Version 4, the host header only, as clients presign),
+ * valid `expiresSeconds` from `now`: what the service hands out for files it writes to a volume itself.
+ */
+export async function presignGet(url: string, key: { accessKeyId: string; secretAccessKey: string }, expiresSeconds: number, now: Date): Promise<string> {
+  const target = new URL(url);
+  const signer = new SignatureV4({ service: "s3", region: "us-east-1", credentials: key, sha256: Sha256, uriEscapePath: false });
+  const presigned = await signer.presign(
+    {
+      method: "GET",
+      protocol: target.protocol,
+      hostname: target.hostname,
+      port: target.port ? Number(target.port) : undefined,
+      path: target.pathname,
+      query: {},
+      headers: { host: target.host, "x-amz-content-sha256": UNSIGNED_PAYLOAD },
+    },
+    {
+      signingDate: now,
+      expiresIn: expiresSeconds,
+      unsignableHeaders: new Set(["x-amz-content-sha256"]),
+      unhoistableHeaders: new Set(["x-amz-content-sha256"]),
+    },
+  );
+  const query = Object.entries(presigned.query ?? {})
+    .map(([name, value]) => `${encodeURIComponent(name)}=${encodeURIComponent(String(value))}`)
+    .join("&");
+  return `${target.origin}${target.pathname}?${query}`;
+}

@@ -19,7 +19,7 @@ import {
 } from "../../wire/provider-worker.js";
 import type { EndpointRow } from "../store/types.js";
 import type { Scaler } from "./scaler.js";
-import { workerEndpoint, workerEntry, type WorkerDeps, type WorkerRouteCall } from "./routes.js";
+import { offloaded, workerEndpoint, workerEntry, type WorkerDeps, type WorkerRouteCall } from "./routes.js";
 
 /** What the provider's routes need beyond svc's own worker routes: the scaler replaces a worker on request. */
 export interface ProviderWorkerDeps extends Omit<WorkerDeps, "scaler"> {
@@ -147,7 +147,7 @@ async function recordResult(call: ProviderCall, w: ProviderWorker, jobId: string
     ...(result.kind === "failed" ? { error: result.error } : {}),
   };
   ctx.tracing?.jobs.reported([done]);
-  const [answer] = await ctx.engine.done(w.worker, [done]);
+  const [answer] = await ctx.engine.done(w.worker, await offloaded(ctx, w.worker, [done]));
   // The SDK stops the worker after this job whatever became of its result (rp_scale.py handle_job).
   if (result.stopPod) await replaceAfterJob(ctx, w, jobId);
   if (!answer?.accepted) throw leaseLost(jobId, answer?.reason ?? "lease lost");

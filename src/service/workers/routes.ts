@@ -16,6 +16,7 @@ import {
   readStream,
   readStrings,
   readTake,
+  type JobResult,
   type TakeRequest,
 } from "../../wire/worker.js";
 import { addressProblem } from "../lb/address.js";
@@ -28,6 +29,7 @@ import type { ReleaseManager } from "../releases/manager.js";
 import type { StartFailures } from "../releases/start-failures.js";
 import type { Scaler } from "./scaler.js";
 import type { JobTracing } from "../tracing/index.js";
+import type { LargeOutputs } from "../volumes/large-outputs.js";
 
 /** What the worker protocol needs of the service. */
 export interface WorkerDeps {
@@ -43,6 +45,8 @@ export interface WorkerDeps {
   lb?: Pick<LbRouter, "registered">;
   /** Jobs' spans, when traces are configured (tracing/index.ts): the take hands each job its run's traceparent. */
   tracing?: { jobs: Pick<JobTracing, "taken" | "reported"> };
+  /** Outputs over their endpoint's `largeOutputBytes` go to its network volume, a link in their place. */
+  largeOutputs?: Pick<LargeOutputs, "offload">;
 }
 
 export type WorkerRouteCall = RouteCall<WorkerDeps>;
@@ -104,6 +108,11 @@ export function workerEntry(ctx: WorkerDeps, workerId: string, endpointId: strin
   return worker;
 }
 
+/** The results as they are recorded: oversize outputs written to the endpoint's volume first (large-outputs.ts). */
+export function offloaded(ctx: Pick<WorkerDeps, "largeOutputs">, worker: WorkerEntry, results: JobResult[]): Promise<JobResult[]> {
+  return ctx.largeOutputs ? ctx.largeOutputs.offload(worker.id, worker.endpointId, results) : Promise.resolve(results);
+}
+
 /**
  * A take's answer (its body's JSON text): the results it carries recorded, then the jobs it is given, waited for
  * up to its waitMs. Undefined when the worker went away meanwhile (`gone`): its jobs went straight back to the
@@ -120,7 +129,8 @@ async function answerTake(
   const { workerId, worker } = who;
   if (!worker.registered) engine.register(workerId, who.endpointId, worker.concurrency);
   // Results the take carries are recorded before it waits (not awaited here: jobs taken now share their batch).
-  const recorded = take.results && engine.done(worker, take.results);
+  const results = take.results;
+  const recorded = results && offloaded(ctx, worker, results).then((r) => engine.done(worker, r));
   if (take.results) ctx.tracing?.jobs.reported(take.results);
   recorded?.catch(() => undefined); // a failed commit is answered below, not an unhandled rejection meanwhile
   const jobs = await engine.take(worker, take.max, take.waitMs, hangUp);
@@ -267,7 +277,7 @@ export const workerRoutes = {
     const results = readResults(body, errors);
     if (errors.length) throw invalid();
     call.ctx.tracing?.jobs.reported(results);
-    sendJson(call.res, { results: await call.ctx.engine.done(worker, results) });
+    sendJson(call.res, { results: await call.ctx.engine.done(worker, await offloaded(call.ctx, worker, results)) });
   },
 
   async heartbeat(call: WorkerRouteCall): Promise<void> {

@@ -4,7 +4,7 @@
 // function (planScaling); `Scaler` applies it.
 
 import type { LogFields } from "../logging.js";
-import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../../drivers/types.js";
+import type { AdoptedWorker, WorkerBucket, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../../drivers/types.js";
 import { placementOf } from "../../drivers/placement.js";
 import { isImagePullError, type RegistryCredentials } from "../../drivers/registry-auth.js";
 import type { JobEngine, WorkerEntry } from "../engine/index.js";
@@ -98,7 +98,8 @@ export interface ScalerDeps {
   registryAuth?(endpoint: EndpointRow): RegistryCredentials | undefined;
   /** The heartbeat period workers are told (a provider worker's ping period). */
   heartbeatMs?: number;
-  mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string }>;
+  /** `bucket`: an S3 key on the endpoint's network volume, when it has one (BUCKET_* in the worker). */
+  mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string; bucket?: WorkerBucket }>;
   revokeWorkerKeys(workerId: string): Promise<void>;
   endpoints(): Iterable<EndpointRow>;
   /** The secrets an endpoint's workers get, and a digest that changes with their values (which rolls them). */
@@ -632,7 +633,8 @@ export class Scaler {
     try {
       // A load-balanced prebuilt image does not speak a worker protocol: it gets no credentials of the service. A
       // provider image does: its token is minted (and revoked) as for svc's own workers.
-      const keys = image && !providerImage ? { workerToken: "", apiKey: undefined } : await this.deps.mintWorkerKeys(endpoint, workerId);
+      const keys: { workerToken: string; apiKey?: string; bucket?: WorkerBucket } =
+        image && !providerImage ? { workerToken: "" } : await this.deps.mintWorkerKeys(endpoint, workerId);
       const r = endpoint.resource;
       const artifactPath = image || !this.deps.localArtifact ? endpoint.artifactPath : await this.deps.localArtifact(endpoint.artifactPath);
       m.handle = await this.deps.driver.start({
@@ -646,6 +648,7 @@ export class Scaler {
         apiUrl: this.deps.apiUrl,
         workerToken: keys.workerToken,
         apiKey: keys.apiKey,
+        bucket: keys.bucket,
         // Secrets after the plain variables: a secret of the same name is the value the user keeps secret.
         environment: { ...r.env, ...secrets?.env },
         secretNames: Object.keys(secrets?.env ?? {}),
