@@ -198,7 +198,7 @@ function defaultRuntimeEntry(): string {
 export function workerEnvironment(
   launch: WorkerLaunch,
   hostEnv: Readonly<Record<string, string>>,
-  placement: Omit<WorkerPlacement, "apiUrl" | "artifact">,
+  placement: Omit<WorkerPlacement, "apiUrl" | "artifact"> & { artifact?: string },
 ): Record<string, string> {
   const env: Record<string, string | undefined> = { ...hostEnv };
   Object.assign(env, launch.environment);
@@ -240,14 +240,15 @@ const SIGNAL_NUMBERS: Record<string, number> = {
 };
 
 /** A worker's limits: its endpoint's instance (CPU endpoints name vCPUs and memory), else the sandbox's defaults. */
-export function workerLimits(launch: Pick<WorkerLaunch, "placement">, defaults: SandboxDefaults): { limits: CgroupLimits; tmpBytes: number } {
+export function workerLimits(launch: Pick<WorkerLaunch, "placement">, defaults: SandboxDefaults): { limits: CgroupLimits; tmpBytes: number; shmBytes: number } {
   const memoryMb = launch.placement?.memoryMb ?? defaults.memoryMb;
   const limits: CgroupLimits = { pids: defaults.pids };
   if (memoryMb !== undefined) limits.memoryBytes = memoryMb * 1024 * 1024;
   if (launch.placement?.cpus !== undefined) limits.cpus = launch.placement.cpus;
   // /tmp is memory (tmpfs pages count against the worker's cgroup): never larger than the worker's memory.
   const tmpMb = memoryMb === undefined ? defaults.tmpMb : Math.min(defaults.tmpMb, memoryMb);
-  return { limits, tmpBytes: tmpMb * 1024 * 1024 };
+  const shmMb = memoryMb === undefined ? defaults.shmMb : Math.min(defaults.shmMb, memoryMb);
+  return { limits, tmpBytes: tmpMb * 1024 * 1024, shmBytes: shmMb * 1024 * 1024 };
 }
 
 /** A free TCP port on 127.0.0.1 for a load-balanced worker to listen on (the driver names its address). */
@@ -462,8 +463,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       const codeDir = mkdtempSync(join(slotsDir, `${name}-`));
       chmodSync(codeDir, 0o755);
       const runDir = runDirFor(name);
-      const { limits, tmpBytes } = workerLimits({}, sandbox.defaults);
-      const spawned = sandbox.spawn({ nodePath, entry, codeDir, runDir, env, name, limits, tmpBytes, ipc: true });
+      const { limits, tmpBytes, shmBytes } = workerLimits({}, sandbox.defaults);
+      const spawned = sandbox.spawn({ nodePath, entry, codeDir, runDir, env, name, limits, tmpBytes, shmBytes, ipc: true });
       sandboxed = { ...spawned, codeDir, runDir };
       void spawned.pid.then((pid) => (sandboxed!.innerPid = pid));
       child = spawned.child;
@@ -657,7 +658,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   /** A sandboxed worker: from the pool where it can be (no volume), else a sandbox of its own. */
   async function startSandboxed(launch: WorkerLaunch, dir: string, http: WorkerPlacement["http"], address: string | undefined): Promise<WorkerHandle> {
     const s = sandbox!;
-    const { limits, tmpBytes } = workerLimits(launch, s.defaults);
+    const { limits, tmpBytes, shmBytes } = workerLimits(launch, s.defaults);
     // A pooled sandbox has no volume and no GPU devices bound in: such workers get a sandbox of their own.
     const ownMounts = launch.volumePath !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
     const pooled = launch.image || ownMounts ? undefined : await takePooled();
@@ -666,6 +667,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     const socket = runDir && socketsWanted(launch) ? runDirSocket(runDir) : undefined;
     const localSocket = socket && Buffer.byteLength(socket.host) <= 100 ? socket.host : undefined;
     const env = workerEnvironment(launch, hostEnv(), {
+      // Its code as it sees it: never where the service keeps the artifact (a path in its data directory).
+      artifact: SANDBOX_CODE_DIR,
       artifactDir: SANDBOX_CODE_DIR,
       volumePath: launch.volumePath ? SANDBOX_VOLUME_DIR : undefined,
       // Its parent is not visible from its pid namespace: it is orphaned when the service stays unreachable.
@@ -703,6 +706,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           name: launch.workerId,
           limits,
           tmpBytes,
+          shmBytes,
           gpu: launch.computeType === "GPU",
         });
       } catch (err) {

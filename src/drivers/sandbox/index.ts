@@ -41,9 +41,11 @@ export interface SandboxDefaults {
   pids: number;
   /** Size of a worker's private /tmp (default 1024 MiB, and at most its memory; it counts as memory too). */
   tmpMb: number;
+  /** Size of a worker's /dev/shm (default 64 MiB, and at most its memory; memory too). */
+  shmMb: number;
 }
 
-export const DEFAULT_SANDBOX_DEFAULTS: SandboxDefaults = { pids: 1024, tmpMb: 1024 };
+export const DEFAULT_SANDBOX_DEFAULTS: SandboxDefaults = { pids: 1024, tmpMb: 1024, shmMb: 64 };
 
 export interface SandboxOptions {
   setting: SandboxSetting;
@@ -80,6 +82,7 @@ export interface SandboxLaunch {
   name: string;
   limits: CgroupLimits;
   tmpBytes: number;
+  shmBytes: number;
   /** A GPU worker: the host's NVIDIA devices are bound in. */
   gpu?: boolean;
   /** An IPC channel to the process (a pre-booted runtime waits for its claim on it). */
@@ -219,7 +222,7 @@ function gpuDevices(): string[] {
 /** Whether bwrap can make the namespaces the sandbox uses on this host (user namespaces may be disabled). */
 function probeBwrap(bwrap: string): { ok: true } | { ok: false; why: string } {
   const system = systemMounts(hostSystem());
-  const args = bwrapArgs({ ...system, writable: [], tmpBytes: 1 << 20, env: {}, cwd: "/", fds: {} });
+  const args = bwrapArgs({ ...system, writable: [], tmpBytes: 1 << 20, shmBytes: 1 << 20, env: {}, cwd: "/", fds: {} });
   const result = spawnSync(bwrap, [...args, "true"], { encoding: "utf8", timeout: 10_000 });
   if (result.error) return { ok: false, why: `${bwrap} could not run: ${result.error.message}` };
   if (result.status !== 0) return { ok: false, why: `${bwrap} cannot make the sandbox here: ${(result.stderr || `exit ${result.status}`).trim()}` };
@@ -309,14 +312,16 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
         writable,
         symlinks: system.symlinks,
         tmpBytes: launch.tmpBytes,
+        shmBytes: launch.shmBytes,
+        // Bound before /dev turns read-only.
+        devices: launch.gpu ? devices : [],
         env,
         cwd: SANDBOX_CODE_DIR,
         fds: { info: FD_INFO, seccomp: seccomp ? FD_SECCOMP : undefined },
       };
       const args = bwrapArgs(spec);
-      const devArgs = launch.gpu ? devices.flatMap((d) => ["--dev-bind-try", d, d]) : [];
       const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "pipe", seccomp ? "pipe" : "ignore", ...(launch.ipc ? (["ipc"] as const) : [])];
-      const command = [bwrap, "--args", String(FD_ARGS), ...devArgs, "--", node.binary, realpathSync(launch.entry)];
+      const command = [bwrap, "--args", String(FD_ARGS), "--", node.binary, realpathSync(launch.entry)];
       let child: ChildProcess;
       // A process group of its own: a terminal's Ctrl-C (SIGINT to the foreground group, as under `svc dev`) would
       // kill the wrapper but not the worker (its own session inside), which then outlived the service. The
