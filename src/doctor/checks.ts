@@ -298,7 +298,18 @@ export function sandboxFinding(
     };
   }
   sandbox.dispose?.();
-  if (sandbox.kind === "bwrap") return { check, level: "ok", detail: `process workers: ${sandbox.description}` };
+  if (sandbox.kind === "bwrap") {
+    // Sandboxed, but on the host's network: its loopback services are within a tenant's reach.
+    const hostNetwork = /the host's network: (.*)\)$/.exec(sandbox.description);
+    if (hostNetwork)
+      return {
+        check,
+        level: "warn",
+        detail: `process workers: ${sandbox.description}: workers can reach the host's 127.0.0.1 services and the service's internal listeners`,
+        fix: "apt-get install passt (its pasta gives each worker a network namespace of its own), and run the service as an unprivileged user.",
+      };
+    return { check, level: "ok", detail: `process workers: ${sandbox.description}` };
+  }
   return {
     check,
     level: wanted === "none" ? "info" : "warn",

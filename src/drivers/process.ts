@@ -8,6 +8,8 @@
 // and cgroup limits. Without one, workers share the service's uid and view of the machine: one tenant only.
 // docs/security.md, "Process workers".
 
+import { errorMessage } from "../errors.js";
+import { loopbackPort } from "./sandbox/pasta.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { prepareVolumeDir } from "./volume-dir.js";
@@ -690,6 +692,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       cgroups = slot.cgroup?.dirs ?? [];
       dirs.push(slot.codeDir, slot.runDir);
       pooled.sink.onLog = launch.onLog;
+      // Booted without a network (its namespace has only loopback): connected now that the job API is known.
+      if (innerPid !== undefined) await connectNetwork(launch, child, innerPid);
       child.send({ env: { ...env, HOME: "/tmp" }, cwd: SANDBOX_CODE_DIR });
     } else {
       if (launch.volumePath) prepareVolumeDir(launch.volumePath);
@@ -708,6 +712,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           tmpBytes,
           shmBytes,
           gpu: launch.computeType === "GPU",
+          // Held before its exec while pasta connects its network namespace.
+          hold: s.network.kind === "pasta",
         });
       } catch (err) {
         tidy({ dirs });
@@ -717,6 +723,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       readLines(child, { onLog: launch.onLog });
       innerPid = await spawned.pid;
       cgroups = spawned.cgroup?.dirs ?? [];
+      if (innerPid !== undefined) await connectNetwork(launch, child, innerPid);
+      spawned.release();
     }
     if (innerPid !== undefined) {
       writeRecord({
@@ -732,6 +740,24 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       });
     }
     return track(launch, { child, handle: undefined!, innerPid }, { address, localSocket, cleanup: () => tidy({ dirs }), sandboxed: true });
+  }
+
+  /**
+   * A sandboxed worker's own network namespace connected by pasta, only the job API's port of the host's loopback
+   * reachable; pasta ends with the worker. A failure ends the worker (it could not reach the service) and says why.
+   */
+  async function connectNetwork(launch: WorkerLaunch, child: ChildProcess, innerPid: number): Promise<void> {
+    const network = sandbox?.network;
+    if (network?.kind !== "pasta") return;
+    try {
+      const attached = await network.attach(innerPid, loopbackPort(launch.apiUrl));
+      if (child.exitCode !== null || child.signalCode !== null) attached.stop();
+      else child.once("exit", () => attached.stop());
+    } catch (err) {
+      launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] ${errorMessage(err)}` });
+      child.kill("SIGKILL");
+      signalRunning({ child, innerPid }, "SIGKILL");
+    }
   }
 
   /** Watch a started worker: its exit (record and leftovers removed), and its handle. */

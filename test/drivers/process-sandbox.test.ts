@@ -161,7 +161,7 @@ describe.skipIf(!usable)("a sandboxed process worker", () => {
 
   it("says which isolation is in force", () => {
     expect(driver.sandboxing.sandboxed).toBe(true);
-    expect(driver.sandboxing.description).toMatch(/^sandbox bwrap \(user\/mount\/pid namespaces, seccomp, /);
+    expect(driver.sandboxing.description).toMatch(/^sandbox bwrap \(user\/mount\/pid(\/network)? namespaces, seccomp, /);
     expect(driver.restoresSnapshots).toBe(false);
   });
 

@@ -62,6 +62,11 @@ describe("bwrapArgs", () => {
     expect(gpu.indexOf("--dev-bind-try")).toBeLessThan(gpu.indexOf("--remount-ro"));
   });
 
+  it("gives the worker a network namespace of its own when asked (pasta connects it), else the host's", () => {
+    expect(bwrapArgs(spec({ ownNetwork: true }))).toContain("--unshare-net");
+    expect(args).not.toContain("--unshare-net");
+  });
+
   it("clears the environment and sets exactly the worker's, after --clearenv", () => {
     expect(after(args, "--setenv", 2)).toEqual(["PATH /usr/bin", "SVC_WORKER_TOKEN svcw_secret"]);
     expect(args.indexOf("--clearenv")).toBeLessThan(args.indexOf("--setenv"));

@@ -34,6 +34,8 @@ export interface BwrapSpec {
   shmBytes: number;
   /** Host devices bound into /dev (a GPU worker's). */
   devices?: readonly string[];
+  /** A network namespace of its own (only loopback until pasta connects it, pasta.ts); else the host's. */
+  ownNetwork?: boolean;
   /** The worker's whole environment (nothing else reaches it). */
   env: Record<string, string>;
   cwd: string;
@@ -56,6 +58,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
     "--unshare-pid",
     "--unshare-ipc",
     "--unshare-uts",
+    ...(spec.ownNetwork ? ["--unshare-net"] : []),
     "--hostname",
     spec.hostname ?? "svc-worker",
     // The worker is pid 1 of its namespace and its host pid is the one --info-fd reports: SIGTERM from the
