@@ -1,5 +1,5 @@
 import { expect, it } from "vitest";
-import { endpointSummaries, type AppEnvironment, type RestEndpoint } from "./endpoints-data.js";
+import { crashLoopText, endpointSummaries, type AppEnvironment, type RestEndpoint } from "./endpoints-data.js";
 
 const rest = (over: Partial<RestEndpoint> & { source?: string }): RestEndpoint =>
   ({
@@ -64,4 +64,19 @@ it("lists REST endpoints as they are and deployed ones once, from their app, wit
 
 it("is empty for a user with nothing", () => {
   expect(endpointSummaries([], [])).toEqual([]);
+});
+
+it("says a crash loop's deaths, the last one and when the next worker starts", () => {
+  const loop = {
+    deaths: 5,
+    windowMs: 120_000,
+    since: 1000,
+    lastDeath: { at: 9000, reason: "sigkill" as const, message: "killed (SIGKILL: out of memory, or killed from outside)" },
+    nextStartAt: 49_000,
+  };
+  expect(crashLoopText(loop, 9000)).toEqual({
+    headline: "Workers keep dying: 5 in 2 min, last: killed (SIGKILL: out of memory, or killed from outside)",
+    next: "The next worker starts in 40 s; restarts back off while they keep dying.",
+  });
+  expect(crashLoopText({ ...loop, nextStartAt: null }, 9000).next).toBe("The next worker may start now.");
 });

@@ -53,6 +53,19 @@ export interface EndpointSummary {
 /** An endpoint's `/health`, as the service defines it. */
 export type Health = HealthAnswer;
 
+/**
+ * What the endpoint page says of a crash loop (its workers keep dying, restarts back off): a headline and when
+ * the next worker may start. Pure.
+ */
+export function crashLoopText(loop: NonNullable<HealthAnswer["crashLoop"]>, now: number): { headline: string; next: string } {
+  const window = loop.windowMs % 60_000 === 0 ? `${loop.windowMs / 60_000} min` : `${Math.round(loop.windowMs / 1000)} s`;
+  const next =
+    loop.nextStartAt === null || loop.nextStartAt <= now
+      ? "The next worker may start now."
+      : `The next worker starts in ${Math.ceil((loop.nextStartAt - now) / 1000)} s; restarts back off while they keep dying.`;
+  return { headline: `Workers keep dying: ${loop.deaths} in ${window}, last: ${loop.lastDeath.message}`, next };
+}
+
 export interface AppEnvironment {
   app: string;
   env: string;

@@ -4,7 +4,7 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiProblem, FINAL_STATES, readNdjson, request } from "../api.js";
-import { loadEndpoints, loadHealth, loadRecord, type EndpointRecord, type EndpointSummary, type Health } from "../endpoints-data.js";
+import { crashLoopText, loadEndpoints, loadHealth, loadRecord, type EndpointRecord, type EndpointSummary, type Health } from "../endpoints-data.js";
 import { gpusByWorker } from "../gpus-data.js";
 import { exampleBody, type CallableFunction } from "../forms.js";
 import { Field, formatMs, Json, ListTable, Notice, ProblemMessage, Time, useConfirm, usePolling } from "../ui.js";
@@ -738,6 +738,14 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
             <strong>The service cannot write its storage ({health.storage.cause})</strong> since{" "}
             {new Date(health.storage.since ?? Date.now()).toLocaleTimeString()}: new jobs are refused (503) and results wait until it clears.
           </p>
+        </div>
+      )}
+      {health?.crashLoop && (
+        <div class="start-error crash-loop" role="alert">
+          <p>
+            <strong>{crashLoopText(health.crashLoop, Date.now()).headline}</strong>
+          </p>
+          <p>{crashLoopText(health.crashLoop, Date.now()).next} The workers' lines (Logs) say why they end.</p>
         </div>
       )}
       {health?.lastStartError && (health.workers.unhealthy ?? 0) > 0 && (

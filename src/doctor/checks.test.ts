@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createServer } from "node:net";
-import { containerIsolationFinding, portFinding } from "./checks.js";
+import { containerIsolationFinding, crashLoopFindings, portFinding, sandboxFinding } from "./checks.js";
 
 describe("portFinding", () => {
   it("a port held by the service the CLI reached on this machine is fine; held by something else, a warning", async () => {
@@ -56,5 +56,42 @@ describe("containerIsolationFinding", () => {
     });
     expect(finding.fix).toMatch(/ensure-docker\.sh/);
     expect(containerIsolationFinding(undefined, "runsc").level).toBe("info");
+  });
+});
+
+describe("sandboxFinding", () => {
+  it("warns when sandboxed workers share the host's network, saying why and what to install", () => {
+    const described = (network: string) => () => ({ kind: "bwrap" as const, description: `sandbox bwrap (user/mount/pid namespaces, seccomp, ${network})` });
+    expect(sandboxFinding("auto", described("outbound network through pasta")).level).toBe("ok");
+    const host = sandboxFinding("auto", described("the host's network: pasta (Debian's passt) is not installed"));
+    expect(host).toMatchObject({
+      level: "warn",
+      detail: expect.stringMatching(/pasta \(Debian's passt\) is not installed\): workers can reach the host's 127\.0\.0\.1/),
+    });
+    expect(host.fix).toMatch(/apt-get install passt/);
+  });
+});
+
+describe("crashLoopFindings", () => {
+  it("lists each endpoint whose workers keep dying, with the command that shows why; ok when none", () => {
+    expect(crashLoopFindings([{ id: "e1", name: "a" }])).toEqual([
+      { check: "crash loops", level: "ok", detail: "no endpoint's workers keep dying (1 endpoint(s))" },
+    ]);
+    const [f] = crashLoopFindings([
+      { id: "e1", name: "a" },
+      {
+        id: "e2",
+        name: "b",
+        app: "shop",
+        environment: "prod",
+        statusReason: "workers keep dying: 3 in 2 min, last: exited with code 1; next start in 2 s",
+        crashLoop: { deaths: 3, lastDeath: { message: "exited with code 1" } },
+      },
+    ]);
+    expect(f).toMatchObject({
+      level: "warn",
+      detail: "endpoint b (e2, shop/prod): workers keep dying: 3 in 2 min, last: exited with code 1; next start in 2 s",
+    });
+    expect(f!.fix).toContain("svc logs b --app shop --env prod");
   });
 });

@@ -240,6 +240,42 @@ export async function serviceFinding(target: { url: string; apiKey?: string; via
   return { check, level: "ok", detail: `${target.url} (${target.via}) as user ${me.userId}, scopes ${me.scopes.join(", ")}` };
 }
 
+/** An endpoint as `GET /v1/endpoints` lists it, as far as the crash-loop check reads it. */
+export interface ListedEndpoint {
+  id: string;
+  name: string;
+  app?: string;
+  environment?: string;
+  statusReason?: string | null;
+  crashLoop?: { deaths: number; lastDeath: { message: string } };
+}
+
+/** One finding per endpoint whose workers keep dying, or one ok when none does. Pure. */
+export function crashLoopFindings(endpoints: readonly ListedEndpoint[]): Finding[] {
+  const looping = endpoints.filter((e) => e.crashLoop);
+  if (looping.length === 0) return [{ check: "crash loops", level: "ok", detail: `no endpoint's workers keep dying (${endpoints.length} endpoint(s))` }];
+  return looping.map((e) => ({
+    check: "crash loops",
+    level: "warn" as const,
+    detail: `endpoint ${e.name} (${e.id}${e.app ? `, ${e.app}/${e.environment}` : ""}): ${e.statusReason ?? `${e.crashLoop!.deaths} workers died`}`,
+    fix: `Read why in its workers' lines: \`svc logs ${e.name}${e.app ? ` --app ${e.app} --env ${e.environment}` : ""}\` (a SIGKILL is often its memory limit: a larger instance, or less loaded at start).`,
+  }));
+}
+
+/** The service's endpoints that are crash-looping (only asked once the service answered with the key). */
+export async function serviceCrashLoopFindings(target: { url: string; apiKey?: string }): Promise<Finding[]> {
+  try {
+    const response = await fetch(`${target.url.replace(/\/+$/, "")}/v1/endpoints`, {
+      headers: { authorization: `Bearer ${target.apiKey}` },
+      signal: AbortSignal.timeout(5000),
+    });
+    if (!response.ok) return [{ check: "crash loops", level: "info", detail: `GET /v1/endpoints answered ${response.status}: endpoints not checked` }];
+    return crashLoopFindings((await response.json()) as ListedEndpoint[]);
+  } catch (err) {
+    return [{ check: "crash loops", level: "info", detail: `could not list the endpoints: ${errorMessage(err)}` }];
+  }
+}
+
 /**
  * The isolation process workers get here (SVC_SANDBOX, default auto): sandboxed in bubblewrap, or not (then `svc
  * server` with process workers serves one user only). `resolve` is the sandbox module's resolveSandbox.
@@ -262,7 +298,18 @@ export function sandboxFinding(
     };
   }
   sandbox.dispose?.();
-  if (sandbox.kind === "bwrap") return { check, level: "ok", detail: `process workers: ${sandbox.description}` };
+  if (sandbox.kind === "bwrap") {
+    // Sandboxed, but on the host's network: its loopback services are within a tenant's reach.
+    const hostNetwork = /the host's network: (.*)\)$/.exec(sandbox.description);
+    if (hostNetwork)
+      return {
+        check,
+        level: "warn",
+        detail: `process workers: ${sandbox.description}: workers can reach the host's 127.0.0.1 services and the service's internal listeners`,
+        fix: "apt-get install passt (its pasta gives each worker a network namespace of its own), and run the service as an unprivileged user.",
+      };
+    return { check, level: "ok", detail: `process workers: ${sandbox.description}` };
+  }
   return {
     check,
     level: wanted === "none" ? "info" : "warn",

@@ -118,14 +118,16 @@ describe("workerEnvironment", () => {
 });
 
 describe("workerLimits and sandboxExit", () => {
-  const defaults = { pids: 512, tmpMb: 1024 };
-  it("limits a worker by its endpoint's instance, /tmp to at most its memory; defaults where the instance names none", () => {
+  const defaults = { pids: 512, tmpMb: 1024, shmMb: 64 };
+  it("limits a worker by its endpoint's instance, /tmp and /dev/shm to at most its memory; defaults where the instance names none", () => {
     expect(workerLimits({ placement: { cpus: 2, memoryMb: 4096, gpus: 0 } }, defaults)).toEqual({
       limits: { pids: 512, memoryBytes: 4096 * 2 ** 20, cpus: 2 },
       tmpBytes: 1024 * 2 ** 20,
+      shmBytes: 64 * 2 ** 20,
     });
     expect(workerLimits({ placement: { cpus: 1, memoryMb: 512, gpus: 0 } }, defaults).tmpBytes).toBe(512 * 2 ** 20);
-    expect(workerLimits({ placement: { gpus: 1 } }, defaults)).toEqual({ limits: { pids: 512 }, tmpBytes: 1024 * 2 ** 20 });
+    expect(workerLimits({ placement: { cpus: 1, memoryMb: 32, gpus: 0 } }, defaults).shmBytes).toBe(32 * 2 ** 20);
+    expect(workerLimits({ placement: { gpus: 1 } }, defaults)).toEqual({ limits: { pids: 512 }, tmpBytes: 1024 * 2 ** 20, shmBytes: 64 * 2 ** 20 });
     expect(workerLimits({}, { ...defaults, memoryMb: 256 }).limits.memoryBytes).toBe(256 * 2 ** 20);
   });
   it("reads bwrap's 128+n as the signal that ended the worker", () => {

@@ -8,6 +8,8 @@
 // and cgroup limits. Without one, workers share the service's uid and view of the machine: one tenant only.
 // docs/security.md, "Process workers".
 
+import { errorMessage } from "../errors.js";
+import { loopbackPort } from "./sandbox/pasta.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { prepareVolumeDir } from "./volume-dir.js";
@@ -198,7 +200,7 @@ function defaultRuntimeEntry(): string {
 export function workerEnvironment(
   launch: WorkerLaunch,
   hostEnv: Readonly<Record<string, string>>,
-  placement: Omit<WorkerPlacement, "apiUrl" | "artifact">,
+  placement: Omit<WorkerPlacement, "apiUrl" | "artifact"> & { artifact?: string },
 ): Record<string, string> {
   const env: Record<string, string | undefined> = { ...hostEnv };
   Object.assign(env, launch.environment);
@@ -240,14 +242,15 @@ const SIGNAL_NUMBERS: Record<string, number> = {
 };
 
 /** A worker's limits: its endpoint's instance (CPU endpoints name vCPUs and memory), else the sandbox's defaults. */
-export function workerLimits(launch: Pick<WorkerLaunch, "placement">, defaults: SandboxDefaults): { limits: CgroupLimits; tmpBytes: number } {
+export function workerLimits(launch: Pick<WorkerLaunch, "placement">, defaults: SandboxDefaults): { limits: CgroupLimits; tmpBytes: number; shmBytes: number } {
   const memoryMb = launch.placement?.memoryMb ?? defaults.memoryMb;
   const limits: CgroupLimits = { pids: defaults.pids };
   if (memoryMb !== undefined) limits.memoryBytes = memoryMb * 1024 * 1024;
   if (launch.placement?.cpus !== undefined) limits.cpus = launch.placement.cpus;
   // /tmp is memory (tmpfs pages count against the worker's cgroup): never larger than the worker's memory.
   const tmpMb = memoryMb === undefined ? defaults.tmpMb : Math.min(defaults.tmpMb, memoryMb);
-  return { limits, tmpBytes: tmpMb * 1024 * 1024 };
+  const shmMb = memoryMb === undefined ? defaults.shmMb : Math.min(defaults.shmMb, memoryMb);
+  return { limits, tmpBytes: tmpMb * 1024 * 1024, shmBytes: shmMb * 1024 * 1024 };
 }
 
 /** A free TCP port on 127.0.0.1 for a load-balanced worker to listen on (the driver names its address). */
@@ -462,8 +465,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       const codeDir = mkdtempSync(join(slotsDir, `${name}-`));
       chmodSync(codeDir, 0o755);
       const runDir = runDirFor(name);
-      const { limits, tmpBytes } = workerLimits({}, sandbox.defaults);
-      const spawned = sandbox.spawn({ nodePath, entry, codeDir, runDir, env, name, limits, tmpBytes, ipc: true });
+      const { limits, tmpBytes, shmBytes } = workerLimits({}, sandbox.defaults);
+      const spawned = sandbox.spawn({ nodePath, entry, codeDir, runDir, env, name, limits, tmpBytes, shmBytes, ipc: true });
       sandboxed = { ...spawned, codeDir, runDir };
       void spawned.pid.then((pid) => (sandboxed!.innerPid = pid));
       child = spawned.child;
@@ -657,7 +660,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   /** A sandboxed worker: from the pool where it can be (no volume), else a sandbox of its own. */
   async function startSandboxed(launch: WorkerLaunch, dir: string, http: WorkerPlacement["http"], address: string | undefined): Promise<WorkerHandle> {
     const s = sandbox!;
-    const { limits, tmpBytes } = workerLimits(launch, s.defaults);
+    const { limits, tmpBytes, shmBytes } = workerLimits(launch, s.defaults);
     // A pooled sandbox has no volume and no GPU devices bound in: such workers get a sandbox of their own.
     const ownMounts = launch.volumePath !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
     const pooled = launch.image || ownMounts ? undefined : await takePooled();
@@ -666,6 +669,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     const socket = runDir && socketsWanted(launch) ? runDirSocket(runDir) : undefined;
     const localSocket = socket && Buffer.byteLength(socket.host) <= 100 ? socket.host : undefined;
     const env = workerEnvironment(launch, hostEnv(), {
+      // Its code as it sees it: never where the service keeps the artifact (a path in its data directory).
+      artifact: SANDBOX_CODE_DIR,
       artifactDir: SANDBOX_CODE_DIR,
       volumePath: launch.volumePath ? SANDBOX_VOLUME_DIR : undefined,
       // Its parent is not visible from its pid namespace: it is orphaned when the service stays unreachable.
@@ -687,6 +692,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       cgroups = slot.cgroup?.dirs ?? [];
       dirs.push(slot.codeDir, slot.runDir);
       pooled.sink.onLog = launch.onLog;
+      // Booted without a network (its namespace has only loopback): connected now that the job API is known.
+      if (innerPid !== undefined) await connectNetwork(launch, child, innerPid);
       child.send({ env: { ...env, HOME: "/tmp" }, cwd: SANDBOX_CODE_DIR });
     } else {
       if (launch.volumePath) prepareVolumeDir(launch.volumePath);
@@ -703,7 +710,10 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           name: launch.workerId,
           limits,
           tmpBytes,
+          shmBytes,
           gpu: launch.computeType === "GPU",
+          // Held before its exec while pasta connects its network namespace.
+          hold: s.network.kind === "pasta",
         });
       } catch (err) {
         tidy({ dirs });
@@ -713,6 +723,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       readLines(child, { onLog: launch.onLog });
       innerPid = await spawned.pid;
       cgroups = spawned.cgroup?.dirs ?? [];
+      if (innerPid !== undefined) await connectNetwork(launch, child, innerPid);
+      spawned.release();
     }
     if (innerPid !== undefined) {
       writeRecord({
@@ -728,6 +740,24 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       });
     }
     return track(launch, { child, handle: undefined!, innerPid }, { address, localSocket, cleanup: () => tidy({ dirs }), sandboxed: true });
+  }
+
+  /**
+   * A sandboxed worker's own network namespace connected by pasta, only the job API's port of the host's loopback
+   * reachable; pasta ends with the worker. A failure ends the worker (it could not reach the service) and says why.
+   */
+  async function connectNetwork(launch: WorkerLaunch, child: ChildProcess, innerPid: number): Promise<void> {
+    const network = sandbox?.network;
+    if (network?.kind !== "pasta") return;
+    try {
+      const attached = await network.attach(innerPid, loopbackPort(launch.apiUrl));
+      if (child.exitCode !== null || child.signalCode !== null) attached.stop();
+      else child.once("exit", () => attached.stop());
+    } catch (err) {
+      launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] ${errorMessage(err)}` });
+      child.kill("SIGKILL");
+      signalRunning({ child, innerPid }, "SIGKILL");
+    }
   }
 
   /** Watch a started worker: its exit (record and leftovers removed), and its handle. */

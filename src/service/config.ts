@@ -41,6 +41,8 @@ export interface ServiceSettings {
   secretsKeys: { current?: string; previous?: string[]; file?: string };
   /** Process workers' sandbox: bubblewrap where it works (auto), required (bwrap), or none. */
   sandbox: SandboxSetting;
+  /** Sandboxed process workers: size of each worker's /dev/shm in MiB. */
+  sandboxShmMb: number;
   /** Host variables process workers get beyond the default allow-list (drivers/host-env.ts). */
   workerEnvAllow?: string[];
   /** Where webhooks may go besides public addresses: CIDRs, addresses, host names (webhooks/address-policy.ts). */
@@ -459,6 +461,14 @@ export const SETTINGS: readonly Setting[] = [
     kind: { type: "enum", values: ["auto", "bwrap", "none"] },
     default: "auto",
     description: "process workers' sandbox: auto (bubblewrap where it works), bwrap (required), none",
+  },
+  {
+    key: "sandboxShmMb",
+    env: "SVC_SANDBOX_SHM_MB",
+    kind: positive,
+    default: 64,
+    serverOnly: true,
+    description: "size of each sandboxed process worker's /dev/shm in MiB (in memory, at most the worker's memory; its root and /dev are read-only)",
   },
   {
     key: "workerEnvAllow",

@@ -291,6 +291,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onTaken: (id) => scaler?.taken(id),
       onFinal: (row) => {
         metrics.jobFinal(row);
+        // A completed job proves the endpoint's code runs: a crash loop it was in ends.
+        if (row.status === "COMPLETED") scaler?.jobCompleted(row.endpointId);
         options.tracing?.jobs.final(row);
       },
       onRetry: (row) => metrics.retry(row),
@@ -440,6 +442,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onWorkerLife: (event) =>
         event.type === "started" ? metrics.workerStarted(event.workerId, event.endpointId, event.gpus, event.userId) : metrics.workerStopped(event.workerId),
       onColdStart: (endpointId, ms) => metrics.coldStarted(endpointId, ms),
+      onWorkerDeath: (endpointId, reason) => metrics.workerDied(endpointId, reason),
       lb,
       // A worker keeps an events long poll open while it lives: silent for this long, it is gone.
       adoptRegistered: storage.coordination ? { silentMs: 3 * heartbeatMs + 5_000 } : undefined,

@@ -122,6 +122,7 @@ async function probePair(driver: ProcessDriver, cacheDir: string, volume: string
     PROBE_OTHER_PID: String(record.pid),
     PROBE_TMP_NAME: `a-${RUN}`,
     PROBE_FORKS: "100",
+    PROBE_MOUNTS: "1",
   };
   const ha = await driver.start(launch("wa", a, { environment, volumePath: volume, placement: { cpus: 1, memoryMb: 1024, gpus: 0 } }));
   const ra = await report(a);
@@ -160,7 +161,7 @@ describe.skipIf(!usable)("a sandboxed process worker", () => {
 
   it("says which isolation is in force", () => {
     expect(driver.sandboxing.sandboxed).toBe(true);
-    expect(driver.sandboxing.description).toMatch(/^sandbox bwrap \(user\/mount\/pid namespaces, seccomp, /);
+    expect(driver.sandboxing.description).toMatch(/^sandbox bwrap \(user\/mount\/pid(\/network)? namespaces, seccomp, /);
     expect(driver.restoresSnapshots).toBe(false);
   });
 
@@ -191,6 +192,20 @@ describe.skipIf(!usable)("a sandboxed process worker", () => {
     expect(readdirSync(join(cacheDir())).filter((f) => !f.startsWith("."))).toHaveLength(1);
     expect(result.ra.writeVolume.ok).toBe(true);
     expect(readFileSync(join(volume(), "from-worker.txt"), "utf8")).toBe("wa");
+  });
+
+  it("can write in memory only to a bounded /tmp and /dev/shm: its root and /dev are read-only", () => {
+    expect(result.ra.writeRoot).toEqual({ ok: false, error: "EROFS" });
+    expect(result.ra.writeDev).toEqual({ ok: false, error: "EROFS" });
+    expect(result.ra.writeShm.ok).toBe(true);
+    // The defaults (64 MiB, 1 GiB), never more than the worker's memory (1024 MiB here).
+    expect(result.ra.shmSize).toEqual({ ok: true, value: 64 * 2 ** 20 });
+    expect(result.ra.tmpSize).toEqual({ ok: true, value: 1024 * 2 ** 20 });
+  });
+
+  it("is told where its code is inside the sandbox, never the data directory's artifact path", () => {
+    expect(result.ra.artifact).toBe("/svc/code");
+    expect(JSON.stringify(result.ra)).not.toContain(dataDir);
   });
 
   it("is denied ptrace and new user namespaces (seccomp), and stopped at its pids limit", () => {

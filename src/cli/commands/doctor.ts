@@ -12,6 +12,7 @@ import {
   portFinding,
   postgresServerFinding,
   sandboxFinding,
+  serviceCrashLoopFindings,
   serviceFinding,
   snapshotFinding,
   verdict,
@@ -60,6 +61,8 @@ export function register(program: Command): void {
           containerIsolationProbe(envSetting("SVC_DOCKER_RUNTIME")).then((f) => [f]),
           gpuFindings(),
           service.then((f) => [f]),
+          // Endpoints of the service whose workers keep dying, once it answers with the key.
+          service.then((f) => (f.level === "ok" ? serviceCrashLoopFindings(target) : [])),
           // The service just reached may be what holds the port: not a problem to fix.
           service.then((f) => portFinding(DEFAULT_SERVER_PORT, "svc server's default port", f.level === "ok" ? target.url : undefined)).then((f) => [f]),
           Promise.resolve([sandboxFinding(envSetting("SVC_SANDBOX") ?? "auto", (setting) => resolveSandbox({ setting }))]),

@@ -17,6 +17,7 @@ type EndpointRecord = Record<string, unknown> & {
   statusReason: string | null;
   url: string;
   ping?: { ok: boolean; message: string };
+  crashLoop?: { deaths: number };
 };
 const path = (id?: string) => `/v1/endpoints${id ? `/${encodeURIComponent(id)}` : ""}`;
 
@@ -87,6 +88,7 @@ const human = (e: EndpointRecord) => fields(e);
 /** After a create or update: why it cannot run, and what a prebuilt image's /ping check found (stderr). */
 function reportStatus(out: ReturnType<typeof createOutput>, e: EndpointRecord): void {
   if (e.status === "WAITING") out.warn(`endpoint ${e.name} is waiting: ${e.statusReason}`);
+  else if (e.crashLoop) out.warn(`endpoint ${e.name}: ${e.statusReason}`);
   else if (e.ping) out.info(`endpoint ${e.name}: ${e.ping.message}`);
 }
 

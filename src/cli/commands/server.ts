@@ -134,6 +134,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
       probeSnapshots?: boolean;
       pool?: number;
       sandbox?: ServerConfig["sandbox"];
+      sandboxDefaults?: { shmMb?: number };
       envAllow?: string[];
     }) => WorkerDriver & { sandboxing?: Isolation };
   };
@@ -156,6 +157,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     probeSnapshots: true,
     pool,
     sandbox: config.sandbox,
+    sandboxDefaults: { shmMb: config.sandboxShmMb },
     envAllow: config.workerEnvAllow,
   });
 }

@@ -12,6 +12,7 @@ function spec(extra: Partial<BwrapSpec> = {}): BwrapSpec {
     readOnly: [...merged.readOnly, { source: "/data/artifact-cache/abc", dest: "/svc/code" }],
     writable: [{ source: "/data/volumes/v1", dest: "/svc/volume" }],
     tmpBytes: 64 << 20,
+    shmBytes: 8 << 20,
     env: { PATH: "/usr/bin", SVC_WORKER_TOKEN: "svcw_secret" },
     cwd: "/svc/code",
     fds: { info: 4, block: 5, seccomp: 6 },
@@ -45,11 +46,25 @@ describe("bwrapArgs", () => {
     expect(ETC_FILES).not.toContain("shadow");
   });
 
-  it("makes a fresh /proc, a minimal /dev and a private /tmp of the given size, before the binds", () => {
+  it("makes a fresh /proc, a minimal /dev, a /dev/shm and a private /tmp of the given sizes, before the binds", () => {
     expect(after(args, "--proc")).toEqual(["/proc"]);
     expect(after(args, "--dev")).toEqual(["/dev"]);
-    expect(after(args, "--size", 3)).toEqual([`${64 << 20} --tmpfs /tmp`]);
+    expect(after(args, "--size", 3)).toEqual([`${8 << 20} --tmpfs /dev/shm`, `${64 << 20} --tmpfs /tmp`]);
     expect(args.indexOf("--tmpfs")).toBeLessThan(args.indexOf("--ro-bind"));
+  });
+
+  it("leaves the root and /dev (tmpfs mounts without a size) read-only, after every mount, GPU devices bound before", () => {
+    expect(after(args, "--remount-ro")).toEqual(["/dev", "/"]);
+    const last = Math.max(...["--ro-bind", "--ro-bind-try", "--bind", "--symlink", "--tmpfs"].map((f) => args.lastIndexOf(f)));
+    expect(args.indexOf("--remount-ro")).toBeGreaterThan(last);
+    const gpu = bwrapArgs(spec({ devices: ["/dev/nvidia0", "/dev/nvidiactl"] }));
+    expect(after(gpu, "--dev-bind-try", 2)).toEqual(["/dev/nvidia0 /dev/nvidia0", "/dev/nvidiactl /dev/nvidiactl"]);
+    expect(gpu.indexOf("--dev-bind-try")).toBeLessThan(gpu.indexOf("--remount-ro"));
+  });
+
+  it("gives the worker a network namespace of its own when asked (pasta connects it), else the host's", () => {
+    expect(bwrapArgs(spec({ ownNetwork: true }))).toContain("--unshare-net");
+    expect(args).not.toContain("--unshare-net");
   });
 
   it("clears the environment and sets exactly the worker's, after --clearenv", () => {

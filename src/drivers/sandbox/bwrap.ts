@@ -30,6 +30,12 @@ export interface BwrapSpec {
   symlinks: Array<{ target: string; path: string }>;
   /** Size of the private /tmp (bytes). */
   tmpBytes: number;
+  /** Size of /dev/shm (bytes): POSIX shared memory, Python's multiprocessing, PyTorch's DataLoader. */
+  shmBytes: number;
+  /** Host devices bound into /dev (a GPU worker's). */
+  devices?: readonly string[];
+  /** A network namespace of its own (only loopback until pasta connects it, pasta.ts); else the host's. */
+  ownNetwork?: boolean;
   /** The worker's whole environment (nothing else reaches it). */
   env: Record<string, string>;
   cwd: string;
@@ -52,6 +58,7 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
     "--unshare-pid",
     "--unshare-ipc",
     "--unshare-uts",
+    ...(spec.ownNetwork ? ["--unshare-net"] : []),
     "--hostname",
     spec.hostname ?? "svc-worker",
     // The worker is pid 1 of its namespace and its host pid is the one --info-fd reports: SIGTERM from the
@@ -62,10 +69,15 @@ export function bwrapArgs(spec: BwrapSpec): string[] {
     "--new-session",
   ];
   // The fresh file systems first: a bind below /tmp (a test's stand-in runtime) stays visible over the tmpfs.
-  args.push("--proc", "/proc", "--dev", "/dev", "--size", String(spec.tmpBytes), "--tmpfs", "/tmp");
+  // bwrap's root and its /dev are tmpfs mounts without a size (half the host's memory): both end read-only
+  // (below), so what a worker can write in memory is /tmp and /dev/shm, each of a bounded size.
+  args.push("--proc", "/proc", "--dev", "/dev");
+  for (const device of spec.devices ?? []) args.push("--dev-bind-try", device, device);
+  args.push("--size", String(spec.shmBytes), "--tmpfs", "/dev/shm", "--size", String(spec.tmpBytes), "--tmpfs", "/tmp");
   for (const mount of spec.readOnly) args.push(mount.optional ? "--ro-bind-try" : "--ro-bind", mount.source, mount.dest);
   for (const link of spec.symlinks) args.push("--symlink", link.target, link.path);
   for (const mount of spec.writable) args.push(mount.optional ? "--bind-try" : "--bind", mount.source, mount.dest);
+  args.push("--remount-ro", "/dev", "--remount-ro", "/");
   args.push("--chdir", spec.cwd, "--clearenv");
   for (const [key, value] of Object.entries(spec.env)) args.push("--setenv", key, value);
   if (spec.fds.info !== undefined) args.push("--info-fd", String(spec.fds.info));

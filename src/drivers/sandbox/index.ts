@@ -3,6 +3,7 @@
 // the setting (auto, bwrap, none) and what works on this host; `spawn` starts one sandboxed process and tells
 // its host pid. docs/security.md, "Process workers".
 
+import { attachNetwork, probePasta, type AttachedNetwork } from "./pasta.js";
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from "node:child_process";
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -41,9 +42,11 @@ export interface SandboxDefaults {
   pids: number;
   /** Size of a worker's private /tmp (default 1024 MiB, and at most its memory; it counts as memory too). */
   tmpMb: number;
+  /** Size of a worker's /dev/shm (default 64 MiB, and at most its memory; memory too). */
+  shmMb: number;
 }
 
-export const DEFAULT_SANDBOX_DEFAULTS: SandboxDefaults = { pids: 1024, tmpMb: 1024 };
+export const DEFAULT_SANDBOX_DEFAULTS: SandboxDefaults = { pids: 1024, tmpMb: 1024, shmMb: 64 };
 
 export interface SandboxOptions {
   setting: SandboxSetting;
@@ -54,6 +57,13 @@ export interface SandboxOptions {
   noCgroups?: boolean;
   /** No seccomp filter (tests showing what the filter stops). */
   noSeccomp?: boolean;
+  /**
+   * Workers' network: "auto" (the default) a namespace of their own connected by pasta where pasta is installed,
+   * else the host's; "host" the host's (tests of what the namespace stops).
+   */
+  network?: "auto" | "host";
+  /** The pasta binary (default: `pasta` on PATH). */
+  pastaPath?: string;
 }
 
 /** No sandbox: why, and how the isolation is described. */
@@ -80,10 +90,13 @@ export interface SandboxLaunch {
   name: string;
   limits: CgroupLimits;
   tmpBytes: number;
+  shmBytes: number;
   /** A GPU worker: the host's NVIDIA devices are bound in. */
   gpu?: boolean;
   /** An IPC channel to the process (a pre-booted runtime waits for its claim on it). */
   ipc?: boolean;
+  /** Hold the worker before its exec until release() (its network is connected meanwhile). */
+  hold?: boolean;
 }
 
 export interface SandboxedProcess {
@@ -92,6 +105,8 @@ export interface SandboxedProcess {
   /** The worker's own host pid (signal this one, not bwrap), once bwrap has made it; undefined if it failed. */
   pid: Promise<number | undefined>;
   cgroup?: WorkerCgroup;
+  /** Let a held worker run (hold). */
+  release(): void;
 }
 
 export interface Sandbox {
@@ -102,6 +117,11 @@ export interface Sandbox {
   defaults: SandboxDefaults;
   /** The host's NVIDIA device nodes, bound into GPU workers' sandboxes. */
   gpuDevices: string[];
+  /**
+   * Workers' network: a namespace of their own that `attach` connects with pasta (only the job API's port of the
+   * host's loopback reachable), or the host's, and why.
+   */
+  network: { kind: "pasta"; attach(pid: number, apiPort: number | undefined): Promise<AttachedNetwork> } | { kind: "host"; why: string };
   spawn(launch: SandboxLaunch): SandboxedProcess;
   /** Remove what the sandbox keeps on disk (its passwd and group files). */
   dispose(): void;
@@ -113,6 +133,7 @@ const FD_ARGS = 3;
 const FD_INFO = 4;
 const FD_SECCOMP = 5;
 const FD_IPC = 6;
+const FD_BLOCK = 7;
 
 /**
  * Joins the cgroup directories it is given (this shell's pid into each cgroup.procs) and execs the rest: bwrap
@@ -219,18 +240,42 @@ function gpuDevices(): string[] {
 /** Whether bwrap can make the namespaces the sandbox uses on this host (user namespaces may be disabled). */
 function probeBwrap(bwrap: string): { ok: true } | { ok: false; why: string } {
   const system = systemMounts(hostSystem());
-  const args = bwrapArgs({ ...system, writable: [], tmpBytes: 1 << 20, env: {}, cwd: "/", fds: {} });
+  const args = bwrapArgs({ ...system, writable: [], tmpBytes: 1 << 20, shmBytes: 1 << 20, env: {}, cwd: "/", fds: {} });
   const result = spawnSync(bwrap, [...args, "true"], { encoding: "utf8", timeout: 10_000 });
   if (result.error) return { ok: false, why: `${bwrap} could not run: ${result.error.message}` };
   if (result.status !== 0) return { ok: false, why: `${bwrap} cannot make the sandbox here: ${(result.stderr || `exit ${result.status}`).trim()}` };
   return { ok: true };
 }
 
+/**
+ * Workers' network: a namespace of their own connected by pasta where pasta is installed and works here, else the
+ * host's and why (said on the start line and by doctor).
+ */
+function workersNetwork(bwrap: string, system: Pick<BwrapSpec, "readOnly" | "symlinks">, options: SandboxOptions): Sandbox["network"] {
+  if (options.network === "host") return { kind: "host", why: "network: host" };
+  const pasta = options.pastaPath ?? findOnPath("pasta");
+  if (!pasta) return { kind: "host", why: "pasta (Debian's passt) is not installed" };
+  const args = bwrapArgs({ ...system, writable: [], tmpBytes: 1 << 20, shmBytes: 1 << 20, env: {}, cwd: "/", fds: {}, ownNetwork: true });
+  const probe = probePasta(bwrap, args, pasta);
+  if (!probe.ok) return { kind: "host", why: probe.why };
+  return { kind: "pasta", attach: (pid, apiPort) => attachNetwork(pasta, pid, apiPort, tmpdir()) };
+}
+
 /** How the isolation in force is described (doctor, the server's start line). Pure. */
-export function describeSandbox(parts: { seccomp: boolean; cgroups?: { version: 1 | 2; controllers: string[] }; cgroupsUnavailable?: string }): string {
-  const features = ["user/mount/pid namespaces", parts.seccomp ? "seccomp" : "no seccomp filter on this architecture"];
+export function describeSandbox(parts: {
+  seccomp: boolean;
+  cgroups?: { version: 1 | 2; controllers: string[] };
+  cgroupsUnavailable?: string;
+  /** Why workers share the host's network (absent: a namespace of their own, through pasta). */
+  network?: string;
+}): string {
+  const features = [
+    parts.network === undefined ? "user/mount/pid/network namespaces" : "user/mount/pid namespaces",
+    parts.seccomp ? "seccomp" : "no seccomp filter on this architecture",
+  ];
   if (parts.cgroups) features.push(`cgroup v${parts.cgroups.version} limits (${parts.cgroups.controllers.join(", ")})`);
   else features.push(`no cgroup limits: ${parts.cgroupsUnavailable ?? "not available"}`);
+  features.push(parts.network === undefined ? "outbound network through pasta" : `the host's network: ${parts.network}`);
   return `sandbox bwrap (${features.join(", ")})`;
 }
 
@@ -275,10 +320,12 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
     return (identityDir = dir);
   };
   const devices = gpuDevices();
+  const network = workersNetwork(bwrap, system, options);
   const description = describeSandbox({
     seccomp: seccomp !== undefined,
     cgroups,
     cgroupsUnavailable: "unavailable" in detected ? detected.unavailable : undefined,
+    network: network.kind === "pasta" ? undefined : network.why,
   });
 
   return {
@@ -287,6 +334,7 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
     cgroups,
     defaults,
     gpuDevices: devices,
+    network,
     spawn(launch) {
       const node = nodeMounts(launch.nodePath);
       const readOnly: BindMount[] = [
@@ -309,14 +357,26 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
         writable,
         symlinks: system.symlinks,
         tmpBytes: launch.tmpBytes,
+        shmBytes: launch.shmBytes,
+        // Bound before /dev turns read-only.
+        devices: launch.gpu ? devices : [],
+        ownNetwork: network.kind === "pasta",
         env,
         cwd: SANDBOX_CODE_DIR,
-        fds: { info: FD_INFO, seccomp: seccomp ? FD_SECCOMP : undefined },
+        fds: { info: FD_INFO, seccomp: seccomp ? FD_SECCOMP : undefined, block: launch.hold ? FD_BLOCK : undefined },
       };
       const args = bwrapArgs(spec);
-      const devArgs = launch.gpu ? devices.flatMap((d) => ["--dev-bind-try", d, d]) : [];
-      const stdio: StdioOptions = ["ignore", "pipe", "pipe", "pipe", "pipe", seccomp ? "pipe" : "ignore", ...(launch.ipc ? (["ipc"] as const) : [])];
-      const command = [bwrap, "--args", String(FD_ARGS), ...devArgs, "--", node.binary, realpathSync(launch.entry)];
+      const stdio: StdioOptions = [
+        "ignore",
+        "pipe",
+        "pipe",
+        "pipe",
+        "pipe",
+        seccomp ? "pipe" : "ignore",
+        launch.ipc ? "ipc" : "ignore",
+        ...(launch.hold ? (["pipe"] as const) : []),
+      ];
+      const command = [bwrap, "--args", String(FD_ARGS), "--", node.binary, realpathSync(launch.entry)];
       let child: ChildProcess;
       // A process group of its own: a terminal's Ctrl-C (SIGINT to the foreground group, as under `svc dev`) would
       // kill the wrapper but not the worker (its own session inside), which then outlived the service. The
@@ -331,7 +391,7 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
       }
       const pipe = (fd: number) => child.stdio[fd] as (Readable & Writable) | null;
       // A pipe bwrap closed early (it failed) must not become an unhandled error here; its exit says what happened.
-      for (const fd of [FD_ARGS, FD_INFO, FD_SECCOMP]) pipe(fd)?.on("error", () => undefined);
+      for (const fd of [FD_ARGS, FD_INFO, FD_SECCOMP, FD_BLOCK]) pipe(fd)?.on("error", () => undefined);
       pipe(FD_ARGS)?.end(encodeArgs(args));
       if (seccomp) pipe(FD_SECCOMP)?.end(seccomp);
       const pid = new Promise<number | undefined>((resolve) => {
@@ -348,7 +408,9 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
         child.once("exit", () => done(undefined));
       });
       child.once("exit", () => void cgroup?.remove());
-      return { child, pid, cgroup };
+      // bwrap runs the worker once it reads from the block fd.
+      const release = () => (launch.hold ? pipe(FD_BLOCK)?.end("1") : undefined);
+      return { child, pid, cgroup, release };
     },
     dispose() {
       if (identityDir) rmSync(identityDir, { recursive: true, force: true });

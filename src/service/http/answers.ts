@@ -56,6 +56,19 @@ export interface UsageAnswer {
   totals: { workerSeconds: number; gpuSeconds: number; jobs: number; gpuSecondsByType: Record<string, number> };
 }
 
+/**
+ * An endpoint whose workers keep dying (docs/job-api.md, "Crash loops"): `deaths` within `windowMs` since
+ * `since`, the last one, and when the next worker may start (null: now). Absent while the endpoint is in none.
+ */
+export interface CrashLoopAnswer {
+  deaths: number;
+  windowMs: number;
+  since: number;
+  /** reason: sigkill (out of memory, or killed from outside), signal, exit_error, exit_zero, start_failed. */
+  lastDeath: { at: number; reason: "sigkill" | "signal" | "exit_error" | "exit_zero" | "start_failed"; message: string };
+  nextStartAt: number | null;
+}
+
 /** `GET /v2/{endpoint}/health`: the interface's fields and what svc adds to them. */
 export interface HealthAnswer {
   jobs: { completed: number; failed: number; inProgress: number; inQueue: number; retried: number };
@@ -67,6 +80,8 @@ export interface HealthAnswer {
   /** The host's GPUs this endpoint's workers hold (absent where the service assigns no GPUs). */
   gpus?: GpuAnswer[];
   coldStarts: { count: number; lastMs: number | null };
+  /** Its workers keep dying and their restarts back off; absent when they do not. */
+  crashLoop?: CrashLoopAnswer;
   /** The last error of a worker that failed to start (absent: none since the service started). */
   lastStartError?: { message: string; at: number };
   /** Whether the service can write its store (ok false: submissions answer 503 until it clears). */

@@ -229,7 +229,19 @@ export const SCHEMAS = {
       type: { type: "string", enum: ["queue", "lb"] },
       lbUrl: { type: "string", description: "A load-balanced endpoint's address: {service}/lb/{id}" },
       status: { type: "string", enum: ["READY", "WAITING"] },
-      statusReason: { type: ["string", "null"], description: "Why the endpoint gets no workers (WAITING)" },
+      statusReason: { type: ["string", "null"], description: "Why the endpoint gets no workers (WAITING), or why its workers do not stay (a crash loop)" },
+      crashLoop: {
+        type: "object",
+        description:
+          "Present while its workers keep dying: deaths within windowMs, the last one, when the next worker may start (docs/job-api.md, Crash loops)",
+        properties: {
+          deaths: { type: "integer" },
+          windowMs: { type: "integer" },
+          since: { type: "integer" },
+          lastDeath: { type: "object", properties: { at: { type: "integer" }, reason: { type: "string" }, message: { type: "string" } } },
+          nextStartAt: { type: ["integer", "null"] },
+        },
+      },
       ping: {
         type: "object",
         description: "A prebuilt image's /ping check, run on one worker when the endpoint is created or updated",

@@ -35,7 +35,7 @@ export interface JobDeps {
   clients: ClientGuards;
   /** Recent job ids of an endpoint (GET /v2/{endpoint}/jobs). */
   store: Pick<Store, "recentJobIds">;
-  scaler(): Pick<Scaler, "coldStarts" | "gpuWait" | "stopFailures"> | undefined;
+  scaler(): Pick<Scaler, "coldStarts" | "gpuWait" | "stopFailures" | "crashLoop"> | undefined;
   startFailures: Pick<StartFailures, "unhealthy" | "last">;
   gpus?(): HostGpus | undefined;
   lb?: Pick<LbRouter, "health">;
@@ -356,6 +356,7 @@ function healthJson(ctx: JobDeps, endpoint: EndpointRow): string {
   const workers = { ...health.workers, ...jobClientWorkerCounts(health, endpoint.resource, wanted), unhealthy: ctx.startFailures.unhealthy(endpoint.id) };
   const lastStartError = ctx.startFailures.last(endpoint.id);
   const stopFailures = ctx.scaler()?.stopFailures.get(endpoint.id);
+  const crashLoop = ctx.scaler()?.crashLoop(endpoint.id);
   // Workers not started for want of a free GPU count as throttled, and the answer says why.
   const gpuWait = ctx.scaler()?.gpuWait(endpoint.id);
   if (gpuWait) workers.throttled += gpuWait.workers;
@@ -370,6 +371,7 @@ function healthJson(ctx: JobDeps, endpoint: EndpointRow): string {
     ...(hostGpus?.assigning ? { gpus: hostGpus.view().filter((g) => g.holder?.endpointId === endpoint.id) } : {}),
     coldStarts,
     ...(endpoint.type === "lb" ? ctx.lb?.health(endpoint.id) : {}),
+    ...(crashLoop ? { crashLoop } : {}),
     ...(lastStartError ? { lastStartError } : {}),
     ...(stopFailures ? { stopFailures } : {}),
     // Whether the service can write (a full disk makes every write 503 until it clears).

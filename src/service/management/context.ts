@@ -27,7 +27,10 @@ export interface ManagementDeps {
   /** The endpoints served: REST endpoints are written here, deployed ones read. */
   endpoints: Pick<EndpointRegistry, "get" | "values" | "upsert" | "remove">;
   scaler():
-    | Pick<Scaler, "runsImages" | "pullsImages" | "driverName" | "hasImage" | "checkImage" | "workerGpus" | "gpuWait" | "pullFailure" | "reconcile">
+    | Pick<
+        Scaler,
+        "runsImages" | "pullsImages" | "driverName" | "hasImage" | "checkImage" | "workerGpus" | "gpuWait" | "pullFailure" | "reconcile" | "crashLoop"
+      >
     | undefined;
   startFailures: Pick<StartFailures, "unhealthy" | "last">;
   /** A revoked key is forgotten at once, not when its cached principal expires. */

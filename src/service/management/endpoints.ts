@@ -32,6 +32,7 @@ import { lbEndpointUrl } from "../lb/address.js";
 import { gpuTypeIdProblems } from "svc/internal";
 import type { GpuRequest } from "../../gpus/allocate.js";
 import { gpuWaitMessage } from "../../gpus/host.js";
+import { crashLoopMessage } from "../workers/crash-loop.js";
 
 export const CODE_IMAGE_PREFIX = "svc://";
 
@@ -584,9 +585,19 @@ function deployedGpuState(ctx: ManagementDeps, id: string) {
   };
 }
 
-/** Workers of the endpoint that failed to start recently, and the last such error (null: none since the start). */
-function startHealth(ctx: ManagementDeps, id: string): { unhealthyWorkers: number; lastStartError: { message: string; at: number } | null } {
-  return { unhealthyWorkers: ctx.startFailures.unhealthy(id), lastStartError: ctx.startFailures.last(id) };
+/**
+ * An endpoint's record with how its workers fare: those that failed to start recently and the last such error
+ * (null: none since the start), and a crash loop its workers are in (statusReason says it too).
+ */
+function withHealth<R extends { statusReason: string | null }>(ctx: ManagementDeps, id: string, record: R) {
+  const loop = ctx.scaler()?.crashLoop(id);
+  const reason = loop ? crashLoopMessage(loop, Date.now()) : undefined;
+  return {
+    ...record,
+    unhealthyWorkers: ctx.startFailures.unhealthy(id),
+    lastStartError: ctx.startFailures.last(id),
+    ...(loop ? { crashLoop: loop, statusReason: record.statusReason ? `${record.statusReason}; ${reason}` : reason! } : {}),
+  };
 }
 
 export async function endpointRoute(
@@ -613,10 +624,10 @@ export async function endpointRoute(
       // `svc deploy` made (with their app and environment).
       const created = [...rest.specs.entries()]
         .filter(([, e]) => e.userId === p.userId)
-        .map(([eid]) => ({ ...rest.record(eid), ...startHealth(ctx, eid), source: "rest" as const }));
+        .map(([eid]) => ({ ...withHealth(ctx, eid, rest.record(eid)), source: "rest" as const }));
       const deployed = [...ctx.endpoints.values()]
         .filter((e) => e.userId === p.userId && !rest.specs.has(e.id))
-        .map((e) => ({ ...deployedEndpointRecord(e, ctx.url), ...deployedGpuState(ctx, e.id), ...startHealth(ctx, e.id) }));
+        .map((e) => withHealth(ctx, e.id, { ...deployedEndpointRecord(e, ctx.url), ...deployedGpuState(ctx, e.id) }));
       const all: Array<{ createdAt: number; id: string }> = [...created, ...deployed];
       return sendJson(
         res,
@@ -635,16 +646,16 @@ export async function endpointRoute(
     await rest.lookUpImage(newEndpointId);
     await rest.apply(newEndpointId);
     await rest.checkPing(newEndpointId);
-    return sendJson(res, { ...rest.record(newEndpointId), ...startHealth(ctx, newEndpointId) }, 201);
+    return sendJson(res, withHealth(ctx, newEndpointId, rest.record(newEndpointId)), 201);
   }
   if (method === "GET") {
     req.resume();
     // An endpoint `svc deploy` made is read here too (changed through its app's deploys, not PATCH).
     const deployed = rest.specs.has(id) ? undefined : ctx.endpoints.get(id);
     if (deployed && deployed.userId === p.userId)
-      return sendJson(res, { ...deployedEndpointRecord(deployed, ctx.url), ...deployedGpuState(ctx, id), ...startHealth(ctx, id) });
+      return sendJson(res, withHealth(ctx, id, { ...deployedEndpointRecord(deployed, ctx.url), ...deployedGpuState(ctx, id) }));
     own(id);
-    return sendJson(res, { ...rest.record(id), ...startHealth(ctx, id) });
+    return sendJson(res, withHealth(ctx, id, rest.record(id)));
   }
   if (method === "PATCH") {
     const entry = own(id);
@@ -664,7 +675,7 @@ export async function endpointRoute(
     await rest.apply(id);
     await rest.checkPing(id);
     res.setHeader("svc-workers-restarted", restart ? "true" : "false");
-    return sendJson(res, { ...rest.record(id), ...startHealth(ctx, id) });
+    return sendJson(res, withHealth(ctx, id, rest.record(id)));
   }
   if (method === "DELETE") {
     req.resume();

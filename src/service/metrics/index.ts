@@ -103,6 +103,11 @@ export class ServiceMetrics {
     this.recent?.coldStarted(endpointId);
   }
 
+  /** A worker ended unasked, or could not be started (crash-loop.ts's reasons). */
+  workerDied(endpointId: string, reason: string): void {
+    this.prometheus?.workerDied(endpointId, reason);
+  }
+
   committed(seconds: number): void {
     this.prometheus?.committed(seconds);
   }

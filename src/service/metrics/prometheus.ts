@@ -40,6 +40,7 @@ export class PrometheusMetrics {
   private readonly execution: FastHistogram<"endpoint">;
   private readonly coldStart: Histogram<"endpoint">;
   private readonly retries: Counter<"endpoint">;
+  private readonly workerDeaths: Counter<"endpoint" | "reason">;
   private readonly quotaRefusals: Counter<"endpoint" | "limit">;
   private readonly webhooks: Counter<"outcome">;
   private readonly webhookRefusals: Counter<"rule" | "stage">;
@@ -94,6 +95,12 @@ export class PrometheusMetrics {
       name: "svc_job_retries_total",
       help: "Failed attempts queued again for an automatic retry",
       labelNames: ["endpoint"],
+      registers,
+    });
+    this.workerDeaths = new Counter({
+      name: "svc_worker_deaths_total",
+      help: "Workers that ended unasked, by reason: sigkill (out of memory, or killed from outside), signal, exit_error, exit_zero, start_failed",
+      labelNames: ["endpoint", "reason"],
       registers,
     });
     this.quotaRefusals = new Counter({
@@ -227,6 +234,10 @@ export class PrometheusMetrics {
     this.coldStart.observe({ endpoint: endpointId }, seconds);
   }
 
+  workerDied(endpointId: string, reason: string): void {
+    this.workerDeaths.inc({ endpoint: endpointId, reason });
+  }
+
   webhookAttempt(outcome: "delivered" | "retrying" | "failed"): void {
     this.webhooks.inc({ outcome });
   }
@@ -265,6 +276,7 @@ export class PrometheusMetrics {
     this.execution.remove({ endpoint: endpointId });
     for (const m of [this.coldStart, this.retries]) m.remove({ endpoint: endpointId });
     for (const limit of ["user_jobs", "user_bytes", "endpoint_jobs", "endpoint_bytes"]) this.quotaRefusals.remove({ endpoint: endpointId, limit });
+    for (const reason of ["sigkill", "signal", "exit_error", "exit_zero", "start_failed"]) this.workerDeaths.remove({ endpoint: endpointId, reason });
   }
 
   /** The text exposition format. */

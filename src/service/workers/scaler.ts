@@ -17,6 +17,17 @@ import type { GpuWait, GpuWant, HostGpus } from "../../gpus/host.js";
 import { cardMatches, endpointImageOf } from "svc/internal";
 import { defaultPolicy, desiredWorkers, type ScalingPolicy } from "./scaling-policy.js";
 import { errorMessage } from "../../errors.js";
+import {
+  afterDeath,
+  type CrashLoop,
+  type CrashLoopPolicy,
+  crashLoopOf,
+  DEFAULT_CRASH_LOOP,
+  type DeathReason,
+  deathOf,
+  deathReason,
+  type EndpointDeaths,
+} from "./crash-loop.js";
 
 export interface ScalingInput {
   workersMin: number;
@@ -135,6 +146,10 @@ export interface ScalerDeps {
   ): void;
   /** An endpoint's first job taken by a worker started for it from none: the cold start, in ms. */
   onColdStart?(endpointId: string, ms: number): void;
+  /** A worker ended unasked (or could not be started), and why. */
+  onWorkerDeath?(endpointId: string, reason: DeathReason): void;
+  /** When an endpoint whose workers keep dying counts as crash-looping, and how its restarts back off. */
+  crashLoop?: Partial<CrashLoopPolicy>;
   /**
    * Replicas on one database: a worker that registers here though this replica did not start it (another
    * replica did, and died or stepped down) is adopted, so workersMax holds across the cluster. It is stopped by
@@ -187,12 +202,7 @@ export function imageNotice(
   return `endpoint ${endpoint.name} runs the image "${image}", and the ${driver.name} driver runs no images: its jobs wait in the queue. Run it where Docker runs workers (\`svc server --workers docker\`, \`svc deploy --preview\`, or \`svc dev\` with a Docker engine answering)`;
 }
 
-/** How a worker that ended unasked ended, in words a job's error can carry. Pure. */
-export function deathOf(exit: WorkerExit): string {
-  if (exit.signal === "SIGKILL" || exit.code === 137) return "killed (SIGKILL: out of memory, or killed from outside)";
-  if (exit.signal) return `killed by ${exit.signal}`;
-  return `exited with code ${exit.code}`;
-}
+export { deathOf } from "./crash-loop.js";
 
 /** The prebuilt image a load-balanced endpoint runs instead of svc code (REST endpoints from a template). Pure. */
 export function prebuiltImageOf(endpoint: EndpointRow): string | undefined {
@@ -225,6 +235,8 @@ interface ManagedWorker {
   probe: boolean;
   /** Started by an earlier run of the service (found by the driver after a restart), or by another replica. */
   adopted?: boolean;
+  /** When the driver started it (or it was adopted); unset while it starts. */
+  startedAt?: number;
   /** Started by another replica: no driver handle; ended by this when it falls silent. */
   remoteGone?: (exit: WorkerExit) => void;
   /**
@@ -240,14 +252,14 @@ function newWorkerId(): string {
   return `w${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
 }
 
-const BACKOFF_BASE_MS = 500;
-const BACKOFF_MAX_MS = 30_000;
 /** A draining worker that still runs this long after it holds no job is stopped by the driver. */
 const DRAIN_GRACE_MS = 5_000;
 
 export class Scaler {
   private readonly managed = new Map<string, ManagedWorker>();
-  private readonly failures = new Map<string, { count: number; until: number }>();
+  /** Endpoints whose workers died unasked since they last proved they run (crash-loop.ts). */
+  private readonly failures = new Map<string, EndpointDeaths>();
+  private readonly crashPolicy: CrashLoopPolicy;
   /** Why the last start of an endpoint's worker could not pull its image, until a start does (pullFailure). */
   private readonly pullFailures = new Map<string, string>();
   private readonly coldStartPending = new Map<string, number>();
@@ -263,7 +275,9 @@ export class Scaler {
   constructor(
     private readonly deps: ScalerDeps,
     private readonly intervalMs = 250,
-  ) {}
+  ) {
+    this.crashPolicy = { ...DEFAULT_CRASH_LOOP, ...deps.crashLoop };
+  }
 
   /**
    * Adopt the workers an earlier process of the service left running (the driver finds them), then plan every
@@ -306,6 +320,7 @@ export class Scaler {
         stopping: false,
         probe: false,
         adopted: true,
+        startedAt: Date.now(),
       };
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
@@ -447,8 +462,10 @@ export class Scaler {
       }
       // Workers of deleted endpoints.
       for (const m of this.managed.values()) if (!m.probe && !liveEndpoints.has(m.endpointId)) this.drain(m.id);
+      for (const id of this.failures.keys()) if (!liveEndpoints.has(id)) this.failures.delete(id);
       this.stopDrainedWorkers(now);
       this.endSilentRemotes(now);
+      this.forgetStableDeaths(now);
     } finally {
       this.planning = false;
     }
@@ -669,6 +686,7 @@ export class Scaler {
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       this.pullFailures.delete(endpoint.id);
+      m.startedAt = Date.now();
       this.offerAddresses(workerId, m.handle);
       this.lifeStarted(m, endpoint.userId);
       if (image && !providerImage && m.handle.address) {
@@ -719,7 +737,7 @@ export class Scaler {
       }
       // A worker of another replica that fell silent went with its replica, or stopped answering: like a lapsed
       // lease, not the job's doing, so its jobs go back without an attempt counted.
-      this.exited(m, expected, undefined, expected || m.remoteGone ? undefined : deathOf(exit));
+      this.exited(m, expected, undefined, expected || m.remoteGone ? undefined : deathOf(exit), exit);
     });
   }
 
@@ -738,8 +756,11 @@ export class Scaler {
     });
   }
 
-  /** `died`: how a worker that ended unasked ended, for the jobs it was running (each counts it as an attempt). */
-  private exited(m: ManagedWorker, expected: boolean, why?: string, died?: string): void {
+  /**
+   * `died`: how a worker that ended unasked ended, for the jobs it was running (each counts it as an attempt);
+   * `exit`: how it ended (absent: the driver could not start it).
+   */
+  private exited(m: ManagedWorker, expected: boolean, why?: string, died?: string, exit?: WorkerExit): void {
     if (m.handle) this.deps.onWorkerLife?.({ type: "stopped", workerId: m.id });
     this.managed.delete(m.id);
     this.drainedSince.delete(m.id);
@@ -759,11 +780,48 @@ export class Scaler {
     if (expected) return;
     // A worker adopted after a restart may end before it re-registers: that is no failure to start.
     if (!registered && !m.adopted) this.deps.onStartFailure?.(m.endpointId, m.id, why ?? "the worker exited before it registered");
-    const f = this.failures.get(m.endpointId) ?? { count: 0, until: 0 };
-    // A worker that registered and then died is less suspicious than one that never came up, but both back off.
-    f.count = registered ? 1 : f.count + 1;
-    f.until = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (f.count - 1));
-    this.failures.set(m.endpointId, f);
+    // Every death in a row waits longer before the next start, whether the worker registered or not: one that
+    // registers and then dies at once (its handler's start kills it) is as much a crash loop as one that never
+    // comes up. A worker that lived stableMs proved the code runs, and the count starts again.
+    const now = Date.now();
+    const reason = deathReason(exit);
+    const before = this.failures.get(m.endpointId);
+    const after = afterDeath(
+      before ?? { streak: 0, recent: [], until: 0 },
+      { at: now, reason, text: died ?? (exit ? deathOf(exit) : (why ?? "the worker could not be started")) },
+      m.startedAt === undefined ? undefined : now - m.startedAt,
+      this.crashPolicy,
+    );
+    this.failures.set(m.endpointId, after);
+    this.deps.onWorkerDeath?.(m.endpointId, reason);
+    const loop = crashLoopOf(after, now, this.crashPolicy);
+    if (loop && !crashLoopOf(before, now, this.crashPolicy))
+      this.deps.onEvent?.(
+        `endpoint ${m.endpointId} is crash-looping: its workers keep dying (${loop.deaths} within ${loop.windowMs / 1000} s, last: ${loop.lastDeath.message}); restarts back off`,
+        {
+          endpoint: m.endpointId,
+          worker: m.id,
+        },
+      );
+  }
+
+  /** The crash loop an endpoint is in (its workers keep dying), or undefined. */
+  crashLoop(endpointId: string): CrashLoop | undefined {
+    return crashLoopOf(this.failures.get(endpointId), Date.now(), this.crashPolicy);
+  }
+
+  /** A job of the endpoint completed: its code runs, the deaths before no longer count. */
+  jobCompleted(endpointId: string): void {
+    if (this.failures.delete(endpointId)) this.kick(endpointId);
+  }
+
+  /** Endpoints with a worker up stableMs: the deaths before no longer count. */
+  private forgetStableDeaths(now: number): void {
+    if (this.failures.size === 0) return;
+    for (const m of this.managed.values()) {
+      if (m.startedAt === undefined || m.stopping || now - m.startedAt < this.crashPolicy.stableMs || !this.failures.has(m.endpointId)) continue;
+      if (this.deps.engine.workers.get(m.id)?.registered) this.failures.delete(m.endpointId);
+    }
   }
 
   /**
@@ -826,10 +884,11 @@ export class Scaler {
       .map((w) => ({ workerId: w.workerId, gpuType: w.typeId, gpus: w.uuids }));
   }
 
-  /** A worker registered: its endpoint starts fine, forget the backoff. */
-  registered(endpointId: string): void {
-    this.failures.delete(endpointId);
-  }
+  /**
+   * A worker registered. Its endpoint's deaths still count: a worker that registers and dies at once is crash
+   * looping too; one that stays up stableMs, or a completed job, ends the count.
+   */
+  registered(_endpointId: string): void {}
 
   /**
    * A worker this replica does not manage called it (a take or heartbeat may come before any register: the
@@ -857,7 +916,17 @@ export class Scaler {
       // Another machine's process: the protocol's drain is all this replica can do.
       kill: drain,
     };
-    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision, handle, stopping: false, probe: false, adopted: true, remoteGone: gone };
+    const m: ManagedWorker = {
+      id: workerId,
+      endpointId: endpoint.id,
+      revision,
+      handle,
+      stopping: false,
+      probe: false,
+      adopted: true,
+      startedAt: Date.now(),
+      remoteGone: gone,
+    };
     this.managed.set(workerId, m);
     this.deps.engine.ensureWorker(workerId, endpoint.id, true).managed = true;
     // Its usage is this replica's from now on (the one that started it accounted it up to its last flush).

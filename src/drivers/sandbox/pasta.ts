@@ -1,0 +1,115 @@
+// A sandboxed worker's network: a namespace of its own (bwrap --unshare-net) that Debian's pasta (package passt)
+// connects to the outside, so handlers keep outbound access while the host's loopback (127.0.0.1 services, the
+// service's internal listeners) is out of reach. The one way back to the host is the job API's port: pasta forwards
+// the namespace's 127.0.0.1:<port> to the host's (-T), so SVC_API_URL is the same address inside. Nothing else of
+// the host's loopback is mapped (--no-map-gw: the gateway address is not the host). The arguments are pure; the
+// attach runs pasta.
+
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** pasta's arguments to connect the namespace of `pid`, forwarding only `apiPort` (if any) to the host. Pure. */
+export function pastaArgs(pid: number, apiPort: number | undefined, pidFile: string): string[] {
+  return [
+    "--quiet",
+    "--config-net",
+    // Connections to the gateway address stay connections to the gateway: not the host's loopback.
+    "--no-map-gw",
+    // No port of the host reaches into the namespace, and none of the namespace's reaches the host but the API's.
+    "--tcp-ports",
+    "none",
+    "--udp-ports",
+    "none",
+    "--tcp-ns",
+    apiPort === undefined ? "none" : String(apiPort),
+    "--udp-ns",
+    "none",
+    "--pid",
+    pidFile,
+    String(pid),
+  ];
+}
+
+/** The port of a loopback URL (the job API as workers on this host reach it); undefined for any other address. Pure. */
+export function loopbackPort(url: string): number | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return undefined;
+  }
+  if (!["127.0.0.1", "localhost", "[::1]"].includes(u.hostname)) return undefined;
+  return Number(u.port || (u.protocol === "https:" ? 443 : 80));
+}
+
+/**
+ * Whether pasta can connect a sandbox's namespace here: a throwaway sandbox (`bwrapArgs`: its arguments, up to
+ * the command) is connected as a worker's would be. Some hosts refuse it (pasta joins the sandbox's user
+ * namespace, which a container's own restrictions, or running as root there, may forbid): then workers keep the
+ * host's network, and the reason is said.
+ */
+export function probePasta(bwrap: string, bwrapArgs: readonly string[], pasta: string): { ok: true } | { ok: false; why: string } {
+  const dir = mkdtempSync(join(tmpdir(), "svc-pasta-probe-"));
+  try {
+    const info = join(dir, "info");
+    const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+    const script = [
+      `${[bwrap, ...bwrapArgs, "--info-fd", "3", "--", "/bin/sh", "-c", "sleep 5"].map(q).join(" ")} 3>${q(info)} >/dev/null 2>&1 &`,
+      "i=0; while [ $i -lt 50 ] && ! grep -q child-pid " + q(info) + " 2>/dev/null; do sleep 0.05; i=$((i+1)); done",
+      `pid=$(grep -o '"child-pid": *[0-9]*' ${q(info)} | grep -o '[0-9]*$')`,
+      `${[pasta, ...pastaArgs(0, undefined, join(dir, "pid")).slice(0, -1)].map(q).join(" ")} "$pid" 2>&1; rc=$?`,
+      `[ -s ${q(join(dir, "pid"))} ] && kill "$(cat ${q(join(dir, "pid"))})" 2>/dev/null`,
+      'kill -9 "$pid" 2>/dev/null; exit $rc',
+    ].join("\n");
+    const r = spawnSync("/bin/sh", ["-c", script], { encoding: "utf8", timeout: 10_000 });
+    if (r.status === 0) return { ok: true };
+    const said = (r.stdout + r.stderr)
+      .split("\n")
+      .filter((l) => l.trim() && !/syslog/.test(l))
+      .join("; ");
+    return { ok: false, why: `pasta cannot connect a sandbox's network here (${said || `exit ${r.status}`})` };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export interface AttachedNetwork {
+  /** End pasta (the worker exited). */
+  stop(): void;
+}
+
+/**
+ * Connect the network namespace of `pid` (a sandboxed worker's, held before its exec) with pasta. Resolves once
+ * the namespace is configured (pasta forks into the background then); rejects with pasta's own words.
+ */
+export function attachNetwork(pasta: string, pid: number, apiPort: number | undefined, runDir: string): Promise<AttachedNetwork> {
+  const pidFile = join(runDir, `pasta-${pid}.pid`);
+  return new Promise((resolve, reject) => {
+    const child = spawn(pasta, pastaArgs(pid, apiPort, pidFile), { stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "";
+    child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+    child.once("error", reject);
+    child.once("exit", (code, signal) => {
+      if (code !== 0) return reject(new Error(`pasta could not connect the worker's network: ${stderr.trim() || `exit ${code ?? signal}`}`));
+      let daemon: number | undefined;
+      try {
+        daemon = Number(readFileSync(pidFile, "utf8").trim()) || undefined;
+      } finally {
+        rmSync(pidFile, { force: true });
+      }
+      resolve({
+        stop() {
+          if (daemon === undefined) return;
+          try {
+            process.kill(daemon, "SIGTERM");
+          } catch {
+            // Gone already: its namespace went with the worker.
+          }
+          daemon = undefined;
+        },
+      });
+    });
+  });
+}
