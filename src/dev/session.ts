@@ -17,6 +17,7 @@ import type { WorkerLogLine } from "../drivers/types.js";
 import { DEV_SESSION_FILE, envSetting, type DevSession } from "svc/internal";
 import { serviceOptionsOf, type ServiceSettings } from "../service/config.js";
 import { UserError } from "../errors.js";
+import { defaultS3Port, S3ListenError } from "../service/volumes/s3-origin.js";
 import { DEV_ENV_FILES, DevSecretsMissingError, missingSecretsError, projectEnv, syncDevSecrets } from "./env.js";
 import { dockerForImages, imageEndpointsOf, imageEndpointUnavailable, withImageWorkers } from "./image-workers.js";
 
@@ -35,6 +36,8 @@ export interface DevSessionOptions {
   port?: number;
   /** Without `port`: the first port tried (default 8600); when taken, the next free one is used (and reported). */
   defaultPort?: number;
+  /** The S3 API's own port: null for none; default the service's port + 1 (any free one with port 0). */
+  s3Port?: number | null;
   /** Where the service keeps its SQLite file, artifacts and logs (default <root>/.svc/dev-data). */
   dataDir?: string;
   apiKey?: string;
@@ -144,11 +147,12 @@ async function listen(options: DevSessionOptions, dataDir: string, apiKey: strin
   const candidates = options.port !== undefined ? [requested] : Array.from({ length: DEV_PORT_ATTEMPTS }, (_, i) => requested + i);
   for (const port of candidates) {
     try {
-      const service = await startService({ ...base, port });
+      const service = await startService({ ...base, port, s3Port: options.s3Port === undefined ? defaultS3Port(port) : options.s3Port });
       if (port !== requested) options.onEvent?.({ type: "port-fallback", requested, port: service.port });
       return service;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE") throw err;
+      // The S3 port taken moves both on too, unless it was asked for.
+      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE" || (err instanceof S3ListenError && options.s3Port != null)) throw err;
     }
   }
   throw new UserError(

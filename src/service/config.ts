@@ -53,6 +53,10 @@ export interface ServiceSettings {
 export interface ServerConfig extends ServiceSettings {
   host: string;
   port: number;
+  /** The S3 API's own port: null for none; unset, defaultS3Port of `port` (volumes/s3-origin.ts). */
+  s3Port?: number | null;
+  /** The address S3 clients use, when it differs from the S3 listener's. */
+  s3PublicUrl?: string;
   dataDir: string;
   workers: WorkersKind;
   /** A PostgreSQL URL: the state goes there (stores.ts); else the data dir's SQLite file. */
@@ -114,6 +118,7 @@ type Kind =
   | { type: "secret" }
   | { type: "storeUrl" }
   | { type: "port" }
+  | { type: "portOrOff" }
   | { type: "positive" }
   | { type: "count" }
   | { type: "enum"; values: readonly string[] }
@@ -142,6 +147,22 @@ const positive: Kind = { type: "positive" };
 export const SETTINGS: readonly Setting[] = [
   { key: "host", flag: "host", kind: { type: "string" }, default: "127.0.0.1", serverOnly: true, description: "address to listen on" },
   { key: "port", flag: "port", kind: { type: "port" }, default: 8600, serverOnly: true, description: "port to listen on (0: any free port)" },
+  {
+    key: "s3Port",
+    flag: "s3Port",
+    env: "SVC_S3_PORT",
+    kind: { type: "portOrOff" },
+    serverOnly: true,
+    description: "the S3 API's own port, apart from the console (default: port + 1; any free one with port 0; off: only under /s3)",
+  },
+  {
+    key: "s3PublicUrl",
+    flag: "s3PublicUrl",
+    env: "SVC_S3_PUBLIC_URL",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "the address S3 clients use (default: the public URL's host at the S3 port)",
+  },
   {
     key: "dataDir",
     flag: "dataDir",
@@ -539,6 +560,11 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
     case "port": {
       const n = Number(raw);
       return Number.isInteger(n) && n >= 0 && n <= 65535 ? { value: n } : { problem: `${origin} must be 0..65535, not "${raw}"` };
+    }
+    case "portOrOff": {
+      if (raw === "off") return { value: null };
+      const n = Number(raw);
+      return Number.isInteger(n) && n >= 0 && n <= 65535 ? { value: n } : { problem: `${origin} must be 0..65535 or "off", not "${raw}"` };
     }
     case "positive": {
       const n = Number(raw);

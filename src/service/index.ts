@@ -42,6 +42,7 @@ import { resealRegistryAuths } from "./management/registry-auths.js";
 import { IdempotentSubmits } from "./idempotency/index.js";
 import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
+import { listenS3Origin, type S3Origin } from "./volumes/s3-origin.js";
 import { VolumeUsage } from "./volumes/usage.js";
 import type { VolumesApi } from "./volumes/index.js";
 import { LargeOutputs } from "./volumes/large-outputs.js";
@@ -98,6 +99,13 @@ export interface ServiceOptions {
   host?: string;
   /** 0 = any free port (the default). */
   port?: number;
+  /**
+   * The S3 API's own port, apart from the console and the job API (volumes/s3-origin.ts): 0 = any free port (the
+   * default), null = none (the API is then only under /s3 of `port`). `svc server`: defaultS3Port.
+   */
+  s3Port?: number | null;
+  /** The address S3 clients use, when it differs from the S3 listener's (default: publicUrl's host at the S3 port). */
+  s3PublicUrl?: string;
   /** Where workers run; none => workers come from outside (tests acting as workers). */
   driver?: WorkerDriver;
   /** Accepted as admin keys of the default user (e.g. SVC_API_KEY). */
@@ -203,6 +211,8 @@ export interface DeployedEndpoint {
 export interface Service {
   url: string;
   port: number;
+  /** The S3 API's own origin, when it listens on one (ServiceOptions.s3Port). */
+  s3?: { url: string; port: number };
   close(): Promise<void>;
   deploy(input: { app: string; env: string; manifest: Manifest; artifactPath: string; ownerKey?: string }): Promise<DeployedEndpoint[]>;
   mintKey(opts: { scopes: string[]; userId?: string }): Promise<{ id: string; key: string }>;
@@ -370,6 +380,29 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const localHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
   const localUrl = `http://${localHost}:${port}`;
   const url = (options.publicUrl ?? localUrl).replace(/\/+$/, "");
+  // The S3 API's own origin (its requests are served once the API is made, below, before any can arrive).
+  let s3: VolumeS3 | undefined;
+  let s3Origin: S3Origin | undefined;
+  if (options.s3Port !== null) {
+    try {
+      s3Origin = await listenS3Origin(
+        { host, port: options.s3Port ?? 0, publicUrl: options.publicUrl, s3PublicUrl: options.s3PublicUrl, keepAliveMs: server.keepAliveTimeout },
+        (req, res) => serveS3(req, res, false),
+      );
+    } catch (err) {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await webhooks.close(0);
+      await engine.close();
+      await releaseStorage();
+      throw err;
+    }
+  }
+  const serveS3 = (req: IncomingMessage, res: ServerResponse, shared: boolean) => {
+    s3!.serve(req, res, shared).catch((err: unknown) => {
+      log(`internal error on S3 ${req.method} ${req.url}: ${errorStack(err)}`);
+      res.destroy();
+    });
+  };
   listener = { host, port, urls: [localUrl, url, ...(options.replicaUrl ? [options.replicaUrl] : []), ...(options.clusterUrl ? [options.clusterUrl] : [])] };
 
   // Replicas on one database: one serves jobs, the others pass job traffic to it (cluster/jobs-role.ts).
@@ -406,7 +439,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   if (options.driver) {
     // Workers of endpoints with a network volume get an S3 key of their own on it (BUCKET_*), on the public address.
     const workerKeys = workerKeyMinter(engine, keyring, {
-      bucket: { keys: storage.volumeKeys, box, s3Endpoint: `${url}${S3_PREFIX}` },
+      // On the S3 API's own origin where it has one: tenant files never share the console's.
+      bucket: { keys: storage.volumeKeys, box, s3Endpoint: s3Origin?.url ?? `${url}${S3_PREFIX}` },
       volumeOf: (endpoint) => management.volumeOf(endpoint),
     });
     scaler = new Scaler({
@@ -467,8 +501,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   });
   // The S3 API on network volumes (volumes/s3.ts), and what the management API needs of it.
   const volumeUsage = new VolumeUsage(options.volumeGbBytes, undefined, (id) => storage.management.volume(id)?.size);
-  const volumes: VolumesApi = { keys: storage.volumeKeys, box, usage: volumeUsage, endpoint: `${url}${S3_PREFIX}`, region: S3_REGION };
-  const s3 = new VolumeS3({
+  // S3 clients are given the API's own origin; the /s3 prefix of this port stays for those configured with it.
+  const volumes: VolumesApi = { keys: storage.volumeKeys, box, usage: volumeUsage, endpoint: s3Origin?.url ?? `${url}${S3_PREFIX}`, region: S3_REGION };
+  s3 = new VolumeS3({
     dataDir: options.dataDir,
     volumes: storage.management,
     keys: storage.volumeKeys,
@@ -476,6 +511,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     authenticateApiKey: (key) => keyring.authenticate(key),
     usage: volumeUsage,
     log,
+    ownOrigin: s3Origin?.url,
   });
 
   const followers = new Set<ServerResponse>();
@@ -510,7 +546,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ownVolumeIds: (userId) => storage.management.volumes(userId).map((v) => v.id),
     largeOutputs: new LargeOutputs({
       dataDir: options.dataDir,
-      s3Endpoint: `${url}${S3_PREFIX}`,
+      s3Endpoint: s3Origin?.url ?? `${url}${S3_PREFIX}`,
       keys: storage.volumeKeys,
       box,
       endpoint: (id) => endpoints.get(id),
@@ -581,10 +617,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     }
     // S3 clients sign their own way and want XML errors: the S3 API answers its whole prefix itself.
     if (isS3Target(req.url)) {
-      s3.serve(req, res).catch((err: unknown) => {
-        log(`internal error on S3 ${req.method} ${req.url}: ${errorStack(err)}`);
-        res.destroy();
-      });
+      serveS3(req, res, true);
       return;
     }
     handleRequest(context, req, res).catch((err: unknown) => {
@@ -606,11 +639,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 
   let closing: Promise<void> | undefined;
   const close = () =>
-    (closing ??= shutdown({ timers, releases, lb, hostGpus, scaler, engine, followers, server, front, webhooks, jobsRole, metrics, releaseStorage }));
+    (closing ??= shutdown({ timers, releases, lb, hostGpus, scaler, engine, followers, server, s3Origin, front, webhooks, jobsRole, metrics, releaseStorage }));
 
   return {
     url,
     port,
+    s3: s3Origin ? { url: s3Origin.url, port: s3Origin.port } : undefined,
     close,
     mintKey,
     lbFrontStats: () => (front ? { ...front.stats } : undefined),
@@ -922,6 +956,7 @@ async function shutdown(s: {
   engine: JobEngine;
   followers: Set<ServerResponse>;
   server: Server;
+  s3Origin?: S3Origin;
   front?: LbFront;
   webhooks: Pick<Webhooks, "close">;
   jobsRole?: JobsRole;
@@ -944,6 +979,7 @@ async function shutdown(s: {
       s.server.closeAllConnections();
     }, 200).unref();
   });
+  await s.s3Origin?.close();
   await s.webhooks.close();
   await s.jobsRole?.stop();
   // After the workers stopped: their time up to now is written.

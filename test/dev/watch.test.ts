@@ -82,8 +82,13 @@ it("moves to the next free port when the default is taken, and says so", async (
     const s = createServer();
     await new Promise<void>((r) => s.listen(0, "127.0.0.1", () => r()));
     port = (s.address() as { port: number }).port;
-    const next = createServer();
-    const free = await new Promise<boolean>((r) => next.once("error", () => r(false)).listen(port + 1, "127.0.0.1", () => next.close(() => r(true))));
+    // The next port for the service, and the one after for its S3 API.
+    const freeAt = (p: number) =>
+      new Promise<boolean>((r) => {
+        const next = createServer();
+        next.once("error", () => r(false)).listen(p, "127.0.0.1", () => next.close(() => r(true)));
+      });
+    const free = (await freeAt(port + 1)) && (await freeAt(port + 2));
     if (free) blocker = s;
     else s.close();
   }

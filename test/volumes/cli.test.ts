@@ -20,7 +20,7 @@ it("svc volume keys create --json prints accessKeyId, secretAccessKey, endpoint 
   expect(key).toMatchObject({
     accessKeyId: expect.stringMatching(/^[A-Z0-9]{20}$/),
     secretAccessKey: expect.any(String),
-    endpoint: `${cli.t.service.url}/s3`,
+    endpoint: cli.t.service.s3!.url,
     region: "us-east-1",
     readOnly: true,
     volumeIds: [volume.id],

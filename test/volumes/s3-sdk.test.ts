@@ -91,7 +91,7 @@ describe("objects with @aws-sdk/client-s3", () => {
     expect(keyA).toMatchObject({
       accessKeyId: expect.stringMatching(/^[A-Z0-9]{20}$/),
       secretAccessKey: expect.any(String),
-      endpoint: `${t.service.url}/s3`,
+      endpoint: t.service.s3!.url,
       region: "us-east-1",
       readOnly: false,
     });

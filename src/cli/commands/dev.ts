@@ -71,6 +71,7 @@ export function register(program: Command): void {
     .description("Run the project locally behind the real job API; rebuild and replace workers on change")
     .option("-C, --dir <path>", "project directory", ".")
     .option("--port <n>", "port of the local service (default 8600, or the next free one when taken)")
+    .option("--s3-port <n>", "the S3 API's own port, apart from the console (default: the service's port + 1; off: only under /s3)")
     .option("--host <host>", "address to listen on", "127.0.0.1")
     .option("--exclude <packages>", "comma-separated packages to leave out of the artifact")
     .option("--no-watch", "do not rebuild on source changes")
@@ -85,6 +86,7 @@ export function register(program: Command): void {
       async (opts: {
         dir: string;
         port?: string;
+        s3Port?: string;
         host: string;
         exclude?: string;
         watch: boolean;
@@ -101,6 +103,12 @@ export function register(program: Command): void {
         if (opts.port !== undefined) {
           port = Number(opts.port);
           if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port must be a port number, not "${opts.port}"`);
+        }
+        let s3Port: number | null | undefined;
+        if (opts.s3Port !== undefined) {
+          s3Port = opts.s3Port === "off" ? null : Number(opts.s3Port);
+          if (s3Port !== null && !(Number.isInteger(s3Port) && s3Port >= 0 && s3Port <= 65535))
+            throw new UsageError(`--s3-port must be a port number or off, not "${opts.s3Port}"`);
         }
         const root = resolve(opts.dir);
         const retries = opts.retries === undefined ? undefined : Number(opts.retries);
@@ -171,6 +179,7 @@ export function register(program: Command): void {
           startDevSession({
             root,
             port,
+            s3Port,
             retries,
             pool,
             host: opts.host,
@@ -188,10 +197,12 @@ export function register(program: Command): void {
         const s = session;
         // Load-balanced endpoints are reached at their own address ({service}/lb/{id}), not the job API's.
         const endpoints = localEndpoints(s.endpoints, s.build.manifest, s.url, keyShown());
-        out.result({ url: s.url, console: `${s.url}/console/`, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints }, () =>
+        const s3Url = s.service.s3?.url;
+        out.result({ url: s.url, console: `${s.url}/console/`, s3: s3Url, app: s.app, env: "dev", apiKey: userKey ? undefined : s.apiKey, endpoints }, () =>
           [
             `svc dev: ${s.url}  (app ${s.app}, environment dev)`,
             `web console: ${s.url}/console/`,
+            ...(s3Url ? [`S3 API (volumes): ${s3Url}`] : []),
             `workers: ${s.isolation}`,
             ...(userKey ? [] : [`API key for this session: ${s.apiKey}`]),
             "",

@@ -14,6 +14,7 @@ import { redactStoreUrl } from "../../service/store/url.js";
 import { parseServerConfig, printableConfig, serviceOptionsOf, settingsEnvironment, type ServerConfig } from "../../service/config.js";
 import { installLastResort } from "../../service/last-resort.js";
 import { testVolumeGbBytes } from "../../service/volumes/usage.js";
+import { defaultS3Port, S3ListenError } from "../../service/volumes/s3-origin.js";
 import { alignRows, createOutput, type Output } from "../output.js";
 import { jsonLog, type OperatorLog } from "../../service/logging.js";
 import { loadTracing, tracesUrlOf } from "../../service/tracing/index.js";
@@ -191,12 +192,30 @@ export function listenError(err: unknown, host: string, port: number): unknown {
   }
 }
 
+/** Why the S3 API could not listen on its port, naming its setting; other errors unchanged. */
+export function s3ListenError(err: S3ListenError, host: string): unknown {
+  const hint = "Pass another one with --s3-port <n> (0 for any free port, off for none) or SVC_S3_PORT.";
+  switch (err.code) {
+    case "EADDRINUSE":
+      return new UserError(`The S3 API's port ${err.port} is already in use`, { hint });
+    case "EACCES":
+      return new UserError(`Not allowed to listen on port ${err.port} for the S3 API`, { hint });
+    default:
+      return listenError(err.cause, host, err.port);
+  }
+}
+
 export function register(program: Command): void {
   program
     .command("server")
     .description("Run the svc service: job API, worker protocol and autoscaled workers, over a SQLite file or PostgreSQL")
     .option("--host <host>", "address to listen on (default 127.0.0.1)")
     .option("--port <port>", `port to listen on (0: any free port; default ${DEFAULT_SERVER_PORT})`)
+    .option(
+      "--s3-port <port>",
+      "the S3 API's own port, apart from the console and job API (default: --port + 1, any free one with --port 0; off: only under /s3; or $SVC_S3_PORT)",
+    )
+    .option("--s3-public-url <url>", "the address S3 clients use, when it differs from host:s3-port (or $SVC_S3_PUBLIC_URL)")
     .option("--data-dir <dir>", "where the SQLite file, artifacts and the admin key live (default ~/.svc/data or $SVC_DATA_DIR)")
     .option("--workers <driver>", "where workers run: process, docker, swarm, kubernetes or none (default process)")
     .option(
@@ -222,6 +241,8 @@ export function register(program: Command): void {
       async (opts: {
         host?: string;
         port?: string;
+        s3Port?: string;
+        s3PublicUrl?: string;
         dataDir?: string;
         workers?: string;
         store?: string;
@@ -241,6 +262,8 @@ export function register(program: Command): void {
           {
             host: opts.host,
             port: opts.port,
+            s3Port: opts.s3Port,
+            s3PublicUrl: opts.s3PublicUrl,
             dataDir: opts.dataDir,
             workers: opts.workers,
             store: opts.store,
@@ -287,6 +310,8 @@ export function register(program: Command): void {
             storeUrl: config.store,
             host: config.host,
             port,
+            s3Port: config.s3Port === undefined ? defaultS3Port(port) : config.s3Port,
+            s3PublicUrl: config.s3PublicUrl,
             driver,
             singleUser: isolation.singleUser,
             apiKeys: [admin.key],
@@ -318,7 +343,7 @@ export function register(program: Command): void {
               // the user needs, and it follows.
             }
           }
-          throw listenError(err, config.host, port);
+          throw err instanceof S3ListenError ? s3ListenError(err, config.host) : listenError(err, config.host, port);
         }
         log.info(`svc service listening (data in ${config.store ? `${redactStoreUrl(config.store)} and ${dataDir}` : dataDir}, workers: ${isolation.line})`);
         // Where tenants' webhooks may go (docs/security.md, "Webhooks stay outside").
@@ -337,6 +362,11 @@ export function register(program: Command): void {
         else if (admin.source === "file") log.info(`admin API key: ${admin.file}`);
         else log.info("admin API key: SVC_API_KEY");
         log.info(`web console: ${service.url}/console/`);
+        log.info(
+          service.s3
+            ? `S3 API: ${service.s3.url} (path-style; also under ${service.url}/s3 for clients configured with it)`
+            : `S3 API: ${service.url}/s3 only (--s3-port gives it an origin of its own, apart from the console)`,
+        );
         if (tracesUrl) log.info(`traces: OTLP/HTTP to ${tracesUrl}`);
         process.stdout.write(`${service.url}\n`);
 

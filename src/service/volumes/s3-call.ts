@@ -6,6 +6,8 @@ import type { Principal } from "../keys/auth.js";
 import type { SecretBox } from "../secrets/box.js";
 import type { ManagementStore, VolumeRecord } from "../management/store.js";
 import { volumeDir } from "../management/context.js";
+import type { VolumeKeyRecord } from "./key-store.js";
+import { keyBinding } from "./keys.js";
 import type { VolumeKeyStore } from "./key-store.js";
 import { S3Error } from "./s3-errors.js";
 import type { SignatureClaim } from "./sigv4.js";
@@ -14,6 +16,8 @@ import { VolumeFs, type PendingFile } from "./volume-fs.js";
 import type { VolumeUsage } from "./usage.js";
 
 const MAX_XML_BODY = 2 * 1024 * 1024;
+/** S3's own bound on one PutObject (larger objects go up in parts). */
+export const MAX_PUT_BYTES = 5 * 1024 ** 3;
 
 export interface S3Deps {
   dataDir: string;
@@ -25,6 +29,8 @@ export interface S3Deps {
   usage: VolumeUsage;
   log(message: string): void;
   now?(): number;
+  /** The S3 API's own origin (`http://host:port`), when it listens on one: named in refusals on the shared origin. */
+  ownOrigin?: string;
 }
 
 /** Who a request acts as, and what it may do. */
@@ -48,6 +54,8 @@ export interface S3Call {
   key: string;
   requestId: string;
   deps: S3Deps;
+  /** Served on the console's and job API's origin (under /s3) rather than the S3 API's own. */
+  sharedOrigin: boolean;
 }
 
 /** The caller's volume named by a bucket: NoSuchBucket when none is, AccessDenied when another user's. */
@@ -112,4 +120,26 @@ export async function xmlBody(call: S3Call): Promise<string> {
   }
   payload.verify();
   return Buffer.concat(parts).toString("utf8");
+}
+
+/**
+ * An access key that may sign requests, and its secret: InvalidAccessKeyId when unknown, revoked (unless
+ * `revokedServes` says this request may still use it) or unopenable.
+ */
+export async function openAccessKey(
+  deps: S3Deps,
+  accessKeyId: string,
+  revokedServes: (record: VolumeKeyRecord) => boolean = () => false,
+): Promise<{ record: VolumeKeyRecord; secret: string }> {
+  const record = await deps.keys.key(accessKeyId);
+  if (!record || (record.revokedAt !== null && !revokedServes(record)))
+    throw new S3Error("InvalidAccessKeyId", "The access key ID you provided does not exist in our records.", { fields: { AWSAccessKeyId: accessKeyId } });
+  const secret = deps.box.open(record.sealed, record.keyId, keyBinding(record));
+  if (secret === undefined) {
+    deps.log(
+      `volume access key ${record.id} of user ${record.userId} cannot be opened: the secrets key it was sealed with (id ${record.keyId}) is not configured`,
+    );
+    throw new S3Error("InvalidAccessKeyId", "This access key cannot be used on this service any more: create another");
+  }
+  return { record, secret };
 }

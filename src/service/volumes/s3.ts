@@ -1,17 +1,20 @@
-// The S3-compatible API on network volumes, on the service's own port under /s3 (path-style addressing):
+// The S3-compatible API on network volumes (path-style addressing). It listens on an origin of its own (the
+// `svc server --s3-port` listener: paths at the root, what every S3 client can address), and, for clients made
+// before that, under /s3 of the service's own port (the console's and the job API's origin):
 //
-//   GET    /s3                                    ListBuckets (the caller's volumes)
-//   HEAD   /s3/{volumeId}                         HeadBucket
-//   GET    /s3/{volumeId}?list-type=2             ListObjectsV2 (and ListObjects without list-type)
-//   GET    /s3/{volumeId}?location                GetBucketLocation
-//   POST   /s3/{volumeId}?delete                  DeleteObjects
-//   GET    /s3/{volumeId}/{key}                   GetObject (Range), HEAD: HeadObject
-//   PUT    /s3/{volumeId}/{key}                   PutObject; with x-amz-copy-source: CopyObject
-//   DELETE /s3/{volumeId}/{key}                   DeleteObject
-//   POST   /s3/{volumeId}/{key}?uploads           CreateMultipartUpload
-//   PUT    /s3/{volumeId}/{key}?partNumber&uploadId   UploadPart
-//   POST   /s3/{volumeId}/{key}?uploadId          CompleteMultipartUpload
-//   DELETE /s3/{volumeId}/{key}?uploadId          AbortMultipartUpload
+//   GET    /                                ListBuckets (the caller's volumes)
+//   HEAD   /{volumeId}                      HeadBucket; PUT: CreateBucket of a volume the caller has (200)
+//   GET    /{volumeId}?list-type=2          ListObjectsV2 (and ListObjects without list-type)
+//   GET    /{volumeId}?location             GetBucketLocation
+//   POST   /{volumeId}?delete               DeleteObjects
+//   POST   /{volumeId} (multipart/form-data)   POST Object: a browser upload under a signed policy (s3-post.ts)
+//   GET    /{volumeId}/{key}                GetObject (Range), HEAD: HeadObject
+//   PUT    /{volumeId}/{key}                PutObject; with x-amz-copy-source: CopyObject
+//   DELETE /{volumeId}/{key}                DeleteObject
+//   POST   /{volumeId}/{key}?uploads        CreateMultipartUpload
+//   PUT    /{volumeId}/{key}?partNumber&uploadId   UploadPart
+//   POST   /{volumeId}/{key}?uploadId       CompleteMultipartUpload
+//   DELETE /{volumeId}/{key}?uploadId       AbortMultipartUpload
 //
 // A bucket is a network volume (by id); an object is a file of its directory (volume-fs.ts). Callers sign with
 // AWS Signature Version 4 using a volume access key (key-routes.ts), or send their svc API key as a bearer token
@@ -23,24 +26,36 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { pipeline } from "node:stream/promises";
 import type { Principal } from "../keys/auth.js";
 import { volumeDir } from "../management/context.js";
-import { keyBinding } from "./keys.js";
 import { presignedReadOutlivesRevocation } from "./worker-bucket.js";
 import { errorXml, S3Error } from "./s3-errors.js";
 import { parseDelete, xmlDocument, xmlFields } from "./s3-xml.js";
 import { checkTime, parseQuery, readSignature, verifySignature } from "./sigv4.js";
+import { readV2Query, verifyV2 } from "./sigv2.js";
 import { requestPayload } from "./payload.js";
 import { keySegments } from "./volume-fs.js";
 import { abortUpload, completeUpload, createUpload, uploadPart } from "./s3-multipart.js";
-import { bucketVolume, sendXml, sizedPayload, volumeFs, writePayload, xmlBody, type S3Call, type S3Caller, type S3Deps } from "./s3-call.js";
+import {
+  bucketVolume,
+  MAX_PUT_BYTES,
+  openAccessKey,
+  sendXml,
+  sizedPayload,
+  volumeFs,
+  writePayload,
+  xmlBody,
+  type S3Call,
+  type S3Caller,
+  type S3Deps,
+} from "./s3-call.js";
+import { isPostUpload, postUpload } from "./s3-post.js";
 import { asError, errorMessage, errorStack } from "../../errors.js";
 
 export type { S3Deps } from "./s3-call.js";
+export { MAX_PUT_BYTES } from "./s3-call.js";
 
 export const S3_PREFIX = "/s3";
 /** The region the API names in its answers; a signature for any region is accepted (clients need one). */
 export const S3_REGION = "us-east-1";
-/** S3's own bound on one PutObject (larger objects go up in parts). */
-export const MAX_PUT_BYTES = 5 * 1024 ** 3;
 
 /** Whether a request target belongs to the S3 API. Pure. */
 export function isS3Target(url: string | undefined): boolean {
@@ -65,17 +80,21 @@ function apiKeyCaller(p: Principal): S3Caller {
 export class VolumeS3 {
   constructor(private readonly deps: S3Deps) {}
 
-  async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /**
+   * Answer one request. `sharedOrigin`: it came to the service's own port under /s3 (the console's origin), where
+   * nothing may be asked to become active content; else to the S3 API's own listener, paths at the root.
+   */
+  async serve(req: IncomingMessage, res: ServerResponse, sharedOrigin: boolean): Promise<void> {
     const requestId = randomBytes(8).toString("hex").toUpperCase();
     res.setHeader("x-amz-request-id", requestId);
-    const raw = req.url ?? S3_PREFIX;
+    const prefix = sharedOrigin ? S3_PREFIX : "";
+    const raw = req.url ?? "/";
     const at = raw.indexOf("?");
     const rawPath = at < 0 ? raw : raw.slice(0, at);
     const rawQuery = at < 0 ? "" : raw.slice(at + 1);
-    const resource = rawPath.slice(S3_PREFIX.length) || "/";
+    const resource = rawPath.slice(prefix.length) || "/";
     try {
       const query = parseQuery(rawQuery);
-      const caller = await this.authenticate(req, rawPath, rawQuery, query);
       const [bucketPart = "", ...keyParts] = resource.replace(/^\//, "").split("/");
       let bucket: string;
       let key: string;
@@ -85,8 +104,12 @@ export class VolumeS3 {
       } catch {
         throw new S3Error("InvalidArgument", "The request path is not valid percent-encoding");
       }
-      const call: S3Call = { req, res, method: req.method ?? "GET", query, caller, bucket, key, requestId, deps: this.deps };
-      await route(call);
+      const method = req.method ?? "GET";
+      const base = { req, res, method, query, bucket, requestId, deps: this.deps, sharedOrigin };
+      // A browser's form upload carries its signature in the form, not the request.
+      if (isPostUpload(method, key, req.headers["content-type"])) return await postUpload(base, this.publicBase(req, prefix));
+      const caller = await this.authenticate(req, rawPath, rawQuery, query);
+      await route({ ...base, caller, key });
     } catch (err) {
       // A body the answer did not read is drained, so the client sees the error rather than a reset.
       if (!req.readableEnded) req.resume();
@@ -101,6 +124,11 @@ export class VolumeS3 {
     }
   }
 
+  /** Where this request reached the API (its Host), for the Location of an upload's answer. */
+  private publicBase(req: IncomingMessage, prefix: string): string {
+    return `http://${req.headers.host ?? "localhost"}${prefix}`;
+  }
+
   private async authenticate(req: IncomingMessage, rawPath: string, rawQuery: string, query: Record<string, string | string[]>): Promise<S3Caller> {
     const authorization = req.headers.authorization;
     if (authorization?.startsWith("Bearer ")) {
@@ -109,23 +137,22 @@ export class VolumeS3 {
       return apiKeyCaller(principal);
     }
     const parts = { method: req.method ?? "GET", rawPath, rawQuery, headers: req.headers };
+    // Version 2 presigned URLs (boto3 makes them by default for us-east-1): the payload is never signed.
+    const v2 = readV2Query(query, req.headers);
+    if (v2) {
+      const { record, secret } = await openAccessKey(this.deps, v2.accessKeyId);
+      verifyV2(parts, v2, secret, this.deps.now?.() ?? Date.now());
+      return { userId: record.userId, readOnly: record.readOnly, volumeIds: record.volumeIds };
+    }
     const claim = readSignature(parts, query);
     if (!claim) throw new S3Error("AccessDenied", "Anonymous requests are not served: sign with a volume access key (svc volume keys create)");
-    const record = await this.deps.keys.key(claim.accessKeyId);
     // A worker's key keeps serving the links it presigned while it ran (worker-bucket.ts); nothing else.
-    const outlives = record !== undefined && presignedReadOutlivesRevocation(record, claim, parts.method);
-    if (!record || (record.revokedAt !== null && !outlives))
-      throw new S3Error("InvalidAccessKeyId", "The access key ID you provided does not exist in our records.", {
-        fields: { AWSAccessKeyId: claim.accessKeyId },
-      });
+    let outlives = false;
+    const { record, secret } = await openAccessKey(this.deps, claim.accessKeyId, (revoked) => {
+      outlives = presignedReadOutlivesRevocation(revoked, claim, parts.method);
+      return outlives;
+    });
     checkTime(claim, this.deps.now?.() ?? Date.now());
-    const secret = this.deps.box.open(record.sealed, record.keyId, keyBinding(record));
-    if (secret === undefined) {
-      this.deps.log(
-        `volume access key ${record.id} of user ${record.userId} cannot be opened: the secrets key it was sealed with (id ${record.keyId}) is not configured`,
-      );
-      throw new S3Error("InvalidAccessKeyId", "This access key cannot be used on this service any more: create another");
-    }
     const signingKey = await verifySignature(parts, query, claim, secret);
     return { userId: record.userId, readOnly: record.readOnly || outlives, volumeIds: record.volumeIds, claim, signingKey };
   }
@@ -152,10 +179,7 @@ async function route(call: S3Call): Promise<void> {
       throw new S3Error("NotImplemented", "This bucket operation is not supported");
     if (method === "GET") return listObjects(call);
     if (method === "POST" && has("delete")) return deleteObjects(call);
-    if (method === "PUT") {
-      bucketVolume(call, bucket, false);
-      throw new S3Error("NotImplemented", "Buckets are network volumes: create them with the management API (svc volume create)");
-    }
+    if (method === "PUT") return createBucket(call);
     if (method === "DELETE") throw new S3Error("NotImplemented", "Buckets are network volumes: delete them with the management API (svc volume delete)");
     throw new S3Error("MethodNotAllowed", `${method} is not allowed on a bucket`);
   }
@@ -208,6 +232,21 @@ async function listBuckets(call: S3Call): Promise<void> {
       ])}</Owner><Buckets>${buckets}</Buckets>`,
     ),
   );
+}
+
+/**
+ * CreateBucket of a volume the caller already has: 200, as S3 answers it in us-east-1 for a bucket you own
+ * (clients such as rclone create the bucket before their first upload). A new bucket is a new volume, made
+ * with the management API.
+ */
+async function createBucket(call: S3Call): Promise<void> {
+  call.req.resume();
+  const volume = /^vol[0-9a-f]{12}$/.test(call.bucket) ? call.deps.volumes.volume(call.bucket) : undefined;
+  if (!volume)
+    throw new S3Error("NotImplemented", "Buckets are network volumes: create them with the management API (svc volume create), then use the volume's id");
+  bucketVolume(call, call.bucket, false);
+  call.res.writeHead(200, { location: `/${volume.id}` });
+  call.res.end();
 }
 
 async function headBucket(call: S3Call): Promise<void> {
@@ -342,9 +381,35 @@ export function parseRange(header: string | undefined, size: number): { start: n
 const INLINE_SAFE =
   /^(image\/(png|jpeg|gif|webp|avif|bmp)|text\/plain|text\/csv|application\/json|application\/octet-stream|audio\/[\w.+-]+|video\/[\w.+-]+)(\s*;.*)?$/i;
 
-/** The headers of an object's answer: what the query asks, within what keeps the object inert in a browser. Pure. */
-export function objectHeaders(stat: { size: number; mtimeMs: number; etag: string }, query: Record<string, string | string[]>): Record<string, string> {
+/**
+ * Types a browser may run or render as a document of the origin that serves them (HTML, XHTML, SVG, XML, XSL,
+ * scripts, PDF, multipart streams, Flash, WebAssembly), and anything that is not a plain `type/subtype`, which a
+ * browser may sniff. Pure.
+ */
+export function activeContentType(type: string): boolean {
+  const essence = type.split(";")[0]!.trim().toLowerCase();
+  if (!/^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/.test(essence)) return true;
+  return /html|xml|xsl|script|svg|pdf|multipart\/|flash|wasm|manifest/.test(essence);
+}
+
+/**
+ * The headers of an object's answer: what the query asks, within what keeps the object inert in a browser. On
+ * the shared origin (the console's), a `response-content-type` of an active type is refused outright. Pure.
+ */
+export function objectHeaders(
+  stat: { size: number; mtimeMs: number; etag: string },
+  query: Record<string, string | string[]>,
+  sharedOrigin = false,
+  ownOrigin?: string,
+): Record<string, string> {
   const type = q1(query, "response-content-type") ?? "application/octet-stream";
+  if (sharedOrigin && activeContentType(type)) {
+    throw new S3Error(
+      "InvalidArgument",
+      `response-content-type ${JSON.stringify(type)} is not served under /s3 of the console's origin, where it could run as a page: ${ownOrigin ? `use the S3 API's own address, ${ownOrigin}` : "ask for another type"}`,
+      { fields: { ArgumentName: "response-content-type", ArgumentValue: type } },
+    );
+  }
   const disposition = q1(query, "response-content-disposition");
   const inline = INLINE_SAFE.test(type.trim());
   return {
@@ -380,7 +445,7 @@ async function getObject(call: S3Call, head: boolean): Promise<void> {
   const { handle, stat } = opened;
   try {
     const range = parseRange(call.req.headers.range, stat.size);
-    const headers = objectHeaders(stat, call.query);
+    const headers = objectHeaders(stat, call.query, call.sharedOrigin, call.deps.ownOrigin);
     if (head && !range) {
       call.res.writeHead(200, { ...headers, "content-length": String(stat.size) });
       call.res.end();

@@ -99,7 +99,7 @@ export function parseQuery(rawQuery: string): Record<string, string | string[]> 
   return query;
 }
 
-function credentialParts(credential: string, form: string): { accessKeyId: string; shortDate: string; region: string; service: string } {
+export function credentialParts(credential: string, form: string): { accessKeyId: string; shortDate: string; region: string; service: string } {
   const parts = credential.split("/");
   if (parts.length !== 5 || parts[4] !== "aws4_request" || !parts[0]) {
     throw new S3Error("AuthorizationHeaderMalformed", `The ${form} credential is not <access key id>/<date>/<region>/s3/aws4_request`);
@@ -337,4 +337,13 @@ export async function presignGet(url: string, key: { accessKeyId: string; secret
     .map(([name, value]) => `${encodeURIComponent(name)}=${encodeURIComponent(String(value))}`)
     .join("&");
   return `${target.origin}${target.pathname}?${query}`;
+}
+
+/**
+ * The signature of a browser-based POST upload's policy: the policy document's base64 text, signed with the
+ * signing key of the credential's date and region (S3's "POST policy", Signature Version 4). Pure.
+ */
+export async function policySignature(secretAccessKey: string, accessKeyId: string, shortDate: string, region: string, policy: string): Promise<string> {
+  const signingKey = await getSigningKey(Sha256, { accessKeyId, secretAccessKey }, shortDate, region, "s3");
+  return createHmac("sha256", signingKey).update(policy, "utf8").digest("hex");
 }
