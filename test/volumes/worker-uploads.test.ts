@@ -37,6 +37,8 @@ const hasBoto3 = (() => {
 let dir: string;
 let service: Service;
 let publicUrl: string;
+/** The S3 API's own origin, as clients reach it (on the public host). */
+let s3Url: string;
 /** Where the service listens, the address its workers are given. */
 let listenUrl: string;
 let uploader: DeployedEndpoint;
@@ -71,6 +73,7 @@ beforeAll(async () => {
     leaseMs: 15_000,
     heartbeatMs: 1000,
   });
+  s3Url = service.s3!.url;
   const create = async (name: string) =>
     (await call(`${service.url}/v2/network-volumes`, { key: KEY, body: { name, size: 10, dataCenter: "local" } })).body.id as string;
   volume = await create("uploads");
@@ -139,20 +142,20 @@ it.skipIf(!hasBoto3)(
   async () => {
     image = await uploadJob("image", 200_000);
     // The worker's endpoint is its volume under the public address; the helper's bucket (the month) is a folder in it.
-    expect(image.given.endpointUrl).toBe(`${publicUrl}/s3/${volume}`);
+    expect(image.given.endpointUrl).toBe(`${s3Url}/${volume}`);
     expect(image.given.accessKeyId).toMatch(/^SVCW[A-Z2-7]{16}$/);
     expect(image.bucket).toMatch(/^\d\d-\d\d$/);
     expect(image.key).toMatch(new RegExp(`^${image.id}/[0-9a-f]{8}\\.png$`));
     const onVolume = readFileSync(join(dir, "data", "volumes", volume, image.bucket, image.key));
     expect(sha256(onVolume)).toBe(image.sha256);
     // Signed for the public host, which is where a client fetches it: plain HTTP, no credentials.
-    expect(image.url.startsWith(`${publicUrl}/s3/${volume}/${image.bucket}/${image.key}?X-Amz-Algorithm=AWS4-HMAC-SHA256&`)).toBe(true);
+    expect(image.url.startsWith(`${s3Url}/${volume}/${image.bucket}/${image.key}?X-Amz-Algorithm=AWS4-HMAC-SHA256&`)).toBe(true);
     expect(image.url).toContain("X-Amz-Expires=604800");
     const got = await fetch(image.url);
     expect(got.status).toBe(200);
     expect(sha256(new Uint8Array(await got.arrayBuffer()))).toBe(image.sha256);
     // The same URL asked of the workers' address is another host than it was signed for.
-    const internal = await fetch(image.url.replace(publicUrl, listenUrl));
+    const internal = await fetch(image.url.replace(s3Url, s3Url.replace("localhost", "127.0.0.1")));
     expect(internal.status).toBe(403);
   },
   60_000,
@@ -180,7 +183,7 @@ it.skipIf(!hasBoto3)(
     expect(await s3Outcome(s3.send(new PutObjectCommand({ Bucket: elsewhere, Key: "x.txt", Body: "no" })))).toEqual({ status: 403, code: "AccessDenied" });
     expect(await s3Outcome(s3.send(new ListObjectsV2Command({ Bucket: elsewhere })))).toEqual({ status: 403, code: "AccessDenied" });
     // A URL presigned for the other volume's object is refused too.
-    expect((await fetch(presign({ ...given, endpointUrl: `${publicUrl}/s3` }, elsewhere, "x.txt"))).status).toBe(403);
+    expect((await fetch(presign({ ...given, endpointUrl: s3Url }, elsewhere, "x.txt"))).status).toBe(403);
   },
   30_000,
 );
@@ -241,7 +244,7 @@ it.skipIf(!hasBoto3)(
       key: `outputs/${run.body.id}.json`,
     });
     expect(Object.keys(record.output)).toEqual(["largeOutput"]);
-    expect(link.url.startsWith(`${publicUrl}/s3/${volume}/outputs/${run.body.id}.json?X-Amz-Algorithm=AWS4-HMAC-SHA256&`)).toBe(true);
+    expect(link.url.startsWith(`${s3Url}/${volume}/outputs/${run.body.id}.json?X-Amz-Algorithm=AWS4-HMAC-SHA256&`)).toBe(true);
     expect(Date.parse(link.expiresAt) - Date.now()).toBeGreaterThan(6.9 * 24 * 3600 * 1000);
     const got = await fetch(link.url);
     expect(got.status).toBe(200);
