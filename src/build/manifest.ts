@@ -104,6 +104,7 @@ function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[],
     ...(c.secrets.length > 0 ? { secrets: [...c.secrets] } : {}),
     ...(codeHash ? { codeHash } : {}),
     ...(c.snapshot ? { snapshot: true } : {}),
+    ...(c.models.length > 0 ? { models: [...c.models] } : {}),
     ...(c.scaler ? { scaler: { type: c.scaler.type, value: c.scaler.value } } : {}),
     handler: handlerPath(endpoint.name),
   };

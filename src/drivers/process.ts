@@ -31,6 +31,7 @@ import {
   runDirSocket,
   SANDBOX_CODE_DIR,
   SANDBOX_VOLUME_DIR,
+  SANDBOX_MODELS_DIR,
   type CgroupLimits,
   type NoSandbox,
   type Sandbox,
@@ -529,6 +530,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       const env = workerEnvironment(launch, hostEnv(), {
         artifactDir: dir,
         volumePath: launch.volumePath,
+        modelCache: launch.modelCache,
         parentPid: process.pid,
         lbSocket: localSocket,
         http,
@@ -658,8 +660,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   async function startSandboxed(launch: WorkerLaunch, dir: string, http: WorkerPlacement["http"], address: string | undefined): Promise<WorkerHandle> {
     const s = sandbox!;
     const { limits, tmpBytes } = workerLimits(launch, s.defaults);
-    // A pooled sandbox has no volume and no GPU devices bound in: such workers get a sandbox of their own.
-    const ownMounts = launch.volumePath !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
+    // A pooled sandbox has no volume, no model cache and no GPU devices bound in: such workers get a sandbox of their own.
+    const ownMounts = launch.volumePath !== undefined || launch.modelCache !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
     const pooled = launch.image || ownMounts ? undefined : await takePooled();
     // Its run directory (bound at /svc/run): a pooled runtime's own, or one made for it.
     const runDir = pooled?.sandboxed?.runDir ?? (socketsWanted(launch) ? runDirFor(launch.workerId) : undefined);
@@ -668,6 +670,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     const env = workerEnvironment(launch, hostEnv(), {
       artifactDir: SANDBOX_CODE_DIR,
       volumePath: launch.volumePath ? SANDBOX_VOLUME_DIR : undefined,
+      modelCache: launch.modelCache ? SANDBOX_MODELS_DIR : undefined,
       // Its parent is not visible from its pid namespace: it is orphaned when the service stays unreachable.
       orphanWhenUnreachable: true,
       lbSocket: localSocket ? socket!.inside : undefined,
@@ -698,6 +701,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           entry,
           codeDir: dir,
           volumeDir: launch.volumePath,
+          modelsDir: launch.modelCache,
           runDir,
           env,
           name: launch.workerId,

@@ -4,6 +4,7 @@
 
 import { unknownGpuIdMessage } from "./gpus/pools.js";
 import { reservedEnvName } from "./env-policy.js";
+import { modelsProblems, normalizeModels } from "./models.js";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 export const HTTP_METHODS: readonly HttpMethod[] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
@@ -46,6 +47,12 @@ export interface EndpointConfig {
    * hook) instead of running it again (process driver with CRIU; CPU endpoints). docs/cold-start.md, "Snapshots".
    */
   snapshot?: boolean;
+  /**
+   * Models its workers load, each as "org/name@revision" (a branch, a tag or a commit; "org/name" alone: main):
+   * every host fetches each once from the service's model hub into its model cache, before the workers start,
+   * and mounts it read-only with HF_HOME/HF_HUB_CACHE pointing at it and HF_HUB_OFFLINE=1 (docs/models.md).
+   */
+  models?: string[];
   /**
    * When workers are added (docs/service.md, "Scaling policies"): `{ type: "QUEUE_DELAY", value: 4 }` adds one
    * once a job has waited more than 4 s; `{ type: "REQUEST_COUNT", value: 4 }` keeps one per 4 jobs queued or
@@ -94,6 +101,7 @@ export const CONFIG_KEYS = [
   "retries",
   "retryBackoff",
   "snapshot",
+  "models",
   "scaler",
 ] as const;
 
@@ -156,6 +164,8 @@ export interface NormalizedConfig {
   /** Absent: the default backoff (DEFAULTS.retryBackoff). */
   retryBackoff?: NormalizedBackoff;
   snapshot: boolean;
+  /** The models its workers find in the host's model cache, "org/name@revision" each (docs/models.md). */
+  models: string[];
   /** Absent: the default (one worker per maxConcurrency jobs). */
   scaler?: ScalingPolicy;
 }
@@ -309,6 +319,7 @@ export function configProblems(config: unknown): string[] {
   intRange("retries", 0, LIMITS.retriesMax);
   if (c.retryBackoff !== undefined) problems.push(...retryBackoffProblems(c.retryBackoff));
   if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push('"snapshot" must be true or false');
+  if (c.models !== undefined) problems.push(...modelsProblems(c.models));
   if (c.scaler !== undefined) problems.push(...scalingPolicyProblems(c.scaler));
   return problems;
 }
@@ -344,6 +355,7 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     retries: config.retries ?? DEFAULTS.retries,
     ...(config.retryBackoff ? { retryBackoff: normalizeBackoff(config.retryBackoff) } : {}),
     snapshot: config.snapshot === true,
+    models: normalizeModels(config.models ?? []),
     ...(config.scaler ? { scaler: { type: config.scaler.type, value: config.scaler.value } } : {}),
   };
 }

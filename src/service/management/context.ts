@@ -25,7 +25,9 @@ export interface ManagementDeps {
   engine: Pick<JobEngine, "write" | "appendLogs" | "dropEndpoint">;
   /** The endpoints served: REST endpoints are written here, deployed ones read. */
   endpoints: Pick<EndpointRegistry, "get" | "values" | "upsert" | "remove">;
-  scaler(): Pick<Scaler, "runsImages" | "pullsImages" | "driverName" | "hasImage" | "checkImage" | "workerGpus" | "gpuWait" | "reconcile"> | undefined;
+  scaler():
+    | Pick<Scaler, "runsImages" | "pullsImages" | "driverName" | "hasImage" | "checkImage" | "workerGpus" | "gpuWait" | "modelWait" | "reconcile">
+    | undefined;
   startFailures: Pick<StartFailures, "unhealthy" | "last">;
   /** A revoked key is forgotten at once, not when its cached principal expires. */
   keyring: Pick<KeyRing, "forget">;

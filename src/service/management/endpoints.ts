@@ -28,7 +28,7 @@ import { reservedEnvProblems } from "svc/internal";
 import type { RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
 import type { PingCheck } from "../lb/ping.js";
 import { lbEndpointUrl } from "../lb/address.js";
-import { gpuTypeIdProblems } from "svc/internal";
+import { gpuTypeIdProblems, modelsProblems, normalizeModels } from "svc/internal";
 import type { GpuRequest } from "../../gpus/allocate.js";
 import { gpuWaitMessage } from "../../gpus/host.js";
 
@@ -115,6 +115,7 @@ export function planEndpointSpec(
     scalerType: b.scalerType ?? before?.scalerType ?? ENDPOINT_DEFAULTS.scalerType,
     scalerValue: b.scalerValue ?? before?.scalerValue ?? ENDPOINT_DEFAULTS.scalerValue,
     type: b.type ?? before?.type ?? "queue",
+    models: b.models ?? before?.models ?? [],
   };
   const template = lookup.template(spec.templateId);
   if (!template) errors.push(`$.templateId: no template "${spec.templateId}"`);
@@ -124,6 +125,11 @@ export function planEndpointSpec(
     );
   }
   if (b.env !== undefined) errors.push(...reservedEnvProblems(Object.keys(b.env), "$.env."));
+  if (b.models !== undefined) {
+    const problems = modelsProblems(b.models, "$.models");
+    errors.push(...problems);
+    if (problems.length === 0) spec.models = normalizeModels(b.models);
+  }
   if (spec.networkVolumeId !== null && !lookup.volume(spec.networkVolumeId)) errors.push(`$.networkVolumeId: no network volume "${spec.networkVolumeId}"`);
   if (spec.workersMin > spec.workersMax) errors.push(`$.workersMin: must not exceed workersMax (${spec.workersMax})`);
   if (spec.computeType === "CPU" && spec.gpuTypeIds.length > 0) errors.push("$.gpuTypeIds: must be empty for a CPU endpoint");
@@ -133,7 +139,8 @@ export function planEndpointSpec(
 
 /** Whether an update must restart the endpoint's active workers (what they run or how many changed). Pure. */
 export function needsRestart(before: RestEndpointSpec, after: RestEndpointSpec): boolean {
-  const key = (s: RestEndpointSpec) => JSON.stringify([s.gpuTypeIds, s.gpuCount, s.workersMin, s.workersMax, s.computeType, s.templateId, s.networkVolumeId]);
+  const key = (s: RestEndpointSpec) =>
+    JSON.stringify([s.gpuTypeIds, s.gpuCount, s.workersMin, s.workersMax, s.computeType, s.templateId, s.networkVolumeId, s.models ?? []]);
   return key(before) !== key(after);
 }
 
@@ -209,7 +216,17 @@ export function planEndpointRow(input: {
   const runnable = reasons.length === 0;
   const source = code?.resource;
   const revision = createHash("sha256")
-    .update(JSON.stringify([input.generation, code?.artifactPath ?? "", source?.handler ?? "", template?.imageName ?? "", allocated, runnable]))
+    .update(
+      JSON.stringify([
+        input.generation,
+        code?.artifactPath ?? "",
+        source?.handler ?? "",
+        template?.imageName ?? "",
+        allocated,
+        runnable,
+        ...((spec.models ?? []).length > 0 ? [spec.models] : []),
+      ]),
+    )
     .digest("hex")
     .slice(0, 16);
   const row: EndpointRow = {
@@ -241,6 +258,7 @@ export function planEndpointRow(input: {
       retries: source?.retries ?? 1,
       ...(source?.retryBackoff ? { retryBackoff: source.retryBackoff } : {}),
       volume: spec.networkVolumeId,
+      ...((spec.models ?? []).length > 0 ? { models: [...spec.models!] } : {}),
       // The policy the endpoint shows is the one its workers scale by (load-balanced ones: docs/lb.md).
       scaler: { type: spec.scalerType, value: spec.scalerValue },
       handler: source?.handler ?? "",
@@ -351,6 +369,7 @@ export class RestEndpoints {
     const scaler = this.ctx().scaler();
     const workers = scaler?.workerGpus(id) ?? [];
     const wait = planned.status === "READY" ? scaler?.gpuWait(id) : undefined;
+    const modelWait = planned.status === "READY" && row ? scaler?.modelWait(row) : undefined;
     return {
       id,
       ...entry.spec,
@@ -361,8 +380,9 @@ export class RestEndpoints {
       allocatedGpuType: workers.find((w) => w.gpuType)?.gpuType ?? planned.allocatedGpuType,
       ...(workers.length > 0 ? { workers } : {}),
       // Workers that wait for a free GPU: the endpoint waits, and says for what.
-      status: wait ? "WAITING" : planned.status,
-      statusReason: wait ? gpuWaitMessage(wait) : planned.statusReason,
+      // Workers that wait for a free GPU or for the models it names: the endpoint waits, and says for what.
+      status: wait || modelWait ? "WAITING" : planned.status,
+      statusReason: modelWait ?? (wait ? gpuWaitMessage(wait) : planned.statusReason),
       ...(ping ? { ping } : {}),
       createdAt: row?.createdAt ?? planned.row.createdAt,
       updatedAt: row?.updatedAt ?? planned.row.updatedAt,
@@ -489,6 +509,7 @@ export function deployedEndpointRecord(row: EndpointRow, serviceUrl: string) {
     executionTimeoutMs: r.executionTimeoutMs,
     env: r.env,
     networkVolumeId: r.volume,
+    models: r.models ?? [],
     status: "READY" as const,
     statusReason: null,
     createdAt: row.createdAt,
@@ -521,9 +542,13 @@ function deployedGpuState(ctx: ManagementDeps, id: string) {
   const scaler = ctx.scaler();
   const workers = scaler?.workerGpus(id) ?? [];
   const wait = scaler?.gpuWait(id);
+  const row = ctx.endpoints.get(id);
+  const modelWait = row ? scaler?.modelWait(row) : undefined;
   return {
     ...(workers.length > 0 ? { allocatedGpuType: workers.find((w) => w.gpuType)?.gpuType ?? null, workers } : {}),
     ...(wait ? { status: "WAITING" as const, statusReason: gpuWaitMessage(wait) } : {}),
+    // Its models being fetched (or failed): said before a GPU wait, which follows it.
+    ...(modelWait ? { status: "WAITING" as const, statusReason: modelWait } : {}),
   };
 }
 
