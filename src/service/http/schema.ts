@@ -133,7 +133,7 @@ export const SCHEMAS = {
       models: {
         type: "array",
         maxItems: 32,
-        items: { type: "string", minLength: 3, maxLength: 300 },
+        items: { type: "string", minLength: 3, maxLength: 300, examples: ["openai-community/gpt2@main"] },
         description:
           'Models its workers load, each "org/name@revision" (a branch, tag or commit; "org/name": main): fetched once per host from the service\'s model hub before workers start, mounted read-only with HF_HOME/HF_HUB_CACHE set and HF_HUB_OFFLINE=1 (docs/models.md)',
       },
@@ -171,7 +171,7 @@ export const SCHEMAS = {
       models: {
         type: "array",
         maxItems: 32,
-        items: { type: "string", minLength: 3, maxLength: 300 },
+        items: { type: "string", minLength: 3, maxLength: 300, examples: ["openai-community/gpt2@main"] },
         description:
           'Models its workers load, each "org/name@revision" (a branch, tag or commit; "org/name": main): fetched once per host from the service\'s model hub before workers start, mounted read-only with HF_HOME/HF_HUB_CACHE set and HF_HUB_OFFLINE=1 (docs/models.md)',
       },
