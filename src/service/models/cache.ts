@@ -8,6 +8,7 @@
 import { createHash, type Hash } from "node:crypto";
 import {
   createReadStream,
+  createWriteStream,
   existsSync,
   mkdirSync,
   readFileSync,
@@ -21,9 +22,9 @@ import {
   writeFileSync,
   chmodSync,
 } from "node:fs";
-import { open } from "node:fs/promises";
+import { pipeline } from "node:stream/promises";
 import { dirname, join } from "node:path";
-import { Readable } from "node:stream";
+import { Readable, Transform } from "node:stream";
 import { parseModelRef, type ModelRef } from "svc/internal";
 import { errorMessage } from "../../errors.js";
 import { planEviction, type CachedModel } from "./eviction.js";
@@ -321,21 +322,27 @@ export class ModelCache {
     // The hub ignored the Range: start over.
     if (!resumed) start = 0;
     if (start > 0) await hashPrefix(partial, start, hash);
-    const out = await open(partial, start > 0 ? "a" : "w", 0o644);
     let received = start;
-    try {
-      if (start === 0) await out.truncate(0);
-      for await (const chunk of Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>)) {
-        const bytes = chunk as Buffer;
-        received += bytes.length;
-        if (received > file.size) break;
-        hash?.update(bytes);
-        await out.write(bytes);
+    let tooLong = false;
+    // Hashed and counted as it arrives, written behind it (the file's writes overlap the network's reads).
+    const count = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        received += chunk.length;
+        if (received > file.size) {
+          tooLong = true;
+          return done(null);
+        }
+        hash?.update(chunk);
         progress(received);
-      }
-    } finally {
-      await out.close();
-    }
+        done(null, chunk);
+      },
+    });
+    await pipeline(
+      Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>),
+      count,
+      createWriteStream(partial, { flags: start > 0 ? "a" : "w", mode: 0o644 }),
+    );
+    if (tooLong) received = Math.max(received, file.size + 1);
     if (received !== file.size) {
       if (received > file.size) {
         unlinkSync(partial);
