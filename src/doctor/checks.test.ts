@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createServer } from "node:net";
-import { containerIsolationFinding, portFinding } from "./checks.js";
+import { containerIsolationFinding, modelCacheFindings, portFinding } from "./checks.js";
 
 describe("portFinding", () => {
   it("a port held by the service the CLI reached on this machine is fine; held by something else, a warning", async () => {
@@ -56,5 +56,31 @@ describe("containerIsolationFinding", () => {
     });
     expect(finding.fix).toMatch(/ensure-docker\.sh/);
     expect(containerIsolationFinding(undefined, "runsc").level).toBe("info");
+  });
+});
+
+describe("modelCacheFindings", () => {
+  it("says the cache's size against its limit, each fetch under way, and each failure with what to do", () => {
+    const findings = modelCacheFindings({
+      hub: "https://hub.example",
+      usedBytes: 120e6,
+      limitBytes: 1e9,
+      models: [
+        { model: "acme/a@main", state: "ready", bytes: 120e6, inUse: 1 },
+        { model: "acme/b@main", state: "fetching", doneBytes: 50e6, totalBytes: 200e6, inUse: 0 },
+        { model: "acme/c@main", state: "failed", inUse: 0, error: { code: "unauthorized", message: "the hub refused it (401)" } },
+      ],
+    });
+    expect(findings).toEqual([
+      { check: "model cache", level: "ok", detail: "1 model(s), 120 MB of 1000 MB, from https://hub.example" },
+      { check: "model cache", level: "info", detail: "fetching model acme/b@main: 50 MB of 200 MB" },
+      {
+        check: "model cache",
+        level: "warn",
+        detail: "model acme/c@main cannot be fetched (unauthorized): the hub refused it (401)",
+        fix: "Give the service a token of the hub that may read it (SVC_MODEL_HUB_TOKEN).",
+      },
+    ]);
+    expect(modelCacheFindings({ hub: null, usedBytes: 0, limitBytes: null, models: [] })[0]!.level).toBe("info");
   });
 });
