@@ -107,6 +107,7 @@ function resourceOf(endpoint: ManifestEndpoint, dependencies: readonly string[],
     ...(c.snapshot ? { snapshot: true } : {}),
     ...(c.openaiPassthrough ? { openaiPassthrough: true } : {}),
     ...(c.largeOutputBytes !== undefined ? { largeOutputBytes: c.largeOutputBytes } : {}),
+    ...(c.models.length > 0 ? { models: [...c.models] } : {}),
     ...(c.scaler ? { scaler: { type: c.scaler.type, value: c.scaler.value } } : {}),
     // An image endpoint: its container runs the jobs with the provider's protocol; no code of the app is its.
     ...(image !== undefined ? { protocol: "provider" as const } : {}),

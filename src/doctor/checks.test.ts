@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createServer } from "node:net";
-import { containerIsolationFinding, crashLoopFindings, portFinding, sandboxFinding } from "./checks.js";
+import { containerIsolationFinding, crashLoopFindings, modelCacheFindings, portFinding, sandboxFinding } from "./checks.js";
 
 describe("portFinding", () => {
   it("a port held by the service the CLI reached on this machine is fine; held by something else, a warning", async () => {
@@ -93,5 +93,31 @@ describe("crashLoopFindings", () => {
       detail: "endpoint b (e2, shop/prod): workers keep dying: 3 in 2 min, last: exited with code 1; next start in 2 s",
     });
     expect(f!.fix).toContain("svc logs b --app shop --env prod");
+  });
+});
+
+describe("modelCacheFindings", () => {
+  it("says the cache's size against its limit, each fetch under way, and each failure with what to do", () => {
+    const findings = modelCacheFindings({
+      hub: "https://hub.example",
+      usedBytes: 120e6,
+      limitBytes: 1e9,
+      models: [
+        { model: "acme/a@main", state: "ready", bytes: 120e6, inUse: 1 },
+        { model: "acme/b@main", state: "fetching", doneBytes: 50e6, totalBytes: 200e6, inUse: 0 },
+        { model: "acme/c@main", state: "failed", inUse: 0, error: { code: "unauthorized", message: "the hub refused it (401)" } },
+      ],
+    });
+    expect(findings).toEqual([
+      { check: "model cache", level: "ok", detail: "1 model(s), 120 MB of 1000 MB, from https://hub.example" },
+      { check: "model cache", level: "info", detail: "fetching model acme/b@main: 50 MB of 200 MB" },
+      {
+        check: "model cache",
+        level: "warn",
+        detail: "model acme/c@main cannot be fetched (unauthorized): the hub refused it (401)",
+        fix: "Give the service a token of the hub that may read it (SVC_MODEL_HUB_TOKEN).",
+      },
+    ]);
+    expect(modelCacheFindings({ hub: null, usedBytes: 0, limitBytes: null, models: [] })[0]!.level).toBe("info");
   });
 });

@@ -341,3 +341,72 @@ export function snapshotFinding(problem: string | undefined): Finding {
 export function verdict(findings: Finding[]): 0 | 1 {
   return findings.some((f) => f.level === "fail") ? 1 : 0;
 }
+
+/** The host's model cache as GET /v1/models answers (service/models/routes.ts). */
+export interface ModelCacheView {
+  hub: string | null;
+  usedBytes: number;
+  limitBytes: number | null;
+  models: Array<{
+    model: string;
+    state: "ready" | "fetching" | "failed";
+    bytes?: number;
+    doneBytes?: number;
+    totalBytes?: number;
+    inUse: number;
+    error?: { code: string; message: string };
+  }>;
+}
+
+const MB = (n: number) => `${Math.round(n / 1e6)} MB`;
+
+/** What `svc doctor` says of the service's model cache: its size, each fetch under way, each that failed. Pure. */
+export function modelCacheFindings(view: ModelCacheView): Finding[] {
+  if (view.hub === null) return [{ check: "model cache", level: "info", detail: "the service starts no workers here: no model cache" }];
+  const ready = view.models.filter((m) => m.state === "ready");
+  const findings: Finding[] = [
+    {
+      check: "model cache",
+      level: "ok",
+      detail: `${ready.length} model(s), ${MB(view.usedBytes)}${view.limitBytes === null ? " (no size limit)" : ` of ${MB(view.limitBytes)}`}, from ${view.hub}`,
+    },
+  ];
+  for (const m of view.models) {
+    if (m.state === "fetching")
+      findings.push({
+        check: "model cache",
+        level: "info",
+        detail: `fetching model ${m.model}: ${m.totalBytes === undefined ? "looking it up" : `${MB(m.doneBytes ?? 0)} of ${MB(m.totalBytes)}`}`,
+      });
+    if (m.state === "failed")
+      findings.push({
+        check: "model cache",
+        level: "warn",
+        detail: `model ${m.model} cannot be fetched (${m.error?.code}): ${m.error?.message}`,
+        fix:
+          m.error?.code === "unauthorized"
+            ? "Give the service a token of the hub that may read it (SVC_MODEL_HUB_TOKEN)."
+            : m.error?.code === "not_found"
+              ? "Check the model's name and revision on the hub (or the mirror SVC_MODEL_HUB names)."
+              : "Check that the service reaches the hub (SVC_MODEL_HUB); it tries again by itself.",
+      });
+  }
+  return findings;
+}
+
+/** GET /v1/models of the service the CLI targets, as findings; none when the service cannot be asked. */
+export async function modelCacheFinding(target: { url: string; apiKey?: string }): Promise<Finding[]> {
+  if (!target.apiKey) return [];
+  try {
+    const response = await fetch(`${target.url.replace(/\/+$/, "")}/v1/models`, {
+      headers: { authorization: `Bearer ${target.apiKey}` },
+      signal: AbortSignal.timeout(5000),
+    });
+    // A service of an older version, or a key that may not read it: the service finding says what matters.
+    if (!response.ok) return [];
+    return modelCacheFindings((await response.json()) as ModelCacheView);
+  } catch {
+    // Unreachable: the service finding says so, with its fix.
+    return [];
+  }
+}

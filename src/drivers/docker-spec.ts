@@ -7,9 +7,9 @@ import { constants as osConstants } from "node:os";
 import type Docker from "dockerode";
 import { errorMessage, UserError } from "../errors.js";
 import { dockerMessage, dockerNamePart, dockerStatus, LABELS, START_ENGINE_HINT } from "./docker-engine.js";
-import { applyProtocolEnv } from "./env.js";
+import { applyProtocolEnv, modelCacheEnv } from "./env.js";
 import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
-import { ARTIFACT_MOUNT, VOLUME_MOUNT } from "./image-names.js";
+import { ARTIFACT_MOUNT, MODELS_MOUNT, VOLUME_MOUNT } from "./image-names.js";
 import { DEFAULT_CONTAINER_LIMITS, dockerConfinement, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
 import type { WorkerExit, WorkerLaunch } from "./types.js";
 
@@ -103,7 +103,13 @@ export function containerEnv(launch: WorkerLaunch, apiUrl: string, hasVolume: bo
   const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
   // A server on the container's loopback is unreachable from the host: LB workers listen on every interface.
   const http = httpPort === undefined ? undefined : { host: "0.0.0.0", port: httpPort };
-  applyProtocolEnv(env, launch, { apiUrl, artifact: ARTIFACT_MOUNT, volumePath: hasVolume ? VOLUME_MOUNT : undefined, http });
+  applyProtocolEnv(env, launch, {
+    apiUrl,
+    artifact: ARTIFACT_MOUNT,
+    volumePath: hasVolume ? VOLUME_MOUNT : undefined,
+    modelCache: launch.modelCache ? MODELS_MOUNT : undefined,
+    http,
+  });
   return Object.entries(env).map(([key, value]) => `${key}=${value}`);
 }
 
@@ -132,6 +138,7 @@ export function prebuiltImageEnv(launch: WorkerLaunch, port: number): string[] {
     SVC_ENDPOINT_NAME: launch.endpointName,
   };
   if (launch.volumeName || launch.volumePath) env.SVC_VOLUME_PATH = VOLUME_MOUNT;
+  if (launch.modelCache) Object.assign(env, modelCacheEnv(MODELS_MOUNT));
   return Object.entries(env).map(([key, value]) => `${key}=${value}`);
 }
 
@@ -162,6 +169,8 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
   else if (plan.volume) hostConfig.Mounts = [{ Type: "volume", Source: plan.volume, Target: VOLUME_MOUNT, ReadOnly: false }];
   // A provider worker finds the volume where the provider mounts it, as well as at svc's own path.
   if (hostConfig.Mounts && launch.protocol === "provider") hostConfig.Mounts.push({ ...hostConfig.Mounts[0]!, Target: PROVIDER_VOLUME_MOUNT });
+  // The host's model cache, read-only: the models the endpoint names are in it (docs/models.md).
+  if (launch.modelCache) hostConfig.Mounts = [...(hostConfig.Mounts ?? []), { Type: "bind", Source: launch.modelCache, Target: MODELS_MOUNT, ReadOnly: true }];
   if (plan.requestGpus) hostConfig.DeviceRequests = [gpuDeviceRequest(launch.gpus)];
   // Allowed per template, beyond the sandbox's default (docs/provider-workers.md).
   if (launch.shmSizeMb) hostConfig.ShmSize = launch.shmSizeMb * 1024 * 1024;

@@ -142,6 +142,16 @@ describe("containerCreateOptions", () => {
     expect(options.Env).toContain("SVC_VOLUME_PATH=/svc-volume");
   });
 
+  it("mounts the host's model cache read-only and points huggingface_hub at it, offline, whatever the endpoint's env says", () => {
+    const options = containerCreateOptions(launch({ modelCache: "/data/models", environment: { HF_HUB_OFFLINE: "0", HF_HOME: "/elsewhere" } }), plan());
+    expect(options.HostConfig?.Mounts).toEqual([{ Type: "bind", Source: "/data/models", Target: "/svc-models", ReadOnly: true }]);
+    expect(options.Env).toEqual(expect.arrayContaining(["HF_HOME=/svc-models", "HF_HUB_CACHE=/svc-models/hub", "HF_HUB_OFFLINE=1"]));
+    expect(options.Env).not.toContain("HF_HOME=/elsewhere");
+    const provider = containerCreateOptions(launch({ modelCache: "/data/models", image: "acme/worker:1", protocol: "provider" }), plan());
+    expect(provider.Env).toEqual(expect.arrayContaining(["HF_HOME=/svc-models", "HF_HUB_OFFLINE=1"]));
+    expect(containerCreateOptions(launch(), plan()).Env?.some((e) => e.startsWith("HF_"))).toBe(false);
+  });
+
   it("load-balanced workers listen on every interface at the fixed container port, published on loopback only", () => {
     expect(LB_CONTAINER_PORT).toBe(8080);
     expect(publishedPorts(launch({ loadBalanced: true }))).toEqual([{ containerPort: 8080 }]);

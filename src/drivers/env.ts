@@ -10,6 +10,8 @@ export interface WorkerPlacement {
   artifact: string;
   artifactDir?: string;
   volumePath?: string;
+  /** The model cache as the worker sees it (read-only), when the launch has one. */
+  modelCache?: string;
   parentPid?: number;
   /** Where a load-balanced worker listens (SVC_HTTP_HOST/PORT); unset: the runtime's default, loopback on any port. */
   http?: { host: string; port: number };
@@ -64,6 +66,9 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
     env.CUDA_VISIBLE_DEVICES = launch.gpus.join(",");
     env.NVIDIA_VISIBLE_DEVICES = launch.gpus.length > 0 ? launch.gpus.join(",") : "void";
   }
+  // The models it names, where huggingface_hub (transformers, diffusers...) looks, found offline. User env
+  // cannot point them elsewhere.
+  if (placement.modelCache) Object.assign(env, modelCacheEnv(placement.modelCache));
   // Only when the driver needs a reachable address: the process driver keeps the runtime's loopback default.
   if (placement.http) {
     env.SVC_HTTP_HOST = placement.http.host;
@@ -82,6 +87,14 @@ export function applyBucketEnv(env: Record<string, string | undefined>, bucket: 
   env.BUCKET_ENDPOINT_URL = bucket.endpointUrl;
   env.BUCKET_ACCESS_KEY_ID = bucket.accessKeyId;
   env.BUCKET_SECRET_ACCESS_KEY = bucket.secretAccessKey;
+}
+
+/**
+ * The variables that make huggingface_hub read the model cache mounted at `path` and never ask a hub: HF_HOME
+ * (its root), HF_HUB_CACHE (its hub/ folder, laid out as the library's own) and HF_HUB_OFFLINE. Pure.
+ */
+export function modelCacheEnv(path: string): Record<string, string> {
+  return { HF_HOME: path, HF_HUB_CACHE: `${path.replace(/\/+$/, "")}/hub`, HF_HUB_OFFLINE: "1" };
 }
 
 /** What a worker speaking the provider's protocol gets in place of svc's variables (provider-env.ts). */

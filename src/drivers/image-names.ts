@@ -20,6 +20,8 @@ export const RUNTIME_ROOT = "/opt/svc";
 export const RUNTIME_ENTRY_IN_IMAGE = `${RUNTIME_ROOT}/dist/runtime/worker.js`;
 /** Where drivers mount the endpoint's network volume (docs/worker-protocol.md). */
 export const VOLUME_MOUNT = "/svc-volume";
+/** Where a container worker finds the host's model cache, read-only (docs/models.md). */
+export const MODELS_MOUNT = "/svc-models";
 /** Where drivers mount the artifact (read-only). */
 export const ARTIFACT_MOUNT = "/svc/artifact.tar.gz";
 /** Where the image holds the host's CA certificates. */

@@ -33,6 +33,7 @@ import {
   runDirSocket,
   SANDBOX_CODE_DIR,
   SANDBOX_VOLUME_DIR,
+  SANDBOX_MODELS_DIR,
   type CgroupLimits,
   type NoSandbox,
   type Sandbox,
@@ -532,6 +533,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       const env = workerEnvironment(launch, hostEnv(), {
         artifactDir: dir,
         volumePath: launch.volumePath,
+        modelCache: launch.modelCache,
         parentPid: process.pid,
         lbSocket: localSocket,
         http,
@@ -661,8 +663,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   async function startSandboxed(launch: WorkerLaunch, dir: string, http: WorkerPlacement["http"], address: string | undefined): Promise<WorkerHandle> {
     const s = sandbox!;
     const { limits, tmpBytes, shmBytes } = workerLimits(launch, s.defaults);
-    // A pooled sandbox has no volume and no GPU devices bound in: such workers get a sandbox of their own.
-    const ownMounts = launch.volumePath !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
+    // A pooled sandbox has no volume, no model cache and no GPU devices bound in: such workers get a sandbox of their own.
+    const ownMounts = launch.volumePath !== undefined || launch.modelCache !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
     const pooled = launch.image || ownMounts ? undefined : await takePooled();
     // Its run directory (bound at /svc/run): a pooled runtime's own, or one made for it.
     const runDir = pooled?.sandboxed?.runDir ?? (socketsWanted(launch) ? runDirFor(launch.workerId) : undefined);
@@ -673,6 +675,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       artifact: SANDBOX_CODE_DIR,
       artifactDir: SANDBOX_CODE_DIR,
       volumePath: launch.volumePath ? SANDBOX_VOLUME_DIR : undefined,
+      modelCache: launch.modelCache ? SANDBOX_MODELS_DIR : undefined,
       // Its parent is not visible from its pid namespace: it is orphaned when the service stays unreachable.
       orphanWhenUnreachable: true,
       lbSocket: localSocket ? socket!.inside : undefined,
@@ -705,6 +708,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           entry,
           codeDir: dir,
           volumeDir: launch.volumePath,
+          modelsDir: launch.modelCache,
           runDir,
           env,
           name: launch.workerId,

@@ -72,6 +72,12 @@ export interface WorkerLaunch {
    * other nodes (a Swarm volume driver, a Kubernetes claim: cluster-volumes.ts).
    */
   volume?: LaunchVolume;
+  /**
+   * Host path of this host's model cache (its HF_HOME), when the endpoint names models: every model it names is
+   * there already. Drivers mount it read-only and point HF_HOME/HF_HUB_CACHE at it, with HF_HUB_OFFLINE=1
+   * (docs/models.md).
+   */
+  modelCache?: string;
   /** Name of the endpoint's network volume, when it has one (the Docker driver mounts a Docker volume of that name). */
   volumeName?: string;
   /**

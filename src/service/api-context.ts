@@ -6,6 +6,7 @@ import type { ServerResponse } from "node:http";
 import type { RouteCall as Call, RouteHandler as Handler } from "./http/router.js";
 import type { JobDeps } from "./jobs/index.js";
 import type { GpuDeps, WorkerDeps } from "./workers/index.js";
+import type { ModelsDeps } from "./models/routes.js";
 import type { ArtifactDeps } from "./artifacts/route.js";
 import type { ManagementApiDeps } from "./management/index.js";
 import type { KeyRing } from "./keys/auth.js";
@@ -33,7 +34,17 @@ import type { Tracing } from "./tracing/index.js";
 import type { MetricsDeps } from "./metrics/routes.js";
 import type { ServiceMetrics } from "./metrics/index.js";
 
-export interface ApiContext extends JobDeps, WorkerDeps, GpuDeps, ArtifactDeps, ManagementApiDeps, DeployRouteDeps, StateDeps, WebhookRouteDeps, MetricsDeps {
+export interface ApiContext
+  extends JobDeps,
+    WorkerDeps,
+    GpuDeps,
+    ArtifactDeps,
+    ManagementApiDeps,
+    DeployRouteDeps,
+    StateDeps,
+    WebhookRouteDeps,
+    MetricsDeps,
+    ModelsDeps {
   engine: JobEngine;
   keyring: KeyRing;
   /** The endpoints served: read here, changed through upsert/remove (endpoints/registry.ts). */

@@ -35,6 +35,7 @@ import { logs } from "./state-routes.js";
 import { MANAGEMENT_ROUTES } from "./management/index.js";
 import { DEPLOY_ROUTES } from "./deploy/routes.js";
 import { METRICS_ROUTES } from "./metrics/routes.js";
+import { MODEL_ROUTES } from "./models/routes.js";
 
 export type { ApiContext } from "./api-context.js";
 export { recordJson, jobClientWorkerCounts, recordParts } from "./jobs/routes.js";
@@ -58,6 +59,7 @@ export const ROUTES: readonly Row[] = [
   // A follower's lines arrive on the replica serving jobs; stored lines are read anywhere.
   { ...STATE, methods: ["GET"], pattern: "/v1/endpoints/:endpoint/logs", purpose: "read logs", jobsReplica: followsLogs, handler: logs },
   ...GPU_ROUTES,
+  ...MODEL_ROUTES,
   // Prometheus' /metrics, an endpoint's and all endpoints' recent series, usage (metrics/routes.ts).
   ...METRICS_ROUTES,
 ];

@@ -47,6 +47,10 @@ export interface ServiceSettings {
   workerEnvAllow?: string[];
   /** Where webhooks may go besides public addresses: CIDRs, addresses, host names (webhooks/address-policy.ts). */
   webhookAllow?: string[];
+  /** The Hugging Face-compatible hub models are fetched from, its token, and the model cache's size in bytes (docs/models.md). */
+  modelHub?: string;
+  modelHubToken?: string;
+  modelCacheSize?: number;
 }
 
 /** `svc server`'s configuration: the settings and where it listens, keeps its data and runs workers. */
@@ -126,6 +130,8 @@ type Kind =
   | { type: "list" }
   | { type: "envNames" }
   | { type: "webhookAllow" }
+  | { type: "url" }
+  | { type: "size" }
   | { type: "rateLimits" }
   | { type: "userQuotas" }
   | { type: "volumeDriverOptions" };
@@ -506,6 +512,22 @@ export const SETTINGS: readonly Setting[] = [
       "where webhooks may go besides public addresses: CIDRs, addresses, host names, *.domain (e.g. 10.0.0.0/8,hooks.internal); loopback, private, link-local and the service itself are refused otherwise",
   },
   {
+    key: "modelHub",
+    flag: "modelHub",
+    env: "SVC_MODEL_HUB",
+    kind: { type: "url" },
+    description:
+      "the Hugging Face-compatible hub endpoints' models are fetched from, once per host (a mirror, an air-gapped copy; default https://huggingface.co)",
+  },
+  { key: "modelHubToken", env: "SVC_MODEL_HUB_TOKEN", kind: { type: "secret" }, description: "the token sent to the model hub (private and gated models)" },
+  {
+    key: "modelCacheSize",
+    flag: "modelCacheSize",
+    env: "SVC_MODEL_CACHE_SIZE",
+    kind: { type: "size" },
+    description: "the size past which the host's model cache evicts least recently used models no worker uses (e.g. 200G, 1T; default: no limit)",
+  },
+  {
     key: "singleTenant",
     flag: "singleTenant",
     env: "SVC_SINGLE_TENANT",
@@ -569,6 +591,23 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
     case "positive": {
       const n = Number(raw);
       return Number.isInteger(n) && n > 0 ? { value: n } : { problem: `${origin} must be a positive whole number, not "${raw}"` };
+    }
+    case "url": {
+      let u: URL;
+      try {
+        u = new URL(raw);
+      } catch {
+        return { problem: `${origin} must be an http or https address, not "${raw}"` };
+      }
+      return u.protocol === "http:" || u.protocol === "https:"
+        ? { value: raw.replace(/\/+$/, "") }
+        : { problem: `${origin} must be an http or https address, not "${raw}"` };
+    }
+    case "size": {
+      const m = /^(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?$/.exec(raw.trim());
+      const scale = { "": 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 }[(m?.[2] ?? "").toLowerCase() as "" | "k" | "m" | "g" | "t"];
+      const n = m ? Math.floor(Number(m[1]) * scale) : Number.NaN;
+      return n > 0 ? { value: n } : { problem: `${origin} must be a size such as 500M, 200G or 1T (bytes when no unit), not "${raw}"` };
     }
     case "count": {
       const n = Number(raw);
@@ -718,6 +757,7 @@ export function serviceOptionsOf(settings: ServiceSettings): Partial<ServiceOpti
     secretsKeys: settings.secretsKeys,
     ...(settings.rateLimits ? { rateLimits: settings.rateLimits } : {}),
     ...(settings.webhookAllow ? { webhooks: { allow: settings.webhookAllow } } : {}),
+    models: { hub: settings.modelHub, token: settings.modelHubToken, cacheSizeBytes: settings.modelCacheSize },
     queueQuotas: queueQuotasOf(settings.queueQuotas),
     ...(settings.gpuTypes ? { dataCenters: [{ ...LOCAL_DATA_CENTER, gpuTypes: settings.gpuTypes }] } : {}),
   };

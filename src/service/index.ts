@@ -21,6 +21,8 @@ import { ServiceMetrics } from "./metrics/index.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
 import { Scaler } from "./workers/scaler.js";
+import { ModelCache } from "./models/cache.js";
+import { DEFAULT_MODEL_HUB, Hub } from "./models/hub.js";
 import { openServiceStorage, type ServiceStorage } from "./stores.js";
 import { redactStoreUrl } from "./store/url.js";
 import { startConfigSync } from "./cluster/config-sync.js";
@@ -108,6 +110,12 @@ export interface ServiceOptions {
   s3PublicUrl?: string;
   /** Where workers run; none => workers come from outside (tests acting as workers). */
   driver?: WorkerDriver;
+  /**
+   * The host's model cache (docs/models.md): the Hugging Face-compatible hub models are fetched from (default
+   * https://huggingface.co), its token, and the size past which least recently used models are evicted (bytes;
+   * unset: none). The cache is `<dataDir>/models`.
+   */
+  models?: { hub?: string; token?: string; cacheSizeBytes?: number; retryMs?: number };
   /** Accepted as admin keys of the default user (e.g. SVC_API_KEY). */
   apiKeys?: string[];
   /** The address clients use, when it differs from the listening one. */
@@ -262,6 +270,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     options.driver && (options.driver.name === "process" || options.driver.name === "docker") ? await readHostGpus(management, options, log) : undefined;
 
   let scaler: Scaler | undefined;
+  let modelCache: ModelCache | undefined;
   // What the service tells of itself (metrics/): fed by the hooks below, read at scrape time from the engine.
   const metrics = new ServiceMetrics({
     enabled: options.metrics ?? true,
@@ -443,7 +452,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       bucket: { keys: storage.volumeKeys, box, s3Endpoint: s3Origin?.url ?? `${url}${S3_PREFIX}` },
       volumeOf: (endpoint) => management.volumeOf(endpoint),
     });
+    const models = new ModelCache({
+      root: join(options.dataDir, "models"),
+      hub: new Hub({ url: options.models?.hub ?? DEFAULT_MODEL_HUB, token: options.models?.token }),
+      limitBytes: options.models?.cacheSizeBytes,
+      retryMs: options.models?.retryMs,
+      onEvent: log,
+      // A fetch ended: the workers waiting for it start now (or their endpoint says why not).
+      onChange: () => scaler?.reconcile(),
+    });
+    modelCache = models;
     scaler = new Scaler({
+      models,
       engine,
       driver: options.driver,
       // Workers talk to the cluster's address when there is one (any replica passes their traffic on), so a
@@ -559,6 +579,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     deployments,
     startFailures,
     gpus: () => hostGpus,
+    models: () => modelCache,
     idempotency: new IdempotentSubmits({ store: storage.idempotency, now: Date.now }),
     tracing: options.tracing,
     metrics,

@@ -39,8 +39,6 @@ let service: Service;
 let publicUrl: string;
 /** The S3 API's own origin, as clients reach it (on the public host). */
 let s3Url: string;
-/** Where the service listens, the address its workers are given. */
-let listenUrl: string;
 let uploader: DeployedEndpoint;
 let big: DeployedEndpoint;
 let build: Awaited<ReturnType<typeof buildProject>>;
@@ -60,9 +58,9 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "svc-worker-uploads-"));
   cpSync(join(repo, "fixtures", "upload-app"), join(dir, "app"), { recursive: true });
   const port = await freePort();
-  // Clients reach the service as localhost; workers are given its listening address, 127.0.0.1.
+  // Clients reach the service as localhost; workers are given its listening address, 127.0.0.1 (so a link signed for
+  // the one is refused on the other).
   publicUrl = `http://localhost:${port}`;
-  listenUrl = `http://127.0.0.1:${port}`;
   service = await startService({
     dataDir: join(dir, "data"),
     apiKeys: [KEY],

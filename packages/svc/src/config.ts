@@ -4,6 +4,7 @@
 
 import { unknownGpuIdMessage } from "./gpus/pools.js";
 import { reservedEnvName } from "./env-policy.js";
+import { modelsProblems, normalizeModels } from "./models.js";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 export const HTTP_METHODS: readonly HttpMethod[] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
@@ -58,6 +59,12 @@ export interface EndpointConfig {
    * the service's store whatever their size.
    */
   largeOutputBytes?: number;
+  /**
+   * Models its workers load, each as "org/name@revision" (a branch, a tag or a commit; "org/name" alone: main):
+   * every host fetches each once from the service's model hub into its model cache, before the workers start,
+   * and mounts it read-only with HF_HOME/HF_HUB_CACHE pointing at it and HF_HUB_OFFLINE=1 (docs/models.md).
+   */
+  models?: string[];
   /**
    * When workers are added (docs/service.md, "Scaling policies"): `{ type: "QUEUE_DELAY", value: 4 }` adds one
    * once a job has waited more than 4 s; `{ type: "REQUEST_COUNT", value: 4 }` keeps one per 4 jobs queued or
@@ -121,6 +128,7 @@ export const CONFIG_KEYS = [
   "snapshot",
   "openaiPassthrough",
   "largeOutputBytes",
+  "models",
   "scaler",
   "image",
   "shmSizeMb",
@@ -193,6 +201,8 @@ export interface NormalizedConfig {
   openaiPassthrough: boolean;
   /** Absent: outputs of any size stay in the service's store. */
   largeOutputBytes?: number;
+  /** The models its workers find in the host's model cache, "org/name@revision" each (docs/models.md). */
+  models: string[];
   /** Absent: the default (one worker per maxConcurrency jobs). */
   scaler?: ScalingPolicy;
   /** An image endpoint's image (absent: the endpoint runs this app's code). */
@@ -374,6 +384,7 @@ export function configProblems(config: unknown): string[] {
   if (c.snapshot !== undefined && typeof c.snapshot !== "boolean") problems.push('"snapshot" must be true or false');
   if (c.openaiPassthrough !== undefined && typeof c.openaiPassthrough !== "boolean") problems.push('"openaiPassthrough" must be true or false');
   problems.push(...largeOutputProblems(c.largeOutputBytes, c.volume));
+  if (c.models !== undefined) problems.push(...modelsProblems(c.models));
   if (c.scaler !== undefined) problems.push(...scalingPolicyProblems(c.scaler));
   if (c.image !== undefined) {
     problems.push(...imageNameProblems(c.image));
@@ -420,6 +431,7 @@ export function normalizeConfig(config: EndpointConfig): NormalizedConfig {
     snapshot: config.snapshot === true,
     openaiPassthrough: config.openaiPassthrough === true,
     ...(config.largeOutputBytes !== undefined ? { largeOutputBytes: config.largeOutputBytes } : {}),
+    models: normalizeModels(config.models ?? []),
     ...(config.scaler ? { scaler: { type: config.scaler.type, value: config.scaler.value } } : {}),
     ...(config.image !== undefined ? { image: config.image } : {}),
     ...(config.shmSizeMb !== undefined ? { shmSizeMb: config.shmSizeMb } : {}),

@@ -15,6 +15,7 @@ export type { HandlerSpec, InvokeContext, InvokeResult, LoadedHandler } from "./
 export type { RouteContext, RouteDefinition } from "./endpoint.js";
 export * from "./job-context.js";
 export * from "./gpus/pools.js";
+export * from "./models.js";
 
 // Where a call goes (worker, dev session, deployed app) and the job API client.
 export {

@@ -64,6 +64,11 @@ export interface ManifestResource {
    */
   openaiPassthrough?: boolean;
   /**
+   * Models the host fetches into its model cache before the workers start, each "org/name@revision"; absent:
+   * none (docs/models.md).
+   */
+  models?: string[];
+  /**
    * When workers are added (QUEUE_DELAY: seconds a job waits; REQUEST_COUNT: jobs per worker). Absent: one worker
    * per maxConcurrency jobs queued or running (REQUEST_COUNT with value maxConcurrency).
    */

@@ -223,6 +223,8 @@ export function register(program: Command): void {
       "keep the state in PostgreSQL (postgres://user:password@host:port/database) instead of the data dir's SQLite file (or $SVC_STORE_URL)",
     )
     .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
+    .option("--model-hub <url>", "the Hugging Face-compatible hub endpoints' models are fetched from (or $SVC_MODEL_HUB; default https://huggingface.co)")
+    .option("--model-cache-size <size>", "evict least recently used models past this size, e.g. 200G (or $SVC_MODEL_CACHE_SIZE; default no limit)")
     .option("--docker-runtime <name>", "with --workers docker: the OCI runtime workers run under, e.g. runsc for gVisor (or $SVC_DOCKER_RUNTIME)")
     .option("--sandbox <mode>", "process workers' sandbox: auto (bubblewrap where it works), bwrap (required) or none (or $SVC_SANDBOX; default auto)")
     .option(
@@ -248,6 +250,8 @@ export function register(program: Command): void {
         store?: string;
         publicUrl?: string;
         dockerRuntime?: string;
+        modelHub?: string;
+        modelCacheSize?: string;
         sandbox?: string;
         webhookAllow?: string;
         singleTenant?: boolean;
@@ -269,6 +273,8 @@ export function register(program: Command): void {
             store: opts.store,
             publicUrl: opts.publicUrl,
             dockerRuntime: opts.dockerRuntime,
+            modelHub: opts.modelHub,
+            modelCacheSize: opts.modelCacheSize,
             sandbox: opts.sandbox,
             webhookAllow: opts.webhookAllow,
             singleTenant: opts.singleTenant ? "on" : undefined,

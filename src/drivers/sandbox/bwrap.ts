@@ -7,6 +7,8 @@
 /** Where a worker's own things are inside its sandbox: fixed paths, whatever the host's layout. */
 export const SANDBOX_CODE_DIR = "/svc/code";
 export const SANDBOX_VOLUME_DIR = "/svc/volume";
+/** The host's model cache, read-only (docs/models.md). */
+export const SANDBOX_MODELS_DIR = "/svc/models";
 /** A per-worker directory the service and that worker share: a load-balanced worker's Unix socket is made there. */
 export const SANDBOX_RUN_DIR = "/svc/run";
 export const SANDBOX_HOME = "/tmp";

@@ -17,6 +17,7 @@ import {
   identityFiles,
   SANDBOX_CODE_DIR,
   SANDBOX_HOME,
+  SANDBOX_MODELS_DIR,
   SANDBOX_RUN_DIR,
   SANDBOX_VOLUME_DIR,
   SYSTEM_DIRS,
@@ -28,7 +29,7 @@ import { detectCgroups, type CgroupLimits, type Cgroups, type WorkerCgroup } fro
 import { encodeProgram, seccompArch, seccompProgram } from "./seccomp.js";
 import { ownedTempPrefix } from "../owned-temp.js";
 
-export { SANDBOX_CODE_DIR, SANDBOX_RUN_DIR, SANDBOX_VOLUME_DIR, SANDBOX_HOME } from "./bwrap.js";
+export { SANDBOX_CODE_DIR, SANDBOX_MODELS_DIR, SANDBOX_RUN_DIR, SANDBOX_VOLUME_DIR, SANDBOX_HOME } from "./bwrap.js";
 export type { CgroupLimits } from "./cgroups.js";
 
 export const SANDBOX_SETTINGS = ["auto", "bwrap", "none"] as const;
@@ -83,6 +84,8 @@ export interface SandboxLaunch {
   codeDir: string;
   /** Its volume (host path), read-write at SANDBOX_VOLUME_DIR. */
   volumeDir?: string;
+  /** The host's model cache (host path), read-only at SANDBOX_MODELS_DIR. */
+  modelsDir?: string;
   /** Its run directory (host path), read-write at SANDBOX_RUN_DIR. */
   runDir?: string;
   env: Record<string, string>;
@@ -344,6 +347,7 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
         ...node.mounts,
         ...runtimeMounts(launch.entry),
         { source: launch.codeDir, dest: SANDBOX_CODE_DIR },
+        ...(launch.modelsDir ? [{ source: launch.modelsDir, dest: SANDBOX_MODELS_DIR }] : []),
       ];
       const writable: BindMount[] = [];
       if (launch.volumeDir) writable.push({ source: launch.volumeDir, dest: SANDBOX_VOLUME_DIR });

@@ -230,6 +230,35 @@ export const API_SCHEMAS = {
     },
     required: ["gpus", "assigning"],
   },
+  ModelCache: {
+    type: "object",
+    description: "The host's model cache (docs/models.md)",
+    properties: {
+      hub: { type: ["string", "null"], description: "The hub models are fetched from; null: the service starts no workers" },
+      root: { type: ["string", "null"], description: "The cache's directory (workers' HF_HOME)" },
+      usedBytes: int("Bytes of the models in it"),
+      limitBytes: { type: ["integer", "null"], description: "Past this, least recently used models no worker uses are evicted; null: no limit" },
+      models: {
+        type: "array",
+        items: {
+          type: "object",
+          properties: {
+            model: str('"org/name@revision"'),
+            state: { type: "string", enum: ["ready", "fetching", "failed"] },
+            commit: str("The commit its revision named when fetched"),
+            bytes: int(),
+            doneBytes: int("Fetched so far"),
+            totalBytes: int(),
+            lastUsed: int("When a worker last started with it, epoch ms"),
+            inUse: int("Workers running with it"),
+            error: anything("Why it could not be fetched: {code, message}; tried again later"),
+          },
+          required: ["model", "state", "inUse"],
+        },
+      },
+    },
+    required: ["hub", "root", "usedBytes", "limitBytes", "models"],
+  },
   StartError: {
     type: "object",
     description: "The last error of a worker of this endpoint that failed to start",

@@ -276,6 +276,13 @@ function deployApi(): Record<string, unknown> {
         responses: { ...ok("GPUs", json("GpuList")), ...errors },
       },
     },
+    "/v1/models": {
+      get: {
+        tags: ["models"],
+        summary: "The host's model cache: its hub, size and limit, each model in it or being fetched (management:read; docs/models.md)",
+        responses: { ...ok("Model cache", json("ModelCache")), ...errors },
+      },
+    },
     "/metrics": {
       get: {
         tags: ["observability"],

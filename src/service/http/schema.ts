@@ -165,6 +165,13 @@ export const SCHEMAS = {
       idleTimeout: { type: "integer", minimum: 1, maximum: MAX_IDLE_TIMEOUT_S, description: "Seconds" },
       env: envMap,
       networkVolumeId: { type: "string", minLength: 1 },
+      models: {
+        type: "array",
+        maxItems: 32,
+        items: { type: "string", minLength: 3, maxLength: 300, examples: ["openai-community/gpt2@main"] },
+        description:
+          'Models its workers load, each "org/name@revision" (a branch, tag or commit; "org/name": main): fetched once per host from the service\'s model hub before workers start, mounted read-only with HF_HOME/HF_HUB_CACHE set and HF_HUB_OFFLINE=1 (docs/models.md)',
+      },
       executionTimeoutMs: { type: "integer", minimum: 1000, maximum: MAX_EXECUTION_TIMEOUT_MS },
       scalerType: {
         type: "string",
@@ -185,7 +192,7 @@ export const SCHEMAS = {
   },
   UpdateEndpointRequest: {
     type: "object",
-    description: "Changing gpuTypeIds, gpuCount, workersMin or workersMax restarts active workers; other edits apply without a restart.",
+    description: "Changing gpuTypeIds, gpuCount, workersMin, workersMax or models restarts active workers; other edits apply without a restart.",
     properties: {
       name: { type: "string", minLength: 1, maxLength: 100 },
       templateId: { type: "string", minLength: 1 },
@@ -196,6 +203,13 @@ export const SCHEMAS = {
       idleTimeout: { type: "integer", minimum: 1, maximum: MAX_IDLE_TIMEOUT_S },
       env: envMap,
       networkVolumeId: { type: ["string", "null"] },
+      models: {
+        type: "array",
+        maxItems: 32,
+        items: { type: "string", minLength: 3, maxLength: 300, examples: ["openai-community/gpt2@main"] },
+        description:
+          'Models its workers load, each "org/name@revision" (a branch, tag or commit; "org/name": main): fetched once per host from the service\'s model hub before workers start, mounted read-only with HF_HOME/HF_HUB_CACHE set and HF_HUB_OFFLINE=1 (docs/models.md)',
+      },
       executionTimeoutMs: { type: "integer", minimum: 1000, maximum: MAX_EXECUTION_TIMEOUT_MS },
       scalerType: {
         type: "string",
@@ -223,6 +237,7 @@ export const SCHEMAS = {
       idleTimeout: { type: "integer" },
       env: envMap,
       networkVolumeId: { type: ["string", "null"] },
+      models: { type: "array", items: { type: "string" }, description: 'The models its workers find in the host\'s model cache, "org/name@revision"' },
       executionTimeoutMs: { type: "integer" },
       scalerType: { type: "string", enum: SCALER_TYPES },
       scalerValue: { type: "integer" },

@@ -29,7 +29,17 @@ export interface ManagementDeps {
   scaler():
     | Pick<
         Scaler,
-        "runsImages" | "pullsImages" | "driverName" | "hasImage" | "checkImage" | "workerGpus" | "gpuWait" | "pullFailure" | "reconcile" | "crashLoop"
+        | "runsImages"
+        | "pullsImages"
+        | "driverName"
+        | "hasImage"
+        | "checkImage"
+        | "workerGpus"
+        | "gpuWait"
+        | "pullFailure"
+        | "modelWait"
+        | "reconcile"
+        | "crashLoop"
       >
     | undefined;
   startFailures: Pick<StartFailures, "unhealthy" | "last">;

@@ -29,7 +29,7 @@ import type { RegistryAuthRecord, RestEndpointSpec, TemplateRecord, VolumeRecord
 import { ownRegistryAuth } from "./registry-auths.js";
 import type { PingCheck } from "../lb/ping.js";
 import { lbEndpointUrl } from "../lb/address.js";
-import { gpuTypeIdProblems } from "svc/internal";
+import { gpuTypeIdProblems, modelsProblems, normalizeModels } from "svc/internal";
 import type { GpuRequest } from "../../gpus/allocate.js";
 import { gpuWaitMessage } from "../../gpus/host.js";
 import { crashLoopMessage } from "../workers/crash-loop.js";
@@ -118,6 +118,7 @@ export function planEndpointSpec(
     scalerType: b.scalerType ?? before?.scalerType ?? ENDPOINT_DEFAULTS.scalerType,
     scalerValue: b.scalerValue ?? before?.scalerValue ?? ENDPOINT_DEFAULTS.scalerValue,
     type: b.type ?? before?.type ?? "queue",
+    models: b.models ?? before?.models ?? [],
   };
   const template = lookup.template(spec.templateId);
   if (!template) errors.push(`$.templateId: no template "${spec.templateId}"`);
@@ -127,6 +128,11 @@ export function planEndpointSpec(
     );
   }
   if (b.env !== undefined) errors.push(...reservedEnvProblems(Object.keys(b.env), "$.env."));
+  if (b.models !== undefined) {
+    const problems = modelsProblems(b.models, "$.models");
+    errors.push(...problems);
+    if (problems.length === 0) spec.models = normalizeModels(b.models);
+  }
   if (spec.networkVolumeId !== null && !lookup.volume(spec.networkVolumeId)) errors.push(`$.networkVolumeId: no network volume "${spec.networkVolumeId}"`);
   if (spec.workersMin > spec.workersMax) errors.push(`$.workersMin: must not exceed workersMax (${spec.workersMax})`);
   if (spec.computeType === "CPU" && spec.gpuTypeIds.length > 0) errors.push("$.gpuTypeIds: must be empty for a CPU endpoint");
@@ -136,7 +142,8 @@ export function planEndpointSpec(
 
 /** Whether an update must restart the endpoint's active workers (what they run or how many changed). Pure. */
 export function needsRestart(before: RestEndpointSpec, after: RestEndpointSpec): boolean {
-  const key = (s: RestEndpointSpec) => JSON.stringify([s.gpuTypeIds, s.gpuCount, s.workersMin, s.workersMax, s.computeType, s.templateId, s.networkVolumeId]);
+  const key = (s: RestEndpointSpec) =>
+    JSON.stringify([s.gpuTypeIds, s.gpuCount, s.workersMin, s.workersMax, s.computeType, s.templateId, s.networkVolumeId, s.models ?? []]);
   return key(before) !== key(after);
 }
 
@@ -212,7 +219,17 @@ export function planEndpointRow(input: {
   const runnable = reasons.length === 0;
   const source = code?.resource;
   const revision = createHash("sha256")
-    .update(JSON.stringify([input.generation, code?.artifactPath ?? "", source?.handler ?? "", template?.imageName ?? "", allocated, runnable]))
+    .update(
+      JSON.stringify([
+        input.generation,
+        code?.artifactPath ?? "",
+        source?.handler ?? "",
+        template?.imageName ?? "",
+        allocated,
+        runnable,
+        ...((spec.models ?? []).length > 0 ? [spec.models] : []),
+      ]),
+    )
     .digest("hex")
     .slice(0, 16);
   const row: EndpointRow = {
@@ -245,6 +262,7 @@ export function planEndpointRow(input: {
       ...(source?.retryBackoff ? { retryBackoff: source.retryBackoff } : {}),
       ...(source?.openaiPassthrough ? { openaiPassthrough: true } : {}),
       volume: spec.networkVolumeId,
+      ...((spec.models ?? []).length > 0 ? { models: [...spec.models!] } : {}),
       // The policy the endpoint shows is the one its workers scale by (load-balanced ones: docs/lb.md).
       scaler: { type: spec.scalerType, value: spec.scalerValue },
       handler: source?.handler ?? "",
@@ -357,6 +375,7 @@ export class RestEndpoints {
     const wait = planned.status === "READY" ? scaler?.gpuWait(id) : undefined;
     // Its image could not be pulled at the last worker's start: it waits (its jobs stay queued), and says why.
     const pull = planned.status === "READY" && !wait ? scaler?.pullFailure(id) : undefined;
+    const modelWait = planned.status === "READY" && row ? scaler?.modelWait(row) : undefined;
     return {
       id,
       ...entry.spec,
@@ -367,8 +386,10 @@ export class RestEndpoints {
       allocatedGpuType: workers.find((w) => w.gpuType)?.gpuType ?? planned.allocatedGpuType,
       ...(workers.length > 0 ? { workers } : {}),
       // Workers that wait for a free GPU: the endpoint waits, and says for what.
-      status: wait || pull ? "WAITING" : planned.status,
-      statusReason: wait ? gpuWaitMessage(wait) : (pull ?? planned.statusReason),
+      // Workers that wait for a free GPU, for the models it names, or for an image that could not be pulled: the
+      // endpoint waits, and says for what.
+      status: wait || pull || modelWait ? "WAITING" : planned.status,
+      statusReason: modelWait ?? (wait ? gpuWaitMessage(wait) : (pull ?? planned.statusReason)),
       ...(ping ? { ping } : {}),
       createdAt: row?.createdAt ?? planned.row.createdAt,
       updatedAt: row?.updatedAt ?? planned.row.updatedAt,
@@ -547,6 +568,7 @@ export function deployedEndpointRecord(row: EndpointRow, serviceUrl: string) {
     executionTimeoutMs: r.executionTimeoutMs,
     env: r.env,
     networkVolumeId: r.volume,
+    models: r.models ?? [],
     status: "READY" as const,
     statusReason: null,
     createdAt: row.createdAt,
@@ -579,9 +601,13 @@ function deployedGpuState(ctx: ManagementDeps, id: string) {
   const scaler = ctx.scaler();
   const workers = scaler?.workerGpus(id) ?? [];
   const wait = scaler?.gpuWait(id);
+  const row = ctx.endpoints.get(id);
+  const modelWait = row ? scaler?.modelWait(row) : undefined;
   return {
     ...(workers.length > 0 ? { allocatedGpuType: workers.find((w) => w.gpuType)?.gpuType ?? null, workers } : {}),
     ...(wait ? { status: "WAITING" as const, statusReason: gpuWaitMessage(wait) } : {}),
+    // Its models being fetched (or failed): said before a GPU wait, which follows it.
+    ...(modelWait ? { status: "WAITING" as const, statusReason: modelWait } : {}),
   };
 }
 

@@ -99,6 +99,8 @@ export interface RestEndpointSpec {
   scalerValue: number;
   /** "lb": a load-balanced endpoint running the template's prebuilt image. Absent in specs stored before it existed. */
   type?: "queue" | "lb";
+  /** Models its workers find in the host's model cache, "org/name@revision" each. Absent in specs stored before it existed: none. */
+  models?: string[];
 }
 
 export interface KeyRecord {

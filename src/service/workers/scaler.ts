@@ -116,6 +116,20 @@ export interface ScalerDeps {
   /** The secrets an endpoint's workers get, and a digest that changes with their values (which rolls them). */
   secrets?(endpoint: EndpointRow): { env: Record<string, string>; digest: string };
   volume?(endpoint: EndpointRow): { id: string; sizeGb: number; path: string } | undefined;
+  /**
+   * The host's model cache (models/cache.ts): an endpoint that names models gets workers once every one is in it
+   * (fetched now if not, outside any worker's time); its workers get it read-only, and a model a worker uses
+   * stays in it while the worker runs.
+   */
+  models?: {
+    readonly root: string;
+    ready(models: readonly string[]): boolean;
+    ensure(model: string): Promise<void>;
+    hold(workerId: string, models: readonly string[]): void;
+    release(workerId: string): void;
+    /** Why workers wait for these models (being fetched, or failed), in one line; undefined: they do not. */
+    reason(models: readonly string[]): string | undefined;
+  };
   /** The data center of the endpoint's network volume (its workers must run there). */
   dataCenterOf?(endpoint: EndpointRow): string | undefined;
   /** A path on this machine holding the artifact recorded as `path` (another replica may have received it). */
@@ -448,6 +462,9 @@ export class Scaler {
         if (plan.start > 0 && workers.length === 0 && engine.queuedCount(endpoint.id) > 0 && !this.coldStartPending.has(endpoint.id)) {
           this.coldStartPending.set(endpoint.id, now);
         }
+        // Its models first: no worker starts (nor takes a GPU) before they are all in the host's cache.
+        const models = r.models ?? [];
+        if (plan.start > 0 && models.length > 0 && this.deps.models && !this.deps.models.ready(models)) plan.start = 0;
         const request = assigning ? gpuRequestOf(endpoint.resource) : undefined;
         // A GPU worker starts once GPUs are given to it (below, all endpoints together, in turn).
         if (request && plan.start > 0)
@@ -647,7 +664,12 @@ export class Scaler {
       this.deps.onEvent?.(notice);
       this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "log", text: notice });
     }
+    const models = this.deps.models && (endpoint.resource.models ?? []).length > 0 ? endpoint.resource.models! : undefined;
+    // Held from now: the models cannot leave the cache while this worker starts or runs.
+    if (models) this.deps.models!.hold(workerId, models);
     try {
+      // A release's probe may name models not fetched yet: it starts once they are in the cache.
+      if (models) await Promise.all(models.map((model) => this.deps.models!.ensure(model)));
       // A load-balanced prebuilt image does not speak a worker protocol: it gets no credentials of the service. A
       // provider image does: its token is minted (and revoked) as for svc's own workers.
       const keys: { workerToken: string; apiKey?: string; bucket?: WorkerBucket } =
@@ -676,6 +698,7 @@ export class Scaler {
         // Exactly the GPUs it holds; a CPU worker none. Unassigned (no GPU inventory here): the driver's default.
         gpus: r.computeType === "CPU" ? [] : gpus,
         ...launchVolume(this.deps.volume?.(endpoint)),
+        ...(models ? { modelCache: this.deps.models!.root } : {}),
         placement: placementOf(r, this.deps.dataCenterOf?.(endpoint)),
         loadBalanced: endpoint.type === "lb",
         image,
@@ -763,6 +786,7 @@ export class Scaler {
   private exited(m: ManagedWorker, expected: boolean, why?: string, died?: string, exit?: WorkerExit): void {
     if (m.handle) this.deps.onWorkerLife?.({ type: "stopped", workerId: m.id });
     this.managed.delete(m.id);
+    this.deps.models?.release(m.id);
     this.drainedSince.delete(m.id);
     if (this.deps.gpus && this.deps.gpus.release(m.id).length > 0 && !this.closed) {
       // Its GPUs are free: probes waiting for one first (the one it made way for before all), then endpoints.
@@ -871,6 +895,12 @@ export class Scaler {
 
   gpuWait(endpointId: string): GpuWait | undefined {
     return this.deps.gpus?.waiting(endpointId);
+  }
+
+  /** Why an endpoint's workers wait for its models ("fetching model org/name@main: 120 of 200 MB"); undefined: they do not. */
+  modelWait(endpoint: EndpointRow): string | undefined {
+    const models = endpoint.resource.models ?? [];
+    return models.length > 0 ? this.deps.models?.reason(models) : undefined;
   }
 
   /** Each live worker of an endpoint that holds GPUs: which, and as which type of its list. */

@@ -1,0 +1,137 @@
+// A Hugging Face-compatible hub, as the model cache reads it (the routes huggingface_hub itself uses):
+//   GET  {hub}/api/models/{repo}/revision/{revision}?blobs=true   the revision's commit ("sha") and files
+//        ("siblings": rfilename, size, blobId, lfs.sha256)
+//   GET  {hub}/{repo}/resolve/{commit}/{file}                      the file's bytes (Range honoured; a redirect to
+//        a CDN followed), with X-Repo-Commit, ETag / X-Linked-Etag and X-Linked-Size
+// The hub's address is a setting (a mirror or an air-gapped copy serves); a token is sent as a bearer when given.
+
+import type { ModelRef } from "svc/internal";
+import type { ModelFile, ModelListing } from "./layout.js";
+
+/** The hub models are fetched from unless the operator names another (SVC_MODEL_HUB). */
+export const DEFAULT_MODEL_HUB = "https://huggingface.co";
+
+/** Why a model could not be fetched, as a code a program acts on. */
+export type ModelFetchCode = "hub_unreachable" | "not_found" | "unauthorized" | "hub_error" | "bad_listing" | "size_mismatch" | "hash_mismatch" | "disk_error";
+
+export class ModelFetchError extends Error {
+  constructor(
+    readonly code: ModelFetchCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ModelFetchError";
+  }
+}
+
+export interface HubOptions {
+  /** The hub's base address, e.g. https://huggingface.co or a mirror's. */
+  url: string;
+  token?: string;
+  /** How long a request may go without a byte before it is abandoned (and resumed), ms. */
+  idleTimeoutMs?: number;
+}
+
+interface Sibling {
+  rfilename?: unknown;
+  size?: unknown;
+  blobId?: unknown;
+  lfs?: { sha256?: unknown; size?: unknown } | null;
+}
+
+const encodePath = (path: string) => path.split("/").map(encodeURIComponent).join("/");
+
+export class Hub {
+  constructor(private readonly options: HubOptions) {}
+
+  get url(): string {
+    return this.options.url.replace(/\/+$/, "");
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { ...(this.options.token ? { authorization: `Bearer ${this.options.token}` } : {}), "user-agent": "svc-model-cache", ...extra };
+  }
+
+  private async request(url: string, init: RequestInit, what: string): Promise<Response> {
+    let res: Response;
+    try {
+      res = await fetch(url, { ...init, headers: this.headers(init.headers as Record<string, string> | undefined) });
+    } catch (err) {
+      throw new ModelFetchError("hub_unreachable", `the hub at ${this.url} did not answer ${what} (${causeOf(err)})`);
+    }
+    if (res.ok) return res;
+    await res.body?.cancel().catch(() => undefined);
+    if (res.status === 401 || res.status === 403)
+      throw new ModelFetchError("unauthorized", `the hub refused ${what} (${res.status}): the model is private or gated; set SVC_MODEL_HUB_TOKEN`);
+    if (res.status === 404) throw new ModelFetchError("not_found", `the hub has no ${what.replace(/^the /, "")} (404)`);
+    throw new ModelFetchError("hub_error", `the hub answered ${what} with ${res.status}`);
+  }
+
+  /** A revision's commit and files (sizes and the hashes the hub gives). */
+  async listing(ref: ModelRef): Promise<ModelListing> {
+    const url = `${this.url}/api/models/${encodePath(ref.repo)}/revision/${encodeURIComponent(ref.revision)}?blobs=true`;
+    const res = await this.request(url, {}, `the revision ${ref.repo}@${ref.revision}`);
+    let body: { sha?: unknown; siblings?: unknown };
+    try {
+      body = (await res.json()) as typeof body;
+    } catch (err) {
+      throw new ModelFetchError("bad_listing", `the hub's listing of ${ref.repo}@${ref.revision} is not JSON (${causeOf(err)})`);
+    }
+    if (typeof body.sha !== "string" || !Array.isArray(body.siblings))
+      throw new ModelFetchError("bad_listing", `the hub's listing of ${ref.repo}@${ref.revision} has no "sha" and "siblings"`);
+    const commit = body.sha;
+    const files: ModelFile[] = [];
+    for (const s of body.siblings as Sibling[]) {
+      if (typeof s.rfilename !== "string")
+        throw new ModelFetchError("bad_listing", `the hub's listing of ${ref.repo}@${ref.revision} has a file without a name`);
+      const sha256 = typeof s.lfs?.sha256 === "string" ? s.lfs.sha256 : undefined;
+      const size = typeof s.lfs?.size === "number" ? s.lfs.size : typeof s.size === "number" ? s.size : undefined;
+      const etag = sha256 ?? (typeof s.blobId === "string" ? s.blobId : undefined);
+      if (etag !== undefined && size !== undefined) files.push({ name: s.rfilename, size, etag, ...(sha256 ? { sha256 } : {}) });
+      else files.push(await this.head(ref.repo, commit, s.rfilename));
+    }
+    return { commit, files };
+  }
+
+  /** A file's etag and size from its resolve route's headers (a hub whose listing leaves them out). */
+  private async head(repo: string, commit: string, name: string): Promise<ModelFile> {
+    const res = await this.request(
+      this.fileUrl(repo, commit, name),
+      { method: "HEAD", redirect: "manual", headers: { "accept-encoding": "identity" } },
+      `the file ${name} of ${repo}`,
+    );
+    const etag = (res.headers.get("x-linked-etag") ?? res.headers.get("etag") ?? "").replace(/^W\//, "").replace(/"/g, "");
+    const size = Number(res.headers.get("x-linked-size") ?? res.headers.get("content-length"));
+    const lfs = /^[0-9a-f]{64}$/.test(etag);
+    return { name, size, etag, ...(lfs ? { sha256: etag } : {}) };
+  }
+
+  fileUrl(repo: string, commit: string, name: string): string {
+    return `${this.url}/${encodePath(repo)}/resolve/${commit}/${encodePath(name)}`;
+  }
+
+  /** A file's bytes from `offset` on (a Range request when it is past 0); `resumed` false when the hub sent it all. */
+  async download(
+    repo: string,
+    commit: string,
+    name: string,
+    offset: number,
+    signal?: AbortSignal,
+  ): Promise<{ body: ReadableStream<Uint8Array>; resumed: boolean }> {
+    const headers: Record<string, string> = { "accept-encoding": "identity" };
+    if (offset > 0) headers.range = `bytes=${offset}-`;
+    const res = await this.request(this.fileUrl(repo, commit, name), { headers, signal }, `the file ${name} of ${repo}`);
+    const served = res.headers.get("x-repo-commit");
+    if (served && served !== commit) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new ModelFetchError("hub_error", `the hub served ${name} of ${repo} from commit ${served}, not ${commit}`);
+    }
+    if (!res.body) throw new ModelFetchError("hub_error", `the hub sent no body for ${name} of ${repo}`);
+    return { body: res.body, resumed: offset > 0 && res.status === 206 };
+  }
+}
+
+function causeOf(err: unknown): string {
+  const e = err as { message?: string; cause?: { code?: string; message?: string } };
+  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(err);
+}
