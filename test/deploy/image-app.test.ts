@@ -210,12 +210,21 @@ describeDocker("an app with an image endpoint, through the svc binary", () => {
       expect(env.releases.map((r: { state: string }) => r.state).slice(0, 3)).toEqual(["live", "live", "live"]);
       expect(env.releases[0].endpoints.map((e: { name: string }) => e.name)).toEqual(["echo-image"]);
 
-      // An image the engine does not hold: refused before anything is activated, saying what to do.
+      // An image the engine does not hold: Docker pulls it at the worker's start; one no registry has leaves the
+      // endpoint's workers unstarted, the environment saying why, while the release goes on.
       writeFileSync(source, readFileSync(source, "utf8").replace(IMAGE_2, "svc-test-provider-worker:absent"));
-      const refused = svc(["deploy"], { SVC_API_URL: url, SVC_API_KEY: KEY });
-      expect(refused.status).not.toBe(0);
-      expect(refused.stderr).toContain('endpoint "echo-image": image "svc-test-provider-worker:absent" is not in the Docker engine');
-      expect(refused.stderr).toContain("docker load");
+      const detached = svc(["deploy", "--detach"], { SVC_API_URL: url, SVC_API_KEY: KEY });
+      expect(detached.status, detached.stderr).toBe(0);
+      const deadline = Date.now() + 120_000;
+      let reason = "";
+      while (!reason.includes('pulling "svc-test-provider-worker:absent" failed') && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 500));
+        const env = (await get(`${url}/v1/apps/${app}/environments/${second.env}`, KEY)).body as {
+          endpoints: Array<{ id: string; lastStartError?: { message: string } | null }>;
+        };
+        reason = env.endpoints.find((e) => e.id === echoId)?.lastStartError?.message ?? "";
+      }
+      expect(reason).toContain('pulling "svc-test-provider-worker:absent" failed');
     } finally {
       writeFileSync(source, original);
       await stop(server);

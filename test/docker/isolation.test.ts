@@ -110,9 +110,20 @@ function expectConfined(probe: Probe) {
   expect(["EROFS", "EACCES"]).toContain(probe.writeRuntime);
   expect(probe.dockerSocket).toBe(false);
   expect(probe.envNames).not.toContain(HOST_MARKER);
-  // Only what the image and the protocol give (a CPU worker's empty GPU assignment included), and the endpoint's own
-  // (none here).
-  const given = ["PATH", "HOME", "HOSTNAME", "NODE_ENV", "NODE_EXTRA_CA_CERTS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"];
+  // Only what the image and the protocol give (a CPU worker's empty GPU assignment included, and the S3 key of its
+  // endpoint's volume where it has one), and the endpoint's own (none here).
+  const given = [
+    "PATH",
+    "HOME",
+    "HOSTNAME",
+    "NODE_ENV",
+    "NODE_EXTRA_CA_CERTS",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "BUCKET_ENDPOINT_URL",
+    "BUCKET_ACCESS_KEY_ID",
+    "BUCKET_SECRET_ACCESS_KEY",
+  ];
   expect(probe.envNames.filter((name) => !/^SVC_/.test(name) && !given.includes(name))).toEqual([]);
 }
 

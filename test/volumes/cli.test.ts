@@ -42,7 +42,8 @@ it("svc volume cp up and back (a file, a folder), ls (one level, --recursive, --
   writeFileSync(join(cwd, "tokenizer", "extra", "merges.txt"), "ab");
 
   const up = await svc(["volume", "cp", "weights.bin", "models:llama/"]);
-  expect(up.stderr).toBe("");
+  // stderr says which service it talks to, and nothing else.
+  expect(up.stderr).toMatch(/^service: http:\/\/127\.0\.0\.1:\d+ \(SVC_API_URL\)\n$/);
   expect(up.code).toBe(0);
   expect(up.stdout).toContain("weights.bin -> models:llama/weights.bin (7 bytes)");
   expect((await svc(["volume", "cp", "tokenizer", "models:llama/tokenizer"])).code).not.toBe(0);

@@ -385,7 +385,6 @@ export class RestEndpoints {
       // What its workers got, once they hold GPUs; before, the type a worker would get first.
       allocatedGpuType: workers.find((w) => w.gpuType)?.gpuType ?? planned.allocatedGpuType,
       ...(workers.length > 0 ? { workers } : {}),
-      // Workers that wait for a free GPU: the endpoint waits, and says for what.
       // Workers that wait for a free GPU, for the models it names, or for an image that could not be pulled: the
       // endpoint waits, and says for what.
       status: wait || pull || modelWait ? "WAITING" : planned.status,
