@@ -42,8 +42,13 @@ export function processWorkerPids(dataDir: string): number[] {
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("runtime/worker.js")) continue;
-      if (readFileSync(`/proc/${entry}/environ`, "utf8").includes(dataDir)) pids.push(Number(entry));
+      const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+      // The runtime itself (node), not the sandbox that starts it with the same words on its command line.
+      if (!/(^|\/)node$/.test(argv[0] ?? "") || !argv.some((a) => a.includes("runtime/worker.js"))) continue;
+      // An unsandboxed worker's environment names its code in the data dir; a sandboxed one sees its code at a path
+      // of the sandbox's own, bound in from the data dir (its mounts name it).
+      if (readFileSync(`/proc/${entry}/environ`, "utf8").includes(dataDir) || readFileSync(`/proc/${entry}/mountinfo`, "utf8").includes(dataDir))
+        pids.push(Number(entry));
     } catch {
       // ended meanwhile
     }

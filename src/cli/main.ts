@@ -8,6 +8,7 @@ import { commandGroups } from "./commands/index.js";
 import { addExamples } from "./examples.js";
 import { SVC_VERSION } from "../version.js";
 import { selectProfile } from "../profiles.js";
+import { announceTargets } from "./target.js";
 
 /** The whole command tree, every command registered; nothing parsed or run. */
 export function buildProgram(): Command {
@@ -34,6 +35,7 @@ export async function main(argv: string[]): Promise<number> {
   // Words after `--` are the command's own (a job's input), never svc's flags.
   const own = argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv;
   const json = own.includes("--json");
+  announceTargets(!json);
   const program = buildProgram();
   // Under --json, a usage error commander finds is reported as JSON too: keep its message instead of printing it.
   let commanderMessage: string | undefined;

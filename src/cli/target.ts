@@ -29,6 +29,14 @@ export function chooseServiceTarget(env: string | undefined, settings: (name: st
 }
 
 let announced = false;
+/**
+ * Under --json the target is not announced: stderr then carries one JSON object on an error and nothing else
+ * (main.ts decides before a command runs).
+ */
+export function announceTargets(enabled: boolean): void {
+  announced = !enabled;
+}
+
 /** Says once a run, on stderr, which service this command talks to and why (never on stdout: results go there). */
 export function announceTarget(choice: { url: string; source?: TargetChoice["source"]; profile?: string }): void {
   if (announced || choice.source === undefined || process.env.SVC_QUIET_TARGET === "1") return;

@@ -316,8 +316,8 @@ describe("svc deploy against a running svc server", () => {
     const file = join(project, "src", "embedder.ts");
     writeFileSync(file, readFileSync(file, "utf8").replace('name: "embedder", workers: [0, 1]', 'name: "embedder", workers: [0, 2]'));
     const r = svc(["update", "--env", "production", "--json"]);
-    // stderr says which service it talks to, and nothing else.
-    expect(r.stderr).toBe(`service: ${url} (SVC_API_URL)\n`);
+    // Under --json stderr stays free for an error's one JSON object: not even the line naming the service.
+    expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     expect(JSON.parse(r.stdout).changes).toEqual([{ name: "embedder", id: endpointOf(production, "embedder").id, changed: ["workersMax"], restart: true }]);
     const state = await api("GET", "/v1/apps/deploy-app/environments/production");

@@ -187,7 +187,8 @@ describe("svc dev", () => {
     const plan = runNode([bin, "deploy", "--env", "dev", "--dry-run", "--json"]);
     expect(plan.status, plan.stderr).toBe(0);
     expect(JSON.parse(plan.stdout)).toMatchObject({ env: "dev", dryRun: true });
-    expect(plan.stderr).toContain(`service: ${ready.url} (the svc dev session of this project)`);
+    const planned = runNode([bin, "deploy", "--env", "dev", "--dry-run"]);
+    expect(planned.stderr).toContain(`service: ${ready.url} (the svc dev session of this project)`);
   });
 
   it("svc deploy to another environment never lands in the dev session: with nothing configured it refuses, naming --env dev", () => {

@@ -66,6 +66,8 @@ it("creates an endpoint from the spec's body and allocates the first available G
     idleTimeout: 30,
     env: {},
     networkVolumeId: null,
+    // No models named: its workers need none from the host's model cache.
+    models: [],
     executionTimeoutMs: 600_000,
     scalerType: "QUEUE_DELAY",
     scalerValue: 4,
