@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startDevSession, WATCH_DEBOUNCE_MS, type DevEvent, type DevSessionHandle } from "../../src/dev/session.js";
 import { REPO } from "../lb/harness.js";
+import { processWorkerPids } from "../server-process.js";
 
 let work: string;
 let project: string;
@@ -113,18 +114,15 @@ it("ignores what .gitignore names", async () => {
 
 /** Pids of this project's worker processes serving `endpoint`. */
 function workerPids(endpoint: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes("runtime/worker.js")) continue;
-      const environ = readFileSync(`/proc/${entry}/environ`, "utf8").split("\0");
-      if (environ.includes(`SVC_ENDPOINT_NAME=${endpoint}`) && environ.some((v) => v.startsWith("SVC_ARTIFACT") && v.includes(work))) pids.push(Number(entry));
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return pids.sort();
+  return processWorkerPids(work)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`SVC_ENDPOINT_NAME=${endpoint}`);
+      } catch {
+        return false; // the process ended meanwhile
+      }
+    })
+    .sort();
 }
 
 it("replaces only the endpoints whose code changed, and says which endpoints came and went", async () => {
