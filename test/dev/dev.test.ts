@@ -2,12 +2,13 @@
 // use the session; a source change replaces the workers without losing queued jobs; Ctrl-C cleans up.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { firstJsonOnStdout } from "../cli-output.js";
+import { processWorkerPids } from "../server-process.js";
 import { call as callService, startTestService } from "../service/helpers.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
@@ -41,20 +42,9 @@ async function call(path: string, init: { method?: string; body?: unknown } = {}
   return { status: res.status, body: (await res.json()) as Record<string, any> };
 }
 
-/** Pids of worker processes whose environment points into `dir` (their artifact lives there). */
+/** Pids of worker processes whose code lives in `dir` (by their environment, or their sandbox's mounts). */
 function workersOf(dir: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
-      if (!cmdline.includes("runtime/worker.js")) continue;
-      if (readFileSync(`/proc/${entry}/environ`, "utf8").includes(dir)) pids.push(Number(entry));
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return pids;
+  return processWorkerPids(dir);
 }
 
 function runEnv(env: Record<string, string>): NodeJS.ProcessEnv {
