@@ -2,11 +2,17 @@
 // the standard-library provider worker (fixtures/provider-worker) packed into an image built here from this
 // machine's Python (python-image.ts), made an endpoint through the REST API (a template naming the image, an
 // endpoint of it). The Docker driver starts it with the provider's variables and its own token; it takes jobs,
-// streams, fails, is cancelled, and is killed mid-job; its output reaches the endpoint's logs. The process driver
-// cannot run an image and says so in the endpoint's status.
+// streams, fails, reports progress, asks for refresh_worker, runs three jobs at once with concurrency_modifier 3,
+// is cancelled, and is killed mid-job; its output reaches the endpoint's logs. `svc server --workers docker` killed
+// with SIGKILL under load and started again on its data directory loses none of the jobs it acknowledged. The
+// process driver cannot run an image and says so in the endpoint's status.
 
+import { spawn, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
+import { createInterface } from "node:readline";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -35,7 +41,7 @@ interface Endpoint {
 }
 
 async function imageEndpoint(
-  s: Service,
+  s: { url: string },
   name: string,
   image: string,
   settings: Record<string, unknown> = {},
@@ -82,6 +88,51 @@ function logLine(e: Endpoint, prefix: string, timeoutMs = 60_000): Promise<strin
 
 async function containersOf(e: Endpoint) {
   return docker.listContainers({ filters: { label: [`${LABELS.session}=${driver.session}`, `${LABELS.endpoint}=${e.id}`] } });
+}
+
+/** Containers, running or not, with the label `label`. */
+async function labelled(label: string) {
+  return docker.listContainers({ all: true, filters: { label: [label] } });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const probe = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+interface ChildServer {
+  url: string;
+  child: ChildProcess;
+  /** What it wrote on stderr (its log). */
+  log(): string;
+}
+
+/** `svc server --workers docker` as a child process, answered once it printed its URL. */
+async function startServer(port: number, dataDir: string): Promise<ChildServer> {
+  const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_KEY: KEY };
+  for (const k of Object.keys(env)) if (k.startsWith("SVC_") && k !== "SVC_API_KEY") delete env[k];
+  const child = spawn(process.execPath, [join(repo, "bin", "svc.js"), "server", "--port", String(port), "--data-dir", dataDir, "--workers", "docker"], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (d) => (stderr += d));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`svc server did not start:\n${stderr}`)), 120_000);
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`svc server exited (${code ?? signal}):\n${stderr}`));
+    });
+    createInterface({ input: child.stdout! }).once("line", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  return { url: `http://127.0.0.1:${port}`, child, log: () => stderr };
 }
 
 describeDocker("queue endpoints from a worker image built for the provider", () => {
@@ -186,6 +237,139 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
     expect(record.output.worker).not.toBe(doomedWorker);
     expect(await logLines(service, e)).toContainEqual(expect.stringMatching(/^worker exited unexpectedly \(code null, signal SIGKILL\)/));
   }, 150_000);
+
+  it("progress_update: /status shows each update while the job runs, then the job completes", async () => {
+    const e = await imageEndpoint(service, "progress", imageTag);
+    const id = await run(e, { mode: "progress", steps: [{ percent: 25 }, { percent: 75 }], pause: 1 });
+    const shown: unknown[] = [];
+    await until(
+      "both progress updates, or the job's end",
+      async () => {
+        const record = await status(e, id);
+        const last = shown.at(-1);
+        if (record.status === "IN_PROGRESS" && record.output !== undefined && JSON.stringify(record.output) !== JSON.stringify(last)) shown.push(record.output);
+        return shown.length >= 2 || !["IN_QUEUE", "IN_PROGRESS"].includes(record.status);
+      },
+      60_000,
+    );
+    expect(shown).toEqual([{ percent: 25 }, { percent: 75 }]);
+    expect(await final(e, id)).toMatchObject({ status: "COMPLETED", output: "finished" });
+    expect(await logLine(e, `progress ${id}`)).toBe(`progress ${id} 200`);
+  }, 120_000);
+
+  it("refresh_worker: the job completes, its container is stopped and removed, and a new worker's container takes the next job", async () => {
+    const e = await imageEndpoint(service, "refresh", imageTag);
+    const id = await run(e, { mode: "refresh", value: 1 });
+    const done = await final(e, id);
+    expect(done).toMatchObject({ status: "COMPLETED", output: { value: 1 } });
+    expect(done.output).not.toHaveProperty("refresh_worker");
+    const first = done.output.worker as string;
+    const [old] = await labelled(`${LABELS.worker}=${first}`);
+    expect(old?.Image).toBe(imageTag);
+
+    const next = await final(e, await run(e, { mode: "echo", value: 2 }), 90_000);
+    expect(next).toMatchObject({ status: "COMPLETED", output: { value: 2 } });
+    expect(next.output.worker).toMatch(/^w/);
+    expect(next.output.worker).not.toBe(first);
+    expect(await logLine(e, `worker ${first} asked to be replaced`)).toBe(
+      `worker ${first} asked to be replaced after job ${id} (refresh_worker); a new worker takes its place`,
+    );
+    // The old container is gone; the endpoint's one container is the new worker's.
+    await until(
+      "the replaced worker's container to be removed",
+      async () => (await docker.listContainers({ all: true, filters: { id: [old!.Id] } })).length === 0,
+      60_000,
+    );
+    const now = await containersOf(e);
+    expect(now.map((c) => c.Labels[LABELS.worker])).toEqual([next.output.worker]);
+    expect(now[0]!.Id).not.toBe(old!.Id);
+  }, 180_000);
+
+  it("concurrency_modifier 3 (PROVIDER_WORKER_CONCURRENCY in the endpoint's env): one container runs three jobs at once", async () => {
+    const e = await imageEndpoint(service, "concurrent", imageTag, { env: { PROVIDER_WORKER_CONCURRENCY: "3" } });
+    const ids = [
+      await run(e, { mode: "sleep", seconds: 4, value: 1 }),
+      await run(e, { mode: "sleep", seconds: 4, value: 2 }),
+      await run(e, { mode: "sleep", seconds: 4, value: 3 }),
+    ];
+    const seen = await until(
+      "the three jobs running at once, or one of them ending first",
+      async () => {
+        const records = await Promise.all(ids.map((id) => status(e, id)));
+        if (records.every((r) => r.status === "IN_PROGRESS")) return "all three running";
+        return records.some((r) => !["IN_QUEUE", "IN_PROGRESS"].includes(r.status)) ? "one ended first" : undefined;
+      },
+      60_000,
+    );
+    expect(seen).toBe("all three running");
+    const records = await Promise.all(ids.map((id) => final(e, id)));
+    expect(records.map((r) => [r.status, r.output.value])).toEqual([
+      ["COMPLETED", 1],
+      ["COMPLETED", 2],
+      ["COMPLETED", 3],
+    ]);
+    // One worker, one container.
+    expect(new Set(records.map((r) => r.output.worker)).size).toBe(1);
+    const containers = await containersOf(e);
+    expect(containers.map((c) => c.Labels[LABELS.worker])).toEqual([records[0]!.output.worker]);
+    // In the worker's own lines: it took all three before it posted any result.
+    await logLine(e, `posted ${ids[2]}`);
+    const lines = await logLines(service, e);
+    const firstPost = lines.findIndex((l) => l.startsWith("posted "));
+    for (const id of ids) {
+      const taken = lines.findIndex((l) => l.startsWith("taken ") && l.slice("taken ".length).split(",").includes(id));
+      expect(taken).toBeGreaterThanOrEqual(0);
+      expect(taken).toBeLessThan(firstPost);
+    }
+  }, 120_000);
+
+  it("svc server killed with SIGKILL mid-load and started again on its data directory: every acknowledged job completes, no container of the killed run is left", async () => {
+    const work = mkdtempSync(join(tmpdir(), "svc-provider-image-restart-"));
+    const dataDir = join(work, "data");
+    // svc server's Docker session comes from its data directory, so that a restart finds what the killed run left.
+    const serverSession = `srv${createHash("sha256").update(dataDir).digest("hex").slice(0, 12)}`;
+    const port = await freePort();
+    let server = await startServer(port, dataDir);
+    try {
+      const created = await imageEndpoint(server, "restart", imageTag, { env: { PROVIDER_WORKER_CONCURRENCY: "4" } });
+      expect(created.status).toBe("READY");
+      const e = { ...created, url: `${server.url}/v2/${created.id}` };
+      const ids: string[] = [];
+      for (let i = 0; i < 20; i++) ids.push(await run(e, { mode: "sleep", seconds: 1.5, value: i }));
+      // Mid-way: some done, the others running or queued.
+      const atKill = await until(
+        "some of the jobs to complete",
+        async () => {
+          const records = await Promise.all(ids.map((id) => status(e, id)));
+          return records.filter((r) => r.status === "COMPLETED").length >= 4 ? records : undefined;
+        },
+        90_000,
+      );
+      const before = await labelled(`${LABELS.session}=${serverSession}`);
+      server.child.kill("SIGKILL");
+      await new Promise((r) => server.child.once("exit", r));
+      expect(atKill.filter((r) => r.status !== "COMPLETED").length).toBeGreaterThan(0);
+      expect(before.length).toBeGreaterThan(0);
+
+      server = await startServer(port, dataDir);
+      expect(server.log()).toMatch(/removed worker container \S+ left by an earlier run of the service/);
+      const left = (await labelled(`${LABELS.session}=${serverSession}`)).map((c) => c.Id);
+      for (const c of before) expect(left).not.toContain(c.Id);
+
+      const records: Array<Record<string, any>> = [];
+      for (const id of ids) records.push(await final(e, id, 120_000));
+      expect(records.map((r) => [r.status, r.output?.value])).toEqual(ids.map((_, i) => ["COMPLETED", i]));
+      // What runs now is the new run's: one container at most (workersMax 1), none of the killed run's.
+      const running = await docker.listContainers({ filters: { label: [`${LABELS.session}=${serverSession}`] } });
+      expect(running.length).toBeLessThanOrEqual(1);
+      for (const c of running) expect(before.map((b) => b.Id)).not.toContain(c.Id);
+    } finally {
+      server.child.kill("SIGKILL");
+      await cleanupStale({ [LABELS.session]: serverSession }, { docker }).catch(() => undefined);
+      rmSync(join(tmpdir(), `svc-worker-artifacts-${serverSession}`), { recursive: true, force: true });
+      rmSync(work, { recursive: true, force: true });
+    }
+  }, 300_000);
 });
 
 describe("the process driver and a worker image", () => {
