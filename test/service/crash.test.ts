@@ -24,7 +24,9 @@ interface ChildInfo {
 
 async function startChild(): Promise<{ child: ChildProcess; info: ChildInfo }> {
   const child = spawn(process.execPath, [fixture], {
-    env: { ...process.env, DATA_DIR: join(dir, "data"), ARTIFACT: join(dir, "artifact.tar.gz"), ADMIN_KEY, LEASE_MS: "500" },
+    // A restarted service keeps a running job's lease one lease period: long enough for the worker to reconnect on
+    // a loaded machine.
+    env: { ...process.env, DATA_DIR: join(dir, "data"), ARTIFACT: join(dir, "artifact.tar.gz"), ADMIN_KEY, LEASE_MS: "2000" },
     stdio: ["ignore", "pipe", "inherit"],
   });
   children.add(child);
