@@ -364,7 +364,15 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
       expect(running.length).toBeLessThanOrEqual(1);
       for (const c of running) expect(before.map((b) => b.Id)).not.toContain(c.Id);
     } finally {
-      server.child.kill("SIGKILL");
+      // Stopped as an operator would (it removes its containers), then anything of its session left removed.
+      const child = server.child;
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once("exit", r));
+        child.kill("SIGTERM");
+        const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+        await exited;
+        clearTimeout(timer);
+      }
       await cleanupStale({ [LABELS.session]: serverSession }, { docker }).catch(() => undefined);
       rmSync(join(tmpdir(), `svc-worker-artifacts-${serverSession}`), { recursive: true, force: true });
       rmSync(work, { recursive: true, force: true });
