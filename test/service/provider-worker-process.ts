@@ -10,7 +10,10 @@ export const PROVIDER_WORKER = join(import.meta.dirname, "../../fixtures/provide
 
 export interface ProviderWorkerProcess {
   id: string;
+  /** Its RUNPOD_AI_API_KEY. */
+  token: string;
   child: ChildProcess;
+  exited: Promise<number | null>;
   /** Its stdout, line by line (one per event: "taken", "posted", "stopping", "stopped"...). */
   lines: string[];
   /** Resolves with the first line starting with `prefix`. */
@@ -42,9 +45,12 @@ export async function startProviderWorker(
   });
   let stderr = "";
   child.stderr!.on("data", (data: Buffer) => (stderr += data.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   return {
     id: keys.workerId,
+    token: keys.token,
     child,
+    exited,
     lines,
     line: (prefix, timeoutMs = 15_000) =>
       until(() => lines.find((l) => l.startsWith(prefix)), timeoutMs).catch(() => {

@@ -2,16 +2,16 @@
 // written with Python's standard library that does what the provider's SDK does (fixtures/provider-worker),
 // given the variables the drivers give such workers (drivers/provider-env.ts), against the real service.
 
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "./helpers.js";
+import { startProviderWorker, type ProviderWorkerProcess } from "./provider-worker-process.js";
 import { providerWorkerEnv } from "../../src/drivers/provider-env.js";
 import type { DeployedEndpoint } from "../../src/service/index.js";
 
-const FIXTURE = join(import.meta.dirname, "../../fixtures/provider-worker/provider-worker.py");
 const LEASE_MS = 2500;
 const PING_MS = 1000;
 
@@ -49,55 +49,18 @@ async function newEndpoint(settings: { executionTimeoutMs?: number } = {}): Prom
   return endpoint!;
 }
 
-interface RunningWorker {
-  id: string;
-  /** Its RUNPOD_AI_API_KEY. */
-  token: string;
-  child: ChildProcess;
-  lines: string[];
-  exited: Promise<number | null>;
-  /** Resolves with the first line starting with `prefix`. */
-  line(prefix: string, timeoutMs?: number): Promise<string>;
-}
-
 /** A provider worker as a driver starts one: a token of its own, the provider's variables, the process. */
 async function startWorker(
   endpoint: DeployedEndpoint,
   settings: { concurrency?: number; ping?: boolean; startDelayS?: number; env?: Record<string, string> } = {},
-): Promise<RunningWorker> {
-  const keys = await ProtocolWorker.mint(t, endpoint.id);
-  const env = {
-    PATH: process.env.PATH,
-    ...providerWorkerEnv({ apiUrl: t.service.url, workerId: keys.workerId, endpointId: endpoint.id, workerToken: keys.token, pingIntervalMs: PING_MS }),
-    PROVIDER_WORKER_CONCURRENCY: String(settings.concurrency ?? 1),
-    PROVIDER_WORKER_PING: settings.ping === false ? "0" : "1",
-    PROVIDER_WORKER_START_DELAY: String(settings.startDelayS ?? 0),
-    ...settings.env,
-  };
-  const child = spawn("python3", [FIXTURE], { env, stdio: ["ignore", "pipe", "pipe"] });
-  children.push(child);
-  const lines: string[] = [];
-  let pending = "";
-  child.stdout!.on("data", (data: Buffer) => {
-    pending += data.toString();
-    const parts = pending.split("\n");
-    pending = parts.pop()!;
-    lines.push(...parts);
+): Promise<ProviderWorkerProcess> {
+  const worker = await startProviderWorker(t, endpoint.id, {
+    concurrency: settings.concurrency,
+    pingMs: PING_MS,
+    env: { PROVIDER_WORKER_PING: settings.ping === false ? "0" : "1", PROVIDER_WORKER_START_DELAY: String(settings.startDelayS ?? 0), ...settings.env },
   });
-  let stderr = "";
-  child.stderr!.on("data", (data: Buffer) => (stderr += data.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  return {
-    id: keys.workerId,
-    token: keys.token,
-    child,
-    lines,
-    exited,
-    line: (prefix, timeoutMs = 15_000) =>
-      until(() => lines.find((l) => l.startsWith(prefix)), timeoutMs).catch(() => {
-        throw new Error(`no line "${prefix}" from the worker; it said:\n${lines.join("\n")}\n${stderr}`);
-      }),
-  };
+  children.push(worker.child);
+  return worker;
 }
 
 async function status(endpoint: DeployedEndpoint, id: string) {
