@@ -44,7 +44,7 @@ import { resealRegistryAuths } from "./management/registry-auths.js";
 import { IdempotentSubmits } from "./idempotency/index.js";
 import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
-import { listenS3Origin, type S3Origin } from "./volumes/s3-origin.js";
+import { listenS3Origin, S3ListenError, type S3Origin } from "./volumes/s3-origin.js";
 import { VolumeUsage } from "./volumes/usage.js";
 import type { VolumesApi } from "./volumes/index.js";
 import { LargeOutputs } from "./volumes/large-outputs.js";
@@ -106,6 +106,11 @@ export interface ServiceOptions {
    * default), null = none (the API is then only under /s3 of `port`). `svc server`: defaultS3Port.
    */
   s3Port?: number | null;
+  /**
+   * `s3Port` is a default rule's, not the operator's: when another process holds it, the S3 API takes any free port
+   * and the log says which (an operator's own port taken stays an error).
+   */
+  s3PortIsDefault?: boolean;
   /** The address S3 clients use, when it differs from the S3 listener's (default: publicUrl's host at the S3 port). */
   s3PublicUrl?: string;
   /** Where workers run; none => workers come from outside (tests acting as workers). */
@@ -394,10 +399,16 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   let s3Origin: S3Origin | undefined;
   if (options.s3Port !== null) {
     try {
-      s3Origin = await listenS3Origin(
-        { host, port: options.s3Port ?? 0, publicUrl: options.publicUrl, s3PublicUrl: options.s3PublicUrl, keepAliveMs: server.keepAliveTimeout },
-        (req, res) => serveS3(req, res, false),
-      );
+      const listenOn = (port: number) =>
+        listenS3Origin({ host, port, publicUrl: options.publicUrl, s3PublicUrl: options.s3PublicUrl, keepAliveMs: server.keepAliveTimeout }, (req, res) =>
+          serveS3(req, res, false),
+        );
+      const wanted = options.s3Port ?? 0;
+      s3Origin = await listenOn(wanted).catch((err: unknown) => {
+        if (!(options.s3PortIsDefault && err instanceof S3ListenError && err.code === "EADDRINUSE")) throw err;
+        log(`the S3 API's default port ${wanted} is taken: it listens on a free port instead (set --s3-port to choose one)`);
+        return listenOn(0);
+      });
     } catch (err) {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await webhooks.close(0);

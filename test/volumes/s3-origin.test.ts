@@ -110,3 +110,24 @@ it("answers CreateBucket of a volume the caller has with 200, and of another use
   const missing = await put("vol000000000000");
   expect(missing.status).toBe(501);
 });
+
+it("the S3 API's default port taken: it listens on a free one and says so; a port the operator chose taken is an error", async () => {
+  const { createServer } = await import("node:net");
+  const holder = createServer();
+  await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+  const taken = (holder.address() as { port: number }).port;
+  const said: string[] = [];
+  try {
+    const moved = await startTestService({ s3Port: taken, s3PortIsDefault: true, log: (line: string) => said.push(line) });
+    try {
+      expect(moved.service.s3!.port).not.toBe(taken);
+      expect((await fetch(`${moved.service.s3!.url}/`)).status).toBe(403);
+      expect(said.join("\n")).toContain(`the S3 API's default port ${taken} is taken: it listens on a free port instead`);
+    } finally {
+      await moved.close();
+    }
+    await expect(startTestService({ s3Port: taken })).rejects.toThrow(`The S3 API cannot listen on port ${taken}`);
+  } finally {
+    await new Promise((resolve) => holder.close(resolve));
+  }
+});

@@ -317,6 +317,7 @@ export function register(program: Command): void {
             host: config.host,
             port,
             s3Port: config.s3Port === undefined ? defaultS3Port(port) : config.s3Port,
+            s3PortIsDefault: config.s3Port === undefined,
             s3PublicUrl: config.s3PublicUrl,
             driver,
             singleUser: isolation.singleUser,
