@@ -65,7 +65,13 @@ export async function startTestService(options: Partial<ServiceOptions> = {}): P
   const artifact = join(dir, "artifact.tar.gz");
   writeFileSync(artifact, "not really a tarball; the service only hashes it");
   const storeUrl = options.storeUrl ?? (await testStoreUrl());
-  const service = await startService({ dataDir: join(dir, "data"), apiKeys: [key], leaseMs: 600, heartbeatMs: 150, storeUrl, ...options });
+  const service = await startService({ dataDir: join(dir, "data"), apiKeys: [key], leaseMs: 600, heartbeatMs: 150, storeUrl, ...options }).catch(
+    (err: unknown) => {
+      // A service that would not start (what some tests check) leaves no directory behind.
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    },
+  );
   const handle: TestService = {
     service,
     dir,
