@@ -141,6 +141,8 @@ export class ModelCache {
     for (const key of models) {
       if (this.index.has(key)) continue;
       all = false;
+      // Dropped here on purpose: ensure() has already recorded the failure (the model's state, its retry time, the
+      // endpoint's status reason) and logged it through onEvent; this caller only asks whether the model is there.
       void this.ensure(key).catch(() => undefined);
     }
     return all;

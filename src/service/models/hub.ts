@@ -60,6 +60,7 @@ export class Hub {
       throw new ModelFetchError("hub_unreachable", `the hub at ${this.url} did not answer ${what} (${causeOf(err)})`);
     }
     if (res.ok) return res;
+    // The body of a refused answer is only released here; failing to release it changes nothing the error below says.
     await res.body?.cancel().catch(() => undefined);
     if (res.status === 401 || res.status === 403)
       throw new ModelFetchError("unauthorized", `the hub refused ${what} (${res.status}): the model is private or gated; set SVC_MODEL_HUB_TOKEN`);
@@ -123,6 +124,7 @@ export class Hub {
     const res = await this.request(this.fileUrl(repo, commit, name), { headers, signal }, `the file ${name} of ${repo}`);
     const served = res.headers.get("x-repo-commit");
     if (served && served !== commit) {
+      // Released, not read: the wrong commit is the error to report, whatever the release does.
       await res.body?.cancel().catch(() => undefined);
       throw new ModelFetchError("hub_error", `the hub served ${name} of ${repo} from commit ${served}, not ${commit}`);
     }
