@@ -5,7 +5,7 @@
 import type { ServerResponse } from "node:http";
 import { openAiProblem } from "./format.js";
 import { handlerError, PASSTHROUGH_DONE, passthroughReply, sseOfChunk, wantsStream, type PassthroughJobInput } from "./passthrough.js";
-import { sendOpenAiProblem } from "./route.js";
+import { headersOf, sendOpenAiProblem, statusOf } from "./route.js";
 import { SSE_HEADERS, sseErrorFrame } from "./sse.js";
 import { errorMessage } from "../errors.js";
 
@@ -19,17 +19,6 @@ export interface PassthroughJobs {
   values(jobId: string): Promise<unknown[]>;
   /** The client went away before the answer was complete. */
   cancel?(jobId: string): Promise<void> | void;
-}
-
-/** An error from PassthroughJobs may carry an HTTP status (429, 503, 504...); others answer 500. */
-function statusOf(err: unknown): number {
-  const status = (err as { status?: unknown } | null)?.status;
-  return typeof status === "number" && status >= 400 && status <= 599 ? status : 500;
-}
-
-function headersOf(err: unknown): Record<string, string> | undefined {
-  const headers = (err as { headers?: unknown } | null)?.headers;
-  return headers && typeof headers === "object" ? (headers as Record<string, string>) : undefined;
 }
 
 /**

@@ -74,14 +74,14 @@ export interface ChatEndpoint {
   functions: readonly string[];
 }
 
-/** An error from ChatJobs may carry an HTTP status (e.g. 429, 503 for no worker); others answer 500. */
-function statusOf(err: unknown): number {
+/** An error from a job submission may carry an HTTP status (e.g. 429, 503 for no worker); others answer 500. */
+export function statusOf(err: unknown): number {
   const status = (err as { status?: unknown } | null)?.status;
   return typeof status === "number" && status >= 400 && status <= 599 ? status : 500;
 }
 
 /** The headers an error asks its answer to carry (a refusal's Retry-After), when it has any. */
-function headersOf(err: unknown): Record<string, string> | undefined {
+export function headersOf(err: unknown): Record<string, string> | undefined {
   const headers = (err as { headers?: unknown } | null)?.headers;
   return headers && typeof headers === "object" ? (headers as Record<string, string>) : undefined;
 }
