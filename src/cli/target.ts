@@ -22,12 +22,6 @@ export interface ServiceTarget {
   profile?: string;
 }
 
-/** The rule's choice for this run: SVC_API_URL/SVC_API_KEY from `settings` (default: environment, then .env). */
-export function chooseServiceTarget(env: string | undefined, settings: (name: string) => string | undefined = envSetting, from?: string): TargetChoice {
-  const session = findDevSession(from);
-  return chooseTarget({ apiUrl: settings("SVC_API_URL"), apiKey: settings("SVC_API_KEY"), ...storedProfiles(namedProfile()), session, env });
-}
-
 let announced = false;
 /**
  * Under --json the target is not announced: stderr then carries one JSON object on an error and nothing else
@@ -45,10 +39,11 @@ export function announceTarget(choice: { url: string; source?: TargetChoice["sou
 }
 
 export function serviceTarget(opts: { app?: string; env?: string; quiet?: boolean } = {}): ServiceTarget {
-  const choice = chooseServiceTarget(opts.env ?? envSetting("SVC_ENV"));
+  const session = findDevSession();
+  const env = opts.env ?? envSetting("SVC_ENV");
+  const choice = chooseTarget({ apiUrl: envSetting("SVC_API_URL"), apiKey: envSetting("SVC_API_KEY"), ...storedProfiles(namedProfile()), session, env });
   if (!opts.quiet) announceTarget(choice);
-  if (choice.source === "dev-session") {
-    const session = findDevSession()!;
+  if (choice.source === "dev-session" && session) {
     return { url: choice.url, apiKey: choice.apiKey, app: opts.app ?? session.app, env: opts.env ?? session.env, source: "dev-session" };
   }
   return {
