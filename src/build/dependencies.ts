@@ -4,7 +4,6 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { execa } from "execa";
 import { UserError } from "../errors.js";
 
 /** "sharp@^0.34" -> "sharp"; "@node-rs/xxhash@1" -> "@node-rs/xxhash"; "lodash" -> "lodash". */
@@ -162,6 +161,8 @@ export async function runNpmInstall(plan: NpmInstallPlan, endpoint: string, opti
   await mkdir(plan.dir, { recursive: true });
   await writeFile(join(plan.dir, "package.json"), plan.packageJson);
   const timeoutMs = options.timeoutMs ?? npmInstallTimeoutMs(process.env);
+  // Loaded here: every `svc` command builds the command tree that imports this module (docs/design/0019).
+  const { execa } = await import("execa");
   const result = await execa(options.npm ?? "npm", plan.args, {
     cwd: plan.dir,
     stdin: "ignore",

@@ -3,7 +3,6 @@
 
 import { readFile } from "node:fs/promises";
 import path from "node:path";
-import fg from "fast-glob";
 import ignore, { type Ignore } from "ignore";
 
 export const SOURCE_EXTENSIONS = [".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".jsx"] as const;
@@ -50,6 +49,8 @@ export function isIgnoredBy(scoped: readonly ScopedIgnore[], file: string): bool
 /** Source files under `root` (relative, forward slashes, sorted) that discovery scans. */
 export async function findSourceFiles(root: string, extraIgnores: readonly string[] = []): Promise<string[]> {
   const globIgnores = [...BUILTIN_GLOB_IGNORES];
+  // Loaded here: every `svc` command builds the command tree that imports this module (docs/design/0019).
+  const { default: fg } = await import("fast-glob");
   const [candidates, gitignores] = await Promise.all([
     fg(SOURCE_PATTERN, { cwd: root, ignore: globIgnores, onlyFiles: true, dot: false }),
     fg("**/.gitignore", { cwd: root, ignore: globIgnores, onlyFiles: true, dot: true }),

@@ -2,7 +2,7 @@
 // exit code. This is the only place that decides exit codes; bin/svc.js calls process.exit with the result.
 
 import { Command, CommanderError } from "commander";
-import { colorWanted, styles as pc } from "./output.js";
+import { colorWanted, loadSpinner, styles as pc } from "./output.js";
 import { ApiError, ExitCode, SvcError, UserError } from "../errors.js";
 import { commandGroups } from "./commands/index.js";
 import { addExamples } from "./examples.js";
@@ -37,6 +37,8 @@ export async function main(argv: string[]): Promise<number> {
   const json = own.includes("--json");
   announceTargets(!json);
   const program = buildProgram();
+  // Spinners are drawn on a terminal only: their module loads there alone.
+  if (process.stderr.isTTY && !json) await loadSpinner();
   // Under --json, a usage error commander finds is reported as JSON too: keep its message instead of printing it.
   let commanderMessage: string | undefined;
   if (json) {

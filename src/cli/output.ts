@@ -3,7 +3,7 @@
 // time; otherwise each step is one plain line. Colour on a TTY, or as
 // FORCE_COLOR and NO_COLOR say. Tables are aligned by one function. A warning already printed is not printed again.
 
-import ora from "ora";
+import type { Ora } from "ora";
 import pc from "picocolors";
 import type { LocalEndpoint } from "../deploy/access.js";
 
@@ -102,6 +102,21 @@ export function endpointTable(endpoints: readonly LocalEndpoint[]): string {
   return [head!, ...lines.flatMap((line, i) => [line, `  ${endpoints[i]!.curl}`])].join("\n");
 }
 
+// ora is loaded only where spinners are drawn (a TTY): `main` loads it before the command runs, since a step
+// that blocks the event loop (discovery compiles TypeScript) would otherwise end before a background load did. A
+// step that still ends first prints its end line as ora would (docs/design/0019-cli-loads-on-use.md).
+let ora: typeof import("ora").default | undefined;
+let oraLoading: Promise<void> | undefined;
+
+/** Load the spinner (once); without it each step still prints its end line. */
+export function loadSpinner(): Promise<void> {
+  oraLoading ??= import("ora").then(
+    (m) => void (ora = m.default),
+    () => undefined /* no spinner then: each step still prints its end line */,
+  );
+  return oraLoading;
+}
+
 interface Spinner {
   setDetail(text: string): void;
   end(ok: boolean): void;
@@ -133,15 +148,26 @@ export function createOutput(options: { json?: boolean } = {}): Output {
     // A terminal that reports no width (a pty nobody sized: `script` without a terminal of its own) is taken as 80
     // wide, as a terminal is by default: ora divides by the width to count the rows it erases.
     if (!process.stderr.columns) process.stderr.columns = 80;
-    const spinner = ora({ text: label, stream: process.stderr, spinner: frames, color: false, discardStdin: false, isEnabled: true }).start();
+    let spinner: Ora | undefined;
+    let text = label;
+    let ended = false;
+    const begin = () => {
+      if (ended || !ora) return;
+      spinner = ora({ text, stream: process.stderr, spinner: frames, color: false, discardStdin: false, isEnabled: true }).start();
+    };
+    if (ora) begin();
+    else void loadSpinner().then(begin);
     return {
-      setDetail(text) {
-        spinner.text = text ? `${label} ${c.dim(text)}` : label;
+      setDetail(detail) {
+        text = detail ? `${label} ${c.dim(detail)}` : label;
+        if (spinner) spinner.text = text;
       },
       end(ok) {
+        ended = true;
         const took = c.dim(`(${formatDuration(performance.now() - started)})`);
-        if (ok) spinner.stopAndPersist({ symbol: c.green("✔"), text: `${label} ${took}` });
-        else spinner.stopAndPersist({ symbol: c.red("✖"), text: label });
+        const last = ok ? { symbol: c.green("✔"), text: `${label} ${took}` } : { symbol: c.red("✖"), text: label };
+        if (spinner) spinner.stopAndPersist(last);
+        else write(`${last.symbol} ${last.text}`);
       },
     };
   };

@@ -8,7 +8,6 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { execa } from "execa";
 
 /**
  * How long a dump or restore may go without writing a line of its log (at -v4) or a byte of its images before it is
@@ -191,6 +190,8 @@ export async function checkpointProblem(options: ProbeOptions = {}): Promise<str
   if (typeof process.getuid === "function" && process.getuid() !== 0) return "CRIU needs root here";
   const deadline = Date.now() + (options.timeoutMs ?? PROBE_TIMEOUT_MS);
   const left = () => Math.max(1, deadline - Date.now());
+  // Loaded here: `svc doctor`'s module is part of every command's tree (docs/design/0019).
+  const { execa } = await import("execa");
   const check = await execa(criu, ["check"], { timeout: left(), reject: false, stdin: "ignore" });
   if (check.exitCode === undefined && !check.timedOut) return `${criu} is not installed (${check.code ?? check.shortMessage})`;
   if (check.exitCode !== 0)

@@ -10,10 +10,13 @@ import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { promisify } from "node:util";
 import * as esbuild from "esbuild";
-import fg from "fast-glob";
+import type FastGlob from "fast-glob";
 import { errorMessage, UserError } from "../errors.js";
 import { SVC_PACKAGE_ROOT } from "../version.js";
 import { CA_BUNDLE, NODE_IN_IMAGE, RUNTIME_ROOT } from "./image-names.js";
+
+/** fast-glob, loaded on first use: `svc images`' module is part of every command's tree (docs/design/0019). */
+const fg = async (patterns: string | string[], options: FastGlob.Options): Promise<string[]> => (await import("fast-glob")).default(patterns, options);
 
 /** A file of the image: `path` inside the image (absolute), with its content in memory or on the host. */
 export interface ImageFile {

@@ -23,12 +23,17 @@ function chooseDriver(): { path: string; module: typeof BetterSqlite3 } {
   return { path, module: require(path) as typeof BetterSqlite3 };
 }
 
-const chosen = chooseDriver();
+// Chosen (and its native module loaded) when first asked: the CLI's commands import stores' modules without
+// opening any (docs/design/0019-cli-loads-on-use.md).
+let chosen: ReturnType<typeof chooseDriver> | undefined;
+const driver = () => (chosen ??= chooseDriver());
 
 /** The driver's module path, for a worker thread that opens its own connection with the same driver. */
-export const SQLITE_DRIVER_PATH: string = chosen.path;
+export function sqliteDriverPath(): string {
+  return driver().path;
+}
 
 /** A connection to the SQLite file `file` (created if missing), through the chosen driver. */
 export function openDatabase(file: string, options?: BetterSqlite3.Options): BetterSqlite3.Database {
-  return new chosen.module(file, options);
+  return new (driver().module)(file, options);
 }

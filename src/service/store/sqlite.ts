@@ -11,7 +11,7 @@ import { mkdirSync } from "node:fs";
 import { Worker } from "node:worker_threads";
 import { dirname } from "node:path";
 import { UserError } from "../../errors.js";
-import { openDatabase, SQLITE_DRIVER_PATH } from "./driver.js";
+import { openDatabase, sqliteDriverPath } from "./driver.js";
 import { DROPPED_LOG_STREAM, type JobCommands, type JobRow, type LogPruning, type Store, type StoreOp, type StreamChunkRow } from "./types.js";
 import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, rowToWebhook, rowToWebhookDelivery, rowToWebhookSettings } from "./rows.js";
 import { isDeployOp, prepareDeployStatements } from "./deploy-sqlite.js";
@@ -39,7 +39,7 @@ parentPort.on("message", () => { clearInterval(timer); db.close(); parentPort.cl
 function startCheckpointer(db: Database.Database, file: string): { stop(): Promise<void> } | undefined {
   let worker: Worker;
   try {
-    worker = new Worker(CHECKPOINTER_SOURCE, { eval: true, workerData: { file, driver: SQLITE_DRIVER_PATH, everyMs: CHECKPOINT_EVERY_MS } });
+    worker = new Worker(CHECKPOINTER_SOURCE, { eval: true, workerData: { file, driver: sqliteDriverPath(), everyMs: CHECKPOINT_EVERY_MS } });
   } catch {
     return undefined;
   }
