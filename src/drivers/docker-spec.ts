@@ -10,7 +10,7 @@ import { dockerMessage, dockerNamePart, dockerStatus, LABELS, START_ENGINE_HINT 
 import { applyProtocolEnv, modelCacheEnv } from "./env.js";
 import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { ARTIFACT_MOUNT, MODELS_MOUNT, VOLUME_MOUNT } from "./image-names.js";
-import { DEFAULT_CONTAINER_LIMITS, dockerConfinement, WORKER_GID, WORKER_HOME, WORKER_UID, type ContainerLimits } from "./isolation.js";
+import { DEFAULT_CONTAINER_LIMITS, dockerConfinement, WORKER_GID, WORKER_HOME, WORKER_UID, writableRootGb, type ContainerLimits } from "./isolation.js";
 import type { WorkerExit, WorkerLaunch } from "./types.js";
 
 /** The host name workers use for the service (an ExtraHosts entry pointing at the network's gateway). */
@@ -95,6 +95,8 @@ export interface ContainerPlan {
   limits?: ContainerLimits;
   /** The OCI runtime ("runsc"); undefined: the engine's default. */
   runtime?: string;
+  /** Whether the engine's storage driver can bound a container's writable layer (Docker's `size` storage option). */
+  boundsLayer?: boolean;
 }
 
 /** Worker environment (docs/worker-protocol.md): the endpoint's variables, then protocol ones that win. Pure. */
@@ -161,8 +163,14 @@ export function containerCreateOptions(launch: WorkerLaunch, plan: ContainerPlan
     PortBindings: bindings,
     RestartPolicy: { Name: "no" },
     // Non-root without capabilities, no-new-privileges, read-only root and a bounded /tmp, the instance's memory
-    // and CPU, a process limit (isolation.ts). A prebuilt image keeps its own user and a writable layer.
-    ...dockerConfinement(launch.placement, { limits: plan.limits ?? DEFAULT_CONTAINER_LIMITS, runtime: plan.runtime, readOnlyRoot: !launch.image }),
+    // and CPU, a process limit (isolation.ts). A prebuilt image keeps its own user, and a writable layer where its
+    // template allows one (bounded where the engine can).
+    ...dockerConfinement(launch.placement, {
+      limits: plan.limits ?? DEFAULT_CONTAINER_LIMITS,
+      runtime: plan.runtime,
+      readOnlyRoot: writableRootGb(launch) === 0,
+      layerSizeGb: plan.boundsLayer ? writableRootGb(launch) : undefined,
+    }),
   };
   if (plan.serviceHostIp) hostConfig.ExtraHosts = [`${SERVICE_HOST_ALIAS}:${plan.serviceHostIp}`];
   if (plan.volumeHostPath) hostConfig.Mounts = [{ Type: "bind", Source: plan.volumeHostPath, Target: VOLUME_MOUNT, ReadOnly: false }];

@@ -198,9 +198,9 @@ describe("containerCreateOptions", () => {
     expect(gvisor.HostConfig?.NanoCpus).toBeUndefined();
   });
 
-  it("a prebuilt image: confined the same, but under its own user and with its writable layer", () => {
+  it("a prebuilt image: confined the same, but under its own user and with the writable layer its template allows", () => {
     const options = containerCreateOptions(
-      launch({ image: "nginx:1", loadBalanced: true, placement: { cpus: 1, memoryMb: 2048, gpus: 0 } }),
+      launch({ image: "nginx:1", loadBalanced: true, placement: { cpus: 1, memoryMb: 2048, gpus: 0 }, containerDiskInGb: 10 }),
       plan({ httpPort: 8080 }),
     );
     expect(options.User).toBeUndefined();
@@ -212,6 +212,19 @@ describe("containerCreateOptions", () => {
       Memory: 2048 * 1024 ** 2,
     });
     expect(options.Env!.some((e) => e.startsWith("HOME="))).toBe(false);
+    // Bounded only where the engine can bound a layer.
+    expect(options.HostConfig!.StorageOpt).toBeUndefined();
+    expect(containerCreateOptions(launch({ image: "nginx:1", containerDiskInGb: 10 }), plan({ boundsLayer: true })).HostConfig!.StorageOpt).toEqual({
+      size: "10G",
+    });
+  });
+
+  it("a prebuilt image whose template allows no container disk (containerDiskInGb 0, or none said) gets a read-only root, as svc's own", () => {
+    for (const containerDiskInGb of [0, undefined]) {
+      const options = containerCreateOptions(launch({ image: "acme/worker:1", protocol: "provider", containerDiskInGb }), plan({ boundsLayer: true }));
+      expect(options.HostConfig).toMatchObject({ ReadonlyRootfs: true, Tmpfs: { "/tmp": expect.any(String) } });
+      expect(options.HostConfig!.StorageOpt).toBeUndefined();
+    }
   });
 
   it("a provider worker image: the provider's variables and its token, the volume at /runpod-volume too, GPUs by UUID, confined the same", () => {
@@ -224,6 +237,7 @@ describe("containerCreateOptions", () => {
         computeType: "GPU",
         gpus: ["GPU-aaaa"],
         environment: { MODEL: "m", SVC_API_URL: "x" },
+        containerDiskInGb: 20,
       }),
       plan({ volumeHostPath: "/data/volumes/vol0123456789ab", requestGpus: true }),
     );

@@ -5,9 +5,9 @@
 // labelled (svc.managed, svc.app, svc.env, svc.endpoint, svc.session, svc.worker) so a crashed session can be
 // cleaned up by label (cleanupStale). With `pool`, containers are also started ahead of need and claimed by cold
 // starts (docker-pool.ts, docs/cold-start.md). See docs/docker.md.
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, rmSync } from "node:fs";
-import { execaSync } from "execa";
 import type Docker from "dockerode";
 import { errorMessage, UserError } from "../errors.js";
 import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, labelFilter, LABELS } from "./docker-engine.js";
@@ -137,6 +137,9 @@ function randomSession(): string {
   return `s${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
 }
 
+/** The engine's answer to a `size` storage option its storage driver cannot honour. */
+const LAYER_UNBOUNDED = /storage-opt|storage option|pquota|quota/i;
+
 export function createDockerDriver(options: DockerDriverOptions = {}): DockerDriver {
   const session = options.session ?? randomSession();
   const networkScope = options.networkScope ?? "app-env";
@@ -156,6 +159,9 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   const workers = new Map<string, DockerWorkerHandle>();
   const starting = new Set<Promise<unknown>>();
   let gpu: Promise<GpuSupport> | undefined;
+  // Whether the engine's storage driver bounds a container's layer (overlay over xfs with pquota, btrfs, zfs):
+  // found by the first create that asks for it.
+  let boundsLayer = true;
   let closed = false;
 
   const limits: ContainerLimits = { ...DEFAULT_CONTAINER_LIMITS, ...options.limits };
@@ -184,7 +190,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     const ids = [...workers.values()].map((w) => w.containerId);
     for (const entry of pool?.waiting() ?? []) if (entry.container) ids.push(entry.container.id);
     // Best effort at exit: no CLI, or an engine that does not answer, leaves them to cleanupStale.
-    if (ids.length > 0) execaSync("docker", ["rm", "-f", ...ids], { stdio: "ignore", timeout: 10_000, reject: false });
+    if (ids.length > 0) spawnSync("docker", ["rm", "-f", ...ids], { stdio: "ignore", timeout: 10_000 });
     // Its staged artifacts go too when no later process can adopt them: a random session is never used again.
     if (ownBindArtifacts && !options.artifactCacheDir && options.session === undefined) {
       try {
@@ -329,12 +335,19 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       httpPort: launch.loadBalanced ? LB_CONTAINER_PORT : undefined,
       limits,
       runtime,
+      boundsLayer,
     };
     // The service keeps artifacts readable by itself alone; the container's user reads a staged copy.
     if (!launch.image) launch = { ...launch, artifactPath: await bindArtifacts().hostPath(launch.artifactPath) };
     let container: Docker.Container;
     try {
-      container = await docker.createContainer(containerCreateOptions(launch, plan));
+      container = await docker.createContainer(containerCreateOptions(launch, plan)).catch(async (err: unknown) => {
+        // This engine cannot bound a writable layer: said once, and the container is made without the bound.
+        if (!plan.boundsLayer || !LAYER_UNBOUNDED.test(dockerMessage(err))) throw err;
+        boundsLayer = plan.boundsLayer = false;
+        log(`this engine cannot bound a container's writable layer (${dockerMessage(err)}): an image's containerDiskInGb is not enforced`);
+        return docker.createContainer(containerCreateOptions(launch, plan));
+      });
     } catch (err) {
       // The shared network was removed by another driver's close() between our inspect and create: once more.
       if (dockerStatus(err) !== 404 || !/network/i.test(dockerMessage(err))) throw err;

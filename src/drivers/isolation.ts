@@ -56,9 +56,20 @@ export interface DockerConfinementOptions {
   runtime?: string;
   /**
    * svc's own worker image: read-only root (everything svc's runtime writes goes to /tmp or the volume). A
-   * prebuilt image keeps a writable root filesystem (its own layer): images commonly write beside their code.
+   * prebuilt image gets a writable root filesystem (its own layer) where its template allows one
+   * (writableRootGb): images built for the provider write beside their code.
    */
   readOnlyRoot: boolean;
+  /** The writable layer's bound in GiB, where the engine's storage driver can bound it (storage option `size`). */
+  layerSizeGb?: number;
+}
+
+/**
+ * The GiB of writable root a launch's container gets: its image's allowance (the template's `containerDiskInGb`);
+ * 0, a read-only root, for svc's own image and for an image whose template allows none. Pure.
+ */
+export function writableRootGb(launch: { image?: string; containerDiskInGb?: number }): number {
+  return launch.image ? Math.max(0, launch.containerDiskInGb ?? 0) : 0;
 }
 
 /** The confinement fields of a worker container's HostConfig. Pure. */
@@ -67,6 +78,7 @@ export function dockerConfinement(placement: Placement | undefined, options: Doc
     SecurityOpt: ["no-new-privileges"],
     CapDrop: ["ALL"],
     ReadonlyRootfs: options.readOnlyRoot,
+    ...(options.layerSizeGb && !options.readOnlyRoot ? { StorageOpt: { size: `${options.layerSizeGb}G` } } : {}),
     Tmpfs: { [WORKER_TMP]: tmpfsOptions(options.limits.tmpMb) },
     ...dockerResources(placement, options.limits),
     ...(options.runtime ? { Runtime: options.runtime } : {}),

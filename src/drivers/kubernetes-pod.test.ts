@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { dnsLabel, podName, workerPod, workerSecret, type PodPlan } from "./kubernetes-pod.js";
+import { dnsLabel, exitOfPod, podName, workerPod, workerSecret, type PodPlan } from "./kubernetes-pod.js";
+import type { V1Pod } from "@kubernetes/client-node";
 import type { WorkerLaunch } from "./types.js";
 import { placementOf } from "./placement.js";
 
@@ -114,8 +115,9 @@ describe("workerPod", () => {
     // The cluster's default runtime unless the operator names a RuntimeClass (gVisor's).
     expect(pod.spec!.runtimeClassName).toBeUndefined();
     expect(workerPod(launch(), { ...plan, runtimeClassName: "gvisor" }).spec!.runtimeClassName).toBe("gvisor");
-    // A prebuilt image keeps its own user and writable root; escalation, capabilities and seccomp as for any worker.
-    const prebuilt = workerPod(launch({ image: "nginx:1", loadBalanced: true }), plan).spec!.containers[0]!;
+    // A prebuilt image keeps its own user, and the writable root its template allows; escalation, capabilities and
+    // seccomp as for any worker.
+    const prebuilt = workerPod(launch({ image: "nginx:1", loadBalanced: true, containerDiskInGb: 10 }), plan).spec!.containers[0]!;
     expect(prebuilt.securityContext).toEqual({
       readOnlyRootFilesystem: false,
       allowPrivilegeEscalation: false,
@@ -123,6 +125,11 @@ describe("workerPod", () => {
       seccompProfile: { type: "RuntimeDefault" },
     });
     expect(prebuilt.env!.some((e) => e.name === "HOME")).toBe(false);
+    // The kubelet bounds that root; an image allowed none gets a read-only one, and no bound.
+    expect(prebuilt.resources!.limits!["ephemeral-storage"]).toBe("10Gi");
+    const sealed = workerPod(launch({ image: "nginx:1", containerDiskInGb: 0 }), plan).spec!.containers[0]!;
+    expect(sealed.securityContext!.readOnlyRootFilesystem).toBe(true);
+    expect(sealed.resources!.limits!["ephemeral-storage"]).toBeUndefined();
   });
 
   it("a GPU worker of one GPU type: one nvidia.com/gpu, only on nodes of that type", () => {
@@ -229,5 +236,34 @@ describe("names", () => {
     expect(dnsLabel("Text_Embedder!!")).toBe("text-embedder");
     expect(dnsLabel("---")).toBe("x");
     expect(podName({ endpointName: "A".repeat(50), workerId: "w".repeat(80) })).toMatch(/^svc-a{20}-w{40}$/);
+  });
+});
+
+describe("exitOfPod", () => {
+  const pod = (status: V1Pod["status"]): V1Pod => ({ status });
+  const pulled = { image: "reg.example:5000/team/worker:1", credentials: { name: "team", username: "u", password: "p" } };
+
+  it("an ended Pod's exit code; a running or pending one has not ended", () => {
+    expect(exitOfPod(pod({ phase: "Failed", containerStatuses: [{ state: { terminated: { exitCode: 137 } } } as never] }))).toEqual({
+      code: 137,
+      signal: null,
+    });
+    expect(exitOfPod(pod({ phase: "Succeeded" }))).toEqual({ code: 0, signal: null });
+    expect(exitOfPod(pod({ phase: "Running" }), pulled)).toBeUndefined();
+    expect(exitOfPod(pod({ phase: "Pending", containerStatuses: [{ state: { waiting: { reason: "ContainerCreating" } } } as never] }), pulled)).toBeUndefined();
+  });
+
+  it("a worker image's container waiting on a failed pull ends the worker, saying which image, why, and with which credentials", () => {
+    const waiting = (reason: string, message?: string) => pod({ phase: "Pending", containerStatuses: [{ state: { waiting: { reason, message } } } as never] });
+    expect(exitOfPod(waiting("ErrImagePull", 'failed to pull and unpack image "reg.example:5000/team/worker:1": 401 Unauthorized'), pulled)).toEqual({
+      code: null,
+      signal: null,
+      pullFailure: `pulling "reg.example:5000/team/worker:1" failed: unauthorized (registry auth "team")`,
+    });
+    expect(exitOfPod(waiting("ImagePullBackOff", "Back-off pulling image"), { image: "team/worker:1" })?.pullFailure).toBe(
+      `pulling "team/worker:1" failed: Back-off pulling image (no registry auth)`,
+    );
+    // svc's own image (no launch image): the kubelet's wait is its own affair.
+    expect(exitOfPod(waiting("ErrImagePull", "401 Unauthorized"))).toBeUndefined();
   });
 });

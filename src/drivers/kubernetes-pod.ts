@@ -10,13 +10,13 @@
 // Pod, which anyone who may read Pods reads: it is in a Secret of the worker's own (workerSecret, the Pod's name
 // and labels), which the Pod's variables reference (`secretKeyRef`).
 
-import { dockerConfigJson } from "./registry-auth.js";
+import { dockerConfigJson, ImagePullError, pullFailureReason, type RegistryCredentials } from "./registry-auth.js";
 import type { V1Container, V1EnvVar, V1Pod, V1PodSpec, V1Secret, V1SecurityContext } from "@kubernetes/client-node";
 import { UserError, errorMessage } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
 import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { VOLUME_MOUNT } from "./image-names.js";
-import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID } from "./isolation.js";
+import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, writableRootGb } from "./isolation.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import type { WorkerExit, WorkerLaunch } from "./types.js";
 
@@ -134,12 +134,12 @@ export function podSize(placement: Placement | undefined, plan: Pick<PodPlan, "c
 /**
  * How the worker's container is confined (isolation.ts): no privilege escalation, every capability dropped, the
  * runtime's default seccomp profile; for svc's own image also its non-root user and a read-only root filesystem
- * (a prebuilt image keeps its user and a writable root, as on Docker). Pure.
+ * (a prebuilt image keeps its user, and a writable root where its template allows one, as on Docker). Pure.
  */
-export function workerSecurityContext(prebuilt: boolean): V1SecurityContext {
+export function workerSecurityContext(launch: Pick<WorkerLaunch, "image" | "containerDiskInGb">): V1SecurityContext {
   return {
-    ...(prebuilt ? {} : { runAsNonRoot: true, runAsUser: WORKER_UID, runAsGroup: WORKER_GID }),
-    readOnlyRootFilesystem: !prebuilt,
+    ...(launch.image ? {} : { runAsNonRoot: true, runAsUser: WORKER_UID, runAsGroup: WORKER_GID }),
+    readOnlyRootFilesystem: writableRootGb(launch) === 0,
     allowPrivilegeEscalation: false,
     capabilities: { drop: ["ALL"] },
     seccompProfile: { type: "RuntimeDefault" },
@@ -157,7 +157,14 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
   const volume = launch.volume?.id ?? launch.volumeName;
   const gpu = launch.computeType === "GPU";
   const { cpu, memory } = podSize(launch.placement, plan);
-  const limits: Record<string, string> = { cpu, memory, ...(gpu ? { "nvidia.com/gpu": String(launch.placement?.gpus || 1) } : {}) };
+  // A writable root is bounded by the kubelet (it evicts a Pod that writes past its ephemeral-storage limit).
+  const disk = writableRootGb(launch);
+  const limits: Record<string, string> = {
+    cpu,
+    memory,
+    ...(gpu ? { "nvidia.com/gpu": String(launch.placement?.gpus || 1) } : {}),
+    ...(disk > 0 ? { "ephemeral-storage": `${disk}Gi` } : {}),
+  };
   const dataCenter = launch.placement?.dataCenter;
   return {
     apiVersion: "v1",
@@ -180,7 +187,7 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
           image: plan.image,
           env,
           resources: { requests: { cpu, memory }, limits },
-          securityContext: workerSecurityContext(Boolean(launch.image)),
+          securityContext: workerSecurityContext(launch),
           ...(launch.loadBalanced ? { ports: [{ name: "http", containerPort: LB_POD_PORT }] } : {}),
           volumeMounts: [
             ...(volume ? [{ name: "network-volume", mountPath: VOLUME_MOUNT }] : []),
@@ -234,9 +241,21 @@ export function gpuAffinity(gpuTypeIds: readonly string[], label: string): Pick<
   };
 }
 
-/** A Pod's end as a worker exit, or undefined while it runs. Pure. */
-export function exitOfPod(pod: V1Pod): WorkerExit | undefined {
+/** The kubelet's reasons for a container that waits on an image it could not pull. */
+const PULL_WAITING = new Set(["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"]);
+
+/**
+ * A Pod's end as a worker exit, or undefined while it runs. A Pod of a worker image whose container waits on a
+ * failed pull ends here too, carrying the failed pull (naming the image and its credentials): the kubelet would
+ * retry with its own backoff, the scaler retries with the endpoint's and says why it waits. Pure.
+ */
+export function exitOfPod(pod: V1Pod, pulled?: { image: string; credentials?: RegistryCredentials }): WorkerExit | undefined {
   const phase = pod.status?.phase;
+  const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
+  if (pulled && phase === "Pending" && waiting?.reason && PULL_WAITING.has(waiting.reason)) {
+    const why = pullFailureReason(waiting.message || waiting.reason);
+    return { code: null, signal: null, pullFailure: new ImagePullError(pulled.image, why, pulled.credentials).message };
+  }
   if (phase !== "Succeeded" && phase !== "Failed") return undefined;
   const terminated = pod.status?.containerStatuses?.[0]?.state?.terminated;
   return {

@@ -47,6 +47,7 @@ import {
   workerSecret,
 } from "./kubernetes-pod.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
+import type { RegistryCredentials } from "./registry-auth.js";
 
 export { exitOfPod } from "./kubernetes-pod.js";
 
@@ -97,6 +98,8 @@ interface Watched {
   onLog?: (line: WorkerLogLine) => void;
   /** Adopted Pods: their output from this time on. */
   logsSince?: string;
+  /** A worker image the node pulls: a container waiting on a failed pull ends the worker with it. */
+  pulled?: { image: string; credentials?: RegistryCredentials };
   follow?: LogFollow;
   /** Its exit was read: its last lines are being read, then the Pod goes. */
   ending: boolean;
@@ -169,10 +172,11 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         log,
       });
     }
-    const exit = exitOfPod(pod);
+    const exit = exitOfPod(pod, w.pulled);
     if (!exit || w.ending) return;
     w.ending = true;
     if (pod.status?.phase === "Failed") log(`worker Pod ${name} failed: ${pod.status?.reason ?? ""} ${pod.status?.message ?? ""}`.trim());
+    if (exit.pullFailure) log(`worker Pod ${name}: ${exit.pullFailure}`);
     void (async () => {
       // Its last lines (a crash's stack) first: deleting the Pod deletes its log.
       if (w.follow) await Promise.race([w.follow.done, new Promise((resolve) => setTimeout(resolve, logDrainMs).unref())]);
@@ -218,7 +222,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     });
   };
 
-  const handleOf = (workerId: string, name: string, output: { onLog?: (line: WorkerLogLine) => void; logsSince?: string }): Watched => {
+  const handleOf = (workerId: string, name: string, output: Pick<Watched, "onLog" | "logsSince" | "pulled">): Watched => {
     let settle!: (exit: WorkerExit) => void;
     const exited = new Promise<WorkerExit>((resolve) => (settle = resolve));
     let addressKnown!: (address: string) => void;
@@ -421,7 +425,10 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
       }
       log(`worker ${launch.workerId} of endpoint ${launch.endpointName} is Pod ${pod.metadata!.name}`);
       // Watched from now: the Pod may end (and its event pass) while the Secret is being given its owner.
-      const w = handleOf(launch.workerId, pod.metadata!.name!, { onLog: launch.onLog });
+      const w = handleOf(launch.workerId, pod.metadata!.name!, {
+        onLog: launch.onLog,
+        pulled: launch.image ? { image: launch.image, credentials: launch.registryAuth } : undefined,
+      });
       // Owned by its Pod: Kubernetes deletes it with the Pod even when this service is not there to.
       try {
         const owner = { apiVersion: "v1", kind: "Pod", name: made.metadata!.name!, uid: made.metadata!.uid! };

@@ -91,8 +91,12 @@ describe("swarmServiceSpec", () => {
       Limits: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3, Pids: 200 },
       Reservations: { NanoCPUs: 1e9, MemoryBytes: 2 * 1024 ** 3 },
     });
-    // A prebuilt image keeps its own user and writable layer; capabilities and privileges stay dropped.
-    const prebuilt = template(swarmServiceSpec(launch({ image: "nginx:1" }), plan)).ContainerSpec as Docker.ContainerSpec & { Privileges?: unknown };
+    // A prebuilt image keeps its own user, and the writable layer its template allows; capabilities and privileges
+    // stay dropped.
+    const prebuilt = template(swarmServiceSpec(launch({ image: "nginx:1", containerDiskInGb: 10 }), plan)).ContainerSpec as Docker.ContainerSpec & {
+      Privileges?: unknown;
+    };
+    expect(template(swarmServiceSpec(launch({ image: "nginx:1", containerDiskInGb: 0 }), plan)).ContainerSpec.ReadOnly).toBe(true);
     expect(prebuilt.User).toBeUndefined();
     expect(prebuilt.ReadOnly).toBe(false);
     expect(prebuilt.CapabilityDrop).toEqual(["ALL"]);
@@ -177,5 +181,22 @@ describe("exitOfTask", () => {
     expect(exitOfTask({ Status: { State: "complete", ContainerStatus: { ExitCode: 0 } } })).toEqual({ code: 0, signal: null });
     expect(exitOfTask({ Status: { State: "shutdown" } })).toEqual({ code: null, signal: null });
     expect(exitOfTask({ Status: { State: "running" } })).toBeUndefined();
+  });
+
+  it("a worker image's task refused for want of its image is a failed pull naming the image and the credentials; other ends are not", () => {
+    const pulled = { image: "reg.example:5000/team/worker:1", credentials: { name: "team", username: "u", password: "p" } };
+    const refused = exitOfTask({ Status: { State: "rejected", Err: "No such image: reg.example:5000/team/worker:1" } }, pulled);
+    expect(refused).toEqual({
+      code: null,
+      signal: null,
+      pullFailure: `pulling "reg.example:5000/team/worker:1" failed: the node could not pull it (refused credentials, or no such image in the registry) (registry auth "team")`,
+    });
+    expect(exitOfTask({ Status: { State: "rejected", Err: "pull access denied for team/worker" } }, { image: "team/worker:1" })?.pullFailure).toBe(
+      `pulling "team/worker:1" failed: unauthorized (no registry auth)`,
+    );
+    // Refused for another reason, or an image-less launch (svc's own image): an ordinary end.
+    expect(exitOfTask({ Status: { State: "rejected", Err: "invalid mount config" } }, pulled)?.pullFailure).toBeUndefined();
+    expect(exitOfTask({ Status: { State: "rejected", Err: "No such image: svc-worker-cpu" } })?.pullFailure).toBeUndefined();
+    expect(exitOfTask({ Status: { State: "failed", Err: "task: non-zero exit (1)", ContainerStatus: { ExitCode: 1 } } }, pulled)?.pullFailure).toBeUndefined();
   });
 });

@@ -17,9 +17,9 @@ import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { DATA_CENTER_LABEL, type Placement } from "./placement.js";
 import { imageKindOf, VOLUME_MOUNT } from "./image-names.js";
 import { ensureWorkerImage } from "./images.js";
-import { dockerAuthConfig } from "./registry-auth.js";
+import { dockerAuthConfig, ImagePullError, pullFailureReason, type RegistryCredentials } from "./registry-auth.js";
 import { clusterVolumeName, clusterVolumeRefusal, dataCenterRefusal, swarmVolumeMount, type LaunchVolume, type SwarmVolumeConfig } from "./cluster-volumes.js";
-import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, type ContainerLimits } from "./isolation.js";
+import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, writableRootGb, type ContainerLimits } from "./isolation.js";
 import { registryWorkerImage } from "./registry.js";
 import { serviceLogs, type ServiceLogs } from "./swarm-logs.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
@@ -102,7 +102,7 @@ export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): 
         Labels: labels,
         Env: Object.entries(env).map(([key, value]) => `${key}=${value}`),
         StopGracePeriod: plan.stopGraceMs * 1_000_000,
-        ...swarmConfinement(Boolean(launch.image)),
+        ...swarmConfinement(launch),
         // A provider worker finds its volume where the provider mounts it too.
         Mounts: [...volumes, swarmTmpMount(limits), ...shm],
       },
@@ -128,12 +128,22 @@ export function clusterNodesOf(nodes: Array<{ Spec?: { Availability?: string; La
 
 /**
  * How a worker's container is confined (isolation.ts): no capabilities, no privilege gain through setuid binaries,
- * and for svc's own worker image its non-root user and a read-only root filesystem (a prebuilt image keeps its
- * user and writable layer, as on Docker). Engines older than Docker 25 (API 1.44) ignore
- * Privileges.NoNewPrivileges. Pure.
+ * and for svc's own worker image its non-root user and a read-only root filesystem. A prebuilt image keeps its
+ * user, and a writable layer where its template allows one (`writableRootGb`; Swarm cannot bound its size).
+ * Engines older than Docker 25 (API 1.44) ignore Privileges.NoNewPrivileges. Pure.
  */
-export function swarmConfinement(prebuilt: boolean): { User?: string; ReadOnly: boolean; CapabilityDrop: string[]; Privileges: { NoNewPrivileges: true } } {
-  return { ...(prebuilt ? {} : { User: `${WORKER_UID}:${WORKER_GID}` }), ReadOnly: !prebuilt, CapabilityDrop: ["ALL"], Privileges: { NoNewPrivileges: true } };
+export function swarmConfinement(launch: Pick<WorkerLaunch, "image" | "containerDiskInGb">): {
+  User?: string;
+  ReadOnly: boolean;
+  CapabilityDrop: string[];
+  Privileges: { NoNewPrivileges: true };
+} {
+  return {
+    ...(launch.image ? {} : { User: `${WORKER_UID}:${WORKER_GID}` }),
+    ReadOnly: writableRootGb(launch) === 0,
+    CapabilityDrop: ["ALL"],
+    Privileges: { NoNewPrivileges: true },
+  };
 }
 
 /**
@@ -196,13 +206,30 @@ export function swarmConstraints(launch: Pick<WorkerLaunch, "computeType" | "gpu
   return constraints.length > 0 ? { Placement: { Constraints: constraints } } : {};
 }
 
-/** A task's end as a worker exit: its container's exit code, when Swarm kept one. Pure. */
-export function exitOfTask(task: { Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }): WorkerExit | undefined {
+/** What the tick reads of a task. */
+type SwarmTask = { ServiceID?: string; CreatedAt?: string; Status?: { State?: string; Err?: string; ContainerStatus?: { ExitCode?: number } } };
+
+/**
+ * A task's end as a worker exit: its container's exit code, when Swarm kept one. A task of a worker image that
+ * its node refused because the image could not be pulled (the node logs the pull's error and then finds no such
+ * image) carries the failed pull, naming the image and the credentials it was pulled with. Pure.
+ */
+export function exitOfTask(task: SwarmTask, pulled?: { image: string; credentials?: RegistryCredentials }): WorkerExit | undefined {
   const state = task.Status?.State;
   if (!state || !ENDED.has(state)) return undefined;
   const code = task.Status?.ContainerStatus?.ExitCode;
-  return { code: typeof code === "number" ? code : null, signal: null };
+  const exit: WorkerExit = { code: typeof code === "number" ? code : null, signal: null };
+  const err = task.Status?.Err ?? "";
+  if (pulled && state === "rejected" && PULL_ERROR.test(err)) {
+    // The node's own pull error stays in its log; the task says only that the image was then missing.
+    const why = /no such image/i.test(err) ? "the node could not pull it (refused credentials, or no such image in the registry)" : pullFailureReason(err);
+    exit.pullFailure = new ImagePullError(pulled.image, why, pulled.credentials).message;
+  }
+  return exit;
 }
+
+/** A node's words for an image it could not pull (Docker's, through Swarm's task error). */
+const PULL_ERROR = /no such image|pull access denied|unauthorized|authentication required|manifest unknown|not found|denied/i;
 
 /** Whether some node of the swarm advertises `kind` as a generic resource. */
 async function advertised(docker: Docker, kind: string): Promise<boolean> {
@@ -216,6 +243,8 @@ async function advertised(docker: Docker, kind: string): Promise<boolean> {
 
 interface Watched {
   serviceId: string;
+  /** A worker image the node pulls: a task refused for want of it is a failed pull. */
+  pulled?: { image: string; credentials?: RegistryCredentials };
   /** Its output, when somebody reads it. */
   logs?: ServiceLogs;
   settle(exit: WorkerExit, ended: "task" | "service"): void;
@@ -265,7 +294,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
   /** One list of the swarm's tasks per tick: each watched worker whose task ended is settled and its service removed. */
   const tick = async () => {
     if (watched.size === 0) return;
-    let tasks: Array<{ ServiceID?: string; CreatedAt?: string; Status?: { State?: string; ContainerStatus?: { ExitCode?: number } } }>;
+    let tasks: SwarmTask[];
     let services: Set<string>;
     try {
       const d = await docker();
@@ -284,7 +313,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       // A service that is gone was removed (by stop(), or by someone else): the worker ended. One without a task
       // yet is still being scheduled.
       const gone = !services.has(w.serviceId);
-      const exit = gone ? { code: null, signal: null } : latest ? exitOfTask(latest) : undefined;
+      const exit = gone ? { code: null, signal: null } : latest ? exitOfTask(latest, w.pulled) : undefined;
       if (!exit) {
         // Its container runs: its output is followed from here (through the manager, whichever node runs it).
         if (latest?.Status?.State && STARTED.has(latest.Status.State)) w.logs?.follow();
@@ -295,11 +324,13 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
     }
   };
 
-  const watch = (workerId: string, serviceId: string, output: { onLog?: (line: WorkerLogLine) => void; logsSince?: string }): Promise<WorkerExit> =>
+  type Output = { onLog?: (line: WorkerLogLine) => void; logsSince?: string; pulled?: Watched["pulled"] };
+  const watch = (workerId: string, serviceId: string, output: Output): Promise<WorkerExit> =>
     new Promise<WorkerExit>((resolve) => {
       const logs = output.onLog && serviceLogs({ docker, serviceId, onLog: output.onLog, sinceTime: output.logsSince, log });
       watched.set(workerId, {
         serviceId,
+        pulled: output.pulled,
         logs,
         settle: (exit, ended) => {
           handles.delete(workerId);
@@ -325,7 +356,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
     }
   };
 
-  const handleOf = (workerId: string, serviceId: string, output: { onLog?: (line: WorkerLogLine) => void; logsSince?: string } = {}): WorkerHandle => {
+  const handleOf = (workerId: string, serviceId: string, output: Output = {}): WorkerHandle => {
     const exited = watch(workerId, serviceId, output);
     const handle: WorkerHandle = {
       workerId,
@@ -402,7 +433,10 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       const serviceId = created.id ?? created.ID;
       if (!serviceId) throw new UserError(`Swarm created no service for endpoint ${launch.endpointName}`);
       log(`worker ${launch.workerId} of endpoint ${launch.endpointName} is Swarm service ${spec.Name}`);
-      return handleOf(launch.workerId, serviceId, { onLog: launch.onLog });
+      return handleOf(launch.workerId, serviceId, {
+        onLog: launch.onLog,
+        pulled: launch.image ? { image: launch.image, credentials: launch.registryAuth } : undefined,
+      });
     },
 
     async adopt(onLog) {

@@ -103,6 +103,12 @@ export interface WorkerLaunch {
    */
   shmSizeMb?: number;
   /**
+   * An image's writable root filesystem, in GiB (its template's `containerDiskInGb`): 0 or unset gives it a
+   * read-only root, as svc's own image has. Where the engine can bound a container's layer it is bounded to this
+   * (Docker's `size` storage option, Kubernetes' ephemeral-storage limit). Drivers that run images.
+   */
+  containerDiskInGb?: number;
+  /**
    * Start it from a checkpoint of an initialised worker of the same revision where the driver can (the endpoint's
    * `snapshot: true`); drivers that cannot start it as usual. docs/cold-start.md, "Snapshots".
    */
@@ -110,9 +116,17 @@ export interface WorkerLaunch {
   onLog(line: WorkerLogLine): void;
 }
 
+/** What an image's containers are allowed beyond the sandbox's defaults (docs/provider-workers.md). */
+export type ContainerAllowances = Pick<WorkerLaunch, "shmSizeMb" | "containerDiskInGb">;
+
 export interface WorkerExit {
   code: number | null;
   signal: string | null;
+  /**
+   * The worker never ran because its node could not pull the image: why, as an ImagePullError says it. Set by
+   * drivers whose nodes pull (`pullsImages`), where a failed pull shows only after the start returned.
+   */
+  pullFailure?: string;
 }
 
 export interface WorkerHandle {

@@ -20,7 +20,7 @@ import { problemResponse, sendProblem } from "./http/problems.js";
 import { ServiceMetrics } from "./metrics/index.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
-import { Scaler } from "./workers/scaler.js";
+import { appContainerAllowances, Scaler } from "./workers/scaler.js";
 import { ModelCache } from "./models/cache.js";
 import { DEFAULT_MODEL_HUB, Hub } from "./models/hub.js";
 import { openServiceStorage, type ServiceStorage } from "./stores.js";
@@ -483,9 +483,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       endpoints: () => endpoints.values(),
       secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
       heartbeatMs,
-      // An app's image endpoint says its own /dev/shm; a REST endpoint's template does.
-      containerAllowances: (endpoint) =>
-        endpoint.resource.shmSizeMb !== undefined ? { shmSizeMb: endpoint.resource.shmSizeMb } : management.containerAllowances(endpoint.id),
+      // A REST endpoint's template says them; an app's image endpoint says its own.
+      containerAllowances: (endpoint) => management.containerAllowances(endpoint.id) ?? appContainerAllowances(endpoint.resource),
       registryAuth: (endpoint) => management.registryCredentials(endpoint.id),
       mintWorkerKeys: workerKeys.mint,
       revokeWorkerKeys: workerKeys.revoke,

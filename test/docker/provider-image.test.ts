@@ -183,6 +183,10 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
     expect(inspected.HostConfig.CapDrop).toEqual(["ALL"]);
     expect(inspected.HostConfig.SecurityOpt).toEqual(["no-new-privileges"]);
     expect(inspected.HostConfig.ShmSize).toBe(256 * 1024 * 1024);
+    // Its template's container disk (the default, 10 GB) is a writable root: it writes beside its code.
+    expect(inspected.HostConfig.ReadonlyRootfs).toBe(false);
+    const written = await call(`${e.url}/runsync`, { key: KEY, body: { input: { mode: "write", path: "/home/worker/cache.bin" } } });
+    expect(written.body.output).toEqual({ written: true });
 
     // The worker registered through its takes: /health counts it.
     const health = await call(`${e.url}/health`, { key: KEY });
@@ -190,6 +194,16 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
     // What the worker printed is in the endpoint's logs, as svc's own workers' output is.
     expect(await logLine(e, `taken ${id}`)).toBe(`taken ${id}`);
     expect(await logLine(e, `posted ${id}`)).toMatch(/^posted /);
+  }, 120_000);
+
+  it("a template allowing no container disk (containerDiskInGb 0): the image runs with a read-only root, /tmp still writable", async () => {
+    const e = await imageEndpoint(service, "sealed", imageTag, {}, { containerDiskInGb: 0 });
+    const root = await call(`${e.url}/runsync`, { key: KEY, body: { input: { mode: "write", path: "/home/worker/cache.bin" } } });
+    expect(root.body.output).toEqual({ written: false, reason: "Read-only file system" });
+    const tmp = await call(`${e.url}/runsync`, { key: KEY, body: { input: { mode: "write", path: "/tmp/scratch.bin" } } });
+    expect(tmp.body.output).toEqual({ written: true });
+    const [container] = await containersOf(e);
+    expect((await docker.getContainer(container!.Id).inspect()).HostConfig.ReadonlyRootfs).toBe(true);
   }, 120_000);
 
   it("a handler's exception fails the job with the SDK's report; a generator streams in order", async () => {

@@ -150,3 +150,51 @@ it("an image whose template names a registry auth is pulled with it: the worker'
     containers.stop();
   }
 }, 60_000);
+
+it("a Pod whose image cannot be pulled ends its worker: the endpoint waits saying which pull failed and why, and its job stays queued", async () => {
+  fake = await startFakeKubeApiServer();
+  const driver = createKubernetesDriver({
+    kubeConfig: fake.kubeConfig(),
+    namespace: "default",
+    session: "svc-provider-pull",
+    image: "svc-worker-cpu:test",
+    rewatchMs: 100,
+    logRetryMs: 100,
+    stopGraceMs: 1000,
+  });
+  t = await startTestService({ driver, leaseMs: 3000, heartbeatMs: 1000 });
+  // The kubelet's answer to a wrong password, for every Pod the service makes.
+  const refused = new Set<string>();
+  const kubelet = setInterval(() => {
+    for (const pod of fake!.pods()) {
+      const name = pod.metadata!.name!;
+      if (refused.has(name)) continue;
+      refused.add(name);
+      fake!.setWaiting(name, "ErrImagePull", 'failed to pull and unpack image "registry.example:5000/team/worker:1": 401 Unauthorized');
+    }
+  }, 50);
+  try {
+    const auth = await call(`${t.service.url}/v1/containerregistryauth`, { key: t.key, body: { name: "wrong", username: "puller", password: "not-it" } });
+    const template = await call(`${t.service.url}/v1/templates`, {
+      key: t.key,
+      body: { name: "w", imageName: "registry.example:5000/team/worker:1", containerRegistryAuthId: auth.body.id },
+    });
+    const created = await call(`${t.service.url}/v1/endpoints`, { key: t.key, body: { name: "w", templateId: template.body.id, workersMax: 1 } });
+    const job = await call(`${created.body.url}/run`, { key: t.key, body: { input: { mode: "echo", value: 1 } } });
+    const waiting = await until(async () => {
+      const r = (await call(`${t!.service.url}/v1/endpoints/${created.body.id}`, { key: t!.key })).body;
+      return r.statusReason ? r : undefined;
+    }, 20_000);
+    expect([waiting.status, waiting.statusReason]).toEqual([
+      "WAITING",
+      `pulling "registry.example:5000/team/worker:1" failed: unauthorized (registry auth "wrong")`,
+    ]);
+    expect((await call(`${created.body.url}/status/${job.body.id}`, { key: t.key })).body.status).toBe("IN_QUEUE");
+    // The Pod that could not start is gone, with its Secret.
+    await until(async () => fake!.deletions.some((d) => refused.has(d.name)), 10_000);
+    const logs = (await call(`${t.service.url}/v1/endpoints/${created.body.id}/logs`, { key: t.key })).body.lines as Array<{ text: string }>;
+    expect(logs.some((l) => l.text.includes(`pulling "registry.example:5000/team/worker:1" failed: unauthorized`))).toBe(true);
+  } finally {
+    clearInterval(kubelet);
+  }
+}, 60_000);

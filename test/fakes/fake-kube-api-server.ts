@@ -39,6 +39,8 @@ export interface FakeKubeApiServer {
   deletions: Array<{ name: string; gracePeriodSeconds: number | undefined }>;
   /** Pod IPs are given when a Pod goes Running (10.244.0.n), unless `podIP` names one; `podIP: null` gives none. */
   setPhase(name: string, phase: "Running" | "Succeeded" | "Failed", opts?: { exitCode?: number; podIP?: string | null; namespace?: string }): void;
+  /** The Pod stays Pending, its container waiting for `reason` (as the kubelet says of an image it cannot pull). */
+  setWaiting(name: string, reason: string, message: string, opts?: { namespace?: string }): void;
   /** What the Pod's container writes to stdout/stderr (the log mixes both, as the kubelet's does): one entry per line. */
   writeLog(name: string, text: string, opts?: { namespace?: string }): void;
   /** How many log requests are open now (follows that have not ended). */
@@ -441,6 +443,21 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       };
       podsOf(namespace).set(name, next);
       if (phase !== "Running") endFollows(namespace, name);
+      emit(namespace, "MODIFIED", next);
+    },
+    setWaiting(name, reason, message, opts = {}) {
+      const namespace = opts.namespace ?? "default";
+      const pod = podsOf(namespace).get(name);
+      if (!pod) throw new Error(`the fake has no Pod ${name}`);
+      const next: V1Pod = {
+        ...pod,
+        metadata: { ...pod.metadata, resourceVersion: String(++version) },
+        status: {
+          phase: "Pending",
+          containerStatuses: [{ name: "worker", image: "", imageID: "", ready: false, restartCount: 0, state: { waiting: { reason, message } } }],
+        },
+      };
+      podsOf(namespace).set(name, next);
       emit(namespace, "MODIFIED", next);
     },
     writeLog(name, text, opts = {}) {

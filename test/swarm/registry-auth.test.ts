@@ -12,6 +12,7 @@ import { createSwarmDriver } from "../../src/drivers/swarm.js";
 import type { WorkerDriver } from "../../src/drivers/types.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call } from "../service/helpers.js";
+import { until } from "../lb/harness.js";
 import { authRegistryUnavailable, startAuthRegistry, type AuthRegistry } from "../docker/auth-registry.js";
 import { describeDocker, docker, engineUp } from "../docker/engine.js";
 import { buildProviderWorkerImage } from "../docker/python-image.js";
@@ -26,6 +27,8 @@ let driver: WorkerDriver | undefined;
 let service: Service | undefined;
 let localTag: string | undefined;
 let pushed: string | undefined;
+/** The same image under another name, which no node has pulled: the wrong password's test pulls it. */
+let pushedForWrong: string | undefined;
 let joined = false;
 
 const removeImage = (name: string) =>
@@ -43,7 +46,8 @@ beforeAll(async () => {
   localTag = `svc-test-provider-worker:${session.slice(-10)}`;
   await buildProviderWorkerImage(docker, localTag, session);
   pushed = await registry.push(docker, localTag, "private/swarm-worker", session.slice(-10));
-  for (const name of [pushed, localTag]) await removeImage(name);
+  pushedForWrong = await registry.push(docker, localTag, "private/swarm-wrong", session.slice(-10));
+  for (const name of [pushed, pushedForWrong, localTag]) await removeImage(name);
   driver = createSwarmDriver({ session, stopGraceMs: 2000 });
   service = await startService({ dataDir: join(dir, "data"), driver, apiKeys: [KEY], leaseMs: 3000, heartbeatMs: 1000 });
 }, 240_000);
@@ -57,7 +61,7 @@ afterAll(async () => {
         .getService(s.ID)
         .remove()
         .catch(() => undefined);
-    for (const name of [pushed, localTag]) if (name) await removeImage(name);
+    for (const name of [pushed, pushedForWrong, localTag]) if (name) await removeImage(name);
   }
   await registry?.stop();
   if (joined) leaveSwarm();
@@ -89,6 +93,35 @@ describeDocker("worker images on Swarm, pulled with registry auth", () => {
       expect(spec.Image!.startsWith(pushed!)).toBe(true);
       expect((spec.Env ?? []).join("\n")).not.toContain(registry!.password);
       await docker.getImage(pushed!).inspect();
+    },
+    240_000,
+  );
+
+  it.skipIf(unavailable !== undefined)(
+    "a wrong password on Swarm: the node cannot pull, the endpoint waits saying which pull failed and with which credentials, its job stays queued",
+    async () => {
+      const url = service!.url;
+      const auth = await call(`${url}/v1/containerregistryauth`, {
+        key: KEY,
+        body: { name: "wrong", username: registry!.username, password: "not-the-password" },
+      });
+      // An image the registry has and the engine does not: only the password stands in the way.
+      const image = pushedForWrong!;
+      const template = await call(`${url}/v1/templates`, { key: KEY, body: { name: "wrong", imageName: image, containerRegistryAuthId: auth.body.id } });
+      const created = await call(`${url}/v1/endpoints`, { key: KEY, body: { name: "wrong", templateId: template.body.id, workersMax: 1, idleTimeout: 60 } });
+      const job = await call(`${created.body.url}/run`, { key: KEY, body: { input: { mode: "echo", value: 1 } } });
+      const waiting = await until(
+        "the endpoint to say why it waits",
+        async () => {
+          const r = (await call(`${url}/v1/endpoints/${created.body.id}`, { key: KEY })).body;
+          return r.statusReason ? r : undefined;
+        },
+        90_000,
+      );
+      expect(waiting.status).toBe("WAITING");
+      expect(waiting.statusReason).toMatch(new RegExp(`^pulling "${image.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}" failed: .+ \\(registry auth "wrong"\\)$`));
+      expect(waiting.statusReason).not.toContain("not-the-password");
+      expect((await call(`${created.body.url}/status/${job.body.id}`, { key: KEY })).body.status).toBe("IN_QUEUE");
     },
     240_000,
   );

@@ -79,7 +79,10 @@ export interface EndpointConfig {
   image?: string;
   /** An image endpoint's /dev/shm in MiB (model servers share tensors through it); default: the engine's 64 MiB. */
   shmSizeMb?: number;
-  /** An image endpoint's container disk in GB, as the provider's templates record it (not a quota under Docker). */
+  /**
+   * An image endpoint's writable root filesystem in GB, as the provider's templates have it (default 10); 0 gives
+   * its containers a read-only root. Bounded where the engine can bound a container's layer (docs/provider-workers.md).
+   */
   containerDiskInGb?: number;
 }
 
@@ -165,6 +168,8 @@ export const LIMITS = {
   shmSizeMbMin: 64,
   shmSizeMbMax: 262144,
   containerDiskInGbMax: 1024,
+  /** A template's or an image endpoint's containerDiskInGb when it gives none (the provider's templates always carry one). */
+  containerDiskInGbDefault: 10,
 } as const;
 
 /** Paths an app may not define on a load-balanced endpoint. */
@@ -392,7 +397,7 @@ export function configProblems(config: unknown): string[] {
       if (c[key] !== undefined) problems.push(`"${key}" does not apply to an image endpoint: "image" runs a container image, not this app's code`);
   }
   intRange("shmSizeMb", LIMITS.shmSizeMbMin, LIMITS.shmSizeMbMax);
-  intRange("containerDiskInGb", 1, LIMITS.containerDiskInGbMax);
+  intRange("containerDiskInGb", 0, LIMITS.containerDiskInGbMax);
   for (const key of ["shmSizeMb", "containerDiskInGb"])
     if (c[key] !== undefined && c.image === undefined) problems.push(`"${key}" needs "image": it sizes an image endpoint's container`);
   return problems;

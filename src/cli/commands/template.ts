@@ -21,7 +21,7 @@ export function register(program: Command): void {
     .requiredOption("--name <name>", "template name")
     .requiredOption("--image <image>", "worker image")
     .option("--env <KEY=VALUE>", "default environment variable (repeatable)", envFlag)
-    .option("--disk <gb>", "container disk in GB", intFlag("--disk"))
+    .option("--disk <gb>", "writable root filesystem in GB (default 10; 0: read-only root)", intFlag("--disk"))
     .option("--shm <mb>", "size of /dev/shm in the image's containers, MiB (default: the engine's)", intFlag("--shm"))
     .option("--registry-auth <id>", "pull the image with this registry auth (svc registry-auth create)")
     .option("--json", "print JSON")

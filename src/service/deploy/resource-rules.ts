@@ -51,7 +51,7 @@ export function imageProblemsInResources(resources: Record<string, ManifestResou
       else if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) problems.push(at(`"${key}" must be an integer from ${min} to ${max}`));
     };
     bounded("shmSizeMb", LIMITS.shmSizeMbMin, LIMITS.shmSizeMbMax);
-    bounded("containerDiskInGb", 1, LIMITS.containerDiskInGbMax);
+    bounded("containerDiskInGb", 0, LIMITS.containerDiskInGbMax);
   }
   return problems;
 }

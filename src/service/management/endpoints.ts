@@ -24,7 +24,8 @@ import { HttpProblem } from "../http/problems.js";
 import { SCHEMAS, validate } from "../http/schema.js";
 import type { EndpointRow } from "../store/types.js";
 import { readObjectBody, requireAccess, requireDeploy, type ManagementContext, type ManagementDeps } from "./context.js";
-import { reservedEnvProblems } from "svc/internal";
+import { LIMITS, reservedEnvProblems } from "svc/internal";
+import type { ContainerAllowances } from "../../drivers/types.js";
 import type { RegistryAuthRecord, RestEndpointSpec, TemplateRecord, VolumeRecord } from "./store.js";
 import { ownRegistryAuth } from "./registry-auths.js";
 import type { PingCheck } from "../lb/ping.js";
@@ -405,11 +406,12 @@ export class RestEndpoints {
    * What a REST endpoint's image is allowed in its containers beyond the sandbox's defaults, from its template
    * (docs/provider-workers.md, "What the container gets"); empty for svc code and for other endpoints.
    */
-  containerAllowances(id: string): { shmSizeMb?: number } {
+  containerAllowances(id: string): ContainerAllowances | undefined {
     const entry = this.specs.get(id);
     const image = entry && this.prebuiltImage(entry);
     const template = image ? this.m.store.template(entry.spec.templateId) : undefined;
-    return template?.shmSizeMb ? { shmSizeMb: template.shmSizeMb } : {};
+    if (!template) return undefined;
+    return { containerDiskInGb: template.containerDiskInGb, ...(template.shmSizeMb ? { shmSizeMb: template.shmSizeMb } : {}) };
   }
 
   /** The registry auth a REST endpoint's image is pulled with (its template's), when it names one of its owner's. */
@@ -478,7 +480,7 @@ export function planTemplate(
       name: (body.name as string | undefined) ?? before!.name,
       imageName: (body.imageName as string | undefined) ?? before!.imageName,
       env: (body.env as Record<string, string> | undefined) ?? before?.env ?? {},
-      containerDiskInGb: (body.containerDiskInGb as number | undefined) ?? before?.containerDiskInGb ?? 10,
+      containerDiskInGb: (body.containerDiskInGb as number | undefined) ?? before?.containerDiskInGb ?? LIMITS.containerDiskInGbDefault,
       shmSizeMb: shm === undefined ? (before?.shmSizeMb ?? null) : shm,
       containerRegistryAuthId: auth === undefined ? (before?.containerRegistryAuthId ?? null) : auth,
     },

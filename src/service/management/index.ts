@@ -13,6 +13,7 @@
 import { existsSync } from "node:fs";
 import { lstat, rename } from "node:fs/promises";
 import { prepareVolumeDir } from "../../drivers/volume-dir.js";
+import type { ContainerAllowances } from "../../drivers/types.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
 import type { Route, RouteCall } from "../http/router.js";
@@ -155,9 +156,12 @@ export class Management {
     return this.rest;
   }
 
-  /** What a REST endpoint's image is allowed beyond the sandbox's defaults (its template's /dev/shm size). */
-  containerAllowances(endpointId: string): { shmSizeMb?: number } {
-    return this.rest?.containerAllowances(endpointId) ?? {};
+  /**
+   * What a REST endpoint's image is allowed beyond the sandbox's defaults (its template's /dev/shm size and
+   * writable root); undefined for an endpoint that is not a REST endpoint of an image.
+   */
+  containerAllowances(endpointId: string): ContainerAllowances | undefined {
+    return this.rest?.containerAllowances(endpointId);
   }
 
   /**

@@ -4,7 +4,7 @@
 // function (planScaling); `Scaler` applies it.
 
 import type { LogFields } from "../logging.js";
-import type { AdoptedWorker, WorkerBucket, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../../drivers/types.js";
+import type { AdoptedWorker, ContainerAllowances, WorkerBucket, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../../drivers/types.js";
 import { placementOf } from "../../drivers/placement.js";
 import { isImagePullError, type RegistryCredentials } from "../../drivers/registry-auth.js";
 import type { JobEngine, WorkerEntry } from "../engine/index.js";
@@ -14,7 +14,7 @@ import { checkPingPath, type PingCheck } from "../lb/ping.js";
 import { artifactUrl } from "../artifacts/route.js";
 import { allocateGpus, gpuRequestOf } from "../../gpus/allocate.js";
 import type { GpuWait, GpuWant, HostGpus } from "../../gpus/host.js";
-import { cardMatches, endpointImageOf } from "svc/internal";
+import { cardMatches, endpointImageOf, LIMITS } from "svc/internal";
 import { defaultPolicy, desiredWorkers, type ScalingPolicy } from "./scaling-policy.js";
 import { errorMessage } from "../../errors.js";
 import {
@@ -103,8 +103,8 @@ export interface ScalerDeps {
   driver: WorkerDriver;
   apiUrl: string;
   /** Mint the worker's token and a key for cross-endpoint calls (revoked when the worker ends). */
-  /** What an endpoint's image is allowed beyond the sandbox's defaults (its template's /dev/shm size). */
-  containerAllowances?(endpoint: EndpointRow): { shmSizeMb?: number };
+  /** What an endpoint's image is allowed beyond the sandbox's defaults (its /dev/shm size, its writable root). */
+  containerAllowances?(endpoint: EndpointRow): ContainerAllowances;
   /** The registry credentials an endpoint's image is pulled with (its template's registry auth), opened. */
   registryAuth?(endpoint: EndpointRow): RegistryCredentials | undefined;
   /** The heartbeat period workers are told (a provider worker's ping period). */
@@ -234,6 +234,17 @@ export function providerImageOf(endpoint: EndpointRow): string | undefined {
   if (fromApp) return fromApp;
   const image = endpoint.resource.imageName;
   return endpoint.artifactPath === "" && image && !image.startsWith("svc://") ? image : undefined;
+}
+
+/**
+ * What an app's image endpoint allows its containers: the /dev/shm and writable root it declares (the root at the
+ * templates' default size when it says none). Pure.
+ */
+export function appContainerAllowances(resource: Pick<EndpointRow["resource"], "shmSizeMb" | "containerDiskInGb">): ContainerAllowances {
+  return {
+    containerDiskInGb: resource.containerDiskInGb ?? LIMITS.containerDiskInGbDefault,
+    ...(resource.shmSizeMb !== undefined ? { shmSizeMb: resource.shmSizeMb } : {}),
+  };
 }
 
 interface ManagedWorker {
@@ -708,7 +719,8 @@ export class Scaler {
         ...(r.snapshot ? { snapshot: true } : {}),
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
-      this.pullFailures.delete(endpoint.id);
+      // Where the node pulls after the start returned, the failure stays until a worker of it registers.
+      if (!this.deps.driver.pullsImages) this.pullFailures.delete(endpoint.id);
       m.startedAt = Date.now();
       this.offerAddresses(workerId, m.handle);
       this.lifeStarted(m, endpoint.userId);
@@ -749,13 +761,17 @@ export class Scaler {
         return;
       }
       const expected = m.stopping || this.closed;
+      // Its node could not pull the image: the endpoint says why it waits, as when the start itself failed.
+      if (exit.pullFailure && !expected) this.pullFailures.set(m.endpointId, exit.pullFailure);
       if (!expected) {
         this.deps.onLog(m.endpointId, m.id, {
           ts: Date.now(),
           stream: "stderr",
           text: m.remoteGone
             ? "worker stopped talking to the service (started by another replica)"
-            : `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
+            : exit.pullFailure
+              ? `worker failed to start: ${exit.pullFailure}`
+              : `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
         });
       }
       // A worker of another replica that fell silent went with its replica, or stopped answering: like a lapsed
@@ -918,7 +934,10 @@ export class Scaler {
    * A worker registered. Its endpoint's deaths still count: a worker that registers and dies at once is crash
    * looping too; one that stays up stableMs, or a completed job, ends the count.
    */
-  registered(_endpointId: string): void {}
+  registered(endpointId: string): void {
+    // A worker of it runs, so its image was pulled: the endpoint no longer waits on a pull.
+    this.pullFailures.delete(endpointId);
+  }
 
   /**
    * A worker this replica does not manage called it (a take or heartbeat may come before any register: the
