@@ -182,7 +182,7 @@ async function submitted(call: JobCall, endpoint: EndpointRow, sync: boolean, wa
     await call.json(),
     endpoint.resource.functions.map((f) => f.name),
     webhookRefusal(ctx),
-    ctx.ownVolumeIds?.(endpoint.userId),
+    () => ctx.ownVolumeIds?.(endpoint.userId) ?? [],
   );
   if (!value) {
     if (webhookRule) ctx.webhooks?.refusedAtSubmit(webhookRule);
@@ -304,7 +304,7 @@ export function quickRun(
     parsed,
     endpoint.resource.functions.map((f) => f.name),
     webhookRefusal(ctx),
-    ctx.ownVolumeIds?.(endpoint.userId),
+    () => ctx.ownVolumeIds?.(endpoint.userId) ?? [],
   );
   if (!value) return undefined;
   return async () =>

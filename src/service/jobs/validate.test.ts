@@ -19,9 +19,13 @@ describe("validateSubmission", () => {
       },
       ["a", "b"],
       undefined,
-      ["vol1"],
+      () => ["vol1"],
     );
     expect(full.errors).toEqual([]);
+    // The caller's volumes are read from the store only for a body that names an s3Config.
+    let asked = 0;
+    validateSubmission({ input: {} }, [], undefined, () => (asked++, ["vol1"]));
+    expect(asked).toBe(0);
     expect(full.value).toEqual({ input: {}, function: "a", webhook: "https://x.test/h", executionTimeoutMs: 5000, lifetimeMs: 60000, lowPriority: true });
   });
 
@@ -46,11 +50,11 @@ describe("validateSubmission", () => {
 describe("validateSubmission: s3Config", () => {
   it("takes an s3Config whose bucket is one of the owner's volumes, and refuses any other bucket or shape", () => {
     const ok = { accessId: "SVCA", accessSecret: "s", bucketName: "vol1", endpointUrl: "https://svc.test/s3" };
-    expect(validateSubmission({ input: {}, s3Config: ok }, [], undefined, ["vol1"]).errors).toEqual([]);
-    expect(validateSubmission({ input: {}, s3Config: { ...ok, bucketName: "vol2" } }, [], undefined, ["vol1"]).errors).toEqual([
+    expect(validateSubmission({ input: {}, s3Config: ok }, [], undefined, () => ["vol1"]).errors).toEqual([]);
+    expect(validateSubmission({ input: {}, s3Config: { ...ok, bucketName: "vol2" } }, [], undefined, () => ["vol1"]).errors).toEqual([
       "$.s3Config.bucketName: \"vol2\" is not one of your network volumes: name one by its id (svc volume list); svc's workers upload to svc's own S3 API only",
     ]);
-    expect(validateSubmission({ input: {}, s3Config: { accessId: 1 } }, [], undefined, ["vol1"]).errors).toEqual([
+    expect(validateSubmission({ input: {}, s3Config: { accessId: 1 } }, [], undefined, () => ["vol1"]).errors).toEqual([
       "$.s3Config.accessId: must be a string",
       "$.s3Config.bucketName: is required: the id of one of your network volumes (svc volume list), the bucket of svc's S3 API",
     ]);

@@ -28,7 +28,8 @@ export function validateSubmission(
   raw: unknown,
   functions: readonly string[],
   webhookRefusal: (url: string) => WebhookRefusal | undefined = () => undefined,
-  ownVolumeIds: readonly string[] = [],
+  /** Asked only when the body names an `s3Config` (it reads the store): most submissions never need it. */
+  ownVolumeIds: () => readonly string[] = () => [],
 ): { value?: Submission; errors: string[]; webhookRule?: WebhookRule } {
   if (!isPlainObject(raw)) return { errors: ['$: must be a JSON object like {"input": {...}}'] };
   const body = withoutNulls(raw);
@@ -68,7 +69,7 @@ export function validateSubmission(
     if (value.webhook === undefined) errors.push("$.webhookEvents: names events of a webhook; send webhook too");
     else value.webhookEvents = [...new Set(body.webhookEvents as WebhookEvent[])];
   }
-  if (body.s3Config !== undefined) errors.push(...s3ConfigErrors(body.s3Config, ownVolumeIds));
+  if (body.s3Config !== undefined) errors.push(...s3ConfigErrors(body.s3Config, ownVolumeIds()));
   if (isPlainObject(body.policy)) {
     const p = body.policy;
     if (typeof p.executionTimeout === "number") value.executionTimeoutMs = p.executionTimeout;
