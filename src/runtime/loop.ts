@@ -343,6 +343,7 @@ export class WorkerLoop {
         signal: entry.controller.signal,
         progress: (value) => this.progress(entry, value),
         ...(entry.trace ? { trace: entry.trace } : {}),
+        ...(job.s3Config ? { s3Config: job.s3Config } : {}),
       });
       if (invoked.kind === "value") {
         result = { jobId: job.id, lease: job.lease, status: "COMPLETED", output: await invoked.value };

@@ -49,6 +49,7 @@ import { VolumeUsage } from "./volumes/usage.js";
 import type { VolumesApi } from "./volumes/index.js";
 import { LargeOutputs } from "./volumes/large-outputs.js";
 import { mintWorkerBucket, revokeWorkerBucket, type WorkerBucketDeps } from "./volumes/worker-bucket.js";
+import { JobBuckets } from "./volumes/job-bucket.js";
 import type { EndpointRow, Store, StoreOp } from "./store/types.js";
 import type { Tracing } from "./tracing/index.js";
 import type { Log, LogFields } from "./logging.js";
@@ -456,12 +457,17 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     waitMs: options.lbWaitMs,
     onReady: (workerId) => releases.ready(workerId),
   });
+  // On the S3 API's own origin where it has one: tenant files never share the console's.
+  const workerBucketDeps = { keys: storage.volumeKeys, box, s3Endpoint: s3Origin?.url ?? `${url}${S3_PREFIX}` };
+  // A job whose submission named a bucket (`s3Config`) carries a key of its worker's own on it.
+  const jobBuckets = new JobBuckets({ ...workerBucketDeps, log });
   if (options.driver) {
     // Workers of endpoints with a network volume get an S3 key of their own on it (BUCKET_*), on the public address.
     const workerKeys = workerKeyMinter(engine, keyring, {
-      // On the S3 API's own origin where it has one: tenant files never share the console's.
-      bucket: { keys: storage.volumeKeys, box, s3Endpoint: s3Origin?.url ?? `${url}${S3_PREFIX}` },
+      bucket: workerBucketDeps,
+      jobBuckets,
       volumeOf: (endpoint) => management.volumeOf(endpoint),
+      userOf: (endpointId) => endpoints.get(endpointId)?.userId,
     });
     const models = new ModelCache({
       root: join(options.dataDir, "models"),
@@ -574,6 +580,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     webhooks,
     volumes,
     ownVolumeIds: (userId) => storage.management.volumes(userId).map((v) => v.id),
+    jobBuckets,
     largeOutputs: new LargeOutputs({
       dataDir: options.dataDir,
       s3Endpoint: s3Origin?.url ?? `${url}${S3_PREFIX}`,
@@ -866,7 +873,13 @@ function keyMinter(engine: JobEngine, keyring: KeyRing) {
 function workerKeyMinter(
   engine: JobEngine,
   keyring: KeyRing,
-  volumes: { bucket: WorkerBucketDeps; volumeOf(endpoint: EndpointRow): { id: string } | undefined },
+  volumes: {
+    bucket: WorkerBucketDeps;
+    jobBuckets: Pick<JobBuckets, "revoke">;
+    volumeOf(endpoint: EndpointRow): { id: string } | undefined;
+    /** The owner of an endpoint (whose keys a worker's job keys are). */
+    userOf(endpointId: string): string | undefined;
+  },
 ) {
   const minted = new Map<string, string[]>();
   return {
@@ -890,13 +903,15 @@ function workerKeyMinter(
         : undefined;
       return { workerToken: token, apiKey, ...(bucket ? { bucket } : {}) };
     },
-    async revoke(workerId: string): Promise<void> {
+    async revoke(workerId: string, endpointId: string): Promise<void> {
       // A worker adopted after a restart has its keys under the same ids, minted by the earlier run.
       const ids = minted.get(workerId) ?? [workerId, `${workerId}-api`];
       minted.delete(workerId);
       await engine.write(ids.map((id) => ({ op: "deleteKey", id }) as StoreOp));
       keyring.forget();
       await revokeWorkerBucket(volumes.bucket, workerId);
+      const userId = volumes.userOf(endpointId);
+      if (userId) await volumes.jobBuckets.revoke(workerId, userId);
     },
   };
 }

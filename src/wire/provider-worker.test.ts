@@ -127,6 +127,23 @@ describe("the take query", () => {
       { id: "j1", input: 1 },
       { id: "j2", input: "x" },
     ]);
+    // A job whose submission named a bucket carries its s3Config; the others none.
+    const s3Config = { accessId: "SVCW1", accessSecret: "s", bucketName: "vol1", endpointUrl: "http://h/s3" };
+    expect(
+      JSON.parse(
+        providerTakeAnswer(
+          [
+            { id: "j1", input: "1" },
+            { id: "j2", input: "2" },
+          ],
+          true,
+          new Map([["j2", s3Config]]),
+        ),
+      ),
+    ).toEqual([
+      { id: "j1", input: 1 },
+      { id: "j2", input: 2, s3Config },
+    ]);
     expect(JSON.parse(providerStopAnswer(["j1"]))).toEqual({ jobsToStop: ["j1"] });
   });
 });

@@ -177,8 +177,11 @@ export function providerStreamChunk(parsed: unknown, errors: string[]): { output
  * A take's answer body: one job `{id, input}` on job-take, a list on job-take-batch (rp_job.py get_job reads
  * both). `input`: the job's input as stored JSON text, spliced in without re-encoding. Pure.
  */
-export function providerTakeAnswer(jobs: ReadonlyArray<{ id: string; input: string }>, batch: boolean): string {
-  const items = jobs.map((j) => `{"id":${JSON.stringify(j.id)},"input":${j.input}}`);
+export function providerTakeAnswer(jobs: ReadonlyArray<{ id: string; input: string }>, batch: boolean, s3Configs?: ReadonlyMap<string, unknown>): string {
+  // A job whose submission named a bucket carries `s3Config`, as the provider hands it to the handler's job.
+  const items = jobs.map(
+    (j) => `{"id":${JSON.stringify(j.id)},"input":${j.input}${s3Configs?.has(j.id) ? `,"s3Config":${JSON.stringify(s3Configs.get(j.id))}` : ""}}`,
+  );
   return batch ? `[${items.join(",")}]` : items[0]!;
 }
 

@@ -3,7 +3,7 @@
 // runtime (src/runtime/api.ts, loop.ts) speaks it, the service's worker routes read it, the engine takes its results.
 // Pure: no I/O, nothing of the service or the runtime.
 
-import type { JobStatus } from "svc/internal";
+import type { JobS3Config, JobStatus } from "svc/internal";
 
 /** A take's longest wait for a job, in ms (a worker's long poll). */
 export const MAX_TAKE_WAIT_MS = 30_000;
@@ -33,6 +33,8 @@ export interface TakenJob {
   attempt?: number;
   /** The W3C trace context of the job's run, when the service traces (docs/worker-protocol.md). */
   traceparent?: string;
+  /** Where the handler may upload, when the submission named a bucket (the handler's ctx.s3Config). */
+  s3Config?: JobS3Config;
 }
 
 /** A job's result as a worker reports it (`done`, or carried by a `take`). */

@@ -111,6 +111,22 @@ it.skipIf(!hasBoto3)("the upload mode hands a file over with boto3 as the SDK's 
   ).toBe(sha256);
 });
 
+it.skipIf(!hasBoto3)(
+  "a job's s3Config reaches the handler in its job, with a key of the worker's own on the volume it named: the upload lands there",
+  async () => {
+    const endpoint = await newEndpoint();
+    const volume = (await call(`${t.service.url}/v2/network-volumes`, { key: t.key, body: { name: "provider-s3config", size: 10, dataCenter: "local" } })).body;
+    await startWorker(endpoint);
+    const s3Config = { accessId: "CALLER", accessSecret: "caller-secret", bucketName: volume.id, endpointUrl: "https://elsewhere.example" };
+    const r = await call(`${endpoint.url}/runsync`, { key: t.key, body: { input: { mode: "upload", how: "s3config", bytes: 3000 }, s3Config } });
+    expect(r.body.status).toBe("COMPLETED");
+    const { url, bucket, key: path } = r.body.output;
+    expect([bucket, path]).toEqual([volume.id, `${r.body.id}/result.png`]);
+    expect(existsSync(join(t.dir, "data", "volumes", volume.id, r.body.id, "result.png"))).toBe(true);
+    expect((await fetch(url)).status).toBe(200);
+  },
+);
+
 it("a handler's exception fails the job; /status shows the SDK's error report as the provider does", async () => {
   const endpoint = await newEndpoint();
   await startWorker(endpoint);

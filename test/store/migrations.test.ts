@@ -29,6 +29,8 @@ const SQLITE_PINS = [
   { count: 16, sha256: "2fd105fa59959242d59ad1984f0dc325c5ceb8446c8f341a9c66e43f813d0aa8" },
   // Users' container registry credentials, and the one a template's image is pulled with.
   { count: 17, sha256: "d0c09e624cfaa0e3bbd81b64477d94bd931a445b0e36d5283b92fb9262b581de" },
+  // The network volume a job's s3Config named.
+  { count: 18, sha256: "bf63a23d0fb901a7b4bedde1cb676ec1f62d286e5af437f657e192df43cabd47" },
 ];
 const PG_PINS = [
   { count: 13, sha256: "d27437516bb632b050bca8824c9b8832a831375d43827d4d5d840310c355295c" },
@@ -36,6 +38,8 @@ const PG_PINS = [
   { count: 15, sha256: "b9f8a2ca0c8fcda4c7b6161eee6544eab4922c6a07b87004ddabd4a4cc8e68c9" },
   // Users' container registry credentials, and the one a template's image is pulled with.
   { count: 16, sha256: "1553e5e8b21ca5b8590bd25ff4d6f3a4805a89fb8051e8d5fe0c22c0b941403a" },
+  // The network volume a job's s3Config named.
+  { count: 17, sha256: "ca669cdb089d42b068bd3b2412fa11e22ecb2304e51469a91c6c54b2de4efd09" },
 ];
 const SQLITE_PIN = SQLITE_PINS.at(-1)!;
 const PG_PIN = PG_PINS.at(-1)!;

@@ -41,6 +41,7 @@ let publicUrl: string;
 let s3Url: string;
 let uploader: DeployedEndpoint;
 let big: DeployedEndpoint;
+let jobBucket: DeployedEndpoint;
 let build: Awaited<ReturnType<typeof buildProject>>;
 let volume: string;
 let elsewhere: string;
@@ -80,6 +81,7 @@ beforeAll(async () => {
   const deployed = await service.deploy({ app: build.manifest.app, env: "test", manifest: build.manifest, artifactPath: build.artifactPath });
   uploader = deployed.find((e) => e.name === "uploader")!;
   big = deployed.find((e) => e.name === "big")!;
+  jobBucket = deployed.find((e) => e.name === "jobbucket")!;
 }, 120_000);
 afterAll(async () => {
   await service?.close();
@@ -269,3 +271,41 @@ it.skipIf(!hasBoto3)("largeOutputBytes without a network volume is refused at de
     service.deploy({ app: build.manifest.app, env: "novolume", manifest: { ...build.manifest, resources }, artifactPath: build.artifactPath }),
   ).rejects.toThrow(/large outputs/);
 });
+
+it.skipIf(!hasBoto3)(
+  "a job whose s3Config names one of the owner's volumes: its worker gets a key of its own on it (never the caller's), uploads as the helper does, and the key ends with the worker",
+  async () => {
+    const callers = { accessId: "CALLERSKEY", accessSecret: "callers-secret", bucketName: volume, endpointUrl: "https://s3.elsewhere.example" };
+    const r = await call(`${jobBucket.url}/runsync`, { key: KEY, body: { input: { script: UPLOAD_PY, bytes: 4096 }, s3Config: callers } });
+    expect(r.body).toMatchObject({ status: "COMPLETED" });
+    const out = r.body.output as { url: string; bucket: string; key: string; sha256: string; s3Config: Record<string, string> };
+    // svc's S3 API, the volume as the bucket, a key minted for this worker: none of the caller's values but the bucket.
+    expect(out.s3Config).toMatchObject({ bucketName: volume, endpointUrl: s3Url });
+    expect(out.s3Config.accessId).not.toBe(callers.accessId);
+    expect(out.s3Config.accessSecret).not.toBe(callers.accessSecret);
+    expect(out.bucket).toBe(volume);
+    // On the volume: the owner's admin key lists it; the link the handler presigned downloads it from outside.
+    const admin = await call(`${service.url}/v1/volume-keys`, { key: KEY, body: { name: "lister", volumeIds: [volume] } });
+    const lister = s3As({ accessKeyId: admin.body.accessKeyId, secretAccessKey: admin.body.secretAccessKey });
+    const listed = await lister.send(new ListObjectsV2Command({ Bucket: volume, Prefix: `${r.body.id}/` }));
+    expect(listed.Contents?.map((o) => o.Key)).toEqual([out.key]);
+    const got = await fetch(out.url);
+    expect(got.status).toBe(200);
+    expect(sha256(new Uint8Array(await got.arrayBuffer()))).toBe(out.sha256);
+    // A job without s3Config gets none.
+    expect((await call(`${jobBucket.url}/runsync`, { key: KEY, body: { input: {} } })).body.output).toEqual({ s3Config: null });
+    // The key reaches that volume only, and is revoked when the worker idles out (3 s).
+    const s3 = s3As({ accessKeyId: out.s3Config.accessId!, secretAccessKey: out.s3Config.accessSecret! });
+    expect(await s3Outcome(s3.send(new PutObjectCommand({ Bucket: elsewhere, Key: "x.txt", Body: "no" })))).toEqual({ status: 403, code: "AccessDenied" });
+    const refused = await until(
+      async () => {
+        const outcome = await s3Outcome(s3.send(new PutObjectCommand({ Bucket: volume, Key: "after.txt", Body: "late" })));
+        return outcome.status === 403 ? outcome : undefined;
+      },
+      30_000,
+      250,
+    );
+    expect(refused).toEqual({ status: 403, code: "InvalidAccessKeyId" });
+  },
+  90_000,
+);

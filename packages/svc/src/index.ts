@@ -17,7 +17,7 @@ export { JobsClient } from "./jobs-client.js";
 export type { JobRecord, JobStatus, StreamChunk, StreamResult, HealthResult, SubmitOptions } from "./jobs-client.js";
 export { JobFailedError } from "./remote.js";
 export { NonRetryableError, ProgressError, MAX_PROGRESS_BYTES } from "./job-context.js";
-export type { JobContext, JobTrace } from "./job-context.js";
+export type { JobContext, JobS3Config, JobTrace } from "./job-context.js";
 export type { JobHandle, RunOptions } from "./remote.js";
 export { NoContextError, clearPeerCache } from "./context.js";
 export { deploy, undeploy, update, createApp, deleteApp, createEnvironment, deleteEnvironment } from "./lifecycle.js";

@@ -24,6 +24,22 @@ export interface JobContext {
    * this span the active one while the handler runs, so `trace.getActiveSpan()` and new spans follow it.
    */
   trace?: JobTrace;
+  /**
+   * The bucket the job's submission named (`s3Config`, as the provider's clients send it): svc's S3 API, with the
+   * network volume as the bucket and a key of this worker's own on it (revoked when the worker ends). Absent when
+   * the submission named none (docs/volumes.md, "A job's s3Config").
+   */
+  s3Config?: JobS3Config;
+}
+
+/** Where a job's handler may upload: the provider's `s3Config` shape, pointing at svc's S3 API. */
+export interface JobS3Config {
+  accessId: string;
+  accessSecret: string;
+  /** The network volume's id: the bucket of svc's S3 API. */
+  bucketName: string;
+  /** svc's S3 API (path-style: the bucket is the first part of the path). */
+  endpointUrl: string;
 }
 
 /** A job's W3C trace context: the `traceparent` header's text, and its parts. */

@@ -555,5 +555,6 @@ export function newJobRow(endpoint: EngineEndpoint | undefined, endpointId: stri
     progress: null,
     notBefore: null,
     deadlineAt: deadlineOf(now, s.lifetimeMs),
+    ...(s.s3Bucket ? { s3Bucket: s.s3Bucket } : {}),
   };
 }

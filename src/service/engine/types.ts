@@ -163,6 +163,8 @@ export interface Submission {
   /** `policy.ttl`: the job's whole life from submission, queue included (engine/lifetime.ts). */
   lifetimeMs?: number;
   lowPriority?: boolean;
+  /** The network volume its `s3Config` named (checked to be its endpoint owner's). */
+  s3Bucket?: string;
 }
 
 /** A validated submission, and how it came. */

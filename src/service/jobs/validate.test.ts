@@ -26,7 +26,15 @@ describe("validateSubmission", () => {
     let asked = 0;
     validateSubmission({ input: {} }, [], undefined, () => (asked++, ["vol1"]));
     expect(asked).toBe(0);
-    expect(full.value).toEqual({ input: {}, function: "a", webhook: "https://x.test/h", executionTimeoutMs: 5000, lifetimeMs: 60000, lowPriority: true });
+    expect(full.value).toEqual({
+      input: {},
+      function: "a",
+      webhook: "https://x.test/h",
+      executionTimeoutMs: 5000,
+      lifetimeMs: 60000,
+      lowPriority: true,
+      s3Bucket: "vol1",
+    });
   });
 
   it("lists every problem as `$.path: message`", () => {

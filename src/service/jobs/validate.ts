@@ -69,7 +69,11 @@ export function validateSubmission(
     if (value.webhook === undefined) errors.push("$.webhookEvents: names events of a webhook; send webhook too");
     else value.webhookEvents = [...new Set(body.webhookEvents as WebhookEvent[])];
   }
-  if (body.s3Config !== undefined) errors.push(...s3ConfigErrors(body.s3Config, ownVolumeIds()));
+  if (body.s3Config !== undefined) {
+    const refused = s3ConfigErrors(body.s3Config, ownVolumeIds());
+    if (refused.length > 0) errors.push(...refused);
+    else value.s3Bucket = (body.s3Config as { bucketName: string }).bucketName;
+  }
   if (isPlainObject(body.policy)) {
     const p = body.policy;
     if (typeof p.executionTimeout === "number") value.executionTimeoutMs = p.executionTimeout;

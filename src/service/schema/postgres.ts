@@ -125,4 +125,6 @@ export const PG_MIGRATIONS: readonly string[] = [
    CREATE UNIQUE INDEX registry_auths_user_name ON registry_auths (user_id, name);
    ALTER TABLE templates ADD COLUMN container_registry_auth_id text;
    CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON registry_auths FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');`,
+  // The network volume a job's s3Config named, whose key its worker gets.
+  `ALTER TABLE jobs ADD COLUMN s3_bucket text;`,
 ];

@@ -74,4 +74,6 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   TEMPLATE_SHM_MIGRATION,
   // users' container registry credentials, sealed, and the one a template's image is pulled with
   REGISTRY_AUTH_MIGRATION,
+  // the network volume a job's s3Config named, whose key its worker gets
+  `ALTER TABLE jobs ADD COLUMN s3_bucket TEXT;`,
 ];

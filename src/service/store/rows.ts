@@ -33,6 +33,7 @@ export const JOB_COLUMNS: Record<keyof JobRow, string> = {
   progress: "progress",
   notBefore: "not_before",
   deadlineAt: "deadline_at",
+  s3Bucket: "s3_bucket",
 };
 export const JOB_KEYS = Object.keys(JOB_COLUMNS) as Array<keyof JobRow>;
 
@@ -43,7 +44,7 @@ export function rowToJob(r: Record<string, unknown>): JobRow {
   job.lowPriority = r.low_priority === 1 || r.low_priority === true;
   // Optional; absent rather than null when the job has no limit of its own
   // Optional like it: absent rather than null (rows stored before these columns existed read the same).
-  for (const key of ["maxRetries", "webhookEvents", "progress", "notBefore", "deadlineAt"] as const)
+  for (const key of ["maxRetries", "webhookEvents", "progress", "notBefore", "deadlineAt", "s3Bucket"] as const)
     if (job[key] === null || job[key] === undefined) delete job[key];
   return job as unknown as JobRow;
 }

@@ -46,6 +46,11 @@ export interface JobRow {
   notBefore?: number | null;
   /** Epoch ms at which a job that has not ended ends TIMED_OUT: its `policy.ttl` counted from submission. */
   deadlineAt?: number | null;
+  /**
+   * The network volume its `s3Config` named (the bucket of svc's S3 API): its worker gets `s3Config` with a key of
+   * its own on that volume (volumes/job-bucket.ts).
+   */
+  s3Bucket?: string | null;
 }
 
 export type EndpointType = "queue" | "lb";

@@ -19,7 +19,7 @@ import {
 } from "../../wire/provider-worker.js";
 import type { EndpointRow } from "../store/types.js";
 import type { Scaler } from "./scaler.js";
-import { offloaded, workerEndpoint, workerEntry, type WorkerDeps, type WorkerRouteCall } from "./routes.js";
+import { jobS3Configs, offloaded, workerEndpoint, workerEntry, type WorkerDeps, type WorkerRouteCall } from "./routes.js";
 
 /** What the provider's routes need beyond svc's own worker routes: the scaler replaces a worker on request. */
 export interface ProviderWorkerDeps extends Omit<WorkerDeps, "scaler"> {
@@ -118,8 +118,19 @@ async function take(call: ProviderCall, batch: boolean): Promise<void> {
       res.writeHead(204).end();
       return;
     }
+    let s3: Awaited<ReturnType<typeof jobS3Configs>>;
+    try {
+      s3 = await jobS3Configs(ctx as WorkerDeps, w.workerId, w.endpointId, jobs);
+    } catch (err) {
+      // No key for a bucket the job needs: the jobs go back to the queue, the take answers the failure.
+      ctx.engine.release(
+        w.worker,
+        jobs.map((j) => j.lease),
+      );
+      throw err;
+    }
     ctx.tracing?.jobs.taken(w.workerId, jobs);
-    sendText(res, providerTakeAnswer(jobs, batch));
+    sendText(res, providerTakeAnswer(jobs, batch, s3));
   } finally {
     res.off("close", onClose);
   }

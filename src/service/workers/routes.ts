@@ -20,7 +20,7 @@ import {
   type TakeRequest,
 } from "../../wire/worker.js";
 import { addressProblem } from "../lb/address.js";
-import type { EndpointRow, LogRow } from "../store/types.js";
+import type { EndpointRow, JobRow, LogRow } from "../store/types.js";
 import type { Principal } from "../keys/auth.js";
 import type { RouteCall } from "../http/router.js";
 import type { JobEngine } from "../engine/index.js";
@@ -30,6 +30,8 @@ import type { StartFailures } from "../releases/start-failures.js";
 import type { Scaler } from "./scaler.js";
 import type { JobTracing } from "../tracing/index.js";
 import type { LargeOutputs } from "../volumes/large-outputs.js";
+import type { JobBuckets } from "../volumes/job-bucket.js";
+import type { JobS3Config } from "svc/internal";
 
 /** What the worker protocol needs of the service. */
 export interface WorkerDeps {
@@ -47,6 +49,24 @@ export interface WorkerDeps {
   tracing?: { jobs: Pick<JobTracing, "taken" | "reported"> };
   /** Outputs over their endpoint's `largeOutputBytes` go to its network volume, a link in their place. */
   largeOutputs?: Pick<LargeOutputs, "offload">;
+  /** A job whose submission named a bucket (`s3Config`) carries a key of its worker's own on it. */
+  jobBuckets?: Pick<JobBuckets, "forJobs">;
+}
+
+/**
+ * The `s3Config` of each taken job whose submission named a bucket (volumes/job-bucket.ts); undefined when none
+ * did. Throws when a key cannot be made (the store failing): the caller gives the jobs back.
+ */
+export async function jobS3Configs(
+  ctx: WorkerDeps,
+  workerId: string,
+  endpointId: string,
+  jobs: ReadonlyArray<Pick<JobRow, "id" | "s3Bucket">>,
+): Promise<Map<string, JobS3Config> | undefined> {
+  if (!ctx.jobBuckets || !jobs.some((j) => j.s3Bucket)) return undefined;
+  const endpoint = workerEndpoint(ctx, workerId, endpointId);
+  if (!endpoint) return undefined;
+  return ctx.jobBuckets.forJobs({ workerId, userId: endpoint.userId, endpointName: endpoint.name }, jobs);
 }
 
 export type WorkerRouteCall = RouteCall<WorkerDeps>;
@@ -143,13 +163,25 @@ async function answerTake(
     );
     return undefined;
   }
+  let s3: Map<string, JobS3Config> | undefined;
+  try {
+    s3 = await jobS3Configs(ctx, workerId, who.endpointId, jobs);
+  } catch (err) {
+    // No key for a bucket the job needs: the jobs go back to the queue, the take answers the failure.
+    engine.release(
+      worker,
+      jobs.map((j) => j.lease),
+    );
+    throw err;
+  }
   // Each job's W3C trace context, when traces are on: spans its handler makes join the job's trace.
   const parents = ctx.tracing && jobs.length > 0 ? ctx.tracing.jobs.taken(workerId, jobs) : undefined;
   // The input is spliced in as stored (JSON text): no parse and re-encode per job.
   const items = jobs.map(
     (j) =>
       `{"id":${JSON.stringify(j.id)},"lease":"${j.lease}","function":${JSON.stringify(j.function)},"input":${j.input},` +
-      `"executionTimeoutMs":${j.executionTimeoutMs ?? "null"},"attempt":${j.attempt}${parents?.has(j.id) ? `,"traceparent":"${parents.get(j.id)}"` : ""}}`,
+      `"executionTimeoutMs":${j.executionTimeoutMs ?? "null"},"attempt":${j.attempt}${parents?.has(j.id) ? `,"traceparent":"${parents.get(j.id)}"` : ""}` +
+      `${s3?.has(j.id) ? `,"s3Config":${JSON.stringify(s3.get(j.id))}` : ""}}`,
   );
   return `{"jobs":[${items.join(",")}]${acks ? `,"results":${JSON.stringify(acks)}` : ""}}`;
 }

@@ -111,7 +111,7 @@ export interface ScalerDeps {
   heartbeatMs?: number;
   /** `bucket`: an S3 key on the endpoint's network volume, when it has one (BUCKET_* in the worker). */
   mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string; bucket?: WorkerBucket }>;
-  revokeWorkerKeys(workerId: string): Promise<void>;
+  revokeWorkerKeys(workerId: string, endpointId: string): Promise<void>;
   endpoints(): Iterable<EndpointRow>;
   /** The secrets an endpoint's workers get, and a digest that changes with their values (which rolls them). */
   secrets?(endpoint: EndpointRow): { env: Record<string, string>; digest: string };
@@ -387,7 +387,9 @@ export class Scaler {
     const id = adopted.handle.workerId;
     this.deps.engine.ensureWorker(id, adopted.endpointId, true);
     this.deps.engine.workerGone(id);
-    void this.deps.revokeWorkerKeys(id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${id}: ${errorMessage(err)}`));
+    void this.deps
+      .revokeWorkerKeys(id, adopted.endpointId)
+      .catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${id}: ${errorMessage(err)}`));
     this.deps.onEvent?.(`worker ${id} of endpoint ${endpointName}, started by an earlier run of the service, is gone; the jobs it held are queued again`, {
       endpoint: adopted.endpointId,
       worker: id,
@@ -816,7 +818,9 @@ export class Scaler {
     this.deps.lb?.workerSocket?.(m.id, undefined);
     this.deps.lb?.workerDirectAddress?.(m.id, undefined);
     // A key left valid would let a gone worker's token in: say so (the next start of the service does not retry it).
-    void this.deps.revokeWorkerKeys(m.id).catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${m.id}: ${errorMessage(err)}`));
+    void this.deps
+      .revokeWorkerKeys(m.id, m.endpointId)
+      .catch((err: unknown) => this.deps.onEvent?.(`could not revoke the keys of worker ${m.id}: ${errorMessage(err)}`));
     if (expected) return;
     // A worker adopted after a restart may end before it re-registers: that is no failure to start.
     if (!registered && !m.adopted) this.deps.onStartFailure?.(m.endpointId, m.id, why ?? "the worker exited before it registered");

@@ -59,6 +59,7 @@ const JOB_PG_TYPES: Record<keyof JobRow, string> = {
   progress: "text",
   notBefore: "bigint",
   deadlineAt: "bigint",
+  s3Bucket: "text",
 };
 
 const INT8_OID = 20;
