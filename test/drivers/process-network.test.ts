@@ -1,10 +1,11 @@
 // Sandboxed process workers in a network namespace of their own, connected by pasta: a handler that tries a
 // listener on the host's 127.0.0.1 gets no connection, while its jobs (the worker's calls to the job API on the
 // host's loopback) complete. The same handler with the host's network connects: the namespace is what stops it.
-// Skipped, naming why, where bubblewrap or pasta is missing.
+// Skipped, naming why, where bubblewrap or pasta is missing; in CI (CI set), where .ci/run installs both, a sandbox
+// that cannot have a network of its own fails instead: the skip would hide the defence missing.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,6 +31,14 @@ const sandbox = (() => {
   }
 })();
 if (sandbox) console.warn(`process network tests skipped: ${sandbox}`);
+const inCi = /^(1|true|yes)$/i.test(process.env.CI ?? "");
+
+it.runIf(inCi && existsSync("/usr/bin/bwrap") && existsSync("/usr/bin/pasta"))(
+  "in CI, with bubblewrap and pasta installed, sandboxed workers get a network of their own",
+  () => {
+    expect(sandbox).toBeUndefined();
+  },
+);
 
 let dir: string;
 let listener: Server;

@@ -12,6 +12,13 @@ it("connects the namespace forwarding only the job API's port to the host, no ga
   expect(pastaArgs(1, undefined, "/p")[pastaArgs(1, undefined, "/p").indexOf("--tcp-ns") + 1]).toBe("none");
 });
 
+it("run by root: pasta keeps root and enters the sandbox's network namespace alone, by its path", () => {
+  const args = pastaArgs(4242, 8700, "/run/p.pid", true);
+  expect(args.slice(-4)).toEqual(["--runas", "0", "--netns", "/proc/4242/ns/net"]);
+  expect(args).not.toContain("4242");
+  expect(args[args.indexOf("--tcp-ns") + 1]).toBe("8700");
+});
+
 it("finds the job API's port on the host's loopback, and none elsewhere", () => {
   expect(loopbackPort("http://127.0.0.1:8700")).toBe(8700);
   expect(loopbackPort("http://localhost:3000/x")).toBe(3000);

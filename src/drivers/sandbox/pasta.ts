@@ -10,8 +10,15 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-/** pasta's arguments to connect the namespace of `pid`, forwarding only `apiPort` (if any) to the host. Pure. */
-export function pastaArgs(pid: number, apiPort: number | undefined, pidFile: string): string[] {
+/**
+ * pasta's arguments to connect the network namespace of `pid`, forwarding only `apiPort` (if any) to the host.
+ * Run by an unprivileged service, pasta joins the sandbox's user namespace with it (the pid as its target). Run by
+ * root, pasta would drop to `nobody` before it opens the namespace, and joining the sandbox's user namespace as
+ * root is refused: it keeps root (`--runas 0`, the privilege it needs to enter a namespace it does not own) and
+ * enters the network namespace alone, by its path. pasta confines itself either way (its own namespaces, no
+ * file system, a seccomp filter). Pure.
+ */
+export function pastaArgs(pid: number, apiPort: number | undefined, pidFile: string, asRoot = false): string[] {
   return [
     "--quiet",
     "--config-net",
@@ -28,9 +35,12 @@ export function pastaArgs(pid: number, apiPort: number | undefined, pidFile: str
     "none",
     "--pid",
     pidFile,
-    String(pid),
+    ...(asRoot ? ["--runas", "0", "--netns", `/proc/${pid}/ns/net`] : [String(pid)]),
   ];
 }
+
+/** Whether this process runs as root (pasta is then started as `pastaArgs` says for root). */
+const runsAsRoot = () => typeof process.getuid === "function" && process.getuid() === 0;
 
 /** The port of a loopback URL (the job API as workers on this host reach it); undefined for any other address. Pure. */
 export function loopbackPort(url: string): number | undefined {
@@ -59,7 +69,9 @@ export function probePasta(bwrap: string, bwrapArgs: readonly string[], pasta: s
       `${[bwrap, ...bwrapArgs, "--info-fd", "3", "--", "/bin/sh", "-c", "sleep 5"].map(q).join(" ")} 3>${q(info)} >/dev/null 2>&1 &`,
       "i=0; while [ $i -lt 50 ] && ! grep -q child-pid " + q(info) + " 2>/dev/null; do sleep 0.05; i=$((i+1)); done",
       `pid=$(grep -o '"child-pid": *[0-9]*' ${q(info)} | grep -o '[0-9]*$')`,
-      `${[pasta, ...pastaArgs(0, undefined, join(dir, "pid")).slice(0, -1)].map(q).join(" ")} "$pid" 2>&1; rc=$?`,
+      runsAsRoot()
+        ? `${[pasta, ...pastaArgs(0, undefined, join(dir, "pid"), true).slice(0, -1)].map(q).join(" ")} "/proc/$pid/ns/net" 2>&1; rc=$?`
+        : `${[pasta, ...pastaArgs(0, undefined, join(dir, "pid")).slice(0, -1)].map(q).join(" ")} "$pid" 2>&1; rc=$?`,
       `[ -s ${q(join(dir, "pid"))} ] && kill "$(cat ${q(join(dir, "pid"))})" 2>/dev/null`,
       'kill -9 "$pid" 2>/dev/null; exit $rc',
     ].join("\n");
@@ -87,7 +99,7 @@ export interface AttachedNetwork {
 export function attachNetwork(pasta: string, pid: number, apiPort: number | undefined, runDir: string): Promise<AttachedNetwork> {
   const pidFile = join(runDir, `pasta-${pid}.pid`);
   return new Promise((resolve, reject) => {
-    const child = spawn(pasta, pastaArgs(pid, apiPort, pidFile), { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(pasta, pastaArgs(pid, apiPort, pidFile, runsAsRoot()), { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
     child.once("error", reject);
