@@ -754,7 +754,12 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     const network = sandbox?.network;
     if (network?.kind !== "pasta") return;
     try {
-      const attached = await network.attach(innerPid, loopbackPort(launch.apiUrl));
+      // The job API, and the S3 API where its own port is on this host (the worker's BUCKET_* key uploads there).
+      const ports = [loopbackPort(launch.apiUrl), launch.bucket ? loopbackPort(launch.bucket.endpointUrl) : undefined];
+      const attached = await network.attach(
+        innerPid,
+        ports.filter((p): p is number => p !== undefined),
+      );
       if (child.exitCode !== null || child.signalCode !== null) attached.stop();
       else child.once("exit", () => attached.stop());
     } catch (err) {

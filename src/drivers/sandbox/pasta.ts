@@ -11,14 +11,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 /**
- * pasta's arguments to connect the network namespace of `pid`, forwarding only `apiPort` (if any) to the host.
+ * pasta's arguments to connect the network namespace of `pid`, forwarding only `hostPorts` (the job API's, and the
+ * S3 API's where it has a port of its own) to the host.
  * Run by an unprivileged service, pasta joins the sandbox's user namespace with it (the pid as its target). Run by
  * root, pasta would drop to `nobody` before it opens the namespace, and joining the sandbox's user namespace as
  * root is refused: it keeps root (`--runas 0`, the privilege it needs to enter a namespace it does not own) and
  * enters the network namespace alone, by its path. pasta confines itself either way (its own namespaces, no
  * file system, a seccomp filter). Pure.
  */
-export function pastaArgs(pid: number, apiPort: number | undefined, pidFile: string, asRoot = false): string[] {
+export function pastaArgs(pid: number, hostPorts: readonly number[], pidFile: string, asRoot = false): string[] {
   return [
     "--quiet",
     "--config-net",
@@ -30,7 +31,7 @@ export function pastaArgs(pid: number, apiPort: number | undefined, pidFile: str
     "--udp-ports",
     "none",
     "--tcp-ns",
-    apiPort === undefined ? "none" : String(apiPort),
+    hostPorts.length === 0 ? "none" : [...new Set(hostPorts)].join(","),
     "--udp-ns",
     "none",
     "--pid",
@@ -70,8 +71,8 @@ export function probePasta(bwrap: string, bwrapArgs: readonly string[], pasta: s
       "i=0; while [ $i -lt 50 ] && ! grep -q child-pid " + q(info) + " 2>/dev/null; do sleep 0.05; i=$((i+1)); done",
       `pid=$(grep -o '"child-pid": *[0-9]*' ${q(info)} | grep -o '[0-9]*$')`,
       runsAsRoot()
-        ? `${[pasta, ...pastaArgs(0, undefined, join(dir, "pid"), true).slice(0, -1)].map(q).join(" ")} "/proc/$pid/ns/net" 2>&1; rc=$?`
-        : `${[pasta, ...pastaArgs(0, undefined, join(dir, "pid")).slice(0, -1)].map(q).join(" ")} "$pid" 2>&1; rc=$?`,
+        ? `${[pasta, ...pastaArgs(0, [], join(dir, "pid"), true).slice(0, -1)].map(q).join(" ")} "/proc/$pid/ns/net" 2>&1; rc=$?`
+        : `${[pasta, ...pastaArgs(0, [], join(dir, "pid")).slice(0, -1)].map(q).join(" ")} "$pid" 2>&1; rc=$?`,
       `[ -s ${q(join(dir, "pid"))} ] && kill "$(cat ${q(join(dir, "pid"))})" 2>/dev/null`,
       'kill -9 "$pid" 2>/dev/null; exit $rc',
     ].join("\n");
@@ -96,10 +97,10 @@ export interface AttachedNetwork {
  * Connect the network namespace of `pid` (a sandboxed worker's, held before its exec) with pasta. Resolves once
  * the namespace is configured (pasta forks into the background then); rejects with pasta's own words.
  */
-export function attachNetwork(pasta: string, pid: number, apiPort: number | undefined, runDir: string): Promise<AttachedNetwork> {
+export function attachNetwork(pasta: string, pid: number, hostPorts: readonly number[], runDir: string): Promise<AttachedNetwork> {
   const pidFile = join(runDir, `pasta-${pid}.pid`);
   return new Promise((resolve, reject) => {
-    const child = spawn(pasta, pastaArgs(pid, apiPort, pidFile, runsAsRoot()), { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(pasta, pastaArgs(pid, hostPorts, pidFile, runsAsRoot()), { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
     child.once("error", reject);
