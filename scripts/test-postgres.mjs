@@ -3,6 +3,8 @@
 // throwaway server for the run: test/global-postgres.ts). Where PostgreSQL's server cannot run, says why and
 // skips, except in CI (CI=true), where .ci/run installs it and a skip would hide a failure.
 import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { postgresUnavailable } from "./throwaway-postgres.mjs";
 
 const why = postgresUnavailable();
@@ -14,8 +16,17 @@ if (why) {
   console.error(`test:postgres: skipped, ${why}`);
   process.exit(0);
 }
+// Only the files whose services take their store from SVC_TEST_STORE: those that start the in-process test service
+// (startTestService, directly or through cliAgainstTestService) or ask for the run's store (testStoreUrl). The
+// others (a `svc server` process on its data directory's SQLite, a service started with a store of its own, one on
+// a PostgreSQL of its own) would run exactly as in `vitest run`: running them again tests nothing more.
 const suites = ["test/service", "test/management", "test/deploy"];
-const result = spawnSync(process.execPath, ["node_modules/vitest/vitest.mjs", "run", ...suites, ...process.argv.slice(2)], {
+const usesTestStore = /\b(startTestService|cliAgainstTestService|testStoreUrl)\(/;
+const files = suites
+  .flatMap((dir) => readdirSync(dir).map((name) => join(dir, name)))
+  .filter((file) => file.endsWith(".test.ts") && usesTestStore.test(readFileSync(file, "utf8")))
+  .sort();
+const result = spawnSync(process.execPath, ["node_modules/vitest/vitest.mjs", "run", ...files, ...process.argv.slice(2)], {
   stdio: "inherit",
   env: { ...process.env, SVC_TEST_STORE: "postgres" },
 });

@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ownedTempPrefix } from "./owned-temp.js";
 
 /**
  * How long a dump or restore may go without writing a line of its log (at -v4) or a byte of its images before it is
@@ -197,7 +198,8 @@ export async function checkpointProblem(options: ProbeOptions = {}): Promise<str
   if (check.exitCode !== 0)
     return `\`${criu} check\` fails on this host: ${check.timedOut ? "timed out" : criuLogReason(String(check.stderr || check.stdout))}`;
 
-  const dir = mkdtempSync(join(tmpdir(), "svc-checkpoint-probe-"));
+  // Named after this process: a service killed mid-probe leaves it to the next one's sweep (owned-temp.ts).
+  const dir = mkdtempSync(join(tmpdir(), ownedTempPrefix("svc-checkpoint-probe")));
   const subject = spawn("unshare", ["--pid", "--fork", "--kill-child", "setsid", "sleep", "600"], { stdio: "ignore", detached: true });
   const release = holdUntilExit({ group: subject.pid, dir });
   let restoredPid: number | undefined;

@@ -9,6 +9,8 @@ describe("svc's temporary directories", () => {
     expect(ownedTempPrefix("svc-lb", 4321)).toBe("svc-lb-pid4321-");
     expect(tempDirOwner("svc-lb-pid4321-Ab12Cd")).toBe(4321);
     expect(tempDirOwner("svc-sandbox-pid7-x")).toBe(7);
+    // CRIU's dry run, left by a process killed while it probed.
+    expect(tempDirOwner("svc-checkpoint-probe-pid88-Zz9")).toBe(88);
     // Docker's staged artifacts belong to a session that a restarted service adopts, not to a pid.
     expect(tempDirOwner("svc-worker-artifacts-pid99-session")).toBeUndefined();
     for (const other of [

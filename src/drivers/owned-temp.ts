@@ -1,4 +1,5 @@
-// Temporary directories of the process driver (the sandbox's identity files, load-balanced workers' sockets) carry
+// Temporary directories of the process driver (the sandbox's identity files, load-balanced workers' sockets, the
+// images of CRIU's dry run) carry
 // the pid of the process that made them in their names. A process killed before its clean-up leaves its
 // directories behind; the next service to start removes those whose owner is gone (never a live process's, never
 // a name or an entry that is not one of these). A dead owner's directory stays while a live process still uses
@@ -14,7 +15,7 @@ import { join } from "node:path";
 import { asError } from "../errors.js";
 
 /** The kinds of directory, each a name prefix. */
-export const OWNED_TEMP_KINDS = ["svc-sandbox", "svc-lb"] as const;
+export const OWNED_TEMP_KINDS = ["svc-sandbox", "svc-lb", "svc-checkpoint-probe"] as const;
 export type OwnedTempKind = (typeof OWNED_TEMP_KINDS)[number];
 
 const OWNED_NAME = new RegExp(`^(?:${OWNED_TEMP_KINDS.join("|")})-pid([1-9]\\d{0,9})-`);

@@ -9,7 +9,7 @@
 // docs/security.md, "Process workers".
 
 import { errorMessage } from "../errors.js";
-import { loopbackPort } from "./sandbox/pasta.js";
+import { loopbackPort, type AttachedNetwork } from "./sandbox/pasta.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { prepareVolumeDir } from "./volume-dir.js";
@@ -334,11 +334,27 @@ interface Running {
 }
 
 /** A pre-booted runtime: ready once it says so; sandboxed, the directories its claim fills. */
+/** The host ports a sandboxed worker reaches: the job API's, and the S3 API's own where its BUCKET_* key uploads. Pure. */
+function workerHostPorts(launch: Pick<WorkerLaunch, "apiUrl" | "bucket">): number[] {
+  const ports = [loopbackPort(launch.apiUrl), launch.bucket ? loopbackPort(launch.bucket.endpointUrl) : undefined];
+  return ports.filter((p): p is number => p !== undefined);
+}
+
+function sameSet(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x) => b.includes(x));
+}
+
 interface Pooled {
   child: ChildProcess;
   ready: Promise<boolean>;
   sink: { onLog?: WorkerLaunch["onLog"] };
-  sandboxed?: SandboxedProcess & { innerPid?: number; codeDir: string; runDir: string };
+  sandboxed?: SandboxedProcess & {
+    innerPid?: number;
+    codeDir: string;
+    runDir: string;
+    /** Its network, connected at boot to the host ports named (the job API's, once a launch told it). */
+    network?: { ports: number[]; attached: Promise<AttachedNetwork | undefined> };
+  };
 }
 
 export function createProcessDriver(options: ProcessDriverOptions = {}): ProcessDriver {
@@ -446,6 +462,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   /** A claimed runtime's replacement starts this long after the claim, once the claimed one is on its way. */
   const POOL_REFILL_DELAY_MS = 100;
   const pool: Pooled[] = [];
+  /** The host ports sandboxed workers reach (the job API's), as the last launch named them: pooled ones connect at boot. */
+  let poolPorts: number[] | undefined;
   let closed = false;
   /** Pooled runtimes that died before any claim, in a row: past a few, the pool stops refilling (said once). */
   let poolFailures = 0;
@@ -469,7 +487,24 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       const { limits, tmpBytes, shmBytes } = workerLimits({}, sandbox.defaults);
       const spawned = sandbox.spawn({ nodePath, entry, codeDir, runDir, env, name, limits, tmpBytes, shmBytes, ipc: true });
       sandboxed = { ...spawned, codeDir, runDir };
-      void spawned.pid.then((pid) => (sandboxed!.innerPid = pid));
+      const slot = sandboxed;
+      const ports = poolPorts;
+      void spawned.pid.then((pid) => {
+        slot.innerPid = pid;
+        // Its network connected while it waits, off the claim's path (pasta takes ~0.3 s): with the ports the last
+        // launch named, which a claim checks.
+        if (pid !== undefined && ports && sandbox.network.kind === "pasta") {
+          const attached = sandbox.network.attach(pid, ports).then(
+            (network) => {
+              spawned.child.once("exit", () => network.stop());
+              if (spawned.child.exitCode !== null || spawned.child.signalCode !== null) network.stop();
+              return network;
+            },
+            () => undefined /* connected at the claim instead, where a failure is said in the worker's log */,
+          );
+          slot.network = { ports, attached };
+        }
+      });
       child = spawned.child;
     } else {
       child = spawn(nodePath, [entry], { cwd: tmpdir(), env, stdio: ["ignore", "pipe", "pipe", "ipc"] });
@@ -665,6 +700,9 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     const { limits, tmpBytes, shmBytes } = workerLimits(launch, s.defaults);
     // A pooled sandbox has no volume, no model cache and no GPU devices bound in: such workers get a sandbox of their own.
     const ownMounts = launch.volumePath !== undefined || launch.modelCache !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
+    // The pool's next runtimes connect their network at boot to what this launch needs (set before the claim
+    // schedules the refill).
+    if (!launch.image && !ownMounts) poolPorts = workerHostPorts(launch);
     const pooled = launch.image || ownMounts ? undefined : await takePooled();
     // Its run directory (bound at /svc/run): a pooled runtime's own, or one made for it.
     const runDir = pooled?.sandboxed?.runDir ?? (socketsWanted(launch) ? runDirFor(launch.workerId) : undefined);
@@ -695,8 +733,11 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       cgroups = slot.cgroup?.dirs ?? [];
       dirs.push(slot.codeDir, slot.runDir);
       pooled.sink.onLog = launch.onLog;
-      // Booted without a network (its namespace has only loopback): connected now that the job API is known.
-      if (innerPid !== undefined) await connectNetwork(launch, child, innerPid);
+      // Connected at boot to the ports this launch needs, or now (a pooled runtime booted before any launch named the
+      // job API's port has only loopback).
+      const ports = workerHostPorts(launch);
+      const preconnected = slot.network && sameSet(slot.network.ports, ports) ? await slot.network.attached : undefined;
+      if (!preconnected && innerPid !== undefined) await connectNetwork(launch, child, innerPid);
       child.send({ env: { ...env, HOME: "/tmp" }, cwd: SANDBOX_CODE_DIR });
     } else {
       if (launch.volumePath) prepareVolumeDir(launch.volumePath);
@@ -754,12 +795,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     const network = sandbox?.network;
     if (network?.kind !== "pasta") return;
     try {
-      // The job API, and the S3 API where its own port is on this host (the worker's BUCKET_* key uploads there).
-      const ports = [loopbackPort(launch.apiUrl), launch.bucket ? loopbackPort(launch.bucket.endpointUrl) : undefined];
-      const attached = await network.attach(
-        innerPid,
-        ports.filter((p): p is number => p !== undefined),
-      );
+      const attached = await network.attach(innerPid, workerHostPorts(launch));
       if (child.exitCode !== null || child.signalCode !== null) attached.stop();
       else child.once("exit", () => attached.stop());
     } catch (err) {

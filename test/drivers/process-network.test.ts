@@ -87,6 +87,30 @@ describe.skipIf(sandbox !== undefined)("a sandboxed worker's network", () => {
     expect(accepted.length).toBe(before);
   }, 120_000);
 
+  it("pre-booted workers too: the first connected at its claim, the next while it waited in the pool; both off the host's loopback", async () => {
+    const s = resolveSandbox({ setting: "bwrap" }) as Sandbox;
+    const driver = createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache-pool"), sandbox: s, pool: 1 });
+    let service: Service | undefined;
+    try {
+      service = await startService({ dataDir: join(dir, "data-pool"), apiKeys: [KEY], driver });
+      const b = await buildProject(join(dir, "app"));
+      const before = accepted.length;
+      // Two environments: two endpoints, two workers, each from the pool.
+      for (const env of ["first", "second"]) {
+        const [endpoint] = await service.deploy({ app: b.manifest.app, env, manifest: b.manifest, artifactPath: b.artifactPath });
+        const r = await call(`${endpoint!.url}/runsync`, { key: KEY, body: { input: { port } } });
+        expect(r.body).toMatchObject({ status: "COMPLETED", output: { reached: "ECONNREFUSED" } });
+        // The refill boots after the claim: give it the time to boot and connect before the next endpoint's worker.
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+      }
+      expect(accepted.length).toBe(before);
+      expect(driver.pooledPids().length).toBe(1);
+    } finally {
+      await service?.close();
+      s.dispose();
+    }
+  }, 120_000);
+
   it("reaches it with the host's network (what the namespace stops)", async () => {
     const r = await knock("host");
     expect(r).toMatchObject({ status: "COMPLETED", output: { reached: "connected" } });
