@@ -101,7 +101,7 @@ describe("profiles", () => {
     // Nothing answering is not a refused key: said as what it is, with the exit code of an unreachable service.
     const nobody = await svc(["login", "--url", "http://127.0.0.1:1", "--json"], {}, `${KEY}\n`);
     expect(nobody.code).toBe(ExitCode.unreachable);
-    expect(JSON.parse(nobody.stderr).error.message).toBe("Cannot reach the svc service at http://127.0.0.1:1");
+    expect(JSON.parse(nobody.stderr).error.message).toMatch(/^Cannot reach the svc service at http:\/\/127\.0\.0\.1:1 \(--url\): /);
     expect(existsSync(join(config, "profiles.json"))).toBe(false);
 
     const login = await svc(["login", "--url", service.url], {}, `${KEY}\n`);
@@ -278,6 +278,12 @@ describe("secrets typed at a terminal", () => {
     expect(login.output).toContain(`API key for ${service.url}: `);
     expect(login.output).toContain("Logged in to");
     expect(login.output).not.toContain(KEY);
+    // Where no service answers, it says so before it asks for a key.
+    const nowhere = await runInPty([process.execPath, SVC_BIN, "login"], { ...env, SVC_API_URL: "http://127.0.0.1:1" }, []);
+    expect(nowhere.code).toBe(ExitCode.unreachable);
+    expect(nowhere.output).toContain("Cannot reach the svc service at http://127.0.0.1:1 (SVC_API_URL)");
+    expect(nowhere.output).toContain("svc login --url");
+    expect(nowhere.output).not.toContain("API key for");
 
     const set = await runInPty([process.execPath, SVC_BIN, "secret", "set", "PTY_TOKEN"], env, [
       { expect: "Value of PTY_TOKEN .*: ", send: "typed-secret-value\r" },

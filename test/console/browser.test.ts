@@ -69,6 +69,10 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
 
   it("refuses a wrong key, signs in with a good one and lists the endpoints with their status", async () => {
     await page.goto(`${service.url}/console/`);
+    // The form says where a key is to be found.
+    const note = await page.locator("#signin-note").innerText();
+    expect(note).toContain("admin-key");
+    expect(note).toContain("svc whoami --key");
     await page.getByLabel("API key").fill("not-a-key");
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByText("The service refused this API key").waitFor();

@@ -3,7 +3,7 @@
 // then stored (src/profiles.ts: mode 0600 in the user's config directory).
 
 import type { Command } from "commander";
-import { ApiError, UsageError, UserError } from "../../errors.js";
+import { ApiError, asError, errorMessage, ExitCode, UsageError, UserError } from "../../errors.js";
 import { DEFAULT_API_URL, envSetting, readJson } from "svc/internal";
 import { DEFAULT_PROFILE, checkProfileName, namedProfile, profilesPath, readProfiles, withoutProfile, withProfile, writeProfiles } from "../../profiles.js";
 import { fields } from "../management.js";
@@ -42,6 +42,18 @@ export function register(program: Command): void {
       const data = readProfiles();
       const url = (o.url ?? envSetting("SVC_API_URL") ?? data.profiles[name]?.url ?? DEFAULT_API_URL).replace(/\/+$/, "");
       if (!/^https?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be an http(s) address, not "${url}"`);
+      // Before the key is asked for: a service must answer there (any HTTP answer; the key is checked below).
+      await fetch(`${url}/v1/me`, { signal: AbortSignal.timeout(10_000) }).then(
+        (r) => r.body?.cancel(),
+        (err: unknown) => {
+          const chosen = o.url ? "--url" : envSetting("SVC_API_URL") ? "SVC_API_URL" : data.profiles[name]?.url ? `profile "${name}"` : "the local default";
+          throw new UserError(`Cannot reach the svc service at ${url} (${chosen}): ${errorMessage(asError(err).cause ?? err)}`, {
+            hint: "Pass the service's address: `svc login --url https://svc.example.com` (`svc server` prints it when it starts).",
+            exitCode: ExitCode.unreachable,
+            cause: err,
+          });
+        },
+      );
       const apiKey = await readSecret("API key", `API key for ${url}: `);
       const me = await fetchMe({ url, apiKey, source: "profile", profile: name }).catch((err: unknown) => {
         // Only a refusal is about the key; nothing answering (or not an svc service) says so itself.
