@@ -65,10 +65,9 @@ function SignIn({ onSignedIn, reason }: { onSignedIn(): void; reason?: string })
           )}
         </Field>
         <p id="signin-note" class="hint">
-          The key stays in this browser tab only (session storage) and is sent to this service alone. Where to find
-          one: the admin key <code>svc server</code> generated is in its data directory's <code>admin-key</code> file;
-          a CLI already logged in to this service prints its key with <code>svc whoami --key</code>; an admin makes
-          others with <code>svc keys create</code>.
+          The key stays in this browser tab only (session storage) and is sent to this service alone. Where to find one: the admin key <code>svc server</code>{" "}
+          generated is in its data directory's <code>admin-key</code> file; a CLI already logged in to this service prints its key with{" "}
+          <code>svc whoami --key</code>; an admin makes others with <code>svc keys create</code>.
         </p>
         <ProblemMessage error={error} />
         <button type="submit" disabled={busy}>

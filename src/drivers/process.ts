@@ -34,6 +34,7 @@ import {
   SANDBOX_CODE_DIR,
   SANDBOX_VOLUME_DIR,
   SANDBOX_MODELS_DIR,
+  checkSandboxReach,
   type CgroupLimits,
   type NoSandbox,
   type Sandbox,
@@ -363,6 +364,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
   const resolved =
     typeof options.sandbox === "object" ? options.sandbox : resolveSandbox({ setting: options.sandbox ?? "none", defaults: options.sandboxDefaults });
   const sandbox = resolved.kind === "bwrap" ? resolved : undefined;
+  // Their mounts come from the artifact cache (and beside it, the data directory's volumes and models).
+  if (sandbox && options.cacheDir) checkSandboxReach(options.cacheDir);
   const hostEnv = () => allowedHostEnv(options.baseEnv ?? process.env, options.envAllow);
   // The cache is made on first use: a driver is created before the service checks its data directory.
   let cacheDir = options.cacheDir;

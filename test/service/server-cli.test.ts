@@ -4,7 +4,7 @@
 
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -138,3 +138,33 @@ it("a start that cannot listen says why and what to do, and leaves no data direc
     taken.close();
   }
 });
+
+const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
+it.runIf(isRoot && existsSync("/usr/bin/bwrap"))(
+  "a data directory sandboxed workers could not reach is refused at start, naming the directory that blocks them and the fix",
+  async () => {
+    // Another user's directory that others may not search: root passes it, a sandbox's user namespace does not.
+    const parent = mkdtempSync(join(tmpdir(), "svc-unreachable-"));
+    chownSync(parent, 65534, 65534);
+    chmodSync(parent, 0o700);
+    try {
+      const env = { ...process.env };
+      delete env.SVC_API_KEY;
+      const child = spawn(process.execPath, [join(repo, "bin", "svc.js"), "server", "--data-dir", join(parent, "data"), "--port", "0", "--sandbox", "bwrap"], {
+        cwd: dir,
+        env,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stderr = "";
+      child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+      const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+      expect(code).toBe(1);
+      expect(stderr).toContain(`Sandboxed workers cannot reach ${join(parent, "data", "artifact-cache")}: ${parent} belongs to another user`);
+      expect(stderr).toContain(`chmod o+x ${parent}`);
+      expect(stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
+  },
+  60_000,
+);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { bwrapArgs, encodeArgs, ETC_FILES, systemMounts, type BwrapSpec } from "./bwrap.js";
+import { sandboxBlockedAt } from "./index.js";
 
 const merged = systemMounts({
   dirs: { bin: { link: "usr/bin" }, sbin: { link: "usr/sbin" }, lib: { link: "usr/lib" }, lib64: { link: "usr/lib64" }, lib32: "missing", libx32: "missing" },
@@ -90,5 +91,28 @@ describe("bwrapArgs", () => {
   it("encodes the arguments NUL-separated and refuses a NUL inside one", () => {
     expect(encodeArgs(["--a", "b c"]).toString()).toBe("--a\0b c\0");
     expect(() => encodeArgs(["x\0y"])).toThrow(/NUL/);
+  });
+});
+
+describe("sandboxBlockedAt", () => {
+  const self = { uid: 0, gid: 0 };
+  const dirs: Record<string, { uid: number; gid: number; mode: number }> = {
+    "/": { uid: 0, gid: 0, mode: 0o755 },
+    "/home": { uid: 0, gid: 0, mode: 0o755 },
+    "/home/bob": { uid: 1001, gid: 1001, mode: 0o700 },
+    "/home/bob/data": { uid: 0, gid: 0, mode: 0o755 },
+    "/srv": { uid: 1001, gid: 0, mode: 0o750 },
+    "/srv/svc": { uid: 0, gid: 0, mode: 0o700 },
+    "/opt": { uid: 1001, gid: 1001, mode: 0o701 },
+  };
+  const statOf = (p: string) => dirs[p];
+
+  it("names the first directory of another owner that others may not search; its own, o+x, or its group's g+x pass", () => {
+    expect(sandboxBlockedAt("/home/bob/data/artifact-cache", self, statOf)).toBe("/home/bob");
+    expect(sandboxBlockedAt("/srv/svc/artifact-cache", self, statOf)).toBeUndefined();
+    expect(sandboxBlockedAt("/opt/svc", self, statOf)).toBeUndefined();
+    // Not made yet: the service makes it, as its own.
+    expect(sandboxBlockedAt("/var/lib/svc", self, statOf)).toBeUndefined();
+    expect(sandboxBlockedAt("/home/bob/data", { uid: 1001, gid: 1001 }, statOf)).toBeUndefined();
   });
 });

@@ -5,7 +5,7 @@
 
 import { attachNetwork, probePasta, type AttachedNetwork } from "./pasta.js";
 import { spawn, spawnSync, type ChildProcess, type StdioOptions } from "node:child_process";
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
 import type { Readable, Writable } from "node:stream";
@@ -426,4 +426,47 @@ function createBwrapSandbox(bwrap: string, options: SandboxOptions): Sandbox {
 /** A load-balanced worker's socket: in its run directory on the host, at /svc/run inside its sandbox. */
 export function runDirSocket(runDir: string): { host: string; inside: string } {
   return { host: join(runDir, "lb.sock"), inside: `${SANDBOX_RUN_DIR}/lb.sock` };
+}
+
+/**
+ * The first directory on the way to `path` that a sandboxed worker's mounts cannot pass, or undefined. The
+ * sandbox's user namespace maps this process's user and group alone: a directory of another owner must let others
+ * search it (o+x), or its group do so where the group is this process's, whatever root may do outside the
+ * sandbox. A directory that does not exist yet is made by the service, as its own. `statOf` answers undefined
+ * for a path that does not exist. Pure.
+ */
+export function sandboxBlockedAt(
+  path: string,
+  self: { uid: number; gid: number },
+  statOf: (p: string) => { uid: number; gid: number; mode: number } | undefined,
+): string | undefined {
+  let dir = "/";
+  for (const part of ["", ...resolve(path).split("/").filter(Boolean)]) {
+    dir = part ? join(dir, part) : "/";
+    const st = statOf(dir);
+    if (!st) return undefined;
+    const passable = st.uid === self.uid || (st.mode & 0o001) !== 0 || (st.gid === self.gid && (st.mode & 0o010) !== 0);
+    if (!passable) return dir;
+  }
+  return undefined;
+}
+
+/**
+ * Refuse a directory the sandboxed workers' mounts come from (the data directory's artifact cache, volumes,
+ * models) when a directory on its way blocks them: every worker would fail with bwrap's "Can't find source path".
+ */
+export function checkSandboxReach(path: string): void {
+  if (typeof process.getuid !== "function" || typeof process.getgid !== "function") return;
+  const blocked = sandboxBlockedAt(path, { uid: process.getuid(), gid: process.getgid() }, (p) => {
+    try {
+      const st = statSync(p);
+      return { uid: st.uid, gid: st.gid, mode: st.mode };
+    } catch {
+      return undefined;
+    }
+  });
+  if (blocked === undefined) return;
+  throw new UserError(`Sandboxed workers cannot reach ${path}: ${blocked} belongs to another user and does not let others search it`, {
+    hint: `Let them pass (chmod o+x ${blocked}), or keep the data elsewhere (--data-dir), or run workers without a sandbox (--sandbox none, one tenant).`,
+  });
 }
