@@ -353,8 +353,11 @@ interface Pooled {
     innerPid?: number;
     codeDir: string;
     runDir: string;
-    /** Its network, connected at boot to the host ports named (the job API's, once a launch told it). */
-    network?: { ports: number[]; attached: Promise<AttachedNetwork | undefined> };
+    /**
+     * Its network, connected at boot to the host ports named (the job API's, once a launch told it), and a host
+     * port of its own forwarded in (where it listens if a load-balanced worker claims it).
+     */
+    network?: { ports: number[]; inbound: number; attached: Promise<AttachedNetwork | undefined> };
   };
 }
 
@@ -492,12 +495,14 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       sandboxed = { ...spawned, codeDir, runDir };
       const slot = sandboxed;
       const ports = poolPorts;
-      void spawned.pid.then((pid) => {
+      void spawned.pid.then(async (pid) => {
         slot.innerPid = pid;
         // Its network connected while it waits, off the claim's path (pasta takes ~0.3 s): with the ports the last
-        // launch named, which a claim checks.
-        if (pid !== undefined && ports && sandbox.network.kind === "pasta") {
-          const attached = sandbox.network.attach(pid, ports).then(
+        // launch named, which a claim checks. pasta holds the inbound port on the host from then on.
+        const network = sandbox.network;
+        if (pid !== undefined && ports && network.kind === "pasta") {
+          const inbound = await freePort();
+          const attached = network.attach(pid, ports, [inbound]).then(
             (network) => {
               spawned.child.once("exit", () => network.stop());
               if (spawned.child.exitCode !== null || spawned.child.signalCode !== null) network.stop();
@@ -505,7 +510,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
             },
             () => undefined /* connected at the claim instead, where a failure is said in the worker's log */,
           );
-          slot.network = { ports, attached };
+          slot.network = { ports, inbound, attached };
         }
       });
       child = spawned.child;
@@ -707,6 +712,15 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     // schedules the refill).
     if (!launch.image && !ownMounts) poolPorts = workerHostPorts(launch);
     const pooled = launch.image || ownMounts ? undefined : await takePooled();
+    // A pooled runtime connected at boot to the ports this launch needs keeps that network; a load-balanced worker
+    // then listens on the port it forwards in.
+    const bootNetwork = pooled?.sandboxed?.network;
+    const usesBootNetwork = bootNetwork !== undefined && sameSet(bootNetwork.ports, workerHostPorts(launch));
+    if (http && usesBootNetwork) {
+      http = { ...http, port: bootNetwork.inbound };
+      address = `http://${http.host}:${http.port}`;
+    }
+    const inbound = http ? [http.port] : [];
     // Its run directory (bound at /svc/run): a pooled runtime's own, or one made for it.
     const runDir = pooled?.sandboxed?.runDir ?? (socketsWanted(launch) ? runDirFor(launch.workerId) : undefined);
     const socket = runDir && socketsWanted(launch) ? runDirSocket(runDir) : undefined;
@@ -738,9 +752,8 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       pooled.sink.onLog = launch.onLog;
       // Connected at boot to the ports this launch needs, or now (a pooled runtime booted before any launch named the
       // job API's port has only loopback).
-      const ports = workerHostPorts(launch);
-      const preconnected = slot.network && sameSet(slot.network.ports, ports) ? await slot.network.attached : undefined;
-      if (!preconnected && innerPid !== undefined) await connectNetwork(launch, child, innerPid);
+      const preconnected = usesBootNetwork ? await bootNetwork.attached : undefined;
+      if (!preconnected && innerPid !== undefined) await connectNetwork(launch, child, innerPid, inbound);
       child.send({ env: { ...env, HOME: "/tmp" }, cwd: SANDBOX_CODE_DIR });
     } else {
       if (launch.volumePath) prepareVolumeDir(launch.volumePath);
@@ -771,7 +784,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       readLines(child, { onLog: launch.onLog });
       innerPid = await spawned.pid;
       cgroups = spawned.cgroup?.dirs ?? [];
-      if (innerPid !== undefined) await connectNetwork(launch, child, innerPid);
+      if (innerPid !== undefined) await connectNetwork(launch, child, innerPid, inbound);
       spawned.release();
     }
     if (innerPid !== undefined) {
@@ -794,11 +807,12 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
    * A sandboxed worker's own network namespace connected by pasta, only the job API's port of the host's loopback
    * reachable; pasta ends with the worker. A failure ends the worker (it could not reach the service) and says why.
    */
-  async function connectNetwork(launch: WorkerLaunch, child: ChildProcess, innerPid: number): Promise<void> {
+  async function connectNetwork(launch: WorkerLaunch, child: ChildProcess, innerPid: number, inbound: readonly number[]): Promise<void> {
     const network = sandbox?.network;
     if (network?.kind !== "pasta") return;
     try {
-      const attached = await network.attach(innerPid, workerHostPorts(launch));
+      // A load-balanced worker's port forwarded in: the service reaches it there, on the host's loopback.
+      const attached = await network.attach(innerPid, workerHostPorts(launch), inbound);
       if (child.exitCode !== null || child.signalCode !== null) attached.stop();
       else child.once("exit", () => attached.stop());
     } catch (err) {

@@ -24,27 +24,29 @@ const OPERATOR_ENV = { OPERATOR_CLOUD_TOKEN: "operator-cloud-token-value" };
 function tenantSuite(workers: "process" | "docker") {
   /** TCP ports a victim endpoint's worker processes listen on, read from the host's /proc (fd -> socket inode). */
   function victimListeningPorts(endpointName: string): number[] {
-    const inodes = new Set<string>();
+    const ports = new Set<number>();
     for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
       try {
         const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
         if (!environ.includes("SVC_APP=tenant-victim") || !environ.includes(`SVC_ENDPOINT_NAME=${endpointName}`)) continue;
+        const inodes = new Set<string>();
         for (const fd of readdirSync(`/proc/${pid}/fd`)) {
           const link = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
           if (link) inodes.add(link[1]!);
+        }
+        // Its own network namespace's sockets (a sandboxed worker's is its own; pasta forwards the same port on the
+        // host's loopback, where the service reaches it and a neighbour would try it).
+        for (const file of [`/proc/${pid}/net/tcp`, `/proc/${pid}/net/tcp6`]) {
+          for (const line of readFileSync(file, "utf8").split("\n").slice(1)) {
+            const cols = line.trim().split(/\s+/);
+            if (cols[3] === "0A" && inodes.has(cols[9]!)) ports.add(parseInt(cols[1]!.split(":")[1]!, 16));
+          }
         }
       } catch {
         // gone, or not a process of ours
       }
     }
-    const ports: number[] = [];
-    for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-      for (const line of readFileSync(file, "utf8").split("\n").slice(1)) {
-        const cols = line.trim().split(/\s+/);
-        if (cols[3] === "0A" && inodes.has(cols[9]!)) ports.push(parseInt(cols[1]!.split(":")[1]!, 16));
-      }
-    }
-    return ports;
+    return [...ports];
   }
 
   /** Where B's containers listen on their network (Docker workers): what a neighbour container could try. */

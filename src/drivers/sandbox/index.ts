@@ -124,7 +124,9 @@ export interface Sandbox {
    * Workers' network: a namespace of their own that `attach` connects with pasta (only the job API's port of the
    * host's loopback reachable), or the host's, and why.
    */
-  network: { kind: "pasta"; attach(pid: number, hostPorts: readonly number[]): Promise<AttachedNetwork> } | { kind: "host"; why: string };
+  network:
+    | { kind: "pasta"; attach(pid: number, hostPorts: readonly number[], inbound?: readonly number[]): Promise<AttachedNetwork> }
+    | { kind: "host"; why: string };
   spawn(launch: SandboxLaunch): SandboxedProcess;
   /** Remove what the sandbox keeps on disk (its passwd and group files). */
   dispose(): void;
@@ -261,7 +263,7 @@ function workersNetwork(bwrap: string, system: Pick<BwrapSpec, "readOnly" | "sym
   const args = bwrapArgs({ ...system, writable: [], tmpBytes: 1 << 20, shmBytes: 1 << 20, env: {}, cwd: "/", fds: {}, ownNetwork: true });
   const probe = probePasta(bwrap, args, pasta);
   if (!probe.ok) return { kind: "host", why: probe.why };
-  return { kind: "pasta", attach: (pid, hostPorts) => attachNetwork(pasta, pid, hostPorts, tmpdir()) };
+  return { kind: "pasta", attach: (pid, hostPorts, inbound) => attachNetwork(pasta, pid, hostPorts, tmpdir(), inbound) };
 }
 
 /** How the isolation in force is described (doctor, the server's start line). Pure. */

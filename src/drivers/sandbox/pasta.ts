@@ -19,15 +19,16 @@ import { join } from "node:path";
  * enters the network namespace alone, by its path. pasta confines itself either way (its own namespaces, no
  * file system, a seccomp filter). Pure.
  */
-export function pastaArgs(pid: number, hostPorts: readonly number[], pidFile: string, asRoot = false): string[] {
+export function pastaArgs(pid: number, hostPorts: readonly number[], pidFile: string, asRoot = false, inbound: readonly number[] = []): string[] {
   return [
     "--quiet",
     "--config-net",
     // Connections to the gateway address stay connections to the gateway: not the host's loopback.
     "--no-map-gw",
-    // No port of the host reaches into the namespace, and none of the namespace's reaches the host but the API's.
+    // No port of the host reaches into the namespace but a load-balanced worker's own (on the host's loopback, where
+    // the service proxies to it), and none of the namespace's reaches the host but the API's.
     "--tcp-ports",
-    "none",
+    inbound.length === 0 ? "none" : inbound.map((port) => `127.0.0.1/${port}`).join(","),
     "--udp-ports",
     "none",
     "--tcp-ns",
@@ -97,10 +98,16 @@ export interface AttachedNetwork {
  * Connect the network namespace of `pid` (a sandboxed worker's, held before its exec) with pasta. Resolves once
  * the namespace is configured (pasta forks into the background then); rejects with pasta's own words.
  */
-export function attachNetwork(pasta: string, pid: number, hostPorts: readonly number[], runDir: string): Promise<AttachedNetwork> {
+export function attachNetwork(
+  pasta: string,
+  pid: number,
+  hostPorts: readonly number[],
+  runDir: string,
+  inbound: readonly number[] = [],
+): Promise<AttachedNetwork> {
   const pidFile = join(runDir, `pasta-${pid}.pid`);
   return new Promise((resolve, reject) => {
-    const child = spawn(pasta, pastaArgs(pid, hostPorts, pidFile, runsAsRoot()), { stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn(pasta, pastaArgs(pid, hostPorts, pidFile, runsAsRoot(), inbound), { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
     child.once("error", reject);
