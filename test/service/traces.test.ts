@@ -58,7 +58,9 @@ it("puts the spans of one /runsync and the span its handler made under one trace
 
   server = await startServerProcess({
     dataDir: join(work, "data"),
-    env: { SVC_API_KEY: KEY, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "50" },
+    // The handler sends to the receiver on the host's loopback, which a sandboxed worker's own network does not
+    // reach (docs/security.md): one user, workers unsandboxed.
+    env: { SVC_API_KEY: KEY, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "50", SVC_SANDBOX: "none" },
   });
   expect(server.log()).toContain(`traces: OTLP/HTTP to ${receiver.url}/v1/traces`);
   await deployFixture(project, server.url, KEY);
