@@ -9,7 +9,7 @@
 // docs/security.md, "Process workers".
 
 import { errorMessage } from "../errors.js";
-import { loopbackPort, type AttachedNetwork } from "./sandbox/pasta.js";
+import { loopbackPort, stopPasta, type AttachedNetwork } from "./sandbox/pasta.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { prepareVolumeDir } from "./volume-dir.js";
@@ -116,6 +116,8 @@ interface WorkerRecord {
   /** A sandboxed worker's cgroup directories and host directories of its own: removed once it is gone. */
   cgroups?: string[];
   dirs?: string[];
+  /** The pid of the pasta that connects a sandboxed worker's network: stopped once the worker is gone. */
+  pasta?: number;
 }
 
 /** How often an adopted worker (not a child of this process: no exit event) is checked for life. */
@@ -145,7 +147,9 @@ function isWorkerProcess(pid: number, workerId: string, startTime?: string): boo
 }
 
 /** What a worker leaves on the host once it is gone: its cgroups, its run and code directories. */
-function tidy(record: Pick<WorkerRecord, "cgroups" | "dirs">): void {
+function tidy(record: Pick<WorkerRecord, "cgroups" | "dirs" | "pasta">): void {
+  // Its pasta holds its network namespace open: started by an earlier run of the service, nobody else stops it.
+  if (record.pasta !== undefined) stopPasta(record.pasta);
   if (record.cgroups?.length) void removeCgroupDirs(record.cgroups);
   for (const dir of record.dirs ?? []) rmSync(dir, { recursive: true, force: true });
 }
@@ -428,10 +432,13 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
 
   // Children must not outlive the service: kill what is left when this process exits, however it exits
   // normally. (A SIGKILLed parent is covered by the runtime's own orphan check.)
+  /** The pastas of this process's sandboxed workers that run: stopped with them, and when this process exits. */
+  const networks = new Set<AttachedNetwork>();
   const killAll = () => {
     for (const running of [...children.values(), ...pool.map((p) => ({ child: p.child, innerPid: p.sandboxed?.innerPid }))]) {
       if (running.child.exitCode === null && running.child.signalCode === null) signalRunning(running, "SIGKILL");
     }
+    for (const network of networks) network.stop();
     snapshots.killTemplates();
   };
   process.on("exit", killAll);
@@ -504,8 +511,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
           const inbound = await freePort();
           const attached = network.attach(pid, ports, [inbound]).then(
             (network) => {
-              spawned.child.once("exit", () => network.stop());
-              if (spawned.child.exitCode !== null || spawned.child.signalCode !== null) network.stop();
+              watchNetwork(spawned.child, network);
               return network;
             },
             () => undefined /* connected at the claim instead, where a failure is said in the worker's log */,
@@ -739,6 +745,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     let child: ChildProcess;
     let innerPid: number | undefined;
     let cgroups: string[] = [];
+    let pasta: AttachedNetwork | undefined;
     const dirs: string[] = [];
     if (pooled?.sandboxed) {
       const slot = pooled.sandboxed;
@@ -753,7 +760,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       // Connected at boot to the ports this launch needs, or now (a pooled runtime booted before any launch named the
       // job API's port has only loopback).
       const preconnected = usesBootNetwork ? await bootNetwork.attached : undefined;
-      if (!preconnected && innerPid !== undefined) await connectNetwork(launch, child, innerPid, inbound);
+      pasta = preconnected ?? (innerPid !== undefined ? await connectNetwork(launch, child, innerPid, inbound) : undefined);
       child.send({ env: { ...env, HOME: "/tmp" }, cwd: SANDBOX_CODE_DIR });
     } else {
       if (launch.volumePath) prepareVolumeDir(launch.volumePath);
@@ -784,7 +791,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       readLines(child, { onLog: launch.onLog });
       innerPid = await spawned.pid;
       cgroups = spawned.cgroup?.dirs ?? [];
-      if (innerPid !== undefined) await connectNetwork(launch, child, innerPid, inbound);
+      if (innerPid !== undefined) pasta = await connectNetwork(launch, child, innerPid, inbound);
       spawned.release();
     }
     if (innerPid !== undefined) {
@@ -798,6 +805,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
         localSocket,
         cgroups,
         dirs,
+        ...(pasta?.pid !== undefined ? { pasta: pasta.pid } : {}),
       });
     }
     return track(launch, { child, handle: undefined!, innerPid }, { address, localSocket, cleanup: () => tidy({ dirs }), sandboxed: true });
@@ -807,19 +815,30 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
    * A sandboxed worker's own network namespace connected by pasta, only the job API's port of the host's loopback
    * reachable; pasta ends with the worker. A failure ends the worker (it could not reach the service) and says why.
    */
-  async function connectNetwork(launch: WorkerLaunch, child: ChildProcess, innerPid: number, inbound: readonly number[]): Promise<void> {
+  async function connectNetwork(launch: WorkerLaunch, child: ChildProcess, innerPid: number, inbound: readonly number[]): Promise<AttachedNetwork | undefined> {
     const network = sandbox?.network;
-    if (network?.kind !== "pasta") return;
+    if (network?.kind !== "pasta") return undefined;
     try {
       // A load-balanced worker's port forwarded in: the service reaches it there, on the host's loopback.
       const attached = await network.attach(innerPid, workerHostPorts(launch), inbound);
-      if (child.exitCode !== null || child.signalCode !== null) attached.stop();
-      else child.once("exit", () => attached.stop());
+      watchNetwork(child, attached);
+      return attached;
     } catch (err) {
       launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] ${errorMessage(err)}` });
       child.kill("SIGKILL");
       signalRunning({ child, innerPid }, "SIGKILL");
+      return undefined;
     }
+  }
+
+  /** Stop a worker's pasta when the worker exits, or when this process does (it kills its workers then). */
+  function watchNetwork(child: ChildProcess, attached: AttachedNetwork): void {
+    if (child.exitCode !== null || child.signalCode !== null) return attached.stop();
+    networks.add(attached);
+    child.once("exit", () => {
+      networks.delete(attached);
+      attached.stop();
+    });
   }
 
   /** Watch a started worker: its exit (record and leftovers removed), and its handle. */

@@ -5,7 +5,7 @@
 // that cannot have a network of its own fails instead: the skip would hide the defence missing.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,7 +14,9 @@ import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { resolveSandbox, type Sandbox } from "../../src/drivers/sandbox/index.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
-import { call } from "../service/helpers.js";
+import { call, until } from "../service/helpers.js";
+import { startServerProcess } from "../server-process.js";
+import { deployFixture } from "../fixture-project.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "process-network-admin-key";
@@ -108,6 +110,34 @@ describe.skipIf(sandbox !== undefined)("a sandboxed worker's network", () => {
     } finally {
       await service?.close();
       s.dispose();
+    }
+  }, 120_000);
+
+  it("a worker's pasta outliving a killed service is stopped by the next one once the worker is gone", async () => {
+    const dataDir = join(dir, "data-killed");
+    const first = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY, SVC_SANDBOX: "bwrap" } });
+    let second: Awaited<ReturnType<typeof startServerProcess>> | undefined;
+    try {
+      await deployFixture(join(dir, "app"), first.url, KEY);
+      const endpoint = (await call(`${first.url}/v1/apps/network-probe-app/environments/prod`, { key: KEY })).body.endpoints[0].id as string;
+      const knock = await call(`${first.url}/v2/${endpoint}/runsync`, { key: KEY, body: { input: { port } } });
+      expect(knock.body).toMatchObject({ status: "COMPLETED", output: { reached: "ECONNREFUSED" } });
+      // The worker's record names its pasta.
+      const records = readdirSync(join(dataDir, "workers")).map((f) => JSON.parse(readFileSync(join(dataDir, "workers", f), "utf8")));
+      expect(records).toHaveLength(1);
+      const { pid, pasta } = records[0] as { pid: number; pasta: number };
+      expect(readFileSync(`/proc/${pasta}/comm`, "utf8")).toMatch(/^pass?t/);
+      // The service dies without a word, then its worker: nothing stops the pasta...
+      await first.kill();
+      process.kill(pid, "SIGKILL");
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(existsSync(`/proc/${pasta}`)).toBe(true);
+      // ...until a service starts on the data directory and finds the worker gone.
+      second = await startServerProcess({ dataDir, env: { SVC_API_KEY: KEY, SVC_SANDBOX: "bwrap" } });
+      await until(async () => !existsSync(`/proc/${pasta}`) || undefined, 10_000);
+    } finally {
+      await second?.stop();
+      await first.kill().catch(() => undefined /* already killed */);
     }
   }, 120_000);
 

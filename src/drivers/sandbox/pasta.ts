@@ -90,8 +90,29 @@ export function probePasta(bwrap: string, bwrapArgs: readonly string[], pasta: s
 }
 
 export interface AttachedNetwork {
+  /** pasta's own pid (it runs in the background): a service that adopts the worker stops it by this (stopPasta). */
+  pid?: number;
   /** End pasta (the worker exited). */
   stop(): void;
+}
+
+/**
+ * Stop the pasta of pid `pid`, if that pid is still a pasta (a pid is reused once its process is gone): what
+ * a service does for a worker it adopted, or found gone, whose pasta an earlier run started.
+ */
+export function stopPasta(pid: number): void {
+  let comm = "";
+  try {
+    comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+  } catch {
+    return; // gone already
+  }
+  if (!/^(passt|pasta)/.test(comm)) return;
+  try {
+    process.kill(pid, "SIGTERM");
+  } catch {
+    // gone between the check and the signal
+  }
 }
 
 /**
@@ -120,6 +141,7 @@ export function attachNetwork(
         rmSync(pidFile, { force: true });
       }
       resolve({
+        pid: daemon,
         stop() {
           if (daemon === undefined) return;
           try {
