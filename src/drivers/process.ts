@@ -71,6 +71,12 @@ export interface ProcessDriverOptions {
   /** Host variables workers get beyond the default allow-list (host-env.ts): names, or prefixes ending in `*`. */
   envAllow?: string[];
   /**
+   * Ports of the host's loopback that sandboxed workers in a network of their own may reach besides the job API's
+   * (and the S3 API's, for a worker with a BUCKET_* key): what the operator runs there for them (a local OTLP
+   * collector). Every other port of the host's loopback is out of their reach.
+   */
+  hostPorts?: number[];
+  /**
    * Where a record of each running worker is kept (pid, endpoint, revision), so that a service restarted after a
    * crash on the same data finds the workers its predecessor left running (adopt). Default: none kept.
    */
@@ -339,10 +345,13 @@ interface Running {
 }
 
 /** A pre-booted runtime: ready once it says so; sandboxed, the directories its claim fills. */
-/** The host ports a sandboxed worker reaches: the job API's, and the S3 API's own where its BUCKET_* key uploads. Pure. */
-function workerHostPorts(launch: Pick<WorkerLaunch, "apiUrl" | "bucket">): number[] {
-  const ports = [loopbackPort(launch.apiUrl), launch.bucket ? loopbackPort(launch.bucket.endpointUrl) : undefined];
-  return ports.filter((p): p is number => p !== undefined);
+/**
+ * The host ports a sandboxed worker reaches: the job API's, the S3 API's own where its BUCKET_* key uploads, and
+ * those the operator allows (`allowed`). Pure.
+ */
+function workerHostPorts(launch: Pick<WorkerLaunch, "apiUrl" | "bucket">, allowed: readonly number[] = []): number[] {
+  const ports = [loopbackPort(launch.apiUrl), launch.bucket ? loopbackPort(launch.bucket.endpointUrl) : undefined, ...allowed];
+  return [...new Set(ports.filter((p): p is number => p !== undefined))];
 }
 
 function sameSet(a: readonly number[], b: readonly number[]): boolean {
@@ -716,12 +725,12 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     const ownMounts = launch.volumePath !== undefined || launch.modelCache !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
     // The pool's next runtimes connect their network at boot to what this launch needs (set before the claim
     // schedules the refill).
-    if (!launch.image && !ownMounts) poolPorts = workerHostPorts(launch);
+    if (!launch.image && !ownMounts) poolPorts = workerHostPorts(launch, options.hostPorts);
     const pooled = launch.image || ownMounts ? undefined : await takePooled();
     // A pooled runtime connected at boot to the ports this launch needs keeps that network; a load-balanced worker
     // then listens on the port it forwards in.
     const bootNetwork = pooled?.sandboxed?.network;
-    const usesBootNetwork = bootNetwork !== undefined && sameSet(bootNetwork.ports, workerHostPorts(launch));
+    const usesBootNetwork = bootNetwork !== undefined && sameSet(bootNetwork.ports, workerHostPorts(launch, options.hostPorts));
     if (http && usesBootNetwork) {
       http = { ...http, port: bootNetwork.inbound };
       address = `http://${http.host}:${http.port}`;
@@ -820,7 +829,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     if (network?.kind !== "pasta") return undefined;
     try {
       // A load-balanced worker's port forwarded in: the service reaches it there, on the host's loopback.
-      const attached = await network.attach(innerPid, workerHostPorts(launch), inbound);
+      const attached = await network.attach(innerPid, workerHostPorts(launch, options.hostPorts), inbound);
       watchNetwork(child, attached);
       return attached;
     } catch (err) {

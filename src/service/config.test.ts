@@ -29,6 +29,12 @@ describe("the service's configuration", () => {
     expect(options.dataCenters?.[0]?.gpuTypes).toEqual(["A100", "H100"]);
   });
 
+  it("reads the host-loopback ports sandboxed workers may reach as numbers, and refuses what is not a port", () => {
+    expect(parseServerConfig({}, { SVC_WORKER_HOST_PORTS: "4318, 9090" }).config.workerHostPorts).toEqual([4318, 9090]);
+    expect(() => parseServerConfig({}, { SVC_WORKER_HOST_PORTS: "4318,http" })).toThrow(/SVC_WORKER_HOST_PORTS.*not a port \(1-65535\): http/);
+    expect(() => parseServerConfig({}, { SVC_WORKER_HOST_PORTS: "70000" })).toThrow(/not a port/);
+  });
+
   it("takes how container workers are confined: the Docker runtime (flag or variable), the RuntimeClass, process and /tmp limits", () => {
     const defaults = parseServerConfig({}, {}).config;
     expect(defaults).toMatchObject({ workerPidsLimit: 1024, workerTmpMb: 1024 });

@@ -45,6 +45,8 @@ export interface ServiceSettings {
   sandboxShmMb: number;
   /** Host variables process workers get beyond the default allow-list (drivers/host-env.ts). */
   workerEnvAllow?: string[];
+  /** Ports of the host's loopback that sandboxed workers may reach besides the job API's (a local OTLP collector). */
+  workerHostPorts?: number[];
   /** Where webhooks may go besides public addresses: CIDRs, addresses, host names (webhooks/address-policy.ts). */
   webhookAllow?: string[];
   /** The Hugging Face-compatible hub models are fetched from, its token, and the model cache's size in bytes (docs/models.md). */
@@ -129,6 +131,7 @@ type Kind =
   | { type: "onOff" }
   | { type: "list" }
   | { type: "envNames" }
+  | { type: "ports" }
   | { type: "webhookAllow" }
   | { type: "url" }
   | { type: "size" }
@@ -504,6 +507,14 @@ export const SETTINGS: readonly Setting[] = [
     description: "host variables process workers get beyond PATH, locale, TZ, proxies and TLS roots (names, or prefixes ending in *)",
   },
   {
+    key: "workerHostPorts",
+    env: "SVC_WORKER_HOST_PORTS",
+    kind: { type: "ports" },
+    serverOnly: true,
+    description:
+      "ports of the host's 127.0.0.1 that sandboxed process workers may reach besides the job API's (e.g. 4318 for a local OTLP collector); the rest of the host's loopback is out of their reach",
+  },
+  {
     key: "webhookAllow",
     flag: "webhookAllow",
     env: "SVC_WEBHOOK_ALLOW",
@@ -625,6 +636,15 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
         .map((s) => s.trim())
         .filter(Boolean);
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
+    }
+    case "ports": {
+      const items = raw
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
+      const bad = items.filter((p) => !/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535);
+      if (bad.length > 0) return { problem: `${origin}: not a port (1-65535): ${bad.join(", ")}` };
+      return items.length > 0 ? { value: items.map(Number) } : { problem: `${origin} lists nothing` };
     }
     case "envNames": {
       const items = raw

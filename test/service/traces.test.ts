@@ -58,9 +58,14 @@ it("puts the spans of one /runsync and the span its handler made under one trace
 
   server = await startServerProcess({
     dataDir: join(work, "data"),
-    // The handler sends to the receiver on the host's loopback, which a sandboxed worker's own network does not
-    // reach (docs/security.md): one user, workers unsandboxed.
-    env: { SVC_API_KEY: KEY, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "50", SVC_SANDBOX: "none" },
+    // The handler sends to the receiver on the host's loopback, which a sandboxed worker in a network of its own
+    // reaches only as the operator allows (docs/security.md).
+    env: {
+      SVC_API_KEY: KEY,
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_BSP_SCHEDULE_DELAY: "50",
+      SVC_WORKER_HOST_PORTS: new URL(receiver.url).port,
+    },
   });
   expect(server.log()).toContain(`traces: OTLP/HTTP to ${receiver.url}/v1/traces`);
   await deployFixture(project, server.url, KEY);

@@ -137,6 +137,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
       sandbox?: ServerConfig["sandbox"];
       sandboxDefaults?: { shmMb?: number };
       envAllow?: string[];
+      hostPorts?: number[];
     }) => WorkerDriver & { sandboxing?: Isolation };
   };
   try {
@@ -160,6 +161,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     sandbox: config.sandbox,
     sandboxDefaults: { shmMb: config.sandboxShmMb },
     envAllow: config.workerEnvAllow,
+    hostPorts: config.workerHostPorts,
   });
 }
 
