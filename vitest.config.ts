@@ -5,10 +5,11 @@ import { defineConfig } from "vitest/config";
 const sdk = (file: string) => fileURLToPath(new URL(`./packages/svc/src/${file}`, import.meta.url));
 
 /**
- * Test files that load both cores for minutes (thousands of jobs through three replicas): run on their own after
- * the rest (`npm run test:alone`), so that neither they nor the timing-sensitive tests run beside each other.
+ * Test files run on their own after the rest (`npm run test:alone`), one at a time: one that loads both cores for
+ * minutes (thousands of jobs through three replicas), and one whose bound is a time (`/health` within a second
+ * while 80 slow clients hold the service), which the rest's load on two cores can exceed.
  */
-const ALONE = ["test/cluster/three-replicas.test.ts"];
+const ALONE = ["test/cluster/three-replicas.test.ts", "test/service/slow-clients.test.ts"];
 const alone = process.env.SVC_TESTS_ALONE === "1";
 
 export default defineConfig({
@@ -24,7 +25,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration tests start real servers and child processes; two cores, so keep parallelism modest.
-    maxWorkers: 2,
+    maxWorkers: alone ? 1 : 2,
     pool: "forks",
     // SVC_TEST_STORE=postgres: the service tests on PostgreSQL (test/global-postgres.ts).
     globalSetup: ["test/global-postgres.ts"],
