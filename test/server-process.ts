@@ -2,7 +2,7 @@
 // process's SVC_* settings left out), its URL read from stdout, its stderr kept for assertions.
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -54,6 +54,23 @@ export function processWorkerPids(dataDir: string): number[] {
     }
   }
   return pids;
+}
+
+/**
+ * Kill what a server killed with SIGKILL left of its process workers on `dataDir`: the workers, and the pasta of
+ * each sandboxed one (its record names it; no later service on the data directory stops it).
+ */
+export function killLeftWorkers(dataDir: string): void {
+  for (const pid of processWorkerPids(dataDir)) process.kill(pid, "SIGKILL");
+  const records = join(dataDir, "workers");
+  for (const name of existsSync(records) ? readdirSync(records) : []) {
+    try {
+      const pasta = (JSON.parse(readFileSync(join(records, name), "utf8")) as { pasta?: number }).pasta;
+      if (pasta !== undefined && /^pass?t/.test(readFileSync(`/proc/${pasta}/comm`, "utf8"))) process.kill(pasta, "SIGTERM");
+    } catch {
+      // a record half written, or its pasta gone already
+    }
+  }
 }
 
 /** `port`: a fixed one (see freePort), so that a restarted server answers at the same URL; by default any free one. */

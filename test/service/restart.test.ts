@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { copyFixture, deployFixture } from "../fixture-project.js";
 import { call } from "./helpers.js";
-import { freePort, processWorkerPids, startServerProcess, type ServerProcess } from "../server-process.js";
+import { freePort, killLeftWorkers, processWorkerPids, startServerProcess, type ServerProcess } from "../server-process.js";
 
 const KEY = "restart-admin-key";
 
@@ -75,7 +75,7 @@ beforeAll(async () => {
 afterAll(async () => {
   clearInterval(sampler);
   await server?.kill();
-  for (const pid of workerPids()) process.kill(pid, "SIGKILL");
+  killLeftWorkers(dataDir);
   rmSync(work, { recursive: true, force: true });
 });
 
