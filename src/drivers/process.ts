@@ -344,7 +344,6 @@ interface Running {
   innerPid?: number;
 }
 
-/** A pre-booted runtime: ready once it says so; sandboxed, the directories its claim fills. */
 /**
  * The host ports a sandboxed worker reaches: the job API's, the S3 API's own where its BUCKET_* key uploads, and
  * those the operator allows (`allowed`). Pure.
@@ -358,6 +357,7 @@ function sameSet(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((x) => b.includes(x));
 }
 
+/** A pre-booted runtime: ready once it says so; sandboxed, the directories its claim fills. */
 interface Pooled {
   child: ChildProcess;
   ready: Promise<boolean>;
@@ -723,14 +723,15 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
     const { limits, tmpBytes, shmBytes } = workerLimits(launch, s.defaults);
     // A pooled sandbox has no volume, no model cache and no GPU devices bound in: such workers get a sandbox of their own.
     const ownMounts = launch.volumePath !== undefined || launch.modelCache !== undefined || (launch.computeType === "GPU" && s.gpuDevices.length > 0);
+    const hostPorts = workerHostPorts(launch, options.hostPorts);
     // The pool's next runtimes connect their network at boot to what this launch needs (set before the claim
     // schedules the refill).
-    if (!launch.image && !ownMounts) poolPorts = workerHostPorts(launch, options.hostPorts);
+    if (!launch.image && !ownMounts) poolPorts = hostPorts;
     const pooled = launch.image || ownMounts ? undefined : await takePooled();
     // A pooled runtime connected at boot to the ports this launch needs keeps that network; a load-balanced worker
     // then listens on the port it forwards in.
     const bootNetwork = pooled?.sandboxed?.network;
-    const usesBootNetwork = bootNetwork !== undefined && sameSet(bootNetwork.ports, workerHostPorts(launch, options.hostPorts));
+    const usesBootNetwork = bootNetwork !== undefined && sameSet(bootNetwork.ports, hostPorts);
     if (http && usesBootNetwork) {
       http = { ...http, port: bootNetwork.inbound };
       address = `http://${http.host}:${http.port}`;
@@ -769,7 +770,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       // Connected at boot to the ports this launch needs, or now (a pooled runtime booted before any launch named the
       // job API's port has only loopback).
       const preconnected = usesBootNetwork ? await bootNetwork.attached : undefined;
-      pasta = preconnected ?? (innerPid !== undefined ? await connectNetwork(launch, child, innerPid, inbound) : undefined);
+      pasta = preconnected ?? (innerPid !== undefined ? await connectNetwork(launch, child, innerPid, hostPorts, inbound) : undefined);
       child.send({ env: { ...env, HOME: "/tmp" }, cwd: SANDBOX_CODE_DIR });
     } else {
       if (launch.volumePath) prepareVolumeDir(launch.volumePath);
@@ -800,7 +801,7 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
       readLines(child, { onLog: launch.onLog });
       innerPid = await spawned.pid;
       cgroups = spawned.cgroup?.dirs ?? [];
-      if (innerPid !== undefined) pasta = await connectNetwork(launch, child, innerPid, inbound);
+      if (innerPid !== undefined) pasta = await connectNetwork(launch, child, innerPid, hostPorts, inbound);
       spawned.release();
     }
     if (innerPid !== undefined) {
@@ -824,12 +825,18 @@ export function createProcessDriver(options: ProcessDriverOptions = {}): Process
    * A sandboxed worker's own network namespace connected by pasta, only the job API's port of the host's loopback
    * reachable; pasta ends with the worker. A failure ends the worker (it could not reach the service) and says why.
    */
-  async function connectNetwork(launch: WorkerLaunch, child: ChildProcess, innerPid: number, inbound: readonly number[]): Promise<AttachedNetwork | undefined> {
+  async function connectNetwork(
+    launch: WorkerLaunch,
+    child: ChildProcess,
+    innerPid: number,
+    hostPorts: readonly number[],
+    inbound: readonly number[],
+  ): Promise<AttachedNetwork | undefined> {
     const network = sandbox?.network;
     if (network?.kind !== "pasta") return undefined;
     try {
       // A load-balanced worker's port forwarded in: the service reaches it there, on the host's loopback.
-      const attached = await network.attach(innerPid, workerHostPorts(launch, options.hostPorts), inbound);
+      const attached = await network.attach(innerPid, hostPorts, inbound);
       watchNetwork(child, attached);
       return attached;
     } catch (err) {

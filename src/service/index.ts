@@ -583,7 +583,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     jobBuckets,
     largeOutputs: new LargeOutputs({
       dataDir: options.dataDir,
-      s3Endpoint: s3Origin?.url ?? `${url}${S3_PREFIX}`,
+      s3Endpoint: workerBucketDeps.s3Endpoint,
       keys: storage.volumeKeys,
       box,
       endpoint: (id) => endpoints.get(id),

@@ -24,6 +24,21 @@ afterEach(async () => {
   await fake?.close();
 });
 
+/** The fake API server, and the test service with a Kubernetes driver of session `session` on it. */
+async function serviceOnFakeCluster(session: string): Promise<TestService> {
+  fake = await startFakeKubeApiServer();
+  const driver = createKubernetesDriver({
+    kubeConfig: fake.kubeConfig(),
+    namespace: "default",
+    session,
+    image: "svc-worker-cpu:test",
+    rewatchMs: 100,
+    logRetryMs: 100,
+    stopGraceMs: 1000,
+  });
+  return startTestService({ driver, leaseMs: 3000, heartbeatMs: 1000 });
+}
+
 /** Plays every Pod's container: the provider worker, with the Pod's variables, its lines in the Pod's log. */
 function playPods(f: FakeKubeApiServer) {
   const played = new Set<string>();
@@ -56,18 +71,8 @@ function playPods(f: FakeKubeApiServer) {
 }
 
 it("a REST endpoint of a provider image runs as a Pod of the image: its job completes, its token only in the Secret, its lines in the logs", async () => {
-  fake = await startFakeKubeApiServer();
-  const driver = createKubernetesDriver({
-    kubeConfig: fake.kubeConfig(),
-    namespace: "default",
-    session: "svc-provider",
-    image: "svc-worker-cpu:test",
-    rewatchMs: 100,
-    logRetryMs: 100,
-    stopGraceMs: 1000,
-  });
-  t = await startTestService({ driver, leaseMs: 3000, heartbeatMs: 1000 });
-  const containers = playPods(fake);
+  t = await serviceOnFakeCluster("svc-provider");
+  const containers = playPods(fake!);
   try {
     const template = await call(`${t.service.url}/v1/templates`, {
       key: t.key,
@@ -105,18 +110,8 @@ it("a REST endpoint of a provider image runs as a Pod of the image: its job comp
 }, 60_000);
 
 it("an image whose template names a registry auth is pulled with it: the worker's Secret is the Pod's image pull secret", async () => {
-  fake = await startFakeKubeApiServer();
-  const driver = createKubernetesDriver({
-    kubeConfig: fake.kubeConfig(),
-    namespace: "default",
-    session: "svc-provider-auth",
-    image: "svc-worker-cpu:test",
-    rewatchMs: 100,
-    logRetryMs: 100,
-    stopGraceMs: 1000,
-  });
-  t = await startTestService({ driver, leaseMs: 3000, heartbeatMs: 1000 });
-  const containers = playPods(fake);
+  t = await serviceOnFakeCluster("svc-provider-auth");
+  const containers = playPods(fake!);
   try {
     const auth = await call(`${t.service.url}/v1/containerregistryauth`, {
       key: t.key,
@@ -136,7 +131,7 @@ it("an image whose template names a registry auth is pulled with it: the worker'
     const name = pod.metadata!.name!;
     expect(pod.spec!.imagePullSecrets).toEqual([{ name }]);
     expect(JSON.stringify(pod)).not.toContain("s3cret-pass");
-    const secret = fake.secrets().find((s) => s.metadata!.name === name)!;
+    const secret = fake!.secrets().find((s) => s.metadata!.name === name)!;
     expect(secret.type).toBe("kubernetes.io/dockerconfigjson");
     const config = JSON.parse(Buffer.from(secret.data![".dockerconfigjson"]!, "base64").toString("utf8"));
     expect(config).toEqual({
@@ -152,17 +147,7 @@ it("an image whose template names a registry auth is pulled with it: the worker'
 }, 60_000);
 
 it("a Pod whose image cannot be pulled ends its worker: the endpoint waits saying which pull failed and why, and its job stays queued", async () => {
-  fake = await startFakeKubeApiServer();
-  const driver = createKubernetesDriver({
-    kubeConfig: fake.kubeConfig(),
-    namespace: "default",
-    session: "svc-provider-pull",
-    image: "svc-worker-cpu:test",
-    rewatchMs: 100,
-    logRetryMs: 100,
-    stopGraceMs: 1000,
-  });
-  t = await startTestService({ driver, leaseMs: 3000, heartbeatMs: 1000 });
+  t = await serviceOnFakeCluster("svc-provider-pull");
   // The kubelet's answer to a wrong password, for every Pod the service makes.
   const refused = new Set<string>();
   const kubelet = setInterval(() => {

@@ -124,6 +124,18 @@ async function s3Outcome(p: Promise<unknown>): Promise<{ status: number | undefi
   return { status: 200, code: "OK" };
 }
 
+/** The outcome of a write with `s3` once it is refused (its worker ended and its key was revoked). */
+function refusedOnceRevoked(s3: S3Client): Promise<{ status: number | undefined; code: string }> {
+  return until(
+    async () => {
+      const outcome = await s3Outcome(s3.send(new PutObjectCommand({ Bucket: volume, Key: "after.txt", Body: "late" })));
+      return outcome.status === 403 ? outcome : undefined;
+    },
+    30_000,
+    250,
+  );
+}
+
 /** A GET URL for `key` presigned now with `creds`, by boto3 as the helper presigns. */
 function presign(creds: Uploaded["given"], bucket: string, key: string): string {
   const script = [
@@ -194,14 +206,7 @@ it.skipIf(!hasBoto3)(
     const given = image!.given;
     const s3 = s3As(given);
     // The uploader idles out after 3 s (workers [0, 1]): from then on its key is refused.
-    const refused = await until(
-      async () => {
-        const outcome = await s3Outcome(s3.send(new PutObjectCommand({ Bucket: volume, Key: "after.txt", Body: "late" })));
-        return outcome.status === 403 ? outcome : undefined;
-      },
-      30_000,
-      250,
-    );
+    const refused = await refusedOnceRevoked(s3);
     expect(refused).toEqual({ status: 403, code: "InvalidAccessKeyId" });
     expect(await s3Outcome(s3.send(new ListObjectsV2Command({ Bucket: volume })))).toEqual({ status: 403, code: "InvalidAccessKeyId" });
     // A link signed after the end is refused; the one the job answered still downloads.
@@ -297,14 +302,7 @@ it.skipIf(!hasBoto3)(
     // The key reaches that volume only, and is revoked when the worker idles out (3 s).
     const s3 = s3As({ accessKeyId: out.s3Config.accessId!, secretAccessKey: out.s3Config.accessSecret! });
     expect(await s3Outcome(s3.send(new PutObjectCommand({ Bucket: elsewhere, Key: "x.txt", Body: "no" })))).toEqual({ status: 403, code: "AccessDenied" });
-    const refused = await until(
-      async () => {
-        const outcome = await s3Outcome(s3.send(new PutObjectCommand({ Bucket: volume, Key: "after.txt", Body: "late" })));
-        return outcome.status === 403 ? outcome : undefined;
-      },
-      30_000,
-      250,
-    );
+    const refused = await refusedOnceRevoked(s3);
     expect(refused).toEqual({ status: 403, code: "InvalidAccessKeyId" });
   },
   90_000,

@@ -118,17 +118,7 @@ async function take(call: ProviderCall, batch: boolean): Promise<void> {
       res.writeHead(204).end();
       return;
     }
-    let s3: Awaited<ReturnType<typeof jobS3Configs>>;
-    try {
-      s3 = await jobS3Configs(ctx as WorkerDeps, w.workerId, w.endpointId, jobs);
-    } catch (err) {
-      // No key for a bucket the job needs: the jobs go back to the queue, the take answers the failure.
-      ctx.engine.release(
-        w.worker,
-        jobs.map((j) => j.lease),
-      );
-      throw err;
-    }
+    const s3 = await jobS3Configs(ctx as WorkerDeps, w, jobs);
     ctx.tracing?.jobs.taken(w.workerId, jobs);
     sendText(res, providerTakeAnswer(jobs, batch, s3));
   } finally {

@@ -55,18 +55,26 @@ export interface WorkerDeps {
 
 /**
  * The `s3Config` of each taken job whose submission named a bucket (volumes/job-bucket.ts); undefined when none
- * did. Throws when a key cannot be made (the store failing): the caller gives the jobs back.
+ * did. When a key cannot be made (the store failing), the jobs go back to the queue and the take answers the
+ * failure (this throws).
  */
 export async function jobS3Configs(
   ctx: WorkerDeps,
-  workerId: string,
-  endpointId: string,
-  jobs: ReadonlyArray<Pick<JobRow, "id" | "s3Bucket">>,
+  who: { workerId: string; endpointId: string; worker: WorkerEntry },
+  jobs: ReadonlyArray<Pick<JobRow, "id" | "s3Bucket" | "lease">>,
 ): Promise<Map<string, JobS3Config> | undefined> {
   if (!ctx.jobBuckets || !jobs.some((j) => j.s3Bucket)) return undefined;
-  const endpoint = workerEndpoint(ctx, workerId, endpointId);
+  const endpoint = workerEndpoint(ctx, who.workerId, who.endpointId);
   if (!endpoint) return undefined;
-  return ctx.jobBuckets.forJobs({ workerId, userId: endpoint.userId, endpointName: endpoint.name }, jobs);
+  try {
+    return await ctx.jobBuckets.forJobs({ workerId: who.workerId, userId: endpoint.userId, endpointName: endpoint.name }, jobs);
+  } catch (err) {
+    ctx.engine.release(
+      who.worker,
+      jobs.map((j) => j.lease!),
+    );
+    throw err;
+  }
 }
 
 export type WorkerRouteCall = RouteCall<WorkerDeps>;
@@ -163,17 +171,7 @@ async function answerTake(
     );
     return undefined;
   }
-  let s3: Map<string, JobS3Config> | undefined;
-  try {
-    s3 = await jobS3Configs(ctx, workerId, who.endpointId, jobs);
-  } catch (err) {
-    // No key for a bucket the job needs: the jobs go back to the queue, the take answers the failure.
-    engine.release(
-      worker,
-      jobs.map((j) => j.lease),
-    );
-    throw err;
-  }
+  const s3 = await jobS3Configs(ctx, who, jobs);
   // Each job's W3C trace context, when traces are on: spans its handler makes join the job's trace.
   const parents = ctx.tracing && jobs.length > 0 ? ctx.tracing.jobs.taken(workerId, jobs) : undefined;
   // The input is spliced in as stored (JSON text): no parse and re-encode per job.
