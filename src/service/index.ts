@@ -15,6 +15,7 @@ import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
 import { JobEngine, type LogLimits, type QueueQuotas } from "./engine/index.js";
 import { quickRead, quickRun } from "./jobs/routes.js";
 import { quickTake } from "./workers/routes.js";
+import { quickProviderCall } from "./workers/provider-routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
 import { problemResponse, sendProblem } from "./http/problems.js";
 import { ServiceMetrics } from "./metrics/index.js";
@@ -231,7 +232,7 @@ export interface Service {
   deploy(input: { app: string; env: string; manifest: Manifest; artifactPath: string; ownerKey?: string }): Promise<DeployedEndpoint[]>;
   mintKey(opts: { scopes: string[]; userId?: string }): Promise<{ id: string; key: string }>;
   /** Requests the LB front served itself and connections it handed to node:http (lb/front.ts); for tests. */
-  lbFrontStats(): { served: number; takes: number; handedOver: number } | undefined;
+  lbFrontStats(): { served: number; takes: number; providerCalls: number; handedOver: number } | undefined;
 }
 
 const SCOPE_PATTERN = /^(admin|metrics|jobs:\*|jobs:[a-z0-9]+|worker:[a-z0-9]+)$/;
@@ -618,9 +619,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         // Counted in the HTTP metrics as the dispatcher counts a /run it answers.
         ranRun: metrics.prometheus ? (endpointId, status, startedAt) => metrics.request("POST", "/v2/:endpoint/run", status, startedAt, endpointId) : undefined,
         read: (principal, endpointId, jobId) => timedRead(metrics, endpointId, jobId, quickRead(context, principal, endpointId, jobId)),
-        // With traces on, takes keep node:http's path, whose request spans the traces show.
+        // With traces on, workers' takes and results keep node:http's path, whose request spans the traces show.
         take: options.tracing ? undefined : (principal, body, contentType) => quickTake(context, principal, body, contentType),
-        tookTake: metrics.prometheus ? (status, startedAt) => metrics.request("POST", "/_worker/v1/take", status, startedAt, undefined) : undefined,
+        providerCall: options.tracing ? undefined : (principal, call, body) => quickProviderCall(context, principal, call, body),
+        tookWorkerCall: metrics.prometheus ? (method, route, status, startedAt) => metrics.request(method, route, status, startedAt, undefined) : undefined,
         relayTo: () => context.jobsServedBy?.(),
         keepAliveMs: server.keepAliveTimeout,
         log,

@@ -10,6 +10,7 @@ import {
   providerTakeAnswer,
   providerTakeQuery,
   providerUrlTemplates,
+  providerWorkerCall,
 } from "./provider-worker.js";
 import { applyProtocolEnv } from "../drivers/env.js";
 import { providerWorkerEnv } from "../drivers/provider-env.js";
@@ -77,6 +78,40 @@ describe("the variables and URL templates", () => {
     const batchQuery = new URL(urls.batch).searchParams;
     expect(providerTakeQuery(batchQuery, true, [])).toEqual({ max: 3, jobInProgress: true });
     expect(providerIsStream(new URL(urls.done).searchParams, [])).toBe(false);
+  });
+
+  it("are read from a request's method and target as the router reads them (the service's fast path reads them so)", () => {
+    const urls = asTheSdkDoes(env, "job-9");
+    const target = (url: string) => {
+      const u = new URL(url);
+      return u.pathname + u.search;
+    };
+    for (const [name, method] of [
+      ["take", "GET"],
+      ["batch", "GET"],
+      ["stop", "GET"],
+      ["ping", "GET"],
+      ["done", "POST"],
+      ["stream", "POST"],
+    ] as const) {
+      const url = urls[name];
+      const route = routeOf(url)!;
+      expect(providerWorkerCall(method, target(url))).toEqual({
+        route: route.route,
+        endpointId: route.params.endpoint,
+        workerId: route.params.worker,
+        ...(route.params.job ? { jobId: route.params.job } : {}),
+        query: new URL(url).search.slice(1),
+      });
+    }
+    // The wrong method, a job where none goes or none where one does, ids the router would decode, other routes.
+    expect(providerWorkerCall("POST", target(urls.take))).toBeUndefined();
+    expect(providerWorkerCall("GET", target(urls.done))).toBeUndefined();
+    expect(providerWorkerCall("POST", "/_worker/provider/v2/ep1/job-done/w1?isStream=false")).toBeUndefined();
+    expect(providerWorkerCall("GET", "/_worker/provider/v2/ep1/job-take/w1/job-9?x=1")).toBeUndefined();
+    expect(providerWorkerCall("GET", "/_worker/provider/v2/ep%31/job-take/w1?x=1")).toBeUndefined();
+    expect(providerWorkerCall("GET", "/_worker/provider/v2/ep1/job-taken/w1?x=1")).toBeUndefined();
+    expect(providerWorkerCall("GET", "/_worker/provider/v2/ep1/job-take/w1")).toMatchObject({ route: "take", query: "" });
   });
 
   it("are what a driver gives a worker launched with protocol provider, in place of svc's own", () => {

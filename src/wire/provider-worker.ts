@@ -50,6 +50,52 @@ export function providerUrlTemplates(
   };
 }
 
+/** A route of the protocol (PROVIDER_ROUTES' names). */
+export type ProviderRoute = keyof typeof PROVIDER_ROUTES;
+
+/** A worker's call named by its request target. */
+export interface ProviderWorkerCall {
+  route: ProviderRoute;
+  endpointId: string;
+  workerId: string;
+  /** job-done's and job-stream's job. */
+  jobId?: string;
+  /** The query, without its `?`. */
+  query: string;
+}
+
+/** Whether a route is a long poll (a take, the stop poll), which answers when it has something or its wait ends. Pure. */
+export function isLongPoll(route: ProviderRoute): boolean {
+  return route === "take" || route === "takeBatch" || route === "stop";
+}
+
+const ROUTE_OF_NAME: Record<string, { route: ProviderRoute; method: "GET" | "POST"; job: boolean }> = {
+  "job-take": { route: "take", method: "GET", job: false },
+  "job-take-batch": { route: "takeBatch", method: "GET", job: false },
+  "job-stop": { route: "stop", method: "GET", job: false },
+  ping: { route: "ping", method: "GET", job: false },
+  "job-done": { route: "done", method: "POST", job: true },
+  "job-stream": { route: "stream", method: "POST", job: true },
+};
+
+const CALL_TARGET = new RegExp(
+  `^${PROVIDER_WORKER_BASE.replaceAll("/", "\\/")}\\/([A-Za-z0-9_-]+)\\/(job-take|job-take-batch|job-stop|ping|job-done|job-stream)\\/([A-Za-z0-9_-]+)(?:\\/([A-Za-z0-9_-]+))?(?:\\?([^#]*))?$`,
+);
+
+/**
+ * The call a request's method and target name, for the LB front, which answers them without node:http; undefined
+ * for anything else, or anything it should not read alone (ids outside the unreserved characters, which the
+ * router decodes). Pure.
+ */
+export function providerWorkerCall(method: string, target: string): ProviderWorkerCall | undefined {
+  const m = CALL_TARGET.exec(target);
+  if (!m) return undefined;
+  const [, endpointId, name, workerId, jobId, query] = m as unknown as [string, string, string, string, string | undefined, string | undefined];
+  const route = ROUTE_OF_NAME[name]!;
+  if (method !== route.method || (jobId !== undefined) !== route.job) return undefined;
+  return { route: route.route, endpointId, workerId, ...(jobId !== undefined ? { jobId } : {}), query: query ?? "" };
+}
+
 /** The most jobs one batch take may ask for (the SDK's `concurrency_modifier` decides; svc caps it). */
 export const MAX_PROVIDER_BATCH = 1000;
 

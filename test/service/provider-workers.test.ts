@@ -5,6 +5,7 @@
 import { execFileSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
+import { request } from "node:http";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "./helpers.js";
@@ -314,4 +315,74 @@ it("a take saying job_in_progress=0 hands back the jobs the worker was given but
   });
   expect(done.status).toBe(200);
   expect(await final(endpoint, id)).toMatchObject({ status: "COMPLETED", output: "by hand" });
+});
+
+/** One request on a connection of its own (the service's fast path reads each new connection first). */
+function onNewConnection(
+  url: string,
+  init: { method?: string; headers: Record<string, string>; body?: string },
+): Promise<{ status: number; contentType: string | undefined; json: () => any }> {
+  return new Promise((resolve, reject) => {
+    const headers = init.body === undefined ? init.headers : { ...init.headers, "content-length": String(Buffer.byteLength(init.body)) };
+    const req = request(url, { method: init.method ?? "GET", agent: false, headers, timeout: 5000 });
+    req.on("response", (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (text += chunk));
+      res.on("end", () => resolve({ status: res.statusCode!, contentType: res.headers["content-type"], json: () => JSON.parse(text) }));
+    });
+    req.on("timeout", () => req.destroy(new Error(`no answer from ${url}`)));
+    req.on("error", reject);
+    req.end(init.body);
+  });
+}
+
+it("a worker's calls are answered by the service's fast path from the first, as node:http answers them", async () => {
+  const endpoint = await newEndpoint();
+  const keys = await ProtocolWorker.mint(t, endpoint.id);
+  const env = providerWorkerEnv({ apiUrl: t.service.url, workerId: keys.workerId, endpointId: endpoint.id, workerToken: keys.token, pingIntervalMs: PING_MS });
+  const bare = { authorization: keys.token };
+  const takeUrl = env.RUNPOD_WEBHOOK_GET_JOB!.replace("$ID", keys.workerId);
+  const take = (query = "&job_in_progress=0") => onNewConnection(`${takeUrl}${query}`, { headers: bare });
+  const done = (id: string, body: string) =>
+    onNewConnection(`${env.RUNPOD_WEBHOOK_POST_OUTPUT!.replace("$RUNPOD_POD_ID", keys.workerId).replace("$ID", id)}&isStream=false`, {
+      method: "POST",
+      headers: { ...bare, "content-type": "application/x-www-form-urlencoded" },
+      body,
+    });
+  const served = () => t.service.lbFrontStats()!.providerCalls;
+  const before = served();
+  // The first take registers the worker.
+  const first = await run(endpoint, { mode: "echo", value: 1 });
+  expect((await take()).json()).toMatchObject({ id: first });
+  const second = await run(endpoint, { mode: "echo", value: 2 });
+  const taken = await take("&job_in_progress=1");
+  expect(taken.status).toBe(200);
+  expect(taken.json()).toEqual({ id: second, input: { mode: "echo", value: 2 } });
+  const ping = await onNewConnection(`${env.RUNPOD_WEBHOOK_PING!.replace("$RUNPOD_POD_ID", keys.workerId)}&job_id=${first},${second},gone`, { headers: bare });
+  expect(ping.json()).toEqual({ lost: ["gone"] });
+  const posted = await done(second, JSON.stringify({ output: "two" }));
+  expect(posted.status).toBe(200);
+  expect(posted.json()).toEqual({});
+  expect(served()).toBe(before + 4);
+  expect(await final(endpoint, second)).toMatchObject({ status: "COMPLETED", output: "two" });
+  // A result for a job that already ended: the same 409 problem as node:http's route gives.
+  const late = await done(second, JSON.stringify({ output: "again" }));
+  expect(late.status).toBe(409);
+  expect(late.contentType).toContain("application/problem+json");
+  expect(late.json()).toMatchObject({ status: 409, reason: expect.any(String) });
+  expect(served()).toBe(before + 5);
+  // What the fast path does not read (a body that is not JSON, a bad batch size) is node:http's: its own answers.
+  expect((await done(first, "output=one")).status).toBe(400);
+  expect((await onNewConnection(`${takeUrl.replace("/job-take/", "/job-take-batch/")}&batch_size=0`, { headers: bare })).status).toBe(400);
+  expect(served()).toBe(before + 5);
+  expect((await done(first, JSON.stringify({ output: "one" }))).status).toBe(200);
+  expect(await final(endpoint, first)).toMatchObject({ status: "COMPLETED", output: "one" });
+  // svc's own take wants the bearer form on the fast path too.
+  const ownBare = await onNewConnection(`${t.service.url}/_worker/v1/take`, {
+    method: "POST",
+    headers: { ...bare, "content-type": "application/json" },
+    body: JSON.stringify({ workerId: keys.workerId, max: 1, waitMs: 0 }),
+  });
+  expect(ownBare.status).toBe(401);
 });

@@ -25,7 +25,8 @@ import {
 import type { Downstream } from "./exchange.js";
 import { parseAddress, SMALL_BODY_BYTES, UpstreamPool, type UpstreamAddress } from "./upstream.js";
 import type { LbFront } from "./front.js";
-import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake, READ_PATH, RUN_PATH, TAKE_PATH } from "./front-sniff.js";
+import { lbByHost, lbByPath, mayBeProviderCall, mayBeRead, mayBeRun, mayBeTake, READ_PATH, RUN_PATH, TAKE_PATH } from "./front-sniff.js";
+import { isLongPoll, PROVIDER_ROUTES, providerWorkerCall, type ProviderWorkerCall } from "../../wire/provider-worker.js";
 import { errorStack } from "../../errors.js";
 
 /** node's parser limit for a request head (its default --max-http-header-size). */
@@ -78,6 +79,8 @@ export class FrontConnection implements Downstream {
   /** The Authorization value of this connection's last request, and the key read from it. */
   private authorization: string | undefined;
   private key: string | undefined;
+  /** Whether that key came as `Bearer <key>` (else bare). */
+  private bearer = false;
   /** The key last looked up for the request at the head of the buffer (looked up once, then node:http decides). */
   private lookedUp: string | undefined;
   /** Since when it has been waiting for the caller (the front's coarse clock). */
@@ -162,7 +165,8 @@ export class FrontConnection implements Downstream {
     const maybeRun = !byPath && deps.run !== undefined && mayBeRun(data);
     const maybeRead = !byPath && !maybeRun && deps.read !== undefined && mayBeRead(data);
     const maybeTake = !byPath && !maybeRun && !maybeRead && deps.take !== undefined && mayBeTake(data);
-    if (!byPath && !maybeRun && !maybeRead && !maybeTake && !lbByHost(data, headEnd)) return this.giveToNode();
+    const maybeProvider = !byPath && !maybeRun && !maybeRead && !maybeTake && deps.providerCall !== undefined && mayBeProviderCall(data);
+    if (!byPath && !maybeRun && !maybeRead && !maybeTake && !maybeProvider && !lbByHost(data, headEnd)) return this.giveToNode();
     const head = scanRequestHead(data, headEnd, SMALL_BODY_BYTES);
     if (!head) return this.giveToNode();
     const total = headEnd + 4 + head.contentLength;
@@ -172,15 +176,19 @@ export class FrontConnection implements Downstream {
     }
     const runOf = maybeRun ? RUN_PATH.exec(head.url)?.[1] : undefined;
     const readOf = maybeRead && head.contentLength === 0 ? (READ_PATH.exec(head.url) ?? undefined) : undefined;
-    const takes = maybeTake && head.url === TAKE_PATH;
-    const target = runOf === undefined && readOf === undefined && !takes ? lbTarget(head.url, head.host) : undefined;
     // (A connection's requests carry the same Authorization as a rule: its key is read once.)
     if (head.authorization !== this.authorization) {
       this.authorization = head.authorization;
-      this.key = credentialFromHeader(head.authorization)?.key;
+      const credential = credentialFromHeader(head.authorization);
+      this.key = credential?.key;
+      this.bearer = credential?.bearer === true;
     }
+    // svc's own worker protocol takes bearer keys only (node:http answers a bare one's 401); the provider's sends them bare.
+    const takes = maybeTake && head.url === TAKE_PATH && this.bearer;
+    const provider = maybeProvider ? providerWorkerCall(head.method, head.url) : undefined;
+    const target = runOf === undefined && readOf === undefined && !takes && !provider ? lbTarget(head.url, head.host) : undefined;
     const key = this.key;
-    if ((!target && runOf === undefined && readOf === undefined && !takes) || key === undefined) return this.giveToNode();
+    if ((!target && runOf === undefined && readOf === undefined && !takes && !provider) || key === undefined) return this.giveToNode();
     const principal = deps.principal(key);
     if (!principal) {
       // A key not seen yet (the first request of a client, often): look it up once, then decide again, so the
@@ -196,6 +204,7 @@ export class FrontConnection implements Downstream {
     }
     if (runOf !== undefined) return this.run(principal, runOf, data, head, total);
     if (takes) return this.take(principal, data, head, total);
+    if (provider) return this.providerCall(principal, provider, data, head, total);
     if (readOf !== undefined) return this.read(principal, readOf[1]!, readOf[2], data, head, total);
     if (!target) return this.giveToNode();
     this.lookedUp = undefined;
@@ -241,7 +250,7 @@ export class FrontConnection implements Downstream {
   }
 
   /** Committed: this request (`data` up to `total`) is the front's to answer; what follows it waits its turn. */
-  private commit(data: Buffer, head: ScannedRequest, total: number, counted: "served" | "takes" = "served"): void {
+  private commit(data: Buffer, head: ScannedRequest, total: number, counted: "served" | "takes" | "providerCalls" = "served"): void {
     this.buffer = data.length === total ? undefined : data.subarray(total);
     this.busy = true;
     if (!head.keepAlive || this.front.closing) this.closeAfter = true;
@@ -281,7 +290,7 @@ export class FrontConnection implements Downstream {
     if (!start) return this.giveToNode();
     // Workers are not rate limited: no RateLimit lines.
     this.commit(data, head, total, "takes");
-    const startedAt = deps.tookTake ? performance.now() : 0;
+    const startedAt = deps.tookWorkerCall ? performance.now() : 0;
     const hangUp = new AbortController();
     this.goneListener = () => hangUp.abort();
     this.takeWaiting = true;
@@ -291,14 +300,49 @@ export class FrontConnection implements Downstream {
         this.takeWaiting = false;
         // (Undefined: the worker hung up; its jobs went back to the queue.)
         if (text === undefined) return;
-        deps.tookTake?.(200, startedAt);
+        deps.tookWorkerCall?.("POST", TAKE_PATH, 200, startedAt);
         this.json(text, "");
       },
       (thrown: unknown) => {
         this.goneListener = undefined;
         this.takeWaiting = false;
         const status = this.failed(thrown, `POST ${TAKE_PATH}`, "");
-        deps.tookTake?.(status, startedAt);
+        deps.tookWorkerCall?.("POST", TAKE_PATH, status, startedAt);
+      },
+    );
+  }
+
+  /** A provider worker's call, answered here when workers/provider-routes.ts says it can be; node:http's otherwise. */
+  private providerCall(principal: Principal, call: ProviderWorkerCall, data: Buffer, head: ScannedRequest, total: number): void {
+    this.lookedUp = undefined;
+    const deps = this.front.deps;
+    // (A GET has no body: one with a body is node:http's to refuse.)
+    if (head.method === "GET" && head.contentLength > 0) return this.giveToNode();
+    const start = deps.providerCall!(principal, call, data.subarray(total - head.contentLength, total));
+    if (!start) return this.giveToNode();
+    // Workers are not rate limited: no RateLimit lines.
+    this.commit(data, head, total, "providerCalls");
+    const route = PROVIDER_ROUTES[call.route];
+    const startedAt = deps.tookWorkerCall ? performance.now() : 0;
+    const hangUp = new AbortController();
+    this.goneListener = () => hangUp.abort();
+    // A long poll does not half-close (as svc's own take above); a result is answered whatever happens.
+    this.takeWaiting = isLongPoll(call.route);
+    start(hangUp.signal, () => this.socket.destroyed).then(
+      (answer) => {
+        this.goneListener = undefined;
+        this.takeWaiting = false;
+        // (Undefined: the worker hung up; the jobs its take got went back to the queue.)
+        if (answer === undefined) return;
+        deps.tookWorkerCall?.(head.method, route, answer === null ? 204 : 200, startedAt);
+        if (answer === null) this.noContent();
+        else this.json(answer, "");
+      },
+      (thrown: unknown) => {
+        this.goneListener = undefined;
+        this.takeWaiting = false;
+        const status = this.failed(thrown, `${head.method} ${route}`, "");
+        deps.tookWorkerCall?.(head.method, route, status, startedAt);
       },
     );
   }
@@ -361,6 +405,13 @@ export class FrontConnection implements Downstream {
     this.socket.write(
       `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\n${this.serviceHeaders(limits, false)}\r\n${text}`,
     );
+    this.answered();
+  }
+
+  /** A 204 answer, as node:http's `writeHead(204).end()` writes it. */
+  private noContent(): void {
+    if (this.socket.destroyed) return;
+    this.socket.write(`HTTP/1.1 204 No Content\r\n${this.serviceHeaders("", false)}\r\n`);
     this.answered();
   }
 

@@ -1,5 +1,5 @@
 // Which requests the LB front may serve, told from their first bytes before anything is parsed: an LB endpoint by
-// path or by `*.lb.localhost` host, a job `/run`, a job API read, a worker's take. Every request the front sees
+// path or by `*.lb.localhost` host, a job `/run`, a job API read, a worker's take (of either protocol) or job-done. Every request the front sees
 // asks these first, so they read bytes with no call into node. Apart from the connection (front-connection.ts),
 // which acts on the answers, so that they are tested alone.
 
@@ -47,6 +47,14 @@ export function mayBeRun(data: Buffer): boolean {
 /** Whether the request that starts `data` might be a worker's take. Pure. */
 export function mayBeTake(data: Buffer): boolean {
   return startsWith(data, POST_TAKE);
+}
+
+const GET_PROVIDER = Buffer.from("GET /_worker/provider/v2/", "latin1");
+const POST_PROVIDER = Buffer.from("POST /_worker/provider/v2/", "latin1");
+
+/** Whether the request that starts `data` might be a provider worker's take or job-done (wire/provider-worker.ts). Pure. */
+export function mayBeProviderCall(data: Buffer): boolean {
+  return startsWith(data, GET_PROVIDER) || startsWith(data, POST_PROVIDER);
 }
 
 /** Whether the request that starts `data` might be a job API read (a GET under /v2/). Pure. */

@@ -21,6 +21,7 @@
 import type { Server } from "node:http";
 import type { Socket } from "node:net";
 import type { Principal } from "../keys/auth.js";
+import type { ProviderWorkerCall } from "../../wire/provider-worker.js";
 import type { LbRouter } from "./index.js";
 import { llhttp } from "./upstream.js";
 import { FrontConnection } from "./front-connection.js";
@@ -64,8 +65,23 @@ export interface FrontDeps {
     body: Buffer,
     contentType: string | undefined,
   ): ((hangUp: AbortSignal, gone: () => boolean) => Promise<string | undefined>) | undefined;
-  /** A take the front answered: its status and when it began (performance.now()), for the HTTP metrics (absent when they are off). */
-  tookTake?(status: number, startedAt: number): void;
+  /**
+   * A provider worker's call (its takes, results, stream chunks, stop poll and ping: wire/provider-worker.ts) this
+   * replica can answer without node:http (workers/provider-routes.ts quickProviderCall): what to run once the front
+   * commits to it, resolving with the answer's body, null for a 204, undefined when the worker went away while it
+   * waited; undefined when node:http must serve it. The provider's protocol posts a result a job: served here, it
+   * costs about what svc's own protocol's take does.
+   */
+  providerCall?(
+    principal: Principal,
+    call: ProviderWorkerCall,
+    body: Buffer,
+  ): ((hangUp: AbortSignal, gone: () => boolean) => Promise<string | null | undefined>) | undefined;
+  /**
+   * A worker's call the front answered (a take of either protocol, a job-done): its route as the route table names
+   * it, its status and when it began (performance.now()), for the HTTP metrics (absent when they are off).
+   */
+  tookWorkerCall?(method: string, route: string, status: number, startedAt: number): void;
   /**
    * The replica serving jobs, when this one passes job traffic on to it (a follower): the job reads above then go
    * there by their bytes, and their answers come back as it gave them, as node:http's path (cluster/forward.ts)
@@ -84,8 +100,11 @@ const SWEEP_MS = 2_000;
 export class LbFront {
   readonly connections = new Set<FrontConnection>();
   closing = false;
-  /** Requests the front served (workers' takes apart), and connections it handed to node:http (tests and diagnostics). */
-  readonly stats = { served: 0, takes: 0, handedOver: 0 };
+  /**
+   * Requests the front served (workers' takes, and provider workers' takes and job-dones, apart), and connections
+   * it handed to node:http (tests and diagnostics).
+   */
+  readonly stats = { served: 0, takes: 0, providerCalls: 0, handedOver: 0 };
   /** The Connection header lines of an answer on a kept connection (the same for every answer). */
   readonly keepAliveHeaders: string;
   /**

@@ -4,7 +4,7 @@ import { noWorkersRefusal } from "./index.js";
 import { addressProblem, lbEndpointUrl, lbTarget } from "./address.js";
 import { problemOf } from "../http/problems.js";
 import { classifyPing, pingVerdict } from "./ping.js";
-import { lbByHost, lbByPath, mayBeRead, mayBeRun, mayBeTake } from "./front-sniff.js";
+import { lbByHost, lbByPath, mayBeProviderCall, mayBeRead, mayBeRun, mayBeTake } from "./front-sniff.js";
 import { downstreamRawHeaders, requestHead } from "./exchange.js";
 import { downstreamHeaders, upstreamHeaders } from "./proxy.js";
 
@@ -73,6 +73,10 @@ describe("the front's first look at a request's bytes", () => {
     expect(mayBeRead(b("get /v2/abc/health HTTP/1.1"))).toBe(false);
     expect(mayBeTake(b("POST /_worker/v1/take HTTP/1.1"))).toBe(true);
     expect(mayBeTake(b("POST /_worker/v1/takes HTTP/1.1"))).toBe(false);
+    expect(mayBeProviderCall(b("GET /_worker/provider/v2/ep/job-take/w?x=1 HTTP/1.1"))).toBe(true);
+    expect(mayBeProviderCall(b("POST /_worker/provider/v2/ep/job-done/w/j?x=1 HTTP/1.1"))).toBe(true);
+    expect(mayBeProviderCall(b("PUT /_worker/provider/v2/ep/job-done/w/j HTTP/1.1"))).toBe(false);
+    expect(mayBeProviderCall(b("GET /_worker/v1/take HTTP/1.1"))).toBe(false);
   });
 });
 

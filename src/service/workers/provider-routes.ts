@@ -4,7 +4,8 @@
 // (engine.leaseOf), so every guarantee of svc's own protocol holds: a lapsed lease requeues the job, a late
 // result is refused, cancels and timeouts reach the worker. Authenticated by the worker's own token, sent bare.
 
-import { sendText } from "../http/wire.js";
+import { parseJson, sendText } from "../http/wire.js";
+import type { Principal } from "../keys/auth.js";
 import { HttpProblem } from "../http/problems.js";
 import { MAX_PROGRESS_BYTES, MAX_TAKE_WAIT_MS, type DoneResult, type WorkerEntry } from "../engine/index.js";
 import {
@@ -15,7 +16,10 @@ import {
   providerStreamChunk,
   providerTakeAnswer,
   providerTakeQuery,
+  type ProviderRoute,
+  type ProviderWorkerCall,
   type ProviderResult,
+  type ProviderTakeQuery,
 } from "../../wire/provider-worker.js";
 import type { EndpointRow } from "../store/types.js";
 import type { Scaler } from "./scaler.js";
@@ -86,49 +90,90 @@ function invalid(route: string, errors: string[], status = 422): HttpProblem {
   return new HttpProblem(status, `The ${route} request is not valid`, { errors });
 }
 
-async function take(call: ProviderCall, batch: boolean): Promise<void> {
-  const { ctx, res } = call;
-  const w = providerWorker(call);
-  const errors: string[] = [];
-  const query = providerTakeQuery(call.url.searchParams, batch, errors);
-  // 400: the SDK reads it as "no job" (rp_job.py get_job) rather than failing.
-  if (errors.length) throw invalid(batch ? "job-take-batch" : "job-take", errors, 400);
-  refuseDraining(w);
+/**
+ * What a call answers: JSON text (200), null (204: no job came, nothing to stop), or undefined when the worker went
+ * away while it waited (what it would have been given went back). A problem is thrown.
+ */
+type ProviderAnswer = string | null | undefined;
+
+/** A call read and checked, ready to run: given the signal of the worker hanging up, and whether it has. */
+type PreparedCall = (hangUp: AbortSignal, gone: () => boolean) => Promise<ProviderAnswer>;
+
+/** The routes with a body (JSON text, whatever the content type says). */
+const WITH_BODY: ReadonlySet<ProviderRoute> = new Set(["done", "stream"]);
+
+/**
+ * A call read and checked, shared by the routes (node:http) and the LB front: problems with its query or body go
+ * to `errors`; a draining worker's take or stop poll is refused (thrown). Reads only: nothing changes until the
+ * prepared call runs.
+ */
+function prepare(
+  ctx: ProviderWorkerDeps,
+  w: ProviderWorker,
+  route: ProviderRoute,
+  query: URLSearchParams,
+  jobId: string | undefined,
+  body: unknown,
+  errors: string[],
+): PreparedCall {
+  switch (route) {
+    case "take":
+    case "takeBatch": {
+      const batch = route === "takeBatch";
+      const take = providerTakeQuery(query, batch, errors);
+      if (errors.length === 0) refuseDraining(w);
+      return (hangUp, gone) => answerTake(ctx, w, take, batch, hangUp, gone);
+    }
+    case "stop":
+      refuseDraining(w);
+      return (hangUp, gone) => answerStop(ctx, w, hangUp, gone);
+    case "ping": {
+      const jobIds = providerPingJobIds(query);
+      return async () => answerPing(ctx, w, jobIds);
+    }
+    case "done": {
+      providerIsStream(query, errors);
+      const result = providerResult(body, errors);
+      return () => answerDone(ctx, w, jobId!, result);
+    }
+    case "stream": {
+      const chunk = providerStreamChunk(body, errors);
+      return () => answerStream(ctx, w, jobId!, chunk);
+    }
+  }
+}
+
+async function answerTake(
+  ctx: ProviderWorkerDeps,
+  w: ProviderWorker,
+  query: ProviderTakeQuery,
+  batch: boolean,
+  hangUp: AbortSignal,
+  gone: () => boolean,
+): Promise<ProviderAnswer> {
   registerOnFirstCall(ctx, w, query.max);
   if (query.jobInProgress === false && w.worker.held.size > 0) {
     // The worker says it runs nothing, yet holds jobs: their take never reached it, or it posted no result (the
     // SDK gives up on a result after its retries). They go back to the queue now rather than when leases lapse.
     ctx.engine.release(w.worker, leasesOf(ctx, w.worker, [...w.worker.held]).leases);
   }
-  const hangUp = new AbortController();
-  const onClose = () => hangUp.abort();
-  res.once("close", onClose);
-  try {
-    // A long poll well within the SDK's 90 s (rp_scale.py jobs_fetcher_timeout).
-    const jobs = await ctx.engine.take(w.worker, query.max, MAX_TAKE_WAIT_MS, hangUp.signal);
-    if (res.destroyed) {
-      // The worker went away while we answered: its jobs go straight back to the queue.
-      ctx.engine.release(
-        w.worker,
-        jobs.map((j) => j.lease),
-      );
-      return;
-    }
-    if (jobs.length === 0) {
-      res.writeHead(204).end();
-      return;
-    }
-    const s3 = await jobS3Configs(ctx as WorkerDeps, w, jobs);
-    ctx.tracing?.jobs.taken(w.workerId, jobs);
-    sendText(res, providerTakeAnswer(jobs, batch, s3));
-  } finally {
-    res.off("close", onClose);
+  // A long poll well within the SDK's 90 s (rp_scale.py jobs_fetcher_timeout).
+  const jobs = await ctx.engine.take(w.worker, query.max, MAX_TAKE_WAIT_MS, hangUp);
+  if (gone()) {
+    ctx.engine.release(
+      w.worker,
+      jobs.map((j) => j.lease),
+    );
+    return undefined;
   }
+  if (jobs.length === 0) return null;
+  const s3 = await jobS3Configs(ctx as WorkerDeps, w, jobs);
+  ctx.tracing?.jobs.taken(w.workerId, jobs);
+  return providerTakeAnswer(jobs, batch, s3);
 }
 
-/** Record what a job-done body says; answers 200 `{}` when it counted, 409 when the job is no longer this worker's. */
-async function recordResult(call: ProviderCall, w: ProviderWorker, jobId: string, result: ProviderResult): Promise<void> {
-  const { ctx, res } = call;
+/** Record what a job-done body says: `{}` when it counted; a 409 problem thrown when the job is no longer this worker's. */
+async function answerDone(ctx: ProviderWorkerDeps, w: ProviderWorker, jobId: string, result: ProviderResult): Promise<ProviderAnswer> {
   const lease = ctx.engine.leaseOf(w.worker, jobId);
   if (result.kind === "progress") {
     const json = JSON.stringify(result.progress ?? null);
@@ -136,8 +181,7 @@ async function recordResult(call: ProviderCall, w: ProviderWorker, jobId: string
       throw invalid("job-done", [`$.output: a progress update must be at most ${MAX_PROGRESS_BYTES} bytes of JSON`]);
     const ok = lease !== undefined && (await ctx.engine.progress(w.worker, jobId, lease, json));
     if (!ok) throw leaseLost(jobId, "lease lost");
-    sendText(res, "{}");
-    return;
+    return "{}";
   }
   const done: DoneResult = {
     jobId,
@@ -152,7 +196,70 @@ async function recordResult(call: ProviderCall, w: ProviderWorker, jobId: string
   // The SDK stops the worker after this job whatever became of its result (rp_scale.py handle_job).
   if (result.stopPod) await replaceAfterJob(ctx, w, jobId);
   if (!answer?.accepted) throw leaseLost(jobId, answer?.reason ?? "lease lost");
-  sendText(res, "{}");
+  return "{}";
+}
+
+async function answerStream(ctx: ProviderWorkerDeps, w: ProviderWorker, jobId: string, chunk: { output: unknown }): Promise<ProviderAnswer> {
+  const lease = ctx.engine.leaseOf(w.worker, jobId);
+  // Chunks over the 1 MB rule are split by the engine, as for svc's own workers.
+  const ok = lease !== undefined && (await ctx.engine.appendStream(w.worker, jobId, lease, [chunk]));
+  if (!ok) throw leaseLost(jobId, "lease lost");
+  return "{}";
+}
+
+async function answerStop(ctx: ProviderWorkerDeps, w: ProviderWorker, _hangUp: AbortSignal, gone: () => boolean): Promise<ProviderAnswer> {
+  const events = await ctx.engine.events(w.worker, MAX_TAKE_WAIT_MS);
+  if (gone()) {
+    // Nobody heard these: give them to the next poll.
+    w.worker.cancel.unshift(...events.cancel);
+    return undefined;
+  }
+  return events.cancel.length === 0 ? null : providerStopAnswer(events.cancel);
+}
+
+function answerPing(ctx: ProviderWorkerDeps, w: ProviderWorker, jobIds: string[]): ProviderAnswer {
+  registerOnFirstCall(ctx, w, 1);
+  const { leases, lost } = leasesOf(ctx, w.worker, jobIds);
+  ctx.engine.heartbeat(w.worker, leases);
+  // Jobs it still runs that are no longer its own (cancelled, timed out, or lost to another worker): told again
+  // on the stop channel. A stop that reached the SDK before it started the job's task found nothing to stop.
+  const unheard = lost.filter((id) => !w.worker.cancel.includes(id));
+  if (unheard.length > 0) {
+    w.worker.cancel.push(...unheard);
+    w.worker.wakeEvents?.();
+  }
+  // svc's addition: the jobs named that this worker no longer holds (the SDK reads nothing here).
+  return JSON.stringify({ lost });
+}
+
+/** The SDK's name of each route, for the problems it is answered. */
+const ROUTE_NAMES: Record<ProviderRoute, string> = {
+  take: "job-take",
+  takeBatch: "job-take-batch",
+  stop: "job-stop",
+  ping: "ping",
+  done: "job-done",
+  stream: "job-stream",
+};
+
+/** A route served through node:http: the same prepared call as the LB front runs, its answer written. */
+async function serve(call: ProviderCall, route: ProviderRoute): Promise<void> {
+  const { ctx, res } = call;
+  const w = providerWorker(call);
+  const errors: string[] = [];
+  const prepared = prepare(ctx, w, route, call.url.searchParams, call.params.job, WITH_BODY.has(route) ? await call.json() : undefined, errors);
+  // A bad take query is a 400: the SDK reads it as "no job" (rp_job.py get_job) rather than failing.
+  if (errors.length) throw invalid(ROUTE_NAMES[route], errors, route === "take" || route === "takeBatch" ? 400 : 422);
+  const hangUp = new AbortController();
+  const onClose = () => hangUp.abort();
+  res.once("close", onClose);
+  try {
+    const answer = await prepared(hangUp.signal, () => res.destroyed);
+    if (answer === null) res.writeHead(204).end();
+    else if (answer !== undefined) sendText(res, answer);
+  } finally {
+    res.off("close", onClose);
+  }
 }
 
 function leaseLost(jobId: string, reason: string): HttpProblem {
@@ -172,67 +279,53 @@ async function replaceAfterJob(ctx: ProviderWorkerDeps, w: ProviderWorker, jobId
 }
 
 export const providerWorkerRoutes = {
-  async take(call: ProviderCall): Promise<void> {
-    await take(call, false);
-  },
-
-  async takeBatch(call: ProviderCall): Promise<void> {
-    await take(call, true);
-  },
-
-  async done(call: ProviderCall): Promise<void> {
-    const w = providerWorker(call);
-    const errors: string[] = [];
-    providerIsStream(call.url.searchParams, errors);
-    const result = providerResult(await call.json(), errors);
-    if (errors.length) throw invalid("job-done", errors);
-    await recordResult(call, w, call.params.job!, result);
-  },
-
-  async stream(call: ProviderCall): Promise<void> {
-    const w = providerWorker(call);
-    const errors: string[] = [];
-    const chunk = providerStreamChunk(await call.json(), errors);
-    if (errors.length) throw invalid("job-stream", errors);
-    const jobId = call.params.job!;
-    const lease = call.ctx.engine.leaseOf(w.worker, jobId);
-    // Chunks over the 1 MB rule are split by the engine, as for svc's own workers.
-    const ok = lease !== undefined && (await call.ctx.engine.appendStream(w.worker, jobId, lease, [chunk]));
-    if (!ok) throw leaseLost(jobId, "lease lost");
-    sendText(call.res, "{}");
-  },
-
-  async stop(call: ProviderCall): Promise<void> {
-    const { ctx, res } = call;
-    const w = providerWorker(call);
-    refuseDraining(w);
-    const events = await ctx.engine.events(w.worker, MAX_TAKE_WAIT_MS);
-    if (res.destroyed) {
-      // Nobody heard these: give them to the next poll.
-      w.worker.cancel.unshift(...events.cancel);
-      return;
-    }
-    if (events.cancel.length === 0) {
-      res.writeHead(204).end();
-      return;
-    }
-    sendText(res, providerStopAnswer(events.cancel));
-  },
-
-  async ping(call: ProviderCall): Promise<void> {
-    const { ctx } = call;
-    const w = providerWorker(call);
-    registerOnFirstCall(ctx, w, 1);
-    const { leases, lost } = leasesOf(ctx, w.worker, providerPingJobIds(call.url.searchParams));
-    ctx.engine.heartbeat(w.worker, leases);
-    // Jobs it still runs that are no longer its own (cancelled, timed out, or lost to another worker): told again
-    // on the stop channel. A stop that reached the SDK before it started the job's task found nothing to stop.
-    const unheard = lost.filter((id) => !w.worker.cancel.includes(id));
-    if (unheard.length > 0) {
-      w.worker.cancel.push(...unheard);
-      w.worker.wakeEvents?.();
-    }
-    // svc's addition: the jobs named that this worker no longer holds (the SDK reads nothing here).
-    sendText(call.res, JSON.stringify({ lost }));
-  },
+  take: (call: ProviderCall) => serve(call, "take"),
+  takeBatch: (call: ProviderCall) => serve(call, "takeBatch"),
+  stop: (call: ProviderCall) => serve(call, "stop"),
+  ping: (call: ProviderCall) => serve(call, "ping"),
+  done: (call: ProviderCall) => serve(call, "done"),
+  stream: (call: ProviderCall) => serve(call, "stream"),
 };
+
+/**
+ * A provider worker's call answered without node:http (the LB front, lb/front.ts), when nothing in it needs more
+ * than the common case: the worker's own token for the path's worker and endpoint, a valid query and body (JSON
+ * text), a worker not draining, and this replica serving jobs. The prepared call to run once the front commits to
+ * it (a problem it throws is the front's to answer), or undefined when node:http must serve it and answer
+ * whatever problem there is. Nothing is changed before the front commits but the worker's entry, which node:http's
+ * route makes first thing too.
+ */
+export function quickProviderCall(
+  ctx: ProviderWorkerDeps & { jobsServedBy?: () => string | null | undefined },
+  principal: Principal,
+  call: ProviderWorkerCall,
+  body: Buffer,
+): PreparedCall | undefined {
+  const owner = principal.worker;
+  if (!owner || owner.workerId !== call.workerId || owner.endpointId !== call.endpointId || ctx.jobsServedBy?.() !== undefined) return undefined;
+  const endpoint = workerEndpoint(ctx as WorkerDeps, call.workerId, call.endpointId);
+  if (!endpoint) return undefined;
+  let parsed: unknown;
+  if (WITH_BODY.has(call.route)) {
+    try {
+      parsed = parseJson(body);
+    } catch {
+      return undefined;
+    }
+  }
+  const w: ProviderWorker = {
+    workerId: call.workerId,
+    endpointId: call.endpointId,
+    endpoint,
+    worker: workerEntry(ctx as WorkerDeps, call.workerId, call.endpointId, {}),
+  };
+  const errors: string[] = [];
+  try {
+    const prepared = prepare(ctx, w, call.route, new URLSearchParams(call.query), call.jobId, parsed, errors);
+    return errors.length ? undefined : prepared;
+  } catch (err) {
+    // (A draining worker's 429: node:http answers it.)
+    if (err instanceof HttpProblem) return undefined;
+    throw err;
+  }
+}
