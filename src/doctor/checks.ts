@@ -410,3 +410,35 @@ export async function modelCacheFinding(target: { url: string; apiKey?: string }
     return [];
   }
 }
+
+/** What `svc doctor` says of volume quotas, from the service's `/v1/me` (`volumeQuotas`). Pure. */
+export function volumeQuotaFindingOf(volumeQuotas: unknown): Finding[] {
+  if (volumeQuotas === "filesystem")
+    return [{ check: "volume quotas", level: "ok", detail: "in force: a worker writing past its network volume's size gets ENOSPC" }];
+  if (volumeQuotas === "s3-only")
+    return [
+      {
+        check: "volume quotas",
+        level: "warn",
+        detail: "not in force: a network volume's size binds S3 writes only; workers can fill the host's disk through a volume",
+        fix: "Start svc server with SVC_VOLUME_QUOTAS=loop (as root, with e2fsprogs): each volume a filesystem of its size (docs/security.md).",
+      },
+    ];
+  // A service of a version that does not say: nothing to tell.
+  return [];
+}
+
+/** Volume quotas as the service the CLI targets says (nothing when it cannot be asked: its own finding says why). */
+export async function volumeQuotaFinding(target: { url: string; apiKey?: string }): Promise<Finding[]> {
+  if (!target.apiKey) return [];
+  try {
+    const response = await fetch(`${target.url.replace(/\/+$/, "")}/v1/me`, {
+      headers: { authorization: `Bearer ${target.apiKey}` },
+      signal: AbortSignal.timeout(5000),
+    });
+    if (!response.ok) return [];
+    return volumeQuotaFindingOf(((await response.json()) as { volumeQuotas?: unknown }).volumeQuotas);
+  } catch {
+    return [];
+  }
+}

@@ -3,6 +3,7 @@
 // volume's only home, so what one worker writes the next one reads, whichever driver started either.
 
 import { chmodSync, mkdirSync, statSync } from "node:fs";
+import { join } from "node:path";
 
 /**
  * Open to every worker: Docker workers run as uid 1000, process workers as the service's user. The data
@@ -22,4 +23,9 @@ export function prepareVolumeDir(path: string): void {
       if ((err as NodeJS.ErrnoException).code !== "EPERM") throw err;
     }
   }
+}
+
+/** A network volume's directory under the service's data directory. */
+export function volumeDir(dataDir: string, volumeId: string): string {
+  return join(dataDir, "volumes", volumeId);
 }

@@ -13,6 +13,7 @@ import { parseRateLimits, type RateWindow } from "./keys/ratelimit.js";
 import { DEFAULT_QUEUE_QUOTAS, parseUserQuotas, type QueueQuotas, type QueueUsage } from "./engine/quotas.js";
 import { LOCAL_DATA_CENTER } from "./management/datacenters.js";
 import type { ServiceOptions } from "./index.js";
+import type { VolumeQuotaMode } from "./volumes/storage.js";
 import { redactStoreUrl, storeUrlProblem } from "./store/url.js";
 import { DEFAULT_CONTAINER_LIMITS } from "../drivers/isolation.js";
 import { envPatternProblem } from "../drivers/host-env.js";
@@ -43,6 +44,8 @@ export interface ServiceSettings {
   sandbox: SandboxSetting;
   /** Sandboxed process workers: size of each worker's /dev/shm in MiB. */
   sandboxShmMb: number;
+  /** Whether a volume's size binds what workers write to it (loop: a filesystem of its own; volumes/storage.ts). */
+  volumeQuotas: VolumeQuotaMode;
   /** Host variables process workers get beyond the default allow-list (drivers/host-env.ts). */
   workerEnvAllow?: string[];
   /** Ports of the host's loopback that sandboxed workers may reach besides the job API's (a local OTLP collector). */
@@ -501,6 +504,16 @@ export const SETTINGS: readonly Setting[] = [
     description: "size of each sandboxed process worker's /dev/shm in MiB (in memory, at most the worker's memory; its root and /dev are read-only)",
   },
   {
+    key: "volumeQuotas",
+    flag: "volumeQuotas",
+    env: "SVC_VOLUME_QUOTAS",
+    kind: { type: "enum", values: ["off", "loop"] },
+    default: "off",
+    serverOnly: true,
+    description:
+      "whether workers can write past a network volume's size: off (its size binds S3 writes only), loop (each volume a filesystem of its size through a loop device; needs root)",
+  },
+  {
     key: "workerEnvAllow",
     env: "SVC_WORKER_ENV_ALLOW",
     kind: { type: "envNames" },
@@ -779,6 +792,7 @@ export function serviceOptionsOf(settings: ServiceSettings): Partial<ServiceOpti
     ...(settings.webhookAllow ? { webhooks: { allow: settings.webhookAllow } } : {}),
     models: { hub: settings.modelHub, token: settings.modelHubToken, cacheSizeBytes: settings.modelCacheSize },
     queueQuotas: queueQuotasOf(settings.queueQuotas),
+    volumeQuotas: settings.volumeQuotas,
     ...(settings.gpuTypes ? { dataCenters: [{ ...LOCAL_DATA_CENTER, gpuTypes: settings.gpuTypes }] } : {}),
   };
 }

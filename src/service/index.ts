@@ -46,7 +46,8 @@ import { IdempotentSubmits } from "./idempotency/index.js";
 import { SECRETS_KEY_FILE, SecretBox, loadSecretKeys } from "./secrets/box.js";
 import { isS3Target, S3_PREFIX, S3_REGION, VolumeS3 } from "./volumes/s3.js";
 import { listenS3Origin, S3ListenError, type S3Origin } from "./volumes/s3-origin.js";
-import { VolumeUsage } from "./volumes/usage.js";
+import { GB_BYTES, VolumeUsage } from "./volumes/usage.js";
+import { volumeStorage, type VolumeQuotaMode } from "./volumes/storage.js";
 import type { VolumesApi } from "./volumes/index.js";
 import { LargeOutputs } from "./volumes/large-outputs.js";
 import { mintWorkerBucket, revokeWorkerBucket, type WorkerBucketDeps } from "./volumes/worker-bucket.js";
@@ -201,6 +202,11 @@ export interface ServiceOptions {
    */
   volumeGbBytes?: number;
   /**
+   * Whether a network volume's size binds what workers write to it: `loop`, a filesystem of its own per volume
+   * (volumes/storage.ts; `svc server` checks the host can); `off` (default), its size binds S3 writes only.
+   */
+  volumeQuotas?: VolumeQuotaMode;
+  /**
    * Spans of requests and jobs (tracing/index.ts loadTracing), when the operator configured traces; the caller made
    * it and shuts it down after the service closed. Absent: nothing is traced and no tracing code runs.
    */
@@ -257,8 +263,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const sharedLimiter = storage.sharedLimiter?.(options.rateLimits ?? DEFAULT_RATE_WINDOWS, (err) =>
     log(`rate-limit counts could not be shared: ${errorMessage(err)}`),
   );
+  // Volumes' files: their filesystems mounted before any worker or S3 request can use them.
+  const volumeFiles = volumeStorage(options.volumeQuotas ?? "off", options.dataDir, options.volumeGbBytes ?? GB_BYTES, log);
+  await volumeFiles.attachAll(storage.management.allVolumes());
   // The management API's state (its own connection to the same, already migrated, file).
   const management = new Management({
+    volumeStorage: volumeFiles,
     dataDir: options.dataDir,
     store: storage.management,
     limiter: sharedLimiter,
@@ -292,6 +302,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       queueDepth: (id) => engine.queuedCount(id),
       workers: (id) => engine.health(id).workers,
       gpus: () => hostGpus?.view() ?? [],
+      volumeQuotasEnforced: () => volumeFiles.enforced,
     },
   });
   const startFailures = new StartFailures();

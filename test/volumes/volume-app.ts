@@ -2,13 +2,15 @@
 // (esbuild) and deployed to a service in this process with real process workers (the runtime from dist/: compile
 // first): the set-up of the tests of what workers see on a volume.
 
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
-import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
+import { startService, type DeployedEndpoint, type Service, type ServiceOptions } from "../../src/service/index.js";
+import { mountsOf } from "../../src/service/volumes/storage.js";
 import { call } from "../service/helpers.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
@@ -23,7 +25,8 @@ export interface VolumeApp {
   close(): Promise<void>;
 }
 
-export async function startVolumeAppService(key: string): Promise<VolumeApp> {
+/** The volume app's service: `options` add to (or replace) the service's (volume quotas, a smaller GB). */
+export async function startVolumeAppService(key: string, options: Partial<ServiceOptions> = {}): Promise<VolumeApp> {
   const dir = mkdtempSync(join(tmpdir(), "svc-volume-app-"));
   cpSync(join(repo, "fixtures", "volume-app"), join(dir, "app"), { recursive: true });
   const service = await startService({
@@ -32,9 +35,11 @@ export async function startVolumeAppService(key: string): Promise<VolumeApp> {
     driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
     leaseMs: 2000,
     heartbeatMs: 300,
+    ...options,
   });
   const close = async () => {
     await service.close();
+    unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -46,4 +51,10 @@ export async function startVolumeAppService(key: string): Promise<VolumeApp> {
     await close();
     throw err;
   }
+}
+
+/** Unmount what is mounted under `dir` (volumes' filesystems, where quotas are on), deepest first. */
+export function unmountUnder(dir: string): void {
+  const points = [...mountsOf(readFileSync("/proc/self/mountinfo", "utf8")).keys()].filter((p) => p.startsWith(`${dir}/`));
+  for (const point of points.sort((a, b) => b.length - a.length)) execFileSync("umount", [point]);
 }

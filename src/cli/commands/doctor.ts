@@ -17,6 +17,7 @@ import {
   serviceFinding,
   snapshotFinding,
   verdict,
+  volumeQuotaFinding,
   type Finding,
   type Level,
 } from "../../doctor/checks.js";
@@ -65,6 +66,7 @@ export function register(program: Command): void {
           // Endpoints of the service whose workers keep dying, once it answers with the key.
           service.then((f) => (f.level === "ok" ? serviceCrashLoopFindings(target) : [])),
           service.then((f) => (f.level === "ok" ? modelCacheFinding({ url: target.url, apiKey: target.apiKey }) : [])),
+          service.then((f) => (f.level === "ok" ? volumeQuotaFinding({ url: target.url, apiKey: target.apiKey }) : [])),
           // The service just reached may be what holds the port: not a problem to fix.
           service.then((f) => portFinding(DEFAULT_SERVER_PORT, "svc server's default port", f.level === "ok" ? target.url : undefined)).then((f) => [f]),
           Promise.resolve([sandboxFinding(envSetting("SVC_SANDBOX") ?? "auto", (setting) => resolveSandbox({ setting }))]),

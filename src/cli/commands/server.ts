@@ -228,6 +228,10 @@ export function register(program: Command): void {
     .option("--model-hub <url>", "the Hugging Face-compatible hub endpoints' models are fetched from (or $SVC_MODEL_HUB; default https://huggingface.co)")
     .option("--model-cache-size <size>", "evict least recently used models past this size, e.g. 200G (or $SVC_MODEL_CACHE_SIZE; default no limit)")
     .option("--docker-runtime <name>", "with --workers docker: the OCI runtime workers run under, e.g. runsc for gVisor (or $SVC_DOCKER_RUNTIME)")
+    .option(
+      "--volume-quotas <mode>",
+      "whether workers can write past a network volume's size: off, or loop (a filesystem of its size per volume; needs root) (or $SVC_VOLUME_QUOTAS; default off)",
+    )
     .option("--sandbox <mode>", "process workers' sandbox: auto (bubblewrap where it works), bwrap (required) or none (or $SVC_SANDBOX; default auto)")
     .option(
       "--webhook-allow <list>",
@@ -306,6 +310,14 @@ export function register(program: Command): void {
         const admin = resolveAdminKey(dataDir, config.apiKey);
         // One tenant's request must never end the process that serves every tenant.
         installLastResort((message) => log.warn(message));
+        if (config.volumeQuotas === "loop") {
+          const { loopQuotaProblem } = await import("../../service/volumes/storage.js");
+          const problem = loopQuotaProblem();
+          if (problem)
+            throw new UserError(`Volume quotas cannot be turned on here: ${problem}`, {
+              hint: "Run svc server as root on Linux with e2fsprogs installed, or leave SVC_VOLUME_QUOTAS off (a volume's size then binds S3 writes only).",
+            });
+        }
         const driver = await loadDriver(config, dataDir, (message) => log.info(message));
         const isolation = isolationOf(config.workers, (driver as { sandboxing?: Isolation } | undefined)?.sandboxing, config.singleTenant);
         let service: Awaited<ReturnType<typeof startService>> | undefined;

@@ -1,7 +1,7 @@
 // What the management routes share: their store, the data-center configuration, the rate limiter, and the
 // access rules of management scopes.
 
-import { join } from "node:path";
+import type { VolumeStorage } from "../volumes/storage.js";
 import type { KeyRing, Principal } from "../keys/auth.js";
 import type { EngineEndpoint, JobEngine } from "../engine/index.js";
 import type { EndpointRegistry } from "../endpoints/registry.js";
@@ -67,6 +67,8 @@ export interface ManagementContext {
   singleUser?: string;
   /** What seals users' registry credentials at rest (the secrets key); absent: they cannot be created. */
   box?: SecretBox;
+  /** Where volumes' files live and what bounds them (volumes/storage.ts). */
+  volumeStorage: VolumeStorage;
 }
 
 /** Whether the key may decide what code workers run (an image, a template, a worker's environment). */
@@ -82,9 +84,7 @@ export function requireDeploy(p: Principal, what: string): void {
   if (!canDeploy(p)) throw new HttpProblem(403, `${what} decides what code workers run: it needs a key with the deploy (or admin) scope`);
 }
 
-export function volumeDir(dataDir: string, volumeId: string): string {
-  return join(dataDir, "volumes", volumeId);
-}
+export { volumeDir } from "../../drivers/volume-dir.js";
 
 /** Volume ids as the service makes them (`vol` and 12 hex digits): a reference of this shape is an id, never a name. */
 export const VOLUME_ID_PATTERN = /^vol[0-9a-f]{12}$/;

@@ -12,7 +12,7 @@
 
 import { existsSync } from "node:fs";
 import { lstat, rename } from "node:fs/promises";
-import { prepareVolumeDir } from "../../drivers/volume-dir.js";
+import { plainVolumeStorage, type VolumeStorage } from "../volumes/storage.js";
 import type { ContainerAllowances } from "../../drivers/types.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
@@ -63,13 +63,15 @@ export interface ManagementOptions {
   singleUser?: string;
   /** What seals users' registry credentials (the secrets key). */
   box?: SecretBox;
+  /** Where volumes' files live (default: plain directories, their size binding S3 writes only). */
+  volumeStorage?: VolumeStorage;
 }
 
 /**
  * Who a key acts as: its user, the key's record (a key given to the service at start has none: it is the
  * operator's bootstrap key), scopes and the user's rate-limit windows. Pure.
  */
-export function whoami(p: Principal, record: KeyRecord | undefined, windows: readonly RateWindow[]) {
+export function whoami(p: Principal, record: KeyRecord | undefined, windows: readonly RateWindow[], volumeQuotas: boolean) {
   return {
     userId: p.userId,
     keyId: p.keyId,
@@ -77,6 +79,8 @@ export function whoami(p: Principal, record: KeyRecord | undefined, windows: rea
     scopes: p.scopes,
     worker: p.worker ? { endpointId: p.worker.endpointId } : undefined,
     rateLimits: windows.map((w) => ({ name: w.name, quota: w.quota, seconds: w.seconds })),
+    // Whether a network volume's size binds what workers write to it (else S3 writes only): `svc doctor` says.
+    volumeQuotas: volumeQuotas ? "filesystem" : "s3-only",
   };
 }
 
@@ -95,6 +99,7 @@ export class Management {
       engineEndpoint: options.engineEndpoint,
       ...(options.singleUser ? { singleUser: options.singleUser } : {}),
       ...(options.box ? { box: options.box } : {}),
+      volumeStorage: options.volumeStorage ?? plainVolumeStorage(options.dataDir),
     };
   }
 
@@ -211,10 +216,12 @@ export class Management {
   /** Create the volumes a deploy planned: their directories, then their records. */
   async createVolumes(volumes: VolumeRecord[], adopt?: Map<string, string>): Promise<void> {
     for (const v of volumes) {
-      const dir = volumeDir(this.context.dataDir, v.id);
       const legacy = adopt?.get(v.id);
-      if (legacy) await rename(legacy, dir);
-      prepareVolumeDir(dir);
+      if (legacy) {
+        // An older folder becomes the volume (its files moved into a filesystem of their own where quotas are on).
+        await rename(legacy, volumeDir(this.context.dataDir, v.id));
+        await this.context.volumeStorage.attachAll([v]);
+      } else await this.context.volumeStorage.create(v.id, v.size);
       await this.context.store.putVolume(v);
     }
   }
@@ -365,7 +372,7 @@ export const MANAGEMENT_ROUTES: ReadonlyArray<Route<ManagementApiDeps>> = [
     pattern: "/v1/me",
     handler: async (c) => {
       const m = management(c).context;
-      sendJson(c.res, whoami(c.principal, await m.store.key(c.principal.keyId), m.limiter.windows));
+      sendJson(c.res, whoami(c.principal, await m.store.key(c.principal.keyId), m.limiter.windows, m.volumeStorage.enforced));
     },
   },
 ];

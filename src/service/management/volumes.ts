@@ -4,13 +4,11 @@
 // Planning (what a request changes) is pure; the handlers do the I/O.
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { rm } from "node:fs/promises";
 import type { Principal } from "../keys/auth.js";
 import { newId } from "../keys/auth.js";
 import { sendJson } from "../http/wire.js";
 import { HttpProblem } from "../http/problems.js";
 import { SCHEMAS, validate, type VolumeType } from "../http/schema.js";
-import { prepareVolumeDir } from "../../drivers/volume-dir.js";
 import type { EndpointRow } from "../store/types.js";
 import {
   readObjectBody,
@@ -192,7 +190,7 @@ export async function volumeRoute(
     const body = await readObjectBody(req);
     const plan = planCreateVolume(body, m.dataCenters, { id: `vol${newId(6)}`, userId: p.userId, now: Date.now() });
     if (!plan.volume) throw new HttpProblem(422, "The network volume request is not valid", { errors: plan.errors });
-    prepareVolumeDir(volumeDir(m.dataDir, plan.volume.id));
+    await m.volumeStorage.create(plan.volume.id, plan.volume.size);
     await m.store.putVolume(plan.volume);
     return sendJson(res, volumeJson(plan.volume), 201);
   }
@@ -206,6 +204,8 @@ export async function volumeRoute(
   if (method === "PATCH") {
     const current = ownVolume(m, p, id);
     const body = await readObjectBody(req);
+    const cannotShrink = isShrink(current, body) ? m.volumeStorage.shrinkRefusal() : undefined;
+    if (cannotShrink) throw new HttpProblem(422, "The network volume update is not valid", { errors: [`$.size: ${cannotShrink}`] });
     // A smaller size is taken only while the files fit in it: measured now, with writes in flight counted, and
     // with writes admitted only under the smaller size until it is stored or refused (one admitted under the old
     // size after the measurement would land uncounted).
@@ -228,7 +228,12 @@ export async function volumeRoute(
         }
       }
       // The cluster's storage first (a claim's request): a refusal there leaves the volume as it was.
-      if (plan.volume.size > current.size) await clusterStorage(ctx, `grow network volume ${id}`, (d) => d.resizeVolume?.({ id, sizeGb: plan.volume!.size }));
+      if (plan.volume.size > current.size) {
+        await clusterStorage(ctx, `grow network volume ${id}`, (d) => d.resizeVolume?.({ id, sizeGb: plan.volume!.size }));
+        await m.volumeStorage.grow(id, plan.volume.size).catch((err: unknown) => {
+          throw new HttpProblem(503, `Could not grow the filesystem of network volume ${id}: ${errorMessage(err)}; try again`);
+        });
+      }
       await m.store.putVolume(plan.volume);
       return sendJson(res, volumeJson(plan.volume));
     } finally {
@@ -247,7 +252,7 @@ export async function volumeRoute(
     }
     await clusterStorage(ctx, `delete the storage of network volume ${id}`, (d) => d.removeVolume?.(id));
     await m.store.deleteVolume(id);
-    await rm(volumeDir(m.dataDir, id), { recursive: true, force: true });
+    await m.volumeStorage.remove(id);
     ctx.volumes?.usage.forget(id);
     res.writeHead(204);
     res.end();

@@ -16,6 +16,8 @@ export interface MetricSources {
   workers(endpointId: string): Record<string, number>;
   /** This host's GPUs as last sampled (none when the service hands out no GPUs). */
   gpus(): ReadonlyArray<{ index: number; uuid: string; name: string; utilizationPercent: number | null; memoryUsedMiB: number | null; memoryTotalMiB: number }>;
+  /** Whether a network volume's size binds what workers write to it (volume quotas on: volumes/storage.ts). */
+  volumeQuotasEnforced?(): boolean;
 }
 
 /** Seconds, from a few milliseconds (a warm job) to ten minutes (a long queue or a slow model load). */
@@ -158,6 +160,14 @@ export class PrometheusMetrics {
       collect() {
         this.reset();
         for (const id of sources.endpointIds()) this.set({ endpoint: id }, sources.queueDepth(id));
+      },
+    });
+    new Gauge({
+      name: "svc_volume_quotas_enforced",
+      help: "1 when a network volume's size binds what workers write to it (SVC_VOLUME_QUOTAS=loop), 0 when it binds S3 writes only",
+      registers,
+      collect() {
+        this.set(sources.volumeQuotasEnforced?.() ? 1 : 0);
       },
     });
     new Gauge({
