@@ -12,6 +12,16 @@ const sdk = (file: string) => fileURLToPath(new URL(`./packages/svc/src/${file}`
 const ALONE = ["test/cluster/three-replicas.test.ts", "test/service/slow-clients.test.ts"];
 const alone = process.env.SVC_TESTS_ALONE === "1";
 
+/**
+ * The unit tests beside the code (pure logic, servers on 127.0.0.1 at most) share their worker processes: each
+ * file would otherwise pay a fresh process and its module loading (docs/design/0020-suite-length.md). Those that
+ * mock a module stay isolated with the rest.
+ */
+const UNIT = ["src/**/*.test.ts", "packages/*/src/**/*.test.ts", "console/**/*.test.ts"];
+const UNIT_ISOLATED = ["src/lb-credential.test.ts"];
+/** SVC_TEST_STORE=postgres: the service tests on PostgreSQL (test/global-postgres.ts). */
+const STORE_SETUP = ["test/global-postgres.ts"];
+
 export default defineConfig({
   resolve: {
     alias: [
@@ -20,14 +30,24 @@ export default defineConfig({
     ],
   },
   test: {
-    include: alone ? ALONE : ["src/**/*.test.ts", "packages/*/src/**/*.test.ts", "console/**/*.test.ts", "test/**/*.test.ts"],
-    exclude: alone ? [] : ["**/node_modules/**", ...ALONE],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration tests start real servers and child processes; two cores, so keep parallelism modest.
     maxWorkers: alone ? 1 : 2,
     pool: "forks",
-    // SVC_TEST_STORE=postgres: the service tests on PostgreSQL (test/global-postgres.ts).
-    globalSetup: ["test/global-postgres.ts"],
+    projects: alone
+      ? [{ extends: true, test: { name: "alone", include: ALONE, globalSetup: STORE_SETUP } }]
+      : [
+          {
+            extends: true,
+            test: {
+              name: "integration",
+              include: ["test/**/*.test.ts", ...UNIT_ISOLATED],
+              exclude: ["**/node_modules/**", ...ALONE],
+              globalSetup: STORE_SETUP,
+            },
+          },
+          { extends: true, test: { name: "unit", include: UNIT, exclude: ["**/node_modules/**", ...UNIT_ISOLATED], isolate: false } },
+        ],
   },
 });

@@ -7,15 +7,15 @@ import { fileURLToPath } from "node:url";
 export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 /**
- * One request on the shared keep-alive agent: `{ status, body }`. With `discard`, the body is read and dropped
+ * One request on the shared keep-alive agent (or `agent`): `{ status, body }`. With `discard`, the body is read and dropped
  * (`body` is then its length in bytes, as a number): large answers cost the client no copying or decoding.
  */
-export function request(url, { method = "GET", headers = {}, body, discard = false } = {}) {
+export function request(url, { method = "GET", headers = {}, body, discard = false, agent: via = agent } = {}) {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
     const req = http.request(
       url,
-      { method, agent, headers: { "content-type": "application/json", ...(data ? { "content-length": Buffer.byteLength(data) } : {}), ...headers } },
+      { method, agent: via, headers: { "content-type": "application/json", ...(data ? { "content-length": Buffer.byteLength(data) } : {}), ...headers } },
       (res) => {
         if (discard) {
           let bytes = 0;

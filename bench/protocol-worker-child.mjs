@@ -1,12 +1,14 @@
 // One worker of the worker-protocol bench (protocol.bench.mjs), as thin as a worker can be, so that what differs
 // between the two is the protocol the service serves: the trivial handler (its output is its input) behind
-//   own       svc's worker protocol as svc's runtime speaks it: register, then take up to `concurrency` jobs in one
-//             long poll and post their results together in one `done`;
+//   own       svc's worker protocol as svc's runtime speaks it (runtime/api.ts): register on a connection of its
+//             own, then take up to `concurrency` jobs in one long poll, the previous batch's results carried in the
+//             next take (one request a batch);
 //   provider  the provider's protocol as its worker SDK speaks it (docs/provider-workers.md): the bare key, a
 //             `job-take-batch` GET of up to `concurrency` jobs, then one form-typed JSON `job-done` POST a job.
 //
 //   node bench/protocol-worker-child.mjs '<json>'   json: { protocol, api, endpointId, workerId, token, concurrency }
 // Runs until killed.
+import http from "node:http";
 import { request } from "./http.mjs";
 
 const o = JSON.parse(process.argv[2]);
@@ -17,17 +19,17 @@ const fail = (what, r) => {
 
 if (o.protocol === "own") {
   const headers = { authorization: `Bearer ${o.token}` };
-  const post = (route, body) => request(`${o.api}/_worker/v1/${route}`, { method: "POST", headers, body });
-  const registered = await post("register", { workerId: o.workerId, pid: process.pid, concurrency: o.concurrency });
+  // (The runtime's other calls go on connections apart from its takes', which the service's fast path answers.)
+  const others = new http.Agent({ keepAlive: true });
+  const post = (route, body, agent) => request(`${o.api}/_worker/v1/${route}`, { method: "POST", headers, body, agent });
+  const registered = await post("register", { workerId: o.workerId, pid: process.pid, concurrency: o.concurrency }, others);
   if (registered.status !== 200) fail("register", registered);
+  let results;
   for (;;) {
-    const taken = await post("take", { workerId: o.workerId, max: o.concurrency, waitMs: 1000 });
+    const taken = await post("take", { workerId: o.workerId, max: o.concurrency, waitMs: 1000, ...(results ? { results } : {}) });
     if (taken.status !== 200) fail("take", taken);
     const { jobs } = JSON.parse(taken.body);
-    if (jobs.length === 0) continue;
-    const results = jobs.map((job) => ({ jobId: job.id, lease: job.lease, status: "COMPLETED", output: job.input }));
-    const done = await post("done", { results });
-    if (done.status !== 200) fail("done", done);
+    results = jobs.length === 0 ? undefined : jobs.map((job) => ({ jobId: job.id, lease: job.lease, status: "COMPLETED", output: job.input }));
   }
 } else if (o.protocol === "provider") {
   const { providerWorkerEnv } = await import("../dist/drivers/provider-env.js");

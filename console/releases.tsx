@@ -104,11 +104,12 @@ export function Releases({ app, env, level = 2, onBuildChange }: { app: string; 
             return (
               <tr key={r.id} data-release={r.id} data-build={r.buildId} data-running={running ? "true" : undefined}>
                 <th scope="row">
-                  <span class="mono nowrap">{r.buildId.slice(0, 12)}</span> {running && <span class="badge status-completed">running</span>}
+                  <span class="mono nowrap">{r.buildId.slice(0, 12)}</span>
                 </th>
                 <td>{r.kind}</td>
                 <td>
-                  <span class={`badge release-${r.state}`}>{r.state}</span>
+                  {/* One badge a release: the one the environment runs says so; earlier ones say what became of them. */}
+                  <span class={`badge release-${running ? "running" : r.state}`}>{running ? "running" : r.state}</span>
                   {r.error && (
                     <p class="error-text">
                       {r.error.endpoint}: {r.error.message.split("\n")[0]}
@@ -119,7 +120,7 @@ export function Releases({ app, env, level = 2, onBuildChange }: { app: string; 
                   <Time t={r.startedAt} />
                 </td>
                 <td>
-                  {r.state === "live" && r.buildId !== current && (
+                  {(r.state === "live" || r.state === "replaced") && r.buildId !== current && (
                     <button
                       class="secondary small"
                       disabled={busy}

@@ -69,7 +69,7 @@ export function isLongPoll(route: ProviderRoute): boolean {
   return route === "take" || route === "takeBatch" || route === "stop";
 }
 
-const ROUTE_OF_NAME: Record<string, { route: ProviderRoute; method: "GET" | "POST"; job: boolean }> = {
+const ROUTE_OF_NAME: Partial<Record<string, { route: ProviderRoute; method: "GET" | "POST"; job: boolean }>> = {
   "job-take": { route: "take", method: "GET", job: false },
   "job-take-batch": { route: "takeBatch", method: "GET", job: false },
   "job-stop": { route: "stop", method: "GET", job: false },
@@ -78,22 +78,28 @@ const ROUTE_OF_NAME: Record<string, { route: ProviderRoute; method: "GET" | "POS
   "job-stream": { route: "stream", method: "POST", job: true },
 };
 
-const CALL_TARGET = new RegExp(
-  `^${PROVIDER_WORKER_BASE.replaceAll("/", "\\/")}\\/([A-Za-z0-9_-]+)\\/(job-take|job-take-batch|job-stop|ping|job-done|job-stream)\\/([A-Za-z0-9_-]+)(?:\\/([A-Za-z0-9_-]+))?(?:\\?([^#]*))?$`,
-);
+const CALL_PREFIX = `${PROVIDER_WORKER_BASE}/`;
+const ID = /^[A-Za-z0-9_-]+$/;
 
 /**
  * The call a request's method and target name, for the LB front, which answers them without node:http; undefined
  * for anything else, or anything it should not read alone (ids outside the unreserved characters, which the
- * router decodes). Pure.
+ * router decodes). Read by index rather than one regular expression: every result a provider worker posts asks
+ * this. Pure.
  */
 export function providerWorkerCall(method: string, target: string): ProviderWorkerCall | undefined {
-  const m = CALL_TARGET.exec(target);
-  if (!m) return undefined;
-  const [, endpointId, name, workerId, jobId, query] = m as unknown as [string, string, string, string, string | undefined, string | undefined];
-  const route = ROUTE_OF_NAME[name]!;
-  if (method !== route.method || (jobId !== undefined) !== route.job) return undefined;
-  return { route: route.route, endpointId, workerId, ...(jobId !== undefined ? { jobId } : {}), query: query ?? "" };
+  if (!target.startsWith(CALL_PREFIX)) return undefined;
+  const queryAt = target.indexOf("?", CALL_PREFIX.length);
+  const path = target.slice(CALL_PREFIX.length, queryAt < 0 ? undefined : queryAt);
+  const parts = path.split("/");
+  if (parts.length < 3 || parts.length > 4) return undefined;
+  const [endpointId, name, workerId, jobId] = parts as [string, string, string, string | undefined];
+  const route = ROUTE_OF_NAME[name];
+  if (!route || method !== route.method || (jobId !== undefined) !== route.job) return undefined;
+  if (!ID.test(endpointId) || !ID.test(workerId) || (jobId !== undefined && !ID.test(jobId))) return undefined;
+  const query = queryAt < 0 ? "" : target.slice(queryAt + 1);
+  if (query.includes("#")) return undefined;
+  return { route: route.route, endpointId, workerId, ...(jobId !== undefined ? { jobId } : {}), query };
 }
 
 /** The most jobs one batch take may ask for (the SDK's `concurrency_modifier` decides; svc caps it). */

@@ -70,6 +70,9 @@ describe.skipIf(!haveChromium)("the Apps page's releases in a browser", () => {
         expect(await rows.nth(0).textContent()).toContain(builds[1]!.slice(0, 12));
         expect(await rows.nth(1).locator("time").count()).toBe(1);
         expect(await rows.nth(1).getByText("running").count()).toBe(0);
+        // One badge a release: the running one says so, the one it replaced says that (never two "live").
+        expect(await rows.nth(0).locator(".badge").allTextContents()).toEqual(["running"]);
+        expect(await rows.nth(1).locator(".badge").allTextContents()).toEqual(["replaced"]);
         expect(
           await rows
             .nth(1)
@@ -98,11 +101,12 @@ describe.skipIf(!haveChromium)("the Apps page's releases in a browser", () => {
     await until(async () => (await call(ENV_URL(), { key: ADMIN })).body.build === builds[0], 60_000, 200);
     const releases = (await call(`${ENV_URL()}/releases`, { key: ADMIN })).body.releases as Array<{ buildId: string; kind: string }>;
     expect(releases[0]).toMatchObject({ buildId: builds[0], kind: "rollback" });
-    // ...and the page says so: a rollback release on top, live and running, and the environment's build follows.
+    // ...and the page says so: a rollback release on top, running, and the environment's build follows.
     const top = table.locator("tbody tr").first();
     await top.getByText("rollback").waitFor();
-    await top.getByText("live").waitFor({ timeout: 30_000 });
-    await top.getByText("running").waitFor();
+    await top.getByText("running").waitFor({ timeout: 30_000 });
+    expect(await top.locator(".badge").allTextContents()).toEqual(["running"]);
+    expect(await table.locator(`tr[data-build="${builds[1]}"] .badge`).allTextContents()).toEqual(["replaced"]);
     expect(await top.getAttribute("data-build")).toBe(builds[0]);
     expect(await table.locator(`tr[data-build="${builds[1]}"]`).getByText("running").count()).toBe(0);
     await env.locator("dl.facts dd.mono").getByText(builds[0]!.slice(0, 12)).waitFor();

@@ -199,6 +199,9 @@ describe("releases: a build that cannot start never takes an endpoint down", () 
     expect(await (await fetch(`${web.url}/hello`, { headers: { authorization: `Bearer ${KEY}` } })).json()).toEqual({ version: "v1" });
     const get = svc(["env", "get", "prod"]);
     expect(get.stdout).toMatch(/rollback\s+live/);
+    // One live release an environment: the ones that went live before it are replaced.
+    expect(get.stdout.match(/\slive\b/g)).toHaveLength(1);
+    expect(get.stdout).toMatch(/deploy\s+replaced/);
   }, 120_000);
 
   it("--detach returns once the release began; its outcome shows in the environment's releases", async () => {

@@ -23,6 +23,7 @@ import type { RouteCall as Call, RouteHandler as Handler, Route } from "../http/
 import { appEnvironment, type StateDeps } from "../state-routes.js";
 import type { InspectLimits } from "../../artifact/inspect.js";
 import type { StartFailures } from "../releases/start-failures.js";
+import { oneLive } from "../releases/state.js";
 import type { Store } from "../store/types.js";
 import type { Deployments } from "./deployments.js";
 import { canUseJobs, type Principal } from "../keys/auth.js";
@@ -277,7 +278,7 @@ async function listReleases(call: RouteCall): Promise<void> {
   refuseHead(call, ["GET"]);
   const ref = environmentRef(call);
   if (!(await ctx.deployments.environment(ref))) throw new HttpProblem(404, `No app "${ref.app}" with environment "${ref.env}"`);
-  sendJson(res, { app: ref.app, env: ref.env, releases: await ctx.store.releases(ref.userId, ref.app, ref.env, RELEASES_LISTED) });
+  sendJson(res, { app: ref.app, env: ref.env, releases: oneLive(await ctx.store.releases(ref.userId, ref.app, ref.env, RELEASES_LISTED)) });
 }
 
 /** An environment action (POST .../{action}): names checked, the deploy scope, its JSON body. */
@@ -405,6 +406,6 @@ async function environmentJson(ctx: DeployRouteDeps, e: EnvironmentRow) {
     fingerprint: build?.fingerprint ?? null,
     endpoints: ctx.deployments.endpointsOf(e.userId, e.app, e.name).map((row) => endpointJson(ctx, row, build?.manifest.routes)),
     // The environment's recent releases, newest first, with their outcome (a failed one says which endpoint and why).
-    releases: await ctx.store.releases(e.userId, e.app, e.name, RELEASES_LISTED),
+    releases: oneLive(await ctx.store.releases(e.userId, e.app, e.name, RELEASES_LISTED)),
   };
 }

@@ -275,7 +275,7 @@ export const API_SCHEMAS = {
       buildId: str(),
       previousBuildId: { type: ["string", "null"] },
       kind: { type: "string", enum: ["deploy", "rollback"] },
-      state: { type: "string", enum: ["starting", "live", "failed", "superseded"] },
+      state: { type: "string", enum: ["starting", "live", "failed", "superseded", "replaced"] },
       startedAt: int(),
       finishedAt: { type: ["integer", "null"] },
       endpoints: {

@@ -29,6 +29,8 @@ import { lbByHost, lbByPath, mayBeProviderCall, mayBeRead, mayBeRun, mayBeTake, 
 import { isLongPoll, PROVIDER_ROUTES, providerWorkerCall, type ProviderWorkerCall } from "../../wire/provider-worker.js";
 import { errorStack } from "../../errors.js";
 
+/** The signal of a call that does not wait on its caller. */
+const NEVER_ABORTED = new AbortController().signal;
 /** node's parser limit for a request head (its default --max-http-header-size). */
 const MAX_HEAD_BYTES = 16 * 1024;
 /** While a request is served, at most this much of the next ones is read ahead; then the socket is paused. */
@@ -324,11 +326,13 @@ export class FrontConnection implements Downstream {
     this.commit(data, head, total, "providerCalls");
     const route = PROVIDER_ROUTES[call.route];
     const startedAt = deps.tookWorkerCall ? performance.now() : 0;
-    const hangUp = new AbortController();
-    this.goneListener = () => hangUp.abort();
-    // A long poll does not half-close (as svc's own take above); a result is answered whatever happens.
-    this.takeWaiting = isLongPoll(call.route);
-    start(hangUp.signal, () => this.socket.destroyed).then(
+    // A long poll waits on the worker's hang-up and does not half-close (as svc's own take above); a result is
+    // answered whatever happens, and needs no signal of its own.
+    const longPoll = isLongPoll(call.route);
+    const hangUp = longPoll ? new AbortController() : undefined;
+    if (hangUp) this.goneListener = () => hangUp.abort();
+    this.takeWaiting = longPoll;
+    start(hangUp?.signal ?? NEVER_ABORTED, () => this.socket.destroyed).then(
       (answer) => {
         this.goneListener = undefined;
         this.takeWaiting = false;

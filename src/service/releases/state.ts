@@ -81,3 +81,20 @@ export function switchFailed(release: ReleaseRow, message: string, now: number):
 export function superseded(release: ReleaseRow, now: number): ReleaseRow {
   return release.state === "starting" ? { ...release, state: "superseded", finishedAt: now } : release;
 }
+
+/**
+ * An environment's releases as answered, newest first: one is live, the newest that went live (what the
+ * environment runs); each earlier one that went live is `replaced`. Records are not rewritten: a release's record
+ * says what became of it, and only a newer one can replace it. Pure.
+ */
+export function oneLive(newestFirst: readonly ReleaseRow[]): ReleaseRow[] {
+  let seenLive = false;
+  return newestFirst.map((r) => {
+    if (r.state !== "live") return r;
+    if (!seenLive) {
+      seenLive = true;
+      return r;
+    }
+    return { ...r, state: "replaced" };
+  });
+}

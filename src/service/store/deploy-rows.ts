@@ -33,8 +33,12 @@ export interface BuildRow {
   createdAt: number;
 }
 
-/** What became of a release: starting (new workers coming up), live, failed (the previous build kept), superseded. */
-export type ReleaseState = "starting" | "live" | "failed" | "superseded";
+/**
+ * What became of a release: starting (new workers coming up), live, failed (the previous build kept), superseded
+ * (a newer release began before it settled). Answers also say `replaced`: it went live, and a newer release of the
+ * environment has since (releases/state.ts oneLive; records keep `live`).
+ */
+export type ReleaseState = "starting" | "live" | "failed" | "superseded" | "replaced";
 
 export interface ReleaseEndpoint {
   name: string;
