@@ -86,7 +86,8 @@ export interface ReleaseInfo {
   buildId: string;
   previousBuildId: string | null;
   kind: "deploy" | "rollback";
-  state: "starting" | "live" | "failed" | "superseded";
+  /** `replaced`: it went live, and a newer release of the environment has since (one is live at a time). */
+  state: "starting" | "live" | "failed" | "superseded" | "replaced";
   startedAt: number;
   finishedAt: number | null;
   endpoints: Array<{

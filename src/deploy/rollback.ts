@@ -25,7 +25,8 @@ export function chooseRollbackTarget(releases: ReleaseInfo[], current: string | 
       "`svc env get` lists its releases; give a full build id to roll back to any uploaded build.",
     );
   }
-  const previous = releases.find((r) => r.state === "live" && r.buildId !== current);
+  // The newest build that went live before the one running (a release it replaced, or another live one).
+  const previous = releases.find((r) => (r.state === "live" || r.state === "replaced") && r.buildId !== current);
   if (!previous)
     throw new UserError("This environment has no earlier build that went live", { hint: "`svc env get` lists its releases; pass --to <build> to pick one." });
   return previous.buildId;

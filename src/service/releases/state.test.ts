@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { errorHead, newRelease, probeFailed, probeReady, probeStarted, released, superseded } from "./state.js";
+import { errorHead, newRelease, oneLive, probeFailed, probeReady, probeStarted, released, superseded } from "./state.js";
 
 const base = () =>
   newRelease({
@@ -47,6 +47,19 @@ describe("release transitions", () => {
     expect(probeFailed(failed, "e2", "y", 1, 4).release).toBe(failed);
     expect(superseded(failed, 5)).toBe(failed);
     expect(superseded(base(), 5)).toMatchObject({ state: "superseded", finishedAt: 5 });
+  });
+
+  it("answers one live release an environment: the newest that went live; earlier ones were replaced", () => {
+    const live = (id: string) => ({ ...released(base(), 1), id });
+    const failed = { ...probeFailed(probeStarted(base(), "e1"), "e1", "x", 1, 3).release, id: "f" };
+    const answered = oneLive([failed, live("r3"), live("r2"), { ...superseded(base(), 2), id: "s" }, live("r1")]);
+    expect(answered.map((r) => [r.id, r.state])).toEqual([
+      ["f", "failed"],
+      ["r3", "live"],
+      ["r2", "replaced"],
+      ["s", "superseded"],
+      ["r1", "replaced"],
+    ]);
   });
 
   it("keeps the head of a long error", () => {
