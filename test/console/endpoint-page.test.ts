@@ -130,7 +130,7 @@ describe.skipIf(!haveChromium)("an endpoint's page in a browser", () => {
     await dialog.getByRole("button", { name: "Roll back" }).click();
     await until(async () => (await call(`${service.url}/v1/apps/console-app/environments/prod`, { key: ADMIN })).body.build === builds[0], 60_000, 200);
     await table.locator("tbody tr").first().getByText("rollback").waitFor();
-    await table.locator("tbody tr").first().getByText("live").waitFor({ timeout: 30_000 });
+    await table.locator("tbody tr").first().getByText("running").waitFor({ timeout: 30_000 });
   }, 120_000);
 
   it("gives a job a page of its own that loads directly: input, output, timeline, worker, attempts, logs", async () => {

@@ -207,7 +207,7 @@ describeDocker("an app with an image endpoint, through the svc binary", () => {
       const images = (await containersOf(echoId)).map((c) => c.Image);
       expect(images).toContain(IMAGE_2);
       const env = (await get(`${url}/v1/apps/${app}/environments/${second.env}/releases`, KEY)).body;
-      expect(env.releases.map((r: { state: string }) => r.state).slice(0, 3)).toEqual(["live", "live", "live"]);
+      expect(env.releases.map((r: { state: string }) => r.state).slice(0, 3)).toEqual(["live", "replaced", "replaced"]);
       expect(env.releases[0].endpoints.map((e: { name: string }) => e.name)).toEqual(["echo-image"]);
 
       // An image the engine does not hold: Docker pulls it at the worker's start; one no registry has leaves the
