@@ -20,7 +20,7 @@ function helpOf(cmd: Command): string {
   return text;
 }
 
-const commands = everyCommand(buildProgram());
+const commands = everyCommand(await buildProgram());
 
 describe("svc <command> --help", () => {
   it("svc server's example says the port it listens on by default", () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { buildProgram, withFlagName } from "./main.js";
+import { namedCommand } from "./commands/index.js";
 
 describe("service validation errors in CLI terms", () => {
   const flags = new Set(["--name", "--workers-min", "--gpu", "--execution-timeout", "--json"]);
@@ -21,8 +22,8 @@ describe("service validation errors in CLI terms", () => {
 });
 
 describe("svc --help", () => {
-  it("lists the commands in groups, in the order a user meets them, each command once", () => {
-    const program = buildProgram();
+  it("lists the commands in groups, in the order a user meets them, each command once", async () => {
+    const program = await buildProgram();
     const help = program.helpInformation();
     const headings = ["Start:", "Build and deploy:", "Operate:", "Manage:", "Help:"].map((h) => help.indexOf(`\n${h}\n`));
     expect(headings.every((at) => at > 0)).toBe(true);
@@ -34,5 +35,20 @@ describe("svc --help", () => {
     expect(groupOf("volume")).toBe("Manage:");
     const names = program.commands.map((c) => c.name());
     expect(new Set(names).size).toBe(names.length);
+  });
+});
+
+describe("svc <command>", () => {
+  it("loads the module of the command it runs; help, completion and unknown words load every command", async () => {
+    expect(namedCommand(["run", "hello", "--", "{}"])).toBe("run");
+    expect(namedCommand(["--profile", "prod", "--debug", "volume", "list"])).toBe("volume");
+    expect(namedCommand(["whoami"])).toBe("whoami");
+    for (const whole of [[], ["--help"], ["help", "run"], ["completion", "bash"], ["__complete", "svc", "vo"], ["volum"], ["--", "run"]]) {
+      expect(namedCommand(whole)).toBeUndefined();
+    }
+    const names = (program: { commands: ReadonlyArray<{ name(): string }> }) => program.commands.map((c) => c.name()).filter((n) => n !== "help");
+    expect(names(await buildProgram(["run", "hello"]))).toEqual(["run"]);
+    expect(names(await buildProgram(["logout"]))).toEqual(["login", "logout", "whoami"]);
+    expect(names(await buildProgram(["volum"])).length).toBeGreaterThan(20);
   });
 });

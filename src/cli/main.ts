@@ -4,14 +4,20 @@
 import { Command, CommanderError } from "commander";
 import { colorWanted, loadSpinner, styles as pc } from "./output.js";
 import { ApiError, ExitCode, SvcError, UserError } from "../errors.js";
-import { commandGroups } from "./commands/index.js";
+import { loadCommands, namedCommand } from "./commands/index.js";
 import { addExamples } from "./examples.js";
 import { SVC_VERSION } from "../version.js";
 import { selectProfile } from "../profiles.js";
 import { announceTargets } from "./target.js";
 
-/** The whole command tree, every command registered; nothing parsed or run. */
-export function buildProgram(): Command {
+/**
+ * The command tree, nothing parsed or run: every command registered, or only the module of the command `argv`
+ * runs (commands/index.ts namedCommand), so that a command loads what it uses and nothing of the others.
+ */
+export async function buildProgram(argv?: readonly string[]): Promise<Command> {
+  // `svc --version` alone needs no command at all.
+  const versionOnly = argv !== undefined && argv.length > 0 && argv.every((a) => a === "--version" || a === "-V" || a === "--debug");
+  const groups = await loadCommands(versionOnly ? "" : argv === undefined ? undefined : namedCommand(argv));
   const program = new Command("svc")
     .description("Build, run and deploy serverless GPU/CPU endpoints written in TypeScript")
     .version(SVC_VERSION)
@@ -20,7 +26,7 @@ export function buildProgram(): Command {
     .exitOverride()
     .showSuggestionAfterError(true)
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
-  for (const group of commandGroups) {
+  for (const group of groups) {
     program.commandsGroup(group.heading);
     for (const register of group.commands) register(program);
   }
@@ -36,7 +42,7 @@ export async function main(argv: string[]): Promise<number> {
   const own = argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv;
   const json = own.includes("--json");
   announceTargets(!json);
-  const program = buildProgram();
+  const program = await buildProgram(argv);
   // Spinners are drawn on a terminal only: their module loads there alone.
   if (process.stderr.isTTY && !json) await loadSpinner();
   // Under --json, a usage error commander finds is reported as JSON too: keep its message instead of printing it.

@@ -1,4 +1,4 @@
-// Every `svc` command starts by building the whole command tree. The heavy parts behind some commands (the
+// Every `svc` command starts by building its command tree (its own command's module, or every one for help). The heavy parts behind some commands (the
 // TypeScript compiler for discovery, the Docker client, the service with its store drivers and metrics, execa,
 // fast-glob, the spinner) load when a command uses them, so that `svc run`, `svc jobs` or `svc --version` do not
 // pay for them (docs/design/0019-cli-loads-on-use.md). Needs `dist/`.
@@ -15,7 +15,7 @@ const repo = fileURLToPath(new URL("../..", import.meta.url));
  * The packages among `watched` that are loaded once the CLI's command tree is built (nothing run): ES modules as
  * a resolve hook sees them, CommonJS ones in require's cache.
  */
-function loadedByCommandTree(watched: string[]): string[] {
+function loadedByCommandTree(watched: string[], argv?: string[]): string[] {
   const dir = mkdtempSync(join(tmpdir(), "svc-cli-startup-"));
   try {
     const resolvedLog = join(dir, "resolved.txt");
@@ -31,7 +31,7 @@ function loadedByCommandTree(watched: string[]): string[] {
       import { appendFileSync } from "node:fs";
       register("data:text/javascript," + encodeURIComponent(${JSON.stringify(hooks)}));
       const { buildProgram } = await import(${JSON.stringify(`${repo}dist/cli/main.js`)});
-      buildProgram();
+      await buildProgram(${argv === undefined ? "" : JSON.stringify(argv)});
       appendFileSync(${JSON.stringify(resolvedLog)}, Object.keys(createRequire(import.meta.url).cache).join("\\n") + "\\n");
     `;
     const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: repo, encoding: "utf8" });
@@ -46,6 +46,11 @@ function loadedByCommandTree(watched: string[]): string[] {
 describe("the CLI's start", () => {
   it("loads neither the TypeScript compiler, the Docker client, the service's store drivers and metrics, execa, fast-glob nor the spinner", () => {
     expect(loadedByCommandTree(["typescript", "dockerode", "pg", "prom-client", "ssh2", "better-sqlite3", "execa", "fast-glob", "ora"])).toEqual([]);
+  });
+
+  it("loads only the module of the command it runs: `svc run` loads neither the bundler nor the artifact packer", () => {
+    expect(loadedByCommandTree(["esbuild", "tar-stream", "commander"], ["run", "hello"])).toEqual(["commander"]);
+    expect(loadedByCommandTree(["esbuild", "tar-stream"], ["--version"])).toEqual([]);
   });
 
   it("sees a package it does load, CommonJS or an ES module (the check itself works)", () => {

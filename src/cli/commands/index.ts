@@ -1,41 +1,98 @@
-// Every command registers itself here; one file per command.
+// Every command registers itself here; one file per command. A command's module (and what it imports) loads only
+// when the command line names it, or when the whole tree is wanted (help, completion, a word that names no
+// command): `svc run` does not load the build, the deploy client or the service's settings.
 import type { Command } from "commander";
-import { register as dev } from "./dev.js";
-import { register as logs } from "./logs.js";
-import { register as build } from "./build.js";
-import { register as init } from "./init.js";
-import { register as server } from "./server.js";
-import { register as images } from "./images.js";
-import { register as volume } from "./volume.js";
-import { register as endpoint } from "./endpoint.js";
-import { register as template } from "./template.js";
-import { register as keys } from "./keys.js";
-import { register as deploy } from "./deploy.js";
-import { register as undeploy } from "./undeploy.js";
-import { register as rollback } from "./rollback.js";
-import { register as update } from "./update.js";
-import { register as app } from "./app.js";
-import { register as env } from "./env.js";
-import { register as login } from "./login.js";
-import { register as run } from "./run.js";
-import { register as jobs } from "./jobs.js";
-import { register as doctor } from "./doctor.js";
-import { register as completion } from "./completion.js";
-import { register as secret } from "./secret.js";
-import { register as usage } from "./usage.js";
-import { register as registryAuth } from "./registry-auth.js";
 
 export type RegisterCommand = (program: Command) => void;
+
+/** A command's module: the names it registers at the top level, and how to load it. */
+interface CommandModule {
+  names: readonly string[];
+  load(): Promise<{ register: RegisterCommand }>;
+}
+
+const commandModule = (names: string | readonly string[], load: CommandModule["load"]): CommandModule => ({
+  names: typeof names === "string" ? [names] : names,
+  load,
+});
 
 /**
  * The commands as `svc --help` lists them: in the order a user meets them, from a new project to its
  * deployment, operating it, and managing the service's resources.
  */
-export const commandGroups: Array<{ heading: string; commands: RegisterCommand[] }> = [
-  { heading: "Start:", commands: [init, dev, login, doctor] },
-  { heading: "Build and deploy:", commands: [build, deploy, update, rollback, undeploy, images] },
-  { heading: "Operate:", commands: [run, jobs, logs, app, env, usage] },
-  { heading: "Manage:", commands: [endpoint, volume, secret, template, registryAuth, keys, server, completion] },
+export const commandGroups: ReadonlyArray<{ heading: string; modules: readonly CommandModule[] }> = [
+  {
+    heading: "Start:",
+    modules: [
+      commandModule("init", () => import("./init.js")),
+      commandModule("dev", () => import("./dev.js")),
+      commandModule(["login", "logout", "whoami"], () => import("./login.js")),
+      commandModule("doctor", () => import("./doctor.js")),
+    ],
+  },
+  {
+    heading: "Build and deploy:",
+    modules: [
+      commandModule("build", () => import("./build.js")),
+      commandModule("deploy", () => import("./deploy.js")),
+      commandModule("update", () => import("./update.js")),
+      commandModule("rollback", () => import("./rollback.js")),
+      commandModule("undeploy", () => import("./undeploy.js")),
+      commandModule("images", () => import("./images.js")),
+    ],
+  },
+  {
+    heading: "Operate:",
+    modules: [
+      commandModule("run", () => import("./run.js")),
+      commandModule("jobs", () => import("./jobs.js")),
+      commandModule("logs", () => import("./logs.js")),
+      commandModule("app", () => import("./app.js")),
+      commandModule("env", () => import("./env.js")),
+      commandModule("usage", () => import("./usage.js")),
+    ],
+  },
+  {
+    heading: "Manage:",
+    modules: [
+      commandModule("endpoint", () => import("./endpoint.js")),
+      commandModule("volume", () => import("./volume.js")),
+      commandModule("secret", () => import("./secret.js")),
+      commandModule("template", () => import("./template.js")),
+      commandModule("registry-auth", () => import("./registry-auth.js")),
+      commandModule("keys", () => import("./keys.js")),
+      commandModule("server", () => import("./server.js")),
+      // Completion reads the whole tree: naming it loads every command.
+      commandModule([], () => import("./completion.js")),
+    ],
+  },
 ];
 
-export const commands: RegisterCommand[] = commandGroups.flatMap((g) => g.commands);
+/**
+ * The command a command line runs at the top level (its first word that is not one of svc's own options), when
+ * one module registers it; undefined for anything that needs the whole tree (no command, help, completion, a word
+ * that names no command, which then gets its "did you mean"). Pure.
+ */
+export function namedCommand(argv: readonly string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (word === "--") return undefined;
+    if (word === "--profile") {
+      i++;
+      continue;
+    }
+    if (word.startsWith("-")) continue;
+    return commandGroups.some((g) => g.modules.some((m) => m.names.includes(word))) ? word : undefined;
+  }
+  return undefined;
+}
+
+/** The groups with the registrations of their commands: every command's, or only the module of `only`. */
+export async function loadCommands(only?: string): Promise<Array<{ heading: string; commands: RegisterCommand[] }>> {
+  return Promise.all(
+    commandGroups.map(async (g) => ({
+      heading: g.heading,
+      commands: await Promise.all(g.modules.filter((m) => only === undefined || m.names.includes(only)).map(async (m) => (await m.load()).register)),
+    })),
+  );
+}
