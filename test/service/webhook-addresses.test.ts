@@ -146,7 +146,7 @@ describe("webhooks cannot reach inside", () => {
 
   it("does not follow a redirect from an allowed receiver to the inside: the 302 is the attempt's answer", async () => {
     const id = await runJob(`http://127.0.0.2:${allowed.port}/redirect`);
-    const log = await settledLog(id);
+    const log = await settledLog(id, 2);
     expect(log.deliveries.map((d: { status: number; error: string; outcome: string }) => [d.status, d.error, d.outcome])).toEqual([
       [302, "answered 302 (redirects are not followed)", "retrying"],
       [302, "answered 302 (redirects are not followed)", "failed"],

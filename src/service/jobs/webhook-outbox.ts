@@ -58,6 +58,13 @@ export interface WebhookOutboxOptions {
 export class WebhookOutbox {
   private readonly timer: NodeJS.Timeout;
   private readonly inFlight = new Map<string, Promise<void>>();
+  /**
+   * Rows whose attempt was recorded, by the order it was (a count): a scan's read of the due rows may have been
+   * taken before such a write and come back after it (a PostgreSQL read in flight), with the row as it was: sent
+   * again, or retried at once. A scan skips rows recorded since it began.
+   */
+  private readonly recorded = new Map<string, number>();
+  private recordings = 0;
   private scanning = false;
   private closed = false;
   private lastPrune = 0;
@@ -82,12 +89,15 @@ export class WebhookOutbox {
       this.lastPrune = now;
       await this.options.write([{ op: "pruneWebhookDeliveries", before: now - ORPHAN_LOG_MS }]);
     }
+    const since = this.recordings;
     const rows = await this.options.due(now, 64);
     for (const row of rows) {
-      if (this.inFlight.has(row.id)) continue;
+      if (this.inFlight.has(row.id) || (this.recorded.get(row.id) ?? 0) > since) continue;
       const delivery = this.deliver(row).finally(() => this.inFlight.delete(row.id));
       this.inFlight.set(row.id, delivery);
     }
+    // The next scan begins after this one: what was recorded before this one's read is in its read.
+    for (const [id, order] of this.recorded) if (order <= since) this.recorded.delete(id);
   }
 
   private async deliver(row: WebhookRow): Promise<void> {
@@ -138,6 +148,7 @@ export class WebhookOutbox {
     // Refused by the store: the row stays as it was and is tried again at the next scan (sent twice at worst).
     await this.options
       .write([next, { op: "insertWebhookDelivery", delivery }])
+      .then(() => void this.recorded.set(row.id, ++this.recordings))
       .catch((err: unknown) => this.options.log(`could not record a webhook attempt: ${errorMessage(err)}`));
   }
 
