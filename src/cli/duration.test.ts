@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { durationFlag, parseDuration, parseSince } from "./duration.js";
+import { durationFlag, parseDuration, parseSince, timeAgo } from "./duration.js";
+import { columnHeader } from "./management.js";
 
 describe("durations", () => {
   it("reads units and sums of units", () => {
@@ -28,5 +29,28 @@ describe("durations", () => {
     expect(parseSince("2026-11-24T09:00:00Z", now)).toBe(now - 3_600_000);
     expect(parseSince("1764000000000", now)).toBe(1764000000000);
     expect(() => parseSince("yesterday", now)).toThrow(/--since must be/);
+  });
+});
+
+describe("times and headers in tables", () => {
+  it("says how long ago, in the largest unit that fits", () => {
+    const now = 1_800_000_000_000;
+    expect(timeAgo(now - 2_000, now)).toBe("just now");
+    expect(timeAgo(now - 45_000, now)).toBe("45s ago");
+    expect(timeAgo(now - 3 * 60_000 - 5_000, now)).toBe("3m ago");
+    expect(timeAgo(now - 2 * 3_600_000, now)).toBe("2h ago");
+    expect(timeAgo(now - 4 * 86_400_000, now)).toBe("4d ago");
+    expect(timeAgo(now + 10_000, now)).toBe("just now");
+  });
+
+  it("heads a column with its field's words", () => {
+    expect(["id", "dataCenter", "userId", "allocatedGpuType", "containerDiskInGb", "workerSeconds"].map(columnHeader)).toEqual([
+      "id",
+      "data Center",
+      "user Id",
+      "allocated Gpu Type",
+      "container Disk In Gb",
+      "worker Seconds",
+    ]);
   });
 });

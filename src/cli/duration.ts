@@ -49,3 +49,13 @@ export function parseSince(value: string, now: number = Date.now(), flag = "--si
   }
   throw new UsageError(`${flag} must be a duration back from now (10m, 2h, 1d), an ISO time or epoch milliseconds, not "${value}"`);
 }
+
+/** How long ago `at` was, as a person reads it in a table: `just now`, `45s ago`, `3m ago`, `2h ago`, `4d ago`. Pure. */
+export function timeAgo(at: number, now = Date.now()): string {
+  const s = Math.max(0, Math.round((now - at) / 1000));
+  if (s < 5) return "just now";
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86_400)}d ago`;
+}

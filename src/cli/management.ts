@@ -53,11 +53,16 @@ export function changes(values: Record<string, unknown>, command: string): Recor
   return given;
 }
 
+/** A record's field as a column's header: its words (`dataCenter` → `DATA CENTER`, `userId` → `USER ID`). Pure. */
+export function columnHeader(field: string): string {
+  return field.replace(/([a-z0-9])([A-Z])/g, "$1 $2");
+}
+
 export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
   if (rows.length === 0) return "(none)";
   const cell = (v: unknown) => (v === null || v === undefined ? "-" : Array.isArray(v) ? v.join(",") : String(v));
   return alignTable(
-    columns,
+    columns.map(columnHeader),
     rows.map((r) => columns.map((c) => cell(r[c]))),
   );
 }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { alignRows, alignTable, colorWanted, createOutput, formatDuration } from "./output.js";
+import { alignRows, alignTable, colorWanted, createOutput, formatBytes, formatDuration } from "./output.js";
 
 describe("alignRows", () => {
   it("pads every column but the last to its widest cell, two spaces apart, no trailing spaces", () => {
@@ -83,5 +83,19 @@ describe("createOutput", () => {
     out.warn("same thing");
     expect(written.join("").match(/warning: same thing/g)).toHaveLength(1);
     expect(written.join("")).toContain("warning: other thing");
+  });
+});
+
+describe("sizes", () => {
+  it("are shown with their unit, three significant figures at most", () => {
+    expect([0, 512, 1500, 12_345_678, 4_200_000_000, 999_999, 123_456_789_012].map(formatBytes)).toEqual([
+      "0 B",
+      "512 B",
+      "1.5 KB",
+      "12.3 MB",
+      "4.2 GB",
+      "1.0 MB",
+      "123 GB",
+    ]);
   });
 });

@@ -59,6 +59,19 @@ export function isInteractive(): boolean {
   return Boolean(process.stdin.isTTY && process.stderr.isTTY) && !process.env.CI;
 }
 
+/** Bytes as a person reads them: `0 B`, `512 B`, `1.5 KB`, `12.3 MB`, `4.2 GB` (powers of 1000). Pure. */
+export function formatBytes(n: number): string {
+  if (n < 999.5) return `${Math.round(n)} B`;
+  const units = ["KB", "MB", "GB", "TB", "PB"];
+  let value = n;
+  let unit = -1;
+  while (value >= 999.5 && unit < units.length - 1) {
+    value /= 1000;
+    unit++;
+  }
+  return `${value >= 100 ? Math.round(value) : value.toFixed(1)} ${units[unit]}`;
+}
+
 /** A step's time as shown: `850 ms`, `1.2 s`, `2 min 5 s`. Pure. */
 export function formatDuration(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`;

@@ -66,8 +66,11 @@ export interface DevSessionOptions {
 
 export type DevEvent =
   | { type: "built"; build: BuildResult }
-  /** `added`/`removed`: endpoint names new in this build or gone from it (empty on the first deploy). */
-  | { type: "deployed"; endpoints: DeployedEndpoint[]; added: string[]; removed: string[] }
+  /**
+   * `added`/`removed`: endpoint names new in this build or gone from it; `changed`: those kept whose code or settings
+   * changed, which get new workers (all empty on the first deploy).
+   */
+  | { type: "deployed"; endpoints: DeployedEndpoint[]; added: string[]; removed: string[]; changed: string[] }
   | { type: "rebuilding"; changed: string[] }
   | { type: "rebuild-failed"; error: unknown }
   | { type: "port-fallback"; requested: number; port: number }
@@ -136,8 +139,8 @@ async function listen(options: DevSessionOptions, dataDir: string, apiKey: strin
     ...(options.requestLog
       ? {
           lbFront: false,
-          onRequest: (r: { method: string; path: string; status: number; ms: number }) => {
-            if (isCallerRequest(r.path)) options.onEvent?.({ type: "request", ...r });
+          onRequest: ({ quiet, ...r }: { method: string; path: string; status: number; ms: number; quiet: boolean }) => {
+            if (isCallerRequest(r.path) && !quiet) options.onEvent?.({ type: "request", ...r });
           },
         }
       : {}),
@@ -221,6 +224,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
     const now = endpoints.map((e) => e.name);
     const added = first ? [] : now.filter((n) => !before.has(n));
     const removed = first ? [] : [...before].filter((n) => !now.includes(n));
+    const changed = first ? [] : endpoints.filter((e) => e.changed && before.has(e.name)).map((e) => e.name);
     deployedNames = now;
     first = false;
     await writeSessionFile(root, {
@@ -231,7 +235,7 @@ export async function startDevSession(options: DevSessionOptions): Promise<DevSe
       env: DEV_ENV,
       endpoints: Object.fromEntries(endpoints.map((e) => [e.name, { id: e.id, url: e.url }])),
     });
-    emit({ type: "deployed", endpoints, added, removed });
+    emit({ type: "deployed", endpoints, added, removed, changed });
     return endpoints;
   };
 

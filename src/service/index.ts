@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { WorkerBucket, WorkerDriver, WorkerLogLine } from "../drivers/types.js";
 import { sweepStaleTempDirs } from "../drivers/owned-temp.js";
 import { UserError, errorMessage, errorStack } from "../errors.js";
-import type { Manifest } from "svc/internal";
+import { QUIET_HEADER, type Manifest } from "svc/internal";
 import { DEFAULT_USER, KeyRing, hashKey, newId, newKey } from "./keys/auth.js";
 import { JobEngine, type LogLimits, type QueueQuotas } from "./engine/index.js";
 import { quickRead, quickRun } from "./jobs/routes.js";
@@ -172,7 +172,7 @@ export interface ServiceOptions {
    * Called once per request node:http answered, when its answer ends (finished or cut off): `svc dev`'s request
    * log. Requests the LB front serves itself are not seen: a caller that wants every one turns `lbFront` off.
    */
-  onRequest?: (request: { method: string; path: string; status: number; ms: number }) => void;
+  onRequest?: (request: { method: string; path: string; status: number; ms: number; quiet: boolean }) => void;
   /**
    * The key that seals secrets at rest (base64 or hex of 32 bytes), and keys values may still be sealed with
    * (after a rotation). Without a current key: the key in `file` (outside the data directory, so its backups do not
@@ -227,6 +227,8 @@ export interface DeployedEndpoint {
   /** `${service url}/v2/${id}` */
   url: string;
   type: "queue" | "lb";
+  /** This deploy replaced its workers: its code or settings changed (false: it keeps its workers, or is new). */
+  changed?: boolean;
 }
 
 export interface Service {
@@ -663,7 +665,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       const started = performance.now();
       const report = options.onRequest;
       res.once("close", () =>
-        report({ method: req.method ?? "GET", path: (req.url ?? "/").split("?")[0]!, status: res.statusCode, ms: performance.now() - started }),
+        report({
+          method: req.method ?? "GET",
+          path: (req.url ?? "/").split("?")[0]!,
+          status: res.statusCode,
+          ms: performance.now() - started,
+          // Asked with `x-svc-quiet` (svc dev's own reads, as the failed-job stack's): not a caller's request.
+          quiet: req.headers[QUIET_HEADER] !== undefined,
+        }),
       );
     }
     // S3 clients sign their own way and want XML errors: the S3 API answers its whole prefix itself.
@@ -700,8 +709,16 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     mintKey,
     lbFrontStats: () => (front ? { ...front.stats } : undefined),
     async deploy(input) {
-      const rows = await deployInProcess(deployments, keyring, input);
-      return rows.map((row) => ({ id: row.id, name: row.name, app: row.app, env: row.env, url: `${url}/v2/${row.id}`, type: row.type }));
+      const { endpoints: rows, changed } = await deployInProcess(deployments, keyring, input);
+      return rows.map((row) => ({
+        id: row.id,
+        name: row.name,
+        app: row.app,
+        env: row.env,
+        url: `${url}/v2/${row.id}`,
+        type: row.type,
+        changed: changed.includes(row.id),
+      }));
     },
   };
 }

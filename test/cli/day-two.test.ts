@@ -192,7 +192,9 @@ describe("svc run and svc jobs", () => {
     const id = submitted.stdout.trim();
     expect(id).toMatch(/^[a-z0-9-]+$/);
     const listed = await svc(["jobs", "list", fns.id], target());
-    expect(listed.stdout).toMatch(new RegExp(`^${id}\\s+(IN_QUEUE|IN_PROGRESS)\\s+nap`, "m"));
+    // Headers in words, the time relative (exact under --json).
+    expect(listed.stdout).toMatch(/^ID\s+STATUS\s+FUNCTION\s+CREATED\s+DELAY\s+EXECUTION\s+ERROR$/m);
+    expect(listed.stdout).toMatch(new RegExp(`^${id}\\s+(IN_QUEUE|IN_PROGRESS)\\s+nap\\s+(just now|\\d+s ago)\\s`, "m"));
     const cancelled = await svc(["jobs", "cancel", fns.id, id, "--json"], target());
     expect(JSON.parse(cancelled.stdout)).toEqual({ id, status: "CANCELLED" });
     const status = await svc(["jobs", "status", fns.id, id], target());

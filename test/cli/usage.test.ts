@@ -23,7 +23,10 @@ describe("svc usage", () => {
 
     const text = await cli.svc(["usage"]);
     expect(text.code, text.stderr).toBe(0);
-    expect(text.stdout).toContain(endpoint!.id);
+    // Headers in words, the endpoint by its name (the only user's usage: no user column).
+    expect(text.stdout).toMatch(/^HOUR\s+ENDPOINT\s+GPU TYPE\s+WORKER SECONDS\s+GPU SECONDS\s+JOBS$/m);
+    expect(text.stdout).toMatch(/\s+b\s+-\s+0\.0\s+0\.0\s+2$/m);
+    expect(text.stdout).not.toContain(endpoint!.id);
     expect(text.stdout).toMatch(/total: 0\.0 worker-seconds, 0\.0 GPU-seconds, 2 jobs/);
 
     // A duration back from now, as --since takes it: the last two hours hold the jobs.

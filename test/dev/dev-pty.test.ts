@@ -62,6 +62,9 @@ it("rebuilds once per save, whether the editor writes in place or renames a temp
   await new Promise((r) => setTimeout(r, 1000));
   expect(count("rebuilding...")).toBe(5);
   expect(count("redeployed:")).toBe(5);
+  // Each says what changed: a comment changes no endpoint's bundled code, so every endpoint keeps its workers.
+  expect(screen).toMatch(/redeployed: no endpoint's code or settings changed; (\w+, ){3}\w+ keep their workers; queued jobs are kept/);
+  expect(count("redeployed: no endpoint's code or settings changed;")).toBe(5);
   // On a terminal, the steps have their spinner marks and colours.
   expect(screen).toContain("\u001b[");
 }, 120_000);

@@ -100,6 +100,17 @@ it("shows the console URL, worker output and failures with their job ids and pro
       30_000,
     );
     expect(frame).toMatch(/src\/noisy\.ts:5:\d+\)$/);
+    // The request log lists the caller's requests, not the read of the job's record that fetched this stack.
+    expect(d.stderr()).toMatch(/POST \/v2\/\S+\/runsync/);
+    expect(d.stderr()).not.toContain("/status-sync/");
+    // The stack is printed once: as the block under the failure's line (which names its top frame).
+    expect(
+      d
+        .stderr()
+        .split("\n")
+        .filter((l) => l.startsWith(`[noisy ${failed.id}]     at talk (src/noisy.ts:`)),
+      d.stderr(),
+    ).toHaveLength(1);
     const file = /\((src\/noisy\.ts):\d+:\d+\)/.exec(line)?.[1];
     expect(file, line).toBe("src/noisy.ts");
     expect(existsSync(join(project, file!))).toBe(true);

@@ -18,8 +18,10 @@ it("creates, lists, gets, updates and deletes volumes", async () => {
   expect(volume).toEqual({ id: expect.stringMatching(/^vol/), name: "models", size: 40, dataCenter: "local", type: "STANDARD" });
 
   const list = await svc(["volume", "list"]);
-  expect(list.stdout).toMatch(/^ID\s+NAME\s+SIZE\s+DATACENTER\s+TYPE$/m);
-  expect(list.stdout).toContain(volume.id);
+  expect(list.stdout).toMatch(/^ID\s+NAME\s+SIZE\s+DATA CENTER\s+TYPE$/m);
+  expect(list.stdout).toMatch(new RegExp(`^${volume.id}\\s+models\\s+40 GB\\s+local\\s+STANDARD$`, "m"));
+  // Sizes with their units for a person; the API's numbers under --json.
+  expect((await svc(["volume", "get", volume.id])).stdout).toMatch(/^size\s+40 GB$[\s\S]*^used\s+0 B$/m);
   expect(JSON.parse((await svc(["volume", "get", volume.id, "--json"])).stdout)).toEqual({ ...volume, usedBytes: 0 });
   // By name too, as cp, ls, rm and keys take it.
   expect(JSON.parse((await svc(["volume", "get", "models", "--json"])).stdout)).toEqual({ ...volume, usedBytes: 0 });

@@ -33,7 +33,7 @@ export {
 } from "./context.js";
 export * from "./target.js";
 export { HttpConnectionError, KeepAliveClient, type HttpAnswer, type HttpCall } from "./keep-alive-client.js";
-export { FINAL_STATUSES, JobsClient, parseServiceJson, problemOf, readJson, type JobRecord, type JobStatus } from "./jobs-client.js";
+export { FINAL_STATUSES, JobsClient, QUIET_HEADER, parseServiceJson, problemOf, readJson, type JobRecord, type JobStatus } from "./jobs-client.js";
 
 // Language-model endpoints: the service's OpenAI route and the worker's textGeneration() read the same shapes.
 export { chunkMetrics, textGeneration, type TextBackend, type TextGenerationOutput } from "./llm.js";

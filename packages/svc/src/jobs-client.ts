@@ -51,6 +51,12 @@ function connectionsTo(url: URL): KeepAliveClient {
   return client;
 }
 
+/**
+ * A request header marking a call as svc's own bookkeeping rather than a caller's (svc dev reads a failed job's
+ * record to print its stack): the dev terminal's request log leaves it out.
+ */
+export const QUIET_HEADER = "x-svc-quiet";
+
 export class JobsClient {
   readonly base: string;
   private readonly headers: Record<string, string>;
@@ -59,7 +65,8 @@ export class JobsClient {
   private readonly basePath: string;
 
   /** `base` is the endpoint's job API address, `{queue_base_url}/v2/{endpoint_id}`. */
-  constructor(base: string, apiKey?: string) {
+  /** `quiet`: each call carries QUIET_HEADER. */
+  constructor(base: string, apiKey?: string, options: { quiet?: boolean } = {}) {
     this.base = base.replace(/\/+$/, "");
     let url: URL;
     try {
@@ -75,6 +82,7 @@ export class JobsClient {
     this.basePath = url.pathname.replace(/\/+$/, "");
     this.headers = { "content-type": "application/json", accept: "application/json" };
     if (apiKey) this.headers.authorization = `Bearer ${apiKey}`;
+    if (options.quiet) this.headers[QUIET_HEADER] = "1";
   }
 
   run(input: unknown, options: SubmitOptions = {}): Promise<{ id: string; status: JobStatus }> {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { UsageError } from "../../errors.js";
 import { noteMark, readMarkedLine } from "../../runtime/output-marks.js";
 import { stackBlock } from "../../dev/failure-stack.js";
-import { devPool, isLifecycleNote, requestLine, workerLine } from "./dev.js";
+import { devPool, isLifecycleNote, redeployedLine, requestLine, workerLine } from "./dev.js";
 
 describe("the dev terminal's worker lines", () => {
   it("tags a line with its endpoint and job, plain without colour, one colour per endpoint with it", () => {
@@ -61,5 +61,20 @@ describe("what the dev terminal says of requests and workers' lives", () => {
       expect(isLifecycleNote({ ts: 0, ...line })).toBe(true);
     }
     expect(isLifecycleNote({ ts: 0, ...readMarkedLine("stderr", `${noteMark("j1")}[svc-runtime] job j1 failed: Error: boom`) })).toBe(false);
+  });
+});
+
+describe("svc dev's redeploy line", () => {
+  const endpoints = [{ name: "echo" }, { name: "tally" }, { name: "stream" }];
+  it("names the endpoints that get new workers and those that keep theirs", () => {
+    expect(redeployedLine({ endpoints, added: [], changed: ["tally"] })).toBe(
+      "redeployed: new workers for tally (code or settings changed); echo, stream keep their workers; queued jobs are kept",
+    );
+    expect(redeployedLine({ endpoints, added: ["stream"], changed: [] })).toBe(
+      "redeployed: no endpoint's code or settings changed; echo, tally keep their workers; queued jobs are kept",
+    );
+    expect(redeployedLine({ endpoints: [{ name: "tally" }], added: [], changed: [] })).toBe(
+      "redeployed: no endpoint's code or settings changed; tally keeps its workers; queued jobs are kept",
+    );
   });
 });

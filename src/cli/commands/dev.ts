@@ -29,7 +29,7 @@ async function printStack(session: DevSessionHandle, endpoint: string, jobId: st
   if (!id || waiting.has(jobId)) return;
   waiting.add(jobId);
   try {
-    for (const line of await failedJobStack(new JobsClient(`${session.url}/v2/${id}`, session.apiKey), jobId))
+    for (const line of await failedJobStack(new JobsClient(`${session.url}/v2/${id}`, session.apiKey, { quiet: true }), jobId))
       process.stderr.write(`[${endpoint} ${jobId}] ${line}\n`);
   } catch {
     // The session is stopping, or the job is gone: the failure line above is what there is.
@@ -143,7 +143,7 @@ export function register(program: Command): void {
               break;
             case "deployed": {
               if (!session) break;
-              out.info("redeployed: endpoints whose code or configuration changed get new workers; the others keep theirs, and queued jobs are kept");
+              out.info(redeployedLine(event));
               for (const name of event.removed) out.info(`endpoint ${name} is gone from the project: removed`);
               const added = localEndpoints(
                 event.endpoints.filter((e) => event.added.includes(e.name)),
@@ -219,4 +219,12 @@ export function register(program: Command): void {
         await s.close();
       },
     );
+}
+
+/** What a redeploy changed, in one line: who gets new workers, who keeps theirs. Pure. */
+export function redeployedLine(event: { endpoints: ReadonlyArray<{ name: string }>; added: readonly string[]; changed: readonly string[] }): string {
+  const kept = event.endpoints.map((e) => e.name).filter((n) => !event.changed.includes(n) && !event.added.includes(n));
+  const replaced =
+    event.changed.length > 0 ? `new workers for ${event.changed.join(", ")} (code or settings changed)` : "no endpoint's code or settings changed";
+  return `redeployed: ${replaced}${kept.length > 0 ? `; ${kept.join(", ")} keep${kept.length === 1 ? "s" : ""} ${kept.length === 1 ? "its" : "their"} workers` : ""}; queued jobs are kept`;
 }

@@ -4,6 +4,7 @@
 import type { Command } from "commander";
 import { readJson } from "svc/internal";
 import { intFlag, table } from "../management.js";
+import { timeAgo } from "../duration.js";
 import { createOutput } from "../output.js";
 import { apiFetch, resolveEndpointRef, serviceTarget } from "../target.js";
 import { failureText, jobClient, renderOutput } from "./run.js";
@@ -37,16 +38,19 @@ export function register(program: Command): void {
       const target = serviceTarget(o);
       const ref = await resolveEndpointRef(target, endpoint);
       const body = await readJson<{ jobs: JobSummary[] }>(await apiFetch(target, `/v2/${ref.id}/jobs?limit=${o.limit}`));
+      const now = Date.now();
+      // (Times relative here, exact under --json; the function only where a job names one: a class endpoint's.)
+      const named = body.jobs.some((j) => j.function);
       createOutput(o).result(body.jobs, () =>
         table(
           body.jobs.map((j) => ({
             ...j,
-            createdAt: new Date(j.createdAt).toISOString(),
+            created: timeAgo(j.createdAt, now),
             delay: `${j.delayTime} ms`,
             execution: `${j.executionTime} ms`,
             error: j.error ?? "",
           })),
-          ["id", "status", "function", "createdAt", "delay", "execution", "error"],
+          ["id", "status", ...(named ? ["function"] : []), "created", "delay", "execution", "error"],
         ),
       );
     });

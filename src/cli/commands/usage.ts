@@ -24,16 +24,36 @@ export function register(program: Command): void {
       if (o.to) query.set("to", o.to);
       if (o.user) query.set("userId", o.user);
       const usage = await management<UsageAnswer>("GET", `/v1/usage${query.size > 0 ? `?${query}` : ""}`);
+      // Names where the key can see them (its own endpoints); another user's endpoint stays an id.
+      const names = o.json ? new Map<string, string>() : await endpointNames();
       createOutput({ json: o.json }).result(usage, () => {
-        const rows = usage.hours.map((h) => ({ ...h, gpuType: h.gpuType ?? "-", workerSeconds: seconds(h.workerSeconds), gpuSeconds: seconds(h.gpuSeconds) }));
+        const users = new Set(usage.hours.map((h) => h.userId));
+        const rows = usage.hours.map((h) => ({
+          ...h,
+          endpoint: names.get(h.endpointId) ?? h.endpointId,
+          gpuType: h.gpuType ?? "-",
+          workerSeconds: seconds(h.workerSeconds),
+          gpuSeconds: seconds(h.gpuSeconds),
+        }));
         const byType = Object.entries(usage.totals.gpuSecondsByType)
           .map(([t, s]) => `${t} ${seconds(s)}`)
           .join(", ");
         return [
           `usage from ${usage.from} to ${usage.to}`,
-          table(rows, ["hour", "userId", "endpointId", "gpuType", "workerSeconds", "gpuSeconds", "jobs"]),
+          table(rows, ["hour", ...(users.size > 1 ? ["userId"] : []), "endpoint", "gpuType", "workerSeconds", "gpuSeconds", "jobs"]),
           `total: ${seconds(usage.totals.workerSeconds)} worker-seconds, ${seconds(usage.totals.gpuSeconds)} GPU-seconds${byType ? ` (${byType})` : ""}, ${usage.totals.jobs} jobs`,
         ].join("\n");
       });
     });
+}
+
+/** The names of the endpoints the key can list, by id (none when it may not list them). */
+async function endpointNames(): Promise<Map<string, string>> {
+  try {
+    const list = await management<Array<{ id: string; name: string }>>("GET", "/v1/endpoints");
+    return new Map(list.map((e) => [e.id, e.name]));
+  } catch {
+    // A key without the management scope still reads its usage: ids then.
+    return new Map();
+  }
 }

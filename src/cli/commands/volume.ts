@@ -8,12 +8,18 @@ import { UserError } from "../../errors.js";
 import { localFiles, planCopy, parseVolumePath, uploadKey, VolumeFiles } from "../volume-files.js";
 import { confirmDestructive } from "../confirm.js";
 import { changes, defined, fields, intFlag, listFlag, management, table } from "../management.js";
-import { createOutput } from "../output.js";
+import { createOutput, formatBytes } from "../output.js";
 import { closestName } from "../suggest.js";
 import { findVolume, noSuchVolume, volumeToReuse } from "../volume-names.js";
 import { MIN_VOLUME_GB } from "../../service/http/schema.js";
 
 type Volume = { id: string; name: string; size: number; dataCenter: string; type: string; usedBytes?: number };
+
+/** A volume as a person reads it: sizes with their units (JSON keeps the API's numbers). Pure. */
+function readableVolume(v: Volume): Record<string, unknown> {
+  const { usedBytes, ...rest } = v;
+  return { ...rest, size: `${v.size} GB`, ...(usedBytes !== undefined ? { used: formatBytes(usedBytes) } : {}) };
+}
 type VolumeKey = {
   id: string;
   accessKeyId: string;
@@ -76,7 +82,7 @@ export function register(program: Command): void {
     .option("--json", "print JSON")
     .action(async (o: { json?: boolean }) => {
       const list = await management<Volume[]>("GET", path());
-      createOutput({ json: o.json }).result(list, () => table(list, COLUMNS));
+      createOutput({ json: o.json }).result(list, () => table(list.map(readableVolume), COLUMNS));
     });
   volume
     .command("get")
@@ -85,7 +91,7 @@ export function register(program: Command): void {
     .option("--json", "print JSON")
     .action(async (ref: string, o: { json?: boolean }) => {
       const v = await management<Volume>("GET", path(await volumeIdOf(ref)));
-      createOutput({ json: o.json }).result(v, () => fields(v));
+      createOutput({ json: o.json }).result(v, () => fields(readableVolume(v)));
     });
   volume
     .command("update")

@@ -392,11 +392,12 @@ describe("Deployments.deployFile (svc dev)", () => {
     const t = await setup();
     const source = join(t.dir, "dev.tar.gz");
     writeFileSync(source, "first");
-    const rows = await t.deployments.deployFile(ref, {
+    const { endpoints: rows, changed } = await t.deployments.deployFile(ref, {
       manifest: manifest({ api: resource(), old: resource({ workersMin: 1 }) }, "dev1"),
       artifactPath: source,
     });
     expect(rows.map((r) => r.name)).toEqual(["api", "old"]);
+    expect(changed).toEqual([]);
     const first = await t.environment();
     expect(first!.buildId).toMatch(/^[0-9a-f]{64}$/);
     expect(await t.store.build("alice", first!.buildId!)).toMatchObject({ app: "shop", fingerprint: "dev1" });
@@ -405,7 +406,9 @@ describe("Deployments.deployFile (svc dev)", () => {
     const oldWorker = t.driver.started.find((l) => l.endpointName === "old")!.workerId;
     t.driver.stopMs = 300;
     writeFileSync(source, "second");
-    await t.deployments.deployFile(ref, { manifest: manifest({ api: resource() }, "dev2"), artifactPath: source });
+    const second = await t.deployments.deployFile(ref, { manifest: manifest({ api: resource({ workersMax: 2 }) }, "dev2"), artifactPath: source });
+    // Its settings changed: the one endpoint left gets new workers, and says so.
+    expect(second.changed).toEqual([second.endpoints[0]!.id]);
     expect(t.driver.exited).toContain(oldWorker);
     expect(t.names()).toEqual(["api"]);
     expect((await t.environment())!.buildId).not.toBe(first!.buildId);

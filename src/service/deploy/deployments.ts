@@ -268,7 +268,11 @@ export class Deployments {
    * code no longer has are removed without asking. Every endpoint's row follows the new artifact; only those
    * whose revision changed start new workers. Resolves with the rows served once the release is live.
    */
-  async deployFile(ref: EnvironmentRef, input: { manifest: Manifest; artifactPath: string }): Promise<EndpointRow[]> {
+  /**
+   * Deploy a build file to an environment at once (svc dev): its endpoints, and the ids of those whose workers it
+   * replaced (their code or settings changed; the others keep theirs).
+   */
+  async deployFile(ref: EnvironmentRef, input: { manifest: Manifest; artifactPath: string }): Promise<{ endpoints: EndpointRow[]; changed: string[] }> {
     const resources = input.manifest.resources;
     const volumes = this.checkResources(ref.userId, resources);
     this.checkRelease(ref, resources);
@@ -292,7 +296,7 @@ export class Deployments {
       remove: plan.remove,
     });
     await done;
-    return plan.upsert;
+    return { endpoints: plan.upsert, changed: plan.changed };
   }
 
   /** Remove endpoints of an environment by name, or all of them (then it runs no build any more). */

@@ -29,7 +29,11 @@ const REFUSED: Record<ReleaseCheck, string> = {
 };
 
 /** Deploy and return the endpoints the environment serves once the release is live (ReleaseFailedError if it is not). */
-export async function deployInProcess(deployments: Deployments, keyring: Pick<KeyRing, "authenticate">, input: InProcessDeploy): Promise<EndpointRow[]> {
+export async function deployInProcess(
+  deployments: Deployments,
+  keyring: Pick<KeyRing, "authenticate">,
+  input: InProcessDeploy,
+): Promise<{ endpoints: EndpointRow[]; changed: string[] }> {
   let userId = DEFAULT_USER;
   if (input.ownerKey) {
     const principal = await keyring.authenticate(input.ownerKey);
