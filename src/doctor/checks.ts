@@ -396,18 +396,25 @@ export function modelCacheFindings(view: ModelCacheView): Finding[] {
 
 /** GET /v1/models of the service the CLI targets, as findings; none when the service cannot be asked. */
 export async function modelCacheFinding(target: { url: string; apiKey?: string }): Promise<Finding[]> {
-  if (!target.apiKey) return [];
+  const view = await askService<ModelCacheView>(target, "/v1/models");
+  return view ? modelCacheFindings(view) : [];
+}
+
+/**
+ * A JSON answer of the service the CLI targets, for a finding beside the service's own; undefined without a key,
+ * when it is unreachable (the service finding says so, with its fix), or when it refuses (an older version, a key
+ * that may not read it: the service finding says what matters).
+ */
+async function askService<T>(target: { url: string; apiKey?: string }, path: string): Promise<T | undefined> {
+  if (!target.apiKey) return undefined;
   try {
-    const response = await fetch(`${target.url.replace(/\/+$/, "")}/v1/models`, {
+    const response = await fetch(`${target.url.replace(/\/+$/, "")}${path}`, {
       headers: { authorization: `Bearer ${target.apiKey}` },
       signal: AbortSignal.timeout(5000),
     });
-    // A service of an older version, or a key that may not read it: the service finding says what matters.
-    if (!response.ok) return [];
-    return modelCacheFindings((await response.json()) as ModelCacheView);
+    return response.ok ? ((await response.json()) as T) : undefined;
   } catch {
-    // Unreachable: the service finding says so, with its fix.
-    return [];
+    return undefined;
   }
 }
 
@@ -430,15 +437,6 @@ export function volumeQuotaFindingOf(volumeQuotas: unknown): Finding[] {
 
 /** Volume quotas as the service the CLI targets says (nothing when it cannot be asked: its own finding says why). */
 export async function volumeQuotaFinding(target: { url: string; apiKey?: string }): Promise<Finding[]> {
-  if (!target.apiKey) return [];
-  try {
-    const response = await fetch(`${target.url.replace(/\/+$/, "")}/v1/me`, {
-      headers: { authorization: `Bearer ${target.apiKey}` },
-      signal: AbortSignal.timeout(5000),
-    });
-    if (!response.ok) return [];
-    return volumeQuotaFindingOf(((await response.json()) as { volumeQuotas?: unknown }).volumeQuotas);
-  } catch {
-    return [];
-  }
+  const me = await askService<{ volumeQuotas?: unknown }>(target, "/v1/me");
+  return me ? volumeQuotaFindingOf(me.volumeQuotas) : [];
 }

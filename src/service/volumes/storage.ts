@@ -126,7 +126,11 @@ export class LoopVolumeStorage implements VolumeStorage {
     await mkdir(dir, { recursive: true });
     await run("mount", ["-o", "loop,nosuid,nodev,noatime", this.image(id), dir]);
     // ext4's lost+found would show as a folder of the volume (S3 listings, workers): a fresh filesystem needs none.
-    if (fresh) await rmdir(join(dir, "lost+found")).catch(() => undefined);
+    if (fresh)
+      await rmdir(join(dir, "lost+found")).catch((err: NodeJS.ErrnoException) => {
+        // Absent is what is wanted; anything else leaves a harmless empty folder, said.
+        if (err.code !== "ENOENT") this.log(`network volume ${id}: could not remove its filesystem's lost+found: ${errorMessage(err)}`);
+      });
     prepareVolumeDir(dir);
   }
 
@@ -151,7 +155,9 @@ export class LoopVolumeStorage implements VolumeStorage {
     } catch (err) {
       // The filesystem keeps its size: so does its image (and the loop device, told again).
       await truncate(image, before);
-      await run("losetup", ["-c", device]).catch(() => undefined);
+      await run("losetup", ["-c", device]).catch((again: unknown) =>
+        this.log(`network volume ${id}: its loop device may show the grown size until remounted: ${errorMessage(again)}`),
+      );
       throw err;
     }
   }
