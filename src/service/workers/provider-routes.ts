@@ -126,7 +126,7 @@ function prepare(
     }
     case "stop":
       refuseDraining(w);
-      return (hangUp, gone) => answerStop(ctx, w, hangUp, gone);
+      return (_hangUp, gone) => answerStop(ctx, w, gone);
     case "ping": {
       const jobIds = providerPingJobIds(query);
       return async () => answerPing(ctx, w, jobIds);
@@ -207,7 +207,7 @@ async function answerStream(ctx: ProviderWorkerDeps, w: ProviderWorker, jobId: s
   return "{}";
 }
 
-async function answerStop(ctx: ProviderWorkerDeps, w: ProviderWorker, _hangUp: AbortSignal, gone: () => boolean): Promise<ProviderAnswer> {
+async function answerStop(ctx: ProviderWorkerDeps, w: ProviderWorker, gone: () => boolean): Promise<ProviderAnswer> {
   const events = await ctx.engine.events(w.worker, MAX_TAKE_WAIT_MS);
   if (gone()) {
     // Nobody heard these: give them to the next poll.
