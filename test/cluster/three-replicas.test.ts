@@ -61,8 +61,8 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
         SVC_STORE_URL: storeUrl,
         SVC_CLUSTER_URL: proxy.url,
         SVC_WEBHOOK_ALLOW: "127.0.0.1",
-        // The leader wave queues 20,000 jobs on one endpoint at once: above the default queue quotas, which this
-        // test is not about.
+        // The leader wave queues 10,000 jobs and 500 /runsync on one endpoint at once: above the default queue
+        // quotas, which this test is not about.
         SVC_QUEUE_QUOTA_ENDPOINT_JOBS: "100000",
         SVC_QUEUE_QUOTA_USER_JOBS: "100000",
         ...UNSANDBOXED,
@@ -255,7 +255,7 @@ describe.skipIf(unavailable !== undefined)("three replicas on one database", () 
   }
 
   it("completes every acknowledged job across the death of the replica serving jobs; workersMax holds", async () => {
-    await wave("leader", 20_000, 500, await jobsReplica());
+    await wave("leader", 10_000, 500, await jobsReplica());
     // The workers the dead replica started were adopted by the one that took over, not doubled.
     expect(replicas[await jobsReplica()]!.log()).toMatch(/adopted worker \S+ of endpoint count, started by another replica/);
   }, 600_000);

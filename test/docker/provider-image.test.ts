@@ -23,6 +23,7 @@ import { LABELS } from "../../src/drivers/docker-engine.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call } from "../service/helpers.js";
 import { until } from "../lb/harness.js";
+import { errorMessage } from "../../src/errors.js";
 import { describeDocker, docker } from "./engine.js";
 import { buildProviderWorkerImage } from "./python-image.js";
 
@@ -82,8 +83,14 @@ async function logLines(s: Service, e: Endpoint): Promise<string[]> {
 }
 
 /** The first line of the endpoint's logs starting with `prefix` (the worker prints one per event). */
-function logLine(e: Endpoint, prefix: string, timeoutMs = 60_000): Promise<string> {
-  return until(`a log line "${prefix}"`, async () => (await logLines(service, e)).find((l) => l.startsWith(prefix)), timeoutMs);
+async function logLine(e: Endpoint, prefix: string, timeoutMs = 90_000): Promise<string> {
+  let lines: string[] = [];
+  try {
+    return await until(`a log line "${prefix}"`, async () => (lines = await logLines(service, e)).find((l) => l.startsWith(prefix)), timeoutMs);
+  } catch (err) {
+    // What the worker did print says where it stopped.
+    throw new Error(`${errorMessage(err)}; the endpoint's last lines:\n${lines.slice(-30).join("\n")}`);
+  }
 }
 
 async function containersOf(e: Endpoint) {
@@ -335,7 +342,7 @@ describeDocker("queue endpoints from a worker image built for the provider", () 
       expect(taken).toBeGreaterThanOrEqual(0);
       expect(taken).toBeLessThan(firstPost);
     }
-  }, 120_000);
+  }, 180_000);
 
   it("svc server killed with SIGKILL mid-load and started again on its data directory: every acknowledged job completes, no container of the killed run is left", async () => {
     const work = mkdtempSync(join(tmpdir(), "svc-provider-image-restart-"));
