@@ -10,6 +10,8 @@ const point = (t: string, over: Partial<MetricsPoint> = {}): MetricsPoint => ({
   t,
   requests: 0,
   requestsPerMinute: 0,
+  errors: 0,
+  latencyMs: { p50: null, p95: null },
   jobs: jobs(),
   delayMs: { p50: null, p95: null },
   executionMs: { p50: null, p95: null },
@@ -61,6 +63,8 @@ it("turns a day's answer into per-minute lines, gaps where nothing was measured,
     ],
     totals: {
       requests: 10,
+      errors: 0,
+      latencyMs: { p50: null, p95: null },
       jobs: jobs(8, 2),
       coldStarts: 1,
       delayMs: { p50: 12, p95: 1500 },
@@ -127,4 +131,51 @@ it("tells a service that keeps no metrics (its 404) from a real error, which sta
   expect(metricsTurnedOff(new ApiProblem(500, "Internal Server Error", "Metrics are turned off"))).toBe(false);
   expect(metricsTurnedOff(new Error("Metrics are turned off"))).toBe(false);
   expect(metricsTurnedOff(null)).toBe(false);
+});
+
+it("charts a load-balanced endpoint by its requests, errors and latency, with no job or queue chart", () => {
+  const series: MetricsSeries = {
+    endpointType: "lb",
+    window: "1h",
+    stepSeconds: 60,
+    points: [
+      point("2026-01-01T00:00:00.000Z"),
+      point("2026-01-01T00:01:00.000Z", { requests: 5, requestsPerMinute: 5, errors: 1, latencyMs: { p50: 4, p95: 30 }, workers: { idle: 1 } }),
+    ],
+    totals: {
+      requests: 5,
+      errors: 1,
+      latencyMs: { p50: 4, p95: 30 },
+      jobs: jobs(),
+      coldStarts: 1,
+      delayMs: { p50: null, p95: null },
+      executionMs: { p50: null, p95: null },
+      queueDepth: 0,
+      queueDepthMax: 0,
+      workers: { idle: 1 },
+    },
+  };
+  const charts = chartSpecs(series);
+  expect(charts.map((c) => c.key)).toEqual(["requests", "latency", "cold-starts", "workers"]);
+  expect(charts[0]!.labels).toEqual(["requests", "errors (5xx)"]);
+  expect(charts[0]!.ys).toEqual([
+    [0, 5],
+    [0, 1],
+  ]);
+  expect(charts[0]!.summary).toBe("5 requests in the last hour; 1 load-balanced answer with an error (5xx).");
+  expect(charts[1]!.summary).toBe("Latency: p50 4 ms, p95 30 ms over the last hour.");
+  // No request yet: said, not a blank chart.
+  const idle = chartSpecs({
+    ...series,
+    points: [point("2026-01-01T00:00:00.000Z")],
+    totals: { ...series.totals, requests: 0, errors: 0, latencyMs: { p50: null, p95: null } },
+  });
+  expect(idle.map((c) => c.summary).slice(0, 2)).toEqual([
+    "0 requests in the last hour; 0 load-balanced answers with an error (5xx).",
+    "No request answered in the last hour.",
+  ]);
+  // Several endpoints (the home page): the jobs' charts, and latency after requests once load-balanced requests were answered.
+  const home = chartSpecs({ ...series, endpointType: undefined });
+  expect(home.map((c) => c.key)).toEqual(["requests", "latency", "delay", "execution", "cold-starts", "queue", "workers"]);
+  expect(home[0]!.summary).toBe("5 requests in the last hour; 0 completed, 0 failed. 1 load-balanced answer with an error (5xx).");
 });

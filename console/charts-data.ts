@@ -14,6 +14,8 @@ export interface MetricsPoint {
   t: string;
   requests: number;
   requestsPerMinute: number;
+  errors: number;
+  latencyMs: Percentiles;
   jobs: Record<FinalStatus, number>;
   delayMs: Percentiles;
   executionMs: Percentiles;
@@ -24,11 +26,15 @@ export interface MetricsPoint {
 }
 
 export interface MetricsSeries {
+  /** An endpoint's series: its type (a load-balanced endpoint has requests, errors and latency; no jobs, no queue). */
+  endpointType?: "queue" | "lb";
   window: MetricsWindow;
   stepSeconds: number;
   points: MetricsPoint[];
   totals: {
     requests: number;
+    errors: number;
+    latencyMs: Percentiles;
     jobs: Record<FinalStatus, number>;
     coldStarts: number;
     delayMs: Percentiles;
@@ -39,7 +45,7 @@ export interface MetricsSeries {
   };
 }
 
-export type ChartKey = "requests" | "delay" | "execution" | "cold-starts" | "queue" | "workers";
+export type ChartKey = "requests" | "latency" | "delay" | "execution" | "cold-starts" | "queue" | "workers";
 
 export interface ChartSpec {
   key: ChartKey;
@@ -88,8 +94,8 @@ export function formatNumber(n: number): string {
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
-function percentileText(p: Percentiles, what: string, within: string): string {
-  if (p.p50 === null || p.p95 === null) return `No job ended in ${within}.`;
+function percentileText(p: Percentiles, what: string, within: string, none = `No job ended in ${within}.`): string {
+  if (p.p50 === null || p.p95 === null) return none;
   return `${what}: p50 ${formatDuration(p.p50)}, p95 ${formatDuration(p.p95)} over ${within}.`;
 }
 
@@ -107,7 +113,11 @@ export function workerStates(points: readonly MetricsPoint[]): string[] {
   return [...known, ...[...seen].filter((s) => !WORKER_STATES.includes(s)).sort()];
 }
 
-/** Every chart of a series answer, in the order the page shows them. Pure. */
+/**
+ * Every chart of a series answer, in the order the page shows them. Pure. A load-balanced endpoint's: requests
+ * with their errors, latency, cold starts and workers (no jobs, no queue). Several endpoints' (the home page): the
+ * jobs' charts, with latency after requests when load-balanced requests were answered in the window.
+ */
 export function chartSpecs(series: MetricsSeries): ChartSpec[] {
   const { points, totals } = series;
   const within = WINDOW_TEXT[series.window];
@@ -116,21 +126,71 @@ export function chartSpecs(series: MetricsSeries): ChartSpec[] {
   const failed = (j: Record<FinalStatus, number>) => j.FAILED + j.TIMED_OUT;
   const states = workerStates(points);
   const workersNow = totals.workers;
+  const lb = series.endpointType === "lb";
+  const errorsText = totals.errors > 0 || lb ? ` ${totals.errors} load-balanced ${totals.errors === 1 ? "answer" : "answers"} with an error (5xx).` : "";
+  const requests: ChartSpec = lb
+    ? {
+        key: "requests",
+        title: "Requests per minute",
+        unit: "per-minute",
+        bars: false,
+        labels: ["requests", "errors (5xx)"],
+        x,
+        ys: [points.map((p) => p.requestsPerMinute), points.map((p) => p.errors / perMinute)],
+        summary: `${plural(totals.requests, "request")} in ${within};${errorsText}`,
+      }
+    : {
+        key: "requests",
+        title: "Requests per minute",
+        unit: "per-minute",
+        bars: false,
+        labels: ["requests", "failed jobs"],
+        x,
+        ys: [points.map((p) => p.requestsPerMinute), points.map((p) => failed(p.jobs) / perMinute)],
+        summary:
+          `${plural(totals.requests, "request")} in ${within}; ` +
+          `${totals.jobs.COMPLETED} completed, ${failed(totals.jobs)} failed` +
+          (totals.jobs.CANCELLED > 0 ? `, ${totals.jobs.CANCELLED} cancelled` : "") +
+          "." +
+          errorsText,
+      };
+  const latency: ChartSpec = {
+    key: "latency",
+    title: "Latency (load-balanced requests)",
+    unit: "ms",
+    bars: false,
+    labels: ["p50", "p95"],
+    x,
+    ys: [points.map((p) => p.latencyMs.p50), points.map((p) => p.latencyMs.p95)],
+    summary: percentileText(totals.latencyMs, "Latency", within, `No request answered in ${within}.`),
+  };
+  const coldStarts: ChartSpec = {
+    key: "cold-starts",
+    title: "Cold starts",
+    unit: "count",
+    bars: true,
+    labels: ["cold starts"],
+    x,
+    ys: [points.map((p) => p.coldStarts)],
+    summary: `${plural(totals.coldStarts, "cold start")} in ${within}.`,
+  };
+  const workers: ChartSpec = {
+    key: "workers",
+    title: "Workers by state",
+    unit: "count",
+    bars: false,
+    labels: states,
+    x,
+    ys: states.map((s) => points.map((p) => (p.workers === null ? null : (p.workers[s] ?? 0)))),
+    summary:
+      workersNow === null
+        ? `Not sampled in ${within}.`
+        : `Now: ${states.length === 0 ? "no workers" : states.map((s) => `${workersNow[s] ?? 0} ${s}`).join(", ")}.`,
+  };
+  if (lb) return [requests, latency, coldStarts, workers];
   return [
-    {
-      key: "requests",
-      title: "Requests per minute",
-      unit: "per-minute",
-      bars: false,
-      labels: ["requests", "failed jobs"],
-      x,
-      ys: [points.map((p) => p.requestsPerMinute), points.map((p) => failed(p.jobs) / perMinute)],
-      summary:
-        `${plural(totals.requests, "request")} in ${within}; ` +
-        `${totals.jobs.COMPLETED} completed, ${failed(totals.jobs)} failed` +
-        (totals.jobs.CANCELLED > 0 ? `, ${totals.jobs.CANCELLED} cancelled` : "") +
-        ".",
-    },
+    requests,
+    ...(totals.latencyMs.p50 !== null ? [latency] : []),
     {
       key: "delay",
       title: "Delay (queue wait)",
@@ -151,16 +211,7 @@ export function chartSpecs(series: MetricsSeries): ChartSpec[] {
       ys: [points.map((p) => p.executionMs.p50), points.map((p) => p.executionMs.p95)],
       summary: percentileText(totals.executionMs, "Execution time", within),
     },
-    {
-      key: "cold-starts",
-      title: "Cold starts",
-      unit: "count",
-      bars: true,
-      labels: ["cold starts"],
-      x,
-      ys: [points.map((p) => p.coldStarts)],
-      summary: `${plural(totals.coldStarts, "cold start")} in ${within}.`,
-    },
+    coldStarts,
     {
       key: "queue",
       title: "Queue depth",
@@ -174,18 +225,6 @@ export function chartSpecs(series: MetricsSeries): ChartSpec[] {
           ? `Not sampled in ${within}.`
           : `${plural(totals.queueDepth, "job")} queued now; at most ${totals.queueDepthMax} in ${within}.`,
     },
-    {
-      key: "workers",
-      title: "Workers by state",
-      unit: "count",
-      bars: false,
-      labels: states,
-      x,
-      ys: states.map((s) => points.map((p) => (p.workers === null ? null : (p.workers[s] ?? 0)))),
-      summary:
-        workersNow === null
-          ? `Not sampled in ${within}.`
-          : `Now: ${states.length === 0 ? "no workers" : states.map((s) => `${workersNow[s] ?? 0} ${s}`).join(", ")}.`,
-    },
+    workers,
   ];
 }

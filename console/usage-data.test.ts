@@ -12,6 +12,7 @@ const row = (over: Partial<UsageHour>): UsageHour => ({
   workerSeconds: 0,
   gpuSeconds: 0,
   jobs: 0,
+  requests: 0,
   ...over,
 });
 
@@ -22,17 +23,22 @@ it("adds the hours up per user and endpoint, GPU time kept apart by type, most w
     row({ endpointId: "gpu", gpuType: "HOPPER_141", workerSeconds: 10, gpuSeconds: 20, jobs: 2, hour: "2026-11-27T13:00:00.000Z" }),
     row({ endpointId: "cpu", workerSeconds: 30, jobs: 7 }),
     row({ endpointId: "cpu", userId: "bob", workerSeconds: 500, jobs: 1 }),
+    row({ endpointId: "api", workerSeconds: 20, requests: 40 }),
+    row({ endpointId: "api", workerSeconds: 5, requests: 2, hour: "2026-11-27T13:00:00.000Z" }),
   ];
   expect(totalsByEndpoint(hours)).toEqual([
-    { endpointId: "cpu", userId: "bob", workerSeconds: 500, gpuSeconds: 0, gpuSecondsByType: {}, jobs: 1 },
-    { endpointId: "gpu", userId: "default", workerSeconds: 160, gpuSeconds: 270, gpuSecondsByType: { HOPPER_141: 220, ADA_80_PRO: 50 }, jobs: 7 },
-    { endpointId: "cpu", userId: "default", workerSeconds: 30, gpuSeconds: 0, gpuSecondsByType: {}, jobs: 7 },
+    { endpointId: "cpu", userId: "bob", workerSeconds: 500, gpuSeconds: 0, gpuSecondsByType: {}, jobs: 1, requests: 0 },
+    { endpointId: "gpu", userId: "default", workerSeconds: 160, gpuSeconds: 270, gpuSecondsByType: { HOPPER_141: 220, ADA_80_PRO: 50 }, jobs: 7, requests: 0 },
+    { endpointId: "cpu", userId: "default", workerSeconds: 30, gpuSeconds: 0, gpuSecondsByType: {}, jobs: 7, requests: 0 },
+    { endpointId: "api", userId: "default", workerSeconds: 25, gpuSeconds: 0, gpuSecondsByType: {}, jobs: 0, requests: 42 },
   ]);
   expect(formatByType({ HOPPER_141: 220, ADA_80_PRO: 50 })).toBe("ADA_80_PRO 50 s, HOPPER_141 3 min 40 s");
   expect(formatByType({})).toBe("—");
   expect(hoursNewestFirst(hours).map((h) => h.hour)).toEqual([
     "2026-11-27T13:00:00.000Z",
     "2026-11-27T13:00:00.000Z",
+    "2026-11-27T13:00:00.000Z",
+    "2026-11-27T12:00:00.000Z",
     "2026-11-27T12:00:00.000Z",
     "2026-11-27T12:00:00.000Z",
     "2026-11-27T12:00:00.000Z",

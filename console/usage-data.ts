@@ -29,6 +29,8 @@ export interface EndpointUsage {
   /** GPU-seconds per GPU type, types with none left out. */
   gpuSecondsByType: Record<string, number>;
   jobs: number;
+  /** A load-balanced endpoint's requests. */
+  requests: number;
 }
 
 /** The hourly rows added up per endpoint (and user), most worker-seconds first. Pure. */
@@ -37,10 +39,11 @@ export function totalsByEndpoint(hours: readonly UsageHour[]): EndpointUsage[] {
   for (const h of hours) {
     const key = `${h.userId}\u0000${h.endpointId}`;
     let e = by.get(key);
-    if (!e) by.set(key, (e = { endpointId: h.endpointId, userId: h.userId, workerSeconds: 0, gpuSeconds: 0, gpuSecondsByType: {}, jobs: 0 }));
+    if (!e) by.set(key, (e = { endpointId: h.endpointId, userId: h.userId, workerSeconds: 0, gpuSeconds: 0, gpuSecondsByType: {}, jobs: 0, requests: 0 }));
     e.workerSeconds += h.workerSeconds;
     e.gpuSeconds += h.gpuSeconds;
     e.jobs += h.jobs;
+    e.requests += h.requests;
     if (h.gpuType !== null && h.gpuSeconds > 0) e.gpuSecondsByType[h.gpuType] = (e.gpuSecondsByType[h.gpuType] ?? 0) + h.gpuSeconds;
   }
   return [...by.values()].sort((a, b) => b.workerSeconds - a.workerSeconds || a.endpointId.localeCompare(b.endpointId));

@@ -51,7 +51,8 @@ export function EndpointAccess({ endpoint }: { endpoint: EndpointSummary }) {
   );
 }
 
-function scalingText(scaler: { type: string; value: number } | null | undefined, maxConcurrency: number | undefined): string {
+function scalingText(scaler: { type: string; value: number } | null | undefined, maxConcurrency: number | undefined, lb: boolean): string {
+  if (lb) return `a worker per ${maxConcurrency ?? 1} request(s) in flight or waiting`;
   if (!scaler) return `default: a worker per ${maxConcurrency ?? 1} job(s) queued or running`;
   return scaler.type === "QUEUE_DELAY"
     ? `QUEUE_DELAY ${scaler.value}: add a worker when a job waited ${scaler.value} s`
@@ -67,7 +68,9 @@ export function EndpointSettings({ endpoint, record }: { endpoint: EndpointSumma
   const executionTimeoutMs = d?.executionTimeoutMs ?? r?.executionTimeoutMs;
   const scaler = d ? d.scaler : r?.scalerType ? { type: r.scalerType, value: r.scalerValue ?? 0 } : undefined;
   const secrets = d?.secrets;
-  const rows: Array<[string, ComponentChildren, string]> = [
+  // A load-balanced endpoint has requests, not jobs: no retries, and its concurrency is requests per worker.
+  const lb = endpoint.type === "lb";
+  const rows: Array<[string, ComponentChildren, string] | false> = [
     ["Compute", computeType === "GPU" ? `GPU, ${gpuCount ?? 1} per worker` : "CPU", "compute"],
     [
       "GPU types",
@@ -83,9 +86,9 @@ export function EndpointSettings({ endpoint, record }: { endpoint: EndpointSumma
     ["Workers", `min ${endpoint.workersMin}, max ${endpoint.workersMax}`, "workers"],
     ["Idle timeout", `${d?.idleTimeout ?? r?.idleTimeout ?? "—"} s`, "idle-timeout"],
     ["Execution timeout", executionTimeoutMs === undefined ? "—" : executionTimeoutMs === 0 ? "none" : formatMs(executionTimeoutMs), "execution-timeout"],
-    ["Scaling", scaler === undefined ? "—" : scalingText(scaler, d?.maxConcurrency), "scaling"],
-    ["Jobs per worker", d?.maxConcurrency ?? "—", "concurrency"],
-    ["Retries", d?.retries ?? "—", "retries"],
+    ["Scaling", scaler === undefined && !lb ? "—" : scalingText(scaler, d?.maxConcurrency, lb), "scaling"],
+    [lb ? "Requests per worker" : "Jobs per worker", d?.maxConcurrency ?? "—", "concurrency"],
+    !lb && ["Retries", d?.retries ?? "—", "retries"],
     [
       "Secrets",
       secrets === undefined ? (
@@ -110,12 +113,14 @@ export function EndpointSettings({ endpoint, record }: { endpoint: EndpointSumma
     <section class="card" aria-labelledby="settings-title">
       <h2 id="settings-title">Settings</h2>
       <dl class="facts">
-        {rows.map(([label, value, field]) => (
-          <Fragment key={field}>
-            <dt>{label}</dt>
-            <dd data-field={field}>{value}</dd>
-          </Fragment>
-        ))}
+        {rows
+          .filter((row) => row !== false)
+          .map(([label, value, field]) => (
+            <Fragment key={field}>
+              <dt>{label}</dt>
+              <dd data-field={field}>{value}</dd>
+            </Fragment>
+          ))}
       </dl>
       {endpoint.source === "app" && <p class="hint">Changed by `svc deploy` (the settings in the endpoint's code), not here.</p>}
     </section>

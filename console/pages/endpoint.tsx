@@ -11,7 +11,7 @@ import { Field, formatMs, Json, ListTable, Notice, ProblemMessage, Time, useConf
 import { EndpointForm } from "./endpoint-form.js";
 import { EndpointAccess, EndpointCharts, EndpointSettings, EndpointWorkers } from "./endpoint-overview.js";
 import { Releases } from "../releases.js";
-import { HealthCells } from "./endpoints.js";
+import { HealthCells, LbHealthCells } from "./endpoints.js";
 import { GpuUse, TypeIds } from "./gpus.js";
 import { WebhookDeliveries } from "./webhook-deliveries.js";
 
@@ -727,11 +727,19 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
           onCancel={() => setEditing(false)}
         />
       )}
-      <ListTable label="Status" columns={["Workers now", "Queued", "In progress", "Cold starts"]}>
-        <tr>
-          <HealthCells health={health} />
-        </tr>
-      </ListTable>
+      {isQueue ? (
+        <ListTable label="Status" columns={["Workers now", "Queued", "In progress", "Cold starts"]}>
+          <tr>
+            <HealthCells health={health} />
+          </tr>
+        </ListTable>
+      ) : (
+        <ListTable label="Status" columns={["Workers now", "Waiting for a worker", "In flight", "Cold starts"]}>
+          <tr>
+            <LbHealthCells health={health} />
+          </tr>
+        </ListTable>
+      )}
       {health?.storage && !health.storage.ok && (
         <div class="start-error" role="alert">
           <p>
@@ -757,11 +765,17 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
           <pre>{health.lastStartError.message}</pre>
         </div>
       )}
-      {health && (
-        <p class="muted">
-          {health.jobs.completed} completed, {health.jobs.failed} failed, {health.jobs.retried} retried since the endpoint was created.
-        </p>
-      )}
+      {health &&
+        (isQueue ? (
+          <p class="muted">
+            {health.jobs.completed} completed, {health.jobs.failed} failed, {health.jobs.retried} retried since the endpoint was created.
+          </p>
+        ) : (
+          <p class="muted" data-field="lb-requests">
+            {health.requests?.served ?? 0} requests answered by its workers, {health.requests?.failed ?? 0} failed (no answer in time, or cut) since the service
+            started.
+          </p>
+        ))}
       <div class="overview">
         <EndpointAccess endpoint={endpoint} />
         <EndpointSettings endpoint={endpoint} record={record} />

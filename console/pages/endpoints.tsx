@@ -45,6 +45,31 @@ export function HealthCells({ health }: { health: Health | null | undefined }) {
   );
 }
 
+const requestCount = (n: number) => `${n} request${n === 1 ? "" : "s"}`;
+
+/**
+ * A load-balanced endpoint's status cells: workers, requests waiting for a worker (where a queue endpoint has its
+ * queued jobs) and in flight (its jobs in progress), cold starts.
+ */
+export function LbHealthCells({ health }: { health: Health | null | undefined }) {
+  if (health === undefined) return <td colSpan={4}>…</td>;
+  if (health === null) return <td colSpan={4}>no status</td>;
+  const w = health.workers;
+  return (
+    <>
+      <td>
+        {w.running} running, {w.idle} idle, {w.initializing ?? 0} initializing
+      </td>
+      <td data-field="waiting">{requestCount(health.requests?.waiting ?? 0)}</td>
+      <td data-field="in-flight">{requestCount(health.requests?.inFlight ?? 0)}</td>
+      <td>
+        {health.coldStarts.count}
+        {health.coldStarts.lastMs !== null && ` (last ${formatMs(health.coldStarts.lastMs)})`}
+      </td>
+    </>
+  );
+}
+
 export function EndpointsPage() {
   const [endpoints, setEndpoints] = useState<EndpointSummary[] | null>(null);
   const [notes, setNotes] = useState<string[]>([]);
@@ -139,7 +164,7 @@ export function EndpointsPage() {
                     <td>
                       {e.workersMin}–{e.workersMax}
                     </td>
-                    <HealthCells health={health[e.id]} />
+                    {e.type === "lb" ? <LbHealthCells health={health[e.id]} /> : <HealthCells health={health[e.id]} />}
                   </tr>
                 ))}
               </tbody>

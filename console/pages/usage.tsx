@@ -54,6 +54,8 @@ export function UsagePage() {
   const perEndpoint = shown ? totalsByEndpoint(shown.hours) : [];
   const users = new Set(shown?.hours.map((h) => h.userId));
   const manyUsers = users.size > 1;
+  // Requests only where a load-balanced endpoint had any: a queue endpoint's work is its jobs.
+  const lbRequests = (shown?.totals.requests ?? 0) > 0;
   const label = USAGE_WINDOWS.find((w) => w.key === window)!.label.toLowerCase();
   return (
     <section aria-labelledby="usage-title">
@@ -70,8 +72,8 @@ export function UsagePage() {
         </div>
       </div>
       <p class="muted">
-        Worker time (a worker's life from start to end, whatever it did), GPU time by GPU type (worker time times the GPUs it held) and jobs that ended, per
-        endpoint and hour: what an operator bills or budgets on. Whole hours: the first hour may start before the window.
+        Worker time (a worker's life from start to end, whatever it did), GPU time by GPU type (worker time times the GPUs it held), jobs that ended and
+        load-balanced requests answered, per endpoint and hour: what an operator bills or budgets on. Whole hours: the first hour may start before the window.
       </p>
       {forbidden ? (
         <p class="notice">This key may not read usage (it needs admin, deploy, metrics, management:read, management:write or jobs:*).</p>
@@ -87,13 +89,24 @@ export function UsagePage() {
             <data value={String(shown.totals.jobs)} data-field="jobs">
               {shown.totals.jobs} job{shown.totals.jobs === 1 ? "" : "s"}
             </data>
+            {lbRequests && (
+              <>
+                ,{" "}
+                <data value={String(shown.totals.requests)} data-field="requests">
+                  {shown.totals.requests} load-balanced request{shown.totals.requests === 1 ? "" : "s"}
+                </data>
+              </>
+            )}
             .
           </p>
           <h2>By endpoint</h2>
           {perEndpoint.length === 0 ? (
             <p data-empty="usage">No usage in the {label}.</p>
           ) : (
-            <ListTable label="Usage by endpoint" columns={["Endpoint", ...(manyUsers ? ["User"] : []), "Worker time", "GPU time", "GPU time by type", "Jobs"]}>
+            <ListTable
+              label="Usage by endpoint"
+              columns={["Endpoint", ...(manyUsers ? ["User"] : []), "Worker time", "GPU time", "GPU time by type", "Jobs", ...(lbRequests ? ["Requests"] : [])]}
+            >
               {perEndpoint.map((e) => (
                 <tr key={`${e.userId}/${e.endpointId}`} data-endpoint={e.endpointId}>
                   <td>
@@ -112,6 +125,13 @@ export function UsagePage() {
                       {e.jobs}
                     </data>
                   </td>
+                  {lbRequests && (
+                    <td>
+                      <data value={String(e.requests)} data-field="requests">
+                        {e.requests}
+                      </data>
+                    </td>
+                  )}
                 </tr>
               ))}
             </ListTable>
@@ -119,7 +139,19 @@ export function UsagePage() {
           {shown.hours.length > 0 && (
             <>
               <h2>By hour</h2>
-              <ListTable label="Usage by hour" columns={["Hour", "Endpoint", ...(manyUsers ? ["User"] : []), "GPU type", "Worker time", "GPU time", "Jobs"]}>
+              <ListTable
+                label="Usage by hour"
+                columns={[
+                  "Hour",
+                  "Endpoint",
+                  ...(manyUsers ? ["User"] : []),
+                  "GPU type",
+                  "Worker time",
+                  "GPU time",
+                  "Jobs",
+                  ...(lbRequests ? ["Requests"] : []),
+                ]}
+              >
                 {hoursNewestFirst(shown.hours).map((h) => (
                   <tr key={`${h.hour}/${h.userId}/${h.endpointId}/${h.gpuType ?? ""}`} data-hour={h.hour} data-endpoint={h.endpointId}>
                     <td>
@@ -141,6 +173,13 @@ export function UsagePage() {
                         {h.jobs}
                       </data>
                     </td>
+                    {lbRequests && (
+                      <td>
+                        <data value={String(h.requests)} data-field="requests">
+                          {h.requests}
+                        </data>
+                      </td>
+                    )}
                   </tr>
                 ))}
               </ListTable>

@@ -17,7 +17,7 @@ import { quickRead, quickRun } from "./jobs/routes.js";
 import { quickTake } from "./workers/routes.js";
 import { quickProviderCall } from "./workers/provider-routes.js";
 import { handleRequest, recordJson, type ApiContext } from "./api.js";
-import { problemResponse, sendProblem } from "./http/problems.js";
+import { problemResponse, REFUSAL_STATUS, sendProblem } from "./http/problems.js";
 import { ServiceMetrics } from "./metrics/index.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
@@ -470,6 +470,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     noWorkersReason: (id) => management.statusReason(id),
     waitMs: options.lbWaitMs,
     onReady: (workerId) => releases.ready(workerId),
+    onAnswered: (endpointId, answer, ms) => metrics.lbAnswered(endpointId, typeof answer === "number" ? answer : REFUSAL_STATUS[answer.kind], ms),
   });
   // On the S3 API's own origin where it has one: tenant files never share the console's.
   const workerBucketDeps = { keys: storage.volumeKeys, box, s3Endpoint: s3Origin?.url ?? `${url}${S3_PREFIX}` };

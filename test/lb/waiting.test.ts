@@ -60,6 +60,10 @@ describe("waiting for a worker", () => {
     expect(response.headers.get("retry-after")).toBe("5");
     expect(await response.json()).toMatchObject({ title: "Service Unavailable", status: 503, detail: expect.stringMatching(/within 700 ms/) });
     expect(Date.now() - started).toBeGreaterThanOrEqual(650);
+    // The endpoint's request, answered by the service: counted with its error and the time it waited.
+    const series = await (await fetch(`${service.url}/v1/endpoints/${id}/metrics?window=1h`, { headers: auth })).json();
+    expect(series.totals).toMatchObject({ requests: 1, errors: 1 });
+    expect(series.totals.latencyMs.p50).toBeGreaterThanOrEqual(600);
   });
 
   it("refuses a queue-based endpoint on the LB address, and an LB endpoint on the job API", async () => {

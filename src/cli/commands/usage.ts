@@ -1,5 +1,5 @@
-// `svc usage`: worker-seconds, GPU-seconds by type and jobs per endpoint and hour (GET /v1/usage): the caller's
-// own; the operator may name a user, or read everyone's.
+// `svc usage`: worker-seconds, GPU-seconds by type, jobs and load-balanced requests per endpoint and hour
+// (GET /v1/usage): the caller's own; the operator may name a user, or read everyone's.
 import type { Command } from "commander";
 import { parseSince } from "../duration.js";
 import { management, table } from "../management.js";
@@ -11,7 +11,7 @@ const seconds = (n: number) => n.toFixed(1);
 export function register(program: Command): void {
   program
     .command("usage")
-    .description("Worker-seconds, GPU-seconds (by GPU type) and jobs per endpoint per hour")
+    .description("Worker-seconds, GPU-seconds (by GPU type), jobs and load-balanced requests per endpoint per hour")
     .option("--from <time>", "start: a duration back from now (2h, 1d), an ISO time or epoch ms (default: 24 hours before --to)", (v: string) =>
       String(parseSince(v, Date.now(), "--from")),
     )
@@ -40,8 +40,19 @@ export function register(program: Command): void {
           .join(", ");
         return [
           `usage from ${usage.from} to ${usage.to}`,
-          table(rows, ["hour", ...(users.size > 1 ? ["userId"] : []), "endpoint", "gpuType", "workerSeconds", "gpuSeconds", "jobs"]),
-          `total: ${seconds(usage.totals.workerSeconds)} worker-seconds, ${seconds(usage.totals.gpuSeconds)} GPU-seconds${byType ? ` (${byType})` : ""}, ${usage.totals.jobs} jobs`,
+          table(rows, [
+            "hour",
+            ...(users.size > 1 ? ["userId"] : []),
+            "endpoint",
+            "gpuType",
+            "workerSeconds",
+            "gpuSeconds",
+            "jobs",
+            // A load-balanced endpoint's work is its requests; a column only where one had any.
+            ...(usage.totals.requests > 0 ? ["requests"] : []),
+          ]),
+          `total: ${seconds(usage.totals.workerSeconds)} worker-seconds, ${seconds(usage.totals.gpuSeconds)} GPU-seconds${byType ? ` (${byType})` : ""}, ${usage.totals.jobs} jobs` +
+            (usage.totals.requests > 0 ? `, ${usage.totals.requests} load-balanced requests` : ""),
         ].join("\n");
       });
     });

@@ -46,6 +46,8 @@ export interface UsageHourAnswer {
   workerSeconds: number;
   gpuSeconds: number;
   jobs: number;
+  /** A load-balanced endpoint's requests answered. */
+  requests: number;
 }
 
 /** `GET /v1/usage`: the span asked (whole hours) and its rows, with their totals. */
@@ -53,7 +55,7 @@ export interface UsageAnswer {
   from: string;
   to: string;
   hours: UsageHourAnswer[];
-  totals: { workerSeconds: number; gpuSeconds: number; jobs: number; gpuSecondsByType: Record<string, number> };
+  totals: { workerSeconds: number; gpuSeconds: number; jobs: number; requests: number; gpuSecondsByType: Record<string, number> };
 }
 
 /**
@@ -86,4 +88,11 @@ export interface HealthAnswer {
   lastStartError?: { message: string; at: number };
   /** Whether the service can write its store (ok false: submissions answer 503 until it clears). */
   storage?: { ok: boolean; cause?: string; message?: string; since?: number; droppedLogLines?: number };
+  /**
+   * A load-balanced endpoint's requests since the service started: in flight, waiting for a worker, answered by a
+   * worker, and failed (the worker did not answer in time, or failed mid-answer). Absent for a queue endpoint.
+   */
+  requests?: { inFlight: number; waiting: number; served: number; failed: number };
+  /** A load-balanced endpoint's workers by their /ping: ready for requests, or not (yet). */
+  pool?: { ready: number; notReady: number };
 }

@@ -312,7 +312,7 @@ function deployApi(): Record<string, unknown> {
     "/v1/usage": {
       get: {
         tags: ["observability"],
-        summary: "Worker-seconds, GPU-seconds by type and jobs per endpoint per hour (the caller's own; the operator may pass userId)",
+        summary: "Worker-seconds, GPU-seconds by type, jobs and load-balanced requests per endpoint per hour (the caller's own; the operator may pass userId)",
         parameters: [
           query("from", "ISO 8601 or epoch ms (default: 24 hours before to)", "string"),
           query("to", "ISO 8601 or epoch ms (default: now)", "string"),

@@ -162,7 +162,7 @@ export function openExchange(
   down: Downstream,
   target: { upstream: UpstreamAddress; workerId: string; timeoutMs?: number },
   isHead: boolean,
-  onSettled?: (outcome: ProxyOutcome) => void,
+  onSettled?: (outcome: ProxyOutcome, status: number) => void,
 ): RawExchange {
   const exchange = new PooledExchange(pool.acquire(target.upstream), down, target.upstream.host, target.workerId, isHead, onSettled);
   if (target.timeoutMs !== undefined && !exchange.settled) exchange.waitAtMost(pool, target.timeoutMs);
@@ -192,6 +192,8 @@ class PooledExchange implements Exchange, RawExchange {
   private result: ProxyOutcome | undefined;
   private resolve: ((outcome: ProxyOutcome) => void) | undefined;
   private promise: Promise<ProxyOutcome> | undefined;
+  /** The status the caller got (the worker's, or the 502/504 answered for it); 0 while none. */
+  private status = 0;
 
   constructor(
     private readonly conn: UpstreamConnection,
@@ -199,7 +201,7 @@ class PooledExchange implements Exchange, RawExchange {
     readonly host: string,
     private readonly workerId: string,
     private readonly isHead: boolean,
-    private readonly onSettled: ((outcome: ProxyOutcome) => void) | undefined,
+    private readonly onSettled: ((outcome: ProxyOutcome, status: number) => void) | undefined,
   ) {
     this.socket = conn.socket;
     this.passesLong = down.long !== undefined && down.holding !== undefined;
@@ -244,6 +246,7 @@ class PooledExchange implements Exchange, RawExchange {
       `The worker ${this.workerId} did not answer within ${this.timeoutMs} ms (the endpoint's executionTimeout); it was not retried`,
       504,
     );
+    this.status = 504;
     this.settle("timed-out");
   }
 
@@ -260,7 +263,7 @@ class PooledExchange implements Exchange, RawExchange {
     this.settled = true;
     this.result = value;
     this.resolve?.(value);
-    this.onSettled?.(value);
+    this.onSettled?.(value, this.status);
   }
 
   onFailure(err: Error): void {
@@ -272,6 +275,8 @@ class PooledExchange implements Exchange, RawExchange {
       502,
       err.message,
     );
+    // A cut answer counts as the 502 it would have been before its head.
+    this.status = 502;
     this.settle("worker-failed");
   }
 
@@ -279,6 +284,7 @@ class PooledExchange implements Exchange, RawExchange {
     if (this.settled) return;
     // The caller's answer goes out first: the bookkeeping after it (the deadline, the pool, the worker's
     // counters) is then not part of the caller's wait. Nothing can read the connection before this returns.
+    this.status = answer.status;
     try {
       this.down.whole!(answer, data, bodyStart, this.workerId);
     } finally {
@@ -292,6 +298,7 @@ class PooledExchange implements Exchange, RawExchange {
     if (this.settled) return;
     this.answerBegun();
     this.headSent = true;
+    this.status = answer.status;
     this.keepAlive = answer.keepAlive;
     const more = this.down.long!(answer, data, bodyStart, bodyEnd, this.workerId);
     if (last) {
@@ -348,6 +355,7 @@ class PooledExchange implements Exchange, RawExchange {
       return 1;
     }
     this.headSent = true;
+    this.status = status;
     this.streamHeadHeld = framing === "stream";
     return this.isHead ? 1 : 0;
   }

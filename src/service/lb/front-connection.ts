@@ -211,6 +211,7 @@ export class FrontConnection implements Downstream {
     if (!target) return this.giveToNode();
     this.lookedUp = undefined;
     const lb = this.front.deps.lb;
+    const since = performance.now();
     const body = data.subarray(headEnd + 4, total);
     const worker = lb.takeNow(principal, target.endpointId);
     const limits = this.front.deps.rateLimit(principal);
@@ -221,12 +222,12 @@ export class FrontConnection implements Downstream {
     }
     this.commit(data, head, total);
     if (worker) {
-      this.forward(worker, data, head, target.path, limits, body);
+      this.forward(worker, data, head, target.path, limits, body, since);
       return;
     }
     // No worker free now (a cold start, all busy) or a problem to answer: the LB route's own checks and wait,
     // here, so that the caller's connection stays on the front afterwards.
-    lb.admit(principal, target.endpointId, (gone) => (this.goneListener = gone)).then(
+    lb.admit(principal, target.endpointId, (gone) => (this.goneListener = gone), since).then(
       (admitted) => {
         this.goneListener = undefined;
         if (this.socket.destroyed) return lb.release(admitted);
@@ -240,7 +241,7 @@ export class FrontConnection implements Downstream {
             head.method === "HEAD",
           );
         }
-        this.forward(admitted, data, head, target.path, limits, body);
+        this.forward(admitted, data, head, target.path, limits, body, since);
       },
       (err: unknown) => {
         this.goneListener = undefined;
@@ -497,9 +498,9 @@ export class FrontConnection implements Downstream {
     this.chunked = false;
   }
 
-  private forward(worker: LbWorker, data: Buffer, head: ScannedRequest, path: string, limits: string, body: Buffer) {
+  private forward(worker: LbWorker, data: Buffer, head: ScannedRequest, path: string, limits: string, body: Buffer, since: number) {
     this.beginAnswer(limits, head.method === "HEAD", undefined);
-    const exchange = this.front.deps.lb.exchange(worker, this, this.isHead);
+    const exchange = this.front.deps.lb.exchange(worker, this, this.isHead, since);
     exchange.socket.write(upstreamRequestBytes(data, head, path, exchange.host, this.remote, body, worker.credentialLine));
     exchange.sent();
   }

@@ -83,6 +83,13 @@ export interface LbDeps {
   waitMs?: number;
   /** A worker answered /ping 200 for the first time (a release's probe has come up). */
   onReady?(workerId: string): void;
+  /**
+   * A request to an LB endpoint was answered (not one whose caller left first): the status the caller got (the
+   * worker's, or the service's when no worker answered in time), or the refusal the edge answers it with (none came
+   * in time, none will), and the ms since it arrived. Requests refused before an endpoint of the caller's was found
+   * are not an endpoint's.
+   */
+  onAnswered?(endpointId: string, answer: number | Refusal, ms: number): void;
 }
 
 /**
@@ -420,12 +427,17 @@ export class LbRouter {
   async route(principal: Principal, req: IncomingMessage, res: ServerResponse): Promise<boolean> {
     const target = lbTarget(req.url ?? "/", req.headers.host);
     if (!target) return false;
+    const since = performance.now();
     let worker: PoolWorker;
     try {
-      worker = await this.admit(principal, target.endpointId, (gone) =>
-        res.once("close", () => {
-          if (!res.writableFinished) gone();
-        }),
+      worker = await this.admit(
+        principal,
+        target.endpointId,
+        (gone) =>
+          res.once("close", () => {
+            if (!res.writableFinished) gone();
+          }),
+        since,
       );
     } catch (err) {
       if (err instanceof Refusal) throw err;
@@ -440,8 +452,11 @@ export class LbRouter {
       credential: worker.credential,
       credentialLine: worker.credentialLine,
     };
-    await this.serve(worker, () =>
-      UpstreamPool.supports(worker.upstream) ? forwardRaw(this.pool, req, res, exchange) : forward(this.agent, req, res, exchange),
+    await this.serve(
+      worker,
+      () => (UpstreamPool.supports(worker.upstream) ? forwardRaw(this.pool, req, res, exchange) : forward(this.agent, req, res, exchange)),
+      since,
+      () => res.statusCode,
     );
     return true;
   }
@@ -450,10 +465,17 @@ export class LbRouter {
    * Every check of an LB request, then a ready worker for it, taken: waiting for one (and scaling from zero) when
    * none is free. Throws the Refusal to answer; any other rejection means the caller left (`onGone`).
    */
-  async admit(principal: Principal, endpointId: string, onGone: (gone: () => void) => void): Promise<PoolWorker> {
+  async admit(principal: Principal, endpointId: string, onGone: (gone: () => void) => void, since = performance.now()): Promise<PoolWorker> {
     const checked = this.check(principal, endpointId);
     if (checked instanceof Refusal) throw checked;
-    const worker = await this.acquire(checked, onGone);
+    let worker: PoolWorker;
+    try {
+      worker = await this.acquire(checked, onGone);
+    } catch (err) {
+      // No worker in time, or none will come: the endpoint's request, answered by the service.
+      if (err instanceof Refusal) this.answered(endpointId, err, since);
+      throw err;
+    }
     this.coldStartServed(endpointId, worker.id);
     return worker;
   }
@@ -508,21 +530,25 @@ export class LbRouter {
    * Open the raw exchange of one request with a worker `takeNow` or `admit` gave (front.ts), the request served
    * (`started`/`finished`) until the exchange settles: no promise a request on this path.
    */
-  exchange(worker: LbWorker, down: Downstream, isHead: boolean): RawExchange {
+  exchange(worker: LbWorker, down: Downstream, isHead: boolean, since = performance.now()): RawExchange {
     const w = worker as PoolWorker;
     this.started(w);
     try {
-      return openExchange(this.pool, down, { upstream: w.upstream, workerId: w.id, timeoutMs: this.answerTimeout(w.endpointId) }, isHead, (outcome) =>
-        this.finished(w, outcome),
-      );
+      return openExchange(this.pool, down, { upstream: w.upstream, workerId: w.id, timeoutMs: this.answerTimeout(w.endpointId) }, isHead, (outcome, status) => {
+        this.finished(w, outcome);
+        if (outcome !== "client-gone") this.answered(w.endpointId, status, since);
+      });
     } catch (err) {
       this.finished(w, "client-gone");
       throw err;
     }
   }
 
-  /** One request served by `worker` (taken): `forwarding` passes it on; counters, idle time and failures here. */
-  async serve(worker: LbWorker, forwarding: () => Promise<ProxyOutcome>): Promise<void> {
+  /**
+   * One request served by `worker` (taken): `forwarding` passes it on; counters, idle time and failures here.
+   * `statusSent` reads the status the caller got once it is over.
+   */
+  async serve(worker: LbWorker, forwarding: () => Promise<ProxyOutcome>, since: number, statusSent: () => number): Promise<void> {
     const w = worker as PoolWorker;
     this.started(w);
     let outcome: ProxyOutcome = "client-gone";
@@ -531,6 +557,12 @@ export class LbRouter {
     } finally {
       this.finished(w, outcome);
     }
+    // A cut answer counts as the 502 it would have been before its head.
+    if (outcome !== "client-gone") this.answered(w.endpointId, outcome === "worker-failed" ? 502 : statusSent(), since);
+  }
+
+  private answered(endpointId: string, answer: number | Refusal, since: number): void {
+    this.deps.onAnswered?.(endpointId, answer, performance.now() - since);
   }
 
   /** How long a worker may take to begin its answer: the endpoint's executionTimeout. */

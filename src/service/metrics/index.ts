@@ -138,6 +138,14 @@ export class ServiceMetrics {
     if (endpointId !== undefined && SUBMIT_ROUTES.has(route)) this.recent?.request(endpointId);
   }
 
+  /** A load-balanced endpoint's request was answered: counted as its request, with its status and time. */
+  lbAnswered(endpointId: string, status: number, ms: number): void {
+    this.prometheus?.lbAnswered(endpointId, status, ms / 1000);
+    this.recent?.lbAnswered(endpointId, status, ms);
+    const owner = this.options.ownerOf(endpointId);
+    if (owner !== undefined) this.usage.request(endpointId, owner);
+  }
+
   workerStarted(workerId: string, endpointId: string, gpus: { typeId: string | null; count: number }, owner?: string): void {
     const userId = owner ?? this.options.ownerOf(endpointId);
     if (userId === undefined) return;

@@ -48,6 +48,29 @@ describe("the recent series", () => {
   });
 });
 
+describe("a load-balanced endpoint's series", () => {
+  it("counts its answers as requests, its 5xx as errors, and reads latency percentiles of the window", () => {
+    let now = Date.UTC(2026, 0, 1, 12, 0, 30);
+    const r = new RecentSeries(() => now);
+    for (let i = 1; i <= 9; i++) r.lbAnswered("lb", 200, i * 10);
+    r.lbAnswered("lb", 504, 1000);
+    now += 60_000;
+    r.lbAnswered("lb", 502, 5);
+    r.lbAnswered("lb", 418, 5);
+    const hour = r.series("lb", "1h");
+    const [before, last] = hour.points.slice(-2);
+    expect(before).toMatchObject({ requests: 10, errors: 1, jobs: { COMPLETED: 0 } });
+    expect(before!.latencyMs.p50! / 50).toBeCloseTo(1, 1);
+    expect(before!.latencyMs.p95! / 1000).toBeCloseTo(1, 1);
+    expect(last).toMatchObject({ requests: 2, errors: 1 });
+    expect(hour.totals).toMatchObject({ requests: 12, errors: 2 });
+    expect(hour.totals.latencyMs.p95! / 1000).toBeCloseTo(1, 1);
+    // A queue endpoint's series has no latency.
+    r.request("q");
+    expect(r.series("q", "1h").totals).toMatchObject({ requests: 1, errors: 0, latencyMs: { p50: null, p95: null } });
+  });
+});
+
 describe("the series added up over endpoints", () => {
   it("adds counts and latest samples, reads percentiles from the merged buckets, and totals the window", () => {
     let now = Date.UTC(2026, 0, 1, 12, 0, 30);
@@ -98,6 +121,8 @@ describe("the series added up over endpoints", () => {
     expect(r.series(["a", "b"], "1d").totals).toMatchObject({ requests: 4, coldStarts: 1, jobs: { COMPLETED: 3, FAILED: 1 } });
     expect(r.series([], "1d").totals).toEqual({
       requests: 0,
+      errors: 0,
+      latencyMs: { p50: null, p95: null },
       coldStarts: 0,
       jobs: { COMPLETED: 0, FAILED: 0, CANCELLED: 0, TIMED_OUT: 0 },
       delayMs: { p50: null, p95: null },

@@ -49,6 +49,9 @@ export class PrometheusMetrics {
   private readonly logsDroppedTotal: Counter<"reason">;
   private readonly logsRemovedTotal: Counter<"reason">;
   private readonly http: FastHistogram<"method" | "route" | "status">;
+  private readonly lb: FastHistogram<"endpoint" | "code">;
+  /** Per LB endpoint, its series by status class ("2xx", ...), at their index (status / 100). */
+  private readonly lbByEndpoint = new Map<string, Array<HistogramSeries | undefined>>();
   private readonly commit: HistogramSeries;
   private readonly byEndpoint = new Map<string, EndpointChildren>();
   /**
@@ -140,6 +143,13 @@ export class PrometheusMetrics {
       "svc_http_request_duration_seconds",
       "Time to answer an API request, by method, route pattern and status",
       ["method", "route", "status"],
+      HTTP_BUCKETS,
+      this.registry,
+    );
+    this.lb = new FastHistogram(
+      "svc_lb_request_duration_seconds",
+      "Time a load-balanced endpoint's request took from its arrival to its answer's end, by status class (2xx, 4xx, 5xx: the worker's, or the service's when no worker answered in time)",
+      ["endpoint", "code"],
       HTTP_BUCKETS,
       this.registry,
     );
@@ -275,6 +285,16 @@ export class PrometheusMetrics {
     child.observe(seconds);
   }
 
+  /** A load-balanced endpoint's request was answered (`status`: what the caller got). */
+  lbAnswered(endpointId: string, status: number, seconds: number): void {
+    let byClass = this.lbByEndpoint.get(endpointId);
+    if (!byClass) this.lbByEndpoint.set(endpointId, (byClass = []));
+    const cls = Math.min(5, Math.max(1, Math.floor(status / 100)));
+    let series = byClass[cls];
+    if (!series) byClass[cls] = series = this.lb.series({ endpoint: endpointId, code: `${cls}xx` });
+    series.observe(seconds);
+  }
+
   committed(seconds: number): void {
     this.commit.observe(seconds);
   }
@@ -284,6 +304,8 @@ export class PrometheusMetrics {
     this.byEndpoint.delete(endpointId);
     this.queueDelay.remove({ endpoint: endpointId });
     this.execution.remove({ endpoint: endpointId });
+    this.lb.remove({ endpoint: endpointId });
+    this.lbByEndpoint.delete(endpointId);
     for (const m of [this.coldStart, this.retries]) m.remove({ endpoint: endpointId });
     for (const limit of ["user_jobs", "user_bytes", "endpoint_jobs", "endpoint_bytes"]) this.quotaRefusals.remove({ endpoint: endpointId, limit });
     for (const reason of ["sigkill", "signal", "exit_error", "exit_zero", "start_failed"]) this.workerDeaths.remove({ endpoint: endpointId, reason });

@@ -63,7 +63,8 @@ async function endpointSeries(call: RouteCall<MetricsDeps>): Promise<void> {
   if (!endpoint || endpoint.userId !== call.principal.userId) throw new HttpProblem(404, `No endpoint ${id}`);
   if (!canReadSeries(call.principal, id)) throw new HttpProblem(403, `This API key has no access to endpoint ${id}`);
   const window = windowParam(call.url.searchParams);
-  sendJson(call.res, { endpointId: id, ...recentOf(call).series(id, window), since: SINCE });
+  // The endpoint's type says which numbers apply (a load-balanced endpoint has requests and latency, no jobs).
+  sendJson(call.res, { endpointId: id, endpointType: endpoint.type, ...recentOf(call).series(id, window), since: SINCE });
 }
 
 /**
@@ -110,11 +111,12 @@ export function usageQuery(query: URLSearchParams, p: Principal, now: number): {
 
 /** `GET /v1/usage`'s answer: the span asked (whole hours) and its rows, with their totals. */
 function usageAnswer(q: { from: number; to: number }, rows: UsageRow[]): UsageAnswer {
-  const totals = { workerSeconds: 0, gpuSeconds: 0, jobs: 0, gpuSecondsByType: {} as Record<string, number> };
+  const totals = { workerSeconds: 0, gpuSeconds: 0, jobs: 0, requests: 0, gpuSecondsByType: {} as Record<string, number> };
   for (const r of rows) {
     totals.workerSeconds += r.workerSeconds;
     totals.gpuSeconds += r.gpuSeconds;
     totals.jobs += r.jobs;
+    totals.requests += r.requests;
     if (r.gpuType !== "" && r.gpuSeconds > 0) totals.gpuSecondsByType[r.gpuType] = (totals.gpuSecondsByType[r.gpuType] ?? 0) + r.gpuSeconds;
   }
   return {
@@ -128,6 +130,7 @@ function usageAnswer(q: { from: number; to: number }, rows: UsageRow[]): UsageAn
       workerSeconds: r.workerSeconds,
       gpuSeconds: r.gpuSeconds,
       jobs: r.jobs,
+      requests: r.requests,
     })),
     totals,
   };

@@ -1,7 +1,8 @@
 // The numbers behind the console's charts: per endpoint, per minute, for the last day, kept in memory in a ring
 // of minute slots (they reset when the service restarts; Prometheus keeps the long history). Each minute holds
-// the job API requests, sparse log-scale histograms of queue delay and execution time (percentiles are read from
-// them, within a bucket's width: about 5%), cold starts, and the last sampled queue depth and workers by state.
+// the requests (job submissions; a load-balanced endpoint's requests, with its 5xx answers and a histogram of their
+// latency), sparse log-scale histograms of queue delay and execution time (percentiles are read from them, within a
+// bucket's width: about 5%), cold starts, and the last sampled queue depth and workers by state.
 
 const MINUTE_MS = 60_000;
 /** A day of minutes. */
@@ -20,10 +21,14 @@ interface Minute {
   /** Epoch minute this slot holds (a slot of another minute is stale). */
   minute: number;
   requests: number;
+  /** Load-balanced requests answered with a 5xx. */
+  errors: number;
   coldStarts: number;
   jobs: JobCounts;
   delay: Map<number, number>;
   execution: Map<number, number>;
+  /** Load-balanced requests, arrival to answer. */
+  latency: Map<number, number>;
   queueDepth: number | null;
   /** The deepest sample in the minute: a burst that drained before the minute's last sample still shows. */
   queueDepthMax: number | null;
@@ -40,10 +45,14 @@ export interface Percentiles {
 export interface SeriesPoint {
   /** ISO start of the interval. */
   t: string;
-  /** Job API requests in the interval. */
+  /** Requests in the interval: job submissions, and a load-balanced endpoint's requests. */
   requests: number;
-  /** Job API requests per minute, averaged over the interval. */
+  /** Requests per minute, averaged over the interval. */
   requestsPerMinute: number;
+  /** Load-balanced requests answered with a 5xx (the worker's, or the service's when no worker answered in time). */
+  errors: number;
+  /** Load-balanced requests' time from arrival to answer. */
+  latencyMs: Percentiles;
   /** Jobs that reached a final state in the interval, by status. */
   jobs: JobCounts;
   delayMs: Percentiles;
@@ -59,6 +68,8 @@ export interface SeriesPoint {
 /** The whole window at once: what a chart's text summary says. */
 export interface SeriesTotals {
   requests: number;
+  errors: number;
+  latencyMs: Percentiles;
   jobs: JobCounts;
   coldStarts: number;
   /** Percentiles of every job that ended in the window (not an average of the points'). */
@@ -117,7 +128,19 @@ class EndpointRing {
     const i = minute % SLOTS;
     let s = this.slots[i];
     if (!s || s.minute !== minute) {
-      s = { minute, requests: 0, coldStarts: 0, jobs: noJobs(), delay: new Map(), execution: new Map(), queueDepth: null, queueDepthMax: null, workers: null };
+      s = {
+        minute,
+        requests: 0,
+        errors: 0,
+        coldStarts: 0,
+        jobs: noJobs(),
+        delay: new Map(),
+        execution: new Map(),
+        latency: new Map(),
+        queueDepth: null,
+        queueDepthMax: null,
+        workers: null,
+      };
       this.slots[i] = s;
     }
     return s;
@@ -142,6 +165,14 @@ export class RecentSeries {
 
   request(endpointId: string): void {
     this.slot(endpointId).requests++;
+  }
+
+  /** A load-balanced endpoint's request was answered with `status` after `ms`. */
+  lbAnswered(endpointId: string, status: number, ms: number): void {
+    const s = this.slot(endpointId);
+    s.requests++;
+    if (status >= 500) s.errors++;
+    add(s.latency, bucketOf(ms));
   }
 
   /** A job ended (`at`: when, epoch ms; its row's completion time, so no clock is read for it; default now). */
@@ -229,7 +260,7 @@ function latestSample(byEndpoint: ReadonlyArray<readonly Minute[]>): {
   return { queueDepth, queueDepthMax, workers };
 }
 
-function percentiles(minutes: readonly Minute[], of: "delay" | "execution"): Percentiles {
+function percentiles(minutes: readonly Minute[], of: "delay" | "execution" | "latency"): Percentiles {
   const h = minutes.map((m) => m[of]);
   return { p50: quantile(h, 0.5), p95: quantile(h, 0.95) };
 }
@@ -241,6 +272,8 @@ function point(t: string, byEndpoint: ReadonlyArray<readonly Minute[]>, step: nu
     t,
     requests,
     requestsPerMinute: requests / step,
+    errors: minutes.reduce((n, m) => n + m.errors, 0),
+    latencyMs: percentiles(minutes, "latency"),
     jobs: countJobs(minutes),
     delayMs: percentiles(minutes, "delay"),
     executionMs: percentiles(minutes, "execution"),
@@ -256,6 +289,8 @@ function totals(intervals: ReadonlyArray<ReadonlyArray<readonly Minute[]>>, poin
   const perEndpoint = intervals.length === 0 ? [] : intervals[0]!.map((_, e) => intervals.flatMap((byEndpoint) => byEndpoint[e]!));
   return {
     requests: points.reduce((n, p) => n + p.requests, 0),
+    errors: points.reduce((n, p) => n + p.errors, 0),
+    latencyMs: percentiles(minutes, "latency"),
     jobs: countJobs(minutes),
     coldStarts: points.reduce((n, p) => n + p.coldStarts, 0),
     delayMs: percentiles(minutes, "delay"),

@@ -14,6 +14,8 @@ export interface UsageRow {
   workerSeconds: number;
   gpuSeconds: number;
   jobs: number;
+  /** A load-balanced endpoint's requests answered. */
+  requests: number;
 }
 
 export interface UsageStore {
@@ -32,18 +34,20 @@ const rowOf = (r: Record<string, unknown>): UsageRow => ({
   workerSeconds: Number(r.worker_seconds),
   gpuSeconds: Number(r.gpu_seconds),
   jobs: Number(r.jobs),
+  requests: Number(r.requests),
 });
 
-const ADD = `INSERT INTO usage_hours (user_id, endpoint_id, hour, gpu_type, worker_seconds, gpu_seconds, jobs)`;
+const ADD = `INSERT INTO usage_hours (user_id, endpoint_id, hour, gpu_type, worker_seconds, gpu_seconds, jobs, requests)`;
 const ON_CONFLICT = `ON CONFLICT (user_id, hour, endpoint_id, gpu_type) DO UPDATE SET
   worker_seconds = usage_hours.worker_seconds + excluded.worker_seconds,
   gpu_seconds = usage_hours.gpu_seconds + excluded.gpu_seconds,
-  jobs = usage_hours.jobs + excluded.jobs`;
+  jobs = usage_hours.jobs + excluded.jobs,
+  requests = usage_hours.requests + excluded.requests`;
 
 export function openSqliteUsageStore(file: string): UsageStore {
   const db = openDatabase(file);
   db.pragma("busy_timeout = 5000");
-  const insert = db.prepare(`${ADD} VALUES (@userId, @endpointId, @hour, @gpuType, @workerSeconds, @gpuSeconds, @jobs) ${ON_CONFLICT}`);
+  const insert = db.prepare(`${ADD} VALUES (@userId, @endpointId, @hour, @gpuType, @workerSeconds, @gpuSeconds, @jobs, @requests) ${ON_CONFLICT}`);
   const addAll = db.transaction((rows: UsageRow[]) => {
     for (const row of rows) insert.run(row);
   });
@@ -63,7 +67,7 @@ export function openPostgresUsageStore(pool: Queryable): UsageStore {
       if (rows.length === 0) return;
       // One statement: the rows as parallel arrays (a transaction of its own).
       await pool.query(
-        `${ADD} SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::float8[], $6::float8[], $7::bigint[]) ${ON_CONFLICT}`,
+        `${ADD} SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::float8[], $6::float8[], $7::bigint[], $8::bigint[]) ${ON_CONFLICT}`,
         [
           rows.map((r) => r.userId),
           rows.map((r) => r.endpointId),
@@ -72,6 +76,7 @@ export function openPostgresUsageStore(pool: Queryable): UsageStore {
           rows.map((r) => r.workerSeconds),
           rows.map((r) => r.gpuSeconds),
           rows.map((r) => r.jobs),
+          rows.map((r) => r.requests),
         ],
       );
     },

@@ -1,4 +1,4 @@
-// Usage: worker-seconds, GPU-seconds by GPU type and jobs, per user, endpoint and hour: what an operator bills or
+// Usage: worker-seconds, GPU-seconds by GPU type, jobs and load-balanced requests, per user, endpoint and hour: what an operator bills or
 // budgets on. A worker's life is accounted from when the driver started it (or it was adopted after a restart) to
 // when it ended; a running worker's time is added every flush (every minute by default), split at hour
 // boundaries, so a crash loses at most one interval. Amounts are kept in memory between flushes and written as
@@ -41,10 +41,10 @@ export class UsageMeter {
   private readonly live = new Map<string, Live>();
   private pending = new Map<string, UsageRow>();
   /**
-   * The pending row each endpoint's last job was counted in (of `pending`, cleared with it): a job's end, on the job
-   * API's hot path, adds to it without building the row's key, until the hour or the user changes.
+   * The pending row each endpoint's last job or request was counted in (of `pending`, cleared with it): a job's end
+   * or an LB request, on a hot path, adds to it without building the row's key, until the hour or the user changes.
    */
-  private lastJobRow = new Map<string, UsageRow>();
+  private lastCountRow = new Map<string, UsageRow>();
   private timer?: NodeJS.Timeout;
   private flushing: Promise<void> = Promise.resolve();
 
@@ -79,10 +79,12 @@ export class UsageMeter {
 
   /** A job of the user's endpoint ended (counted in the hour it ended). */
   job(endpointId: string, userId: string, at = this.now()): void {
-    const hour = Math.floor(at / HOUR_MS) * HOUR_MS;
-    let row = this.lastJobRow.get(endpointId);
-    if (!row || row.hour !== hour || row.userId !== userId) this.lastJobRow.set(endpointId, (row = this.entry(userId, endpointId, hour, "")));
-    row.jobs++;
+    this.countRow(endpointId, userId, at).jobs++;
+  }
+
+  /** A load-balanced endpoint's request was answered (counted in the hour it was). */
+  request(endpointId: string, userId: string, at = this.now()): void {
+    this.countRow(endpointId, userId, at).requests++;
   }
 
   /** Running workers' time up to now, and whatever else is pending, written to the store. */
@@ -91,7 +93,7 @@ export class UsageMeter {
     for (const w of this.live.values()) this.accrue(w, now);
     const rows = [...this.pending.values()];
     this.pending = new Map();
-    this.lastJobRow = new Map();
+    this.lastCountRow = new Map();
     if (rows.length === 0) return this.flushing;
     this.flushing = this.flushing.then(() =>
       this.store.add(rows).catch((err: unknown) => {
@@ -101,6 +103,7 @@ export class UsageMeter {
           e.workerSeconds += r.workerSeconds;
           e.gpuSeconds += r.gpuSeconds;
           e.jobs += r.jobs;
+          e.requests += r.requests;
         }
         this.options.log?.(`could not write usage records (kept for the next try): ${errorMessage(err)}`);
       }),
@@ -129,10 +132,18 @@ export class UsageMeter {
     w.until = to;
   }
 
+  /** The row jobs and requests of the endpoint's hour count in (the last one used, without building its key). */
+  private countRow(endpointId: string, userId: string, at: number): UsageRow {
+    const hour = Math.floor(at / HOUR_MS) * HOUR_MS;
+    let row = this.lastCountRow.get(endpointId);
+    if (!row || row.hour !== hour || row.userId !== userId) this.lastCountRow.set(endpointId, (row = this.entry(userId, endpointId, hour, "")));
+    return row;
+  }
+
   private entry(userId: string, endpointId: string, hour: number, gpuType: string): UsageRow {
     const key = `${userId}\u0000${endpointId}\u0000${hour}\u0000${gpuType}`;
     let e = this.pending.get(key);
-    if (!e) this.pending.set(key, (e = { userId, endpointId, hour, gpuType, workerSeconds: 0, gpuSeconds: 0, jobs: 0 }));
+    if (!e) this.pending.set(key, (e = { userId, endpointId, hour, gpuType, workerSeconds: 0, gpuSeconds: 0, jobs: 0, requests: 0 }));
     return e;
   }
 }

@@ -127,4 +127,6 @@ export const PG_MIGRATIONS: readonly string[] = [
    CREATE TRIGGER svc_changed AFTER INSERT OR UPDATE OR DELETE ON registry_auths FOR EACH STATEMENT EXECUTE FUNCTION svc_notify_change('config');`,
   // The network volume a job's s3Config named, whose key its worker gets.
   `ALTER TABLE jobs ADD COLUMN s3_bucket text;`,
+  // A load-balanced endpoint's requests in its usage.
+  `ALTER TABLE usage_hours ADD COLUMN requests bigint NOT NULL DEFAULT 0;`,
 ];

@@ -76,4 +76,6 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   REGISTRY_AUTH_MIGRATION,
   // the network volume a job's s3Config named, whose key its worker gets
   `ALTER TABLE jobs ADD COLUMN s3_bucket TEXT;`,
+  // a load-balanced endpoint's requests in its usage
+  `ALTER TABLE usage_hours ADD COLUMN requests INTEGER NOT NULL DEFAULT 0;`,
 ];
