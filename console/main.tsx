@@ -109,6 +109,7 @@ function App() {
   const [reason, setReason] = useState<string | undefined>();
   const route = useHashRoute();
   const mainRef = useRef<HTMLElement>(null);
+  const [menuOpen, setMenuOpen] = useState(false);
   useEffect(
     () =>
       onSignedOut(() => {
@@ -137,35 +138,43 @@ function App() {
   else if (section === "templates") page = <TemplatesPage />;
   else if (section === "usage") page = <UsagePage />;
   else page = <EndpointsPage />;
+  const current = NAV.find((n) => n.path === section) ?? NAV[0];
   return (
     <>
       <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), mainRef.current?.focus())}>
         Skip to content
       </a>
-      <header class="top">
+      <header class={`top${menuOpen ? " menu-open" : ""}`}>
         <span class="brand">svc console</span>
-        <nav aria-label="Sections">
-          <ul>
-            {NAV.map((n) => (
-              <li key={n.path}>
-                <a href={`#/${n.path}`} aria-current={section === n.path ? "page" : undefined}>
-                  {n.label}
-                </a>
-              </li>
-            ))}
-          </ul>
-        </nav>
-        <WhoAmI />
-        <button
-          class="secondary"
-          onClick={() => {
-            storeKey(null);
-            setReason(undefined);
-            setSignedIn(false);
-          }}
-        >
-          Sign out
+        {/* On a phone the sections fold behind this button (a fifth of the screen otherwise); wider, it is hidden. */}
+        <button type="button" class="menu-toggle secondary" aria-expanded={menuOpen} aria-controls="sections" onClick={() => setMenuOpen(!menuOpen)}>
+          Menu<span class="sr-only">: sections</span>
+          <span class="menu-current"> · {current.label}</span>
         </button>
+        <div class="menu" id="sections">
+          <nav aria-label="Sections">
+            <ul>
+              {NAV.map((n) => (
+                <li key={n.path}>
+                  <a href={`#/${n.path}`} aria-current={section === n.path ? "page" : undefined} onClick={() => setMenuOpen(false)}>
+                    {n.label}
+                  </a>
+                </li>
+              ))}
+            </ul>
+          </nav>
+          <WhoAmI />
+          <button
+            class="secondary sign-out"
+            onClick={() => {
+              storeKey(null);
+              setReason(undefined);
+              setSignedIn(false);
+            }}
+          >
+            Sign out
+          </button>
+        </div>
       </header>
       <main id="main" ref={mainRef} tabIndex={-1}>
         {page}

@@ -122,9 +122,45 @@ export function useConfirm(): [ComponentChildren, (opts: { title: string; body: 
  * a last column of buttons whose header only screen readers read. It scrolls sideways inside its box rather than
  * widening the page on a narrow screen. The children are its rows.
  */
+/**
+ * The box a table scrolls sideways in when it is wider than the screen (a phone), and the sign that it does: a hint
+ * above it, a shade at the edge with more columns, and the box a labelled region the keyboard can scroll.
+ * Measured, not guessed: a table that fits shows none of it.
+ */
+export function TableWrap({ label, children }: { label: string; children: ComponentChildren }) {
+  const box = useRef<HTMLDivElement>(null);
+  const [scrolls, setScrolls] = useState(false);
+  useEffect(() => {
+    const el = box.current!;
+    const measure = () => setScrolls(el.scrollWidth > el.clientWidth + 1);
+    const observer = new ResizeObserver(measure);
+    observer.observe(el);
+    // Rows that come later widen the table, not its box.
+    if (el.firstElementChild) observer.observe(el.firstElementChild);
+    return () => observer.disconnect();
+  }, []);
+  return (
+    <>
+      {scrolls && (
+        <p class="scroll-hint" aria-hidden="true">
+          Scroll sideways for more columns →
+        </p>
+      )}
+      <div
+        class="table-wrap"
+        ref={box}
+        data-scrolls={scrolls ? "true" : undefined}
+        {...(scrolls ? { role: "region", "aria-label": `${label} (scrolls sideways)`, tabIndex: 0 } : {})}
+      >
+        {children}
+      </div>
+    </>
+  );
+}
+
 export function ListTable(props: { label: string; columns: string[]; action?: string; children: ComponentChildren }) {
   return (
-    <div class="table-wrap">
+    <TableWrap label={props.label}>
       <table class="list" aria-label={props.label}>
         <thead>
           <tr>
@@ -142,7 +178,7 @@ export function ListTable(props: { label: string; columns: string[]; action?: st
         </thead>
         <tbody>{props.children}</tbody>
       </table>
-    </div>
+    </TableWrap>
   );
 }
 

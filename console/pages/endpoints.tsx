@@ -3,7 +3,7 @@
 
 import { useState } from "preact/hooks";
 import { loadEndpoints, loadHealth, type EndpointSummary, type Health } from "../endpoints-data.js";
-import { formatMs, Notice, ProblemMessage, usePolling } from "../ui.js";
+import { formatMs, Notice, ProblemMessage, TableWrap, usePolling } from "../ui.js";
 import { EndpointForm } from "./endpoint-form.js";
 import { MetricsCharts } from "../charts.js";
 
@@ -134,7 +134,7 @@ export function EndpointsPage() {
       ) : endpoints.length === 0 ? (
         <p>No endpoints yet. Deploy an app with `svc deploy`, or create one here from a template.</p>
       ) : (
-        <div class="table-wrap">
+        <TableWrap label="Endpoints">
           <table class="list" aria-label="Endpoints">
             <thead>
               <tr>
@@ -170,7 +170,7 @@ export function EndpointsPage() {
               </tbody>
             ))}
           </table>
-        </div>
+        </TableWrap>
       )}
       {endpoints !== null && endpoints.length > 0 && <MetricsCharts path="/v1/metrics" title="All endpoints" />}
     </section>
