@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startDevSession, WATCH_DEBOUNCE_MS, type DevEvent, type DevSessionHandle } from "../../src/dev/session.js";
-import { REPO } from "../lb/harness.js";
+import { REPO, until } from "../lb/harness.js";
 import { processWorkerPids } from "../server-process.js";
 
 let work: string;
@@ -144,17 +144,27 @@ it("replaces only the endpoints whose code changed, and says which endpoints cam
   await sleep(1500);
   expect(workerPids("greeter")).toEqual(warm);
 
-  // A new endpoint, then the same file removed.
+  // A new endpoint, then the same file removed. Each save's deploy is waited for, not only its build: on a loaded
+  // machine a deploy can end after the builds settled.
+  const deploys = () => events.filter((e) => e.type === "deployed") as Array<Extract<DevEvent, { type: "deployed" }>>;
+  const deployedAfter = async (before: number) => {
+    await until("the save's deploy", () => deploys().length > before || undefined, 30_000);
+    return deploys().at(-1)!;
+  };
+  // Every build so far has its deploy (the previous save's may end late).
+  await until("each build's deploy", () => deploys().length >= rebuilds() || undefined, 30_000);
+  let deployed = deploys().length;
   writeFileSync(
     join(project, "src", "newbie.mjs"),
     'import { Endpoint } from "svc";\nexport const hi = Endpoint({ name: "newbie", workers: [0, 1] })(async function hi() { return 1; });\n',
   );
   count = await settled(count + 1);
-  const added = events.filter((e) => e.type === "deployed").at(-1) as Extract<DevEvent, { type: "deployed" }>;
+  const added = await deployedAfter(deployed);
   expect(added.added).toEqual(["newbie"]);
+  deployed = deploys().length;
   rmSync(join(project, "src", "newbie.mjs"));
   await settled(count + 1);
-  const removed = events.filter((e) => e.type === "deployed").at(-1) as Extract<DevEvent, { type: "deployed" }>;
+  const removed = await deployedAfter(deployed);
   expect(removed.removed).toEqual(["newbie"]);
   expect(workerPids("greeter")).toEqual(warm);
 }, 120_000);

@@ -113,11 +113,16 @@ describe("the model cache", () => {
     const c = cache();
     await c.ensure("acme/tiny@main");
     const gets = fileGets("model.safetensors");
-    expect(gets).toHaveLength(2);
     expect(gets[0]!.range).toBeUndefined();
-    const resumedFrom = Number(/^bytes=(\d+)-$/.exec(gets[1]!.range ?? "")?.[1]);
-    expect(resumedFrom).toBeGreaterThan(0);
-    expect(resumedFrom).toBeLessThan(weights.length);
+    // Every later request resumes from what the partial file holds, never from 0 (on a loaded machine a resumed
+    // request may break off too: it is resumed again, further on).
+    const offsets = gets.slice(1).map((g) => Number(/^bytes=(\d+)-$/.exec(g.range ?? "")?.[1]));
+    expect(offsets.length).toBeGreaterThanOrEqual(1);
+    expect(offsets[0]).toBeGreaterThan(0);
+    for (let i = 0; i < offsets.length; i++) {
+      expect(offsets[i]).toBeLessThan(weights.length);
+      if (i > 0) expect(offsets[i]).toBeGreaterThanOrEqual(offsets[i - 1]!);
+    }
     expect(readFileSync(join(root, "hub", "models--acme--tiny", "snapshots", COMMIT_A, "model.safetensors")).equals(weights)).toBe(true);
   });
 
