@@ -43,6 +43,11 @@ interface JobSummary {
   input?: unknown;
   inputOmitted?: true;
   error?: string;
+  retries?: number;
+  /** Its result expired: this is its history record (GET /v2/{id}/jobs/{job}), kept until `keptUntil`. */
+  resultExpired?: true;
+  resultExpiredAt?: number;
+  keptUntil?: number;
 }
 
 interface LogLine {
@@ -327,6 +332,8 @@ function JobView({
   const [problem, setProblem] = useState<unknown>(null);
   const [round, setRound] = useState(0);
   const [actionMessage, setActionMessage] = useState<string | null>(null);
+  // Its result expired (/status answers 404): the job's record from the history, when it is kept.
+  const [history, setHistory] = useState<JobSummary | null>(null);
 
   // The recent jobs list refreshes when this job changes state, not only on its own (slower) schedule.
   const onChangedRef = useRef(onChanged);
@@ -335,10 +342,20 @@ function JobView({
     let stopped = false;
     let lastStatus: string | undefined;
     setChunks([]);
+    setHistory(null);
     (async () => {
       let streamDone = false;
       while (!stopped) {
-        const rec = await api<JobRecord>(v2(endpointId, `status/${encodeURIComponent(jobId)}`));
+        let rec: JobRecord;
+        try {
+          rec = await api<JobRecord>(v2(endpointId, `status/${encodeURIComponent(jobId)}`));
+        } catch (err) {
+          if (!(err instanceof ApiProblem && err.status === 404)) throw err;
+          // No result any more: its history record, or the history's own 404 (not kept either).
+          const kept = await api<JobSummary>(v2(endpointId, `jobs/${encodeURIComponent(jobId)}`));
+          if (!stopped) setHistory(kept);
+          return;
+        }
         if (stopped) return;
         setRecord(rec);
         if (lastStatus !== undefined && rec.status !== lastStatus) onChangedRef.current();
@@ -378,6 +395,7 @@ function JobView({
   // /stream hands each chunk out once: a finished streaming job read before (another tab, a client) shows the
   // chunks its output collected.
   const shownChunks = chunks.length === 0 && streams && status === "COMPLETED" && Array.isArray(record?.output) ? (record!.output as unknown[]) : chunks;
+  if (history) return <JobHistoryView endpointId={endpointId} job={history} sectionRef={sectionRef} />;
   return (
     <section class="card job" aria-labelledby="job-title" ref={sectionRef} data-job-detail={jobId}>
       <div class="page-head">
@@ -434,24 +452,21 @@ function JobView({
           )}
         </dl>
       )}
-      <div class="actions">
-        <button
-          class="secondary"
-          disabled={!canCancel}
-          onClick={() => void act("cancel")}
-          title={canCancel ? undefined : "Only a queued or running job can be cancelled"}
-        >
-          Cancel job
-        </button>
-        <button
-          class="secondary"
-          disabled={!canRetry}
-          onClick={() => void act("retry")}
-          title={canRetry ? undefined : "Only a FAILED or TIMED_OUT job can be retried"}
-        >
-          Retry job
-        </button>
-      </div>
+      {/* Only the actions the job API allows the job now. */}
+      {(canCancel || canRetry) && (
+        <div class="actions">
+          {canCancel && (
+            <button class="secondary" onClick={() => void act("cancel")}>
+              Cancel job
+            </button>
+          )}
+          {canRetry && (
+            <button class="secondary" onClick={() => void act("retry")}>
+              Retry job
+            </button>
+          )}
+        </div>
+      )}
       {actionMessage && (
         <p class="notice" role="status">
           {actionMessage}
@@ -510,6 +525,121 @@ function JobView({
       </ol>
       <WebhookDeliveries endpointId={endpointId} jobId={jobId} />
       <LogView endpointId={endpointId} jobId={jobId} title="Logs of this job" />
+    </section>
+  );
+}
+
+/**
+ * A job whose result expired: its history record (status, times, attempts, error, worker) and its logs. No input,
+ * output or stream (they went with the result) and no action (the job API knows the job no more).
+ */
+function JobHistoryView({ endpointId, job, sectionRef }: { endpointId: string; job: JobSummary; sectionRef: { current: HTMLElement | null } }) {
+  return (
+    <section class="card job" aria-labelledby="job-title" ref={sectionRef} data-job-detail={job.id} data-history="true">
+      <div class="page-head">
+        <h2 id="job-title" tabIndex={-1}>
+          Job <span class="mono job-id">{job.id}</span> <StatusBadge status={job.status} />
+        </h2>
+        <a href={`#/endpoints/${encodeURIComponent(endpointId)}`} aria-label="Close the job">
+          Close
+        </a>
+      </div>
+      <p class="notice" data-field="result-expired">
+        Its result expired <Time t={job.resultExpiredAt} />: its input, output and stream are no longer kept. This record is kept until{" "}
+        <Time t={job.keptUntil} />.
+      </p>
+      <h3>Timeline</h3>
+      <dl class="facts timeline" aria-label="Timeline">
+        <dt>Submitted</dt>
+        <dd data-field="submitted">
+          <Time t={job.createdAt} />
+        </dd>
+        <dt>Started</dt>
+        <dd data-field="started">
+          <Time t={job.startedAt} never="never" />
+        </dd>
+        <dt>Ended</dt>
+        <dd data-field="ended">
+          <Time t={job.completedAt} />
+        </dd>
+        <dt>Delay</dt>
+        <dd data-field="delay">{formatMs(job.delayTime)}</dd>
+        <dt>Execution</dt>
+        <dd data-field="execution">{formatMs(job.executionTime)}</dd>
+        <dt>Worker</dt>
+        <dd class="mono" data-field="worker">
+          {job.workerId ?? "—"}
+        </dd>
+        <dt>Attempts</dt>
+        <dd data-field="attempts">{job.attempts ?? "—"}</dd>
+        {job.retries !== undefined && (
+          <>
+            <dt>Automatic retries</dt>
+            <dd>{job.retries}</dd>
+          </>
+        )}
+      </dl>
+      {job.error !== undefined && (
+        <>
+          <h3>Error</h3>
+          <pre class="json error-text">{job.error}</pre>
+        </>
+      )}
+      <LogView endpointId={endpointId} jobId={job.id} title="Logs of this job" />
+    </section>
+  );
+}
+
+/** Every failure of the endpoint in the charts' window (the last hour), with its error: result expired or not. */
+function Failures({ endpointId, version }: { endpointId: string; version: number }) {
+  const [failures, setFailures] = useState<JobSummary[] | null>(null);
+  const [problem, setProblem] = useState<unknown>(null);
+  usePolling(
+    async () => {
+      try {
+        const since = Date.now() - 3_600_000;
+        setFailures((await api<{ jobs: JobSummary[] }>(v2(endpointId, `jobs?status=FAILED,TIMED_OUT&since=${since}&limit=500`))).jobs);
+        setProblem(null);
+      } catch (err) {
+        setProblem(err);
+      }
+    },
+    JOBS_POLL_MS,
+    [endpointId, version],
+  );
+  return (
+    <section class="card" aria-labelledby="failures-title" data-section="failures">
+      <h2 id="failures-title">Failures in the last hour</h2>
+      <ProblemMessage error={problem} />
+      {failures === null ? (
+        <p>Loading…</p>
+      ) : failures.length === 0 ? (
+        <p class="muted" data-empty="failures">
+          No job failed or timed out in the last hour.
+        </p>
+      ) : (
+        <ListTable label="Failures" columns={["Job", "State", "Ended", "Error"]}>
+          {failures.map((j) => (
+            <tr key={j.id} data-job={j.id}>
+              <th scope="row">
+                <a class="mono nowrap" href={jobHash(endpointId, j.id)}>
+                  {j.id}
+                </a>
+                {j.resultExpired && <div class="muted">result expired</div>}
+              </th>
+              <td>
+                <StatusBadge status={j.status} />
+              </td>
+              <td>
+                <Time t={j.completedAt} />
+              </td>
+              <td class="error-text" data-field="error">
+                {j.error ?? "—"}
+              </td>
+            </tr>
+          ))}
+        </ListTable>
+      )}
     </section>
   );
 }
@@ -580,8 +710,8 @@ function JobsTable({
         <p>Loading…</p>
       ) : jobs.length === 0 ? (
         <p class="muted" data-empty="jobs">
-          No jobs to show. Finished jobs are listed until their results expire: 30 minutes after the end for `/run`, 1 minute for `/runsync` (or what
-          `/status?ttl=` set); then they are removed with their output.
+          No jobs to show. A finished job's result is kept 30 minutes after its end for `/run`, 1 minute for `/runsync` (or what `/status?ttl=` set); then its
+          record (status, times, error) stays listed as history, 7 days unless the operator set otherwise.
         </p>
       ) : (
         <ListTable label="Recent jobs" columns={["Job", "State", "Submitted", "Delay", "Execution"]}>
@@ -594,6 +724,7 @@ function JobsTable({
               </th>
               <td>
                 <StatusBadge status={j.status} />
+                {j.resultExpired && <span class="muted"> (result expired)</span>}
               </td>
               <td>
                 <Time t={j.createdAt} />
@@ -815,6 +946,7 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
           </div>
           <div class="jobs">
             <JobsTable endpointId={id} selected={selectedJob} onSelect={setSelectedJob} onJobs={setJobs} version={jobsVersion} />
+            <Failures endpointId={id} version={jobsVersion} />
           </div>
         </div>
       )}

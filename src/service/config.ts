@@ -8,6 +8,7 @@ import { join, resolve } from "node:path";
 import { UsageError, errorMessage } from "../errors.js";
 import { DEFAULT_CLIENT_LIMITS, type ClientLimits } from "./http/slow-clients.js";
 import { DEFAULT_LOG_LIMITS, type LogLimits } from "./engine/log-quota.js";
+import { JOB_HISTORY_MS_DEFAULT } from "./engine/types.js";
 import { MAX_ARTIFACT_BYTES } from "./deploy/upload.js";
 import { parseRateLimits, type RateWindow } from "./keys/ratelimit.js";
 import { DEFAULT_QUEUE_QUOTAS, parseUserQuotas, type QueueQuotas, type QueueUsage } from "./engine/quotas.js";
@@ -34,6 +35,8 @@ export interface ServiceSettings {
   clientLimits: ClientLimits;
   /** Quotas and retention of worker logs (engine/log-quota.ts). */
   logLimits: LogLimits;
+  /** How long a job's record stays as history after its result expired (0: not kept). */
+  jobHistoryMs: number;
   /** This machine's GPU types (the local data center), when set. */
   gpuTypes?: string[];
   rateLimits?: RateWindow[];
@@ -129,6 +132,7 @@ type Kind =
   | { type: "port" }
   | { type: "portOrOff" }
   | { type: "positive" }
+  | { type: "nonNegative" }
   | { type: "count" }
   | { type: "enum"; values: readonly string[] }
   | { type: "onOff" }
@@ -437,6 +441,14 @@ export const SETTINGS: readonly Setting[] = [
     description: "log lines written more than this many ms ago are deleted (default 7 days)",
   },
   {
+    key: "jobHistoryMs",
+    env: "SVC_JOB_HISTORY_MS",
+    kind: { type: "nonNegative" },
+    default: JOB_HISTORY_MS_DEFAULT,
+    description:
+      "a job's record (status, times, attempts, error, worker) is kept this many ms after its result expired: the job history (default 7 days; 0: not kept)",
+  },
+  {
     key: "logLimits.endpointMaxBytes",
     env: "SVC_LOG_ENDPOINT_MAX_BYTES",
     kind: positive,
@@ -616,6 +628,10 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
       const n = Number(raw);
       return Number.isInteger(n) && n > 0 ? { value: n } : { problem: `${origin} must be a positive whole number, not "${raw}"` };
     }
+    case "nonNegative": {
+      const n = Number(raw);
+      return Number.isInteger(n) && n >= 0 ? { value: n } : { problem: `${origin} must be a whole number (0 or more), not "${raw}"` };
+    }
     case "url": {
       let u: URL;
       try {
@@ -787,6 +803,7 @@ export function serviceOptionsOf(settings: ServiceSettings): Partial<ServiceOpti
     releaseStartTimeoutMs: settings.releaseStartTimeoutMs,
     clientLimits: settings.clientLimits,
     logLimits: settings.logLimits,
+    jobHistoryMs: settings.jobHistoryMs,
     secretsKeys: settings.secretsKeys,
     ...(settings.rateLimits ? { rateLimits: settings.rateLimits } : {}),
     ...(settings.webhookAllow ? { webhooks: { allow: settings.webhookAllow } } : {}),

@@ -144,6 +144,8 @@ export interface ServiceOptions {
   retentionSweepMs?: number;
   /** Quotas and retention of worker logs (default DEFAULT_LOG_LIMITS in engine/log-quota.ts; svc server: config.ts). */
   logLimits?: Partial<LogLimits>;
+  /** How long a job's record stays as history after its result expired (default 7 days; 0: not kept). */
+  jobHistoryMs?: number;
   /** Operator messages (worker starts, internal errors), with what they are about; the CLI sends them to stderr (logging.ts). */
   log?: Log;
   /** Every line a worker writes, as it comes (`svc dev` prints them in its terminal); the store keeps them too. */
@@ -324,7 +326,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   let wired = false;
   const engine = new JobEngine(
     store,
-    { leaseMs, heartbeatMs, logLimits: options.logLimits, queueQuotas: options.queueQuotas },
+    { leaseMs, heartbeatMs, logLimits: options.logLimits, queueQuotas: options.queueQuotas, jobHistoryMs: options.jobHistoryMs },
     {
       onDemand: (id) => scaler?.kick(id),
       onTaken: (id) => scaler?.taken(id),
@@ -1011,6 +1013,7 @@ function startTimers(t: {
     // Replicas on one database: the one serving jobs sweeps for all (the others' deletes would only repeat it).
     if (!t.servesJobs()) return;
     engine.sweep().catch((err: unknown) => t.log(`retention sweep failed: ${errorMessage(err)}`));
+    engine.sweepJobHistory().catch((err: unknown) => t.log(`job history sweep failed: ${errorMessage(err)}`));
     engine.sweepLogs().catch((err: unknown) => t.log(`log retention sweep failed: ${errorMessage(err)}`));
     t.idempotency.sweep().catch((err: unknown) => t.log(`idempotency key sweep failed: ${errorMessage(err)}`));
   }, t.retentionSweepMs);

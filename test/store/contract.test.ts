@@ -10,7 +10,7 @@ import { openSqliteStore } from "../../src/service/store/sqlite.js";
 import { openPostgresStore } from "../../src/service/store/postgres/index.js";
 import { SQLITE_MIGRATIONS } from "../../src/service/schema/sqlite.js";
 import { PG_MIGRATIONS } from "../../src/service/schema/postgres.js";
-import type { EndpointRow, JobCommands, JobRow, Store } from "../../src/service/store/types.js";
+import type { EndpointRow, JobCommands, JobRow, Store, StoreOp } from "../../src/service/store/types.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
 
 type AnyStore = Store & JobCommands;
@@ -113,6 +113,69 @@ for (const backend of backends) {
   const reason = backend.available();
   if (reason) console.warn(`store contract on ${backend.name} skipped: ${reason}`);
   describe.skipIf(reason !== undefined)(`store contract: ${backend.name}`, () => {
+    it("keeps an expired job's record as history: listed, read, filtered, kept once, swept after its time, gone with its endpoint", async () => {
+      const { store } = await backend.fresh();
+      const failed = job({
+        status: "FAILED",
+        error: "boom",
+        errorType: "ValueError",
+        errorStack: "at x",
+        attempt: 2,
+        retried: 1,
+        startedAt: 10,
+        completedAt: 20,
+        workerId: "w9",
+        output: '{"big":1}',
+      });
+      const done = job({ status: "COMPLETED", startedAt: 11, completedAt: 12, function: "hi", sync: true });
+      const other = job({ endpointId: "ep2", status: "COMPLETED" });
+      await store.apply([failed, done, other].map((j) => ({ op: "insertJob", job: j }) as StoreOp));
+      await store.archiveJobs!([failed.id, done.id, other.id], 1000, 5000);
+      // Archived again (a sweep repeated after a crash): the first record stays.
+      await store.archiveJobs!([failed.id], 2000, 9000);
+      await store.apply([failed, done, other].map((j) => ({ op: "deleteJob", id: j.id }) as StoreOp));
+      const kept = await store.jobHistory!("ep1", 10);
+      expect(kept.map((h) => h.id)).toEqual([done.id, failed.id]);
+      expect(kept[1]).toEqual({
+        id: failed.id,
+        endpointId: "ep1",
+        status: "FAILED",
+        function: null,
+        sync: false,
+        createdAt: failed.createdAt,
+        startedAt: 10,
+        completedAt: 20,
+        error: "boom",
+        errorType: "ValueError",
+        attempt: 2,
+        retried: 1,
+        workerId: "w9",
+        resultExpiredAt: 1000,
+        keptUntil: 5000,
+      });
+      expect(kept[0]).toMatchObject({ function: "hi", sync: true });
+      expect((await store.jobHistory!("ep1", 10, { statuses: ["FAILED", "TIMED_OUT"] })).map((h) => h.id)).toEqual([failed.id]);
+      expect((await store.jobHistory!("ep1", 10, { since: done.createdAt })).map((h) => h.id)).toEqual([done.id]);
+      expect(await store.historyJob!("ep1", failed.id)).toMatchObject({ status: "FAILED", error: "boom" });
+      // Another endpoint's record is not this one's.
+      expect(await store.historyJob!("ep1", other.id)).toBeUndefined();
+      // The live list filters the same way.
+      const live = [job({ status: "FAILED" }), job({ status: "COMPLETED" })];
+      await store.apply(live.map((j) => ({ op: "insertJob", job: j }) as StoreOp));
+      expect(await store.recentJobIds!("ep1", 10, { statuses: ["FAILED"] })).toEqual([live[0]!.id]);
+      expect(await store.recentJobIds!("ep1", 10)).toEqual([live[1]!.id, live[0]!.id]);
+      // Swept when kept_until has come; the endpoint's deletion takes the rest.
+      expect(await store.sweepJobHistory!(4999, 100)).toBe(0);
+      expect(await store.sweepJobHistory!(5000, 100)).toBe(3);
+      expect(await store.jobHistory!("ep1", 10)).toEqual([]);
+      await store.archiveJobs!([live[0]!.id], 1000, 99_000);
+      await store.apply([
+        { op: "upsertEndpoint", endpoint: endpoint("ep1") },
+        { op: "deleteEndpoint", id: "ep1" },
+      ]);
+      expect(await store.historyJob!("ep1", live[0]!.id)).toBeUndefined();
+    });
+
     it("reads back what a batch wrote, with a job's changes in the batch folded into its row", async () => {
       const { store } = await backend.fresh();
       const a = job({ sync: true, lowPriority: true, maxRetries: 2 });

@@ -2,6 +2,7 @@
 // `get`, shows the job's webhook delivery log too).
 
 import type { Command } from "commander";
+import { ApiError } from "svc";
 import { readJson } from "svc/internal";
 import { intFlag, table } from "../management.js";
 import { timeAgo } from "../duration.js";
@@ -18,6 +19,12 @@ interface JobSummary {
   executionTime: number;
   function: string | null;
   error?: string;
+  workerId?: string | null;
+  attempts?: number;
+  /** Its result expired: a history record (GET /v2/{id}/jobs/{job}). */
+  resultExpired?: true;
+  resultExpiredAt?: number;
+  keptUntil?: number;
 }
 
 type Where = { app?: string; env?: string; json?: boolean };
@@ -48,6 +55,7 @@ export function register(program: Command): void {
             created: timeAgo(j.createdAt, now),
             delay: `${j.delayTime} ms`,
             execution: `${j.executionTime} ms`,
+            status: j.resultExpired ? `${j.status} (result expired)` : j.status,
             error: j.error ?? "",
           })),
           ["id", "status", ...(named ? ["function"] : []), "created", "delay", "execution", "error"],
@@ -59,8 +67,29 @@ export function register(program: Command): void {
     .argument("<job>", "job id")
     .action(async (endpoint: string, id: string, o: Where) => {
       const { client, ref } = await jobClient(endpoint, o);
-      const record = await client.status(id);
       const target = serviceTarget(o);
+      let record: Awaited<ReturnType<typeof client.status>>;
+      try {
+        record = await client.status(id);
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+        // No result any more: the job's history record, when it is kept (else the job API's 404 stands).
+        const kept = await apiFetch(target, `/v2/${encodeURIComponent(ref.id)}/jobs/${encodeURIComponent(id)}`);
+        if (kept.status !== 200) {
+          await kept.arrayBuffer();
+          throw err;
+        }
+        const history = await readJson<JobSummary>(kept);
+        const now = Date.now();
+        createOutput(o).result(history, () =>
+          [
+            `${history.id} ${history.status} (waited ${history.delayTime} ms, ran ${history.executionTime} ms; ${history.attempts ?? 1} attempt(s), worker ${history.workerId ?? "-"})`,
+            ...(history.error ? [`error: ${history.error}`] : []),
+            `its result expired ${timeAgo(history.resultExpiredAt!, now)} (input, output and stream are no longer kept); this record is kept until ${new Date(history.keptUntil!).toISOString()}`,
+          ].join("\n"),
+        );
+        return;
+      }
       const answer = await apiFetch(target, `/v2/${encodeURIComponent(ref.id)}/webhook-deliveries/${encodeURIComponent(id)}`);
       // A service from before delivery logs has no such route: the record alone is what it knows.
       const log = answer.status === 404 ? (await answer.arrayBuffer(), { jobId: id, deliveries: [], pending: [] }) : await readJson<DeliveryLog>(answer);

@@ -37,6 +37,7 @@ export {
   isFinal,
   MAX_CHUNK_BYTES,
   MAX_TAKE_WAIT_MS,
+  JOB_HISTORY_MS_DEFAULT,
   RUN_RETENTION_MS,
   RUNSYNC_RETENTION_MS,
   RUNSYNC_WAIT_RETENTION_MAX_MS,
@@ -349,6 +350,16 @@ export class JobEngine {
   /** Delete jobs whose retention ran out. Goes through the batch so it orders with a concurrent ttl change. */
   sweep(now = this.$.clock.now()): Promise<number> {
     return this.jobs.sweep(now);
+  }
+
+  /** Delete history records whose retention ran out (the job history: jobs whose results expired); how many. */
+  async sweepJobHistory(now = this.$.clock.now()): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const n = (await this.$.store.sweepJobHistory?.(now, 5000)) ?? 0;
+      removed += n;
+      if (n < 5000) return removed;
+    }
   }
 
   /** Delete log lines past the retention age or beyond their endpoint's size (log-retention.ts); lines removed. */

@@ -16,6 +16,7 @@ import {
   INPUT_HELD_MAX,
   INPUT_IN_STORE,
   isFinal,
+  JOB_HISTORY_MS_DEFAULT,
   RUN_RETENTION_MS,
   RUNSYNC_RETENTION_MS,
   RUNSYNC_WAIT_RETENTION_MAX_MS,
@@ -493,8 +494,12 @@ export class JobSystem {
       // A job in memory has the newer truth (its ttl may have just been extended, or it was retried).
       return !job || (job.row.expiresAt !== null && job.row.expiresAt <= now);
     });
+    if (ids.length === 0) return 0;
+    // Their records stay as history first (a crash before the delete archives them again: the first copy stays).
+    const historyMs = this.$.options.jobHistoryMs ?? JOB_HISTORY_MS_DEFAULT;
+    if (historyMs > 0) await this.$.store.archiveJobs?.(ids, now, now + historyMs);
     for (const id of ids) this.$.live.delete(id);
-    if (ids.length > 0) await this.$.writer.write(ids.map((id) => ({ op: "deleteJob", id }) as StoreOp));
+    await this.$.writer.write(ids.map((id) => ({ op: "deleteJob", id }) as StoreOp));
     return ids.length;
   }
 

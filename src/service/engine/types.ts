@@ -150,7 +150,14 @@ export interface EngineOptions {
   queueQuotas?: QueueQuotas;
   /** Characters of queued inputs held in memory before small ones are kept in the store only too (default HELD_INPUTS_MAX). */
   heldInputsMax?: number;
+  /**
+   * How long a job's record (status, times, attempts, error, worker) is kept as history after its result expired
+   * (default JOB_HISTORY_MS_DEFAULT, 7 days; 0: not kept, the job goes with its result).
+   */
+  jobHistoryMs?: number;
 }
+
+export const JOB_HISTORY_MS_DEFAULT = 7 * 24 * 3600_000;
 
 /** What a job submission asks for, once validated (jobs/validate.ts checks a body against the RunRequest schema). */
 export interface Submission {

@@ -98,9 +98,21 @@ function jobApi(): Record<string, unknown> {
       parameters: [endpoint],
       get: {
         tags,
-        summary: "The endpoint's recent jobs, newest first",
-        parameters: [query("limit", "1..500 (default 50)")],
+        summary: "The endpoint's recent jobs, newest first, then its job history (jobs whose results expired: resultExpired)",
+        parameters: [
+          query("limit", "1..500 (default 50)"),
+          query("status", "only these statuses, comma-separated (FAILED,TIMED_OUT: the failures)", "string"),
+          query("since", "only jobs submitted at this time or later (epoch ms or ISO 8601)", "string"),
+        ],
         responses: { ...ok("Jobs", json("JobList")), ...errors },
+      },
+    },
+    "/v2/{endpoint_id}/jobs/{job_id}": {
+      parameters: [endpoint, path("job_id")],
+      get: {
+        tags,
+        summary: "One job's record: live, or from the job history once its result expired (resultExpired: true; docs/job-api.md)",
+        responses: { ...ok("The job's record", { "application/json": { schema: { type: "object" } } }), ...errors },
       },
     },
     "/v2/{endpoint_id}/openai/v1/chat/completions": {

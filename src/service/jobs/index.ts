@@ -4,7 +4,7 @@
 
 import { RUN_BODY_LIMIT, RUNSYNC_BODY_LIMIT } from "../http/body-limits.js";
 import type { Route } from "../http/router.js";
-import { jobsList } from "./list.js";
+import { jobRecord, jobsList } from "./list.js";
 import { openAiRoute } from "./openai-route.js";
 import { jobRoutes, userEndpoint, type JobCall, type JobDeps } from "./routes.js";
 
@@ -23,6 +23,7 @@ export const JOB_ROUTES: ReadonlyArray<Route<JobDeps>> = [
   { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/purge-queue", body: "none", handler: jobRoutes.purgeQueue },
   { ...JOB, methods: ["GET"], pattern: "/v2/:endpoint/health", body: "none", handler: jobRoutes.health },
   { ...JOB, methods: ["GET"], pattern: "/v2/:endpoint/jobs", body: "none", purpose: "list jobs", handler: jobsList },
+  { ...JOB, methods: ["GET"], pattern: "/v2/:endpoint/jobs/:job", body: "none", purpose: "read a job's record", handler: jobRecord },
   // OpenAI's paths under the endpoint (openai-route.ts reads their bodies, within OpenAI's own limit).
   { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/openai/v1/chat/completions", body: "handler", handler: openAi },
   { ...JOB, methods: ["POST"], pattern: "/v2/:endpoint/openai/v1/responses", body: "handler", handler: openAi },

@@ -34,7 +34,7 @@ export interface JobDeps {
   /** What a slow client may cost (http/slow-clients.ts). */
   clients: ClientGuards;
   /** Recent job ids of an endpoint (GET /v2/{endpoint}/jobs). */
-  store: Pick<Store, "recentJobIds">;
+  store: Pick<Store, "recentJobIds" | "jobHistory" | "historyJob">;
   scaler(): Pick<Scaler, "coldStarts" | "gpuWait" | "stopFailures" | "crashLoop"> | undefined;
   startFailures: Pick<StartFailures, "unhealthy" | "last">;
   gpus?(): HostGpus | undefined;

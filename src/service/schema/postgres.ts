@@ -129,4 +129,12 @@ export const PG_MIGRATIONS: readonly string[] = [
   `ALTER TABLE jobs ADD COLUMN s3_bucket text;`,
   // A load-balanced endpoint's requests in its usage.
   `ALTER TABLE usage_hours ADD COLUMN requests bigint NOT NULL DEFAULT 0;`,
+  // The job history: a job's record kept after its result expired (store: archiveJobs).
+  `CREATE TABLE job_history (
+     id text PRIMARY KEY, endpoint_id text NOT NULL, status text NOT NULL, function text, sync boolean NOT NULL,
+     created_at bigint NOT NULL, started_at bigint, completed_at bigint, error text, error_type text,
+     attempt integer NOT NULL, retried integer NOT NULL, worker_id text, result_expired_at bigint NOT NULL,
+     kept_until bigint NOT NULL);
+   CREATE INDEX job_history_endpoint ON job_history (endpoint_id, created_at);
+   CREATE INDEX job_history_kept ON job_history (kept_until);`,
 ];

@@ -78,4 +78,12 @@ export const SQLITE_MIGRATIONS: readonly string[] = [
   `ALTER TABLE jobs ADD COLUMN s3_bucket TEXT;`,
   // a load-balanced endpoint's requests in its usage
   `ALTER TABLE usage_hours ADD COLUMN requests INTEGER NOT NULL DEFAULT 0;`,
+  // the job history: a job's record kept after its result expired (store: archiveJobs)
+  `CREATE TABLE job_history (
+     id TEXT PRIMARY KEY, endpoint_id TEXT NOT NULL, status TEXT NOT NULL, function TEXT, sync INTEGER NOT NULL,
+     created_at INTEGER NOT NULL, started_at INTEGER, completed_at INTEGER, error TEXT, error_type TEXT,
+     attempt INTEGER NOT NULL, retried INTEGER NOT NULL, worker_id TEXT, result_expired_at INTEGER NOT NULL,
+     kept_until INTEGER NOT NULL);
+   CREATE INDEX job_history_endpoint ON job_history (endpoint_id, created_at);
+   CREATE INDEX job_history_kept ON job_history (kept_until);`,
 ];

@@ -15,6 +15,9 @@ import { openDatabase, sqliteDriverPath } from "./driver.js";
 import { DROPPED_LOG_STREAM, type JobCommands, type JobRow, type LogPruning, type Store, type StoreOp, type StreamChunkRow } from "./types.js";
 import { JOB_COLUMNS, JOB_KEYS, rowToEndpoint, rowToJob, rowToKey, rowToLog, rowToWebhook, rowToWebhookDelivery, rowToWebhookSettings } from "./rows.js";
 import { isDeployOp, prepareDeployStatements } from "./deploy-sqlite.js";
+import { ARCHIVE_JOB, HISTORY_JOB, listQuery, rowToHistory, sqliteStatement, SWEEP_HISTORY } from "./job-history.js";
+
+const historyStatement = (q: { text: string; values: unknown[] }) => sqliteStatement(q.text, q.values);
 
 type SqlValue = string | number | null;
 const toSql = (v: unknown): SqlValue => (typeof v === "boolean" ? (v ? 1 : 0) : ((v as SqlValue) ?? null));
@@ -126,6 +129,7 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
   );
   const deleteEndpoint = db.prepare("DELETE FROM endpoints WHERE id = ?");
   const deleteEndpointJobs = db.prepare("DELETE FROM jobs WHERE endpoint_id = ?");
+  const deleteEndpointHistory = db.prepare("DELETE FROM job_history WHERE endpoint_id = ?");
   const deleteEndpointChunks = db.prepare("DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = ?)");
   const deleteEndpointLogs = db.prepare("DELETE FROM logs WHERE endpoint_id = ?");
   const addCounters = db.prepare("UPDATE endpoints SET completed = completed + ?, failed = failed + ?, retried = retried + ? WHERE id = ?");
@@ -207,6 +211,7 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
       case "deleteEndpoint":
         deleteEndpointChunks.run(o.id);
         deleteEndpointJobs.run(o.id);
+        deleteEndpointHistory.run(o.id);
         deleteEndpointLogs.run(o.id);
         deleteEndpointDeliveries.run(o.id);
         deleteWebhookSettings.run(o.id);
@@ -277,8 +282,29 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
     async activeJobs() {
       return (activeJobs.all() as Record<string, unknown>[]).map(rowToJob);
     },
-    async recentJobIds(endpointId, limit) {
-      return (recentJobIds.all(endpointId, limit) as Array<{ id: string }>).map((r) => r.id);
+    async recentJobIds(endpointId, limit, filter) {
+      if (!filter) return (recentJobIds.all(endpointId, limit) as Array<{ id: string }>).map((r) => r.id);
+      const q = historyStatement(listQuery("jobs", endpointId, limit, filter));
+      return (db.prepare(q.text).all(...q.values) as Array<{ id: string }>).map((r) => r.id);
+    },
+    async archiveJobs(ids, resultExpiredAt, keptUntil) {
+      const archive = db.prepare(sqliteStatement(ARCHIVE_JOB, ["", 0, 0]).text);
+      db.transaction(() => {
+        for (const id of ids) archive.run(...sqliteStatement(ARCHIVE_JOB, [id, resultExpiredAt, keptUntil]).values);
+      })();
+    },
+    async jobHistory(endpointId, limit, filter) {
+      const q = historyStatement(listQuery("job_history", endpointId, limit, filter));
+      return (db.prepare(q.text).all(...q.values) as Record<string, unknown>[]).map(rowToHistory);
+    },
+    async historyJob(endpointId, id) {
+      const q = historyStatement({ text: HISTORY_JOB, values: [endpointId, id] });
+      const r = db.prepare(q.text).get(...q.values) as Record<string, unknown> | undefined;
+      return r ? rowToHistory(r) : undefined;
+    },
+    async sweepJobHistory(now, limit) {
+      const q = historyStatement({ text: SWEEP_HISTORY, values: [now, limit] });
+      return db.prepare(q.text).run(...q.values).changes;
     },
     async chunksAfter(jobId, seq) {
       return (chunksAfter.all(jobId, seq) as Array<{ job_id: string; seq: number; data: string }>).map((r) => ({

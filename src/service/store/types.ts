@@ -4,6 +4,31 @@
 import type { JobStatus, ManifestResource } from "svc/internal";
 import type { DeployStoreOp, DeployStoreReads } from "./deploy-rows.js";
 
+/** Which jobs a list wants: of these statuses only, made at `since` (epoch ms) or later. */
+export interface JobListFilter {
+  statuses?: readonly string[];
+  since?: number;
+}
+
+/** A job's record kept after its result expired (the job history): no input, output or stream. */
+export interface JobHistoryRow {
+  id: string;
+  endpointId: string;
+  status: JobStatus;
+  function: string | null;
+  sync: boolean;
+  createdAt: number;
+  startedAt: number | null;
+  completedAt: number | null;
+  error: string | null;
+  errorType: string | null;
+  attempt: number;
+  retried: number;
+  workerId: string | null;
+  resultExpiredAt: number;
+  keptUntil: number;
+}
+
 export interface JobRow {
   id: string;
   endpointId: string;
@@ -217,8 +242,23 @@ export interface Store extends DeployStoreReads {
   lastChunkSeq(jobId: string): Promise<number>;
   /** Ids of jobs whose retention ran out (at most `limit`); the engine deletes them through a batch. */
   expiredJobIds(now: number, limit: number): Promise<string[]>;
-  /** Ids of an endpoint's newest jobs (at most `limit`), newest first: the console's job list. */
-  recentJobIds?(endpointId: string, limit: number): Promise<string[]>;
+  /**
+   * Ids of an endpoint's newest jobs (at most `limit`), newest first: the console's job list; only those of
+   * `statuses` and made at `since` or later, when given.
+   */
+  recentJobIds?(endpointId: string, limit: number, filter?: JobListFilter): Promise<string[]>;
+  /**
+   * Keep the record of these jobs (their result's retention ran out: they are about to be deleted) as history
+   * until `keptUntil`: status, times, attempts, error, worker. Their input, output and stream are not kept. A job
+   * archived twice keeps its first record.
+   */
+  archiveJobs?(ids: readonly string[], resultExpiredAt: number, keptUntil: number): Promise<void>;
+  /** An endpoint's history records, newest first (at most `limit`), filtered as `recentJobIds` filters. */
+  jobHistory?(endpointId: string, limit: number, filter?: JobListFilter): Promise<JobHistoryRow[]>;
+  /** One job's history record, when its endpoint is `endpointId`. */
+  historyJob?(endpointId: string, id: string): Promise<JobHistoryRow | undefined>;
+  /** Delete history records kept until `now` or before (at most `limit`); how many went. */
+  sweepJobHistory?(now: number, limit: number): Promise<number>;
   endpoints(): Promise<EndpointRow[]>;
   keyByHash(hash: string): Promise<KeyRow | undefined>;
   /** Webhooks due at `now` (nextAt <= now), oldest first, at most `limit`. */

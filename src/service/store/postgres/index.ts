@@ -25,6 +25,7 @@ import {
 import { DROPPED_LOG_STREAM, type EndpointRow, type JobCommands, type JobRow, type LogRow, type Store, type StoreOp, type StreamChunkRow } from "../types.js";
 import type { DeployStoreOp, ReleaseRow } from "../deploy-rows.js";
 import { migrate } from "./migrate.js";
+import { ARCHIVE_JOBS, HISTORY_JOB, listQuery, rowToHistory, SWEEP_HISTORY } from "../job-history.js";
 import type { Queryable } from "../queryable.js";
 
 export type { Queryable };
@@ -326,9 +327,26 @@ export async function openPostgresStore(url: string, migrations: readonly string
       const { rows } = await query("SELECT * FROM jobs WHERE status IN ('IN_QUEUE', 'IN_PROGRESS') ORDER BY seq");
       return jobRows(rows);
     },
-    async recentJobIds(endpointId, limit) {
-      const { rows } = await query<{ id: string }>("SELECT id FROM jobs WHERE endpoint_id = $1 ORDER BY seq DESC LIMIT $2", [endpointId, limit]);
+    async recentJobIds(endpointId, limit, filter) {
+      const q = listQuery("jobs", endpointId, limit, filter);
+      const { rows } = await query<{ id: string }>(q.text, q.values);
       return rows.map((r) => r.id);
+    },
+    async archiveJobs(ids, resultExpiredAt, keptUntil) {
+      if (ids.length === 0) return;
+      // One statement for all: the rows as an array (the sweep's batch is at most a few thousand).
+      await query(ARCHIVE_JOBS, [ids, resultExpiredAt, keptUntil]);
+    },
+    async jobHistory(endpointId, limit, filter) {
+      const q = listQuery("job_history", endpointId, limit, filter);
+      return (await query(q.text, q.values)).rows.map(rowToHistory);
+    },
+    async historyJob(endpointId, id) {
+      const r = (await query(HISTORY_JOB, [endpointId, id])).rows[0];
+      return r ? rowToHistory(r) : undefined;
+    },
+    async sweepJobHistory(now, limit) {
+      return (await query(SWEEP_HISTORY, [now, limit])).rowCount ?? 0;
     },
     async chunksAfter(jobId, seq) {
       const { rows } = await query<{ job_id: string; seq: number; data: string }>(
@@ -777,6 +795,7 @@ function barrierStatements(o: StoreOp): Statement[] {
       return [
         { text: "DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = $1)", values: [o.id] },
         { text: "DELETE FROM jobs WHERE endpoint_id = $1", values: [o.id] },
+        { text: "DELETE FROM job_history WHERE endpoint_id = $1", values: [o.id] },
         { text: "DELETE FROM logs WHERE endpoint_id = $1", values: [o.id] },
         { text: "DELETE FROM webhook_deliveries WHERE endpoint_id = $1", values: [o.id] },
         { text: "DELETE FROM webhook_settings WHERE endpoint_id = $1", values: [o.id] },
