@@ -69,6 +69,12 @@ export function applyProtocolEnv(env: Record<string, string | undefined>, launch
   // The models it names, where huggingface_hub (transformers, diffusers...) looks, found offline. User env
   // cannot point them elsewhere.
   if (placement.modelCache) Object.assign(env, modelCacheEnv(placement.modelCache));
+  // The service's collector for the runtime's own spans (and the user's OpenTelemetry, which reads the same
+  // variables), unless the endpoint names a collector of its own.
+  if (launch.traces && launch.protocol !== "provider" && !env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) {
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = launch.traces.tracesUrl;
+    if (launch.traces.headers && !env.OTEL_EXPORTER_OTLP_HEADERS) env.OTEL_EXPORTER_OTLP_HEADERS = launch.traces.headers;
+  }
   // Only when the driver needs a reachable address: the process driver keeps the runtime's loopback default.
   if (placement.http) {
     env.SVC_HTTP_HOST = placement.http.host;

@@ -345,11 +345,17 @@ interface Running {
 }
 
 /**
- * The host ports a sandboxed worker reaches: the job API's, the S3 API's own where its BUCKET_* key uploads, and
- * those the operator allows (`allowed`). Pure.
+ * The host ports a sandboxed worker reaches: the job API's, the S3 API's own where its BUCKET_* key uploads, the
+ * service's trace collector's where it is on this host, and those the operator allows (`allowed`). Pure.
  */
-function workerHostPorts(launch: Pick<WorkerLaunch, "apiUrl" | "bucket">, allowed: readonly number[] = []): number[] {
-  const ports = [loopbackPort(launch.apiUrl), launch.bucket ? loopbackPort(launch.bucket.endpointUrl) : undefined, ...allowed];
+function workerHostPorts(launch: Pick<WorkerLaunch, "apiUrl" | "bucket" | "traces">, allowed: readonly number[] = []): number[] {
+  const ports = [
+    loopbackPort(launch.apiUrl),
+    launch.bucket ? loopbackPort(launch.bucket.endpointUrl) : undefined,
+    // The service's collector on this host: the runtime sends its spans there.
+    launch.traces ? loopbackPort(launch.traces.tracesUrl) : undefined,
+    ...allowed,
+  ];
   return [...new Set(ports.filter((p): p is number => p !== undefined))];
 }
 

@@ -47,6 +47,11 @@ export interface WorkerLaunch {
   protocol?: WorkerProtocol;
   /** How often a provider worker pings, in ms (the service's heartbeat period); its default otherwise. */
   heartbeatMs?: number;
+  /**
+   * The service's collector, when it traces: svc's runtime sends a span of each handler's run there
+   * (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and OTEL_EXPORTER_OTLP_HEADERS in the worker, unless its endpoint sets its own).
+   */
+  traces?: { tracesUrl: string; headers?: string };
   /** The owner's key, for cross-endpoint calls from inside the worker. */
   apiKey?: string;
   /** The endpoint's configured environment variables. */

@@ -13,7 +13,8 @@ import { backoffMs, isTransient, sleep, type JobResult, type RegisterResponse, t
 import { ChunkSender, MAX_BATCH_BYTES } from "./chunk-sender.js";
 import { errorOf, failureLine, serialiseResult } from "./job-result.js";
 import { jobScope } from "./logs.js";
-import { parseTraceparent, runInTrace } from "./trace.js";
+import { childTrace, parseTraceparent, runInTrace } from "./trace.js";
+import { newSpanId, type SpanExporter } from "./spans.js";
 import { ProgressSender } from "./progress.js";
 import { recordedAlready, type ResultAnswer } from "../wire/worker.js";
 
@@ -36,6 +37,8 @@ export interface WorkerLoopOptions {
   takeJobs?: boolean;
   /** Extra fields of the register body (a load-balanced worker's `address`). */
   registerExtra?: Record<string, unknown>;
+  /** Where the runtime's span of each sampled job's handler run goes, when the service traces (spans.ts). */
+  spans?: SpanExporter;
 }
 
 interface PendingResult {
@@ -58,6 +61,8 @@ interface RunningJob {
   stream?: ChunkSender;
   /** Made at the job's first ctx.progress. */
   progress?: ProgressSender;
+  /** The runtime's span of the handler's run (its id and start), when one is sent. */
+  span?: { spanId: string; startMs: number };
 }
 const MAX_DONE_IN_FLIGHT = 2;
 /** Consecutive refused takes (about one a second) before the worker gives up. */
@@ -319,15 +324,18 @@ export class WorkerLoop {
 
   private start(job: TakenJob): void {
     const entry: RunningJob = { job, controller: new AbortController(), abandoned: false, trace: parseTraceparent(job.traceparent) };
+    if (entry.trace?.sampled && this.options.spans) entry.span = { spanId: newSpanId(), startMs: Date.now() };
     this.running.set(job.id, entry);
     this.heldLeases.set(job.lease, job.id);
     const timeoutMs = job.executionTimeoutMs ?? this.registered?.endpoint.executionTimeoutMs;
     if (timeoutMs && timeoutMs > 0) {
       entry.timer = setTimeout(() => this.timeOut(entry, timeoutMs), timeoutMs);
     }
-    // The job's span is the active one for the user's OpenTelemetry while it runs, its stream's reads included.
+    // The job's span is the active one for the user's OpenTelemetry while it runs, its stream's reads included: the
+    // runtime's span of the handler's run where one is sent (the user's spans are its children), else the job's run.
+    const active = entry.trace && entry.span ? childTrace(entry.trace, entry.span.spanId) : entry.trace;
     void jobScope
-      .run(job.id, () => runInTrace(entry.trace, () => this.execute(entry)))
+      .run(job.id, () => runInTrace(active, () => this.execute(entry)))
       .catch((err: unknown) => {
         this.options.note(`job ${job.id}: ${errorMessage(err)}`);
         this.abandon(entry, "crashed");
@@ -355,6 +363,7 @@ export class WorkerLoop {
       // In the job's logs too (`svc logs --job`), where one looks first; the whole stack is in the job record.
       if (!entry.abandoned) this.options.note(`job ${job.id} failed: ${failureLine(result.error!)}`);
     }
+    this.endSpan(entry, result);
     if (entry.abandoned) return;
     if (entry.stream) await entry.stream.drain();
     // The last progress reported is recorded before the result (a reader never sees an older one after it).
@@ -362,6 +371,24 @@ export class WorkerLoop {
     if (entry.abandoned) return;
     this.release(entry);
     this.queueDone(job.id, job.lease, serialiseResult(result));
+  }
+
+  /** The handler's run is over: its span goes to the collector (ERROR when it failed or was abandoned). */
+  private endSpan(entry: RunningJob, result: JobResult): void {
+    if (!entry.span || !entry.trace) return;
+    const { job } = entry;
+    const failed = result.status !== "COMPLETED" || entry.abandoned;
+    this.options.spans!.add({
+      traceId: entry.trace.traceId,
+      spanId: entry.span.spanId,
+      parentSpanId: entry.trace.spanId,
+      name: "job handler",
+      startMs: entry.span.startMs,
+      endMs: Date.now(),
+      ok: !failed,
+      ...(failed ? { message: entry.abandoned ? "cancelled, timed out or handed back" : (result.error?.message ?? "failed") } : {}),
+      attributes: { "svc.job.id": job.id, "svc.worker.id": this.options.workerId, ...(job.function ? { "svc.function": job.function } : {}) },
+    });
   }
 
   /** A job's ctx.progress: checked at once (a bad value throws in the handler), sent coalesced. */

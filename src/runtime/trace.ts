@@ -21,6 +21,11 @@ export function parseTraceparent(traceparent: string | undefined): JobTrace | un
   return { traceparent: traceparent!, traceId: m[1]!, spanId: m[2]!, sampled: (parseInt(m[3]!, 16) & 1) === 1 };
 }
 
+/** The trace context of a span made under `t` (same trace and sampling, `spanId` its own). Pure. */
+export function childTrace(t: JobTrace, spanId: string): JobTrace {
+  return { ...t, spanId, traceparent: `00-${t.traceId}-${spanId}-${t.sampled ? "01" : "00"}` };
+}
+
 interface OtelContext {
   setValue(key: symbol, value: unknown): OtelContext;
 }

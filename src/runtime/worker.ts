@@ -21,6 +21,7 @@ import { restoredFromSnapshot } from "./snapshot.js";
 import { claimFromStdin, POOL_CHANNEL_ENV } from "./claim.js";
 import { warmUp } from "./warm-up.js";
 import { lbCredentialOfToken } from "../lb-credential.js";
+import { SpanExporter, spanTarget } from "./spans.js";
 
 // A driver reads stdout/stderr through pipes. Once its end is gone (the service died), every write fails with
 // EPIPE, reported as an 'error' event: unhandled, that was an uncaught exception whose note wrote to stderr
@@ -69,6 +70,23 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
     if (!marked) shipper.add("log", text);
   };
   const restoreOutput = captureProcessOutput(shipper, { marked });
+  // The runtime's span of each handler's run, where the service traces (it names its collector in the env).
+  const spanTo = spanTarget(process.env);
+  const spans = spanTo
+    ? new SpanExporter(
+        spanTo,
+        {
+          "service.name": process.env.OTEL_SERVICE_NAME || "svc-worker",
+          "service.instance.id": settings.workerId,
+          "svc.worker.id": settings.workerId,
+          "svc.endpoint.id": settings.endpointId,
+          "svc.endpoint.name": settings.endpointName,
+          ...(settings.app ? { "svc.app": settings.app } : {}),
+          ...(settings.env ? { "svc.env": settings.env } : {}),
+        },
+        note,
+      )
+    : undefined;
 
   let handler: LoadedHandler | undefined;
   let routeServer: RouteServer | undefined;
@@ -155,6 +173,7 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
     note,
     stopGraceMs: settings.stopGraceMs,
     takeJobs: handler.kind !== "lb",
+    spans,
     registerExtra: { ...(routeServer ? routeAddress(routeServer) : {}), ...(settings.revision ? { revision: settings.revision } : {}) },
     isOrphaned: parentPid
       ? (unreachableMs) => unreachableMs > settings.orphanExitMs && (process.ppid !== parentPid || !processAlive(parentPid))
@@ -166,6 +185,7 @@ async function main(preloaded?: LoadedHandler): Promise<number> {
   const outcome = await loop.run();
   await routeServer?.close();
   note(outcome === "orphaned" ? "exiting: orphaned" : outcome === "refused" ? "exiting: the service refuses this worker" : "drained; exiting");
+  await spans?.flush();
   if (outcome !== "orphaned") await shipper.flush();
   shipper.stop();
   restoreOutput();

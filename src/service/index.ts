@@ -506,6 +506,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       endpoints: () => endpoints.values(),
       secrets: (endpoint) => secrets.resolve(endpoint.userId, endpoint.app, endpoint.env, endpoint.resource.secrets ?? []),
       heartbeatMs,
+      traces: options.tracing?.export,
       // A REST endpoint's template says them; an app's image endpoint says its own.
       containerAllowances: (endpoint) => management.containerAllowances(endpoint.id) ?? appContainerAllowances(endpoint.resource),
       registryAuth: (endpoint) => management.registryCredentials(endpoint.id),

@@ -16,6 +16,8 @@ export interface ReceivedSpan {
   status?: { code?: number; message?: string };
   /** `service.name` of the resource that sent it. */
   service?: string;
+  /** The sending resource's attributes, unwrapped. */
+  resource: Record<string, unknown>;
 }
 
 export interface OtlpReceiver {
@@ -49,7 +51,8 @@ export function spansOf(request: unknown): ReceivedSpan[] {
   const out: ReceivedSpan[] = [];
   const body = request as { resourceSpans?: Array<{ resource?: { attributes?: KeyValue[] }; scopeSpans?: Array<{ spans?: any[] }> }> };
   for (const rs of body.resourceSpans ?? []) {
-    const service = attributesOf(rs.resource?.attributes)["service.name"] as string | undefined;
+    const resource = attributesOf(rs.resource?.attributes);
+    const service = resource["service.name"] as string | undefined;
     for (const ss of rs.scopeSpans ?? []) {
       for (const s of ss.spans ?? []) {
         out.push({
@@ -61,6 +64,7 @@ export function spansOf(request: unknown): ReceivedSpan[] {
           attributes: attributesOf(s.attributes),
           status: s.status,
           service,
+          resource,
         });
       }
     }

@@ -1,7 +1,8 @@
 // Traces end to end: a `svc server` sending OTLP/HTTP to a receiver of the test's (test/fakes/otlp-receiver.ts), a
 // real process worker running a user's handler that traces with OpenTelemetry's own SDK to the same receiver. One
-// /runsync gives the request's span, the job's queue wait, dispatch and run, and the handler's span, all under one
-// trace id: the handler's span is a child of the job's run, whose context the take handed the worker.
+// /runsync gives the request's span, the job's queue wait, dispatch and run, the runtime's span of the handler's run
+// (sent by the worker to the collector the service names to it) and the user's span, all under one trace id: the
+// runtime's span is a child of the job's run, whose context the take handed the worker, and the user's its child.
 
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -58,13 +59,12 @@ it("puts the spans of one /runsync and the span its handler made under one trace
 
   server = await startServerProcess({
     dataDir: join(work, "data"),
-    // The handler sends to the receiver on the host's loopback, which a sandboxed worker in a network of its own
-    // reaches only as the operator allows (docs/security.md).
+    // The collector is on the host's loopback: a sandboxed worker in a network of its own reaches its port (the
+    // service's collector, which it names to its workers) with no SVC_WORKER_HOST_PORTS.
     env: {
       SVC_API_KEY: KEY,
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       OTEL_BSP_SCHEDULE_DELAY: "50",
-      SVC_WORKER_HOST_PORTS: new URL(receiver.url).port,
     },
   });
   expect(server.log()).toContain(`traces: OTLP/HTTP to ${receiver.url}/v1/traces`);
@@ -81,14 +81,26 @@ it("puts the spans of one /runsync and the span its handler made under one trace
   };
   const traceId = out.trace.traceId;
   expect(out.trace.traceparent).toBe(`00-${traceId}-${out.trace.spanId}-01`);
-  // The runtime made the job's run span the active one in the handler's OpenTelemetry.
-  expect(out.active).toMatchObject({ traceId, spanId: out.trace.spanId });
-
   const named = (name: string): ReceivedSpan | undefined => receiver.spans.find((s) => s.traceId === traceId && s.name === name);
-  await until(() => ["POST /v2/:endpoint/runsync", "job queued", "job dispatch", "job run", "handler work"].every((n) => named(n)), 15_000);
+  await until(() => ["POST /v2/:endpoint/runsync", "job queued", "job dispatch", "job run", "job handler", "handler work"].every((n) => named(n)), 15_000);
   const request = named("POST /v2/:endpoint/runsync")!;
   const run = named("job run")!;
+  const runtime = named("job handler")!;
   const handler = named("handler work")!;
+  // The runtime's own span of the handler's run, sent by the worker with no code of the user's: a child of the job's
+  // run, its resource naming the worker.
+  expect(runtime).toMatchObject({
+    service: "svc-worker",
+    parentSpanId: run.spanId,
+    kind: 1,
+    status: { code: 1 },
+    attributes: { "svc.job.id": r.body.id },
+    resource: { "svc.endpoint.id": endpoint, "svc.endpoint.name": "traced", "svc.app": "traced-app" },
+  });
+  expect(runtime.resource["svc.worker.id"]).toBe(runtime.attributes["svc.worker.id"]);
+  expect(runtime.resource["service.instance.id"]).toMatch(/^w/);
+  // The runtime made its span the active one in the handler's OpenTelemetry; ctx.trace stays the job's run.
+  expect(out.active).toMatchObject({ traceId, spanId: runtime.spanId });
   expect(request).toMatchObject({
     service: "svc",
     kind: 2,
@@ -100,7 +112,7 @@ it("puts the spans of one /runsync and the span its handler made under one trace
   }
   expect(run.spanId).toBe(out.trace.spanId);
   expect(run.status?.code).toBe(1); // OK
-  // The handler's own span: same trace, a child of the job's run, sent by the user's SDK.
-  expect(handler).toMatchObject({ service: "traced-app", traceId, parentSpanId: run.spanId, attributes: { n: 7 } });
+  // The handler's own span: same trace, a child of the runtime's, sent by the user's SDK.
+  expect(handler).toMatchObject({ service: "traced-app", traceId, parentSpanId: runtime.spanId, attributes: { n: 7 } });
   expect(receiver.refused).toEqual([]);
 }, 180_000);

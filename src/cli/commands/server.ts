@@ -299,7 +299,7 @@ export function register(program: Command): void {
         const log = await operatorLog(config.logFormat, out);
         // Traces only when configured: otherwise the OpenTelemetry SDK is never loaded.
         const tracesUrl = tracesUrlOf(config);
-        const tracing = tracesUrl ? await loadTracing({ tracesUrl, serviceName: "svc" }) : undefined;
+        const tracing = tracesUrl ? await loadTracing({ tracesUrl, serviceName: "svc", headers: process.env.OTEL_EXPORTER_OTLP_HEADERS }) : undefined;
         const port = config.port;
         const dataDir = config.dataDir;
         // A data dir this start creates is removed again if the start fails: no admin key or empty database is

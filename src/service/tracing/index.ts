@@ -33,13 +33,23 @@ export interface Tracing {
   /** The request being served matched this route pattern: the span is named after it. */
   route(method: string | undefined, pattern: string): void;
   jobs: JobTracing;
+  /** Where workers send their own spans (their runtime's span of a handler's run): the service's collector. */
+  readonly export: WorkerTraceExport;
   /** Sends what is still buffered and stops. */
   shutdown(): Promise<void>;
+}
+
+/** The collector a worker's runtime sends its spans to, as the worker is told (OTEL_EXPORTER_OTLP_*). */
+export interface WorkerTraceExport {
+  tracesUrl: string;
+  headers?: string;
 }
 
 export interface TracingOptions {
   /** The OTLP/HTTP traces URL (…/v1/traces). */
   tracesUrl: string;
+  /** OTEL_EXPORTER_OTLP_HEADERS as the service was given it: workers send with the same (a hosted backend's key). */
+  headers?: string;
   /** `service.name` of the spans (OTEL_SERVICE_NAME overrides it, as the SDK's resource detection reads it). */
   serviceName: string;
 }

@@ -116,6 +116,7 @@ export function startOtelTracing(options: TracingOptions): Tracing {
   };
 
   return {
+    export: { tracesUrl: options.tracesUrl, ...(options.headers ? { headers: options.headers } : {}) },
     request(req, res, serve) {
       const parent = propagation.extract(ROOT_CONTEXT, req.headers);
       const method = req.method ?? "GET";

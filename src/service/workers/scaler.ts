@@ -3,6 +3,7 @@
 // revision (rolling release) and workers that exit unexpectedly (with backoff). The decision is a pure
 // function (planScaling); `Scaler` applies it.
 
+import type { WorkerTraceExport } from "../tracing/index.js";
 import type { LogFields } from "../logging.js";
 import type { AdoptedWorker, ContainerAllowances, WorkerBucket, WorkerDriver, WorkerExit, WorkerHandle, WorkerLogLine } from "../../drivers/types.js";
 import { placementOf } from "../../drivers/placement.js";
@@ -109,6 +110,8 @@ export interface ScalerDeps {
   registryAuth?(endpoint: EndpointRow): RegistryCredentials | undefined;
   /** The heartbeat period workers are told (a provider worker's ping period). */
   heartbeatMs?: number;
+  /** Where svc's workers send their runtime's spans, when the service traces (tracing/index.ts). */
+  traces?: WorkerTraceExport;
   /** `bucket`: an S3 key on the endpoint's network volume, when it has one (BUCKET_* in the worker). */
   mintWorkerKeys(endpoint: EndpointRow, workerId: string): Promise<{ workerToken: string; apiKey: string; bucket?: WorkerBucket }>;
   revokeWorkerKeys(workerId: string, endpointId: string): Promise<void>;
@@ -719,6 +722,7 @@ export class Scaler {
         ...(image ? this.deps.containerAllowances?.(endpoint) : {}),
         ...(image ? { registryAuth: this.deps.registryAuth?.(endpoint) } : {}),
         ...(r.snapshot ? { snapshot: true } : {}),
+        ...(this.deps.traces && !image ? { traces: this.deps.traces } : {}),
         onLog: (line) => this.deps.onLog(endpoint.id, workerId, line),
       });
       // Where the node pulls after the start returned, the failure stays until a worker of it registers.
