@@ -182,6 +182,15 @@ function EndpointGpus({
   health: Health | null | undefined;
 }) {
   const computeType = record?.computeType ?? endpoint.rest?.computeType ?? (endpoint.gpuTypeIds.length > 0 ? "GPU" : "CPU");
+  // Whether this host runs the workers and has no GPU: then they run on its CPU, which the page says.
+  const [onCpu, setOnCpu] = useState(false);
+  useEffect(() => {
+    if (computeType !== "GPU") return;
+    api<{ gpus: unknown[]; workersOnHost?: boolean }>("/v1/gpus").then(
+      (answer) => setOnCpu(answer.workersOnHost === true && answer.gpus.length === 0),
+      () => setOnCpu(false),
+    );
+  }, [computeType]);
   if (computeType !== "GPU") return null;
   const types = record?.gpuTypeIds ?? endpoint.gpuTypeIds;
   const count = record?.gpuCount ?? endpoint.rest?.gpuCount;
@@ -189,6 +198,11 @@ function EndpointGpus({
   return (
     <section class="card" aria-labelledby="endpoint-gpus-title">
       <h2 id="endpoint-gpus-title">GPUs</h2>
+      {onCpu && (
+        <p class="notice warn" role="status" data-field="no-gpus">
+          This service's host has no GPU: this GPU endpoint's workers run on its CPU.
+        </p>
+      )}
       <dl class="facts">
         <dt>Types, in priority order</dt>
         <dd>{types.length > 0 ? <TypeIds ids={types} ordered label="GPU types in priority order" /> : "any GPU of the host"}</dd>

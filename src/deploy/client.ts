@@ -98,6 +98,8 @@ export interface ReleaseInfo {
     attempts: number;
     failures: number;
     error: string | null;
+    /** Why its new worker has not started yet: "waiting for a GPU (HOPPER_141: 2 of 2 in use)". */
+    waiting?: string;
   }>;
   error: { endpoint: string; message: string } | null;
 }
@@ -108,6 +110,8 @@ export interface PlannedEndpoint extends EndpointInfo {
 
 export interface PlanInfo {
   applied: boolean;
+  /** What the service says of this deploy on its host (GPU endpoints that run on its CPU); absent from older services. */
+  warnings?: string[];
   endpoints: PlannedEndpoint[];
   remove: Array<{ name: string; id: string }>;
 }

@@ -178,7 +178,7 @@ export async function deploy(options: DeployOptions): Promise<DeployResult> {
     endpoints,
     removed: plan.remove,
     curl: first ? first.curl : null,
-    warnings: build.warnings,
+    warnings: [...build.warnings, ...(plan.warnings ?? [])],
     ...(release ? { release } : {}),
   };
 }

@@ -104,7 +104,8 @@ export function gpuInventoryFindings(inventory: GpuInventory): Finding[] {
       {
         check: "gpu",
         level: "info",
-        detail: "no NVIDIA GPU found (nvidia-smi): GPU endpoints run on the CPU locally; a deployed service places them on GPU machines",
+        detail:
+          "no NVIDIA GPU found (nvidia-smi): GPU endpoints whose workers run on this machine (svc dev, svc server with process or Docker workers) run on its CPU; on Swarm or Kubernetes their scheduler places them on GPU nodes",
       },
     ];
   }

@@ -759,6 +759,10 @@ async function readHostGpus(management: Management, options: ServiceOptions, log
   offer(gpus);
   if (inventory.gpus.length > 0) {
     log(`${inventory.gpus.length} GPU(s) on this host, each given to one worker at a time: ${inventory.gpus.map((g) => `${g.index} ${g.name}`).join(", ")}`);
+  } else {
+    // Said once at start: a GPU endpoint deployed here still runs, on the CPU (deploys and the endpoint page say so too).
+    const why = gpus.readError ? `nvidia-smi failed: ${gpus.readError}` : "no nvidia-smi on PATH, or it lists none";
+    log(`no GPU on this host (${why}): the workers of GPU endpoints run on its CPU`);
   }
   gpus.startSampling();
   return gpus;

@@ -84,3 +84,68 @@ it("a new release on a full host replaces the worker holding the GPU in place; a
   );
   expect(back.output).toEqual({ version: 2, cuda: RTX });
 }, 120_000);
+
+it("a release whose new GPU endpoint finds every GPU held says it waits for a GPU, then fails for that reason", async () => {
+  const waitDir = mkdtempSync(join(tmpdir(), "svc-gpu-wait-"));
+  const waitService = await startService({
+    dataDir: join(waitDir, "data"),
+    apiKeys: [KEY],
+    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(waitDir, "cache") }),
+    leaseMs: 2000,
+    heartbeatMs: 300,
+    releaseAttempts: 1,
+    releaseStartTimeoutMs: 4000,
+    gpus: { read: () => readInventory({ env: fakeEnv() }), sampleMs: 0 },
+  });
+  try {
+    const project = join(waitDir, "app");
+    mkdirSync(join(project, "src"), { recursive: true });
+    writeFileSync(join(project, "package.json"), JSON.stringify({ name: "gpu-wait", private: true, type: "module" }));
+    mkdirSync(join(project, "node_modules"));
+    symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
+    // Each endpoint in a file of its own: adding extra leaves card's code as it was (the release does not replace it).
+    const write = (name: string, workers: string) =>
+      writeFileSync(
+        join(project, "src", `${name}.mjs`),
+        `import { Endpoint } from "svc";\nexport const ${name} = Endpoint({ name: "${name}", gpu: "ADA_24", workers: ${workers} })(async function ${name}() { return 1; });\n`,
+      );
+    const deployNow = async () => {
+      const build = await buildProject(project);
+      return waitService.deploy({ app: "gpu-wait", env: "prod", manifest: build.manifest, artifactPath: build.artifactPath });
+    };
+    write("card", "[1, 1]");
+    const [held] = await deployNow();
+    expect((await call(`${held!.url}/runsync`, { key: KEY, body: { input: {} } })).body.status).toBe("COMPLETED");
+
+    // The only GPU is held by card (workersMin 1), which the release does not replace: extra's new worker waits.
+    write("extra", "[0, 1]");
+    const deploying = deployNow().then(
+      () => undefined,
+      (err: Error) => err,
+    );
+    const releases = `${waitService.url}/v1/apps/gpu-wait/environments/prod/releases`;
+    const waiting = await until(
+      async () => {
+        const starting = (await call(releases, { key: KEY })).body.releases.find((r: { state: string }) => r.state === "starting");
+        return starting?.endpoints.find((e: { name: string; waiting?: string }) => e.name === "extra" && e.waiting)?.waiting as string | undefined;
+      },
+      10_000,
+      100,
+    );
+    expect(waiting).toBe("waiting for a GPU (ADA_24: 1 of 1 in use)");
+    // What `svc deploy` prints for it.
+    const { releaseEndpointState } = await import("../../src/cli/commands/deploy.js");
+    expect(releaseEndpointState({ name: "extra", id: "x", action: "create", state: "starting", attempts: 1, failures: 0, error: null, waiting })).toBe(waiting);
+    const failure = await deploying;
+    expect(failure?.message).toBe('Endpoint "extra" of the new build could not start');
+    // The release failed for that reason (what `svc deploy` prints of it), not for a slow worker.
+    const failed = (await call(releases, { key: KEY })).body.releases[0];
+    expect(failed).toMatchObject({ state: "failed", error: { endpoint: "extra" } });
+    expect(failed.error.message).toMatch(/^the new worker could not start in 4 s: waiting for a GPU \(ADA_24: 1 of 1 in use\)/);
+    // card still serves on its GPU.
+    expect((await call(`${held!.url}/runsync`, { key: KEY, body: { input: {} } })).body.status).toBe("COMPLETED");
+  } finally {
+    await waitService.close();
+    rmSync(waitDir, { recursive: true, force: true });
+  }
+}, 90_000);

@@ -70,6 +70,7 @@ export function renderDeploy(result: DeployResult): string {
 export function releaseEndpointState(e: ReleaseInfo["endpoints"][number]): string {
   if (e.state === "ready") return "ready";
   if (e.state === "failed") return `failed after ${e.attempts} attempt(s)`;
+  if (e.waiting) return e.waiting;
   return e.failures > 0 ? `starting (attempt ${e.attempts}, ${e.failures} failed: ${e.error?.split("\n")[0] ?? "no reason"})` : "starting";
 }
 

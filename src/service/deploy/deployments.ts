@@ -58,7 +58,7 @@ export interface DeploymentsDeps {
   /** Surge, then switch (releases/manager.ts). */
   releases: Pick<ReleaseManager, "begin">;
   /** The scaler, where this service runs workers (none: workers come from outside, nothing to wait for). */
-  scaler(): (Pick<Scaler, "reconcile" | "stopWorkersOf"> & Partial<Pick<Scaler, "runsImages" | "pullsImages" | "hasImage">>) | undefined;
+  scaler(): (Pick<Scaler, "reconcile" | "stopWorkersOf"> & Partial<Pick<Scaler, "runsImages" | "pullsImages" | "hasImage" | "probeGpuWait">>) | undefined;
   /** Network volumes and REST endpoints (the management API), where the service has it. */
   management?: DeployManagement;
   /** Users' secrets: a release whose endpoints name unset ones is refused. */
@@ -177,6 +177,38 @@ export class Deployments {
   constructor(private readonly deps: DeploymentsDeps) {}
 
   /** An environment as stored, or undefined. */
+  /**
+   * What a deploy is told of this host: GPU endpoints whose workers run on its CPU, where the workers run here and
+   * it has no GPU. Pure of I/O.
+   */
+  hostWarnings(resources: Record<string, ManifestResource>): string[] {
+    const gpus = this.deps.gpus();
+    if (!gpus || gpus.inventory.gpus.length > 0) return [];
+    const gpuEndpoints = Object.entries(resources)
+      .filter(([, r]) => r.computeType === "GPU")
+      .map(([name]) => name)
+      .sort();
+    if (gpuEndpoints.length === 0) return [];
+    return [`This service's host has no GPU: the workers of ${gpuEndpoints.join(", ")} run on its CPU (svc doctor and GET /v1/gpus say what it found)`];
+  }
+
+  /** Releases as answered: a starting one's endpoints say why their new workers wait, where they wait for a GPU. */
+  withWaits(releases: readonly ReleaseRow[]): ReleaseRow[] {
+    const scaler = this.deps.scaler();
+    if (!scaler?.probeGpuWait) return [...releases];
+    return releases.map((r) =>
+      r.state !== "starting"
+        ? r
+        : {
+            ...r,
+            endpoints: r.endpoints.map((e) => {
+              const waiting = e.state === "starting" ? scaler.probeGpuWait!(e.id) : undefined;
+              return waiting ? { ...e, waiting } : e;
+            }),
+          },
+    );
+  }
+
   async environment(ref: EnvironmentRef): Promise<EnvironmentRow | undefined> {
     return (await this.deps.store.environments(ref.userId, ref.app)).find((e) => e.name === ref.env);
   }

@@ -278,7 +278,8 @@ async function listReleases(call: RouteCall): Promise<void> {
   refuseHead(call, ["GET"]);
   const ref = environmentRef(call);
   if (!(await ctx.deployments.environment(ref))) throw new HttpProblem(404, `No app "${ref.app}" with environment "${ref.env}"`);
-  sendJson(res, { app: ref.app, env: ref.env, releases: oneLive(await ctx.store.releases(ref.userId, ref.app, ref.env, RELEASES_LISTED)) });
+  const releases = ctx.deployments.withWaits(oneLive(await ctx.store.releases(ref.userId, ref.app, ref.env, RELEASES_LISTED)));
+  sendJson(res, { app: ref.app, env: ref.env, releases });
 }
 
 /** An environment action (POST .../{action}): names checked, the deploy scope, its JSON body. */
@@ -292,7 +293,7 @@ async function actionCall(call: RouteCall, action: string): Promise<{ ref: Envir
 async function planAction(call: RouteCall): Promise<void> {
   const { ref, body } = await actionCall(call, "plan");
   const { build, plan } = await call.ctx.deployments.plan(ref, { build: typeof body.build === "string" ? body.build : "", manifest: body.manifest });
-  sendJson(call.res, planJson(call.ctx, plan, build.manifest.routes, false));
+  sendJson(call.res, { ...planJson(call.ctx, plan, build.manifest.routes, false), warnings: call.ctx.deployments.hostWarnings(build.manifest.resources) });
 }
 
 /** POST .../activate {build, confirmRemove, wait, rollback}: release the build; 202 with `wait: false` while it starts. */
@@ -308,6 +309,7 @@ async function activateAction(call: RouteCall): Promise<void> {
     build: build.id,
     fingerprint: build.fingerprint,
     release: r,
+    warnings: call.ctx.deployments.hostWarnings(build.manifest.resources),
   });
   // `wait: false`: answer now (202 while new workers come up); the outcome is in GET .../releases.
   if (body.wait === false && release.state === "starting") return sendJson(call.res, answer(release), 202);
@@ -406,6 +408,6 @@ async function environmentJson(ctx: DeployRouteDeps, e: EnvironmentRow) {
     fingerprint: build?.fingerprint ?? null,
     endpoints: ctx.deployments.endpointsOf(e.userId, e.app, e.name).map((row) => endpointJson(ctx, row, build?.manifest.routes)),
     // The environment's recent releases, newest first, with their outcome (a failed one says which endpoint and why).
-    releases: oneLive(await ctx.store.releases(e.userId, e.app, e.name, RELEASES_LISTED)),
+    releases: ctx.deployments.withWaits(oneLive(await ctx.store.releases(e.userId, e.app, e.name, RELEASES_LISTED))),
   };
 }

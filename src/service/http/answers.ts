@@ -32,6 +32,8 @@ export interface GpuListAnswer {
   cudaVersion: string | null;
   /** Whether workers get GPUs of their own (the host has GPUs and the service's workers run on it). */
   assigning: boolean;
+  /** Whether the service's workers run on this host (process or Docker): with no GPU here, GPU endpoints run on its CPU. */
+  workersOnHost: boolean;
   /** Why the last read of nvidia-smi failed (the GPUs shown are those last read). */
   error?: string;
 }

@@ -229,6 +229,10 @@ export const API_SCHEMAS = {
       driverVersion: { type: ["string", "null"] },
       cudaVersion: { type: ["string", "null"] },
       assigning: { type: "boolean", description: "Whether workers get GPUs of their own (the host has GPUs and the service's workers run on it)" },
+      workersOnHost: {
+        type: "boolean",
+        description: "Whether the service's workers run on this host (process or Docker): with no GPU here, GPU endpoints run on its CPU",
+      },
       error: str("Why the last read of nvidia-smi failed"),
     },
     required: ["gpus", "assigning"],

@@ -23,6 +23,8 @@ export interface ProbeRunner {
    * is not probed: it switches with the others and waits, saying why, as it would without any driver.
    */
   runs?(row: EndpointRow): boolean;
+  /** Why a probe of this endpoint has not started: "waiting for a GPU (...)"; undefined when it is not waiting. */
+  probeGpuWait?(endpointId: string): string | undefined;
 }
 
 export interface ReleaseRequest {
@@ -230,7 +232,10 @@ export class ReleaseManager {
     const timeoutMs = this.options.startTimeoutMs;
     const timer = setTimeout(() => {
       const ready = row.type === "lb" ? "answered /ping with 200" : "loaded its handler";
-      this.failed(workerId, `the new worker had not ${ready} after ${Math.round(timeoutMs / 1000)} s`);
+      // A probe that never got a GPU says so: the release fails for that, not for a worker that was slow.
+      const waiting = this.options.runner()?.probeGpuWait?.(endpointId);
+      const seconds = Math.round(timeoutMs / 1000);
+      this.failed(workerId, waiting ? `the new worker could not start in ${seconds} s: ${waiting}` : `the new worker had not ${ready} after ${seconds} s`);
     }, timeoutMs);
     timer.unref();
     owner.probes.set(workerId, { workerId, endpointId, timer, lines: [] });

@@ -51,6 +51,11 @@ export interface ReleaseEndpoint {
   failures: number;
   /** The last start failure: the worker's own error (first lines of its stack). */
   error: string | null;
+  /**
+   * Why its new worker has not started yet, while it is starting: "waiting for a GPU (HOPPER_141: 2 of 2 in use)".
+   * Read when the release is answered (never stored).
+   */
+  waiting?: string;
 }
 
 /** One activation of a build in an environment, and its outcome. */

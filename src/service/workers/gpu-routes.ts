@@ -26,7 +26,7 @@ export function visibleHolder(view: GpuView, principal: Principal, ownerOf: (end
 export async function gpuList(call: RouteCall<GpuDeps>): Promise<void> {
   requireAccess(call.principal, "gpus", false);
   const gpus = call.ctx.gpus?.();
-  if (!gpus) return sendJson(call.res, { gpus: [], driverVersion: null, cudaVersion: null, assigning: false } satisfies GpuListAnswer);
+  if (!gpus) return sendJson(call.res, { gpus: [], driverVersion: null, cudaVersion: null, assigning: false, workersOnHost: false } satisfies GpuListAnswer);
   if (["1", "true"].includes(call.url.searchParams.get("refresh") ?? "")) await gpus.refresh();
   const owner = (endpointId: string) => call.ctx.endpoints.get(endpointId)?.userId;
   const inventory = gpus.inventory;
@@ -35,6 +35,7 @@ export async function gpuList(call: RouteCall<GpuDeps>): Promise<void> {
     driverVersion: inventory.driverVersion,
     cudaVersion: inventory.cudaVersion,
     assigning: gpus.assigning,
+    workersOnHost: true,
     ...(gpus.readError ? { error: gpus.readError } : {}),
   };
   sendJson(call.res, answer);

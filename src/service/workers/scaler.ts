@@ -14,7 +14,7 @@ import type { EndpointRow } from "../store/types.js";
 import { checkPingPath, type PingCheck } from "../lb/ping.js";
 import { artifactUrl } from "../artifacts/route.js";
 import { allocateGpus, gpuRequestOf } from "../../gpus/allocate.js";
-import type { GpuWait, GpuWant, HostGpus } from "../../gpus/host.js";
+import { gpuWaitMessage, type GpuWait, type GpuWant, type HostGpus } from "../../gpus/host.js";
 import { cardMatches, endpointImageOf, LIMITS } from "svc/internal";
 import { defaultPolicy, desiredWorkers, type ScalingPolicy } from "./scaling-policy.js";
 import { errorMessage } from "../../errors.js";
@@ -919,6 +919,16 @@ export class Scaler {
 
   gpuWait(endpointId: string): GpuWait | undefined {
     return this.deps.gpus?.waiting(endpointId);
+  }
+
+  /** Why a release's new worker of this endpoint waits for a GPU (its probe, not started yet); undefined: it does not. */
+  probeGpuWait(endpointId: string): string | undefined {
+    const gpus = this.deps.gpus;
+    const probe = [...this.managed.values()].find((w) => w.endpointId === endpointId && w.awaitingGpu && !w.stopping);
+    const request = probe && gpuRequestOf(probe.awaitingGpu!.endpoint.resource);
+    if (!gpus || !request) return undefined;
+    const allocation = gpus.allocate(request);
+    return allocation.kind === "allocated" ? undefined : gpuWaitMessage(allocation);
   }
 
   /** Why an endpoint's workers wait for its models ("fetching model org/name@main: 120 of 200 MB"); undefined: they do not. */
