@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { durationFlag, parseDuration, parseSince, timeAgo } from "./duration.js";
+import { durationFlag, parseDuration, parseSince, timeAgo, timeFromNow } from "./duration.js";
 import { columnHeader } from "./management.js";
 
 describe("durations", () => {
@@ -41,6 +41,9 @@ describe("times and headers in tables", () => {
     expect(timeAgo(now - 2 * 3_600_000, now)).toBe("2h ago");
     expect(timeAgo(now - 4 * 86_400_000, now)).toBe("4d ago");
     expect(timeAgo(now + 10_000, now)).toBe("just now");
+    expect(timeFromNow(now + 3_600_000 - 1_000, now)).toBe("in 59m");
+    expect(timeFromNow(now + 30 * 86_400_000, now)).toBe("in 30d");
+    expect(timeFromNow(now - 2 * 86_400_000, now)).toBe("2d ago");
   });
 
   it("heads a column with its field's words", () => {

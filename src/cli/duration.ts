@@ -51,6 +51,12 @@ export function parseSince(value: string, now: number = Date.now(), flag = "--si
 }
 
 /** How long ago `at` was, as a person reads it in a table: `just now`, `45s ago`, `3m ago`, `2h ago`, `4d ago`. Pure. */
+/** A time before or after now as people say it: "3m ago", "in 2d" (a table's column; --json keeps the exact one). Pure. */
+export function timeFromNow(at: number, now = Date.now()): string {
+  if (at <= now + 4_000) return timeAgo(at, now);
+  return `in ${timeAgo(now, at).replace(/ ago$/, "")}`;
+}
+
 export function timeAgo(at: number, now = Date.now()): string {
   const s = Math.max(0, Math.round((now - at) / 1000));
   if (s < 5) return "just now";

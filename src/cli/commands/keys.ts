@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { confirmDestructive } from "../confirm.js";
 import { defined, fields, listFlag, management, table } from "../management.js";
 import { createOutput } from "../output.js";
-import { durationFlag } from "../duration.js";
+import { durationFlag, timeFromNow } from "../duration.js";
 
 type Key = {
   id: string;
@@ -17,11 +17,20 @@ type Key = {
   key?: string;
 };
 
-/** The API's times are epoch milliseconds (--json keeps them); people read ISO times. */
-const readable = (k: Key) => {
-  const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
-  return { ...k, createdAt: iso(k.createdAt), expiresAt: iso(k.expiresAt), revokedAt: iso(k.revokedAt), inUse: k.inUse ? "yes (this CLI)" : "" };
+/** One key's fields as people read them: ISO times with how long ago or until (--json keeps epoch milliseconds). */
+const readable = (k: Key, now = Date.now()) => {
+  const when = (t: number | null) => (t === null ? null : `${new Date(t).toISOString()} (${timeFromNow(t, now)})`);
+  return { ...k, createdAt: when(k.createdAt), expiresAt: when(k.expiresAt), revokedAt: when(k.revokedAt), inUse: k.inUse ? "yes (this CLI)" : "" };
 };
+
+/** A key as a table's row: times relative ("3d ago", "in 29d"; `never` for no expiry). */
+const row = (k: Key, now = Date.now()) => ({
+  ...k,
+  created: timeFromNow(k.createdAt, now),
+  expires: k.expiresAt === null ? "never" : timeFromNow(k.expiresAt, now),
+  revoked: k.revokedAt === null ? null : timeFromNow(k.revokedAt, now),
+  inUse: k.inUse ? "yes (this CLI)" : "",
+});
 
 export function register(program: Command): void {
   const keys = program
@@ -48,7 +57,13 @@ export function register(program: Command): void {
     .option("--json", "print JSON")
     .action(async (o: { user?: string; json?: boolean }) => {
       const list = await management<Key[]>("GET", `/v1/keys${o.user ? `?userId=${encodeURIComponent(o.user)}` : ""}`);
-      createOutput({ json: o.json }).result(list, () => table(list.map(readable), ["id", "name", "userId", "scopes", "expiresAt", "revokedAt", "inUse"]));
+      const now = Date.now();
+      createOutput({ json: o.json }).result(list, () =>
+        table(
+          list.map((k) => row(k, now)),
+          ["id", "name", "userId", "scopes", "created", "expires", "revoked", "inUse"],
+        ),
+      );
     });
   keys
     .command("revoke")
