@@ -31,6 +31,10 @@ const SQLITE_PINS = [
   { count: 17, sha256: "d0c09e624cfaa0e3bbd81b64477d94bd931a445b0e36d5283b92fb9262b581de" },
   // The network volume a job's s3Config named.
   { count: 18, sha256: "bf63a23d0fb901a7b4bedde1cb676ec1f62d286e5af437f657e192df43cabd47" },
+  // A load-balanced endpoint's requests in its usage.
+  { count: 19, sha256: "a56f6c9ae56202c6e82042d4f4f2e62d15029d37e77292d679276658d78db1d6" },
+  // The job history.
+  { count: 20, sha256: "8862cff953677e78c423979fb1f612fffd81054053c152027c2d6d07a3276535" },
 ];
 const PG_PINS = [
   { count: 13, sha256: "d27437516bb632b050bca8824c9b8832a831375d43827d4d5d840310c355295c" },
@@ -40,6 +44,10 @@ const PG_PINS = [
   { count: 16, sha256: "1553e5e8b21ca5b8590bd25ff4d6f3a4805a89fb8051e8d5fe0c22c0b941403a" },
   // The network volume a job's s3Config named.
   { count: 17, sha256: "ca669cdb089d42b068bd3b2412fa11e22ecb2304e51469a91c6c54b2de4efd09" },
+  // A load-balanced endpoint's requests in its usage.
+  { count: 18, sha256: "730de089382bc335ea5e69da9816c982d8d7d6e406ead279432e27de35bc30f4" },
+  // The job history.
+  { count: 19, sha256: "947d16ac608b46441b976a16535bde019ac9d21e6766698fcb1d91777761e3a2" },
 ];
 const SQLITE_PIN = SQLITE_PINS.at(-1)!;
 const PG_PIN = PG_PINS.at(-1)!;
