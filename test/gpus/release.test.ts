@@ -1,6 +1,9 @@
 // Releases on a full host: one GPU (an RTX 4090 the fake nvidia-smi describes), held by the previous release's
 // worker (workersMin 1). A new release replaces it in place (drains it, starts the new worker on its GPU); a new
-// release that fails to start gives the GPU back to the previous one. Real service, real process workers.
+// release that fails to start gives the GPU back to the previous one; one whose new endpoint finds every GPU held
+// says it waits and then fails for that reason. On two H100s and a 4090, a release whose endpoints together need
+// more than the host has goes through: the new workers that proved they start hand their GPUs over together.
+// Real service, real process workers.
 
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -149,3 +152,68 @@ it("a release whose new GPU endpoint finds every GPU held says it waits for a GP
     rmSync(waitDir, { recursive: true, force: true });
   }
 }, 90_000);
+
+it("a release whose endpoints together need more GPUs than the host has goes through: ready new workers hand their GPUs over together", async () => {
+  // Two H100s and a 4090: fallback and hold take an H100 each, pair needs both.
+  const env = (): NodeJS.ProcessEnv => ({
+    ...fakeEnv(),
+    FAKE_NVIDIA_SMI_GPUS: JSON.stringify([
+      { name: "NVIDIA H100 80GB HBM3", memoryMiB: 81559 },
+      { name: "NVIDIA H100 80GB HBM3", memoryMiB: 81559 },
+      { name: "NVIDIA GeForce RTX 4090", memoryMiB: 24564 },
+    ]),
+  });
+  const hostDir = mkdtempSync(join(tmpdir(), "svc-gpu-together-"));
+  const host = await startService({
+    dataDir: join(hostDir, "data"),
+    apiKeys: [KEY],
+    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(hostDir, "cache") }),
+    leaseMs: 2000,
+    heartbeatMs: 300,
+    releaseAttempts: 1,
+    releaseStartTimeoutMs: 30_000,
+    gpus: { read: () => readInventory({ env: env() }), sampleMs: 0 },
+  });
+  try {
+    const project = join(hostDir, "app");
+    mkdirSync(join(project, "src"), { recursive: true });
+    writeFileSync(join(project, "package.json"), JSON.stringify({ name: "gpu-together", private: true, type: "module" }));
+    mkdirSync(join(project, "node_modules"));
+    symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
+    const endpoint = (name: string, gpu: string, extra = "") =>
+      `export const ${name} = Endpoint({ name: "${name}", gpu: ${gpu}, ${extra}workers: [0, 1] })(async function ${name}() { return { cuda: process.env.CUDA_VISIBLE_DEVICES }; });\n`;
+    // The environment first (its releases are read while the next one starts), then the three GPU endpoints.
+    const plain = `export const plain = Endpoint({ name: "plain", workers: [0, 1] })(async function plain() { return 1; });\n`;
+    writeFileSync(join(project, "src", "app.mjs"), `import { Endpoint } from "svc";\n${plain}`);
+    const first = await buildProject(project);
+    await host.deploy({ app: "gpu-together", env: "prod", manifest: first.manifest, artifactPath: first.artifactPath });
+    writeFileSync(
+      join(project, "src", "app.mjs"),
+      `import { Endpoint } from "svc";\n${plain}${endpoint("fallback", '["ADA_80_PRO", "ADA_24"]')}${endpoint("hold", '"ADA_80_PRO"')}${endpoint("pair", '"ADA_80_PRO"', "gpuCount: 2, ")}`,
+    );
+    const build = await buildProject(project);
+    const seen = new Set<string>();
+    const releases = `${host.url}/v1/apps/gpu-together/environments/prod/releases`;
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        const answer = await call(releases, { key: KEY });
+        for (const r of answer.body?.releases ?? []) for (const e of r.endpoints) if (e.waiting) seen.add(`${e.name}: ${e.waiting}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    const deployed = await host.deploy({ app: "gpu-together", env: "prod", manifest: build.manifest, artifactPath: build.artifactPath });
+    watching = false;
+    await watch;
+    expect((await call(releases, { key: KEY })).body.releases[0].state).toBe("live");
+    // pair waited, and said so, until the others' ready workers gave their H100s back together.
+    expect([...seen]).toContain("pair: waiting for a GPU (ADA_80_PRO: 2 of 2 in use, 2 needed)");
+    const pair = deployed.find((e) => e.name === "pair")!;
+    const r = await call(`${pair.url}/runsync`, { key: KEY, body: { input: {} } });
+    expect(r.body.status).toBe("COMPLETED");
+    expect((r.body.output.cuda as string).split(",")).toHaveLength(2);
+  } finally {
+    await host.close();
+    rmSync(hostDir, { recursive: true, force: true });
+  }
+}, 120_000);

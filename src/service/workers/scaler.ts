@@ -874,9 +874,10 @@ export class Scaler {
 
   /**
    * Start the probes waiting for a GPU that one is free for, those waiting for the GPUs of `freedBy` first, then
-   * the longest waiting. A probe still without one, while another probe has proved its code starts (its release
-   * counts its endpoint ready) on GPUs it could use: that one stops and hands them over; its endpoint gets workers
-   * like any once the release switches. So the probes of one release never block each other on a full host.
+   * the longest waiting. A probe still without one, while other probes have proved their code starts (their release
+   * counts their endpoints ready) on GPUs it could use: those stop and hand them over (several together where it
+   * needs the GPUs of several); their endpoints get workers like any once the release switches. So the probes of one
+   * release never block each other on a full host.
    */
   private serveWaitingProbes(freedBy?: string): void {
     const gpus = this.deps.gpus;
@@ -897,18 +898,39 @@ export class Scaler {
       }
       // Its victim is still on its way out: its GPUs come.
       if (victimId && this.managed.has(victimId)) continue;
-      const proven = [...this.managed.values()].find((w) => {
-        if (!w.probe || w.handingOver || !w.handle || !this.deps.probeReady?.(w.id)) return false;
-        const holds = gpus.holds();
-        for (const uuid of gpus.heldBy(w.id).uuids) holds.delete(uuid);
-        return allocateGpus(gpus.devices(), holds, request).kind === "allocated";
-      });
-      if (proven) {
+      for (const proven of this.handOverSet(request)) {
         proven.handingOver = true;
         this.deps.onEvent?.(`worker ${proven.id} (a release's, ready) stops to give its GPU to the new worker ${p.id} of endpoint ${endpoint.name}`);
         void this.stopThroughDriver(proven.id, proven.endpointId, proven.handle!, DRAIN_GRACE_MS, " (to hand over its GPU)");
       }
     }
+  }
+
+  /**
+   * The probes that proved their code starts and whose GPUs, freed together, would serve `request`: one where one
+   * is enough, else as few as found (a two-GPU probe may need the GPUs of two one-GPU probes); none when even all
+   * of them would not do. Pure of I/O.
+   */
+  private handOverSet(request: NonNullable<ReturnType<typeof gpuRequestOf>>): ManagedWorker[] {
+    const gpus = this.deps.gpus!;
+    const proven = [...this.managed.values()].filter(
+      (w) => w.probe && !w.handingOver && w.handle && this.deps.probeReady?.(w.id) && gpus.heldBy(w.id).uuids.length > 0,
+    );
+    const fits = (set: readonly ManagedWorker[]) => {
+      const holds = gpus.holds();
+      for (const w of set) for (const uuid of gpus.heldBy(w.id).uuids) holds.delete(uuid);
+      return allocateGpus(gpus.devices(), holds, request).kind === "allocated";
+    };
+    const one = proven.find((w) => fits([w]));
+    if (one) return [one];
+    if (!fits(proven)) return [];
+    // All of them would do: drop each one the rest do without.
+    const chosen = [...proven];
+    for (const w of [...chosen].reverse()) {
+      const without = chosen.filter((c) => c !== w);
+      if (fits(without)) chosen.splice(chosen.indexOf(w), 1);
+    }
+    return chosen;
   }
 
   /** Why an endpoint's workers wait for a GPU, and how many; undefined when none waits. */
