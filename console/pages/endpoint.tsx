@@ -11,7 +11,7 @@ import { Field, formatMs, Json, ListTable, Notice, ProblemMessage, Time, useConf
 import { EndpointForm } from "./endpoint-form.js";
 import { EndpointAccess, EndpointCharts, EndpointSettings, EndpointWorkers } from "./endpoint-overview.js";
 import { Releases } from "../releases.js";
-import { HealthCells, LbHealthCells } from "./endpoints.js";
+import { HealthCells } from "./endpoints.js";
 import { GpuUse, TypeIds } from "./gpus.js";
 import { WebhookDeliveries } from "./webhook-deliveries.js";
 
@@ -881,7 +881,7 @@ export function EndpointPage({ id, jobId }: { id: string; jobId?: string }) {
       ) : (
         <ListTable label="Status" columns={["Workers now", "Waiting for a worker", "In flight", "Cold starts"]}>
           <tr>
-            <LbHealthCells health={health} />
+            <HealthCells health={health} lb />
           </tr>
         </ListTable>
       )}

@@ -26,32 +26,13 @@ export function groupEndpoints(endpoints: readonly EndpointSummary[]): EndpointG
   return [...groups.values()].sort((a, b) => (a.key === "" ? 1 : b.key === "" ? -1 : a.key.localeCompare(b.key)));
 }
 
-export function HealthCells({ health }: { health: Health | null | undefined }) {
-  if (health === undefined) return <td colSpan={4}>…</td>;
-  if (health === null) return <td colSpan={4}>no status</td>;
-  const w = health.workers;
-  return (
-    <>
-      <td>
-        {w.running} running, {w.idle} idle, {w.initializing ?? 0} initializing
-      </td>
-      <td>{health.jobs.inQueue}</td>
-      <td>{health.jobs.inProgress}</td>
-      <td>
-        {health.coldStarts.count}
-        {health.coldStarts.lastMs !== null && ` (last ${formatMs(health.coldStarts.lastMs)})`}
-      </td>
-    </>
-  );
-}
-
 const requestCount = (n: number) => `${n} request${n === 1 ? "" : "s"}`;
 
 /**
- * A load-balanced endpoint's status cells: workers, requests waiting for a worker (where a queue endpoint has its
- * queued jobs) and in flight (its jobs in progress), cold starts.
+ * An endpoint's status cells: its workers, what waits and what runs, its cold starts. A queue endpoint's are its
+ * queued jobs and jobs in progress; a load-balanced endpoint's (`lb`) its requests waiting for a worker and in flight.
  */
-export function LbHealthCells({ health }: { health: Health | null | undefined }) {
+export function HealthCells({ health, lb = false }: { health: Health | null | undefined; lb?: boolean }) {
   if (health === undefined) return <td colSpan={4}>…</td>;
   if (health === null) return <td colSpan={4}>no status</td>;
   const w = health.workers;
@@ -60,8 +41,17 @@ export function LbHealthCells({ health }: { health: Health | null | undefined })
       <td>
         {w.running} running, {w.idle} idle, {w.initializing ?? 0} initializing
       </td>
-      <td data-field="waiting">{requestCount(health.requests?.waiting ?? 0)}</td>
-      <td data-field="in-flight">{requestCount(health.requests?.inFlight ?? 0)}</td>
+      {lb ? (
+        <>
+          <td data-field="waiting">{requestCount(health.requests?.waiting ?? 0)}</td>
+          <td data-field="in-flight">{requestCount(health.requests?.inFlight ?? 0)}</td>
+        </>
+      ) : (
+        <>
+          <td>{health.jobs.inQueue}</td>
+          <td>{health.jobs.inProgress}</td>
+        </>
+      )}
       <td>
         {health.coldStarts.count}
         {health.coldStarts.lastMs !== null && ` (last ${formatMs(health.coldStarts.lastMs)})`}
@@ -164,7 +154,7 @@ export function EndpointsPage() {
                     <td>
                       {e.workersMin}–{e.workersMax}
                     </td>
-                    {e.type === "lb" ? <LbHealthCells health={health[e.id]} /> : <HealthCells health={health[e.id]} />}
+                    <HealthCells health={health[e.id]} lb={e.type === "lb"} />
                   </tr>
                 ))}
               </tbody>

@@ -19,12 +19,48 @@ import { call, until } from "../service/helpers.js";
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "gpu-release-admin-key";
 const RTX = "GPU-fa4e0000-0000-4000-8000-000000000000";
-const fakeEnv = (): NodeJS.ProcessEnv => ({
-  ...process.env,
-  PATH: `${join(repo, "test", "fakes", "gpu")}${delimiter}${process.env.PATH ?? ""}`,
-  FAKE_NVIDIA_SMI_GPUS: JSON.stringify([{ name: "NVIDIA GeForce RTX 4090", memoryMiB: 24564 }]),
-});
+const RTX_4090 = { name: "NVIDIA GeForce RTX 4090", memoryMiB: 24564 };
+const H100 = { name: "NVIDIA H100 80GB HBM3", memoryMiB: 81559 };
 
+/** A service whose host has these GPUs (as the fake nvidia-smi describes them), in a directory of its own. */
+async function gpuHost(prefix: string, gpus: object[], releaseStartTimeoutMs: number): Promise<{ dir: string; service: Service; close(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PATH: `${join(repo, "test", "fakes", "gpu")}${delimiter}${process.env.PATH ?? ""}`,
+    FAKE_NVIDIA_SMI_GPUS: JSON.stringify(gpus),
+  };
+  const service = await startService({
+    dataDir: join(dir, "data"),
+    apiKeys: [KEY],
+    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
+    leaseMs: 2000,
+    heartbeatMs: 300,
+    releaseAttempts: 1,
+    releaseStartTimeoutMs,
+    gpus: { read: () => readInventory({ env }), sampleMs: 0 },
+  });
+  return {
+    dir,
+    service,
+    async close() {
+      await service.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** An app's project in `dir`/app (the svc package linked), its sources to write under src/. */
+function appProject(dir: string, name: string): string {
+  const project = join(dir, "app");
+  mkdirSync(join(project, "src"), { recursive: true });
+  writeFileSync(join(project, "package.json"), JSON.stringify({ name, private: true, type: "module" }));
+  mkdirSync(join(project, "node_modules"));
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
+  return project;
+}
+
+let host: Awaited<ReturnType<typeof gpuHost>>;
 let dir: string;
 let service: Service;
 
@@ -41,25 +77,12 @@ async function deploy() {
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "svc-gpu-release-"));
-  mkdirSync(join(dir, "app", "src"), { recursive: true });
-  writeFileSync(join(dir, "app", "package.json"), JSON.stringify({ name: "gpu-release", private: true, type: "module" }));
-  mkdirSync(join(dir, "app", "node_modules"));
-  symlinkSync(join(repo, "packages", "svc"), join(dir, "app", "node_modules", "svc"), "dir");
-  service = await startService({
-    dataDir: join(dir, "data"),
-    apiKeys: [KEY],
-    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(dir, "cache") }),
-    leaseMs: 2000,
-    heartbeatMs: 300,
-    releaseAttempts: 1,
-    releaseStartTimeoutMs: 30_000,
-    gpus: { read: () => readInventory({ env: fakeEnv() }), sampleMs: 0 },
-  });
+  host = await gpuHost("svc-gpu-release-", [RTX_4090], 30_000);
+  ({ dir, service } = host);
+  appProject(dir, "gpu-release");
 }, 60_000);
 afterAll(async () => {
-  await service?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await host?.close();
 });
 
 const ask = async (url: string) => (await call(`${url}/runsync`, { key: KEY, body: { input: {} } })).body;
@@ -89,23 +112,10 @@ it("a new release on a full host replaces the worker holding the GPU in place; a
 }, 120_000);
 
 it("a release whose new GPU endpoint finds every GPU held says it waits for a GPU, then fails for that reason", async () => {
-  const waitDir = mkdtempSync(join(tmpdir(), "svc-gpu-wait-"));
-  const waitService = await startService({
-    dataDir: join(waitDir, "data"),
-    apiKeys: [KEY],
-    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(waitDir, "cache") }),
-    leaseMs: 2000,
-    heartbeatMs: 300,
-    releaseAttempts: 1,
-    releaseStartTimeoutMs: 4000,
-    gpus: { read: () => readInventory({ env: fakeEnv() }), sampleMs: 0 },
-  });
+  const waiting = await gpuHost("svc-gpu-wait-", [RTX_4090], 4000);
+  const waitService = waiting.service;
   try {
-    const project = join(waitDir, "app");
-    mkdirSync(join(project, "src"), { recursive: true });
-    writeFileSync(join(project, "package.json"), JSON.stringify({ name: "gpu-wait", private: true, type: "module" }));
-    mkdirSync(join(project, "node_modules"));
-    symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
+    const project = appProject(waiting.dir, "gpu-wait");
     // Each endpoint in a file of its own: adding extra leaves card's code as it was (the release does not replace it).
     const write = (name: string, workers: string) =>
       writeFileSync(
@@ -148,38 +158,16 @@ it("a release whose new GPU endpoint finds every GPU held says it waits for a GP
     // card still serves on its GPU.
     expect((await call(`${held!.url}/runsync`, { key: KEY, body: { input: {} } })).body.status).toBe("COMPLETED");
   } finally {
-    await waitService.close();
-    rmSync(waitDir, { recursive: true, force: true });
+    await waiting.close();
   }
 }, 90_000);
 
 it("a release whose endpoints together need more GPUs than the host has goes through: ready new workers hand their GPUs over together", async () => {
   // Two H100s and a 4090: fallback and hold take an H100 each, pair needs both.
-  const env = (): NodeJS.ProcessEnv => ({
-    ...fakeEnv(),
-    FAKE_NVIDIA_SMI_GPUS: JSON.stringify([
-      { name: "NVIDIA H100 80GB HBM3", memoryMiB: 81559 },
-      { name: "NVIDIA H100 80GB HBM3", memoryMiB: 81559 },
-      { name: "NVIDIA GeForce RTX 4090", memoryMiB: 24564 },
-    ]),
-  });
-  const hostDir = mkdtempSync(join(tmpdir(), "svc-gpu-together-"));
-  const host = await startService({
-    dataDir: join(hostDir, "data"),
-    apiKeys: [KEY],
-    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(hostDir, "cache") }),
-    leaseMs: 2000,
-    heartbeatMs: 300,
-    releaseAttempts: 1,
-    releaseStartTimeoutMs: 30_000,
-    gpus: { read: () => readInventory({ env: env() }), sampleMs: 0 },
-  });
+  const together = await gpuHost("svc-gpu-together-", [H100, H100, RTX_4090], 30_000);
+  const host = together.service;
   try {
-    const project = join(hostDir, "app");
-    mkdirSync(join(project, "src"), { recursive: true });
-    writeFileSync(join(project, "package.json"), JSON.stringify({ name: "gpu-together", private: true, type: "module" }));
-    mkdirSync(join(project, "node_modules"));
-    symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
+    const project = appProject(together.dir, "gpu-together");
     const endpoint = (name: string, gpu: string, extra = "") =>
       `export const ${name} = Endpoint({ name: "${name}", gpu: ${gpu}, ${extra}workers: [0, 1] })(async function ${name}() { return { cuda: process.env.CUDA_VISIBLE_DEVICES }; });\n`;
     // The environment first (its releases are read while the next one starts), then the three GPU endpoints.
@@ -213,7 +201,6 @@ it("a release whose endpoints together need more GPUs than the host has goes thr
     expect(r.body.status).toBe("COMPLETED");
     expect((r.body.output.cuda as string).split(",")).toHaveLength(2);
   } finally {
-    await host.close();
-    rmSync(hostDir, { recursive: true, force: true });
+    await together.close();
   }
 }, 120_000);

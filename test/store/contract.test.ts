@@ -12,6 +12,8 @@ import { SQLITE_MIGRATIONS } from "../../src/service/schema/sqlite.js";
 import { PG_MIGRATIONS } from "../../src/service/schema/postgres.js";
 import type { EndpointRow, JobCommands, JobRow, Store, StoreOp } from "../../src/service/store/types.js";
 import { postgresUnavailable, startPostgres, type TestPostgres } from "../postgres.js";
+import { openPostgresUsageStore, openSqliteUsageStore, type UsageRow } from "../../src/service/metrics/usage-store.js";
+import type { Queryable } from "../../src/service/store/queryable.js";
 
 type AnyStore = Store & JobCommands;
 
@@ -113,6 +115,40 @@ for (const backend of backends) {
   const reason = backend.available();
   if (reason) console.warn(`store contract on ${backend.name} skipped: ${reason}`);
   describe.skipIf(reason !== undefined)(`store contract: ${backend.name}`, () => {
+    it("keeps usage: each write adds to the hour's row (jobs and a load-balanced endpoint's requests alike); reads a user's rows or everyone's", async () => {
+      const { store } = await backend.fresh();
+      // The usage table lives beside the jobs: the SQLite file fresh() just made, or the store's database.
+      const usage =
+        backend.name === "sqlite"
+          ? openSqliteUsageStore(join(work, `store-${files}.sqlite`))
+          : openPostgresUsageStore((store as unknown as { db: Queryable }).db);
+      const HOUR = 3_600_000;
+      const row = (over: Partial<UsageRow>): UsageRow => ({
+        userId: "u1",
+        endpointId: "e1",
+        hour: 10 * HOUR,
+        gpuType: "",
+        workerSeconds: 0,
+        gpuSeconds: 0,
+        jobs: 0,
+        requests: 0,
+        ...over,
+      });
+      await usage.add([row({ jobs: 2, workerSeconds: 30 }), row({ endpointId: "lb", requests: 40, workerSeconds: 10 })]);
+      // Another replica's write of the same hours adds to them.
+      await usage.add([row({ endpointId: "lb", requests: 2 }), row({ userId: "u2", hour: 11 * HOUR, jobs: 1 })]);
+      expect(await usage.read({ userId: "u1", from: 0, to: 24 * HOUR })).toEqual([
+        row({ jobs: 2, workerSeconds: 30 }),
+        row({ endpointId: "lb", requests: 42, workerSeconds: 10 }),
+      ]);
+      expect((await usage.read({ from: 0, to: 24 * HOUR })).map((r) => [r.userId, r.endpointId, r.requests, r.jobs])).toEqual([
+        ["u1", "e1", 0, 2],
+        ["u1", "lb", 42, 0],
+        ["u2", "e1", 0, 1],
+      ]);
+      if (backend.name === "sqlite") usage.close();
+    });
+
     it("keeps an expired job's record as history: listed, read, filtered, kept once, swept after its time, gone with its endpoint", async () => {
       const { store } = await backend.fresh();
       const failed = job({
