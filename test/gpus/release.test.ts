@@ -112,10 +112,10 @@ it("a new release on a full host replaces the worker holding the GPU in place; a
 }, 120_000);
 
 it("a release whose new GPU endpoint finds every GPU held says it waits for a GPU, then fails for that reason", async () => {
-  const waiting = await gpuHost("svc-gpu-wait-", [RTX_4090], 4000);
-  const waitService = waiting.service;
+  const full = await gpuHost("svc-gpu-wait-", [RTX_4090], 4000);
+  const waitService = full.service;
   try {
-    const project = appProject(waiting.dir, "gpu-wait");
+    const project = appProject(full.dir, "gpu-wait");
     // Each endpoint in a file of its own: adding extra leaves card's code as it was (the release does not replace it).
     const write = (name: string, workers: string) =>
       writeFileSync(
@@ -158,7 +158,7 @@ it("a release whose new GPU endpoint finds every GPU held says it waits for a GP
     // card still serves on its GPU.
     expect((await call(`${held!.url}/runsync`, { key: KEY, body: { input: {} } })).body.status).toBe("COMPLETED");
   } finally {
-    await waiting.close();
+    await full.close();
   }
 }, 90_000);
 
