@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { request } from "./http.mjs";
 
@@ -45,15 +45,14 @@ export async function run() {
       outfile: join(work, "hf-hub.mjs"),
       logLevel: "silent",
     });
-    const { startFakeHub } = await import(pathToFileURL(join(work, "hf-hub.mjs")).href);
     const { ModelCache } = await import(`${root}dist/service/models/cache.js`);
     const { Hub } = await import(`${root}dist/service/models/hub.js`);
-    const hub = await startFakeHub();
     const files = [
       { name: "config.json", content: Buffer.from(JSON.stringify({ model_type: "bench", hidden_size: 1024 })) },
       { name: "model.safetensors", content: randomBytes(MODEL_BYTES), lfs: true },
     ];
-    hub.add("bench/model", COMMIT, files);
+    // The hub in a process of its own, as a real one is: curl and the cache each receive beside it, not in its turn.
+    const hub = await startHubProcess(work, files);
     const cacheMs = [];
     const curlMs = [];
     let firstJob;
@@ -76,7 +75,7 @@ export async function run() {
       }
       firstJob = await firstJobs(work, hub.url, files);
     } finally {
-      await hub.close();
+      hub.close();
     }
     const value = median(cacheMs);
     const baseline = median(curlMs);
@@ -188,4 +187,33 @@ export const onvolume = Endpoint({ name: "onvolume", volume: "bench-models", wor
   } finally {
     await service.close();
   }
+}
+
+/** The stand-in hub (bundled at `work`/hf-hub.mjs) in a child process serving `files` as bench/model@main. */
+async function startHubProcess(work, files) {
+  const dir = join(work, "hub-files");
+  mkdirSync(dir);
+  for (const f of files) writeFileSync(join(dir, f.name), f.content);
+  const script = join(work, "hub-child.mjs");
+  writeFileSync(
+    script,
+    `import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { startFakeHub } from "./hf-hub.mjs";
+const files = ${JSON.stringify(files.map((f) => ({ name: f.name, lfs: Boolean(f.lfs) })))};
+const hub = await startFakeHub();
+hub.add("bench/model", "${COMMIT}", files.map((f) => ({ ...f, content: readFileSync(join(${JSON.stringify(dir)}, f.name)) })));
+process.stdout.write(hub.url + "\\n");
+`,
+  );
+  const child = spawn(process.execPath, [script], { stdio: ["ignore", "pipe", "inherit"] });
+  const url = await new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (c) => {
+      out += c;
+      if (out.includes("\n")) resolve(out.trim());
+    });
+    child.on("exit", (code) => reject(new Error(`the stand-in hub exited (${code})`)));
+  });
+  return { url, close: () => child.kill() };
 }
