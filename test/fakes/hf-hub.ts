@@ -56,7 +56,15 @@ export async function startFakeHub(): Promise<FakeHub> {
     const commit = r.commits.has(revision) ? revision : r.refs.get(revision);
     return commit === undefined ? undefined : { commit, files: r.commits.get(commit)! };
   };
-  const etagOf = (f: FakeHubFile) => (f.lfs ? sha256(f.content) : gitBlobId(f.content));
+  // Each file's hashes once, not at every request (a bench serves 200 MB files: hashing them per request would be
+  // the stand-in's cost, not the client's).
+  const hashes = new WeakMap<Buffer, { sha256: string; blobId: string }>();
+  const hashesOf = (content: Buffer) => {
+    let h = hashes.get(content);
+    if (!h) hashes.set(content, (h = { sha256: sha256(content), blobId: gitBlobId(content) }));
+    return h;
+  };
+  const etagOf = (f: FakeHubFile) => (f.lfs ? hashesOf(f.content).sha256 : hashesOf(f.content).blobId);
 
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://hub");
@@ -87,8 +95,8 @@ export async function startFakeHub(): Promise<FakeHub> {
           siblings: found.files.map((f) => ({
             rfilename: f.name,
             size: f.content.length,
-            blobId: gitBlobId(f.content),
-            ...(f.lfs ? { lfs: { sha256: sha256(f.content), size: f.content.length, pointerSize: 134 } } : {}),
+            blobId: hashesOf(f.content).blobId,
+            ...(f.lfs ? { lfs: { sha256: hashesOf(f.content).sha256, size: f.content.length, pointerSize: 134 } } : {}),
           })),
         }),
       );
@@ -111,7 +119,7 @@ export async function startFakeHub(): Promise<FakeHub> {
       etag: `"${etagOf(file)}"`,
       "accept-ranges": "bytes",
       "content-type": "application/octet-stream",
-      ...(file.lfs ? { "x-linked-etag": `"${sha256(file.content)}"`, "x-linked-size": file.content.length } : {}),
+      ...(file.lfs ? { "x-linked-etag": `"${hashesOf(file.content).sha256}"`, "x-linked-size": file.content.length } : {}),
     };
     let start = 0;
     const range = /^bytes=(\d+)-$/.exec(req.headers.range ?? "");
