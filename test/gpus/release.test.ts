@@ -112,7 +112,7 @@ it("a new release on a full host replaces the worker holding the GPU in place; a
 }, 120_000);
 
 it("a release whose new GPU endpoint finds every GPU held says it waits for a GPU, then fails for that reason", async () => {
-  const full = await gpuHost("svc-gpu-wait-", [RTX_4090], 4000);
+  const full = await gpuHost("svc-gpu-wait-", [RTX_4090], 6000);
   const waitService = full.service;
   try {
     const project = appProject(full.dir, "gpu-wait");
@@ -154,7 +154,7 @@ it("a release whose new GPU endpoint finds every GPU held says it waits for a GP
     // The release failed for that reason (what `svc deploy` prints of it), not for a slow worker.
     const failed = (await call(releases, { key: KEY })).body.releases[0];
     expect(failed).toMatchObject({ state: "failed", error: { endpoint: "extra" } });
-    expect(failed.error.message).toMatch(/^the new worker could not start in 4 s: waiting for a GPU \(ADA_24: 1 of 1 in use\)/);
+    expect(failed.error.message).toMatch(/^the new worker could not start in 6 s: waiting for a GPU \(ADA_24: 1 of 1 in use\)/);
     // card still serves on its GPU.
     expect((await call(`${held!.url}/runsync`, { key: KEY, body: { input: {} } })).body.status).toBe("COMPLETED");
   } finally {

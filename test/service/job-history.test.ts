@@ -10,7 +10,7 @@ import { call, manifest, ProtocolWorker, resource, startTestService, storedCount
 import type { DeployedEndpoint } from "../../src/service/index.js";
 
 /** How long a record is kept after its result expired, here (7 days by default). */
-const HISTORY_MS = 4000;
+const HISTORY_MS = 8000;
 
 let t: TestService;
 let endpoint: DeployedEndpoint;
