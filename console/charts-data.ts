@@ -128,32 +128,23 @@ export function chartSpecs(series: MetricsSeries): ChartSpec[] {
   const workersNow = totals.workers;
   const lb = series.endpointType === "lb";
   const errorsText = totals.errors > 0 || lb ? ` ${totals.errors} load-balanced ${totals.errors === 1 ? "answer" : "answers"} with an error (5xx).` : "";
-  const requests: ChartSpec = lb
-    ? {
-        key: "requests",
-        title: "Requests per minute",
-        unit: "per-minute",
-        bars: false,
-        labels: ["requests", "errors (5xx)"],
-        x,
-        ys: [points.map((p) => p.requestsPerMinute), points.map((p) => p.errors / perMinute)],
-        summary: `${plural(totals.requests, "request")} in ${within};${errorsText}`,
-      }
-    : {
-        key: "requests",
-        title: "Requests per minute",
-        unit: "per-minute",
-        bars: false,
-        labels: ["requests", "failed jobs"],
-        x,
-        ys: [points.map((p) => p.requestsPerMinute), points.map((p) => failed(p.jobs) / perMinute)],
-        summary:
-          `${plural(totals.requests, "request")} in ${within}; ` +
-          `${totals.jobs.COMPLETED} completed, ${failed(totals.jobs)} failed` +
-          (totals.jobs.CANCELLED > 0 ? `, ${totals.jobs.CANCELLED} cancelled` : "") +
-          "." +
-          errorsText,
-      };
+  // Requests beside what failed of them: a load-balanced endpoint's 5xx answers, else the jobs that failed.
+  const requests: ChartSpec = {
+    key: "requests",
+    title: "Requests per minute",
+    unit: "per-minute",
+    bars: false,
+    labels: ["requests", lb ? "errors (5xx)" : "failed jobs"],
+    x,
+    ys: [points.map((p) => p.requestsPerMinute), points.map((p) => (lb ? p.errors : failed(p.jobs)) / perMinute)],
+    summary: lb
+      ? `${plural(totals.requests, "request")} in ${within};${errorsText}`
+      : `${plural(totals.requests, "request")} in ${within}; ` +
+        `${totals.jobs.COMPLETED} completed, ${failed(totals.jobs)} failed` +
+        (totals.jobs.CANCELLED > 0 ? `, ${totals.jobs.CANCELLED} cancelled` : "") +
+        "." +
+        errorsText,
+  };
   const latency: ChartSpec = {
     key: "latency",
     title: "Latency (load-balanced requests)",

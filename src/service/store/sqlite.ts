@@ -130,6 +130,10 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
   const deleteEndpoint = db.prepare("DELETE FROM endpoints WHERE id = ?");
   const deleteEndpointJobs = db.prepare("DELETE FROM jobs WHERE endpoint_id = ?");
   const deleteEndpointHistory = db.prepare("DELETE FROM job_history WHERE endpoint_id = ?");
+  // The job history's statements that take no filter, prepared once (job-history.ts writes them for both stores).
+  const archiveJob = db.prepare(sqliteStatement(ARCHIVE_JOB, []).text);
+  const historyJob = db.prepare(sqliteStatement(HISTORY_JOB, []).text);
+  const sweepHistory = db.prepare(sqliteStatement(SWEEP_HISTORY, []).text);
   const deleteEndpointChunks = db.prepare("DELETE FROM stream_chunks WHERE job_id IN (SELECT id FROM jobs WHERE endpoint_id = ?)");
   const deleteEndpointLogs = db.prepare("DELETE FROM logs WHERE endpoint_id = ?");
   const addCounters = db.prepare("UPDATE endpoints SET completed = completed + ?, failed = failed + ?, retried = retried + ? WHERE id = ?");
@@ -288,9 +292,8 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
       return (db.prepare(q.text).all(...q.values) as Array<{ id: string }>).map((r) => r.id);
     },
     async archiveJobs(ids, resultExpiredAt, keptUntil) {
-      const archive = db.prepare(sqliteStatement(ARCHIVE_JOB, ["", 0, 0]).text);
       db.transaction(() => {
-        for (const id of ids) archive.run(...sqliteStatement(ARCHIVE_JOB, [id, resultExpiredAt, keptUntil]).values);
+        for (const id of ids) archiveJob.run(...sqliteStatement(ARCHIVE_JOB, [id, resultExpiredAt, keptUntil]).values);
       })();
     },
     async jobHistory(endpointId, limit, filter) {
@@ -298,13 +301,11 @@ export function openSqliteStore(file: string, migrations: readonly string[]): St
       return (db.prepare(q.text).all(...q.values) as Record<string, unknown>[]).map(rowToHistory);
     },
     async historyJob(endpointId, id) {
-      const q = historyStatement({ text: HISTORY_JOB, values: [endpointId, id] });
-      const r = db.prepare(q.text).get(...q.values) as Record<string, unknown> | undefined;
+      const r = historyJob.get(...sqliteStatement(HISTORY_JOB, [endpointId, id]).values) as Record<string, unknown> | undefined;
       return r ? rowToHistory(r) : undefined;
     },
     async sweepJobHistory(now, limit) {
-      const q = historyStatement({ text: SWEEP_HISTORY, values: [now, limit] });
-      return db.prepare(q.text).run(...q.values).changes;
+      return sweepHistory.run(...sqliteStatement(SWEEP_HISTORY, [now, limit]).values).changes;
     },
     async chunksAfter(jobId, seq) {
       return (chunksAfter.all(jobId, seq) as Array<{ job_id: string; seq: number; data: string }>).map((r) => ({
