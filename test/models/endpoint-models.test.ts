@@ -4,7 +4,7 @@
 // cache the service filled; a REST endpoint naming a model the hub does not have waits, says why, and keeps its
 // job queued until the model can be fetched.
 
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -110,3 +110,66 @@ it("an endpoint whose model cannot be fetched waits with the reason, its job que
   expect(done.output.sha256).toBe(sha256(weights));
   expect((await call(`${service.url}/v1/endpoints/${id}`, { key: KEY })).body).toMatchObject({ status: "READY", statusReason: null });
 }, 120_000);
+
+it("a release whose endpoint names a model still downloading waits for it past its start timeout, saying how far it is, then goes live", async () => {
+  const own = mkdtempSync(join(tmpdir(), "svc-models-release-"));
+  const slowHub = await startFakeHub();
+  slowHub.add("acme/slow", "f".repeat(40), [{ name: "model.safetensors", content: weights, lfs: true }]);
+  // 2 MB at 300 kB/s: about 7 s, longer than the release's 3 s start timeout; the worker then has 3 s to start.
+  slowHub.throttle(300 * 1024);
+  const releasing = await startService({
+    dataDir: join(own, "data"),
+    apiKeys: [KEY],
+    driver: createProcessDriver({ runtimeEntry: join(repo, "dist", "runtime", "worker.js"), cacheDir: join(own, "cache") }),
+    leaseMs: 2000,
+    heartbeatMs: 300,
+    releaseAttempts: 1,
+    releaseStartTimeoutMs: 3000,
+    models: { hub: slowHub.url, retryMs: 300 },
+  });
+  try {
+    const project = join(own, "app");
+    mkdirSync(join(project, "src"), { recursive: true });
+    mkdirSync(join(project, "node_modules"));
+    symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
+    writeFileSync(join(project, "package.json"), JSON.stringify({ name: "slow-model", private: true, type: "module" }));
+    const deployNow = async () => {
+      const build = await buildProject(project);
+      return releasing.deploy({ app: "slow-model", env: "prod", manifest: build.manifest, artifactPath: build.artifactPath });
+    };
+    // The environment's first release; the next one adds an endpoint naming the model.
+    writeFileSync(join(project, "src", "plain.mjs"), `import { Endpoint } from "svc";\nexport const plain = Endpoint({ name: "plain" })(async () => 1);\n`);
+    await deployNow();
+    writeFileSync(
+      join(project, "src", "slow.mjs"),
+      `import { Endpoint } from "svc";\nexport const slow = Endpoint({ name: "slow", models: ["acme/slow"], workers: [1, 1] })(async function slow() {\n  return { cache: process.env.HF_HUB_CACHE };\n});\n`,
+    );
+    const deploying = deployNow();
+    deploying.catch(() => undefined /* awaited below; a failed assertion before must not leave it unhandled */);
+    const releases = `${releasing.url}/v1/apps/slow-model/environments/prod/releases`;
+    // What the release says of its endpoint meanwhile (and `svc deploy` prints): how far the download is.
+    const waits: string[] = [];
+    const seen = await until(
+      async () => {
+        // (Not found until the deploy has made the environment.)
+        const starting = (await call(releases, { key: KEY })).body.releases?.find((r: { state: string }) => r.state === "starting");
+        const waiting = starting?.endpoints.find((e: { name: string; waiting?: string }) => e.name === "slow")?.waiting as string | undefined;
+        if (waiting) waits.push(waiting);
+        return waits.length >= 2 && waits[0] !== waits.at(-1) ? waits : undefined;
+      },
+      15_000,
+      200,
+    );
+    expect(seen[0]).toMatch(/^fetching model acme\/slow@main: (looking it up on http:\/\/127\.0\.0\.1:\d+|[\d.]+ of 2\.1 MB)$/);
+    expect(seen.at(-1)).toMatch(/^fetching model acme\/slow@main: [\d.]+ of 2\.1 MB$/);
+    // The download took longer than the start timeout: the release went live all the same.
+    const endpoint = (await deploying).find((e) => e.name === "slow");
+    const r = await call(`${endpoint!.url}/runsync`, { key: KEY, body: { input: {} } });
+    expect(r.body).toMatchObject({ status: "COMPLETED", output: { cache: join(own, "data", "models", "hub") } });
+    expect((await call(releases, { key: KEY })).body.releases[0]).toMatchObject({ state: "live" });
+  } finally {
+    await releasing.close();
+    await slowHub.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+}, 90_000);

@@ -58,7 +58,7 @@ export interface DeploymentsDeps {
   /** Surge, then switch (releases/manager.ts). */
   releases: Pick<ReleaseManager, "begin">;
   /** The scaler, where this service runs workers (none: workers come from outside, nothing to wait for). */
-  scaler(): (Pick<Scaler, "reconcile" | "stopWorkersOf"> & Partial<Pick<Scaler, "runsImages" | "pullsImages" | "hasImage" | "probeGpuWait">>) | undefined;
+  scaler(): (Pick<Scaler, "reconcile" | "stopWorkersOf"> & Partial<Pick<Scaler, "runsImages" | "pullsImages" | "hasImage" | "probeWait">>) | undefined;
   /** Network volumes and REST endpoints (the management API), where the service has it. */
   management?: DeployManagement;
   /** Users' secrets: a release whose endpoints name unset ones is refused. */
@@ -195,14 +195,14 @@ export class Deployments {
   /** Releases as answered: a starting one's endpoints say why their new workers wait, where they wait for a GPU. */
   withWaits(releases: readonly ReleaseRow[]): ReleaseRow[] {
     const scaler = this.deps.scaler();
-    if (!scaler?.probeGpuWait) return [...releases];
+    if (!scaler?.probeWait) return [...releases];
     return releases.map((r) =>
       r.state !== "starting"
         ? r
         : {
             ...r,
             endpoints: r.endpoints.map((e) => {
-              const waiting = e.state === "starting" ? scaler.probeGpuWait!(e.id) : undefined;
+              const waiting = e.state === "starting" ? scaler.probeWait!(e.id)?.text : undefined;
               return waiting ? { ...e, waiting } : e;
             }),
           },

@@ -206,6 +206,11 @@ export class ModelCache {
     return lines.length > 0 ? lines.join("; ") : undefined;
   }
 
+  /** Whether any of these models is being downloaded now (not failed, not waiting to be tried again). */
+  fetching(models: readonly string[]): boolean {
+    return models.some((key) => !this.index.has(key) && this.pending.get(key)?.state === "fetching");
+  }
+
   /** A worker starts with these models: they count as used now, and are not evicted while it runs. */
   hold(workerId: string, models: readonly string[]): void {
     const now = Date.now();

@@ -23,8 +23,10 @@ export interface ProbeRunner {
    * is not probed: it switches with the others and waits, saying why, as it would without any driver.
    */
   runs?(row: EndpointRow): boolean;
-  /** Why a probe of this endpoint has not started: "waiting for a GPU (...)"; undefined when it is not waiting. */
-  probeGpuWait?(endpointId: string): string | undefined;
+  /** What a probe waits for before it starts (a GPU, its models); `fetching`: a download under way. */
+  probeWait?(endpointId: string): { text: string; fetching: boolean } | undefined;
+  /** When the probe began to start once nothing held it back; undefined while it waits. */
+  probeLaunchedAt?(workerId: string): number | undefined;
 }
 
 export interface ReleaseRequest {
@@ -58,7 +60,8 @@ export interface ReleaseOptions {
 interface Probe {
   workerId: string;
   endpointId: string;
-  timer: NodeJS.Timeout;
+  /** Its start timeout (re-armed while its models download). */
+  timer?: NodeJS.Timeout;
   /** Its last lines on stderr: the error when it exits without saying why. */
   lines: string[];
 }
@@ -230,15 +233,27 @@ export class ReleaseManager {
     if (!runner) return;
     const workerId = runner.startProbe(row);
     const timeoutMs = this.options.startTimeoutMs;
-    const timer = setTimeout(() => {
+    const probe: Probe = { workerId, endpointId, lines: [] };
+    const expire = () => {
       const ready = row.type === "lb" ? "answered /ping with 200" : "loaded its handler";
-      // A probe that never got a GPU says so: the release fails for that, not for a worker that was slow.
-      const waiting = this.options.runner()?.probeGpuWait?.(endpointId);
+      const runner = this.options.runner();
+      const waiting = runner?.probeWait?.(endpointId);
+      // A model still downloading is not a worker that failed to start: its start time counts from the end of the
+      // download (a large model takes minutes), and the release says how far it is meanwhile.
+      const launchedAt = waiting ? undefined : runner?.probeLaunchedAt?.(workerId);
+      const left = waiting?.fetching ? timeoutMs : launchedAt === undefined ? 0 : launchedAt + timeoutMs - Date.now();
+      if (left > 0) {
+        probe.timer = setTimeout(expire, left);
+        probe.timer.unref();
+        return;
+      }
+      // A probe that never got a GPU (or its models) says so: the release fails for that, not for a slow worker.
       const seconds = Math.round(timeoutMs / 1000);
-      this.failed(workerId, waiting ? `the new worker could not start in ${seconds} s: ${waiting}` : `the new worker had not ${ready} after ${seconds} s`);
-    }, timeoutMs);
-    timer.unref();
-    owner.probes.set(workerId, { workerId, endpointId, timer, lines: [] });
+      this.failed(workerId, waiting ? `the new worker could not start in ${seconds} s: ${waiting.text}` : `the new worker had not ${ready} after ${seconds} s`);
+    };
+    probe.timer = setTimeout(expire, timeoutMs);
+    probe.timer.unref();
+    owner.probes.set(workerId, probe);
     this.probeOwners.set(workerId, owner);
     owner.release = probeStarted(owner.release, endpointId);
   }

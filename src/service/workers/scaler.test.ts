@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { WorkerDriver, WorkerHandle } from "../../drivers/types.js";
 import type { JobEngine } from "../engine/index.js";
+import type { EndpointRow } from "../store/types.js";
 import { imageNotice, planScaling, providerImageOf, Scaler, snapshotNotice, type ScalingInput } from "./scaler.js";
 
 const base: ScalingInput = {
@@ -107,6 +108,61 @@ describe("Scaler adoption", () => {
       ["direct", "wadopted", "http://10.244.0.7:8080"],
     ]);
     expect(logs).toEqual([["ep1", "wadopted", "a line after the adoption", "j1"]]);
+    await scaler.close();
+  });
+});
+
+describe("Scaler adoption and the model cache", () => {
+  it("holds the models an adopted worker's endpoint names, so the cache keeps them while it runs, and lets them go when it ends", async () => {
+    let exit!: (e: { code: number | null; signal: string | null }) => void;
+    const handle: WorkerHandle = {
+      workerId: "wkept",
+      exited: new Promise((resolve) => (exit = resolve)),
+      stop: async () => ({ code: null, signal: null }),
+      kill: () => undefined,
+    };
+    const driver: WorkerDriver = {
+      name: "process",
+      start: () => Promise.reject(new Error("this test starts no worker")),
+      adopt: async () => [{ handle, endpointId: "ep1", revision: "r1" }],
+      close: async () => undefined,
+    };
+    const engine = {
+      ensureWorker: () => ({}),
+      workerGone: () => undefined,
+      drain: () => undefined,
+      workers: new Map(),
+      queuedCount: () => 0,
+      runningCount: () => 0,
+    } as unknown as JobEngine;
+    const held = new Map<string, readonly string[]>();
+    const endpoint = { id: "ep1", name: "llm", userId: "u1", revision: "r1", resource: { models: ["acme/tiny@main", "acme/vocab@v2"] } };
+    const scaler = new Scaler(
+      {
+        engine,
+        driver,
+        apiUrl: "http://svc.test:8600",
+        mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
+        revokeWorkerKeys: async () => undefined,
+        endpoints: () => [endpoint] as unknown as Iterable<EndpointRow>,
+        onLog: () => undefined,
+        models: {
+          root: "/data/models",
+          ready: () => true,
+          ensure: async () => undefined,
+          hold: (workerId, models) => held.set(workerId, models),
+          release: (workerId) => held.delete(workerId),
+          reason: () => undefined,
+          fetching: () => false,
+        },
+      },
+      60_000,
+    );
+    await scaler.start();
+    expect([...held]).toEqual([["wkept", ["acme/tiny@main", "acme/vocab@v2"]]]);
+    exit({ code: 0, signal: null });
+    await new Promise((r) => setTimeout(r, 20));
+    expect([...held]).toEqual([]);
     await scaler.close();
   });
 });

@@ -132,6 +132,8 @@ export interface ScalerDeps {
     release(workerId: string): void;
     /** Why workers wait for these models (being fetched, or failed), in one line; undefined: they do not. */
     reason(models: readonly string[]): string | undefined;
+    /** Whether any of these is being downloaded right now (not failed, not waiting to be tried again). */
+    fetching(models: readonly string[]): boolean;
   };
   /** The data center of the endpoint's network volume (its workers must run there). */
   dataCenterOf?(endpoint: EndpointRow): string | undefined;
@@ -272,12 +274,22 @@ interface ManagedWorker {
    * (`victimId`: the release replaces in place), or for any that frees.
    */
   awaitingGpu?: { endpoint: EndpointRow; since: number; victimId?: string };
+  /** The models it waits for in the host's cache before it starts (fetched now); unset once they are there. */
+  awaitingModels?: readonly string[];
+  /** When its driver start began, after its waits (for GPUs, models): a release times its start from here. */
+  launchedAt?: number;
   /** A probe that proved its code starts, stopped to give its GPU to another probe of a release. */
   handingOver?: boolean;
 }
 
 function newWorkerId(): string {
   return `w${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
+}
+
+/** What a release's new worker waits for before it can start (Scaler.probeWait). */
+export interface ProbeWait {
+  text: string;
+  fetching: boolean;
 }
 
 /** A draining worker that still runs this long after it holds no job is stopped by the driver. */
@@ -353,6 +365,10 @@ export class Scaler {
       this.managed.set(m.id, m);
       this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
       this.holdAdopted(m.id, adopted.endpointId, adopted.gpus ?? [], endpoint);
+      // The models its endpoint names stay in the host's cache while it runs, as for a worker this run started: the
+      // earlier run mounted the cache into it, and an eviction now would pull files out from under a running model.
+      const models = endpoint?.resource.models ?? [];
+      if (models.length > 0) this.deps.models?.hold(m.id, models);
       this.lifeStarted(m, endpoint?.userId);
       // Where the driver says it is reachable, as for a worker it starts: the address it registers again may be
       // its own view (a Pod's or a container's loopback), not one the service reaches.
@@ -685,13 +701,18 @@ export class Scaler {
     if (models) this.deps.models!.hold(workerId, models);
     try {
       // A release's probe may name models not fetched yet: it starts once they are in the cache.
-      if (models) await Promise.all(models.map((model) => this.deps.models!.ensure(model)));
+      if (models) {
+        m.awaitingModels = models;
+        await Promise.all(models.map((model) => this.deps.models!.ensure(model)));
+        m.awaitingModels = undefined;
+      }
       // A load-balanced prebuilt image does not speak a worker protocol: it gets no credentials of the service. A
       // provider image does: its token is minted (and revoked) as for svc's own workers.
       const keys: { workerToken: string; apiKey?: string; bucket?: WorkerBucket } =
         image && !providerImage ? { workerToken: "" } : await this.deps.mintWorkerKeys(endpoint, workerId);
       const r = endpoint.resource;
       const artifactPath = image || !this.deps.localArtifact ? endpoint.artifactPath : await this.deps.localArtifact(endpoint.artifactPath);
+      m.launchedAt = Date.now();
       m.handle = await this.deps.driver.start({
         workerId,
         endpointId: endpoint.id,
@@ -933,24 +954,37 @@ export class Scaler {
     return chosen;
   }
 
-  /** Why an endpoint's workers wait for a GPU, and how many; undefined when none waits. */
   /** Why the endpoint's image could not be pulled at its last worker's start; undefined once one started. */
   pullFailure(endpointId: string): string | undefined {
     return this.pullFailures.get(endpointId);
   }
 
+  /** Why an endpoint's workers wait for a GPU, and how many; undefined when none waits. */
   gpuWait(endpointId: string): GpuWait | undefined {
     return this.deps.gpus?.waiting(endpointId);
   }
 
-  /** Why a release's new worker of this endpoint waits for a GPU (its probe, not started yet); undefined: it does not. */
-  probeGpuWait(endpointId: string): string | undefined {
-    const gpus = this.deps.gpus;
-    const probe = [...this.managed.values()].find((w) => w.endpointId === endpointId && w.awaitingGpu && !w.stopping);
-    const request = probe && gpuRequestOf(probe.awaitingGpu!.endpoint.resource);
-    if (!gpus || !request) return undefined;
-    const allocation = gpus.allocate(request);
-    return allocation.kind === "allocated" ? undefined : gpuWaitMessage(allocation);
+  /**
+   * What a release's new worker of this endpoint waits for before it starts: a GPU (its probe holds none yet), or
+   * the models its revision names (being fetched into the host's cache, or failing to be). `fetching`: the wait is
+   * a download under way, which a release's start timeout does not cut short. Undefined: it waits for nothing.
+   */
+  probeWait(endpointId: string): ProbeWait | undefined {
+    const probes = [...this.managed.values()].filter((w) => w.endpointId === endpointId && w.probe && !w.stopping);
+    const onGpu = probes.find((w) => w.awaitingGpu);
+    const request = onGpu && gpuRequestOf(onGpu.awaitingGpu!.endpoint.resource);
+    if (this.deps.gpus && request) {
+      const allocation = this.deps.gpus.allocate(request);
+      if (allocation.kind !== "allocated") return { text: gpuWaitMessage(allocation), fetching: false };
+    }
+    const onModels = probes.find((w) => w.awaitingModels);
+    const text = onModels && this.deps.models?.reason(onModels.awaitingModels!);
+    return text ? { text, fetching: this.deps.models!.fetching(onModels!.awaitingModels!) } : undefined;
+  }
+
+  /** When a release's new worker began to start after what it waited for; undefined while it still waits. */
+  probeLaunchedAt(workerId: string): number | undefined {
+    return this.managed.get(workerId)?.launchedAt;
   }
 
   /** Why an endpoint's workers wait for its models ("fetching model org/name@main: 120 of 200 MB"); undefined: they do not. */
