@@ -26,6 +26,7 @@ import type { HostGpus } from "../../gpus/host.js";
 import type { Store } from "../store/types.js";
 import type { HealthAnswer } from "../http/answers.js";
 import type { Webhooks } from "../webhooks/index.js";
+import type { WebhookRule } from "../webhooks/address-policy.js";
 
 /** What the job API needs of the service: its jobs, its endpoints, and what /health reports beside them. */
 export interface JobDeps {
@@ -178,30 +179,52 @@ async function submit(call: JobCall, sync: boolean): Promise<void> {
  */
 async function submitted(call: JobCall, endpoint: EndpointRow, sync: boolean, wait: number | undefined): Promise<{ row: JobRow; replayed?: boolean }> {
   const { ctx } = call;
-  const { value, errors, webhookRule } = validateSubmission(
-    await call.json(),
-    endpoint.resource.functions.map((f) => f.name),
-    webhookRefusal(ctx),
-    () => ctx.ownVolumeIds?.(endpoint.userId) ?? [],
-  );
-  if (!value) {
-    if (webhookRule) ctx.webhooks?.refusedAtSubmit(webhookRule);
-    throw new HttpProblem(422, "The job submission is not valid", { errors, members: webhookRule ? { webhookRule } : undefined });
+  const checked = checkedSubmission(ctx, endpoint, await call.json());
+  if ("problem" in checked) {
+    if (checked.webhookRule) ctx.webhooks?.refusedAtSubmit(checked.webhookRule);
+    throw checked.problem;
   }
+  const { value } = checked;
   const idempotencyKey = call.req.headers["idempotency-key"];
   if (idempotencyKey !== undefined) return submitIdempotent(call, endpoint, value, idempotencyKey, sync, wait);
   // A /runsync's caller learns the job's id only from this answer: the job reaches the store when it ends or
   // just before this answer, whichever is first (one commit instead of two for a job that ends within the wait).
-  // A `/run` answered on a replica that does not serve jobs (the dispatcher chose to: api.ts handedOffHere): written
-  // here, adopted by the one that does (engine/handoff.ts).
   // Traced, the job's id is chosen here so that its trace is known before any worker can take it (a job handed off
   // is taken on another replica: its trace starts there).
   const id = call.handOffAs === undefined ? traced(ctx) : undefined;
-  const row =
-    call.handOffAs !== undefined
-      ? await ctx.engine.handOff(endpoint.id, { ...value, sync, id }, call.handOffAs)
-      : await ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: sync, id });
-  return { row };
+  return { row: await enqueue(ctx, endpoint, value, { sync, waitMs: wait, deferWrite: sync, id, handOffAs: call.handOffAs }) };
+}
+
+/**
+ * A parsed submission body checked against the endpoint (its functions, webhook address rules, the owner's
+ * volumes): the submission, or the 422 problem it is with the webhook rule that refused it, if one did. The one
+ * check of a `/run` and `/runsync`, on node:http's route and the LB front's alike. Pure: the route counts a refusal.
+ */
+function checkedSubmission(ctx: JobDeps, endpoint: EndpointRow, parsed: unknown): { value: Submission } | { problem: HttpProblem; webhookRule?: WebhookRule } {
+  const { value, errors, webhookRule } = validateSubmission(
+    parsed,
+    endpoint.resource.functions.map((f) => f.name),
+    webhookRefusal(ctx),
+    () => ctx.ownVolumeIds?.(endpoint.userId) ?? [],
+  );
+  if (value) return { value };
+  return { problem: new HttpProblem(422, "The job submission is not valid", { errors, members: webhookRule ? { webhookRule } : undefined }), webhookRule };
+}
+
+/**
+ * Queue a checked submission: on this replica's engine, or, on a replica that does not serve jobs and answers this
+ * one itself (api.ts handedOffHere, handsOffHere below), written for the serving replica to adopt (engine/handoff.ts).
+ * The one enqueue of every submit path.
+ */
+function enqueue(
+  ctx: JobDeps,
+  endpoint: EndpointRow,
+  value: Submission,
+  how: { sync: boolean; waitMs?: number; deferWrite: boolean; id?: string; handOffAs?: string },
+): Promise<JobRow> {
+  return how.handOffAs !== undefined
+    ? ctx.engine.handOff(endpoint.id, { ...value, sync: how.sync, id: how.id }, how.handOffAs)
+    : ctx.engine.submit(endpoint.id, { ...value, sync: how.sync, waitMs: how.waitMs, deferWrite: how.deferWrite, id: how.id });
 }
 
 /**
@@ -228,9 +251,8 @@ async function submitIdempotent(
     newJobId(Date.now()),
     (id) => {
       ctx.tracing?.jobs.submitted(id);
-      return call.handOffAs !== undefined
-        ? ctx.engine.handOff(endpoint.id, { ...value, sync, id }, call.handOffAs)
-        : ctx.engine.submit(endpoint.id, { ...value, sync, waitMs: wait, deferWrite: false, id });
+      // Keyed jobs are written before they are answered (deferWrite false), /runsync ones too.
+      return enqueue(ctx, endpoint, value, { sync, waitMs: wait, deferWrite: false, id, handOffAs: call.handOffAs });
     },
     async (id) => {
       const head = await ctx.engine.recordHead(endpoint.id, id);
@@ -300,19 +322,11 @@ export function quickRun(
     // Not the caller's queue endpoint, or not JSON: node:http's path answers the problem with its reason.
     return undefined;
   }
-  const { value } = validateSubmission(
-    parsed,
-    endpoint.resource.functions.map((f) => f.name),
-    webhookRefusal(ctx),
-    () => ctx.ownVolumeIds?.(endpoint.userId) ?? [],
-  );
-  if (!value) return undefined;
-  return async () =>
-    runAnswer(
-      handOffAs !== undefined
-        ? await ctx.engine.handOff(endpoint.id, { ...value, sync: false }, handOffAs)
-        : await ctx.engine.submit(endpoint.id, { ...value, sync: false, deferWrite: false }),
-    );
+  // A problem is node:http's to answer (and count): the front gives the request up before anything is counted.
+  const checked = checkedSubmission(ctx, endpoint, parsed);
+  if (!("value" in checked)) return undefined;
+  const { value } = checked;
+  return async () => runAnswer(await enqueue(ctx, endpoint, value, { sync: false, deferWrite: false, handOffAs }));
 }
 
 /**
