@@ -1,5 +1,5 @@
 // The svc web console: a single page served by the service under /console/. Routes live in the URL hash
-// (#/endpoints, #/endpoints/{id}, #/endpoints/{id}/jobs/{jobId}, #/gpus, #/templates, #/volumes, #/keys, #/apps, #/secrets, #/usage) so the service serves one file.
+// (#/endpoints, #/endpoints/{id}, #/endpoints/{id}/jobs/{jobId}, #/gpus, #/models, #/templates, #/volumes, #/keys, #/apps, #/secrets, #/usage) so the service serves one file.
 
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
@@ -14,6 +14,7 @@ import { AppsPage } from "./pages/apps.js";
 import { SecretsPage } from "./pages/secrets.js";
 import { TemplatesPage } from "./pages/templates.js";
 import { GpusPage } from "./pages/gpus.js";
+import { ModelsPage } from "./pages/models.js";
 import { UsagePage } from "./pages/usage.js";
 
 function useHashRoute(): string[] {
@@ -96,6 +97,7 @@ function WhoAmI() {
 const NAV = [
   { path: "endpoints", label: "Endpoints" },
   { path: "gpus", label: "GPUs" },
+  { path: "models", label: "Models" },
   { path: "templates", label: "Templates" },
   { path: "apps", label: "Apps" },
   { path: "volumes", label: "Network volumes" },
@@ -131,6 +133,7 @@ function App() {
   // Keyed by id: another endpoint starts with fresh state (no notices or job of the previous one).
   if (section === "endpoints" && route[1]) page = <EndpointPage key={route[1]} id={route[1]} jobId={isJob ? route[3] : undefined} />;
   else if (section === "gpus") page = <GpusPage />;
+  else if (section === "models") page = <ModelsPage />;
   else if (section === "volumes") page = <VolumesPage />;
   else if (section === "keys") page = <KeysPage />;
   else if (section === "apps") page = <AppsPage />;

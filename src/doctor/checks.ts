@@ -361,7 +361,10 @@ export interface ModelCacheView {
 
 const MB = (n: number) => `${Math.round(n / 1e6)} MB`;
 
-/** What `svc doctor` says of the service's model cache: its size, each fetch under way, each that failed. Pure. */
+/**
+ * What `svc doctor` says of the service's model cache: its size, each fetch under way, each that failed. Pure. The
+ * console's Models page gives the same advice for a failure (console/models-data.ts, fetchAdvice): change both.
+ */
 export function modelCacheFindings(view: ModelCacheView): Finding[] {
   if (view.hub === null) return [{ check: "model cache", level: "info", detail: "the service starts no workers here: no model cache" }];
   const ready = view.models.filter((m) => m.state === "ready");

@@ -3,7 +3,7 @@
 // Screenshots of the main pages go to test-results/console/. Without /usr/bin/chromium the tests are skipped
 // with a notice, except in CI (CI=true) where that is a failure.
 
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { cpSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildProject } from "../../src/build/index.js";
 import type { Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
+import { startFakeHub, type FakeHub } from "../fakes/hf-hub.js";
 
 const ADMIN = "console-admin-key";
 const haveChromium = chromiumPresent();
@@ -25,6 +26,8 @@ let page: Page;
 let echoId: string;
 let tickerId: string;
 let bobKey: string;
+/** The stand-in Hugging Face hub the service fetches models from. */
+let hub: FakeHub;
 
 /** The endpoints made through the REST API (the list has the deployed ones too, marked source "deploy"). */
 async function restEndpoints(): Promise<Array<{ id: string; source: string; [k: string]: unknown }>> {
@@ -47,7 +50,12 @@ async function signIn(key: string): Promise<void> {
 describe.skipIf(!haveChromium)("the web console in a browser", () => {
   beforeAll(async () => {
     // The webhook receiver listens on 127.0.0.1, which webhooks reach only when the operator allows it.
-    consoleService = await startConsoleService({ key: ADMIN, service: { webhooks: { allow: ["127.0.0.1/32"] } } });
+    hub = await startFakeHub();
+    consoleService = await startConsoleService({
+      key: ADMIN,
+      // A failed model is tried again only after a minute: the page shows its failure, not a retry under way.
+      service: { webhooks: { allow: ["127.0.0.1/32"] }, models: { hub: hub.url, cacheSizeBytes: 10e9, retryMs: 60_000 } },
+    });
     service = consoleService.service;
     await deployOverHttp(service.url, ADMIN, consoleService.app, "test");
     const env = (await call(`${service.url}/v1/apps/console-app/environments/test`, { key: ADMIN })).body;
@@ -65,6 +73,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
   afterAll(async () => {
     await browser?.close();
     await consoleService?.close();
+    await hub?.close();
   });
 
   it("refuses a wrong key, signs in with a good one and lists the endpoints with their status", async () => {
@@ -381,6 +390,105 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
     await page.getByRole("heading", { name: `No endpoint ${echoId}` }).waitFor();
   }, 60_000);
 
+  it("shows the host's model cache: a fetch's progress until the model is ready, and a revision the hub lacks with its error and what to do", async () => {
+    const weights = randomBytes(3_000_000);
+    hub.add("acme/tiny", "c".repeat(40), [
+      { name: "config.json", content: Buffer.from('{"model_type":"gpt2"}') },
+      { name: "model.safetensors", content: weights, lfs: true },
+    ]);
+    const total = weights.length + 21;
+    // 64 kB a second: the 3 MB fetch takes most of a minute unless the test lets it go at full speed.
+    hub.throttle(64 * 1024);
+    await page.setViewportSize({ width: 1440, height: 900 });
+    await signIn(ADMIN);
+    await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Models" }).click();
+    await page.getByRole("heading", { name: "Models", level: 1 }).waitFor();
+    expect(await page.locator('[data-field="hub"]').textContent()).toBe(hub.url);
+    expect(await page.locator('[data-field="used"]').textContent()).toBe("0 B of 10 GB");
+    const empty = await page.locator('p[data-empty="models"]').textContent();
+    expect(empty).toContain("No models in the cache. An endpoint names the models its workers load with models: [...]");
+    expect(await page.locator("main a").count()).toBe(0);
+
+    // Two endpoints on echo's code, each with a job waiting: one names the model, the other a revision the hub lacks.
+    const template = (await call(`${service.url}/v1/templates`, { key: ADMIN, body: { name: "model reader", imageName: `svc://${echoId}` } })).body;
+    const ids: string[] = [];
+    for (const [name, model] of [
+      ["with-model", "acme/tiny@main"],
+      ["missing-model", "acme/tiny@nope"],
+    ]) {
+      const created = await call(`${service.url}/v1/endpoints`, {
+        key: ADMIN,
+        body: { name, templateId: template.id, computeType: "CPU", workersMax: 1, idleTimeout: 60, models: [model] },
+      });
+      expect(created.status).toBe(201);
+      ids.push(created.body.id);
+      expect((await call(`${service.url}/v2/${created.body.id}/run`, { key: ADMIN, body: { input: { model } } })).status).toBe(200);
+    }
+    try {
+      // The page notices the fetch by itself (no reload), fetches first; the bar and its words say the same.
+      const rows = page.getByRole("table", { name: "Models" }).locator("tbody tr");
+      const fetching = page.locator('tr[data-model="acme/tiny@main"][data-state="fetching"]');
+      const progress = async () =>
+        fetching.evaluate((row) => {
+          const bar = row.querySelector("progress")!;
+          return { value: bar.value, max: bar.max, text: row.querySelector('[data-field="progress"]')!.textContent! };
+        });
+      await expect.poll(async () => (await fetching.count()) > 0 && (await progress()).value > 0, { timeout: 30_000 }).toBe(true);
+      const first = await progress();
+      expect(first.max).toBe(total);
+      const shown = /^fetching: ([\d.]+) of 3 MB \((\d+)%\)$/.exec(first.text);
+      expect(shown, first.text).not.toBeNull();
+      expect(Number(shown![1])).toBeCloseTo(first.value / 1e6, 1);
+      expect(Number(shown![2])).toBe(Math.round((first.value * 100) / total));
+      expect(await fetching.getByRole("progressbar", { name: "acme/tiny@main fetched" }).count()).toBe(1);
+      expect(await fetching.locator('[data-field="size"]').textContent()).toBe("3 MB");
+      expect(await fetching.locator('[data-field="commit"]').textContent()).toBe("—");
+      // Refreshed every 2 s while it moves.
+      await expect.poll(async () => (await progress()).value, { timeout: 10_000 }).toBeGreaterThan(first.value);
+
+      const failed = page.locator('tr[data-model="acme/tiny@nope"]');
+      await failed.locator('[data-field="state"]').getByText("not_found").waitFor();
+      expect(await rows.evaluateAll((trs) => trs.map((tr) => [tr.getAttribute("data-model"), tr.getAttribute("data-state")]))).toEqual([
+        ["acme/tiny@main", "fetching"],
+        ["acme/tiny@nope", "failed"],
+      ]);
+      const failure = page.locator('[data-failed="acme/tiny@nope"]');
+      expect(await failure.textContent()).toBe(
+        "acme/tiny@nope (not_found): the hub has no revision acme/tiny@nope (404)" +
+          "Check the model's name and revision on the hub (or the mirror SVC_MODEL_HUB names).",
+      );
+      await shot("models-fetching");
+
+      // On a phone: nothing wider than the screen, the bar and the failure's advice in view.
+      await page.setViewportSize({ width: 390, height: 844 });
+      await fetching.getByRole("progressbar").waitFor();
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+      expect(await failure.locator('[data-field="advice"]').isVisible()).toBe(true);
+      const advice = (await failure.locator('[data-field="advice"]').boundingBox())!;
+      expect(advice.x + advice.width).toBeLessThanOrEqual(390);
+      await shot("narrow-models-fetching");
+      await page.setViewportSize({ width: 1440, height: 900 });
+
+      // Full speed: the model is ready, with its commit and size, and the endpoint's worker uses it.
+      hub.throttle(undefined);
+      const ready = page.locator('tr[data-model="acme/tiny@main"][data-state="ready"]');
+      await ready.waitFor({ timeout: 30_000 });
+      expect(await ready.locator('[data-field="state"]').textContent()).toBe("ready");
+      expect(await ready.locator('[data-field="commit"]').textContent()).toBe("ccccccc");
+      expect(await ready.locator('[data-field="size"]').textContent()).toBe("3 MB");
+      expect(await page.locator('[data-field="used"]').textContent()).toBe("3 MB of 10 GB");
+      await expect.poll(() => ready.locator('[data-field="workers"]').textContent(), { timeout: 30_000 }).toBe("1");
+      expect(await ready.locator('[data-field="last-used"]').textContent()).toBe("just now");
+      expect(await fetching.count()).toBe(0);
+      expect(await page.locator('tr[data-model="acme/tiny@nope"]').getAttribute("data-state")).toBe("failed");
+      await shot("models");
+    } finally {
+      hub.throttle(undefined);
+      await page.setViewportSize({ width: 1366, height: 800 });
+      for (const id of ids) await call(`${service.url}/v1/endpoints/${id}`, { key: ADMIN, method: "DELETE" });
+    }
+  }, 120_000);
+
   it("fits a 390 px phone on every page: no sideways overflow, the sections behind Menu, each table fits or says it scrolls", async () => {
     await signIn(ADMIN);
     await page.setViewportSize({ width: 390, height: 844 });
@@ -391,6 +499,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
         ["endpoints", "#/endpoints", "Endpoints"],
         ["endpoint", `#/endpoints/${echoId}`, "echo"],
         ["gpus", "#/gpus", "GPUs"],
+        ["models", "#/models", "Models"],
         ["templates", "#/templates", "Templates"],
         ["apps", "#/apps", "Apps and environments"],
         ["volumes", "#/volumes", "Network volumes"],
@@ -404,6 +513,7 @@ describe.skipIf(!haveChromium)("the web console in a browser", () => {
         if (name === "endpoints") await page.getByRole("table", { name: "Endpoints" }).waitFor();
         if (name === "keys") await page.getByRole("table", { name: "API keys" }).waitFor();
         if (name === "usage") await page.locator("[data-loaded]").waitFor();
+        if (name === "models") await page.getByRole("table", { name: "Models" }).waitFor();
         await shot(`narrow-${name}`);
         const width = await page.evaluate(() => document.documentElement.scrollWidth);
         expect(width, `${name} is ${width} px wide`).toBeLessThanOrEqual(390);

@@ -98,3 +98,33 @@ export interface HealthAnswer {
   /** A load-balanced endpoint's workers by their /ping: ready for requests, or not (yet). */
   pool?: { ready: number; notReady: number };
 }
+
+/** Why a model could not be fetched, as a code a program acts on (docs/models.md, "Progress and failures"). */
+export type ModelFetchCode = "hub_unreachable" | "not_found" | "unauthorized" | "hub_error" | "bad_listing" | "size_mismatch" | "hash_mismatch" | "disk_error";
+
+/** A model of the host's model cache, in it or being fetched (`GET /v1/models`'s `models`). */
+export interface ModelStatusAnswer {
+  /** org/name@revision, as endpoints name it. */
+  model: string;
+  state: "ready" | "fetching" | "failed";
+  /** The commit the revision was resolved to (ready models). */
+  commit?: string;
+  bytes?: number;
+  /** A fetch's bytes so far, and the model's (absent while its listing is read). */
+  doneBytes?: number;
+  totalBytes?: number;
+  /** When a worker last started with it, epoch ms. */
+  lastUsed?: number;
+  /** The running or starting workers that use it. */
+  inUse: number;
+  error?: { code: ModelFetchCode; message: string };
+}
+
+/** `GET /v1/models`: the host's model cache (hub and root null where the service starts no workers). */
+export interface ModelCacheAnswer {
+  hub: string | null;
+  root: string | null;
+  usedBytes: number;
+  limitBytes: number | null;
+  models: ModelStatusAnswer[];
+}

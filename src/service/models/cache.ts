@@ -27,6 +27,7 @@ import { dirname, join } from "node:path";
 import { Readable, Transform } from "node:stream";
 import { parseModelRef, type ModelRef } from "svc/internal";
 import { errorMessage } from "../../errors.js";
+import type { ModelStatusAnswer } from "../http/answers.js";
 import { planEviction, type CachedModel } from "./eviction.js";
 import { type Hub, ModelFetchError, type ModelFetchCode } from "./hub.js";
 import {
@@ -81,18 +82,8 @@ interface Pending {
   retryAt?: number;
 }
 
-/** A model of the cache as `svc doctor` and the service's status show it. */
-export interface ModelStatus {
-  model: string;
-  state: "ready" | "fetching" | "failed";
-  commit?: string;
-  bytes?: number;
-  doneBytes?: number;
-  totalBytes?: number;
-  lastUsed?: number;
-  inUse: number;
-  error?: { code: ModelFetchCode; message: string };
-}
+/** A model of the cache as `svc doctor`, the console and the service's status show it. */
+export type ModelStatus = ModelStatusAnswer;
 
 const MAX_RETRY_MS = 5 * 60_000;
 

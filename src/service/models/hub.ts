@@ -6,13 +6,14 @@
 // The hub's address is a setting (a mirror or an air-gapped copy serves); a token is sent as a bearer when given.
 
 import type { ModelRef } from "svc/internal";
+import type { ModelFetchCode } from "../http/answers.js";
 import type { ModelFile, ModelListing } from "./layout.js";
 
 /** The hub models are fetched from unless the operator names another (SVC_MODEL_HUB). */
 export const DEFAULT_MODEL_HUB = "https://huggingface.co";
 
-/** Why a model could not be fetched, as a code a program acts on. */
-export type ModelFetchCode = "hub_unreachable" | "not_found" | "unauthorized" | "hub_error" | "bad_listing" | "size_mismatch" | "hash_mismatch" | "disk_error";
+// Why a model could not be fetched, as a code a program acts on: part of `GET /v1/models`'s answer.
+export type { ModelFetchCode };
 
 export class ModelFetchError extends Error {
   constructor(

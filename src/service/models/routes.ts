@@ -5,20 +5,15 @@
 import type { Route, RouteCall } from "../http/router.js";
 import { sendJson } from "../http/wire.js";
 import { requireAccess } from "../http/management-request.js";
-import type { ModelCache, ModelStatus } from "./cache.js";
+import type { ModelCacheAnswer } from "../http/answers.js";
+import type { ModelCache } from "./cache.js";
 
 export interface ModelsDeps {
   /** The host's model cache; undefined where the service starts no workers. */
   models?(): ModelCache | undefined;
 }
 
-export interface ModelCacheAnswer {
-  hub: string | null;
-  root: string | null;
-  usedBytes: number;
-  limitBytes: number | null;
-  models: ModelStatus[];
-}
+export type { ModelCacheAnswer };
 
 export async function modelList(call: RouteCall<ModelsDeps>): Promise<void> {
   requireAccess(call.principal, "endpoints", false);
