@@ -17,6 +17,11 @@ export const EXAMPLES: Readonly<Record<string, readonly Example[]>> = {
   "images build": [["svc images build", "both worker images"], ["svc images build --server --registry registry.local:5000"]],
   "images list": [["svc images list --json"]],
   "images prune": [["svc images prune"], ["svc images prune --all", "also unused images of this version"]],
+  models: [["svc models fetch --cache /var/lib/svc-models openai-community/gpt2@main"]],
+  "models fetch": [
+    ["svc models fetch --cache ./hf openai-community/gpt2", "the main branch, into ./hf (HF_HOME) in huggingface_hub's layout"],
+    ["svc models fetch --cache /svc-models --hub https://hf-mirror.internal --json org/name@v1.2"],
+  ],
   volume: [["svc volume create --name weights --size 50"], ["svc volume cp ./model.bin weights:/models/"]],
   "volume create": [["svc volume create --name weights --size 50"], ["svc volume create --name scratch --size 10 --data-center local"]],
   "volume list": [["svc volume list --json"]],

@@ -267,3 +267,107 @@ describe("exitOfPod", () => {
     expect(exitOfPod(waiting("ErrImagePull", "401 Unauthorized"))).toBeUndefined();
   });
 });
+
+describe("a node's model cache", () => {
+  const models = { path: "/var/lib/svc-models", image: "reg:5000/svc-server:0.1.0" };
+  const named = launch({ models: ["acme/tiny@main", "acme/other@v1"], modelHub: { url: "http://hub.internal", token: "hf_secret" } });
+
+  it("an endpoint naming models: the node's directory as a hostPath, an init container fetching them, the worker reading it read-only", () => {
+    const pod = workerPod(named, { ...plan, models });
+    expect(pod.spec!.volumes).toContainEqual({ name: "svc-models", hostPath: { path: "/var/lib/svc-models", type: "DirectoryOrCreate" } });
+    expect(pod.spec!.initContainers).toEqual([
+      {
+        name: "svc-models",
+        image: "reg:5000/svc-server:0.1.0",
+        args: ["models", "fetch", "--cache", "/svc-models", "--hub", "http://hub.internal", "acme/tiny@main", "acme/other@v1"],
+        env: [{ name: "SVC_MODEL_HUB_TOKEN", valueFrom: { secretKeyRef: { name: pod.metadata!.name, key: "svc-model-hub-token" } } }],
+        volumeMounts: [{ name: "svc-models", mountPath: "/svc-models" }],
+        terminationMessagePolicy: "FallbackToLogsOnError",
+        securityContext: {
+          runAsUser: 0,
+          runAsGroup: 0,
+          allowPrivilegeEscalation: false,
+          capabilities: { drop: ["ALL"] },
+          seccompProfile: { type: "RuntimeDefault" },
+        },
+      },
+    ]);
+    const worker = pod.spec!.containers[0]!;
+    expect(worker.volumeMounts).toContainEqual({ name: "svc-models", mountPath: "/svc-models", readOnly: true });
+    const env = Object.fromEntries(worker.env!.map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ HF_HOME: "/svc-models", HF_HUB_CACHE: "/svc-models/hub", HF_HUB_OFFLINE: "1" });
+    // The token is in the worker's Secret, under a key no worker variable references, and nowhere on the Pod.
+    expect(JSON.stringify(pod)).not.toContain("hf_secret");
+    expect(worker.env!.some((e) => e.valueFrom?.secretKeyRef?.key === "svc-model-hub-token")).toBe(false);
+    expect(workerSecret(named, "srv1").stringData).toMatchObject({ "svc-model-hub-token": "hf_secret" });
+  });
+
+  it("no models, or no node cache set: the Pod as before", () => {
+    for (const pod of [workerPod(launch(), { ...plan, models }), workerPod(named, plan)]) {
+      expect(pod.spec!.initContainers).toBeUndefined();
+      expect(pod.spec!.volumes!.map((v) => v.name)).not.toContain("svc-models");
+      expect(pod.spec!.containers[0]!.env!.map((e) => e.name)).not.toContain("HF_HOME");
+    }
+    // Without a token the fetcher gets no variable for it; without a hub it uses its own default.
+    const open = workerPod(launch({ models: ["acme/tiny@main"] }), { ...plan, models });
+    expect(open.spec!.initContainers![0]!.env).toEqual([]);
+    expect(open.spec!.initContainers![0]!.args).toEqual(["models", "fetch", "--cache", "/svc-models", "acme/tiny@main"]);
+  });
+
+  it("a failed fetch ends the worker as a start failure quoting the fetcher's error; a fetcher image that cannot be pulled too", () => {
+    const failed: V1Pod = {
+      spec: { nodeName: "gpu-3", containers: [] },
+      status: {
+        phase: "Failed",
+        initContainerStatuses: [
+          {
+            name: "svc-models",
+            image: "svc-server:0.1.0",
+            imageID: "",
+            ready: false,
+            restartCount: 0,
+            state: {
+              terminated: {
+                exitCode: 1,
+                reason: "Error",
+                message:
+                  "acme/missing@main: cannot be fetched\nerror: Model acme/missing@main cannot be fetched from http://hub: not_found: the hub has no revision acme/missing@main (404)\nCheck the model's name.\n",
+              },
+            },
+          },
+        ],
+        containerStatuses: [{ name: "worker", image: "", imageID: "", ready: false, restartCount: 0, state: { waiting: { reason: "PodInitializing" } } }],
+      },
+    };
+    expect(exitOfPod(failed)).toEqual({
+      code: null,
+      signal: null,
+      startFailure:
+        "the fetch of its models on node gpu-3 failed (exit code 1): Model acme/missing@main cannot be fetched from http://hub: not_found: the hub has no revision acme/missing@main (404)",
+    });
+    const pulling: V1Pod = {
+      status: {
+        phase: "Pending",
+        initContainerStatuses: [
+          {
+            name: "svc-models",
+            image: "svc-server:0.1.0",
+            imageID: "",
+            ready: false,
+            restartCount: 0,
+            state: { waiting: { reason: "ErrImagePull", message: "not found" } },
+          },
+        ],
+      },
+    };
+    expect(exitOfPod(pulling)?.startFailure).toMatch(/^the model fetcher's image svc-server:0\.1\.0 cannot be pulled: .*SVC_MODELS_FETCH_IMAGE/);
+    // Still fetching, or done: the worker's own state decides.
+    const running: V1Pod = {
+      status: {
+        phase: "Pending",
+        initContainerStatuses: [{ name: "svc-models", image: "", imageID: "", ready: false, restartCount: 0, state: { running: {} } }],
+      },
+    };
+    expect(exitOfPod(running)).toBeUndefined();
+  });
+});

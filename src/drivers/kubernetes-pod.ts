@@ -14,6 +14,7 @@ import { dockerConfigJson, ImagePullError, pullFailureReason, type RegistryCrede
 import type { V1Container, V1EnvVar, V1Pod, V1PodSpec, V1Secret, V1SecurityContext } from "@kubernetes/client-node";
 import { UserError, errorMessage } from "../errors.js";
 import { applyProtocolEnv } from "./env.js";
+import { fetchArgs, fetcherReason, HUB_TOKEN_KEY, NODE_MODELS_MOUNT, wantsNodeModels, type NodeModelCache } from "./node-models.js";
 import { PROVIDER_VOLUME_MOUNT } from "./provider-env.js";
 import { VOLUME_MOUNT } from "./image-names.js";
 import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, writableRootGb } from "./isolation.js";
@@ -31,6 +32,9 @@ export const REVISION_ANNOTATION = "svc.revision";
 export const LB_POD_PORT = 8080;
 /** The worker's container in its Pod (the one container: its log is the worker's output). */
 export const WORKER_CONTAINER = "worker";
+/** The init container that fetches the endpoint's models into the node's cache before the worker starts. */
+export const MODELS_INIT_CONTAINER = "svc-models";
+const MODELS_VOLUME = "svc-models";
 
 export interface PodPlan {
   image: string;
@@ -46,6 +50,8 @@ export interface PodPlan {
   runtimeClassName?: string;
   /** Size of the worker's memory-backed /tmp in MiB (default DEFAULT_CONTAINER_LIMITS.tmpMb). */
   tmpMb?: number;
+  /** The nodes' model cache: a worker whose endpoint names models gets it, filled by an init container first. */
+  models?: NodeModelCache;
 }
 
 /** A DNS-1123 label from any text: lower case, [a-z0-9-], at most `max` characters. Pure. */
@@ -84,7 +90,7 @@ export function podLabels(launch: Pick<WorkerLaunch, "endpointId" | "workerId">,
 const SECRET_PROTOCOL_VARIABLES = ["SVC_WORKER_TOKEN", "SVC_API_KEY", "RUNPOD_AI_API_KEY"];
 
 /** The worker's variables, split into those that may show on its Pod and those kept in its Secret. Pure. */
-export function workerEnv(launch: WorkerLaunch): { plain: Record<string, string>; secret: Record<string, string> } {
+export function workerEnv(launch: WorkerLaunch, models?: NodeModelCache): { plain: Record<string, string>; secret: Record<string, string> } {
   // An image brings its own code: only svc's runtime fetches an artifact.
   if (!launch.artifactUrl && !launch.image)
     throw new UserError(`Endpoint ${launch.endpointName}'s artifact has no URL a Pod could fetch`, {
@@ -96,6 +102,7 @@ export function workerEnv(launch: WorkerLaunch): { plain: Record<string, string>
     apiUrl: launch.apiUrl,
     artifact: launch.artifactUrl ?? "",
     volumePath: launch.volume || launch.volumeName ? VOLUME_MOUNT : undefined,
+    modelCache: wantsNodeModels(launch, models) ? NODE_MODELS_MOUNT : undefined,
     // A load-balanced worker listens on every interface of its Pod; the service reaches it at the Pod's IP.
     http: launch.loadBalanced ? { host: "0.0.0.0", port: LB_POD_PORT } : undefined,
   });
@@ -119,7 +126,12 @@ export function workerSecret(launch: WorkerLaunch, session: string): V1Secret {
     kind: "Secret",
     metadata: { name: podName(launch), labels: podLabels(launch, session) },
     type: pull ? "kubernetes.io/dockerconfigjson" : "Opaque",
-    stringData: { ...workerEnv(launch).secret, ...(pull ? { [DOCKER_CONFIG_JSON_KEY]: pull } : {}) },
+    // The hub's token for the Pod's model fetcher under a key of its own: no variable of the worker names it.
+    stringData: {
+      ...workerEnv(launch).secret,
+      ...(pull ? { [DOCKER_CONFIG_JSON_KEY]: pull } : {}),
+      ...(launch.models?.length && launch.modelHub?.token ? { [HUB_TOKEN_KEY]: launch.modelHub.token } : {}),
+    },
   };
 }
 
@@ -148,8 +160,9 @@ export function workerSecurityContext(launch: Pick<WorkerLaunch, "image" | "cont
 
 /** The worker's Pod. Pure. */
 export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
-  const { plain, secret } = workerEnv(launch);
+  const { plain, secret } = workerEnv(launch, plan.models);
   const name = podName(launch);
+  const models = wantsNodeModels(launch, plan.models) ? plan.models : undefined;
   const env: V1EnvVar[] = [
     ...Object.entries(plain).map(([key, value]) => ({ name: key, value })),
     ...Object.keys(secret).map((key) => ({ name: key, valueFrom: { secretKeyRef: { name, key } } })),
@@ -181,6 +194,7 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
       // The kubelet pulls the image with the worker Secret's registry credentials (workerSecret).
       ...(launch.image && launch.registryAuth ? { imagePullSecrets: [{ name }] } : {}),
       ...(plan.runtimeClassName ? { runtimeClassName: plan.runtimeClassName } : {}),
+      ...(models ? { initContainers: [modelsInitContainer(launch, models, name)] } : {}),
       containers: [
         {
           name: WORKER_CONTAINER,
@@ -195,6 +209,7 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
             ...(volume && launch.protocol === "provider" ? [{ name: "network-volume", mountPath: PROVIDER_VOLUME_MOUNT }] : []),
             { name: "tmp", mountPath: WORKER_TMP },
             ...(launch.shmSizeMb ? [{ name: "shm", mountPath: "/dev/shm" }] : []),
+            ...(models ? [{ name: MODELS_VOLUME, mountPath: NODE_MODELS_MOUNT, readOnly: true }] : []),
           ],
         } satisfies V1Container,
       ],
@@ -204,10 +219,36 @@ export function workerPod(launch: WorkerLaunch, plan: PodPlan): V1Pod {
         { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: `${plan.tmpMb ?? DEFAULT_CONTAINER_LIMITS.tmpMb}Mi` } },
         // The bigger /dev/shm its template allows (a Pod has no shm size of its own: memory mounted there).
         ...(launch.shmSizeMb ? [{ name: "shm", emptyDir: { medium: "Memory", sizeLimit: `${launch.shmSizeMb}Mi` } }] : []),
+        // The node's model cache, made by the kubelet where the node has none yet.
+        ...(models ? [{ name: MODELS_VOLUME, hostPath: { path: models.path, type: "DirectoryOrCreate" } }] : []),
       ],
       ...(gpu ? gpuAffinity(launch.gpuTypeIds, plan.gpuTypeLabel) : {}),
       // Where its volume is: the workers of an endpoint with a network volume run in that volume's data center.
       ...(dataCenter ? { nodeSelector: { [DATA_CENTER_LABEL]: dataCenter } } : {}),
+    },
+  };
+}
+
+/**
+ * The init container that fetches the endpoint's models into the node's cache (`svc models fetch`, which takes the
+ * cache's lock: Pods on one node download each file once). Root, as the node's cache directory is root's (the
+ * kubelet makes it), with no capability; its last log lines become its termination message when it fails, which
+ * the worker's start failure quotes. The hub's token from the worker's Secret, never on the Pod. Pure.
+ */
+export function modelsInitContainer(launch: WorkerLaunch, models: NodeModelCache, secretName: string): V1Container {
+  return {
+    name: MODELS_INIT_CONTAINER,
+    image: models.image,
+    args: fetchArgs(launch),
+    env: launch.modelHub?.token ? [{ name: "SVC_MODEL_HUB_TOKEN", valueFrom: { secretKeyRef: { name: secretName, key: HUB_TOKEN_KEY } } }] : [],
+    volumeMounts: [{ name: MODELS_VOLUME, mountPath: NODE_MODELS_MOUNT }],
+    terminationMessagePolicy: "FallbackToLogsOnError",
+    securityContext: {
+      runAsUser: 0,
+      runAsGroup: 0,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
     },
   };
 }
@@ -251,6 +292,8 @@ const PULL_WAITING = new Set(["ErrImagePull", "ImagePullBackOff", "InvalidImageN
  */
 export function exitOfPod(pod: V1Pod, pulled?: { image: string; credentials?: RegistryCredentials }): WorkerExit | undefined {
   const phase = pod.status?.phase;
+  const fetcher = modelsFetchFailure(pod);
+  if (fetcher) return { code: null, signal: null, startFailure: fetcher };
   const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
   if (pulled && phase === "Pending" && waiting?.reason && PULL_WAITING.has(waiting.reason)) {
     const why = pullFailureReason(waiting.message || waiting.reason);
@@ -262,6 +305,29 @@ export function exitOfPod(pod: V1Pod, pulled?: { image: string; credentials?: Re
     code: typeof terminated?.exitCode === "number" ? terminated.exitCode : phase === "Succeeded" ? 0 : null,
     signal: terminated?.signal === undefined ? null : String(terminated.signal),
   };
+}
+
+/**
+ * Why the Pod's model fetcher (its init container) keeps its worker from ever starting: it failed (its last error
+ * line, from the termination message the kubelet fills with its log), or its node cannot pull its image;
+ * undefined while it runs or once it succeeded. Pure.
+ */
+export function modelsFetchFailure(pod: V1Pod): string | undefined {
+  const status = pod.status?.initContainerStatuses?.find((c) => c.name === MODELS_INIT_CONTAINER);
+  if (!status) return undefined;
+  const node = pod.spec?.nodeName ? ` on node ${pod.spec.nodeName}` : "";
+  const terminated = status.state?.terminated;
+  if (terminated && terminated.exitCode !== 0) {
+    const why = fetcherReason(terminated.message) ?? terminated.reason ?? `exit code ${terminated.exitCode}`;
+    return `the fetch of its models${node} failed (exit code ${terminated.exitCode}): ${why.replace(/^error: /, "")}`;
+  }
+  const waiting = status.state?.waiting;
+  if (waiting?.reason && PULL_WAITING.has(waiting.reason)) {
+    const image = status.image ? ` ${status.image}` : "";
+    const why = pullFailureReason(waiting.message || waiting.reason);
+    return `the model fetcher's image${image} cannot be pulled${node}: ${why}; build and push it (svc images build --server) or name another with SVC_MODELS_FETCH_IMAGE`;
+  }
+  return undefined;
 }
 
 /**

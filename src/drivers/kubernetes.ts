@@ -48,6 +48,7 @@ import {
 } from "./kubernetes-pod.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 import type { RegistryCredentials } from "./registry-auth.js";
+import type { NodeModelCache } from "./node-models.js";
 
 export { exitOfPod } from "./kubernetes-pod.js";
 
@@ -86,6 +87,11 @@ export interface KubernetesDriverOptions {
   leftoverSecretMs?: number;
   /** How network volumes reach the nodes: ReadWriteMany claims of a StorageClass; without it a worker with a volume is refused. */
   volumes?: KubernetesVolumeConfig;
+  /**
+   * The nodes' model cache (docs/models.md, "Node caches"): a worker whose endpoint names models gets it as a
+   * hostPath, filled by an init container first; unset, workers get no model cache.
+   */
+  models?: NodeModelCache;
   log?(message: string): void;
 }
 
@@ -177,6 +183,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
     w.ending = true;
     if (pod.status?.phase === "Failed") log(`worker Pod ${name} failed: ${pod.status?.reason ?? ""} ${pod.status?.message ?? ""}`.trim());
     if (exit.pullFailure) log(`worker Pod ${name}: ${exit.pullFailure}`);
+    if (exit.startFailure) log(`worker Pod ${name}: ${exit.startFailure}`);
     void (async () => {
       // Its last lines (a crash's stack) first: deleting the Pod deletes its log.
       if (w.follow) await Promise.race([w.follow.done, new Promise((resolve) => setTimeout(resolve, logDrainMs).unref())]);
@@ -382,6 +389,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
   return {
     name: "kubernetes",
     pullsImages: true,
+    nodeModelCache: Boolean(options.models),
     async isolation() {
       return `RuntimeClass ${options.runtimeClass ?? "(the cluster's default)"}; uid 1000, no capabilities, no privilege escalation, RuntimeDefault seccomp, read-only root, /tmp ${options.tmpMb ?? DEFAULT_CONTAINER_LIMITS.tmpMb} MiB in memory, the instance's memory and CPU; processes: the kubelet's podPidsLimit`;
     },
@@ -405,6 +413,7 @@ export function createKubernetesDriver(options: KubernetesDriverOptions): Worker
         terminationGraceSeconds: Math.ceil(stopGraceMs / 1000),
         runtimeClassName: options.runtimeClass,
         tmpMb: options.tmpMb,
+        models: options.models,
       });
       const secret = workerSecret(launch, options.session);
       let madeSecret: V1Secret;

@@ -3,6 +3,7 @@ import { exitOfTask, swarmConfinementGaps, swarmServiceSpec } from "./swarm.js";
 import type Docker from "dockerode";
 import type { WorkerLaunch } from "./types.js";
 import { placementOf } from "./placement.js";
+import { jobOutcome, modelsJobSpec, nodesFor } from "./swarm-models.js";
 
 type Template = { ContainerSpec: Docker.ContainerSpec; RestartPolicy?: unknown; Resources?: unknown; Placement?: unknown; Networks?: unknown };
 const template = (spec: Docker.CreateServiceOptions) => spec.TaskTemplate as Template;
@@ -198,5 +199,52 @@ describe("exitOfTask", () => {
     expect(exitOfTask({ Status: { State: "rejected", Err: "invalid mount config" } }, pulled)?.pullFailure).toBeUndefined();
     expect(exitOfTask({ Status: { State: "rejected", Err: "No such image: svc-worker-cpu" } })?.pullFailure).toBeUndefined();
     expect(exitOfTask({ Status: { State: "failed", Err: "task: non-zero exit (1)", ContainerStatus: { ExitCode: 1 } } }, pulled)?.pullFailure).toBeUndefined();
+  });
+});
+
+describe("node model caches", () => {
+  const cache = { path: "/var/lib/svc-models", image: "reg:5000/svc-server:0.1.0" };
+  const named = launch({ models: ["acme/tiny@main"], modelHub: { url: "http://127.0.0.1:9000", token: "hf_token" } });
+
+  it("the fetch job: a global job of the fetcher on the host network, the cache's parent bound, under the worker's constraints", () => {
+    const spec = modelsJobSpec(named, { cache, session: "srv1", constraints: ["node.labels.svc.gpu-type==A100"], name: "svc-models-x" });
+    expect(spec.Mode).toEqual({ GlobalJob: {} });
+    expect(spec.Labels).toEqual({ "svc.managed": "true", "svc.session": "srv1", "svc.models-fetch": "true" });
+    const t = template(spec);
+    expect(t.ContainerSpec.Image).toBe("reg:5000/svc-server:0.1.0");
+    expect(t.ContainerSpec.Args).toEqual(["models", "fetch", "--cache", "/svc-models-parent/svc-models", "--hub", "http://127.0.0.1:9000", "acme/tiny@main"]);
+    expect(t.ContainerSpec.Env).toEqual(["SVC_MODEL_HUB_TOKEN=hf_token"]);
+    expect(t.ContainerSpec.Mounts).toEqual([{ Type: "bind", Source: "/var/lib", Target: "/svc-models-parent" }]);
+    expect(t.RestartPolicy).toEqual({ Condition: "none", MaxAttempts: 0 });
+    expect(t.Placement).toEqual({ Constraints: ["node.labels.svc.gpu-type==A100"] });
+    expect(t.Networks).toEqual([{ Target: "host" }]);
+  });
+
+  it("the worker: the node's cache bound read-only at /svc-models and the variables pointing at it; none without models or a cache", () => {
+    const container = template(swarmServiceSpec(named, { ...plan, models: cache })).ContainerSpec;
+    expect(container.Mounts).toContainEqual({ Type: "bind", Source: "/var/lib/svc-models", Target: "/svc-models", ReadOnly: true });
+    expect(container.Env).toEqual(expect.arrayContaining(["HF_HOME=/svc-models", "HF_HUB_CACHE=/svc-models/hub", "HF_HUB_OFFLINE=1"]));
+    expect(container.Env!.join("\n")).not.toContain("hf_token");
+    for (const spec of [swarmServiceSpec(launch(), { ...plan, models: cache }), swarmServiceSpec(named, plan)]) {
+      expect(template(spec).ContainerSpec.Mounts!.map((m) => m.Target)).not.toContain("/svc-models");
+      expect(template(spec).ContainerSpec.Env!.some((e) => e.startsWith("HF_HOME="))).toBe(false);
+    }
+  });
+
+  it("the nodes a job covers, and when it is done or failed", () => {
+    const node = (ID: string, labels: Record<string, string> = {}, state = "ready") => ({
+      ID,
+      Spec: { Availability: "active", Labels: labels },
+      Status: { State: state },
+    });
+    const nodes = [node("a", { "svc.gpu-type": "A100" }), node("b"), node("c", { "svc.gpu-type": "A100" }, "down")];
+    expect(nodesFor(nodes, [])).toEqual(["a", "b"]);
+    expect(nodesFor(nodes, ["node.labels.svc.gpu-type==A100"])).toEqual(["a"]);
+    const task = (NodeID: string, State: string) => ({ NodeID, Status: { State } });
+    expect(jobOutcome([], ["a"])).toEqual({ state: "running" });
+    expect(jobOutcome([task("a", "running"), task("b", "complete")], ["a", "b"])).toEqual({ state: "running" });
+    expect(jobOutcome([task("a", "complete")], ["a", "b"])).toEqual({ state: "running" });
+    expect(jobOutcome([task("a", "complete"), task("b", "complete")], ["a", "b"])).toEqual({ state: "done", nodes: ["a", "b"] });
+    expect(jobOutcome([task("a", "complete"), task("b", "failed")], ["a", "b"])).toMatchObject({ state: "failed", task: { NodeID: "b" } });
   });
 });

@@ -22,6 +22,8 @@ import { clusterVolumeName, clusterVolumeRefusal, dataCenterRefusal, swarmVolume
 import { DEFAULT_CONTAINER_LIMITS, WORKER_GID, WORKER_HOME, WORKER_TMP, WORKER_UID, writableRootGb, type ContainerLimits } from "./isolation.js";
 import { registryWorkerImage } from "./registry.js";
 import { serviceLogs, type ServiceLogs } from "./swarm-logs.js";
+import { wantsNodeModels, NODE_MODELS_MOUNT, type NodeModelCache } from "./node-models.js";
+import { createSwarmModelFetcher, swarmModelsMount } from "./swarm-models.js";
 import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch, WorkerLogLine } from "./types.js";
 
 /** The generic resource GPUs are advertised under (dockerd `node-generic-resources`, NVIDIA's convention). */
@@ -56,6 +58,12 @@ export interface SwarmDriverOptions {
    * a volume is refused.
    */
   volumes?: SwarmVolumeConfig;
+  /**
+   * The nodes' model cache (docs/models.md, "Node caches"): before a worker whose endpoint names models starts, a
+   * global job fetches them on every node it may land on; the worker gets the directory read-only. Unset: workers
+   * get no model cache.
+   */
+  models?: NodeModelCache;
   log?(message: string): void;
 }
 
@@ -70,6 +78,8 @@ export interface SwarmServicePlan {
   stopGraceMs: number;
   /** Processes and /tmp size (default DEFAULT_CONTAINER_LIMITS). */
   limits?: ContainerLimits;
+  /** The nodes' model cache: mounted read-only when the launch names models. */
+  models?: NodeModelCache;
 }
 
 /** Every label of a worker's service (and its container): a container's, and what it runs. Pure. */
@@ -87,7 +97,13 @@ export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): 
   const limits = plan.limits ?? DEFAULT_CONTAINER_LIMITS;
   // HOME in the writable /tmp (the root filesystem is read-only), unless the endpoint names its own.
   const env: Record<string, string> = { ...(launch.image ? {} : { HOME: WORKER_HOME }), ...launch.environment };
-  applyProtocolEnv(env, launch, { apiUrl: launch.apiUrl, artifact: launch.artifactUrl ?? "", volumePath: plan.volume ? VOLUME_MOUNT : undefined });
+  const models = wantsNodeModels(launch, plan.models) ? plan.models : undefined;
+  applyProtocolEnv(env, launch, {
+    apiUrl: launch.apiUrl,
+    artifact: launch.artifactUrl ?? "",
+    volumePath: plan.volume ? VOLUME_MOUNT : undefined,
+    modelCache: models ? NODE_MODELS_MOUNT : undefined,
+  });
   const labels = swarmLabels(launch, plan.session);
   const volume = plan.volume ? swarmVolumeMount(plan.volume.volume, plan.volume.config, swarmVolumeLabels(plan.volume.volume.id, plan.session)) : undefined;
   const volumes = volume ? [volume, ...(launch.protocol === "provider" ? [{ ...volume, Target: PROVIDER_VOLUME_MOUNT }] : [])] : [];
@@ -104,7 +120,7 @@ export function swarmServiceSpec(launch: WorkerLaunch, plan: SwarmServicePlan): 
         StopGracePeriod: plan.stopGraceMs * 1_000_000,
         ...swarmConfinement(launch),
         // A provider worker finds its volume where the provider mounts it too.
-        Mounts: [...volumes, swarmTmpMount(limits), ...shm],
+        Mounts: [...volumes, swarmTmpMount(limits), ...shm, ...(models ? [swarmModelsMount(models)] : [])],
       },
       // A worker that ends stays ended: the service decides whether and where another one starts.
       RestartPolicy: { Condition: "none", MaxAttempts: 0 },
@@ -271,6 +287,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
       return d;
     }));
   const images = new Map<string, Promise<string>>();
+  const modelFetcher = options.models && createSwarmModelFetcher({ docker, session: options.session, cache: options.models, log });
   const watched = new Map<string, Watched>();
   const handles = new Map<string, WorkerHandle>();
   let timer: NodeJS.Timeout | undefined;
@@ -377,6 +394,7 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
 
   return {
     name: "swarm",
+    nodeModelCache: Boolean(options.models),
     async isolation() {
       const { ApiVersion } = (await (await docker()).version()) as { ApiVersion?: string };
       const gaps = swarmConfinementGaps(ApiVersion ?? "0");
@@ -412,7 +430,10 @@ export function createSwarmDriver(options: SwarmDriverOptions): WorkerDriver {
         }
         gpus = { kind: gpuResource, count: launch.placement?.gpus || 1 };
       }
+      // Its models in the cache of every node it may land on, before its service exists.
+      if (modelFetcher && wantsNodeModels(launch, options.models)) await modelFetcher.ensure(launch, swarmConstraints(launch).Placement?.Constraints ?? []);
       const spec = swarmServiceSpec(launch, {
+        models: options.models,
         image: launch.image ?? (await imageFor(launch)),
         session: options.session,
         network,

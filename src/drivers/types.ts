@@ -83,6 +83,13 @@ export interface WorkerLaunch {
    * (docs/models.md).
    */
   modelCache?: string;
+  /**
+   * The models the endpoint names, for a driver with `nodeModelCache`: the node a worker lands on fetches them into
+   * its own cache before the worker starts (docs/models.md, "Node caches"); `modelCache` is then unset.
+   */
+  models?: string[];
+  /** Where a node fetches `models` from, and the token it sends; unset: the fetcher's default hub. */
+  modelHub?: { url: string; token?: string };
   /** Name of the endpoint's network volume, when it has one (the Docker driver mounts a Docker volume of that name). */
   volumeName?: string;
   /**
@@ -132,6 +139,11 @@ export interface WorkerExit {
    * drivers whose nodes pull (`pullsImages`), where a failed pull shows only after the start returned.
    */
   pullFailure?: string;
+  /**
+   * The worker never ran because what its node runs before it failed (the fetch of its models into the node's
+   * cache): why, in the fetcher's words.
+   */
+  startFailure?: string;
 }
 
 export interface WorkerHandle {
@@ -181,6 +193,11 @@ export interface WorkerDriver {
    * the others start such workers as usual, and the service says so once per endpoint.
    */
   readonly restoresSnapshots?: boolean;
+  /**
+   * Its workers run on other machines, each of which fetches an endpoint's models into a cache of its own before
+   * the workers that need them start (launch.models): the service fetches none on its own host for them.
+   */
+  readonly nodeModelCache?: boolean;
   start(launch: WorkerLaunch): Promise<WorkerHandle>;
   /**
    * The workers a previous process of the service left (it was killed): those still running, which the service

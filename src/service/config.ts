@@ -104,6 +104,13 @@ export interface ServerConfig extends ServiceSettings {
    */
   swarmVolumeDriver?: string;
   swarmVolumeOptions?: Record<string, string>;
+  /**
+   * Swarm and Kubernetes workers: the directory on every node that holds that node's model cache (docs/models.md,
+   * "Node caches"); unset: their workers get no model cache.
+   */
+  nodeModelCache?: string;
+  /** The image the nodes fetch models with (default svc's server image, svc-server:<version>, or the registry's). */
+  modelsFetchImage?: string;
   /** Container workers (Docker, Swarm): processes and threads per worker. */
   workerPidsLimit: number;
   /** Container workers (Docker, Swarm, Kubernetes): size of each worker's /tmp in MiB. */
@@ -144,7 +151,8 @@ type Kind =
   | { type: "size" }
   | { type: "rateLimits" }
   | { type: "userQuotas" }
-  | { type: "volumeDriverOptions" };
+  | { type: "volumeDriverOptions" }
+  | { type: "absolutePath" };
 
 interface Setting {
   key: string;
@@ -306,6 +314,22 @@ export const SETTINGS: readonly Setting[] = [
     kind: { type: "volumeDriverOptions" },
     serverOnly: true,
     description: "that driver's options, key=value,... ({volume}: the volume's id, {size}: its GB), e.g. type=nfs,o=addr=10.0.0.5,rw,device=:/exports/{volume}",
+  },
+  {
+    key: "nodeModelCache",
+    flag: "nodeModelCache",
+    env: "SVC_NODE_MODEL_CACHE",
+    kind: { type: "absolutePath" },
+    serverOnly: true,
+    description:
+      "Swarm and Kubernetes workers: the directory on every node where it fetches endpoints' models, once per node, before their workers start (made when missing); unset: those workers get no model cache",
+  },
+  {
+    key: "modelsFetchImage",
+    env: "SVC_MODELS_FETCH_IMAGE",
+    kind: { type: "string" },
+    serverOnly: true,
+    description: "the image nodes run `svc models fetch` in (default: svc's server image, svc-server:<version>, or the registry's by digest)",
   },
   {
     key: "k8sRuntimeClass",
@@ -611,6 +635,10 @@ function parseValue(setting: Setting, raw: string, origin: string): { value?: un
     case "string":
     case "secret":
       return raw === "" ? { problem: `${origin} is empty` } : { value: raw };
+    case "absolutePath":
+      return raw.startsWith("/") && !raw.split("/").includes("..")
+        ? { value: raw.length > 1 ? raw.replace(/\/+$/, "") : raw }
+        : { problem: `${origin} must be an absolute path on the nodes (e.g. /var/lib/svc-models), not "${raw}"` };
     case "storeUrl": {
       const problem = storeUrlProblem(raw);
       return problem ? { problem: `${origin} ${problem}` } : { value: raw };

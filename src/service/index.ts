@@ -498,6 +498,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     modelCache = models;
     scaler = new Scaler({
       models,
+      modelHub: { url: models.hubUrl, ...(options.models?.token ? { token: options.models.token } : {}) },
       engine,
       driver: options.driver,
       // Workers talk to the cluster's address when there is one (any replica passes their traffic on), so a

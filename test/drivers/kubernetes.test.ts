@@ -591,3 +591,45 @@ it("refuses a worker with a network volume without a StorageClass, or with no no
   await d.start(withVolume("w4", "eu-1"));
   expect(fake.created.map((c) => c.split("/")[0])).toEqual(["pvc", "secret", "pod"]);
 });
+
+it("an endpoint naming models: its Pod fetches them into the node's cache first; a failed fetch is the worker's start failure", async () => {
+  const d = driver("srv1", { models: { path: "/var/lib/svc-models", image: "svc-server:test" } });
+  expect(d.nodeModelCache).toBe(true);
+  const handle = await d.start(launch("wm", { models: ["acme/missing@main"], modelHub: { url: "http://hub.internal:8080", token: "hf_token" } }));
+  const [pod] = fake.pods();
+  const name = pod!.metadata!.name!;
+  expect(pod!.spec!.volumes).toContainEqual({ name: "svc-models", hostPath: { path: "/var/lib/svc-models", type: "DirectoryOrCreate" } });
+  const [init] = pod!.spec!.initContainers!;
+  expect(init).toMatchObject({
+    name: "svc-models",
+    image: "svc-server:test",
+    args: ["models", "fetch", "--cache", "/svc-models", "--hub", "http://hub.internal:8080", "acme/missing@main"],
+    volumeMounts: [{ name: "svc-models", mountPath: "/svc-models" }],
+    env: [{ name: "SVC_MODEL_HUB_TOKEN", valueFrom: { secretKeyRef: { name, key: "svc-model-hub-token" } } }],
+  });
+  const worker = pod!.spec!.containers[0]!;
+  expect(worker.volumeMounts).toContainEqual({ name: "svc-models", mountPath: "/svc-models", readOnly: true });
+  expect(Object.fromEntries(worker.env!.map((e) => [e.name, e.value]))).toMatchObject({ HF_HUB_CACHE: "/svc-models/hub", HF_HUB_OFFLINE: "1" });
+  // The token reached the API server only in the worker's Secret.
+  expect(JSON.stringify(pod)).not.toContain("hf_token");
+  expect(Buffer.from(fake.secrets()[0]!.data!["svc-model-hub-token"]!, "base64").toString()).toBe("hf_token");
+
+  fake.failInit(
+    name,
+    "svc-models",
+    1,
+    "error: Model acme/missing@main cannot be fetched from http://hub.internal:8080: not_found: the hub has no revision (404)\nCheck the name.\n",
+  );
+  const exit = await handle.exited;
+  expect(exit.startFailure).toBe(
+    "the fetch of its models failed (exit code 1): Model acme/missing@main cannot be fetched from http://hub.internal:8080: not_found: the hub has no revision (404)",
+  );
+  await until(() => fake.pods().length === 0);
+
+  // Without the node cache setting: no fetcher, no cache, and the driver leaves models to the service's host.
+  const plain = driver("srv2");
+  expect(plain.nodeModelCache).toBe(false);
+  await plain.start(launch("wp", { models: ["acme/tiny@main"] }));
+  const other = fake.pods().find((p) => p.metadata!.labels!["svc.worker"] === "wp")!;
+  expect(other.spec!.initContainers).toBeUndefined();
+});

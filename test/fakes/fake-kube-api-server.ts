@@ -7,7 +7,7 @@
 // and ends when the Pod ends or is deleted; `timestamps=true` prefixes RFC3339Nano times; `sinceTime` truncated to
 // whole seconds, as the API server hands it to the kubelet; 404 for an unknown Pod, 400 "container ... is waiting
 // to start" while it is Pending, 400 for a container the Pod does not have). A Pod that goes Running gets a Pod IP.
-// Tests move Pods through their phases (`setPhase`), play the container's output (`writeLog`), and cut every
+// Tests move Pods through their phases (`setPhase`; an init container's failure: `failInit`), play the container's output (`writeLog`), and cut every
 // watch (`dropWatches`) or log stream (`dropLogStreams`), hold lists' answers (`holdLists`) and make deletions take
 // their time (`holdDeletions`). Secrets too, as the API server keeps them: create (201, `stringData` merged into
 // `data` as base64 and dropped; 409 for a name that exists), get, list with an equality label selector, replace
@@ -39,6 +39,11 @@ export interface FakeKubeApiServer {
   deletions: Array<{ name: string; gracePeriodSeconds: number | undefined }>;
   /** Pod IPs are given when a Pod goes Running (10.244.0.n), unless `podIP` names one; `podIP: null` gives none. */
   setPhase(name: string, phase: "Running" | "Succeeded" | "Failed", opts?: { exitCode?: number; podIP?: string | null; namespace?: string }): void;
+  /**
+   * The Pod's init container `container` ended with `exitCode` and the termination message the kubelet makes of its
+   * last log lines (FallbackToLogsOnError): the Pod fails before its worker container ever ran.
+   */
+  failInit(name: string, container: string, exitCode: number, message: string, opts?: { namespace?: string }): void;
   /** The Pod stays Pending, its container waiting for `reason` (as the kubelet says of an image it cannot pull). */
   setWaiting(name: string, reason: string, message: string, opts?: { namespace?: string }): void;
   /** What the Pod's container writes to stdout/stderr (the log mixes both, as the kubelet's does): one entry per line. */
@@ -443,6 +448,25 @@ export async function startFakeKubeApiServer(): Promise<FakeKubeApiServer> {
       };
       podsOf(namespace).set(name, next);
       if (phase !== "Running") endFollows(namespace, name);
+      emit(namespace, "MODIFIED", next);
+    },
+    failInit(name, container, exitCode, message, opts = {}) {
+      const namespace = opts.namespace ?? "default";
+      const pod = podsOf(namespace).get(name);
+      if (!pod) throw new Error(`the fake has no Pod ${name}`);
+      const next: V1Pod = {
+        ...pod,
+        metadata: { ...pod.metadata, resourceVersion: String(++version) },
+        status: {
+          phase: "Failed",
+          initContainerStatuses: [
+            { name: container, image: "", imageID: "", ready: false, restartCount: 0, state: { terminated: { exitCode, reason: "Error", message } } },
+          ],
+          containerStatuses: [{ name: "worker", image: "", imageID: "", ready: false, restartCount: 0, state: { waiting: { reason: "PodInitializing" } } }],
+        },
+      };
+      podsOf(namespace).set(name, next);
+      endFollows(namespace, name);
       emit(namespace, "MODIFIED", next);
     },
     setWaiting(name, reason, message, opts = {}) {

@@ -4,6 +4,9 @@
 // mount the same files the S3 API serves. A file uploaded through S3 is read by a Swarm worker, a file a Swarm
 // worker writes is in the volume's directory and downloads through S3; the node's Docker volume svc-vol-<id> is
 // made by the driver and removed with the volume. A worker whose volume's data center has no node is refused.
+// Node model caches: a worker naming models starts after a global job of svc's server image (built here) fetched
+// them from the stand-in hub into the node's cache, which the worker's service mounts read-only; a second worker
+// runs no job; a model the hub lacks fails the start with the fetcher's error.
 // Needs the svc-worker-cpu image (built from dist/ when missing: compile first).
 
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -21,6 +24,8 @@ import { call } from "../service/helpers.js";
 import { describeDocker, docker, engineUp } from "../docker/engine.js";
 import { joinSwarm, leaveSwarm } from "./swarm-mode.js";
 import { errorMessage } from "../../src/errors.js";
+import { ensureServerImage } from "../../src/drivers/images.js";
+import { startFakeHub } from "../fakes/hf-hub.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "swarm-volume-admin-key";
@@ -160,4 +165,59 @@ describeDocker("network volumes on Swarm workers", () => {
     expect(await sessionServices()).toEqual([]);
     await d.close();
   }, 60_000);
+
+  it("a worker naming models: a global job fetches them into the node's cache first, once; a model the hub lacks fails the start", async () => {
+    const hub = await startFakeHub();
+    const commit = "e".repeat(40);
+    hub.add("acme/tiny", commit, [{ name: "config.json", content: Buffer.from('{"model_type": "bert"}') }]);
+    const cacheParent = mkdtempSync(join(tmpdir(), "svc-node-cache-"));
+    const nodeCache = join(cacheParent, "models");
+    const fetcher = await ensureServerImage(docker);
+    const d = createSwarmDriver({ session, image: "svc-worker-cpu:0.1.0", models: { path: nodeCache, image: fetcher.hashTag } });
+    const jobs = async () => (await docker.listServices({ filters: { label: ["svc.models-fetch=true", `${LABELS.session}=${session}`] } })) as unknown[];
+    const launch = (workerId: string, models: string[]) => ({
+      workerId,
+      endpointId: "epm",
+      endpointName: "embedder",
+      app: "app",
+      env: "test",
+      artifactPath: "/nowhere/a.tar.gz",
+      artifactUrl: "http://127.0.0.1:1/_worker/v1/artifacts/a",
+      apiUrl: "http://127.0.0.1:1",
+      workerToken: "t",
+      environment: {},
+      maxConcurrency: 1,
+      computeType: "CPU" as const,
+      gpuTypeIds: [],
+      models,
+      modelHub: { url: hub.url },
+      onLog: () => undefined,
+    });
+    try {
+      expect(d.nodeModelCache).toBe(true);
+      const first = await d.start(launch("wm1", ["acme/tiny@main"]));
+      // In huggingface_hub's layout on the node, before the worker's service was made.
+      expect(readFileSync(join(nodeCache, "hub", "models--acme--tiny", "snapshots", commit, "config.json"), "utf8")).toBe('{"model_type": "bert"}');
+      expect(hub.requests.filter((r) => r.method === "GET").length).toBe(2);
+      const [worker] = (await sessionServices()) as Array<{ ID: string }>;
+      const spec = (await docker.getService(worker!.ID).inspect()) as { Spec: { TaskTemplate: { ContainerSpec: { Mounts?: unknown[]; Env?: string[] } } } };
+      expect(spec.Spec.TaskTemplate.ContainerSpec.Mounts).toContainEqual({ Type: "bind", Source: nodeCache, Target: "/svc-models", ReadOnly: true });
+      expect(spec.Spec.TaskTemplate.ContainerSpec.Env).toContain("HF_HUB_OFFLINE=1");
+      expect(await jobs()).toEqual([]);
+      // This node holds them now: the next worker runs no job and asks the hub nothing.
+      const asked = hub.requests.length;
+      const second = await d.start(launch("wm2", ["acme/tiny@main"]));
+      expect(hub.requests.length).toBe(asked);
+      first.kill();
+      second.kill();
+      await expect(d.start(launch("wm3", ["acme/missing@main"]))).rejects.toThrow(
+        /fetch of its models on node \S+ failed: Model acme\/missing@main cannot be fetched .*not_found/,
+      );
+      expect(await jobs()).toEqual([]);
+    } finally {
+      await d.close();
+      await hub.close();
+      rmSync(cacheParent, { recursive: true, force: true });
+    }
+  }, 300_000);
 });

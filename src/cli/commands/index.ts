@@ -62,6 +62,7 @@ export const commandGroups: ReadonlyArray<{ heading: string; modules: readonly C
       commandModule("registry-auth", () => import("./registry-auth.js")),
       commandModule("keys", () => import("./keys.js")),
       commandModule("server", () => import("./server.js")),
+      commandModule("models", () => import("./models.js")),
       // Completion reads the whole tree: naming it loads every command.
       commandModule([], () => import("./completion.js")),
     ],

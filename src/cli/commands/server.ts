@@ -87,8 +87,10 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
     // Network volumes reach the task's node through the operator's volume driver (docs/volumes.md).
     const { swarmVolumeConfigOf } = await import("../../drivers/cluster-volumes.js");
     const volumes = swarmVolumeConfigOf(config.swarmVolumeDriver, config.swarmVolumeOptions);
+    const { nodeModelCacheOf } = await import("../../drivers/node-models.js");
     return createSwarmDriver({
       log,
+      models: nodeModelCacheOf(config.nodeModelCache, config.modelsFetchImage, registry),
       session,
       registry,
       network: config.swarmNetwork,
@@ -110,6 +112,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
       });
     }
     const { createKubernetesDriver } = await import("../../drivers/kubernetes.js");
+    const { nodeModelCacheOf } = await import("../../drivers/node-models.js");
     const session = `srv${createHash("sha256")
       .update(storeUrl ?? dataDir)
       .digest("hex")
@@ -122,6 +125,7 @@ async function loadDriver(config: ServerConfig, dataDir: string, log: (message: 
       runtimeClass: config.k8sRuntimeClass,
       tmpMb: config.workerTmpMb,
       volumes: config.k8sStorageClass ? { storageClass: config.k8sStorageClass } : undefined,
+      models: nodeModelCacheOf(config.nodeModelCache, config.modelsFetchImage, registry),
       log,
     });
   }
@@ -227,6 +231,10 @@ export function register(program: Command): void {
     .option("--public-url <url>", "the address clients use, when it differs from host:port (or $SVC_PUBLIC_URL)")
     .option("--model-hub <url>", "the Hugging Face-compatible hub endpoints' models are fetched from (or $SVC_MODEL_HUB; default https://huggingface.co)")
     .option("--model-cache-size <size>", "evict least recently used models past this size, e.g. 200G (or $SVC_MODEL_CACHE_SIZE; default no limit)")
+    .option(
+      "--node-model-cache <path>",
+      "with --workers swarm or kubernetes: the directory on every node where it fetches endpoints' models for its workers (or $SVC_NODE_MODEL_CACHE; default none)",
+    )
     .option("--docker-runtime <name>", "with --workers docker: the OCI runtime workers run under, e.g. runsc for gVisor (or $SVC_DOCKER_RUNTIME)")
     .option(
       "--volume-quotas <mode>",
@@ -258,6 +266,7 @@ export function register(program: Command): void {
         dockerRuntime?: string;
         modelHub?: string;
         modelCacheSize?: string;
+        nodeModelCache?: string;
         sandbox?: string;
         webhookAllow?: string;
         singleTenant?: boolean;
@@ -281,6 +290,7 @@ export function register(program: Command): void {
             dockerRuntime: opts.dockerRuntime,
             modelHub: opts.modelHub,
             modelCacheSize: opts.modelCacheSize,
+            nodeModelCache: opts.nodeModelCache,
             sandbox: opts.sandbox,
             webhookAllow: opts.webhookAllow,
             singleTenant: opts.singleTenant ? "on" : undefined,

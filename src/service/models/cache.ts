@@ -30,6 +30,7 @@ import { errorMessage } from "../../errors.js";
 import type { ModelStatusAnswer } from "../http/answers.js";
 import { planEviction, type CachedModel } from "./eviction.js";
 import { type Hub, ModelFetchError, type ModelFetchCode } from "./hub.js";
+import { withDirLock } from "./lock.js";
 import {
   HUB_DIR,
   INDEX_FILE,
@@ -58,7 +59,12 @@ export interface ModelCacheOptions {
   retryMs?: number;
   /** Attempts per file when the connection breaks mid-download (each resumes where the last one stopped). */
   attempts?: number;
+  /** How long another process's lock on a model may go untouched before this one takes it over, ms. */
+  lockStaleMs?: number;
 }
+
+/** The folder of the cache's locks between processes (lock.ts): one per model repository. */
+export const LOCKS_DIR = "svc-locks";
 
 /** A model as the index keeps it. */
 interface IndexEntry {
@@ -97,6 +103,10 @@ export class ModelCache {
   private readonly downloads = new Map<string, Promise<void>>();
   /** The models each running worker uses (never evicted while it runs). */
   private readonly holds = new Map<string, string[]>();
+  /** Models this process removed: another process's copy of the index does not bring them back. */
+  private readonly dropped = new Set<string>();
+  /** Models this process downloaded (not found in the cache, nor fetched by another process meanwhile). */
+  private readonly downloaded = new Set<string>();
 
   constructor(private readonly options: ModelCacheOptions) {
     this.root = options.root;
@@ -105,6 +115,7 @@ export class ModelCache {
     // Workers (a container's own user too) read it; only the service writes.
     chmodSync(this.root, 0o755);
     chmodSync(this.hubDir, 0o755);
+    mkdirSync(join(this.root, LOCKS_DIR), { recursive: true, mode: 0o755 });
     this.loadIndex();
   }
 
@@ -218,6 +229,11 @@ export class ModelCache {
     this.holds.delete(workerId);
   }
 
+  /** Whether this process fetched the model from the hub (rather than finding it in the cache). */
+  fetchedHere(key: string): boolean {
+    return this.downloaded.has(key);
+  }
+
   /** Every model of the cache and every one being fetched or failed, for `svc doctor` and the status route. */
   list(): ModelStatus[] {
     const inUse = (key: string) => [...this.holds.values()].filter((models) => models.includes(key)).length;
@@ -242,7 +258,28 @@ export class ModelCache {
 
   // ------------------------------------------------------------------------------------------- fetching
 
+  /**
+   * Under the lock of the model's repository, which other processes on this cache (other fetchers on one node)
+   * take too: each file is downloaded once, and one that waited finds the model in the index the other wrote.
+   * Per repository, not per revision: two revisions of one repository share its blobs folder.
+   */
   private async fetch(key: string, p: Pending): Promise<void> {
+    const lock = join(this.root, LOCKS_DIR, repoFolderName(p.ref.repo));
+    await withDirLock(
+      lock,
+      async () => {
+        this.loadIndex();
+        if (this.index.has(key)) {
+          this.options.onEvent?.(`model ${key} was fetched by another process on this cache`);
+          return;
+        }
+        await this.fetchLocked(key, p);
+      },
+      { staleMs: this.options.lockStaleMs, onWait: (owner) => this.options.onEvent?.(`model ${key} is being fetched by ${owner}; waiting for it`) },
+    );
+  }
+
+  private async fetchLocked(key: string, p: Pending): Promise<void> {
     const listing = await this.options.hub.listing(p.ref);
     const problems = listingProblems(listing);
     if (problems.length > 0) throw new ModelFetchError("bad_listing", problems.join("; "));
@@ -259,6 +296,8 @@ export class ModelCache {
     for (const file of blobs.values()) await this.blob(p.ref.repo, listing.commit, file, (n) => progress(file.etag, n));
     this.link(p.ref, listing);
     const now = Date.now();
+    this.dropped.delete(key);
+    this.downloaded.add(key);
     this.index.set(key, {
       repo: p.ref.repo,
       revision: p.ref.revision,
@@ -396,6 +435,7 @@ export class ModelCache {
     const e = this.index.get(key);
     if (!e) return;
     this.index.delete(key);
+    this.dropped.add(key);
     const refs = refPath({ repo: e.repo, revision: e.revision }, e.commit);
     if (refs) rmSync(join(this.hubDir, refs), { force: true });
     const sameCommit = [...this.index.values()].some((o) => o.repo === e.repo && o.commit === e.commit);
@@ -415,6 +455,7 @@ export class ModelCache {
 
   // ------------------------------------------------------------------------------------------- the index
 
+  /** Add what the index on disk holds and this process does not (what another process on this cache fetched). */
   private loadIndex(): void {
     const path = join(this.root, INDEX_FILE);
     if (!existsSync(path)) return;
@@ -426,13 +467,21 @@ export class ModelCache {
       this.options.onEvent?.(`the model cache's index ${path} could not be read (${errorMessage(err)}): its models are looked up again when needed`);
       return;
     }
-    for (const [key, e] of Object.entries(saved)) if (existsSync(join(this.hubDir, snapshotPath(e.repo, e.commit)))) this.index.set(key, e);
+    for (const [key, e] of Object.entries(saved))
+      if (!this.index.has(key) && !this.dropped.has(key) && existsSync(join(this.hubDir, snapshotPath(e.repo, e.commit)))) this.index.set(key, e);
   }
 
+  /**
+   * Written whole and renamed into place, after taking in what another process added since this one read it: two
+   * processes saving at the same instant may still drop one's newest entry, which costs that model one listing
+   * request later (its blobs are there), never a download.
+   */
   private saveIndex(): void {
+    this.loadIndex();
     const path = join(this.root, INDEX_FILE);
-    writeFileSync(`${path}.tmp`, JSON.stringify(Object.fromEntries(this.index)), { mode: 0o644 });
-    renameSync(`${path}.tmp`, path);
+    const temporary = `${path}.${process.pid}.tmp`;
+    writeFileSync(temporary, JSON.stringify(Object.fromEntries(this.index)), { mode: 0o644 });
+    renameSync(temporary, path);
   }
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { WorkerDriver, WorkerHandle } from "../../drivers/types.js";
+import type { WorkerDriver, WorkerHandle, WorkerLaunch } from "../../drivers/types.js";
+import type { EndpointRow } from "../store/types.js";
 import type { JobEngine } from "../engine/index.js";
 import type { EndpointRow } from "../store/types.js";
 import { imageNotice, planScaling, providerImageOf, Scaler, snapshotNotice, type ScalingInput } from "./scaler.js";
@@ -290,5 +291,89 @@ describe("image endpoints of an app (Endpoint({ name, image }))", () => {
     expect(imageNotice({ name: "kubernetes", pullsImages: true }, app)).toBeUndefined();
     expect(imageNotice({ name: "swarm" }, app)).toMatch(/the swarm driver runs no images/);
     expect(imageNotice({ name: "process" }, endpoint({ imageName: "svc-worker-cpu:0.1.0" }))).toBeUndefined();
+  });
+});
+
+describe("Scaler and models", () => {
+  const endpoint = {
+    id: "ep1",
+    name: "embedder",
+    type: "queue",
+    app: "app",
+    env: "prod",
+    userId: "u1",
+    artifactPath: "/data/artifacts/abc.tar.gz",
+    resource: {
+      workersMin: 1,
+      workersMax: 1,
+      maxConcurrency: 1,
+      idleTimeout: 5,
+      computeType: "CPU",
+      gpuTypeIds: [],
+      instanceIds: [],
+      env: {},
+      models: ["acme/tiny@main"],
+    },
+  } as unknown as EndpointRow;
+  const engine = {
+    ensureWorker: () => ({}),
+    workerGone: () => undefined,
+    drain: () => undefined,
+    workers: new Map(),
+    waiting: () => ({ normal: 0, low: 0, waitingSince: [] }),
+    queuedCount: () => 0,
+    runningCount: () => 0,
+  } as unknown as JobEngine;
+  const run = async (nodeModelCache: boolean) => {
+    const launches: WorkerLaunch[] = [];
+    const asked: string[] = [];
+    const driver: WorkerDriver = {
+      name: nodeModelCache ? "kubernetes" : "docker",
+      nodeModelCache,
+      async start(launch) {
+        launches.push(launch);
+        return { workerId: launch.workerId, exited: new Promise(() => undefined), stop: async () => ({ code: 0, signal: null }), kill: () => undefined };
+      },
+      close: async () => undefined,
+    };
+    const scaler = new Scaler(
+      {
+        engine,
+        driver,
+        apiUrl: "http://svc.test:8600",
+        mintWorkerKeys: async () => ({ workerToken: "t", apiKey: "k" }),
+        revokeWorkerKeys: async () => undefined,
+        endpoints: () => [endpoint],
+        onLog: (_e, _w, line) => void asked.push(`log ${line.text}`),
+        modelHub: { url: "http://hub.internal", token: "hf" },
+        models: {
+          root: "/data/models",
+          ready: (models) => (asked.push(`ready ${models.join(",")}`), false),
+          ensure: async (model) => void asked.push(`ensure ${model}`),
+          hold: (_w, models) => void asked.push(`hold ${models.join(",")}`),
+          release: () => undefined,
+          reason: () => undefined,
+        },
+      },
+      60_000,
+    );
+    await scaler.start();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await scaler.close();
+    return { launches, asked };
+  };
+
+  it("a driver whose nodes fetch: no fetch on the service's host, the models and the hub in the launch", async () => {
+    const { launches, asked } = await run(true);
+    expect(asked).toEqual([]);
+    expect(launches).toHaveLength(1);
+    expect(launches[0]).toMatchObject({ models: ["acme/tiny@main"], modelHub: { url: "http://hub.internal", token: "hf" } });
+    expect(launches[0]!.modelCache).toBeUndefined();
+  });
+
+  it("a driver without node caches: the worker waits for the host's cache, as before", async () => {
+    const { launches, asked } = await run(false);
+    expect(asked).toEqual(["ready acme/tiny@main"]);
+    expect(launches).toEqual([]);
   });
 });

@@ -135,6 +135,8 @@ export interface ScalerDeps {
     /** Whether any of these is being downloaded right now (not failed, not waiting to be tried again). */
     fetching(models: readonly string[]): boolean;
   };
+  /** The hub and token a driver's nodes fetch models from (drivers with `nodeModelCache`). */
+  modelHub?: { url: string; token?: string };
   /** The data center of the endpoint's network volume (its workers must run there). */
   dataCenterOf?(endpoint: EndpointRow): string | undefined;
   /** A path on this machine holding the artifact recorded as `path` (another replica may have received it). */
@@ -494,9 +496,10 @@ export class Scaler {
         if (plan.start > 0 && workers.length === 0 && engine.queuedCount(endpoint.id) > 0 && !this.coldStartPending.has(endpoint.id)) {
           this.coldStartPending.set(endpoint.id, now);
         }
-        // Its models first: no worker starts (nor takes a GPU) before they are all in the host's cache.
+        // Its models first: no worker starts (nor takes a GPU) before they are all in the host's cache (where the
+        // driver's nodes fetch them, each worker's node does so before it runs).
         const models = r.models ?? [];
-        if (plan.start > 0 && models.length > 0 && this.deps.models && !this.deps.models.ready(models)) plan.start = 0;
+        if (plan.start > 0 && models.length > 0 && this.deps.models && !this.deps.driver.nodeModelCache && !this.deps.models.ready(models)) plan.start = 0;
         const request = assigning ? gpuRequestOf(endpoint.resource) : undefined;
         // A GPU worker starts once GPUs are given to it (below, all endpoints together, in turn).
         if (request && plan.start > 0)
@@ -696,7 +699,9 @@ export class Scaler {
       this.deps.onEvent?.(notice);
       this.deps.onLog(endpoint.id, workerId, { ts: Date.now(), stream: "log", text: notice });
     }
-    const models = this.deps.models && (endpoint.resource.models ?? []).length > 0 ? endpoint.resource.models! : undefined;
+    // Fetched by the node the worker lands on (the driver's node caches), or else on this host, before it starts.
+    const nodeModels = this.deps.driver.nodeModelCache && (endpoint.resource.models ?? []).length > 0 ? endpoint.resource.models! : undefined;
+    const models = !nodeModels && this.deps.models && (endpoint.resource.models ?? []).length > 0 ? endpoint.resource.models! : undefined;
     // Held from now: the models cannot leave the cache while this worker starts or runs.
     if (models) this.deps.models!.hold(workerId, models);
     try {
@@ -736,6 +741,7 @@ export class Scaler {
         gpus: r.computeType === "CPU" ? [] : gpus,
         ...launchVolume(this.deps.volume?.(endpoint)),
         ...(models ? { modelCache: this.deps.models!.root } : {}),
+        ...(nodeModels ? { models: nodeModels, ...(this.deps.modelHub ? { modelHub: this.deps.modelHub } : {}) } : {}),
         placement: placementOf(r, this.deps.dataCenterOf?.(endpoint)),
         loadBalanced: endpoint.type === "lb",
         image,
@@ -796,14 +802,14 @@ export class Scaler {
           stream: "stderr",
           text: m.remoteGone
             ? "worker stopped talking to the service (started by another replica)"
-            : exit.pullFailure
-              ? `worker failed to start: ${exit.pullFailure}`
+            : exit.pullFailure || exit.startFailure
+              ? `worker failed to start: ${exit.pullFailure ?? exit.startFailure}`
               : `worker exited unexpectedly (code ${exit.code}, signal ${exit.signal})`,
         });
       }
       // A worker of another replica that fell silent went with its replica, or stopped answering: like a lapsed
       // lease, not the job's doing, so its jobs go back without an attempt counted.
-      this.exited(m, expected, undefined, expected || m.remoteGone ? undefined : deathOf(exit), exit);
+      this.exited(m, expected, exit.startFailure, expected || m.remoteGone ? undefined : deathOf(exit), exit);
     });
   }
 
