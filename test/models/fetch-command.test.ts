@@ -39,7 +39,7 @@ function fetchModels(...models: string[]): Promise<{ code: number | null; stdout
   });
 }
 
-it("two fetchers at once on one cache: one listing, one download per file, both done, huggingface_hub's layout", { timeout: 60_000 }, async () => {
+it("two fetchers at once on one cache: one download per file, both done, huggingface_hub's layout", { timeout: 60_000 }, async () => {
   const weights = randomBytes(3 * 1024 * 1024);
   const config = Buffer.from('{"model_type": "gpt2"}\n');
   hub.add("acme/tiny", COMMIT, [
@@ -53,7 +53,9 @@ it("two fetchers at once on one cache: one listing, one download per file, both 
   expect(b.code, b.stderr).toBe(0);
   const listings = hub.requests.filter((r) => r.path.startsWith("/api/models/"));
   const downloads = hub.requests.filter((r) => r.method === "GET" && r.path.includes("/resolve/"));
-  expect(listings).toHaveLength(1);
+  // Each looks its revision up (before the lock: a revision the hub lacks fails at once); one downloads.
+  expect(listings.length).toBeGreaterThanOrEqual(1);
+  expect(listings.length).toBeLessThanOrEqual(2);
   expect(downloads.map((r) => r.path).sort()).toEqual([`/acme/tiny/resolve/${COMMIT}/config.json`, `/acme/tiny/resolve/${COMMIT}/model.safetensors`]);
   for (const run of [a, b])
     expect(JSON.parse(run.stdout)).toEqual({

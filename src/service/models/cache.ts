@@ -264,6 +264,15 @@ export class ModelCache {
    * Per repository, not per revision: two revisions of one repository share its blobs folder.
    */
   private async fetch(key: string, p: Pending): Promise<void> {
+    // Another process on this cache may have it already: then the hub is not asked at all.
+    this.loadIndex();
+    if (this.index.has(key)) return;
+    // The revision is looked up before the lock: one the hub lacks (or refuses) fails at once, not after another
+    // revision's download of the same repository.
+    const listing = await this.options.hub.listing(p.ref);
+    const problems = listingProblems(listing);
+    if (problems.length > 0) throw new ModelFetchError("bad_listing", problems.join("; "));
+    p.total = listingBytes(listing);
     const lock = join(this.root, LOCKS_DIR, repoFolderName(p.ref.repo));
     await withDirLock(
       lock,
@@ -273,17 +282,14 @@ export class ModelCache {
           this.options.onEvent?.(`model ${key} was fetched by another process on this cache`);
           return;
         }
-        await this.fetchLocked(key, p);
+        await this.fetchLocked(key, p, listing);
       },
       { staleMs: this.options.lockStaleMs, onWait: (owner) => this.options.onEvent?.(`model ${key} is being fetched by ${owner}; waiting for it`) },
     );
   }
 
-  private async fetchLocked(key: string, p: Pending): Promise<void> {
-    const listing = await this.options.hub.listing(p.ref);
-    const problems = listingProblems(listing);
-    if (problems.length > 0) throw new ModelFetchError("bad_listing", problems.join("; "));
-    p.total = listingBytes(listing);
+  private async fetchLocked(key: string, p: Pending, listing: ModelListing): Promise<void> {
+    const total = listingBytes(listing);
     const blobs = new Map<string, ModelFile>();
     for (const f of listing.files) if (!blobs.has(f.etag)) blobs.set(f.etag, f);
     const counted = new Map<string, number>();
@@ -302,14 +308,14 @@ export class ModelCache {
       repo: p.ref.repo,
       revision: p.ref.revision,
       commit: listing.commit,
-      bytes: p.total,
+      bytes: total,
       files: listing.files.length,
       fetchedAt: now,
       lastUsed: now,
     });
     this.saveIndex();
     this.options.onEvent?.(
-      `model ${key} (commit ${listing.commit}) is in the model cache: ${listing.files.length} files, ${progressText(p.total, p.total).split(" of ")[1]}`,
+      `model ${key} (commit ${listing.commit}) is in the model cache: ${listing.files.length} files, ${progressText(total, total).split(" of ")[1]}`,
     );
     this.evict(key);
   }

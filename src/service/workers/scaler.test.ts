@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
 import type { WorkerDriver, WorkerHandle, WorkerLaunch } from "../../drivers/types.js";
-import type { EndpointRow } from "../store/types.js";
 import type { JobEngine } from "../engine/index.js";
 import type { EndpointRow } from "../store/types.js";
 import { imageNotice, planScaling, providerImageOf, Scaler, snapshotNotice, type ScalingInput } from "./scaler.js";
@@ -353,6 +352,7 @@ describe("Scaler and models", () => {
           hold: (_w, models) => void asked.push(`hold ${models.join(",")}`),
           release: () => undefined,
           reason: () => undefined,
+          fetching: () => false,
         },
       },
       60_000,
