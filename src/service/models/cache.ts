@@ -8,7 +8,6 @@
 import { createHash, type Hash } from "node:crypto";
 import {
   createReadStream,
-  createWriteStream,
   existsSync,
   mkdirSync,
   readFileSync,
@@ -22,15 +21,14 @@ import {
   writeFileSync,
   chmodSync,
 } from "node:fs";
-import { pipeline } from "node:stream/promises";
 import { dirname, join } from "node:path";
-import { Readable, Transform } from "node:stream";
 import { parseModelRef, type ModelRef } from "svc/internal";
 import { errorMessage } from "../../errors.js";
 import type { ModelStatusAnswer } from "../http/answers.js";
 import { planEviction, type CachedModel } from "./eviction.js";
 import { type Hub, ModelFetchError, type ModelFetchCode } from "./hub.js";
 import { withDirLock } from "./lock.js";
+import { receiveInto } from "./receive.js";
 import {
   HUB_DIR,
   INDEX_FILE,
@@ -367,24 +365,17 @@ export class ModelCache {
     if (start > 0) await hashPrefix(partial, start, hash);
     let received = start;
     let tooLong = false;
-    // Hashed and counted as it arrives, written behind it (the file's writes overlap the network's reads).
-    const count = new Transform({
-      transform(chunk: Buffer, _encoding, done) {
-        received += chunk.length;
-        if (received > file.size) {
-          tooLong = true;
-          return done(null);
-        }
-        hash?.update(chunk);
-        progress(received);
-        done(null, chunk);
-      },
+    // Hashed and counted as it arrives, written behind it in batches (receive.ts).
+    await receiveInto(body, partial, start > 0, (chunk) => {
+      received += chunk.length;
+      if (received > file.size) {
+        tooLong = true;
+        return false;
+      }
+      hash?.update(chunk);
+      progress(received);
+      return true;
     });
-    await pipeline(
-      Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>),
-      count,
-      createWriteStream(partial, { flags: start > 0 ? "a" : "w", mode: 0o644 }),
-    );
     if (tooLong) received = Math.max(received, file.size + 1);
     if (received !== file.size) {
       if (received > file.size) {

@@ -5,6 +5,8 @@
 //        a CDN followed), with X-Repo-Commit, ETag / X-Linked-Etag and X-Linked-Size
 // The hub's address is a setting (a mirror or an air-gapped copy serves); a token is sent as a bearer when given.
 
+import { get as httpGet, type IncomingMessage } from "node:http";
+import { get as httpsGet } from "node:https";
 import type { ModelRef } from "svc/internal";
 import type { ModelFetchCode } from "../http/answers.js";
 import type { ModelFile, ModelListing } from "./layout.js";
@@ -63,10 +65,7 @@ export class Hub {
     if (res.ok) return res;
     // The body of a refused answer is only released here; failing to release it changes nothing the error below says.
     await res.body?.cancel().catch(() => undefined);
-    if (res.status === 401 || res.status === 403)
-      throw new ModelFetchError("unauthorized", `the hub refused ${what} (${res.status}): the model is private or gated; set SVC_MODEL_HUB_TOKEN`);
-    if (res.status === 404) throw new ModelFetchError("not_found", `the hub has no ${what.replace(/^the /, "")} (404)`);
-    throw new ModelFetchError("hub_error", `the hub answered ${what} with ${res.status}`);
+    throw refusal(res.status, what);
   }
 
   /** A revision's commit and files (sizes and the hashes the hub gives). */
@@ -112,26 +111,60 @@ export class Hub {
     return `${this.url}/${encodePath(repo)}/resolve/${commit}/${encodePath(name)}`;
   }
 
-  /** A file's bytes from `offset` on (a Range request when it is past 0); `resumed` false when the hub sent it all. */
-  async download(
-    repo: string,
-    commit: string,
-    name: string,
-    offset: number,
-    signal?: AbortSignal,
-  ): Promise<{ body: ReadableStream<Uint8Array>; resumed: boolean }> {
-    const headers: Record<string, string> = { "accept-encoding": "identity" };
-    if (offset > 0) headers.range = `bytes=${offset}-`;
-    const res = await this.request(this.fileUrl(repo, commit, name), { headers, signal }, `the file ${name} of ${repo}`);
-    const served = res.headers.get("x-repo-commit");
-    if (served && served !== commit) {
-      // Released, not read: the wrong commit is the error to report, whatever the release does.
-      await res.body?.cancel().catch(() => undefined);
+  /**
+   * A file's bytes from `offset` on (a Range request when it is past 0); `resumed` false when the hub sent it all.
+   * Through node:http, not fetch: its body is a plain stream of the socket's chunks, which the cache hashes and
+   * writes in batches (receive.ts); fetch's web stream costs more than the network at these sizes.
+   */
+  async download(repo: string, commit: string, name: string, offset: number): Promise<{ body: IncomingMessage; resumed: boolean }> {
+    const headers: Record<string, string> = this.headers({ "accept-encoding": "identity", ...(offset > 0 ? { range: `bytes=${offset}-` } : {}) });
+    const res = await this.stream(this.fileUrl(repo, commit, name), headers, `the file ${name} of ${repo}`);
+    const served = res.headers["x-repo-commit"];
+    if (typeof served === "string" && served !== commit) {
+      res.destroy();
       throw new ModelFetchError("hub_error", `the hub served ${name} of ${repo} from commit ${served}, not ${commit}`);
     }
-    if (!res.body) throw new ModelFetchError("hub_error", `the hub sent no body for ${name} of ${repo}`);
-    return { body: res.body, resumed: offset > 0 && res.status === 206 };
+    return { body: res, resumed: offset > 0 && res.statusCode === 206 };
   }
+
+  /**
+   * A GET's answer as a stream, redirects followed (the Hub sends LFS files from a CDN: the token is not sent to
+   * another origin), refusals as the errors `request` gives. A body that stalls for the idle timeout breaks off.
+   */
+  private async stream(url: string, headers: Record<string, string>, what: string, redirectsLeft = 5): Promise<IncomingMessage> {
+    const target = new URL(url);
+    const get = target.protocol === "https:" ? httpsGet : httpGet;
+    const idleMs = this.options.idleTimeoutMs ?? 60_000;
+    let res: IncomingMessage;
+    try {
+      res = await new Promise<IncomingMessage>((resolve, reject) => {
+        const req = get(target, { headers }, resolve);
+        req.on("error", reject);
+        req.setTimeout(idleMs, () => req.destroy(new Error(`no byte for ${Math.round(idleMs / 1000)} s`)));
+      });
+    } catch (err) {
+      throw new ModelFetchError("hub_unreachable", `the hub at ${this.url} did not answer ${what} (${causeOf(err)})`);
+    }
+    const status = res.statusCode ?? 0;
+    const location = res.headers.location;
+    if (status >= 300 && status < 400 && location && redirectsLeft > 0) {
+      res.resume();
+      const next = new URL(location, target);
+      const { authorization: _dropped, ...withoutToken } = headers;
+      return this.stream(next.href, next.origin === target.origin ? headers : withoutToken, what, redirectsLeft - 1);
+    }
+    if (status >= 200 && status < 300) return res;
+    res.resume();
+    throw refusal(status, what);
+  }
+}
+
+/** A hub's refusal of a request as the error the cache reports. */
+function refusal(status: number, what: string): ModelFetchError {
+  if (status === 401 || status === 403)
+    return new ModelFetchError("unauthorized", `the hub refused ${what} (${status}): the model is private or gated; set SVC_MODEL_HUB_TOKEN`);
+  if (status === 404) return new ModelFetchError("not_found", `the hub has no ${what.replace(/^the /, "")} (404)`);
+  return new ModelFetchError("hub_error", `the hub answered ${what} with ${status}`);
 }
 
 function causeOf(err: unknown): string {

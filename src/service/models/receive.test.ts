@@ -1,0 +1,51 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough, Readable } from "node:stream";
+import { afterAll, describe, expect, it } from "vitest";
+import { receiveInto } from "./receive.js";
+
+const dir = mkdtempSync(join(tmpdir(), "svc-receive-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const chunks = (count: number, size: number) => Array.from({ length: count }, (_, i) => Buffer.alloc(size, i % 251));
+
+describe("receiveInto", () => {
+  it("writes every chunk in order, across batches, and resolves once the file is whole", async () => {
+    const parts = chunks(200, 64 * 1024); // 12.5 MB: several 4 MB batches
+    const path = join(dir, "whole");
+    const seen: number[] = [];
+    await receiveInto(Readable.from(parts), path, false, (c) => (seen.push(c.length), true));
+    expect(readFileSync(path).equals(Buffer.concat(parts))).toBe(true);
+    expect(seen).toHaveLength(200);
+  });
+
+  it("appends to what a partial file holds", async () => {
+    const path = join(dir, "partial");
+    writeFileSync(path, "first ");
+    await receiveInto(Readable.from([Buffer.from("second")]), path, true, () => true);
+    expect(readFileSync(path, "utf8")).toBe("first second");
+  });
+
+  it("keeps what arrived before the connection broke, then rejects with the break", async () => {
+    const path = join(dir, "broken");
+    const body = new PassThrough();
+    const done = receiveInto(body, path, false, () => true);
+    body.write(Buffer.alloc(5 * 1024 * 1024, 7));
+    body.write(Buffer.from("tail"));
+    setTimeout(() => body.destroy(new Error("socket hang up")), 20);
+    await expect(done).rejects.toThrow("socket hang up");
+    expect(readFileSync(path).length).toBe(5 * 1024 * 1024 + 4);
+  });
+
+  it("writes nothing of a chunk `take` refuses", async () => {
+    const path = join(dir, "refused");
+    await receiveInto(Readable.from([Buffer.from("kept"), Buffer.from("dropped")]), path, false, (c) => c.toString() === "kept");
+    expect(readFileSync(path, "utf8")).toBe("kept");
+  });
+
+  it("rejects when the file cannot be opened, and reads no further", async () => {
+    const body = Readable.from(chunks(3, 1024));
+    await expect(receiveInto(body, join(dir, "no-such-dir", "file"), false, () => true)).rejects.toThrow(/ENOENT/);
+  });
+});
