@@ -35,6 +35,16 @@ export function nodeModelCacheOf(path: string | undefined, image: string | undef
   return { path, image: serverImageName() };
 }
 
+/**
+ * What the service says at start when a node cache is set for workers that do not use one (process, Docker: they
+ * share the service's own cache on this host), rather than ignoring the setting silently; undefined when it applies
+ * or is not set. Pure.
+ */
+export function nodeModelCacheUnused(workers: string, path: string | undefined): string | undefined {
+  if (!path || workers === "swarm" || workers === "kubernetes") return undefined;
+  return `SVC_NODE_MODEL_CACHE (${path}) is for Swarm and Kubernetes nodes only; ${workers} workers read the models from this host's cache (<data dir>/models)`;
+}
+
 /** The fetcher's arguments after the image's entry point (`svc`), writing into `cacheDir`. Pure. */
 export function fetchArgs(launch: Pick<WorkerLaunch, "models" | "modelHub">, cacheDir = NODE_MODELS_MOUNT): string[] {
   return ["models", "fetch", "--cache", cacheDir, ...(launch.modelHub ? ["--hub", launch.modelHub.url] : []), ...(launch.models ?? [])];

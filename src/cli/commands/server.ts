@@ -57,6 +57,9 @@ export function isolationOf(kind: ServerConfig["workers"], isolation: Isolation 
 async function loadDriver(config: ServerConfig, dataDir: string, log: (message: string) => void): Promise<WorkerDriver | undefined> {
   const { workers: kind, registry, store: storeUrl, workerPool: pool } = config;
   if (kind === "none") return undefined;
+  const { nodeModelCacheUnused } = await import("../../drivers/node-models.js");
+  const unused = nodeModelCacheUnused(kind, config.nodeModelCache);
+  if (unused) log(unused);
   if (kind === "docker") {
     // Workers as containers from the locally built svc-worker images, or the registry's by digest (docs/docker.md).
     const { createDockerDriver } = await import("../../drivers/docker.js");
