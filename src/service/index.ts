@@ -21,7 +21,8 @@ import { problemResponse, REFUSAL_STATUS, sendProblem } from "./http/problems.js
 import { ServiceMetrics } from "./metrics/index.js";
 import { MAX_ARTIFACT_BYTES, sweepUploads } from "./deploy/upload.js";
 import type { InspectLimits } from "../artifact/inspect.js";
-import { appContainerAllowances, Scaler } from "./workers/scaler.js";
+import { Scaler } from "./workers/scaler.js";
+import { appContainerAllowances } from "./workers/worker-kinds.js";
 import { ModelCache } from "./models/cache.js";
 import { DEFAULT_MODEL_HUB, Hub } from "./models/hub.js";
 import { openServiceStorage, type ServiceStorage } from "./stores.js";
@@ -352,6 +353,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onHandedOff: () => feed?.publish(HANDOFF_TOPIC, []),
     },
   );
+  // A release's probe has come up when the worker registry says it is ready (registered, or /ping 200).
+  engine.workerEvents.on("ready", ({ worker }) => releases.ready(worker.id));
   const endpoints = new EndpointRegistry(engine);
   for (const row of await store.endpoints()) endpoints.upsert(row);
   // Replicas on one database would each adopt the same settings; there the operator redeploys instead.
@@ -471,7 +474,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     log,
     noWorkersReason: (id) => management.statusReason(id),
     waitMs: options.lbWaitMs,
-    onReady: (workerId) => releases.ready(workerId),
     onAnswered: (endpointId, answer, ms) => metrics.lbAnswered(endpointId, typeof answer === "number" ? answer : REFUSAL_STATUS[answer.kind], ms),
   });
   // On the S3 API's own origin where it has one: tenant files never share the console's.

@@ -123,12 +123,10 @@ async function setup(options: { driver?: boolean } = {}) {
       onProbeExit: (workerId, exit) => releases.exited(workerId, exit),
     });
   }
-  // What the worker routes do when a queue worker registers: the engine counts it, the release hears it is up.
-  driver.onStarted = (launch) => {
-    engine.register(launch.workerId, launch.endpointId, 1);
-    scaler?.registered(launch.endpointId);
-    releases.ready(launch.workerId);
-  };
+  // As the service wires them: a release hears its probe is up from the worker registry.
+  engine.workerEvents.on("ready", ({ worker }) => releases.ready(worker.id));
+  // What the worker routes do when a queue worker registers.
+  driver.onStarted = (launch) => void engine.register(launch.workerId, launch.endpointId, 1);
   const management = new Management({ dataDir: dir, store: managementStore, operatorUser: "alice", engineEndpoint });
   const appChanged = vi.spyOn(management, "appChanged");
   const secrets = new Secrets(secretStore, new SecretBox(loadSecretKeys(dir)), log);

@@ -27,9 +27,12 @@ import {
   type EngineOptions,
   type SubmitInput,
   type WorkerEntry,
+  type WorkerReach,
+  type WorkerServes,
   type WorkerState,
 } from "./types.js";
 import { WorkerRegistry } from "./workers.js";
+import { WorkerEvents, type ReadyHow, type RegisteredHow } from "./worker-events.js";
 import type { ResultAnswer } from "../../wire/worker.js";
 
 export {
@@ -49,8 +52,11 @@ export {
   type EngineOptions,
   type SubmitInput,
   type WorkerEntry,
+  type WorkerReach,
+  type WorkerServes,
   type WorkerState,
 } from "./types.js";
+export { WorkerEvents, type ReadyHow, type RegisteredHow, type WorkerEventMap, type WorkerEventName } from "./worker-events.js";
 export { splitChunk } from "./streams-logs.js";
 export { DEFAULT_LOG_LIMITS, DROPPED_STREAM, droppedCount, type DropReason, type LogLimits } from "./log-quota.js";
 export { MAX_PROGRESS_BYTES } from "./progress.js";
@@ -59,7 +65,10 @@ export { DEFAULT_QUEUE_QUOTAS, parseUserQuotas, type QueueQuotas, type QueueUsag
 
 export class JobEngine {
   readonly endpoints: Map<string, EngineEndpoint>;
-  readonly workers: Map<string, WorkerEntry>;
+  /** The workers the service knows, by id: read here; every change goes through the methods below. */
+  readonly workers: ReadonlyMap<string, Readonly<WorkerEntry>>;
+  /** Their life as typed events (worker-events.ts): subscribe instead of being told. */
+  readonly workerEvents: WorkerEvents;
   readonly options: EngineOptions;
   private readonly $: EngineResources;
   private readonly queue: QueueSystem;
@@ -81,7 +90,8 @@ export class JobEngine {
     this.leases = new LeaseSystem($, this.queue);
     this.jobs = new JobSystem($, this.queue, this.leases);
     this.dispatch = new DispatchSystem($, this.queue, this.leases, this.jobs);
-    this.registry = new WorkerRegistry($, this.dispatch, this.leases, (job, died) => this.jobs.lost(job, died));
+    this.workerEvents = new WorkerEvents();
+    this.registry = new WorkerRegistry($, this.dispatch, this.leases, (job, died) => this.jobs.lost(job, died), this.workerEvents);
     this.streams = new StreamsAndLogs($, this.leases);
     this.handoff = new HandoffSystem($, this.queue);
     this.progressReports = new ProgressSystem($, this.leases);
@@ -256,8 +266,34 @@ export class JobEngine {
     return this.registry.ensureWorker(workerId, endpointId, managed);
   }
 
-  register(workerId: string, endpointId: string, concurrency: number): WorkerEntry {
-    return this.registry.register(workerId, endpointId, concurrency);
+  /** The scaler runs this worker through its driver (started, adopted, or another replica's it took over). */
+  manageWorker(workerId: string, endpointId: string, how: { revision?: string; standby?: boolean } = {}): WorkerEntry {
+    return this.registry.manage(workerId, endpointId, how);
+  }
+
+  /** Its driver says where it is reachable (before or after it registers). */
+  workerAddressed(workerId: string, reach: WorkerReach): void {
+    this.registry.addressed(workerId, reach);
+  }
+
+  /** It connected (`how`); a queue endpoint's worker is ready from here, a load-balanced one once its /ping says so. */
+  register(workerId: string, endpointId: string, concurrency: number, how: RegisteredHow = "register", serves?: WorkerServes): WorkerEntry {
+    return this.registry.register(workerId, endpointId, concurrency, how, serves);
+  }
+
+  /** It asked for more jobs at once than it registered with (a provider worker's batch take). */
+  raiseWorkerConcurrency(workerId: string, concurrency: number): void {
+    this.registry.raiseConcurrency(workerId, concurrency);
+  }
+
+  /** A request to a load-balanced worker began or ended: its idle time counts from now. */
+  workerActive(workerId: string): void {
+    this.registry.active(workerId);
+  }
+
+  /** It can take work (the one door of readiness; said once per worker). */
+  workerReady(workerId: string, how: ReadyHow): void {
+    this.registry.ready(workerId, how);
   }
 
   /** A worker is gone (exited): its jobs go back to the queue at once; `died`, how it ended unasked (WorkerRegistry). */

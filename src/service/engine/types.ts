@@ -48,13 +48,40 @@ export interface EngineEndpoint {
 
 export type WorkerState = "initializing" | "idle" | "running";
 
+/** Where a worker's driver says it is reachable (each unset where the driver gave none). */
+export interface WorkerReach {
+  /** The address the service reaches it at (a container's published port): wins over the one it registers. */
+  address?: string;
+  /** The local socket the driver had it listen on (process driver). */
+  socket?: string;
+  /** An address that skips the host's port forwarding (a container's IP), to try once it answers. */
+  direct?: string;
+}
+
+/** A load-balanced worker's server, as it registered it. */
+export interface WorkerServes {
+  address: string;
+  /** The local socket it says it also serves on (used only when its driver gave it that one). */
+  socket?: string;
+  /** What every request to it must carry (lb-credential.ts); undefined for a prebuilt image, which checks none. */
+  credential?: string;
+}
+
+/** A worker the service knows: one record per worker, owned by the worker registry (workers.ts). */
 export interface WorkerEntry {
   id: string;
   endpointId: string;
+  /** The revision it runs, where known (its start, its adoption, what it registered). */
+  revision?: string;
   registered: boolean;
+  /** It can take work: a queue endpoint's worker once registered, a load-balanced one once /ping said 200. */
+  ready: boolean;
   draining: boolean;
   /** Started by the scaler through a driver (vs. a worker that came from outside). */
   managed: boolean;
+  reach: WorkerReach;
+  /** A load-balanced worker's server (its register call); unset for a queue worker. */
+  serves?: WorkerServes;
   concurrency: number;
   /** Leases (job ids) the worker holds. */
   held: Set<string>;

@@ -1,11 +1,14 @@
-// The workers the service knows: started by the scaler or first seen with a valid token, registered, a
-// release's standby probe promoted, drained, gone. Each worker has a stop channel (events): the jobs it must
-// stop (cancelled, timed out) and whether it must drain.
+// The workers the service knows: started by the scaler or first seen with a valid token, addressed by their
+// driver, registered, ready, a release's standby probe promoted, drained, gone. The one owner of a worker's state:
+// every change is made here and told as a typed event (worker-events.ts) to whoever subscribed (the scaler, the
+// load balancer's pool, the release manager). Each worker has a stop channel (events): the jobs it must stop
+// (cancelled, timed out) and whether it must drain.
 
 import type { DispatchSystem } from "./dispatch.js";
 import type { LeaseSystem } from "./leases.js";
 import type { EngineResources } from "./resources.js";
-import type { LiveJob, WorkerEntry } from "./types.js";
+import type { LiveJob, WorkerEntry, WorkerReach, WorkerServes } from "./types.js";
+import type { ReadyHow, RegisteredHow, WorkerEvents } from "./worker-events.js";
 
 export class WorkerRegistry {
   constructor(
@@ -14,6 +17,7 @@ export class WorkerRegistry {
     private readonly leases: LeaseSystem,
     /** A running job whose worker died under it (JobSystem.lost: counted as an attempt). */
     private readonly lost: (job: LiveJob, died: string) => void,
+    private readonly events$: WorkerEvents,
   ) {}
 
   /** Known to the service (started by the scaler, or first seen with a valid token). */
@@ -25,8 +29,10 @@ export class WorkerRegistry {
         id: workerId,
         endpointId,
         registered: false,
+        ready: false,
         draining: false,
         managed,
+        reach: {},
         concurrency: 1,
         held: new Set(),
         startedAt: now,
@@ -36,17 +42,65 @@ export class WorkerRegistry {
         cancel: [],
       };
       this.$.workers.set(workerId, w);
+      this.events$.emit("known", { worker: w });
     }
     return w;
   }
 
-  register(workerId: string, endpointId: string, concurrency: number): WorkerEntry {
+  /** The scaler runs this worker through its driver (started, adopted, or another replica's it took over). */
+  manage(workerId: string, endpointId: string, how: { revision?: string; standby?: boolean } = {}): WorkerEntry {
+    const w = this.ensureWorker(workerId, endpointId, true);
+    w.managed = true;
+    if (how.revision !== undefined) w.revision = how.revision;
+    if (how.standby !== undefined) w.standby = how.standby;
+    return w;
+  }
+
+  /** Its driver says where it is reachable (before or after it registers); fields left out are kept. */
+  addressed(workerId: string, reach: WorkerReach): void {
+    const w = this.$.workers.get(workerId);
+    if (!w) return;
+    const given = Object.fromEntries(Object.entries(reach).filter(([, v]) => v !== undefined)) as WorkerReach;
+    if (Object.keys(given).length === 0) return;
+    w.reach = { ...w.reach, ...given };
+    this.events$.emit("addressed", { worker: w });
+  }
+
+  /**
+   * It connected: svc's register route, a provider worker's first call, or the service for a prebuilt image.
+   * `serves`: a load-balanced worker's server, which is ready once the pool's /ping says so; a worker that serves
+   * nothing (a queue worker) is ready from here. Either way through ready(), the one door.
+   */
+  register(workerId: string, endpointId: string, concurrency: number, how: RegisteredHow, serves?: WorkerServes): WorkerEntry {
     const w = this.ensureWorker(workerId, endpointId);
     w.registered = true;
     w.concurrency = Math.max(1, Math.floor(concurrency) || 1);
     w.lastSeen = this.$.clock.now();
     w.idleSince = this.$.clock.now();
+    if (serves) w.serves = serves;
+    this.events$.emit("registered", { worker: w, how });
+    if (!w.serves) this.ready(workerId, how);
     return w;
+  }
+
+  /** It asked for more jobs at once than it registered with (a provider worker's batch take): it may hold that many. */
+  raiseConcurrency(workerId: string, concurrency: number): void {
+    const w = this.$.workers.get(workerId);
+    if (w && concurrency > w.concurrency) w.concurrency = Math.floor(concurrency);
+  }
+
+  /** A request to it began or ended (a load-balanced worker): its idle time counts from now. */
+  active(workerId: string): void {
+    const w = this.$.workers.get(workerId);
+    if (w) w.idleSince = this.$.clock.now();
+  }
+
+  /** It can take work (said once per worker): registered, or a load-balanced worker's first /ping 200. */
+  ready(workerId: string, how: ReadyHow): void {
+    const w = this.$.workers.get(workerId);
+    if (!w || w.ready) return;
+    w.ready = true;
+    this.events$.emit("ready", { worker: w, how });
   }
 
   /**
@@ -69,6 +123,7 @@ export class WorkerRegistry {
       else this.lost(job, died);
     }
     w.wakeEvents?.();
+    this.events$.emit("gone", died === undefined ? { worker: w } : { worker: w, died });
   }
 
   /** A release switched: its probe may take jobs now. */
@@ -78,15 +133,18 @@ export class WorkerRegistry {
     w.standby = false;
     w.idleSince = this.$.clock.now();
     w.wakeStandby?.();
+    this.events$.emit("promoted", { worker: w });
   }
 
   drain(workerId: string): void {
     const w = this.$.workers.get(workerId);
     if (!w) return;
+    const was = w.draining;
     w.draining = true;
     w.wakeEvents?.();
     w.wakeStandby?.();
     this.dispatch.dismiss(w);
+    if (!was) this.events$.emit("draining", { worker: w });
   }
 
   /** Long-poll the worker's stop channel. */

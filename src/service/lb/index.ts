@@ -10,7 +10,7 @@
 
 import type { Agent, IncomingMessage, ServerResponse } from "node:http";
 import { canUseJobs, type Principal } from "../keys/auth.js";
-import type { JobEngine } from "../engine/index.js";
+import type { JobEngine, WorkerEntry } from "../engine/index.js";
 import { Refusal } from "../../errors.js";
 import type { EndpointRow } from "../store/types.js";
 import { lbDemand, pickWorker } from "./balance.js";
@@ -81,8 +81,6 @@ export interface LbDeps {
   /** Why an endpoint gets no workers (a REST endpoint's statusReason), when the service knows. */
   noWorkersReason?(endpointId: string): string | undefined;
   waitMs?: number;
-  /** A worker answered /ping 200 for the first time (a release's probe has come up). */
-  onReady?(workerId: string): void;
   /**
    * A request to an LB endpoint was answered (not one whose caller left first): the status the caller got (the
    * worker's, or the service's when no worker answered in time), or the refusal the edge answers it with (none came
@@ -117,12 +115,13 @@ function credentialFields(credential: string | undefined): Pick<PoolWorker, "cre
 export class LbRouter {
   readonly coldStarts = new Map<string, { count: number; lastMs: number | null }>();
   private readonly workers = new Map<string, PoolWorker>();
-  /** Addresses the driver gave for its workers (a container's published port): they win over registered ones. */
-  private readonly driverAddresses = new Map<string, string>();
-  /** Local sockets the driver had its workers listen on (process driver). */
-  private readonly driverSockets = new Map<string, string>();
-  /** Addresses that skip the host's port forwarding (Docker: the container's IP), not tried yet. */
-  private readonly directCandidates = new Map<string, string>();
+  /**
+   * Direct addresses (a container's IP) a worker answered at: the proxy's choice, kept over a re-register. Where
+   * a worker is reachable is the worker registry's (`WorkerEntry.reach`, `.serves`); which of those works is this.
+   */
+  private readonly directInUse = new Map<string, string>();
+  /** Workers whose direct address was tried already (it is tried once). */
+  private readonly directTried = new Set<string>();
   private readonly waiters = new Map<string, Waiter[]>();
   private readonly lastPicked = new Map<string, string>();
   private readonly coldSince = new Map<string, number>();
@@ -135,6 +134,14 @@ export class LbRouter {
   constructor(private readonly deps: LbDeps) {
     this.timer = setInterval(() => this.probeDue(), STARTING_PING_MS);
     this.timer.unref();
+    // The pool follows the worker registry: a worker joins when it registers a server, moves when its driver says
+    // where it is, and leaves when it is gone.
+    const events = deps.engine.workerEvents;
+    events.on("registered", ({ worker }) => this.join(worker));
+    events.on("addressed", ({ worker }) => {
+      if (this.workers.has(worker.id)) this.join(worker);
+    });
+    events.on("gone", ({ worker }) => this.forget(worker.id));
   }
 
   get waitMs(): number {
@@ -144,31 +151,35 @@ export class LbRouter {
   // ------------------------------------------------------------------ pool
 
   /**
-   * A worker registered with its address, the local socket it also serves on if it has one (it may register
-   * twice: early, then once its handler loaded), and its `credential` (`lbCredentialOfToken` of the token it
-   * registered with; undefined for a prebuilt image's worker, which the scaler registers).
+   * A worker that registered a server joins the pool (again: it may register twice, early and once its handler
+   * loaded), at its driver's address where the driver gave one, else at the one it registered, with the local
+   * socket it also serves on and its credential (`lbCredentialOfToken` of the token it registered with; none for
+   * a prebuilt image's worker, which the service registers).
    *
    * The address its driver gave wins over the one it registers: a worker's word is used only where the driver
    * gave none (a Swarm task, a worker another replica started), and there the credential protects the others: a
    * worker that registers another's address has its requests (and /ping) go there with its own credential, which
    * that worker refuses, so it never gets traffic.
    */
-  registered(workerId: string, endpointId: string, registeredAddress: string, claimedSocket?: string, credential?: string): void {
-    const address = this.driverAddresses.get(workerId) ?? registeredAddress;
+  private join(entry: WorkerEntry): void {
+    const serves = entry.serves;
+    if (!serves) return;
+    const workerId = entry.id;
+    const address = this.directInUse.get(workerId) ?? entry.reach.address ?? serves.address;
     const known = this.workers.get(workerId);
     if (known && known.address === address) {
-      known.claimedSocket = claimedSocket;
-      if (known.credential !== credential) Object.assign(known, credentialFields(credential));
+      known.claimedSocket = serves.socket;
+      if (known.credential !== serves.credential) Object.assign(known, credentialFields(serves.credential));
       this.reach(known);
       return;
     }
     const w: PoolWorker = {
       id: workerId,
-      endpointId,
+      endpointId: entry.endpointId,
       address,
       upstream: parseAddress(address),
-      claimedSocket,
-      ...credentialFields(credential),
+      claimedSocket: serves.socket,
+      ...credentialFields(serves.credential),
       state: "new",
       inFlight: 0,
       failures: 0,
@@ -178,8 +189,15 @@ export class LbRouter {
     this.workers.set(workerId, w);
     this.reach(w);
     const local = w.upstream.socketPath === undefined ? "" : ` (the proxy uses its local socket ${w.upstream.socketPath})`;
-    this.note(endpointId, workerId, `lb: worker ${workerId} registered at ${address}${local}; checking /ping`);
+    this.note(entry.endpointId, workerId, `lb: worker ${workerId} registered at ${address}${local}; checking /ping`);
     this.probeDue();
+  }
+
+  /** A worker is gone: out of the pool, and what the proxy learnt about reaching it forgotten. */
+  private forget(workerId: string): void {
+    this.workers.delete(workerId);
+    this.directInUse.delete(workerId);
+    this.directTried.delete(workerId);
   }
 
   /**
@@ -188,25 +206,20 @@ export class LbRouter {
    * path of its choosing.
    */
   private reach(w: PoolWorker): void {
-    const socketPath = w.claimedSocket !== undefined && this.driverSockets.get(w.id) === w.claimedSocket ? w.claimedSocket : undefined;
+    const given = this.deps.engine.workers.get(w.id)?.reach.socket;
+    const socketPath = w.claimedSocket !== undefined && given === w.claimedSocket ? w.claimedSocket : undefined;
     w.upstream = { ...parseAddress(w.address), socketPath };
   }
 
-  /** The driver knows a more direct address for this worker (a container's IP); undefined: it is gone. */
-  workerDirectAddress(workerId: string, address: string | undefined): void {
-    if (address === undefined) this.directCandidates.delete(workerId);
-    else this.directCandidates.set(workerId, address);
-  }
-
   /**
-   * Once a worker answers /ping at its address, try its direct address (if its driver gave one); use it
+   * Once a worker answers /ping at its address, try its direct address (if its driver gave one), once; use it
    * from then on (traffic and /ping) only if it answers there too. A remote engine's or a VM's container IP does
    * not answer from here: the published port stays.
    */
   private tryDirect(w: PoolWorker): void {
-    const direct = this.directCandidates.get(w.id);
-    if (direct === undefined) return;
-    this.directCandidates.delete(w.id);
+    const direct = this.deps.engine.workers.get(w.id)?.reach.direct;
+    if (direct === undefined || this.directTried.has(w.id)) return;
+    this.directTried.add(w.id);
     void probePing(direct, 1000, w.pingHeaders).then((answer) => {
       if (this.closed || this.workers.get(w.id) !== w) return;
       // Only a /ping a worker gives (200 or 204) shows it is the same worker there.
@@ -215,31 +228,12 @@ export class LbRouter {
         return;
       }
       const before = w.address;
-      // In place (state and in-flight count kept), and as the driver's address, so a re-register keeps it.
-      this.driverAddresses.set(w.id, direct);
+      // In place (state and in-flight count kept), and kept over a re-register.
+      this.directInUse.set(w.id, direct);
       w.address = direct;
       this.reach(w);
       this.note(w.endpointId, w.id, `lb: worker ${w.id} answers at ${direct}: the proxy uses it instead of ${before}`);
     });
-  }
-
-  /** The driver had this worker listen on a local socket (process driver); undefined: it is gone. */
-  workerSocket(workerId: string, path: string | undefined): void {
-    if (path === undefined) this.driverSockets.delete(workerId);
-    else this.driverSockets.set(workerId, path);
-    const known = this.workers.get(workerId);
-    if (known) this.reach(known);
-  }
-
-  /** The driver says where this worker is reachable (either before or after the worker registers). */
-  workerAddress(workerId: string, address: string | undefined): void {
-    if (address === undefined) {
-      this.driverAddresses.delete(workerId);
-      return;
-    }
-    this.driverAddresses.set(workerId, address);
-    const known = this.workers.get(workerId);
-    if (known) this.registered(workerId, known.endpointId, address, known.claimedSocket, known.credential);
   }
 
   /** What the scaler plans with. */
@@ -279,7 +273,7 @@ export class LbRouter {
     const now = Date.now();
     for (const w of [...this.workers.values()]) {
       if (!this.alive(w)) {
-        this.workers.delete(w.id);
+        this.forget(w.id);
         continue;
       }
       if (w.probing || w.nextProbe > now) continue;
@@ -306,7 +300,8 @@ export class LbRouter {
           w.id,
           `lb: worker ${w.id} answered /ping 200: ready, ${standby ? "taking traffic once its release switches" : "taking traffic"}`,
         );
-        this.deps.onReady?.(w.id);
+        // The one door of readiness: a release's probe has come up.
+        this.deps.engine.workerReady(w.id, "ping");
         this.dispatch(w.endpointId);
       }
       return;
@@ -571,16 +566,14 @@ export class LbRouter {
   }
 
   private started(w: PoolWorker): void {
-    const entry = this.deps.engine.workers.get(w.id);
-    if (entry) entry.idleSince = Date.now();
+    this.deps.engine.workerActive(w.id);
   }
 
   /** The request `started` on `w` is over: counters, idle time, and a worker that failed leaves the pool. */
   private finished(w: PoolWorker, outcome: ProxyOutcome): void {
     w.inFlight--;
     const { endpointId } = w;
-    const entry = this.deps.engine.workers.get(w.id);
-    if (entry) entry.idleSince = Date.now();
+    this.deps.engine.workerActive(w.id);
     let counters = this.counters.get(endpointId);
     if (!counters) this.counters.set(endpointId, (counters = { served: 0, failed: 0 }));
     if (outcome === "ok") counters.served++;

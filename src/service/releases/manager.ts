@@ -11,6 +11,12 @@ import type { EndpointRow, StoreOp } from "../store/types.js";
 import { newRelease, probeFailed, probeReady, probeStarted, released, superseded, switchFailed } from "./state.js";
 
 /** What the manager needs of the scaler: probe workers, started and stopped on its word. */
+/** What a release's new worker waits for before it can start: the reason shown, and whether a download is under way. */
+export interface ProbeWait {
+  text: string;
+  fetching: boolean;
+}
+
 export interface ProbeRunner {
   /** Start a worker of `row` (the endpoint as the release makes it) that takes no job yet; returns its id. */
   startProbe(row: EndpointRow): string;
@@ -24,7 +30,7 @@ export interface ProbeRunner {
    */
   runs?(row: EndpointRow): boolean;
   /** What a probe waits for before it starts (a GPU, its models); `fetching`: a download under way. */
-  probeWait?(endpointId: string): { text: string; fetching: boolean } | undefined;
+  probeWait?(endpointId: string): ProbeWait | undefined;
   /** When the probe began to start once nothing held it back; undefined while it waits. */
   probeLaunchedAt?(workerId: string): number | undefined;
 }

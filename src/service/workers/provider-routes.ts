@@ -27,7 +27,7 @@ import { jobS3Configs, offloaded, workerEndpoint, workerEntry, type WorkerDeps, 
 
 /** What the provider's routes need beyond svc's own worker routes: the scaler replaces a worker on request. */
 export interface ProviderWorkerDeps extends Omit<WorkerDeps, "scaler"> {
-  scaler(): (Pick<Scaler, "noticed" | "registered"> & Partial<Pick<Scaler, "replace">>) | undefined;
+  scaler(): (Pick<Scaler, "noticed"> & Partial<Pick<Scaler, "replace">>) | undefined;
 }
 
 type ProviderCall = WorkerRouteCall & { ctx: ProviderWorkerDeps };
@@ -60,12 +60,10 @@ function providerWorker(call: ProviderCall): ProviderWorker {
  */
 function registerOnFirstCall(ctx: ProviderWorkerDeps, w: ProviderWorker, concurrency: number): void {
   if (w.worker.registered) {
-    if (concurrency > w.worker.concurrency) w.worker.concurrency = concurrency;
+    ctx.engine.raiseWorkerConcurrency(w.workerId, concurrency);
     return;
   }
-  ctx.engine.register(w.workerId, w.endpointId, concurrency);
-  ctx.scaler()?.registered(w.endpointId);
-  if (w.endpoint.type === "queue") ctx.releases?.ready(w.workerId);
+  ctx.engine.register(w.workerId, w.endpointId, concurrency, "provider-call");
 }
 
 function refuseDraining(w: ProviderWorker): void {

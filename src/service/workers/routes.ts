@@ -24,7 +24,6 @@ import type { EndpointRow, JobRow, LogRow } from "../store/types.js";
 import type { Principal } from "../keys/auth.js";
 import type { RouteCall } from "../http/router.js";
 import type { JobEngine } from "../engine/index.js";
-import type { LbRouter } from "../lb/index.js";
 import type { ReleaseManager } from "../releases/manager.js";
 import type { StartFailures } from "../releases/start-failures.js";
 import type { Scaler } from "./scaler.js";
@@ -40,11 +39,10 @@ export interface WorkerDeps {
   leaseMs: number;
   heartbeatMs: number;
   log(message: string): void;
-  scaler(): Pick<Scaler, "noticed" | "registered"> | undefined;
+  scaler(): Pick<Scaler, "noticed"> | undefined;
   /** A release's probe workers: their endpoint as the new build makes it, and their start (releases/manager.ts). */
-  releases?: Pick<ReleaseManager, "endpointFor" | "ready" | "failed">;
+  releases?: Pick<ReleaseManager, "endpointFor" | "failed">;
   startFailures: Pick<StartFailures, "record">;
-  lb?: Pick<LbRouter, "registered">;
   /** Jobs' spans, when traces are configured (tracing/index.ts): the take hands each job its run's traceparent. */
   tracing?: { jobs: Pick<JobTracing, "taken" | "reported"> };
   /** Outputs over their endpoint's `largeOutputBytes` go to its network volume, a link in their place. */
@@ -155,7 +153,7 @@ async function answerTake(
 ): Promise<string | undefined> {
   const { engine } = ctx;
   const { workerId, worker } = who;
-  if (!worker.registered) engine.register(workerId, who.endpointId, worker.concurrency);
+  if (!worker.registered) engine.register(workerId, who.endpointId, worker.concurrency, "take");
   // Results the take carries are recorded before it waits (not awaited here: jobs taken now share their batch).
   const results = take.results;
   const recorded = results && offloaded(ctx, worker, results).then((r) => engine.done(worker, r));
@@ -235,16 +233,18 @@ export const workerRoutes = {
       errors.push("$.revision: must be the revision the worker was given (SVC_WORKER_REVISION)");
     }
     if (errors.length) throw invalid();
-    ctx.engine.register(workerId, endpointId, concurrency);
-    if (typeof lbAddress === "string") {
-      // The credential its route server asks of every request, from the token this call was authenticated with
-      // (the hash of which is what the keys table holds): nothing to keep, and the same on any replica.
-      const token = credentialFromHeader(call.req.headers.authorization)!.key;
-      ctx.lb?.registered(workerId, endpointId, lbAddress, lbSocket as string | undefined, lbCredentialOfToken(token));
-    }
-    ctx.scaler()?.registered(endpointId);
-    // A queue worker registers once its handler loaded (a load-balanced one early: its /ping decides).
-    if (endpoint.type === "queue") ctx.releases?.ready(workerId);
+    // A load-balanced worker's server, with the credential its route server asks of every request: from the token
+    // this call was authenticated with (the hash of which is what the keys table holds), so nothing to keep, and
+    // the same on any replica. The pool joins it on the registry's event; a queue worker is ready from here.
+    const serves =
+      typeof lbAddress === "string"
+        ? {
+            address: lbAddress,
+            ...(lbSocket !== undefined ? { socket: lbSocket as string } : {}),
+            credential: lbCredentialOfToken(credentialFromHeader(call.req.headers.authorization)!.key),
+          }
+        : undefined;
+    ctx.engine.register(workerId, endpointId, concurrency, "register", serves);
     sendJson(call.res, {
       endpoint: {
         id: endpoint.id,

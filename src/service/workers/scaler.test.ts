@@ -1,112 +1,92 @@
 import { describe, expect, it } from "vitest";
 import type { WorkerDriver, WorkerHandle, WorkerLaunch } from "../../drivers/types.js";
-import type { JobEngine } from "../engine/index.js";
+import { JobEngine } from "../engine/index.js";
+import { SQLITE_MIGRATIONS } from "../schema/sqlite.js";
+import { openSqliteStore } from "../store/sqlite.js";
 import type { EndpointRow } from "../store/types.js";
-import { imageNotice, planScaling, providerImageOf, Scaler, snapshotNotice, type ScalingInput } from "./scaler.js";
+import { Scaler } from "./scaler.js";
 
-const base: ScalingInput = {
-  workersMin: 0,
-  workersMax: 3,
-  maxConcurrency: 1,
-  idleTimeoutMs: 1000,
-  queued: 0,
-  inProgress: 0,
-  revision: "r2",
-  workers: [],
-  now: 10_000,
-  backoffUntil: 0,
-};
-const worker = (id: string, state: "initializing" | "idle" | "running", idleSince = 10_000, revision = "r2") => ({ id, state, idleSince, revision });
+/** A real engine over an in-memory store: the worker registry the scaler writes to and reads. */
+async function memoryEngine(): Promise<JobEngine> {
+  const engine = new JobEngine(openSqliteStore(":memory:", SQLITE_MIGRATIONS), { leaseMs: 30_000, heartbeatMs: 5_000 });
+  await engine.load([]);
+  return engine;
+}
 
-describe("planScaling", () => {
-  it("starts workers from zero for waiting jobs, up to workersMax and by concurrency", () => {
-    expect(planScaling({ ...base, queued: 1 })).toEqual({ start: 1, drain: [] });
-    expect(planScaling({ ...base, queued: 10 })).toEqual({ start: 3, drain: [] });
-    expect(planScaling({ ...base, queued: 10, maxConcurrency: 4 })).toEqual({ start: 3, drain: [] });
-    expect(planScaling({ ...base, queued: 3, maxConcurrency: 4 })).toEqual({ start: 1, drain: [] });
-    expect(planScaling({ ...base, queued: 2, workers: [worker("a", "initializing")] })).toEqual({ start: 1, drain: [] });
-  });
+/** A driver that starts nothing and finds `handle` left running by an earlier run, for endpoint ep1 at revision r1. */
+type AdoptLog = Parameters<NonNullable<WorkerDriver["adopt"]>>[0];
+function adoptingDriver(name: WorkerDriver["name"], handle: WorkerHandle, onAdopt?: (onLog: AdoptLog) => void): WorkerDriver {
+  return {
+    name,
+    start: () => Promise.reject(new Error("this test starts no worker")),
+    async adopt(onLog) {
+      onAdopt?.(onLog);
+      return [{ handle, endpointId: "ep1", revision: "r1" }];
+    },
+    close: async () => undefined,
+  };
+}
 
-  it("keeps workersMin running with nothing to do", () => {
-    expect(planScaling({ ...base, workersMin: 2 })).toEqual({ start: 2, drain: [] });
-    expect(planScaling({ ...base, workersMin: 1, workers: [worker("a", "idle", 0)] })).toEqual({ start: 0, drain: [] });
-  });
+/** A worker handle whose process never ends unless `exit` is called. */
+function runningHandle(
+  workerId: string,
+  extra: Partial<WorkerHandle> = {},
+): { handle: WorkerHandle; exit: (e: { code: number | null; signal: string | null }) => void } {
+  let exit!: (e: { code: number | null; signal: string | null }) => void;
+  const handle: WorkerHandle = {
+    workerId,
+    exited: new Promise((resolve) => (exit = resolve)),
+    stop: async () => ({ code: 0, signal: null }),
+    kill: () => undefined,
+    ...extra,
+  };
+  return { handle, exit };
+}
 
-  it("drains idle workers above the minimum after idleTimeout, oldest idle first", () => {
-    const workers = [worker("a", "idle", 9_500), worker("b", "idle", 8_000), worker("c", "running")];
-    expect(planScaling({ ...base, inProgress: 1, workers })).toEqual({ start: 0, drain: ["b"] });
-    expect(planScaling({ ...base, inProgress: 1, workers, now: 20_000 })).toEqual({ start: 0, drain: ["b", "a"] });
-    expect(planScaling({ ...base, queued: 1, inProgress: 1, workers, now: 20_000 }).drain).toEqual([]);
-  });
-
-  it("waits out the crash backoff before starting more", () => {
-    expect(planScaling({ ...base, queued: 1, backoffUntil: 10_500 })).toEqual({ start: 0, drain: [] });
-    expect(planScaling({ ...base, queued: 1, backoffUntil: 9_000 })).toEqual({ start: 1, drain: [] });
-  });
-
-  it("replaces workers of an old revision: idle ones at once, busy ones once new workers exist", () => {
-    const old = [worker("a", "idle", 10_000, "r1"), worker("b", "running", 10_000, "r1")];
-    expect(planScaling({ ...base, inProgress: 1, queued: 1, workers: old })).toEqual({ start: 2, drain: ["a", "b"] });
-    expect(planScaling({ ...base, workers: [worker("a", "idle", 10_000, "r1")] })).toEqual({ start: 0, drain: ["a"] });
-  });
-});
+/** A started scaler over `engine` and `driver`, with what these tests do not use refused or ignored. */
+async function startedScaler(engine: JobEngine, driver: WorkerDriver, deps: Partial<ConstructorParameters<typeof Scaler>[0]> = {}): Promise<Scaler> {
+  const scaler = new Scaler(
+    {
+      engine,
+      driver,
+      apiUrl: "http://svc.test:8600",
+      mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
+      revokeWorkerKeys: async () => undefined,
+      endpoints: () => [],
+      onLog: () => undefined,
+      ...deps,
+    },
+    60_000,
+  );
+  await scaler.start();
+  return scaler;
+}
 
 describe("Scaler adoption", () => {
-  it("hands an adopted worker's driver addresses to the load balancer, as a started worker's, and its output to onLog", async () => {
-    const handle: WorkerHandle = {
-      workerId: "wadopted",
-      exited: new Promise(() => undefined),
-      stop: async () => ({ code: null, signal: null }),
-      kill: () => undefined,
+  it("records an adopted worker in the worker registry as one it runs, with its revision and its driver's addresses, and hands its output to onLog", async () => {
+    const engine = await memoryEngine();
+    const { handle } = runningHandle("wadopted", {
       address: "http://10.244.0.7:8080",
-      directAddress: "http://10.244.0.7:8080",
+      directAddress: "http://10.244.0.7:8081",
       localSocket: "/tmp/svc-lb-wadopted.sock",
-    };
-    const driver: WorkerDriver = {
-      name: "kubernetes",
-      start: () => Promise.reject(new Error("this test starts no worker")),
-      async adopt(onLog) {
-        onLog?.("ep1", "wadopted", { ts: 1, stream: "stdout", text: "a line after the adoption", jobId: "j1" });
-        return [{ handle, endpointId: "ep1", revision: "r1" }];
-      },
-      close: async () => undefined,
-    };
-    // The engine as far as adoption uses it: a worker entry per id, nothing queued.
-    const engine = {
-      ensureWorker: () => ({}),
-      workerGone: () => undefined,
-      drain: () => undefined,
-      workers: new Map(),
-      queuedCount: () => 0,
-      runningCount: () => 0,
-    } as unknown as JobEngine;
-    const told: Array<[string, string, string | undefined]> = [];
-    const logs: Array<[string, string, string, string | undefined]> = [];
-    const scaler = new Scaler(
-      {
-        engine,
-        driver,
-        apiUrl: "http://svc.test:8600",
-        mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
-        revokeWorkerKeys: async () => undefined,
-        endpoints: () => [],
-        onLog: (endpointId, workerId, line) => logs.push([endpointId, workerId, line.text, line.jobId]),
-        lb: {
-          load: () => ({ queued: 0, inProgress: 0 }),
-          busy: () => false,
-          workerAddress: (id, address) => told.push(["address", id, address]),
-          workerSocket: (id, path) => told.push(["socket", id, path]),
-          workerDirectAddress: (id, address) => told.push(["direct", id, address]),
-        },
-      },
-      60_000,
+    });
+    const driver = adoptingDriver("kubernetes", handle, (onLog) =>
+      onLog?.("ep1", "wadopted", { ts: 1, stream: "stdout", text: "a line after the adoption", jobId: "j1" }),
     );
-    await scaler.start();
-    expect(told).toEqual([
-      ["address", "wadopted", "http://10.244.0.7:8080"],
-      ["socket", "wadopted", "/tmp/svc-lb-wadopted.sock"],
-      ["direct", "wadopted", "http://10.244.0.7:8080"],
-    ]);
+    const events: string[] = [];
+    for (const name of ["known", "addressed", "registered", "ready", "gone"] as const)
+      engine.workerEvents.on(name, ({ worker }) => events.push(`${name} ${worker.id}`));
+    const logs: Array<[string, string, string, string | undefined]> = [];
+    const scaler = await startedScaler(engine, driver, { onLog: (endpointId, workerId, line) => logs.push([endpointId, workerId, line.text, line.jobId]) });
+    expect(engine.workers.get("wadopted")).toMatchObject({
+      endpointId: "ep1",
+      managed: true,
+      revision: "r1",
+      registered: false,
+      reach: { address: "http://10.244.0.7:8080", direct: "http://10.244.0.7:8081", socket: "/tmp/svc-lb-wadopted.sock" },
+    });
+    expect(scaler.workerRevision("wadopted")).toBe("r1");
+    expect(events).toEqual(["known wadopted", "addressed wadopted"]);
     expect(logs).toEqual([["ep1", "wadopted", "a line after the adoption", "j1"]]);
     await scaler.close();
   });
@@ -114,96 +94,41 @@ describe("Scaler adoption", () => {
 
 describe("Scaler adoption and the model cache", () => {
   it("holds the models an adopted worker's endpoint names, so the cache keeps them while it runs, and lets them go when it ends", async () => {
-    let exit!: (e: { code: number | null; signal: string | null }) => void;
-    const handle: WorkerHandle = {
-      workerId: "wkept",
-      exited: new Promise((resolve) => (exit = resolve)),
-      stop: async () => ({ code: null, signal: null }),
-      kill: () => undefined,
-    };
-    const driver: WorkerDriver = {
-      name: "process",
-      start: () => Promise.reject(new Error("this test starts no worker")),
-      adopt: async () => [{ handle, endpointId: "ep1", revision: "r1" }],
-      close: async () => undefined,
-    };
-    const engine = {
-      ensureWorker: () => ({}),
-      workerGone: () => undefined,
-      drain: () => undefined,
-      workers: new Map(),
-      queuedCount: () => 0,
-      runningCount: () => 0,
-    } as unknown as JobEngine;
+    const engine = await memoryEngine();
+    const { handle, exit } = runningHandle("wkept");
     const held = new Map<string, readonly string[]>();
     const endpoint = { id: "ep1", name: "llm", userId: "u1", revision: "r1", resource: { models: ["acme/tiny@main", "acme/vocab@v2"] } };
-    const scaler = new Scaler(
-      {
-        engine,
-        driver,
-        apiUrl: "http://svc.test:8600",
-        mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
-        revokeWorkerKeys: async () => undefined,
-        endpoints: () => [endpoint] as unknown as Iterable<EndpointRow>,
-        onLog: () => undefined,
-        models: {
-          root: "/data/models",
-          ready: () => true,
-          ensure: async () => undefined,
-          hold: (workerId, models) => held.set(workerId, models),
-          release: (workerId) => held.delete(workerId),
-          reason: () => undefined,
-          fetching: () => false,
-        },
+    const gone: string[] = [];
+    engine.workerEvents.on("gone", ({ worker }) => gone.push(worker.id));
+    const scaler = await startedScaler(engine, adoptingDriver("process", handle), {
+      endpoints: () => [endpoint] as unknown as Iterable<EndpointRow>,
+      models: {
+        root: "/data/models",
+        ready: () => true,
+        ensure: async () => undefined,
+        hold: (workerId, models) => held.set(workerId, models),
+        release: (workerId) => held.delete(workerId),
+        reason: () => undefined,
+        fetching: () => false,
       },
-      60_000,
-    );
-    await scaler.start();
+    });
     expect([...held]).toEqual([["wkept", ["acme/tiny@main", "acme/vocab@v2"]]]);
     exit({ code: 0, signal: null });
     await new Promise((r) => setTimeout(r, 20));
     expect([...held]).toEqual([]);
+    // Its end is the registry's too: gone, and no longer known.
+    expect(gone).toEqual(["wkept"]);
+    expect(engine.workers.has("wkept")).toBe(false);
     await scaler.close();
   });
 });
 
 describe("Scaler stopping workers", () => {
   it("says and counts a worker its driver failed to stop, with the worker's id and the driver's error", async () => {
-    const handle: WorkerHandle = {
-      workerId: "wstuck",
-      exited: new Promise(() => undefined),
-      stop: () => Promise.reject(new Error("the Docker daemon did not answer")),
-      kill: () => undefined,
-    };
-    const driver: WorkerDriver = {
-      name: "docker",
-      start: () => Promise.reject(new Error("this test starts no worker")),
-      adopt: async () => [{ handle, endpointId: "ep1", revision: "r1" }],
-      close: async () => undefined,
-    };
-    const engine = {
-      ensureWorker: () => ({}),
-      workerGone: () => undefined,
-      drain: () => undefined,
-      workers: new Map(),
-      queuedCount: () => 0,
-      runningCount: () => 0,
-    } as unknown as JobEngine;
+    const engine = await memoryEngine();
+    const { handle } = runningHandle("wstuck", { stop: () => Promise.reject(new Error("the Docker daemon did not answer")) });
     const events: string[] = [];
-    const scaler = new Scaler(
-      {
-        engine,
-        driver,
-        apiUrl: "http://svc.test:8600",
-        mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
-        revokeWorkerKeys: async () => undefined,
-        endpoints: () => [],
-        onLog: () => undefined,
-        onEvent: (message) => events.push(message),
-      },
-      60_000,
-    );
-    await scaler.start();
+    const scaler = await startedScaler(engine, adoptingDriver("docker", handle), { onEvent: (message) => events.push(message) });
     expect(await scaler.stopWorkersOf(new Set(["ep1"]), 100)).toBe(false);
     expect(events).toContain("the docker driver failed to stop worker wstuck of endpoint ep1: the Docker daemon did not answer");
     expect(scaler.stopFailures.get("ep1")).toEqual({ count: 1, lastError: "the Docker daemon did not answer" });
@@ -214,82 +139,17 @@ describe("Scaler stopping workers", () => {
 
 describe("Scaler replacing a worker on request", () => {
   it("drains a worker it runs that asked to be replaced (refresh_worker), and knows no other", async () => {
-    const handle: WorkerHandle = {
-      workerId: "wrefresh",
-      exited: new Promise(() => undefined),
-      stop: async () => ({ code: 0, signal: null }),
-      kill: () => undefined,
-    };
-    const driver: WorkerDriver = {
-      name: "docker",
-      start: () => Promise.reject(new Error("this test starts no worker")),
-      adopt: async () => [{ handle, endpointId: "ep1", revision: "r1" }],
-      close: async () => undefined,
-    };
+    const engine = await memoryEngine();
+    const { handle } = runningHandle("wrefresh");
     const drained: string[] = [];
-    const engine = {
-      ensureWorker: () => ({}),
-      workerGone: () => undefined,
-      drain: (id: string) => drained.push(id),
-      workers: new Map(),
-      queuedCount: () => 0,
-      runningCount: () => 0,
-    } as unknown as JobEngine;
-    const scaler = new Scaler(
-      {
-        engine,
-        driver,
-        apiUrl: "http://svc.test:8600",
-        mintWorkerKeys: () => Promise.reject(new Error("no keys in this test")),
-        revokeWorkerKeys: async () => undefined,
-        endpoints: () => [],
-        onLog: () => undefined,
-      },
-      60_000,
-    );
-    await scaler.start();
+    engine.workerEvents.on("draining", ({ worker }) => drained.push(worker.id));
+    const scaler = await startedScaler(engine, adoptingDriver("docker", handle));
     expect(scaler.replace("wrefresh")).toBe(true);
     expect(drained).toEqual(["wrefresh"]);
+    expect(engine.workers.get("wrefresh")?.draining).toBe(true);
     expect(scaler.replace("wunknown")).toBe(false);
     expect(drained).toEqual(["wrefresh"]);
     await scaler.close();
-  });
-});
-
-describe("snapshotNotice", () => {
-  const endpoint = (snapshot?: boolean) => ({ name: "model", resource: { snapshot } }) as unknown as Parameters<typeof snapshotNotice>[1];
-  it("says once that a driver cannot restore snapshots, and why, when the endpoint asks for them", () => {
-    expect(snapshotNotice({ name: "docker" }, endpoint(true))).toBe(
-      "endpoint model has snapshot: true, but the docker driver cannot restore snapshots (Docker restores a checkpoint only into the container it was taken from): its workers start without one, running their initialisation (docs/cold-start.md)",
-    );
-    expect(snapshotNotice({ name: "kubernetes" }, endpoint(true))).toMatch(/kubernetes driver cannot restore snapshots \(svc checkpoints only local processes/);
-  });
-  it("says nothing where snapshots are restored or not asked for", () => {
-    expect(snapshotNotice({ name: "process", restoresSnapshots: true }, endpoint(true))).toBeUndefined();
-    expect(snapshotNotice({ name: "docker" }, endpoint(false))).toBeUndefined();
-    expect(snapshotNotice({ name: "swarm" }, endpoint(undefined))).toBeUndefined();
-  });
-});
-
-describe("image endpoints of an app (Endpoint({ name, image }))", () => {
-  const endpoint = (resource: Record<string, unknown>, type = "queue", artifactPath = "/a/artifact.tar.gz") =>
-    ({ name: "llm", type, artifactPath, resource }) as unknown as Parameters<typeof providerImageOf>[0];
-  const app = endpoint({ protocol: "provider", imageName: "my/worker:1.2" });
-
-  it("run their image as a provider worker, as a REST endpoint of a worker image does", () => {
-    expect(providerImageOf(app)).toBe("my/worker:1.2");
-    expect(providerImageOf(endpoint({ imageName: "svc-worker-cpu:0.1.0" }))).toBeUndefined();
-    expect(providerImageOf(endpoint({ imageName: "my/worker:1.2" }, "queue", ""))).toBe("my/worker:1.2");
-  });
-
-  it("wait, saying why and what to do, where the driver runs no images", () => {
-    expect(imageNotice({ name: "process" }, app)).toBe(
-      'endpoint llm runs the image "my/worker:1.2", and the process driver runs no images: its jobs wait in the queue. Run it where Docker runs workers (`svc server --workers docker`, `svc deploy --preview`, or `svc dev` with a Docker engine answering)',
-    );
-    expect(imageNotice({ name: "docker", hasImage: async () => true }, app)).toBeUndefined();
-    expect(imageNotice({ name: "kubernetes", pullsImages: true }, app)).toBeUndefined();
-    expect(imageNotice({ name: "swarm" }, app)).toMatch(/the swarm driver runs no images/);
-    expect(imageNotice({ name: "process" }, endpoint({ imageName: "svc-worker-cpu:0.1.0" }))).toBeUndefined();
   });
 });
 
@@ -314,16 +174,8 @@ describe("Scaler and models", () => {
       models: ["acme/tiny@main"],
     },
   } as unknown as EndpointRow;
-  const engine = {
-    ensureWorker: () => ({}),
-    workerGone: () => undefined,
-    drain: () => undefined,
-    workers: new Map(),
-    waiting: () => ({ normal: 0, low: 0, waitingSince: [] }),
-    queuedCount: () => 0,
-    runningCount: () => 0,
-  } as unknown as JobEngine;
   const run = async (nodeModelCache: boolean) => {
+    const engine = await memoryEngine();
     const launches: WorkerLaunch[] = [];
     const asked: string[] = [];
     const driver: WorkerDriver = {

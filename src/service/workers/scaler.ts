@@ -1,7 +1,8 @@
 // Keeps each endpoint's workers between workersMin and workersMax through a WorkerDriver: starts workers when
 // jobs wait (from zero on the first job), drains idle ones after idleTimeout, replaces workers of an old
 // revision (rolling release) and workers that exit unexpectedly (with backoff). The decision is a pure
-// function (planScaling); `Scaler` applies it.
+// function (planScaling, scaling-plan.ts); `Scaler` applies it. What kind of worker an endpoint runs is
+// worker-kinds.ts; a worker's own state is the engine's worker registry's.
 
 import type { WorkerTraceExport } from "../tracing/index.js";
 import type { LogFields } from "../logging.js";
@@ -11,12 +12,13 @@ import { isImagePullError, type RegistryCredentials } from "../../drivers/regist
 import type { JobEngine, WorkerEntry } from "../engine/index.js";
 import { workerState } from "../engine/index.js";
 import type { EndpointRow } from "../store/types.js";
+import type { ProbeWait } from "../releases/manager.js";
 import { checkPingPath, type PingCheck } from "../lb/ping.js";
 import { artifactUrl } from "../artifacts/route.js";
 import { allocateGpus, gpuRequestOf } from "../../gpus/allocate.js";
 import { gpuWaitMessage, type GpuWait, type GpuWant, type HostGpus } from "../../gpus/host.js";
-import { cardMatches, endpointImageOf, LIMITS } from "svc/internal";
-import { defaultPolicy, desiredWorkers, type ScalingPolicy } from "./scaling-policy.js";
+import { cardMatches } from "svc/internal";
+import { defaultPolicy } from "./scaling-policy.js";
 import { errorMessage } from "../../errors.js";
 import {
   afterDeath,
@@ -29,68 +31,10 @@ import {
   deathReason,
   type EndpointDeaths,
 } from "./crash-loop.js";
+import { planScaling } from "./scaling-plan.js";
+import { imageNotice, prebuiltImageOf, providerImageOf, snapshotNotice } from "./worker-kinds.js";
 
-export interface ScalingInput {
-  workersMin: number;
-  workersMax: number;
-  maxConcurrency: number;
-  idleTimeoutMs: number;
-  /** Normal-priority jobs waiting. */
-  queued: number;
-  /** Low-priority jobs waiting: they start no worker, and keep the workers there are from idling out. */
-  lowQueued?: number;
-  /** When each waiting normal-priority job was queued, oldest first (QUEUE_DELAY); absent: none is known. */
-  waitingSince?: readonly number[];
-  inProgress: number;
-  /** The endpoint's policy; absent: one worker per maxConcurrency jobs (defaultPolicy). */
-  policy?: ScalingPolicy;
-  revision: string;
-  /** Live workers (not draining). */
-  workers: Array<{ id: string; revision: string; state: "initializing" | "idle" | "running"; idleSince: number }>;
-  now: number;
-  /** No start before this time (backoff after crashes). */
-  backoffUntil: number;
-}
-
-export interface ScalingPlan {
-  start: number;
-  drain: string[];
-}
-
-/** How many workers to start (as the endpoint's scaling policy says) and which to drain. Pure. */
-export function planScaling(s: ScalingInput): ScalingPlan {
-  const drain: string[] = [];
-  // Old revision: drain the idle ones now, the busy ones once the new revision can take over.
-  const current = s.workers.filter((w) => w.revision === s.revision);
-  const old = s.workers.filter((w) => w.revision !== s.revision);
-  for (const w of old) if (w.state !== "running") drain.push(w.id);
-  const want = desiredWorkers({
-    policy: s.policy ?? defaultPolicy(s.maxConcurrency),
-    workersMin: s.workersMin,
-    workersMax: s.workersMax,
-    maxConcurrency: s.maxConcurrency,
-    queue: { normal: s.queued, low: s.lowQueued ?? 0, waitingSince: s.waitingSince ?? [] },
-    inProgress: s.inProgress,
-    workers: { live: current.length, starting: current.filter((w) => w.state === "initializing").length },
-    now: s.now,
-  });
-  let start = 0;
-  if (current.length < want && s.now >= s.backoffUntil) start = want - current.length;
-  // Busy old workers: drained once current workers exist to take their place.
-  if (current.length + start > 0) for (const w of old) if (w.state === "running") drain.push(w.id);
-  // Idle scale-down above the minimum (and what the running jobs need), and nothing waiting: the idle timeout
-  // decides it, whatever the policy.
-  if (s.queued === 0 && (s.lowQueued ?? 0) === 0) {
-    let surplus = current.length - Math.max(s.workersMin, Math.ceil(s.inProgress / Math.max(1, s.maxConcurrency)));
-    const idle = current.filter((w) => w.state === "idle" && s.now - w.idleSince >= s.idleTimeoutMs).sort((a, b) => a.idleSince - b.idleSince);
-    for (const w of idle) {
-      if (surplus <= 0) break;
-      drain.push(w.id);
-      surplus--;
-    }
-  }
-  return { start, drain };
-}
+export { deathOf } from "./crash-loop.js";
 
 export interface LaunchInfo {
   endpoint: EndpointRow;
@@ -181,83 +125,18 @@ export interface ScalerDeps {
   lb?: {
     load(endpointId: string): { queued: number; inProgress: number };
     busy(workerId: string): boolean;
-    /** Where the proxy reaches this worker, when its driver says (a container's published port); undefined: forget. */
-    workerAddress?(workerId: string, address: string | undefined): void;
-    /** The local socket the driver had this worker listen on (process driver); undefined: forget. */
-    workerSocket?(workerId: string, path: string | undefined): void;
-    /** An address that skips the host's port forwarding (a container's IP), to try; undefined: forget. */
-    workerDirectAddress?(workerId: string, address: string | undefined): void;
-    /** A worker that cannot register itself (a prebuilt image) joins the pool at the driver's address. */
-    registered?(workerId: string, endpointId: string, address: string): void;
     /** Workers of this endpoint may take traffic now (probes promoted): serve what waits. */
     wake?(endpointId: string): void;
   };
 }
 
 /**
- * What the service says when an endpoint asks for snapshots its workers' driver cannot restore (its workers start as
- * usual: from a pre-booted runtime where one is kept, else fresh). Pure.
+ * What the scaler holds for a worker it runs through its driver: the driver's handle and what the start waits for.
+ * The worker's own state (revision, registered, ready, draining, addresses) is the engine's worker registry's.
  */
-export function snapshotNotice(driver: Pick<WorkerDriver, "name" | "restoresSnapshots">, endpoint: Pick<EndpointRow, "name" | "resource">): string | undefined {
-  if (!endpoint.resource.snapshot || driver.restoresSnapshots) return undefined;
-  const why =
-    driver.name === "docker"
-      ? "Docker restores a checkpoint only into the container it was taken from"
-      : driver.name === "process"
-        ? "its workers run sandboxed, and svc does not restore a sandboxed process tree"
-        : `svc checkpoints only local processes, and the ${driver.name} driver runs workers on other machines`;
-  return `endpoint ${endpoint.name} has snapshot: true, but the ${driver.name} driver cannot restore snapshots (${why}): its workers start without one, running their initialisation (docs/cold-start.md)`;
-}
-
-/**
- * Why the driver cannot start workers of an app's image endpoint (it runs no images), or undefined when it can or
- * the endpoint is another kind (a REST endpoint's row says so itself: its workersMax is 0). Pure.
- */
-export function imageNotice(
-  driver: Pick<WorkerDriver, "name" | "hasImage" | "pullsImages">,
-  endpoint: Pick<EndpointRow, "name" | "type" | "resource">,
-): string | undefined {
-  const image = endpoint.type === "queue" ? endpointImageOf(endpoint.resource) : undefined;
-  // Docker runs the images its engine holds; a Kubernetes cluster pulls them.
-  if (!image || typeof driver.hasImage === "function" || driver.pullsImages === true) return undefined;
-  return `endpoint ${endpoint.name} runs the image "${image}", and the ${driver.name} driver runs no images: its jobs wait in the queue. Run it where Docker runs workers (\`svc server --workers docker\`, \`svc deploy --preview\`, or \`svc dev\` with a Docker engine answering)`;
-}
-
-export { deathOf } from "./crash-loop.js";
-
-/** The prebuilt image a load-balanced endpoint runs instead of svc code (REST endpoints from a template). Pure. */
-export function prebuiltImageOf(endpoint: EndpointRow): string | undefined {
-  return endpoint.type === "lb" && endpoint.artifactPath === "" && endpoint.resource.imageName ? endpoint.resource.imageName : undefined;
-}
-
-/**
- * The image a queue endpoint runs instead of svc code (REST endpoints from a template whose image is not
- * `svc://`, and an app's image endpoints, `Endpoint({ name, image })`): a worker built for the provider, which
- * speaks the provider's protocol (docs/provider-workers.md). Pure.
- */
-export function providerImageOf(endpoint: EndpointRow): string | undefined {
-  if (endpoint.type !== "queue") return undefined;
-  const fromApp = endpointImageOf(endpoint.resource);
-  if (fromApp) return fromApp;
-  const image = endpoint.resource.imageName;
-  return endpoint.artifactPath === "" && image && !image.startsWith("svc://") ? image : undefined;
-}
-
-/**
- * What an app's image endpoint allows its containers: the /dev/shm and writable root it declares (the root at the
- * templates' default size when it says none). Pure.
- */
-export function appContainerAllowances(resource: Pick<EndpointRow["resource"], "shmSizeMb" | "containerDiskInGb">): ContainerAllowances {
-  return {
-    containerDiskInGb: resource.containerDiskInGb ?? LIMITS.containerDiskInGbDefault,
-    ...(resource.shmSizeMb !== undefined ? { shmSizeMb: resource.shmSizeMb } : {}),
-  };
-}
-
 interface ManagedWorker {
   id: string;
   endpointId: string;
-  revision: string;
   handle?: WorkerHandle;
   stopping: boolean;
   /**
@@ -288,12 +167,6 @@ function newWorkerId(): string {
   return `w${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
 }
 
-/** What a release's new worker waits for before it can start (Scaler.probeWait). */
-export interface ProbeWait {
-  text: string;
-  fetching: boolean;
-}
-
 /** A draining worker that still runs this long after it holds no job is stopped by the driver. */
 const DRAIN_GRACE_MS = 5_000;
 
@@ -319,6 +192,10 @@ export class Scaler {
     private readonly intervalMs = 250,
   ) {
     this.crashPolicy = { ...DEFAULT_CRASH_LOOP, ...deps.crashLoop };
+    // A worker of it connected, so its image was pulled: the endpoint no longer waits on a pull. Its deaths still
+    // count: a worker that registers and dies at once is crash looping too; one that stays up stableMs, or a
+    // completed job, ends the count.
+    deps.engine.workerEvents.on("registered", ({ worker }) => this.pullFailures.delete(worker.endpointId));
   }
 
   /**
@@ -357,7 +234,6 @@ export class Scaler {
       const m: ManagedWorker = {
         id: adopted.handle.workerId,
         endpointId: adopted.endpointId,
-        revision: adopted.revision ?? "",
         handle: adopted.handle,
         stopping: false,
         probe: false,
@@ -365,7 +241,7 @@ export class Scaler {
         startedAt: Date.now(),
       };
       this.managed.set(m.id, m);
-      this.deps.engine.ensureWorker(m.id, m.endpointId, true).managed = true;
+      this.deps.engine.manageWorker(m.id, m.endpointId, { revision: adopted.revision ?? "" });
       this.holdAdopted(m.id, adopted.endpointId, adopted.gpus ?? [], endpoint);
       // The models its endpoint names stay in the host's cache while it runs, as for a worker this run started: the
       // earlier run mounted the cache into it, and an eviction now would pull files out from under a running model.
@@ -406,7 +282,7 @@ export class Scaler {
    */
   private goneWhileDown(adopted: AdoptedWorker, endpointName: string): void {
     const id = adopted.handle.workerId;
-    this.deps.engine.ensureWorker(id, adopted.endpointId, true);
+    this.deps.engine.manageWorker(id, adopted.endpointId);
     this.deps.engine.workerGone(id);
     void this.deps
       .revokeWorkerKeys(id, adopted.endpointId)
@@ -485,7 +361,7 @@ export class Scaler {
             const entry = engine.workers.get(m.id);
             return {
               id: m.id,
-              revision: m.revision,
+              revision: entry?.revision ?? "",
               state: entry ? (lbLoad && this.deps.lb!.busy(m.id) ? "running" : workerState(entry)) : "initializing",
               idleSince: entry?.idleSince ?? now,
             };
@@ -615,11 +491,9 @@ export class Scaler {
     // No free GPU. Where a worker of the endpoint holds GPUs that would do, the release replaces in place: that
     // worker drains and the probe starts on its GPUs (a probe that then fails frees them for the endpoint's
     // workers again). Otherwise the probe waits for a GPU, ahead of every worker (serveWaitingProbes).
-    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: this.revisionOf(endpoint), stopping: false, probe: true };
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, stopping: false, probe: true };
     this.managed.set(workerId, m);
-    const entry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
-    entry.managed = true;
-    entry.standby = true;
+    this.deps.engine.manageWorker(workerId, endpoint.id, { revision: this.revisionOf(endpoint), standby: true });
     const victim = this.gpuVictim(endpoint, request);
     m.awaitingGpu = { endpoint, since: Date.now(), ...(victim ? { victimId: victim } : {}) };
     const how = victim ? `worker ${victim} drains and its GPUs go to the new worker ${workerId}` : `the new worker ${workerId} waits for one`;
@@ -641,7 +515,7 @@ export class Scaler {
       .filter((w) => w.endpointId === endpoint.id && !w.probe && !claimed.has(w.id) && gpus.heldBy(w.id).uuids.length > 0)
       .sort(
         (a, b) =>
-          Number(a.revision === revision) - Number(b.revision === revision) ||
+          Number(this.workerRevision(a.id) === revision) - Number(this.workerRevision(b.id) === revision) ||
           Number(a.stopping) - Number(b.stopping) ||
           this.busyness(a.id) - this.busyness(b.id),
       );
@@ -685,11 +559,9 @@ export class Scaler {
 
   private async launch(endpoint: EndpointRow, workerId = newWorkerId(), probe = false, gpus?: string[]): Promise<void> {
     const secrets = this.deps.secrets?.(endpoint);
-    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, revision: this.revisionOf(endpoint, secrets), stopping: false, probe };
+    const m: ManagedWorker = { id: workerId, endpointId: endpoint.id, stopping: false, probe };
     this.managed.set(workerId, m);
-    const entry: WorkerEntry = this.deps.engine.ensureWorker(workerId, endpoint.id, true);
-    entry.managed = true;
-    entry.standby = probe;
+    const entry: WorkerEntry = this.deps.engine.manageWorker(workerId, endpoint.id, { revision: this.revisionOf(endpoint, secrets), standby: probe });
     const providerImage = providerImageOf(endpoint);
     const image = prebuiltImageOf(endpoint) ?? providerImage;
     const notice = this.snapshotNoticed.has(endpoint.id) ? undefined : snapshotNotice(this.deps.driver, endpoint);
@@ -734,7 +606,7 @@ export class Scaler {
         environment: { ...r.env, ...secrets?.env },
         secretNames: Object.keys(secrets?.env ?? {}),
         maxConcurrency: r.maxConcurrency,
-        revision: m.revision,
+        revision: entry.revision ?? "",
         computeType: r.computeType,
         gpuTypeIds: r.gpuTypeIds,
         // Exactly the GPUs it holds; a CPU worker none. Unassigned (no GPU inventory here): the driver's default.
@@ -759,9 +631,7 @@ export class Scaler {
       this.lifeStarted(m, endpoint.userId);
       if (image && !providerImage && m.handle.address) {
         // It cannot register itself: the service does, and the pool's /ping probes decide when it gets traffic.
-        this.deps.engine.register(workerId, endpoint.id, 1);
-        this.deps.lb?.registered?.(workerId, endpoint.id, m.handle.address);
-        this.registered(endpoint.id);
+        this.deps.engine.register(workerId, endpoint.id, 1, "image", { address: m.handle.address });
       }
       this.deps.onEvent?.(`worker ${workerId} started for endpoint ${endpoint.name} (${endpoint.id})`, { endpoint: endpoint.id, worker: workerId });
     } catch (err) {
@@ -780,9 +650,7 @@ export class Scaler {
 
   /** The load balancer reaches a worker where its driver says, when the driver knows (started or adopted). */
   private offerAddresses(workerId: string, handle: WorkerHandle): void {
-    if (handle.address) this.deps.lb?.workerAddress?.(workerId, handle.address);
-    if (handle.localSocket) this.deps.lb?.workerSocket?.(workerId, handle.localSocket);
-    if (handle.directAddress) this.deps.lb?.workerDirectAddress?.(workerId, handle.directAddress);
+    this.deps.engine.workerAddressed(workerId, { address: handle.address, socket: handle.localSocket, direct: handle.directAddress });
   }
 
   /** When the worker ends: its jobs go back to the queue at once, and an unexpected end backs the endpoint off. */
@@ -845,9 +713,6 @@ export class Scaler {
     const entry = this.deps.engine.workers.get(m.id);
     const registered = entry?.registered ?? false;
     this.deps.engine.workerGone(m.id, died);
-    this.deps.lb?.workerAddress?.(m.id, undefined);
-    this.deps.lb?.workerSocket?.(m.id, undefined);
-    this.deps.lb?.workerDirectAddress?.(m.id, undefined);
     // A key left valid would let a gone worker's token in: say so (the next start of the service does not retry it).
     void this.deps
       .revokeWorkerKeys(m.id, m.endpointId)
@@ -1011,15 +876,6 @@ export class Scaler {
   }
 
   /**
-   * A worker registered. Its endpoint's deaths still count: a worker that registers and dies at once is crash
-   * looping too; one that stays up stableMs, or a completed job, ends the count.
-   */
-  registered(endpointId: string): void {
-    // A worker of it runs, so its image was pulled: the endpoint no longer waits on a pull.
-    this.pullFailures.delete(endpointId);
-  }
-
-  /**
    * A worker this replica does not manage called it (a take or heartbeat may come before any register: the
    * service answers those for a worker it does not know yet). While replicas share a database it was started by
    * another one: adopt it, as of the revision it says it runs, else the endpoint's current one.
@@ -1048,7 +904,6 @@ export class Scaler {
     const m: ManagedWorker = {
       id: workerId,
       endpointId: endpoint.id,
-      revision,
       handle,
       stopping: false,
       probe: false,
@@ -1057,7 +912,7 @@ export class Scaler {
       remoteGone: gone,
     };
     this.managed.set(workerId, m);
-    this.deps.engine.ensureWorker(workerId, endpoint.id, true).managed = true;
+    this.deps.engine.manageWorker(workerId, endpoint.id, { revision });
     // Its usage is this replica's from now on (the one that started it accounted it up to its last flush).
     this.lifeStarted(m, endpoint.userId);
     this.watchExit(m);
@@ -1161,8 +1016,9 @@ export class Scaler {
     }
   }
 
+  /** The revision a worker it runs was started with (the registry's record). */
   workerRevision(workerId: string): string | undefined {
-    return this.managed.get(workerId)?.revision;
+    return this.managed.has(workerId) ? this.deps.engine.workers.get(workerId)?.revision : undefined;
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { defaultPolicy, desiredWorkers, type DemandInput } from "./scaling-policy.js";
-import { planScaling, type ScalingInput } from "./scaler.js";
+import { planScaling, type ScalingInput } from "./scaling-plan.js";
 
 // A fake clock: every case states `now` and when each job was queued.
 const NOW = 1_000_000;
