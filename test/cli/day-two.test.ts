@@ -11,7 +11,7 @@ import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerDriver } from "../../src/drivers/types.js";
 import { ExitCode } from "../../src/errors.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
-import { runProgram, SVC_BIN } from "../cli-output.js";
+import { pathWithFailingCriu, runProgram, SVC_BIN } from "../cli-output.js";
 import { runInPty } from "../pty.js";
 import { buildTestArtifact, FIXTURE_ENDPOINTS } from "../runtime/artifact.js";
 
@@ -258,12 +258,12 @@ describe("human times and terminal output", () => {
   });
 
   it("svc doctor marks findings with symbols and colour on a terminal, words when piped", async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_URL: service.url, SVC_API_KEY: KEY, SVC_CONFIG_DIR: config };
+    const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_URL: service.url, SVC_API_KEY: KEY, SVC_CONFIG_DIR: config, PATH: pathWithFailingCriu() };
     delete env.NO_COLOR;
     delete env.CI;
     const tty = await runInPty([process.execPath, SVC_BIN, "doctor"], env);
     expect(tty.output).toMatch(/\u001b\[32m✔\u001b\[39m service /);
-    const piped = await svc(["doctor"], { SVC_API_URL: service.url, SVC_API_KEY: KEY });
+    const piped = await svc(["doctor"], { SVC_API_URL: service.url, SVC_API_KEY: KEY, PATH: pathWithFailingCriu() });
     expect(piped.stdout).toMatch(/^ok {3}service /m);
     expect(piped.stdout).not.toContain("\u001b[");
   });
