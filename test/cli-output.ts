@@ -1,17 +1,28 @@
 // Long-running commands (`svc dev --json`, `svc deploy --preview --json`) print one JSON object on stdout once
 // they are ready, then keep running: read that object, or fail with what the command said on stderr. And
-// short commands run without blocking the test's own process.
+// short commands run without blocking the test's own process, as the binary or as the CLI's entry point in this
+// process.
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
 import { startTestService, type TestService } from "./service/helpers.js";
 
 /** The compiled CLI, as users run it. */
 export const SVC_BIN = fileURLToPath(new URL("../bin/svc.js", import.meta.url));
+
+/**
+ * PATH with a `criu` whose `check` fails at once (test/fakes/criu/check-fails) in front of `path`: for `svc doctor`
+ * runs that read its other findings. Its snapshots finding comes from a real dry run of CRIU, which on a host
+ * where a dump cannot finish waits seconds for the dump to stall (src/drivers/criu.ts); that dry run is tested in
+ * src/drivers/criu.test.ts and test/runtime/snapshot.test.ts.
+ */
+export function pathWithFailingCriu(path = process.env.PATH ?? ""): string {
+  return `${fileURLToPath(new URL("./fakes/criu/check-fails", import.meta.url))}${delimiter}${path}`;
+}
 
 export function firstJsonOnStdout<T>(child: ChildProcessWithoutNullStreams, what: string, timeoutMs: number, stderr: () => string): Promise<T> {
   let stdout = "";
@@ -55,6 +66,56 @@ export function runProgram(
   });
 }
 
+let inProcessQueue: Promise<unknown> = Promise.resolve();
+
+/**
+ * The CLI's entry point (src/cli/main.ts, what bin/svc.js runs) called in this process: the same parsing, output
+ * and exit code as the binary, without a Node process started and the CLI's modules loaded for each command. For
+ * what a command prints and its exit code; what only a process shows (stdin, a terminal, signals, the .env read
+ * once per process) needs `runProgram` with SVC_BIN. While it runs, the process's environment is `env`, its
+ * working directory `cwd`, and its stdout and stderr are what the command wrote; calls run one at a time.
+ */
+export function runCliInProcess(
+  args: string[],
+  opts: { cwd: string; env: NodeJS.ProcessEnv },
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const run = async () => {
+    const { main } = await import("../src/cli/main.js");
+    const savedEnv = { ...process.env };
+    const savedCwd = process.cwd();
+    const writes = { stdout: process.stdout.write, stderr: process.stderr.write };
+    const out = { stdout: "", stderr: "" };
+    const capture =
+      (stream: "stdout" | "stderr") =>
+      (chunk: string | Uint8Array, encoding?: unknown, callback?: unknown): boolean => {
+        out[stream] += typeof chunk === "string" ? chunk : Buffer.from(chunk).toString();
+        const done = typeof encoding === "function" ? encoding : callback;
+        if (typeof done === "function") queueMicrotask(() => (done as () => void)());
+        return true;
+      };
+    for (const k of Object.keys(process.env)) delete process.env[k];
+    for (const [k, v] of Object.entries(opts.env)) if (v !== undefined) process.env[k] = v;
+    process.chdir(opts.cwd);
+    process.exitCode = undefined;
+    process.stdout.write = capture("stdout") as typeof process.stdout.write;
+    process.stderr.write = capture("stderr") as typeof process.stderr.write;
+    try {
+      const code = await main(args);
+      return { code, ...out };
+    } finally {
+      process.stdout.write = writes.stdout;
+      process.stderr.write = writes.stderr;
+      process.exitCode = undefined;
+      process.chdir(savedCwd);
+      for (const k of Object.keys(process.env)) delete process.env[k];
+      Object.assign(process.env, savedEnv);
+    }
+  };
+  const result = inProcessQueue.then(run, run);
+  inProcessQueue = result.catch(() => undefined);
+  return result;
+}
+
 /**
  * For a test file that drives the CLI against a real service: the service and a scratch working directory
  * (started before the file's tests, removed after), the environment to run the CLI with (this process's SVC_*
@@ -89,5 +150,7 @@ export function cliAgainstTestService(cwdPrefix: string) {
     run: (file: string, args: string[], extra: Record<string, string> = {}, input?: string) => runProgram(file, args, { cwd: dir!, env: env(extra), input }),
     svc: (args: string[], extra: Record<string, string> = {}, input?: string) =>
       runProgram(process.execPath, [SVC_BIN, ...args], { cwd: dir!, env: env(extra), input }),
+    /** The same command through the CLI's entry point in this process (runCliInProcess): no stdin. */
+    inProcess: (args: string[], extra: Record<string, string> = {}) => runCliInProcess(args, { cwd: dir!, env: env(extra) }),
   };
 }

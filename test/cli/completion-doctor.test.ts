@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExitCode } from "../../src/errors.js";
-import { runProgram, SVC_BIN } from "../cli-output.js";
+import { pathWithFailingCriu, runProgram, SVC_BIN } from "../cli-output.js";
 import { manifest, resource, startTestService, type TestService } from "../service/helpers.js";
 import { completionNames } from "../../src/cli/completion-names.js";
 import { createServer as createTcpServer, type AddressInfo } from "node:net";
@@ -28,7 +28,7 @@ afterAll(async () => {
 });
 
 function svc(args: string[], extra: Record<string, string> = {}) {
-  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
+  const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1", ...(args[0] === "doctor" ? { PATH: pathWithFailingCriu() } : {}) };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI" || k === "DOCKER_HOST") delete env[k];
   return runProgram(process.execPath, [SVC_BIN, ...args], { cwd: config, env: { ...env, SVC_CONFIG_DIR: config, ...extra } });
 }

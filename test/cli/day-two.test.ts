@@ -1,6 +1,6 @@
-// Day-two commands through the `svc` binary against real services with real process workers: who a key acts
-// as (`svc whoami`), profiles (`svc login/logout`, --profile, SVC_PROFILE, the environment winning), and calling
-// endpoints from the terminal (`svc run`, `svc jobs`).
+// Day-two commands through the `svc` binary (or its entry point in the test's process) against real services with
+// real process workers: who a key acts as (`svc whoami`), profiles (`svc login/logout`, --profile, SVC_PROFILE, the
+// environment winning), and calling endpoints from the terminal (`svc run`, `svc jobs`).
 
 import { mkdirSync, mkdtempSync, rmSync, statSync, readFileSync, existsSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -11,7 +11,7 @@ import { createProcessDriver } from "../../src/drivers/process.js";
 import type { WorkerDriver } from "../../src/drivers/types.js";
 import { ExitCode } from "../../src/errors.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
-import { runProgram, SVC_BIN } from "../cli-output.js";
+import { pathWithFailingCriu, runCliInProcess, runProgram, SVC_BIN } from "../cli-output.js";
 import { runInPty } from "../pty.js";
 import { buildTestArtifact, FIXTURE_ENDPOINTS } from "../runtime/artifact.js";
 
@@ -25,11 +25,22 @@ let other: Service;
 let driver: WorkerDriver;
 let fns: DeployedEndpoint;
 
-/** The CLI with a clean environment: no SVC_* or CI from this process, profiles in the test's config dir. */
-function svc(args: string[], extra: Record<string, string> = {}, input?: string) {
+/** A clean environment for the CLI: no SVC_* or CI from this process, profiles in the test's config dir. */
+function cliEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI") delete env[k];
-  return runProgram(process.execPath, [SVC_BIN, ...args], { cwd: work, env: { ...env, SVC_CONFIG_DIR: config, ...extra }, input });
+  return { ...env, SVC_CONFIG_DIR: config, ...extra };
+}
+/** The `svc` binary (node bin/svc.js), `input` on its standard input. */
+function svcBinary(args: string[], extra: Record<string, string> = {}, input?: string) {
+  return runProgram(process.execPath, [SVC_BIN, ...args], { cwd: work, env: cliEnv(extra), input });
+}
+/**
+ * A command's output and exit code: through the CLI's entry point in this process, or the binary when it reads
+ * standard input.
+ */
+function svc(args: string[], extra: Record<string, string> = {}, input?: string) {
+  return input === undefined ? runCliInProcess(args, { cwd: work, env: cliEnv(extra) }) : svcBinary(args, extra, input);
 }
 const asAdmin = {
   get SVC_API_URL() {
@@ -64,7 +75,7 @@ afterAll(async () => {
 
 describe("svc whoami", () => {
   it("names the service, the user, the key and its scopes", async () => {
-    const admin = await svc(["whoami", "--json"], { SVC_API_URL: service.url, SVC_API_KEY: KEY });
+    const admin = await svcBinary(["whoami", "--json"], { SVC_API_URL: service.url, SVC_API_KEY: KEY });
     expect(admin.code).toBe(0);
     expect(JSON.parse(admin.stdout)).toMatchObject({
       url: service.url,
@@ -117,13 +128,14 @@ describe("profiles", () => {
     expect(JSON.parse(staging.stdout)).toMatchObject({ profile: "staging", current: false, url: other.url });
 
     // No environment: the current profile; --profile or SVC_PROFILE: the named one.
-    const who = async (args: string[], extra: Record<string, string> = {}) =>
-      JSON.parse((await svc([...args, "whoami", "--json"], extra)).stdout) as { url: string; via: string };
+    const who = async (args: string[], extra: Record<string, string> = {}, run = svc) =>
+      JSON.parse((await run([...args, "whoami", "--json"], extra)).stdout) as { url: string; via: string };
     expect(await who([])).toMatchObject({ url: service.url, via: 'profile "default"' });
     // A .env copied from a template's .env.example and not filled in yet: an empty setting is no setting.
     writeFileSync(join(work, ".env"), "SVC_API_URL=\nSVC_API_KEY=\n");
     try {
-      expect(await who([])).toMatchObject({ url: service.url, via: 'profile "default"' });
+      // The binary: a process reads a directory's .env once.
+      expect(await who([], {}, svcBinary)).toMatchObject({ url: service.url, via: 'profile "default"' });
     } finally {
       rmSync(join(work, ".env"));
     }
@@ -258,12 +270,12 @@ describe("human times and terminal output", () => {
   });
 
   it("svc doctor marks findings with symbols and colour on a terminal, words when piped", async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_URL: service.url, SVC_API_KEY: KEY, SVC_CONFIG_DIR: config };
+    const env: NodeJS.ProcessEnv = { ...process.env, SVC_API_URL: service.url, SVC_API_KEY: KEY, SVC_CONFIG_DIR: config, PATH: pathWithFailingCriu() };
     delete env.NO_COLOR;
     delete env.CI;
     const tty = await runInPty([process.execPath, SVC_BIN, "doctor"], env);
     expect(tty.output).toMatch(/\u001b\[32m✔\u001b\[39m service /);
-    const piped = await svc(["doctor"], { SVC_API_URL: service.url, SVC_API_KEY: KEY });
+    const piped = await svc(["doctor"], { SVC_API_URL: service.url, SVC_API_KEY: KEY, PATH: pathWithFailingCriu() });
     expect(piped.stdout).toMatch(/^ok {3}service /m);
     expect(piped.stdout).not.toContain("\u001b[");
   });

@@ -1,6 +1,7 @@
 // What the `svc` binary says, and the exit code it gives, when something is wrong: API errors carry a line
 // saying what to do, a path in the way of `svc init`, an SVC_API_URL that is not an svc service, and help
-// printed instead of running a command. Each runs node bin/svc.js against real servers on 127.0.0.1.
+// printed instead of running a command. Each runs the CLI (node bin/svc.js, or its entry point in the test's
+// process) against real servers on 127.0.0.1.
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cliAgainstTestService } from "../cli-output.js";
@@ -12,7 +13,12 @@ import { ExitCode } from "../../src/errors.js";
 import { call } from "../service/helpers.js";
 
 const cli = cliAgainstTestService("svc-cli-errors-");
-const svc = (args: string[], extra: Record<string, string> = {}) => cli.svc(args, { CI: "true", ...extra });
+/**
+ * The CLI's entry point in this process: what each command prints and its exit code, as the binary's. The binary
+ * itself runs the 401 case and `svc` alone.
+ */
+const svc = (args: string[], extra: Record<string, string> = {}) => cli.inProcess(args, { CI: "true", ...extra });
+const svcBinary = (args: string[], extra: Record<string, string> = {}) => cli.svc(args, { CI: "true", ...extra });
 
 describe("updates with nothing to change", () => {
   it("are wrong usage (exit 2) before any request, naming where the settings are", async () => {
@@ -30,7 +36,7 @@ describe("updates with nothing to change", () => {
 
 describe("API errors say what to do", () => {
   it("401 (a key the service does not know) points at SVC_API_KEY and the admin key", async () => {
-    const r = await svc(["volume", "list"], { SVC_API_KEY: "not-the-key" });
+    const r = await svcBinary(["volume", "list"], { SVC_API_KEY: "not-the-key" });
     expect(r.code).toBe(ExitCode.api);
     expect(r.stderr).toContain("error: the service answered 401 Unauthorized");
     expect(r.stderr).toContain("Check SVC_API_KEY (in the environment or a .env file)");
@@ -123,7 +129,7 @@ describe("help printed instead of running a command", () => {
   });
 
   it("is success when asked for: svc alone, --help, help <command>", async () => {
-    const bare = await svc([]);
+    const bare = await svcBinary([]);
     expect(bare.code).toBe(0);
     expect(bare.stdout + bare.stderr).toContain("Usage: svc");
     expect((await svc(["--help"])).code).toBe(0);

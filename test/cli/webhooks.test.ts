@@ -1,5 +1,6 @@
-// `svc endpoint webhook ...` and the delivery log in `svc jobs status` / `svc jobs get`, through the svc binary
-// against a real service, a protocol worker and a receiver on 127.0.0.1 that refuses the first attempt.
+// `svc endpoint webhook ...` and the delivery log in `svc jobs status` / `svc jobs get`, through the svc binary (and
+// its entry point in the test's process) against a real service, a protocol worker and a receiver on 127.0.0.1
+// that refuses the first attempt.
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -7,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Webhook } from "standardwebhooks";
-import { runProgram, SVC_BIN } from "../cli-output.js";
+import { runCliInProcess, runProgram, SVC_BIN } from "../cli-output.js";
 import { call, manifest, ProtocolWorker, resource, startTestService, until, type TestService } from "../service/helpers.js";
 
 let t: TestService;
@@ -16,14 +17,14 @@ let receiver: Server;
 let hookUrl: string;
 const bodies: Array<{ body: string; headers: Record<string, string> }> = [];
 
-function svc(args: string[]) {
+function cliEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
   for (const k of Object.keys(env)) if (k.startsWith("SVC_") || k === "CI") delete env[k];
-  return runProgram(process.execPath, [SVC_BIN, ...args], {
-    cwd: config,
-    env: { ...env, SVC_CONFIG_DIR: config, SVC_API_URL: t.service.url, SVC_API_KEY: t.key },
-  });
+  return { ...env, SVC_CONFIG_DIR: config, SVC_API_URL: t.service.url, SVC_API_KEY: t.key };
 }
+/** The binary, for the first command; the others through the CLI's entry point in this process (output, exit code). */
+const svcBinary = (args: string[]) => runProgram(process.execPath, [SVC_BIN, ...args], { cwd: config, env: cliEnv() });
+const svc = (args: string[]) => runCliInProcess(args, { cwd: config, env: cliEnv() });
 
 beforeAll(async () => {
   config = mkdtempSync(join(tmpdir(), "svc-cli-webhooks-"));
@@ -50,7 +51,7 @@ it("sets an endpoint's events, rotates its secret (printed once), and shows a jo
   const [endpoint] = await t.service.deploy({ app: "clihooks", env: "prod", manifest: manifest({ h: resource() }, "clihooks"), artifactPath: t.artifact });
   const id = endpoint!.id;
 
-  const shown = await svc(["endpoint", "webhook", "show", id]);
+  const shown = await svcBinary(["endpoint", "webhook", "show", id]);
   expect(shown.code).toBe(0);
   expect(shown.stdout).toMatch(/^events\s+completed, failed \(default\)$/m);
   expect(shown.stdout).toMatch(/^signingSecret\s+none yet/m);

@@ -147,8 +147,9 @@ describe.skipIf(!haveChromium)("the console's GPU views in a browser", () => {
   it("says why an endpoint waits, as the service says it, and follows it when the GPU frees", async () => {
     await page.goto(`${service.url}/console/#/endpoints/${waiterId}`);
     await page.getByRole("heading", { name: "rest-4090", level: 1 }).waitFor();
-    // A job wants a worker; the one 4090 is `only`'s.
-    const job = (await call(`${service.url}/v2/${waiterId}/run`, { key: KEY, body: { input: { ms: 15_000 } } })).body.id as string;
+    // A job wants a worker; the one 4090 is `only`'s. Once it runs, its worker holds the GPU for the job and its idle
+    // timeout (5 s) after: several of the page's 2 s refreshes.
+    const job = (await call(`${service.url}/v2/${waiterId}/run`, { key: KEY, body: { input: { ms: 5_000 } } })).body.id as string;
     const reason = page.locator('[data-status="waiting"] [data-field="wait-reason"]');
     await reason.waitFor();
     expect(await reason.textContent()).toBe(WAIT_REASON);

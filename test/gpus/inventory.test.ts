@@ -7,7 +7,7 @@ import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readInventory } from "../../src/gpus/inventory.js";
-import { runProgram, SVC_BIN } from "../cli-output.js";
+import { pathWithFailingCriu, runProgram, SVC_BIN } from "../cli-output.js";
 
 const FAKE_DIR = fileURLToPath(new URL("../fakes/gpu", import.meta.url));
 /** This process's environment with the fake first on PATH (node stays reachable for its #! line). */
@@ -83,6 +83,7 @@ describe("svc doctor with nvidia-smi on PATH", () => {
       cwd: scratch,
       env: {
         ...env,
+        PATH: pathWithFailingCriu(env.PATH),
         NO_COLOR: "1",
         SVC_CONFIG_DIR: scratch,
         SVC_API_URL: "http://127.0.0.1:9",

@@ -1,6 +1,6 @@
-// `svc volume|template|endpoint|keys` as a user runs them (compiled: node bin/svc.js) against a real service:
-// --json results on stdout, human tables otherwise, and API problems (detail and each `errors` entry) on
-// stderr with the API exit code.
+// `svc volume|template|endpoint|keys` as a user runs them (compiled: node bin/svc.js; most through its entry point
+// in the test's process) against a real service: --json results on stdout, human tables otherwise, and API
+// problems (detail and each `errors` entry) on stderr with the API exit code.
 
 import { expect, it } from "vitest";
 import { cliAgainstTestService } from "../cli-output.js";
@@ -8,16 +8,20 @@ import { ExitCode } from "../../src/errors.js";
 import { call } from "../service/helpers.js";
 
 const cli = cliAgainstTestService("svc-mgmt-cli-");
-/** `svc args...` with the service's admin key, or with `key`. */
-const svc = (args: string[], key?: string) => cli.svc(args, key === undefined ? {} : { SVC_API_KEY: key });
+/**
+ * `svc args...` with the service's admin key, or with `key`: the CLI's entry point in this process (what each
+ * command prints and its exit code). The binary runs the commands that read standard input, and the first volume's
+ * create and list.
+ */
+const svc = (args: string[], key?: string) => cli.inProcess(args, key === undefined ? {} : { SVC_API_KEY: key });
 
 it("creates, lists, gets, updates and deletes volumes", async () => {
-  const created = await svc(["volume", "create", "--name", "models", "--size", "40", "--json"]);
+  const created = await cli.svc(["volume", "create", "--name", "models", "--size", "40", "--json"]);
   expect(created.code).toBe(0);
   const volume = JSON.parse(created.stdout);
   expect(volume).toEqual({ id: expect.stringMatching(/^vol/), name: "models", size: 40, dataCenter: "local", type: "STANDARD" });
 
-  const list = await svc(["volume", "list"]);
+  const list = await cli.svc(["volume", "list"]);
   expect(list.stdout).toMatch(/^ID\s+NAME\s+SIZE\s+DATA CENTER\s+TYPE$/m);
   expect(list.stdout).toMatch(new RegExp(`^${volume.id}\\s+models\\s+40 GB\\s+local\\s+STANDARD$`, "m"));
   // Sizes with their units for a person; the API's numbers under --json.

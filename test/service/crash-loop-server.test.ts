@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startServerProcess, type ServerProcess } from "../server-process.js";
 import { call, until } from "./helpers.js";
+import { pathWithFailingCriu } from "../cli-output.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "crash-loop-server-admin-key";
@@ -23,7 +24,7 @@ function svc(args: string[]) {
   for (const k of Object.keys(base)) if (k.startsWith("SVC_")) delete base[k];
   return spawnSync(process.execPath, [join(repo, "bin", "svc.js"), ...args], {
     cwd: join(work, "app"),
-    env: { ...base, SVC_API_URL: server.url, SVC_API_KEY: KEY },
+    env: { ...base, SVC_API_URL: server.url, SVC_API_KEY: KEY, ...(args[0] === "doctor" ? { PATH: pathWithFailingCriu() } : {}) },
     encoding: "utf8",
     timeout: 120_000,
   });

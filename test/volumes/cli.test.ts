@@ -1,6 +1,6 @@
-// `svc volume keys|cp|ls|rm` as a user runs them (compiled: node bin/svc.js; build first) against a real
-// service: keys print what S3 clients need; files go up and come back through the S3 API with the CLI's own
-// API key; another user's volume is refused.
+// `svc volume keys|cp|ls|rm` as a user runs them (compiled: node bin/svc.js, build first; most through its entry
+// point in the test's process) against a real service: keys print what S3 clients need; files go up and come
+// back through the S3 API with the CLI's own API key; another user's volume is refused.
 
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -10,7 +10,11 @@ import { call } from "../service/helpers.js";
 import { ExitCode } from "../../src/errors.js";
 
 const cli = cliAgainstTestService("svc-volume-files-cli-");
-const svc = (args: string[], key?: string) => cli.svc(args, key === undefined ? {} : { SVC_API_KEY: key });
+/**
+ * The CLI's entry point in this process (what each command prints and its exit code); the binary runs the first
+ * copy up, whose stderr must say which service it talks to and nothing else.
+ */
+const svc = (args: string[], key?: string) => cli.inProcess(args, key === undefined ? {} : { SVC_API_KEY: key });
 
 it("svc volume keys create --json prints accessKeyId, secretAccessKey, endpoint and region; list and revoke", async () => {
   const volume = JSON.parse((await svc(["volume", "create", "--name", "keys-vol", "--size", "10", "--json"])).stdout);
@@ -41,7 +45,7 @@ it("svc volume cp up and back (a file, a folder), ls (one level, --recursive, --
   writeFileSync(join(cwd, "tokenizer", "vocab.txt"), "a b c");
   writeFileSync(join(cwd, "tokenizer", "extra", "merges.txt"), "ab");
 
-  const up = await svc(["volume", "cp", "weights.bin", "models:llama/"]);
+  const up = await cli.svc(["volume", "cp", "weights.bin", "models:llama/"]);
   // stderr says which service it talks to, and nothing else.
   expect(up.stderr).toMatch(/^service: http:\/\/127\.0\.0\.1:\d+ \(SVC_API_URL\)\n$/);
   expect(up.code).toBe(0);
