@@ -2,7 +2,7 @@
 // checkout, and deployed through the `svc` binary to a running service.
 
 import { execFile } from "node:child_process";
-import { cpSync, mkdirSync, symlinkSync } from "node:fs";
+import { cpSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -14,6 +14,16 @@ const repo = fileURLToPath(new URL("..", import.meta.url));
 export function copyFixture(name: string, work: string): string {
   const project = join(work, name);
   cpSync(join(repo, "fixtures", name), project, { recursive: true });
+  mkdirSync(join(project, "node_modules"));
+  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
+  return project;
+}
+
+/** An empty project `name` at `work/app`, with a `src/` to write its code into and `svc` resolving to this checkout; its path. */
+export function emptyProject(work: string, name: string): string {
+  const project = join(work, "app");
+  mkdirSync(join(project, "src"), { recursive: true });
+  writeFileSync(join(project, "package.json"), JSON.stringify({ name, private: true, type: "module" }));
   mkdirSync(join(project, "node_modules"));
   symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
   return project;

@@ -6,7 +6,7 @@
 // Real service, real process workers.
 
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,6 +15,7 @@ import { createProcessDriver } from "../../src/drivers/process.js";
 import { readInventory } from "../../src/gpus/inventory.js";
 import { startService, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
+import { emptyProject } from "../fixture-project.js";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const KEY = "gpu-release-admin-key";
@@ -51,15 +52,6 @@ async function gpuHost(prefix: string, gpus: object[], releaseStartTimeoutMs: nu
 }
 
 /** An app's project in `dir`/app (the svc package linked), its sources to write under src/. */
-function appProject(dir: string, name: string): string {
-  const project = join(dir, "app");
-  mkdirSync(join(project, "src"), { recursive: true });
-  writeFileSync(join(project, "package.json"), JSON.stringify({ name, private: true, type: "module" }));
-  mkdirSync(join(project, "node_modules"));
-  symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
-  return project;
-}
-
 let host: Awaited<ReturnType<typeof gpuHost>>;
 let dir: string;
 let service: Service;
@@ -79,7 +71,7 @@ async function deploy() {
 beforeAll(async () => {
   host = await gpuHost("svc-gpu-release-", [RTX_4090], 30_000);
   ({ dir, service } = host);
-  appProject(dir, "gpu-release");
+  emptyProject(dir, "gpu-release");
 }, 60_000);
 afterAll(async () => {
   await host?.close();
@@ -115,7 +107,7 @@ it("a release whose new GPU endpoint finds every GPU held says it waits for a GP
   const full = await gpuHost("svc-gpu-wait-", [RTX_4090], 6000);
   const waitService = full.service;
   try {
-    const project = appProject(full.dir, "gpu-wait");
+    const project = emptyProject(full.dir, "gpu-wait");
     // Each endpoint in a file of its own: adding extra leaves card's code as it was (the release does not replace it).
     const write = (name: string, workers: string) =>
       writeFileSync(
@@ -167,7 +159,7 @@ it("a release whose endpoints together need more GPUs than the host has goes thr
   const together = await gpuHost("svc-gpu-together-", [H100, H100, RTX_4090], 30_000);
   const host = together.service;
   try {
-    const project = appProject(together.dir, "gpu-together");
+    const project = emptyProject(together.dir, "gpu-together");
     const endpoint = (name: string, gpu: string, extra = "") =>
       `export const ${name} = Endpoint({ name: "${name}", gpu: ${gpu}, ${extra}workers: [0, 1] })(async function ${name}() { return { cuda: process.env.CUDA_VISIBLE_DEVICES }; });\n`;
     // The environment first (its releases are read while the next one starts), then the three GPU endpoints.

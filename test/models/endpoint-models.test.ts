@@ -4,7 +4,7 @@
 // cache the service filled; a REST endpoint naming a model the hub does not have waits, says why, and keeps its
 // job queued until the model can be fetched.
 
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,6 +14,7 @@ import { buildProject } from "../../src/build/index.js";
 import { createProcessDriver } from "../../src/drivers/process.js";
 import { startService, type DeployedEndpoint, type Service } from "../../src/service/index.js";
 import { call, until } from "../service/helpers.js";
+import { emptyProject } from "../fixture-project.js";
 import { type FakeHub, sha256, startFakeHub } from "../fakes/hf-hub.js";
 import { huggingfaceHubPython } from "./python-hf.js";
 
@@ -128,11 +129,7 @@ it("a release whose endpoint names a model still downloading waits for it past i
     models: { hub: slowHub.url, retryMs: 300 },
   });
   try {
-    const project = join(own, "app");
-    mkdirSync(join(project, "src"), { recursive: true });
-    mkdirSync(join(project, "node_modules"));
-    symlinkSync(join(repo, "packages", "svc"), join(project, "node_modules", "svc"), "dir");
-    writeFileSync(join(project, "package.json"), JSON.stringify({ name: "slow-model", private: true, type: "module" }));
+    const project = emptyProject(own, "slow-model");
     const deployNow = async () => {
       const build = await buildProject(project);
       return releasing.deploy({ app: "slow-model", env: "prod", manifest: build.manifest, artifactPath: build.artifactPath });
