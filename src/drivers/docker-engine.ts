@@ -87,3 +87,17 @@ export function dockerNamePart(value: string, maxLength = 40): string {
     .slice(0, maxLength);
   return cleaned || "x";
 }
+
+/**
+ * What `make` resolves to, made once per `key` and shared by every caller meanwhile; a failure is forgotten, so the
+ * next call tries again. The driver's engine, images, networks, forwarders and volumes are each made so.
+ */
+export function memo<T>(cache: Map<string, Promise<T>>, key: string, make: () => Promise<T>): Promise<T> {
+  let pending = cache.get(key);
+  if (!pending) {
+    pending = make();
+    cache.set(key, pending);
+    pending.catch(() => cache.delete(key));
+  }
+  return pending;
+}

@@ -1,8 +1,8 @@
 // The pool of pre-booted worker containers a Docker driver keeps (docs/cold-start.md): booting them on the pool's
 // network, replacing those that end before a claim (until they keep failing), handing one out to a cold start,
-// and removing them at close. The claim itself (making a pool container an endpoint's worker) stays with the
-// driver (docker.ts), which owns the workers; the pure parts (which launch may claim, the claim's environment,
-// the artifact cache) are in docker-pool.ts.
+// and removing them at close. The claim itself (making a pool container an endpoint's worker) is docker-claim.ts's,
+// called by the driver (docker.ts), which owns the workers; the pure parts (which launch may claim, the claim's
+// environment, the artifact cache) are in docker-pool.ts.
 
 import { randomBytes } from "node:crypto";
 import type Docker from "dockerode";

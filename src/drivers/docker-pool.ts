@@ -2,7 +2,7 @@
 // image with the runtime loaded and no endpoint, waiting for a claim on their stdin (src/runtime/claim.ts). This
 // module holds the pure parts (what a pool container is, which launches may claim one, the claim's environment,
 // the names that say who claimed a container) and the node's artifact cache they read artifacts from; the pool
-// itself and its engine calls are docker-pool-engine.ts's, the claim the driver's (docker.ts).
+// itself and its engine calls are docker-pool-engine.ts's, the claim docker-claim.ts's.
 
 import { createHash, createHmac } from "node:crypto";
 import { copyFile, chmod, link, mkdir, rename, rm, stat } from "node:fs/promises";

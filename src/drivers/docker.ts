@@ -5,21 +5,27 @@
 // labelled (svc.managed, svc.app, svc.env, svc.endpoint, svc.session, svc.worker) so a crashed session can be
 // cleaned up by label (cleanupStale). With `pool`, containers are also started ahead of need and claimed by cold
 // starts (docker-pool.ts, docs/cold-start.md). See docs/docker.md.
+//
+// This module is the driver's container life: a worker's start, from the image to a started container, and the
+// driver's close. Beside it: its networks and forwarders (docker-networks.ts), a worker container's handle
+// (docker-worker.ts), the claim of a pre-booted container (docker-claim.ts) and what an earlier run left
+// (docker-adopt.ts).
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, rmSync } from "node:fs";
 import type Docker from "dockerode";
 import { errorMessage, UserError } from "../errors.js";
-import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, labelFilter, LABELS } from "./docker-engine.js";
-import { startForwarder, type Forwarder } from "./docker-forwarder.js";
+import { removeLeftovers } from "./docker-adopt.js";
+import { claim } from "./docker-claim.js";
+import { connectDocker, dockerMessage, dockerNamePart, dockerStatus, LABELS, memo } from "./docker-engine.js";
 import { cleanupStale, detectGpuSupport, stagedArtifactsDir } from "./docker-host.js";
 import { pipeLogs } from "./docker-logs.js";
-import { ArtifactCache, claimedName, removeArtifactsDir, claimEnvironment, parseClaimedName, poolRefusal } from "./docker-pool.js";
-import { createContainerPool, type PooledContainer } from "./docker-pool-engine.js";
+import { createDockerNetworks } from "./docker-networks.js";
+import { ArtifactCache, removeArtifactsDir, poolRefusal } from "./docker-pool.js";
+import { createContainerPool } from "./docker-pool-engine.js";
 import {
   containerCreateOptions,
   containerLabels,
-  exitFromStatus,
   gpuDecision,
   isLoopbackUrl,
   LB_CONTAINER_PORT,
@@ -38,8 +44,11 @@ import { ensureWorkerImage } from "./images.js";
 import { registryWorkerImage } from "./registry.js";
 import { pullImage } from "./registry-auth.js";
 import { prepareVolumeDir } from "./volume-dir.js";
-import { DEFAULT_CONTAINER_LIMITS, describeRuntime, dockerResources, WORKER_UID, type ContainerLimits } from "./isolation.js";
-import type { AdoptedWorker, WorkerDriver, WorkerExit, WorkerHandle, WorkerLaunch } from "./types.js";
+import { watchWorker, type DockerWorkerHandle, type StartedContainer } from "./docker-worker.js";
+import { DEFAULT_CONTAINER_LIMITS, describeRuntime, WORKER_UID, type ContainerLimits } from "./isolation.js";
+import type { WorkerDriver, WorkerLaunch } from "./types.js";
+
+export type { DockerWorkerHandle } from "./docker-worker.js";
 
 export interface DockerDriverOptions {
   /** Engine client (default: DOCKER_HOST or the local socket). */
@@ -96,13 +105,6 @@ export interface DockerDriverOptions {
   limits?: Partial<ContainerLimits>;
 }
 
-export interface DockerWorkerHandle extends WorkerHandle {
-  readonly containerId: string;
-  readonly containerName: string;
-  /** Published ports: container port -> host port on 127.0.0.1. */
-  readonly ports: Record<number, number>;
-}
-
 export interface DockerDriver extends WorkerDriver {
   readonly name: "docker";
   readonly session: string;
@@ -113,24 +115,6 @@ export interface DockerDriver extends WorkerDriver {
   pooledContainers(): string[];
   /** How worker containers are confined here, in one line (the runtime the engine runs them under included). */
   isolation(): Promise<string>;
-}
-
-interface NetworkState {
-  name: string;
-  id: string;
-  gateway: string;
-  subnet: string;
-  created: boolean;
-}
-
-function memo<T>(cache: Map<string, Promise<T>>, key: string, make: () => Promise<T>): Promise<T> {
-  let pending = cache.get(key);
-  if (!pending) {
-    pending = make();
-    cache.set(key, pending);
-    pending.catch(() => cache.delete(key));
-  }
-  return pending;
 }
 
 function randomSession(): string {
@@ -153,8 +137,6 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
   };
   const engines = new Map<string, Promise<Docker>>();
   const images = new Map<string, Promise<string>>();
-  const networks = new Map<string, Promise<NetworkState>>();
-  const forwarders = new Map<string, Promise<Forwarder>>();
   const volumes = new Map<string, Promise<string>>();
   const workers = new Map<string, DockerWorkerHandle>();
   const starting = new Set<Promise<unknown>>();
@@ -182,6 +164,8 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       }
       return docker;
     });
+
+  const networks = createDockerNetworks({ engine, session, scope: networkScope, labels: options.labels });
 
   // Containers must not outlive the service when it exits without close() (an uncaught error): an exit
   // handler cannot wait for the engine API, so use the docker CLI synchronously when there is one.
@@ -220,45 +204,6 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       return explicit;
     });
 
-  const networkFor = (name: string, launch: Pick<WorkerLaunch, "app" | "env"> | undefined) =>
-    memo(networks, name, async () => {
-      const docker = await engine();
-      let created = false;
-      let info: Docker.NetworkInspectInfo;
-      try {
-        info = (await docker.getNetwork(name).inspect()) as Docker.NetworkInspectInfo;
-      } catch (err) {
-        if (dockerStatus(err) !== 404) throw err;
-        const labels: Record<string, string> = { ...options.labels, [LABELS.managed]: "true", [LABELS.session]: session };
-        if (networkScope === "app-env" && launch) Object.assign(labels, { [LABELS.app]: launch.app, [LABELS.env]: launch.env });
-        try {
-          await docker.createNetwork({ Name: name, Driver: "bridge", CheckDuplicate: true, Labels: labels });
-          created = true;
-        } catch (createErr) {
-          // Another driver created it meanwhile: use theirs.
-          if (dockerStatus(createErr) !== 409) throw createErr;
-        }
-        info = (await docker.getNetwork(name).inspect()) as Docker.NetworkInspectInfo;
-      }
-      const ipam = info.IPAM?.Config?.find((c) => c.Gateway && c.Subnet && !c.Subnet.includes(":"));
-      if (!ipam?.Gateway || !ipam.Subnet) throw new UserError(`Docker network ${name} has no IPv4 gateway; svc cannot connect its workers to the service`);
-      return { name, id: info.Id, gateway: ipam.Gateway, subnet: ipam.Subnet, created };
-    });
-
-  const forwarderFor = (network: NetworkState, apiUrl: string) => {
-    const target = new URL(apiUrl);
-    const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));
-    const targetHost = target.hostname.replace(/^\[|\]$/g, "");
-    return memo(forwarders, `${network.name}|${targetHost}|${port}`, () =>
-      startForwarder({
-        listenHost: network.gateway,
-        subnet: network.subnet,
-        targetHost: targetHost === "localhost" ? "127.0.0.1" : targetHost,
-        targetPort: port,
-      }),
-    );
-  };
-
   const volumeNamed = (volume: { name: string; key: string }, launch: WorkerLaunch) =>
     memo(volumes, volume.name, async () => {
       const docker = await engine();
@@ -290,11 +235,11 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     // An image the engine lacks is pulled first, with the template's credentials (a failed pull says why).
     if (launch.image && !(await hasImage(docker, launch.image))) await pullImage(docker, launch.image, launch.registryAuth);
     const networkName = networkNameFor(networkScope, launch, session);
-    let network = await networkFor(networkName, launch);
+    let network = await networks.networkFor(networkName, launch);
     let apiUrl = launch.apiUrl;
     let serviceHostIp: string | undefined;
     if (isLoopbackUrl(launch.apiUrl)) {
-      const forwarder = await forwarderFor(network, launch.apiUrl);
+      const forwarder = await networks.forwarderFor(network, launch.apiUrl);
       const url = new URL(launch.apiUrl);
       url.hostname = SERVICE_HOST_ALIAS;
       url.port = String(forwarder.port);
@@ -306,7 +251,8 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       const taken = refusal === undefined ? await pool.take(imageKindOf(launch.computeType)) : undefined;
       if (taken) {
         try {
-          return await claim(docker, taken, launch, network, apiUrl);
+          const claimed = await claim(docker, taken, launch, network, apiUrl, { artifacts: pool.artifacts, limits, log });
+          return track(taken.container, launch, claimed);
         } catch (err) {
           // It never became this worker (the claim did not reach it): gone, and a fresh container instead.
           log(`could not claim pre-booted container ${taken.name} for worker ${launch.workerId}: ${errorMessage(err)}; starting a fresh container`);
@@ -351,8 +297,8 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     } catch (err) {
       // The shared network was removed by another driver's close() between our inspect and create: once more.
       if (dockerStatus(err) !== 404 || !/network/i.test(dockerMessage(err))) throw err;
-      networks.delete(networkName);
-      network = await networkFor(networkName, launch);
+      networks.forget(networkName);
+      network = await networks.networkFor(networkName, launch);
       container = await docker.createContainer(containerCreateOptions(launch, { ...plan, network: network.name }));
     }
 
@@ -374,93 +320,14 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       const hostPort = bindings?.[0]?.HostPort;
       if (hostPort) ports[Number.parseInt(key, 10)] = Number(hostPort);
     }
-    return watchWorker(container, launch, { name: plan.name, ports, containerIp, streamsDone, status: container.wait() as Promise<{ StatusCode: number }> });
+    return track(container, launch, { name: plan.name, ports, containerIp, streamsDone, status: container.wait() as Promise<{ StatusCode: number }> });
   }
 
-  /** The handle of a started worker container: its exit watched, the container removed once it has exited. */
-  function watchWorker(
-    container: Docker.Container,
-    launch: WorkerLaunch,
-    started: { name: string; ports: Record<number, number>; containerIp?: string; streamsDone: Promise<void>; status: Promise<{ StatusCode: number }> },
-  ): DockerWorkerHandle {
-    const { ports, containerIp, streamsDone } = started;
-    const exited: Promise<WorkerExit> = (async () => {
-      let exit: WorkerExit;
-      try {
-        const result = await started.status;
-        exit = exitFromStatus(result.StatusCode);
-      } catch (err) {
-        // The container vanished under us (removed by hand, engine restarted).
-        launch.onLog({ ts: Date.now(), stream: "stderr", text: `[svc] lost the worker container: ${dockerMessage(err)}` });
-        exit = { code: null, signal: null };
-      }
-      // Let the last lines (a crash's stack) reach onLog before the exit is reported.
-      await Promise.race([streamsDone, new Promise((r) => setTimeout(r, 1000).unref())]);
-      await container.remove({ force: true }).catch(() => undefined /* already gone, or left for close() to remove */);
-      workers.delete(launch.workerId);
-      return exit;
-    })();
-
-    const handle: DockerWorkerHandle = {
-      workerId: launch.workerId,
-      containerId: container.id,
-      containerName: started.name,
-      ports,
-      address: launch.loadBalanced && ports[LB_CONTAINER_PORT] ? `http://127.0.0.1:${ports[LB_CONTAINER_PORT]}` : undefined,
-      directAddress:
-        launch.loadBalanced && containerIp ? `http://${containerIp.includes(":") ? `[${containerIp}]` : containerIp}:${LB_CONTAINER_PORT}` : undefined,
-      exited,
-      stop(graceMs) {
-        // docker stop: SIGTERM (forwarded by docker-init to the runtime, which drains), SIGKILL after t seconds.
-        void container.stop({ t: Math.max(1, Math.ceil(graceMs / 1000)) }).catch((err: unknown) => {
-          // Already stopped (304) or gone (404): its exit is all there is to wait for.
-          if (dockerStatus(err) !== 304 && dockerStatus(err) !== 404)
-            log(`could not stop container ${started.name} of worker ${launch.workerId}: ${dockerMessage(err)}`);
-        });
-        return exited;
-      },
-      kill() {
-        void container.kill().catch((err: unknown) => {
-          // Not running (409) or gone (404): nothing left to kill.
-          if (dockerStatus(err) !== 409 && dockerStatus(err) !== 404)
-            log(`could not kill container ${started.name} of worker ${launch.workerId}: ${dockerMessage(err)}`);
-        });
-      },
-    };
+  /** The handle of a started worker container, kept until the container is removed. */
+  function track(container: Docker.Container, launch: WorkerLaunch, started: StartedContainer): DockerWorkerHandle {
+    const handle = watchWorker(container, launch, started, { log, removed: () => workers.delete(launch.workerId) });
     workers.set(launch.workerId, handle);
     return handle;
-  }
-
-  // ---- pre-booted containers (docs/cold-start.md)
-
-  /**
-   * Make a pre-booted container this launch's worker: on the endpoint's network (when the pool's is another),
-   * its artifact staged in the node's cache, its whole environment written to the runtime's stdin. Renamed after
-   * its worker, so a later run of the service knows whose it was.
-   */
-  async function claim(docker: Docker, taken: PooledContainer, launch: WorkerLaunch, network: NetworkState, apiUrl: string): Promise<DockerWorkerHandle> {
-    const container = taken.container;
-    const moving = taken.network !== network.name;
-    // The pool's network has its own gateway: the svc-api alias (fixed at create) names that one, so a container
-    // that moves reaches the service at its new network's gateway by address.
-    const claimUrl = moving && new URL(apiUrl).hostname === SERVICE_HOST_ALIAS ? apiUrl.replace(`//${SERVICE_HOST_ALIAS}`, `//${network.gateway}`) : apiUrl;
-    // The endpoint's memory and CPU, set before its code can run: a pool container is booted before any endpoint.
-    const resources = dockerResources(launch.placement, limits);
-    const [artifact] = await Promise.all([
-      pool!.artifacts.stage(launch.artifactPath),
-      moving
-        ? docker.getNetwork(network.id).connect({ Container: container.id, EndpointConfig: { Aliases: [dockerNamePart(launch.endpointName)] } })
-        : undefined,
-      resources.Memory || resources.NanoCpus ? container.update(resources) : undefined,
-    ]);
-    taken.sink.onLog = launch.onLog;
-    taken.stream.write(`${JSON.stringify({ env: claimEnvironment(launch, claimUrl, artifact) })}\n`);
-    const name = claimedName(launch.endpointId, launch.workerId);
-    await Promise.all([
-      moving ? docker.getNetwork(taken.network).disconnect({ Container: container.id, Force: true }) : undefined,
-      name ? container.rename({ name }) : undefined,
-    ]).catch((err: unknown) => log(`worker ${launch.workerId}: ${dockerMessage(err)} (after its claim of pre-booted container ${taken.name})`));
-    return watchWorker(container, launch, { name: name ?? taken.name, ports: {}, streamsDone: taken.streamsDone, status: taken.status });
   }
 
   /** The network pool containers wait on: the session's when the driver has one network, else a pool network. */
@@ -479,7 +346,7 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     log,
     engine,
     imageFor,
-    networkFor,
+    networkFor: networks.networkFor,
     poolNetworkName,
     gpuSupport: async () => (gpu ??= options.gpuSupport ? Promise.resolve(options.gpuSupport) : detectGpuSupport(await engine())),
     isClosed: () => closed,
@@ -530,42 +397,15 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
     async adopt() {
       if (!options.stableSession) return [];
       const docker = await engine();
-      const leftovers = await docker.listContainers({ all: true, filters: labelFilter({ [LABELS.managed]: "true", [LABELS.session]: session }) });
-      const gone: AdoptedWorker[] = [];
-      for (const info of leftovers) {
-        let workerId = info.Labels[LABELS.worker];
-        let endpointId = info.Labels[LABELS.endpoint];
-        if (info.Labels[LABELS.pool] === "true") {
-          const name = (info.Names[0] ?? "").replace(/^\//, "");
-          // This run's own pool, or a container it claimed.
-          if (pool?.names.has(name) || [...workers.values()].some((w) => w.containerId === info.Id)) continue;
-          // A pre-booted container the killed run claimed: its name says for which worker (labels are fixed at
-          // create). One it never claimed is just removed.
-          const claimed = parseClaimedName(name);
-          if (!claimed) {
-            await docker
-              .getContainer(info.Id)
-              .remove({ force: true })
-              .catch((err: unknown) => {
-                if (dockerStatus(err) !== 404) throw err;
-              });
-            log(`removed pre-booted container ${name} left by an earlier run of the service`);
-            continue;
-          }
-          ({ workerId, endpointId } = claimed);
-        }
-        if (!workerId || !endpointId || workers.has(workerId)) continue;
-        await docker
-          .getContainer(info.Id)
-          .remove({ force: true })
-          .catch((err: unknown) => {
-            if (dockerStatus(err) !== 404) throw err;
-          });
-        log(`removed worker container ${info.Names[0] ?? info.Id} left by an earlier run of the service`);
-        const exited = Promise.resolve<WorkerExit>({ code: null, signal: "SIGKILL" });
-        gone.push({ endpointId, handle: { workerId, exited, stop: () => exited, kill: () => undefined }, ended: true });
-      }
-      return gone;
+      return removeLeftovers(
+        docker,
+        session,
+        {
+          container: (name, id) => pool?.names.has(name) === true || [...workers.values()].some((w) => w.containerId === id),
+          worker: (workerId) => workers.has(workerId),
+        },
+        log,
+      );
     },
     async close() {
       closed = true;
@@ -574,27 +414,12 @@ export function createDockerDriver(options: DockerDriverOptions = {}): DockerDri
       await pool?.close();
       const grace = options.closeGraceMs ?? 3000;
       await Promise.all([...workers.values()].map((handle) => handle.stop(grace)));
-      await Promise.all(
-        [...forwarders.values()].map((f) => f.then((fw) => fw.close()).catch(() => undefined /* a forwarder that never started has nothing to close */)),
-      );
-      forwarders.clear();
+      await networks.closeForwarders();
       if (ownBindArtifacts && !options.artifactCacheDir) await removeArtifactsDir(ownBindArtifacts.dir);
       if (engines.size === 0) return;
       const docker = await engine().catch(() => undefined /* no engine to reach: nothing of it to clean up */);
       if (!docker) return;
-      // Networks this driver used go when nothing else is attached (the engine refuses otherwise: another
-      // driver still uses the shared app/env network, and removes it when it closes).
-      for (const pending of networks.values()) {
-        const network = await pending.catch(() => undefined /* never made: nothing to remove */);
-        if (!network) continue;
-        await docker
-          .getNetwork(network.id)
-          .remove()
-          .catch((err: unknown) => {
-            if (dockerStatus(err) !== 404 && network.created) log(`left Docker network ${network.name} in place: ${dockerMessage(err)}`);
-          });
-      }
-      networks.clear();
+      await networks.removeNetworks(docker, log);
       // Anything of this session a failed start left behind; session volumes too.
       await cleanupStale({ [LABELS.session]: session }, { docker, volumes: volumeLifetime === "session", log }).catch((err: unknown) =>
         log(`cleanup of session ${session} failed: ${errorMessage(err)}`),
