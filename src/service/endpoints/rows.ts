@@ -26,7 +26,7 @@ export function engineEndpoint(row: EndpointRow): EngineEndpoint {
   };
 }
 
-/** Templates whose image is svc code: `svc://<app endpoint id>` (management/endpoints.ts). */
+/** Templates whose image is svc code: `svc://<app endpoint id>` (management/endpoint-plan.ts). */
 const CODE_IMAGE = "svc://";
 
 /**

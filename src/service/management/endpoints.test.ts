@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { needsRestart, planEndpointRow, planEndpointSpec } from "./endpoints.js";
+import { needsRestart, planEndpointRow, planEndpointSpec } from "./endpoint-plan.js";
 import type { RestEndpointSpec, TemplateRecord } from "./store.js";
 
 const template: TemplateRecord = { id: "tpl1", userId: "u", name: "t", imageName: "svc://abc", env: { T: "1" }, containerDiskInGb: 10, createdAt: 0 };
