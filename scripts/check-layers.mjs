@@ -35,6 +35,7 @@ const CORE = [
   `${SVC}secrets/index.ts`,
   `${SVC}secrets/store.ts`,
   `${SVC}lb/index.ts`,
+  `${SVC}lb/pool.ts`,
   `${SVC}lb/address.ts`,
   `${SVC}lb/balance.ts`,
   `${SVC}lb/ping.ts`,

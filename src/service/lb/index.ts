@@ -1,7 +1,7 @@
-// Load-balanced endpoints: the per-endpoint address, a pool of each endpoint's workers kept by their /ping
-// answers, least-outstanding-requests balancing, waiting (and scaling from zero) when no worker is ready, cold
-// start accounting, and the proxy itself (exchange.ts over upstream.ts; proxy.ts for https workers). The
-// endpoint's address is read in address.ts. docs/lb.md describes the behaviour.
+// Load-balanced endpoints: the requests to an endpoint's workers. Least-outstanding-requests balancing over the
+// pool (pool.ts: the workers, kept by their /ping answers), waiting (and scaling from zero) when no worker is
+// ready, cold start accounting, and the proxy itself (exchange.ts over upstream.ts; proxy.ts for https workers).
+// The endpoint's address is read in address.ts. docs/lb.md describes the behaviour.
 //
 //   {service}/lb/{endpoint_id}/<route path>          the endpoint's address
 //   Host: {endpoint_id}.lb.localhost[:port]           the same, by host name (any path)
@@ -10,16 +10,15 @@
 
 import type { Agent, IncomingMessage, ServerResponse } from "node:http";
 import { canUseJobs, type Principal } from "../keys/auth.js";
-import type { JobEngine, WorkerEntry } from "../engine/index.js";
+import type { JobEngine } from "../engine/index.js";
 import { Refusal } from "../../errors.js";
 import type { EndpointRow } from "../store/types.js";
 import { lbDemand, pickWorker } from "./balance.js";
-import { pingVerdict, probePing, type PingState } from "./ping.js";
-import { LB_CREDENTIAL_HEADER } from "../../lb-credential.js";
+import { noteWorker, WorkerPool, type PoolWorker } from "./pool.js";
 import { lbTarget } from "./address.js";
 import { forwardRaw, openExchange, type Downstream, type RawExchange } from "./exchange.js";
 import { forward, proxyAgent, type ProxyOutcome } from "./proxy.js";
-import { parseAddress, UpstreamPool, type UpstreamAddress } from "./upstream.js";
+import { UpstreamPool, type UpstreamAddress } from "./upstream.js";
 
 export type { Downstream } from "./exchange.js";
 export type { ProxyOutcome } from "./proxy.js";
@@ -27,11 +26,6 @@ export { checkPingPath, classifyPing, pingVerdict, probePing, type PingCheck, ty
 
 /** How long a request waits for a ready worker (cold start included) before a 503 problem. */
 export const LB_WAIT_MS_DEFAULT = 60_000;
-/** /ping of a worker not yet ready is asked this often; of a ready one, every READY_PING_MS. */
-const STARTING_PING_MS = 100;
-const READY_PING_MS = 1000;
-/** A ready worker leaves the pool after this many /ping failures in a row. */
-const PING_FAILURES_OUT = 2;
 
 /** A worker of the pool, as the LB front sees it. */
 export interface LbWorker {
@@ -39,30 +33,6 @@ export interface LbWorker {
   readonly endpointId: string;
   /** The header line (CRLF included) that carries its credential up; "" for a worker that asks none. */
   readonly credentialLine: string;
-}
-
-interface PoolWorker {
-  id: string;
-  endpointId: string;
-  address: string;
-  upstream: UpstreamAddress;
-  /** The local socket the worker says it also serves on (used when its driver gave it that one). */
-  claimedSocket: string | undefined;
-  /**
-   * What every request to it carries (lb-credential.ts): derived from the token it registered with. Undefined for
-   * a prebuilt image's worker, which has no token and checks nothing.
-   */
-  credential: string | undefined;
-  credentialLine: string;
-  /** The credential as /ping's headers. */
-  pingHeaders: Record<string, string> | undefined;
-  /** A refusal of its credential (401/403 to /ping) already logged. */
-  refusedSeen?: number;
-  state: PingState | "new";
-  inFlight: number;
-  failures: number;
-  nextProbe: number;
-  probing: boolean;
 }
 
 interface Waiter {
@@ -105,136 +75,29 @@ export function noWorkersRefusal(endpoint: Pick<EndpointRow, "id" | "app">, reas
   return new Refusal("unavailable", `Endpoint ${endpoint.id} has no workers and will get none: ${what}`);
 }
 
-/** A pool worker's credential fields: the value, its header line, its /ping headers. Pure. */
-function credentialFields(credential: string | undefined): Pick<PoolWorker, "credential" | "credentialLine" | "pingHeaders"> {
-  return credential === undefined
-    ? { credential, credentialLine: "", pingHeaders: undefined }
-    : { credential, credentialLine: `${LB_CREDENTIAL_HEADER}: ${credential}\r\n`, pingHeaders: { [LB_CREDENTIAL_HEADER]: credential } };
-}
-
 export class LbRouter {
   readonly coldStarts = new Map<string, { count: number; lastMs: number | null }>();
-  private readonly workers = new Map<string, PoolWorker>();
-  /**
-   * Direct addresses (a container's IP) a worker answered at: the proxy's choice, kept over a re-register. Where
-   * a worker is reachable is the worker registry's (`WorkerEntry.reach`, `.serves`); which of those works is this.
-   */
-  private readonly directInUse = new Map<string, string>();
-  /** Workers whose direct address was tried already (it is tried once). */
-  private readonly directTried = new Set<string>();
+  /** The pool's workers (pool.ts), read here as they are: no call on a request's way. */
+  private readonly workers: ReadonlyMap<string, PoolWorker>;
+  private readonly workerPool: WorkerPool;
   private readonly waiters = new Map<string, Waiter[]>();
   private readonly lastPicked = new Map<string, string>();
   private readonly coldSince = new Map<string, number>();
   private readonly counters = new Map<string, { served: number; failed: number }>();
   private readonly agent: Agent = proxyAgent();
   private readonly pool = new UpstreamPool();
-  private readonly timer: NodeJS.Timeout;
   private closed = false;
 
   constructor(private readonly deps: LbDeps) {
-    this.timer = setInterval(() => this.probeDue(), STARTING_PING_MS);
-    this.timer.unref();
-    // The pool follows the worker registry: a worker joins when it registers a server, moves when its driver says
-    // where it is, and leaves when it is gone.
-    const events = deps.engine.workerEvents;
-    events.on("registered", ({ worker }) => this.join(worker));
-    events.on("addressed", ({ worker }) => {
-      if (this.workers.has(worker.id)) this.join(worker);
-    });
-    events.on("gone", ({ worker }) => this.forget(worker.id));
+    this.workerPool = new WorkerPool(deps, (endpointId) => this.dispatch(endpointId));
+    this.workers = this.workerPool.workers;
   }
 
   get waitMs(): number {
     return this.deps.waitMs ?? LB_WAIT_MS_DEFAULT;
   }
 
-  // ------------------------------------------------------------------ pool
-
-  /**
-   * A worker that registered a server joins the pool (again: it may register twice, early and once its handler
-   * loaded), at its driver's address where the driver gave one, else at the one it registered, with the local
-   * socket it also serves on and its credential (`lbCredentialOfToken` of the token it registered with; none for
-   * a prebuilt image's worker, which the service registers).
-   *
-   * The address its driver gave wins over the one it registers: a worker's word is used only where the driver
-   * gave none (a Swarm task, a worker another replica started), and there the credential protects the others: a
-   * worker that registers another's address has its requests (and /ping) go there with its own credential, which
-   * that worker refuses, so it never gets traffic.
-   */
-  private join(entry: WorkerEntry): void {
-    const serves = entry.serves;
-    if (!serves) return;
-    const workerId = entry.id;
-    const address = this.directInUse.get(workerId) ?? entry.reach.address ?? serves.address;
-    const known = this.workers.get(workerId);
-    if (known && known.address === address) {
-      known.claimedSocket = serves.socket;
-      if (known.credential !== serves.credential) Object.assign(known, credentialFields(serves.credential));
-      this.reach(known);
-      return;
-    }
-    const w: PoolWorker = {
-      id: workerId,
-      endpointId: entry.endpointId,
-      address,
-      upstream: parseAddress(address),
-      claimedSocket: serves.socket,
-      ...credentialFields(serves.credential),
-      state: "new",
-      inFlight: 0,
-      failures: 0,
-      nextProbe: 0,
-      probing: false,
-    };
-    this.workers.set(workerId, w);
-    this.reach(w);
-    const local = w.upstream.socketPath === undefined ? "" : ` (the proxy uses its local socket ${w.upstream.socketPath})`;
-    this.note(entry.endpointId, workerId, `lb: worker ${workerId} registered at ${address}${local}; checking /ping`);
-    this.probeDue();
-  }
-
-  /** A worker is gone: out of the pool, and what the proxy learnt about reaching it forgotten. */
-  private forget(workerId: string): void {
-    this.workers.delete(workerId);
-    this.directInUse.delete(workerId);
-    this.directTried.delete(workerId);
-  }
-
-  /**
-   * Where the proxy connects to `w` (`upstream`), from its address and its local socket. The socket only when the
-   * worker serves there and its driver gave it that path: a worker's word alone never points the service at a
-   * path of its choosing.
-   */
-  private reach(w: PoolWorker): void {
-    const given = this.deps.engine.workers.get(w.id)?.reach.socket;
-    const socketPath = w.claimedSocket !== undefined && given === w.claimedSocket ? w.claimedSocket : undefined;
-    w.upstream = { ...parseAddress(w.address), socketPath };
-  }
-
-  /**
-   * Once a worker answers /ping at its address, try its direct address (if its driver gave one), once; use it
-   * from then on (traffic and /ping) only if it answers there too. A remote engine's or a VM's container IP does
-   * not answer from here: the published port stays.
-   */
-  private tryDirect(w: PoolWorker): void {
-    const direct = this.deps.engine.workers.get(w.id)?.reach.direct;
-    if (direct === undefined || this.directTried.has(w.id)) return;
-    this.directTried.add(w.id);
-    void probePing(direct, 1000, w.pingHeaders).then((answer) => {
-      if (this.closed || this.workers.get(w.id) !== w) return;
-      // Only a /ping a worker gives (200 or 204) shows it is the same worker there.
-      if (answer.state !== "ready" && answer.state !== "initializing") {
-        this.note(w.endpointId, w.id, `lb: worker ${w.id} does not answer at ${direct} from the service: the proxy keeps ${w.address}`);
-        return;
-      }
-      const before = w.address;
-      // In place (state and in-flight count kept), and kept over a re-register.
-      this.directInUse.set(w.id, direct);
-      w.address = direct;
-      this.reach(w);
-      this.note(w.endpointId, w.id, `lb: worker ${w.id} answers at ${direct}: the proxy uses it instead of ${before}`);
-    });
-  }
+  // ------------------------------------------------------------------ load
 
   /** What the scaler plans with. */
   load(endpointId: string): { queued: number; inProgress: number } {
@@ -249,86 +112,13 @@ export class LbRouter {
 
   /** Extra fields of /health for an LB endpoint. */
   health(endpointId: string) {
-    const mine = [...this.workers.values()].filter((w) => w.endpointId === endpointId && this.alive(w));
+    const mine = [...this.workers.values()].filter((w) => w.endpointId === endpointId && this.workerPool.alive(w));
     const counters = this.counters.get(endpointId) ?? { served: 0, failed: 0 };
     return {
       coldStarts: this.coldStarts.get(endpointId) ?? { count: 0, lastMs: null },
       requests: { inFlight: mine.reduce((n, w) => n + w.inFlight, 0), waiting: this.waiters.get(endpointId)?.length ?? 0, ...counters },
       pool: { ready: mine.filter((w) => w.state === "ready").length, notReady: mine.filter((w) => w.state !== "ready").length },
     };
-  }
-
-  private alive(w: PoolWorker): boolean {
-    const entry = this.deps.engine.workers.get(w.id);
-    return entry !== undefined && entry.endpointId === w.endpointId;
-  }
-
-  private note(endpointId: string, workerId: string, text: string): void {
-    this.deps.log(text);
-    void this.deps.engine.appendLogs([{ ts: Date.now(), endpointId, workerId, jobId: null, stream: "log", text }]);
-  }
-
-  private probeDue(): void {
-    if (this.closed) return;
-    const now = Date.now();
-    for (const w of [...this.workers.values()]) {
-      if (!this.alive(w)) {
-        this.forget(w.id);
-        continue;
-      }
-      if (w.probing || w.nextProbe > now) continue;
-      w.probing = true;
-      void probePing(w.address, 1000, w.pingHeaders).then((answer) => {
-        w.probing = false;
-        w.nextProbe = Date.now() + (answer.state === "ready" ? READY_PING_MS : STARTING_PING_MS);
-        this.heard(w, answer.state, answer.status);
-      });
-    }
-  }
-
-  private heard(w: PoolWorker, state: PingState, status: number | undefined): void {
-    if (this.closed || this.workers.get(w.id) !== w) return;
-    const before = w.state;
-    if (state === "ready" || state === "initializing") this.tryDirect(w);
-    if (state === "ready") {
-      w.failures = 0;
-      w.state = "ready";
-      if (before !== "ready") {
-        const standby = this.deps.engine.workers.get(w.id)?.standby === true;
-        this.note(
-          w.endpointId,
-          w.id,
-          `lb: worker ${w.id} answered /ping 200: ready, ${standby ? "taking traffic once its release switches" : "taking traffic"}`,
-        );
-        // The one door of readiness: a release's probe has come up.
-        this.deps.engine.workerReady(w.id, "ping");
-        this.dispatch(w.endpointId);
-      }
-      return;
-    }
-    if (state === "initializing" || state === "missing") {
-      w.state = state;
-      if (before !== state) {
-        const text =
-          state === "initializing" ? `lb: worker ${w.id} answered /ping 204: initializing` : `lb: ${pingVerdict(w.address, { state, status }).message}`;
-        this.note(w.endpointId, w.id, text);
-      }
-      return;
-    }
-    // unreachable or unhealthy: a ready worker gets a second chance before it leaves the pool
-    w.failures++;
-    if (before === "ready" && w.failures < PING_FAILURES_OUT) return;
-    w.state = state;
-    if (before === "ready") this.note(w.endpointId, w.id, `lb: worker ${w.id} stopped answering /ping (${status ?? "no answer"}): taken out of the pool`);
-    else if ((status === 401 || status === 403) && w.refusedSeen !== status) {
-      // Said once: the worker listening there is another (this one registered an address not its own).
-      w.refusedSeen = status;
-      this.note(
-        w.endpointId,
-        w.id,
-        `lb: ${w.address} refused worker ${w.id}'s credential (/ping answered ${status}): the server there is not that worker; it gets no traffic`,
-      );
-    }
   }
 
   // ------------------------------------------------------------------ requests
@@ -413,7 +203,7 @@ export class LbRouter {
     entry.count++;
     entry.lastMs = ms;
     this.coldStarts.set(endpointId, entry);
-    this.note(endpointId, workerId, `cold start: the first request after idle waited ${ms} ms for worker ${workerId}`);
+    noteWorker(this.deps, endpointId, workerId, `cold start: the first request after idle waited ${ms} ms for worker ${workerId}`);
   }
 
   /**
@@ -580,7 +370,8 @@ export class LbRouter {
     if (outcome === "timed-out") {
       // Slow is not dead: it stays in the pool (its /ping decides that).
       counters.failed++;
-      this.note(
+      noteWorker(
+        this.deps,
         endpointId,
         w.id,
         `lb: worker ${w.id} did not answer a request within ${this.answerTimeout(endpointId) ?? "?"} ms (executionTimeout): 504, not retried`,
@@ -592,14 +383,14 @@ export class LbRouter {
       if (w.state === "ready") {
         w.state = "unreachable";
         w.nextProbe = 0;
-        this.note(endpointId, w.id, `lb: worker ${w.id} failed mid-request: taken out of the pool`);
+        noteWorker(this.deps, endpointId, w.id, `lb: worker ${w.id} failed mid-request: taken out of the pool`);
       }
     }
   }
 
   close(): void {
     this.closed = true;
-    clearInterval(this.timer);
+    this.workerPool.close();
     for (const queue of this.waiters.values()) {
       for (const w of queue) {
         clearTimeout(w.timer);
