@@ -265,6 +265,20 @@ export function upwardImports(graph) {
   return [...out].sort();
 }
 
+/** The most lines a file under src/ may have: a file holds one concern (docs/architecture.md). */
+export const MAX_FILE_LINES = 600;
+
+/** Files of `graph` under src/ longer than MAX_FILE_LINES, as [path, lines]. */
+export function oversizeFiles(root, graph) {
+  const out = [];
+  for (const file of graph.keys()) {
+    if (!file.startsWith("src/")) continue;
+    const lines = readFileSync(join(root, file), "utf8").split("\n").length - 1;
+    if (lines > MAX_FILE_LINES) out.push([file, lines]);
+  }
+  return out.sort();
+}
+
 /** The report for `root`: lines to print and whether the layers hold. */
 export function checkLayers(root, allowedPairs = FOLDER_PAIRS_ALLOWED) {
   const graph = importGraph(root);
@@ -275,6 +289,7 @@ export function checkLayers(root, allowedPairs = FOLDER_PAIRS_ALLOWED) {
   const found = new Set(folderPairs.map((p) => p.folders.join(" ")));
   const lines = [
     ...violations.map((v) => `${v.file} imports ${v.target}: breaks "${v.rule}" (${v.why})`),
+    ...oversizeFiles(root, graph).map(([file, lines]) => `${file} has ${lines} lines, over ${MAX_FILE_LINES}: split it along its seams`),
     ...cycles.map((c) => `import cycle among ${c.length} modules (type imports included):\n${c.map((f) => `  ${f}`).join("\n")}`),
     ...folderPairs
       .filter((p) => !allowed.has(p.folders.join(" ")))

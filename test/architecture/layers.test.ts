@@ -49,6 +49,14 @@ describe("the layer check on the sources", () => {
     expect(out).toMatch(/every layer rule holds, no import cycle; src\/service: \d+ upward imports, \d+ folder pairs importing each other \(\d+ allowed\)/);
   });
 
+  it("fails on a file under src/ over 600 lines, naming it and its length", () => {
+    const root = copyOfSources();
+    appendFileSync(join(root, "src/service/engine/clock.ts"), "\n// planted\n".repeat(400));
+    const { status, err } = check(root);
+    expect(status).toBe(1);
+    expect(err).toMatch(/src\/service\/engine\/clock\.ts has \d+ lines, over 600: split it along its seams/);
+  });
+
   it("fails when the store imports a feature, naming the file, the import and the rule", () => {
     const root = copyOfSources();
     appendFileSync(
