@@ -1,27 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { allowedHostEnv } from "./host-env.js";
 import { workerEnvironment, workerLimits } from "./process-env.js";
-import type { WorkerLaunch } from "./types.js";
+import { testLaunch } from "./launch-fixture.js";
 
-function launch(extra: Partial<WorkerLaunch> = {}): WorkerLaunch {
-  return {
-    workerId: "w1",
-    endpointId: "ep1",
-    endpointName: "fns",
-    app: "app",
-    env: "dev",
-    artifactPath: "/artifacts/a.tar.gz",
-    apiUrl: "http://127.0.0.1:9",
-    workerToken: "worker-token",
-    apiKey: "owner-key",
-    environment: { USER_FLAG: "on", SVC_WORKER_TOKEN: "user-cannot-override" },
-    maxConcurrency: 2,
-    computeType: "CPU",
-    gpuTypeIds: [],
-    onLog: () => undefined,
-    ...extra,
-  };
-}
+const launch = testLaunch;
 
 describe("workerEnvironment", () => {
   it("takes the allowed host variables, adds user env, and protocol variables win", () => {

@@ -9,6 +9,7 @@ import { gzipSync } from "node:zlib";
 import tarStream from "tar-stream";
 import type { WorkerLaunch, WorkerLogLine } from "./types.js";
 import { createProcessDriver } from "./process.js";
+import { testLaunch } from "./launch-fixture.js";
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const RUNTIME_ENTRY = join(REPO, "dist/runtime/worker.js");
@@ -43,23 +44,7 @@ afterAll(async () => {
 });
 
 function launch(workerId: string, lines: WorkerLogLine[], extra: Partial<WorkerLaunch> = {}): WorkerLaunch {
-  return {
-    workerId,
-    endpointId: "ep1",
-    endpointName: "fns",
-    app: "app",
-    env: "dev",
-    artifactPath: artifact,
-    apiUrl: "http://127.0.0.1:9",
-    workerToken: "worker-token",
-    apiKey: "owner-key",
-    environment: { USER_FLAG: "on", SVC_WORKER_TOKEN: "user-cannot-override" },
-    maxConcurrency: 2,
-    computeType: "CPU",
-    gpuTypeIds: [],
-    onLog: (line) => lines.push(line),
-    ...extra,
-  };
+  return testLaunch({ workerId, artifactPath: artifact, onLog: (line) => lines.push(line), ...extra });
 }
 
 const firstLine = async (lines: WorkerLogLine[]) => {

@@ -43,6 +43,14 @@ export interface Setting {
 
 export const positive: Kind = { type: "positive" };
 
+/** A comma-separated value's items, trimmed, empty ones left out. */
+function listItems(raw: string): string[] {
+  return raw
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
 /** A setting's raw text parsed by its kind; `origin` (the flag or variable) names it in the problem. Pure. */
 export function parseValue(setting: Setting, raw: string, origin: string): { value?: unknown; problem?: string } {
   const kind = setting.kind;
@@ -103,35 +111,23 @@ export function parseValue(setting: Setting, raw: string, origin: string): { val
       if (["off", "0", "false"].includes(raw)) return { value: false };
       return { problem: `${origin} must be "on" or "off", not "${raw}"` };
     case "list": {
-      const items = raw
-        .split(",")
-        .map((s) => s.trim())
-        .filter(Boolean);
+      const items = listItems(raw);
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
     }
     case "ports": {
-      const items = raw
-        .split(",")
-        .map((s) => s.trim())
-        .filter(Boolean);
+      const items = listItems(raw);
       const bad = items.filter((p) => !/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535);
       if (bad.length > 0) return { problem: `${origin}: not a port (1-65535): ${bad.join(", ")}` };
       return items.length > 0 ? { value: items.map(Number) } : { problem: `${origin} lists nothing` };
     }
     case "envNames": {
-      const items = raw
-        .split(",")
-        .map((s) => s.trim())
-        .filter(Boolean);
+      const items = listItems(raw);
       const problems = items.map(envPatternProblem).filter((p): p is string => p !== undefined);
       if (problems.length > 0) return { problem: `${origin}: ${problems.join("; ")}` };
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };
     }
     case "webhookAllow": {
-      const items = raw
-        .split(",")
-        .map((s) => s.trim())
-        .filter(Boolean);
+      const items = listItems(raw);
       const { problems } = parseWebhookAllow(items);
       if (problems.length > 0) return { problem: `${origin}: ${problems.join("; ")}` };
       return items.length > 0 ? { value: items } : { problem: `${origin} lists nothing` };

@@ -197,6 +197,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       onWebhook: () => webhooks?.outbox.kick(),
       // Followers' hand-offs (engine/handoff.ts sends at most one every few ms; the feed coalesces per tick).
       onHandedOff: () => feed?.publish(HANDOFF_TOPIC, []),
+      onWorkerEventError: (event, err) => log(`a subscriber of the worker event "${event}" failed: ${errorMessage(err)}`),
     },
   );
   // A release's probe has come up when the worker registry says it is ready (registered, or /ping 200).

@@ -90,7 +90,7 @@ export class JobEngine {
     this.leases = new LeaseSystem($, this.queue);
     this.jobs = new JobSystem($, this.queue, this.leases);
     this.dispatch = new DispatchSystem($, this.queue, this.leases, this.jobs);
-    this.workerEvents = new WorkerEvents();
+    this.workerEvents = new WorkerEvents(hooks.onWorkerEventError);
     this.registry = new WorkerRegistry($, this.dispatch, this.leases, (job, died) => this.jobs.lost(job, died), this.workerEvents);
     this.streams = new StreamsAndLogs($, this.leases);
     this.handoff = new HandoffSystem($, this.queue);

@@ -160,6 +160,8 @@ export interface EngineHooks {
   onStorage?(state: StorageState): void;
   /** Jobs were handed off to the replica serving jobs (committed): tell it (engine/handoff.ts). */
   onHandedOff?(): void;
+  /** A subscriber of the worker registry's events (worker-events.ts) threw: said, the others still told. */
+  onWorkerEventError?(event: string, err: unknown): void;
   /** Worker log lines dropped: over a quota (engine/log-quota.ts), or refused by the store. */
   onLogsDropped?(reason: DropReason | "storage", count: number): void;
   /** Log lines the retention sweep removed, past their age or beyond their endpoint's size. */
