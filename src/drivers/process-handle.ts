@@ -63,6 +63,9 @@ export interface TrackedWorker {
   sandboxed?: boolean;
 }
 
+/** After a sandboxed worker is killed, how long its wrapper may take to exit before it is killed as well. */
+const WRAPPER_KILL_MS = 2_000;
+
 /**
  * The handle of a started worker: its exit watched (`ended` once it has exited or failed to start, then its
  * leftovers cleaned up), stop() escalating to SIGKILL after the grace. Sets `running.handle`.
@@ -91,8 +94,18 @@ export function runningHandle(launch: WorkerLaunch, running: Running, extra: Tra
     stop(graceMs) {
       if (alive()) {
         signalRunning(running, "SIGTERM");
-        const timer = setTimeout(() => alive() && signalRunning(running, "SIGKILL"), graceMs);
-        void exited.then(() => clearTimeout(timer));
+        let wrapperTimer: NodeJS.Timeout | undefined;
+        const timer = setTimeout(() => {
+          if (!alive()) return;
+          signalRunning(running, "SIGKILL");
+          // A wrapper (bwrap, criu) that outlives its worker (something else of the sandbox still runs) is killed
+          // too, so a stop always ends: the sandbox dies with it.
+          if (running.innerPid !== undefined) wrapperTimer = setTimeout(() => alive() && child.kill("SIGKILL"), WRAPPER_KILL_MS);
+        }, graceMs);
+        void exited.then(() => {
+          clearTimeout(timer);
+          clearTimeout(wrapperTimer);
+        });
       }
       return exited;
     },

@@ -365,8 +365,9 @@ export class Scaler {
       if (wasProbe) this.deps.onProbeExit?.(workerId, { error: `the worker could not be started: ${errorMessage(err)}` });
       return;
     }
-    // Stopped while the driver was starting it (a probe whose release ended meanwhile).
-    if (m.stopping && m.probe) m.handle.kill();
+    // Stopped while the driver was starting it (a probe whose release ended meanwhile), or the scaler closed
+    // meanwhile (its close stopped the workers that had a handle then): killed, not left running.
+    if ((m.stopping && m.probe) || this.closed) m.handle.kill();
     this.watchExit(m);
   }
 
