@@ -20,6 +20,8 @@ export const title = "model cache: a 200 MB model's cold fetch vs curl of its fi
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const ROUNDS = 5;
+/** The cold fetch's rounds: each about half a second, and this machine's noise is wide. */
+const COLD_ROUNDS = 9;
 const MODEL_BYTES = 200 * 1024 * 1024;
 const COMMIT = "b".repeat(40);
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
@@ -57,7 +59,9 @@ export async function run() {
     const curlMs = [];
     let firstJob;
     try {
-      for (let round = 0; round < ROUNDS; round++) {
+      // The stand-in hub hashes its files at their first listing (a real hub has them stored): not in a round.
+      await curl(["-o", "/dev/null", `${hub.url}/api/models/bench/model/revision/main?blobs=true`]);
+      for (let round = 0; round < COLD_ROUNDS; round++) {
         const cacheRoot = join(work, `cache-${round}`);
         const cache = new ModelCache({ root: cacheRoot, hub: new Hub({ url: hub.url }) });
         let started = performance.now();
@@ -91,7 +95,7 @@ export async function run() {
         spread: [Math.min(...ratios), Math.max(...ratios)],
         target: "<= 1.1x",
         met: value / baseline <= 1.1,
-        note: `${ROUNDS} rounds, interleaved, medians; the cache also reads the revision's file list and checks sizes and sha256 (test/fakes/hf-hub.ts as the hub, on 127.0.0.1)`,
+        note: `${COLD_ROUNDS} rounds, interleaved, medians; the cache also reads the revision's file list, checks sizes and sha256 (on its hashing thread, started in the first round and kept, as a service keeps it) and lays the files out (test/fakes/hf-hub.ts as the hub, on 127.0.0.1, its hashes computed before the rounds)`,
       },
       {
         name: "first job of a fresh worker reading the model, cache warm",

@@ -21,6 +21,8 @@ const COMMIT_C = "c".repeat(40);
 let hub: FakeHub;
 let root: string;
 const caches: ModelCache[] = [];
+/** Files at least this large come on a socket of their own (socket-get.ts); the others through node:http. */
+let socketGetBytes = Number.POSITIVE_INFINITY;
 
 beforeEach(async () => {
   hub = await startFakeHub();
@@ -33,7 +35,7 @@ afterEach(async () => {
 });
 
 function cache(options: Partial<ConstructorParameters<typeof ModelCache>[0]> = {}): ModelCache {
-  const c = new ModelCache({ root, hub: new Hub({ url: hub.url }), retryMs: 50, ...options });
+  const c = new ModelCache({ root, hub: new Hub({ url: hub.url, socketGetBytes }), retryMs: 50, ...options });
   caches.push(c);
   return c;
 }
@@ -51,7 +53,14 @@ function addTiny(): void {
 
 const fileGets = (name: string) => hub.requests.filter((r) => r.method === "GET" && r.path.endsWith(`/${name}`));
 
-describe("the model cache", () => {
+// Every file through node:http, then every file on a socket of its own (what files past 8 MB take).
+describe.each([
+  { transport: "node:http", threshold: Number.POSITIVE_INFINITY },
+  { transport: "a socket of its own", threshold: 0 },
+])("the model cache, files received through $transport", ({ threshold }) => {
+  beforeEach(() => {
+    socketGetBytes = threshold;
+  });
   it("lays a model out as huggingface_hub does: blobs by etag, snapshot links, the ref of the revision", async () => {
     addTiny();
     const c = cache();

@@ -5,9 +5,7 @@
 // git blob id of others) before they enter the cache; a mismatch leaves nothing behind. Past the size the operator
 // sets, the least recently used models go (eviction.ts), never one a running worker uses.
 
-import { createHash, type Hash } from "node:crypto";
 import {
-  createReadStream,
   existsSync,
   mkdirSync,
   readFileSync,
@@ -28,7 +26,7 @@ import type { ModelStatusAnswer } from "../http/answers.js";
 import { planEviction, type CachedModel } from "./eviction.js";
 import { type Hub, ModelFetchError, type ModelFetchCode } from "./hub.js";
 import { withDirLock } from "./lock.js";
-import { receiveInto } from "./receive.js";
+import { type FileCheck, FileHasher } from "./hash-thread.js";
 import {
   HUB_DIR,
   INDEX_FILE,
@@ -59,7 +57,15 @@ export interface ModelCacheOptions {
   attempts?: number;
   /** How long another process's lock on a model may go untouched before this one takes it over, ms. */
   lockStaleMs?: number;
+  /** The thread that hashes downloads; default: the one this process's caches share. */
+  hasher?: FileHasher;
 }
+
+/**
+ * The hashing thread every cache of this process uses unless given its own: one thread however many caches (a
+ * service has one; `svc models fetch` one; a bench's rounds several in turn, as a service's fetches follow each other).
+ */
+const sharedHasher = new FileHasher();
 
 /** The folder of the cache's locks between processes (lock.ts): one per model repository. */
 export const LOCKS_DIR = "svc-locks";
@@ -355,29 +361,43 @@ export class ModelCache {
     chmodSync(blob, 0o644);
   }
 
-  /** Append the file's bytes from `offset` to the partial file, verifying the whole once complete. */
+  /**
+   * The file's bytes from `offset` on into the partial file (its first `offset` bytes kept), verifying the whole
+   * once complete. The hash runs on the hashing thread as batches land on disk, from the file's first byte (a
+   * resumed download's earlier bytes too).
+   */
   private async downloadFrom(repo: string, commit: string, file: ModelFile, partial: string, offset: number, progress: (bytes: number) => void): Promise<void> {
-    const hash = fileHash(file);
+    const check = fileCheck(file);
     let start = offset;
-    const { body, resumed } = await this.options.hub.download(repo, commit, file.name, offset);
+    const download = await this.options.hub.download(repo, commit, file.name, offset, file.size);
     // The hub ignored the Range: start over.
-    if (!resumed) start = 0;
-    if (start > 0) await hashPrefix(partial, start, hash);
+    if (!download.resumed) start = 0;
+    const hashing = check && (this.options.hasher ?? sharedHasher).begin(partial, check);
     let received = start;
     let tooLong = false;
-    // Hashed and counted as it arrives, written behind it in batches (receive.ts).
-    await receiveInto(body, partial, start > 0, (chunk) => {
-      received += chunk.length;
-      if (received > file.size) {
-        tooLong = true;
-        return false;
-      }
-      hash?.update(chunk);
-      progress(received);
-      return true;
-    });
+    try {
+      // Counted as it arrives, written in batches, hashed behind the writes (receive.ts, socket-get.ts, hash-thread.ts).
+      await download.receive(
+        partial,
+        start,
+        (chunk) => {
+          received += chunk.length;
+          if (received > file.size) {
+            tooLong = true;
+            return false;
+          }
+          progress(received);
+          return true;
+        },
+        (bytes) => hashing?.written(bytes),
+      );
+    } catch (err) {
+      hashing?.abandon();
+      throw err;
+    }
     if (tooLong) received = Math.max(received, file.size + 1);
     if (received !== file.size) {
+      hashing?.abandon();
       if (received > file.size) {
         unlinkSync(partial);
         throw new ModelFetchError("size_mismatch", `the hub sent more than the ${file.size} bytes it listed for ${file.name} of ${repo}; nothing was kept`);
@@ -385,7 +405,7 @@ export class ModelCache {
       // Short: the connection ended early (resumed by the caller).
       throw new Error(`the connection ended after ${received} of ${file.size} bytes`);
     }
-    const digest = hash?.digest("hex");
+    const digest = await hashing?.finish(file.size);
     const expected = file.sha256 ?? (file.etag.length === 40 ? file.etag : undefined);
     if (expected !== undefined && digest !== expected) {
       unlinkSync(partial);
@@ -483,16 +503,10 @@ export class ModelCache {
 }
 
 /** The hash a file's bytes must have: sha256 for an LFS file, else the git blob id (sha1 of "blob <size>\0" + bytes). */
-function fileHash(file: ModelFile): Hash | undefined {
-  if (file.sha256) return createHash("sha256");
+function fileCheck(file: ModelFile): FileCheck | undefined {
+  if (file.sha256) return { algorithm: "sha256" };
   if (file.etag.length !== 40) return undefined;
-  return createHash("sha1").update(`blob ${file.size}\0`);
-}
-
-/** Feed the first `bytes` of a partial file to the hash (a resumed download hashes what it already had). */
-async function hashPrefix(path: string, bytes: number, hash: Hash | undefined): Promise<void> {
-  if (!hash) return;
-  for await (const chunk of createReadStream(path, { start: 0, end: bytes - 1 })) hash.update(chunk as Buffer);
+  return { algorithm: "sha1", prefix: `blob ${file.size}\0` };
 }
 
 /** The blob names the links under `dir` point at. */

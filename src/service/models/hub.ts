@@ -10,6 +10,25 @@ import { get as httpsGet } from "node:https";
 import type { ModelRef } from "svc/internal";
 import type { ModelFetchCode } from "../http/answers.js";
 import type { ModelFile, ModelListing } from "./layout.js";
+import { receiveInto } from "./receive.js";
+import { type SocketAnswer, socketGet } from "./socket-get.js";
+
+/**
+ * Files at least this large are received on a socket of their own (socket-get.ts); smaller ones through node:http,
+ * whose kept-alive connections save a model's many small files a connection each.
+ */
+const SOCKET_GET_BYTES = 8 * 1024 * 1024;
+
+/** A file's answer, its body not yet read. */
+export interface FileDownload {
+  /** Whether the hub sent the file from the offset asked (206), not from its start. */
+  resumed: boolean;
+  /**
+   * The body into the file at `path` from byte `start` on (the file cut there first; 0: a new file): `take` sees each
+   * part before it is written (false: dropped), `written` hears how far the file is whole on disk (receive.ts).
+   */
+  receive(path: string, start: number, take: (bytes: Buffer) => boolean, written?: (bytes: number) => void): Promise<void>;
+}
 
 /** The hub models are fetched from unless the operator names another (SVC_MODEL_HUB). */
 export const DEFAULT_MODEL_HUB = "https://huggingface.co";
@@ -33,6 +52,8 @@ export interface HubOptions {
   token?: string;
   /** How long a request may go without a byte before it is abandoned (and resumed), ms. */
   idleTimeoutMs?: number;
+  /** Files at least this large are received on a socket of their own; default SOCKET_GET_BYTES. */
+  socketGetBytes?: number;
 }
 
 interface Sibling {
@@ -112,19 +133,69 @@ export class Hub {
   }
 
   /**
-   * A file's bytes from `offset` on (a Range request when it is past 0); `resumed` false when the hub sent it all.
-   * Through node:http, not fetch: its body is a plain stream of the socket's chunks, which the cache hashes and
-   * writes in batches (receive.ts); fetch's web stream costs more than the network at these sizes.
+   * A file's answer from `offset` on (a Range request when it is past 0), redirects followed. A file of `size` bytes
+   * past SOCKET_GET_BYTES is received on a socket of its own (unless the hub answers it chunked or encoded), others
+   * through node:http; fetch's web stream costs more than the network at these sizes.
    */
-  async download(repo: string, commit: string, name: string, offset: number): Promise<{ body: IncomingMessage; resumed: boolean }> {
+  async download(repo: string, commit: string, name: string, offset: number, size: number): Promise<FileDownload> {
     const headers: Record<string, string> = this.headers({ "accept-encoding": "identity", ...(offset > 0 ? { range: `bytes=${offset}-` } : {}) });
-    const res = await this.stream(this.fileUrl(repo, commit, name), headers, `the file ${name} of ${repo}`);
-    const served = res.headers["x-repo-commit"];
-    if (typeof served === "string" && served !== commit) {
-      res.destroy();
-      throw new ModelFetchError("hub_error", `the hub served ${name} of ${repo} from commit ${served}, not ${commit}`);
+    const url = this.fileUrl(repo, commit, name);
+    const what = `the file ${name} of ${repo}`;
+    const served = (commitHeader: string | string[] | undefined) => {
+      if (typeof commitHeader === "string" && commitHeader !== commit)
+        throw new ModelFetchError("hub_error", `the hub served ${name} of ${repo} from commit ${commitHeader}, not ${commit}`);
+    };
+    if (size - offset >= (this.options.socketGetBytes ?? SOCKET_GET_BYTES)) {
+      const answer = await this.socketStream(url, headers, what);
+      if (answer) {
+        try {
+          served(answer.headers["x-repo-commit"]);
+        } catch (err) {
+          answer.close();
+          throw err;
+        }
+        return { resumed: offset > 0 && answer.status === 206, receive: answer.receive };
+      }
     }
-    return { body: res, resumed: offset > 0 && res.statusCode === 206 };
+    const res = await this.stream(url, headers, what);
+    try {
+      served(res.headers["x-repo-commit"]);
+    } catch (err) {
+      res.destroy();
+      throw err;
+    }
+    return {
+      resumed: offset > 0 && res.statusCode === 206,
+      receive: (path, start, take, written) => receiveInto(res, path, start, take, written),
+    };
+  }
+
+  /**
+   * A GET on a socket of its own, redirects followed as `stream` follows them; undefined when the hub answers with a
+   * body that socket cannot take (chunked or encoded): `stream` gets it instead.
+   */
+  private async socketStream(url: string, headers: Record<string, string>, what: string, redirectsLeft = 5): Promise<SocketAnswer | undefined> {
+    const target = new URL(url);
+    let answer: SocketAnswer;
+    try {
+      answer = await socketGet(target, headers, this.options.idleTimeoutMs ?? 60_000);
+    } catch (err) {
+      throw new ModelFetchError("hub_unreachable", `the hub at ${this.url} did not answer ${what} (${causeOf(err)})`);
+    }
+    const location = answer.headers.location;
+    if (answer.status >= 300 && answer.status < 400 && location && redirectsLeft > 0) {
+      answer.close();
+      const next = new URL(location, target);
+      const { authorization: _dropped, ...withoutToken } = headers;
+      return this.socketStream(next.href, next.origin === target.origin ? headers : withoutToken, what, redirectsLeft - 1);
+    }
+    if (answer.status >= 200 && answer.status < 300) {
+      if (answer.plainBody) return answer;
+      answer.close();
+      return undefined;
+    }
+    answer.close();
+    throw refusal(answer.status, what);
   }
 
   /**

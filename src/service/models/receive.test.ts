@@ -15,15 +15,42 @@ describe("receiveInto", () => {
     const parts = chunks(200, 64 * 1024); // 12.5 MB: several 4 MB batches
     const path = join(dir, "whole");
     const seen: number[] = [];
-    await receiveInto(Readable.from(parts), path, false, (c) => (seen.push(c.length), true));
+    const told: number[] = [];
+    await receiveInto(
+      Readable.from(parts),
+      path,
+      0,
+      (c) => (seen.push(c.length), true),
+      (bytes) => told.push(bytes),
+    );
     expect(readFileSync(path).equals(Buffer.concat(parts))).toBe(true);
     expect(seen).toHaveLength(200);
+    // How far the file is written, as batches land: growing, in whole batches, to the whole file.
+    expect(told.length).toBeGreaterThan(2);
+    expect(told).toEqual([...told].sort((a, b) => a - b));
+    expect(told.at(-1)).toBe(200 * 64 * 1024);
+    expect(told.slice(0, -1).every((n) => n % (4 * 1024 * 1024) === 0)).toBe(true);
   });
 
-  it("appends to what a partial file holds", async () => {
+  it("continues a partial file from its offset, and says the whole length written", async () => {
     const path = join(dir, "partial");
     writeFileSync(path, "first ");
-    await receiveInto(Readable.from([Buffer.from("second")]), path, true, () => true);
+    const told: number[] = [];
+    await receiveInto(
+      Readable.from([Buffer.from("second")]),
+      path,
+      6,
+      () => true,
+      (bytes) => told.push(bytes),
+    );
+    expect(readFileSync(path, "utf8")).toBe("first second");
+    expect(told).toEqual([12]);
+  });
+
+  it("drops what a partial file holds past the offset it resumes from", async () => {
+    const path = join(dir, "stale-tail");
+    writeFileSync(path, "first STALE TAIL");
+    await receiveInto(Readable.from([Buffer.from("second")]), path, 6, () => true);
     expect(readFileSync(path, "utf8")).toBe("first second");
   });
 
@@ -33,7 +60,7 @@ describe("receiveInto", () => {
     const arrived = 5 * 1024 * 1024 + 4;
     let seen = 0;
     // The break comes once every byte written so far has reached the receiver (a socket's error after its data).
-    const done = receiveInto(body, path, false, (c) => {
+    const done = receiveInto(body, path, 0, (c) => {
       seen += c.length;
       if (seen === arrived) setImmediate(() => body.destroy(new Error("socket hang up")));
       return true;
@@ -46,12 +73,12 @@ describe("receiveInto", () => {
 
   it("writes nothing of a chunk `take` refuses", async () => {
     const path = join(dir, "refused");
-    await receiveInto(Readable.from([Buffer.from("kept"), Buffer.from("dropped")]), path, false, (c) => c.toString() === "kept");
+    await receiveInto(Readable.from([Buffer.from("kept"), Buffer.from("dropped")]), path, 0, (c) => c.toString() === "kept");
     expect(readFileSync(path, "utf8")).toBe("kept");
   });
 
   it("rejects when the file cannot be opened, and reads no further", async () => {
     const body = Readable.from(chunks(3, 1024));
-    await expect(receiveInto(body, join(dir, "no-such-dir", "file"), false, () => true)).rejects.toThrow(/ENOENT/);
+    await expect(receiveInto(body, join(dir, "no-such-dir", "file"), 0, () => true)).rejects.toThrow(/ENOENT/);
   });
 });

@@ -1,9 +1,11 @@
 // A download's body into its partial file. Weights are hundreds of MB to hundreds of GB: per-chunk stream plumbing
 // (web streams, a Transform, a write stream of 16 KB) costs more than the network here, so the chunks the socket
-// gives (64 KB) are hashed as they arrive and written in batches of a few MB with one writev each, at most two
-// batches in flight; the socket is paused while the disk catches up. docs/models.md "Speed" has the figures.
+// gives (64 KB) are written in batches of a few MB with one writev each, each at its own offset, at most two batches
+// in flight; the socket is paused while the disk catches up. How far the file is written (the bytes before the
+// first batch not yet on disk) is told as batches land: the hashing thread reads up to there (hash-thread.ts).
+// docs/models.md "Speed" has the figures.
 
-import { close, open, writev } from "node:fs";
+import { close, ftruncate, open, writev } from "node:fs";
 import type { Readable } from "node:stream";
 
 /** Bytes gathered before a write: large enough that writes are few, small enough that memory stays bounded. */
@@ -12,16 +14,23 @@ const BATCH_BYTES = 4 * 1024 * 1024;
 const MAX_WRITES = 2;
 
 /**
- * Read `body` into the file at `path` (appended to, or truncated first), each chunk first passed to `take`, which
- * sees it before it is written and returns false to drop it (a body longer than it should be). Resolves once every
- * taken byte is written and the file closed; rejects with the body's error (a connection that broke) or the disk's,
- * after what arrived before it is written, so that a resume starts from there.
+ * Read `body` into the file at `path` from byte `start` on (the file cut there first; 0: a new file), each chunk
+ * first passed to `take`, which sees it before it is written and returns false to drop it (a body longer than it
+ * should be). `written` hears the file's length on disk each time it grows (every byte before it written). Resolves
+ * once every taken byte is written and the file closed; rejects with the body's error (a connection that broke) or
+ * the disk's, after what arrived before it is written, so that a resume starts from there.
  */
-export function receiveInto(body: Readable, path: string, append: boolean, take: (chunk: Buffer) => boolean): Promise<void> {
+export function receiveInto(body: Readable, path: string, start: number, take: (chunk: Buffer) => boolean, written?: (bytes: number) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     let fd: number | undefined;
     let batch: Buffer[] = [];
     let batchBytes = 0;
+    /** Where the next batch goes. */
+    let position = start;
+    /** Every byte before it is on disk. */
+    let onDisk = start;
+    /** Batches written past a batch still being written: [from, to). Two writes in flight may land in either order. */
+    const landed: Array<[number, number]> = [];
     let writing = 0;
     let ended = false;
     /** The body's error (a broken connection): what arrived is still written. */
@@ -41,15 +50,25 @@ export function receiveInto(body: Readable, path: string, append: boolean, take:
     const flush = () => {
       if (batchBytes === 0 || fd === undefined || diskError !== undefined) return;
       const buffers = batch;
+      const from = position;
+      position += batchBytes;
+      const to = position;
       batch = [];
       batchBytes = 0;
       writing++;
-      writev(fd, buffers, (err) => {
+      writev(fd, buffers, from, (err) => {
         writing--;
         if (err) {
           diskError ??= err;
           body.destroy();
-        } else if (ended) flush();
+          return settle();
+        }
+        landed.push([from, to]);
+        landed.sort((a, b) => a[0] - b[0]);
+        const before = onDisk;
+        while (landed.length > 0 && landed[0]![0] === onDisk) onDisk = landed.shift()![1];
+        if (onDisk > before) written?.(onDisk);
+        if (ended) flush();
         else if (writing < MAX_WRITES && body.isPaused()) body.resume();
         settle();
       });
@@ -63,18 +82,23 @@ export function receiveInto(body: Readable, path: string, append: boolean, take:
       settle();
     };
 
-    body.pause();
-    open(path, append ? "a" : "w", 0o644, (err, opened) => {
+    const opened = (err: NodeJS.ErrnoException | null, handle?: number) => {
       if (err) {
         diskError = err;
+        if (handle !== undefined) close(handle, () => settle());
         body.destroy();
         return settle();
       }
-      fd = opened;
+      fd = handle;
       if (batchBytes >= BATCH_BYTES || ended) flush();
       if (writing < MAX_WRITES && !ended) body.resume();
       settle();
-    });
+    };
+    body.pause();
+    // A resume keeps the file's first `start` bytes and nothing after them (a partial file longer than the offset
+    // the download resumes from would otherwise keep a stale tail).
+    if (start === 0) open(path, "w", 0o644, opened);
+    else open(path, "r+", (err, handle) => (err ? opened(err) : ftruncate(handle, start, (cut) => opened(cut, handle))));
     body.on("data", (chunk: Buffer) => {
       if (!take(chunk)) return;
       batch.push(chunk);
