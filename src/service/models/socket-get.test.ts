@@ -86,6 +86,23 @@ describe("socketGet", () => {
     expect(statSync(path).size).toBe(body.length);
   });
 
+  it("takes a body the connection delivered and closed on before it was asked for, and says a short one", async () => {
+    const url = await serve((req, res) => {
+      const whole = req.url === "/whole";
+      res.writeHead(200, { "content-length": whole ? 5 : 100 });
+      res.end(whole ? "hello" : "short");
+      // The short one: its connection ends at once, 95 bytes before its length.
+      if (!whole) res.socket?.destroy();
+    });
+    const whole = await socketGet(new URL(`${url}/whole`), {}, 5000);
+    const short = await socketGet(new URL(`${url}/short`), {}, 5000);
+    await new Promise((r) => setTimeout(r, 200));
+    await whole.receive(join(dir, "early-whole"), 0, () => true);
+    expect(readFileSync(join(dir, "early-whole"), "utf8")).toBe("hello");
+    await expect(short.receive(join(dir, "early-short"), 0, () => true)).rejects.toThrow(/closed before the body ended/);
+    expect(readFileSync(join(dir, "early-short"), "utf8")).toBe("short");
+  });
+
   it("skips an informational answer (103 Early Hints) for the one after it", async () => {
     const url = await serve((_req, res) => {
       res.writeEarlyHints({ link: "</w.bin>; rel=preload" });

@@ -157,6 +157,7 @@ export function socketGet(url: URL, headers: Record<string, string>, idleMs: num
           },
         };
         resolveHead(answer);
+        // Reading stops with the head: the body's end (or the connection's) is seen once `receive` reads on.
         return false;
       },
     };
@@ -221,6 +222,8 @@ class BodyReceiver {
   private position: number;
   private onDisk: number;
   private readonly landed: Array<[number, number]> = [];
+  /** The connection broke (its idle time) while the file was being opened: told once what came before is taken. */
+  private endedBeforeStart: { err: unknown } | undefined;
   private writing = 0;
   private ended = false;
   private failure: unknown;
@@ -256,6 +259,7 @@ class BodyReceiver {
       if (bytes > 0 && !this.take(first.buffer.subarray(0, bytes))) return this.finish();
       if (this.buffers.left() === 0) return this.finish();
       if (bytes >= BATCH_BYTES) this.flush();
+      if (this.endedBeforeStart) return this.broken(this.endedBeforeStart.err);
       this.socket.resume();
     };
     // A resume keeps the file's first `start` bytes and nothing after them.
@@ -292,6 +296,10 @@ class BodyReceiver {
   /** The connection ended or failed: complete when the body had no length (it ends with the connection). */
   broken(err: unknown): void {
     if (this.ended) return;
+    if (!this.started) {
+      this.endedBeforeStart ??= { err };
+      return;
+    }
     if (err === undefined && this.buffers.left() === undefined) return this.finish();
     this.failure ??= err ?? new Error("the connection closed before the body ended");
     this.finish();
