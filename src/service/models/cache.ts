@@ -57,13 +57,11 @@ export interface ModelCacheOptions {
   attempts?: number;
   /** How long another process's lock on a model may go untouched before this one takes it over, ms. */
   lockStaleMs?: number;
-  /** The thread that hashes downloads; default: the one this process's caches share. */
-  hasher?: FileHasher;
 }
 
 /**
- * The hashing thread every cache of this process uses unless given its own: one thread however many caches (a
- * service has one; `svc models fetch` one; a bench's rounds several in turn, as a service's fetches follow each other).
+ * The hashing thread every cache of this process uses: one thread however many caches (a service has one; `svc
+ * models fetch` one; a bench's rounds several in turn, as a service's fetches follow each other).
  */
 const sharedHasher = new FileHasher();
 
@@ -372,7 +370,7 @@ export class ModelCache {
     const download = await this.options.hub.download(repo, commit, file.name, offset, file.size);
     // The hub ignored the Range: start over.
     if (!download.resumed) start = 0;
-    const hashing = check && (this.options.hasher ?? sharedHasher).begin(partial, check);
+    const hashing = check && sharedHasher.begin(partial, check);
     let received = start;
     let tooLong = false;
     try {

@@ -11,7 +11,7 @@ import type { ModelRef } from "svc/internal";
 import type { ModelFetchCode } from "../http/answers.js";
 import type { ModelFile, ModelListing } from "./layout.js";
 import { receiveInto } from "./receive.js";
-import { type SocketAnswer, socketGet } from "./socket-get.js";
+import { socketGet } from "./socket-get.js";
 
 /**
  * Files at least this large are received on a socket of their own (socket-get.ts); smaller ones through node:http,
@@ -141,93 +141,76 @@ export class Hub {
     const headers: Record<string, string> = this.headers({ "accept-encoding": "identity", ...(offset > 0 ? { range: `bytes=${offset}-` } : {}) });
     const url = this.fileUrl(repo, commit, name);
     const what = `the file ${name} of ${repo}`;
-    const served = (commitHeader: string | string[] | undefined) => {
-      if (typeof commitHeader === "string" && commitHeader !== commit)
-        throw new ModelFetchError("hub_error", `the hub served ${name} of ${repo} from commit ${commitHeader}, not ${commit}`);
+    const idleMs = this.options.idleTimeoutMs ?? 60_000;
+    const served = <T>(answer: Answer<T>): Answer<T> => {
+      const commitHeader = answer.headers["x-repo-commit"];
+      if (typeof commitHeader !== "string" || commitHeader === commit) return answer;
+      answer.discard();
+      throw new ModelFetchError("hub_error", `the hub served ${name} of ${repo} from commit ${commitHeader}, not ${commit}`);
     };
     if (size - offset >= (this.options.socketGetBytes ?? SOCKET_GET_BYTES)) {
-      const answer = await this.socketStream(url, headers, what);
-      if (answer) {
-        try {
-          served(answer.headers["x-repo-commit"]);
-        } catch (err) {
-          answer.close();
-          throw err;
-        }
-        return { resumed: offset > 0 && answer.status === 206, receive: answer.receive };
+      const answer = await this.follow(url, headers, what, async (target, sent) => {
+        const got = await socketGet(target, sent, idleMs);
+        return { status: got.status, headers: got.headers, discard: got.close, body: got };
+      });
+      if (answer.body.plainBody) {
+        served(answer);
+        return { resumed: offset > 0 && answer.status === 206, receive: answer.body.receive };
       }
+      // Chunked or encoded: through node:http.
+      answer.discard();
     }
-    const res = await this.stream(url, headers, what);
-    try {
-      served(res.headers["x-repo-commit"]);
-    } catch (err) {
-      res.destroy();
-      throw err;
-    }
+    const answer = served(await this.follow(url, headers, what, (target, sent) => httpAnswer(target, sent, idleMs)));
     return {
-      resumed: offset > 0 && res.statusCode === 206,
-      receive: (path, start, take, written) => receiveInto(res, path, start, take, written),
+      resumed: offset > 0 && answer.status === 206,
+      receive: (path, start, take, written) => receiveInto(answer.body, path, start, take, written),
     };
   }
 
   /**
-   * A GET on a socket of its own, redirects followed as `stream` follows them; undefined when the hub answers with a
-   * body that socket cannot take (chunked or encoded): `stream` gets it instead.
+   * A GET's answer through `send`, redirects followed (the Hub sends LFS files from a CDN: the token is not sent to
+   * another origin), refusals as the errors `request` gives.
    */
-  private async socketStream(url: string, headers: Record<string, string>, what: string, redirectsLeft = 5): Promise<SocketAnswer | undefined> {
+  private async follow<T>(url: string, headers: Record<string, string>, what: string, send: Send<T>, redirectsLeft = 5): Promise<Answer<T>> {
     const target = new URL(url);
-    let answer: SocketAnswer;
+    let answer: Answer<T>;
     try {
-      answer = await socketGet(target, headers, this.options.idleTimeoutMs ?? 60_000);
+      answer = await send(target, headers);
     } catch (err) {
       throw new ModelFetchError("hub_unreachable", `the hub at ${this.url} did not answer ${what} (${causeOf(err)})`);
     }
     const location = answer.headers.location;
-    if (answer.status >= 300 && answer.status < 400 && location && redirectsLeft > 0) {
-      answer.close();
+    if (answer.status >= 300 && answer.status < 400 && typeof location === "string" && redirectsLeft > 0) {
+      answer.discard();
       const next = new URL(location, target);
       const { authorization: _dropped, ...withoutToken } = headers;
-      return this.socketStream(next.href, next.origin === target.origin ? headers : withoutToken, what, redirectsLeft - 1);
+      return this.follow(next.href, next.origin === target.origin ? headers : withoutToken, what, send, redirectsLeft - 1);
     }
-    if (answer.status >= 200 && answer.status < 300) {
-      if (answer.plainBody) return answer;
-      answer.close();
-      return undefined;
-    }
-    answer.close();
+    if (answer.status >= 200 && answer.status < 300) return answer;
+    answer.discard();
     throw refusal(answer.status, what);
   }
+}
 
-  /**
-   * A GET's answer as a stream, redirects followed (the Hub sends LFS files from a CDN: the token is not sent to
-   * another origin), refusals as the errors `request` gives. A body that stalls for the idle timeout breaks off.
-   */
-  private async stream(url: string, headers: Record<string, string>, what: string, redirectsLeft = 5): Promise<IncomingMessage> {
-    const target = new URL(url);
-    const get = target.protocol === "https:" ? httpsGet : httpGet;
-    const idleMs = this.options.idleTimeoutMs ?? 60_000;
-    let res: IncomingMessage;
-    try {
-      res = await new Promise<IncomingMessage>((resolve, reject) => {
-        const req = get(target, { headers }, resolve);
-        req.on("error", reject);
-        req.setTimeout(idleMs, () => req.destroy(new Error(`no byte for ${Math.round(idleMs / 1000)} s`)));
-      });
-    } catch (err) {
-      throw new ModelFetchError("hub_unreachable", `the hub at ${this.url} did not answer ${what} (${causeOf(err)})`);
-    }
-    const status = res.statusCode ?? 0;
-    const location = res.headers.location;
-    if (status >= 300 && status < 400 && location && redirectsLeft > 0) {
-      res.resume();
-      const next = new URL(location, target);
-      const { authorization: _dropped, ...withoutToken } = headers;
-      return this.stream(next.href, next.origin === target.origin ? headers : withoutToken, what, redirectsLeft - 1);
-    }
-    if (status >= 200 && status < 300) return res;
-    res.resume();
-    throw refusal(status, what);
-  }
+/** One answer to a GET, its body not yet read, however it was sent (node:http, or a socket of its own). */
+interface Answer<T> {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  /** Done with it without its body. */
+  discard(): void;
+  body: T;
+}
+
+type Send<T> = (target: URL, headers: Record<string, string>) => Promise<Answer<T>>;
+
+/** A GET through node:http/node:https; a body that stalls for `idleMs` breaks off. */
+function httpAnswer(target: URL, headers: Record<string, string>, idleMs: number): Promise<Answer<IncomingMessage>> {
+  const get = target.protocol === "https:" ? httpsGet : httpGet;
+  return new Promise((resolve, reject) => {
+    const req = get(target, { headers }, (res) => resolve({ status: res.statusCode ?? 0, headers: res.headers, discard: () => res.destroy(), body: res }));
+    req.on("error", reject);
+    req.setTimeout(idleMs, () => req.destroy(new Error(`no byte for ${Math.round(idleMs / 1000)} s`)));
+  });
 }
 
 /** A hub's refusal of a request as the error the cache reports. */

@@ -5,8 +5,9 @@
 // first batch not yet on disk) is told as batches land: the hashing thread reads up to there (hash-thread.ts).
 // docs/models.md "Speed" has the figures.
 
-import { close, ftruncate, open, writev } from "node:fs";
+import { close, writev } from "node:fs";
 import type { Readable } from "node:stream";
+import { openPartial, WrittenPrefix } from "./partial-file.js";
 
 /** Bytes gathered before a write: large enough that writes are few, small enough that memory stays bounded. */
 const BATCH_BYTES = 4 * 1024 * 1024;
@@ -27,10 +28,7 @@ export function receiveInto(body: Readable, path: string, start: number, take: (
     let batchBytes = 0;
     /** Where the next batch goes. */
     let position = start;
-    /** Every byte before it is on disk. */
-    let onDisk = start;
-    /** Batches written past a batch still being written: [from, to). Two writes in flight may land in either order. */
-    const landed: Array<[number, number]> = [];
+    const onDisk = new WrittenPrefix(start);
     let writing = 0;
     let ended = false;
     /** The body's error (a broken connection): what arrived is still written. */
@@ -63,11 +61,7 @@ export function receiveInto(body: Readable, path: string, start: number, take: (
           body.destroy();
           return settle();
         }
-        landed.push([from, to]);
-        landed.sort((a, b) => a[0] - b[0]);
-        const before = onDisk;
-        while (landed.length > 0 && landed[0]![0] === onDisk) onDisk = landed.shift()![1];
-        if (onDisk > before) written?.(onDisk);
+        if (onDisk.land(from, to)) written?.(onDisk.whole);
         if (ended) flush();
         else if (writing < MAX_WRITES && body.isPaused()) body.resume();
         settle();
@@ -95,10 +89,7 @@ export function receiveInto(body: Readable, path: string, start: number, take: (
       settle();
     };
     body.pause();
-    // A resume keeps the file's first `start` bytes and nothing after them (a partial file longer than the offset
-    // the download resumes from would otherwise keep a stale tail).
-    if (start === 0) open(path, "w", 0o644, opened);
-    else open(path, "r+", (err, handle) => (err ? opened(err) : ftruncate(handle, start, (cut) => opened(cut, handle))));
+    openPartial(path, start, opened);
     body.on("data", (chunk: Buffer) => {
       if (!take(chunk)) return;
       batch.push(chunk);

@@ -7,10 +7,10 @@
 // `Connection: close`, a body of a known length (or one that ends with the connection); a chunked or encoded answer
 // is left to node:http (hub.ts). docs/design/0022-model-downloads.md has the figures.
 
-import { close, ftruncate, open, write } from "node:fs";
-import { connect as connectTcp, type Socket } from "node:net";
+import { close, write } from "node:fs";
+import { connect as connectTcp, isIP, type Socket } from "node:net";
 import { type ConnectionOptions, connect as connectTls } from "node:tls";
-import { isIP } from "node:net";
+import { openPartial, WrittenPrefix } from "./partial-file.js";
 
 /** Bytes per buffer: one write each. */
 const BATCH_BYTES = 4 * 1024 * 1024;
@@ -51,11 +51,6 @@ export interface SocketAnswer {
   close(): void;
 }
 
-/** What a remote end said that is not an answer this module takes. */
-export class SocketGetError extends Error {
-  override name = "SocketGetError";
-}
-
 /** The bytes that end a chunk of the answer's head. */
 const HEAD_END = Buffer.from("\r\n\r\n");
 
@@ -65,7 +60,7 @@ const HEAD_END = Buffer.from("\r\n\r\n");
  */
 export function socketGet(url: URL, headers: Record<string, string>, idleMs: number, ca?: string | Buffer): Promise<SocketAnswer> {
   for (const [name, value] of Object.entries(headers))
-    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) return Promise.reject(new SocketGetError(`the header ${name} has a line break`));
+    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) return Promise.reject(new Error(`the header ${name} has a line break`));
   const tls = url.protocol === "https:";
   const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
   const port = Number(url.port || (tls ? 443 : 80));
@@ -77,83 +72,49 @@ export function socketGet(url: URL, headers: Record<string, string>, idleMs: num
     "Connection: close\r\n\r\n";
 
   return new Promise((resolveHead, rejectHead) => {
-    const free: Buffer[] = [newBuffer(), newBuffer()];
-    let filling = newBuffer();
-    let filled = 0;
-    /** Once the socket is closed and no write is in flight: the buffers go back to the spares. */
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      keepBuffers([...free.splice(0), filling]);
-      filling = Buffer.alloc(0);
-      filled = 0;
-    };
+    const buffers = new GetBuffers();
     let answer: SocketAnswer | undefined;
-    /** The body's bytes still to come; undefined: until the connection ends. */
-    let bodyLeft: number | undefined;
     /** Set while the body is received (by `receive`). */
     let body: BodyReceiver | undefined;
 
     const onread = {
-      buffer: () => filling.subarray(filled),
+      buffer: () => buffers.space(),
       callback: (n: number): boolean => {
         if (body) return body.read(n);
-        filled += n;
+        buffers.filled += n;
         if (answer) return false; // the head is parsed and receive() not called yet: wait for it
-        const end = filling.subarray(0, filled).indexOf(HEAD_END);
+        const end = buffers.gathered().indexOf(HEAD_END);
         if (end < 0) {
-          if (filled >= MAX_HEAD_BYTES) socket.destroy(new SocketGetError(`the answer's head is longer than ${MAX_HEAD_BYTES} bytes`));
+          if (buffers.filled >= MAX_HEAD_BYTES) socket.destroy(new Error(`the answer's head is longer than ${MAX_HEAD_BYTES} bytes`));
           return true;
         }
-        const head = parseHead(filling.subarray(0, end).toString("latin1"));
+        const head = parseHead(buffers.gathered().subarray(0, end).toString("latin1"));
         if (typeof head === "string") {
-          socket.destroy(new SocketGetError(head));
+          socket.destroy(new Error(head));
           return false;
         }
-        // The body's first bytes (or the next head) came with the head: moved to the buffer's start.
-        filling.copyWithin(0, end + HEAD_END.length, filled);
-        filled -= end + HEAD_END.length;
+        // The body's first bytes (or the next head) came with the head.
+        buffers.dropFront(end + HEAD_END.length);
         // An informational answer (103 Early Hints) comes before the real one.
         if (head.status < 200) return onread.callback(0);
         const length = head.headers["content-length"];
-        bodyLeft = length === undefined ? undefined : Number(length);
+        buffers.bodyLeft = length === undefined ? undefined : Number(length);
         const plainBody =
           head.headers["transfer-encoding"] === undefined &&
           (head.headers["content-encoding"] ?? "identity") === "identity" &&
-          (bodyLeft === undefined || (Number.isSafeInteger(bodyLeft) && bodyLeft >= 0));
-        if (bodyLeft !== undefined && filled > bodyLeft) filled = bodyLeft;
+          (buffers.bodyLeft === undefined || (Number.isSafeInteger(buffers.bodyLeft) && buffers.bodyLeft >= 0));
         answer = {
           ...head,
           plainBody,
           receive: (path, start, take, written) => {
-            if (body) return Promise.reject(new SocketGetError("the body is already being received"));
-            if (!plainBody) return Promise.reject(new SocketGetError("the answer's body is chunked or encoded"));
-            body = new BodyReceiver(socket, path, start, take, written, {
-              take: () => {
-                const buffer = filling;
-                const bytes = filled;
-                // A fourth buffer only when a TLS socket delivered what it had decrypted after it was paused.
-                filling = free.pop() ?? newBuffer();
-                filled = 0;
-                return { buffer, bytes };
-              },
-              give: (buffer) => (released ? keepBuffers([buffer]) : free.push(buffer)),
-              release,
-              filling: () => ({ buffer: filling, bytes: filled }),
-              grow: (n) => {
-                filled += n;
-              },
-              left: () => bodyLeft,
-              consume: (n) => {
-                if (bodyLeft !== undefined) bodyLeft -= n;
-              },
-            });
+            if (body) return Promise.reject(new Error("the body is already being received"));
+            if (!plainBody) return Promise.reject(new Error("the answer's body is chunked or encoded"));
+            body = new BodyReceiver(socket, path, start, take, written, buffers);
             return body.done;
           },
           close: () => {
             socket.destroy();
-            release();
+            buffers.release();
           },
         };
         resolveHead(answer);
@@ -168,18 +129,12 @@ export function socketGet(url: URL, headers: Record<string, string>, idleMs: num
       : connectTcp({ host, port, onread });
     socket.setTimeout(idleMs, () => socket.destroy(new Error(`no byte for ${Math.round(idleMs / 1000)} s`)));
     socket.once(tls ? "secureConnect" : "connect", () => socket.write(request));
-    socket.on("error", (err) => {
-      if (!answer) {
-        release();
-        rejectHead(err);
-      } else body?.broken(err);
-    });
-    socket.on("close", () => {
-      if (!answer) {
-        release();
-        rejectHead(new Error("the connection closed before an answer came"));
-      } else body?.broken(undefined);
-    });
+    const noAnswer = (err: unknown) => {
+      buffers.release();
+      rejectHead(err);
+    };
+    socket.on("error", (err) => (answer ? body?.broken(err) : noAnswer(err)));
+    socket.on("close", () => (answer ? body?.broken(undefined) : noAnswer(new Error("the connection closed before an answer came"))));
   });
 }
 
@@ -197,21 +152,61 @@ function parseHead(text: string): { status: number; headers: Record<string, stri
   return { status: Number(statusLine[1]), headers };
 }
 
-/** The buffers a receiver fills and hands back, owned by the GET that read the head. */
-interface Buffers {
-  /** The buffer being filled, taken to be written; a free one takes its place. */
-  take(): { buffer: Buffer; bytes: number };
-  give(buffer: Buffer): void;
-  filling(): { buffer: Buffer; bytes: number };
-  grow(n: number): void;
-  /** Body bytes still to come (undefined: until the connection ends). */
-  left(): number | undefined;
-  consume(n: number): void;
-  /** The body is done and every write landed: the buffers are no longer needed. */
-  release(): void;
+/**
+ * A GET's buffers: the one being filled (the head, then the body), those free, those being written; and how many of
+ * the body's bytes are still to come.
+ */
+class GetBuffers {
+  private readonly free: Buffer[] = [newBuffer(), newBuffer()];
+  private filling = newBuffer();
+  /** Bytes in the buffer being filled. */
+  filled = 0;
+  /** The body's bytes still to come; undefined: until the connection ends. */
+  bodyLeft: number | undefined;
+  private released = false;
+
+  /** Where the next read lands. */
+  space(): Buffer {
+    return this.filling.subarray(this.filled);
+  }
+
+  /** What the buffer being filled holds. */
+  gathered(): Buffer {
+    return this.filling.subarray(0, this.filled);
+  }
+
+  /** Drop the first `bytes` of what is gathered (the head read). */
+  dropFront(bytes: number): void {
+    this.filling.copyWithin(0, bytes, this.filled);
+    this.filled -= bytes;
+  }
+
+  /** The buffer being filled and its bytes, taken to be written; a free one takes its place. */
+  takeGathered(): { buffer: Buffer; bytes: number } {
+    const taken = { buffer: this.filling, bytes: this.filled };
+    // A fourth buffer only when a TLS socket delivered what it had decrypted after it was paused.
+    this.filling = this.free.pop() ?? newBuffer();
+    this.filled = 0;
+    return taken;
+  }
+
+  /** A written buffer back. */
+  give(buffer: Buffer): void {
+    if (this.released) keepBuffers([buffer]);
+    else this.free.push(buffer);
+  }
+
+  /** The socket is closed and no write is in flight: the buffers go back to the spares. */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    keepBuffers([...this.free.splice(0), this.filling]);
+    this.filling = Buffer.alloc(0);
+    this.filled = 0;
+  }
 }
 
-/** One body into its file: the reads land in the buffers, each full one written at its offset. */
+/** One body into its file: the reads land in the GET's buffers, each full one written at its offset. */
 class BodyReceiver {
   readonly done: Promise<void>;
   private resolve!: () => void;
@@ -220,8 +215,7 @@ class BodyReceiver {
   /** The file is open and the bytes that came before it are counted: reads are taken as they come. */
   private started = false;
   private position: number;
-  private onDisk: number;
-  private readonly landed: Array<[number, number]> = [];
+  private readonly onDisk: WrittenPrefix;
   /** The connection broke (its idle time) while the file was being opened: told once what came before is taken. */
   private endedBeforeStart: { err: unknown } | undefined;
   private writing = 0;
@@ -235,15 +229,15 @@ class BodyReceiver {
     start: number,
     private readonly take: (bytes: Buffer) => boolean,
     private readonly written: ((bytes: number) => void) | undefined,
-    private readonly buffers: Buffers,
+    private readonly buffers: GetBuffers,
   ) {
     this.position = start;
-    this.onDisk = start;
+    this.onDisk = new WrittenPrefix(start);
     this.done = new Promise((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
     });
-    const opened = (err: NodeJS.ErrnoException | null, fd?: number) => {
+    openPartial(path, start, (err, fd) => {
       if (err) {
         if (fd !== undefined) close(fd, () => undefined);
         return this.fail(err);
@@ -251,20 +245,14 @@ class BodyReceiver {
       this.fd = fd;
       this.started = true;
       // What came with the head, and what a TLS socket delivered after it was paused (it hands over every record it
-      // has decrypted).
-      const first = this.buffers.filling();
-      const left = this.buffers.left();
-      const bytes = left === undefined ? first.bytes : Math.min(first.bytes, left);
-      this.buffers.consume(bytes);
-      if (bytes > 0 && !this.take(first.buffer.subarray(0, bytes))) return this.finish();
-      if (this.buffers.left() === 0) return this.finish();
-      if (bytes >= BATCH_BYTES) this.flush();
+      // has decrypted): taken as one read.
+      const first = this.buffers.filled;
+      this.buffers.filled = 0;
+      if (first > 0 && !this.read(first)) return;
+      if (this.buffers.bodyLeft === 0) return this.finish();
       if (this.endedBeforeStart) return this.broken(this.endedBeforeStart.err);
       this.socket.resume();
-    };
-    // A resume keeps the file's first `start` bytes and nothing after them.
-    if (start === 0) open(path, "w", 0o644, opened);
-    else open(path, "r+", (err, fd) => (err ? opened(err) : ftruncate(fd, start, (cut) => opened(cut, fd))));
+    });
   }
 
   /** `n` bytes were read into the buffer being filled; false pauses the socket. */
@@ -272,20 +260,20 @@ class BodyReceiver {
     if (this.ended) return false;
     // Before the file is open: kept where they landed, taken once it is.
     if (!this.started) {
-      this.buffers.grow(n);
+      this.buffers.filled += n;
       return false;
     }
-    const left = this.buffers.left();
+    const left = this.buffers.bodyLeft;
     // Bytes past the length the answer gave are not the body's.
     const bytes = left === undefined ? n : Math.min(n, left);
-    const { buffer, bytes: before } = this.buffers.filling();
-    if (!this.take(buffer.subarray(before, before + bytes))) {
+    const before = this.buffers.filled;
+    if (!this.take(this.buffers.space().subarray(0, bytes))) {
       this.finish();
       return false;
     }
-    this.buffers.grow(bytes);
-    this.buffers.consume(bytes);
-    if (this.buffers.left() === 0) {
+    this.buffers.filled += bytes;
+    if (left !== undefined) this.buffers.bodyLeft = left - bytes;
+    if (this.buffers.bodyLeft === 0) {
       this.finish();
       return false;
     }
@@ -300,7 +288,7 @@ class BodyReceiver {
       this.endedBeforeStart ??= { err };
       return;
     }
-    if (err === undefined && this.buffers.left() === undefined) return this.finish();
+    if (err === undefined && this.buffers.bodyLeft === undefined) return this.finish();
     this.failure ??= err ?? new Error("the connection closed before the body ended");
     this.finish();
   }
@@ -312,20 +300,18 @@ class BodyReceiver {
 
   /** No more reads: write what is gathered, then close the file. */
   private finish(): void {
-    if (this.ended) {
-      this.settle();
-      return;
+    if (!this.ended) {
+      this.ended = true;
+      this.socket.destroy();
+      this.flush();
     }
-    this.ended = true;
-    this.socket.destroy();
-    this.flush();
     this.settle();
   }
 
   private flush(): void {
     const fd = this.fd;
-    if (fd === undefined || this.buffers.filling().bytes === 0) return;
-    const { buffer, bytes } = this.buffers.take();
+    if (fd === undefined || this.buffers.filled === 0) return;
+    const { buffer, bytes } = this.buffers.takeGathered();
     const from = this.position;
     this.position += bytes;
     this.writing++;
@@ -336,11 +322,7 @@ class BodyReceiver {
         this.failure ??= err;
         if (!this.ended) this.finish();
       } else {
-        this.landed.push([from, from + bytes]);
-        this.landed.sort((a, b) => a[0] - b[0]);
-        const before = this.onDisk;
-        while (this.landed.length > 0 && this.landed[0]![0] === this.onDisk) this.onDisk = this.landed.shift()![1];
-        if (this.onDisk > before) this.written?.(this.onDisk);
+        if (this.onDisk.land(from, from + bytes)) this.written?.(this.onDisk.whole);
         // Reading again (a no-op when it never stopped).
         if (!this.ended && this.writing < MAX_WRITES) this.socket.resume();
       }
